@@ -1,0 +1,13 @@
+"""roofline: a closed-form, calibrated roofline model of distributed LLM training time.
+
+>>> from roofline import Model, Plan, predict, hardware
+>>> p = predict(Model(n_layers=2, d_model=256, n_heads=4, vocab=1000, seq_len=128), Plan(), hardware.load("a100-sxm4-80gb"))
+>>> p.step_time.units
+<Unit('second')>
+"""
+from . import hardware, models
+from .config import Model, Plan
+from .errors import InputError
+from .predict import Prediction, predict
+
+__all__ = ["Model", "Plan", "Prediction", "predict", "hardware", "models", "InputError"]

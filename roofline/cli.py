@@ -1,0 +1,312 @@
+"""Command line: ``python -m roofline <command>``. Heavy modules (sympy, scipy, torch,
+matplotlib) are imported inside the commands that need them, never on the prediction path.
+
+Long flags accept dashed and underscored spellings alike (``--d-model`` and ``--d_model``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .errors import InputError
+
+# (flag, dest, type, help) of the model shape; None type = store_true/false pairs handled below
+MODEL_FLAGS = [
+    ("layers", "n_layers", int, "transformer layers"),
+    ("d-model", "d_model", int, "hidden size"),
+    ("heads", "n_heads", int, "attention heads"),
+    ("kv-heads", "n_kv_heads", int, "key/value heads (GQA/MQA); default = heads"),
+    ("ffn-hidden", "ffn_hidden", int, "MLP inner size (per expert); default 4h (gelu) or LLaMA's 8h/3 (swiglu)"),
+    ("vocab", "vocab", int, "vocabulary size (padded to 128*tp internally)"),
+    ("seq-len", "seq_len", int, "sequence length"),
+    ("experts", "n_experts", int, "MoE experts (1 = dense)"),
+    ("top-k", "top_k", int, "experts per token"),
+    ("capacity-factor", "capacity_factor", float, "MoE capacity factor"),
+]
+PLAN_FLAGS = [
+    ("tp", "tp", int, "tensor-parallel degree"),
+    ("pp", "pp", int, "pipeline-parallel degree"),
+    ("dp", "dp", int, "data-parallel degree"),
+    ("cp", "cp", int, "context-parallel degree (ring attention)"),
+    ("ep", "ep", int, "expert-parallel degree (taken from dp)"),
+    ("micro-batch", "micro_batch", int, "micro-batch size (sequences)"),
+    ("global-batch", "global_batch", int, "global batch (sequences) = micro-batch x micro-batches x dp"),
+    ("interleave", "interleave", int, "virtual pipeline stages per GPU (interleaved 1F1B)"),
+    ("overlap-grad-reduce", "overlap_grad_reduce", float, "fraction of DP gradient reduce hidden behind backward"),
+    ("overlap-param-gather", "overlap_param_gather", float, "fraction of parameter all-gather hidden behind forward"),
+    ("overlap-tp", "overlap_tp", float, "fraction of TP/SP communication hidden behind GEMMs"),
+    ("overlap-pp", "overlap_pp", float, "fraction of pipeline send/recv hidden"),
+    ("overlap-cp", "overlap_cp", float, "fraction of ring-attention exchange hidden behind attention"),
+]
+
+
+def flag(p: argparse.ArgumentParser, name: str, **kw):
+    """Add --name and, when it has a dash, --name_with_underscores."""
+    names = [f"--{name}"] + ([f"--{name.replace('-', '_')}"] if "-" in name else [])
+    return p.add_argument(*names, **kw)
+
+
+def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model (override the preset's fields)")
+    flag(g, "model", help="model preset id (see `models list`) or a preset YAML path")
+    for name, dest, typ, hlp in MODEL_FLAGS:
+        flag(g, name, dest=dest, type=typ, help=hlp)
+    flag(g, "mlp", choices=("gelu", "swiglu", "squared_relu"))
+    flag(g, "norm", choices=("layernorm", "rmsnorm"))
+    flag(g, "attention", choices=("flash", "unfused"), help="attention kernel (framework default)")
+    flag(g, "position", choices=("learned", "rope"))
+    flag(g, "tied", dest="tied_embeddings", action="store_true", default=None, help="tie embedding and LM head")
+    flag(g, "untied", dest="tied_embeddings", action="store_false", help="separate LM head")
+    g = p.add_argument_group("parallel plan")
+    for name, dest, typ, hlp in PLAN_FLAGS:
+        flag(g, name, dest=dest, type=typ, help=hlp)
+    flag(g, "schedule", choices=("1f1b", "interleaved", "gpipe"), help="pipeline schedule (default 1f1b)")
+    flag(g, "sequence-parallel", dest="sequence_parallel", action="store_true", default=None)
+    flag(g, "no-sequence-parallel", dest="sequence_parallel", action="store_false")
+    flag(g, "recompute", choices=("none", "selective", "full"), help="activation recomputation (default none)")
+    flag(g, "sharding", choices=("none", "distributed", "zero1", "zero2", "zero3", "fsdp"),
+         help="optimizer/gradient/parameter sharding over dp")
+    flag(g, "zero", type=int, choices=(0, 1, 2, 3), help="ZeRO stage (alias of --sharding)")
+    flag(g, "dtype", choices=("bf16", "fp16", "fp32", "fp8"), help="matmul dtype (default bf16)")
+    flag(g, "grad-dtype", dest="grad_dtype", choices=("fp32", "bf16", "fp16"))
+    flag(g, "framework", default="megatron-core",
+         help="defaults for unset switches: megatron-core (default), megatron-lm-2021, megatron-deepspeed, fsdp, plain")
+    g = p.add_argument_group("hardware")
+    flag(g, "gpu", default="a100-sxm4-80gb", help="hardware profile id (see `hardware list`) or YAML path")
+    flag(g, "gpus-per-node", dest="gpus_per_node", type=int, help="override the profile's GPUs per node")
+    flag(g, "net-gbps", dest="net_gbps", type=float, help="inter-node line rate per GPU, Gbit/s")
+
+
+def build(args) -> tuple:
+    """(Model, Plan, Hardware) from parsed flags: preset < framework defaults < explicit flags."""
+    from dataclasses import replace as dc_replace
+
+    from . import hardware, models
+    from .config import Model, Plan, replace
+    from .frameworks import defaults
+
+    fw = defaults(args.framework)
+    base = getattr(args, "_base", None) or {}
+    model = base.get("model") or (models.load(args.model) if args.model else Model())
+    model = replace(model, **{k: v for k, v in fw["model"].items() if k not in base.get("model_set", ())})
+    model = replace(model, **{dest: getattr(args, dest) for _, dest, _, _ in MODEL_FLAGS},
+                    mlp=args.mlp, norm=args.norm, attention=args.attention, position=args.position,
+                    tied_embeddings=args.tied_embeddings)
+    plan = base.get("plan") or Plan()
+    fw_plan = dict(fw["plan"])
+    tp = args.tp or plan.tp
+    if fw_plan.get("sequence_parallel") and tp == 1:
+        fw_plan["sequence_parallel"] = False
+    plan = replace(plan, **{k: v for k, v in fw_plan.items() if k not in base.get("plan_set", ())})
+    sharding = args.sharding
+    if args.zero is not None:
+        sharding = {0: "none", 1: "zero1", 2: "zero2", 3: "zero3"}[args.zero]
+    plan = replace(plan, **{dest: getattr(args, dest) for _, dest, _, _ in PLAN_FLAGS}, schedule=args.schedule,
+                   sequence_parallel=args.sequence_parallel, recompute=args.recompute, sharding=sharding,
+                   dtype=args.dtype, grad_dtype=args.grad_dtype)
+    if plan.interleave > 1 and plan.schedule == "1f1b":
+        plan = dc_replace(plan, schedule="interleaved")
+    hw = base.get("hardware") or hardware.load(args.gpu)
+    if args.gpus_per_node:
+        hw = dc_replace(hw, gpus_per_node=args.gpus_per_node)
+    if args.net_gbps:
+        hw = hw.with_network(args.net_gbps)
+    return model, plan, hw
+
+
+def _fmt_time(s: float) -> str:
+    if s >= 1:
+        return f"{s:.3f} s"
+    return f"{s * 1e3:.2f} ms" if s >= 1e-3 else f"{s * 1e6:.1f} us"
+
+
+def _fmt_bytes(b: float) -> str:
+    return f"{b / 2**30:.2f} GiB"
+
+
+def render(pred) -> str:
+    d = pred.to_dict()
+    m, p, hw = pred.model, pred.plan, pred.hardware
+    step = d["step_time_s"]
+    lines = [
+        f"roofline: {m.name} ({pred.params / 1e9:.2f} B params) on {pred.n_gpus} x {hw.name}",
+        f"plan: tp={p.tp} pp={p.pp} dp={p.dp} cp={p.cp}" + (f" ep={p.ep}" if p.ep > 1 else "")
+        + f" | micro-batch {p.micro_batch} x {pred.micro_batches} micro-batches, global batch {p.batch}"
+        + f" | {p.schedule}" + (f" v={p.interleave}" if p.interleave > 1 else "")
+        + f" | SP {'on' if p.sequence_parallel and p.tp > 1 else 'off'} | recompute {p.recompute}"
+        + f" | sharding {p.sharding} | {p.dtype}",
+        f"profile: {hw.id} ({hw.kind}; calibrated: {', '.join(hw.calibrated) or 'nothing - datasheet peaks with assumed efficiencies'})",
+        "",
+        f"  step time                 {_fmt_time(step):>12}",
+    ]
+    for k, v in d["breakdown_s"].items():
+        if v > 0:
+            lines.append(f"    {k.replace('_', ' '):<22}{_fmt_time(v):>12}  {100 * v / step:5.1f} %")
+    mem = d["memory_per_gpu_bytes"]
+    cap = d["memory_capacity_bytes"]
+    lines += ["", f"  memory per GPU            {_fmt_bytes(mem['total']):>12}  of {_fmt_bytes(cap)}"
+              + ("" if pred.fits_in_memory else f"  DOES NOT FIT ({pred.overflow} is the largest part)")]
+    for k in ("weights", "gradients", "optimizer", "activations"):
+        lines.append(f"    {k:<22}{_fmt_bytes(mem[k]):>12}")
+    lines += [
+        "",
+        f"  model FLOPs per step      {d['flops_per_step']:.3e}",
+        f"  hardware FLOPs per step   {d['hardware_flops_per_step']:.3e}",
+        f"  MFU                       {100 * d['mfu']:11.1f} %   (model FLOPs, no recompute, causal halved)",
+        f"  HFU                       {100 * d['hfu']:11.1f} %   (executed matmul FLOPs incl. recompute)",
+        f"  tokens/s                  {d['tokens_per_s']:12.4g}",
+        f"  pipeline bubble           {100 * d['pp_bubble_fraction']:11.1f} %   ((p-1)/(v m))",
+    ]
+    if "run_days" in d:
+        lines += ["", f"  run: {d['steps']:.4g} steps, {d['tokens']:.4g} tokens",
+                  f"    wall time               {d['run_days']:10.2f} days",
+                  f"    GPU-hours               {d['gpu_hours']:12.4g}"]
+        if "energy_kwh" in d:
+            lines.append(f"    energy (board power)    {d['energy_kwh']:12.4g} kWh")
+        if "cost" in d:
+            lines.append(f"    cost                    {d['cost']:12.4g} USD")
+    return "\n".join(lines)
+
+
+def cmd_transformer(args) -> int:
+    from .predict import predict
+
+    model, plan, hw = build(args)
+    pred = predict(model, plan, hw, tokens=args.tokens, steps=args.steps, gpu_hour_price=args.gpu_hour_price)
+    print(json.dumps(pred.to_dict(), indent=1) if args.json else render(pred))
+    return 0
+
+
+def cmd_formulas(args) -> int:
+    from .formulas.export import export
+
+    if args.symbols:
+        from .formulas.symbols import SYMBOLS
+        for s in SYMBOLS.values():
+            print(f"{s.name:<16} [{s.dim or '1'}] {s.doc}")
+        return 0
+    values = {}
+    for item in args.set or []:
+        if "=" not in item:
+            raise InputError(f"--set expects name=value, got {item!r}")
+        k, v = item.split("=", 1)
+        try:
+            values[k.strip()] = float(v) if any(c in v for c in ".eE") else int(v)
+        except ValueError:
+            raise InputError(f"--set {k}: value {v!r} is not a number") from None
+    if args.gpu:
+        from . import hardware
+        from .predict import hardware_inputs
+        values = {**hardware_inputs(hardware.load(args.gpu)), **values}
+    print(export(args.quantity, args.format, values))
+    return 0
+
+
+def cmd_hardware(args) -> int:
+    from . import hardware
+
+    if args.action == "list":
+        rows = []
+        for i in hardware.list_ids():
+            try:
+                h = hardware.load(i)
+            except InputError as exc:
+                rows.append((i, f"(invalid: {exc})"))
+                continue
+            if args.table:
+                bf = h.peak_flops.get("bf16") or 0
+                f8 = h.peak_flops.get("fp8") or 0
+                rows.append((i, f"{bf / 1e12:7.0f} {f8 / 1e12:7.0f} {h.hbm_bandwidth / 1e12:6.2f} "
+                                f"{h.hbm_capacity / 2**30:6.0f} {h.intra.bandwidth / 1e9:6.0f} {h.inter.bandwidth / 1e9:6.1f} "
+                                f"{h.gpus_per_node:3d}  {h.kind}"))
+            else:
+                rows.append((i, f"{h.name} [{h.kind}]"))
+        if args.table:
+            print(f"{'id':<22}{'bf16':>7} {'fp8':>7} {'HBM':>6} {'GiB':>6} {'intra':>6} {'inter':>6} {'G':>3}  kind")
+            print(f"{'':<22}{'TFLOP/s':>7} {'TFLOP/s':>7} {'TB/s':>6} {'':>6} {'GB/s':>6} {'GB/s':>6}")
+        for i, text in rows:
+            print(f"{i:<22}{text}")
+        return 0
+    if not args.id:
+        raise InputError("hardware show needs a profile id")
+    import yaml
+    d = hardware.raw(args.id)
+    h = hardware.load(args.id)
+    d = {k: v for k, v in d.items() if not k.startswith("_")}
+    d["calibrated_parts"] = list(h.calibrated)
+    print(yaml.safe_dump(d, sort_keys=False, default_flow_style=None).rstrip())
+    return 0
+
+
+def cmd_models(args) -> int:
+    from . import models
+
+    if args.action == "list":
+        for i in models.list_ids():
+            m = models.load(i)
+            from .predict import model_inputs  # noqa: F401  (cheap; keeps one param-count path)
+            print(f"{i:<22}{m.n_layers:>4} x {m.d_model:<6} heads {m.n_heads:<4} kv {m.kv_heads:<4} "
+                  f"{m.mlp:<7} V {m.vocab:<7} s {m.seq_len}" + (f"  MoE {m.n_experts}x top-{m.top_k}" if m.n_experts > 1 else ""))
+        return 0
+    if not args.id:
+        raise InputError("models show needs a model id")
+    import yaml
+    print(yaml.safe_dump(models.raw(args.id), sort_keys=False).rstrip())
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m roofline",
+                                 description="Closed-form, calibrated roofline model of LLM training time.")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("transformer", help="predict one training step (and a whole run)")
+    add_model_plan_flags(p)
+    g = p.add_argument_group("run")
+    flag(g, "tokens", type=float, help="training tokens of the whole run (e.g. 300e9)")
+    flag(g, "steps", type=float, help="optimizer steps of the whole run")
+    flag(g, "gpu-hour-price", dest="gpu_hour_price", type=float, help="USD per GPU-hour")
+    flag(g, "json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_transformer)
+
+    p = sub.add_parser("formulas", help="export a closed form (LaTeX, Python, sympy, JSON)")
+    flag(p, "quantity", default="step_time", help="step_time, flops, memory, tp_comm, dp_comm, pp_bubble, ...")
+    flag(p, "format", default="latex", choices=("latex", "python", "sympy", "json"))
+    flag(p, "set", nargs="*", metavar="NAME=VALUE", help="substitute symbols (e.g. layers=96 d_model=12288)")
+    flag(p, "gpu", help="substitute a hardware profile's parameters")
+    flag(p, "symbols", action="store_true", help="list every symbol with its dimension")
+    p.set_defaults(func=cmd_formulas)
+
+    p = sub.add_parser("hardware", help="list or show hardware profiles")
+    p.add_argument("action", choices=("list", "show"))
+    p.add_argument("id", nargs="?")
+    flag(p, "table", action="store_true", help="peaks, HBM and links of every profile in one table")
+    p.set_defaults(func=cmd_hardware)
+
+    p = sub.add_parser("models", help="list or show model presets")
+    p.add_argument("action", choices=("list", "show"))
+    p.add_argument("id", nargs="?")
+    p.set_defaults(func=cmd_models)
+
+    for module in ("calibrate.cli", "validate", "search", "extras"):
+        try:
+            mod = __import__(f"roofline.{module}", fromlist=["register"])
+        except ImportError as exc:
+            if f"roofline.{module}" not in str(exc) and module.split(".")[0] not in str(exc):
+                raise
+            continue
+        if hasattr(mod, "register"):
+            mod.register(sub)
+    return ap
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except InputError as exc:
+        print(f"roofline: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,90 @@
+"""Collective communication times: alpha-beta per link type, ring algorithm factors, hierarchical
+when a group spans nodes.
+
+Conventions (nccl-tests, PERFORMANCE.md): for a message of S bytes over p ranks,
+``algbw = S / t`` and ``busbw = algbw * factor`` with factor ``2(p-1)/p`` for all-reduce and
+``(p-1)/p`` for all-gather, reduce-scatter and all-to-all; a p2p transfer has factor 1. Hence
+``t = steps * alpha + factor * S / busbw``, where busbw is what the profile stores per collective
+and link. A group of p ranks with stride ``stride`` in Megatron's rank order (TP innermost) has
+``k = min(p, G / stride)`` members per node (at least 1) on ``n = p / k`` nodes; its collective runs
+as the intra-node part over k ranks plus the inter-node part over n ranks, each rank's NIC carrying
+1/k of the data (the hierarchical ring of NCCL).
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from . import symbols as S
+
+FACTOR = {  # bus-bandwidth factor of each collective (nccl-tests)
+    "ar": lambda p: 2 * (p - 1) / p,
+    "ag": lambda p: (p - 1) / p,
+    "rs": lambda p: (p - 1) / p,
+    "a2a": lambda p: (p - 1) / p,
+}
+STEPS = {  # latency steps of the ring algorithm
+    "ar": lambda p: 2 * (p - 1),
+    "ag": lambda p: p - 1,
+    "rs": lambda p: p - 1,
+    "a2a": lambda p: p - 1,
+}
+
+
+def members_per_node(p, stride) -> sp.Expr:
+    """Ranks of a group (size p, rank stride ``stride``) that share a node: max(1, min(p, G/stride))."""
+    return sp.Max(1, sp.Min(p, S.gpus_per_node / stride))
+
+
+def flat(kind: str, p, size, link: str) -> sp.Expr:
+    """One ring collective of ``size`` bytes over p ranks on one link type."""
+    return STEPS[kind](p) * S.ALPHA[kind, link] + FACTOR[kind](p) * size / S.BUSBW[kind, link]
+
+
+def collective(kind: str, p, size, stride) -> sp.Expr:
+    """Hierarchical collective: intra-node over k ranks, inter-node over p/k ranks with size/k per NIC.
+
+    For all-to-all, a fraction (k-1)/p of the data stays in the node and (p-k)/p crosses the network.
+    """
+    k = members_per_node(p, stride)
+    n = p / k
+    if kind == "a2a":
+        return ((k - 1) * S.ALPHA["a2a", "intra"] + (k - 1) / p * size / S.BUSBW["a2a", "intra"]
+                + (n - 1) * S.ALPHA["a2a", "inter"] + (p - k) / p * size / S.BUSBW["a2a", "inter"])
+    return flat(kind, k, size, "intra") + flat(kind, n, size / k, "inter")
+
+
+def p2p(size, same_node) -> sp.Expr:
+    """Point-to-point send/recv of ``size`` bytes; ``same_node`` is 1 on NVLink, 0 across nodes."""
+    return (same_node * (S.ALPHA["p2p", "intra"] + size / S.BUSBW["p2p", "intra"])
+            + (1 - same_node) * (S.ALPHA["p2p", "inter"] + size / S.BUSBW["p2p", "inter"]))
+
+
+def exposed(t_comm, t_window, overlap) -> sp.Expr:
+    """Communication left on the critical path when a fraction ``overlap`` of it can hide behind
+    ``t_window`` of independent compute: t_comm - overlap * min(t_comm, t_window)."""
+    return t_comm - overlap * sp.Min(t_comm, t_window)
+
+
+# ---- the group layouts of Megatron's rank order: tp (innermost), cp, dp, pp -----------------
+def tp_group(kind: str, size) -> sp.Expr:
+    return collective(kind, S.tp, size, 1)
+
+
+def cp_ring_step(size) -> sp.Expr:
+    """One ring-attention KV hop between CP neighbours (stride t)."""
+    same = sp.Piecewise((1, S.tp * S.cp <= S.gpus_per_node), (0, True))
+    return p2p(size, same)
+
+
+def dp_group(kind: str, size) -> sp.Expr:
+    return collective(kind, S.dp, size, S.tp * S.cp)
+
+
+def ep_group(kind: str, size) -> sp.Expr:
+    """Expert parallelism takes its ranks from the DP dimension (Megatron-Core), stride t*c."""
+    return collective(kind, S.ep, size, S.tp * S.cp)
+
+
+def pp_same_node() -> sp.Expr:
+    """1 when pipeline neighbours (stride t*c*d) share a node."""
+    return sp.Piecewise((1, S.tp * S.cp * S.dp < S.gpus_per_node), (0, True))

@@ -1,0 +1,155 @@
+"""FLOPs and bytes of every operator of a transformer layer, per tensor-parallel rank and micro-batch.
+
+Each operator is an :class:`Op` with forward/backward FLOPs and HBM bytes; its time is the
+calibrated roofline ``t = t0 + max(F / (P eta sat), B / (W mu))`` (DESIGN.md), where ``sat`` is a
+saturation in the GEMM's smallest dimension (small GEMMs cannot fill the matrix units).
+Conventions: Megatron-LM column/row-parallel split (Shoeybi et al. 2019), sequence parallelism as
+in Korthikanti et al. 2022, context parallelism splits the sequence of queries (ring attention
+streams all keys/values through every rank).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from . import symbols as S
+
+# sizes per rank
+d_head = S.d_model / S.heads                                  # head dimension
+kv_width = S.kv_heads * d_head                                # width of K (and of V)
+tokens = S.micro_batch * S.seq_len / S.cp                     # tokens of one micro-batch on one CP rank
+sp_div = 1 + S.seq_par * (S.tp - 1)                           # divisor of norm/dropout work under SP
+tok_sp = tokens / sp_div                                      # tokens a rank holds outside TP regions
+routed = S.top_k * S.capacity                                 # expert copies of a token (1 for dense)
+moe = sp.Min(1, S.experts - 1)                                # 1 for a mixture of experts, else 0
+vocab_pad = sp.ceiling(S.vocab / (128 * S.tp)) * 128 * S.tp   # Megatron pads V to a multiple of 128*t
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operator: FLOPs and bytes forward and backward, and its calibration class."""
+    name: str
+    cls: str                  # one of symbols.OP_CLASSES
+    f_fwd: sp.Expr            # FLOPs executed in forward
+    b_fwd: sp.Expr            # HBM bytes moved in forward
+    f_bwd: sp.Expr
+    b_bwd: sp.Expr
+    model_f_fwd: sp.Expr = sp.Integer(0)   # FLOPs counted in model FLOPs (MFU convention), forward
+    dmin: sp.Expr | None = None            # smallest GEMM dimension (size saturation), GEMMs only
+    on: sp.Expr = sp.Integer(1)            # 0/1 switch: a kernel that is off costs nothing, not even t0
+
+
+def gemm(name: str, m, k, n, batch=1, model=1, on=sp.Integer(1)) -> Op:
+    """C[m,n] = A[m,k] B[k,n]: 2mkn FLOPs; backward = dgrad + wgrad = 2x (Narayanan et al. 2021 sec 5.1).
+
+    ``model`` scales the FLOPs counted as model FLOPs (0: not counted; 1/capacity for expert GEMMs,
+    whose padding to the capacity factor is executed work, not model work).
+    """
+    f = on * 2 * m * k * n * batch
+    b = on * S.act_bytes * (m * k + k * n + m * n) * batch
+    return Op(name, "gemm", f, b, 2 * f, 2 * b, f * model, sp.Min(m, k, n), on)
+
+
+def elementwise(name: str, cls: str, n_elems, reads_fwd, writes_fwd, reads_bwd, writes_bwd, flops_per_elem=1) -> Op:
+    """A memory-bound kernel: bytes = elements x (reads + writes) x bytes per element."""
+    e = S.act_bytes * n_elems
+    return Op(name, cls, flops_per_elem * n_elems, e * (reads_fwd + writes_fwd),
+              2 * flops_per_elem * n_elems, e * (reads_bwd + writes_bwd))
+
+
+def attention_core() -> list[Op]:
+    """Softmax(QK^T/sqrt(d)) V for a/t heads on s/c queries against s keys.
+
+    Flash (Dao et al. 2022): F_fwd = 4 b s_q s_kv d_h a/t, halved when causal blocks are skipped;
+    backward recomputes QK^T: 2.5x forward (5 GEMMs vs 2). Unfused (Megatron 2021): two batched
+    GEMMs over the full s x s scores plus scale/mask/softmax/dropout kernels over b a/t s_q s_kv
+    elements.
+    """
+    s_q, s_kv = S.seq_len / S.cp, S.seq_len
+    heads_rank = S.heads / S.tp
+    full = 4 * S.micro_batch * s_q * s_kv * d_head * heads_rank
+    model_f = full * (1 - S.causal / 2)
+    qkvo_bytes = S.act_bytes * S.micro_batch * (2 * s_q * S.d_model + 2 * s_kv * kv_width) / S.tp
+    f_flash = full * (1 - S.causal / 2)
+    ops_flash = Op("flash_attention", "attn", S.flash * f_flash, S.flash * qkvo_bytes,
+                   S.flash * sp.Rational(5, 2) * f_flash, S.flash * 2 * qkvo_bytes, S.flash * model_f,
+                   sp.Min(s_q, d_head), S.flash)
+    # unfused path: two batched GEMMs (scores and context) + mask/softmax/dropout over the scores
+    unf = 1 - S.flash
+    bmm_qk = gemm("attn_scores_bmm", s_q, d_head, s_kv, S.micro_batch * heads_rank, model=0, on=unf)
+    bmm_av = gemm("attn_context_bmm", s_q, s_kv, d_head, S.micro_batch * heads_rank, model=0, on=unf)
+    scores = S.micro_batch * heads_rank * s_q * s_kv
+    # fused scale-mask-softmax: read + write scores; dropout: read, write, 1-byte mask (Korthikanti 2022 sec 4.1)
+    softmax = Op("scale_mask_softmax_dropout", "softmax", unf * 5 * scores,
+                 unf * scores * (2 * S.act_bytes + S.dropout * (2 * S.act_bytes + 1)),
+                 unf * 8 * scores, unf * scores * (3 * S.act_bytes + S.dropout * (2 * S.act_bytes + 1)),
+                 on=unf)
+    unf_ops = [Op(o.name, o.cls, o.f_fwd, o.b_fwd, o.f_bwd, o.b_bwd, unf * model_f / 2, o.dmin, o.on)
+               for o in (bmm_qk, bmm_av)]
+    return [ops_flash, *unf_ops, softmax]
+
+
+def layer_ops() -> list[Op]:
+    """All operators of one transformer layer (pre-norm), forward and backward, per rank."""
+    h, f, t = S.d_model, S.ffn_hidden, S.tp
+    hid = tok_sp * h
+    ops = [
+        elementwise("norm_attn", "norm", hid, 1, 1, 2, 1, 8),
+        gemm("qkv_proj", tokens, h, (h + 2 * kv_width) / t),
+        *attention_core(),
+        gemm("attn_out_proj", tokens, h / t, h),
+        # fused bias-dropout-add: read x and residual, write output (+1-byte mask with dropout)
+        elementwise("dropout_residual_attn", "elem", hid, 2 + S.dropout / S.act_bytes, 1, 1 + S.dropout / S.act_bytes, 2),
+        elementwise("norm_mlp", "norm", hid, 1, 1, 2, 1, 8),
+        gemm("router", tokens, h, S.experts, on=moe),
+        gemm("mlp_up", tokens * routed, h, f * (1 + S.gated) / t, model=1 / S.capacity),
+        # GELU: read 1 write 1; SwiGLU: read 2 write 1 (backward: read inputs and grad, write input grads)
+        elementwise("mlp_activation", "elem", tokens * routed * f / t, 1 + S.gated, 1, 2 + S.gated, 1 + S.gated, 8),
+        gemm("mlp_down", tokens * routed, f / t, h, model=1 / S.capacity),
+        elementwise("dropout_residual_mlp", "elem", hid, 2 + S.dropout / S.act_bytes, 1, 1 + S.dropout / S.act_bytes, 2),
+    ]
+    return ops
+
+
+def embedding_ops() -> list[Op]:
+    """First stage: token (+ position) embedding lookup; backward scatters into the V/t x h table."""
+    hid = tokens * S.d_model
+    emb = Op("embedding", "embed", hid, S.act_bytes * hid * (2 + S.learned_pos),
+             hid, S.act_bytes * hid * (2 + S.learned_pos) + S.grad_bytes * hid)
+    return [emb]
+
+
+def head_ops() -> list[Op]:
+    """Last stage: final norm, LM head GEMM over the padded vocabulary, vocab-parallel cross-entropy."""
+    hid = tok_sp * S.d_model
+    logits = tokens * vocab_pad / S.tp
+    return [
+        elementwise("final_norm", "norm", hid, 1, 1, 2, 1, 8),
+        gemm("lm_head", tokens, S.d_model, vocab_pad / S.tp),
+        # fp32 softmax over logits: read logits (2 B), write fp32 (4 B) forward; read, write grad backward
+        Op("cross_entropy", "ce", 5 * logits, logits * (S.act_bytes + 4), 2 * logits, logits * (4 + S.act_bytes)),
+    ]
+
+
+def op_time(op: Op, direction: str) -> sp.Expr:
+    """Calibrated roofline time of ``op`` in ``direction`` ('fwd' or 'bwd')."""
+    f, b = (op.f_fwd, op.b_fwd) if direction == "fwd" else (op.f_bwd, op.b_bwd)
+    key = (op.cls, direction)
+    if op.cls in ("gemm", "attn"):
+        sat = op.dmin / (op.dmin + S.gemm_dhalf) if op.dmin is not None else 1
+        compute = f / (S.peak * S.EFF_FLOP[key] * sat)
+    else:
+        compute = f / (S.peak_vec * S.EFF_FLOP[key])
+    memory = b / (S.hbm_bw * S.EFF_MEM[key])
+    return op.on * S.T0[key] + sp.Max(compute, memory)
+
+
+def ops_time(ops: list[Op], direction: str) -> sp.Expr:
+    return sp.Add(*[op_time(o, direction) for o in ops])
+
+
+def ops_flops(ops: list[Op], kind: str) -> sp.Expr:
+    """Sum of FLOPs: kind 'model_fwd' (MFU convention), 'fwd' or 'bwd' (executed)."""
+    attr = {"model_fwd": "model_f_fwd", "fwd": "f_fwd", "bwd": "f_bwd"}[kind]
+    return sp.Add(*[getattr(o, attr) for o in ops])

@@ -1,0 +1,185 @@
+"""The step time, its breakdown, FLOPs and memory, assembled from the other formula modules.
+
+step = (m + (p-1)/v) t_mb                       pipeline: m micro-batches of the slowest stage
+     + exposed PP send/recv + exposed DP gradient reduce / parameter gather
+     + exposed ZeRO-3 gathers + optimizer step
+t_mb = (l/p) (t_layer_fwd + t_layer_bwd + recompute + exposed TP/CP/EP) + embedding/LM head
+"""
+from __future__ import annotations
+
+import functools
+
+import sympy as sp
+
+from . import comm as CM
+from . import compute as C
+from . import memory as M
+from . import pipeline as PL
+from . import symbols as S
+
+h = S.d_model
+
+
+def _sum_time(ops, direction):
+    return C.ops_time(ops, direction)
+
+
+@functools.lru_cache(maxsize=1)
+def build() -> dict[str, sp.Expr]:
+    """Every output quantity of the model as a sympy expression of the symbols in ``symbols``."""
+    layer = C.layer_ops()
+    attn_core = [o for o in layer if o.name in ("flash_attention", "attn_scores_bmm", "attn_context_bmm",
+                                                  "scale_mask_softmax_dropout")]
+    emb, head = C.embedding_ops(), C.head_ops()
+    out: dict[str, sp.Expr] = {}
+
+    # ---- per layer, per micro-batch -----------------------------------------------------------
+    lf, lb = _sum_time(layer, "fwd"), _sum_time(layer, "bwd")
+    recompute = S.rc_full * lf + (1 - S.rc_full) * S.rc_sel * _sum_time(attn_core, "fwd")
+    gemm_f = _sum_time([o for o in layer if o.cls == "gemm"], "fwd")
+    # TP: 2 all-reduces forward and 2 backward of the (s/c) b h activations (Shoeybi et al. 2019);
+    # with SP each becomes an all-gather plus a reduce-scatter (Korthikanti et al. 2022 sec 4.2.2)
+    act = S.act_bytes * C.tokens * h
+    tp_one = (1 - S.seq_par) * CM.tp_group("ar", act) + S.seq_par * (CM.tp_group("ag", act) + CM.tp_group("rs", act))
+    tp_layer = 2 * tp_one * (2 + S.rc_full)            # fwd, bwd, and the recomputed forward
+    tp_exposed = CM.exposed(tp_layer, gemm_f * (2 + S.rc_full) * 3 / 2, S.ov_tp)
+    # CP: ring attention passes K and V chunks around c ranks, c-1 hops forward, 2x backward (dK, dV)
+    kv_chunk = 2 * S.act_bytes * C.tokens * C.kv_width / S.tp
+    cp_layer = (S.cp - 1) * CM.cp_ring_step(kv_chunk) * (1 + 2 + S.rc_full)
+    cp_exposed = CM.exposed(cp_layer, _sum_time(attn_core, "fwd") * (1 + 2 + S.rc_full), S.ov_cp)
+    # EP: all-to-all dispatch and combine of routed tokens, forward and backward (Lepikhin et al. 2020)
+    routed_bytes = S.act_bytes * C.tokens * C.routed * h
+    ep_layer = C.moe * 2 * CM.ep_group("a2a", routed_bytes) * (2 + S.rc_full)
+    layer_comm = tp_exposed + cp_exposed + ep_layer
+
+    lps = S.layers / S.pp                                  # layers per pipeline stage
+    ef, eb = _sum_time(emb, "fwd"), _sum_time(emb, "bwd")
+    hf, hb = _sum_time(head, "fwd"), _sum_time(head, "bwd")
+    head_heavier = sp.Piecewise((1, hf + hb >= ef + eb), (0, True))
+    only = 1 - PL.has_pp                                   # p = 1: one stage carries both
+    edge_f = head_heavier * hf + (1 - head_heavier) * ef + only * (head_heavier * ef + (1 - head_heavier) * hf)
+    edge_b = head_heavier * hb + (1 - head_heavier) * eb + only * (head_heavier * eb + (1 - head_heavier) * hb)
+    stage_f = lps * lf + edge_f
+    stage_b = lps * lb + edge_b
+    t_mb = stage_f + stage_b + lps * (recompute + layer_comm)
+
+    m = PL.micro_batches
+    pipe = PL.step_time(t_mb)
+    bubble = PL.bubble_time(t_mb)
+
+    # ---- PP send/recv: b (s/c) h activations, split over t (scatter/gather or SP) -----------
+    p2p_size = S.act_bytes * C.tokens * h / S.tp
+    pp_comm = (1 - S.ov_pp) * PL.p2p_transfers() * CM.p2p(p2p_size, CM.pp_same_node())
+
+    # ---- DP: gradients once per step (ZeRO-3: per micro-batch) ------------------------------
+    g_dense = M.dense_params_rank * S.grad_bytes
+    g_exp = M.expert_params_rank * S.grad_bytes
+    edp = S.dp / S.ep                                      # expert-data-parallel group
+    reduce_dense = (1 - S.z_os) * CM.dp_group("ar", g_dense) + S.z_os * CM.dp_group("rs", g_dense)
+    reduce_exp = C.moe * ((1 - S.z_os) * CM.collective("ar", edp, g_exp, S.tp * S.cp * S.ep)
+                          + S.z_os * CM.collective("rs", edp, g_exp, S.tp * S.cp * S.ep))
+    gather = S.z_os * CM.dp_group("ag", M.stage_params_rank * S.act_bytes)
+    t_bwd_mb = stage_b + lps * (recompute + layer_comm / 2)
+    t_fwd_mb = stage_f
+    dp_reduce = CM.exposed(reduce_dense + reduce_exp, t_bwd_mb, S.ov_dp)
+    dp_gather = CM.exposed(gather, t_fwd_mb, S.ov_ag)
+    dp_comm = (1 - S.z_param) * (dp_reduce + dp_gather)
+    # ZeRO-3 / FSDP: all-gather the stage's parameters in forward and again in backward, and
+    # reduce-scatter its gradients, every micro-batch (Rajbhandari et al. 2020 sec 5.3)
+    z3 = m * (2 * CM.dp_group("ag", M.stage_params_rank * S.act_bytes) + CM.dp_group("rs", g_dense + g_exp))
+    zero3_comm = S.z_param * CM.exposed(z3, m * (stage_f + stage_b), S.ov_ag)
+
+    # ---- optimizer: fused Adam over this rank's shard; read/write states, read grads twice
+    # (norm for clipping + update), write the 2-byte weights
+    n_opt = M.stage_params_rank / S.dp ** S.z_os
+    opt_op = C.Op("adam", "optim", 12 * n_opt, n_opt * (2 * S.opt_bytes + 2 * S.grad_bytes + S.act_bytes),
+                  sp.Integer(0), sp.Integer(0))
+    t_opt = C.op_time(opt_op, "fwd")
+
+    step = pipe + pp_comm + dp_comm + zero3_comm + t_opt
+    out["step_time"] = step
+    # breakdown (sums to step_time)
+    out["t_forward"] = m * stage_f
+    out["t_backward"] = m * stage_b
+    out["t_recompute"] = m * lps * recompute
+    out["t_tp_comm"] = m * lps * tp_exposed
+    out["t_cp_comm"] = m * lps * cp_exposed
+    out["t_ep_comm"] = m * lps * ep_layer
+    out["t_pp_bubble"] = bubble
+    out["t_pp_comm"] = pp_comm
+    out["t_dp_comm"] = dp_comm + zero3_comm
+    out["t_optimizer"] = t_opt
+    # raw (before overlap) communication per step, for reporting
+    out["tp_comm_total"] = m * lps * tp_layer
+    out["dp_comm_total"] = (1 - S.z_param) * (reduce_dense + reduce_exp + gather) + S.z_param * z3
+    out["tp_comm"] = out["t_tp_comm"]
+    out["dp_comm"] = out["t_dp_comm"]
+    out["pp_bubble"] = PL.bubble_fraction
+    out["micro_batches"] = m
+    out["t_microbatch_stage"] = t_mb
+
+    # ---- FLOPs ------------------------------------------------------------------------------
+    per_seq = {S.tp: 1, S.cp: 1, S.micro_batch: 1}
+    mf_layer = C.ops_flops(layer, "model_fwd").subs(per_seq)
+    mf_head = C.ops_flops([o for o in head if o.cls == "gemm"], "model_fwd").subs(per_seq)
+    mf_head = mf_head * S.vocab / C.vocab_pad.subs(per_seq)     # model FLOPs use the unpadded vocabulary
+    out["flops"] = 3 * S.global_batch * (S.layers * mf_layer + mf_head)   # forward + 2x backward
+    mm = lambda ops, d: C.ops_flops([o for o in ops if o.cls in ("gemm", "attn")], d)
+    core_f = mm(attn_core, "fwd")
+    hw_layer = mm(layer, "fwd") + mm(layer, "bwd") + S.rc_full * mm(layer, "fwd") + (1 - S.rc_full) * S.rc_sel * core_f
+    hw_head = mm(head, "fwd") + mm(head, "bwd")
+    n_gpus = S.tp * S.pp * S.dp * S.cp
+    # executed matmul FLOPs of all ranks: every (t, c, d) rank runs m micro-batches over all l layers
+    out["hardware_flops"] = S.tp * S.cp * S.dp * m * (S.layers * hw_layer + hw_head)
+    out["n_gpus"] = n_gpus
+    out["mfu"] = out["flops"] / (step * n_gpus * S.peak)
+    out["hfu"] = out["hardware_flops"] / (step * n_gpus * S.peak)
+    out["tokens_per_s"] = S.global_batch * S.seq_len / step
+
+    # ---- memory and parameters ----------------------------------------------------------------
+    out["memory"] = M.total
+    out["mem_weights"] = M.weights
+    out["mem_gradients"] = M.gradients
+    out["mem_optimizer"] = M.optimizer
+    out["mem_activations"] = M.activations + M.zero3_buffers
+    out["params"] = M.total_params
+    out["active_params"] = M.active_params
+    out["params_rank"] = M.stage_params_rank
+    return out
+
+
+# what each output is, its dimension, and a one-line description (docs and the dimension test)
+QUANTITIES: dict[str, tuple[str, str]] = {
+    "step_time": ("time", "wall time of one optimizer step"),
+    "t_forward": ("time", "forward compute on the critical path"),
+    "t_backward": ("time", "backward compute on the critical path"),
+    "t_recompute": ("time", "activation recomputation"),
+    "t_tp_comm": ("time", "TP/SP communication left exposed after overlap"),
+    "t_cp_comm": ("time", "context-parallel ring exchange left exposed"),
+    "t_ep_comm": ("time", "expert-parallel all-to-all"),
+    "t_pp_bubble": ("time", "pipeline fill and drain"),
+    "t_pp_comm": ("time", "pipeline send/recv on the critical path"),
+    "t_dp_comm": ("time", "data-parallel gradient reduce and parameter gather left exposed"),
+    "t_optimizer": ("time", "optimizer step"),
+    "tp_comm_total": ("time", "TP/SP communication before overlap"),
+    "dp_comm_total": ("time", "DP communication before overlap"),
+    "tp_comm": ("time", "alias of t_tp_comm"),
+    "dp_comm": ("time", "alias of t_dp_comm"),
+    "pp_bubble": ("", "bubble fraction (p-1)/(v m) of the ideal pipeline time"),
+    "micro_batches": ("", "micro-batches per step m = B / (b d)"),
+    "t_microbatch_stage": ("time", "one micro-batch through the slowest stage, forward + backward"),
+    "flops": ("flop", "model FLOPs per step (MFU convention: no recompute)"),
+    "hardware_flops": ("flop", "executed matmul FLOPs per step (HFU convention)"),
+    "n_gpus": ("", "GPUs t p d c"),
+    "mfu": ("", "model FLOPs utilisation"),
+    "hfu": ("", "hardware FLOPs utilisation"),
+    "tokens_per_s": ("1/time", "training throughput"),
+    "memory": ("bytes", "memory per GPU of the heaviest stage"),
+    "mem_weights": ("bytes", "weights per GPU"),
+    "mem_gradients": ("bytes", "gradients per GPU"),
+    "mem_optimizer": ("bytes", "optimizer state per GPU"),
+    "mem_activations": ("bytes", "activations per GPU (peak, in-flight micro-batches)"),
+    "params": ("", "total parameters"),
+    "active_params": ("", "parameters active per token"),
+    "params_rank": ("", "parameters per GPU of the heaviest stage"),
+}

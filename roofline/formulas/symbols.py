@@ -1,0 +1,117 @@
+"""Every symbol of the closed forms: its name (as used by ``formulas --set``), dimension and meaning.
+
+Dimensions are products of the base dimensions ``time``, ``bytes``, ``flop`` (empty = a count or
+a ratio). The test suite scales each base dimension and checks every exported formula scales as
+the dimension it claims.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+
+@dataclass(frozen=True)
+class Sym:
+    name: str
+    symbol: sp.Symbol
+    dim: str          # e.g. "", "time", "bytes", "flop/time", "bytes/time"
+    doc: str
+    group: str        # model | plan | hardware | efficiency | link
+    latex: str
+
+
+SYMBOLS: dict[str, Sym] = {}
+
+
+def _s(name: str, dim: str, doc: str, group: str, latex: str | None = None) -> sp.Symbol:
+    sym = sp.Symbol(name, positive=True)
+    SYMBOLS[name] = Sym(name, sym, dim, doc, group, latex or name.replace("_", r"\_"))
+    return sym
+
+
+def latex_names() -> dict[sp.Symbol, str]:
+    return {s.symbol: s.latex for s in SYMBOLS.values()}
+
+
+def by_symbol() -> dict[sp.Symbol, Sym]:
+    return {s.symbol: s for s in SYMBOLS.values()}
+
+
+# ---- model --------------------------------------------------------------------------------
+layers = _s("layers", "", "transformer layers l", "model", "l")
+d_model = _s("d_model", "", "hidden size h", "model", "h")
+heads = _s("heads", "", "attention heads a", "model", "a")
+kv_heads = _s("kv_heads", "", "key/value heads (GQA/MQA; = heads for MHA)", "model", "a_{kv}")
+ffn_hidden = _s("ffn_hidden", "", "MLP inner size f (per expert)", "model", "f")
+vocab = _s("vocab", "", "vocabulary size V (padded to 128*tp in the model)", "model", "V")
+seq_len = _s("seq_len", "", "sequence length s", "model", "s")
+gated = _s("gated", "", "1 for a gated MLP (SwiGLU: two up projections), else 0", "model", "g")
+causal = _s("causal", "", "1 when the attention kernel skips masked blocks (attention FLOPs halved)", "model", r"\chi")
+flash = _s("flash", "", "1 for a fused flash-attention kernel, 0 for the unfused bmm/softmax path", "model", r"\phi")
+dropout = _s("dropout", "", "1 when dropout layers are active (their masks are stored)", "model", r"\delta")
+tied = _s("tied", "", "1 when input embedding and LM head share weights", "model", r"\tau")
+learned_pos = _s("learned_pos", "", "1 for a learned position embedding table (s x h)", "model", r"\pi")
+biases = _s("biases", "", "1 when linear layers and norms carry biases", "model", r"\beta_{b}")
+experts = _s("experts", "", "MoE experts E (1 = dense)", "model", "E")
+top_k = _s("top_k", "", "experts per token K (1 = dense)", "model", "K")
+capacity = _s("capacity", "", "MoE capacity factor (tokens per expert over the even share)", "model", "c_f")
+
+# ---- plan ---------------------------------------------------------------------------------
+tp = _s("tp", "", "tensor-parallel degree t", "plan", "t")
+pp = _s("pp", "", "pipeline-parallel degree p", "plan", "p")
+dp = _s("dp", "", "data-parallel degree d", "plan", "d")
+cp = _s("cp", "", "context-parallel degree c", "plan", "c")
+ep = _s("ep", "", "expert-parallel degree (carved out of dp)", "plan", "e")
+micro_batch = _s("micro_batch", "", "micro-batch size b (sequences)", "plan", "b")
+global_batch = _s("global_batch", "", "global batch B (sequences)", "plan", "B")
+interleave = _s("interleave", "", "virtual pipeline stages per GPU v (1 = plain 1F1B)", "plan", "v")
+seq_par = _s("seq_par", "", "1 with Megatron sequence parallelism", "plan", r"\sigma")
+rc_full = _s("rc_full", "", "1 with full activation recomputation", "plan", r"r_{f}")
+rc_sel = _s("rc_sel", "", "1 with selective (attention-core) recomputation", "plan", r"r_{s}")
+gpipe = _s("gpipe", "", "1 for the GPipe schedule (all forwards, then all backwards)", "plan", r"\gamma")
+z_os = _s("z_os", "", "1 when optimizer state is sharded over dp (distributed optimizer / ZeRO>=1)", "plan", "z_1")
+z_grad = _s("z_grad", "", "1 when gradients are sharded over dp (ZeRO>=2)", "plan", "z_2")
+z_param = _s("z_param", "", "1 when parameters are sharded over dp (ZeRO-3 / FSDP)", "plan", "z_3")
+ov_dp = _s("ov_dp", "", "fraction of the DP gradient reduce hidden behind backward (0..1)", "plan", r"o_{d}")
+ov_ag = _s("ov_ag", "", "fraction of the parameter all-gather hidden behind forward (0..1)", "plan", r"o_{g}")
+ov_tp = _s("ov_tp", "", "fraction of TP/SP communication hidden behind GEMMs (0..1)", "plan", r"o_{t}")
+ov_pp = _s("ov_pp", "", "fraction of pipeline send/recv hidden behind compute (0..1)", "plan", r"o_{p}")
+ov_cp = _s("ov_cp", "", "fraction of ring-attention KV exchange hidden behind attention (0..1)", "plan", r"o_{c}")
+act_bytes = _s("act_bytes", "bytes", "bytes per activation/weight element (2 for bf16/fp16)", "plan", r"\beta_{a}")
+grad_bytes = _s("grad_bytes", "bytes", "bytes per gradient element in the reduce and buffer", "plan", r"\beta_{g}")
+opt_bytes = _s("opt_bytes", "bytes", "optimizer-state bytes per parameter (Adam: fp32 master + 2 moments = 12)", "plan", r"\beta_{o}")
+
+# ---- hardware -----------------------------------------------------------------------------
+peak = _s("peak", "flop/time", "dense peak FLOP/s of the matmul dtype", "hardware", "P")
+peak_vec = _s("peak_vec", "flop/time", "peak FLOP/s of non-matmul (vector) units", "hardware", "P_{v}")
+hbm_bw = _s("hbm_bw", "bytes/time", "HBM bandwidth", "hardware", "W")
+gpus_per_node = _s("gpus_per_node", "", "GPUs per node G", "hardware", "G")
+
+# ---- links: alpha (latency per step) and bus bandwidth per collective and link --------------
+COLLECTIVES = ("ar", "ag", "rs", "a2a", "p2p")
+LINKS = ("intra", "inter")
+ALPHA: dict[tuple[str, str], sp.Symbol] = {}
+BUSBW: dict[tuple[str, str], sp.Symbol] = {}
+for _link in LINKS:
+    for _c in COLLECTIVES:
+        ALPHA[_c, _link] = _s(f"alpha_{_c}_{_link}", "time", f"latency per algorithm step, {_c}, {_link}-node", "link",
+                              rf"\alpha^{{{_c}}}_{{{_link}}}")
+        BUSBW[_c, _link] = _s(f"bw_{_c}_{_link}", "bytes/time", f"bus bandwidth (nccl-tests busbw), {_c}, {_link}-node",
+                              "link", rf"\beta^{{{_c}}}_{{{_link}}}")
+
+# ---- calibrated efficiencies per operator class and direction -------------------------------
+OP_CLASSES = ("gemm", "attn", "softmax", "norm", "elem", "embed", "ce", "optim")
+EFF_FLOP: dict[tuple[str, str], sp.Symbol] = {}
+EFF_MEM: dict[tuple[str, str], sp.Symbol] = {}
+T0: dict[tuple[str, str], sp.Symbol] = {}
+for _c in OP_CLASSES:
+    for _d in ("fwd", "bwd"):
+        EFF_FLOP[_c, _d] = _s(f"eta_{_c}_{_d}", "", f"asymptotic FLOP efficiency of {_c} {_d} (0..1]", "efficiency",
+                              rf"\eta^{{{_c}}}_{{{_d}}}")
+        EFF_MEM[_c, _d] = _s(f"mu_{_c}_{_d}", "", f"asymptotic HBM efficiency of {_c} {_d} (0..1]", "efficiency",
+                             rf"\mu^{{{_c}}}_{{{_d}}}")
+        T0[_c, _d] = _s(f"t0_{_c}_{_d}", "time", f"fixed time per {_c} {_d} kernel (launch, tail)", "efficiency",
+                        rf"t^{{{_c}}}_{{0,{_d}}}")
+gemm_dhalf = _s("gemm_dhalf", "", "GEMM size at which FLOP efficiency is half its asymptote (smallest dim)",
+                "efficiency", r"d_{1/2}")

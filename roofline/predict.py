@@ -1,0 +1,162 @@
+"""model + plan + hardware -> Prediction (pint quantities with a breakdown).
+
+The numbers come from ``_compiled.evaluate``, the numpy code generated from the sympy formulas;
+this module only maps the dataclasses onto the formula symbols and wraps the results in units.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import _compiled
+from .config import Model, Plan, check
+from .hardware import COLLECTIVES, CLASSES, Hardware
+
+BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}
+BREAKDOWN = ("forward", "backward", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "pp_bubble",
+             "dp_comm", "optimizer")
+MEMORY = ("weights", "gradients", "optimizer", "activations")
+
+
+def hardware_inputs(hw: Hardware, dtype: str = "bf16") -> dict:
+    x = {"peak": hw.peak(dtype), "peak_vec": hw.vector_peak(), "hbm_bw": hw.hbm_bandwidth,
+         "gpus_per_node": hw.gpus_per_node, "gemm_dhalf": hw.dhalf}
+    for c in CLASSES:
+        for d in ("fwd", "bwd"):
+            eta, mu, t0 = hw.efficiency[c][d]
+            x[f"eta_{c}_{d}"], x[f"mu_{c}_{d}"], x[f"t0_{c}_{d}"] = eta, mu, t0
+    for (c, link), (alpha, busbw) in hw.collectives.items():
+        x[f"alpha_{c}_{link}"], x[f"bw_{c}_{link}"] = alpha, busbw
+    return x
+
+
+def model_inputs(m: Model) -> dict:
+    return {"layers": m.n_layers, "d_model": m.d_model, "heads": m.n_heads, "kv_heads": m.kv_heads,
+            "ffn_hidden": m.ffn, "vocab": m.vocab, "seq_len": m.seq_len, "gated": float(m.mlp == "swiglu"),
+            "causal": float(m.causal), "flash": float(m.attention == "flash"), "dropout": float(m.dropout),
+            "tied": float(m.tied_embeddings), "learned_pos": float(m.position == "learned"),
+            "biases": float(m.biases), "experts": m.n_experts, "top_k": m.top_k, "capacity": m.capacity_factor}
+
+
+def plan_inputs(p: Plan) -> dict:
+    z = p.zero_stage
+    return {"tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "ep": p.ep, "micro_batch": p.micro_batch,
+            "global_batch": p.batch, "interleave": p.interleave, "seq_par": float(p.sequence_parallel and p.tp > 1),
+            "rc_full": float(p.recompute == "full"), "rc_sel": float(p.recompute == "selective"),
+            "gpipe": float(p.schedule == "gpipe"), "z_os": float(z >= 1), "z_grad": float(z >= 2),
+            "z_param": float(z >= 3), "ov_dp": p.overlap_grad_reduce, "ov_ag": p.overlap_param_gather,
+            "ov_tp": p.overlap_tp, "ov_pp": p.overlap_pp, "ov_cp": p.overlap_cp,
+            "act_bytes": BYTES[p.dtype], "grad_bytes": BYTES[p.grad_dtype], "opt_bytes": 12}
+
+
+def inputs(model: Model, plan: Plan, hw: Hardware) -> dict:
+    return {**model_inputs(model), **plan_inputs(plan), **hardware_inputs(hw, plan.dtype)}
+
+
+def evaluate(x: dict) -> dict:
+    """Vectorized core: every formula output for arrays of inputs (plain floats, SI units)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _compiled.evaluate(x)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One prediction. Quantities are pint quantities; ``to_dict()`` gives plain SI numbers."""
+    model: Model
+    plan: Plan
+    hardware: Hardware
+    step_time: object
+    breakdown: dict
+    memory: dict
+    memory_capacity: object
+    fits_in_memory: bool
+    flops_per_step: object
+    hardware_flops_per_step: object
+    mfu: float
+    hfu: float
+    tokens_per_s: object
+    n_gpus: int
+    micro_batches: int
+    params: float
+    bubble_fraction: float
+    run: dict = field(default_factory=dict)
+    raw: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def overflow(self) -> str | None:
+        """Which memory part is largest when the plan does not fit, else None."""
+        if self.fits_in_memory:
+            return None
+        part = max(MEMORY, key=lambda k: self.memory[k].magnitude)
+        return part
+
+    def to_dict(self) -> dict:
+        units = {"run_days": "day", "gpu_hours": "hour", "cost": "USD", "energy_kwh": "kWh"}
+
+        def mag(q, unit=None):
+            if not hasattr(q, "to"):
+                return q
+            return float(q.to(unit).magnitude) if unit else float(q.to_base_units().magnitude)
+        d = {
+            "step_time_s": mag(self.step_time),
+            "breakdown_s": {k: mag(v) for k, v in self.breakdown.items()},
+            "flops_per_step": mag(self.flops_per_step),
+            "hardware_flops_per_step": mag(self.hardware_flops_per_step),
+            "mfu": self.mfu, "hfu": self.hfu,
+            "mfu_convention": "model FLOPs (matmuls, causal attention halved when the kernel skips masked blocks, "
+                              "no recompute) / (step time x GPUs x dense peak)",
+            "hfu_convention": "executed matmul FLOPs (with recompute and flash-attention backward recompute) / "
+                              "(step time x GPUs x dense peak)",
+            "tokens_per_s": mag(self.tokens_per_s),
+            "memory_per_gpu_bytes": {k: mag(v) for k, v in self.memory.items()},
+            "memory_capacity_bytes": mag(self.memory_capacity),
+            "fits_in_memory": self.fits_in_memory,
+            "n_gpus": self.n_gpus, "micro_batches": self.micro_batches, "params": self.params,
+            "pp_bubble_fraction": self.bubble_fraction,
+            "hardware": self.hardware.id, "hardware_calibrated": list(self.hardware.calibrated),
+            "units": {"step_time_s": "s", "breakdown_s": "s", "flops_per_step": "FLOP",
+                      "hardware_flops_per_step": "FLOP", "tokens_per_s": "1/s", "memory_per_gpu_bytes": "B",
+                      "run_days": "day", "gpu_hours": "h", "cost": "USD", "energy_kwh": "kWh"},
+        }
+        if not self.fits_in_memory:
+            d["memory_overflow"] = self.overflow
+        d.update({k: mag(v, units.get(k)) for k, v in self.run.items()})
+        return d
+
+
+def predict(model: Model, plan: Plan, hw: Hardware, *, tokens: float | None = None, steps: float | None = None,
+            gpu_hour_price: float | None = None) -> Prediction:
+    """Predict one training step (and the whole run when ``tokens`` or ``steps`` is given)."""
+    from .units import Q
+
+    check(model, plan)
+    r = {k: float(v) for k, v in evaluate(inputs(model, plan, hw)).items()}
+    s = lambda v: Q(v, "s")
+    breakdown = {k: s(r["t_" + k]) for k in BREAKDOWN}
+    memory = {"weights": Q(r["mem_weights"], "B"), "gradients": Q(r["mem_gradients"], "B"),
+              "optimizer": Q(r["mem_optimizer"], "B"), "activations": Q(r["mem_activations"], "B"),
+              "total": Q(r["memory"], "B")}
+    run = {}
+    if tokens is not None or steps is not None:
+        from .errors import InputError
+        if (tokens is not None and tokens <= 0) or (steps is not None and steps <= 0):
+            raise InputError("tokens and steps must be positive")
+        n_steps = steps if steps is not None else tokens / (plan.batch * model.seq_len)
+        seconds = n_steps * r["step_time"]
+        gpu_h = seconds * plan.n_gpus / 3600
+        run = {"steps": n_steps, "tokens": n_steps * plan.batch * model.seq_len,
+               "run_days": Q(seconds, "s").to("day"), "gpu_hours": Q(gpu_h, "hour")}
+        if hw.board_power:
+            run["energy_kwh"] = Q(gpu_h * hw.board_power / 1000, "kWh")
+        if gpu_hour_price is not None:
+            if gpu_hour_price < 0:
+                raise InputError(f"gpu-hour-price must be >= 0, got {gpu_hour_price}")
+            run["cost"] = Q(gpu_h * gpu_hour_price, "USD")
+    return Prediction(
+        model=model, plan=plan, hardware=hw, step_time=s(r["step_time"]), breakdown=breakdown, memory=memory,
+        memory_capacity=Q(hw.hbm_capacity, "B"), fits_in_memory=r["memory"] <= hw.hbm_capacity,
+        flops_per_step=Q(r["flops"], "flop"), hardware_flops_per_step=Q(r["hardware_flops"], "flop"),
+        mfu=r["mfu"], hfu=r["hfu"], tokens_per_s=Q(r["tokens_per_s"], "1/s"), n_gpus=int(round(r["n_gpus"])),
+        micro_batches=int(round(r["micro_batches"])), params=r["params"], bubble_fraction=r["pp_bubble"],
+        run=run, raw=r)
