@@ -2,8 +2,8 @@
 
 >>> from roofline import Model, Plan, predict, hardware
 >>> p = predict(Model(n_layers=2, d_model=256, n_heads=4, vocab=1000, seq_len=128), Plan(), hardware.load("a100-sxm4-80gb"))
->>> p.step_time.units
-<Unit('second')>
+>>> p.step_time.to("ms").units
+<Unit('millisecond')>
 """
 from . import hardware, models
 from .config import Model, Plan

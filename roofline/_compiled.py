@@ -2,7 +2,7 @@
 # fmt: off
 import numpy as np
 
-INPUTS = ('act_bytes', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'biases', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'cp', 'd_model', 'dp', 'dropout', 'ep', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'experts', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'heads', 'interleave', 'kv_heads', 'layers', 'learned_pos', 'micro_batch', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_pp', 'ov_tp', 'peak', 'peak_vec', 'pp', 'rc_full', 'rc_sel', 'seq_len', 'seq_par', 't0_attn_bwd', 't0_attn_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'vocab', 'z_grad', 'z_os', 'z_param')
+INPUTS = ('act_bytes', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'biases', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'cp', 'd_model', 'dp', 'dropout', 'ep', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'heads', 'interleave', 'kv_heads', 'layers', 'learned_pos', 'mask_bytes', 'micro_batch', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_pp', 'ov_tp', 'peak', 'peak_vec', 'pp', 'rc_full', 'rc_sel', 'seq_len', 'seq_par', 't0_attn_bwd', 't0_attn_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'vocab', 'z_grad', 'z_os', 'z_param')
 OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'micro_batches', 't_microbatch_stage', 'flops', 'hardware_flops', 'n_gpus', 'mfu', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'params', 'active_params', 'params_rank')
 
 
@@ -53,6 +53,7 @@ def evaluate(x):
     eta_softmax_bwd = x['eta_softmax_bwd']
     eta_softmax_fwd = x['eta_softmax_fwd']
     experts = x['experts']
+    f32_bytes = x['f32_bytes']
     ffn_hidden = x['ffn_hidden']
     flash = x['flash']
     gated = x['gated']
@@ -67,6 +68,7 @@ def evaluate(x):
     kv_heads = x['kv_heads']
     layers = x['layers']
     learned_pos = x['learned_pos']
+    mask_bytes = x['mask_bytes']
     micro_batch = x['micro_batch']
     mu_attn_bwd = x['mu_attn_bwd']
     mu_attn_fwd = x['mu_attn_fwd']
@@ -188,7 +190,7 @@ def evaluate(x):
     _x67 = _x58*_x66
     _x68 = _x65*_x67
     _x69 = 2*act_bytes
-    _x70 = dropout*(_x69 + 1)
+    _x70 = dropout*(_x69 + mask_bytes)
     _x71 = _x48*_x50*_x57*_x66
     _x72 = mu_gemm_fwd**(-1.0)
     _x73 = _x48*(_x16*_x62 + _x57 + _x62*seq_len)
@@ -263,164 +265,165 @@ def evaluate(x):
     _x142 = _x21*_x65
     _x143 = _x141*_x142
     _x144 = mu_elem_fwd**(-1.0)
-    _x145 = _x141*_x22
-    _x146 = _x145*_x49*(3 + dropout/act_bytes)
-    _x147 = _x17*_x41
-    _x148 = _x141*_x147
-    _x149 = _x49*act_bytes
-    _x150 = np.maximum(8*_x143/eta_norm_fwd, _x148*_x149/mu_norm_fwd)
-    _x151 = gated + 2
-    _x152 = _x100*_x149
-    _x153 = _x128 + 2*_x150 + _x82 + 3*t0_elem_fwd + 2*t0_norm_fwd + 2*np.maximum(_x140*_x143, _x144*_x146) + np.maximum(_x144*_x151*_x152, 8*_x100*_x140*_x65)
-    _x154 = _x139*_x82 + _x153*rc_full
-    _x155 = pp**(-1.0)
-    _x156 = _x155*layers
-    _x157 = _x22*(learned_pos + 2)
-    _x158 = t0_embed_fwd + np.maximum(_x142/eta_embed_fwd, _x157*_x49/mu_embed_fwd)
-    _x159 = t0_embed_bwd + np.maximum(_x142/eta_embed_bwd, _x49*(_x157 + _x21*grad_bytes)/mu_embed_bwd)
-    _x160 = np.ceil((1/128)*_x13*vocab)
-    _x161 = _x160*_x17*_x65
-    _x162 = 128*_x160
-    _x163 = _x162*_x17
-    _x164 = _x163*_x49*(act_bytes + 4)
-    _x165 = 3*act_bytes
-    _x166 = _x141*_x21
-    _x167 = np.maximum(16*_x143/eta_norm_bwd, _x165*_x166*_x49/mu_norm_bwd)
-    _x168 = _x162*d_model
-    _x169 = _x49*(_x163 + _x168 + _x21)
-    _x170 = _x69/mu_gemm_bwd
-    _x171 = np.minimum(np.minimum(_x162, _x17), d_model)
-    _x172 = _x160*_x21
-    _x173 = _x172*(_x171 + gemm_dhalf)/_x171
-    _x174 = _x61/eta_gemm_bwd
-    _x175 = _x167 + t0_ce_bwd + t0_gemm_bwd + t0_norm_bwd + np.maximum(_x164/mu_ce_bwd, 256*_x161/eta_ce_bwd) + np.maximum(_x169*_x170, 512*_x173*_x174)
-    _x176 = _x150 + t0_ce_fwd + t0_gemm_fwd + t0_norm_fwd + np.maximum(_x164/mu_ce_fwd, 640*_x161/eta_ce_fwd) + np.maximum(_x169*_x88, 256*_x173*_x77)
-    _x177 = np.where((_x158 + _x159 <= _x175 + _x176), 1, 0)
-    _x178 = 1 - _x177
-    _x179 = np.minimum(1, _x0)
-    _x180 = 1 - _x179
-    _x181 = _x153*_x156 + _x158*_x178 + _x176*_x177 + _x180*(_x158*_x177 + _x176*_x178)
-    _x182 = _x65/eta_elem_bwd
-    _x183 = mu_elem_bwd**(-1.0)
-    _x184 = _x170*_x49
-    _x185 = _x122*_x84
-    _x186 = 4*_x174
-    _x187 = _x17*_x186
-    _x188 = _x54*_x59
-    _x189 = _x186*_x99
-    _x190 = _x13*_x41*_x75
-    _x191 = _x156*(2*_x167 + _x48*t0_softmax_bwd + _x80*t0_gemm_bwd + _x84*t0_gemm_bwd + flash*t0_attn_bwd + 3*t0_elem_bwd + 4*t0_gemm_bwd + 2*t0_norm_bwd + np.maximum(16*_x100*_x182, _x152*_x183*(2*gated + 3)) + np.maximum(_x101*_x184, _x104*_x189*_x95) + np.maximum(_x110*_x184, _x107*_x113*_x187) + np.maximum(_x118*_x184, _x115*_x121*_x189) + np.maximum(_x124*_x184, _x127*_x185*_x187) + 2*np.maximum(_x146*_x183, _x148*_x182) + np.maximum(_x184*_x87, _x186*_x90*_x93) + 2*np.maximum(_x174*_x190*_x79, _x184*_x66*_x73*micro_batch) + np.maximum(_x52*_x74/mu_attn_bwd, 10*_x188*_x64/eta_attn_bwd) + np.maximum(_x71*(_x165 + _x70)/mu_softmax_bwd, _x68*(8 - 8*flash)/eta_softmax_bwd)) + _x159*_x178 + _x175*_x177 + _x180*(_x159*_x177 + _x175*_x178)
-    _x192 = _x181 + _x191
-    _x193 = _x156*(-_x129 + _x137 + _x154 + _x33 + _x47 - _x83) + _x192
-    _x194 = _x36*dp
-    _x195 = np.where((_x194 < gpus_per_node), 1, 0)
-    _x196 = 2*_x179*(1 - ov_pp)*(_x0 + _x5*interleave)*(_x195*(_x19*_x38 + alpha_p2p_intra) + (1 - _x195)*(_x19*_x45 + alpha_p2p_inter))
-    _x197 = np.maximum(1, np.minimum(_x131, dp))
-    _x198 = _x197**(-1.0)
-    _x199 = _x198*dp
-    _x200 = _x199 - 1
-    _x201 = _x200*alpha_ag_inter
-    _x202 = _x197 - 1
-    _x203 = _x202*alpha_ag_intra
-    _x204 = _x114*d_model + _x94 + biases*(_x114 + d_model)
-    _x205 = _x204*experts
-    _x206 = _x13*_x205
-    _x207 = _x134*_x206
-    _x208 = _x156*_x207
-    _x209 = _x208*grad_bytes
-    _x210 = d_model*learned_pos*seq_len
-    _x211 = _x106 + _x85 + biases*(_x41 + _x42)
-    _x212 = biases + 1
-    _x213 = _x185 + _x212*_x41
-    _x214 = _x13*_x211 + _x207 + _x213
-    _x215 = _x156*_x214 + _x168*(_x180*(1 - tied) + 1) + _x210
-    _x216 = grad_bytes*(-_x208 + _x215)
-    _x217 = _x209 + _x216
-    _x218 = _x2*_x200
-    _x219 = _x218*_x30
-    _x220 = _x198*_x202
-    _x221 = _x220*_x31
-    _x222 = _x218*_x26
-    _x223 = _x215*_x69
-    _x224 = _x220*_x28
-    _x225 = _x200*alpha_rs_inter + _x202*alpha_rs_intra
-    _x226 = 2*_x201 + 2*_x203 + _x217*_x219 + _x217*_x221 + _x222*_x223 + _x223*_x224 + _x225
-    _x227 = _x226*_x5
-    _x228 = 1 - z_param
-    _x229 = _x215*act_bytes
-    _x230 = z_os*(_x201 + _x203 + _x222*_x229 + _x224*_x229)
-    _x231 = 1 - z_os
-    _x232 = 2*_x197 - 2
-    _x233 = 2*_x199 - 2
-    _x234 = _x12*_x2
-    _x235 = _x134*dp
-    _x236 = np.maximum(1, np.minimum(_x235, _x131*_x134))
-    _x237 = _x236 - 1
-    _x238 = _x236**(-1.0)
-    _x239 = _x235*_x238
-    _x240 = _x239 - 1
-    _x241 = _x156*_x206*grad_bytes
-    _x242 = _x209*_x238
-    _x243 = 2*_x236 - 2
-    _x244 = 2*_x239 - 2
-    _x245 = _x231*(_x198*_x20*_x216*_x232 + _x216*_x233*_x234 + _x232*alpha_ar_intra + _x233*alpha_ar_inter) + _x84*(_x231*(_x20*_x242*_x243 + _x234*_x241*_x244 + _x243*alpha_ar_intra + _x244*alpha_ar_inter) + z_os*(_x2*_x240*_x241*_x30 + _x237*_x242*_x31 + _x237*alpha_rs_intra + _x240*alpha_rs_inter)) + z_os*(_x216*_x219 + _x216*_x221 + _x225)
-    _x246 = _x230 + _x245
-    _x247 = _x228*(_x246 - ov_ag*np.minimum(_x181, _x230) - ov_dp*np.minimum(_x245, _x156*(-1/2*_x129 + _x136 + _x154 + (1/2)*_x33 + (1/2)*_x47 - 1/2*_x83) + _x191)) + z_param*(_x2*_x226*_x3*global_batch - ov_ag*np.minimum(_x227, _x192*_x5))
-    _x248 = _x215*dp**(-z_os)
-    _x249 = t0_optim_fwd + np.maximum(12*_x248*_x65/eta_optim_fwd, _x248*_x49*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
-    _x250 = _x193*(_x1 + _x5) + _x196 + _x247 + _x249
-    _x251 = _x156*_x5
-    _x252 = _x251*(-_x129 + _x32*_x6)
-    _x253 = _x41*seq_len
-    _x254 = _x253*top_k
-    _x255 = _x56*d_model
-    _x256 = 3*global_batch*(_x253*vocab + layers*(_x105*_x253 + _x114*_x254 + _x253*_x84*experts + _x254*ffn_hidden + 4*_x255*_x48*_x53 + _x255*_x55 + 2*_x85*seq_len))
-    _x257 = 6*_x17
-    _x258 = 6*_x99
-    _x259 = _x190 + _x60
-    _x260 = 768*_x172 + layers*(_x107*_x257 + _x115*_x258 + _x139*_x259 + _x185*_x257 + 14*_x188 + _x258*_x95 + 6*_x76 + 6*_x90 + rc_full*(_x102 + _x111 + _x119 + _x125 + _x259 + _x91))
-    _x261 = _x250**(-1.0)
-    _x262 = _x155*_x261*_x61
-    _x263 = _x229*dp**(-z_param)
-    _x264 = _x215*dp**(-z_grad)*grad_bytes
-    _x265 = _x248*opt_bytes
-    _x266 = _x166*(4*act_bytes + 2*dropout) + _x39*(_x147 + _x151*_x99*ffn_hidden + _x43) + _x48*_x67*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + 1))
-    _x267 = _x156*(_x138*_x266 + _x145*rc_full)*(_x5*gpipe + (1 - gpipe)*(_x1*_x155*np.minimum(1, interleave - 1) + 1)*np.minimum(_x5, pp)) + _x214*_x69*z_param + _x266*rc_full
-    _x268 = _x211 + _x213
-    _x269 = _x210 + _x212*d_model + d_model*vocab*(2 - tied)
+    _x145 = dropout*mask_bytes
+    _x146 = _x141*_x22
+    _x147 = _x146*_x49*(_x145/act_bytes + 3)
+    _x148 = _x17*_x41
+    _x149 = _x141*_x148
+    _x150 = _x49*act_bytes
+    _x151 = np.maximum(8*_x143/eta_norm_fwd, _x149*_x150/mu_norm_fwd)
+    _x152 = gated + 2
+    _x153 = _x100*_x150
+    _x154 = _x128 + 2*_x151 + _x82 + 3*t0_elem_fwd + 2*t0_norm_fwd + 2*np.maximum(_x140*_x143, _x144*_x147) + np.maximum(_x144*_x152*_x153, 8*_x100*_x140*_x65)
+    _x155 = _x139*_x82 + _x154*rc_full
+    _x156 = pp**(-1.0)
+    _x157 = _x156*layers
+    _x158 = _x22*(learned_pos + 2)
+    _x159 = t0_embed_fwd + np.maximum(_x142/eta_embed_fwd, _x158*_x49/mu_embed_fwd)
+    _x160 = t0_embed_bwd + np.maximum(_x142/eta_embed_bwd, _x49*(_x158 + _x21*grad_bytes)/mu_embed_bwd)
+    _x161 = np.ceil((1/128)*_x13*vocab)
+    _x162 = _x161*_x17*_x65
+    _x163 = 128*_x161
+    _x164 = _x163*_x17
+    _x165 = _x164*_x49*(act_bytes + f32_bytes)
+    _x166 = 3*act_bytes
+    _x167 = _x141*_x21
+    _x168 = np.maximum(16*_x143/eta_norm_bwd, _x166*_x167*_x49/mu_norm_bwd)
+    _x169 = _x163*d_model
+    _x170 = _x49*(_x164 + _x169 + _x21)
+    _x171 = _x69/mu_gemm_bwd
+    _x172 = np.minimum(np.minimum(_x163, _x17), d_model)
+    _x173 = _x161*_x21
+    _x174 = _x173*(_x172 + gemm_dhalf)/_x172
+    _x175 = _x61/eta_gemm_bwd
+    _x176 = _x168 + t0_ce_bwd + t0_gemm_bwd + t0_norm_bwd + np.maximum(_x165/mu_ce_bwd, 256*_x162/eta_ce_bwd) + np.maximum(_x170*_x171, 512*_x174*_x175)
+    _x177 = _x151 + t0_ce_fwd + t0_gemm_fwd + t0_norm_fwd + np.maximum(_x165/mu_ce_fwd, 640*_x162/eta_ce_fwd) + np.maximum(_x170*_x88, 256*_x174*_x77)
+    _x178 = np.where((_x159 + _x160 <= _x176 + _x177), 1, 0)
+    _x179 = 1 - _x178
+    _x180 = np.minimum(1, _x0)
+    _x181 = 1 - _x180
+    _x182 = _x154*_x157 + _x159*_x179 + _x177*_x178 + _x181*(_x159*_x178 + _x177*_x179)
+    _x183 = _x65/eta_elem_bwd
+    _x184 = mu_elem_bwd**(-1.0)
+    _x185 = _x171*_x49
+    _x186 = _x122*_x84
+    _x187 = 4*_x175
+    _x188 = _x17*_x187
+    _x189 = _x54*_x59
+    _x190 = _x187*_x99
+    _x191 = _x13*_x41*_x75
+    _x192 = _x157*(2*_x168 + _x48*t0_softmax_bwd + _x80*t0_gemm_bwd + _x84*t0_gemm_bwd + flash*t0_attn_bwd + 3*t0_elem_bwd + 4*t0_gemm_bwd + 2*t0_norm_bwd + np.maximum(16*_x100*_x183, _x153*_x184*(2*gated + 3)) + np.maximum(_x101*_x185, _x104*_x190*_x95) + np.maximum(_x110*_x185, _x107*_x113*_x188) + np.maximum(_x118*_x185, _x115*_x121*_x190) + np.maximum(_x124*_x185, _x127*_x186*_x188) + 2*np.maximum(_x147*_x184, _x149*_x183) + np.maximum(_x185*_x87, _x187*_x90*_x93) + 2*np.maximum(_x175*_x191*_x79, _x185*_x66*_x73*micro_batch) + np.maximum(_x52*_x74/mu_attn_bwd, 10*_x189*_x64/eta_attn_bwd) + np.maximum(_x71*(_x166 + _x70)/mu_softmax_bwd, _x68*(8 - 8*flash)/eta_softmax_bwd)) + _x160*_x179 + _x176*_x178 + _x181*(_x160*_x178 + _x176*_x179)
+    _x193 = _x182 + _x192
+    _x194 = _x157*(-_x129 + _x137 + _x155 + _x33 + _x47 - _x83) + _x193
+    _x195 = _x36*dp
+    _x196 = np.where((_x195 < gpus_per_node), 1, 0)
+    _x197 = 2*_x180*(1 - ov_pp)*(_x0 + _x5*interleave)*(_x196*(_x19*_x38 + alpha_p2p_intra) + (1 - _x196)*(_x19*_x45 + alpha_p2p_inter))
+    _x198 = np.maximum(1, np.minimum(_x131, dp))
+    _x199 = _x198**(-1.0)
+    _x200 = _x199*dp
+    _x201 = _x200 - 1
+    _x202 = _x201*alpha_ag_inter
+    _x203 = _x198 - 1
+    _x204 = _x203*alpha_ag_intra
+    _x205 = _x114*d_model + _x94 + biases*(_x114 + d_model)
+    _x206 = _x205*experts
+    _x207 = _x13*_x206
+    _x208 = _x134*_x207
+    _x209 = _x157*_x208
+    _x210 = _x209*grad_bytes
+    _x211 = d_model*learned_pos*seq_len
+    _x212 = _x106 + _x85 + biases*(_x41 + _x42)
+    _x213 = biases + 1
+    _x214 = _x186 + _x213*_x41
+    _x215 = _x13*_x212 + _x208 + _x214
+    _x216 = _x157*_x215 + _x169*(_x181*(1 - tied) + 1) + _x211
+    _x217 = grad_bytes*(-_x209 + _x216)
+    _x218 = _x210 + _x217
+    _x219 = _x2*_x201
+    _x220 = _x219*_x30
+    _x221 = _x199*_x203
+    _x222 = _x221*_x31
+    _x223 = _x219*_x26
+    _x224 = _x216*_x69
+    _x225 = _x221*_x28
+    _x226 = _x201*alpha_rs_inter + _x203*alpha_rs_intra
+    _x227 = 2*_x202 + 2*_x204 + _x218*_x220 + _x218*_x222 + _x223*_x224 + _x224*_x225 + _x226
+    _x228 = _x227*_x5
+    _x229 = 1 - z_param
+    _x230 = _x216*act_bytes
+    _x231 = z_os*(_x202 + _x204 + _x223*_x230 + _x225*_x230)
+    _x232 = 1 - z_os
+    _x233 = 2*_x198 - 2
+    _x234 = 2*_x200 - 2
+    _x235 = _x12*_x2
+    _x236 = _x134*dp
+    _x237 = np.maximum(1, np.minimum(_x236, _x131*_x134))
+    _x238 = _x237 - 1
+    _x239 = _x237**(-1.0)
+    _x240 = _x236*_x239
+    _x241 = _x240 - 1
+    _x242 = _x157*_x207*grad_bytes
+    _x243 = _x210*_x239
+    _x244 = 2*_x237 - 2
+    _x245 = 2*_x240 - 2
+    _x246 = _x232*(_x199*_x20*_x217*_x233 + _x217*_x234*_x235 + _x233*alpha_ar_intra + _x234*alpha_ar_inter) + _x84*(_x232*(_x20*_x243*_x244 + _x235*_x242*_x245 + _x244*alpha_ar_intra + _x245*alpha_ar_inter) + z_os*(_x2*_x241*_x242*_x30 + _x238*_x243*_x31 + _x238*alpha_rs_intra + _x241*alpha_rs_inter)) + z_os*(_x217*_x220 + _x217*_x222 + _x226)
+    _x247 = _x231 + _x246
+    _x248 = _x229*(_x247 - ov_ag*np.minimum(_x182, _x231) - ov_dp*np.minimum(_x246, _x157*(-1/2*_x129 + _x136 + _x155 + (1/2)*_x33 + (1/2)*_x47 - 1/2*_x83) + _x192)) + z_param*(_x2*_x227*_x3*global_batch - ov_ag*np.minimum(_x228, _x193*_x5))
+    _x249 = _x216*dp**(-z_os)
+    _x250 = t0_optim_fwd + np.maximum(12*_x249*_x65/eta_optim_fwd, _x249*_x49*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
+    _x251 = _x194*(_x1 + _x5) + _x197 + _x248 + _x250
+    _x252 = _x157*_x5
+    _x253 = _x252*(-_x129 + _x32*_x6)
+    _x254 = _x41*seq_len
+    _x255 = _x254*top_k
+    _x256 = _x56*d_model
+    _x257 = 3*global_batch*(_x254*vocab + layers*(_x105*_x254 + _x114*_x255 + _x254*_x84*experts + _x255*ffn_hidden + 4*_x256*_x48*_x53 + _x256*_x55 + 2*_x85*seq_len))
+    _x258 = 6*_x17
+    _x259 = 6*_x99
+    _x260 = _x191 + _x60
+    _x261 = 768*_x173 + layers*(_x107*_x258 + _x115*_x259 + _x139*_x260 + _x186*_x258 + 14*_x189 + _x259*_x95 + 6*_x76 + 6*_x90 + rc_full*(_x102 + _x111 + _x119 + _x125 + _x260 + _x91))
+    _x262 = _x251**(-1.0)
+    _x263 = _x156*_x262*_x61
+    _x264 = _x230*dp**(-z_param)
+    _x265 = _x216*dp**(-z_grad)*grad_bytes
+    _x266 = _x249*opt_bytes
+    _x267 = _x167*(2*_x145 + 4*act_bytes) + _x39*(_x148 + _x152*_x99*ffn_hidden + _x43) + _x48*_x67*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes))
+    _x268 = _x157*(_x138*_x267 + _x146*rc_full)*(_x5*gpipe + (1 - gpipe)*(_x1*_x156*np.minimum(1, interleave - 1) + 1)*np.minimum(_x5, pp)) + _x215*_x69*z_param + _x267*rc_full
+    _x269 = _x212 + _x214
+    _x270 = _x211 + _x213*d_model + d_model*vocab*(2 - tied)
     return {
-        'step_time': _x250,
-        't_forward': _x181*_x5,
-        't_backward': _x191*_x5,
-        't_recompute': _x154*_x251,
-        't_tp_comm': _x252,
-        't_cp_comm': _x251*(_x34*_x35*_x46 - _x83),
-        't_ep_comm': _x137*_x251,
-        't_pp_bubble': _x1*_x193,
-        't_pp_comm': _x196,
-        't_dp_comm': _x247,
-        't_optimizer': _x249,
-        'tp_comm_total': _x251*_x33,
-        'dp_comm_total': _x227*z_param + _x228*_x246,
-        'tp_comm': _x252,
-        'dp_comm': _x247,
+        'step_time': _x251,
+        't_forward': _x182*_x5,
+        't_backward': _x192*_x5,
+        't_recompute': _x155*_x252,
+        't_tp_comm': _x253,
+        't_cp_comm': _x252*(_x34*_x35*_x46 - _x83),
+        't_ep_comm': _x137*_x252,
+        't_pp_bubble': _x1*_x194,
+        't_pp_comm': _x197,
+        't_dp_comm': _x248,
+        't_optimizer': _x250,
+        'tp_comm_total': _x252*_x33,
+        'dp_comm_total': _x228*z_param + _x229*_x247,
+        'tp_comm': _x253,
+        'dp_comm': _x248,
         'pp_bubble': _x1*dp*micro_batch/global_batch,
         'micro_batches': _x5,
-        't_microbatch_stage': _x193,
-        'flops': _x256,
-        'hardware_flops': _x260*_x36*_x4,
-        'n_gpus': _x194*pp,
-        'mfu': _x130*_x2*_x256*_x262,
-        'hfu': _x260*_x262*_x5,
-        'tokens_per_s': _x261*global_batch*seq_len,
-        'memory': _x263 + _x264 + _x265 + _x267,
-        'mem_weights': _x263,
-        'mem_gradients': _x264,
-        'mem_optimizer': _x265,
-        'mem_activations': _x267,
-        'params': _x269 + layers*(_x205 + _x268),
-        'active_params': _x269 + layers*(_x204*top_k + _x268),
-        'params_rank': _x215,
+        't_microbatch_stage': _x194,
+        'flops': _x257,
+        'hardware_flops': _x261*_x36*_x4,
+        'n_gpus': _x195*pp,
+        'mfu': _x130*_x2*_x257*_x263,
+        'hfu': _x261*_x263*_x5,
+        'tokens_per_s': _x262*global_batch*seq_len,
+        'memory': _x264 + _x265 + _x266 + _x268,
+        'mem_weights': _x264,
+        'mem_gradients': _x265,
+        'mem_optimizer': _x266,
+        'mem_activations': _x268,
+        'params': _x270 + layers*(_x206 + _x269),
+        'active_params': _x270 + layers*(_x205*top_k + _x269),
+        'params_rank': _x216,
     }
 
-SOURCE_DIGEST = '3db02d20734a8aad'
+SOURCE_DIGEST = '79ad5f34531a5c15'

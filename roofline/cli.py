@@ -172,10 +172,51 @@ def render(pred) -> str:
 def cmd_transformer(args) -> int:
     from .predict import predict
 
+    training = {}
+    if args.example or args.config:
+        from . import configfile
+        cfg = configfile.load_config(args.config or configfile.example_path(args.example))
+        args._base = cfg
+        if args.gpu == "a100-sxm4-80gb" and cfg.get("hardware") is None and cfg.get("gpu"):
+            args.gpu = cfg["gpu"]
+        if cfg.get("framework") and args.framework == "megatron-core":
+            args.framework = cfg["framework"]
+        training = cfg.get("training") or {}
     model, plan, hw = build(args)
-    pred = predict(model, plan, hw, tokens=args.tokens, steps=args.steps, gpu_hour_price=args.gpu_hour_price)
-    print(json.dumps(pred.to_dict(), indent=1) if args.json else render(pred))
+    pred = predict(model, plan, hw, tokens=args.tokens or training.get("tokens"),
+                   steps=args.steps or training.get("steps"),
+                   gpu_hour_price=args.gpu_hour_price or training.get("gpu_hour_price"))
+    notes = _advice(pred)
+    if args.json:
+        d = pred.to_dict()
+        d["warnings"] = notes
+        if args.per_stage:
+            from . import timeline
+            d["per_stage"] = timeline.per_stage(pred)
+        print(json.dumps(d, indent=1))
+    else:
+        print(render(pred))
+        if args.per_stage:
+            from . import timeline
+            print()
+            print(timeline.render_per_stage(timeline.per_stage(pred)))
+        for n in notes:
+            print(f"  warning: {n}")
+    if args.trace:
+        from . import timeline
+        timeline.write_trace(pred, args.trace)
+    if args.timeline:
+        from . import timeline
+        timeline.plot_gantt(pred, args.timeline)
     return 0
+
+
+def _advice(pred) -> list[str]:
+    try:
+        from .advice import warnings_for
+    except ImportError:
+        return []
+    return warnings_for(pred)
 
 
 def cmd_formulas(args) -> int:
@@ -268,6 +309,12 @@ def parser() -> argparse.ArgumentParser:
     flag(g, "steps", type=float, help="optimizer steps of the whole run")
     flag(g, "gpu-hour-price", dest="gpu_hour_price", type=float, help="USD per GPU-hour")
     flag(g, "json", action="store_true", help="print one JSON object")
+    g = p.add_argument_group("configs and views")
+    flag(g, "example", help="a bundled example config (see `examples list`)")
+    flag(g, "config", help="a config YAML (model, plan, hardware, training; see docs/configs.md)")
+    flag(g, "per-stage", dest="per_stage", action="store_true", help="compute/communication/idle per pipeline stage")
+    flag(g, "timeline", metavar="PNG", help="draw the step's schedule as a Gantt chart")
+    flag(g, "trace", metavar="JSON", help="write the step's schedule as a Chrome trace (Perfetto)")
     p.set_defaults(func=cmd_transformer)
 
     p = sub.add_parser("formulas", help="export a closed form (LaTeX, Python, sympy, JSON)")

@@ -47,7 +47,8 @@ def plan_inputs(p: Plan) -> dict:
             "gpipe": float(p.schedule == "gpipe"), "z_os": float(z >= 1), "z_grad": float(z >= 2),
             "z_param": float(z >= 3), "ov_dp": p.overlap_grad_reduce, "ov_ag": p.overlap_param_gather,
             "ov_tp": p.overlap_tp, "ov_pp": p.overlap_pp, "ov_cp": p.overlap_cp,
-            "act_bytes": BYTES[p.dtype], "grad_bytes": BYTES[p.grad_dtype], "opt_bytes": 12}
+            "act_bytes": BYTES[p.dtype] if p.dtype != "fp8" else 2, "grad_bytes": BYTES[p.grad_dtype], "opt_bytes": 12,
+            "mask_bytes": 1, "f32_bytes": 4}
 
 
 def inputs(model: Model, plan: Plan, hw: Hardware) -> dict:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pint
 
+from .errors import InputError
+
 
 @functools.lru_cache(maxsize=1)
 def registry() -> pint.UnitRegistry:
@@ -33,14 +35,14 @@ def Q(value, unit: str | None = None) -> pint.Quantity:
 def parse(text, expect: str, what: str) -> float:
     """Parse ``text`` (e.g. ``"2039 GB/s"``) and return its magnitude in the SI unit ``expect``.
 
-    Raises ValueError with a one-line message naming ``what`` when the unit is missing or has
+    Raises InputError with a one-line message naming ``what`` when the unit is missing or has
     the wrong dimension.
     """
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        raise ValueError(f"{what}: expected a quantity with a unit like '{expect}', got a bare number {text!r}")
+        raise InputError(f"{what}: expected a quantity with a unit like '{expect}', got a bare number {text!r}")
     try:
         q = Q(str(text))
         return float(q.to(expect).magnitude)
     except (pint.errors.DimensionalityError, pint.errors.UndefinedUnitError, pint.errors.DefinitionSyntaxError,
             AttributeError, TypeError, ValueError, AssertionError) as exc:
-        raise ValueError(f"{what}: cannot read {text!r} as a quantity in {expect} ({type(exc).__name__})") from None
+        raise InputError(f"{what}: cannot read {text!r} as a quantity in {expect} ({type(exc).__name__})") from None

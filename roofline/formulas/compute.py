@@ -82,8 +82,8 @@ def attention_core() -> list[Op]:
     scores = S.micro_batch * heads_rank * s_q * s_kv
     # fused scale-mask-softmax: read + write scores; dropout: read, write, 1-byte mask (Korthikanti 2022 sec 4.1)
     softmax = Op("scale_mask_softmax_dropout", "softmax", unf * 5 * scores,
-                 unf * scores * (2 * S.act_bytes + S.dropout * (2 * S.act_bytes + 1)),
-                 unf * 8 * scores, unf * scores * (3 * S.act_bytes + S.dropout * (2 * S.act_bytes + 1)),
+                 unf * scores * (2 * S.act_bytes + S.dropout * (2 * S.act_bytes + S.mask_bytes)),
+                 unf * 8 * scores, unf * scores * (3 * S.act_bytes + S.dropout * (2 * S.act_bytes + S.mask_bytes)),
                  on=unf)
     unf_ops = [Op(o.name, o.cls, o.f_fwd, o.b_fwd, o.f_bwd, o.b_bwd, unf * model_f / 2, o.dmin, o.on)
                for o in (bmm_qk, bmm_av)]
@@ -100,14 +100,14 @@ def layer_ops() -> list[Op]:
         *attention_core(),
         gemm("attn_out_proj", tokens, h / t, h),
         # fused bias-dropout-add: read x and residual, write output (+1-byte mask with dropout)
-        elementwise("dropout_residual_attn", "elem", hid, 2 + S.dropout / S.act_bytes, 1, 1 + S.dropout / S.act_bytes, 2),
+        elementwise("dropout_residual_attn", "elem", hid, 2 + S.dropout * S.mask_bytes / S.act_bytes, 1, 1 + S.dropout * S.mask_bytes / S.act_bytes, 2),
         elementwise("norm_mlp", "norm", hid, 1, 1, 2, 1, 8),
         gemm("router", tokens, h, S.experts, on=moe),
         gemm("mlp_up", tokens * routed, h, f * (1 + S.gated) / t, model=1 / S.capacity),
         # GELU: read 1 write 1; SwiGLU: read 2 write 1 (backward: read inputs and grad, write input grads)
         elementwise("mlp_activation", "elem", tokens * routed * f / t, 1 + S.gated, 1, 2 + S.gated, 1 + S.gated, 8),
         gemm("mlp_down", tokens * routed, f / t, h, model=1 / S.capacity),
-        elementwise("dropout_residual_mlp", "elem", hid, 2 + S.dropout / S.act_bytes, 1, 1 + S.dropout / S.act_bytes, 2),
+        elementwise("dropout_residual_mlp", "elem", hid, 2 + S.dropout * S.mask_bytes / S.act_bytes, 1, 1 + S.dropout * S.mask_bytes / S.act_bytes, 2),
     ]
     return ops
 
@@ -128,7 +128,7 @@ def head_ops() -> list[Op]:
         elementwise("final_norm", "norm", hid, 1, 1, 2, 1, 8),
         gemm("lm_head", tokens, S.d_model, vocab_pad / S.tp),
         # fp32 softmax over logits: read logits (2 B), write fp32 (4 B) forward; read, write grad backward
-        Op("cross_entropy", "ce", 5 * logits, logits * (S.act_bytes + 4), 2 * logits, logits * (4 + S.act_bytes)),
+        Op("cross_entropy", "ce", 5 * logits, logits * (S.act_bytes + S.f32_bytes), 2 * logits, logits * (S.f32_bytes + S.act_bytes)),
     ]
 
 

@@ -44,11 +44,11 @@ optimizer = stage_params_rank * S.opt_bytes / S.dp ** S.z_os
 
 # ---- activations --------------------------------------------------------------------------
 sbh = C.tokens * h                                         # (s/c) b h elements
-_replicated = sbh * (4 * S.act_bytes + 2 * S.dropout)      # 2 norm inputs, QKV and fc1 inputs; 2 dropout masks (1 B)
+_replicated = sbh * (4 * S.act_bytes + 2 * S.dropout * S.mask_bytes)      # 2 norm inputs, QKV and fc1 inputs; 2 dropout masks (1 B)
 _split = S.act_bytes * (2 * sbh + 2 * C.tokens * C.kv_width  # Q, K, V, attention-projection input
                         + C.routed * C.tokens * f * (2 + S.gated))  # MLP: activation input(s) and output
 _scores = (S.heads * C.tokens * S.seq_len                          # b a (s/c) s score elements
-           * (S.act_bytes + S.dropout * (1 + S.act_bytes)))       # softmax out, dropout mask, dropout out
+           * (S.act_bytes + S.dropout * (S.mask_bytes + S.act_bytes)))       # softmax out, dropout mask, dropout out
 layer_activations = (_replicated / C.sp_div + _split / S.tp
                      + (1 - S.flash) * (1 - S.rc_sel) * _scores / S.tp)
 layer_input = S.act_bytes * sbh / C.sp_div                 # what full recomputation keeps per layer

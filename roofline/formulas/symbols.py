@@ -80,6 +80,8 @@ ov_pp = _s("ov_pp", "", "fraction of pipeline send/recv hidden behind compute (0
 ov_cp = _s("ov_cp", "", "fraction of ring-attention KV exchange hidden behind attention (0..1)", "plan", r"o_{c}")
 act_bytes = _s("act_bytes", "bytes", "bytes per activation/weight element (2 for bf16/fp16)", "plan", r"\beta_{a}")
 grad_bytes = _s("grad_bytes", "bytes", "bytes per gradient element in the reduce and buffer", "plan", r"\beta_{g}")
+mask_bytes = _s("mask_bytes", "bytes", "bytes per dropout-mask element (1)", "plan", r"\beta_{m}")
+f32_bytes = _s("f32_bytes", "bytes", "bytes per fp32 element (4): logits in the loss", "plan", r"\beta_{32}")
 opt_bytes = _s("opt_bytes", "bytes", "optimizer-state bytes per parameter (Adam: fp32 master + 2 moments = 12)", "plan", r"\beta_{o}")
 
 # ---- hardware -----------------------------------------------------------------------------

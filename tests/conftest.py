@@ -1,0 +1,21 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+
+
+def run_cli(*args, check=None):
+    """Run `python -m roofline ARGS` in a subprocess; returns CompletedProcess."""
+    import subprocess
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "roofline", *map(str, args)], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=300)
+
+
+@pytest.fixture
+def cli():
+    return run_cli

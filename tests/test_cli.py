@@ -1,0 +1,118 @@
+"""The CLI: JSON keys, flag spellings, presets, exports, and one-line errors with exit code 2."""
+import doctest
+import json
+
+import pytest
+
+import roofline
+import roofline.formulas.export
+import roofline.units
+
+EXAMPLE = ["transformer", "--layers", 96, "--d-model", 12288, "--heads", 96, "--seq-len", 2048, "--global-batch", 1536,
+           "--micro-batch", 1, "--tp", 8, "--pp", 8, "--dp", 16, "--gpu", "a100-sxm4-80gb"]
+
+
+@pytest.mark.parametrize("module", [roofline, roofline.units, roofline.formulas.export])
+def test_doctests(module):
+    assert doctest.testmod(module).failed == 0
+
+
+def test_json_keys(cli):
+    r = cli(*EXAMPLE, "--tokens", "300e9", "--gpu-hour-price", 2, "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    for key in ("step_time_s", "breakdown_s", "flops_per_step", "hardware_flops_per_step", "mfu", "hfu",
+                "tokens_per_s", "memory_per_gpu_bytes", "fits_in_memory", "n_gpus", "run_days", "units"):
+        assert key in d, key
+    assert d["n_gpus"] == 1024
+    assert set(d["breakdown_s"]) >= {"forward", "backward", "recompute", "tp_comm", "cp_comm", "pp_comm", "pp_bubble",
+                                     "dp_comm", "optimizer"}
+    assert d["memory_per_gpu_bytes"]["total"] > 0 and 0 < d["mfu"] < 1
+    assert sum(d["breakdown_s"].values()) == pytest.approx(d["step_time_s"], rel=1e-9)
+    assert d["run_days"] == pytest.approx(300e9 / (1536 * 2048) * d["step_time_s"] / 86400, rel=1e-9)
+
+
+def test_table_and_underscore_spellings_agree(cli):
+    dashed = cli(*EXAMPLE, "--json")
+    under = cli(*[a.replace("d-model", "d_model").replace("seq-len", "seq_len").replace("global-batch", "global_batch")
+                  .replace("micro-batch", "micro_batch") if isinstance(a, str) else a for a in EXAMPLE], "--json")
+    assert json.loads(dashed.stdout)["step_time_s"] == json.loads(under.stdout)["step_time_s"]
+    table = cli(*EXAMPLE)
+    assert "step time" in table.stdout and "MFU" in table.stdout and "memory per GPU" in table.stdout
+
+
+def test_preset_with_override(cli):
+    a = json.loads(cli("transformer", "--model", "gpt3-175b", "--tp", 8, "--pp", 8, "--dp", 16, "--global-batch", 1536,
+                       "--json").stdout)
+    b = json.loads(cli("transformer", "--model", "gpt3-175b", "--layers", 48, "--tp", 8, "--pp", 8, "--dp", 16,
+                       "--global-batch", 1536, "--json").stdout)
+    assert b["step_time_s"] < a["step_time_s"] and b["params"] < a["params"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--layers", 30, "--pp", 4], "layers (30) must be divisible by pp x interleave"),
+    (["--heads", 12, "--d-model", 768, "--tp", 8], "heads (12) must be divisible by tp (8)"),
+    (["--kv-heads", 5, "--heads", 12, "--d-model", 768], "heads (12) must be divisible by kv-heads (5)"),
+    (["--global-batch", 100, "--dp", 16], "global batch (100) must be divisible by micro-batch x dp"),
+    (["--d-model", -5], "model.d_model must be a positive number"),
+    (["--layers", 0], "model.n_layers must be a positive number"),
+    (["--gpu", "a999"], "unknown GPU/hardware profile 'a999'"),
+    (["--model", "nope-1b"], "unknown model 'nope-1b'"),
+])
+def test_bad_input_exits_2_with_one_line(cli, args, needle):
+    r = cli("transformer", *args)
+    assert r.returncode == 2
+    assert needle in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+LINKS = "links: {intra: {bandwidth: 300 GB/s}, inter: {bandwidth: 25 GB/s}}\ngpus_per_node: 8\nhbm_capacity: 80 GiB\n"
+
+
+@pytest.mark.parametrize("content,needle", [("id: x\npeak_flops: {bf16: 100 TFLOP/s}\n" + LINKS, "missing field 'hbm_bandwidth'"),
+                                            ("id: x\n  bad: [\n", "malformed YAML"),
+                                            ("id: x\npeak_flops: {bf16: 100 TFLOP/s}\nhbm_bandwidth: 3 GB\n" + LINKS,
+                                             "hbm_bandwidth: cannot read '3 GB'")])
+def test_bad_profile_yaml(cli, tmp_path, content, needle):
+    f = tmp_path / "gpu.yaml"
+    f.write_text(content)
+    r = cli("transformer", "--gpu", f)
+    assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr
+
+
+def test_formulas_export(cli):
+    r = cli("formulas", "--quantity", "pp_bubble", "--format", "sympy")
+    assert r.returncode == 0 and r.stdout.strip() == "dp*micro_batch*(pp - 1)/(global_batch*interleave)"
+    r = cli("formulas", "--quantity", "nope")
+    assert r.returncode == 2 and "unknown quantity" in r.stderr
+
+
+@pytest.mark.parametrize("q", ["step_time", "flops", "memory", "tp_comm", "dp_comm", "pp_bubble"])
+def test_formulas_export_formats(q):
+    from roofline.formulas.export import export, expression
+    from roofline.formulas.symbols import SYMBOLS
+    e = expression(q, {"layers": 96, "d_model": 12288})
+    assert SYMBOLS["layers"].symbol not in e.free_symbols and SYMBOLS["d_model"].symbol not in e.free_symbols
+    for fmt in ("latex", "python", "sympy"):
+        assert export(q, fmt, {"layers": 96, "d_model": 12288})
+    j = json.loads(export(q, "json"))
+    assert j["quantity"] == q and j["symbols"]
+    if q == "flops":
+        assert j["dimension"] == "flop" and "layers" in j["symbols"]
+    if q == "pp_bubble":
+        ns = {}
+        exec(export(q, "python"), ns)
+        assert ns["pp_bubble"](dp=1, micro_batch=1, pp=8, global_batch=64, interleave=2) == pytest.approx(7 / 128)
+
+
+def test_hardware_and_models_listing(cli):
+    r = cli("hardware", "list")
+    assert r.returncode == 0 and "h100-sxm" in r.stdout and "mi300x" in r.stdout
+    r = cli("hardware", "list", "--table")
+    assert "TFLOP/s" in r.stdout
+    r = cli("hardware", "show", "a100-sxm4-80gb")
+    assert "hbm_bandwidth" in r.stdout
+    r = cli("models", "list")
+    assert "llama3.1-405b" in r.stdout and "gpt3-175b" in r.stdout
+    r = cli("models", "show", "llama2-7b")
+    assert "n_layers: 32" in r.stdout

@@ -1,0 +1,210 @@
+"""Closed forms against published numbers, dimensional analysis, symbolic vs numeric agreement."""
+import math
+
+import numpy as np
+import pytest
+import sympy as sp
+from hypothesis import given, settings, strategies as st
+
+from roofline import hardware, models
+from roofline.config import Model, Plan
+from roofline.formulas import step
+from roofline.formulas.symbols import SYMBOLS
+from roofline.predict import evaluate, inputs, predict
+
+A100 = hardware.load("a100-sxm4-80gb")
+
+
+def narayanan_gpt(l, h, a, V=51200, s=2048):
+    """A GPT configured with Narayanan et al. 2021's assumptions: 4h MLP, non-causal attention
+    counted in full, unfused attention, tied embeddings."""
+    return Model(n_layers=l, d_model=h, n_heads=a, vocab=V, seq_len=s, mlp="gelu", attention="unfused",
+                 causal=False, dropout=True)
+
+
+@pytest.mark.parametrize("preset,expected,tol", [("gpt3-175b", 174.6e9, 0.005), ("llama2-7b", 6.74e9, 0.005),
+                                                  ("llama3-70b", 70.6e9, 0.005), ("llama3.1-405b", 405.8e9, 0.01)])
+def test_parameter_counts(preset, expected, tol):
+    p = predict(models.load(preset), Plan(), A100)
+    assert abs(p.params / expected - 1) < tol
+
+
+@pytest.mark.parametrize("l,h,a,B", [(96, 12288, 96, 1536), (24, 2304, 24, 512), (128, 25600, 160, 3072)])
+def test_flops_match_narayanan_eq3(l, h, a, B):
+    s, V = 2048, 51200
+    m = narayanan_gpt(l, h, a, V, s)
+    full = predict(m, Plan(tp=8, pp=1, dp=B, global_batch=B, recompute="full"), A100)
+    eq3 = 96 * B * s * l * h**2 * (1 + s / (6 * h) + V / (16 * l * h))      # Narayanan et al. 2021 eq. 3
+    assert full.hardware_flops_per_step.magnitude == pytest.approx(eq3, rel=1e-9)
+    eq72 = 72 * B * s * l * h**2 * (1 + s / (6 * h) + V / (12 * l * h))    # model FLOPs, no recompute
+    assert full.flops_per_step.magnitude == pytest.approx(eq72, rel=1e-9)
+    none = predict(m, Plan(tp=8, pp=1, dp=B, global_batch=B), A100)
+    assert none.hardware_flops_per_step.magnitude == pytest.approx(eq72, rel=1e-9)
+
+
+def test_causal_flash_halves_attention_flops():
+    base = dict(n_layers=4, d_model=1024, n_heads=16, vocab=1000, seq_len=4096)
+    full = predict(Model(**base, causal=False), Plan(), A100).flops_per_step.magnitude
+    half = predict(Model(**base, causal=True), Plan(), A100).flops_per_step.magnitude
+    attn_full = 3 * 4 * 4 * 4096**2 * 1024      # 3 passes x layers x 4bs^2h
+    assert full - half == pytest.approx(attn_full / 2, rel=1e-9)
+
+
+@pytest.mark.parametrize("p,m,v", [(8, 32, 1), (4, 16, 2), (16, 64, 4), (2, 8, 3)])
+def test_bubble_fractions(p, m, v):
+    model = Model(n_layers=192, d_model=512, n_heads=8, vocab=1000, seq_len=256)
+    plan = Plan(pp=p, dp=1, micro_batch=1, global_batch=m, interleave=v, schedule="interleaved" if v > 1 else "1f1b")
+    pred = predict(model, plan, A100)
+    assert pred.bubble_fraction == pytest.approx((p - 1) / (v * m))
+    # the bubble time is that fraction of the ideal pipeline time m * t_mb
+    assert pred.raw["t_pp_bubble"] == pytest.approx((p - 1) / (v * m) * m * pred.raw["t_microbatch_stage"])
+
+
+def _layer_activation_bytes(tp, sp_on, recompute="none", attention="unfused"):
+    s, b, h, a = 2048, 4, 6144, 64
+    model = Model(n_layers=1, d_model=h, n_heads=a, vocab=1024, seq_len=s, dropout=True, attention=attention)
+    x = inputs(model, Plan(tp=tp, micro_batch=b, sequence_parallel=sp_on, recompute=recompute), A100)
+    from roofline.formulas import memory as M
+    expr = M.layer_activations if recompute != "full" else M.layer_input
+    val = float(expr.subs({SYMBOLS[k].symbol: v for k, v in x.items() if k in SYMBOLS}))
+    return val, s, b, h, a
+
+
+@pytest.mark.parametrize("tp", [1, 2, 8])
+def test_korthikanti_activation_memory(tp):
+    got, s, b, h, a = _layer_activation_bytes(tp, False)
+    assert got == pytest.approx(s * b * h * (10 + 24 / tp + 5 * a * s / (h * tp)))   # Korthikanti 2022 eq. 2
+    got, *_ = _layer_activation_bytes(tp, True)
+    assert got == pytest.approx(s * b * h / tp * (34 + 5 * a * s / h))                # TP + SP, eq. 4
+    got, *_ = _layer_activation_bytes(tp, True, "selective")
+    assert got == pytest.approx(s * b * h / tp * 34)                                    # selective + SP, eq. 6
+    got, *_ = _layer_activation_bytes(tp, False, "full")
+    assert got == pytest.approx(2 * s * b * h)                                          # full recompute
+
+
+def test_activation_memory_no_parallelism():
+    got, s, b, h, a = _layer_activation_bytes(1, False)
+    assert got == pytest.approx(s * b * h * (34 + 5 * a * s / h))
+
+
+# ---- dimensional analysis -------------------------------------------------------------------
+# FLOP counts are products of sizes (a count whose unit, flop, is implicit), so only time and bytes
+# can be scaled independently; "flop/time" then scales as 1/time.
+_BASE = {"time": 1.7, "bytes": 2.3, "flop": 1.0}
+
+
+def _scale(dim: str) -> float:
+    """Scale factor of a dimension string like 'bytes/time' when time->x1.7, bytes->x2.3, flop->x3.1."""
+    if not dim:
+        return 1.0
+    num, _, den = dim.partition("/")
+    f = 1.0
+    for part in num.split("*"):
+        f *= _BASE.get(part.strip(), 1.0) if part.strip() != "1" else 1.0
+    for part in den.split("*") if den else []:
+        f /= _BASE[part.strip()]
+    return f
+
+
+def _random_inputs(rng):
+    model = Model(n_layers=8, d_model=1024, n_heads=16, n_kv_heads=4, vocab=32000, seq_len=2048, mlp="swiglu",
+                  n_experts=4, top_k=2, capacity_factor=1.25)
+    plan = Plan(tp=2, pp=2, dp=4, cp=2, ep=2, micro_batch=2, global_batch=32, interleave=2, schedule="interleaved",
+                sequence_parallel=True, recompute="selective", sharding="distributed", overlap_grad_reduce=0.5,
+                overlap_tp=0.3)
+    return inputs(model, plan, A100)
+
+
+@pytest.mark.parametrize("quantity", sorted(step.QUANTITIES))
+def test_every_formula_has_its_dimension(quantity):
+    x = _random_inputs(np.random.default_rng(0))
+    scaled = {k: v * _scale(SYMBOLS[k].dim) for k, v in x.items()}
+    a, b = evaluate(x)[quantity], evaluate(scaled)[quantity]
+    dim = step.QUANTITIES[quantity][0]
+    assert float(b) == pytest.approx(float(a) * _scale(dim), rel=1e-9), quantity
+
+
+def test_compiled_module_is_in_sync_with_formulas():
+    from roofline import _compiled
+    from roofline.formulas import codegen
+    assert codegen.source() == open(_compiled.__file__).read(), "run: python -m roofline.formulas.codegen"
+
+
+# ---- symbolic vs numeric ----------------------------------------------------------------------
+_EXPRS = None
+
+
+def _lambdified():
+    global _EXPRS
+    if _EXPRS is None:
+        exprs = step.build()
+        names = ["step_time", "memory", "flops", "t_dp_comm", "t_tp_comm"]
+        syms = [s.symbol for s in SYMBOLS.values()]
+        _EXPRS = (names, syms, sp.lambdify(syms, [exprs[n] for n in names], modules=["mpmath"]))
+    return _EXPRS
+
+
+@settings(max_examples=15, deadline=None)
+@given(tp=st.sampled_from([1, 2, 4]), pp=st.sampled_from([1, 2, 4]), dp=st.sampled_from([1, 2, 8]),
+       mb=st.sampled_from([1, 2]), layers_per=st.integers(1, 4), rc=st.sampled_from(["none", "selective", "full"]),
+       sp_on=st.booleans(), sharding=st.sampled_from(["none", "distributed", "zero3"]), flash=st.booleans())
+def test_symbolic_and_numeric_agree(tp, pp, dp, mb, layers_per, rc, sp_on, sharding, flash):
+    model = Model(n_layers=pp * layers_per, d_model=512, n_heads=8, vocab=5000, seq_len=512,
+                  attention="flash" if flash else "unfused")
+    plan = Plan(tp=tp, pp=pp, dp=dp, micro_batch=mb, global_batch=mb * dp * 4, recompute=rc, sequence_parallel=sp_on,
+                sharding=sharding)
+    x = inputs(model, plan, A100)
+    names, syms, fn = _lambdified()
+    sym_vals = fn(*[x[s.name] if s.name in x else 1.0 for s in syms])
+    num = evaluate(x)
+    for n, v in zip(names, sym_vals):
+        assert float(num[n]) == pytest.approx(float(v), rel=1e-9, abs=1e-15), n
+
+
+# ---- monotonicity -----------------------------------------------------------------------------
+@settings(max_examples=30, deadline=None)
+@given(layers=st.integers(1, 40), extra=st.integers(1, 20), h=st.sampled_from([512, 1024, 4096]),
+       tp=st.sampled_from([1, 2, 8]), dp=st.sampled_from([1, 2, 4]))
+def test_more_layers_never_faster(layers, extra, h, tp, dp):
+    plan = Plan(tp=tp, dp=dp, global_batch=dp * 4)
+    t1 = predict(Model(n_layers=layers, d_model=h, n_heads=16, vocab=32000, seq_len=1024), plan, A100).step_time
+    t2 = predict(Model(n_layers=layers + extra, d_model=h, n_heads=16, vocab=32000, seq_len=1024), plan, A100).step_time
+    assert t2 >= t1
+
+
+@settings(max_examples=30, deadline=None)
+@given(dp=st.sampled_from([1, 2, 4, 8]), k=st.sampled_from([2, 4]), sharding=st.sampled_from(["none", "distributed",
+                                                                                             "zero2", "zero3"]),
+       tp=st.sampled_from([1, 2, 8]))
+def test_more_dp_never_increases_memory_per_gpu(dp, k, sharding, tp):
+    m = Model(n_layers=8, d_model=2048, n_heads=16, vocab=32000, seq_len=2048)
+    gb = 64 * dp * k
+    a = predict(m, Plan(tp=tp, dp=dp, global_batch=gb, sharding=sharding), A100).memory["total"]
+    b = predict(m, Plan(tp=tp, dp=dp * k, global_batch=gb, sharding=sharding), A100).memory["total"]
+    assert b <= a
+
+
+def test_breakdown_sums_to_step_time():
+    m = models.load("llama3-70b")
+    p = predict(m, Plan(tp=8, pp=4, dp=8, cp=2, micro_batch=1, global_batch=256, interleave=5, schedule="interleaved",
+                        sequence_parallel=True, recompute="selective", sharding="distributed",
+                        overlap_grad_reduce=1.0, overlap_param_gather=1.0), hardware.load("h100-sxm"))
+    total = sum(v.magnitude for v in p.breakdown.values())
+    assert total == pytest.approx(p.step_time.magnitude, rel=1e-9)
+    assert set(p.memory) == {"weights", "gradients", "optimizer", "activations", "total"}
+    assert p.memory["total"].magnitude == pytest.approx(sum(p.memory[k].magnitude for k in
+                                                             ("weights", "gradients", "optimizer", "activations")))
+
+
+def test_plan_that_does_not_fit_is_reported():
+    p = predict(models.load("gpt3-175b"), Plan(tp=1, pp=1, dp=8, global_batch=8), A100)
+    assert not p.fits_in_memory and p.overflow in {"weights", "gradients", "optimizer", "activations"}
+    assert p.to_dict()["memory_overflow"] == p.overflow
+
+
+def test_units_carry_through():
+    p = predict(models.load("gpt3-1.3b"), Plan(dp=8, global_batch=64), A100, tokens=1e9, gpu_hour_price=2.0)
+    assert p.step_time.units == p.step_time._REGISTRY.second
+    assert p.memory["total"].dimensionality == p.memory_capacity.dimensionality
+    assert p.run["run_days"].to("s").magnitude == pytest.approx(p.run["steps"] * p.step_time.magnitude)
+    assert p.run["cost"].magnitude == pytest.approx(p.run["gpu_hours"].magnitude * 2.0)
