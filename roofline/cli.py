@@ -90,7 +90,15 @@ def build(args) -> tuple:
     base = getattr(args, "_base", None) or {}
     model = base.get("model") or (models.load(args.model) if args.model else Model())
     model = replace(model, **{k: v for k, v in fw["model"].items() if k not in base.get("model_set", ())})
-    model = replace(model, **{dest: getattr(args, dest) for _, dest, _, _ in MODEL_FLAGS},
+    # a preset's derived fields follow an overridden shape: MHA stays MHA, a 4h MLP stays 4h
+    if args.n_heads and args.n_kv_heads is None and model.n_kv_heads in (None, model.n_heads):
+        model = dc_replace(model, n_kv_heads=None)
+    if args.d_model and args.ffn_hidden is None and model.ffn_hidden == 4 * model.d_model and model.mlp != "swiglu":
+        model = dc_replace(model, ffn_hidden=None)
+    shape = {dest: getattr(args, dest) for _, dest, _, _ in MODEL_FLAGS}
+    if args.model and any(v is not None for v in shape.values()):
+        model = dc_replace(model, name=f"{model.name} (modified)")
+    model = replace(model, **shape,
                     mlp=args.mlp, norm=args.norm, attention=args.attention, position=args.position,
                     tied_embeddings=args.tied_embeddings)
     plan = base.get("plan") or Plan()
@@ -297,7 +305,13 @@ def cmd_models(args) -> int:
     return 0
 
 
-def parser() -> argparse.ArgumentParser:
+CORE = ("transformer", "formulas", "hardware", "models")
+PLUGINS = ("calibrate.cli", "validate", "search", "extras")
+
+
+def parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser; the optional modules' subcommands are only loaded when ``command``
+    is not a core one (keeps ``transformer`` start-up free of their imports)."""
     ap = argparse.ArgumentParser(prog="python -m roofline",
                                  description="Closed-form, calibrated roofline model of LLM training time.")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -336,20 +350,24 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("id", nargs="?")
     p.set_defaults(func=cmd_models)
 
-    for module in ("calibrate.cli", "validate", "search", "extras"):
+    if command in CORE:
+        return ap
+    import importlib
+    for module in PLUGINS:
         try:
-            mod = __import__(f"roofline.{module}", fromlist=["register"])
-        except ImportError as exc:
-            if f"roofline.{module}" not in str(exc) and module.split(".")[0] not in str(exc):
+            mod = importlib.import_module(f"roofline.{module}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"roofline.{module}":
                 raise
             continue
-        if hasattr(mod, "register"):
-            mod.register(sub)
+        mod.register(sub)
     return ap
 
 
 def main(argv=None) -> int:
-    args = parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    args = parser(command).parse_args(argv)
     try:
         return args.func(args) or 0
     except InputError as exc:

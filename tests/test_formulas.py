@@ -208,3 +208,8 @@ def test_units_carry_through():
     assert p.memory["total"].dimensionality == p.memory_capacity.dimensionality
     assert p.run["run_days"].to("s").magnitude == pytest.approx(p.run["steps"] * p.step_time.magnitude)
     assert p.run["cost"].magnitude == pytest.approx(p.run["gpu_hours"].magnitude * 2.0)
+
+
+def test_concepts_doc_is_in_sync():
+    from roofline.formulas import concepts
+    assert concepts.TARGET.read_text() == concepts.text(), "run: python -m roofline.formulas.concepts"
