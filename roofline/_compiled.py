@@ -2,8 +2,8 @@
 # fmt: off
 import numpy as np
 
-INPUTS = ('act_bytes', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'biases', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'cp', 'd_model', 'dp', 'dropout', 'ep', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'heads', 'interleave', 'kv_heads', 'layers', 'learned_pos', 'mask_bytes', 'micro_batch', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_pp', 'ov_tp', 'peak', 'peak_vec', 'pp', 'rc_full', 'rc_sel', 'seq_len', 'seq_par', 't0_attn_bwd', 't0_attn_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'vocab', 'z_grad', 'z_os', 'z_param')
-OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'micro_batches', 't_microbatch_stage', 'flops', 'hardware_flops', 'n_gpus', 'mfu', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'params', 'active_params', 'params_rank')
+INPUTS = ('act_bytes', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'biases', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'cp', 'd_model', 'dp', 'dropout', 'ep', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'heads', 'host_bwd', 'host_fwd', 'interleave', 'kv_heads', 'layers', 'learned_pos', 'mask_bytes', 'micro_batch', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_pp', 'ov_tp', 'peak', 'peak_vec', 'pp', 'rc_full', 'rc_sel', 'seq_len', 'seq_par', 't0_attn_bwd', 't0_attn_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'vocab', 'z_grad', 'z_os', 'z_param')
+OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_host_overhead', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'micro_batches', 't_microbatch_stage', 'flops', 'hardware_flops', 'n_gpus', 'mfu', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'params', 'active_params', 'params_rank')
 
 
 def evaluate(x):
@@ -64,6 +64,8 @@ def evaluate(x):
     grad_bytes = x['grad_bytes']
     hbm_bw = x['hbm_bw']
     heads = x['heads']
+    host_bwd = x['host_bwd']
+    host_fwd = x['host_fwd']
     interleave = x['interleave']
     kv_heads = x['kv_heads']
     layers = x['layers']
@@ -120,310 +122,316 @@ def evaluate(x):
     z_grad = x['z_grad']
     z_os = x['z_os']
     z_param = x['z_param']
-    _x0 = pp - 1
-    _x1 = _x0/interleave
-    _x2 = dp**(-1.0)
-    _x3 = micro_batch**(-1.0)
-    _x4 = _x3*global_batch
-    _x5 = _x2*_x4
-    _x6 = rc_full + 2
-    _x7 = np.maximum(1, np.minimum(gpus_per_node, tp))
-    _x8 = 2*_x7 - 2
-    _x9 = _x7**(-1.0)
-    _x10 = _x9*tp
-    _x11 = 2*_x10 - 2
-    _x12 = bw_ar_inter**(-1.0)
-    _x13 = tp**(-1.0)
-    _x14 = _x13*d_model
-    _x15 = cp**(-1.0)
-    _x16 = _x15*seq_len
-    _x17 = _x16*micro_batch
-    _x18 = _x14*_x17
-    _x19 = _x18*act_bytes
-    _x20 = bw_ar_intra**(-1.0)
-    _x21 = _x17*d_model
+    _x0 = interleave**(-1.0)
+    _x1 = pp - 1
+    _x2 = _x0*_x1
+    _x3 = dp**(-1.0)
+    _x4 = micro_batch**(-1.0)
+    _x5 = _x4*global_batch
+    _x6 = _x3*_x5
+    _x7 = np.minimum(1, experts - 1)
+    _x8 = 1 - flash
+    _x9 = 2*_x8
+    _x10 = tp**(-1.0)
+    _x11 = _x10*ffn_hidden
+    _x12 = cp**(-1.0)
+    _x13 = _x12*seq_len
+    _x14 = _x13*micro_batch
+    _x15 = capacity*top_k
+    _x16 = _x14*_x15
+    _x17 = _x11*_x16
+    _x18 = peak_vec**(-1.0)
+    _x19 = _x18/eta_elem_bwd
+    _x20 = mu_elem_bwd**(-1.0)
+    _x21 = hbm_bw**(-1.0)
     _x22 = _x21*act_bytes
-    _x23 = _x22*_x9
-    _x24 = _x7 - 1
-    _x25 = _x10 - 1
-    _x26 = bw_ag_inter**(-1.0)
-    _x27 = _x19*_x25
-    _x28 = bw_ag_intra**(-1.0)
-    _x29 = _x23*_x24
-    _x30 = bw_rs_inter**(-1.0)
-    _x31 = bw_rs_intra**(-1.0)
-    _x32 = 2*seq_par*(_x24*alpha_ag_intra + _x24*alpha_rs_intra + _x25*alpha_ag_inter + _x25*alpha_rs_inter + _x26*_x27 + _x27*_x30 + _x28*_x29 + _x29*_x31) + 2*(1 - seq_par)*(_x11*_x12*_x19 + _x11*alpha_ar_inter + _x20*_x23*_x8 + _x8*alpha_ar_intra)
-    _x33 = _x32*_x6
-    _x34 = cp - 1
-    _x35 = rc_full + 3
-    _x36 = cp*tp
-    _x37 = np.where((_x36 <= gpus_per_node), 1, 0)
-    _x38 = bw_p2p_intra**(-1.0)
-    _x39 = _x13*act_bytes
-    _x40 = heads**(-1.0)
-    _x41 = 2*d_model
-    _x42 = _x40*_x41*kv_heads
-    _x43 = _x17*_x42
-    _x44 = _x39*_x43
-    _x45 = bw_p2p_inter**(-1.0)
-    _x46 = _x37*(_x38*_x44 + alpha_p2p_intra) + (1 - _x37)*(_x44*_x45 + alpha_p2p_inter)
-    _x47 = _x34*_x35*_x46
-    _x48 = 1 - flash
-    _x49 = hbm_bw**(-1.0)
-    _x50 = _x49*micro_batch
-    _x51 = _x39*_x50
-    _x52 = _x51*(_x16*_x41 + _x42*seq_len)
-    _x53 = 1 - 1/2*causal
-    _x54 = _x53*flash
-    _x55 = 4*_x54
-    _x56 = seq_len**2
-    _x57 = _x15*_x56
-    _x58 = _x57*micro_batch
-    _x59 = _x14*_x58
-    _x60 = _x55*_x59
-    _x61 = peak**(-1.0)
-    _x62 = _x40*d_model
-    _x63 = np.minimum(_x16, _x62)
-    _x64 = _x61*(_x63 + gemm_dhalf)/_x63
-    _x65 = peak_vec**(-1.0)
-    _x66 = _x13*heads
-    _x67 = _x58*_x66
-    _x68 = _x65*_x67
-    _x69 = 2*act_bytes
-    _x70 = dropout*(_x69 + mask_bytes)
-    _x71 = _x48*_x50*_x57*_x66
-    _x72 = mu_gemm_fwd**(-1.0)
-    _x73 = _x48*(_x16*_x62 + _x57 + _x62*seq_len)
-    _x74 = 2*flash
-    _x75 = _x58*(2 - _x74)
-    _x76 = _x14*_x75
-    _x77 = _x61/eta_gemm_fwd
-    _x78 = np.minimum(np.minimum(_x16, _x62), seq_len)
-    _x79 = (_x78 + gemm_dhalf)/_x78
-    _x80 = 2*_x48
-    _x81 = _x80*t0_gemm_fwd + 2*np.maximum(_x76*_x77*_x79, _x51*_x72*_x73*heads)
-    _x82 = _x48*t0_softmax_fwd + _x81 + flash*t0_attn_fwd + np.maximum(_x52*flash/mu_attn_fwd, _x60*_x64/eta_attn_fwd) + np.maximum(_x71*(_x69 + _x70)/mu_softmax_fwd, _x68*(5 - 5*flash)/eta_softmax_fwd)
-    _x83 = ov_cp*np.minimum(_x47, _x35*_x82)
-    _x84 = np.minimum(1, experts - 1)
-    _x85 = d_model**2
-    _x86 = _x13*_x85
-    _x87 = _x18 + _x21 + _x86
-    _x88 = _x72*act_bytes
-    _x89 = _x49*_x88
-    _x90 = _x17*_x86
-    _x91 = 2*_x90
-    _x92 = np.minimum(np.minimum(_x14, _x17), d_model)
-    _x93 = (_x92 + gemm_dhalf)/_x92
-    _x94 = d_model*ffn_hidden
-    _x95 = _x13*_x94
-    _x96 = capacity*top_k
-    _x97 = _x21*_x96
-    _x98 = _x13*ffn_hidden
-    _x99 = _x17*_x96
-    _x100 = _x98*_x99
-    _x101 = _x100 + _x95 + _x97
-    _x102 = _x100*_x41
-    _x103 = np.minimum(np.minimum(_x98, _x99), d_model)
-    _x104 = (_x103 + gemm_dhalf)/_x103
-    _x105 = _x42 + d_model
-    _x106 = _x105*d_model
-    _x107 = _x106*_x13
-    _x108 = _x105*_x13
-    _x109 = _x108*_x17
-    _x110 = _x107 + _x109 + _x21
-    _x111 = _x109*_x41
-    _x112 = np.minimum(np.minimum(_x108, _x17), d_model)
-    _x113 = (_x112 + gemm_dhalf)/_x112
-    _x114 = ffn_hidden*(gated + 1)
-    _x115 = _x114*_x14
-    _x116 = _x114*_x13
-    _x117 = _x116*_x99
-    _x118 = _x115 + _x117 + _x97
-    _x119 = _x117*_x41
-    _x120 = np.minimum(np.minimum(_x116, _x99), d_model)
-    _x121 = (_x120 + gemm_dhalf)/_x120
-    _x122 = d_model*experts
-    _x123 = _x17*experts
-    _x124 = _x84*(_x122 + _x123 + _x21)
-    _x125 = _x123*_x41*_x84
-    _x126 = np.minimum(np.minimum(_x17, d_model), experts)
-    _x127 = (_x126 + gemm_dhalf)/_x126
-    _x128 = _x84*t0_gemm_fwd + 4*t0_gemm_fwd + np.maximum(_x101*_x89, _x102*_x104*_x77) + np.maximum(_x110*_x89, _x111*_x113*_x77) + np.maximum(_x118*_x89, _x119*_x121*_x77) + np.maximum(_x124*_x89, _x125*_x127*_x77) + np.maximum(_x87*_x89, _x77*_x91*_x93)
-    _x129 = ov_tp*np.minimum(_x33, (3/2)*_x6*(_x128 + _x81))
-    _x130 = _x13*_x15
-    _x131 = _x130*gpus_per_node
-    _x132 = np.maximum(1, np.minimum(_x131, ep))
-    _x133 = _x132 - 1
-    _x134 = ep**(-1.0)
-    _x135 = _x134*_x22*_x96
-    _x136 = _x6*_x84*(_x133*_x135/bw_a2a_intra + _x133*alpha_a2a_intra + _x135*(-_x132 + ep)/bw_a2a_inter + alpha_a2a_inter*(-1 + ep/_x132))
-    _x137 = 2*_x136
-    _x138 = 1 - rc_full
-    _x139 = _x138*rc_sel
-    _x140 = eta_elem_fwd**(-1.0)
-    _x141 = (seq_par*(tp - 1) + 1)**(-1.0)
-    _x142 = _x21*_x65
-    _x143 = _x141*_x142
-    _x144 = mu_elem_fwd**(-1.0)
-    _x145 = dropout*mask_bytes
-    _x146 = _x141*_x22
-    _x147 = _x146*_x49*(_x145/act_bytes + 3)
-    _x148 = _x17*_x41
-    _x149 = _x141*_x148
-    _x150 = _x49*act_bytes
-    _x151 = np.maximum(8*_x143/eta_norm_fwd, _x149*_x150/mu_norm_fwd)
-    _x152 = gated + 2
-    _x153 = _x100*_x150
-    _x154 = _x128 + 2*_x151 + _x82 + 3*t0_elem_fwd + 2*t0_norm_fwd + 2*np.maximum(_x140*_x143, _x144*_x147) + np.maximum(_x144*_x152*_x153, 8*_x100*_x140*_x65)
-    _x155 = _x139*_x82 + _x154*rc_full
-    _x156 = pp**(-1.0)
-    _x157 = _x156*layers
-    _x158 = _x22*(learned_pos + 2)
-    _x159 = t0_embed_fwd + np.maximum(_x142/eta_embed_fwd, _x158*_x49/mu_embed_fwd)
-    _x160 = t0_embed_bwd + np.maximum(_x142/eta_embed_bwd, _x49*(_x158 + _x21*grad_bytes)/mu_embed_bwd)
-    _x161 = np.ceil((1/128)*_x13*vocab)
-    _x162 = _x161*_x17*_x65
-    _x163 = 128*_x161
-    _x164 = _x163*_x17
-    _x165 = _x164*_x49*(act_bytes + f32_bytes)
-    _x166 = 3*act_bytes
-    _x167 = _x141*_x21
-    _x168 = np.maximum(16*_x143/eta_norm_bwd, _x166*_x167*_x49/mu_norm_bwd)
-    _x169 = _x163*d_model
-    _x170 = _x49*(_x164 + _x169 + _x21)
-    _x171 = _x69/mu_gemm_bwd
-    _x172 = np.minimum(np.minimum(_x163, _x17), d_model)
-    _x173 = _x161*_x21
-    _x174 = _x173*(_x172 + gemm_dhalf)/_x172
-    _x175 = _x61/eta_gemm_bwd
-    _x176 = _x168 + t0_ce_bwd + t0_gemm_bwd + t0_norm_bwd + np.maximum(_x165/mu_ce_bwd, 256*_x162/eta_ce_bwd) + np.maximum(_x170*_x171, 512*_x174*_x175)
-    _x177 = _x151 + t0_ce_fwd + t0_gemm_fwd + t0_norm_fwd + np.maximum(_x165/mu_ce_fwd, 640*_x162/eta_ce_fwd) + np.maximum(_x170*_x88, 256*_x174*_x77)
-    _x178 = np.where((_x159 + _x160 <= _x176 + _x177), 1, 0)
-    _x179 = 1 - _x178
-    _x180 = np.minimum(1, _x0)
-    _x181 = 1 - _x180
-    _x182 = _x154*_x157 + _x159*_x179 + _x177*_x178 + _x181*(_x159*_x178 + _x177*_x179)
-    _x183 = _x65/eta_elem_bwd
-    _x184 = mu_elem_bwd**(-1.0)
-    _x185 = _x171*_x49
-    _x186 = _x122*_x84
-    _x187 = 4*_x175
-    _x188 = _x17*_x187
-    _x189 = _x54*_x59
-    _x190 = _x187*_x99
-    _x191 = _x13*_x41*_x75
-    _x192 = _x157*(2*_x168 + _x48*t0_softmax_bwd + _x80*t0_gemm_bwd + _x84*t0_gemm_bwd + flash*t0_attn_bwd + 3*t0_elem_bwd + 4*t0_gemm_bwd + 2*t0_norm_bwd + np.maximum(16*_x100*_x183, _x153*_x184*(2*gated + 3)) + np.maximum(_x101*_x185, _x104*_x190*_x95) + np.maximum(_x110*_x185, _x107*_x113*_x188) + np.maximum(_x118*_x185, _x115*_x121*_x190) + np.maximum(_x124*_x185, _x127*_x186*_x188) + 2*np.maximum(_x147*_x184, _x149*_x183) + np.maximum(_x185*_x87, _x187*_x90*_x93) + 2*np.maximum(_x175*_x191*_x79, _x185*_x66*_x73*micro_batch) + np.maximum(_x52*_x74/mu_attn_bwd, 10*_x189*_x64/eta_attn_bwd) + np.maximum(_x71*(_x166 + _x70)/mu_softmax_bwd, _x68*(8 - 8*flash)/eta_softmax_bwd)) + _x160*_x179 + _x176*_x178 + _x181*(_x160*_x178 + _x176*_x179)
-    _x193 = _x182 + _x192
-    _x194 = _x157*(-_x129 + _x137 + _x155 + _x33 + _x47 - _x83) + _x193
-    _x195 = _x36*dp
-    _x196 = np.where((_x195 < gpus_per_node), 1, 0)
-    _x197 = 2*_x180*(1 - ov_pp)*(_x0 + _x5*interleave)*(_x196*(_x19*_x38 + alpha_p2p_intra) + (1 - _x196)*(_x19*_x45 + alpha_p2p_inter))
-    _x198 = np.maximum(1, np.minimum(_x131, dp))
-    _x199 = _x198**(-1.0)
-    _x200 = _x199*dp
-    _x201 = _x200 - 1
-    _x202 = _x201*alpha_ag_inter
-    _x203 = _x198 - 1
-    _x204 = _x203*alpha_ag_intra
-    _x205 = _x114*d_model + _x94 + biases*(_x114 + d_model)
-    _x206 = _x205*experts
-    _x207 = _x13*_x206
-    _x208 = _x134*_x207
-    _x209 = _x157*_x208
-    _x210 = _x209*grad_bytes
-    _x211 = d_model*learned_pos*seq_len
-    _x212 = _x106 + _x85 + biases*(_x41 + _x42)
-    _x213 = biases + 1
-    _x214 = _x186 + _x213*_x41
-    _x215 = _x13*_x212 + _x208 + _x214
-    _x216 = _x157*_x215 + _x169*(_x181*(1 - tied) + 1) + _x211
-    _x217 = grad_bytes*(-_x209 + _x216)
-    _x218 = _x210 + _x217
-    _x219 = _x2*_x201
-    _x220 = _x219*_x30
-    _x221 = _x199*_x203
-    _x222 = _x221*_x31
-    _x223 = _x219*_x26
-    _x224 = _x216*_x69
-    _x225 = _x221*_x28
-    _x226 = _x201*alpha_rs_inter + _x203*alpha_rs_intra
-    _x227 = 2*_x202 + 2*_x204 + _x218*_x220 + _x218*_x222 + _x223*_x224 + _x224*_x225 + _x226
-    _x228 = _x227*_x5
-    _x229 = 1 - z_param
-    _x230 = _x216*act_bytes
-    _x231 = z_os*(_x202 + _x204 + _x223*_x230 + _x225*_x230)
-    _x232 = 1 - z_os
-    _x233 = 2*_x198 - 2
-    _x234 = 2*_x200 - 2
-    _x235 = _x12*_x2
-    _x236 = _x134*dp
-    _x237 = np.maximum(1, np.minimum(_x236, _x131*_x134))
-    _x238 = _x237 - 1
-    _x239 = _x237**(-1.0)
-    _x240 = _x236*_x239
-    _x241 = _x240 - 1
-    _x242 = _x157*_x207*grad_bytes
-    _x243 = _x210*_x239
-    _x244 = 2*_x237 - 2
-    _x245 = 2*_x240 - 2
-    _x246 = _x232*(_x199*_x20*_x217*_x233 + _x217*_x234*_x235 + _x233*alpha_ar_intra + _x234*alpha_ar_inter) + _x84*(_x232*(_x20*_x243*_x244 + _x235*_x242*_x245 + _x244*alpha_ar_intra + _x245*alpha_ar_inter) + z_os*(_x2*_x241*_x242*_x30 + _x238*_x243*_x31 + _x238*alpha_rs_intra + _x241*alpha_rs_inter)) + z_os*(_x217*_x220 + _x217*_x222 + _x226)
-    _x247 = _x231 + _x246
-    _x248 = _x229*(_x247 - ov_ag*np.minimum(_x182, _x231) - ov_dp*np.minimum(_x246, _x157*(-1/2*_x129 + _x136 + _x155 + (1/2)*_x33 + (1/2)*_x47 - 1/2*_x83) + _x192)) + z_param*(_x2*_x227*_x3*global_batch - ov_ag*np.minimum(_x228, _x193*_x5))
-    _x249 = _x216*dp**(-z_os)
-    _x250 = t0_optim_fwd + np.maximum(12*_x249*_x65/eta_optim_fwd, _x249*_x49*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
-    _x251 = _x194*(_x1 + _x5) + _x197 + _x248 + _x250
-    _x252 = _x157*_x5
-    _x253 = _x252*(-_x129 + _x32*_x6)
-    _x254 = _x41*seq_len
-    _x255 = _x254*top_k
-    _x256 = _x56*d_model
-    _x257 = 3*global_batch*(_x254*vocab + layers*(_x105*_x254 + _x114*_x255 + _x254*_x84*experts + _x255*ffn_hidden + 4*_x256*_x48*_x53 + _x256*_x55 + 2*_x85*seq_len))
-    _x258 = 6*_x17
-    _x259 = 6*_x99
-    _x260 = _x191 + _x60
-    _x261 = 768*_x173 + layers*(_x107*_x258 + _x115*_x259 + _x139*_x260 + _x186*_x258 + 14*_x189 + _x259*_x95 + 6*_x76 + 6*_x90 + rc_full*(_x102 + _x111 + _x119 + _x125 + _x260 + _x91))
-    _x262 = _x251**(-1.0)
-    _x263 = _x156*_x262*_x61
-    _x264 = _x230*dp**(-z_param)
-    _x265 = _x216*dp**(-z_grad)*grad_bytes
-    _x266 = _x249*opt_bytes
-    _x267 = _x167*(2*_x145 + 4*act_bytes) + _x39*(_x148 + _x152*_x99*ffn_hidden + _x43) + _x48*_x67*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes))
-    _x268 = _x157*(_x138*_x267 + _x146*rc_full)*(_x5*gpipe + (1 - gpipe)*(_x1*_x156*np.minimum(1, interleave - 1) + 1)*np.minimum(_x5, pp)) + _x215*_x69*z_param + _x267*rc_full
-    _x269 = _x212 + _x214
-    _x270 = _x211 + _x213*d_model + d_model*vocab*(2 - tied)
+    _x23 = _x17*_x22
+    _x24 = (seq_par*(tp - 1) + 1)**(-1.0)
+    _x25 = _x14*d_model
+    _x26 = _x18*_x25
+    _x27 = _x24*_x26
+    _x28 = 3*act_bytes
+    _x29 = _x24*_x25
+    _x30 = np.maximum(16*_x27/eta_norm_bwd, _x21*_x28*_x29/mu_norm_bwd)
+    _x31 = 2*d_model
+    _x32 = _x14*_x31
+    _x33 = _x24*_x32
+    _x34 = dropout*mask_bytes
+    _x35 = _x25*act_bytes
+    _x36 = _x24*_x35
+    _x37 = _x21*_x36*(_x34/act_bytes + 3)
+    _x38 = seq_len**2
+    _x39 = _x12*_x38
+    _x40 = _x39*micro_batch
+    _x41 = _x10*heads
+    _x42 = _x40*_x41
+    _x43 = _x18*_x42
+    _x44 = 2*act_bytes
+    _x45 = dropout*(_x44 + mask_bytes)
+    _x46 = _x21*micro_batch
+    _x47 = _x39*_x41*_x46*_x8
+    _x48 = _x44/mu_gemm_bwd
+    _x49 = _x21*_x48
+    _x50 = d_model*experts
+    _x51 = _x14*experts
+    _x52 = _x7*(_x25 + _x50 + _x51)
+    _x53 = _x50*_x7
+    _x54 = peak**(-1.0)
+    _x55 = _x54/eta_gemm_bwd
+    _x56 = 4*_x55
+    _x57 = _x14*_x56
+    _x58 = np.minimum(np.minimum(_x14, d_model), experts)
+    _x59 = (_x58 + gemm_dhalf)/_x58
+    _x60 = 2*flash
+    _x61 = heads**(-1.0)
+    _x62 = _x31*_x61*kv_heads
+    _x63 = _x10*act_bytes
+    _x64 = _x46*_x63
+    _x65 = _x64*(_x13*_x31 + _x62*seq_len)
+    _x66 = 1 - 1/2*causal
+    _x67 = _x66*flash
+    _x68 = _x10*d_model
+    _x69 = _x40*_x68
+    _x70 = _x67*_x69
+    _x71 = _x61*d_model
+    _x72 = np.minimum(_x13, _x71)
+    _x73 = _x54*(_x72 + gemm_dhalf)/_x72
+    _x74 = d_model**2
+    _x75 = _x10*_x74
+    _x76 = _x14*_x68
+    _x77 = _x25 + _x75 + _x76
+    _x78 = _x14*_x75
+    _x79 = np.minimum(np.minimum(_x14, _x68), d_model)
+    _x80 = (_x79 + gemm_dhalf)/_x79
+    _x81 = d_model*ffn_hidden
+    _x82 = _x10*_x81
+    _x83 = _x15*_x25
+    _x84 = _x17 + _x82 + _x83
+    _x85 = np.minimum(np.minimum(_x11, _x16), d_model)
+    _x86 = (_x85 + gemm_dhalf)/_x85
+    _x87 = _x16*_x56
+    _x88 = _x8*(_x13*_x71 + _x39 + _x71*seq_len)
+    _x89 = _x40*(2 - _x60)
+    _x90 = _x10*_x31*_x89
+    _x91 = np.minimum(np.minimum(_x13, _x71), seq_len)
+    _x92 = (_x91 + gemm_dhalf)/_x91
+    _x93 = ffn_hidden*(gated + 1)
+    _x94 = _x68*_x93
+    _x95 = _x10*_x93
+    _x96 = _x16*_x95
+    _x97 = _x83 + _x94 + _x96
+    _x98 = np.minimum(np.minimum(_x16, _x95), d_model)
+    _x99 = (_x98 + gemm_dhalf)/_x98
+    _x100 = _x62 + d_model
+    _x101 = _x100*d_model
+    _x102 = _x10*_x101
+    _x103 = _x10*_x100
+    _x104 = _x103*_x14
+    _x105 = _x102 + _x104 + _x25
+    _x106 = np.minimum(np.minimum(_x103, _x14), d_model)
+    _x107 = (_x106 + gemm_dhalf)/_x106
+    _x108 = 2*_x30 + _x7*t0_gemm_bwd + _x8*t0_softmax_bwd + _x9*t0_gemm_bwd + flash*t0_attn_bwd + 3*t0_elem_bwd + 4*t0_gemm_bwd + 2*t0_norm_bwd + np.maximum(_x105*_x49, _x102*_x107*_x57) + np.maximum(16*_x17*_x19, _x20*_x23*(2*gated + 3)) + 2*np.maximum(_x19*_x33, _x20*_x37) + np.maximum(_x49*_x52, _x53*_x57*_x59) + np.maximum(_x49*_x77, _x56*_x78*_x80) + np.maximum(_x49*_x84, _x82*_x86*_x87) + np.maximum(_x49*_x97, _x87*_x94*_x99) + np.maximum(_x47*(_x28 + _x45)/mu_softmax_bwd, _x43*(8 - 8*flash)/eta_softmax_bwd) + 2*np.maximum(_x55*_x90*_x92, _x41*_x49*_x88*micro_batch) + np.maximum(_x60*_x65/mu_attn_bwd, 10*_x70*_x73/eta_attn_bwd)
+    _x109 = eta_elem_fwd**(-1.0)
+    _x110 = mu_elem_fwd**(-1.0)
+    _x111 = np.maximum(8*_x27/eta_norm_fwd, _x22*_x33/mu_norm_fwd)
+    _x112 = gated + 2
+    _x113 = 4*_x67
+    _x114 = _x113*_x69
+    _x115 = mu_gemm_fwd**(-1.0)
+    _x116 = _x68*_x89
+    _x117 = _x54/eta_gemm_fwd
+    _x118 = _x9*t0_gemm_fwd + 2*np.maximum(_x116*_x117*_x92, _x115*_x64*_x88*heads)
+    _x119 = _x118 + _x8*t0_softmax_fwd + flash*t0_attn_fwd + np.maximum(_x114*_x73/eta_attn_fwd, _x65*flash/mu_attn_fwd) + np.maximum(_x47*(_x44 + _x45)/mu_softmax_fwd, _x43*(5 - 5*flash)/eta_softmax_fwd)
+    _x120 = _x115*act_bytes
+    _x121 = _x120*_x21
+    _x122 = 2*_x78
+    _x123 = _x17*_x31
+    _x124 = _x104*_x31
+    _x125 = _x31*_x96
+    _x126 = _x31*_x51*_x7
+    _x127 = _x7*t0_gemm_fwd + 4*t0_gemm_fwd + np.maximum(_x105*_x121, _x107*_x117*_x124) + np.maximum(_x121*_x52, _x117*_x126*_x59) + np.maximum(_x121*_x77, _x117*_x122*_x80) + np.maximum(_x121*_x84, _x117*_x123*_x86) + np.maximum(_x121*_x97, _x117*_x125*_x99)
+    _x128 = 2*_x111 + _x119 + _x127 + 3*t0_elem_fwd + 2*t0_norm_fwd + 2*np.maximum(_x109*_x27, _x110*_x37) + np.maximum(_x110*_x112*_x23, 8*_x109*_x17*_x18)
+    _x129 = _x108 + _x128
+    _x130 = rc_full + 2
+    _x131 = np.maximum(1, np.minimum(gpus_per_node, tp))
+    _x132 = 2*_x131 - 2
+    _x133 = _x131**(-1.0)
+    _x134 = _x133*tp
+    _x135 = 2*_x134 - 2
+    _x136 = bw_ar_inter**(-1.0)
+    _x137 = _x76*act_bytes
+    _x138 = bw_ar_intra**(-1.0)
+    _x139 = _x133*_x35
+    _x140 = _x131 - 1
+    _x141 = _x134 - 1
+    _x142 = bw_ag_inter**(-1.0)
+    _x143 = _x137*_x141
+    _x144 = bw_ag_intra**(-1.0)
+    _x145 = _x139*_x140
+    _x146 = bw_rs_inter**(-1.0)
+    _x147 = bw_rs_intra**(-1.0)
+    _x148 = _x130*(2*seq_par*(_x140*alpha_ag_intra + _x140*alpha_rs_intra + _x141*alpha_ag_inter + _x141*alpha_rs_inter + _x142*_x143 + _x143*_x146 + _x144*_x145 + _x145*_x147) + 2*(1 - seq_par)*(_x132*_x138*_x139 + _x132*alpha_ar_intra + _x135*_x136*_x137 + _x135*alpha_ar_inter))
+    _x149 = rc_full + 3
+    _x150 = cp*tp
+    _x151 = np.where((_x150 <= gpus_per_node), 1, 0)
+    _x152 = bw_p2p_intra**(-1.0)
+    _x153 = _x14*_x62
+    _x154 = _x153*_x63
+    _x155 = bw_p2p_inter**(-1.0)
+    _x156 = _x149*(cp - 1)*(_x151*(_x152*_x154 + alpha_p2p_intra) + (1 - _x151)*(_x154*_x155 + alpha_p2p_inter))
+    _x157 = ov_cp*np.minimum(_x156, _x119*_x149)
+    _x158 = ov_tp*np.minimum(_x148, (3/2)*_x130*(_x118 + _x127))
+    _x159 = _x10*_x12
+    _x160 = _x159*gpus_per_node
+    _x161 = np.maximum(1, np.minimum(_x160, ep))
+    _x162 = _x161 - 1
+    _x163 = ep**(-1.0)
+    _x164 = _x15*_x163*_x35
+    _x165 = _x130*_x7*(_x162*_x164/bw_a2a_intra + _x162*alpha_a2a_intra + _x164*(-_x161 + ep)/bw_a2a_inter + alpha_a2a_inter*(-1 + ep/_x161))
+    _x166 = 2*_x165
+    _x167 = 1 - rc_full
+    _x168 = _x167*rc_sel
+    _x169 = _x119*_x168 + _x128*rc_full
+    _x170 = _x148 + _x156 - _x157 - _x158 + _x166 + _x169
+    _x171 = _x129 - np.maximum(_x129 + _x170, host_bwd + host_fwd*(rc_full + 1))
+    _x172 = pp**(-1.0)
+    _x173 = interleave*np.ceil(_x0*_x172*layers)
+    _x174 = _x35*(learned_pos + 2)
+    _x175 = t0_embed_fwd + np.maximum(_x26/eta_embed_fwd, _x174*_x21/mu_embed_fwd)
+    _x176 = t0_embed_bwd + np.maximum(_x26/eta_embed_bwd, _x21*(_x174 + _x25*grad_bytes)/mu_embed_bwd)
+    _x177 = np.ceil((1/128)*_x10*vocab)
+    _x178 = _x14*_x177*_x18
+    _x179 = 128*_x177
+    _x180 = _x14*_x179
+    _x181 = _x180*_x21*(act_bytes + f32_bytes)
+    _x182 = _x179*d_model
+    _x183 = _x21*(_x180 + _x182 + _x25)
+    _x184 = np.minimum(np.minimum(_x14, _x179), d_model)
+    _x185 = _x177*_x25
+    _x186 = _x185*(_x184 + gemm_dhalf)/_x184
+    _x187 = _x30 + t0_ce_bwd + t0_gemm_bwd + t0_norm_bwd + np.maximum(_x181/mu_ce_bwd, 256*_x178/eta_ce_bwd) + np.maximum(_x183*_x48, 512*_x186*_x55)
+    _x188 = _x111 + t0_ce_fwd + t0_gemm_fwd + t0_norm_fwd + np.maximum(_x120*_x183, 256*_x117*_x186) + np.maximum(_x181/mu_ce_fwd, 640*_x178/eta_ce_fwd)
+    _x189 = np.where((_x175 + _x176 <= _x187 + _x188), 1, 0)
+    _x190 = 1 - _x189
+    _x191 = np.minimum(1, _x1)
+    _x192 = 1 - _x191
+    _x193 = _x128*_x173 + _x175*_x190 + _x188*_x189 + _x192*(_x175*_x189 + _x188*_x190)
+    _x194 = _x108*_x173 + _x176*_x190 + _x187*_x189 + _x192*(_x176*_x189 + _x187*_x190)
+    _x195 = _x193 + _x194
+    _x196 = -_x171*_x173 + _x195
+    _x197 = _x150*dp
+    _x198 = np.where((_x197 < gpus_per_node), 1, 0)
+    _x199 = 2*_x191*(1 - ov_pp)*(_x1 + _x6*interleave)*(_x198*(_x137*_x152 + alpha_p2p_intra) + (1 - _x198)*(_x137*_x155 + alpha_p2p_inter))
+    _x200 = np.maximum(1, np.minimum(_x160, dp))
+    _x201 = _x200**(-1.0)
+    _x202 = _x201*dp
+    _x203 = _x202 - 1
+    _x204 = _x203*alpha_ag_inter
+    _x205 = _x200 - 1
+    _x206 = _x205*alpha_ag_intra
+    _x207 = _x81 + _x93*d_model + biases*(_x93 + d_model)
+    _x208 = _x207*experts
+    _x209 = _x10*_x208
+    _x210 = _x163*_x209
+    _x211 = _x173*_x7
+    _x212 = _x210*_x211
+    _x213 = _x212*grad_bytes
+    _x214 = d_model*learned_pos*seq_len
+    _x215 = _x101 + _x74 + biases*(_x31 + _x62)
+    _x216 = biases + 1
+    _x217 = _x216*_x31 + _x53
+    _x218 = _x10*_x215 + _x210 + _x217
+    _x219 = _x173*_x218 + _x182*(_x192*(1 - tied) + 1) + _x214
+    _x220 = grad_bytes*(-_x212 + _x219)
+    _x221 = _x213 + _x220
+    _x222 = _x203*_x3
+    _x223 = _x146*_x222
+    _x224 = _x201*_x205
+    _x225 = _x147*_x224
+    _x226 = _x142*_x222
+    _x227 = _x219*_x44
+    _x228 = _x144*_x224
+    _x229 = _x203*alpha_rs_inter + _x205*alpha_rs_intra
+    _x230 = 2*_x204 + 2*_x206 + _x221*_x223 + _x221*_x225 + _x226*_x227 + _x227*_x228 + _x229
+    _x231 = _x230*_x6
+    _x232 = 1 - z_param
+    _x233 = _x219*act_bytes
+    _x234 = _x204 + _x206 + _x226*_x233 + _x228*_x233
+    _x235 = z_grad*(_x3*_x4*global_batch - 1) + 1
+    _x236 = 1 - z_os
+    _x237 = 2*_x200 - 2
+    _x238 = 2*_x202 - 2
+    _x239 = _x136*_x3
+    _x240 = _x163*dp
+    _x241 = np.maximum(1, np.minimum(_x240, _x160*_x163))
+    _x242 = _x241 - 1
+    _x243 = _x241**(-1.0)
+    _x244 = _x240*_x243
+    _x245 = _x244 - 1
+    _x246 = _x209*_x211*grad_bytes
+    _x247 = _x213*_x243
+    _x248 = 2*_x241 - 2
+    _x249 = 2*_x244 - 2
+    _x250 = _x236*(_x138*_x201*_x220*_x237 + _x220*_x238*_x239 + _x237*alpha_ar_intra + _x238*alpha_ar_inter) + _x7*(_x236*(_x138*_x247*_x248 + _x239*_x246*_x249 + _x248*alpha_ar_intra + _x249*alpha_ar_inter) + z_os*(_x146*_x245*_x246*_x3 + _x147*_x242*_x247 + _x242*alpha_rs_intra + _x245*alpha_rs_inter)) + z_os*(_x220*_x223 + _x220*_x225 + _x229)
+    _x251 = _x234*z_os
+    _x252 = _x235*_x250
+    _x253 = _x232*(_x234*z_os + _x235*_x250 - ov_ag*np.minimum(_x193, _x251) - ov_dp*np.minimum(_x252, _x235*(_x173*((1/2)*_x148 + (1/2)*_x156 - 1/2*_x157 - 1/2*_x158 + _x165 + _x169) + _x194))) + z_param*(_x230*_x3*_x4*global_batch - ov_ag*np.minimum(_x231, _x195*_x6))
+    _x254 = _x219*dp**(-z_os)
+    _x255 = t0_optim_fwd + np.maximum(12*_x18*_x254/eta_optim_fwd, _x21*_x254*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
+    _x256 = _x196*(_x2 + _x6) + _x199 + _x253 + _x255
+    _x257 = _x173*_x6
+    _x258 = _x257*(_x148 - _x158)
+    _x259 = _x31*seq_len
+    _x260 = _x259*top_k
+    _x261 = _x38*d_model
+    _x262 = 3*global_batch*(_x259*vocab + layers*(_x100*_x259 + _x113*_x261 + _x259*_x7*experts + _x260*_x93 + _x260*ffn_hidden + 4*_x261*_x66*_x8 + 2*_x74*seq_len))
+    _x263 = 6*_x14
+    _x264 = 6*_x16
+    _x265 = _x114 + _x90
+    _x266 = 768*_x185 + layers*(_x102*_x263 + 6*_x116 + _x168*_x265 + _x263*_x53 + _x264*_x82 + _x264*_x94 + 14*_x70 + 6*_x78 + rc_full*(_x122 + _x123 + _x124 + _x125 + _x126 + _x265))
+    _x267 = _x256**(-1.0)
+    _x268 = _x172*_x267*_x54
+    _x269 = _x233*dp**(-z_param)
+    _x270 = _x219*dp**(-z_grad)*grad_bytes
+    _x271 = _x254*opt_bytes
+    _x272 = _x29*(2*_x34 + 4*act_bytes) + _x42*_x8*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes)) + _x63*(_x112*_x16*ffn_hidden + _x153 + _x32)
+    _x273 = _x173*(_x167*_x272 + _x36*rc_full)*(_x6*gpipe + (1 - gpipe)*(_x172*_x2*np.minimum(1, interleave - 1) + 1)*np.minimum(_x6, pp)) + _x218*_x44*z_param + _x272*rc_full
+    _x274 = _x215 + _x217
+    _x275 = _x214 + _x216*d_model + d_model*vocab*(2 - tied)
     return {
-        'step_time': _x251,
-        't_forward': _x182*_x5,
-        't_backward': _x192*_x5,
-        't_recompute': _x155*_x252,
-        't_tp_comm': _x253,
-        't_cp_comm': _x252*(_x34*_x35*_x46 - _x83),
-        't_ep_comm': _x137*_x252,
-        't_pp_bubble': _x1*_x194,
-        't_pp_comm': _x197,
-        't_dp_comm': _x248,
-        't_optimizer': _x250,
-        'tp_comm_total': _x252*_x33,
-        'dp_comm_total': _x228*z_param + _x229*_x247,
-        'tp_comm': _x253,
-        'dp_comm': _x248,
-        'pp_bubble': _x1*dp*micro_batch/global_batch,
-        'micro_batches': _x5,
-        't_microbatch_stage': _x194,
-        'flops': _x257,
-        'hardware_flops': _x261*_x36*_x4,
-        'n_gpus': _x195*pp,
-        'mfu': _x130*_x2*_x257*_x263,
-        'hfu': _x261*_x263*_x5,
-        'tokens_per_s': _x262*global_batch*seq_len,
-        'memory': _x264 + _x265 + _x266 + _x268,
-        'mem_weights': _x264,
-        'mem_gradients': _x265,
-        'mem_optimizer': _x266,
-        'mem_activations': _x268,
-        'params': _x270 + layers*(_x206 + _x269),
-        'active_params': _x270 + layers*(_x205*top_k + _x269),
-        'params_rank': _x216,
+        'step_time': _x256,
+        't_forward': _x193*_x6,
+        't_backward': _x194*_x6,
+        't_recompute': _x169*_x257,
+        't_tp_comm': _x258,
+        't_cp_comm': _x257*(_x156 - _x157),
+        't_ep_comm': _x166*_x257,
+        't_host_overhead': _x257*(-_x170 - _x171),
+        't_pp_bubble': _x196*_x2,
+        't_pp_comm': _x199,
+        't_dp_comm': _x253,
+        't_optimizer': _x255,
+        'tp_comm_total': _x148*_x257,
+        'dp_comm_total': _x231*z_param + _x232*(_x251 + _x252),
+        'tp_comm': _x258,
+        'dp_comm': _x253,
+        'pp_bubble': _x2*dp*micro_batch/global_batch,
+        'micro_batches': _x6,
+        't_microbatch_stage': _x196,
+        'flops': _x262,
+        'hardware_flops': _x150*_x266*_x5,
+        'n_gpus': _x197*pp,
+        'mfu': _x159*_x262*_x268*_x3,
+        'hfu': _x266*_x268*_x6,
+        'tokens_per_s': _x267*global_batch*seq_len,
+        'memory': _x269 + _x270 + _x271 + _x273,
+        'mem_weights': _x269,
+        'mem_gradients': _x270,
+        'mem_optimizer': _x271,
+        'mem_activations': _x273,
+        'params': _x275 + layers*(_x208 + _x274),
+        'active_params': _x275 + layers*(_x207*top_k + _x274),
+        'params_rank': _x219,
     }
 
-SOURCE_DIGEST = '79ad5f34531a5c15'
+SOURCE_DIGEST = 'a7193569453d619a'

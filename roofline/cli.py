@@ -64,6 +64,8 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
     flag(g, "schedule", choices=("1f1b", "interleaved", "gpipe"), help="pipeline schedule (default 1f1b)")
     flag(g, "sequence-parallel", dest="sequence_parallel", action="store_true", default=None)
     flag(g, "no-sequence-parallel", dest="sequence_parallel", action="store_false")
+    flag(g, "uneven-stages", dest="uneven_stages", action="store_true", default=None,
+         help="allow layers not divisible by pp x interleave (the heaviest stage rounds up)")
     flag(g, "recompute", choices=("none", "selective", "full"), help="activation recomputation (default none)")
     flag(g, "sharding", choices=("none", "distributed", "zero1", "zero2", "zero3", "fsdp"),
          help="optimizer/gradient/parameter sharding over dp")
@@ -96,7 +98,7 @@ def build(args) -> tuple:
     if args.d_model and args.ffn_hidden is None and model.ffn_hidden == 4 * model.d_model and model.mlp != "swiglu":
         model = dc_replace(model, ffn_hidden=None)
     shape = {dest: getattr(args, dest) for _, dest, _, _ in MODEL_FLAGS}
-    if args.model and any(v is not None for v in shape.values()):
+    if args.model and any(v is not None and v != getattr(model, k) for k, v in shape.items()):
         model = dc_replace(model, name=f"{model.name} (modified)")
     model = replace(model, **shape,
                     mlp=args.mlp, norm=args.norm, attention=args.attention, position=args.position,
@@ -112,6 +114,7 @@ def build(args) -> tuple:
         sharding = {0: "none", 1: "zero1", 2: "zero2", 3: "zero3"}[args.zero]
     plan = replace(plan, **{dest: getattr(args, dest) for _, dest, _, _ in PLAN_FLAGS}, schedule=args.schedule,
                    sequence_parallel=args.sequence_parallel, recompute=args.recompute, sharding=sharding,
+                   uneven_stages=args.uneven_stages,
                    dtype=args.dtype, grad_dtype=args.grad_dtype)
     if plan.interleave > 1 and plan.schedule == "1f1b":
         plan = dc_replace(plan, schedule="interleaved")

@@ -74,6 +74,7 @@ class Plan:
     overlap_tp: float = 0.0             # fraction of TP/SP comm hidden behind GEMMs
     overlap_pp: float = 0.0             # fraction of PP send/recv hidden
     overlap_cp: float = 1.0             # ring attention overlaps KV exchange with attention (default on)
+    uneven_stages: bool = False         # allow layers not divisible by pp x interleave (heaviest stage rounds up)
 
     @property
     def n_gpus(self) -> int:
@@ -139,9 +140,13 @@ def check(model: Model, plan: Plan) -> None:
         raise InputError(f"kv-heads ({model.kv_heads}) must be divisible by tp ({plan.tp}) (or tp by kv-heads)")
     if model.ffn % plan.tp:
         raise InputError(f"ffn-hidden ({model.ffn}) must be divisible by tp ({plan.tp})")
-    if model.n_layers % (plan.pp * plan.interleave):
-        raise InputError(f"layers ({model.n_layers}) must be divisible by pp x interleave "
+    if model.n_layers < plan.pp * plan.interleave:
+        raise InputError(f"layers ({model.n_layers}) must be at least pp x interleave "
                          f"({plan.pp} x {plan.interleave} = {plan.pp * plan.interleave})")
+    if model.n_layers % (plan.pp * plan.interleave) and not plan.uneven_stages:
+        raise InputError(f"layers ({model.n_layers}) must be divisible by pp x interleave "
+                         f"({plan.pp} x {plan.interleave} = {plan.pp * plan.interleave}); "
+                         "allow uneven stages with --uneven-stages")
     if plan.interleave > 1 and plan.schedule == "gpipe":
         raise InputError("interleave > 1 needs the interleaved 1F1B schedule, not gpipe")
     if model.seq_len % plan.cp:

@@ -14,14 +14,14 @@ from .config import Model, Plan, check
 from .hardware import COLLECTIVES, CLASSES, Hardware
 
 BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}
-BREAKDOWN = ("forward", "backward", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "pp_bubble",
-             "dp_comm", "optimizer")
+BREAKDOWN = ("forward", "backward", "recompute", "tp_comm", "cp_comm", "ep_comm", "host_overhead", "pp_comm",
+             "pp_bubble", "dp_comm", "optimizer")
 MEMORY = ("weights", "gradients", "optimizer", "activations")
 
 
 def hardware_inputs(hw: Hardware, dtype: str = "bf16") -> dict:
     x = {"peak": hw.peak(dtype), "peak_vec": hw.vector_peak(), "hbm_bw": hw.hbm_bandwidth,
-         "gpus_per_node": hw.gpus_per_node, "gemm_dhalf": hw.dhalf}
+         "gpus_per_node": hw.gpus_per_node, "gemm_dhalf": hw.dhalf, "host_fwd": hw.host_fwd, "host_bwd": hw.host_bwd}
     for c in CLASSES:
         for d in ("fwd", "bwd"):
             eta, mu, t0 = hw.efficiency[c][d]

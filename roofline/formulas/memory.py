@@ -31,10 +31,10 @@ active_params = S.layers * (attn_params + S.top_k * expert_params + router_param
 # table V_pad h / t (first stage; the last stage holds the LM head or the tied copy), both when p=1
 # and untied
 layer_params_rank = (attn_params / S.tp + S.experts / S.ep * expert_params / S.tp + router_params + norm_params)
-expert_params_rank = S.layers / S.pp * S.experts / S.ep * expert_params / S.tp
+expert_params_rank = C.moe * PL.stage_layers * S.experts / S.ep * expert_params / S.tp
 embedding_params_rank = (C.vocab_pad * h / S.tp * (1 + (1 - S.tied) * (1 - PL.has_pp))
                          + S.learned_pos * S.seq_len * h)
-stage_params_rank = S.layers / S.pp * layer_params_rank + embedding_params_rank
+stage_params_rank = PL.stage_layers * layer_params_rank + embedding_params_rank
 dense_params_rank = stage_params_rank - expert_params_rank
 
 # ---- states -------------------------------------------------------------------------------
@@ -53,7 +53,7 @@ layer_activations = (_replicated / C.sp_div + _split / S.tp
                      + (1 - S.flash) * (1 - S.rc_sel) * _scores / S.tp)
 layer_input = S.act_bytes * sbh / C.sp_div                 # what full recomputation keeps per layer
 stored_per_layer = S.rc_full * layer_input + (1 - S.rc_full) * layer_activations
-activations = (PL.in_flight() * S.layers / S.pp * stored_per_layer
+activations = (PL.in_flight() * PL.stage_layers * stored_per_layer
                + S.rc_full * layer_activations)            # one layer's working set while recomputing
 # ZeRO-3: the gathered parameters of the layer being computed (and the next, prefetched)
 zero3_buffers = S.z_param * 2 * layer_params_rank * S.act_bytes

@@ -3,7 +3,8 @@
 step = (m + (p-1)/v) t_mb                       pipeline: m micro-batches of the slowest stage
      + exposed PP send/recv + exposed DP gradient reduce / parameter gather
      + exposed ZeRO-3 gathers + optimizer step
-t_mb = (l/p) (t_layer_fwd + t_layer_bwd + recompute + exposed TP/CP/EP) + embedding/LM head
+t_mb = (l/p) max(t_layer_fwd + t_layer_bwd + recompute + exposed TP/CP/EP, host issue time)
+       + embedding/LM head
 """
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def build() -> dict[str, sp.Expr]:
     ep_layer = C.moe * 2 * CM.ep_group("a2a", routed_bytes) * (2 + S.rc_full)
     layer_comm = tp_exposed + cp_exposed + ep_layer
 
-    lps = S.layers / S.pp                                  # layers per pipeline stage
+    lps = PL.stage_layers                                  # layers on the heaviest pipeline stage
     ef, eb = _sum_time(emb, "fwd"), _sum_time(emb, "bwd")
     hf, hb = _sum_time(head, "fwd"), _sum_time(head, "bwd")
     head_heavier = sp.Piecewise((1, hf + hb >= ef + eb), (0, True))
@@ -61,7 +62,12 @@ def build() -> dict[str, sp.Expr]:
     edge_b = head_heavier * hb + (1 - head_heavier) * eb + only * (head_heavier * eb + (1 - head_heavier) * hb)
     stage_f = lps * lf + edge_f
     stage_b = lps * lb + edge_b
-    t_mb = stage_f + stage_b + lps * (recompute + layer_comm)
+    # the host issues kernels asynchronously; a layer slot takes max(GPU time, host time), so small
+    # layers are host-bound (the measured per-layer issue time of eager PyTorch, calibrate/bench_host.py)
+    gpu_slot = lf + lb + recompute + layer_comm
+    host_slot = S.host_fwd * (1 + S.rc_full) + S.host_bwd
+    host_extra = sp.Max(gpu_slot, host_slot) - gpu_slot
+    t_mb = stage_f + stage_b + lps * (recompute + layer_comm + host_extra)
 
     m = PL.micro_batches
     pipe = PL.step_time(t_mb)
@@ -75,13 +81,16 @@ def build() -> dict[str, sp.Expr]:
     g_dense = M.dense_params_rank * S.grad_bytes
     g_exp = M.expert_params_rank * S.grad_bytes
     edp = S.dp / S.ep                                      # expert-data-parallel group
+    # ZeRO-2/3 reduce-scatter gradients after every micro-batch's backward, into the partitioned
+    # buffer (Rajbhandari et al. 2020 sec 5.2); otherwise once per step after accumulation
+    reduces = 1 + S.z_grad * (m - 1)
     reduce_dense = (1 - S.z_os) * CM.dp_group("ar", g_dense) + S.z_os * CM.dp_group("rs", g_dense)
     reduce_exp = C.moe * ((1 - S.z_os) * CM.collective("ar", edp, g_exp, S.tp * S.cp * S.ep)
                           + S.z_os * CM.collective("rs", edp, g_exp, S.tp * S.cp * S.ep))
     gather = S.z_os * CM.dp_group("ag", M.stage_params_rank * S.act_bytes)
     t_bwd_mb = stage_b + lps * (recompute + layer_comm / 2)
     t_fwd_mb = stage_f
-    dp_reduce = CM.exposed(reduce_dense + reduce_exp, t_bwd_mb, S.ov_dp)
+    dp_reduce = CM.exposed(reduces * (reduce_dense + reduce_exp), reduces * t_bwd_mb, S.ov_dp)
     dp_gather = CM.exposed(gather, t_fwd_mb, S.ov_ag)
     dp_comm = (1 - S.z_param) * (dp_reduce + dp_gather)
     # ZeRO-3 / FSDP: all-gather the stage's parameters in forward and again in backward, and
@@ -105,13 +114,14 @@ def build() -> dict[str, sp.Expr]:
     out["t_tp_comm"] = m * lps * tp_exposed
     out["t_cp_comm"] = m * lps * cp_exposed
     out["t_ep_comm"] = m * lps * ep_layer
+    out["t_host_overhead"] = m * lps * host_extra
     out["t_pp_bubble"] = bubble
     out["t_pp_comm"] = pp_comm
     out["t_dp_comm"] = dp_comm + zero3_comm
     out["t_optimizer"] = t_opt
     # raw (before overlap) communication per step, for reporting
     out["tp_comm_total"] = m * lps * tp_layer
-    out["dp_comm_total"] = (1 - S.z_param) * (reduce_dense + reduce_exp + gather) + S.z_param * z3
+    out["dp_comm_total"] = (1 - S.z_param) * (reduces * (reduce_dense + reduce_exp) + gather) + S.z_param * z3
     out["tp_comm"] = out["t_tp_comm"]
     out["dp_comm"] = out["t_dp_comm"]
     out["pp_bubble"] = PL.bubble_fraction
@@ -157,6 +167,7 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "t_tp_comm": ("time", "TP/SP communication left exposed after overlap"),
     "t_cp_comm": ("time", "context-parallel ring exchange left exposed"),
     "t_ep_comm": ("time", "expert-parallel all-to-all"),
+    "t_host_overhead": ("time", "time the GPU waits for the host to issue kernels (small layers)"),
     "t_pp_bubble": ("time", "pipeline fill and drain"),
     "t_pp_comm": ("time", "pipeline send/recv on the critical path"),
     "t_dp_comm": ("time", "data-parallel gradient reduce and parameter gather left exposed"),

@@ -88,6 +88,8 @@ opt_bytes = _s("opt_bytes", "bytes", "optimizer-state bytes per parameter (Adam:
 peak = _s("peak", "flop/time", "dense peak FLOP/s of the matmul dtype", "hardware", "P")
 peak_vec = _s("peak_vec", "flop/time", "peak FLOP/s of non-matmul (vector) units", "hardware", "P_{v}")
 hbm_bw = _s("hbm_bw", "bytes/time", "HBM bandwidth", "hardware", "W")
+host_fwd = _s("host_fwd", "time", "host (CPU) time to issue one layer's forward in eager PyTorch", "hardware", r"h_{f}")
+host_bwd = _s("host_bwd", "time", "host (CPU) time to issue one layer's backward", "hardware", r"h_{b}")
 gpus_per_node = _s("gpus_per_node", "", "GPUs per node G", "hardware", "G")
 
 # ---- links: alpha (latency per step) and bus bandwidth per collective and link --------------

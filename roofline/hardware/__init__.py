@@ -1,8 +1,9 @@
 """Hardware profiles: datasheet peaks, node/network topology, calibrated efficiency curves.
 
 A profile is a YAML file (``profiles/<id>.yaml`` or any path). Keys ``base: ID`` (inherit and
-override) and ``efficiency_from: ID`` (take another profile's fitted compute curves, e.g. the H100
-using the GH200's Hopper curves) compose profiles. Values carry units as strings ("2039 GB/s").
+override), ``efficiency_from: ID`` (take another profile's fitted compute curves, e.g. the H100
+using the GH200's Hopper curves) and ``collectives_from: ID`` (take fitted alpha-beta links)
+compose profiles. Values carry units as strings ("2039 GB/s").
 """
 from __future__ import annotations
 
@@ -42,6 +43,8 @@ class Hardware:
     efficiency: dict                            # class -> {fwd|bwd -> (eta, mu, t0 s)}
     dhalf: float
     collectives: dict                           # (collective, link) -> (alpha s, busbw B/s)
+    host_fwd: float = 0.0                       # s, host time to issue one layer forward (eager PyTorch)
+    host_bwd: float = 0.0                       # s, ... backward
     calibrated: tuple = ()                      # which parts are fitted: "compute", "intra", "inter"
     provenance: dict = field(default_factory=dict)
     sources: tuple = ()
@@ -117,15 +120,35 @@ def raw(ref: str, _seen=()) -> dict:
         data = _merge(base, {k: v for k, v in data.items() if k != "base"})
         data["_calibrated"] = cal
     if "efficiency_from" in data:
-        src = raw(data["efficiency_from"], _seen + (str(path),))
+        src = _own(data["efficiency_from"])
         data["efficiency"] = _merge(src.get("efficiency") or {}, data.get("efficiency") or {})
         if "compute" in src.get("_calibrated", []):
             data["_calibrated"] = list(data["_calibrated"]) + ["compute"]
         prov = dict(data.get("provenance") or {})
         prov["compute_curves_from"] = f"{data['efficiency_from']}: {(src.get('provenance') or {}).get('source', '')}"
         data["provenance"] = prov
+    if "collectives_from" in data:
+        src = _own(data["collectives_from"])
+        data["collectives"] = _merge(src.get("collectives") or {}, data.get("collectives") or {})
+        for link in ("intra", "inter"):
+            if (src.get("collectives") or {}).get(link):
+                data["_calibrated"] = list(data["_calibrated"]) + [link]
+        prov = dict(data.get("provenance") or {})
+        prov["collectives_from"] = f"{data['collectives_from']}: {(src.get('provenance') or {}).get('source', '')}"
+        data["provenance"] = prov
     data["_path"] = str(path)
     return data
+
+
+def _own(ref: str) -> dict:
+    """A profile's own keys, without resolving its ``base`` (the fitted sections live there)."""
+    path = _find(ref)
+    try:
+        d = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError:
+        raise InputError(f"profile {path}: malformed YAML") from None
+    d["_calibrated"] = (["compute"] if d.get("efficiency") and str(d.get("kind", "")).startswith("calibrated") else [])
+    return d
 
 
 def _get(d: dict, key: str, where: str):
@@ -182,7 +205,10 @@ def load(ref: str) -> Hardware:
     except (TypeError, ValueError):
         raise InputError(f"profile {where}: gpus_per_node must be an integer") from None
     power = d.get("board_power")
+    host = _merge(dflt["host"], d.get("host") or {})
     return Hardware(
+        host_fwd=parse(host["layer_fwd"], "s", f"profile {where}: host.layer_fwd"),
+        host_bwd=parse(host["layer_bwd"], "s", f"profile {where}: host.layer_bwd"),
         id=str(d.get("id", Path(where).stem)), name=str(d.get("name", d.get("id", ""))), kind=str(d.get("kind", "datasheet")),
         peak_flops=peaks,
         hbm_bandwidth=parse(_get(d, "hbm_bandwidth", where), "B/s", f"profile {where}: hbm_bandwidth"),

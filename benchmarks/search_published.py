@@ -1,0 +1,71 @@
+"""Best plans found by the search vs the plans the published training runs used.
+
+    python benchmarks/search_published.py          # prints the markdown tables of docs/search.md
+
+Each published plan is predicted twice with the same framework settings as the search
+(megatron-core defaults: bf16, flash attention, overlapped gradient reduce and parameter gather):
+as published (the knobs the paper states, the rest as noted), and "completed" (the published
+tp/pp/cp pinned, the other knobs searched). The gap is (their time - our best) / our best.
+"""
+import dataclasses
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from roofline import hardware, models, predict  # noqa: E402
+from roofline.search import _plan_text, default_base, evaluate_space, rank  # noqa: E402
+
+CASES = [
+    # (title, model, gpu, gpus, batch, published plan fields, what the paper states)
+    ("GPT-3 175B, 1024 x A100-80GB, batch 1536 x 2048", models.load("gpt3-175b"), "a100-sxm4-80gb", 1024, 1536,
+     dict(tp=8, pp=8, dp=16, micro_batch=1, recompute="full", sharding="none", sequence_parallel=False),
+     "Narayanan et al. 2021 (SC21), Table 1 / Sec. 5.1: tp 8, pp 8 (dp 16 on 1024 GPUs), batch 1536; "
+     "micro-batch 1 and full recomputation as in the paper's runs; no SP or distributed optimizer (2021)"),
+    ("LLaMA-3.1 405B, 16384 x H100, batch 2048 x 8192 (16M tokens)",
+     dataclasses.replace(models.load("llama3.1-405b"), n_layers=128, name="LLaMA-3.1 405B (128-layer proxy)"),
+     "h100-sxm", 16384, 2048,
+     dict(tp=8, pp=16, dp=128, cp=1, micro_batch=1, recompute="none", sharding="zero2", sequence_parallel=True),
+     "Llama Team 2024, Table 4: TP 8, CP 1, PP 16, DP 128, 16M tokens/batch; micro-batch 1, FSDP without "
+     "resharding after forward (~ZeRO-2), SP on; 126 layers with 1 layer less on the first and last stage, "
+     "modelled as a 128-layer proxy (config.check needs pp | layers)"),
+]
+
+
+def row(label, c_or_pred, best_t, n):
+    if hasattr(c_or_pred, "plan") and hasattr(c_or_pred, "step_time_s"):
+        plan, t, mem, mfu = c_or_pred.plan, c_or_pred.step_time_s, c_or_pred.memory_bytes, c_or_pred.mfu
+    else:
+        p = c_or_pred
+        plan, t, mem, mfu = p.plan, p.step_time.to("s").magnitude, p.memory["total"].to("B").magnitude, p.mfu
+    gap = "best" if abs(t - best_t) < 1e-12 * t else f"{100 * (t / best_t - 1):+.1f} %"
+    return f"| {label} | `{_plan_text(plan)}` | {t:.3f} s | {mem / 2**30:.1f} GiB | {100 * mfu:.1f} % | {gap} |"
+
+
+def main() -> None:
+    for title, m, gpu, n, batch, pub, note in CASES:
+        hw = hardware.load(gpu)
+        space = evaluate_space(m, hw, n, batch)
+        best = rank(space, top=1)[0]
+        print(f"### {title}\n")
+        print(f"{space.enumerated:,} knob combinations, {space.valid:,} valid, {space.n_fit:,} fit. "
+              f"Published: {note}.\n")
+        print("| plan | knobs | step time | memory/GPU | MFU | gap vs best |\n|---|---|---|---|---|---|")
+        t = best.step_time_s
+        print(row("search: best", best, t, n))
+        meg = rank(evaluate_space(m, hw, n, batch, sharding=["none", "distributed"]), top=1)[0]
+        print(row("search: best, Megatron sharding only (none/distributed)", meg, t, n))
+        theirs = dataclasses.replace(default_base(), global_batch=batch, **pub)
+        pred = predict(m, theirs, hw)
+        print(row("published plan" + ("" if pred.fits_in_memory else " (does NOT fit)"), pred, t, n))
+        comp = rank(evaluate_space(m, hw, n, batch, tp=pub["tp"], pp=pub["pp"], cp=pub.get("cp", 1)), top=1)[0]
+        print(row("published tp/pp/cp, other knobs searched", comp, t, n))
+        if "proxy" in m.name:
+            real = models.load("llama3.1-405b")
+            r = rank(evaluate_space(real, hw, n, batch), top=1)[0]
+            print(row("search on the real 126 layers (pp must divide 126)", r, t, n))
+        print()
+
+
+if __name__ == "__main__":
+    main()

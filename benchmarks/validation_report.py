@@ -1,0 +1,326 @@
+"""Regenerate docs/validation.md from `python -m roofline validate ... --json` on the shared validation set.
+
+    python benchmarks/validation_report.py [--shared ../shared/validation] [--out docs/validation.md]
+
+Runs the command on published.csv and vtrain_measured.csv and `--korthikanti-table4`, then writes the
+tables, the summaries, the default rules and an error analysis (what-ifs are computed here, on copies
+of the inputs, and never feed back into the model). Prints the two figures pinned in tests/test_validate.py.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from roofline import validate as V  # noqa: E402
+from roofline.predict import evaluate, inputs  # noqa: E402
+
+TERMS = ("forward", "backward", "recompute", "tp_comm", "pp_comm", "pp_bubble", "dp_comm", "optimizer")
+
+
+def cli_json(*args) -> dict | list:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, "-m", "roofline", "validate", *map(str, args), "--json"], capture_output=True,
+                       text=True, env=env, cwd=ROOT, check=True)
+    return json.loads(p.stdout)
+
+
+def pct(x, signed=False) -> str:
+    return "-" if x is None else (f"{100 * x:+.1f} %" if signed else f"{100 * x:.1f} %")
+
+
+def stats_table(groups: dict, title: str) -> list[str]:
+    out = [f"| {title} | n | MAPE | median abs | max abs | mean signed |", "|---|---:|---:|---:|---:|---:|"]
+    for k, s in groups.items():
+        out.append(f"| {k} | {s['n']} | {pct(s['mape'])} | {pct(s['median_abs_error'])} | {pct(s['max_abs_error'])}"
+                   f" | {pct(s['mean_error'], True)} |")
+    return out
+
+
+def overall(r: dict) -> dict:
+    e = [c["error"] for c in r["cases"]]
+    return {"all": {"n": len(e), "mape": r["mape"], "median_abs_error": r["median_abs_error"],
+                    "max_abs_error": r["max_abs_error"], "mean_error": float(np.mean(e))}}
+
+
+def case_table(r: dict) -> list[str]:
+    out = ["| case | gpu_id | tp/pp/dp/cp/v/mb | measured s | predicted s | error | largest terms (share of predicted) |",
+           "|---|---|---|---:|---:|---:|---|"]
+    for c in r["cases"]:
+        p, b = c["plan"], c["breakdown_s"]
+        top = sorted(((b[k] / c["predicted_s"], k) for k in TERMS if b[k] > 0), reverse=True)[:4]
+        out.append(f"| {c['case_id']} | {c['gpu_id']} | {p['tp']}/{p['pp']}/{p['dp']}/{p['cp']}/{p['v']}/{p['mb']} | "
+                   f"{c['measured_s']:.4g} | {c['predicted_s']:.4g} | {pct(c['error'], True)} | "
+                   + ", ".join(f"{k} {100 * s:.0f}%" for s, k in top) + " |")
+    return out
+
+
+def what_if(rows: list[dict], change, cases=None) -> dict:
+    """case_id -> error when ``change(case)`` (a modified Case or an inputs dict edit) replaces the defaults."""
+    out = {}
+    for row in rows:
+        try:
+            c = V.build_case(row)
+        except V.Skip:
+            continue
+        if cases and row["case_id"] not in cases:
+            continue
+        c2 = change(c)
+        x = c2 if isinstance(c2, dict) else inputs(c2.model, c2.plan, c2.hw)
+        out[row["case_id"]] = float(evaluate(x)["step_time"]) / c.measured - 1
+    return out
+
+
+def mape(errors) -> float:
+    return float(np.mean(np.abs(list(errors)))) if errors else float("nan")
+
+
+def missing_mlp_grad_reduce(rows: list[dict]) -> dict:
+    """Seconds of DP gradient all-reduce for the parameters the dense model leaves out of the reduce
+    (the MLP weights are counted as 'expert' parameters, whose reduce is switched off when experts = 1)."""
+    import sympy as sp
+    from roofline.formulas import comm as CM, memory as M, symbols as S
+    gap = CM.dp_group("ar", M.stage_params_rank * S.grad_bytes) - CM.dp_group("ar", M.dense_params_rank * S.grad_bytes)
+    syms = sorted(gap.free_symbols, key=str)
+    f = sp.lambdify(syms, gap, modules=[{"ceiling": np.ceil, "Max": np.maximum, "Min": np.minimum}, "numpy"])
+    out = {}
+    for row in rows:
+        try:
+            c = V.build_case(row)
+        except V.Skip:
+            continue
+        if c.plan.zero_stage == 0 and c.plan.overlap_grad_reduce == 0:
+            x = inputs(c.model, c.plan, c.hw)
+            out[row["case_id"]] = float(f(*[x[str(s)] for s in syms]))
+    return out
+
+
+def layer_slots(c: dict, n_layers: int) -> float:
+    p = c["plan"]
+    m = p["gb"] / (p["mb"] * p["dp"])
+    return (m + p["pp"] - 1) * n_layers / p["pp"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "validation"))
+    ap.add_argument("--out", default=str(ROOT / "docs" / "validation.md"))
+    args = ap.parse_args()
+    shared = Path(args.shared)
+    pub_csv, vt_csv = shared / "published.csv", shared / "vtrain_measured.csv"
+    pub, vt, t4 = cli_json(pub_csv), cli_json(vt_csv), cli_json("--korthikanti-table4")
+    pub_ab = cli_json(pub_csv, "--tier", "A,B")
+    pub_rows, vt_rows = V.read(pub_csv), V.read(vt_csv)
+    layers = {r["case_id"]: r["n_layers"] for r in vt_rows}
+    single = [c for c in vt["cases"] if c["single_node"]]
+    multi = [c for c in vt["cases"] if not c["single_node"]]
+    s_single, s_multi = vt["by_nodes"]["single-node"], vt["by_nodes"]["multi-node"]
+
+    L = ["# Validation against published step times", "",
+         "Generated by `python benchmarks/validation_report.py` from `python -m roofline validate FILE --json` on",
+         "`shared/validation/published.csv`, `shared/validation/vtrain_measured.csv` and `--korthikanti-table4`.",
+         "Do not edit by hand. Error = predicted / measured - 1 (negative = the model is too fast).",
+         "Hardware profiles as loaded at generation time: "
+         + ", ".join(sorted({f"`{c['gpu_id']}`" for c in pub["cases"] + vt["cases"]})) + ".", "",
+         "## Summary", "",
+         f"- published.csv tiers A+B: **MAPE {pct(pub_ab['mape'])}**, median {pct(pub_ab['median_abs_error'])}, "
+         f"max {pct(pub_ab['max_abs_error'])} over {len(pub_ab['cases'])} rows (goal: MAPE <= 10 %, max <= 25 %).",
+         f"- vtrain single-node (1,440 rows): **MAPE {pct(s_single['mape'])}**, median {pct(s_single['median_abs_error'])},"
+         f" max {pct(s_single['max_abs_error'])} (goal: MAPE <= 10 %; vTrain itself reports 8.37 %).",
+         f"- vtrain multi-node (26 rows, 3.6B on 64 A100): MAPE {pct(s_multi['mape'])}, max {pct(s_multi['max_abs_error'])}.",
+         f"- Korthikanti 2022 Table 4 (one 22B layer, TP=8): total-time MAPE "
+         f"{pct(mape([r['error'] for r in t4]))}.", "",
+         "Reproduce: `python -m roofline validate ../shared/validation/published.csv --tier A,B --by tier,gpu,layout` and",
+         "`python -m roofline validate ../shared/validation/vtrain_measured.csv --summary --by nodes,layout,micro_batch`;",
+         "`--plot out.png` draws predicted vs measured (log-log, y = x and +-10 % bands).", "",
+         "## How a row becomes a prediction (defaults)", "",
+         "Chosen from the row's fields and source text only, never from its case_id (`roofline/validate.py`):", "",
+         "- **Framework**: `optimizer_sharding=fsdp` -> `fsdp`; `distributed` or a source naming Megatron-Core -> "
+         "`megatron-core` (flash attention, bf16, SP when tp > 1, distributed optimizer, overlapped gradient "
+         "reduce-scatter and parameter all-gather); a source naming DeepSpeed (vTrain) -> `megatron-deepspeed`; "
+         "otherwise (Narayanan 2021, Korthikanti 2022) -> `megatron-lm-2021` (unfused attention, dropout, fp16, no SP "
+         "unless `seq_parallel=y`, no distributed optimizer, no overlap). Stated columns override the framework.",
+         "- **TP overlap** (Megatron-Core rows whose notes state `--tp-comm-overlap`): `overlap_tp = (tp-1)/tp`. The "
+         "ring-exchange overlap of Transformer Engine splits each TP all-gather / reduce-scatter into tp steps, each "
+         "hidden behind the GEMM chunk of the previous step; the first step has nothing to hide behind. Not fitted.",
+         "- **PP overlap**: Megatron-Core overlaps pipeline send/recv in the interleaved schedule by default "
+         "(the README: 'PP comm overlap on'): `overlap_pp = 1` when v > 1; other frameworks 0.",
+         "- **micro_batch** blank -> 1 (Megatron's default and its GPT-3 175B example script).",
+         "- **interleave** blank -> 1 when pp = 1 or the framework has no interleaved schedule (DeepSpeed); otherwise "
+         "(Narayanan Table 1/2 say interleaved 1F1B; the Megatron-Core README's PP overlap needs it) the smallest "
+         "v >= 2 with layers % (pp v) = 0 and micro-batches % pp = 0 (Megatron's constraints), else 1. "
+         "This gives v = 2 for most rows, 3 for 76B (60 layers / pp 4) and 530B (105 / 35), 7 for the H100 462B "
+         "(112 / 16) and 23 for the H100 119B (92 / 4, one layer per virtual stage).",
+         "- **cp** blank -> 1; **recompute** blank -> none; **n_kv_heads** blank -> MHA; **ffn_hidden** blank -> 4h.",
+         "- **tp/pp/dp**: exactly one blank -> n_gpus / (the other two); two or more blank -> skipped (no plan search).",
+         "- **Hardware**: the profile whose id is `gpu_id`; `gpus_per_node` and `net_gbps_per_gpu` "
+         "(`Hardware.with_network`) override it when stated; blank network = the profile's DGX-class default.",
+         "- **Measured** = `measured_iter_time_s`, else `derived_iter_time_s` (the source's own FLOP formula).",
+         "- Rows the model rejects (n_gpus != tp pp dp cp, heads not divisible by tp, unknown gpu_id, ...) are listed as "
+         "skipped with the reason; a malformed file (missing columns, non-numbers, empty) is a one-line error, exit 2.",
+         "- Single-node vs multi-node: n_gpus <= gpus_per_node.", ""]
+
+    L += ["## published.csv", ""]
+    L += stats_table({**overall(pub), **{f"tier {k}": s for k, s in pub["by_tier"].items()},
+                      **pub["by_gpu"]}, "group")
+    L += ["", *case_table(pub), ""]
+    L += ["Skipped:", ""] + [f"- `{s['case_id']}`: {s['reason']}" for s in pub["skipped"]] + [""]
+
+    L += ["## vtrain_measured.csv", ""]
+    L += stats_table({**overall(vt), **vt["by_nodes"]}, "group") + [""]
+    L += stats_table(vt["by_micro_batch"], "micro-batch") + [""]
+    L += stats_table(vt["by_layout"], "layout tp-pp-dp") + [""]
+    worst = sorted(vt["cases"], key=lambda c: c["error"])[:8]
+    L += ["Worst rows:", "", *case_table({"cases": worst}), ""]
+    if vt["skipped"]:
+        L += ["Skipped:", ""] + [f"- `{s['case_id']}`: {s['reason']}" for s in vt["skipped"]] + [""]
+
+    L += ["## Korthikanti et al. 2022, Table 4 (one layer of the 22B model, TP = 8)", "",
+          "Assumptions: the 22B setting of their Table 3/5 (h 6144, 64 heads, s 2048, micro-batch 4, one DGX A100 node, "
+          "`megatron-lm-2021` defaults); one layer = 2-layer minus 1-layer model (pp = dp = 1, one micro-batch), so "
+          "embedding, LM head and optimizer cancel; forward = layer forward + forward TP communication; backward = "
+          "layer backward + recompute + the remaining TP communication.", "",
+          "| config | fwd meas | fwd pred | bwd meas | bwd pred | total meas | total pred | error |",
+          "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in t4:
+        L.append(f"| {r['config']} | {r['measured_fwd_ms']:.1f} | {r['predicted_fwd_ms']:.1f} | {r['measured_bwd_ms']:.1f}"
+                 f" | {r['predicted_bwd_ms']:.1f} | {r['measured_total_ms']:.1f} | {r['predicted_total_ms']:.1f}"
+                 f" | {pct(r['error'], True)} |")
+    L.append("")
+
+    # ---- error analysis ----------------------------------------------------------------------------
+    L += ["## Error analysis: what drives the residual", "",
+          "Ranked by how much MAPE each effect explains. What-ifs are computed by this script on copies of the "
+          "inputs; none of them is applied to the model.", ""]
+    # 1. host-bound floor on vtrain
+    per = defaultdict(list)
+    for c in single:
+        n = layer_slots(c, layers[c["case_id"]])
+        per[(c["plan"]["tp"], c["plan"]["mb"])].append((c["measured_s"] / n, c["predicted_s"] / n, c["error"]))
+    mb1 = [c["error"] for c in single if c["plan"]["mb"] == 1]
+    mb8 = [c["error"] for c in single if c["plan"]["mb"] >= 8]
+    floor_tp = {tp: np.median([m for (t, mb), v in per.items() if t == tp and mb == 1 for m, _, _ in v]) for tp in (1, 2, 4, 8)}
+    L += [f"### 1. Host/launch-bound floor per layer (vtrain single-node; explains most of its {pct(s_single['mape'])})", "",
+          f"Rows with micro-batch 1 under-predict by {pct(np.mean(mb1), True)} on average, rows with micro-batch >= 8 by "
+          f"{pct(np.mean(mb8), True)} (MAPE {pct(mape(mb8))}). Measured time per layer per micro-batch slot "
+          "(step / ((m + p - 1) l / p); forward + recompute + backward) stays at "
+          + ", ".join(f"{1e3 * v:.1f} ms (tp {k})" for k, v in floor_tp.items())
+          + " at micro-batch 1 whatever the hidden size (1024 or 2048) and the GPU work, while the model predicts "
+          "1-3 ms: the GPUs wait for the host (PyTorch eager + Megatron-DeepSpeed + activation checkpointing issue "
+          "~100-150 kernels per layer slot at ~20-30 us each).", "",
+          "| tp | micro-batch | rows | measured ms / layer-slot | predicted | mean error |", "|---:|---:|---:|---:|---:|---:|"]
+    for (tp, mb), v in sorted(per.items()):
+        a = np.array(v)
+        L.append(f"| {tp} | {mb} | {len(a)} | {1e3 * np.median(a[:, 0]):.2f} | {1e3 * np.median(a[:, 1]):.2f} | "
+                 f"{pct(a[:, 2].mean(), True)} |")
+    for F in (3.0e-3, 3.5e-3):
+        e = [max(c["predicted_s"], layer_slots(c, layers[c["case_id"]]) * F) / c["measured_s"] - 1 for c in single]
+        L.append("")
+        L.append(f"What-if: step = max(predicted, layer-slots x {1e3 * F:.1f} ms) gives single-node MAPE {pct(mape(e))} "
+                 f"(max {pct(max(map(abs, e)))}).")
+    L += ["", "Proposed term (for the model owner): a host floor per layer slot, "
+          "`t_layer_slot = max(t_gpu_layer_slot, n_kernels(layer, recompute, tp) * t_launch)`, with `t_launch` a "
+          "per-framework constant measured by a microbenchmark (a tiny-shape layer forward+backward in the framework, "
+          "where GPU work is negligible), stored with the calibration, not fitted on these rows. TP all-reduces add "
+          "a further ~1.5 ms per layer slot at tp = 8 (6 small NCCL calls per slot at ~250 us each including launch "
+          "and rank skew), which an alpha of 8 us per ring step does not capture: calibrating the intra-node "
+          "all-reduce alpha for small messages (nccl-tests at 1-8 MB) is the second part of the fix.", ""]
+    # 2. H100 compute efficiency
+    h100 = [c for c in pub["cases"] if c["gpu_id"] == "h100-sxm"]
+    if h100:
+        rows_h = [r for r in pub_rows if r["gpu_id"] == "h100-sxm"]
+        lines = []
+        for f in (0.9, 0.8, 0.75):
+            def scale(c, f=f):
+                x = inputs(c.model, c.plan, c.hw)
+                return {k: (v * f if k.startswith(("eta_gemm", "eta_attn")) else v) for k, v in x.items()}
+            w = what_if(rows_h, scale)
+            lines.append(f"x{f}: mean {pct(np.mean(list(w.values())), True)}, MAPE {pct(mape(w.values()))}")
+        mfu = {r["case_id"]: r for r in rows_h}
+        imp = [float(mfu[c["case_id"]]["measured_mfu"] or "nan") * c["measured_s"] / c["predicted_s"] for c in h100]
+        rep = [float(mfu[c["case_id"]]["measured_mfu"] or "nan") for c in h100]
+        implied, reported = (f"{100 * np.nanmin(v):.0f}-{100 * np.nanmax(v):.0f} %" for v in (imp, rep))
+        ov0 = what_if(rows_h, lambda c: dataclasses.replace(c, plan=dataclasses.replace(c.plan, overlap_tp=0.0)))
+        L += [f"### 2. H100 compute efficiency (published H100 rows: mean {pct(np.mean([c['error'] for c in h100]), True)})", "",
+              "Every Megatron-Core H100 row is under-predicted, including the 1.7B (tp = pp = 1) row where "
+              "communication is negligible, so the compute rate is too high: with the profile as loaded the predicted "
+              f"times imply {implied} MFU in the README's FLOP convention, where it reports {reported}. Scaling every GEMM and attention efficiency by a factor: " + "; ".join(lines) + ". "
+              "The calibrated Hopper curves (`efficiency_from: gh200-vista`) should close most of this; the rest is "
+              "end-to-end overhead (data loading, logging) and clock throttling under load.", "",
+              f"TP overlap sensitivity: with overlap_tp = 0 instead of (tp-1)/tp the H100 MAPE would be "
+              f"{pct(mape(ov0.values()))} (mean {pct(np.mean(list(ov0.values())), True)}); we keep (tp-1)/tp because the "
+              "README states `--tp-comm-overlap`, and do not choose values by their fit.", ""]
+    # 3. pipeline rows of Narayanan
+    nar = [c for c in pub["cases"] if c["case_id"].startswith("narayanan")]
+    pp1 = [c["error"] for c in nar if c["plan"]["pp"] == 1]
+    ppn = [c for c in nar if c["plan"]["pp"] > 1]
+    v1 = what_if(pub_rows, lambda c: dataclasses.replace(c, plan=dataclasses.replace(
+        c.plan, interleave=1, schedule="1f1b", overlap_pp=0.0)) if c.row["interleave"] is None and c.plan.pp > 1 else c,
+        cases={c["case_id"] for c in ppn})
+    bub = np.mean([c["breakdown_s"]["pp_bubble"] / c["predicted_s"] for c in ppn]) if ppn else 0
+    t2 = {c["case_id"]: c for c in pub["cases"] if "529b" in c["case_id"] and "narayanan21_t2" in c["case_id"]}
+    pts = sorted((c["plan"]["gb"] / (c["plan"]["mb"] * c["plan"]["dp"]), c["measured_s"]) for c in t2.values())
+    slope, icpt = np.polyfit([m for m, _ in pts], [t for _, t in pts], 1) if len(pts) > 1 else (1.0, float("nan"))
+    b_slots = icpt / slope
+    meas = {c["case_id"]: c["measured_s"] for c in pub["cases"]}
+    k530, n530 = meas.get("korthikanti22_t5_530b_full", float("nan")), meas.get("narayanan21_t2_ptdp_529b_2240gpu", float("nan"))
+    L += [f"### 3. Narayanan 2021 rows with pipeline parallelism (mean {pct(np.mean([c['error'] for c in ppn]), True)} "
+          f"vs {pct(np.mean(pp1), True)} for pp = 1)", "",
+          f"With the interleave default (smallest v >= 2) the bubble is {pct(bub)} of the predicted step on average. "
+          f"With v = 1 (plain 1F1B) these rows would be at mean {pct(np.mean(list(v1.values())), True)} "
+          f"(MAPE {pct(mape(v1.values()))}). Table 2 (530B, tp 8 pp 35, B = 2240, dp 2/4/8 so m = 1120/560/280) "
+          f"measures the bubble directly: fitting T = (m + B_slots) t_mb to the three points gives B_slots ~ {b_slots:.0f} "
+          "micro-batch slots, against p - 1 = 34 for plain 1F1B and 34/3 = 11.3 for v = 3. The paper says the "
+          "interleaved schedule was used for Table 1 but not which v; the data suggest a small v or an interleaved "
+          "schedule whose per-virtual-stage send/recv (not overlapped in 2021, inter-node here) costs as much as the "
+          "bubble it removes. Same configuration in Korthikanti 2022 Table 5 (dp 1, m 280): "
+          f"measured {k530:.2f} s vs {n530:.2f} s with dp 8, a {100 * (n530 / k530 - 1):.0f} % difference that the DP all-reduce (< 1 s even fully exposed) does not explain: 2021 vs 2022 "
+          "software, and inter-node contention between DP and PP traffic, which the model does not represent.", ""]
+    # 4. DP reduce bug
+    miss = missing_mlp_grad_reduce(pub_rows)
+    big = {k: v for k, v in miss.items() if v > 1e-3}
+    if big:
+        fixed = {c["case_id"]: (c["predicted_s"] + big.get(c["case_id"], 0)) / c["measured_s"] - 1 for c in pub_ab["cases"]}
+        k_max = max(big, key=big.get)
+        L += ["### 4. Modelling error: the DP gradient reduce of dense models leaves out the MLP weights", "",
+              "`formulas/step.py` reduces `g_dense = dense_params_rank * grad_bytes` and multiplies the expert part by "
+              "`moe` (0 for dense), but `memory.expert_params_rank` counts the MLP of a dense model as its one expert, "
+              "so `dense_params_rank` excludes ~2/3 of the layer parameters and their gradients are never reduced "
+              f"(the same holds for the distributed-optimizer reduce-scatter). Missing time: up to {1e3 * big[k_max]:.0f} ms "
+              f"(`{k_max}`). Adding it moves published A+B MAPE to {pct(mape(fixed.values()))}. Fix: drop the `C.moe *` "
+              "factor on `reduce_exp` (for dense models ep = 1, so the expert-DP group is the DP group) or define "
+              "`expert_params_rank` as `moe * ...`.", ""]
+    flat = [c["error"] for c in pub["cases"] if c["gpu_id"].startswith("a100") and c["plan"]["pp"] == 1]
+    wm = min(multi, key=lambda c: c["error"]) if multi else None
+    L += ["### 5. What remains", "",
+          f"- A100 rows without pipeline parallelism (Narayanan pp = 1, Korthikanti 22B) are within {pct(min(flat), True)}"
+          f" .. {pct(max(flat), True)}; the "
+          "uniform negative bias of A100 rows (datasheet profile: GEMM efficiency 0.80 assumed) is the calibration's "
+          "to settle (`efficiency_from: a100-perlmutter`).",
+          "- vtrain rows with micro-batch >= 8 (GPU-bound) are at MAPE " + pct(mape(mb8)) + "; the multi-node 3.6B rows "
+          f"at {pct(s_multi['mape'])}. Worst: `{wm['case_id']}` ({pct(wm['error'], True)}, tp {wm['plan']['tp']} "
+          f"dp {wm['plan']['dp']} micro-batch {wm['plan']['mb']}): its step doubles from micro-batch 32 to 64 at the same "
+          "tokens per step, and the model puts it at ~39 GiB per GPU, which would sit at the capacity of an A100-40GB "
+          "(the source does not state the memory size; the CSV maps it to the 80 GB profile): allocator retries, "
+          "not a formula term. The micro-batch 2 rows at tp 4/8 (-36 %, -38 %) show the host floor of item 1.",
+          "- Table 4 (one layer, no pipeline, no DP) is within a few %: the per-layer compute and TP terms are right at "
+          "large shapes; the residual is in the step-level terms above.", ""]
+
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text("\n".join(L))
+    print(f"wrote {args.out}")
+    print(f"published A+B MAPE {pub_ab['mape']:.4f}; vtrain single-node MAPE {s_single['mape']:.4f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""Warnings about a plan (never errors): what the prediction says is likely wasteful.
+
+* GEMMs too small for the matrix units: a per-rank GEMM (M x K x N) whose arithmetic intensity
+  2MKN / (beta (MK + KN + MN)) FLOP/B is below the ridge point peak / HBM bandwidth is
+  memory-bound (Williams et al. 2009, the roofline model).
+* Batch above the critical batch size (McCandlish et al. 2018, "An Empirical Model of Large-Batch
+  Training"): beyond B_crit, doubling the batch no longer halves the steps; at B = B_crit a run
+  already needs 2x the minimum number of training tokens. Rough estimate, from Kaplan et al. 2020
+  ("Scaling Laws for Neural Language Models", eq. 1.4 and 1.5): the converged loss of a model
+  with N non-embedding parameters L(N) = (8.8e13 / N)^0.076 nats, and
+  B_crit(L) = 2e8 / L^(1/0.21) tokens. E.g. 7B: about 6.6M tokens; 175B: about 21M tokens.
+  Kaplan's fits are for their tokenizer and data (WebText2); treat this as an order of magnitude.
+* Too few micro-batches for the pipeline: m < p (some stages never run concurrently) or a bubble
+  (p-1)/(v m) above 25 % of the ideal time.
+* The plan does not fit in memory.
+"""
+from __future__ import annotations
+
+# Kaplan et al. 2020: L(N) = (N_c / N)^alpha_N, B_crit(L) = B_star / L^(1/alpha_B)
+N_C, ALPHA_N = 8.8e13, 0.076
+B_STAR, ALPHA_B = 2e8, 0.21
+BUBBLE_LIMIT = 0.25
+
+
+def critical_batch_tokens(non_embedding_params: float) -> float:
+    """Rough critical batch size in tokens for a model of N non-embedding parameters (Kaplan 2020)."""
+    loss = (N_C / max(non_embedding_params, 1.0)) ** ALPHA_N
+    return B_STAR / loss ** (1 / ALPHA_B)
+
+
+def gemms(pred) -> list[tuple[str, float, float, float]]:
+    """(name, M, K, N) of the per-rank GEMMs of one layer and the LM head for one micro-batch."""
+    m, p = pred.model, pred.plan
+    t, h = p.tp, m.d_model
+    tokens = p.micro_batch * m.seq_len / p.cp
+    kvw = m.kv_heads * h / m.n_heads
+    g = 2 if m.mlp == "swiglu" else 1
+    out = [("qkv_proj", tokens, h, (h + 2 * kvw) / t), ("attn_out_proj", tokens, h / t, h)]
+    if m.n_experts > 1:
+        # each rank holds E/ep experts; tokens from ep ranks, top-k x capacity copies, spread over E
+        per_expert = tokens * p.ep * m.top_k * m.capacity_factor / m.n_experts
+        out += [("expert_mlp_up", per_expert, h, g * m.ffn / t), ("expert_mlp_down", per_expert, m.ffn / t, h)]
+    else:
+        out += [("mlp_up", tokens, h, g * m.ffn / t), ("mlp_down", tokens, m.ffn / t, h)]
+    vpad = -(-m.vocab // (128 * t)) * 128 * t
+    out.append(("lm_head", tokens, h, vpad / t))
+    return out
+
+
+def intensity(M: float, K: float, N: float, bytes_per: float) -> float:
+    """Arithmetic intensity of C = A B in FLOP per byte of HBM traffic (read A, B, write C once)."""
+    return 2 * M * K * N / (bytes_per * (M * K + K * N + M * N))
+
+
+def warnings_for(pred) -> list[str]:
+    """One-line warnings for a :class:`~roofline.predict.Prediction` (empty list: nothing to say)."""
+    from .predict import BYTES
+
+    out = []
+    m, p, hw = pred.model, pred.plan, pred.hardware
+    # 1. GEMMs below the ridge point
+    ridge = hw.peak(p.dtype) / hw.hbm_bandwidth
+    low = [(name, M, K, N, intensity(M, K, N, BYTES[p.dtype])) for name, M, K, N in gemms(pred)]
+    low = [g for g in low if g[4] < ridge]
+    if low:
+        desc = ", ".join(f"{n} {M:.0f}x{K:.0f}x{N:.0f} ({ai:.0f} FLOP/B)" for n, M, K, N, ai in low)
+        out.append(f"GEMMs too small for the matrix units: {desc} below the ridge point {ridge:.0f} FLOP/B of "
+                   f"{hw.id} ({p.dtype} peak / HBM bandwidth); they are memory-bound: use a larger micro-batch "
+                   f"or less tensor parallelism")
+    # 2. critical batch size
+    non_emb = pred.raw.get("active_params", pred.params) - m.vocab * m.d_model * (2 - m.tied_embeddings)
+    b_tokens = p.batch * m.seq_len
+    b_crit = critical_batch_tokens(non_emb)
+    if b_tokens > b_crit:
+        out.append(f"batch of {b_tokens / 1e6:.3g}M tokens is above the critical batch size (~{b_crit / 1e6:.2g}M "
+                   f"tokens for {non_emb / 1e9:.3g}B non-embedding parameters; Kaplan et al. 2020 estimate): "
+                   f"more tokens per step buy less than proportional progress (McCandlish et al. 2018)")
+    # 3. micro-batches for the pipeline
+    mb = pred.micro_batches
+    if p.pp > 1 and mb < p.pp:
+        out.append(f"too few micro-batches for the pipeline: m = {mb} < pp = {p.pp}; stages sit idle "
+                   f"(raise the global batch or lower the micro-batch size)")
+    elif p.pp > 1 and pred.bubble_fraction > BUBBLE_LIMIT:
+        out.append(f"pipeline bubble {100 * pred.bubble_fraction:.0f} % of the ideal time ((p-1)/(v m) with p={p.pp}, "
+                   f"v={p.interleave}, m={mb}) is above {100 * BUBBLE_LIMIT:.0f} %: more micro-batches, "
+                   f"interleaving or a smaller pp help")
+    # 4. memory
+    if not pred.fits_in_memory:
+        need = pred.memory["total"].to("GiB").magnitude
+        cap = pred.memory_capacity.to("GiB").magnitude
+        out.append(f"plan does not fit in memory: {need:.1f} GiB per GPU > {cap:.0f} GiB ({pred.overflow} is the "
+                   f"largest part); try recompute, sharding, or more tensor/pipeline parallelism")
+    return out

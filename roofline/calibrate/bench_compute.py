@@ -1,0 +1,293 @@
+"""Operator microbenchmarks (torch): time every operator class the model prices, forward and backward,
+map each shape to (F, B, dmin) through roofline/formulas, fit the efficiencies, write a profile.
+
+Timing: warm-up, then the median of repeats; CUDA events on GPU, synchronized perf_counter on CPU;
+several input buffers are cycled so that caches do not flatter small shapes. torch is imported
+inside the functions only.
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import sympy as sp
+
+from ..formulas import compute as C
+from ..formulas import symbols as S
+from .importers import OpSamples, adam_op
+
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str           # kernel name
+    op: C.Op            # its formula
+    values: dict        # symbol -> number
+    make: object        # () -> (forward closure over fresh inputs, inputs needing grad)
+
+
+def op_metrics(op: C.Op, values: dict) -> tuple:
+    """Numeric (F_fwd, B_fwd, F_bwd, B_bwd, dmin) of an Op for symbol values (constant switches included).
+
+    >>> op_metrics(C.gemm("g", 64, 32, 16), {S.act_bytes: 2})[:2]
+    (65536.0, 7168.0)
+    """
+    out = []
+    for e in (op.f_fwd, op.b_fwd, op.f_bwd, op.b_bwd, op.dmin if op.dmin is not None else sp.Integer(0)):
+        v = sp.sympify(e).subs(values).subs(values)
+        out.append(float(v))
+    return tuple(out)
+
+
+def _named(ops, name):
+    return next(o for o in ops if o.name == name)
+
+
+def cases(dtype: str, quick: bool, device: str):
+    """The sweep: transformer-layer GEMMs split by TP degree, attention, norms, activations, residual,
+    softmax, cross-entropy, embedding, Adam."""
+    import torch
+    dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
+    ab = DTYPE_BYTES[dtype]
+    fixed = {S.act_bytes: ab, S.grad_bytes: ab, S.f32_bytes: 4, S.gated: 0, S.flash: 1, S.causal: 1, S.dropout: 0,
+             S.cp: 1, S.seq_par: 0, S.experts: 1, S.ep: 1, S.top_k: 1, S.capacity: 1, S.learned_pos: 0, S.tp: 1}
+    rnd = lambda *shape: torch.randn(*shape, device=device, dtype=dt)  # noqa: E731
+    out = []
+    if quick:
+        hs, toks, tps = (64, 256), (64, 256), (1,)
+    else:
+        hs, toks, tps = (1024, 2048, 4096, 8192), (1024, 2048, 4096, 8192), (1, 2, 4, 8)
+    for h in hs:
+        for m in toks:
+            for tp in tps:
+                for (k, n) in ((h, 3 * h // tp), (h // tp, h), (h, 4 * h // tp), (4 * h // tp, h)):
+                    def mk(m=m, k=k, n=n):
+                        x, w = rnd(m, k).requires_grad_(), rnd(k, n).requires_grad_()
+                        return (lambda: x @ w), (x, w)
+                    out.append(Case("gemm", C.gemm("g", m, k, n), dict(fixed), mk))
+    # attention: SDPA causal on [b, a, s, d]
+    for b, a, s, d in ([(1, 2, 64, 32), (1, 2, 128, 32), (1, 4, 256, 64), (2, 2, 128, 64)] if quick else
+                       [(b, a, s, d) for b in (1, 4) for a in (16, 32) for s in (1024, 2048, 4096) for d in (64, 128)]):
+        def mk(b=b, a=a, s=s, d=d):
+            q, k_, v = (rnd(b, a, s, d).requires_grad_() for _ in range(3))
+            return (lambda: torch.nn.functional.scaled_dot_product_attention(q, k_, v, is_causal=True)), (q, k_, v)
+        vals = {**fixed, S.micro_batch: b, S.seq_len: s, S.heads: a, S.kv_heads: a, S.d_model: a * d}
+        out.append(Case("sdpa", _named(C.attention_core(), "flash_attention"), vals, mk))
+    sizes = ([(256, 64), (512, 128), (1024, 128), (1024, 256)] if quick else
+             [(t, h) for t in (2048, 8192, 32768) for h in (1024, 4096, 8192)])
+    for t, h in sizes:
+        tok = {**fixed, S.micro_batch: 1, S.seq_len: t, S.d_model: h, S.heads: 1, S.kv_heads: 1, S.ffn_hidden: 4 * h}
+        ln = torch.nn.LayerNorm(h, device=device, dtype=dt)
+        rms = torch.nn.RMSNorm(h, device=device, dtype=dt)
+
+        def mk_norm(mod, t=t, h=h):
+            x = rnd(t, h).requires_grad_()
+            return (lambda: mod(x)), (x,)
+        out.append(Case("layernorm", _named(C.layer_ops(), "norm_attn"), tok, lambda m=ln, f=mk_norm: f(m)))
+        out.append(Case("rmsnorm", _named(C.layer_ops(), "norm_attn"), tok, lambda m=rms, f=mk_norm: f(m)))
+
+        def mk_gelu(t=t, h=h):
+            x = rnd(t, 4 * h).requires_grad_()
+            return (lambda: torch.nn.functional.gelu(x)), (x,)
+        out.append(Case("gelu", _named(C.layer_ops(), "mlp_activation"), tok, mk_gelu))
+
+        def mk_swiglu(t=t, h=h):
+            x, g = rnd(t, 4 * h).requires_grad_(), rnd(t, 4 * h).requires_grad_()
+            return (lambda: torch.nn.functional.silu(g) * x), (x, g)
+        out.append(Case("swiglu", _named(C.layer_ops(), "mlp_activation"), {**tok, S.gated: 1}, mk_swiglu))
+
+        def mk_add(t=t, h=h):
+            x, r = rnd(t, h).requires_grad_(), rnd(t, h).requires_grad_()
+            return (lambda: x + r), (x, r)
+        out.append(Case("residual_add", _named(C.layer_ops(), "dropout_residual_attn"), tok, mk_add))
+    for b, a, s in ([(1, 2, 128), (1, 4, 256), (2, 4, 256)] if quick else [(1, 16, 1024), (2, 32, 2048), (4, 32, 4096)]):
+        def mk_sm(b=b, a=a, s=s):
+            x = rnd(b, a, s, s).requires_grad_()
+            return (lambda: torch.softmax(x, dim=-1)), (x,)
+        vals = {**fixed, S.flash: 0, S.micro_batch: b, S.heads: a, S.seq_len: s, S.d_model: a}
+        out.append(Case("scores_softmax", _named(C.attention_core(), "scale_mask_softmax_dropout"), vals, mk_sm))
+    for t, v in ([(128, 1024), (256, 2048), (512, 4096)] if quick else [(2048, 32000), (4096, 50304), (8192, 128256)]):
+        def mk_ce(t=t, v=v):
+            x = rnd(t, v).requires_grad_()
+            y = torch.randint(0, v, (t,), device=device)
+            return (lambda: torch.nn.functional.cross_entropy(x.float(), y)), (x,)
+        vals = {**fixed, S.micro_batch: 1, S.seq_len: t, S.vocab: v, S.d_model: 1}
+        out.append(Case("cross_entropy", _named(C.head_ops(), "cross_entropy"), vals, mk_ce))
+    for t, h, v in ([(128, 64, 1000), (512, 128, 4000), (1024, 256, 8000)] if quick else
+                    [(2048, 4096, 50304), (8192, 4096, 50304), (8192, 8192, 128256)]):
+        def mk_emb(t=t, h=h, v=v):
+            e = torch.nn.Embedding(v, h, device=device, dtype=dt)
+            idx = torch.randint(0, v, (t,), device=device)
+            return (lambda: e(idx)), (e.weight,)
+        vals = {**fixed, S.micro_batch: 1, S.seq_len: t, S.d_model: h}
+        out.append(Case("embedding", _named(C.embedding_ops(), "embedding"), vals, mk_emb))
+    for n in ((2 ** 16, 2 ** 18, 2 ** 20) if quick else (2 ** 22, 2 ** 24, 2 ** 26, 2 ** 28)):
+        def mk_adam(n=n):
+            p = torch.nn.Parameter(torch.randn(n, device=device))
+            p.grad = torch.randn(n, device=device)
+            opt = torch.optim.Adam([p], lr=1e-3, foreach=True)
+            return opt.step, ()
+        # fp32 master parameters: 4 B weights and grads, 8 B of moments
+        vals = {**fixed, S.act_bytes: 4, S.grad_bytes: 4, S.opt_bytes: 8}
+        out.append(Case("adam", adam_op(n), vals, mk_adam))
+    return out
+
+
+def _sync(device: str):
+    import torch
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+
+
+def time_case(case: Case, device: str, repeats: int, buffers: int = 3) -> tuple[float, float | None]:
+    """Median forward and backward seconds; ``buffers`` input sets cycled between repeats."""
+    import torch
+    sets = [case.make() for _ in range(buffers)]
+    cuda = device.startswith("cuda")
+
+    def timed(fn):
+        if cuda:
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            return a.elapsed_time(b) * 1e-3
+        _sync(device)
+        t = time.perf_counter()
+        fn()
+        _sync(device)
+        return time.perf_counter() - t
+
+    fwd, bwd = [], []
+    for i in range(repeats + 1):                        # first round is the warm-up
+        fn, inputs = sets[i % buffers]
+        if not inputs:                                  # optimizer step: forward only
+            t = timed(fn)
+            if i:
+                fwd.append(t)
+            continue
+        with torch.no_grad():
+            t = timed(fn)
+        out = fn()
+        g = torch.ones_like(out)
+        tb = timed(lambda: torch.autograd.grad(out, inputs, g))
+        if i:
+            fwd.append(t)
+            bwd.append(tb)
+    return statistics.median(fwd), (statistics.median(bwd) if bwd else None)
+
+
+def progress(i: int, n: int, label: str, width: int = 30) -> None:
+    done = int(width * i / max(n, 1))
+    sys.stderr.write(f"\r[{'#' * done}{'.' * (width - done)}] {i}/{n} {label[:24]:24}")
+    if i == n:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def run_sweep(device: str, dtype: str, quick: bool, repeats: int) -> list:
+    """Benchmark every case -> list of OpSamples (one per kernel name and direction)."""
+    import torch
+    torch.manual_seed(0)
+    threads = torch.get_num_threads()
+    if device == "cpu":
+        torch.set_num_threads(1)    # idle OpenMP workers spin and get a CPU-quota container throttled
+    try:
+        return _sweep(device, dtype, quick, repeats)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _sweep(device: str, dtype: str, quick: bool, repeats: int) -> list:
+    cs = cases(dtype, quick, device)
+    rows: dict = {}
+    for i, c in enumerate(cs):
+        progress(i, len(cs), c.name)
+        tf, tb = time_case(c, device, repeats)
+        F, B, Fb, Bb, dmin = op_metrics(c.op, c.values)
+        rows.setdefault((c.name, c.op.cls, "fwd"), []).append((F, B, dmin, tf))
+        if tb is not None:
+            rows.setdefault((c.name, c.op.cls, "bwd"), []).append((Fb, Bb, dmin, tb))
+    progress(len(cs), len(cs), "done")
+    out = []
+    for (name, cls, d), r in rows.items():
+        a = np.array(r)
+        out.append(OpSamples(name, cls, d, a[:, 0], a[:, 1], a[:, 2] if cls in ("gemm", "attn") else None, a[:, 3],
+                             np.ones(len(a), bool)))
+    return out
+
+
+def _match_base(device: str) -> str | None:
+    """A datasheet profile whose name matches the CUDA device name (e.g. 'NVIDIA H100 80GB HBM3')."""
+    import torch
+    if not device.startswith("cuda"):
+        return None
+    from ..hardware import list_ids, raw
+    name = torch.cuda.get_device_name(device).lower().replace("nvidia ", "")
+    for pid in list_ids():
+        d = raw(pid)
+        if d.get("kind") == "datasheet" and name.split()[0] in str(d.get("name", "")).lower():
+            return pid
+    return None
+
+
+def main(args) -> int:
+    from ..errors import InputError
+    from . import cli, profile
+    device = args.device
+    try:
+        import torch
+    except ImportError:
+        raise InputError("calibrate compute needs torch (pip install 'roofline[calibrate]')") from None
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise InputError(f"--device {device}: CUDA is not available here (use --device cpu)")
+    repeats = args.repeats or (5 if args.quick else 20)
+    ops = run_sweep(device, args.dtype, args.quick, repeats)
+    base = args.base or _match_base(device)
+    _, _, pid = cli.out_paths(args.out)
+    header = {"id": pid, "name": f"{device} {args.dtype}, calibrated by microbenchmarks", "kind": "calibrated"}
+    assumptions = ["fitted on this machine's torch kernels; times are medians of repeats with rotated inputs"]
+    if base:
+        from ..hardware import load
+        hw = load(base)
+        peaks = profile.Peaks(hw.peak(args.dtype if args.dtype != "fp32" else "fp32"), hw.vector_peak(), hw.hbm_bandwidth)
+        header.update(base=base)
+    else:
+        # no datasheet: the best observed rates are the peaks (efficiencies are relative to them)
+        best = lambda cls, attr: max(float(np.max(getattr(o, attr) / o.t)) for o in ops if o.cls == cls)  # noqa: E731
+        p_mm = best("gemm", "flops")
+        hbm = max(best(c, "bytes") for c in ("elem", "norm", "softmax", "optim"))
+        p_vec = max(best(c, "flops") for c in ("elem", "norm", "softmax", "ce", "optim"))
+        peaks = profile.Peaks(p_mm, max(p_vec, 1.0), hbm)
+        mem = (torch.cuda.get_device_properties(device).total_memory if device.startswith("cuda")
+               else _host_memory())
+        header.update({"peak_flops": {args.dtype: f"{p_mm / 1e12:.4g} TFLOP/s", "fp32" if args.dtype != "fp32" else "bf16":
+                                      f"{(p_vec if args.dtype != 'fp32' else p_mm) / 1e12:.4g} TFLOP/s"},
+                       "hbm_bandwidth": f"{hbm / 1e9:.4g} GB/s", "hbm_capacity": f"{mem / 2 ** 30:.4g} GiB",
+                       "gpus_per_node": 1,
+                       "links": {"intra": {"kind": "assumed", "bandwidth": "10 GB/s", "latency": "10 us"},
+                                 "inter": {"kind": "assumed", "bandwidth": "10 GB/s", "latency": "20 us"}}})
+        assumptions.append("no datasheet profile given (--base): peaks are the best observed rates of this sweep "
+                           "(matmul FLOP/s, vector FLOP/s and memory bandwidth); links are placeholders")
+    compute = profile.fit_compute(ops, peaks)
+    samples, err = profile.fit_error_section(compute, {})
+    prov = {"source": f"roofline calibrate compute --device {device} --dtype {args.dtype}"
+                      + (" --quick" if args.quick else ""), "samples": samples, "fit_error": err,
+            "defects": profile.flagged_lines(compute), "assumptions": assumptions}
+    text = profile.profile_text(header, profile.efficiency_section(compute), None, prov)
+    cli.write_outputs(args.out, text, profile.samples_csv(ops))
+    cli.print_report({"compute": compute})
+    return 0
+
+
+def _host_memory() -> float:
+    import os
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 16 * 2 ** 30

@@ -1,0 +1,113 @@
+"""``roofline calibrate``: compute / comm microbenchmarks and importers of external sample data.
+
+    python -m roofline calibrate compute --device cuda:0 --dtype bf16 --out my-gpu
+    torchrun --nproc-per-node 8 -m roofline calibrate comm --out my-node
+    python -m roofline calibrate import estimate-train-time DIR --cluster perlmutter --out a100-perlmutter
+    python -m roofline calibrate import nccl-tests AR_GPU*_LUT --out a100-dgx-nccl
+
+``--out NAME`` writes NAME.yaml and NAME.samples.csv (into the folder NAME when it ends with '/').
+Heavy modules (scipy, torch) are imported inside ``run``.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..errors import InputError
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("calibrate", help="fit a hardware profile from microbenchmarks or sample data")
+    sub = p.add_subparsers(dest="calibrate_command", required=True)
+
+    c = sub.add_parser("compute", help="operator microbenchmarks (torch) -> fitted efficiencies")
+    c.add_argument("--device", default="cuda:0", help="cuda:N or cpu (default cuda:0)")
+    c.add_argument("--dtype", default="bf16", choices=("bf16", "fp16", "fp32"))
+    c.add_argument("--out", required=True, help="output NAME (NAME.yaml, NAME.samples.csv) or folder/")
+    c.add_argument("--quick", action="store_true", help="small sweep (seconds)")
+    c.add_argument("--base", help="datasheet profile whose peaks the efficiencies refer to (default: measured peaks)")
+    c.add_argument("--repeats", type=int, default=None, help="timed repeats per shape (median)")
+
+    m = sub.add_parser("comm", help="torch.distributed collectives (run under torchrun) -> alpha-beta fits")
+    m.add_argument("--out", required=True)
+    m.add_argument("--max-size", "--max_size", dest="max_size", default="1 GiB", help="largest message (e.g. '64 MiB')")
+    m.add_argument("--sizes", nargs="*", help="explicit message sizes (e.g. 1KiB 1MiB)")
+    m.add_argument("--backend", choices=("nccl", "gloo"), help="default: nccl on GPU, gloo on CPU")
+    m.add_argument("--repeats", type=int, default=None)
+
+    i = sub.add_parser("import", help="fit a profile from external sample data")
+    isub = i.add_subparsers(dest="import_format", required=True)
+    e = isub.add_parser("estimate-train-time", help="estimate-train-time operator + NCCL CSVs")
+    e.add_argument("dir", help="the data folder (with perlmutter-a100/ and vista-gh200/) or one cluster's folder")
+    e.add_argument("--cluster", required=True, choices=("perlmutter", "vista"))
+    e.add_argument("--out", required=True)
+    e.add_argument("--folds", type=int, default=5)
+    n = isub.add_parser("nccl-tests", help="nccl-tests all_reduce_perf tables of one node")
+    n.add_argument("files", nargs="+")
+    n.add_argument("--out", required=True)
+    n.add_argument("--base", default="a100-sxm4-80gb")
+    p.set_defaults(func=run)
+
+
+def out_paths(name: str) -> tuple[Path, Path, str]:
+    """``--out`` -> (yaml path, samples csv path, profile id)."""
+    if name.endswith("/"):
+        d = Path(name)
+        d.mkdir(parents=True, exist_ok=True)
+        pid = d.resolve().name
+        return d / f"{pid}.yaml", d / f"{pid}.samples.csv", pid
+    base = Path(name)
+    if base.suffix in (".yaml", ".yml"):
+        base = base.with_suffix("")
+    if not base.name:
+        raise InputError(f"--out {name!r}: expected a name like 'my-gpu' or a folder ending with '/'")
+    base.parent.mkdir(parents=True, exist_ok=True)
+    return base.with_name(base.name + ".yaml"), base.with_name(base.name + ".samples.csv"), base.name
+
+
+def write_outputs(name: str, yaml_text: str, csv_text: str) -> Path:
+    y, c, _ = out_paths(name)
+    y.write_text(yaml_text)
+    c.write_text(csv_text)
+    print(f"wrote {y} and {c}", file=sys.stderr)
+    return y
+
+
+def run(args) -> int:
+    cmd = args.calibrate_command
+    if cmd == "import" and args.import_format == "estimate-train-time":
+        from . import importers, profile
+        im = importers.import_estimate_train_time(args.dir, args.cluster)
+        text, csv_text, rep = profile.imported_profile(im, out_paths(args.out)[2], k=args.folds)
+        write_outputs(args.out, text, csv_text)
+        print_report(rep, im.defects)
+        return 0
+    if cmd == "import":
+        from . import importers, profile
+        tables = [importers.import_nccl_tests(f) for f in args.files]
+        text, csv_text, rep = profile.nccl_tests_profile(tables, out_paths(args.out)[2], base=args.base)
+        write_outputs(args.out, text, csv_text)
+        f = rep["fit"]
+        print(f"ar intra: alpha {f.alpha * 1e6:.2f} us, busbw {f.busbw / 1e9:.1f} GB/s, held-out MAPE {f.mape:.1%}; "
+              f"by ranks {rep['by_p']}")
+        return 0
+    if cmd == "compute":
+        from . import bench_compute
+        return bench_compute.main(args)
+    if cmd == "comm":
+        from . import bench_comm
+        return bench_comm.main(args)
+    raise InputError(f"unknown calibrate command {cmd!r}")
+
+
+def print_report(rep: dict, defects=()) -> None:
+    print(f"{'class':8} {'dir':4} {'eta':>6} {'mu':>6} {'t0':>9} {'MAPE':>7} {'n':>6} {'flagged':>7}")
+    for cls, (r, _) in rep["compute"].items():
+        for d, f in r.fits.items():
+            print(f"{cls:8} {d:4} {f.eta:6.3f} {f.mu:6.3f} {f.t0 * 1e6:7.1f}us {r.mape[d]:7.1%} {r.n[d]:6d} "
+                  f"{int(r.flagged[d].sum()):7d}")
+    for (kind, link), f in rep.get("links", {}).items():
+        print(f"{kind:4} {link:5} alpha {f.alpha * 1e6:8.2f} us  busbw {f.busbw / 1e9:8.2f} GB/s  MAPE {f.mape:6.1%}  "
+              f"n {f.n}")
+    for d in defects:
+        print(f"defect: {d}")

@@ -1,0 +1,247 @@
+"""The whole run's compute and network traffic: FLOP and bytes sent/received per parallel axis.
+
+A closed-form accounting in the style of the analytical run-cost model of a large training run
+(reference 002): FLOP of the forward and backward passes, bytes each GPU transmits (Tx) and
+receives (Rx) for tensor, pipeline, data, expert and context parallelism, aggregate FLOP/s and
+network bytes/s, and the run time in days. It is derived from the same model as the step time:
+parameter counts come from the compiled formulas, the run time from the roofline prediction of the
+plan (or from a fixed utilization or FLOP rate when one is given).
+
+FLOP (model FLOPs, the MFU convention; recomputation is not model work)::
+
+    forward per token  = 2 N + l * 4 s h * (1 - causal/2) + 2 h V
+    total              = 3 * forward * D = 6 N D + 3 D (attention + LM head)
+
+with N the non-embedding parameters active per token (MoE: top-k experts; norms and biases
+included, 6 FLOP per parameter per token as in Kaplan et al. 2020), D the training tokens, the
+attention term the QK^T and AV products (halved when the kernel skips masked blocks), and the LM
+head 2 h V over the unpadded vocabulary.
+
+Bytes per GPU (ring algorithms; a ring collective over p ranks sends and receives
+2(p-1)/p x size for all-reduce, (p-1)/p for all-gather, reduce-scatter and all-to-all), for one
+micro-batch of T = b s / c tokens on l/p layers, element size beta:
+
+* TP: 2 all-reduces of beta T h per layer forward and 2 backward (Megatron); sequence
+  parallelism turns each into an all-gather + reduce-scatter: the same bytes. 2-D tensor
+  parallelism t = t_intra x t_inter runs the all-reduce hierarchically: 2(t_i-1)/t_i beta T h
+  inside the node plus 2(t_e-1)/t_e beta T h / t_i across nodes (the extra inter-node traffic).
+  Full recomputation repeats the forward collectives in the backward pass.
+* CP: ring attention passes K and V chunks (2 beta T h_kv / t) c-1 hops forward, twice backward.
+* EP: all-to-all dispatch and combine of beta T k c_f h, forward and backward.
+* PP: activations beta T h / t to the next stage forward, gradients back; p v - 1 boundaries
+  shared by p GPUs.
+* DP: gradients once per step: all-reduce (2(d-1)/d), or reduce-scatter + parameter all-gather
+  with a distributed optimizer/ZeRO-1/2; ZeRO-3/FSDP: 2 all-gathers + 1 reduce-scatter per
+  micro-batch. Expert gradients reduce over the d/e expert-data-parallel ranks.
+
+Which bytes cross the network follows Megatron's rank order (tp innermost, then cp, dp, pp) and
+the profile's GPUs per node, as in the step-time formulas.
+"""
+from __future__ import annotations
+
+from dataclasses import replace as dc_replace
+
+import numpy as np
+
+AXES = ("tp", "cp", "ep", "pp", "dp")
+
+
+def _params(model, plan, hw) -> dict:
+    """Total, active, embedding and expert parameters from the compiled formulas."""
+    from .predict import evaluate, inputs
+
+    x0 = inputs(model, plan, hw)
+    E = float(model.n_experts)
+    variants = [{}, {"layers": 0.0}, {"tp": 1.0, "pp": 1.0, "ep": 1.0}, {"tp": 1.0, "pp": 1.0, "ep": E}]
+    x = {k: np.array([v.get(k, x0[k]) for v in variants], dtype=float) for k in x0}
+    r = evaluate(x)
+    diff = float(r["params_rank"][2] - r["params_rank"][3])        # L * expert * (E - 1)
+    return {"total": float(r["params"][0]), "active": float(r["active_params"][0]),
+            "embedding": float(r["params"][1]), "expert": diff * E / (E - 1) if E > 1 else 0.0}
+
+
+def _per_node(p: int, stride: int, gpn: int) -> int:
+    """Members of a group of p ranks (rank stride ``stride``) that share a node (comm.members_per_node)."""
+    return int(max(1, min(p, gpn // stride if stride <= gpn else 0)))
+
+
+def run_cost(model, plan, hw, tokens: float, *, tp_intra: int | None = None, tp_inter: int | None = None,
+             utilization: float | None = None, flop_rate: float | None = None) -> dict:
+    """FLOP, bytes per axis and run time of training ``model`` on ``tokens`` tokens with ``plan``.
+
+    Returns plain SI numbers: ``flop`` {forward, backward, total, six_nd, attention, lm_head},
+    ``bytes_per_gpu`` {axis: {tx_fwd, tx_bwd, rx_fwd, rx_bwd, inter}}, ``totals`` (all GPUs),
+    ``runtime_s``, ``flop_per_s`` and ``bytes_per_s`` (per GPU and total) and the inputs.
+    """
+    from .errors import InputError
+    from .predict import BYTES, predict
+
+    if tokens is None or tokens <= 0:
+        raise InputError(f"run-cost needs a positive number of training tokens, got {tokens!r}")
+    t, p, d, c, e, v = plan.tp, plan.pp, plan.dp, plan.cp, plan.ep, plan.interleave
+    gpn = hw.gpus_per_node
+    if tp_intra or tp_inter:
+        ti = tp_intra or t // (tp_inter or 1)
+        te = tp_inter or t // ti
+        if ti * te != t:
+            raise InputError(f"tp-intra x tp-inter ({ti} x {te}) must equal tp ({t})")
+        if ti > gpn:
+            raise InputError(f"tp-intra ({ti}) exceeds the GPUs per node ({gpn})")
+    else:
+        ti = _per_node(t, 1, gpn)
+        te = t // ti
+    hw_run = dc_replace(hw, gpus_per_node=ti) if te > 1 else hw   # the TP group spans te nodes
+    pr = _params(model, plan, hw)
+    h, s, L, V = model.d_model, model.seq_len, model.n_layers, model.vocab
+    beta, gbytes = BYTES[plan.dtype], BYTES[plan.grad_dtype]
+    B, b = plan.batch, plan.micro_batch
+    m = B // (b * d)
+    steps = tokens / (B * s)
+    n_gpus = plan.n_gpus
+
+    # ---- FLOP --------------------------------------------------------------------------------
+    N = pr["active"] - pr["embedding"]
+    attn_tok = L * 4 * s * h * (1 - 0.5 * model.causal)
+    head_tok = 2 * h * V
+    fwd = (2 * N + attn_tok + head_tok) * tokens
+    flop = {"forward": fwd, "backward": 2 * fwd, "total": 3 * fwd, "six_nd": 6 * N * tokens,
+            "attention": 3 * attn_tok * tokens, "lm_head": 3 * head_tok * tokens, "n": N}
+
+    # ---- bytes per GPU per step ------------------------------------------------------------------
+    T = b * s / c
+    lps = L / p
+    rc = 1.0 if plan.recompute == "full" else 0.0
+    mb_layers = m * lps                                   # layer passes per step on one GPU
+    ax = {k: {"tx_fwd": 0.0, "tx_bwd": 0.0, "inter_fwd": 0.0, "inter_bwd": 0.0} for k in AXES}
+
+    def add(axis, fwd_bytes, bwd_bytes, inter_share):
+        ax[axis]["tx_fwd"] += fwd_bytes
+        ax[axis]["tx_bwd"] += bwd_bytes
+        ax[axis]["inter_fwd"] += fwd_bytes * inter_share
+        ax[axis]["inter_bwd"] += bwd_bytes * inter_share
+
+    # TP: hierarchical ring all-reduce of S = beta T h, 2 per layer per pass
+    S = beta * T * h
+    intra, inter = 2 * (ti - 1) / ti * S, 2 * (te - 1) / te * S / ti
+    if t > 1:
+        one = 2 * (intra + inter)
+        add("tp", mb_layers * one, mb_layers * one * (1 + rc), inter / (intra + inter))
+    # CP: c-1 ring hops of the K, V chunk; forward 1x, backward 2x (+ recomputed forward)
+    if c > 1:
+        kvw = model.kv_heads * h / model.n_heads
+        hop = (c - 1) * 2 * beta * T * kvw / t
+        add("cp", mb_layers * hop, mb_layers * hop * (2 + rc), 0.0 if t * c <= gpn else 1.0)
+    # EP: all-to-all dispatch + combine of the routed tokens
+    if e > 1 and model.n_experts > 1:
+        routed = beta * T * model.top_k * model.capacity_factor * h
+        a2a = 2 * (e - 1) / e * routed
+        k = _per_node(e, t * c, gpn)
+        add("ep", mb_layers * a2a, mb_layers * a2a * (1 + rc), (e - k) / (e - 1))
+    # PP: one activation (forward) and one gradient (backward) per boundary per micro-batch
+    if p > 1:
+        per_gpu = m * (p * v - 1) / p * beta * T * h / t
+        add("pp", per_gpu, per_gpu, 0.0 if t * c * d < gpn else 1.0)
+    # DP: per-GPU average parameters (dense over t p, experts over t p e)
+    if d > 1:
+        dense = (pr["total"] - pr["expert"]) / (t * p)
+        expert = pr["expert"] / (t * p * e)
+        edp = d // e
+        z = plan.zero_stage
+        k = _per_node(d, t * c, gpn)
+        share = (d - k) / (d - 1)
+        ring = lambda n: (n - 1) / n if n > 1 else 0.0
+        if z == 0:
+            red = 2 * ring(d) * dense * gbytes + 2 * ring(edp) * expert * gbytes
+            add("dp", 0.0, red, share)
+        elif z in (1, 2):
+            red = ring(d) * dense * gbytes + ring(edp) * expert * gbytes
+            gather = ring(d) * dense * beta + ring(edp) * expert * beta
+            add("dp", gather, red, share)
+        else:
+            gather = ring(d) * dense * beta + ring(edp) * expert * beta
+            red = ring(d) * dense * gbytes + ring(edp) * expert * gbytes
+            add("dp", m * gather, m * (gather + red), share)
+
+    # every collective here is symmetric: a GPU receives what it sends
+    per_gpu = {}
+    for k, a in ax.items():
+        per_gpu[k] = {"tx_fwd": steps * a["tx_fwd"], "tx_bwd": steps * a["tx_bwd"],
+                      "rx_fwd": steps * a["tx_fwd"], "rx_bwd": steps * a["tx_bwd"],
+                      "inter": steps * (a["inter_fwd"] + a["inter_bwd"])}
+    tx_f = sum(a["tx_fwd"] for a in per_gpu.values())
+    tx_b = sum(a["tx_bwd"] for a in per_gpu.values())
+    totals = {"flop": flop["total"], "tx_fwd": n_gpus * tx_f, "tx_bwd": n_gpus * tx_b,
+              "rx_fwd": n_gpus * tx_f, "rx_bwd": n_gpus * tx_b,
+              "inter": n_gpus * sum(a["inter"] for a in per_gpu.values())}
+
+    # ---- run time ----------------------------------------------------------------------------
+    peak = hw.peak(plan.dtype)
+    pred = None
+    if flop_rate:
+        runtime, source = flop["total"] / (n_gpus * flop_rate), f"fixed rate {flop_rate:.4g} FLOP/s per GPU"
+    elif utilization:
+        if not 0 < utilization <= 1:
+            raise InputError(f"utilization must be in (0, 1], got {utilization}")
+        runtime = flop["total"] / (n_gpus * peak * utilization)
+        source = f"{100 * utilization:.0f} % of the {plan.dtype} peak"
+    else:
+        pred = predict(model, plan, hw_run, steps=steps)
+        runtime, source = steps * pred.raw["step_time"], "roofline prediction of the step time"
+    net_gpu = 2 * (tx_f + tx_b)                           # whole run, one GPU, Tx + Rx
+    return {
+        "model": model.name, "gpu": hw.id, "n_gpus": n_gpus, "tokens": tokens, "steps": steps,
+        "batch_tokens": B * s, "micro_batch": b, "micro_batches": m,
+        "partition": {"tp": t, "tp_intra": ti, "tp_inter": te, "pp": p, "dp": d, "cp": c, "ep": e,
+                      "interleave": v, "sequence_parallel": bool(plan.sequence_parallel and t > 1)},
+        "params": {"total": pr["total"], "active": pr["active"], "non_embedding_active": N,
+                   "embedding": pr["embedding"], "expert": pr["expert"]},
+        "flop": flop, "bytes_per_gpu": per_gpu, "totals": totals,
+        "runtime_s": runtime, "runtime_days": runtime / 86400, "runtime_source": source,
+        "step_time_s": runtime / steps, "utilization": flop["total"] / (runtime * n_gpus * peak),
+        "flop_per_s": {"per_gpu": flop["total"] / runtime / n_gpus, "total": flop["total"] / runtime},
+        "bytes_per_s": {"per_gpu_tx": (tx_f + tx_b) / runtime, "per_gpu_rx": (tx_f + tx_b) / runtime,
+                        "per_gpu": net_gpu / runtime, "total": n_gpus * net_gpu / runtime},
+        "fits_in_memory": None if pred is None else pred.fits_in_memory,
+    }
+
+
+def render(rc: dict) -> str:
+    """The report in the layout of the analytical run-cost model (reference 002)."""
+    pa, fl, tot, P = rc["params"], rc["flop"], rc["totals"], rc["partition"]
+    moe = pa["active"] < pa["total"]
+    lines = [
+        f"N: {pa['total']:.3e}" + (f" ({pa['active']:.3e} effective)" if moe else "")
+        + f"   [6ND uses N = {pa['non_embedding_active']:.3e} non-embedding active parameters]",
+        f"D: {rc['tokens']:.3e}   ({rc['steps']:.4g} steps of {rc['batch_tokens']:.4g} tokens)",
+        f"b: {rc['micro_batch']} sequences per micro-batch, {rc['micro_batches']} micro-batches per step",
+        f"P: {rc['n_gpus']} = {{TENSOR_EXT: {P['tp_inter']}, DATA: {P['dp']}, TENSOR_INT: {P['tp_intra']}, "
+        f"SEQ: {P['cp']}, EXP: {P['ep']}, PIPE: {P['pp']}}}" + ("  (+ sequence parallel)" if P["sequence_parallel"] else ""),
+        "", "", "FULL TRAINING RUN COST (all GPUs)",
+        f"    {'Metric':>6} {'Fwd':>14} {'Bwd':>14} {'Total':>14}",
+    ]
+    tx, rx = (tot["tx_fwd"], tot["tx_bwd"]), (tot["rx_fwd"], tot["rx_bwd"])
+    for name, (f, b) in (("FLOP", (fl["forward"], fl["backward"])), ("Tx", tx), ("Rx", rx),
+                         ("net", (tx[0] + rx[0], tx[1] + rx[1]))):
+        lines.append(f"    {name:>6} {f:>14.3e} {b:>14.3e} {f + b:>14.3e}")
+    lines += ["", f"    FLOP = 6ND {fl['six_nd']:.3e} + attention {fl['attention']:.3e} + LM head {fl['lm_head']:.3e}",
+              "", "BYTES PER GPU BY PARALLEL AXIS (whole run; Rx = Tx for ring collectives)",
+              f"    {'axis':>6} {'Tx fwd':>12} {'Tx bwd':>12} {'Tx total':>12} {'inter-node':>12}"]
+    for k, a in rc["bytes_per_gpu"].items():
+        t = a["tx_fwd"] + a["tx_bwd"]
+        share = a["inter"] / t if t else 0.0
+        lines.append(f"    {k.upper():>6} {a['tx_fwd']:>12.3e} {a['tx_bwd']:>12.3e} {t:>12.3e} {100 * share:>11.0f}%")
+    fs, bs = rc["flop_per_s"], rc["bytes_per_s"]
+    lines += [
+        "",
+        f"Cluster FLOP/sec:    {fs['per_gpu']:.3e}   (per GPU; {100 * rc['utilization']:.1f} % of peak)",
+        f"Cluster bytes/sec:   {bs['per_gpu']:.3e} ({bs['per_gpu_tx']:.3e} Tx, {bs['per_gpu_rx']:.3e} Rx)",
+        "",
+        f"Total FLOP/sec:      {fs['total']:.3e}",
+        f"Total bytes/sec:     {bs['total']:.3e} ({bs['total'] / 2:.3e} Tx, {bs['total'] / 2:.3e} Rx)",
+        "",
+        f"Runtime:             {rc['runtime_days']:.4g} days   ({rc['n_gpus']} x {rc['gpu']}, "
+        f"{rc['step_time_s']:.4g} s per step; {rc['runtime_source']})",
+    ]
+    if rc.get("fits_in_memory") is False:
+        lines.append("warning: the plan does not fit in memory (see `transformer` for the breakdown)")
+    return "\n".join(lines)

@@ -1,0 +1,331 @@
+"""Multi-tenant cluster scheduling (vTrain case study 2): which job gets how many GPUs, with which plan.
+
+Input (``jobs.yaml``)::
+
+    gpu: a100-sxm4-80gb        # the cluster's profile (``--gpu`` overrides)
+    gpus: 256                  # GPUs in the cluster (``--gpus`` overrides)
+    framework: megatron-core   # default for every job
+    jobs:
+      - name: gpt3-13b
+        model: gpt3-13b        # preset id, path, or a mapping of Model fields
+        global_batch: 512      # sequences per step
+        tokens: 20e9           # or steps: 10000
+        arrival_h: 0           # hours after the start (default 0)
+        deadline_h: 48         # optional, hours after the start
+        framework: megatron-core   # optional
+
+For every job and candidate GPU count g (powers of two up to the cluster, and the equal share)
+a small plan search picks the fastest plan that fits in memory: tp in {1, 2, 4, 8} (within a
+node), pp dividing the layers (up to 16), dp = g / (tp pp), micro-batch in {1, 2, 4, 8},
+recompute none/selective/full, ep = gcd(dp, experts) for MoE, the job's framework defaults for
+everything else. Its run time is steps x the predicted step time.
+
+Policies (both non-preemptive, event-driven at arrivals and completions):
+
+* ``greedy`` (ours): waiting jobs in order (deadline jobs first, earliest deadline first; then
+  shortest job first by their smallest GPU-hours); each gets its smallest feasible GPU count (a
+  deadline job: the smallest count that meets its deadline) while GPUs are free; the GPUs left
+  over then go, one doubling at a time, to the starting job whose run time drops most per extra
+  GPU. A job that does not fit now waits; a smaller one behind it may start (backfilling).
+* ``equal`` (naive baseline): the cluster is split equally among all jobs; each runs on its
+  share (with its best plan for that share) from its arrival.
+
+Reported: per job GPUs, plan, start, end; the average job completion time (end - arrival),
+the makespan and the deadlines met.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from .config import Model, Plan, check
+from .errors import InputError
+
+JOB_KEYS = ("name", "model", "global_batch", "tokens", "steps", "arrival_h", "deadline_h", "framework")
+TOP_KEYS = ("gpu", "gpus", "framework", "jobs")
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    model: Model
+    global_batch: int
+    steps: float
+    arrival_h: float = 0.0
+    deadline_h: float | None = None
+    framework: str = "megatron-core"
+
+
+@dataclass(frozen=True)
+class Option:
+    """The best plan of a job on g GPUs."""
+    gpus: int
+    plan: Plan
+    step_time: float
+    hours: float
+
+
+@dataclass
+class Placement:
+    job: str
+    gpus: int = 0
+    plan: Plan | None = None
+    start_h: float = math.inf
+    end_h: float = math.inf
+    arrival_h: float = 0.0
+    deadline_h: float | None = None
+
+    @property
+    def met(self) -> bool | None:
+        return None if self.deadline_h is None else self.end_h <= self.deadline_h + 1e-9
+
+
+@dataclass
+class Result:
+    policy: str
+    placements: list = field(default_factory=list)
+
+    @property
+    def avg_jct_h(self) -> float:
+        return float(np.mean([p.end_h - p.arrival_h for p in self.placements]))
+
+    @property
+    def makespan_h(self) -> float:
+        return max(p.end_h for p in self.placements)
+
+    @property
+    def deadlines(self) -> tuple[int, int]:
+        d = [p.met for p in self.placements if p.met is not None]
+        return sum(d), len(d)
+
+
+# ---- input --------------------------------------------------------------------------------------
+def _num(v, where):
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: expected a number, got {v!r}") from None
+
+
+def load_jobs(path) -> tuple[list[Job], dict]:
+    """Jobs and the cluster section ({gpu, gpus, framework}) of a jobs YAML file."""
+    from .configfile import _model
+    from .frameworks import defaults
+
+    path = Path(path)
+    try:
+        d = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise InputError(f"jobs file {path}: cannot read ({exc.strerror or exc})") from None
+    except yaml.YAMLError:
+        raise InputError(f"jobs file {path}: malformed YAML") from None
+    if not isinstance(d, dict) or not isinstance(d.get("jobs"), list) or not d["jobs"]:
+        raise InputError(f"jobs file {path}: expected a mapping with a non-empty 'jobs' list")
+    for k in d:
+        if k not in TOP_KEYS:
+            raise InputError(f"jobs file {path}: unknown key {k!r} (known: {', '.join(TOP_KEYS)})")
+    fw_default = str(d.get("framework") or "megatron-core")
+    jobs = []
+    for i, j in enumerate(d["jobs"]):
+        where = f"jobs file {path}: job {i + 1}"
+        if not isinstance(j, dict):
+            raise InputError(f"{where}: expected a mapping")
+        for k in j:
+            if k not in JOB_KEYS:
+                raise InputError(f"{where}: unknown key {k!r} (known: {', '.join(JOB_KEYS)})")
+        for k in ("model", "global_batch"):
+            if j.get(k) is None:
+                raise InputError(f"{where}: missing key {k!r}")
+        if (j.get("tokens") is None) == (j.get("steps") is None):
+            raise InputError(f"{where}: give exactly one of 'tokens' and 'steps'")
+        model, _ = _model(j["model"], where, path.parent)
+        fw = str(j.get("framework") or fw_default)
+        model = replace(model, **{k: v for k, v in defaults(fw)["model"].items()})
+        gb = int(_num(j["global_batch"], f"{where}: global_batch"))
+        steps = (_num(j["steps"], f"{where}: steps") if j.get("steps") is not None
+                 else _num(j["tokens"], f"{where}: tokens") / (gb * model.seq_len))
+        dl = j.get("deadline_h")
+        jobs.append(Job(str(j.get("name") or f"job{i + 1}"), model, gb, steps,
+                        _num(j.get("arrival_h", 0), f"{where}: arrival_h"),
+                        None if dl is None else _num(dl, f"{where}: deadline_h"), fw))
+    names = [j.name for j in jobs]
+    if len(set(names)) != len(names):
+        raise InputError(f"jobs file {path}: job names must be unique")
+    return jobs, {"gpu": d.get("gpu"), "gpus": d.get("gpus"), "framework": fw_default}
+
+
+# ---- plan search ----------------------------------------------------------------------------------
+def candidate_plans(job: Job, g: int, hw) -> list[Plan]:
+    """Valid plans of ``job`` on exactly g GPUs (before the memory check)."""
+    from .frameworks import defaults
+
+    m = job.model
+    fw_plan = defaults(job.framework)["plan"]
+    out = []
+    for tp in (1, 2, 4, 8):
+        if tp > hw.gpus_per_node or g % tp:
+            continue
+        for pp in (1, 2, 4, 8, 16):
+            if g % (tp * pp) or m.n_layers % pp:
+                continue
+            dp = g // (tp * pp)
+            ep = math.gcd(dp, m.n_experts) if m.n_experts > 1 else 1
+            for mb in (1, 2, 4, 8):
+                if job.global_batch % (mb * dp):
+                    continue
+                for rc in ("none", "selective", "full"):
+                    kw = {**fw_plan, "sequence_parallel": bool(fw_plan.get("sequence_parallel")) and tp > 1}
+                    plan = Plan(tp=tp, pp=pp, dp=dp, ep=ep, micro_batch=mb, global_batch=job.global_batch,
+                                recompute=rc, **kw)
+                    try:
+                        check(m, plan)
+                    except InputError:
+                        continue
+                    out.append(plan)
+    return out
+
+
+def best_option(job: Job, g: int, hw) -> Option | None:
+    """The fastest plan of ``job`` on g GPUs that fits in memory (None when there is none)."""
+    from .predict import evaluate, inputs
+
+    plans = candidate_plans(job, g, hw)
+    if not plans:
+        return None
+    xs = [inputs(job.model, p, hw) for p in plans]
+    r = evaluate({k: np.array([x[k] for x in xs], dtype=float) for k in xs[0]})
+    step = np.where(r["memory"] <= hw.hbm_capacity, r["step_time"], np.inf)
+    i = int(np.argmin(step))
+    if not np.isfinite(step[i]):
+        return None
+    return Option(g, plans[i], float(step[i]), float(step[i]) * job.steps / 3600)
+
+
+def options(job: Job, counts, hw) -> dict[int, Option]:
+    out = {}
+    for g in sorted(set(counts)):
+        o = best_option(job, g, hw)
+        if o is not None:
+            out[g] = o
+    return out
+
+
+def _counts(n: int) -> list[int]:
+    return sorted({2 ** k for k in range(int(math.log2(n)) + 1)} | {n})
+
+
+# ---- policies -----------------------------------------------------------------------------------
+def greedy(jobs: list[Job], n_gpus: int, table: dict) -> Result:
+    """Our policy (module docstring): EDF/SJF order, minimal feasible counts, leftover GPUs to the
+    largest marginal gain."""
+    res = {j.name: Placement(j.name, arrival_h=j.arrival_h, deadline_h=j.deadline_h) for j in jobs}
+    waiting = [j for j in jobs if table[j.name]]
+    running: list[tuple[float, int]] = []                      # (end, gpus)
+    free, now = n_gpus, 0.0
+    work = {j.name: min(o.gpus * o.hours for o in table[j.name].values()) for j in waiting}
+    while waiting:
+        arrived = [j for j in waiting if j.arrival_h <= now + 1e-12]
+        arrived.sort(key=lambda j: (j.deadline_h is None, j.deadline_h or 0.0, work[j.name]))
+        chosen: dict[str, int] = {}
+        for j in arrived:
+            opts = [g for g in table[j.name] if g <= free]
+            if not opts:
+                continue
+            g = min(opts)
+            if j.deadline_h is not None:
+                meet = [x for x in opts if now + table[j.name][x].hours <= j.deadline_h]
+                g = min(meet) if meet else max(opts)
+            chosen[j.name] = g
+            free -= g
+        while chosen:                                          # leftover GPUs: best marginal gain
+            best = None
+            for name, g in chosen.items():
+                up = [x for x in table[name] if g < x <= g + free]
+                for x in up:
+                    gain = (table[name][g].hours - table[name][x].hours) / (x - g)
+                    if gain > 0 and (best is None or gain > best[0]):
+                        best = (gain, name, x)
+            if best is None:
+                break
+            _, name, x = best
+            free -= x - chosen[name]
+            chosen[name] = x
+        for name, g in chosen.items():
+            o = table[name][g]
+            res[name].gpus, res[name].plan, res[name].start_h, res[name].end_h = g, o.plan, now, now + o.hours
+            running.append((now + o.hours, g))
+        waiting = [j for j in waiting if j.name not in chosen]
+        if not waiting:
+            break
+        future = [e for e, _ in running if e > now] + [j.arrival_h for j in waiting if j.arrival_h > now]
+        if not future:
+            break                                              # nothing will ever free enough GPUs
+        now = min(future)
+        free = n_gpus - sum(g for e, g in running if e > now + 1e-12)
+    return Result("greedy", list(res.values()))
+
+
+def equal_split(jobs: list[Job], n_gpus: int, table: dict) -> Result:
+    """Naive baseline: every job gets n_gpus // len(jobs) GPUs (its own partition) from its arrival."""
+    share = n_gpus // len(jobs)
+    out = []
+    for j in jobs:
+        p = Placement(j.name, arrival_h=j.arrival_h, deadline_h=j.deadline_h)
+        o = table[j.name].get(share)
+        if o is not None:
+            p.gpus, p.plan, p.start_h, p.end_h = share, o.plan, j.arrival_h, j.arrival_h + o.hours
+        out.append(p)
+    return Result("equal split", out)
+
+
+def schedule(jobs: list[Job], n_gpus: int, hw) -> tuple[Result, Result]:
+    """(greedy, equal split) for the jobs on n_gpus GPUs of profile ``hw``."""
+    if n_gpus < 1:
+        raise InputError(f"--gpus must be positive, got {n_gpus}")
+    share = max(n_gpus // len(jobs), 1)
+    counts = _counts(n_gpus) + [share]
+    table = {j.name: options(j, counts, hw) for j in jobs}
+    return greedy(jobs, n_gpus, table), equal_split(jobs, n_gpus, table)
+
+
+def render(results: tuple[Result, Result]) -> str:
+    lines = []
+    for r in results:
+        lines.append(f"policy: {r.policy}")
+        lines.append(f"  {'job':<16}{'GPUs':>5}  {'plan (tp pp dp mb recompute)':<30}{'start h':>9}{'end h':>9}  deadline")
+        for p in r.placements:
+            if p.plan is None:
+                lines.append(f"  {p.job:<16}{'-':>5}  {'no plan fits':<30}{'-':>9}{'-':>9}")
+                continue
+            pl = p.plan
+            desc = f"{pl.tp} {pl.pp} {pl.dp} {pl.micro_batch} {pl.recompute}" + (f" ep={pl.ep}" if pl.ep > 1 else "")
+            dl = "" if p.deadline_h is None else f"{p.deadline_h:g} h {'met' if p.met else 'MISSED'}"
+            lines.append(f"  {p.job:<16}{p.gpus:>5}  {desc:<30}{p.start_h:>9.2f}{p.end_h:>9.2f}  {dl}")
+        met, n = r.deadlines
+        lines.append(f"  average completion {r.avg_jct_h:.2f} h, makespan {r.makespan_h:.2f} h"
+                     + (f", deadlines met {met}/{n}" if n else ""))
+        lines.append("")
+    g, e = results
+    if math.isfinite(e.avg_jct_h) and e.avg_jct_h > 0:
+        lines.append(f"greedy vs equal split: average completion {g.avg_jct_h / e.avg_jct_h:.2f}x, "
+                     f"makespan {g.makespan_h / e.makespan_h:.2f}x")
+    else:
+        lines.append("equal split leaves some job without a plan that fits its share")
+    return "\n".join(lines)
+
+
+def to_dict(results: tuple[Result, Result]) -> dict:
+    def plan(p):
+        return None if p is None else {k: getattr(p, k) for k in ("tp", "pp", "dp", "ep", "micro_batch", "recompute")}
+    out = {}
+    for r in results:
+        met, n = r.deadlines
+        out[r.policy.replace(" ", "_")] = {
+            "avg_completion_h": r.avg_jct_h, "makespan_h": r.makespan_h, "deadlines_met": met, "deadlines": n,
+            "jobs": [{"job": p.job, "gpus": p.gpus, "plan": plan(p.plan), "start_h": p.start_h, "end_h": p.end_h,
+                      "deadline_h": p.deadline_h, "deadline_met": p.met} for p in r.placements]}
+    return out

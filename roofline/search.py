@@ -1,0 +1,582 @@
+"""Plan search: enumerate every valid parallel plan, evaluate them all at once, rank them.
+
+The whole space of (tp, pp, dp, cp, ep, micro-batch, interleave, recompute, sequence parallel,
+sharding) is built with numpy (cartesian products of knob values), the divisibility rules of
+:func:`roofline.config.check` are applied as vectorized masks, the compiled formulas
+(``_compiled.evaluate``) run once on the arrays (in cache-sized chunks), and the plans that fit in
+HBM are ranked. There is no Python loop over plans.
+
+>>> from roofline import hardware, models
+>>> best = search(models.load("gpt3-1.3b"), hardware.load("a100-sxm4-80gb"), 8, 64, top=3)
+>>> best[0].plan.n_gpus, best[0].slower_than_best
+(8, 0.0)
+
+``python -m roofline search`` and ``python -m roofline plan`` (compute-optimal sizing, in
+:mod:`roofline.planning`) are registered on the CLI by :func:`register`. Start-up stays light:
+numpy and the compiled formulas only; no sympy, scipy or matplotlib (unless ``--plot``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+from .errors import InputError
+
+RECOMPUTE = ("none", "selective", "full")
+SHARDING = ("none", "distributed", "zero2", "zero3")   # distributed = ZeRO-1 (Megatron distributed optimizer)
+OBJECTIVES = ("time", "cost", "mfu")
+KNOBS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "interleave", "recompute", "sequence_parallel", "sharding")
+CHUNK = 8192            # plans per evaluate call: the intermediates stay in cache (4x faster than 1e6 at once)
+_OUT = ("step_time", "memory", "mfu", "hfu", "tokens_per_s", "micro_batches", "pp_bubble")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One evaluated plan. Times in s, memory in bytes (per GPU), fractions in [0, 1]."""
+    plan: object                    # roofline.config.Plan
+    step_time_s: float
+    memory_bytes: float
+    mfu: float
+    hfu: float
+    tokens_per_s: float
+    n_gpus: int
+    micro_batches: int
+    pp_bubble: float
+    slower_than_best: float = 0.0   # (step time - best step time) / best step time, same GPU count
+    run_days: float | None = None   # with tokens=: the whole run
+    gpu_hours: float | None = None
+    cost_usd: float | None = None   # with gpu_hour_price=
+    energy_kwh: float | None = None  # GPU board power x GPU-hours (hardware profile's board_power)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["plan"] = {k: v for k, v in dataclasses.asdict(self.plan).items()}
+        return d
+
+
+@dataclass(frozen=True)
+class Space:
+    """The evaluated plan space of one (model, hardware, GPU count, batch): numpy columns."""
+    model: object
+    hardware: object
+    base: object                    # the Plan giving the fixed fields (dtype, overlaps, ...)
+    n_gpus: int
+    global_batch: int
+    enumerated: int                 # knob combinations before the divisibility masks
+    valid: int                      # passing config.check's rules
+    knobs: dict = field(repr=False)     # name -> int array (recompute/sharding as indices)
+    out: dict = field(repr=False)       # formula output -> float array
+    fits: object = field(repr=False)    # bool array
+
+    @property
+    def n_fit(self) -> int:
+        return int(self.fits.sum())
+
+
+# ----------------------------------------------------------------------------------------------
+# enumeration
+
+def divisors(n: int) -> list[int]:
+    """Positive divisors of n, ascending."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def _int(what: str, v) -> int:
+    if v is None or isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or int(v) != v or v <= 0:
+        raise InputError(f"{what} must be a positive integer, got {v!r}")
+    return int(v)
+
+
+def _choices(what: str, given, allowed, default):
+    if given is None:
+        return list(default)
+    given = [given] if isinstance(given, (str, int, bool)) else list(given)
+    for g in given:
+        if g not in allowed:
+            raise InputError(f"{what} must be among {', '.join(map(str, allowed))}, got {g!r}")
+    return given
+
+
+def _cross(cols: dict, name: str, values) -> dict:
+    """Cartesian product of a table (dict of equal-length arrays) with one more knob."""
+    import numpy as np
+
+    values = np.asarray(values, dtype=np.int64)
+    n = len(next(iter(cols.values()))) if cols else 1
+    out = {k: np.repeat(v, len(values)) for k, v in cols.items()}
+    out[name] = np.tile(values, n)
+    return out
+
+
+def _keep(cols: dict, mask) -> dict:
+    return {k: v[mask] for k, v in cols.items()}
+
+
+def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, cp=None, ep=None,
+                    micro_batch=None, interleave=None, recompute=None, sequence_parallel=None, sharding=None,
+                    gpipe: bool = False) -> tuple[dict, int]:
+    """Every valid plan as numpy columns, and the number of combinations before the masks.
+
+    A knob left as None takes every value that can be valid (divisors of the GPU count, batch,
+    layers, ...); an int or a list pins it. The masks mirror :func:`roofline.config.check`:
+    tp | heads, tp | kv-heads or kv-heads | tp, tp | ffn, pp x interleave | layers, cp | seq-len,
+    ep | dp, ep | experts, micro-batch x dp | global batch, interleave > 1 needs pp > 1 and
+    micro-batches divisible by pp. Sequence parallel with tp = 1 is the same plan as without and is
+    listed once.
+    """
+    import numpy as np
+
+    n_gpus, B = _int("gpus", n_gpus), _int("global batch", global_batch)
+    L, H, K, F, S, E = model.n_layers, model.n_heads, model.kv_heads, model.ffn, model.seq_len, model.n_experts
+    dn = divisors(n_gpus)
+
+    def pick(what, given, default):
+        if given is None:
+            return default
+        vals = [given] if isinstance(given, int) else list(given)
+        for v in vals:
+            _int(what, v)
+        return vals
+
+    tps = pick("tp", tp, [d for d in dn if d <= H])
+    pps = pick("pp", pp, [d for d in dn if d <= L])
+    cps = pick("cp", cp, [d for d in dn if d <= S])
+    eps = pick("ep", ep, divisors(E))
+    mbs = pick("micro-batch", micro_batch, divisors(B))
+    vs = [1] if gpipe else pick("interleave", interleave, divisors(L))
+    rcs = [RECOMPUTE.index(r) for r in _choices("recompute", recompute, RECOMPUTE, RECOMPUTE)]
+    sps = [int(s) for s in _choices("sequence-parallel", sequence_parallel, (False, True, 0, 1), (0, 1))]
+    zs = [SHARDING.index("distributed" if z in ("zero1",) else "zero3" if z == "fsdp" else z)
+          for z in _choices("sharding", sharding, SHARDING + ("zero1", "fsdp"), SHARDING)]
+    enumerated = (len(tps) * len(pps) * len(cps) * len(eps) * len(mbs) * len(vs) * len(rcs) * len(sps) * len(zs))
+
+    # the mesh: tp x pp x cp (x ep), dp = gpus / (tp pp cp)
+    g = np.meshgrid(np.array(tps, dtype=np.int64), np.array(pps, dtype=np.int64), np.array(cps, dtype=np.int64),
+                    np.array(eps, dtype=np.int64), indexing="ij")
+    c = {k: a.ravel() for k, a in zip(("tp", "pp", "cp", "ep"), g)}
+    tpc = c["tp"] * c["pp"] * c["cp"]
+    m = n_gpus % tpc == 0
+    c = _keep(c, m)
+    c["dp"] = n_gpus // (c["tp"] * c["pp"] * c["cp"])
+    t = c["tp"]
+    m = (H % t == 0) & ((K % t == 0) | (t % K == 0)) & (F % t == 0) & (L % c["pp"] == 0) & (S % c["cp"] == 0)
+    m &= (c["dp"] % c["ep"] == 0) & (E % c["ep"] == 0) & (B % c["dp"] == 0)
+    c = _keep(c, m)
+    # micro-batch: micro_batch x dp | global batch
+    c = _cross(c, "micro_batch", mbs)
+    c = _keep(c, B % (c["micro_batch"] * c["dp"]) == 0)
+    # interleaved 1F1B: pp x v | layers; v > 1 needs pp > 1 and micro-batches divisible by pp
+    c = _cross(c, "interleave", vs)
+    n_micro = B // (c["micro_batch"] * c["dp"])
+    v = c["interleave"]
+    m = (L % (c["pp"] * v) == 0) & ((v == 1) | ((c["pp"] > 1) & (n_micro % c["pp"] == 0)))
+    c = _keep(c, m)
+    # switches that never break divisibility
+    c = _cross(c, "sequence_parallel", sps)
+    c = _keep(c, (c["sequence_parallel"] == 0) | (c["tp"] > 1) | (len(sps) == 1))
+    c = _cross(c, "recompute", rcs)
+    c = _cross(c, "sharding", zs)
+    return c, enumerated
+
+
+def plan_of(knobs: dict, i: int, base, global_batch: int, gpipe: bool = False):
+    """The Plan of row i of an enumeration (fixed fields from ``base``)."""
+    from .config import Plan  # noqa: F401
+
+    v = int(knobs["interleave"][i])
+    return dataclasses.replace(
+        base, tp=int(knobs["tp"][i]), pp=int(knobs["pp"][i]), dp=int(knobs["dp"][i]), cp=int(knobs["cp"][i]),
+        ep=int(knobs["ep"][i]), micro_batch=int(knobs["micro_batch"][i]), global_batch=int(global_batch),
+        interleave=v, schedule="gpipe" if gpipe else ("interleaved" if v > 1 else "1f1b"),
+        sequence_parallel=bool(knobs["sequence_parallel"][i]), recompute=RECOMPUTE[int(knobs["recompute"][i])],
+        sharding=SHARDING[int(knobs["sharding"][i])])
+
+
+# ----------------------------------------------------------------------------------------------
+# evaluation
+
+def plan_arrays(knobs: dict, global_batch: int, gpipe: bool = False) -> dict:
+    """The formula inputs of the plan knobs (arrays), as :func:`roofline.predict.plan_inputs` maps one plan."""
+    import numpy as np
+
+    f = lambda a: a.astype(np.float64)
+    z, rc = knobs["sharding"], knobs["recompute"]   # SHARDING index == ZeRO stage
+    return {"tp": f(knobs["tp"]), "pp": f(knobs["pp"]), "dp": f(knobs["dp"]), "cp": f(knobs["cp"]),
+            "ep": f(knobs["ep"]), "micro_batch": f(knobs["micro_batch"]), "global_batch": float(global_batch),
+            "interleave": f(knobs["interleave"]),
+            "seq_par": f((knobs["sequence_parallel"] == 1) & (knobs["tp"] > 1)),
+            "rc_full": f(rc == 2), "rc_sel": f(rc == 1), "gpipe": float(gpipe),
+            "z_os": f(z >= 1), "z_grad": f(z >= 2), "z_param": f(z >= 3)}
+
+
+def evaluate_arrays(x: dict, n: int, outputs=_OUT, chunk: int = CHUNK) -> dict:
+    """``_compiled.evaluate`` over n plans in cache-sized chunks; scalars broadcast."""
+    import numpy as np
+
+    from . import _compiled
+
+    arrays = [k for k, v in x.items() if isinstance(v, np.ndarray) and v.ndim]
+    res = {k: np.empty(n) for k in outputs}
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for s in range(0, n, chunk):
+            xs = dict(x)
+            for k in arrays:
+                xs[k] = x[k][s:s + chunk]
+            r = _compiled.evaluate(xs)
+            e = min(n, s + chunk)
+            for k in outputs:
+                res[k][s:e] = r[k]
+    return res
+
+
+def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, framework: str = "megatron-core",
+                   gpipe: bool = False, **pins) -> Space:
+    """Enumerate and evaluate every valid plan (see :func:`enumerate_plans` for ``pins``)."""
+    import numpy as np
+
+    from .config import Plan, check
+    from .predict import hardware_inputs, model_inputs, plan_inputs
+
+    base = base if base is not None else default_base(framework)
+    check(model, dataclasses.replace(base, tp=1, pp=1, dp=1, cp=1, ep=1, micro_batch=1, global_batch=None,
+                                     interleave=1, schedule="1f1b"))   # model fields and fixed plan fields
+    knobs, enumerated = enumerate_plans(model, n_gpus, global_batch, gpipe=gpipe, **pins)
+    n = len(knobs["tp"])
+    x = {**model_inputs(model), **plan_inputs(Plan(**{k: getattr(base, k) for k in _FIXED})),
+         **hardware_inputs(hw, base.dtype), **plan_arrays(knobs, global_batch, gpipe)}
+    out = evaluate_arrays(x, n) if n else {k: np.empty(0) for k in _OUT}
+    fits = (out["memory"] <= hw.hbm_capacity) & np.isfinite(out["step_time"]) & (out["step_time"] > 0)
+    return Space(model=model, hardware=hw, base=base, n_gpus=int(n_gpus), global_batch=int(global_batch),
+                 enumerated=enumerated, valid=n, knobs=knobs, out=out, fits=fits)
+
+
+_FIXED = ("dtype", "grad_dtype", "overlap_grad_reduce", "overlap_param_gather", "overlap_tp", "overlap_pp",
+          "overlap_cp")
+
+
+def default_base(framework: str = "megatron-core"):
+    """The Plan whose fixed fields (dtype, overlaps) the searched plans share: the framework's defaults."""
+    from .config import Plan, replace
+    from .frameworks import defaults
+
+    fw = {k: v for k, v in defaults(framework)["plan"].items() if k in _FIXED}
+    return replace(Plan(), **fw)
+
+
+def default_model(model, framework: str = "megatron-core"):
+    """The model with the framework's model defaults (attention kernel, dropout), as the CLI applies them."""
+    from .config import replace
+    from .frameworks import defaults
+
+    return replace(model, **defaults(framework)["model"])
+
+
+# ----------------------------------------------------------------------------------------------
+# ranking
+
+def _objective(space: Space, objective: str):
+    import numpy as np
+
+    o = space.out
+    if objective == "time":
+        return o["step_time"]
+    if objective == "cost":      # GPU-seconds per token (== time at a fixed GPU count)
+        return o["step_time"] * space.n_gpus / (space.global_batch * space.model.seq_len)
+    if objective == "mfu":
+        return -o["mfu"]
+    raise InputError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+
+
+def _no_fit_message(space: Space) -> str:
+    import numpy as np
+
+    m, hw = space.model, space.hardware
+    head = f"{m.name} on {space.n_gpus} x {hw.id} (global batch {space.global_batch}, seq {m.seq_len})"
+    if space.valid == 0:
+        return (f"no valid plan for {head}: no tp x pp x dp x cp split of {space.n_gpus} GPUs meets the divisibility "
+                f"rules (heads {m.n_heads}, kv-heads {m.kv_heads}, layers {m.n_layers}, dp | global batch)")
+    mem = np.where(np.isfinite(space.out["memory"]), space.out["memory"], np.inf)
+    i = int(np.argmin(mem))
+    p = plan_of(space.knobs, i, space.base, space.global_batch)
+    return (f"no plan fits in memory for {head}: the smallest of {space.valid} valid plans needs "
+            f"{mem[i] / 2**30:.1f} GiB per GPU (tp={p.tp} pp={p.pp} dp={p.dp} cp={p.cp} recompute {p.recompute}, "
+            f"sharding {p.sharding}) > {hw.hbm_capacity / 2**30:.0f} GiB; use more GPUs or a smaller model")
+
+
+def rank(space: Space, *, objective: str = "time", top: int | None = 20, tokens: float | None = None,
+         gpu_hour_price: float | None = None, gpipe: bool = False) -> list[Candidate]:
+    """The ``top`` fitting plans of a space, best first (ties: less memory first)."""
+    import numpy as np
+
+    if top is not None:
+        top = _int("top", top)
+    _run_args(tokens, gpu_hour_price)
+    if space.n_fit == 0:
+        raise InputError(_no_fit_message(space))
+    key = _objective(space, objective)
+    idx = np.flatnonzero(space.fits)
+    if top is not None and top < len(idx):
+        part = np.argpartition(key[idx], top - 1)[:top]
+        kth = key[idx][part].max()
+        idx = idx[key[idx] <= kth]          # keep ties at the boundary, ordered below
+    order = np.lexsort((space.out["memory"][idx], key[idx]))
+    idx = idx[order][:top]
+    o = space.out
+    best_t = float(o["step_time"][idx[0]])
+    out = []
+    for i in idx:          # only the top-k (a few dozen) become Python objects
+        t = float(o["step_time"][i])
+        out.append(Candidate(
+            plan=plan_of(space.knobs, i, space.base, space.global_batch, gpipe), step_time_s=t,
+            memory_bytes=float(o["memory"][i]), mfu=float(o["mfu"][i]), hfu=float(o["hfu"][i]),
+            tokens_per_s=float(o["tokens_per_s"][i]), n_gpus=space.n_gpus,
+            micro_batches=int(round(float(o["micro_batches"][i]))), pp_bubble=float(o["pp_bubble"][i]),
+            slower_than_best=(t - best_t) / best_t,
+            **run_totals(t, space.n_gpus, space.global_batch * space.model.seq_len, space.hardware, tokens,
+                         gpu_hour_price)))
+    return out
+
+
+def _run_args(tokens, price) -> None:
+    if tokens is not None and (isinstance(tokens, bool) or not tokens > 0 or not math.isfinite(tokens)):
+        raise InputError(f"tokens must be a positive number, got {tokens!r}")
+    if price is not None and (isinstance(price, bool) or not price >= 0 or not math.isfinite(price)):
+        raise InputError(f"gpu-hour-price must be >= 0, got {price!r}")
+
+
+def run_totals(step_time: float, n_gpus: int, tokens_per_step: float, hw, tokens=None, price=None) -> dict:
+    """Days, GPU-hours, cost and energy of a run of ``tokens`` (as :func:`roofline.predict.predict`)."""
+    if tokens is None:
+        return {}
+    seconds = tokens / tokens_per_step * step_time
+    gpu_h = seconds * n_gpus / 3600
+    return {"run_days": seconds / 86400, "gpu_hours": gpu_h,
+            "cost_usd": None if price is None else gpu_h * price,
+            "energy_kwh": None if not hw.board_power else gpu_h * hw.board_power / 1000}
+
+
+def search(model, hw, n_gpus: int, global_batch: int, seq_len: int | None = None, *, objective: str = "time",
+           top: int | None = 20, tokens: float | None = None, gpu_hour_price: float | None = None,
+           framework: str = "megatron-core", base=None, gpipe: bool = False, **pins) -> list[Candidate]:
+    """The best plans (frozen :class:`Candidate`, best first) for ``model`` on ``n_gpus`` x ``hw``.
+
+    ``seq_len`` overrides the model's; ``base`` (a Plan) fixes dtype and overlap fractions
+    (default: the framework's defaults); ``pins`` (tp=8, recompute="full", sharding=["none",
+    "distributed"], ...) restrict knobs. ``tokens`` and ``gpu_hour_price`` add run totals.
+    Raises InputError when nothing is valid or nothing fits.
+    """
+    if seq_len is not None:
+        model = dataclasses.replace(model, seq_len=_int("seq-len", seq_len))
+    space = evaluate_space(model, hw, n_gpus, global_batch, base=base, framework=framework, gpipe=gpipe, **pins)
+    return rank(space, objective=objective, top=top, tokens=tokens, gpu_hour_price=gpu_hour_price, gpipe=gpipe)
+
+
+def gpu_range(text: str) -> list[int]:
+    """``"1024"`` -> [1024]; ``"256..4096"`` -> the powers of two from 256 to 4096 (ends included)."""
+    text = str(text).strip()
+    try:
+        if ".." in text:
+            lo, hi = (int(float(t)) for t in text.split("..", 1))
+        else:
+            lo = hi = int(float(text))
+    except ValueError:
+        raise InputError(f"--gpus expects N or LO..HI (e.g. 1024 or 256..4096), got {text!r}") from None
+    if lo <= 0 or hi < lo:
+        raise InputError(f"--gpus range must be positive and LO <= HI, got {text!r}")
+    out = [lo] + [1 << k for k in range(lo.bit_length(), hi.bit_length()) if lo < (1 << k) < hi]
+    return sorted(set(out + [hi]))
+
+
+def sweep(model, hw, gpu_counts, global_batch: int, *, objective: str = "time", tokens=None,
+          gpu_hour_price=None, framework="megatron-core", base=None, **pins) -> list[Candidate]:
+    """The best plan for each GPU count (counts where nothing is valid or fits are skipped)."""
+    best = []
+    errors = []
+    for n in gpu_counts:
+        try:
+            best += search(model, hw, n, global_batch, objective=objective, top=1, tokens=tokens,
+                           gpu_hour_price=gpu_hour_price, framework=framework, base=base, **pins)
+        except InputError as exc:
+            errors.append(str(exc))
+    if not best:
+        raise InputError(errors[0] if len(errors) == 1 else f"no GPU count has a plan that fits; first: {errors[0]}")
+    return best
+
+
+def pareto(cands: list[Candidate]) -> list[Candidate]:
+    """The time/cost Pareto front (cost = GPU-seconds per step), fastest first."""
+    pts = sorted(cands, key=lambda c: (c.step_time_s, c.step_time_s * c.n_gpus))
+    front, best_cost = [], math.inf
+    for c in pts:
+        cost = c.step_time_s * c.n_gpus
+        if cost < best_cost:
+            front.append(c)
+            best_cost = cost
+    return front
+
+
+# ----------------------------------------------------------------------------------------------
+# CLI
+
+def _plan_text(p) -> str:
+    s = f"tp={p.tp} pp={p.pp} dp={p.dp} cp={p.cp}" + (f" ep={p.ep}" if p.ep > 1 else "")
+    s += f" mb={p.micro_batch}" + (f" v={p.interleave}" if p.interleave > 1 else "")
+    s += f" SP={'on' if p.sequence_parallel and p.tp > 1 else 'off'} rc={p.recompute} {p.sharding}"
+    return s
+
+
+def _fmt_t(s: float) -> str:
+    return f"{s:.3f} s" if s >= 1 else f"{s * 1e3:.1f} ms"
+
+
+def table(cands: list[Candidate], *, sweep_mode: bool = False) -> str:
+    run = cands[0].run_days is not None
+    hdr = f"{'#':>3}  {'plan':<58}{'step':>10}{'mem/GPU':>10}{'MFU':>7}{'gap':>8}"
+    if sweep_mode:
+        hdr = f"{'GPUs':>6}  {'plan':<58}{'step':>10}{'mem/GPU':>10}{'MFU':>7}{'GPU-s/step':>12}"
+    if run:
+        hdr += f"{'days':>8}{'GPU-h':>11}" + (f"{'cost $':>12}" if cands[0].cost_usd is not None else "") \
+            + (f"{'MWh':>9}" if cands[0].energy_kwh is not None else "")
+    lines = [hdr]
+    for i, c in enumerate(cands):
+        first = f"{c.n_gpus:>6}" if sweep_mode else f"{i + 1:>3}"
+        last = f"{c.step_time_s * c.n_gpus:12.1f}" if sweep_mode else (
+            f"{'best':>8}" if i == 0 else f"{100 * c.slower_than_best:+7.2f}%")
+        row = (f"{first}  {_plan_text(c.plan):<58}{_fmt_t(c.step_time_s):>10}"
+               f"{c.memory_bytes / 2**30:8.1f}Gi{100 * c.mfu:6.1f}%{last}")
+        if run:
+            row += f"{c.run_days:8.1f}{c.gpu_hours:11.4g}" + (f"{c.cost_usd:12.4g}" if c.cost_usd is not None else "") \
+                + (f"{c.energy_kwh / 1e3:9.4g}" if c.energy_kwh is not None else "")
+        lines.append(row)
+    return "\n".join(lines)
+
+
+def write_csv(path: str, cands: list[Candidate]) -> None:
+    import csv
+
+    plan_cols = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "global_batch", "interleave", "schedule",
+                 "sequence_parallel", "recompute", "sharding", "dtype")
+    cols = ("n_gpus", "step_time_s", "memory_bytes", "mfu", "hfu", "tokens_per_s", "micro_batches", "pp_bubble",
+            "slower_than_best", "run_days", "gpu_hours", "cost_usd", "energy_kwh")
+    try:
+        with open(path, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(plan_cols + cols)
+            for c in cands:
+                w.writerow([getattr(c.plan, k) for k in plan_cols] + ["" if getattr(c, k) is None else getattr(c, k)
+                                                                     for k in cols])
+    except OSError as exc:
+        raise InputError(f"cannot write --csv {path}: {exc.strerror}") from None
+
+
+def plot_pareto(path: str, points: list[Candidate], front: list[Candidate], title: str) -> None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise InputError("--plot needs matplotlib (pip install matplotlib)") from None
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.scatter([c.step_time_s for c in points], [c.step_time_s * c.n_gpus / 3600 for c in points], c="grey")
+    for c in points:
+        ax.annotate(str(c.n_gpus), (c.step_time_s, c.step_time_s * c.n_gpus / 3600), fontsize=7)
+    ax.plot([c.step_time_s for c in front], [c.step_time_s * c.n_gpus / 3600 for c in front], "o-", c="C0",
+            label="Pareto front")
+    ax.set_xscale("log")
+    ax.set_xlabel("step time [s]")
+    ax.set_ylabel("GPU-hours per step")
+    ax.set_title(title, fontsize=9)
+    ax.legend()
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=120)
+    except OSError as exc:
+        raise InputError(f"cannot write --plot {path}: {exc.strerror}") from None
+
+
+def _pins(args) -> dict:
+    pins = {k: getattr(args, k) for k in ("tp", "pp", "cp", "ep", "micro_batch", "interleave", "recompute",
+                                          "sequence_parallel") if getattr(args, k, None) is not None}
+    if args.dp is not None:
+        raise InputError("search derives dp from --gpus / (tp x pp x cp); pin tp, pp or cp instead of --dp")
+    if args.zero is not None:
+        pins["sharding"] = {0: "none", 1: "distributed", 2: "zero2", 3: "zero3"}[args.zero]
+    elif args.sharding is not None:
+        pins["sharding"] = args.sharding
+    return pins
+
+
+def cmd_search(args) -> int:
+    import json
+
+    from .cli import build
+
+    if args.global_batch is None:
+        raise InputError("search needs --global-batch (sequences per optimizer step)")
+    if args.model is None:
+        raise InputError("search needs --model (a preset id or YAML path)")
+    counts = gpu_range(args.gpus)
+    model, plan, hw = build(args)
+    base = dataclasses.replace(plan, tp=1, pp=1, dp=1, cp=1)
+    pins = _pins(args)
+    gpipe = args.schedule == "gpipe"
+    kw = dict(objective=args.objective, tokens=args.tokens, gpu_hour_price=args.gpu_hour_price, gpipe=gpipe)
+    if len(counts) == 1:
+        space = evaluate_space(model, hw, counts[0], args.global_batch, base=base, gpipe=gpipe, **pins)
+        cands = rank(space, top=args.top, **kw)
+        if args.csv:
+            write_csv(args.csv, cands)
+        if args.json:
+            print(json.dumps({"model": model.name, "hardware": hw.id, "n_gpus": counts[0],
+                              "global_batch": args.global_batch, "seq_len": model.seq_len, "objective": args.objective,
+                              "enumerated": space.enumerated, "valid": space.valid, "fit": space.n_fit,
+                              "plans": [c.to_dict() for c in cands]}, indent=1))
+            return 0
+        print(f"search: {model.name} on {counts[0]} x {hw.id} ({hw.kind}), global batch {args.global_batch} x seq "
+              f"{model.seq_len}, objective {args.objective}")
+        print(f"  {space.enumerated} knob combinations, {space.valid} valid, {space.n_fit} fit in "
+              f"{hw.hbm_capacity / 2**30:.0f} GiB; top {len(cands)} (gap = % slower than best):")
+        print(table(cands))
+        return 0
+    pts = sweep(model, hw, counts, args.global_batch, base=base, **{**kw, **pins})
+    front = pareto(pts)
+    if args.csv:
+        write_csv(args.csv, pts)
+    if args.plot:
+        plot_pareto(args.plot, pts, front, f"{model.name} on {hw.id}, global batch {args.global_batch}")
+    if args.json:
+        print(json.dumps({"model": model.name, "hardware": hw.id, "gpus": counts, "objective": args.objective,
+                          "best_per_gpu_count": [c.to_dict() for c in pts],
+                          "pareto_front_gpus": [c.n_gpus for c in front]}, indent=1))
+        return 0
+    print(f"search: {model.name} on {hw.id}, GPUs {counts[0]}..{counts[-1]}, global batch {args.global_batch} x seq "
+          f"{model.seq_len}; best plan per GPU count (cost = GPU-seconds per step):")
+    print(table(pts, sweep_mode=True))
+    print(f"time/cost Pareto front: {', '.join(str(c.n_gpus) for c in front)} GPUs")
+    return 0
+
+
+def register(subparsers) -> None:
+    from .cli import add_model_plan_flags, flag
+
+    p = subparsers.add_parser("search", help="find the fastest valid parallel plan (or a sweep's Pareto front)",
+                              description="Enumerate every valid plan (tp, pp, dp, cp, ep, micro-batch, interleave, "
+                                          "recompute, sequence parallel, sharding), evaluate them vectorized and rank "
+                                          "those that fit in memory. Plan flags (--tp 8, --recompute full, ...) pin "
+                                          "a knob; dtype, overlaps and attention kernel come from --framework.")
+    add_model_plan_flags(p)
+    g = p.add_argument_group("search")
+    flag(g, "gpus", required=True, help="GPU count, or LO..HI to sweep the powers of two between (Pareto front)")
+    flag(g, "objective", choices=OBJECTIVES, default="time", help="rank by step time, cost (GPU-s/token) or MFU")
+    flag(g, "top", type=int, default=20, help="how many plans to print (default 20)")
+    flag(g, "tokens", type=float, help="training tokens of the run: adds days, GPU-hours, cost, energy")
+    flag(g, "gpu-hour-price", dest="gpu_hour_price", type=float, help="USD per GPU-hour (cost column)")
+    flag(g, "json", action="store_true", help="print one JSON object")
+    flag(g, "csv", metavar="FILE", help="write the listed plans as CSV")
+    flag(g, "plot", metavar="PNG", help="with a GPU range: draw the time/cost Pareto front (matplotlib)")
+    p.set_defaults(func=cmd_search)
+
+    from . import planning
+    planning.register(subparsers)

@@ -1,0 +1,419 @@
+"""Validate predictions against published, measured step times (``python -m roofline validate FILE.csv``).
+
+Reads any CSV with the columns of ``shared/validation/README.md`` (published.csv, vtrain_measured.csv),
+builds (Model, Plan, Hardware) for every row from the row's own fields with the documented defaults
+below, evaluates all rows at once through the compiled formulas, and reports signed errors
+(predicted / measured - 1) with MAPE, median and max absolute error per tier, GPU, layout and micro-batch.
+
+Defaults, chosen from a row's fields and source text only (never from its case_id); see docs/validation.md:
+
+- framework: ``optimizer_sharding=fsdp`` -> ``fsdp``; ``distributed`` or a source naming Megatron-Core ->
+  ``megatron-core``; a source or notes naming DeepSpeed -> ``megatron-deepspeed``; otherwise (Narayanan 2021,
+  Korthikanti 2022) -> ``megatron-lm-2021``. Stated columns (seq_parallel, recompute, optimizer_sharding)
+  override the framework's defaults.
+- Megatron-Core rows whose notes state ``--tp-comm-overlap``: overlap_tp = (tp-1)/tp (the ring-exchange
+  overlap splits each TP collective into tp steps; the first step has no GEMM chunk to hide behind).
+  Megatron-Core overlaps pipeline send/recv in the interleaved schedule (on by default): overlap_pp = 1
+  when v > 1.
+- micro_batch blank -> 1 (the Megatron default and the micro-batch of its GPT-3 175B example script).
+- interleave blank -> 1 when pp = 1 or the framework has no interleaved schedule (DeepSpeed); otherwise
+  (Megatron rows, whose sources used interleaved 1F1B) the smallest v >= 2 with layers % (pp v) == 0
+  and micro-batches % pp == 0, or 1 when no such v exists.
+- cp blank -> 1; recompute blank -> none; n_kv_heads blank -> MHA; ffn_hidden blank -> 4h (gelu).
+- exactly one of tp/pp/dp blank -> n_gpus / (the other two); more than one blank -> skipped (no plan search).
+- gpu_id -> the hardware profile of that id; gpus_per_node and net_gbps_per_gpu override it when given.
+- measured time = measured_iter_time_s, else derived_iter_time_s (the source's own FLOP formula).
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from dataclasses import dataclass
+from dataclasses import replace as dc_replace
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError
+
+REQUIRED = ("case_id", "n_layers", "d_model", "n_heads", "vocab", "seq_len", "global_batch", "tp", "pp", "dp",
+            "gpu_id", "measured_iter_time_s")
+INTS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "seq_len", "global_batch",
+        "micro_batch", "tp", "pp", "dp", "cp", "interleave", "n_gpus", "gpus_per_node")
+FLOATS = ("net_gbps_per_gpu", "measured_iter_time_s", "derived_iter_time_s")
+BY = ("tier", "gpu", "layout", "micro_batch", "nodes")
+
+
+class Skip(Exception):
+    """A row that cannot be predicted: contradictory or unsupported fields (the message says which)."""
+
+
+@dataclass(frozen=True)
+class Case:
+    row: dict
+    model: object
+    plan: object
+    hw: object
+    framework: str
+    measured: float
+
+    @property
+    def single_node(self) -> bool:
+        return self.plan.n_gpus <= self.hw.gpus_per_node
+
+
+# ---- reading -------------------------------------------------------------------------------------
+def read(path) -> list[dict]:
+    """Rows of a validation CSV, numbers parsed (blank -> None); InputError on a malformed file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}") from None
+    reader = csv.DictReader(text.splitlines())
+    if not reader.fieldnames:
+        raise InputError(f"{path}: empty file (expected a header with {', '.join(REQUIRED)})")
+    missing = [c for c in REQUIRED if c not in reader.fieldnames]
+    if missing:
+        raise InputError(f"{path}: missing required column(s) {', '.join(missing)}")
+    rows = []
+    for line, raw in enumerate(reader, start=2):
+        if None in raw:
+            raise InputError(f"{path} line {line}: more fields than the header has columns")
+        row = {k: (v or "").strip() for k, v in raw.items()}
+        for col in INTS + FLOATS:
+            v = row.get(col, "")
+            if v == "":
+                row[col] = None
+                continue
+            try:
+                x = float(v)
+            except ValueError:
+                raise InputError(f"{path} line {line}: column {col} must be a number, got {v!r}") from None
+            if not math.isfinite(x):
+                raise InputError(f"{path} line {line}: column {col} must be finite, got {v!r}")
+            if col in INTS and x != int(x):
+                raise InputError(f"{path} line {line}: column {col} must be an integer, got {v!r}")
+            row[col] = int(x) if col in INTS else x
+        rows.append(row)
+    if not rows:
+        raise InputError(f"{path}: no data rows")
+    return rows
+
+
+# ---- one row -> (Model, Plan, Hardware) ----------------------------------------------------------
+def framework_for(row: dict) -> str:
+    text = f"{row.get('source', '')} {row.get('notes', '')}".lower()
+    sharding = row.get("optimizer_sharding", "")
+    if sharding == "fsdp":
+        return "fsdp"
+    if sharding == "distributed" or "megatron-core" in text:
+        return "megatron-core"
+    if "deepspeed" in text:
+        return "megatron-deepspeed"
+    return "megatron-lm-2021"
+
+
+def default_interleave(layers: int, pp: int, micro_batches: int, framework: str) -> int:
+    """Smallest v >= 2 that the interleaved schedule accepts, 1 without PP or interleaving."""
+    if pp == 1 or framework not in ("megatron-lm-2021", "megatron-core"):
+        return 1
+    for v in range(2, layers // pp + 1):
+        if layers % (pp * v) == 0 and micro_batches % pp == 0:
+            return v
+    return 1
+
+
+def _plan_sizes(row: dict) -> tuple[int, int, int, int]:
+    tp, pp, dp, cp, n = row["tp"], row["pp"], row["dp"], row.get("cp") or 1, row.get("n_gpus")
+    blank = [k for k, v in (("tp", tp), ("pp", pp), ("dp", dp)) if v is None]
+    if len(blank) > 1 or (blank and n is None):
+        raise Skip(f"{'/'.join(blank)} not stated (incomplete plan; no plan search)")
+    if blank:
+        known = math.prod(v for v in (tp, pp, dp) if v is not None) * cp
+        if n % known:
+            raise Skip(f"n_gpus ({n}) not divisible by the stated parallel sizes ({known})")
+        tp, pp, dp = (v if v is not None else n // known for v in (tp, pp, dp))
+    if n is not None and n != tp * pp * dp * cp:
+        raise Skip(f"n_gpus ({n}) != tp*pp*dp*cp ({tp}*{pp}*{dp}*{cp} = {tp * pp * dp * cp})")
+    return tp, pp, dp, cp
+
+
+def build_case(row: dict) -> Case:
+    """(Model, Plan, Hardware) of one row; raises Skip with the reason when it cannot be predicted."""
+    from . import hardware
+    from .config import Model, Plan, check, replace
+    from .frameworks import defaults
+
+    measured = row.get("measured_iter_time_s") or row.get("derived_iter_time_s")
+    if not measured or measured <= 0:
+        raise Skip("no measured or derived iteration time")
+    if row["global_batch"] is None:
+        raise Skip("global_batch not stated")
+    for col in ("n_layers", "d_model", "n_heads", "vocab", "seq_len"):
+        if row[col] is None:
+            raise Skip(f"{col} not stated")
+    fw_name = framework_for(row)
+    fw = defaults(fw_name)
+    tp, pp, dp, cp = _plan_sizes(row)
+    mb = row.get("micro_batch") or 1
+    mlp = row.get("mlp") or "gelu"
+    if mlp not in ("gelu", "swiglu", "squared_relu"):
+        raise Skip(f"unsupported mlp {mlp!r}")
+    model = Model(name=row.get("model") or row["case_id"], n_layers=row["n_layers"], d_model=row["d_model"],
+                  n_heads=row["n_heads"], n_kv_heads=row.get("n_kv_heads"), ffn_hidden=row.get("ffn_hidden"),
+                  mlp=mlp, vocab=row["vocab"], seq_len=row["seq_len"])
+    model = replace(model, **fw["model"])
+
+    plan = replace(Plan(), **fw["plan"])
+    sp = {"y": True, "n": False}.get(row.get("seq_parallel", "").lower())
+    if sp is None:
+        sp = plan.sequence_parallel
+    recompute = row.get("recompute") or "none"
+    sharding = row.get("optimizer_sharding") or plan.sharding
+    m = row["global_batch"] / (mb * dp)
+    v = row.get("interleave")
+    if v is None:
+        v = default_interleave(model.n_layers, pp, int(m) if m == int(m) else 0, fw_name)
+    overlap = {}
+    if fw_name == "megatron-core":
+        if "tp-comm-overlap" in row.get("notes", "").lower():
+            overlap["overlap_tp"] = (tp - 1) / tp
+        if v > 1:
+            overlap["overlap_pp"] = 1.0
+    try:
+        plan = dc_replace(plan, tp=tp, pp=pp, dp=dp, cp=cp, micro_batch=mb, global_batch=row["global_batch"],
+                          interleave=v, schedule="interleaved" if v > 1 else "1f1b",
+                          sequence_parallel=sp and tp > 1, recompute=recompute, sharding=sharding, **overlap)
+        check(model, plan)
+        hw = hardware.load(row["gpu_id"])
+    except InputError as exc:
+        raise Skip(str(exc)) from None
+    if row.get("gpus_per_node") and row["gpus_per_node"] != hw.gpus_per_node:
+        hw = dc_replace(hw, gpus_per_node=row["gpus_per_node"])
+    if row.get("net_gbps_per_gpu"):
+        hw = hw.with_network(row["net_gbps_per_gpu"])
+    return Case(row, model, plan, hw, fw_name, float(measured))
+
+
+# ---- evaluation ----------------------------------------------------------------------------------
+def evaluate_cases(cases: list[Case]) -> dict:
+    """All formula outputs for all cases in one vectorized call (arrays indexed like ``cases``)."""
+    from .predict import evaluate, inputs
+
+    xs = [inputs(c.model, c.plan, c.hw) for c in cases]
+    if not xs:
+        return {}
+    stacked = {k: np.array([x[k] for x in xs], dtype=float) for k in xs[0]}
+    return {k: np.broadcast_to(v, (len(cases),)) for k, v in evaluate(stacked).items()}
+
+
+def stats(errors) -> dict:
+    e = np.asarray(errors, dtype=float)
+    if not len(e):
+        return {"n": 0}
+    a = np.abs(e)
+    return {"n": int(len(e)), "mape": float(a.mean()), "median_abs_error": float(np.median(a)),
+            "max_abs_error": float(a.max()), "mean_error": float(e.mean())}
+
+
+def group_key(case: Case, by: str) -> str:
+    p = case.plan
+    return {"tier": lambda: case.row.get("tier") or "?",
+            "gpu": lambda: case.row["gpu_id"],
+            "layout": lambda: f"tp{p.tp}-pp{p.pp}-dp{p.dp}" + (f"-cp{p.cp}" if p.cp > 1 else ""),
+            "micro_batch": lambda: str(p.micro_batch),
+            "nodes": lambda: "single-node" if case.single_node else "multi-node"}[by]()
+
+
+def validate(rows: list[dict], tiers=None) -> dict:
+    """Predict every row; the result dict is what ``--json`` prints (errors are fractions, not %)."""
+    cases, skipped = [], []
+    for row in rows:
+        if tiers and (row.get("tier") or "") not in tiers:
+            continue
+        try:
+            cases.append(build_case(row))
+        except Skip as exc:
+            skipped.append({"case_id": row["case_id"], "reason": str(exc)})
+    out = evaluate_cases(cases)
+    pred = out.get("step_time", np.zeros(0))
+    err = pred / np.array([c.measured for c in cases]) - 1 if cases else np.zeros(0)
+    result = {"cases": [], **{k: stats(err).get(k) for k in ("mape", "median_abs_error", "max_abs_error")}}
+    for i, c in enumerate(cases):
+        p = c.plan
+        result["cases"].append({
+            "case_id": c.row["case_id"], "measured_s": c.measured, "predicted_s": float(pred[i]),
+            "error": float(err[i]), "gpu_id": c.row["gpu_id"], "tier": c.row.get("tier") or "",
+            "framework": c.framework, "single_node": c.single_node,
+            "plan": {"tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "v": p.interleave, "mb": p.micro_batch,
+                     "gb": p.batch, "sp": p.sequence_parallel, "recompute": p.recompute, "sharding": p.sharding},
+            "breakdown_s": {k[2:]: float(out[k][i]) for k in out if k.startswith("t_") and k != "t_microbatch_stage"},
+        })
+    for by in BY:
+        groups: dict[str, list] = {}
+        for i, c in enumerate(cases):
+            groups.setdefault(group_key(c, by), []).append(err[i])
+        result[f"by_{by}"] = {k: stats(v) for k, v in sorted(groups.items(), key=lambda kv: _natural(kv[0]))}
+    result["skipped"] = skipped
+    return result
+
+
+def _natural(s: str):
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s)]
+
+
+# ---- Korthikanti et al. 2022, Table 4: one layer of the 22B model at TP=8 ------------------------
+# forward / backward ms measured on a DGX A100 node (arXiv:2205.05198 Table 4)
+TABLE4 = {"baseline": (7.7, 11.9), "sequence parallel": (7.2, 11.8), "full recompute": (7.7, 19.5),
+          "selective recompute": (7.7, 13.2), "selective + sequence parallel": (7.2, 13.1)}
+TABLE4_PLANS = {"baseline": (False, "none"), "sequence parallel": (True, "none"), "full recompute": (False, "full"),
+                "selective recompute": (False, "selective"), "selective + sequence parallel": (True, "selective")}
+
+
+def korthikanti_table4(gpu: str = "a100-sxm4-80gb") -> list[dict]:
+    """Per-layer forward/backward time of the 22B GPT (h 6144, 64 heads, s 2048, micro-batch 4, TP 8).
+
+    Assumptions: the Table 3/5 setting of the 22B model (micro-batch 4, one DGX A100 node, fp16,
+    Megatron-LM 2021 kernels: unfused attention, dropout); one layer = the difference between a 2-layer
+    and a 1-layer model with pp = dp = 1 and one micro-batch, so embedding, LM head and optimizer cancel.
+    Forward = layer forward + forward TP communication; backward = layer backward + recompute + the
+    backward (and recompute-forward) TP communication, as the paper times them.
+    """
+    from . import hardware
+    from .config import Model, Plan, replace
+    from .frameworks import defaults
+    from .predict import evaluate, inputs
+
+    fw = defaults("megatron-lm-2021")
+    hw = hardware.load(gpu)
+    rows = []
+    for name, (sp, rc) in TABLE4_PLANS.items():
+        plan = replace(Plan(), **fw["plan"])
+        plan = dc_replace(plan, tp=8, micro_batch=4, global_batch=4, sequence_parallel=sp, recompute=rc)
+        r = []
+        for layers in (1, 2):
+            model = replace(Model(n_layers=layers, d_model=6144, n_heads=64, vocab=51200, seq_len=2048), **fw["model"])
+            r.append({k: float(v) for k, v in evaluate(inputs(model, plan, hw)).items()})
+        d = {k: r[1][k] - r[0][k] for k in r[0]}
+        n_tp = 2 + (rc == "full")                 # TP collectives: forward, backward, recomputed forward
+        fwd = d["t_forward"] + d["t_tp_comm"] / n_tp
+        bwd = d["t_backward"] + d["t_recompute"] + d["t_tp_comm"] * (n_tp - 1) / n_tp
+        mf, mb = TABLE4[name]
+        rows.append({"config": name, "measured_fwd_ms": mf, "measured_bwd_ms": mb, "measured_total_ms": mf + mb,
+                     "predicted_fwd_ms": 1e3 * fwd, "predicted_bwd_ms": 1e3 * bwd,
+                     "predicted_total_ms": 1e3 * (fwd + bwd),
+                     "tp_comm_ms": 1e3 * d["t_tp_comm"], "recompute_ms": 1e3 * d["t_recompute"],
+                     "error": (fwd + bwd) / ((mf + mb) / 1e3) - 1})
+    return rows
+
+
+def render_table4(rows: list[dict]) -> str:
+    lines = ["Korthikanti et al. 2022 Table 4: one layer of the 22B model, TP=8, micro-batch 4 (ms)",
+             f"{'config':<31}{'fwd meas':>9}{'pred':>8}{'bwd meas':>10}{'pred':>8}{'total meas':>12}{'pred':>8}{'err %':>8}"]
+    for r in rows:
+        lines.append(f"{r['config']:<31}{r['measured_fwd_ms']:9.1f}{r['predicted_fwd_ms']:8.1f}"
+                     f"{r['measured_bwd_ms']:10.1f}{r['predicted_bwd_ms']:8.1f}{r['measured_total_ms']:12.1f}"
+                     f"{r['predicted_total_ms']:8.1f}{100 * r['error']:+8.1f}")
+    return "\n".join(lines)
+
+
+# ---- output --------------------------------------------------------------------------------------
+def _fmt_s(s: float) -> str:
+    return f"{s:.3f}" if s >= 1 else f"{s:.4f}"
+
+
+def _summary_line(name: str, s: dict) -> str:
+    if not s.get("n"):
+        return f"  {name:<24} n=0"
+    return (f"  {name:<24} n={s['n']:<5} MAPE {100 * s['mape']:5.1f} %  median {100 * s['median_abs_error']:5.1f} %"
+            f"  max {100 * s['max_abs_error']:5.1f} %  mean signed {100 * s['mean_error']:+6.1f} %")
+
+
+def render(result: dict, by=("tier", "gpu", "nodes"), table: bool = True) -> str:
+    lines = []
+    if table:
+        lines.append(f"{'case':<36}{'gpu_id':<16}{'tp/pp/dp/cp/v/mb':<20}{'measured s':>11}{'predicted s':>12}{'error %':>9}")
+        for c in result["cases"]:
+            p = c["plan"]
+            plan = f"{p['tp']}/{p['pp']}/{p['dp']}/{p['cp']}/{p['v']}/{p['mb']}"
+            lines.append(f"{c['case_id']:<36}{c['gpu_id']:<16}{plan:<20}{_fmt_s(c['measured_s']):>11}"
+                         f"{_fmt_s(c['predicted_s']):>12}{100 * c['error']:+9.1f}")
+        lines.append("")
+    n = len(result["cases"])
+    lines.append(_summary_line("all", {"n": n, **{k: result[k] for k in ("mape", "median_abs_error", "max_abs_error")},
+                                       "mean_error": float(np.mean([c["error"] for c in result["cases"]])) if n else 0}))
+    for b in by:
+        lines.append(f" by {b}:")
+        lines += [_summary_line(k, s) for k, s in result[f"by_{b}"].items()]
+    if result["skipped"]:
+        lines.append(f" skipped {len(result['skipped'])}:")
+        lines += [f"  {s['case_id']}: {s['reason']}" for s in result["skipped"]]
+    return "\n".join(lines)
+
+
+def plot(result: dict, path: str) -> None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise InputError("--plot needs matplotlib (pip install 'roofline[plot]')") from None
+    fig, ax = plt.subplots(figsize=(6, 6))
+    markers = "osD^vP*X"
+    gpus = sorted({c["gpu_id"] for c in result["cases"]})
+    for i, g in enumerate(gpus):
+        cs = [c for c in result["cases"] if c["gpu_id"] == g]
+        ax.scatter([c["measured_s"] for c in cs], [c["predicted_s"] for c in cs], marker=markers[i % len(markers)],
+                   s=18, alpha=0.7, label=f"{g} ({len(cs)})")
+    vals = [v for c in result["cases"] for v in (c["measured_s"], c["predicted_s"])] or [1e-2, 1e2]
+    lo, hi = min(vals) / 1.5, max(vals) * 1.5
+    xs = np.array([lo, hi])
+    ax.plot(xs, xs, "k-", lw=1, label="y = x")
+    for f in (0.9, 1.1):
+        ax.plot(xs, f * xs, "k--", lw=0.7)
+    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel="measured step time (s)",
+           ylabel="predicted step time (s)", title=f"roofline vs measured, MAPE {100 * (result['mape'] or 0):.1f} %")
+    ax.legend(loc="upper left", fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def cmd_validate(args) -> int:
+    if args.korthikanti_table4:
+        rows = korthikanti_table4()
+        print(json.dumps(rows, indent=1) if args.json else render_table4(rows))
+        if not args.file:
+            return 0
+    if not args.file:
+        raise InputError("validate needs a CSV file (or --korthikanti-table4)")
+    tiers = {t.strip().upper() for t in args.tier.split(",")} if args.tier else None
+    by = [b.strip() for b in args.by.split(",")] if args.by else ["tier", "gpu", "nodes"]
+    bad = [b for b in by if b not in BY]
+    if bad:
+        raise InputError(f"--by takes {', '.join(BY)}, got {', '.join(bad)}")
+    result = validate(read(args.file), tiers)
+    if args.plot:
+        plot(result, args.plot)
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        print(render(result, by, table=not args.summary))
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("validate", help="compare predictions with published measured step times (CSV)")
+    p.add_argument("file", nargs="?", help="CSV with the columns of shared/validation/README.md")
+    p.add_argument("--json", action="store_true", help="print one JSON object (errors as fractions)")
+    p.add_argument("--plot", metavar="PNG", help="predicted vs measured, log-log, one marker per gpu_id")
+    p.add_argument("--tier", help="only these tiers, e.g. A,B")
+    p.add_argument("--by", help=f"summary breakdowns, comma-separated from {', '.join(BY)} (default tier,gpu,nodes)")
+    p.add_argument("--summary", action="store_true", help="summary lines only, no per-case table")
+    p.add_argument("--korthikanti-table4", "--korthikanti_table4", dest="korthikanti_table4", action="store_true",
+                   help="per-layer forward/backward of the 22B model at TP=8 vs Korthikanti et al. 2022 Table 4")
+    p.set_defaults(func=cmd_validate)

@@ -1,0 +1,56 @@
+"""CPU end-to-end: a quick compute calibration and a 2-process gloo collective calibration."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CLASSES = ("gemm", "attn", "softmax", "norm", "elem", "embed", "ce", "optim")
+
+
+def _env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def test_compute_cpu_quick(tmp_path):
+    pytest.importorskip("torch")
+    from roofline.cli import main
+    out = tmp_path / "cpu"
+    assert main(["calibrate", "compute", "--device", "cpu", "--dtype", "fp32", "--quick", "--out", str(out)]) == 0
+    doc = yaml.safe_load((tmp_path / "cpu.yaml").read_text())
+    eff = doc["efficiency"]
+    from roofline.units import parse
+    for cls in CLASSES:
+        assert cls in eff, cls
+        for d, e in eff[cls].items():
+            assert 0 < e["eta"] <= 1 and 0 < e["mu"] <= 1 and parse(e["t0"], "s", "t0") >= 0
+    assert (tmp_path / "cpu.samples.csv").read_text().count("\n") > 30
+    from roofline.hardware import load
+    assert load(str(tmp_path / "cpu.yaml")).kind == "calibrated"
+
+
+def test_comm_gloo_two_ranks(tmp_path):
+    pytest.importorskip("torch")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", "29517",
+           "-m", "roofline", "calibrate", "comm", "--out", "comm", "--max-size", "64KiB", "--repeats", "3"]
+    r = subprocess.run(cmd, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = yaml.safe_load((tmp_path / "comm.yaml").read_text())
+    from roofline.units import parse
+    intra = doc["collectives"]["intra"]
+    assert {"ar", "ag", "p2p"} <= set(intra)
+    for e in intra.values():
+        assert parse(e["busbw"], "B/s", "busbw") > 0
+
+
+def test_out_paths(tmp_path):
+    from roofline.calibrate.cli import out_paths
+    y, c, pid = out_paths(str(tmp_path / "prof") + "/")
+    assert y.name == "prof.yaml" and c.name == "prof.samples.csv" and pid == "prof"
+    y, c, pid = out_paths(str(tmp_path / "x.yaml"))
+    assert y.name == "x.yaml" and pid == "x"

@@ -1,0 +1,122 @@
+"""Importers: estimate-train-time defects are detected; malformed input raises InputError; nccl-tests
+tables round-trip algbw/busbw."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from roofline.calibrate import importers as I
+from roofline.calibrate import profile as P
+from roofline.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+BUNDLED = ROOT / "roofline" / "data" / "estimate-train-time"
+VTRAIN = ROOT / "roofline" / "data" / "vtrain-nccl"
+
+
+def _ett():
+    d = SHARED / "estimate-train-time"
+    if not d.is_dir():
+        pytest.skip("../shared/data is absent (only CI and the project checkout have it)")
+    return d
+
+
+@pytest.fixture(scope="module")
+def perlmutter():
+    return I.import_estimate_train_time(_ett(), "perlmutter")
+
+
+@pytest.fixture(scope="module")
+def vista():
+    return I.import_estimate_train_time(_ett(), "vista")
+
+
+def _has(defects, *words):
+    return any(all(w in str(d) for w in words) for d in defects)
+
+
+def test_perlmutter_defects(perlmutter):
+    d = perlmutter.defects
+    assert _has(d, "inter-node", "slow transport", "not representative of a line-rate IB fabric")
+    assert _has(d, "linear2", "only in [1]")
+    assert _has(d, "middleStage_optimizer", "only in [1, 2]") and _has(d, "lastStage_optimizer", "only in [1, 2]")
+    assert _has(d, "micro-batch 1 outside")
+
+
+def test_vista_defects(vista):
+    d = vista.defects
+    assert _has(d, "allgather_large_fp16_4_1", "impossible") and _has(d, "allgather_large_fp16_8_1", "impossible")
+    assert _has(d, "flash_atten", "backward/forward", "0.107")
+    assert _has(d, "embedding", "backward time within 2% of forward")
+    assert _has(d, "firstStage_optimizer", "48 rows above 1 s")
+    fa = next(o for o in vista.ops if o.op == "flash_atten" and o.direction == "bwd")
+    assert not fa.keep.any()
+    ag8 = next(c for c in vista.colls if c.name.endswith("allgather_large_fp16_8_1"))
+    assert (ag8.t[~ag8.keep] < 200e-6).sum() >= 37            # the ~117 us samples are excluded
+
+
+def test_sample_mapping_uses_formulas():
+    F, B, Fb, Bb, d = I.op_sample_metrics("linear3", tp=np.array([4.0]), micro_batch=np.array([2.0]),
+                                          seq_len=np.array([1024.0]), d_model=np.array([4096.0]))
+    assert F[0] == 2 * 2048 * 4096 * 4096 and Fb[0] == 2 * F[0] and d[0] == 2048
+    F, *_ = I.op_sample_metrics("flash_atten", tp=np.array([1.0]), micro_batch=np.array([4.0]), heads=np.array([16.0]),
+                                seq_len=np.array([2048.0]), d_model=np.array([2048.0]))
+    assert F[0] == 4 * 4 * 2048 * 2048 * 2048          # non-causal: 4 b s^2 h
+
+
+def test_bundled_data_fits_a100_within_targets():
+    im = I.import_estimate_train_time(BUNDLED, "perlmutter")
+    from roofline.hardware import load
+    hw = load(im.base)
+    peaks = P.Peaks(hw.peak("fp16"), hw.vector_peak(), hw.hbm_bandwidth)
+    ops = [o for o in im.ops if o.cls in ("gemm", "norm", "elem")]
+    comp = P.fit_compute(ops, peaks, k=3)
+    for cls in ("gemm", "norm", "elem"):
+        assert max(comp[cls][0].mape.values()) < 0.08, cls
+    links = P.fit_links(im.colls, k=3)
+    assert links["ar", "intra"].mape < 0.05 and 150e9 < links["ar", "intra"].busbw < 300e9
+
+
+def test_truncated_and_malformed_csv(tmp_path):
+    d = tmp_path / "perlmutter-a100" / "operator"
+    d.mkdir(parents=True)
+    f = d / "NVIDIAA100-SXM4-80GB_gelu_fp16.csv"
+    f.write_text("mp,b,l,dim,F_dur(us),B_dur(us)\n1,2,1024,2048,10.0,20.0\n1,2,1024,30")
+    with pytest.raises(InputError, match="gelu_fp16.csv: row 3 has 4 fields"):
+        I.import_estimate_train_time(tmp_path, "perlmutter")
+    f.write_text("mp,b,l,dim,F_dur(us),B_dur(us)\n1,2,1024,2048,ten,20.0\n")
+    with pytest.raises(InputError, match="not a number"):
+        I.import_estimate_train_time(tmp_path, "perlmutter")
+    f.write_text("mp,b,l,F_dur(us),B_dur(us)\n1,2,1024,10,20\n")
+    with pytest.raises(InputError, match="missing column"):
+        I.import_estimate_train_time(tmp_path, "perlmutter")
+    with pytest.raises(InputError):
+        I.import_estimate_train_time(tmp_path / "nope", "perlmutter")
+
+
+def test_nccl_tests_round_trip(tmp_path):
+    t = I.import_nccl_tests(VTRAIN / "AR_GPU8_1M_1024M_LUT")
+    assert t.p == 8 and len(t.size) == 1024
+    assert np.allclose(t.busbw, t.algbw * 2 * 7 / 8)
+    assert np.allclose(t.busbw, t.busbw_reported, rtol=2e-3, atol=0.006e9)   # the table rounds to 0.01 GB/s
+    # nccl-tests stdout form, rank count inferred from busbw / algbw
+    out = tmp_path / "ar.txt"
+    out.write_text("#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n"
+                   "  1048576  262144 float sum -1  92.79  11.30  19.78  0  92.15  11.38  19.91  0\n")
+    t2 = I.import_nccl_tests(out)
+    assert t2.p == 8 and abs(t2.busbw[0] / 1e9 - 19.78) < 0.01
+    out.write_text("size(B),count,type,time(ns),busbw(GB/s),time(ns),busbw(GB/s)\n1048576,262144,float,92790\n")
+    with pytest.raises(InputError, match="malformed or truncated"):
+        I.import_nccl_tests(out)
+
+
+def test_vtrain_fit_and_committed_profiles():
+    tables = [I.import_nccl_tests(f) for f in sorted(VTRAIN.glob("AR_GPU*"))]
+    text, _, rep = P.nccl_tests_profile(tables, "x", k=3)
+    assert rep["fit"].mape < 0.06 and 180e9 < rep["fit"].busbw < 260e9
+    from roofline.hardware import load
+    for pid in ("a100-perlmutter", "gh200-vista", "a100-dgx-nccl"):
+        hw = load(pid)
+        assert hw.kind.startswith("calibrated")
+    assert "slow transport" in str(load("a100-perlmutter").provenance["defects"])

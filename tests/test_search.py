@@ -1,0 +1,269 @@
+"""Plan search and compute-optimal sizing: validity, agreement with predict, brute force, errors."""
+import dataclasses
+import doctest
+import itertools
+import json
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import roofline.planning
+import roofline.search
+from roofline import InputError, hardware, models, predict
+from roofline.config import Model, Plan, check
+from roofline.planning import plan_budget, scaled_model
+from roofline.search import (RECOMPUTE, SHARDING, default_base, divisors, evaluate_space, gpu_range, pareto, search,
+                             sweep)
+
+A100 = hardware.load("a100-sxm4-80gb")
+H100 = hardware.load("h100-sxm")
+
+
+@pytest.mark.parametrize("module", [roofline.search, roofline.planning])
+def test_doctests(module):
+    assert doctest.testmod(module).failed == 0
+
+
+@pytest.fixture(scope="module")
+def gpt3():
+    m = models.load("gpt3-175b")
+    return m, search(m, A100, 1024, 1536, top=30, tokens=300e9, gpu_hour_price=2.0)
+
+
+def test_results_are_valid_fitting_plans(gpt3):
+    m, cands = gpt3
+    assert len(cands) == 30
+    times = [c.step_time_s for c in cands]
+    assert times == sorted(times) and cands[0].slower_than_best == 0
+    for c in cands:
+        check(m, c.plan)
+        assert c.plan.n_gpus == 1024 and c.plan.batch == 1536
+        assert c.memory_bytes <= A100.hbm_capacity
+        assert c.slower_than_best == pytest.approx(c.step_time_s / times[0] - 1, rel=1e-12)
+
+
+def test_best_equals_predict(gpt3):
+    m, cands = gpt3
+    for c in cands[:5]:
+        p = predict(m, c.plan, A100, tokens=300e9, gpu_hour_price=2.0)
+        assert c.step_time_s == pytest.approx(p.step_time.to("s").magnitude, rel=1e-9)
+        assert c.memory_bytes == pytest.approx(p.memory["total"].to("B").magnitude, rel=1e-9)
+        assert c.mfu == pytest.approx(p.mfu, rel=1e-9) and p.fits_in_memory
+        d = p.to_dict()
+        assert c.run_days == pytest.approx(d["run_days"], rel=1e-9)
+        assert c.gpu_hours == pytest.approx(d["gpu_hours"], rel=1e-9)
+        assert c.cost_usd == pytest.approx(d["cost"], rel=1e-9)
+        assert c.energy_kwh == pytest.approx(d["energy_kwh"], rel=1e-9)
+
+
+def test_best_is_the_fastest_fitting_plan_of_the_space():
+    m = models.load("gpt3-13b")
+    space = evaluate_space(m, A100, 64, 256)
+    best = search(m, A100, 64, 256, top=1)[0]
+    assert best.step_time_s == space.out["step_time"][space.fits].min()
+    assert space.valid < space.enumerated and 0 < space.n_fit <= space.valid
+
+
+def test_pins_and_objectives():
+    m = models.load("gpt3-13b")
+    r = search(m, A100, 64, 256, top=10, tp=8, recompute="full", sharding=["none", "distributed"])
+    assert {c.plan.tp for c in r} == {8} and {c.plan.recompute for c in r} == {"full"}
+    assert {c.plan.sharding for c in r} <= {"none", "distributed"}
+    # at a fixed GPU count, step time, cost per token and MFU give the same order
+    t = [c.step_time_s for c in search(m, A100, 64, 256, top=5)]
+    assert [c.step_time_s for c in search(m, A100, 64, 256, top=5, objective="cost")] == t
+    assert [c.step_time_s for c in search(m, A100, 64, 256, top=5, objective="mfu")] == pytest.approx(t, rel=1e-12)
+
+
+# ----- brute force: a scalar loop calling predict per plan agrees with the vectorized search -----
+
+def brute_force(model, hw, n, batch):
+    base = default_base()
+    out = {}
+    for tp, pp, cp in itertools.product(divisors(n), repeat=3):
+        if n % (tp * pp * cp):
+            continue
+        dp = n // (tp * pp * cp)
+        for mb, v, rc, sp, z in itertools.product(divisors(batch), divisors(model.n_layers), RECOMPUTE,
+                                                  (False, True), SHARDING):
+            if sp and tp == 1:
+                continue
+            plan = dataclasses.replace(base, tp=tp, pp=pp, dp=dp, cp=cp, micro_batch=mb, global_batch=batch,
+                                       interleave=v, schedule="interleaved" if v > 1 else "1f1b",
+                                       sequence_parallel=sp, recompute=rc, sharding=z)
+            try:
+                check(model, plan)
+            except InputError:
+                continue
+            p = predict(model, plan, hw)
+            if p.fits_in_memory:
+                out[plan] = p.step_time.to("s").magnitude
+    return out
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(layers=st.sampled_from([2, 3, 4]), heads=st.sampled_from([2, 4, 6]), kv=st.sampled_from([1, 2]),
+       head_dim=st.sampled_from([32, 64]), seq=st.sampled_from([64, 128]), n=st.sampled_from([1, 2, 3, 4, 6, 8]),
+       batch=st.sampled_from([2, 4, 6, 8]), gated=st.booleans(), hbm_mib=st.sampled_from([6, 16, 80 * 1024]))
+def test_brute_force_agrees(layers, heads, kv, head_dim, seq, n, batch, gated, hbm_mib):
+    model = Model(n_layers=layers, d_model=heads * head_dim, n_heads=heads, n_kv_heads=kv, vocab=512, seq_len=seq,
+                  mlp="swiglu" if gated else "gelu")
+    hw = dataclasses.replace(A100, hbm_capacity=hbm_mib * 2**20)   # small HBM: some plans do not fit
+    expect = brute_force(model, hw, n, batch)
+    try:
+        got = search(model, hw, n, batch, top=None)
+    except InputError:
+        assert not expect
+        return
+    assert {c.plan: c.step_time_s for c in got}.keys() == expect.keys()
+    for c in got:
+        assert c.step_time_s == pytest.approx(expect[c.plan], rel=1e-9)
+
+
+# ----- errors -----
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(n_gpus=0), "gpus must be a positive integer"),
+    (dict(n_gpus=-8), "gpus must be a positive integer"),
+    (dict(global_batch=0), "global batch must be a positive integer"),
+    (dict(n_gpus=8.5), "gpus must be a positive integer"),
+    (dict(objective="speed"), "objective must be one of"),
+    (dict(tokens=-1.0), "tokens must be a positive"),
+    (dict(gpu_hour_price=-2.0), "gpu-hour-price must be >= 0"),
+    (dict(recompute="some"), "recompute must be among"),
+])
+def test_bad_search_inputs(kw, msg):
+    args = dict(n_gpus=8, global_batch=16)
+    args.update(kw)
+    n, b = args.pop("n_gpus"), args.pop("global_batch")
+    with pytest.raises(InputError, match=msg):
+        search(models.load("gpt3-125m"), A100, n, b, **args)
+
+
+def test_impossible_search():
+    with pytest.raises(InputError, match=r"no plan fits in memory .* GiB per GPU"):
+        search(models.load("megatron-gpt-1t"), A100, 8, 64)
+    with pytest.raises(InputError, match="no valid plan"):
+        search(models.load("gpt3-125m"), A100, 7, 8)       # dp would have to divide 8 with 7 GPUs
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(gpu_hours=0), "budget-gpu-hours must be a positive number"),
+    (dict(gpu_hours=-5e5), "budget-gpu-hours must be a positive number"),
+    (dict(usd=1e6), "gpu-hour-price"),
+    (dict(usd=-1, gpu_hour_price=2), "budget-usd must be a positive number"),
+    (dict(days=0), "days must be a positive number"),
+    (dict(), "give exactly one budget"),
+    (dict(gpu_hours=1e6, days=3), "give exactly one budget"),
+    (dict(gpu_hours=1.0), "too small"),
+    (dict(gpu_hours=1e6, tokens_per_param=0), "tokens-per-param must be a positive number"),
+])
+def test_bad_budgets(kw, msg):
+    with pytest.raises(InputError, match=msg):
+        plan_budget(H100, 256, **kw)
+
+
+def test_cli_errors_are_one_line_exit_2(cli):
+    for args in (["search", "--model", "megatron-gpt-1t", "--gpus", 8, "--global-batch", 64],
+                 ["search", "--model", "gpt3-125m", "--gpus", "0", "--global-batch", 8],
+                 ["search", "--model", "gpt3-125m", "--gpus", "64..8", "--global-batch", 8],
+                 ["search", "--model", "gpt3-125m", "--gpus", 8],
+                 ["plan", "--budget-gpu-hours", "-1", "--gpus", 256],
+                 ["plan", "--budget-gpu-hours", "0", "--gpus", 256],
+                 ["plan", "--budget-usd", "1e6", "--gpus", 256]):
+        r = cli(*args)
+        assert r.returncode == 2, (args, r.stderr)
+        assert r.stderr.startswith("roofline: error:") and r.stderr.count("\n") == 1, r.stderr
+
+
+# ----- sweep, Pareto, CLI outputs -----
+
+def test_gpu_range():
+    assert gpu_range("1024") == [1024]
+    assert gpu_range("256..4096") == [256, 512, 1024, 2048, 4096]
+    assert gpu_range("100..1000") == [100, 128, 256, 512, 1000]
+    with pytest.raises(InputError):
+        gpu_range("a..b")
+
+
+def test_sweep_and_pareto():
+    m = models.load("gpt3-13b")
+    pts = sweep(m, A100, [16, 32, 64, 128], 256)
+    assert [c.n_gpus for c in pts] == [16, 32, 64, 128]
+    front = pareto(pts)
+    assert front[0].step_time_s == min(c.step_time_s for c in pts)
+    costs = [c.step_time_s * c.n_gpus for c in front]
+    assert costs == sorted(costs, reverse=True)
+    for c in pts:   # nothing off the front dominates a front point
+        assert not any(f is not c and f.step_time_s <= c.step_time_s and f.step_time_s * f.n_gpus <
+                       c.step_time_s * c.n_gpus for f in pts) or c not in front
+
+
+def test_cli_search_json_csv(cli, tmp_path):
+    csv = tmp_path / "plans.csv"
+    r = cli("search", "--model", "gpt3-13b", "--gpu", "a100-sxm4-80gb", "--gpus", 64, "--global-batch", 256,
+            "--top", 5, "--json", "--csv", csv, "--tokens", "260e9", "--gpu-hour-price", 2)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert len(d["plans"]) == 5 and d["valid"] >= d["fit"] > 0
+    best = d["plans"][0]
+    p = predict(models.load("gpt3-13b"), Plan(**best["plan"]), A100)
+    assert best["step_time_s"] == pytest.approx(p.step_time.magnitude, rel=1e-9)
+    assert best["cost_usd"] == pytest.approx(best["gpu_hours"] * 2, rel=1e-12)
+    assert len(csv.read_text().strip().splitlines()) == 6
+    r = cli("search", "--model", "gpt3-13b", "--gpus", 64, "--global-batch", 256, "--top", 3, "--tp", 2)
+    assert r.returncode == 0 and "gap" in r.stdout and "tp=2 " in r.stdout and "tp=4 " not in r.stdout
+
+
+def test_cli_sweep_plot(cli, tmp_path):
+    png = tmp_path / "pareto.png"
+    r = cli("search", "--model", "gpt3-13b", "--gpus", "16..128", "--global-batch", 256, "--plot", png)
+    assert r.returncode == 0, r.stderr
+    assert "Pareto front" in r.stdout and png.stat().st_size > 1000
+
+
+def test_search_path_is_light(cli):
+    import subprocess
+    import sys
+    code = ("import sys, runpy; sys.argv = ['roofline', 'search', '--model', 'gpt3-125m', '--gpus', '8', "
+            "'--global-batch', '8', '--top', '1']\n"
+            "from roofline.cli import main\nmain()\n"
+            "print(sorted(m for m in ('sympy', 'scipy.optimize', 'scipy.stats', 'matplotlib', 'torch') "
+            "if m in sys.modules))")   # pint.compat imports the bare scipy package (10 ms) when installed
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "[]"
+
+
+# ----- compute-optimal sizing -----
+
+def test_plan_budget():
+    r = plan_budget(H100, 256, gpu_hours=2e5)
+    assert r.tokens == pytest.approx(20 * r.params)
+    assert r.best.gpu_hours <= 2e5 and r.next_size["gpu_hours"] > 2e5
+    assert 0 < r.best.mfu < 1 and r.naive_params_at_mfu < r.naive_params
+    assert r.naive_params == pytest.approx(math.sqrt(2e5 * 3600 * H100.peak("bf16") / 120))
+    check(r.model, r.best.plan)
+    # the same budget in USD and in days gives the same answer
+    assert plan_budget(H100, 256, usd=4e5, gpu_hour_price=2.0).params == r.params
+    assert plan_budget(H100, 256, days=2e5 / 24 / 256).params == r.params
+    # more tokens per parameter: a smaller model
+    assert plan_budget(H100, 256, gpu_hours=2e5, tokens_per_param=100).params < r.params
+
+
+def test_scaled_model_rule():
+    for d, layers, ffn in ((4096, 32, 14336), (8192, 64, 28672)):
+        m = scaled_model(d)
+        assert (m.n_layers, m.ffn, m.kv_heads, m.d_model // m.n_heads) == (layers, ffn, 8, 128)
+        check(m, Plan())
+
+
+def test_cli_plan(cli):
+    r = cli("plan", "--budget-gpu-hours", "2e5", "--gpu", "h100-sxm", "--gpus", 256, "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["best_plan"]["gpu_hours"] <= 2e5 and d["tokens_per_param"] == 20
+    r = cli("plan", "--budget-gpu-hours", "2e5", "--gpus", 256)
+    assert "naive 6ND/peak" in r.stdout and "MFU" in r.stdout
