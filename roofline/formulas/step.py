@@ -65,7 +65,7 @@ def build() -> dict[str, sp.Expr]:
     # the host issues kernels asynchronously; a layer slot takes max(GPU time, host time), so small
     # layers are host-bound (the measured per-layer issue time of eager PyTorch, calibrate/bench_host.py)
     gpu_slot = lf + lb + recompute + layer_comm
-    host_slot = S.host_fwd * (1 + S.rc_full) + S.host_bwd
+    host_slot = S.host_fwd + S.host_bwd + S.rc_full * S.host_rc
     host_extra = sp.Max(gpu_slot, host_slot) - gpu_slot
     t_mb = stage_f + stage_b + lps * (recompute + layer_comm + host_extra)
 

@@ -90,6 +90,8 @@ peak_vec = _s("peak_vec", "flop/time", "peak FLOP/s of non-matmul (vector) units
 hbm_bw = _s("hbm_bw", "bytes/time", "HBM bandwidth", "hardware", "W")
 host_fwd = _s("host_fwd", "time", "host (CPU) time to issue one layer's forward in eager PyTorch", "hardware", r"h_{f}")
 host_bwd = _s("host_bwd", "time", "host (CPU) time to issue one layer's backward", "hardware", r"h_{b}")
+host_rc = _s("host_rc", "time", "extra host time of one layer's full recomputation (checkpointed backward)", "hardware",
+             r"h_{r}")
 gpus_per_node = _s("gpus_per_node", "", "GPUs per node G", "hardware", "G")
 
 # ---- links: alpha (latency per step) and bus bandwidth per collective and link --------------

@@ -45,6 +45,7 @@ class Hardware:
     collectives: dict                           # (collective, link) -> (alpha s, busbw B/s)
     host_fwd: float = 0.0                       # s, host time to issue one layer forward (eager PyTorch)
     host_bwd: float = 0.0                       # s, ... backward
+    host_rc: float = 0.0                        # s, extra host time of a layer's full recomputation
     calibrated: tuple = ()                      # which parts are fitted: "compute", "intra", "inter"
     provenance: dict = field(default_factory=dict)
     sources: tuple = ()
@@ -157,6 +158,15 @@ def _get(d: dict, key: str, where: str):
     return d[key]
 
 
+def _host_times(host: dict, where: str) -> dict:
+    """Host issue time per layer: measured CPU time + kernels x CUDA launch cost."""
+    launch = parse(host["launch"], "s", f"profile {where}: host.launch")
+    get = lambda k: parse(host[k], "s", f"profile {where}: host.{k}")
+    return {"host_fwd": get("layer_fwd") + int(host["kernels_fwd"]) * launch,
+            "host_bwd": get("layer_bwd") + int(host["kernels_bwd"]) * launch,
+            "host_rc": get("recompute_extra") + int(host["kernels_recompute"]) * launch}
+
+
 @functools.lru_cache(maxsize=64)
 def load(ref: str) -> Hardware:
     """Load a profile by id (``a100-sxm4-80gb``) or path; raise InputError on bad content."""
@@ -207,8 +217,7 @@ def load(ref: str) -> Hardware:
     power = d.get("board_power")
     host = _merge(dflt["host"], d.get("host") or {})
     return Hardware(
-        host_fwd=parse(host["layer_fwd"], "s", f"profile {where}: host.layer_fwd"),
-        host_bwd=parse(host["layer_bwd"], "s", f"profile {where}: host.layer_bwd"),
+        **_host_times(host, where),
         id=str(d.get("id", Path(where).stem)), name=str(d.get("name", d.get("id", ""))), kind=str(d.get("kind", "datasheet")),
         peak_flops=peaks,
         hbm_bandwidth=parse(_get(d, "hbm_bandwidth", where), "B/s", f"profile {where}: hbm_bandwidth"),
