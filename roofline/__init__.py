@@ -10,4 +10,16 @@ from .config import Model, Plan
 from .errors import InputError
 from .predict import Prediction, predict
 
-__all__ = ["Model", "Plan", "Prediction", "predict", "hardware", "models", "InputError"]
+
+def __getattr__(name):   # lazy: the config-file API and the plan search import more modules
+    if name in ("predict_config", "one_batch_time", "load_config"):
+        from . import configfile
+        return getattr(configfile, name)
+    if name == "search":
+        import importlib
+        return importlib.import_module("roofline.search")
+    raise AttributeError(name)
+
+
+__all__ = ["Model", "Plan", "Prediction", "predict", "predict_config", "one_batch_time", "load_config", "hardware",
+           "models", "InputError"]

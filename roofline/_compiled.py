@@ -299,140 +299,142 @@ def evaluate(x):
     _x173 = interleave*np.ceil(_x0*_x172*layers)
     _x174 = _x35*(learned_pos + 2)
     _x175 = t0_embed_fwd + np.maximum(_x26/eta_embed_fwd, _x174*_x21/mu_embed_fwd)
-    _x176 = t0_embed_bwd + np.maximum(_x26/eta_embed_bwd, _x21*(_x174 + _x25*grad_bytes)/mu_embed_bwd)
-    _x177 = np.ceil((1/128)*_x10*vocab)
-    _x178 = _x14*_x177*_x18
-    _x179 = 128*_x177
-    _x180 = _x14*_x179
-    _x181 = _x180*_x21*(act_bytes + f32_bytes)
-    _x182 = _x179*d_model
-    _x183 = _x21*(_x180 + _x182 + _x25)
-    _x184 = np.minimum(np.minimum(_x14, _x179), d_model)
-    _x185 = _x177*_x25
-    _x186 = _x185*(_x184 + gemm_dhalf)/_x184
-    _x187 = _x30 + t0_ce_bwd + t0_gemm_bwd + t0_norm_bwd + np.maximum(_x181/mu_ce_bwd, 256*_x178/eta_ce_bwd) + np.maximum(_x183*_x48, 512*_x186*_x55)
-    _x188 = _x111 + t0_ce_fwd + t0_gemm_fwd + t0_norm_fwd + np.maximum(_x120*_x183, 256*_x117*_x186) + np.maximum(_x181/mu_ce_fwd, 640*_x178/eta_ce_fwd)
-    _x189 = np.where((_x175 + _x176 <= _x187 + _x188), 1, 0)
-    _x190 = 1 - _x189
-    _x191 = np.minimum(1, _x1)
+    _x176 = np.ceil((1/128)*_x10*vocab)
+    _x177 = _x176*d_model
+    _x178 = 256*_x177
+    _x179 = t0_embed_bwd + np.maximum(_x26/eta_embed_bwd, _x21*(_x174 + grad_bytes*(_x178 + _x25))/mu_embed_bwd)
+    _x180 = _x14*_x176*_x18
+    _x181 = 128*_x176
+    _x182 = _x14*_x181
+    _x183 = _x182*_x21*(act_bytes + f32_bytes)
+    _x184 = _x181*d_model
+    _x185 = _x21*(_x182 + _x184 + _x25)
+    _x186 = _x14*_x177
+    _x187 = np.minimum(np.minimum(_x14, _x181), d_model)
+    _x188 = (_x187 + gemm_dhalf)/_x187
+    _x189 = _x30 + t0_ce_bwd + t0_gemm_bwd + t0_norm_bwd + np.maximum(_x183/mu_ce_bwd, 256*_x180/eta_ce_bwd) + np.maximum(_x185*_x48, 512*_x186*_x188*_x55)
+    _x190 = _x111 + t0_ce_fwd + t0_gemm_fwd + t0_norm_fwd + np.maximum(_x120*_x185, _x117*_x14*_x178*_x188) + np.maximum(_x183/mu_ce_fwd, 640*_x180/eta_ce_fwd)
+    _x191 = np.where((_x175 + _x179 <= _x189 + _x190), 1, 0)
     _x192 = 1 - _x191
-    _x193 = _x128*_x173 + _x175*_x190 + _x188*_x189 + _x192*(_x175*_x189 + _x188*_x190)
-    _x194 = _x108*_x173 + _x176*_x190 + _x187*_x189 + _x192*(_x176*_x189 + _x187*_x190)
-    _x195 = _x193 + _x194
-    _x196 = -_x171*_x173 + _x195
-    _x197 = _x150*dp
-    _x198 = np.where((_x197 < gpus_per_node), 1, 0)
-    _x199 = 2*_x191*(1 - ov_pp)*(_x1 + _x6*interleave)*(_x198*(_x137*_x152 + alpha_p2p_intra) + (1 - _x198)*(_x137*_x155 + alpha_p2p_inter))
-    _x200 = np.maximum(1, np.minimum(_x160, dp))
-    _x201 = _x200**(-1.0)
-    _x202 = _x201*dp
-    _x203 = _x202 - 1
-    _x204 = _x203*alpha_ag_inter
-    _x205 = _x200 - 1
-    _x206 = _x205*alpha_ag_intra
-    _x207 = _x81 + _x93*d_model + biases*(_x93 + d_model)
-    _x208 = _x207*experts
-    _x209 = _x10*_x208
-    _x210 = _x163*_x209
-    _x211 = _x173*_x7
-    _x212 = _x210*_x211
-    _x213 = _x212*grad_bytes
-    _x214 = d_model*learned_pos*seq_len
-    _x215 = _x101 + _x74 + biases*(_x31 + _x62)
-    _x216 = biases + 1
-    _x217 = _x216*_x31 + _x53
-    _x218 = _x10*_x215 + _x210 + _x217
-    _x219 = _x173*_x218 + _x182*(_x192*(1 - tied) + 1) + _x214
-    _x220 = grad_bytes*(-_x212 + _x219)
-    _x221 = _x213 + _x220
-    _x222 = _x203*_x3
-    _x223 = _x146*_x222
-    _x224 = _x201*_x205
-    _x225 = _x147*_x224
-    _x226 = _x142*_x222
-    _x227 = _x219*_x44
-    _x228 = _x144*_x224
-    _x229 = _x203*alpha_rs_inter + _x205*alpha_rs_intra
-    _x230 = 2*_x204 + 2*_x206 + _x221*_x223 + _x221*_x225 + _x226*_x227 + _x227*_x228 + _x229
-    _x231 = _x230*_x6
-    _x232 = 1 - z_param
-    _x233 = _x219*act_bytes
-    _x234 = _x204 + _x206 + _x226*_x233 + _x228*_x233
-    _x235 = z_grad*(_x3*_x4*global_batch - 1) + 1
-    _x236 = 1 - z_os
-    _x237 = 2*_x200 - 2
-    _x238 = 2*_x202 - 2
-    _x239 = _x136*_x3
-    _x240 = _x163*dp
-    _x241 = np.maximum(1, np.minimum(_x240, _x160*_x163))
-    _x242 = _x241 - 1
-    _x243 = _x241**(-1.0)
-    _x244 = _x240*_x243
-    _x245 = _x244 - 1
-    _x246 = _x209*_x211*grad_bytes
-    _x247 = _x213*_x243
-    _x248 = 2*_x241 - 2
-    _x249 = 2*_x244 - 2
-    _x250 = _x236*(_x138*_x201*_x220*_x237 + _x220*_x238*_x239 + _x237*alpha_ar_intra + _x238*alpha_ar_inter) + _x7*(_x236*(_x138*_x247*_x248 + _x239*_x246*_x249 + _x248*alpha_ar_intra + _x249*alpha_ar_inter) + z_os*(_x146*_x245*_x246*_x3 + _x147*_x242*_x247 + _x242*alpha_rs_intra + _x245*alpha_rs_inter)) + z_os*(_x220*_x223 + _x220*_x225 + _x229)
-    _x251 = _x234*z_os
-    _x252 = _x235*_x250
-    _x253 = _x232*(_x234*z_os + _x235*_x250 - ov_ag*np.minimum(_x193, _x251) - ov_dp*np.minimum(_x252, _x235*(_x173*((1/2)*_x148 + (1/2)*_x156 - 1/2*_x157 - 1/2*_x158 + _x165 + _x169) + _x194))) + z_param*(_x230*_x3*_x4*global_batch - ov_ag*np.minimum(_x231, _x195*_x6))
-    _x254 = _x219*dp**(-z_os)
-    _x255 = t0_optim_fwd + np.maximum(12*_x18*_x254/eta_optim_fwd, _x21*_x254*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
-    _x256 = _x196*(_x2 + _x6) + _x199 + _x253 + _x255
-    _x257 = _x173*_x6
-    _x258 = _x257*(_x148 - _x158)
-    _x259 = _x31*seq_len
-    _x260 = _x259*top_k
-    _x261 = _x38*d_model
-    _x262 = 3*global_batch*(_x259*vocab + layers*(_x100*_x259 + _x113*_x261 + _x259*_x7*experts + _x260*_x93 + _x260*ffn_hidden + 4*_x261*_x66*_x8 + 2*_x74*seq_len))
-    _x263 = 6*_x14
-    _x264 = 6*_x16
-    _x265 = _x114 + _x90
-    _x266 = 768*_x185 + layers*(_x102*_x263 + 6*_x116 + _x168*_x265 + _x263*_x53 + _x264*_x82 + _x264*_x94 + 14*_x70 + 6*_x78 + rc_full*(_x122 + _x123 + _x124 + _x125 + _x126 + _x265))
-    _x267 = _x256**(-1.0)
-    _x268 = _x172*_x267*_x54
-    _x269 = _x233*dp**(-z_param)
-    _x270 = _x219*dp**(-z_grad)*grad_bytes
-    _x271 = _x254*opt_bytes
-    _x272 = _x29*(2*_x34 + 4*act_bytes) + _x42*_x8*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes)) + _x63*(_x112*_x16*ffn_hidden + _x153 + _x32)
-    _x273 = _x173*(_x167*_x272 + _x36*rc_full)*(_x6*gpipe + (1 - gpipe)*(_x172*_x2*np.minimum(1, interleave - 1) + 1)*np.minimum(_x6, pp)) + _x218*_x44*z_param + _x272*rc_full
-    _x274 = _x215 + _x217
-    _x275 = _x214 + _x216*d_model + d_model*vocab*(2 - tied)
+    _x193 = np.minimum(1, _x1)
+    _x194 = 1 - _x193
+    _x195 = _x128*_x173 + _x175*_x192 + _x190*_x191 + _x194*(_x175*_x191 + _x190*_x192)
+    _x196 = _x108*_x173 + _x179*_x192 + _x189*_x191 + _x194*(_x179*_x191 + _x189*_x192)
+    _x197 = _x195 + _x196
+    _x198 = -_x171*_x173 + _x197
+    _x199 = _x150*dp
+    _x200 = np.where((_x199 < gpus_per_node), 1, 0)
+    _x201 = 2*_x193*(1 - ov_pp)*(_x1 + _x6*interleave)*(_x200*(_x137*_x152 + alpha_p2p_intra) + (1 - _x200)*(_x137*_x155 + alpha_p2p_inter))
+    _x202 = np.maximum(1, np.minimum(_x160, dp))
+    _x203 = _x202**(-1.0)
+    _x204 = _x203*dp
+    _x205 = _x204 - 1
+    _x206 = _x205*alpha_ag_inter
+    _x207 = _x202 - 1
+    _x208 = _x207*alpha_ag_intra
+    _x209 = _x81 + _x93*d_model + biases*(_x93 + d_model)
+    _x210 = _x209*experts
+    _x211 = _x10*_x210
+    _x212 = _x163*_x211
+    _x213 = _x173*_x7
+    _x214 = _x212*_x213
+    _x215 = _x214*grad_bytes
+    _x216 = d_model*learned_pos*seq_len
+    _x217 = _x101 + _x74 + biases*(_x31 + _x62)
+    _x218 = biases + 1
+    _x219 = _x218*_x31 + _x53
+    _x220 = _x10*_x217 + _x212 + _x219
+    _x221 = _x173*_x220 + _x184*(_x194*(1 - tied) + 1) + _x216
+    _x222 = grad_bytes*(-_x214 + _x221)
+    _x223 = _x215 + _x222
+    _x224 = _x205*_x3
+    _x225 = _x146*_x224
+    _x226 = _x203*_x207
+    _x227 = _x147*_x226
+    _x228 = _x142*_x224
+    _x229 = _x221*_x44
+    _x230 = _x144*_x226
+    _x231 = _x205*alpha_rs_inter + _x207*alpha_rs_intra
+    _x232 = 2*_x206 + 2*_x208 + _x223*_x225 + _x223*_x227 + _x228*_x229 + _x229*_x230 + _x231
+    _x233 = _x232*_x6
+    _x234 = 1 - z_param
+    _x235 = _x221*act_bytes
+    _x236 = _x206 + _x208 + _x228*_x235 + _x230*_x235
+    _x237 = z_grad*(_x3*_x4*global_batch - 1) + 1
+    _x238 = 1 - z_os
+    _x239 = 2*_x202 - 2
+    _x240 = 2*_x204 - 2
+    _x241 = _x136*_x3
+    _x242 = _x163*dp
+    _x243 = np.maximum(1, np.minimum(_x242, _x160*_x163))
+    _x244 = _x243 - 1
+    _x245 = _x243**(-1.0)
+    _x246 = _x242*_x245
+    _x247 = _x246 - 1
+    _x248 = _x211*_x213*grad_bytes
+    _x249 = _x215*_x245
+    _x250 = 2*_x243 - 2
+    _x251 = 2*_x246 - 2
+    _x252 = _x238*(_x138*_x203*_x222*_x239 + _x222*_x240*_x241 + _x239*alpha_ar_intra + _x240*alpha_ar_inter) + _x7*(_x238*(_x138*_x249*_x250 + _x241*_x248*_x251 + _x250*alpha_ar_intra + _x251*alpha_ar_inter) + z_os*(_x146*_x247*_x248*_x3 + _x147*_x244*_x249 + _x244*alpha_rs_intra + _x247*alpha_rs_inter)) + z_os*(_x222*_x225 + _x222*_x227 + _x231)
+    _x253 = _x236*z_os
+    _x254 = _x237*_x252
+    _x255 = _x234*(_x236*z_os + _x237*_x252 - ov_ag*np.minimum(_x195, _x253) - ov_dp*np.minimum(_x254, _x237*(_x173*((1/2)*_x148 + (1/2)*_x156 - 1/2*_x157 - 1/2*_x158 + _x165 + _x169) + _x196))) + z_param*(_x232*_x3*_x4*global_batch - ov_ag*np.minimum(_x233, _x197*_x6))
+    _x256 = _x221*dp**(-z_os)
+    _x257 = t0_optim_fwd + np.maximum(12*_x18*_x256/eta_optim_fwd, _x21*_x256*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
+    _x258 = _x198*(_x2 + _x6) + _x201 + _x255 + _x257
+    _x259 = _x173*_x6
+    _x260 = _x259*(_x148 - _x158)
+    _x261 = _x31*seq_len
+    _x262 = _x261*top_k
+    _x263 = _x38*d_model
+    _x264 = 3*global_batch*(_x261*vocab + layers*(_x100*_x261 + _x113*_x263 + _x261*_x7*experts + _x262*_x93 + _x262*ffn_hidden + 4*_x263*_x66*_x8 + 2*_x74*seq_len))
+    _x265 = 6*_x14
+    _x266 = 6*_x16
+    _x267 = _x114 + _x90
+    _x268 = 768*_x186 + layers*(_x102*_x265 + 6*_x116 + _x168*_x267 + _x265*_x53 + _x266*_x82 + _x266*_x94 + 14*_x70 + 6*_x78 + rc_full*(_x122 + _x123 + _x124 + _x125 + _x126 + _x267))
+    _x269 = _x258**(-1.0)
+    _x270 = _x172*_x269*_x54
+    _x271 = _x235*dp**(-z_param)
+    _x272 = _x221*dp**(-z_grad)*grad_bytes
+    _x273 = _x256*opt_bytes
+    _x274 = _x29*(2*_x34 + 4*act_bytes) + _x42*_x8*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes)) + _x63*(_x112*_x16*ffn_hidden + _x153 + _x32)
+    _x275 = _x173*(_x167*_x274 + _x36*rc_full)*(_x6*gpipe + (1 - gpipe)*(_x172*_x2*np.minimum(1, interleave - 1) + 1)*np.minimum(_x6, pp)) + _x220*_x44*z_param + _x274*rc_full
+    _x276 = _x217 + _x219
+    _x277 = _x216 + _x218*d_model + d_model*vocab*(2 - tied)
     return {
-        'step_time': _x256,
-        't_forward': _x193*_x6,
-        't_backward': _x194*_x6,
-        't_recompute': _x169*_x257,
-        't_tp_comm': _x258,
-        't_cp_comm': _x257*(_x156 - _x157),
-        't_ep_comm': _x166*_x257,
-        't_host_overhead': _x257*(-_x170 - _x171),
-        't_pp_bubble': _x196*_x2,
-        't_pp_comm': _x199,
-        't_dp_comm': _x253,
-        't_optimizer': _x255,
-        'tp_comm_total': _x148*_x257,
-        'dp_comm_total': _x231*z_param + _x232*(_x251 + _x252),
-        'tp_comm': _x258,
-        'dp_comm': _x253,
+        'step_time': _x258,
+        't_forward': _x195*_x6,
+        't_backward': _x196*_x6,
+        't_recompute': _x169*_x259,
+        't_tp_comm': _x260,
+        't_cp_comm': _x259*(_x156 - _x157),
+        't_ep_comm': _x166*_x259,
+        't_host_overhead': _x259*(-_x170 - _x171),
+        't_pp_bubble': _x198*_x2,
+        't_pp_comm': _x201,
+        't_dp_comm': _x255,
+        't_optimizer': _x257,
+        'tp_comm_total': _x148*_x259,
+        'dp_comm_total': _x233*z_param + _x234*(_x253 + _x254),
+        'tp_comm': _x260,
+        'dp_comm': _x255,
         'pp_bubble': _x2*dp*micro_batch/global_batch,
         'micro_batches': _x6,
-        't_microbatch_stage': _x196,
-        'flops': _x262,
-        'hardware_flops': _x150*_x266*_x5,
-        'n_gpus': _x197*pp,
-        'mfu': _x159*_x262*_x268*_x3,
-        'hfu': _x266*_x268*_x6,
-        'tokens_per_s': _x267*global_batch*seq_len,
-        'memory': _x269 + _x270 + _x271 + _x273,
-        'mem_weights': _x269,
-        'mem_gradients': _x270,
-        'mem_optimizer': _x271,
-        'mem_activations': _x273,
-        'params': _x275 + layers*(_x208 + _x274),
-        'active_params': _x275 + layers*(_x207*top_k + _x274),
-        'params_rank': _x219,
+        't_microbatch_stage': _x198,
+        'flops': _x264,
+        'hardware_flops': _x150*_x268*_x5,
+        'n_gpus': _x199*pp,
+        'mfu': _x159*_x264*_x270*_x3,
+        'hfu': _x268*_x270*_x6,
+        'tokens_per_s': _x269*global_batch*seq_len,
+        'memory': _x271 + _x272 + _x273 + _x275,
+        'mem_weights': _x271,
+        'mem_gradients': _x272,
+        'mem_optimizer': _x273,
+        'mem_activations': _x275,
+        'params': _x277 + layers*(_x210 + _x276),
+        'active_params': _x277 + layers*(_x209*top_k + _x276),
+        'params_rank': _x221,
     }
 
-SOURCE_DIGEST = 'c5a0ffb6b643d403'
+SOURCE_DIGEST = 'f0d3eed58f71f642'

@@ -75,7 +75,7 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
     flag(g, "framework", default="megatron-core",
          help="defaults for unset switches: megatron-core (default), megatron-lm-2021, megatron-deepspeed, fsdp, plain")
     g = p.add_argument_group("hardware")
-    flag(g, "gpu", default="a100-sxm4-80gb", help="hardware profile id (see `hardware list`) or YAML path")
+    flag(g, "gpu", help="hardware profile id (see `hardware list`) or YAML path (default a100-sxm4-80gb, or the config's)")
     flag(g, "gpus-per-node", dest="gpus_per_node", type=int, help="override the profile's GPUs per node")
     flag(g, "net-gbps", dest="net_gbps", type=float, help="inter-node line rate per GPU, Gbit/s")
 
@@ -118,7 +118,7 @@ def build(args) -> tuple:
                    dtype=args.dtype, grad_dtype=args.grad_dtype)
     if plan.interleave > 1 and plan.schedule == "1f1b":
         plan = dc_replace(plan, schedule="interleaved")
-    hw = base.get("hardware") or hardware.load(args.gpu)
+    hw = hardware.load(args.gpu) if args.gpu else (base.get("hardware") or hardware.load("a100-sxm4-80gb"))
     if args.gpus_per_node:
         hw = dc_replace(hw, gpus_per_node=args.gpus_per_node)
     if args.net_gbps:
@@ -188,7 +188,7 @@ def cmd_transformer(args) -> int:
         from . import configfile
         cfg = configfile.load_config(args.config or configfile.example_path(args.example))
         args._base = cfg
-        if args.gpu == "a100-sxm4-80gb" and cfg.get("hardware") is None and cfg.get("gpu"):
+        if args.gpu is None and cfg.get("hardware") is None and cfg.get("gpu"):
             args.gpu = cfg["gpu"]
         if cfg.get("framework") and args.framework == "megatron-core":
             args.framework = cfg["framework"]

@@ -123,7 +123,7 @@ def cases(dtype: str, quick: bool, device: str):
             e = torch.nn.Embedding(v, h, device=device, dtype=dt)
             idx = torch.randint(0, v, (t,), device=device)
             return (lambda: e(idx)), (e.weight,)
-        vals = {**fixed, S.micro_batch: 1, S.seq_len: t, S.d_model: h}
+        vals = {**fixed, S.micro_batch: 1, S.seq_len: t, S.d_model: h, S.vocab: v}
         out.append(Case("embedding", _named(C.embedding_ops(), "embedding"), vals, mk_emb))
     for n in ((2 ** 16, 2 ** 18, 2 ** 20) if quick else (2 ** 22, 2 ** 24, 2 ** 26, 2 ** 28)):
         def mk_adam(n=n):

@@ -95,14 +95,7 @@ FIXED = {  # upstream samples: fp16, plain GPT block, no dropout/SP/CP/MoE (targ
 N_PARAMS = sp.Symbol("n_params", positive=True)
 
 
-def adam_op(n_params) -> C.Op:
-    """Fused Adam over n parameters: 12 FLOP each; read/write states, read grads twice, write weights.
-
-    Same expression as the predictor's optimizer op (formulas/step.py).
-    """
-    n = n_params
-    return C.Op("adam", "optim", 12 * n, n * (2 * S.opt_bytes + 2 * S.grad_bytes + S.act_bytes), sp.Integer(0),
-                sp.Integer(0))
+adam_op = C.adam_op      # one source: the predictor's optimizer op
 
 
 def _scores():

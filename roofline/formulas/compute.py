@@ -115,8 +115,10 @@ def layer_ops() -> list[Op]:
 def embedding_ops() -> list[Op]:
     """First stage: token (+ position) embedding lookup; backward scatters into the V/t x h table."""
     hid = tokens * S.d_model
+    table = vocab_pad / S.tp * S.d_model
+    # backward: zero the V/t x h gradient table, scatter-add the token gradients into it
     emb = Op("embedding", "embed", hid, S.act_bytes * hid * (2 + S.learned_pos),
-             hid, S.act_bytes * hid * (2 + S.learned_pos) + S.grad_bytes * hid)
+             hid, S.act_bytes * hid * (2 + S.learned_pos) + S.grad_bytes * (hid + 2 * table))
     return [emb]
 
 
@@ -130,6 +132,14 @@ def head_ops() -> list[Op]:
         # fp32 softmax over logits: read logits (2 B), write fp32 (4 B) forward; read, write grad backward
         Op("cross_entropy", "ce", 5 * logits, logits * (S.act_bytes + S.f32_bytes), 2 * logits, logits * (S.f32_bytes + S.act_bytes)),
     ]
+
+
+def adam_op(n_params) -> Op:
+    """Fused Adam over n parameters: ~12 FLOP each; read and write fp32 master + 2 moments, read
+    the gradient twice (global norm for clipping, then the update), write the 2-byte weights."""
+    n = n_params
+    return Op("adam", "optim", 12 * n, n * (2 * S.opt_bytes + 2 * S.grad_bytes + S.act_bytes),
+              sp.Integer(0), sp.Integer(0))
 
 
 def op_time(op: Op, direction: str) -> sp.Expr:

@@ -98,12 +98,9 @@ def build() -> dict[str, sp.Expr]:
     z3 = m * (2 * CM.dp_group("ag", M.stage_params_rank * S.act_bytes) + CM.dp_group("rs", g_dense + g_exp))
     zero3_comm = S.z_param * CM.exposed(z3, m * (stage_f + stage_b), S.ov_ag)
 
-    # ---- optimizer: fused Adam over this rank's shard; read/write states, read grads twice
-    # (norm for clipping + update), write the 2-byte weights
+    # ---- optimizer: fused Adam over this rank's shard (compute.adam_op)
     n_opt = M.stage_params_rank / S.dp ** S.z_os
-    opt_op = C.Op("adam", "optim", 12 * n_opt, n_opt * (2 * S.opt_bytes + 2 * S.grad_bytes + S.act_bytes),
-                  sp.Integer(0), sp.Integer(0))
-    t_opt = C.op_time(opt_op, "fwd")
+    t_opt = C.op_time(C.adam_op(n_opt), "fwd")
 
     step = pipe + pp_comm + dp_comm + zero3_comm + t_opt
     out["step_time"] = step
