@@ -35,6 +35,10 @@ def register(subparsers) -> None:
     m.add_argument("--backend", choices=("nccl", "gloo"), help="default: nccl on GPU, gloo on CPU")
     m.add_argument("--repeats", type=int, default=None)
 
+    hp = sub.add_parser("host", help="host (CPU) issue time of one eager-PyTorch layer -> the profile's `host:` block")
+    hp.add_argument("--device", default="cpu")
+    hp.add_argument("--repeats", type=int, default=200)
+
     i = sub.add_parser("import", help="fit a profile from external sample data")
     isub = i.add_subparsers(dest="import_format", required=True)
     e = isub.add_parser("estimate-train-time", help="estimate-train-time operator + NCCL CSVs")
@@ -75,6 +79,15 @@ def write_outputs(name: str, yaml_text: str, csv_text: str) -> Path:
 
 def run(args) -> int:
     cmd = args.calibrate_command
+    if cmd == "host":
+        from .bench_host import measure
+        r = measure(args.device, args.repeats)
+        us = lambda v: f"{v * 1e6:.0f} us"
+        print(f"# measured on {args.device}, torch {r['torch']}, median of {r['repeats']} (paste into a profile)")
+        print(f"host: {{layer_fwd: {us(r['layer_fwd'])}, layer_bwd: {us(r['layer_bwd'])}, "
+              f"recompute_extra: {us(r['recompute_extra'])}, kernels_fwd: {r['kernels_fwd']}, "
+              f"kernels_bwd: {r['kernels_bwd']}, kernels_recompute: {r['kernels_recompute']}, launch: 5 us}}")
+        return 0
     if cmd == "import" and args.import_format == "estimate-train-time":
         from . import importers, profile
         im = importers.import_estimate_train_time(args.dir, args.cluster)
