@@ -297,7 +297,6 @@ def cmd_models(args) -> int:
     if args.action == "list":
         for i in models.list_ids():
             m = models.load(i)
-            from .predict import model_inputs  # noqa: F401  (cheap; keeps one param-count path)
             print(f"{i:<22}{m.n_layers:>4} x {m.d_model:<6} heads {m.n_heads:<4} kv {m.kv_heads:<4} "
                   f"{m.mlp:<7} V {m.vocab:<7} s {m.seq_len}" + (f"  MoE {m.n_experts}x top-{m.top_k}" if m.n_experts > 1 else ""))
         return 0

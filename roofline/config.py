@@ -5,7 +5,7 @@ Plain frozen dataclasses, validated once at the edge (:func:`check`) with one-li
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .errors import InputError
 
@@ -151,8 +151,6 @@ def check(model: Model, plan: Plan) -> None:
         raise InputError("interleave > 1 needs the interleaved 1F1B schedule, not gpipe")
     if model.seq_len % plan.cp:
         raise InputError(f"seq-len ({model.seq_len}) must be divisible by cp ({plan.cp})")
-    if plan.sequence_parallel and plan.tp == 1:
-        pass  # SP is a no-op without TP; accepted
     if plan.dp % plan.ep:
         raise InputError(f"ep ({plan.ep}) must divide dp ({plan.dp}) (experts are parallel across DP ranks)")
     if model.n_experts % plan.ep:

@@ -11,7 +11,7 @@ import numpy as np
 
 from . import _compiled
 from .config import Model, Plan, check
-from .hardware import COLLECTIVES, CLASSES, Hardware
+from .hardware import CLASSES, Hardware
 
 BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}
 BREAKDOWN = ("forward", "backward", "recompute", "tp_comm", "cp_comm", "ep_comm", "host_overhead", "pp_comm",

@@ -183,8 +183,6 @@ def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, 
 
 def plan_of(knobs: dict, i: int, base, global_batch: int, gpipe: bool = False):
     """The Plan of row i of an enumeration (fixed fields from ``base``)."""
-    from .config import Plan  # noqa: F401
-
     v = int(knobs["interleave"][i])
     return dataclasses.replace(
         base, tp=int(knobs["tp"][i]), pp=int(knobs["pp"][i]), dp=int(knobs["dp"][i]), cp=int(knobs["cp"][i]),
@@ -277,8 +275,6 @@ def default_model(model, framework: str = "megatron-core"):
 # ranking
 
 def _objective(space: Space, objective: str):
-    import numpy as np
-
     o = space.out
     if objective == "time":
         return o["step_time"]

@@ -8,8 +8,6 @@ the 5as/h score term dropped by selective recomputation or flash attention, and 
 """
 from __future__ import annotations
 
-import sympy as sp
-
 from . import compute as C
 from . import pipeline as PL
 from . import symbols as S
