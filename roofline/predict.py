@@ -20,7 +20,7 @@ MEMORY = ("weights", "gradients", "optimizer", "activations")
 
 
 def hardware_inputs(hw: Hardware, dtype: str = "bf16") -> dict:
-    x = {"peak": hw.peak(dtype), "peak_vec": hw.vector_peak(), "hbm_bw": hw.hbm_bandwidth,
+    x = {"peak": hw.peak(dtype), "peak_vec": hw.vector_peak(), "hbm_bw": hw.hbm_bandwidth, "clock": hw.sustained_clock,
          "gpus_per_node": hw.gpus_per_node, "gemm_dhalf": hw.dhalf, "host_fwd": hw.host_fwd, "host_bwd": hw.host_bwd,
          "host_rc": hw.host_rc}
     for c in CLASSES:

@@ -213,3 +213,15 @@ def test_units_carry_through():
 def test_concepts_doc_is_in_sync():
     from roofline.formulas import concepts
     assert concepts.TARGET.read_text() == concepts.text(), "run: python -m roofline.formulas.concepts"
+
+
+def test_sustained_clock_slows_compute_bound_work_only():
+    """kappa divides the compute rate: a GEMM-bound forward slows by ~1/kappa, an HBM-bound op not at all."""
+    m, plan = models.load("gpt3-175b"), Plan(tp=8, pp=8, dp=1, global_batch=64, micro_batch=1)
+    x = inputs(m, plan, hardware.load("h100-sxm"))
+    full, half = evaluate({**x, "clock": 1.0}), evaluate({**x, "clock": 0.5})
+    ratio = float(half["t_forward"]) / float(full["t_forward"])
+    assert 1.6 < ratio <= 2.0 + 1e-9         # GEMMs and attention double; norms and residual adds do not
+    # the optimizer step streams memory: unaffected by the clock
+    assert float(half["t_optimizer"]) == pytest.approx(float(full["t_optimizer"]))
+    assert hardware.load("h100-sxm").sustained_clock < 1 == hardware.load("a100-sxm4-80gb").sustained_clock

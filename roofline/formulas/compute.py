@@ -1,8 +1,10 @@
 """FLOPs and bytes of every operator of a transformer layer, per tensor-parallel rank and micro-batch.
 
 Each operator is an :class:`Op` with forward/backward FLOPs and HBM bytes; its time is the
-calibrated roofline ``t = t0 + max(F / (P eta sat), B / (W mu))`` (DESIGN.md), where ``sat`` is a
-saturation in the GEMM's smallest dimension (small GEMMs cannot fill the matrix units).
+calibrated roofline ``t = t0 + max(F / (P kappa eta sat), B / (W mu))`` (DESIGN.md), where ``sat`` is a
+saturation in the GEMM's smallest dimension (small GEMMs cannot fill the matrix units) and ``kappa``
+the sustained-clock ratio: microbenchmarks time short bursts at boost clock, while a training run
+holds a power-capped GPU at its lower saturated clock.
 Conventions: Megatron-LM column/row-parallel split (Shoeybi et al. 2019), sequence parallelism as
 in Korthikanti et al. 2022, context parallelism splits the sequence of queries (ring attention
 streams all keys/values through every rank).
@@ -148,9 +150,9 @@ def op_time(op: Op, direction: str) -> sp.Expr:
     key = (op.cls, direction)
     if op.cls in ("gemm", "attn"):
         sat = op.dmin / (op.dmin + S.gemm_dhalf) if op.dmin is not None else 1
-        compute = f / (S.peak * S.EFF_FLOP[key] * sat)
+        compute = f / (S.peak * S.clock * S.EFF_FLOP[key] * sat)
     else:
-        compute = f / (S.peak_vec * S.EFF_FLOP[key])
+        compute = f / (S.peak_vec * S.clock * S.EFF_FLOP[key])
     memory = b / (S.hbm_bw * S.EFF_MEM[key])
     return op.on * S.T0[key] + sp.Max(compute, memory)
 

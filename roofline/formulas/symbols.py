@@ -87,6 +87,8 @@ opt_bytes = _s("opt_bytes", "bytes", "optimizer-state bytes per parameter (Adam:
 # ---- hardware -----------------------------------------------------------------------------
 peak = _s("peak", "flop/time", "dense peak FLOP/s of the matmul dtype", "hardware", "P")
 peak_vec = _s("peak_vec", "flop/time", "peak FLOP/s of non-matmul (vector) units", "hardware", "P_{v}")
+clock = _s("clock", "", "sustained/burst ratio of the compute rate under a power-capped training load (0..1]", "hardware",
+           r"\kappa")
 hbm_bw = _s("hbm_bw", "bytes/time", "HBM bandwidth", "hardware", "W")
 host_fwd = _s("host_fwd", "time", "host (CPU) time to issue one layer's forward in eager PyTorch", "hardware", r"h_{f}")
 host_bwd = _s("host_bwd", "time", "host (CPU) time to issue one layer's backward", "hardware", r"h_{b}")

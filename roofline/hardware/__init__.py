@@ -46,6 +46,7 @@ class Hardware:
     host_fwd: float = 0.0                       # s, host time to issue one layer forward (eager PyTorch)
     host_bwd: float = 0.0                       # s, ... backward
     host_rc: float = 0.0                        # s, extra host time of a layer's full recomputation
+    sustained_clock: float = 1.0                # sustained / burst compute rate under a power-capped load
     calibrated: tuple = ()                      # which parts are fitted: "compute", "intra", "inter"
     provenance: dict = field(default_factory=dict)
     sources: tuple = ()
@@ -216,7 +217,15 @@ def load(ref: str) -> Hardware:
         raise InputError(f"profile {where}: gpus_per_node must be an integer") from None
     power = d.get("board_power")
     host = _merge(dflt["host"], d.get("host") or {})
+    clock = d.get("sustained_clock", 1.0)
+    try:
+        clock = float(clock)
+    except (TypeError, ValueError):
+        clock = float("nan")
+    if not 0 < clock <= 1:
+        raise InputError(f"profile {where}: sustained_clock must be a number in (0, 1], got {d.get('sustained_clock')!r}")
     return Hardware(
+        sustained_clock=clock,
         **_host_times(host, where),
         id=str(d.get("id", Path(where).stem)), name=str(d.get("name", d.get("id", ""))), kind=str(d.get("kind", "datasheet")),
         peak_flops=peaks,
