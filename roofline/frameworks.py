@@ -10,7 +10,9 @@ docs/concepts.md). Explicit flags override them.
   (--overlap-grad-reduce --overlap-param-gather), TP overlap off (needs --tp-comm-overlap).
 - ``megatron-lm-2021`` (Narayanan et al. 2021, Korthikanti et al. 2022 baselines): unfused
   attention (fused scale-mask-softmax), dropout 0.1, fp16, no SP, no distributed optimizer,
-  gradient all-reduce after the backward pass (not overlapped), fp32 gradient reduce.
+  gradient all-reduce after the backward pass (not overlapped), in fp16: Megatron-LM reduces the
+  gradient buffer in the parameter dtype unless --accumulate-allreduce-grads-in-fp32 is given, which
+  is opt-in for fp16 and forced only for bf16 (megatron/arguments.py).
 - ``megatron-deepspeed`` (BigScience / vTrain measurements): as megatron-lm-2021 (unfused
   attention, fp16, no overlap).
 - ``fsdp`` (PyTorch FSDP FULL_SHARD): flash attention, bf16, ZeRO-3 sharding with prefetching
@@ -27,7 +29,7 @@ FRAMEWORKS = {
                                "overlap_param_gather": 1.0, "overlap_tp": 0.0, "dtype": "bf16", "grad_dtype": "fp32"}},
     "megatron-lm-2021": {"model": {"attention": "unfused", "dropout": True},
                          "plan": {"sequence_parallel": False, "sharding": "none", "overlap_grad_reduce": 0.0,
-                                  "dtype": "fp16", "grad_dtype": "fp32"}},
+                                  "dtype": "fp16", "grad_dtype": "fp16"}},
     "megatron-deepspeed": {"model": {"attention": "unfused", "dropout": True},
                            "plan": {"sequence_parallel": False, "sharding": "none", "overlap_grad_reduce": 0.0,
                                     "dtype": "fp16", "grad_dtype": "fp16"}},
