@@ -131,9 +131,12 @@ def main() -> int:
          "unless `seq_parallel=y`, no distributed optimizer, no overlap, gradients all-reduced in fp16: Megatron-LM "
          "reduces in the parameter dtype unless `--accumulate-allreduce-grads-in-fp32`, which is forced only for "
          "bf16). Stated columns override the framework.",
-         "- **Sustained clock**: H100/H200 profiles carry `sustained_clock: 0.849` (compute rate under a power-capped "
-         "training load / burst rate of microbenchmarks, measured on H200 SXM by mamf-finder: 702.9 vs 828.0 "
-         "TFLOP/s); A100 and GH200 profiles have no such measurement and keep 1. A property of the GPU, not of a row.",
+         "- **Matmul ceiling and sustained clock** (properties of the GPU, not of a row): every profile with a "
+         "published maximum achievable matmul rate (`max_matmul`, mamf-finder: A100 SXM 267.9, H100/H200 SXM 828.0 "
+         "TFLOP/s) caps its GEMM efficiencies at max_matmul / peak, because no fitted curve can beat what the best "
+         "shape achieves; the A100 and GH200 backward fits (0.897 and 0.925 of peak) were above it. H100/H200 "
+         "profiles carry `sustained_clock: 0.849` (power-capped sustained rate / burst rate, 702.9 / 828.0 on H200 "
+         "SXM, the same run as the ceiling); A100 and GH200 have no such measurement and keep 1.",
          "- **TP overlap** (Megatron-Core rows whose notes state `--tp-comm-overlap`): `overlap_tp = (tp-1)/tp`. The "
          "ring-exchange overlap of Transformer Engine splits each TP all-gather / reduce-scatter into tp steps, each "
          "hidden behind the GEMM chunk of the previous step; the first step has nothing to hide behind. Not fitted.",
@@ -234,9 +237,10 @@ def main() -> int:
         worst_h = max(h100, key=lambda c: abs(c["error"]))
         L += [f"### 2. H100 rows (published H100 rows: mean {pct(np.mean([c['error'] for c in h100]), True)}, "
               f"MAPE {pct(mape([c['error'] for c in h100]))})", "",
-              "The H100 compute curves are the GH200 (Vista) fits, short microbenchmarks at boost clock. A 700 W H100 "
-              "running GEMMs back to back settles at its power-capped clock: `sustained_clock: 0.849` (H200 SXM, same "
-              "die and power cap, sustained 702.9 vs burst 828.0 TFLOP/s, mamf-finder). Without it (kappa = 1) the "
+              "The H100 compute curves are the GH200 (Vista) fits, short microbenchmarks at boost clock, with GEMM "
+              "efficiency capped at the Hopper SXM matmul ceiling (828.0 / 989). A 700 W H100 running GEMMs back to "
+              "back settles at its power-capped clock: `sustained_clock: 0.849` (H200 SXM, same die and power cap, "
+              "sustained 702.9 vs burst 828.0 TFLOP/s, mamf-finder). Without it (kappa = 1) the "
               f"H100 rows would be at mean {pct(np.mean(list(no_clock.values())), True)}, MAPE "
               f"{pct(mape(no_clock.values()))}. With it the predicted times imply {implied} MFU in the README's FLOP "
               f"convention, where it reports {reported}.", "",
@@ -281,10 +285,9 @@ def main() -> int:
     L += ["### 4. What remains", "",
           f"- A100 rows without pipeline parallelism (Narayanan pp = 1, Korthikanti 22B) are within {pct(min(flat), True)}"
           f" .. {pct(max(flat), True)}, those with pipeline parallelism below: predicted throughput rises with the "
-          "hidden size faster than measured (Narayanan 18.4B at h 6144 over-predicted, 1T at h 25600 under-predicted), "
-          "and the fitted A100 backward GEMM efficiency (0.897 of peak) is above the maximum achievable matmul rate "
-          "measured on A100 SXM (267.9 TFLOP/s = 0.859, mamf-finder): bounding eta by that ceiling in the fit is the "
-          "next calibration step.",
+          "hidden size faster than measured (Narayanan 18.4B at h 6144 over-predicted, 1T at h 25600 under-predicted). "
+          "The matmul ceiling is applied when a profile loads, after the fit; fitting with eta bounded by it (so "
+          "that t0 and the size saturation adjust) is the cleaner form and the next calibration step.",
           "- vtrain rows with micro-batch >= 8 (GPU-bound) are at MAPE " + pct(mape(mb8)) + "; the multi-node 3.6B rows "
           f"at {pct(s_multi['mape'])}. Worst: `{wm['case_id']}` ({pct(wm['error'], True)}, tp {wm['plan']['tp']} "
           f"dp {wm['plan']['dp']} micro-batch {wm['plan']['mb']}): its step doubles from micro-batch 32 to 64 at the same "

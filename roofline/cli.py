@@ -288,6 +288,10 @@ def cmd_hardware(args) -> int:
     d = {k: v for k, v in d.items() if not k.startswith("_")}
     d["calibrated_parts"] = list(h.calibrated)
     print(yaml.safe_dump(d, sort_keys=False, default_flow_style=None).rstrip())
+    if h.matmul_ceiling < 1 or h.sustained_clock < 1:
+        eta = {k: round(v[0], 4) for k, v in h.efficiency["gemm"].items()}
+        print(f"# as used: gemm eta capped at max_matmul / bf16 peak = {h.matmul_ceiling:.4f} -> {eta}; "
+              f"compute rates x sustained_clock {h.sustained_clock:g}")
     return 0
 
 

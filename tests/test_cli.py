@@ -74,7 +74,9 @@ LINKS = "links: {intra: {bandwidth: 300 GB/s}, inter: {bandwidth: 25 GB/s}}\ngpu
                                             ("id: x\npeak_flops: {bf16: 100 TFLOP/s}\nhbm_bandwidth: 3 GB\n" + LINKS,
                                              "hbm_bandwidth: cannot read '3 GB'"),
                                             ("id: x\npeak_flops: {bf16: 100 TFLOP/s}\nhbm_bandwidth: 3 TB/s\n"
-                                             "sustained_clock: 1.2\n" + LINKS, "sustained_clock must be a number in (0, 1]")])
+                                             "sustained_clock: 1.2\n" + LINKS, "sustained_clock must be a number in (0, 1]"),
+                                            ("id: x\npeak_flops: {bf16: 100 TFLOP/s}\nhbm_bandwidth: 3 TB/s\n"
+                                             "max_matmul: 120 TFLOP/s\n" + LINKS, "max_matmul must be positive and at most")])
 def test_bad_profile_yaml(cli, tmp_path, content, needle):
     f = tmp_path / "gpu.yaml"
     f.write_text(content)

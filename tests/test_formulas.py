@@ -225,3 +225,17 @@ def test_sustained_clock_slows_compute_bound_work_only():
     # the optimizer step streams memory: unaffected by the clock
     assert float(half["t_optimizer"]) == pytest.approx(float(full["t_optimizer"]))
     assert hardware.load("h100-sxm").sustained_clock < 1 == hardware.load("a100-sxm4-80gb").sustained_clock
+
+
+def test_max_matmul_caps_every_gemm_efficiency(tmp_path):
+    """A fitted GEMM efficiency above the GPU's measured maximum achievable matmul rate is cut to it."""
+    raw = hardware.raw("a100-perlmutter")
+    fitted = raw["efficiency"]["gemm"]["bwd"]["eta"]
+    h = hardware.load("a100-perlmutter")
+    ceiling = 267.9 / 312
+    assert fitted > ceiling and h.matmul_ceiling == pytest.approx(ceiling)
+    assert h.efficiency["gemm"]["bwd"][0] == pytest.approx(ceiling)
+    assert h.efficiency["gemm"]["fwd"][0] == pytest.approx(min(raw["efficiency"]["gemm"]["fwd"]["eta"], ceiling))
+    f = tmp_path / "gpu.yaml"
+    f.write_text("id: x\nbase: a100-sxm4-80gb\nmax_matmul: 156 TFLOP/s\n")
+    assert hardware.load(str(f)).efficiency["gemm"]["fwd"][0] == pytest.approx(0.5)

@@ -47,6 +47,7 @@ class Hardware:
     host_bwd: float = 0.0                       # s, ... backward
     host_rc: float = 0.0                        # s, extra host time of a layer's full recomputation
     sustained_clock: float = 1.0                # sustained / burst compute rate under a power-capped load
+    matmul_ceiling: float = 1.0                 # max achievable matmul rate / peak (mamf-finder); caps gemm eta
     calibrated: tuple = ()                      # which parts are fitted: "compute", "intra", "inter"
     provenance: dict = field(default_factory=dict)
     sources: tuple = ()
@@ -217,6 +218,13 @@ def load(ref: str) -> Hardware:
         raise InputError(f"profile {where}: gpus_per_node must be an integer") from None
     power = d.get("board_power")
     host = _merge(dflt["host"], d.get("host") or {})
+    ceiling = 1.0
+    if d.get("max_matmul") is not None:
+        ceiling = parse(d["max_matmul"], "flop/s", f"profile {where}: max_matmul") / peaks["bf16"]
+        if not 0 < ceiling <= 1:
+            raise InputError(f"profile {where}: max_matmul must be positive and at most the bf16 peak")
+        # no fitted or assumed GEMM efficiency can beat the measured maximum achievable matmul rate
+        eff["gemm"] = {k: (min(eta, ceiling), mu, t0) for k, (eta, mu, t0) in eff["gemm"].items()}
     clock = d.get("sustained_clock", 1.0)
     try:
         clock = float(clock)
@@ -225,7 +233,7 @@ def load(ref: str) -> Hardware:
     if not 0 < clock <= 1:
         raise InputError(f"profile {where}: sustained_clock must be a number in (0, 1], got {d.get('sustained_clock')!r}")
     return Hardware(
-        sustained_clock=clock,
+        sustained_clock=clock, matmul_ceiling=ceiling,
         **_host_times(host, where),
         id=str(d.get("id", Path(where).stem)), name=str(d.get("name", d.get("id", ""))), kind=str(d.get("kind", "datasheet")),
         peak_flops=peaks,
