@@ -2,7 +2,7 @@
 # fmt: off
 import numpy as np
 
-INPUTS = ('act_bytes', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'biases', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'clock', 'cp', 'd_model', 'dp', 'dropout', 'ep', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'heads', 'host_bwd', 'host_fwd', 'host_rc', 'interleave', 'kv_heads', 'layers', 'learned_pos', 'mask_bytes', 'micro_batch', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_pp', 'ov_tp', 'peak', 'peak_vec', 'pp', 'rc_full', 'rc_sel', 'seq_len', 'seq_par', 't0_attn_bwd', 't0_attn_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'vocab', 'z_grad', 'z_os', 'z_param')
+INPUTS = ('act_bytes', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_ctas_bwd', 'attn_ctas_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'clock', 'cp', 'd_model', 'dp', 'dropout', 'ep', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'heads', 'host_bwd', 'host_fwd', 'host_rc', 'interleave', 'kv_heads', 'layers', 'learned_pos', 'mask_bytes', 'micro_batch', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_pp', 'ov_tp', 'peak', 'peak_vec', 'pp', 'rc_full', 'rc_sel', 'seq_len', 'seq_par', 't0_attn_bwd', 't0_attn_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'vocab', 'z_grad', 'z_os', 'z_param')
 OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_host_overhead', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'micro_batches', 't_microbatch_stage', 'flops', 'hardware_flops', 'n_gpus', 'mfu', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'params', 'active_params', 'params_rank')
 
 
@@ -19,6 +19,14 @@ def evaluate(x):
     alpha_p2p_intra = x['alpha_p2p_intra']
     alpha_rs_inter = x['alpha_rs_inter']
     alpha_rs_intra = x['alpha_rs_intra']
+    attn_ctas_bwd = x['attn_ctas_bwd']
+    attn_ctas_fwd = x['attn_ctas_fwd']
+    attn_dreg_bwd = x['attn_dreg_bwd']
+    attn_dreg_fwd = x['attn_dreg_fwd']
+    attn_dsoft_bwd = x['attn_dsoft_bwd']
+    attn_dsoft_fwd = x['attn_dsoft_fwd']
+    attn_uneven_bwd = x['attn_uneven_bwd']
+    attn_uneven_fwd = x['attn_uneven_fwd']
     biases = x['biases']
     bw_a2a_inter = x['bw_a2a_inter']
     bw_a2a_intra = x['bw_a2a_intra']
@@ -166,278 +174,281 @@ def evaluate(x):
     _x39 = _x12*_x38
     _x40 = _x39*micro_batch
     _x41 = _x10*_x40
-    _x42 = _x19*_x41*heads
-    _x43 = 2*act_bytes
-    _x44 = dropout*(_x43 + mask_bytes)
-    _x45 = _x22*micro_batch
-    _x46 = _x8*heads
-    _x47 = _x10*_x39*_x45*_x46
-    _x48 = _x43/mu_gemm_bwd
-    _x49 = _x22*_x48
-    _x50 = d_model*experts
-    _x51 = _x14*experts
-    _x52 = _x7*(_x27 + _x50 + _x51)
-    _x53 = _x50*_x7
-    _x54 = peak**(-1.0)
-    _x55 = _x18*_x54
-    _x56 = _x55/eta_gemm_bwd
-    _x57 = 4*_x56
-    _x58 = _x14*_x57
-    _x59 = np.minimum(np.minimum(_x14, d_model), experts)
-    _x60 = (_x59 + gemm_dhalf)/_x59
-    _x61 = 2*flash
-    _x62 = heads**(-1.0)
-    _x63 = _x31*_x62*kv_heads
-    _x64 = _x10*act_bytes
-    _x65 = _x45*_x64
-    _x66 = _x65*(_x13*_x31 + _x63*seq_len)
-    _x67 = 1 - 1/2*causal
-    _x68 = _x67*flash
-    _x69 = _x10*d_model
-    _x70 = _x40*_x69
-    _x71 = _x68*_x70
-    _x72 = _x62*d_model
-    _x73 = np.minimum(_x13, _x72)
-    _x74 = _x55*(_x73 + gemm_dhalf)/_x73
-    _x75 = d_model**2
-    _x76 = _x10*_x75
-    _x77 = _x14*_x69
-    _x78 = _x27 + _x76 + _x77
-    _x79 = _x14*_x76
-    _x80 = np.minimum(np.minimum(_x14, _x69), d_model)
-    _x81 = (_x80 + gemm_dhalf)/_x80
-    _x82 = d_model*ffn_hidden
-    _x83 = _x10*_x82
-    _x84 = _x15*_x27
-    _x85 = _x17 + _x83 + _x84
-    _x86 = np.minimum(np.minimum(_x11, _x16), d_model)
-    _x87 = (_x86 + gemm_dhalf)/_x86
-    _x88 = _x16*_x57
-    _x89 = _x46*(_x13*_x72 + _x39 + _x72*seq_len)
-    _x90 = _x40*(2 - _x61)
-    _x91 = _x10*_x31*_x90
-    _x92 = np.minimum(np.minimum(_x13, _x72), seq_len)
-    _x93 = (_x92 + gemm_dhalf)/_x92
-    _x94 = ffn_hidden*(gated + 1)
-    _x95 = _x69*_x94
-    _x96 = _x10*_x94
-    _x97 = _x16*_x96
-    _x98 = _x84 + _x95 + _x97
-    _x99 = np.minimum(np.minimum(_x16, _x96), d_model)
+    _x42 = _x41*heads
+    _x43 = _x19*_x42
+    _x44 = 2*act_bytes
+    _x45 = dropout*(_x44 + mask_bytes)
+    _x46 = _x22*micro_batch
+    _x47 = _x8*heads
+    _x48 = _x10*_x39*_x46*_x47
+    _x49 = _x44/mu_gemm_bwd
+    _x50 = _x22*_x49
+    _x51 = d_model*experts
+    _x52 = _x14*experts
+    _x53 = _x7*(_x27 + _x51 + _x52)
+    _x54 = _x51*_x7
+    _x55 = peak**(-1.0)
+    _x56 = _x18*_x55
+    _x57 = _x56/eta_gemm_bwd
+    _x58 = 4*_x57
+    _x59 = _x14*_x58
+    _x60 = np.minimum(np.minimum(_x14, d_model), experts)
+    _x61 = (_x60 + gemm_dhalf)/_x60
+    _x62 = d_model**2
+    _x63 = _x10*_x62
+    _x64 = _x10*d_model
+    _x65 = _x14*_x64
+    _x66 = _x27 + _x63 + _x65
+    _x67 = _x14*_x63
+    _x68 = np.minimum(np.minimum(_x14, _x64), d_model)
+    _x69 = (_x68 + gemm_dhalf)/_x68
+    _x70 = d_model*ffn_hidden
+    _x71 = _x10*_x70
+    _x72 = _x15*_x27
+    _x73 = _x17 + _x71 + _x72
+    _x74 = np.minimum(np.minimum(_x11, _x16), d_model)
+    _x75 = (_x74 + gemm_dhalf)/_x74
+    _x76 = _x16*_x58
+    _x77 = heads**(-1.0)
+    _x78 = _x77*d_model
+    _x79 = _x47*(_x13*_x78 + _x39 + _x78*seq_len)
+    _x80 = 2*flash
+    _x81 = _x40*(2 - _x80)
+    _x82 = _x10*_x31*_x81
+    _x83 = np.minimum(np.minimum(_x13, _x78), seq_len)
+    _x84 = (_x83 + gemm_dhalf)/_x83
+    _x85 = ffn_hidden*(gated + 1)
+    _x86 = _x64*_x85
+    _x87 = _x10*_x85
+    _x88 = _x16*_x87
+    _x89 = _x72 + _x86 + _x88
+    _x90 = np.minimum(np.minimum(_x16, _x87), d_model)
+    _x91 = (_x90 + gemm_dhalf)/_x90
+    _x92 = _x31*_x77*kv_heads
+    _x93 = _x92 + d_model
+    _x94 = _x93*d_model
+    _x95 = _x10*_x94
+    _x96 = _x10*_x93
+    _x97 = _x14*_x96
+    _x98 = _x27 + _x95 + _x97
+    _x99 = np.minimum(np.minimum(_x14, _x96), d_model)
     _x100 = (_x99 + gemm_dhalf)/_x99
-    _x101 = _x63 + d_model
-    _x102 = _x101*d_model
-    _x103 = _x10*_x102
-    _x104 = _x10*_x101
-    _x105 = _x104*_x14
-    _x106 = _x103 + _x105 + _x27
-    _x107 = np.minimum(np.minimum(_x104, _x14), d_model)
-    _x108 = (_x107 + gemm_dhalf)/_x107
-    _x109 = 2*_x30 + _x7*t0_gemm_bwd + _x8*t0_softmax_bwd + _x9*t0_gemm_bwd + flash*t0_attn_bwd + 3*t0_elem_bwd + 4*t0_gemm_bwd + 2*t0_norm_bwd + np.maximum(_x106*_x49, _x103*_x108*_x58) + np.maximum(16*_x17*_x20, _x21*_x24*(2*gated + 3)) + 2*np.maximum(_x20*_x33, _x21*_x37) + np.maximum(_x49*_x52, _x53*_x58*_x60) + np.maximum(_x49*_x78, _x57*_x79*_x81) + np.maximum(_x49*_x85, _x83*_x87*_x88) + np.maximum(_x49*_x98, _x100*_x88*_x95) + np.maximum(_x47*(_x25 + _x44)/mu_softmax_bwd, _x42*(8 - 8*flash)/eta_softmax_bwd) + 2*np.maximum(_x56*_x91*_x93, _x10*_x49*_x89*micro_batch) + np.maximum(_x61*_x66/mu_attn_bwd, 10*_x71*_x74/eta_attn_bwd)
-    _x110 = eta_elem_fwd**(-1.0)
-    _x111 = mu_elem_fwd**(-1.0)
-    _x112 = np.maximum(8*_x29/eta_norm_fwd, _x23*_x33/mu_norm_fwd)
-    _x113 = gated + 2
-    _x114 = 4*_x68
-    _x115 = _x114*_x70
-    _x116 = mu_gemm_fwd**(-1.0)
-    _x117 = _x69*_x90
-    _x118 = _x55/eta_gemm_fwd
-    _x119 = _x9*t0_gemm_fwd + 2*np.maximum(_x116*_x65*_x89, _x117*_x118*_x93)
-    _x120 = _x119 + _x8*t0_softmax_fwd + flash*t0_attn_fwd + np.maximum(_x115*_x74/eta_attn_fwd, _x66*flash/mu_attn_fwd) + np.maximum(_x47*(_x43 + _x44)/mu_softmax_fwd, _x42*(5 - 5*flash)/eta_softmax_fwd)
-    _x121 = _x116*act_bytes
-    _x122 = _x121*_x22
-    _x123 = 2*_x79
-    _x124 = _x17*_x31
-    _x125 = _x105*_x31
+    _x101 = _x10*act_bytes
+    _x102 = _x101*_x46
+    _x103 = _x102*(_x13*_x31 + _x92*seq_len)
+    _x104 = np.ceil((1/32)*_x78)
+    _x105 = np.minimum(1, 32*_x104 - _x78)
+    _x106 = _x4*_x77*tp/np.ceil((1/128)*_x13)
+    _x107 = 32*_x104
+    _x108 = (1/32)/_x104
+    _x109 = 1 - 1/2*causal
+    _x110 = _x109*flash
+    _x111 = _x104*_x110*_x42*_x56
+    _x112 = 2*_x30 + _x7*t0_gemm_bwd + _x8*t0_softmax_bwd + _x9*t0_gemm_bwd + flash*t0_attn_bwd + 3*t0_elem_bwd + 4*t0_gemm_bwd + 2*t0_norm_bwd + np.maximum(16*_x17*_x20, _x21*_x24*(2*gated + 3)) + 2*np.maximum(_x20*_x33, _x21*_x37) + np.maximum(_x50*_x53, _x54*_x59*_x61) + np.maximum(_x50*_x66, _x58*_x67*_x69) + np.maximum(_x50*_x73, _x71*_x75*_x76) + np.maximum(_x50*_x89, _x76*_x86*_x91) + np.maximum(_x50*_x98, _x100*_x59*_x95) + np.maximum(_x103*_x80/mu_attn_bwd, 320*_x111*(_x105*attn_uneven_bwd + 1)*(_x106*attn_ctas_bwd + 1)*(_x107/attn_dreg_bwd + _x108*attn_dsoft_bwd + 1)/eta_attn_bwd) + np.maximum(_x48*(_x25 + _x45)/mu_softmax_bwd, _x43*(8 - 8*flash)/eta_softmax_bwd) + 2*np.maximum(_x57*_x82*_x84, _x10*_x50*_x79*micro_batch)
+    _x113 = eta_elem_fwd**(-1.0)
+    _x114 = mu_elem_fwd**(-1.0)
+    _x115 = np.maximum(8*_x29/eta_norm_fwd, _x23*_x33/mu_norm_fwd)
+    _x116 = gated + 2
+    _x117 = mu_gemm_fwd**(-1.0)
+    _x118 = _x64*_x81
+    _x119 = _x56/eta_gemm_fwd
+    _x120 = _x9*t0_gemm_fwd + 2*np.maximum(_x102*_x117*_x79, _x118*_x119*_x84)
+    _x121 = _x120 + _x8*t0_softmax_fwd + flash*t0_attn_fwd + np.maximum(_x103*flash/mu_attn_fwd, 128*_x111*(_x105*attn_uneven_fwd + 1)*(_x106*attn_ctas_fwd + 1)*(_x107/attn_dreg_fwd + _x108*attn_dsoft_fwd + 1)/eta_attn_fwd) + np.maximum(_x48*(_x44 + _x45)/mu_softmax_fwd, _x43*(5 - 5*flash)/eta_softmax_fwd)
+    _x122 = _x117*act_bytes
+    _x123 = _x122*_x22
+    _x124 = 2*_x67
+    _x125 = _x17*_x31
     _x126 = _x31*_x97
-    _x127 = _x31*_x51*_x7
-    _x128 = _x7*t0_gemm_fwd + 4*t0_gemm_fwd + np.maximum(_x106*_x122, _x108*_x118*_x125) + np.maximum(_x122*_x52, _x118*_x127*_x60) + np.maximum(_x122*_x78, _x118*_x123*_x81) + np.maximum(_x122*_x85, _x118*_x124*_x87) + np.maximum(_x122*_x98, _x100*_x118*_x126)
-    _x129 = 2*_x112 + _x120 + _x128 + 3*t0_elem_fwd + 2*t0_norm_fwd + 2*np.maximum(_x110*_x29, _x111*_x37) + np.maximum(_x111*_x113*_x24, 8*_x110*_x17*_x19)
-    _x130 = _x109 + _x129
-    _x131 = rc_full + 2
-    _x132 = np.maximum(1, np.minimum(gpus_per_node, tp))
-    _x133 = 2*_x132 - 2
-    _x134 = _x132**(-1.0)
-    _x135 = _x134*tp
-    _x136 = 2*_x135 - 2
-    _x137 = bw_ar_inter**(-1.0)
-    _x138 = _x77*act_bytes
-    _x139 = bw_ar_intra**(-1.0)
-    _x140 = _x134*_x35
-    _x141 = _x132 - 1
-    _x142 = _x135 - 1
-    _x143 = bw_ag_inter**(-1.0)
-    _x144 = _x138*_x142
-    _x145 = bw_ag_intra**(-1.0)
-    _x146 = _x140*_x141
-    _x147 = bw_rs_inter**(-1.0)
-    _x148 = bw_rs_intra**(-1.0)
-    _x149 = _x131*(2*seq_par*(_x141*alpha_ag_intra + _x141*alpha_rs_intra + _x142*alpha_ag_inter + _x142*alpha_rs_inter + _x143*_x144 + _x144*_x147 + _x145*_x146 + _x146*_x148) + 2*(1 - seq_par)*(_x133*_x139*_x140 + _x133*alpha_ar_intra + _x136*_x137*_x138 + _x136*alpha_ar_inter))
-    _x150 = rc_full + 3
-    _x151 = cp*tp
-    _x152 = np.where((_x151 <= gpus_per_node), 1, 0)
-    _x153 = bw_p2p_intra**(-1.0)
-    _x154 = _x14*_x63
-    _x155 = _x154*_x64
-    _x156 = bw_p2p_inter**(-1.0)
-    _x157 = _x150*(cp - 1)*(_x152*(_x153*_x155 + alpha_p2p_intra) + (1 - _x152)*(_x155*_x156 + alpha_p2p_inter))
-    _x158 = ov_cp*np.minimum(_x157, _x120*_x150)
-    _x159 = ov_tp*np.minimum(_x149, (3/2)*_x131*(_x119 + _x128))
-    _x160 = _x10*_x12
-    _x161 = _x160*gpus_per_node
-    _x162 = np.maximum(1, np.minimum(_x161, ep))
-    _x163 = _x162 - 1
-    _x164 = ep**(-1.0)
-    _x165 = _x15*_x164*_x35
-    _x166 = _x131*_x7*(_x163*_x165/bw_a2a_intra + _x163*alpha_a2a_intra + _x165*(-_x162 + ep)/bw_a2a_inter + alpha_a2a_inter*(-1 + ep/_x162))
-    _x167 = 2*_x166
-    _x168 = 1 - rc_full
-    _x169 = _x168*rc_sel
-    _x170 = _x120*_x169 + _x129*rc_full
-    _x171 = _x149 + _x157 - _x158 - _x159 + _x167 + _x170
-    _x172 = _x130 - np.maximum(_x130 + _x171, host_bwd + host_fwd + host_rc*rc_full)
-    _x173 = pp**(-1.0)
-    _x174 = interleave*np.ceil(_x0*_x173*layers)
-    _x175 = _x19*_x27
-    _x176 = _x35*(learned_pos + 2)
-    _x177 = t0_embed_fwd + np.maximum(_x175/eta_embed_fwd, _x176*_x22/mu_embed_fwd)
-    _x178 = np.ceil((1/128)*_x10*vocab)
-    _x179 = _x178*d_model
-    _x180 = 256*_x179
-    _x181 = t0_embed_bwd + np.maximum(_x175/eta_embed_bwd, _x22*(_x176 + grad_bytes*(_x180 + _x27))/mu_embed_bwd)
-    _x182 = _x14*_x178*_x19
-    _x183 = 128*_x178
-    _x184 = _x14*_x183
-    _x185 = _x184*_x22*(act_bytes + f32_bytes)
-    _x186 = _x183*d_model
-    _x187 = _x22*(_x184 + _x186 + _x27)
-    _x188 = _x14*_x179
-    _x189 = np.minimum(np.minimum(_x14, _x183), d_model)
-    _x190 = (_x189 + gemm_dhalf)/_x189
-    _x191 = _x30 + t0_ce_bwd + t0_gemm_bwd + t0_norm_bwd + np.maximum(_x185/mu_ce_bwd, 256*_x182/eta_ce_bwd) + np.maximum(_x187*_x48, 512*_x188*_x190*_x56)
-    _x192 = _x112 + t0_ce_fwd + t0_gemm_fwd + t0_norm_fwd + np.maximum(_x121*_x187, _x118*_x14*_x180*_x190) + np.maximum(_x185/mu_ce_fwd, 640*_x182/eta_ce_fwd)
-    _x193 = np.where((_x177 + _x181 <= _x191 + _x192), 1, 0)
-    _x194 = 1 - _x193
-    _x195 = np.minimum(1, _x1)
-    _x196 = 1 - _x195
-    _x197 = _x129*_x174 + _x177*_x194 + _x192*_x193 + _x196*(_x177*_x193 + _x192*_x194)
-    _x198 = _x109*_x174 + _x181*_x194 + _x191*_x193 + _x196*(_x181*_x193 + _x191*_x194)
-    _x199 = _x197 + _x198
-    _x200 = -_x172*_x174 + _x199
-    _x201 = _x151*dp
-    _x202 = np.where((_x201 < gpus_per_node), 1, 0)
-    _x203 = 2*_x195*(1 - ov_pp)*(_x1 + _x6*interleave)*(_x202*(_x138*_x153 + alpha_p2p_intra) + (1 - _x202)*(_x138*_x156 + alpha_p2p_inter))
-    _x204 = np.maximum(1, np.minimum(_x161, dp))
-    _x205 = _x204**(-1.0)
-    _x206 = _x205*dp
-    _x207 = _x206 - 1
-    _x208 = _x207*alpha_ag_inter
-    _x209 = _x204 - 1
-    _x210 = _x209*alpha_ag_intra
-    _x211 = _x82 + _x94*d_model + biases*(_x94 + d_model)
-    _x212 = _x211*experts
-    _x213 = _x10*_x212
-    _x214 = _x164*_x213
-    _x215 = _x174*_x7
-    _x216 = _x214*_x215
-    _x217 = _x216*grad_bytes
-    _x218 = d_model*learned_pos*seq_len
-    _x219 = _x102 + _x75 + biases*(_x31 + _x63)
-    _x220 = biases + 1
-    _x221 = _x220*_x31 + _x53
-    _x222 = _x10*_x219 + _x214 + _x221
-    _x223 = _x174*_x222 + _x186*(_x196*(1 - tied) + 1) + _x218
-    _x224 = grad_bytes*(-_x216 + _x223)
-    _x225 = _x217 + _x224
-    _x226 = _x207*_x3
-    _x227 = _x147*_x226
-    _x228 = _x205*_x209
-    _x229 = _x148*_x228
-    _x230 = _x143*_x226
-    _x231 = _x223*_x43
-    _x232 = _x145*_x228
-    _x233 = _x207*alpha_rs_inter + _x209*alpha_rs_intra
-    _x234 = 2*_x208 + 2*_x210 + _x225*_x227 + _x225*_x229 + _x230*_x231 + _x231*_x232 + _x233
-    _x235 = _x234*_x6
-    _x236 = 1 - z_param
-    _x237 = _x223*act_bytes
-    _x238 = _x208 + _x210 + _x230*_x237 + _x232*_x237
-    _x239 = z_grad*(_x3*_x4*global_batch - 1) + 1
-    _x240 = 1 - z_os
-    _x241 = 2*_x204 - 2
-    _x242 = 2*_x206 - 2
-    _x243 = _x137*_x3
-    _x244 = _x164*dp
-    _x245 = np.maximum(1, np.minimum(_x244, _x161*_x164))
-    _x246 = _x245 - 1
-    _x247 = _x245**(-1.0)
-    _x248 = _x244*_x247
-    _x249 = _x248 - 1
-    _x250 = _x213*_x215*grad_bytes
-    _x251 = _x217*_x247
-    _x252 = 2*_x245 - 2
-    _x253 = 2*_x248 - 2
-    _x254 = _x240*(_x139*_x205*_x224*_x241 + _x224*_x242*_x243 + _x241*alpha_ar_intra + _x242*alpha_ar_inter) + _x7*(_x240*(_x139*_x251*_x252 + _x243*_x250*_x253 + _x252*alpha_ar_intra + _x253*alpha_ar_inter) + z_os*(_x147*_x249*_x250*_x3 + _x148*_x246*_x251 + _x246*alpha_rs_intra + _x249*alpha_rs_inter)) + z_os*(_x224*_x227 + _x224*_x229 + _x233)
-    _x255 = _x238*z_os
-    _x256 = _x239*_x254
-    _x257 = _x236*(_x238*z_os + _x239*_x254 - ov_ag*np.minimum(_x197, _x255) - ov_dp*np.minimum(_x256, _x239*(_x174*((1/2)*_x149 + (1/2)*_x157 - 1/2*_x158 - 1/2*_x159 + _x166 + _x170) + _x198))) + z_param*(_x234*_x3*_x4*global_batch - ov_ag*np.minimum(_x235, _x199*_x6))
-    _x258 = _x223*dp**(-z_os)
-    _x259 = t0_optim_fwd + np.maximum(12*_x19*_x258/eta_optim_fwd, _x22*_x258*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
-    _x260 = _x200*(_x2 + _x6) + _x203 + _x257 + _x259
-    _x261 = _x174*_x6
-    _x262 = _x261*(_x149 - _x159)
-    _x263 = _x31*seq_len
-    _x264 = _x263*top_k
-    _x265 = _x38*d_model
-    _x266 = 3*global_batch*(_x263*vocab + layers*(_x101*_x263 + _x114*_x265 + _x263*_x7*experts + _x264*_x94 + _x264*ffn_hidden + 4*_x265*_x67*_x8 + 2*_x75*seq_len))
-    _x267 = 6*_x14
-    _x268 = 6*_x16
-    _x269 = _x115 + _x91
-    _x270 = 768*_x188 + layers*(_x103*_x267 + 6*_x117 + _x169*_x269 + _x267*_x53 + _x268*_x83 + _x268*_x95 + 14*_x71 + 6*_x79 + rc_full*(_x123 + _x124 + _x125 + _x126 + _x127 + _x269))
-    _x271 = _x260**(-1.0)
-    _x272 = _x173*_x271*_x54
-    _x273 = _x237*dp**(-z_param)
-    _x274 = _x223*dp**(-z_grad)*grad_bytes
-    _x275 = _x258*opt_bytes
-    _x276 = _x28*(2*_x34 + 4*act_bytes) + _x41*_x46*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes)) + _x64*(_x113*_x16*ffn_hidden + _x154 + _x32)
-    _x277 = _x174*(_x168*_x276 + _x36*rc_full)*(_x6*gpipe + (1 - gpipe)*(_x173*_x2*np.minimum(1, interleave - 1) + 1)*np.minimum(_x6, pp)) + _x222*_x43*z_param + _x276*rc_full
-    _x278 = _x219 + _x221
-    _x279 = _x218 + _x220*d_model + d_model*vocab*(2 - tied)
+    _x127 = _x31*_x88
+    _x128 = _x31*_x52*_x7
+    _x129 = _x7*t0_gemm_fwd + 4*t0_gemm_fwd + np.maximum(_x123*_x53, _x119*_x128*_x61) + np.maximum(_x123*_x66, _x119*_x124*_x69) + np.maximum(_x123*_x73, _x119*_x125*_x75) + np.maximum(_x123*_x89, _x119*_x127*_x91) + np.maximum(_x123*_x98, _x100*_x119*_x126)
+    _x130 = 2*_x115 + _x121 + _x129 + 3*t0_elem_fwd + 2*t0_norm_fwd + 2*np.maximum(_x113*_x29, _x114*_x37) + np.maximum(_x114*_x116*_x24, 8*_x113*_x17*_x19)
+    _x131 = _x112 + _x130
+    _x132 = rc_full + 2
+    _x133 = np.maximum(1, np.minimum(gpus_per_node, tp))
+    _x134 = 2*_x133 - 2
+    _x135 = _x133**(-1.0)
+    _x136 = _x135*tp
+    _x137 = 2*_x136 - 2
+    _x138 = bw_ar_inter**(-1.0)
+    _x139 = _x65*act_bytes
+    _x140 = bw_ar_intra**(-1.0)
+    _x141 = _x135*_x35
+    _x142 = _x133 - 1
+    _x143 = _x136 - 1
+    _x144 = bw_ag_inter**(-1.0)
+    _x145 = _x139*_x143
+    _x146 = bw_ag_intra**(-1.0)
+    _x147 = _x141*_x142
+    _x148 = bw_rs_inter**(-1.0)
+    _x149 = bw_rs_intra**(-1.0)
+    _x150 = _x132*(2*seq_par*(_x142*alpha_ag_intra + _x142*alpha_rs_intra + _x143*alpha_ag_inter + _x143*alpha_rs_inter + _x144*_x145 + _x145*_x148 + _x146*_x147 + _x147*_x149) + 2*(1 - seq_par)*(_x134*_x140*_x141 + _x134*alpha_ar_intra + _x137*_x138*_x139 + _x137*alpha_ar_inter))
+    _x151 = rc_full + 3
+    _x152 = cp*tp
+    _x153 = np.where((_x152 <= gpus_per_node), 1, 0)
+    _x154 = bw_p2p_intra**(-1.0)
+    _x155 = _x14*_x92
+    _x156 = _x101*_x155
+    _x157 = bw_p2p_inter**(-1.0)
+    _x158 = _x151*(cp - 1)*(_x153*(_x154*_x156 + alpha_p2p_intra) + (1 - _x153)*(_x156*_x157 + alpha_p2p_inter))
+    _x159 = ov_cp*np.minimum(_x158, _x121*_x151)
+    _x160 = ov_tp*np.minimum(_x150, (3/2)*_x132*(_x120 + _x129))
+    _x161 = _x10*_x12
+    _x162 = _x161*gpus_per_node
+    _x163 = np.maximum(1, np.minimum(_x162, ep))
+    _x164 = _x163 - 1
+    _x165 = ep**(-1.0)
+    _x166 = _x15*_x165*_x35
+    _x167 = _x132*_x7*(_x164*_x166/bw_a2a_intra + _x164*alpha_a2a_intra + _x166*(-_x163 + ep)/bw_a2a_inter + alpha_a2a_inter*(-1 + ep/_x163))
+    _x168 = 2*_x167
+    _x169 = 1 - rc_full
+    _x170 = _x169*rc_sel
+    _x171 = _x121*_x170 + _x130*rc_full
+    _x172 = _x150 + _x158 - _x159 - _x160 + _x168 + _x171
+    _x173 = _x131 - np.maximum(_x131 + _x172, host_bwd + host_fwd + host_rc*rc_full)
+    _x174 = pp**(-1.0)
+    _x175 = interleave*np.ceil(_x0*_x174*layers)
+    _x176 = _x19*_x27
+    _x177 = _x35*(learned_pos + 2)
+    _x178 = t0_embed_fwd + np.maximum(_x176/eta_embed_fwd, _x177*_x22/mu_embed_fwd)
+    _x179 = np.ceil((1/128)*_x10*vocab)
+    _x180 = _x179*d_model
+    _x181 = 256*_x180
+    _x182 = t0_embed_bwd + np.maximum(_x176/eta_embed_bwd, _x22*(_x177 + grad_bytes*(_x181 + _x27))/mu_embed_bwd)
+    _x183 = _x14*_x179*_x19
+    _x184 = 128*_x179
+    _x185 = _x14*_x184
+    _x186 = _x185*_x22*(act_bytes + f32_bytes)
+    _x187 = _x184*d_model
+    _x188 = _x22*(_x185 + _x187 + _x27)
+    _x189 = _x14*_x180
+    _x190 = np.minimum(np.minimum(_x14, _x184), d_model)
+    _x191 = (_x190 + gemm_dhalf)/_x190
+    _x192 = _x30 + t0_ce_bwd + t0_gemm_bwd + t0_norm_bwd + np.maximum(_x186/mu_ce_bwd, 256*_x183/eta_ce_bwd) + np.maximum(_x188*_x49, 512*_x189*_x191*_x57)
+    _x193 = _x115 + t0_ce_fwd + t0_gemm_fwd + t0_norm_fwd + np.maximum(_x122*_x188, _x119*_x14*_x181*_x191) + np.maximum(_x186/mu_ce_fwd, 640*_x183/eta_ce_fwd)
+    _x194 = np.where((_x178 + _x182 <= _x192 + _x193), 1, 0)
+    _x195 = 1 - _x194
+    _x196 = np.minimum(1, _x1)
+    _x197 = 1 - _x196
+    _x198 = _x130*_x175 + _x178*_x195 + _x193*_x194 + _x197*(_x178*_x194 + _x193*_x195)
+    _x199 = _x112*_x175 + _x182*_x195 + _x192*_x194 + _x197*(_x182*_x194 + _x192*_x195)
+    _x200 = _x198 + _x199
+    _x201 = -_x173*_x175 + _x200
+    _x202 = _x152*dp
+    _x203 = np.where((_x202 < gpus_per_node), 1, 0)
+    _x204 = 2*_x196*(1 - ov_pp)*(_x1 + _x6*interleave)*(_x203*(_x139*_x154 + alpha_p2p_intra) + (1 - _x203)*(_x139*_x157 + alpha_p2p_inter))
+    _x205 = np.maximum(1, np.minimum(_x162, dp))
+    _x206 = _x205**(-1.0)
+    _x207 = _x206*dp
+    _x208 = _x207 - 1
+    _x209 = _x208*alpha_ag_inter
+    _x210 = _x205 - 1
+    _x211 = _x210*alpha_ag_intra
+    _x212 = _x70 + _x85*d_model + biases*(_x85 + d_model)
+    _x213 = _x212*experts
+    _x214 = _x10*_x213
+    _x215 = _x165*_x214
+    _x216 = _x175*_x7
+    _x217 = _x215*_x216
+    _x218 = _x217*grad_bytes
+    _x219 = d_model*learned_pos*seq_len
+    _x220 = _x62 + _x94 + biases*(_x31 + _x92)
+    _x221 = biases + 1
+    _x222 = _x221*_x31 + _x54
+    _x223 = _x10*_x220 + _x215 + _x222
+    _x224 = _x175*_x223 + _x187*(_x197*(1 - tied) + 1) + _x219
+    _x225 = grad_bytes*(-_x217 + _x224)
+    _x226 = _x218 + _x225
+    _x227 = _x208*_x3
+    _x228 = _x148*_x227
+    _x229 = _x206*_x210
+    _x230 = _x149*_x229
+    _x231 = _x144*_x227
+    _x232 = _x224*_x44
+    _x233 = _x146*_x229
+    _x234 = _x208*alpha_rs_inter + _x210*alpha_rs_intra
+    _x235 = 2*_x209 + 2*_x211 + _x226*_x228 + _x226*_x230 + _x231*_x232 + _x232*_x233 + _x234
+    _x236 = _x235*_x6
+    _x237 = 1 - z_param
+    _x238 = _x224*act_bytes
+    _x239 = _x209 + _x211 + _x231*_x238 + _x233*_x238
+    _x240 = z_grad*(_x3*_x4*global_batch - 1) + 1
+    _x241 = 1 - z_os
+    _x242 = 2*_x205 - 2
+    _x243 = 2*_x207 - 2
+    _x244 = _x138*_x3
+    _x245 = _x165*dp
+    _x246 = np.maximum(1, np.minimum(_x245, _x162*_x165))
+    _x247 = _x246 - 1
+    _x248 = _x246**(-1.0)
+    _x249 = _x245*_x248
+    _x250 = _x249 - 1
+    _x251 = _x214*_x216*grad_bytes
+    _x252 = _x218*_x248
+    _x253 = 2*_x246 - 2
+    _x254 = 2*_x249 - 2
+    _x255 = _x241*(_x140*_x206*_x225*_x242 + _x225*_x243*_x244 + _x242*alpha_ar_intra + _x243*alpha_ar_inter) + _x7*(_x241*(_x140*_x252*_x253 + _x244*_x251*_x254 + _x253*alpha_ar_intra + _x254*alpha_ar_inter) + z_os*(_x148*_x250*_x251*_x3 + _x149*_x247*_x252 + _x247*alpha_rs_intra + _x250*alpha_rs_inter)) + z_os*(_x225*_x228 + _x225*_x230 + _x234)
+    _x256 = _x239*z_os
+    _x257 = _x240*_x255
+    _x258 = _x237*(_x239*z_os + _x240*_x255 - ov_ag*np.minimum(_x198, _x256) - ov_dp*np.minimum(_x257, _x240*(_x175*((1/2)*_x150 + (1/2)*_x158 - 1/2*_x159 - 1/2*_x160 + _x167 + _x171) + _x199))) + z_param*(_x235*_x3*_x4*global_batch - ov_ag*np.minimum(_x236, _x200*_x6))
+    _x259 = _x224*dp**(-z_os)
+    _x260 = t0_optim_fwd + np.maximum(12*_x19*_x259/eta_optim_fwd, _x22*_x259*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
+    _x261 = _x201*(_x2 + _x6) + _x204 + _x258 + _x260
+    _x262 = _x175*_x6
+    _x263 = _x262*(_x150 - _x160)
+    _x264 = _x31*seq_len
+    _x265 = _x264*top_k
+    _x266 = 4*_x110
+    _x267 = _x38*d_model
+    _x268 = 3*global_batch*(_x264*vocab + layers*(4*_x109*_x267*_x8 + _x264*_x7*experts + _x264*_x93 + _x265*_x85 + _x265*ffn_hidden + _x266*_x267 + 2*_x62*seq_len))
+    _x269 = 6*_x14
+    _x270 = 6*_x16
+    _x271 = _x40*_x64
+    _x272 = _x266*_x271 + _x82
+    _x273 = 768*_x189 + layers*(14*_x110*_x271 + 6*_x118 + _x170*_x272 + _x269*_x54 + _x269*_x95 + _x270*_x71 + _x270*_x86 + 6*_x67 + rc_full*(_x124 + _x125 + _x126 + _x127 + _x128 + _x272))
+    _x274 = _x261**(-1.0)
+    _x275 = _x174*_x274*_x55
+    _x276 = _x238*dp**(-z_param)
+    _x277 = _x224*dp**(-z_grad)*grad_bytes
+    _x278 = _x259*opt_bytes
+    _x279 = _x101*(_x116*_x16*ffn_hidden + _x155 + _x32) + _x28*(2*_x34 + 4*act_bytes) + _x41*_x47*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes))
+    _x280 = _x175*(_x169*_x279 + _x36*rc_full)*(_x6*gpipe + (1 - gpipe)*(_x174*_x2*np.minimum(1, interleave - 1) + 1)*np.minimum(_x6, pp)) + _x223*_x44*z_param + _x279*rc_full
+    _x281 = _x220 + _x222
+    _x282 = _x219 + _x221*d_model + d_model*vocab*(2 - tied)
     return {
-        'step_time': _x260,
-        't_forward': _x197*_x6,
-        't_backward': _x198*_x6,
-        't_recompute': _x170*_x261,
-        't_tp_comm': _x262,
-        't_cp_comm': _x261*(_x157 - _x158),
-        't_ep_comm': _x167*_x261,
-        't_host_overhead': _x261*(-_x171 - _x172),
-        't_pp_bubble': _x2*_x200,
-        't_pp_comm': _x203,
-        't_dp_comm': _x257,
-        't_optimizer': _x259,
-        'tp_comm_total': _x149*_x261,
-        'dp_comm_total': _x235*z_param + _x236*(_x255 + _x256),
-        'tp_comm': _x262,
-        'dp_comm': _x257,
+        'step_time': _x261,
+        't_forward': _x198*_x6,
+        't_backward': _x199*_x6,
+        't_recompute': _x171*_x262,
+        't_tp_comm': _x263,
+        't_cp_comm': _x262*(_x158 - _x159),
+        't_ep_comm': _x168*_x262,
+        't_host_overhead': _x262*(-_x172 - _x173),
+        't_pp_bubble': _x2*_x201,
+        't_pp_comm': _x204,
+        't_dp_comm': _x258,
+        't_optimizer': _x260,
+        'tp_comm_total': _x150*_x262,
+        'dp_comm_total': _x236*z_param + _x237*(_x256 + _x257),
+        'tp_comm': _x263,
+        'dp_comm': _x258,
         'pp_bubble': _x2*dp*micro_batch/global_batch,
         'micro_batches': _x6,
-        't_microbatch_stage': _x200,
-        'flops': _x266,
-        'hardware_flops': _x151*_x270*_x5,
-        'n_gpus': _x201*pp,
-        'mfu': _x160*_x266*_x272*_x3,
-        'hfu': _x270*_x272*_x6,
-        'tokens_per_s': _x271*global_batch*seq_len,
-        'memory': _x273 + _x274 + _x275 + _x277,
-        'mem_weights': _x273,
-        'mem_gradients': _x274,
-        'mem_optimizer': _x275,
-        'mem_activations': _x277,
-        'params': _x279 + layers*(_x212 + _x278),
-        'active_params': _x279 + layers*(_x211*top_k + _x278),
-        'params_rank': _x223,
+        't_microbatch_stage': _x201,
+        'flops': _x268,
+        'hardware_flops': _x152*_x273*_x5,
+        'n_gpus': _x202*pp,
+        'mfu': _x161*_x268*_x275*_x3,
+        'hfu': _x273*_x275*_x6,
+        'tokens_per_s': _x274*global_batch*seq_len,
+        'memory': _x276 + _x277 + _x278 + _x280,
+        'mem_weights': _x276,
+        'mem_gradients': _x277,
+        'mem_optimizer': _x278,
+        'mem_activations': _x280,
+        'params': _x282 + layers*(_x213 + _x281),
+        'active_params': _x282 + layers*(_x212*top_k + _x281),
+        'params_rank': _x224,
     }
 
-SOURCE_DIGEST = '32267174f257f8cf'
+SOURCE_DIGEST = 'f1bfa7441b852ce5'

@@ -27,6 +27,8 @@ def hardware_inputs(hw: Hardware, dtype: str = "bf16") -> dict:
         for d in ("fwd", "bwd"):
             eta, mu, t0 = hw.efficiency[c][d]
             x[f"eta_{c}_{d}"], x[f"mu_{c}_{d}"], x[f"t0_{c}_{d}"] = eta, mu, t0
+    for d, v in hw.attn_shape.items():
+        x[f"attn_dsoft_{d}"], x[f"attn_dreg_{d}"], x[f"attn_uneven_{d}"], x[f"attn_ctas_{d}"] = v
     for (c, link), (alpha, busbw) in hw.collectives.items():
         x[f"alpha_{c}_{link}"], x[f"bw_{c}_{link}"] = alpha, busbw
     return x

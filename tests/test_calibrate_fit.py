@@ -67,3 +67,44 @@ def test_nccl_tests_conventions():
     assert fit.bus_factor("ar", 8) == 1.75 and fit.bus_factor("ag", 8) == 0.875
     assert fit.ring_steps("ar", 4) == 6 and fit.ring_steps("p2p", 2) == 1
     assert float(fit.busbw(1e9, 1e-2, "ar", 2)) == 1e11
+
+
+def _attn_samples(eta, shape, t0, n, rng):
+    """Flash-attention-like samples on the upstream grid: head dims 32-256 (some off the 32-grid), grids of
+    4-25600 thread blocks; compute-bound (y << x)."""
+    d = rng.choice(np.arange(32.0, 257.0, 8.0), n)
+    ctas = 10 ** rng.uniform(0.6, 4.4, n)
+    x = 10 ** rng.uniform(-5, -2, n)
+    s = fit.Samples(x, x / 100, None, np.ones(n), (d, ctas))
+    t = fit.roofline_time(s, fit.Roofline(eta, 1.0, t0, shape))
+    return fit.Samples(x, x / 100, None, t * np.exp(rng.normal(0, 0.01, n)), (d, ctas))
+
+
+@settings(max_examples=6, deadline=None)
+@given(eta=st.floats(0.4, 0.95), d_soft=st.floats(10, 100), d_reg=st.floats(150, 800), uneven=st.floats(0.05, 0.4),
+       ctas_half=st.floats(10, 150), seed=st.integers(0, 10**6))
+def test_attention_shape_constants_recovered(eta, d_soft, d_reg, uneven, ctas_half, seed):
+    """The four flash-attention shape constants (compute.attention_shape) and eta come back from 1%-noise samples."""
+    rng = np.random.default_rng(seed)
+    truth = (d_soft, d_reg, uneven, ctas_half)
+    r = fit.fit_roofline({"fwd": _attn_samples(eta, truth, 5e-6, 600, rng)}, fit_shape=True)
+    f = r.fits["fwd"]
+    assert abs(f.eta / eta - 1) < 0.1
+    for got, want in zip(f.shape, truth):
+        assert abs(got / want - 1) < 0.2, (f.shape, truth)
+    assert r.mape["fwd"] < 0.02
+
+
+def test_attention_shape_matches_the_formula_and_reduces_to_gemm_saturation():
+    """fit.roofline_time uses compute.attention_shape; with d_soft = dhalf and no other term it is (d + dhalf) / d."""
+    import sympy as sp
+    from roofline.formulas import compute as C
+    d, ctas = np.array([40.0, 64.0, 128.0, 200.0]), np.array([8.0, 100.0, 1000.0, 5e4])
+    got = C.attention_shape(d, ctas, 30.0, 400.0, 0.2, 50.0, ceil=np.ceil, lo=np.minimum)
+    sym = [float(C.attention_shape(sp.Integer(int(a)), sp.Float(b), 30, 400, sp.Rational(1, 5), 50)) for a, b in zip(d, ctas)]
+    assert np.allclose(got, sym)
+    # head dim 40 runs the 64-wide kernel with predicated loads: padding x (1 + uneven) over the even 64
+    base = C.attention_shape(64.0, 8.0, 30.0, 400.0, 0.2, 50.0, ceil=np.ceil, lo=np.minimum)
+    assert abs(got[0] / base - 64 / 40 * 1.2) < 1e-12
+    even = C.attention_shape(np.array([64.0, 128.0]), np.array([1.0, 1.0]), 48.0, np.inf, 0.0, 0.0, ceil=np.ceil, lo=np.minimum)
+    assert np.allclose(even, (np.array([64.0, 128.0]) + 48) / np.array([64.0, 128.0]))

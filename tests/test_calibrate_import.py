@@ -57,12 +57,13 @@ def test_vista_defects(vista):
 
 
 def test_sample_mapping_uses_formulas():
-    F, B, Fb, Bb, d = I.op_sample_metrics("linear3", tp=np.array([4.0]), micro_batch=np.array([2.0]),
+    F, B, Fb, Bb, d, _, _ = I.op_sample_metrics("linear3", tp=np.array([4.0]), micro_batch=np.array([2.0]),
                                           seq_len=np.array([1024.0]), d_model=np.array([4096.0]))
     assert F[0] == 2 * 2048 * 4096 * 4096 and Fb[0] == 2 * F[0] and d[0] == 2048
-    F, *_ = I.op_sample_metrics("flash_atten", tp=np.array([1.0]), micro_batch=np.array([4.0]), heads=np.array([16.0]),
-                                seq_len=np.array([2048.0]), d_model=np.array([2048.0]))
-    assert F[0] == 4 * 4 * 2048 * 2048 * 2048          # non-causal: 4 b s^2 h
+    F, *_, dh, ctas = I.op_sample_metrics("flash_atten", tp=np.array([2.0]), micro_batch=np.array([4.0]),
+                                          heads=np.array([16.0]), seq_len=np.array([2048.0]), d_model=np.array([2048.0]))
+    assert F[0] == 4 * 4 * 2048 * 2048 * 2048 / 2      # non-causal: 4 b s^2 h / t
+    assert dh[0] == 128 and ctas[0] == 4 * 8 * 2048 / 128   # b x heads/t x query tiles of 128
 
 
 def test_bundled_data_fits_a100_within_targets():

@@ -6,6 +6,8 @@ Operator model (roofline/formulas/compute.py ``op_time``), per op class and dire
 
 ``x`` and ``y`` are the ideal compute and memory times in seconds (FLOPs over peak, bytes over
 HBM bandwidth), so eta and mu are dimensionless efficiencies in (0, 1] and t0 >= 0 a fixed time.
+Flash attention replaces ``1 / sat`` by ``compute.attention_shape(d, ctas, d_soft, d_reg, uneven,
+ctas_half)`` (head-dim tiling, softmax, grid fill), its four constants fitted per direction.
 Collective model (roofline/formulas/comm.py ``flat``)::
 
     t = steps(p) * alpha + factor(p) * S / busbw
@@ -27,6 +29,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from ..formulas import comm as CM
+from ..formulas.compute import attention_shape
 
 LN2 = float(np.log(2.0))
 
@@ -63,14 +66,17 @@ def busbw(size, t, kind: str, p: int):
 # ---- data -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Samples:
-    """Samples of one op class and direction: ideal times x = F/P, y = B/W (s), dmin, measured t (s)."""
+    """Samples of one op class and direction: ideal times x = F/P, y = B/W (s), dmin, measured t (s);
+    flash attention also (head dim, thread blocks) in ``attn``."""
     x: np.ndarray
     y: np.ndarray
     dmin: np.ndarray | None
     t: np.ndarray
+    attn: tuple | None = None
 
     def take(self, idx) -> "Samples":
-        return Samples(self.x[idx], self.y[idx], None if self.dmin is None else self.dmin[idx], self.t[idx])
+        return Samples(self.x[idx], self.y[idx], None if self.dmin is None else self.dmin[idx], self.t[idx],
+                       None if self.attn is None else tuple(a[idx] for a in self.attn))
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,7 @@ class Roofline:
     eta: float
     mu: float
     t0: float          # s
+    shape: tuple | None = None     # flash attention: (d_soft, d_reg, uneven, ctas_half), compute.attention_shape
 
 
 @dataclass(frozen=True)
@@ -92,9 +99,13 @@ class RooflineFit:
 
 
 def roofline_time(s: Samples, r: Roofline, dhalf: float | None = None) -> np.ndarray:
-    """t0 + max(x / (eta sat), y / mu) with sat = dmin / (dmin + dhalf) when dmin is given."""
-    sat = 1.0 if s.dmin is None or dhalf is None else s.dmin / (s.dmin + dhalf)
-    return r.t0 + np.maximum(s.x / (r.eta * sat), s.y / r.mu)
+    """t0 + max(x / (eta sat), y / mu) with sat = dmin / (dmin + dhalf) when dmin is given, or
+    1 / attention_shape(d, ctas, *shape) for flash-attention samples and fits that carry a shape."""
+    if s.attn is not None and r.shape is not None:
+        slow = attention_shape(*s.attn, *r.shape, ceil=np.ceil, lo=np.minimum)
+    else:
+        slow = 1.0 if s.dmin is None or dhalf is None else (s.dmin + dhalf) / s.dmin
+    return r.t0 + np.maximum(s.x * slow / r.eta, s.y / r.mu)
 
 
 def robust_sigma(r) -> float:
@@ -119,17 +130,31 @@ def flag_outliers(log_resid, n_sigma: float = 4.0, floor: float = float(np.log(1
 _REG = 1e-2  # weak pull of ln(1/eta), ln(1/mu) toward 0: an unidentified bound stays at efficiency 1
 
 
-def _unpack(theta, names, scales, fit_dhalf, dhalf):
-    fits = {}
+# flash-attention shape constants: (name, start, low, high, log-parametrised)
+_SHAPE = (("d_soft", 32.0, 0.1, 4096.0, True), ("d_reg", 512.0, 8.0, 1e6, True),
+          ("uneven", 0.1, 0.0, 2.0, False), ("ctas_half", 32.0, 1e-3, 1e5, True))
+
+
+def _width(fit_shape):
+    return 3 + (len(_SHAPE) if fit_shape else 0)
+
+
+def _unpack(theta, names, scales, fit_dhalf, dhalf, fit_shape=False):
+    fits, w = {}, _width(fit_shape)
     for i, d in enumerate(names):
-        la, lb, t0 = theta[3 * i: 3 * i + 3]
-        fits[d] = Roofline(float(np.exp(-la)), float(np.exp(-lb)), float(t0 * scales[i]))
+        la, lb, t0 = theta[w * i: w * i + 3]
+        shape = None
+        if fit_shape:
+            shape = tuple(float(np.exp(v)) if lg else float(v)
+                          for v, (_, _, _, _, lg) in zip(theta[w * i + 3: w * i + w], _SHAPE))
+        fits[d] = Roofline(float(np.exp(-la)), float(np.exp(-lb)), float(t0 * scales[i]), shape)
     return fits, (float(np.exp(theta[-1])) if fit_dhalf else dhalf)
 
 
-def _fit_once(groups: dict, dhalf, fit_dhalf, f_scale):
+def _fit_once(groups: dict, dhalf, fit_dhalf, f_scale, fit_shape=False):
     names = list(groups)
     scales = [float(np.median(groups[d].t)) for d in names]
+    w = _width(fit_shape)
     best = None
     starts = [(0.8, 0.8), (0.3, 0.8), (0.8, 0.2), (0.05, 0.05)]
     for eta0, mu0 in starts:
@@ -138,34 +163,40 @@ def _fit_once(groups: dict, dhalf, fit_dhalf, f_scale):
             theta0 += [-np.log(eta0), -np.log(mu0), 0.01]
             lo += [0.0, 0.0, 0.0]
             hi += [np.log(1e4), np.log(1e4), 100.0]
+            if fit_shape:
+                for _, v0, a, b, lg in _SHAPE:
+                    theta0.append(np.log(v0) if lg else v0)
+                    lo.append(np.log(a) if lg else a)
+                    hi.append(np.log(b) if lg else b)
         if fit_dhalf:
             theta0.append(np.log(32.0)); lo.append(np.log(0.5)); hi.append(np.log(4096.0))
 
         def resid(theta):
-            fits, dh = _unpack(theta, names, scales, fit_dhalf, dhalf)
+            fits, dh = _unpack(theta, names, scales, fit_dhalf, dhalf, fit_shape)
             out = [np.log(np.maximum(roofline_time(groups[d], fits[d], dh), 1e-15) / groups[d].t) for d in names]
-            reg = [_REG * theta[3 * i + k] for i in range(len(names)) for k in (0, 1)]
+            reg = [_REG * theta[w * i + k] for i in range(len(names)) for k in (0, 1)]
             return np.concatenate(out + [np.array(reg)])
 
         res = least_squares(resid, np.array(theta0), bounds=(lo, hi), loss="soft_l1", f_scale=f_scale,
-                            x_scale="jac", max_nfev=400)
+                            x_scale="jac", max_nfev=400 * (2 if fit_shape else 1))
         if best is None or res.cost < best.cost:
             best = res
-    return _unpack(best.x, names, scales, fit_dhalf, dhalf)
+    return _unpack(best.x, names, scales, fit_dhalf, dhalf, fit_shape)
 
 
 def fit_roofline(groups: dict, dhalf: float | None = None, fit_dhalf: bool = False, k: int = 5,
-                 f_scale: float = 0.05, seed: int = 0) -> RooflineFit:
-    """Fit (eta, mu, t0) per direction of ``groups`` (direction -> Samples), dhalf shared if fitted.
+                 f_scale: float = 0.05, seed: int = 0, fit_shape: bool = False) -> RooflineFit:
+    """Fit (eta, mu, t0) per direction of ``groups`` (direction -> Samples), dhalf shared if fitted;
+    with ``fit_shape`` also the flash-attention shape constants per direction (samples need ``attn``).
 
     Pass 1 fits all samples robustly and flags far-off ones (``flag_outliers``); pass 2 refits on
     the kept samples; the error is the k-fold held-out MAPE of pass-2 fits on kept samples.
     """
     groups = {d: s for d, s in groups.items() if len(s.t)}
-    fits, dh = _fit_once(groups, dhalf, fit_dhalf, f_scale)
+    fits, dh = _fit_once(groups, dhalf, fit_dhalf, f_scale, fit_shape)
     flagged = {d: flag_outliers(np.log(roofline_time(s, fits[d], dh) / s.t)) for d, s in groups.items()}
     kept = {d: s.take(~flagged[d]) for d, s in groups.items()}
-    fits, dh = _fit_once(kept, dhalf, fit_dhalf, f_scale)
+    fits, dh = _fit_once(kept, dhalf, fit_dhalf, f_scale, fit_shape)
     # k-fold held-out error on the kept samples
     rng = np.random.default_rng(seed)
     folds = {d: rng.integers(0, k, len(s.t)) for d, s in kept.items()}
@@ -174,7 +205,7 @@ def fit_roofline(groups: dict, dhalf: float | None = None, fit_dhalf: bool = Fal
         train = {d: s.take(folds[d] != j) for d, s in kept.items()}
         if min(len(s.t) for s in train.values()) < 3:   # too few samples to hold any out
             continue
-        fj, dhj = _fit_once(train, dhalf, fit_dhalf, f_scale)
+        fj, dhj = _fit_once(train, dhalf, fit_dhalf, f_scale, fit_shape)
         for d, s in kept.items():
             m = folds[d] == j
             pred[d][m] = roofline_time(s.take(m), fj[d], dhj)

@@ -50,6 +50,7 @@ class OpSamples:
     t: np.ndarray
     keep: np.ndarray
     columns: dict = field(default_factory=dict)
+    attn: tuple | None = None      # flash attention: (head dim, thread blocks) per sample
 
 
 @dataclass(frozen=True)
@@ -140,21 +141,24 @@ COLUMN_SYMBOL = {"mp": "tp", "b": "micro_batch", "l": "seq_len", "dim": "d_model
 
 @functools.lru_cache(maxsize=None)
 def op_functions(op_name: str):
-    """(class, arg names, numpy fn -> (F_fwd, B_fwd, F_bwd, B_bwd, dmin)) for an upstream op."""
+    """(class, arg names, numpy fn -> (F_fwd, B_fwd, F_bwd, B_bwd, dmin, head_dim, ctas)) for an upstream
+    op (0 where the op has no such dimension)."""
     cls, build, over = OP_BUILDERS[op_name]
     op = build()
     subs = {**FIXED, **over}
     exprs = [sp.sympify(e).subs(subs).subs(subs) for e in (op.f_fwd, op.b_fwd, op.f_bwd, op.b_bwd,
-                                                           op.dmin if op.dmin is not None else 0)]
+                                                           op.dmin if op.dmin is not None else 0,
+                                                           op.head_dim if op.head_dim is not None else 0,
+                                                           op.ctas if op.ctas is not None else 0)]
     free = sorted(set().union(*(e.free_symbols for e in exprs)), key=lambda s: s.name)
     fn = sp.lambdify(free, exprs, "numpy")
     return cls, tuple(s.name for s in free), fn
 
 
 def op_sample_metrics(op_name: str, **values) -> tuple:
-    """F_fwd, B_fwd, F_bwd, B_bwd, dmin arrays for samples given by symbol name (tp, micro_batch...).
+    """F_fwd, B_fwd, F_bwd, B_bwd, dmin, head_dim, ctas arrays for samples given by symbol name (tp, ...).
 
-    >>> F, B, Fb, Bb, d = op_sample_metrics("linear1", tp=np.array([2.0]), micro_batch=np.array([2.0]),
+    >>> F, B, Fb, Bb, d, _, _ = op_sample_metrics("linear1", tp=np.array([2.0]), micro_batch=np.array([2.0]),
     ...                                     seq_len=np.array([1024.0]), d_model=np.array([4096.0]))
     >>> float(F[0]) == 2 * 2048 * 4096 * 6144, float(d[0])
     (True, 2048.0)
@@ -261,18 +265,19 @@ def import_estimate_train_time(root, cluster: str) -> Imported:
             b_seen.append(float(cols["b"].min()))
         if op in STAGES or op == "optimizer":
             n = cols["params"] if op == "optimizer" else stage_params(op, cols["mp"], cols["dim"], cols["encoders"])
-            F, B, _, _, _ = op_sample_metrics("optimizer", n_params=n)
+            F, B, *_ = op_sample_metrics("optimizer", n_params=n)
             t = (cols["dur(us)"] if op in STAGES else cols["dur"]) * 1e-6
             ops.append(OpSamples(op, "optim", "fwd", F, B, None, t, np.ones(len(t), bool), cols))
             continue
         cls, names, _ = op_functions(op)
         vals = {COLUMN_SYMBOL[c]: v for c, v in cols.items() if c in COLUMN_SYMBOL}
         vals.setdefault("heads", np.ones_like(cols["l"]))
-        F, B, Fb, Bb, dmin = op_sample_metrics(op, **{k: v for k, v in vals.items() if k in names})
+        F, B, Fb, Bb, dmin, dh, ctas = op_sample_metrics(op, **{k: v for k, v in vals.items() if k in names})
         has_d = cls in ("gemm", "attn")
+        attn = (dh, ctas) if np.all(ctas > 0) else None
         for direction, f_, b_, t in (("fwd", F, B, cols["F_dur(us)"]), ("bwd", Fb, Bb, cols["B_dur(us)"])):
             ops.append(OpSamples(op, cls, direction, f_, b_, dmin if has_d else None, t * 1e-6,
-                                 np.ones(len(t), bool), cols))
+                                 np.ones(len(t), bool), cols, attn))
     ops = _operator_defects(ops, defects, cluster, b_seen)
     colls = _import_nccl_dir(d / "nccl", gpu, base, defects, cluster)
     src = "estimate-train-time data (MIT, DebarghaG/estimate-train-time@1ac4d5e), " + cluster.capitalize()
@@ -286,7 +291,7 @@ def _set_keep(ops, op, direction, keep, reason_defect, defects):
             k = keep(o) if callable(keep) else np.zeros(len(o.t), bool)
             if (~k).sum():
                 defects.append(reason_defect(o, int((~k).sum())))
-            o = OpSamples(o.op, o.cls, o.direction, o.flops, o.bytes, o.dmin, o.t, o.keep & k, o.columns)
+            o = OpSamples(o.op, o.cls, o.direction, o.flops, o.bytes, o.dmin, o.t, o.keep & k, o.columns, o.attn)
         out.append(o)
     return out
 

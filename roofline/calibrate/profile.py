@@ -2,8 +2,10 @@
 
 Operator samples carry FLOPs and bytes; the ideal times x = F / P and y = B / W use the profile's
 dense peak P of the sample dtype for gemm/attn, the vector peak for the other classes, and the HBM
-bandwidth W (roofline/formulas/compute.py ``op_time``). GEMM-like classes share one ``dhalf``,
-fitted on gemm (forward and backward jointly) and reused for attention.
+bandwidth W (roofline/formulas/compute.py ``op_time``). GEMMs share one ``dhalf`` (fitted on gemm
+forward and backward jointly); flash attention has its own shape curve (``compute.attention_shape``)
+whose constants are fitted per direction. Attention samples without head dim and grid size (older
+benchmark files) fall back to the GEMM saturation, written as the equivalent shape (d_soft = dhalf).
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import yaml
 from . import fit
 
 CLASSES = ("gemm", "attn", "softmax", "norm", "elem", "embed", "ce", "optim")
+ATTN_SHAPE_KEYS = ("d_soft", "d_reg", "uneven", "ctas_half")   # efficiency.attn.<dir> keys (compute.attention_shape)
 
 
 @dataclass(frozen=True)
@@ -52,14 +55,20 @@ def class_samples(ops, cls: str, direction: str, peaks: Peaks, primary: bool = T
     P = peaks.peak if cls in ("gemm", "attn") else peaks.peak_vec
     cat = lambda f: np.concatenate([f(o)[o.keep] for o in sel])  # noqa: E731
     dmin = cat(lambda o: o.dmin) if cls in ("gemm", "attn") else None
+    attn = None
+    if cls == "attn" and all(getattr(o, "attn", None) is not None for o in sel):
+        attn = (cat(lambda o: o.attn[0]), cat(lambda o: o.attn[1]))
     names = np.concatenate([np.full(int(o.keep.sum()), o.op) for o in sel])
-    return fit.Samples(cat(lambda o: o.flops) / P, cat(lambda o: o.bytes) / peaks.hbm, dmin, cat(lambda o: o.t)), names
+    return fit.Samples(cat(lambda o: o.flops) / P, cat(lambda o: o.bytes) / peaks.hbm, dmin, cat(lambda o: o.t),
+                       attn), names
 
 
 def fit_compute(ops, peaks: Peaks, k: int = 5) -> dict:
     """class -> (fit.RooflineFit, {direction: op names of the samples}).
 
-    gemm and attn are fitted jointly: they share the one size-saturation ``dhalf`` of the profile.
+    gemm is fitted with its size saturation ``dhalf``; flash attention with its shape curve (own
+    constants per direction) when its samples carry head dim and grid size, else jointly with gemm
+    on the shared ``dhalf`` (the old form, kept for benchmark files without those columns).
     """
     out = {}
     groups, names = {}, {}
@@ -68,7 +77,8 @@ def fit_compute(ops, peaks: Peaks, k: int = 5) -> dict:
             s, n = class_samples(ops, cls, d, peaks)
             if s is not None and len(s.t) >= 3:
                 groups[cls, d], names[cls, d] = s, n
-    joint = {f"{c}_{d}": s for (c, d), s in groups.items() if c in ("gemm", "attn")}
+    shaped = [d for d in ("fwd", "bwd") if ("attn", d) in groups and groups["attn", d].attn is not None]
+    joint = {f"{c}_{d}": s for (c, d), s in groups.items() if c == "gemm" or (c == "attn" and d not in shaped)}
     dhalf = None
     if joint:
         r = fit.fit_roofline(joint, fit_dhalf=True, k=k)
@@ -80,6 +90,9 @@ def fit_compute(ops, peaks: Peaks, k: int = 5) -> dict:
                                           {d: r.mape[f"{c}_{d}"] for d in ds}, {d: r.mdape[f"{c}_{d}"] for d in ds},
                                           {d: r.n[f"{c}_{d}"] for d in ds}, {d: r.flagged[f"{c}_{d}"] for d in ds}),
                           {d: names[c, d] for d in ds})
+    if shaped:
+        r = fit.fit_roofline({d: groups["attn", d] for d in shaped}, k=k, fit_shape=True)
+        out["attn"] = (fit.RooflineFit(r.fits, dhalf, r.mape, r.mdape, r.n, r.flagged), {d: names["attn", d] for d in shaped})
     for cls in CLASSES[2:]:
         g = {d: groups[cls, d] for d in ("fwd", "bwd") if (cls, d) in groups}
         if g:
@@ -95,7 +108,7 @@ def transfer_errors(ops, compute: dict, peaks: Peaks) -> dict:
             continue
         r = compute[o.cls][0]
         P = peaks.peak if o.cls in ("gemm", "attn") else peaks.peak_vec
-        s = fit.Samples(o.flops / P, o.bytes / peaks.hbm, o.dmin, o.t).take(o.keep)
+        s = fit.Samples(o.flops / P, o.bytes / peaks.hbm, o.dmin, o.t, getattr(o, "attn", None)).take(o.keep)
         pred = fit.roofline_time(s, r.fits[o.direction], r.dhalf)
         out[f"{o.op} {o.direction}"] = round(float(np.mean(np.abs(pred - s.t) / s.t)), 4)
     return out
@@ -150,6 +163,10 @@ def efficiency_section(compute: dict) -> dict:
             eff["dhalf"] = float(f"{r.dhalf:.4g}")
         eff[cls] = {d: {"eta": float(f"{f.eta:.4g}"), "mu": float(f"{f.mu:.4g}"), "t0": _us(f.t0)}
                     for d, f in r.fits.items()}
+        if cls == "attn":   # shape constants of compute.attention_shape; the GEMM saturation where not fitted
+            for d, f in r.fits.items():
+                shape = f.shape if f.shape is not None else (r.dhalf or 32.0, float("inf"), 0.0, 0.0)
+                eff[cls][d].update({k: float(f"{v:.4g}") for k, v in zip(ATTN_SHAPE_KEYS, shape)})
     return dict(sorted(eff.items(), key=lambda kv: -1 if kv[0] == "dhalf" else CLASSES.index(kv[0])))
 
 
@@ -249,7 +266,8 @@ def imported_profile(im, out_id: str, k: int = 5) -> tuple[str, str, dict]:
             "F, B, dmin per sample from roofline/formulas (calibrate/importers.py OP_BUILDERS), e.g. linear1 = qkv_proj",
             "each class is fitted on the op the predictor prices (profile.PRIMARY); other upstream ops of the class "
             "(unfused RoPE/RMSNorm, masked_fill, torch softmax, bmm/baddbmm, per-tensor Adam) are scored in transfer_error",
-            "gemm and attn share one dhalf (one size saturation per profile), fitted jointly",
+            "gemm: one size saturation dhalf per profile; flash attention: compute.attention_shape (head dim padded "
+            "to 32, softmax d_soft, register tiles d_reg, off-grid head dims uneven, grid fill ctas_half) per direction",
             "flash_atten samples are non-causal (upstream calls flash_attn_func without causal=True): fitted with causal=0",
             "upstream Adam is DeepSpeed FusedAdam on fp16 parameters: fitted with opt_bytes=4 (fp16 m and v)",
             "all-gather 'shape' is elements per rank; nccl-tests size = p x 2 x shape (matches all-reduce busbw)",

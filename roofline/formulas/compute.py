@@ -2,7 +2,8 @@
 
 Each operator is an :class:`Op` with forward/backward FLOPs and HBM bytes; its time is the
 calibrated roofline ``t = t0 + max(F / (P kappa eta sat), B / (W mu))`` (DESIGN.md), where ``sat`` is a
-saturation in the GEMM's smallest dimension (small GEMMs cannot fill the matrix units) and ``kappa``
+saturation in the GEMM's smallest dimension (small GEMMs cannot fill the matrix units; for flash
+attention ``1 / attention_shape``: head-dim tiling, softmax and grid fill) and ``kappa``
 the sustained-clock ratio: microbenchmarks time short bursts at boost clock, while a training run
 holds a power-capped GPU at its lower saturated clock.
 Conventions: Megatron-LM column/row-parallel split (Shoeybi et al. 2019), sequence parallelism as
@@ -40,6 +41,8 @@ class Op:
     model_f_fwd: sp.Expr = sp.Integer(0)   # FLOPs counted in model FLOPs (MFU convention), forward
     dmin: sp.Expr | None = None            # smallest GEMM dimension (size saturation), GEMMs only
     on: sp.Expr = sp.Integer(1)            # 0/1 switch: a kernel that is off costs nothing, not even t0
+    head_dim: sp.Expr | None = None        # flash attention only: head dimension and thread blocks of the grid
+    ctas: sp.Expr | None = None
 
 
 def gemm(name: str, m, k, n, batch=1, model=1, on=sp.Integer(1)) -> Op:
@@ -60,6 +63,25 @@ def elementwise(name: str, cls: str, n_elems, reads_fwd, writes_fwd, reads_bwd, 
               2 * flops_per_elem * n_elems, e * (reads_bwd + writes_bwd))
 
 
+ATTN_TILE = 128   # query rows per flash-attention thread block (FlashAttention-2 kBlockM)
+
+
+def attention_shape(d, ctas, d_soft, d_reg, uneven, ctas_half, ceil=sp.ceiling, lo=sp.Min):
+    """Flash-attention time over the ideal MMA time F / (P eta): head-dim tiling, softmax, grid fill.
+
+    Per score element the kernel runs 4 d_pad MMA FLOPs (the head dim padded to the kernel's
+    32-wide tile, d_pad = 32 ceil(d / 32)), a softmax whose exp/max/rescale costs as much as
+    ``d_soft`` more head dims, and a tile overhead growing as d_pad^2 / ``d_reg`` (the register file
+    holds a tile of fixed size, so the key block shrinks as 1/d and per-block work grows with d).
+    A head dim off the 32-grid runs the padded kernel with predicated loads: x (1 + ``uneven``).
+    ``ctas`` thread blocks fill the SMs as ctas / (ctas + ``ctas_half``) (waves, tail).
+    With d_soft = dhalf, d_reg -> inf, uneven = ctas_half = 0 it is the GEMM saturation (d + dhalf) / d.
+    """
+    d_pad = 32 * ceil(d / 32)
+    return (d_pad / d) * (1 + d_soft / d_pad + d_pad / d_reg) * (1 + uneven * lo(1, d_pad - d)) \
+        * (1 + ctas_half / ctas)
+
+
 def attention_core() -> list[Op]:
     """Softmax(QK^T/sqrt(d)) V for a/t heads on s/c queries against s keys.
 
@@ -76,7 +98,8 @@ def attention_core() -> list[Op]:
     f_flash = full * (1 - S.causal / 2)
     ops_flash = Op("flash_attention", "attn", S.flash * f_flash, S.flash * qkvo_bytes,
                    S.flash * sp.Rational(5, 2) * f_flash, S.flash * 2 * qkvo_bytes, S.flash * model_f,
-                   sp.Min(s_q, d_head), S.flash)
+                   sp.Min(s_q, d_head), S.flash, d_head,
+                   S.micro_batch * heads_rank * sp.ceiling(s_q / ATTN_TILE))
     # unfused path: two batched GEMMs (scores and context) + mask/softmax/dropout over the scores
     unf = 1 - S.flash
     bmm_qk = gemm("attn_scores_bmm", s_q, d_head, s_kv, S.micro_batch * heads_rank, model=0, on=unf)
@@ -148,7 +171,11 @@ def op_time(op: Op, direction: str) -> sp.Expr:
     """Calibrated roofline time of ``op`` in ``direction`` ('fwd' or 'bwd')."""
     f, b = (op.f_fwd, op.b_fwd) if direction == "fwd" else (op.f_bwd, op.b_bwd)
     key = (op.cls, direction)
-    if op.cls in ("gemm", "attn"):
+    if op.head_dim is not None:     # flash attention: its own shape curve (attention_shape)
+        shape = attention_shape(op.head_dim, op.ctas, *[S.ATTN_SHAPE[k, direction]
+                                                         for k in ("d_soft", "d_reg", "uneven", "ctas_half")])
+        compute = f * shape / (S.peak * S.clock * S.EFF_FLOP[key])
+    elif op.cls in ("gemm", "attn"):
         sat = op.dmin / (op.dmin + S.gemm_dhalf) if op.dmin is not None else 1
         compute = f / (S.peak * S.clock * S.EFF_FLOP[key] * sat)
     else:

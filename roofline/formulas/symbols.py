@@ -123,3 +123,15 @@ for _c in OP_CLASSES:
                         rf"t^{{{_c}}}_{{0,{_d}}}")
 gemm_dhalf = _s("gemm_dhalf", "", "GEMM size at which FLOP efficiency is half its asymptote (smallest dim)",
                 "efficiency", r"d_{1/2}")
+# flash-attention shape constants per direction (compute.attention_shape): per score element the kernel
+# spends d_pad MMA head dims + d_soft for the softmax + d_pad^2/d_reg for register-limited tiles
+ATTN_SHAPE: dict[tuple[str, str], sp.Symbol] = {}
+for _d in ("fwd", "bwd"):
+    ATTN_SHAPE["d_soft", _d] = _s(f"attn_dsoft_{_d}", "", f"flash-attention softmax cost per score element, in head dims ({_d})",
+                                  "efficiency", rf"d^{{soft}}_{{{_d}}}")
+    ATTN_SHAPE["d_reg", _d] = _s(f"attn_dreg_{_d}", "", f"head dim whose tile overhead equals its MMA work ({_d}); "
+                                 "large = no register-limited tiling", "efficiency", rf"d^{{reg}}_{{{_d}}}")
+    ATTN_SHAPE["uneven", _d] = _s(f"attn_uneven_{_d}", "", f"extra time of a head dim that is not a multiple of 32 ({_d}; "
+                                  "predicated loads)", "efficiency", rf"u_{{{_d}}}")
+    ATTN_SHAPE["ctas_half", _d] = _s(f"attn_ctas_{_d}", "", f"thread blocks at which flash attention fills half the GPU ({_d})",
+                                     "efficiency", rf"n^{{1/2}}_{{{_d}}}")

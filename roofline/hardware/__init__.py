@@ -43,6 +43,7 @@ class Hardware:
     efficiency: dict                            # class -> {fwd|bwd -> (eta, mu, t0 s)}
     dhalf: float
     collectives: dict                           # (collective, link) -> (alpha s, busbw B/s)
+    attn_shape: dict = field(default_factory=dict)   # fwd|bwd -> (d_soft, d_reg, uneven, ctas_half), compute.attention_shape
     host_fwd: float = 0.0                       # s, host time to issue one layer forward (eager PyTorch)
     host_bwd: float = 0.0                       # s, ... backward
     host_rc: float = 0.0                        # s, extra host time of a layer's full recomputation
@@ -200,6 +201,9 @@ def load(ref: str) -> Hardware:
             if not (0 < eta <= 1 and 0 < mu <= 1) or t0 < 0:
                 raise InputError(f"profile {where}: efficiency.{c}.{direction} needs eta, mu in (0, 1] and t0 >= 0")
             eff[c][direction] = (eta, mu, t0)
+    attn_shape = {k: tuple(float(eff_raw["attn"][k][n]) for n in ("d_soft", "d_reg", "uneven", "ctas_half")) for k in ("fwd", "bwd")}
+    if not all(v[0] >= 0 and v[1] > 0 and v[2] >= 0 and v[3] >= 0 for v in attn_shape.values()):
+        raise InputError(f"profile {where}: efficiency.attn needs d_soft, uneven, ctas_half >= 0 and d_reg > 0")
     coll = {}
     craw = d.get("collectives") or {}
     for link in ("intra", "inter"):
@@ -241,7 +245,7 @@ def load(ref: str) -> Hardware:
         hbm_capacity=parse(_get(d, "hbm_capacity", where), "B", f"profile {where}: hbm_capacity"),
         board_power=parse(power, "W", f"profile {where}: board_power") if power else None,
         gpus_per_node=gpn, intra=lk["intra"], inter=lk["inter"], efficiency=eff,
-        dhalf=float(eff_raw.get("dhalf", dflt["efficiency"]["dhalf"])), collectives=coll,
+        dhalf=float(eff_raw.get("dhalf", dflt["efficiency"]["dhalf"])), attn_shape=attn_shape, collectives=coll,
         calibrated=tuple(sorted(set(d.get("_calibrated", [])))), provenance=dict(d.get("provenance") or {}),
         sources=tuple(d.get("sources") or ()), path=where,
     )
