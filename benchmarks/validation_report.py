@@ -134,7 +134,7 @@ def main() -> int:
          "- **Matmul ceiling and sustained clock** (properties of the GPU, not of a row): every profile with a "
          "published maximum achievable matmul rate (`max_matmul`, mamf-finder: A100 SXM 267.9, H100/H200 SXM 828.0 "
          "TFLOP/s) caps its GEMM efficiencies at max_matmul / peak, because no fitted curve can beat what the best "
-         "shape achieves; the A100 and GH200 backward fits (0.897 and 0.925 of peak) were above it. H100/H200 "
+         "shape achieves; the A100 and GH200 backward GEMM fits (about 0.91 and 0.92 of peak) are above it. H100/H200 "
          "profiles carry `sustained_clock: 0.849` (power-capped sustained rate / burst rate, 702.9 / 828.0 on H200 "
          "SXM, the same run as the ceiling); A100 and GH200 have no such measurement and keep 1.",
          "- **TP overlap** (Megatron-Core rows whose notes state `--tp-comm-overlap`): `overlap_tp = (tp-1)/tp`. The "
