@@ -293,7 +293,9 @@ def main() -> int:
           f"dp {wm['plan']['dp']} micro-batch {wm['plan']['mb']}): its step doubles from micro-batch 32 to 64 at the same "
           "tokens per step, and the model puts it at ~39 GiB per GPU, which would sit at the capacity of an A100-40GB "
           "(the source does not state the memory size; the CSV maps it to the 80 GB profile): allocator retries, "
-          "not a formula term. The micro-batch 2 rows at tp 4/8 (-36 %, -38 %) show the host floor of item 1.",
+          "not a formula term. The micro-batch 2 rows at tp 4/8 ("
+          + ", ".join(pct(np.mean([e for _, _, e in per.get((tp, 2), [(0, 0, float('nan'))])]), True) for tp in (4, 8))
+          + ") show the host floor of item 1.",
           "- Table 4 (one layer, no pipeline, no DP) is within a few %: the per-layer compute and TP terms are right at "
           "large shapes; the residual is in the step-level terms above.", ""]
 
