@@ -309,146 +309,145 @@ def evaluate(x):
     _x174 = pp**(-1.0)
     _x175 = interleave*np.ceil(_x0*_x174*layers)
     _x176 = _x19*_x27
-    _x177 = _x35*(learned_pos + 2)
-    _x178 = t0_embed_fwd + np.maximum(_x176/eta_embed_fwd, _x177*_x22/mu_embed_fwd)
-    _x179 = np.ceil((1/128)*_x10*vocab)
-    _x180 = _x179*d_model
-    _x181 = 256*_x180
-    _x182 = t0_embed_bwd + np.maximum(_x176/eta_embed_bwd, _x22*(_x177 + grad_bytes*(_x181 + _x27))/mu_embed_bwd)
-    _x183 = _x14*_x179*_x19
-    _x184 = 128*_x179
-    _x185 = _x14*_x184
-    _x186 = _x185*_x22*(act_bytes + f32_bytes)
-    _x187 = _x184*d_model
-    _x188 = _x22*(_x185 + _x187 + _x27)
-    _x189 = _x14*_x180
-    _x190 = np.minimum(np.minimum(_x14, _x184), d_model)
-    _x191 = (_x190 + gemm_dhalf)/_x190
-    _x192 = _x30 + t0_ce_bwd + t0_gemm_bwd + t0_norm_bwd + np.maximum(_x186/mu_ce_bwd, 256*_x183/eta_ce_bwd) + np.maximum(_x188*_x49, 512*_x189*_x191*_x57)
-    _x193 = _x115 + t0_ce_fwd + t0_gemm_fwd + t0_norm_fwd + np.maximum(_x122*_x188, _x119*_x14*_x181*_x191) + np.maximum(_x186/mu_ce_fwd, 640*_x183/eta_ce_fwd)
-    _x194 = np.where((_x178 + _x182 <= _x192 + _x193), 1, 0)
-    _x195 = 1 - _x194
-    _x196 = np.minimum(1, _x1)
-    _x197 = 1 - _x196
-    _x198 = _x130*_x175 + _x178*_x195 + _x193*_x194 + _x197*(_x178*_x194 + _x193*_x195)
-    _x199 = _x112*_x175 + _x182*_x195 + _x192*_x194 + _x197*(_x182*_x194 + _x192*_x195)
-    _x200 = _x198 + _x199
-    _x201 = -_x173*_x175 + _x200
-    _x202 = _x152*dp
-    _x203 = np.where((_x202 < gpus_per_node), 1, 0)
-    _x204 = 2*_x196*(1 - ov_pp)*(_x1 + _x6*interleave)*(_x203*(_x139*_x154 + alpha_p2p_intra) + (1 - _x203)*(_x139*_x157 + alpha_p2p_inter))
-    _x205 = np.maximum(1, np.minimum(_x162, dp))
-    _x206 = _x205**(-1.0)
-    _x207 = _x206*dp
-    _x208 = _x207 - 1
-    _x209 = _x208*alpha_ag_inter
-    _x210 = _x205 - 1
-    _x211 = _x210*alpha_ag_intra
-    _x212 = _x70 + _x85*d_model + biases*(_x85 + d_model)
-    _x213 = _x212*experts
-    _x214 = _x10*_x213
-    _x215 = _x165*_x214
-    _x216 = _x175*_x7
-    _x217 = _x215*_x216
-    _x218 = _x217*grad_bytes
-    _x219 = d_model*learned_pos*seq_len
-    _x220 = _x62 + _x94 + biases*(_x31 + _x92)
-    _x221 = biases + 1
-    _x222 = _x221*_x31 + _x54
-    _x223 = _x10*_x220 + _x215 + _x222
-    _x224 = _x175*_x223 + _x187*(_x197*(1 - tied) + 1) + _x219
-    _x225 = grad_bytes*(-_x217 + _x224)
-    _x226 = _x218 + _x225
-    _x227 = _x208*_x3
-    _x228 = _x148*_x227
-    _x229 = _x206*_x210
-    _x230 = _x149*_x229
-    _x231 = _x144*_x227
-    _x232 = _x224*_x44
-    _x233 = _x146*_x229
-    _x234 = _x208*alpha_rs_inter + _x210*alpha_rs_intra
-    _x235 = 2*_x209 + 2*_x211 + _x226*_x228 + _x226*_x230 + _x231*_x232 + _x232*_x233 + _x234
-    _x236 = _x235*_x6
-    _x237 = 1 - z_param
-    _x238 = _x224*act_bytes
-    _x239 = _x209 + _x211 + _x231*_x238 + _x233*_x238
-    _x240 = z_grad*(_x3*_x4*global_batch - 1) + 1
-    _x241 = 1 - z_os
-    _x242 = 2*_x205 - 2
-    _x243 = 2*_x207 - 2
-    _x244 = _x138*_x3
-    _x245 = _x165*dp
-    _x246 = np.maximum(1, np.minimum(_x245, _x162*_x165))
-    _x247 = _x246 - 1
-    _x248 = _x246**(-1.0)
-    _x249 = _x245*_x248
-    _x250 = _x249 - 1
-    _x251 = _x214*_x216*grad_bytes
-    _x252 = _x218*_x248
-    _x253 = 2*_x246 - 2
-    _x254 = 2*_x249 - 2
-    _x255 = _x241*(_x140*_x206*_x225*_x242 + _x225*_x243*_x244 + _x242*alpha_ar_intra + _x243*alpha_ar_inter) + _x7*(_x241*(_x140*_x252*_x253 + _x244*_x251*_x254 + _x253*alpha_ar_intra + _x254*alpha_ar_inter) + z_os*(_x148*_x250*_x251*_x3 + _x149*_x247*_x252 + _x247*alpha_rs_intra + _x250*alpha_rs_inter)) + z_os*(_x225*_x228 + _x225*_x230 + _x234)
-    _x256 = _x239*z_os
-    _x257 = _x240*_x255
-    _x258 = _x237*(_x239*z_os + _x240*_x255 - ov_ag*np.minimum(_x198, _x256) - ov_dp*np.minimum(_x257, _x240*(_x175*((1/2)*_x150 + (1/2)*_x158 - 1/2*_x159 - 1/2*_x160 + _x167 + _x171) + _x199))) + z_param*(_x235*_x3*_x4*global_batch - ov_ag*np.minimum(_x236, _x200*_x6))
-    _x259 = _x224*dp**(-z_os)
-    _x260 = t0_optim_fwd + np.maximum(12*_x19*_x259/eta_optim_fwd, _x22*_x259*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
-    _x261 = _x201*(_x2 + _x6) + _x204 + _x258 + _x260
-    _x262 = _x175*_x6
-    _x263 = _x262*(_x150 - _x160)
-    _x264 = _x31*seq_len
-    _x265 = _x264*top_k
-    _x266 = 4*_x110
-    _x267 = _x38*d_model
-    _x268 = 3*global_batch*(_x264*vocab + layers*(4*_x109*_x267*_x8 + _x264*_x7*experts + _x264*_x93 + _x265*_x85 + _x265*ffn_hidden + _x266*_x267 + 2*_x62*seq_len))
-    _x269 = 6*_x14
-    _x270 = 6*_x16
-    _x271 = _x40*_x64
-    _x272 = _x266*_x271 + _x82
-    _x273 = 768*_x189 + layers*(14*_x110*_x271 + 6*_x118 + _x170*_x272 + _x269*_x54 + _x269*_x95 + _x270*_x71 + _x270*_x86 + 6*_x67 + rc_full*(_x124 + _x125 + _x126 + _x127 + _x128 + _x272))
-    _x274 = _x261**(-1.0)
-    _x275 = _x174*_x274*_x55
-    _x276 = _x238*dp**(-z_param)
-    _x277 = _x224*dp**(-z_grad)*grad_bytes
-    _x278 = _x259*opt_bytes
-    _x279 = _x101*(_x116*_x16*ffn_hidden + _x155 + _x32) + _x28*(2*_x34 + 4*act_bytes) + _x41*_x47*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes))
-    _x280 = _x175*(_x169*_x279 + _x36*rc_full)*(_x6*gpipe + (1 - gpipe)*(_x174*_x2*np.minimum(1, interleave - 1) + 1)*np.minimum(_x6, pp)) + _x223*_x44*z_param + _x279*rc_full
-    _x281 = _x220 + _x222
-    _x282 = _x219 + _x221*d_model + d_model*vocab*(2 - tied)
+    _x177 = t0_embed_fwd + np.maximum(_x176/eta_embed_fwd, _x22*_x35*(learned_pos + 2)/mu_embed_fwd)
+    _x178 = np.ceil((1/128)*_x10*vocab)
+    _x179 = 128*_x178
+    _x180 = d_model*grad_bytes
+    _x181 = np.minimum(_x14, _x179)
+    _x182 = t0_embed_bwd + np.maximum(_x176/eta_embed_bwd, _x22*(_x179*_x180 + _x180*_x181 + _x31*f32_bytes*((1/10)*_x14 + _x181) + _x35*(learned_pos + 1))/mu_embed_bwd)
+    _x183 = _x14*_x178*_x19
+    _x184 = _x14*_x179
+    _x185 = _x184*_x22*(act_bytes + f32_bytes)
+    _x186 = _x179*d_model
+    _x187 = _x22*(_x184 + _x186 + _x27)
+    _x188 = np.minimum(np.minimum(_x14, _x179), d_model)
+    _x189 = _x178*_x27
+    _x190 = _x189*(_x188 + gemm_dhalf)/_x188
+    _x191 = _x30 + t0_ce_bwd + t0_gemm_bwd + t0_norm_bwd + np.maximum(_x185/mu_ce_bwd, 256*_x183/eta_ce_bwd) + np.maximum(_x187*_x49, 512*_x190*_x57)
+    _x192 = _x115 + t0_ce_fwd + t0_gemm_fwd + t0_norm_fwd + np.maximum(_x122*_x187, 256*_x119*_x190) + np.maximum(_x185/mu_ce_fwd, 640*_x183/eta_ce_fwd)
+    _x193 = np.where((_x177 + _x182 <= _x191 + _x192), 1, 0)
+    _x194 = 1 - _x193
+    _x195 = np.minimum(1, _x1)
+    _x196 = 1 - _x195
+    _x197 = _x130*_x175 + _x177*_x194 + _x192*_x193 + _x196*(_x177*_x193 + _x192*_x194)
+    _x198 = _x112*_x175 + _x182*_x194 + _x191*_x193 + _x196*(_x182*_x193 + _x191*_x194)
+    _x199 = _x197 + _x198
+    _x200 = -_x173*_x175 + _x199
+    _x201 = _x152*dp
+    _x202 = np.where((_x201 < gpus_per_node), 1, 0)
+    _x203 = 2*_x195*(1 - ov_pp)*(_x1 + _x6*interleave)*(_x202*(_x139*_x154 + alpha_p2p_intra) + (1 - _x202)*(_x139*_x157 + alpha_p2p_inter))
+    _x204 = np.maximum(1, np.minimum(_x162, dp))
+    _x205 = _x204**(-1.0)
+    _x206 = _x205*dp
+    _x207 = _x206 - 1
+    _x208 = _x207*alpha_ag_inter
+    _x209 = _x204 - 1
+    _x210 = _x209*alpha_ag_intra
+    _x211 = _x70 + _x85*d_model + biases*(_x85 + d_model)
+    _x212 = _x211*experts
+    _x213 = _x10*_x212
+    _x214 = _x165*_x213
+    _x215 = _x175*_x7
+    _x216 = _x214*_x215
+    _x217 = _x216*grad_bytes
+    _x218 = d_model*learned_pos*seq_len
+    _x219 = _x62 + _x94 + biases*(_x31 + _x92)
+    _x220 = biases + 1
+    _x221 = _x220*_x31 + _x54
+    _x222 = _x10*_x219 + _x214 + _x221
+    _x223 = _x175*_x222 + _x186*(_x196*(1 - tied) + 1) + _x218
+    _x224 = grad_bytes*(-_x216 + _x223)
+    _x225 = _x217 + _x224
+    _x226 = _x207*_x3
+    _x227 = _x148*_x226
+    _x228 = _x205*_x209
+    _x229 = _x149*_x228
+    _x230 = _x144*_x226
+    _x231 = _x223*_x44
+    _x232 = _x146*_x228
+    _x233 = _x207*alpha_rs_inter + _x209*alpha_rs_intra
+    _x234 = 2*_x208 + 2*_x210 + _x225*_x227 + _x225*_x229 + _x230*_x231 + _x231*_x232 + _x233
+    _x235 = _x234*_x6
+    _x236 = 1 - z_param
+    _x237 = _x223*act_bytes
+    _x238 = _x208 + _x210 + _x230*_x237 + _x232*_x237
+    _x239 = z_grad*(_x3*_x4*global_batch - 1) + 1
+    _x240 = 1 - z_os
+    _x241 = 2*_x204 - 2
+    _x242 = 2*_x206 - 2
+    _x243 = _x138*_x3
+    _x244 = _x165*dp
+    _x245 = np.maximum(1, np.minimum(_x244, _x162*_x165))
+    _x246 = _x245 - 1
+    _x247 = _x245**(-1.0)
+    _x248 = _x244*_x247
+    _x249 = _x248 - 1
+    _x250 = _x213*_x215*grad_bytes
+    _x251 = _x217*_x247
+    _x252 = 2*_x245 - 2
+    _x253 = 2*_x248 - 2
+    _x254 = _x240*(_x140*_x205*_x224*_x241 + _x224*_x242*_x243 + _x241*alpha_ar_intra + _x242*alpha_ar_inter) + _x7*(_x240*(_x140*_x251*_x252 + _x243*_x250*_x253 + _x252*alpha_ar_intra + _x253*alpha_ar_inter) + z_os*(_x148*_x249*_x250*_x3 + _x149*_x246*_x251 + _x246*alpha_rs_intra + _x249*alpha_rs_inter)) + z_os*(_x224*_x227 + _x224*_x229 + _x233)
+    _x255 = _x238*z_os
+    _x256 = _x239*_x254
+    _x257 = _x236*(_x238*z_os + _x239*_x254 - ov_ag*np.minimum(_x197, _x255) - ov_dp*np.minimum(_x256, _x239*(_x175*((1/2)*_x150 + (1/2)*_x158 - 1/2*_x159 - 1/2*_x160 + _x167 + _x171) + _x198))) + z_param*(_x234*_x3*_x4*global_batch - ov_ag*np.minimum(_x235, _x199*_x6))
+    _x258 = _x223*dp**(-z_os)
+    _x259 = t0_optim_fwd + np.maximum(12*_x19*_x258/eta_optim_fwd, _x22*_x258*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
+    _x260 = _x200*(_x2 + _x6) + _x203 + _x257 + _x259
+    _x261 = _x175*_x6
+    _x262 = _x261*(_x150 - _x160)
+    _x263 = _x31*seq_len
+    _x264 = _x263*top_k
+    _x265 = 4*_x110
+    _x266 = _x38*d_model
+    _x267 = 3*global_batch*(_x263*vocab + layers*(4*_x109*_x266*_x8 + _x263*_x7*experts + _x263*_x93 + _x264*_x85 + _x264*ffn_hidden + _x265*_x266 + 2*_x62*seq_len))
+    _x268 = 6*_x14
+    _x269 = 6*_x16
+    _x270 = _x40*_x64
+    _x271 = _x265*_x270 + _x82
+    _x272 = 768*_x189 + layers*(14*_x110*_x270 + 6*_x118 + _x170*_x271 + _x268*_x54 + _x268*_x95 + _x269*_x71 + _x269*_x86 + 6*_x67 + rc_full*(_x124 + _x125 + _x126 + _x127 + _x128 + _x271))
+    _x273 = _x260**(-1.0)
+    _x274 = _x174*_x273*_x55
+    _x275 = _x237*dp**(-z_param)
+    _x276 = _x223*dp**(-z_grad)*grad_bytes
+    _x277 = _x258*opt_bytes
+    _x278 = _x101*(_x116*_x16*ffn_hidden + _x155 + _x32) + _x28*(2*_x34 + 4*act_bytes) + _x41*_x47*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes))
+    _x279 = _x175*(_x169*_x278 + _x36*rc_full)*(_x6*gpipe + (1 - gpipe)*(_x174*_x2*np.minimum(1, interleave - 1) + 1)*np.minimum(_x6, pp)) + _x222*_x44*z_param + _x278*rc_full
+    _x280 = _x219 + _x221
+    _x281 = _x218 + _x220*d_model + d_model*vocab*(2 - tied)
     return {
-        'step_time': _x261,
-        't_forward': _x198*_x6,
-        't_backward': _x199*_x6,
-        't_recompute': _x171*_x262,
-        't_tp_comm': _x263,
-        't_cp_comm': _x262*(_x158 - _x159),
-        't_ep_comm': _x168*_x262,
-        't_host_overhead': _x262*(-_x172 - _x173),
-        't_pp_bubble': _x2*_x201,
-        't_pp_comm': _x204,
-        't_dp_comm': _x258,
-        't_optimizer': _x260,
-        'tp_comm_total': _x150*_x262,
-        'dp_comm_total': _x236*z_param + _x237*(_x256 + _x257),
-        'tp_comm': _x263,
-        'dp_comm': _x258,
+        'step_time': _x260,
+        't_forward': _x197*_x6,
+        't_backward': _x198*_x6,
+        't_recompute': _x171*_x261,
+        't_tp_comm': _x262,
+        't_cp_comm': _x261*(_x158 - _x159),
+        't_ep_comm': _x168*_x261,
+        't_host_overhead': _x261*(-_x172 - _x173),
+        't_pp_bubble': _x2*_x200,
+        't_pp_comm': _x203,
+        't_dp_comm': _x257,
+        't_optimizer': _x259,
+        'tp_comm_total': _x150*_x261,
+        'dp_comm_total': _x235*z_param + _x236*(_x255 + _x256),
+        'tp_comm': _x262,
+        'dp_comm': _x257,
         'pp_bubble': _x2*dp*micro_batch/global_batch,
         'micro_batches': _x6,
-        't_microbatch_stage': _x201,
-        'flops': _x268,
-        'hardware_flops': _x152*_x273*_x5,
-        'n_gpus': _x202*pp,
-        'mfu': _x161*_x268*_x275*_x3,
-        'hfu': _x273*_x275*_x6,
-        'tokens_per_s': _x274*global_batch*seq_len,
-        'memory': _x276 + _x277 + _x278 + _x280,
-        'mem_weights': _x276,
-        'mem_gradients': _x277,
-        'mem_optimizer': _x278,
-        'mem_activations': _x280,
-        'params': _x282 + layers*(_x213 + _x281),
-        'active_params': _x282 + layers*(_x212*top_k + _x281),
-        'params_rank': _x224,
+        't_microbatch_stage': _x200,
+        'flops': _x267,
+        'hardware_flops': _x152*_x272*_x5,
+        'n_gpus': _x201*pp,
+        'mfu': _x161*_x267*_x274*_x3,
+        'hfu': _x272*_x274*_x6,
+        'tokens_per_s': _x273*global_batch*seq_len,
+        'memory': _x275 + _x276 + _x277 + _x279,
+        'mem_weights': _x275,
+        'mem_gradients': _x276,
+        'mem_optimizer': _x277,
+        'mem_activations': _x279,
+        'params': _x281 + layers*(_x212 + _x280),
+        'active_params': _x281 + layers*(_x211*top_k + _x280),
+        'params_rank': _x223,
     }
 
-SOURCE_DIGEST = 'f1bfa7441b852ce5'
+SOURCE_DIGEST = 'cafa22975909bc56'

@@ -56,6 +56,22 @@ def test_vista_defects(vista):
     assert (ag8.t[~ag8.keep] < 200e-6).sum() >= 37            # the ~117 us samples are excluded
 
 
+def test_embedding_copied_rows_are_reported_and_excluded(perlmutter, vista):
+    """Rows whose forward and backward times agree within 2% are one kernel span in both columns: both
+    directions excluded (Vista: 77% of rows, the GH200 embed fwd defect; A100: 201 rows at large b s, t >= 4)."""
+    for im, n_min in ((vista, 1300), (perlmutter, 150)):
+        assert _has(im.defects, "embedding", "one kernel span recorded as both directions", "vocabulary shard")
+        fwd, bwd = (next(o for o in im.ops if o.op == "embedding" and o.direction == d) for d in ("fwd", "bwd"))
+        same = np.abs(bwd.t / fwd.t - 1) < 0.02
+        assert same.sum() >= n_min and not fwd.keep[same].any() and not bwd.keep[same].any()
+        assert fwd.keep[~same].all()
+    assert not next(o for o in vista.ops if o.op == "embedding" and o.direction == "bwd").keep.any()
+    # <= 3072 tokens: PyTorch's feature kernel, not the sort-based backward the formula prices
+    b = next(o for o in perlmutter.ops if o.op == "embedding" and o.direction == "bwd")
+    small = b.columns["b"] * b.columns["l"] <= I.EMBED_FEATURE_KERNEL_MAX
+    assert small.any() and not b.keep[small].any() and _has(perlmutter.defects, "embedding bwd", "feature kernel")
+
+
 def test_sample_mapping_uses_formulas():
     F, B, Fb, Bb, d, _, _ = I.op_sample_metrics("linear3", tp=np.array([4.0]), micro_batch=np.array([2.0]),
                                           seq_len=np.array([1024.0]), d_model=np.array([4096.0]))

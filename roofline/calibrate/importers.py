@@ -289,8 +289,9 @@ def _set_keep(ops, op, direction, keep, reason_defect, defects):
     for o in ops:
         if o.op == op and o.direction == direction:
             k = keep(o) if callable(keep) else np.zeros(len(o.t), bool)
-            if (~k).sum():
-                defects.append(reason_defect(o, int((~k).sum())))
+            d = reason_defect(o, int((~k).sum())) if (~k).sum() else None
+            if d is not None:
+                defects.append(d)
             o = OpSamples(o.op, o.cls, o.direction, o.flops, o.bytes, o.dmin, o.t, o.keep & k, o.columns, o.attn)
         out.append(o)
     return out
@@ -307,14 +308,14 @@ def _operator_defects(ops, defects, cluster, b_seen):
                 f"{cluster} flash_atten", f"median backward/forward time ratio {r:.3f}, expected ~2.5-3 "
                 "(backward kernels missed by the profiler)", n, "backward excluded"), defects)
     # a backward time identical to the forward one is a copy, not a measurement
-    for op in ("embedding", "res_add"):
-        if (op, "fwd") in by:
-            same = float(np.mean(np.abs(by[op, "bwd"].t / by[op, "fwd"].t - 1) < 0.02))
-            if same > 0.5:
-                why = "no backward in the upstream sampler" if op == "res_add" else "backward not profiled"
-                ops = _set_keep(ops, op, "bwd", None, lambda o, n, s=same, w=why: Defect(
-                    f"{cluster} {op}", f"backward time within 2% of forward in {100 * s:.0f}% of rows ({w})", n,
-                    "backward excluded"), defects)
+    if ("res_add", "fwd") in by:
+        same = float(np.mean(np.abs(by["res_add", "bwd"].t / by["res_add", "fwd"].t - 1) < 0.02))
+        if same > 0.5:
+            ops = _set_keep(ops, "res_add", "bwd", None, lambda o, n, s=same: Defect(
+                f"{cluster} res_add", f"backward time within 2% of forward in {100 * s:.0f}% of rows (no backward "
+                "in the upstream sampler)", n, "backward excluded"), defects)
+    if ("embedding", "fwd") in by:
+        ops = _embedding_defects(ops, by["embedding", "fwd"], by["embedding", "bwd"], defects, cluster)
     # an Adam step slower than 100x its HBM time is a host-side stall, not the kernel
     for op in STAGES:
         if (op, "fwd") in by:
@@ -332,6 +333,58 @@ def _operator_defects(ops, defects, cluster, b_seen):
     if b_seen and min(b_seen) > 1:
         defects.append(Defect(f"{cluster} operators", f"micro-batch 1 outside every grid (smallest b {min(b_seen):g})",
                               0, "coverage only; b=1 is extrapolated"))
+    return ops
+
+
+EMBED_FEATURE_KERNEL_MAX = 3072   # PyTorch embedding_dense_backward_cuda: <= 3072 indices -> feature kernel
+
+
+def _embedding_defects(ops, fwd, bwd, defects, cluster):
+    """Embedding rows whose forward and backward columns hold one measurement, and backward rows of
+    another kernel than the one compute.embedding_ops prices.
+
+    The backward (zero-fill the V/t x h table, sort ids, reduce rows, write them) always does more
+    than the forward gather, so a row whose two times agree within 2 % is one kernel span recorded in
+    both columns. Which direction it is cannot be told from the row: the value scales with the
+    vocabulary shard like the backward's table zeroing (GH200 x2.9 from t=16 to t=1 at b s = 32768,
+    h = 8192, where a gather of b s rows does not depend on t), but on the A100 it matches the
+    neighbouring forwards: both directions of such rows are excluded. Rows with <= 3072 tokens run
+    PyTorch's atomic-free feature kernel (one thread block per 32 features looping over all ids), not
+    the sort-based path: their backward is excluded from the fit (not a defect; reported for coverage).
+    """
+    t_f, t_b = fwd.t, bwd.t
+    same = np.abs(t_b / t_f - 1) < 0.02
+    if same.any():
+        shard = C.vocab_pad.subs(S.vocab, VOCAB) / S.tp
+        mp = fwd.columns["mp"]
+        tok = fwd.columns["b"] * fwd.columns["l"]
+        big, h = tok == tok.max(), fwd.columns["dim"] == fwd.columns["dim"].max()
+        lo, hi = mp == mp.min(), mp == mp.max()
+        scale = ""
+        if (big & h & lo).any() and (big & h & hi).any():
+            r = float(np.median(t_f[big & h & lo]) / np.median(t_f[big & h & hi]))
+            v = float(shard.subs(S.tp, mp.min()) / shard.subs(S.tp, mp.max()))
+            scale = (f"; forward at b s = {tok.max():g}, h = {fwd.columns['dim'].max():g} is x{r:.1f} from t = "
+                     f"{mp.max():g} to t = {mp.min():g} (vocabulary shard x{v:.1f}, tokens x1)")
+        what = (f"backward time within 2% of forward in {int(same.sum())} of {len(same)} rows "
+                f"({100 * same.mean():.0f}%, tokens b s >= {tok[same].min():g}, t >= {mp[same].min():g}): one "
+                f"kernel span recorded as both directions, not two measurements{scale}")
+        ops = _set_keep(ops, fwd.op, "fwd", lambda o, k=~same: k, lambda o, n, w=what: Defect(
+            f"{cluster} embedding", w, n, "rows excluded, both directions"), defects)
+        if same.mean() > 0.5:   # what is left covers the small token counts only: no backward fit
+            left = tok[~same & (tok > EMBED_FEATURE_KERNEL_MAX)]
+            span = f"b s {left.min():g}-{left.max():g} of {tok.min():g}-{tok.max():g}" if left.size else "none"
+            ops = _set_keep(ops, bwd.op, "bwd", None, lambda o, n, s=same.mean(), w=span: Defect(
+                f"{cluster} embedding", f"backward time within 2% of forward in {100 * s:.0f}% of rows (backward not "
+                f"profiled); the other rows cover {w} only", n, "backward excluded"), defects)
+            return ops
+        ops = _set_keep(ops, bwd.op, "bwd", lambda o, k=~same: k, lambda o, n: None, defects)
+    small = fwd.columns["b"] * fwd.columns["l"] <= EMBED_FEATURE_KERNEL_MAX
+    if (small & ~same).any():
+        ops = _set_keep(ops, bwd.op, "bwd", lambda o, k=~small: k, lambda o, n: Defect(
+            f"{cluster} embedding bwd", f"b s <= {EMBED_FEATURE_KERNEL_MAX} tokens runs PyTorch's feature kernel, "
+            "not the sort-based backward compute.embedding_ops prices", n, "kept out of the fit; coverage only"),
+            defects)
     return ops
 
 
