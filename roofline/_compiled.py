@@ -2,7 +2,7 @@
 # fmt: off
 import numpy as np
 
-INPUTS = ('act_bytes', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_ctas_bwd', 'attn_ctas_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'clock', 'cp', 'd_model', 'dp', 'dropout', 'ep', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'heads', 'host_bwd', 'host_fwd', 'host_rc', 'interleave', 'kv_heads', 'layers', 'learned_pos', 'mask_bytes', 'micro_batch', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_pp', 'ov_tp', 'peak', 'peak_vec', 'pp', 'rc_full', 'rc_sel', 'seq_len', 'seq_par', 't0_attn_bwd', 't0_attn_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'vocab', 'z_grad', 'z_os', 'z_param')
+INPUTS = ('act_bytes', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_ctas_bwd', 'attn_ctas_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'clock', 'cp', 'd_model', 'dp', 'dropout', 'ep', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'heads', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_mb', 'host_rc', 'interleave', 'kv_heads', 'layers', 'learned_pos', 'mask_bytes', 'micro_batch', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_pp', 'ov_tp', 'peak', 'peak_vec', 'pp', 'rc_full', 'rc_sel', 'seq_len', 'seq_par', 't0_attn_bwd', 't0_attn_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'vocab', 'z_grad', 'z_os', 'z_param')
 OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_host_overhead', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'micro_batches', 't_microbatch_stage', 'flops', 'hardware_flops', 'n_gpus', 'mfu', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'params', 'active_params', 'params_rank')
 
 
@@ -74,7 +74,10 @@ def evaluate(x):
     hbm_bw = x['hbm_bw']
     heads = x['heads']
     host_bwd = x['host_bwd']
+    host_emb = x['host_emb']
     host_fwd = x['host_fwd']
+    host_head = x['host_head']
+    host_mb = x['host_mb']
     host_rc = x['host_rc']
     interleave = x['interleave']
     kv_heads = x['kv_heads']
@@ -139,315 +142,321 @@ def evaluate(x):
     _x4 = micro_batch**(-1.0)
     _x5 = _x4*global_batch
     _x6 = _x3*_x5
-    _x7 = np.minimum(1, experts - 1)
-    _x8 = 1 - flash
-    _x9 = 2*_x8
-    _x10 = tp**(-1.0)
-    _x11 = _x10*ffn_hidden
-    _x12 = cp**(-1.0)
-    _x13 = _x12*seq_len
-    _x14 = _x13*micro_batch
-    _x15 = capacity*top_k
-    _x16 = _x14*_x15
-    _x17 = _x11*_x16
-    _x18 = clock**(-1.0)
-    _x19 = _x18/peak_vec
-    _x20 = _x19/eta_elem_bwd
-    _x21 = mu_elem_bwd**(-1.0)
-    _x22 = hbm_bw**(-1.0)
-    _x23 = _x22*act_bytes
-    _x24 = _x17*_x23
-    _x25 = 3*act_bytes
-    _x26 = (seq_par*(tp - 1) + 1)**(-1.0)
-    _x27 = _x14*d_model
-    _x28 = _x26*_x27
-    _x29 = _x19*_x28
-    _x30 = np.maximum(16*_x29/eta_norm_bwd, _x22*_x25*_x28/mu_norm_bwd)
-    _x31 = 2*d_model
-    _x32 = _x14*_x31
-    _x33 = _x26*_x32
-    _x34 = dropout*mask_bytes
-    _x35 = _x27*act_bytes
-    _x36 = _x26*_x35
-    _x37 = _x22*_x36*(_x34/act_bytes + 3)
-    _x38 = seq_len**2
-    _x39 = _x12*_x38
-    _x40 = _x39*micro_batch
-    _x41 = _x10*_x40
-    _x42 = _x41*heads
-    _x43 = _x19*_x42
-    _x44 = 2*act_bytes
-    _x45 = dropout*(_x44 + mask_bytes)
-    _x46 = _x22*micro_batch
-    _x47 = _x8*heads
-    _x48 = _x10*_x39*_x46*_x47
-    _x49 = _x44/mu_gemm_bwd
-    _x50 = _x22*_x49
-    _x51 = d_model*experts
-    _x52 = _x14*experts
-    _x53 = _x7*(_x27 + _x51 + _x52)
-    _x54 = _x51*_x7
+    _x7 = eta_elem_fwd**(-1.0)
+    _x8 = clock**(-1.0)
+    _x9 = _x8/peak_vec
+    _x10 = (seq_par*(tp - 1) + 1)**(-1.0)
+    _x11 = cp**(-1.0)
+    _x12 = _x11*seq_len
+    _x13 = _x12*micro_batch
+    _x14 = _x13*d_model
+    _x15 = _x10*_x14
+    _x16 = _x15*_x9
+    _x17 = mu_elem_fwd**(-1.0)
+    _x18 = hbm_bw**(-1.0)
+    _x19 = dropout*mask_bytes
+    _x20 = _x14*act_bytes
+    _x21 = _x10*_x20
+    _x22 = _x18*_x21*(_x19/act_bytes + 3)
+    _x23 = 2*d_model
+    _x24 = _x13*_x23
+    _x25 = _x10*_x24
+    _x26 = _x18*act_bytes
+    _x27 = np.maximum(8*_x16/eta_norm_fwd, _x25*_x26/mu_norm_fwd)
+    _x28 = tp**(-1.0)
+    _x29 = _x28*ffn_hidden
+    _x30 = capacity*top_k
+    _x31 = _x13*_x30
+    _x32 = _x29*_x31
+    _x33 = gated + 2
+    _x34 = _x26*_x32
+    _x35 = 1 - flash
+    _x36 = heads**(-1.0)
+    _x37 = _x23*_x36*kv_heads
+    _x38 = _x28*act_bytes
+    _x39 = _x18*micro_batch
+    _x40 = _x38*_x39
+    _x41 = _x40*(_x12*_x23 + _x37*seq_len)
+    _x42 = _x36*d_model
+    _x43 = np.ceil((1/32)*_x42)
+    _x44 = np.minimum(1, -_x42 + 32*_x43)
+    _x45 = _x36*_x4*tp/np.ceil((1/128)*_x12)
+    _x46 = 32*_x43
+    _x47 = (1/32)/_x43
+    _x48 = 1 - 1/2*causal
+    _x49 = _x48*flash
+    _x50 = seq_len**2
+    _x51 = _x11*_x50
+    _x52 = _x51*micro_batch
+    _x53 = _x28*_x52
+    _x54 = _x53*heads
     _x55 = peak**(-1.0)
-    _x56 = _x18*_x55
-    _x57 = _x56/eta_gemm_bwd
-    _x58 = 4*_x57
-    _x59 = _x14*_x58
-    _x60 = np.minimum(np.minimum(_x14, d_model), experts)
-    _x61 = (_x60 + gemm_dhalf)/_x60
-    _x62 = d_model**2
-    _x63 = _x10*_x62
-    _x64 = _x10*d_model
-    _x65 = _x14*_x64
-    _x66 = _x27 + _x63 + _x65
-    _x67 = _x14*_x63
-    _x68 = np.minimum(np.minimum(_x14, _x64), d_model)
-    _x69 = (_x68 + gemm_dhalf)/_x68
-    _x70 = d_model*ffn_hidden
-    _x71 = _x10*_x70
-    _x72 = _x15*_x27
-    _x73 = _x17 + _x71 + _x72
-    _x74 = np.minimum(np.minimum(_x11, _x16), d_model)
-    _x75 = (_x74 + gemm_dhalf)/_x74
-    _x76 = _x16*_x58
-    _x77 = heads**(-1.0)
-    _x78 = _x77*d_model
-    _x79 = _x47*(_x13*_x78 + _x39 + _x78*seq_len)
-    _x80 = 2*flash
-    _x81 = _x40*(2 - _x80)
-    _x82 = _x10*_x31*_x81
-    _x83 = np.minimum(np.minimum(_x13, _x78), seq_len)
-    _x84 = (_x83 + gemm_dhalf)/_x83
-    _x85 = ffn_hidden*(gated + 1)
-    _x86 = _x64*_x85
-    _x87 = _x10*_x85
-    _x88 = _x16*_x87
-    _x89 = _x72 + _x86 + _x88
-    _x90 = np.minimum(np.minimum(_x16, _x87), d_model)
-    _x91 = (_x90 + gemm_dhalf)/_x90
-    _x92 = _x31*_x77*kv_heads
-    _x93 = _x92 + d_model
+    _x56 = _x55*_x8
+    _x57 = _x43*_x49*_x54*_x56
+    _x58 = _x54*_x9
+    _x59 = 2*act_bytes
+    _x60 = dropout*(_x59 + mask_bytes)
+    _x61 = _x35*heads
+    _x62 = _x28*_x39*_x51*_x61
+    _x63 = mu_gemm_fwd**(-1.0)
+    _x64 = _x61*(_x12*_x42 + _x42*seq_len + _x51)
+    _x65 = _x28*d_model
+    _x66 = 2*flash
+    _x67 = _x52*(2 - _x66)
+    _x68 = _x65*_x67
+    _x69 = _x56/eta_gemm_fwd
+    _x70 = np.minimum(np.minimum(_x12, _x42), seq_len)
+    _x71 = (_x70 + gemm_dhalf)/_x70
+    _x72 = 2*_x35
+    _x73 = _x72*t0_gemm_fwd + 2*np.maximum(_x40*_x63*_x64, _x68*_x69*_x71)
+    _x74 = _x35*t0_softmax_fwd + _x73 + flash*t0_attn_fwd + np.maximum(_x41*flash/mu_attn_fwd, 128*_x57*(_x44*attn_uneven_fwd + 1)*(_x45*attn_ctas_fwd + 1)*(_x46/attn_dreg_fwd + _x47*attn_dsoft_fwd + 1)/eta_attn_fwd) + np.maximum(_x62*(_x59 + _x60)/mu_softmax_fwd, _x58*(5 - 5*flash)/eta_softmax_fwd)
+    _x75 = np.minimum(1, experts - 1)
+    _x76 = d_model**2
+    _x77 = _x28*_x76
+    _x78 = _x13*_x65
+    _x79 = _x14 + _x77 + _x78
+    _x80 = _x63*act_bytes
+    _x81 = _x18*_x80
+    _x82 = _x13*_x77
+    _x83 = 2*_x82
+    _x84 = np.minimum(np.minimum(_x13, _x65), d_model)
+    _x85 = (_x84 + gemm_dhalf)/_x84
+    _x86 = d_model*ffn_hidden
+    _x87 = _x28*_x86
+    _x88 = _x14*_x30
+    _x89 = _x32 + _x87 + _x88
+    _x90 = _x23*_x32
+    _x91 = np.minimum(np.minimum(_x29, _x31), d_model)
+    _x92 = (_x91 + gemm_dhalf)/_x91
+    _x93 = _x37 + d_model
     _x94 = _x93*d_model
-    _x95 = _x10*_x94
-    _x96 = _x10*_x93
-    _x97 = _x14*_x96
-    _x98 = _x27 + _x95 + _x97
-    _x99 = np.minimum(np.minimum(_x14, _x96), d_model)
-    _x100 = (_x99 + gemm_dhalf)/_x99
-    _x101 = _x10*act_bytes
-    _x102 = _x101*_x46
-    _x103 = _x102*(_x13*_x31 + _x92*seq_len)
-    _x104 = np.ceil((1/32)*_x78)
-    _x105 = np.minimum(1, 32*_x104 - _x78)
-    _x106 = _x4*_x77*tp/np.ceil((1/128)*_x13)
-    _x107 = 32*_x104
-    _x108 = (1/32)/_x104
-    _x109 = 1 - 1/2*causal
-    _x110 = _x109*flash
-    _x111 = _x104*_x110*_x42*_x56
-    _x112 = 2*_x30 + _x7*t0_gemm_bwd + _x8*t0_softmax_bwd + _x9*t0_gemm_bwd + flash*t0_attn_bwd + 3*t0_elem_bwd + 4*t0_gemm_bwd + 2*t0_norm_bwd + np.maximum(16*_x17*_x20, _x21*_x24*(2*gated + 3)) + 2*np.maximum(_x20*_x33, _x21*_x37) + np.maximum(_x50*_x53, _x54*_x59*_x61) + np.maximum(_x50*_x66, _x58*_x67*_x69) + np.maximum(_x50*_x73, _x71*_x75*_x76) + np.maximum(_x50*_x89, _x76*_x86*_x91) + np.maximum(_x50*_x98, _x100*_x59*_x95) + np.maximum(_x103*_x80/mu_attn_bwd, 320*_x111*(_x105*attn_uneven_bwd + 1)*(_x106*attn_ctas_bwd + 1)*(_x107/attn_dreg_bwd + _x108*attn_dsoft_bwd + 1)/eta_attn_bwd) + np.maximum(_x48*(_x25 + _x45)/mu_softmax_bwd, _x43*(8 - 8*flash)/eta_softmax_bwd) + 2*np.maximum(_x57*_x82*_x84, _x10*_x50*_x79*micro_batch)
-    _x113 = eta_elem_fwd**(-1.0)
-    _x114 = mu_elem_fwd**(-1.0)
-    _x115 = np.maximum(8*_x29/eta_norm_fwd, _x23*_x33/mu_norm_fwd)
-    _x116 = gated + 2
-    _x117 = mu_gemm_fwd**(-1.0)
-    _x118 = _x64*_x81
-    _x119 = _x56/eta_gemm_fwd
-    _x120 = _x9*t0_gemm_fwd + 2*np.maximum(_x102*_x117*_x79, _x118*_x119*_x84)
-    _x121 = _x120 + _x8*t0_softmax_fwd + flash*t0_attn_fwd + np.maximum(_x103*flash/mu_attn_fwd, 128*_x111*(_x105*attn_uneven_fwd + 1)*(_x106*attn_ctas_fwd + 1)*(_x107/attn_dreg_fwd + _x108*attn_dsoft_fwd + 1)/eta_attn_fwd) + np.maximum(_x48*(_x44 + _x45)/mu_softmax_fwd, _x43*(5 - 5*flash)/eta_softmax_fwd)
-    _x122 = _x117*act_bytes
-    _x123 = _x122*_x22
-    _x124 = 2*_x67
-    _x125 = _x17*_x31
-    _x126 = _x31*_x97
-    _x127 = _x31*_x88
-    _x128 = _x31*_x52*_x7
-    _x129 = _x7*t0_gemm_fwd + 4*t0_gemm_fwd + np.maximum(_x123*_x53, _x119*_x128*_x61) + np.maximum(_x123*_x66, _x119*_x124*_x69) + np.maximum(_x123*_x73, _x119*_x125*_x75) + np.maximum(_x123*_x89, _x119*_x127*_x91) + np.maximum(_x123*_x98, _x100*_x119*_x126)
-    _x130 = 2*_x115 + _x121 + _x129 + 3*t0_elem_fwd + 2*t0_norm_fwd + 2*np.maximum(_x113*_x29, _x114*_x37) + np.maximum(_x114*_x116*_x24, 8*_x113*_x17*_x19)
-    _x131 = _x112 + _x130
-    _x132 = rc_full + 2
-    _x133 = np.maximum(1, np.minimum(gpus_per_node, tp))
-    _x134 = 2*_x133 - 2
-    _x135 = _x133**(-1.0)
-    _x136 = _x135*tp
-    _x137 = 2*_x136 - 2
-    _x138 = bw_ar_inter**(-1.0)
-    _x139 = _x65*act_bytes
-    _x140 = bw_ar_intra**(-1.0)
-    _x141 = _x135*_x35
-    _x142 = _x133 - 1
-    _x143 = _x136 - 1
-    _x144 = bw_ag_inter**(-1.0)
-    _x145 = _x139*_x143
-    _x146 = bw_ag_intra**(-1.0)
-    _x147 = _x141*_x142
-    _x148 = bw_rs_inter**(-1.0)
-    _x149 = bw_rs_intra**(-1.0)
-    _x150 = _x132*(2*seq_par*(_x142*alpha_ag_intra + _x142*alpha_rs_intra + _x143*alpha_ag_inter + _x143*alpha_rs_inter + _x144*_x145 + _x145*_x148 + _x146*_x147 + _x147*_x149) + 2*(1 - seq_par)*(_x134*_x140*_x141 + _x134*alpha_ar_intra + _x137*_x138*_x139 + _x137*alpha_ar_inter))
-    _x151 = rc_full + 3
-    _x152 = cp*tp
-    _x153 = np.where((_x152 <= gpus_per_node), 1, 0)
-    _x154 = bw_p2p_intra**(-1.0)
-    _x155 = _x14*_x92
-    _x156 = _x101*_x155
-    _x157 = bw_p2p_inter**(-1.0)
-    _x158 = _x151*(cp - 1)*(_x153*(_x154*_x156 + alpha_p2p_intra) + (1 - _x153)*(_x156*_x157 + alpha_p2p_inter))
-    _x159 = ov_cp*np.minimum(_x158, _x121*_x151)
-    _x160 = ov_tp*np.minimum(_x150, (3/2)*_x132*(_x120 + _x129))
-    _x161 = _x10*_x12
-    _x162 = _x161*gpus_per_node
-    _x163 = np.maximum(1, np.minimum(_x162, ep))
-    _x164 = _x163 - 1
-    _x165 = ep**(-1.0)
-    _x166 = _x15*_x165*_x35
-    _x167 = _x132*_x7*(_x164*_x166/bw_a2a_intra + _x164*alpha_a2a_intra + _x166*(-_x163 + ep)/bw_a2a_inter + alpha_a2a_inter*(-1 + ep/_x163))
-    _x168 = 2*_x167
-    _x169 = 1 - rc_full
-    _x170 = _x169*rc_sel
-    _x171 = _x121*_x170 + _x130*rc_full
-    _x172 = _x150 + _x158 - _x159 - _x160 + _x168 + _x171
-    _x173 = _x131 - np.maximum(_x131 + _x172, host_bwd + host_fwd + host_rc*rc_full)
-    _x174 = pp**(-1.0)
-    _x175 = interleave*np.ceil(_x0*_x174*layers)
-    _x176 = _x19*_x27
-    _x177 = t0_embed_fwd + np.maximum(_x176/eta_embed_fwd, _x22*_x35*(learned_pos + 2)/mu_embed_fwd)
-    _x178 = np.ceil((1/128)*_x10*vocab)
-    _x179 = 128*_x178
-    _x180 = d_model*grad_bytes
-    _x181 = np.minimum(_x14, _x179)
-    _x182 = t0_embed_bwd + np.maximum(_x176/eta_embed_bwd, _x22*(_x179*_x180 + _x180*_x181 + _x31*f32_bytes*((1/10)*_x14 + _x181) + _x35*(learned_pos + 1))/mu_embed_bwd)
-    _x183 = _x14*_x178*_x19
-    _x184 = _x14*_x179
-    _x185 = _x184*_x22*(act_bytes + f32_bytes)
-    _x186 = _x179*d_model
-    _x187 = _x22*(_x184 + _x186 + _x27)
-    _x188 = np.minimum(np.minimum(_x14, _x179), d_model)
-    _x189 = _x178*_x27
-    _x190 = _x189*(_x188 + gemm_dhalf)/_x188
-    _x191 = _x30 + t0_ce_bwd + t0_gemm_bwd + t0_norm_bwd + np.maximum(_x185/mu_ce_bwd, 256*_x183/eta_ce_bwd) + np.maximum(_x187*_x49, 512*_x190*_x57)
-    _x192 = _x115 + t0_ce_fwd + t0_gemm_fwd + t0_norm_fwd + np.maximum(_x122*_x187, 256*_x119*_x190) + np.maximum(_x185/mu_ce_fwd, 640*_x183/eta_ce_fwd)
-    _x193 = np.where((_x177 + _x182 <= _x191 + _x192), 1, 0)
-    _x194 = 1 - _x193
-    _x195 = np.minimum(1, _x1)
-    _x196 = 1 - _x195
-    _x197 = _x130*_x175 + _x177*_x194 + _x192*_x193 + _x196*(_x177*_x193 + _x192*_x194)
-    _x198 = _x112*_x175 + _x182*_x194 + _x191*_x193 + _x196*(_x182*_x193 + _x191*_x194)
-    _x199 = _x197 + _x198
-    _x200 = -_x173*_x175 + _x199
-    _x201 = _x152*dp
-    _x202 = np.where((_x201 < gpus_per_node), 1, 0)
-    _x203 = 2*_x195*(1 - ov_pp)*(_x1 + _x6*interleave)*(_x202*(_x139*_x154 + alpha_p2p_intra) + (1 - _x202)*(_x139*_x157 + alpha_p2p_inter))
-    _x204 = np.maximum(1, np.minimum(_x162, dp))
-    _x205 = _x204**(-1.0)
-    _x206 = _x205*dp
-    _x207 = _x206 - 1
-    _x208 = _x207*alpha_ag_inter
-    _x209 = _x204 - 1
-    _x210 = _x209*alpha_ag_intra
-    _x211 = _x70 + _x85*d_model + biases*(_x85 + d_model)
-    _x212 = _x211*experts
-    _x213 = _x10*_x212
-    _x214 = _x165*_x213
-    _x215 = _x175*_x7
-    _x216 = _x214*_x215
-    _x217 = _x216*grad_bytes
-    _x218 = d_model*learned_pos*seq_len
-    _x219 = _x62 + _x94 + biases*(_x31 + _x92)
-    _x220 = biases + 1
-    _x221 = _x220*_x31 + _x54
-    _x222 = _x10*_x219 + _x214 + _x221
-    _x223 = _x175*_x222 + _x186*(_x196*(1 - tied) + 1) + _x218
-    _x224 = grad_bytes*(-_x216 + _x223)
-    _x225 = _x217 + _x224
-    _x226 = _x207*_x3
-    _x227 = _x148*_x226
-    _x228 = _x205*_x209
-    _x229 = _x149*_x228
-    _x230 = _x144*_x226
-    _x231 = _x223*_x44
-    _x232 = _x146*_x228
-    _x233 = _x207*alpha_rs_inter + _x209*alpha_rs_intra
-    _x234 = 2*_x208 + 2*_x210 + _x225*_x227 + _x225*_x229 + _x230*_x231 + _x231*_x232 + _x233
-    _x235 = _x234*_x6
-    _x236 = 1 - z_param
-    _x237 = _x223*act_bytes
-    _x238 = _x208 + _x210 + _x230*_x237 + _x232*_x237
-    _x239 = z_grad*(_x3*_x4*global_batch - 1) + 1
-    _x240 = 1 - z_os
-    _x241 = 2*_x204 - 2
-    _x242 = 2*_x206 - 2
-    _x243 = _x138*_x3
-    _x244 = _x165*dp
-    _x245 = np.maximum(1, np.minimum(_x244, _x162*_x165))
-    _x246 = _x245 - 1
-    _x247 = _x245**(-1.0)
-    _x248 = _x244*_x247
-    _x249 = _x248 - 1
-    _x250 = _x213*_x215*grad_bytes
-    _x251 = _x217*_x247
-    _x252 = 2*_x245 - 2
-    _x253 = 2*_x248 - 2
-    _x254 = _x240*(_x140*_x205*_x224*_x241 + _x224*_x242*_x243 + _x241*alpha_ar_intra + _x242*alpha_ar_inter) + _x7*(_x240*(_x140*_x251*_x252 + _x243*_x250*_x253 + _x252*alpha_ar_intra + _x253*alpha_ar_inter) + z_os*(_x148*_x249*_x250*_x3 + _x149*_x246*_x251 + _x246*alpha_rs_intra + _x249*alpha_rs_inter)) + z_os*(_x224*_x227 + _x224*_x229 + _x233)
-    _x255 = _x238*z_os
-    _x256 = _x239*_x254
-    _x257 = _x236*(_x238*z_os + _x239*_x254 - ov_ag*np.minimum(_x197, _x255) - ov_dp*np.minimum(_x256, _x239*(_x175*((1/2)*_x150 + (1/2)*_x158 - 1/2*_x159 - 1/2*_x160 + _x167 + _x171) + _x198))) + z_param*(_x234*_x3*_x4*global_batch - ov_ag*np.minimum(_x235, _x199*_x6))
-    _x258 = _x223*dp**(-z_os)
-    _x259 = t0_optim_fwd + np.maximum(12*_x19*_x258/eta_optim_fwd, _x22*_x258*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
-    _x260 = _x200*(_x2 + _x6) + _x203 + _x257 + _x259
-    _x261 = _x175*_x6
-    _x262 = _x261*(_x150 - _x160)
-    _x263 = _x31*seq_len
-    _x264 = _x263*top_k
-    _x265 = 4*_x110
-    _x266 = _x38*d_model
-    _x267 = 3*global_batch*(_x263*vocab + layers*(4*_x109*_x266*_x8 + _x263*_x7*experts + _x263*_x93 + _x264*_x85 + _x264*ffn_hidden + _x265*_x266 + 2*_x62*seq_len))
-    _x268 = 6*_x14
-    _x269 = 6*_x16
-    _x270 = _x40*_x64
-    _x271 = _x265*_x270 + _x82
-    _x272 = 768*_x189 + layers*(14*_x110*_x270 + 6*_x118 + _x170*_x271 + _x268*_x54 + _x268*_x95 + _x269*_x71 + _x269*_x86 + 6*_x67 + rc_full*(_x124 + _x125 + _x126 + _x127 + _x128 + _x271))
-    _x273 = _x260**(-1.0)
-    _x274 = _x174*_x273*_x55
-    _x275 = _x237*dp**(-z_param)
-    _x276 = _x223*dp**(-z_grad)*grad_bytes
-    _x277 = _x258*opt_bytes
-    _x278 = _x101*(_x116*_x16*ffn_hidden + _x155 + _x32) + _x28*(2*_x34 + 4*act_bytes) + _x41*_x47*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes))
-    _x279 = _x175*(_x169*_x278 + _x36*rc_full)*(_x6*gpipe + (1 - gpipe)*(_x174*_x2*np.minimum(1, interleave - 1) + 1)*np.minimum(_x6, pp)) + _x222*_x44*z_param + _x278*rc_full
-    _x280 = _x219 + _x221
-    _x281 = _x218 + _x220*d_model + d_model*vocab*(2 - tied)
+    _x95 = _x28*_x94
+    _x96 = _x28*_x93
+    _x97 = _x13*_x96
+    _x98 = _x14 + _x95 + _x97
+    _x99 = _x23*_x97
+    _x100 = np.minimum(np.minimum(_x13, _x96), d_model)
+    _x101 = (_x100 + gemm_dhalf)/_x100
+    _x102 = ffn_hidden*(gated + 1)
+    _x103 = _x102*_x65
+    _x104 = _x102*_x28
+    _x105 = _x104*_x31
+    _x106 = _x103 + _x105 + _x88
+    _x107 = _x105*_x23
+    _x108 = np.minimum(np.minimum(_x104, _x31), d_model)
+    _x109 = (_x108 + gemm_dhalf)/_x108
+    _x110 = d_model*experts
+    _x111 = _x13*experts
+    _x112 = _x75*(_x110 + _x111 + _x14)
+    _x113 = _x111*_x23*_x75
+    _x114 = np.minimum(np.minimum(_x13, d_model), experts)
+    _x115 = (_x114 + gemm_dhalf)/_x114
+    _x116 = _x75*t0_gemm_fwd + 4*t0_gemm_fwd + np.maximum(_x106*_x81, _x107*_x109*_x69) + np.maximum(_x112*_x81, _x113*_x115*_x69) + np.maximum(_x79*_x81, _x69*_x83*_x85) + np.maximum(_x81*_x89, _x69*_x90*_x92) + np.maximum(_x81*_x98, _x101*_x69*_x99)
+    _x117 = _x116 + 2*_x27 + _x74 + 3*t0_elem_fwd + 2*t0_norm_fwd + 2*np.maximum(_x16*_x7, _x17*_x22) + np.maximum(_x17*_x33*_x34, 8*_x32*_x7*_x9)
+    _x118 = pp**(-1.0)
+    _x119 = np.ceil(_x0*_x118*layers)
+    _x120 = _x119*interleave
+    _x121 = _x117*_x120
+    _x122 = _x9/eta_elem_bwd
+    _x123 = mu_elem_bwd**(-1.0)
+    _x124 = 3*act_bytes
+    _x125 = np.maximum(16*_x16/eta_norm_bwd, _x124*_x15*_x18/mu_norm_bwd)
+    _x126 = _x59/mu_gemm_bwd
+    _x127 = _x126*_x18
+    _x128 = _x110*_x75
+    _x129 = _x56/eta_gemm_bwd
+    _x130 = 4*_x129
+    _x131 = _x13*_x130
+    _x132 = _x130*_x31
+    _x133 = _x23*_x28*_x67
+    _x134 = 2*_x125 + _x35*t0_softmax_bwd + _x72*t0_gemm_bwd + _x75*t0_gemm_bwd + flash*t0_attn_bwd + 3*t0_elem_bwd + 4*t0_gemm_bwd + 2*t0_norm_bwd + np.maximum(_x106*_x127, _x103*_x109*_x132) + np.maximum(_x112*_x127, _x115*_x128*_x131) + 2*np.maximum(_x122*_x25, _x123*_x22) + np.maximum(16*_x122*_x32, _x123*_x34*(2*gated + 3)) + np.maximum(_x127*_x79, _x130*_x82*_x85) + np.maximum(_x127*_x89, _x132*_x87*_x92) + np.maximum(_x127*_x98, _x101*_x131*_x95) + 2*np.maximum(_x129*_x133*_x71, _x127*_x28*_x64*micro_batch) + np.maximum(_x41*_x66/mu_attn_bwd, 320*_x57*(_x44*attn_uneven_bwd + 1)*(_x45*attn_ctas_bwd + 1)*(_x46/attn_dreg_bwd + _x47*attn_dsoft_bwd + 1)/eta_attn_bwd) + np.maximum(_x62*(_x124 + _x60)/mu_softmax_bwd, _x58*(8 - 8*flash)/eta_softmax_bwd)
+    _x135 = _x120*_x134
+    _x136 = np.minimum(1, _x1)
+    _x137 = 1 - _x136
+    _x138 = _x14*_x9
+    _x139 = np.ceil((1/128)*_x28*vocab)
+    _x140 = 128*_x139
+    _x141 = d_model*grad_bytes
+    _x142 = np.minimum(_x13, _x140)
+    _x143 = t0_embed_bwd + np.maximum(_x138/eta_embed_bwd, _x18*(_x140*_x141 + _x141*_x142 + _x20*(learned_pos + 1) + _x23*f32_bytes*((1/10)*_x13 + _x142))/mu_embed_bwd)
+    _x144 = t0_embed_fwd + np.maximum(_x138/eta_embed_fwd, _x18*_x20*(learned_pos + 2)/mu_embed_fwd)
+    _x145 = _x13*_x139*_x9
+    _x146 = _x13*_x140
+    _x147 = _x146*_x18*(act_bytes + f32_bytes)
+    _x148 = _x140*d_model
+    _x149 = _x18*(_x14 + _x146 + _x148)
+    _x150 = np.minimum(np.minimum(_x13, _x140), d_model)
+    _x151 = _x139*_x14
+    _x152 = _x151*(_x150 + gemm_dhalf)/_x150
+    _x153 = _x125 + t0_ce_bwd + t0_gemm_bwd + t0_norm_bwd + np.maximum(_x126*_x149, 512*_x129*_x152) + np.maximum(_x147/mu_ce_bwd, 256*_x145/eta_ce_bwd)
+    _x154 = _x27 + t0_ce_fwd + t0_gemm_fwd + t0_norm_fwd + np.maximum(_x147/mu_ce_fwd, 640*_x145/eta_ce_fwd) + np.maximum(_x149*_x80, 256*_x152*_x69)
+    _x155 = np.where((_x143 + _x144 <= _x153 + _x154), 1, 0)
+    _x156 = 1 - _x155
+    _x157 = _x137*(_x144*_x155 + _x154*_x156) + _x144*_x156 + _x154*_x155
+    _x158 = _x137*(_x143*_x155 + _x153*_x156) + _x143*_x156 + _x153*_x155
+    _x159 = _x157 + _x158
+    _x160 = np.maximum(_x159, _x136*(_x155*host_head + _x156*host_emb) + _x137*(host_emb + host_head))
+    _x161 = _x117 + _x134
+    _x162 = rc_full + 2
+    _x163 = np.maximum(1, np.minimum(gpus_per_node, tp))
+    _x164 = 2*_x163 - 2
+    _x165 = _x163**(-1.0)
+    _x166 = _x165*tp
+    _x167 = 2*_x166 - 2
+    _x168 = bw_ar_inter**(-1.0)
+    _x169 = _x78*act_bytes
+    _x170 = bw_ar_intra**(-1.0)
+    _x171 = _x165*_x20
+    _x172 = _x163 - 1
+    _x173 = _x166 - 1
+    _x174 = bw_ag_inter**(-1.0)
+    _x175 = _x169*_x173
+    _x176 = bw_ag_intra**(-1.0)
+    _x177 = _x171*_x172
+    _x178 = bw_rs_inter**(-1.0)
+    _x179 = bw_rs_intra**(-1.0)
+    _x180 = _x162*(2*seq_par*(_x172*alpha_ag_intra + _x172*alpha_rs_intra + _x173*alpha_ag_inter + _x173*alpha_rs_inter + _x174*_x175 + _x175*_x178 + _x176*_x177 + _x177*_x179) + 2*(1 - seq_par)*(_x164*_x170*_x171 + _x164*alpha_ar_intra + _x167*_x168*_x169 + _x167*alpha_ar_inter))
+    _x181 = rc_full + 3
+    _x182 = cp*tp
+    _x183 = np.where((_x182 <= gpus_per_node), 1, 0)
+    _x184 = bw_p2p_intra**(-1.0)
+    _x185 = _x13*_x37
+    _x186 = _x185*_x38
+    _x187 = bw_p2p_inter**(-1.0)
+    _x188 = _x181*(cp - 1)*(_x183*(_x184*_x186 + alpha_p2p_intra) + (1 - _x183)*(_x186*_x187 + alpha_p2p_inter))
+    _x189 = ov_cp*np.minimum(_x188, _x181*_x74)
+    _x190 = ov_tp*np.minimum(_x180, (3/2)*_x162*(_x116 + _x73))
+    _x191 = _x11*_x28
+    _x192 = _x191*gpus_per_node
+    _x193 = np.maximum(1, np.minimum(_x192, ep))
+    _x194 = _x193 - 1
+    _x195 = ep**(-1.0)
+    _x196 = _x195*_x20*_x30
+    _x197 = _x162*_x75*(_x194*_x196/bw_a2a_intra + _x194*alpha_a2a_intra + _x196*(-_x193 + ep)/bw_a2a_inter + alpha_a2a_inter*(-1 + ep/_x193))
+    _x198 = 2*_x197
+    _x199 = 1 - rc_full
+    _x200 = _x199*rc_sel
+    _x201 = _x117*rc_full + _x200*_x74
+    _x202 = _x180 + _x188 - _x189 - _x190 + _x198 + _x201
+    _x203 = _x161 - np.maximum(_x161 + _x202, host_bwd + host_fwd + host_rc*rc_full)
+    _x204 = -_x120*_x203 + _x121 + _x135 + _x160 + host_mb
+    _x205 = _x182*dp
+    _x206 = np.where((_x205 < gpus_per_node), 1, 0)
+    _x207 = 2*_x136*(1 - ov_pp)*(_x1 + _x6*interleave)*(_x206*(_x169*_x184 + alpha_p2p_intra) + (1 - _x206)*(_x169*_x187 + alpha_p2p_inter))
+    _x208 = np.maximum(1, np.minimum(_x192, dp))
+    _x209 = _x208**(-1.0)
+    _x210 = _x209*dp
+    _x211 = _x210 - 1
+    _x212 = _x211*alpha_ag_inter
+    _x213 = _x208 - 1
+    _x214 = _x213*alpha_ag_intra
+    _x215 = _x102*d_model + _x86 + biases*(_x102 + d_model)
+    _x216 = _x215*experts
+    _x217 = _x216*_x28
+    _x218 = _x195*_x217
+    _x219 = _x120*_x75
+    _x220 = _x218*_x219
+    _x221 = _x220*grad_bytes
+    _x222 = d_model*learned_pos*seq_len
+    _x223 = _x76 + _x94 + biases*(_x23 + _x37)
+    _x224 = biases + 1
+    _x225 = _x128 + _x224*_x23
+    _x226 = _x218 + _x223*_x28 + _x225
+    _x227 = _x120*_x226 + _x148*(_x137*(1 - tied) + 1) + _x222
+    _x228 = grad_bytes*(-_x220 + _x227)
+    _x229 = _x221 + _x228
+    _x230 = _x211*_x3
+    _x231 = _x178*_x230
+    _x232 = _x209*_x213
+    _x233 = _x179*_x232
+    _x234 = _x174*_x230
+    _x235 = _x227*_x59
+    _x236 = _x176*_x232
+    _x237 = _x211*alpha_rs_inter + _x213*alpha_rs_intra
+    _x238 = 2*_x212 + 2*_x214 + _x229*_x231 + _x229*_x233 + _x234*_x235 + _x235*_x236 + _x237
+    _x239 = _x238*_x6
+    _x240 = _x121 + _x157
+    _x241 = _x135 + _x158
+    _x242 = 1 - z_param
+    _x243 = _x227*act_bytes
+    _x244 = _x212 + _x214 + _x234*_x243 + _x236*_x243
+    _x245 = z_grad*(_x3*_x4*global_batch - 1) + 1
+    _x246 = 1 - z_os
+    _x247 = 2*_x208 - 2
+    _x248 = 2*_x210 - 2
+    _x249 = _x168*_x3
+    _x250 = _x195*dp
+    _x251 = np.maximum(1, np.minimum(_x250, _x192*_x195))
+    _x252 = _x251 - 1
+    _x253 = _x251**(-1.0)
+    _x254 = _x250*_x253
+    _x255 = _x254 - 1
+    _x256 = _x217*_x219*grad_bytes
+    _x257 = _x221*_x253
+    _x258 = 2*_x251 - 2
+    _x259 = 2*_x254 - 2
+    _x260 = _x246*(_x170*_x209*_x228*_x247 + _x228*_x248*_x249 + _x247*alpha_ar_intra + _x248*alpha_ar_inter) + _x75*(_x246*(_x170*_x257*_x258 + _x249*_x256*_x259 + _x258*alpha_ar_intra + _x259*alpha_ar_inter) + z_os*(_x178*_x255*_x256*_x3 + _x179*_x252*_x257 + _x252*alpha_rs_intra + _x255*alpha_rs_inter)) + z_os*(_x228*_x231 + _x228*_x233 + _x237)
+    _x261 = _x244*z_os
+    _x262 = _x245*_x260
+    _x263 = _x242*(_x244*z_os + _x245*_x260 - ov_ag*np.minimum(_x240, _x261) - ov_dp*np.minimum(_x262, _x245*(_x120*((1/2)*_x180 + (1/2)*_x188 - 1/2*_x189 - 1/2*_x190 + _x197 + _x201) + _x241))) + z_param*(_x238*_x3*_x4*global_batch - ov_ag*np.minimum(_x239, _x6*(_x240 + _x241)))
+    _x264 = _x227*dp**(-z_os)
+    _x265 = t0_optim_fwd + np.maximum(12*_x264*_x9/eta_optim_fwd, _x18*_x264*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
+    _x266 = _x204*(_x2 + _x6) + _x207 + _x263 + _x265
+    _x267 = _x120*_x6
+    _x268 = _x267*(_x180 - _x190)
+    _x269 = _x23*seq_len
+    _x270 = _x269*top_k
+    _x271 = 4*_x49
+    _x272 = _x50*d_model
+    _x273 = 3*global_batch*(_x269*vocab + layers*(_x102*_x270 + _x269*_x75*experts + _x269*_x93 + _x270*ffn_hidden + _x271*_x272 + 4*_x272*_x35*_x48 + 2*_x76*seq_len))
+    _x274 = 6*_x13
+    _x275 = 6*_x31
+    _x276 = _x52*_x65
+    _x277 = _x133 + _x271*_x276
+    _x278 = 768*_x151 + layers*(_x103*_x275 + _x128*_x274 + _x200*_x277 + _x274*_x95 + _x275*_x87 + 14*_x276*_x49 + 6*_x68 + 6*_x82 + rc_full*(_x107 + _x113 + _x277 + _x83 + _x90 + _x99))
+    _x279 = _x266**(-1.0)
+    _x280 = _x118*_x279*_x55
+    _x281 = _x243*dp**(-z_param)
+    _x282 = _x227*dp**(-z_grad)*grad_bytes
+    _x283 = _x264*opt_bytes
+    _x284 = _x15*(2*_x19 + 4*act_bytes) + _x38*(_x185 + _x24 + _x31*_x33*ffn_hidden) + _x53*_x61*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes))
+    _x285 = _x120*(_x199*_x284 + _x21*rc_full)*(_x6*gpipe + (1 - gpipe)*(_x118*_x2*np.minimum(1, interleave - 1) + 1)*np.minimum(_x6, pp)) + _x226*_x59*z_param + _x284*rc_full
+    _x286 = _x223 + _x225
+    _x287 = _x222 + _x224*d_model + d_model*vocab*(2 - tied)
     return {
-        'step_time': _x260,
-        't_forward': _x197*_x6,
-        't_backward': _x198*_x6,
-        't_recompute': _x171*_x261,
-        't_tp_comm': _x262,
-        't_cp_comm': _x261*(_x158 - _x159),
-        't_ep_comm': _x168*_x261,
-        't_host_overhead': _x261*(-_x172 - _x173),
-        't_pp_bubble': _x2*_x200,
-        't_pp_comm': _x203,
-        't_dp_comm': _x257,
-        't_optimizer': _x259,
-        'tp_comm_total': _x150*_x261,
-        'dp_comm_total': _x235*z_param + _x236*(_x255 + _x256),
-        'tp_comm': _x262,
-        'dp_comm': _x257,
+        'step_time': _x266,
+        't_forward': _x240*_x6,
+        't_backward': _x241*_x6,
+        't_recompute': _x201*_x267,
+        't_tp_comm': _x268,
+        't_cp_comm': _x267*(_x188 - _x189),
+        't_ep_comm': _x198*_x267,
+        't_host_overhead': _x6*(_x119*interleave*(-_x202 - _x203) - _x159 + _x160 + host_mb),
+        't_pp_bubble': _x2*_x204,
+        't_pp_comm': _x207,
+        't_dp_comm': _x263,
+        't_optimizer': _x265,
+        'tp_comm_total': _x180*_x267,
+        'dp_comm_total': _x239*z_param + _x242*(_x261 + _x262),
+        'tp_comm': _x268,
+        'dp_comm': _x263,
         'pp_bubble': _x2*dp*micro_batch/global_batch,
         'micro_batches': _x6,
-        't_microbatch_stage': _x200,
-        'flops': _x267,
-        'hardware_flops': _x152*_x272*_x5,
-        'n_gpus': _x201*pp,
-        'mfu': _x161*_x267*_x274*_x3,
-        'hfu': _x272*_x274*_x6,
-        'tokens_per_s': _x273*global_batch*seq_len,
-        'memory': _x275 + _x276 + _x277 + _x279,
-        'mem_weights': _x275,
-        'mem_gradients': _x276,
-        'mem_optimizer': _x277,
-        'mem_activations': _x279,
-        'params': _x281 + layers*(_x212 + _x280),
-        'active_params': _x281 + layers*(_x211*top_k + _x280),
-        'params_rank': _x223,
+        't_microbatch_stage': _x204,
+        'flops': _x273,
+        'hardware_flops': _x182*_x278*_x5,
+        'n_gpus': _x205*pp,
+        'mfu': _x191*_x273*_x280*_x3,
+        'hfu': _x278*_x280*_x6,
+        'tokens_per_s': _x279*global_batch*seq_len,
+        'memory': _x281 + _x282 + _x283 + _x285,
+        'mem_weights': _x281,
+        'mem_gradients': _x282,
+        'mem_optimizer': _x283,
+        'mem_activations': _x285,
+        'params': _x287 + layers*(_x216 + _x286),
+        'active_params': _x287 + layers*(_x215*top_k + _x286),
+        'params_rank': _x227,
     }
 
-SOURCE_DIGEST = 'cafa22975909bc56'
+SOURCE_DIGEST = '7dc8e70a43bd3877'

@@ -261,6 +261,15 @@ def validate(rows: list[dict], tiers=None) -> dict:
     return result
 
 
+def layout_errors(result: dict) -> dict[str, float]:
+    """Signed error per ``tp-pp-dp/mb`` group of a ``validate`` result (mean over its rows)."""
+    groups: dict[str, list] = {}
+    for c in result["cases"]:
+        p = c["plan"]
+        groups.setdefault(f"tp{p['tp']}-pp{p['pp']}-dp{p['dp']}/mb{p['mb']}", []).append(c["error"])
+    return {k: float(np.mean(v)) for k, v in sorted(groups.items(), key=lambda kv: _natural(kv[0]))}
+
+
 def _natural(s: str):
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s)]
 

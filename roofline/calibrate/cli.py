@@ -38,6 +38,9 @@ def register(subparsers) -> None:
     hp = sub.add_parser("host", help="host (CPU) issue time of one eager-PyTorch layer -> the profile's `host:` block")
     hp.add_argument("--device", default="cpu")
     hp.add_argument("--repeats", type=int, default=200)
+    hp.add_argument("--style", choices=("megatron", "plain"), default="megatron",
+                    help="layer code path: Megatron-LM/DeepSpeed modules (default) or a minimal nn.Module layer")
+    hp.add_argument("--runs", type=int, default=3, help="independent runs; the quietest (smallest total) is kept")
 
     i = sub.add_parser("import", help="fit a profile from external sample data")
     isub = i.add_subparsers(dest="import_format", required=True)
@@ -81,12 +84,18 @@ def run(args) -> int:
     cmd = args.calibrate_command
     if cmd == "host":
         from .bench_host import measure
-        r = measure(args.device, args.repeats)
+        if args.runs < 1 or args.repeats < 1:
+            raise InputError("--runs and --repeats must be at least 1")
+        total = lambda r: sum(v for k, v in r.items() if isinstance(v, float))
+        r = min((measure(args.device, args.repeats, style=args.style) for _ in range(args.runs)), key=total)
         us = lambda v: f"{v * 1e6:.0f} us"
-        print(f"# measured on {args.device}, torch {r['torch']}, median of {r['repeats']} (paste into a profile)")
-        print(f"host: {{layer_fwd: {us(r['layer_fwd'])}, layer_bwd: {us(r['layer_bwd'])}, "
-              f"recompute_extra: {us(r['recompute_extra'])}, kernels_fwd: {r['kernels_fwd']}, "
-              f"kernels_bwd: {r['kernels_bwd']}, kernels_recompute: {r['kernels_recompute']}, launch: 5 us}}")
+        keys = [k for k in ("layer_fwd", "layer_bwd", "recompute_extra", "embed_fwd", "embed_bwd", "head_fwd",
+                            "head_bwd", "microbatch") if k in r]
+        kern = {"layer_fwd": "kernels_fwd", "layer_bwd": "kernels_bwd", "recompute_extra": "kernels_recompute"}
+        print(f"# measured on {args.device}, torch {r['torch']}, style {args.style}, median of {r['repeats']} repeats, "
+              f"quietest of {args.runs} runs (paste into a profile)")
+        print("host: {" + ", ".join(f"{k}: {us(r[k])}, {kern.get(k, 'kernels_' + k)}: {r[kern.get(k, 'kernels_' + k)]}"
+                                   for k in keys) + ", launch: 5 us}")
         return 0
     if cmd == "import" and args.import_format == "estimate-train-time":
         from . import importers, profile

@@ -94,6 +94,12 @@ host_fwd = _s("host_fwd", "time", "host (CPU) time to issue one layer's forward 
 host_bwd = _s("host_bwd", "time", "host (CPU) time to issue one layer's backward", "hardware", r"h_{b}")
 host_rc = _s("host_rc", "time", "extra host time of one layer's full recomputation (checkpointed backward)", "hardware",
              r"h_{r}")
+host_emb = _s("host_emb", "time", "host time to issue the embedding's forward and backward, per micro-batch", "hardware",
+              r"h_{e}")
+host_head = _s("host_head", "time", "host time to issue the final norm, LM head and cross-entropy, forward and backward, "
+               "per micro-batch", "hardware", r"h_{o}")
+host_mb = _s("host_mb", "time", "host time of the framework's per-micro-batch work outside the model (batch fetch and "
+             "broadcast, masks, loss averaging)", "hardware", r"h_{m}")
 gpus_per_node = _s("gpus_per_node", "", "GPUs per node G", "hardware", "G")
 
 # ---- links: alpha (latency per step) and bus bandwidth per collective and link --------------

@@ -47,6 +47,9 @@ class Hardware:
     host_fwd: float = 0.0                       # s, host time to issue one layer forward (eager PyTorch)
     host_bwd: float = 0.0                       # s, ... backward
     host_rc: float = 0.0                        # s, extra host time of a layer's full recomputation
+    host_emb: float = 0.0                       # s, host time of the embedding (fwd + bwd) per micro-batch
+    host_head: float = 0.0                      # s, ... final norm + LM head + cross-entropy per micro-batch
+    host_mb: float = 0.0                        # s, framework per-micro-batch work outside the model
     sustained_clock: float = 1.0                # sustained / burst compute rate under a power-capped load
     matmul_ceiling: float = 1.0                 # max achievable matmul rate / peak (mamf-finder); caps gemm eta
     calibrated: tuple = ()                      # which parts are fitted: "compute", "intra", "inter"
@@ -165,9 +168,22 @@ def _host_times(host: dict, where: str) -> dict:
     """Host issue time per layer: measured CPU time + kernels x CUDA launch cost."""
     launch = parse(host["launch"], "s", f"profile {where}: host.launch")
     get = lambda k: parse(host[k], "s", f"profile {where}: host.{k}")
-    return {"host_fwd": get("layer_fwd") + int(host["kernels_fwd"]) * launch,
-            "host_bwd": get("layer_bwd") + int(host["kernels_bwd"]) * launch,
-            "host_rc": get("recompute_extra") + int(host["kernels_recompute"]) * launch}
+
+    def n(k):
+        try:
+            v = int(host[k])
+        except (TypeError, ValueError):
+            v = -1
+        if v < 0:
+            raise InputError(f"profile {where}: host.{k} must be a non-negative integer, got {host[k]!r}")
+        return v
+
+    t = lambda k, kernels: get(k) + n(kernels) * launch
+    return {"host_fwd": t("layer_fwd", "kernels_fwd"), "host_bwd": t("layer_bwd", "kernels_bwd"),
+            "host_rc": t("recompute_extra", "kernels_recompute"),
+            "host_emb": t("embed_fwd", "kernels_embed_fwd") + t("embed_bwd", "kernels_embed_bwd"),
+            "host_head": t("head_fwd", "kernels_head_fwd") + t("head_bwd", "kernels_head_bwd"),
+            "host_mb": t("microbatch", "kernels_microbatch")}
 
 
 @functools.lru_cache(maxsize=64)
