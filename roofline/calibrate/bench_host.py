@@ -117,7 +117,9 @@ def _megatron_layer(torch, h=64, heads=4, device="cpu", dtype=None):
     bias_gelu, bias_gelu_back, bias_dropout_add, _ = _jit_functions()
     tracker = _RngTracker(torch, device)
 
-    class CopyToRegion(torch.autograd.Function):       # identity forward, all-reduce backward (tp > 1)
+    class Region(torch.autograd.Function):
+        """Megatron's copy-to / reduce-from tensor-parallel region: identity in one direction, an
+        all-reduce in the other when tp > 1 (one process here: identity both ways, same host path)."""
         @staticmethod
         def forward(ctx, x):
             return x
@@ -126,14 +128,7 @@ def _megatron_layer(torch, h=64, heads=4, device="cpu", dtype=None):
         def backward(ctx, g):
             return g
 
-    class ReduceFromRegion(torch.autograd.Function):   # all-reduce forward (tp > 1), identity backward
-        @staticmethod
-        def forward(ctx, x):
-            return x
-
-        @staticmethod
-        def backward(ctx, g):
-            return g
+    CopyToRegion = ReduceFromRegion = Region
 
     class FusedLayerNormAffine(torch.autograd.Function):   # apex FusedLayerNormAffineFunction: one kernel each way
         @staticmethod
