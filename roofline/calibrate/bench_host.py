@@ -527,8 +527,13 @@ def measure(device: str = "cpu", repeats: int = 200, seq: int = 8, style: str = 
         layer = _plain_layer(torch, h=h, device=device)
         checkpoint = lambda f, *a: _ckpt(f, *a, use_reentrant=True)
     main_grad = {p: torch.zeros_like(p) for p in layer.parameters()}
+    grad_accs = []                  # torch < 2.1: Megatron's own hook on each parameter's AccumulateGrad node
     for p in layer.parameters():
-        p.register_post_accumulate_grad_hook(lambda p: (main_grad[p].add_(p.grad), None)[1])
+        if hasattr(p, "register_post_accumulate_grad_hook"):
+            p.register_post_accumulate_grad_hook(lambda p: (main_grad[p].add_(p.grad), None)[1])
+        else:
+            grad_accs.append(p.expand_as(p).grad_fn.next_functions[0][0])
+            grad_accs[-1].register_hook(lambda *_, p=p: (main_grad[p].add_(p.grad), None)[1])
 
     x = torch.randn(seq, 1, h, device=device, requires_grad=True)
     mask = torch.triu(torch.ones(seq, seq, dtype=torch.bool, device=device), 1)
