@@ -248,8 +248,8 @@ def main() -> int:
     L += ["", f"- **Layer floor**: measured {min(floor):.1f}-{max(floor):.1f} ms per layer slot at micro-batch 1 and "
           f"tp <= 4 against the modelled {1e3 * host_slot:.2f} ms: the issue rate measured here is about "
           f"{np.median(floor) / (1e3 * host_slot):.2f}x faster than on the A100 hosts of these runs. Not the PyTorch "
-          "version: vTrain's torch 2.0.1 issues a layer 0.8-0.9x as long as torch 2.13 on the same VM "
-          "(docs/calibration.md); what is left is the host CPU and the real CUDA launch path, which this machine "
+          "version: vTrain's stack (torch 2.0.1, Python 3.9/3.10) issues a layer 0.8-0.9x as long as torch 2.13 on "
+          "Python 3.11 on the same VM (docs/calibration.md); what is left is the host CPU and the real CUDA launch path, which this machine "
           "cannot run. "
           "`calibrate host --device cuda:0` on the target node replaces the default with that node's own numbers.",
           "- **tp 8 at micro-batch 1**: a further ~1.5 ms per layer slot (6 tensor-parallel all-reduces per slot: "
