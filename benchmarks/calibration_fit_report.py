@@ -25,7 +25,7 @@ def main() -> None:
     for cluster in ("perlmutter", "vista"):
         im = importers.import_estimate_train_time(data / "estimate-train-time", cluster)
         hw = load(im.base)
-        peaks = profile.Peaks(hw.peak("fp16"), hw.vector_peak(), hw.hbm_bandwidth)
+        peaks = profile.Peaks(hw.peak("fp16"), hw.vector_peak(), hw.hbm_bandwidth, hw.matmul_ceiling, hw.sm_count)
         comp = profile.fit_compute(im.ops, peaks, k=args.folds)
         links = profile.fit_links(im.colls, k=args.folds)
         print(f"\n## {cluster} ({im.gpu})\n")

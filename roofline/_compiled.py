@@ -2,7 +2,7 @@
 # fmt: off
 import numpy as np
 
-INPUTS = ('act_bytes', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_ctas_bwd', 'attn_ctas_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'clock', 'cp', 'd_model', 'dp', 'dropout', 'ep', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'heads', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_mb', 'host_rc', 'interleave', 'kv_heads', 'layers', 'learned_pos', 'mask_bytes', 'micro_batch', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_pp', 'ov_tp', 'peak', 'peak_vec', 'pp', 'rc_full', 'rc_sel', 'seq_len', 'seq_par', 't0_attn_bwd', 't0_attn_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'vocab', 'z_grad', 'z_os', 'z_param')
+INPUTS = ('act_bytes', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'clock', 'cp', 'd_model', 'dp', 'dropout', 'ep', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'heads', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_mb', 'host_rc', 'interleave', 'kv_heads', 'layers', 'learned_pos', 'mask_bytes', 'micro_batch', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_pp', 'ov_tp', 'peak', 'peak_vec', 'pp', 'rc_full', 'rc_sel', 'seq_len', 'seq_par', 'sms', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'vocab', 'z_grad', 'z_os', 'z_param')
 OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_host_overhead', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'micro_batches', 't_microbatch_stage', 'flops', 'hardware_flops', 'n_gpus', 'mfu', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'params', 'active_params', 'params_rank')
 
 
@@ -19,8 +19,8 @@ def evaluate(x):
     alpha_p2p_intra = x['alpha_p2p_intra']
     alpha_rs_inter = x['alpha_rs_inter']
     alpha_rs_intra = x['alpha_rs_intra']
-    attn_ctas_bwd = x['attn_ctas_bwd']
-    attn_ctas_fwd = x['attn_ctas_fwd']
+    attn_dio_bwd = x['attn_dio_bwd']
+    attn_dio_fwd = x['attn_dio_fwd']
     attn_dreg_bwd = x['attn_dreg_bwd']
     attn_dreg_fwd = x['attn_dreg_fwd']
     attn_dsoft_bwd = x['attn_dsoft_bwd']
@@ -28,6 +28,10 @@ def evaluate(x):
     attn_uneven_bwd = x['attn_uneven_bwd']
     attn_uneven_fwd = x['attn_uneven_fwd']
     biases = x['biases']
+    bmm_dhalf_bwd = x['bmm_dhalf_bwd']
+    bmm_dhalf_fwd = x['bmm_dhalf_fwd']
+    bmm_reread_bwd = x['bmm_reread_bwd']
+    bmm_reread_fwd = x['bmm_reread_fwd']
     bw_a2a_inter = x['bw_a2a_inter']
     bw_a2a_intra = x['bw_a2a_intra']
     bw_ag_inter = x['bw_ag_inter']
@@ -48,6 +52,8 @@ def evaluate(x):
     ep = x['ep']
     eta_attn_bwd = x['eta_attn_bwd']
     eta_attn_fwd = x['eta_attn_fwd']
+    eta_bmm_bwd = x['eta_bmm_bwd']
+    eta_bmm_fwd = x['eta_bmm_fwd']
     eta_ce_bwd = x['eta_ce_bwd']
     eta_ce_fwd = x['eta_ce_fwd']
     eta_elem_bwd = x['eta_elem_bwd']
@@ -87,6 +93,8 @@ def evaluate(x):
     micro_batch = x['micro_batch']
     mu_attn_bwd = x['mu_attn_bwd']
     mu_attn_fwd = x['mu_attn_fwd']
+    mu_bmm_bwd = x['mu_bmm_bwd']
+    mu_bmm_fwd = x['mu_bmm_fwd']
     mu_ce_bwd = x['mu_ce_bwd']
     mu_ce_fwd = x['mu_ce_fwd']
     mu_elem_bwd = x['mu_elem_bwd']
@@ -113,8 +121,11 @@ def evaluate(x):
     rc_sel = x['rc_sel']
     seq_len = x['seq_len']
     seq_par = x['seq_par']
+    sms = x['sms']
     t0_attn_bwd = x['t0_attn_bwd']
     t0_attn_fwd = x['t0_attn_fwd']
+    t0_bmm_bwd = x['t0_bmm_bwd']
+    t0_bmm_fwd = x['t0_bmm_fwd']
     t0_ce_bwd = x['t0_ce_bwd']
     t0_ce_fwd = x['t0_ce_fwd']
     t0_elem_bwd = x['t0_elem_bwd']
@@ -147,316 +158,324 @@ def evaluate(x):
     _x9 = _x8/peak_vec
     _x10 = (seq_par*(tp - 1) + 1)**(-1.0)
     _x11 = cp**(-1.0)
-    _x12 = _x11*seq_len
-    _x13 = _x12*micro_batch
-    _x14 = _x13*d_model
-    _x15 = _x10*_x14
-    _x16 = _x15*_x9
-    _x17 = mu_elem_fwd**(-1.0)
-    _x18 = hbm_bw**(-1.0)
-    _x19 = dropout*mask_bytes
-    _x20 = _x14*act_bytes
-    _x21 = _x10*_x20
-    _x22 = _x18*_x21*(_x19/act_bytes + 3)
-    _x23 = 2*d_model
-    _x24 = _x13*_x23
-    _x25 = _x10*_x24
-    _x26 = _x18*act_bytes
-    _x27 = np.maximum(8*_x16/eta_norm_fwd, _x25*_x26/mu_norm_fwd)
-    _x28 = tp**(-1.0)
-    _x29 = _x28*ffn_hidden
-    _x30 = capacity*top_k
-    _x31 = _x13*_x30
-    _x32 = _x29*_x31
-    _x33 = gated + 2
-    _x34 = _x26*_x32
-    _x35 = 1 - flash
-    _x36 = heads**(-1.0)
-    _x37 = _x23*_x36*kv_heads
-    _x38 = _x28*act_bytes
-    _x39 = _x18*micro_batch
-    _x40 = _x38*_x39
-    _x41 = _x40*(_x12*_x23 + _x37*seq_len)
-    _x42 = _x36*d_model
-    _x43 = np.ceil((1/32)*_x42)
-    _x44 = np.minimum(1, -_x42 + 32*_x43)
-    _x45 = _x36*_x4*tp/np.ceil((1/128)*_x12)
-    _x46 = 32*_x43
-    _x47 = (1/32)/_x43
-    _x48 = 1 - 1/2*causal
-    _x49 = _x48*flash
-    _x50 = seq_len**2
-    _x51 = _x11*_x50
-    _x52 = _x51*micro_batch
-    _x53 = _x28*_x52
-    _x54 = _x53*heads
-    _x55 = peak**(-1.0)
-    _x56 = _x55*_x8
-    _x57 = _x43*_x49*_x54*_x56
-    _x58 = _x54*_x9
-    _x59 = 2*act_bytes
-    _x60 = dropout*(_x59 + mask_bytes)
-    _x61 = _x35*heads
-    _x62 = _x28*_x39*_x51*_x61
-    _x63 = mu_gemm_fwd**(-1.0)
-    _x64 = _x61*(_x12*_x42 + _x42*seq_len + _x51)
-    _x65 = _x28*d_model
-    _x66 = 2*flash
-    _x67 = _x52*(2 - _x66)
-    _x68 = _x65*_x67
-    _x69 = _x56/eta_gemm_fwd
-    _x70 = np.minimum(np.minimum(_x12, _x42), seq_len)
-    _x71 = (_x70 + gemm_dhalf)/_x70
-    _x72 = 2*_x35
-    _x73 = _x72*t0_gemm_fwd + 2*np.maximum(_x40*_x63*_x64, _x68*_x69*_x71)
-    _x74 = _x35*t0_softmax_fwd + _x73 + flash*t0_attn_fwd + np.maximum(_x41*flash/mu_attn_fwd, 128*_x57*(_x44*attn_uneven_fwd + 1)*(_x45*attn_ctas_fwd + 1)*(_x46/attn_dreg_fwd + _x47*attn_dsoft_fwd + 1)/eta_attn_fwd) + np.maximum(_x62*(_x59 + _x60)/mu_softmax_fwd, _x58*(5 - 5*flash)/eta_softmax_fwd)
-    _x75 = np.minimum(1, experts - 1)
-    _x76 = d_model**2
-    _x77 = _x28*_x76
-    _x78 = _x13*_x65
-    _x79 = _x14 + _x77 + _x78
-    _x80 = _x63*act_bytes
-    _x81 = _x18*_x80
-    _x82 = _x13*_x77
-    _x83 = 2*_x82
-    _x84 = np.minimum(np.minimum(_x13, _x65), d_model)
-    _x85 = (_x84 + gemm_dhalf)/_x84
-    _x86 = d_model*ffn_hidden
-    _x87 = _x28*_x86
-    _x88 = _x14*_x30
-    _x89 = _x32 + _x87 + _x88
-    _x90 = _x23*_x32
-    _x91 = np.minimum(np.minimum(_x29, _x31), d_model)
-    _x92 = (_x91 + gemm_dhalf)/_x91
-    _x93 = _x37 + d_model
-    _x94 = _x93*d_model
-    _x95 = _x28*_x94
-    _x96 = _x28*_x93
-    _x97 = _x13*_x96
-    _x98 = _x14 + _x95 + _x97
-    _x99 = _x23*_x97
-    _x100 = np.minimum(np.minimum(_x13, _x96), d_model)
-    _x101 = (_x100 + gemm_dhalf)/_x100
-    _x102 = ffn_hidden*(gated + 1)
-    _x103 = _x102*_x65
-    _x104 = _x102*_x28
-    _x105 = _x104*_x31
-    _x106 = _x103 + _x105 + _x88
-    _x107 = _x105*_x23
-    _x108 = np.minimum(np.minimum(_x104, _x31), d_model)
-    _x109 = (_x108 + gemm_dhalf)/_x108
-    _x110 = d_model*experts
-    _x111 = _x13*experts
-    _x112 = _x75*(_x110 + _x111 + _x14)
-    _x113 = _x111*_x23*_x75
-    _x114 = np.minimum(np.minimum(_x13, d_model), experts)
-    _x115 = (_x114 + gemm_dhalf)/_x114
-    _x116 = _x75*t0_gemm_fwd + 4*t0_gemm_fwd + np.maximum(_x106*_x81, _x107*_x109*_x69) + np.maximum(_x112*_x81, _x113*_x115*_x69) + np.maximum(_x79*_x81, _x69*_x83*_x85) + np.maximum(_x81*_x89, _x69*_x90*_x92) + np.maximum(_x81*_x98, _x101*_x69*_x99)
-    _x117 = _x116 + 2*_x27 + _x74 + 3*t0_elem_fwd + 2*t0_norm_fwd + 2*np.maximum(_x16*_x7, _x17*_x22) + np.maximum(_x17*_x33*_x34, 8*_x32*_x7*_x9)
-    _x118 = pp**(-1.0)
-    _x119 = np.ceil(_x0*_x118*layers)
-    _x120 = _x119*interleave
-    _x121 = _x117*_x120
-    _x122 = _x9/eta_elem_bwd
-    _x123 = mu_elem_bwd**(-1.0)
-    _x124 = 3*act_bytes
-    _x125 = np.maximum(16*_x16/eta_norm_bwd, _x124*_x15*_x18/mu_norm_bwd)
-    _x126 = _x59/mu_gemm_bwd
-    _x127 = _x126*_x18
-    _x128 = _x110*_x75
-    _x129 = _x56/eta_gemm_bwd
-    _x130 = 4*_x129
-    _x131 = _x13*_x130
-    _x132 = _x130*_x31
-    _x133 = _x23*_x28*_x67
-    _x134 = 2*_x125 + _x35*t0_softmax_bwd + _x72*t0_gemm_bwd + _x75*t0_gemm_bwd + flash*t0_attn_bwd + 3*t0_elem_bwd + 4*t0_gemm_bwd + 2*t0_norm_bwd + np.maximum(_x106*_x127, _x103*_x109*_x132) + np.maximum(_x112*_x127, _x115*_x128*_x131) + 2*np.maximum(_x122*_x25, _x123*_x22) + np.maximum(16*_x122*_x32, _x123*_x34*(2*gated + 3)) + np.maximum(_x127*_x79, _x130*_x82*_x85) + np.maximum(_x127*_x89, _x132*_x87*_x92) + np.maximum(_x127*_x98, _x101*_x131*_x95) + 2*np.maximum(_x129*_x133*_x71, _x127*_x28*_x64*micro_batch) + np.maximum(_x41*_x66/mu_attn_bwd, 320*_x57*(_x44*attn_uneven_bwd + 1)*(_x45*attn_ctas_bwd + 1)*(_x46/attn_dreg_bwd + _x47*attn_dsoft_bwd + 1)/eta_attn_bwd) + np.maximum(_x62*(_x124 + _x60)/mu_softmax_bwd, _x58*(8 - 8*flash)/eta_softmax_bwd)
-    _x135 = _x120*_x134
-    _x136 = np.minimum(1, _x1)
-    _x137 = 1 - _x136
-    _x138 = _x14*_x9
-    _x139 = np.ceil((1/128)*_x28*vocab)
-    _x140 = 128*_x139
-    _x141 = d_model*grad_bytes
-    _x142 = np.minimum(_x13, _x140)
-    _x143 = t0_embed_bwd + np.maximum(_x138/eta_embed_bwd, _x18*(_x140*_x141 + _x141*_x142 + _x20*(learned_pos + 1) + _x23*f32_bytes*((1/10)*_x13 + _x142))/mu_embed_bwd)
-    _x144 = t0_embed_fwd + np.maximum(_x138/eta_embed_fwd, _x18*_x20*(learned_pos + 2)/mu_embed_fwd)
-    _x145 = _x13*_x139*_x9
-    _x146 = _x13*_x140
-    _x147 = _x146*_x18*(act_bytes + f32_bytes)
-    _x148 = _x140*d_model
-    _x149 = _x18*(_x14 + _x146 + _x148)
-    _x150 = np.minimum(np.minimum(_x13, _x140), d_model)
-    _x151 = _x139*_x14
-    _x152 = _x151*(_x150 + gemm_dhalf)/_x150
-    _x153 = _x125 + t0_ce_bwd + t0_gemm_bwd + t0_norm_bwd + np.maximum(_x126*_x149, 512*_x129*_x152) + np.maximum(_x147/mu_ce_bwd, 256*_x145/eta_ce_bwd)
-    _x154 = _x27 + t0_ce_fwd + t0_gemm_fwd + t0_norm_fwd + np.maximum(_x147/mu_ce_fwd, 640*_x145/eta_ce_fwd) + np.maximum(_x149*_x80, 256*_x152*_x69)
-    _x155 = np.where((_x143 + _x144 <= _x153 + _x154), 1, 0)
-    _x156 = 1 - _x155
-    _x157 = _x137*(_x144*_x155 + _x154*_x156) + _x144*_x156 + _x154*_x155
-    _x158 = _x137*(_x143*_x155 + _x153*_x156) + _x143*_x156 + _x153*_x155
-    _x159 = _x157 + _x158
-    _x160 = np.maximum(_x159, _x136*(_x155*host_head + _x156*host_emb) + _x137*(host_emb + host_head))
-    _x161 = _x117 + _x134
-    _x162 = rc_full + 2
-    _x163 = np.maximum(1, np.minimum(gpus_per_node, tp))
-    _x164 = 2*_x163 - 2
-    _x165 = _x163**(-1.0)
-    _x166 = _x165*tp
-    _x167 = 2*_x166 - 2
-    _x168 = bw_ar_inter**(-1.0)
-    _x169 = _x78*act_bytes
-    _x170 = bw_ar_intra**(-1.0)
-    _x171 = _x165*_x20
-    _x172 = _x163 - 1
-    _x173 = _x166 - 1
-    _x174 = bw_ag_inter**(-1.0)
-    _x175 = _x169*_x173
-    _x176 = bw_ag_intra**(-1.0)
-    _x177 = _x171*_x172
-    _x178 = bw_rs_inter**(-1.0)
-    _x179 = bw_rs_intra**(-1.0)
-    _x180 = _x162*(2*seq_par*(_x172*alpha_ag_intra + _x172*alpha_rs_intra + _x173*alpha_ag_inter + _x173*alpha_rs_inter + _x174*_x175 + _x175*_x178 + _x176*_x177 + _x177*_x179) + 2*(1 - seq_par)*(_x164*_x170*_x171 + _x164*alpha_ar_intra + _x167*_x168*_x169 + _x167*alpha_ar_inter))
-    _x181 = rc_full + 3
-    _x182 = cp*tp
-    _x183 = np.where((_x182 <= gpus_per_node), 1, 0)
-    _x184 = bw_p2p_intra**(-1.0)
-    _x185 = _x13*_x37
-    _x186 = _x185*_x38
-    _x187 = bw_p2p_inter**(-1.0)
-    _x188 = _x181*(cp - 1)*(_x183*(_x184*_x186 + alpha_p2p_intra) + (1 - _x183)*(_x186*_x187 + alpha_p2p_inter))
-    _x189 = ov_cp*np.minimum(_x188, _x181*_x74)
-    _x190 = ov_tp*np.minimum(_x180, (3/2)*_x162*(_x116 + _x73))
-    _x191 = _x11*_x28
-    _x192 = _x191*gpus_per_node
-    _x193 = np.maximum(1, np.minimum(_x192, ep))
-    _x194 = _x193 - 1
-    _x195 = ep**(-1.0)
-    _x196 = _x195*_x20*_x30
-    _x197 = _x162*_x75*(_x194*_x196/bw_a2a_intra + _x194*alpha_a2a_intra + _x196*(-_x193 + ep)/bw_a2a_inter + alpha_a2a_inter*(-1 + ep/_x193))
-    _x198 = 2*_x197
-    _x199 = 1 - rc_full
-    _x200 = _x199*rc_sel
-    _x201 = _x117*rc_full + _x200*_x74
-    _x202 = _x180 + _x188 - _x189 - _x190 + _x198 + _x201
-    _x203 = _x161 - np.maximum(_x161 + _x202, host_bwd + host_fwd + host_rc*rc_full)
-    _x204 = -_x120*_x203 + _x121 + _x135 + _x160 + host_mb
-    _x205 = _x182*dp
-    _x206 = np.where((_x205 < gpus_per_node), 1, 0)
-    _x207 = 2*_x136*(1 - ov_pp)*(_x1 + _x6*interleave)*(_x206*(_x169*_x184 + alpha_p2p_intra) + (1 - _x206)*(_x169*_x187 + alpha_p2p_inter))
-    _x208 = np.maximum(1, np.minimum(_x192, dp))
-    _x209 = _x208**(-1.0)
-    _x210 = _x209*dp
-    _x211 = _x210 - 1
-    _x212 = _x211*alpha_ag_inter
-    _x213 = _x208 - 1
-    _x214 = _x213*alpha_ag_intra
-    _x215 = _x102*d_model + _x86 + biases*(_x102 + d_model)
-    _x216 = _x215*experts
-    _x217 = _x216*_x28
-    _x218 = _x195*_x217
-    _x219 = _x120*_x75
-    _x220 = _x218*_x219
-    _x221 = _x220*grad_bytes
-    _x222 = d_model*learned_pos*seq_len
-    _x223 = _x76 + _x94 + biases*(_x23 + _x37)
-    _x224 = biases + 1
-    _x225 = _x128 + _x224*_x23
-    _x226 = _x218 + _x223*_x28 + _x225
-    _x227 = _x120*_x226 + _x148*(_x137*(1 - tied) + 1) + _x222
-    _x228 = grad_bytes*(-_x220 + _x227)
-    _x229 = _x221 + _x228
-    _x230 = _x211*_x3
-    _x231 = _x178*_x230
-    _x232 = _x209*_x213
-    _x233 = _x179*_x232
-    _x234 = _x174*_x230
-    _x235 = _x227*_x59
-    _x236 = _x176*_x232
-    _x237 = _x211*alpha_rs_inter + _x213*alpha_rs_intra
-    _x238 = 2*_x212 + 2*_x214 + _x229*_x231 + _x229*_x233 + _x234*_x235 + _x235*_x236 + _x237
-    _x239 = _x238*_x6
-    _x240 = _x121 + _x157
-    _x241 = _x135 + _x158
-    _x242 = 1 - z_param
-    _x243 = _x227*act_bytes
-    _x244 = _x212 + _x214 + _x234*_x243 + _x236*_x243
-    _x245 = z_grad*(_x3*_x4*global_batch - 1) + 1
-    _x246 = 1 - z_os
-    _x247 = 2*_x208 - 2
-    _x248 = 2*_x210 - 2
-    _x249 = _x168*_x3
-    _x250 = _x195*dp
-    _x251 = np.maximum(1, np.minimum(_x250, _x192*_x195))
-    _x252 = _x251 - 1
-    _x253 = _x251**(-1.0)
-    _x254 = _x250*_x253
-    _x255 = _x254 - 1
-    _x256 = _x217*_x219*grad_bytes
-    _x257 = _x221*_x253
-    _x258 = 2*_x251 - 2
-    _x259 = 2*_x254 - 2
-    _x260 = _x246*(_x170*_x209*_x228*_x247 + _x228*_x248*_x249 + _x247*alpha_ar_intra + _x248*alpha_ar_inter) + _x75*(_x246*(_x170*_x257*_x258 + _x249*_x256*_x259 + _x258*alpha_ar_intra + _x259*alpha_ar_inter) + z_os*(_x178*_x255*_x256*_x3 + _x179*_x252*_x257 + _x252*alpha_rs_intra + _x255*alpha_rs_inter)) + z_os*(_x228*_x231 + _x228*_x233 + _x237)
-    _x261 = _x244*z_os
-    _x262 = _x245*_x260
-    _x263 = _x242*(_x244*z_os + _x245*_x260 - ov_ag*np.minimum(_x240, _x261) - ov_dp*np.minimum(_x262, _x245*(_x120*((1/2)*_x180 + (1/2)*_x188 - 1/2*_x189 - 1/2*_x190 + _x197 + _x201) + _x241))) + z_param*(_x238*_x3*_x4*global_batch - ov_ag*np.minimum(_x239, _x6*(_x240 + _x241)))
-    _x264 = _x227*dp**(-z_os)
-    _x265 = t0_optim_fwd + np.maximum(12*_x264*_x9/eta_optim_fwd, _x18*_x264*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
-    _x266 = _x204*(_x2 + _x6) + _x207 + _x263 + _x265
-    _x267 = _x120*_x6
-    _x268 = _x267*(_x180 - _x190)
-    _x269 = _x23*seq_len
-    _x270 = _x269*top_k
-    _x271 = 4*_x49
-    _x272 = _x50*d_model
-    _x273 = 3*global_batch*(_x269*vocab + layers*(_x102*_x270 + _x269*_x75*experts + _x269*_x93 + _x270*ffn_hidden + _x271*_x272 + 4*_x272*_x35*_x48 + 2*_x76*seq_len))
-    _x274 = 6*_x13
-    _x275 = 6*_x31
-    _x276 = _x52*_x65
-    _x277 = _x133 + _x271*_x276
-    _x278 = 768*_x151 + layers*(_x103*_x275 + _x128*_x274 + _x200*_x277 + _x274*_x95 + _x275*_x87 + 14*_x276*_x49 + 6*_x68 + 6*_x82 + rc_full*(_x107 + _x113 + _x277 + _x83 + _x90 + _x99))
-    _x279 = _x266**(-1.0)
-    _x280 = _x118*_x279*_x55
-    _x281 = _x243*dp**(-z_param)
-    _x282 = _x227*dp**(-z_grad)*grad_bytes
-    _x283 = _x264*opt_bytes
-    _x284 = _x15*(2*_x19 + 4*act_bytes) + _x38*(_x185 + _x24 + _x31*_x33*ffn_hidden) + _x53*_x61*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes))
-    _x285 = _x120*(_x199*_x284 + _x21*rc_full)*(_x6*gpipe + (1 - gpipe)*(_x118*_x2*np.minimum(1, interleave - 1) + 1)*np.minimum(_x6, pp)) + _x226*_x59*z_param + _x284*rc_full
-    _x286 = _x223 + _x225
-    _x287 = _x222 + _x224*d_model + d_model*vocab*(2 - tied)
+    _x12 = d_model*seq_len
+    _x13 = _x11*_x12*micro_batch
+    _x14 = _x10*_x13
+    _x15 = _x14*_x9
+    _x16 = mu_elem_fwd**(-1.0)
+    _x17 = hbm_bw**(-1.0)
+    _x18 = dropout*mask_bytes
+    _x19 = _x13*act_bytes
+    _x20 = _x10*_x19
+    _x21 = _x17*_x20*(_x18/act_bytes + 3)
+    _x22 = 2*d_model
+    _x23 = _x11*seq_len
+    _x24 = _x23*micro_batch
+    _x25 = _x22*_x24
+    _x26 = _x10*_x25
+    _x27 = _x17*act_bytes
+    _x28 = np.maximum(8*_x15/eta_norm_fwd, _x26*_x27/mu_norm_fwd)
+    _x29 = tp**(-1.0)
+    _x30 = _x29*ffn_hidden
+    _x31 = capacity*top_k
+    _x32 = _x24*_x31
+    _x33 = _x30*_x32
+    _x34 = gated + 2
+    _x35 = _x27*_x33
+    _x36 = 1 - flash
+    _x37 = seq_len**2
+    _x38 = _x11*_x37
+    _x39 = heads*micro_batch
+    _x40 = _x29*_x39
+    _x41 = _x38*_x40
+    _x42 = _x41*_x9
+    _x43 = 2*act_bytes
+    _x44 = dropout*(_x43 + mask_bytes)
+    _x45 = _x36*_x41
+    _x46 = _x17*_x45
+    _x47 = heads/d_model
+    _x48 = _x29*d_model
+    _x49 = _x38*micro_batch
+    _x50 = _x49*(2 - 2*flash)
+    _x51 = _x48*_x50
+    _x52 = peak**(-1.0)
+    _x53 = _x52*_x8
+    _x54 = _x51*_x53
+    _x55 = _x54/eta_bmm_fwd
+    _x56 = _x17/mu_bmm_fwd
+    _x57 = heads**(-1.0)
+    _x58 = _x57*d_model
+    _x59 = _x29*act_bytes
+    _x60 = _x36*_x39*_x59
+    _x61 = _x60*(_x23*_x58 + _x38 + _x58*seq_len)
+    _x62 = seq_len**(-1.0)
+    _x63 = _x38*_x60*(np.ceil((1/128)*_x58) - 1)
+    _x64 = _x22*_x57*kv_heads
+    _x65 = _x64*seq_len
+    _x66 = _x17*flash*micro_batch*(_x22*_x23 + _x65)
+    _x67 = np.ceil((1/128)*_x23)
+    _x68 = np.ceil((1/32)*_x58)
+    _x69 = np.minimum(1, -_x58 + 32*_x68)
+    _x70 = 32*_x68
+    _x71 = (1/32)/_x68
+    _x72 = _x40/sms
+    _x73 = 1 - 1/2*causal
+    _x74 = _x73*flash
+    _x75 = _x38*_x53*_x68*_x74*sms
+    _x76 = 2*_x36*t0_bmm_fwd + _x36*t0_softmax_fwd + flash*t0_attn_fwd + np.maximum(_x55*(_x62*bmm_dhalf_fwd + 1), _x56*(_x61 + _x63*bmm_reread_fwd)) + np.maximum(_x56*_x61, _x55*(_x47*bmm_dhalf_fwd + 1)) + np.maximum(_x46*(_x43 + _x44)/mu_softmax_fwd, _x42*(5 - 5*flash)/eta_softmax_fwd) + np.maximum(_x59*_x66/mu_attn_fwd, 128*_x75*(_x69*attn_uneven_fwd + 1)*(_x70/attn_dreg_fwd + _x71*attn_dsoft_fwd + attn_dio_fwd*np.where((_x68 <= 2), 1/128, 1/64) + 1)*np.ceil(_x67*_x72)/(_x67*eta_attn_fwd))
+    _x77 = np.minimum(1, experts - 1)
+    _x78 = act_bytes/mu_gemm_fwd
+    _x79 = _x17*_x78
+    _x80 = d_model*experts
+    _x81 = _x24*experts
+    _x82 = _x77*(_x13 + _x80 + _x81)
+    _x83 = _x22*_x77*_x81
+    _x84 = _x53/eta_gemm_fwd
+    _x85 = np.minimum(np.minimum(_x24, d_model), experts)
+    _x86 = (_x85 + gemm_dhalf)/_x85
+    _x87 = d_model**2
+    _x88 = _x29*_x87
+    _x89 = _x24*_x48
+    _x90 = _x13 + _x88 + _x89
+    _x91 = _x24*_x88
+    _x92 = 2*_x91
+    _x93 = np.minimum(np.minimum(_x24, _x48), d_model)
+    _x94 = (_x93 + gemm_dhalf)/_x93
+    _x95 = d_model*ffn_hidden
+    _x96 = _x13*_x31
+    _x97 = _x29*_x95 + _x33 + _x96
+    _x98 = _x22*_x33
+    _x99 = np.minimum(np.minimum(_x30, _x32), d_model)
+    _x100 = (_x99 + gemm_dhalf)/_x99
+    _x101 = ffn_hidden*(gated + 1)
+    _x102 = _x101*_x48
+    _x103 = _x11*_x29
+    _x104 = _x103*micro_batch
+    _x105 = _x104*seq_len
+    _x106 = _x101*_x31
+    _x107 = _x102 + _x105*_x106 + _x96
+    _x108 = _x22*seq_len
+    _x109 = _x104*_x106*_x108
+    _x110 = np.minimum(np.minimum(_x32, d_model), _x101*_x29)
+    _x111 = (_x110 + gemm_dhalf)/_x110
+    _x112 = _x64 + d_model
+    _x113 = _x112*d_model
+    _x114 = _x112*_x29
+    _x115 = _x114*_x24
+    _x116 = _x113*_x29 + _x115 + _x13
+    _x117 = _x115*_x22
+    _x118 = np.minimum(np.minimum(_x114, _x24), d_model)
+    _x119 = (_x118 + gemm_dhalf)/_x118
+    _x120 = _x77*t0_gemm_fwd + 4*t0_gemm_fwd + np.maximum(_x107*_x79, _x109*_x111*_x84) + np.maximum(_x116*_x79, _x117*_x119*_x84) + np.maximum(_x79*_x82, _x83*_x84*_x86) + np.maximum(_x79*_x90, _x84*_x92*_x94) + np.maximum(_x79*_x97, _x100*_x84*_x98)
+    _x121 = _x120 + 2*_x28 + _x76 + 3*t0_elem_fwd + 2*t0_norm_fwd + 2*np.maximum(_x15*_x7, _x16*_x21) + np.maximum(_x16*_x34*_x35, 8*_x33*_x7*_x9)
+    _x122 = pp**(-1.0)
+    _x123 = np.ceil(_x0*_x122*layers)
+    _x124 = _x123*interleave
+    _x125 = _x121*_x124
+    _x126 = 4*_x36
+    _x127 = _x9/eta_elem_bwd
+    _x128 = mu_elem_bwd**(-1.0)
+    _x129 = 3*act_bytes
+    _x130 = np.maximum(16*_x15/eta_norm_bwd, _x129*_x14*_x17/mu_norm_bwd)
+    _x131 = _x54/eta_bmm_bwd
+    _x132 = _x17/mu_bmm_bwd
+    _x133 = _x43/mu_gemm_bwd
+    _x134 = _x133*_x17
+    _x135 = _x77*_x80
+    _x136 = _x135*_x24
+    _x137 = _x53/eta_gemm_bwd
+    _x138 = 4*_x137
+    _x139 = _x31*_x95
+    _x140 = _x105*_x138
+    _x141 = _x62*bmm_dhalf_bwd
+    _x142 = _x132*(_x61 + _x63*bmm_reread_bwd)
+    _x143 = _x102*_x32
+    _x144 = np.where((_x68 <= 4), 1/128, 1/64)
+    _x145 = np.ceil(_x144*seq_len)
+    _x146 = _x126*t0_bmm_bwd + 2*_x130 + _x36*t0_softmax_bwd + _x77*t0_gemm_bwd + flash*t0_attn_bwd + 3*t0_elem_bwd + 4*t0_gemm_bwd + 2*t0_norm_bwd + np.maximum(_x142, _x131*(_x141 + 1)) + 2*np.maximum(_x142, _x131*(_x141*cp + 1)) + np.maximum(_x107*_x134, _x111*_x138*_x143) + np.maximum(_x116*_x134, _x113*_x119*_x140) + 2*np.maximum(_x127*_x26, _x128*_x21) + np.maximum(16*_x127*_x33, _x128*_x35*(2*gated + 3)) + np.maximum(_x132*_x61, _x131*(_x47*bmm_dhalf_bwd + 1)) + np.maximum(_x134*_x82, _x136*_x138*_x86) + np.maximum(_x134*_x90, _x138*_x91*_x94) + np.maximum(_x134*_x97, _x100*_x139*_x140) + np.maximum(_x46*(_x129 + _x44)/mu_softmax_bwd, _x42*(8 - 8*flash)/eta_softmax_bwd) + np.maximum(_x29*_x43*_x66/mu_attn_bwd, 320*_x75*(_x69*attn_uneven_bwd + 1)*(_x144*attn_dio_bwd + _x70/attn_dreg_bwd + _x71*attn_dsoft_bwd + 1)*np.ceil(_x145*_x72)/(_x145*eta_attn_bwd))
+    _x147 = _x124*_x146
+    _x148 = np.minimum(1, _x1)
+    _x149 = 1 - _x148
+    _x150 = _x13*_x9
+    _x151 = np.ceil((1/128)*_x29*vocab)
+    _x152 = 128*_x151
+    _x153 = d_model*grad_bytes
+    _x154 = np.minimum(_x152, _x24)
+    _x155 = t0_embed_bwd + np.maximum(_x150/eta_embed_bwd, _x17*(_x152*_x153 + _x153*_x154 + _x19*(learned_pos + 1) + _x22*f32_bytes*(_x154 + (1/10)*_x24))/mu_embed_bwd)
+    _x156 = t0_embed_fwd + np.maximum(_x150/eta_embed_fwd, _x17*_x19*(learned_pos + 2)/mu_embed_fwd)
+    _x157 = _x151*_x24*_x9
+    _x158 = _x152*_x24
+    _x159 = _x158*_x17*(act_bytes + f32_bytes)
+    _x160 = _x152*d_model
+    _x161 = _x17*(_x13 + _x158 + _x160)
+    _x162 = np.minimum(np.minimum(_x152, _x24), d_model)
+    _x163 = _x13*_x151
+    _x164 = _x163*(_x162 + gemm_dhalf)/_x162
+    _x165 = _x130 + t0_ce_bwd + t0_gemm_bwd + t0_norm_bwd + np.maximum(_x133*_x161, 512*_x137*_x164) + np.maximum(_x159/mu_ce_bwd, 256*_x157/eta_ce_bwd)
+    _x166 = _x28 + t0_ce_fwd + t0_gemm_fwd + t0_norm_fwd + np.maximum(_x159/mu_ce_fwd, 640*_x157/eta_ce_fwd) + np.maximum(_x161*_x78, 256*_x164*_x84)
+    _x167 = np.where((_x155 + _x156 <= _x165 + _x166), 1, 0)
+    _x168 = 1 - _x167
+    _x169 = _x149*(_x156*_x167 + _x166*_x168) + _x156*_x168 + _x166*_x167
+    _x170 = _x149*(_x155*_x167 + _x165*_x168) + _x155*_x168 + _x165*_x167
+    _x171 = _x169 + _x170
+    _x172 = np.maximum(_x171, _x148*(_x167*host_head + _x168*host_emb) + _x149*(host_emb + host_head))
+    _x173 = _x121 + _x146
+    _x174 = rc_full + 2
+    _x175 = np.maximum(1, np.minimum(gpus_per_node, tp))
+    _x176 = 2*_x175 - 2
+    _x177 = _x175**(-1.0)
+    _x178 = _x177*tp
+    _x179 = 2*_x178 - 2
+    _x180 = bw_ar_inter**(-1.0)
+    _x181 = _x89*act_bytes
+    _x182 = bw_ar_intra**(-1.0)
+    _x183 = _x177*_x19
+    _x184 = _x175 - 1
+    _x185 = _x178 - 1
+    _x186 = bw_ag_inter**(-1.0)
+    _x187 = _x181*_x185
+    _x188 = bw_ag_intra**(-1.0)
+    _x189 = _x183*_x184
+    _x190 = bw_rs_inter**(-1.0)
+    _x191 = bw_rs_intra**(-1.0)
+    _x192 = _x174*(2*seq_par*(_x184*alpha_ag_intra + _x184*alpha_rs_intra + _x185*alpha_ag_inter + _x185*alpha_rs_inter + _x186*_x187 + _x187*_x190 + _x188*_x189 + _x189*_x191) + 2*(1 - seq_par)*(_x176*_x182*_x183 + _x176*alpha_ar_intra + _x179*_x180*_x181 + _x179*alpha_ar_inter))
+    _x193 = rc_full + 3
+    _x194 = cp*tp
+    _x195 = np.where((_x194 <= gpus_per_node), 1, 0)
+    _x196 = bw_p2p_intra**(-1.0)
+    _x197 = _x104*_x65*act_bytes
+    _x198 = bw_p2p_inter**(-1.0)
+    _x199 = _x193*(cp - 1)*(_x195*(_x196*_x197 + alpha_p2p_intra) + (1 - _x195)*(_x197*_x198 + alpha_p2p_inter))
+    _x200 = ov_cp*np.minimum(_x199, _x193*_x76)
+    _x201 = ov_tp*np.minimum(_x192, (3/2)*_x120*_x174)
+    _x202 = _x103*gpus_per_node
+    _x203 = np.maximum(1, np.minimum(_x202, ep))
+    _x204 = _x203 - 1
+    _x205 = ep**(-1.0)
+    _x206 = _x19*_x205*_x31
+    _x207 = _x174*_x77*(_x204*_x206/bw_a2a_intra + _x204*alpha_a2a_intra + _x206*(-_x203 + ep)/bw_a2a_inter + alpha_a2a_inter*(-1 + ep/_x203))
+    _x208 = 2*_x207
+    _x209 = 1 - rc_full
+    _x210 = _x209*rc_sel
+    _x211 = _x121*rc_full + _x210*_x76
+    _x212 = _x192 + _x199 - _x200 - _x201 + _x208 + _x211
+    _x213 = _x173 - np.maximum(_x173 + _x212, host_bwd + host_fwd + host_rc*rc_full)
+    _x214 = -_x124*_x213 + _x125 + _x147 + _x172 + host_mb
+    _x215 = _x194*dp
+    _x216 = np.where((_x215 < gpus_per_node), 1, 0)
+    _x217 = 2*_x148*(1 - ov_pp)*(_x1 + _x6*interleave)*(_x216*(_x181*_x196 + alpha_p2p_intra) + (1 - _x216)*(_x181*_x198 + alpha_p2p_inter))
+    _x218 = np.maximum(1, np.minimum(_x202, dp))
+    _x219 = _x218**(-1.0)
+    _x220 = _x219*dp
+    _x221 = _x220 - 1
+    _x222 = _x221*alpha_ag_inter
+    _x223 = _x218 - 1
+    _x224 = _x223*alpha_ag_intra
+    _x225 = _x101*d_model + _x95 + biases*(_x101 + d_model)
+    _x226 = _x225*experts
+    _x227 = _x226*_x29
+    _x228 = _x205*_x227
+    _x229 = _x124*_x77
+    _x230 = _x228*_x229
+    _x231 = _x230*grad_bytes
+    _x232 = _x12*learned_pos
+    _x233 = _x113 + _x87 + biases*(_x22 + _x64)
+    _x234 = biases + 1
+    _x235 = _x135 + _x22*_x234
+    _x236 = _x228 + _x233*_x29 + _x235
+    _x237 = _x124*_x236 + _x160*(_x149*(1 - tied) + 1) + _x232
+    _x238 = grad_bytes*(-_x230 + _x237)
+    _x239 = _x231 + _x238
+    _x240 = _x221*_x3
+    _x241 = _x190*_x240
+    _x242 = _x219*_x223
+    _x243 = _x191*_x242
+    _x244 = _x186*_x240
+    _x245 = _x237*_x43
+    _x246 = _x188*_x242
+    _x247 = _x221*alpha_rs_inter + _x223*alpha_rs_intra
+    _x248 = 2*_x222 + 2*_x224 + _x239*_x241 + _x239*_x243 + _x244*_x245 + _x245*_x246 + _x247
+    _x249 = _x248*_x6
+    _x250 = _x125 + _x169
+    _x251 = _x147 + _x170
+    _x252 = 1 - z_param
+    _x253 = _x237*act_bytes
+    _x254 = _x222 + _x224 + _x244*_x253 + _x246*_x253
+    _x255 = z_grad*(_x3*_x4*global_batch - 1) + 1
+    _x256 = 1 - z_os
+    _x257 = 2*_x218 - 2
+    _x258 = 2*_x220 - 2
+    _x259 = _x180*_x3
+    _x260 = _x205*dp
+    _x261 = np.maximum(1, np.minimum(_x260, _x202*_x205))
+    _x262 = _x261 - 1
+    _x263 = _x261**(-1.0)
+    _x264 = _x260*_x263
+    _x265 = _x264 - 1
+    _x266 = _x227*_x229*grad_bytes
+    _x267 = _x231*_x263
+    _x268 = 2*_x261 - 2
+    _x269 = 2*_x264 - 2
+    _x270 = _x256*(_x182*_x219*_x238*_x257 + _x238*_x258*_x259 + _x257*alpha_ar_intra + _x258*alpha_ar_inter) + _x77*(_x256*(_x182*_x267*_x268 + _x259*_x266*_x269 + _x268*alpha_ar_intra + _x269*alpha_ar_inter) + z_os*(_x190*_x265*_x266*_x3 + _x191*_x262*_x267 + _x262*alpha_rs_intra + _x265*alpha_rs_inter)) + z_os*(_x238*_x241 + _x238*_x243 + _x247)
+    _x271 = _x254*z_os
+    _x272 = _x255*_x270
+    _x273 = _x252*(_x254*z_os + _x255*_x270 - ov_ag*np.minimum(_x250, _x271) - ov_dp*np.minimum(_x272, _x255*(_x124*((1/2)*_x192 + (1/2)*_x199 - 1/2*_x200 - 1/2*_x201 + _x207 + _x211) + _x251))) + z_param*(_x248*_x3*_x4*global_batch - ov_ag*np.minimum(_x249, _x6*(_x250 + _x251)))
+    _x274 = _x237*dp**(-z_os)
+    _x275 = t0_optim_fwd + np.maximum(12*_x274*_x9/eta_optim_fwd, _x17*_x274*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
+    _x276 = _x214*(_x2 + _x6) + _x217 + _x273 + _x275
+    _x277 = _x124*_x6
+    _x278 = _x277*(_x192 - _x201)
+    _x279 = _x108*top_k
+    _x280 = _x37*d_model
+    _x281 = 4*_x74
+    _x282 = 3*global_batch*(_x108*vocab + layers*(_x101*_x279 + _x108*_x112 + _x108*_x77*experts + _x126*_x280*_x73 + _x279*ffn_hidden + _x280*_x281 + 2*_x87*seq_len))
+    _x283 = 6*_x105
+    _x284 = _x48*_x49
+    _x285 = _x22*_x29*_x50 + _x281*_x284
+    _x286 = 768*_x163 + layers*(_x113*_x283 + 6*_x136 + _x139*_x283 + 6*_x143 + _x210*_x285 + 14*_x284*_x74 + 6*_x51 + 6*_x91 + rc_full*(_x109 + _x117 + _x285 + _x83 + _x92 + _x98))
+    _x287 = _x276**(-1.0)
+    _x288 = _x122*_x287*_x52
+    _x289 = _x253*dp**(-z_param)
+    _x290 = _x237*dp**(-z_grad)*grad_bytes
+    _x291 = _x274*opt_bytes
+    _x292 = _x14*(2*_x18 + 4*act_bytes) + _x45*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes)) + _x59*(_x24*_x64 + _x25 + _x32*_x34*ffn_hidden)
+    _x293 = _x124*(_x20*rc_full + _x209*_x292)*(_x6*gpipe + (1 - gpipe)*(_x122*_x2*np.minimum(1, interleave - 1) + 1)*np.minimum(_x6, pp)) + _x236*_x43*z_param + _x292*rc_full
+    _x294 = _x233 + _x235
+    _x295 = _x232 + _x234*d_model + d_model*vocab*(2 - tied)
     return {
-        'step_time': _x266,
-        't_forward': _x240*_x6,
-        't_backward': _x241*_x6,
-        't_recompute': _x201*_x267,
-        't_tp_comm': _x268,
-        't_cp_comm': _x267*(_x188 - _x189),
-        't_ep_comm': _x198*_x267,
-        't_host_overhead': _x6*(_x119*interleave*(-_x202 - _x203) - _x159 + _x160 + host_mb),
-        't_pp_bubble': _x2*_x204,
-        't_pp_comm': _x207,
-        't_dp_comm': _x263,
-        't_optimizer': _x265,
-        'tp_comm_total': _x180*_x267,
-        'dp_comm_total': _x239*z_param + _x242*(_x261 + _x262),
-        'tp_comm': _x268,
-        'dp_comm': _x263,
+        'step_time': _x276,
+        't_forward': _x250*_x6,
+        't_backward': _x251*_x6,
+        't_recompute': _x211*_x277,
+        't_tp_comm': _x278,
+        't_cp_comm': _x277*(_x199 - _x200),
+        't_ep_comm': _x208*_x277,
+        't_host_overhead': _x6*(_x123*interleave*(-_x212 - _x213) - _x171 + _x172 + host_mb),
+        't_pp_bubble': _x2*_x214,
+        't_pp_comm': _x217,
+        't_dp_comm': _x273,
+        't_optimizer': _x275,
+        'tp_comm_total': _x192*_x277,
+        'dp_comm_total': _x249*z_param + _x252*(_x271 + _x272),
+        'tp_comm': _x278,
+        'dp_comm': _x273,
         'pp_bubble': _x2*dp*micro_batch/global_batch,
         'micro_batches': _x6,
-        't_microbatch_stage': _x204,
-        'flops': _x273,
-        'hardware_flops': _x182*_x278*_x5,
-        'n_gpus': _x205*pp,
-        'mfu': _x191*_x273*_x280*_x3,
-        'hfu': _x278*_x280*_x6,
-        'tokens_per_s': _x279*global_batch*seq_len,
-        'memory': _x281 + _x282 + _x283 + _x285,
-        'mem_weights': _x281,
-        'mem_gradients': _x282,
-        'mem_optimizer': _x283,
-        'mem_activations': _x285,
-        'params': _x287 + layers*(_x216 + _x286),
-        'active_params': _x287 + layers*(_x215*top_k + _x286),
-        'params_rank': _x227,
+        't_microbatch_stage': _x214,
+        'flops': _x282,
+        'hardware_flops': _x194*_x286*_x5,
+        'n_gpus': _x215*pp,
+        'mfu': _x103*_x282*_x288*_x3,
+        'hfu': _x286*_x288*_x6,
+        'tokens_per_s': _x287*global_batch*seq_len,
+        'memory': _x289 + _x290 + _x291 + _x293,
+        'mem_weights': _x289,
+        'mem_gradients': _x290,
+        'mem_optimizer': _x291,
+        'mem_activations': _x293,
+        'params': _x295 + layers*(_x226 + _x294),
+        'active_params': _x295 + layers*(_x225*top_k + _x294),
+        'params_rank': _x237,
     }
 
-SOURCE_DIGEST = '7dc8e70a43bd3877'
+SOURCE_DIGEST = '43d8ab47ee9dc5cd'

@@ -21,14 +21,16 @@ MEMORY = ("weights", "gradients", "optimizer", "activations")
 
 def hardware_inputs(hw: Hardware, dtype: str = "bf16") -> dict:
     x = {"peak": hw.peak(dtype), "peak_vec": hw.vector_peak(), "hbm_bw": hw.hbm_bandwidth, "clock": hw.sustained_clock,
-         "gpus_per_node": hw.gpus_per_node, "gemm_dhalf": hw.dhalf, "host_fwd": hw.host_fwd, "host_bwd": hw.host_bwd,
+         "gpus_per_node": hw.gpus_per_node, "sms": hw.sm_count, "gemm_dhalf": hw.dhalf, "host_fwd": hw.host_fwd, "host_bwd": hw.host_bwd,
          "host_rc": hw.host_rc, "host_emb": hw.host_emb, "host_head": hw.host_head, "host_mb": hw.host_mb}
     for c in CLASSES:
         for d in ("fwd", "bwd"):
             eta, mu, t0 = hw.efficiency[c][d]
             x[f"eta_{c}_{d}"], x[f"mu_{c}_{d}"], x[f"t0_{c}_{d}"] = eta, mu, t0
     for d, v in hw.attn_shape.items():
-        x[f"attn_dsoft_{d}"], x[f"attn_dreg_{d}"], x[f"attn_uneven_{d}"], x[f"attn_ctas_{d}"] = v
+        x[f"attn_dsoft_{d}"], x[f"attn_dreg_{d}"], x[f"attn_uneven_{d}"], x[f"attn_dio_{d}"] = v
+    for d, (dhalf, reread) in hw.bmm_shape.items():
+        x[f"bmm_dhalf_{d}"], x[f"bmm_reread_{d}"] = dhalf, reread
     for (c, link), (alpha, busbw) in hw.collectives.items():
         x[f"alpha_{c}_{link}"], x[f"bw_{c}_{link}"] = alpha, busbw
     return x

@@ -1,4 +1,5 @@
 """Closed forms against published numbers, dimensional analysis, symbolic vs numeric agreement."""
+import dataclasses
 import math
 
 import numpy as np
@@ -239,3 +240,24 @@ def test_max_matmul_caps_every_gemm_efficiency(tmp_path):
     f = tmp_path / "gpu.yaml"
     f.write_text("id: x\nbase: a100-sxm4-80gb\nmax_matmul: 156 TFLOP/s\n")
     assert hardware.load(str(f)).efficiency["gemm"]["fwd"][0] == pytest.approx(0.5)
+
+
+def test_bmm_class_defaults_cap_and_unfused_pricing(tmp_path):
+    """The unfused attention's batched GEMMs are the bmm class: a profile without that class prices them with the
+    assumed defaults; the matmul ceiling caps its eta like the GEMMs'; a flash model does not pay for them."""
+    f = tmp_path / "gpu.yaml"
+    f.write_text("id: x\nname: x\nkind: calibrated\npeak_flops: {bf16: 312 TFLOP/s}\nhbm_bandwidth: 2039 GB/s\n"
+                 "hbm_capacity: 80 GiB\ngpus_per_node: 8\nmax_matmul: 156 TFLOP/s\n"
+                 "links: {intra: {bandwidth: 300 GB/s}, inter: {bandwidth: 25 GB/s}}\n"
+                 "efficiency: {gemm: {fwd: {eta: 0.7, mu: 0.7, t0: 5 us}}}\n")
+    h = hardware.load(str(f))
+    assert h.efficiency["bmm"]["fwd"] == pytest.approx((0.5, 0.8, 5e-6))        # default eta 0.8 capped at 0.5
+    assert h.bmm_shape["bwd"] == (128.0, 0.5) and h.sm_count == 1
+    assert hardware.load("a100-sxm4-80gb").efficiency["bmm"] == hardware.load("a100-perlmutter").efficiency["bmm"]
+    m = Model(n_layers=2, d_model=2048, n_heads=16, vocab=1000, seq_len=2048, attention="unfused")
+    x = inputs(m, Plan(), A100)
+    slow = evaluate({**x, "mu_bmm_fwd": x["mu_bmm_fwd"] / 2, "eta_bmm_fwd": x["eta_bmm_fwd"] / 2})
+    assert float(slow["t_forward"]) > float(evaluate(x)["t_forward"])
+    x = inputs(dataclasses.replace(m, attention="flash"), Plan(), A100)
+    assert float(evaluate({**x, "eta_bmm_fwd": 1e-6, "t0_bmm_fwd": 1.0})["t_forward"]) == \
+        pytest.approx(float(evaluate(x)["t_forward"]))

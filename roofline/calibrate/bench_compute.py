@@ -286,7 +286,8 @@ def main(args) -> int:
     if base:
         from ..hardware import load
         hw = load(base)
-        peaks = profile.Peaks(hw.peak(args.dtype if args.dtype != "fp32" else "fp32"), hw.vector_peak(), hw.hbm_bandwidth)
+        peaks = profile.Peaks(hw.peak(args.dtype if args.dtype != "fp32" else "fp32"), hw.vector_peak(), hw.hbm_bandwidth,
+                              hw.matmul_ceiling, hw.sm_count)
         header.update(base=base)
     else:
         # no datasheet: the best observed rates are the peaks (efficiencies are relative to them)
@@ -300,7 +301,8 @@ def main(args) -> int:
         header.update({"peak_flops": {args.dtype: f"{p_mm / 1e12:.4g} TFLOP/s", "fp32" if args.dtype != "fp32" else "bf16":
                                       f"{(p_vec if args.dtype != 'fp32' else p_mm) / 1e12:.4g} TFLOP/s"},
                        "hbm_bandwidth": f"{hbm / 1e9:.4g} GB/s", "hbm_capacity": f"{mem / 2 ** 30:.4g} GiB",
-                       "gpus_per_node": 1,
+                       "gpus_per_node": 1, "sm_count": (torch.cuda.get_device_properties(device).multi_processor_count
+                                                        if device.startswith("cuda") else 1),
                        "links": {"intra": {"kind": "assumed", "bandwidth": "10 GB/s", "latency": "10 us"},
                                  "inter": {"kind": "assumed", "bandwidth": "10 GB/s", "latency": "20 us"}}})
         assumptions.append("no datasheet profile given (--base): peaks are the best observed rates of this sweep "

@@ -6,8 +6,10 @@ Operator model (roofline/formulas/compute.py ``op_time``), per op class and dire
 
 ``x`` and ``y`` are the ideal compute and memory times in seconds (FLOPs over peak, bytes over
 HBM bandwidth), so eta and mu are dimensionless efficiencies in (0, 1] and t0 >= 0 a fixed time.
-Flash attention replaces ``1 / sat`` by ``compute.attention_shape(d, ctas, d_soft, d_reg, uneven,
-ctas_half)`` (head-dim tiling, softmax, grid fill), its four constants fitted per direction.
+Flash attention replaces ``1 / sat`` by ``compute.attention_shape(d, ctas, kblock, sms, d_soft, d_reg,
+uneven, d_io)`` (head-dim tiling, softmax, tiles, waves), its four constants fitted per direction. The unfused
+attention's batched GEMMs sum one such roofline per kernel (``compute.bmm_time``: 1 / sat =
+``bmm_slowdown(K, dhalf)``, memory B + reread x extra passes over the scores), dhalf and reread per direction.
 Collective model (roofline/formulas/comm.py ``flat``)::
 
     t = steps(p) * alpha + factor(p) * S / busbw
@@ -29,7 +31,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from ..formulas import comm as CM
-from ..formulas.compute import attention_shape
+from ..formulas.compute import attention_shape, bmm_slowdown
 
 LN2 = float(np.log(2.0))
 
@@ -67,16 +69,20 @@ def busbw(size, t, kind: str, p: int):
 @dataclass(frozen=True)
 class Samples:
     """Samples of one op class and direction: ideal times x = F/P, y = B/W (s), dmin, measured t (s);
-    flash attention also (head dim, thread blocks) in ``attn``."""
+    flash attention also (head dim, thread blocks, key block, SMs) in ``attn``; the unfused attention's batched GEMMs
+    (x, y, y of the extra passes over the scores, K) per kernel in ``kern`` (samples x kernels, x = 0
+    where a sample runs fewer kernels)."""
     x: np.ndarray
     y: np.ndarray
     dmin: np.ndarray | None
     t: np.ndarray
     attn: tuple | None = None
+    kern: tuple | None = None
 
     def take(self, idx) -> "Samples":
+        part = lambda a: None if a is None else tuple(v[idx] for v in a)  # noqa: E731
         return Samples(self.x[idx], self.y[idx], None if self.dmin is None else self.dmin[idx], self.t[idx],
-                       None if self.attn is None else tuple(a[idx] for a in self.attn))
+                       part(self.attn), part(self.kern))
 
 
 @dataclass(frozen=True)
@@ -84,7 +90,8 @@ class Roofline:
     eta: float
     mu: float
     t0: float          # s
-    shape: tuple | None = None     # flash attention: (d_soft, d_reg, uneven, ctas_half), compute.attention_shape
+    shape: tuple | None = None     # flash attention: (d_soft, d_reg, uneven, d_io); bmm: (dhalf, reread)
+    floor: float = 0.0             # s, host time to issue the benchmarked op: its measured span is max(floor, GPU time)
 
 
 @dataclass(frozen=True)
@@ -99,8 +106,20 @@ class RooflineFit:
 
 
 def roofline_time(s: Samples, r: Roofline, dhalf: float | None = None) -> np.ndarray:
+    """Measured span of a benchmarked op: max(host issue time ``r.floor``, GPU time ``gpu_time``)."""
+    return np.maximum(r.floor, gpu_time(s, r, dhalf))
+
+
+def gpu_time(s: Samples, r: Roofline, dhalf: float | None = None) -> np.ndarray:
     """t0 + max(x / (eta sat), y / mu) with sat = dmin / (dmin + dhalf) when dmin is given, or
-    1 / attention_shape(d, ctas, *shape) for flash-attention samples and fits that carry a shape."""
+    1 / attention_shape(d, ctas, kblock, sms, *shape) for flash-attention samples and fits that carry a shape; summed
+    over the kernels of batched-GEMM samples (compute.bmm_time)."""
+    if s.kern is not None and r.shape is not None:
+        x, y, reread, k = s.kern
+        dhalf, rho = r.shape
+        run = x > 0
+        each = r.t0 + np.maximum(x * bmm_slowdown(np.where(run, k, 1.0), dhalf) / r.eta, (y + rho * reread) / r.mu)
+        return np.where(run, each, 0.0).sum(axis=1)
     if s.attn is not None and r.shape is not None:
         slow = attention_shape(*s.attn, *r.shape, ceil=np.ceil, lo=np.minimum)
     else:
@@ -130,73 +149,83 @@ def flag_outliers(log_resid, n_sigma: float = 4.0, floor: float = float(np.log(1
 _REG = 1e-2  # weak pull of ln(1/eta), ln(1/mu) toward 0: an unidentified bound stays at efficiency 1
 
 
-# flash-attention shape constants: (name, start, low, high, log-parametrised)
-_SHAPE = (("d_soft", 32.0, 0.1, 4096.0, True), ("d_reg", 512.0, 8.0, 1e6, True),
-          ("uneven", 0.1, 0.0, 2.0, False), ("ctas_half", 32.0, 1e-3, 1e5, True))
+# shape constants: (name, start, low, high, log-parametrised) of flash attention (compute.attention_shape)
+# and of the unfused attention's batched GEMMs (compute.bmm_time)
+SHAPES = {"attn": (("d_soft", 32.0, 0.1, 4096.0, True), ("d_reg", 512.0, 8.0, 1e6, True),
+                   ("uneven", 0.1, 0.0, 2.0, False), ("d_io", 8.0, 0.0, 4096.0, False)),
+          "bmm": (("dhalf", 128.0, 1.0, 4096.0, True), ("reread", 0.5, 0.0, 1.0, False))}
 
 
-def _width(fit_shape):
-    return 3 + (len(_SHAPE) if fit_shape else 0)
+def _width(shape, floor):
+    return 3 + (len(shape) if shape else 0) + floor
 
 
-def _unpack(theta, names, scales, fit_dhalf, dhalf, fit_shape=False):
-    fits, w = {}, _width(fit_shape)
+def _unpack(theta, names, scales, fit_dhalf, dhalf, shape=None, floor=False):
+    fits, w = {}, _width(shape, floor)
     for i, d in enumerate(names):
         la, lb, t0 = theta[w * i: w * i + 3]
-        shape = None
-        if fit_shape:
-            shape = tuple(float(np.exp(v)) if lg else float(v)
-                          for v, (_, _, _, _, lg) in zip(theta[w * i + 3: w * i + w], _SHAPE))
-        fits[d] = Roofline(float(np.exp(-la)), float(np.exp(-lb)), float(t0 * scales[i]), shape)
+        consts = None
+        if shape:
+            consts = tuple(float(np.exp(v)) if lg else float(v)
+                           for v, (_, _, _, _, lg) in zip(theta[w * i + 3: w * i + 3 + len(shape)], shape))
+        fl = float(theta[w * i + w - 1] * scales[i]) if floor else 0.0
+        fits[d] = Roofline(float(np.exp(-la)), float(np.exp(-lb)), float(t0 * scales[i]), consts, fl)
     return fits, (float(np.exp(theta[-1])) if fit_dhalf else dhalf)
 
 
-def _fit_once(groups: dict, dhalf, fit_dhalf, f_scale, fit_shape=False):
+def _fit_once(groups: dict, dhalf, fit_dhalf, f_scale, shape=None, eta_max=1.0, floor=False):
     names = list(groups)
     scales = [float(np.median(groups[d].t)) for d in names]
-    w = _width(fit_shape)
+    w = _width(shape, floor)
     best = None
     starts = [(0.8, 0.8), (0.3, 0.8), (0.8, 0.2), (0.05, 0.05)]
     for eta0, mu0 in starts:
         theta0, lo, hi = [], [], []
         for d in names:
-            theta0 += [-np.log(eta0), -np.log(mu0), 0.01]
-            lo += [0.0, 0.0, 0.0]
+            theta0 += [-np.log(min(eta0, eta_max)), -np.log(mu0), 0.01]
+            lo += [-np.log(eta_max), 0.0, 0.0]
             hi += [np.log(1e4), np.log(1e4), 100.0]
-            if fit_shape:
-                for _, v0, a, b, lg in _SHAPE:
+            if shape:
+                for _, v0, a, b, lg in shape:
                     theta0.append(np.log(v0) if lg else v0)
                     lo.append(np.log(a) if lg else a)
                     hi.append(np.log(b) if lg else b)
+            if floor:   # start where the fastest samples bind it (below all of them it has no gradient)
+                theta0.append(0.9 * float(groups[d].t.min()) / scales[names.index(d)]); lo.append(0.0); hi.append(100.0)
         if fit_dhalf:
             theta0.append(np.log(32.0)); lo.append(np.log(0.5)); hi.append(np.log(4096.0))
 
         def resid(theta):
-            fits, dh = _unpack(theta, names, scales, fit_dhalf, dhalf, fit_shape)
+            fits, dh = _unpack(theta, names, scales, fit_dhalf, dhalf, shape, floor)
             out = [np.log(np.maximum(roofline_time(groups[d], fits[d], dh), 1e-15) / groups[d].t) for d in names]
             reg = [_REG * theta[w * i + k] for i in range(len(names)) for k in (0, 1)]
             return np.concatenate(out + [np.array(reg)])
 
         res = least_squares(resid, np.array(theta0), bounds=(lo, hi), loss="soft_l1", f_scale=f_scale,
-                            x_scale="jac", max_nfev=400 * (2 if fit_shape else 1))
+                            x_scale="jac", max_nfev=400 * (2 if shape else 1))
         if best is None or res.cost < best.cost:
             best = res
-    return _unpack(best.x, names, scales, fit_dhalf, dhalf, fit_shape)
+    return _unpack(best.x, names, scales, fit_dhalf, dhalf, shape, floor)
 
 
 def fit_roofline(groups: dict, dhalf: float | None = None, fit_dhalf: bool = False, k: int = 5,
-                 f_scale: float = 0.05, seed: int = 0, fit_shape: bool = False) -> RooflineFit:
+                 f_scale: float = 0.05, seed: int = 0, fit_shape: bool = False, eta_max: float = 1.0,
+                 host_floor: bool = False) -> RooflineFit:
     """Fit (eta, mu, t0) per direction of ``groups`` (direction -> Samples), dhalf shared if fitted;
-    with ``fit_shape`` also the flash-attention shape constants per direction (samples need ``attn``).
+    with ``fit_shape`` also the shape constants per direction of the curve the samples carry (``attn``:
+    flash attention, ``kern``: batched GEMMs). ``eta_max`` bounds eta inside the fit (a GPU's maximum
+    achievable matmul rate over its peak), so that t0 and the saturation adjust to it. With
+    ``host_floor`` the span of an op is max(host issue time, GPU time), the floor fitted per direction.
 
     Pass 1 fits all samples robustly and flags far-off ones (``flag_outliers``); pass 2 refits on
     the kept samples; the error is the k-fold held-out MAPE of pass-2 fits on kept samples.
     """
     groups = {d: s for d, s in groups.items() if len(s.t)}
-    fits, dh = _fit_once(groups, dhalf, fit_dhalf, f_scale, fit_shape)
+    shape = SHAPES["bmm" if all(s.kern is not None for s in groups.values()) else "attn"] if fit_shape else None
+    fits, dh = _fit_once(groups, dhalf, fit_dhalf, f_scale, shape, eta_max, host_floor)
     flagged = {d: flag_outliers(np.log(roofline_time(s, fits[d], dh) / s.t)) for d, s in groups.items()}
     kept = {d: s.take(~flagged[d]) for d, s in groups.items()}
-    fits, dh = _fit_once(kept, dhalf, fit_dhalf, f_scale, fit_shape)
+    fits, dh = _fit_once(kept, dhalf, fit_dhalf, f_scale, shape, eta_max, host_floor)
     # k-fold held-out error on the kept samples
     rng = np.random.default_rng(seed)
     folds = {d: rng.integers(0, k, len(s.t)) for d, s in kept.items()}
@@ -205,7 +234,7 @@ def fit_roofline(groups: dict, dhalf: float | None = None, fit_dhalf: bool = Fal
         train = {d: s.take(folds[d] != j) for d, s in kept.items()}
         if min(len(s.t) for s in train.values()) < 3:   # too few samples to hold any out
             continue
-        fj, dhj = _fit_once(train, dhalf, fit_dhalf, f_scale, fit_shape)
+        fj, dhj = _fit_once(train, dhalf, fit_dhalf, f_scale, shape, eta_max, host_floor)
         for d, s in kept.items():
             m = folds[d] == j
             pred[d][m] = roofline_time(s.take(m), fj[d], dhj)

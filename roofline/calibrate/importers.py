@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +50,8 @@ class OpSamples:
     t: np.ndarray
     keep: np.ndarray
     columns: dict = field(default_factory=dict)
-    attn: tuple | None = None      # flash attention: (head dim, thread blocks) per sample
+    attn: tuple | None = None      # flash attention: (head dim, thread blocks, key block) per sample
+    kern: tuple | None = None      # batched GEMMs: (F, B, bytes of the extra passes, K) per sample and kernel
 
 
 @dataclass(frozen=True)
@@ -113,9 +114,9 @@ OP_BUILDERS = {  # upstream op -> (class, Op with the right symbols, fixed overr
     "linear3": ("gemm", lambda: _named(C.layer_ops(), "mlp_up"), {}),
     "linear4": ("gemm", lambda: _named(C.layer_ops(), "mlp_down"), {}),
     "linear_final": ("gemm", lambda: _named(C.head_ops(), "lm_head"), {}),
-    # torch.baddbmm(q, k^T) and torch.bmm(scores, v): the unfused path's two batched GEMMs
-    "baddbmm": ("gemm", lambda: _named(C.attention_core(), "attn_scores_bmm"), {S.flash: 0}),
-    "bmm": ("gemm", lambda: _named(C.attention_core(), "attn_context_bmm"), {S.flash: 0}),
+    # torch.baddbmm(empty, q, k^T, beta=0) and torch.bmm(scores, v): the unfused path's two batched GEMMs
+    "baddbmm": ("bmm", lambda: _named(C.attention_core(), "attn_scores_bmm"), {S.flash: 0}),
+    "bmm": ("bmm", lambda: _named(C.attention_core(), "attn_context_bmm"), {S.flash: 0}),
     # upstream calls flash_attn_func(Q, K, V) without causal=True: the samples are non-causal
     "flash_atten": ("attn", lambda: _named(C.attention_core(), "flash_attention"), {S.causal: 0}),
     "ScaledUpperTriangMaskedSoftmax": ("softmax", lambda: _named(C.attention_core(), "scale_mask_softmax_dropout"),
@@ -141,24 +142,49 @@ COLUMN_SYMBOL = {"mp": "tp", "b": "micro_batch", "l": "seq_len", "dim": "d_model
 
 @functools.lru_cache(maxsize=None)
 def op_functions(op_name: str):
-    """(class, arg names, numpy fn -> (F_fwd, B_fwd, F_bwd, B_bwd, dmin, head_dim, ctas)) for an upstream
-    op (0 where the op has no such dimension)."""
+    """(class, arg names, numpy fn -> (F_fwd, B_fwd, F_bwd, B_bwd, dmin, head_dim, ctas_fwd, ctas_bwd,
+    kblock_fwd, kblock_bwd)) for an upstream op (0 where the op has no such dimension)."""
     cls, build, over = OP_BUILDERS[op_name]
     op = build()
     subs = {**FIXED, **over}
     exprs = [sp.sympify(e).subs(subs).subs(subs) for e in (op.f_fwd, op.b_fwd, op.f_bwd, op.b_bwd,
                                                            op.dmin if op.dmin is not None else 0,
                                                            op.head_dim if op.head_dim is not None else 0,
-                                                           op.ctas if op.ctas is not None else 0)]
+                                                           *(op.ctas or (0, 0)), *(op.kblock or (0, 0)))]
     free = sorted(set().union(*(e.free_symbols for e in exprs)), key=lambda s: s.name)
     fn = sp.lambdify(free, exprs, "numpy")
     return cls, tuple(s.name for s in free), fn
 
 
-def op_sample_metrics(op_name: str, **values) -> tuple:
-    """F_fwd, B_fwd, F_bwd, B_bwd, dmin, head_dim, ctas arrays for samples given by symbol name (tp, ...).
+@functools.lru_cache(maxsize=None)
+def kernel_functions(op_name: str):
+    """(arg names, numpy fn -> per kernel (F, B, extra-pass bytes, K)) of each direction of a batched-GEMM op."""
+    _, build, over = OP_BUILDERS[op_name]
+    op = build()
+    subs = {**FIXED, **over}
+    out = {}
+    for direction in ("fwd", "bwd"):
+        exprs = [sp.sympify(e).subs(subs).subs(subs) for d, kn in op.kernels if d == direction
+                 for e in (kn.f, kn.b, kn.reread, kn.k)]
+        free = sorted(set().union(*(e.free_symbols for e in exprs)), key=lambda s: s.name)
+        out[direction] = (tuple(s.name for s in free), sp.lambdify(free, exprs, "numpy"), len(exprs) // 4)
+    return out
 
-    >>> F, B, Fb, Bb, d, _, _ = op_sample_metrics("linear1", tp=np.array([2.0]), micro_batch=np.array([2.0]),
+
+def kernel_sample_metrics(op_name: str, direction: str, **values) -> tuple:
+    """(F, B, extra-pass bytes, K), each an array samples x kernels, of a batched-GEMM op's kernels."""
+    names, fn, nk = kernel_functions(op_name)[direction]
+    arrays = np.broadcast_arrays(*[np.asarray(values[n], float) for n in names])
+    n = len(arrays[0])
+    flat = [np.broadcast_to(np.asarray(v, float), (n,)) for v in fn(*arrays)]
+    return tuple(np.stack(flat[j::4], axis=1) for j in range(4))
+
+
+def op_sample_metrics(op_name: str, **values) -> tuple:
+    """F_fwd, B_fwd, F_bwd, B_bwd, dmin, head_dim, ctas (fwd, bwd), key block (fwd, bwd) arrays for samples
+    given by symbol name (tp, ...).
+
+    >>> F, B, Fb, Bb, d, *_ = op_sample_metrics("linear1", tp=np.array([2.0]), micro_batch=np.array([2.0]),
     ...                                     seq_len=np.array([1024.0]), d_model=np.array([4096.0]))
     >>> float(F[0]) == 2 * 2048 * 4096 * 6144, float(d[0])
     (True, 2048.0)
@@ -272,12 +298,13 @@ def import_estimate_train_time(root, cluster: str) -> Imported:
         cls, names, _ = op_functions(op)
         vals = {COLUMN_SYMBOL[c]: v for c, v in cols.items() if c in COLUMN_SYMBOL}
         vals.setdefault("heads", np.ones_like(cols["l"]))
-        F, B, Fb, Bb, dmin, dh, ctas = op_sample_metrics(op, **{k: v for k, v in vals.items() if k in names})
+        F, B, Fb, Bb, dmin, dh, *grid = op_sample_metrics(op, **{k: v for k, v in vals.items() if k in names})
         has_d = cls in ("gemm", "attn")
-        attn = (dh, ctas) if np.all(ctas > 0) else None
-        for direction, f_, b_, t in (("fwd", F, B, cols["F_dur(us)"]), ("bwd", Fb, Bb, cols["B_dur(us)"])):
+        for i, (direction, f_, b_, t) in enumerate((("fwd", F, B, cols["F_dur(us)"]), ("bwd", Fb, Bb, cols["B_dur(us)"]))):
+            attn = (dh, grid[i], grid[2 + i]) if np.all(grid[i] > 0) else None
+            kern = kernel_sample_metrics(op, direction, **vals) if cls == "bmm" else None
             ops.append(OpSamples(op, cls, direction, f_, b_, dmin if has_d else None, t * 1e-6,
-                                 np.ones(len(t), bool), cols, attn))
+                                 np.ones(len(t), bool), cols, attn, kern))
     ops = _operator_defects(ops, defects, cluster, b_seen)
     colls = _import_nccl_dir(d / "nccl", gpu, base, defects, cluster)
     src = "estimate-train-time data (MIT, DebarghaG/estimate-train-time@1ac4d5e), " + cluster.capitalize()
@@ -292,7 +319,7 @@ def _set_keep(ops, op, direction, keep, reason_defect, defects):
             d = reason_defect(o, int((~k).sum())) if (~k).sum() else None
             if d is not None:
                 defects.append(d)
-            o = OpSamples(o.op, o.cls, o.direction, o.flops, o.bytes, o.dmin, o.t, o.keep & k, o.columns, o.attn)
+            o = replace(o, keep=o.keep & k)
         out.append(o)
     return out
 

@@ -6,6 +6,7 @@ bandwidth W (roofline/formulas/compute.py ``op_time``). GEMMs share one ``dhalf`
 forward and backward jointly); flash attention has its own shape curve (``compute.attention_shape``)
 whose constants are fitted per direction. Attention samples without head dim and grid size (older
 benchmark files) fall back to the GEMM saturation, written as the equivalent shape (d_soft = dhalf).
+The unfused attention's batched GEMMs (class bmm) are fitted kernel by kernel (``compute.bmm_time``).
 """
 from __future__ import annotations
 
@@ -20,8 +21,15 @@ import yaml
 
 from . import fit
 
-CLASSES = ("gemm", "attn", "softmax", "norm", "elem", "embed", "ce", "optim")
-ATTN_SHAPE_KEYS = ("d_soft", "d_reg", "uneven", "ctas_half")   # efficiency.attn.<dir> keys (compute.attention_shape)
+CLASSES = ("gemm", "attn", "bmm", "softmax", "norm", "elem", "embed", "ce", "optim")
+SHAPE_KEYS = {"attn": ("d_soft", "d_reg", "uneven", "d_io"),   # efficiency.<class>.<dir> keys of the shape
+              "bmm": ("dhalf", "reread")}                           # curves (compute.attention_shape, bmm_time)
+MATMUL = ("gemm", "attn", "bmm")    # classes priced against the dense matmul peak
+# Megatron's vocab-parallel loss issues a chain of small kernels (max, subtract, gather, exp, sum, divide and
+# two all-reduces forward; arange, gather, subtract, index_put, multiply backward): below ~37M logits its span
+# is the host's issue time, not the GPU's. Its fit takes the span as max(host floor, GPU time); the floor is
+# reported, not priced (the host issue time of the loss is in the profile's ``host:`` block).
+HOST_BOUND = ("ce",)
 
 
 @dataclass(frozen=True)
@@ -29,6 +37,8 @@ class Peaks:
     peak: float         # dense FLOP/s of the sample dtype
     peak_vec: float     # vector FLOP/s
     hbm: float          # B/s
+    ceiling: float = 1.0    # maximum achievable matmul rate / peak (mamf-finder): bounds the batched GEMMs' eta
+    sms: int = 1            # SMs: thread blocks of one wave (flash attention)
 
 
 # The op whose kernel the predictor prices for each class is fitted; the other ops of the class are
@@ -37,6 +47,7 @@ class Peaks:
 PRIMARY = {  # upstream estimate-train-time op names, then this package's benchmark kernel names
     "gemm": ("linear1", "linear2", "linear3", "linear4", "linear_final", "gemm"),
     "attn": ("flash_atten", "sdpa"),
+    "bmm": ("baddbmm", "bmm"),
     "softmax": ("ScaledUpperTriangMaskedSoftmax", "scores_softmax"),
     "norm": ("layernorm", "rmsnorm"),
     "elem": ("gelu", "res_add", "swiglu", "residual_add"),
@@ -52,15 +63,30 @@ def class_samples(ops, cls: str, direction: str, peaks: Peaks, primary: bool = T
            and (not primary or o.op in PRIMARY[cls])]
     if not sel:
         return None, None
-    P = peaks.peak if cls in ("gemm", "attn") else peaks.peak_vec
-    cat = lambda f: np.concatenate([f(o)[o.keep] for o in sel])  # noqa: E731
-    dmin = cat(lambda o: o.dmin) if cls in ("gemm", "attn") else None
-    attn = None
-    if cls == "attn" and all(getattr(o, "attn", None) is not None for o in sel):
-        attn = (cat(lambda o: o.attn[0]), cat(lambda o: o.attn[1]))
+    s = [_samples(o, peaks).take(o.keep) for o in sel]
+    cat = lambda f: np.concatenate([f(x) for x in s])  # noqa: E731
+    attn = kern = None
+    if all(x.attn is not None for x in s):
+        attn = tuple(cat(lambda x: x.attn[i]) for i in range(4))
+    if all(x.kern is not None for x in s):       # pad to the most kernels of any op (x = 0: no kernel)
+        nk = max(x.kern[0].shape[1] for x in s)
+        kern = tuple(cat(lambda x: np.pad(x.kern[i], ((0, 0), (0, nk - x.kern[i].shape[1])))) for i in range(4))
     names = np.concatenate([np.full(int(o.keep.sum()), o.op) for o in sel])
-    return fit.Samples(cat(lambda o: o.flops) / P, cat(lambda o: o.bytes) / peaks.hbm, dmin, cat(lambda o: o.t),
-                       attn), names
+    return fit.Samples(cat(lambda x: x.x), cat(lambda x: x.y), None if s[0].dmin is None else cat(lambda x: x.dmin),
+                       cat(lambda x: x.t), attn, kern), names
+
+
+def _samples(o, peaks: Peaks) -> fit.Samples:
+    """All samples of one op file and direction as fit.Samples (ideal times against the class's peaks)."""
+    P = peaks.peak if o.cls in MATMUL else peaks.peak_vec
+    kern, attn = getattr(o, "kern", None), getattr(o, "attn", None)
+    if kern is not None:
+        f, b, reread, k = kern
+        kern = (f / P, b / peaks.hbm, reread / peaks.hbm, k)
+    if attn is not None and o.cls == "attn":     # head dim, thread blocks, key block; the SMs run them in waves
+        attn = (*attn, np.full(len(o.t), float(peaks.sms)))
+    return fit.Samples(o.flops / P, o.bytes / peaks.hbm, o.dmin if o.cls in ("gemm", "attn") else None, o.t,
+                       attn if o.cls == "attn" else None, kern)
 
 
 def fit_compute(ops, peaks: Peaks, k: int = 5) -> dict:
@@ -68,7 +94,8 @@ def fit_compute(ops, peaks: Peaks, k: int = 5) -> dict:
 
     gemm is fitted with its size saturation ``dhalf``; flash attention with its shape curve (own
     constants per direction) when its samples carry head dim and grid size, else jointly with gemm
-    on the shared ``dhalf`` (the old form, kept for benchmark files without those columns).
+    on the shared ``dhalf`` (the old form, kept for benchmark files without those columns); the
+    batched GEMMs kernel by kernel with their own constants, eta bounded by ``peaks.ceiling``.
     """
     out = {}
     groups, names = {}, {}
@@ -95,8 +122,10 @@ def fit_compute(ops, peaks: Peaks, k: int = 5) -> dict:
         out["attn"] = (fit.RooflineFit(r.fits, dhalf, r.mape, r.mdape, r.n, r.flagged), {d: names["attn", d] for d in shaped})
     for cls in CLASSES[2:]:
         g = {d: groups[cls, d] for d in ("fwd", "bwd") if (cls, d) in groups}
-        if g:
-            out[cls] = (fit.fit_roofline(g, k=k), {d: names[cls, d] for d in g})
+        if cls == "bmm" and g:
+            out[cls] = (fit.fit_roofline(g, k=k, fit_shape=True, eta_max=peaks.ceiling), {d: names[cls, d] for d in g})
+        elif g:
+            out[cls] = (fit.fit_roofline(g, k=k, host_floor=cls in HOST_BOUND), {d: names[cls, d] for d in g})
     return out
 
 
@@ -107,8 +136,7 @@ def transfer_errors(ops, compute: dict, peaks: Peaks) -> dict:
         if o.cls not in compute or o.direction not in compute[o.cls][0].fits or not o.keep.any():
             continue
         r = compute[o.cls][0]
-        P = peaks.peak if o.cls in ("gemm", "attn") else peaks.peak_vec
-        s = fit.Samples(o.flops / P, o.bytes / peaks.hbm, o.dmin, o.t, getattr(o, "attn", None)).take(o.keep)
+        s = _samples(o, peaks).take(o.keep)
         pred = fit.roofline_time(s, r.fits[o.direction], r.dhalf)
         out[f"{o.op} {o.direction}"] = round(float(np.mean(np.abs(pred - s.t) / s.t)), 4)
     return out
@@ -163,10 +191,10 @@ def efficiency_section(compute: dict) -> dict:
             eff["dhalf"] = float(f"{r.dhalf:.4g}")
         eff[cls] = {d: {"eta": float(f"{f.eta:.4g}"), "mu": float(f"{f.mu:.4g}"), "t0": _us(f.t0)}
                     for d, f in r.fits.items()}
-        if cls == "attn":   # shape constants of compute.attention_shape; the GEMM saturation where not fitted
+        if cls in SHAPE_KEYS:   # shape constants (compute.attention_shape, bmm_time); attn without: the GEMM saturation
             for d, f in r.fits.items():
                 shape = f.shape if f.shape is not None else (r.dhalf or 32.0, float("inf"), 0.0, 0.0)
-                eff[cls][d].update({k: float(f"{v:.4g}") for k, v in zip(ATTN_SHAPE_KEYS, shape)})
+                eff[cls][d].update({k: float(f"{v:.4g}") if abs(v) > 1e-9 else 0.0 for k, v in zip(SHAPE_KEYS[cls], shape)})
     return dict(sorted(eff.items(), key=lambda kv: -1 if kv[0] == "dhalf" else CLASSES.index(kv[0])))
 
 
@@ -188,6 +216,9 @@ def fit_error_section(compute: dict, links: dict) -> tuple[dict, dict]:
         for d in r.fits:
             err[cls][f"{d}_mape_kfold"] = round(r.mape[d], 4)
             err[cls][f"{d}_mdape_kfold"] = round(r.mdape[d], 4)
+        for d, f in r.fits.items():
+            if f.floor > 0:
+                err[cls][f"{d}_host_floor"] = _us(f.floor)
     for (kind, link), f in links.items():
         key = f"{kind}_{link}"
         samples[key] = f.n
@@ -245,7 +276,7 @@ def imported_profile(im, out_id: str, k: int = 5) -> tuple[str, str, dict]:
     """estimate-train-time import -> (profile YAML text, samples CSV text, report dict)."""
     from ..hardware import load
     hw = load(im.base)
-    peaks = Peaks(hw.peak("fp16"), hw.vector_peak(), hw.hbm_bandwidth)
+    peaks = Peaks(hw.peak("fp16"), hw.vector_peak(), hw.hbm_bandwidth, hw.matmul_ceiling, hw.sm_count)
     compute = fit_compute(im.ops, peaks, k=k)
     links = fit_links(im.colls, k=k)
     by_p = link_fits_by_p(im.colls, k=k)
@@ -261,13 +292,18 @@ def imported_profile(im, out_id: str, k: int = 5) -> tuple[str, str, dict]:
                                                     "mape_kfold": round(f.mape, 4)} for (kd, ln, p), f in by_p.items()},
         "defects": [str(d) for d in im.defects] + flagged_lines(compute),
         "assumptions": [
-            "fp16 samples; x = F / dense fp16 peak (gemm, attn) or F / fp32 vector peak (other classes), y = B / HBM "
-            f"bandwidth of the base profile {im.base}",
+            "fp16 samples; x = F / dense fp16 peak (gemm, attn, bmm) or F / fp32 vector peak (other classes), y = B / "
+            f"HBM bandwidth of the base profile {im.base}",
             "F, B, dmin per sample from roofline/formulas (calibrate/importers.py OP_BUILDERS), e.g. linear1 = qkv_proj",
             "each class is fitted on the op the predictor prices (profile.PRIMARY); other upstream ops of the class "
-            "(unfused RoPE/RMSNorm, masked_fill, torch softmax, bmm/baddbmm, per-tensor Adam) are scored in transfer_error",
+            "(unfused RoPE/RMSNorm, masked_fill, torch softmax, per-tensor Adam) are scored in transfer_error",
             "gemm: one size saturation dhalf per profile; flash attention: compute.attention_shape (head dim padded "
-            "to 32, softmax d_soft, register tiles d_reg, off-grid head dims uneven, grid fill ctas_half) per direction",
+            "to 32, softmax d_soft, register tiles d_reg, off-grid head dims uneven, query-row traffic per key block "
+            f"d_io, thread blocks in waves of the base profile's {hw.sm_count} SMs) per direction",
+            "bmm (baddbmm, bmm): one roofline per batched-GEMM kernel (compute.bmm_time: write-out dhalf, L2-miss fraction "
+            f"reread of the score operand's extra passes) per direction, eta bounded by max_matmul / peak = {hw.matmul_ceiling:.3f}",
+            "ce: the span is max(host issue time, GPU time) (profile.HOST_BOUND); the fitted floor is reported in "
+            "fit_error, not priced",
             "flash_atten samples are non-causal (upstream calls flash_attn_func without causal=True): fitted with causal=0",
             "upstream Adam is DeepSpeed FusedAdam on fp16 parameters: fitted with opt_bytes=4 (fp16 m and v)",
             "all-gather 'shape' is elements per rank; nccl-tests size = p x 2 x shape (matches all-reduce busbw)",

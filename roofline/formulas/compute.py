@@ -3,7 +3,8 @@
 Each operator is an :class:`Op` with forward/backward FLOPs and HBM bytes; its time is the
 calibrated roofline ``t = t0 + max(F / (P kappa eta sat), B / (W mu))`` (DESIGN.md), where ``sat`` is a
 saturation in the GEMM's smallest dimension (small GEMMs cannot fill the matrix units; for flash
-attention ``1 / attention_shape``: head-dim tiling, softmax and grid fill) and ``kappa``
+attention ``1 / attention_shape``: head-dim tiling, softmax, tiles and waves; the unfused attention's batched
+GEMMs are one such roofline per kernel, ``bmm_time``) and ``kappa``
 the sustained-clock ratio: microbenchmarks time short bursts at boost clock, while a training run
 holds a power-capped GPU at its lower saturated clock.
 Conventions: Megatron-LM column/row-parallel split (Shoeybi et al. 2019), sequence parallelism as
@@ -41,8 +42,19 @@ class Op:
     model_f_fwd: sp.Expr = sp.Integer(0)   # FLOPs counted in model FLOPs (MFU convention), forward
     dmin: sp.Expr | None = None            # smallest GEMM dimension (size saturation), GEMMs only
     on: sp.Expr = sp.Integer(1)            # 0/1 switch: a kernel that is off costs nothing, not even t0
-    head_dim: sp.Expr | None = None        # flash attention only: head dimension and thread blocks of the grid
-    ctas: sp.Expr | None = None
+    head_dim: sp.Expr | None = None        # flash attention only: head dimension,
+    ctas: tuple = ()                       # thread blocks of the grid (forward, backward),
+    kblock: tuple = ()                     # keys per block (flash_blocks; forward, backward)
+    kernels: tuple = ()                    # class bmm: ((direction, Kernel), ...), one roofline each (bmm_time)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One batched GEMM kernel of the unfused attention: its FLOPs, HBM bytes and reduction length."""
+    f: sp.Expr
+    b: sp.Expr              # operands read once, output written
+    reread: sp.Expr         # bytes of the s x s score operand read again for every further tile of the head dim
+    k: sp.Expr              # reduction length K
 
 
 def gemm(name: str, m, k, n, batch=1, model=1, on=sp.Integer(1)) -> Op:
@@ -63,23 +75,68 @@ def elementwise(name: str, cls: str, n_elems, reads_fwd, writes_fwd, reads_bwd, 
               2 * flops_per_elem * n_elems, e * (reads_bwd + writes_bwd))
 
 
-ATTN_TILE = 128   # query rows per flash-attention thread block (FlashAttention-2 kBlockM)
+ATTN_TILE = 128   # query rows per flash-attention forward thread block (FlashAttention-2 kBlockM)
+BMM_TILE = 128    # output columns of one cuBLAS tile of the batched GEMMs
 
 
-def attention_shape(d, ctas, d_soft, d_reg, uneven, ctas_half, ceil=sp.ceiling, lo=sp.Min):
-    """Flash-attention time over the ideal MMA time F / (P eta): head-dim tiling, softmax, grid fill.
+def bmm_kernel(batch, m, k, n, scores_in: bool, on=sp.Integer(1)) -> Kernel:
+    """C[m,n] = A[m,k] B[k,n] for ``batch`` matrices (cuBLAS strided batched): 2mkn FLOPs each, A and B
+    read, C written. When A is the s x s score matrix (``scores_in``; n is then the head dim), the kernel
+    streams A once per BMM_TILE-wide tile of n: ceil(n / BMM_TILE) - 1 extra passes, too large for L2
+    to keep between them. Megatron's baddbmm runs with beta = 0 on an empty buffer: C is not read.
+    """
+    passes = sp.ceiling(n / BMM_TILE) - 1 if scores_in else 0
+    return Kernel(on * 2 * m * k * n * batch, on * S.act_bytes * (m * k + k * n + m * n) * batch,
+                  on * S.act_bytes * m * k * batch * passes, k)
+
+
+def bmm_op(name: str, fwd: list, bwd: list, model_f, on) -> Op:
+    """An unfused-attention op from its forward and backward kernels (totals for FLOP and byte counts)."""
+    add = lambda ks, a: sp.Add(*[getattr(kn, a) for kn in ks])  # noqa: E731
+    return Op(name, "bmm", add(fwd, "f"), add(fwd, "b"), add(bwd, "f"), add(bwd, "b"), model_f, on=on,
+              kernels=tuple(("fwd", kn) for kn in fwd) + tuple(("bwd", kn) for kn in bwd))
+
+
+def bmm_slowdown(k, dhalf):
+    """Compute time of a batched GEMM over F / (P eta): (K + dhalf) / K. Each output tile runs K reduction
+    steps, then writes itself out; with a short K (the head dim of Q K^T) the write-out is not hidden
+    behind the reduction and costs as much as ``dhalf`` more steps."""
+    return 1 + dhalf / k
+
+
+def bmm_time(kn: Kernel, direction: str) -> sp.Expr:
+    """Roofline of one batched GEMM kernel: max(F (K + dhalf) / K / (P kappa eta), (B + rho reread) / (W mu))."""
+    dhalf, rho = (S.BMM_SHAPE[n, direction] for n in ("dhalf", "reread"))
+    key = ("bmm", direction)
+    return sp.Max(kn.f * bmm_slowdown(kn.k, dhalf) / (S.peak * S.clock * S.EFF_FLOP[key]),
+                  (kn.b + rho * kn.reread) / (S.hbm_bw * S.EFF_MEM[key]))
+
+
+def flash_blocks(d_head):
+    """FlashAttention-2's key block on sm80/sm90 (flash_{fwd,bwd}_launch_template.h), (forward, backward):
+    the forward keeps a 128-query tile and streams keys in blocks of 128 up to head dim 64, else 64; the
+    backward runs one thread block per key block of 128 up to head dim 128, else 64, looping over queries."""
+    d_pad = 32 * sp.ceiling(d_head / 32)
+    return sp.Piecewise((128, d_pad <= 64), (64, True)), sp.Piecewise((128, d_pad <= 128), (64, True))
+
+
+def attention_shape(d, ctas, kblock, slots, d_soft, d_reg, uneven, d_io, ceil=sp.ceiling, lo=sp.Min):
+    """Flash-attention time over the ideal MMA time F / (P eta): head-dim tiling, softmax, tiles, waves.
 
     Per score element the kernel runs 4 d_pad MMA FLOPs (the head dim padded to the kernel's
     32-wide tile, d_pad = 32 ceil(d / 32)), a softmax whose exp/max/rescale costs as much as
     ``d_soft`` more head dims, and a tile overhead growing as d_pad^2 / ``d_reg`` (the register file
     holds a tile of fixed size, so the key block shrinks as 1/d and per-block work grows with d).
+    Per key block of ``kblock`` keys each query row moves d-wide data (backward: loads Q and dO and
+    adds its dQ into fp32 in HBM), as much as ``d_io`` head dims per key.
     A head dim off the 32-grid runs the padded kernel with predicated loads: x (1 + ``uneven``).
-    ``ctas`` thread blocks fill the SMs as ctas / (ctas + ``ctas_half``) (waves, tail).
-    With d_soft = dhalf, d_reg -> inf, uneven = ctas_half = 0 it is the GEMM saturation (d + dhalf) / d.
+    ``ctas`` equal thread blocks run in waves of ``slots`` (one per SM): x ceil(ctas / slots) slots / ctas.
+    With d_soft = dhalf, d_reg -> inf, uneven = d_io = 0 and a full last wave it is the GEMM
+    saturation (d + dhalf) / d.
     """
     d_pad = 32 * ceil(d / 32)
-    return (d_pad / d) * (1 + d_soft / d_pad + d_pad / d_reg) * (1 + uneven * lo(1, d_pad - d)) \
-        * (1 + ctas_half / ctas)
+    return (d_pad / d) * (1 + d_soft / d_pad + d_pad / d_reg + d_io / kblock) * (1 + uneven * lo(1, d_pad - d)) \
+        * ceil(ctas / slots) * slots / ctas
 
 
 def attention_core() -> list[Op]:
@@ -88,7 +145,8 @@ def attention_core() -> list[Op]:
     Flash (Dao et al. 2022): F_fwd = 4 b s_q s_kv d_h a/t, halved when causal blocks are skipped;
     backward recomputes QK^T: 2.5x forward (5 GEMMs vs 2). Unfused (Megatron 2021): two batched
     GEMMs over the full s x s scores plus scale/mask/softmax/dropout kernels over b a/t s_q s_kv
-    elements.
+    elements. Forward S = Q K^T (reduction over the head dim) and O = P V; backward dQ = dS K and
+    dK = dS^T Q, dV = P^T dO and dP = dO V^T (each a kernel of its own, as autograd runs them).
     """
     s_q, s_kv = S.seq_len / S.cp, S.seq_len
     heads_rank = S.heads / S.tp
@@ -96,23 +154,26 @@ def attention_core() -> list[Op]:
     model_f = full * (1 - S.causal / 2)
     qkvo_bytes = S.act_bytes * S.micro_batch * (2 * s_q * S.d_model + 2 * s_kv * kv_width) / S.tp
     f_flash = full * (1 - S.causal / 2)
+    kb_fwd, kb_bwd = flash_blocks(d_head)
+    grid = S.micro_batch * heads_rank         # thread blocks: forward per query tile, backward per key block
     ops_flash = Op("flash_attention", "attn", S.flash * f_flash, S.flash * qkvo_bytes,
                    S.flash * sp.Rational(5, 2) * f_flash, S.flash * 2 * qkvo_bytes, S.flash * model_f,
                    sp.Min(s_q, d_head), S.flash, d_head,
-                   S.micro_batch * heads_rank * sp.ceiling(s_q / ATTN_TILE))
+                   (grid * sp.ceiling(s_q / ATTN_TILE), grid * sp.ceiling(s_kv / kb_bwd)), (kb_fwd, kb_bwd))
     # unfused path: two batched GEMMs (scores and context) + mask/softmax/dropout over the scores
-    unf = 1 - S.flash
-    bmm_qk = gemm("attn_scores_bmm", s_q, d_head, s_kv, S.micro_batch * heads_rank, model=0, on=unf)
-    bmm_av = gemm("attn_context_bmm", s_q, s_kv, d_head, S.micro_batch * heads_rank, model=0, on=unf)
+    unf, bh = 1 - S.flash, S.micro_batch * heads_rank
+    qk = bmm_kernel(bh, s_q, d_head, s_kv, False, unf)      # S = Q K^T; dP = dO V^T has the same shape
+    pv = bmm_kernel(bh, s_q, s_kv, d_head, True, unf)       # O = P V; dQ = dS K
+    pt = bmm_kernel(bh, s_kv, s_q, d_head, True, unf)       # dV = P^T dO; dK = dS^T Q
+    bmm_qk = bmm_op("attn_scores_bmm", [qk], [pv, pt], unf * model_f / 2, unf)
+    bmm_av = bmm_op("attn_context_bmm", [pv], [pt, qk], unf * model_f / 2, unf)
     scores = S.micro_batch * heads_rank * s_q * s_kv
     # fused scale-mask-softmax: read + write scores; dropout: read, write, 1-byte mask (Korthikanti 2022 sec 4.1)
     softmax = Op("scale_mask_softmax_dropout", "softmax", unf * 5 * scores,
                  unf * scores * (2 * S.act_bytes + S.dropout * (2 * S.act_bytes + S.mask_bytes)),
                  unf * 8 * scores, unf * scores * (3 * S.act_bytes + S.dropout * (2 * S.act_bytes + S.mask_bytes)),
                  on=unf)
-    unf_ops = [Op(o.name, o.cls, o.f_fwd, o.b_fwd, o.f_bwd, o.b_bwd, unf * model_f / 2, o.dmin, o.on)
-               for o in (bmm_qk, bmm_av)]
-    return [ops_flash, *unf_ops, softmax]
+    return [ops_flash, bmm_qk, bmm_av, softmax]
 
 
 def layer_ops() -> list[Op]:
@@ -185,9 +246,12 @@ def op_time(op: Op, direction: str) -> sp.Expr:
     """Calibrated roofline time of ``op`` in ``direction`` ('fwd' or 'bwd')."""
     f, b = (op.f_fwd, op.b_fwd) if direction == "fwd" else (op.f_bwd, op.b_bwd)
     key = (op.cls, direction)
+    if op.kernels:                  # unfused attention: each batched GEMM is a kernel with its own roofline
+        return sp.Add(*[op.on * S.T0[key] + bmm_time(kn, d) for d, kn in op.kernels if d == direction])
     if op.head_dim is not None:     # flash attention: its own shape curve (attention_shape)
-        shape = attention_shape(op.head_dim, op.ctas, *[S.ATTN_SHAPE[k, direction]
-                                                         for k in ("d_soft", "d_reg", "uneven", "ctas_half")])
+        i = ("fwd", "bwd").index(direction)
+        shape = attention_shape(op.head_dim, op.ctas[i], op.kblock[i], S.sms,
+                                *[S.ATTN_SHAPE[k, direction] for k in ("d_soft", "d_reg", "uneven", "d_io")])
         compute = f * shape / (S.peak * S.clock * S.EFF_FLOP[key])
     elif op.cls in ("gemm", "attn"):
         sat = op.dmin / (op.dmin + S.gemm_dhalf) if op.dmin is not None else 1

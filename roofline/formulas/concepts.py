@@ -115,8 +115,9 @@ def text() -> str:
             continue
         parts.append(f"| ${s.latex}$ | `{s.name}` | {s.dim or '1'} | {s.doc} |")
     parts.append("")
-    parts.append("(Efficiencies and link parameters exist for every operator class gemm, attn, softmax, norm,")
-    parts.append("elem, embed, ce, optim x fwd/bwd and every collective ar, ag, rs, a2a, p2p x intra/inter.)")
+    parts.append("(Efficiencies and link parameters exist for every operator class gemm, attn, bmm, softmax, norm,")
+    parts.append("elem, embed, ce, optim x fwd/bwd and every collective ar, ag, rs, a2a, p2p x intra/inter; the")
+    parts.append("unfused attention's batched GEMMs are priced kernel by kernel, docs/calibration.md.)")
     return "\n".join(parts) + "\n"
 
 

@@ -139,7 +139,7 @@ def build() -> dict[str, sp.Expr]:
     mf_head = C.ops_flops([o for o in head if o.cls == "gemm"], "model_fwd").subs(per_seq)
     mf_head = mf_head * S.vocab / C.vocab_pad.subs(per_seq)     # model FLOPs use the unpadded vocabulary
     out["flops"] = 3 * S.global_batch * (S.layers * mf_layer + mf_head)   # forward + 2x backward
-    mm = lambda ops, d: C.ops_flops([o for o in ops if o.cls in ("gemm", "attn")], d)
+    mm = lambda ops, d: C.ops_flops([o for o in ops if o.cls in ("gemm", "attn", "bmm")], d)
     core_f = mm(attn_core, "fwd")
     hw_layer = mm(layer, "fwd") + mm(layer, "bwd") + S.rc_full * mm(layer, "fwd") + (1 - S.rc_full) * S.rc_sel * core_f
     hw_head = mm(head, "fwd") + mm(head, "bwd")

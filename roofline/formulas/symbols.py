@@ -101,6 +101,8 @@ host_head = _s("host_head", "time", "host time to issue the final norm, LM head 
 host_mb = _s("host_mb", "time", "host time of the framework's per-micro-batch work outside the model (batch fetch and "
              "broadcast, masks, loss averaging)", "hardware", r"h_{m}")
 gpus_per_node = _s("gpus_per_node", "", "GPUs per node G", "hardware", "G")
+sms = _s("sms", "", "streaming multiprocessors: thread blocks of one wave (one flash-attention block per SM); "
+         "1 = no wave quantisation", "hardware", "n_{SM}")
 
 # ---- links: alpha (latency per step) and bus bandwidth per collective and link --------------
 COLLECTIVES = ("ar", "ag", "rs", "a2a", "p2p")
@@ -115,7 +117,7 @@ for _link in LINKS:
                               "link", rf"\beta^{{{_c}}}_{{{_link}}}")
 
 # ---- calibrated efficiencies per operator class and direction -------------------------------
-OP_CLASSES = ("gemm", "attn", "softmax", "norm", "elem", "embed", "ce", "optim")
+OP_CLASSES = ("gemm", "attn", "bmm", "softmax", "norm", "elem", "embed", "ce", "optim")
 EFF_FLOP: dict[tuple[str, str], sp.Symbol] = {}
 EFF_MEM: dict[tuple[str, str], sp.Symbol] = {}
 T0: dict[tuple[str, str], sp.Symbol] = {}
@@ -131,6 +133,7 @@ gemm_dhalf = _s("gemm_dhalf", "", "GEMM size at which FLOP efficiency is half it
                 "efficiency", r"d_{1/2}")
 # flash-attention shape constants per direction (compute.attention_shape): per score element the kernel
 # spends d_pad MMA head dims + d_soft for the softmax + d_pad^2/d_reg for register-limited tiles
+# + d_pad d_io / kblock for the query rows' traffic per key block
 ATTN_SHAPE: dict[tuple[str, str], sp.Symbol] = {}
 for _d in ("fwd", "bwd"):
     ATTN_SHAPE["d_soft", _d] = _s(f"attn_dsoft_{_d}", "", f"flash-attention softmax cost per score element, in head dims ({_d})",
@@ -139,5 +142,14 @@ for _d in ("fwd", "bwd"):
                                  "large = no register-limited tiling", "efficiency", rf"d^{{reg}}_{{{_d}}}")
     ATTN_SHAPE["uneven", _d] = _s(f"attn_uneven_{_d}", "", f"extra time of a head dim that is not a multiple of 32 ({_d}; "
                                   "predicated loads)", "efficiency", rf"u_{{{_d}}}")
-    ATTN_SHAPE["ctas_half", _d] = _s(f"attn_ctas_{_d}", "", f"thread blocks at which flash attention fills half the GPU ({_d})",
-                                     "efficiency", rf"n^{{1/2}}_{{{_d}}}")
+    ATTN_SHAPE["d_io", _d] = _s(f"attn_dio_{_d}", "", f"cost of a query row's traffic per key block (backward: Q, dO loads "
+                                f"and fp32 dQ accumulation), in head dims per key ({_d})", "efficiency", rf"d^{{io}}_{{{_d}}}")
+# unfused-attention batched GEMMs per direction (compute.bmm_time): the write-out of an output tile costs as much as
+# bmm_dhalf steps of the reduction; a fraction bmm_reread of the score operand's extra passes misses L2
+BMM_SHAPE: dict[tuple[str, str], sp.Symbol] = {}
+for _d in ("fwd", "bwd"):
+    BMM_SHAPE["dhalf", _d] = _s(f"bmm_dhalf_{_d}", "", f"reduction length at which an unfused-attention batched GEMM runs at "
+                                f"half its FLOP efficiency ({_d}): the output tile's write-out costs as many reduction steps",
+                                "efficiency", rf"k^{{1/2}}_{{{_d}}}")
+    BMM_SHAPE["reread", _d] = _s(f"bmm_reread_{_d}", "", f"fraction of the extra passes over the s x s score operand (one per "
+                                 f"further 128-wide tile of the head dim) that miss L2 ({_d})", "efficiency", rf"\rho_{{{_d}}}")

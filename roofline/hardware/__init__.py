@@ -17,7 +17,7 @@ from ..errors import InputError
 from ..units import parse
 
 PROFILES = Path(__file__).with_name("profiles")
-CLASSES = ("gemm", "attn", "softmax", "norm", "elem", "embed", "ce", "optim")
+CLASSES = ("gemm", "attn", "bmm", "softmax", "norm", "elem", "embed", "ce", "optim")
 COLLECTIVES = ("ar", "ag", "rs", "a2a", "p2p")
 
 
@@ -38,12 +38,14 @@ class Hardware:
     hbm_capacity: float                         # B
     board_power: float | None                   # W
     gpus_per_node: int
+    sm_count: int               # SMs (CUs): thread blocks of one wave; 1 where unknown (no wave quantisation)
     intra: Link
     inter: Link
     efficiency: dict                            # class -> {fwd|bwd -> (eta, mu, t0 s)}
     dhalf: float
     collectives: dict                           # (collective, link) -> (alpha s, busbw B/s)
-    attn_shape: dict = field(default_factory=dict)   # fwd|bwd -> (d_soft, d_reg, uneven, ctas_half), compute.attention_shape
+    attn_shape: dict = field(default_factory=dict)   # fwd|bwd -> (d_soft, d_reg, uneven, d_io), compute.attention_shape
+    bmm_shape: dict = field(default_factory=dict)    # fwd|bwd -> (dhalf, reread), compute.bmm_time
     host_fwd: float = 0.0                       # s, host time to issue one layer forward (eager PyTorch)
     host_bwd: float = 0.0                       # s, ... backward
     host_rc: float = 0.0                        # s, extra host time of a layer's full recomputation
@@ -51,7 +53,7 @@ class Hardware:
     host_head: float = 0.0                      # s, ... final norm + LM head + cross-entropy per micro-batch
     host_mb: float = 0.0                        # s, framework per-micro-batch work outside the model
     sustained_clock: float = 1.0                # sustained / burst compute rate under a power-capped load
-    matmul_ceiling: float = 1.0                 # max achievable matmul rate / peak (mamf-finder); caps gemm eta
+    matmul_ceiling: float = 1.0                 # max achievable matmul rate / peak (mamf-finder); caps gemm, bmm eta
     calibrated: tuple = ()                      # which parts are fitted: "compute", "intra", "inter"
     provenance: dict = field(default_factory=dict)
     sources: tuple = ()
@@ -217,9 +219,12 @@ def load(ref: str) -> Hardware:
             if not (0 < eta <= 1 and 0 < mu <= 1) or t0 < 0:
                 raise InputError(f"profile {where}: efficiency.{c}.{direction} needs eta, mu in (0, 1] and t0 >= 0")
             eff[c][direction] = (eta, mu, t0)
-    attn_shape = {k: tuple(float(eff_raw["attn"][k][n]) for n in ("d_soft", "d_reg", "uneven", "ctas_half")) for k in ("fwd", "bwd")}
+    attn_shape = {k: tuple(float(eff_raw["attn"][k][n]) for n in ("d_soft", "d_reg", "uneven", "d_io")) for k in ("fwd", "bwd")}
     if not all(v[0] >= 0 and v[1] > 0 and v[2] >= 0 and v[3] >= 0 for v in attn_shape.values()):
-        raise InputError(f"profile {where}: efficiency.attn needs d_soft, uneven, ctas_half >= 0 and d_reg > 0")
+        raise InputError(f"profile {where}: efficiency.attn needs d_soft, uneven, d_io >= 0 and d_reg > 0")
+    bmm_shape = {k: (float(eff_raw["bmm"][k]["dhalf"]), float(eff_raw["bmm"][k]["reread"])) for k in ("fwd", "bwd")}
+    if not all(v[0] >= 0 and 0 <= v[1] <= 1 for v in bmm_shape.values()):
+        raise InputError(f"profile {where}: efficiency.bmm needs dhalf >= 0 and reread in [0, 1]")
     coll = {}
     craw = d.get("collectives") or {}
     for link in ("intra", "inter"):
@@ -234,8 +239,11 @@ def load(ref: str) -> Hardware:
                 coll[c, link] = (lk[link].latency, lk[link].bandwidth * dflt["link_efficiency"][link])
     try:
         gpn = int(_get(d, "gpus_per_node", where))
+        sm_count = int(d.get("sm_count", 1))
     except (TypeError, ValueError):
-        raise InputError(f"profile {where}: gpus_per_node must be an integer") from None
+        raise InputError(f"profile {where}: gpus_per_node and sm_count must be integers") from None
+    if gpn < 1 or sm_count < 1:
+        raise InputError(f"profile {where}: gpus_per_node and sm_count must be at least 1")
     power = d.get("board_power")
     host = _merge(dflt["host"], d.get("host") or {})
     ceiling = 1.0
@@ -244,7 +252,8 @@ def load(ref: str) -> Hardware:
         if not 0 < ceiling <= 1:
             raise InputError(f"profile {where}: max_matmul must be positive and at most the bf16 peak")
         # no fitted or assumed GEMM efficiency can beat the measured maximum achievable matmul rate
-        eff["gemm"] = {k: (min(eta, ceiling), mu, t0) for k, (eta, mu, t0) in eff["gemm"].items()}
+        for c in ("gemm", "bmm"):
+            eff[c] = {k: (min(eta, ceiling), mu, t0) for k, (eta, mu, t0) in eff[c].items()}
     clock = d.get("sustained_clock", 1.0)
     try:
         clock = float(clock)
@@ -260,8 +269,9 @@ def load(ref: str) -> Hardware:
         hbm_bandwidth=parse(_get(d, "hbm_bandwidth", where), "B/s", f"profile {where}: hbm_bandwidth"),
         hbm_capacity=parse(_get(d, "hbm_capacity", where), "B", f"profile {where}: hbm_capacity"),
         board_power=parse(power, "W", f"profile {where}: board_power") if power else None,
-        gpus_per_node=gpn, intra=lk["intra"], inter=lk["inter"], efficiency=eff,
-        dhalf=float(eff_raw.get("dhalf", dflt["efficiency"]["dhalf"])), attn_shape=attn_shape, collectives=coll,
+        gpus_per_node=gpn, sm_count=sm_count, intra=lk["intra"], inter=lk["inter"], efficiency=eff,
+        dhalf=float(eff_raw.get("dhalf", dflt["efficiency"]["dhalf"])), attn_shape=attn_shape, bmm_shape=bmm_shape,
+        collectives=coll,
         calibrated=tuple(sorted(set(d.get("_calibrated", [])))), provenance=dict(d.get("provenance") or {}),
         sources=tuple(d.get("sources") or ()), path=where,
     )
