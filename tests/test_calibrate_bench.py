@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-CLASSES = ("gemm", "attn", "softmax", "norm", "elem", "embed", "ce", "optim")
+CLASSES = ("gemm", "attn", "bmm", "softmax", "norm", "elem", "embed", "ce", "optim")
 
 
 def _env():
@@ -29,12 +29,37 @@ def test_compute_cpu_quick(tmp_path):
         assert cls in eff, cls
         for d, e in eff[cls].items():
             assert 0 < e["eta"] <= 1 and 0 < e["mu"] <= 1 and parse(e["t0"], "s", "t0") >= 0
-    assert (tmp_path / "cpu.samples.csv").read_text().count("\n") > 30
+    # the curves' own constants are fitted from the sweep, not taken from defaults
+    assert {"d_soft", "d_reg", "uneven", "d_io"} <= set(eff["attn"]["fwd"])
+    assert all(eff["bmm"][d]["dhalf"] > 0 and 0 <= eff["bmm"][d]["reread"] <= 1 for d in ("fwd", "bwd"))
+    csv = (tmp_path / "cpu.samples.csv").read_text()
+    assert csv.count("\n") > 30 and "\nbaddbmm,bmm,bwd," in csv and "\nbmm,bmm,fwd," in csv
     from roofline.hardware import load
     hw = load(str(tmp_path / "cpu.yaml"))
     assert hw.kind == "calibrated"
     # the sustained/burst matmul ratio is measured and carried into the profile (a CPU does not throttle much)
     assert 0.3 < doc["sustained_clock"] <= 1 and hw.sustained_clock == doc["sustained_clock"]
+
+
+def test_sweep_kernel_metrics_match_importer():
+    """The sweep's per-kernel batched-GEMM metrics are the importer's (one formula, two paths)."""
+    import numpy as np
+    from roofline.calibrate.bench_compute import _named, op_shape_metrics
+    from roofline.calibrate.importers import kernel_sample_metrics
+    from roofline.formulas import compute as C
+    from roofline.formulas import symbols as S
+    vals = {S.micro_batch: 2, S.heads: 8, S.tp: 1, S.cp: 1, S.seq_len: 1024, S.d_model: 8 * 160, S.flash: 0,
+            S.act_bytes: 2, S.kv_heads: 8}
+    for name, up in (("attn_scores_bmm", "baddbmm"), ("attn_context_bmm", "bmm")):
+        _, kern = op_shape_metrics(_named(C.attention_core(), name), vals)
+        for d in ("fwd", "bwd"):
+            ref = kernel_sample_metrics(up, d, tp=np.array([1.0]), micro_batch=np.array([2.0]),
+                                        heads=np.array([8.0]), seq_len=np.array([1024.0]), d_model=np.array([1280.0]))
+            got = kern[d]
+            assert got.shape == (ref[0].shape[1], 4)
+            assert np.allclose(got.T, np.stack([r[0] for r in ref]))
+    # head dim 160 over 128-wide tiles: the score-input kernels re-read the scores once
+    assert kern["fwd"][0, 2] > 0 and kern["bwd"][1, 2] == 0
 
 
 def test_comm_gloo_two_ranks(tmp_path):

@@ -43,13 +43,33 @@ def op_metrics(op: C.Op, values: dict) -> tuple:
     return tuple(out)
 
 
+def op_shape_metrics(op: C.Op, values: dict) -> tuple:
+    """Per-direction curve inputs of the shaped classes for symbol values: flash attention
+    ((head dim, thread blocks, key block) forward, backward) and the batched GEMMs (per direction an
+    array kernels x (F, B, extra-pass bytes, K), compute.bmm_kernel); None where the op has none.
+
+    >>> att, _ = op_shape_metrics(_named(C.attention_core(), "flash_attention"), {S.micro_batch: 1,
+    ...     S.heads: 2, S.tp: 1, S.cp: 1, S.seq_len: 256, S.d_model: 128, S.flash: 1})
+    >>> att["fwd"], att["bwd"]
+    ((64.0, 4.0, 128.0), (64.0, 4.0, 128.0))
+    """
+    num = lambda e: float(sp.sympify(e).subs(values).subs(values))  # noqa: E731
+    attn = kern = None
+    if op.head_dim is not None and op.ctas:
+        attn = {d: (num(op.head_dim), num(op.ctas[i]), num(op.kblock[i])) for i, d in enumerate(("fwd", "bwd"))}
+    if op.kernels:
+        kern = {d: np.array([[num(kn.f), num(kn.b), num(kn.reread), num(kn.k)] for dd, kn in op.kernels if dd == d])
+                for d in ("fwd", "bwd")}
+    return attn, kern
+
+
 def _named(ops, name):
     return next(o for o in ops if o.name == name)
 
 
 def cases(dtype: str, quick: bool, device: str):
-    """The sweep: transformer-layer GEMMs split by TP degree, attention, norms, activations, residual,
-    softmax, cross-entropy, embedding, Adam."""
+    """The sweep: transformer-layer GEMMs split by TP degree, attention (SDPA and the unfused path's batched
+    GEMMs), norms, activations, residual, softmax, cross-entropy, embedding, Adam."""
     import torch
     dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
     ab = DTYPE_BYTES[dtype]
@@ -77,6 +97,22 @@ def cases(dtype: str, quick: bool, device: str):
             return (lambda: torch.nn.functional.scaled_dot_product_attention(q, k_, v, is_causal=True)), (q, k_, v)
         vals = {**fixed, S.micro_batch: b, S.seq_len: s, S.heads: a, S.kv_heads: a, S.d_model: a * d}
         out.append(Case("sdpa", _named(C.attention_core(), "flash_attention"), vals, mk))
+    # unfused attention (Megatron-LM 2021, Megatron-DeepSpeed): scores = baddbmm(empty, Q, K^T, beta=0,
+    # alpha=1/sqrt(d)) and context = bmm(probs, V) over [b a, s, *] views, each with its backward kernels
+    for b, a, s, d in ([(1, 2, 64, 32), (1, 4, 128, 32), (2, 4, 128, 64), (1, 8, 256, 64)] if quick else
+                       [(b, a, s, d) for b in (1, 4) for a in (8, 32) for s in (1024, 2048, 4096) for d in (64, 128)]):
+        vals = {**fixed, S.flash: 0, S.micro_batch: b, S.seq_len: s, S.heads: a, S.kv_heads: a, S.d_model: a * d}
+
+        def mk_scores(b=b, a=a, s=s, d=d):
+            q, k_ = (rnd(b * a, s, d).requires_grad_() for _ in range(2))
+            buf = torch.empty(b * a, s, s, device=device, dtype=dt)
+            return (lambda: torch.baddbmm(buf, q, k_.transpose(1, 2), beta=0.0, alpha=d ** -0.5)), (q, k_)
+
+        def mk_context(b=b, a=a, s=s, d=d):
+            p, v = rnd(b * a, s, s).requires_grad_(), rnd(b * a, s, d).requires_grad_()
+            return (lambda: torch.bmm(p, v)), (p, v)
+        out.append(Case("baddbmm", _named(C.attention_core(), "attn_scores_bmm"), vals, mk_scores))
+        out.append(Case("bmm", _named(C.attention_core(), "attn_context_bmm"), vals, mk_context))
     sizes = ([(256, 64), (512, 128), (1024, 128), (1024, 256)] if quick else
              [(t, h) for t in (2048, 8192, 32768) for h in (1024, 4096, 8192)])
     for t, h in sizes:
@@ -210,15 +246,19 @@ def _sweep(device: str, dtype: str, quick: bool, repeats: int) -> list:
         progress(i, len(cs), c.name)
         tf, tb = time_case(c, device, repeats)
         F, B, Fb, Bb, dmin = op_metrics(c.op, c.values)
-        rows.setdefault((c.name, c.op.cls, "fwd"), []).append((F, B, dmin, tf))
-        if tb is not None:
-            rows.setdefault((c.name, c.op.cls, "bwd"), []).append((Fb, Bb, dmin, tb))
+        attn, kern = op_shape_metrics(c.op, c.values)
+        for d, f, b, t in (("fwd", F, B, tf), ("bwd", Fb, Bb, tb)):
+            if t is not None:
+                rows.setdefault((c.name, c.op.cls, d), []).append(
+                    ((f, b, dmin, t), attn and attn[d], None if kern is None else kern[d]))
     progress(len(cs), len(cs), "done")
     out = []
     for (name, cls, d), r in rows.items():
-        a = np.array(r)
+        a = np.array([x[0] for x in r])
+        attn = tuple(np.array([x[1][j] for x in r]) for j in range(3)) if r[0][1] is not None else None
+        kern = tuple(np.stack([x[2][:, j] for x in r]) for j in range(4)) if r[0][2] is not None else None
         out.append(OpSamples(name, cls, d, a[:, 0], a[:, 1], a[:, 2] if cls in ("gemm", "attn") else None, a[:, 3],
-                             np.ones(len(a), bool)))
+                             np.ones(len(a), bool), attn=attn, kern=kern))
     return out
 
 
@@ -292,17 +332,17 @@ def main(args) -> int:
     else:
         # no datasheet: the best observed rates are the peaks (efficiencies are relative to them)
         best = lambda cls, attr: max(float(np.max(getattr(o, attr) / o.t)) for o in ops if o.cls == cls)  # noqa: E731
-        p_mm = best("gemm", "flops")
+        p_mm = max(best(c, "flops") for c in ("gemm", "bmm"))
         hbm = max(best(c, "bytes") for c in ("elem", "norm", "softmax", "optim"))
         p_vec = max(best(c, "flops") for c in ("elem", "norm", "softmax", "ce", "optim"))
-        peaks = profile.Peaks(p_mm, max(p_vec, 1.0), hbm)
+        sms = torch.cuda.get_device_properties(device).multi_processor_count if device.startswith("cuda") else 1
+        peaks = profile.Peaks(p_mm, max(p_vec, 1.0), hbm, 1.0, sms)
         mem = (torch.cuda.get_device_properties(device).total_memory if device.startswith("cuda")
                else _host_memory())
         header.update({"peak_flops": {args.dtype: f"{p_mm / 1e12:.4g} TFLOP/s", "fp32" if args.dtype != "fp32" else "bf16":
                                       f"{(p_vec if args.dtype != 'fp32' else p_mm) / 1e12:.4g} TFLOP/s"},
                        "hbm_bandwidth": f"{hbm / 1e9:.4g} GB/s", "hbm_capacity": f"{mem / 2 ** 30:.4g} GiB",
-                       "gpus_per_node": 1, "sm_count": (torch.cuda.get_device_properties(device).multi_processor_count
-                                                        if device.startswith("cuda") else 1),
+                       "gpus_per_node": 1, "sm_count": sms,
                        "links": {"intra": {"kind": "assumed", "bandwidth": "10 GB/s", "latency": "10 us"},
                                  "inter": {"kind": "assumed", "bandwidth": "10 GB/s", "latency": "20 us"}}})
         assumptions.append("no datasheet profile given (--base): peaks are the best observed rates of this sweep "
