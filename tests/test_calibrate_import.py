@@ -56,6 +56,37 @@ def test_vista_defects(vista):
     assert (ag8.t[~ag8.keep] < 200e-6).sum() >= 37            # the ~117 us samples are excluded
 
 
+def test_rows_faster_than_the_roofline_bound(perlmutter, vista):
+    """No kernel beats max(F/peak, B/HBM): Vista's stage-optimizer files (time follows the layer count, not
+    the 1e7-7e9 parameters) are excluded whole; isolated impossible rows one by one; the A100 keeps its optimizer."""
+    for stage in I.STAGES:
+        assert _has(vista.defects, stage, "faster than the roofline bound", "file excluded")
+        assert not next(o for o in vista.ops if o.op == stage).keep.any()
+    assert _has(vista.defects, "fillmask fwd", "below half the roofline bound")
+    assert not _has(perlmutter.defects, "roofline bound")
+    assert all(next(o for o in perlmutter.ops if o.op == s).keep.mean() > 0.9 for s in I.STAGES)
+
+
+def test_faster_than_bound_rules():
+    """Synthetic file: one row at 0.4x the bound is excluded alone; 20 % of rows below the bound drop the file."""
+    from roofline.hardware import load
+    hw = load("a100-sxm4-80gb")
+    b = np.full(20, 1e9)
+    t = b / hw.hbm_bandwidth * 1.5
+    t[3] *= 0.4 / 1.5
+
+    def mk(t):
+        return I.OpSamples("res_add", "elem", "fwd", np.zeros(20), b, None, t, np.ones(20, bool))
+    defects = []
+    out = I._faster_than_bound([mk(t)], defects, "x", "a100-sxm4-80gb")
+    assert out[0].keep.sum() == 19 and not out[0].keep[3] and "impossible" in str(defects[0])
+    t2 = t.copy()
+    t2[:4] = b[:4] / hw.hbm_bandwidth * 0.9
+    defects = []
+    out = I._faster_than_bound([mk(t2)], defects, "x", "a100-sxm4-80gb")
+    assert not out[0].keep.any() and "4 of 20 rows" in str(defects[0]) and "file excluded" in str(defects[0])
+
+
 def test_embedding_copied_rows_are_reported_and_excluded(perlmutter, vista):
     """Rows whose forward and backward times agree within 2% are one kernel span in both columns: both
     directions excluded (Vista: 77% of rows, the GH200 embed fwd defect; A100: 201 rows at large b s, t >= 4)."""

@@ -306,6 +306,7 @@ def import_estimate_train_time(root, cluster: str) -> Imported:
             ops.append(OpSamples(op, cls, direction, f_, b_, dmin if has_d else None, t * 1e-6,
                                  np.ones(len(t), bool), cols, attn, kern))
     ops = _operator_defects(ops, defects, cluster, b_seen)
+    ops = _faster_than_bound(ops, defects, cluster, base)
     colls = _import_nccl_dir(d / "nccl", gpu, base, defects, cluster)
     src = "estimate-train-time data (MIT, DebarghaG/estimate-train-time@1ac4d5e), " + cluster.capitalize()
     return Imported(cluster, gpu, base, gpn, ops, colls, defects, src)
@@ -360,6 +361,43 @@ def _operator_defects(ops, defects, cluster, b_seen):
     if b_seen and min(b_seen) > 1:
         defects.append(Defect(f"{cluster} operators", f"micro-batch 1 outside every grid (smallest b {min(b_seen):g})",
                               0, "coverage only; b=1 is extrapolated"))
+    return ops
+
+
+MATMUL_CLASSES = ("gemm", "attn", "bmm")    # priced against the dense matmul peak (profile.MATMUL)
+BELOW_BOUND_FILE = 0.10     # this share of a file's rows faster than the roofline bound: not kernel spans
+
+
+def _faster_than_bound(ops, defects, cluster, base):
+    """Rows that ran faster than the hardware allows: t < max(F / peak, B / HBM bandwidth).
+
+    No kernel beats its roofline bound, so such a row is not the kernel's span (a timer that did not wait
+    for the GPU measures the host's launch time). A file with >= 10 % of its kept rows below the bound
+    measures something else throughout (Vista's stage optimizers: 6.9e9 parameters, >= 190 GB of Adam
+    traffic, in 8.7 ms = 22 TB/s, and the time follows the layer count, not the parameters): the file
+    is excluded. Elsewhere rows below half the bound are excluded one by one; rows between half the bound
+    and the bound are kept (within the uncertainty of byte counts and datasheet peaks).
+    """
+    from ..hardware import load
+    hw = load(base)
+    for o in list(ops):
+        k = o.keep
+        if not k.any():
+            continue
+        peak = hw.peak("fp16") if o.cls in MATMUL_CLASSES else hw.vector_peak()
+        ratio = o.t / np.maximum(o.flops / peak, o.bytes / hw.hbm_bandwidth)
+        below = k & (ratio < 1.0)
+        where = f"{cluster} {o.op}" + ("" if o.op in STAGES or o.op == "optimizer" else f" {o.direction}")
+        if below.sum() >= BELOW_BOUND_FILE * k.sum():
+            what = (f"{int(below.sum())} of {int(k.sum())} rows faster than the roofline bound max(F/peak, B/HBM) "
+                    f"(down to {ratio[k].min():.2f}x it): not the kernel's span (host launch time?)")
+            ops = _set_keep(ops, o.op, o.direction, None, lambda o_, n, w=what, wh=where, m=int(k.sum()): Defect(
+                wh, w, m, "file excluded"), defects)
+        elif (k & (ratio < 0.5)).any():
+            bad = k & (ratio < 0.5)
+            what = f"{int(bad.sum())} rows below half the roofline bound (down to {ratio[k].min():.2f}x): impossible"
+            ops = _set_keep(ops, o.op, o.direction, lambda o_, b=bad: ~b, lambda o_, n, w=what, wh=where: Defect(
+                wh, w, n, "excluded"), defects)
     return ops
 
 

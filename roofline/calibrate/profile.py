@@ -313,6 +313,10 @@ def imported_profile(im, out_id: str, k: int = 5) -> tuple[str, str, dict]:
             f"{k}-fold held-out MAPE on kept samples",
         ],
     }
+    missing = [c for c in CLASSES if c not in compute and any(o.cls == c for o in im.ops)]
+    if missing:
+        prov["assumptions"].append(f"{', '.join(missing)}: every sample excluded as a defect (see defects); priced "
+                                   "with the assumed efficiencies of roofline/hardware/defaults.yaml")
     text = profile_text(header, efficiency_section(compute), coll, prov)
     return text, samples_csv(im.ops, im.colls), {"compute": compute, "links": links, "by_p": by_p}
 
