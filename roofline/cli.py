@@ -10,6 +10,7 @@ import json
 import sys
 
 from .errors import InputError
+from .units import count_text
 
 # (flag, dest, type, help) of the model shape; None type = store_true/false pairs handled below
 MODEL_FLAGS = [
@@ -141,7 +142,7 @@ def render(pred) -> str:
     m, p, hw = pred.model, pred.plan, pred.hardware
     step = d["step_time_s"]
     lines = [
-        f"roofline: {m.name} ({pred.params / 1e9:.2f} B params) on {pred.n_gpus} x {hw.name}",
+        f"roofline: {m.name} ({count_text(pred.params)}) on {pred.n_gpus} x {hw.name}",
         f"plan: tp={p.tp} pp={p.pp} dp={p.dp} cp={p.cp}" + (f" ep={p.ep}" if p.ep > 1 else "")
         + f" | micro-batch {p.micro_batch} x {pred.micro_batches} micro-batches, global batch {p.batch}"
         + f" | {p.schedule}" + (f" v={p.interleave}" if p.interleave > 1 else "")

@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass
 
 from .errors import InputError
+from .units import count_text
 
 CHINCHILLA_TOKENS_PER_PARAM = 20.0
 D_STEP = 512
@@ -168,7 +169,7 @@ def render(r: BudgetPlan, hw) -> str:
     m, c = r.model, r.best
     lines = [
         f"plan: budget {r.budget_gpu_hours:.4g} GPU-hours on {r.n_gpus} x {hw.id}, {r.tokens_per_param:g} tokens/param",
-        f"  largest model   {m.name}: {r.params / 1e9:.2f} B params ({m.n_layers} layers x d {m.d_model}, heads "
+        f"  largest model   {m.name}: {count_text(r.params)} ({m.n_layers} layers x d {m.d_model}, heads "
         f"{m.n_heads}, kv {m.kv_heads}, ffn {m.ffn}, swiglu, seq {m.seq_len})",
         f"  tokens          {r.tokens:.4g}",
         f"  best plan       {_plan_text(c.plan)}, global batch {c.plan.batch}",
@@ -178,11 +179,11 @@ def render(r: BudgetPlan, hw) -> str:
         + (f", {c.energy_kwh / 1e3:.4g} MWh" if c.energy_kwh is not None else ""),
     ]
     if r.next_size:
-        lines.append(f"  next size up    {r.next_size['params'] / 1e9:.2f} B params would need "
+        lines.append(f"  next size up    {count_text(r.next_size['params'])} would need "
                      f"{r.next_size['gpu_hours']:.4g} GPU-hours")
     lines += [
-        f"  naive 6ND/peak  {r.naive_params / 1e9:.2f} B params, {r.naive_params * r.tokens_per_param:.4g} tokens "
-        f"(100 % MFU); at the achieved {100 * c.mfu:.1f} % MFU: {r.naive_params_at_mfu / 1e9:.2f} B params",
+        f"  naive 6ND/peak  {count_text(r.naive_params)}, {r.naive_params * r.tokens_per_param:.4g} tokens "
+        f"(100 % MFU); at the achieved {100 * c.mfu:.1f} % MFU: {count_text(r.naive_params_at_mfu)}",
         f"  ({r.sizes_evaluated} sizes searched; shapes: d_model multiple of {D_STEP}, layers d/128, heads d/128, GQA 8, "
         f"LLaMA-3 SwiGLU ffn)",
     ]

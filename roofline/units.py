@@ -46,3 +46,15 @@ def parse(text, expect: str, what: str) -> float:
     except (pint.errors.DimensionalityError, pint.errors.UndefinedUnitError, pint.errors.DefinitionSyntaxError,
             AttributeError, TypeError, ValueError, AssertionError) as exc:
         raise InputError(f"{what}: cannot read {text!r} as a quantity in {expect} ({type(exc).__name__})") from None
+
+
+def count_text(n: float, unit: str = "params") -> str:
+    """A count with the SI prefix that keeps it readable: thousands (K), millions (M), billions (B), trillions (T).
+
+    >>> count_text(1.8e6), count_text(6.74e9), count_text(1.008e12), count_text(512)
+    ('1.80 M params', '6.74 B params', '1.01 T params', '512 params')
+    """
+    for scale, p in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f} {p} {unit}"
+    return f"{n:.0f} {unit}"

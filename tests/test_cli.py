@@ -5,6 +5,8 @@ import json
 import pytest
 
 import roofline
+import roofline.calibrate.bench_compute
+import roofline.calibrate.fit
 import roofline.formulas.export
 import roofline.units
 
@@ -12,7 +14,8 @@ EXAMPLE = ["transformer", "--layers", 96, "--d-model", 12288, "--heads", 96, "--
            "--micro-batch", 1, "--tp", 8, "--pp", 8, "--dp", 16, "--gpu", "a100-sxm4-80gb"]
 
 
-@pytest.mark.parametrize("module", [roofline, roofline.units, roofline.formulas.export])
+@pytest.mark.parametrize("module", [roofline, roofline.units, roofline.formulas.export, roofline.calibrate.fit,
+                                    roofline.calibrate.bench_compute])
 def test_doctests(module):
     assert doctest.testmod(module).failed == 0
 
