@@ -62,6 +62,31 @@ def test_sweep_kernel_metrics_match_importer():
     assert kern["fwd"][0, 2] > 0 and kern["bwd"][1, 2] == 0
 
 
+def test_sweep_skips_cases_that_run_out_of_memory(monkeypatch):
+    """A case whose buffers do not fit is skipped and named; the other cases still run."""
+    torch = pytest.importorskip("torch")
+    from roofline.calibrate import bench_compute as B
+    real = B.time_case
+    oom = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
+
+    def fake(case, device, repeats, buffers=3):
+        if case.name == "baddbmm":
+            raise oom("CUDA out of memory. Tried to allocate 4.00 GiB")
+        return real(case, device, repeats, buffers)
+    real_cases = B.cases
+    monkeypatch.setattr(B, "time_case", fake)
+    monkeypatch.setattr(B, "cases", lambda dtype, quick, device: [c for c in real_cases(dtype, quick, device)
+                                                                  if c.op.cls in ("bmm", "elem")])
+    skipped = []
+    ops = B.run_sweep("cpu", "fp32", True, 2, skipped)
+    assert len(skipped) == 4 and all(s.startswith("baddbmm b=") and "s=" in s for s in skipped)
+    names = {o.op for o in ops}
+    assert "baddbmm" not in names and {"bmm", "gelu"} <= names
+    with pytest.raises(ValueError):     # other errors are not swallowed
+        monkeypatch.setattr(B, "time_case", lambda *a, **k: (_ for _ in ()).throw(ValueError("bug")))
+        B.run_sweep("cpu", "fp32", True, 2, [])
+
+
 def test_comm_gloo_two_ranks(tmp_path):
     pytest.importorskip("torch")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", "29517",

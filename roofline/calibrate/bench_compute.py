@@ -226,25 +226,50 @@ def progress(i: int, n: int, label: str, width: int = 30) -> None:
     sys.stderr.flush()
 
 
-def run_sweep(device: str, dtype: str, quick: bool, repeats: int) -> list:
-    """Benchmark every case -> list of OpSamples (one per kernel name and direction)."""
+def _out_of_memory(exc: BaseException) -> bool:
+    """A failed allocation: torch's OutOfMemoryError on a GPU, an allocator RuntimeError on a CPU."""
+    import torch
+    oom = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError", ())
+    return isinstance(exc, oom) or (isinstance(exc, RuntimeError) and "alloc" in str(exc).lower()
+                                    and "memory" in str(exc).lower())
+
+
+def run_sweep(device: str, dtype: str, quick: bool, repeats: int, skipped: list | None = None) -> list:
+    """Benchmark every case -> list of OpSamples (one per kernel name and direction). A case that does not
+    fit in the device's memory is skipped (its label appended to ``skipped``); the sweep goes on."""
     import torch
     torch.manual_seed(0)
     threads = torch.get_num_threads()
     if device == "cpu":
         torch.set_num_threads(1)    # idle OpenMP workers spin and get a CPU-quota container throttled
     try:
-        return _sweep(device, dtype, quick, repeats)
+        return _sweep(device, dtype, quick, repeats, skipped if skipped is not None else [])
     finally:
         torch.set_num_threads(threads)
 
 
-def _sweep(device: str, dtype: str, quick: bool, repeats: int) -> list:
+def case_label(c: Case) -> str:
+    """'baddbmm b=4 s=4096 heads=32 d_model=4096': the kernel and its sizes."""
+    keys = (S.micro_batch, S.seq_len, S.heads, S.d_model, S.vocab)
+    short = {S.micro_batch: "b", S.seq_len: "s", S.heads: "heads", S.d_model: "d_model", S.vocab: "vocab"}
+    return " ".join([c.name] + [f"{short[k]}={c.values[k]}" for k in keys if k in c.values])
+
+
+def _sweep(device: str, dtype: str, quick: bool, repeats: int, skipped: list) -> list:
+    import torch
     cs = cases(dtype, quick, device)
     rows: dict = {}
     for i, c in enumerate(cs):
         progress(i, len(cs), c.name)
-        tf, tb = time_case(c, device, repeats)
+        try:
+            tf, tb = time_case(c, device, repeats)
+        except (RuntimeError, MemoryError) as exc:
+            if not (isinstance(exc, MemoryError) or _out_of_memory(exc)):
+                raise
+            skipped.append(case_label(c))
+            if device.startswith("cuda"):
+                torch.cuda.empty_cache()
+            continue
         F, B, Fb, Bb, dmin = op_metrics(c.op, c.values)
         attn, kern = op_shape_metrics(c.op, c.values)
         for d, f, b, t in (("fwd", F, B, tf), ("bwd", Fb, Bb, tb)):
@@ -318,7 +343,11 @@ def main(args) -> int:
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise InputError(f"--device {device}: CUDA is not available here (use --device cpu)")
     repeats = args.repeats or (5 if args.quick else 20)
-    ops = run_sweep(device, args.dtype, args.quick, repeats)
+    skipped: list = []
+    ops = run_sweep(device, args.dtype, args.quick, repeats, skipped)
+    if skipped:
+        sys.stderr.write(f"skipped {len(skipped)} case(s) that do not fit in {device}'s memory: "
+                         f"{'; '.join(skipped[:4])}{' ...' if len(skipped) > 4 else ''}\n")
     base = args.base or _match_base(device)
     _, _, pid = cli.out_paths(args.out)
     header = {"id": pid, "name": f"{device} {args.dtype}, calibrated by microbenchmarks", "kind": "calibrated"}
@@ -331,7 +360,10 @@ def main(args) -> int:
         header.update(base=base)
     else:
         # no datasheet: the best observed rates are the peaks (efficiencies are relative to them)
-        best = lambda cls, attr: max(float(np.max(getattr(o, attr) / o.t)) for o in ops if o.cls == cls)  # noqa: E731
+        best = lambda cls, attr: max((float(np.max(getattr(o, attr) / o.t)) for o in ops if o.cls == cls),  # noqa: E731
+                                     default=0.0)
+        if best("gemm", "flops") <= 0:
+            raise InputError(f"--device {device}: no GEMM case could run (out of memory?); nothing to take peaks from")
         p_mm = max(best(c, "flops") for c in ("gemm", "bmm"))
         hbm = max(best(c, "bytes") for c in ("elem", "norm", "softmax", "optim"))
         p_vec = max(best(c, "flops") for c in ("elem", "norm", "softmax", "ce", "optim"))
@@ -347,6 +379,8 @@ def main(args) -> int:
                                  "inter": {"kind": "assumed", "bandwidth": "10 GB/s", "latency": "20 us"}}})
         assumptions.append("no datasheet profile given (--base): peaks are the best observed rates of this sweep "
                            "(matmul FLOP/s, vector FLOP/s and memory bandwidth); links are placeholders")
+    if skipped:
+        assumptions.append(f"{len(skipped)} sweep case(s) skipped: out of device memory ({'; '.join(skipped)})")
     seconds = (5.0 if args.quick else 30.0) if device.startswith("cuda") else 0.5
     kappa = sustained_ratio(device, args.dtype, seconds)
     header["sustained_clock"] = round(kappa, 3)
