@@ -101,6 +101,27 @@ def test_comm_gloo_two_ranks(tmp_path):
         assert parse(e["busbw"], "B/s", "busbw") > 0
 
 
+def test_comm_gloo_two_simulated_nodes(tmp_path):
+    """4 ranks as 2 nodes of 2: the intra (TP) and inter (DP/PP) layouts each get their own fits."""
+    pytest.importorskip("torch")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "4", "--master-port", "29519",
+           "-m", "roofline", "calibrate", "comm", "--out", "two", "--ranks-per-node", "2", "--sizes", "4KiB", "64KiB",
+           "256KiB", "--repeats", "3"]
+    r = subprocess.run(cmd, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = yaml.safe_load((tmp_path / "two.yaml").read_text())
+    from roofline.units import parse
+    for link in ("intra", "inter"):
+        assert {"ar", "ag", "p2p"} <= set(doc["collectives"][link]), link
+        assert all(parse(e["busbw"], "B/s", "busbw") > 0 for e in doc["collectives"][link].values())
+    rows = (tmp_path / "two.samples.csv").read_text().splitlines()[1:]
+    assert {(x.split(",")[1], x.split(",")[2]) for x in rows if x.startswith("ar,")} == {("intra", "2"), ("inter", "2")}
+    assert "2 node(s) of 2" in doc["provenance"]["source"]
+    bad = subprocess.run(cmd[:-2] + ["--ranks-per-node", "3"], cwd=tmp_path, env=_env(), capture_output=True,
+                         text=True, timeout=300)
+    assert bad.returncode != 0 and "--ranks-per-node 3 must divide WORLD_SIZE 4" in bad.stderr
+
+
 def test_out_paths(tmp_path):
     from roofline.calibrate.cli import out_paths
     y, c, pid = out_paths(str(tmp_path / "prof") + "/")

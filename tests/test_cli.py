@@ -5,6 +5,7 @@ import json
 import pytest
 
 import roofline
+import roofline.calibrate.bench_comm
 import roofline.calibrate.bench_compute
 import roofline.calibrate.fit
 import roofline.formulas.export
@@ -15,7 +16,7 @@ EXAMPLE = ["transformer", "--layers", 96, "--d-model", 12288, "--heads", 96, "--
 
 
 @pytest.mark.parametrize("module", [roofline, roofline.units, roofline.formulas.export, roofline.calibrate.fit,
-                                    roofline.calibrate.bench_compute])
+                                    roofline.calibrate.bench_compute, roofline.calibrate.bench_comm])
 def test_doctests(module):
     assert doctest.testmod(module).failed == 0
 

@@ -33,6 +33,8 @@ def register(subparsers) -> None:
     m.add_argument("--max-size", "--max_size", dest="max_size", default="1 GiB", help="largest message (e.g. '64 MiB')")
     m.add_argument("--sizes", nargs="*", help="explicit message sizes (e.g. 1KiB 1MiB)")
     m.add_argument("--backend", choices=("nccl", "gloo"), help="default: nccl on GPU, gloo on CPU")
+    m.add_argument("--ranks-per-node", "--ranks_per_node", dest="ranks_per_node", type=int,
+                   help="ranks per node for the intra/inter group layouts (default: torchrun's LOCAL_WORLD_SIZE)")
     m.add_argument("--repeats", type=int, default=None)
 
     hp = sub.add_parser("host", help="host (CPU) issue time of one eager-PyTorch layer -> the profile's `host:` block")

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Collective calibration on 2 nodes x 8 GPUs with SLURM + torchrun (one launcher task per node).
-# Intra-node link: run with --nodes 1. Inter-node link alone: --nproc-per-node 1 on each node.
+# Fits both links: intra = the 8 GPUs of each node (TP groups), inter = one GPU per node for every
+# local rank at once (DP groups across nodes) and cross-node p2p pairs (PP). --nodes 1: intra only.
 #SBATCH --job-name=roofline-comm
 #SBATCH --nodes=2
 #SBATCH --ntasks-per-node=1
