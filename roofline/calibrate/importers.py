@@ -364,7 +364,6 @@ def _operator_defects(ops, defects, cluster, b_seen):
     return ops
 
 
-MATMUL_CLASSES = ("gemm", "attn", "bmm")    # priced against the dense matmul peak (profile.MATMUL)
 BELOW_BOUND_FILE = 0.10     # this share of a file's rows faster than the roofline bound: not kernel spans
 
 
@@ -379,12 +378,13 @@ def _faster_than_bound(ops, defects, cluster, base):
     and the bound are kept (within the uncertainty of byte counts and datasheet peaks).
     """
     from ..hardware import load
+    from .profile import MATMUL
     hw = load(base)
     for o in list(ops):
         k = o.keep
         if not k.any():
             continue
-        peak = hw.peak("fp16") if o.cls in MATMUL_CLASSES else hw.vector_peak()
+        peak = hw.peak("fp16") if o.cls in MATMUL else hw.vector_peak()
         ratio = o.t / np.maximum(o.flops / peak, o.bytes / hw.hbm_bandwidth)
         below = k & (ratio < 1.0)
         where = f"{cluster} {o.op}" + ("" if o.op in STAGES or o.op == "optimizer" else f" {o.direction}")
