@@ -329,8 +329,10 @@ def main() -> int:
           f"- A100 rows without pipeline parallelism (Narayanan pp = 1, Korthikanti 22B) are within {pct(min(flat), True)}"
           f" .. {pct(max(flat), True)}, those with pipeline parallelism below: predicted throughput rises with the "
           "hidden size faster than measured (Narayanan 18.4B at h 6144 over-predicted, 1T at h 25600 under-predicted). "
-          "The matmul ceiling is applied when a profile loads, after the fit; fitting with eta bounded by it (so "
-          "that t0 and the size saturation adjust) is the cleaner form and the next calibration step.",
+          "The matmul ceiling is applied when a profile loads, after the fit. Tried: fitting the GEMMs with eta bounded "
+          "by it (so that t0 and the size saturation adjust, as the batched GEMMs are fitted): held-out GEMM backward "
+          "4.3 -> 5.7 % (A100) and 5.0 -> 8.9 % (GH200: its short benchmarks run above the sustained ceiling), "
+          "published MAPE 8.5 -> 9.2 %; not adopted.",
           "- vtrain rows with micro-batch >= 8 (GPU-bound) are at MAPE " + pct(mape(mb8)) + "; the multi-node 3.6B rows "
           f"at {pct(s_multi['mape'])}. Worst: `{wm['case_id']}` ({pct(wm['error'], True)}, tp {wm['plan']['tp']} "
           f"dp {wm['plan']['dp']} micro-batch {wm['plan']['mb']}): its step doubles from micro-batch 32 to 64 at the same "

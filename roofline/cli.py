@@ -42,6 +42,31 @@ PLAN_FLAGS = [
 ]
 
 
+class Parser(argparse.ArgumentParser):
+    """ArgumentParser whose usage errors are one line (``roofline transformer: error: ...; see --help``) with
+    exit status 2, instead of the usage block; subcommand parsers inherit the class."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog.replace('python -m ', '')}: error: {message}; see --help\n")
+
+
+def number(kind=float, low: float = 0.0, strict: bool = True):
+    """argparse type: a finite number above ``low`` (at or above it when not ``strict``)."""
+    import math
+
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
+        if not math.isfinite(v) or v < low or (strict and v == low):
+            rel = ">" if strict else ">="
+            raise argparse.ArgumentTypeError(f"must be a finite number {rel} {low:g}, got {text!r}")
+        return v
+    parse.__name__ = kind.__name__       # argparse names the type in its messages
+    return parse
+
+
 def flag(p: argparse.ArgumentParser, name: str, **kw):
     """Add --name and, when it has a dash, --name_with_underscores."""
     names = [f"--{name}"] + ([f"--{name.replace('-', '_')}"] if "-" in name else [])
@@ -77,8 +102,8 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
          help="defaults for unset switches: megatron-core (default), megatron-lm-2021, megatron-deepspeed, fsdp, plain")
     g = p.add_argument_group("hardware")
     flag(g, "gpu", help="hardware profile id (see `hardware list`) or YAML path (default a100-sxm4-80gb, or the config's)")
-    flag(g, "gpus-per-node", dest="gpus_per_node", type=int, help="override the profile's GPUs per node")
-    flag(g, "net-gbps", dest="net_gbps", type=float, help="inter-node line rate per GPU, Gbit/s")
+    flag(g, "gpus-per-node", dest="gpus_per_node", type=number(int), help="override the profile's GPUs per node")
+    flag(g, "net-gbps", dest="net_gbps", type=number(), help="inter-node line rate per GPU, Gbit/s")
 
 
 def build(args) -> tuple:
@@ -120,9 +145,9 @@ def build(args) -> tuple:
     if plan.interleave > 1 and plan.schedule == "1f1b":
         plan = dc_replace(plan, schedule="interleaved")
     hw = hardware.load(args.gpu) if args.gpu else (base.get("hardware") or hardware.load("a100-sxm4-80gb"))
-    if args.gpus_per_node:
+    if args.gpus_per_node is not None:
         hw = dc_replace(hw, gpus_per_node=args.gpus_per_node)
-    if args.net_gbps:
+    if args.net_gbps is not None:
         hw = hw.with_network(args.net_gbps)
     return model, plan, hw
 
@@ -185,6 +210,9 @@ def cmd_transformer(args) -> int:
     from .predict import predict
 
     training = {}
+    if args.timeline:
+        from . import plotting
+        plotting.check(args.timeline, "--timeline")
     if args.example or args.config:
         from . import configfile
         cfg = configfile.load_config(args.config or configfile.example_path(args.example))
@@ -195,9 +223,8 @@ def cmd_transformer(args) -> int:
             args.framework = cfg["framework"]
         training = cfg.get("training") or {}
     model, plan, hw = build(args)
-    pred = predict(model, plan, hw, tokens=args.tokens or training.get("tokens"),
-                   steps=args.steps or training.get("steps"),
-                   gpu_hour_price=args.gpu_hour_price or training.get("gpu_hour_price"))
+    given = lambda k: getattr(args, k) if getattr(args, k) is not None else training.get(k)  # noqa: E731
+    pred = predict(model, plan, hw, tokens=given("tokens"), steps=given("steps"), gpu_hour_price=given("gpu_hour_price"))
     notes = _advice(pred)
     if args.json:
         d = pred.to_dict()
@@ -319,16 +346,16 @@ PLUGINS = ("calibrate.cli", "validate", "search", "extras")
 def parser(command: str | None = None) -> argparse.ArgumentParser:
     """The argument parser; the optional modules' subcommands are only loaded when ``command``
     is not a core one (keeps ``transformer`` start-up free of their imports)."""
-    ap = argparse.ArgumentParser(prog="python -m roofline",
+    ap = Parser(prog="python -m roofline",
                                  description="Closed-form, calibrated roofline model of LLM training time.")
     sub = ap.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("transformer", help="predict one training step (and a whole run)")
     add_model_plan_flags(p)
     g = p.add_argument_group("run")
-    flag(g, "tokens", type=float, help="training tokens of the whole run (e.g. 300e9)")
-    flag(g, "steps", type=float, help="optimizer steps of the whole run")
-    flag(g, "gpu-hour-price", dest="gpu_hour_price", type=float, help="USD per GPU-hour")
+    flag(g, "tokens", type=number(), help="training tokens of the whole run (e.g. 300e9)")
+    flag(g, "steps", type=number(), help="optimizer steps of the whole run")
+    flag(g, "gpu-hour-price", dest="gpu_hour_price", type=number(strict=False), help="USD per GPU-hour")
     flag(g, "json", action="store_true", help="print one JSON object")
     g = p.add_argument_group("configs and views")
     flag(g, "example", help="a bundled example config (see `examples list`)")
@@ -382,3 +409,8 @@ def main(argv=None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except OSError as exc:      # writing an output file (--out, --plot, --timeline, --trace, ...)
+        if exc.filename is None:
+            raise
+        print(f"roofline: error: {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 2

@@ -75,7 +75,9 @@ class BudgetPlan:
                 "mfu": self.best.mfu, "naive_params_6ND_at_peak": self.naive_params,
                 "naive_tokens_6ND_at_peak": self.naive_params * self.tokens_per_param,
                 "naive_params_6ND_at_achieved_mfu": self.naive_params_at_mfu,
-                "next_size": self.next_size, "sizes_evaluated": self.sizes_evaluated}
+                "next_size": self.next_size and {**self.next_size, "gpu_hours": self.next_size["gpu_hours"]
+                                                 if math.isfinite(self.next_size["gpu_hours"]) else None},
+                "sizes_evaluated": self.sizes_evaluated}      # gpu_hours None: no plan of that size fits in memory
 
 
 def _positive(what, v) -> float:
@@ -179,8 +181,9 @@ def render(r: BudgetPlan, hw) -> str:
         + (f", {c.energy_kwh / 1e3:.4g} MWh" if c.energy_kwh is not None else ""),
     ]
     if r.next_size:
+        need = r.next_size["gpu_hours"]
         lines.append(f"  next size up    {count_text(r.next_size['params'])} would need "
-                     f"{r.next_size['gpu_hours']:.4g} GPU-hours")
+                     + (f"{need:.4g} GPU-hours" if math.isfinite(need) else f"more memory: no plan fits on {r.n_gpus} GPUs"))
     lines += [
         f"  naive 6ND/peak  {count_text(r.naive_params)}, {r.naive_params * r.tokens_per_param:.4g} tokens "
         f"(100 % MFU); at the achieved {100 * c.mfu:.1f} % MFU: {count_text(r.naive_params_at_mfu)}",

@@ -5,6 +5,8 @@ this module only maps the dataclasses onto the formula symbols and wraps the res
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -146,8 +148,9 @@ def predict(model: Model, plan: Plan, hw: Hardware, *, tokens: float | None = No
     run = {}
     if tokens is not None or steps is not None:
         from .errors import InputError
-        if (tokens is not None and tokens <= 0) or (steps is not None and steps <= 0):
-            raise InputError("tokens and steps must be positive")
+        for name, v in (("tokens", tokens), ("steps", steps)):
+            if v is not None and not (math.isfinite(v) and v > 0):
+                raise InputError(f"{name} must be a positive finite number, got {v}")
         n_steps = steps if steps is not None else tokens / (plan.batch * model.seq_len)
         seconds = n_steps * r["step_time"]
         gpu_h = seconds * plan.n_gpus / 3600
@@ -156,8 +159,8 @@ def predict(model: Model, plan: Plan, hw: Hardware, *, tokens: float | None = No
         if hw.board_power:
             run["energy_kwh"] = Q(gpu_h * hw.board_power / 1000, "kWh")
         if gpu_hour_price is not None:
-            if gpu_hour_price < 0:
-                raise InputError(f"gpu-hour-price must be >= 0, got {gpu_hour_price}")
+            if not (math.isfinite(gpu_hour_price) and gpu_hour_price >= 0):
+                raise InputError(f"gpu-hour-price must be a finite number >= 0, got {gpu_hour_price}")
             run["cost"] = Q(gpu_h * gpu_hour_price, "USD")
     return Prediction(
         model=model, plan=plan, hardware=hw, step_time=s(r["step_time"]), breakdown=breakdown, memory=memory,

@@ -468,12 +468,8 @@ def write_csv(path: str, cands: list[Candidate]) -> None:
 
 
 def plot_pareto(path: str, points: list[Candidate], front: list[Candidate], title: str) -> None:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise InputError("--plot needs matplotlib (pip install matplotlib)") from None
+    from . import plotting
+    plt = plotting.pyplot("--plot")
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.scatter([c.step_time_s for c in points], [c.step_time_s * c.n_gpus / 3600 for c in points], c="grey")
     for c in points:
@@ -486,10 +482,7 @@ def plot_pareto(path: str, points: list[Candidate], front: list[Candidate], titl
     ax.set_title(title, fontsize=9)
     ax.legend()
     fig.tight_layout()
-    try:
-        fig.savefig(path, dpi=120)
-    except OSError as exc:
-        raise InputError(f"cannot write --plot {path}: {exc.strerror}") from None
+    plotting.save(fig, path, "--plot")
 
 
 def _pins(args) -> dict:
@@ -514,6 +507,11 @@ def cmd_search(args) -> int:
     if args.model is None:
         raise InputError("search needs --model (a preset id or YAML path)")
     counts = gpu_range(args.gpus)
+    if args.plot:
+        if len(counts) == 1:
+            raise InputError("--plot draws the time/cost Pareto front of a GPU range: give --gpus LO..HI")
+        from . import plotting
+        plotting.check(args.plot, "--plot")
     model, plan, hw = build(args)
     base = dataclasses.replace(plan, tp=1, pp=1, dp=1, cp=1)
     pins = _pins(args)

@@ -304,13 +304,8 @@ COLORS = {"forward": "#4c72b0", "backward": "#dd8452", "recompute": "#c9a26b", "
 
 def plot_gantt(pred, path) -> None:
     """Gantt chart of one step (PNG/SVG/PDF by the file's suffix); needs matplotlib."""
-    try:
-        import matplotlib
-    except ImportError:
-        from .errors import InputError
-        raise InputError("--timeline needs matplotlib: pip install 'roofline[plot]'") from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from . import plotting
+    plt = plotting.pyplot("--timeline")
     from matplotlib.patches import Patch
 
     evs, makespan = events(pred)
@@ -341,5 +336,4 @@ def plot_gantt(pred, path) -> None:
     ax.legend(handles=[Patch(color=c, label=k) for k, c in COLORS.items()], ncol=len(COLORS), fontsize=7,
               loc="upper center", bbox_to_anchor=(0.5, -0.25 if P > 2 else -0.45), frameon=False)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    plotting.save(fig, path, "--timeline", dpi=130)

@@ -364,12 +364,8 @@ def render(result: dict, by=("tier", "gpu", "nodes"), table: bool = True) -> str
 
 
 def plot(result: dict, path: str) -> None:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise InputError("--plot needs matplotlib (pip install 'roofline[plot]')") from None
+    from . import plotting
+    plt = plotting.pyplot("--plot")
     fig, ax = plt.subplots(figsize=(6, 6))
     markers = "osD^vP*X"
     gpus = sorted({c["gpu_id"] for c in result["cases"]})
@@ -388,8 +384,7 @@ def plot(result: dict, path: str) -> None:
     ax.legend(loc="upper left", fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    plotting.save(fig, path, "--plot")
 
 
 def cmd_validate(args) -> int:
@@ -405,7 +400,14 @@ def cmd_validate(args) -> int:
     bad = [b for b in by if b not in BY]
     if bad:
         raise InputError(f"--by takes {', '.join(BY)}, got {', '.join(bad)}")
-    result = validate(read(args.file), tiers)
+    if args.plot:
+        from . import plotting
+        plotting.check(args.plot, "--plot")
+    rows = read(args.file)
+    if tiers and not any((r.get("tier") or "") in tiers for r in rows):
+        have = sorted({r.get("tier") or "" for r in rows} - {""})
+        raise InputError(f"--tier {args.tier}: no row of {args.file} is in that tier (tiers there: {', '.join(have) or 'none'})")
+    result = validate(rows, tiers)
     if args.plot:
         plot(result, args.plot)
     if args.json:

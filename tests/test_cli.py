@@ -124,3 +124,53 @@ def test_hardware_and_models_listing(cli):
     assert "llama3.1-405b" in r.stdout and "gpt3-175b" in r.stdout
     r = cli("models", "show", "llama2-7b")
     assert "n_layers: 32" in r.stdout
+
+
+def _main(capsys, *args):
+    """Run the CLI in-process: (exit status, stderr)."""
+    from roofline.cli import main
+    try:
+        rc = main([str(a) for a in args])
+    except SystemExit as exc:       # argparse usage errors
+        rc = exc.code
+    return rc, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["transformer", "--tokens", "nan"], "argument --tokens: must be a finite number > 0, got 'nan'"),
+    (["transformer", "--tokens", "1e400"], "argument --tokens: must be a finite number > 0"),
+    (["transformer", "--tokens", "abc"], "argument --tokens: expected a number, got 'abc'"),
+    (["transformer", "--steps", "0"], "argument --steps: must be a finite number > 0"),
+    (["transformer", "--gpu-hour-price", "-3"], "must be a finite number >= 0, got '-3'"),
+    (["transformer", "--net-gbps", "0"], "argument --net-gbps/--net_gbps: must be a finite number > 0"),
+    (["transformer", "--gpus-per-node", "0"], "argument --gpus-per-node/--gpus_per_node"),
+    (["transformer", "--layers", "nan"], "roofline transformer: error: argument --layers: invalid int value: 'nan'"),
+    (["transformer", "--timeline", "{tmp}/no/such/x.png"], "--timeline {tmp}/no/such/x.png: folder"),
+    (["transformer", "--timeline", "{tmp}/x.txt"], "the file name must end in an image format"),
+    (["transformer", "--trace", "{tmp}/no/such/x.json"], "No such file or directory"),
+    (["formulas", "--format", "nosuch"], "argument --format: invalid choice: 'nosuch'"),
+    (["formulas", "--set", "layers=-3"], "--set: values must be finite and >= 0, got layers=-3"),
+    (["search", "--model", "gpt3-125m", "--global-batch", 64, "--gpus", 8, "--plot", "{tmp}/x.png"],
+     "--plot draws the time/cost Pareto front of a GPU range"),
+    (["calibrate", "compute", "--device", "cpu", "--repeats", 0, "--out", "{tmp}/x"], "argument --repeats"),
+    (["calibrate", "compute", "--device", "nosuch", "--out", "{tmp}/x"], "nosuch: not a torch device|needs torch"),
+    (["calibrate", "host", "--device", "nosuch"], "nosuch: not a torch device|needs torch"),
+    (["calibrate", "import", "estimate-train-time", "{tmp}", "--cluster", "vista", "--out", "x", "--folds", 1],
+     "argument --folds: must be a finite number >= 2"),
+])
+def test_bad_values_exit_2_with_one_line(capsys, tmp_path, args, needle):
+    """Non-finite, non-positive and malformed flag values, unwritable or unknown-format output files and unknown
+    devices: exit status 2 and one line naming the flag, never a traceback or the usage block."""
+    import re
+    rc, err = _main(capsys, *[str(a).format(tmp=tmp_path) for a in args])
+    assert rc == 2
+    assert re.search(re.escape(needle.format(tmp=tmp_path)).replace(r"\|", "|"), err), err
+    assert len(err.strip().splitlines()) == 1 and "usage:" not in err
+
+
+def test_validate_unknown_tier_is_an_error(capsys, tmp_path):
+    from roofline.validate import REQUIRED
+    f = tmp_path / "runs.csv"
+    f.write_text(",".join(REQUIRED + ("tier",)) + "\n" + ",".join(["1"] * len(REQUIRED) + ["A"]) + "\n")
+    rc, err = _main(capsys, "validate", f, "--tier", "Z")
+    assert rc == 2 and f"--tier Z: no row of {f} is in that tier (tiers there: A)" in err

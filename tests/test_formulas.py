@@ -1,6 +1,5 @@
 """Closed forms against published numbers, dimensional analysis, symbolic vs numeric agreement."""
 import dataclasses
-import math
 
 import numpy as np
 import pytest

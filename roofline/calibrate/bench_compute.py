@@ -336,12 +336,8 @@ def main(args) -> int:
     from ..errors import InputError
     from . import cli, profile
     device = args.device
-    try:
-        import torch
-    except ImportError:
-        raise InputError("calibrate compute needs torch (pip install 'roofline[calibrate]')") from None
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise InputError(f"--device {device}: CUDA is not available here (use --device cpu)")
+    cli.torch_device(device, "compute")
+    import torch
     repeats = args.repeats or (5 if args.quick else 20)
     skipped: list = []
     ops = run_sweep(device, args.dtype, args.quick, repeats, skipped)

@@ -17,6 +17,7 @@ from ..errors import InputError
 
 
 def register(subparsers) -> None:
+    from ..cli import number
     p = subparsers.add_parser("calibrate", help="fit a hardware profile from microbenchmarks or sample data")
     sub = p.add_subparsers(dest="calibrate_command", required=True)
 
@@ -26,23 +27,23 @@ def register(subparsers) -> None:
     c.add_argument("--out", required=True, help="output NAME (NAME.yaml, NAME.samples.csv) or folder/")
     c.add_argument("--quick", action="store_true", help="small sweep (seconds)")
     c.add_argument("--base", help="datasheet profile whose peaks the efficiencies refer to (default: measured peaks)")
-    c.add_argument("--repeats", type=int, default=None, help="timed repeats per shape (median)")
+    c.add_argument("--repeats", type=number(int), default=None, help="timed repeats per shape (median)")
 
     m = sub.add_parser("comm", help="torch.distributed collectives (run under torchrun) -> alpha-beta fits")
     m.add_argument("--out", required=True)
     m.add_argument("--max-size", "--max_size", dest="max_size", default="1 GiB", help="largest message (e.g. '64 MiB')")
     m.add_argument("--sizes", nargs="*", help="explicit message sizes (e.g. 1KiB 1MiB)")
     m.add_argument("--backend", choices=("nccl", "gloo"), help="default: nccl on GPU, gloo on CPU")
-    m.add_argument("--ranks-per-node", "--ranks_per_node", dest="ranks_per_node", type=int,
+    m.add_argument("--ranks-per-node", "--ranks_per_node", dest="ranks_per_node", type=number(int),
                    help="ranks per node for the intra/inter group layouts (default: torchrun's LOCAL_WORLD_SIZE)")
-    m.add_argument("--repeats", type=int, default=None)
+    m.add_argument("--repeats", type=number(int), default=None)
 
     hp = sub.add_parser("host", help="host (CPU) issue time of one eager-PyTorch layer -> the profile's `host:` block")
     hp.add_argument("--device", default="cpu")
-    hp.add_argument("--repeats", type=int, default=200)
+    hp.add_argument("--repeats", type=number(int), default=200)
     hp.add_argument("--style", choices=("megatron", "plain"), default="megatron",
                     help="layer code path: Megatron-LM/DeepSpeed modules (default) or a minimal nn.Module layer")
-    hp.add_argument("--runs", type=int, default=3, help="independent runs; the quietest (smallest total) is kept")
+    hp.add_argument("--runs", type=number(int), default=3, help="independent runs; the quietest (smallest total) is kept")
 
     i = sub.add_parser("import", help="fit a profile from external sample data")
     isub = i.add_subparsers(dest="import_format", required=True)
@@ -50,7 +51,7 @@ def register(subparsers) -> None:
     e.add_argument("dir", help="the data folder (with perlmutter-a100/ and vista-gh200/) or one cluster's folder")
     e.add_argument("--cluster", required=True, choices=("perlmutter", "vista"))
     e.add_argument("--out", required=True)
-    e.add_argument("--folds", type=int, default=5)
+    e.add_argument("--folds", type=number(int, low=2, strict=False), default=5)
     n = isub.add_parser("nccl-tests", help="nccl-tests all_reduce_perf tables of one node")
     n.add_argument("files", nargs="+")
     n.add_argument("--out", required=True)
@@ -82,9 +83,30 @@ def write_outputs(name: str, yaml_text: str, csv_text: str) -> Path:
     return y
 
 
+def torch_device(name: str, command: str):
+    """torch.device for ``--device``; one-line InputError when torch is missing, the name is not a device, or
+    CUDA is asked for where there is none."""
+    try:
+        import torch
+    except ImportError:
+        raise InputError(f"calibrate {command} needs torch (pip install 'roofline[calibrate]')") from None
+    try:
+        dev = torch.device(name)
+    except RuntimeError:
+        raise InputError(f"--device {name}: not a torch device (cpu, cuda, cuda:N)") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise InputError(f"--device {name}: CUDA is not available here (use --device cpu)")
+    if dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count():
+        raise InputError(f"--device {name}: only {torch.cuda.device_count()} CUDA device(s) here")
+    if dev.type not in ("cpu", "cuda"):
+        raise InputError(f"--device {name}: calibrate {command} runs on cpu or cuda devices")
+    return dev
+
+
 def run(args) -> int:
     cmd = args.calibrate_command
     if cmd == "host":
+        torch_device(args.device, "host")
         from .bench_host import measure
         if args.runs < 1 or args.repeats < 1:
             raise InputError("--runs and --repeats must be at least 1")

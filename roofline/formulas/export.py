@@ -8,6 +8,7 @@ dp*micro_batch*(pp - 1)/(global_batch*interleave)
 from __future__ import annotations
 
 import json
+import math
 
 import sympy as sp
 
@@ -27,6 +28,9 @@ def expression(quantity: str, values: dict | None = None) -> sp.Expr:
         bad = [k for k in values if k not in SYMBOLS]
         if bad:
             raise InputError(f"--set: unknown symbol(s) {', '.join(bad)}; see `formulas --symbols`")
+        neg = [f"{k}={v}" for k, v in values.items() if not (math.isfinite(v) and v >= 0)]
+        if neg:     # every symbol is a size, count, rate, time or 0/1 switch
+            raise InputError(f"--set: values must be finite and >= 0, got {', '.join(neg)}")
         expr = expr.subs({SYMBOLS[k].symbol: sp.nsimplify(v) for k, v in values.items()})
         if sp.count_ops(expr) < 400:
             expr = sp.simplify(expr)
