@@ -1,0 +1,201 @@
+"""Measured training step of small GPTs on one device against roofline's prediction from a profile.
+
+    python -m roofline calibrate compute --device cuda:0 --dtype bf16 --out my-gpu
+    python -m roofline calibrate host --device cuda:0          # paste its host: line into my-gpu.yaml
+    python benchmarks/small_gpt_step.py --device cuda:0 --profile my-gpu.yaml [--csv steps.csv]
+
+The model is a GPT-2-style decoder in plain PyTorch, built to be exactly what roofline's `plain` framework
+prices: pre-LayerNorm blocks with biases, fused QKV projection, causal `scaled_dot_product_attention` (flash
+kernel on GPUs), GELU MLP of 4h, learned positions, embedding tied to the LM head, vocabulary padded to a
+multiple of 128, no dropout. One step is: zero the gradients, forward with bf16 autocast over fp32 weights
+(matmuls in bf16, fp32 gradients: the profile's `grad_dtype` fp32), cross-entropy, backward, AdamW (fused
+on CUDA). Timed with CUDA events (synchronized wall clock on CPU): warm-up steps, then the median of
+``--steps`` steps. The prediction is ``roofline.configfile.predict_config`` of the same shapes with
+``framework: plain`` on one GPU (tp = pp = dp = 1, one micro-batch per step).
+
+Prints per size the measured and predicted step, their ratio - 1 and the measured MFU (6 N D model FLOPs
+plus attention, as roofline counts them, over the profile's dense peak). ``--tiny`` runs two toy sizes in
+seconds on a CPU (the test suite checks the mechanics with it; CPU timings say nothing about a GPU profile).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from roofline.errors import InputError  # noqa: E402
+
+# (name, layers, d_model, heads): GPT-3 paper shapes (Brown et al. 2020 Table 2.1) that fit one 80 GB GPU
+SIZES = [("gpt-125m", 12, 768, 12), ("gpt-350m", 24, 1024, 16), ("gpt-760m", 24, 1536, 16), ("gpt-1.3b", 24, 2048, 16)]
+TINY = [("tiny-a", 2, 64, 4), ("tiny-b", 2, 128, 4)]
+
+
+def build_gpt(torch, layers: int, d: int, heads: int, vocab: int, seq: int, device):
+    """GPT-2-style decoder (see the module docstring); returns the module, whose forward gives the mean loss."""
+    nn, F = torch.nn, torch.nn.functional
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            b, s, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(a.transpose(1, 2).reshape(b, s, d))
+            return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(seq, d)
+            self.blocks = nn.ModuleList(Block() for _ in range(layers))
+            self.ln_f = nn.LayerNorm(d)
+
+        def forward(self, idx, targets):
+            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
+            for blk in self.blocks:
+                x = blk(x)
+            logits = self.ln_f(x) @ self.wte.weight.t()          # tied LM head
+            return F.cross_entropy(logits.float().reshape(-1, vocab), targets.reshape(-1))
+
+    with torch.device(device):          # parameters created where they live (meta: shapes only)
+        return GPT()
+
+
+def measure(torch, name, layers, d, heads, vocab, seq, batch, device, warmup: int, steps: int) -> dict:
+    """Median step time (s) of one size, and its parameter count."""
+    dev = torch.device(device)
+    model = build_gpt(torch, layers, d, heads, vocab, seq, dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=dev.type == "cuda")
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    data = [torch.randint(0, vocab, (batch, seq + 1), generator=gen).to(dev) for _ in range(4)]  # rotate inputs
+    amp = torch.autocast(dev.type, dtype=torch.bfloat16)
+
+    def step(i):
+        x = data[i % len(data)]
+        opt.zero_grad(set_to_none=True)
+        with amp:
+            loss = model(x[:, :-1], x[:, 1:])
+        loss.backward()
+        opt.step()
+
+    for i in range(warmup):
+        step(i)
+    times = []
+    for i in range(steps):
+        if dev.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize(dev)
+            start.record()
+            step(i)
+            end.record()
+            torch.cuda.synchronize(dev)
+            times.append(start.elapsed_time(end) / 1e3)
+        else:
+            t = time.perf_counter()
+            step(i)
+            times.append(time.perf_counter() - t)
+    params = sum(p.numel() for p in model.parameters())
+    del model, opt, data
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+    return {"measured_s": statistics.median(times), "spread": (max(times) - min(times)) / statistics.median(times),
+            "params_torch": params}
+
+
+def predict(name, layers, d, heads, vocab, seq, batch, profile) -> dict:
+    from roofline.configfile import predict_config
+    cfg = {"model": {"name": name, "n_layers": layers, "d_model": d, "n_heads": heads, "vocab": vocab, "seq_len": seq,
+                     "mlp": "gelu", "norm": "layernorm", "tied": True, "position": "learned", "biases": True,
+                     "dropout": False, "attention": "flash"},
+           "plan": {"micro_batch": batch, "global_batch": batch, "dtype": "bf16"},
+           "hardware": profile, "framework": "plain"}
+    p = predict_config(cfg)
+    return {"predicted_s": float(p.raw["step_time"]), "flops": float(p.raw["flops"]), "params": float(p.params),
+            "peak": float(p.hardware.peak("bf16")), "hardware": p.hardware.id,
+            "top_terms": {k: round(v / p.raw["step_time"], 3) for k, v in
+                          sorted(p.to_dict()["breakdown_s"].items(), key=lambda kv: -kv[1])[:4] if v > 0}}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--profile", help="hardware profile id or YAML (default: h100-sxm on CUDA, a100-sxm4-80gb otherwise)")
+    ap.add_argument("--seq-len", type=int, default=1024)
+    ap.add_argument("--micro-batch", type=int, default=8)
+    ap.add_argument("--vocab", type=int, default=50257, help="padded to a multiple of 128 in both model and prediction")
+    ap.add_argument("--sizes", help="comma-separated names from " + ", ".join(n for n, *_ in SIZES + TINY))
+    ap.add_argument("--tiny", action="store_true", help="two toy sizes, seq 32, micro-batch 2, vocab 256 (CPU)")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--csv", help="also write the rows to this CSV")
+    args = ap.parse_args(argv)
+    try:
+        import torch
+    except ImportError:
+        print("small_gpt_step: needs torch (pip install 'roofline[calibrate]')", file=sys.stderr)
+        return 2
+    if args.tiny:
+        args.seq_len, args.micro_batch, args.vocab = 32, 2, 256
+    table = {n: (n, *rest) for n, *rest in SIZES + TINY}
+    names = args.sizes.split(",") if args.sizes else [n for n, *_ in (TINY if args.tiny else SIZES)]
+    unknown = [n for n in names if n not in table]
+    if unknown:
+        print(f"small_gpt_step: unknown size(s) {', '.join(unknown)}; known: {', '.join(table)}", file=sys.stderr)
+        return 2
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print(f"small_gpt_step: --device {args.device}: CUDA is not available here (use --device cpu --tiny)",
+              file=sys.stderr)
+        return 2
+    profile = args.profile or ("h100-sxm" if args.device.startswith("cuda") else "a100-sxm4-80gb")
+    vocab = -(-args.vocab // 128) * 128
+    where = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "cpu"
+    rows = []
+    for n in names:
+        _, layers, d, heads = table[n]
+        try:
+            pred = predict(n, layers, d, heads, vocab, args.seq_len, args.micro_batch, profile)
+        except InputError as exc:
+            print(f"small_gpt_step: {exc}", file=sys.stderr)
+            return 2
+        meas = measure(torch, n, layers, d, heads, vocab, args.seq_len, args.micro_batch, args.device, args.warmup,
+                       args.steps)
+        rows.append({"size": n, "layers": layers, "d_model": d, "heads": heads, "seq_len": args.seq_len,
+                     "micro_batch": args.micro_batch, "vocab_padded": vocab, "device": where, "torch": torch.__version__,
+                     "profile": pred["hardware"], **meas, "predicted_s": pred["predicted_s"],
+                     "error": pred["predicted_s"] / meas["measured_s"] - 1,
+                     "measured_mfu": pred["flops"] / meas["measured_s"] / pred["peak"],
+                     "params_model": pred["params"], "top_terms": pred["top_terms"]})
+        if not args.json:
+            r = rows[-1]
+            print(f"{n:10s} {r['params_torch'] / 1e6:7.1f} M  measured {r['measured_s'] * 1e3:9.2f} ms "
+                  f"(spread {r['spread']:.1%})  predicted {r['predicted_s'] * 1e3:9.2f} ms  error {r['error']:+.1%}  "
+                  f"MFU {r['measured_mfu']:.1%}", flush=True)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        mape = statistics.mean(abs(r["error"]) for r in rows)
+        print(f"{len(rows)} sizes on {where} (torch {torch.__version__}) against profile {rows[0]['profile']}: "
+              f"MAPE {mape:.1%}")
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=[k for k in rows[0] if k != "top_terms"], extrasaction="ignore")
+            w.writeheader()
+            w.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
