@@ -107,9 +107,6 @@ def measure(torch, name, layers, d, heads, vocab, seq, batch, device, warmup: in
             step(i)
             times.append(time.perf_counter() - t)
     params = sum(p.numel() for p in model.parameters())
-    del model, opt, data
-    if dev.type == "cuda":
-        torch.cuda.empty_cache()
     return {"measured_s": statistics.median(times), "spread": (max(times) - min(times)) / statistics.median(times),
             "params_torch": params}
 
@@ -172,6 +169,8 @@ def main(argv=None) -> int:
             return 2
         meas = measure(torch, n, layers, d, heads, vocab, args.seq_len, args.micro_batch, args.device, args.warmup,
                        args.steps)
+        if args.device.startswith("cuda"):
+            torch.cuda.empty_cache()            # the last size's model and optimizer state are gone
         rows.append({"size": n, "layers": layers, "d_model": d, "heads": heads, "seq_len": args.seq_len,
                      "micro_batch": args.micro_batch, "vocab_padded": vocab, "device": where, "torch": torch.__version__,
                      "profile": pred["hardware"], **meas, "predicted_s": pred["predicted_s"],
