@@ -73,7 +73,7 @@ def build_gpt(torch, layers: int, d: int, heads: int, vocab: int, seq: int, devi
         return GPT()
 
 
-def measure(torch, name, layers, d, heads, vocab, seq, batch, device, warmup: int, steps: int) -> dict:
+def measure(torch, layers, d, heads, vocab, seq, batch, device, warmup: int, steps: int) -> dict:
     """Median step time (s) of one size, and its parameter count."""
     dev = torch.device(device)
     model = build_gpt(torch, layers, d, heads, vocab, seq, dev)
@@ -167,7 +167,7 @@ def main(argv=None) -> int:
         except InputError as exc:
             print(f"small_gpt_step: {exc}", file=sys.stderr)
             return 2
-        meas = measure(torch, n, layers, d, heads, vocab, args.seq_len, args.micro_batch, args.device, args.warmup,
+        meas = measure(torch, layers, d, heads, vocab, args.seq_len, args.micro_batch, args.device, args.warmup,
                        args.steps)
         if args.device.startswith("cuda"):
             torch.cuda.empty_cache()            # the last size's model and optimizer state are gone

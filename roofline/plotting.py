@@ -22,10 +22,9 @@ def pyplot(flag: str):
 
 def check(path: str, flag: str) -> None:
     """InputError unless matplotlib is installed, ``path``'s suffix is an image format it writes and the folder exists."""
-    plt = pyplot(flag)
-    fig = plt.figure()
-    formats = fig.canvas.get_supported_filetypes()
-    plt.close(fig)
+    pyplot(flag)
+    from matplotlib.backend_bases import FigureCanvasBase
+    formats = FigureCanvasBase.get_supported_filetypes()
     suffix = Path(path).suffix.lower().lstrip(".")
     if suffix not in formats:
         raise InputError(f"{flag} {path}: the file name must end in an image format ({', '.join('.' + f for f in sorted(formats))})")
