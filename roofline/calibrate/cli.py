@@ -4,6 +4,7 @@
     torchrun --nproc-per-node 8 -m roofline calibrate comm --out my-node
     python -m roofline calibrate import estimate-train-time DIR --cluster perlmutter --out a100-perlmutter
     python -m roofline calibrate import nccl-tests AR_GPU*_LUT --out a100-dgx-nccl
+    python -m roofline calibrate from-runs RUNS.csv --gpu a100-sxm4-80gb --out my-cluster.yaml
 
 ``--out NAME`` writes NAME.yaml and NAME.samples.csv (into the folder NAME when it ends with '/').
 Heavy modules (scipy, torch) are imported inside ``run``.
@@ -56,6 +57,18 @@ def register(subparsers) -> None:
     n.add_argument("files", nargs="+")
     n.add_argument("--out", required=True)
     n.add_argument("--base", default="a100-sxm4-80gb")
+
+    r = sub.add_parser("from-runs", help="fit host/efficiency/bandwidth terms of a profile to measured steps (CSV)")
+    r.add_argument("runs", help="CSV of measured steps with validate's columns (shared/validation/README.md)")
+    r.add_argument("--gpu", required=True, help="BASE profile id or .yaml the fit starts from")
+    r.add_argument("--out", required=True, help="the fitted profile, NAME.yaml (loads with --gpu NAME.yaml)")
+    r.add_argument("--fit", help="comma-separated terms (host_layer, host_mb, host_edge, gemm_eff, intra_bw, inter_bw; "
+                                 "default: host_layer,host_mb,gemm_eff,intra_bw,inter_bw, unidentifiable ones dropped)")
+    r.add_argument("--folds", type=number(int, low=2, strict=False),
+                   help="cross-validation folds of whole groups (default: leave one group out)")
+    r.add_argument("--group-by", "--group_by", dest="group_by",
+                   help="column whose values are held out together (default: model, else a model-size bucket)")
+    r.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.set_defaults(func=run)
 
 
@@ -136,6 +149,17 @@ def run(args) -> int:
         f = rep["fit"]
         print(f"ar intra: alpha {f.alpha * 1e6:.2f} us, busbw {f.busbw / 1e9:.1f} GB/s, held-out MAPE {f.mape:.1%}; "
               f"by ranks {rep['by_p']}")
+        return 0
+    if cmd == "from-runs":
+        from . import from_runs
+        from_runs.out_path(args.out)                # a bad --out fails before the fit
+        res = from_runs.calibrate(args.runs, args.gpu, fit=args.fit, k=args.folds, group_by=args.group_by)
+        from_runs.write(res, args.out)
+        if args.json:
+            import json
+            print(json.dumps(from_runs.to_dict(res), indent=1))
+        else:
+            print(from_runs.render(res))
         return 0
     if cmd == "compute":
         from . import bench_compute
