@@ -41,7 +41,8 @@ from .errors import InputError
 REQUIRED = ("case_id", "n_layers", "d_model", "n_heads", "vocab", "seq_len", "global_batch", "tp", "pp", "dp",
             "gpu_id", "measured_iter_time_s")
 INTS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "seq_len", "global_batch",
-        "micro_batch", "tp", "pp", "dp", "cp", "interleave", "n_gpus", "gpus_per_node")
+        "micro_batch", "tp", "pp", "dp", "cp", "ep", "interleave", "n_gpus", "gpus_per_node", "n_experts", "top_k",
+        "moe_ffn_hidden", "head_dim", "n_shared_experts", "first_dense_layers", "mtp")
 FLOATS = ("net_gbps_per_gpu", "measured_iter_time_s", "derived_iter_time_s")
 BY = ("tier", "gpu", "layout", "micro_batch", "nodes")
 
@@ -58,6 +59,9 @@ class Case:
     hw: object
     framework: str
     measured: float
+    spec: object = None
+    stack_reason: str = ""
+    note: str = ""
 
     @property
     def single_node(self) -> bool:
@@ -103,99 +107,127 @@ def read(path) -> list[dict]:
     return rows
 
 
-# ---- one row -> (Model, Plan, Hardware) ----------------------------------------------------------
-def framework_for(row: dict) -> str:
-    text = f"{row.get('source', '')} {row.get('notes', '')}".lower()
-    sharding = row.get("optimizer_sharding", "")
-    if sharding == "fsdp":
-        return "fsdp"
-    if sharding == "distributed" or "megatron-core" in text:
-        return "megatron-core"
-    if "deepspeed" in text:
-        return "megatron-deepspeed"
-    return "megatron-lm-2021"
+# ---- one row -> Spec ------------------------------------------------------------------------------
+def infer_stack(row: dict, model=None, hw=None):
+    """(Stack, reason) of a row: its framework column, aliases in its source/notes, else era rules
+    (roofline.stacks.infer); printed per row in the table and the JSON."""
+    from . import normalize, stacks
+
+    dtype = None
+    if row.get("precision"):
+        try:
+            dtype = normalize.precision(row["precision"])
+        except InputError:
+            dtype = None
+    stack, reason = stacks.infer(column=row.get("framework", ""), text=f"{row.get('source', '')} {row.get('notes', '')}",
+                                 model=model, hw=hw, dtype=dtype)
+    try:
+        sharded = normalize.sharding(row.get("optimizer_sharding", "")) == "fsdp"
+    except InputError:
+        sharded = False
+    if reason.startswith("era rule") and sharded:
+        # fully sharded data parallelism and no stack named: PyTorch FSDP, or torchtitan (FSDP2) when the
+        # row also runs TP/PP (FSDP1 runs have neither)
+        multi = (row.get("tp") or 1) > 1 or (row.get("pp") or 1) > 1
+        stack = stacks.get("torchtitan" if multi else "fsdp")
+        reason = f"era rule: fully sharded, no stack named -> {stack.id}" + (" (with TP/PP)" if multi else "")
+    return stack, reason
 
 
-def default_interleave(layers: int, pp: int, micro_batches: int, framework: str) -> int:
-    """Smallest v >= 2 that the interleaved schedule accepts, 1 without PP or interleaving."""
-    if pp == 1 or framework not in ("megatron-lm-2021", "megatron-core"):
-        return 1
-    for v in range(2, layers // pp + 1):
-        if layers % (pp * v) == 0 and micro_batches % pp == 0:
-            return v
-    return 1
+UNMODELLED_ATTENTION = ("mla", "hybrid", "mamba", "dsv4", "linear", "csa")
 
 
-def _plan_sizes(row: dict) -> tuple[int, int, int, int]:
+def _model_fields(row: dict) -> tuple[dict, str]:
+    """Model fields the row states (blank -> unset), the vocabulary from the model family when the
+    row states none; Skip when the row's architecture has parts the model does not price."""
+    from . import families, normalize
+
+    att = (row.get("attention") or "").lower()
+    if any(w in att for w in UNMODELLED_ATTENTION):
+        raise Skip(f"attention {row['attention']!r} is not modelled yet (MLA / hybrid Mamba / sparse attention)")
+    for col, what in (("n_shared_experts", "shared experts"), ("first_dense_layers", "leading dense layers"),
+                      ("mtp", "multi-token-prediction layers")):
+        if row.get(col):
+            raise Skip(f"{what} ({col} = {row[col]}) are not modelled yet")
+    d = {"n_layers": row["n_layers"], "d_model": row["d_model"], "n_heads": row["n_heads"],
+         "n_kv_heads": row.get("n_kv_heads"), "ffn_hidden": row.get("ffn_hidden"), "vocab": row["vocab"],
+         "seq_len": row["seq_len"], "name": row.get("model") or row["case_id"]}
+    if row.get("head_dim") and row["d_model"] and row["n_heads"] and row["head_dim"] * row["n_heads"] != row["d_model"]:
+        raise Skip(f"head_dim {row['head_dim']} x heads {row['n_heads']} != d_model {row['d_model']} is not modelled yet")
+    if row.get("mlp"):
+        try:
+            d["mlp"] = normalize.mlp(row["mlp"])
+        except InputError as exc:
+            raise Skip(str(exc)) from None
+    if (row.get("n_experts") or 0) > 1:
+        d["n_experts"], d["top_k"] = row["n_experts"], row.get("top_k") or 1
+        if row.get("moe_ffn_hidden"):
+            d["ffn_hidden"] = row["moe_ffn_hidden"]
+    note = ""
+    if d["vocab"] is None:
+        fam = families.vocab_for(row.get("model"))
+        if fam:
+            d["vocab"], src = fam
+            note = f"vocab {fam[0]} from the model family ({src})"
+    missing = [k for k in ("n_layers", "d_model", "n_heads", "vocab", "seq_len") if d[k] is None]
+    if missing:
+        raise Skip(f"{', '.join(missing)} not stated" + (" (no model family with a known tokenizer)" if "vocab" in missing else ""))
+    return d, note
+
+
+def _plan_fields(row: dict) -> dict:
+    from . import normalize
+
     tp, pp, dp, cp, n = row["tp"], row["pp"], row["dp"], row.get("cp") or 1, row.get("n_gpus")
     blank = [k for k, v in (("tp", tp), ("pp", pp), ("dp", dp)) if v is None]
     if len(blank) > 1 or (blank and n is None):
         raise Skip(f"{'/'.join(blank)} not stated (incomplete plan; no plan search)")
-    if blank:
-        known = math.prod(v for v in (tp, pp, dp) if v is not None) * cp
-        if n % known:
-            raise Skip(f"n_gpus ({n}) not divisible by the stated parallel sizes ({known})")
-        tp, pp, dp = (v if v is not None else n // known for v in (tp, pp, dp))
-    if n is not None and n != tp * pp * dp * cp:
-        raise Skip(f"n_gpus ({n}) != tp*pp*dp*cp ({tp}*{pp}*{dp}*{cp} = {tp * pp * dp * cp})")
-    return tp, pp, dp, cp
+    d = {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": row.get("ep"), "n_gpus": n,
+         "micro_batch": row.get("micro_batch") or 1, "global_batch": row["global_batch"],
+         "interleave": row.get("interleave")}
+    text = f"{row.get('notes', '')} {row.get('settings', '')}".lower()
+    try:
+        d["sequence_parallel"] = normalize.flag(row.get("seq_parallel", ""))
+        d["recompute"] = normalize.recompute(row.get("recompute", "")) or "none"
+        d["sharding"] = normalize.sharding(row.get("optimizer_sharding", ""))
+        d["dtype"] = normalize.precision(row.get("precision", ""))
+    except InputError as exc:
+        raise Skip(str(exc)) from None
+    if row.get("recompute") == "" and "recompute" in row:
+        d["recompute"] = "none"        # a blank recompute column: no recomputation (Megatron's default)
+    if re.search(r"tp[-_]comm[-_]overlap(?!\s*=\s*false)", text):
+        d["tp_comm_overlap"] = True
+    return d
 
 
-def build_case(row: dict) -> Case:
-    """(Model, Plan, Hardware) of one row; raises Skip with the reason when it cannot be predicted."""
-    from . import hardware
-    from .config import Model, Plan, check, replace
-    from .frameworks import defaults
+def build_case(row: dict, hardware=None) -> Case:
+    """The row's Spec through the one resolver; raises Skip with the reason when it cannot be predicted.
+
+    ``hardware`` (a Hardware) prices the row on that profile instead of its ``gpu_id`` (the row's
+    gpus_per_node and network overrides still apply).
+    """
+    from . import hardware as hwmod
+    from .spec import resolve
 
     measured = row.get("measured_iter_time_s") or row.get("derived_iter_time_s")
     if not measured or measured <= 0:
         raise Skip("no measured or derived iteration time")
     if row["global_batch"] is None:
         raise Skip("global_batch not stated")
-    for col in ("n_layers", "d_model", "n_heads", "vocab", "seq_len"):
-        if row[col] is None:
-            raise Skip(f"{col} not stated")
-    fw_name = framework_for(row)
-    fw = defaults(fw_name)
-    tp, pp, dp, cp = _plan_sizes(row)
-    mb = row.get("micro_batch") or 1
-    mlp = row.get("mlp") or "gelu"
-    if mlp not in ("gelu", "swiglu", "squared_relu"):
-        raise Skip(f"unsupported mlp {mlp!r}")
-    model = Model(name=row.get("model") or row["case_id"], n_layers=row["n_layers"], d_model=row["d_model"],
-                  n_heads=row["n_heads"], n_kv_heads=row.get("n_kv_heads"), ffn_hidden=row.get("ffn_hidden"),
-                  mlp=mlp, vocab=row["vocab"], seq_len=row["seq_len"])
-    model = replace(model, **fw["model"])
-
-    plan = replace(Plan(), **fw["plan"])
-    sp = {"y": True, "n": False}.get(row.get("seq_parallel", "").lower())
-    if sp is None:
-        sp = plan.sequence_parallel
-    recompute = row.get("recompute") or "none"
-    sharding = row.get("optimizer_sharding") or plan.sharding
-    m = row["global_batch"] / (mb * dp)
-    v = row.get("interleave")
-    if v is None:
-        v = default_interleave(model.n_layers, pp, int(m) if m == int(m) else 0, fw_name)
-    overlap = {}
-    if fw_name == "megatron-core":
-        if "tp-comm-overlap" in row.get("notes", "").lower():
-            overlap["overlap_tp"] = (tp - 1) / tp
-        if v > 1:
-            overlap["overlap_pp"] = 1.0
+    model_fields, note = _model_fields(row)
+    plan_fields = _plan_fields(row)
     try:
-        plan = dc_replace(plan, tp=tp, pp=pp, dp=dp, cp=cp, micro_batch=mb, global_batch=row["global_batch"],
-                          interleave=v, schedule="interleaved" if v > 1 else "1f1b",
-                          sequence_parallel=sp and tp > 1, recompute=recompute, sharding=sharding, **overlap)
-        check(model, plan)
-        hw = hardware.load(row["gpu_id"])
+        hw = hardware if hardware is not None else hwmod.load(row["gpu_id"])
+        stack, reason = infer_stack(row, None, hw)
+        # the era rule reads model features: resolve the model once without the stack to see them
+        if reason.startswith("era rule") or "no year" in reason:
+            probe = resolve(None, None, hw, "plain", model_fields=model_fields)
+            stack, reason = infer_stack(row, probe.model, hw)
+        spec = resolve(None, plan_fields, hw, stack, model_fields=model_fields, stack_reason=reason,
+                       gpus_per_node=row.get("gpus_per_node"), net_gbps=row.get("net_gbps_per_gpu"))
     except InputError as exc:
         raise Skip(str(exc)) from None
-    if row.get("gpus_per_node") and row["gpus_per_node"] != hw.gpus_per_node:
-        hw = dc_replace(hw, gpus_per_node=row["gpus_per_node"])
-    if row.get("net_gbps_per_gpu"):
-        hw = hw.with_network(row["net_gbps_per_gpu"])
-    return Case(row, model, plan, hw, fw_name, float(measured))
+    return Case(row, spec.model, spec.plan, spec.hardware, spec.stack.id, float(measured), spec, reason, note)
 
 
 # ---- evaluation ----------------------------------------------------------------------------------

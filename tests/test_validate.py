@@ -9,7 +9,8 @@ import pytest
 from roofline import hardware, validate as V
 from roofline.config import Model, Plan
 from roofline.errors import InputError
-from roofline.frameworks import FRAMEWORKS
+from roofline import stacks
+from roofline.spec import smallest_interleave
 from roofline.predict import predict
 
 FIXTURE = Path(__file__).with_name("fixtures") / "validation_rows.csv"
@@ -41,10 +42,10 @@ def test_predictions_match_predict(fixture_result):
 
 def test_vtrain_row_uses_documented_defaults(fixture_result):
     # vtrain_single_0000: GPT L24 h1024, s 1024, B 16, b 8, pp 2, full recompute, Megatron-DeepSpeed
-    fw = FRAMEWORKS["megatron-deepspeed"]
+    fw = stacks.get("megatron-deepspeed")
     model = replace(Model(name="x", n_layers=24, d_model=1024, n_heads=16, ffn_hidden=4096, vocab=50257, seq_len=1024),
-                    **fw["model"])
-    plan = replace(Plan(tp=1, pp=2, dp=1, micro_batch=8, global_batch=16, recompute="full"), **fw["plan"])
+                    **fw.model)
+    plan = replace(replace(Plan(), **fw.plan), tp=1, pp=2, dp=1, micro_batch=8, global_batch=16, recompute="full")
     want = predict(model, plan, hardware.load("a100-sxm4-80gb")).step_time.to("s").magnitude
     got = next(c for c in fixture_result["cases"] if c["case_id"] == "vtrain_single_0000")
     assert got["predicted_s"] == pytest.approx(want, rel=1e-9)
@@ -57,10 +58,10 @@ def test_framework_and_interleave_rules(fixture_result):
     assert nar["framework"] == "megatron-lm-2021" and nar["plan"]["v"] == 2 and nar["plan"]["mb"] == 1
     mc = by_id["megatron_h100_weak_70b"]
     assert mc["framework"] == "megatron-core" and mc["plan"]["sp"] and mc["plan"]["sharding"] == "distributed"
-    assert V.default_interleave(60, 4, 56, "megatron-lm-2021") == 3      # 60 % (4*2) != 0
-    assert V.default_interleave(105, 35, 280, "megatron-lm-2021") == 3
-    assert V.default_interleave(48, 2, 48, "megatron-deepspeed") == 1
-    assert V.default_interleave(48, 2, 3, "megatron-lm-2021") == 1        # micro-batches not divisible by pp
+    assert smallest_interleave(60, 4, 56) == 3      # 60 % (4*2) != 0
+    assert smallest_interleave(105, 35, 280) == 3
+    assert smallest_interleave(48, 2, 3) == 1        # micro-batches not divisible by pp
+    assert not stacks.get("megatron-deepspeed").rule("interleave_when_pp")   # DeepSpeed's TrainSchedule: no virtual stages
     case = V.build_case(next(r for r in V.read(FIXTURE) if r["case_id"] == "megatron_h100_weak_70b"))
     assert case.plan.overlap_tp == pytest.approx(7 / 8) and case.plan.overlap_pp == 1.0
 

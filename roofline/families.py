@@ -1,0 +1,55 @@
+"""Fields a source leaves out that its model family fixes: the tokenizer's vocabulary, and the
+architecture of a named preset.
+
+Each entry names the family's published config. A model name that matches no entry leaves the
+field unset, and the row is skipped with a reason that says which field is missing.
+
+>>> vocab_for("Llama 3.1 405B")
+(128256, 'Llama 3 tokenizer: vocab_size 128256 in meta-llama/Llama-3.1-*/config.json')
+>>> vocab_for("some new model") is None
+True
+"""
+from __future__ import annotations
+
+import re
+
+# (pattern on the lower-cased model name, vocabulary, source)
+VOCAB = [
+    (r"llama[\s-]*3", 128256, "Llama 3 tokenizer: vocab_size 128256 in meta-llama/Llama-3.1-*/config.json"),
+    (r"llama[\s-]*2|llemma|codellama", 32000, "Llama 2 SentencePiece tokenizer: vocab_size 32000 in meta-llama/Llama-2-*/config.json"),
+    (r"mixtral|mistral[\s-]*7b", 32000, "Mistral v0.1 tokenizer: vocab_size 32000 in mistralai/Mixtral-8x7B-v0.1/config.json"),
+    (r"nemotron[\s-]*4", 256000, "Nemotron-4 tokenizer: 256,000 tokens (Nemotron-4 15B/340B technical reports, sec 2)"),
+    (r"qwen[\s-]*(2\.5|3)", 151936, "Qwen2.5/Qwen3 tokenizer: vocab_size 151936 in Qwen/Qwen3-*/config.json"),
+    (r"deepseek[\s-]*v3", 129280, "DeepSeek-V3 tokenizer: vocab_size 129280 in deepseek-ai/DeepSeek-V3/config.json"),
+    (r"gpt[\s-]*oss", 201088, "o200k_harmony tokenizer: vocab_size 201088 in openai/gpt-oss-120b/config.json"),
+    (r"bloom", 250880, "BLOOM tokenizer: vocab_size 250880 in bigscience/bloom/config.json"),
+    (r"falcon", 65024, "Falcon tokenizer: vocab_size 65024 in tiiuae/falcon-40b/config.json"),
+    (r"pythia|gpt[\s-]*neox", 50304, "GPT-NeoX tokenizer padded: vocab_size 50304 in EleutherAI/pythia-*/config.json"),
+    (r"\bopt[\s-]*\d", 50272, "OPT tokenizer: vocab_size 50272 in facebook/opt-*/config.json"),
+    (r"gpt[\s-]*[23]\b|gpt[\s-]*3|megatron[\s-]*gpt|\bgpt\s*\d", 50257, "GPT-2 BPE tokenizer (used by GPT-3 and Megatron-LM's GPT): 50257 tokens"),
+]
+
+
+def vocab_for(name: str | None) -> tuple[int, str] | None:
+    """(vocabulary, source) of the family a model name belongs to, or None."""
+    t = (name or "").lower()
+    for pattern, v, src in VOCAB:
+        if re.search(pattern, t):
+            return v, src
+    return None
+
+
+def _key(s: str) -> str:
+    return re.sub(r"[^a-z0-9.]", "", s.lower()).replace("llama31", "llama3.1")
+
+
+def preset_for(name: str | None) -> str | None:
+    """The bundled preset id a model name denotes ('Llama 3.1 405B' -> 'llama3.1-405b'), or None."""
+    if not name:
+        return None
+    from . import models
+    k = _key(name)
+    for pid in models.list_ids():
+        if _key(pid) == k:
+            return pid
+    return None
