@@ -402,12 +402,17 @@ def fit_terms(pricer: Pricer, measured: np.ndarray, terms: tuple, base_hw, idx=N
     with np.errstate(invalid="ignore", divide="ignore"):
         corr = cov / np.outer(sd, sd)
     values = space.values(res.x)
+    flat = [j for j in range(p) if np.max(np.abs(J[:, j])) < ZERO_ELASTICITY]
+    sd[flat] = np.inf           # no row depends on the term near the solution: no interval
     at_bound = tuple(t for t, a in zip(terms, res.active_mask) if a != 0)
     warnings = [f"{t}: at its {'lower' if a < 0 else 'upper'} bound ({_fmt(t, values[t])}): the runs push it past a "
                 f"physical limit; another term of the model is likely off" for t, a in zip(terms, res.active_mask) if a]
+    warnings += [f"{terms[j]}: no run depends on it near the fitted value {_fmt(terms[j], values[terms[j]])} (e.g. "
+                 f"every run GPU-bound there): values around it fit as well, it is a bound, not an estimate"
+                 for j in flat]
     for i in range(p):
         for j in range(i + 1, p):
-            if np.isfinite(corr[i, j]) and abs(corr[i, j]) > CORRELATED:
+            if i not in flat and j not in flat and np.isfinite(corr[i, j]) and abs(corr[i, j]) > CORRELATED:
                 warnings.append(f"{terms[i]} and {terms[j]}: estimates correlated {corr[i, j]:+.2f}: the runs barely "
                                 f"tell them apart (wide intervals)")
     return Fit(tuple(terms), values, space.values(space.start / space.ref), {t: (lo * rf, hi * rf) for t, lo, hi, rf
@@ -491,7 +496,7 @@ def calibrate(path, base: str, fit: str | None = None, k: int | None = None, gro
     base_hw = hardware.load(base)
     runs = load_runs(path, base, group_by)
     n = len(runs.cases)
-    if n < 2 * len(terms):
+    if explicit and n < 2 * len(terms):
         raise InputError(f"too few usable rows: {n} (need at least 2 per fitted term: {2 * len(terms)} for "
                          f"{', '.join(terms)}; {len(runs.skipped)} of {runs.n_rows} rows skipped)")
     if k is not None and k < 2:
@@ -509,7 +514,8 @@ def calibrate(path, base: str, fit: str | None = None, k: int | None = None, gro
     if not kept:
         raise InputError(f"from-runs: the runs identify none of the terms {', '.join(terms)}")
     if n < 2 * len(kept):
-        raise InputError(f"too few usable rows: {n} (need at least 2 per fitted term: {2 * len(kept)})")
+        raise InputError(f"too few usable rows: {n} (need at least 2 per fitted term: {2 * len(kept)} for "
+                         f"{', '.join(kept)}; {len(runs.skipped)} of {runs.n_rows} rows skipped)")
     _log(f"from-runs: fitting {', '.join(kept)} on {n} rows (loss {LOSS}, scale {F_SCALE})")
     f = fit_terms(pricer, runs.measured, kept, base_hw)
     pricer.check(f.values)
@@ -640,7 +646,7 @@ def to_dict(res: Result) -> dict:
     f = res.fit
     return {"runs": res.runs.path, "sha256": res.runs.sha256, "base": res.base_hw.id, "rows_used": len(res.runs.cases),
             "skipped": [{"case_id": c, "reason": r} for c, r in res.runs.skipped], "group_by": res.runs.group_by,
-            "terms": {t: {"value": f.values[t], "base": f.start[t], "ci95": f.ci95[t], "unit": TERMS[t].unit,
+            "terms": {t: {"value": f.values[t], "base": f.start[t], "ci95": f.ci95[t] if math.isfinite(f.ci95[t]) else None, "unit": TERMS[t].unit,
                           "bounds": list(f.bounds[t]), "at_bound": t in f.at_bound} for t in f.terms},
             "not_fitted": [t for t in res.asked if t not in f.terms],
             "cross_validated": {k: res.cv[k] for k in ("n", "mape", "median", "max", "mean_signed")},

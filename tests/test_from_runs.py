@@ -1,0 +1,295 @@
+"""`calibrate from-runs`: planted terms recovered from synthetic runs, identifiability, error paths,
+the written profile round-trips, cross-validation never trains on a held-out group."""
+import csv
+import hashlib
+import itertools
+import math
+
+import numpy as np
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from roofline import cli as roofline_cli
+from roofline import hardware, validate
+from roofline.calibrate import from_runs as fr
+from roofline.errors import InputError
+
+BASE = "a100-sxm4-80gb"
+COLS = list(validate.REQUIRED) + ["model", "micro_batch", "recompute", "gpus_per_node", "n_gpus", "ffn_hidden"]
+MODELS = [(12, 1024, 16), (24, 1024, 16), (16, 2048, 16), (24, 2048, 32), (8, 4096, 32)]
+SINGLE = [(1, 1, 8), (2, 1, 4), (4, 1, 2), (8, 1, 1), (2, 2, 2), (1, 2, 4)]      # one 8-GPU node
+MULTI = [(8, 1, 4), (4, 2, 4), (2, 1, 16), (8, 2, 2)]                          # 32 GPUs on 4 nodes
+
+
+def synthetic_rows(models=MODELS, multi=True, mbs=(1, 2, 8)) -> list[dict]:
+    """GPT runs over sizes, layouts and micro-batches; measured time filled in later."""
+    out = []
+    kinds = [(SINGLE, mbs, 8)] + ([(MULTI, (1, 4), 32)] if multi else [])
+    for (l, h, a), (plans, mb_set, n) in itertools.product(models, kinds):
+        for (tp, pp, dp), mb in itertools.product(plans, mb_set):
+            out.append({"case_id": f"r{len(out)}", "model": f"L{l} h{h}", "n_layers": l, "d_model": h, "n_heads": a,
+                        "vocab": 50257, "seq_len": 1024, "global_batch": 128, "micro_batch": mb, "tp": tp, "pp": pp,
+                        "dp": dp, "gpu_id": BASE, "gpus_per_node": 8, "n_gpus": n, "recompute": "full",
+                        "ffn_hidden": 4 * h, "measured_iter_time_s": 1.0})
+    return out
+
+
+def write_csv(path, rows, cols=COLS):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, cols, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def plant(tmp_path, rows, truth, sigma=0.0, outliers=0.0, seed=0, name="runs.csv"):
+    """Measured times = the model's step times on BASE with the ``truth`` terms, lognormal noise, outliers x1.3-2."""
+    p = write_csv(tmp_path / "shape.csv", rows)
+    runs = fr.load_runs(p, BASE)
+    assert len(runs.cases) == len(rows), runs.skipped
+    t = fr.Pricer(runs.cases)(truth)
+    rng = np.random.default_rng(seed)
+    t = t * np.exp(rng.normal(0, sigma, len(t)))
+    bad = rng.random(len(t)) < outliers
+    t[bad] *= rng.uniform(1.3, 2.0, int(bad.sum()))
+    for r, v in zip(rows, t):
+        r["measured_iter_time_s"] = repr(float(v))
+    return write_csv(tmp_path / name, rows)
+
+
+@pytest.fixture(scope="module")
+def base_hw():
+    return hardware.load(BASE)
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    d = tmp_path_factory.mktemp("planted")
+    truth = {"host_layer": 2.5e-3, "host_mb": 0.6e-3, "gemm_eff": 0.85, "intra_bw": 0.7, "inter_bw": 0.6}
+    return plant(d, synthetic_rows(), truth, sigma=0.01, seed=1), truth
+
+
+# ---- the terms -----------------------------------------------------------------------------------
+def test_terms_change_only_their_fields(base_hw):
+    hw = fr.apply_terms(base_hw, {"host_layer": 2 * (base_hw.host_fwd + base_hw.host_bwd)})
+    assert hw.host_fwd == pytest.approx(2 * base_hw.host_fwd) and hw.host_bwd == pytest.approx(2 * base_hw.host_bwd)
+    assert hw.host_rc == pytest.approx(2 * base_hw.host_rc) and hw.host_mb == base_hw.host_mb
+    hw = fr.apply_terms(base_hw, {"gemm_eff": 0.5, "inter_bw": 0.25})
+    for d in ("fwd", "bwd"):
+        assert hw.efficiency["gemm"][d][0] == pytest.approx(0.5 * base_hw.efficiency["gemm"][d][0])
+        assert hw.efficiency["attn"][d] == base_hw.efficiency["attn"][d]
+    for (c, link), (a, b) in hw.collectives.items():
+        a0, b0 = base_hw.collectives[c, link]
+        assert a == a0 and b == pytest.approx(b0 * (0.25 if link == "inter" else 1.0))
+
+
+def test_bounds_are_physical(base_hw):
+    lo, hi = fr.TERMS["gemm_eff"].bounds(base_hw)
+    # no GEMM efficiency above the measured maximum achievable matmul rate (max_matmul 267.9 of 312 TFLOP/s)
+    assert all(eta * hi <= base_hw.matmul_ceiling + 1e-12 or hi == 1.0 for eta, _, _ in base_hw.efficiency["gemm"].values())
+    lo, hi = fr.TERMS["intra_bw"].bounds(base_hw)
+    assert max(b for (c, lk), (_, b) in base_hw.collectives.items() if lk == "intra") * hi <= 300e9 * (1 + 1e-12)
+
+
+# ---- recovery of planted terms ---------------------------------------------------------------------
+def test_noise_free_runs_recover_every_term_exactly(planted, base_hw, tmp_path):
+    truth = {"host_layer": 3.1e-3, "host_mb": 0.9e-3, "gemm_eff": 0.8, "intra_bw": 0.6, "inter_bw": 0.5}
+    path = plant(tmp_path, synthetic_rows(), truth)
+    runs = fr.load_runs(path, BASE)
+    f = fr.fit_terms(fr.Pricer(runs.cases), runs.measured, fr.DEFAULT, base_hw)
+    for t, v in truth.items():
+        assert f.values[t] == pytest.approx(v, rel=2e-3), t
+    assert np.max(np.abs(f.residuals)) < 1e-4
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(host_layer=st.floats(1.5e-3, 4e-3), host_mb=st.floats(0.1e-3, 1e-3), gemm_eff=st.floats(0.7, 1.0),
+       intra_bw=st.floats(0.5, 1.2), inter_bw=st.floats(0.4, 1.1), sigma=st.floats(0.0, 0.03),
+       outliers=st.floats(0.0, 0.1), seed=st.integers(0, 2 ** 16))
+def test_noisy_runs_with_outliers_recover_planted_terms(tmp_path, base_hw, host_layer, host_mb, gemm_eff, intra_bw,
+                                                        inter_bw, sigma, outliers, seed):
+    truth = dict(host_layer=host_layer, host_mb=host_mb, gemm_eff=gemm_eff, intra_bw=intra_bw, inter_bw=inter_bw)
+    path = plant(tmp_path, synthetic_rows(), truth, sigma, outliers, seed)
+    runs = fr.load_runs(path, BASE)
+    f = fr.fit_terms(fr.Pricer(runs.cases), runs.measured, fr.DEFAULT, base_hw)
+    # the terms that move many rows by a lot are pinned down
+    assert f.values["host_layer"] == pytest.approx(host_layer, rel=0.05)
+    assert f.values["gemm_eff"] == pytest.approx(gemm_eff, rel=0.05)
+    # every term within its approximate interval (tripled: outliers bias the weak ones) plus 15 %
+    for t, v in truth.items():
+        assert abs(f.values[t] - v) <= 3 * f.ci95[t] + 0.15 * v, (t, v, f.values[t], f.ci95[t])
+
+
+def test_gpu_bound_runs_give_a_bound_not_an_estimate(tmp_path, base_hw):
+    # big micro-batches of big layers: the GPU, not the host, sets every step at a small host time
+    rows = synthetic_rows(models=[(16, 2048, 16), (24, 2048, 32), (8, 4096, 32)], multi=False, mbs=(8, 16))
+    path = plant(tmp_path, rows, {"host_layer": 0.2e-3})
+    runs = fr.load_runs(path, BASE)
+    with pytest.raises(InputError, match="host_layer.*do not depend"):
+        fr.calibrate(path, BASE, fit="host_layer,gemm_eff")
+    res = fr.calibrate(path, BASE)                      # default set: dropped with a warning, the rest fitted
+    assert "host_layer" not in res.fit.terms and any(w.startswith("host_layer") for w in res.warnings)
+    assert "gemm_eff" in res.fit.terms
+    # starting from a host time where the runs are host-bound, the fit walks below the GPU time: only a bound
+    pr = fr.Pricer(runs.cases)
+    fast = fr.apply_terms(base_hw, {"host_layer": 6e-3})
+    f = fr.fit_terms(pr, runs.measured, ("host_layer",), fast)
+    assert math.isinf(f.ci95["host_layer"]) and any("bound, not an estimate" in w for w in f.warnings)
+    assert len(runs.cases) == len(rows)
+
+
+# ---- identifiability -----------------------------------------------------------------------------
+def test_single_node_runs_cannot_fit_the_inter_node_link(tmp_path):
+    path = plant(tmp_path, synthetic_rows(multi=False), {"host_layer": 2e-3})
+    with pytest.raises(InputError, match="inter_bw.*do not depend"):
+        fr.calibrate(path, BASE, fit="host_layer,inter_bw")
+    res = fr.calibrate(path, BASE)
+    assert "inter_bw" not in res.fit.terms and "inter_bw" in fr.to_dict(res)["not_fitted"]
+    assert any(w.startswith("inter_bw") for w in res.warnings)
+
+
+def test_proportional_terms_are_refused(tmp_path):
+    # one model, no pipeline, every step host-bound: per-layer and per-micro-batch host time scale every
+    # step time by the same factor, so the runs cannot tell them apart
+    rows = [r for r in synthetic_rows(models=[(12, 1024, 16), (24, 1024, 16)], multi=False, mbs=(1,))
+            if r["pp"] == 1 and r["n_layers"] == 12]
+    rows = [{**r, "case_id": f"{r['case_id']}-{b}", "global_batch": b} for r in rows for b in (64, 128, 256)]
+    path = plant(tmp_path, rows, {"host_layer": 3e-3, "host_mb": 0.5e-3})
+    with pytest.raises(InputError, match="cannot tell them apart"):
+        fr.calibrate(path, BASE, fit="host_layer,host_mb", group_by="global_batch")
+    res = fr.calibrate(path, BASE, fit=None, group_by="global_batch")
+    assert not ({"host_layer", "host_mb"} <= set(res.fit.terms))
+    assert any("in proportion" in w for w in res.warnings)
+
+
+# ---- cross-validation ----------------------------------------------------------------------------
+@given(labels=st.lists(st.sampled_from("abcdefg"), min_size=2, max_size=60), k=st.one_of(st.none(), st.integers(2, 9)))
+def test_folds_hold_out_whole_groups(labels, k):
+    groups = np.array(labels, dtype=object)
+    if len(set(labels)) < 2:
+        with pytest.raises(InputError, match="at least 2 groups"):
+            fr.folds(groups, k)
+        return
+    splits = fr.folds(groups, k)
+    assert len(splits) == (len(set(labels)) if k is None else min(k, len(set(labels))))
+    seen = np.concatenate([test for _, test in splits])
+    assert sorted(seen) == list(range(len(labels)))                   # every row judged exactly once
+    for train, test in splits:
+        assert len(test) and not set(groups[train]) & set(groups[test])
+        assert sorted(np.concatenate([train, test])) == list(range(len(labels)))
+
+
+def test_cross_validation_never_fits_on_the_held_out_group(planted, base_hw):
+    path, _ = planted
+    runs = fr.load_runs(path, BASE)
+    pricer = fr.Pricer(runs.cases)
+    seen = []
+
+    def spy(pr, measured, terms, hw, idx=None):
+        seen.append(np.array(idx))
+        return fr.fit_terms(pr, measured, terms, hw, idx)
+
+    cv = fr.cross_validate(pricer, runs.measured, runs.groups, ("host_layer", "gemm_eff"), base_hw, fit=spy)
+    assert len(seen) == len(cv["folds"]) == len(set(runs.groups))
+    for idx, fold in zip(seen, cv["folds"]):
+        assert not set(runs.groups[idx]) & set(fold["held_out"])
+        assert set(runs.groups[fold["test"]]) == set(fold["held_out"])
+    assert np.all(np.isfinite(cv["predicted"]))
+
+
+# ---- the whole command: written profile, round trip, provenance ----------------------------------
+def test_written_profile_loads_and_prices_the_runs_as_fitted(planted, tmp_path, cli):
+    path, truth = planted
+    res = fr.calibrate(path, BASE, fit="host_layer,host_mb,gemm_eff,intra_bw,inter_bw", k=3)
+    out = fr.write(res, str(tmp_path / "my-cluster.yaml"))
+    hw = hardware.load(str(out))
+    assert hw.id == "my-cluster" and hw.kind == "calibrated-from-runs"
+    assert hw.host_fwd + hw.host_bwd == pytest.approx(res.fit.values["host_layer"], rel=1e-6)
+    assert hw.host_mb == pytest.approx(res.fit.values["host_mb"], rel=1e-6)
+    base = hardware.load(BASE)
+    assert hw.efficiency["gemm"]["bwd"][0] == pytest.approx(res.fit.values["gemm_eff"] * base.efficiency["gemm"]["bwd"][0], rel=1e-6)
+    assert hw.collectives["ar", "inter"][1] == pytest.approx(res.fit.values["inter_bw"] * base.collectives["ar", "inter"][1], rel=1e-6)
+    assert hw.peak("bf16") == base.peak("bf16") and hw.efficiency["attn"] == base.efficiency["attn"]
+    # the runs priced through the file, as validate prices a row on a profile, give the fitted step times
+    cases = [validate.build_case({**c.row, "gpu_id": str(out)}) for c in res.runs.cases]
+    got = np.asarray(validate.evaluate_cases(cases)["step_time"])
+    np.testing.assert_allclose(got, res.predicted, rtol=1e-5)
+    prov = yaml.safe_load(out.read_text())["provenance"]
+    assert prov["runs"]["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert prov["runs"]["rows_used"] == len(res.runs.cases) and set(prov["fitted"]) == set(res.fit.terms)
+    assert prov["fit_error"]["cross_validated"]["mape"] == pytest.approx(res.cv["mape"], rel=1e-3)
+    assert prov["fit_error"]["folds"] == 3
+    r = cli("transformer", "--model", "gpt3-175b", "--gpu", out, "--tp", "8", "--pp", "8", "--dp", "16",
+            "--global-batch", "1536", "--micro-batch", "1")
+    assert r.returncode == 0 and "my-cluster" in r.stdout, r.stderr
+
+
+def test_fit_beats_base_on_held_out_groups(planted):
+    path, _ = planted
+    res = fr.calibrate(path, BASE)
+    assert res.cv["mape"] < 0.5 * res.base_error["mape"]
+    assert res.in_sample["mape"] <= res.cv["mape"] + 1e-9
+
+
+def test_cli_writes_profile_and_reports(planted, tmp_path, cli):
+    path, _ = planted
+    out = tmp_path / "c.yaml"
+    r = cli("calibrate", "from-runs", path, "--gpu", BASE, "--out", out, "--fit", "host_layer,gemm_eff", "--folds", "2")
+    assert r.returncode == 0, r.stderr
+    assert "cross-validated" in r.stdout and "host_layer" in r.stdout
+    assert "fold 2/2" in r.stderr and out.exists()
+
+
+# ---- error paths: one line, nothing written ---------------------------------------------------------
+def _no_yaml(folder):
+    return not [p for p in folder.iterdir() if p.suffix == ".yaml"]
+
+
+def test_too_few_rows(tmp_path, cli):
+    path = plant(tmp_path, synthetic_rows(models=[(12, 1024, 16)], multi=False, mbs=(1,))[:5], {})
+    out = tmp_path / "out"
+    out.mkdir()
+    r = cli("calibrate", "from-runs", path, "--gpu", BASE, "--out", out / "x.yaml", "--fit", "host_layer,host_mb,gemm_eff")
+    assert r.returncode == 2 and "too few usable rows: 5" in r.stderr
+    assert r.stderr.count("error") == 1 and _no_yaml(out)
+
+
+def test_missing_column_and_bad_arguments(tmp_path, planted):
+    rows = synthetic_rows(multi=False)
+    path = write_csv(tmp_path / "no-tp.csv", rows, [c for c in COLS if c != "tp"])
+    with pytest.raises(InputError, match="missing required column.*tp"):
+        fr.calibrate(path, BASE)
+    good, _ = planted
+    with pytest.raises(InputError, match="--fit takes"):
+        fr.calibrate(good, BASE, fit="host_layer,warp_speed")
+    with pytest.raises(InputError, match="--group-by nope"):
+        fr.calibrate(good, BASE, group_by="nope")
+    with pytest.raises(InputError, match="unknown GPU"):
+        fr.calibrate(good, "no-such-gpu")
+    with pytest.raises(InputError, match="at least 2 groups"):
+        fr.calibrate(good, BASE, group_by="gpu_id")
+    with pytest.raises(InputError, match="folder"):
+        fr.out_path(str(tmp_path / "missing" / "x.yaml"))
+
+
+def test_non_convergence_is_an_error_and_writes_nothing(planted, tmp_path, monkeypatch, capsys):
+    import scipy.optimize
+    real = scipy.optimize.least_squares
+    monkeypatch.setattr(scipy.optimize, "least_squares", lambda *a, **k: real(*a, **{**k, "max_nfev": 1}))
+    path, _ = planted
+    out = tmp_path / "out"
+    out.mkdir()
+    rc = roofline_cli.main(["calibrate", "from-runs", str(path), "--gpu", BASE, "--out", str(out / "x.yaml")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "did not converge" in err and _no_yaml(out) and not list(out.iterdir())
+
+
+def test_a_failing_write_leaves_no_file(planted, tmp_path, monkeypatch):
+    path, _ = planted
+    res = fr.calibrate(path, BASE, fit="host_layer")
+    res.predicted = res.predicted * 1.01          # the file would not reproduce the fit: refuse, clean up
+    with pytest.raises(RuntimeError, match="away from the fit"):
+        fr.write(res, str(tmp_path / "x.yaml"))
+    assert not list(tmp_path.iterdir())
