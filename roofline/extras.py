@@ -4,8 +4,6 @@
 """
 from __future__ import annotations
 
-import json
-
 from .errors import InputError
 
 
@@ -40,32 +38,46 @@ def cmd_examples(args) -> int:
 def cmd_run_cost(args) -> int:
     from . import runcost
 
+    from . import schema
+
     tp_intra, tp_inter = args.tp_intra, args.tp_inter
+    for name, v in (("--tp-intra", tp_intra), ("--tp-inter", tp_inter)):
+        if v is not None:
+            schema.number(v, name, int, low=1)
+    if args.utilization is not None:
+        schema.fraction(args.utilization, "--utilization")
+    if args.flop_rate is not None:
+        schema.positive(args.flop_rate, "--flop-rate")
+    if args.tokens is not None:
+        schema.positive(args.tokens, "--tokens")
     if (tp_intra or tp_inter) and args.tp is None:
         args.tp = (tp_intra or 1) * (tp_inter or 1)
     model, plan, hw, training = _model_plan_hw(args)
     from .config import check
     check(model, plan)
-    tokens = args.tokens or training.get("tokens")
-    if not tokens:
+    tokens = args.tokens if args.tokens is not None else training.get("tokens")
+    if tokens is None:
         raise InputError("run-cost needs the training tokens: --tokens (or training.tokens in the config)")
     rc = runcost.run_cost(model, plan, hw, tokens, tp_intra=tp_intra, tp_inter=tp_inter,
                           utilization=args.utilization, flop_rate=args.flop_rate)
-    print(json.dumps(rc, indent=1) if args.json else runcost.render(rc))
+    print(schema.strict_json(rc, indent=1) if args.json else runcost.render(rc))
     return 0
 
 
 def cmd_cluster_schedule(args) -> int:
-    from . import hardware, schedule
+    from . import hardware, schedule, schema
 
+    if args.gpus is not None:                 # checked before the jobs file is read: 0 is not "unset"
+        schema.number(args.gpus, "--gpus", int, low=1)
     jobs, cluster = schedule.load_jobs(args.jobs)
-    n = args.gpus or cluster.get("gpus")
-    if not n:
+    n = args.gpus if args.gpus is not None else cluster.get("gpus")
+    if n is None:
         raise InputError("cluster-schedule needs the cluster size: --gpus N (or 'gpus:' in the jobs file)")
+    n = schema.number(n, f"{args.jobs}: gpus (GPUs in the cluster)", int, low=1)
     hw = hardware.load(args.gpu or cluster.get("gpu") or "a100-sxm4-80gb")
     results = schedule.schedule(jobs, int(n), hw)
     if args.json:
-        print(json.dumps(schedule.to_dict(results), indent=1))
+        print(schema.strict_json(schedule.to_dict(results), indent=1))
     else:
         print(f"cluster: {int(n)} x {hw.id}, {len(jobs)} jobs\n")
         print(schedule.render(results))

@@ -34,13 +34,18 @@ def check(path: str, flag: str) -> None:
 
 
 def save(fig, path: str, flag: str, dpi: int = 120) -> None:
-    """Write and close ``fig``; a bad path is an InputError naming ``flag``."""
+    """Write and close ``fig`` atomically (a temporary file in the same folder, moved onto ``path`` only once the
+    whole figure is written); a bad path is an InputError naming ``flag``."""
+    from . import schema
+
     plt = pyplot(flag)
+    fmt = Path(path).suffix.lower().lstrip(".") or None
     try:
-        fig.savefig(path, dpi=dpi)
+        with schema.atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=dpi, format=fmt)
     except OSError as exc:
-        raise InputError(f"cannot write {flag} {path}: {exc.strerror}") from None
-    except ValueError as exc:           # unknown format
-        raise InputError(f"cannot write {flag} {path}: {exc}") from None
+        raise InputError(f"cannot write {flag} {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:           # unknown format, non-finite axis limits
+        raise InputError(f"cannot write {flag} {path}: {str(exc).splitlines()[0] if str(exc) else exc}") from None
     finally:
         plt.close(fig)

@@ -73,11 +73,24 @@ def run_cost(model, plan, hw, tokens: float, *, tp_intra: int | None = None, tp_
     ``bytes_per_gpu`` {axis: {tx_fwd, tx_bwd, rx_fwd, rx_bwd, inter}}, ``totals`` (all GPUs),
     ``runtime_s``, ``flop_per_s`` and ``bytes_per_s`` (per GPU and total) and the inputs.
     """
+    from . import schema
     from .errors import InputError
     from .predict import BYTES, predict
 
-    if tokens is None or tokens <= 0:
-        raise InputError(f"run-cost needs a positive number of training tokens, got {tokens!r}")
+    if tokens is None:
+        raise InputError("run-cost needs a positive number of training tokens, got None")
+    tokens = schema.positive(tokens, "run-cost tokens (training tokens D)")
+    if tp_intra is not None:
+        tp_intra = schema.number(tp_intra, "run-cost tp-intra (TP ranks inside a node)", int, low=1)
+    if tp_inter is not None:
+        tp_inter = schema.number(tp_inter, "run-cost tp-inter (TP ranks across nodes)", int, low=1)
+    if utilization is not None:
+        utilization = schema.fraction(utilization, "run-cost utilization (fraction of the dense peak)")
+    if flop_rate is not None:
+        flop_rate = schema.positive(flop_rate, "run-cost flop-rate (achieved FLOP/s per GPU)")
+        if flop_rate > hw.peak(plan.dtype):
+            raise InputError(f"run-cost flop-rate ({flop_rate:.4g} FLOP/s per GPU) exceeds the {plan.dtype} peak of "
+                             f"{hw.id} ({hw.peak(plan.dtype):.4g} FLOP/s)")
     t, p, d, c, e, v = plan.tp, plan.pp, plan.dp, plan.cp, plan.ep, plan.interleave
     gpn = hw.gpus_per_node
     if tp_intra or tp_inter:
@@ -177,11 +190,9 @@ def run_cost(model, plan, hw, tokens: float, *, tp_intra: int | None = None, tp_
     # ---- run time ----------------------------------------------------------------------------
     peak = hw.peak(plan.dtype)
     pred = None
-    if flop_rate:
+    if flop_rate is not None:
         runtime, source = flop["total"] / (n_gpus * flop_rate), f"fixed rate {flop_rate:.4g} FLOP/s per GPU"
-    elif utilization:
-        if not 0 < utilization <= 1:
-            raise InputError(f"utilization must be in (0, 1], got {utilization}")
+    elif utilization is not None:
         runtime = flop["total"] / (n_gpus * peak * utilization)
         source = f"{100 * utilization:.0f} % of the {plan.dtype} peak"
     else:

@@ -33,10 +33,25 @@ COMM_KEYS = ("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm")
 PER_LAYER = ("recompute", "tp_comm", "cp_comm", "ep_comm", "host_overhead")
 
 
+def _check_finite(pred) -> None:
+    """InputError unless every time the views replay is a finite number >= 0 (a NaN or infinite prediction,
+    e.g. from a profile or flag at the edge of float range, cannot be drawn or scheduled)."""
+    from .errors import InputError
+
+    bad = {k: v for k, v in pred.raw.items() if k.startswith("t_") or k in ("step_time", "micro_batches")
+           if not (isinstance(v, (int, float, np.floating)) and np.isfinite(v) and v >= 0)}
+    if bad:
+        k, v = next(iter(bad.items()))
+        raise InputError(f"timeline: the prediction's {k} is {v!r}, not a finite time (and {len(bad) - 1} other "
+                         "term(s)); check the model, plan and hardware values for extreme or non-finite numbers")
+
+
 # ---- per-stage breakdown ----------------------------------------------------------------------
 def _pieces(pred) -> dict:
     """Per micro-batch pieces: per-layer fwd/bwd/recompute/comm, embedding and head fwd/bwd."""
     from .predict import evaluate, inputs
+
+    _check_finite(pred)
 
     m, p, hw = pred.model, pred.plan, pred.hardware
     x0 = inputs(m, p, hw)
@@ -294,8 +309,16 @@ def trace(pred) -> dict:
 
 
 def write_trace(pred, path) -> None:
-    with open(path, "w") as fh:
-        json.dump(trace(pred), fh)
+    """Write the Chrome trace as strict JSON (no NaN/Infinity), atomically: the trace is built first, then
+    written to a temporary file in the same folder and moved onto ``path``."""
+    from . import schema
+    from .errors import InputError
+
+    text = json.dumps(trace(pred), allow_nan=False)
+    try:
+        schema.write_text_atomic(path, text)
+    except OSError as exc:
+        raise InputError(f"cannot write --trace {path}: {exc.strerror or exc}") from None
 
 
 COLORS = {"forward": "#4c72b0", "backward": "#dd8452", "recompute": "#c9a26b", "comm": "#8172b3",

@@ -277,6 +277,37 @@ def _fit_ab_once(size, p, t, kind, f_scale):
     return res.x[0] * ts, bw0 / res.x[1]
 
 
+AB_MIN_SAMPLES = 3      # two parameters (alpha, busbw) and at least one sample to hold out
+
+
+def identifiable(size, p, t, kind: str) -> None:
+    """InputError unless alpha and busbw can be told apart from these samples: finite positive sizes,
+    ranks and times, at least AB_MIN_SAMPLES rows, and the two regressors of t = steps(p) alpha +
+    factor(p) S / busbw (the latency steps and the bytes term) not proportional to each other (one row,
+    or every row the same size and group size, fits any alpha with a matching busbw: 0 % error, no fit).
+
+    >>> identifiable(np.array([1e6, 1e6]), np.array([8, 8]), np.array([1e-4, 1e-4]), "ar")
+    Traceback (most recent call last):
+    ...
+    roofline.errors.InputError: ar fit: 2 samples; alpha and busbw need at least 3 with two different message sizes
+    """
+    from ..errors import InputError
+
+    if not (np.all(np.isfinite(size)) and np.all(np.isfinite(t)) and np.all(np.isfinite(p))):
+        raise InputError(f"{kind} fit: sizes, ranks and times must be finite numbers (NaN or inf given)")
+    if size.size and (np.any(size <= 0) or np.any(t <= 0) or np.any(p < (1 if kind == "p2p" else 2))):
+        raise InputError(f"{kind} fit: sizes and times must be positive and a group at least 2 ranks")
+    steps = np.array([ring_steps(kind, int(x)) for x in p]) if kind != "p2p" else np.ones_like(size)
+    bytes_term = alpha_beta_time(size, p, kind, 0.0, 1.0)
+    design = np.stack([steps / np.max(steps), bytes_term / np.max(bytes_term)], axis=1) if size.size else np.zeros((0, 2))
+    if size.size < AB_MIN_SAMPLES or np.linalg.matrix_rank(design, tol=1e-9) < 2:
+        raise InputError(f"{kind} fit: {size.size} samples; alpha and busbw need at least {AB_MIN_SAMPLES} with two "
+                         "different message sizes")
+    if np.ptp(np.log(t)) < 1e-6:
+        raise InputError(f"{kind} fit: every time is the same ({t[0]:.3g} s) over message sizes "
+                         f"{size.min():.3g}-{size.max():.3g} B: busbw cannot be fitted")
+
+
 def fit_alpha_beta(size, p, t, kind: str, k: int = 5, f_scale: float = 0.05, seed: int = 0) -> LinkFit:
     """Robust alpha (s) and busbw (B/s) of one collective on one link from sizes (B), ranks, times (s).
 
@@ -286,6 +317,7 @@ def fit_alpha_beta(size, p, t, kind: str, k: int = 5, f_scale: float = 0.05, see
     (5.0, 200.0)
     """
     size, p, t = (np.asarray(a, float) for a in (size, np.broadcast_to(p, np.shape(size)), t))
+    identifiable(size, p, t, kind)
     a, bw = _fit_ab_once(size, p, t, kind, f_scale)
     flagged = flag_outliers(np.log(alpha_beta_time(size, p, kind, a, bw) / t))
     keep = ~flagged

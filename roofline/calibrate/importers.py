@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import sympy as sp
 
+from .. import schema
 from ..errors import InputError
 from ..formulas import compute as C
 from ..formulas import memory as M
@@ -212,11 +213,11 @@ def stage_params(stage: str, mp, dim, encoders):
 def read_csv(path: Path, required: tuple) -> dict:
     """Columns of a numeric CSV as float arrays; InputError naming the file on any malformation."""
     path = Path(path)
+    text = schema.read_text(path, "samples CSV")
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
-    rows = list(csv.reader(text.splitlines()))
+        rows = list(csv.reader(text.splitlines()))
+    except csv.Error as exc:
+        raise InputError(f"samples CSV {path}: malformed CSV ({exc})") from None
     if not rows or not rows[0]:
         raise InputError(f"{path}: empty file, expected a header with {', '.join(required)}")
     header = [h.strip() for h in rows[0]]
@@ -524,10 +525,9 @@ def import_nccl_tests(path, p: int | None = None) -> NcclTable:
     from ``p``, from the file name (``GPU8``, ``_8gpu``) or from busbw/algbw = 2(p-1)/p.
     """
     path = Path(path)
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    if p is not None:
+        p = schema.number(p, f"{path}: rank count", int, low=2)
+    lines = schema.read_text(path, "nccl-tests table").splitlines()
     rows = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
     if not rows:
         raise InputError(f"{path}: no data rows (expected an nccl-tests all_reduce_perf table)")
@@ -550,19 +550,27 @@ def import_nccl_tests(path, p: int | None = None) -> NcclTable:
                 data.append((float(f[0]), float(f[5]) * 1e-6, float(f[7]) * 1e9, float(f[9]) * 1e-6, float(f[11]) * 1e9))
         except ValueError:
             raise InputError(f"{path}: data row {i + 1} is malformed or truncated: {ln[:60]!r}") from None
+    if not data:
+        raise InputError(f"{path}: header only, no data rows (expected an nccl-tests all_reduce_perf table)")
     a = np.array(data)
+    if not np.all(np.isfinite(a)):
+        bad = int(np.argmax(~np.all(np.isfinite(a), axis=1)))
+        raise InputError(f"{path}: data row {bad + 1} has a non-finite value (NaN or inf): {rows[bad][:60]!r}")
     if np.any(a <= 0):
         raise InputError(f"{path}: sizes, times and bandwidths must be positive")
     size, t, bus, t_ip, bus_ip = a.T
     alg = fit.algbw(size, t)
     if p is None:
         m = re.search(r"GPU(\d+)|(\d+)gpu", path.name, re.I)
-        p = int(next(g for g in m.groups() if g)) if m else None
+        if m:
+            p = int(next(g for g in m.groups() if g))
+            if p < 2:
+                raise InputError(f"{path}: the file name says {p} rank(s); an all-reduce table needs at least 2")
     ratio = float(np.median(bus / alg))
     p_data = int(round(2 / (2 - ratio))) if ratio < 2 else None
     if p is None:
-        if p_data is None:
-            raise InputError(f"{path}: cannot tell the rank count; pass it explicitly")
+        if p_data is None or p_data < 2:
+            raise InputError(f"{path}: cannot tell the rank count from busbw/algbw = {ratio:.3f}; pass it explicitly")
         p = p_data
     if abs(ratio - fit.bus_factor("ar", p)) > 0.01 * fit.bus_factor("ar", p):
         raise InputError(f"{path}: busbw/algbw = {ratio:.3f} does not match all-reduce on {p} ranks "

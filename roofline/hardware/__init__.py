@@ -8,13 +8,14 @@ compose profiles. Values carry units as strings ("2039 GB/s").
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
 
+from .. import schema as S
 from ..errors import InputError
-from ..units import parse
 
 PROFILES = Path(__file__).with_name("profiles")
 CLASSES = ("gemm", "attn", "bmm", "softmax", "norm", "elem", "embed", "ce", "optim")
@@ -26,6 +27,26 @@ class Link:
     kind: str
     bandwidth: float        # B/s, one direction, per GPU
     latency: float          # s
+
+    def __post_init__(self):
+        S.positive(self.bandwidth, f"link {self.kind}: bandwidth (B/s)")
+        S.number(self.latency, f"link {self.kind}: latency (s)", low=0.0)
+
+
+# A sustained/burst compute-rate ratio below this is not a clock the GPU runs at but a measurement artefact
+# (one noisy CPU burst once wrote 0.03, issue 22). Datasheet base/boost clock ratios of data-center GPUs, the
+# clock a power-capped GPU is guaranteed to hold, are ~0.3 and above (NVIDIA L40 735/2490 MHz ~0.30, L40S
+# 1110/2520 MHz 0.44, H100 SXM 1590/1980 MHz 0.80, A100 SXM 1095/1410 MHz 0.78, vendor datasheets).
+SUSTAINED_CLOCK_MIN = 0.3
+
+
+def _clock(v, where: str) -> float:
+    """The sustained-clock ratio: a number in [SUSTAINED_CLOCK_MIN, 1]."""
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and SUSTAINED_CLOCK_MIN <= v <= 1
+    if not ok:
+        raise InputError(f"{where}: sustained_clock must be a number in (0, 1] and at least {SUSTAINED_CLOCK_MIN} "
+                         f"(sustained / burst compute rate; lower is not a clock a GPU holds), got {v!r}")
+    return float(v)
 
 
 @dataclass(frozen=True)
@@ -59,6 +80,27 @@ class Hardware:
     sources: tuple = ()
     path: str = ""
 
+    def __post_init__(self):
+        """The same ranges as the profile loader, for Hardware built or replaced in Python
+        (``dataclasses.replace(hw, gpus_per_node=0)`` is an InputError, not a division by zero later)."""
+        w = f"hardware {self.id}"
+        object.__setattr__(self, "gpus_per_node", S.number(self.gpus_per_node, f"{w}: gpus_per_node", int, low=1))
+        object.__setattr__(self, "sm_count", S.number(self.sm_count, f"{w}: sm_count", int, low=1))
+        for name in ("hbm_bandwidth", "hbm_capacity"):
+            S.positive(getattr(self, name), f"{w}: {name}")
+        if self.board_power is not None:
+            S.positive(self.board_power, f"{w}: board_power (W)")
+        for dt, v in self.peak_flops.items():
+            if v is not None:
+                S.positive(v, f"{w}: peak_flops.{dt} (FLOP/s)")
+        _clock(self.sustained_clock, w)
+        S.fraction(self.matmul_ceiling, f"{w}: matmul_ceiling")
+        for k in ("host_fwd", "host_bwd", "host_rc", "host_emb", "host_head", "host_mb"):
+            S.number(getattr(self, k), f"{w}: {k} (s)", low=0.0)
+        for (c, link), (alpha, bw) in self.collectives.items():
+            S.number(alpha, f"{w}: collectives.{link}.{c}.alpha (s)", low=0.0)
+            S.positive(bw, f"{w}: collectives.{link}.{c}.busbw (B/s)")
+
     def peak(self, dtype: str) -> float:
         p = self.peak_flops.get(dtype)
         if not p:
@@ -70,7 +112,8 @@ class Hardware:
 
     def with_network(self, gbps_per_gpu: float) -> "Hardware":
         """The same profile with another inter-node line rate (Gbit/s per GPU); busbw scales with it."""
-        bw = gbps_per_gpu * 1e9 / 8
+        gbps = S.positive(gbps_per_gpu, "network line rate (Gbit/s per GPU)")
+        bw = gbps * 1e9 / 8
         eff = _defaults()["link_efficiency"]["inter"]
         coll = dict(self.collectives)
         for c in COLLECTIVES:
@@ -88,14 +131,16 @@ def list_ids() -> list[str]:
     return sorted(p.stem for p in PROFILES.glob("*.yaml"))
 
 
-def _find(ref: str) -> Path:
+def _find(ref: str, by: str = "") -> Path:
+    """The file of a profile id or path; ``by`` names the file and key that referred to it."""
     p = Path(ref)
     if p.suffix in (".yaml", ".yml") and p.exists():
         return p
     q = PROFILES / f"{ref}.yaml"
     if q.exists():
         return q
-    raise InputError(f"unknown GPU/hardware profile {ref!r}; known: {', '.join(list_ids())} (or a path to a .yaml)")
+    raise InputError((f"{by}: " if by else "") + f"unknown GPU/hardware profile {ref!r}; known: {', '.join(list_ids())} "
+                     "(or a path to a .yaml)")
 
 
 def _merge(a: dict, b: dict) -> dict:
@@ -105,31 +150,149 @@ def _merge(a: dict, b: dict) -> dict:
     return out
 
 
-def raw(ref: str, _seen=()) -> dict:
+# ---- the profile schema: every key a file may hold, its type, unit and range ---------------------
+TOP_KEYS = ("id", "name", "kind", "vendor", "base", "efficiency_from", "collectives_from", "peak_flops", "max_matmul",
+            "hbm_bandwidth", "hbm_capacity", "board_power", "sm_count", "gpus_per_node", "links", "efficiency",
+            "collectives", "host", "sustained_clock", "sources", "provenance")
+DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8")
+QUANTITIES = {"max_matmul": "flop/s", "hbm_bandwidth": "B/s", "hbm_capacity": "B", "board_power": "W"}
+LINK_KEYS = ("kind", "bandwidth", "latency")
+ROOFLINE_KEYS = ("eta", "mu", "t0")
+SHAPE_KEYS = {"attn": ("d_soft", "d_reg", "uneven", "d_io"), "bmm": ("dhalf", "reread")}
+HOST_TIMES = ("layer_fwd", "layer_bwd", "recompute_extra", "embed_fwd", "embed_bwd", "head_fwd", "head_bwd",
+              "microbatch", "launch")
+HOST_COUNTS = ("kernels_fwd", "kernels_bwd", "kernels_recompute", "kernels_embed_fwd", "kernels_embed_bwd",
+               "kernels_head_fwd", "kernels_head_bwd", "kernels_microbatch")
+
+
+def _shape_value(cls: str, key: str, v, where: str) -> float:
+    """Shape constants: d_reg may be .inf (no register-tile term, defaults.yaml); reread in [0, 1]; others >= 0."""
+    if key == "d_reg":
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v == float("inf"):
+            return v
+        return S.positive(v, where)
+    return S.number(v, where, low=0.0, high=1.0 if key == "reread" else None)
+
+
+def check_profile(d: dict, where: str) -> None:
+    """Types, units, ranges and allowed keys of one profile file's own content (every key optional here;
+    :func:`load` requires the ones a usable profile needs after ``base`` is resolved)."""
+    S.check_keys(d, TOP_KEYS, where)
+    for k in ("id", "name", "kind", "vendor"):
+        if k in d and (d[k] is None or isinstance(d[k], (dict, list))):
+            raise InputError(f"{where}: {k} must be a string, got {d[k]!r}")
+    for k in ("base", "efficiency_from", "collectives_from"):
+        if k in d:
+            S.text(d[k], f"{where}: {k}")
+    if d.get("peak_flops") is not None:
+        peaks = S.mapping(d["peak_flops"], f"{where}: peak_flops", "a mapping dtype -> FLOP/s")
+        S.check_keys(peaks, DTYPES, f"{where}: peak_flops")
+        for dt, v in peaks.items():
+            if v is not None:
+                S.quantity(v, "flop/s", f"{where}: peak_flops.{dt}")
+    for k, unit in QUANTITIES.items():
+        if d.get(k) is not None:
+            S.quantity(d[k], unit, f"{where}: {k}")
+    for k in ("gpus_per_node", "sm_count"):
+        if k in d:
+            S.number(d[k], f"{where}: {k}", int, low=1)
+    if "sustained_clock" in d:
+        _clock(d["sustained_clock"], where)
+    if "links" in d:
+        links = S.mapping(d["links"], f"{where}: links", "a mapping with intra and inter")
+        S.check_keys(links, ("intra", "inter"), f"{where}: links")
+        for name, L in links.items():
+            w = f"{where}: links.{name}"
+            S.mapping(L, w, "a mapping with kind, bandwidth, latency")
+            S.check_keys(L, LINK_KEYS, w)
+            if "bandwidth" in L:
+                S.quantity(L["bandwidth"], "B/s", f"{w}.bandwidth")
+            if "latency" in L:
+                S.quantity(L["latency"], "s", f"{w}.latency", low=0.0, low_open=False)
+            if "kind" in L and not isinstance(L["kind"], str):
+                raise InputError(f"{w}.kind: expected a string, got {L['kind']!r}")
+    if d.get("efficiency") is not None:
+        eff = S.mapping(d["efficiency"], f"{where}: efficiency", "a mapping op class -> {fwd, bwd}")
+        S.check_keys(eff, ("dhalf",) + CLASSES, f"{where}: efficiency")
+        for c, e in eff.items():
+            w = f"{where}: efficiency.{c}"
+            if c == "dhalf":
+                S.number(e, w, low=0.0)
+                continue
+            S.mapping(e, w, "a mapping with fwd and/or bwd")
+            S.check_keys(e, ("fwd", "bwd"), w)
+            for direction, r in e.items():
+                wd = f"{w}.{direction}"
+                S.mapping(r, wd, "a mapping with eta, mu, t0")
+                S.check_keys(r, ROOFLINE_KEYS + SHAPE_KEYS.get(c, ()), wd)
+                for k in ("eta", "mu"):
+                    if k in r:
+                        S.fraction(r[k], f"{wd}.{k}")
+                if "t0" in r:
+                    S.quantity(r["t0"], "s", f"{wd}.t0", low=0.0, low_open=False)
+                for k in SHAPE_KEYS.get(c, ()):
+                    if k in r:
+                        _shape_value(c, k, r[k], f"{wd}.{k}")
+    if d.get("collectives") is not None:
+        coll = S.mapping(d["collectives"], f"{where}: collectives", "a mapping with intra and/or inter")
+        S.check_keys(coll, ("intra", "inter"), f"{where}: collectives")
+        for link, cs in coll.items():
+            w = f"{where}: collectives.{link}"
+            S.mapping(cs, w, "a mapping collective -> {alpha, busbw}")
+            S.check_keys(cs, COLLECTIVES + ("note",), w)
+            for c, e in cs.items():
+                if c == "note":
+                    continue
+                S.mapping(e, f"{w}.{c}", "a mapping with alpha and busbw")
+                S.check_keys(e, ("alpha", "busbw"), f"{w}.{c}")
+                for k in ("alpha", "busbw"):
+                    if k not in e:
+                        raise InputError(f"{w}.{c}: missing '{k}' (a collective needs alpha and busbw)")
+                S.quantity(e["alpha"], "s", f"{w}.{c}.alpha", low=0.0, low_open=False)
+                S.quantity(e["busbw"], "B/s", f"{w}.{c}.busbw")
+    if d.get("host") is not None:
+        host = S.mapping(d["host"], f"{where}: host", "a mapping of host issue times")
+        S.check_keys(host, HOST_TIMES + HOST_COUNTS, f"{where}: host")
+        for k, v in host.items():
+            if k in HOST_TIMES:
+                S.quantity(v, "s", f"{where}: host.{k}", low=0.0, low_open=False)
+            else:
+                S.number(v, f"{where}: host.{k}", int, low=0)
+    if d.get("sources") is not None and not isinstance(d["sources"], (list, str)):
+        raise InputError(f"{where}: sources must be a list of strings, got {d['sources']!r}")
+    if d.get("provenance") is not None:
+        S.mapping(d["provenance"], f"{where}: provenance")
+
+
+def _read(path: Path) -> dict:
+    """One profile file's own content, checked against the schema (a copy; never cached)."""
+    where = f"profile {path}"
+    data = S.load_yaml(path, "profile")
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: expected a mapping at top level, got {type(data).__name__}")
+    check_profile(data, where)
+    return data
+
+
+def raw(ref: str, _seen=(), by: str = "") -> dict:
     """The profile's YAML after resolving ``base`` and ``efficiency_from`` (dict, units as text)."""
-    path = _find(ref)
+    path = _find(ref, by)
     if str(path) in _seen:
         raise InputError(f"profile {path}: circular 'base'/'efficiency_from' reference")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        line = getattr(getattr(exc, "problem_mark", None), "line", None)
-        raise InputError(f"profile {path}: malformed YAML" + (f" near line {line + 1}" if line is not None else "")) from None
-    if not isinstance(data, dict):
-        raise InputError(f"profile {path}: expected a mapping at top level")
+    data = _read(path)
     data.setdefault("_calibrated", [])
     if data.get("efficiency"):
-        data["_calibrated"] = list(data["_calibrated"]) + (["compute"] if data.get("kind", "").startswith("calibrated") else [])
+        data["_calibrated"] = list(data["_calibrated"]) + (["compute"] if str(data.get("kind", "")).startswith("calibrated") else [])
     for link in ("intra", "inter"):
         if (data.get("collectives") or {}).get(link):
             data["_calibrated"] = list(data["_calibrated"]) + [link]
     if "base" in data:
-        base = raw(data["base"], _seen + (str(path),))
+        base = raw(data["base"], _seen + (str(path),), by=f"profile {path}: base")
         cal = base.get("_calibrated", []) + data["_calibrated"]
         data = _merge(base, {k: v for k, v in data.items() if k != "base"})
         data["_calibrated"] = cal
     if "efficiency_from" in data:
-        src = _own(data["efficiency_from"])
+        src = _own(data["efficiency_from"], f"profile {path}: efficiency_from")
         data["efficiency"] = _merge(src.get("efficiency") or {}, data.get("efficiency") or {})
         if "compute" in src.get("_calibrated", []):
             data["_calibrated"] = list(data["_calibrated"]) + ["compute"]
@@ -137,7 +300,7 @@ def raw(ref: str, _seen=()) -> dict:
         prov["compute_curves_from"] = f"{data['efficiency_from']}: {(src.get('provenance') or {}).get('source', '')}"
         data["provenance"] = prov
     if "collectives_from" in data:
-        src = _own(data["collectives_from"])
+        src = _own(data["collectives_from"], f"profile {path}: collectives_from")
         data["collectives"] = _merge(src.get("collectives") or {}, data.get("collectives") or {})
         for link in ("intra", "inter"):
             if (src.get("collectives") or {}).get(link):
@@ -149,13 +312,10 @@ def raw(ref: str, _seen=()) -> dict:
     return data
 
 
-def _own(ref: str) -> dict:
-    """A profile's own keys, without resolving its ``base`` (the fitted sections live there)."""
-    path = _find(ref)
-    try:
-        d = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError:
-        raise InputError(f"profile {path}: malformed YAML") from None
+def _own(ref: str, by: str = "") -> dict:
+    """A profile's own keys, without resolving its ``base`` (the fitted sections live there; no recursion)."""
+    path = _find(ref, by)
+    d = _read(path)
     d["_calibrated"] = (["compute"] if d.get("efficiency") and str(d.get("kind", "")).startswith("calibrated") else [])
     return d
 
@@ -168,19 +328,10 @@ def _get(d: dict, key: str, where: str):
 
 def _host_times(host: dict, where: str) -> dict:
     """Host issue time per layer: measured CPU time + kernels x CUDA launch cost."""
-    launch = parse(host["launch"], "s", f"profile {where}: host.launch")
-    get = lambda k: parse(host[k], "s", f"profile {where}: host.{k}")
-
-    def n(k):
-        try:
-            v = int(host[k])
-        except (TypeError, ValueError):
-            v = -1
-        if v < 0:
-            raise InputError(f"profile {where}: host.{k} must be a non-negative integer, got {host[k]!r}")
-        return v
-
-    t = lambda k, kernels: get(k) + n(kernels) * launch
+    get = lambda k: S.quantity(host[k], "s", f"profile {where}: host.{k}", low=0.0, low_open=False)  # noqa: E731
+    launch = get("launch")
+    n = lambda k: S.number(host[k], f"profile {where}: host.{k}", int, low=0)  # noqa: E731
+    t = lambda k, kernels: get(k) + n(kernels) * launch  # noqa: E731
     return {"host_fwd": t("layer_fwd", "kernels_fwd"), "host_bwd": t("layer_bwd", "kernels_bwd"),
             "host_rc": t("recompute_extra", "kernels_recompute"),
             "host_emb": t("embed_fwd", "kernels_embed_fwd") + t("embed_bwd", "kernels_embed_bwd"),
@@ -188,15 +339,23 @@ def _host_times(host: dict, where: str) -> dict:
             "host_mb": t("microbatch", "kernels_microbatch")}
 
 
-@functools.lru_cache(maxsize=64)
-def load(ref: str) -> Hardware:
+def load(ref) -> Hardware:
     """Load a profile by id (``a100-sxm4-80gb``) or path; raise InputError on bad content."""
+    if isinstance(ref, os.PathLike):
+        ref = os.fspath(ref)
+    if not isinstance(ref, str) or not ref.strip():
+        raise InputError(f"hardware profile: expected a profile id or a path to a .yaml, got {ref!r}")
+    return _load(ref)
+
+
+@functools.lru_cache(maxsize=64)
+def _load(ref: str) -> Hardware:
     d = raw(ref)
     where = d["_path"]
     dflt = _defaults()
     peaks = {}
-    for dt, v in (_get(d, "peak_flops", where) or {}).items():
-        peaks[dt] = None if v is None else parse(v, "flop/s", f"profile {where}: peak_flops.{dt}")
+    for dt, v in (S.mapping(_get(d, "peak_flops", where), f"profile {where}: peak_flops")).items():
+        peaks[dt] = None if v is None else S.quantity(v, "flop/s", f"profile {where}: peak_flops.{dt}")
     if not peaks.get("bf16") and not peaks.get("fp16"):
         raise InputError(f"profile {where}: peak_flops needs a bf16 or fp16 entry")
     peaks.setdefault("bf16", peaks.get("fp16"))
@@ -205,26 +364,21 @@ def load(ref: str) -> Hardware:
     lk = {}
     for name in ("intra", "inter"):
         L = _get(links, name, f"{where} links")
-        lk[name] = Link(str(L.get("kind", name)), parse(_get(L, "bandwidth", f"{where} links.{name}"), "B/s",
-                                                        f"profile {where}: links.{name}.bandwidth"),
-                        parse(L.get("latency", "10 us"), "s", f"profile {where}: links.{name}.latency"))
+        lk[name] = Link(str(L.get("kind", name)),
+                        S.quantity(_get(L, "bandwidth", f"{where} links.{name}"), "B/s", f"profile {where}: links.{name}.bandwidth"),
+                        S.quantity(L.get("latency", "10 us"), "s", f"profile {where}: links.{name}.latency", low=0.0, low_open=False))
     eff_raw = _merge(dflt["efficiency"], d.get("efficiency") or {})
     eff = {}
     for c in CLASSES:
         eff[c] = {}
         for direction in ("fwd", "bwd"):
-            e = eff_raw[c][direction]
-            eta, mu = float(e["eta"]), float(e["mu"])
-            t0 = parse(e["t0"], "s", f"profile {where}: efficiency.{c}.{direction}.t0")
-            if not (0 < eta <= 1 and 0 < mu <= 1) or t0 < 0:
-                raise InputError(f"profile {where}: efficiency.{c}.{direction} needs eta, mu in (0, 1] and t0 >= 0")
-            eff[c][direction] = (eta, mu, t0)
-    attn_shape = {k: tuple(float(eff_raw["attn"][k][n]) for n in ("d_soft", "d_reg", "uneven", "d_io")) for k in ("fwd", "bwd")}
-    if not all(v[0] >= 0 and v[1] > 0 and v[2] >= 0 and v[3] >= 0 for v in attn_shape.values()):
-        raise InputError(f"profile {where}: efficiency.attn needs d_soft, uneven, d_io >= 0 and d_reg > 0")
-    bmm_shape = {k: (float(eff_raw["bmm"][k]["dhalf"]), float(eff_raw["bmm"][k]["reread"])) for k in ("fwd", "bwd")}
-    if not all(v[0] >= 0 and 0 <= v[1] <= 1 for v in bmm_shape.values()):
-        raise InputError(f"profile {where}: efficiency.bmm needs dhalf >= 0 and reread in [0, 1]")
+            e, w = eff_raw[c][direction], f"profile {where}: efficiency.{c}.{direction}"
+            eff[c][direction] = (S.fraction(e["eta"], f"{w}.eta"), S.fraction(e["mu"], f"{w}.mu"),
+                                 S.quantity(e["t0"], "s", f"{w}.t0", low=0.0, low_open=False))
+    attn_shape = {k: tuple(_shape_value("attn", n, eff_raw["attn"][k][n], f"profile {where}: efficiency.attn.{k}.{n}")
+                           for n in SHAPE_KEYS["attn"]) for k in ("fwd", "bwd")}
+    bmm_shape = {k: tuple(_shape_value("bmm", n, eff_raw["bmm"][k][n], f"profile {where}: efficiency.bmm.{k}.{n}")
+                          for n in SHAPE_KEYS["bmm"]) for k in ("fwd", "bwd")}
     coll = {}
     craw = d.get("collectives") or {}
     for link in ("intra", "inter"):
@@ -233,45 +387,36 @@ def load(ref: str) -> Hardware:
             if e is None and c in ("rs", "ag") and (craw.get(link) or {}).get("ar"):
                 e = craw[link]["ar"]            # ring RS/AG run at the all-reduce's bus bandwidth
             if e:
-                coll[c, link] = (parse(e["alpha"], "s", f"profile {where}: collectives.{link}.{c}.alpha"),
-                                 parse(e["busbw"], "B/s", f"profile {where}: collectives.{link}.{c}.busbw"))
+                w = f"profile {where}: collectives.{link}.{c}"
+                coll[c, link] = (S.quantity(e["alpha"], "s", f"{w}.alpha", low=0.0, low_open=False),
+                                 S.quantity(e["busbw"], "B/s", f"{w}.busbw"))
             else:
                 coll[c, link] = (lk[link].latency, lk[link].bandwidth * dflt["link_efficiency"][link])
-    try:
-        gpn = int(_get(d, "gpus_per_node", where))
-        sm_count = int(d.get("sm_count", 1))
-    except (TypeError, ValueError):
-        raise InputError(f"profile {where}: gpus_per_node and sm_count must be integers") from None
-    if gpn < 1 or sm_count < 1:
-        raise InputError(f"profile {where}: gpus_per_node and sm_count must be at least 1")
+    gpn = S.number(_get(d, "gpus_per_node", where), f"profile {where}: gpus_per_node", int, low=1)
+    sm_count = S.number(d.get("sm_count", 1), f"profile {where}: sm_count", int, low=1)
     power = d.get("board_power")
     host = _merge(dflt["host"], d.get("host") or {})
     ceiling = 1.0
     if d.get("max_matmul") is not None:
-        ceiling = parse(d["max_matmul"], "flop/s", f"profile {where}: max_matmul") / peaks["bf16"]
+        ceiling = S.quantity(d["max_matmul"], "flop/s", f"profile {where}: max_matmul") / peaks["bf16"]
         if not 0 < ceiling <= 1:
             raise InputError(f"profile {where}: max_matmul must be positive and at most the bf16 peak")
         # no fitted or assumed GEMM efficiency can beat the measured maximum achievable matmul rate
         for c in ("gemm", "bmm"):
             eff[c] = {k: (min(eta, ceiling), mu, t0) for k, (eta, mu, t0) in eff[c].items()}
-    clock = d.get("sustained_clock", 1.0)
-    try:
-        clock = float(clock)
-    except (TypeError, ValueError):
-        clock = float("nan")
-    if not 0 < clock <= 1:
-        raise InputError(f"profile {where}: sustained_clock must be a number in (0, 1], got {d.get('sustained_clock')!r}")
+    clock = _clock(d.get("sustained_clock", 1.0), f"profile {where}")
+    dhalf = S.number(eff_raw.get("dhalf", dflt["efficiency"]["dhalf"]), f"profile {where}: efficiency.dhalf", low=0.0)
     return Hardware(
         sustained_clock=clock, matmul_ceiling=ceiling,
         **_host_times(host, where),
         id=str(d.get("id", Path(where).stem)), name=str(d.get("name", d.get("id", ""))), kind=str(d.get("kind", "datasheet")),
         peak_flops=peaks,
-        hbm_bandwidth=parse(_get(d, "hbm_bandwidth", where), "B/s", f"profile {where}: hbm_bandwidth"),
-        hbm_capacity=parse(_get(d, "hbm_capacity", where), "B", f"profile {where}: hbm_capacity"),
-        board_power=parse(power, "W", f"profile {where}: board_power") if power else None,
+        hbm_bandwidth=S.quantity(_get(d, "hbm_bandwidth", where), "B/s", f"profile {where}: hbm_bandwidth"),
+        hbm_capacity=S.quantity(_get(d, "hbm_capacity", where), "B", f"profile {where}: hbm_capacity"),
+        board_power=S.quantity(power, "W", f"profile {where}: board_power") if power is not None else None,
         gpus_per_node=gpn, sm_count=sm_count, intra=lk["intra"], inter=lk["inter"], efficiency=eff,
-        dhalf=float(eff_raw.get("dhalf", dflt["efficiency"]["dhalf"])), attn_shape=attn_shape, bmm_shape=bmm_shape,
+        dhalf=dhalf, attn_shape=attn_shape, bmm_shape=bmm_shape,
         collectives=coll,
         calibrated=tuple(sorted(set(d.get("_calibrated", [])))), provenance=dict(d.get("provenance") or {}),
-        sources=tuple(d.get("sources") or ()), path=where,
+        sources=tuple([d["sources"]] if isinstance(d.get("sources"), str) else (d.get("sources") or ())), path=where,
     )
