@@ -22,11 +22,9 @@ roofline.errors.InputError: profile x.yaml: unknown key 'hbm_capacty' (did you m
 from __future__ import annotations
 
 import contextlib
-import difflib
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 
 from .errors import InputError
@@ -71,6 +69,8 @@ def atomic_path(path):
 
     A failure inside the block (or an interrupted process) leaves no partial ``path`` behind.
     """
+    import tempfile     # lazy: ~6 ms of start-up the prediction path does not need
+
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp" + path.suffix, dir=path.parent)
     os.close(fd)
@@ -80,6 +80,19 @@ def atomic_path(path):
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+
+
+def check_output(path, flag: str) -> None:
+    """InputError unless ``path`` can be written: its folder exists and is writable and it is not a folder.
+    Call it for every output flag before any work or printing, so that a bad path fails first."""
+    path = Path(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise InputError(f"{flag} {path}: is a folder, expected a file name")
+    if not parent.is_dir():
+        raise InputError(f"{flag} {path}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise InputError(f"{flag} {path}: folder {parent} is not writable")
 
 
 def write_text_atomic(path, text: str) -> None:
@@ -146,6 +159,7 @@ def text(value, where: str) -> str:
 
 def choice(value, options, where: str):
     if not isinstance(value, str) or value not in options:
+        import difflib
         near = difflib.get_close_matches(str(value), list(options), n=1)
         hint = f" (did you mean {near[0]!r}?)" if near else ""
         raise InputError(f"{where}: must be one of {', '.join(options)}, got {value!r}{hint}")
@@ -163,6 +177,7 @@ def check_keys(d: dict, known, where: str) -> None:
     known = list(known)
     for k in d:
         if k not in known:
+            import difflib
             near = difflib.get_close_matches(str(k), [str(x) for x in known], n=1, cutoff=0.6)
             hint = f"did you mean {near[0]!r}?" if near else f"known: {', '.join(map(str, known))}"
             raise InputError(f"{where}: unknown key {k!r} ({hint})")

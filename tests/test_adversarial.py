@@ -653,3 +653,16 @@ def test_cli_bad_preset(tmp_path, capsys, updates, needle):
     err = capsys.readouterr()
     assert rc == 2 and err.out == "" and "Traceback" not in err.err
     assert len(err.err.strip().splitlines()) == 1 and needle in err.err
+
+
+@pytest.mark.parametrize("make,needle", [(lambda d: d / "missing" / "x.json", "does not exist"),
+                                         (lambda d: d, "is a folder")])
+def test_check_output_refuses_bad_paths(tmp_path, make, needle):
+    with pytest.raises(InputError) as e:
+        schema.check_output(make(tmp_path), "--trace")
+    one_line(e.value, "--trace", needle)
+
+
+def test_check_output_accepts_a_new_file(tmp_path):
+    schema.check_output(tmp_path / "new.json", "--trace")
+    assert os.listdir(tmp_path) == []          # checking writes nothing
