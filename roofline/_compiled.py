@@ -2,13 +2,14 @@
 # fmt: off
 import numpy as np
 
-INPUTS = ('act_bytes', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'clock', 'cp', 'd_model', 'dp', 'dropout', 'ep', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'heads', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_mb', 'host_rc', 'interleave', 'kv_heads', 'layers', 'learned_pos', 'mask_bytes', 'micro_batch', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_pp', 'ov_tp', 'peak', 'peak_vec', 'pp', 'rc_full', 'rc_sel', 'seq_len', 'seq_par', 'sms', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'vocab', 'z_grad', 'z_os', 'z_param')
-OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_host_overhead', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'micro_batches', 't_microbatch_stage', 'flops', 'hardware_flops', 'n_gpus', 'mfu', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'params', 'active_params', 'params_rank')
+INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'clock', 'cp', 'cuda_context', 'd_model', 'dp', 'dropout', 'ep', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'heads', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_mb', 'host_rc', 'interleave', 'kv_heads', 'layers', 'learned_pos', 'mask_bytes', 'micro_batch', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'nccl_comm_bytes', 'nccl_peer_bytes', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_pp', 'ov_tp', 'peak', 'peak_vec', 'pp', 'rc_full', 'rc_sel', 'seq_len', 'seq_par', 'sms', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'vocab', 'z_grad', 'z_os', 'z_param')
+OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_host_overhead', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'pp_bubble_ratio', 'micro_batches', 't_microbatch_stage', 'flops', 'hardware_flops', 'n_gpus', 'mfu', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'mem_logits', 'mem_first_stage', 'mem_last_stage', 'mem_reserve', 'mem_cuda_context', 'mem_nccl', 'mem_fragmentation', 'params', 'active_params', 'params_rank')
 
 
 def evaluate(x):
     """All outputs (dict of float or ndarray, SI units) from a mapping of every input."""
     act_bytes = x['act_bytes']
+    alloc_frag = x.get('alloc_frag', 0.05)
     alpha_a2a_inter = x['alpha_a2a_inter']
     alpha_a2a_intra = x['alpha_a2a_intra']
     alpha_ag_inter = x['alpha_ag_inter']
@@ -46,6 +47,7 @@ def evaluate(x):
     causal = x['causal']
     clock = x['clock']
     cp = x['cp']
+    cuda_context = x.get('cuda_context', 734855168.0)
     d_model = x['d_model']
     dp = x['dp']
     dropout = x['dropout']
@@ -108,6 +110,8 @@ def evaluate(x):
     mu_optim_fwd = x['mu_optim_fwd']
     mu_softmax_bwd = x['mu_softmax_bwd']
     mu_softmax_fwd = x['mu_softmax_fwd']
+    nccl_comm_bytes = x.get('nccl_comm_bytes', 154140672.0)
+    nccl_peer_bytes = x.get('nccl_peer_bytes', 8388608.0)
     opt_bytes = x['opt_bytes']
     ov_ag = x['ov_ag']
     ov_cp = x['ov_cp']
@@ -153,329 +157,368 @@ def evaluate(x):
     _x4 = micro_batch**(-1.0)
     _x5 = _x4*global_batch
     _x6 = _x3*_x5
-    _x7 = eta_elem_fwd**(-1.0)
-    _x8 = clock**(-1.0)
-    _x9 = _x8/peak_vec
-    _x10 = (seq_par*(tp - 1) + 1)**(-1.0)
-    _x11 = cp**(-1.0)
-    _x12 = d_model*seq_len
-    _x13 = _x11*_x12*micro_batch
-    _x14 = _x10*_x13
-    _x15 = _x14*_x9
-    _x16 = mu_elem_fwd**(-1.0)
-    _x17 = hbm_bw**(-1.0)
-    _x18 = dropout*mask_bytes
-    _x19 = _x13*act_bytes
-    _x20 = _x10*_x19
-    _x21 = _x17*_x20*(_x18/act_bytes + 3)
-    _x22 = 2*d_model
-    _x23 = _x11*seq_len
-    _x24 = _x23*micro_batch
-    _x25 = _x22*_x24
-    _x26 = _x10*_x25
-    _x27 = _x17*act_bytes
-    _x28 = np.maximum(8*_x15/eta_norm_fwd, _x26*_x27/mu_norm_fwd)
-    _x29 = tp**(-1.0)
-    _x30 = _x29*ffn_hidden
-    _x31 = capacity*top_k
-    _x32 = _x24*_x31
-    _x33 = _x30*_x32
-    _x34 = gated + 2
-    _x35 = _x27*_x33
-    _x36 = 1 - flash
-    _x37 = seq_len**2
-    _x38 = _x11*_x37
-    _x39 = heads*micro_batch
-    _x40 = _x29*_x39
-    _x41 = _x38*_x40
-    _x42 = _x41*_x9
-    _x43 = 2*act_bytes
-    _x44 = dropout*(_x43 + mask_bytes)
-    _x45 = _x36*_x41
-    _x46 = _x17*_x45
-    _x47 = heads/d_model
-    _x48 = _x29*d_model
-    _x49 = _x38*micro_batch
-    _x50 = _x49*(2 - 2*flash)
-    _x51 = _x48*_x50
-    _x52 = peak**(-1.0)
-    _x53 = _x52*_x8
-    _x54 = _x51*_x53
-    _x55 = _x54/eta_bmm_fwd
-    _x56 = _x17/mu_bmm_fwd
-    _x57 = heads**(-1.0)
-    _x58 = _x57*d_model
-    _x59 = _x29*act_bytes
-    _x60 = _x36*_x39*_x59
-    _x61 = _x60*(_x23*_x58 + _x38 + _x58*seq_len)
-    _x62 = seq_len**(-1.0)
-    _x63 = _x38*_x60*(np.ceil((1/128)*_x58) - 1)
-    _x64 = _x22*_x57*kv_heads
-    _x65 = _x64*seq_len
-    _x66 = _x17*flash*micro_batch*(_x22*_x23 + _x65)
-    _x67 = np.ceil((1/128)*_x23)
-    _x68 = np.ceil((1/32)*_x58)
-    _x69 = np.minimum(1, -_x58 + 32*_x68)
-    _x70 = 32*_x68
-    _x71 = (1/32)/_x68
-    _x72 = _x40/sms
-    _x73 = 1 - 1/2*causal
-    _x74 = _x73*flash
-    _x75 = _x38*_x53*_x68*_x74*sms
-    _x76 = 2*_x36*t0_bmm_fwd + _x36*t0_softmax_fwd + flash*t0_attn_fwd + np.maximum(_x55*(_x62*bmm_dhalf_fwd + 1), _x56*(_x61 + _x63*bmm_reread_fwd)) + np.maximum(_x56*_x61, _x55*(_x47*bmm_dhalf_fwd + 1)) + np.maximum(_x46*(_x43 + _x44)/mu_softmax_fwd, _x42*(5 - 5*flash)/eta_softmax_fwd) + np.maximum(_x59*_x66/mu_attn_fwd, 128*_x75*(_x69*attn_uneven_fwd + 1)*(_x70/attn_dreg_fwd + _x71*attn_dsoft_fwd + attn_dio_fwd*np.where((_x68 <= 2), 1/128, 1/64) + 1)*np.ceil(_x67*_x72)/(_x67*eta_attn_fwd))
-    _x77 = np.minimum(1, experts - 1)
-    _x78 = act_bytes/mu_gemm_fwd
-    _x79 = _x17*_x78
-    _x80 = d_model*experts
-    _x81 = _x24*experts
-    _x82 = _x77*(_x13 + _x80 + _x81)
-    _x83 = _x22*_x77*_x81
-    _x84 = _x53/eta_gemm_fwd
-    _x85 = np.minimum(np.minimum(_x24, d_model), experts)
-    _x86 = (_x85 + gemm_dhalf)/_x85
-    _x87 = d_model**2
-    _x88 = _x29*_x87
-    _x89 = _x24*_x48
-    _x90 = _x13 + _x88 + _x89
-    _x91 = _x24*_x88
-    _x92 = 2*_x91
-    _x93 = np.minimum(np.minimum(_x24, _x48), d_model)
-    _x94 = (_x93 + gemm_dhalf)/_x93
-    _x95 = d_model*ffn_hidden
-    _x96 = _x13*_x31
-    _x97 = _x29*_x95 + _x33 + _x96
-    _x98 = _x22*_x33
-    _x99 = np.minimum(np.minimum(_x30, _x32), d_model)
-    _x100 = (_x99 + gemm_dhalf)/_x99
-    _x101 = ffn_hidden*(gated + 1)
-    _x102 = _x101*_x48
-    _x103 = _x11*_x29
-    _x104 = _x103*micro_batch
-    _x105 = _x104*seq_len
-    _x106 = _x101*_x31
-    _x107 = _x102 + _x105*_x106 + _x96
-    _x108 = _x22*seq_len
-    _x109 = _x104*_x106*_x108
-    _x110 = np.minimum(np.minimum(_x32, d_model), _x101*_x29)
-    _x111 = (_x110 + gemm_dhalf)/_x110
-    _x112 = _x64 + d_model
-    _x113 = _x112*d_model
-    _x114 = _x112*_x29
-    _x115 = _x114*_x24
-    _x116 = _x113*_x29 + _x115 + _x13
-    _x117 = _x115*_x22
-    _x118 = np.minimum(np.minimum(_x114, _x24), d_model)
-    _x119 = (_x118 + gemm_dhalf)/_x118
-    _x120 = _x77*t0_gemm_fwd + 4*t0_gemm_fwd + np.maximum(_x107*_x79, _x109*_x111*_x84) + np.maximum(_x116*_x79, _x117*_x119*_x84) + np.maximum(_x79*_x82, _x83*_x84*_x86) + np.maximum(_x79*_x90, _x84*_x92*_x94) + np.maximum(_x79*_x97, _x100*_x84*_x98)
-    _x121 = _x120 + 2*_x28 + _x76 + 3*t0_elem_fwd + 2*t0_norm_fwd + 2*np.maximum(_x15*_x7, _x16*_x21) + np.maximum(_x16*_x34*_x35, 8*_x33*_x7*_x9)
-    _x122 = pp**(-1.0)
-    _x123 = np.ceil(_x0*_x122*layers)
-    _x124 = _x123*interleave
-    _x125 = _x121*_x124
-    _x126 = 4*_x36
-    _x127 = _x9/eta_elem_bwd
-    _x128 = mu_elem_bwd**(-1.0)
-    _x129 = 3*act_bytes
-    _x130 = np.maximum(16*_x15/eta_norm_bwd, _x129*_x14*_x17/mu_norm_bwd)
-    _x131 = _x54/eta_bmm_bwd
-    _x132 = _x17/mu_bmm_bwd
-    _x133 = _x43/mu_gemm_bwd
-    _x134 = _x133*_x17
-    _x135 = _x77*_x80
-    _x136 = _x135*_x24
-    _x137 = _x53/eta_gemm_bwd
-    _x138 = 4*_x137
-    _x139 = _x31*_x95
-    _x140 = _x105*_x138
-    _x141 = _x62*bmm_dhalf_bwd
-    _x142 = _x132*(_x61 + _x63*bmm_reread_bwd)
-    _x143 = _x102*_x32
-    _x144 = np.where((_x68 <= 4), 1/128, 1/64)
-    _x145 = np.ceil(_x144*seq_len)
-    _x146 = _x126*t0_bmm_bwd + 2*_x130 + _x36*t0_softmax_bwd + _x77*t0_gemm_bwd + flash*t0_attn_bwd + 3*t0_elem_bwd + 4*t0_gemm_bwd + 2*t0_norm_bwd + np.maximum(_x142, _x131*(_x141 + 1)) + 2*np.maximum(_x142, _x131*(_x141*cp + 1)) + np.maximum(_x107*_x134, _x111*_x138*_x143) + np.maximum(_x116*_x134, _x113*_x119*_x140) + 2*np.maximum(_x127*_x26, _x128*_x21) + np.maximum(16*_x127*_x33, _x128*_x35*(2*gated + 3)) + np.maximum(_x132*_x61, _x131*(_x47*bmm_dhalf_bwd + 1)) + np.maximum(_x134*_x82, _x136*_x138*_x86) + np.maximum(_x134*_x90, _x138*_x91*_x94) + np.maximum(_x134*_x97, _x100*_x139*_x140) + np.maximum(_x46*(_x129 + _x44)/mu_softmax_bwd, _x42*(8 - 8*flash)/eta_softmax_bwd) + np.maximum(_x29*_x43*_x66/mu_attn_bwd, 320*_x75*(_x69*attn_uneven_bwd + 1)*(_x144*attn_dio_bwd + _x70/attn_dreg_bwd + _x71*attn_dsoft_bwd + 1)*np.ceil(_x145*_x72)/(_x145*eta_attn_bwd))
-    _x147 = _x124*_x146
-    _x148 = np.minimum(1, _x1)
-    _x149 = 1 - _x148
-    _x150 = _x13*_x9
-    _x151 = np.ceil((1/128)*_x29*vocab)
-    _x152 = 128*_x151
-    _x153 = d_model*grad_bytes
-    _x154 = np.minimum(_x152, _x24)
-    _x155 = t0_embed_bwd + np.maximum(_x150/eta_embed_bwd, _x17*(_x152*_x153 + _x153*_x154 + _x19*(learned_pos + 1) + _x22*f32_bytes*(_x154 + (1/10)*_x24))/mu_embed_bwd)
-    _x156 = t0_embed_fwd + np.maximum(_x150/eta_embed_fwd, _x17*_x19*(learned_pos + 2)/mu_embed_fwd)
-    _x157 = _x151*_x24*_x9
-    _x158 = _x152*_x24
-    _x159 = _x158*_x17*(act_bytes + f32_bytes)
-    _x160 = _x152*d_model
-    _x161 = _x17*(_x13 + _x158 + _x160)
-    _x162 = np.minimum(np.minimum(_x152, _x24), d_model)
-    _x163 = _x13*_x151
-    _x164 = _x163*(_x162 + gemm_dhalf)/_x162
-    _x165 = _x130 + t0_ce_bwd + t0_gemm_bwd + t0_norm_bwd + np.maximum(_x133*_x161, 512*_x137*_x164) + np.maximum(_x159/mu_ce_bwd, 256*_x157/eta_ce_bwd)
-    _x166 = _x28 + t0_ce_fwd + t0_gemm_fwd + t0_norm_fwd + np.maximum(_x159/mu_ce_fwd, 640*_x157/eta_ce_fwd) + np.maximum(_x161*_x78, 256*_x164*_x84)
-    _x167 = np.where((_x155 + _x156 <= _x165 + _x166), 1, 0)
-    _x168 = 1 - _x167
-    _x169 = _x149*(_x156*_x167 + _x166*_x168) + _x156*_x168 + _x166*_x167
-    _x170 = _x149*(_x155*_x167 + _x165*_x168) + _x155*_x168 + _x165*_x167
-    _x171 = _x169 + _x170
-    _x172 = np.maximum(_x171, _x148*(_x167*host_head + _x168*host_emb) + _x149*(host_emb + host_head))
-    _x173 = _x121 + _x146
-    _x174 = rc_full + 2
-    _x175 = np.maximum(1, np.minimum(gpus_per_node, tp))
-    _x176 = 2*_x175 - 2
-    _x177 = _x175**(-1.0)
-    _x178 = _x177*tp
-    _x179 = 2*_x178 - 2
-    _x180 = bw_ar_inter**(-1.0)
-    _x181 = _x89*act_bytes
-    _x182 = bw_ar_intra**(-1.0)
-    _x183 = _x177*_x19
-    _x184 = _x175 - 1
-    _x185 = _x178 - 1
-    _x186 = bw_ag_inter**(-1.0)
-    _x187 = _x181*_x185
-    _x188 = bw_ag_intra**(-1.0)
-    _x189 = _x183*_x184
-    _x190 = bw_rs_inter**(-1.0)
-    _x191 = bw_rs_intra**(-1.0)
-    _x192 = _x174*(2*seq_par*(_x184*alpha_ag_intra + _x184*alpha_rs_intra + _x185*alpha_ag_inter + _x185*alpha_rs_inter + _x186*_x187 + _x187*_x190 + _x188*_x189 + _x189*_x191) + 2*(1 - seq_par)*(_x176*_x182*_x183 + _x176*alpha_ar_intra + _x179*_x180*_x181 + _x179*alpha_ar_inter))
-    _x193 = rc_full + 3
-    _x194 = cp*tp
-    _x195 = np.where((_x194 <= gpus_per_node), 1, 0)
-    _x196 = bw_p2p_intra**(-1.0)
-    _x197 = _x104*_x65*act_bytes
-    _x198 = bw_p2p_inter**(-1.0)
-    _x199 = _x193*(cp - 1)*(_x195*(_x196*_x197 + alpha_p2p_intra) + (1 - _x195)*(_x197*_x198 + alpha_p2p_inter))
-    _x200 = ov_cp*np.minimum(_x199, _x193*_x76)
-    _x201 = ov_tp*np.minimum(_x192, (3/2)*_x120*_x174)
-    _x202 = _x103*gpus_per_node
-    _x203 = np.maximum(1, np.minimum(_x202, ep))
-    _x204 = _x203 - 1
-    _x205 = ep**(-1.0)
-    _x206 = _x19*_x205*_x31
-    _x207 = _x174*_x77*(_x204*_x206/bw_a2a_intra + _x204*alpha_a2a_intra + _x206*(-_x203 + ep)/bw_a2a_inter + alpha_a2a_inter*(-1 + ep/_x203))
-    _x208 = 2*_x207
-    _x209 = 1 - rc_full
-    _x210 = _x209*rc_sel
-    _x211 = _x121*rc_full + _x210*_x76
-    _x212 = _x192 + _x199 - _x200 - _x201 + _x208 + _x211
-    _x213 = _x173 - np.maximum(_x173 + _x212, host_bwd + host_fwd + host_rc*rc_full)
-    _x214 = -_x124*_x213 + _x125 + _x147 + _x172 + host_mb
-    _x215 = _x194*dp
-    _x216 = np.where((_x215 < gpus_per_node), 1, 0)
-    _x217 = 2*_x148*(1 - ov_pp)*(_x1 + _x6*interleave)*(_x216*(_x181*_x196 + alpha_p2p_intra) + (1 - _x216)*(_x181*_x198 + alpha_p2p_inter))
-    _x218 = np.maximum(1, np.minimum(_x202, dp))
-    _x219 = _x218**(-1.0)
-    _x220 = _x219*dp
-    _x221 = _x220 - 1
-    _x222 = _x221*alpha_ag_inter
-    _x223 = _x218 - 1
-    _x224 = _x223*alpha_ag_intra
-    _x225 = _x101*d_model + _x95 + biases*(_x101 + d_model)
-    _x226 = _x225*experts
-    _x227 = _x226*_x29
-    _x228 = _x205*_x227
-    _x229 = _x124*_x77
-    _x230 = _x228*_x229
-    _x231 = _x230*grad_bytes
-    _x232 = _x12*learned_pos
-    _x233 = _x113 + _x87 + biases*(_x22 + _x64)
-    _x234 = biases + 1
-    _x235 = _x135 + _x22*_x234
-    _x236 = _x228 + _x233*_x29 + _x235
-    _x237 = _x124*_x236 + _x160*(_x149*(1 - tied) + 1) + _x232
-    _x238 = grad_bytes*(-_x230 + _x237)
-    _x239 = _x231 + _x238
-    _x240 = _x221*_x3
-    _x241 = _x190*_x240
-    _x242 = _x219*_x223
-    _x243 = _x191*_x242
-    _x244 = _x186*_x240
-    _x245 = _x237*_x43
-    _x246 = _x188*_x242
-    _x247 = _x221*alpha_rs_inter + _x223*alpha_rs_intra
-    _x248 = 2*_x222 + 2*_x224 + _x239*_x241 + _x239*_x243 + _x244*_x245 + _x245*_x246 + _x247
-    _x249 = _x248*_x6
-    _x250 = _x125 + _x169
-    _x251 = _x147 + _x170
-    _x252 = 1 - z_param
-    _x253 = _x237*act_bytes
-    _x254 = _x222 + _x224 + _x244*_x253 + _x246*_x253
-    _x255 = z_grad*(_x3*_x4*global_batch - 1) + 1
-    _x256 = 1 - z_os
-    _x257 = 2*_x218 - 2
-    _x258 = 2*_x220 - 2
-    _x259 = _x180*_x3
-    _x260 = _x205*dp
-    _x261 = np.maximum(1, np.minimum(_x260, _x202*_x205))
-    _x262 = _x261 - 1
-    _x263 = _x261**(-1.0)
-    _x264 = _x260*_x263
-    _x265 = _x264 - 1
-    _x266 = _x227*_x229*grad_bytes
-    _x267 = _x231*_x263
-    _x268 = 2*_x261 - 2
-    _x269 = 2*_x264 - 2
-    _x270 = _x256*(_x182*_x219*_x238*_x257 + _x238*_x258*_x259 + _x257*alpha_ar_intra + _x258*alpha_ar_inter) + _x77*(_x256*(_x182*_x267*_x268 + _x259*_x266*_x269 + _x268*alpha_ar_intra + _x269*alpha_ar_inter) + z_os*(_x190*_x265*_x266*_x3 + _x191*_x262*_x267 + _x262*alpha_rs_intra + _x265*alpha_rs_inter)) + z_os*(_x238*_x241 + _x238*_x243 + _x247)
-    _x271 = _x254*z_os
-    _x272 = _x255*_x270
-    _x273 = _x252*(_x254*z_os + _x255*_x270 - ov_ag*np.minimum(_x250, _x271) - ov_dp*np.minimum(_x272, _x255*(_x124*((1/2)*_x192 + (1/2)*_x199 - 1/2*_x200 - 1/2*_x201 + _x207 + _x211) + _x251))) + z_param*(_x248*_x3*_x4*global_batch - ov_ag*np.minimum(_x249, _x6*(_x250 + _x251)))
-    _x274 = _x237*dp**(-z_os)
-    _x275 = t0_optim_fwd + np.maximum(12*_x274*_x9/eta_optim_fwd, _x17*_x274*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
-    _x276 = _x214*(_x2 + _x6) + _x217 + _x273 + _x275
-    _x277 = _x124*_x6
-    _x278 = _x277*(_x192 - _x201)
-    _x279 = _x108*top_k
-    _x280 = _x37*d_model
-    _x281 = 4*_x74
-    _x282 = 3*global_batch*(_x108*vocab + layers*(_x101*_x279 + _x108*_x112 + _x108*_x77*experts + _x126*_x280*_x73 + _x279*ffn_hidden + _x280*_x281 + 2*_x87*seq_len))
-    _x283 = 6*_x105
-    _x284 = _x48*_x49
-    _x285 = _x22*_x29*_x50 + _x281*_x284
-    _x286 = 768*_x163 + layers*(_x113*_x283 + 6*_x136 + _x139*_x283 + 6*_x143 + _x210*_x285 + 14*_x284*_x74 + 6*_x51 + 6*_x91 + rc_full*(_x109 + _x117 + _x285 + _x83 + _x92 + _x98))
-    _x287 = _x276**(-1.0)
-    _x288 = _x122*_x287*_x52
-    _x289 = _x253*dp**(-z_param)
-    _x290 = _x237*dp**(-z_grad)*grad_bytes
-    _x291 = _x274*opt_bytes
-    _x292 = _x14*(2*_x18 + 4*act_bytes) + _x45*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes)) + _x59*(_x24*_x64 + _x25 + _x32*_x34*ffn_hidden)
-    _x293 = _x124*(_x20*rc_full + _x209*_x292)*(_x6*gpipe + (1 - gpipe)*(_x122*_x2*np.minimum(1, interleave - 1) + 1)*np.minimum(_x6, pp)) + _x236*_x43*z_param + _x292*rc_full
-    _x294 = _x233 + _x235
-    _x295 = _x232 + _x234*d_model + d_model*vocab*(2 - tied)
+    _x7 = cp - 1
+    _x8 = rc_full + 3
+    _x9 = cp*tp
+    _x10 = np.where((_x9 <= gpus_per_node), 1, 0)
+    _x11 = bw_p2p_intra**(-1.0)
+    _x12 = tp**(-1.0)
+    _x13 = _x12*act_bytes
+    _x14 = cp**(-1.0)
+    _x15 = _x14*seq_len
+    _x16 = _x15*micro_batch
+    _x17 = heads**(-1.0)
+    _x18 = 2*d_model
+    _x19 = _x17*_x18*kv_heads
+    _x20 = _x16*_x19
+    _x21 = _x13*_x20
+    _x22 = bw_p2p_inter**(-1.0)
+    _x23 = _x7*_x8*(_x10*(_x11*_x21 + alpha_p2p_intra) + (1 - _x10)*(_x21*_x22 + alpha_p2p_inter))
+    _x24 = 1 - flash
+    _x25 = clock**(-1.0)
+    _x26 = _x25/peak_vec
+    _x27 = seq_len**2
+    _x28 = _x14*_x27
+    _x29 = heads*micro_batch
+    _x30 = _x12*_x29
+    _x31 = _x28*_x30
+    _x32 = _x26*_x31
+    _x33 = 2*act_bytes
+    _x34 = dropout*(_x33 + mask_bytes)
+    _x35 = hbm_bw**(-1.0)
+    _x36 = _x24*_x31
+    _x37 = _x35*_x36
+    _x38 = heads/d_model
+    _x39 = _x12*d_model
+    _x40 = _x28*micro_batch
+    _x41 = _x40*(2 - 2*flash)
+    _x42 = _x39*_x41
+    _x43 = peak**(-1.0)
+    _x44 = _x25*_x43
+    _x45 = _x42*_x44
+    _x46 = _x45/eta_bmm_fwd
+    _x47 = _x35/mu_bmm_fwd
+    _x48 = _x17*d_model
+    _x49 = _x13*_x24*_x29
+    _x50 = _x49*(_x15*_x48 + _x28 + _x48*seq_len)
+    _x51 = seq_len**(-1.0)
+    _x52 = _x28*_x49*(np.ceil((1/128)*_x48) - 1)
+    _x53 = _x35*flash*micro_batch*(_x15*_x18 + _x19*seq_len)
+    _x54 = np.ceil((1/128)*_x15)
+    _x55 = np.ceil((1/32)*_x48)
+    _x56 = np.minimum(1, -_x48 + 32*_x55)
+    _x57 = 32*_x55
+    _x58 = (1/32)/_x55
+    _x59 = _x30/sms
+    _x60 = 1 - 1/2*causal
+    _x61 = _x60*flash
+    _x62 = _x28*_x44*_x55*_x61*sms
+    _x63 = 2*_x24*t0_bmm_fwd + _x24*t0_softmax_fwd + flash*t0_attn_fwd + np.maximum(_x46*(_x51*bmm_dhalf_fwd + 1), _x47*(_x50 + _x52*bmm_reread_fwd)) + np.maximum(_x47*_x50, _x46*(_x38*bmm_dhalf_fwd + 1)) + np.maximum(_x13*_x53/mu_attn_fwd, 128*_x62*(_x56*attn_uneven_fwd + 1)*(_x57/attn_dreg_fwd + _x58*attn_dsoft_fwd + attn_dio_fwd*np.where((_x55 <= 2), 1/128, 1/64) + 1)*np.ceil(_x54*_x59)/(_x54*eta_attn_fwd)) + np.maximum(_x37*(_x33 + _x34)/mu_softmax_fwd, _x32*(5 - 5*flash)/eta_softmax_fwd)
+    _x64 = _x23*(1 - ov_cp) + ov_cp*np.maximum(0, _x23 - _x63*_x8)
+    _x65 = 1 - rc_full
+    _x66 = _x65*rc_sel
+    _x67 = eta_elem_fwd**(-1.0)
+    _x68 = tp - 1
+    _x69 = (_x68*seq_par + 1)**(-1.0)
+    _x70 = d_model*seq_len
+    _x71 = _x14*_x70*micro_batch
+    _x72 = _x69*_x71
+    _x73 = _x26*_x72
+    _x74 = mu_elem_fwd**(-1.0)
+    _x75 = dropout*mask_bytes
+    _x76 = _x71*act_bytes
+    _x77 = _x69*_x76
+    _x78 = _x35*_x77*(_x75/act_bytes + 3)
+    _x79 = _x16*_x18
+    _x80 = _x69*_x79
+    _x81 = _x35*act_bytes
+    _x82 = np.maximum(8*_x73/eta_norm_fwd, _x80*_x81/mu_norm_fwd)
+    _x83 = _x12*ffn_hidden
+    _x84 = capacity*top_k
+    _x85 = _x16*_x84
+    _x86 = _x83*_x85
+    _x87 = gated + 2
+    _x88 = _x81*_x86
+    _x89 = np.minimum(1, experts - 1)
+    _x90 = act_bytes/mu_gemm_fwd
+    _x91 = _x35*_x90
+    _x92 = d_model*experts
+    _x93 = _x16*experts
+    _x94 = _x89*(_x71 + _x92 + _x93)
+    _x95 = _x18*_x89*_x93
+    _x96 = _x44/eta_gemm_fwd
+    _x97 = np.minimum(np.minimum(_x16, d_model), experts)
+    _x98 = (_x97 + gemm_dhalf)/_x97
+    _x99 = d_model**2
+    _x100 = _x12*_x99
+    _x101 = _x16*_x39
+    _x102 = _x100 + _x101 + _x71
+    _x103 = _x100*_x16
+    _x104 = 2*_x103
+    _x105 = np.minimum(np.minimum(_x16, _x39), d_model)
+    _x106 = (_x105 + gemm_dhalf)/_x105
+    _x107 = d_model*ffn_hidden
+    _x108 = _x107*_x12
+    _x109 = _x71*_x84
+    _x110 = _x108 + _x109 + _x86
+    _x111 = _x108*_x85
+    _x112 = 2*_x111
+    _x113 = np.minimum(np.minimum(_x83, _x85), d_model)
+    _x114 = (_x113 + gemm_dhalf)/_x113
+    _x115 = ffn_hidden*(gated + 1)
+    _x116 = _x115*_x39
+    _x117 = _x115*_x12
+    _x118 = _x117*_x85
+    _x119 = _x109 + _x116 + _x118
+    _x120 = _x118*_x18
+    _x121 = np.minimum(np.minimum(_x117, _x85), d_model)
+    _x122 = (_x121 + gemm_dhalf)/_x121
+    _x123 = _x19 + d_model
+    _x124 = _x123*d_model
+    _x125 = _x12*_x124
+    _x126 = _x12*_x123
+    _x127 = _x126*_x16
+    _x128 = _x125 + _x127 + _x71
+    _x129 = _x127*_x18
+    _x130 = np.minimum(np.minimum(_x126, _x16), d_model)
+    _x131 = (_x130 + gemm_dhalf)/_x130
+    _x132 = _x89*t0_gemm_fwd + 4*t0_gemm_fwd + np.maximum(_x102*_x91, _x104*_x106*_x96) + np.maximum(_x110*_x91, _x112*_x114*_x96) + np.maximum(_x119*_x91, _x120*_x122*_x96) + np.maximum(_x128*_x91, _x129*_x131*_x96) + np.maximum(_x91*_x94, _x95*_x96*_x98)
+    _x133 = _x132 + _x63 + 2*_x82 + 3*t0_elem_fwd + 2*t0_norm_fwd + 2*np.maximum(_x67*_x73, _x74*_x78) + np.maximum(_x74*_x87*_x88, 8*_x26*_x67*_x86)
+    _x134 = _x133*rc_full + _x63*_x66
+    _x135 = rc_full + 2
+    _x136 = _x12*gpus_per_node
+    _x137 = np.maximum(1, np.minimum(_x136, ep))
+    _x138 = _x137 - 1
+    _x139 = ep**(-1.0)
+    _x140 = _x139*_x76*_x84
+    _x141 = 2*_x135*_x89*(_x138*_x140/bw_a2a_intra + _x138*alpha_a2a_intra + _x140*(-_x137 + ep)/bw_a2a_inter + alpha_a2a_inter*(-1 + ep/_x137))
+    _x142 = np.maximum(1, np.minimum(gpus_per_node, tp))
+    _x143 = 2*_x142 - 2
+    _x144 = _x142**(-1.0)
+    _x145 = _x144*tp
+    _x146 = 2*_x145 - 2
+    _x147 = bw_ar_inter**(-1.0)
+    _x148 = _x101*act_bytes
+    _x149 = bw_ar_intra**(-1.0)
+    _x150 = _x144*_x76
+    _x151 = _x142 - 1
+    _x152 = _x145 - 1
+    _x153 = bw_ag_inter**(-1.0)
+    _x154 = _x148*_x152
+    _x155 = bw_ag_intra**(-1.0)
+    _x156 = _x150*_x151
+    _x157 = bw_rs_inter**(-1.0)
+    _x158 = bw_rs_intra**(-1.0)
+    _x159 = _x135*(2*seq_par*(_x151*alpha_ag_intra + _x151*alpha_rs_intra + _x152*alpha_ag_inter + _x152*alpha_rs_inter + _x153*_x154 + _x154*_x157 + _x155*_x156 + _x156*_x158) + 2*(1 - seq_par)*(_x143*_x149*_x150 + _x143*alpha_ar_intra + _x146*_x147*_x148 + _x146*alpha_ar_inter))
+    _x160 = _x159*(1 - ov_tp) + ov_tp*np.maximum(0, -_x132*_x8 + _x159)
+    _x161 = _x141 + _x160
+    _x162 = _x134 + _x161 + _x64
+    _x163 = 4*_x24
+    _x164 = _x26/eta_elem_bwd
+    _x165 = mu_elem_bwd**(-1.0)
+    _x166 = 3*act_bytes
+    _x167 = np.maximum(16*_x73/eta_norm_bwd, _x166*_x35*_x72/mu_norm_bwd)
+    _x168 = _x45/eta_bmm_bwd
+    _x169 = _x35/mu_bmm_bwd
+    _x170 = _x33/mu_gemm_bwd
+    _x171 = _x170*_x35
+    _x172 = _x89*_x92
+    _x173 = _x44/eta_gemm_bwd
+    _x174 = 4*_x173
+    _x175 = _x16*_x174
+    _x176 = _x51*bmm_dhalf_bwd
+    _x177 = _x169*(_x50 + _x52*bmm_reread_bwd)
+    _x178 = _x116*_x85
+    _x179 = np.where((_x55 <= 4), 1/128, 1/64)
+    _x180 = np.ceil(_x179*seq_len)
+    _x181 = _x163*t0_bmm_bwd + 2*_x167 + _x24*t0_softmax_bwd + _x89*t0_gemm_bwd + flash*t0_attn_bwd + 3*t0_elem_bwd + 4*t0_gemm_bwd + 2*t0_norm_bwd + np.maximum(_x177, _x168*(_x176 + 1)) + 2*np.maximum(_x177, _x168*(_x176*cp + 1)) + np.maximum(_x102*_x171, _x103*_x106*_x174) + np.maximum(_x110*_x171, _x111*_x114*_x174) + np.maximum(_x119*_x171, _x122*_x174*_x178) + np.maximum(_x128*_x171, _x125*_x131*_x175) + 2*np.maximum(_x164*_x80, _x165*_x78) + np.maximum(16*_x164*_x86, _x165*_x88*(2*gated + 3)) + np.maximum(_x169*_x50, _x168*(_x38*bmm_dhalf_bwd + 1)) + np.maximum(_x171*_x94, _x172*_x175*_x98) + np.maximum(_x37*(_x166 + _x34)/mu_softmax_bwd, _x32*(8 - 8*flash)/eta_softmax_bwd) + np.maximum(_x12*_x33*_x53/mu_attn_bwd, 320*_x62*(_x56*attn_uneven_bwd + 1)*(_x179*attn_dio_bwd + _x57/attn_dreg_bwd + _x58*attn_dsoft_bwd + 1)*np.ceil(_x180*_x59)/(_x180*eta_attn_bwd))
+    _x182 = np.maximum(0, -_x133 - _x162 - _x181 + host_bwd + host_fwd + host_rc*rc_full)
+    _x183 = pp**(-1.0)
+    _x184 = interleave*np.ceil(_x0*_x183*layers)
+    _x185 = np.minimum(1, _x1)
+    _x186 = 1 - _x185
+    _x187 = _x26*_x71
+    _x188 = np.ceil((1/128)*_x12*vocab)
+    _x189 = 128*_x188
+    _x190 = d_model*grad_bytes
+    _x191 = np.minimum(_x16, _x189)
+    _x192 = t0_embed_bwd + np.maximum(_x187/eta_embed_bwd, _x35*(_x18*f32_bytes*((1/10)*_x16 + _x191) + _x189*_x190 + _x190*_x191 + _x76*(learned_pos + 1))/mu_embed_bwd)
+    _x193 = t0_embed_fwd + np.maximum(_x187/eta_embed_fwd, _x35*_x76*(learned_pos + 2)/mu_embed_fwd)
+    _x194 = _x16*_x188*_x26
+    _x195 = _x16*_x189
+    _x196 = _x195*_x35*(act_bytes + f32_bytes)
+    _x197 = _x189*d_model
+    _x198 = _x35*(_x195 + _x197 + _x71)
+    _x199 = np.minimum(np.minimum(_x16, _x189), d_model)
+    _x200 = _x188*_x71
+    _x201 = _x200*(_x199 + gemm_dhalf)/_x199
+    _x202 = _x167 + t0_ce_bwd + t0_gemm_bwd + t0_norm_bwd + np.maximum(_x170*_x198, 512*_x173*_x201) + np.maximum(_x196/mu_ce_bwd, 256*_x194/eta_ce_bwd)
+    _x203 = _x82 + t0_ce_fwd + t0_gemm_fwd + t0_norm_fwd + np.maximum(_x196/mu_ce_fwd, 640*_x194/eta_ce_fwd) + np.maximum(_x198*_x90, 256*_x201*_x96)
+    _x204 = np.where((_x192 + _x193 <= _x202 + _x203), 1, 0)
+    _x205 = 1 - _x204
+    _x206 = _x186*(_x193*_x204 + _x203*_x205) + _x193*_x205 + _x203*_x204
+    _x207 = _x186*(_x192*_x204 + _x202*_x205) + _x192*_x205 + _x202*_x204
+    _x208 = host_mb + np.maximum(0, _x185*(_x204*host_head + _x205*host_emb) + _x186*(host_emb + host_head) - _x206 - _x207)
+    _x209 = _x133*_x184 + _x206
+    _x210 = _x181*_x184 + _x207
+    _x211 = _x209 + _x210
+    _x212 = _x184*(_x162 + _x182) + _x208 + _x211
+    _x213 = cp*dp
+    _x214 = _x213*tp
+    _x215 = np.where((_x214 < gpus_per_node), 1, 0)
+    _x216 = _x1 + _x6*interleave
+    _x217 = 2*_x185
+    _x218 = _x216*_x217*(1 - ov_pp)*(_x215*(_x11*_x148 + alpha_p2p_intra) + (1 - _x215)*(_x148*_x22 + alpha_p2p_inter))
+    _x219 = 1 - ov_ag
+    _x220 = _x139*_x213
+    _x221 = np.maximum(1, np.minimum(_x220, _x136*_x139))
+    _x222 = _x221 - 1
+    _x223 = _x221**(-1.0)
+    _x224 = _x220*_x223
+    _x225 = _x224 - 1
+    _x226 = _x14*_x3
+    _x227 = _x184*_x89
+    _x228 = _x225*_x226*_x227
+    _x229 = _x107 + _x115*d_model + biases*(_x115 + d_model)
+    _x230 = _x229*experts
+    _x231 = _x12*_x230
+    _x232 = _x231*grad_bytes
+    _x233 = _x222*_x223
+    _x234 = _x139*_x231
+    _x235 = _x227*_x234
+    _x236 = _x235*grad_bytes
+    _x237 = _x157*_x228*_x232 + _x158*_x233*_x236 + _x222*alpha_rs_intra + _x225*alpha_rs_inter
+    _x238 = np.maximum(1, np.minimum(_x136, _x213))
+    _x239 = _x238**(-1.0)
+    _x240 = _x213*_x239
+    _x241 = _x240 - 1
+    _x242 = _x241*alpha_ag_inter
+    _x243 = _x238 - 1
+    _x244 = _x243*alpha_ag_intra
+    _x245 = _x13*_x230
+    _x246 = _x89*(_x139*_x155*_x227*_x233*_x245 + _x153*_x228*_x245 + _x222*alpha_ag_intra + _x225*alpha_ag_inter)
+    _x247 = _x239*_x243
+    _x248 = _x155*_x247
+    _x249 = _x70*learned_pos
+    _x250 = _x124 + _x99 + biases*(_x18 + _x19)
+    _x251 = biases + 1
+    _x252 = _x172 + _x18*_x251
+    _x253 = _x12*_x250 + _x234 + _x252
+    _x254 = _x184*_x253 + _x197*(_x186*(1 - tied) + 1) + _x249
+    _x255 = -_x235 + _x254
+    _x256 = _x255*_x33
+    _x257 = _x226*_x241
+    _x258 = _x153*_x257
+    _x259 = _x255*grad_bytes
+    _x260 = _x157*_x257*_x259 + _x158*_x247*_x259 + _x241*alpha_rs_inter + _x243*alpha_rs_intra
+    _x261 = _x237*_x89 + 2*_x242 + 2*_x244 + 2*_x246 + _x248*_x256 + _x256*_x258 + _x260
+    _x262 = _x261*_x6
+    _x263 = 1 - z_param
+    _x264 = _x255*act_bytes
+    _x265 = _x242 + _x244 + _x246 + _x248*_x264 + _x258*_x264
+    _x266 = _x265*z_os
+    _x267 = z_grad*(_x3*_x4*global_batch - 1) + 1
+    _x268 = 1 - z_os
+    _x269 = 2*_x238 - 2
+    _x270 = 2*_x240 - 2
+    _x271 = _x147*_x226
+    _x272 = 2*_x221 - 2
+    _x273 = 2*_x224 - 2
+    _x274 = _x267*(_x260*z_os + _x268*(_x149*_x239*_x259*_x269 + _x259*_x270*_x271 + _x269*alpha_ar_intra + _x270*alpha_ar_inter) + _x89*(_x237*z_os + _x268*(_x149*_x223*_x236*_x272 + _x227*_x232*_x271*_x273 + _x272*alpha_ar_intra + _x273*alpha_ar_inter)))
+    _x275 = _x263*(_x219*_x266 + _x274*(1 - ov_dp) + ov_ag*np.maximum(0, -_x209 + _x265*z_os) + ov_dp*np.maximum(0, -_x267*(_x184*(_x134 + _x135*_x64/_x8 + _x161*(rc_full + 1)/_x135) + _x210) + _x274)) + z_param*(_x219*_x262 + ov_ag*np.maximum(0, -_x211*_x6 + _x261*_x3*_x4*global_batch))
+    _x276 = _x220**(-z_os)*_x235
+    _x277 = _x213**(-z_os)
+    _x278 = _x255*_x277
+    _x279 = _x276 + _x278
+    _x280 = t0_optim_fwd + np.maximum(_x26*(12*_x276 + 12*_x278)/eta_optim_fwd, _x279*_x35*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
+    _x281 = _x212*(_x2 + _x6) + _x218 + _x275 + _x280
+    _x282 = _x184*_x6
+    _x283 = _x160*_x282
+    _x284 = _x18*seq_len
+    _x285 = 2*seq_len
+    _x286 = _x27*d_model
+    _x287 = 4*_x61
+    _x288 = _x84/np.maximum(1, capacity)
+    _x289 = 3*global_batch*(_x284*vocab + layers*(_x107*_x285*_x288 + _x115*_x284*_x288 + _x123*_x284 + _x163*_x286*_x60 + _x284*_x89*experts + _x285*_x99 + _x286*_x287))
+    _x290 = 6*_x16
+    _x291 = _x39*_x40
+    _x292 = _x12*_x18*_x41 + _x287*_x291
+    _x293 = 768*_x200 + layers*(6*_x103 + 6*_x111 + _x125*_x290 + _x172*_x290 + 6*_x178 + 14*_x291*_x61 + _x292*_x66 + 6*_x42 + rc_full*(_x104 + _x112 + _x120 + _x129 + _x292 + _x95))
+    _x294 = _x281**(-1.0)
+    _x295 = _x183*_x294*_x43
+    _x296 = _x253*_x33*z_param
+    _x297 = _x220**(-z_param)*_x235
+    _x298 = _x213**(-z_param)
+    _x299 = act_bytes*(_x255*_x298 + _x297)
+    _x300 = _x220**(-z_grad)*_x235
+    _x301 = _x213**(-z_grad)
+    _x302 = grad_bytes*(_x255*_x301 + _x300)
+    _x303 = _x279*opt_bytes
+    _x304 = _x6*gpipe
+    _x305 = _x195*(act_bytes + f32_bytes*(_x304 - gpipe + 1))
+    _x306 = _x305 + _x77
+    _x307 = _x13*(_x20 + _x79 + _x85*_x87*ffn_hidden) + _x36*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes)) + _x72*(2*_x75 + 4*act_bytes)
+    _x308 = _x307*rc_full
+    _x309 = 1 - gpipe
+    _x310 = interleave - 1
+    _x311 = _x184*(_x307*_x65 + _x77*rc_full)
+    _x312 = _x186*_x306 + _x308 + _x311*(_x304 + _x309*(_x183*_x2*np.minimum(1, _x310) + 1)*np.minimum(_x6, pp))
+    _x313 = _x296 + _x299 + _x302 + _x303 + _x312
+    _x314 = -_x185*_x249 + _x255
+    _x315 = act_bytes*(_x297 + _x298*_x314)
+    _x316 = grad_bytes*(_x300 + _x301*_x314)
+    _x317 = opt_bytes*(_x276 + _x277*_x314)
+    _x318 = _x306 + _x308 + _x311*(_x304 + _x309*np.minimum(_x6, _x0*(_x310*pp + 1)))
+    _x319 = _x296 + _x315 + _x316 + _x317 + _x318
+    _x320 = np.maximum(_x313, _x319)
+    _x321 = np.where((_x313 < _x319), 1, 0)
+    _x322 = 1 - _x321
+    _x323 = _x320*alloc_frag
+    _x324 = nccl_comm_bytes*(_x89*np.minimum(1, _x220 - 1) + np.minimum(1, _x68) + np.minimum(1, _x213 - 1)) + nccl_peer_bytes*(_x217 + _x89*(ep - 1) + 2*np.minimum(1, _x7))
+    _x325 = _x250 + _x252
+    _x326 = _x249 + _x251*d_model + d_model*vocab*(2 - tied)
     return {
-        'step_time': _x276,
-        't_forward': _x250*_x6,
-        't_backward': _x251*_x6,
-        't_recompute': _x211*_x277,
-        't_tp_comm': _x278,
-        't_cp_comm': _x277*(_x199 - _x200),
-        't_ep_comm': _x208*_x277,
-        't_host_overhead': _x6*(_x123*interleave*(-_x212 - _x213) - _x171 + _x172 + host_mb),
-        't_pp_bubble': _x2*_x214,
-        't_pp_comm': _x217,
-        't_dp_comm': _x273,
-        't_optimizer': _x275,
-        'tp_comm_total': _x192*_x277,
-        'dp_comm_total': _x249*z_param + _x252*(_x271 + _x272),
-        'tp_comm': _x278,
-        'dp_comm': _x273,
-        'pp_bubble': _x2*dp*micro_batch/global_batch,
+        'step_time': _x281,
+        't_forward': _x209*_x6,
+        't_backward': _x210*_x6,
+        't_recompute': _x134*_x282,
+        't_tp_comm': _x283,
+        't_cp_comm': _x282*_x64,
+        't_ep_comm': _x141*_x282,
+        't_host_overhead': _x6*(_x182*_x184 + _x208),
+        't_pp_bubble': _x2*_x212,
+        't_pp_comm': _x218,
+        't_dp_comm': _x275,
+        't_optimizer': _x280,
+        'tp_comm_total': _x159*_x282,
+        'dp_comm_total': _x262*z_param + _x263*(_x266 + _x274),
+        'tp_comm': _x283,
+        'dp_comm': _x275,
+        'pp_bubble': _x1/_x216,
+        'pp_bubble_ratio': _x2*dp*micro_batch/global_batch,
         'micro_batches': _x6,
-        't_microbatch_stage': _x214,
-        'flops': _x282,
-        'hardware_flops': _x194*_x286*_x5,
-        'n_gpus': _x215*pp,
-        'mfu': _x103*_x282*_x288*_x3,
-        'hfu': _x286*_x288*_x6,
-        'tokens_per_s': _x287*global_batch*seq_len,
-        'memory': _x289 + _x290 + _x291 + _x293,
-        'mem_weights': _x289,
-        'mem_gradients': _x290,
-        'mem_optimizer': _x291,
-        'mem_activations': _x293,
-        'params': _x295 + layers*(_x226 + _x294),
-        'active_params': _x295 + layers*(_x225*top_k + _x294),
-        'params_rank': _x237,
+        't_microbatch_stage': _x212,
+        'flops': _x289,
+        'hardware_flops': _x293*_x5*_x9,
+        'n_gpus': _x214*pp,
+        'mfu': _x12*_x226*_x289*_x295,
+        'hfu': _x293*_x295*_x6,
+        'tokens_per_s': _x294*global_batch*seq_len,
+        'memory': _x320,
+        'mem_weights': _x299*_x322 + _x315*_x321,
+        'mem_gradients': _x302*_x322 + _x316*_x321,
+        'mem_optimizer': _x303*_x322 + _x317*_x321,
+        'mem_activations': _x296 + _x312*_x322 + _x318*_x321,
+        'mem_logits': _x305,
+        'mem_first_stage': _x313,
+        'mem_last_stage': _x319,
+        'mem_reserve': _x323 + _x324 + cuda_context,
+        'mem_cuda_context': cuda_context,
+        'mem_nccl': _x324,
+        'mem_fragmentation': _x323,
+        'params': _x326 + layers*(_x230 + _x325),
+        'active_params': _x326 + layers*(_x229*top_k + _x325),
+        'params_rank': _x254,
     }
 
-SOURCE_DIGEST = '43d8ab47ee9dc5cd'
+SOURCE_DIGEST = '91712168f1880731'

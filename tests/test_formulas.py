@@ -55,9 +55,11 @@ def test_bubble_fractions(p, m, v):
     model = Model(n_layers=192, d_model=512, n_heads=8, vocab=1000, seq_len=256)
     plan = Plan(pp=p, dp=1, micro_batch=1, global_batch=m, interleave=v, schedule="interleaved" if v > 1 else "1f1b")
     pred = predict(model, plan, A100)
-    assert pred.bubble_fraction == pytest.approx((p - 1) / (v * m))
-    # the bubble time is that fraction of the ideal pipeline time m * t_mb
+    assert pred.raw["pp_bubble_ratio"] == pytest.approx((p - 1) / (v * m))      # Narayanan et al. 2021 sec 2.2
+    # the bubble time is that ratio of the ideal pipeline time m * t_mb ...
     assert pred.raw["t_pp_bubble"] == pytest.approx((p - 1) / (v * m) * m * pred.raw["t_microbatch_stage"])
+    # ... and the bubble fraction is its share of the whole pipeline time (m + (p-1)/v) t_mb
+    assert pred.bubble_fraction == pytest.approx((p - 1) / v / (m + (p - 1) / v))
 
 
 def _layer_activation_bytes(tp, sp_on, recompute="none", attention="unfused"):
@@ -112,7 +114,9 @@ def _random_inputs(rng):
     plan = Plan(tp=2, pp=2, dp=4, cp=2, ep=2, micro_batch=2, global_batch=32, interleave=2, schedule="interleaved",
                 sequence_parallel=True, recompute="selective", sharding="distributed", overlap_grad_reduce=0.5,
                 overlap_tp=0.3)
-    return inputs(model, plan, A100)
+    x = inputs(model, plan, A100)
+    # inputs the compiled model defaults when not given (memory reserve) are scaled with the others
+    return {**{k: s.default for k, s in SYMBOLS.items() if s.default is not None}, **x}
 
 
 @pytest.mark.parametrize("quantity", sorted(step.QUANTITIES))
@@ -155,7 +159,8 @@ def test_symbolic_and_numeric_agree(tp, pp, dp, mb, layers_per, rc, sp_on, shard
                 sharding=sharding)
     x = inputs(model, plan, A100)
     names, syms, fn = _lambdified()
-    sym_vals = fn(*[x[s.name] if s.name in x else 1.0 for s in syms])
+    dflt = {k: v.default for k, v in SYMBOLS.items() if v.default is not None}
+    sym_vals = fn(*[x.get(s.name, dflt.get(s.name, 1.0)) for s in syms])
     num = evaluate(x)
     for n, v in zip(names, sym_vals):
         assert float(num[n]) == pytest.approx(float(v), rel=1e-9, abs=1e-15), n

@@ -72,8 +72,9 @@ def source() -> str:
         "def evaluate(x):",
         '    """All outputs (dict of float or ndarray, SI units) from a mapping of every input."""',
     ]
-    for name in inputs:
-        lines.append(f"    {name} = x[{name!r}]")
+    for name in inputs:     # an input with a default (symbols.Sym.default, sourced in hardware/defaults.yaml) may be left out
+        d = SYMBOLS[name].default
+        lines.append(f"    {name} = x[{name!r}]" if d is None else f"    {name} = x.get({name!r}, {d!r})")
     for sym, e in replacements:
         lines.append(f"    {sym} = {pr.doprint(e)}")
     lines.append("    return {")

@@ -61,11 +61,14 @@ def p2p(size, same_node) -> sp.Expr:
 
 def exposed(t_comm, t_window, overlap) -> sp.Expr:
     """Communication left on the critical path when a fraction ``overlap`` of it can hide behind
-    ``t_window`` of independent compute: t_comm - overlap * min(t_comm, t_window)."""
-    return t_comm - overlap * sp.Min(t_comm, t_window)
+    ``t_window`` of independent compute: t_comm - overlap * min(t_comm, t_window), written as
+    (1 - overlap) t_comm + overlap max(0, t_comm - t_window) so that rounding cannot make it negative."""
+    return (1 - overlap) * t_comm + overlap * sp.Max(0, t_comm - t_window)
 
 
-# ---- the group layouts of Megatron's rank order: tp (innermost), cp, dp, pp -----------------
+# ---- the group layouts of Megatron-Core's rank order: tp (innermost), cp, ep, dp, pp ----------
+# (megatron/core/parallel_state.py, order "tp-cp-ep-dp-pp"); experts use a second grid over the same
+# ranks, order tp-ep-dp-pp with cp folded into dp (expert_decoder_rank_generator, "MoE parallel folding")
 def tp_group(kind: str, size) -> sp.Expr:
     return collective(kind, S.tp, size, 1)
 
@@ -76,13 +79,32 @@ def cp_ring_step(size) -> sp.Expr:
     return p2p(size, same)
 
 
+def dp_cp_size() -> sp.Expr:
+    """Ranks that hold the same dense parameters: d x c. Megatron-Core's DDP reduces dense gradients and
+    the distributed optimizer shards their state over ``intra_dp_cp_group`` (distributed_data_parallel.py),
+    torchtitan's FSDP2 over the dp_shard x cp mesh."""
+    return S.dp * S.cp
+
+
+def expert_dp_size() -> sp.Expr:
+    """Ranks that hold the same expert parameters: d c / e (expert_data_parallel_size = world / (etp ep pp),
+    etp = t; megatron/core/parallel_state.py)."""
+    return S.dp * S.cp / S.ep
+
+
 def dp_group(kind: str, size) -> sp.Expr:
-    return collective(kind, S.dp, size, S.tp * S.cp)
+    """Collective over the dense data-parallel group d x c (stride t: the cp and dp ranks of one tp rank)."""
+    return collective(kind, dp_cp_size(), size, S.tp)
+
+
+def expert_dp_group(kind: str, size) -> sp.Expr:
+    """Collective over the expert data-parallel group d c / e (stride t e in the expert grid)."""
+    return collective(kind, expert_dp_size(), size, S.tp * S.ep)
 
 
 def ep_group(kind: str, size) -> sp.Expr:
-    """Expert parallelism takes its ranks from the DP dimension (Megatron-Core), stride t*c."""
-    return collective(kind, S.ep, size, S.tp * S.cp)
+    """Expert parallelism: e ranks of the expert grid, stride t (etp = t), carved out of d x c."""
+    return collective(kind, S.ep, size, S.tp)
 
 
 def pp_same_node() -> sp.Expr:

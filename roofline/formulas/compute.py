@@ -60,8 +60,9 @@ class Kernel:
 def gemm(name: str, m, k, n, batch=1, model=1, on=sp.Integer(1)) -> Op:
     """C[m,n] = A[m,k] B[k,n]: 2mkn FLOPs; backward = dgrad + wgrad = 2x (Narayanan et al. 2021 sec 5.1).
 
-    ``model`` scales the FLOPs counted as model FLOPs (0: not counted; 1/capacity for expert GEMMs,
-    whose padding to the capacity factor is executed work, not model work).
+    ``model`` scales the FLOPs counted as model FLOPs (0: not counted; 1/max(1, capacity) for expert
+    GEMMs: padding to a capacity factor above 1 is executed work, not model work, and below 1 the
+    dropped tokens are neither executed nor model work, so model FLOPs never exceed executed ones).
     """
     f = on * 2 * m * k * n * batch
     b = on * S.act_bytes * (m * k + k * n + m * n) * batch
@@ -69,7 +70,11 @@ def gemm(name: str, m, k, n, batch=1, model=1, on=sp.Integer(1)) -> Op:
 
 
 def elementwise(name: str, cls: str, n_elems, reads_fwd, writes_fwd, reads_bwd, writes_bwd, flops_per_elem=1) -> Op:
-    """A memory-bound kernel: bytes = elements x (reads + writes) x bytes per element."""
+    """A memory-bound kernel: bytes = elements x (reads + writes) x bytes per element.
+
+    Backward FLOPs = 2x forward: the input gradient evaluates the derivative (as much arithmetic as the
+    forward) and multiplies it into the output gradient (ASSUMED; these kernels are HBM-bound, ~1-4 FLOP/B,
+    and the class's FLOP efficiency is fitted with these same counts, calibrate/)."""
     e = S.act_bytes * n_elems
     return Op(name, cls, flops_per_elem * n_elems, e * (reads_fwd + writes_fwd),
               2 * flops_per_elem * n_elems, e * (reads_bwd + writes_bwd))
@@ -168,7 +173,10 @@ def attention_core() -> list[Op]:
     bmm_qk = bmm_op("attn_scores_bmm", [qk], [pv, pt], unf * model_f / 2, unf)
     bmm_av = bmm_op("attn_context_bmm", [pv], [pt, qk], unf * model_f / 2, unf)
     scores = S.micro_batch * heads_rank * s_q * s_kv
-    # fused scale-mask-softmax: read + write scores; dropout: read, write, 1-byte mask (Korthikanti 2022 sec 4.1)
+    # fused scale-mask-softmax: read + write scores; dropout: read, write, 1-byte mask (Korthikanti 2022 sec 4.1).
+    # FLOP per score, ASSUMED counts: forward 5 (scale, max, subtract, exp, sum; the normalising multiply and
+    # dropout uncounted), backward 8 (y dy, its row sum, subtract, times y, scale: 5, dropout mask and scale: 2,
+    # 1 for the mask select); HBM-bound (<= 2 FLOP/B), the softmax class efficiency is fitted with these counts
     softmax = Op("scale_mask_softmax_dropout", "softmax", unf * 5 * scores,
                  unf * scores * (2 * S.act_bytes + S.dropout * (2 * S.act_bytes + S.mask_bytes)),
                  unf * 8 * scores, unf * scores * (3 * S.act_bytes + S.dropout * (2 * S.act_bytes + S.mask_bytes)),
@@ -180,6 +188,8 @@ def layer_ops() -> list[Op]:
     """All operators of one transformer layer (pre-norm), forward and backward, per rank."""
     h, f, t = S.d_model, S.ffn_hidden, S.tp
     hid = tok_sp * h
+    # LayerNorm, 8 FLOP/element: mean 1, variance 3 (subtract, square, add), normalise 2, scale and shift 2
+    # (RMSNorm does ~4 and is priced the same: HBM-bound, its class efficiency fitted with this count)
     ops = [
         elementwise("norm_attn", "norm", hid, 1, 1, 2, 1, 8),
         gemm("qkv_proj", tokens, h, (h + 2 * kv_width) / t),
@@ -189,10 +199,12 @@ def layer_ops() -> list[Op]:
         elementwise("dropout_residual_attn", "elem", hid, 2 + S.dropout * S.mask_bytes / S.act_bytes, 1, 1 + S.dropout * S.mask_bytes / S.act_bytes, 2),
         elementwise("norm_mlp", "norm", hid, 1, 1, 2, 1, 8),
         gemm("router", tokens, h, S.experts, on=moe),
-        gemm("mlp_up", tokens * routed, h, f * (1 + S.gated) / t, model=1 / S.capacity),
-        # GELU: read 1 write 1; SwiGLU: read 2 write 1 (backward: read inputs and grad, write input grads)
+        gemm("mlp_up", tokens * routed, h, f * (1 + S.gated) / t, model=1 / sp.Max(1, S.capacity)),
+        # GELU: read 1 write 1; SwiGLU: read 2 write 1 (backward: read inputs and grad, write input grads);
+        # 8 FLOP/element: tanh-GELU 0.5 x (1 + tanh(0.79788 (x + 0.044715 x^3))) = 7 arithmetic ops + tanh;
+        # SiLU x sigmoid(x) times the gate ~ the same (exp, add, divide, 2 multiplies)
         elementwise("mlp_activation", "elem", tokens * routed * f / t, 1 + S.gated, 1, 2 + S.gated, 1 + S.gated, 8),
-        gemm("mlp_down", tokens * routed, f / t, h, model=1 / S.capacity),
+        gemm("mlp_down", tokens * routed, f / t, h, model=1 / sp.Max(1, S.capacity)),
         elementwise("dropout_residual_mlp", "elem", hid, 2 + S.dropout * S.mask_bytes / S.act_bytes, 1, 1 + S.dropout * S.mask_bytes / S.act_bytes, 2),
     ]
     return ops
@@ -229,14 +241,18 @@ def head_ops() -> list[Op]:
     return [
         elementwise("final_norm", "norm", hid, 1, 1, 2, 1, 8),
         gemm("lm_head", tokens, S.d_model, vocab_pad / S.tp),
-        # fp32 softmax over logits: read logits (2 B), write fp32 (4 B) forward; read, write grad backward
+        # fp32 softmax over logits: read logits (2 B), write fp32 (4 B) forward; read, write grad backward.
+        # FLOP per logit: forward 5 = max, subtract, exp, sum, normalise (Megatron cross_entropy.py:
+        # exp_logits /= sum_exp_logits); backward 2 = (softmax - one-hot) x the loss gradient
         Op("cross_entropy", "ce", 5 * logits, logits * (S.act_bytes + S.f32_bytes), 2 * logits, logits * (S.f32_bytes + S.act_bytes)),
     ]
 
 
 def adam_op(n_params) -> Op:
-    """Fused Adam over n parameters: ~12 FLOP each; read and write fp32 master + 2 moments, read
-    the gradient twice (global norm for clipping, then the update), write the 2-byte weights."""
+    """Fused Adam over n parameters: ~12 FLOP each (m = b1 m + (1-b1) g: 3; v = b2 v + (1-b2) g^2: 4;
+    sqrt(v) + eps and the divide: 3; p -= lr x update: 2; the bias corrections are per-tensor scalars);
+    read and write fp32 master + 2 moments, read the gradient twice (global norm for clipping, then the
+    update), write the 2-byte weights."""
     n = n_params
     return Op("adam", "optim", 12 * n, n * (2 * S.opt_bytes + 2 * S.grad_bytes + S.act_bytes),
               sp.Integer(0), sp.Integer(0))

@@ -1,9 +1,9 @@
 """Export a formula as LaTeX, Python (numpy), sympy text or JSON, optionally with some symbols set.
 
->>> print(export("pp_bubble", "sympy"))
+>>> print(export("pp_bubble_ratio", "sympy"))
 dp*micro_batch*(pp - 1)/(global_batch*interleave)
 >>> print(export("pp_bubble", "latex", {"pp": 8, "interleave": 1}))
-\\frac{7 d b}{B}
+\\frac{7 d b}{7 d b + B}
 """
 from __future__ import annotations
 

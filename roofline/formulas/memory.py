@@ -1,18 +1,33 @@
-"""Parameters and memory per GPU: weights, gradients, optimizer state, activations.
+"""Parameters and memory per GPU: weights, gradients, optimizer state, activations, logits, reserve.
 
 Parameter count as in Narayanan et al. 2021 eq. 2 generalised to GQA, gated MLPs and MoE.
 Activations per layer follow Korthikanti et al. 2022 (Table 2): sbh(34 + 5as/h) bytes with
 2-byte elements and dropout, sbh(10 + 24/t + 5as/(ht)) with TP, sbh/t (34 + 5as/h) with TP+SP,
 the 5as/h score term dropped by selective recomputation or flash attention, and 2sbh per layer
 (the layer input) with full recomputation.
+
+Sharding groups (Megatron-Core, megatron/core/distributed/distributed_data_parallel.py and
+parallel_state.py): dense parameters are replicated over d x c ranks (``intra_dp_cp_group``), expert
+parameters over the expert-data-parallel group of d c / e ranks (``intra_expt_dp_group``); the
+distributed optimizer / ZeRO / FSDP shard each kind over its own group. Megatron's estimator
+(megatron/training/theoretical_memory_usage.py) bills dense state with data_parallel_size and expert
+state with expert_data_parallel_size the same way.
+
+Two pipeline stages are compared (Korthikanti et al. 2022 sec 4.2.3; Megatron's estimator takes the
+first): the first holds the embedding and the activations of all its in-flight micro-batches, the
+last holds the LM head, its logits and fewer in-flight micro-batches; ``total`` is the heavier.
 """
 from __future__ import annotations
 
+import sympy as sp
+
+from . import comm as CM
 from . import compute as C
 from . import pipeline as PL
 from . import symbols as S
 
 h, f = S.d_model, S.ffn_hidden
+one = lambda x: sp.Min(1, x - 1)    # noqa: E731  1 when an integer size x > 1, else 0
 
 # ---- parameters ---------------------------------------------------------------------------
 attn_params = h * (h + 2 * C.kv_width) + h * h + S.biases * (2 * h + 2 * C.kv_width)
@@ -25,20 +40,35 @@ total_params = S.layers * layer_params + embedding_params
 # active parameters per token (MoE: top-k experts)
 active_params = S.layers * (attn_params + S.top_k * expert_params + router_params + norm_params) + embedding_params
 
-# per rank of the heaviest stage: l/p layers split by t (experts by e as well), plus an embedding
-# table V_pad h / t (first stage; the last stage holds the LM head or the tied copy), both when p=1
-# and untied
+# per rank of a stage: l/p layers split by t (experts by e as well), plus an embedding table V_pad h / t
+# (first stage; the last stage holds the LM head or the tied copy), both when p = 1 and untied; the
+# learned position table only on the first stage
 layer_params_rank = (attn_params / S.tp + S.experts / S.ep * expert_params / S.tp + router_params + norm_params)
 expert_params_rank = C.moe * PL.stage_layers * S.experts / S.ep * expert_params / S.tp
 embedding_params_rank = (C.vocab_pad * h / S.tp * (1 + (1 - S.tied) * (1 - PL.has_pp))
                          + S.learned_pos * S.seq_len * h)
-stage_params_rank = PL.stage_layers * layer_params_rank + embedding_params_rank
+stage_params_rank = PL.stage_layers * layer_params_rank + embedding_params_rank          # first stage
+last_params_rank = stage_params_rank - PL.has_pp * S.learned_pos * S.seq_len * h       # last stage
 dense_params_rank = stage_params_rank - expert_params_rank
+dense_last_rank = last_params_rank - expert_params_rank
 
-# ---- states -------------------------------------------------------------------------------
-weights = stage_params_rank * S.act_bytes / S.dp ** S.z_param
-gradients = stage_params_rank * S.grad_bytes / S.dp ** S.z_grad
-optimizer = stage_params_rank * S.opt_bytes / S.dp ** S.z_os
+dpc, edp = CM.dp_cp_size(), CM.expert_dp_size()
+
+
+def sharded(dense, expert, zero):
+    """Elements per rank of a state replicated over the data-parallel groups, sharded when ``zero`` = 1:
+    dense over d c ranks, experts over d c / e ranks."""
+    return dense / dpc ** zero + expert / edp ** zero
+
+
+def states(dense, expert):
+    """(weights, gradients, optimizer state) bytes per rank of a stage with these parameter counts."""
+    return (sharded(dense, expert, S.z_param) * S.act_bytes, sharded(dense, expert, S.z_grad) * S.grad_bytes,
+            sharded(dense, expert, S.z_os) * S.opt_bytes)
+
+
+weights_first, gradients_first, optimizer_first = states(dense_params_rank, expert_params_rank)
+weights_last, gradients_last, optimizer_last = states(dense_last_rank, expert_params_rank)
 
 # ---- activations --------------------------------------------------------------------------
 sbh = C.tokens * h                                         # (s/c) b h elements
@@ -51,9 +81,43 @@ layer_activations = (_replicated / C.sp_div + _split / S.tp
                      + (1 - S.flash) * (1 - S.rc_sel) * _scores / S.tp)
 layer_input = S.act_bytes * sbh / C.sp_div                 # what full recomputation keeps per layer
 stored_per_layer = S.rc_full * layer_input + (1 - S.rc_full) * layer_activations
-activations = (PL.in_flight() * PL.stage_layers * stored_per_layer
-               + S.rc_full * layer_activations)            # one layer's working set while recomputing
+working_set = S.rc_full * layer_activations                # one layer's activations while it is recomputed
+
+# LM head (vocab-parallel, Megatron tensor_parallel/cross_entropy.py): the (s/c) b V_pad / t logits in
+# the activation dtype, and their fp32 copy (exp_logits, saved for the backward) for every micro-batch
+# whose loss waits for its backward (1F1B: one; GPipe: all m); plus the head's input (final-norm output,
+# saved by the LM-head GEMM for its weight gradient; SP-split). Megatron's estimator adds 4 s b h (1 + V/h) / t
+# for pp = 1 (theoretical_memory_usage.py).
+head_in_flight = S.gpipe * PL.micro_batches + (1 - S.gpipe)
+logits = C.tokens * C.vocab_pad / S.tp * (S.act_bytes + S.f32_bytes * head_in_flight)
+head_input = S.act_bytes * sbh / C.sp_div
+only = 1 - PL.has_pp                                       # p = 1: one stage holds embedding and head
+activations_first = PL.in_flight() * PL.stage_layers * stored_per_layer + working_set + only * (logits + head_input)
+activations_last = PL.in_flight_last() * PL.stage_layers * stored_per_layer + working_set + logits + head_input
 # ZeRO-3: the gathered parameters of the layer being computed (and the next, prefetched)
 zero3_buffers = S.z_param * 2 * layer_params_rank * S.act_bytes
 
-total = weights + gradients + optimizer + activations + zero3_buffers
+first_total = weights_first + gradients_first + optimizer_first + activations_first + zero3_buffers
+last_total = weights_last + gradients_last + optimizer_last + activations_last + zero3_buffers
+last_heavier = sp.Piecewise((1, last_total > first_total), (0, True))
+pick = lambda a_first, a_last: last_heavier * a_last + (1 - last_heavier) * a_first   # noqa: E731
+
+weights = pick(weights_first, weights_last)
+gradients = pick(gradients_first, gradients_last)
+optimizer = pick(optimizer_first, optimizer_last)
+activations = pick(activations_first, activations_last)
+total = sp.Max(first_total, last_total)
+
+# ---- reserve: memory a process holds outside PyTorch's tensors (not part of ``total``) ----------
+# CUDA context (driver, loaded kernel modules): outside the caching allocator, seen only by nvidia-smi.
+# NCCL: each communicator of more than one rank connects a ring/tree per channel with Simple, LL and LL128
+# buffers per peer (NCCL src/init.cc DEFAULT_BUFFSIZE, DEFAULT_LL_BUFFSIZE, DEFAULT_LL128_BUFFSIZE);
+# point-to-point peers (pipeline neighbours, ring-attention neighbours, all-to-all peers of EP) each get
+# Simple-protocol buffers only. Communicators of Megatron-Core: tp, the dp x cp group, the expert dp group,
+# and the p2p peers of pp, cp, ep. Allocator fragmentation: the caching allocator's reserved memory above
+# its allocated peak, a fraction of ``total``.
+nccl_comms = one(S.tp) + one(dpc) + C.moe * one(edp)
+nccl_peers = 2 * PL.has_pp + 2 * one(S.cp) + C.moe * (S.ep - 1)
+reserve_nccl = S.nccl_comm_bytes * nccl_comms + S.nccl_peer_bytes * nccl_peers
+reserve_frag = S.alloc_frag * total
+reserve = S.cuda_context + reserve_nccl + reserve_frag

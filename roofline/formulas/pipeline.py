@@ -17,8 +17,10 @@ micro_batches = S.global_batch / (S.micro_batch * S.dp)       # m: B = b * m * d
 stage_layers = sp.ceiling(S.layers / (S.pp * S.interleave)) * S.interleave
 has_pp = sp.Min(1, S.pp - 1)                                   # 1 when p > 1
 
-# fraction of the ideal (bubble-free) time spent in the bubble
-bubble_fraction = (S.pp - 1) / (S.interleave * micro_batches)
+# the bubble over the ideal (bubble-free) time, (p-1)/(v m) (Narayanan et al. 2021 sec 2.2): above 1 when
+# m < p; and the fraction of the pipeline's time (m + (p-1)/v) t_mb spent in the bubble, at most 1
+bubble_ratio = (S.pp - 1) / (S.interleave * micro_batches)
+bubble_fraction = (S.pp - 1) / (S.interleave * micro_batches + S.pp - 1)
 
 
 def step_time(t_stage_mb: sp.Expr) -> sp.Expr:
@@ -36,6 +38,14 @@ def in_flight() -> sp.Expr:
     p (1 + (p-1)/(p v)) (Korthikanti et al. 2022 sec 4.2.3)."""
     one_f_one_b = sp.Min(micro_batches, S.pp) * (1 + (S.pp - 1) / (S.pp * S.interleave) * sp.Min(1, S.interleave - 1))
     return S.gpipe * micro_batches + (1 - S.gpipe) * one_f_one_b
+
+
+def in_flight_last() -> sp.Expr:
+    """Micro-batches whose activations the last stage holds at its peak, in the same units: GPipe m;
+    1F1B one (each forward is followed by its backward); interleaved 1F1B ((v-1) p + 1) / v, the last
+    rank's (v-1) p warm-up forwards of model chunks plus one (Megatron-Core schedules.py
+    get_pp_rank_microbatches: warm-up (p - rank - 1) * 2 + (v - 1) p), each chunk l/(p v) layers."""
+    return S.gpipe * micro_batches + (1 - S.gpipe) * sp.Min(micro_batches, ((S.interleave - 1) * S.pp + 1) / S.interleave)
 
 
 def p2p_transfers() -> sp.Expr:

@@ -43,7 +43,8 @@ def build() -> dict[str, sp.Expr]:
     act = S.act_bytes * C.tokens * h
     tp_one = (1 - S.seq_par) * CM.tp_group("ar", act) + S.seq_par * (CM.tp_group("ag", act) + CM.tp_group("rs", act))
     tp_layer = 2 * tp_one * (2 + S.rc_full)            # fwd, bwd, and the recomputed forward
-    tp_exposed = CM.exposed(tp_layer, gemm_f * (2 + S.rc_full) * 3 / 2, S.ov_tp)
+    # it can hide behind the layer's GEMMs: forward (1x), backward (dgrad + wgrad, 2x), recomputed forward
+    tp_exposed = CM.exposed(tp_layer, gemm_f * (3 + S.rc_full), S.ov_tp)
     # CP: ring attention passes K and V chunks around c ranks, c-1 hops forward, 2x backward (dK, dV)
     kv_chunk = 2 * S.act_bytes * C.tokens * C.kv_width / S.tp
     cp_layer = (S.cp - 1) * CM.cp_ring_step(kv_chunk) * (1 + 2 + S.rc_full)
@@ -52,6 +53,10 @@ def build() -> dict[str, sp.Expr]:
     routed_bytes = S.act_bytes * C.tokens * C.routed * h
     ep_layer = C.moe * 2 * CM.ep_group("a2a", routed_bytes) * (2 + S.rc_full)
     layer_comm = tp_exposed + cp_exposed + ep_layer
+    # the part of it in the backward pass (with the recomputed forward): TP and EP (1 + r) of (2 + r) passes,
+    # CP (2 + r) of (3 + r) (the backward ring carries dK and dV as well)
+    layer_comm_bwd = ((tp_exposed + ep_layer) * (1 + S.rc_full) / (2 + S.rc_full)
+                      + cp_exposed * (2 + S.rc_full) / (3 + S.rc_full))
 
     lps = PL.stage_layers                                  # layers on the heaviest pipeline stage
     ef, eb = _sum_time(emb, "fwd"), _sum_time(emb, "bwd")
@@ -70,11 +75,11 @@ def build() -> dict[str, sp.Expr]:
     # and LM-head time adding to host-bound layers, not hiding under them.)
     gpu_slot = lf + lb + recompute + layer_comm
     host_slot = S.host_fwd + S.host_bwd + S.rc_full * S.host_rc
-    host_extra = sp.Max(gpu_slot, host_slot) - gpu_slot
+    host_extra = sp.Max(0, host_slot - gpu_slot)
     gpu_edge = edge_f + edge_b
     host_edge = (PL.has_pp * (head_heavier * S.host_head + (1 - head_heavier) * S.host_emb)
                  + only * (S.host_emb + S.host_head))
-    edge_extra = sp.Max(gpu_edge, host_edge) - gpu_edge + S.host_mb
+    edge_extra = sp.Max(0, host_edge - gpu_edge) + S.host_mb
     t_mb = stage_f + stage_b + lps * (recompute + layer_comm + host_extra) + edge_extra
 
     m = PL.micro_batches
@@ -86,28 +91,31 @@ def build() -> dict[str, sp.Expr]:
     pp_comm = (1 - S.ov_pp) * PL.p2p_transfers() * CM.p2p(p2p_size, CM.pp_same_node())
 
     # ---- DP: gradients once per step (ZeRO-3: per micro-batch) ------------------------------
+    # dense gradients over the d x c group, expert gradients over the d c / e group (Megatron-Core DDP
+    # intra_dp_cp_group / intra_expt_dp_group; comm.dp_group, comm.expert_dp_group)
     g_dense = M.dense_params_rank * S.grad_bytes
     g_exp = M.expert_params_rank * S.grad_bytes
-    edp = S.dp / S.ep                                      # expert-data-parallel group
+    w_dense = M.dense_params_rank * S.act_bytes
+    w_exp = M.expert_params_rank * S.act_bytes
     # ZeRO-2/3 reduce-scatter gradients after every micro-batch's backward, into the partitioned
     # buffer (Rajbhandari et al. 2020 sec 5.2); otherwise once per step after accumulation
     reduces = 1 + S.z_grad * (m - 1)
     reduce_dense = (1 - S.z_os) * CM.dp_group("ar", g_dense) + S.z_os * CM.dp_group("rs", g_dense)
-    reduce_exp = C.moe * ((1 - S.z_os) * CM.collective("ar", edp, g_exp, S.tp * S.cp * S.ep)
-                          + S.z_os * CM.collective("rs", edp, g_exp, S.tp * S.cp * S.ep))
-    gather = S.z_os * CM.dp_group("ag", M.stage_params_rank * S.act_bytes)
-    t_bwd_mb = stage_b + lps * (recompute + layer_comm / 2)
+    reduce_exp = C.moe * ((1 - S.z_os) * CM.expert_dp_group("ar", g_exp) + S.z_os * CM.expert_dp_group("rs", g_exp))
+    gather = S.z_os * (CM.dp_group("ag", w_dense) + C.moe * CM.expert_dp_group("ag", w_exp))
+    t_bwd_mb = stage_b + lps * (recompute + layer_comm_bwd)
     t_fwd_mb = stage_f
     dp_reduce = CM.exposed(reduces * (reduce_dense + reduce_exp), reduces * t_bwd_mb, S.ov_dp)
     dp_gather = CM.exposed(gather, t_fwd_mb, S.ov_ag)
     dp_comm = (1 - S.z_param) * (dp_reduce + dp_gather)
     # ZeRO-3 / FSDP: all-gather the stage's parameters in forward and again in backward, and
     # reduce-scatter its gradients, every micro-batch (Rajbhandari et al. 2020 sec 5.3)
-    z3 = m * (2 * CM.dp_group("ag", M.stage_params_rank * S.act_bytes) + CM.dp_group("rs", g_dense + g_exp))
+    z3 = m * (2 * (CM.dp_group("ag", w_dense) + C.moe * CM.expert_dp_group("ag", w_exp))
+              + CM.dp_group("rs", g_dense) + C.moe * CM.expert_dp_group("rs", g_exp))
     zero3_comm = S.z_param * CM.exposed(z3, m * (stage_f + stage_b), S.ov_ag)
 
     # ---- optimizer: fused Adam over this rank's shard (compute.adam_op)
-    n_opt = M.stage_params_rank / S.dp ** S.z_os
+    n_opt = M.sharded(M.dense_params_rank, M.expert_params_rank, S.z_os)
     t_opt = C.op_time(C.adam_op(n_opt), "fwd")
 
     step = pipe + pp_comm + dp_comm + zero3_comm + t_opt
@@ -130,6 +138,7 @@ def build() -> dict[str, sp.Expr]:
     out["tp_comm"] = out["t_tp_comm"]
     out["dp_comm"] = out["t_dp_comm"]
     out["pp_bubble"] = PL.bubble_fraction
+    out["pp_bubble_ratio"] = PL.bubble_ratio
     out["micro_batches"] = m
     out["t_microbatch_stage"] = t_mb
 
@@ -157,6 +166,13 @@ def build() -> dict[str, sp.Expr]:
     out["mem_gradients"] = M.gradients
     out["mem_optimizer"] = M.optimizer
     out["mem_activations"] = M.activations + M.zero3_buffers
+    out["mem_logits"] = M.logits
+    out["mem_first_stage"] = M.first_total
+    out["mem_last_stage"] = M.last_total
+    out["mem_reserve"] = M.reserve
+    out["mem_cuda_context"] = S.cuda_context
+    out["mem_nccl"] = M.reserve_nccl
+    out["mem_fragmentation"] = M.reserve_frag
     out["params"] = M.total_params
     out["active_params"] = M.active_params
     out["params_rank"] = M.stage_params_rank
@@ -181,7 +197,8 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "dp_comm_total": ("time", "DP communication before overlap"),
     "tp_comm": ("time", "alias of t_tp_comm"),
     "dp_comm": ("time", "alias of t_dp_comm"),
-    "pp_bubble": ("", "bubble fraction (p-1)/(v m) of the ideal pipeline time"),
+    "pp_bubble": ("", "fraction of the pipeline time spent in the bubble, (p-1)/(v m + p - 1) <= 1"),
+    "pp_bubble_ratio": ("", "bubble over the ideal (bubble-free) pipeline time, (p-1)/(v m) (Narayanan et al. 2021)"),
     "micro_batches": ("", "micro-batches per step m = B / (b d)"),
     "t_microbatch_stage": ("time", "one micro-batch through the slowest stage, forward + backward"),
     "flops": ("flop", "model FLOPs per step (MFU convention: no recompute)"),
@@ -194,7 +211,15 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "mem_weights": ("bytes", "weights per GPU"),
     "mem_gradients": ("bytes", "gradients per GPU"),
     "mem_optimizer": ("bytes", "optimizer state per GPU"),
-    "mem_activations": ("bytes", "activations per GPU (peak, in-flight micro-batches)"),
+    "mem_activations": ("bytes", "activations per GPU (peak, in-flight micro-batches; logits on the head's stage)"),
+    "mem_logits": ("bytes", "LM-head logits held by the last stage: activation dtype + fp32 for the loss"),
+    "mem_first_stage": ("bytes", "memory per GPU of the first pipeline stage (embedding, most in-flight micro-batches)"),
+    "mem_last_stage": ("bytes", "memory per GPU of the last pipeline stage (LM head and its logits)"),
+    "mem_reserve": ("bytes", "memory outside the tensors: CUDA context + NCCL buffers + allocator fragmentation "
+                    "(not in 'memory')"),
+    "mem_cuda_context": ("bytes", "CUDA context (part of mem_reserve)"),
+    "mem_nccl": ("bytes", "NCCL communicator buffers (part of mem_reserve)"),
+    "mem_fragmentation": ("bytes", "caching-allocator reserve above the allocated peak (part of mem_reserve)"),
     "params": ("", "total parameters"),
     "active_params": ("", "parameters active per token"),
     "params_rank": ("", "parameters per GPU of the heaviest stage"),

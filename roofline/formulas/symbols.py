@@ -7,8 +7,10 @@ the dimension it claims.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import sympy as sp
+import yaml
 
 
 @dataclass(frozen=True)
@@ -19,14 +21,15 @@ class Sym:
     doc: str
     group: str        # model | plan | hardware | efficiency | link
     latex: str
+    default: float | None = None   # used by the compiled model when the caller does not give the input
 
 
 SYMBOLS: dict[str, Sym] = {}
 
 
-def _s(name: str, dim: str, doc: str, group: str, latex: str | None = None) -> sp.Symbol:
+def _s(name: str, dim: str, doc: str, group: str, latex: str | None = None, default: float | None = None) -> sp.Symbol:
     sym = sp.Symbol(name, positive=True)
-    SYMBOLS[name] = Sym(name, sym, dim, doc, group, latex or name.replace("_", r"\_"))
+    SYMBOLS[name] = Sym(name, sym, dim, doc, group, latex or name.replace("_", r"\_"), default)
     return sym
 
 
@@ -103,6 +106,17 @@ host_mb = _s("host_mb", "time", "host time of the framework's per-micro-batch wo
 gpus_per_node = _s("gpus_per_node", "", "GPUs per node G", "hardware", "G")
 sms = _s("sms", "", "streaming multiprocessors: thread blocks of one wave (one flash-attention block per SM); "
          "1 = no wave quantisation", "hardware", "n_{SM}")
+
+# ---- memory reserve outside PyTorch's tensors (hardware/defaults.yaml memory_reserve, sourced there) ------
+_RESERVE = yaml.safe_load((Path(__file__).resolve().parents[1] / "hardware" / "defaults.yaml").read_text())["memory_reserve"]
+cuda_context = _s("cuda_context", "bytes", "GPU memory of the CUDA context (driver, kernel modules), outside the "
+                  "caching allocator", "hardware", r"M_{ctx}", float(_RESERVE["cuda_context_bytes"]))
+nccl_comm_bytes = _s("nccl_comm_bytes", "bytes", "NCCL buffers of one collective communicator (channels x per-peer "
+                     "Simple + LL + LL128 buffers)", "hardware", r"M_{nccl}", float(_RESERVE["nccl_comm_bytes"]))
+nccl_peer_bytes = _s("nccl_peer_bytes", "bytes", "NCCL buffers of one point-to-point peer (Simple protocol)",
+                     "hardware", r"M_{p2p}", float(_RESERVE["nccl_peer_bytes"]))
+alloc_frag = _s("alloc_frag", "", "caching-allocator memory reserved above its allocated peak, as a fraction of it",
+                "hardware", r"\phi_{frag}", float(_RESERVE["allocator_fragmentation"]))
 
 # ---- links: alpha (latency per step) and bus bandwidth per collective and link --------------
 COLLECTIVES = ("ar", "ag", "rs", "a2a", "p2p")
