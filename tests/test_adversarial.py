@@ -666,3 +666,17 @@ def test_check_output_refuses_bad_paths(tmp_path, make, needle):
 def test_check_output_accepts_a_new_file(tmp_path):
     schema.check_output(tmp_path / "new.json", "--trace")
     assert os.listdir(tmp_path) == []          # checking writes nothing
+
+
+@pytest.mark.parametrize("x,t,needle", [
+    ([1e-3, 1e-3, 1e-3], [2e-3, 2e-3, 2e-3], "1 distinct shape"),       # one shape repeated: any eta fits
+    ([1e-3, 2e-3], [2e-3, 4e-3], "2 samples"),
+    ([1e-3, 2e-3, 4e-3], [2e-3, NAN, 8e-3], "finite positive"),
+])
+def test_fit_roofline_refuses_unidentifiable(x, t, needle):
+    from roofline.calibrate import fit
+    x = np.array(x)
+    s = fit.Samples(x, x / 10, None, np.array(t))
+    with pytest.raises(InputError) as e:
+        fit.fit_roofline({"fwd": s})
+    one_line(e.value, needle)

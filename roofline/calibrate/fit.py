@@ -208,6 +208,18 @@ def _fit_once(groups: dict, dhalf, fit_dhalf, f_scale, shape=None, eta_max=1.0, 
     return _unpack(best.x, names, scales, fit_dhalf, dhalf, shape, floor)
 
 
+def distinct_points(s: Samples) -> int:
+    """How many different (x, y) ideal-time pairs the samples hold (repeats of one shape count once)."""
+    return len({(float(a), float(b)) for a, b in zip(np.round(s.x, 15), np.round(s.y, 15))})
+
+
+def identifiable_roofline(s: Samples) -> bool:
+    """At least 3 finite positive samples at 2 or more shapes: one shape fits any eta with a matching t0 (0 % error)."""
+    ok = len(s.t) >= 3 and np.all(np.isfinite(s.t)) and np.all(s.t > 0) and np.all(np.isfinite(s.x)) \
+        and np.all(np.isfinite(s.y))
+    return bool(ok) and distinct_points(s) >= 2
+
+
 def fit_roofline(groups: dict, dhalf: float | None = None, fit_dhalf: bool = False, k: int = 5,
                  f_scale: float = 0.05, seed: int = 0, fit_shape: bool = False, eta_max: float = 1.0,
                  host_floor: bool = False) -> RooflineFit:
@@ -221,6 +233,11 @@ def fit_roofline(groups: dict, dhalf: float | None = None, fit_dhalf: bool = Fal
     the kept samples; the error is the k-fold held-out MAPE of pass-2 fits on kept samples.
     """
     groups = {d: s for d, s in groups.items() if len(s.t)}
+    for d, s in groups.items():
+        if not identifiable_roofline(s):
+            from ..errors import InputError
+            raise InputError(f"roofline fit {d}: {len(s.t)} samples at {distinct_points(s)} distinct shape(s); eta, mu and "
+                             "t0 need at least 3 finite positive samples at 2 or more shapes")
     shape = SHAPES["bmm" if all(s.kern is not None for s in groups.values()) else "attn"] if fit_shape else None
     fits, dh = _fit_once(groups, dhalf, fit_dhalf, f_scale, shape, eta_max, host_floor)
     flagged = {d: flag_outliers(np.log(roofline_time(s, fits[d], dh) / s.t)) for d, s in groups.items()}

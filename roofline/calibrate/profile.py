@@ -102,7 +102,7 @@ def fit_compute(ops, peaks: Peaks, k: int = 5) -> dict:
     for cls in CLASSES:
         for d in ("fwd", "bwd"):
             s, n = class_samples(ops, cls, d, peaks)
-            if s is not None and len(s.t) >= 3:
+            if s is not None and fit.identifiable_roofline(s):     # else: too few shapes to fit; defaults apply
                 groups[cls, d], names[cls, d] = s, n
     shaped = [d for d in ("fwd", "bwd") if ("attn", d) in groups and groups["attn", d].attn is not None]
     joint = {f"{c}_{d}": s for (c, d), s in groups.items() if c == "gemm" or (c == "attn" and d not in shaped)}
