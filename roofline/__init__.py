@@ -9,6 +9,7 @@ from . import hardware, models
 from .config import Model, Plan
 from .errors import InputError
 from .predict import Prediction, predict
+from .spec import Spec, resolve
 
 
 def __getattr__(name):   # lazy: the config-file API and the plan search import more modules
@@ -21,5 +22,5 @@ def __getattr__(name):   # lazy: the config-file API and the plan search import 
     raise AttributeError(name)
 
 
-__all__ = ["Model", "Plan", "Prediction", "predict", "predict_config", "one_batch_time", "load_config", "hardware",
+__all__ = ["Model", "Plan", "Prediction", "predict", "resolve", "Spec", "predict_config", "one_batch_time", "load_config", "hardware",
            "models", "InputError"]

@@ -98,58 +98,73 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
     flag(g, "zero", type=int, choices=(0, 1, 2, 3), help="ZeRO stage (alias of --sharding)")
     flag(g, "dtype", choices=("bf16", "fp16", "fp32", "fp8"), help="matmul dtype (default bf16)")
     flag(g, "grad-dtype", dest="grad_dtype", choices=("fp32", "bf16", "fp16"))
-    flag(g, "framework", default="megatron-core",
-         help="defaults for unset switches: megatron-core (default), megatron-lm-2021, megatron-deepspeed, fsdp, plain")
+    flag(g, "framework", help="training stack whose defaults fill unset switches: NAME[@VERSION] from "
+         "`frameworks list` (default: the config's, else megatron-core); wins over a config file's")
+    flag(g, "tp-comm-overlap", dest="tp_comm_overlap", action="store_true", default=None,
+         help="the stack's TP communication overlap (Megatron --tp-comm-overlap, torchtitan async TP)")
     g = p.add_argument_group("hardware")
     flag(g, "gpu", help="hardware profile id (see `hardware list`) or YAML path (default a100-sxm4-80gb, or the config's)")
     flag(g, "gpus-per-node", dest="gpus_per_node", type=number(int), help="override the profile's GPUs per node")
     flag(g, "net-gbps", dest="net_gbps", type=number(), help="inter-node line rate per GPU, Gbit/s")
 
 
-def build(args) -> tuple:
-    """(Model, Plan, Hardware) from parsed flags: preset < framework defaults < explicit flags."""
+def build_spec(args):
+    """The Spec of parsed flags (and the config in ``args._base``) through the one resolver:
+    preset < stack defaults < stack rules < the config's fields < explicit flags."""
     from dataclasses import replace as dc_replace
 
-    from . import hardware, models
-    from .config import Model, Plan, replace
-    from .frameworks import defaults
+    from . import models
+    from .spec import resolve
 
-    fw = defaults(args.framework)
     base = getattr(args, "_base", None) or {}
-    model = base.get("model") or (models.load(args.model) if args.model else Model())
-    model = replace(model, **{k: v for k, v in fw["model"].items() if k not in base.get("model_set", ())})
+    if not base and (getattr(args, "config", None) or getattr(args, "example", None)):
+        from . import configfile
+        base = configfile.load_config(args.config or configfile.example_path(args.example))
+    if args.model:
+        model, model_set = models.load(args.model), set()
+    elif base.get("model") is not None:
+        model, model_set = base["model"], set(base.get("model_set", ()))
+    else:
+        model, model_set = None, set()
+    stated_model = {k: getattr(model, k) for k in model_set}
     # a preset's derived fields follow an overridden shape: MHA stays MHA, a 4h MLP stays 4h
-    if args.n_heads and args.n_kv_heads is None and model.n_kv_heads in (None, model.n_heads):
+    if model is not None and args.n_heads and args.n_kv_heads is None and model.n_kv_heads in (None, model.n_heads):
         model = dc_replace(model, n_kv_heads=None)
-    if args.d_model and args.ffn_hidden is None and model.ffn_hidden == 4 * model.d_model and model.mlp != "swiglu":
+        stated_model.pop("n_kv_heads", None)
+    if model is not None and args.d_model and args.ffn_hidden is None and model.ffn_hidden == 4 * model.d_model \
+            and model.mlp != "swiglu":
         model = dc_replace(model, ffn_hidden=None)
+        stated_model.pop("ffn_hidden", None)
     shape = {dest: getattr(args, dest) for _, dest, _, _ in MODEL_FLAGS}
-    if args.model and any(v is not None and v != getattr(model, k) for k, v in shape.items()):
-        model = dc_replace(model, name=f"{model.name} (modified)")
-    model = replace(model, **shape,
-                    mlp=args.mlp, norm=args.norm, attention=args.attention, position=args.position,
-                    tied_embeddings=args.tied_embeddings)
-    plan = base.get("plan") or Plan()
-    fw_plan = dict(fw["plan"])
-    tp = args.tp or plan.tp
-    if fw_plan.get("sequence_parallel") and tp == 1:
-        fw_plan["sequence_parallel"] = False
-    plan = replace(plan, **{k: v for k, v in fw_plan.items() if k not in base.get("plan_set", ())})
+    flags = {**shape, "mlp": args.mlp, "norm": args.norm, "attention": args.attention, "position": args.position,
+             "tied_embeddings": args.tied_embeddings}
+    stated_model.update({k: v for k, v in flags.items() if v is not None})
+    if model is not None and args.model and any(v is not None and v != getattr(model, k) for k, v in shape.items()):
+        stated_model["name"] = f"{model.name} (modified)"
+
+    plan = {}
+    if base.get("plan") is not None:
+        plan = {k: getattr(base["plan"], k) for k in base.get("plan_set", ())}
     sharding = args.sharding
     if args.zero is not None:
         sharding = {0: "none", 1: "zero1", 2: "zero2", 3: "zero3"}[args.zero]
-    plan = replace(plan, **{dest: getattr(args, dest) for _, dest, _, _ in PLAN_FLAGS}, schedule=args.schedule,
-                   sequence_parallel=args.sequence_parallel, recompute=args.recompute, sharding=sharding,
-                   uneven_stages=args.uneven_stages,
-                   dtype=args.dtype, grad_dtype=args.grad_dtype)
-    if plan.interleave > 1 and plan.schedule == "1f1b":
-        plan = dc_replace(plan, schedule="interleaved")
-    hw = hardware.load(args.gpu) if args.gpu else (base.get("hardware") or hardware.load("a100-sxm4-80gb"))
-    if args.gpus_per_node is not None:
-        hw = dc_replace(hw, gpus_per_node=args.gpus_per_node)
-    if args.net_gbps is not None:
-        hw = hw.with_network(args.net_gbps)
-    return model, plan, hw
+    flags = {**{dest: getattr(args, dest) for _, dest, _, _ in PLAN_FLAGS}, "schedule": args.schedule,
+             "sequence_parallel": args.sequence_parallel, "recompute": args.recompute, "sharding": sharding,
+             "uneven_stages": args.uneven_stages, "dtype": args.dtype, "grad_dtype": args.grad_dtype,
+             "tp_comm_overlap": getattr(args, "tp_comm_overlap", None)}
+    plan.update({k: v for k, v in flags.items() if v is not None})
+    # an explicit --framework wins over the config's; with neither, the default stack (Megatron-Core)
+    stack = args.framework or base.get("framework")
+    hw = args.gpu or base.get("hardware") or None
+    return resolve(model, plan, hw, stack, model_fields=stated_model, gpus_per_node=args.gpus_per_node,
+                   net_gbps=args.net_gbps,
+                   stack_reason="--framework" if args.framework else ("the config's framework" if base.get("framework") else ""))
+
+
+def build(args) -> tuple:
+    """(Model, Plan, Hardware) of parsed flags; see :func:`build_spec`."""
+    s = build_spec(args)
+    return s.model, s.plan, s.hardware
 
 
 def _fmt_time(s: float) -> str:
@@ -172,7 +187,7 @@ def render(pred) -> str:
         + f" | micro-batch {p.micro_batch} x {pred.micro_batches} micro-batches, global batch {p.batch}"
         + f" | {p.schedule}" + (f" v={p.interleave}" if p.interleave > 1 else "")
         + f" | SP {'on' if p.sequence_parallel and p.tp > 1 else 'off'} | recompute {p.recompute}"
-        + f" | sharding {p.sharding} | {p.dtype}",
+        + f" | sharding {p.sharding} | {p.dtype}" + (f" | stack {pred.stack}" if getattr(pred, "stack", "") else ""),
         f"profile: {hw.id} ({hw.kind}; calibrated: {', '.join(hw.calibrated) or 'nothing - datasheet peaks with assumed efficiencies'})",
         "",
         f"  step time                 {_fmt_time(step):>12}",
@@ -217,24 +232,24 @@ def cmd_transformer(args) -> int:
         from . import configfile
         cfg = configfile.load_config(args.config or configfile.example_path(args.example))
         args._base = cfg
-        if args.gpu is None and cfg.get("hardware") is None and cfg.get("gpu"):
-            args.gpu = cfg["gpu"]
-        if cfg.get("framework") and args.framework == "megatron-core":
-            args.framework = cfg["framework"]
         training = cfg.get("training") or {}
-    model, plan, hw = build(args)
+    spec = build_spec(args)
     given = lambda k: getattr(args, k) if getattr(args, k) is not None else training.get(k)  # noqa: E731
-    pred = predict(model, plan, hw, tokens=given("tokens"), steps=given("steps"), gpu_hour_price=given("gpu_hour_price"))
+    pred = predict(spec, tokens=given("tokens"), steps=given("steps"), gpu_hour_price=given("gpu_hour_price"))
     notes = _advice(pred)
     if args.json:
         d = pred.to_dict()
         d["warnings"] = notes
+        d["spec"] = spec.to_dict()
         if args.per_stage:
             from . import timeline
             d["per_stage"] = timeline.per_stage(pred)
         print(json.dumps(d, indent=1))
     else:
         print(render(pred))
+        if args.explain:
+            print()
+            print("\n".join(spec.explain()))
         if args.per_stage:
             from . import timeline
             print()
@@ -339,7 +354,40 @@ def cmd_models(args) -> int:
     return 0
 
 
-CORE = ("transformer", "formulas", "hardware", "models")
+def cmd_frameworks(args) -> int:
+    from . import stacks
+
+    if args.action == "list":
+        rows = [stacks.get(i) for i in stacks.list_ids()]
+        if args.json:
+            print(json.dumps([s.to_dict() for s in rows], indent=1))
+            return 0
+        for s in rows:
+            print(f"{s.id:<20}{s.era[0]}-{s.era[1]}  {s.name}  [aliases: {', '.join(s.aliases)}]")
+        return 0
+    if not args.id:
+        raise InputError("frameworks show needs a stack NAME[@VERSION] (see `frameworks list`)")
+    s = stacks.get(args.id)
+    if args.json:
+        print(json.dumps(s.to_dict(), indent=1))
+        return 0
+    print(render_stack(s))
+    return 0
+
+
+def render_stack(s) -> str:
+    """A stack's entry as text: every default and rule with its source."""
+    lines = [f"{s.id}: {s.name}", f"  version {s.version}; era {s.era[0]}-{s.era[1]}; family {s.family}",
+             f"  aliases: {', '.join(s.aliases)}"]
+    for title, d in (("model defaults", s.model), ("plan defaults", s.plan), ("rules", s.rules)):
+        lines.append(f"  {title}:")
+        for k, v in d.items():
+            v = ", ".join(v) if isinstance(v, tuple) else v
+            lines.append(f"    {k} = {v}    # {s.sources.get(k, '')}")
+    return "\n".join(lines)
+
+
+CORE = ("transformer", "formulas", "hardware", "models", "frameworks")
 PLUGINS = ("calibrate.cli", "validate", "search", "extras")
 
 
@@ -363,7 +411,14 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     flag(g, "per-stage", dest="per_stage", action="store_true", help="compute/communication/idle per pipeline stage")
     flag(g, "timeline", metavar="PNG", help="draw the step's schedule as a Gantt chart")
     flag(g, "trace", metavar="JSON", help="write the step's schedule as a Chrome trace (Perfetto)")
+    flag(g, "explain", action="store_true", help="every value the stack, a rule or a default filled in, with its origin")
     p.set_defaults(func=cmd_transformer)
+
+    p = sub.add_parser("frameworks", help="the registry of training stacks (defaults, rules, sources)")
+    p.add_argument("action", choices=("list", "show"))
+    p.add_argument("id", nargs="?", help="NAME[@VERSION]")
+    flag(p, "json", action="store_true")
+    p.set_defaults(func=cmd_frameworks)
 
     p = sub.add_parser("formulas", help="export a closed form (LaTeX, Python, sympy, JSON)")
     flag(p, "quantity", default="step_time", help="step_time, flops, memory, tp_comm, dp_comm, pp_bubble, ...")

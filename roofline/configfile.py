@@ -190,8 +190,8 @@ def _from_mapping(d: dict, where: str, base_dir: Path) -> dict:
     hw, ref = _hardware(d, where, base_dir)
     fw = d.get("framework")
     if fw is not None:
-        from .frameworks import defaults
-        defaults(str(fw))
+        from .stacks import get
+        get(str(fw))
         fw = str(fw)
     training = d.get("training") or {}
     if not isinstance(training, dict):
@@ -219,18 +219,22 @@ def _as_config(config_or_path) -> dict:
 def resolve(config_or_path) -> tuple:
     """(Model, Plan, Hardware, training) with the framework's defaults applied to the fields the
     config did not set, exactly as ``python -m roofline transformer --config`` does."""
-    import argparse
+    s = resolve_spec(config_or_path)
+    return s.model, s.plan, s.hardware, dict(_as_config(config_or_path).get("training") or {})
 
-    from . import cli
+
+def resolve_spec(config_or_path):
+    """The config's Spec through the one resolver (roofline.spec.resolve): preset < the stack's
+    defaults and rules < the config's fields. The stack is the config's ``framework`` or, when it
+    names none, the default stack (Megatron-Core)."""
+    from .spec import resolve as resolve_run
 
     cfg = _as_config(config_or_path)
-    ap = argparse.ArgumentParser()
-    cli.add_model_plan_flags(ap)
-    args = ap.parse_args([])
-    args._base = cfg
-    args.framework = cfg.get("framework") or args.framework
-    model, plan, hw = cli.build(args)
-    return model, plan, hw, dict(cfg.get("training") or {})
+    model = cfg["model"]
+    stated_model = {k: getattr(model, k) for k in cfg.get("model_set", ())}
+    stated_plan = {k: getattr(cfg["plan"], k) for k in cfg.get("plan_set", ())}
+    return resolve_run(model, stated_plan, cfg["hardware"], cfg.get("framework"), model_fields=stated_model,
+                       stack_reason="the config's framework" if cfg.get("framework") else "")
 
 
 def predict_config(config_or_path):

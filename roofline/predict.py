@@ -90,6 +90,7 @@ class Prediction:
     bubble_fraction: float
     run: dict = field(default_factory=dict)
     raw: dict = field(default_factory=dict, repr=False)
+    stack: str = ""                    # the training stack whose defaults were applied ('' for a raw Plan)
 
     @property
     def overflow(self) -> str | None:
@@ -122,7 +123,7 @@ class Prediction:
             "fits_in_memory": self.fits_in_memory,
             "n_gpus": self.n_gpus, "micro_batches": self.micro_batches, "params": self.params,
             "pp_bubble_fraction": self.bubble_fraction,
-            "hardware": self.hardware.id, "hardware_calibrated": list(self.hardware.calibrated),
+            "hardware": self.hardware.id, "hardware_calibrated": list(self.hardware.calibrated), "stack": self.stack,
             "units": {"step_time_s": "s", "breakdown_s": "s", "flops_per_step": "FLOP",
                       "hardware_flops_per_step": "FLOP", "tokens_per_s": "1/s", "memory_per_gpu_bytes": "B",
                       "run_days": "day", "gpu_hours": "h", "cost": "USD", "energy_kwh": "kWh"},
@@ -133,11 +134,22 @@ class Prediction:
         return d
 
 
-def predict(model: Model, plan: Plan, hw: Hardware, *, tokens: float | None = None, steps: float | None = None,
-            gpu_hour_price: float | None = None) -> Prediction:
-    """Predict one training step (and the whole run when ``tokens`` or ``steps`` is given)."""
+def predict(model, plan: Plan | None = None, hw: Hardware | None = None, *, tokens: float | None = None,
+            steps: float | None = None, gpu_hour_price: float | None = None) -> Prediction:
+    """Predict one training step (and the whole run when ``tokens`` or ``steps`` is given).
+
+    ``predict(spec)`` takes a :class:`roofline.spec.Spec` from :func:`roofline.spec.resolve` (the stack's
+    defaults applied, as every command does); ``predict(model, plan, hw)`` takes the three literally.
+    """
     from .units import Q
 
+    stack = ""
+    if plan is None and hw is None and hasattr(model, "stack") and hasattr(model, "plan"):
+        spec = model
+        model, plan, hw, stack = spec.model, spec.plan, spec.hardware, spec.stack.id
+    if plan is None or hw is None:
+        from .errors import InputError
+        raise InputError("predict needs a Spec (roofline.resolve(...)) or a Model, a Plan and a Hardware")
     check(model, plan)
     r = {k: float(v) for k, v in evaluate(inputs(model, plan, hw)).items()}
     s = lambda v: Q(v, "s")
@@ -168,4 +180,4 @@ def predict(model: Model, plan: Plan, hw: Hardware, *, tokens: float | None = No
         flops_per_step=Q(r["flops"], "flop"), hardware_flops_per_step=Q(r["hardware_flops"], "flop"),
         mfu=r["mfu"], hfu=r["hfu"], tokens_per_s=Q(r["tokens_per_s"], "1/s"), n_gpus=int(round(r["n_gpus"])),
         micro_batches=int(round(r["micro_batches"])), params=r["params"], bubble_fraction=r["pp_bubble"],
-        run=run, raw=r)
+        run=run, raw=r, stack=stack)

@@ -113,8 +113,8 @@ def _num(v, where):
 
 def load_jobs(path) -> tuple[list[Job], dict]:
     """Jobs and the cluster section ({gpu, gpus, framework}) of a jobs YAML file."""
+    from . import stacks
     from .configfile import _model
-    from .frameworks import defaults
 
     path = Path(path)
     try:
@@ -144,7 +144,7 @@ def load_jobs(path) -> tuple[list[Job], dict]:
             raise InputError(f"{where}: give exactly one of 'tokens' and 'steps'")
         model, _ = _model(j["model"], where, path.parent)
         fw = str(j.get("framework") or fw_default)
-        model = replace(model, **{k: v for k, v in defaults(fw)["model"].items()})
+        model = replace(model, **dict(stacks.get(fw).model))
         gb = int(_num(j["global_batch"], f"{where}: global_batch"))
         steps = (_num(j["steps"], f"{where}: steps") if j.get("steps") is not None
                  else _num(j["tokens"], f"{where}: tokens") / (gb * model.seq_len))
@@ -161,10 +161,9 @@ def load_jobs(path) -> tuple[list[Job], dict]:
 # ---- plan search ----------------------------------------------------------------------------------
 def candidate_plans(job: Job, g: int, hw) -> list[Plan]:
     """Valid plans of ``job`` on exactly g GPUs (before the memory check)."""
-    from .frameworks import defaults
+    from .spec import resolve
 
     m = job.model
-    fw_plan = defaults(job.framework)["plan"]
     out = []
     for tp in (1, 2, 4, 8):
         if tp > hw.gpus_per_node or g % tp:
@@ -178,11 +177,9 @@ def candidate_plans(job: Job, g: int, hw) -> list[Plan]:
                 if job.global_batch % (mb * dp):
                     continue
                 for rc in ("none", "selective", "full"):
-                    kw = {**fw_plan, "sequence_parallel": bool(fw_plan.get("sequence_parallel")) and tp > 1}
-                    plan = Plan(tp=tp, pp=pp, dp=dp, ep=ep, micro_batch=mb, global_batch=job.global_batch,
-                                recompute=rc, **kw)
-                    try:
-                        check(m, plan)
+                    try:       # the one resolver: the job's stack defaults and rules, as every command applies them
+                        plan = resolve(m, {"tp": tp, "pp": pp, "dp": dp, "ep": ep, "micro_batch": mb,
+                                           "global_batch": job.global_batch, "recompute": rc}, hw, job.framework).plan
                     except InputError:
                         continue
                     out.append(plan)

@@ -116,7 +116,7 @@ def _keep(cols: dict, mask) -> dict:
 
 def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, cp=None, ep=None,
                     micro_batch=None, interleave=None, recompute=None, sequence_parallel=None, sharding=None,
-                    gpipe: bool = False) -> tuple[dict, int]:
+                    gpipe: bool = False, stack=None) -> tuple[dict, int]:
     """Every valid plan as numpy columns, and the number of combinations before the masks.
 
     A knob left as None takes every value that can be valid (divisors of the GPU count, batch,
@@ -124,7 +124,9 @@ def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, 
     tp | heads, tp | kv-heads or kv-heads | tp, tp | ffn, pp x interleave | layers, cp | seq-len,
     ep | dp, ep | experts, micro-batch x dp | global batch, interleave > 1 needs pp > 1 and
     micro-batches divisible by pp. Sequence parallel with tp = 1 is the same plan as without and is
-    listed once.
+    listed once. With a ``stack`` (roofline.stacks), only what it runs: its shardings, ZeRO stages
+    with pipeline parallelism up to its ``max_zero_with_pp``, interleaving only where it has the
+    schedule; a pinned value it cannot run is an InputError naming the rule.
     """
     import numpy as np
 
@@ -148,8 +150,21 @@ def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, 
     vs = [1] if gpipe else pick("interleave", interleave, divisors(L))
     rcs = [RECOMPUTE.index(r) for r in _choices("recompute", recompute, RECOMPUTE, RECOMPUTE)]
     sps = [int(s) for s in _choices("sequence-parallel", sequence_parallel, (False, True, 0, 1), (0, 1))]
+    allowed = SHARDING
+    if stack is not None:
+        runs = {"zero1": "distributed", "fsdp": "zero3"}
+        ok = {runs.get(s, s) for s in stack.rule("shardings", SHARDING)}
+        allowed = tuple(s for s in SHARDING if s in ok)
+        for z in ([sharding] if isinstance(sharding, str) else list(sharding or ())):
+            if runs.get(z, z) not in ok:
+                raise InputError(f"stack {stack.id} cannot run sharding {z!r} (it runs "
+                                 f"{', '.join(stack.rule('shardings', ()))}): {stack.sources.get('shardings', '')}")
+        if not stack.rule("interleaved_schedule", True):
+            if interleave not in (None, 1, [1]):
+                raise InputError(f"stack {stack.id} has no interleaved schedule: {stack.sources.get('interleaved_schedule', '')}")
+            vs = [1]
     zs = [SHARDING.index("distributed" if z in ("zero1",) else "zero3" if z == "fsdp" else z)
-          for z in _choices("sharding", sharding, SHARDING + ("zero1", "fsdp"), SHARDING)]
+          for z in _choices("sharding", sharding, SHARDING + ("zero1", "fsdp"), allowed)]
     enumerated = (len(tps) * len(pps) * len(cps) * len(eps) * len(mbs) * len(vs) * len(rcs) * len(sps) * len(zs))
 
     # the mesh: tp x pp x cp (x ep), dp = gpus / (tp pp cp)
@@ -178,6 +193,8 @@ def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, 
     c = _keep(c, (c["sequence_parallel"] == 0) | (c["tp"] > 1) | (len(sps) == 1))
     c = _cross(c, "recompute", rcs)
     c = _cross(c, "sharding", zs)
+    if stack is not None:                      # ZeRO-2/3 with pipeline stages (DeepSpeed forbids it; SHARDING index = stage)
+        c = _keep(c, (c["pp"] == 1) | (c["sharding"] <= stack.rule("max_zero_with_pp", 3)))
     return c, enumerated
 
 
@@ -240,7 +257,7 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
     base = base if base is not None else default_base(framework)
     check(model, dataclasses.replace(base, tp=1, pp=1, dp=1, cp=1, ep=1, micro_batch=1, global_batch=None,
                                      interleave=1, schedule="1f1b"))   # model fields and fixed plan fields
-    knobs, enumerated = enumerate_plans(model, n_gpus, global_batch, gpipe=gpipe, **pins)
+    knobs, enumerated = enumerate_plans(model, n_gpus, global_batch, gpipe=gpipe, stack=_stack(framework), **pins)
     n = len(knobs["tp"])
     x = {**model_inputs(model), **plan_inputs(Plan(**{k: getattr(base, k) for k in _FIXED})),
          **hardware_inputs(hw, base.dtype), **plan_arrays(knobs, global_batch, gpipe)}
@@ -254,21 +271,30 @@ _FIXED = ("dtype", "grad_dtype", "overlap_grad_reduce", "overlap_param_gather", 
           "overlap_cp")
 
 
-def default_base(framework: str = "megatron-core"):
-    """The Plan whose fixed fields (dtype, overlaps) the searched plans share: the framework's defaults."""
-    from .config import Plan, replace
-    from .frameworks import defaults
+def _stack(framework):
+    """The registry stack of a search (None for ``any``: every sharding and schedule, for research)."""
+    from . import stacks
 
-    fw = {k: v for k, v in defaults(framework)["plan"].items() if k in _FIXED}
+    if framework is None or (isinstance(framework, str) and framework.lower() == "any"):
+        return None
+    return stacks.get(framework)
+
+
+def default_base(framework: str = "megatron-core"):
+    """The Plan whose fixed fields (dtype, overlaps) the searched plans share: the stack's defaults."""
+    from .config import Plan, replace
+
+    st = _stack(framework)
+    fw = {k: v for k, v in (st.plan.items() if st else ()) if k in _FIXED}
     return replace(Plan(), **fw)
 
 
 def default_model(model, framework: str = "megatron-core"):
-    """The model with the framework's model defaults (attention kernel, dropout), as the CLI applies them."""
+    """The model with the stack's model defaults (attention kernel, dropout), as the resolver applies them."""
     from .config import replace
-    from .frameworks import defaults
 
-    return replace(model, **defaults(framework)["model"])
+    st = _stack(framework)
+    return replace(model, **dict(st.model)) if st else model
 
 
 # ----------------------------------------------------------------------------------------------
@@ -500,7 +526,7 @@ def _pins(args) -> dict:
 def cmd_search(args) -> int:
     import json
 
-    from .cli import build
+    from .cli import build_spec
 
     if args.global_batch is None:
         raise InputError("search needs --global-batch (sequences per optimizer step)")
@@ -512,14 +538,21 @@ def cmd_search(args) -> int:
             raise InputError("--plot draws the time/cost Pareto front of a GPU range: give --gpus LO..HI")
         from . import plotting
         plotting.check(args.plot, "--plot")
-    model, plan, hw = build(args)
+    framework = "any" if (args.framework or "").lower() == "any" else None
+    if framework:
+        args.framework = None
+    spec = build_spec(args)
+    model, plan, hw = spec.model, spec.plan, spec.hardware
+    framework = framework or spec.stack.id
     base = dataclasses.replace(plan, tp=1, pp=1, dp=1, cp=1)
     pins = _pins(args)
     gpipe = args.schedule == "gpipe"
-    kw = dict(objective=args.objective, tokens=args.tokens, gpu_hour_price=args.gpu_hour_price, gpipe=gpipe)
+    kw = dict(objective=args.objective, tokens=args.tokens, gpu_hour_price=args.gpu_hour_price, gpipe=gpipe,
+              framework=framework)
     if len(counts) == 1:
-        space = evaluate_space(model, hw, counts[0], args.global_batch, base=base, gpipe=gpipe, **pins)
-        cands = rank(space, top=args.top, **kw)
+        space = evaluate_space(model, hw, counts[0], args.global_batch, base=base, gpipe=gpipe, framework=framework,
+                               **pins)
+        cands = rank(space, top=args.top, **{k: v for k, v in kw.items() if k != "framework"})
         if args.csv:
             write_csv(args.csv, cands)
         if args.json:

@@ -44,7 +44,7 @@ INTS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "
         "micro_batch", "tp", "pp", "dp", "cp", "ep", "interleave", "n_gpus", "gpus_per_node", "n_experts", "top_k",
         "moe_ffn_hidden", "head_dim", "n_shared_experts", "first_dense_layers", "mtp")
 FLOATS = ("net_gbps_per_gpu", "measured_iter_time_s", "derived_iter_time_s")
-BY = ("tier", "gpu", "layout", "micro_batch", "nodes")
+BY = ("tier", "gpu", "layout", "micro_batch", "nodes", "source", "framework")
 
 
 class Skip(Exception):
@@ -163,16 +163,32 @@ def _model_fields(row: dict) -> tuple[dict, str]:
         d["n_experts"], d["top_k"] = row["n_experts"], row.get("top_k") or 1
         if row.get("moe_ffn_hidden"):
             d["ffn_hidden"] = row["moe_ffn_hidden"]
+    notes = []
+    base = None
+    preset = families.preset_for(row.get("model"))
+    if preset:
+        # the architecture the row does not state (norm, position, biases, tying) from the named preset
+        from . import models
+        base = models.load(preset)
+        notes.append(f"unstated architecture from preset {preset}")
+    elif d.get("mlp") == "swiglu":
+        # LLaMA lineage (Llama, Mistral, Qwen, Nemotron-4's successors): RoPE, RMSNorm, no linear biases, untied
+        d.update(position="rope", norm="rmsnorm", biases=False, tied_embeddings=False)
+        notes.append("gated-MLP row: RoPE, RMSNorm, no biases, untied head (LLaMA lineage)")
+    tied = normalize.flag(row.get("tied") or "")
+    if tied is not None:
+        d["tied_embeddings"] = tied
     note = ""
     if d["vocab"] is None:
         fam = families.vocab_for(row.get("model"))
         if fam:
             d["vocab"], src = fam
-            note = f"vocab {fam[0]} from the model family ({src})"
+            notes.append(f"vocab {fam[0]} from the model family ({src})")
+    note = "; ".join(notes)
     missing = [k for k in ("n_layers", "d_model", "n_heads", "vocab", "seq_len") if d[k] is None]
     if missing:
         raise Skip(f"{', '.join(missing)} not stated" + (" (no model family with a known tokenizer)" if "vocab" in missing else ""))
-    return d, note
+    return d, note, base
 
 
 def _plan_fields(row: dict) -> dict:
@@ -214,16 +230,16 @@ def build_case(row: dict, hardware=None) -> Case:
         raise Skip("no measured or derived iteration time")
     if row["global_batch"] is None:
         raise Skip("global_batch not stated")
-    model_fields, note = _model_fields(row)
+    model_fields, note, base_model = _model_fields(row)
     plan_fields = _plan_fields(row)
     try:
         hw = hardware if hardware is not None else hwmod.load(row["gpu_id"])
         stack, reason = infer_stack(row, None, hw)
         # the era rule reads model features: resolve the model once without the stack to see them
         if reason.startswith("era rule") or "no year" in reason:
-            probe = resolve(None, None, hw, "plain", model_fields=model_fields)
+            probe = resolve(base_model, None, hw, "plain", model_fields=model_fields)
             stack, reason = infer_stack(row, probe.model, hw)
-        spec = resolve(None, plan_fields, hw, stack, model_fields=model_fields, stack_reason=reason,
+        spec = resolve(base_model, plan_fields, hw, stack, model_fields=model_fields, stack_reason=reason,
                        gpus_per_node=row.get("gpus_per_node"), net_gbps=row.get("net_gbps_per_gpu"))
     except InputError as exc:
         raise Skip(str(exc)) from None
@@ -257,7 +273,9 @@ def group_key(case: Case, by: str) -> str:
             "gpu": lambda: case.row["gpu_id"],
             "layout": lambda: f"tp{p.tp}-pp{p.pp}-dp{p.dp}" + (f"-cp{p.cp}" if p.cp > 1 else ""),
             "micro_batch": lambda: str(p.micro_batch),
-            "nodes": lambda: "single-node" if case.single_node else "multi-node"}[by]()
+            "nodes": lambda: "single-node" if case.single_node else "multi-node",
+            "source": lambda: (re.split(r"[(,;\[]", case.row.get("source") or "")[0].strip() or "?")[:48],
+            "framework": lambda: case.framework}[by]()
 
 
 def validate(rows: list[dict], tiers=None) -> dict:
@@ -279,7 +297,7 @@ def validate(rows: list[dict], tiers=None) -> dict:
         result["cases"].append({
             "case_id": c.row["case_id"], "measured_s": c.measured, "predicted_s": float(pred[i]),
             "error": float(err[i]), "gpu_id": c.row["gpu_id"], "tier": c.row.get("tier") or "",
-            "framework": c.framework, "single_node": c.single_node,
+            "framework": c.framework, "stack_reason": c.stack_reason, "note": c.note, "single_node": c.single_node,
             "plan": {"tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "v": p.interleave, "mb": p.micro_batch,
                      "gb": p.batch, "sp": p.sequence_parallel, "recompute": p.recompute, "sharding": p.sharding},
             "breakdown_s": {k[2:]: float(out[k][i]) for k in out if k.startswith("t_") and k != "t_microbatch_stage"},
@@ -324,20 +342,19 @@ def korthikanti_table4(gpu: str = "a100-sxm4-80gb") -> list[dict]:
     backward (and recompute-forward) TP communication, as the paper times them.
     """
     from . import hardware
-    from .config import Model, Plan, replace
-    from .frameworks import defaults
+    from .config import Model
     from .predict import evaluate, inputs
+    from .spec import resolve
 
-    fw = defaults("megatron-lm-2021")
     hw = hardware.load(gpu)
     rows = []
     for name, (sp, rc) in TABLE4_PLANS.items():
-        plan = replace(Plan(), **fw["plan"])
-        plan = dc_replace(plan, tp=8, micro_batch=4, global_batch=4, sequence_parallel=sp, recompute=rc)
         r = []
         for layers in (1, 2):
-            model = replace(Model(n_layers=layers, d_model=6144, n_heads=64, vocab=51200, seq_len=2048), **fw["model"])
-            r.append({k: float(v) for k, v in evaluate(inputs(model, plan, hw)).items()})
+            s = resolve(Model(n_layers=layers, d_model=6144, n_heads=64, vocab=51200, seq_len=2048),
+                        {"tp": 8, "micro_batch": 4, "global_batch": 4, "sequence_parallel": sp, "recompute": rc},
+                        hw, "megatron-lm@2022")
+            r.append({k: float(v) for k, v in evaluate(inputs(s.model, s.plan, s.hardware)).items()})
         d = {k: r[1][k] - r[0][k] for k in r[0]}
         n_tp = 2 + (rc == "full")                 # TP collectives: forward, backward, recomputed forward
         fwd = d["t_forward"] + d["t_tp_comm"] / n_tp

@@ -54,7 +54,9 @@ def test_preset_with_override(cli):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["--layers", 30, "--pp", 4], "layers (30) must be divisible by pp x interleave"),
+    (["--layers", 30, "--pp", 4, "--framework", "megatron-lm@2021"], "layers (30) must be divisible by pp x interleave"),
+    (["--sharding", "zero2"], "stack megatron-core cannot run sharding 'zero2'"),
+    (["--framework", "megatorn"], "unknown framework 'megatorn'"),
     (["--heads", 12, "--d-model", 768, "--tp", 8], "heads (12) must be divisible by tp (8)"),
     (["--kv-heads", 5, "--heads", 12, "--d-model", 768], "heads (12) must be divisible by kv-heads (5)"),
     (["--global-batch", 100, "--dp", 16], "global batch (100) must be divisible by micro-batch x dp"),

@@ -61,3 +61,52 @@ def test_host_floor_binds_small_layers_only():
     # a host-bound layer slot takes exactly the host issue time (fwd + bwd); embedding/LM head come on top
     layer_gpu_and_host = tiny.raw["t_host_overhead"] + tiny.raw["t_forward"] + tiny.raw["t_backward"]
     assert layer_gpu_and_host >= 4 * (hw.host_fwd + hw.host_bwd)
+
+
+def _step_bench():
+    import importlib.util
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "small_gpt_step.py"
+    spec = importlib.util.spec_from_file_location("small_gpt_step_for_host", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_plain_style_layer_is_the_step_benchmarks_block():
+    """`--style plain` times the code a plain PyTorch step runs: the Block of benchmarks/small_gpt_step.py (causal
+    SDPA, tanh GELU, no dropout), not a stand-in: same parameters, same output."""
+    torch = pytest.importorskip("torch")
+    from roofline.calibrate.bench_host import _plain_layer
+    torch.manual_seed(0)
+    mine = _plain_layer(torch, h=64, heads=2)
+    theirs = _step_bench().build_gpt(torch, 1, 64, 2, 128, 16, torch.device("cpu")).blocks[0]
+    theirs.load_state_dict(mine.state_dict())           # strict: the same parameter names and shapes
+    x = torch.randn(2, 16, 64)
+    assert torch.allclose(mine(x), theirs(x), atol=1e-6)
+
+
+def test_plain_style_per_layer_kernels_and_per_call_intercept():
+    """The per-layer figures are the slope over a stack of layers; what one forward / backward call pays once (the
+    loss reduction, its seed gradient, the autograd engine's start, autocast's entry and exit) is per micro-batch."""
+    torch = pytest.importorskip("torch")
+    from roofline.calibrate import bench_host
+    r = bench_host.measure("cpu", repeats=3, style="plain")
+    assert r["amp"] is True and r["stack"] == bench_host.STACK >= 2
+    # one block's kernels, counted on their own under the same autocast
+    block = bench_host._plain_layer(torch, h=64)
+    x = torch.randn(1, 8, 64, requires_grad=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        k_fwd = bench_host._count_kernels(torch, lambda: block(x))
+    assert r["kernels_fwd"] == k_fwd
+    assert r["kernels_call"] >= 2 and r["kernels_microbatch"] == r["kernels_call"]   # sum + its seed gradient
+    assert r["microbatch"] == r["call"] >= 0 and r["layer_fwd"] >= 0 and r["layer_bwd"] >= 0
+    # autocast's weight casts are kernels (a _to_copy that changes the dtype), views and allocations are not
+    assert r["kernels_fwd"] > 12
+
+
+def test_megatron_style_adds_the_per_call_intercept_to_the_loop():
+    pytest.importorskip("torch")
+    from roofline.calibrate.bench_host import measure
+    r = measure("cpu", repeats=3)
+    assert r["amp"] is False and r["microbatch"] >= r["call"] >= 0
+    assert r["kernels_microbatch"] >= r["kernels_call"] + 1

@@ -113,13 +113,35 @@ def test_brute_force_agrees(layers, heads, kv, head_dim, seq, n, batch, gated, h
     hw = dataclasses.replace(A100, hbm_capacity=hbm_mib * 2**20)   # small HBM: some plans do not fit
     expect = brute_force(model, hw, n, batch)
     try:
-        got = search(model, hw, n, batch, top=None)
+        got = search(model, hw, n, batch, top=None, framework="any", base=default_base())   # every sharding and schedule
     except InputError:
         assert not expect
         return
     assert {c.plan: c.step_time_s for c in got}.keys() == expect.keys()
     for c in got:
         assert c.step_time_s == pytest.approx(expect[c.plan], rel=1e-9)
+
+
+@pytest.mark.parametrize("stack", ["megatron-core", "megatron-deepspeed", "deepspeed-zero", "torchtitan", "any"])
+def test_search_enumerates_only_what_the_stack_runs(stack):
+    from roofline import stacks
+    model = Model(n_layers=8, d_model=512, n_heads=8, vocab=512, seq_len=256)
+    got = search(model, A100, 16, 64, top=None, framework=stack)
+    assert got
+    if stack == "any":
+        assert {c.plan.sharding for c in got} == set(SHARDING)
+        return
+    st_ = stacks.get(stack)
+    runs = {"zero1": "distributed", "fsdp": "zero3"}
+    ok = {runs.get(s, s) for s in st_.rule("shardings")}
+    zero = {"none": 0, "distributed": 1, "zero2": 2, "zero3": 3}
+    for c in got:
+        assert c.plan.sharding in ok, (stack, c.plan)
+        assert c.plan.pp == 1 or zero[c.plan.sharding] <= st_.rule("max_zero_with_pp"), (stack, c.plan)
+        assert c.plan.interleave == 1 or st_.rule("interleaved_schedule")
+    for bad in (s for s in SHARDING if s not in ok):             # a pinned sharding the stack cannot run
+        with pytest.raises(InputError, match=f"stack {st_.id} cannot run sharding"):
+            search(model, A100, 16, 64, framework=stack, sharding=bad)
 
 
 # ----- errors -----

