@@ -47,6 +47,17 @@ FLOATS = ("net_gbps_per_gpu", "measured_iter_time_s", "derived_iter_time_s")
 BY = ("tier", "gpu", "layout", "micro_batch", "nodes", "source", "framework")
 
 
+DATASETS = {"published": "published.csv", "vtrain": "vtrain_measured.csv", "nemo": "nemo_perf.csv",
+            "memory": "memory_measured.csv"}
+
+
+def dataset_path(name: str):
+    """Path of a bundled public validation set (roofline/data/validation; SOURCES.md there)."""
+    if name not in DATASETS:
+        raise InputError(f"--dataset must be one of {', '.join(DATASETS)}, got {name!r}")
+    return Path(__file__).with_name("data") / "validation" / DATASETS[name]
+
+
 class Skip(Exception):
     """A row that cannot be predicted: contradictory or unsupported fields (the message says which)."""
 
@@ -442,8 +453,12 @@ def cmd_validate(args) -> int:
         print(json.dumps(rows, indent=1) if args.json else render_table4(rows))
         if not args.file:
             return 0
+    if args.dataset:
+        if args.file:
+            raise InputError("give a CSV file or --dataset, not both")
+        args.file = str(dataset_path(args.dataset))
     if not args.file:
-        raise InputError("validate needs a CSV file (or --korthikanti-table4)")
+        raise InputError("validate needs a CSV file, --dataset NAME or --korthikanti-table4")
     tiers = {t.strip().upper() for t in args.tier.split(",")} if args.tier else None
     by = [b.strip() for b in args.by.split(",")] if args.by else ["tier", "gpu", "nodes"]
     bad = [b for b in by if b not in BY]
@@ -469,6 +484,8 @@ def cmd_validate(args) -> int:
 def register(subparsers) -> None:
     p = subparsers.add_parser("validate", help="compare predictions with published measured step times (CSV)")
     p.add_argument("file", nargs="?", help="CSV with the columns of shared/validation/README.md")
+    p.add_argument("--dataset", choices=tuple(DATASETS), help="a bundled public validation set (see "
+                   "roofline/data/validation/SOURCES.md) instead of a file")
     p.add_argument("--json", action="store_true", help="print one JSON object (errors as fractions)")
     p.add_argument("--plot", metavar="PNG", help="predicted vs measured, log-log, one marker per gpu_id")
     p.add_argument("--tier", help="only these tiers, e.g. A,B")

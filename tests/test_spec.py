@@ -230,3 +230,11 @@ def test_validate_reports_the_stack_and_why():
     res = V.validate([_row(framework="torchtitan", optimizer_sharding="fsdp", tp=2, pp=1, dp=4, global_batch=64)])
     c = res["cases"][0]
     assert c["framework"] == "torchtitan" and c["stack_reason"].startswith("framework column")
+
+
+def test_frameworks_page_is_generated_from_the_registry():
+    from roofline import docs_frameworks
+    assert docs_frameworks.DOC.read_text() == docs_frameworks.render(), "run python -m roofline.docs_frameworks"
+    text = docs_frameworks.render()
+    for s in stacks.registry().values():
+        assert f"### `{s.id}`" in text and s.sources["sharding"].replace("|", "/") in text

@@ -14,7 +14,7 @@ from roofline.spec import smallest_interleave
 from roofline.predict import predict
 
 FIXTURE = Path(__file__).with_name("fixtures") / "validation_rows.csv"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "validation"
+SHARED = Path(V.__file__).with_name("data") / "validation"     # the bundled public sets
 
 # Regression pins: MAPE (fraction) measured when the validation was last reviewed; the test fails when
 # accuracy gets worse by more than 2 percentage points. To update after a deliberate model or profile
