@@ -238,3 +238,11 @@ def test_frameworks_page_is_generated_from_the_registry():
     text = docs_frameworks.render()
     for s in stacks.registry().values():
         assert f"### `{s.id}`" in text and s.sources["sharding"].replace("|", "/") in text
+
+
+def test_readme_api_example_equals_the_cli():
+    api = predict(resolve("gpt3-175b", {"tp": 8, "pp": 8, "dp": 16, "global_batch": 1536}, "a100-sxm4-80gb",
+                          "megatron-core"))
+    cli = predict(_cli(["--model", "gpt3-175b", "--tp", "8", "--pp", "8", "--dp", "16", "--global-batch", "1536",
+                        "--gpu", "a100-sxm4-80gb"]))
+    assert api.raw["step_time"] == cli.raw["step_time"] and api.stack == cli.stack == "megatron-core"
