@@ -43,7 +43,7 @@ REQUIRED = ("case_id", "n_layers", "d_model", "n_heads", "vocab", "seq_len", "gl
 INTS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "seq_len", "global_batch",
         "micro_batch", "tp", "pp", "dp", "cp", "ep", "interleave", "n_gpus", "gpus_per_node", "n_experts", "top_k",
         "moe_ffn_hidden", "head_dim", "n_shared_experts", "first_dense_layers", "mtp")
-FLOATS = ("net_gbps_per_gpu", "measured_iter_time_s", "derived_iter_time_s")
+FLOATS = ("net_gbps_per_gpu", "measured_iter_time_s", "derived_iter_time_s", "measured_peak_memory_gib")
 BY = ("tier", "gpu", "layout", "micro_batch", "nodes", "source", "framework")
 
 
@@ -237,8 +237,9 @@ def build_case(row: dict, hardware=None) -> Case:
     from .spec import resolve
 
     measured = row.get("measured_iter_time_s") or row.get("derived_iter_time_s")
-    if not measured or measured <= 0:
-        raise Skip("no measured or derived iteration time")
+    if (not measured or measured <= 0) and not row.get("measured_peak_memory_gib"):
+        raise Skip("no measured or derived iteration time (and no measured peak memory)")
+    measured = measured if measured and measured > 0 else float("nan")     # memory-only row
     if row["global_batch"] is None:
         raise Skip("global_batch not stated")
     model_fields, note, base_model = _model_fields(row)
@@ -302,22 +303,31 @@ def validate(rows: list[dict], tiers=None) -> dict:
     out = evaluate_cases(cases)
     pred = out.get("step_time", np.zeros(0))
     err = pred / np.array([c.measured for c in cases]) - 1 if cases else np.zeros(0)
-    result = {"cases": [], **{k: stats(err).get(k) for k in ("mape", "median_abs_error", "max_abs_error")}}
+    timed = np.isfinite(err)                     # memory-only rows carry no time error
+    result = {"cases": [], **{k: stats(err[timed]).get(k) for k in ("mape", "median_abs_error", "max_abs_error")}}
     for i, c in enumerate(cases):
         p = c.plan
         result["cases"].append({
-            "case_id": c.row["case_id"], "measured_s": c.measured, "predicted_s": float(pred[i]),
-            "error": float(err[i]), "gpu_id": c.row["gpu_id"], "tier": c.row.get("tier") or "",
+            "case_id": c.row["case_id"], "measured_s": c.measured if timed[i] else None, "predicted_s": float(pred[i]),
+            "error": float(err[i]) if timed[i] else None, "gpu_id": c.row["gpu_id"], "tier": c.row.get("tier") or "",
             "framework": c.framework, "stack_reason": c.stack_reason, "note": c.note, "single_node": c.single_node,
             "plan": {"tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "v": p.interleave, "mb": p.micro_batch,
                      "gb": p.batch, "sp": p.sequence_parallel, "recompute": p.recompute, "sharding": p.sharding},
             "breakdown_s": {k[2:]: float(out[k][i]) for k in out if k.startswith("t_") and k != "t_microbatch_stage"},
+            "predicted_memory_bytes": float(out["memory"][i]),
         })
+        if c.row.get("measured_peak_memory_gib"):
+            mm = c.row["measured_peak_memory_gib"] * 2**30
+            result["cases"][-1].update(measured_memory_bytes=mm, memory_error=float(out["memory"][i]) / mm - 1)
     for by in BY:
         groups: dict[str, list] = {}
         for i, c in enumerate(cases):
-            groups.setdefault(group_key(c, by), []).append(err[i])
+            if timed[i]:
+                groups.setdefault(group_key(c, by), []).append(err[i])
         result[f"by_{by}"] = {k: stats(v) for k, v in sorted(groups.items(), key=lambda kv: _natural(kv[0]))}
+    mem = [c["memory_error"] for c in result["cases"] if "memory_error" in c]
+    if mem:      # peak memory per GPU (the heavier pipeline stage) against measured peaks, where a row has one
+        result["memory"] = stats(mem)
     result["skipped"] = skipped
     return result
 
@@ -327,7 +337,8 @@ def layout_errors(result: dict) -> dict[str, float]:
     groups: dict[str, list] = {}
     for c in result["cases"]:
         p = c["plan"]
-        groups.setdefault(f"tp{p['tp']}-pp{p['pp']}-dp{p['dp']}/mb{p['mb']}", []).append(c["error"])
+        if c["error"] is not None:
+            groups.setdefault(f"tp{p['tp']}-pp{p['pp']}-dp{p['dp']}/mb{p['mb']}", []).append(c["error"])
     return {k: float(np.mean(v)) for k, v in sorted(groups.items(), key=lambda kv: _natural(kv[0]))}
 
 
@@ -408,15 +419,23 @@ def render(result: dict, by=("tier", "gpu", "nodes"), table: bool = True) -> str
         for c in result["cases"]:
             p = c["plan"]
             plan = f"{p['tp']}/{p['pp']}/{p['dp']}/{p['cp']}/{p['v']}/{p['mb']}"
+            if c["error"] is None:           # memory-only row
+                mem = f"  memory {c['predicted_memory_bytes'] / 2**30:.1f} GiB vs {c['measured_memory_bytes'] / 2**30:.1f}"
+                lines.append(f"{c['case_id']:<36}{c['gpu_id']:<16}{plan:<20}{'-':>11}{_fmt_s(c['predicted_s']):>12}"
+                             f"{'':>9}{mem}")
+                continue
             lines.append(f"{c['case_id']:<36}{c['gpu_id']:<16}{plan:<20}{_fmt_s(c['measured_s']):>11}"
                          f"{_fmt_s(c['predicted_s']):>12}{100 * c['error']:+9.1f}")
         lines.append("")
-    n = len(result["cases"])
+    errs = [c["error"] for c in result["cases"] if c["error"] is not None]
+    n = len(errs)
     lines.append(_summary_line("all", {"n": n, **{k: result[k] for k in ("mape", "median_abs_error", "max_abs_error")},
-                                       "mean_error": float(np.mean([c["error"] for c in result["cases"]])) if n else 0}))
+                                       "mean_error": float(np.mean(errs)) if n else 0}))
     for b in by:
         lines.append(f" by {b}:")
         lines += [_summary_line(k, s) for k, s in result[f"by_{b}"].items()]
+    if result.get("memory"):
+        lines.append(_summary_line("peak memory per GPU", result["memory"]))
     if result["skipped"]:
         lines.append(f" skipped {len(result['skipped'])}:")
         lines += [f"  {s['case_id']}: {s['reason']}" for s in result["skipped"]]
@@ -430,10 +449,10 @@ def plot(result: dict, path: str) -> None:
     markers = "osD^vP*X"
     gpus = sorted({c["gpu_id"] for c in result["cases"]})
     for i, g in enumerate(gpus):
-        cs = [c for c in result["cases"] if c["gpu_id"] == g]
+        cs = [c for c in result["cases"] if c["gpu_id"] == g and c["error"] is not None]
         ax.scatter([c["measured_s"] for c in cs], [c["predicted_s"] for c in cs], marker=markers[i % len(markers)],
                    s=18, alpha=0.7, label=f"{g} ({len(cs)})")
-    vals = [v for c in result["cases"] for v in (c["measured_s"], c["predicted_s"])] or [1e-2, 1e2]
+    vals = [v for c in result["cases"] if c["error"] is not None for v in (c["measured_s"], c["predicted_s"])] or [1e-2, 1e2]
     lo, hi = min(vals) / 1.5, max(vals) * 1.5
     xs = np.array([lo, hi])
     ax.plot(xs, xs, "k-", lw=1, label="y = x")
