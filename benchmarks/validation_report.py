@@ -92,7 +92,8 @@ def layer_slots(c: dict, n_layers: int) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "validation"))
+    ap.add_argument("--shared", default=str(ROOT / "roofline" / "data" / "validation"),
+                    help="folder of the validation CSVs (default: the bundled public sets)")
     ap.add_argument("--out", default=str(ROOT / "docs" / "validation.md"))
     ap.add_argument("--write-pins", action="store_true",
                     help="also rewrite tests/fixtures/vtrain_subset_pins.json (per-layout signed errors of the fixture subset)")
@@ -126,18 +127,18 @@ def main() -> int:
          f"- vtrain multi-node (26 rows, 3.6B on 64 A100): MAPE {pct(s_multi['mape'])}, max {pct(s_multi['max_abs_error'])}.",
          f"- Korthikanti 2022 Table 4 (one 22B layer, TP=8): total-time MAPE "
          f"{pct(mape([r['error'] for r in t4]))}.", "",
-         "Reproduce: `python -m roofline validate ../shared/validation/published.csv --tier A,B --by tier,gpu,layout` and",
-         "`python -m roofline validate ../shared/validation/vtrain_measured.csv --summary --by nodes,layout,micro_batch`;",
+         "Reproduce: `python -m roofline validate --dataset published --tier A,B --by tier,gpu,layout` and",
+         "`python -m roofline validate --dataset vtrain --summary --by nodes,layout,micro_batch`;",
          "`--plot out.png` draws predicted vs measured (log-log, y = x and +-10 % bands).", "",
          "## How a row becomes a prediction (defaults)", "",
-         "Chosen from the row's fields and source text only, never from its case_id (`roofline/validate.py`):", "",
-         "- **Framework**: `optimizer_sharding=fsdp` -> `fsdp`; `distributed` or a source naming Megatron-Core -> "
-         "`megatron-core` (flash attention, bf16, SP when tp > 1, distributed optimizer, overlapped gradient "
-         "reduce-scatter and parameter all-gather); a source naming DeepSpeed (vTrain) -> `megatron-deepspeed`; "
-         "otherwise (Narayanan 2021, Korthikanti 2022) -> `megatron-lm-2021` (unfused attention, dropout, fp16, no SP "
-         "unless `seq_parallel=y`, no distributed optimizer, no overlap, gradients all-reduced in fp16: Megatron-LM "
-         "reduces in the parameter dtype unless `--accumulate-allreduce-grads-in-fp32`, which is forced only for "
-         "bf16). Stated columns override the framework.",
+         "Every row goes through the one resolver (`roofline/spec.py`) with a stack from the registry "
+         "(`roofline/stacks/`, every default sourced; docs/frameworks.md). The stack of a row: its `framework` "
+         "column; else the stack its source text names, the version by the earliest year the text mentions "
+         "(Narayanan SC21 -> `megatron-lm-2021`: unfused attention, dropout, fp16, no SP, no distributed optimizer, "
+         "no overlap, fp16 gradient reduce; Korthikanti 2022 -> `megatron-lm-2022`, the same defaults; the "
+         "Megatron-LM README naming Megatron-Core -> `megatron-core`; vTrain's Megatron-DeepSpeed -> "
+         "`megatron-deepspeed`); else era rules (Hopper or newer, bf16, GQA, RoPE, gated MLP -> `megatron-core`). "
+         "`validate --json` prints the stack and the reason per row; stated columns override the stack.",
          "- **Matmul ceiling and sustained clock** (properties of the GPU, not of a row): every profile with a "
          "published maximum achievable matmul rate (`max_matmul`, mamf-finder: A100 SXM 267.9, H100/H200 SXM 828.0 "
          "TFLOP/s) caps its GEMM efficiencies at max_matmul / peak, because no fitted curve can beat what the best "

@@ -40,7 +40,7 @@ def text() -> str:
         "and the code cannot disagree. Symbols are listed at the end (`python -m roofline formulas --symbols`).",
         "Megatron-LM semantics are the reference for TP/SP/CP/PP/DP and recomputation; ZeRO/FSDP as in",
         "DeepSpeed / PyTorch FSDP. Framework defaults (what is overlapped, which attention kernel) are in",
-        "`roofline/frameworks.py` and printed with every prediction's plan line.",
+        "`roofline/stacks/*.yaml` (docs/frameworks.md) and printed with every prediction's plan line.",
         "",
         "## 1. Operator time (calibrated roofline)",
         "Every operator of a layer (per tensor-parallel rank, per micro-batch) has FLOPs F and HBM bytes B",
