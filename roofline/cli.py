@@ -224,10 +224,14 @@ def render(pred) -> str:
 def cmd_transformer(args) -> int:
     from .predict import predict
 
+    from .schema import check_output, strict_json
+
     training = {}
     if args.timeline:
         from . import plotting
         plotting.check(args.timeline, "--timeline")
+    if args.trace:
+        check_output(args.trace, "--trace")           # before any work: nothing printed, then an error
     if args.example or args.config:
         from . import configfile
         cfg = configfile.load_config(args.config or configfile.example_path(args.example))
@@ -244,7 +248,7 @@ def cmd_transformer(args) -> int:
         if args.per_stage:
             from . import timeline
             d["per_stage"] = timeline.per_stage(pred)
-        print(json.dumps(d, indent=1))
+        print(strict_json(d, indent=1))             # NaN/inf -> null with a reason
     else:
         print(render(pred))
         if args.explain:

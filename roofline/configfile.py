@@ -18,6 +18,7 @@ the key and the file. See docs/configs.md.
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 import yaml
@@ -56,10 +57,8 @@ def describe(name: str) -> str:
 
 # ---- loading ----------------------------------------------------------------------------------
 def _read(path: Path) -> dict:
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise InputError(f"config {path}: cannot read ({exc.strerror or exc})") from None
+    from .schema import read_text
+    text = read_text(path, "config")
     try:
         d = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -78,6 +77,8 @@ def _number(value, where: str, kind=float):
         v = float(value)
     except (TypeError, ValueError):
         raise InputError(f"{where}: expected a number, got {value!r}") from None
+    if not math.isfinite(v):
+        raise InputError(f"{where}: expected a finite number, got {value!r}")
     if kind is int:
         if v != int(v):
             raise InputError(f"{where}: expected an integer, got {value!r}")

@@ -397,14 +397,16 @@ def search(model, hw, n_gpus: int, global_batch: int, seq_len: int | None = None
 
 def gpu_range(text: str) -> list[int]:
     """``"1024"`` -> [1024]; ``"256..4096"`` -> the powers of two from 256 to 4096 (ends included)."""
+    from .schema import number
+
     text = str(text).strip()
+    parts = text.split("..", 1) if ".." in text else [text, text]
+    # integers from 1 to 2^20 GPUs: the cap bounds the divisor enumeration (1..1e18 would never finish)
     try:
-        if ".." in text:
-            lo, hi = (int(float(t)) for t in text.split("..", 1))
-        else:
-            lo = hi = int(float(text))
+        vals = [float(t.strip()) for t in parts]
     except ValueError:
         raise InputError(f"--gpus expects N or LO..HI (e.g. 1024 or 256..4096), got {text!r}") from None
+    lo, hi = (number(v, f"--gpus ({text!r})", int, low=1, high=2**20) for v in vals)
     if lo <= 0 or hi < lo:
         raise InputError(f"--gpus range must be positive and LO <= HI, got {text!r}")
     out = [lo] + [1 << k for k in range(lo.bit_length(), hi.bit_length()) if lo < (1 << k) < hi]

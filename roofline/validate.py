@@ -83,10 +83,8 @@ class Case:
 def read(path) -> list[dict]:
     """Rows of a validation CSV, numbers parsed (blank -> None); InputError on a malformed file."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}") from None
+    from .schema import read_text
+    text = read_text(path, "validation CSV").lstrip("\ufeff")
     reader = csv.DictReader(text.splitlines())
     if not reader.fieldnames:
         raise InputError(f"{path}: empty file (expected a header with {', '.join(REQUIRED)})")
@@ -115,6 +113,11 @@ def read(path) -> list[dict]:
         rows.append(row)
     if not rows:
         raise InputError(f"{path}: no data rows")
+    seen = {}
+    for line, r in enumerate(rows, start=2):
+        if r["case_id"] in seen:
+            raise InputError(f"{path}: case_id {r['case_id']!r} appears twice (lines {seen[r['case_id']]} and {line})")
+        seen[r["case_id"]] = line
     return rows
 
 
