@@ -1,8 +1,8 @@
 """Measured training step of small GPTs on one device against roofline's prediction from a profile.
 
     python -m roofline calibrate compute --device cuda:0 --dtype bf16 --out my-gpu
-    python -m roofline calibrate host --device cuda:0          # paste its host: line into my-gpu.yaml
-    python benchmarks/small_gpt_step.py --device cuda:0 --profile my-gpu.yaml [--csv steps.csv]
+    python -m roofline calibrate host --device cuda:0 --style plain   # paste its host: line into my-gpu.yaml
+    python benchmarks/small_gpt_step.py --device cuda:0 --profile h100-sxm,my-gpu.yaml [--csv steps.csv]
 
 The model is a GPT-2-style decoder in plain PyTorch, built to be exactly what roofline's `plain` framework
 prices: pre-LayerNorm blocks with biases, fused QKV projection, causal `scaled_dot_product_attention` (flash
@@ -10,8 +10,14 @@ kernel on GPUs), GELU MLP of 4h, learned positions, embedding tied to the LM hea
 multiple of 128, no dropout. One step is: zero the gradients, forward with bf16 autocast over fp32 weights
 (matmuls in bf16, fp32 gradients: the profile's `grad_dtype` fp32), cross-entropy, backward, AdamW (fused
 on CUDA). Timed with CUDA events (synchronized wall clock on CPU): warm-up steps, then the median of
-``--steps`` steps. The prediction is ``roofline.configfile.predict_config`` of the same shapes with
-``framework: plain`` on one GPU (tp = pp = dp = 1, one micro-batch per step).
+``--steps`` steps, each started on an idle GPU as a training loop's step is after its synchronizing loss read.
+On CUDA a second median, ``gpu_s``, times the same step with a GPU busy-wait queued before it, so the events
+span the kernels alone: the host has issued its first ~1000 launches (the depth of the launch queue; beyond
+it the launch call blocks) before the GPU reaches them, and where the GPU is the slower of the two it never
+waits again. ``measured_s - gpu_s`` is then the host issue time the step exposes. The prediction is
+``roofline.configfile.predict_config`` of the same shapes with ``framework: plain`` on one GPU
+(tp = pp = dp = 1, one micro-batch per step), from each profile of ``--profile`` (comma-separated; one
+measurement, one row per size and profile), with ``predicted_host_s`` its host-overhead term.
 
 Prints per size the measured and predicted step, their ratio - 1 and the measured MFU (6 N D model FLOPs
 plus attention, as roofline counts them, over the profile's dense peak). ``--tiny`` runs two toy sizes in
@@ -31,6 +37,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from roofline.errors import InputError  # noqa: E402
+
+# GPU clock cycles of the busy-wait queued before a step timed for ``gpu_s``: ~0.1 s at 1.4-2 GHz, longer
+# than the host needs to fill the launch queue at any size here.
+GPU_LEAD_CYCLES = 200_000_000
 
 # (name, layers, d_model, heads): GPT-3 paper shapes (Brown et al. 2020 Table 2.1) that fit one 80 GB GPU
 SIZES = [("gpt-125m", 12, 768, 12), ("gpt-350m", 24, 1024, 16), ("gpt-760m", 24, 1536, 16), ("gpt-1.3b", 24, 2048, 16)]
@@ -90,25 +100,31 @@ def measure(torch, layers, d, heads, vocab, seq, batch, device, warmup: int, ste
         loss.backward()
         opt.step()
 
+    def timed(i, lead):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize(dev)
+        if lead:
+            torch.cuda._sleep(GPU_LEAD_CYCLES)
+        start.record()
+        step(i)
+        end.record()
+        torch.cuda.synchronize(dev)
+        return start.elapsed_time(end) / 1e3
+
     for i in range(warmup):
         step(i)
-    times = []
+    times, gpu = [], []
     for i in range(steps):
         if dev.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda.synchronize(dev)
-            start.record()
-            step(i)
-            end.record()
-            torch.cuda.synchronize(dev)
-            times.append(start.elapsed_time(end) / 1e3)
+            times.append(timed(i, False))
+            gpu.append(timed(i, True))
         else:
             t = time.perf_counter()
             step(i)
             times.append(time.perf_counter() - t)
     params = sum(p.numel() for p in model.parameters())
     return {"measured_s": statistics.median(times), "spread": (max(times) - min(times)) / statistics.median(times),
-            "params_torch": params}
+            "gpu_s": statistics.median(gpu) if gpu else None, "params_torch": params}
 
 
 def predict(name, layers, d, heads, vocab, seq, batch, profile) -> dict:
@@ -119,16 +135,75 @@ def predict(name, layers, d, heads, vocab, seq, batch, profile) -> dict:
            "plan": {"micro_batch": batch, "global_batch": batch, "dtype": "bf16"},
            "hardware": profile, "framework": "plain"}
     p = predict_config(cfg)
-    return {"predicted_s": float(p.raw["step_time"]), "flops": float(p.raw["flops"]), "params": float(p.params),
+    return {"predicted_s": float(p.raw["step_time"]), "predicted_host_s": float(p.raw["t_host_overhead"]), "flops": float(p.raw["flops"]), "params": float(p.params),
             "peak": float(p.hardware.peak("bf16")), "hardware": p.hardware.id,
             "top_terms": {k: round(v / p.raw["step_time"], 3) for k, v in
                           sorted(p.to_dict()["breakdown_s"].items(), key=lambda kv: -kv[1])[:4] if v > 0}}
 
 
+def _pct(x: float) -> str:
+    return f"{x * 100:+.1f} %"
+
+
+def steps_table(paths) -> str:
+    """Markdown table of ``--csv`` files (docs/calibration.md carries it; a test keeps the two equal): per size and
+    shape the measured step, the GPU alone and their difference (the host time the step exposes, plus whatever
+    else differs between the two timings), and per profile the predicted step, its error, its host-overhead term
+    and the error of the rest (prediction minus host term, against the GPU alone). Milliseconds."""
+    rows = []
+    for path in paths:
+        with open(path, newline="") as f:
+            rows += list(csv.DictReader(f))
+    profiles = list(dict.fromkeys(r["profile"] for r in rows))
+    keys = list(dict.fromkeys((r["size"], r["seq_len"], r["micro_batch"]) for r in rows))
+    ms = lambda v: f"{float(v) * 1e3:.2f}"  # noqa: E731
+    head = "| size | seq x micro-batch | measured | GPU alone | measured - GPU alone |" + "".join(
+        f" {p} | error | its host term | GPU part error |" for p in profiles)
+    out = [head, "|---|---|" + "---:|" * (3 + 4 * len(profiles))]
+    for size, seq, mb in keys:
+        mine = {r["profile"]: r for r in rows if (r["size"], r["seq_len"], r["micro_batch"]) == (size, seq, mb)}
+        r0 = next(iter(mine.values()))
+        meas, gpu = float(r0["measured_s"]), (float(r0["gpu_s"]) if r0.get("gpu_s") else None)
+        line = (f"| {size} | {seq} x {mb} | {ms(meas)} | {'' if gpu is None else ms(gpu)} | "
+                f"{'' if gpu is None else ms(meas - gpu)} |")
+        for p in profiles:
+            r = mine.get(p)
+            if r is None:
+                line += " | | | |"
+                continue
+            pred, host = float(r["predicted_s"]), float(r["predicted_host_s"])
+            line += (f" {ms(pred)} | {_pct(float(r['error']))} | {ms(host)} |"
+                     f" {'' if gpu is None else _pct((pred - host) / gpu - 1)} |")
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def fit_table(profile: str) -> str:
+    """Markdown table of a calibrated profile's fit (``profile``: a YAML path): per class and direction eta, mu, t0 and the 5-fold held-out
+    MAPE, with the class's sample count and flagged samples (from the profile's provenance.fit_error)."""
+    import yaml
+    from roofline.units import parse
+    with open(profile) as f:
+        d = yaml.safe_load(f)
+    err = d["provenance"]["fit_error"]
+    out = ["| class | dir | eta | mu | t0 (us) | held-out MAPE | n | flagged |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for cls, dirs in d["efficiency"].items():
+        if not isinstance(dirs, dict) or cls not in err:
+            continue
+        for dr, e in dirs.items():
+            if f"{dr}_mape_kfold" not in err[cls]:
+                continue
+            out.append(f"| {cls} | {dr} | {float(e['eta']):.3f} | {float(e['mu']):.3f} | "
+                       f"{parse(e['t0'], 's', 't0') * 1e6:.1f} | {err[cls][f'{dr}_mape_kfold'] * 100:.1f} % | "
+                       f"{err[cls]['n']} | {err[cls]['flagged']} |")
+    return "\n".join(out) + "\n"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda:0")
-    ap.add_argument("--profile", help="hardware profile id or YAML (default: h100-sxm on CUDA, a100-sxm4-80gb otherwise)")
+    ap.add_argument("--profile", help="hardware profile ids or YAMLs, comma-separated "
+                                      "(default: h100-sxm on CUDA, a100-sxm4-80gb otherwise)")
     ap.add_argument("--seq-len", type=int, default=1024)
     ap.add_argument("--micro-batch", type=int, default=8)
     ap.add_argument("--vocab", type=int, default=50257, help="padded to a multiple of 128 in both model and prediction")
@@ -138,7 +213,16 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--csv", help="also write the rows to this CSV")
+    ap.add_argument("--table", nargs="+", metavar="CSV", help="print the markdown table of --csv files and exit")
+    ap.add_argument("--fit-table", metavar="PROFILE", help="print a calibrated profile's fit table and exit")
     args = ap.parse_args(argv)
+    if args.table or args.fit_table:
+        try:
+            print(steps_table(args.table) if args.table else fit_table(args.fit_table), end="")
+        except (OSError, KeyError, InputError) as exc:
+            print(f"small_gpt_step: {exc}", file=sys.stderr)
+            return 2
+        return 0
     try:
         import torch
     except ImportError:
@@ -156,14 +240,14 @@ def main(argv=None) -> int:
         print(f"small_gpt_step: --device {args.device}: CUDA is not available here (use --device cpu --tiny)",
               file=sys.stderr)
         return 2
-    profile = args.profile or ("h100-sxm" if args.device.startswith("cuda") else "a100-sxm4-80gb")
+    profiles = (args.profile or ("h100-sxm" if args.device.startswith("cuda") else "a100-sxm4-80gb")).split(",")
     vocab = -(-args.vocab // 128) * 128
     where = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "cpu"
     rows = []
     for n in names:
         _, layers, d, heads = table[n]
         try:
-            pred = predict(n, layers, d, heads, vocab, args.seq_len, args.micro_batch, profile)
+            preds = [predict(n, layers, d, heads, vocab, args.seq_len, args.micro_batch, p) for p in profiles]
         except InputError as exc:
             print(f"small_gpt_step: {exc}", file=sys.stderr)
             return 2
@@ -171,23 +255,28 @@ def main(argv=None) -> int:
                        args.steps)
         if args.device.startswith("cuda"):
             torch.cuda.empty_cache()            # the last size's model and optimizer state are gone
-        rows.append({"size": n, "layers": layers, "d_model": d, "heads": heads, "seq_len": args.seq_len,
-                     "micro_batch": args.micro_batch, "vocab_padded": vocab, "device": where, "torch": torch.__version__,
-                     "profile": pred["hardware"], **meas, "predicted_s": pred["predicted_s"],
-                     "error": pred["predicted_s"] / meas["measured_s"] - 1,
-                     "measured_mfu": pred["flops"] / meas["measured_s"] / pred["peak"],
-                     "params_model": pred["params"], "top_terms": pred["top_terms"]})
-        if not args.json:
-            r = rows[-1]
-            print(f"{n:10s} {r['params_torch'] / 1e6:7.1f} M  measured {r['measured_s'] * 1e3:9.2f} ms "
-                  f"(spread {r['spread']:.1%})  predicted {r['predicted_s'] * 1e3:9.2f} ms  error {r['error']:+.1%}  "
-                  f"MFU {r['measured_mfu']:.1%}", flush=True)
+        for pred in preds:
+            rows.append({"size": n, "layers": layers, "d_model": d, "heads": heads, "seq_len": args.seq_len,
+                         "micro_batch": args.micro_batch, "vocab_padded": vocab, "device": where,
+                         "torch": torch.__version__, "profile": pred["hardware"], **meas,
+                         "predicted_s": pred["predicted_s"], "predicted_host_s": pred["predicted_host_s"],
+                         "error": pred["predicted_s"] / meas["measured_s"] - 1,
+                         "measured_mfu": pred["flops"] / meas["measured_s"] / pred["peak"],
+                         "params_model": pred["params"], "top_terms": pred["top_terms"]})
+            if not args.json:
+                r = rows[-1]
+                gpu = "" if r["gpu_s"] is None else f" (GPU alone {r['gpu_s'] * 1e3:.2f})"
+                print(f"{n:10s} {r['params_torch'] / 1e6:7.1f} M  measured {r['measured_s'] * 1e3:9.2f} ms{gpu} "
+                      f"(spread {r['spread']:.1%})  {r['profile']}: predicted {r['predicted_s'] * 1e3:9.2f} ms "
+                      f"(host {r['predicted_host_s'] * 1e3:.2f})  error {r['error']:+.1%}  MFU {r['measured_mfu']:.1%}",
+                      flush=True)
     if args.json:
         print(json.dumps(rows, indent=1))
     else:
-        mape = statistics.mean(abs(r["error"]) for r in rows)
-        print(f"{len(rows)} sizes on {where} (torch {torch.__version__}) against profile {rows[0]['profile']}: "
-              f"MAPE {mape:.1%}")
+        for prof in dict.fromkeys(r["profile"] for r in rows):
+            mine = [r for r in rows if r["profile"] == prof]
+            mape = statistics.mean(abs(r["error"]) for r in mine)
+            print(f"{len(mine)} sizes on {where} (torch {torch.__version__}) against profile {prof}: MAPE {mape:.1%}")
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=[k for k in rows[0] if k != "top_terms"], extrasaction="ignore")
