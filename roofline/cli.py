@@ -208,7 +208,7 @@ def render(pred) -> str:
         f"  MFU                       {100 * d['mfu']:11.1f} %   (model FLOPs, no recompute, causal halved)",
         f"  HFU                       {100 * d['hfu']:11.1f} %   (executed matmul FLOPs incl. recompute)",
         f"  tokens/s                  {d['tokens_per_s']:12.4g}",
-        f"  pipeline bubble           {100 * d['pp_bubble_fraction']:11.1f} %   ((p-1)/(v m))",
+        f"  pipeline bubble           {100 * d['pp_bubble_fraction']:11.1f} %   (share of pipeline time, (p-1)/(v m + p - 1))",
     ]
     if "run_days" in d:
         lines += ["", f"  run: {d['steps']:.4g} steps, {d['tokens']:.4g} tokens",
