@@ -389,8 +389,13 @@ def main(args) -> int:
         assumptions.append(f"{len(skipped)} sweep case(s) skipped: out of device memory ({'; '.join(skipped)})")
     seconds = (5.0 if args.quick else 30.0) if device.startswith("cuda") else 0.5
     kappa = sustained_ratio(device, args.dtype, seconds)
-    header["sustained_clock"] = round(kappa, 3)
-    assumptions.append(f"sustained_clock: matmul rate held {seconds:g} s back to back / burst rate = {kappa:.3f}")
+    from ..hardware import SUSTAINED_CLOCK_MIN
+    if kappa >= SUSTAINED_CLOCK_MIN:
+        header["sustained_clock"] = round(kappa, 3)
+        assumptions.append(f"sustained_clock: matmul rate held {seconds:g} s back to back / burst rate = {kappa:.3f}")
+    else:   # no power cap slows a GPU 3x: a noisy host (a shared CPU) measured this, so it is not written
+        assumptions.append(f"sustained_clock not written: the measured ratio {kappa:.3f} is below the physical "
+                           f"bound {SUSTAINED_CLOCK_MIN} (a noisy run); the profile keeps 1")
     compute = profile.fit_compute(ops, peaks)
     samples, err = profile.fit_error_section(compute, {})
     prov = {"source": f"roofline calibrate compute --device {device} --dtype {args.dtype}"
