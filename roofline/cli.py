@@ -102,6 +102,8 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
          "`frameworks list` (default: the config's, else megatron-core); wins over a config file's")
     flag(g, "tp-comm-overlap", dest="tp_comm_overlap", action="store_true", default=None,
          help="the stack's TP communication overlap (Megatron --tp-comm-overlap, torchtitan async TP)")
+    flag(g, "memory-margin", dest="memory_margin", type=number(float, 0.0, strict=False), default=0.0,
+         help="extra fraction of HBM kept free beyond the reserve (CUDA context, NCCL, fragmentation); default 0")
     g = p.add_argument_group("hardware")
     flag(g, "gpu", help="hardware profile id (see `hardware list`) or YAML path (default a100-sxm4-80gb, or the config's)")
     flag(g, "gpus-per-node", dest="gpus_per_node", type=number(int), help="override the profile's GPUs per node")
@@ -197,10 +199,12 @@ def render(pred) -> str:
             lines.append(f"    {k.replace('_', ' '):<22}{_fmt_time(v):>12}  {100 * v / step:5.1f} %")
     mem = d["memory_per_gpu_bytes"]
     cap = d["memory_capacity_bytes"]
-    lines += ["", f"  memory per GPU            {_fmt_bytes(mem['total']):>12}  of {_fmt_bytes(cap)}"
-              + ("" if pred.fits_in_memory else f"  DOES NOT FIT ({pred.overflow} is the largest part)")]
+    lines += ["", f"  memory per GPU            {_fmt_bytes(mem['total'] + mem['reserve']):>12}  of {_fmt_bytes(cap)}"
+              + (f"  (headroom {_fmt_bytes(mem['headroom'])})" if pred.fits_in_memory
+                 else f"  DOES NOT FIT ({_fmt_bytes(-mem['headroom'])} over; {pred.overflow} is the largest part)")]
     for k in ("weights", "gradients", "optimizer", "activations"):
         lines.append(f"    {k:<22}{_fmt_bytes(mem[k]):>12}")
+    lines.append(f"    {'reserve':<22}{_fmt_bytes(mem['reserve']):>12}  (CUDA context, NCCL buffers, allocator fragmentation)")
     lines += [
         "",
         f"  model FLOPs per step      {d['flops_per_step']:.3e}",
@@ -239,7 +243,8 @@ def cmd_transformer(args) -> int:
         training = cfg.get("training") or {}
     spec = build_spec(args)
     given = lambda k: getattr(args, k) if getattr(args, k) is not None else training.get(k)  # noqa: E731
-    pred = predict(spec, tokens=given("tokens"), steps=given("steps"), gpu_hour_price=given("gpu_hour_price"))
+    pred = predict(spec, tokens=given("tokens"), steps=given("steps"), gpu_hour_price=given("gpu_hour_price"),
+                   memory_margin=args.memory_margin)
     notes = _advice(pred)
     if args.json:
         d = pred.to_dict()

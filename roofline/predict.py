@@ -18,7 +18,7 @@ from .hardware import CLASSES, Hardware
 BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}
 BREAKDOWN = ("forward", "backward", "recompute", "tp_comm", "cp_comm", "ep_comm", "host_overhead", "pp_comm",
              "pp_bubble", "dp_comm", "optimizer")
-MEMORY = ("weights", "gradients", "optimizer", "activations")
+MEMORY = ("weights", "gradients", "optimizer", "activations", "reserve")
 
 
 def hardware_inputs(hw: Hardware, dtype: str = "bf16") -> dict:
@@ -56,6 +56,24 @@ def plan_inputs(p: Plan) -> dict:
             "ov_tp": p.overlap_tp, "ov_pp": p.overlap_pp, "ov_cp": p.overlap_cp,
             "act_bytes": BYTES[p.dtype] if p.dtype != "fp8" else 2, "grad_bytes": BYTES[p.grad_dtype], "opt_bytes": 12,
             "mask_bytes": 1, "f32_bytes": 4}
+
+
+def usable_memory(hw: Hardware, margin: float = 0.0) -> float:
+    """Bytes a plan's tensors plus the reserve (CUDA context, NCCL buffers, allocator fragmentation:
+    ``mem_reserve``) may use: capacity x (1 - margin). ``margin`` is a user's extra safety fraction."""
+    return hw.hbm_capacity * (1.0 - margin)
+
+
+def check_margin(margin: float) -> float:
+    from .errors import InputError
+    if margin is None or not (isinstance(margin, (int, float)) and math.isfinite(margin) and 0 <= margin < 0.9):
+        raise InputError(f"memory margin must be a fraction in [0, 0.9), got {margin!r}")
+    return float(margin)
+
+
+def fits(memory, reserve, hw: Hardware, margin: float = 0.0):
+    """A plan fits when its tensors plus the reserve stay below the usable memory (scalars or arrays)."""
+    return memory + reserve <= usable_memory(hw, margin)
 
 
 def inputs(model: Model, plan: Plan, hw: Hardware) -> dict:
@@ -135,7 +153,7 @@ class Prediction:
 
 
 def predict(model, plan: Plan | None = None, hw: Hardware | None = None, *, tokens: float | None = None,
-            steps: float | None = None, gpu_hour_price: float | None = None) -> Prediction:
+            steps: float | None = None, gpu_hour_price: float | None = None, memory_margin: float = 0.0) -> Prediction:
     """Predict one training step (and the whole run when ``tokens`` or ``steps`` is given).
 
     ``predict(spec)`` takes a :class:`roofline.spec.Spec` from :func:`roofline.spec.resolve` (the stack's
@@ -156,7 +174,8 @@ def predict(model, plan: Plan | None = None, hw: Hardware | None = None, *, toke
     breakdown = {k: s(r["t_" + k]) for k in BREAKDOWN}
     memory = {"weights": Q(r["mem_weights"], "B"), "gradients": Q(r["mem_gradients"], "B"),
               "optimizer": Q(r["mem_optimizer"], "B"), "activations": Q(r["mem_activations"], "B"),
-              "total": Q(r["memory"], "B")}
+              "total": Q(r["memory"], "B"), "reserve": Q(r["mem_reserve"], "B"),
+              "headroom": Q(usable_memory(hw, check_margin(memory_margin)) - r["memory"] - r["mem_reserve"], "B")}
     run = {}
     if tokens is not None or steps is not None:
         from .errors import InputError
@@ -176,7 +195,8 @@ def predict(model, plan: Plan | None = None, hw: Hardware | None = None, *, toke
             run["cost"] = Q(gpu_h * gpu_hour_price, "USD")
     return Prediction(
         model=model, plan=plan, hardware=hw, step_time=s(r["step_time"]), breakdown=breakdown, memory=memory,
-        memory_capacity=Q(hw.hbm_capacity, "B"), fits_in_memory=r["memory"] <= hw.hbm_capacity,
+        memory_capacity=Q(hw.hbm_capacity, "B"),
+        fits_in_memory=bool(fits(r["memory"], r["mem_reserve"], hw, memory_margin)),
         flops_per_step=Q(r["flops"], "flop"), hardware_flops_per_step=Q(r["hardware_flops"], "flop"),
         mfu=r["mfu"], hfu=r["hfu"], tokens_per_s=Q(r["tokens_per_s"], "1/s"), n_gpus=int(round(r["n_gpus"])),
         micro_batches=int(round(r["micro_batches"])), params=r["params"], bubble_fraction=r["pp_bubble"],

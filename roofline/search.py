@@ -18,6 +18,7 @@ numpy and the compiled formulas only; no sympy, scipy or matplotlib (unless ``--
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -28,7 +29,7 @@ SHARDING = ("none", "distributed", "zero2", "zero3")   # distributed = ZeRO-1 (M
 OBJECTIVES = ("time", "cost", "mfu")
 KNOBS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "interleave", "recompute", "sequence_parallel", "sharding")
 CHUNK = 8192            # plans per evaluate call: the intermediates stay in cache (4x faster than 1e6 at once)
-_OUT = ("step_time", "memory", "mfu", "hfu", "tokens_per_s", "micro_batches", "pp_bubble")
+_OUT = ("step_time", "memory", "mem_reserve", "mfu", "hfu", "tokens_per_s", "micro_batches", "pp_bubble")
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,8 @@ class Candidate:
     gpu_hours: float | None = None
     cost_usd: float | None = None   # with gpu_hour_price=
     energy_kwh: float | None = None  # GPU board power x GPU-hours (hardware profile's board_power)
+    reserve_bytes: float = 0.0      # CUDA context + NCCL buffers + allocator fragmentation (mem_reserve)
+    headroom_bytes: float = 0.0     # usable HBM (capacity x (1 - margin)) - memory - reserve; >= 0 for a plan that fits
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -68,6 +71,7 @@ class Space:
     knobs: dict = field(repr=False)     # name -> int array (recompute/sharding as indices)
     out: dict = field(repr=False)       # formula output -> float array
     fits: object = field(repr=False)    # bool array
+    memory_margin: float = 0.0          # extra fraction of HBM kept free beyond the reserve
 
     @property
     def n_fit(self) -> int:
@@ -247,12 +251,15 @@ def evaluate_arrays(x: dict, n: int, outputs=_OUT, chunk: int = CHUNK) -> dict:
 
 
 def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, framework: str = "megatron-core",
-                   gpipe: bool = False, **pins) -> Space:
-    """Enumerate and evaluate every valid plan (see :func:`enumerate_plans` for ``pins``)."""
+                   gpipe: bool = False, memory_margin: float = 0.0, **pins) -> Space:
+    """Enumerate and evaluate every valid plan (see :func:`enumerate_plans` for ``pins``). A plan fits when
+    its tensors plus the reserve (CUDA context, NCCL buffers, fragmentation) stay below capacity x (1 - margin)."""
     import numpy as np
 
     from .config import Plan, check
-    from .predict import hardware_inputs, model_inputs, plan_inputs
+    from .predict import check_margin, fits as fits_memory, hardware_inputs, model_inputs, plan_inputs
+
+    memory_margin = check_margin(memory_margin)
 
     base = base if base is not None else default_base(framework)
     check(model, dataclasses.replace(base, tp=1, pp=1, dp=1, cp=1, ep=1, micro_batch=1, global_batch=None,
@@ -262,9 +269,10 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
     x = {**model_inputs(model), **plan_inputs(Plan(**{k: getattr(base, k) for k in _FIXED})),
          **hardware_inputs(hw, base.dtype), **plan_arrays(knobs, global_batch, gpipe)}
     out = evaluate_arrays(x, n) if n else {k: np.empty(0) for k in _OUT}
-    fits = (out["memory"] <= hw.hbm_capacity) & np.isfinite(out["step_time"]) & (out["step_time"] > 0)
+    fits = fits_memory(out["memory"], out["mem_reserve"], hw, memory_margin) & np.isfinite(out["step_time"]) \
+        & (out["step_time"] > 0)
     return Space(model=model, hardware=hw, base=base, n_gpus=int(n_gpus), global_batch=int(global_batch),
-                 enumerated=enumerated, valid=n, knobs=knobs, out=out, fits=fits)
+                 enumerated=enumerated, valid=n, knobs=knobs, out=out, fits=fits, memory_margin=memory_margin)
 
 
 _FIXED = ("dtype", "grad_dtype", "overlap_grad_reduce", "overlap_param_gather", "overlap_tp", "overlap_pp",
@@ -319,12 +327,14 @@ def _no_fit_message(space: Space) -> str:
     if space.valid == 0:
         return (f"no valid plan for {head}: no tp x pp x dp x cp split of {space.n_gpus} GPUs meets the divisibility "
                 f"rules (heads {m.n_heads}, kv-heads {m.kv_heads}, layers {m.n_layers}, dp | global batch)")
-    mem = np.where(np.isfinite(space.out["memory"]), space.out["memory"], np.inf)
+    total = space.out["memory"] + space.out["mem_reserve"]
+    mem = np.where(np.isfinite(total), total, np.inf)
     i = int(np.argmin(mem))
     p = plan_of(space.knobs, i, space.base, space.global_batch)
+    usable = hw.hbm_capacity * (1 - space.memory_margin)
     return (f"no plan fits in memory for {head}: the smallest of {space.valid} valid plans needs "
-            f"{mem[i] / 2**30:.1f} GiB per GPU (tp={p.tp} pp={p.pp} dp={p.dp} cp={p.cp} recompute {p.recompute}, "
-            f"sharding {p.sharding}) > {hw.hbm_capacity / 2**30:.0f} GiB; use more GPUs or a smaller model")
+            f"{mem[i] / 2**30:.1f} GiB per GPU with the reserve (tp={p.tp} pp={p.pp} dp={p.dp} cp={p.cp} recompute "
+            f"{p.recompute}, sharding {p.sharding}) > {usable / 2**30:.1f} GiB usable; use more GPUs or a smaller model")
 
 
 def rank(space: Space, *, objective: str = "time", top: int | None = 20, tokens: float | None = None,
@@ -355,10 +365,57 @@ def rank(space: Space, *, objective: str = "time", top: int | None = 20, tokens:
             memory_bytes=float(o["memory"][i]), mfu=float(o["mfu"][i]), hfu=float(o["hfu"][i]),
             tokens_per_s=float(o["tokens_per_s"][i]), n_gpus=space.n_gpus,
             micro_batches=int(round(float(o["micro_batches"][i]))), pp_bubble=float(o["pp_bubble"][i]),
-            slower_than_best=(t - best_t) / best_t,
+            slower_than_best=(t - best_t) / best_t, reserve_bytes=float(o["mem_reserve"][i]),
+            headroom_bytes=float(space.hardware.hbm_capacity * (1 - space.memory_margin) - o["memory"][i]
+                                 - o["mem_reserve"][i]),
             **run_totals(t, space.n_gpus, space.global_batch * space.model.seq_len, space.hardware, tokens,
                          gpu_hour_price)))
     return out
+
+
+def _family(hw_id: str) -> str:
+    """GPU family of a profile id: a100-sxm4-80gb -> a100, h100-sxm-measured -> h100, gh200-vista -> gh200."""
+    return hw_id.split("-")[0]
+
+
+@functools.lru_cache(maxsize=None)
+def measured_mfu(family: str) -> list[tuple[float, str, str]]:
+    """(MFU, case_id, stack) of every measured run of a GPU family in the bundled validation sets
+    (published, nemo), best first. MFU uses this model's FLOP count (causal attention halved) over the
+    measured time, so it compares like for like with a plan's predicted MFU."""
+    import numpy as np
+
+    from . import validate as V
+
+    out = []
+    for name in ("published", "nemo"):
+        cases = []
+        for row in V.read(V.dataset_path(name)):
+            try:
+                c = V.build_case(row)
+            except V.Skip:
+                continue
+            if _family(c.hw.id) == family and c.measured == c.measured:
+                cases.append(c)
+        if not cases:
+            continue
+        o = V.evaluate_cases(cases)
+        for i, c in enumerate(cases):
+            peak = c.hw.peak(c.plan.dtype) * c.plan.n_gpus
+            out.append((float(o["flops"][i] / (c.measured * peak)), c.row["case_id"], c.framework))
+    return sorted((x for x in out if np.isfinite(x[0])), reverse=True)
+
+
+def plausibility(cand, hw, stack_id: str) -> str | None:
+    """One line comparing a plan's predicted MFU with the best measured MFU on that GPU family."""
+    runs = measured_mfu(_family(hw.id))
+    if not runs:
+        return None
+    same = [r for r in runs if r[2] == stack_id]
+    best = (same or runs)[0]
+    flag = "  ABOVE every measured run: treat as optimistic" if cand.mfu > best[0] * 1.1 else ""
+    return (f"plausibility: predicted MFU {100 * cand.mfu:.1f} % vs the best measured on {_family(hw.id)} in the "
+            f"bundled validation data{' with ' + stack_id if same else ''}: {100 * best[0]:.1f} % ({best[1]}){flag}")
 
 
 def _run_args(tokens, price) -> None:
@@ -457,9 +514,9 @@ def _fmt_t(s: float) -> str:
 
 def table(cands: list[Candidate], *, sweep_mode: bool = False) -> str:
     run = cands[0].run_days is not None
-    hdr = f"{'#':>3}  {'plan':<58}{'step':>10}{'mem/GPU':>10}{'MFU':>7}{'gap':>8}"
+    hdr = f"{'#':>3}  {'plan':<58}{'step':>10}{'mem/GPU':>10}{'free':>8}{'MFU':>7}{'gap':>8}"
     if sweep_mode:
-        hdr = f"{'GPUs':>6}  {'plan':<58}{'step':>10}{'mem/GPU':>10}{'MFU':>7}{'GPU-s/step':>12}"
+        hdr = f"{'GPUs':>6}  {'plan':<58}{'step':>10}{'mem/GPU':>10}{'free':>8}{'MFU':>7}{'GPU-s/step':>12}"
     if run:
         hdr += f"{'days':>8}{'GPU-h':>11}" + (f"{'cost $':>12}" if cands[0].cost_usd is not None else "") \
             + (f"{'MWh':>9}" if cands[0].energy_kwh is not None else "")
@@ -469,7 +526,8 @@ def table(cands: list[Candidate], *, sweep_mode: bool = False) -> str:
         last = f"{c.step_time_s * c.n_gpus:12.1f}" if sweep_mode else (
             f"{'best':>8}" if i == 0 else f"{100 * c.slower_than_best:+7.2f}%")
         row = (f"{first}  {_plan_text(c.plan):<58}{_fmt_t(c.step_time_s):>10}"
-               f"{c.memory_bytes / 2**30:8.1f}Gi{100 * c.mfu:6.1f}%{last}")
+               f"{(c.memory_bytes + c.reserve_bytes) / 2**30:8.1f}Gi{c.headroom_bytes / 2**30:6.1f}Gi"
+               f"{100 * c.mfu:6.1f}%{last}")
         if run:
             row += f"{c.run_days:8.1f}{c.gpu_hours:11.4g}" + (f"{c.cost_usd:12.4g}" if c.cost_usd is not None else "") \
                 + (f"{c.energy_kwh / 1e3:9.4g}" if c.energy_kwh is not None else "")
@@ -551,9 +609,10 @@ def cmd_search(args) -> int:
     gpipe = args.schedule == "gpipe"
     kw = dict(objective=args.objective, tokens=args.tokens, gpu_hour_price=args.gpu_hour_price, gpipe=gpipe,
               framework=framework)
+    pins["memory_margin"] = args.memory_margin
     if len(counts) == 1:
         space = evaluate_space(model, hw, counts[0], args.global_batch, base=base, gpipe=gpipe, framework=framework,
-                               **pins)
+                               **pins)     # pins carry memory_margin
         cands = rank(space, top=args.top, **{k: v for k, v in kw.items() if k != "framework"})
         if args.csv:
             write_csv(args.csv, cands)
@@ -568,6 +627,9 @@ def cmd_search(args) -> int:
         print(f"  {space.enumerated} knob combinations, {space.valid} valid, {space.n_fit} fit in "
               f"{hw.hbm_capacity / 2**30:.0f} GiB; top {len(cands)} (gap = % slower than best):")
         print(table(cands))
+        line = plausibility(cands[0], hw, spec.stack.id)
+        if line:
+            print(line)
         return 0
     pts = sweep(model, hw, counts, args.global_batch, base=base, **{**kw, **pins})
     front = pareto(pts)

@@ -335,6 +335,53 @@ def validate(rows: list[dict], tiers=None) -> dict:
     return result
 
 
+RANK_KEY = ("gpu_id", "n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "seq_len", "global_batch",
+            "n_gpus")
+
+
+def ranking(rows: list[dict], result: dict) -> dict:
+    """How well predictions order plans: rows that differ only in the plan (same model, GPU, batch and GPU
+    count) form a group; per group the regret (measured time of the plan predicted fastest / the measured
+    fastest - 1) and Kendall's tau between predicted and measured times. Groups need >= 3 predicted rows."""
+    from scipy.stats import kendalltau
+
+    by_id = {r["case_id"]: r for r in rows}
+    groups: dict = {}
+    for c in result["cases"]:
+        if c["error"] is None:
+            continue
+        r = by_id[c["case_id"]]
+        n = r.get("n_gpus") or c["plan"]["tp"] * c["plan"]["pp"] * c["plan"]["dp"] * c["plan"]["cp"]
+        key = tuple(r.get(k) for k in RANK_KEY[:-1]) + (n,)
+        groups.setdefault(key, []).append(c)
+    out = []
+    for key, cs in groups.items():
+        if len(cs) < 3:
+            continue
+        meas = np.array([c["measured_s"] for c in cs])
+        pred = np.array([c["predicted_s"] for c in cs])
+        regret = float(meas[int(np.argmin(pred))] / meas.min() - 1)
+        tau = kendalltau(pred, meas).statistic
+        out.append({"group": dict(zip(RANK_KEY, key)), "n": len(cs), "regret": regret,
+                    "tau": None if tau != tau else float(tau),
+                    "predicted_best": cs[int(np.argmin(pred))]["case_id"], "measured_best": cs[int(np.argmin(meas))]["case_id"]})
+    if not out:
+        return {"groups": 0}
+    reg = np.array([g["regret"] for g in out])
+    taus = np.array([g["tau"] for g in out if g["tau"] is not None])
+    return {"groups": len(out), "mean_regret": float(reg.mean()), "max_regret": float(reg.max()),
+            "groups_above_5pct": int((reg > 0.05).sum()), "groups_above_10pct": int((reg > 0.10).sum()),
+            "tau_median": float(np.median(taus)) if len(taus) else None, "by_group": out}
+
+
+def render_ranking(r: dict) -> str:
+    if not r.get("groups"):
+        return "ranking: no group of >= 3 rows that differ only in the plan"
+    return (f"ranking over {r['groups']} groups of rows that differ only in the plan: mean regret "
+            f"{100 * r['mean_regret']:.1f} %, worst {100 * r['max_regret']:.1f} %, {r['groups_above_5pct']} groups above "
+            f"5 % ({r['groups_above_10pct']} above 10 %), Kendall tau median {r['tau_median']:.2f}")
+
+
 def layout_errors(result: dict) -> dict[str, float]:
     """Signed error per ``tp-pp-dp/mb`` group of a ``validate`` result (mean over its rows)."""
     groups: dict[str, list] = {}
@@ -494,12 +541,16 @@ def cmd_validate(args) -> int:
         have = sorted({r.get("tier") or "" for r in rows} - {""})
         raise InputError(f"--tier {args.tier}: no row of {args.file} is in that tier (tiers there: {', '.join(have) or 'none'})")
     result = validate(rows, tiers)
+    if args.ranking:
+        result["ranking"] = ranking(rows, result)
     if args.plot:
         plot(result, args.plot)
     if args.json:
         print(json.dumps(result, indent=1))
     else:
         print(render(result, by, table=not args.summary))
+        if args.ranking:
+            print(render_ranking(result["ranking"]))
     return 0
 
 
@@ -513,6 +564,8 @@ def register(subparsers) -> None:
     p.add_argument("--tier", help="only these tiers, e.g. A,B")
     p.add_argument("--by", help=f"summary breakdowns, comma-separated from {', '.join(BY)} (default tier,gpu,nodes)")
     p.add_argument("--summary", action="store_true", help="summary lines only, no per-case table")
+    p.add_argument("--ranking", action="store_true", help="regret and Kendall's tau of the predicted plan order "
+                   "within groups of rows that differ only in the plan")
     p.add_argument("--korthikanti-table4", "--korthikanti_table4", dest="korthikanti_table4", action="store_true",
                    help="per-layer forward/backward of the 22B model at TP=8 vs Korthikanti et al. 2022 Table 4")
     p.set_defaults(func=cmd_validate)

@@ -289,3 +289,59 @@ def test_cli_plan(cli):
     assert d["best_plan"]["gpu_hours"] <= 2e5 and d["tokens_per_param"] == 20
     r = cli("plan", "--budget-gpu-hours", "2e5", "--gpus", 256)
     assert "naive 6ND/peak" in r.stdout and "MFU" in r.stdout
+
+
+# ----- memory headroom (issue 17) -----
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(margin=st.sampled_from([0.0, 0.05, 0.2]), stack=st.sampled_from(["megatron-core", "torchtitan", "megatron-deepspeed"]))
+def test_every_plan_keeps_its_headroom(margin, stack):
+    model = models.load("gpt3-13b")
+    try:
+        got = search(model, A100, 64, 256, top=None, framework=stack, memory_margin=margin)
+    except InputError:
+        return
+    usable = A100.hbm_capacity * (1 - margin)
+    for c in got:
+        assert c.memory_bytes + c.reserve_bytes <= usable
+        assert c.headroom_bytes == pytest.approx(usable - c.memory_bytes - c.reserve_bytes)
+        assert c.reserve_bytes > 0.5 * 2**30          # at least the CUDA context
+    if margin:
+        loose = search(model, A100, 64, 256, top=None, framework=stack)
+        assert len(got) <= len(loose)
+
+
+def test_memory_margin_is_checked():
+    with pytest.raises(InputError, match="memory margin must be a fraction"):
+        search(models.load("gpt3-13b"), A100, 8, 64, memory_margin=1.5)
+
+
+# ----- ranking report (issue 17) -----
+
+def _rank_rows(factors):
+    from roofline import validate as V
+    rows = []
+    for i, (tp, pp, dp) in enumerate([(1, 1, 8), (2, 1, 4), (4, 1, 2)]):
+        rows.append({"case_id": f"r{i}", "source": "synthetic", "framework": "megatron-core", "model": "m",
+                     "n_layers": 8, "d_model": 1024, "n_heads": 16, "n_kv_heads": None, "ffn_hidden": None, "mlp": "gelu",
+                     "vocab": 32000, "seq_len": 1024, "global_batch": 64, "micro_batch": 1, "tp": tp, "pp": pp, "dp": dp,
+                     "n_gpus": 8, "gpu_id": "a100-sxm4-80gb", "measured_iter_time_s": 1.0, "notes": ""})
+    res = V.validate(rows)
+    pred = {c["case_id"]: c["predicted_s"] for c in res["cases"]}
+    for r, f in zip(rows, factors):
+        r["measured_iter_time_s"] = pred[r["case_id"]] * f
+    return rows, pred
+
+
+def test_ranking_regret_and_tau_by_hand():
+    from roofline import validate as V
+    rows, pred = _rank_rows((1.0, 1.0, 1.0))                 # measured = predicted: no regret, tau 1
+    r = V.ranking(rows, V.validate(rows))
+    assert r["groups"] == 1 and r["mean_regret"] == pytest.approx(0.0) and r["tau_median"] == pytest.approx(1.0)
+    order = sorted(pred, key=pred.get)                       # predicted fastest first
+    f = {order[0]: 3.0, order[1]: 1.0, order[2]: 1.0}       # the predicted-best plan runs 3x slower than predicted
+    rows, _ = _rank_rows(tuple(f[f"r{i}"] for i in range(3)))
+    meas = {r_["case_id"]: r_["measured_iter_time_s"] for r_ in rows}
+    r = V.ranking(rows, V.validate(rows))
+    assert r["max_regret"] == pytest.approx(meas[order[0]] / min(meas.values()) - 1)
+    assert r["by_group"][0]["predicted_best"] == order[0]
