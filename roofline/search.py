@@ -553,22 +553,91 @@ def write_csv(path: str, cands: list[Candidate]) -> None:
         raise InputError(f"cannot write --csv {path}: {exc.strerror}") from None
 
 
-def plot_pareto(path: str, points: list[Candidate], front: list[Candidate], title: str) -> None:
+def plot_pareto(path: str, points: list[Candidate], front: list[Candidate], title: str):
+    """Draw the sweep's step time (x, log) against its cost (y) and write it to ``path``; returns the
+    (closed) matplotlib Figure so that callers and tests can inspect what was drawn.
+
+    The cost is in the table's units: GPU-seconds per step, or with ``tokens`` GPU-hours of the run, or with a
+    price too USD; with ``tokens`` the run's days are a second x axis (days = steps x step time). Points of
+    ``front`` are labelled "Pareto front", the others "dominated". Tick labels are written out (no offset
+    or scientific multiplier); when the costs differ by less than 1 % the title says so and the y range is
+    widened to +-5 % of the median, so that a flat cost is drawn flat.
+    """
+    import statistics
+
+    from matplotlib.ticker import Formatter, LogLocator, MaxNLocator, NullFormatter
+
     from . import plotting
+
     plt = plotting.pyplot("--plot")
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.scatter([c.step_time_s for c in points], [c.step_time_s * c.n_gpus / 3600 for c in points], c="grey")
-    for c in points:
-        ax.annotate(str(c.n_gpus), (c.step_time_s, c.step_time_s * c.n_gpus / 3600), fontsize=7)
-    ax.plot([c.step_time_s for c in front], [c.step_time_s * c.n_gpus / 3600 for c in front], "o-", c="C0",
-            label="Pareto front")
+    run = all(c.run_days is not None for c in points)
+    if run and all(c.cost_usd is not None for c in points):
+        cost, label, prefix, suffix = [c.cost_usd for c in points], "cost of the run [USD]", "$", ""
+    elif run:
+        cost, label, prefix, suffix = [c.gpu_hours for c in points], "GPU-hours of the run", "", ""
+    else:
+        cost, label, prefix, suffix = [c.step_time_s * c.n_gpus for c in points], "GPU-seconds per step", "", ""
+    key = {(c.n_gpus, c.step_time_s) for c in front}
+    on = [(c.step_time_s, y, c.n_gpus) for c, y in zip(points, cost) if (c.n_gpus, c.step_time_s) in key]
+    off = [(c.step_time_s, y, c.n_gpus) for c, y in zip(points, cost) if (c.n_gpus, c.step_time_s) not in key]
+    on.sort()
+
+    class Readable(Formatter):
+        """k/M/G with as many decimals as the tick spacing needs (no offset, no multiplier)."""
+        ticks: list = []
+
+        def set_locs(self, locs):
+            self.ticks = sorted(locs)
+
+        def __call__(self, v, pos=None):
+            locs = self.ticks or [v]
+            step = min((b - a for a, b in zip(locs, locs[1:]) if b > a), default=abs(v) or 1.0)
+            scale, unit = next(((s, u) for s, u in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+                                if max(abs(x) for x in locs) >= s), (1.0, ""))
+            digits = max(0, -math.floor(math.log10(step / scale) + 1e-9)) if step > 0 else 0
+            return f"{prefix}{v / scale:,.{digits}f}{unit}{suffix}"
+
+    def seconds(v, pos=None):
+        return f"{v:g}"
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.plot([p[0] for p in on], [p[1] for p in on], "o-", c="C0", label="Pareto front", zorder=3)
+    if off:
+        ax.scatter([p[0] for p in off], [p[1] for p in off], marker="x", c="grey", label="dominated", zorder=2)
+    for x, y, n in on + off:
+        ax.annotate(f"{n} GPUs", (x, y), textcoords="offset points", xytext=(4, 5), fontsize=7)
     ax.set_xscale("log")
+    xs = [p[0] for p in on + off]
+    ax.set_xlim(min(xs) / 1.25, max(xs) * 1.6)              # room for the last point's label
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(seconds)
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("step time [s]")
-    ax.set_ylabel("GPU-hours per step")
+    ax.yaxis.set_major_locator(MaxNLocator(nbins=6))
+    ax.yaxis.set_major_formatter(Readable())
+    ax.set_ylabel(label)
+    mid = statistics.median(cost)
+    spread = (max(cost) - min(cost)) / min(cost) if min(cost) > 0 else math.inf
+    if spread < 0.01:
+        # below 1 %: draw it flat and say so (a steep curve through an offset label misleads)
+        ax.set_ylim(mid * 0.95, mid * 1.05)
+        title += f"\ncost flat: all within {100 * spread:.2g} % of each other"
+    else:
+        pad = 0.08 * (max(cost) - min(cost))
+        ax.set_ylim(min(cost) - pad, max(cost) + pad)
+    if run:
+        days_per_s = points[0].run_days / points[0].step_time_s        # same tokens and batch for every point
+        top = ax.secondary_xaxis("top", functions=(lambda s: s * days_per_s, lambda d: d / days_per_s))
+        top.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        top.xaxis.set_major_formatter(seconds)
+        top.xaxis.set_minor_formatter(NullFormatter())
+        top.set_xlabel("run time [days]")
+    ax.grid(True, which="major", alpha=0.3)
     ax.set_title(title, fontsize=9)
-    ax.legend()
+    ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
     plotting.save(fig, path, "--plot")
+    return fig
 
 
 def _pins(args) -> dict:

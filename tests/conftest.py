@@ -19,3 +19,7 @@ def run_cli(*args, check=None):
 @pytest.fixture
 def cli():
     return run_cli
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: takes more than a few seconds (run with -m slow; skip with -m 'not slow')")
