@@ -10,7 +10,8 @@ command. Precedence, lowest first:
    sequence parallelism, sharding, overlaps, recompute);
 3. the stack's rules for fields still unstated (sequence parallelism only with tp > 1, bf16 grads
    reduced in fp32 on Megatron, overlapped p2p only in the interleaved schedule, the TP-overlap
-   fraction when ``tp_comm_overlap`` is stated, uneven stages where the stack splits them, dp from
+   fraction when ``tp_comm_overlap`` is stated, no overlapped gradient reduce in a pipeline engine that
+   reduces after the last micro-batch, uneven stages where the stack splits them, dp from
    ``n_gpus``, the smallest valid interleave when only "interleaved" is stated);
 4. stated values: whatever the caller gives explicitly (``None`` means unset, never a default).
 
@@ -231,6 +232,8 @@ def resolve(model=None, plan=None, hardware=None, stack=None, *, model_fields: d
                          f"{st.sources.get('interleaved_schedule', '')}")
     rule("overlap_pp", float(st.rule("overlap_pp_interleaved", 0.0)) if p["interleave"] > 1 else 0.0,
          f"{st.id}: p2p overlap " + ("in the interleaved schedule" if p["interleave"] > 1 else "off without interleaving"))
+    if st.rule("no_overlap_with_pp") and p["pp"] > 1:
+        rule("overlap_grad_reduce", 0.0, f"{st.id}: the pipeline engine reduces gradients after the last micro-batch")
     if tp_overlap and st.rule("tp_comm_overlap") == "ring" and p["tp"] > 1:
         rule("overlap_tp", (p["tp"] - 1) / p["tp"], "tp_comm_overlap stated: (tp-1)/tp hidden")
     rule("uneven_stages", bool(st.rule("uneven_stages", False)), f"{st.id} splits uneven layer counts"

@@ -210,6 +210,8 @@ def _row(**kw):
     ({"source": "Korthikanti et al. arXiv:2205.05198, NVIDIA/Megatron-LM"}, "megatron-lm-2022", "earliest year 2022"),
     ({"source": "vTrain data; Megatron-DeepSpeed measurements"}, "megatron-deepspeed", "megatron-deepspeed"),
     ({"source": "torchtitan 9dec370 (2024-12-26); FSDP2"}, "torchtitan", "torchtitan"),
+    ({"source": "GPT-NeoX-20B (Black et al. arXiv:2204.06745)"}, "gpt-neox-2022", "earliest year 2022"),
+    ({"framework": "GPT-NeoX (Pythia, 2023)"}, "gpt-neox", "earliest year 2023"),
     ({"gpu_id": "h100-sxm", "mlp": "swiglu"}, "megatron-core", "era rule"),
     ({}, "megatron-lm-2021", "era rule"),
     ({"optimizer_sharding": "FULL_SHARD", "tp": 1, "pp": 1, "dp": 8}, "fsdp", "fully sharded"),

@@ -27,7 +27,7 @@ KEYS = ("id", "family", "version", "name", "era", "aliases", "model", "plan", "r
 MODEL_KEYS = ("attention", "dropout")
 PLAN_KEYS = ("dtype", "grad_dtype", "sequence_parallel", "sharding", "recompute", "overlap_grad_reduce",
              "overlap_param_gather", "overlap_tp")
-RULE_KEYS = ("interleaved_schedule", "interleave_when_pp", "overlap_pp_interleaved", "tp_comm_overlap", "uneven_stages", "shardings",
+RULE_KEYS = ("interleaved_schedule", "interleave_when_pp", "no_overlap_with_pp", "overlap_pp_interleaved", "tp_comm_overlap", "uneven_stages", "shardings",
              "max_zero_with_pp", "grad_dtype_bf16")
 DEFAULT = "megatron-core"           # DESIGN.md: Megatron-Core is the default stack of the CLI, configs and API
 
@@ -153,7 +153,8 @@ def _alias_hits(text: str) -> list[tuple[int, Stack, str]]:
     hits = []
     for s in registry().values():
         for a in (s.id, *s.aliases):
-            if re.search(rf"(?<![\w-]){re.escape(a)}(?![\w-])", text):
+            # a whole word: not inside another word; a following '-' is allowed (GPT-NeoX-20B, Megatron-LM-v2)
+            if re.search(rf"(?<![\w-]){re.escape(a)}(?![a-z0-9_])", text):
                 hits.append((len(a), s, a))
     return hits
 
