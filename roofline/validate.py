@@ -537,6 +537,12 @@ def cmd_validate(args) -> int:
         from . import plotting
         plotting.check(args.plot, "--plot")
     rows = read(args.file)
+    if args.gpu:
+        # price every row on this profile (an id or a YAML, e.g. one `calibrate from-runs` wrote); the rows'
+        # gpus_per_node and network overrides still apply, as calibrate from-runs prices them
+        from . import hardware
+        hardware.load(args.gpu)                         # one-line error now, not a skip per row
+        rows = [{**r, "gpu_id": args.gpu} for r in rows]
     if tiers and not any((r.get("tier") or "") in tiers for r in rows):
         have = sorted({r.get("tier") or "" for r in rows} - {""})
         raise InputError(f"--tier {args.tier}: no row of {args.file} is in that tier (tiers there: {', '.join(have) or 'none'})")
@@ -560,6 +566,7 @@ def register(subparsers) -> None:
     p.add_argument("--dataset", choices=tuple(DATASETS), help="a bundled public validation set (see "
                    "roofline/data/validation/SOURCES.md) instead of a file")
     p.add_argument("--json", action="store_true", help="print one JSON object (errors as fractions)")
+    p.add_argument("--gpu", help="price every row on this hardware profile (id or YAML) instead of its gpu_id")
     p.add_argument("--plot", metavar="PNG", help="predicted vs measured, log-log, one marker per gpu_id")
     p.add_argument("--tier", help="only these tiers, e.g. A,B")
     p.add_argument("--by", help=f"summary breakdowns, comma-separated from {', '.join(BY)} (default tier,gpu,nodes)")

@@ -192,3 +192,21 @@ def test_vtrain_subset_per_layout_error_is_pinned():
     assert set(got) == set(pins) and len(got) == 36
     moved = {k: (round(got[k], 3), pins[k]) for k in pins if abs(got[k] - pins[k]) > LAYOUT_TOLERANCE}
     assert not moved, f"per-layout error moved (now, pinned): {moved}"
+
+
+def test_validate_gpu_prices_every_row_on_that_profile(tmp_path):
+    import subprocess
+    import sys
+    rows = V.read(SHARED / "published.csv")[:3]
+    want = V.validate([{**r, "gpu_id": "h100-sxm"} for r in rows])
+    path = tmp_path / "rows.csv"
+    import csv
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows({k: ("" if v is None else v) for k, v in r.items()} for r in rows)
+    out = subprocess.run([sys.executable, "-m", "roofline", "validate", str(path), "--gpu", "h100-sxm", "--json"],
+                         capture_output=True, text=True)
+    got = json.loads(out.stdout)
+    assert [c["predicted_s"] for c in got["cases"]] == pytest.approx([c["predicted_s"] for c in want["cases"]])
+    assert {c["gpu_id"] for c in got["cases"]} == {"h100-sxm"}
