@@ -37,8 +37,13 @@ def test_compute_cpu_quick(tmp_path):
     from roofline.hardware import load
     hw = load(str(tmp_path / "cpu.yaml"))
     assert hw.kind == "calibrated"
-    # the sustained/burst matmul ratio is measured and carried into the profile (a CPU does not throttle much)
-    assert 0.3 < doc["sustained_clock"] <= 1 and hw.sustained_clock == doc["sustained_clock"]
+    # the sustained/burst matmul ratio is measured and carried into the profile when physical (>= 0.3); a noisy
+    # shared CPU can measure less, and then the profile says so and keeps 1
+    if "sustained_clock" in doc:
+        assert 0.3 <= doc["sustained_clock"] <= 1 and hw.sustained_clock == doc["sustained_clock"]
+    else:
+        assert hw.sustained_clock == 1 and any("sustained_clock not written" in a
+                                                for a in doc["provenance"]["assumptions"])
 
 
 def test_sweep_kernel_metrics_match_importer():
