@@ -2,7 +2,7 @@
 # fmt: off
 import numpy as np
 
-INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'clock', 'cp', 'cuda_context', 'd_model', 'dp', 'dropout', 'ep', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'heads', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_mb', 'host_rc', 'interleave', 'kv_heads', 'layers', 'learned_pos', 'mask_bytes', 'micro_batch', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'nccl_comm_bytes', 'nccl_peer_bytes', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_pp', 'ov_tp', 'peak', 'peak_vec', 'pp', 'rc_full', 'rc_sel', 'seq_len', 'seq_par', 'sms', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'vocab', 'z_grad', 'z_os', 'z_param')
+INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'clock', 'cp', 'cuda_context', 'd_model', 'dense_layers', 'dp', 'dropout', 'ep', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'head_dim', 'heads', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_mb', 'host_rc', 'interleave', 'kv_heads', 'layers', 'learned_pos', 'mask_bytes', 'micro_batch', 'moe_ffn', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'nccl_comm_bytes', 'nccl_peer_bytes', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_pp', 'ov_tp', 'peak', 'peak_vec', 'pp', 'rc_full', 'rc_sel', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'vocab', 'z_grad', 'z_os', 'z_param')
 OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_host_overhead', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'pp_bubble_ratio', 'micro_batches', 't_microbatch_stage', 'flops', 'hardware_flops', 'n_gpus', 'mfu', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'mem_logits', 'mem_first_stage', 'mem_last_stage', 'mem_reserve', 'mem_cuda_context', 'mem_nccl', 'mem_fragmentation', 'params', 'active_params', 'params_rank')
 
 
@@ -49,6 +49,7 @@ def evaluate(x):
     cp = x['cp']
     cuda_context = x.get('cuda_context', 734855168.0)
     d_model = x['d_model']
+    dense_layers = x.get('dense_layers', 0.0)
     dp = x['dp']
     dropout = x['dropout']
     ep = x['ep']
@@ -80,6 +81,7 @@ def evaluate(x):
     gpus_per_node = x['gpus_per_node']
     grad_bytes = x['grad_bytes']
     hbm_bw = x['hbm_bw']
+    head_dim = x['head_dim']
     heads = x['heads']
     host_bwd = x['host_bwd']
     host_emb = x['host_emb']
@@ -93,6 +95,7 @@ def evaluate(x):
     learned_pos = x['learned_pos']
     mask_bytes = x['mask_bytes']
     micro_batch = x['micro_batch']
+    moe_ffn = x['moe_ffn']
     mu_attn_bwd = x['mu_attn_bwd']
     mu_attn_fwd = x['mu_attn_fwd']
     mu_bmm_bwd = x['mu_bmm_bwd']
@@ -125,6 +128,7 @@ def evaluate(x):
     rc_sel = x['rc_sel']
     seq_len = x['seq_len']
     seq_par = x['seq_par']
+    shared_ffn = x.get('shared_ffn', 0.0)
     sms = x['sms']
     t0_attn_bwd = x['t0_attn_bwd']
     t0_attn_fwd = x['t0_attn_fwd']
@@ -162,363 +166,477 @@ def evaluate(x):
     _x9 = cp*tp
     _x10 = np.where((_x9 <= gpus_per_node), 1, 0)
     _x11 = bw_p2p_intra**(-1.0)
-    _x12 = tp**(-1.0)
-    _x13 = _x12*act_bytes
-    _x14 = cp**(-1.0)
-    _x15 = _x14*seq_len
-    _x16 = _x15*micro_batch
-    _x17 = heads**(-1.0)
-    _x18 = 2*d_model
-    _x19 = _x17*_x18*kv_heads
-    _x20 = _x16*_x19
-    _x21 = _x13*_x20
-    _x22 = bw_p2p_inter**(-1.0)
-    _x23 = _x7*_x8*(_x10*(_x11*_x21 + alpha_p2p_intra) + (1 - _x10)*(_x21*_x22 + alpha_p2p_inter))
-    _x24 = 1 - flash
-    _x25 = clock**(-1.0)
-    _x26 = _x25/peak_vec
-    _x27 = seq_len**2
-    _x28 = _x14*_x27
-    _x29 = heads*micro_batch
-    _x30 = _x12*_x29
-    _x31 = _x28*_x30
-    _x32 = _x26*_x31
-    _x33 = 2*act_bytes
-    _x34 = dropout*(_x33 + mask_bytes)
-    _x35 = hbm_bw**(-1.0)
-    _x36 = _x24*_x31
-    _x37 = _x35*_x36
-    _x38 = heads/d_model
-    _x39 = _x12*d_model
-    _x40 = _x28*micro_batch
-    _x41 = _x40*(2 - 2*flash)
+    _x12 = 2*act_bytes
+    _x13 = cp**(-1.0)
+    _x14 = head_dim*seq_len
+    _x15 = _x13*_x14
+    _x16 = tp**(-1.0)
+    _x17 = _x16*micro_batch
+    _x18 = _x12*_x15*_x17*kv_heads
+    _x19 = bw_p2p_inter**(-1.0)
+    _x20 = _x7*_x8*(_x10*(_x11*_x18 + alpha_p2p_intra) + (1 - _x10)*(_x18*_x19 + alpha_p2p_inter))
+    _x21 = 1 - flash
+    _x22 = seq_len**2
+    _x23 = _x13*_x22
+    _x24 = _x17*heads
+    _x25 = _x23*_x24
+    _x26 = clock**(-1.0)
+    _x27 = _x26/peak_vec
+    _x28 = _x27/eta_softmax_fwd
+    _x29 = mu_softmax_fwd**(-1.0)
+    _x30 = dropout*(_x12 + mask_bytes)
+    _x31 = hbm_bw**(-1.0)
+    _x32 = _x21*_x24
+    _x33 = _x23*_x32
+    _x34 = _x31*_x33
+    _x35 = head_dim**(-1.0)
+    _x36 = head_dim*heads
+    _x37 = _x16*_x36
+    _x38 = _x23*_x37*micro_batch
+    _x39 = _x38*(2 - 2*flash)
+    _x40 = peak**(-1.0)
+    _x41 = _x26*_x40
     _x42 = _x39*_x41
-    _x43 = peak**(-1.0)
-    _x44 = _x25*_x43
-    _x45 = _x42*_x44
-    _x46 = _x45/eta_bmm_fwd
-    _x47 = _x35/mu_bmm_fwd
-    _x48 = _x17*d_model
-    _x49 = _x13*_x24*_x29
-    _x50 = _x49*(_x15*_x48 + _x28 + _x48*seq_len)
-    _x51 = seq_len**(-1.0)
-    _x52 = _x28*_x49*(np.ceil((1/128)*_x48) - 1)
-    _x53 = _x35*flash*micro_batch*(_x15*_x18 + _x19*seq_len)
-    _x54 = np.ceil((1/128)*_x15)
-    _x55 = np.ceil((1/32)*_x48)
-    _x56 = np.minimum(1, -_x48 + 32*_x55)
+    _x43 = _x42/eta_bmm_fwd
+    _x44 = _x31/mu_bmm_fwd
+    _x45 = _x32*act_bytes
+    _x46 = _x45*(_x14 + _x15 + _x23)
+    _x47 = seq_len**(-1.0)
+    _x48 = _x23*_x45*(np.ceil((1/128)*head_dim) - 1)
+    _x49 = _x31*act_bytes
+    _x50 = 2*kv_heads
+    _x51 = _x13*seq_len
+    _x52 = 2*_x36
+    _x53 = _x17*flash*(_x14*_x50 + _x51*_x52)
+    _x54 = np.ceil((1/128)*_x51)
+    _x55 = np.ceil((1/32)*head_dim)
+    _x56 = np.minimum(1, 32*_x55 - head_dim)
     _x57 = 32*_x55
     _x58 = (1/32)/_x55
-    _x59 = _x30/sms
+    _x59 = _x24/sms
     _x60 = 1 - 1/2*causal
     _x61 = _x60*flash
-    _x62 = _x28*_x44*_x55*_x61*sms
-    _x63 = 2*_x24*t0_bmm_fwd + _x24*t0_softmax_fwd + flash*t0_attn_fwd + np.maximum(_x46*(_x51*bmm_dhalf_fwd + 1), _x47*(_x50 + _x52*bmm_reread_fwd)) + np.maximum(_x47*_x50, _x46*(_x38*bmm_dhalf_fwd + 1)) + np.maximum(_x13*_x53/mu_attn_fwd, 128*_x62*(_x56*attn_uneven_fwd + 1)*(_x57/attn_dreg_fwd + _x58*attn_dsoft_fwd + attn_dio_fwd*np.where((_x55 <= 2), 1/128, 1/64) + 1)*np.ceil(_x54*_x59)/(_x54*eta_attn_fwd)) + np.maximum(_x37*(_x33 + _x34)/mu_softmax_fwd, _x32*(5 - 5*flash)/eta_softmax_fwd)
-    _x64 = _x23*(1 - ov_cp) + ov_cp*np.maximum(0, _x23 - _x63*_x8)
-    _x65 = 1 - rc_full
-    _x66 = _x65*rc_sel
-    _x67 = eta_elem_fwd**(-1.0)
-    _x68 = tp - 1
-    _x69 = (_x68*seq_par + 1)**(-1.0)
-    _x70 = d_model*seq_len
-    _x71 = _x14*_x70*micro_batch
-    _x72 = _x69*_x71
-    _x73 = _x26*_x72
-    _x74 = mu_elem_fwd**(-1.0)
-    _x75 = dropout*mask_bytes
-    _x76 = _x71*act_bytes
-    _x77 = _x69*_x76
-    _x78 = _x35*_x77*(_x75/act_bytes + 3)
-    _x79 = _x16*_x18
-    _x80 = _x69*_x79
-    _x81 = _x35*act_bytes
-    _x82 = np.maximum(8*_x73/eta_norm_fwd, _x80*_x81/mu_norm_fwd)
-    _x83 = _x12*ffn_hidden
-    _x84 = capacity*top_k
-    _x85 = _x16*_x84
-    _x86 = _x83*_x85
-    _x87 = gated + 2
-    _x88 = _x81*_x86
-    _x89 = np.minimum(1, experts - 1)
-    _x90 = act_bytes/mu_gemm_fwd
-    _x91 = _x35*_x90
-    _x92 = d_model*experts
-    _x93 = _x16*experts
-    _x94 = _x89*(_x71 + _x92 + _x93)
-    _x95 = _x18*_x89*_x93
-    _x96 = _x44/eta_gemm_fwd
-    _x97 = np.minimum(np.minimum(_x16, d_model), experts)
-    _x98 = (_x97 + gemm_dhalf)/_x97
-    _x99 = d_model**2
-    _x100 = _x12*_x99
-    _x101 = _x16*_x39
-    _x102 = _x100 + _x101 + _x71
-    _x103 = _x100*_x16
-    _x104 = 2*_x103
-    _x105 = np.minimum(np.minimum(_x16, _x39), d_model)
-    _x106 = (_x105 + gemm_dhalf)/_x105
-    _x107 = d_model*ffn_hidden
-    _x108 = _x107*_x12
-    _x109 = _x71*_x84
-    _x110 = _x108 + _x109 + _x86
-    _x111 = _x108*_x85
-    _x112 = 2*_x111
-    _x113 = np.minimum(np.minimum(_x83, _x85), d_model)
-    _x114 = (_x113 + gemm_dhalf)/_x113
-    _x115 = ffn_hidden*(gated + 1)
-    _x116 = _x115*_x39
-    _x117 = _x115*_x12
-    _x118 = _x117*_x85
-    _x119 = _x109 + _x116 + _x118
-    _x120 = _x118*_x18
-    _x121 = np.minimum(np.minimum(_x117, _x85), d_model)
-    _x122 = (_x121 + gemm_dhalf)/_x121
-    _x123 = _x19 + d_model
-    _x124 = _x123*d_model
-    _x125 = _x12*_x124
-    _x126 = _x12*_x123
-    _x127 = _x126*_x16
-    _x128 = _x125 + _x127 + _x71
-    _x129 = _x127*_x18
-    _x130 = np.minimum(np.minimum(_x126, _x16), d_model)
-    _x131 = (_x130 + gemm_dhalf)/_x130
-    _x132 = _x89*t0_gemm_fwd + 4*t0_gemm_fwd + np.maximum(_x102*_x91, _x104*_x106*_x96) + np.maximum(_x110*_x91, _x112*_x114*_x96) + np.maximum(_x119*_x91, _x120*_x122*_x96) + np.maximum(_x128*_x91, _x129*_x131*_x96) + np.maximum(_x91*_x94, _x95*_x96*_x98)
-    _x133 = _x132 + _x63 + 2*_x82 + 3*t0_elem_fwd + 2*t0_norm_fwd + 2*np.maximum(_x67*_x73, _x74*_x78) + np.maximum(_x74*_x87*_x88, 8*_x26*_x67*_x86)
-    _x134 = _x133*rc_full + _x63*_x66
-    _x135 = rc_full + 2
-    _x136 = _x12*gpus_per_node
-    _x137 = np.maximum(1, np.minimum(_x136, ep))
-    _x138 = _x137 - 1
-    _x139 = ep**(-1.0)
-    _x140 = _x139*_x76*_x84
-    _x141 = 2*_x135*_x89*(_x138*_x140/bw_a2a_intra + _x138*alpha_a2a_intra + _x140*(-_x137 + ep)/bw_a2a_inter + alpha_a2a_inter*(-1 + ep/_x137))
-    _x142 = np.maximum(1, np.minimum(gpus_per_node, tp))
-    _x143 = 2*_x142 - 2
-    _x144 = _x142**(-1.0)
-    _x145 = _x144*tp
-    _x146 = 2*_x145 - 2
-    _x147 = bw_ar_inter**(-1.0)
-    _x148 = _x101*act_bytes
-    _x149 = bw_ar_intra**(-1.0)
-    _x150 = _x144*_x76
-    _x151 = _x142 - 1
-    _x152 = _x145 - 1
-    _x153 = bw_ag_inter**(-1.0)
-    _x154 = _x148*_x152
-    _x155 = bw_ag_intra**(-1.0)
-    _x156 = _x150*_x151
-    _x157 = bw_rs_inter**(-1.0)
-    _x158 = bw_rs_intra**(-1.0)
-    _x159 = _x135*(2*seq_par*(_x151*alpha_ag_intra + _x151*alpha_rs_intra + _x152*alpha_ag_inter + _x152*alpha_rs_inter + _x153*_x154 + _x154*_x157 + _x155*_x156 + _x156*_x158) + 2*(1 - seq_par)*(_x143*_x149*_x150 + _x143*alpha_ar_intra + _x146*_x147*_x148 + _x146*alpha_ar_inter))
-    _x160 = _x159*(1 - ov_tp) + ov_tp*np.maximum(0, -_x132*_x8 + _x159)
-    _x161 = _x141 + _x160
-    _x162 = _x134 + _x161 + _x64
-    _x163 = 4*_x24
-    _x164 = _x26/eta_elem_bwd
-    _x165 = mu_elem_bwd**(-1.0)
-    _x166 = 3*act_bytes
-    _x167 = np.maximum(16*_x73/eta_norm_bwd, _x166*_x35*_x72/mu_norm_bwd)
-    _x168 = _x45/eta_bmm_bwd
-    _x169 = _x35/mu_bmm_bwd
-    _x170 = _x33/mu_gemm_bwd
-    _x171 = _x170*_x35
-    _x172 = _x89*_x92
-    _x173 = _x44/eta_gemm_bwd
-    _x174 = 4*_x173
-    _x175 = _x16*_x174
-    _x176 = _x51*bmm_dhalf_bwd
-    _x177 = _x169*(_x50 + _x52*bmm_reread_bwd)
-    _x178 = _x116*_x85
-    _x179 = np.where((_x55 <= 4), 1/128, 1/64)
-    _x180 = np.ceil(_x179*seq_len)
-    _x181 = _x163*t0_bmm_bwd + 2*_x167 + _x24*t0_softmax_bwd + _x89*t0_gemm_bwd + flash*t0_attn_bwd + 3*t0_elem_bwd + 4*t0_gemm_bwd + 2*t0_norm_bwd + np.maximum(_x177, _x168*(_x176 + 1)) + 2*np.maximum(_x177, _x168*(_x176*cp + 1)) + np.maximum(_x102*_x171, _x103*_x106*_x174) + np.maximum(_x110*_x171, _x111*_x114*_x174) + np.maximum(_x119*_x171, _x122*_x174*_x178) + np.maximum(_x128*_x171, _x125*_x131*_x175) + 2*np.maximum(_x164*_x80, _x165*_x78) + np.maximum(16*_x164*_x86, _x165*_x88*(2*gated + 3)) + np.maximum(_x169*_x50, _x168*(_x38*bmm_dhalf_bwd + 1)) + np.maximum(_x171*_x94, _x172*_x175*_x98) + np.maximum(_x37*(_x166 + _x34)/mu_softmax_bwd, _x32*(8 - 8*flash)/eta_softmax_bwd) + np.maximum(_x12*_x33*_x53/mu_attn_bwd, 320*_x62*(_x56*attn_uneven_bwd + 1)*(_x179*attn_dio_bwd + _x57/attn_dreg_bwd + _x58*attn_dsoft_bwd + 1)*np.ceil(_x180*_x59)/(_x180*eta_attn_bwd))
-    _x182 = np.maximum(0, -_x133 - _x162 - _x181 + host_bwd + host_fwd + host_rc*rc_full)
+    _x62 = _x23*_x41*_x55*_x61*sms
+    _x63 = 2*_x21*t0_bmm_fwd + _x21*t0_softmax_fwd + flash*t0_attn_fwd + np.maximum(_x43*(_x47*bmm_dhalf_fwd + 1), _x44*(_x46 + _x48*bmm_reread_fwd)) + np.maximum(_x44*_x46, _x43*(_x35*bmm_dhalf_fwd + 1)) + np.maximum(_x29*_x34*(_x12 + _x30), _x25*_x28*(5 - 5*flash)) + np.maximum(_x49*_x53/mu_attn_fwd, 128*_x62*(_x56*attn_uneven_fwd + 1)*(_x57/attn_dreg_fwd + _x58*attn_dsoft_fwd + attn_dio_fwd*np.where((_x55 <= 2), 1/128, 1/64) + 1)*np.ceil(_x54*_x59)/(_x54*eta_attn_fwd))
+    _x64 = _x20*(1 - ov_cp) + ov_cp*np.maximum(0, _x20 - _x63*_x8)
+    _x65 = rc_full + 2
+    _x66 = np.minimum(1, experts - 1)
+    _x67 = _x16*gpus_per_node
+    _x68 = np.maximum(1, np.minimum(_x67, ep))
+    _x69 = _x68 - 1
+    _x70 = capacity*top_k
+    _x71 = bw_ag_inter**(-1.0)
+    _x72 = np.maximum(1, np.minimum(gpus_per_node, tp))
+    _x73 = _x72**(-1.0)
+    _x74 = _x73*tp
+    _x75 = _x74 - 1
+    _x76 = d_model*seq_len
+    _x77 = _x13*_x76*micro_batch
+    _x78 = _x77*act_bytes
+    _x79 = _x16*_x78
+    _x80 = _x75*_x79
+    _x81 = _x71*_x80
+    _x82 = bw_ag_intra**(-1.0)
+    _x83 = _x72 - 1
+    _x84 = _x73*_x78
+    _x85 = _x83*_x84
+    _x86 = _x82*_x85
+    _x87 = bw_rs_inter**(-1.0)
+    _x88 = _x80*_x87
+    _x89 = bw_rs_intra**(-1.0)
+    _x90 = _x85*_x89
+    _x91 = ep**(-1.0)
+    _x92 = tp - 1
+    _x93 = (_x92*seq_par + 1)**(-1.0)
+    _x94 = _x77*_x93
+    _x95 = _x12*_x70*_x91*_x94
+    _x96 = _x75*alpha_ag_inter + _x75*alpha_rs_inter + _x83*alpha_ag_intra + _x83*alpha_rs_intra
+    _x97 = _x65*_x66*(_x69*_x95/bw_a2a_intra + 2*_x69*alpha_a2a_intra + _x70*_x81 + _x70*_x86 + _x70*_x88 + _x70*_x90 + _x95*(-_x68 + ep)/bw_a2a_inter + _x96 + 2*alpha_a2a_inter*(-1 + ep/_x68))
+    _x98 = 1 - ov_tp
+    _x99 = -_x66
+    _x100 = np.minimum(1, shared_ffn)
+    _x101 = 2*_x72 - 2
+    _x102 = 2*_x74 - 2
+    _x103 = bw_ar_inter**(-1.0)
+    _x104 = bw_ar_intra**(-1.0)
+    _x105 = (1 - seq_par)*(_x101*_x104*_x84 + _x101*alpha_ar_intra + _x102*_x103*_x79 + _x102*alpha_ar_inter)
+    _x106 = seq_par*(_x81 + _x86 + _x88 + _x90 + _x96)
+    _x107 = _x65*(_x105 + _x106)*(_x100*_x66 + _x99 + 2)
+    _x108 = _x36 + _x50*head_dim
+    _x109 = _x108*d_model
+    _x110 = _x109*_x16
+    _x111 = _x108*_x16
+    _x112 = _x51*micro_batch
+    _x113 = _x110 + _x111*_x112 + _x77
+    _x114 = act_bytes/mu_gemm_fwd
+    _x115 = _x114*_x31
+    _x116 = 2*_x112
+    _x117 = _x110*_x116
+    _x118 = _x41/eta_gemm_fwd
+    _x119 = np.minimum(np.minimum(_x111, _x112), d_model)
+    _x120 = (_x119 + gemm_dhalf)/_x119
+    _x121 = _x36*d_model
+    _x122 = _x121*_x16
+    _x123 = _x112*_x37 + _x122 + _x77
+    _x124 = _x116*_x122
+    _x125 = np.minimum(np.minimum(_x112, _x37), d_model)
+    _x126 = (_x125 + gemm_dhalf)/_x125
+    _x127 = 4*t0_gemm_fwd + np.maximum(_x113*_x115, _x117*_x118*_x120) + np.maximum(_x115*_x123, _x118*_x124*_x126)
+    _x128 = 2*_x100
+    _x129 = d_model*moe_ffn
+    _x130 = _x129*_x16
+    _x131 = _x66*(_x70 - 1) + 1
+    _x132 = _x131*_x77
+    _x133 = _x16*moe_ffn
+    _x134 = _x112*_x131
+    _x135 = _x133*_x134
+    _x136 = _x130 + _x132 + _x135
+    _x137 = _x130*_x134
+    _x138 = 2*_x137
+    _x139 = np.minimum(np.minimum(_x133, _x134), d_model)
+    _x140 = (_x139 + gemm_dhalf)/_x139
+    _x141 = gated + 1
+    _x142 = _x141*moe_ffn
+    _x143 = _x142*d_model
+    _x144 = _x143*_x16
+    _x145 = _x142*_x16
+    _x146 = _x132 + _x134*_x145 + _x144
+    _x147 = _x134*_x144
+    _x148 = 2*_x147
+    _x149 = np.minimum(np.minimum(_x134, _x145), d_model)
+    _x150 = (_x149 + gemm_dhalf)/_x149
+    _x151 = d_model*experts
+    _x152 = _x112*_x93
+    _x153 = _x152*experts
+    _x154 = _x66*(_x151 + _x153 + _x94)
+    _x155 = _x151*_x66
+    _x156 = _x152*_x155
+    _x157 = 2*_x156
+    _x158 = np.minimum(np.minimum(_x152, d_model), experts)
+    _x159 = (_x158 + gemm_dhalf)/_x158
+    _x160 = d_model*shared_ffn
+    _x161 = _x16*_x160
+    _x162 = _x16*shared_ffn
+    _x163 = _x112*_x162
+    _x164 = _x161 + _x163 + _x77
+    _x165 = _x100*_x115
+    _x166 = _x112*_x128
+    _x167 = _x161*_x166
+    _x168 = np.maximum(1, np.minimum(np.minimum(_x112, _x162), d_model))
+    _x169 = (_x168 + gemm_dhalf)/_x168
+    _x170 = _x141*_x160
+    _x171 = _x16*_x170
+    _x172 = _x141*shared_ffn
+    _x173 = _x16*_x172
+    _x174 = _x112*_x173 + _x171 + _x77
+    _x175 = _x166*_x171
+    _x176 = np.maximum(1, np.minimum(np.minimum(_x112, _x173), d_model))
+    _x177 = (_x176 + gemm_dhalf)/_x176
+    _x178 = _x128*t0_gemm_fwd + _x66*t0_gemm_fwd + np.maximum(_x115*_x136, _x118*_x138*_x140) + np.maximum(_x115*_x146, _x118*_x148*_x150) + np.maximum(_x115*_x154, _x118*_x157*_x159) + np.maximum(_x164*_x165, _x118*_x167*_x169) + np.maximum(_x165*_x174, _x118*_x175*_x177)
+    _x179 = _x127 + _x178
+    _x180 = _x107*_x98 + ov_tp*np.maximum(0, _x107 - _x179*_x8)
+    _x181 = _x180 + _x97
+    _x182 = _x181 + _x64
     _x183 = pp**(-1.0)
     _x184 = interleave*np.ceil(_x0*_x183*layers)
-    _x185 = np.minimum(1, _x1)
-    _x186 = 1 - _x185
-    _x187 = _x26*_x71
-    _x188 = np.ceil((1/128)*_x12*vocab)
-    _x189 = 128*_x188
-    _x190 = d_model*grad_bytes
-    _x191 = np.minimum(_x16, _x189)
-    _x192 = t0_embed_bwd + np.maximum(_x187/eta_embed_bwd, _x35*(_x18*f32_bytes*((1/10)*_x16 + _x191) + _x189*_x190 + _x190*_x191 + _x76*(learned_pos + 1))/mu_embed_bwd)
-    _x193 = t0_embed_fwd + np.maximum(_x187/eta_embed_fwd, _x35*_x76*(learned_pos + 2)/mu_embed_fwd)
-    _x194 = _x16*_x188*_x26
-    _x195 = _x16*_x189
-    _x196 = _x195*_x35*(act_bytes + f32_bytes)
-    _x197 = _x189*d_model
-    _x198 = _x35*(_x195 + _x197 + _x71)
-    _x199 = np.minimum(np.minimum(_x16, _x189), d_model)
-    _x200 = _x188*_x71
-    _x201 = _x200*(_x199 + gemm_dhalf)/_x199
-    _x202 = _x167 + t0_ce_bwd + t0_gemm_bwd + t0_norm_bwd + np.maximum(_x170*_x198, 512*_x173*_x201) + np.maximum(_x196/mu_ce_bwd, 256*_x194/eta_ce_bwd)
-    _x203 = _x82 + t0_ce_fwd + t0_gemm_fwd + t0_norm_fwd + np.maximum(_x196/mu_ce_fwd, 640*_x194/eta_ce_fwd) + np.maximum(_x198*_x90, 256*_x201*_x96)
-    _x204 = np.where((_x192 + _x193 <= _x202 + _x203), 1, 0)
-    _x205 = 1 - _x204
-    _x206 = _x186*(_x193*_x204 + _x203*_x205) + _x193*_x205 + _x203*_x204
-    _x207 = _x186*(_x192*_x204 + _x202*_x205) + _x192*_x205 + _x202*_x204
-    _x208 = host_mb + np.maximum(0, _x185*(_x204*host_head + _x205*host_emb) + _x186*(host_emb + host_head) - _x206 - _x207)
-    _x209 = _x133*_x184 + _x206
-    _x210 = _x181*_x184 + _x207
-    _x211 = _x209 + _x210
-    _x212 = _x184*(_x162 + _x182) + _x208 + _x211
-    _x213 = cp*dp
-    _x214 = _x213*tp
-    _x215 = np.where((_x214 < gpus_per_node), 1, 0)
-    _x216 = _x1 + _x6*interleave
-    _x217 = 2*_x185
-    _x218 = _x216*_x217*(1 - ov_pp)*(_x215*(_x11*_x148 + alpha_p2p_intra) + (1 - _x215)*(_x148*_x22 + alpha_p2p_inter))
-    _x219 = 1 - ov_ag
-    _x220 = _x139*_x213
-    _x221 = np.maximum(1, np.minimum(_x220, _x136*_x139))
-    _x222 = _x221 - 1
-    _x223 = _x221**(-1.0)
-    _x224 = _x220*_x223
-    _x225 = _x224 - 1
-    _x226 = _x14*_x3
-    _x227 = _x184*_x89
-    _x228 = _x225*_x226*_x227
-    _x229 = _x107 + _x115*d_model + biases*(_x115 + d_model)
-    _x230 = _x229*experts
-    _x231 = _x12*_x230
-    _x232 = _x231*grad_bytes
-    _x233 = _x222*_x223
-    _x234 = _x139*_x231
-    _x235 = _x227*_x234
-    _x236 = _x235*grad_bytes
-    _x237 = _x157*_x228*_x232 + _x158*_x233*_x236 + _x222*alpha_rs_intra + _x225*alpha_rs_inter
-    _x238 = np.maximum(1, np.minimum(_x136, _x213))
-    _x239 = _x238**(-1.0)
-    _x240 = _x213*_x239
-    _x241 = _x240 - 1
-    _x242 = _x241*alpha_ag_inter
-    _x243 = _x238 - 1
-    _x244 = _x243*alpha_ag_intra
-    _x245 = _x13*_x230
-    _x246 = _x89*(_x139*_x155*_x227*_x233*_x245 + _x153*_x228*_x245 + _x222*alpha_ag_intra + _x225*alpha_ag_inter)
-    _x247 = _x239*_x243
-    _x248 = _x155*_x247
-    _x249 = _x70*learned_pos
-    _x250 = _x124 + _x99 + biases*(_x18 + _x19)
-    _x251 = biases + 1
-    _x252 = _x172 + _x18*_x251
-    _x253 = _x12*_x250 + _x234 + _x252
-    _x254 = _x184*_x253 + _x197*(_x186*(1 - tied) + 1) + _x249
-    _x255 = -_x235 + _x254
-    _x256 = _x255*_x33
-    _x257 = _x226*_x241
-    _x258 = _x153*_x257
-    _x259 = _x255*grad_bytes
-    _x260 = _x157*_x257*_x259 + _x158*_x247*_x259 + _x241*alpha_rs_inter + _x243*alpha_rs_intra
-    _x261 = _x237*_x89 + 2*_x242 + 2*_x244 + 2*_x246 + _x248*_x256 + _x256*_x258 + _x260
-    _x262 = _x261*_x6
-    _x263 = 1 - z_param
-    _x264 = _x255*act_bytes
-    _x265 = _x242 + _x244 + _x246 + _x248*_x264 + _x258*_x264
-    _x266 = _x265*z_os
-    _x267 = z_grad*(_x3*_x4*global_batch - 1) + 1
-    _x268 = 1 - z_os
-    _x269 = 2*_x238 - 2
-    _x270 = 2*_x240 - 2
-    _x271 = _x147*_x226
-    _x272 = 2*_x221 - 2
-    _x273 = 2*_x224 - 2
-    _x274 = _x267*(_x260*z_os + _x268*(_x149*_x239*_x259*_x269 + _x259*_x270*_x271 + _x269*alpha_ar_intra + _x270*alpha_ar_inter) + _x89*(_x237*z_os + _x268*(_x149*_x223*_x236*_x272 + _x227*_x232*_x271*_x273 + _x272*alpha_ar_intra + _x273*alpha_ar_inter)))
-    _x275 = _x263*(_x219*_x266 + _x274*(1 - ov_dp) + ov_ag*np.maximum(0, -_x209 + _x265*z_os) + ov_dp*np.maximum(0, -_x267*(_x184*(_x134 + _x135*_x64/_x8 + _x161*(rc_full + 1)/_x135) + _x210) + _x274)) + z_param*(_x219*_x262 + ov_ag*np.maximum(0, -_x211*_x6 + _x261*_x3*_x4*global_batch))
-    _x276 = _x220**(-z_os)*_x235
-    _x277 = _x213**(-z_os)
-    _x278 = _x255*_x277
-    _x279 = _x276 + _x278
-    _x280 = t0_optim_fwd + np.maximum(_x26*(12*_x276 + 12*_x278)/eta_optim_fwd, _x279*_x35*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
-    _x281 = _x212*(_x2 + _x6) + _x218 + _x275 + _x280
-    _x282 = _x184*_x6
-    _x283 = _x160*_x282
-    _x284 = _x18*seq_len
-    _x285 = 2*seq_len
-    _x286 = _x27*d_model
-    _x287 = 4*_x61
-    _x288 = _x84/np.maximum(1, capacity)
-    _x289 = 3*global_batch*(_x284*vocab + layers*(_x107*_x285*_x288 + _x115*_x284*_x288 + _x123*_x284 + _x163*_x286*_x60 + _x284*_x89*experts + _x285*_x99 + _x286*_x287))
-    _x290 = 6*_x16
-    _x291 = _x39*_x40
-    _x292 = _x12*_x18*_x41 + _x287*_x291
-    _x293 = 768*_x200 + layers*(6*_x103 + 6*_x111 + _x125*_x290 + _x172*_x290 + 6*_x178 + 14*_x291*_x61 + _x292*_x66 + 6*_x42 + rc_full*(_x104 + _x112 + _x120 + _x129 + _x292 + _x95))
-    _x294 = _x281**(-1.0)
-    _x295 = _x183*_x294*_x43
-    _x296 = _x253*_x33*z_param
-    _x297 = _x220**(-z_param)*_x235
-    _x298 = _x213**(-z_param)
-    _x299 = act_bytes*(_x255*_x298 + _x297)
-    _x300 = _x220**(-z_grad)*_x235
-    _x301 = _x213**(-z_grad)
-    _x302 = grad_bytes*(_x255*_x301 + _x300)
-    _x303 = _x279*opt_bytes
-    _x304 = _x6*gpipe
-    _x305 = _x195*(act_bytes + f32_bytes*(_x304 - gpipe + 1))
-    _x306 = _x305 + _x77
-    _x307 = _x13*(_x20 + _x79 + _x85*_x87*ffn_hidden) + _x36*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes)) + _x72*(2*_x75 + 4*act_bytes)
-    _x308 = _x307*rc_full
-    _x309 = 1 - gpipe
-    _x310 = interleave - 1
-    _x311 = _x184*(_x307*_x65 + _x77*rc_full)
-    _x312 = _x186*_x306 + _x308 + _x311*(_x304 + _x309*(_x183*_x2*np.minimum(1, _x310) + 1)*np.minimum(_x6, pp))
-    _x313 = _x296 + _x299 + _x302 + _x303 + _x312
-    _x314 = -_x185*_x249 + _x255
-    _x315 = act_bytes*(_x297 + _x298*_x314)
-    _x316 = grad_bytes*(_x300 + _x301*_x314)
-    _x317 = opt_bytes*(_x276 + _x277*_x314)
-    _x318 = _x306 + _x308 + _x311*(_x304 + _x309*np.minimum(_x6, _x0*(_x310*pp + 1)))
-    _x319 = _x296 + _x315 + _x316 + _x317 + _x318
-    _x320 = np.maximum(_x313, _x319)
-    _x321 = np.where((_x313 < _x319), 1, 0)
-    _x322 = 1 - _x321
-    _x323 = _x320*alloc_frag
-    _x324 = nccl_comm_bytes*(_x89*np.minimum(1, _x220 - 1) + np.minimum(1, _x68) + np.minimum(1, _x213 - 1)) + nccl_peer_bytes*(_x217 + _x89*(ep - 1) + 2*np.minimum(1, _x7))
-    _x325 = _x250 + _x252
-    _x326 = _x249 + _x251*d_model + d_model*vocab*(2 - tied)
+    _x185 = np.minimum(_x184, dense_layers)
+    _x186 = np.minimum(1, _x1)
+    _x187 = eta_elem_fwd**(-1.0)
+    _x188 = _x27*_x94
+    _x189 = _x187*_x188
+    _x190 = _x31/mu_elem_fwd
+    _x191 = dropout*mask_bytes
+    _x192 = _x94*act_bytes
+    _x193 = _x192*(_x191/act_bytes + 3)
+    _x194 = _x12*_x31
+    _x195 = np.maximum(8*_x188/eta_norm_fwd, _x194*_x94/mu_norm_fwd)
+    _x196 = 2*_x195 + _x63 + 3*t0_elem_fwd + 2*t0_norm_fwd + 2*np.maximum(_x189, _x190*_x193)
+    _x197 = 2*f32_bytes
+    _x198 = _x153*_x66
+    _x199 = _x198*_x31
+    _x200 = _x100*_x163
+    _x201 = 8*_x187
+    _x202 = _x201*_x27
+    _x203 = gated + 2
+    _x204 = _x203*act_bytes
+    _x205 = _x190*_x204
+    _x206 = 2*_x70
+    _x207 = _x192*_x66*(_x206 + 2)
+    _x208 = _x100*t0_elem_fwd + _x66*t0_elem_fwd + _x66*t0_softmax_fwd + np.maximum(_x135*_x202, _x135*_x205) + np.maximum(_x190*_x207, _x189*_x66*_x70) + np.maximum(5*_x198*_x28, _x197*_x199*_x29) + np.maximum(_x200*_x202, _x200*_x205)
+    _x209 = _x179 + _x196 + _x208
+    _x210 = _x209*rc_full
+    _x211 = 1 - rc_full
+    _x212 = _x211*rc_sel
+    _x213 = _x212*_x63
+    _x214 = _x16*ffn_hidden
+    _x215 = _x112*_x214
+    _x216 = _x215*_x27
+    _x217 = np.maximum(_x201*_x216, _x205*_x215)
+    _x218 = d_model*ffn_hidden
+    _x219 = _x16*_x218
+    _x220 = _x215 + _x219 + _x77
+    _x221 = _x116*_x219
+    _x222 = np.minimum(np.minimum(_x112, _x214), d_model)
+    _x223 = (_x222 + gemm_dhalf)/_x222
+    _x224 = np.maximum(_x115*_x220, _x118*_x221*_x223)
+    _x225 = _x141*ffn_hidden
+    _x226 = _x225*d_model
+    _x227 = _x16*_x226
+    _x228 = _x16*_x225
+    _x229 = _x112*_x228 + _x227 + _x77
+    _x230 = _x116*_x227
+    _x231 = np.minimum(np.minimum(_x112, _x228), d_model)
+    _x232 = (_x231 + gemm_dhalf)/_x231
+    _x233 = np.maximum(_x115*_x229, _x118*_x230*_x232)
+    _x234 = _x127 + _x224 + _x233
+    _x235 = _x196 + _x217 + _x234
+    _x236 = _x235*rc_full
+    _x237 = _x213 + _x236
+    _x238 = _x65*(2*_x105 + 2*_x106)
+    _x239 = _x238*_x98
+    _x240 = ov_tp*np.maximum(0, -_x234*_x8 + _x238)
+    _x241 = _x239 + _x240
+    _x242 = _x241 + _x64
+    _x243 = _x12/mu_gemm_bwd
+    _x244 = _x243*_x31
+    _x245 = _x41/eta_gemm_bwd
+    _x246 = 4*_x245
+    _x247 = _x112*_x246
+    _x248 = np.maximum(_x220*_x244, _x219*_x223*_x247)
+    _x249 = np.maximum(_x229*_x244, _x227*_x232*_x247)
+    _x250 = eta_elem_bwd**(-1.0)
+    _x251 = 16*_x250
+    _x252 = mu_elem_bwd**(-1.0)
+    _x253 = _x252*_x49*(2*gated + 3)
+    _x254 = np.maximum(_x215*_x253, _x216*_x251)
+    _x255 = _x188*_x250
+    _x256 = _x252*_x31
+    _x257 = 3*act_bytes
+    _x258 = np.maximum(16*_x188/eta_norm_bwd, _x257*_x31*_x94/mu_norm_bwd)
+    _x259 = _x47*bmm_dhalf_bwd
+    _x260 = _x42/eta_bmm_bwd
+    _x261 = _x31/mu_bmm_bwd
+    _x262 = _x261*(_x46 + _x48*bmm_reread_bwd)
+    _x263 = 4*_x21
+    _x264 = np.where((_x55 <= 4), 1/128, 1/64)
+    _x265 = np.ceil(_x264*seq_len)
+    _x266 = _x27/eta_softmax_bwd
+    _x267 = mu_softmax_bwd**(-1.0)
+    _x268 = _x21*t0_softmax_bwd + 2*_x258 + _x263*t0_bmm_bwd + flash*t0_attn_bwd + 3*t0_elem_bwd + 4*t0_gemm_bwd + 2*t0_norm_bwd + 2*np.maximum(2*_x255, _x193*_x256) + np.maximum(_x262, _x260*(_x259 + 1)) + 2*np.maximum(_x262, _x260*(_x259*cp + 1)) + np.maximum(_x113*_x244, _x110*_x120*_x247) + np.maximum(_x123*_x244, _x122*_x126*_x247) + np.maximum(_x261*_x46, _x260*(_x35*bmm_dhalf_bwd + 1)) + np.maximum(_x194*_x53/mu_attn_bwd, 320*_x62*(_x56*attn_uneven_bwd + 1)*(_x264*attn_dio_bwd + _x57/attn_dreg_bwd + _x58*attn_dsoft_bwd + 1)*np.ceil(_x265*_x59)/(_x265*eta_attn_bwd)) + np.maximum(_x267*_x34*(_x257 + _x30), _x25*_x266*(8 - 8*flash))
+    _x269 = _x248 + _x249 + _x254 + _x268
+    _x270 = -host_bwd - host_fwd - host_rc*rc_full
+    _x271 = np.maximum(0, -_x235 - _x237 - _x242 - _x269 - _x270)
+    _x272 = _x210 + _x213
+    _x273 = _x100*_x244
+    _x274 = _x100*_x247
+    _x275 = _x251*_x27
+    _x276 = _x100*t0_elem_bwd + _x128*t0_gemm_bwd + _x66*t0_elem_bwd + _x66*t0_gemm_bwd + _x66*t0_softmax_bwd + np.maximum(_x135*_x253, _x135*_x275) + np.maximum(_x136*_x244, _x137*_x140*_x246) + np.maximum(_x146*_x244, _x147*_x150*_x246) + np.maximum(_x154*_x244, _x156*_x159*_x246) + np.maximum(_x164*_x273, _x161*_x169*_x274) + np.maximum(_x174*_x273, _x171*_x177*_x274) + np.maximum(8*_x198*_x266, 3*_x199*_x267*f32_bytes) + np.maximum(_x200*_x253, _x200*_x275) + np.maximum(_x207*_x256, _x206*_x255*_x66)
+    _x277 = _x268 + _x276
+    _x278 = np.maximum(0, -_x182 - _x209 - _x270 - _x272 - _x277)
+    _x279 = _x185*(_x186*(np.where((-_x178 - _x181 - _x208 - _x210 + _x217 + _x224 + _x233 + _x236 + _x239 + _x240 + _x248 + _x249 + _x254 + _x271 - _x276 - _x278 < 0), 0, 1)) - _x186 + 1)
+    _x280 = _x184 - _x279
+    _x281 = 1 - _x186
+    _x282 = _x27*_x77
+    _x283 = np.ceil((1/128)*_x16*vocab)
+    _x284 = 128*_x283
+    _x285 = d_model*grad_bytes
+    _x286 = np.minimum(_x112, _x284)
+    _x287 = t0_embed_bwd + np.maximum(_x282/eta_embed_bwd, _x31*(_x197*d_model*((1/10)*_x112 + _x286) + _x284*_x285 + _x285*_x286 + _x78*(learned_pos + 1))/mu_embed_bwd)
+    _x288 = t0_embed_fwd + np.maximum(_x282/eta_embed_fwd, _x31*_x78*(learned_pos + 2)/mu_embed_fwd)
+    _x289 = _x112*_x27*_x283
+    _x290 = _x112*_x284
+    _x291 = _x290*_x31*(act_bytes + f32_bytes)
+    _x292 = _x284*d_model
+    _x293 = _x31*(_x290 + _x292 + _x77)
+    _x294 = np.minimum(np.minimum(_x112, _x284), d_model)
+    _x295 = _x283*_x77
+    _x296 = _x295*(_x294 + gemm_dhalf)/_x294
+    _x297 = _x258 + t0_ce_bwd + t0_gemm_bwd + t0_norm_bwd + np.maximum(_x243*_x293, 512*_x245*_x296) + np.maximum(_x291/mu_ce_bwd, 256*_x289/eta_ce_bwd)
+    _x298 = _x195 + t0_ce_fwd + t0_gemm_fwd + t0_norm_fwd + np.maximum(_x114*_x293, 256*_x118*_x296) + np.maximum(_x291/mu_ce_fwd, 640*_x289/eta_ce_fwd)
+    _x299 = np.where((_x287 + _x288 <= _x297 + _x298), 1, 0)
+    _x300 = 1 - _x299
+    _x301 = _x281*(_x288*_x299 + _x298*_x300) + _x288*_x300 + _x298*_x299
+    _x302 = _x281*(_x287*_x299 + _x297*_x300) + _x287*_x300 + _x297*_x299
+    _x303 = _x271*_x279 + _x278*_x280 + host_mb + np.maximum(0, _x186*(_x299*host_head + _x300*host_emb) + _x281*(host_emb + host_head) - _x301 - _x302)
+    _x304 = _x209*_x280 + _x235*_x279 + _x301
+    _x305 = _x237*_x279 + _x272*_x280
+    _x306 = _x269*_x279 + _x277*_x280 + _x302
+    _x307 = _x305 + _x306
+    _x308 = _x182*_x280 + _x242*_x279 + _x303 + _x304 + _x307
+    _x309 = cp*dp
+    _x310 = _x309*tp
+    _x311 = np.where((_x310 < gpus_per_node), 1, 0)
+    _x312 = _x1 + _x6*interleave
+    _x313 = 2*_x186
+    _x314 = _x312*_x313*(1 - ov_pp)*(_x311*(_x11*_x79 + alpha_p2p_intra) + (1 - _x311)*(_x19*_x79 + alpha_p2p_inter))
+    _x315 = 1 - ov_ag
+    _x316 = _x309*_x91
+    _x317 = np.maximum(1, np.minimum(_x316, _x67*_x91))
+    _x318 = _x317 - 1
+    _x319 = _x317**(-1.0)
+    _x320 = _x316*_x319
+    _x321 = _x320 - 1
+    _x322 = _x184 - _x185
+    _x323 = _x129 + _x143 + biases*(_x142 + d_model)
+    _x324 = _x323*experts
+    _x325 = _x16*_x324
+    _x326 = _x322*_x325*_x66*grad_bytes
+    _x327 = _x13*_x3
+    _x328 = _x321*_x327
+    _x329 = _x325*_x91
+    _x330 = _x329*_x66
+    _x331 = _x322*_x330
+    _x332 = _x318*_x319*_x331
+    _x333 = _x318*alpha_rs_intra + _x321*alpha_rs_inter + _x326*_x328*_x87 + _x332*_x89*grad_bytes
+    _x334 = np.maximum(1, np.minimum(_x309, _x67))
+    _x335 = _x334**(-1.0)
+    _x336 = _x309*_x335
+    _x337 = _x336 - 1
+    _x338 = _x337*alpha_ag_inter
+    _x339 = _x334 - 1
+    _x340 = _x339*alpha_ag_intra
+    _x341 = _x66*(_x318*alpha_ag_intra + _x321*alpha_ag_inter + _x322*_x325*_x328*_x66*_x71*act_bytes + _x332*_x82*act_bytes)
+    _x342 = _x335*_x339
+    _x343 = _x342*_x82
+    _x344 = _x160 + _x170 - biases*d_model*(1 - _x100) + biases*(_x172 + d_model)
+    _x345 = _x109 + _x121 + biases*(_x108 + d_model)
+    _x346 = d_model*(biases + 1)
+    _x347 = 2*_x346
+    _x348 = _x16*_x345 + _x347
+    _x349 = _x155 + _x16*_x344 + _x329 + _x348
+    _x350 = _x218 + _x226 + biases*(_x225 + d_model)
+    _x351 = _x16*_x350 + _x348
+    _x352 = _x185*_x351
+    _x353 = _x76*learned_pos
+    _x354 = _x292*(_x281*(1 - tied) + 1) + _x353
+    _x355 = _x322*_x349 + _x352 + _x354
+    _x356 = -_x331 + _x355
+    _x357 = _x12*_x356
+    _x358 = _x327*_x337
+    _x359 = _x358*_x71
+    _x360 = _x356*grad_bytes
+    _x361 = _x337*alpha_rs_inter + _x339*alpha_rs_intra + _x342*_x360*_x89 + _x358*_x360*_x87
+    _x362 = _x333*_x66 + 2*_x338 + 2*_x340 + 2*_x341 + _x343*_x357 + _x357*_x359 + _x361
+    _x363 = _x362*_x6
+    _x364 = 1 - z_param
+    _x365 = _x356*act_bytes
+    _x366 = _x338 + _x340 + _x341 + _x343*_x365 + _x359*_x365
+    _x367 = _x366*z_os
+    _x368 = z_grad*(_x3*_x4*global_batch - 1) + 1
+    _x369 = 1 - z_os
+    _x370 = 2*_x317 - 2
+    _x371 = 2*_x320 - 2
+    _x372 = _x103*_x327
+    _x373 = 2*_x334 - 2
+    _x374 = 2*_x336 - 2
+    _x375 = _x368*(_x361*z_os + _x369*(_x104*_x335*_x360*_x373 + _x360*_x372*_x374 + _x373*alpha_ar_intra + _x374*alpha_ar_inter) + _x66*(_x333*z_os + _x369*(_x104*_x319*_x331*_x370*grad_bytes + _x326*_x371*_x372 + _x370*alpha_ar_intra + _x371*alpha_ar_inter)))
+    _x376 = _x64*_x65/_x8
+    _x377 = (rc_full + 1)/_x65
+    _x378 = _x364*(_x315*_x367 + _x375*(1 - ov_dp) + ov_ag*np.maximum(0, -_x304 + _x366*z_os) + ov_dp*np.maximum(0, -_x368*(_x279*(_x241*_x377 + _x376) + _x280*(_x181*_x377 + _x376) + _x307) + _x375)) + z_param*(_x315*_x363 + ov_ag*np.maximum(0, _x3*_x362*_x4*global_batch - _x6*(_x304 + _x306)))
+    _x379 = _x316**(-z_os)
+    _x380 = _x331*_x379
+    _x381 = _x309**(-z_os)
+    _x382 = _x356*_x381
+    _x383 = _x380 + _x382
+    _x384 = t0_optim_fwd + np.maximum(_x27*(12*_x380 + 12*_x382)/eta_optim_fwd, _x31*_x383*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
+    _x385 = _x308*(_x2 + _x6) + _x314 + _x378 + _x384
+    _x386 = _x6*(_x180*_x280 + _x241*_x279)
+    _x387 = 2*seq_len
+    _x388 = _x22*_x36
+    _x389 = 4*_x61
+    _x390 = _x109*_x387 + _x121*_x387 + _x263*_x388*_x60 + _x388*_x389
+    _x391 = -dense_layers + layers
+    _x392 = _x128*seq_len
+    _x393 = _x131*_x387*(_x66/np.maximum(1, capacity) + _x99 + 1)
+    _x394 = 3*global_batch*(_x391*(_x129*_x393 + _x143*_x393 + _x155*_x387 + _x160*_x392 + _x170*_x392 + _x390) + 2*_x76*vocab + dense_layers*(_x218*_x387 + _x226*_x387 + _x390))
+    _x395 = _x38*_x389 + 2*_x39
+    _x396 = _x117 + _x124 + _x395
+    _x397 = 6*_x112
+    _x398 = _x110*_x397 + _x122*_x397 + _x212*_x395 + 14*_x38*_x61 + 6*_x39
+    _x399 = _x100*_x397
+    _x400 = 768*_x295 + _x391*(6*_x137 + 6*_x147 + 6*_x156 + _x161*_x399 + _x171*_x399 + _x398 + rc_full*(_x138 + _x148 + _x157 + _x167 + _x175 + _x396)) + dense_layers*(_x219*_x397 + _x227*_x397 + _x398 + rc_full*(_x221 + _x230 + _x396))
+    _x401 = _x385**(-1.0)
+    _x402 = _x183*_x40*_x401
+    _x403 = _x12*z_param*np.maximum(_x349, _x351*np.minimum(1, dense_layers))
+    _x404 = _x316**(-z_param)
+    _x405 = _x309**(-z_param)
+    _x406 = act_bytes*(_x331*_x404 + _x356*_x405)
+    _x407 = _x316**(-z_grad)
+    _x408 = _x309**(-z_grad)
+    _x409 = grad_bytes*(_x331*_x407 + _x356*_x408)
+    _x410 = _x383*opt_bytes
+    _x411 = _x6*gpipe
+    _x412 = _x290*(act_bytes + f32_bytes*(_x411 - gpipe + 1))
+    _x413 = _x192 + _x412
+    _x414 = _x112*_x204*shared_ffn + _x134*_x204*moe_ffn
+    _x415 = _x16*(_x414 + act_bytes*(_x112*_x52 + _x15*_x50*micro_batch)) + _x33*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes)) + _x94*(2*_x191 + 4*act_bytes)
+    _x416 = _x16*(_x13*_x203*act_bytes*ffn_hidden*micro_batch*seq_len - _x414) + _x415
+    _x417 = rc_full*np.maximum(_x415, _x416)
+    _x418 = 1 - gpipe
+    _x419 = interleave - 1
+    _x420 = _x192*rc_full
+    _x421 = _x211*_x415 + _x420
+    _x422 = _x185*(_x211*_x416 + _x420)
+    _x423 = _x281*_x413 + _x417 + (_x411 + _x418*(_x183*_x2*np.minimum(1, _x419) + 1)*np.minimum(_x6, pp))*(_x322*_x421 + _x422)
+    _x424 = _x403 + _x406 + _x409 + _x410 + _x423
+    _x425 = _x184 - _x185*_x281
+    _x426 = _x330*_x425
+    _x427 = -_x186*_x353 + _x281*_x352 + _x349*_x425 + _x354 - _x426
+    _x428 = act_bytes*(_x404*_x426 + _x405*_x427)
+    _x429 = grad_bytes*(_x407*_x426 + _x408*_x427)
+    _x430 = opt_bytes*(_x379*_x426 + _x381*_x427)
+    _x431 = _x413 + _x417 + (_x411 + _x418*np.minimum(_x6, _x0*(_x419*pp + 1)))*(_x281*_x422 + _x421*_x425)
+    _x432 = _x403 + _x428 + _x429 + _x430 + _x431
+    _x433 = np.maximum(_x424, _x432)
+    _x434 = np.where((_x424 < _x432), 1, 0)
+    _x435 = 1 - _x434
+    _x436 = _x433*alloc_frag
+    _x437 = nccl_comm_bytes*(_x66*np.minimum(1, _x316 - 1) + np.minimum(1, _x92) + np.minimum(1, _x309 - 1)) + nccl_peer_bytes*(_x313 + _x66*(ep - 1) + 2*np.minimum(1, _x7))
+    _x438 = _x345 + _x347
+    _x439 = _x155 + _x344 + _x438
+    _x440 = _x346 + _x353 + d_model*vocab*(2 - tied) + dense_layers*(_x350 + _x438)
     return {
-        'step_time': _x281,
-        't_forward': _x209*_x6,
-        't_backward': _x210*_x6,
-        't_recompute': _x134*_x282,
-        't_tp_comm': _x283,
-        't_cp_comm': _x282*_x64,
-        't_ep_comm': _x141*_x282,
-        't_host_overhead': _x6*(_x182*_x184 + _x208),
-        't_pp_bubble': _x2*_x212,
-        't_pp_comm': _x218,
-        't_dp_comm': _x275,
-        't_optimizer': _x280,
-        'tp_comm_total': _x159*_x282,
-        'dp_comm_total': _x262*z_param + _x263*(_x266 + _x274),
-        'tp_comm': _x283,
-        'dp_comm': _x275,
-        'pp_bubble': _x1/_x216,
+        'step_time': _x385,
+        't_forward': _x304*_x6,
+        't_backward': _x306*_x6,
+        't_recompute': _x305*_x6,
+        't_tp_comm': _x386,
+        't_cp_comm': _x6*(_x279*_x64 + _x280*_x64),
+        't_ep_comm': _x280*_x6*_x97,
+        't_host_overhead': _x303*_x6,
+        't_pp_bubble': _x2*_x308,
+        't_pp_comm': _x314,
+        't_dp_comm': _x378,
+        't_optimizer': _x384,
+        'tp_comm_total': _x6*(_x107*_x280 + _x238*_x279),
+        'dp_comm_total': _x363*z_param + _x364*(_x367 + _x375),
+        'tp_comm': _x386,
+        'dp_comm': _x378,
+        'pp_bubble': _x1/_x312,
         'pp_bubble_ratio': _x2*dp*micro_batch/global_batch,
         'micro_batches': _x6,
-        't_microbatch_stage': _x212,
-        'flops': _x289,
-        'hardware_flops': _x293*_x5*_x9,
-        'n_gpus': _x214*pp,
-        'mfu': _x12*_x226*_x289*_x295,
-        'hfu': _x293*_x295*_x6,
-        'tokens_per_s': _x294*global_batch*seq_len,
-        'memory': _x320,
-        'mem_weights': _x299*_x322 + _x315*_x321,
-        'mem_gradients': _x302*_x322 + _x316*_x321,
-        'mem_optimizer': _x303*_x322 + _x317*_x321,
-        'mem_activations': _x296 + _x312*_x322 + _x318*_x321,
-        'mem_logits': _x305,
-        'mem_first_stage': _x313,
-        'mem_last_stage': _x319,
-        'mem_reserve': _x323 + _x324 + cuda_context,
+        't_microbatch_stage': _x308,
+        'flops': _x394,
+        'hardware_flops': _x400*_x5*_x9,
+        'n_gpus': _x310*pp,
+        'mfu': _x16*_x327*_x394*_x402,
+        'hfu': _x400*_x402*_x6,
+        'tokens_per_s': _x401*global_batch*seq_len,
+        'memory': _x433,
+        'mem_weights': _x406*_x435 + _x428*_x434,
+        'mem_gradients': _x409*_x435 + _x429*_x434,
+        'mem_optimizer': _x410*_x435 + _x430*_x434,
+        'mem_activations': _x403 + _x423*_x435 + _x431*_x434,
+        'mem_logits': _x412,
+        'mem_first_stage': _x424,
+        'mem_last_stage': _x432,
+        'mem_reserve': _x436 + _x437 + cuda_context,
         'mem_cuda_context': cuda_context,
-        'mem_nccl': _x324,
-        'mem_fragmentation': _x323,
-        'params': _x326 + layers*(_x230 + _x325),
-        'active_params': _x326 + layers*(_x229*top_k + _x325),
-        'params_rank': _x254,
+        'mem_nccl': _x437,
+        'mem_fragmentation': _x436,
+        'params': _x391*(_x324 + _x439) + _x440,
+        'active_params': _x391*(_x323*top_k + _x439) + _x440,
+        'params_rank': _x355,
     }
 
-SOURCE_DIGEST = '91712168f1880731'
+SOURCE_DIGEST = 'a79680194910b8f0'

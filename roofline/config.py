@@ -37,12 +37,46 @@ class Model:
     n_experts: int = 1
     top_k: int = 1
     capacity_factor: float = 1.0
+    head_dim: int | None = None          # None: d_model / n_heads (Qwen3, GPT-OSS: kv_channels set apart from it)
+    moe_ffn_hidden: int | None = None    # MLP inner size of one routed expert; None: = ffn (dense-MLP size)
+    n_shared_experts: int | None = None  # shared experts every token passes through (DeepSeek); None: none
+    shared_ffn_hidden: int | None = None  # total inner size of the shared experts (Megatron-Core
+    #                                      moe_shared_expert_intermediate_size); None: n_shared x moe_ffn_hidden
+    first_dense_layers: int | None = None  # leading layers with a dense MLP of ffn (DeepSeek-V3: 3); None: 0
     attention: str = "flash"            # flash | unfused
     causal: bool = True                 # the kernel skips masked blocks (flash); FLOPs halved
+
+    def __post_init__(self):
+        _types(self, "model")
 
     @property
     def kv_heads(self) -> int:
         return self.n_kv_heads or self.n_heads
+
+    @property
+    def head_size(self) -> int:
+        """Width of one attention head (Megatron-Core kv_channels; d_model / heads unless stated)."""
+        return self.head_dim or self.d_model // self.n_heads
+
+    @property
+    def expert_ffn(self) -> int:
+        """Inner size of one routed expert (Megatron-Core moe_ffn_hidden_size; the dense ffn unless stated)."""
+        return self.moe_ffn_hidden or self.ffn
+
+    @property
+    def shared_ffn(self) -> int:
+        """Total inner size of the shared experts (0 without): Megatron-Core runs them as one MLP of
+        moe_shared_expert_intermediate_size (megatron/core/transformer/moe/shared_experts.py)."""
+        if self.n_experts <= 1:
+            return 0
+        if self.shared_ffn_hidden:
+            return self.shared_ffn_hidden
+        return (self.n_shared_experts or 0) * self.expert_ffn
+
+    @property
+    def dense_layers(self) -> int:
+        """Leading layers with a dense MLP (Megatron-Core moe_layer_freq = [0]*k + [1]*(l-k)); 0 for a dense model."""
+        return (self.first_dense_layers or 0) if self.n_experts > 1 else 0
 
     @property
     def ffn(self) -> int:
@@ -76,6 +110,9 @@ class Plan:
     overlap_cp: float = 1.0             # ring attention overlaps KV exchange with attention (default on)
     uneven_stages: bool = False         # allow layers not divisible by pp x interleave (heaviest stage rounds up)
 
+    def __post_init__(self):
+        _types(self, "plan")
+
     @property
     def n_gpus(self) -> int:
         return self.tp * self.pp * self.dp * self.cp
@@ -87,6 +124,36 @@ class Plan:
     @property
     def zero_stage(self) -> int:
         return {"none": 0, "distributed": 1, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}[self.sharding]
+
+
+def _types(obj, where: str) -> None:
+    """Each field of a Model/Plan has its declared type (int, float, bool, str; None where optional), else one
+    InputError naming the field and the value: ``Model(n_layers="24")``, ``Plan(sequence_parallel="no")``.
+    Ranges and the rules between fields are :func:`check`'s. Integral floats (2.0) are accepted as integers."""
+    from . import schema as S
+
+    for f in dataclasses.fields(obj):
+        v = getattr(obj, f.name)
+        t = str(f.type)
+        if v is None and "None" in t:
+            continue
+        w = f"{where}.{f.name}"
+        base = t.split("|")[0].strip()
+        if base == "bool":
+            if not isinstance(v, bool):
+                try:
+                    import numpy as np
+                    if isinstance(v, np.bool_):
+                        continue
+                except ImportError:  # pragma: no cover
+                    pass
+                S.boolean(v, w)
+        elif base == "int":
+            S.number(v, w, int)
+        elif base == "float":
+            S.number(v, w, float)
+        elif base == "str":
+            S.text(v, w)
 
 
 def replace(obj, **changes):
@@ -108,9 +175,13 @@ def check(model: Model, plan: Plan) -> None:
     """Validate the pair; raise InputError naming the violated constraint and the values."""
     for name in ("n_layers", "d_model", "n_heads", "vocab", "seq_len", "n_experts", "top_k", "capacity_factor"):
         _positive(f"model.{name}", getattr(model, name))
-    for name in ("n_kv_heads", "ffn_hidden"):
+    for name in ("n_kv_heads", "ffn_hidden", "head_dim", "moe_ffn_hidden", "shared_ffn_hidden"):
         if getattr(model, name) is not None:
             _positive(f"model.{name}", getattr(model, name))
+    for name in ("n_shared_experts", "first_dense_layers"):     # 0 = none
+        v = getattr(model, name)
+        if v is not None and not v >= 0:
+            raise InputError(f"model.{name} must be a count >= 0, got {v!r}")
     for name in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "interleave"):
         v = getattr(plan, name)
         _positive(f"plan.{name}", v)
@@ -130,16 +201,24 @@ def check(model: Model, plan: Plan) -> None:
         v = getattr(plan, name)
         if not 0 <= v <= 1:
             raise InputError(f"plan.{name} must be a fraction in [0, 1], got {v!r}")
-    if model.d_model % model.n_heads:
-        raise InputError(f"d_model ({model.d_model}) must be divisible by heads ({model.n_heads})")
+    if model.head_dim is None and model.d_model % model.n_heads:
+        raise InputError(f"d_model ({model.d_model}) must be divisible by heads ({model.n_heads}) "
+                         "(or state head_dim)")
     if model.n_heads % model.kv_heads:
         raise InputError(f"heads ({model.n_heads}) must be divisible by kv-heads ({model.kv_heads})")
     if model.n_heads % plan.tp:
         raise InputError(f"heads ({model.n_heads}) must be divisible by tp ({plan.tp})")
     if model.kv_heads % plan.tp and plan.tp % model.kv_heads:
         raise InputError(f"kv-heads ({model.kv_heads}) must be divisible by tp ({plan.tp}) (or tp by kv-heads)")
-    if model.ffn % plan.tp:
+    # Megatron-Core splits the dense MLP, each expert (expert TP = tp) and the shared experts column/row-wise
+    if (model.n_experts == 1 or model.dense_layers) and model.ffn % plan.tp:
         raise InputError(f"ffn-hidden ({model.ffn}) must be divisible by tp ({plan.tp})")
+    if model.n_experts > 1 and model.expert_ffn % plan.tp:
+        raise InputError(f"moe-ffn-hidden ({model.expert_ffn}) must be divisible by tp ({plan.tp})")
+    if model.shared_ffn % plan.tp:
+        raise InputError(f"shared-ffn-hidden ({model.shared_ffn}) must be divisible by tp ({plan.tp})")
+    if model.dense_layers >= model.n_layers:
+        raise InputError(f"first-dense-layers ({model.dense_layers}) must be fewer than layers ({model.n_layers})")
     if model.n_layers < plan.pp * plan.interleave:
         raise InputError(f"layers ({model.n_layers}) must be at least pp x interleave "
                          f"({plan.pp} x {plan.interleave} = {plan.pp * plan.interleave})")

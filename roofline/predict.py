@@ -43,7 +43,8 @@ def model_inputs(m: Model) -> dict:
             "ffn_hidden": m.ffn, "vocab": m.vocab, "seq_len": m.seq_len, "gated": float(m.mlp == "swiglu"),
             "causal": float(m.causal), "flash": float(m.attention == "flash"), "dropout": float(m.dropout),
             "tied": float(m.tied_embeddings), "learned_pos": float(m.position == "learned"),
-            "biases": float(m.biases), "experts": m.n_experts, "top_k": m.top_k, "capacity": m.capacity_factor}
+            "biases": float(m.biases), "experts": m.n_experts, "top_k": m.top_k, "capacity": m.capacity_factor,
+            "head_dim": m.head_size, "moe_ffn": m.expert_ffn, "shared_ffn": m.shared_ffn, "dense_layers": m.dense_layers}
 
 
 def plan_inputs(p: Plan) -> dict:

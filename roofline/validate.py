@@ -159,15 +159,13 @@ def _model_fields(row: dict) -> tuple[dict, str]:
     att = (row.get("attention") or "").lower()
     if any(w in att for w in UNMODELLED_ATTENTION):
         raise Skip(f"attention {row['attention']!r} is not modelled yet (MLA / hybrid Mamba / sparse attention)")
-    for col, what in (("n_shared_experts", "shared experts"), ("first_dense_layers", "leading dense layers"),
-                      ("mtp", "multi-token-prediction layers")):
-        if row.get(col):
-            raise Skip(f"{what} ({col} = {row[col]}) are not modelled yet")
+    if row.get("mtp"):
+        raise Skip(f"multi-token-prediction layers (mtp = {row['mtp']}) are not modelled yet")
     d = {"n_layers": row["n_layers"], "d_model": row["d_model"], "n_heads": row["n_heads"],
          "n_kv_heads": row.get("n_kv_heads"), "ffn_hidden": row.get("ffn_hidden"), "vocab": row["vocab"],
          "seq_len": row["seq_len"], "name": row.get("model") or row["case_id"]}
-    if row.get("head_dim") and row["d_model"] and row["n_heads"] and row["head_dim"] * row["n_heads"] != row["d_model"]:
-        raise Skip(f"head_dim {row['head_dim']} x heads {row['n_heads']} != d_model {row['d_model']} is not modelled yet")
+    if row.get("head_dim"):                 # Megatron-Core kv_channels (blank: d_model / heads)
+        d["head_dim"] = row["head_dim"]
     if row.get("mlp"):
         try:
             d["mlp"] = normalize.mlp(row["mlp"])
@@ -175,8 +173,17 @@ def _model_fields(row: dict) -> tuple[dict, str]:
             raise Skip(str(exc)) from None
     if (row.get("n_experts") or 0) > 1:
         d["n_experts"], d["top_k"] = row["n_experts"], row.get("top_k") or 1
-        if row.get("moe_ffn_hidden"):
-            d["ffn_hidden"] = row["moe_ffn_hidden"]
+        if row.get("moe_ffn_hidden"):       # per routed expert; ffn_hidden stays the dense MLP's
+            d["moe_ffn_hidden"] = row["moe_ffn_hidden"]
+        shared = row.get("shared_ffn_hidden")
+        if isinstance(shared, str):
+            shared = int(shared) if shared.strip().isdigit() else None
+        if row.get("n_shared_experts") and not shared:
+            raise Skip(f"shared experts (n_shared_experts = {row['n_shared_experts']}) without shared_ffn_hidden")
+        if row.get("n_shared_experts"):
+            d["n_shared_experts"], d["shared_ffn_hidden"] = row["n_shared_experts"], shared
+        if row.get("first_dense_layers"):
+            d["first_dense_layers"] = row["first_dense_layers"]
     notes = []
     base = None
     preset = families.preset_for(row.get("model"))

@@ -20,7 +20,9 @@ import sympy as sp
 from . import symbols as S
 
 # sizes per rank
-d_head = S.d_model / S.heads                                  # head dimension
+STD_HEAD = S.d_model / S.heads                                # the head width when none is stated (calibration samples)
+d_head = S.head_dim                                           # head dimension (Megatron-Core kv_channels)
+q_width = S.heads * d_head                                    # width of Q and of the attention output (may differ from h)
 kv_width = S.kv_heads * d_head                                # width of K (and of V)
 tokens = S.micro_batch * S.seq_len / S.cp                     # tokens of one micro-batch on one CP rank
 sp_div = 1 + S.seq_par * (S.tp - 1)                           # divisor of norm/dropout work under SP
@@ -144,7 +146,7 @@ def attention_shape(d, ctas, kblock, slots, d_soft, d_reg, uneven, d_io, ceil=sp
         * ceil(ctas / slots) * slots / ctas
 
 
-def attention_core() -> list[Op]:
+def attention_core(d_head=STD_HEAD) -> list[Op]:
     """Softmax(QK^T/sqrt(d)) V for a/t heads on s/c queries against s keys.
 
     Flash (Dao et al. 2022): F_fwd = 4 b s_q s_kv d_h a/t, halved when causal blocks are skipped;
@@ -157,7 +159,8 @@ def attention_core() -> list[Op]:
     heads_rank = S.heads / S.tp
     full = 4 * S.micro_batch * s_q * s_kv * d_head * heads_rank
     model_f = full * (1 - S.causal / 2)
-    qkvo_bytes = S.act_bytes * S.micro_batch * (2 * s_q * S.d_model + 2 * s_kv * kv_width) / S.tp
+    q_w, kv_w = S.heads * d_head, S.kv_heads * d_head
+    qkvo_bytes = S.act_bytes * S.micro_batch * (2 * s_q * q_w + 2 * s_kv * kv_w) / S.tp
     f_flash = full * (1 - S.causal / 2)
     kb_fwd, kb_bwd = flash_blocks(d_head)
     grid = S.micro_batch * heads_rank         # thread blocks: forward per query tile, backward per key block
@@ -184,30 +187,74 @@ def attention_core() -> list[Op]:
     return [ops_flash, bmm_qk, bmm_av, softmax]
 
 
-def layer_ops() -> list[Op]:
-    """All operators of one transformer layer (pre-norm), forward and backward, per rank."""
-    h, f, t = S.d_model, S.ffn_hidden, S.tp
+def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0)) -> list[Op]:
+    """All operators of one transformer layer (pre-norm), forward and backward, per rank.
+
+    ``d_head``: width of one head (the attention width a d_h may differ from h: Qwen3, GPT-OSS);
+    ``ffn``: inner size of the MLP, of each routed expert when ``moe_on`` = 1 (then a router GEMM h x E,
+    its top-k/softmax, and the token permute/unpermute of the dispatcher run as well; top_k x capacity
+    expert copies of each token); ``shared``: total inner size of the shared experts every token passes
+    through (DeepSeek; Megatron-Core SharedExpertMLP, TP-split like a dense MLP). The defaults are the
+    dense/MoE layer with the standard head width that the calibration samples use.
+    """
+    h, f, t = S.d_model, ffn, S.tp
     hid = tok_sp * h
+    q_w, kv_w = S.heads * d_head, S.kv_heads * d_head
+    rt = 1 + moe_on * (routed - 1)                 # expert copies of a token (1 in a dense MLP)
+    mlp_model = moe_on / sp.Max(1, S.capacity) + (1 - moe_on)
     # LayerNorm, 8 FLOP/element: mean 1, variance 3 (subtract, square, add), normalise 2, scale and shift 2
     # (RMSNorm does ~4 and is priced the same: HBM-bound, its class efficiency fitted with this count)
     ops = [
         elementwise("norm_attn", "norm", hid, 1, 1, 2, 1, 8),
-        gemm("qkv_proj", tokens, h, (h + 2 * kv_width) / t),
-        *attention_core(),
-        gemm("attn_out_proj", tokens, h / t, h),
+        gemm("qkv_proj", tokens, h, (q_w + 2 * kv_w) / t),
+        *attention_core(d_head),
+        gemm("attn_out_proj", tokens, q_w / t, h),
         # fused bias-dropout-add: read x and residual, write output (+1-byte mask with dropout)
         elementwise("dropout_residual_attn", "elem", hid, 2 + S.dropout * S.mask_bytes / S.act_bytes, 1, 1 + S.dropout * S.mask_bytes / S.act_bytes, 2),
         elementwise("norm_mlp", "norm", hid, 1, 1, 2, 1, 8),
-        gemm("router", tokens, h, S.experts, on=moe),
-        gemm("mlp_up", tokens * routed, h, f * (1 + S.gated) / t, model=1 / sp.Max(1, S.capacity)),
+        # the router runs on the tokens a rank holds before the dispatcher gathers them (SP-split under TP;
+        # Megatron-Core moe_layer.py: router(hidden_states), then token_dispatcher)
+        gemm("router", tok_sp, h, S.experts, on=moe_on),
+        gemm("mlp_up", tokens * rt, h, f * (1 + S.gated) / t, model=mlp_model),
         # GELU: read 1 write 1; SwiGLU: read 2 write 1 (backward: read inputs and grad, write input grads);
         # 8 FLOP/element: tanh-GELU 0.5 x (1 + tanh(0.79788 (x + 0.044715 x^3))) = 7 arithmetic ops + tanh;
         # SiLU x sigmoid(x) times the gate ~ the same (exp, add, divide, 2 multiplies)
-        elementwise("mlp_activation", "elem", tokens * routed * f / t, 1 + S.gated, 1, 2 + S.gated, 1 + S.gated, 8),
-        gemm("mlp_down", tokens * routed, f / t, h, model=1 / sp.Max(1, S.capacity)),
+        elementwise("mlp_activation", "elem", tokens * rt * f / t, 1 + S.gated, 1, 2 + S.gated, 1 + S.gated, 8),
+        gemm("mlp_down", tokens * rt, f / t, h, model=mlp_model),
         elementwise("dropout_residual_mlp", "elem", hid, 2 + S.dropout * S.mask_bytes / S.act_bytes, 1, 1 + S.dropout * S.mask_bytes / S.act_bytes, 2),
     ]
+    if moe_on is not sp.S.Zero:
+        e = S.experts
+        ops += [
+            # router scores: softmax/sigmoid over E logits, top-k selection, (re)normalise the k weights
+            # (Megatron-Core moe/router.py topk_routing_with_score_function); ASSUMED 5 FLOP per logit as the
+            # softmax (max, subtract, exp, sum, normalise); fp32 logits read and probabilities written
+            _on(Op("router_topk", "softmax", 5 * tok_sp * e, tok_sp * e * 2 * S.f32_bytes,
+                   8 * tok_sp * e, tok_sp * e * 3 * S.f32_bytes), moe_on),
+            # token permute before the dispatch and unpermute (weighted sum of the k copies) after the
+            # combine (Megatron-Core moe/moe_utils.py permute/unpermute): read h per token, write k h copies
+            # and back; backward the same traffic; 1 FLOP per element (the unpermute's probability scaling)
+            _on(elementwise("moe_permute", "elem", tok_sp * h, 1 + routed, routed + 1, 1 + routed, routed + 1,
+                            routed), moe_on),
+        ]
+    if shared is not sp.S.Zero:
+        on_s = sp.Min(1, shared)          # shared sizes are integers: 1 with shared experts, 0 without
+        ops += [
+            _on(gemm("shared_up", tokens, h, shared * (1 + S.gated) / t), on_s),
+            _on(elementwise("shared_activation", "elem", tokens * shared / t, 1 + S.gated, 1, 2 + S.gated,
+                            1 + S.gated, 8), on_s),
+            _on(gemm("shared_down", tokens, shared / t, h), on_s),
+        ]
     return ops
+
+
+def _on(op: Op, on) -> Op:
+    """``op`` switched by the 0/1 expression ``on`` (FLOPs, bytes and t0 all vanish when off; a GEMM's size
+    saturation is kept finite for a zero-sized GEMM that is off)."""
+    from dataclasses import replace
+    dmin = sp.Max(1, op.dmin) if op.dmin is not None else None
+    return replace(op, f_fwd=on * op.f_fwd, b_fwd=on * op.b_fwd, f_bwd=on * op.f_bwd, b_bwd=on * op.b_bwd,
+                   model_f_fwd=on * op.model_f_fwd, on=on * op.on, dmin=dmin)
 
 
 def embedding_ops() -> list[Op]:

@@ -17,7 +17,7 @@ from . import step
 from .symbols import SYMBOLS, latex_names
 
 TARGET = Path(__file__).resolve().parents[2] / "docs" / "concepts.md"
-DENSE = {"experts": 1, "top_k": 1, "capacity": 1, "gated": 0, "ep": 1, "cp": 1}
+DENSE = {"experts": 1, "top_k": 1, "capacity": 1, "gated": 0, "ep": 1, "cp": 1, "shared_ffn": 0, "dense_layers": 0}
 
 
 def tex(e) -> str:
@@ -25,6 +25,9 @@ def tex(e) -> str:
 
 
 def sub(e, values):
+    """``e`` with ``values`` substituted; a dense model's expert is its MLP (f_e = f) and its heads d_model / heads wide."""
+    e = e.subs({SYMBOLS["moe_ffn"].symbol: SYMBOLS["ffn_hidden"].symbol,
+                SYMBOLS["head_dim"].symbol: SYMBOLS["d_model"].symbol / SYMBOLS["heads"].symbol})
     return sp.simplify(e.subs({SYMBOLS[k].symbol: v for k, v in values.items()}))
 
 

@@ -30,27 +30,50 @@ h, f = S.d_model, S.ffn_hidden
 one = lambda x: sp.Min(1, x - 1)    # noqa: E731  1 when an integer size x > 1, else 0
 
 # ---- parameters ---------------------------------------------------------------------------
-attn_params = h * (h + 2 * C.kv_width) + h * h + S.biases * (2 * h + 2 * C.kv_width)
-expert_params = h * f * (1 + S.gated) + f * h + S.biases * (f * (1 + S.gated) + h)
+# attention: Q (a d_h), K and V (a_kv d_h each) projections from h, the output projection a d_h -> h
+attn_params = h * (C.q_width + 2 * C.kv_width) + C.q_width * h + S.biases * (C.q_width + 2 * C.kv_width + h)
+
+
+def mlp_params(width):
+    """An MLP h -> width (x2 gated) -> h with its biases."""
+    return h * width * (1 + S.gated) + width * h + S.biases * (width * (1 + S.gated) + h)
+
+
+expert_params = mlp_params(S.moe_ffn)                     # one routed expert (the MLP of a dense model)
+dense_mlp_params = mlp_params(f)                           # the MLP of a leading dense layer of a MoE
+shared_params = mlp_params(S.shared_ffn) - S.biases * h * (1 - sp.Min(1, S.shared_ffn))   # 0 without
 norm_params = 2 * h * (1 + S.biases)
 router_params = C.moe * h * S.experts
-layer_params = attn_params + S.experts * expert_params + router_params + norm_params
+# Megatron-Core moe_layer_freq: l_d leading dense layers, the other l - l_d MoE (all of them for a dense model)
+moe_layer_params = attn_params + S.experts * expert_params + router_params + shared_params + norm_params
+dense_layer_params = attn_params + dense_mlp_params + norm_params
+layer_params = moe_layer_params
 embedding_params = S.vocab * h * (2 - S.tied) + S.learned_pos * S.seq_len * h + h * (1 + S.biases)
-total_params = S.layers * layer_params + embedding_params
-# active parameters per token (MoE: top-k experts)
-active_params = S.layers * (attn_params + S.top_k * expert_params + router_params + norm_params) + embedding_params
+total_params = (S.layers - S.dense_layers) * moe_layer_params + S.dense_layers * dense_layer_params + embedding_params
+# active parameters per token (MoE: top-k routed experts, the shared experts, the router)
+active_params = ((S.layers - S.dense_layers) * (attn_params + S.top_k * expert_params + router_params + shared_params
+                                                + norm_params)
+                 + S.dense_layers * dense_layer_params + embedding_params)
 
 # per rank of a stage: l/p layers split by t (experts by e as well), plus an embedding table V_pad h / t
 # (first stage; the last stage holds the LM head or the tied copy), both when p = 1 and untied; the
-# learned position table only on the first stage
-layer_params_rank = (attn_params / S.tp + S.experts / S.ep * expert_params / S.tp + router_params + norm_params)
-expert_params_rank = C.moe * PL.stage_layers * S.experts / S.ep * expert_params / S.tp
+# learned position table only on the first stage. The leading dense layers sit on the first stage
+# (Megatron-Core builds layers in order; the first stage of p > 1 holds min(l_d, l/p) of them).
+dense_first = sp.Min(S.dense_layers, PL.stage_layers)      # dense layers on the first stage
+dense_last = (1 - PL.has_pp) * dense_first                 # ... and on the last (the same stage when p = 1)
+layer_params_rank = (attn_params / S.tp + S.experts / S.ep * expert_params / S.tp + router_params
+                     + shared_params / S.tp + norm_params)
+dense_layer_rank = attn_params / S.tp + dense_mlp_params / S.tp + norm_params
+expert_params_rank = C.moe * (PL.stage_layers - dense_first) * S.experts / S.ep * expert_params / S.tp
+expert_last_rank = C.moe * (PL.stage_layers - dense_last) * S.experts / S.ep * expert_params / S.tp
 embedding_params_rank = (C.vocab_pad * h / S.tp * (1 + (1 - S.tied) * (1 - PL.has_pp))
                          + S.learned_pos * S.seq_len * h)
-stage_params_rank = PL.stage_layers * layer_params_rank + embedding_params_rank          # first stage
-last_params_rank = stage_params_rank - PL.has_pp * S.learned_pos * S.seq_len * h       # last stage
+stage_params_rank = ((PL.stage_layers - dense_first) * layer_params_rank + dense_first * dense_layer_rank
+                     + embedding_params_rank)                                              # first stage
+last_params_rank = ((PL.stage_layers - dense_last) * layer_params_rank + dense_last * dense_layer_rank
+                    + embedding_params_rank - PL.has_pp * S.learned_pos * S.seq_len * h)  # last stage
 dense_params_rank = stage_params_rank - expert_params_rank
-dense_last_rank = last_params_rank - expert_params_rank
+dense_last_rank = last_params_rank - expert_last_rank
 
 dpc, edp = CM.dp_cp_size(), CM.expert_dp_size()
 
@@ -68,20 +91,35 @@ def states(dense, expert):
 
 
 weights_first, gradients_first, optimizer_first = states(dense_params_rank, expert_params_rank)
-weights_last, gradients_last, optimizer_last = states(dense_last_rank, expert_params_rank)
+weights_last, gradients_last, optimizer_last = states(dense_last_rank, expert_last_rank)
 
 # ---- activations --------------------------------------------------------------------------
 sbh = C.tokens * h                                         # (s/c) b h elements
 _replicated = sbh * (4 * S.act_bytes + 2 * S.dropout * S.mask_bytes)      # 2 norm inputs, QKV and fc1 inputs; 2 dropout masks (1 B)
-_split = S.act_bytes * (2 * sbh + 2 * C.tokens * C.kv_width  # Q, K, V, attention-projection input
-                        + C.routed * C.tokens * f * (2 + S.gated))  # MLP: activation input(s) and output
+_attn_split = S.act_bytes * (2 * C.tokens * C.q_width + 2 * C.tokens * C.kv_width)  # Q, K, V, attention-projection input
+
+
+def _mlp_split(copies, width):
+    return S.act_bytes * copies * C.tokens * width * (2 + S.gated)     # MLP: activation input(s) and output
+
+
+_split = (_attn_split + _mlp_split(1 + C.moe * (C.routed - 1), S.moe_ffn)   # routed experts (a dense MLP: 1 copy)
+          + _mlp_split(1, S.shared_ffn))                                     # shared experts
+_split_dense = _attn_split + _mlp_split(1, f)                               # a leading dense layer
 _scores = (S.heads * C.tokens * S.seq_len                          # b a (s/c) s score elements
            * (S.act_bytes + S.dropout * (S.mask_bytes + S.act_bytes)))       # softmax out, dropout mask, dropout out
 layer_activations = (_replicated / C.sp_div + _split / S.tp
                      + (1 - S.flash) * (1 - S.rc_sel) * _scores / S.tp)
+dense_layer_activations = layer_activations + (_split_dense - _split) / S.tp
 layer_input = S.act_bytes * sbh / C.sp_div                 # what full recomputation keeps per layer
 stored_per_layer = S.rc_full * layer_input + (1 - S.rc_full) * layer_activations
-working_set = S.rc_full * layer_activations                # one layer's activations while it is recomputed
+stored_dense = S.rc_full * layer_input + (1 - S.rc_full) * dense_layer_activations
+working_set = S.rc_full * sp.Max(layer_activations, dense_layer_activations)   # one layer's, while recomputed
+
+
+def stage_stored(n_dense):
+    """Activations one micro-batch leaves on a stage of l/p layers, n_dense of them dense."""
+    return (PL.stage_layers - n_dense) * stored_per_layer + n_dense * stored_dense
 
 # LM head (vocab-parallel, Megatron tensor_parallel/cross_entropy.py): the (s/c) b V_pad / t logits in
 # the activation dtype, and their fp32 copy (exp_logits, saved for the backward) for every micro-batch
@@ -92,10 +130,10 @@ head_in_flight = S.gpipe * PL.micro_batches + (1 - S.gpipe)
 logits = C.tokens * C.vocab_pad / S.tp * (S.act_bytes + S.f32_bytes * head_in_flight)
 head_input = S.act_bytes * sbh / C.sp_div
 only = 1 - PL.has_pp                                       # p = 1: one stage holds embedding and head
-activations_first = PL.in_flight() * PL.stage_layers * stored_per_layer + working_set + only * (logits + head_input)
-activations_last = PL.in_flight_last() * PL.stage_layers * stored_per_layer + working_set + logits + head_input
+activations_first = PL.in_flight() * stage_stored(dense_first) + working_set + only * (logits + head_input)
+activations_last = PL.in_flight_last() * stage_stored(dense_last) + working_set + logits + head_input
 # ZeRO-3: the gathered parameters of the layer being computed (and the next, prefetched)
-zero3_buffers = S.z_param * 2 * layer_params_rank * S.act_bytes
+zero3_buffers = S.z_param * 2 * sp.Max(layer_params_rank, sp.Min(1, S.dense_layers) * dense_layer_rank) * S.act_bytes
 
 first_total = weights_first + gradients_first + optimizer_first + activations_first + zero3_buffers
 last_total = weights_last + gradients_last + optimizer_last + activations_last + zero3_buffers

@@ -27,8 +27,10 @@ class Sym:
 SYMBOLS: dict[str, Sym] = {}
 
 
-def _s(name: str, dim: str, doc: str, group: str, latex: str | None = None, default: float | None = None) -> sp.Symbol:
-    sym = sp.Symbol(name, positive=True)
+def _s(name: str, dim: str, doc: str, group: str, latex: str | None = None, default: float | None = None,
+       zero: bool = False) -> sp.Symbol:
+    """A positive symbol (``zero``: nonnegative, for sizes and counts whose absence is 0)."""
+    sym = sp.Symbol(name, nonnegative=True) if zero else sp.Symbol(name, positive=True)
     SYMBOLS[name] = Sym(name, sym, dim, doc, group, latex or name.replace("_", r"\_"), default)
     return sym
 
@@ -46,7 +48,14 @@ layers = _s("layers", "", "transformer layers l", "model", "l")
 d_model = _s("d_model", "", "hidden size h", "model", "h")
 heads = _s("heads", "", "attention heads a", "model", "a")
 kv_heads = _s("kv_heads", "", "key/value heads (GQA/MQA; = heads for MHA)", "model", "a_{kv}")
-ffn_hidden = _s("ffn_hidden", "", "MLP inner size f (per expert)", "model", "f")
+ffn_hidden = _s("ffn_hidden", "", "dense MLP inner size f (dense models; the leading dense layers of a MoE)", "model", "f")
+head_dim = _s("head_dim", "", "width of one attention head d_h (Megatron-Core kv_channels; d_model/heads unless stated)",
+              "model", "d_h")
+moe_ffn = _s("moe_ffn", "", "MLP inner size of one routed expert f_e (= f for a dense model)", "model", "f_e")
+shared_ffn = _s("shared_ffn", "", "total inner size of the shared experts f_s (0: none; Megatron-Core "
+                "moe_shared_expert_intermediate_size)", "model", "f_s", 0.0, zero=True)
+dense_layers = _s("dense_layers", "", "leading layers with a dense MLP of size f in a MoE model (0: every layer MoE)",
+                  "model", "l_d", 0.0, zero=True)
 vocab = _s("vocab", "", "vocabulary size V (padded to 128*tp in the model)", "model", "V")
 seq_len = _s("seq_len", "", "sequence length s", "model", "s")
 gated = _s("gated", "", "1 for a gated MLP (SwiGLU: two up projections), else 0", "model", "g")
