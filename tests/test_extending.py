@@ -72,3 +72,13 @@ def test_documented_commands_exist():
                    "hardware show", "base:"):
         assert needle in doc
     import roofline.formulas.codegen  # noqa: F401  (the regeneration entry point the doc names)
+
+
+def test_a_mutated_profile_does_not_poison_later_loads():
+    from roofline import hardware
+    h = hardware.load("a100-sxm4-80gb")
+    before = hardware.load("a100-sxm4-80gb").efficiency["gemm"]["fwd"]
+    h.efficiency["gemm"]["fwd"] = (0.01, 0.01, 0.0)
+    h.collectives.clear()
+    again = hardware.load("a100-sxm4-80gb")
+    assert again.efficiency["gemm"]["fwd"] == before and again.collectives

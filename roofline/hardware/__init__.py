@@ -7,6 +7,7 @@ compose profiles. Values carry units as strings ("2039 GB/s").
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from dataclasses import dataclass, field, replace
@@ -345,7 +346,19 @@ def load(ref) -> Hardware:
         ref = os.fspath(ref)
     if not isinstance(ref, str) or not ref.strip():
         raise InputError(f"hardware profile: expected a profile id or a path to a .yaml, got {ref!r}")
-    return _load(ref)
+    return _fresh(_load(ref))
+
+
+def _fresh(h: Hardware) -> Hardware:
+    """A copy of a cached profile whose dicts are the caller's own: mutating one (``hw.efficiency[...] =``)
+    cannot change what later loads return. Shallow copies suffice: the leaves are tuples and numbers."""
+    import copy
+    out = copy.copy(h)
+    for f in dataclasses.fields(h):
+        v = getattr(h, f.name)
+        if isinstance(v, dict):
+            object.__setattr__(out, f.name, {k: (dict(x) if isinstance(x, dict) else x) for k, x in v.items()})
+    return out
 
 
 @functools.lru_cache(maxsize=64)
