@@ -44,7 +44,7 @@ INTS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "
         "micro_batch", "tp", "pp", "dp", "cp", "ep", "interleave", "n_gpus", "gpus_per_node", "n_experts", "top_k",
         "moe_ffn_hidden", "head_dim", "n_shared_experts", "first_dense_layers", "mtp")
 FLOATS = ("net_gbps_per_gpu", "measured_iter_time_s", "derived_iter_time_s", "measured_peak_memory_gib")
-BY = ("tier", "gpu", "layout", "micro_batch", "nodes", "source", "framework")
+BY = ("tier", "gpu", "layout", "micro_batch", "nodes", "source", "framework", "model", "precision")
 
 
 DATASETS = {"published": "published.csv", "vtrain": "vtrain_measured.csv", "nemo": "nemo_perf.csv",
@@ -297,7 +297,9 @@ def group_key(case: Case, by: str) -> str:
             "micro_batch": lambda: str(p.micro_batch),
             "nodes": lambda: "single-node" if case.single_node else "multi-node",
             "source": lambda: (re.split(r"[(,;\[]", case.row.get("source") or "")[0].strip() or "?")[:48],
-            "framework": lambda: case.framework}[by]()
+            "framework": lambda: case.framework,
+            "model": lambda: case.row.get("model") or case.model.name,
+            "precision": lambda: (case.row.get("precision") or case.plan.dtype).split(" ")[0]}[by]()
 
 
 def validate(rows: list[dict], tiers=None) -> dict:
