@@ -295,8 +295,8 @@ def cmd_formulas(args) -> int:
         if "=" not in item:
             raise InputError(f"--set expects name=value, got {item!r}")
         k, v = item.split("=", 1)
-        try:
-            values[k.strip()] = float(v) if any(c in v for c in ".eE") else int(v)
+        try:          # the ranges per symbol (counts integers >= 1, switches 0/1, ...): formulas.export.check_value
+            values[k.strip()] = int(v) if v.strip().lstrip("+-").isdigit() else float(v)
         except ValueError:
             raise InputError(f"--set {k}: value {v!r} is not a number") from None
     if args.gpu:

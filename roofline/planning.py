@@ -100,6 +100,9 @@ def budget_gpu_hours(n_gpus: int, *, gpu_hours=None, usd=None, gpu_hour_price=No
     return _positive("days", days) * 24 * n_gpus
 
 
+MAX_GPUS = 2 ** 20      # the bound of `search --gpus` (roofline/search.py gpu_range): bounded work
+
+
 def plan_budget(hw, n_gpus: int, *, gpu_hours=None, usd=None, gpu_hour_price=None, days=None,
                 tokens_per_param: float = CHINCHILLA_TOKENS_PER_PARAM, seq_len: int = 4096,
                 global_batch: int | None = None, vocab: int = 128256, framework: str = "megatron-core",
@@ -109,37 +112,69 @@ def plan_budget(hw, n_gpus: int, *, gpu_hours=None, usd=None, gpu_hour_price=Non
     ``global_batch`` (sequences) defaults to 4M tokens (2**22 / seq_len, at least 1). The GPU-hours
     a size needs, ``tokens / tokens_per_s(best plan) x n_gpus``, grow about as params**2, so the
     sizes are scanned by doubling d_model and then bisected on the multiples of 512.
-    """
-    from .search import search
 
-    n_gpus = int(_positive("gpus", n_gpus))
+    Inputs are checked before any search (issue 22), and a failure names its cause: a bad model field
+    (``roofline.config.check`` on the smallest size), no parallel split of the GPUs at any size
+    (divisibility), no plan of the smallest size that fits in memory, or a budget below what the
+    smallest size needs.
+    """
+    from . import schema
+    from .config import check
+    from .search import _stack, default_base, evaluate_space, rank
+
+    n_gpus = schema.number(n_gpus, "gpus", int, low=1, high=MAX_GPUS)
     budget = budget_gpu_hours(n_gpus, gpu_hours=gpu_hours, usd=usd, gpu_hour_price=gpu_hour_price, days=days)
     k = _positive("tokens-per-param", tokens_per_param)
-    seq_len = int(_positive("seq-len", seq_len))
+    seq_len = schema.number(seq_len, "seq-len", int, low=1)
+    vocab = schema.number(vocab, "vocab", int, low=1)
     if global_batch is None:
         global_batch = max(1, 2**22 // seq_len)
-    global_batch = int(_positive("global-batch", global_batch))
+    global_batch = schema.number(global_batch, "global-batch", int, low=1)
+    if gpu_hour_price is not None:
+        schema.number(gpu_hour_price, "gpu-hour-price", float, low=0.0)
+    _stack(framework)                       # an unknown framework is named here, not taken as "budget too small"
+    base = base if base is not None else default_base(framework)
+    # the model first: a bad field (vocab, seq-len, dtype) is named, never taken as "does not fit"
+    check(scaled_model(D_STEP, vocab=vocab, seq_len=seq_len),
+          dataclasses.replace(base, tp=1, pp=1, dp=1, cp=1, ep=1, micro_batch=1, global_batch=None, interleave=1,
+                              schedule="1f1b"))
     cache = {}
 
     def need(d: int):
-        """(GPU-hours needed, best Candidate or None, model, params) of width d."""
+        """(GPU-hours needed, best Candidate or None, model, params, why) of width d; why is None, "split"
+        (no tp x pp x dp x cp split of the GPUs meets the divisibility rules) or "memory" (none fits)."""
         if d not in cache:
             m = scaled_model(d, vocab=vocab, seq_len=seq_len)
             P = param_count(m)
-            try:
-                c = search(m, hw, n_gpus, global_batch, top=1, tokens=k * P, gpu_hour_price=gpu_hour_price,
-                           framework=framework, base=base)[0]
-                cache[d] = (c.gpu_hours, c, m, P)
-            except InputError:
-                cache[d] = (math.inf, None, m, P)
-        return cache[d]
+            space = evaluate_space(m, hw, n_gpus, global_batch, base=base, framework=framework)
+            if space.valid == 0:
+                cache[d] = (math.inf, None, m, P, "split", space)
+            elif space.n_fit == 0:
+                cache[d] = (math.inf, None, m, P, "memory", space)
+            else:
+                c = rank(space, top=1, tokens=k * P, gpu_hour_price=gpu_hour_price)[0]
+                cache[d] = (c.gpu_hours, c, m, P, None, None)
+        return cache[d][:5]
 
+    # the smallest size with a parallel split of n_gpus (a split needs tp | heads, pp | layers: a size
+    # whose heads and layers (d/128) carry a factor of the GPU count may have one where d = 512 has none)
     lo = D_STEP
-    if need(lo)[0] > budget:
-        h, c, m, P = need(lo)
+    while need(lo)[4] == "split" and lo + D_STEP <= D_MAX:
+        lo += D_STEP
+    h, c, m, P, why = need(lo)
+    if why == "split":
+        m0 = need(D_STEP)[2]
+        raise InputError(
+            f"no parallel split of {n_gpus} GPUs fits any size from d_model {D_STEP} to {D_MAX}: no tp x pp x dp x cp "
+            f"meets the divisibility rules (tp | heads and pp | layers, both d_model/128; cp | seq-len {seq_len}; "
+            f"dp | global batch {global_batch}; smallest size {m0.name}: {m0.n_heads} heads, {m0.n_layers} layers); "
+            f"use a GPU count with more factors of 2 or another --global-batch")
+    if why == "memory":
+        from .search import _no_fit_message
+        raise InputError(f"no plan of the smallest size fits in memory: {_no_fit_message(cache[lo][5])}")
+    if h > budget:
         raise InputError(f"budget of {budget:.4g} GPU-hours is too small: the smallest size ({m.name}, {P / 1e6:.0f} M "
-                         f"params, {k:g} tokens/param) needs "
-                         + (f"{h:.4g} GPU-hours on {n_gpus} GPUs" if c else f"a plan that fits on {n_gpus} GPUs"))
+                         f"params, {k:g} tokens/param) needs {h:.4g} GPU-hours on {n_gpus} GPUs")
     hi = lo
     while need(hi)[0] <= budget and hi < D_MAX:     # doubling scan
         lo, hi = hi, min(2 * hi, D_MAX)
@@ -155,7 +190,7 @@ def plan_budget(hw, n_gpus: int, *, gpu_hours=None, usd=None, gpu_hour_price=Non
     for d in (lo + D_STEP, lo + 2 * D_STEP):
         if d <= D_MAX and need(d)[0] <= budget:
             lo = d
-    h, c, m, P = need(lo)
+    h, c, m, P, _ = need(lo)
     nxt = need(lo + D_STEP) if lo + D_STEP <= D_MAX else None
     flops = budget * 3600 * hw.peak(c.plan.dtype)    # C = GPU-seconds x peak FLOP/s per GPU
     naive = math.sqrt(flops / (6 * k))

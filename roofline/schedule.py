@@ -59,6 +59,16 @@ class Job:
     deadline_h: float | None = None
     framework: str = "megatron-core"
 
+    def __post_init__(self):      # the Python API gets the same ranges as a jobs file (load_jobs)
+        from .schema import number
+
+        where = f"job {self.name!r}"
+        number(self.global_batch, f"{where}: global_batch", int, low=1)
+        number(self.steps, f"{where}: steps", float, low=0.0, low_open=True)
+        number(self.arrival_h, f"{where}: arrival_h", float, low=0.0)
+        if self.deadline_h is not None:
+            number(self.deadline_h, f"{where}: deadline_h", float, low=self.arrival_h, low_open=True)
+
 
 @dataclass(frozen=True)
 class Option:
@@ -104,58 +114,100 @@ class Result:
 
 
 # ---- input --------------------------------------------------------------------------------------
-def _num(v, where):
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        raise InputError(f"{where}: expected a number, got {v!r}") from None
+MAX_CLUSTER_GPUS = 2 ** 20      # the bound `search --gpus` uses (roofline/search.py gpu_range): bounded work
+
+
+def _value(v, where: str, kind=float, **bounds):
+    """A number of a jobs file: YAML 1.1 reads ``20e9`` (no dot) as a string, so a numeric string is
+    taken as its number (as roofline/configfile.py ``_number`` does); then types and ranges by
+    :func:`roofline.schema.number`."""
+    from .schema import number
+
+    if isinstance(v, str):
+        try:
+            v = float(v.strip())
+        except ValueError:
+            raise InputError(f"{where}: expected a number, got {v!r}") from None
+    return number(v, where, kind, **bounds)
+
+
+def _named(where: str, exc: InputError) -> InputError:
+    """``exc`` prefixed with the job it came from (unless its message already names it)."""
+    msg = str(exc)
+    return InputError(msg if msg.startswith(where) else f"{where}: {msg}")
 
 
 def load_jobs(path) -> tuple[list[Job], dict]:
-    """Jobs and the cluster section ({gpu, gpus, framework}) of a jobs YAML file."""
-    from . import stacks
+    """Jobs and the cluster section ({gpu, gpus, framework}) of a jobs YAML file.
+
+    Every field is checked here, once (issue 22): a bad value is one InputError naming the file, the
+    job and the field. Types and ranges: ``global_batch`` an integer >= 1 (sequences), ``steps`` an
+    integer >= 1, ``tokens`` a finite number >= one step's tokens (global_batch x seq_len), ``arrival_h``
+    >= 0, ``deadline_h`` > ``arrival_h`` (both hours after the start of the schedule), ``gpus`` an
+    integer in 1..2^20, names unique strings.
+    """
+    from . import schema, stacks
     from .configfile import _model
 
     path = Path(path)
-    try:
-        d = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise InputError(f"jobs file {path}: cannot read ({exc.strerror or exc})") from None
-    except yaml.YAMLError:
-        raise InputError(f"jobs file {path}: malformed YAML") from None
+    d = schema.load_yaml(path, "jobs file")
+    top = f"jobs file {path}"
     if not isinstance(d, dict) or not isinstance(d.get("jobs"), list) or not d["jobs"]:
-        raise InputError(f"jobs file {path}: expected a mapping with a non-empty 'jobs' list")
-    for k in d:
-        if k not in TOP_KEYS:
-            raise InputError(f"jobs file {path}: unknown key {k!r} (known: {', '.join(TOP_KEYS)})")
-    fw_default = str(d.get("framework") or "megatron-core")
+        raise InputError(f"{top}: expected a mapping with a non-empty 'jobs' list")
+    schema.check_keys(d, TOP_KEYS, top)
+    gpus = d.get("gpus")
+    if gpus is not None:
+        gpus = _value(gpus, f"{top}: gpus (GPUs in the cluster)", int, low=1, high=MAX_CLUSTER_GPUS)
+    gpu = d.get("gpu")
+    if gpu is not None:
+        schema.text(gpu, f"{top}: gpu (a hardware profile id or path)")
+    fw_default = d.get("framework")
+    fw_default = "megatron-core" if fw_default is None else schema.text(fw_default, f"{top}: framework")
     jobs = []
     for i, j in enumerate(d["jobs"]):
-        where = f"jobs file {path}: job {i + 1}"
+        where = f"{top}: job {i + 1}"
         if not isinstance(j, dict):
-            raise InputError(f"{where}: expected a mapping")
-        for k in j:
-            if k not in JOB_KEYS:
-                raise InputError(f"{where}: unknown key {k!r} (known: {', '.join(JOB_KEYS)})")
+            raise InputError(f"{where}: expected a mapping of {', '.join(JOB_KEYS)}, got {j!r}")
+        name = j.get("name")
+        if name is not None:
+            name = schema.text(name, f"{where}: name")
+            where = f"{top}: job {name!r}"
+        schema.check_keys(j, JOB_KEYS, where)
         for k in ("model", "global_batch"):
             if j.get(k) is None:
                 raise InputError(f"{where}: missing key {k!r}")
         if (j.get("tokens") is None) == (j.get("steps") is None):
             raise InputError(f"{where}: give exactly one of 'tokens' and 'steps'")
-        model, _ = _model(j["model"], where, path.parent)
-        fw = str(j.get("framework") or fw_default)
-        model = replace(model, **dict(stacks.get(fw).model))
-        gb = int(_num(j["global_batch"], f"{where}: global_batch"))
-        steps = (_num(j["steps"], f"{where}: steps") if j.get("steps") is not None
-                 else _num(j["tokens"], f"{where}: tokens") / (gb * model.seq_len))
+        gb = _value(j["global_batch"], f"{where}: global_batch (sequences per step)", int, low=1)
+        fw = j.get("framework")
+        fw = fw_default if fw is None else schema.text(fw, f"{where}: framework")
+        try:
+            model, _ = _model(j["model"], f"{where}: model", path.parent)
+            model = replace(model, **dict(stacks.get(fw).model))
+            check(model, Plan(global_batch=gb))
+        except InputError as exc:
+            raise _named(where, exc) from None
+        if j.get("steps") is not None:
+            steps = _value(j["steps"], f"{where}: steps", int, low=1)
+        else:
+            per_step = gb * model.seq_len
+            tokens = _value(j["tokens"], f"{where}: tokens", float, low=0.0, low_open=True)
+            if tokens < per_step:    # less than one optimizer step: a typo of the exponent, not a job
+                raise InputError(f"{where}: tokens must be at least one step's tokens (global_batch x seq_len = "
+                                 f"{per_step:g}), got {j['tokens']!r}")
+            steps = tokens / per_step
+        arrival = _value(j.get("arrival_h", 0), f"{where}: arrival_h (hours after the start)", float, low=0.0)
         dl = j.get("deadline_h")
-        jobs.append(Job(str(j.get("name") or f"job{i + 1}"), model, gb, steps,
-                        _num(j.get("arrival_h", 0), f"{where}: arrival_h"),
-                        None if dl is None else _num(dl, f"{where}: deadline_h"), fw))
+        if dl is not None:
+            dl = _value(dl, f"{where}: deadline_h (hours after the start)", float, low=0.0, low_open=True)
+            if dl <= arrival:
+                raise InputError(f"{where}: deadline_h must be after arrival_h ({arrival:g} h), got {dl:g} h")
+        jobs.append(Job(name if name is not None else f"job{i + 1}", model, gb, steps, arrival, dl, fw))
     names = [j.name for j in jobs]
-    if len(set(names)) != len(names):
-        raise InputError(f"jobs file {path}: job names must be unique")
-    return jobs, {"gpu": d.get("gpu"), "gpus": d.get("gpus"), "framework": fw_default}
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise InputError(f"{top}: job names must be unique, got {', '.join(map(repr, dup))} more than once")
+    return jobs, {"gpu": gpu, "gpus": gpus, "framework": fw_default}
 
 
 # ---- plan search ----------------------------------------------------------------------------------
@@ -195,7 +247,8 @@ def best_option(job: Job, g: int, hw) -> Option | None:
         return None
     xs = [inputs(job.model, p, hw) for p in plans]
     r = evaluate({k: np.array([x[k] for x in xs], dtype=float) for k in xs[0]})
-    step = np.where(r["memory"] <= hw.hbm_capacity, r["step_time"], np.inf)
+    from .predict import fits                  # tensors + reserve (CUDA context, NCCL, fragmentation) below capacity
+    step = np.where(fits(r["memory"], r["mem_reserve"], hw), r["step_time"], np.inf)
     i = int(np.argmin(step))
     if not np.isfinite(step[i]):
         return None
@@ -281,8 +334,11 @@ def equal_split(jobs: list[Job], n_gpus: int, table: dict) -> Result:
 
 def schedule(jobs: list[Job], n_gpus: int, hw) -> tuple[Result, Result]:
     """(greedy, equal split) for the jobs on n_gpus GPUs of profile ``hw``."""
-    if n_gpus < 1:
-        raise InputError(f"--gpus must be positive, got {n_gpus}")
+    from .schema import number
+
+    n_gpus = number(n_gpus, "--gpus (GPUs in the cluster)", int, low=1, high=MAX_CLUSTER_GPUS)
+    if not jobs:
+        raise InputError("cluster-schedule needs at least one job")
     share = max(n_gpus // len(jobs), 1)
     counts = _counts(n_gpus) + [share]
     table = {j.name: options(j, counts, hw) for j in jobs}

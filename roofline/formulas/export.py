@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 
 import sympy as sp
 
@@ -19,20 +20,134 @@ from .symbols import SYMBOLS, latex_names
 FORMATS = ("latex", "python", "sympy", "json")
 
 
+# What a --set value may be, per symbol (issue 22). Counts and sizes are integers >= 1 as roofline.config.check
+# requires of Model/Plan fields and the hardware schema of gpus_per_node and sm_count; switches are the 0/1 that
+# roofline.predict.model_inputs/plan_inputs give (float(bool)); overlaps are fractions in [0, 1] (config.check);
+# efficiencies and the sustained clock are in (0, 1] (hardware profile schema); rates (dimension ".../time"), the
+# capacity factor and the activation element size divide, so they are > 0. Every other symbol (times, byte
+# sizes, shape constants): finite and >= 0. Names not defined (yet) in symbols.py are simply never matched.
+INTEGER_SYMBOLS = frozenset({
+    "layers", "d_model", "heads", "kv_heads", "ffn_hidden", "head_dim", "moe_ffn", "vocab", "seq_len", "experts",
+    "top_k", "tp", "pp", "dp", "cp", "ep", "micro_batch", "global_batch", "interleave", "gpus_per_node", "sms"})
+COUNT_OR_ZERO_SYMBOLS = frozenset({"shared_ffn", "dense_layers"})          # integers >= 0 (0: none)
+SWITCH_SYMBOLS = frozenset({"gated", "causal", "flash", "dropout", "tied", "learned_pos", "biases", "seq_par",
+                            "rc_full", "rc_sel", "gpipe", "z_os", "z_grad", "z_param"})
+POSITIVE_SYMBOLS = frozenset({"capacity", "act_bytes"})
+MAX_SIMPLIFY_NODES = 400     # simplify only small results (the old count_ops gate); sympy's simplify is super-linear
+
+
+def check_value(name: str, value):
+    """The number ``value`` of symbol ``name`` for ``--set``, or a one-line InputError naming the rule."""
+    from ..schema import number
+
+    where = f"--set {name}"
+    if name in INTEGER_SYMBOLS:
+        return number(value, f"{where} (a count or size)", int, low=1)
+    if name in COUNT_OR_ZERO_SYMBOLS:
+        return number(value, f"{where} (a count or size, 0 for none)", int, low=0)
+    if name in SWITCH_SYMBOLS:
+        return number(value, f"{where} (a 0/1 switch)", int, low=0, high=1)
+    if name.startswith("ov_"):
+        return number(value, f"{where} (a fraction)", float, low=0.0, high=1.0)
+    if name == "clock" or name.startswith(("eta_", "mu_")):
+        return number(value, f"{where} (an efficiency)", float, low=0.0, high=1.0, low_open=True)
+    if name in POSITIVE_SYMBOLS or "/time" in SYMBOLS[name].dim:
+        return number(value, where, float, low=0.0, low_open=True)
+    return number(value, where, float, low=0.0)
+
+
+def _exact(v) -> sp.Expr:
+    """A --set number as an exact sympy number (integers stay integers; 0.85 -> 17/20, base-10 digits)."""
+    if float(v) == int(v) and abs(v) < 2 ** 63:
+        return sp.Integer(int(v))
+    return sp.nsimplify(float(v), rational=True)
+
+
+def substitute(expr: sp.Expr, mapping: dict) -> sp.Expr:
+    """``expr`` with the symbols of ``mapping`` replaced, each distinct subexpression rebuilt once.
+
+    The step formulas are DAGs with much sharing (step_time: ~2.5e5 operations as a tree, a few thousand
+    distinct nodes); ``Expr.subs``/``xreplace`` walk the tree, re-evaluating every Max/ceiling/Piecewise copy
+    (minutes for ``--quantity step_time --gpu ...``). Post-order, iterative (no recursion limit), memoized.
+    """
+    memo: dict = dict(mapping)
+    stack = [(expr, False)]
+    while stack:
+        e, ready = stack.pop()
+        if e in memo:
+            continue
+        if not e.args:
+            memo[e] = e
+            continue
+        if not ready:
+            stack.append((e, True))
+            stack.extend((a, False) for a in e.args if a not in memo)
+            continue
+        args = [memo[a] for a in e.args]
+        memo[e] = e if all(a is b for a, b in zip(args, e.args)) else _rebuild(e.func, args)
+    return memo[expr]
+
+
+def _rebuild(func, args):
+    """``func(*args)``; Max/Min keep their symbolic arguments as they are (sympy's evaluation of Max/Min looks
+    for arguments that dominate others, with factor_terms on every pair: most of the minutes) and fold the
+    numeric ones into one."""
+    if func in (sp.Max, sp.Min):
+        nums = [a for a in args if a.is_number and a.is_comparable]
+        rest = [a for a in args if not (a.is_number and a.is_comparable)]
+        if nums:
+            rest.append(func(*nums))          # numbers only: evaluated (cheap)
+        return rest[0] if len(rest) == 1 else func(*rest, evaluate=False)
+    return func(*args)
+
+
+def _nodes(expr: sp.Expr) -> tuple[int, bool]:
+    """(distinct nodes of ``expr``; whether any is zoo/nan/oo), each shared copy visited once."""
+    seen, stack, bad = set(), [expr], False
+    while stack:
+        e = stack.pop()
+        if e in seen:
+            continue
+        seen.add(e)
+        bad = bad or e in (sp.zoo, sp.nan, sp.oo, -sp.oo)
+        stack.extend(e.args)
+    return len(seen), bad
+
+
+def check_values(values: dict) -> dict:
+    """The --set values, each checked by :func:`check_value` (before any formula is built)."""
+    bad = [k for k in values if k not in SYMBOLS]
+    if bad:
+        raise InputError(f"--set: unknown symbol(s) {', '.join(bad)}; see `formulas --symbols`")
+    for k, v in values.items():
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):      # numpy numbers too
+            raise InputError(f"--set {k}: expected a number, got {v!r}")
+    neg = [f"{k}={v}" for k, v in values.items() if not (math.isfinite(v) and v >= 0)]
+    if neg:     # every symbol is a size, count, rate, time or 0/1 switch
+        raise InputError(f"--set: values must be finite and >= 0, got {', '.join(neg)}")
+    return {k: check_value(k, v) for k, v in values.items()}
+
+
 def expression(quantity: str, values: dict | None = None) -> sp.Expr:
+    """The sympy expression of ``quantity`` with the symbols in ``values`` substituted (checked first,
+    substituted once per distinct subexpression, simplified only when the result is small)."""
+    if quantity not in step.QUANTITIES:        # before build() (~10 s): a typo is refused at once
+        raise InputError(f"unknown quantity {quantity!r}; known: {', '.join(step.QUANTITIES)}")
+    values = check_values(values) if values else None
     exprs = step.build()
     if quantity not in exprs:
         raise InputError(f"unknown quantity {quantity!r}; known: {', '.join(exprs)}")
     expr = exprs[quantity]
     if values:
-        bad = [k for k in values if k not in SYMBOLS]
-        if bad:
-            raise InputError(f"--set: unknown symbol(s) {', '.join(bad)}; see `formulas --symbols`")
-        neg = [f"{k}={v}" for k, v in values.items() if not (math.isfinite(v) and v >= 0)]
-        if neg:     # every symbol is a size, count, rate, time or 0/1 switch
-            raise InputError(f"--set: values must be finite and >= 0, got {', '.join(neg)}")
-        expr = expr.subs({SYMBOLS[k].symbol: sp.nsimplify(v) for k, v in values.items()})
-        if sp.count_ops(expr) < 400:
+        try:
+            expr = substitute(expr, {SYMBOLS[k].symbol: _exact(v) for k, v in values.items()})
+        except (ValueError, TypeError, ZeroDivisionError, ArithmeticError):    # e.g. Max(zoo, ...): not comparable
+            expr = sp.nan
+        n, undefined = _nodes(expr)
+        if undefined:
+            given = " ".join(f"{k}={v:g}" for k, v in values.items())
+            raise InputError(f"--set: {quantity} is undefined (a division by zero) at {given}")
+        if n < MAX_SIMPLIFY_NODES and sp.count_ops(expr) < MAX_SIMPLIFY_NODES:
             expr = sp.simplify(expr)
     return expr
 
