@@ -78,18 +78,23 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
     flag(g, "model", help="model preset id (see `models list`) or a preset YAML path")
     for name, dest, typ, hlp in MODEL_FLAGS:
         flag(g, name, dest=dest, type=typ, help=hlp)
-    flag(g, "mlp", choices=("gelu", "swiglu", "squared_relu"))
-    flag(g, "norm", choices=("layernorm", "rmsnorm"))
+    flag(g, "mlp", choices=("gelu", "swiglu", "squared_relu"), help="MLP activation: gelu (4h), swiglu (gated, 3 GEMMs), "
+         "squared_relu")
+    flag(g, "norm", choices=("layernorm", "rmsnorm"), help="normalisation layer (priced as a memory-bound kernel)")
     flag(g, "attention", choices=("flash", "unfused"), help="attention kernel (framework default)")
-    flag(g, "position", choices=("learned", "rope"))
-    flag(g, "tied", dest="tied_embeddings", action="store_true", default=None, help="tie embedding and LM head")
-    flag(g, "untied", dest="tied_embeddings", action="store_false", help="separate LM head")
+    flag(g, "position", choices=("learned", "rope"), help="position encoding: learned table (an embedding) or rotary")
+    flag(g, "tied", dest="tied_embeddings", action="store_true", default=None,
+         help="tie the embedding and LM-head weights (one V x h matrix; GPT-2/3 style)")
+    flag(g, "untied", dest="tied_embeddings", action="store_false",
+         help="separate LM-head weights (LLaMA style: a second V x h matrix and its gradients)")
     g = p.add_argument_group("parallel plan")
     for name, dest, typ, hlp in PLAN_FLAGS:
         flag(g, name, dest=dest, type=typ, help=hlp)
     flag(g, "schedule", choices=("1f1b", "interleaved", "gpipe"), help="pipeline schedule (default 1f1b)")
-    flag(g, "sequence-parallel", dest="sequence_parallel", action="store_true", default=None)
-    flag(g, "no-sequence-parallel", dest="sequence_parallel", action="store_false")
+    flag(g, "sequence-parallel", dest="sequence_parallel", action="store_true", default=None,
+         help="Megatron sequence parallelism (norms and dropout split over TP; all-gather/reduce-scatter "
+              "instead of all-reduce); default: the stack's, only with tp > 1")
+    flag(g, "no-sequence-parallel", dest="sequence_parallel", action="store_false", help="no sequence parallelism")
     flag(g, "uneven-stages", dest="uneven_stages", action="store_true", default=None,
          help="allow layers not divisible by pp x interleave (the heaviest stage rounds up)")
     flag(g, "recompute", choices=("none", "selective", "full"), help="activation recomputation (default none)")
@@ -97,7 +102,8 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
          help="optimizer/gradient/parameter sharding over dp")
     flag(g, "zero", type=int, choices=(0, 1, 2, 3), help="ZeRO stage (alias of --sharding)")
     flag(g, "dtype", choices=("bf16", "fp16", "fp32", "fp8"), help="matmul dtype (default bf16)")
-    flag(g, "grad-dtype", dest="grad_dtype", choices=("fp32", "bf16", "fp16"))
+    flag(g, "grad-dtype", dest="grad_dtype", choices=("fp32", "bf16", "fp16"),
+         help="gradient buffer and reduce dtype (default: the stack's; Megatron fp32 main grads with bf16)")
     flag(g, "framework", help="training stack whose defaults fill unset switches: NAME[@VERSION] from "
          "`frameworks list` (default: the config's, else megatron-core); wins over a config file's")
     flag(g, "tp-comm-overlap", dest="tp_comm_overlap", action="store_true", default=None,
@@ -209,13 +215,14 @@ def render(pred) -> str:
         "",
         f"  model FLOPs per step      {d['flops_per_step']:.3e}",
         f"  hardware FLOPs per step   {d['hardware_flops_per_step']:.3e}",
+        f"  model TFLOP/s per GPU     {d['model_tflops_per_gpu']:11.1f}     (model FLOPs / step time / GPUs: the figure papers quote)",
         f"  MFU                       {100 * d['mfu']:11.1f} %   (model FLOPs, no recompute, causal halved)",
         f"  HFU                       {100 * d['hfu']:11.1f} %   (executed matmul FLOPs incl. recompute)",
         f"  tokens/s                  {d['tokens_per_s']:12.4g}",
         f"  pipeline bubble           {100 * d['pp_bubble_fraction']:11.1f} %   (share of pipeline time, (p-1)/(v m + p - 1))",
     ]
     if "run_days" in d:
-        lines += ["", f"  run: {d['steps']:.4g} steps, {d['tokens']:.4g} tokens",
+        lines += ["", f"  run: {d['steps']:,.0f} steps, {d['tokens']:.4g} tokens",
                   f"    wall time               {d['run_days']:10.2f} days",
                   f"    GPU-hours               {d['gpu_hours']:12.4g}"]
         if "energy_kwh" in d:
@@ -268,9 +275,11 @@ def cmd_transformer(args) -> int:
     if args.trace:
         from . import timeline
         timeline.write_trace(pred, args.trace)
+        print(f"wrote {args.trace}", file=sys.stderr)
     if args.timeline:
         from . import timeline
         timeline.plot_gantt(pred, args.timeline)
+        print(f"wrote {args.timeline}", file=sys.stderr)
     return 0
 
 
@@ -431,21 +440,22 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("formulas", help="export a closed form (LaTeX, Python, sympy, JSON)")
     flag(p, "quantity", default="step_time", help="step_time, flops, memory, tp_comm, dp_comm, pp_bubble, ...")
-    flag(p, "format", default="latex", choices=("latex", "python", "sympy", "json"))
+    flag(p, "format", default="latex", choices=("latex", "python", "sympy", "json"),
+         help="latex (a formula), python (a function), sympy (srepr-able text) or json (expression, symbols, dimension)")
     flag(p, "set", nargs="*", metavar="NAME=VALUE", help="substitute symbols (e.g. layers=96 d_model=12288)")
     flag(p, "gpu", help="substitute a hardware profile's parameters")
     flag(p, "symbols", action="store_true", help="list every symbol with its dimension")
     p.set_defaults(func=cmd_formulas)
 
     p = sub.add_parser("hardware", help="list or show hardware profiles")
-    p.add_argument("action", choices=("list", "show"))
-    p.add_argument("id", nargs="?")
+    p.add_argument("action", choices=("list", "show"), help="list every profile, or show one")
+    p.add_argument("id", nargs="?", help="profile id (for show)")
     flag(p, "table", action="store_true", help="peaks, HBM and links of every profile in one table")
     p.set_defaults(func=cmd_hardware)
 
     p = sub.add_parser("models", help="list or show model presets")
-    p.add_argument("action", choices=("list", "show"))
-    p.add_argument("id", nargs="?")
+    p.add_argument("action", choices=("list", "show"), help="list every preset, or show one")
+    p.add_argument("id", nargs="?", help="preset id (for show)")
     p.set_defaults(func=cmd_models)
 
     if command in CORE:

@@ -137,13 +137,14 @@ class Prediction:
             "hfu_convention": "executed matmul FLOPs (with recompute and flash-attention backward recompute) / "
                               "(step time x GPUs x dense peak)",
             "tokens_per_s": mag(self.tokens_per_s),
+            "model_tflops_per_gpu": mag(self.flops_per_step) / mag(self.step_time) / self.n_gpus / 1e12,
             "memory_per_gpu_bytes": {k: mag(v) for k, v in self.memory.items()},
             "memory_capacity_bytes": mag(self.memory_capacity),
             "fits_in_memory": self.fits_in_memory,
             "n_gpus": self.n_gpus, "micro_batches": self.micro_batches, "params": self.params,
             "pp_bubble_fraction": self.bubble_fraction,
             "hardware": self.hardware.id, "hardware_calibrated": list(self.hardware.calibrated), "stack": self.stack,
-            "units": {"step_time_s": "s", "breakdown_s": "s", "flops_per_step": "FLOP",
+            "units": {"step_time_s": "s", "breakdown_s": "s", "flops_per_step": "FLOP", "model_tflops_per_gpu": "TFLOP/s",
                       "hardware_flops_per_step": "FLOP", "tokens_per_s": "1/s", "memory_per_gpu_bytes": "B",
                       "run_days": "day", "gpu_hours": "h", "cost": "USD", "energy_kwh": "kWh"},
         }
@@ -183,7 +184,8 @@ def predict(model, plan: Plan | None = None, hw: Hardware | None = None, *, toke
         for name, v in (("tokens", tokens), ("steps", steps)):
             if v is not None and not (math.isfinite(v) and v > 0):
                 raise InputError(f"{name} must be a positive finite number, got {v}")
-        n_steps = steps if steps is not None else tokens / (plan.batch * model.seq_len)
+        # a run takes whole optimizer steps: the last partial batch is a full step
+        n_steps = steps if steps is not None else math.ceil(tokens / (plan.batch * model.seq_len))
         seconds = n_steps * r["step_time"]
         gpu_h = seconds * plan.n_gpus / 3600
         run = {"steps": n_steps, "tokens": n_steps * plan.batch * model.seq_len,

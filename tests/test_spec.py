@@ -248,3 +248,10 @@ def test_readme_api_example_equals_the_cli():
     cli = predict(_cli(["--model", "gpt3-175b", "--tp", "8", "--pp", "8", "--dp", "16", "--global-batch", "1536",
                         "--gpu", "a100-sxm4-80gb"]))
     assert api.raw["step_time"] == cli.raw["step_time"] and api.stack == cli.stack == "megatron-core"
+
+
+def test_achieved_tflops_per_gpu_is_mfu_times_peak():
+    p = predict(resolve("llama3-8b", {"tp": 2, "dp": 4, "global_batch": 32}, "h100-sxm", "megatron-core"))
+    d = p.to_dict()
+    assert d["model_tflops_per_gpu"] == pytest.approx(d["mfu"] * p.hardware.peak("bf16") / 1e12, rel=1e-9)
+    assert d["units"]["model_tflops_per_gpu"] == "TFLOP/s"
