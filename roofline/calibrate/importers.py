@@ -94,6 +94,8 @@ FIXED = {  # upstream samples: fp16, plain GPT block, no dropout/SP/CP/MoE (targ
     S.act_bytes: 2, S.grad_bytes: 2, S.f32_bytes: 4, S.gated: 0, S.flash: 1, S.causal: 1, S.dropout: 0, S.cp: 1, S.seq_par: 0,
     S.experts: 1, S.ep: 1, S.top_k: 1, S.capacity: 1, S.learned_pos: 0, S.biases: 1, S.tied: 0,
     S.vocab: VOCAB, S.kv_heads: S.heads, S.ffn_hidden: 4 * S.d_model,
+    # attention width = d_model, dense MLP only (the MoE/shared-expert sizes of the issue-20 model are unused)
+    S.head_dim: S.d_model / S.heads, S.moe_ffn: 4 * S.d_model, S.shared_ffn: 0,
 }
 N_PARAMS = sp.Symbol("n_params", positive=True)
 
