@@ -63,7 +63,8 @@ def exposed(t_comm, t_window, overlap) -> sp.Expr:
     """Communication left on the critical path when a fraction ``overlap`` of it can hide behind
     ``t_window`` of independent compute: t_comm - overlap * min(t_comm, t_window), written as
     (1 - overlap) t_comm + overlap max(0, t_comm - t_window) so that rounding cannot make it negative."""
-    return (1 - overlap) * t_comm + overlap * sp.Max(0, t_comm - t_window)
+    # evaluate=False: sympy would otherwise search the two big arguments for common zeros (minutes, same value)
+    return (1 - overlap) * t_comm + overlap * sp.Max(0, t_comm - t_window, evaluate=False)
 
 
 # ---- the group layouts of Megatron-Core's rank order: tp (innermost), cp, ep, dp, pp ----------
