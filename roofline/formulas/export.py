@@ -33,7 +33,15 @@ COUNT_OR_ZERO_SYMBOLS = frozenset({"shared_ffn", "dense_layers"})          # int
 SWITCH_SYMBOLS = frozenset({"gated", "causal", "flash", "dropout", "tied", "learned_pos", "biases", "seq_par",
                             "rc_full", "rc_sel", "gpipe", "z_os", "z_grad", "z_param"})
 POSITIVE_SYMBOLS = frozenset({"capacity", "act_bytes"})
-MAX_SIMPLIFY_NODES = 400     # simplify only small results (the old count_ops gate); sympy's simplify is super-linear
+MAX_SIMPLIFY_NODES = 400     # tidy only results of fewer distinct nodes (larger ones print as named pieces)
+
+
+def tidy(expr: sp.Expr) -> sp.Expr:
+    """``expr`` over one denominator with common factors pulled out (sympy's together, then factor_terms).
+
+    Linear-time rewrites, not sympy's ``simplify`` (a search over rewrites that took 27-37 s on the memory total
+    and half a minute on the optimizer time once a few symbols were set); the value is the same expression."""
+    return sp.factor_terms(sp.together(expr))
 
 
 def check_value(name: str, value):
@@ -147,27 +155,62 @@ def expression(quantity: str, values: dict | None = None) -> sp.Expr:
         if undefined:
             given = " ".join(f"{k}={v:g}" for k, v in values.items())
             raise InputError(f"--set: {quantity} is undefined (a division by zero) at {given}")
-        if n < MAX_SIMPLIFY_NODES and sp.count_ops(expr) < MAX_SIMPLIFY_NODES:
-            expr = sp.simplify(expr)
+        if n < MAX_SIMPLIFY_NODES:
+            expr = tidy(expr)
     return expr
 
 
+MAX_PLAIN_NODES = 400    # larger results print as named common subexpressions (sympy's cse) without term sorting
+
+
+def _pieces(expr: sp.Expr):
+    """(subexpressions, result): ``expr`` split by sympy's cse into named pieces when it is large.
+
+    The whole-step closed forms are DAGs that print to megabytes as one tree (step_time: ~2 MB of text, minutes
+    in sympy's default printers, which sort every Add/Mul's terms); as named pieces they are a few kB, printed
+    unsorted in well under a second. Small results print whole, in sympy's usual term order."""
+    if _nodes(expr)[0] <= MAX_PLAIN_NODES:
+        return [], expr
+    subs, (reduced,) = sp.cse([expr], symbols=sp.numbered_symbols("x"), order="none")
+    return subs, reduced
+
+
 def export(quantity: str, fmt: str = "latex", values: dict | None = None) -> str:
+    """``quantity`` as text in ``fmt`` (latex, python, sympy, json); large results as named subexpressions."""
     if fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
     expr = expression(quantity, values)
+    subs, result = _pieces(expr)
+    order = {"order": "none"} if subs else {}
+    names = latex_names()
+    names.update({s: s.name.replace("x", "x_{", 1) + "}" for s, _ in subs})
+
+    def latex(e):
+        return sp.latex(e, symbol_names=names, **order)
+
+    def text(e):
+        return sp.sstr(e, **order)
+
     if fmt == "latex":
-        return sp.latex(expr, symbol_names=latex_names())
+        if not subs:
+            return latex(result)
+        lhs = "\\mathrm{" + quantity.replace("_", "\\_") + "}"
+        rows = [f"{names[s]} &= {latex(e)}" for s, e in subs] + [f"{lhs} &= {latex(result)}"]
+        return "\\begin{aligned}\n" + " \\\\\n".join(rows) + "\n\\end{aligned}"
     if fmt == "sympy":
-        return str(expr)
+        return "\n".join([f"{s} = {text(e)}" for s, e in subs] + [text(result) if not subs else f"{quantity} = {text(result)}"])
     if fmt == "python":
         from .codegen import _Printer
+        pr = _Printer({"fully_qualified_modules": True, **order})
         args = sorted(s.name for s in expr.free_symbols)
-        body = _Printer({"fully_qualified_modules": False}).doprint(expr).replace("numpy.", "np.")
-        return f"import numpy as np\n\n\ndef {quantity}({', '.join(args)}):\n    return {body}\n"
+        body = [f"    {s} = {pr.doprint(e)}" for s, e in subs] + [f"    return {pr.doprint(result)}"]
+        return (f"import numpy as np\n\n\ndef {quantity}({', '.join(args)}):\n" + "\n".join(body) + "\n").replace(
+            "numpy.", "np.")
     dim, doc = step.QUANTITIES.get(quantity, ("", ""))
     used = sorted(s.name for s in expr.free_symbols)
-    return json.dumps({"quantity": quantity, "dimension": dim or "1", "description": doc, "sympy": str(expr),
-                       "latex": sp.latex(expr, symbol_names=latex_names()),
-                       "symbols": {n: {"dimension": SYMBOLS[n].dim or "1", "description": SYMBOLS[n].doc}
-                                   for n in used}}, indent=1)
+    out = {"quantity": quantity, "dimension": dim or "1", "description": doc}
+    if subs:
+        out["subexpressions"] = {str(s): {"sympy": text(e), "latex": latex(e)} for s, e in subs}
+    out.update({"sympy": text(result), "latex": latex(result),
+                "symbols": {n: {"dimension": SYMBOLS[n].dim or "1", "description": SYMBOLS[n].doc} for n in used}})
+    return json.dumps(out, indent=1)
