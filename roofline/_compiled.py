@@ -3,7 +3,7 @@
 import numpy as np
 
 INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'clock', 'cp', 'cuda_context', 'd_model', 'dense_layers', 'dp', 'dropout', 'ep', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'head_dim', 'heads', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_mb', 'host_rc', 'interleave', 'kv_heads', 'layers', 'learned_pos', 'mask_bytes', 'micro_batch', 'moe_ffn', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'nccl_comm_bytes', 'nccl_peer_bytes', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_pp', 'ov_tp', 'peak', 'peak_vec', 'pp', 'rc_full', 'rc_sel', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'vocab', 'z_grad', 'z_os', 'z_param')
-OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_host_overhead', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'pp_bubble_ratio', 'micro_batches', 't_microbatch_stage', 'flops', 'hardware_flops', 'n_gpus', 'mfu', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'mem_logits', 'mem_first_stage', 'mem_last_stage', 'mem_reserve', 'mem_cuda_context', 'mem_nccl', 'mem_fragmentation', 'params', 'active_params', 'params_rank')
+OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_host_overhead', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'pp_bubble_ratio', 'micro_batches', 't_microbatch_stage', 't_layer_fwd', 't_layer_bwd', 't_layer_recompute', 't_layer_tp_comm', 't_layer_cp_comm', 't_layer_ep_comm', 't_layer_comm_bwd', 't_layer_host', 't_dense_layer_fwd', 't_dense_layer_bwd', 't_dense_layer_recompute', 't_dense_layer_tp_comm', 't_dense_layer_cp_comm', 't_dense_layer_ep_comm', 't_dense_layer_comm_bwd', 't_dense_layer_host', 'stage_layers', 'stage_dense_layers', 't_embed_fwd', 't_embed_bwd', 't_head_fwd', 't_head_bwd', 'head_stage_heavier', 't_edge_host', 't_pp_send_recv', 'flops', 'hardware_flops', 'n_gpus', 'mfu', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'mem_logits', 'mem_first_stage', 'mem_last_stage', 'mem_reserve', 'mem_cuda_context', 'mem_nccl', 'mem_fragmentation', 'params', 'active_params', 'params_rank', 'params_embedding', 'params_expert')
 
 
 def evaluate(x):
@@ -457,186 +457,218 @@ def evaluate(x):
     _x300 = 1 - _x299
     _x301 = _x281*(_x288*_x299 + _x298*_x300) + _x288*_x300 + _x298*_x299
     _x302 = _x281*(_x287*_x299 + _x297*_x300) + _x287*_x300 + _x297*_x299
-    _x303 = _x271*_x279 + _x278*_x280 + host_mb + np.maximum(0, _x186*(_x299*host_head + _x300*host_emb) + _x281*(host_emb + host_head) - _x301 - _x302)
-    _x304 = _x209*_x280 + _x235*_x279 + _x301
-    _x305 = _x237*_x279 + _x272*_x280
-    _x306 = _x269*_x279 + _x277*_x280 + _x302
-    _x307 = _x305 + _x306
-    _x308 = _x182*_x280 + _x242*_x279 + _x303 + _x304 + _x307
-    _x309 = cp*dp
-    _x310 = _x309*tp
-    _x311 = np.where((_x310 < gpus_per_node), 1, 0)
-    _x312 = _x1 + _x6*interleave
-    _x313 = 2*_x186
-    _x314 = _x312*_x313*(1 - ov_pp)*(_x311*(_x11*_x79 + alpha_p2p_intra) + (1 - _x311)*(_x19*_x79 + alpha_p2p_inter))
-    _x315 = 1 - ov_ag
-    _x316 = _x309*_x91
-    _x317 = np.maximum(1, np.minimum(_x316, _x67*_x91))
-    _x318 = _x317 - 1
-    _x319 = _x317**(-1.0)
-    _x320 = _x316*_x319
-    _x321 = _x320 - 1
-    _x322 = _x184 - _x185
-    _x323 = _x129 + _x143 + biases*(_x142 + d_model)
-    _x324 = _x323*experts
-    _x325 = _x16*_x324
-    _x326 = _x322*_x325*_x66*grad_bytes
-    _x327 = _x13*_x3
-    _x328 = _x321*_x327
-    _x329 = _x325*_x91
-    _x330 = _x329*_x66
-    _x331 = _x322*_x330
-    _x332 = _x318*_x319*_x331
-    _x333 = _x318*alpha_rs_intra + _x321*alpha_rs_inter + _x326*_x328*_x87 + _x332*_x89*grad_bytes
-    _x334 = np.maximum(1, np.minimum(_x309, _x67))
-    _x335 = _x334**(-1.0)
-    _x336 = _x309*_x335
-    _x337 = _x336 - 1
-    _x338 = _x337*alpha_ag_inter
-    _x339 = _x334 - 1
-    _x340 = _x339*alpha_ag_intra
-    _x341 = _x66*(_x318*alpha_ag_intra + _x321*alpha_ag_inter + _x322*_x325*_x328*_x66*_x71*act_bytes + _x332*_x82*act_bytes)
-    _x342 = _x335*_x339
-    _x343 = _x342*_x82
-    _x344 = _x160 + _x170 - biases*d_model*(1 - _x100) + biases*(_x172 + d_model)
-    _x345 = _x109 + _x121 + biases*(_x108 + d_model)
-    _x346 = d_model*(biases + 1)
-    _x347 = 2*_x346
-    _x348 = _x16*_x345 + _x347
-    _x349 = _x155 + _x16*_x344 + _x329 + _x348
-    _x350 = _x218 + _x226 + biases*(_x225 + d_model)
-    _x351 = _x16*_x350 + _x348
-    _x352 = _x185*_x351
-    _x353 = _x76*learned_pos
-    _x354 = _x292*(_x281*(1 - tied) + 1) + _x353
-    _x355 = _x322*_x349 + _x352 + _x354
-    _x356 = -_x331 + _x355
-    _x357 = _x12*_x356
-    _x358 = _x327*_x337
-    _x359 = _x358*_x71
-    _x360 = _x356*grad_bytes
-    _x361 = _x337*alpha_rs_inter + _x339*alpha_rs_intra + _x342*_x360*_x89 + _x358*_x360*_x87
-    _x362 = _x333*_x66 + 2*_x338 + 2*_x340 + 2*_x341 + _x343*_x357 + _x357*_x359 + _x361
-    _x363 = _x362*_x6
-    _x364 = 1 - z_param
-    _x365 = _x356*act_bytes
-    _x366 = _x338 + _x340 + _x341 + _x343*_x365 + _x359*_x365
-    _x367 = _x366*z_os
-    _x368 = z_grad*(_x3*_x4*global_batch - 1) + 1
-    _x369 = 1 - z_os
-    _x370 = 2*_x317 - 2
-    _x371 = 2*_x320 - 2
-    _x372 = _x103*_x327
-    _x373 = 2*_x334 - 2
-    _x374 = 2*_x336 - 2
-    _x375 = _x368*(_x361*z_os + _x369*(_x104*_x335*_x360*_x373 + _x360*_x372*_x374 + _x373*alpha_ar_intra + _x374*alpha_ar_inter) + _x66*(_x333*z_os + _x369*(_x104*_x319*_x331*_x370*grad_bytes + _x326*_x371*_x372 + _x370*alpha_ar_intra + _x371*alpha_ar_inter)))
-    _x376 = _x64*_x65/_x8
-    _x377 = (rc_full + 1)/_x65
-    _x378 = _x364*(_x315*_x367 + _x375*(1 - ov_dp) + ov_ag*np.maximum(0, -_x304 + _x366*z_os) + ov_dp*np.maximum(0, -_x368*(_x279*(_x241*_x377 + _x376) + _x280*(_x181*_x377 + _x376) + _x307) + _x375)) + z_param*(_x315*_x363 + ov_ag*np.maximum(0, _x3*_x362*_x4*global_batch - _x6*(_x304 + _x306)))
-    _x379 = _x316**(-z_os)
-    _x380 = _x331*_x379
-    _x381 = _x309**(-z_os)
-    _x382 = _x356*_x381
-    _x383 = _x380 + _x382
-    _x384 = t0_optim_fwd + np.maximum(_x27*(12*_x380 + 12*_x382)/eta_optim_fwd, _x31*_x383*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
-    _x385 = _x308*(_x2 + _x6) + _x314 + _x378 + _x384
-    _x386 = _x6*(_x180*_x280 + _x241*_x279)
-    _x387 = 2*seq_len
-    _x388 = _x22*_x36
-    _x389 = 4*_x61
-    _x390 = _x109*_x387 + _x121*_x387 + _x263*_x388*_x60 + _x388*_x389
-    _x391 = -dense_layers + layers
-    _x392 = _x128*seq_len
-    _x393 = _x131*_x387*(_x66/np.maximum(1, capacity) + _x99 + 1)
-    _x394 = 3*global_batch*(_x391*(_x129*_x393 + _x143*_x393 + _x155*_x387 + _x160*_x392 + _x170*_x392 + _x390) + 2*_x76*vocab + dense_layers*(_x218*_x387 + _x226*_x387 + _x390))
-    _x395 = _x38*_x389 + 2*_x39
-    _x396 = _x117 + _x124 + _x395
-    _x397 = 6*_x112
-    _x398 = _x110*_x397 + _x122*_x397 + _x212*_x395 + 14*_x38*_x61 + 6*_x39
-    _x399 = _x100*_x397
-    _x400 = 768*_x295 + _x391*(6*_x137 + 6*_x147 + 6*_x156 + _x161*_x399 + _x171*_x399 + _x398 + rc_full*(_x138 + _x148 + _x157 + _x167 + _x175 + _x396)) + dense_layers*(_x219*_x397 + _x227*_x397 + _x398 + rc_full*(_x221 + _x230 + _x396))
-    _x401 = _x385**(-1.0)
-    _x402 = _x183*_x40*_x401
-    _x403 = _x12*z_param*np.maximum(_x349, _x351*np.minimum(1, dense_layers))
-    _x404 = _x316**(-z_param)
-    _x405 = _x309**(-z_param)
-    _x406 = act_bytes*(_x331*_x404 + _x356*_x405)
-    _x407 = _x316**(-z_grad)
-    _x408 = _x309**(-z_grad)
-    _x409 = grad_bytes*(_x331*_x407 + _x356*_x408)
-    _x410 = _x383*opt_bytes
-    _x411 = _x6*gpipe
-    _x412 = _x290*(act_bytes + f32_bytes*(_x411 - gpipe + 1))
-    _x413 = _x192 + _x412
-    _x414 = _x112*_x204*shared_ffn + _x134*_x204*moe_ffn
-    _x415 = _x16*(_x414 + act_bytes*(_x112*_x52 + _x15*_x50*micro_batch)) + _x33*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes)) + _x94*(2*_x191 + 4*act_bytes)
-    _x416 = _x16*(_x13*_x203*act_bytes*ffn_hidden*micro_batch*seq_len - _x414) + _x415
-    _x417 = rc_full*np.maximum(_x415, _x416)
-    _x418 = 1 - gpipe
-    _x419 = interleave - 1
-    _x420 = _x192*rc_full
-    _x421 = _x211*_x415 + _x420
-    _x422 = _x185*(_x211*_x416 + _x420)
-    _x423 = _x281*_x413 + _x417 + (_x411 + _x418*(_x183*_x2*np.minimum(1, _x419) + 1)*np.minimum(_x6, pp))*(_x322*_x421 + _x422)
-    _x424 = _x403 + _x406 + _x409 + _x410 + _x423
-    _x425 = _x184 - _x185*_x281
-    _x426 = _x330*_x425
-    _x427 = -_x186*_x353 + _x281*_x352 + _x349*_x425 + _x354 - _x426
-    _x428 = act_bytes*(_x404*_x426 + _x405*_x427)
-    _x429 = grad_bytes*(_x407*_x426 + _x408*_x427)
-    _x430 = opt_bytes*(_x379*_x426 + _x381*_x427)
-    _x431 = _x413 + _x417 + (_x411 + _x418*np.minimum(_x6, _x0*(_x419*pp + 1)))*(_x281*_x422 + _x421*_x425)
-    _x432 = _x403 + _x428 + _x429 + _x430 + _x431
-    _x433 = np.maximum(_x424, _x432)
-    _x434 = np.where((_x424 < _x432), 1, 0)
-    _x435 = 1 - _x434
-    _x436 = _x433*alloc_frag
-    _x437 = nccl_comm_bytes*(_x66*np.minimum(1, _x316 - 1) + np.minimum(1, _x92) + np.minimum(1, _x309 - 1)) + nccl_peer_bytes*(_x313 + _x66*(ep - 1) + 2*np.minimum(1, _x7))
-    _x438 = _x345 + _x347
-    _x439 = _x155 + _x344 + _x438
-    _x440 = _x346 + _x353 + d_model*vocab*(2 - tied) + dense_layers*(_x350 + _x438)
+    _x303 = host_mb + np.maximum(0, _x186*(_x299*host_head + _x300*host_emb) + _x281*(host_emb + host_head) - _x301 - _x302)
+    _x304 = _x271*_x279 + _x278*_x280 + _x303
+    _x305 = _x209*_x280 + _x235*_x279 + _x301
+    _x306 = _x237*_x279 + _x272*_x280
+    _x307 = _x269*_x279 + _x277*_x280 + _x302
+    _x308 = _x306 + _x307
+    _x309 = _x182*_x280 + _x242*_x279 + _x304 + _x305 + _x308
+    _x310 = _x1 + _x6*interleave
+    _x311 = cp*dp
+    _x312 = _x311*tp
+    _x313 = np.where((_x312 < gpus_per_node), 1, 0)
+    _x314 = (1 - ov_pp)*(_x313*(_x11*_x79 + alpha_p2p_intra) + (1 - _x313)*(_x19*_x79 + alpha_p2p_inter))
+    _x315 = 2*_x186
+    _x316 = _x310*_x314*_x315
+    _x317 = 1 - ov_ag
+    _x318 = _x311*_x91
+    _x319 = np.maximum(1, np.minimum(_x318, _x67*_x91))
+    _x320 = _x319 - 1
+    _x321 = _x319**(-1.0)
+    _x322 = _x318*_x321
+    _x323 = _x322 - 1
+    _x324 = _x184 - _x185
+    _x325 = _x129 + _x143 + biases*(_x142 + d_model)
+    _x326 = _x325*experts
+    _x327 = _x16*_x326
+    _x328 = _x324*_x327*_x66*grad_bytes
+    _x329 = _x13*_x3
+    _x330 = _x323*_x329
+    _x331 = _x327*_x91
+    _x332 = _x331*_x66
+    _x333 = _x324*_x332
+    _x334 = _x320*_x321*_x333
+    _x335 = _x320*alpha_rs_intra + _x323*alpha_rs_inter + _x328*_x330*_x87 + _x334*_x89*grad_bytes
+    _x336 = np.maximum(1, np.minimum(_x311, _x67))
+    _x337 = _x336**(-1.0)
+    _x338 = _x311*_x337
+    _x339 = _x338 - 1
+    _x340 = _x339*alpha_ag_inter
+    _x341 = _x336 - 1
+    _x342 = _x341*alpha_ag_intra
+    _x343 = _x66*(_x320*alpha_ag_intra + _x323*alpha_ag_inter + _x324*_x327*_x330*_x66*_x71*act_bytes + _x334*_x82*act_bytes)
+    _x344 = _x337*_x341
+    _x345 = _x344*_x82
+    _x346 = _x160 + _x170 - biases*d_model*(1 - _x100) + biases*(_x172 + d_model)
+    _x347 = _x109 + _x121 + biases*(_x108 + d_model)
+    _x348 = d_model*(biases + 1)
+    _x349 = 2*_x348
+    _x350 = _x16*_x347 + _x349
+    _x351 = _x155 + _x16*_x346 + _x331 + _x350
+    _x352 = _x218 + _x226 + biases*(_x225 + d_model)
+    _x353 = _x16*_x352 + _x350
+    _x354 = _x185*_x353
+    _x355 = _x76*learned_pos
+    _x356 = _x292*(_x281*(1 - tied) + 1) + _x355
+    _x357 = _x324*_x351 + _x354 + _x356
+    _x358 = -_x333 + _x357
+    _x359 = _x12*_x358
+    _x360 = _x329*_x339
+    _x361 = _x360*_x71
+    _x362 = _x358*grad_bytes
+    _x363 = _x339*alpha_rs_inter + _x341*alpha_rs_intra + _x344*_x362*_x89 + _x360*_x362*_x87
+    _x364 = _x335*_x66 + 2*_x340 + 2*_x342 + 2*_x343 + _x345*_x359 + _x359*_x361 + _x363
+    _x365 = _x364*_x6
+    _x366 = 1 - z_param
+    _x367 = _x358*act_bytes
+    _x368 = _x340 + _x342 + _x343 + _x345*_x367 + _x361*_x367
+    _x369 = _x368*z_os
+    _x370 = z_grad*(_x3*_x4*global_batch - 1) + 1
+    _x371 = 1 - z_os
+    _x372 = 2*_x319 - 2
+    _x373 = 2*_x322 - 2
+    _x374 = _x103*_x329
+    _x375 = 2*_x336 - 2
+    _x376 = 2*_x338 - 2
+    _x377 = _x370*(_x363*z_os + _x371*(_x104*_x337*_x362*_x375 + _x362*_x374*_x376 + _x375*alpha_ar_intra + _x376*alpha_ar_inter) + _x66*(_x335*z_os + _x371*(_x104*_x321*_x333*_x372*grad_bytes + _x328*_x373*_x374 + _x372*alpha_ar_intra + _x373*alpha_ar_inter)))
+    _x378 = _x64*_x65/_x8
+    _x379 = (rc_full + 1)/_x65
+    _x380 = _x181*_x379 + _x378
+    _x381 = _x241*_x379 + _x378
+    _x382 = _x366*(_x317*_x369 + _x377*(1 - ov_dp) + ov_ag*np.maximum(0, -_x305 + _x368*z_os) + ov_dp*np.maximum(0, -_x370*(_x279*_x381 + _x280*_x380 + _x308) + _x377)) + z_param*(_x317*_x365 + ov_ag*np.maximum(0, _x3*_x364*_x4*global_batch - _x6*(_x305 + _x307)))
+    _x383 = _x318**(-z_os)
+    _x384 = _x333*_x383
+    _x385 = _x311**(-z_os)
+    _x386 = _x358*_x385
+    _x387 = _x384 + _x386
+    _x388 = t0_optim_fwd + np.maximum(_x27*(12*_x384 + 12*_x386)/eta_optim_fwd, _x31*_x387*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
+    _x389 = _x309*(_x2 + _x6) + _x316 + _x382 + _x388
+    _x390 = _x6*(_x180*_x280 + _x241*_x279)
+    _x391 = 2*seq_len
+    _x392 = _x22*_x36
+    _x393 = 4*_x61
+    _x394 = _x109*_x391 + _x121*_x391 + _x263*_x392*_x60 + _x392*_x393
+    _x395 = -dense_layers + layers
+    _x396 = _x128*seq_len
+    _x397 = _x131*_x391*(_x66/np.maximum(1, capacity) + _x99 + 1)
+    _x398 = 3*global_batch*(_x395*(_x129*_x397 + _x143*_x397 + _x155*_x391 + _x160*_x396 + _x170*_x396 + _x394) + 2*_x76*vocab + dense_layers*(_x218*_x391 + _x226*_x391 + _x394))
+    _x399 = _x38*_x393 + 2*_x39
+    _x400 = _x117 + _x124 + _x399
+    _x401 = 6*_x112
+    _x402 = _x110*_x401 + _x122*_x401 + _x212*_x399 + 14*_x38*_x61 + 6*_x39
+    _x403 = _x100*_x401
+    _x404 = 768*_x295 + _x395*(6*_x137 + 6*_x147 + 6*_x156 + _x161*_x403 + _x171*_x403 + _x402 + rc_full*(_x138 + _x148 + _x157 + _x167 + _x175 + _x400)) + dense_layers*(_x219*_x401 + _x227*_x401 + _x402 + rc_full*(_x221 + _x230 + _x400))
+    _x405 = _x389**(-1.0)
+    _x406 = _x183*_x40*_x405
+    _x407 = _x12*z_param*np.maximum(_x351, _x353*np.minimum(1, dense_layers))
+    _x408 = _x318**(-z_param)
+    _x409 = _x311**(-z_param)
+    _x410 = act_bytes*(_x333*_x408 + _x358*_x409)
+    _x411 = _x318**(-z_grad)
+    _x412 = _x311**(-z_grad)
+    _x413 = grad_bytes*(_x333*_x411 + _x358*_x412)
+    _x414 = _x387*opt_bytes
+    _x415 = _x6*gpipe
+    _x416 = _x290*(act_bytes + f32_bytes*(_x415 - gpipe + 1))
+    _x417 = _x192 + _x416
+    _x418 = _x112*_x204*shared_ffn + _x134*_x204*moe_ffn
+    _x419 = _x16*(_x418 + act_bytes*(_x112*_x52 + _x15*_x50*micro_batch)) + _x33*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes)) + _x94*(2*_x191 + 4*act_bytes)
+    _x420 = _x16*(_x13*_x203*act_bytes*ffn_hidden*micro_batch*seq_len - _x418) + _x419
+    _x421 = rc_full*np.maximum(_x419, _x420)
+    _x422 = 1 - gpipe
+    _x423 = interleave - 1
+    _x424 = _x192*rc_full
+    _x425 = _x211*_x419 + _x424
+    _x426 = _x185*(_x211*_x420 + _x424)
+    _x427 = _x281*_x417 + _x421 + (_x415 + _x422*(_x183*_x2*np.minimum(1, _x423) + 1)*np.minimum(_x6, pp))*(_x324*_x425 + _x426)
+    _x428 = _x407 + _x410 + _x413 + _x414 + _x427
+    _x429 = _x184 - _x185*_x281
+    _x430 = _x332*_x429
+    _x431 = -_x186*_x355 + _x281*_x354 + _x351*_x429 + _x356 - _x430
+    _x432 = act_bytes*(_x408*_x430 + _x409*_x431)
+    _x433 = grad_bytes*(_x411*_x430 + _x412*_x431)
+    _x434 = opt_bytes*(_x383*_x430 + _x385*_x431)
+    _x435 = _x417 + _x421 + (_x415 + _x422*np.minimum(_x6, _x0*(_x423*pp + 1)))*(_x281*_x426 + _x425*_x429)
+    _x436 = _x407 + _x432 + _x433 + _x434 + _x435
+    _x437 = np.maximum(_x428, _x436)
+    _x438 = np.where((_x428 < _x436), 1, 0)
+    _x439 = 1 - _x438
+    _x440 = _x437*alloc_frag
+    _x441 = nccl_comm_bytes*(_x66*np.minimum(1, _x318 - 1) + np.minimum(1, _x92) + np.minimum(1, _x311 - 1)) + nccl_peer_bytes*(_x315 + _x66*(ep - 1) + 2*np.minimum(1, _x7))
+    _x442 = _x347 + _x349
+    _x443 = _x155 + _x346 + _x442
+    _x444 = _x348 + _x355 + d_model*vocab*(2 - tied)
+    _x445 = _x444 + dense_layers*(_x352 + _x442)
     return {
-        'step_time': _x385,
-        't_forward': _x304*_x6,
-        't_backward': _x306*_x6,
-        't_recompute': _x305*_x6,
-        't_tp_comm': _x386,
+        'step_time': _x389,
+        't_forward': _x305*_x6,
+        't_backward': _x307*_x6,
+        't_recompute': _x306*_x6,
+        't_tp_comm': _x390,
         't_cp_comm': _x6*(_x279*_x64 + _x280*_x64),
         't_ep_comm': _x280*_x6*_x97,
-        't_host_overhead': _x303*_x6,
-        't_pp_bubble': _x2*_x308,
-        't_pp_comm': _x314,
-        't_dp_comm': _x378,
-        't_optimizer': _x384,
+        't_host_overhead': _x304*_x6,
+        't_pp_bubble': _x2*_x309,
+        't_pp_comm': _x316,
+        't_dp_comm': _x382,
+        't_optimizer': _x388,
         'tp_comm_total': _x6*(_x107*_x280 + _x238*_x279),
-        'dp_comm_total': _x363*z_param + _x364*(_x367 + _x375),
-        'tp_comm': _x386,
-        'dp_comm': _x378,
-        'pp_bubble': _x1/_x312,
+        'dp_comm_total': _x365*z_param + _x366*(_x369 + _x377),
+        'tp_comm': _x390,
+        'dp_comm': _x382,
+        'pp_bubble': _x1/_x310,
         'pp_bubble_ratio': _x2*dp*micro_batch/global_batch,
         'micro_batches': _x6,
-        't_microbatch_stage': _x308,
-        'flops': _x394,
-        'hardware_flops': _x400*_x5*_x9,
-        'n_gpus': _x310*pp,
-        'mfu': _x16*_x327*_x394*_x402,
-        'hfu': _x400*_x402*_x6,
-        'tokens_per_s': _x401*global_batch*seq_len,
-        'memory': _x433,
-        'mem_weights': _x406*_x435 + _x428*_x434,
-        'mem_gradients': _x409*_x435 + _x429*_x434,
-        'mem_optimizer': _x410*_x435 + _x430*_x434,
-        'mem_activations': _x403 + _x423*_x435 + _x431*_x434,
-        'mem_logits': _x412,
-        'mem_first_stage': _x424,
-        'mem_last_stage': _x432,
-        'mem_reserve': _x436 + _x437 + cuda_context,
+        't_microbatch_stage': _x309,
+        't_layer_fwd': _x209,
+        't_layer_bwd': _x277,
+        't_layer_recompute': _x272,
+        't_layer_tp_comm': _x180,
+        't_layer_cp_comm': _x64,
+        't_layer_ep_comm': _x97,
+        't_layer_comm_bwd': _x380,
+        't_layer_host': _x278,
+        't_dense_layer_fwd': _x235,
+        't_dense_layer_bwd': _x269,
+        't_dense_layer_recompute': _x237,
+        't_dense_layer_tp_comm': _x241,
+        't_dense_layer_cp_comm': _x64,
+        't_dense_layer_ep_comm': 0,
+        't_dense_layer_comm_bwd': _x381,
+        't_dense_layer_host': _x271,
+        'stage_layers': _x184,
+        'stage_dense_layers': _x279,
+        't_embed_fwd': _x288,
+        't_embed_bwd': _x287,
+        't_head_fwd': _x298,
+        't_head_bwd': _x297,
+        'head_stage_heavier': _x299,
+        't_edge_host': _x303,
+        't_pp_send_recv': _x314,
+        'flops': _x398,
+        'hardware_flops': _x404*_x5*_x9,
+        'n_gpus': _x312*pp,
+        'mfu': _x16*_x329*_x398*_x406,
+        'hfu': _x404*_x406*_x6,
+        'tokens_per_s': _x405*global_batch*seq_len,
+        'memory': _x437,
+        'mem_weights': _x410*_x439 + _x432*_x438,
+        'mem_gradients': _x413*_x439 + _x433*_x438,
+        'mem_optimizer': _x414*_x439 + _x434*_x438,
+        'mem_activations': _x407 + _x427*_x439 + _x435*_x438,
+        'mem_logits': _x416,
+        'mem_first_stage': _x428,
+        'mem_last_stage': _x436,
+        'mem_reserve': _x440 + _x441 + cuda_context,
         'mem_cuda_context': cuda_context,
-        'mem_nccl': _x437,
-        'mem_fragmentation': _x436,
-        'params': _x391*(_x324 + _x439) + _x440,
-        'active_params': _x391*(_x323*top_k + _x439) + _x440,
-        'params_rank': _x355,
+        'mem_nccl': _x441,
+        'mem_fragmentation': _x440,
+        'params': _x395*(_x326 + _x443) + _x445,
+        'active_params': _x395*(_x325*top_k + _x443) + _x445,
+        'params_rank': _x357,
+        'params_embedding': _x444,
+        'params_expert': _x326*_x395*_x66,
     }
 
-SOURCE_DIGEST = 'a79680194910b8f0'
+SOURCE_DIGEST = 'a203b5c49e980124'

@@ -1,15 +1,23 @@
 """The step time, its breakdown, FLOPs and memory, assembled from the other formula modules.
 
-step = (m + (p-1)/v) t_mb                       pipeline: m micro-batches of the slowest stage
-     + exposed PP send/recv + exposed DP gradient reduce / parameter gather
-     + exposed ZeRO-3 gathers + optimizer step
-t_mb = sum over the layers of the slowest stage of max(t_layer_fwd + t_layer_bwd + recompute + exposed
-       TP/CP/EP, host issue time of a layer) (two layer kinds: MoE, and a MoE's leading dense layers)
-       + max(embedding/LM head, their host issue time) + the framework's per-micro-batch host work
+One micro-batch on one rank of the heaviest pipeline stage, and the step:
+
+    t_layer      = t_layer_fwd + t_layer_bwd + t_layer_recompute + t_layer_tp_comm + t_layer_cp_comm
+                   + t_layer_ep_comm + t_layer_host            (two layer kinds: MoE, and a MoE's leading
+                                                                dense layers, t_dense_layer_*)
+    t_microbatch = n_d t_dense_layer + (stage_layers - n_d) t_layer        the stage's layers
+                   + t_edge_fwd + t_edge_bwd + t_edge_host                 embedding and/or LM head
+    step         = (m + (p-1)/v) t_microbatch                              pipeline (Narayanan et al. 2021)
+                   + t_pp_comm + t_dp_comm + t_optimizer                   exposed PP / DP traffic, optimizer
+
+with the host term of each segment max(0, host issue time - GPU time) (small models are host-bound).
+Every term above is an output of :func:`build` (``QUANTITIES`` says what each is), so the views read
+them instead of re-deriving them.
 """
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import sympy as sp
 
@@ -20,201 +28,303 @@ from . import pipeline as PL
 from . import symbols as S
 
 h = S.d_model
+ATTENTION_CORE = ("flash_attention", "attn_scores_bmm", "attn_context_bmm", "scale_mask_softmax_dropout")
 
 
-def _sum_time(ops, direction):
+def time_of(ops, direction):
+    """Sum of the operators' roofline times in one direction ('fwd' or 'bwd')."""
     return C.ops_time(ops, direction)
+
+
+# ---- communication of one layer, per micro-batch -------------------------------------------------
+def tp_collective():
+    """One TP collective pair around attention or the MLP: an all-reduce of the (s/c) b h activations
+    (Shoeybi et al. 2019), with SP an all-gather plus a reduce-scatter (Korthikanti et al. 2022 sec 4.2.2)."""
+    act = S.act_bytes * C.tokens * h
+    return (1 - S.seq_par) * CM.tp_group("ar", act) + S.seq_par * (CM.tp_group("ag", act) + CM.tp_group("rs", act))
+
+
+# TP blocks per layer: around attention and around the MLP; a MoE layer's routed experts move their tokens
+# with the dispatcher (ep_layer) instead, and its shared experts gather and scatter the layer's tokens once
+# more (Megatron-Core moe/shared_experts.py)
+TP_BLOCKS = {"dense": 2, "moe": 2 - C.moe + C.moe * sp.Min(1, S.shared_ffn)}
+
+
+def cp_layer():
+    """CP: ring attention passes K and V chunks around c ranks, c-1 hops forward, 2x backward (dK, dV),
+    and again in a recomputed forward."""
+    kv_chunk = 2 * S.act_bytes * C.tokens * C.kv_width / S.tp
+    return (S.cp - 1) * CM.cp_ring_step(kv_chunk) * (1 + 2 + S.rc_full)
+
+
+def ep_layer():
+    """EP (MoE layers): all-to-all dispatch and combine of the k routed copies of the tokens a rank holds
+    (SP-split: Megatron-Core requires sequence parallelism for MoE with tp > 1), forward and backward
+    (Lepikhin et al. 2020), over the e ranks of the expert grid (comm.ep_group); with expert TP = t each
+    rank's received tokens are then all-gathered over the t ranks and the expert outputs reduce-scattered
+    back (Megatron-Core moe/token_dispatcher.py MoEAlltoAllTokenDispatcher: gather_from_sequence_parallel_region
+    / reduce_scatter_to_sequence_parallel_region over the tp group); p = 1 groups cost nothing."""
+    a2a_bytes = S.act_bytes * C.tok_sp * C.routed * h
+    etp_bytes = S.act_bytes * C.tokens * C.routed * h
+    one = 2 * CM.ep_group("a2a", a2a_bytes) + CM.tp_group("ag", etp_bytes) + CM.tp_group("rs", etp_bytes)
+    return C.moe * one * (2 + S.rc_full)
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One layer of one kind, per micro-batch on one rank: its operators and times (s)."""
+    ops: list
+    fwd: sp.Expr            # forward compute
+    bwd: sp.Expr            # backward compute
+    recompute: sp.Expr      # recomputed forward (full: the layer; selective: the attention core)
+    tp: sp.Expr             # exposed TP/SP communication
+    tp_raw: sp.Expr         # TP/SP communication before overlap
+    cp: sp.Expr             # exposed CP ring exchange
+    ep: sp.Expr             # EP all-to-all (and expert-TP gather/scatter), not overlapped
+    comm_bwd: sp.Expr       # the part of tp + cp + ep in the backward pass (with the recomputed forward)
+    host: sp.Expr           # time the GPU waits for the host to issue the layer's kernels
+
+    @property
+    def comm(self):
+        return self.tp + self.cp + self.ep
+
+    @property
+    def gpu(self):
+        """GPU time of the layer: compute and exposed communication."""
+        return self.fwd + self.bwd + self.recompute + self.comm
+
+    @property
+    def core(self):
+        return [o for o in self.ops if o.name in ATTENTION_CORE]
+
+
+def layer(ops, tp_blocks, ep) -> Layer:
+    """Times of one layer with operators ``ops``, ``tp_blocks`` TP collective pairs and EP time ``ep``."""
+    core = [o for o in ops if o.name in ATTENTION_CORE]
+    fwd, bwd = time_of(ops, "fwd"), time_of(ops, "bwd")
+    recompute = S.rc_full * fwd + (1 - S.rc_full) * S.rc_sel * time_of(core, "fwd")
+    gemm_fwd = time_of([o for o in ops if o.cls == "gemm"], "fwd")
+    # TP comm can hide behind the layer's GEMMs: forward (1x), backward (dgrad + wgrad, 2x), recomputed
+    # forward; times (2 + r) passes: fwd, bwd, and the recomputed forward
+    tp_raw = tp_blocks * tp_collective() * (2 + S.rc_full)
+    tp = CM.exposed(tp_raw, gemm_fwd * (3 + S.rc_full), S.ov_tp)
+    cp = CM.exposed(cp_layer(), time_of(core, "fwd") * (1 + 2 + S.rc_full), S.ov_cp)
+    # the backward pass's share (with the recomputed forward): TP and EP (1 + r) of (2 + r) passes,
+    # CP (2 + r) of (3 + r) (the backward ring carries dK and dV as well)
+    comm_bwd = (tp + ep) * (1 + S.rc_full) / (2 + S.rc_full) + cp * (2 + S.rc_full) / (3 + S.rc_full)
+    # the host issues kernels asynchronously: a layer takes max(GPU time, host issue time) (calibrate/bench_host.py)
+    gpu = fwd + bwd + recompute + tp + cp + ep
+    host_issue = S.host_fwd + S.host_bwd + S.rc_full * S.host_rc
+    return Layer(ops, fwd, bwd, recompute, tp, tp_raw, cp, ep, comm_bwd, sp.Max(0, host_issue - gpu))
+
+
+def layer_kinds() -> dict[str, Layer]:
+    """Two layer kinds (Megatron-Core moe_layer_freq): MoE layers (every layer of a dense model, whose "MoE"
+    layer is its dense layer: E = K = 1) and the l_d leading dense layers of a MoE with the dense MLP f."""
+    return {"moe": layer(C.layer_ops(C.d_head, S.moe_ffn, C.moe, S.shared_ffn), TP_BLOCKS["moe"], ep_layer()),
+            "dense": layer(C.layer_ops(C.d_head, S.ffn_hidden, sp.Integer(0)), TP_BLOCKS["dense"], sp.Integer(0))}
+
+
+def stage_dense_layers(dense: Layer, moe: Layer) -> sp.Expr:
+    """n_d, dense layers of the stage that sets the pace: the first stage holds min(l_d, l/p) dense layers,
+    the others MoE layers only; the first stage is the heaviest when a dense layer is slower (all of them
+    when p = 1). A step function, not a Piecewise: sympy would try to decide the comparison over whole
+    layer expressions."""
+    dense_first = sp.Min(S.dense_layers, PL.stage_layers)
+    dense_slower = sp.Heaviside(dense.gpu + dense.host - moe.gpu - moe.host, 1, evaluate=False)
+    return dense_first * (1 - PL.has_pp + PL.has_pp * dense_slower)
+
+
+@dataclass(frozen=True)
+class Edges:
+    """Embedding (first stage) and LM head + loss (last stage), per micro-batch (s)."""
+    embed_fwd: sp.Expr
+    embed_bwd: sp.Expr
+    head_fwd: sp.Expr
+    head_bwd: sp.Expr
+    head_heavier: sp.Expr   # 1 when the LM head's stage is the heavier of the two edge stages
+    fwd: sp.Expr            # edge forward of the heaviest stage (p = 1: both edges)
+    bwd: sp.Expr
+    host: sp.Expr           # host-bound excess of the edges + the framework's per-micro-batch host work
+
+
+def edges() -> Edges:
+    """The heaviest stage's edge: the heavier of embedding and LM head when p > 1, both when p = 1. The host
+    issues each edge segment asynchronously: max(GPU time, host issue time), plus the framework's own
+    per-micro-batch work (batch fetch and broadcast, masks) while the GPU waits (calibrate/bench_host.py;
+    sum of per-segment maxima: the vTrain runs show the embedding and LM-head time adding to host-bound
+    layers, not hiding under them)."""
+    emb, head = C.embedding_ops(), C.head_ops()
+    ef, eb = time_of(emb, "fwd"), time_of(emb, "bwd")
+    hf, hb = time_of(head, "fwd"), time_of(head, "bwd")
+    head_heavier = sp.Piecewise((1, hf + hb >= ef + eb), (0, True))
+    single = 1 - PL.has_pp                                 # p = 1: one stage carries both
+    fwd = head_heavier * hf + (1 - head_heavier) * ef + single * (head_heavier * ef + (1 - head_heavier) * hf)
+    bwd = head_heavier * hb + (1 - head_heavier) * eb + single * (head_heavier * eb + (1 - head_heavier) * hb)
+    host_issue = (PL.has_pp * (head_heavier * S.host_head + (1 - head_heavier) * S.host_emb)
+                  + single * (S.host_emb + S.host_head))
+    host = sp.Max(0, host_issue - (fwd + bwd)) + S.host_mb
+    return Edges(ef, eb, hf, hb, head_heavier, fwd, bwd, host)
+
+
+# ---- data parallelism and the optimizer, per step ----------------------------------------------------
+def dp_volumes():
+    """Gradient reduce and parameter gather of one step on one rank (s, before overlap), and the reduces per
+    step. Dense gradients over the d x c group, expert gradients over the d c / e group (Megatron-Core DDP
+    intra_dp_cp_group / intra_expt_dp_group; comm.dp_group, comm.expert_dp_group). ZeRO-2/3 reduce-scatter
+    gradients after every micro-batch's backward, into the partitioned buffer (Rajbhandari et al. 2020
+    sec 5.2); otherwise once per step after accumulation."""
+    g_dense, g_exp = M.dense_params_rank * S.grad_bytes, M.expert_params_rank * S.grad_bytes
+    w_dense, w_exp = M.dense_params_rank * S.act_bytes, M.expert_params_rank * S.act_bytes
+    reduces = 1 + S.z_grad * (PL.micro_batches - 1)
+    reduce_dense = (1 - S.z_os) * CM.dp_group("ar", g_dense) + S.z_os * CM.dp_group("rs", g_dense)
+    reduce_exp = C.moe * ((1 - S.z_os) * CM.expert_dp_group("ar", g_exp) + S.z_os * CM.expert_dp_group("rs", g_exp))
+    gather = S.z_os * (CM.dp_group("ag", w_dense) + C.moe * CM.expert_dp_group("ag", w_exp))
+    # ZeRO-3 / FSDP: all-gather the stage's parameters in forward and again in backward, and
+    # reduce-scatter its gradients, every micro-batch (Rajbhandari et al. 2020 sec 5.3)
+    zero3 = PL.micro_batches * (2 * (CM.dp_group("ag", w_dense) + C.moe * CM.expert_dp_group("ag", w_exp))
+                                + CM.dp_group("rs", g_dense) + C.moe * CM.expert_dp_group("rs", g_exp))
+    return reduces, reduce_dense + reduce_exp, gather, zero3
 
 
 @functools.lru_cache(maxsize=1)
 def build() -> dict[str, sp.Expr]:
     """Every output quantity of the model as a sympy expression of the symbols in ``symbols``."""
-    # two layer kinds (Megatron-Core moe_layer_freq): MoE layers (every layer of a dense model, whose "MoE"
-    # layer is its dense layer: E = K = 1) and the l_d leading dense layers of a MoE with the dense MLP f
-    kinds = {"moe": C.layer_ops(C.d_head, S.moe_ffn, C.moe, S.shared_ffn),
-             "dense": C.layer_ops(C.d_head, S.ffn_hidden, sp.Integer(0))}
-    core_names = ("flash_attention", "attn_scores_bmm", "attn_context_bmm", "scale_mask_softmax_dropout")
-    emb, head = C.embedding_ops(), C.head_ops()
-    out: dict[str, sp.Expr] = {}
+    kinds = layer_kinds()
+    moe, dense = kinds["moe"], kinds["dense"]
+    n_d = stage_dense_layers(dense, moe)
+    n_moe = PL.stage_layers - n_d
 
-    # ---- per layer, per micro-batch -----------------------------------------------------------
-    act = S.act_bytes * C.tokens * h
-    # TP: 2 all-reduces forward and 2 backward of the (s/c) b h activations (Shoeybi et al. 2019);
-    # with SP each becomes an all-gather plus a reduce-scatter (Korthikanti et al. 2022 sec 4.2.2)
-    tp_one = (1 - S.seq_par) * CM.tp_group("ar", act) + S.seq_par * (CM.tp_group("ag", act) + CM.tp_group("rs", act))
-    # per layer: around attention and around the MLP; a MoE layer's routed experts move their tokens with the
-    # dispatcher below instead, and its shared experts gather and scatter the layer's tokens once more
-    # (Megatron-Core moe/shared_experts.py); times (2 + r): fwd, bwd, and the recomputed forward
-    tp_blocks = {"dense": 2, "moe": 2 - C.moe + C.moe * sp.Min(1, S.shared_ffn)}
-    # CP: ring attention passes K and V chunks around c ranks, c-1 hops forward, 2x backward (dK, dV)
-    kv_chunk = 2 * S.act_bytes * C.tokens * C.kv_width / S.tp
-    cp_layer = (S.cp - 1) * CM.cp_ring_step(kv_chunk) * (1 + 2 + S.rc_full)
-    # EP (MoE layers): all-to-all dispatch and combine of the k routed copies of the tokens a rank holds
-    # (SP-split: Megatron-Core requires sequence parallelism for MoE with tp > 1), forward and backward
-    # (Lepikhin et al. 2020), over the e ranks of the expert grid (comm.ep_group); with expert TP = t each
-    # rank's received tokens are then all-gathered over the t ranks and the expert outputs reduce-scattered
-    # back (Megatron-Core moe/token_dispatcher.py MoEAlltoAllTokenDispatcher: gather_from_sequence_parallel_region
-    # / reduce_scatter_to_sequence_parallel_region over the tp group); p = 1 groups cost nothing
-    a2a_bytes = S.act_bytes * C.tok_sp * C.routed * h
-    etp_bytes = S.act_bytes * C.tokens * C.routed * h
-    ep_one = 2 * CM.ep_group("a2a", a2a_bytes) + CM.tp_group("ag", etp_bytes) + CM.tp_group("rs", etp_bytes)
-    ep_layer = C.moe * ep_one * (2 + S.rc_full)
-    L = {}
-    for kind, layer in kinds.items():
-        attn_core = [o for o in layer if o.name in core_names]
-        lf, lb = _sum_time(layer, "fwd"), _sum_time(layer, "bwd")
-        recompute = S.rc_full * lf + (1 - S.rc_full) * S.rc_sel * _sum_time(attn_core, "fwd")
-        gemm_f = _sum_time([o for o in layer if o.cls == "gemm"], "fwd")
-        # TP comm can hide behind the layer's GEMMs: forward (1x), backward (dgrad + wgrad, 2x), recomputed forward
-        tp_raw = tp_blocks[kind] * tp_one * (2 + S.rc_full)
-        tp_exposed = CM.exposed(tp_raw, gemm_f * (3 + S.rc_full), S.ov_tp)
-        cp_exposed = CM.exposed(cp_layer, _sum_time(attn_core, "fwd") * (1 + 2 + S.rc_full), S.ov_cp)
-        ep = ep_layer if kind == "moe" else sp.Integer(0)
-        comm = tp_exposed + cp_exposed + ep
-        # the part of it in the backward pass (with the recomputed forward): TP and EP (1 + r) of (2 + r) passes,
-        # CP (2 + r) of (3 + r) (the backward ring carries dK and dV as well)
-        comm_bwd = ((tp_exposed + ep) * (1 + S.rc_full) / (2 + S.rc_full)
-                    + cp_exposed * (2 + S.rc_full) / (3 + S.rc_full))
-        gpu_slot = lf + lb + recompute + comm
-        host_slot = S.host_fwd + S.host_bwd + S.rc_full * S.host_rc
-        L[kind] = dict(lf=lf, lb=lb, recompute=recompute, tp=tp_exposed, tp_raw=tp_raw, cp=cp_exposed, ep=ep, comm=comm,
-                       comm_bwd=comm_bwd, host_extra=sp.Max(0, host_slot - gpu_slot), slot=gpu_slot, layer=layer,
-                       core=attn_core)
-    # the heaviest stage: the first holds min(l_d, l/p) dense layers, the others MoE layers only; n_d dense
-    # layers on the stage that sets the pace (all of them when p = 1)
-    dense_first = sp.Min(S.dense_layers, PL.stage_layers)
-    # (a step function, not a Piecewise: sympy would try to decide the comparison over whole layer expressions)
-    dense_slower = sp.Heaviside(L["dense"]["slot"] + L["dense"]["host_extra"]
-                                - L["moe"]["slot"] - L["moe"]["host_extra"], 1, evaluate=False)
-    n_d = dense_first * (1 - PL.has_pp + PL.has_pp * dense_slower)
+    def stage(term):
+        """Sum over the layers of the heaviest stage of one per-layer term."""
+        return n_d * term(dense) + n_moe * term(moe)
 
-    def per_stage(key):
-        """Sum over the layers of the heaviest stage of one per-layer quantity."""
-        return n_d * L["dense"][key] + (PL.stage_layers - n_d) * L["moe"][key]
-
-    ef, eb = _sum_time(emb, "fwd"), _sum_time(emb, "bwd")
-    hf, hb = _sum_time(head, "fwd"), _sum_time(head, "bwd")
-    head_heavier = sp.Piecewise((1, hf + hb >= ef + eb), (0, True))
-    only = 1 - PL.has_pp                                   # p = 1: one stage carries both
-    edge_f = head_heavier * hf + (1 - head_heavier) * ef + only * (head_heavier * ef + (1 - head_heavier) * hf)
-    edge_b = head_heavier * hb + (1 - head_heavier) * eb + only * (head_heavier * eb + (1 - head_heavier) * hb)
-    stage_f = per_stage("lf") + edge_f
-    stage_b = per_stage("lb") + edge_b
-    # the host issues kernels asynchronously; each segment of a micro-batch (a layer slot, the
-    # embedding, the LM head + loss) takes max(GPU time, host issue time), and the framework's own
-    # per-micro-batch work (batch fetch and broadcast, whose sizes come back to the host, masks) runs
-    # while the GPU waits. Small models are host-bound: measured issue times of the framework's code
-    # path, calibrate/bench_host.py. (Sum of per-segment maxima: the vTrain runs show the embedding
-    # and LM-head time adding to host-bound layers, not hiding under them.)
-    gpu_edge = edge_f + edge_b
-    host_edge = (PL.has_pp * (head_heavier * S.host_head + (1 - head_heavier) * S.host_emb)
-                 + only * (S.host_emb + S.host_head))
-    edge_extra = sp.Max(0, host_edge - gpu_edge) + S.host_mb
-    stage_recompute, stage_comm = per_stage("recompute"), per_stage("comm")
-    stage_host = per_stage("host_extra")
-    t_mb = stage_f + stage_b + stage_recompute + stage_comm + stage_host + edge_extra
-
+    edge = edges()
     m = PL.micro_batches
-    pipe = PL.step_time(t_mb)
-    bubble = PL.bubble_time(t_mb)
+    stage_fwd = stage(lambda k: k.fwd) + edge.fwd
+    stage_bwd = stage(lambda k: k.bwd) + edge.bwd
+    stage_recompute = stage(lambda k: k.recompute)
+    stage_comm = stage(lambda k: k.comm)
+    stage_host = stage(lambda k: k.host)
+    t_microbatch = stage_fwd + stage_bwd + stage_recompute + stage_comm + stage_host + edge.host
 
-    # ---- PP send/recv: b (s/c) h activations, split over t (scatter/gather or SP) -----------
-    p2p_size = S.act_bytes * C.tokens * h / S.tp
-    pp_comm = (1 - S.ov_pp) * PL.p2p_transfers() * CM.p2p(p2p_size, CM.pp_same_node())
+    # PP send/recv: b (s/c) h activations, split over t (scatter/gather or SP)
+    send_recv = (1 - S.ov_pp) * CM.p2p(S.act_bytes * C.tokens * h / S.tp, CM.pp_same_node())
+    pp_comm = PL.p2p_transfers() * send_recv
 
-    # ---- DP: gradients once per step (ZeRO-3: per micro-batch) ------------------------------
-    # dense gradients over the d x c group, expert gradients over the d c / e group (Megatron-Core DDP
-    # intra_dp_cp_group / intra_expt_dp_group; comm.dp_group, comm.expert_dp_group)
-    g_dense = M.dense_params_rank * S.grad_bytes
-    g_exp = M.expert_params_rank * S.grad_bytes
-    w_dense = M.dense_params_rank * S.act_bytes
-    w_exp = M.expert_params_rank * S.act_bytes
-    # ZeRO-2/3 reduce-scatter gradients after every micro-batch's backward, into the partitioned
-    # buffer (Rajbhandari et al. 2020 sec 5.2); otherwise once per step after accumulation
-    reduces = 1 + S.z_grad * (m - 1)
-    reduce_dense = (1 - S.z_os) * CM.dp_group("ar", g_dense) + S.z_os * CM.dp_group("rs", g_dense)
-    reduce_exp = C.moe * ((1 - S.z_os) * CM.expert_dp_group("ar", g_exp) + S.z_os * CM.expert_dp_group("rs", g_exp))
-    gather = S.z_os * (CM.dp_group("ag", w_dense) + C.moe * CM.expert_dp_group("ag", w_exp))
-    t_bwd_mb = stage_b + stage_recompute + per_stage("comm_bwd")
-    t_fwd_mb = stage_f
-    dp_reduce = CM.exposed(reduces * (reduce_dense + reduce_exp), reduces * t_bwd_mb, S.ov_dp)
-    dp_gather = CM.exposed(gather, t_fwd_mb, S.ov_ag)
+    # DP: gradients once per step (ZeRO-2/3: per micro-batch), overlapped with the backward passes;
+    # parameter gathers with the forward passes
+    reduces, reduce, gather, zero3 = dp_volumes()
+    t_bwd_mb = stage_bwd + stage_recompute + stage(lambda k: k.comm_bwd)
+    dp_reduce = CM.exposed(reduces * reduce, reduces * t_bwd_mb, S.ov_dp)
+    dp_gather = CM.exposed(gather, stage_fwd, S.ov_ag)
     dp_comm = (1 - S.z_param) * (dp_reduce + dp_gather)
-    # ZeRO-3 / FSDP: all-gather the stage's parameters in forward and again in backward, and
-    # reduce-scatter its gradients, every micro-batch (Rajbhandari et al. 2020 sec 5.3)
-    z3 = m * (2 * (CM.dp_group("ag", w_dense) + C.moe * CM.expert_dp_group("ag", w_exp))
-              + CM.dp_group("rs", g_dense) + C.moe * CM.expert_dp_group("rs", g_exp))
-    zero3_comm = S.z_param * CM.exposed(z3, m * (stage_f + stage_b), S.ov_ag)
+    zero3_comm = S.z_param * CM.exposed(zero3, m * (stage_fwd + stage_bwd), S.ov_ag)
 
-    # ---- optimizer: fused Adam over this rank's shard (compute.adam_op)
-    n_opt = M.sharded(M.dense_params_rank, M.expert_params_rank, S.z_os)
-    t_opt = C.op_time(C.adam_op(n_opt), "fwd")
+    # optimizer: fused Adam over this rank's shard (compute.adam_op)
+    t_opt = C.op_time(C.adam_op(M.sharded(M.dense_params_rank, M.expert_params_rank, S.z_os)), "fwd")
 
-    step = pipe + pp_comm + dp_comm + zero3_comm + t_opt
-    out["step_time"] = step
+    step = PL.step_time(t_microbatch) + pp_comm + dp_comm + zero3_comm + t_opt
+    out: dict[str, sp.Expr] = {"step_time": step}
     # breakdown (sums to step_time)
-    out["t_forward"] = m * stage_f
-    out["t_backward"] = m * stage_b
+    out["t_forward"] = m * stage_fwd
+    out["t_backward"] = m * stage_bwd
     out["t_recompute"] = m * stage_recompute
-    out["t_tp_comm"] = m * per_stage("tp")
-    out["t_cp_comm"] = m * per_stage("cp")
-    out["t_ep_comm"] = m * per_stage("ep")
-    out["t_host_overhead"] = m * (stage_host + edge_extra)
-    out["t_pp_bubble"] = bubble
+    out["t_tp_comm"] = m * stage(lambda k: k.tp)
+    out["t_cp_comm"] = m * stage(lambda k: k.cp)
+    out["t_ep_comm"] = m * stage(lambda k: k.ep)
+    out["t_host_overhead"] = m * (stage_host + edge.host)
+    out["t_pp_bubble"] = PL.bubble_time(t_microbatch)
     out["t_pp_comm"] = pp_comm
     out["t_dp_comm"] = dp_comm + zero3_comm
     out["t_optimizer"] = t_opt
     # raw (before overlap) communication per step, for reporting
-    out["tp_comm_total"] = m * per_stage("tp_raw")
-    out["dp_comm_total"] = (1 - S.z_param) * (reduces * (reduce_dense + reduce_exp) + gather) + S.z_param * z3
+    out["tp_comm_total"] = m * stage(lambda k: k.tp_raw)
+    out["dp_comm_total"] = (1 - S.z_param) * (reduces * reduce + gather) + S.z_param * zero3
     out["tp_comm"] = out["t_tp_comm"]
     out["dp_comm"] = out["t_dp_comm"]
     out["pp_bubble"] = PL.bubble_fraction
     out["pp_bubble_ratio"] = PL.bubble_ratio
     out["micro_batches"] = m
-    out["t_microbatch_stage"] = t_mb
+    out["t_microbatch_stage"] = t_microbatch
 
-    # ---- FLOPs ------------------------------------------------------------------------------
-    per_seq = {S.tp: 1, S.cp: 1, S.micro_batch: 1}
-    n_moe = S.layers - S.dense_layers                      # model layers of each kind
-    mf_layers = sum((n * C.ops_flops(L[k]["layer"], "model_fwd").subs(per_seq)
-                     for k, n in (("moe", n_moe), ("dense", S.dense_layers))), sp.Integer(0))
-    mf_head = C.ops_flops([o for o in head if o.cls == "gemm"], "model_fwd").subs(per_seq)
-    mf_head = mf_head * S.vocab / C.vocab_pad.subs(per_seq)     # model FLOPs use the unpadded vocabulary
-    out["flops"] = 3 * S.global_batch * (mf_layers + mf_head)   # forward + 2x backward
-    mm = lambda ops, d: C.ops_flops([o for o in ops if o.cls in ("gemm", "attn", "bmm")], d)  # noqa: E731
+    # ---- the terms of t_microbatch, per micro-batch (the views read these: timeline, validate) -----
+    for prefix, k in (("t_layer", moe), ("t_dense_layer", dense)):
+        out[f"{prefix}_fwd"] = k.fwd
+        out[f"{prefix}_bwd"] = k.bwd
+        out[f"{prefix}_recompute"] = k.recompute
+        out[f"{prefix}_tp_comm"] = k.tp
+        out[f"{prefix}_cp_comm"] = k.cp
+        out[f"{prefix}_ep_comm"] = k.ep
+        out[f"{prefix}_comm_bwd"] = k.comm_bwd
+        out[f"{prefix}_host"] = k.host
+    out["stage_layers"] = PL.stage_layers
+    out["stage_dense_layers"] = n_d
+    out["t_embed_fwd"] = edge.embed_fwd
+    out["t_embed_bwd"] = edge.embed_bwd
+    out["t_head_fwd"] = edge.head_fwd
+    out["t_head_bwd"] = edge.head_bwd
+    out["head_stage_heavier"] = edge.head_heavier
+    out["t_edge_host"] = edge.host
+    out["t_pp_send_recv"] = send_recv
 
-    def hw_layer(k):
-        core_f = mm(L[k]["core"], "fwd")
-        lay = L[k]["layer"]
-        return mm(lay, "fwd") + mm(lay, "bwd") + S.rc_full * mm(lay, "fwd") + (1 - S.rc_full) * S.rc_sel * core_f
-    hw_head = mm(head, "fwd") + mm(head, "bwd")
+    out.update(flops(kinds))
     n_gpus = S.tp * S.pp * S.dp * S.cp
-    # executed matmul FLOPs of all ranks: every (t, c, d) rank runs m micro-batches over all l layers
-    out["hardware_flops"] = S.tp * S.cp * S.dp * m * (n_moe * hw_layer("moe") + S.dense_layers * hw_layer("dense")
-                                                      + hw_head)
     out["n_gpus"] = n_gpus
     out["mfu"] = out["flops"] / (step * n_gpus * S.peak)
     out["hfu"] = out["hardware_flops"] / (step * n_gpus * S.peak)
     out["tokens_per_s"] = S.global_batch * S.seq_len / step
-
-    # ---- memory and parameters ----------------------------------------------------------------
-    out["memory"] = M.total
-    out["mem_weights"] = M.weights
-    out["mem_gradients"] = M.gradients
-    out["mem_optimizer"] = M.optimizer
-    out["mem_activations"] = M.activations + M.zero3_buffers
-    out["mem_logits"] = M.logits
-    out["mem_first_stage"] = M.first_total
-    out["mem_last_stage"] = M.last_total
-    out["mem_reserve"] = M.reserve
-    out["mem_cuda_context"] = S.cuda_context
-    out["mem_nccl"] = M.reserve_nccl
-    out["mem_fragmentation"] = M.reserve_frag
-    out["params"] = M.total_params
-    out["active_params"] = M.active_params
-    out["params_rank"] = M.stage_params_rank
+    out.update(memory())
     return out
+
+
+def flops(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
+    """Model FLOPs per step (MFU convention: one sequence, unsplit, unpadded vocabulary, no recompute; forward
+    + 2x backward) and the matmul FLOPs all ranks execute (HFU convention)."""
+    per_seq = {S.tp: 1, S.cp: 1, S.micro_batch: 1}
+    head = C.head_ops()
+    n_moe = S.layers - S.dense_layers                      # model layers of each kind
+    mf_layers = sum((n * C.ops_flops(kinds[k].ops, "model_fwd").subs(per_seq)
+                     for k, n in (("moe", n_moe), ("dense", S.dense_layers))), sp.Integer(0))
+    mf_head = C.ops_flops([o for o in head if o.cls == "gemm"], "model_fwd").subs(per_seq)
+    mf_head = mf_head * S.vocab / C.vocab_pad.subs(per_seq)     # model FLOPs use the unpadded vocabulary
+
+    def mm(ops, d):
+        return C.ops_flops([o for o in ops if o.cls in ("gemm", "attn", "bmm")], d)
+
+    def executed(k):
+        lay = kinds[k]
+        return (mm(lay.ops, "fwd") + mm(lay.ops, "bwd") + S.rc_full * mm(lay.ops, "fwd")
+                + (1 - S.rc_full) * S.rc_sel * mm(lay.core, "fwd"))
+    # executed matmul FLOPs of all ranks: every (t, c, d) rank runs m micro-batches over all l layers
+    hw = S.tp * S.cp * S.dp * PL.micro_batches * (n_moe * executed("moe") + S.dense_layers * executed("dense")
+                                                  + mm(head, "fwd") + mm(head, "bwd"))
+    return {"flops": 3 * S.global_batch * (mf_layers + mf_head), "hardware_flops": hw}
+
+
+def memory() -> dict[str, sp.Expr]:
+    """Memory per GPU (memory.py) and parameter counts."""
+    return {
+        "memory": M.total,
+        "mem_weights": M.weights,
+        "mem_gradients": M.gradients,
+        "mem_optimizer": M.optimizer,
+        "mem_activations": M.activations + M.zero3_buffers,
+        "mem_logits": M.logits,
+        "mem_first_stage": M.first_total,
+        "mem_last_stage": M.last_total,
+        "mem_reserve": M.reserve,
+        "mem_cuda_context": S.cuda_context,
+        "mem_nccl": M.reserve_nccl,
+        "mem_fragmentation": M.reserve_frag,
+        "params": M.total_params,
+        "active_params": M.active_params,
+        "params_rank": M.stage_params_rank,
+        # the model's embedding tables, position table and final norm (what a model of 0 layers holds), and its
+        # routed experts: (l - l_d) E expert MLPs (0 for a dense model)
+        "params_embedding": M.embedding_params,
+        "params_expert": C.moe * (S.layers - S.dense_layers) * S.experts * M.expert_params,
+    }
 
 
 # what each output is, its dimension, and a one-line description (docs and the dimension test)
@@ -239,6 +349,35 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "pp_bubble_ratio": ("", "bubble over the ideal (bubble-free) pipeline time, (p-1)/(v m) (Narayanan et al. 2021)"),
     "micro_batches": ("", "micro-batches per step m = B / (b d)"),
     "t_microbatch_stage": ("time", "one micro-batch through the slowest stage, forward + backward"),
+    # the terms of t_microbatch_stage, per micro-batch on one rank (module docstring)
+    "t_layer_fwd": ("time", "forward compute of one layer (a MoE layer; every layer of a dense model)"),
+    "t_layer_bwd": ("time", "backward compute of one layer"),
+    "t_layer_recompute": ("time", "recomputed forward of one layer (full: the layer; selective: its attention core)"),
+    "t_layer_tp_comm": ("time", "TP/SP communication of one layer left exposed after overlap"),
+    "t_layer_cp_comm": ("time", "context-parallel ring exchange of one layer left exposed"),
+    "t_layer_ep_comm": ("time", "expert-parallel all-to-all (and expert-TP gather/scatter) of one layer"),
+    "t_layer_comm_bwd": ("time", "the backward pass's part (with the recomputed forward) of one layer's exposed "
+                         "TP + CP + EP communication"),
+    "t_layer_host": ("time", "time the GPU waits for the host to issue one layer's kernels: max(0, host - GPU time)"),
+    "t_dense_layer_fwd": ("time", "forward compute of one leading dense layer of a MoE (first_dense_layers)"),
+    "t_dense_layer_bwd": ("time", "backward compute of one leading dense layer"),
+    "t_dense_layer_recompute": ("time", "recomputed forward of one leading dense layer"),
+    "t_dense_layer_tp_comm": ("time", "TP/SP communication of one leading dense layer left exposed"),
+    "t_dense_layer_cp_comm": ("time", "context-parallel ring exchange of one leading dense layer left exposed"),
+    "t_dense_layer_ep_comm": ("time", "expert-parallel communication of one leading dense layer (none)"),
+    "t_dense_layer_comm_bwd": ("time", "the backward pass's part of one leading dense layer's exposed communication"),
+    "t_dense_layer_host": ("time", "time the GPU waits for the host to issue one leading dense layer's kernels"),
+    "stage_layers": ("", "layers of the heaviest pipeline stage, ceil(l / (p v)) v"),
+    "stage_dense_layers": ("", "leading dense layers counted on the heaviest stage (0 for a dense model)"),
+    "t_embed_fwd": ("time", "embedding lookup forward (first stage)"),
+    "t_embed_bwd": ("time", "embedding backward (first stage)"),
+    "t_head_fwd": ("time", "final norm, LM head and cross-entropy forward (last stage)"),
+    "t_head_bwd": ("time", "final norm, LM head and cross-entropy backward (last stage)"),
+    "head_stage_heavier": ("", "1 when the LM head's edge costs at least the embedding's (its stage is the heaviest), "
+                           "else 0"),
+    "t_edge_host": ("time", "host time of the heaviest stage outside its layers: max(0, host - GPU time) of its "
+                    "embedding/LM head + the framework's per-micro-batch host work"),
+    "t_pp_send_recv": ("time", "one pipeline send/recv of a micro-batch's activations left exposed"),
     "flops": ("flop", "model FLOPs per step (MFU convention: no recompute)"),
     "hardware_flops": ("flop", "executed matmul FLOPs per step (HFU convention)"),
     "n_gpus": ("", "GPUs t p d c"),
@@ -261,4 +400,6 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "params": ("", "total parameters"),
     "active_params": ("", "parameters active per token"),
     "params_rank": ("", "parameters per GPU of the heaviest stage"),
+    "params_embedding": ("", "embedding and position tables and the final norm (the parameters of a 0-layer model)"),
+    "params_expert": ("", "routed-expert parameters of the whole model, (l - l_d) E per-expert MLPs (0 if dense)"),
 }
