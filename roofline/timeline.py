@@ -1,15 +1,19 @@
 """Per-stage breakdown and the execution timeline of one step (vTrain-style views).
 
-Both views are derived from the same compiled formulas as the step time (``predict.evaluate``),
-never from a second model:
+Both views read the outputs of the same compiled model as the step time (``predict.evaluate``),
+never a second model, and never evaluate it twice:
 
-* per-layer and embedding/LM-head times come from evaluating the formulas at a few modified
-  inputs (twice the layers; the stage alone with p = 1; a minimal vocabulary) and differencing;
-* stage i holds l/p layers, the first stage also the embedding, the last the LM head (p = 1: one
-  stage holds both). Every stage's row adds up to the step time: busy time (compute,
-  communication, optimizer) plus idle time = the pipeline bubble (p-1)/v micro-batch slots of the
-  slowest stage plus the time a lighter stage waits on the slowest one. The slowest stage waits
-  for nothing, so its busy time + bubble is exactly the formula's step time;
+* per micro-batch, the model exports the terms of one layer of each kind (``t_layer_*``, and
+  ``t_dense_layer_*`` for a MoE's leading dense layers), the embedding and LM head (``t_embed_*``,
+  ``t_head_*``), the layers of its heaviest stage (``stage_layers``), which edge stage is heavier
+  (``head_stage_heavier``) and the host time outside the layers (``t_edge_host``);
+* stage i holds its layers (the heaviest stage ``stage_layers``, the others the rest, evenly), the
+  first stage also the embedding, the last the LM head (p = 1: one stage holds both). Every stage's
+  row adds up to the step time: busy time (compute, communication, optimizer) plus idle time = the
+  pipeline bubble (p-1)/v micro-batch slots of the slowest stage plus the time a lighter stage waits
+  on the slowest one. The slowest stage waits for nothing, so its busy time + bubble is exactly the
+  formula's step time (for a dense model; a MoE's leading dense layers sit on the stages that hold
+  them, which the formula folds into its heaviest stage);
 * the DP reduce/gather and the optimizer step are the heaviest stage's (what the formula uses)
   and are shown for every stage.
 
@@ -29,8 +33,6 @@ from dataclasses import dataclass
 import numpy as np
 
 COMM_KEYS = ("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm")
-# breakdown terms the formulas charge per layer and micro-batch on the heaviest stage
-PER_LAYER = ("recompute", "tp_comm", "cp_comm", "ep_comm", "host_overhead")
 
 
 def _check_finite(pred) -> None:
@@ -47,55 +49,63 @@ def _check_finite(pred) -> None:
 
 
 # ---- per-stage breakdown ----------------------------------------------------------------------
+# per micro-batch terms of one layer the model exports (formulas/step.py QUANTITIES), by their view name
+LAYER_TERMS = {"fwd": "fwd", "bwd": "bwd", "recompute": "recompute", "tp": "tp_comm", "cp": "cp_comm",
+               "ep": "ep_comm", "comm_bwd": "comm_bwd", "host": "host"}
+
+
+def stage_layers(n_layers: int, pp: int, heaviest: int, heavy_stage: int) -> list[int]:
+    """Layers of each pipeline stage: the model's heaviest stage holds ``heaviest`` (its ``stage_layers``:
+    l/p, or ceil(l/(p v)) v for uneven stages), the other stages share the rest as evenly as they can, the
+    extra layers on the stages next to the heaviest (Megatron-Core --decoder-first/last-pipeline-num-layers
+    move whole layers off the edge stages; nothing heavier than the model's heaviest stage is built)."""
+    heaviest = min(heaviest, n_layers)
+    if pp == 1:
+        return [n_layers]
+    q, rem = divmod(n_layers - heaviest, pp - 1)
+    others = sorted((k for k in range(pp) if k != heavy_stage), key=lambda k: abs(k - heavy_stage))
+    layers = [0] * pp
+    layers[heavy_stage] = heaviest
+    for rank, k in enumerate(others):
+        layers[k] = q + (rank < rem)
+    return layers
+
+
+def dense_per_stage(layers: list[int], interleave: int, dense_layers: int) -> list[int]:
+    """Leading dense layers (a MoE's first_dense_layers) on each stage: Megatron-Core builds layers in order,
+    virtual stage c p + i (model chunk c of stage i) after c p + i - 1; each chunk holds its stage's layers / v."""
+    pp, dense = len(layers), [0] * len(layers)
+    start = 0
+    for c in range(interleave):
+        for i, n in enumerate(layers):
+            k = n // interleave + (c < n % interleave)
+            dense[i] += max(0, min(dense_layers - start, k))
+            start += k
+    return dense
+
+
 def _pieces(pred) -> dict:
-    """Per micro-batch pieces: per-layer fwd/bwd/recompute/comm, embedding and head fwd/bwd."""
-    from .predict import evaluate, inputs
-
+    """Per micro-batch times of every stage, read from the model's outputs (no re-evaluation): each stage's
+    layers of both kinds times the model's per-layer terms, the embedding on the first stage, the LM head on
+    the last, and the host time outside the layers (t_edge_host) on the stage the model takes as heaviest."""
     _check_finite(pred)
-
-    m, p, hw = pred.model, pred.plan, pred.hardware
-    x0 = inputs(m, p, hw)
-    L, P, v = int(x0["layers"]), int(x0["pp"]), int(x0["interleave"])
-    heavy = -(-L // (P * v)) * v                             # layers of the heaviest stage (the formula's)
-    variants = [
-        {},                                                  # as planned
-        {"layers": L + P * v},                               # v more layers per stage: per-layer terms
-        {"pp": 1.0, "layers": heavy, "interleave": 1.0},     # the heaviest stage alone: embedding + head
-        {"vocab": 1.0},                                      # which edge is the heavier one
-    ]
-    x = {k: np.array([var.get(k, x0[k]) for var in variants], dtype=float) for k in x0}
-    r = evaluate(x)
-    mb = float(r["micro_batches"][0])
-    zero = np.zeros(len(variants))
-    per_mb = {k: r.get(f"t_{k}", zero) / mb for k in ("forward", "backward") + PER_LAYER}
-    lf = (per_mb["forward"][1] - per_mb["forward"][0]) / v
-    lb = (per_mb["backward"][1] - per_mb["backward"][0]) / v
-    edge_f, edge_b = per_mb["forward"][0] - heavy * lf, per_mb["backward"][0] - heavy * lb
-    sum_f, sum_b = per_mb["forward"][2] - heavy * lf, per_mb["backward"][2] - heavy * lb
-    head_heavier = True
-    if P == 1:
-        hf, hb, ef, eb = sum_f, sum_b, 0.0, 0.0             # one stage holds both; no split needed
-    else:
-        small = (per_mb["forward"][3] - heavy * lf) + (per_mb["backward"][3] - heavy * lb)
-        head_heavier = small < (edge_f + edge_b) * (1 - 1e-9)   # shrinking V shrank the edge: head was the max
-        if head_heavier:
-            hf, hb, ef, eb = edge_f, edge_b, sum_f - edge_f, sum_b - edge_b
-        else:
-            ef, eb, hf, hb = edge_f, edge_b, sum_f - edge_f, sum_b - edge_b
-    # layers per stage: l/p, or (uneven stages) the heaviest count on the stages next to the heavier
-    # edge, so that the slowest stage is the formula's
-    q, rem = divmod(L, P)
-    layers = [q] * P
-    extra = [P - 1 - k for k in range(rem)] if head_heavier else list(range(rem))
-    for k in extra:
-        layers[k] += 1
-    if heavy > max(layers):                                  # interleaved and uneven: the formula rounds up
-        layers[P - 1 if head_heavier else 0] = heavy
-    return {"m": mb, "heavy": heavy, "layers": layers, "layer_f": lf, "layer_b": lb,
-            "layer_rc": float(per_mb["recompute"][0]) / heavy,
-            "layer_tp": float(per_mb["tp_comm"][0]) / heavy, "layer_cp": float(per_mb["cp_comm"][0]) / heavy,
-            "layer_ep": float(per_mb["ep_comm"][0]) / heavy, "layer_host": float(per_mb["host_overhead"][0]) / heavy,
-            "embed_f": max(ef, 0.0), "embed_b": max(eb, 0.0), "head_f": max(hf, 0.0), "head_b": max(hb, 0.0)}
+    r, plan = pred.raw, pred.plan
+    P, v = plan.pp, plan.interleave
+    heavy_stage = P - 1 if r["head_stage_heavier"] >= 0.5 else 0
+    heavy = int(round(r["stage_layers"]))
+    layers = stage_layers(pred.model.n_layers, P, heavy, heavy_stage)
+    dense = dense_per_stage(layers, v, pred.model.dense_layers)
+    stages = []
+    for i, (n, n_dense) in enumerate(zip(layers, dense)):
+        first, last = i == 0, i == P - 1
+        st = {k: (n - n_dense) * r[f"t_layer_{name}"] + n_dense * r[f"t_dense_layer_{name}"]
+              for k, name in LAYER_TERMS.items()}
+        st["fwd"] += first * r["t_embed_fwd"] + last * r["t_head_fwd"]
+        st["bwd"] += first * r["t_embed_bwd"] + last * r["t_head_bwd"]
+        st["host"] += (i == heavy_stage) * r["t_edge_host"]
+        stages.append({k: float(x) for k, x in st.items()})
+    return {"m": r["micro_batches"], "heavy": heavy, "heavy_stage": heavy_stage, "layers": layers, "dense": dense,
+            "stages": stages, "send_recv": r["t_pp_send_recv"] if P > 1 else 0.0}
 
 
 def per_stage(pred) -> list[dict]:
@@ -111,21 +121,18 @@ def per_stage(pred) -> list[dict]:
     P, m = pred.plan.pp, q["m"]
     step = r["step_time"]
     rows = []
-    for i in range(P):
-        first, last, n = i == 0, i == P - 1, q["layers"][i]
-        f = n * q["layer_f"] + first * q["embed_f"] + last * q["head_f"]
-        b = n * q["layer_b"] + first * q["embed_b"] + last * q["head_b"]
-        row = {"stage": i, "layers": n, "embedding": first, "lm_head": last,
-               "forward": m * f, "backward": m * b, "recompute": m * n * q["layer_rc"]}
+    for i, st in enumerate(q["stages"]):
+        row = {"stage": i, "layers": q["layers"][i], "embedding": i == 0, "lm_head": i == P - 1,
+               "forward": m * st["fwd"], "backward": m * st["bwd"], "recompute": m * st["recompute"]}
         row["compute"] = row["forward"] + row["backward"] + row["recompute"]
         for k in ("tp", "cp", "ep"):
-            row[f"{k}_comm"] = m * n * q[f"layer_{k}"]
+            row[f"{k}_comm"] = m * st[k]
         row["pp_comm"] = r["t_pp_comm"]
         row["dp_comm"] = r["t_dp_comm"]
         row["communication"] = sum(row[k] for k in COMM_KEYS)
-        row["host"] = m * n * q["layer_host"]
+        row["host"] = m * st["host"]
         row["optimizer"] = r["t_optimizer"]
-        row["microbatch"] = f + b + n * sum(q[f"layer_{k}"] for k in ("rc", "tp", "cp", "ep", "host"))
+        row["microbatch"] = sum(st[k] for k in ("fwd", "bwd", "recompute", "tp", "cp", "ep", "host"))
         busy = row["compute"] + row["communication"] + row["host"] + row["optimizer"]
         row["bubble"] = r["t_pp_bubble"]
         row["wait"] = max(step - busy - row["bubble"], 0.0)
@@ -230,28 +237,20 @@ def events(pred) -> tuple[list[Event], float]:
     P, v, m = plan.pp, plan.interleave, int(round(q["m"]))
     sched = plan.schedule if plan.schedule != "interleaved" or v > 1 else "1f1b"
     rc_full = 1.0 if plan.recompute == "full" else 0.0
-    # exposed layer communication, split forward / backward as the formulas count collectives
-    comm_f = q["layer_tp"] / (2 + rc_full) + q["layer_cp"] / (3 + rc_full) + q["layer_ep"] / (2 + rc_full)
-    comm_b = q["layer_tp"] + q["layer_cp"] + q["layer_ep"] - comm_f
-    host_f = q["layer_host"] / (2 + rc_full)                    # host-bound share of each slot
-    host_b = q["layer_host"] - host_f
-    # blocking send/recv: the formula's 2 (m v + p - 1) transfers, one per slot
-    n_p2p = 2 * (m * v + P - 1) if P > 1 else 0
-    t_p2p = r["t_pp_comm"] / n_p2p if n_p2p else 0.0
+    link = q["send_recv"]                                       # one blocking send/recv per slot (p > 1)
     F, B, parts = [], [], []
-    for i in range(P):
-        ef = q["embed_f"] * (i == 0) / v
-        eb = q["embed_b"] * (i == 0) / v
-        hf = q["head_f"] * (i == P - 1) / v
-        hb = q["head_b"] * (i == P - 1) / v
-        lpc = q["layers"][i] / v                                # layers per model chunk
-        fc, fcomm = lpc * (q["layer_f"] + host_f) + ef + hf, lpc * comm_f
-        rcmp, bc, bcomm = lpc * q["layer_rc"], lpc * (q["layer_b"] + host_b) + eb + hb, lpc * comm_b
-        link = t_p2p if P > 1 else 0.0
-        F.append(fc + fcomm + link)
-        B.append(rcmp + bc + bcomm + link)
-        parts.append((((fc, "forward"), (fcomm, "comm"), (link, "p2p")),
-                      ((rcmp, "recompute"), (bc, "backward"), (bcomm, "comm"), (link, "p2p"))))
+    for st in q["stages"]:
+        # per model chunk; exposed layer communication split forward / backward as the model counts it
+        # (t_layer_comm_bwd); the host-bound time in the forward's share of the 2 + r passes
+        one = {k: x / v for k, x in st.items()}
+        comm_b = one["comm_bwd"]
+        comm_f = one["tp"] + one["cp"] + one["ep"] - comm_b
+        host_f = one["host"] / (2 + rc_full)
+        fc, bc = one["fwd"] + host_f, one["bwd"] + one["host"] - host_f
+        F.append(fc + comm_f + link)
+        B.append(one["recompute"] + bc + comm_b + link)
+        parts.append((((fc, "forward"), (comm_f, "comm"), (link, "p2p")),
+                      ((one["recompute"], "recompute"), (bc, "backward"), (comm_b, "comm"), (link, "p2p"))))
     done = replay(sched, P, m, v, F, B)
     evs: list[Event] = []
     for (op, i, j, c), (start, _end) in sorted(done.items(), key=lambda kv: kv[1][0]):
