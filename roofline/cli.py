@@ -12,167 +12,8 @@ import sys
 from .errors import InputError
 from .units import count_text
 
-# (flag, dest, type, help) of the model shape; None type = store_true/false pairs handled below
-MODEL_FLAGS = [
-    ("layers", "n_layers", int, "transformer layers"),
-    ("d-model", "d_model", int, "hidden size"),
-    ("heads", "n_heads", int, "attention heads"),
-    ("kv-heads", "n_kv_heads", int, "key/value heads (GQA/MQA); default = heads"),
-    ("ffn-hidden", "ffn_hidden", int, "MLP inner size (per expert); default 4h (gelu) or LLaMA's 8h/3 (swiglu)"),
-    ("vocab", "vocab", int, "vocabulary size (padded to 128*tp internally)"),
-    ("seq-len", "seq_len", int, "sequence length"),
-    ("experts", "n_experts", int, "MoE experts (1 = dense)"),
-    ("top-k", "top_k", int, "experts per token"),
-    ("capacity-factor", "capacity_factor", float, "MoE capacity factor"),
-]
-PLAN_FLAGS = [
-    ("tp", "tp", int, "tensor-parallel degree"),
-    ("pp", "pp", int, "pipeline-parallel degree"),
-    ("dp", "dp", int, "data-parallel degree"),
-    ("cp", "cp", int, "context-parallel degree (ring attention)"),
-    ("ep", "ep", int, "expert-parallel degree (taken from dp)"),
-    ("micro-batch", "micro_batch", int, "micro-batch size (sequences)"),
-    ("global-batch", "global_batch", int, "global batch (sequences) = micro-batch x micro-batches x dp"),
-    ("interleave", "interleave", int, "virtual pipeline stages per GPU (interleaved 1F1B)"),
-    ("overlap-grad-reduce", "overlap_grad_reduce", float, "fraction of DP gradient reduce hidden behind backward"),
-    ("overlap-param-gather", "overlap_param_gather", float, "fraction of parameter all-gather hidden behind forward"),
-    ("overlap-tp", "overlap_tp", float, "fraction of TP/SP communication hidden behind GEMMs"),
-    ("overlap-pp", "overlap_pp", float, "fraction of pipeline send/recv hidden"),
-    ("overlap-cp", "overlap_cp", float, "fraction of ring-attention exchange hidden behind attention"),
-]
-
-
-class Parser(argparse.ArgumentParser):
-    """ArgumentParser whose usage errors are one line (``roofline transformer: error: ...; see --help``) with
-    exit status 2, instead of the usage block; subcommand parsers inherit the class."""
-
-    def error(self, message):
-        self.exit(2, f"{self.prog.replace('python -m ', '')}: error: {message}; see --help\n")
-
-
-def number(kind=float, low: float = 0.0, strict: bool = True):
-    """argparse type: a finite number above ``low`` (at or above it when not ``strict``)."""
-    import math
-
-    def parse(text: str):
-        try:
-            v = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
-        if not math.isfinite(v) or v < low or (strict and v == low):
-            rel = ">" if strict else ">="
-            raise argparse.ArgumentTypeError(f"must be a finite number {rel} {low:g}, got {text!r}")
-        return v
-    parse.__name__ = kind.__name__       # argparse names the type in its messages
-    return parse
-
-
-def flag(p: argparse.ArgumentParser, name: str, **kw):
-    """Add --name and, when it has a dash, --name_with_underscores."""
-    names = [f"--{name}"] + ([f"--{name.replace('-', '_')}"] if "-" in name else [])
-    return p.add_argument(*names, **kw)
-
-
-def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("model (override the preset's fields)")
-    flag(g, "model", help="model preset id (see `models list`) or a preset YAML path")
-    for name, dest, typ, hlp in MODEL_FLAGS:
-        flag(g, name, dest=dest, type=typ, help=hlp)
-    flag(g, "mlp", choices=("gelu", "swiglu", "squared_relu"), help="MLP activation: gelu (4h), swiglu (gated, 3 GEMMs), "
-         "squared_relu")
-    flag(g, "norm", choices=("layernorm", "rmsnorm"), help="normalisation layer (priced as a memory-bound kernel)")
-    flag(g, "attention", choices=("flash", "unfused"), help="attention kernel (framework default)")
-    flag(g, "position", choices=("learned", "rope"), help="position encoding: learned table (an embedding) or rotary")
-    flag(g, "tied", dest="tied_embeddings", action="store_true", default=None,
-         help="tie the embedding and LM-head weights (one V x h matrix; GPT-2/3 style)")
-    flag(g, "untied", dest="tied_embeddings", action="store_false",
-         help="separate LM-head weights (LLaMA style: a second V x h matrix and its gradients)")
-    g = p.add_argument_group("parallel plan")
-    for name, dest, typ, hlp in PLAN_FLAGS:
-        flag(g, name, dest=dest, type=typ, help=hlp)
-    flag(g, "schedule", choices=("1f1b", "interleaved", "gpipe"), help="pipeline schedule (default 1f1b)")
-    flag(g, "sequence-parallel", dest="sequence_parallel", action="store_true", default=None,
-         help="Megatron sequence parallelism (norms and dropout split over TP; all-gather/reduce-scatter "
-              "instead of all-reduce); default: the stack's, only with tp > 1")
-    flag(g, "no-sequence-parallel", dest="sequence_parallel", action="store_false", help="no sequence parallelism")
-    flag(g, "uneven-stages", dest="uneven_stages", action="store_true", default=None,
-         help="allow layers not divisible by pp x interleave (the heaviest stage rounds up)")
-    flag(g, "recompute", choices=("none", "selective", "full"), help="activation recomputation (default none)")
-    flag(g, "sharding", choices=("none", "distributed", "zero1", "zero2", "zero3", "fsdp"),
-         help="optimizer/gradient/parameter sharding over dp")
-    flag(g, "zero", type=int, choices=(0, 1, 2, 3), help="ZeRO stage (alias of --sharding)")
-    flag(g, "dtype", choices=("bf16", "fp16", "fp32", "fp8"), help="matmul dtype (default bf16)")
-    flag(g, "grad-dtype", dest="grad_dtype", choices=("fp32", "bf16", "fp16"),
-         help="gradient buffer and reduce dtype (default: the stack's; Megatron fp32 main grads with bf16)")
-    flag(g, "framework", help="training stack whose defaults fill unset switches: NAME[@VERSION] from "
-         "`frameworks list` (default: the config's, else megatron-core); wins over a config file's")
-    flag(g, "tp-comm-overlap", dest="tp_comm_overlap", action="store_true", default=None,
-         help="the stack's TP communication overlap (Megatron --tp-comm-overlap, torchtitan async TP)")
-    flag(g, "memory-margin", dest="memory_margin", type=number(float, 0.0, strict=False), default=0.0,
-         help="extra fraction of HBM kept free beyond the reserve (CUDA context, NCCL, fragmentation); default 0")
-    g = p.add_argument_group("hardware")
-    flag(g, "gpu", help="hardware profile id (see `hardware list`) or YAML path (default a100-sxm4-80gb, or the config's)")
-    flag(g, "gpus-per-node", dest="gpus_per_node", type=number(int), help="override the profile's GPUs per node")
-    flag(g, "net-gbps", dest="net_gbps", type=number(), help="inter-node line rate per GPU, Gbit/s")
-
-
-def build_spec(args):
-    """The Spec of parsed flags (and the config in ``args._base``) through the one resolver:
-    preset < stack defaults < stack rules < the config's fields < explicit flags."""
-    from dataclasses import replace as dc_replace
-
-    from . import models
-    from .spec import resolve
-
-    base = getattr(args, "_base", None) or {}
-    if not base and (getattr(args, "config", None) or getattr(args, "example", None)):
-        from . import configfile
-        base = configfile.load_config(args.config or configfile.example_path(args.example))
-    if args.model:
-        model, model_set = models.load(args.model), set()
-    elif base.get("model") is not None:
-        model, model_set = base["model"], set(base.get("model_set", ()))
-    else:
-        model, model_set = None, set()
-    stated_model = {k: getattr(model, k) for k in model_set}
-    # a preset's derived fields follow an overridden shape: MHA stays MHA, a 4h MLP stays 4h
-    if model is not None and args.n_heads and args.n_kv_heads is None and model.n_kv_heads in (None, model.n_heads):
-        model = dc_replace(model, n_kv_heads=None)
-        stated_model.pop("n_kv_heads", None)
-    if model is not None and args.d_model and args.ffn_hidden is None and model.ffn_hidden == 4 * model.d_model \
-            and model.mlp != "swiglu":
-        model = dc_replace(model, ffn_hidden=None)
-        stated_model.pop("ffn_hidden", None)
-    shape = {dest: getattr(args, dest) for _, dest, _, _ in MODEL_FLAGS}
-    flags = {**shape, "mlp": args.mlp, "norm": args.norm, "attention": args.attention, "position": args.position,
-             "tied_embeddings": args.tied_embeddings}
-    stated_model.update({k: v for k, v in flags.items() if v is not None})
-    if model is not None and args.model and any(v is not None and v != getattr(model, k) for k, v in shape.items()):
-        stated_model["name"] = f"{model.name} (modified)"
-
-    plan = {}
-    if base.get("plan") is not None:
-        plan = {k: getattr(base["plan"], k) for k in base.get("plan_set", ())}
-    sharding = args.sharding
-    if args.zero is not None:
-        sharding = {0: "none", 1: "zero1", 2: "zero2", 3: "zero3"}[args.zero]
-    flags = {**{dest: getattr(args, dest) for _, dest, _, _ in PLAN_FLAGS}, "schedule": args.schedule,
-             "sequence_parallel": args.sequence_parallel, "recompute": args.recompute, "sharding": sharding,
-             "uneven_stages": args.uneven_stages, "dtype": args.dtype, "grad_dtype": args.grad_dtype,
-             "tp_comm_overlap": getattr(args, "tp_comm_overlap", None)}
-    plan.update({k: v for k, v in flags.items() if v is not None})
-    # an explicit --framework wins over the config's; with neither, the default stack (Megatron-Core)
-    stack = args.framework or base.get("framework")
-    hw = args.gpu or base.get("hardware") or None
-    return resolve(model, plan, hw, stack, model_fields=stated_model, gpus_per_node=args.gpus_per_node,
-                   net_gbps=args.net_gbps,
-                   stack_reason="--framework" if args.framework else ("the config's framework" if base.get("framework") else ""))
-
-
-def build(args) -> tuple:
-    """(Model, Plan, Hardware) of parsed flags; see :func:`build_spec`."""
-    s = build_spec(args)
-    return s.model, s.plan, s.hardware
+from .cliargs import (MODEL_FLAGS, PLAN_FLAGS, Parser, add_model_plan_flags, build,  # noqa: F401 (API)
+                      build_spec, flag, number)
 
 
 def _fmt_time(s: float) -> str:
@@ -406,7 +247,15 @@ def render_stack(s) -> str:
 
 
 CORE = ("transformer", "formulas", "hardware", "models", "frameworks")
-PLUGINS = ("calibrate.cli", "validate", "search", "extras")
+
+
+def register_commands(sub) -> None:
+    """The other commands, each module registering its own (imported only when one of them runs, so that the
+    core commands never load scipy/sympy: ``python -m roofline transformer`` starts in about half a second)."""
+    from . import cluster_schedule, configfile, extras, search, sizing, validate
+    from .calibrate import cli as calibrate
+    for module in (calibrate, validate, search, sizing, configfile, extras, cluster_schedule):
+        module.register(sub)
 
 
 def parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -460,15 +309,7 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
 
     if command in CORE:
         return ap
-    import importlib
-    for module in PLUGINS:
-        try:
-            mod = importlib.import_module(f"roofline.{module}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"roofline.{module}":
-                raise
-            continue
-        mod.register(sub)
+    register_commands(sub)
     return ap
 
 

@@ -1,4 +1,4 @@
-"""Subcommands beyond the core: ``examples``, ``run-cost`` and ``cluster-schedule``.
+"""The ``run-cost`` subcommand.
 
 ``roofline.cli`` registers them through :func:`register`.
 """
@@ -9,7 +9,7 @@ from .errors import InputError
 
 def _model_plan_hw(args):
     """(Model, Plan, Hardware, training) from flags and an optional --config/--example, as ``transformer``."""
-    from . import cli, configfile
+    from . import cliargs, configfile
 
     training = {}
     if args.example or args.config:
@@ -18,21 +18,8 @@ def _model_plan_hw(args):
         if cfg.get("framework") and args.framework == "megatron-core":
             args.framework = cfg["framework"]
         training = cfg.get("training") or {}
-    model, plan, hw = cli.build(args)
+    model, plan, hw = cliargs.build(args)
     return model, plan, hw, training
-
-
-def cmd_examples(args) -> int:
-    from . import configfile
-
-    if args.action == "list":
-        for name in configfile.list_examples():
-            print(f"{name:<24}{configfile.describe(name)}")
-        return 0
-    if not args.name:
-        raise InputError("examples show needs an example name (see `examples list`)")
-    print(configfile.example_path(args.name).read_text().rstrip())
-    return 0
 
 
 def cmd_run_cost(args) -> int:
@@ -64,33 +51,8 @@ def cmd_run_cost(args) -> int:
     return 0
 
 
-def cmd_cluster_schedule(args) -> int:
-    from . import hardware, schedule, schema
-
-    if args.gpus is not None:                 # checked before the jobs file is read: 0 is not "unset"
-        schema.number(args.gpus, "--gpus", int, low=1)
-    jobs, cluster = schedule.load_jobs(args.jobs)
-    n = args.gpus if args.gpus is not None else cluster.get("gpus")
-    if n is None:
-        raise InputError("cluster-schedule needs the cluster size: --gpus N (or 'gpus:' in the jobs file)")
-    n = schema.number(n, f"{args.jobs}: gpus (GPUs in the cluster)", int, low=1)
-    hw = hardware.load(args.gpu or cluster.get("gpu") or "a100-sxm4-80gb")
-    results = schedule.schedule(jobs, int(n), hw)
-    if args.json:
-        print(schema.strict_json(schedule.to_dict(results), indent=1))
-    else:
-        print(f"cluster: {int(n)} x {hw.id}, {len(jobs)} jobs\n")
-        print(schedule.render(results))
-    return 0
-
-
 def register(sub) -> None:
-    from .cli import add_model_plan_flags, flag
-
-    p = sub.add_parser("examples", help="list or show the bundled example configs")
-    p.add_argument("action", choices=("list", "show"))
-    p.add_argument("name", nargs="?", help="example name (see `examples list`)")
-    p.set_defaults(func=cmd_examples)
+    from .cliargs import add_model_plan_flags, flag
 
     p = sub.add_parser("run-cost", help="the whole run's FLOP and network bytes per parallel axis, and its days")
     add_model_plan_flags(p)
@@ -104,10 +66,3 @@ def register(sub) -> None:
     flag(g, "config", help="a config YAML (see docs/configs.md)")
     flag(g, "json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_run_cost)
-
-    p = sub.add_parser("cluster-schedule", help="share a GPU cluster among training jobs (greedy vs equal split)")
-    p.add_argument("jobs", help="jobs YAML (see docs/timeline.md#cluster-scheduling)")
-    flag(p, "gpus", type=int, help="GPUs in the cluster (default: 'gpus' of the jobs file)")
-    flag(p, "gpu", help="hardware profile of the cluster (default: 'gpu' of the jobs file, else a100-sxm4-80gb)")
-    flag(p, "json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=cmd_cluster_schedule)

@@ -11,8 +11,7 @@ HBM are ranked. There is no Python loop over plans.
 >>> best[0].plan.n_gpus, best[0].slower_than_best
 (8, 0.0)
 
-``python -m roofline search`` and ``python -m roofline plan`` (compute-optimal sizing, in
-:mod:`roofline.planning`) are registered on the CLI by :func:`register`. Start-up stays light:
+``python -m roofline search`` is registered on the CLI by :func:`register`. Start-up stays light:
 numpy and the compiled formulas only; no sympy, scipy or matplotlib (unless ``--plot``).
 """
 from __future__ import annotations
@@ -655,7 +654,7 @@ def _pins(args) -> dict:
 def cmd_search(args) -> int:
     import json
 
-    from .cli import build_spec
+    from .cliargs import build_spec
 
     if args.global_batch is None:
         raise InputError("search needs --global-batch (sequences per optimizer step)")
@@ -719,7 +718,7 @@ def cmd_search(args) -> int:
 
 
 def register(subparsers) -> None:
-    from .cli import add_model_plan_flags, flag
+    from .cliargs import add_model_plan_flags, flag
 
     p = subparsers.add_parser("search", help="find the fastest valid parallel plan (or a sweep's Pareto front)",
                               description="Enumerate every valid plan (tp, pp, dp, cp, ep, micro-batch, interleave, "
@@ -738,5 +737,3 @@ def register(subparsers) -> None:
     flag(g, "plot", metavar="PNG", help="with a GPU range: draw the time/cost Pareto front (matplotlib)")
     p.set_defaults(func=cmd_search)
 
-    from . import planning
-    planning.register(subparsers)

@@ -205,7 +205,7 @@ def test_plan_finds_a_split_beyond_the_smallest_size():
     fits neither tp | 4 nor pp | 4 nor cp | 4096); d 1536 (12 heads, 12 layers) has one. The plan must start
     there instead of calling the budget too small (it did before issue 22)."""
     from roofline.config import check
-    from roofline.planning import plan_budget
+    from roofline.sizing import plan_budget
 
     r = plan_budget(hardware.load("h100-sxm"), 96, days=30)
     p = r.best.plan

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import roofline.planning
+import roofline.sizing
 import roofline.search
 from roofline import InputError, hardware, models, predict
 from roofline.config import Model, Plan, check
-from roofline.planning import plan_budget, scaled_model
+from roofline.sizing import plan_budget, scaled_model
 from roofline.search import (RECOMPUTE, SHARDING, default_base, divisors, evaluate_space, gpu_range, pareto, search,
                              sweep)
 
@@ -21,7 +21,7 @@ A100 = hardware.load("a100-sxm4-80gb")
 H100 = hardware.load("h100-sxm")
 
 
-@pytest.mark.parametrize("module", [roofline.search, roofline.planning])
+@pytest.mark.parametrize("module", [roofline.search, roofline.sizing])
 def test_doctests(module):
     assert doctest.testmod(module).failed == 0
 

@@ -135,7 +135,7 @@ def measure(kind: str, size: int, p: int, rank: int, device, dtype, repeats: int
 def main(args) -> int:
     from ..errors import InputError
     from ..units import parse
-    from . import cli, profile
+    from . import outputs, profile
     try:
         import torch
         import torch.distributed as dist
@@ -202,7 +202,7 @@ def main(args) -> int:
             links[kind, lay.link] = fit.fit_alpha_beta(s, pk, t, kind)
             for pi, si, ti in r:
                 lines.append(f"{kind},{lay.link},{pi},{si},{ti:.6g},{fit.algbw(si, ti):.6g},{fit.busbw(si, ti, kind, pi):.6g}")
-    _, _, pid = cli.out_paths(args.out)
+    _, _, pid = outputs.out_paths(args.out)
     header = {"id": pid, "name": f"{p} ranks ({backend}), collectives calibrated", "kind": "calibrated-links"}
     samples, err = profile.fit_error_section({}, links)
     prov = {"source": f"roofline calibrate comm, {p} ranks, {p // per_node} node(s) of {per_node}, backend {backend}",
@@ -215,7 +215,7 @@ def main(args) -> int:
                             "at once (PP)"]}
     text = profile.profile_text(header, None, profile.collectives_section(links), prov)
     csv_text = "collective,link,ranks,bytes,t_s,algbw_Bps,busbw_Bps\n" + "\n".join(lines) + "\n"
-    cli.write_outputs(args.out, text, csv_text)
+    outputs.write_outputs(args.out, text, csv_text)
     for (kind, lk), f in links.items():
         print(f"{kind:4} {lk:5} alpha {f.alpha * 1e6:8.2f} us  busbw {f.busbw / 1e9:8.3f} GB/s  MAPE {f.mape:6.1%}")
     return 0

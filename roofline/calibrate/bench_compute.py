@@ -344,9 +344,9 @@ def _match_base(device: str) -> str | None:
 
 def main(args) -> int:
     from ..errors import InputError
-    from . import cli, profile
+    from . import outputs, profile
     device = args.device
-    cli.torch_device(device, "compute")
+    outputs.torch_device(device, "compute")
     import torch
     repeats = args.repeats or (5 if args.quick else 20)
     skipped: list = []
@@ -355,7 +355,7 @@ def main(args) -> int:
         sys.stderr.write(f"skipped {len(skipped)} case(s) that do not fit in {device}'s memory: "
                          f"{'; '.join(skipped[:4])}{' ...' if len(skipped) > 4 else ''}\n")
     base = args.base or _match_base(device)
-    _, _, pid = cli.out_paths(args.out)
+    _, _, pid = outputs.out_paths(args.out)
     header = {"id": pid, "name": f"{device} {args.dtype}, calibrated by microbenchmarks", "kind": "calibrated"}
     assumptions = ["fitted on this machine's torch kernels; times are medians of repeats with rotated inputs"]
     if base:
@@ -402,8 +402,8 @@ def main(args) -> int:
                       + (" --quick" if args.quick else ""), "samples": samples, "fit_error": err,
             "defects": profile.flagged_lines(compute), "assumptions": assumptions}
     text = profile.profile_text(header, profile.efficiency_section(compute), None, prov)
-    cli.write_outputs(args.out, text, profile.samples_csv(ops))
-    cli.print_report({"compute": compute})
+    outputs.write_outputs(args.out, text, profile.samples_csv(ops))
+    outputs.print_report({"compute": compute})
     return 0
 
 

@@ -247,7 +247,7 @@ def cmd_plan(args) -> int:
 
 
 def register(subparsers) -> None:
-    from .cli import flag
+    from .cliargs import flag
 
     p = subparsers.add_parser("plan", help="compute-optimal sizing: the largest model a budget trains",
                               description="Largest LLaMA-3-shaped model (and its tokens) trainable within a budget, "

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from roofline import hardware, schedule
+from roofline import cluster_schedule as schedule, hardware
 from roofline.errors import InputError
 
 JOBS = """

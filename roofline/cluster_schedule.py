@@ -382,3 +382,35 @@ def to_dict(results: tuple[Result, Result]) -> dict:
             "jobs": [{"job": p.job, "gpus": p.gpus, "plan": plan(p.plan), "start_h": p.start_h, "end_h": p.end_h,
                       "deadline_h": p.deadline_h, "deadline_met": p.met} for p in r.placements]}
     return out
+
+
+# ---- the `cluster-schedule` command -----------------------------------------------------------
+def cmd_cluster_schedule(args) -> int:
+    from . import hardware, schema
+
+    if args.gpus is not None:                 # checked before the jobs file is read: 0 is not "unset"
+        schema.number(args.gpus, "--gpus", int, low=1)
+    jobs, cluster = load_jobs(args.jobs)
+    n = args.gpus if args.gpus is not None else cluster.get("gpus")
+    if n is None:
+        raise InputError("cluster-schedule needs the cluster size: --gpus N (or 'gpus:' in the jobs file)")
+    n = schema.number(n, f"{args.jobs}: gpus (GPUs in the cluster)", int, low=1)
+    hw = hardware.load(args.gpu or cluster.get("gpu") or "a100-sxm4-80gb")
+    results = schedule(jobs, int(n), hw)
+    if args.json:
+        print(schema.strict_json(to_dict(results), indent=1))
+    else:
+        print(f"cluster: {int(n)} x {hw.id}, {len(jobs)} jobs\n")
+        print(render(results))
+    return 0
+
+
+def register(sub) -> None:
+    from .cliargs import flag
+
+    p = sub.add_parser("cluster-schedule", help="share a GPU cluster among training jobs (greedy vs equal split)")
+    p.add_argument("jobs", help="jobs YAML (see docs/timeline.md#cluster-scheduling)")
+    flag(p, "gpus", type=int, help="GPUs in the cluster (default: 'gpus' of the jobs file)")
+    flag(p, "gpu", help="hardware profile of the cluster (default: 'gpu' of the jobs file, else a100-sxm4-80gb)")
+    flag(p, "json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_cluster_schedule)
