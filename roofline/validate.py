@@ -417,10 +417,10 @@ def korthikanti_table4(gpu: str = "a100-sxm4-80gb") -> list[dict]:
     """Per-layer forward/backward time of the 22B GPT (h 6144, 64 heads, s 2048, micro-batch 4, TP 8).
 
     Assumptions: the Table 3/5 setting of the 22B model (micro-batch 4, one DGX A100 node, fp16,
-    Megatron-LM 2021 kernels: unfused attention, dropout); one layer = the difference between a 2-layer
-    and a 1-layer model with pp = dp = 1 and one micro-batch, so embedding, LM head and optimizer cancel.
-    Forward = layer forward + forward TP communication; backward = layer backward + recompute + the
-    backward (and recompute-forward) TP communication, as the paper times them.
+    Megatron-LM 2021 kernels: unfused attention, dropout); one layer = the model's per-layer terms of one
+    micro-batch (``t_layer_*``: embedding, LM head and optimizer are not in them). Forward = layer forward +
+    the forward part of its exposed TP communication; backward = layer backward + recompute + the backward
+    (and recompute-forward) part (``t_layer_comm_bwd``), as the paper times them.
     """
     from . import hardware
     from .config import Model
@@ -430,21 +430,18 @@ def korthikanti_table4(gpu: str = "a100-sxm4-80gb") -> list[dict]:
     hw = hardware.load(gpu)
     rows = []
     for name, (sp, rc) in TABLE4_PLANS.items():
-        r = []
-        for layers in (1, 2):
-            s = resolve(Model(n_layers=layers, d_model=6144, n_heads=64, vocab=51200, seq_len=2048),
-                        {"tp": 8, "micro_batch": 4, "global_batch": 4, "sequence_parallel": sp, "recompute": rc},
-                        hw, "megatron-lm@2022")
-            r.append({k: float(v) for k, v in evaluate(inputs(s.model, s.plan, s.hardware)).items()})
-        d = {k: r[1][k] - r[0][k] for k in r[0]}
-        n_tp = 2 + (rc == "full")                 # TP collectives: forward, backward, recomputed forward
-        fwd = d["t_forward"] + d["t_tp_comm"] / n_tp
-        bwd = d["t_backward"] + d["t_recompute"] + d["t_tp_comm"] * (n_tp - 1) / n_tp
+        s = resolve(Model(n_layers=1, d_model=6144, n_heads=64, vocab=51200, seq_len=2048),
+                    {"tp": 8, "micro_batch": 4, "global_batch": 4, "sequence_parallel": sp, "recompute": rc},
+                    hw, "megatron-lm@2022")
+        r = {k: float(v) for k, v in evaluate(inputs(s.model, s.plan, s.hardware)).items()}
+        tp_bwd = r["t_layer_comm_bwd"]                 # no CP or EP here: all of it is TP
+        fwd = r["t_layer_fwd"] + r["t_layer_tp_comm"] - tp_bwd
+        bwd = r["t_layer_bwd"] + r["t_layer_recompute"] + tp_bwd
         mf, mb = TABLE4[name]
         rows.append({"config": name, "measured_fwd_ms": mf, "measured_bwd_ms": mb, "measured_total_ms": mf + mb,
                      "predicted_fwd_ms": 1e3 * fwd, "predicted_bwd_ms": 1e3 * bwd,
                      "predicted_total_ms": 1e3 * (fwd + bwd),
-                     "tp_comm_ms": 1e3 * d["t_tp_comm"], "recompute_ms": 1e3 * d["t_recompute"],
+                     "tp_comm_ms": 1e3 * r["t_layer_tp_comm"], "recompute_ms": 1e3 * r["t_layer_recompute"],
                      "error": (fwd + bwd) / ((mf + mb) / 1e3) - 1})
     return rows
 
