@@ -213,6 +213,19 @@ def cmd_models(args) -> int:
     return 0
 
 
+def cmd_examples(args) -> int:
+    from . import configfile
+
+    if args.action == "list":
+        for name in configfile.list_examples():
+            print(f"{name:<24}{configfile.describe(name)}")
+        return 0
+    if not args.name:
+        raise InputError("examples show needs an example name (see `examples list`)")
+    print(configfile.example_path(args.name).read_text().rstrip())
+    return 0
+
+
 def cmd_frameworks(args) -> int:
     from . import stacks
 
@@ -246,15 +259,15 @@ def render_stack(s) -> str:
     return "\n".join(lines)
 
 
-CORE = ("transformer", "formulas", "hardware", "models", "frameworks")
+CORE = ("transformer", "formulas", "hardware", "models", "examples", "frameworks")
 
 
 def register_commands(sub) -> None:
     """The other commands, each module registering its own (imported only when one of them runs, so that the
     core commands never load scipy/sympy: ``python -m roofline transformer`` starts in about half a second)."""
-    from . import cluster_schedule, configfile, extras, search, sizing, validate
+    from . import cluster_schedule, extras, search, sizing, validate
     from .calibrate import cli as calibrate
-    for module in (calibrate, validate, search, sizing, configfile, extras, cluster_schedule):
+    for module in (calibrate, validate, search, sizing, extras, cluster_schedule):
         module.register(sub)
 
 
@@ -301,6 +314,11 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("id", nargs="?", help="profile id (for show)")
     flag(p, "table", action="store_true", help="peaks, HBM and links of every profile in one table")
     p.set_defaults(func=cmd_hardware)
+
+    p = sub.add_parser("examples", help="list or show the bundled example configs")
+    p.add_argument("action", choices=("list", "show"))
+    p.add_argument("name", nargs="?", help="example name (see `examples list`)")
+    p.set_defaults(func=cmd_examples)
 
     p = sub.add_parser("models", help="list or show model presets")
     p.add_argument("action", choices=("list", "show"), help="list every preset, or show one")

@@ -253,22 +253,3 @@ def one_batch_time(config) -> float:
     """Seconds of one training step (one global batch) for a config; estimate-train-time's
     ``one_batch_predict`` returns the same quantity in microseconds."""
     return float(predict_config(config).raw["step_time"])
-
-
-# ---- the `examples` command ------------------------------------------------------------------
-def cmd_examples(args) -> int:
-    if args.action == "list":
-        for name in list_examples():
-            print(f"{name:<24}{describe(name)}")
-        return 0
-    if not args.name:
-        raise InputError("examples show needs an example name (see `examples list`)")
-    print(example_path(args.name).read_text().rstrip())
-    return 0
-
-
-def register(sub) -> None:
-    p = sub.add_parser("examples", help="list or show the bundled example configs")
-    p.add_argument("action", choices=("list", "show"))
-    p.add_argument("name", nargs="?", help="example name (see `examples list`)")
-    p.set_defaults(func=cmd_examples)
