@@ -41,23 +41,16 @@ from __future__ import annotations
 
 from dataclasses import replace as dc_replace
 
-import numpy as np
-
 AXES = ("tp", "cp", "ep", "pp", "dp")
 
 
 def _params(model, plan, hw) -> dict:
-    """Total, active, embedding and expert parameters from the compiled formulas."""
+    """Total, active, embedding and routed-expert parameters: outputs of the compiled model."""
     from .predict import evaluate, inputs
 
-    x0 = inputs(model, plan, hw)
-    E = float(model.n_experts)
-    variants = [{}, {"layers": 0.0}, {"tp": 1.0, "pp": 1.0, "ep": 1.0}, {"tp": 1.0, "pp": 1.0, "ep": E}]
-    x = {k: np.array([v.get(k, x0[k]) for v in variants], dtype=float) for k in x0}
-    r = evaluate(x)
-    diff = float(r["params_rank"][2] - r["params_rank"][3])        # L * expert * (E - 1)
-    return {"total": float(r["params"][0]), "active": float(r["active_params"][0]),
-            "embedding": float(r["params"][1]), "expert": diff * E / (E - 1) if E > 1 else 0.0}
+    r = evaluate(inputs(model, plan, hw))
+    return {"total": float(r["params"]), "active": float(r["active_params"]),
+            "embedding": float(r["params_embedding"]), "expert": float(r["params_expert"])}
 
 
 def _per_node(p: int, stride: int, gpn: int) -> int:
