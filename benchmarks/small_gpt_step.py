@@ -15,7 +15,7 @@ On CUDA a second median, ``gpu_s``, times the same step with a GPU busy-wait que
 span the kernels alone: the host has issued its first ~1000 launches (the depth of the launch queue; beyond
 it the launch call blocks) before the GPU reaches them, and where the GPU is the slower of the two it never
 waits again. ``measured_s - gpu_s`` is then the host issue time the step exposes. The prediction is
-``roofline.configfile.predict_config`` of the same shapes with ``framework: plain`` on one GPU
+``roofline.predict_config`` of the same shapes with ``framework: plain`` on one GPU
 (tp = pp = dp = 1, one micro-batch per step), from each profile of ``--profile`` (comma-separated; one
 measurement, one row per size and profile), with ``predicted_host_s`` its host-overhead term.
 
@@ -128,7 +128,7 @@ def measure(torch, layers, d, heads, vocab, seq, batch, device, warmup: int, ste
 
 
 def predict(name, layers, d, heads, vocab, seq, batch, profile) -> dict:
-    from roofline.configfile import predict_config
+    from roofline import predict_config
     cfg = {"model": {"name": name, "n_layers": layers, "d_model": d, "n_heads": heads, "vocab": vocab, "seq_len": seq,
                      "mlp": "gelu", "norm": "layernorm", "tied": True, "position": "learned", "biases": True,
                      "dropout": False, "attention": "flash"},

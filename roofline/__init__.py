@@ -8,14 +8,14 @@
 from . import hardware, models
 from .config import Model, Plan
 from .errors import InputError
-from .predict import Prediction, predict
+from .predict import Prediction, one_batch_time, predict, predict_config
 from .spec import Spec, resolve
 
 
 def __getattr__(name):   # lazy: the config-file API and the plan search import more modules
-    if name in ("predict_config", "one_batch_time", "load_config"):
-        from . import configfile
-        return getattr(configfile, name)
+    if name == "load_config":
+        from .configfile import load_config
+        return load_config
     if name == "search":
         import importlib
         return importlib.import_module("roofline.search")

@@ -236,20 +236,3 @@ def resolve_spec(config_or_path):
     stated_plan = {k: getattr(cfg["plan"], k) for k in cfg.get("plan_set", ())}
     return resolve_run(model, stated_plan, cfg["hardware"], cfg.get("framework"), model_fields=stated_model,
                        stack_reason="the config's framework" if cfg.get("framework") else "")
-
-
-def predict_config(config_or_path):
-    """Prediction for a config: a path, a bundled example's name, a mapping with the config file's
-    keys, or what :func:`load_config` returned. The run (days, GPU-hours, cost) is included when the
-    config has a ``training`` section."""
-    from .predict import predict
-
-    model, plan, hw, training = resolve(config_or_path)
-    return predict(model, plan, hw, tokens=training.get("tokens"), steps=training.get("steps"),
-                   gpu_hour_price=training.get("gpu_hour_price"))
-
-
-def one_batch_time(config) -> float:
-    """Seconds of one training step (one global batch) for a config; estimate-train-time's
-    ``one_batch_predict`` returns the same quantity in microseconds."""
-    return float(predict_config(config).raw["step_time"])

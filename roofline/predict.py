@@ -44,7 +44,17 @@ def model_inputs(m: Model) -> dict:
             "causal": float(m.causal), "flash": float(m.attention == "flash"), "dropout": float(m.dropout),
             "tied": float(m.tied_embeddings), "learned_pos": float(m.position == "learned"),
             "biases": float(m.biases), "experts": m.n_experts, "top_k": m.top_k, "capacity": m.capacity_factor,
-            "head_dim": m.head_size, "moe_ffn": m.expert_ffn, "shared_ffn": m.shared_ffn, "dense_layers": m.dense_layers}
+            "head_dim": m.head_size, "moe_ffn": m.expert_ffn, "shared_ffn": m.shared_ffn, "dense_layers": m.dense_layers,
+            **mla_inputs(m)}
+
+
+def mla_inputs(m: Model) -> dict:
+    """MLA sizes (0 without MLA) and the sliding window: its size and the fraction of layers it applies to."""
+    mla = m.mla
+    return {"kv_lora": m.kv_lora_rank or 0, "q_lora": (m.q_lora_rank or 0) if mla else 0,
+            "qk_nope": m.qk_nope_head_dim if mla else 0, "qk_rope": m.qk_rope_head_dim if mla else 0,
+            "v_head": m.v_head_dim if mla else 0, "swa_window": m.swa_window or 0,
+            "swa_frac": m.windowed_layers / m.n_layers}
 
 
 def plan_inputs(p: Plan) -> dict:
@@ -204,3 +214,20 @@ def predict(model, plan: Plan | None = None, hw: Hardware | None = None, *, toke
         mfu=r["mfu"], hfu=r["hfu"], tokens_per_s=Q(r["tokens_per_s"], "1/s"), n_gpus=int(round(r["n_gpus"])),
         micro_batches=int(round(r["micro_batches"])), params=r["params"], bubble_fraction=r["pp_bubble"],
         run=run, raw=r, stack=stack)
+
+
+def predict_config(config_or_path):
+    """Prediction for a config: a path, a bundled example's name, a mapping with the config file's
+    keys, or what :func:`roofline.configfile.load_config` returned. The run (days, GPU-hours, cost) is included when the
+    config has a ``training`` section."""
+    from .configfile import resolve
+
+    model, plan, hw, training = resolve(config_or_path)
+    return predict(model, plan, hw, tokens=training.get("tokens"), steps=training.get("steps"),
+                   gpu_hour_price=training.get("gpu_hour_price"))
+
+
+def one_batch_time(config) -> float:
+    """Seconds of one training step (one global batch) for a config; estimate-train-time's
+    ``one_batch_predict`` returns the same quantity in microseconds."""
+    return float(predict_config(config).raw["step_time"])

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from roofline import configfile
+from roofline import configfile, one_batch_time, predict_config
 from roofline.errors import InputError
 
 EXAMPLES = ["llemma_7b_4_2_2_P", "llemma_7b_4_2_2_V", "gpt3_175b_a100", "megatron_gpt_39b_a100",
@@ -29,10 +29,10 @@ def test_examples_are_bundled():
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_every_example_predicts(name):
     cfg = _load(name)
-    pred = configfile.predict_config(cfg)
+    pred = predict_config(cfg)
     assert pred.raw["step_time"] > 0
     assert pred.fits_in_memory, f"{name} should fit in memory"
-    assert configfile.one_batch_time(cfg) == pytest.approx(pred.raw["step_time"])
+    assert one_batch_time(cfg) == pytest.approx(pred.raw["step_time"])
 
 
 def test_llemma_p_matches_upstream_setup():
@@ -43,7 +43,7 @@ def test_llemma_p_matches_upstream_setup():
     assert (p.pp, p.tp, p.dp, p.micro_batch, p.batch) == (4, 2, 2, 4, 64)
     assert (p.recompute, p.dtype, p.overlap_grad_reduce, p.overlap_tp, p.overlap_pp) == ("full", "fp16", 0, 0, 0)
     assert hw.gpus_per_node == 4 and cfg["gpu"] == "a100-perlmutter"
-    pred = configfile.predict_config(cfg)
+    pred = predict_config(cfg)
     assert pred.micro_batches == 8
     # upstream (estimate-train-time) predicts 9.47 s for this example; same ballpark expected
     assert 9.47 / 2 < pred.raw["step_time"] < 9.47 * 2
@@ -115,9 +115,9 @@ def test_unknown_example_lists_known():
 
 def test_predict_config_accepts_mapping_and_example_name():
     d = {"model": "gpt3-125m", "plan": {"dp": 2, "micro_batch": 4}, "hardware": "a100-sxm4-80gb"}
-    assert configfile.one_batch_time(d) > 0
-    assert configfile.one_batch_time("gpt3_175b_a100") == pytest.approx(
-        configfile.predict_config(configfile.example_path("gpt3_175b_a100")).raw["step_time"])
+    assert one_batch_time(d) > 0
+    assert one_batch_time("gpt3_175b_a100") == pytest.approx(
+        predict_config(configfile.example_path("gpt3_175b_a100")).raw["step_time"])
 
 
 def test_cli_examples_and_transformer_example():
@@ -130,5 +130,5 @@ def test_cli_examples_and_transformer_example():
     r = run("transformer", "--example", "gpt3_175b_a100", "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
-    assert d["step_time_s"] == pytest.approx(configfile.one_batch_time("gpt3_175b_a100"))
+    assert d["step_time_s"] == pytest.approx(one_batch_time("gpt3_175b_a100"))
     assert d["n_gpus"] == 1024 and "run_days" in d and isinstance(d["warnings"], list)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from roofline import configfile, hardware
+from roofline import configfile, hardware, predict_config
 from roofline.config import Model, Plan
 from roofline.predict import predict
 
@@ -56,8 +56,8 @@ def test_cluster_variant_with_base_and_config_relative_path(tmp_path):
     cfg = configfile.load_config(cfg_path)
     assert cfg["hardware"].id == "my-cluster" and cfg["hardware"].gpus_per_node == 4
     assert cfg["hardware"].peak("bf16") == pytest.approx(624e12)
-    slow = configfile.predict_config(cfg)
-    fast = configfile.predict_config({"model": "gpt3-350m", "plan": {"tp": 2, "dp": 8, "micro_batch": 2,
+    slow = predict_config(cfg)
+    fast = predict_config({"model": "gpt3-350m", "plan": {"tp": 2, "dp": 8, "micro_batch": 2,
                                                                      "global_batch": 64},
                                       "hardware": str(tmp_path / "my-gpu.yaml")})
     assert slow.raw["t_dp_comm"] >= fast.raw["t_dp_comm"]
