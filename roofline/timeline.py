@@ -87,7 +87,8 @@ def dense_per_stage(layers: list[int], interleave: int, dense_layers: int) -> li
 def _pieces(pred) -> dict:
     """Per micro-batch times of every stage, read from the model's outputs (no re-evaluation): each stage's
     layers of both kinds times the model's per-layer terms, the embedding on the first stage, the LM head on
-    the last, and the host time outside the layers (t_edge_host) on the stage the model takes as heaviest."""
+    the last, the framework's per-micro-batch host work on every stage and the edges' host-bound excess
+    (t_edge_host) on the stage the model takes as heaviest."""
     _check_finite(pred)
     r, plan = pred.raw, pred.plan
     P, v = plan.pp, plan.interleave
@@ -102,7 +103,7 @@ def _pieces(pred) -> dict:
               for k, name in LAYER_TERMS.items()}
         st["fwd"] += first * r["t_embed_fwd"] + last * r["t_head_fwd"]
         st["bwd"] += first * r["t_embed_bwd"] + last * r["t_head_bwd"]
-        st["host"] += (i == heavy_stage) * r["t_edge_host"]
+        st["host"] += (i == heavy_stage) * r["t_edge_host"] + r["t_microbatch_host"]
         stages.append({k: float(x) for k, x in st.items()})
     return {"m": r["micro_batches"], "heavy": heavy, "heavy_stage": heavy_stage, "layers": layers, "dense": dense,
             "stages": stages, "send_recv": r["t_pp_send_recv"] if P > 1 else 0.0}

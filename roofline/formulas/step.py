@@ -7,6 +7,7 @@ One micro-batch on one rank of the heaviest pipeline stage, and the step:
                                                                 dense layers, t_dense_layer_*)
     t_microbatch = n_d t_dense_layer + (stage_layers - n_d) t_layer        the stage's layers
                    + t_edge_fwd + t_edge_bwd + t_edge_host                 embedding and/or LM head
+                   + t_microbatch_host                                     the framework's host work
     step         = (m + (p-1)/v) t_microbatch                              pipeline (Narayanan et al. 2021)
                    + t_pp_comm + t_dp_comm + t_optimizer                   exposed PP / DP traffic, optimizer
 
@@ -145,7 +146,7 @@ class Edges:
     head_heavier: sp.Expr   # 1 when the LM head's stage is the heavier of the two edge stages
     fwd: sp.Expr            # edge forward of the heaviest stage (p = 1: both edges)
     bwd: sp.Expr
-    host: sp.Expr           # host-bound excess of the edges + the framework's per-micro-batch host work
+    host: sp.Expr           # host-bound excess of the edges (max(0, host - GPU time))
 
 
 def edges() -> Edges:
@@ -163,7 +164,7 @@ def edges() -> Edges:
     bwd = head_heavier * hb + (1 - head_heavier) * eb + single * (head_heavier * eb + (1 - head_heavier) * hb)
     host_issue = (PL.has_pp * (head_heavier * S.host_head + (1 - head_heavier) * S.host_emb)
                   + single * (S.host_emb + S.host_head))
-    host = sp.Max(0, host_issue - (fwd + bwd)) + S.host_mb
+    host = sp.Max(0, host_issue - (fwd + bwd))
     return Edges(ef, eb, hf, hb, head_heavier, fwd, bwd, host)
 
 
@@ -206,7 +207,9 @@ def build() -> dict[str, sp.Expr]:
     stage_recompute = stage(lambda k: k.recompute)
     stage_comm = stage(lambda k: k.comm)
     stage_host = stage(lambda k: k.host)
-    t_microbatch = stage_fwd + stage_bwd + stage_recompute + stage_comm + stage_host + edge.host
+    # the framework's own per-micro-batch host work (batch fetch and broadcast, masks) while the GPU waits
+    edge_host = edge.host + S.host_mb
+    t_microbatch = stage_fwd + stage_bwd + stage_recompute + stage_comm + stage_host + edge_host
 
     # PP send/recv: b (s/c) h activations, split over t (scatter/gather or SP)
     send_recv = (1 - S.ov_pp) * CM.p2p(S.act_bytes * C.tokens * h / S.tp, CM.pp_same_node())
@@ -233,7 +236,7 @@ def build() -> dict[str, sp.Expr]:
     out["t_tp_comm"] = m * stage(lambda k: k.tp)
     out["t_cp_comm"] = m * stage(lambda k: k.cp)
     out["t_ep_comm"] = m * stage(lambda k: k.ep)
-    out["t_host_overhead"] = m * (stage_host + edge.host)
+    out["t_host_overhead"] = m * (stage_host + edge_host)
     out["t_pp_bubble"] = PL.bubble_time(t_microbatch)
     out["t_pp_comm"] = pp_comm
     out["t_dp_comm"] = dp_comm + zero3_comm
@@ -266,6 +269,7 @@ def build() -> dict[str, sp.Expr]:
     out["t_head_bwd"] = edge.head_bwd
     out["head_stage_heavier"] = edge.head_heavier
     out["t_edge_host"] = edge.host
+    out["t_microbatch_host"] = S.host_mb
     out["t_pp_send_recv"] = send_recv
 
     out.update(flops(kinds))
@@ -375,8 +379,10 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "t_head_bwd": ("time", "final norm, LM head and cross-entropy backward (last stage)"),
     "head_stage_heavier": ("", "1 when the LM head's edge costs at least the embedding's (its stage is the heaviest), "
                            "else 0"),
-    "t_edge_host": ("time", "host time of the heaviest stage outside its layers: max(0, host - GPU time) of its "
-                    "embedding/LM head + the framework's per-micro-batch host work"),
+    "t_edge_host": ("time", "time the GPU of the heaviest stage waits for the host to issue its embedding/LM "
+                    "head kernels: max(0, host - GPU time)"),
+    "t_microbatch_host": ("time", "the framework's own host work per micro-batch (batch fetch and broadcast, masks) "
+                          "while the GPU waits, on every stage"),
     "t_pp_send_recv": ("time", "one pipeline send/recv of a micro-batch's activations left exposed"),
     "flops": ("flop", "model FLOPs per step (MFU convention: no recompute)"),
     "hardware_flops": ("flop", "executed matmul FLOPs per step (HFU convention)"),
