@@ -135,17 +135,14 @@ def test_compiled_module_is_in_sync_with_formulas():
 
 
 # ---- symbolic vs numeric ----------------------------------------------------------------------
-_EXPRS = None
-
-
-def _lambdified():
-    global _EXPRS
-    if _EXPRS is None:
-        exprs = step.build()
-        names = ["step_time", "memory", "flops", "t_dp_comm", "t_tp_comm"]
-        syms = [s.symbol for s in SYMBOLS.values()]
-        _EXPRS = (names, syms, sp.lambdify(syms, [exprs[n] for n in names], modules=["mpmath"]))
-    return _EXPRS
+def _symbolic(names, x):
+    """The sympy expressions of ``names`` evaluated at ``x`` in 30-digit arithmetic, each distinct subexpression
+    once (formulas.export.substitute): an evaluation path independent of the generated numpy code."""
+    from roofline.formulas.export import substitute
+    exprs = step.build()
+    dflt = {k: v.default for k, v in SYMBOLS.items() if v.default is not None}
+    vals = {s.symbol: sp.Float(x.get(k, dflt.get(k, 1.0)), 30) for k, s in SYMBOLS.items()}
+    return [substitute(exprs[n], vals) for n in names]
 
 
 @settings(max_examples=15, deadline=None)
@@ -158,11 +155,10 @@ def test_symbolic_and_numeric_agree(tp, pp, dp, mb, layers_per, rc, sp_on, shard
     plan = Plan(tp=tp, pp=pp, dp=dp, micro_batch=mb, global_batch=mb * dp * 4, recompute=rc, sequence_parallel=sp_on,
                 sharding=sharding)
     x = inputs(model, plan, A100)
-    names, syms, fn = _lambdified()
-    dflt = {k: v.default for k, v in SYMBOLS.items() if v.default is not None}
-    sym_vals = fn(*[x.get(s.name, dflt.get(s.name, 1.0)) for s in syms])
+    names = ["step_time", "memory", "flops", "t_dp_comm", "t_tp_comm"]
     num = evaluate(x)
-    for n, v in zip(names, sym_vals):
+    for n, v in zip(names, _symbolic(names, x)):
+        assert v.is_number, (n, v)
         assert float(num[n]) == pytest.approx(float(v), rel=1e-9, abs=1e-15), n
 
 
