@@ -22,4 +22,7 @@ def cli():
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: takes more than a few seconds (run with -m slow; skip with -m 'not slow')")
+    config.addinivalue_line("markers", "slow: takes more than ~10 s here (left out by default; `-m slow` runs them, "
+                                       "`-m 'slow or not slow'` everything; .ci/run runs both selections)")
+    if not config.option.markexpr:          # the default selection: everything but the slow families
+        config.option.markexpr = "not slow"

@@ -106,6 +106,7 @@ def test_comm_gloo_two_ranks(tmp_path):
         assert parse(e["busbw"], "B/s", "busbw") > 0
 
 
+@pytest.mark.slow
 def test_comm_gloo_two_simulated_nodes(tmp_path):
     """4 ranks as 2 nodes of 2: the intra (TP) and inter (DP/PP) layouts each get their own fits."""
     pytest.importorskip("torch")

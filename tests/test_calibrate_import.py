@@ -136,6 +136,7 @@ def test_unfused_bmm_samples_are_priced_kernel_by_kernel(perlmutter):
     assert o.cls == "bmm" and o.kern[0].shape == (len(o.t), 2)
 
 
+@pytest.mark.slow
 def test_a100_held_out_error_per_class():
     """Issue 3: every A100 operator class fits the Perlmutter samples within 8 % held-out MAPE; the unfused
     attention's batched GEMMs (cuBLAS heuristics switch kernels with the batch count) within 10.5 %."""

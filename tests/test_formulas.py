@@ -145,6 +145,7 @@ def _symbolic(names, x):
     return [substitute(exprs[n], vals) for n in names]
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None)
 @given(tp=st.sampled_from([1, 2, 4]), pp=st.sampled_from([1, 2, 4]), dp=st.sampled_from([1, 2, 8]),
        mb=st.sampled_from([1, 2]), layers_per=st.integers(1, 4), rc=st.sampled_from(["none", "selective", "full"]),
