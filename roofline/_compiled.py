@@ -2,7 +2,7 @@
 # fmt: off
 import numpy as np
 
-INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'clock', 'cp', 'cuda_context', 'd_model', 'dense_layers', 'dp', 'dropout', 'ep', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'head_dim', 'heads', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_mb', 'host_rc', 'interleave', 'kv_heads', 'layers', 'learned_pos', 'mask_bytes', 'micro_batch', 'moe_ffn', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'nccl_comm_bytes', 'nccl_peer_bytes', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_pp', 'ov_tp', 'peak', 'peak_vec', 'pp', 'rc_full', 'rc_sel', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'vocab', 'z_grad', 'z_os', 'z_param')
+INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'clock', 'cp', 'cuda_context', 'd_model', 'dense_layers', 'dp', 'dropout', 'ep', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'head_dim', 'heads', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_mb', 'host_rc', 'interleave', 'kv_heads', 'kv_lora', 'layers', 'learned_pos', 'mask_bytes', 'micro_batch', 'moe_ffn', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'nccl_comm_bytes', 'nccl_peer_bytes', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_pp', 'ov_tp', 'peak', 'peak_vec', 'pp', 'q_lora', 'qk_nope', 'qk_rope', 'rc_full', 'rc_sel', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'v_head', 'vocab', 'z_grad', 'z_os', 'z_param')
 OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_host_overhead', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'pp_bubble_ratio', 'micro_batches', 't_microbatch_stage', 't_layer_fwd', 't_layer_bwd', 't_layer_recompute', 't_layer_tp_comm', 't_layer_cp_comm', 't_layer_ep_comm', 't_layer_comm_bwd', 't_layer_host', 't_dense_layer_fwd', 't_dense_layer_bwd', 't_dense_layer_recompute', 't_dense_layer_tp_comm', 't_dense_layer_cp_comm', 't_dense_layer_ep_comm', 't_dense_layer_comm_bwd', 't_dense_layer_host', 'stage_layers', 'stage_dense_layers', 't_embed_fwd', 't_embed_bwd', 't_head_fwd', 't_head_bwd', 'head_stage_heavier', 't_edge_host', 't_microbatch_host', 't_pp_send_recv', 'flops', 'hardware_flops', 'n_gpus', 'mfu', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'mem_logits', 'mem_first_stage', 'mem_last_stage', 'mem_reserve', 'mem_cuda_context', 'mem_nccl', 'mem_fragmentation', 'params', 'active_params', 'params_rank', 'params_embedding', 'params_expert')
 
 
@@ -91,6 +91,7 @@ def evaluate(x):
     host_rc = x['host_rc']
     interleave = x['interleave']
     kv_heads = x['kv_heads']
+    kv_lora = x.get('kv_lora', 0.0)
     layers = x['layers']
     learned_pos = x['learned_pos']
     mask_bytes = x['mask_bytes']
@@ -124,12 +125,17 @@ def evaluate(x):
     peak = x['peak']
     peak_vec = x['peak_vec']
     pp = x['pp']
+    q_lora = x.get('q_lora', 0.0)
+    qk_nope = x.get('qk_nope', 0.0)
+    qk_rope = x.get('qk_rope', 0.0)
     rc_full = x['rc_full']
     rc_sel = x['rc_sel']
     seq_len = x['seq_len']
     seq_par = x['seq_par']
     shared_ffn = x.get('shared_ffn', 0.0)
     sms = x['sms']
+    swa_frac = x.get('swa_frac', 0.0)
+    swa_window = x.get('swa_window', 0.0)
     t0_attn_bwd = x['t0_attn_bwd']
     t0_attn_fwd = x['t0_attn_fwd']
     t0_bmm_bwd = x['t0_bmm_bwd']
@@ -150,6 +156,7 @@ def evaluate(x):
     tied = x['tied']
     top_k = x['top_k']
     tp = x['tp']
+    v_head = x.get('v_head', 0.0)
     vocab = x['vocab']
     z_grad = x['z_grad']
     z_os = x['z_os']
@@ -166,510 +173,623 @@ def evaluate(x):
     _x9 = cp*tp
     _x10 = np.where((_x9 <= gpus_per_node), 1, 0)
     _x11 = bw_p2p_intra**(-1.0)
-    _x12 = 2*act_bytes
-    _x13 = cp**(-1.0)
-    _x14 = head_dim*seq_len
-    _x15 = _x13*_x14
-    _x16 = tp**(-1.0)
-    _x17 = _x16*micro_batch
-    _x18 = _x12*_x15*_x17*kv_heads
-    _x19 = bw_p2p_inter**(-1.0)
-    _x20 = _x7*_x8*(_x10*(_x11*_x18 + alpha_p2p_intra) + (1 - _x10)*(_x18*_x19 + alpha_p2p_inter))
-    _x21 = 1 - flash
-    _x22 = seq_len**2
-    _x23 = _x13*_x22
-    _x24 = _x17*heads
-    _x25 = _x23*_x24
-    _x26 = clock**(-1.0)
-    _x27 = _x26/peak_vec
-    _x28 = _x27/eta_softmax_fwd
-    _x29 = mu_softmax_fwd**(-1.0)
-    _x30 = dropout*(_x12 + mask_bytes)
-    _x31 = hbm_bw**(-1.0)
-    _x32 = _x21*_x24
-    _x33 = _x23*_x32
-    _x34 = _x31*_x33
-    _x35 = head_dim**(-1.0)
-    _x36 = head_dim*heads
-    _x37 = _x16*_x36
-    _x38 = _x23*_x37*micro_batch
-    _x39 = _x38*(2 - 2*flash)
-    _x40 = peak**(-1.0)
-    _x41 = _x26*_x40
-    _x42 = _x39*_x41
-    _x43 = _x42/eta_bmm_fwd
-    _x44 = _x31/mu_bmm_fwd
-    _x45 = _x32*act_bytes
-    _x46 = _x45*(_x14 + _x15 + _x23)
-    _x47 = seq_len**(-1.0)
-    _x48 = _x23*_x45*(np.ceil((1/128)*head_dim) - 1)
-    _x49 = _x31*act_bytes
-    _x50 = 2*kv_heads
-    _x51 = _x13*seq_len
-    _x52 = 2*_x36
-    _x53 = _x17*flash*(_x14*_x50 + _x51*_x52)
-    _x54 = np.ceil((1/128)*_x51)
-    _x55 = np.ceil((1/32)*head_dim)
-    _x56 = np.minimum(1, 32*_x55 - head_dim)
-    _x57 = 32*_x55
-    _x58 = (1/32)/_x55
-    _x59 = _x24/sms
-    _x60 = 1 - 1/2*causal
-    _x61 = _x60*flash
-    _x62 = _x23*_x41*_x55*_x61*sms
-    _x63 = 2*_x21*t0_bmm_fwd + _x21*t0_softmax_fwd + flash*t0_attn_fwd + np.maximum(_x43*(_x47*bmm_dhalf_fwd + 1), _x44*(_x46 + _x48*bmm_reread_fwd)) + np.maximum(_x44*_x46, _x43*(_x35*bmm_dhalf_fwd + 1)) + np.maximum(_x29*_x34*(_x12 + _x30), _x25*_x28*(5 - 5*flash)) + np.maximum(_x49*_x53/mu_attn_fwd, 128*_x62*(_x56*attn_uneven_fwd + 1)*(_x57/attn_dreg_fwd + _x58*attn_dsoft_fwd + attn_dio_fwd*np.where((_x55 <= 2), 1/128, 1/64) + 1)*np.ceil(_x54*_x59)/(_x54*eta_attn_fwd))
-    _x64 = _x20*(1 - ov_cp) + ov_cp*np.maximum(0, _x20 - _x63*_x8)
-    _x65 = rc_full + 2
-    _x66 = np.minimum(1, experts - 1)
-    _x67 = _x16*gpus_per_node
-    _x68 = np.maximum(1, np.minimum(_x67, ep))
-    _x69 = _x68 - 1
-    _x70 = capacity*top_k
-    _x71 = bw_ag_inter**(-1.0)
-    _x72 = np.maximum(1, np.minimum(gpus_per_node, tp))
-    _x73 = _x72**(-1.0)
-    _x74 = _x73*tp
-    _x75 = _x74 - 1
-    _x76 = d_model*seq_len
-    _x77 = _x13*_x76*micro_batch
-    _x78 = _x77*act_bytes
-    _x79 = _x16*_x78
-    _x80 = _x75*_x79
-    _x81 = _x71*_x80
-    _x82 = bw_ag_intra**(-1.0)
-    _x83 = _x72 - 1
-    _x84 = _x73*_x78
-    _x85 = _x83*_x84
-    _x86 = _x82*_x85
-    _x87 = bw_rs_inter**(-1.0)
-    _x88 = _x80*_x87
-    _x89 = bw_rs_intra**(-1.0)
-    _x90 = _x85*_x89
-    _x91 = ep**(-1.0)
-    _x92 = tp - 1
-    _x93 = (_x92*seq_par + 1)**(-1.0)
-    _x94 = _x77*_x93
-    _x95 = _x12*_x70*_x91*_x94
-    _x96 = _x75*alpha_ag_inter + _x75*alpha_rs_inter + _x83*alpha_ag_intra + _x83*alpha_rs_intra
-    _x97 = _x65*_x66*(_x69*_x95/bw_a2a_intra + 2*_x69*alpha_a2a_intra + _x70*_x81 + _x70*_x86 + _x70*_x88 + _x70*_x90 + _x95*(-_x68 + ep)/bw_a2a_inter + _x96 + 2*alpha_a2a_inter*(-1 + ep/_x68))
-    _x98 = 1 - ov_tp
-    _x99 = -_x66
-    _x100 = np.minimum(1, shared_ffn)
-    _x101 = 2*_x72 - 2
-    _x102 = 2*_x74 - 2
-    _x103 = bw_ar_inter**(-1.0)
-    _x104 = bw_ar_intra**(-1.0)
-    _x105 = (1 - seq_par)*(_x101*_x104*_x84 + _x101*alpha_ar_intra + _x102*_x103*_x79 + _x102*alpha_ar_inter)
-    _x106 = seq_par*(_x81 + _x86 + _x88 + _x90 + _x96)
-    _x107 = _x65*(_x105 + _x106)*(_x100*_x66 + _x99 + 2)
-    _x108 = _x36 + _x50*head_dim
-    _x109 = _x108*d_model
-    _x110 = _x109*_x16
-    _x111 = _x108*_x16
-    _x112 = _x51*micro_batch
-    _x113 = _x110 + _x111*_x112 + _x77
-    _x114 = act_bytes/mu_gemm_fwd
-    _x115 = _x114*_x31
-    _x116 = 2*_x112
-    _x117 = _x110*_x116
-    _x118 = _x41/eta_gemm_fwd
-    _x119 = np.minimum(np.minimum(_x111, _x112), d_model)
-    _x120 = (_x119 + gemm_dhalf)/_x119
-    _x121 = _x36*d_model
-    _x122 = _x121*_x16
-    _x123 = _x112*_x37 + _x122 + _x77
-    _x124 = _x116*_x122
-    _x125 = np.minimum(np.minimum(_x112, _x37), d_model)
-    _x126 = (_x125 + gemm_dhalf)/_x125
-    _x127 = 4*t0_gemm_fwd + np.maximum(_x113*_x115, _x117*_x118*_x120) + np.maximum(_x115*_x123, _x118*_x124*_x126)
-    _x128 = 2*_x100
-    _x129 = d_model*moe_ffn
-    _x130 = _x129*_x16
-    _x131 = _x66*(_x70 - 1) + 1
-    _x132 = _x131*_x77
-    _x133 = _x16*moe_ffn
-    _x134 = _x112*_x131
-    _x135 = _x133*_x134
-    _x136 = _x130 + _x132 + _x135
-    _x137 = _x130*_x134
-    _x138 = 2*_x137
-    _x139 = np.minimum(np.minimum(_x133, _x134), d_model)
-    _x140 = (_x139 + gemm_dhalf)/_x139
-    _x141 = gated + 1
-    _x142 = _x141*moe_ffn
-    _x143 = _x142*d_model
-    _x144 = _x143*_x16
-    _x145 = _x142*_x16
-    _x146 = _x132 + _x134*_x145 + _x144
-    _x147 = _x134*_x144
-    _x148 = 2*_x147
-    _x149 = np.minimum(np.minimum(_x134, _x145), d_model)
-    _x150 = (_x149 + gemm_dhalf)/_x149
-    _x151 = d_model*experts
-    _x152 = _x112*_x93
-    _x153 = _x152*experts
-    _x154 = _x66*(_x151 + _x153 + _x94)
-    _x155 = _x151*_x66
-    _x156 = _x152*_x155
-    _x157 = 2*_x156
-    _x158 = np.minimum(np.minimum(_x152, d_model), experts)
-    _x159 = (_x158 + gemm_dhalf)/_x158
-    _x160 = d_model*shared_ffn
-    _x161 = _x16*_x160
-    _x162 = _x16*shared_ffn
-    _x163 = _x112*_x162
-    _x164 = _x161 + _x163 + _x77
-    _x165 = _x100*_x115
-    _x166 = _x112*_x128
-    _x167 = _x161*_x166
-    _x168 = np.maximum(1, np.minimum(np.minimum(_x112, _x162), d_model))
-    _x169 = (_x168 + gemm_dhalf)/_x168
-    _x170 = _x141*_x160
-    _x171 = _x16*_x170
-    _x172 = _x141*shared_ffn
-    _x173 = _x16*_x172
-    _x174 = _x112*_x173 + _x171 + _x77
-    _x175 = _x166*_x171
-    _x176 = np.maximum(1, np.minimum(np.minimum(_x112, _x173), d_model))
-    _x177 = (_x176 + gemm_dhalf)/_x176
-    _x178 = _x128*t0_gemm_fwd + _x66*t0_gemm_fwd + np.maximum(_x115*_x136, _x118*_x138*_x140) + np.maximum(_x115*_x146, _x118*_x148*_x150) + np.maximum(_x115*_x154, _x118*_x157*_x159) + np.maximum(_x164*_x165, _x118*_x167*_x169) + np.maximum(_x165*_x174, _x118*_x175*_x177)
-    _x179 = _x127 + _x178
-    _x180 = _x107*_x98 + ov_tp*np.maximum(0, _x107 - _x179*_x8)
-    _x181 = _x180 + _x97
-    _x182 = _x181 + _x64
-    _x183 = pp**(-1.0)
-    _x184 = interleave*np.ceil(_x0*_x183*layers)
-    _x185 = np.minimum(_x184, dense_layers)
-    _x186 = np.minimum(1, _x1)
-    _x187 = eta_elem_fwd**(-1.0)
-    _x188 = _x27*_x94
-    _x189 = _x187*_x188
-    _x190 = _x31/mu_elem_fwd
-    _x191 = dropout*mask_bytes
-    _x192 = _x94*act_bytes
-    _x193 = _x192*(_x191/act_bytes + 3)
-    _x194 = _x12*_x31
-    _x195 = np.maximum(8*_x188/eta_norm_fwd, _x194*_x94/mu_norm_fwd)
-    _x196 = 2*_x195 + _x63 + 3*t0_elem_fwd + 2*t0_norm_fwd + 2*np.maximum(_x189, _x190*_x193)
-    _x197 = 2*f32_bytes
-    _x198 = _x153*_x66
-    _x199 = _x198*_x31
-    _x200 = _x100*_x163
-    _x201 = 8*_x187
-    _x202 = _x201*_x27
-    _x203 = gated + 2
-    _x204 = _x203*act_bytes
-    _x205 = _x190*_x204
-    _x206 = 2*_x70
-    _x207 = _x192*_x66*(_x206 + 2)
-    _x208 = _x100*t0_elem_fwd + _x66*t0_elem_fwd + _x66*t0_softmax_fwd + np.maximum(_x135*_x202, _x135*_x205) + np.maximum(_x190*_x207, _x189*_x66*_x70) + np.maximum(5*_x198*_x28, _x197*_x199*_x29) + np.maximum(_x200*_x202, _x200*_x205)
-    _x209 = _x179 + _x196 + _x208
-    _x210 = _x209*rc_full
-    _x211 = 1 - rc_full
-    _x212 = _x211*rc_sel
-    _x213 = _x212*_x63
-    _x214 = _x16*ffn_hidden
-    _x215 = _x112*_x214
-    _x216 = _x215*_x27
-    _x217 = np.maximum(_x201*_x216, _x205*_x215)
-    _x218 = d_model*ffn_hidden
-    _x219 = _x16*_x218
-    _x220 = _x215 + _x219 + _x77
-    _x221 = _x116*_x219
-    _x222 = np.minimum(np.minimum(_x112, _x214), d_model)
-    _x223 = (_x222 + gemm_dhalf)/_x222
-    _x224 = np.maximum(_x115*_x220, _x118*_x221*_x223)
-    _x225 = _x141*ffn_hidden
-    _x226 = _x225*d_model
-    _x227 = _x16*_x226
-    _x228 = _x16*_x225
-    _x229 = _x112*_x228 + _x227 + _x77
-    _x230 = _x116*_x227
-    _x231 = np.minimum(np.minimum(_x112, _x228), d_model)
-    _x232 = (_x231 + gemm_dhalf)/_x231
-    _x233 = np.maximum(_x115*_x229, _x118*_x230*_x232)
-    _x234 = _x127 + _x224 + _x233
-    _x235 = _x196 + _x217 + _x234
-    _x236 = _x235*rc_full
-    _x237 = _x213 + _x236
-    _x238 = _x65*(2*_x105 + 2*_x106)
-    _x239 = _x238*_x98
-    _x240 = ov_tp*np.maximum(0, -_x234*_x8 + _x238)
-    _x241 = _x239 + _x240
-    _x242 = _x241 + _x64
-    _x243 = _x12/mu_gemm_bwd
-    _x244 = _x243*_x31
-    _x245 = _x41/eta_gemm_bwd
-    _x246 = 4*_x245
-    _x247 = _x112*_x246
-    _x248 = np.maximum(_x220*_x244, _x219*_x223*_x247)
-    _x249 = np.maximum(_x229*_x244, _x227*_x232*_x247)
-    _x250 = eta_elem_bwd**(-1.0)
-    _x251 = 16*_x250
-    _x252 = mu_elem_bwd**(-1.0)
-    _x253 = _x252*_x49*(2*gated + 3)
-    _x254 = np.maximum(_x215*_x253, _x216*_x251)
-    _x255 = _x188*_x250
-    _x256 = _x252*_x31
-    _x257 = 3*act_bytes
-    _x258 = np.maximum(16*_x188/eta_norm_bwd, _x257*_x31*_x94/mu_norm_bwd)
-    _x259 = _x47*bmm_dhalf_bwd
-    _x260 = _x42/eta_bmm_bwd
-    _x261 = _x31/mu_bmm_bwd
-    _x262 = _x261*(_x46 + _x48*bmm_reread_bwd)
-    _x263 = 4*_x21
-    _x264 = np.where((_x55 <= 4), 1/128, 1/64)
-    _x265 = np.ceil(_x264*seq_len)
-    _x266 = _x27/eta_softmax_bwd
-    _x267 = mu_softmax_bwd**(-1.0)
-    _x268 = _x21*t0_softmax_bwd + 2*_x258 + _x263*t0_bmm_bwd + flash*t0_attn_bwd + 3*t0_elem_bwd + 4*t0_gemm_bwd + 2*t0_norm_bwd + 2*np.maximum(2*_x255, _x193*_x256) + np.maximum(_x262, _x260*(_x259 + 1)) + 2*np.maximum(_x262, _x260*(_x259*cp + 1)) + np.maximum(_x113*_x244, _x110*_x120*_x247) + np.maximum(_x123*_x244, _x122*_x126*_x247) + np.maximum(_x261*_x46, _x260*(_x35*bmm_dhalf_bwd + 1)) + np.maximum(_x194*_x53/mu_attn_bwd, 320*_x62*(_x56*attn_uneven_bwd + 1)*(_x264*attn_dio_bwd + _x57/attn_dreg_bwd + _x58*attn_dsoft_bwd + 1)*np.ceil(_x265*_x59)/(_x265*eta_attn_bwd)) + np.maximum(_x267*_x34*(_x257 + _x30), _x25*_x266*(8 - 8*flash))
-    _x269 = _x248 + _x249 + _x254 + _x268
-    _x270 = -host_bwd - host_fwd - host_rc*rc_full
-    _x271 = np.maximum(0, -_x235 - _x237 - _x242 - _x269 - _x270)
-    _x272 = _x210 + _x213
-    _x273 = _x100*_x244
-    _x274 = _x100*_x247
-    _x275 = _x251*_x27
-    _x276 = _x100*t0_elem_bwd + _x128*t0_gemm_bwd + _x66*t0_elem_bwd + _x66*t0_gemm_bwd + _x66*t0_softmax_bwd + np.maximum(_x135*_x253, _x135*_x275) + np.maximum(_x136*_x244, _x137*_x140*_x246) + np.maximum(_x146*_x244, _x147*_x150*_x246) + np.maximum(_x154*_x244, _x156*_x159*_x246) + np.maximum(_x164*_x273, _x161*_x169*_x274) + np.maximum(_x174*_x273, _x171*_x177*_x274) + np.maximum(8*_x198*_x266, 3*_x199*_x267*f32_bytes) + np.maximum(_x200*_x253, _x200*_x275) + np.maximum(_x207*_x256, _x206*_x255*_x66)
-    _x277 = _x268 + _x276
-    _x278 = np.maximum(0, -_x182 - _x209 - _x270 - _x272 - _x277)
-    _x279 = _x185*(_x186*(np.where((-_x178 - _x181 - _x208 - _x210 + _x217 + _x224 + _x233 + _x236 + _x239 + _x240 + _x248 + _x249 + _x254 + _x271 - _x276 - _x278 < 0), 0, 1)) - _x186 + 1)
-    _x280 = _x184 - _x279
-    _x281 = 1 - _x186
-    _x282 = _x27*_x77
-    _x283 = np.ceil((1/128)*_x16*vocab)
-    _x284 = 128*_x283
-    _x285 = d_model*grad_bytes
-    _x286 = np.minimum(_x112, _x284)
-    _x287 = t0_embed_bwd + np.maximum(_x282/eta_embed_bwd, _x31*(_x197*d_model*((1/10)*_x112 + _x286) + _x284*_x285 + _x285*_x286 + _x78*(learned_pos + 1))/mu_embed_bwd)
-    _x288 = t0_embed_fwd + np.maximum(_x282/eta_embed_fwd, _x31*_x78*(learned_pos + 2)/mu_embed_fwd)
-    _x289 = _x112*_x27*_x283
-    _x290 = _x112*_x284
-    _x291 = _x290*_x31*(act_bytes + f32_bytes)
-    _x292 = _x284*d_model
-    _x293 = _x31*(_x290 + _x292 + _x77)
-    _x294 = np.minimum(np.minimum(_x112, _x284), d_model)
-    _x295 = _x283*_x77
-    _x296 = _x295*(_x294 + gemm_dhalf)/_x294
-    _x297 = _x258 + t0_ce_bwd + t0_gemm_bwd + t0_norm_bwd + np.maximum(_x243*_x293, 512*_x245*_x296) + np.maximum(_x291/mu_ce_bwd, 256*_x289/eta_ce_bwd)
-    _x298 = _x195 + t0_ce_fwd + t0_gemm_fwd + t0_norm_fwd + np.maximum(_x114*_x293, 256*_x118*_x296) + np.maximum(_x291/mu_ce_fwd, 640*_x289/eta_ce_fwd)
-    _x299 = np.where((_x287 + _x288 <= _x297 + _x298), 1, 0)
-    _x300 = 1 - _x299
-    _x301 = _x281*(_x288*_x299 + _x298*_x300) + _x288*_x300 + _x298*_x299
-    _x302 = _x281*(_x287*_x299 + _x297*_x300) + _x287*_x300 + _x297*_x299
-    _x303 = np.maximum(0, _x186*(_x299*host_head + _x300*host_emb) + _x281*(host_emb + host_head) - _x301 - _x302)
-    _x304 = _x271*_x279 + _x278*_x280 + _x303 + host_mb
-    _x305 = _x209*_x280 + _x235*_x279 + _x301
-    _x306 = _x237*_x279 + _x272*_x280
-    _x307 = _x269*_x279 + _x277*_x280 + _x302
-    _x308 = _x306 + _x307
-    _x309 = _x182*_x280 + _x242*_x279 + _x304 + _x305 + _x308
-    _x310 = _x1 + _x6*interleave
-    _x311 = cp*dp
-    _x312 = _x311*tp
-    _x313 = np.where((_x312 < gpus_per_node), 1, 0)
-    _x314 = (1 - ov_pp)*(_x313*(_x11*_x79 + alpha_p2p_intra) + (1 - _x313)*(_x19*_x79 + alpha_p2p_inter))
-    _x315 = 2*_x186
-    _x316 = _x310*_x314*_x315
-    _x317 = 1 - ov_ag
-    _x318 = _x311*_x91
-    _x319 = np.maximum(1, np.minimum(_x318, _x67*_x91))
-    _x320 = _x319 - 1
-    _x321 = _x319**(-1.0)
-    _x322 = _x318*_x321
-    _x323 = _x322 - 1
-    _x324 = _x184 - _x185
-    _x325 = _x129 + _x143 + biases*(_x142 + d_model)
-    _x326 = _x325*experts
-    _x327 = _x16*_x326
-    _x328 = _x324*_x327*_x66*grad_bytes
-    _x329 = _x13*_x3
-    _x330 = _x323*_x329
-    _x331 = _x327*_x91
-    _x332 = _x331*_x66
-    _x333 = _x324*_x332
-    _x334 = _x320*_x321*_x333
-    _x335 = _x320*alpha_rs_intra + _x323*alpha_rs_inter + _x328*_x330*_x87 + _x334*_x89*grad_bytes
-    _x336 = np.maximum(1, np.minimum(_x311, _x67))
-    _x337 = _x336**(-1.0)
-    _x338 = _x311*_x337
-    _x339 = _x338 - 1
-    _x340 = _x339*alpha_ag_inter
-    _x341 = _x336 - 1
-    _x342 = _x341*alpha_ag_intra
-    _x343 = _x66*(_x320*alpha_ag_intra + _x323*alpha_ag_inter + _x324*_x327*_x330*_x66*_x71*act_bytes + _x334*_x82*act_bytes)
-    _x344 = _x337*_x341
-    _x345 = _x344*_x82
-    _x346 = _x160 + _x170 - biases*d_model*(1 - _x100) + biases*(_x172 + d_model)
-    _x347 = _x109 + _x121 + biases*(_x108 + d_model)
-    _x348 = d_model*(biases + 1)
-    _x349 = 2*_x348
-    _x350 = _x16*_x347 + _x349
-    _x351 = _x155 + _x16*_x346 + _x331 + _x350
-    _x352 = _x218 + _x226 + biases*(_x225 + d_model)
-    _x353 = _x16*_x352 + _x350
-    _x354 = _x185*_x353
-    _x355 = _x76*learned_pos
-    _x356 = _x292*(_x281*(1 - tied) + 1) + _x355
-    _x357 = _x324*_x351 + _x354 + _x356
-    _x358 = -_x333 + _x357
-    _x359 = _x12*_x358
-    _x360 = _x329*_x339
-    _x361 = _x360*_x71
-    _x362 = _x358*grad_bytes
-    _x363 = _x339*alpha_rs_inter + _x341*alpha_rs_intra + _x344*_x362*_x89 + _x360*_x362*_x87
-    _x364 = _x335*_x66 + 2*_x340 + 2*_x342 + 2*_x343 + _x345*_x359 + _x359*_x361 + _x363
-    _x365 = _x364*_x6
-    _x366 = 1 - z_param
-    _x367 = _x358*act_bytes
-    _x368 = _x340 + _x342 + _x343 + _x345*_x367 + _x361*_x367
-    _x369 = _x368*z_os
-    _x370 = z_grad*(_x3*_x4*global_batch - 1) + 1
-    _x371 = 1 - z_os
-    _x372 = 2*_x319 - 2
-    _x373 = 2*_x322 - 2
-    _x374 = _x103*_x329
-    _x375 = 2*_x336 - 2
-    _x376 = 2*_x338 - 2
-    _x377 = _x370*(_x363*z_os + _x371*(_x104*_x337*_x362*_x375 + _x362*_x374*_x376 + _x375*alpha_ar_intra + _x376*alpha_ar_inter) + _x66*(_x335*z_os + _x371*(_x104*_x321*_x333*_x372*grad_bytes + _x328*_x373*_x374 + _x372*alpha_ar_intra + _x373*alpha_ar_inter)))
-    _x378 = _x64*_x65/_x8
-    _x379 = (rc_full + 1)/_x65
-    _x380 = _x181*_x379 + _x378
-    _x381 = _x241*_x379 + _x378
-    _x382 = _x366*(_x317*_x369 + _x377*(1 - ov_dp) + ov_ag*np.maximum(0, -_x305 + _x368*z_os) + ov_dp*np.maximum(0, -_x370*(_x279*_x381 + _x280*_x380 + _x308) + _x377)) + z_param*(_x317*_x365 + ov_ag*np.maximum(0, _x3*_x364*_x4*global_batch - _x6*(_x305 + _x307)))
-    _x383 = _x318**(-z_os)
-    _x384 = _x333*_x383
-    _x385 = _x311**(-z_os)
-    _x386 = _x358*_x385
-    _x387 = _x384 + _x386
-    _x388 = t0_optim_fwd + np.maximum(_x27*(12*_x384 + 12*_x386)/eta_optim_fwd, _x31*_x387*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
-    _x389 = _x309*(_x2 + _x6) + _x316 + _x382 + _x388
-    _x390 = _x6*(_x180*_x280 + _x241*_x279)
-    _x391 = 2*seq_len
-    _x392 = _x22*_x36
-    _x393 = 4*_x61
-    _x394 = _x109*_x391 + _x121*_x391 + _x263*_x392*_x60 + _x392*_x393
-    _x395 = -dense_layers + layers
-    _x396 = _x128*seq_len
-    _x397 = _x131*_x391*(_x66/np.maximum(1, capacity) + _x99 + 1)
-    _x398 = 3*global_batch*(_x395*(_x129*_x397 + _x143*_x397 + _x155*_x391 + _x160*_x396 + _x170*_x396 + _x394) + 2*_x76*vocab + dense_layers*(_x218*_x391 + _x226*_x391 + _x394))
-    _x399 = _x38*_x393 + 2*_x39
-    _x400 = _x117 + _x124 + _x399
-    _x401 = 6*_x112
-    _x402 = _x110*_x401 + _x122*_x401 + _x212*_x399 + 14*_x38*_x61 + 6*_x39
-    _x403 = _x100*_x401
-    _x404 = 768*_x295 + _x395*(6*_x137 + 6*_x147 + 6*_x156 + _x161*_x403 + _x171*_x403 + _x402 + rc_full*(_x138 + _x148 + _x157 + _x167 + _x175 + _x400)) + dense_layers*(_x219*_x401 + _x227*_x401 + _x402 + rc_full*(_x221 + _x230 + _x400))
-    _x405 = _x389**(-1.0)
-    _x406 = _x183*_x40*_x405
-    _x407 = _x12*z_param*np.maximum(_x351, _x353*np.minimum(1, dense_layers))
-    _x408 = _x318**(-z_param)
-    _x409 = _x311**(-z_param)
-    _x410 = act_bytes*(_x333*_x408 + _x358*_x409)
-    _x411 = _x318**(-z_grad)
-    _x412 = _x311**(-z_grad)
-    _x413 = grad_bytes*(_x333*_x411 + _x358*_x412)
-    _x414 = _x387*opt_bytes
-    _x415 = _x6*gpipe
-    _x416 = _x290*(act_bytes + f32_bytes*(_x415 - gpipe + 1))
-    _x417 = _x192 + _x416
-    _x418 = _x112*_x204*shared_ffn + _x134*_x204*moe_ffn
-    _x419 = _x16*(_x418 + act_bytes*(_x112*_x52 + _x15*_x50*micro_batch)) + _x33*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes)) + _x94*(2*_x191 + 4*act_bytes)
-    _x420 = _x16*(_x13*_x203*act_bytes*ffn_hidden*micro_batch*seq_len - _x418) + _x419
-    _x421 = rc_full*np.maximum(_x419, _x420)
-    _x422 = 1 - gpipe
-    _x423 = interleave - 1
-    _x424 = _x192*rc_full
-    _x425 = _x211*_x419 + _x424
-    _x426 = _x185*(_x211*_x420 + _x424)
-    _x427 = _x281*_x417 + _x421 + (_x415 + _x422*(_x183*_x2*np.minimum(1, _x423) + 1)*np.minimum(_x6, pp))*(_x324*_x425 + _x426)
-    _x428 = _x407 + _x410 + _x413 + _x414 + _x427
-    _x429 = _x184 - _x185*_x281
-    _x430 = _x332*_x429
-    _x431 = -_x186*_x355 + _x281*_x354 + _x351*_x429 + _x356 - _x430
-    _x432 = act_bytes*(_x408*_x430 + _x409*_x431)
-    _x433 = grad_bytes*(_x411*_x430 + _x412*_x431)
-    _x434 = opt_bytes*(_x383*_x430 + _x385*_x431)
-    _x435 = _x417 + _x421 + (_x415 + _x422*np.minimum(_x6, _x0*(_x423*pp + 1)))*(_x281*_x426 + _x425*_x429)
-    _x436 = _x407 + _x432 + _x433 + _x434 + _x435
-    _x437 = np.maximum(_x428, _x436)
-    _x438 = np.where((_x428 < _x436), 1, 0)
-    _x439 = 1 - _x438
-    _x440 = _x437*alloc_frag
-    _x441 = nccl_comm_bytes*(_x66*np.minimum(1, _x318 - 1) + np.minimum(1, _x92) + np.minimum(1, _x311 - 1)) + nccl_peer_bytes*(_x315 + _x66*(ep - 1) + 2*np.minimum(1, _x7))
-    _x442 = _x347 + _x349
-    _x443 = _x155 + _x346 + _x442
-    _x444 = _x348 + _x355 + d_model*vocab*(2 - tied)
-    _x445 = _x444 + dense_layers*(_x352 + _x442)
+    _x12 = tp**(-1.0)
+    _x13 = np.minimum(1, kv_lora)
+    _x14 = _x13*heads
+    _x15 = 1 - _x13
+    _x16 = _x13*v_head
+    _x17 = qk_nope + qk_rope
+    _x18 = _x13*_x17
+    _x19 = _x15*head_dim
+    _x20 = _x16 + _x18 + 2*_x19
+    _x21 = _x20*(_x14 + _x15*kv_heads)
+    _x22 = cp**(-1.0)
+    _x23 = _x22*seq_len
+    _x24 = _x23*micro_batch
+    _x25 = _x24*act_bytes
+    _x26 = _x12*_x21*_x25
+    _x27 = bw_p2p_inter**(-1.0)
+    _x28 = _x7*_x8*(_x10*(_x11*_x26 + alpha_p2p_intra) + (1 - _x10)*(_x26*_x27 + alpha_p2p_inter))
+    _x29 = flash*t0_attn_fwd
+    _x30 = 1 - flash
+    _x31 = 1 - swa_frac
+    _x32 = seq_len**2
+    _x33 = _x22*_x32
+    _x34 = _x12*heads
+    _x35 = _x34*micro_batch
+    _x36 = _x33*_x35
+    _x37 = clock**(-1.0)
+    _x38 = _x37/peak_vec
+    _x39 = _x38/eta_softmax_fwd
+    _x40 = mu_softmax_fwd**(-1.0)
+    _x41 = 2*act_bytes
+    _x42 = dropout*(_x41 + mask_bytes)
+    _x43 = hbm_bw**(-1.0)
+    _x44 = _x30*_x35
+    _x45 = _x33*_x44
+    _x46 = _x43*_x45
+    _x47 = _x18 + _x19
+    _x48 = 2*flash
+    _x49 = _x33*(2 - _x48)
+    _x50 = _x35*_x47*_x49
+    _x51 = peak**(-1.0)
+    _x52 = _x37*_x51
+    _x53 = _x52/eta_bmm_fwd
+    _x54 = _x43/mu_bmm_fwd
+    _x55 = _x47*seq_len
+    _x56 = _x44*act_bytes
+    _x57 = _x56*(_x22*_x55 + _x33 + _x55)
+    _x58 = seq_len**(-1.0)
+    _x59 = _x16 + _x19
+    _x60 = _x34*_x59
+    _x61 = _x49*_x60*micro_batch
+    _x62 = (1/128)*_x19
+    _x63 = np.ceil((1/128)*_x16 + _x62) - 1
+    _x64 = _x33*_x56
+    _x65 = _x59*seq_len
+    _x66 = _x22*_x65
+    _x67 = _x56*(_x33 + _x65 + _x66)
+    _x68 = act_bytes/mu_attn_fwd
+    _x69 = _x20*heads
+    _x70 = _x12*micro_batch
+    _x71 = _x70*flash
+    _x72 = _x43*_x71*(_x21*seq_len + _x23*_x69)
+    _x73 = _x31*_x72
+    _x74 = np.ceil((1/128)*_x23)
+    _x75 = (1/32)*_x19
+    _x76 = np.ceil((1/64)*_x16 + (1/64)*_x18 + _x75)
+    _x77 = (1/2)*_x16 + (1/2)*_x18 + _x19
+    _x78 = np.minimum(1, 32*_x76 - _x77)
+    _x79 = np.ceil((1/32)*_x18 + _x75)
+    _x80 = 32*_x76
+    _x81 = (1/32)/_x76
+    _x82 = _x35/sms
+    _x83 = 64*(_x78*attn_uneven_fwd + 1)*(_x80/attn_dreg_fwd + _x81*attn_dsoft_fwd + attn_dio_fwd*np.where((_x79 <= 2), 1/128, 1/64) + 1)*np.ceil(_x74*_x82)/(_x74*eta_attn_fwd)
+    _x84 = _x31*(1 - 1/2*causal)
+    _x85 = _x20*_x52*_x76*flash*sms/_x77
+    _x86 = _x33*_x84*_x85
+    _x87 = _x72*swa_frac
+    _x88 = np.minimum(seq_len, swa_window)
+    _x89 = swa_frac*(causal*(-1/2*_x58*_x88**2 + _x88) + seq_len*(1 - causal))
+    _x90 = _x23*_x85*_x89
+    _x91 = _x29*_x31 + _x29*swa_frac + 2*_x30*t0_bmm_fwd + _x30*t0_softmax_fwd + np.maximum(_x54*_x57, _x50*_x53*(1 + bmm_dhalf_fwd/_x47)) + np.maximum(_x54*(_x63*_x64*bmm_reread_fwd + _x67), _x53*_x61*(_x58*bmm_dhalf_fwd + 1)) + np.maximum(_x68*_x73, _x83*_x86) + np.maximum(_x68*_x87, _x83*_x90) + np.maximum(_x40*_x46*(_x41 + _x42), _x36*_x39*(5 - 5*flash))
+    _x92 = _x28*(1 - ov_cp) + ov_cp*np.maximum(0, _x28 - _x8*_x91)
+    _x93 = rc_full + 2
+    _x94 = np.minimum(1, experts - 1)
+    _x95 = _x12*gpus_per_node
+    _x96 = np.maximum(1, np.minimum(_x95, ep))
+    _x97 = _x96 - 1
+    _x98 = capacity*top_k
+    _x99 = bw_ag_inter**(-1.0)
+    _x100 = np.maximum(1, np.minimum(gpus_per_node, tp))
+    _x101 = _x100**(-1.0)
+    _x102 = _x101*tp
+    _x103 = _x102 - 1
+    _x104 = d_model*seq_len
+    _x105 = _x104*_x22*micro_batch
+    _x106 = _x105*act_bytes
+    _x107 = _x106*_x12
+    _x108 = _x103*_x107
+    _x109 = _x108*_x99
+    _x110 = bw_ag_intra**(-1.0)
+    _x111 = _x100 - 1
+    _x112 = _x101*_x106
+    _x113 = _x111*_x112
+    _x114 = _x110*_x113
+    _x115 = bw_rs_inter**(-1.0)
+    _x116 = _x108*_x115
+    _x117 = bw_rs_intra**(-1.0)
+    _x118 = _x113*_x117
+    _x119 = ep**(-1.0)
+    _x120 = tp - 1
+    _x121 = (_x120*seq_par + 1)**(-1.0)
+    _x122 = _x105*_x121
+    _x123 = _x119*_x122*_x41*_x98
+    _x124 = _x103*alpha_ag_inter + _x103*alpha_rs_inter + _x111*alpha_ag_intra + _x111*alpha_rs_intra
+    _x125 = _x93*_x94*(_x109*_x98 + _x114*_x98 + _x116*_x98 + _x118*_x98 + _x123*_x97/bw_a2a_intra + _x123*(-_x96 + ep)/bw_a2a_inter + _x124 + 2*_x97*alpha_a2a_intra + 2*alpha_a2a_inter*(-1 + ep/_x96))
+    _x126 = 1 - ov_tp
+    _x127 = -_x94
+    _x128 = np.minimum(1, shared_ffn)
+    _x129 = 2*_x100 - 2
+    _x130 = 2*_x102 - 2
+    _x131 = bw_ar_inter**(-1.0)
+    _x132 = bw_ar_intra**(-1.0)
+    _x133 = (1 - seq_par)*(_x107*_x130*_x131 + _x112*_x129*_x132 + _x129*alpha_ar_intra + _x130*alpha_ar_inter)
+    _x134 = seq_par*(_x109 + _x114 + _x116 + _x118 + _x124)
+    _x135 = _x93*(_x133 + _x134)*(_x127 + _x128*_x94 + 2)
+    _x136 = 2*t0_gemm_fwd
+    _x137 = _x13*np.minimum(1, q_lora)
+    _x138 = 1 - _x137
+    _x139 = _x13*_x138
+    _x140 = d_model*heads
+    _x141 = _x12*_x140
+    _x142 = _x105 + _x141*_x59 + _x35*_x66
+    _x143 = act_bytes/mu_gemm_fwd
+    _x144 = _x143*_x43
+    _x145 = _x141*_x66*micro_batch
+    _x146 = 2*_x145
+    _x147 = _x52/eta_gemm_fwd
+    _x148 = np.minimum(np.minimum(_x24, _x60), d_model)
+    _x149 = (_x148 + gemm_dhalf)/_x148
+    _x150 = head_dim*heads
+    _x151 = _x150 + 2*head_dim*kv_heads
+    _x152 = _x151*d_model
+    _x153 = _x12*_x152
+    _x154 = _x12*_x151
+    _x155 = _x15*(_x105 + _x153 + _x154*_x24)
+    _x156 = 2*_x24
+    _x157 = _x15*_x153
+    _x158 = _x156*_x157
+    _x159 = np.maximum(1, np.minimum(np.minimum(_x154, _x24), d_model))
+    _x160 = (_x159 + gemm_dhalf)/_x159
+    _x161 = kv_lora + qk_rope
+    _x162 = _x161*d_model
+    _x163 = _x121*_x24
+    _x164 = _x122 + _x161*_x163 + _x162
+    _x165 = _x13*_x144
+    _x166 = _x13*_x162
+    _x167 = _x163*_x166
+    _x168 = 2*_x167
+    _x169 = np.maximum(1, np.minimum(np.minimum(_x161, _x163), d_model))
+    _x170 = (_x169 + gemm_dhalf)/_x169
+    _x171 = _x24*kv_lora
+    _x172 = qk_nope + v_head
+    _x173 = _x172*heads
+    _x174 = _x173*kv_lora
+    _x175 = _x12*_x173
+    _x176 = _x12*_x174 + _x171 + _x175*_x24
+    _x177 = 2*kv_lora
+    _x178 = _x14*_x172
+    _x179 = _x177*_x178
+    _x180 = _x12*_x24
+    _x181 = _x179*_x180
+    _x182 = np.maximum(1, np.minimum(np.minimum(_x175, _x24), kv_lora))
+    _x183 = (_x182 + gemm_dhalf)/_x182
+    _x184 = _x17*heads
+    _x185 = _x12*_x184
+    _x186 = _x185*_x24
+    _x187 = _x139*(_x105 + _x141*_x17 + _x186)
+    _x188 = _x138*d_model
+    _x189 = _x14*_x17*_x188
+    _x190 = _x12*_x189
+    _x191 = _x156*_x190
+    _x192 = np.maximum(1, np.minimum(np.minimum(_x185, _x24), d_model))
+    _x193 = (_x192 + gemm_dhalf)/_x192
+    _x194 = d_model*q_lora
+    _x195 = _x122 + _x163*q_lora + _x194
+    _x196 = _x137*_x144
+    _x197 = _x137*_x194
+    _x198 = _x163*_x197
+    _x199 = 2*_x198
+    _x200 = np.maximum(1, np.minimum(np.minimum(_x163, d_model), q_lora))
+    _x201 = (_x200 + gemm_dhalf)/_x200
+    _x202 = _x185*q_lora + _x186 + _x24*q_lora
+    _x203 = _x137*q_lora
+    _x204 = 2*_x203
+    _x205 = _x186*_x204
+    _x206 = np.maximum(1, np.minimum(np.minimum(_x185, _x24), q_lora))
+    _x207 = (_x206 + gemm_dhalf)/_x206
+    _x208 = _x13*_x136 + _x136*_x137 + _x139*t0_gemm_fwd + _x15*t0_gemm_fwd + 3*t0_gemm_fwd + np.maximum(_x142*_x144, _x146*_x147*_x149) + np.maximum(_x144*_x155, _x147*_x158*_x160) + np.maximum(_x144*_x187, _x147*_x191*_x193) + np.maximum(_x164*_x165, _x147*_x168*_x170) + np.maximum(_x165*_x176, _x147*_x181*_x183) + np.maximum(_x195*_x196, _x147*_x199*_x201) + np.maximum(_x196*_x202, _x147*_x205*_x207)
+    _x209 = d_model*moe_ffn
+    _x210 = _x12*_x209
+    _x211 = _x94*(_x98 - 1) + 1
+    _x212 = _x105*_x211
+    _x213 = _x12*moe_ffn
+    _x214 = _x211*_x24
+    _x215 = _x213*_x214
+    _x216 = _x210 + _x212 + _x215
+    _x217 = _x210*_x214
+    _x218 = 2*_x217
+    _x219 = np.minimum(np.minimum(_x213, _x214), d_model)
+    _x220 = (_x219 + gemm_dhalf)/_x219
+    _x221 = gated + 1
+    _x222 = _x221*moe_ffn
+    _x223 = _x222*d_model
+    _x224 = _x12*_x223
+    _x225 = _x12*_x222
+    _x226 = _x212 + _x214*_x225 + _x224
+    _x227 = _x214*_x224
+    _x228 = 2*_x227
+    _x229 = np.minimum(np.minimum(_x214, _x225), d_model)
+    _x230 = (_x229 + gemm_dhalf)/_x229
+    _x231 = d_model*experts
+    _x232 = _x163*experts
+    _x233 = _x94*(_x122 + _x231 + _x232)
+    _x234 = _x231*_x94
+    _x235 = _x163*_x234
+    _x236 = 2*_x235
+    _x237 = np.minimum(np.minimum(_x163, d_model), experts)
+    _x238 = (_x237 + gemm_dhalf)/_x237
+    _x239 = d_model*shared_ffn
+    _x240 = _x12*_x239
+    _x241 = _x12*shared_ffn
+    _x242 = _x24*_x241
+    _x243 = _x105 + _x240 + _x242
+    _x244 = _x128*_x144
+    _x245 = _x128*_x240
+    _x246 = _x156*_x245
+    _x247 = np.maximum(1, np.minimum(np.minimum(_x24, _x241), d_model))
+    _x248 = (_x247 + gemm_dhalf)/_x247
+    _x249 = _x221*_x239
+    _x250 = _x12*_x249
+    _x251 = _x221*shared_ffn
+    _x252 = _x12*_x251
+    _x253 = _x105 + _x24*_x252 + _x250
+    _x254 = _x128*_x250
+    _x255 = _x156*_x254
+    _x256 = np.maximum(1, np.minimum(np.minimum(_x24, _x252), d_model))
+    _x257 = (_x256 + gemm_dhalf)/_x256
+    _x258 = _x128*_x136 + _x94*t0_gemm_fwd + np.maximum(_x144*_x216, _x147*_x218*_x220) + np.maximum(_x144*_x226, _x147*_x228*_x230) + np.maximum(_x144*_x233, _x147*_x236*_x238) + np.maximum(_x243*_x244, _x147*_x246*_x248) + np.maximum(_x244*_x253, _x147*_x255*_x257)
+    _x259 = _x208 + _x258
+    _x260 = _x126*_x135 + ov_tp*np.maximum(0, _x135 - _x259*_x8)
+    _x261 = _x125 + _x260
+    _x262 = _x261 + _x92
+    _x263 = pp**(-1.0)
+    _x264 = interleave*np.ceil(_x0*_x263*layers)
+    _x265 = np.minimum(_x264, dense_layers)
+    _x266 = np.minimum(1, _x1)
+    _x267 = 2*f32_bytes
+    _x268 = _x232*_x94
+    _x269 = _x268*_x43
+    _x270 = _x128*_x242
+    _x271 = eta_elem_fwd**(-1.0)
+    _x272 = 8*_x271
+    _x273 = _x272*_x38
+    _x274 = _x43/mu_elem_fwd
+    _x275 = gated + 2
+    _x276 = _x275*act_bytes
+    _x277 = _x274*_x276
+    _x278 = _x122*_x38
+    _x279 = _x271*_x278
+    _x280 = 2*_x98
+    _x281 = _x122*act_bytes
+    _x282 = _x281*_x94*(_x280 + 2)
+    _x283 = _x128*t0_elem_fwd + _x94*t0_elem_fwd + _x94*t0_softmax_fwd + np.maximum(_x215*_x273, _x215*_x277) + np.maximum(5*_x268*_x39, _x267*_x269*_x40) + np.maximum(_x270*_x273, _x270*_x277) + np.maximum(_x274*_x282, _x279*_x94*_x98)
+    _x284 = dropout*mask_bytes
+    _x285 = _x281*(_x284/act_bytes + 3)
+    _x286 = _x122*_x43
+    _x287 = _x41/mu_norm_fwd
+    _x288 = 8/eta_norm_fwd
+    _x289 = np.maximum(_x278*_x288, _x286*_x287)
+    _x290 = _x13*kv_lora
+    _x291 = _x163*_x43
+    _x292 = _x287*_x291
+    _x293 = _x163*_x38
+    _x294 = _x290*_x293
+    _x295 = 2*qk_nope + v_head
+    _x296 = _x24*(_x295 + 2*qk_rope)
+    _x297 = _x12*_x14*_x296*_x38
+    _x298 = _x13*act_bytes
+    _x299 = _x298*(_x24*(_x34*(_x295 + qk_rope) + qk_rope) + _x296*_x34)
+    _x300 = _x203*_x293
+    _x301 = _x13*t0_elem_fwd + _x13*t0_norm_fwd + _x137*t0_norm_fwd + 2*_x289 + _x91 + 3*t0_elem_fwd + 2*t0_norm_fwd + 2*np.maximum(_x279, _x274*_x285) + np.maximum(_x203*_x292, _x288*_x300) + np.maximum(_x271*_x297, _x274*_x299) + np.maximum(_x288*_x294, _x290*_x292)
+    _x302 = _x259 + _x301
+    _x303 = _x283 + _x302
+    _x304 = _x303*rc_full
+    _x305 = 1 - rc_full
+    _x306 = _x305*rc_sel
+    _x307 = _x306*_x91
+    _x308 = _x12*ffn_hidden
+    _x309 = _x24*_x308
+    _x310 = _x309*_x38
+    _x311 = np.maximum(_x272*_x310, _x277*_x309)
+    _x312 = d_model*ffn_hidden
+    _x313 = _x12*_x312
+    _x314 = _x105 + _x309 + _x313
+    _x315 = _x24*_x313
+    _x316 = 2*_x315
+    _x317 = np.minimum(np.minimum(_x24, _x308), d_model)
+    _x318 = (_x317 + gemm_dhalf)/_x317
+    _x319 = np.maximum(_x144*_x314, _x147*_x316*_x318)
+    _x320 = _x221*ffn_hidden
+    _x321 = _x320*d_model
+    _x322 = _x12*_x321
+    _x323 = _x12*_x320
+    _x324 = _x105 + _x24*_x323 + _x322
+    _x325 = _x156*_x322
+    _x326 = np.minimum(np.minimum(_x24, _x323), d_model)
+    _x327 = (_x326 + gemm_dhalf)/_x326
+    _x328 = np.maximum(_x144*_x324, _x147*_x325*_x327)
+    _x329 = _x208 + _x319 + _x328
+    _x330 = _x301 + _x311 + _x329
+    _x331 = _x330*rc_full
+    _x332 = _x307 + _x331
+    _x333 = _x93*(2*_x133 + 2*_x134)
+    _x334 = _x126*_x333
+    _x335 = ov_tp*np.maximum(0, -_x329*_x8 + _x333)
+    _x336 = _x334 + _x335
+    _x337 = _x336 + _x92
+    _x338 = _x41/mu_gemm_bwd
+    _x339 = _x338*_x43
+    _x340 = _x52/eta_gemm_bwd
+    _x341 = 4*_x340
+    _x342 = np.maximum(_x314*_x339, _x315*_x318*_x341)
+    _x343 = _x24*_x341
+    _x344 = np.maximum(_x324*_x339, _x322*_x327*_x343)
+    _x345 = eta_elem_bwd**(-1.0)
+    _x346 = 16*_x345
+    _x347 = _x43/mu_elem_bwd
+    _x348 = _x347*act_bytes*(2*gated + 3)
+    _x349 = np.maximum(_x309*_x348, _x310*_x346)
+    _x350 = 2*_x345
+    _x351 = 3*act_bytes
+    _x352 = _x351/mu_norm_bwd
+    _x353 = 16/eta_norm_bwd
+    _x354 = np.maximum(_x278*_x353, _x286*_x352)
+    _x355 = 2*t0_gemm_bwd
+    _x356 = flash*t0_attn_bwd
+    _x357 = _x13*_x339
+    _x358 = _x12*_x171*_x178
+    _x359 = _x137*_x339
+    _x360 = _x186*_x203
+    _x361 = _x41/mu_attn_bwd
+    _x362 = np.where((_x79 <= 4), 1/128, 1/64)
+    _x363 = np.ceil(_x362*seq_len)
+    _x364 = 160*(_x78*attn_uneven_bwd + 1)*(_x362*attn_dio_bwd + _x80/attn_dreg_bwd + _x81*attn_dsoft_bwd + 1)*np.ceil(_x363*_x82)/(_x363*eta_attn_bwd)
+    _x365 = _x38/eta_softmax_bwd
+    _x366 = mu_softmax_bwd**(-1.0)
+    _x367 = _x291*_x352
+    _x368 = _x58*bmm_dhalf_bwd
+    _x369 = _x52/eta_bmm_bwd
+    _x370 = _x369*_x50
+    _x371 = _x64*bmm_reread_bwd
+    _x372 = _x43/mu_bmm_bwd
+    _x373 = _x372*(_x371*(np.ceil((1/128)*_x18 + _x62) - 1) + _x57)
+    _x374 = _x369*_x61
+    _x375 = _x368*cp + 1
+    _x376 = _x13*_x355 + _x13*t0_elem_bwd + _x13*t0_norm_bwd + _x137*_x355 + _x137*t0_norm_bwd + _x139*t0_gemm_bwd + _x15*t0_gemm_bwd + 4*_x30*t0_bmm_bwd + _x30*t0_softmax_bwd + _x31*_x356 + 2*_x354 + _x356*swa_frac + 3*t0_elem_bwd + 3*t0_gemm_bwd + 2*t0_norm_bwd + np.maximum(_x373, _x370*_x375) + np.maximum(_x373, _x370*(_x368 + 1)) + np.maximum(_x142*_x339, _x145*_x149*_x341) + np.maximum(_x155*_x339, _x157*_x160*_x343) + np.maximum(_x164*_x357, _x167*_x170*_x341) + np.maximum(_x176*_x357, _x183*_x341*_x358) + np.maximum(_x187*_x339, _x180*_x189*_x193*_x341) + np.maximum(_x195*_x359, _x198*_x201*_x341) + np.maximum(_x202*_x359, _x207*_x341*_x360) + np.maximum(_x203*_x367, _x300*_x353) + 2*np.maximum(_x278*_x350, _x285*_x347) + np.maximum(_x290*_x367, _x294*_x353) + np.maximum(_x297*_x350, _x299*_x347) + np.maximum(_x361*_x73, _x364*_x86) + np.maximum(_x361*_x87, _x364*_x90) + np.maximum(_x372*_x67, _x374*(1 + bmm_dhalf_bwd/_x59)) + np.maximum(_x374*_x375, _x372*(_x371*_x63 + _x67)) + np.maximum(_x366*_x46*(_x351 + _x42), _x36*_x365*(8 - 8*flash))
+    _x377 = _x342 + _x344 + _x349 + _x376
+    _x378 = -host_bwd - host_fwd - host_rc*rc_full
+    _x379 = np.maximum(0, -_x330 - _x332 - _x337 - _x377 - _x378)
+    _x380 = _x304 + _x307
+    _x381 = _x128*_x339
+    _x382 = _x346*_x38
+    _x383 = _x128*_x355 + _x128*t0_elem_bwd + _x94*t0_elem_bwd + _x94*t0_gemm_bwd + _x94*t0_softmax_bwd + np.maximum(_x215*_x348, _x215*_x382) + np.maximum(_x216*_x339, _x217*_x220*_x341) + np.maximum(_x226*_x339, _x227*_x230*_x341) + np.maximum(_x233*_x339, _x235*_x238*_x341) + np.maximum(_x243*_x381, _x245*_x248*_x343) + np.maximum(_x253*_x381, _x254*_x257*_x343) + np.maximum(8*_x268*_x365, 3*_x269*_x366*f32_bytes) + np.maximum(_x270*_x348, _x270*_x382) + np.maximum(_x282*_x347, _x278*_x280*_x345*_x94)
+    _x384 = _x283 + _x383
+    _x385 = np.maximum(0, -_x262 - _x302 - _x376 - _x378 - _x380 - _x384)
+    _x386 = _x265*(_x266*(np.where((-_x258 - _x261 - _x304 + _x311 + _x319 + _x328 + _x331 + _x334 + _x335 + _x342 + _x344 + _x349 + _x379 - _x384 - _x385 < 0), 0, 1)) - _x266 + 1)
+    _x387 = _x264 - _x386
+    _x388 = 1 - _x266
+    _x389 = _x105*_x38
+    _x390 = np.ceil((1/128)*_x12*vocab)
+    _x391 = 128*_x390
+    _x392 = d_model*grad_bytes
+    _x393 = np.minimum(_x24, _x391)
+    _x394 = t0_embed_bwd + np.maximum(_x389/eta_embed_bwd, _x43*(_x106*(learned_pos + 1) + _x267*d_model*((1/10)*_x24 + _x393) + _x391*_x392 + _x392*_x393)/mu_embed_bwd)
+    _x395 = t0_embed_fwd + np.maximum(_x389/eta_embed_fwd, _x106*_x43*(learned_pos + 2)/mu_embed_fwd)
+    _x396 = _x24*_x38*_x390
+    _x397 = _x24*_x391
+    _x398 = _x397*_x43*(act_bytes + f32_bytes)
+    _x399 = _x391*d_model
+    _x400 = _x43*(_x105 + _x397 + _x399)
+    _x401 = np.minimum(np.minimum(_x24, _x391), d_model)
+    _x402 = _x105*_x390
+    _x403 = _x402*(_x401 + gemm_dhalf)/_x401
+    _x404 = _x354 + t0_ce_bwd + t0_gemm_bwd + t0_norm_bwd + np.maximum(_x338*_x400, 512*_x340*_x403) + np.maximum(_x398/mu_ce_bwd, 256*_x396/eta_ce_bwd)
+    _x405 = _x289 + t0_ce_fwd + t0_gemm_fwd + t0_norm_fwd + np.maximum(_x143*_x400, 256*_x147*_x403) + np.maximum(_x398/mu_ce_fwd, 640*_x396/eta_ce_fwd)
+    _x406 = np.where((_x394 + _x395 <= _x404 + _x405), 1, 0)
+    _x407 = 1 - _x406
+    _x408 = _x388*(_x395*_x406 + _x405*_x407) + _x395*_x407 + _x405*_x406
+    _x409 = _x388*(_x394*_x406 + _x404*_x407) + _x394*_x407 + _x404*_x406
+    _x410 = np.maximum(0, _x266*(_x406*host_head + _x407*host_emb) + _x388*(host_emb + host_head) - _x408 - _x409)
+    _x411 = _x379*_x386 + _x385*_x387 + _x410 + host_mb
+    _x412 = _x303*_x387 + _x330*_x386 + _x408
+    _x413 = _x332*_x386 + _x380*_x387
+    _x414 = _x376 + _x383
+    _x415 = _x377*_x386 + _x387*_x414 + _x409
+    _x416 = _x413 + _x415
+    _x417 = _x262*_x387 + _x337*_x386 + _x411 + _x412 + _x416
+    _x418 = _x1 + _x6*interleave
+    _x419 = cp*dp
+    _x420 = _x419*tp
+    _x421 = np.where((_x420 < gpus_per_node), 1, 0)
+    _x422 = (1 - ov_pp)*(_x421*(_x107*_x11 + alpha_p2p_intra) + (1 - _x421)*(_x107*_x27 + alpha_p2p_inter))
+    _x423 = 2*_x266
+    _x424 = _x418*_x422*_x423
+    _x425 = 1 - ov_ag
+    _x426 = _x119*_x419
+    _x427 = np.maximum(1, np.minimum(_x426, _x119*_x95))
+    _x428 = _x427 - 1
+    _x429 = _x427**(-1.0)
+    _x430 = _x426*_x429
+    _x431 = _x430 - 1
+    _x432 = _x264 - _x265
+    _x433 = _x209 + _x223 + biases*(_x222 + d_model)
+    _x434 = _x433*experts
+    _x435 = _x12*_x434
+    _x436 = _x432*_x435*_x94*grad_bytes
+    _x437 = _x22*_x3
+    _x438 = _x431*_x437
+    _x439 = _x119*_x435
+    _x440 = _x439*_x94
+    _x441 = _x432*_x440
+    _x442 = _x428*_x429*_x441
+    _x443 = _x115*_x436*_x438 + _x117*_x442*grad_bytes + _x428*alpha_rs_intra + _x431*alpha_rs_inter
+    _x444 = np.maximum(1, np.minimum(_x419, _x95))
+    _x445 = _x444**(-1.0)
+    _x446 = _x419*_x445
+    _x447 = _x446 - 1
+    _x448 = _x447*alpha_ag_inter
+    _x449 = _x444 - 1
+    _x450 = _x449*alpha_ag_intra
+    _x451 = _x94*(_x110*_x442*act_bytes + _x428*alpha_ag_intra + _x431*alpha_ag_inter + _x432*_x435*_x438*_x94*_x99*act_bytes)
+    _x452 = _x445*_x449
+    _x453 = _x110*_x452
+    _x454 = biases*d_model
+    _x455 = _x239 + _x249 - _x454*(1 - _x128) + biases*(_x251 + d_model)
+    _x456 = _x13*(_x140*v_head + _x174 + _x184*(_x188 + _x203) + _x454) + _x15*(_x150*d_model + _x152 + biases*(_x151 + d_model))
+    _x457 = biases + 1
+    _x458 = _x457*d_model
+    _x459 = _x13*(_x137*(_x194 + _x457*q_lora) + _x162 + _x457*kv_lora) + 2*_x458
+    _x460 = _x12*_x456 + _x459
+    _x461 = _x12*_x455 + _x234 + _x439 + _x460
+    _x462 = _x312 + _x321 + biases*(_x320 + d_model)
+    _x463 = _x12*_x462 + _x460
+    _x464 = _x265*_x463
+    _x465 = _x104*learned_pos
+    _x466 = _x399*(_x388*(1 - tied) + 1) + _x465
+    _x467 = _x432*_x461 + _x464 + _x466
+    _x468 = -_x441 + _x467
+    _x469 = _x41*_x468
+    _x470 = _x437*_x447
+    _x471 = _x470*_x99
+    _x472 = _x468*grad_bytes
+    _x473 = _x115*_x470*_x472 + _x117*_x452*_x472 + _x447*alpha_rs_inter + _x449*alpha_rs_intra
+    _x474 = _x443*_x94 + 2*_x448 + 2*_x450 + 2*_x451 + _x453*_x469 + _x469*_x471 + _x473
+    _x475 = _x474*_x6
+    _x476 = 1 - z_param
+    _x477 = _x468*act_bytes
+    _x478 = _x448 + _x450 + _x451 + _x453*_x477 + _x471*_x477
+    _x479 = _x478*z_os
+    _x480 = z_grad*(_x3*_x4*global_batch - 1) + 1
+    _x481 = 1 - z_os
+    _x482 = 2*_x427 - 2
+    _x483 = 2*_x430 - 2
+    _x484 = _x131*_x437
+    _x485 = 2*_x444 - 2
+    _x486 = 2*_x446 - 2
+    _x487 = _x480*(_x473*z_os + _x481*(_x132*_x445*_x472*_x485 + _x472*_x484*_x486 + _x485*alpha_ar_intra + _x486*alpha_ar_inter) + _x94*(_x443*z_os + _x481*(_x132*_x429*_x441*_x482*grad_bytes + _x436*_x483*_x484 + _x482*alpha_ar_intra + _x483*alpha_ar_inter)))
+    _x488 = _x92*_x93/_x8
+    _x489 = (rc_full + 1)/_x93
+    _x490 = _x261*_x489 + _x488
+    _x491 = _x336*_x489 + _x488
+    _x492 = _x476*(_x425*_x479 + _x487*(1 - ov_dp) + ov_ag*np.maximum(0, -_x412 + _x478*z_os) + ov_dp*np.maximum(0, -_x480*(_x386*_x491 + _x387*_x490 + _x416) + _x487)) + z_param*(_x425*_x475 + ov_ag*np.maximum(0, _x3*_x4*_x474*global_batch - _x6*(_x412 + _x415)))
+    _x493 = _x426**(-z_os)
+    _x494 = _x441*_x493
+    _x495 = _x419**(-z_os)
+    _x496 = _x468*_x495
+    _x497 = _x494 + _x496
+    _x498 = t0_optim_fwd + np.maximum(_x38*(12*_x494 + 12*_x496)/eta_optim_fwd, _x43*_x497*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
+    _x499 = _x417*(_x2 + _x6) + _x424 + _x492 + _x498
+    _x500 = _x6*(_x260*_x387 + _x336*_x386)
+    _x501 = 2*seq_len
+    _x502 = _x69*_x84
+    _x503 = _x32*_x502
+    _x504 = _x69*_x89
+    _x505 = _x30*(_x501*_x504 + 2*_x503)/_x20
+    _x506 = _x48*_x504
+    _x507 = 2*_x140*_x65 + _x15*_x152*_x501 + _x166*_x501 + _x179*seq_len + _x184*_x203*_x501 + _x189*_x501 + _x197*_x501 + _x47*_x505 + _x48*_x503 + _x505*_x59 + _x506*seq_len
+    _x508 = -dense_layers + layers
+    _x509 = _x128*_x501
+    _x510 = _x211*_x501*(_x127 + _x94/np.maximum(1, capacity) + 1)
+    _x511 = 3*global_batch*(2*_x104*vocab + _x508*(_x209*_x510 + _x223*_x510 + _x234*_x501 + _x239*_x509 + _x249*_x509 + _x507) + dense_layers*(_x312*_x501 + _x321*_x501 + _x507))
+    _x512 = _x33*_x502
+    _x513 = _x180*_x506 + _x48*_x512*_x70 + _x50 + _x61
+    _x514 = _x146 + _x158 + _x168 + _x181 + _x191 + _x199 + _x205 + _x513
+    _x515 = 6*_x24
+    _x516 = 6*_x145 + _x157*_x515 + 6*_x167 + 7*_x180*_x504*flash + _x190*_x515 + 6*_x198 + _x306*_x513 + 6*_x358 + 6*_x360 + 3*_x50 + 7*_x512*_x71 + 3*_x61
+    _x517 = 768*_x402 + _x508*(6*_x217 + 6*_x227 + 6*_x235 + _x245*_x515 + _x254*_x515 + _x516 + rc_full*(_x218 + _x228 + _x236 + _x246 + _x255 + _x514)) + dense_layers*(6*_x315 + _x322*_x515 + _x516 + rc_full*(_x316 + _x325 + _x514))
+    _x518 = _x499**(-1.0)
+    _x519 = _x263*_x51*_x518
+    _x520 = _x41*z_param*np.maximum(_x461, _x463*np.minimum(1, dense_layers))
+    _x521 = _x426**(-z_param)
+    _x522 = _x419**(-z_param)
+    _x523 = act_bytes*(_x441*_x521 + _x468*_x522)
+    _x524 = _x426**(-z_grad)
+    _x525 = _x419**(-z_grad)
+    _x526 = grad_bytes*(_x441*_x524 + _x468*_x525)
+    _x527 = _x497*opt_bytes
+    _x528 = _x6*gpipe
+    _x529 = _x397*(act_bytes + f32_bytes*(_x528 - gpipe + 1))
+    _x530 = _x281 + _x529
+    _x531 = _x214*_x276*moe_ffn + _x25*_x275*shared_ffn
+    _x532 = _x12*(_x25*(_x21 + _x69) + _x531) + _x121*(_x105*(2*_x284 + 4*act_bytes) + _x24*_x298*(_x177 + _x204 + qk_rope)) + _x45*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes))
+    _x533 = _x12*(_x22*_x275*act_bytes*ffn_hidden*micro_batch*seq_len - _x531) + _x532
+    _x534 = rc_full*np.maximum(_x532, _x533)
+    _x535 = 1 - gpipe
+    _x536 = interleave - 1
+    _x537 = _x281*rc_full
+    _x538 = _x305*_x532 + _x537
+    _x539 = _x265*(_x305*_x533 + _x537)
+    _x540 = _x388*_x530 + _x534 + (_x528 + _x535*(_x2*_x263*np.minimum(1, _x536) + 1)*np.minimum(_x6, pp))*(_x432*_x538 + _x539)
+    _x541 = _x520 + _x523 + _x526 + _x527 + _x540
+    _x542 = _x264 - _x265*_x388
+    _x543 = _x440*_x542
+    _x544 = -_x266*_x465 + _x388*_x464 + _x461*_x542 + _x466 - _x543
+    _x545 = act_bytes*(_x521*_x543 + _x522*_x544)
+    _x546 = grad_bytes*(_x524*_x543 + _x525*_x544)
+    _x547 = opt_bytes*(_x493*_x543 + _x495*_x544)
+    _x548 = _x530 + _x534 + (_x528 + _x535*np.minimum(_x6, _x0*(_x536*pp + 1)))*(_x388*_x539 + _x538*_x542)
+    _x549 = _x520 + _x545 + _x546 + _x547 + _x548
+    _x550 = np.maximum(_x541, _x549)
+    _x551 = np.where((_x541 < _x549), 1, 0)
+    _x552 = 1 - _x551
+    _x553 = _x550*alloc_frag
+    _x554 = nccl_comm_bytes*(_x94*np.minimum(1, _x426 - 1) + np.minimum(1, _x120) + np.minimum(1, _x419 - 1)) + nccl_peer_bytes*(_x423 + _x94*(ep - 1) + 2*np.minimum(1, _x7))
+    _x555 = _x456 + _x459
+    _x556 = _x234 + _x455 + _x555
+    _x557 = _x458 + _x465 + d_model*vocab*(2 - tied)
+    _x558 = _x557 + dense_layers*(_x462 + _x555)
     return {
-        'step_time': _x389,
-        't_forward': _x305*_x6,
-        't_backward': _x307*_x6,
-        't_recompute': _x306*_x6,
-        't_tp_comm': _x390,
-        't_cp_comm': _x6*(_x279*_x64 + _x280*_x64),
-        't_ep_comm': _x280*_x6*_x97,
-        't_host_overhead': _x304*_x6,
-        't_pp_bubble': _x2*_x309,
-        't_pp_comm': _x316,
-        't_dp_comm': _x382,
-        't_optimizer': _x388,
-        'tp_comm_total': _x6*(_x107*_x280 + _x238*_x279),
-        'dp_comm_total': _x365*z_param + _x366*(_x369 + _x377),
-        'tp_comm': _x390,
-        'dp_comm': _x382,
-        'pp_bubble': _x1/_x310,
+        'step_time': _x499,
+        't_forward': _x412*_x6,
+        't_backward': _x415*_x6,
+        't_recompute': _x413*_x6,
+        't_tp_comm': _x500,
+        't_cp_comm': _x6*(_x386*_x92 + _x387*_x92),
+        't_ep_comm': _x125*_x387*_x6,
+        't_host_overhead': _x411*_x6,
+        't_pp_bubble': _x2*_x417,
+        't_pp_comm': _x424,
+        't_dp_comm': _x492,
+        't_optimizer': _x498,
+        'tp_comm_total': _x6*(_x135*_x387 + _x333*_x386),
+        'dp_comm_total': _x475*z_param + _x476*(_x479 + _x487),
+        'tp_comm': _x500,
+        'dp_comm': _x492,
+        'pp_bubble': _x1/_x418,
         'pp_bubble_ratio': _x2*dp*micro_batch/global_batch,
         'micro_batches': _x6,
-        't_microbatch_stage': _x309,
-        't_layer_fwd': _x209,
-        't_layer_bwd': _x277,
-        't_layer_recompute': _x272,
-        't_layer_tp_comm': _x180,
-        't_layer_cp_comm': _x64,
-        't_layer_ep_comm': _x97,
-        't_layer_comm_bwd': _x380,
-        't_layer_host': _x278,
-        't_dense_layer_fwd': _x235,
-        't_dense_layer_bwd': _x269,
-        't_dense_layer_recompute': _x237,
-        't_dense_layer_tp_comm': _x241,
-        't_dense_layer_cp_comm': _x64,
+        't_microbatch_stage': _x417,
+        't_layer_fwd': _x303,
+        't_layer_bwd': _x414,
+        't_layer_recompute': _x380,
+        't_layer_tp_comm': _x260,
+        't_layer_cp_comm': _x92,
+        't_layer_ep_comm': _x125,
+        't_layer_comm_bwd': _x490,
+        't_layer_host': _x385,
+        't_dense_layer_fwd': _x330,
+        't_dense_layer_bwd': _x377,
+        't_dense_layer_recompute': _x332,
+        't_dense_layer_tp_comm': _x336,
+        't_dense_layer_cp_comm': _x92,
         't_dense_layer_ep_comm': 0,
-        't_dense_layer_comm_bwd': _x381,
-        't_dense_layer_host': _x271,
-        'stage_layers': _x184,
-        'stage_dense_layers': _x279,
-        't_embed_fwd': _x288,
-        't_embed_bwd': _x287,
-        't_head_fwd': _x298,
-        't_head_bwd': _x297,
-        'head_stage_heavier': _x299,
-        't_edge_host': _x303,
+        't_dense_layer_comm_bwd': _x491,
+        't_dense_layer_host': _x379,
+        'stage_layers': _x264,
+        'stage_dense_layers': _x386,
+        't_embed_fwd': _x395,
+        't_embed_bwd': _x394,
+        't_head_fwd': _x405,
+        't_head_bwd': _x404,
+        'head_stage_heavier': _x406,
+        't_edge_host': _x410,
         't_microbatch_host': host_mb,
-        't_pp_send_recv': _x314,
-        'flops': _x398,
-        'hardware_flops': _x404*_x5*_x9,
-        'n_gpus': _x312*pp,
-        'mfu': _x16*_x329*_x398*_x406,
-        'hfu': _x404*_x406*_x6,
-        'tokens_per_s': _x405*global_batch*seq_len,
-        'memory': _x437,
-        'mem_weights': _x410*_x439 + _x432*_x438,
-        'mem_gradients': _x413*_x439 + _x433*_x438,
-        'mem_optimizer': _x414*_x439 + _x434*_x438,
-        'mem_activations': _x407 + _x427*_x439 + _x435*_x438,
-        'mem_logits': _x416,
-        'mem_first_stage': _x428,
-        'mem_last_stage': _x436,
-        'mem_reserve': _x440 + _x441 + cuda_context,
+        't_pp_send_recv': _x422,
+        'flops': _x511,
+        'hardware_flops': _x5*_x517*_x9,
+        'n_gpus': _x420*pp,
+        'mfu': _x12*_x437*_x511*_x519,
+        'hfu': _x517*_x519*_x6,
+        'tokens_per_s': _x518*global_batch*seq_len,
+        'memory': _x550,
+        'mem_weights': _x523*_x552 + _x545*_x551,
+        'mem_gradients': _x526*_x552 + _x546*_x551,
+        'mem_optimizer': _x527*_x552 + _x547*_x551,
+        'mem_activations': _x520 + _x540*_x552 + _x548*_x551,
+        'mem_logits': _x529,
+        'mem_first_stage': _x541,
+        'mem_last_stage': _x549,
+        'mem_reserve': _x553 + _x554 + cuda_context,
         'mem_cuda_context': cuda_context,
-        'mem_nccl': _x441,
-        'mem_fragmentation': _x440,
-        'params': _x395*(_x326 + _x443) + _x445,
-        'active_params': _x395*(_x325*top_k + _x443) + _x445,
-        'params_rank': _x357,
-        'params_embedding': _x444,
-        'params_expert': _x326*_x395*_x66,
+        'mem_nccl': _x554,
+        'mem_fragmentation': _x553,
+        'params': _x508*(_x434 + _x556) + _x558,
+        'active_params': _x508*(_x433*top_k + _x556) + _x558,
+        'params_rank': _x467,
+        'params_embedding': _x557,
+        'params_expert': _x434*_x508*_x94,
     }
 
-SOURCE_DIGEST = 'ec5ed9585415fbb8'
+SOURCE_DIGEST = 'f81312dba5d17ed7'

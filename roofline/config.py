@@ -43,6 +43,18 @@ class Model:
     shared_ffn_hidden: int | None = None  # total inner size of the shared experts (Megatron-Core
     #                                      moe_shared_expert_intermediate_size); None: n_shared x moe_ffn_hidden
     first_dense_layers: int | None = None  # leading layers with a dense MLP of ffn (DeepSeek-V3: 3); None: 0
+    # MLA (DeepSeek-V2/V3, Kimi K2), names of the HF config.json / Megatron-Core MLATransformerConfig: kv_lora_rank
+    # set = MLA (then the three head widths are required); q_lora_rank None = queries projected from h directly
+    q_lora_rank: int | None = None
+    kv_lora_rank: int | None = None
+    qk_nope_head_dim: int | None = None  # Megatron-Core qk_head_dim
+    qk_rope_head_dim: int | None = None  # Megatron-Core qk_pos_emb_head_dim
+    v_head_dim: int | None = None
+    # sliding-window attention (Megatron-Core window_size / window_attn_skip_freq; HF sliding_window): a window of
+    # swa_window keys per query (itself included); every swa_every-th layer (1-based) keeps full attention, the
+    # others are windowed (Megatron-Core is_layer_window_attention); swa_every None: every layer windowed (Mistral 7B)
+    swa_window: int | None = None
+    swa_every: int | None = None
     attention: str = "flash"            # flash | unfused
     causal: bool = True                 # the kernel skips masked blocks (flash); FLOPs halved
 
@@ -77,6 +89,20 @@ class Model:
     def dense_layers(self) -> int:
         """Leading layers with a dense MLP (Megatron-Core moe_layer_freq = [0]*k + [1]*(l-k)); 0 for a dense model."""
         return (self.first_dense_layers or 0) if self.n_experts > 1 else 0
+
+    @property
+    def mla(self) -> bool:
+        """Multi-head latent attention (DeepSeek-V2/V3): kv_lora_rank is set."""
+        return bool(self.kv_lora_rank)
+
+    @property
+    def windowed_layers(self) -> int:
+        """Layers with sliding-window attention: Megatron-Core transformer/utils.py is_layer_window_attention windows
+        layer n (1-based) unless n % window_attn_skip_freq == 0, so l - floor(l / swa_every) of them (all without
+        swa_every; none without swa_window)."""
+        if not self.swa_window:
+            return 0
+        return self.n_layers - (self.n_layers // self.swa_every if self.swa_every else 0)
 
     @property
     def ffn(self) -> int:
@@ -204,6 +230,7 @@ def check(model: Model, plan: Plan) -> None:
     if model.head_dim is None and model.d_model % model.n_heads:
         raise InputError(f"d_model ({model.d_model}) must be divisible by heads ({model.n_heads}) "
                          "(or state head_dim)")
+    _check_attention(model)
     if model.n_heads % model.kv_heads:
         raise InputError(f"heads ({model.n_heads}) must be divisible by kv-heads ({model.kv_heads})")
     if model.n_heads % plan.tp:
@@ -244,3 +271,25 @@ def check(model: Model, plan: Plan) -> None:
         raise InputError(f"interleave ({plan.interleave}) needs pp > 1")
     if plan.interleave > 1 and (plan.batch // per) % plan.pp:
         raise InputError(f"interleaved 1F1B needs micro-batches ({plan.batch // per}) divisible by pp ({plan.pp})")
+
+
+def _check_attention(model: Model) -> None:
+    """The attention variants' fields: MLA's ranks and head widths together, sliding-window sizes."""
+    fields = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "swa_window",
+           "swa_every")
+    for name in fields:
+        if getattr(model, name) is not None:
+            _positive(f"model.{name}", getattr(model, name))
+    if model.kv_lora_rank:
+        missing = [n for n in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim") if getattr(model, n) is None]
+        if missing:
+            raise InputError(f"MLA (kv_lora_rank = {model.kv_lora_rank}) needs {', '.join(missing)}")
+        if model.n_kv_heads is not None and model.n_kv_heads != model.n_heads:
+            raise InputError(f"MLA has one key/value per head: kv-heads ({model.n_kv_heads}) must equal heads "
+                             f"({model.n_heads}) or be unset")
+    else:
+        given = [n for n in fields[:5] if getattr(model, n) is not None and n != "kv_lora_rank"]
+        if given:
+            raise InputError(f"{', '.join(given)} given without kv_lora_rank (MLA needs its KV compression rank)")
+    if model.swa_every is not None and model.swa_window is None:
+        raise InputError(f"swa_every ({model.swa_every}) given without swa_window")

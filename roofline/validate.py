@@ -42,7 +42,8 @@ REQUIRED = ("case_id", "n_layers", "d_model", "n_heads", "vocab", "seq_len", "gl
             "gpu_id", "measured_iter_time_s")
 INTS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "seq_len", "global_batch",
         "micro_batch", "tp", "pp", "dp", "cp", "ep", "interleave", "n_gpus", "gpus_per_node", "n_experts", "top_k",
-        "moe_ffn_hidden", "head_dim", "n_shared_experts", "first_dense_layers", "mtp")
+        "moe_ffn_hidden", "head_dim", "n_shared_experts", "first_dense_layers", "mtp", "mla_q_lora_rank",
+        "mla_kv_lora_rank", "mla_qk_nope_head_dim", "mla_qk_rope_head_dim", "mla_v_head_dim", "swa_window", "swa_every")
 FLOATS = ("net_gbps_per_gpu", "measured_iter_time_s", "derived_iter_time_s", "measured_peak_memory_gib")
 BY = ("tier", "gpu", "layout", "micro_batch", "nodes", "source", "framework", "model", "precision")
 
@@ -148,7 +149,11 @@ def infer_stack(row: dict, model=None, hw=None):
     return stack, reason
 
 
-UNMODELLED_ATTENTION = ("mla", "hybrid", "mamba", "dsv4", "linear", "csa")
+UNMODELLED_ATTENTION = ("hybrid", "mamba", "dsv4", "linear", "csa")
+# MLA columns -> Model fields (HF config.json / Megatron-Core MLATransformerConfig names)
+MLA_COLUMNS = {"mla_q_lora_rank": "q_lora_rank", "mla_kv_lora_rank": "kv_lora_rank",
+               "mla_qk_nope_head_dim": "qk_nope_head_dim", "mla_qk_rope_head_dim": "qk_rope_head_dim",
+               "mla_v_head_dim": "v_head_dim"}
 
 
 def _model_fields(row: dict) -> tuple[dict, str]:
@@ -158,7 +163,7 @@ def _model_fields(row: dict) -> tuple[dict, str]:
 
     att = (row.get("attention") or "").lower()
     if any(w in att for w in UNMODELLED_ATTENTION):
-        raise Skip(f"attention {row['attention']!r} is not modelled yet (MLA / hybrid Mamba / sparse attention)")
+        raise Skip(f"attention {row['attention']!r} is not modelled yet (hybrid Mamba / sparse attention)")
     if row.get("mtp"):
         raise Skip(f"multi-token-prediction layers (mtp = {row['mtp']}) are not modelled yet")
     d = {"n_layers": row["n_layers"], "d_model": row["d_model"], "n_heads": row["n_heads"],
@@ -166,6 +171,18 @@ def _model_fields(row: dict) -> tuple[dict, str]:
          "seq_len": row["seq_len"], "name": row.get("model") or row["case_id"]}
     if row.get("head_dim"):                 # Megatron-Core kv_channels (blank: d_model / heads)
         d["head_dim"] = row["head_dim"]
+    if att.startswith("mla"):               # multi-head latent attention: its ranks and head widths
+        mla = {f: row.get(c) for c, f in MLA_COLUMNS.items() if row.get(c)}
+        missing = [c for c, f in MLA_COLUMNS.items() if f not in mla and f != "q_lora_rank"]
+        if missing:
+            raise Skip(f"MLA row without {', '.join(missing)}")
+        d.update(mla)
+        if d.get("n_kv_heads") not in (None, d["n_heads"]):
+            d["n_kv_heads"] = None          # MLA has one key/value per head
+    if row.get("swa_window"):               # sliding window on all layers but every swa_every-th (Megatron-Core)
+        d["swa_window"] = row["swa_window"]
+        if row.get("swa_every"):
+            d["swa_every"] = row["swa_every"]
     if row.get("mlp"):
         try:
             d["mlp"] = normalize.mlp(row["mlp"])

@@ -1,5 +1,6 @@
-"""Issue 20, first slice: head_dim apart from d_model / heads, MoE as Qwen3 / GPT-OSS / DeepSeek are (per-expert
-size, shared experts, leading dense layers), the Model/Plan type checks, and the GB200 datasheet profile.
+"""Issue 20: head_dim apart from d_model / heads, MoE as Qwen3 / GPT-OSS / DeepSeek are (per-expert
+size, shared experts, leading dense layers), the Model/Plan type checks, the GB200 datasheet profile; MLA
+(DeepSeek-V3, Kimi K2) and sliding-window attention (GPT-OSS).
 
 Reference numbers are published parameter counts (papers, model cards) or computed by hand here."""
 from dataclasses import replace
@@ -118,7 +119,10 @@ def test_flops_per_token_near_six_times_active_parameters():
         r = run(m, Plan(global_batch=1))
         per_token = r["flops"] / m.seq_len
         matmul_params = r["active_params"] - m.vocab * m.d_model     # the input embedding is a lookup
-        attention = 12 * m.n_layers * m.seq_len * m.n_heads * m.head_size / 2
+        # full causal layers: s/2 keys per query; windowed layers (gpt-oss: 18 of 36, w = 128): w - w^2 / 2s
+        w, s = m.swa_window or 0, m.seq_len
+        keys = (m.n_layers - m.windowed_layers) * s / 2 + m.windowed_layers * (w - w * w / (2 * s))
+        attention = 12 * m.n_heads * m.head_size * keys
         assert per_token == pytest.approx(6 * matmul_params + attention, rel=0.01)
 
 
@@ -170,3 +174,163 @@ def test_gb200_profile_is_the_datasheet_divided_by_72():
     assert hw.peak("fp8") == pytest.approx(720e15 / 72 / 2)
     assert hw.hbm_bandwidth == pytest.approx(576e12 / 72)
     assert hw.gpus_per_node == 72                                # the NVLink domain
+
+
+# ---- MLA (DeepSeek-V3, Kimi K2) -------------------------------------------------------------------------
+@pytest.mark.parametrize("preset,total,active,rel_total,rel_active", [
+    # DeepSeek-V3 report (arXiv:2412.19437) sec 2: 671B total, 37B activated per token, the 14B MTP module outside
+    # both (not in the preset). Active here counts the input embedding and the LM head (2 x 0.93B), so it reads
+    # 37.55B: +1.5 % over the rounded 37B
+    ("deepseek-v3", 671e9, 37e9, 0.005, 0.02),
+    # Kimi K2 report (arXiv:2507.20534): 1.04T total, 32.6B activated (no MTP layers); 1.026T / 32.86B here
+    ("kimi-k2", 1.04e12, 32.6e9, 0.02, 0.02),
+])
+def test_mla_models_published_parameter_counts(preset, total, active, rel_total, rel_active):
+    r = run(models.load(preset))
+    assert r["params"] == pytest.approx(total, rel=rel_total)
+    assert r["active_params"] == pytest.approx(active, rel=rel_active)
+
+
+def test_deepseek_v3_attention_parameters_by_hand():
+    """One DeepSeek-V3 MLA block (HF config: q_lora 1536, kv_lora 512, 128 heads of 128 + 64 RoPE, values 128):
+    W_DQ 7168 x 1536, q RMSNorm 1536, W_UQ 1536 x 128 (128 + 64), W_DKV+W_KR 7168 x (512 + 64), kv RMSNorm 512,
+    W_UKV 512 x 128 (128 + 128), W_O 128 x 128 x 7168 = 187,107,328 (the figure of public parameter dumps).
+    Difference of a 2-layer and a 1-layer dense model = one layer = attention + MLP + 2 norms."""
+    m = replace(models.load("deepseek-v3"), n_layers=2, n_experts=1, top_k=1, first_dense_layers=None,
+                n_shared_experts=None, shared_ffn_hidden=None, moe_ffn_hidden=None)
+    attn = 7168 * 1536 + 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 + 512 * 128 * 256 + 128 * 128 * 7168
+    assert attn == 187_107_328
+    layer = attn + 3 * 7168 * 18432 + 2 * 7168
+    assert run(m)["params"] - run(replace(m, n_layers=1))["params"] == layer
+
+
+H, A, QL, KVL, NOPE, ROPE, V, F, VOCAB, S = 256, 4, 64, 32, 32, 16, 48, 512, 1024, 128
+
+
+def small_mla(**kw):
+    return replace(Model(n_layers=1, d_model=H, n_heads=A, ffn_hidden=F, vocab=VOCAB, seq_len=S, biases=False,
+                         norm="rmsnorm", position="rope", tied_embeddings=False, q_lora_rank=QL, kv_lora_rank=KVL,
+                         qk_nope_head_dim=NOPE, qk_rope_head_dim=ROPE, v_head_dim=V), **kw)
+
+
+REPL = H * QL + QL + H * (KVL + ROPE) + KVL                      # down projections + their norms: whole on every rank
+SPLIT = QL * A * (NOPE + ROPE) + KVL * A * (NOPE + V) + A * V * H   # up projections + output: split over TP
+
+
+def test_mla_parameters_and_their_tp_split_by_hand():
+    """Total: MLA block + gelu MLP 2 h f + 2 RMSNorms + untied V x h tables + the final norm. Per rank at tp = 2:
+    the down projections (TELinear duplicated) and their norms whole, the rest halved, the tables V_pad h / 2 each."""
+    m = small_mla()
+    assert run(m)["params"] == REPL + SPLIT + 2 * H * F + 2 * H + 2 * VOCAB * H + H
+    r = run(m, Plan(tp=2, dp=1))
+    assert r["params_rank"] == REPL + (SPLIT + 2 * H * F) / 2 + 2 * H + 2 * VOCAB * H / 2
+
+
+def test_mla_flops_by_hand():
+    """Forward model FLOPs per sequence, no causal skip: 2 s x (h r_q + r_q a (d_n + d_r) + h (r_kv + d_r)
+    + r_kv a (d_n + d_v) + a d_v h) for the projections, 2 s^2 a (d_n + d_r) for Q K^T and 2 s^2 a d_v for P V,
+    2 x 2 s h f for the MLP, 2 s h V for the LM head; the step = 3 x forward."""
+    proj = H * QL + QL * A * (NOPE + ROPE) + H * (KVL + ROPE) + KVL * A * (NOPE + V) + A * V * H
+    fwd = 2 * S * proj + 2 * S * S * A * (NOPE + ROPE + V) + 4 * S * H * F + 2 * S * H * VOCAB
+    assert run(small_mla(causal=False), Plan(global_batch=1))["flops"] == pytest.approx(3 * fwd, rel=1e-12)
+    # without q_lora_rank the queries come from h directly: h x a (d_n + d_r) replaces the two Q projections
+    fwd_q = fwd + 2 * S * (H * A * (NOPE + ROPE) - H * QL - QL * A * (NOPE + ROPE))
+    assert run(small_mla(causal=False, q_lora_rank=None), Plan(global_batch=1))["flops"] == pytest.approx(
+        3 * fwd_q, rel=1e-12)
+
+
+def test_mla_down_projections_run_on_the_tokens_a_rank_holds():
+    """Megatron-Core runs the down projections replicated on every TP rank on the tokens it holds: s/t of them with
+    sequence parallelism, all s without (redundant work). Executed FLOPs (fwd + 2x bwd) over the t ranks differ by
+    3 x t x (1 - 1/t) x 2 s h (r_q + r_kv + d_r); the model FLOPs do not."""
+    m, t = small_mla(), 2
+    no_sp, sp_ = (run(m, Plan(tp=t, sequence_parallel=x, global_batch=1)) for x in (False, True))
+    assert no_sp["flops"] == pytest.approx(sp_["flops"], rel=1e-12)
+    extra = 3 * t * (1 - 1 / t) * 2 * S * H * (QL + KVL + ROPE)
+    assert no_sp["hardware_flops"] - sp_["hardware_flops"] == pytest.approx(extra, rel=1e-9)
+
+
+# ---- sliding-window attention --------------------------------------------------------------------------------
+@pytest.mark.parametrize("layers,every,windowed", [(36, 2, 18), (7, 3, 5), (7, None, 7), (6, 6, 5), (4, 1, 0)])
+def test_windowed_layers_follow_megatron_core(layers, every, windowed):
+    """Megatron-Core is_layer_window_attention: layer n (1-based) keeps full attention when n % skip_freq == 0."""
+    m = Model(n_layers=layers, swa_window=128, swa_every=every)
+    assert m.windowed_layers == windowed == sum(1 for n in range(1, layers + 1) if not (every and n % every == 0))
+
+
+def test_windowed_attention_flops_by_hand():
+    """Two layers, the first windowed (w = 96 < s = 512), causal flash: query i sees min(i + 1, w) keys, on average
+    w - w^2 / 2s (the +w/2s of the exact sum dropped); a full causal layer s / 2. Forward attention FLOPs per
+    sequence 4 a d_h s x keys; the step is 3x."""
+    a, d, s, w = 4, 64, 512, 96
+    m = Model(n_layers=2, d_model=a * d, n_heads=a, vocab=1024, seq_len=s)
+    full, win = run(m, Plan(global_batch=1)), run(replace(m, swa_window=w, swa_every=2), Plan(global_batch=1))
+    exact = sum(min(i + 1, w) for i in range(s)) / s
+    assert exact == pytest.approx(w - w * w / (2 * s), abs=1)
+    assert full["flops"] - win["flops"] == pytest.approx(3 * 4 * a * d * s * (s / 2 - (w - w * w / (2 * s))),
+                                                         rel=1e-12)
+    assert win["t_forward"] < full["t_forward"]          # (the step of this small model is host-bound)
+
+
+@settings(max_examples=25, deadline=None)
+@given(extra=st.integers(0, 4096), every=st.sampled_from([None, 1, 2, 3]), tp=st.sampled_from([1, 2]),
+       attention=st.sampled_from(["flash", "unfused"]), rc=st.sampled_from(["none", "selective", "full"]))
+def test_window_no_smaller_than_the_sequence_is_full_attention(extra, every, tp, attention, rc):
+    m = Model(n_layers=4, d_model=256, n_heads=4, vocab=1024, seq_len=512, attention=attention)
+    plan = Plan(tp=tp, dp=2, global_batch=4, recompute=rc)
+    a, b = run(m, plan), run(replace(m, swa_window=512 + extra, swa_every=every), plan)
+    for k in ("step_time", "flops", "hardware_flops", "memory", "params"):
+        assert b[k] == pytest.approx(a[k], rel=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(ql=st.integers(1, 4096), nope=st.integers(1, 256), rope=st.integers(1, 128), v=st.integers(1, 256),
+       w=st.integers(1, 8192), moe=st.booleans(), tp=st.sampled_from([1, 2]), sp=st.booleans())
+def test_unused_mla_and_window_inputs_leave_the_model_unchanged(ql, nope, rope, v, w, moe, tp, sp):
+    """kv_lora = 0 switches every MLA term off and swa_frac = 0 every windowed one: whatever the other MLA sizes and
+    the window, the compiled model prices a standard-attention model as with them at 0 (to rounding)."""
+    m = Model(n_layers=4, d_model=512, n_heads=8, n_kv_heads=2, vocab=1024, seq_len=256,
+              n_experts=4 if moe else 1, top_k=2 if moe else 1)
+    x = inputs(m, Plan(tp=tp, dp=4, ep=2 if moe else 1, sequence_parallel=sp, global_batch=8), HW)
+    assert x["kv_lora"] == 0 and x["swa_frac"] == 0
+    base = evaluate(x)
+    noisy = evaluate({**x, "q_lora": ql, "qk_nope": nope, "qk_rope": rope, "v_head": v, "swa_window": w})
+    for k in ("step_time", "flops", "hardware_flops", "memory", "params", "active_params", "params_rank"):
+        assert float(noisy[k]) == pytest.approx(float(base[k]), rel=1e-12)      # (floating-point order only)
+
+
+@pytest.mark.parametrize("fields,match", [
+    (dict(kv_lora_rank=512), "needs qk_nope_head_dim, qk_rope_head_dim, v_head_dim"),
+    (dict(q_lora_rank=1536), "without kv_lora_rank"),
+    (dict(kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128, n_kv_heads=8), "kv-heads"),
+    (dict(swa_every=2), "swa_every"),
+    (dict(swa_window=0), "model.swa_window"),
+])
+def test_attention_variant_fields_are_checked(fields, match):
+    with pytest.raises(InputError, match=match):
+        check(Model(n_heads=16, **fields), Plan())
+
+
+def test_presets_carry_the_new_fields_and_the_loader_checks_them():
+    assert models.load("gpt-oss-120b").windowed_layers == 18
+    k2 = models.load("kimi-k2")
+    assert (k2.n_heads, k2.n_experts, k2.dense_layers, k2.kv_lora_rank) == (64, 384, 1, 512)
+    with pytest.raises(InputError, match="q_lora_rank"):
+        models.from_dict({"q_lora_rank": 0, "kv_lora_rank": 512})
+    with pytest.raises(InputError, match="swa_windw"):
+        models.from_dict({"swa_windw": 128})
+
+
+def test_validate_prices_deepseek_v3_rows_without_mtp():
+    """nemo_perf.csv: the DeepSeek-V3 rows without MTP (25.11 GB200) are predicted with MLA; rows with MTP skipped."""
+    from roofline import validate as V
+
+    rows = [r for r in V.read(V.dataset_path("nemo")) if r.get("model") == "DeepSeek-V3"]
+    built = {}
+    for r in rows:
+        try:
+            built[r["case_id"]] = V.build_case(r).model
+        except V.Skip as exc:
+            assert "multi-token" in str(exc)
+    assert built and all(m.kv_lora_rank == 512 and m.q_lora_rank == 1536 and m.v_head_dim == 128
+                         for m in built.values())

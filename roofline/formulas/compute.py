@@ -22,8 +22,23 @@ from . import symbols as S
 # sizes per rank
 STD_HEAD = S.d_model / S.heads                                # the head width when none is stated (calibration samples)
 d_head = S.head_dim                                           # head dimension (Megatron-Core kv_channels)
+# MLA (DeepSeek-V2 sec 2.1, DeepSeek-V3 report sec 2.1.1; Megatron-Core transformer/multi_latent_attention.py):
+# queries and keys of d_n + d_r per head (the RoPE part d_r of the key is one vector shared by all heads), values
+# of d_v per head; K and V are expanded per head (a heads, no GQA groups). Standard attention: d_h for all three.
+mla = sp.Min(1, S.kv_lora)                                    # 1 with MLA (kv_lora_rank > 0), else 0
+mla_q_lora = mla * sp.Min(1, S.q_lora)                        # 1 when MLA compresses the queries (q_lora_rank > 0)
+mla_qk = S.qk_nope + S.qk_rope                                # MLA query/key head width
+
+
+def head_dims(d):
+    """(query/key, value) head widths of the model's attention: ``d`` for standard attention, MLA's (d_n + d_r, d_v)."""
+    return (1 - mla) * d + mla * mla_qk, (1 - mla) * d + mla * S.v_head
+
+
+d_qk, d_v = head_dims(d_head)
+kv_heads_eff = (1 - mla) * S.kv_heads + mla * S.heads        # heads of K and V as the attention kernel reads them
 q_width = S.heads * d_head                                    # width of Q and of the attention output (may differ from h)
-kv_width = S.kv_heads * d_head                                # width of K (and of V)
+kv_width = kv_heads_eff * (d_qk + d_v) / 2                    # width of K (and of V; MLA: their mean), per token
 tokens = S.micro_batch * S.seq_len / S.cp                     # tokens of one micro-batch on one CP rank
 sp_div = 1 + S.seq_par * (S.tp - 1)                           # divisor of norm/dropout work under SP
 tok_sp = tokens / sp_div                                      # tokens a rank holds outside TP regions
@@ -116,7 +131,7 @@ def bmm_time(kn: Kernel, direction: str) -> sp.Expr:
     dhalf, rho = (S.BMM_SHAPE[n, direction] for n in ("dhalf", "reread"))
     key = ("bmm", direction)
     return sp.Max(kn.f * bmm_slowdown(kn.k, dhalf) / (S.peak * S.clock * S.EFF_FLOP[key]),
-                  (kn.b + rho * kn.reread) / (S.hbm_bw * S.EFF_MEM[key]))
+                  (kn.b + rho * kn.reread) / (S.hbm_bw * S.EFF_MEM[key]), evaluate=False)
 
 
 def flash_blocks(d_head):
@@ -146,35 +161,72 @@ def attention_shape(d, ctas, kblock, slots, d_soft, d_reg, uneven, d_io, ceil=sp
         * ceil(ctas / slots) * slots / ctas
 
 
-def attention_core(d_head=STD_HEAD) -> list[Op]:
+def window_keys(window=None):
+    """Keys per query, averaged over the sequence, of a layer whose flash kernel skips masked blocks (causal):
+    s / 2 for full causal attention; with a causal window of w keys (the query itself included, HF sliding_window;
+    Megatron-Core window_size = (w - 1, 0)), query i sees min(i + 1, w): sum_i min(i + 1, w) / s = w_e - w_e (w_e - 1)
+    / (2 s) ~ w_e - w_e^2 / (2 s) with w_e = min(w, s) (the -1 dropped: w_e / 2s < 1 key); w_e = s gives s / 2.
+    A kernel that does not skip masked blocks (``causal`` = 0) computes all s keys."""
+    s = S.seq_len
+    if window is None:
+        return s * (1 - S.causal / 2)
+    w = sp.Min(window, s)
+    return S.causal * (w - w ** 2 / (2 * s)) + (1 - S.causal) * s
+
+
+def attention_core(d_head=STD_HEAD, d_v=None, kv_heads=S.kv_heads, window=False) -> list[Op]:
     """Softmax(QK^T/sqrt(d)) V for a/t heads on s/c queries against s keys.
 
-    Flash (Dao et al. 2022): F_fwd = 4 b s_q s_kv d_h a/t, halved when causal blocks are skipped;
+    Flash (Dao et al. 2022): F_fwd = 2 b s_q s_kv (d_qk + d_v) a/t (= 4 b s_q s_kv d_h a/t when query/key and value
+    heads are equally wide; MLA: d_qk = d_n + d_r, d_v), halved when causal blocks are skipped;
     backward recomputes QK^T: 2.5x forward (5 GEMMs vs 2). Unfused (Megatron 2021): two batched
     GEMMs over the full s x s scores plus scale/mask/softmax/dropout kernels over b a/t s_q s_kv
     elements. Forward S = Q K^T (reduction over the head dim) and O = P V; backward dQ = dS K and
     dK = dS^T Q, dV = P^T dO and dP = dO V^T (each a kernel of its own, as autograd runs them).
+
+    ``window``: a fraction ``swa_frac`` of the layers attends within a causal window of ``swa_window`` keys
+    (Megatron-Core window_size / window_attn_skip_freq): the flash kernel of those layers skips the blocks outside it
+    (FlashAttention-2 window_size, cuDNN sliding window), so their FLOPs use ``window_keys`` keys per query; the
+    bytes (Q, K, V, O read or written once) are those of a full layer. Both kinds are priced as ops named
+    flash_attention, each scaled by its share of the layers (the per-layer average; t0 paid once per layer).
+    The unfused path computes and masks the whole s x s scores either way (only its model FLOPs shrink).
     """
+    d_qk = d_head
+    d_v = d_head if d_v is None else d_v
     s_q, s_kv = S.seq_len / S.cp, S.seq_len
     heads_rank = S.heads / S.tp
-    full = 4 * S.micro_batch * s_q * s_kv * d_head * heads_rank
+    full = 2 * S.micro_batch * s_q * s_kv * (d_qk + d_v) * heads_rank
+    per_key = full / s_kv                                     # FLOPs per key of every query (forward)
+    frac = S.swa_frac if window else sp.Integer(0)
     model_f = full * (1 - S.causal / 2)
-    q_w, kv_w = S.heads * d_head, S.kv_heads * d_head
-    qkvo_bytes = S.act_bytes * S.micro_batch * (2 * s_q * q_w + 2 * s_kv * kv_w) / S.tp
-    f_flash = full * (1 - S.causal / 2)
-    kb_fwd, kb_bwd = flash_blocks(d_head)
+    model_f_win = per_key * window_keys(S.swa_window) if window else sp.Integer(0)
+    model_mix = (1 - frac) * model_f + frac * model_f_win if window else model_f
+    qkvo_bytes = S.act_bytes * S.micro_batch * (s_q * S.heads * (d_qk + d_v) + s_kv * kv_heads * (d_qk + d_v)) / S.tp
+    kb_fwd, kb_bwd = flash_blocks(d_qk)
+    d_shape = (d_qk + d_v) / 2                                # the shape curve's head dim (ASSUMED: the mean of the two)
     grid = S.micro_batch * heads_rank         # thread blocks: forward per query tile, backward per key block
-    ops_flash = Op("flash_attention", "attn", S.flash * f_flash, S.flash * qkvo_bytes,
-                   S.flash * sp.Rational(5, 2) * f_flash, S.flash * 2 * qkvo_bytes, S.flash * model_f,
-                   sp.Min(s_q, d_head), S.flash, d_head,
-                   (grid * sp.ceiling(s_q / ATTN_TILE), grid * sp.ceiling(s_kv / kb_bwd)), (kb_fwd, kb_bwd))
+    ctas = (grid * sp.ceiling(s_q / ATTN_TILE), grid * sp.ceiling(s_kv / kb_bwd))
+
+    def flash(f, share):
+        on = S.flash * share
+        return Op("flash_attention", "attn", on * f, on * qkvo_bytes, on * sp.Rational(5, 2) * f, on * 2 * qkvo_bytes,
+                  on * f, sp.Min(s_q, d_qk), on, d_shape, ctas, (kb_fwd, kb_bwd))
+
+    ops_flash = flash(model_f, 1 - frac)
     # unfused path: two batched GEMMs (scores and context) + mask/softmax/dropout over the scores
     unf, bh = 1 - S.flash, S.micro_batch * heads_rank
-    qk = bmm_kernel(bh, s_q, d_head, s_kv, False, unf)      # S = Q K^T; dP = dO V^T has the same shape
-    pv = bmm_kernel(bh, s_q, s_kv, d_head, True, unf)       # O = P V; dQ = dS K
-    pt = bmm_kernel(bh, s_kv, s_q, d_head, True, unf)       # dV = P^T dO; dK = dS^T Q
-    bmm_qk = bmm_op("attn_scores_bmm", [qk], [pv, pt], unf * model_f / 2, unf)
-    bmm_av = bmm_op("attn_context_bmm", [pv], [pt, qk], unf * model_f / 2, unf)
+    qk = bmm_kernel(bh, s_q, d_qk, s_kv, False, unf)        # S = Q K^T
+    pv = bmm_kernel(bh, s_q, s_kv, d_v, True, unf)          # O = P V
+    if d_v is d_qk:                                         # equal widths: the backward kernels have the forward shapes
+        pt = bmm_kernel(bh, s_kv, s_q, d_head, True, unf)   # dV = P^T dO; dK = dS^T Q
+        dq, dk, dv, dp = pv, pt, pt, qk
+    else:
+        dq = bmm_kernel(bh, s_q, s_kv, d_qk, True, unf)     # dQ = dS K
+        dk = bmm_kernel(bh, s_kv, s_q, d_qk, True, unf)     # dK = dS^T Q
+        dv = bmm_kernel(bh, s_kv, s_q, d_v, True, unf)      # dV = P^T dO
+        dp = bmm_kernel(bh, s_q, d_v, s_kv, False, unf)     # dP = dO V^T
+    bmm_qk = bmm_op("attn_scores_bmm", [qk], [dq, dk], unf * model_mix * d_qk / (d_qk + d_v), unf)
+    bmm_av = bmm_op("attn_context_bmm", [pv], [dv, dp], unf * model_mix * d_v / (d_qk + d_v), unf)
     scores = S.micro_batch * heads_rank * s_q * s_kv
     # fused scale-mask-softmax: read + write scores; dropout: read, write, 1-byte mask (Korthikanti 2022 sec 4.1).
     # FLOP per score, ASSUMED counts: forward 5 (scale, max, subtract, exp, sum; the normalising multiply and
@@ -184,10 +236,41 @@ def attention_core(d_head=STD_HEAD) -> list[Op]:
                  unf * scores * (2 * S.act_bytes + S.dropout * (2 * S.act_bytes + S.mask_bytes)),
                  unf * 8 * scores, unf * scores * (3 * S.act_bytes + S.dropout * (2 * S.act_bytes + S.mask_bytes)),
                  on=unf)
-    return [ops_flash, bmm_qk, bmm_av, softmax]
+    ops = [ops_flash, bmm_qk, bmm_av, softmax]
+    if window:
+        ops.append(flash(model_f_win, frac))
+    return ops
 
 
-def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0)) -> list[Op]:
+def mla_ops() -> list[Op]:
+    """MLA's projections per rank (Megatron-Core MLASelfAttention with the Transformer Engine spec): the down
+    projections h -> r_q and h -> r_kv + d_r (TELinear parallel_mode='duplicated': the weights replicated on every TP
+    rank, run on the tokens the rank holds: s/t under sequence parallelism, all s without), RMSNorms on r_q and r_kv,
+    then the column-parallel up projections r_q -> a (d_n + d_r) / t and r_kv -> a (d_n + d_v) / t on all s tokens
+    (without q_lora_rank one column-parallel h -> a (d_n + d_r) / t). Then RoPE on the d_r parts and the assembly of
+    per-head K = [k_nope, k_rope] and Q (Megatron-Core fusions/fused_mla_yarn_rope_apply.py; the unfused path
+    runs apply_rotary_pos_emb and torch.cat over the same tensors): an HBM-bound kernel reading the up projections'
+    outputs and the shared k_rope and writing Q, K, V, ~1 FLOP per element (ASSUMED; priced with the elem class).
+    Every op is off (0) without MLA."""
+    h, t, a = S.d_model, S.tp, S.heads
+    on_q = mla_q_lora                              # q_lora_rank > 0, with MLA
+    nope_rope = mla_qk
+    read = tokens * (a / t * (S.qk_nope + S.qk_rope + S.qk_nope + S.v_head) + S.qk_rope)
+    write = tokens * a / t * (2 * nope_rope + S.v_head)
+    return [
+        _on(gemm("mla_q_down", tok_sp, h, S.q_lora), on_q),
+        _on(elementwise("mla_q_norm", "norm", tok_sp * S.q_lora, 1, 1, 2, 1, 8), on_q),
+        _on(gemm("mla_q_up", tokens, S.q_lora, a * nope_rope / t), on_q),
+        _on(gemm("mla_q_proj", tokens, h, a * nope_rope / t), mla * (1 - on_q)),
+        _on(gemm("mla_kv_down", tok_sp, h, S.kv_lora + S.qk_rope), mla),
+        _on(elementwise("mla_kv_norm", "norm", tok_sp * S.kv_lora, 1, 1, 2, 1, 8), mla),
+        _on(gemm("mla_kv_up", tokens, S.kv_lora, a * (S.qk_nope + S.v_head) / t), mla),
+        _on(Op("mla_rope_qkv", "elem", write, S.act_bytes * (read + write), 2 * write,
+               S.act_bytes * (read + write)), mla),
+    ]
+
+
+def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0), variants=None) -> list[Op]:
     """All operators of one transformer layer (pre-norm), forward and backward, per rank.
 
     ``d_head``: width of one head (the attention width a d_h may differ from h: Qwen3, GPT-OSS);
@@ -196,19 +279,30 @@ def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0
     expert copies of each token); ``shared``: total inner size of the shared experts every token passes
     through (DeepSeek; Megatron-Core SharedExpertMLP, TP-split like a dense MLP). The defaults are the
     dense/MoE layer with the standard head width that the calibration samples use.
+    ``variants``: the attention variants of the model (MLA projections and head widths, ``mla_ops``; sliding-window
+    layers, ``attention_core``), each 0 when the model has none; by default on for the model's layer (``d_head`` the
+    head_dim symbol, as step.build passes it) and off for the calibration samples' layer.
     """
     h, f, t = S.d_model, ffn, S.tp
     hid = tok_sp * h
     q_w, kv_w = S.heads * d_head, S.kv_heads * d_head
+    if variants is None:
+        variants = d_head is S.head_dim
+    if variants:
+        dq, dv = head_dims(d_head)
+        attn = [_on(gemm("qkv_proj", tokens, h, (q_w + 2 * kv_w) / t), 1 - mla), *mla_ops(),
+                *attention_core(dq, dv, kv_heads_eff, window=True),
+                gemm("attn_out_proj", tokens, S.heads * dv / t, h)]
+    else:
+        attn = [gemm("qkv_proj", tokens, h, (q_w + 2 * kv_w) / t), *attention_core(d_head),
+                gemm("attn_out_proj", tokens, q_w / t, h)]
     rt = 1 + moe_on * (routed - 1)                 # expert copies of a token (1 in a dense MLP)
     mlp_model = moe_on / sp.Max(1, S.capacity) + (1 - moe_on)
     # LayerNorm, 8 FLOP/element: mean 1, variance 3 (subtract, square, add), normalise 2, scale and shift 2
     # (RMSNorm does ~4 and is priced the same: HBM-bound, its class efficiency fitted with this count)
     ops = [
         elementwise("norm_attn", "norm", hid, 1, 1, 2, 1, 8),
-        gemm("qkv_proj", tokens, h, (q_w + 2 * kv_w) / t),
-        *attention_core(d_head),
-        gemm("attn_out_proj", tokens, q_w / t, h),
+        *attn,
         # fused bias-dropout-add: read x and residual, write output (+1-byte mask with dropout)
         elementwise("dropout_residual_attn", "elem", hid, 2 + S.dropout * S.mask_bytes / S.act_bytes, 1, 1 + S.dropout * S.mask_bytes / S.act_bytes, 2),
         elementwise("norm_mlp", "norm", hid, 1, 1, 2, 1, 8),
@@ -322,7 +416,9 @@ def op_time(op: Op, direction: str) -> sp.Expr:
     else:
         compute = f / (S.peak_vec * S.clock * S.EFF_FLOP[key])
     memory = b / (S.hbm_bw * S.EFF_MEM[key])
-    return op.on * S.T0[key] + sp.Max(compute, memory)
+    # unevaluated: sympy's search for common zeros of two large arguments (Max.__new__ _find_localzeros) costs
+    # seconds per op and never simplifies these (a compute and a memory time of the same op)
+    return op.on * S.T0[key] + sp.Max(compute, memory, evaluate=False)
 
 
 def ops_time(ops: list[Op], direction: str) -> sp.Expr:

@@ -31,7 +31,20 @@ one = lambda x: sp.Min(1, x - 1)    # noqa: E731  1 when an integer size x > 1, 
 
 # ---- parameters ---------------------------------------------------------------------------
 # attention: Q (a d_h), K and V (a_kv d_h each) projections from h, the output projection a d_h -> h
-attn_params = h * (C.q_width + 2 * C.kv_width) + C.q_width * h + S.biases * (C.q_width + 2 * C.kv_width + h)
+_gqa_kv = S.kv_heads * C.d_head
+_gqa_params = h * (C.q_width + 2 * _gqa_kv) + C.q_width * h + S.biases * (C.q_width + 2 * _gqa_kv + h)
+# MLA (DeepSeek-V3 report sec 2.1.1; Megatron-Core multi_latent_attention.py, no biases on the projections):
+# replicated on every TP rank: W_DQ h x r_q, W_DKV and W_KR h x (r_kv + d_r), the RMSNorms on r_q and r_kv;
+# split over TP: W_UQ (with W_QR) r_q x a (d_n + d_r) (without r_q: h x a (d_n + d_r)), W_UK and W_UV
+# r_kv x a (d_n + d_v), the output projection a d_v x h (+ its bias)
+_mla_repl = (C.mla_q_lora * (h * S.q_lora + S.q_lora * (1 + S.biases)) + h * (S.kv_lora + S.qk_rope)
+             + S.kv_lora * (1 + S.biases))
+_mla_split = ((C.mla_q_lora * S.q_lora + (1 - C.mla_q_lora) * h) * S.heads * C.mla_qk
+              + S.kv_lora * S.heads * (S.qk_nope + S.v_head) + S.heads * S.v_head * h + S.biases * h)
+attn_params_split = (1 - C.mla) * _gqa_params + C.mla * _mla_split    # split over the t ranks of TP
+attn_params_repl = C.mla * _mla_repl                                  # held whole by every TP rank
+attn_params = attn_params_split + attn_params_repl
+attn_params_rank = attn_params_split / S.tp + attn_params_repl
 
 
 def mlp_params(width):
@@ -61,9 +74,9 @@ active_params = ((S.layers - S.dense_layers) * (attn_params + S.top_k * expert_p
 # (Megatron-Core builds layers in order; the first stage of p > 1 holds min(l_d, l/p) of them).
 dense_first = sp.Min(S.dense_layers, PL.stage_layers)      # dense layers on the first stage
 dense_last = (1 - PL.has_pp) * dense_first                 # ... and on the last (the same stage when p = 1)
-layer_params_rank = (attn_params / S.tp + S.experts / S.ep * expert_params / S.tp + router_params
+layer_params_rank = (attn_params_rank + S.experts / S.ep * expert_params / S.tp + router_params
                      + shared_params / S.tp + norm_params)
-dense_layer_rank = attn_params / S.tp + dense_mlp_params / S.tp + norm_params
+dense_layer_rank = attn_params_rank + dense_mlp_params / S.tp + norm_params
 expert_params_rank = C.moe * (PL.stage_layers - dense_first) * S.experts / S.ep * expert_params / S.tp
 expert_last_rank = C.moe * (PL.stage_layers - dense_last) * S.experts / S.ep * expert_params / S.tp
 embedding_params_rank = (C.vocab_pad * h / S.tp * (1 + (1 - S.tied) * (1 - PL.has_pp))
@@ -96,7 +109,13 @@ weights_last, gradients_last, optimizer_last = states(dense_last_rank, expert_la
 # ---- activations --------------------------------------------------------------------------
 sbh = C.tokens * h                                         # (s/c) b h elements
 _replicated = sbh * (4 * S.act_bytes + 2 * S.dropout * S.mask_bytes)      # 2 norm inputs, QKV and fc1 inputs; 2 dropout masks (1 B)
-_attn_split = S.act_bytes * (2 * C.tokens * C.q_width + 2 * C.tokens * C.kv_width)  # Q, K, V, attention-projection input
+# Q, K, V and the attention-projection input (flash attention saves Q, K, V and O; O is the projection's input):
+# Q and O a d_h, K and V a_kv d_h wide; MLA: Q and K a (d_n + d_r), V and O a d_v (K and V expanded per head)
+_attn_split = S.act_bytes * C.tokens * (S.heads * (C.d_qk + C.d_v) + C.kv_heads_eff * (C.d_qk + C.d_v))
+# MLA, outside the TP region (s/t tokens under SP, like the norm inputs): each RMSNorm's input and the up
+# projection's input (its output) for r_q and r_kv, and the shared k_rope (d_r) that RoPE reads; the down
+# projections read the attention norm's output, already counted in _replicated
+_mla_replicated = C.mla * S.act_bytes * C.tokens * (2 * C.mla_q_lora * S.q_lora + 2 * S.kv_lora + S.qk_rope)
 
 
 def _mlp_split(copies, width):
@@ -108,7 +127,7 @@ _split = (_attn_split + _mlp_split(1 + C.moe * (C.routed - 1), S.moe_ffn)   # ro
 _split_dense = _attn_split + _mlp_split(1, f)                               # a leading dense layer
 _scores = (S.heads * C.tokens * S.seq_len                          # b a (s/c) s score elements
            * (S.act_bytes + S.dropout * (S.mask_bytes + S.act_bytes)))       # softmax out, dropout mask, dropout out
-layer_activations = (_replicated / C.sp_div + _split / S.tp
+layer_activations = ((_replicated + _mla_replicated) / C.sp_div + _split / S.tp
                      + (1 - S.flash) * (1 - S.rc_sel) * _scores / S.tp)
 dense_layer_activations = layer_activations + (_split_dense - _split) / S.tp
 layer_input = S.act_bytes * sbh / C.sp_div                 # what full recomputation keeps per layer
@@ -144,7 +163,7 @@ weights = pick(weights_first, weights_last)
 gradients = pick(gradients_first, gradients_last)
 optimizer = pick(optimizer_first, optimizer_last)
 activations = pick(activations_first, activations_last)
-total = sp.Max(first_total, last_total)
+total = sp.Max(first_total, last_total, evaluate=False)   # unevaluated: see compute.op_time
 
 # ---- reserve: memory a process holds outside PyTorch's tensors (not part of ``total``) ----------
 # CUDA context (driver, loaded kernel modules): outside the caching allocator, seen only by nvidia-smi.

@@ -56,6 +56,20 @@ shared_ffn = _s("shared_ffn", "", "total inner size of the shared experts f_s (0
                 "moe_shared_expert_intermediate_size)", "model", "f_s", 0.0, zero=True)
 dense_layers = _s("dense_layers", "", "leading layers with a dense MLP of size f in a MoE model (0: every layer MoE)",
                   "model", "l_d", 0.0, zero=True)
+# MLA (DeepSeek-V2/V3, Kimi K2; Megatron-Core MLATransformerConfig, HF config.json names): 0 = standard attention
+kv_lora = _s("kv_lora", "", "MLA KV compression rank r_kv (kv_lora_rank; 0: no MLA)", "model", "r_{kv}", 0.0, zero=True)
+q_lora = _s("q_lora", "", "MLA query compression rank r_q (q_lora_rank; 0: queries projected from h directly)",
+            "model", "r_q", 0.0, zero=True)
+qk_nope = _s("qk_nope", "", "MLA per-head query/key width without RoPE d_n (qk_nope_head_dim; Megatron-Core qk_head_dim)",
+             "model", "d_n", 0.0, zero=True)
+qk_rope = _s("qk_rope", "", "MLA per-head RoPE width d_r (qk_rope_head_dim; Megatron-Core qk_pos_emb_head_dim), "
+             "its key part shared by all heads", "model", "d_r", 0.0, zero=True)
+v_head = _s("v_head", "", "MLA per-head value width d_v (v_head_dim)", "model", "d_v", 0.0, zero=True)
+# sliding-window attention (Megatron-Core window_size / window_attn_skip_freq; HF sliding_window)
+swa_window = _s("swa_window", "", "keys a query of a windowed layer sees, itself included (HF sliding_window)", "model",
+                "w", 0.0, zero=True)
+swa_frac = _s("swa_frac", "", "fraction of the layers with sliding-window attention (0: none)", "model", r"\phi_w",
+              0.0, zero=True)
 vocab = _s("vocab", "", "vocabulary size V (padded to 128*tp in the model)", "model", "V")
 seq_len = _s("seq_len", "", "sequence length s", "model", "s")
 gated = _s("gated", "", "1 for a gated MLP (SwiGLU: two up projections), else 0", "model", "g")
