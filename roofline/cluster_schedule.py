@@ -40,10 +40,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from .config import Model, Plan, check
 from .errors import InputError
+from .units import HOUR
 
 JOB_KEYS = ("name", "model", "global_batch", "tokens", "steps", "arrival_h", "deadline_h", "framework")
 TOP_KEYS = ("gpu", "gpus", "framework", "jobs")
@@ -252,7 +252,7 @@ def best_option(job: Job, g: int, hw) -> Option | None:
     i = int(np.argmin(step))
     if not np.isfinite(step[i]):
         return None
-    return Option(g, plans[i], float(step[i]), float(step[i]) * job.steps / 3600)
+    return Option(g, plans[i], float(step[i]), float(step[i]) * job.steps / HOUR)
 
 
 def options(job: Job, counts, hw) -> dict[int, Option]:

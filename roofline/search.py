@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass, field
 
 from .errors import InputError
+from .units import DAY, HOUR, GiB, fmt_bytes, fmt_time
 
 RECOMPUTE = ("none", "selective", "full")
 SHARDING = ("none", "distributed", "zero2", "zero3")   # distributed = ZeRO-1 (Megatron distributed optimizer)
@@ -332,8 +333,8 @@ def _no_fit_message(space: Space) -> str:
     p = plan_of(space.knobs, i, space.base, space.global_batch)
     usable = hw.hbm_capacity * (1 - space.memory_margin)
     return (f"no plan fits in memory for {head}: the smallest of {space.valid} valid plans needs "
-            f"{mem[i] / 2**30:.1f} GiB per GPU with the reserve (tp={p.tp} pp={p.pp} dp={p.dp} cp={p.cp} recompute "
-            f"{p.recompute}, sharding {p.sharding}) > {usable / 2**30:.1f} GiB usable; use more GPUs or a smaller model")
+            f"{fmt_bytes(mem[i], 1)} per GPU with the reserve (tp={p.tp} pp={p.pp} dp={p.dp} cp={p.cp} recompute "
+            f"{p.recompute}, sharding {p.sharding}) > {fmt_bytes(usable, 1)} usable; use more GPUs or a smaller model")
 
 
 def rank(space: Space, *, objective: str = "time", top: int | None = 20, tokens: float | None = None,
@@ -429,8 +430,8 @@ def run_totals(step_time: float, n_gpus: int, tokens_per_step: float, hw, tokens
     if tokens is None:
         return {}
     seconds = tokens / tokens_per_step * step_time
-    gpu_h = seconds * n_gpus / 3600
-    return {"run_days": seconds / 86400, "gpu_hours": gpu_h,
+    gpu_h = seconds * n_gpus / HOUR
+    return {"run_days": seconds / DAY, "gpu_hours": gpu_h,
             "cost_usd": None if price is None else gpu_h * price,
             "energy_kwh": None if not hw.board_power else gpu_h * hw.board_power / 1000}
 
@@ -507,10 +508,6 @@ def _plan_text(p) -> str:
     return s
 
 
-def _fmt_t(s: float) -> str:
-    return f"{s:.3f} s" if s >= 1 else f"{s * 1e3:.1f} ms"
-
-
 def table(cands: list[Candidate], *, sweep_mode: bool = False) -> str:
     run = cands[0].run_days is not None
     hdr = f"{'#':>3}  {'plan':<58}{'step':>10}{'mem/GPU':>10}{'free':>8}{'MFU':>7}{'gap':>8}"
@@ -524,8 +521,8 @@ def table(cands: list[Candidate], *, sweep_mode: bool = False) -> str:
         first = f"{c.n_gpus:>6}" if sweep_mode else f"{i + 1:>3}"
         last = f"{c.step_time_s * c.n_gpus:12.1f}" if sweep_mode else (
             f"{'best':>8}" if i == 0 else f"{100 * c.slower_than_best:+7.2f}%")
-        row = (f"{first}  {_plan_text(c.plan):<58}{_fmt_t(c.step_time_s):>10}"
-               f"{(c.memory_bytes + c.reserve_bytes) / 2**30:8.1f}Gi{c.headroom_bytes / 2**30:6.1f}Gi"
+        row = (f"{first}  {_plan_text(c.plan):<58}{fmt_time(c.step_time_s):>10}"
+               f"{(c.memory_bytes + c.reserve_bytes) / GiB:8.1f}Gi{c.headroom_bytes / GiB:6.1f}Gi"
                f"{100 * c.mfu:6.1f}%{last}")
         if run:
             row += f"{c.run_days:8.1f}{c.gpu_hours:11.4g}" + (f"{c.cost_usd:12.4g}" if c.cost_usd is not None else "") \
@@ -693,7 +690,7 @@ def cmd_search(args) -> int:
         print(f"search: {model.name} on {counts[0]} x {hw.id} ({hw.kind}), global batch {args.global_batch} x seq "
               f"{model.seq_len}, objective {args.objective}")
         print(f"  {space.enumerated} knob combinations, {space.valid} valid, {space.n_fit} fit in "
-              f"{hw.hbm_capacity / 2**30:.0f} GiB; top {len(cands)} (gap = % slower than best):")
+              f"{fmt_bytes(hw.hbm_capacity, 0)}; top {len(cands)} (gap = % slower than best):")
         print(table(cands))
         line = plausibility(cands[0], hw, spec.stack.id)
         if line:

@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 
 from .errors import InputError
-from .units import count_text
+from .units import HOUR, count_text, fmt_bytes, fmt_time
 
 CHINCHILLA_TOKENS_PER_PARAM = 20.0
 D_STEP = 512
@@ -192,7 +192,7 @@ def plan_budget(hw, n_gpus: int, *, gpu_hours=None, usd=None, gpu_hour_price=Non
             lo = d
     h, c, m, P, _ = need(lo)
     nxt = need(lo + D_STEP) if lo + D_STEP <= D_MAX else None
-    flops = budget * 3600 * hw.peak(c.plan.dtype)    # C = GPU-seconds x peak FLOP/s per GPU
+    flops = budget * HOUR * hw.peak(c.plan.dtype)    # C = GPU-seconds x peak FLOP/s per GPU
     naive = math.sqrt(flops / (6 * k))
     return BudgetPlan(model=m, params=P, tokens=k * P, best=c, budget_gpu_hours=budget, tokens_per_param=k,
                       n_gpus=n_gpus, next_size=None if nxt is None else {"params": nxt[3], "gpu_hours": nxt[0]},
@@ -201,7 +201,7 @@ def plan_budget(hw, n_gpus: int, *, gpu_hours=None, usd=None, gpu_hour_price=Non
 
 
 def render(r: BudgetPlan, hw) -> str:
-    from .search import _fmt_t, _plan_text
+    from .search import _plan_text
 
     m, c = r.model, r.best
     lines = [
@@ -210,7 +210,7 @@ def render(r: BudgetPlan, hw) -> str:
         f"{m.n_heads}, kv {m.kv_heads}, ffn {m.ffn}, swiglu, seq {m.seq_len})",
         f"  tokens          {r.tokens:.4g}",
         f"  best plan       {_plan_text(c.plan)}, global batch {c.plan.batch}",
-        f"  step time       {_fmt_t(c.step_time_s)}   memory/GPU {c.memory_bytes / 2**30:.1f} GiB   MFU {100 * c.mfu:.1f} %",
+        f"  step time       {fmt_time(c.step_time_s)}   memory/GPU {fmt_bytes(c.memory_bytes, 1)}   MFU {100 * c.mfu:.1f} %",
         f"  run             {c.run_days:.1f} days, {c.gpu_hours:.4g} GPU-hours"
         + (f", {c.cost_usd:.4g} USD" if c.cost_usd is not None else "")
         + (f", {c.energy_kwh / 1e3:.4g} MWh" if c.energy_kwh is not None else ""),

@@ -58,3 +58,24 @@ def count_text(n: float, unit: str = "params") -> str:
         if abs(n) >= scale:
             return f"{n / scale:.2f} {p} {unit}"
     return f"{n:.0f} {unit}"
+
+
+# ---- the conversions and formats every report uses (one place; SI floats inside, these at the edge) -------------
+MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0      # seconds
+GiB = float(2 ** 30)                           # bytes (memory is reported in binary units, as allocators count)
+
+
+def fmt_time(s: float) -> str:
+    """A duration in seconds as text: ``18.030 s``, ``412.50 ms``, ``35.2 us``.
+
+    >>> fmt_time(18.03), fmt_time(0.4125), fmt_time(3.52e-5)
+    ('18.030 s', '412.50 ms', '35.2 us')
+    """
+    if s >= 1:
+        return f"{s:.3f} s"
+    return f"{s * 1e3:.2f} ms" if s >= 1e-3 else f"{s * 1e6:.1f} us"
+
+
+def fmt_bytes(b: float, digits: int = 2) -> str:
+    """Bytes as GiB text: ``fmt_bytes(3 * 2**30) == '3.00 GiB'``."""
+    return f"{b / GiB:.{digits}f} GiB"

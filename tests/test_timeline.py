@@ -81,7 +81,7 @@ def test_replayed_makespan_is_close_to_the_formula(name):
 
 
 def test_replay_of_a_real_model():
-    from roofline.configfile import predict_config
+    from roofline import predict_config
     pred = predict_config("gpt3_175b_a100")
     _, makespan = timeline.events(pred)
     assert makespan == pytest.approx(pred.raw["step_time"], rel=0.02)
