@@ -57,13 +57,27 @@ def mla_inputs(m: Model) -> dict:
             "swa_frac": m.windowed_layers / m.n_layers}
 
 
+def layout_inputs(tp, pp, dp, cp, ep, micro_batch, global_batch, interleave, sequence_parallel, recompute, zero,
+                  gpipe) -> dict:
+    """The formula inputs of a plan's layout: one plan's numbers, or numpy arrays of many (``search``).
+
+    ``recompute``: 0 none, 1 selective, 2 full (``config.RECOMPUTE`` order); ``zero``: the ZeRO stage 0-3;
+    ``sequence_parallel`` and ``gpipe``: truth values. The one mapping from plan knobs to formula symbols."""
+    tp, recompute, zero = np.asarray(tp), np.asarray(recompute), np.asarray(zero)
+    f = lambda a: np.asarray(a, dtype=np.float64)[()]       # 0-d arrays back to numpy scalars
+    return {"tp": f(tp), "pp": f(pp), "dp": f(dp), "cp": f(cp), "ep": f(ep), "micro_batch": f(micro_batch),
+            "global_batch": f(global_batch), "interleave": f(interleave),
+            "seq_par": f((np.asarray(sequence_parallel) != 0) & (tp > 1)),
+            "rc_full": f(recompute == 2), "rc_sel": f(recompute == 1), "gpipe": f(np.asarray(gpipe) != 0),
+            "z_os": f(zero >= 1), "z_grad": f(zero >= 2), "z_param": f(zero >= 3)}
+
+
 def plan_inputs(p: Plan) -> dict:
-    z = p.zero_stage
-    return {"tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "ep": p.ep, "micro_batch": p.micro_batch,
-            "global_batch": p.batch, "interleave": p.interleave, "seq_par": float(p.sequence_parallel and p.tp > 1),
-            "rc_full": float(p.recompute == "full"), "rc_sel": float(p.recompute == "selective"),
-            "gpipe": float(p.schedule == "gpipe"), "z_os": float(z >= 1), "z_grad": float(z >= 2),
-            "z_param": float(z >= 3), "ov_dp": p.overlap_grad_reduce, "ov_ag": p.overlap_param_gather,
+    from .config import RECOMPUTE
+
+    return {**layout_inputs(p.tp, p.pp, p.dp, p.cp, p.ep, p.micro_batch, p.batch, p.interleave, p.sequence_parallel,
+                            RECOMPUTE.index(p.recompute), p.zero_stage, p.schedule == "gpipe"),
+            "ov_dp": p.overlap_grad_reduce, "ov_ag": p.overlap_param_gather,
             "ov_tp": p.overlap_tp, "ov_pp": p.overlap_pp, "ov_cp": p.overlap_cp,
             "act_bytes": BYTES[p.dtype] if p.dtype != "fp8" else 2, "grad_bytes": BYTES[p.grad_dtype], "opt_bytes": 12,
             "mask_bytes": 1, "f32_bytes": 4}

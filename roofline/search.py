@@ -217,17 +217,13 @@ def plan_of(knobs: dict, i: int, base, global_batch: int, gpipe: bool = False):
 # evaluation
 
 def plan_arrays(knobs: dict, global_batch: int, gpipe: bool = False) -> dict:
-    """The formula inputs of the plan knobs (arrays), as :func:`roofline.predict.plan_inputs` maps one plan."""
-    import numpy as np
+    """The formula inputs of the plan knobs (arrays): :func:`roofline.predict.layout_inputs`, the one mapping.
+    ``knobs["sharding"]`` indexes ``SHARDING``, whose index is the ZeRO stage."""
+    from .predict import layout_inputs
 
-    f = lambda a: a.astype(np.float64)
-    z, rc = knobs["sharding"], knobs["recompute"]   # SHARDING index == ZeRO stage
-    return {"tp": f(knobs["tp"]), "pp": f(knobs["pp"]), "dp": f(knobs["dp"]), "cp": f(knobs["cp"]),
-            "ep": f(knobs["ep"]), "micro_batch": f(knobs["micro_batch"]), "global_batch": float(global_batch),
-            "interleave": f(knobs["interleave"]),
-            "seq_par": f((knobs["sequence_parallel"] == 1) & (knobs["tp"] > 1)),
-            "rc_full": f(rc == 2), "rc_sel": f(rc == 1), "gpipe": float(gpipe),
-            "z_os": f(z >= 1), "z_grad": f(z >= 2), "z_param": f(z >= 3)}
+    k = knobs
+    return layout_inputs(k["tp"], k["pp"], k["dp"], k["cp"], k["ep"], k["micro_batch"], global_batch, k["interleave"],
+                         k["sequence_parallel"] == 1, k["recompute"], k["sharding"], gpipe)
 
 
 def evaluate_arrays(x: dict, n: int, outputs=_OUT, chunk: int = CHUNK) -> dict:
