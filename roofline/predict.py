@@ -14,6 +14,7 @@ import numpy as np
 from . import _compiled
 from .config import Model, Plan, check
 from .hardware import CLASSES, Hardware
+from .units import DAY, HOUR
 
 BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}
 BREAKDOWN = ("forward", "backward", "recompute", "tp_comm", "cp_comm", "ep_comm", "host_overhead", "pp_comm",
@@ -81,6 +82,19 @@ def plan_inputs(p: Plan) -> dict:
             "ov_tp": p.overlap_tp, "ov_pp": p.overlap_pp, "ov_cp": p.overlap_cp,
             "act_bytes": BYTES[p.dtype] if p.dtype != "fp8" else 2, "grad_bytes": BYTES[p.grad_dtype], "opt_bytes": 12,
             "mask_bytes": 1, "f32_bytes": 4}
+
+
+def run_totals(step_time, n_gpus, tokens_per_step, board_power=None, *, tokens=None, steps=None, price=None) -> dict:
+    """A run of ``tokens`` (or ``steps``) in SI floats (numbers or numpy arrays): whole optimizer steps (the last
+    partial batch is a full step), tokens, seconds, run days, GPU-hours, energy (kWh, with the board power in W)
+    and cost (USD, with a GPU-hour price). The one place run totals are computed (predict, search)."""
+    n = np.asarray(steps, dtype=np.float64) if steps is not None else np.ceil(np.asarray(tokens) / tokens_per_step)
+    seconds = (n * step_time)[()]
+    gpu_h = seconds * n_gpus / HOUR
+    return {"steps": n[()], "tokens": (n * tokens_per_step)[()], "seconds": seconds,
+            "run_days": seconds / DAY, "gpu_hours": gpu_h,
+            "energy_kwh": None if not board_power else gpu_h * board_power / 1000,
+            "cost_usd": None if price is None else gpu_h * price}
 
 
 def usable_memory(hw: Hardware, margin: float = 0.0) -> float:
@@ -208,18 +222,16 @@ def predict(model, plan: Plan | None = None, hw: Hardware | None = None, *, toke
         for name, v in (("tokens", tokens), ("steps", steps)):
             if v is not None and not (math.isfinite(v) and v > 0):
                 raise InputError(f"{name} must be a positive finite number, got {v}")
-        # a run takes whole optimizer steps: the last partial batch is a full step
-        n_steps = steps if steps is not None else math.ceil(tokens / (plan.batch * model.seq_len))
-        seconds = n_steps * r["step_time"]
-        gpu_h = seconds * plan.n_gpus / 3600
-        run = {"steps": n_steps, "tokens": n_steps * plan.batch * model.seq_len,
-               "run_days": Q(seconds, "s").to("day"), "gpu_hours": Q(gpu_h, "hour")}
-        if hw.board_power:
-            run["energy_kwh"] = Q(gpu_h * hw.board_power / 1000, "kWh")
-        if gpu_hour_price is not None:
-            if not (math.isfinite(gpu_hour_price) and gpu_hour_price >= 0):
-                raise InputError(f"gpu-hour-price must be a finite number >= 0, got {gpu_hour_price}")
-            run["cost"] = Q(gpu_h * gpu_hour_price, "USD")
+        if gpu_hour_price is not None and not (math.isfinite(gpu_hour_price) and gpu_hour_price >= 0):
+            raise InputError(f"gpu-hour-price must be a finite number >= 0, got {gpu_hour_price}")
+        t = run_totals(r["step_time"], plan.n_gpus, plan.batch * model.seq_len, hw.board_power, tokens=tokens,
+                       steps=steps, price=gpu_hour_price)
+        run = {"steps": int(t["steps"]), "tokens": t["tokens"], "run_days": Q(t["seconds"], "s").to("day"),
+               "gpu_hours": Q(t["gpu_hours"], "hour")}
+        if t["energy_kwh"] is not None:
+            run["energy_kwh"] = Q(t["energy_kwh"], "kWh")
+        if t["cost_usd"] is not None:
+            run["cost"] = Q(t["cost_usd"], "USD")
     return Prediction(
         model=model, plan=plan, hardware=hw, step_time=s(r["step_time"]), breakdown=breakdown, memory=memory,
         memory_capacity=Q(hw.hbm_capacity, "B"),

@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass, field
 
 from .errors import InputError
-from .units import DAY, HOUR, GiB, fmt_bytes, fmt_time
+from .units import GiB, fmt_bytes, fmt_time
 
 RECOMPUTE = ("none", "selective", "full")
 SHARDING = ("none", "distributed", "zero2", "zero3")   # distributed = ZeRO-1 (Megatron distributed optimizer)
@@ -364,8 +364,8 @@ def rank(space: Space, *, objective: str = "time", top: int | None = 20, tokens:
             slower_than_best=(t - best_t) / best_t, reserve_bytes=float(o["mem_reserve"][i]),
             headroom_bytes=float(space.hardware.hbm_capacity * (1 - space.memory_margin) - o["memory"][i]
                                  - o["mem_reserve"][i]),
-            **run_totals(t, space.n_gpus, space.global_batch * space.model.seq_len, space.hardware, tokens,
-                         gpu_hour_price)))
+            **_run(t, space.n_gpus, space.global_batch * space.model.seq_len, space.hardware, tokens,
+                   gpu_hour_price)))
     return out
 
 
@@ -414,22 +414,21 @@ def plausibility(cand, hw, stack_id: str) -> str | None:
             f"bundled validation data{' with ' + stack_id if same else ''}: {100 * best[0]:.1f} % ({best[1]}){flag}")
 
 
+def _run(step_time, n_gpus, tokens_per_step, hw, tokens=None, price=None) -> dict:
+    """A candidate's run (days, GPU-hours, cost, energy) from :func:`roofline.predict.run_totals`."""
+    from .predict import run_totals
+
+    if tokens is None:
+        return {}
+    t = run_totals(step_time, n_gpus, tokens_per_step, hw.board_power, tokens=tokens, price=price)
+    return {k: t[k] for k in ("run_days", "gpu_hours", "cost_usd", "energy_kwh")}
+
+
 def _run_args(tokens, price) -> None:
     if tokens is not None and (isinstance(tokens, bool) or not tokens > 0 or not math.isfinite(tokens)):
         raise InputError(f"tokens must be a positive number, got {tokens!r}")
     if price is not None and (isinstance(price, bool) or not price >= 0 or not math.isfinite(price)):
         raise InputError(f"gpu-hour-price must be >= 0, got {price!r}")
-
-
-def run_totals(step_time: float, n_gpus: int, tokens_per_step: float, hw, tokens=None, price=None) -> dict:
-    """Days, GPU-hours, cost and energy of a run of ``tokens`` (as :func:`roofline.predict.predict`)."""
-    if tokens is None:
-        return {}
-    seconds = tokens / tokens_per_step * step_time
-    gpu_h = seconds * n_gpus / HOUR
-    return {"run_days": seconds / DAY, "gpu_hours": gpu_h,
-            "cost_usd": None if price is None else gpu_h * price,
-            "energy_kwh": None if not hw.board_power else gpu_h * hw.board_power / 1000}
 
 
 def search(model, hw, n_gpus: int, global_batch: int, seq_len: int | None = None, *, objective: str = "time",

@@ -9,11 +9,11 @@ PKG = Path(__file__).resolve().parents[1] / "roofline"
 
 # docs/architecture.md: base < spec < model < views < face (a module may import its own layer and those below)
 LAYERS = {
-    "base": ["errors", "units", "schema", "normalize", "_compiled"],
+    "base": ["errors", "units", "schema", "normalize", "progress", "_compiled"],
     "spec": ["config", "hardware", "models", "families", "stacks", "spec", "configfile", "cliargs"],
     "model": ["formulas", "predict"],
     "views": ["search", "validate", "timeline", "runcost", "advice", "cluster_schedule", "sizing", "plotting",
-              "calibrate", "extras"],
+              "calibrate", "extras", "uncertainty"],
     "face": ["cli", "__main__", "__init__", "docs_cli", "docs_examples", "docs_frameworks"],
 }
 RANK = {name: i for i, names in enumerate(LAYERS.values()) for name in names}

@@ -193,7 +193,7 @@ def test_breakdown_sums_to_step_time():
                         overlap_grad_reduce=1.0, overlap_param_gather=1.0), hardware.load("h100-sxm"))
     total = sum(v.magnitude for v in p.breakdown.values())
     assert total == pytest.approx(p.step_time.magnitude, rel=1e-9)
-    assert set(p.memory) == {"weights", "gradients", "optimizer", "activations", "total"}
+    assert set(p.memory) == {"weights", "gradients", "optimizer", "activations", "total", "reserve", "headroom"}
     assert p.memory["total"].magnitude == pytest.approx(sum(p.memory[k].magnitude for k in
                                                              ("weights", "gradients", "optimizer", "activations")))
 

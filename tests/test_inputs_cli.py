@@ -12,7 +12,7 @@ import os
 import pytest
 import yaml
 
-from roofline import hardware, models, schedule
+from roofline import cluster_schedule as schedule, hardware, models
 from roofline.errors import InputError
 
 GOOD_JOB = {"name": "a", "model": "gpt3-125m", "global_batch": 64, "tokens": 1e9}

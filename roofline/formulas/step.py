@@ -116,7 +116,7 @@ def layer(ops, tp_blocks, ep) -> Layer:
     # the host issues kernels asynchronously: a layer takes max(GPU time, host issue time) (calibrate/bench_host.py)
     gpu = fwd + bwd + recompute + tp + cp + ep
     host_issue = S.host_fwd + S.host_bwd + S.rc_full * S.host_rc
-    return Layer(ops, fwd, bwd, recompute, tp, tp_raw, cp, ep, comm_bwd, sp.Max(0, host_issue - gpu))
+    return Layer(ops, fwd, bwd, recompute, tp, tp_raw, cp, ep, comm_bwd, sp.Max(0, host_issue - gpu, evaluate=False))
 
 
 def layer_kinds() -> dict[str, Layer]:
@@ -164,7 +164,7 @@ def edges() -> Edges:
     bwd = head_heavier * hb + (1 - head_heavier) * eb + single * (head_heavier * eb + (1 - head_heavier) * hb)
     host_issue = (PL.has_pp * (head_heavier * S.host_head + (1 - head_heavier) * S.host_emb)
                   + single * (S.host_emb + S.host_head))
-    host = sp.Max(0, host_issue - (fwd + bwd))
+    host = sp.Max(0, host_issue - (fwd + bwd), evaluate=False)
     return Edges(ef, eb, hf, hb, head_heavier, fwd, bwd, host)
 
 
