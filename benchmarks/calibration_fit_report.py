@@ -4,7 +4,8 @@
 
 Refits both estimate-train-time clusters and the vTrain nccl-tests tables from roofline/data and
 prints per class/direction the k-fold held-out MAPE (and median APE), per collective the alpha-beta
-MAPE, then the defects found.
+MAPE, then the defects found. Takes minutes: progress goes to stderr (one line per step in a log), the
+tables to stdout.
 """
 import argparse
 import sys
@@ -13,21 +14,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from roofline import progress  # noqa: E402
 from roofline.calibrate import importers, profile  # noqa: E402
 from roofline.hardware import load  # noqa: E402
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--folds", type=int, default=5, help="k of the k-fold held-out errors (default 5)")
     args = ap.parse_args()
     data = ROOT / "roofline" / "data"
     for cluster in ("perlmutter", "vista"):
         im = importers.import_estimate_train_time(data / "estimate-train-time", cluster)
         hw = load(im.base)
         peaks = profile.Peaks(hw.peak("fp16"), hw.vector_peak(), hw.hbm_bandwidth, hw.matmul_ceiling, hw.sm_count)
-        comp = profile.fit_compute(im.ops, peaks, k=args.folds)
-        links = profile.fit_links(im.colls, k=args.folds)
+        with progress.phase(f"{cluster}: fit compute efficiencies ({args.folds}-fold)"):
+            comp = profile.fit_compute(im.ops, peaks, k=args.folds)
+        with progress.phase(f"{cluster}: fit collectives ({args.folds}-fold)"):
+            links = profile.fit_links(im.colls, k=args.folds)
         print(f"\n## {cluster} ({im.gpu})\n")
         print("| class | dir | eta | mu | t0 (us) | held-out MAPE | median APE | n | flagged |")
         print("|---|---|---|---|---|---|---|---|---|")
@@ -43,7 +47,8 @@ def main() -> None:
         for d in im.defects:
             print(f"- {d}")
     tables = [importers.import_nccl_tests(f) for f in sorted((data / "vtrain-nccl").glob("AR_GPU*"))]
-    _, _, rep = profile.nccl_tests_profile(tables, "a100-dgx-nccl", k=args.folds)
+    with progress.phase(f"vTrain nccl-tests: fit all-reduce ({args.folds}-fold)"):
+        _, _, rep = profile.nccl_tests_profile(tables, "a100-dgx-nccl", k=args.folds)
     f = rep["fit"]
     print(f"\n## vTrain nccl-tests, A100 NVSwitch all-reduce\n\nalpha {f.alpha * 1e6:.2f} us, busbw "
           f"{f.busbw / 1e9:.1f} GB/s, held-out MAPE {f.mape:.1%} (n {f.n}); per rank count {rep['by_p']}")

@@ -22,11 +22,23 @@ def _fmt_time(s: float) -> str:
     return f"{s * 1e3:.2f} ms" if s >= 1e-3 else f"{s * 1e6:.1f} us"
 
 
+def _fmt_band(band: dict | None) -> str:
+    """'16.9 .. 19.9 s': the measured step time the validation error of similar runs implies."""
+    if band is None:
+        return f"{'-':>12}"
+    lo, hi = _fmt_time(band["low_s"]), _fmt_time(band["high_s"])
+    if lo.split()[-1] == hi.split()[-1]:                 # one unit: '16.93 .. 19.92 s'
+        lo = lo.rsplit(" ", 1)[0]
+    return f"{lo} .. {hi}"
+
+
 def _fmt_bytes(b: float) -> str:
     return f"{b / 2**30:.2f} GiB"
 
 
-def render(pred) -> str:
+def render(pred, band=...) -> str:
+    """The prediction as a table; ``band`` (roofline.uncertainty.of_prediction) adds the step time's
+    validation-error band under the step time."""
     d = pred.to_dict()
     m, p, hw = pred.model, pred.plan, pred.hardware
     step = d["step_time_s"]
@@ -41,6 +53,9 @@ def render(pred) -> str:
         "",
         f"  step time                 {_fmt_time(step):>12}",
     ]
+    if band is not ...:
+        from .uncertainty import describe
+        lines.append(f"    likely measured       {_fmt_band(band):>16}  ({describe(band, hw.id)})")
     for k, v in d["breakdown_s"].items():
         if v > 0:
             lines.append(f"    {k.replace('_', ' '):<22}{_fmt_time(v):>12}  {100 * v / step:5.1f} %")
@@ -94,8 +109,11 @@ def cmd_transformer(args) -> int:
     pred = predict(spec, tokens=given("tokens"), steps=given("steps"), gpu_hour_price=given("gpu_hour_price"),
                    memory_margin=args.memory_margin)
     notes = _advice(pred)
+    from . import uncertainty
+    band = uncertainty.of_prediction(pred)
     if args.json:
         d = pred.to_dict()
+        d["step_time_band"] = band          # None: too few similar validated runs (roofline/uncertainty.py)
         d["warnings"] = notes
         d["spec"] = spec.to_dict()
         if args.per_stage:
@@ -103,7 +121,7 @@ def cmd_transformer(args) -> int:
             d["per_stage"] = timeline.per_stage(pred)
         print(strict_json(d, indent=1))             # NaN/inf -> null with a reason
     else:
-        print(render(pred))
+        print(render(pred, band))
         if args.explain:
             print()
             print("\n".join(spec.explain()))
@@ -153,7 +171,10 @@ def cmd_formulas(args) -> int:
         from . import hardware
         from .predict import hardware_inputs
         values = {**hardware_inputs(hardware.load(args.gpu)), **values}
-    print(export(args.quantity, args.format, values))
+    from . import progress
+    with progress.phase(f"build {args.quantity} (sympy) and export it as {args.format}"):
+        text = export(args.quantity, args.format, values)
+    print(text)
     return 0
 
 
@@ -201,10 +222,21 @@ def cmd_models(args) -> int:
     from . import models
 
     if args.action == "list":
+        from . import hardware
+        from .config import Plan
+        from .predict import predict
+        # parameters as the compiled model counts them (embedding and LM head included, vocabulary padded to a
+        # multiple of 128 as at tp = 1); they do not depend on the GPU, any profile prices them alike
+        hw = hardware.load("a100-sxm4-80gb")
+        n = lambda v: count_text(v, "").strip()  # noqa: E731
+        print(f"{'id':<22}{'params':>9} {'active':>9}  (active: per token, MoE only)")
         for i in models.list_ids():
             m = models.load(i)
-            print(f"{i:<22}{m.n_layers:>4} x {m.d_model:<6} heads {m.n_heads:<4} kv {m.kv_heads:<4} "
-                  f"{m.mlp:<7} V {m.vocab:<7} s {m.seq_len}" + (f"  MoE {m.n_experts}x top-{m.top_k}" if m.n_experts > 1 else ""))
+            p = predict(m, Plan(), hw)
+            active = p.raw["active_params"]
+            print(f"{i:<22}{n(p.params):>9} {n(active) if active < p.params else '':>9}  "
+                  f"{m.n_layers:>4} x {m.d_model:<6} heads {m.n_heads:<4} kv {m.kv_heads:<4} "
+                  f"{m.mlp:<12} V {m.vocab:<7} s {m.seq_len}" + (f"  MoE {m.n_experts}x top-{m.top_k}" if m.n_experts > 1 else ""))
         return 0
     if not args.id:
         raise InputError("models show needs a model id")
@@ -295,9 +327,9 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_transformer)
 
     p = sub.add_parser("frameworks", help="the registry of training stacks (defaults, rules, sources)")
-    p.add_argument("action", choices=("list", "show"))
-    p.add_argument("id", nargs="?", help="NAME[@VERSION]")
-    flag(p, "json", action="store_true")
+    p.add_argument("action", choices=("list", "show"), help="list every stack, or show one's defaults and rules")
+    p.add_argument("id", nargs="?", help="NAME[@VERSION] (for show)")
+    flag(p, "json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=cmd_frameworks)
 
     p = sub.add_parser("formulas", help="export a closed form (LaTeX, Python, sympy, JSON)")
@@ -316,7 +348,7 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_hardware)
 
     p = sub.add_parser("examples", help="list or show the bundled example configs")
-    p.add_argument("action", choices=("list", "show"))
+    p.add_argument("action", choices=("list", "show"), help="list the examples, or print one's YAML")
     p.add_argument("name", nargs="?", help="example name (see `examples list`)")
     p.set_defaults(func=cmd_examples)
 

@@ -83,9 +83,12 @@ def render() -> str:
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    ap = argparse.ArgumentParser(prog="python -m roofline.docs_cli",
+                                 description="Write docs/cli.md (every command and flag) from the argparse parser.")
+    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 when docs/cli.md is out of date")
+    args = ap.parse_args(argv)              # --help prints this and exits 0, an unknown flag exits 2: nothing written
     text = render()
-    if "--check" in argv:
+    if args.check:
         if not DOC.exists() or DOC.read_text() != text:
             print(f"{DOC} is out of date: run python -m roofline.docs_cli", file=sys.stderr)
             return 1

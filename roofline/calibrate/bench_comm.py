@@ -169,25 +169,24 @@ def main(args) -> int:
                 pg = dist.new_group(list(g))
                 if rank in g:
                     mine[lay.link] = (pg, len(g))
-        n = len(plan) * len(kinds) * len(sizes)
-        i = 0
-        for lay in plan:
-            pg, pk = mine[lay.link]
-            for kind in kinds:
-                for sz in sizes:
-                    if rank == 0:
-                        sys.stderr.write(f"\r[{'#' * (30 * i // n)}{'.' * (30 - 30 * i // n)}] {lay.link} {kind} {sz} B   ")
-                    i += 1
-                    try:
-                        t = measure(kind, sz, pk, rank, device, dtype, repeats, pg, lay.partner[rank])
-                    except RuntimeError as exc:        # e.g. a collective the backend lacks
-                        if rank == 0:
-                            sys.stderr.write(f"\n{lay.link} {kind}: skipped ({str(exc).splitlines()[0][:80]})\n")
-                        i += len(sizes) - sizes.index(sz) - 1
-                        break
-                    rows.append((lay.link, kind, 2 if kind == "p2p" else pk, sz, t))
-        if rank == 0:
-            sys.stderr.write("\n")
+        from .. import progress
+        with progress.bar(f"calibrate comm ({p} ranks, {backend})", total=len(plan) * len(kinds) * len(sizes),
+                          unit="size", disable=rank != 0) as bar:
+            for lay in plan:
+                pg, pk = mine[lay.link]
+                for kind in kinds:
+                    for j, sz in enumerate(sizes):
+                        bar.note(f"{lay.link} {kind} {sz} B")
+                        try:
+                            t = measure(kind, sz, pk, rank, device, dtype, repeats, pg, lay.partner[rank])
+                        except RuntimeError as exc:        # e.g. a collective the backend lacks
+                            if rank == 0:
+                                bar.write(f"{lay.link} {kind}: skipped ({str(exc).splitlines()[0][:80]})",
+                                          file=sys.stderr)
+                            bar.update(len(sizes) - j)     # this and the kind's larger sizes: the count ends full
+                            break
+                        bar.update(1)
+                        rows.append((lay.link, kind, 2 if kind == "p2p" else pk, sz, t))
     finally:
         dist.destroy_process_group()
     if rank != 0:

@@ -228,14 +228,6 @@ def time_case(case: Case, device: str, repeats: int, buffers: int = 3) -> tuple[
     return statistics.median(fwd), (statistics.median(bwd) if bwd else None)
 
 
-def progress(i: int, n: int, label: str, width: int = 30) -> None:
-    done = int(width * i / max(n, 1))
-    sys.stderr.write(f"\r[{'#' * done}{'.' * (width - done)}] {i}/{n} {label[:24]:24}")
-    if i == n:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
-
-
 def _out_of_memory(exc: BaseException) -> bool:
     """A failed allocation: torch's OutOfMemoryError on a GPU, an allocator RuntimeError on a CPU."""
     import torch
@@ -267,10 +259,12 @@ def case_label(c: Case) -> str:
 
 def _sweep(device: str, dtype: str, quick: bool, repeats: int, skipped: list) -> list:
     import torch
+    from .. import progress
     cs = cases(dtype, quick, device)
     rows: dict = {}
-    for i, c in enumerate(cs):
-        progress(i, len(cs), c.name)
+    bar = progress.track(cs, f"calibrate compute ({device}, {dtype})", unit="case")
+    for c in bar:
+        bar.note(c.name)
         try:
             tf, tb = time_case(c, device, repeats)
         except (RuntimeError, MemoryError) as exc:
@@ -286,7 +280,6 @@ def _sweep(device: str, dtype: str, quick: bool, repeats: int, skipped: list) ->
             if t is not None:
                 rows.setdefault((c.name, c.op.cls, d), []).append(
                     ((f, b, dmin, t), attn and attn[d], None if kern is None else kern[d]))
-    progress(len(cs), len(cs), "done")
     out = []
     for (name, cls, d), r in rows.items():
         a = np.array([x[0] for x in r])
@@ -343,6 +336,7 @@ def _match_base(device: str) -> str | None:
 
 
 def main(args) -> int:
+    from .. import progress
     from ..errors import InputError
     from . import outputs, profile
     device = args.device
@@ -388,7 +382,8 @@ def main(args) -> int:
     if skipped:
         assumptions.append(f"{len(skipped)} sweep case(s) skipped: out of device memory ({'; '.join(skipped)})")
     seconds = (5.0 if args.quick else 30.0) if device.startswith("cuda") else 0.5
-    kappa = sustained_ratio(device, args.dtype, seconds)
+    with progress.phase(f"sustained clock ({seconds:g} s of back-to-back matmuls)"):
+        kappa = sustained_ratio(device, args.dtype, seconds)
     from ..hardware import SUSTAINED_CLOCK_MIN
     if kappa >= SUSTAINED_CLOCK_MIN:
         header["sustained_clock"] = round(kappa, 3)
@@ -396,7 +391,8 @@ def main(args) -> int:
     else:   # no power cap slows a GPU 3x: a noisy host (a shared CPU) measured this, so it is not written
         assumptions.append(f"sustained_clock not written: the measured ratio {kappa:.3f} is below the physical "
                            f"bound {SUSTAINED_CLOCK_MIN} (a noisy run); the profile keeps 1")
-    compute = profile.fit_compute(ops, peaks)
+    with progress.phase("fit efficiencies (k-fold)"):
+        compute = profile.fit_compute(ops, peaks)
     samples, err = profile.fit_error_section(compute, {})
     prov = {"source": f"roofline calibrate compute --device {device} --dtype {args.dtype}"
                       + (" --quick" if args.quick else ""), "samples": samples, "fit_error": err,

@@ -523,8 +523,14 @@ def _count_kernels(torch, fn) -> int:
 STACK = 5
 
 
+def stages(style: str) -> tuple:
+    """What :func:`measure` times, in order (one ``tick`` each): the progress of ``calibrate host``."""
+    return (("1 layer", f"{STACK} layers", "1 layer recomputed", f"{STACK} layers recomputed", "kernel counts")
+            + (("embedding, LM head, micro-batch loop",) if style == "megatron" else ()))
+
+
 def measure(device: str = "cpu", repeats: int = 200, seq: int = 8, style: str = "megatron",
-            amp: bool | None = None) -> dict:
+            amp: bool | None = None, tick=None) -> dict:
     """Host time (s) and kernel count of one tiny layer: forward, backward, and the extra of full
     recomputation (activation checkpointing of every layer, as Megatron/DeepSpeed run it).
 
@@ -542,7 +548,9 @@ def measure(device: str = "cpu", repeats: int = 200, seq: int = 8, style: str = 
     frameworks' gradient-accumulation paths do) and the layer sits between tensor-parallel region functions
     (autograd functions at the layer boundary); weights in the compute dtype, no autocast. ``plain``: the
     block of ``benchmarks/small_gpt_step.py`` as plain PyTorch trains it: fp32 weights, bf16 autocast (``amp``,
-    default on for ``plain``), gradients set to None between steps, no hooks."""
+    default on for ``plain``), gradients set to None between steps, no hooks.
+
+    ``tick(label)``, when given, is called after each of :func:`stages`."""
     import torch
 
     if style not in STYLES:
@@ -616,10 +624,16 @@ def measure(device: str = "cpu", repeats: int = 200, seq: int = 8, style: str = 
         return kf, kb
 
     slope = lambda a, b: (b - a) / (STACK - 1)
-    (f1, b1), (fn, bn) = timed(1, False), timed(STACK, False)
-    (fc1, bc1), (fcn, bcn) = timed(1, True), timed(STACK, True)
+    labels = iter(stages(style))
+    tick = tick or (lambda label: None)
+
+    def step(result):
+        tick(next(labels))
+        return result
+    (f1, b1), (fn, bn) = step(timed(1, False)), step(timed(STACK, False))
+    (fc1, bc1), (fcn, bcn) = step(timed(1, True)), step(timed(STACK, True))
     (kf1, kb1), (kfn, kbn) = kernels(1, False), kernels(STACK, False)
-    (kfc1, kbc1), (kfcn, kbcn) = kernels(1, True), kernels(STACK, True)
+    (kfc1, kbc1), (kfcn, kbcn) = step((kernels(1, True), kernels(STACK, True)))
     f, b = max(0.0, slope(f1, fn)), max(0.0, slope(b1, bn))
     k_fwd, k_bwd = round(slope(kf1, kfn)), round(slope(kb1, kbn))
     call = max(0.0, f1 + b1 - f - b)
@@ -632,7 +646,7 @@ def measure(device: str = "cpu", repeats: int = 200, seq: int = 8, style: str = 
            "stack": STACK, "amp": amp, "repeats": repeats, "device": device, "style": style,
            "torch": torch.__version__}
     if style == "megatron":
-        out.update(_measure_edges(torch, device, repeats, seq, h, sync))
+        out.update(step(_measure_edges(torch, device, repeats, seq, h, sync)))
         out["microbatch"] += call
         out["kernels_microbatch"] += k_call
     return out
@@ -685,6 +699,46 @@ def _measure_edges(torch, device, repeats, seq, h, sync) -> dict:
     r["microbatch"] = statistics.median(tm)
     r["kernels_microbatch"] = _count_kernels(torch, mb)
     return r
+
+
+# The order the keys of a measurement are written in (the profile schema's HOST_TIMES / HOST_COUNTS).
+HOST_KEYS = ("layer_fwd", "layer_bwd", "recompute_extra", "embed_fwd", "embed_bwd", "head_fwd", "head_bwd", "microbatch")
+KERNEL_KEY = {"layer_fwd": "kernels_fwd", "layer_bwd": "kernels_bwd", "recompute_extra": "kernels_recompute"}
+# defaults.yaml: on a CPU device each kernel launch is priced at an ASSUMED 5 us (cudaLaunchKernel's host cost); a
+# measurement on a CUDA device already contains every launch, so it takes 0 (see :func:`measure`)
+CPU_LAUNCH_US = 5
+
+
+def host_block(r: dict) -> dict:
+    """A measurement -> the profile's ``host:`` mapping (times as text with their unit, kernel counts)."""
+    out = {}
+    for k in HOST_KEYS:
+        if k in r:
+            kk = KERNEL_KEY.get(k, "kernels_" + k)
+            out[k] = f"{r[k] * 1e6:.0f} us"
+            out[kk] = int(r[kk])
+    out["launch"] = f"{0 if str(r['device']).startswith('cuda') else CPU_LAUNCH_US} us"
+    return out
+
+
+def fragment(r: dict, pid: str, runs: int, base: str | None = None, base_name: str = "") -> str:
+    """The YAML ``calibrate host --out`` writes: a ``host:`` block with its provenance, which a profile takes with
+    ``host_from: FILE`` (a path relative to that profile's folder), or, with ``base``, a whole profile."""
+    import yaml
+    what = f"host issue times measured on {r['device']} ({r['style']} style)"
+    head = {"id": pid, "name": f"{base_name}, {what}" if base_name else what, "kind": "calibrated-host"}
+    if base:
+        head["base"] = base
+    prov = {"source": f"roofline calibrate host --device {r['device']} --style {r['style']} --repeats {r['repeats']} "
+                      f"--runs {runs}",
+            "assumptions": [f"torch {r['torch']}; per-layer times are the slope between a 1- and a {r['stack']}-layer "
+                            "stack (the per-call intercept is in microbatch); medians of the repeats, the quietest "
+                            f"(smallest total) of {runs} run(s)",
+                            "launch: 0 us on a CUDA device (its times contain every launch); on a CPU device an "
+                            f"ASSUMED {CPU_LAUNCH_US} us per kernel (defaults.yaml)"]}
+    dump = lambda d, **kw: yaml.safe_dump(d, sort_keys=False, width=110, **kw)  # noqa: E731
+    return ("# generated by `roofline calibrate host`; measure again rather than edit\n" + dump(head)
+            + dump({"host": host_block(r)}, default_flow_style=None) + dump({"provenance": prov}))
 
 
 if __name__ == "__main__":

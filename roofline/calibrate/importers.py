@@ -90,7 +90,11 @@ CLUSTERS = {  # cluster -> (folder, GPU file prefix, base profile, GPUs per node
 }
 
 # ---- sample -> (F, B, dmin) through the formulas ----------------------------------------------
+# model features that are absent at 0 (their symbol's default is 0: shared experts, leading dense layers, MLA ranks,
+# sliding windows, ...): upstream's plain GPT block has none of them, whichever such feature the formulas grow
+ABSENT = {s.symbol: 0 for s in S.SYMBOLS.values() if s.group == "model" and s.default == 0}
 FIXED = {  # upstream samples: fp16, plain GPT block, no dropout/SP/CP/MoE (target_functions.py)
+    **ABSENT,
     S.act_bytes: 2, S.grad_bytes: 2, S.f32_bytes: 4, S.gated: 0, S.flash: 1, S.causal: 1, S.dropout: 0, S.cp: 1, S.seq_par: 0,
     S.experts: 1, S.ep: 1, S.top_k: 1, S.capacity: 1, S.learned_pos: 0, S.biases: 1, S.tied: 0,
     S.vocab: VOCAB, S.kv_heads: S.heads, S.ffn_hidden: 4 * S.d_model,
@@ -284,8 +288,11 @@ def import_estimate_train_time(root, cluster: str) -> Imported:
         raise InputError(f"unknown cluster {cluster!r}; expected one of {', '.join(CLUSTERS)}")
     folder, gpu, base, gpn = CLUSTERS[cluster]
     d = _cluster_dir(Path(root), cluster)
+    from .. import progress
     ops, defects, b_seen = [], [], []
-    for op in list(OP_BUILDERS) + list(STAGES):
+    bar = progress.track(list(OP_BUILDERS) + list(STAGES), f"read {cluster} operator samples", unit="op")
+    for op in bar:
+        bar.note(op)
         path = d / "operator" / f"{gpu}_{op}_fp16.csv"
         if not path.exists():
             continue

@@ -8,11 +8,13 @@ from pathlib import Path
 from ..errors import InputError
 
 
-def out_paths(name: str) -> tuple[Path, Path, str]:
-    """``--out`` -> (yaml path, samples csv path, profile id)."""
+def out_paths(name: str, create: bool = True) -> tuple[Path, Path, str]:
+    """``--out`` -> (yaml path, samples csv path, profile id); ``create`` makes the folder (else only checks the
+    name, so that a command can check it before its work and write nothing when that fails)."""
     if name.endswith("/"):
         d = Path(name)
-        d.mkdir(parents=True, exist_ok=True)
+        if create:
+            d.mkdir(parents=True, exist_ok=True)
         pid = d.resolve().name
         return d / f"{pid}.yaml", d / f"{pid}.samples.csv", pid
     base = Path(name)
@@ -20,7 +22,8 @@ def out_paths(name: str) -> tuple[Path, Path, str]:
         base = base.with_suffix("")
     if not base.name:
         raise InputError(f"--out {name!r}: expected a name like 'my-gpu' or a folder ending with '/'")
-    base.parent.mkdir(parents=True, exist_ok=True)
+    if create:
+        base.parent.mkdir(parents=True, exist_ok=True)
     return base.with_name(base.name + ".yaml"), base.with_name(base.name + ".samples.csv"), base.name
 
 

@@ -88,6 +88,11 @@ def source() -> str:
 
 
 def main(argv=None) -> int:
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m roofline.formulas.codegen",
+                                 description="Compile the sympy formulas (roofline/formulas) to roofline/_compiled.py "
+                                             "(numpy only; tests/test_formulas.py checks that it is in sync).")
+    ap.parse_args(argv)                     # --help prints this and exits 0, an unknown flag exits 2: nothing written
     text = source()
     TARGET.write_text(text)
     print(f"wrote {TARGET} ({len(text.splitlines())} lines)")

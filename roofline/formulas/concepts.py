@@ -137,7 +137,18 @@ def text() -> str:
     return "\n".join(parts) + "\n"
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m roofline.formulas.concepts",
+                                 description=f"Write {TARGET.relative_to(TARGET.parents[1])}: every term of the model "
+                                             "with its formula, exported from roofline/formulas.")
+    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 when the page is out of date")
+    args = ap.parse_args(argv)              # --help prints this and exits 0, an unknown flag exits 2: nothing written
+    if args.check:
+        if not TARGET.exists() or TARGET.read_text() != text():
+            print(f"{TARGET} is out of date: run python -m roofline.formulas.concepts", file=sys.stderr)
+            return 1
+        return 0
     TARGET.parent.mkdir(exist_ok=True)
     TARGET.write_text(text())
     print(f"wrote {TARGET}")

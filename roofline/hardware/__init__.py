@@ -2,8 +2,11 @@
 
 A profile is a YAML file (``profiles/<id>.yaml`` or any path). Keys ``base: ID`` (inherit and
 override), ``efficiency_from: ID`` (take another profile's fitted compute curves, e.g. the H100
-using the GH200's Hopper curves) and ``collectives_from: ID`` (take fitted alpha-beta links)
-compose profiles. Values carry units as strings ("2039 GB/s").
+using the GH200's Hopper curves), ``collectives_from: ID`` (take fitted alpha-beta links) and
+``host_from: ID`` (take a measured ``host:`` block, e.g. the file ``calibrate host --out`` writes)
+compose profiles. Each ID is a bundled profile id or a path to a .yaml; a relative path is read from
+the folder of the profile that names it (not the working directory). Values carry units as strings
+("2039 GB/s").
 """
 from __future__ import annotations
 
@@ -132,9 +135,13 @@ def list_ids() -> list[str]:
     return sorted(p.stem for p in PROFILES.glob("*.yaml"))
 
 
-def _find(ref: str, by: str = "") -> Path:
-    """The file of a profile id or path; ``by`` names the file and key that referred to it."""
+def _find(ref: str, by: str = "", folder: Path | None = None) -> Path:
+    """The file of a profile id or path; ``by`` names the file and key that referred to it, ``folder`` is that
+    file's folder: a relative path named inside a profile is read from there (as an include is), whatever the
+    working directory."""
     p = Path(ref)
+    if folder is not None and not p.is_absolute():
+        p = folder / p
     if p.suffix in (".yaml", ".yml") and p.exists():
         return p
     q = PROFILES / f"{ref}.yaml"
@@ -152,7 +159,8 @@ def _merge(a: dict, b: dict) -> dict:
 
 
 # ---- the profile schema: every key a file may hold, its type, unit and range ---------------------
-TOP_KEYS = ("id", "name", "kind", "vendor", "base", "efficiency_from", "collectives_from", "peak_flops", "max_matmul",
+REFS = ("base", "efficiency_from", "collectives_from", "host_from")     # keys that name another profile
+TOP_KEYS = ("id", "name", "kind", "vendor", *REFS, "peak_flops", "max_matmul",
             "hbm_bandwidth", "hbm_capacity", "board_power", "sm_count", "gpus_per_node", "links", "efficiency",
             "collectives", "host", "sustained_clock", "sources", "provenance")
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8")
@@ -182,7 +190,7 @@ def check_profile(d: dict, where: str) -> None:
     for k in ("id", "name", "kind", "vendor"):
         if k in d and (d[k] is None or isinstance(d[k], (dict, list))):
             raise InputError(f"{where}: {k} must be a string, got {d[k]!r}")
-    for k in ("base", "efficiency_from", "collectives_from"):
+    for k in REFS:
         if k in d:
             S.text(d[k], f"{where}: {k}")
     if d.get("peak_flops") is not None:
@@ -275,10 +283,11 @@ def _read(path: Path) -> dict:
     return data
 
 
-def raw(ref: str, _seen=(), by: str = "") -> dict:
-    """The profile's YAML after resolving ``base`` and ``efficiency_from`` (dict, units as text)."""
-    path = _find(ref, by)
-    if str(path) in _seen:
+def raw(ref: str, _seen=(), by: str = "", folder: Path | None = None) -> dict:
+    """The profile's YAML after resolving ``base``, ``efficiency_from``, ``collectives_from`` and ``host_from``
+    (dict, units as text)."""
+    path = _find(ref, by, folder)
+    if str(path.resolve()) in _seen:
         raise InputError(f"profile {path}: circular 'base'/'efficiency_from' reference")
     data = _read(path)
     data.setdefault("_calibrated", [])
@@ -288,12 +297,12 @@ def raw(ref: str, _seen=(), by: str = "") -> dict:
         if (data.get("collectives") or {}).get(link):
             data["_calibrated"] = list(data["_calibrated"]) + [link]
     if "base" in data:
-        base = raw(data["base"], _seen + (str(path),), by=f"profile {path}: base")
+        base = raw(data["base"], _seen + (str(path.resolve()),), by=f"profile {path}: base", folder=path.parent)
         cal = base.get("_calibrated", []) + data["_calibrated"]
         data = _merge(base, {k: v for k, v in data.items() if k != "base"})
         data["_calibrated"] = cal
     if "efficiency_from" in data:
-        src = _own(data["efficiency_from"], f"profile {path}: efficiency_from")
+        src = _own(data["efficiency_from"], f"profile {path}: efficiency_from", path.parent)
         data["efficiency"] = _merge(src.get("efficiency") or {}, data.get("efficiency") or {})
         if "compute" in src.get("_calibrated", []):
             data["_calibrated"] = list(data["_calibrated"]) + ["compute"]
@@ -301,7 +310,7 @@ def raw(ref: str, _seen=(), by: str = "") -> dict:
         prov["compute_curves_from"] = f"{data['efficiency_from']}: {(src.get('provenance') or {}).get('source', '')}"
         data["provenance"] = prov
     if "collectives_from" in data:
-        src = _own(data["collectives_from"], f"profile {path}: collectives_from")
+        src = _own(data["collectives_from"], f"profile {path}: collectives_from", path.parent)
         data["collectives"] = _merge(src.get("collectives") or {}, data.get("collectives") or {})
         for link in ("intra", "inter"):
             if (src.get("collectives") or {}).get(link):
@@ -309,13 +318,21 @@ def raw(ref: str, _seen=(), by: str = "") -> dict:
         prov = dict(data.get("provenance") or {})
         prov["collectives_from"] = f"{data['collectives_from']}: {(src.get('provenance') or {}).get('source', '')}"
         data["provenance"] = prov
+    if "host_from" in data:
+        src = _own(data["host_from"], f"profile {path}: host_from", path.parent)
+        if not src.get("host"):
+            raise InputError(f"profile {path}: host_from {data['host_from']!r} has no host: block")
+        data["host"] = _merge(src["host"], data.get("host") or {})
+        prov = dict(data.get("provenance") or {})
+        prov["host_from"] = f"{data['host_from']}: {(src.get('provenance') or {}).get('source', '')}"
+        data["provenance"] = prov
     data["_path"] = str(path)
     return data
 
 
-def _own(ref: str, by: str = "") -> dict:
+def _own(ref: str, by: str = "", folder: Path | None = None) -> dict:
     """A profile's own keys, without resolving its ``base`` (the fitted sections live there; no recursion)."""
-    path = _find(ref, by)
+    path = _find(ref, by, folder)
     d = _read(path)
     d["_calibrated"] = (["compute"] if d.get("efficiency") and str(d.get("kind", "")).startswith("calibrated") else [])
     return d
