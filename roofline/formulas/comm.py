@@ -59,12 +59,22 @@ def p2p(size, same_node) -> sp.Expr:
             + (1 - same_node) * (S.ALPHA["p2p", "inter"] + size / S.BUSBW["p2p", "inter"]))
 
 
+def interference() -> sp.Expr:
+    """Fraction of the GPU's SMs a running collective holds, n_nccl / n_SM: compute beside it runs on the rest, so
+    each second of hidden communication costs this much compute time (hardware/defaults.yaml overlap, sourced there).
+    0 where the profile states no SM count (n_SM = 1) or one no larger than the collective's share."""
+    return sp.Piecewise((S.nccl_sms / S.sms, S.sms > S.nccl_sms), (0, True))
+
+
 def exposed(t_comm, t_window, overlap) -> sp.Expr:
-    """Communication left on the critical path when a fraction ``overlap`` of it can hide behind
-    ``t_window`` of independent compute: t_comm - overlap * min(t_comm, t_window), written as
-    (1 - overlap) t_comm + overlap max(0, t_comm - t_window) so that rounding cannot make it negative."""
+    """Time a collective adds to the critical path when a fraction ``overlap`` of it can hide behind ``t_window`` of
+    independent compute: the part that does not hide, t_comm - overlap min(t_comm, t_window), plus the slowdown of the
+    compute it hides behind, interference() x the hidden time (the collective's kernels hold some SMs meanwhile).
+    Written with max(0, t_comm - t_window) so that rounding cannot make a term negative."""
     # evaluate=False: sympy would otherwise search the two big arguments for common zeros (minutes, same value)
-    return (1 - overlap) * t_comm + overlap * sp.Max(0, t_comm - t_window, evaluate=False)
+    beyond = sp.Max(0, t_comm - t_window, evaluate=False)
+    hidden = overlap * (t_comm - beyond)
+    return (1 - overlap) * t_comm + overlap * beyond + interference() * hidden
 
 
 # ---- the group layouts of Megatron-Core's rank order: tp (innermost), cp, ep, dp, pp ----------

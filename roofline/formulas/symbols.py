@@ -138,6 +138,10 @@ nccl_comm_bytes = _s("nccl_comm_bytes", "bytes", "NCCL buffers of one collective
                      "Simple + LL + LL128 buffers)", "hardware", r"M_{nccl}", float(_RESERVE["nccl_comm_bytes"]))
 nccl_peer_bytes = _s("nccl_peer_bytes", "bytes", "NCCL buffers of one point-to-point peer (Simple protocol)",
                      "hardware", r"M_{p2p}", float(_RESERVE["nccl_peer_bytes"]))
+nccl_sms = _s("nccl_sms", "", "SMs a running collective holds (its NCCL channels, one thread block each): overlapped "
+              "compute runs on the rest (hardware/defaults.yaml overlap)", "hardware", r"n_{nccl}",
+              float(yaml.safe_load((Path(__file__).resolve().parents[1] / "hardware" / "defaults.yaml").read_text())
+                    ["overlap"]["nccl_sms"]))
 alloc_frag = _s("alloc_frag", "", "caching-allocator memory reserved above its allocated peak, as a fraction of it",
                 "hardware", r"\phi_{frag}", float(_RESERVE["allocator_fragmentation"]))
 
