@@ -2,7 +2,7 @@
 # fmt: off
 import numpy as np
 
-INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'clock', 'cp', 'cuda_context', 'd_model', 'dense_layers', 'dp', 'dropout', 'ep', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'head_dim', 'heads', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_mb', 'host_rc', 'interleave', 'kv_heads', 'kv_lora', 'layers', 'learned_pos', 'mask_bytes', 'micro_batch', 'moe_ffn', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'nccl_comm_bytes', 'nccl_peer_bytes', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_pp', 'ov_tp', 'peak', 'peak_vec', 'pp', 'q_lora', 'qk_nope', 'qk_rope', 'rc_full', 'rc_sel', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'v_head', 'vocab', 'z_grad', 'z_os', 'z_param')
+INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'clock', 'cp', 'cuda_context', 'd_model', 'dense_layers', 'dp', 'dropout', 'ep', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'head_dim', 'heads', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_mb', 'host_rc', 'interleave', 'kv_heads', 'kv_lora', 'layers', 'learned_pos', 'mask_bytes', 'micro_batch', 'moe_ffn', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_pp', 'ov_tp', 'peak', 'peak_vec', 'pp', 'q_lora', 'qk_nope', 'qk_rope', 'rc_full', 'rc_sel', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'v_head', 'vocab', 'z_grad', 'z_os', 'z_param')
 OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_host_overhead', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'pp_bubble_ratio', 'micro_batches', 't_microbatch_stage', 't_layer_fwd', 't_layer_bwd', 't_layer_recompute', 't_layer_tp_comm', 't_layer_cp_comm', 't_layer_ep_comm', 't_layer_comm_bwd', 't_layer_host', 't_dense_layer_fwd', 't_dense_layer_bwd', 't_dense_layer_recompute', 't_dense_layer_tp_comm', 't_dense_layer_cp_comm', 't_dense_layer_ep_comm', 't_dense_layer_comm_bwd', 't_dense_layer_host', 'stage_layers', 'stage_dense_layers', 't_embed_fwd', 't_embed_bwd', 't_head_fwd', 't_head_bwd', 'head_stage_heavier', 't_edge_host', 't_microbatch_host', 't_pp_send_recv', 'flops', 'hardware_flops', 'n_gpus', 'mfu', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'mem_logits', 'mem_first_stage', 'mem_last_stage', 'mem_reserve', 'mem_cuda_context', 'mem_nccl', 'mem_fragmentation', 'params', 'active_params', 'params_rank', 'params_embedding', 'params_expert')
 
 
@@ -116,6 +116,7 @@ def evaluate(x):
     mu_softmax_fwd = x['mu_softmax_fwd']
     nccl_comm_bytes = x.get('nccl_comm_bytes', 154140672.0)
     nccl_peer_bytes = x.get('nccl_peer_bytes', 8388608.0)
+    nccl_sms = x.get('nccl_sms', 16.0)
     opt_bytes = x['opt_bytes']
     ov_ag = x['ov_ag']
     ov_cp = x['ov_cp']
@@ -243,553 +244,563 @@ def evaluate(x):
     _x79 = np.ceil((1/32)*_x18 + _x75)
     _x80 = 32*_x76
     _x81 = (1/32)/_x76
-    _x82 = _x35/sms
-    _x83 = 64*(_x78*attn_uneven_fwd + 1)*(_x80/attn_dreg_fwd + _x81*attn_dsoft_fwd + attn_dio_fwd*np.where((_x79 <= 2), 1/128, 1/64) + 1)*np.ceil(_x74*_x82)/(_x74*eta_attn_fwd)
-    _x84 = _x31*(1 - 1/2*causal)
-    _x85 = _x20*_x52*_x76*flash*sms/_x77
-    _x86 = _x33*_x84*_x85
-    _x87 = _x72*swa_frac
-    _x88 = np.minimum(seq_len, swa_window)
-    _x89 = swa_frac*(causal*(-1/2*_x58*_x88**2 + _x88) + seq_len*(1 - causal))
-    _x90 = _x23*_x85*_x89
-    _x91 = _x29*_x31 + _x29*swa_frac + 2*_x30*t0_bmm_fwd + _x30*t0_softmax_fwd + np.maximum(_x54*_x57, _x50*_x53*(1 + bmm_dhalf_fwd/_x47)) + np.maximum(_x54*(_x63*_x64*bmm_reread_fwd + _x67), _x53*_x61*(_x58*bmm_dhalf_fwd + 1)) + np.maximum(_x68*_x73, _x83*_x86) + np.maximum(_x68*_x87, _x83*_x90) + np.maximum(_x40*_x46*(_x41 + _x42), _x36*_x39*(5 - 5*flash))
-    _x92 = _x28*(1 - ov_cp) + ov_cp*np.maximum(0, _x28 - _x8*_x91)
-    _x93 = rc_full + 2
-    _x94 = np.minimum(1, experts - 1)
-    _x95 = _x12*gpus_per_node
-    _x96 = np.maximum(1, np.minimum(_x95, ep))
-    _x97 = _x96 - 1
-    _x98 = capacity*top_k
-    _x99 = bw_ag_inter**(-1.0)
-    _x100 = np.maximum(1, np.minimum(gpus_per_node, tp))
-    _x101 = _x100**(-1.0)
-    _x102 = _x101*tp
-    _x103 = _x102 - 1
-    _x104 = d_model*seq_len
-    _x105 = _x104*_x22*micro_batch
-    _x106 = _x105*act_bytes
-    _x107 = _x106*_x12
-    _x108 = _x103*_x107
-    _x109 = _x108*_x99
-    _x110 = bw_ag_intra**(-1.0)
-    _x111 = _x100 - 1
-    _x112 = _x101*_x106
-    _x113 = _x111*_x112
-    _x114 = _x110*_x113
-    _x115 = bw_rs_inter**(-1.0)
-    _x116 = _x108*_x115
-    _x117 = bw_rs_intra**(-1.0)
-    _x118 = _x113*_x117
-    _x119 = ep**(-1.0)
-    _x120 = tp - 1
-    _x121 = (_x120*seq_par + 1)**(-1.0)
-    _x122 = _x105*_x121
-    _x123 = _x119*_x122*_x41*_x98
-    _x124 = _x103*alpha_ag_inter + _x103*alpha_rs_inter + _x111*alpha_ag_intra + _x111*alpha_rs_intra
-    _x125 = _x93*_x94*(_x109*_x98 + _x114*_x98 + _x116*_x98 + _x118*_x98 + _x123*_x97/bw_a2a_intra + _x123*(-_x96 + ep)/bw_a2a_inter + _x124 + 2*_x97*alpha_a2a_intra + 2*alpha_a2a_inter*(-1 + ep/_x96))
-    _x126 = 1 - ov_tp
-    _x127 = -_x94
-    _x128 = np.minimum(1, shared_ffn)
-    _x129 = 2*_x100 - 2
-    _x130 = 2*_x102 - 2
-    _x131 = bw_ar_inter**(-1.0)
-    _x132 = bw_ar_intra**(-1.0)
-    _x133 = (1 - seq_par)*(_x107*_x130*_x131 + _x112*_x129*_x132 + _x129*alpha_ar_intra + _x130*alpha_ar_inter)
-    _x134 = seq_par*(_x109 + _x114 + _x116 + _x118 + _x124)
-    _x135 = _x93*(_x133 + _x134)*(_x127 + _x128*_x94 + 2)
-    _x136 = 2*t0_gemm_fwd
-    _x137 = _x13*np.minimum(1, q_lora)
-    _x138 = 1 - _x137
-    _x139 = _x13*_x138
-    _x140 = d_model*heads
-    _x141 = _x12*_x140
-    _x142 = _x105 + _x141*_x59 + _x35*_x66
-    _x143 = act_bytes/mu_gemm_fwd
-    _x144 = _x143*_x43
-    _x145 = _x141*_x66*micro_batch
-    _x146 = 2*_x145
-    _x147 = _x52/eta_gemm_fwd
-    _x148 = np.minimum(np.minimum(_x24, _x60), d_model)
-    _x149 = (_x148 + gemm_dhalf)/_x148
-    _x150 = head_dim*heads
-    _x151 = _x150 + 2*head_dim*kv_heads
-    _x152 = _x151*d_model
-    _x153 = _x12*_x152
-    _x154 = _x12*_x151
-    _x155 = _x15*(_x105 + _x153 + _x154*_x24)
-    _x156 = 2*_x24
-    _x157 = _x15*_x153
-    _x158 = _x156*_x157
-    _x159 = np.maximum(1, np.minimum(np.minimum(_x154, _x24), d_model))
-    _x160 = (_x159 + gemm_dhalf)/_x159
-    _x161 = kv_lora + qk_rope
-    _x162 = _x161*d_model
-    _x163 = _x121*_x24
-    _x164 = _x122 + _x161*_x163 + _x162
-    _x165 = _x13*_x144
-    _x166 = _x13*_x162
-    _x167 = _x163*_x166
-    _x168 = 2*_x167
-    _x169 = np.maximum(1, np.minimum(np.minimum(_x161, _x163), d_model))
-    _x170 = (_x169 + gemm_dhalf)/_x169
-    _x171 = _x24*kv_lora
-    _x172 = qk_nope + v_head
-    _x173 = _x172*heads
-    _x174 = _x173*kv_lora
-    _x175 = _x12*_x173
-    _x176 = _x12*_x174 + _x171 + _x175*_x24
-    _x177 = 2*kv_lora
-    _x178 = _x14*_x172
-    _x179 = _x177*_x178
-    _x180 = _x12*_x24
-    _x181 = _x179*_x180
-    _x182 = np.maximum(1, np.minimum(np.minimum(_x175, _x24), kv_lora))
-    _x183 = (_x182 + gemm_dhalf)/_x182
-    _x184 = _x17*heads
-    _x185 = _x12*_x184
-    _x186 = _x185*_x24
-    _x187 = _x139*(_x105 + _x141*_x17 + _x186)
-    _x188 = _x138*d_model
-    _x189 = _x14*_x17*_x188
-    _x190 = _x12*_x189
-    _x191 = _x156*_x190
-    _x192 = np.maximum(1, np.minimum(np.minimum(_x185, _x24), d_model))
-    _x193 = (_x192 + gemm_dhalf)/_x192
-    _x194 = d_model*q_lora
-    _x195 = _x122 + _x163*q_lora + _x194
-    _x196 = _x137*_x144
-    _x197 = _x137*_x194
-    _x198 = _x163*_x197
-    _x199 = 2*_x198
-    _x200 = np.maximum(1, np.minimum(np.minimum(_x163, d_model), q_lora))
-    _x201 = (_x200 + gemm_dhalf)/_x200
-    _x202 = _x185*q_lora + _x186 + _x24*q_lora
-    _x203 = _x137*q_lora
-    _x204 = 2*_x203
-    _x205 = _x186*_x204
-    _x206 = np.maximum(1, np.minimum(np.minimum(_x185, _x24), q_lora))
-    _x207 = (_x206 + gemm_dhalf)/_x206
-    _x208 = _x13*_x136 + _x136*_x137 + _x139*t0_gemm_fwd + _x15*t0_gemm_fwd + 3*t0_gemm_fwd + np.maximum(_x142*_x144, _x146*_x147*_x149) + np.maximum(_x144*_x155, _x147*_x158*_x160) + np.maximum(_x144*_x187, _x147*_x191*_x193) + np.maximum(_x164*_x165, _x147*_x168*_x170) + np.maximum(_x165*_x176, _x147*_x181*_x183) + np.maximum(_x195*_x196, _x147*_x199*_x201) + np.maximum(_x196*_x202, _x147*_x205*_x207)
-    _x209 = d_model*moe_ffn
-    _x210 = _x12*_x209
-    _x211 = _x94*(_x98 - 1) + 1
-    _x212 = _x105*_x211
-    _x213 = _x12*moe_ffn
-    _x214 = _x211*_x24
-    _x215 = _x213*_x214
-    _x216 = _x210 + _x212 + _x215
-    _x217 = _x210*_x214
-    _x218 = 2*_x217
-    _x219 = np.minimum(np.minimum(_x213, _x214), d_model)
-    _x220 = (_x219 + gemm_dhalf)/_x219
-    _x221 = gated + 1
-    _x222 = _x221*moe_ffn
-    _x223 = _x222*d_model
-    _x224 = _x12*_x223
-    _x225 = _x12*_x222
-    _x226 = _x212 + _x214*_x225 + _x224
-    _x227 = _x214*_x224
-    _x228 = 2*_x227
-    _x229 = np.minimum(np.minimum(_x214, _x225), d_model)
-    _x230 = (_x229 + gemm_dhalf)/_x229
-    _x231 = d_model*experts
-    _x232 = _x163*experts
-    _x233 = _x94*(_x122 + _x231 + _x232)
-    _x234 = _x231*_x94
-    _x235 = _x163*_x234
-    _x236 = 2*_x235
-    _x237 = np.minimum(np.minimum(_x163, d_model), experts)
-    _x238 = (_x237 + gemm_dhalf)/_x237
-    _x239 = d_model*shared_ffn
-    _x240 = _x12*_x239
-    _x241 = _x12*shared_ffn
-    _x242 = _x24*_x241
-    _x243 = _x105 + _x240 + _x242
-    _x244 = _x128*_x144
-    _x245 = _x128*_x240
-    _x246 = _x156*_x245
-    _x247 = np.maximum(1, np.minimum(np.minimum(_x24, _x241), d_model))
-    _x248 = (_x247 + gemm_dhalf)/_x247
-    _x249 = _x221*_x239
-    _x250 = _x12*_x249
-    _x251 = _x221*shared_ffn
-    _x252 = _x12*_x251
-    _x253 = _x105 + _x24*_x252 + _x250
-    _x254 = _x128*_x250
-    _x255 = _x156*_x254
-    _x256 = np.maximum(1, np.minimum(np.minimum(_x24, _x252), d_model))
-    _x257 = (_x256 + gemm_dhalf)/_x256
-    _x258 = _x128*_x136 + _x94*t0_gemm_fwd + np.maximum(_x144*_x216, _x147*_x218*_x220) + np.maximum(_x144*_x226, _x147*_x228*_x230) + np.maximum(_x144*_x233, _x147*_x236*_x238) + np.maximum(_x243*_x244, _x147*_x246*_x248) + np.maximum(_x244*_x253, _x147*_x255*_x257)
-    _x259 = _x208 + _x258
-    _x260 = _x126*_x135 + ov_tp*np.maximum(0, _x135 - _x259*_x8)
-    _x261 = _x125 + _x260
-    _x262 = _x261 + _x92
-    _x263 = pp**(-1.0)
-    _x264 = interleave*np.ceil(_x0*_x263*layers)
-    _x265 = np.minimum(_x264, dense_layers)
-    _x266 = np.minimum(1, _x1)
-    _x267 = 2*f32_bytes
-    _x268 = _x232*_x94
-    _x269 = _x268*_x43
-    _x270 = _x128*_x242
-    _x271 = eta_elem_fwd**(-1.0)
-    _x272 = 8*_x271
-    _x273 = _x272*_x38
-    _x274 = _x43/mu_elem_fwd
-    _x275 = gated + 2
-    _x276 = _x275*act_bytes
-    _x277 = _x274*_x276
-    _x278 = _x122*_x38
-    _x279 = _x271*_x278
-    _x280 = 2*_x98
-    _x281 = _x122*act_bytes
-    _x282 = _x281*_x94*(_x280 + 2)
-    _x283 = _x128*t0_elem_fwd + _x94*t0_elem_fwd + _x94*t0_softmax_fwd + np.maximum(_x215*_x273, _x215*_x277) + np.maximum(5*_x268*_x39, _x267*_x269*_x40) + np.maximum(_x270*_x273, _x270*_x277) + np.maximum(_x274*_x282, _x279*_x94*_x98)
-    _x284 = dropout*mask_bytes
-    _x285 = _x281*(_x284/act_bytes + 3)
-    _x286 = _x122*_x43
-    _x287 = _x41/mu_norm_fwd
-    _x288 = 8/eta_norm_fwd
-    _x289 = np.maximum(_x278*_x288, _x286*_x287)
-    _x290 = _x13*kv_lora
-    _x291 = _x163*_x43
-    _x292 = _x287*_x291
-    _x293 = _x163*_x38
-    _x294 = _x290*_x293
-    _x295 = 2*qk_nope + v_head
-    _x296 = _x24*(_x295 + 2*qk_rope)
-    _x297 = _x12*_x14*_x296*_x38
-    _x298 = _x13*act_bytes
-    _x299 = _x298*(_x24*(_x34*(_x295 + qk_rope) + qk_rope) + _x296*_x34)
-    _x300 = _x203*_x293
-    _x301 = _x13*t0_elem_fwd + _x13*t0_norm_fwd + _x137*t0_norm_fwd + 2*_x289 + _x91 + 3*t0_elem_fwd + 2*t0_norm_fwd + 2*np.maximum(_x279, _x274*_x285) + np.maximum(_x203*_x292, _x288*_x300) + np.maximum(_x271*_x297, _x274*_x299) + np.maximum(_x288*_x294, _x290*_x292)
-    _x302 = _x259 + _x301
-    _x303 = _x283 + _x302
-    _x304 = _x303*rc_full
-    _x305 = 1 - rc_full
-    _x306 = _x305*rc_sel
-    _x307 = _x306*_x91
-    _x308 = _x12*ffn_hidden
-    _x309 = _x24*_x308
-    _x310 = _x309*_x38
-    _x311 = np.maximum(_x272*_x310, _x277*_x309)
-    _x312 = d_model*ffn_hidden
-    _x313 = _x12*_x312
-    _x314 = _x105 + _x309 + _x313
-    _x315 = _x24*_x313
-    _x316 = 2*_x315
-    _x317 = np.minimum(np.minimum(_x24, _x308), d_model)
-    _x318 = (_x317 + gemm_dhalf)/_x317
-    _x319 = np.maximum(_x144*_x314, _x147*_x316*_x318)
-    _x320 = _x221*ffn_hidden
-    _x321 = _x320*d_model
-    _x322 = _x12*_x321
-    _x323 = _x12*_x320
-    _x324 = _x105 + _x24*_x323 + _x322
-    _x325 = _x156*_x322
-    _x326 = np.minimum(np.minimum(_x24, _x323), d_model)
-    _x327 = (_x326 + gemm_dhalf)/_x326
-    _x328 = np.maximum(_x144*_x324, _x147*_x325*_x327)
-    _x329 = _x208 + _x319 + _x328
-    _x330 = _x301 + _x311 + _x329
-    _x331 = _x330*rc_full
-    _x332 = _x307 + _x331
-    _x333 = _x93*(2*_x133 + 2*_x134)
-    _x334 = _x126*_x333
-    _x335 = ov_tp*np.maximum(0, -_x329*_x8 + _x333)
-    _x336 = _x334 + _x335
-    _x337 = _x336 + _x92
-    _x338 = _x41/mu_gemm_bwd
-    _x339 = _x338*_x43
-    _x340 = _x52/eta_gemm_bwd
-    _x341 = 4*_x340
-    _x342 = np.maximum(_x314*_x339, _x315*_x318*_x341)
-    _x343 = _x24*_x341
-    _x344 = np.maximum(_x324*_x339, _x322*_x327*_x343)
-    _x345 = eta_elem_bwd**(-1.0)
-    _x346 = 16*_x345
-    _x347 = _x43/mu_elem_bwd
-    _x348 = _x347*act_bytes*(2*gated + 3)
-    _x349 = np.maximum(_x309*_x348, _x310*_x346)
-    _x350 = 2*_x345
-    _x351 = 3*act_bytes
-    _x352 = _x351/mu_norm_bwd
-    _x353 = 16/eta_norm_bwd
-    _x354 = np.maximum(_x278*_x353, _x286*_x352)
-    _x355 = 2*t0_gemm_bwd
-    _x356 = flash*t0_attn_bwd
-    _x357 = _x13*_x339
-    _x358 = _x12*_x171*_x178
-    _x359 = _x137*_x339
-    _x360 = _x186*_x203
-    _x361 = _x41/mu_attn_bwd
-    _x362 = np.where((_x79 <= 4), 1/128, 1/64)
-    _x363 = np.ceil(_x362*seq_len)
-    _x364 = 160*(_x78*attn_uneven_bwd + 1)*(_x362*attn_dio_bwd + _x80/attn_dreg_bwd + _x81*attn_dsoft_bwd + 1)*np.ceil(_x363*_x82)/(_x363*eta_attn_bwd)
-    _x365 = _x38/eta_softmax_bwd
-    _x366 = mu_softmax_bwd**(-1.0)
-    _x367 = _x291*_x352
-    _x368 = _x58*bmm_dhalf_bwd
-    _x369 = _x52/eta_bmm_bwd
-    _x370 = _x369*_x50
-    _x371 = _x64*bmm_reread_bwd
-    _x372 = _x43/mu_bmm_bwd
-    _x373 = _x372*(_x371*(np.ceil((1/128)*_x18 + _x62) - 1) + _x57)
-    _x374 = _x369*_x61
-    _x375 = _x368*cp + 1
-    _x376 = _x13*_x355 + _x13*t0_elem_bwd + _x13*t0_norm_bwd + _x137*_x355 + _x137*t0_norm_bwd + _x139*t0_gemm_bwd + _x15*t0_gemm_bwd + 4*_x30*t0_bmm_bwd + _x30*t0_softmax_bwd + _x31*_x356 + 2*_x354 + _x356*swa_frac + 3*t0_elem_bwd + 3*t0_gemm_bwd + 2*t0_norm_bwd + np.maximum(_x373, _x370*_x375) + np.maximum(_x373, _x370*(_x368 + 1)) + np.maximum(_x142*_x339, _x145*_x149*_x341) + np.maximum(_x155*_x339, _x157*_x160*_x343) + np.maximum(_x164*_x357, _x167*_x170*_x341) + np.maximum(_x176*_x357, _x183*_x341*_x358) + np.maximum(_x187*_x339, _x180*_x189*_x193*_x341) + np.maximum(_x195*_x359, _x198*_x201*_x341) + np.maximum(_x202*_x359, _x207*_x341*_x360) + np.maximum(_x203*_x367, _x300*_x353) + 2*np.maximum(_x278*_x350, _x285*_x347) + np.maximum(_x290*_x367, _x294*_x353) + np.maximum(_x297*_x350, _x299*_x347) + np.maximum(_x361*_x73, _x364*_x86) + np.maximum(_x361*_x87, _x364*_x90) + np.maximum(_x372*_x67, _x374*(1 + bmm_dhalf_bwd/_x59)) + np.maximum(_x374*_x375, _x372*(_x371*_x63 + _x67)) + np.maximum(_x366*_x46*(_x351 + _x42), _x36*_x365*(8 - 8*flash))
-    _x377 = _x342 + _x344 + _x349 + _x376
-    _x378 = -host_bwd - host_fwd - host_rc*rc_full
-    _x379 = np.maximum(0, -_x330 - _x332 - _x337 - _x377 - _x378)
-    _x380 = _x304 + _x307
-    _x381 = _x128*_x339
-    _x382 = _x346*_x38
-    _x383 = _x128*_x355 + _x128*t0_elem_bwd + _x94*t0_elem_bwd + _x94*t0_gemm_bwd + _x94*t0_softmax_bwd + np.maximum(_x215*_x348, _x215*_x382) + np.maximum(_x216*_x339, _x217*_x220*_x341) + np.maximum(_x226*_x339, _x227*_x230*_x341) + np.maximum(_x233*_x339, _x235*_x238*_x341) + np.maximum(_x243*_x381, _x245*_x248*_x343) + np.maximum(_x253*_x381, _x254*_x257*_x343) + np.maximum(8*_x268*_x365, 3*_x269*_x366*f32_bytes) + np.maximum(_x270*_x348, _x270*_x382) + np.maximum(_x282*_x347, _x278*_x280*_x345*_x94)
-    _x384 = _x283 + _x383
-    _x385 = np.maximum(0, -_x262 - _x302 - _x376 - _x378 - _x380 - _x384)
-    _x386 = _x265*(_x266*(np.where((-_x258 - _x261 - _x304 + _x311 + _x319 + _x328 + _x331 + _x334 + _x335 + _x342 + _x344 + _x349 + _x379 - _x384 - _x385 < 0), 0, 1)) - _x266 + 1)
-    _x387 = _x264 - _x386
-    _x388 = 1 - _x266
-    _x389 = _x105*_x38
-    _x390 = np.ceil((1/128)*_x12*vocab)
-    _x391 = 128*_x390
-    _x392 = d_model*grad_bytes
-    _x393 = np.minimum(_x24, _x391)
-    _x394 = t0_embed_bwd + np.maximum(_x389/eta_embed_bwd, _x43*(_x106*(learned_pos + 1) + _x267*d_model*((1/10)*_x24 + _x393) + _x391*_x392 + _x392*_x393)/mu_embed_bwd)
-    _x395 = t0_embed_fwd + np.maximum(_x389/eta_embed_fwd, _x106*_x43*(learned_pos + 2)/mu_embed_fwd)
-    _x396 = _x24*_x38*_x390
-    _x397 = _x24*_x391
-    _x398 = _x397*_x43*(act_bytes + f32_bytes)
-    _x399 = _x391*d_model
-    _x400 = _x43*(_x105 + _x397 + _x399)
-    _x401 = np.minimum(np.minimum(_x24, _x391), d_model)
-    _x402 = _x105*_x390
-    _x403 = _x402*(_x401 + gemm_dhalf)/_x401
-    _x404 = _x354 + t0_ce_bwd + t0_gemm_bwd + t0_norm_bwd + np.maximum(_x338*_x400, 512*_x340*_x403) + np.maximum(_x398/mu_ce_bwd, 256*_x396/eta_ce_bwd)
-    _x405 = _x289 + t0_ce_fwd + t0_gemm_fwd + t0_norm_fwd + np.maximum(_x143*_x400, 256*_x147*_x403) + np.maximum(_x398/mu_ce_fwd, 640*_x396/eta_ce_fwd)
-    _x406 = np.where((_x394 + _x395 <= _x404 + _x405), 1, 0)
-    _x407 = 1 - _x406
-    _x408 = _x388*(_x395*_x406 + _x405*_x407) + _x395*_x407 + _x405*_x406
-    _x409 = _x388*(_x394*_x406 + _x404*_x407) + _x394*_x407 + _x404*_x406
-    _x410 = np.maximum(0, _x266*(_x406*host_head + _x407*host_emb) + _x388*(host_emb + host_head) - _x408 - _x409)
-    _x411 = _x379*_x386 + _x385*_x387 + _x410 + host_mb
-    _x412 = _x303*_x387 + _x330*_x386 + _x408
-    _x413 = _x332*_x386 + _x380*_x387
-    _x414 = _x376 + _x383
-    _x415 = _x377*_x386 + _x387*_x414 + _x409
-    _x416 = _x413 + _x415
-    _x417 = _x262*_x387 + _x337*_x386 + _x411 + _x412 + _x416
-    _x418 = _x1 + _x6*interleave
-    _x419 = cp*dp
-    _x420 = _x419*tp
-    _x421 = np.where((_x420 < gpus_per_node), 1, 0)
-    _x422 = (1 - ov_pp)*(_x421*(_x107*_x11 + alpha_p2p_intra) + (1 - _x421)*(_x107*_x27 + alpha_p2p_inter))
-    _x423 = 2*_x266
-    _x424 = _x418*_x422*_x423
-    _x425 = 1 - ov_ag
-    _x426 = _x119*_x419
-    _x427 = np.maximum(1, np.minimum(_x426, _x119*_x95))
-    _x428 = _x427 - 1
-    _x429 = _x427**(-1.0)
-    _x430 = _x426*_x429
-    _x431 = _x430 - 1
-    _x432 = _x264 - _x265
-    _x433 = _x209 + _x223 + biases*(_x222 + d_model)
-    _x434 = _x433*experts
-    _x435 = _x12*_x434
-    _x436 = _x432*_x435*_x94*grad_bytes
-    _x437 = _x22*_x3
-    _x438 = _x431*_x437
-    _x439 = _x119*_x435
-    _x440 = _x439*_x94
-    _x441 = _x432*_x440
-    _x442 = _x428*_x429*_x441
-    _x443 = _x115*_x436*_x438 + _x117*_x442*grad_bytes + _x428*alpha_rs_intra + _x431*alpha_rs_inter
-    _x444 = np.maximum(1, np.minimum(_x419, _x95))
-    _x445 = _x444**(-1.0)
-    _x446 = _x419*_x445
-    _x447 = _x446 - 1
-    _x448 = _x447*alpha_ag_inter
-    _x449 = _x444 - 1
-    _x450 = _x449*alpha_ag_intra
-    _x451 = _x94*(_x110*_x442*act_bytes + _x428*alpha_ag_intra + _x431*alpha_ag_inter + _x432*_x435*_x438*_x94*_x99*act_bytes)
-    _x452 = _x445*_x449
-    _x453 = _x110*_x452
-    _x454 = biases*d_model
-    _x455 = _x239 + _x249 - _x454*(1 - _x128) + biases*(_x251 + d_model)
-    _x456 = _x13*(_x140*v_head + _x174 + _x184*(_x188 + _x203) + _x454) + _x15*(_x150*d_model + _x152 + biases*(_x151 + d_model))
-    _x457 = biases + 1
-    _x458 = _x457*d_model
-    _x459 = _x13*(_x137*(_x194 + _x457*q_lora) + _x162 + _x457*kv_lora) + 2*_x458
-    _x460 = _x12*_x456 + _x459
-    _x461 = _x12*_x455 + _x234 + _x439 + _x460
-    _x462 = _x312 + _x321 + biases*(_x320 + d_model)
-    _x463 = _x12*_x462 + _x460
-    _x464 = _x265*_x463
-    _x465 = _x104*learned_pos
-    _x466 = _x399*(_x388*(1 - tied) + 1) + _x465
-    _x467 = _x432*_x461 + _x464 + _x466
-    _x468 = -_x441 + _x467
-    _x469 = _x41*_x468
-    _x470 = _x437*_x447
-    _x471 = _x470*_x99
-    _x472 = _x468*grad_bytes
-    _x473 = _x115*_x470*_x472 + _x117*_x452*_x472 + _x447*alpha_rs_inter + _x449*alpha_rs_intra
-    _x474 = _x443*_x94 + 2*_x448 + 2*_x450 + 2*_x451 + _x453*_x469 + _x469*_x471 + _x473
-    _x475 = _x474*_x6
-    _x476 = 1 - z_param
-    _x477 = _x468*act_bytes
-    _x478 = _x448 + _x450 + _x451 + _x453*_x477 + _x471*_x477
-    _x479 = _x478*z_os
-    _x480 = z_grad*(_x3*_x4*global_batch - 1) + 1
-    _x481 = 1 - z_os
-    _x482 = 2*_x427 - 2
-    _x483 = 2*_x430 - 2
-    _x484 = _x131*_x437
-    _x485 = 2*_x444 - 2
-    _x486 = 2*_x446 - 2
-    _x487 = _x480*(_x473*z_os + _x481*(_x132*_x445*_x472*_x485 + _x472*_x484*_x486 + _x485*alpha_ar_intra + _x486*alpha_ar_inter) + _x94*(_x443*z_os + _x481*(_x132*_x429*_x441*_x482*grad_bytes + _x436*_x483*_x484 + _x482*alpha_ar_intra + _x483*alpha_ar_inter)))
-    _x488 = _x92*_x93/_x8
-    _x489 = (rc_full + 1)/_x93
-    _x490 = _x261*_x489 + _x488
-    _x491 = _x336*_x489 + _x488
-    _x492 = _x476*(_x425*_x479 + _x487*(1 - ov_dp) + ov_ag*np.maximum(0, -_x412 + _x478*z_os) + ov_dp*np.maximum(0, -_x480*(_x386*_x491 + _x387*_x490 + _x416) + _x487)) + z_param*(_x425*_x475 + ov_ag*np.maximum(0, _x3*_x4*_x474*global_batch - _x6*(_x412 + _x415)))
-    _x493 = _x426**(-z_os)
-    _x494 = _x441*_x493
-    _x495 = _x419**(-z_os)
-    _x496 = _x468*_x495
-    _x497 = _x494 + _x496
-    _x498 = t0_optim_fwd + np.maximum(_x38*(12*_x494 + 12*_x496)/eta_optim_fwd, _x43*_x497*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
-    _x499 = _x417*(_x2 + _x6) + _x424 + _x492 + _x498
-    _x500 = _x6*(_x260*_x387 + _x336*_x386)
-    _x501 = 2*seq_len
-    _x502 = _x69*_x84
-    _x503 = _x32*_x502
-    _x504 = _x69*_x89
-    _x505 = _x30*(_x501*_x504 + 2*_x503)/_x20
-    _x506 = _x48*_x504
-    _x507 = 2*_x140*_x65 + _x15*_x152*_x501 + _x166*_x501 + _x179*seq_len + _x184*_x203*_x501 + _x189*_x501 + _x197*_x501 + _x47*_x505 + _x48*_x503 + _x505*_x59 + _x506*seq_len
-    _x508 = -dense_layers + layers
-    _x509 = _x128*_x501
-    _x510 = _x211*_x501*(_x127 + _x94/np.maximum(1, capacity) + 1)
-    _x511 = 3*global_batch*(2*_x104*vocab + _x508*(_x209*_x510 + _x223*_x510 + _x234*_x501 + _x239*_x509 + _x249*_x509 + _x507) + dense_layers*(_x312*_x501 + _x321*_x501 + _x507))
-    _x512 = _x33*_x502
-    _x513 = _x180*_x506 + _x48*_x512*_x70 + _x50 + _x61
-    _x514 = _x146 + _x158 + _x168 + _x181 + _x191 + _x199 + _x205 + _x513
-    _x515 = 6*_x24
-    _x516 = 6*_x145 + _x157*_x515 + 6*_x167 + 7*_x180*_x504*flash + _x190*_x515 + 6*_x198 + _x306*_x513 + 6*_x358 + 6*_x360 + 3*_x50 + 7*_x512*_x71 + 3*_x61
-    _x517 = 768*_x402 + _x508*(6*_x217 + 6*_x227 + 6*_x235 + _x245*_x515 + _x254*_x515 + _x516 + rc_full*(_x218 + _x228 + _x236 + _x246 + _x255 + _x514)) + dense_layers*(6*_x315 + _x322*_x515 + _x516 + rc_full*(_x316 + _x325 + _x514))
-    _x518 = _x499**(-1.0)
-    _x519 = _x263*_x51*_x518
-    _x520 = _x41*z_param*np.maximum(_x461, _x463*np.minimum(1, dense_layers))
-    _x521 = _x426**(-z_param)
-    _x522 = _x419**(-z_param)
-    _x523 = act_bytes*(_x441*_x521 + _x468*_x522)
-    _x524 = _x426**(-z_grad)
-    _x525 = _x419**(-z_grad)
-    _x526 = grad_bytes*(_x441*_x524 + _x468*_x525)
-    _x527 = _x497*opt_bytes
-    _x528 = _x6*gpipe
-    _x529 = _x397*(act_bytes + f32_bytes*(_x528 - gpipe + 1))
-    _x530 = _x281 + _x529
-    _x531 = _x214*_x276*moe_ffn + _x25*_x275*shared_ffn
-    _x532 = _x12*(_x25*(_x21 + _x69) + _x531) + _x121*(_x105*(2*_x284 + 4*act_bytes) + _x24*_x298*(_x177 + _x204 + qk_rope)) + _x45*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes))
-    _x533 = _x12*(_x22*_x275*act_bytes*ffn_hidden*micro_batch*seq_len - _x531) + _x532
-    _x534 = rc_full*np.maximum(_x532, _x533)
-    _x535 = 1 - gpipe
-    _x536 = interleave - 1
-    _x537 = _x281*rc_full
-    _x538 = _x305*_x532 + _x537
-    _x539 = _x265*(_x305*_x533 + _x537)
-    _x540 = _x388*_x530 + _x534 + (_x528 + _x535*(_x2*_x263*np.minimum(1, _x536) + 1)*np.minimum(_x6, pp))*(_x432*_x538 + _x539)
-    _x541 = _x520 + _x523 + _x526 + _x527 + _x540
-    _x542 = _x264 - _x265*_x388
-    _x543 = _x440*_x542
-    _x544 = -_x266*_x465 + _x388*_x464 + _x461*_x542 + _x466 - _x543
-    _x545 = act_bytes*(_x521*_x543 + _x522*_x544)
-    _x546 = grad_bytes*(_x524*_x543 + _x525*_x544)
-    _x547 = opt_bytes*(_x493*_x543 + _x495*_x544)
-    _x548 = _x530 + _x534 + (_x528 + _x535*np.minimum(_x6, _x0*(_x536*pp + 1)))*(_x388*_x539 + _x538*_x542)
-    _x549 = _x520 + _x545 + _x546 + _x547 + _x548
-    _x550 = np.maximum(_x541, _x549)
-    _x551 = np.where((_x541 < _x549), 1, 0)
-    _x552 = 1 - _x551
-    _x553 = _x550*alloc_frag
-    _x554 = nccl_comm_bytes*(_x94*np.minimum(1, _x426 - 1) + np.minimum(1, _x120) + np.minimum(1, _x419 - 1)) + nccl_peer_bytes*(_x423 + _x94*(ep - 1) + 2*np.minimum(1, _x7))
-    _x555 = _x456 + _x459
-    _x556 = _x234 + _x455 + _x555
-    _x557 = _x458 + _x465 + d_model*vocab*(2 - tied)
-    _x558 = _x557 + dense_layers*(_x462 + _x555)
+    _x82 = sms**(-1.0)
+    _x83 = _x35*_x82
+    _x84 = 64*(_x78*attn_uneven_fwd + 1)*(_x80/attn_dreg_fwd + _x81*attn_dsoft_fwd + attn_dio_fwd*np.where((_x79 <= 2), 1/128, 1/64) + 1)*np.ceil(_x74*_x83)/(_x74*eta_attn_fwd)
+    _x85 = _x31*(1 - 1/2*causal)
+    _x86 = _x20*_x52*_x76*flash*sms/_x77
+    _x87 = _x33*_x85*_x86
+    _x88 = _x72*swa_frac
+    _x89 = np.minimum(seq_len, swa_window)
+    _x90 = swa_frac*(causal*(-1/2*_x58*_x89**2 + _x89) + seq_len*(1 - causal))
+    _x91 = _x23*_x86*_x90
+    _x92 = _x29*_x31 + _x29*swa_frac + 2*_x30*t0_bmm_fwd + _x30*t0_softmax_fwd + np.maximum(_x54*_x57, _x50*_x53*(1 + bmm_dhalf_fwd/_x47)) + np.maximum(_x54*(_x63*_x64*bmm_reread_fwd + _x67), _x53*_x61*(_x58*bmm_dhalf_fwd + 1)) + np.maximum(_x68*_x73, _x84*_x87) + np.maximum(_x68*_x88, _x84*_x91) + np.maximum(_x40*_x46*(_x41 + _x42), _x36*_x39*(5 - 5*flash))
+    _x93 = np.maximum(0, _x28 - _x8*_x92)
+    _x94 = np.where((nccl_sms < sms), _x82*nccl_sms, 0)
+    _x95 = _x28*(1 - ov_cp) + _x93*ov_cp + _x94*ov_cp*(_x28 - _x93)
+    _x96 = rc_full + 2
+    _x97 = np.minimum(1, experts - 1)
+    _x98 = _x12*gpus_per_node
+    _x99 = np.maximum(1, np.minimum(_x98, ep))
+    _x100 = _x99 - 1
+    _x101 = capacity*top_k
+    _x102 = bw_ag_inter**(-1.0)
+    _x103 = np.maximum(1, np.minimum(gpus_per_node, tp))
+    _x104 = _x103**(-1.0)
+    _x105 = _x104*tp
+    _x106 = _x105 - 1
+    _x107 = d_model*seq_len
+    _x108 = _x107*_x22*micro_batch
+    _x109 = _x108*act_bytes
+    _x110 = _x109*_x12
+    _x111 = _x106*_x110
+    _x112 = _x102*_x111
+    _x113 = bw_ag_intra**(-1.0)
+    _x114 = _x103 - 1
+    _x115 = _x104*_x109
+    _x116 = _x114*_x115
+    _x117 = _x113*_x116
+    _x118 = bw_rs_inter**(-1.0)
+    _x119 = _x111*_x118
+    _x120 = bw_rs_intra**(-1.0)
+    _x121 = _x116*_x120
+    _x122 = ep**(-1.0)
+    _x123 = tp - 1
+    _x124 = (_x123*seq_par + 1)**(-1.0)
+    _x125 = _x108*_x124
+    _x126 = _x101*_x122*_x125*_x41
+    _x127 = _x106*alpha_ag_inter + _x106*alpha_rs_inter + _x114*alpha_ag_intra + _x114*alpha_rs_intra
+    _x128 = _x96*_x97*(_x100*_x126/bw_a2a_intra + 2*_x100*alpha_a2a_intra + _x101*_x112 + _x101*_x117 + _x101*_x119 + _x101*_x121 + _x126*(-_x99 + ep)/bw_a2a_inter + _x127 + 2*alpha_a2a_inter*(-1 + ep/_x99))
+    _x129 = 1 - ov_tp
+    _x130 = -_x97
+    _x131 = np.minimum(1, shared_ffn)
+    _x132 = 2*_x103 - 2
+    _x133 = 2*_x105 - 2
+    _x134 = bw_ar_inter**(-1.0)
+    _x135 = bw_ar_intra**(-1.0)
+    _x136 = (1 - seq_par)*(_x110*_x133*_x134 + _x115*_x132*_x135 + _x132*alpha_ar_intra + _x133*alpha_ar_inter)
+    _x137 = seq_par*(_x112 + _x117 + _x119 + _x121 + _x127)
+    _x138 = _x96*(_x136 + _x137)*(_x130 + _x131*_x97 + 2)
+    _x139 = 2*t0_gemm_fwd
+    _x140 = _x13*np.minimum(1, q_lora)
+    _x141 = 1 - _x140
+    _x142 = _x13*_x141
+    _x143 = d_model*heads
+    _x144 = _x12*_x143
+    _x145 = _x108 + _x144*_x59 + _x35*_x66
+    _x146 = act_bytes/mu_gemm_fwd
+    _x147 = _x146*_x43
+    _x148 = _x144*_x66*micro_batch
+    _x149 = 2*_x148
+    _x150 = _x52/eta_gemm_fwd
+    _x151 = np.minimum(np.minimum(_x24, _x60), d_model)
+    _x152 = (_x151 + gemm_dhalf)/_x151
+    _x153 = head_dim*heads
+    _x154 = _x153 + 2*head_dim*kv_heads
+    _x155 = _x154*d_model
+    _x156 = _x12*_x155
+    _x157 = _x12*_x154
+    _x158 = _x15*(_x108 + _x156 + _x157*_x24)
+    _x159 = 2*_x24
+    _x160 = _x15*_x156
+    _x161 = _x159*_x160
+    _x162 = np.maximum(1, np.minimum(np.minimum(_x157, _x24), d_model))
+    _x163 = (_x162 + gemm_dhalf)/_x162
+    _x164 = kv_lora + qk_rope
+    _x165 = _x164*d_model
+    _x166 = _x124*_x24
+    _x167 = _x125 + _x164*_x166 + _x165
+    _x168 = _x13*_x147
+    _x169 = _x13*_x165
+    _x170 = _x166*_x169
+    _x171 = 2*_x170
+    _x172 = np.maximum(1, np.minimum(np.minimum(_x164, _x166), d_model))
+    _x173 = (_x172 + gemm_dhalf)/_x172
+    _x174 = _x24*kv_lora
+    _x175 = qk_nope + v_head
+    _x176 = _x175*heads
+    _x177 = _x176*kv_lora
+    _x178 = _x12*_x176
+    _x179 = _x12*_x177 + _x174 + _x178*_x24
+    _x180 = 2*kv_lora
+    _x181 = _x14*_x175
+    _x182 = _x180*_x181
+    _x183 = _x12*_x24
+    _x184 = _x182*_x183
+    _x185 = np.maximum(1, np.minimum(np.minimum(_x178, _x24), kv_lora))
+    _x186 = (_x185 + gemm_dhalf)/_x185
+    _x187 = _x17*heads
+    _x188 = _x12*_x187
+    _x189 = _x188*_x24
+    _x190 = _x142*(_x108 + _x144*_x17 + _x189)
+    _x191 = _x141*d_model
+    _x192 = _x14*_x17*_x191
+    _x193 = _x12*_x192
+    _x194 = _x159*_x193
+    _x195 = np.maximum(1, np.minimum(np.minimum(_x188, _x24), d_model))
+    _x196 = (_x195 + gemm_dhalf)/_x195
+    _x197 = d_model*q_lora
+    _x198 = _x125 + _x166*q_lora + _x197
+    _x199 = _x140*_x147
+    _x200 = _x140*_x197
+    _x201 = _x166*_x200
+    _x202 = 2*_x201
+    _x203 = np.maximum(1, np.minimum(np.minimum(_x166, d_model), q_lora))
+    _x204 = (_x203 + gemm_dhalf)/_x203
+    _x205 = _x188*q_lora + _x189 + _x24*q_lora
+    _x206 = _x140*q_lora
+    _x207 = 2*_x206
+    _x208 = _x189*_x207
+    _x209 = np.maximum(1, np.minimum(np.minimum(_x188, _x24), q_lora))
+    _x210 = (_x209 + gemm_dhalf)/_x209
+    _x211 = _x13*_x139 + _x139*_x140 + _x142*t0_gemm_fwd + _x15*t0_gemm_fwd + 3*t0_gemm_fwd + np.maximum(_x145*_x147, _x149*_x150*_x152) + np.maximum(_x147*_x158, _x150*_x161*_x163) + np.maximum(_x147*_x190, _x150*_x194*_x196) + np.maximum(_x167*_x168, _x150*_x171*_x173) + np.maximum(_x168*_x179, _x150*_x184*_x186) + np.maximum(_x198*_x199, _x150*_x202*_x204) + np.maximum(_x199*_x205, _x150*_x208*_x210)
+    _x212 = d_model*moe_ffn
+    _x213 = _x12*_x212
+    _x214 = _x97*(_x101 - 1) + 1
+    _x215 = _x108*_x214
+    _x216 = _x12*moe_ffn
+    _x217 = _x214*_x24
+    _x218 = _x216*_x217
+    _x219 = _x213 + _x215 + _x218
+    _x220 = _x213*_x217
+    _x221 = 2*_x220
+    _x222 = np.minimum(np.minimum(_x216, _x217), d_model)
+    _x223 = (_x222 + gemm_dhalf)/_x222
+    _x224 = gated + 1
+    _x225 = _x224*moe_ffn
+    _x226 = _x225*d_model
+    _x227 = _x12*_x226
+    _x228 = _x12*_x225
+    _x229 = _x215 + _x217*_x228 + _x227
+    _x230 = _x217*_x227
+    _x231 = 2*_x230
+    _x232 = np.minimum(np.minimum(_x217, _x228), d_model)
+    _x233 = (_x232 + gemm_dhalf)/_x232
+    _x234 = d_model*experts
+    _x235 = _x166*experts
+    _x236 = _x97*(_x125 + _x234 + _x235)
+    _x237 = _x234*_x97
+    _x238 = _x166*_x237
+    _x239 = 2*_x238
+    _x240 = np.minimum(np.minimum(_x166, d_model), experts)
+    _x241 = (_x240 + gemm_dhalf)/_x240
+    _x242 = d_model*shared_ffn
+    _x243 = _x12*_x242
+    _x244 = _x12*shared_ffn
+    _x245 = _x24*_x244
+    _x246 = _x108 + _x243 + _x245
+    _x247 = _x131*_x147
+    _x248 = _x131*_x243
+    _x249 = _x159*_x248
+    _x250 = np.maximum(1, np.minimum(np.minimum(_x24, _x244), d_model))
+    _x251 = (_x250 + gemm_dhalf)/_x250
+    _x252 = _x224*_x242
+    _x253 = _x12*_x252
+    _x254 = _x224*shared_ffn
+    _x255 = _x12*_x254
+    _x256 = _x108 + _x24*_x255 + _x253
+    _x257 = _x131*_x253
+    _x258 = _x159*_x257
+    _x259 = np.maximum(1, np.minimum(np.minimum(_x24, _x255), d_model))
+    _x260 = (_x259 + gemm_dhalf)/_x259
+    _x261 = _x131*_x139 + _x97*t0_gemm_fwd + np.maximum(_x147*_x219, _x150*_x221*_x223) + np.maximum(_x147*_x229, _x150*_x231*_x233) + np.maximum(_x147*_x236, _x150*_x239*_x241) + np.maximum(_x246*_x247, _x150*_x249*_x251) + np.maximum(_x247*_x256, _x150*_x258*_x260)
+    _x262 = _x211 + _x261
+    _x263 = np.maximum(0, _x138 - _x262*_x8)
+    _x264 = _x94*ov_tp
+    _x265 = _x129*_x138 + _x263*ov_tp + _x264*(_x138 - _x263)
+    _x266 = _x128 + _x265
+    _x267 = _x266 + _x95
+    _x268 = pp**(-1.0)
+    _x269 = interleave*np.ceil(_x0*_x268*layers)
+    _x270 = np.minimum(_x269, dense_layers)
+    _x271 = np.minimum(1, _x1)
+    _x272 = eta_elem_fwd**(-1.0)
+    _x273 = _x125*_x38
+    _x274 = _x272*_x273
+    _x275 = _x43/mu_elem_fwd
+    _x276 = dropout*mask_bytes
+    _x277 = _x125*act_bytes
+    _x278 = _x277*(_x276/act_bytes + 3)
+    _x279 = _x125*_x43
+    _x280 = _x41/mu_norm_fwd
+    _x281 = 8/eta_norm_fwd
+    _x282 = np.maximum(_x273*_x281, _x279*_x280)
+    _x283 = _x13*kv_lora
+    _x284 = _x166*_x43
+    _x285 = _x280*_x284
+    _x286 = _x166*_x38
+    _x287 = _x283*_x286
+    _x288 = 2*qk_nope + v_head
+    _x289 = _x24*(_x288 + 2*qk_rope)
+    _x290 = _x12*_x14*_x289*_x38
+    _x291 = _x13*act_bytes
+    _x292 = _x291*(_x24*(_x34*(_x288 + qk_rope) + qk_rope) + _x289*_x34)
+    _x293 = _x206*_x286
+    _x294 = _x13*t0_elem_fwd + _x13*t0_norm_fwd + _x140*t0_norm_fwd + 2*_x282 + _x92 + 3*t0_elem_fwd + 2*t0_norm_fwd + 2*np.maximum(_x274, _x275*_x278) + np.maximum(_x206*_x285, _x281*_x293) + np.maximum(_x272*_x290, _x275*_x292) + np.maximum(_x281*_x287, _x283*_x285)
+    _x295 = 2*f32_bytes
+    _x296 = _x235*_x97
+    _x297 = _x296*_x43
+    _x298 = _x131*_x245
+    _x299 = 8*_x272
+    _x300 = _x299*_x38
+    _x301 = gated + 2
+    _x302 = _x301*act_bytes
+    _x303 = _x275*_x302
+    _x304 = 2*_x101
+    _x305 = _x277*_x97*(_x304 + 2)
+    _x306 = _x131*t0_elem_fwd + _x97*t0_elem_fwd + _x97*t0_softmax_fwd + np.maximum(_x218*_x300, _x218*_x303) + np.maximum(_x275*_x305, _x101*_x274*_x97) + np.maximum(5*_x296*_x39, _x295*_x297*_x40) + np.maximum(_x298*_x300, _x298*_x303)
+    _x307 = _x262 + _x294 + _x306
+    _x308 = _x307*rc_full
+    _x309 = 1 - rc_full
+    _x310 = _x309*rc_sel
+    _x311 = _x310*_x92
+    _x312 = _x12*ffn_hidden
+    _x313 = _x24*_x312
+    _x314 = _x313*_x38
+    _x315 = np.maximum(_x299*_x314, _x303*_x313)
+    _x316 = d_model*ffn_hidden
+    _x317 = _x12*_x316
+    _x318 = _x108 + _x313 + _x317
+    _x319 = _x24*_x317
+    _x320 = 2*_x319
+    _x321 = np.minimum(np.minimum(_x24, _x312), d_model)
+    _x322 = (_x321 + gemm_dhalf)/_x321
+    _x323 = np.maximum(_x147*_x318, _x150*_x320*_x322)
+    _x324 = _x224*ffn_hidden
+    _x325 = _x324*d_model
+    _x326 = _x12*_x325
+    _x327 = _x12*_x324
+    _x328 = _x108 + _x24*_x327 + _x326
+    _x329 = _x159*_x326
+    _x330 = np.minimum(np.minimum(_x24, _x327), d_model)
+    _x331 = (_x330 + gemm_dhalf)/_x330
+    _x332 = np.maximum(_x147*_x328, _x150*_x329*_x331)
+    _x333 = _x211 + _x323 + _x332
+    _x334 = _x294 + _x315 + _x333
+    _x335 = _x334*rc_full
+    _x336 = _x311 + _x335
+    _x337 = _x96*(2*_x136 + 2*_x137)
+    _x338 = _x129*_x337
+    _x339 = np.maximum(0, -_x333*_x8 + _x337)
+    _x340 = _x339*ov_tp
+    _x341 = _x264*(_x337 - _x339)
+    _x342 = _x338 + _x340 + _x341
+    _x343 = _x342 + _x95
+    _x344 = _x41/mu_gemm_bwd
+    _x345 = _x344*_x43
+    _x346 = _x52/eta_gemm_bwd
+    _x347 = 4*_x346
+    _x348 = np.maximum(_x318*_x345, _x319*_x322*_x347)
+    _x349 = _x24*_x347
+    _x350 = np.maximum(_x328*_x345, _x326*_x331*_x349)
+    _x351 = eta_elem_bwd**(-1.0)
+    _x352 = 16*_x351
+    _x353 = _x43/mu_elem_bwd
+    _x354 = _x353*act_bytes*(2*gated + 3)
+    _x355 = np.maximum(_x313*_x354, _x314*_x352)
+    _x356 = 2*_x351
+    _x357 = 3*act_bytes
+    _x358 = _x357/mu_norm_bwd
+    _x359 = 16/eta_norm_bwd
+    _x360 = np.maximum(_x273*_x359, _x279*_x358)
+    _x361 = 2*t0_gemm_bwd
+    _x362 = flash*t0_attn_bwd
+    _x363 = _x13*_x345
+    _x364 = _x12*_x174*_x181
+    _x365 = _x140*_x345
+    _x366 = _x189*_x206
+    _x367 = _x41/mu_attn_bwd
+    _x368 = np.where((_x79 <= 4), 1/128, 1/64)
+    _x369 = np.ceil(_x368*seq_len)
+    _x370 = 160*(_x78*attn_uneven_bwd + 1)*(_x368*attn_dio_bwd + _x80/attn_dreg_bwd + _x81*attn_dsoft_bwd + 1)*np.ceil(_x369*_x83)/(_x369*eta_attn_bwd)
+    _x371 = _x38/eta_softmax_bwd
+    _x372 = mu_softmax_bwd**(-1.0)
+    _x373 = _x284*_x358
+    _x374 = _x58*bmm_dhalf_bwd
+    _x375 = _x52/eta_bmm_bwd
+    _x376 = _x375*_x50
+    _x377 = _x64*bmm_reread_bwd
+    _x378 = _x43/mu_bmm_bwd
+    _x379 = _x378*(_x377*(np.ceil((1/128)*_x18 + _x62) - 1) + _x57)
+    _x380 = _x375*_x61
+    _x381 = _x374*cp + 1
+    _x382 = _x13*_x361 + _x13*t0_elem_bwd + _x13*t0_norm_bwd + _x140*_x361 + _x140*t0_norm_bwd + _x142*t0_gemm_bwd + _x15*t0_gemm_bwd + 4*_x30*t0_bmm_bwd + _x30*t0_softmax_bwd + _x31*_x362 + 2*_x360 + _x362*swa_frac + 3*t0_elem_bwd + 3*t0_gemm_bwd + 2*t0_norm_bwd + np.maximum(_x379, _x376*_x381) + np.maximum(_x379, _x376*(_x374 + 1)) + np.maximum(_x145*_x345, _x148*_x152*_x347) + np.maximum(_x158*_x345, _x160*_x163*_x349) + np.maximum(_x167*_x363, _x170*_x173*_x347) + np.maximum(_x179*_x363, _x186*_x347*_x364) + np.maximum(_x190*_x345, _x183*_x192*_x196*_x347) + np.maximum(_x198*_x365, _x201*_x204*_x347) + np.maximum(_x205*_x365, _x210*_x347*_x366) + np.maximum(_x206*_x373, _x293*_x359) + 2*np.maximum(_x273*_x356, _x278*_x353) + np.maximum(_x283*_x373, _x287*_x359) + np.maximum(_x290*_x356, _x292*_x353) + np.maximum(_x367*_x73, _x370*_x87) + np.maximum(_x367*_x88, _x370*_x91) + np.maximum(_x378*_x67, _x380*(1 + bmm_dhalf_bwd/_x59)) + np.maximum(_x380*_x381, _x378*(_x377*_x63 + _x67)) + np.maximum(_x372*_x46*(_x357 + _x42), _x36*_x371*(8 - 8*flash))
+    _x383 = _x348 + _x350 + _x355 + _x382
+    _x384 = -host_bwd - host_fwd - host_rc*rc_full
+    _x385 = np.maximum(0, -_x334 - _x336 - _x343 - _x383 - _x384)
+    _x386 = _x308 + _x311
+    _x387 = _x131*_x345
+    _x388 = _x352*_x38
+    _x389 = _x131*_x361 + _x131*t0_elem_bwd + _x97*t0_elem_bwd + _x97*t0_gemm_bwd + _x97*t0_softmax_bwd + np.maximum(_x218*_x354, _x218*_x388) + np.maximum(_x219*_x345, _x220*_x223*_x347) + np.maximum(_x229*_x345, _x230*_x233*_x347) + np.maximum(_x236*_x345, _x238*_x241*_x347) + np.maximum(_x246*_x387, _x248*_x251*_x349) + np.maximum(_x256*_x387, _x257*_x260*_x349) + np.maximum(8*_x296*_x371, 3*_x297*_x372*f32_bytes) + np.maximum(_x298*_x354, _x298*_x388) + np.maximum(_x305*_x353, _x273*_x304*_x351*_x97)
+    _x390 = _x382 + _x389
+    _x391 = np.maximum(0, -_x267 - _x307 - _x384 - _x386 - _x390)
+    _x392 = _x270*(_x271*(np.where((-_x261 - _x266 - _x306 - _x308 + _x315 + _x323 + _x332 + _x335 + _x338 + _x340 + _x341 + _x348 + _x350 + _x355 + _x385 - _x389 - _x391 < 0), 0, 1)) - _x271 + 1)
+    _x393 = _x269 - _x392
+    _x394 = 1 - _x271
+    _x395 = _x108*_x38
+    _x396 = np.ceil((1/128)*_x12*vocab)
+    _x397 = 128*_x396
+    _x398 = d_model*grad_bytes
+    _x399 = np.minimum(_x24, _x397)
+    _x400 = t0_embed_bwd + np.maximum(_x395/eta_embed_bwd, _x43*(_x109*(learned_pos + 1) + _x295*d_model*((1/10)*_x24 + _x399) + _x397*_x398 + _x398*_x399)/mu_embed_bwd)
+    _x401 = t0_embed_fwd + np.maximum(_x395/eta_embed_fwd, _x109*_x43*(learned_pos + 2)/mu_embed_fwd)
+    _x402 = _x24*_x38*_x396
+    _x403 = _x24*_x397
+    _x404 = _x403*_x43*(act_bytes + f32_bytes)
+    _x405 = _x397*d_model
+    _x406 = _x43*(_x108 + _x403 + _x405)
+    _x407 = np.minimum(np.minimum(_x24, _x397), d_model)
+    _x408 = _x108*_x396
+    _x409 = _x408*(_x407 + gemm_dhalf)/_x407
+    _x410 = _x360 + t0_ce_bwd + t0_gemm_bwd + t0_norm_bwd + np.maximum(_x344*_x406, 512*_x346*_x409) + np.maximum(_x404/mu_ce_bwd, 256*_x402/eta_ce_bwd)
+    _x411 = _x282 + t0_ce_fwd + t0_gemm_fwd + t0_norm_fwd + np.maximum(_x146*_x406, 256*_x150*_x409) + np.maximum(_x404/mu_ce_fwd, 640*_x402/eta_ce_fwd)
+    _x412 = np.where((_x400 + _x401 <= _x410 + _x411), 1, 0)
+    _x413 = 1 - _x412
+    _x414 = _x394*(_x401*_x412 + _x411*_x413) + _x401*_x413 + _x411*_x412
+    _x415 = _x394*(_x400*_x412 + _x410*_x413) + _x400*_x413 + _x410*_x412
+    _x416 = np.maximum(0, _x271*(_x412*host_head + _x413*host_emb) + _x394*(host_emb + host_head) - _x414 - _x415)
+    _x417 = _x385*_x392 + _x391*_x393 + _x416 + host_mb
+    _x418 = _x307*_x393 + _x334*_x392 + _x414
+    _x419 = _x336*_x392 + _x386*_x393
+    _x420 = _x383*_x392 + _x390*_x393 + _x415
+    _x421 = _x419 + _x420
+    _x422 = _x267*_x393 + _x343*_x392 + _x417 + _x418 + _x421
+    _x423 = _x1 + _x6*interleave
+    _x424 = cp*dp
+    _x425 = _x424*tp
+    _x426 = np.where((_x425 < gpus_per_node), 1, 0)
+    _x427 = (1 - ov_pp)*(_x426*(_x11*_x110 + alpha_p2p_intra) + (1 - _x426)*(_x110*_x27 + alpha_p2p_inter))
+    _x428 = 2*_x271
+    _x429 = _x423*_x427*_x428
+    _x430 = 1 - ov_ag
+    _x431 = _x122*_x424
+    _x432 = np.maximum(1, np.minimum(_x431, _x122*_x98))
+    _x433 = _x432 - 1
+    _x434 = _x432**(-1.0)
+    _x435 = _x431*_x434
+    _x436 = _x435 - 1
+    _x437 = _x269 - _x270
+    _x438 = _x212 + _x226 + biases*(_x225 + d_model)
+    _x439 = _x438*experts
+    _x440 = _x12*_x439
+    _x441 = _x437*_x440*_x97*grad_bytes
+    _x442 = _x22*_x3
+    _x443 = _x436*_x442
+    _x444 = _x122*_x440
+    _x445 = _x444*_x97
+    _x446 = _x437*_x445
+    _x447 = _x433*_x434*_x446
+    _x448 = _x118*_x441*_x443 + _x120*_x447*grad_bytes + _x433*alpha_rs_intra + _x436*alpha_rs_inter
+    _x449 = np.maximum(1, np.minimum(_x424, _x98))
+    _x450 = _x449**(-1.0)
+    _x451 = _x424*_x450
+    _x452 = _x451 - 1
+    _x453 = _x452*alpha_ag_inter
+    _x454 = _x449 - 1
+    _x455 = _x454*alpha_ag_intra
+    _x456 = _x97*(_x102*_x437*_x440*_x443*_x97*act_bytes + _x113*_x447*act_bytes + _x433*alpha_ag_intra + _x436*alpha_ag_inter)
+    _x457 = _x450*_x454
+    _x458 = _x113*_x457
+    _x459 = biases*d_model
+    _x460 = _x242 + _x252 - _x459*(1 - _x131) + biases*(_x254 + d_model)
+    _x461 = _x13*(_x143*v_head + _x177 + _x187*(_x191 + _x206) + _x459) + _x15*(_x153*d_model + _x155 + biases*(_x154 + d_model))
+    _x462 = biases + 1
+    _x463 = _x462*d_model
+    _x464 = _x13*(_x140*(_x197 + _x462*q_lora) + _x165 + _x462*kv_lora) + 2*_x463
+    _x465 = _x12*_x461 + _x464
+    _x466 = _x12*_x460 + _x237 + _x444 + _x465
+    _x467 = _x316 + _x325 + biases*(_x324 + d_model)
+    _x468 = _x12*_x467 + _x465
+    _x469 = _x270*_x468
+    _x470 = _x107*learned_pos
+    _x471 = _x405*(_x394*(1 - tied) + 1) + _x470
+    _x472 = _x437*_x466 + _x469 + _x471
+    _x473 = -_x446 + _x472
+    _x474 = _x41*_x473
+    _x475 = _x442*_x452
+    _x476 = _x102*_x475
+    _x477 = _x473*grad_bytes
+    _x478 = _x118*_x475*_x477 + _x120*_x457*_x477 + _x452*alpha_rs_inter + _x454*alpha_rs_intra
+    _x479 = _x448*_x97 + 2*_x453 + 2*_x455 + 2*_x456 + _x458*_x474 + _x474*_x476 + _x478
+    _x480 = _x479*_x6
+    _x481 = -_x3*_x4*_x479*global_batch
+    _x482 = np.maximum(0, -_x481 - _x6*(_x418 + _x420))
+    _x483 = _x94*ov_ag
+    _x484 = 1 - z_param
+    _x485 = _x473*act_bytes
+    _x486 = _x453 + _x455 + _x456 + _x458*_x485 + _x476*_x485
+    _x487 = _x486*z_os
+    _x488 = z_grad*(_x3*_x4*global_batch - 1) + 1
+    _x489 = 1 - z_os
+    _x490 = 2*_x432 - 2
+    _x491 = 2*_x435 - 2
+    _x492 = _x134*_x442
+    _x493 = 2*_x449 - 2
+    _x494 = 2*_x451 - 2
+    _x495 = _x488*(_x478*z_os + _x489*(_x135*_x450*_x477*_x493 + _x477*_x492*_x494 + _x493*alpha_ar_intra + _x494*alpha_ar_inter) + _x97*(_x448*z_os + _x489*(_x135*_x434*_x446*_x490*grad_bytes + _x441*_x491*_x492 + _x490*alpha_ar_intra + _x491*alpha_ar_inter)))
+    _x496 = np.maximum(0, -_x418 + _x486*z_os)
+    _x497 = _x95*_x96/_x8
+    _x498 = (rc_full + 1)/_x96
+    _x499 = _x266*_x498 + _x497
+    _x500 = _x342*_x498 + _x497
+    _x501 = np.maximum(0, -_x488*(_x392*_x500 + _x393*_x499 + _x421) + _x495)
+    _x502 = _x484*(_x430*_x487 + _x483*(_x487 - _x496) + _x495*(1 - ov_dp) + _x496*ov_ag + _x501*ov_dp + _x94*ov_dp*(_x495 - _x501)) + z_param*(_x430*_x480 + _x482*ov_ag + _x483*(-_x481 - _x482))
+    _x503 = _x431**(-z_os)
+    _x504 = _x446*_x503
+    _x505 = _x424**(-z_os)
+    _x506 = _x473*_x505
+    _x507 = _x504 + _x506
+    _x508 = t0_optim_fwd + np.maximum(_x38*(12*_x504 + 12*_x506)/eta_optim_fwd, _x43*_x507*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
+    _x509 = _x422*(_x2 + _x6) + _x429 + _x502 + _x508
+    _x510 = _x6*(_x265*_x393 + _x342*_x392)
+    _x511 = 2*seq_len
+    _x512 = _x69*_x85
+    _x513 = _x32*_x512
+    _x514 = _x69*_x90
+    _x515 = _x30*(_x511*_x514 + 2*_x513)/_x20
+    _x516 = _x48*_x514
+    _x517 = 2*_x143*_x65 + _x15*_x155*_x511 + _x169*_x511 + _x182*seq_len + _x187*_x206*_x511 + _x192*_x511 + _x200*_x511 + _x47*_x515 + _x48*_x513 + _x515*_x59 + _x516*seq_len
+    _x518 = -dense_layers + layers
+    _x519 = _x131*_x511
+    _x520 = _x214*_x511*(_x130 + _x97/np.maximum(1, capacity) + 1)
+    _x521 = 3*global_batch*(2*_x107*vocab + _x518*(_x212*_x520 + _x226*_x520 + _x237*_x511 + _x242*_x519 + _x252*_x519 + _x517) + dense_layers*(_x316*_x511 + _x325*_x511 + _x517))
+    _x522 = _x33*_x512
+    _x523 = _x183*_x516 + _x48*_x522*_x70 + _x50 + _x61
+    _x524 = _x149 + _x161 + _x171 + _x184 + _x194 + _x202 + _x208 + _x523
+    _x525 = 6*_x24
+    _x526 = 6*_x148 + _x160*_x525 + 6*_x170 + 7*_x183*_x514*flash + _x193*_x525 + 6*_x201 + _x310*_x523 + 6*_x364 + 6*_x366 + 3*_x50 + 7*_x522*_x71 + 3*_x61
+    _x527 = 768*_x408 + _x518*(6*_x220 + 6*_x230 + 6*_x238 + _x248*_x525 + _x257*_x525 + _x526 + rc_full*(_x221 + _x231 + _x239 + _x249 + _x258 + _x524)) + dense_layers*(6*_x319 + _x326*_x525 + _x526 + rc_full*(_x320 + _x329 + _x524))
+    _x528 = _x509**(-1.0)
+    _x529 = _x268*_x51*_x528
+    _x530 = _x41*z_param*np.maximum(_x466, _x468*np.minimum(1, dense_layers))
+    _x531 = _x431**(-z_param)
+    _x532 = _x424**(-z_param)
+    _x533 = act_bytes*(_x446*_x531 + _x473*_x532)
+    _x534 = _x431**(-z_grad)
+    _x535 = _x424**(-z_grad)
+    _x536 = grad_bytes*(_x446*_x534 + _x473*_x535)
+    _x537 = _x507*opt_bytes
+    _x538 = _x6*gpipe
+    _x539 = _x403*(act_bytes + f32_bytes*(_x538 - gpipe + 1))
+    _x540 = _x277 + _x539
+    _x541 = _x217*_x302*moe_ffn + _x25*_x301*shared_ffn
+    _x542 = _x12*(_x25*(_x21 + _x69) + _x541) + _x124*(_x108*(2*_x276 + 4*act_bytes) + _x24*_x291*(_x180 + _x207 + qk_rope)) + _x45*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes))
+    _x543 = _x12*(_x22*_x301*act_bytes*ffn_hidden*micro_batch*seq_len - _x541) + _x542
+    _x544 = rc_full*np.maximum(_x542, _x543)
+    _x545 = 1 - gpipe
+    _x546 = interleave - 1
+    _x547 = _x277*rc_full
+    _x548 = _x309*_x542 + _x547
+    _x549 = _x270*(_x309*_x543 + _x547)
+    _x550 = _x394*_x540 + _x544 + (_x538 + _x545*(_x2*_x268*np.minimum(1, _x546) + 1)*np.minimum(_x6, pp))*(_x437*_x548 + _x549)
+    _x551 = _x530 + _x533 + _x536 + _x537 + _x550
+    _x552 = _x269 - _x270*_x394
+    _x553 = _x445*_x552
+    _x554 = -_x271*_x470 + _x394*_x469 + _x466*_x552 + _x471 - _x553
+    _x555 = act_bytes*(_x531*_x553 + _x532*_x554)
+    _x556 = grad_bytes*(_x534*_x553 + _x535*_x554)
+    _x557 = opt_bytes*(_x503*_x553 + _x505*_x554)
+    _x558 = _x540 + _x544 + (_x538 + _x545*np.minimum(_x6, _x0*(_x546*pp + 1)))*(_x394*_x549 + _x548*_x552)
+    _x559 = _x530 + _x555 + _x556 + _x557 + _x558
+    _x560 = np.maximum(_x551, _x559)
+    _x561 = np.where((_x551 < _x559), 1, 0)
+    _x562 = 1 - _x561
+    _x563 = _x560*alloc_frag
+    _x564 = nccl_comm_bytes*(_x97*np.minimum(1, _x431 - 1) + np.minimum(1, _x123) + np.minimum(1, _x424 - 1)) + nccl_peer_bytes*(_x428 + _x97*(ep - 1) + 2*np.minimum(1, _x7))
+    _x565 = _x461 + _x464
+    _x566 = _x237 + _x460 + _x565
+    _x567 = _x463 + _x470 + d_model*vocab*(2 - tied)
+    _x568 = _x567 + dense_layers*(_x467 + _x565)
     return {
-        'step_time': _x499,
-        't_forward': _x412*_x6,
-        't_backward': _x415*_x6,
-        't_recompute': _x413*_x6,
-        't_tp_comm': _x500,
-        't_cp_comm': _x6*(_x386*_x92 + _x387*_x92),
-        't_ep_comm': _x125*_x387*_x6,
-        't_host_overhead': _x411*_x6,
-        't_pp_bubble': _x2*_x417,
-        't_pp_comm': _x424,
-        't_dp_comm': _x492,
-        't_optimizer': _x498,
-        'tp_comm_total': _x6*(_x135*_x387 + _x333*_x386),
-        'dp_comm_total': _x475*z_param + _x476*(_x479 + _x487),
-        'tp_comm': _x500,
-        'dp_comm': _x492,
-        'pp_bubble': _x1/_x418,
+        'step_time': _x509,
+        't_forward': _x418*_x6,
+        't_backward': _x420*_x6,
+        't_recompute': _x419*_x6,
+        't_tp_comm': _x510,
+        't_cp_comm': _x6*(_x392*_x95 + _x393*_x95),
+        't_ep_comm': _x128*_x393*_x6,
+        't_host_overhead': _x417*_x6,
+        't_pp_bubble': _x2*_x422,
+        't_pp_comm': _x429,
+        't_dp_comm': _x502,
+        't_optimizer': _x508,
+        'tp_comm_total': _x6*(_x138*_x393 + _x337*_x392),
+        'dp_comm_total': _x480*z_param + _x484*(_x487 + _x495),
+        'tp_comm': _x510,
+        'dp_comm': _x502,
+        'pp_bubble': _x1/_x423,
         'pp_bubble_ratio': _x2*dp*micro_batch/global_batch,
         'micro_batches': _x6,
-        't_microbatch_stage': _x417,
-        't_layer_fwd': _x303,
-        't_layer_bwd': _x414,
-        't_layer_recompute': _x380,
-        't_layer_tp_comm': _x260,
-        't_layer_cp_comm': _x92,
-        't_layer_ep_comm': _x125,
-        't_layer_comm_bwd': _x490,
-        't_layer_host': _x385,
-        't_dense_layer_fwd': _x330,
-        't_dense_layer_bwd': _x377,
-        't_dense_layer_recompute': _x332,
-        't_dense_layer_tp_comm': _x336,
-        't_dense_layer_cp_comm': _x92,
+        't_microbatch_stage': _x422,
+        't_layer_fwd': _x307,
+        't_layer_bwd': _x390,
+        't_layer_recompute': _x386,
+        't_layer_tp_comm': _x265,
+        't_layer_cp_comm': _x95,
+        't_layer_ep_comm': _x128,
+        't_layer_comm_bwd': _x499,
+        't_layer_host': _x391,
+        't_dense_layer_fwd': _x334,
+        't_dense_layer_bwd': _x383,
+        't_dense_layer_recompute': _x336,
+        't_dense_layer_tp_comm': _x342,
+        't_dense_layer_cp_comm': _x95,
         't_dense_layer_ep_comm': 0,
-        't_dense_layer_comm_bwd': _x491,
-        't_dense_layer_host': _x379,
-        'stage_layers': _x264,
-        'stage_dense_layers': _x386,
-        't_embed_fwd': _x395,
-        't_embed_bwd': _x394,
-        't_head_fwd': _x405,
-        't_head_bwd': _x404,
-        'head_stage_heavier': _x406,
-        't_edge_host': _x410,
+        't_dense_layer_comm_bwd': _x500,
+        't_dense_layer_host': _x385,
+        'stage_layers': _x269,
+        'stage_dense_layers': _x392,
+        't_embed_fwd': _x401,
+        't_embed_bwd': _x400,
+        't_head_fwd': _x411,
+        't_head_bwd': _x410,
+        'head_stage_heavier': _x412,
+        't_edge_host': _x416,
         't_microbatch_host': host_mb,
-        't_pp_send_recv': _x422,
-        'flops': _x511,
-        'hardware_flops': _x5*_x517*_x9,
-        'n_gpus': _x420*pp,
-        'mfu': _x12*_x437*_x511*_x519,
-        'hfu': _x517*_x519*_x6,
-        'tokens_per_s': _x518*global_batch*seq_len,
-        'memory': _x550,
-        'mem_weights': _x523*_x552 + _x545*_x551,
-        'mem_gradients': _x526*_x552 + _x546*_x551,
-        'mem_optimizer': _x527*_x552 + _x547*_x551,
-        'mem_activations': _x520 + _x540*_x552 + _x548*_x551,
-        'mem_logits': _x529,
-        'mem_first_stage': _x541,
-        'mem_last_stage': _x549,
-        'mem_reserve': _x553 + _x554 + cuda_context,
+        't_pp_send_recv': _x427,
+        'flops': _x521,
+        'hardware_flops': _x5*_x527*_x9,
+        'n_gpus': _x425*pp,
+        'mfu': _x12*_x442*_x521*_x529,
+        'hfu': _x527*_x529*_x6,
+        'tokens_per_s': _x528*global_batch*seq_len,
+        'memory': _x560,
+        'mem_weights': _x533*_x562 + _x555*_x561,
+        'mem_gradients': _x536*_x562 + _x556*_x561,
+        'mem_optimizer': _x537*_x562 + _x557*_x561,
+        'mem_activations': _x530 + _x550*_x562 + _x558*_x561,
+        'mem_logits': _x539,
+        'mem_first_stage': _x551,
+        'mem_last_stage': _x559,
+        'mem_reserve': _x563 + _x564 + cuda_context,
         'mem_cuda_context': cuda_context,
-        'mem_nccl': _x554,
-        'mem_fragmentation': _x553,
-        'params': _x508*(_x434 + _x556) + _x558,
-        'active_params': _x508*(_x433*top_k + _x556) + _x558,
-        'params_rank': _x467,
-        'params_embedding': _x557,
-        'params_expert': _x434*_x508*_x94,
+        'mem_nccl': _x564,
+        'mem_fragmentation': _x563,
+        'params': _x518*(_x439 + _x566) + _x568,
+        'active_params': _x518*(_x438*top_k + _x566) + _x568,
+        'params_rank': _x472,
+        'params_embedding': _x567,
+        'params_expert': _x439*_x518*_x97,
     }
 
-SOURCE_DIGEST = 'f81312dba5d17ed7'
+SOURCE_DIGEST = 'ffd1ab0e9a6fea05'
