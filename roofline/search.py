@@ -470,7 +470,9 @@ def sweep(model, hw, gpu_counts, global_batch: int, *, objective: str = "time", 
     """The best plan for each GPU count (counts where nothing is valid or fits are skipped)."""
     best = []
     errors = []
-    for n in gpu_counts:
+    from . import progress
+
+    for n in progress.track(list(gpu_counts), "search per GPU count", unit="count"):
         try:
             best += search(model, hw, n, global_batch, objective=objective, top=1, tokens=tokens,
                            gpu_hour_price=gpu_hour_price, framework=framework, base=base, **pins)

@@ -293,3 +293,14 @@ def test_a_failing_write_leaves_no_file(planted, tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="away from the fit"):
         fr.write(res, str(tmp_path / "x.yaml"))
     assert not list(tmp_path.iterdir())
+
+
+def test_base_path_is_written_relative_to_the_profiles_folder(tmp_path, monkeypatch):
+    """hardware.load reads a relative base: from the profile's own folder, so a --gpu given as a path relative to
+    the working directory is rewritten relative to where the profile is written; a profile id stays as it is."""
+    from roofline.calibrate.from_runs import _base_ref
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "out" / "deep").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert _base_ref("profiles/mine.yaml", tmp_path / "out" / "deep") == "../../profiles/mine.yaml"
+    assert _base_ref("a100-sxm4-80gb", tmp_path / "out") == "a100-sxm4-80gb"

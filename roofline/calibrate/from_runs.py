@@ -547,13 +547,21 @@ def _q(term: str, v: float):
     return f"{v * 1e6:.4g} us" if TERMS[term].unit == "s" else _r(v)
 
 
-def profile_yaml(res: Result, pid: str) -> str:
-    """The fitted profile: ``base: BASE`` + the fitted keys + provenance."""
+def _base_ref(base: str, folder: Path | None) -> str:
+    """``base:`` as the written profile reads it: a profile id as given; a YAML path relative to the profile's own
+    folder (hardware.load resolves relative paths there, not in the working directory)."""
+    if folder is None or not str(base).lower().endswith((".yaml", ".yml")):
+        return base
+    return os.path.relpath(Path(base).resolve(), Path(folder).resolve())
+
+
+def profile_yaml(res: Result, pid: str, folder: Path | None = None) -> str:
+    """The fitted profile: ``base: BASE`` + the fitted keys + provenance (``folder``: where it will be written)."""
     import yaml
 
     f, runs = res.fit, res.runs
     body = {"id": pid, "name": f"{res.base_hw.name}, fitted to measured runs ({Path(runs.path).name})",
-            "kind": "calibrated-from-runs", "base": runs.base}
+            "kind": "calibrated-from-runs", "base": _base_ref(runs.base, folder)}
     for t in f.terms:
         body = _merge(body, TERMS[t].yaml(TERMS[t].apply(res.base_hw, f.values[t])))
     err = lambda s: {k: (_r(v) if isinstance(v, float) else v) for k, v in s.items()}
@@ -594,7 +602,7 @@ def write(res: Result, name: str) -> Path:
     from .. import hardware, validate
 
     path, pid = out_path(name)
-    text = profile_yaml(res, pid)
+    text = profile_yaml(res, pid, path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{pid}.", suffix=".yaml", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as fh:
