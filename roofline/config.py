@@ -55,6 +55,9 @@ class Model:
     # others are windowed (Megatron-Core is_layer_window_attention); swa_every None: every layer windowed (Mistral 7B)
     swa_window: int | None = None
     swa_every: int | None = None
+    # multi-token-prediction layers on the last pipeline stage (DeepSeek-V3 report sec 2.2; Megatron-Core
+    # --mtp-num-layers, transformer/multi_token_prediction.py); None or 0: none
+    mtp_layers: int | None = None
     attention: str = "flash"            # flash | unfused
     causal: bool = True                 # the kernel skips masked blocks (flash); FLOPs halved
 
@@ -204,7 +207,7 @@ def check(model: Model, plan: Plan) -> None:
     for name in ("n_kv_heads", "ffn_hidden", "head_dim", "moe_ffn_hidden", "shared_ffn_hidden"):
         if getattr(model, name) is not None:
             _positive(f"model.{name}", getattr(model, name))
-    for name in ("n_shared_experts", "first_dense_layers"):     # 0 = none
+    for name in ("n_shared_experts", "first_dense_layers", "mtp_layers"):     # 0 = none
         v = getattr(model, name)
         if v is not None and not v >= 0:
             raise InputError(f"model.{name} must be a count >= 0, got {v!r}")

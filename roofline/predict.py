@@ -46,7 +46,7 @@ def model_inputs(m: Model) -> dict:
             "tied": float(m.tied_embeddings), "learned_pos": float(m.position == "learned"),
             "biases": float(m.biases), "experts": m.n_experts, "top_k": m.top_k, "capacity": m.capacity_factor,
             "head_dim": m.head_size, "moe_ffn": m.expert_ffn, "shared_ffn": m.shared_ffn, "dense_layers": m.dense_layers,
-            **mla_inputs(m)}
+            "mtp": m.mtp_layers or 0, **mla_inputs(m)}
 
 
 def mla_inputs(m: Model) -> dict:
@@ -148,6 +148,14 @@ class Prediction:
     run: dict = field(default_factory=dict)
     raw: dict = field(default_factory=dict, repr=False)
     stack: str = ""                    # the training stack whose defaults were applied ('' for a raw Plan)
+
+    def __repr__(self) -> str:
+        """One line: what ran where and the headline figures (the fields: ``to_dict()``)."""
+        p = self.plan
+        fits = "" if self.fits_in_memory else ", does not fit"
+        return (f"Prediction({self.model.name}, {self.n_gpus} x {self.hardware.id}, tp={p.tp} pp={p.pp} dp={p.dp} "
+                f"cp={p.cp} ep={p.ep}, step_time={self.step_time.to('s').magnitude:.4g} s, mfu={self.mfu:.1%}, "
+                f"memory={self.memory['total'].to('GiB').magnitude:.1f} GiB{fits})")
 
     @property
     def overflow(self) -> str | None:

@@ -41,6 +41,8 @@ from __future__ import annotations
 
 from dataclasses import replace as dc_replace
 
+from .units import DAY
+
 AXES = ("tp", "cp", "ep", "pp", "dp")
 
 
@@ -48,7 +50,10 @@ def _params(model, plan, hw) -> dict:
     """Total, active, embedding and routed-expert parameters: outputs of the compiled model."""
     from .predict import evaluate, inputs
 
-    r = evaluate(inputs(model, plan, hw))
+    return _params_of(evaluate(inputs(model, plan, hw)))
+
+
+def _params_of(r) -> dict:
     return {"total": float(r["params"]), "active": float(r["active_params"]),
             "embedding": float(r["params_embedding"]), "expert": float(r["params_expert"])}
 
@@ -62,13 +67,15 @@ def run_cost(model, plan, hw, tokens: float, *, tp_intra: int | None = None, tp_
              utilization: float | None = None, flop_rate: float | None = None) -> dict:
     """FLOP, bytes per axis and run time of training ``model`` on ``tokens`` tokens with ``plan``.
 
-    Returns plain SI numbers: ``flop`` {forward, backward, total, six_nd, attention, lm_head},
-    ``bytes_per_gpu`` {axis: {tx_fwd, tx_bwd, rx_fwd, rx_bwd, inter}}, ``totals`` (all GPUs),
-    ``runtime_s``, ``flop_per_s`` and ``bytes_per_s`` (per GPU and total) and the inputs.
+    Every FLOP and byte count is an output of one evaluation of the compiled model (formulas/step.py
+    ``volumes``: ``bytes_<axis>_fwd/_bwd/_inter`` per GPU and step, ``flops_forward/_backward/_attention/
+    _lm_head`` per step) times the steps D / (B s). Returns plain SI numbers: ``flop`` {forward, backward,
+    total, six_nd, attention, lm_head, n}, ``bytes_per_gpu`` {axis: {tx_fwd, tx_bwd, rx_fwd, rx_bwd, inter}},
+    ``totals`` (all GPUs), ``runtime_s``, ``flop_per_s`` and ``bytes_per_s`` (per GPU and total) and the inputs.
     """
     from . import schema
     from .errors import InputError
-    from .predict import BYTES, predict
+    from .predict import predict
 
     if tokens is None:
         raise InputError("run-cost needs a positive number of training tokens, got None")
@@ -96,116 +103,59 @@ def run_cost(model, plan, hw, tokens: float, *, tp_intra: int | None = None, tp_
     else:
         ti = _per_node(t, 1, gpn)
         te = t // ti
-    hw_run = dc_replace(hw, gpus_per_node=ti) if te > 1 else hw   # the TP group spans te nodes
-    pr = _params(model, plan, hw)
-    h, s, L, V = model.d_model, model.seq_len, model.n_layers, model.vocab
-    beta, gbytes = BYTES[plan.dtype], BYTES[plan.grad_dtype]
-    B, b = plan.batch, plan.micro_batch
-    m = B // (b * d)
+    # the TP group spans te nodes: the model sees ti GPUs per node (step time and which bytes cross nodes)
+    hw_run = dc_replace(hw, gpus_per_node=ti) if te > 1 else hw
+    s, B = model.seq_len, plan.batch
     steps = tokens / (B * s)
     n_gpus = plan.n_gpus
+    pred = predict(model, plan, hw_run, steps=steps)      # the one evaluation every figure below reads
+    r = pred.raw
+    pr = _params_of(r)
 
-    # ---- FLOP --------------------------------------------------------------------------------
-    N = pr["active"] - pr["embedding"]
-    attn_tok = L * 4 * s * h * (1 - 0.5 * model.causal)
-    head_tok = 2 * h * V
-    fwd = (2 * N + attn_tok + head_tok) * tokens
-    flop = {"forward": fwd, "backward": 2 * fwd, "total": 3 * fwd, "six_nd": 6 * N * tokens,
-            "attention": 3 * attn_tok * tokens, "lm_head": 3 * head_tok * tokens, "n": N}
+    # ---- FLOP: the model's FLOPs per step x steps ------------------------------------------------------
+    fwd, bwd = steps * r["flops_forward"], steps * r["flops_backward"]
+    attention, lm_head = steps * r["flops_attention"], steps * r["flops_lm_head"]
+    total = fwd + bwd
+    six_nd = total - attention - lm_head                  # the parameters' matmuls: 6 N D, N their weights
+    flop = {"forward": fwd, "backward": bwd, "total": total, "six_nd": six_nd,
+            "attention": attention, "lm_head": lm_head, "n": six_nd / (6 * tokens)}
 
-    # ---- bytes per GPU per step ------------------------------------------------------------------
-    T = b * s / c
-    lps = L / p
-    rc = 1.0 if plan.recompute == "full" else 0.0
-    mb_layers = m * lps                                   # layer passes per step on one GPU
-    ax = {k: {"tx_fwd": 0.0, "tx_bwd": 0.0, "inter_fwd": 0.0, "inter_bwd": 0.0} for k in AXES}
-
-    def add(axis, fwd_bytes, bwd_bytes, inter_share):
-        ax[axis]["tx_fwd"] += fwd_bytes
-        ax[axis]["tx_bwd"] += bwd_bytes
-        ax[axis]["inter_fwd"] += fwd_bytes * inter_share
-        ax[axis]["inter_bwd"] += bwd_bytes * inter_share
-
-    # TP: hierarchical ring all-reduce of S = beta T h, 2 per layer per pass
-    S = beta * T * h
-    intra, inter = 2 * (ti - 1) / ti * S, 2 * (te - 1) / te * S / ti
-    if t > 1:
-        one = 2 * (intra + inter)
-        add("tp", mb_layers * one, mb_layers * one * (1 + rc), inter / (intra + inter))
-    # CP: c-1 ring hops of the K, V chunk; forward 1x, backward 2x (+ recomputed forward)
-    if c > 1:
-        kvw = model.kv_heads * h / model.n_heads
-        hop = (c - 1) * 2 * beta * T * kvw / t
-        add("cp", mb_layers * hop, mb_layers * hop * (2 + rc), 0.0 if t * c <= gpn else 1.0)
-    # EP: all-to-all dispatch + combine of the routed tokens
-    if e > 1 and model.n_experts > 1:
-        routed = beta * T * model.top_k * model.capacity_factor * h
-        a2a = 2 * (e - 1) / e * routed
-        k = _per_node(e, t * c, gpn)
-        add("ep", mb_layers * a2a, mb_layers * a2a * (1 + rc), (e - k) / (e - 1))
-    # PP: one activation (forward) and one gradient (backward) per boundary per micro-batch
-    if p > 1:
-        per_gpu = m * (p * v - 1) / p * beta * T * h / t
-        add("pp", per_gpu, per_gpu, 0.0 if t * c * d < gpn else 1.0)
-    # DP: per-GPU average parameters (dense over t p, experts over t p e)
-    if d > 1:
-        dense = (pr["total"] - pr["expert"]) / (t * p)
-        expert = pr["expert"] / (t * p * e)
-        edp = d // e
-        z = plan.zero_stage
-        k = _per_node(d, t * c, gpn)
-        share = (d - k) / (d - 1)
-        ring = lambda n: (n - 1) / n if n > 1 else 0.0
-        if z == 0:
-            red = 2 * ring(d) * dense * gbytes + 2 * ring(edp) * expert * gbytes
-            add("dp", 0.0, red, share)
-        elif z in (1, 2):
-            red = ring(d) * dense * gbytes + ring(edp) * expert * gbytes
-            gather = ring(d) * dense * beta + ring(edp) * expert * beta
-            add("dp", gather, red, share)
-        else:
-            gather = ring(d) * dense * beta + ring(edp) * expert * beta
-            red = ring(d) * dense * gbytes + ring(edp) * expert * gbytes
-            add("dp", m * gather, m * (gather + red), share)
-
-    # every collective here is symmetric: a GPU receives what it sends
+    # ---- bytes per GPU: the model's bytes per step x steps; ring collectives receive what they send ------
     per_gpu = {}
-    for k, a in ax.items():
-        per_gpu[k] = {"tx_fwd": steps * a["tx_fwd"], "tx_bwd": steps * a["tx_bwd"],
-                      "rx_fwd": steps * a["tx_fwd"], "rx_bwd": steps * a["tx_bwd"],
-                      "inter": steps * (a["inter_fwd"] + a["inter_bwd"])}
+    for k in AXES:
+        tx_f, tx_b = steps * r[f"bytes_{k}_fwd"], steps * r[f"bytes_{k}_bwd"]
+        per_gpu[k] = {"tx_fwd": tx_f, "tx_bwd": tx_b, "rx_fwd": tx_f, "rx_bwd": tx_b,
+                      "inter": steps * r[f"bytes_{k}_inter"]}
     tx_f = sum(a["tx_fwd"] for a in per_gpu.values())
     tx_b = sum(a["tx_bwd"] for a in per_gpu.values())
-    totals = {"flop": flop["total"], "tx_fwd": n_gpus * tx_f, "tx_bwd": n_gpus * tx_b,
+    totals = {"flop": total, "tx_fwd": n_gpus * tx_f, "tx_bwd": n_gpus * tx_b,
               "rx_fwd": n_gpus * tx_f, "rx_bwd": n_gpus * tx_b,
               "inter": n_gpus * sum(a["inter"] for a in per_gpu.values())}
 
     # ---- run time ----------------------------------------------------------------------------
     peak = hw.peak(plan.dtype)
-    pred = None
     if flop_rate is not None:
-        runtime, source = flop["total"] / (n_gpus * flop_rate), f"fixed rate {flop_rate:.4g} FLOP/s per GPU"
+        runtime, source = total / (n_gpus * flop_rate), f"fixed rate {flop_rate:.4g} FLOP/s per GPU"
     elif utilization is not None:
-        runtime = flop["total"] / (n_gpus * peak * utilization)
+        runtime = total / (n_gpus * peak * utilization)
         source = f"{100 * utilization:.0f} % of the {plan.dtype} peak"
     else:
-        pred = predict(model, plan, hw_run, steps=steps)
-        runtime, source = steps * pred.raw["step_time"], "roofline prediction of the step time"
+        runtime, source = steps * r["step_time"], "roofline prediction of the step time"
     net_gpu = 2 * (tx_f + tx_b)                           # whole run, one GPU, Tx + Rx
     return {
         "model": model.name, "gpu": hw.id, "n_gpus": n_gpus, "tokens": tokens, "steps": steps,
-        "batch_tokens": B * s, "micro_batch": b, "micro_batches": m,
+        "batch_tokens": B * s, "micro_batch": plan.micro_batch, "micro_batches": int(round(r["micro_batches"])),
         "partition": {"tp": t, "tp_intra": ti, "tp_inter": te, "pp": p, "dp": d, "cp": c, "ep": e,
                       "interleave": v, "sequence_parallel": bool(plan.sequence_parallel and t > 1)},
-        "params": {"total": pr["total"], "active": pr["active"], "non_embedding_active": N,
+        "params": {"total": pr["total"], "active": pr["active"], "non_embedding_active": pr["active"] - pr["embedding"],
                    "embedding": pr["embedding"], "expert": pr["expert"]},
         "flop": flop, "bytes_per_gpu": per_gpu, "totals": totals,
-        "runtime_s": runtime, "runtime_days": runtime / 86400, "runtime_source": source,
-        "step_time_s": runtime / steps, "utilization": flop["total"] / (runtime * n_gpus * peak),
-        "flop_per_s": {"per_gpu": flop["total"] / runtime / n_gpus, "total": flop["total"] / runtime},
+        "runtime_s": runtime, "runtime_days": runtime / DAY, "runtime_source": source,
+        "step_time_s": runtime / steps, "utilization": total / (runtime * n_gpus * peak),
+        "flop_per_s": {"per_gpu": total / runtime / n_gpus, "total": total / runtime},
         "bytes_per_s": {"per_gpu_tx": (tx_f + tx_b) / runtime, "per_gpu_rx": (tx_f + tx_b) / runtime,
                         "per_gpu": net_gpu / runtime, "total": n_gpus * net_gpu / runtime},
-        "fits_in_memory": None if pred is None else pred.fits_in_memory,
+        "fits_in_memory": pred.fits_in_memory,
     }
 
 
@@ -215,7 +165,7 @@ def render(rc: dict) -> str:
     moe = pa["active"] < pa["total"]
     lines = [
         f"N: {pa['total']:.3e}" + (f" ({pa['active']:.3e} effective)" if moe else "")
-        + f"   [6ND uses N = {pa['non_embedding_active']:.3e} non-embedding active parameters]",
+        + f"   [6ND uses N = {fl['n']:.3e} non-embedding active matmul weights]",
         f"D: {rc['tokens']:.3e}   ({rc['steps']:.4g} steps of {rc['batch_tokens']:.4g} tokens)",
         f"b: {rc['micro_batch']} sequences per micro-batch, {rc['micro_batches']} micro-batches per step",
         f"P: {rc['n_gpus']} = {{TENSOR_EXT: {P['tp_inter']}, DATA: {P['dp']}, TENSOR_INT: {P['tp_intra']}, "

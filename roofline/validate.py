@@ -164,8 +164,6 @@ def _model_fields(row: dict) -> tuple[dict, str]:
     att = (row.get("attention") or "").lower()
     if any(w in att for w in UNMODELLED_ATTENTION):
         raise Skip(f"attention {row['attention']!r} is not modelled yet (hybrid Mamba / sparse attention)")
-    if row.get("mtp"):
-        raise Skip(f"multi-token-prediction layers (mtp = {row['mtp']}) are not modelled yet")
     d = {"n_layers": row["n_layers"], "d_model": row["d_model"], "n_heads": row["n_heads"],
          "n_kv_heads": row.get("n_kv_heads"), "ffn_hidden": row.get("ffn_hidden"), "vocab": row["vocab"],
          "seq_len": row["seq_len"], "name": row.get("model") or row["case_id"]}
@@ -179,6 +177,12 @@ def _model_fields(row: dict) -> tuple[dict, str]:
         d.update(mla)
         if d.get("n_kv_heads") not in (None, d["n_heads"]):
             d["n_kv_heads"] = None          # MLA has one key/value per head
+    # multi-token-prediction layers as the row states them; unstated: none (Megatron-Core mtp_num_layers defaults to
+    # None, a run turns MTP on with --mtp-num-layers), whatever the named preset's architecture has
+    try:
+        d["mtp_layers"] = int(row.get("mtp") or 0)
+    except (TypeError, ValueError):
+        raise Skip(f"mtp {row['mtp']!r} is not a layer count") from None
     if row.get("swa_window"):               # sliding window on all layers but every swa_every-th (Megatron-Core)
         d["swa_window"] = row["swa_window"]
         if row.get("swa_every"):
@@ -321,8 +325,10 @@ def group_key(case: Case, by: str) -> str:
 
 def validate(rows: list[dict], tiers=None) -> dict:
     """Predict every row; the result dict is what ``--json`` prints (errors are fractions, not %)."""
+    from . import progress
+
     cases, skipped = [], []
-    for row in rows:
+    for row in progress.track(rows, "predict validation rows", unit="row"):
         if tiers and (row.get("tier") or "") not in tiers:
             continue
         try:

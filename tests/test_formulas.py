@@ -128,6 +128,7 @@ def test_every_formula_has_its_dimension(quantity):
     assert float(b) == pytest.approx(float(a) * _scale(dim), rel=1e-9), quantity
 
 
+@pytest.mark.slow          # codegen of the whole model: ~45 s here
 def test_compiled_module_is_in_sync_with_formulas():
     from roofline import _compiled
     from roofline.formulas import codegen
@@ -212,6 +213,7 @@ def test_units_carry_through():
     assert p.run["cost"].magnitude == pytest.approx(p.run["gpu_hours"].magnitude * 2.0)
 
 
+@pytest.mark.slow          # sympy simplification of the dense-model forms: ~100 s here
 def test_concepts_doc_is_in_sync():
     from roofline.formulas import concepts
     assert concepts.TARGET.read_text() == concepts.text(), "run: python -m roofline.formulas.concepts"

@@ -321,16 +321,104 @@ def test_presets_carry_the_new_fields_and_the_loader_checks_them():
         models.from_dict({"swa_windw": 128})
 
 
-def test_validate_prices_deepseek_v3_rows_without_mtp():
-    """nemo_perf.csv: the DeepSeek-V3 rows without MTP (25.11 GB200) are predicted with MLA; rows with MTP skipped."""
+def test_validate_prices_deepseek_v3_rows_with_their_mtp():
+    """nemo_perf.csv: the DeepSeek-V3 rows are predicted with MLA and the row's MTP depth (1, or 0 for the 25.11
+    GB200 rows "w/o MTP"); none is skipped for MTP."""
     from roofline import validate as V
 
     rows = [r for r in V.read(V.dataset_path("nemo")) if r.get("model") == "DeepSeek-V3"]
     built = {}
     for r in rows:
         try:
-            built[r["case_id"]] = V.build_case(r).model
+            built[r["case_id"]] = (V.build_case(r).model, r["mtp"])
         except V.Skip as exc:
-            assert "multi-token" in str(exc)
-    assert built and all(m.kv_lora_rank == 512 and m.q_lora_rank == 1536 and m.v_head_dim == 128
-                         for m in built.values())
+            assert "multi-token" not in str(exc)
+    assert len(built) >= 17
+    assert all(m.kv_lora_rank == 512 and m.q_lora_rank == 1536 and m.v_head_dim == 128 for m, _ in built.values())
+    assert all((m.mtp_layers or 0) == int(mtp) for m, mtp in built.values())
+    assert {m.mtp_layers for m, _ in built.values()} == {0, 1}
+
+
+# ---- multi-token prediction (DeepSeek-V3 report sec 2.2; Megatron-Core multi_token_prediction.py) --------------
+DSV3_MOE_LAYER = (187_107_328                     # MLA (docs/models.md, hand count above)
+                  + 256 * 3 * 7168 * 2048         # routed experts, SwiGLU
+                  + 3 * 7168 * 2048               # the shared expert
+                  + 7168 * 256                    # router
+                  + 2 * 7168)                     # two RMSNorms
+
+
+def test_mtp_parameters_deepseek_v3():
+    """One MTP layer: a MoE layer + enorm, hnorm, final norm (h each) + eh_proj 2h x h; embedding and head shared."""
+    m = models.load("deepseek-v3")
+    assert m.mtp_layers == 1
+    r = run(m)
+    mtp = DSV3_MOE_LAYER + 2 * 7168 * 7168 + 3 * 7168
+    assert mtp == 11_610_067_968
+    assert r["params_mtp"] == mtp
+    # the report's 14B MTP module (685B checkpoint - 671B) counts the checkpoint's copies of embedding and head
+    assert 13.5e9 - 0.5e9 <= mtp + 2 * 129280 * 7168 < 14.5e9
+    assert r["params"] == pytest.approx(671.0e9, rel=1e-3)          # the 671B exclude MTP (report sec 4.2)
+    assert run(replace(m, mtp_layers=0))["params_mtp"] == 0
+
+
+def test_mtp_model_flops_deepseek_v3():
+    """MTP adds per token: a MoE layer's forward (2 x active GEMM params + causal MLA attention
+    2 s a (d_qk + d_v) / 2), eh_proj 2 (2h) h and one more LM head 2 h V; x3 for forward + backward."""
+    m = models.load("deepseek-v3")
+    plan = Plan(global_batch=8)
+    on, off = run(m, plan), run(replace(m, mtp_layers=0), plan)
+    s, h, V = 4096, 7168, 129280
+    # 187,107,328 MLA parameters less its two RMSNorms (r_q + r_kv = 2048, not GEMMs)
+    layer = 2 * (187_107_328 - 2048 + 8 * 3 * h * 2048 + 3 * h * 2048 + h * 256) + 2 * s * 128 * (192 + 128) / 2
+    per_token = layer + 2 * 2 * h * h + 2 * h * V
+    assert on["flops"] - off["flops"] == pytest.approx(3 * 8 * s * per_token, rel=1e-9)
+    assert on["hardware_flops"] > off["hardware_flops"]
+
+
+def test_mtp_sits_on_the_last_stage():
+    m = models.load("deepseek-v3")
+    plan = Plan(tp=8, pp=8, ep=8, dp=8, global_batch=64, sequence_parallel=True, uneven_stages=True)
+    on, off = run(m, plan), run(replace(m, mtp_layers=0), plan)
+    assert on["mem_last_stage"] > off["mem_last_stage"]
+    assert on["mem_first_stage"] == pytest.approx(off["mem_first_stage"], rel=1e-12)
+    assert on["t_head_fwd"] > off["t_head_fwd"]
+    assert on["t_embed_fwd"] == off["t_embed_fwd"]
+    assert on["stage_mtp_layers"] in (0.0, 1.0)
+    assert on["step_time"] >= off["step_time"]
+    one = run(m, Plan(tp=8, ep=8, dp=8, global_batch=64, sequence_parallel=True))     # p = 1: one stage holds all
+    assert one["stage_mtp_layers"] == 1.0
+
+
+def test_mtp_layers_must_be_a_count():
+    with pytest.raises(InputError, match="mtp_layers"):
+        check(replace(models.load("deepseek-v3"), mtp_layers=-1), Plan())
+
+
+# ---- MLA's TP communication under sequence parallelism --------------------------------------------------------
+def test_mla_sp_gathers_latents_and_reduces_replicated_grads():
+    m = models.load("deepseek-v3")
+    sp_on = run(m, Plan(tp=8, ep=8, dp=8, global_batch=64, sequence_parallel=True))
+    sp_off = run(m, Plan(tp=8, ep=8, dp=8, global_batch=64, sequence_parallel=False))
+    assert sp_on["t_tp_grad_reduce"] > 0
+    assert sp_off["t_tp_grad_reduce"] == 0
+    assert run(m, Plan(tp=1, ep=8, dp=8, global_batch=64))["t_tp_grad_reduce"] == 0
+    # the latents (1536 + 512 + 64 = 2112 per token) are narrower than h = 7168: the per-layer gather shrinks
+    wide = run(replace(m, q_lora_rank=7168, kv_lora_rank=7168), Plan(tp=8, ep=8, dp=8, global_batch=64,
+                                                                     sequence_parallel=True))
+    assert sp_on["t_layer_tp_comm"] < wide["t_layer_tp_comm"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(tp=st.sampled_from([1, 2, 4, 8]), seq_par=st.booleans(), junk=st.integers(1, 4096))
+def test_models_without_mla_ignore_the_mla_terms(tp, seq_par, junk):
+    """Without MLA (kv_lora = 0) the MLA sizes change nothing: the latent gather and the replicated-gradient
+    all-reduce are switched off."""
+    m = models.load("llama3-8b") if "llama3-8b" in models.list_ids() else Model(n_layers=4, d_model=1024, n_heads=8)
+    plan = Plan(tp=tp, dp=2, global_batch=4, sequence_parallel=seq_par and tp > 1)
+    x = inputs(m, plan, HW)
+    base = evaluate(x)
+    y = dict(x, q_lora=junk, qk_rope=junk, qk_nope=junk, v_head=junk)
+    other = evaluate(y)
+    assert float(base["t_tp_grad_reduce"]) == 0
+    for k in ("step_time", "t_tp_comm", "tp_comm_total", "memory", "flops"):
+        assert float(other[k]) == float(base[k]), k

@@ -1,72 +1,202 @@
-"""Run-cost model (reference 002): FLOP = 6ND + documented extras, bytes per axis, CLI."""
+"""Run-cost model (reference 002): every FLOP and byte is an output of the compiled model (step.volumes),
+checked here against hand-computed volumes; the fixes over the old re-derivation are tested by hand too."""
+import dataclasses
 import json
 import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from roofline import hardware
+from roofline import hardware, models
 from roofline.config import Model, Plan
-from roofline.predict import BYTES, predict
-from roofline.runcost import run_cost
+from roofline.predict import predict
+from roofline.runcost import AXES, run_cost
 
-HW = hardware.load("a100-sxm4-80gb")
+HW = hardware.load("a100-sxm4-80gb")                 # 8 GPUs per node
 M = Model(n_layers=4, d_model=1024, n_heads=16, vocab=32000, seq_len=2048, tied_embeddings=False,
           position="rope", biases=False)
+MOE = Model(n_layers=4, d_model=1024, n_heads=16, vocab=32000, seq_len=2048, tied_embeddings=False,
+            position="rope", biases=False, n_experts=8, top_k=2)
 D = 1e10
+BF16, FP32 = 2, 4
 
 
-def test_flop_total_is_6nd_plus_attention_and_lm_head():
+def per_step(rc, axis, key):
+    return rc["bytes_per_gpu"][axis][key] / rc["steps"]
+
+
+# ---- GPT-3 175B, tp 8 pp 8 dp 16 (Narayanan et al. 2021), by hand ------------------------------------------
+G3 = models.load("gpt3-175b")
+G3_PLAN = Plan(tp=8, pp=8, dp=16, micro_batch=1, global_batch=1536)
+
+
+def test_gpt3_175b_volumes_by_hand():
+    rc = run_cost(G3, G3_PLAN, HW, 300e9)
+    s, h, L, t, p, d = 2048, 12288, 96, 8, 8, 16
+    m, layers = 1536 // 16, L // p                                  # 96 micro-batches, 12 layers per GPU
+    act = s * 1 * h * BF16                                          # one micro-batch's activations, 50 MB
+    # TP: 2 all-reduces per layer per pass, 2(t-1)/t x size each; backward the same (no recompute)
+    tp_layer = 2 * act * 2 * (t - 1) / t
+    assert tp_layer == 176160768
+    assert per_step(rc, "tp", "tx_fwd") == pytest.approx(m * layers * tp_layer, rel=1e-12)
+    assert per_step(rc, "tp", "tx_bwd") == pytest.approx(m * layers * tp_layer, rel=1e-12)
+    assert rc["bytes_per_gpu"]["tp"]["inter"] == 0                   # t = 8 GPUs of one node
+    # PP: p - 1 = 7 boundaries per micro-batch, each t ranks send act / t; averaged over p GPUs; across nodes
+    pp = m * (p - 1) / p * act / t
+    assert per_step(rc, "pp", "tx_fwd") == pytest.approx(pp, rel=1e-12) == per_step(rc, "pp", "tx_bwd")
+    assert per_step(rc, "pp", "inter") == pytest.approx(2 * pp, rel=1e-12)
+    # DP: all-reduce of the fp32 gradients of the GPU's 1/(t p) of the parameters, 2(d-1)/d, once per step;
+    # parameters 12 l h^2 + 13 l h + (V + s + 2) h (tied embeddings, learned positions, final norm)
+    params = L * (12 * h * h + 13 * h) + (50257 + s + 2) * h
+    assert rc["params"]["total"] == params
+    dp = 2 * (d - 1) / d * params / (t * p) * FP32
+    assert per_step(rc, "dp", "tx_bwd") == pytest.approx(dp, rel=1e-12)
+    assert rc["bytes_per_gpu"]["dp"]["tx_fwd"] == 0
+    assert per_step(rc, "dp", "inter") == pytest.approx(dp, rel=1e-12)   # stride t = 8: one rank per node
+    for axis in ("cp", "ep"):
+        assert rc["bytes_per_gpu"][axis] == {k: 0 for k in ("tx_fwd", "tx_bwd", "rx_fwd", "rx_bwd", "inter")}
+    # FLOP: 6 N D over the matmul weights (12 l h^2: no norms, no biases), attention 3 x 4 s h l / 2 per token
+    # (causal), LM head 3 x 2 h V per token
+    tokens = 300e9
+    f = rc["flop"]
+    assert f["n"] == pytest.approx(12 * L * h * h, rel=1e-12)
+    assert f["attention"] == pytest.approx(3 * tokens * L * 4 * s * h / 2, rel=1e-12)
+    assert f["lm_head"] == pytest.approx(3 * tokens * 2 * h * 50257, rel=1e-12)
+    assert f["total"] == pytest.approx(6 * 12 * L * h * h * tokens + f["attention"] + f["lm_head"], rel=1e-12)
+
+
+def test_full_recompute_repeats_the_forward_collectives():
+    a = run_cost(G3, G3_PLAN, HW, 300e9)
+    b = run_cost(G3, Plan(tp=8, pp=8, dp=16, micro_batch=1, global_batch=1536, recompute="full"), HW, 300e9)
+    assert b["bytes_per_gpu"]["tp"]["tx_bwd"] == pytest.approx(2 * a["bytes_per_gpu"]["tp"]["tx_bwd"], rel=1e-12)
+    assert b["bytes_per_gpu"]["tp"]["tx_fwd"] == a["bytes_per_gpu"]["tp"]["tx_fwd"]
+    assert b["bytes_per_gpu"]["pp"] == a["bytes_per_gpu"]["pp"] and b["bytes_per_gpu"]["dp"] == a["bytes_per_gpu"]["dp"]
+    assert b["flop"] == a["flop"]                                     # recomputation is not model work
+
+
+# ---- FLOP ---------------------------------------------------------------------------------------------------
+def test_flop_is_the_models_flops_and_6nd_counts_matmul_weights():
     plan = Plan(tp=2, pp=2, dp=2, micro_batch=1, global_batch=8)
     rc = run_cost(M, plan, HW, D)
     f = rc["flop"]
-    n = rc["params"]["non_embedding_active"]
-    assert f["six_nd"] == pytest.approx(6 * n * D, rel=1e-12)
-    attention = 3 * D * M.n_layers * 4 * M.seq_len * M.d_model / 2       # causal: halved
-    lm_head = 3 * D * 2 * M.d_model * M.vocab
-    assert f["attention"] == pytest.approx(attention) and f["lm_head"] == pytest.approx(lm_head)
-    assert f["total"] == pytest.approx(6 * n * D + attention + lm_head, rel=1e-12)
-    assert f["backward"] == pytest.approx(2 * f["forward"])
-    # N: active parameters without the embedding tables (12 l h^2 + norms for this model)
-    assert n == pytest.approx(12 * M.n_layers * M.d_model ** 2 + 2 * M.n_layers * M.d_model, rel=1e-12)
+    # the step formula's model FLOPs x steps, exactly (was: within 0.1 %, norms counted as FLOPs)
+    assert f["total"] == pytest.approx(predict(M, plan, HW).raw["flops"] * rc["steps"], rel=1e-12)
+    h, s, L, V = M.d_model, M.seq_len, M.n_layers, M.vocab
+    assert f["n"] == pytest.approx(12 * L * h * h, rel=1e-12)         # not the 2 l h norm weights
+    assert rc["params"]["non_embedding_active"] == 12 * L * h * h + 2 * L * h
+    assert f["attention"] == pytest.approx(3 * D * L * 4 * s * h / 2, rel=1e-12)
+    assert f["lm_head"] == pytest.approx(3 * D * 2 * h * V, rel=1e-12)
+    assert f["total"] == pytest.approx(f["six_nd"] + f["attention"] + f["lm_head"], rel=1e-12)
+    assert f["backward"] == pytest.approx(2 * f["forward"], rel=1e-12)
 
 
-def test_flop_agrees_with_the_step_formula():
-    plan = Plan(tp=2, pp=2, dp=2, micro_batch=1, global_batch=8)
+# ---- the fixes over the old re-derivation ------------------------------------------------------------------
+def test_moe_expert_tp_gather_scatter_and_sp_split_dispatch():
+    """tp 2 with SP, ep 4: the dispatcher all-to-alls the s b / t tokens a rank holds (not s b), and each rank
+    all-gathers its received tokens over TP and reduce-scatters the expert outputs back (TP bytes)."""
+    plan = Plan(tp=2, dp=8, ep=4, micro_batch=1, global_batch=8, sequence_parallel=True)
+    rc = run_cost(MOE, plan, HW, D)
+    s, h, L, t, e, k = 2048, 1024, 4, 2, 4, 2
+    tokens = s                                                      # one micro-batch, one sequence
+    a2a = 2 * (e - 1) / e * (tokens / t) * k * h * BF16               # dispatch + combine
+    assert per_step(rc, "ep", "tx_fwd") == pytest.approx(L * a2a, rel=1e-12)
+    etp = 2 * (t - 1) / t * tokens * k * h * BF16                     # all-gather + reduce-scatter
+    sp_pair = 2 * (t - 1) / t * tokens * h * BF16                     # one SP all-gather + reduce-scatter
+    assert per_step(rc, "tp", "tx_fwd") == pytest.approx(L * (sp_pair + etp), rel=1e-12)   # attention + experts
+
+
+def test_moe_leading_dense_layers_send_no_expert_traffic():
+    dense_first = dataclasses.replace(MOE, first_dense_layers=2)
+    a = run_cost(MOE, Plan(dp=8, ep=8, micro_batch=1, global_batch=8), HW, D)
+    b = run_cost(dense_first, Plan(dp=8, ep=8, micro_batch=1, global_batch=8), HW, D)
+    assert b["bytes_per_gpu"]["ep"]["tx_fwd"] == pytest.approx(a["bytes_per_gpu"]["ep"]["tx_fwd"] / 2, rel=1e-12)
+
+
+def test_dp_reduces_over_dp_times_cp_hierarchically():
+    """Dense gradients reduce over the d x c ranks that hold the same weights (Megatron-Core intra_dp_cp_group);
+    the ring runs inside the node over k = 8 / t ranks, then across nodes with 1/k of the data per NIC."""
+    plan = Plan(tp=2, cp=2, dp=4, micro_batch=1, global_batch=8)
     rc = run_cost(M, plan, HW, D)
-    pred = predict(M, plan, HW)
-    # the step formula counts matmul FLOPs only (no norm parameters): agreement within 0.1 %
-    assert pred.raw["flops"] * rc["steps"] == pytest.approx(rc["flop"]["total"], rel=1e-3)
+    n = rc["params"]["total"] / 2 * FP32                             # gradient bytes per GPU (t = 2, p = 1)
+    group, k = 8, 4                                                  # d c = 8 ranks, stride 2: 4 per node
+    assert per_step(rc, "dp", "tx_bwd") == pytest.approx(2 * (group - 1) / group * n, rel=1e-12)
+    intra, inter = 2 * (k - 1) / k * n, 2 * (2 - 1) / 2 * n / k
+    assert per_step(rc, "dp", "tx_bwd") == pytest.approx(intra + inter, rel=1e-12)
+    assert per_step(rc, "dp", "inter") == pytest.approx(inter, rel=1e-12)
+    # CP: c - 1 ring hops of the K, V chunk 2 (s/c) h_kv / t per layer; backward 2x
+    hop = 2 * BF16 * (2048 / 2) * 1024 / 2
+    assert per_step(rc, "cp", "tx_fwd") == pytest.approx(2 * 4 * hop, rel=1e-12)     # m = 2, 4 layers
+    assert per_step(rc, "cp", "tx_bwd") == pytest.approx(2 * 2 * 4 * hop, rel=1e-12)
+
+
+def test_zero2_reduce_scatters_every_micro_batch():
+    """ZeRO-2 reduce-scatters the gradients after each micro-batch's backward (Rajbhandari et al. 2020 sec
+    5.2): m x (d-1)/d; ZeRO-1 once per step; both all-gather the updated parameters once."""
+    z1 = run_cost(M, Plan(dp=4, micro_batch=1, global_batch=8, sharding="zero1"), HW, D)
+    z2 = run_cost(M, Plan(dp=4, micro_batch=1, global_batch=8, sharding="zero2"), HW, D)
+    n = z1["params"]["total"]
+    assert per_step(z1, "dp", "tx_bwd") == pytest.approx(3 / 4 * n * FP32, rel=1e-12)
+    assert per_step(z2, "dp", "tx_bwd") == pytest.approx(2 * 3 / 4 * n * FP32, rel=1e-12)    # m = 2
+    assert per_step(z1, "dp", "tx_fwd") == pytest.approx(3 / 4 * n * BF16, rel=1e-12) == per_step(z2, "dp", "tx_fwd")
+    z3 = run_cost(M, Plan(dp=4, micro_batch=1, global_batch=8, sharding="zero3"), HW, D)
+    assert per_step(z3, "dp", "tx_fwd") == pytest.approx(2 * 3 / 4 * n * BF16, rel=1e-12)   # m gathers
+    assert per_step(z3, "dp", "tx_bwd") == pytest.approx(2 * 3 / 4 * n * (BF16 + FP32), rel=1e-12)
 
 
 def test_tp_bytes_by_hand_and_2d_split():
     plan = Plan(tp=8, micro_batch=1, global_batch=2)
     rc = run_cost(M, plan, HW, D)
-    T, m = M.seq_len, 2
-    per_step = m * M.n_layers * 2 * 2 * (7 / 8) * BYTES["bf16"] * T * M.d_model
-    assert rc["bytes_per_gpu"]["tp"]["tx_fwd"] == pytest.approx(per_step * rc["steps"])
+    S = BF16 * M.seq_len * M.d_model
+    step = 2 * M.n_layers * 2 * 2 * (7 / 8) * S                      # m = 2 micro-batches
+    assert per_step(rc, "tp", "tx_fwd") == pytest.approx(step, rel=1e-12)
     assert rc["bytes_per_gpu"]["tp"]["inter"] == 0
     two_d = run_cost(M, plan, HW, D, tp_intra=4, tp_inter=2)
-    # hierarchical ring: the same bytes per GPU, a quarter of... 2(2-1)/2 S/4 of 2(8-1)/8 S on the network
+    # hierarchical ring: 2(4-1)/4 S inside the node + 2(2-1)/2 S/4 across: the same 2(8-1)/8 S in all
     tp2 = two_d["bytes_per_gpu"]["tp"]
-    assert tp2["tx_fwd"] == pytest.approx(per_step * rc["steps"])
-    assert tp2["inter"] / (tp2["tx_fwd"] + tp2["tx_bwd"]) == pytest.approx((0.25) / 1.75)
+    assert tp2["tx_fwd"] == pytest.approx(rc["bytes_per_gpu"]["tp"]["tx_fwd"], rel=1e-12)
+    assert tp2["inter"] / (tp2["tx_fwd"] + tp2["tx_bwd"]) == pytest.approx(0.25 / 1.75, rel=1e-12)
     assert two_d["partition"]["tp_inter"] == 2
 
 
 def test_sequence_parallel_moves_the_same_bytes():
     a = run_cost(M, Plan(tp=4, micro_batch=1, global_batch=2), HW, D)
     b = run_cost(M, Plan(tp=4, micro_batch=1, global_batch=2, sequence_parallel=True), HW, D)
-    assert a["bytes_per_gpu"]["tp"] == b["bytes_per_gpu"]["tp"]
+    assert a["bytes_per_gpu"]["tp"] == pytest.approx(b["bytes_per_gpu"]["tp"], rel=1e-12)
 
 
 def test_moe_expert_bytes_and_active_parameters():
-    moe = Model(n_layers=4, d_model=1024, n_heads=16, vocab=32000, seq_len=2048, n_experts=8, top_k=2)
-    rc = run_cost(moe, Plan(dp=8, ep=8, micro_batch=1, global_batch=8), HW, D)
-    assert rc["bytes_per_gpu"]["ep"]["tx_fwd"] > 0
+    rc = run_cost(MOE, Plan(dp=8, ep=8, micro_batch=1, global_batch=8), HW, D)
+    a2a = 2 * 7 / 8 * 2048 * 2 * 1024 * BF16
+    assert per_step(rc, "ep", "tx_fwd") == pytest.approx(4 * a2a, rel=1e-12)
     assert rc["params"]["active"] < rc["params"]["total"] and rc["params"]["expert"] > 0
-    no_ep = run_cost(moe, Plan(dp=8, micro_batch=1, global_batch=8), HW, D)
+    no_ep = run_cost(MOE, Plan(dp=8, micro_batch=1, global_batch=8), HW, D)
     assert no_ep["bytes_per_gpu"]["ep"]["tx_fwd"] == 0
+
+
+# ---- invariants over plans ---------------------------------------------------------------------------------
+@settings(max_examples=25, deadline=None)
+@given(tp=st.sampled_from([1, 2, 4, 8]), pp=st.sampled_from([1, 2, 4]), dp=st.sampled_from([1, 2, 8]),
+       cp=st.sampled_from([1, 2]), m=st.sampled_from([1, 3]), sharding=st.sampled_from(["none", "zero1", "zero3"]),
+       moe=st.booleans(), recompute=st.sampled_from(["none", "full"]))
+def test_volumes_are_consistent(tp, pp, dp, cp, m, sharding, moe, recompute):
+    model = MOE if moe else M
+    plan = Plan(tp=tp, pp=pp, dp=dp, cp=cp, ep=dp if moe else 1, micro_batch=1, global_batch=m * dp,
+                sharding=sharding, recompute=recompute, sequence_parallel=moe and tp > 1)
+    rc = run_cost(model, plan, HW, D)
+    for axis in AXES:
+        a = rc["bytes_per_gpu"][axis]
+        assert a["tx_fwd"] >= 0 and a["tx_bwd"] >= 0 and a["rx_fwd"] == a["tx_fwd"] and a["rx_bwd"] == a["tx_bwd"]
+        assert 0 <= a["inter"] <= (a["tx_fwd"] + a["tx_bwd"]) * (1 + 1e-12)
+        if {"tp": tp, "cp": cp, "pp": pp, "ep": plan.ep, "dp": dp * cp}[axis] == 1:
+            assert a["tx_fwd"] == a["tx_bwd"] == 0          # a group of one rank sends nothing
+    tot = rc["totals"]
+    assert tot["tx_fwd"] == pytest.approx(rc["n_gpus"] * sum(a["tx_fwd"] for a in rc["bytes_per_gpu"].values()))
+    assert tot["flop"] == pytest.approx(predict(model, plan, HW).raw["flops"] * rc["steps"], rel=1e-12)
+    # bytes per GPU scale with the tokens
+    twice = run_cost(model, plan, HW, 2 * D)
+    assert twice["bytes_per_gpu"]["dp"]["tx_bwd"] == pytest.approx(2 * rc["bytes_per_gpu"]["dp"]["tx_bwd"])
 
 
 def test_runtime_at_fixed_utilization():

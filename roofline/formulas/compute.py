@@ -30,6 +30,13 @@ mla_q_lora = mla * sp.Min(1, S.q_lora)                        # 1 when MLA compr
 mla_qk = S.qk_nope + S.qk_rope                                # MLA query/key head width
 
 
+# width per token of what MLA's column-parallel input projections gather under SP (Megatron-Core
+# multi_latent_attention.py get_query_key_value_tensors: the duplicated down projections run on the s/t tokens a rank
+# holds, then q_compressed, kv_compressed and k_pos_emb are gathered over TP): r_q + r_kv + d_r (without q_lora_rank
+# linear_q_proj gathers the h-wide hidden states instead of r_q)
+mla_gather_width = mla_q_lora * S.q_lora + (1 - mla_q_lora) * S.d_model + S.kv_lora + S.qk_rope
+
+
 def head_dims(d):
     """(query/key, value) head widths of the model's attention: ``d`` for standard attention, MLA's (d_n + d_r, d_v)."""
     return (1 - mla) * d + mla * mla_qk, (1 - mla) * d + mla * S.v_head
@@ -349,6 +356,18 @@ def _on(op: Op, on) -> Op:
     dmin = sp.Max(1, op.dmin) if op.dmin is not None else None
     return replace(op, f_fwd=on * op.f_fwd, b_fwd=on * op.b_fwd, f_bwd=on * op.f_bwd, b_bwd=on * op.b_bwd,
                    model_f_fwd=on * op.model_f_fwd, on=on * op.on, dmin=dmin)
+
+
+def mtp_ops() -> list[Op]:
+    """One multi-token-prediction layer's operators around its transformer layer (DeepSeek-V3 report sec 2.2;
+    Megatron-Core transformer/multi_token_prediction.py MultiTokenPredictionLayer): RMSNorms enorm (the shifted
+    tokens' embedding) and hnorm (the previous depth's hidden states), then eh_proj, the concatenation 2h -> h
+    (column-parallel, no bias). The embedding lookup, the final norm, the shared LM head and the cross-entropy are
+    embedding_ops and head_ops once more (step.edges)."""
+    hid = tok_sp * S.d_model
+    return [elementwise("mtp_enorm", "norm", hid, 1, 1, 2, 1, 8),
+            elementwise("mtp_hnorm", "norm", hid, 1, 1, 2, 1, 8),
+            gemm("mtp_eh_proj", tokens, 2 * S.d_model, S.d_model / S.tp)]
 
 
 def embedding_ops() -> list[Op]:

@@ -17,7 +17,8 @@ from . import step
 from .symbols import SYMBOLS, latex_names
 
 TARGET = Path(__file__).resolve().parents[2] / "docs" / "concepts.md"
-DENSE = {"experts": 1, "top_k": 1, "capacity": 1, "gated": 0, "ep": 1, "cp": 1, "shared_ffn": 0, "dense_layers": 0}
+DENSE = {"experts": 1, "top_k": 1, "capacity": 1, "gated": 0, "ep": 1, "cp": 1, "shared_ffn": 0, "dense_layers": 0,
+         "kv_lora": 0, "q_lora": 0, "qk_nope": 0, "qk_rope": 0, "v_head": 0, "swa_frac": 0, "swa_window": 0, "mtp": 0}
 
 
 def tex(e) -> str:

@@ -72,19 +72,31 @@ active_params = ((S.layers - S.dense_layers) * (attn_params + S.top_k * expert_p
 # (first stage; the last stage holds the LM head or the tied copy), both when p = 1 and untied; the
 # learned position table only on the first stage. The leading dense layers sit on the first stage
 # (Megatron-Core builds layers in order; the first stage of p > 1 holds min(l_d, l/p) of them).
+# Multi-token prediction (DeepSeek-V3 report sec 2.2; Megatron-Core transformer/multi_token_prediction.py): D layers
+# on the last stage, each a transformer layer of the model's (MoE) kind, RMSNorms enorm, hnorm and final_layernorm
+# (h each) and eh_proj 2h x h (no bias); the embedding and the LM head are the main model's (shared), so they are not
+# MTP parameters. Megatron-Core GPTModel builds the embedding on the last stage as well when it runs MTP
+# (pre_process or mtp_process): one more V_pad h / t table there when p > 1 and the head is untied.
+mtp_layer_params = moe_layer_params + 2 * h * h + 3 * h * (1 + S.biases)
+mtp_params = S.mtp * mtp_layer_params
 dense_first = sp.Min(S.dense_layers, PL.stage_layers)      # dense layers on the first stage
 dense_last = (1 - PL.has_pp) * dense_first                 # ... and on the last (the same stage when p = 1)
 layer_params_rank = (attn_params_rank + S.experts / S.ep * expert_params / S.tp + router_params
                      + shared_params / S.tp + norm_params)
 dense_layer_rank = attn_params_rank + dense_mlp_params / S.tp + norm_params
-expert_params_rank = C.moe * (PL.stage_layers - dense_first) * S.experts / S.ep * expert_params / S.tp
-expert_last_rank = C.moe * (PL.stage_layers - dense_last) * S.experts / S.ep * expert_params / S.tp
+mtp_rank = S.mtp * (layer_params_rank + 2 * h * h / S.tp + 3 * h * (1 + S.biases))       # on the last stage
+mtp_expert_rank = S.mtp * C.moe * S.experts / S.ep * expert_params / S.tp
+mtp_embedding_rank = sp.Min(1, S.mtp) * PL.has_pp * (1 - S.tied) * C.vocab_pad * h / S.tp
+expert_params_rank = (C.moe * (PL.stage_layers - dense_first) * S.experts / S.ep * expert_params / S.tp
+                      + (1 - PL.has_pp) * mtp_expert_rank)
+expert_last_rank = C.moe * (PL.stage_layers - dense_last) * S.experts / S.ep * expert_params / S.tp + mtp_expert_rank
 embedding_params_rank = (C.vocab_pad * h / S.tp * (1 + (1 - S.tied) * (1 - PL.has_pp))
                          + S.learned_pos * S.seq_len * h)
 stage_params_rank = ((PL.stage_layers - dense_first) * layer_params_rank + dense_first * dense_layer_rank
-                     + embedding_params_rank)                                              # first stage
+                     + embedding_params_rank + (1 - PL.has_pp) * mtp_rank)                 # first stage
 last_params_rank = ((PL.stage_layers - dense_last) * layer_params_rank + dense_last * dense_layer_rank
-                    + embedding_params_rank - PL.has_pp * S.learned_pos * S.seq_len * h)  # last stage
+                    + embedding_params_rank - PL.has_pp * S.learned_pos * S.seq_len * h   # last stage
+                    + mtp_rank + mtp_embedding_rank)
 dense_params_rank = stage_params_rank - expert_params_rank
 dense_last_rank = last_params_rank - expert_last_rank
 
@@ -149,8 +161,13 @@ head_in_flight = S.gpipe * PL.micro_batches + (1 - S.gpipe)
 logits = C.tokens * C.vocab_pad / S.tp * (S.act_bytes + S.f32_bytes * head_in_flight)
 head_input = S.act_bytes * sbh / C.sp_div
 only = 1 - PL.has_pp                                       # p = 1: one stage holds embedding and head
-activations_first = PL.in_flight() * stage_stored(dense_first) + working_set + only * (logits + head_input)
-activations_last = PL.in_flight_last() * stage_stored(dense_last) + working_set + logits + head_input
+# an MTP layer keeps its transformer layer's activations and the inputs of enorm, hnorm (h each), eh_proj (2h;
+# SP-split, gathered again in backward) and final_layernorm (h), and its own logits and LM-head input
+mtp_stored = S.mtp * (stored_per_layer + 5 * S.act_bytes * sbh / C.sp_div)
+activations_first = (PL.in_flight() * (stage_stored(dense_first) + only * mtp_stored) + working_set
+                     + only * (1 + S.mtp) * (logits + head_input))
+activations_last = (PL.in_flight_last() * (stage_stored(dense_last) + mtp_stored) + working_set
+                    + (1 + S.mtp) * (logits + head_input))
 # ZeRO-3: the gathered parameters of the layer being computed (and the next, prefetched)
 zero3_buffers = S.z_param * 2 * sp.Max(layer_params_rank, sp.Min(1, S.dense_layers) * dense_layer_rank) * S.act_bytes
 

@@ -45,6 +45,25 @@ def tp_collective():
     return (1 - S.seq_par) * CM.tp_group("ar", act) + S.seq_par * (CM.tp_group("ag", act) + CM.tp_group("rs", act))
 
 
+def mla_gather_delta():
+    """What MLA changes in the attention block's TP pair: under SP its all-gather carries the latents the up
+    projections read, r_q + r_kv + d_r per token (compute.mla_gather_width), instead of h: the duplicated down
+    projections run on the s/t tokens a rank holds (Megatron-Core multi_latent_attention.py); the output
+    projection's reduce-scatter stays h wide. 0 without MLA or without SP."""
+    act = S.act_bytes * C.tokens
+    return C.mla * S.seq_par * (CM.tp_group("ag", act * C.mla_gather_width) - CM.tp_group("ag", act * h))
+
+
+def mla_grad_reduce():
+    """MLA's TP-replicated parameters (down projections and their RMSNorms, memory.attn_params_repl: h (r_q + r_kv
+    + d_r) + r_q + r_kv per layer) see only the rank's s/t tokens under SP: their gradients are all-reduced over TP
+    once per step, after the backward passes (Megatron-Core distributed/finalize_model_grads.py
+    _allreduce_non_tensor_model_parallel_grads over the parameters marked sequence_parallel, which
+    multi_latent_attention.py sets on them), for the layers of the heaviest stage (s, exposed)."""
+    n_layers = PL.stage_layers
+    return C.mla * S.seq_par * CM.tp_group("ar", n_layers * M.attn_params_repl * S.grad_bytes)
+
+
 # TP blocks per layer: around attention and around the MLP; a MoE layer's routed experts move their tokens
 # with the dispatcher (ep_layer) instead, and its shared experts gather and scatter the layer's tokens once
 # more (Megatron-Core moe/shared_experts.py)
@@ -107,7 +126,7 @@ def layer(ops, tp_blocks, ep) -> Layer:
     gemm_fwd = time_of([o for o in ops if o.cls == "gemm"], "fwd")
     # TP comm can hide behind the layer's GEMMs: forward (1x), backward (dgrad + wgrad, 2x), recomputed
     # forward; times (2 + r) passes: fwd, bwd, and the recomputed forward
-    tp_raw = tp_blocks * tp_collective() * (2 + S.rc_full)
+    tp_raw = (tp_blocks * tp_collective() + mla_gather_delta()) * (2 + S.rc_full)
     tp = CM.exposed(tp_raw, gemm_fwd * (3 + S.rc_full), S.ov_tp)
     cp = CM.exposed(cp_layer(), time_of(core, "fwd") * (1 + 2 + S.rc_full), S.ov_cp)
     # the backward pass's share (with the recomputed forward): TP and EP (1 + r) of (2 + r) passes,
@@ -122,8 +141,10 @@ def layer(ops, tp_blocks, ep) -> Layer:
 def layer_kinds() -> dict[str, Layer]:
     """Two layer kinds (Megatron-Core moe_layer_freq): MoE layers (every layer of a dense model, whose "MoE"
     layer is its dense layer: E = K = 1) and the l_d leading dense layers of a MoE with the dense MLP f."""
-    return {"moe": layer(C.layer_ops(C.d_head, S.moe_ffn, C.moe, S.shared_ffn), TP_BLOCKS["moe"], ep_layer()),
-            "dense": layer(C.layer_ops(C.d_head, S.ffn_hidden, sp.Integer(0)), TP_BLOCKS["dense"], sp.Integer(0))}
+    return {"moe": layer(C.layer_ops(C.d_head, S.moe_ffn, C.moe, S.shared_ffn, variants=True), TP_BLOCKS["moe"],
+                         ep_layer()),
+            "dense": layer(C.layer_ops(C.d_head, S.ffn_hidden, sp.Integer(0), variants=True), TP_BLOCKS["dense"],
+                           sp.Integer(0))}
 
 
 def stage_dense_layers(dense: Layer, moe: Layer) -> sp.Expr:
@@ -149,16 +170,28 @@ class Edges:
     host: sp.Expr           # host-bound excess of the edges (max(0, host - GPU time))
 
 
-def edges() -> Edges:
-    """The heaviest stage's edge: the heavier of embedding and LM head when p > 1, both when p = 1. The host
+def mtp_edge_ops() -> list:
+    """One MTP layer's operators outside its transformer layer (compute.mtp_ops): the embedding lookup of the shifted
+    tokens (the shared table), enorm, hnorm, eh_proj, then the final norm, the shared LM head and the cross-entropy
+    (Megatron-Core multi_token_prediction.py: MultiTokenPredictionBlock computes each depth's loss)."""
+    return [*C.embedding_ops(), *C.mtp_ops(), *C.head_ops()]
+
+
+def edges(mtp_layer: Layer | None = None) -> Edges:
+    """The heaviest stage's edge: the heavier of embedding and LM head when p > 1, both when p = 1. The LM head's
+    edge carries the D multi-token-prediction layers' own operators (mtp_edge_ops); their transformer layers
+    (``mtp_layer``, the model's MoE layer kind) count in the comparison of the two edge stages. The host
     issues each edge segment asynchronously: max(GPU time, host issue time), plus the framework's own
     per-micro-batch work (batch fetch and broadcast, masks) while the GPU waits (calibrate/bench_host.py;
     sum of per-segment maxima: the vTrain runs show the embedding and LM-head time adding to host-bound
     layers, not hiding under them)."""
     emb, head = C.embedding_ops(), C.head_ops()
     ef, eb = time_of(emb, "fwd"), time_of(emb, "bwd")
-    hf, hb = time_of(head, "fwd"), time_of(head, "bwd")
-    head_heavier = sp.Piecewise((1, hf + hb >= ef + eb), (0, True))
+    mtp = mtp_edge_ops()
+    hf, hb = time_of(head, "fwd") + S.mtp * time_of(mtp, "fwd"), time_of(head, "bwd") + S.mtp * time_of(mtp, "bwd")
+    mtp_gpu = S.mtp * (mtp_layer.gpu + mtp_layer.host) if mtp_layer is not None else sp.Integer(0)
+    # unevaluated: sympy would try to decide the comparison over whole layer expressions (stage_dense_layers)
+    head_heavier = sp.Heaviside(hf + hb + mtp_gpu - ef - eb, 1, evaluate=False)   # 1 when >= (H(0) = 1)
     single = 1 - PL.has_pp                                 # p = 1: one stage carries both
     fwd = head_heavier * hf + (1 - head_heavier) * ef + single * (head_heavier * ef + (1 - head_heavier) * hf)
     bwd = head_heavier * hb + (1 - head_heavier) * eb + single * (head_heavier * eb + (1 - head_heavier) * hb)
@@ -169,14 +202,16 @@ def edges() -> Edges:
 
 
 # ---- data parallelism and the optimizer, per step ----------------------------------------------------
-def dp_volumes():
+def dp_volumes(dense=None, expert=None):
     """Gradient reduce and parameter gather of one step on one rank (s, before overlap), and the reduces per
-    step. Dense gradients over the d x c group, expert gradients over the d c / e group (Megatron-Core DDP
+    step, for ``dense`` and ``expert`` parameters on the rank (default: the heaviest stage's, memory.py). Dense gradients over the d x c group, expert gradients over the d c / e group (Megatron-Core DDP
     intra_dp_cp_group / intra_expt_dp_group; comm.dp_group, comm.expert_dp_group). ZeRO-2/3 reduce-scatter
     gradients after every micro-batch's backward, into the partitioned buffer (Rajbhandari et al. 2020
     sec 5.2); otherwise once per step after accumulation."""
-    g_dense, g_exp = M.dense_params_rank * S.grad_bytes, M.expert_params_rank * S.grad_bytes
-    w_dense, w_exp = M.dense_params_rank * S.act_bytes, M.expert_params_rank * S.act_bytes
+    dense = M.dense_params_rank if dense is None else dense
+    expert = M.expert_params_rank if expert is None else expert
+    g_dense, g_exp = dense * S.grad_bytes, expert * S.grad_bytes
+    w_dense, w_exp = dense * S.act_bytes, expert * S.act_bytes
     reduces = 1 + S.z_grad * (PL.micro_batches - 1)
     reduce_dense = (1 - S.z_os) * CM.dp_group("ar", g_dense) + S.z_os * CM.dp_group("rs", g_dense)
     reduce_exp = C.moe * ((1 - S.z_os) * CM.expert_dp_group("ar", g_exp) + S.z_os * CM.expert_dp_group("rs", g_exp))
@@ -194,13 +229,15 @@ def build() -> dict[str, sp.Expr]:
     kinds = layer_kinds()
     moe, dense = kinds["moe"], kinds["dense"]
     n_d = stage_dense_layers(dense, moe)
-    n_moe = PL.stage_layers - n_d
+    edge = edges(moe)
+    # the D MTP layers sit on the last stage: on the heaviest stage when it holds the LM head (p = 1: always)
+    n_mtp = S.mtp * (edge.head_heavier + (1 - PL.has_pp) * (1 - edge.head_heavier))
+    n_moe = PL.stage_layers - n_d + n_mtp
 
     def stage(term):
-        """Sum over the layers of the heaviest stage of one per-layer term."""
+        """Sum over the layers of the heaviest stage (its MTP layers included) of one per-layer term."""
         return n_d * term(dense) + n_moe * term(moe)
 
-    edge = edges()
     m = PL.micro_batches
     stage_fwd = stage(lambda k: k.fwd) + edge.fwd
     stage_bwd = stage(lambda k: k.bwd) + edge.bwd
@@ -227,13 +264,14 @@ def build() -> dict[str, sp.Expr]:
     # optimizer: fused Adam over this rank's shard (compute.adam_op)
     t_opt = C.op_time(C.adam_op(M.sharded(M.dense_params_rank, M.expert_params_rank, S.z_os)), "fwd")
 
-    step = PL.step_time(t_microbatch) + pp_comm + dp_comm + zero3_comm + t_opt
+    tp_grad = mla_grad_reduce()
+    step = PL.step_time(t_microbatch) + pp_comm + dp_comm + zero3_comm + t_opt + tp_grad
     out: dict[str, sp.Expr] = {"step_time": step}
     # breakdown (sums to step_time)
     out["t_forward"] = m * stage_fwd
     out["t_backward"] = m * stage_bwd
     out["t_recompute"] = m * stage_recompute
-    out["t_tp_comm"] = m * stage(lambda k: k.tp)
+    out["t_tp_comm"] = m * stage(lambda k: k.tp) + tp_grad
     out["t_cp_comm"] = m * stage(lambda k: k.cp)
     out["t_ep_comm"] = m * stage(lambda k: k.ep)
     out["t_host_overhead"] = m * (stage_host + edge_host)
@@ -242,7 +280,7 @@ def build() -> dict[str, sp.Expr]:
     out["t_dp_comm"] = dp_comm + zero3_comm
     out["t_optimizer"] = t_opt
     # raw (before overlap) communication per step, for reporting
-    out["tp_comm_total"] = m * stage(lambda k: k.tp_raw)
+    out["tp_comm_total"] = m * stage(lambda k: k.tp_raw) + tp_grad
     out["dp_comm_total"] = (1 - S.z_param) * (reduces * reduce + gather) + S.z_param * zero3
     out["tp_comm"] = out["t_tp_comm"]
     out["dp_comm"] = out["t_dp_comm"]
@@ -263,6 +301,8 @@ def build() -> dict[str, sp.Expr]:
         out[f"{prefix}_host"] = k.host
     out["stage_layers"] = PL.stage_layers
     out["stage_dense_layers"] = n_d
+    out["stage_mtp_layers"] = n_mtp
+    out["t_tp_grad_reduce"] = tp_grad
     out["t_embed_fwd"] = edge.embed_fwd
     out["t_embed_bwd"] = edge.embed_bwd
     out["t_head_fwd"] = edge.head_fwd
@@ -273,6 +313,7 @@ def build() -> dict[str, sp.Expr]:
     out["t_pp_send_recv"] = send_recv
 
     out.update(flops(kinds))
+    out.update(volumes(kinds))                             # what run-cost reads: bytes per axis, FLOPs by part
     n_gpus = S.tp * S.pp * S.dp * S.cp
     out["n_gpus"] = n_gpus
     out["mfu"] = out["flops"] / (step * n_gpus * S.peak)
@@ -292,6 +333,10 @@ def flops(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
                      for k, n in (("moe", n_moe), ("dense", S.dense_layers))), sp.Integer(0))
     mf_head = C.ops_flops([o for o in head if o.cls == "gemm"], "model_fwd").subs(per_seq)
     mf_head = mf_head * S.vocab / C.vocab_pad.subs(per_seq)     # model FLOPs use the unpadded vocabulary
+    # D MTP layers: a MoE layer, eh_proj and one more LM head each (Megatron-LM training.py
+    # num_floating_point_operations: "MTP norms and proj" and the logits x (mtp_num_layers + 1))
+    mf_mtp = S.mtp * (C.ops_flops(kinds["moe"].ops, "model_fwd").subs(per_seq)
+                      + C.ops_flops(C.mtp_ops(), "model_fwd").subs(per_seq) + mf_head)
 
     def mm(ops, d):
         return C.ops_flops([o for o in ops if o.cls in ("gemm", "attn", "bmm")], d)
@@ -302,8 +347,88 @@ def flops(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
                 + (1 - S.rc_full) * S.rc_sel * mm(lay.core, "fwd"))
     # executed matmul FLOPs of all ranks: every (t, c, d) rank runs m micro-batches over all l layers
     hw = S.tp * S.cp * S.dp * PL.micro_batches * (n_moe * executed("moe") + S.dense_layers * executed("dense")
-                                                  + mm(head, "fwd") + mm(head, "bwd"))
-    return {"flops": 3 * S.global_batch * (mf_layers + mf_head), "hardware_flops": hw}
+                                                  + mm(head, "fwd") + mm(head, "bwd")
+                                                  + S.mtp * (executed("moe") + mm(mtp_edge_ops(), "fwd")
+                                                             + mm(mtp_edge_ops(), "bwd")))
+    return {"flops": 3 * S.global_batch * (mf_layers + mf_head + mf_mtp), "hardware_flops": hw}
+
+
+# ---- bytes per parallel axis and FLOPs by part, per step (run-cost reads these) ----------------------
+AXES = ("tp", "cp", "ep", "pp", "dp")
+
+
+def sent_bytes(t_comm, kinds=None) -> tuple[sp.Expr, sp.Expr]:
+    """(intra-node, inter-node) bytes one rank sends in a communication time built of comm.py's collectives:
+    every bandwidth term there is factor x size / busbw (nccl-tests), so the bytes on a link are the time at
+    0 latency and 1 byte/s of bus bandwidth on that link, the other link's terms dropped; ``kinds`` keeps only
+    those collectives ('ar', 'ag', 'rs', 'a2a', 'p2p')."""
+    on, off = sp.Dummy("on"), sp.Dummy("off")
+
+    def link(name):
+        sub = {a: sp.Integer(0) for a in S.ALPHA.values()}
+        sub.update({bw: 1 / (on if lk == name and (kinds is None or kind in kinds) else off)
+                    for (kind, lk), bw in S.BUSBW.items()})
+        return t_comm.xreplace(sub).xreplace({on: 1, off: 0})
+    return link("intra"), link("inter")
+
+
+def volumes(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
+    """Bytes one GPU sends per step on each parallel axis (a ring collective receives what it sends), forward
+    (``bytes_<axis>_fwd``) and backward with the recomputed forward (``_bwd``), and the part of both that
+    crosses nodes (``_inter``), averaged over the pipeline stages (l/p layers per GPU): the communication
+    terms of the step time before overlap (the layers' tp_raw, ep_layer, cp_layer, the PP send,
+    dp_volumes) read as bytes. The expert-TP gather/scatter of a MoE layer (in ep_layer's time) travels over
+    the TP group: TP bytes. And the model FLOPs of the step (``flops``) by pass and part."""
+    m, rc = PL.micro_batches, S.rc_full
+    layers = {"moe": (S.layers - S.dense_layers) / S.pp, "dense": S.dense_layers / S.pp}   # per GPU
+
+    per_pass = sent_bytes
+    def add(*pairs):
+        return tuple(sp.Add(*[p[i] for p in pairs]) for i in (0, 1))
+
+    def scale(pair, k):
+        return (pair[0] * k, pair[1] * k)
+
+    # per micro-batch, one pass (forward), on one GPU
+    ep_pass = scale(per_pass(ep_layer(), ("a2a",)), 1 / (2 + rc))
+    etp_pass = scale(per_pass(ep_layer(), ("ag", "rs")), 1 / (2 + rc))
+    tp_pass = add(*[scale(per_pass(kinds[k].tp_raw), layers[k] / (2 + rc)) for k in layers],
+                  scale(etp_pass, layers["moe"]))
+    cp_pass = scale(per_pass(cp_layer()), (layers["moe"] + layers["dense"]) / (3 + rc))
+    # pipeline: p v - 1 boundaries per micro-batch, each crossed by the t ranks' 1/t shares, over p GPUs
+    pp_pass = scale(per_pass(CM.p2p(S.act_bytes * C.tokens * h / S.tp, CM.pp_same_node())),
+                    PL.has_pp * (S.pp * S.interleave - 1) / S.pp)
+    # DP: the parameters of the average GPU, dense over t p, routed experts over t p e
+    expert = C.moe * (S.layers - S.dense_layers) * S.experts * M.expert_params
+    reduces, reduce, gather, zero3 = dp_volumes((M.total_params - expert) / (S.tp * S.pp), expert / (S.tp * S.pp * S.ep))
+    gather3 = gather.xreplace({S.z_os: 1})                   # ZeRO-3: one parameter all-gather per pass
+    z3 = S.z_param
+    dp_fwd = add(scale(per_pass(gather), 1 - z3), scale(per_pass(gather3), z3 * m))
+    dp_bwd = add(scale(per_pass(reduce), (1 - z3) * reduces), scale(per_pass(zero3 - m * gather3), z3))
+    per_step = {
+        "tp": (scale(tp_pass, m), scale(tp_pass, m * (1 + rc))),
+        "cp": (scale(cp_pass, m), scale(cp_pass, m * (2 + rc))),
+        "ep": (scale(ep_pass, m * layers["moe"]), scale(ep_pass, m * layers["moe"] * (1 + rc))),
+        "pp": (scale(pp_pass, m), scale(pp_pass, m)),
+        "dp": (dp_fwd, dp_bwd),
+    }
+    out = {}
+    for axis in AXES:
+        fwd, bwd = per_step[axis]
+        out[f"bytes_{axis}_fwd"] = fwd[0] + fwd[1]
+        out[f"bytes_{axis}_bwd"] = bwd[0] + bwd[1]
+        out[f"bytes_{axis}_inter"] = fwd[1] + bwd[1]
+    # FLOPs: forward + 2x backward; the attention core (QK^T, AV) and the LM head of the same count
+    per_seq = {S.tp: 1, S.cp: 1, S.micro_batch: 1}
+    model_flops = flops(kinds)["flops"]
+    attn = sum((n * C.ops_flops(kinds[k].core, "model_fwd").subs(per_seq)
+                for k, n in (("moe", S.layers - S.dense_layers), ("dense", S.dense_layers))), sp.Integer(0))
+    out["flops_forward"] = model_flops / 3
+    out["flops_backward"] = 2 * model_flops / 3
+    out["flops_attention"] = 3 * S.global_batch * attn
+    head = C.ops_flops([o for o in C.head_ops() if o.cls == "gemm"], "model_fwd").subs(per_seq)
+    out["flops_lm_head"] = 3 * S.global_batch * head * S.vocab / C.vocab_pad.subs(per_seq)
+    return out
 
 
 def memory() -> dict[str, sp.Expr]:
@@ -328,6 +453,8 @@ def memory() -> dict[str, sp.Expr]:
         # routed experts: (l - l_d) E expert MLPs (0 for a dense model)
         "params_embedding": M.embedding_params,
         "params_expert": C.moe * (S.layers - S.dense_layers) * S.experts * M.expert_params,
+        # the D MTP layers (not in params: DeepSeek-V3's 671B excludes its 14B MTP module, report sec 4.2)
+        "params_mtp": M.mtp_params,
     }
 
 
@@ -373,6 +500,10 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "t_dense_layer_host": ("time", "time the GPU waits for the host to issue one leading dense layer's kernels"),
     "stage_layers": ("", "layers of the heaviest pipeline stage, ceil(l / (p v)) v"),
     "stage_dense_layers": ("", "leading dense layers counted on the heaviest stage (0 for a dense model)"),
+    "stage_mtp_layers": ("", "multi-token-prediction layers on the heaviest stage (D when it holds the LM head, else 0); "
+                         "priced as MoE layers (t_layer_*) besides stage_layers"),
+    "t_tp_grad_reduce": ("time", "per step: TP all-reduce of the gradients of MLA's replicated down projections and "
+                         "norms under SP (part of t_tp_comm)"),
     "t_embed_fwd": ("time", "embedding lookup forward (first stage)"),
     "t_embed_bwd": ("time", "embedding backward (first stage)"),
     "t_head_fwd": ("time", "final norm, LM head and cross-entropy forward (last stage)"),
@@ -407,5 +538,17 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "active_params": ("", "parameters active per token"),
     "params_rank": ("", "parameters per GPU of the heaviest stage"),
     "params_embedding": ("", "embedding and position tables and the final norm (the parameters of a 0-layer model)"),
+    "params_mtp": ("", "multi-token-prediction layers' parameters (embedding and LM head shared; not in params)"),
     "params_expert": ("", "routed-expert parameters of the whole model, (l - l_d) E per-expert MLPs (0 if dense)"),
+    # run-cost (volumes): bytes one GPU sends per step, averaged over the pipeline stages; it receives as much
+    **{f"bytes_{a}_{d}": ("bytes", f"{name} bytes one GPU sends per step, {what}")
+       for a, name in (("tp", "TP/SP (and a MoE layer's expert-TP gather/scatter)"), ("cp", "context-parallel ring"),
+                       ("ep", "expert-parallel all-to-all"), ("pp", "pipeline send/recv"),
+                       ("dp", "data-parallel gradient reduce and parameter gather"))
+       for d, what in (("fwd", "forward pass"), ("bwd", "backward pass with the recomputed forward"),
+                       ("inter", "both passes, the part that crosses nodes"))},
+    "flops_forward": ("flop", "model FLOPs per step of the forward pass (flops / 3)"),
+    "flops_backward": ("flop", "model FLOPs per step of the backward pass (2 flops / 3)"),
+    "flops_attention": ("flop", "model FLOPs per step of the attention core (QK^T and AV), forward + backward"),
+    "flops_lm_head": ("flop", "model FLOPs per step of the LM head (unpadded vocabulary), forward + backward"),
 }

@@ -70,6 +70,8 @@ swa_window = _s("swa_window", "", "keys a query of a windowed layer sees, itself
                 "w", 0.0, zero=True)
 swa_frac = _s("swa_frac", "", "fraction of the layers with sliding-window attention (0: none)", "model", r"\phi_w",
               0.0, zero=True)
+# multi-token prediction (DeepSeek-V3 report sec 2.2; Megatron-Core transformer/multi_token_prediction.py, --mtp-num-layers)
+mtp = _s("mtp", "", "multi-token-prediction layers D on the last pipeline stage (0: none)", "model", "D", 0.0, zero=True)
 vocab = _s("vocab", "", "vocabulary size V (padded to 128*tp in the model)", "model", "V")
 seq_len = _s("seq_len", "", "sequence length s", "model", "s")
 gated = _s("gated", "", "1 for a gated MLP (SwiGLU: two up projections), else 0", "model", "g")
