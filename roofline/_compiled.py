@@ -3,7 +3,7 @@
 import numpy as np
 
 INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'clock', 'cp', 'cuda_context', 'd_model', 'dense_layers', 'dp', 'dropout', 'ep', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'head_dim', 'heads', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_mb', 'host_rc', 'interleave', 'kv_heads', 'kv_lora', 'layers', 'learned_pos', 'mask_bytes', 'micro_batch', 'moe_ffn', 'mtp', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_pp', 'ov_tp', 'peak', 'peak_vec', 'pp', 'q_lora', 'qk_nope', 'qk_rope', 'rc_full', 'rc_sel', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'v_head', 'vocab', 'z_grad', 'z_os', 'z_param')
-OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_host_overhead', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'pp_bubble_ratio', 'micro_batches', 't_microbatch_stage', 't_layer_fwd', 't_layer_bwd', 't_layer_recompute', 't_layer_tp_comm', 't_layer_cp_comm', 't_layer_ep_comm', 't_layer_comm_bwd', 't_layer_host', 't_dense_layer_fwd', 't_dense_layer_bwd', 't_dense_layer_recompute', 't_dense_layer_tp_comm', 't_dense_layer_cp_comm', 't_dense_layer_ep_comm', 't_dense_layer_comm_bwd', 't_dense_layer_host', 'stage_layers', 'stage_dense_layers', 'stage_mtp_layers', 't_tp_grad_reduce', 't_embed_fwd', 't_embed_bwd', 't_head_fwd', 't_head_bwd', 'head_stage_heavier', 't_edge_host', 't_microbatch_host', 't_pp_send_recv', 'flops', 'hardware_flops', 'bytes_tp_fwd', 'bytes_tp_bwd', 'bytes_tp_inter', 'bytes_cp_fwd', 'bytes_cp_bwd', 'bytes_cp_inter', 'bytes_ep_fwd', 'bytes_ep_bwd', 'bytes_ep_inter', 'bytes_pp_fwd', 'bytes_pp_bwd', 'bytes_pp_inter', 'bytes_dp_fwd', 'bytes_dp_bwd', 'bytes_dp_inter', 'flops_forward', 'flops_backward', 'flops_attention', 'flops_lm_head', 'n_gpus', 'mfu', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'mem_logits', 'mem_first_stage', 'mem_last_stage', 'mem_reserve', 'mem_cuda_context', 'mem_nccl', 'mem_fragmentation', 'params', 'active_params', 'params_rank', 'params_embedding', 'params_expert', 'params_mtp')
+OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_host_overhead', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'pp_bubble_ratio', 'micro_batches', 't_microbatch_stage', 't_layer_fwd', 't_layer_bwd', 't_layer_recompute', 't_layer_tp_comm', 't_layer_cp_comm', 't_layer_ep_comm', 't_layer_comm_bwd', 't_layer_host', 't_dense_layer_fwd', 't_dense_layer_bwd', 't_dense_layer_recompute', 't_dense_layer_tp_comm', 't_dense_layer_cp_comm', 't_dense_layer_ep_comm', 't_dense_layer_comm_bwd', 't_dense_layer_host', 'stage_layers', 'stage_dense_layers', 'stage_mtp_layers', 't_tp_grad_reduce', 't_embed_fwd', 't_embed_bwd', 't_head_fwd', 't_head_bwd', 'head_stage_heavier', 't_edge_host', 't_microbatch_host', 't_pp_send_recv', 'flops', 'hardware_flops', 'flops_megatron', 'bytes_tp_fwd', 'bytes_tp_bwd', 'bytes_tp_inter', 'bytes_cp_fwd', 'bytes_cp_bwd', 'bytes_cp_inter', 'bytes_ep_fwd', 'bytes_ep_bwd', 'bytes_ep_inter', 'bytes_pp_fwd', 'bytes_pp_bwd', 'bytes_pp_inter', 'bytes_dp_fwd', 'bytes_dp_bwd', 'bytes_dp_inter', 'flops_forward', 'flops_backward', 'flops_attention', 'flops_lm_head', 'n_gpus', 'mfu', 'mfu_megatron', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'mem_logits', 'mem_first_stage', 'mem_last_stage', 'mem_reserve', 'mem_cuda_context', 'mem_nccl', 'mem_fragmentation', 'params', 'active_params', 'params_rank', 'params_embedding', 'params_expert', 'params_mtp')
 
 
 def evaluate(x):
@@ -164,58 +164,58 @@ def evaluate(x):
     z_os = x['z_os']
     z_param = x['z_param']
     _x0 = tp**(-1.0)
-    _x1 = _x0*grad_bytes
-    _x2 = np.maximum(1, np.minimum(gpus_per_node, tp))
-    _x3 = _x2**(-1.0)
-    _x4 = _x3*tp
-    _x5 = 2*_x4 - 2
-    _x6 = bw_ar_inter**(-1.0)
-    _x7 = _x5*_x6
-    _x8 = interleave**(-1.0)
-    _x9 = pp**(-1.0)
-    _x10 = interleave*np.ceil(_x8*_x9*layers)
-    _x11 = np.minimum(1, kv_lora)
-    _x12 = kv_lora + qk_rope
-    _x13 = _x12*d_model
-    _x14 = biases + 1
-    _x15 = d_model*q_lora
-    _x16 = _x11*np.minimum(1, q_lora)
-    _x17 = _x11*(_x13 + _x14*kv_lora + _x16*(_x14*q_lora + _x15))
-    _x18 = _x10*_x17
-    _x19 = bw_ar_intra**(-1.0)
-    _x20 = _x19*grad_bytes
-    _x21 = 2*_x2 - 2
-    _x22 = _x21*_x3
-    _x23 = _x21*alpha_ar_intra + _x5*alpha_ar_inter
-    _x24 = _x11*seq_par
-    _x25 = _x24*(_x1*_x18*_x7 + _x18*_x20*_x22 + _x23)
-    _x26 = pp - 1
-    _x27 = _x26*_x8
-    _x28 = dp**(-1.0)
-    _x29 = micro_batch**(-1.0)
-    _x30 = _x29*global_batch
-    _x31 = _x28*_x30
-    _x32 = cp - 1
-    _x33 = rc_full + 3
-    _x34 = cp*tp
-    _x35 = np.where((_x34 <= gpus_per_node), 1, 0)
-    _x36 = bw_p2p_intra**(-1.0)
-    _x37 = _x11*heads
-    _x38 = 1 - _x11
-    _x39 = _x11*v_head
-    _x40 = qk_nope + qk_rope
-    _x41 = _x11*_x40
-    _x42 = _x38*head_dim
-    _x43 = _x39 + _x41 + 2*_x42
-    _x44 = _x43*(_x37 + _x38*kv_heads)
-    _x45 = cp**(-1.0)
-    _x46 = _x45*seq_len
-    _x47 = _x46*micro_batch
-    _x48 = _x47*act_bytes
-    _x49 = _x0*_x44*_x48
-    _x50 = 1 - _x35
+    _x1 = np.maximum(1, np.minimum(gpus_per_node, tp))
+    _x2 = _x1**(-1.0)
+    _x3 = _x2*tp
+    _x4 = 2*_x3 - 2
+    _x5 = bw_ar_inter**(-1.0)
+    _x6 = _x4*_x5
+    _x7 = interleave**(-1.0)
+    _x8 = pp**(-1.0)
+    _x9 = interleave*np.ceil(_x7*_x8*layers)
+    _x10 = np.minimum(1, kv_lora)
+    _x11 = kv_lora + qk_rope
+    _x12 = _x11*d_model
+    _x13 = biases + 1
+    _x14 = d_model*q_lora
+    _x15 = _x10*np.minimum(1, q_lora)
+    _x16 = _x10*(_x12 + _x13*kv_lora + _x15*(_x13*q_lora + _x14))
+    _x17 = _x16*_x9
+    _x18 = bw_ar_intra**(-1.0)
+    _x19 = _x18*grad_bytes
+    _x20 = 2*_x1 - 2
+    _x21 = _x2*_x20
+    _x22 = _x20*alpha_ar_intra + _x4*alpha_ar_inter
+    _x23 = _x10*seq_par
+    _x24 = _x23*(_x0*_x17*_x6*grad_bytes + _x17*_x19*_x21 + _x22)
+    _x25 = pp - 1
+    _x26 = _x25*_x7
+    _x27 = dp**(-1.0)
+    _x28 = micro_batch**(-1.0)
+    _x29 = _x28*global_batch
+    _x30 = _x27*_x29
+    _x31 = cp - 1
+    _x32 = rc_full + 3
+    _x33 = cp*tp
+    _x34 = np.where((_x33 <= gpus_per_node), 1, 0)
+    _x35 = bw_p2p_intra**(-1.0)
+    _x36 = cp**(-1.0)
+    _x37 = _x36*seq_len
+    _x38 = _x37*micro_batch
+    _x39 = _x38*act_bytes
+    _x40 = _x10*heads
+    _x41 = 1 - _x10
+    _x42 = _x10*v_head
+    _x43 = qk_nope + qk_rope
+    _x44 = _x10*_x43
+    _x45 = _x41*head_dim
+    _x46 = _x42 + _x44 + 2*_x45
+    _x47 = _x46*(_x40 + _x41*kv_heads)
+    _x48 = _x0*_x47
+    _x49 = _x39*_x48
+    _x50 = 1 - _x34
     _x51 = bw_p2p_inter**(-1.0)
-    _x52 = _x32*_x33*(_x35*(_x36*_x49 + alpha_p2p_intra) + _x50*(_x49*_x51 + alpha_p2p_inter))
+    _x52 = _x31*_x32*(_x34*(_x35*_x49 + alpha_p2p_intra) + _x50*(_x49*_x51 + alpha_p2p_inter))
     _x53 = flash*t0_attn_fwd
     _x54 = 1 - flash
     _x55 = 1 - swa_frac
@@ -223,7 +223,7 @@ def evaluate(x):
     _x57 = _x56/peak_vec
     _x58 = _x57/eta_softmax_fwd
     _x59 = seq_len**2
-    _x60 = _x45*_x59
+    _x60 = _x36*_x59
     _x61 = _x0*heads
     _x62 = _x61*micro_batch
     _x63 = _x60*_x62
@@ -234,7 +234,7 @@ def evaluate(x):
     _x68 = _x54*_x62
     _x69 = _x60*_x68
     _x70 = _x67*_x69
-    _x71 = _x41 + _x42
+    _x71 = _x44 + _x45
     _x72 = 2*flash
     _x73 = _x60*(2 - _x72)
     _x74 = _x62*_x71*_x73
@@ -244,697 +244,705 @@ def evaluate(x):
     _x78 = _x67/mu_bmm_fwd
     _x79 = _x71*seq_len
     _x80 = _x68*act_bytes
-    _x81 = _x80*(_x45*_x79 + _x60 + _x79)
+    _x81 = _x80*(_x36*_x79 + _x60 + _x79)
     _x82 = seq_len**(-1.0)
-    _x83 = _x39 + _x42
+    _x83 = _x42 + _x45
     _x84 = _x61*_x83
     _x85 = _x73*_x84*micro_batch
-    _x86 = (1/128)*_x42
+    _x86 = (1/128)*_x45
     _x87 = _x60*_x80
-    _x88 = _x87*(np.ceil((1/128)*_x39 + _x86) - 1)
+    _x88 = _x87*(np.ceil((1/128)*_x42 + _x86) - 1)
     _x89 = _x83*seq_len
-    _x90 = _x45*_x89
+    _x90 = _x36*_x89
     _x91 = _x80*(_x60 + _x89 + _x90)
-    _x92 = _x0*act_bytes
+    _x92 = _x67*act_bytes
     _x93 = _x92/mu_attn_fwd
-    _x94 = _x43*heads
-    _x95 = flash*micro_batch
-    _x96 = _x67*_x95*(_x44*seq_len + _x46*_x94)
-    _x97 = _x55*_x96
-    _x98 = np.ceil((1/128)*_x46)
-    _x99 = (1/32)*_x42
-    _x100 = np.ceil((1/64)*_x39 + (1/64)*_x41 + _x99)
-    _x101 = (1/2)*_x39 + (1/2)*_x41 + _x42
-    _x102 = np.minimum(1, 32*_x100 - _x101)
-    _x103 = np.ceil((1/32)*_x41 + _x99)
-    _x104 = 32*_x100
-    _x105 = (1/32)/_x100
-    _x106 = sms**(-1.0)
-    _x107 = _x106*_x62
-    _x108 = 64*(_x102*attn_uneven_fwd + 1)*(_x104/attn_dreg_fwd + _x105*attn_dsoft_fwd + attn_dio_fwd*np.where((_x103 <= 2), 1/128, 1/64) + 1)*np.ceil(_x107*_x98)/(_x98*eta_attn_fwd)
-    _x109 = _x55*(1 - 1/2*causal)
-    _x110 = _x100*_x43*_x76*flash*sms/_x101
-    _x111 = _x109*_x110*_x60
-    _x112 = _x96*swa_frac
-    _x113 = np.minimum(seq_len, swa_window)
-    _x114 = swa_frac*(causal*(-1/2*_x113**2*_x82 + _x113) + seq_len*(1 - causal))
-    _x115 = _x110*_x114*_x46
-    _x116 = _x53*_x55 + _x53*swa_frac + 2*_x54*t0_bmm_fwd + _x54*t0_softmax_fwd + np.maximum(_x108*_x111, _x93*_x97) + np.maximum(_x108*_x115, _x112*_x93) + np.maximum(_x78*_x81, _x74*_x77*(1 + bmm_dhalf_fwd/_x71)) + np.maximum(_x78*(_x88*bmm_reread_fwd + _x91), _x77*_x85*(_x82*bmm_dhalf_fwd + 1)) + np.maximum(_x64*_x70*(_x65 + _x66), _x58*_x63*(5 - 5*flash))
-    _x117 = np.maximum(0, -_x116*_x33 + _x52)
-    _x118 = np.where((nccl_sms < sms), _x106*nccl_sms, 0)
-    _x119 = _x117*ov_cp + _x118*ov_cp*(-_x117 + _x52) + _x52*(1 - ov_cp)
-    _x120 = rc_full + 2
-    _x121 = np.minimum(1, experts - 1)
-    _x122 = _x0*gpus_per_node
-    _x123 = np.maximum(1, np.minimum(_x122, ep))
-    _x124 = _x123 - 1
-    _x125 = capacity*top_k
-    _x126 = bw_ag_inter**(-1.0)
-    _x127 = _x4 - 1
-    _x128 = _x0*d_model
-    _x129 = _x128*_x47
-    _x130 = _x129*act_bytes
-    _x131 = _x127*_x130
-    _x132 = _x126*_x131
-    _x133 = d_model*seq_len
-    _x134 = _x133*_x45*micro_batch
-    _x135 = bw_ag_intra**(-1.0)
-    _x136 = _x135*act_bytes
-    _x137 = _x2 - 1
-    _x138 = _x137*_x3
-    _x139 = _x134*_x136*_x138
-    _x140 = bw_rs_inter**(-1.0)
-    _x141 = _x131*_x140
-    _x142 = bw_rs_intra**(-1.0)
-    _x143 = _x134*act_bytes
-    _x144 = _x138*_x143
-    _x145 = _x142*_x144
-    _x146 = ep**(-1.0)
-    _x147 = _x146*(-_x123 + ep)
-    _x148 = 2*d_model
-    _x149 = tp - 1
-    _x150 = (_x149*seq_par + 1)**(-1.0)
-    _x151 = _x150*_x47
-    _x152 = _x148*_x151
-    _x153 = _x152*act_bytes
-    _x154 = _x125*_x153
-    _x155 = _x124*_x146
-    _x156 = _x127*alpha_ag_inter + _x127*alpha_rs_inter + _x137*alpha_ag_intra + _x137*alpha_rs_intra
-    _x157 = _x120*_x121*(2*_x124*alpha_a2a_intra + _x125*_x132 + _x125*_x139 + _x125*_x141 + _x125*_x145 + _x147*_x154/bw_a2a_inter + _x154*_x155/bw_a2a_intra + _x156 + 2*alpha_a2a_inter*(-1 + ep/_x123))
-    _x158 = 1 - ov_tp
-    _x159 = _x16*q_lora
-    _x160 = 1 - _x16
-    _x161 = _x160*d_model
-    _x162 = _x159 + _x161
-    _x163 = _x12 + _x162
-    _x164 = _x132 + _x139
-    _x165 = _x24*(_x0*_x126*_x127*_x163*_x45*act_bytes*micro_batch*seq_len + _x135*_x137*_x163*_x3*_x45*act_bytes*micro_batch*seq_len - _x164)
-    _x166 = -_x121
-    _x167 = np.minimum(1, shared_ffn)
-    _x168 = _x121*_x167 + _x166 + 2
-    _x169 = 1 - seq_par
-    _x170 = _x143*_x22
-    _x171 = _x169*(_x130*_x7 + _x170*_x19 + _x23)
-    _x172 = seq_par*(_x141 + _x145 + _x156 + _x164)
-    _x173 = _x120*(_x165 + _x168*(_x171 + _x172))
-    _x174 = 2*t0_gemm_fwd
-    _x175 = _x11*_x160
-    _x176 = _x128*heads
-    _x177 = _x62*_x90
-    _x178 = _x134 + _x176*_x83 + _x177
-    _x179 = act_bytes/mu_gemm_fwd
-    _x180 = _x179*_x67
-    _x181 = _x148*_x177
-    _x182 = _x76/eta_gemm_fwd
-    _x183 = np.minimum(np.minimum(_x47, _x84), d_model)
-    _x184 = (_x183 + gemm_dhalf)/_x183
-    _x185 = head_dim*heads
-    _x186 = _x185 + 2*head_dim*kv_heads
-    _x187 = _x186*d_model
-    _x188 = _x0*_x187
-    _x189 = _x0*_x186
-    _x190 = _x38*(_x134 + _x188 + _x189*_x47)
-    _x191 = 2*_x47
-    _x192 = _x188*_x38
-    _x193 = _x191*_x192
-    _x194 = np.maximum(1, np.minimum(np.minimum(_x189, _x47), d_model))
-    _x195 = (_x194 + gemm_dhalf)/_x194
-    _x196 = _x134*_x150
-    _x197 = _x12*_x151 + _x13 + _x196
-    _x198 = _x11*_x180
-    _x199 = _x11*_x13
-    _x200 = _x151*_x199
-    _x201 = 2*_x200
-    _x202 = np.maximum(1, np.minimum(np.minimum(_x12, _x151), d_model))
-    _x203 = (_x202 + gemm_dhalf)/_x202
-    _x204 = _x47*kv_lora
-    _x205 = qk_nope + v_head
-    _x206 = _x205*heads
-    _x207 = _x206*kv_lora
-    _x208 = _x0*_x206
-    _x209 = _x0*_x207 + _x204 + _x208*_x47
-    _x210 = 2*kv_lora
-    _x211 = _x205*_x37
-    _x212 = _x210*_x211
-    _x213 = _x0*_x47
-    _x214 = _x212*_x213
-    _x215 = np.maximum(1, np.minimum(np.minimum(_x208, _x47), kv_lora))
-    _x216 = (_x215 + gemm_dhalf)/_x215
-    _x217 = _x40*heads
-    _x218 = _x0*_x217
-    _x219 = _x218*_x47
-    _x220 = _x175*(_x128*_x217 + _x134 + _x219)
-    _x221 = _x161*_x37*_x40
-    _x222 = _x213*_x221
-    _x223 = 2*_x222
-    _x224 = np.maximum(1, np.minimum(np.minimum(_x218, _x47), d_model))
-    _x225 = (_x224 + gemm_dhalf)/_x224
-    _x226 = _x15 + _x151*q_lora + _x196
-    _x227 = _x16*_x180
-    _x228 = _x15*_x16
-    _x229 = _x151*_x228
-    _x230 = 2*_x229
-    _x231 = np.maximum(1, np.minimum(np.minimum(_x151, d_model), q_lora))
-    _x232 = (_x231 + gemm_dhalf)/_x231
-    _x233 = _x218*q_lora + _x219 + _x47*q_lora
-    _x234 = 2*_x159
-    _x235 = _x219*_x234
-    _x236 = np.maximum(1, np.minimum(np.minimum(_x218, _x47), q_lora))
-    _x237 = (_x236 + gemm_dhalf)/_x236
-    _x238 = _x11*_x174 + _x16*_x174 + _x175*t0_gemm_fwd + _x38*t0_gemm_fwd + 3*t0_gemm_fwd + np.maximum(_x178*_x180, _x181*_x182*_x184) + np.maximum(_x180*_x190, _x182*_x193*_x195) + np.maximum(_x180*_x220, _x182*_x223*_x225) + np.maximum(_x197*_x198, _x182*_x201*_x203) + np.maximum(_x198*_x209, _x182*_x214*_x216) + np.maximum(_x226*_x227, _x182*_x230*_x232) + np.maximum(_x227*_x233, _x182*_x235*_x237)
-    _x239 = d_model*moe_ffn
-    _x240 = _x0*_x239
-    _x241 = _x121*(_x125 - 1) + 1
-    _x242 = _x134*_x241
-    _x243 = _x0*moe_ffn
-    _x244 = _x241*_x47
-    _x245 = _x243*_x244
-    _x246 = _x240 + _x242 + _x245
-    _x247 = _x240*_x244
-    _x248 = 2*_x247
-    _x249 = np.minimum(np.minimum(_x243, _x244), d_model)
-    _x250 = (_x249 + gemm_dhalf)/_x249
-    _x251 = gated + 1
-    _x252 = _x251*moe_ffn
-    _x253 = _x128*_x252
-    _x254 = _x0*_x252
-    _x255 = _x244*_x254
-    _x256 = _x242 + _x253 + _x255
-    _x257 = _x148*_x255
-    _x258 = np.minimum(np.minimum(_x244, _x254), d_model)
-    _x259 = (_x258 + gemm_dhalf)/_x258
-    _x260 = d_model*experts
-    _x261 = _x151*experts
-    _x262 = _x121*(_x196 + _x260 + _x261)
-    _x263 = _x121*_x261
-    _x264 = _x148*_x263
-    _x265 = np.minimum(np.minimum(_x151, d_model), experts)
-    _x266 = (_x265 + gemm_dhalf)/_x265
-    _x267 = d_model*shared_ffn
-    _x268 = _x0*_x267
-    _x269 = _x0*shared_ffn
-    _x270 = _x269*_x47
-    _x271 = _x134 + _x268 + _x270
-    _x272 = _x167*_x180
-    _x273 = _x167*_x268
-    _x274 = _x191*_x273
-    _x275 = np.maximum(1, np.minimum(np.minimum(_x269, _x47), d_model))
-    _x276 = (_x275 + gemm_dhalf)/_x275
-    _x277 = _x251*_x267
-    _x278 = _x0*_x277
-    _x279 = _x251*shared_ffn
-    _x280 = _x0*_x279
-    _x281 = _x134 + _x278 + _x280*_x47
-    _x282 = _x167*_x278
-    _x283 = _x191*_x282
-    _x284 = np.maximum(1, np.minimum(np.minimum(_x280, _x47), d_model))
-    _x285 = (_x284 + gemm_dhalf)/_x284
-    _x286 = _x121*t0_gemm_fwd + _x167*_x174 + np.maximum(_x180*_x246, _x182*_x248*_x250) + np.maximum(_x180*_x256, _x182*_x257*_x259) + np.maximum(_x180*_x262, _x182*_x264*_x266) + np.maximum(_x271*_x272, _x182*_x274*_x276) + np.maximum(_x272*_x281, _x182*_x283*_x285)
-    _x287 = _x238 + _x286
-    _x288 = np.maximum(0, _x173 - _x287*_x33)
-    _x289 = _x118*ov_tp
-    _x290 = _x158*_x173 + _x288*ov_tp + _x289*(_x173 - _x288)
-    _x291 = _x157 + _x290
-    _x292 = _x119 + _x291
-    _x293 = np.minimum(_x10, dense_layers)
-    _x294 = np.minimum(1, _x26)
-    _x295 = eta_elem_fwd**(-1.0)
-    _x296 = _x196*_x57
-    _x297 = _x295*_x296
-    _x298 = _x67/mu_elem_fwd
-    _x299 = dropout*mask_bytes
-    _x300 = _x196*act_bytes
-    _x301 = _x300*(_x299/act_bytes + 3)
-    _x302 = _x67/mu_norm_fwd
-    _x303 = 8/eta_norm_fwd
-    _x304 = np.maximum(_x153*_x302, _x296*_x303)
-    _x305 = _x11*_x151*kv_lora
-    _x306 = _x302*_x65
-    _x307 = _x305*_x57
-    _x308 = _x295*_x57
-    _x309 = 2*qk_nope + v_head
-    _x310 = _x47*(_x309 + 2*qk_rope)
-    _x311 = _x0*_x310*_x37
-    _x312 = _x11*act_bytes
-    _x313 = _x312*(_x310*_x61 + _x47*(_x61*(_x309 + qk_rope) + qk_rope))
-    _x314 = _x151*_x159
-    _x315 = _x314*_x57
-    _x316 = _x11*t0_elem_fwd + _x11*t0_norm_fwd + _x116 + _x16*t0_norm_fwd + 2*_x304 + 3*t0_elem_fwd + 2*t0_norm_fwd + 2*np.maximum(_x297, _x298*_x301) + np.maximum(_x298*_x313, _x308*_x311) + np.maximum(_x303*_x307, _x305*_x306) + np.maximum(_x303*_x315, _x306*_x314)
-    _x317 = _x263*_x67*f32_bytes
-    _x318 = 8*_x308
-    _x319 = _x167*_x270
-    _x320 = gated + 2
-    _x321 = _x320*act_bytes
-    _x322 = _x298*_x321
-    _x323 = _x121*_x125
-    _x324 = _x121*_x300*(2*_x125 + 2)
-    _x325 = _x121*t0_elem_fwd + _x121*t0_softmax_fwd + _x167*t0_elem_fwd + np.maximum(_x245*_x318, _x245*_x322) + np.maximum(5*_x263*_x58, 2*_x317*_x64) + np.maximum(_x297*_x323, _x298*_x324) + np.maximum(_x318*_x319, _x319*_x322)
-    _x326 = _x287 + _x316 + _x325
-    _x327 = _x326*rc_full
-    _x328 = 1 - rc_full
-    _x329 = _x328*rc_sel
-    _x330 = _x116*_x329
-    _x331 = _x0*ffn_hidden
-    _x332 = _x331*_x47
-    _x333 = np.maximum(_x318*_x332, _x322*_x332)
-    _x334 = d_model*ffn_hidden
-    _x335 = _x0*_x334
-    _x336 = _x134 + _x332 + _x335
-    _x337 = _x335*_x47
-    _x338 = 2*_x337
-    _x339 = np.minimum(np.minimum(_x331, _x47), d_model)
-    _x340 = (_x339 + gemm_dhalf)/_x339
-    _x341 = np.maximum(_x180*_x336, _x182*_x338*_x340)
-    _x342 = _x251*ffn_hidden
-    _x343 = _x128*_x342
-    _x344 = _x0*_x342
-    _x345 = _x134 + _x343 + _x344*_x47
-    _x346 = _x148*_x47
-    _x347 = _x344*_x346
-    _x348 = np.minimum(np.minimum(_x344, _x47), d_model)
-    _x349 = (_x348 + gemm_dhalf)/_x348
-    _x350 = np.maximum(_x180*_x345, _x182*_x347*_x349)
-    _x351 = _x238 + _x341 + _x350
-    _x352 = _x316 + _x333 + _x351
-    _x353 = _x352*rc_full
-    _x354 = _x330 + _x353
-    _x355 = _x120*(_x165 + 2*_x171 + 2*_x172)
-    _x356 = _x158*_x355
-    _x357 = np.maximum(0, -_x33*_x351 + _x355)
-    _x358 = _x357*ov_tp
-    _x359 = _x289*(_x355 - _x357)
-    _x360 = _x356 + _x358 + _x359
-    _x361 = _x119 + _x360
-    _x362 = _x65/mu_gemm_bwd
-    _x363 = _x362*_x67
-    _x364 = _x76/eta_gemm_bwd
-    _x365 = 4*_x364
-    _x366 = np.maximum(_x336*_x363, _x337*_x340*_x365)
-    _x367 = _x365*_x47
-    _x368 = np.maximum(_x345*_x363, _x343*_x349*_x367)
-    _x369 = _x57/eta_elem_bwd
-    _x370 = 16*_x369
-    _x371 = _x67/mu_elem_bwd
-    _x372 = _x371*act_bytes*(2*gated + 3)
-    _x373 = np.maximum(_x332*_x370, _x332*_x372)
-    _x374 = _x152*_x369
-    _x375 = 3*act_bytes
-    _x376 = _x375*_x67/mu_norm_bwd
-    _x377 = 16/eta_norm_bwd
-    _x378 = np.maximum(_x196*_x376, _x296*_x377)
-    _x379 = 2*t0_gemm_bwd
-    _x380 = flash*t0_attn_bwd
-    _x381 = _x176*_x90*micro_batch
-    _x382 = _x11*_x363
-    _x383 = _x0*_x204*_x211
-    _x384 = _x16*_x363
-    _x385 = _x159*_x219
-    _x386 = _x0*_x65/mu_attn_bwd
-    _x387 = np.where((_x103 <= 4), 1/128, 1/64)
-    _x388 = np.ceil(_x387*seq_len)
-    _x389 = 160*(_x102*attn_uneven_bwd + 1)*(_x104/attn_dreg_bwd + _x105*attn_dsoft_bwd + _x387*attn_dio_bwd + 1)*np.ceil(_x107*_x388)/(_x388*eta_attn_bwd)
-    _x390 = _x57/eta_softmax_bwd
-    _x391 = mu_softmax_bwd**(-1.0)
-    _x392 = _x82*bmm_dhalf_bwd
-    _x393 = _x76/eta_bmm_bwd
-    _x394 = _x393*_x74
-    _x395 = _x67/mu_bmm_bwd
-    _x396 = _x395*(_x81 + _x87*bmm_reread_bwd*(np.ceil((1/128)*_x41 + _x86) - 1))
-    _x397 = _x393*_x85
-    _x398 = _x392*cp + 1
-    _x399 = _x11*_x379 + _x11*t0_elem_bwd + _x11*t0_norm_bwd + _x16*_x379 + _x16*t0_norm_bwd + _x175*t0_gemm_bwd + 2*_x378 + _x38*t0_gemm_bwd + _x380*_x55 + _x380*swa_frac + 4*_x54*t0_bmm_bwd + _x54*t0_softmax_bwd + 3*t0_elem_bwd + 3*t0_gemm_bwd + 2*t0_norm_bwd + 2*np.maximum(_x374, _x301*_x371) + np.maximum(_x396, _x394*_x398) + np.maximum(_x396, _x394*(_x392 + 1)) + np.maximum(_x111*_x389, _x386*_x97) + np.maximum(_x112*_x386, _x115*_x389) + np.maximum(_x178*_x363, _x184*_x365*_x381) + np.maximum(_x190*_x363, _x192*_x195*_x367) + np.maximum(_x197*_x382, _x200*_x203*_x365) + np.maximum(_x209*_x382, _x216*_x365*_x383) + np.maximum(_x220*_x363, _x222*_x225*_x365) + np.maximum(_x226*_x384, _x229*_x232*_x365) + np.maximum(_x233*_x384, _x237*_x365*_x385) + np.maximum(_x305*_x376, _x307*_x377) + np.maximum(_x313*_x371, 2*_x311*_x369) + np.maximum(_x314*_x376, _x315*_x377) + np.maximum(_x395*_x91, _x397*(1 + bmm_dhalf_bwd/_x83)) + np.maximum(_x397*_x398, _x395*(_x88*bmm_reread_bwd + _x91)) + np.maximum(_x391*_x70*(_x375 + _x66), _x390*_x63*(8 - 8*flash))
-    _x400 = _x366 + _x368 + _x373 + _x399
-    _x401 = -host_bwd - host_fwd - host_rc*rc_full
-    _x402 = np.maximum(0, -_x352 - _x354 - _x361 - _x400 - _x401)
-    _x403 = _x244*_x253
-    _x404 = _x121*_x260
-    _x405 = _x167*_x363
-    _x406 = _x121*t0_elem_bwd + _x121*t0_gemm_bwd + _x121*t0_softmax_bwd + _x167*_x379 + _x167*t0_elem_bwd + np.maximum(_x245*_x370, _x245*_x372) + np.maximum(_x246*_x363, _x247*_x250*_x365) + np.maximum(_x256*_x363, _x259*_x365*_x403) + np.maximum(_x262*_x363, _x151*_x266*_x365*_x404) + np.maximum(8*_x263*_x390, 3*_x317*_x391) + np.maximum(_x271*_x405, _x273*_x276*_x367) + np.maximum(_x281*_x405, _x282*_x285*_x367) + np.maximum(_x319*_x370, _x319*_x372) + np.maximum(_x323*_x374, _x324*_x371)
-    _x407 = _x399 + _x406
-    _x408 = _x327 + _x330
-    _x409 = _x292 + _x326 + _x408
-    _x410 = np.maximum(0, -_x401 - _x407 - _x409)
-    _x411 = _x406 + _x410
-    _x412 = _x293*(_x294*(np.where((-_x286 - _x291 - _x325 - _x327 + _x333 + _x341 + _x350 + _x353 + _x356 + _x358 + _x359 + _x366 + _x368 + _x373 + _x402 - _x411 < 0), 0, 1)) - _x294 + 1)
-    _x413 = _x134*_x57
-    _x414 = np.ceil((1/128)*_x0*vocab)
-    _x415 = 128*_x414
-    _x416 = d_model*grad_bytes
-    _x417 = np.minimum(_x415, _x47)
-    _x418 = np.maximum(_x413/eta_embed_bwd, _x67*(_x143*(learned_pos + 1) + _x148*f32_bytes*(_x417 + (1/10)*_x47) + _x415*_x416 + _x416*_x417)/mu_embed_bwd)
-    _x419 = np.maximum(_x413/eta_embed_fwd, _x143*_x67*(learned_pos + 2)/mu_embed_fwd)
-    _x420 = d_model**2
-    _x421 = 2*_x420
-    _x422 = _x0*_x421
-    _x423 = _x67*(_x129 + _x346 + _x422)
-    _x424 = _x213*_x420
-    _x425 = np.minimum(np.minimum(_x128, _x148), _x47)
-    _x426 = (_x425 + gemm_dhalf)/_x425
-    _x427 = _x418 + t0_embed_bwd
-    _x428 = _x415*d_model
-    _x429 = _x415*_x47
-    _x430 = _x134 + _x428 + _x429
-    _x431 = np.minimum(np.minimum(_x415, _x47), d_model)
-    _x432 = _x134*_x414
-    _x433 = _x432*(_x431 + gemm_dhalf)/_x431
-    _x434 = _x414*_x47*_x57
-    _x435 = _x429*_x67*(act_bytes + f32_bytes)
-    _x436 = t0_ce_bwd + np.maximum(_x363*_x430, 512*_x364*_x433) + np.maximum(_x435/mu_ce_bwd, 256*_x434/eta_ce_bwd)
-    _x437 = _x378 + _x436 + mtp*(3*_x378 + _x379 + _x427 + _x436 + 3*t0_norm_bwd + np.maximum(_x362*_x423, 8*_x364*_x424*_x426)) + t0_gemm_bwd + t0_norm_bwd
-    _x438 = 4*_x420
-    _x439 = _x419 + t0_embed_fwd
-    _x440 = t0_ce_fwd + np.maximum(_x180*_x430, 256*_x182*_x433) + np.maximum(_x435/mu_ce_fwd, 640*_x434/eta_ce_fwd)
-    _x441 = _x304 + _x440 + mtp*(_x174 + 3*_x304 + _x439 + _x440 + 3*t0_norm_fwd + np.maximum(_x179*_x423, _x182*_x213*_x426*_x438)) + t0_gemm_fwd + t0_norm_fwd
-    _x442 = (np.where((_x418 + _x419 - _x437 - _x441 - mtp*(_x399 + _x409 + _x411) + t0_embed_bwd + t0_embed_fwd > 0), 0, 1))
-    _x443 = 1 - _x294
-    _x444 = 1 - _x442
-    _x445 = mtp*(_x442 + _x443*_x444)
-    _x446 = _x10 - _x412 + _x445
-    _x447 = _x439*_x444 + _x441*_x442 + _x443*(_x439*_x442 + _x441*_x444)
-    _x448 = _x427*_x444 + _x437*_x442 + _x443*(_x427*_x442 + _x437*_x444)
-    _x449 = np.maximum(0, _x294*(_x442*host_head + _x444*host_emb) + _x443*(host_emb + host_head) - _x447 - _x448)
-    _x450 = _x402*_x412 + _x410*_x446 + _x449 + host_mb
-    _x451 = _x326*_x446 + _x352*_x412 + _x447
-    _x452 = _x354*_x412 + _x408*_x446
-    _x453 = _x400*_x412 + _x407*_x446 + _x448
-    _x454 = _x452 + _x453
-    _x455 = _x292*_x446 + _x361*_x412 + _x450 + _x451 + _x454
-    _x456 = _x26 + _x31*interleave
-    _x457 = cp*dp
-    _x458 = _x457*tp
-    _x459 = np.where((_x458 < gpus_per_node), 1, 0)
-    _x460 = 1 - _x459
-    _x461 = (1 - ov_pp)*(_x459*(_x130*_x36 + alpha_p2p_intra) + _x460*(_x130*_x51 + alpha_p2p_inter))
-    _x462 = 2*_x294
-    _x463 = _x456*_x461*_x462
-    _x464 = 1 - ov_ag
-    _x465 = _x146*_x457
-    _x466 = np.maximum(1, np.minimum(_x465, _x122*_x146))
-    _x467 = _x466 - 1
-    _x468 = _x466**(-1.0)
-    _x469 = _x465*_x468
-    _x470 = _x469 - 1
-    _x471 = _x28*_x45
-    _x472 = _x471*grad_bytes
-    _x473 = _x140*_x472
-    _x474 = _x239 + _x252*d_model + biases*(_x252 + d_model)
-    _x475 = _x474*experts
-    _x476 = _x0*_x475
-    _x477 = _x146*_x476
-    _x478 = _x121*_x477
-    _x479 = _x478*mtp
-    _x480 = _x443*_x479
-    _x481 = _x10 - _x293
-    _x482 = _x478*_x481
-    _x483 = _x480 + _x482
-    _x484 = _x483*ep
-    _x485 = _x470*_x484
-    _x486 = _x142*grad_bytes
-    _x487 = _x467*_x468
-    _x488 = _x483*_x487
-    _x489 = _x467*alpha_rs_intra + _x470*alpha_rs_inter + _x473*_x485 + _x486*_x488
-    _x490 = np.maximum(1, np.minimum(_x122, _x457))
-    _x491 = _x490**(-1.0)
-    _x492 = _x457*_x491
-    _x493 = _x492 - 1
-    _x494 = _x493*alpha_ag_inter
-    _x495 = _x490 - 1
-    _x496 = _x495*alpha_ag_intra
-    _x497 = _x471*act_bytes
-    _x498 = _x126*_x497
-    _x499 = _x121*(_x136*_x488 + _x467*alpha_ag_intra + _x470*alpha_ag_inter + _x485*_x498)
-    _x500 = _x14*_x148
-    _x501 = biases*d_model
-    _x502 = _x11*(_x162*_x217 + _x207 + _x501 + d_model*heads*v_head) + _x38*(_x185*d_model + _x187 + biases*(_x186 + d_model))
-    _x503 = _x0*_x502 + _x17
-    _x504 = _x500 + _x503
-    _x505 = _x267 + _x277 - _x501*(1 - _x167) + biases*(_x279 + d_model)
-    _x506 = _x0*_x505 + _x404 + _x477
-    _x507 = _x504 + _x506
-    _x508 = _x334 + _x342*d_model + biases*(_x342 + d_model)
-    _x509 = _x0*_x508 + _x504
-    _x510 = _x293*_x509
-    _x511 = _x14*d_model
-    _x512 = 5*_x511
-    _x513 = mtp*(_x422 + _x503 + _x506 + _x512)
-    _x514 = _x133*learned_pos
-    _x515 = 1 - tied
-    _x516 = _x428*(_x443*_x515 + 1) + _x514
-    _x517 = _x443*_x513 + _x481*_x507 + _x510 + _x516
-    _x518 = -_x480 - _x482 + _x517
-    _x519 = _x491*_x518
-    _x520 = _x495*_x519
-    _x521 = _x493*_x518
-    _x522 = _x471*_x65
-    _x523 = _x473*_x521 + _x486*_x520 + _x493*alpha_rs_inter + _x495*alpha_rs_intra
-    _x524 = _x121*_x489 + _x126*_x521*_x522 + _x135*_x520*_x65 + 2*_x494 + 2*_x496 + 2*_x499 + _x523
-    _x525 = _x31*_x524
-    _x526 = -_x28*_x29*_x524*global_batch
-    _x527 = np.maximum(0, -_x31*(_x451 + _x453) - _x526)
-    _x528 = _x118*ov_ag
-    _x529 = 1 - z_param
-    _x530 = _x136*_x520 + _x494 + _x496 + _x498*_x521 + _x499
-    _x531 = _x530*z_os
-    _x532 = z_grad*(_x28*_x29*global_batch - 1) + 1
-    _x533 = 1 - z_os
-    _x534 = 2*_x466 - 2
-    _x535 = 2*_x469 - 2
-    _x536 = _x472*_x6
-    _x537 = _x468*_x534
-    _x538 = 2*_x490 - 2
-    _x539 = 2*_x492 - 2
-    _x540 = _x532*(_x121*(_x489*z_os + _x533*(_x20*_x483*_x537 + _x484*_x535*_x536 + _x534*alpha_ar_intra + _x535*alpha_ar_inter)) + _x523*z_os + _x533*(_x20*_x519*_x538 + _x518*_x536*_x539 + _x538*alpha_ar_intra + _x539*alpha_ar_inter))
-    _x541 = np.maximum(0, -_x451 + _x530*z_os)
-    _x542 = _x119*_x120/_x33
-    _x543 = rc_full + 1
-    _x544 = _x543/_x120
-    _x545 = _x291*_x544 + _x542
-    _x546 = _x360*_x544 + _x542
-    _x547 = np.maximum(0, -_x532*(_x412*_x546 + _x446*_x545 + _x454) + _x540)
-    _x548 = _x529*(_x118*ov_dp*(_x540 - _x547) + _x464*_x531 + _x528*(_x531 - _x541) + _x540*(1 - ov_dp) + _x541*ov_ag + _x547*ov_dp) + z_param*(_x464*_x525 + _x527*ov_ag + _x528*(-_x526 - _x527))
-    _x549 = _x465**(-z_os)
-    _x550 = _x483*_x549
-    _x551 = _x457**(-z_os)
-    _x552 = _x518*_x551
-    _x553 = _x550 + _x552
-    _x554 = t0_optim_fwd + np.maximum(_x57*(12*_x550 + 12*_x552)/eta_optim_fwd, _x553*_x67*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
-    _x555 = _x25 + _x455*(_x27 + _x31) + _x463 + _x548 + _x554
-    _x556 = _x25 + _x31*(_x290*_x446 + _x360*_x412)
-    _x557 = _x148*seq_len
-    _x558 = _x557*vocab
-    _x559 = 2*seq_len
-    _x560 = _x109*_x94
-    _x561 = _x560*_x59
-    _x562 = _x114*_x94
-    _x563 = _x562*_x72
-    _x564 = _x54*(_x559*_x562 + 2*_x561)/_x43
-    _x565 = _x561*_x72 + _x563*seq_len + _x564*_x71 + _x564*_x83
-    _x566 = _x148*_x89*heads + _x159*_x217*_x559 + _x187*_x38*_x559 + _x199*_x559 + _x212*seq_len + _x221*_x559 + _x228*_x559 + _x565
-    _x567 = -dense_layers + layers
-    _x568 = _x167*_x559
-    _x569 = _x241*(_x121/np.maximum(1, capacity) + _x166 + 1)
-    _x570 = _x121*_x557*experts + _x239*_x559*_x569 + _x252*_x557*_x569 + _x267*_x568 + _x277*_x568 + _x566
-    _x571 = global_batch*(_x558 + _x567*_x570 + dense_layers*(_x334*_x559 + _x342*_x557 + _x566) + mtp*(_x438*seq_len + _x558 + _x570))
-    _x572 = 3*_x571
-    _x573 = 768*_x432
-    _x574 = _x0*_x560*_x60
-    _x575 = _x213*_x563 + _x574*_x72*micro_batch + _x74 + _x85
-    _x576 = _x181 + _x193 + _x201 + _x214 + _x223 + _x230 + _x235 + _x575
-    _x577 = 6*_x47
-    _x578 = 6*_x151
-    _x579 = _x192*_x577 + 6*_x200 + 7*_x213*_x562*flash + 6*_x222 + _x228*_x578 + _x329*_x575 + 6*_x381 + 6*_x383 + 6*_x385 + 7*_x574*_x95 + 3*_x74 + 3*_x85
-    _x580 = 6*_x247 + _x273*_x577 + _x282*_x577 + 6*_x403 + _x404*_x578 + _x579 + rc_full*(_x248 + _x257 + _x264 + _x274 + _x283 + _x576)
-    _x581 = _x567*_x580 + _x573 + dense_layers*(6*_x337 + _x343*_x577 + _x579 + rc_full*(_x338 + _x347 + _x576)) + mtp*(12*_x424 + _x573 + _x580)
-    _x582 = _x346*_x92
-    _x583 = _x567*_x9
-    _x584 = _x323*_x583
-    _x585 = 4*act_bytes
-    _x586 = _x127*seq_par
-    _x587 = _x169*_x5
-    _x588 = _x24*(_x0*_x127*_x163*_x45*act_bytes*micro_batch*seq_len - _x131)
-    _x589 = _x9*dense_layers
-    _x590 = _x31*(_x127*_x582*_x584 + _x583*(_x168*(_x130*_x587 + _x582*_x586) + _x588) + _x589*(_x129*_x585*_x586 + _x582*_x587 + _x588))
-    _x591 = _x346*act_bytes
-    _x592 = _x138*seq_par
-    _x593 = _x24*(_x137*_x163*_x3*_x45*act_bytes*micro_batch*seq_len - _x144)
-    _x594 = _x31*(_x138*_x584*_x591 + _x583*(_x168*(_x169*_x170 + _x591*_x592) + _x593) + _x589*(_x134*_x585*_x592 + _x169*_x22*_x591 + _x593))
-    _x595 = _x543*_x590
-    _x596 = _x28*_x46*global_batch
-    _x597 = _x596*_x92
-    _x598 = _x32*_x44*_x597*(_x583 + _x589)
-    _x599 = _x35*_x598
-    _x600 = _x50*_x598
-    _x601 = _x120*_x600
-    _x602 = _x596*act_bytes
-    _x603 = _x148*_x150*_x584*_x602
-    _x604 = _x155*_x603
-    _x605 = _x147*_x603
-    _x606 = _x543*_x605
-    _x607 = interleave*pp - 1
-    _x608 = _x128*_x602
-    _x609 = _x294*_x460*_x607*_x9
-    _x610 = _x294*_x459*_x607*_x608*_x9 + _x608*_x609
-    _x611 = _x121**2*_x583
-    _x612 = _x477*_x487*_x611
-    _x613 = _x121*_x475*_x567
-    _x614 = _x17 + _x502
-    _x615 = _x500 + _x614
-    _x616 = _x404 + _x505 + _x615
-    _x617 = _x511 + _x514 + d_model*vocab*(2 - tied)
-    _x618 = _x617 + dense_layers*(_x508 + _x615)
-    _x619 = _x567*(_x475 + _x616) + _x618
-    _x620 = _x9*(-_x613 + _x619)
-    _x621 = _x491*_x620
-    _x622 = _x495*_x621
-    _x623 = _x612*act_bytes + _x622*_x92
-    _x624 = _x529*z_os
-    _x625 = _x31*_x623
-    _x626 = _x470*_x476
-    _x627 = _x611*_x626
-    _x628 = _x0*_x620
-    _x629 = _x493*_x628
-    _x630 = _x497*_x627 + _x497*_x629
-    _x631 = _x31*_x630
-    _x632 = _x624*_x630 + _x631*z_param
-    _x633 = _x0*_x622
-    _x634 = _x633*grad_bytes
-    _x635 = _x478*_x583*grad_bytes
-    _x636 = _x529*_x532
-    _x637 = _x472*_x629
-    _x638 = _x121*_x583
-    _x639 = _x472*_x533
-    _x640 = _x636*(_x121*(_x472*_x626*_x638*z_os + _x476*_x535*_x638*_x639) + _x539*_x628*_x639 + _x637*z_os) + z_param*(_x28*_x29*global_batch*(_x472*_x627 + _x522*_x627 + _x522*_x629 + _x637) - _x631)
-    _x641 = _x555**(-1.0)
-    _x642 = _x641*_x75*_x9
-    _x643 = _x65*z_param*np.maximum(_x507, _x509*np.minimum(1, dense_layers))
-    _x644 = _x465**(-z_param)
-    _x645 = _x457**(-z_param)
-    _x646 = act_bytes*(_x483*_x644 + _x518*_x645)
-    _x647 = _x465**(-z_grad)
-    _x648 = _x457**(-z_grad)
-    _x649 = grad_bytes*(_x483*_x647 + _x518*_x648)
-    _x650 = _x553*opt_bytes
-    _x651 = _x31*gpipe
-    _x652 = _x429*(act_bytes + f32_bytes*(_x651 - gpipe + 1))
-    _x653 = (_x300 + _x652)*(mtp + 1)
-    _x654 = _x244*_x321*moe_ffn + _x320*_x48*shared_ffn
-    _x655 = _x0*(_x48*(_x44 + _x94) + _x654) + _x150*(_x134*(2*_x299 + _x585) + _x312*_x47*(_x210 + _x234 + qk_rope)) + _x69*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes))
-    _x656 = _x0*(_x320*_x45*act_bytes*ffn_hidden*micro_batch*seq_len - _x654) + _x655
-    _x657 = rc_full*np.maximum(_x655, _x656)
-    _x658 = 1 - gpipe
-    _x659 = interleave - 1
-    _x660 = _x300*rc_full
-    _x661 = _x328*_x655 + _x660
-    _x662 = mtp*(5*_x300 + _x661)
-    _x663 = _x293*(_x328*_x656 + _x660)
-    _x664 = _x443*_x653 + _x657 + (_x651 + _x658*(_x27*_x9*np.minimum(1, _x659) + 1)*np.minimum(_x31, pp))*(_x443*_x662 + _x481*_x661 + _x663)
-    _x665 = _x643 + _x646 + _x649 + _x650 + _x664
-    _x666 = _x10 - _x293*_x443
-    _x667 = _x478*_x666
-    _x668 = _x479 + _x667
-    _x669 = _x294*_x428*_x515*np.minimum(1, mtp) - _x294*_x514 + _x443*_x510 - _x479 + _x507*_x666 + _x513 + _x516 - _x667
-    _x670 = act_bytes*(_x644*_x668 + _x645*_x669)
-    _x671 = grad_bytes*(_x647*_x668 + _x648*_x669)
-    _x672 = opt_bytes*(_x549*_x668 + _x551*_x669)
-    _x673 = _x653 + _x657 + (_x651 + _x658*np.minimum(_x31, _x8*(_x659*pp + 1)))*(_x443*_x663 + _x661*_x666 + _x662)
-    _x674 = _x643 + _x670 + _x671 + _x672 + _x673
-    _x675 = np.maximum(_x665, _x674)
-    _x676 = np.where((_x665 < _x674), 1, 0)
-    _x677 = 1 - _x676
-    _x678 = _x675*alloc_frag
-    _x679 = nccl_comm_bytes*(_x121*np.minimum(1, _x465 - 1) + np.minimum(1, _x149) + np.minimum(1, _x457 - 1)) + nccl_peer_bytes*(_x121*(ep - 1) + _x462 + 2*np.minimum(1, _x32))
+    _x94 = _x46*heads
+    _x95 = _x0*micro_batch
+    _x96 = _x95*flash
+    _x97 = _x96*(_x37*_x94 + _x47*seq_len)
+    _x98 = _x55*_x97
+    _x99 = np.ceil((1/128)*_x37)
+    _x100 = (1/32)*_x45
+    _x101 = np.ceil(_x100 + (1/64)*_x42 + (1/64)*_x44)
+    _x102 = (1/2)*_x42 + (1/2)*_x44 + _x45
+    _x103 = np.minimum(1, 32*_x101 - _x102)
+    _x104 = np.ceil(_x100 + (1/32)*_x44)
+    _x105 = 32*_x101
+    _x106 = (1/32)/_x101
+    _x107 = sms**(-1.0)
+    _x108 = _x107*_x62
+    _x109 = 64*(_x103*attn_uneven_fwd + 1)*(_x105/attn_dreg_fwd + _x106*attn_dsoft_fwd + attn_dio_fwd*np.where((_x104 <= 2), 1/128, 1/64) + 1)*np.ceil(_x108*_x99)/(_x99*eta_attn_fwd)
+    _x110 = _x55*(1 - 1/2*causal)
+    _x111 = _x110*_x60
+    _x112 = _x101*_x46*_x76*flash*sms/_x102
+    _x113 = _x111*_x112
+    _x114 = _x97*swa_frac
+    _x115 = np.minimum(seq_len, swa_window)
+    _x116 = swa_frac*(causal*(-1/2*_x115**2*_x82 + _x115) + seq_len*(1 - causal))
+    _x117 = _x112*_x116*_x37
+    _x118 = _x53*_x55 + _x53*swa_frac + 2*_x54*t0_bmm_fwd + _x54*t0_softmax_fwd + np.maximum(_x109*_x113, _x93*_x98) + np.maximum(_x109*_x117, _x114*_x93) + np.maximum(_x78*_x81, _x74*_x77*(1 + bmm_dhalf_fwd/_x71)) + np.maximum(_x78*(_x88*bmm_reread_fwd + _x91), _x77*_x85*(_x82*bmm_dhalf_fwd + 1)) + np.maximum(_x64*_x70*(_x65 + _x66), _x58*_x63*(5 - 5*flash))
+    _x119 = np.maximum(0, -_x118*_x32 + _x52)
+    _x120 = np.where((nccl_sms < sms), _x107*nccl_sms, 0)
+    _x121 = _x119*ov_cp + _x120*ov_cp*(-_x119 + _x52) + _x52*(1 - ov_cp)
+    _x122 = rc_full + 2
+    _x123 = np.minimum(1, experts - 1)
+    _x124 = _x0*gpus_per_node
+    _x125 = np.maximum(1, np.minimum(_x124, ep))
+    _x126 = _x125 - 1
+    _x127 = capacity*top_k
+    _x128 = bw_ag_inter**(-1.0)
+    _x129 = _x3 - 1
+    _x130 = _x0*d_model
+    _x131 = _x130*_x38
+    _x132 = _x131*act_bytes
+    _x133 = _x129*_x132
+    _x134 = _x128*_x133
+    _x135 = d_model*seq_len
+    _x136 = _x135*_x36*micro_batch
+    _x137 = bw_ag_intra**(-1.0)
+    _x138 = _x137*act_bytes
+    _x139 = _x1 - 1
+    _x140 = _x139*_x2
+    _x141 = _x136*_x138*_x140
+    _x142 = bw_rs_inter**(-1.0)
+    _x143 = _x133*_x142
+    _x144 = bw_rs_intra**(-1.0)
+    _x145 = _x136*act_bytes
+    _x146 = _x140*_x145
+    _x147 = _x144*_x146
+    _x148 = ep**(-1.0)
+    _x149 = _x148*(-_x125 + ep)
+    _x150 = 2*d_model
+    _x151 = tp - 1
+    _x152 = (_x151*seq_par + 1)**(-1.0)
+    _x153 = _x152*_x38
+    _x154 = _x150*_x153
+    _x155 = _x127*_x154*act_bytes
+    _x156 = _x126*_x148
+    _x157 = _x129*alpha_ag_inter + _x129*alpha_rs_inter + _x139*alpha_ag_intra + _x139*alpha_rs_intra
+    _x158 = _x122*_x123*(2*_x126*alpha_a2a_intra + _x127*_x134 + _x127*_x141 + _x127*_x143 + _x127*_x147 + _x149*_x155/bw_a2a_inter + _x155*_x156/bw_a2a_intra + _x157 + 2*alpha_a2a_inter*(-1 + ep/_x125))
+    _x159 = 1 - ov_tp
+    _x160 = _x15*q_lora
+    _x161 = 1 - _x15
+    _x162 = _x161*d_model
+    _x163 = _x160 + _x162
+    _x164 = _x11 + _x163
+    _x165 = _x134 + _x141
+    _x166 = _x23*(_x0*_x128*_x129*_x164*_x36*act_bytes*micro_batch*seq_len + _x137*_x139*_x164*_x2*_x36*act_bytes*micro_batch*seq_len - _x165)
+    _x167 = -_x123
+    _x168 = np.minimum(1, shared_ffn)
+    _x169 = _x123*_x168 + _x167 + 2
+    _x170 = 1 - seq_par
+    _x171 = _x145*_x21
+    _x172 = _x170*(_x132*_x6 + _x171*_x18 + _x22)
+    _x173 = seq_par*(_x143 + _x147 + _x157 + _x165)
+    _x174 = _x122*(_x166 + _x169*(_x172 + _x173))
+    _x175 = 2*t0_gemm_fwd
+    _x176 = _x10*_x161
+    _x177 = _x130*heads
+    _x178 = _x62*_x90
+    _x179 = _x136 + _x177*_x83 + _x178
+    _x180 = act_bytes/mu_gemm_fwd
+    _x181 = _x180*_x67
+    _x182 = _x150*_x178
+    _x183 = _x76/eta_gemm_fwd
+    _x184 = np.minimum(np.minimum(_x38, _x84), d_model)
+    _x185 = (_x184 + gemm_dhalf)/_x184
+    _x186 = head_dim*heads
+    _x187 = _x186 + 2*head_dim*kv_heads
+    _x188 = _x187*d_model
+    _x189 = _x0*_x188
+    _x190 = _x0*_x187
+    _x191 = _x41*(_x136 + _x189 + _x190*_x38)
+    _x192 = 2*_x38
+    _x193 = _x189*_x41
+    _x194 = _x192*_x193
+    _x195 = np.maximum(1, np.minimum(np.minimum(_x190, _x38), d_model))
+    _x196 = (_x195 + gemm_dhalf)/_x195
+    _x197 = _x136*_x152
+    _x198 = _x11*_x153 + _x12 + _x197
+    _x199 = _x10*_x181
+    _x200 = _x10*_x12
+    _x201 = _x153*_x200
+    _x202 = 2*_x201
+    _x203 = np.maximum(1, np.minimum(np.minimum(_x11, _x153), d_model))
+    _x204 = (_x203 + gemm_dhalf)/_x203
+    _x205 = _x38*kv_lora
+    _x206 = qk_nope + v_head
+    _x207 = _x206*heads
+    _x208 = _x207*kv_lora
+    _x209 = _x0*_x207
+    _x210 = _x0*_x208 + _x205 + _x209*_x38
+    _x211 = 2*kv_lora
+    _x212 = _x206*_x40
+    _x213 = _x211*_x212
+    _x214 = _x0*_x38
+    _x215 = _x213*_x214
+    _x216 = np.maximum(1, np.minimum(np.minimum(_x209, _x38), kv_lora))
+    _x217 = (_x216 + gemm_dhalf)/_x216
+    _x218 = _x43*heads
+    _x219 = _x0*_x218
+    _x220 = _x219*_x38
+    _x221 = _x176*(_x130*_x218 + _x136 + _x220)
+    _x222 = _x162*_x40*_x43
+    _x223 = _x214*_x222
+    _x224 = 2*_x223
+    _x225 = np.maximum(1, np.minimum(np.minimum(_x219, _x38), d_model))
+    _x226 = (_x225 + gemm_dhalf)/_x225
+    _x227 = _x14 + _x153*q_lora + _x197
+    _x228 = _x15*_x181
+    _x229 = _x14*_x15
+    _x230 = _x153*_x229
+    _x231 = 2*_x230
+    _x232 = np.maximum(1, np.minimum(np.minimum(_x153, d_model), q_lora))
+    _x233 = (_x232 + gemm_dhalf)/_x232
+    _x234 = _x219*q_lora + _x220 + _x38*q_lora
+    _x235 = 2*_x160
+    _x236 = _x220*_x235
+    _x237 = np.maximum(1, np.minimum(np.minimum(_x219, _x38), q_lora))
+    _x238 = (_x237 + gemm_dhalf)/_x237
+    _x239 = _x10*_x175 + _x15*_x175 + _x176*t0_gemm_fwd + _x41*t0_gemm_fwd + 3*t0_gemm_fwd + np.maximum(_x179*_x181, _x182*_x183*_x185) + np.maximum(_x181*_x191, _x183*_x194*_x196) + np.maximum(_x181*_x221, _x183*_x224*_x226) + np.maximum(_x198*_x199, _x183*_x202*_x204) + np.maximum(_x199*_x210, _x183*_x215*_x217) + np.maximum(_x227*_x228, _x183*_x231*_x233) + np.maximum(_x228*_x234, _x183*_x236*_x238)
+    _x240 = d_model*moe_ffn
+    _x241 = _x0*_x240
+    _x242 = _x123*(_x127 - 1) + 1
+    _x243 = _x136*_x242
+    _x244 = _x0*moe_ffn
+    _x245 = _x242*_x38
+    _x246 = _x244*_x245
+    _x247 = _x241 + _x243 + _x246
+    _x248 = _x241*_x245
+    _x249 = 2*_x248
+    _x250 = np.minimum(np.minimum(_x244, _x245), d_model)
+    _x251 = (_x250 + gemm_dhalf)/_x250
+    _x252 = gated + 1
+    _x253 = _x252*moe_ffn
+    _x254 = _x130*_x253
+    _x255 = _x0*_x253
+    _x256 = _x245*_x255
+    _x257 = _x243 + _x254 + _x256
+    _x258 = _x150*_x256
+    _x259 = np.minimum(np.minimum(_x245, _x255), d_model)
+    _x260 = (_x259 + gemm_dhalf)/_x259
+    _x261 = d_model*experts
+    _x262 = _x153*experts
+    _x263 = _x123*(_x197 + _x261 + _x262)
+    _x264 = _x123*_x262
+    _x265 = _x150*_x264
+    _x266 = np.minimum(np.minimum(_x153, d_model), experts)
+    _x267 = (_x266 + gemm_dhalf)/_x266
+    _x268 = d_model*shared_ffn
+    _x269 = _x0*_x268
+    _x270 = _x0*shared_ffn
+    _x271 = _x270*_x38
+    _x272 = _x136 + _x269 + _x271
+    _x273 = _x168*_x181
+    _x274 = _x168*_x269
+    _x275 = _x192*_x274
+    _x276 = np.maximum(1, np.minimum(np.minimum(_x270, _x38), d_model))
+    _x277 = (_x276 + gemm_dhalf)/_x276
+    _x278 = _x252*_x268
+    _x279 = _x0*_x278
+    _x280 = _x252*shared_ffn
+    _x281 = _x0*_x280
+    _x282 = _x136 + _x279 + _x281*_x38
+    _x283 = _x168*_x279
+    _x284 = _x192*_x283
+    _x285 = np.maximum(1, np.minimum(np.minimum(_x281, _x38), d_model))
+    _x286 = (_x285 + gemm_dhalf)/_x285
+    _x287 = _x123*t0_gemm_fwd + _x168*_x175 + np.maximum(_x181*_x247, _x183*_x249*_x251) + np.maximum(_x181*_x257, _x183*_x258*_x260) + np.maximum(_x181*_x263, _x183*_x265*_x267) + np.maximum(_x272*_x273, _x183*_x275*_x277) + np.maximum(_x273*_x282, _x183*_x284*_x286)
+    _x288 = _x239 + _x287
+    _x289 = np.maximum(0, _x174 - _x288*_x32)
+    _x290 = _x120*ov_tp
+    _x291 = _x159*_x174 + _x289*ov_tp + _x290*(_x174 - _x289)
+    _x292 = _x158 + _x291
+    _x293 = _x121 + _x292
+    _x294 = np.minimum(_x9, dense_layers)
+    _x295 = np.minimum(1, _x25)
+    _x296 = eta_elem_fwd**(-1.0)
+    _x297 = _x197*_x57
+    _x298 = _x296*_x297
+    _x299 = _x67/mu_elem_fwd
+    _x300 = dropout*mask_bytes
+    _x301 = _x197*act_bytes
+    _x302 = _x301*(_x300/act_bytes + 3)
+    _x303 = mu_norm_fwd**(-1.0)
+    _x304 = 8/eta_norm_fwd
+    _x305 = np.maximum(_x297*_x304, _x154*_x303*_x92)
+    _x306 = _x10*_x153*kv_lora
+    _x307 = _x65*_x67
+    _x308 = _x303*_x307
+    _x309 = _x306*_x57
+    _x310 = _x296*_x57
+    _x311 = 2*qk_nope + v_head
+    _x312 = _x38*(_x311 + 2*qk_rope)
+    _x313 = _x0*_x312*_x40
+    _x314 = _x10*act_bytes
+    _x315 = _x314*(_x312*_x61 + _x38*(_x61*(_x311 + qk_rope) + qk_rope))
+    _x316 = _x153*_x160
+    _x317 = _x316*_x57
+    _x318 = _x10*t0_elem_fwd + _x10*t0_norm_fwd + _x118 + _x15*t0_norm_fwd + 2*_x305 + 3*t0_elem_fwd + 2*t0_norm_fwd + 2*np.maximum(_x298, _x299*_x302) + np.maximum(_x299*_x315, _x310*_x313) + np.maximum(_x304*_x309, _x306*_x308) + np.maximum(_x304*_x317, _x308*_x316)
+    _x319 = _x264*_x67*f32_bytes
+    _x320 = 8*_x310
+    _x321 = _x168*_x271
+    _x322 = gated + 2
+    _x323 = _x322*act_bytes
+    _x324 = _x299*_x323
+    _x325 = _x123*_x127
+    _x326 = _x123*_x301*(2*_x127 + 2)
+    _x327 = _x123*t0_elem_fwd + _x123*t0_softmax_fwd + _x168*t0_elem_fwd + np.maximum(_x246*_x320, _x246*_x324) + np.maximum(5*_x264*_x58, 2*_x319*_x64) + np.maximum(_x298*_x325, _x299*_x326) + np.maximum(_x320*_x321, _x321*_x324)
+    _x328 = _x288 + _x318 + _x327
+    _x329 = _x328*rc_full
+    _x330 = 1 - rc_full
+    _x331 = _x330*rc_sel
+    _x332 = _x118*_x331
+    _x333 = _x0*ffn_hidden
+    _x334 = _x333*_x38
+    _x335 = np.maximum(_x320*_x334, _x324*_x334)
+    _x336 = d_model*ffn_hidden
+    _x337 = _x0*_x336
+    _x338 = _x136 + _x334 + _x337
+    _x339 = _x337*_x38
+    _x340 = 2*_x339
+    _x341 = np.minimum(np.minimum(_x333, _x38), d_model)
+    _x342 = (_x341 + gemm_dhalf)/_x341
+    _x343 = np.maximum(_x181*_x338, _x183*_x340*_x342)
+    _x344 = _x252*ffn_hidden
+    _x345 = _x130*_x344
+    _x346 = _x0*_x344
+    _x347 = _x136 + _x345 + _x346*_x38
+    _x348 = _x150*_x38
+    _x349 = _x346*_x348
+    _x350 = np.minimum(np.minimum(_x346, _x38), d_model)
+    _x351 = (_x350 + gemm_dhalf)/_x350
+    _x352 = np.maximum(_x181*_x347, _x183*_x349*_x351)
+    _x353 = _x239 + _x343 + _x352
+    _x354 = _x318 + _x335 + _x353
+    _x355 = _x354*rc_full
+    _x356 = _x332 + _x355
+    _x357 = _x122*(_x166 + 2*_x172 + 2*_x173)
+    _x358 = _x159*_x357
+    _x359 = np.maximum(0, -_x32*_x353 + _x357)
+    _x360 = _x359*ov_tp
+    _x361 = _x290*(_x357 - _x359)
+    _x362 = _x358 + _x360 + _x361
+    _x363 = _x121 + _x362
+    _x364 = _x65/mu_gemm_bwd
+    _x365 = _x364*_x67
+    _x366 = _x76/eta_gemm_bwd
+    _x367 = 4*_x366
+    _x368 = np.maximum(_x338*_x365, _x339*_x342*_x367)
+    _x369 = _x367*_x38
+    _x370 = np.maximum(_x347*_x365, _x345*_x351*_x369)
+    _x371 = _x57/eta_elem_bwd
+    _x372 = 16*_x371
+    _x373 = _x67/mu_elem_bwd
+    _x374 = _x373*act_bytes*(2*gated + 3)
+    _x375 = np.maximum(_x334*_x372, _x334*_x374)
+    _x376 = _x154*_x371
+    _x377 = 3*act_bytes
+    _x378 = _x377*_x67/mu_norm_bwd
+    _x379 = 16/eta_norm_bwd
+    _x380 = np.maximum(_x197*_x378, _x297*_x379)
+    _x381 = 2*t0_gemm_bwd
+    _x382 = flash*t0_attn_bwd
+    _x383 = _x177*_x90*micro_batch
+    _x384 = _x10*_x365
+    _x385 = _x0*_x205*_x212
+    _x386 = _x15*_x365
+    _x387 = _x160*_x220
+    _x388 = _x307/mu_attn_bwd
+    _x389 = np.where((_x104 <= 4), 1/128, 1/64)
+    _x390 = np.ceil(_x389*seq_len)
+    _x391 = 160*(_x103*attn_uneven_bwd + 1)*(_x105/attn_dreg_bwd + _x106*attn_dsoft_bwd + _x389*attn_dio_bwd + 1)*np.ceil(_x108*_x390)/(_x390*eta_attn_bwd)
+    _x392 = _x57/eta_softmax_bwd
+    _x393 = mu_softmax_bwd**(-1.0)
+    _x394 = _x82*bmm_dhalf_bwd
+    _x395 = _x76/eta_bmm_bwd
+    _x396 = _x395*_x74
+    _x397 = _x67/mu_bmm_bwd
+    _x398 = _x397*(_x81 + _x87*bmm_reread_bwd*(np.ceil((1/128)*_x44 + _x86) - 1))
+    _x399 = _x395*_x85
+    _x400 = _x394*cp + 1
+    _x401 = _x10*_x381 + _x10*t0_elem_bwd + _x10*t0_norm_bwd + _x15*_x381 + _x15*t0_norm_bwd + _x176*t0_gemm_bwd + 2*_x380 + _x382*_x55 + _x382*swa_frac + _x41*t0_gemm_bwd + 4*_x54*t0_bmm_bwd + _x54*t0_softmax_bwd + 3*t0_elem_bwd + 3*t0_gemm_bwd + 2*t0_norm_bwd + 2*np.maximum(_x376, _x302*_x373) + np.maximum(_x398, _x396*_x400) + np.maximum(_x398, _x396*(_x394 + 1)) + np.maximum(_x113*_x391, _x388*_x98) + np.maximum(_x114*_x388, _x117*_x391) + np.maximum(_x179*_x365, _x185*_x367*_x383) + np.maximum(_x191*_x365, _x193*_x196*_x369) + np.maximum(_x198*_x384, _x201*_x204*_x367) + np.maximum(_x210*_x384, _x217*_x367*_x385) + np.maximum(_x221*_x365, _x223*_x226*_x367) + np.maximum(_x227*_x386, _x230*_x233*_x367) + np.maximum(_x234*_x386, _x238*_x367*_x387) + np.maximum(_x306*_x378, _x309*_x379) + np.maximum(_x315*_x373, 2*_x313*_x371) + np.maximum(_x316*_x378, _x317*_x379) + np.maximum(_x397*_x91, _x399*(1 + bmm_dhalf_bwd/_x83)) + np.maximum(_x399*_x400, _x397*(_x88*bmm_reread_bwd + _x91)) + np.maximum(_x393*_x70*(_x377 + _x66), _x392*_x63*(8 - 8*flash))
+    _x402 = _x368 + _x370 + _x375 + _x401
+    _x403 = -host_bwd - host_fwd - host_rc*rc_full
+    _x404 = np.maximum(0, -_x354 - _x356 - _x363 - _x402 - _x403)
+    _x405 = _x245*_x254
+    _x406 = _x123*_x261
+    _x407 = _x168*_x365
+    _x408 = _x123*t0_elem_bwd + _x123*t0_gemm_bwd + _x123*t0_softmax_bwd + _x168*_x381 + _x168*t0_elem_bwd + np.maximum(_x246*_x372, _x246*_x374) + np.maximum(_x247*_x365, _x248*_x251*_x367) + np.maximum(_x257*_x365, _x260*_x367*_x405) + np.maximum(_x263*_x365, _x153*_x267*_x367*_x406) + np.maximum(8*_x264*_x392, 3*_x319*_x393) + np.maximum(_x272*_x407, _x274*_x277*_x369) + np.maximum(_x282*_x407, _x283*_x286*_x369) + np.maximum(_x321*_x372, _x321*_x374) + np.maximum(_x325*_x376, _x326*_x373)
+    _x409 = _x401 + _x408
+    _x410 = _x329 + _x332
+    _x411 = _x293 + _x328 + _x410
+    _x412 = np.maximum(0, -_x403 - _x409 - _x411)
+    _x413 = _x408 + _x412
+    _x414 = _x294*(_x295*(np.where((-_x287 - _x292 - _x327 - _x329 + _x335 + _x343 + _x352 + _x355 + _x358 + _x360 + _x361 + _x368 + _x370 + _x375 + _x404 - _x413 < 0), 0, 1)) - _x295 + 1)
+    _x415 = _x136*_x57
+    _x416 = np.ceil((1/128)*_x0*vocab)
+    _x417 = 128*_x416
+    _x418 = d_model*grad_bytes
+    _x419 = np.minimum(_x38, _x417)
+    _x420 = np.maximum(_x415/eta_embed_bwd, _x67*(_x145*(learned_pos + 1) + _x150*f32_bytes*((1/10)*_x38 + _x419) + _x417*_x418 + _x418*_x419)/mu_embed_bwd)
+    _x421 = np.maximum(_x415/eta_embed_fwd, _x145*_x67*(learned_pos + 2)/mu_embed_fwd)
+    _x422 = d_model**2
+    _x423 = 2*_x422
+    _x424 = _x0*_x423
+    _x425 = _x67*(_x131 + _x348 + _x424)
+    _x426 = _x214*_x422
+    _x427 = np.minimum(np.minimum(_x130, _x150), _x38)
+    _x428 = (_x427 + gemm_dhalf)/_x427
+    _x429 = _x420 + t0_embed_bwd
+    _x430 = _x417*d_model
+    _x431 = _x38*_x417
+    _x432 = _x136 + _x430 + _x431
+    _x433 = np.minimum(np.minimum(_x38, _x417), d_model)
+    _x434 = _x136*_x416
+    _x435 = _x434*(_x433 + gemm_dhalf)/_x433
+    _x436 = _x38*_x416*_x57
+    _x437 = _x431*_x67*(act_bytes + f32_bytes)
+    _x438 = t0_ce_bwd + np.maximum(_x365*_x432, 512*_x366*_x435) + np.maximum(_x437/mu_ce_bwd, 256*_x436/eta_ce_bwd)
+    _x439 = _x380 + _x438 + mtp*(3*_x380 + _x381 + _x429 + _x438 + 3*t0_norm_bwd + np.maximum(_x364*_x425, 8*_x366*_x426*_x428)) + t0_gemm_bwd + t0_norm_bwd
+    _x440 = 4*_x422
+    _x441 = _x421 + t0_embed_fwd
+    _x442 = t0_ce_fwd + np.maximum(_x181*_x432, 256*_x183*_x435) + np.maximum(_x437/mu_ce_fwd, 640*_x436/eta_ce_fwd)
+    _x443 = _x305 + _x442 + mtp*(_x175 + 3*_x305 + _x441 + _x442 + 3*t0_norm_fwd + np.maximum(_x180*_x425, _x183*_x214*_x428*_x440)) + t0_gemm_fwd + t0_norm_fwd
+    _x444 = (np.where((_x420 + _x421 - _x439 - _x443 - mtp*(_x401 + _x411 + _x413) + t0_embed_bwd + t0_embed_fwd > 0), 0, 1))
+    _x445 = 1 - _x295
+    _x446 = 1 - _x444
+    _x447 = mtp*(_x444 + _x445*_x446)
+    _x448 = -_x414 + _x447 + _x9
+    _x449 = _x441*_x446 + _x443*_x444 + _x445*(_x441*_x444 + _x443*_x446)
+    _x450 = _x429*_x446 + _x439*_x444 + _x445*(_x429*_x444 + _x439*_x446)
+    _x451 = np.maximum(0, _x295*(_x444*host_head + _x446*host_emb) + _x445*(host_emb + host_head) - _x449 - _x450)
+    _x452 = _x404*_x414 + _x412*_x448 + _x451 + host_mb
+    _x453 = _x328*_x448 + _x354*_x414 + _x449
+    _x454 = _x356*_x414 + _x410*_x448
+    _x455 = _x402*_x414 + _x409*_x448 + _x450
+    _x456 = _x454 + _x455
+    _x457 = _x293*_x448 + _x363*_x414 + _x452 + _x453 + _x456
+    _x458 = _x25 + _x30*interleave
+    _x459 = cp*dp
+    _x460 = _x459*tp
+    _x461 = np.where((_x460 < gpus_per_node), 1, 0)
+    _x462 = 1 - _x461
+    _x463 = (1 - ov_pp)*(_x461*(_x132*_x35 + alpha_p2p_intra) + _x462*(_x132*_x51 + alpha_p2p_inter))
+    _x464 = 2*_x295
+    _x465 = _x458*_x463*_x464
+    _x466 = 1 - ov_ag
+    _x467 = _x148*_x459
+    _x468 = np.maximum(1, np.minimum(_x467, _x124*_x148))
+    _x469 = _x468 - 1
+    _x470 = _x468**(-1.0)
+    _x471 = _x467*_x470
+    _x472 = _x471 - 1
+    _x473 = _x27*_x36
+    _x474 = _x473*grad_bytes
+    _x475 = _x142*_x474
+    _x476 = _x240 + _x253*d_model + biases*(_x253 + d_model)
+    _x477 = _x476*experts
+    _x478 = _x0*_x477
+    _x479 = _x148*_x478
+    _x480 = _x123*_x479
+    _x481 = _x480*mtp
+    _x482 = _x445*_x481
+    _x483 = -_x294 + _x9
+    _x484 = _x480*_x483
+    _x485 = _x482 + _x484
+    _x486 = _x485*ep
+    _x487 = _x472*_x486
+    _x488 = _x144*grad_bytes
+    _x489 = _x469*_x470
+    _x490 = _x485*_x489
+    _x491 = _x469*alpha_rs_intra + _x472*alpha_rs_inter + _x475*_x487 + _x488*_x490
+    _x492 = np.maximum(1, np.minimum(_x124, _x459))
+    _x493 = _x492**(-1.0)
+    _x494 = _x459*_x493
+    _x495 = _x494 - 1
+    _x496 = _x495*alpha_ag_inter
+    _x497 = _x492 - 1
+    _x498 = _x497*alpha_ag_intra
+    _x499 = _x473*act_bytes
+    _x500 = _x128*_x499
+    _x501 = _x123*(_x138*_x490 + _x469*alpha_ag_intra + _x472*alpha_ag_inter + _x487*_x500)
+    _x502 = _x13*_x150
+    _x503 = biases*d_model
+    _x504 = _x10*(_x163*_x218 + _x208 + _x503 + d_model*heads*v_head) + _x41*(_x186*d_model + _x188 + biases*(_x187 + d_model))
+    _x505 = _x0*_x504 + _x16
+    _x506 = _x502 + _x505
+    _x507 = _x268 + _x278 - _x503*(1 - _x168) + biases*(_x280 + d_model)
+    _x508 = _x0*_x507 + _x406 + _x479
+    _x509 = _x506 + _x508
+    _x510 = _x336 + _x344*d_model + biases*(_x344 + d_model)
+    _x511 = _x0*_x510 + _x506
+    _x512 = _x294*_x511
+    _x513 = _x13*d_model
+    _x514 = 5*_x513
+    _x515 = mtp*(_x424 + _x505 + _x508 + _x514)
+    _x516 = _x135*learned_pos
+    _x517 = 1 - tied
+    _x518 = _x430*(_x445*_x517 + 1) + _x516
+    _x519 = _x445*_x515 + _x483*_x509 + _x512 + _x518
+    _x520 = -_x482 - _x484 + _x519
+    _x521 = _x493*_x520
+    _x522 = _x497*_x521
+    _x523 = _x495*_x520
+    _x524 = _x473*_x65
+    _x525 = _x475*_x523 + _x488*_x522 + _x495*alpha_rs_inter + _x497*alpha_rs_intra
+    _x526 = _x123*_x491 + _x128*_x523*_x524 + _x137*_x522*_x65 + 2*_x496 + 2*_x498 + 2*_x501 + _x525
+    _x527 = _x30*_x526
+    _x528 = -_x27*_x28*_x526*global_batch
+    _x529 = np.maximum(0, -_x30*(_x453 + _x455) - _x528)
+    _x530 = _x120*ov_ag
+    _x531 = 1 - z_param
+    _x532 = _x138*_x522 + _x496 + _x498 + _x500*_x523 + _x501
+    _x533 = _x532*z_os
+    _x534 = z_grad*(_x27*_x28*global_batch - 1) + 1
+    _x535 = 1 - z_os
+    _x536 = 2*_x468 - 2
+    _x537 = 2*_x471 - 2
+    _x538 = _x474*_x5
+    _x539 = _x470*_x536
+    _x540 = 2*_x492 - 2
+    _x541 = 2*_x494 - 2
+    _x542 = _x534*(_x123*(_x491*z_os + _x535*(_x19*_x485*_x539 + _x486*_x537*_x538 + _x536*alpha_ar_intra + _x537*alpha_ar_inter)) + _x525*z_os + _x535*(_x19*_x521*_x540 + _x520*_x538*_x541 + _x540*alpha_ar_intra + _x541*alpha_ar_inter))
+    _x543 = np.maximum(0, -_x453 + _x532*z_os)
+    _x544 = _x121*_x122/_x32
+    _x545 = rc_full + 1
+    _x546 = _x545/_x122
+    _x547 = _x292*_x546 + _x544
+    _x548 = _x362*_x546 + _x544
+    _x549 = np.maximum(0, -_x534*(_x414*_x548 + _x448*_x547 + _x456) + _x542)
+    _x550 = _x531*(_x120*ov_dp*(_x542 - _x549) + _x466*_x533 + _x530*(_x533 - _x543) + _x542*(1 - ov_dp) + _x543*ov_ag + _x549*ov_dp) + z_param*(_x466*_x527 + _x529*ov_ag + _x530*(-_x528 - _x529))
+    _x551 = _x467**(-z_os)
+    _x552 = _x485*_x551
+    _x553 = _x459**(-z_os)
+    _x554 = _x520*_x553
+    _x555 = _x552 + _x554
+    _x556 = t0_optim_fwd + np.maximum(_x57*(12*_x552 + 12*_x554)/eta_optim_fwd, _x555*_x67*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
+    _x557 = _x24 + _x457*(_x26 + _x30) + _x465 + _x550 + _x556
+    _x558 = _x24 + _x30*(_x291*_x448 + _x362*_x414)
+    _x559 = _x150*seq_len
+    _x560 = _x559*vocab
+    _x561 = 2*seq_len
+    _x562 = _x59*_x94
+    _x563 = _x110*_x562
+    _x564 = _x116*_x94
+    _x565 = _x564*_x72
+    _x566 = _x54*(_x561*_x564 + 2*_x563)/_x46
+    _x567 = _x563*_x72 + _x565*seq_len + _x566*_x71 + _x566*_x83
+    _x568 = _x150*_x89*heads + _x160*_x218*_x561 + _x188*_x41*_x561 + _x200*_x561 + _x213*seq_len + _x222*_x561 + _x229*_x561 + _x567
+    _x569 = -dense_layers + layers
+    _x570 = _x168*_x561
+    _x571 = _x242*(_x123/np.maximum(1, capacity) + _x167 + 1)
+    _x572 = _x123*_x559*experts + _x240*_x561*_x571 + _x253*_x559*_x571 + _x268*_x570 + _x278*_x570 + _x568
+    _x573 = global_batch*(_x560 + _x569*_x572 + dense_layers*(_x336*_x561 + _x344*_x559 + _x568) + mtp*(_x440*seq_len + _x560 + _x572))
+    _x574 = 3*_x573
+    _x575 = 768*_x434
+    _x576 = _x111*_x94
+    _x577 = _x214*_x565 + _x576*_x72*_x95 + _x74 + _x85
+    _x578 = _x182 + _x194 + _x202 + _x215 + _x224 + _x231 + _x236 + _x577
+    _x579 = 6*_x38
+    _x580 = 6*_x153
+    _x581 = _x193*_x579 + 6*_x201 + 7*_x214*_x564*flash + 6*_x223 + _x229*_x580 + _x331*_x577 + 6*_x383 + 6*_x385 + 6*_x387 + 7*_x576*_x96 + 3*_x74 + 3*_x85
+    _x582 = 6*_x248 + _x274*_x579 + _x283*_x579 + 6*_x405 + _x406*_x580 + _x581 + rc_full*(_x249 + _x258 + _x265 + _x275 + _x284 + _x578)
+    _x583 = _x569*_x582 + _x575 + dense_layers*(6*_x339 + _x345*_x579 + _x581 + rc_full*(_x340 + _x349 + _x578)) + mtp*(12*_x426 + _x575 + _x582)
+    _x584 = 2*mtp
+    _x585 = _x567*dense_layers
+    _x586 = 3*global_batch
+    _x587 = _x574 + _x586*(_x135*(_x584 + 2)*(_x417*tp - vocab) + _x562*(_x584 + 2*layers) - _x567*(-dense_layers + layers + mtp) - _x585)
+    _x588 = _x0*_x129
+    _x589 = _x348*act_bytes
+    _x590 = _x569*_x8
+    _x591 = _x325*_x590
+    _x592 = _x589*_x591
+    _x593 = 4*act_bytes
+    _x594 = _x593*seq_par
+    _x595 = _x170*_x4
+    _x596 = _x23*(_x0*_x129*_x164*_x36*act_bytes*micro_batch*seq_len - _x133)
+    _x597 = _x8*dense_layers
+    _x598 = _x589*seq_par
+    _x599 = _x30*(_x588*_x592 + _x590*(_x169*(_x132*_x595 + _x588*_x598) + _x596) + _x597*(_x0*_x589*_x595 + _x129*_x131*_x594 + _x596))
+    _x600 = _x23*(_x139*_x164*_x2*_x36*act_bytes*micro_batch*seq_len - _x146)
+    _x601 = _x30*(_x140*_x592 + _x590*(_x169*(_x140*_x598 + _x170*_x171) + _x600) + _x597*(_x136*_x140*_x594 + _x170*_x21*_x589 + _x600))
+    _x602 = _x545*_x599
+    _x603 = _x27*_x37*act_bytes*global_batch
+    _x604 = _x31*_x48*_x603*(_x590 + _x597)
+    _x605 = _x34*_x604
+    _x606 = _x50*_x604
+    _x607 = _x122*_x606
+    _x608 = _x150*_x152*_x591*_x603
+    _x609 = _x156*_x608
+    _x610 = _x149*_x608
+    _x611 = _x545*_x610
+    _x612 = interleave*pp - 1
+    _x613 = _x130*_x8
+    _x614 = _x295*_x462*_x603*_x612
+    _x615 = _x295*_x461*_x603*_x612*_x613 + _x613*_x614
+    _x616 = _x0*_x8
+    _x617 = _x123**2*_x590
+    _x618 = _x479*_x489*_x617
+    _x619 = _x123*_x477*_x569
+    _x620 = _x16 + _x504
+    _x621 = _x502 + _x620
+    _x622 = _x406 + _x507 + _x621
+    _x623 = _x513 + _x516 + d_model*vocab*(2 - tied)
+    _x624 = _x623 + dense_layers*(_x510 + _x621)
+    _x625 = _x569*(_x477 + _x622) + _x624
+    _x626 = _x616*(-_x619 + _x625)
+    _x627 = _x493*_x626
+    _x628 = _x497*_x627
+    _x629 = _x618*act_bytes + _x628*act_bytes
+    _x630 = _x531*z_os
+    _x631 = _x30*_x629
+    _x632 = _x472*_x478
+    _x633 = _x617*_x632
+    _x634 = _x495*_x626
+    _x635 = _x499*_x633 + _x499*_x634
+    _x636 = _x30*_x635
+    _x637 = _x630*_x635 + _x636*z_param
+    _x638 = _x628*grad_bytes
+    _x639 = _x480*_x590
+    _x640 = _x535*grad_bytes
+    _x641 = _x531*_x534
+    _x642 = _x474*_x634
+    _x643 = _x123*_x590
+    _x644 = _x474*_x535
+    _x645 = _x641*(_x123*(_x474*_x632*_x643*z_os + _x478*_x537*_x643*_x644) + _x541*_x626*_x644 + _x642*z_os) + z_param*(_x27*_x28*global_batch*(_x474*_x633 + _x524*_x633 + _x524*_x634 + _x642) - _x636)
+    _x646 = _x557**(-1.0)
+    _x647 = _x646*_x75
+    _x648 = _x473*_x616*_x647
+    _x649 = _x65*z_param*np.maximum(_x509, _x511*np.minimum(1, dense_layers))
+    _x650 = _x467**(-z_param)
+    _x651 = _x459**(-z_param)
+    _x652 = act_bytes*(_x485*_x650 + _x520*_x651)
+    _x653 = _x467**(-z_grad)
+    _x654 = _x459**(-z_grad)
+    _x655 = grad_bytes*(_x485*_x653 + _x520*_x654)
+    _x656 = _x555*opt_bytes
+    _x657 = _x30*gpipe
+    _x658 = _x431*(act_bytes + f32_bytes*(_x657 - gpipe + 1))
+    _x659 = (_x301 + _x658)*(mtp + 1)
+    _x660 = _x245*_x323*moe_ffn + _x322*_x39*shared_ffn
+    _x661 = _x0*(_x39*(_x47 + _x94) + _x660) + _x152*(_x136*(2*_x300 + _x593) + _x314*_x38*(_x211 + _x235 + qk_rope)) + _x69*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes))
+    _x662 = _x0*(_x322*_x36*act_bytes*ffn_hidden*micro_batch*seq_len - _x660) + _x661
+    _x663 = rc_full*np.maximum(_x661, _x662)
+    _x664 = 1 - gpipe
+    _x665 = interleave - 1
+    _x666 = _x301*rc_full
+    _x667 = _x330*_x661 + _x666
+    _x668 = mtp*(5*_x301 + _x667)
+    _x669 = _x294*(_x330*_x662 + _x666)
+    _x670 = _x445*_x659 + _x663 + (_x657 + _x664*(_x26*_x8*np.minimum(1, _x665) + 1)*np.minimum(_x30, pp))*(_x445*_x668 + _x483*_x667 + _x669)
+    _x671 = _x649 + _x652 + _x655 + _x656 + _x670
+    _x672 = -_x294*_x445 + _x9
+    _x673 = _x480*_x672
+    _x674 = _x481 + _x673
+    _x675 = _x295*_x430*_x517*np.minimum(1, mtp) - _x295*_x516 + _x445*_x512 - _x481 + _x509*_x672 + _x515 + _x518 - _x673
+    _x676 = act_bytes*(_x650*_x674 + _x651*_x675)
+    _x677 = grad_bytes*(_x653*_x674 + _x654*_x675)
+    _x678 = opt_bytes*(_x551*_x674 + _x553*_x675)
+    _x679 = _x659 + _x663 + (_x657 + _x664*np.minimum(_x30, _x7*(_x665*pp + 1)))*(_x445*_x669 + _x667*_x672 + _x668)
+    _x680 = _x649 + _x676 + _x677 + _x678 + _x679
+    _x681 = np.maximum(_x671, _x680)
+    _x682 = np.where((_x671 < _x680), 1, 0)
+    _x683 = 1 - _x682
+    _x684 = _x681*alloc_frag
+    _x685 = nccl_comm_bytes*(_x123*np.minimum(1, _x467 - 1) + np.minimum(1, _x151) + np.minimum(1, _x459 - 1)) + nccl_peer_bytes*(_x123*(ep - 1) + _x464 + 2*np.minimum(1, _x31))
     return {
-        'step_time': _x555,
-        't_forward': _x31*_x451,
-        't_backward': _x31*_x453,
-        't_recompute': _x31*_x452,
-        't_tp_comm': _x556,
-        't_cp_comm': _x31*(_x119*_x412 + _x119*_x446),
-        't_ep_comm': _x157*_x31*_x446,
-        't_host_overhead': _x31*_x450,
-        't_pp_bubble': _x27*_x455,
-        't_pp_comm': _x463,
-        't_dp_comm': _x548,
-        't_optimizer': _x554,
-        'tp_comm_total': _x25 + _x31*(_x173*_x446 + _x355*_x412),
-        'dp_comm_total': _x525*z_param + _x529*(_x531 + _x540),
-        'tp_comm': _x556,
-        'dp_comm': _x548,
-        'pp_bubble': _x26/_x456,
-        'pp_bubble_ratio': _x27*dp*micro_batch/global_batch,
-        'micro_batches': _x31,
-        't_microbatch_stage': _x455,
-        't_layer_fwd': _x326,
-        't_layer_bwd': _x407,
-        't_layer_recompute': _x408,
-        't_layer_tp_comm': _x290,
-        't_layer_cp_comm': _x119,
-        't_layer_ep_comm': _x157,
-        't_layer_comm_bwd': _x545,
-        't_layer_host': _x410,
-        't_dense_layer_fwd': _x352,
-        't_dense_layer_bwd': _x400,
-        't_dense_layer_recompute': _x354,
-        't_dense_layer_tp_comm': _x360,
-        't_dense_layer_cp_comm': _x119,
+        'step_time': _x557,
+        't_forward': _x30*_x453,
+        't_backward': _x30*_x455,
+        't_recompute': _x30*_x454,
+        't_tp_comm': _x558,
+        't_cp_comm': _x30*(_x121*_x414 + _x121*_x448),
+        't_ep_comm': _x158*_x30*_x448,
+        't_host_overhead': _x30*_x452,
+        't_pp_bubble': _x26*_x457,
+        't_pp_comm': _x465,
+        't_dp_comm': _x550,
+        't_optimizer': _x556,
+        'tp_comm_total': _x24 + _x30*(_x174*_x448 + _x357*_x414),
+        'dp_comm_total': _x527*z_param + _x531*(_x533 + _x542),
+        'tp_comm': _x558,
+        'dp_comm': _x550,
+        'pp_bubble': _x25/_x458,
+        'pp_bubble_ratio': _x26*dp*micro_batch/global_batch,
+        'micro_batches': _x30,
+        't_microbatch_stage': _x457,
+        't_layer_fwd': _x328,
+        't_layer_bwd': _x409,
+        't_layer_recompute': _x410,
+        't_layer_tp_comm': _x291,
+        't_layer_cp_comm': _x121,
+        't_layer_ep_comm': _x158,
+        't_layer_comm_bwd': _x547,
+        't_layer_host': _x412,
+        't_dense_layer_fwd': _x354,
+        't_dense_layer_bwd': _x402,
+        't_dense_layer_recompute': _x356,
+        't_dense_layer_tp_comm': _x362,
+        't_dense_layer_cp_comm': _x121,
         't_dense_layer_ep_comm': 0,
-        't_dense_layer_comm_bwd': _x546,
-        't_dense_layer_host': _x402,
-        'stage_layers': _x10,
-        'stage_dense_layers': _x412,
-        'stage_mtp_layers': _x445,
-        't_tp_grad_reduce': _x25,
-        't_embed_fwd': _x439,
-        't_embed_bwd': _x427,
-        't_head_fwd': _x441,
-        't_head_bwd': _x437,
-        'head_stage_heavier': _x442,
-        't_edge_host': _x449,
+        't_dense_layer_comm_bwd': _x548,
+        't_dense_layer_host': _x404,
+        'stage_layers': _x9,
+        'stage_dense_layers': _x414,
+        'stage_mtp_layers': _x447,
+        't_tp_grad_reduce': _x24,
+        't_embed_fwd': _x441,
+        't_embed_bwd': _x429,
+        't_head_fwd': _x443,
+        't_head_bwd': _x439,
+        'head_stage_heavier': _x444,
+        't_edge_host': _x451,
         't_microbatch_host': host_mb,
-        't_pp_send_recv': _x461,
-        'flops': _x572,
-        'hardware_flops': _x30*_x34*_x581,
-        'bytes_tp_fwd': _x590 + _x594,
-        'bytes_tp_bwd': _x543*_x594 + _x595,
-        'bytes_tp_inter': _x590 + _x595,
-        'bytes_cp_fwd': _x599 + _x600,
-        'bytes_cp_bwd': _x120*_x599 + _x601,
-        'bytes_cp_inter': _x600 + _x601,
-        'bytes_ep_fwd': _x604 + _x605,
-        'bytes_ep_bwd': _x543*_x604 + _x606,
-        'bytes_ep_inter': _x605 + _x606,
-        'bytes_pp_fwd': _x610,
-        'bytes_pp_bwd': _x610,
-        'bytes_pp_inter': _x148*_x597*_x609,
-        'bytes_dp_fwd': _x623*_x624 + _x625*z_param + _x632,
-        'bytes_dp_bwd': _x636*(_x1*_x533*_x538*_x621 + _x121*(_x487*_x635*z_os + _x533*_x537*_x635) + _x634*z_os) + _x640 + z_param*(_x28*_x29*global_batch*(_x612*_x65 + _x612*grad_bytes + _x633*_x65 + _x634) - _x625),
-        'bytes_dp_inter': _x632 + _x640,
-        'flops_forward': _x571,
-        'flops_backward': 2*_x571,
-        'flops_attention': 3*global_batch*(_x565*_x567 + _x565*dense_layers),
-        'flops_lm_head': 6*_x133*global_batch*vocab,
-        'n_gpus': _x458*pp,
-        'mfu': _x0*_x471*_x572*_x642,
-        'hfu': _x31*_x581*_x642,
-        'tokens_per_s': _x641*global_batch*seq_len,
-        'memory': _x675,
-        'mem_weights': _x646*_x677 + _x670*_x676,
-        'mem_gradients': _x649*_x677 + _x671*_x676,
-        'mem_optimizer': _x650*_x677 + _x672*_x676,
-        'mem_activations': _x643 + _x664*_x677 + _x673*_x676,
-        'mem_logits': _x652,
-        'mem_first_stage': _x665,
-        'mem_last_stage': _x674,
-        'mem_reserve': _x678 + _x679 + cuda_context,
+        't_pp_send_recv': _x463,
+        'flops': _x574,
+        'hardware_flops': _x29*_x33*_x583,
+        'flops_megatron': _x587,
+        'bytes_tp_fwd': _x599 + _x601,
+        'bytes_tp_bwd': _x545*_x601 + _x602,
+        'bytes_tp_inter': _x599 + _x602,
+        'bytes_cp_fwd': _x605 + _x606,
+        'bytes_cp_bwd': _x122*_x605 + _x607,
+        'bytes_cp_inter': _x606 + _x607,
+        'bytes_ep_fwd': _x609 + _x610,
+        'bytes_ep_bwd': _x545*_x609 + _x611,
+        'bytes_ep_inter': _x610 + _x611,
+        'bytes_pp_fwd': _x615,
+        'bytes_pp_bwd': _x615,
+        'bytes_pp_inter': _x150*_x614*_x616,
+        'bytes_dp_fwd': _x629*_x630 + _x631*z_param + _x637,
+        'bytes_dp_bwd': _x641*(_x123*(_x489*_x639*grad_bytes*z_os + _x539*_x639*_x640) + _x540*_x627*_x640 + _x638*z_os) + _x645 + z_param*(_x27*_x28*global_batch*(_x618*_x65 + _x618*grad_bytes + _x628*_x65 + _x638) - _x631),
+        'bytes_dp_inter': _x637 + _x645,
+        'flops_forward': _x573,
+        'flops_backward': 2*_x573,
+        'flops_attention': _x586*(_x567*_x569 + _x585),
+        'flops_lm_head': 6*_x135*global_batch*vocab,
+        'n_gpus': _x460*pp,
+        'mfu': _x574*_x648,
+        'mfu_megatron': _x587*_x648,
+        'hfu': _x30*_x583*_x647*_x8,
+        'tokens_per_s': _x646*global_batch*seq_len,
+        'memory': _x681,
+        'mem_weights': _x652*_x683 + _x676*_x682,
+        'mem_gradients': _x655*_x683 + _x677*_x682,
+        'mem_optimizer': _x656*_x683 + _x678*_x682,
+        'mem_activations': _x649 + _x670*_x683 + _x679*_x682,
+        'mem_logits': _x658,
+        'mem_first_stage': _x671,
+        'mem_last_stage': _x680,
+        'mem_reserve': _x684 + _x685 + cuda_context,
         'mem_cuda_context': cuda_context,
-        'mem_nccl': _x679,
-        'mem_fragmentation': _x678,
-        'params': _x619,
-        'active_params': _x567*(_x474*top_k + _x616) + _x618,
-        'params_rank': _x517,
-        'params_embedding': _x617,
-        'params_expert': _x613,
-        'params_mtp': mtp*(_x404 + _x421 + _x475 + _x505 + _x512 + _x614),
+        'mem_nccl': _x685,
+        'mem_fragmentation': _x684,
+        'params': _x625,
+        'active_params': _x569*(_x476*top_k + _x622) + _x624,
+        'params_rank': _x519,
+        'params_embedding': _x623,
+        'params_expert': _x619,
+        'params_mtp': mtp*(_x406 + _x423 + _x477 + _x507 + _x514 + _x620),
     }
 
-SOURCE_DIGEST = '3d642a0145b865ac'
+SOURCE_DIGEST = '7234b5134e1cfe56'

@@ -36,9 +36,16 @@ def _fmt_bytes(b: float) -> str:
     return f"{b / 2**30:.2f} GiB"
 
 
-def render(pred, band=...) -> str:
+MFU_CONVENTIONS = {   # --mfu-convention: which model-FLOP count the MFU line uses (both are in --json)
+    "roofline": ("mfu", "causal attention halved, unpadded vocabulary: Megatron-Bridge/NeMo flop_utils"),
+    "megatron": ("mfu_megatron", "full s x s attention, padded vocabulary: Megatron-LM num_floating_point_operations; "
+                                 "may exceed HFU, which counts what the kernels execute"),
+}
+
+
+def render(pred, band=..., mfu_convention: str = "roofline") -> str:
     """The prediction as a table; ``band`` (roofline.uncertainty.of_prediction) adds the step time's
-    validation-error band under the step time."""
+    validation-error band under the step time; ``mfu_convention`` names the model-FLOP count of the MFU line."""
     d = pred.to_dict()
     m, p, hw = pred.model, pred.plan, pred.hardware
     step = d["step_time_s"]
@@ -72,7 +79,8 @@ def render(pred, band=...) -> str:
         f"  model FLOPs per step      {d['flops_per_step']:.3e}",
         f"  hardware FLOPs per step   {d['hardware_flops_per_step']:.3e}",
         f"  model TFLOP/s per GPU     {d['model_tflops_per_gpu']:11.1f}     (model FLOPs / step time / GPUs: the figure papers quote)",
-        f"  MFU                       {100 * d['mfu']:11.1f} %   (model FLOPs, no recompute, causal halved)",
+        f"  MFU                       {100 * d[MFU_CONVENTIONS[mfu_convention][0]]:11.1f} %   "
+        f"({mfu_convention} convention: {MFU_CONVENTIONS[mfu_convention][1]})",
         f"  HFU                       {100 * d['hfu']:11.1f} %   (executed matmul FLOPs incl. recompute)",
         f"  tokens/s                  {d['tokens_per_s']:12.4g}",
         f"  pipeline bubble           {100 * d['pp_bubble_fraction']:11.1f} %   (share of pipeline time, (p-1)/(v m + p - 1))",
@@ -121,7 +129,7 @@ def cmd_transformer(args) -> int:
             d["per_stage"] = timeline.per_stage(pred)
         print(strict_json(d, indent=1))             # NaN/inf -> null with a reason
     else:
-        print(render(pred, band))
+        print(render(pred, band, args.mfu_convention))
         if args.explain:
             print()
             print("\n".join(spec.explain()))
@@ -169,10 +177,17 @@ def cmd_formulas(args) -> int:
             raise InputError(f"--set {k}: value {v!r} is not a number") from None
     if args.gpu:
         from . import hardware
+        from .formulas.symbols import SYMBOLS
         from .predict import hardware_inputs
-        values = {**hardware_inputs(hardware.load(args.gpu)), **values}
+        # the profile's values, and the sourced defaults of the hardware symbols a profile does not state
+        # (memory reserve, NCCL's SMs; hardware/defaults.yaml), as the compiled model takes them
+        defaults = {k: s.default for k, s in SYMBOLS.items() if s.group == "hardware" and s.default is not None}
+        values = {**defaults, **hardware_inputs(hardware.load(args.gpu)), **values}
     from . import progress
-    with progress.phase(f"build {args.quantity} (sympy) and export it as {args.format}"):
+    # on a terminal only: in a log the phase's lines would precede a late error (an undefined value found after
+    # the substitution), and a refused input is one line
+    with progress.phase(f"build {args.quantity} (sympy) and export it as {args.format}",
+                        disable=not progress.is_tty(sys.stderr)):
         text = export(args.quantity, args.format, values)
     print(text)
     return 0
@@ -317,6 +332,10 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     flag(g, "steps", type=number(), help="optimizer steps of the whole run")
     flag(g, "gpu-hour-price", dest="gpu_hour_price", type=number(strict=False), help="USD per GPU-hour")
     flag(g, "json", action="store_true", help="print one JSON object")
+    flag(g, "mfu-convention", dest="mfu_convention", choices=tuple(MFU_CONVENTIONS), default="roofline",
+         help="model FLOPs of the MFU line: roofline (causal attention halved, unpadded vocabulary, as NeMo counts) or "
+              "megatron (full s x s attention, padded vocabulary, as Megatron-LM and Narayanan et al. 2021 count); "
+              "--json gives both")
     g = p.add_argument_group("configs and views")
     flag(g, "example", help="a bundled example config (see `examples list`)")
     flag(g, "config", help="a config YAML (model, plan, hardware, training; see docs/configs.md)")

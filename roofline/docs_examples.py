@@ -81,8 +81,9 @@ def run_command(command: str) -> str:
         raise ExampleError(f"example command must be 'python -m roofline ...' or 'python benchmarks/X.py ...', "
                            f"got {command!r}")
     buf = io.StringIO()
-    cwd = os.getcwd()
+    cwd, progress = os.getcwd(), os.environ.get("ROOFLINE_PROGRESS")
     os.chdir(ROOT)
+    os.environ["ROOFLINE_PROGRESS"] = "0"     # progress lines carry elapsed times: not part of a page's example
     try:
         with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
             try:
@@ -91,6 +92,10 @@ def run_command(command: str) -> str:
                 rc = exc.code
     finally:
         os.chdir(cwd)
+        if progress is None:
+            os.environ.pop("ROOFLINE_PROGRESS", None)
+        else:
+            os.environ["ROOFLINE_PROGRESS"] = progress
     if rc not in (0, None):
         raise ExampleError(f"{command!r} exited with status {rc}: {buf.getvalue().strip()[-500:]}")
     return buf.getvalue()

@@ -148,6 +148,7 @@ class Prediction:
     run: dict = field(default_factory=dict)
     raw: dict = field(default_factory=dict, repr=False)
     stack: str = ""                    # the training stack whose defaults were applied ('' for a raw Plan)
+    mfu_megatron: float = float("nan")  # MFU as Megatron-LM counts model FLOPs (full s x s attention, padded vocabulary)
 
     def __repr__(self) -> str:
         """One line: what ran where and the headline figures (the fields: ``to_dict()``)."""
@@ -179,7 +180,11 @@ class Prediction:
             "hardware_flops_per_step": mag(self.hardware_flops_per_step),
             "mfu": self.mfu, "hfu": self.hfu,
             "mfu_convention": "model FLOPs (matmuls, causal attention halved when the kernel skips masked blocks, "
-                              "no recompute) / (step time x GPUs x dense peak)",
+                              "unpadded vocabulary, no recompute; as Megatron-Bridge/NeMo flop_utils count) / "
+                              "(step time x GPUs x dense peak)",
+            "mfu_megatron": self.mfu_megatron,
+            "mfu_megatron_convention": "Megatron-LM's model FLOPs (training.py num_floating_point_operations; "
+                                       "Narayanan et al. 2021 eq. 3): full s x s attention, padded vocabulary",
             "hfu_convention": "executed matmul FLOPs (with recompute and flash-attention backward recompute) / "
                               "(step time x GPUs x dense peak)",
             "tokens_per_s": mag(self.tokens_per_s),
@@ -245,7 +250,7 @@ def predict(model, plan: Plan | None = None, hw: Hardware | None = None, *, toke
         memory_capacity=Q(hw.hbm_capacity, "B"),
         fits_in_memory=bool(fits(r["memory"], r["mem_reserve"], hw, memory_margin)),
         flops_per_step=Q(r["flops"], "flop"), hardware_flops_per_step=Q(r["hardware_flops"], "flop"),
-        mfu=r["mfu"], hfu=r["hfu"], tokens_per_s=Q(r["tokens_per_s"], "1/s"), n_gpus=int(round(r["n_gpus"])),
+        mfu=r["mfu"], mfu_megatron=r["mfu_megatron"], hfu=r["hfu"], tokens_per_s=Q(r["tokens_per_s"], "1/s"), n_gpus=int(round(r["n_gpus"])),
         micro_batches=int(round(r["micro_batches"])), params=r["params"], bubble_fraction=r["pp_bubble"],
         run=run, raw=r, stack=stack)
 

@@ -195,3 +195,27 @@ def test_exposed_communication_is_never_negative_under_rounding():
                 assert g(a, b, 1.0) >= 0 and g(a, b, 0.5) >= 0
     assert f[1](0.3, 0.1 + 0.2, 1.0) == 0.0
     assert f[108](0.3, 0.1 + 0.2, 1.0) == pytest.approx(0.3 * 16 / 108)
+
+
+def test_megatron_mfu_convention_is_narayanan_eq3():
+    """Item 7: Megatron-LM's count (full s x s attention, padded vocabulary) is Narayanan et al. 2021 eq. 3,
+    72 B s l h^2 (1 + s/6h + V/12lh), exactly for GPT-3 175B (V padded to 128 x 8 = 51,200); ours halves the causal
+    attention and takes the unpadded 50,257, so it is lower, and MFU scales with the count."""
+    from roofline.predict import evaluate, inputs
+    m = models.load("gpt3-175b")
+    r = evaluate(inputs(m, Plan(tp=8, pp=8, dp=16, micro_batch=1, global_batch=1536), hardware.load("a100-sxm4-80gb")))
+    B, s, L, h, V = 1536, 2048, 96, 12288, 51200
+    eq3 = 72 * B * s * L * h ** 2 * (1 + s / (6 * h) + V / (12 * h * L))
+    assert float(r["flops_megatron"]) == pytest.approx(eq3, rel=1e-12)
+    ours = 72 * B * s * L * h ** 2 * (1 + s / (12 * h) + 50257 / (12 * h * L))
+    assert float(r["flops"]) == pytest.approx(ours, rel=1e-12)
+    assert float(r["mfu_megatron"]) / float(r["mfu"]) == pytest.approx(eq3 / ours, rel=1e-12)
+
+
+def test_mfu_convention_flag_names_the_count(cli):
+    args = ["transformer", "--model", "gpt3-1.3b", "--gpu", "a100-sxm4-80gb", "--dp", "8", "--global-batch", "64"]
+    a, b = cli(*args), cli(*args, "--mfu-convention", "megatron")
+    assert a.returncode == b.returncode == 0
+    assert "roofline convention" in a.stdout and "megatron convention" in b.stdout
+    bad = cli(*args, "--mfu-convention", "palm")
+    assert bad.returncode == 2 and "--mfu-convention" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

@@ -317,6 +317,7 @@ def build() -> dict[str, sp.Expr]:
     n_gpus = S.tp * S.pp * S.dp * S.cp
     out["n_gpus"] = n_gpus
     out["mfu"] = out["flops"] / (step * n_gpus * S.peak)
+    out["mfu_megatron"] = out["flops_megatron"] / (step * n_gpus * S.peak)
     out["hfu"] = out["hardware_flops"] / (step * n_gpus * S.peak)
     out["tokens_per_s"] = S.global_batch * S.seq_len / step
     out.update(memory())
@@ -350,7 +351,18 @@ def flops(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
                                                   + mm(head, "fwd") + mm(head, "bwd")
                                                   + S.mtp * (executed("moe") + mm(mtp_edge_ops(), "fwd")
                                                              + mm(mtp_edge_ops(), "bwd")))
-    return {"flops": 3 * S.global_batch * (mf_layers + mf_head + mf_mtp), "hardware_flops": hw}
+    # the same work counted as Megatron-LM counts it (megatron/training/training.py num_floating_point_operations,
+    # Narayanan et al. 2021 eq. 3: 72 B s l h^2 (1 + s/6h + V/12lh) for GPT): the attention core at the full s x s
+    # scores (no causal or window skipping) and the LM head over the padded vocabulary (args.padded_vocab_size:
+    # V rounded up to 128 t, --make-vocab-size-divisible-by); ours (and Megatron-Bridge / NeMo's flop_utils, whose
+    # gpt3_flops halves causal attention and uses the unpadded vocab_size) count what a causal kernel computes
+    core = sum((n * C.ops_flops(kinds[k].core, "model_fwd").subs(per_seq)
+                for k, n in (("moe", n_moe + S.mtp), ("dense", S.dense_layers))), sp.Integer(0))
+    core_full = (S.layers + S.mtp) * 2 * S.seq_len ** 2 * (C.d_qk + C.d_v) * S.heads
+    head_pad = (1 + S.mtp) * 2 * S.seq_len * S.d_model * (C.vocab_pad - S.vocab)
+    model = 3 * S.global_batch * (mf_layers + mf_head + mf_mtp)
+    return {"flops": model, "hardware_flops": hw,
+            "flops_megatron": model + 3 * S.global_batch * (core_full - core + head_pad)}
 
 
 # ---- bytes per parallel axis and FLOPs by part, per step (run-cost reads these) ----------------------
@@ -516,9 +528,11 @@ QUANTITIES: dict[str, tuple[str, str]] = {
                           "while the GPU waits, on every stage"),
     "t_pp_send_recv": ("time", "one pipeline send/recv of a micro-batch's activations left exposed"),
     "flops": ("flop", "model FLOPs per step (MFU convention: no recompute)"),
+    "flops_megatron": ("flop", "model FLOPs per step as Megatron-LM counts them: full s x s attention, padded vocabulary"),
     "hardware_flops": ("flop", "executed matmul FLOPs per step (HFU convention)"),
     "n_gpus": ("", "GPUs t p d c"),
     "mfu": ("", "model FLOPs utilisation"),
+    "mfu_megatron": ("", "model FLOPs utilisation, Megatron-LM's count (flops_megatron)"),
     "hfu": ("", "hardware FLOPs utilisation"),
     "tokens_per_s": ("1/time", "training throughput"),
     "memory": ("bytes", "memory per GPU of the heaviest stage"),
