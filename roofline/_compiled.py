@@ -2,7 +2,7 @@
 # fmt: off
 import numpy as np
 
-INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'clock', 'cp', 'cuda_context', 'd_model', 'dense_layers', 'dp', 'dropout', 'ep', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'head_dim', 'heads', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_mb', 'host_rc', 'interleave', 'kv_heads', 'kv_lora', 'layers', 'learned_pos', 'mask_bytes', 'micro_batch', 'moe_ffn', 'mtp', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_pp', 'ov_tp', 'peak', 'peak_vec', 'pp', 'q_lora', 'qk_nope', 'qk_rope', 'rc_full', 'rc_sel', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'v_head', 'vocab', 'z_grad', 'z_os', 'z_param')
+INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'clock', 'cp', 'cuda_context', 'd_model', 'dense_layers', 'dp', 'dropout', 'ep', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'head_dim', 'heads', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_mb', 'host_rc', 'interleave', 'kv_heads', 'kv_lora', 'layers', 'learned_pos', 'mask_bytes', 'micro_batch', 'moe_ffn', 'mtp', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_ep', 'ov_pp', 'ov_tp', 'peak', 'peak_hp', 'peak_vec', 'pp', 'q_bytes', 'q_lora', 'qk_nope', 'qk_rope', 'rc_full', 'rc_sel', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'v_head', 'vocab', 'z_grad', 'z_os', 'z_param')
 OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_host_overhead', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'pp_bubble_ratio', 'micro_batches', 't_microbatch_stage', 't_layer_fwd', 't_layer_bwd', 't_layer_recompute', 't_layer_tp_comm', 't_layer_cp_comm', 't_layer_ep_comm', 't_layer_comm_bwd', 't_layer_host', 't_dense_layer_fwd', 't_dense_layer_bwd', 't_dense_layer_recompute', 't_dense_layer_tp_comm', 't_dense_layer_cp_comm', 't_dense_layer_ep_comm', 't_dense_layer_comm_bwd', 't_dense_layer_host', 'stage_layers', 'stage_dense_layers', 'stage_mtp_layers', 't_tp_grad_reduce', 't_embed_fwd', 't_embed_bwd', 't_head_fwd', 't_head_bwd', 'head_stage_heavier', 't_edge_host', 't_microbatch_host', 't_pp_send_recv', 'flops', 'hardware_flops', 'flops_megatron', 'bytes_tp_fwd', 'bytes_tp_bwd', 'bytes_tp_inter', 'bytes_cp_fwd', 'bytes_cp_bwd', 'bytes_cp_inter', 'bytes_ep_fwd', 'bytes_ep_bwd', 'bytes_ep_inter', 'bytes_pp_fwd', 'bytes_pp_bwd', 'bytes_pp_inter', 'bytes_dp_fwd', 'bytes_dp_bwd', 'bytes_dp_inter', 'flops_forward', 'flops_backward', 'flops_attention', 'flops_lm_head', 'n_gpus', 'mfu', 'mfu_megatron', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'mem_logits', 'mem_first_stage', 'mem_last_stage', 'mem_reserve', 'mem_cuda_context', 'mem_nccl', 'mem_fragmentation', 'params', 'active_params', 'params_rank', 'params_embedding', 'params_expert', 'params_mtp')
 
 
@@ -122,11 +122,14 @@ def evaluate(x):
     ov_ag = x['ov_ag']
     ov_cp = x['ov_cp']
     ov_dp = x['ov_dp']
+    ov_ep = x['ov_ep']
     ov_pp = x['ov_pp']
     ov_tp = x['ov_tp']
     peak = x['peak']
+    peak_hp = x['peak_hp']
     peak_vec = x['peak_vec']
     pp = x['pp']
+    q_bytes = x['q_bytes']
     q_lora = x.get('q_lora', 0.0)
     qk_nope = x.get('qk_nope', 0.0)
     qk_rope = x.get('qk_rope', 0.0)
@@ -238,7 +241,7 @@ def evaluate(x):
     _x72 = 2*flash
     _x73 = _x60*(2 - _x72)
     _x74 = _x62*_x71*_x73
-    _x75 = peak**(-1.0)
+    _x75 = peak_hp**(-1.0)
     _x76 = _x56*_x75
     _x77 = _x76/eta_bmm_fwd
     _x78 = _x67/mu_bmm_fwd
@@ -285,664 +288,708 @@ def evaluate(x):
     _x119 = np.maximum(0, -_x118*_x32 + _x52)
     _x120 = np.where((nccl_sms < sms), _x107*nccl_sms, 0)
     _x121 = _x119*ov_cp + _x120*ov_cp*(-_x119 + _x52) + _x52*(1 - ov_cp)
-    _x122 = rc_full + 2
-    _x123 = np.minimum(1, experts - 1)
-    _x124 = _x0*gpus_per_node
-    _x125 = np.maximum(1, np.minimum(_x124, ep))
-    _x126 = _x125 - 1
-    _x127 = capacity*top_k
-    _x128 = bw_ag_inter**(-1.0)
-    _x129 = _x3 - 1
-    _x130 = _x0*d_model
-    _x131 = _x130*_x38
-    _x132 = _x131*act_bytes
-    _x133 = _x129*_x132
-    _x134 = _x128*_x133
-    _x135 = d_model*seq_len
-    _x136 = _x135*_x36*micro_batch
-    _x137 = bw_ag_intra**(-1.0)
-    _x138 = _x137*act_bytes
-    _x139 = _x1 - 1
-    _x140 = _x139*_x2
-    _x141 = _x136*_x138*_x140
-    _x142 = bw_rs_inter**(-1.0)
-    _x143 = _x133*_x142
-    _x144 = bw_rs_intra**(-1.0)
-    _x145 = _x136*act_bytes
-    _x146 = _x140*_x145
-    _x147 = _x144*_x146
-    _x148 = ep**(-1.0)
-    _x149 = _x148*(-_x125 + ep)
-    _x150 = 2*d_model
-    _x151 = tp - 1
-    _x152 = (_x151*seq_par + 1)**(-1.0)
-    _x153 = _x152*_x38
-    _x154 = _x150*_x153
-    _x155 = _x127*_x154*act_bytes
-    _x156 = _x126*_x148
-    _x157 = _x129*alpha_ag_inter + _x129*alpha_rs_inter + _x139*alpha_ag_intra + _x139*alpha_rs_intra
-    _x158 = _x122*_x123*(2*_x126*alpha_a2a_intra + _x127*_x134 + _x127*_x141 + _x127*_x143 + _x127*_x147 + _x149*_x155/bw_a2a_inter + _x155*_x156/bw_a2a_intra + _x157 + 2*alpha_a2a_inter*(-1 + ep/_x125))
-    _x159 = 1 - ov_tp
-    _x160 = _x15*q_lora
-    _x161 = 1 - _x15
-    _x162 = _x161*d_model
-    _x163 = _x160 + _x162
-    _x164 = _x11 + _x163
-    _x165 = _x134 + _x141
-    _x166 = _x23*(_x0*_x128*_x129*_x164*_x36*act_bytes*micro_batch*seq_len + _x137*_x139*_x164*_x2*_x36*act_bytes*micro_batch*seq_len - _x165)
-    _x167 = -_x123
-    _x168 = np.minimum(1, shared_ffn)
-    _x169 = _x123*_x168 + _x167 + 2
-    _x170 = 1 - seq_par
-    _x171 = _x145*_x21
-    _x172 = _x170*(_x132*_x6 + _x171*_x18 + _x22)
-    _x173 = seq_par*(_x143 + _x147 + _x157 + _x165)
-    _x174 = _x122*(_x166 + _x169*(_x172 + _x173))
-    _x175 = 2*t0_gemm_fwd
-    _x176 = _x10*_x161
-    _x177 = _x130*heads
-    _x178 = _x62*_x90
-    _x179 = _x136 + _x177*_x83 + _x178
-    _x180 = act_bytes/mu_gemm_fwd
-    _x181 = _x180*_x67
-    _x182 = _x150*_x178
-    _x183 = _x76/eta_gemm_fwd
-    _x184 = np.minimum(np.minimum(_x38, _x84), d_model)
-    _x185 = (_x184 + gemm_dhalf)/_x184
-    _x186 = head_dim*heads
-    _x187 = _x186 + 2*head_dim*kv_heads
-    _x188 = _x187*d_model
-    _x189 = _x0*_x188
-    _x190 = _x0*_x187
-    _x191 = _x41*(_x136 + _x189 + _x190*_x38)
-    _x192 = 2*_x38
-    _x193 = _x189*_x41
-    _x194 = _x192*_x193
-    _x195 = np.maximum(1, np.minimum(np.minimum(_x190, _x38), d_model))
-    _x196 = (_x195 + gemm_dhalf)/_x195
-    _x197 = _x136*_x152
-    _x198 = _x11*_x153 + _x12 + _x197
-    _x199 = _x10*_x181
-    _x200 = _x10*_x12
-    _x201 = _x153*_x200
-    _x202 = 2*_x201
-    _x203 = np.maximum(1, np.minimum(np.minimum(_x11, _x153), d_model))
-    _x204 = (_x203 + gemm_dhalf)/_x203
-    _x205 = _x38*kv_lora
-    _x206 = qk_nope + v_head
-    _x207 = _x206*heads
-    _x208 = _x207*kv_lora
-    _x209 = _x0*_x207
-    _x210 = _x0*_x208 + _x205 + _x209*_x38
-    _x211 = 2*kv_lora
-    _x212 = _x206*_x40
-    _x213 = _x211*_x212
-    _x214 = _x0*_x38
-    _x215 = _x213*_x214
-    _x216 = np.maximum(1, np.minimum(np.minimum(_x209, _x38), kv_lora))
-    _x217 = (_x216 + gemm_dhalf)/_x216
-    _x218 = _x43*heads
-    _x219 = _x0*_x218
-    _x220 = _x219*_x38
-    _x221 = _x176*(_x130*_x218 + _x136 + _x220)
-    _x222 = _x162*_x40*_x43
-    _x223 = _x214*_x222
-    _x224 = 2*_x223
-    _x225 = np.maximum(1, np.minimum(np.minimum(_x219, _x38), d_model))
-    _x226 = (_x225 + gemm_dhalf)/_x225
-    _x227 = _x14 + _x153*q_lora + _x197
-    _x228 = _x15*_x181
-    _x229 = _x14*_x15
-    _x230 = _x153*_x229
-    _x231 = 2*_x230
-    _x232 = np.maximum(1, np.minimum(np.minimum(_x153, d_model), q_lora))
-    _x233 = (_x232 + gemm_dhalf)/_x232
-    _x234 = _x219*q_lora + _x220 + _x38*q_lora
-    _x235 = 2*_x160
-    _x236 = _x220*_x235
-    _x237 = np.maximum(1, np.minimum(np.minimum(_x219, _x38), q_lora))
-    _x238 = (_x237 + gemm_dhalf)/_x237
-    _x239 = _x10*_x175 + _x15*_x175 + _x176*t0_gemm_fwd + _x41*t0_gemm_fwd + 3*t0_gemm_fwd + np.maximum(_x179*_x181, _x182*_x183*_x185) + np.maximum(_x181*_x191, _x183*_x194*_x196) + np.maximum(_x181*_x221, _x183*_x224*_x226) + np.maximum(_x198*_x199, _x183*_x202*_x204) + np.maximum(_x199*_x210, _x183*_x215*_x217) + np.maximum(_x227*_x228, _x183*_x231*_x233) + np.maximum(_x228*_x234, _x183*_x236*_x238)
-    _x240 = d_model*moe_ffn
-    _x241 = _x0*_x240
-    _x242 = _x123*(_x127 - 1) + 1
-    _x243 = _x136*_x242
-    _x244 = _x0*moe_ffn
-    _x245 = _x242*_x38
-    _x246 = _x244*_x245
-    _x247 = _x241 + _x243 + _x246
-    _x248 = _x241*_x245
-    _x249 = 2*_x248
-    _x250 = np.minimum(np.minimum(_x244, _x245), d_model)
-    _x251 = (_x250 + gemm_dhalf)/_x250
-    _x252 = gated + 1
-    _x253 = _x252*moe_ffn
-    _x254 = _x130*_x253
-    _x255 = _x0*_x253
-    _x256 = _x245*_x255
-    _x257 = _x243 + _x254 + _x256
-    _x258 = _x150*_x256
-    _x259 = np.minimum(np.minimum(_x245, _x255), d_model)
+    _x122 = 1 - ov_tp
+    _x123 = rc_full + 2
+    _x124 = bw_ag_inter**(-1.0)
+    _x125 = _x3 - 1
+    _x126 = _x15*q_lora
+    _x127 = 1 - _x15
+    _x128 = _x127*d_model
+    _x129 = _x126 + _x128
+    _x130 = _x11 + _x129
+    _x131 = bw_ag_intra**(-1.0)
+    _x132 = _x1 - 1
+    _x133 = _x0*d_model
+    _x134 = _x133*_x38
+    _x135 = _x134*act_bytes
+    _x136 = _x125*_x135
+    _x137 = _x124*_x136
+    _x138 = d_model*seq_len
+    _x139 = _x138*_x36*micro_batch
+    _x140 = _x131*act_bytes
+    _x141 = _x132*_x2
+    _x142 = _x139*_x140*_x141
+    _x143 = _x137 + _x142
+    _x144 = _x23*(_x0*_x124*_x125*_x130*_x36*act_bytes*micro_batch*seq_len + _x130*_x131*_x132*_x2*_x36*act_bytes*micro_batch*seq_len - _x143)
+    _x145 = np.minimum(1, experts - 1)
+    _x146 = -_x145
+    _x147 = np.minimum(1, shared_ffn)
+    _x148 = _x145*_x147 + _x146 + 2
+    _x149 = 1 - seq_par
+    _x150 = _x139*act_bytes
+    _x151 = _x150*_x21
+    _x152 = _x149*(_x135*_x6 + _x151*_x18 + _x22)
+    _x153 = bw_rs_inter**(-1.0)
+    _x154 = _x136*_x153
+    _x155 = bw_rs_intra**(-1.0)
+    _x156 = _x141*_x150
+    _x157 = _x155*_x156
+    _x158 = _x125*alpha_ag_inter + _x125*alpha_rs_inter + _x132*alpha_ag_intra + _x132*alpha_rs_intra
+    _x159 = seq_par*(_x143 + _x154 + _x157 + _x158)
+    _x160 = _x123*(_x144 + _x148*(_x152 + _x159))
+    _x161 = 2*t0_gemm_fwd
+    _x162 = _x10*_x127
+    _x163 = _x133*heads
+    _x164 = _x62*_x90
+    _x165 = _x139 + _x164
+    _x166 = _x163*_x83 + _x165
+    _x167 = act_bytes/mu_gemm_fwd
+    _x168 = _x167*_x67
+    _x169 = 2*d_model
+    _x170 = _x164*_x169
+    _x171 = peak**(-1.0)
+    _x172 = _x56/eta_gemm_fwd
+    _x173 = _x171*_x172
+    _x174 = np.minimum(np.minimum(_x38, _x84), d_model)
+    _x175 = (_x174 + gemm_dhalf)/_x174
+    _x176 = head_dim*heads
+    _x177 = _x176 + 2*head_dim*kv_heads
+    _x178 = _x177*d_model
+    _x179 = _x0*_x178
+    _x180 = _x0*_x177
+    _x181 = _x180*_x38
+    _x182 = _x41*(_x139 + _x179 + _x181)
+    _x183 = 2*_x38
+    _x184 = _x179*_x41
+    _x185 = _x183*_x184
+    _x186 = np.maximum(1, np.minimum(np.minimum(_x180, _x38), d_model))
+    _x187 = (_x186 + gemm_dhalf)/_x186
+    _x188 = tp - 1
+    _x189 = (_x188*seq_par + 1)**(-1.0)
+    _x190 = _x139*_x189
+    _x191 = _x189*_x38
+    _x192 = _x11*_x191
+    _x193 = _x12 + _x190 + _x192
+    _x194 = _x10*_x168
+    _x195 = _x10*_x12
+    _x196 = _x191*_x195
+    _x197 = 2*_x196
+    _x198 = np.maximum(1, np.minimum(np.minimum(_x11, _x191), d_model))
+    _x199 = (_x198 + gemm_dhalf)/_x198
+    _x200 = _x38*kv_lora
+    _x201 = qk_nope + v_head
+    _x202 = _x201*heads
+    _x203 = _x202*kv_lora
+    _x204 = _x0*_x202
+    _x205 = _x0*_x203 + _x200 + _x204*_x38
+    _x206 = 2*kv_lora
+    _x207 = _x201*_x40
+    _x208 = _x206*_x207
+    _x209 = _x0*_x38
+    _x210 = _x208*_x209
+    _x211 = np.maximum(1, np.minimum(np.minimum(_x204, _x38), kv_lora))
+    _x212 = (_x211 + gemm_dhalf)/_x211
+    _x213 = _x43*heads
+    _x214 = _x0*_x213
+    _x215 = _x214*_x38
+    _x216 = _x162*(_x133*_x213 + _x139 + _x215)
+    _x217 = _x128*_x38
+    _x218 = _x40*_x43
+    _x219 = _x217*_x218
+    _x220 = _x0*_x219
+    _x221 = 2*_x220
+    _x222 = np.maximum(1, np.minimum(np.minimum(_x214, _x38), d_model))
+    _x223 = (_x222 + gemm_dhalf)/_x222
+    _x224 = _x14 + _x190 + _x191*q_lora
+    _x225 = _x15*_x168
+    _x226 = _x14*_x15
+    _x227 = _x191*_x226
+    _x228 = 2*_x227
+    _x229 = np.maximum(1, np.minimum(np.minimum(_x191, d_model), q_lora))
+    _x230 = (_x229 + gemm_dhalf)/_x229
+    _x231 = _x214*q_lora + _x215 + _x38*q_lora
+    _x232 = 2*_x126
+    _x233 = _x215*_x232
+    _x234 = np.maximum(1, np.minimum(np.minimum(_x214, _x38), q_lora))
+    _x235 = (_x234 + gemm_dhalf)/_x234
+    _x236 = _x10*_x161 + _x15*_x161 + _x162*t0_gemm_fwd + _x41*t0_gemm_fwd + 3*t0_gemm_fwd + np.maximum(_x166*_x168, _x170*_x173*_x175) + np.maximum(_x168*_x182, _x173*_x185*_x187) + np.maximum(_x168*_x216, _x173*_x221*_x223) + np.maximum(_x193*_x194, _x173*_x197*_x199) + np.maximum(_x194*_x205, _x173*_x210*_x212) + np.maximum(_x224*_x225, _x173*_x228*_x230) + np.maximum(_x225*_x231, _x173*_x233*_x235)
+    _x237 = d_model*moe_ffn
+    _x238 = _x0*_x237
+    _x239 = capacity*top_k
+    _x240 = _x145*(_x239 - 1) + 1
+    _x241 = _x139*_x240
+    _x242 = _x0*moe_ffn
+    _x243 = _x240*_x38
+    _x244 = _x242*_x243
+    _x245 = _x241 + _x244
+    _x246 = _x238 + _x245
+    _x247 = _x238*_x243
+    _x248 = 2*_x247
+    _x249 = np.minimum(np.minimum(_x242, _x243), d_model)
+    _x250 = (_x249 + gemm_dhalf)/_x249
+    _x251 = gated + 1
+    _x252 = _x251*moe_ffn
+    _x253 = _x133*_x252
+    _x254 = _x0*_x252
+    _x255 = _x243*_x254
+    _x256 = _x241 + _x255
+    _x257 = _x253 + _x256
+    _x258 = _x169*_x255
+    _x259 = np.minimum(np.minimum(_x243, _x254), d_model)
     _x260 = (_x259 + gemm_dhalf)/_x259
     _x261 = d_model*experts
-    _x262 = _x153*experts
-    _x263 = _x123*(_x197 + _x261 + _x262)
-    _x264 = _x123*_x262
-    _x265 = _x150*_x264
-    _x266 = np.minimum(np.minimum(_x153, d_model), experts)
-    _x267 = (_x266 + gemm_dhalf)/_x266
-    _x268 = d_model*shared_ffn
-    _x269 = _x0*_x268
-    _x270 = _x0*shared_ffn
-    _x271 = _x270*_x38
-    _x272 = _x136 + _x269 + _x271
-    _x273 = _x168*_x181
-    _x274 = _x168*_x269
-    _x275 = _x192*_x274
-    _x276 = np.maximum(1, np.minimum(np.minimum(_x270, _x38), d_model))
-    _x277 = (_x276 + gemm_dhalf)/_x276
-    _x278 = _x252*_x268
-    _x279 = _x0*_x278
-    _x280 = _x252*shared_ffn
-    _x281 = _x0*_x280
-    _x282 = _x136 + _x279 + _x281*_x38
-    _x283 = _x168*_x279
-    _x284 = _x192*_x283
-    _x285 = np.maximum(1, np.minimum(np.minimum(_x281, _x38), d_model))
-    _x286 = (_x285 + gemm_dhalf)/_x285
-    _x287 = _x123*t0_gemm_fwd + _x168*_x175 + np.maximum(_x181*_x247, _x183*_x249*_x251) + np.maximum(_x181*_x257, _x183*_x258*_x260) + np.maximum(_x181*_x263, _x183*_x265*_x267) + np.maximum(_x272*_x273, _x183*_x275*_x277) + np.maximum(_x273*_x282, _x183*_x284*_x286)
-    _x288 = _x239 + _x287
-    _x289 = np.maximum(0, _x174 - _x288*_x32)
-    _x290 = _x120*ov_tp
-    _x291 = _x159*_x174 + _x289*ov_tp + _x290*(_x174 - _x289)
-    _x292 = _x158 + _x291
-    _x293 = _x121 + _x292
-    _x294 = np.minimum(_x9, dense_layers)
-    _x295 = np.minimum(1, _x25)
-    _x296 = eta_elem_fwd**(-1.0)
-    _x297 = _x197*_x57
-    _x298 = _x296*_x297
-    _x299 = _x67/mu_elem_fwd
-    _x300 = dropout*mask_bytes
-    _x301 = _x197*act_bytes
-    _x302 = _x301*(_x300/act_bytes + 3)
-    _x303 = mu_norm_fwd**(-1.0)
-    _x304 = 8/eta_norm_fwd
-    _x305 = np.maximum(_x297*_x304, _x154*_x303*_x92)
-    _x306 = _x10*_x153*kv_lora
-    _x307 = _x65*_x67
-    _x308 = _x303*_x307
-    _x309 = _x306*_x57
-    _x310 = _x296*_x57
-    _x311 = 2*qk_nope + v_head
-    _x312 = _x38*(_x311 + 2*qk_rope)
-    _x313 = _x0*_x312*_x40
-    _x314 = _x10*act_bytes
-    _x315 = _x314*(_x312*_x61 + _x38*(_x61*(_x311 + qk_rope) + qk_rope))
-    _x316 = _x153*_x160
-    _x317 = _x316*_x57
-    _x318 = _x10*t0_elem_fwd + _x10*t0_norm_fwd + _x118 + _x15*t0_norm_fwd + 2*_x305 + 3*t0_elem_fwd + 2*t0_norm_fwd + 2*np.maximum(_x298, _x299*_x302) + np.maximum(_x299*_x315, _x310*_x313) + np.maximum(_x304*_x309, _x306*_x308) + np.maximum(_x304*_x317, _x308*_x316)
-    _x319 = _x264*_x67*f32_bytes
-    _x320 = 8*_x310
-    _x321 = _x168*_x271
-    _x322 = gated + 2
-    _x323 = _x322*act_bytes
-    _x324 = _x299*_x323
-    _x325 = _x123*_x127
-    _x326 = _x123*_x301*(2*_x127 + 2)
-    _x327 = _x123*t0_elem_fwd + _x123*t0_softmax_fwd + _x168*t0_elem_fwd + np.maximum(_x246*_x320, _x246*_x324) + np.maximum(5*_x264*_x58, 2*_x319*_x64) + np.maximum(_x298*_x325, _x299*_x326) + np.maximum(_x320*_x321, _x321*_x324)
-    _x328 = _x288 + _x318 + _x327
-    _x329 = _x328*rc_full
-    _x330 = 1 - rc_full
-    _x331 = _x330*rc_sel
-    _x332 = _x118*_x331
-    _x333 = _x0*ffn_hidden
-    _x334 = _x333*_x38
-    _x335 = np.maximum(_x320*_x334, _x324*_x334)
-    _x336 = d_model*ffn_hidden
-    _x337 = _x0*_x336
-    _x338 = _x136 + _x334 + _x337
-    _x339 = _x337*_x38
-    _x340 = 2*_x339
-    _x341 = np.minimum(np.minimum(_x333, _x38), d_model)
-    _x342 = (_x341 + gemm_dhalf)/_x341
-    _x343 = np.maximum(_x181*_x338, _x183*_x340*_x342)
-    _x344 = _x252*ffn_hidden
-    _x345 = _x130*_x344
-    _x346 = _x0*_x344
-    _x347 = _x136 + _x345 + _x346*_x38
-    _x348 = _x150*_x38
-    _x349 = _x346*_x348
-    _x350 = np.minimum(np.minimum(_x346, _x38), d_model)
-    _x351 = (_x350 + gemm_dhalf)/_x350
-    _x352 = np.maximum(_x181*_x347, _x183*_x349*_x351)
-    _x353 = _x239 + _x343 + _x352
-    _x354 = _x318 + _x335 + _x353
-    _x355 = _x354*rc_full
-    _x356 = _x332 + _x355
-    _x357 = _x122*(_x166 + 2*_x172 + 2*_x173)
-    _x358 = _x159*_x357
-    _x359 = np.maximum(0, -_x32*_x353 + _x357)
-    _x360 = _x359*ov_tp
-    _x361 = _x290*(_x357 - _x359)
-    _x362 = _x358 + _x360 + _x361
-    _x363 = _x121 + _x362
-    _x364 = _x65/mu_gemm_bwd
-    _x365 = _x364*_x67
-    _x366 = _x76/eta_gemm_bwd
-    _x367 = 4*_x366
-    _x368 = np.maximum(_x338*_x365, _x339*_x342*_x367)
-    _x369 = _x367*_x38
-    _x370 = np.maximum(_x347*_x365, _x345*_x351*_x369)
-    _x371 = _x57/eta_elem_bwd
-    _x372 = 16*_x371
-    _x373 = _x67/mu_elem_bwd
-    _x374 = _x373*act_bytes*(2*gated + 3)
-    _x375 = np.maximum(_x334*_x372, _x334*_x374)
-    _x376 = _x154*_x371
-    _x377 = 3*act_bytes
-    _x378 = _x377*_x67/mu_norm_bwd
-    _x379 = 16/eta_norm_bwd
-    _x380 = np.maximum(_x197*_x378, _x297*_x379)
-    _x381 = 2*t0_gemm_bwd
-    _x382 = flash*t0_attn_bwd
-    _x383 = _x177*_x90*micro_batch
-    _x384 = _x10*_x365
-    _x385 = _x0*_x205*_x212
-    _x386 = _x15*_x365
-    _x387 = _x160*_x220
-    _x388 = _x307/mu_attn_bwd
-    _x389 = np.where((_x104 <= 4), 1/128, 1/64)
-    _x390 = np.ceil(_x389*seq_len)
-    _x391 = 160*(_x103*attn_uneven_bwd + 1)*(_x105/attn_dreg_bwd + _x106*attn_dsoft_bwd + _x389*attn_dio_bwd + 1)*np.ceil(_x108*_x390)/(_x390*eta_attn_bwd)
-    _x392 = _x57/eta_softmax_bwd
-    _x393 = mu_softmax_bwd**(-1.0)
-    _x394 = _x82*bmm_dhalf_bwd
-    _x395 = _x76/eta_bmm_bwd
-    _x396 = _x395*_x74
-    _x397 = _x67/mu_bmm_bwd
-    _x398 = _x397*(_x81 + _x87*bmm_reread_bwd*(np.ceil((1/128)*_x44 + _x86) - 1))
-    _x399 = _x395*_x85
-    _x400 = _x394*cp + 1
-    _x401 = _x10*_x381 + _x10*t0_elem_bwd + _x10*t0_norm_bwd + _x15*_x381 + _x15*t0_norm_bwd + _x176*t0_gemm_bwd + 2*_x380 + _x382*_x55 + _x382*swa_frac + _x41*t0_gemm_bwd + 4*_x54*t0_bmm_bwd + _x54*t0_softmax_bwd + 3*t0_elem_bwd + 3*t0_gemm_bwd + 2*t0_norm_bwd + 2*np.maximum(_x376, _x302*_x373) + np.maximum(_x398, _x396*_x400) + np.maximum(_x398, _x396*(_x394 + 1)) + np.maximum(_x113*_x391, _x388*_x98) + np.maximum(_x114*_x388, _x117*_x391) + np.maximum(_x179*_x365, _x185*_x367*_x383) + np.maximum(_x191*_x365, _x193*_x196*_x369) + np.maximum(_x198*_x384, _x201*_x204*_x367) + np.maximum(_x210*_x384, _x217*_x367*_x385) + np.maximum(_x221*_x365, _x223*_x226*_x367) + np.maximum(_x227*_x386, _x230*_x233*_x367) + np.maximum(_x234*_x386, _x238*_x367*_x387) + np.maximum(_x306*_x378, _x309*_x379) + np.maximum(_x315*_x373, 2*_x313*_x371) + np.maximum(_x316*_x378, _x317*_x379) + np.maximum(_x397*_x91, _x399*(1 + bmm_dhalf_bwd/_x83)) + np.maximum(_x399*_x400, _x397*(_x88*bmm_reread_bwd + _x91)) + np.maximum(_x393*_x70*(_x377 + _x66), _x392*_x63*(8 - 8*flash))
-    _x402 = _x368 + _x370 + _x375 + _x401
-    _x403 = -host_bwd - host_fwd - host_rc*rc_full
-    _x404 = np.maximum(0, -_x354 - _x356 - _x363 - _x402 - _x403)
-    _x405 = _x245*_x254
-    _x406 = _x123*_x261
-    _x407 = _x168*_x365
-    _x408 = _x123*t0_elem_bwd + _x123*t0_gemm_bwd + _x123*t0_softmax_bwd + _x168*_x381 + _x168*t0_elem_bwd + np.maximum(_x246*_x372, _x246*_x374) + np.maximum(_x247*_x365, _x248*_x251*_x367) + np.maximum(_x257*_x365, _x260*_x367*_x405) + np.maximum(_x263*_x365, _x153*_x267*_x367*_x406) + np.maximum(8*_x264*_x392, 3*_x319*_x393) + np.maximum(_x272*_x407, _x274*_x277*_x369) + np.maximum(_x282*_x407, _x283*_x286*_x369) + np.maximum(_x321*_x372, _x321*_x374) + np.maximum(_x325*_x376, _x326*_x373)
-    _x409 = _x401 + _x408
-    _x410 = _x329 + _x332
-    _x411 = _x293 + _x328 + _x410
-    _x412 = np.maximum(0, -_x403 - _x409 - _x411)
-    _x413 = _x408 + _x412
-    _x414 = _x294*(_x295*(np.where((-_x287 - _x292 - _x327 - _x329 + _x335 + _x343 + _x352 + _x355 + _x358 + _x360 + _x361 + _x368 + _x370 + _x375 + _x404 - _x413 < 0), 0, 1)) - _x295 + 1)
-    _x415 = _x136*_x57
-    _x416 = np.ceil((1/128)*_x0*vocab)
-    _x417 = 128*_x416
-    _x418 = d_model*grad_bytes
-    _x419 = np.minimum(_x38, _x417)
-    _x420 = np.maximum(_x415/eta_embed_bwd, _x67*(_x145*(learned_pos + 1) + _x150*f32_bytes*((1/10)*_x38 + _x419) + _x417*_x418 + _x418*_x419)/mu_embed_bwd)
-    _x421 = np.maximum(_x415/eta_embed_fwd, _x145*_x67*(learned_pos + 2)/mu_embed_fwd)
-    _x422 = d_model**2
-    _x423 = 2*_x422
-    _x424 = _x0*_x423
-    _x425 = _x67*(_x131 + _x348 + _x424)
-    _x426 = _x214*_x422
-    _x427 = np.minimum(np.minimum(_x130, _x150), _x38)
-    _x428 = (_x427 + gemm_dhalf)/_x427
-    _x429 = _x420 + t0_embed_bwd
-    _x430 = _x417*d_model
-    _x431 = _x38*_x417
-    _x432 = _x136 + _x430 + _x431
-    _x433 = np.minimum(np.minimum(_x38, _x417), d_model)
-    _x434 = _x136*_x416
-    _x435 = _x434*(_x433 + gemm_dhalf)/_x433
-    _x436 = _x38*_x416*_x57
-    _x437 = _x431*_x67*(act_bytes + f32_bytes)
-    _x438 = t0_ce_bwd + np.maximum(_x365*_x432, 512*_x366*_x435) + np.maximum(_x437/mu_ce_bwd, 256*_x436/eta_ce_bwd)
-    _x439 = _x380 + _x438 + mtp*(3*_x380 + _x381 + _x429 + _x438 + 3*t0_norm_bwd + np.maximum(_x364*_x425, 8*_x366*_x426*_x428)) + t0_gemm_bwd + t0_norm_bwd
-    _x440 = 4*_x422
-    _x441 = _x421 + t0_embed_fwd
-    _x442 = t0_ce_fwd + np.maximum(_x181*_x432, 256*_x183*_x435) + np.maximum(_x437/mu_ce_fwd, 640*_x436/eta_ce_fwd)
-    _x443 = _x305 + _x442 + mtp*(_x175 + 3*_x305 + _x441 + _x442 + 3*t0_norm_fwd + np.maximum(_x180*_x425, _x183*_x214*_x428*_x440)) + t0_gemm_fwd + t0_norm_fwd
-    _x444 = (np.where((_x420 + _x421 - _x439 - _x443 - mtp*(_x401 + _x411 + _x413) + t0_embed_bwd + t0_embed_fwd > 0), 0, 1))
-    _x445 = 1 - _x295
-    _x446 = 1 - _x444
-    _x447 = mtp*(_x444 + _x445*_x446)
-    _x448 = -_x414 + _x447 + _x9
-    _x449 = _x441*_x446 + _x443*_x444 + _x445*(_x441*_x444 + _x443*_x446)
-    _x450 = _x429*_x446 + _x439*_x444 + _x445*(_x429*_x444 + _x439*_x446)
-    _x451 = np.maximum(0, _x295*(_x444*host_head + _x446*host_emb) + _x445*(host_emb + host_head) - _x449 - _x450)
-    _x452 = _x404*_x414 + _x412*_x448 + _x451 + host_mb
-    _x453 = _x328*_x448 + _x354*_x414 + _x449
-    _x454 = _x356*_x414 + _x410*_x448
-    _x455 = _x402*_x414 + _x409*_x448 + _x450
-    _x456 = _x454 + _x455
-    _x457 = _x293*_x448 + _x363*_x414 + _x452 + _x453 + _x456
-    _x458 = _x25 + _x30*interleave
-    _x459 = cp*dp
-    _x460 = _x459*tp
-    _x461 = np.where((_x460 < gpus_per_node), 1, 0)
-    _x462 = 1 - _x461
-    _x463 = (1 - ov_pp)*(_x461*(_x132*_x35 + alpha_p2p_intra) + _x462*(_x132*_x51 + alpha_p2p_inter))
-    _x464 = 2*_x295
-    _x465 = _x458*_x463*_x464
-    _x466 = 1 - ov_ag
-    _x467 = _x148*_x459
-    _x468 = np.maximum(1, np.minimum(_x467, _x124*_x148))
-    _x469 = _x468 - 1
-    _x470 = _x468**(-1.0)
-    _x471 = _x467*_x470
-    _x472 = _x471 - 1
-    _x473 = _x27*_x36
-    _x474 = _x473*grad_bytes
-    _x475 = _x142*_x474
-    _x476 = _x240 + _x253*d_model + biases*(_x253 + d_model)
-    _x477 = _x476*experts
-    _x478 = _x0*_x477
-    _x479 = _x148*_x478
-    _x480 = _x123*_x479
-    _x481 = _x480*mtp
-    _x482 = _x445*_x481
-    _x483 = -_x294 + _x9
-    _x484 = _x480*_x483
-    _x485 = _x482 + _x484
-    _x486 = _x485*ep
-    _x487 = _x472*_x486
-    _x488 = _x144*grad_bytes
-    _x489 = _x469*_x470
-    _x490 = _x485*_x489
-    _x491 = _x469*alpha_rs_intra + _x472*alpha_rs_inter + _x475*_x487 + _x488*_x490
-    _x492 = np.maximum(1, np.minimum(_x124, _x459))
-    _x493 = _x492**(-1.0)
-    _x494 = _x459*_x493
-    _x495 = _x494 - 1
-    _x496 = _x495*alpha_ag_inter
-    _x497 = _x492 - 1
-    _x498 = _x497*alpha_ag_intra
-    _x499 = _x473*act_bytes
-    _x500 = _x128*_x499
-    _x501 = _x123*(_x138*_x490 + _x469*alpha_ag_intra + _x472*alpha_ag_inter + _x487*_x500)
-    _x502 = _x13*_x150
-    _x503 = biases*d_model
-    _x504 = _x10*(_x163*_x218 + _x208 + _x503 + d_model*heads*v_head) + _x41*(_x186*d_model + _x188 + biases*(_x187 + d_model))
-    _x505 = _x0*_x504 + _x16
-    _x506 = _x502 + _x505
-    _x507 = _x268 + _x278 - _x503*(1 - _x168) + biases*(_x280 + d_model)
-    _x508 = _x0*_x507 + _x406 + _x479
-    _x509 = _x506 + _x508
-    _x510 = _x336 + _x344*d_model + biases*(_x344 + d_model)
-    _x511 = _x0*_x510 + _x506
-    _x512 = _x294*_x511
-    _x513 = _x13*d_model
-    _x514 = 5*_x513
-    _x515 = mtp*(_x424 + _x505 + _x508 + _x514)
-    _x516 = _x135*learned_pos
-    _x517 = 1 - tied
-    _x518 = _x430*(_x445*_x517 + 1) + _x516
-    _x519 = _x445*_x515 + _x483*_x509 + _x512 + _x518
-    _x520 = -_x482 - _x484 + _x519
-    _x521 = _x493*_x520
-    _x522 = _x497*_x521
-    _x523 = _x495*_x520
-    _x524 = _x473*_x65
-    _x525 = _x475*_x523 + _x488*_x522 + _x495*alpha_rs_inter + _x497*alpha_rs_intra
-    _x526 = _x123*_x491 + _x128*_x523*_x524 + _x137*_x522*_x65 + 2*_x496 + 2*_x498 + 2*_x501 + _x525
-    _x527 = _x30*_x526
-    _x528 = -_x27*_x28*_x526*global_batch
-    _x529 = np.maximum(0, -_x30*(_x453 + _x455) - _x528)
-    _x530 = _x120*ov_ag
-    _x531 = 1 - z_param
-    _x532 = _x138*_x522 + _x496 + _x498 + _x500*_x523 + _x501
-    _x533 = _x532*z_os
-    _x534 = z_grad*(_x27*_x28*global_batch - 1) + 1
-    _x535 = 1 - z_os
-    _x536 = 2*_x468 - 2
-    _x537 = 2*_x471 - 2
-    _x538 = _x474*_x5
-    _x539 = _x470*_x536
-    _x540 = 2*_x492 - 2
-    _x541 = 2*_x494 - 2
-    _x542 = _x534*(_x123*(_x491*z_os + _x535*(_x19*_x485*_x539 + _x486*_x537*_x538 + _x536*alpha_ar_intra + _x537*alpha_ar_inter)) + _x525*z_os + _x535*(_x19*_x521*_x540 + _x520*_x538*_x541 + _x540*alpha_ar_intra + _x541*alpha_ar_inter))
-    _x543 = np.maximum(0, -_x453 + _x532*z_os)
-    _x544 = _x121*_x122/_x32
-    _x545 = rc_full + 1
-    _x546 = _x545/_x122
-    _x547 = _x292*_x546 + _x544
-    _x548 = _x362*_x546 + _x544
-    _x549 = np.maximum(0, -_x534*(_x414*_x548 + _x448*_x547 + _x456) + _x542)
-    _x550 = _x531*(_x120*ov_dp*(_x542 - _x549) + _x466*_x533 + _x530*(_x533 - _x543) + _x542*(1 - ov_dp) + _x543*ov_ag + _x549*ov_dp) + z_param*(_x466*_x527 + _x529*ov_ag + _x530*(-_x528 - _x529))
-    _x551 = _x467**(-z_os)
-    _x552 = _x485*_x551
-    _x553 = _x459**(-z_os)
-    _x554 = _x520*_x553
-    _x555 = _x552 + _x554
-    _x556 = t0_optim_fwd + np.maximum(_x57*(12*_x552 + 12*_x554)/eta_optim_fwd, _x555*_x67*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
-    _x557 = _x24 + _x457*(_x26 + _x30) + _x465 + _x550 + _x556
-    _x558 = _x24 + _x30*(_x291*_x448 + _x362*_x414)
-    _x559 = _x150*seq_len
-    _x560 = _x559*vocab
-    _x561 = 2*seq_len
-    _x562 = _x59*_x94
-    _x563 = _x110*_x562
-    _x564 = _x116*_x94
-    _x565 = _x564*_x72
-    _x566 = _x54*(_x561*_x564 + 2*_x563)/_x46
-    _x567 = _x563*_x72 + _x565*seq_len + _x566*_x71 + _x566*_x83
-    _x568 = _x150*_x89*heads + _x160*_x218*_x561 + _x188*_x41*_x561 + _x200*_x561 + _x213*seq_len + _x222*_x561 + _x229*_x561 + _x567
-    _x569 = -dense_layers + layers
-    _x570 = _x168*_x561
-    _x571 = _x242*(_x123/np.maximum(1, capacity) + _x167 + 1)
-    _x572 = _x123*_x559*experts + _x240*_x561*_x571 + _x253*_x559*_x571 + _x268*_x570 + _x278*_x570 + _x568
-    _x573 = global_batch*(_x560 + _x569*_x572 + dense_layers*(_x336*_x561 + _x344*_x559 + _x568) + mtp*(_x440*seq_len + _x560 + _x572))
-    _x574 = 3*_x573
-    _x575 = 768*_x434
-    _x576 = _x111*_x94
-    _x577 = _x214*_x565 + _x576*_x72*_x95 + _x74 + _x85
-    _x578 = _x182 + _x194 + _x202 + _x215 + _x224 + _x231 + _x236 + _x577
-    _x579 = 6*_x38
-    _x580 = 6*_x153
-    _x581 = _x193*_x579 + 6*_x201 + 7*_x214*_x564*flash + 6*_x223 + _x229*_x580 + _x331*_x577 + 6*_x383 + 6*_x385 + 6*_x387 + 7*_x576*_x96 + 3*_x74 + 3*_x85
-    _x582 = 6*_x248 + _x274*_x579 + _x283*_x579 + 6*_x405 + _x406*_x580 + _x581 + rc_full*(_x249 + _x258 + _x265 + _x275 + _x284 + _x578)
-    _x583 = _x569*_x582 + _x575 + dense_layers*(6*_x339 + _x345*_x579 + _x581 + rc_full*(_x340 + _x349 + _x578)) + mtp*(12*_x426 + _x575 + _x582)
-    _x584 = 2*mtp
-    _x585 = _x567*dense_layers
-    _x586 = 3*global_batch
-    _x587 = _x574 + _x586*(_x135*(_x584 + 2)*(_x417*tp - vocab) + _x562*(_x584 + 2*layers) - _x567*(-dense_layers + layers + mtp) - _x585)
-    _x588 = _x0*_x129
-    _x589 = _x348*act_bytes
-    _x590 = _x569*_x8
-    _x591 = _x325*_x590
-    _x592 = _x589*_x591
-    _x593 = 4*act_bytes
-    _x594 = _x593*seq_par
-    _x595 = _x170*_x4
-    _x596 = _x23*(_x0*_x129*_x164*_x36*act_bytes*micro_batch*seq_len - _x133)
-    _x597 = _x8*dense_layers
-    _x598 = _x589*seq_par
-    _x599 = _x30*(_x588*_x592 + _x590*(_x169*(_x132*_x595 + _x588*_x598) + _x596) + _x597*(_x0*_x589*_x595 + _x129*_x131*_x594 + _x596))
-    _x600 = _x23*(_x139*_x164*_x2*_x36*act_bytes*micro_batch*seq_len - _x146)
-    _x601 = _x30*(_x140*_x592 + _x590*(_x169*(_x140*_x598 + _x170*_x171) + _x600) + _x597*(_x136*_x140*_x594 + _x170*_x21*_x589 + _x600))
-    _x602 = _x545*_x599
-    _x603 = _x27*_x37*act_bytes*global_batch
-    _x604 = _x31*_x48*_x603*(_x590 + _x597)
-    _x605 = _x34*_x604
-    _x606 = _x50*_x604
-    _x607 = _x122*_x606
-    _x608 = _x150*_x152*_x591*_x603
-    _x609 = _x156*_x608
-    _x610 = _x149*_x608
-    _x611 = _x545*_x610
-    _x612 = interleave*pp - 1
-    _x613 = _x130*_x8
-    _x614 = _x295*_x462*_x603*_x612
-    _x615 = _x295*_x461*_x603*_x612*_x613 + _x613*_x614
-    _x616 = _x0*_x8
-    _x617 = _x123**2*_x590
-    _x618 = _x479*_x489*_x617
-    _x619 = _x123*_x477*_x569
-    _x620 = _x16 + _x504
-    _x621 = _x502 + _x620
-    _x622 = _x406 + _x507 + _x621
-    _x623 = _x513 + _x516 + d_model*vocab*(2 - tied)
-    _x624 = _x623 + dense_layers*(_x510 + _x621)
-    _x625 = _x569*(_x477 + _x622) + _x624
-    _x626 = _x616*(-_x619 + _x625)
-    _x627 = _x493*_x626
-    _x628 = _x497*_x627
-    _x629 = _x618*act_bytes + _x628*act_bytes
-    _x630 = _x531*z_os
-    _x631 = _x30*_x629
-    _x632 = _x472*_x478
-    _x633 = _x617*_x632
-    _x634 = _x495*_x626
-    _x635 = _x499*_x633 + _x499*_x634
-    _x636 = _x30*_x635
-    _x637 = _x630*_x635 + _x636*z_param
-    _x638 = _x628*grad_bytes
-    _x639 = _x480*_x590
-    _x640 = _x535*grad_bytes
-    _x641 = _x531*_x534
-    _x642 = _x474*_x634
-    _x643 = _x123*_x590
-    _x644 = _x474*_x535
-    _x645 = _x641*(_x123*(_x474*_x632*_x643*z_os + _x478*_x537*_x643*_x644) + _x541*_x626*_x644 + _x642*z_os) + z_param*(_x27*_x28*global_batch*(_x474*_x633 + _x524*_x633 + _x524*_x634 + _x642) - _x636)
-    _x646 = _x557**(-1.0)
-    _x647 = _x646*_x75
-    _x648 = _x473*_x616*_x647
-    _x649 = _x65*z_param*np.maximum(_x509, _x511*np.minimum(1, dense_layers))
-    _x650 = _x467**(-z_param)
-    _x651 = _x459**(-z_param)
-    _x652 = act_bytes*(_x485*_x650 + _x520*_x651)
-    _x653 = _x467**(-z_grad)
-    _x654 = _x459**(-z_grad)
-    _x655 = grad_bytes*(_x485*_x653 + _x520*_x654)
-    _x656 = _x555*opt_bytes
-    _x657 = _x30*gpipe
-    _x658 = _x431*(act_bytes + f32_bytes*(_x657 - gpipe + 1))
-    _x659 = (_x301 + _x658)*(mtp + 1)
-    _x660 = _x245*_x323*moe_ffn + _x322*_x39*shared_ffn
-    _x661 = _x0*(_x39*(_x47 + _x94) + _x660) + _x152*(_x136*(2*_x300 + _x593) + _x314*_x38*(_x211 + _x235 + qk_rope)) + _x69*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes))
-    _x662 = _x0*(_x322*_x36*act_bytes*ffn_hidden*micro_batch*seq_len - _x660) + _x661
-    _x663 = rc_full*np.maximum(_x661, _x662)
-    _x664 = 1 - gpipe
-    _x665 = interleave - 1
-    _x666 = _x301*rc_full
-    _x667 = _x330*_x661 + _x666
-    _x668 = mtp*(5*_x301 + _x667)
-    _x669 = _x294*(_x330*_x662 + _x666)
-    _x670 = _x445*_x659 + _x663 + (_x657 + _x664*(_x26*_x8*np.minimum(1, _x665) + 1)*np.minimum(_x30, pp))*(_x445*_x668 + _x483*_x667 + _x669)
-    _x671 = _x649 + _x652 + _x655 + _x656 + _x670
-    _x672 = -_x294*_x445 + _x9
-    _x673 = _x480*_x672
-    _x674 = _x481 + _x673
-    _x675 = _x295*_x430*_x517*np.minimum(1, mtp) - _x295*_x516 + _x445*_x512 - _x481 + _x509*_x672 + _x515 + _x518 - _x673
-    _x676 = act_bytes*(_x650*_x674 + _x651*_x675)
-    _x677 = grad_bytes*(_x653*_x674 + _x654*_x675)
-    _x678 = opt_bytes*(_x551*_x674 + _x553*_x675)
-    _x679 = _x659 + _x663 + (_x657 + _x664*np.minimum(_x30, _x7*(_x665*pp + 1)))*(_x445*_x669 + _x667*_x672 + _x668)
-    _x680 = _x649 + _x676 + _x677 + _x678 + _x679
-    _x681 = np.maximum(_x671, _x680)
-    _x682 = np.where((_x671 < _x680), 1, 0)
-    _x683 = 1 - _x682
-    _x684 = _x681*alloc_frag
-    _x685 = nccl_comm_bytes*(_x123*np.minimum(1, _x467 - 1) + np.minimum(1, _x151) + np.minimum(1, _x459 - 1)) + nccl_peer_bytes*(_x123*(ep - 1) + _x464 + 2*np.minimum(1, _x31))
+    _x262 = _x191*experts
+    _x263 = _x145*(_x190 + _x261 + _x262)
+    _x264 = _x145*_x262
+    _x265 = _x169*_x264
+    _x266 = _x172*_x75
+    _x267 = np.minimum(np.minimum(_x191, d_model), experts)
+    _x268 = (_x267 + gemm_dhalf)/_x267
+    _x269 = d_model*shared_ffn
+    _x270 = _x0*_x269
+    _x271 = _x0*shared_ffn
+    _x272 = _x271*_x38
+    _x273 = _x139 + _x270 + _x272
+    _x274 = _x147*_x168
+    _x275 = _x147*_x270
+    _x276 = _x183*_x275
+    _x277 = np.maximum(1, np.minimum(np.minimum(_x271, _x38), d_model))
+    _x278 = (_x277 + gemm_dhalf)/_x277
+    _x279 = _x251*_x269
+    _x280 = _x0*_x279
+    _x281 = _x251*shared_ffn
+    _x282 = _x0*_x281
+    _x283 = _x282*_x38
+    _x284 = _x139 + _x280 + _x283
+    _x285 = _x147*_x280
+    _x286 = _x183*_x285
+    _x287 = np.maximum(1, np.minimum(np.minimum(_x282, _x38), d_model))
+    _x288 = (_x287 + gemm_dhalf)/_x287
+    _x289 = _x145*t0_gemm_fwd + _x147*_x161 + np.maximum(_x168*_x246, _x173*_x248*_x250) + np.maximum(_x168*_x257, _x173*_x258*_x260) + np.maximum(_x168*_x263, _x265*_x266*_x268) + np.maximum(_x273*_x274, _x173*_x276*_x278) + np.maximum(_x274*_x284, _x173*_x286*_x288)
+    _x290 = _x236 + _x289
+    _x291 = np.maximum(0, _x160 - _x290*_x32)
+    _x292 = _x120*ov_tp
+    _x293 = _x122*_x160 + _x291*ov_tp + _x292*(_x160 - _x291)
+    _x294 = _x0*gpus_per_node
+    _x295 = np.maximum(1, np.minimum(_x294, ep))
+    _x296 = _x295 - 1
+    _x297 = ep**(-1.0)
+    _x298 = _x297*(-_x295 + ep)
+    _x299 = _x169*_x191
+    _x300 = _x239*_x299*act_bytes
+    _x301 = _x296*_x297
+    _x302 = _x137*_x239 + _x142*_x239 + _x154*_x239 + _x157*_x239 + _x158 + 2*_x296*alpha_a2a_intra + _x298*_x300/bw_a2a_inter + _x300*_x301/bw_a2a_intra + 2*alpha_a2a_inter*(-1 + ep/_x295)
+    _x303 = _x123*_x145*_x302
+    _x304 = np.minimum(1, q_bytes)
+    _x305 = _x304*t0_elem_fwd
+    _x306 = eta_elem_fwd**(-1.0)
+    _x307 = _x190*_x57
+    _x308 = _x306*_x307
+    _x309 = _x67/mu_elem_fwd
+    _x310 = dropout*mask_bytes
+    _x311 = _x190*act_bytes
+    _x312 = _x311*(_x310/act_bytes + 3)
+    _x313 = mu_norm_fwd**(-1.0)
+    _x314 = 8/eta_norm_fwd
+    _x315 = np.maximum(_x307*_x314, _x299*_x313*_x92)
+    _x316 = _x65*_x67
+    _x317 = _x313*_x316
+    _x318 = _x10*_x191*kv_lora
+    _x319 = _x318*_x57
+    _x320 = _x306*_x57
+    _x321 = 2*qk_nope + v_head
+    _x322 = _x38*(_x321 + 2*qk_rope)
+    _x323 = _x0*_x322*_x40
+    _x324 = _x10*act_bytes
+    _x325 = _x324*(_x322*_x61 + _x38*(_x61*(_x321 + qk_rope) + qk_rope))
+    _x326 = _x126*_x191
+    _x327 = _x326*_x57
+    _x328 = _x10*t0_elem_fwd + _x10*t0_norm_fwd + _x118 + _x15*t0_norm_fwd + _x305 + 2*_x315 + 3*t0_elem_fwd + 2*t0_norm_fwd + 2*np.maximum(_x308, _x309*_x312) + np.maximum(_x309*_x325, _x320*_x323) + np.maximum(_x314*_x319, _x317*_x318) + np.maximum(_x314*_x327, _x317*_x326)
+    _x329 = _x139*_x147
+    _x330 = _x147*_x272
+    _x331 = _x126*_x38
+    _x332 = _x10*_x190 + _x10*_x200 + _x10*_x217 + _x139*_x41 + _x15*_x190 + _x331
+    _x333 = _x304*(_x164 + _x245 + _x329 + _x330 + _x332)
+    _x334 = _x309*q_bytes
+    _x335 = 2*_x57
+    _x336 = _x306*_x335
+    _x337 = _x264*_x67*f32_bytes
+    _x338 = 8*_x320
+    _x339 = gated + 2
+    _x340 = _x339*act_bytes
+    _x341 = _x309*_x340
+    _x342 = _x145*_x239
+    _x343 = _x145*_x311*(2*_x239 + 2)
+    _x344 = _x145*t0_elem_fwd + _x145*t0_softmax_fwd + _x147*t0_elem_fwd + np.maximum(_x244*_x338, _x244*_x341) + np.maximum(5*_x264*_x58, 2*_x337*_x64) + np.maximum(_x308*_x342, _x309*_x343) + np.maximum(_x330*_x338, _x330*_x341) + np.maximum(_x333*_x334, _x333*_x336)
+    _x345 = _x290 + _x328 + _x344
+    _x346 = _x304*t0_elem_bwd
+    _x347 = eta_elem_bwd**(-1.0)
+    _x348 = _x347*_x57
+    _x349 = _x299*_x348
+    _x350 = _x67/mu_elem_bwd
+    _x351 = 3*act_bytes
+    _x352 = _x351*_x67/mu_norm_bwd
+    _x353 = 16/eta_norm_bwd
+    _x354 = np.maximum(_x190*_x352, _x307*_x353)
+    _x355 = 2*t0_gemm_bwd
+    _x356 = flash*t0_attn_bwd
+    _x357 = _x65/mu_gemm_bwd
+    _x358 = _x357*_x67
+    _x359 = _x163*_x90*micro_batch
+    _x360 = _x56/eta_gemm_bwd
+    _x361 = _x171*_x360
+    _x362 = 4*_x361
+    _x363 = _x362*_x38
+    _x364 = _x10*_x358
+    _x365 = _x200*_x207
+    _x366 = _x15*_x358
+    _x367 = _x214*_x331
+    _x368 = _x316/mu_attn_bwd
+    _x369 = np.where((_x104 <= 4), 1/128, 1/64)
+    _x370 = np.ceil(_x369*seq_len)
+    _x371 = 160*(_x103*attn_uneven_bwd + 1)*(_x105/attn_dreg_bwd + _x106*attn_dsoft_bwd + _x369*attn_dio_bwd + 1)*np.ceil(_x108*_x370)/(_x370*eta_attn_bwd)
+    _x372 = _x57/eta_softmax_bwd
+    _x373 = mu_softmax_bwd**(-1.0)
+    _x374 = _x335*_x347
+    _x375 = _x82*bmm_dhalf_bwd
+    _x376 = _x76/eta_bmm_bwd
+    _x377 = _x376*_x74
+    _x378 = _x67/mu_bmm_bwd
+    _x379 = _x378*(_x81 + _x87*bmm_reread_bwd*(np.ceil((1/128)*_x44 + _x86) - 1))
+    _x380 = _x376*_x85
+    _x381 = _x375*cp + 1
+    _x382 = _x10*_x355 + _x10*t0_elem_bwd + _x10*t0_norm_bwd + _x15*_x355 + _x15*t0_norm_bwd + _x162*t0_gemm_bwd + _x346 + 2*_x354 + _x356*_x55 + _x356*swa_frac + _x41*t0_gemm_bwd + 4*_x54*t0_bmm_bwd + _x54*t0_softmax_bwd + 3*t0_elem_bwd + 3*t0_gemm_bwd + 2*t0_norm_bwd + 2*np.maximum(_x349, _x312*_x350) + np.maximum(_x379, _x377*_x381) + np.maximum(_x379, _x377*(_x375 + 1)) + np.maximum(_x113*_x371, _x368*_x98) + np.maximum(_x114*_x368, _x117*_x371) + np.maximum(_x166*_x358, _x175*_x359*_x362) + np.maximum(_x182*_x358, _x184*_x187*_x363) + np.maximum(_x193*_x364, _x196*_x199*_x362) + np.maximum(_x205*_x364, _x0*_x212*_x362*_x365) + np.maximum(_x216*_x358, _x220*_x223*_x362) + np.maximum(_x224*_x366, _x227*_x230*_x362) + np.maximum(_x231*_x366, _x235*_x362*_x367) + np.maximum(_x318*_x352, _x319*_x353) + np.maximum(_x323*_x374, _x325*_x350) + np.maximum(_x326*_x352, _x327*_x353) + np.maximum(_x378*_x91, _x380*(1 + bmm_dhalf_bwd/_x83)) + np.maximum(_x380*_x381, _x378*(_x88*bmm_reread_bwd + _x91)) + np.maximum(_x373*_x70*(_x351 + _x66), _x372*_x63*(8 - 8*flash))
+    _x383 = _x243*_x253
+    _x384 = _x10*_x192 + _x127*_x209*_x218 + _x15*_x215 + _x181*_x41 + _x207*_x209 + _x326
+    _x385 = _x304*(_x139 + _x147*_x283 + _x256 + _x329 + _x384)
+    _x386 = _x350*q_bytes
+    _x387 = _x145*_x261
+    _x388 = _x360*_x75
+    _x389 = _x147*_x358
+    _x390 = 16*_x348
+    _x391 = _x350*act_bytes*(2*gated + 3)
+    _x392 = _x145*t0_elem_bwd + _x145*t0_gemm_bwd + _x145*t0_softmax_bwd + _x147*_x355 + _x147*t0_elem_bwd + np.maximum(_x244*_x390, _x244*_x391) + np.maximum(_x246*_x358, _x247*_x250*_x362) + np.maximum(_x257*_x358, _x260*_x362*_x383) + np.maximum(_x263*_x358, 4*_x191*_x268*_x387*_x388) + np.maximum(8*_x264*_x372, 3*_x337*_x373) + np.maximum(_x273*_x389, _x275*_x278*_x363) + np.maximum(_x284*_x389, _x285*_x288*_x363) + np.maximum(_x330*_x390, _x330*_x391) + np.maximum(_x342*_x349, _x343*_x350) + np.maximum(_x374*_x385, _x385*_x386)
+    _x393 = _x382 + _x392
+    _x394 = _x345 + _x393
+    _x395 = np.maximum(0, _x123*_x145*_x302 - _x394)
+    _x396 = _x120*ov_ep*(_x303 - _x395) + _x303*(1 - ov_ep) + _x395*ov_ep
+    _x397 = _x293 + _x396
+    _x398 = _x121 + _x397
+    _x399 = np.minimum(_x9, dense_layers)
+    _x400 = np.minimum(1, _x25)
+    _x401 = _x345*rc_full
+    _x402 = 1 - rc_full
+    _x403 = _x402*rc_sel
+    _x404 = _x118*_x403
+    _x405 = _x0*ffn_hidden
+    _x406 = _x38*_x405
+    _x407 = _x304*(_x165 + _x332 + _x406)
+    _x408 = np.maximum(_x334*_x407, _x336*_x407)
+    _x409 = np.maximum(_x338*_x406, _x341*_x406)
+    _x410 = d_model*ffn_hidden
+    _x411 = _x0*_x410
+    _x412 = _x139 + _x406 + _x411
+    _x413 = _x38*_x411
+    _x414 = 2*_x413
+    _x415 = np.minimum(np.minimum(_x38, _x405), d_model)
+    _x416 = (_x415 + gemm_dhalf)/_x415
+    _x417 = np.maximum(_x168*_x412, _x173*_x414*_x416)
+    _x418 = _x251*ffn_hidden
+    _x419 = _x133*_x418
+    _x420 = _x0*_x418
+    _x421 = _x38*_x420
+    _x422 = _x139 + _x419 + _x421
+    _x423 = _x169*_x38
+    _x424 = _x420*_x423
+    _x425 = np.minimum(np.minimum(_x38, _x420), d_model)
+    _x426 = (_x425 + gemm_dhalf)/_x425
+    _x427 = np.maximum(_x168*_x422, _x173*_x424*_x426)
+    _x428 = _x236 + _x417 + _x427
+    _x429 = _x328 + _x408 + _x409 + _x428
+    _x430 = _x429*rc_full
+    _x431 = _x404 + _x430
+    _x432 = np.maximum(_x358*_x412, _x362*_x413*_x416)
+    _x433 = np.maximum(_x358*_x422, _x363*_x419*_x426)
+    _x434 = _x304*(_x384 + _x421 + _x423)
+    _x435 = np.maximum(_x374*_x434, _x386*_x434)
+    _x436 = np.maximum(_x390*_x406, _x391*_x406)
+    _x437 = _x382 + _x432 + _x433 + _x435 + _x436
+    _x438 = _x429 + _x437
+    _x439 = ov_ep*np.maximum(0, -_x438)
+    _x440 = _x120*_x439
+    _x441 = _x123*(_x144 + 2*_x152 + 2*_x159)
+    _x442 = _x122*_x441
+    _x443 = np.maximum(0, -_x32*_x428 + _x441)
+    _x444 = _x443*ov_tp
+    _x445 = _x292*(_x441 - _x443)
+    _x446 = _x442 + _x444 + _x445
+    _x447 = _x439 - _x440 + _x446
+    _x448 = _x121 + _x447
+    _x449 = -host_bwd - host_fwd - host_rc*rc_full
+    _x450 = np.maximum(0, -_x431 - _x438 - _x448 - _x449)
+    _x451 = _x401 + _x404
+    _x452 = _x394 + _x398 + _x451
+    _x453 = np.maximum(0, -_x449 - _x452)
+    _x454 = -_x439 + _x440
+    _x455 = _x399*(_x400*(np.where((-_x289 - _x344 - _x392 - _x397 - _x401 + _x408 + _x409 + _x417 + _x427 + _x430 + _x432 + _x433 + _x435 + _x436 + _x442 + _x444 + _x445 + _x450 - _x453 - _x454 < 0), 0, 1)) - _x400 + 1)
+    _x456 = _x139*_x57
+    _x457 = np.ceil((1/128)*_x0*vocab)
+    _x458 = 128*_x457
+    _x459 = d_model*grad_bytes
+    _x460 = np.minimum(_x38, _x458)
+    _x461 = np.maximum(_x456/eta_embed_bwd, _x67*(_x150*(learned_pos + 1) + _x169*f32_bytes*((1/10)*_x38 + _x460) + _x458*_x459 + _x459*_x460)/mu_embed_bwd)
+    _x462 = np.maximum(_x456/eta_embed_fwd, _x150*_x67*(learned_pos + 2)/mu_embed_fwd)
+    _x463 = d_model**2
+    _x464 = 2*_x463
+    _x465 = _x0*_x464
+    _x466 = _x67*(_x134 + _x423 + _x465)
+    _x467 = _x209*_x463
+    _x468 = np.minimum(np.minimum(_x133, _x169), _x38)
+    _x469 = (_x468 + gemm_dhalf)/_x468
+    _x470 = _x304*_x423
+    _x471 = _x461 + t0_embed_bwd
+    _x472 = _x458*d_model
+    _x473 = _x38*_x458
+    _x474 = _x139 + _x472 + _x473
+    _x475 = np.minimum(np.minimum(_x38, _x458), d_model)
+    _x476 = _x139*_x457
+    _x477 = _x476*(_x475 + gemm_dhalf)/_x475
+    _x478 = _x38*_x457*_x57
+    _x479 = _x473*_x67*(act_bytes + f32_bytes)
+    _x480 = t0_ce_bwd + np.maximum(_x358*_x474, 512*_x388*_x477) + np.maximum(_x479/mu_ce_bwd, 256*_x478/eta_ce_bwd)
+    _x481 = _x354 + _x480 + mtp*(_x346 + 3*_x354 + _x355 + _x471 + _x480 + 3*t0_norm_bwd + np.maximum(_x357*_x466, 8*_x361*_x467*_x469) + np.maximum(_x0*_x348*_x470, _x134*_x304*_x386)) + t0_gemm_bwd + t0_norm_bwd
+    _x482 = 4*_x463
+    _x483 = _x462 + t0_embed_fwd
+    _x484 = t0_ce_fwd + np.maximum(_x168*_x474, 256*_x266*_x477) + np.maximum(_x479/mu_ce_fwd, 640*_x478/eta_ce_fwd)
+    _x485 = _x315 + _x484 + mtp*(_x161 + _x305 + 3*_x315 + _x483 + _x484 + 3*t0_norm_fwd + np.maximum(_x167*_x466, _x173*_x209*_x469*_x482) + np.maximum(_x334*_x470, 4*_x304*_x306*_x456)) + t0_gemm_fwd + t0_norm_fwd
+    _x486 = (np.where((_x461 + _x462 - _x481 - _x485 - mtp*(_x452 + _x453) + t0_embed_bwd + t0_embed_fwd > 0), 0, 1))
+    _x487 = 1 - _x400
+    _x488 = 1 - _x486
+    _x489 = mtp*(_x486 + _x487*_x488)
+    _x490 = -_x455 + _x489 + _x9
+    _x491 = _x483*_x488 + _x485*_x486 + _x487*(_x483*_x486 + _x485*_x488)
+    _x492 = _x471*_x488 + _x481*_x486 + _x487*(_x471*_x486 + _x481*_x488)
+    _x493 = np.maximum(0, _x400*(_x486*host_head + _x488*host_emb) + _x487*(host_emb + host_head) - _x491 - _x492)
+    _x494 = _x450*_x455 + _x453*_x490 + _x493 + host_mb
+    _x495 = _x345*_x490 + _x429*_x455 + _x491
+    _x496 = _x431*_x455 + _x451*_x490
+    _x497 = _x393*_x490 + _x437*_x455 + _x492
+    _x498 = _x496 + _x497
+    _x499 = _x398*_x490 + _x448*_x455 + _x494 + _x495 + _x498
+    _x500 = _x25 + _x30*interleave
+    _x501 = cp*dp
+    _x502 = _x501*tp
+    _x503 = np.where((_x502 < gpus_per_node), 1, 0)
+    _x504 = 1 - _x503
+    _x505 = (1 - ov_pp)*(_x503*(_x135*_x35 + alpha_p2p_intra) + _x504*(_x135*_x51 + alpha_p2p_inter))
+    _x506 = 2*_x400
+    _x507 = _x500*_x505*_x506
+    _x508 = 1 - ov_ag
+    _x509 = _x297*_x501
+    _x510 = np.maximum(1, np.minimum(_x509, _x294*_x297))
+    _x511 = _x510 - 1
+    _x512 = _x510**(-1.0)
+    _x513 = _x509*_x512
+    _x514 = _x513 - 1
+    _x515 = _x27*_x36
+    _x516 = _x515*grad_bytes
+    _x517 = _x153*_x516
+    _x518 = _x237 + _x252*d_model + biases*(_x252 + d_model)
+    _x519 = _x518*experts
+    _x520 = _x0*_x519
+    _x521 = _x297*_x520
+    _x522 = _x145*_x521
+    _x523 = _x522*mtp
+    _x524 = _x487*_x523
+    _x525 = -_x399 + _x9
+    _x526 = _x522*_x525
+    _x527 = _x524 + _x526
+    _x528 = _x527*ep
+    _x529 = _x514*_x528
+    _x530 = _x155*grad_bytes
+    _x531 = _x511*_x512
+    _x532 = _x527*_x531
+    _x533 = _x511*alpha_rs_intra + _x514*alpha_rs_inter + _x517*_x529 + _x530*_x532
+    _x534 = np.maximum(1, np.minimum(_x294, _x501))
+    _x535 = _x534**(-1.0)
+    _x536 = _x501*_x535
+    _x537 = _x536 - 1
+    _x538 = _x537*alpha_ag_inter
+    _x539 = _x534 - 1
+    _x540 = _x539*alpha_ag_intra
+    _x541 = _x515*act_bytes
+    _x542 = _x124*_x541
+    _x543 = _x145*(_x140*_x532 + _x511*alpha_ag_intra + _x514*alpha_ag_inter + _x529*_x542)
+    _x544 = _x13*_x169
+    _x545 = biases*d_model
+    _x546 = _x10*(_x129*_x213 + _x203 + _x545 + d_model*heads*v_head) + _x41*(_x176*d_model + _x178 + biases*(_x177 + d_model))
+    _x547 = _x0*_x546 + _x16
+    _x548 = _x544 + _x547
+    _x549 = _x269 + _x279 - _x545*(1 - _x147) + biases*(_x281 + d_model)
+    _x550 = _x0*_x549 + _x387 + _x521
+    _x551 = _x548 + _x550
+    _x552 = _x410 + _x418*d_model + biases*(_x418 + d_model)
+    _x553 = _x0*_x552 + _x548
+    _x554 = _x399*_x553
+    _x555 = _x13*d_model
+    _x556 = 5*_x555
+    _x557 = mtp*(_x465 + _x547 + _x550 + _x556)
+    _x558 = _x138*learned_pos
+    _x559 = 1 - tied
+    _x560 = _x472*(_x487*_x559 + 1) + _x558
+    _x561 = _x487*_x557 + _x525*_x551 + _x554 + _x560
+    _x562 = -_x524 - _x526 + _x561
+    _x563 = _x535*_x562
+    _x564 = _x539*_x563
+    _x565 = _x537*_x562
+    _x566 = _x515*_x65
+    _x567 = _x517*_x565 + _x530*_x564 + _x537*alpha_rs_inter + _x539*alpha_rs_intra
+    _x568 = _x124*_x565*_x566 + _x131*_x564*_x65 + _x145*_x533 + 2*_x538 + 2*_x540 + 2*_x543 + _x567
+    _x569 = _x30*_x568
+    _x570 = -_x27*_x28*_x568*global_batch
+    _x571 = np.maximum(0, -_x30*(_x495 + _x497) - _x570)
+    _x572 = _x120*ov_ag
+    _x573 = 1 - z_param
+    _x574 = _x140*_x564 + _x538 + _x540 + _x542*_x565 + _x543
+    _x575 = _x574*z_os
+    _x576 = z_grad*(_x27*_x28*global_batch - 1) + 1
+    _x577 = 1 - z_os
+    _x578 = 2*_x510 - 2
+    _x579 = 2*_x513 - 2
+    _x580 = _x5*_x516
+    _x581 = _x512*_x578
+    _x582 = 2*_x534 - 2
+    _x583 = 2*_x536 - 2
+    _x584 = _x576*(_x145*(_x533*z_os + _x577*(_x19*_x527*_x581 + _x528*_x579*_x580 + _x578*alpha_ar_intra + _x579*alpha_ar_inter)) + _x567*z_os + _x577*(_x19*_x563*_x582 + _x562*_x580*_x583 + _x582*alpha_ar_intra + _x583*alpha_ar_inter))
+    _x585 = np.maximum(0, -_x495 + _x574*z_os)
+    _x586 = _x121*_x123/_x32
+    _x587 = rc_full + 1
+    _x588 = _x587/_x123
+    _x589 = _x397*_x588 + _x586
+    _x590 = _x447*_x588 + _x586
+    _x591 = np.maximum(0, -_x576*(_x455*_x590 + _x490*_x589 + _x498) + _x584)
+    _x592 = _x573*(_x120*ov_dp*(_x584 - _x591) + _x508*_x575 + _x572*(_x575 - _x585) + _x584*(1 - ov_dp) + _x585*ov_ag + _x591*ov_dp) + z_param*(_x508*_x569 + _x571*ov_ag + _x572*(-_x570 - _x571))
+    _x593 = _x509**(-z_os)
+    _x594 = _x527*_x593
+    _x595 = _x501**(-z_os)
+    _x596 = _x562*_x595
+    _x597 = _x594 + _x596
+    _x598 = t0_optim_fwd + np.maximum(_x57*(12*_x594 + 12*_x596)/eta_optim_fwd, _x597*_x67*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
+    _x599 = _x24 + _x499*(_x26 + _x30) + _x507 + _x592 + _x598
+    _x600 = _x24 + _x30*(_x293*_x490 + _x446*_x455)
+    _x601 = -_x454
+    _x602 = _x169*seq_len
+    _x603 = _x602*vocab
+    _x604 = 2*seq_len
+    _x605 = _x59*_x94
+    _x606 = _x110*_x605
+    _x607 = _x116*_x94
+    _x608 = _x607*_x72
+    _x609 = _x54*(_x604*_x607 + 2*_x606)/_x46
+    _x610 = _x606*_x72 + _x608*seq_len + _x609*_x71 + _x609*_x83
+    _x611 = _x126*_x213*_x604 + _x128*_x218*_x604 + _x169*_x89*heads + _x178*_x41*_x604 + _x195*_x604 + _x208*seq_len + _x226*_x604 + _x610
+    _x612 = -dense_layers + layers
+    _x613 = _x147*_x604
+    _x614 = _x240*(_x145/np.maximum(1, capacity) + _x146 + 1)
+    _x615 = _x145*_x602*experts + _x237*_x604*_x614 + _x252*_x602*_x614 + _x269*_x613 + _x279*_x613 + _x611
+    _x616 = global_batch*(_x603 + _x612*_x615 + dense_layers*(_x410*_x604 + _x418*_x602 + _x611) + mtp*(_x482*seq_len + _x603 + _x615))
+    _x617 = 3*_x616
+    _x618 = 768*_x476
+    _x619 = _x111*_x94
+    _x620 = _x209*_x608 + _x619*_x72*_x95 + _x74 + _x85
+    _x621 = _x170 + _x185 + _x197 + _x210 + _x221 + _x228 + _x233 + _x620
+    _x622 = 6*_x38
+    _x623 = 6*_x0
+    _x624 = 6*_x191
+    _x625 = _x184*_x622 + 6*_x196 + 7*_x209*_x607*flash + _x219*_x623 + _x226*_x624 + 6*_x359 + _x365*_x623 + 6*_x367 + _x403*_x620 + 7*_x619*_x96 + 3*_x74 + 3*_x85
+    _x626 = 6*_x247 + _x275*_x622 + _x285*_x622 + 6*_x383 + _x387*_x624 + _x625 + rc_full*(_x248 + _x258 + _x265 + _x276 + _x286 + _x621)
+    _x627 = _x612*_x626 + _x618 + dense_layers*(6*_x413 + _x419*_x622 + _x625 + rc_full*(_x414 + _x424 + _x621)) + mtp*(12*_x467 + _x618 + _x626)
+    _x628 = 2*mtp
+    _x629 = _x610*dense_layers
+    _x630 = 3*global_batch
+    _x631 = _x617 + _x630*(_x138*(_x628 + 2)*(_x458*tp - vocab) + _x605*(_x628 + 2*layers) - _x610*(-dense_layers + layers + mtp) - _x629)
+    _x632 = _x0*_x125
+    _x633 = _x423*act_bytes
+    _x634 = _x612*_x8
+    _x635 = _x342*_x634
+    _x636 = _x633*_x635
+    _x637 = 4*act_bytes
+    _x638 = _x637*seq_par
+    _x639 = _x149*_x4
+    _x640 = _x23*(_x0*_x125*_x130*_x36*act_bytes*micro_batch*seq_len - _x136)
+    _x641 = _x8*dense_layers
+    _x642 = _x633*seq_par
+    _x643 = _x30*(_x632*_x636 + _x634*(_x148*(_x135*_x639 + _x632*_x642) + _x640) + _x641*(_x0*_x633*_x639 + _x125*_x134*_x638 + _x640))
+    _x644 = _x23*(_x130*_x132*_x2*_x36*act_bytes*micro_batch*seq_len - _x156)
+    _x645 = _x30*(_x141*_x636 + _x634*(_x148*(_x141*_x642 + _x149*_x151) + _x644) + _x641*(_x139*_x141*_x638 + _x149*_x21*_x633 + _x644))
+    _x646 = _x587*_x643
+    _x647 = _x27*_x37*act_bytes*global_batch
+    _x648 = _x31*_x48*_x647*(_x634 + _x641)
+    _x649 = _x34*_x648
+    _x650 = _x50*_x648
+    _x651 = _x123*_x650
+    _x652 = _x169*_x189*_x635*_x647
+    _x653 = _x301*_x652
+    _x654 = _x298*_x652
+    _x655 = _x587*_x654
+    _x656 = interleave*pp - 1
+    _x657 = _x133*_x8
+    _x658 = _x400*_x504*_x647*_x656
+    _x659 = _x400*_x503*_x647*_x656*_x657 + _x657*_x658
+    _x660 = _x0*_x8
+    _x661 = _x145**2*_x634
+    _x662 = _x521*_x531*_x661
+    _x663 = _x145*_x519*_x612
+    _x664 = _x16 + _x546
+    _x665 = _x544 + _x664
+    _x666 = _x387 + _x549 + _x665
+    _x667 = _x555 + _x558 + d_model*vocab*(2 - tied)
+    _x668 = _x667 + dense_layers*(_x552 + _x665)
+    _x669 = _x612*(_x519 + _x666) + _x668
+    _x670 = _x660*(-_x663 + _x669)
+    _x671 = _x535*_x670
+    _x672 = _x539*_x671
+    _x673 = _x662*act_bytes + _x672*act_bytes
+    _x674 = _x573*z_os
+    _x675 = _x30*_x673
+    _x676 = _x514*_x520
+    _x677 = _x661*_x676
+    _x678 = _x537*_x670
+    _x679 = _x541*_x677 + _x541*_x678
+    _x680 = _x30*_x679
+    _x681 = _x674*_x679 + _x680*z_param
+    _x682 = _x672*grad_bytes
+    _x683 = _x522*_x634
+    _x684 = _x577*grad_bytes
+    _x685 = _x573*_x576
+    _x686 = _x516*_x678
+    _x687 = _x145*_x634
+    _x688 = _x516*_x577
+    _x689 = _x685*(_x145*(_x516*_x676*_x687*z_os + _x520*_x579*_x687*_x688) + _x583*_x670*_x688 + _x686*z_os) + z_param*(_x27*_x28*global_batch*(_x516*_x677 + _x566*_x677 + _x566*_x678 + _x686) - _x680)
+    _x690 = _x599**(-1.0)
+    _x691 = _x171*_x690
+    _x692 = _x515*_x660*_x691
+    _x693 = _x65*z_param*np.maximum(_x551, _x553*np.minimum(1, dense_layers))
+    _x694 = _x509**(-z_param)
+    _x695 = _x501**(-z_param)
+    _x696 = act_bytes*(_x527*_x694 + _x562*_x695)
+    _x697 = _x509**(-z_grad)
+    _x698 = _x501**(-z_grad)
+    _x699 = grad_bytes*(_x527*_x697 + _x562*_x698)
+    _x700 = _x597*opt_bytes
+    _x701 = _x30*gpipe
+    _x702 = _x473*(act_bytes + f32_bytes*(_x701 - gpipe + 1))
+    _x703 = (_x311 + _x702)*(mtp + 1)
+    _x704 = _x243*_x340*moe_ffn + _x339*_x39*shared_ffn
+    _x705 = _x0*(_x39*(_x47 + _x94) + _x704) + _x189*(_x139*(2*_x310 + _x637) + _x324*_x38*(_x206 + _x232 + qk_rope)) + _x69*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes))
+    _x706 = _x0*(_x339*_x36*act_bytes*ffn_hidden*micro_batch*seq_len - _x704) + _x705
+    _x707 = rc_full*np.maximum(_x705, _x706)
+    _x708 = 1 - gpipe
+    _x709 = interleave - 1
+    _x710 = _x311*rc_full
+    _x711 = _x402*_x705 + _x710
+    _x712 = mtp*(5*_x311 + _x711)
+    _x713 = _x399*(_x402*_x706 + _x710)
+    _x714 = _x487*_x703 + _x707 + (_x701 + _x708*(_x26*_x8*np.minimum(1, _x709) + 1)*np.minimum(_x30, pp))*(_x487*_x712 + _x525*_x711 + _x713)
+    _x715 = _x693 + _x696 + _x699 + _x700 + _x714
+    _x716 = -_x399*_x487 + _x9
+    _x717 = _x522*_x716
+    _x718 = _x523 + _x717
+    _x719 = _x400*_x472*_x559*np.minimum(1, mtp) - _x400*_x558 + _x487*_x554 - _x523 + _x551*_x716 + _x557 + _x560 - _x717
+    _x720 = act_bytes*(_x694*_x718 + _x695*_x719)
+    _x721 = grad_bytes*(_x697*_x718 + _x698*_x719)
+    _x722 = opt_bytes*(_x593*_x718 + _x595*_x719)
+    _x723 = _x703 + _x707 + (_x701 + _x708*np.minimum(_x30, _x7*(_x709*pp + 1)))*(_x487*_x713 + _x711*_x716 + _x712)
+    _x724 = _x693 + _x720 + _x721 + _x722 + _x723
+    _x725 = np.maximum(_x715, _x724)
+    _x726 = np.where((_x715 < _x724), 1, 0)
+    _x727 = 1 - _x726
+    _x728 = _x725*alloc_frag
+    _x729 = nccl_comm_bytes*(_x145*np.minimum(1, _x509 - 1) + np.minimum(1, _x188) + np.minimum(1, _x501 - 1)) + nccl_peer_bytes*(_x145*(ep - 1) + _x506 + 2*np.minimum(1, _x31))
     return {
-        'step_time': _x557,
-        't_forward': _x30*_x453,
-        't_backward': _x30*_x455,
-        't_recompute': _x30*_x454,
-        't_tp_comm': _x558,
-        't_cp_comm': _x30*(_x121*_x414 + _x121*_x448),
-        't_ep_comm': _x158*_x30*_x448,
-        't_host_overhead': _x30*_x452,
-        't_pp_bubble': _x26*_x457,
-        't_pp_comm': _x465,
-        't_dp_comm': _x550,
-        't_optimizer': _x556,
-        'tp_comm_total': _x24 + _x30*(_x174*_x448 + _x357*_x414),
-        'dp_comm_total': _x527*z_param + _x531*(_x533 + _x542),
-        'tp_comm': _x558,
-        'dp_comm': _x550,
-        'pp_bubble': _x25/_x458,
+        'step_time': _x599,
+        't_forward': _x30*_x495,
+        't_backward': _x30*_x497,
+        't_recompute': _x30*_x496,
+        't_tp_comm': _x600,
+        't_cp_comm': _x30*(_x121*_x455 + _x121*_x490),
+        't_ep_comm': _x30*(_x396*_x490 + _x455*_x601),
+        't_host_overhead': _x30*_x494,
+        't_pp_bubble': _x26*_x499,
+        't_pp_comm': _x507,
+        't_dp_comm': _x592,
+        't_optimizer': _x598,
+        'tp_comm_total': _x24 + _x30*(_x160*_x490 + _x441*_x455),
+        'dp_comm_total': _x569*z_param + _x573*(_x575 + _x584),
+        'tp_comm': _x600,
+        'dp_comm': _x592,
+        'pp_bubble': _x25/_x500,
         'pp_bubble_ratio': _x26*dp*micro_batch/global_batch,
         'micro_batches': _x30,
-        't_microbatch_stage': _x457,
-        't_layer_fwd': _x328,
-        't_layer_bwd': _x409,
-        't_layer_recompute': _x410,
-        't_layer_tp_comm': _x291,
+        't_microbatch_stage': _x499,
+        't_layer_fwd': _x345,
+        't_layer_bwd': _x393,
+        't_layer_recompute': _x451,
+        't_layer_tp_comm': _x293,
         't_layer_cp_comm': _x121,
-        't_layer_ep_comm': _x158,
-        't_layer_comm_bwd': _x547,
-        't_layer_host': _x412,
-        't_dense_layer_fwd': _x354,
-        't_dense_layer_bwd': _x402,
-        't_dense_layer_recompute': _x356,
-        't_dense_layer_tp_comm': _x362,
+        't_layer_ep_comm': _x396,
+        't_layer_comm_bwd': _x589,
+        't_layer_host': _x453,
+        't_dense_layer_fwd': _x429,
+        't_dense_layer_bwd': _x437,
+        't_dense_layer_recompute': _x431,
+        't_dense_layer_tp_comm': _x446,
         't_dense_layer_cp_comm': _x121,
-        't_dense_layer_ep_comm': 0,
-        't_dense_layer_comm_bwd': _x548,
-        't_dense_layer_host': _x404,
+        't_dense_layer_ep_comm': _x601,
+        't_dense_layer_comm_bwd': _x590,
+        't_dense_layer_host': _x450,
         'stage_layers': _x9,
-        'stage_dense_layers': _x414,
-        'stage_mtp_layers': _x447,
+        'stage_dense_layers': _x455,
+        'stage_mtp_layers': _x489,
         't_tp_grad_reduce': _x24,
-        't_embed_fwd': _x441,
-        't_embed_bwd': _x429,
-        't_head_fwd': _x443,
-        't_head_bwd': _x439,
-        'head_stage_heavier': _x444,
-        't_edge_host': _x451,
+        't_embed_fwd': _x483,
+        't_embed_bwd': _x471,
+        't_head_fwd': _x485,
+        't_head_bwd': _x481,
+        'head_stage_heavier': _x486,
+        't_edge_host': _x493,
         't_microbatch_host': host_mb,
-        't_pp_send_recv': _x463,
-        'flops': _x574,
-        'hardware_flops': _x29*_x33*_x583,
-        'flops_megatron': _x587,
-        'bytes_tp_fwd': _x599 + _x601,
-        'bytes_tp_bwd': _x545*_x601 + _x602,
-        'bytes_tp_inter': _x599 + _x602,
-        'bytes_cp_fwd': _x605 + _x606,
-        'bytes_cp_bwd': _x122*_x605 + _x607,
-        'bytes_cp_inter': _x606 + _x607,
-        'bytes_ep_fwd': _x609 + _x610,
-        'bytes_ep_bwd': _x545*_x609 + _x611,
-        'bytes_ep_inter': _x610 + _x611,
-        'bytes_pp_fwd': _x615,
-        'bytes_pp_bwd': _x615,
-        'bytes_pp_inter': _x150*_x614*_x616,
-        'bytes_dp_fwd': _x629*_x630 + _x631*z_param + _x637,
-        'bytes_dp_bwd': _x641*(_x123*(_x489*_x639*grad_bytes*z_os + _x539*_x639*_x640) + _x540*_x627*_x640 + _x638*z_os) + _x645 + z_param*(_x27*_x28*global_batch*(_x618*_x65 + _x618*grad_bytes + _x628*_x65 + _x638) - _x631),
-        'bytes_dp_inter': _x637 + _x645,
-        'flops_forward': _x573,
-        'flops_backward': 2*_x573,
-        'flops_attention': _x586*(_x567*_x569 + _x585),
-        'flops_lm_head': 6*_x135*global_batch*vocab,
-        'n_gpus': _x460*pp,
-        'mfu': _x574*_x648,
-        'mfu_megatron': _x587*_x648,
-        'hfu': _x30*_x583*_x647*_x8,
-        'tokens_per_s': _x646*global_batch*seq_len,
-        'memory': _x681,
-        'mem_weights': _x652*_x683 + _x676*_x682,
-        'mem_gradients': _x655*_x683 + _x677*_x682,
-        'mem_optimizer': _x656*_x683 + _x678*_x682,
-        'mem_activations': _x649 + _x670*_x683 + _x679*_x682,
-        'mem_logits': _x658,
-        'mem_first_stage': _x671,
-        'mem_last_stage': _x680,
-        'mem_reserve': _x684 + _x685 + cuda_context,
+        't_pp_send_recv': _x505,
+        'flops': _x617,
+        'hardware_flops': _x29*_x33*_x627,
+        'flops_megatron': _x631,
+        'bytes_tp_fwd': _x643 + _x645,
+        'bytes_tp_bwd': _x587*_x645 + _x646,
+        'bytes_tp_inter': _x643 + _x646,
+        'bytes_cp_fwd': _x649 + _x650,
+        'bytes_cp_bwd': _x123*_x649 + _x651,
+        'bytes_cp_inter': _x650 + _x651,
+        'bytes_ep_fwd': _x653 + _x654,
+        'bytes_ep_bwd': _x587*_x653 + _x655,
+        'bytes_ep_inter': _x654 + _x655,
+        'bytes_pp_fwd': _x659,
+        'bytes_pp_bwd': _x659,
+        'bytes_pp_inter': _x169*_x658*_x660,
+        'bytes_dp_fwd': _x673*_x674 + _x675*z_param + _x681,
+        'bytes_dp_bwd': _x685*(_x145*(_x531*_x683*grad_bytes*z_os + _x581*_x683*_x684) + _x582*_x671*_x684 + _x682*z_os) + _x689 + z_param*(_x27*_x28*global_batch*(_x65*_x662 + _x65*_x672 + _x662*grad_bytes + _x682) - _x675),
+        'bytes_dp_inter': _x681 + _x689,
+        'flops_forward': _x616,
+        'flops_backward': 2*_x616,
+        'flops_attention': _x630*(_x610*_x612 + _x629),
+        'flops_lm_head': 6*_x138*global_batch*vocab,
+        'n_gpus': _x502*pp,
+        'mfu': _x617*_x692,
+        'mfu_megatron': _x631*_x692,
+        'hfu': _x30*_x627*_x691*_x8,
+        'tokens_per_s': _x690*global_batch*seq_len,
+        'memory': _x725,
+        'mem_weights': _x696*_x727 + _x720*_x726,
+        'mem_gradients': _x699*_x727 + _x721*_x726,
+        'mem_optimizer': _x700*_x727 + _x722*_x726,
+        'mem_activations': _x693 + _x714*_x727 + _x723*_x726,
+        'mem_logits': _x702,
+        'mem_first_stage': _x715,
+        'mem_last_stage': _x724,
+        'mem_reserve': _x728 + _x729 + cuda_context,
         'mem_cuda_context': cuda_context,
-        'mem_nccl': _x685,
-        'mem_fragmentation': _x684,
-        'params': _x625,
-        'active_params': _x569*(_x476*top_k + _x622) + _x624,
-        'params_rank': _x519,
-        'params_embedding': _x623,
-        'params_expert': _x619,
-        'params_mtp': mtp*(_x406 + _x423 + _x477 + _x507 + _x514 + _x620),
+        'mem_nccl': _x729,
+        'mem_fragmentation': _x728,
+        'params': _x669,
+        'active_params': _x612*(_x518*top_k + _x666) + _x668,
+        'params_rank': _x561,
+        'params_embedding': _x667,
+        'params_expert': _x663,
+        'params_mtp': mtp*(_x387 + _x464 + _x519 + _x549 + _x556 + _x664),
     }
 
-SOURCE_DIGEST = '7234b5134e1cfe56'
+SOURCE_DIGEST = '9a1e6d7201c7e637'

@@ -54,13 +54,14 @@ def intensity(M: float, K: float, N: float, bytes_per: float) -> float:
 
 def warnings_for(pred) -> list[str]:
     """One-line warnings for a :class:`~roofline.predict.Prediction` (empty list: nothing to say)."""
+    from . import precision
     from .predict import BYTES
 
     out = []
     m, p, hw = pred.model, pred.plan, pred.hardware
     # 1. GEMMs below the ridge point
     ridge = hw.peak(p.dtype) / hw.hbm_bandwidth
-    low = [(name, M, K, N, intensity(M, K, N, BYTES[p.dtype])) for name, M, K, N in gemms(pred)]
+    low = [(name, M, K, N, intensity(M, K, N, BYTES[precision.peak_key(p.dtype)])) for name, M, K, N in gemms(pred)]
     low = [g for g in low if g[4] < ridge]
     if low:
         desc = ", ".join(f"{n} {M:.0f}x{K:.0f}x{N:.0f} ({ai:.0f} FLOP/B)" for n, M, K, N, ai in low)

@@ -32,6 +32,8 @@ PLAN_FLAGS = [
     ("overlap-grad-reduce", "overlap_grad_reduce", float, "fraction of DP gradient reduce hidden behind backward"),
     ("overlap-param-gather", "overlap_param_gather", float, "fraction of parameter all-gather hidden behind forward"),
     ("overlap-tp", "overlap_tp", float, "fraction of TP/SP communication hidden behind GEMMs"),
+    ("overlap-ep", "overlap_ep", float, "fraction of the MoE all-to-all hidden behind another micro-batch's compute "
+     "(Megatron-Core --overlap-moe-expert-parallel-comm)"),
     ("overlap-pp", "overlap_pp", float, "fraction of pipeline send/recv hidden"),
     ("overlap-cp", "overlap_cp", float, "fraction of ring-attention exchange hidden behind attention"),
 ]

@@ -8,13 +8,14 @@ import dataclasses
 from dataclasses import dataclass
 
 from .errors import InputError
+from .precision import NAMES as PRECISION_NAMES
 
 MLPS = ("gelu", "swiglu", "squared_relu")
 NORMS = ("layernorm", "rmsnorm")
 RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = ("1f1b", "interleaved", "gpipe")
 SHARDING = ("none", "distributed", "zero1", "zero2", "zero3", "fsdp")
-DTYPES = ("bf16", "fp16", "fp32", "fp8")
+DTYPES = PRECISION_NAMES                # roofline/precision.py: bf16, fp16, fp32 and the FP8/FP4 recipes
 ATTENTION = ("flash", "unfused")
 
 
@@ -135,6 +136,7 @@ class Plan:
     overlap_grad_reduce: float = 0.0    # fraction of the DP reduce hidden behind backward
     overlap_param_gather: float = 0.0   # fraction of parameter all-gathers hidden behind forward
     overlap_tp: float = 0.0             # fraction of TP/SP comm hidden behind GEMMs
+    overlap_ep: float = 0.0             # fraction of the MoE all-to-all hidden (Megatron-Core --overlap-moe-expert-parallel-comm, default off)
     overlap_pp: float = 0.0             # fraction of PP send/recv hidden
     overlap_cp: float = 1.0             # ring attention overlaps KV exchange with attention (default on)
     uneven_stages: bool = False         # allow layers not divisible by pp x interleave (heaviest stage rounds up)
@@ -226,7 +228,7 @@ def check(model: Model, plan: Plan) -> None:
     _choice("sharding", plan.sharding, SHARDING)
     _choice("dtype", plan.dtype, DTYPES)
     _choice("grad_dtype", plan.grad_dtype, ("fp32", "bf16", "fp16"))
-    for name in ("overlap_grad_reduce", "overlap_param_gather", "overlap_tp", "overlap_pp", "overlap_cp"):
+    for name in ("overlap_grad_reduce", "overlap_param_gather", "overlap_tp", "overlap_pp", "overlap_cp", "overlap_ep"):
         v = getattr(plan, name)
         if not 0 <= v <= 1:
             raise InputError(f"plan.{name} must be a fraction in [0, 1], got {v!r}")

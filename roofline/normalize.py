@@ -10,8 +10,8 @@ ignored; a value that cannot be mapped raises one InputError naming the accepted
 ('zero2', 'fsdp', 'zero2')
 >>> recompute("none (--recompute-granularity full --recompute-num-layers 0)"), recompute("full AC")
 ('none', 'full')
->>> precision("FP8-CS"), precision("bf16 + torch.compile + Float8 linear")
-('fp8', 'fp8')
+>>> precision("FP8-CS"), precision("MXFP8"), precision("bf16 + torch.compile + Float8 linear")
+('fp8-cs', 'mxfp8', 'fp8-cs')
 >>> flag("n/a (tp=1; --sequence-parallel passed)") is None, flag("yes (torchtitan TP plan)")
 (True, True)
 """
@@ -55,9 +55,16 @@ RECOMPUTE = [
     (r"selective|core-attn|\bop\b|sel\b", "selective"),
     (r"full|block|uniform|^(yes|y|on|true|1)$|checkpoint", "full"),
 ]
+# The recipes of roofline/precision.py. A bare "fp8" is delayed scaling, Megatron-LM's default --fp8-recipe
+# (megatron/training/arguments.py); torchao's Float8 linear (torchtitan) is tensorwise (current) scaling.
+# MXFP4 is priced as NVFP4 (the same FP4 tensor-core peak; its E8M0 scale per 32 elements moves a little less).
 PRECISION = [
-    (r"nvfp4|fp4|mxfp4", "fp4"),
-    (r"fp8|float8|mxfp8", "fp8"),
+    (r"nvfp4|mxfp4|\bfp4\b", "nvfp4"),
+    (r"mxfp8|fp8[- ]?mx\b", "mxfp8"),
+    (r"fp8[- ]?(cs|current)|current[- ]scaling|tensorwise|per-tensor", "fp8-cs"),
+    (r"fp8[- ]?(block|bs\b)|blockwise", "fp8-block"),
+    (r"float8", "fp8-cs"),   # torchao Float8Linear (torchtitan): dynamic tensorwise scaling by default (torchao/float8/config.py)
+    (r"fp8", "fp8"),
     (r"bf16|bfloat16", "bf16"),
     (r"fp16|float16|half", "fp16"),
     (r"fp32|float32|tf32", "fp32"),
@@ -78,7 +85,7 @@ def recompute(text):
 
 
 def precision(text):
-    return _pick("precision", text, PRECISION, "bf16, fp16, fp32, fp8 (FP8-CS, MXFP8, float8), fp4 (NVFP4)")
+    return _pick("precision", text, PRECISION, "bf16, fp16, fp32, fp8 (delayed scaling), fp8-cs (current/tensorwise), fp8-block, mxfp8, nvfp4")
 
 
 def mlp(text):

@@ -11,19 +11,23 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _compiled
+from . import _compiled, precision
 from .config import Model, Plan, check
 from .hardware import CLASSES, Hardware
 from .units import DAY, HOUR
 
-BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}
+BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1, "fp4": 0.5}     # GEMM operand bytes per peak_flops key
+# Activations and weights of an FP8/FP4 recipe are held in 16 bits: Transformer Engine keeps BF16 master weights and
+# layer outputs (the quantized copies of GEMM inputs it saves for backward are left out: a smaller, recipe-dependent
+# saving, ASSUMED 0 here)
+ACT_BYTES = {"fp16": 2, "fp32": 4}        # every other precision: 2 (bf16)
 BREAKDOWN = ("forward", "backward", "recompute", "tp_comm", "cp_comm", "ep_comm", "host_overhead", "pp_comm",
              "pp_bubble", "dp_comm", "optimizer")
 MEMORY = ("weights", "gradients", "optimizer", "activations", "reserve")
 
 
 def hardware_inputs(hw: Hardware, dtype: str = "bf16") -> dict:
-    x = {"peak": hw.peak(dtype), "peak_vec": hw.vector_peak(), "hbm_bw": hw.hbm_bandwidth, "clock": hw.sustained_clock,
+    x = {"peak": hw.peak(dtype), "peak_hp": hw.peak_16bit(dtype), "peak_vec": hw.vector_peak(), "hbm_bw": hw.hbm_bandwidth, "clock": hw.sustained_clock,
          "gpus_per_node": hw.gpus_per_node, "sms": hw.sm_count, "gemm_dhalf": hw.dhalf, "host_fwd": hw.host_fwd, "host_bwd": hw.host_bwd,
          "host_rc": hw.host_rc, "host_emb": hw.host_emb, "host_head": hw.host_head, "host_mb": hw.host_mb}
     for c in CLASSES:
@@ -79,8 +83,9 @@ def plan_inputs(p: Plan) -> dict:
     return {**layout_inputs(p.tp, p.pp, p.dp, p.cp, p.ep, p.micro_batch, p.batch, p.interleave, p.sequence_parallel,
                             RECOMPUTE.index(p.recompute), p.zero_stage, p.schedule == "gpipe"),
             "ov_dp": p.overlap_grad_reduce, "ov_ag": p.overlap_param_gather,
-            "ov_tp": p.overlap_tp, "ov_pp": p.overlap_pp, "ov_cp": p.overlap_cp,
-            "act_bytes": BYTES[p.dtype] if p.dtype != "fp8" else 2, "grad_bytes": BYTES[p.grad_dtype], "opt_bytes": 12,
+            "ov_tp": p.overlap_tp, "ov_pp": p.overlap_pp, "ov_cp": p.overlap_cp, "ov_ep": p.overlap_ep,
+            "act_bytes": ACT_BYTES.get(p.dtype, 2), "grad_bytes": BYTES[p.grad_dtype], "opt_bytes": 12,
+            "q_bytes": precision.get(p.dtype).q_bytes,
             "mask_bytes": 1, "f32_bytes": 4}
 
 

@@ -84,8 +84,6 @@ def _normalised_plan(d: dict) -> dict:
             v = normalize.recompute(v)
         elif k in ("dtype", "grad_dtype"):
             v = normalize.precision(v)
-            if v == "fp4":
-                raise InputError(f"{k}: FP4 (NVFP4/MXFP4) GEMMs are not modelled yet; use fp8 or bf16")
         elif k in ("sequence_parallel", "uneven_stages", "tp_comm_overlap") and isinstance(v, str):
             v = normalize.flag(v)
             if v is None:
@@ -212,7 +210,7 @@ def resolve(model=None, plan=None, hardware=None, stack=None, *, model_fields: d
         raise InputError(f"n_gpus ({n_gpus}) != tp*pp*dp*cp ({p['tp']}*{p['pp']}*{p['dp']}*{p['cp']})")
     if p["tp"] == 1 and p["sequence_parallel"]:
         rule("sequence_parallel", False, "no sequence parallelism at tp = 1")
-    if "dtype" in stated and st.rule("grad_dtype_bf16") and p["dtype"] in ("bf16", "fp8"):
+    if "dtype" in stated and st.rule("grad_dtype_bf16") and p["dtype"] not in ("fp16", "fp32"):
         rule("grad_dtype", st.rule("grad_dtype_bf16"), f"{st.id}: bf16 runs reduce fp32 main grads")
     if "interleave" not in stated and (stated.get("schedule") == "interleaved"
                                        or (st.rule("interleave_when_pp") and p["pp"] > 1 and "schedule" not in stated)):
@@ -251,5 +249,6 @@ def resolve(model=None, plan=None, hardware=None, stack=None, *, model_fields: d
     except TypeError as exc:
         raise InputError(f"plan: {exc}") from None
     check(model_obj, plan_obj)
+    hw.peak(plan_obj.dtype)      # the profile must state the precision's peak (one line naming the dtype otherwise)
     return Spec(model=model_obj, plan=plan_obj, hardware=hw, stack=st, origin=MappingProxyType(origin),
                 stack_reason=reason)

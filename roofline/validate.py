@@ -11,6 +11,8 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   ``megatron-core``; a source or notes naming DeepSpeed -> ``megatron-deepspeed``; otherwise (Narayanan 2021,
   Korthikanti 2022) -> ``megatron-lm-2021``. Stated columns (seq_parallel, recompute, optimizer_sharding)
   override the framework's defaults.
+- Rows whose settings state the MoE all-to-all overlap (Megatron-Core ``--overlap-moe-expert-parallel-comm``,
+  "EP A2A overlap"): overlap_ep = 1 (hidden as far as the layer's compute lasts).
 - Megatron-Core rows whose notes state ``--tp-comm-overlap``: overlap_tp = (tp-1)/tp (the ring-exchange
   overlap splits each TP collective into tp steps; the first step has no GEMM chunk to hide behind).
   Megatron-Core overlaps pipeline send/recv in the interleaved schedule (on by default): overlap_pp = 1
@@ -255,6 +257,10 @@ def _plan_fields(row: dict) -> dict:
         d["recompute"] = "none"        # a blank recompute column: no recomputation (Megatron's default)
     if re.search(r"tp[-_]comm[-_]overlap(?!\s*=\s*false)", text):
         d["tp_comm_overlap"] = True
+    # Megatron-Core --overlap-moe-expert-parallel-comm (Megatron-Bridge comm_overlap moe a2a): the all-to-all hides
+    # behind another micro-batch's compute as far as that compute lasts (formulas/step.py)
+    if re.search(r"ep a2a overlap|overlap[-_ ]moe[-_ ]expert[-_ ]parallel[-_ ]comm(?!\s*=\s*false)", text):
+        d["overlap_ep"] = 1.0
     return d
 
 

@@ -70,6 +70,8 @@ class Op:
     ctas: tuple = ()                       # thread blocks of the grid (forward, backward),
     kblock: tuple = ()                     # keys per block (flash_blocks; forward, backward)
     kernels: tuple = ()                    # class bmm: ((direction, Kernel), ...), one roofline each (bmm_time)
+    hp: bool = False                       # a GEMM kept at the 16-bit peak under a low-precision recipe (precision.py)
+    q_elems: tuple = (sp.Integer(0), sp.Integer(0))   # elements a low-precision recipe quantizes (forward, backward)
 
 
 @dataclass(frozen=True)
@@ -81,8 +83,12 @@ class Kernel:
     k: sp.Expr              # reduction length K
 
 
-def gemm(name: str, m, k, n, batch=1, model=1, on=sp.Integer(1)) -> Op:
+def gemm(name: str, m, k, n, batch=1, model=1, on=sp.Integer(1), hp=False) -> Op:
     """C[m,n] = A[m,k] B[k,n]: 2mkn FLOPs; backward = dgrad + wgrad = 2x (Narayanan et al. 2021 sec 5.1).
+
+    ``hp``: the GEMM stays at the 16-bit peak under an FP8/FP4 recipe (LM head, router: roofline/precision.py);
+    otherwise it runs at the plan's dtype peak and its input (forward) and output gradient (backward) are quantized
+    (``q_elems``, priced by ``quantize_op``).
 
     ``model`` scales the FLOPs counted as model FLOPs (0: not counted; 1/max(1, capacity) for expert
     GEMMs: padding to a capacity factor above 1 is executed work, not model work, and below 1 the
@@ -90,7 +96,23 @@ def gemm(name: str, m, k, n, batch=1, model=1, on=sp.Integer(1)) -> Op:
     """
     f = on * 2 * m * k * n * batch
     b = on * S.act_bytes * (m * k + k * n + m * n) * batch
-    return Op(name, "gemm", f, b, 2 * f, 2 * b, f * model, sp.Min(m, k, n), on)
+    q = (sp.Integer(0), sp.Integer(0)) if hp else (on * m * k * batch, on * m * n * batch)
+    return Op(name, "gemm", f, b, 2 * f, 2 * b, f * model, sp.Min(m, k, n), on, hp=hp, q_elems=q)
+
+
+low_precision = sp.Min(1, S.q_bytes)     # 1 under an FP8/FP4 recipe (its quantization moves bytes), 0 in 16 bits
+
+
+def quantize_op(ops: list[Op]) -> Op:
+    """The quantization kernels of a low-precision recipe for the GEMMs of ``ops``, as one memory-bound op: in
+    forward each GEMM's input activation, in backward the gradient of its output (Transformer Engine casts before
+    every FP8/FP4 GEMM; the weights are cast once per step and cached, left out), ``q_bytes`` of HBM traffic per
+    element (roofline/precision.py, per recipe). 2 FLOP per element: the amax comparison and the scaling
+    (HBM-bound, ~0.5 FLOP/B). Off (no time, no t0) in 16-bit training."""
+    n_f = sp.Add(*[o.q_elems[0] for o in ops])
+    n_b = sp.Add(*[o.q_elems[1] for o in ops])
+    on = low_precision
+    return Op("quantize", "elem", on * 2 * n_f, on * S.q_bytes * n_f, on * 2 * n_b, on * S.q_bytes * n_b, on=on)
 
 
 def elementwise(name: str, cls: str, n_elems, reads_fwd, writes_fwd, reads_bwd, writes_bwd, flops_per_elem=1) -> Op:
@@ -137,7 +159,7 @@ def bmm_time(kn: Kernel, direction: str) -> sp.Expr:
     """Roofline of one batched GEMM kernel: max(F (K + dhalf) / K / (P kappa eta), (B + rho reread) / (W mu))."""
     dhalf, rho = (S.BMM_SHAPE[n, direction] for n in ("dhalf", "reread"))
     key = ("bmm", direction)
-    return sp.Max(kn.f * bmm_slowdown(kn.k, dhalf) / (S.peak * S.clock * S.EFF_FLOP[key]),
+    return sp.Max(kn.f * bmm_slowdown(kn.k, dhalf) / (S.peak_hp * S.clock * S.EFF_FLOP[key]),
                   (kn.b + rho * kn.reread) / (S.hbm_bw * S.EFF_MEM[key]), evaluate=False)
 
 
@@ -315,7 +337,7 @@ def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0
         elementwise("norm_mlp", "norm", hid, 1, 1, 2, 1, 8),
         # the router runs on the tokens a rank holds before the dispatcher gathers them (SP-split under TP;
         # Megatron-Core moe_layer.py: router(hidden_states), then token_dispatcher)
-        gemm("router", tok_sp, h, S.experts, on=moe_on),
+        gemm("router", tok_sp, h, S.experts, on=moe_on, hp=True),
         gemm("mlp_up", tokens * rt, h, f * (1 + S.gated) / t, model=mlp_model),
         # GELU: read 1 write 1; SwiGLU: read 2 write 1 (backward: read inputs and grad, write input grads);
         # 8 FLOP/element: tanh-GELU 0.5 x (1 + tanh(0.79788 (x + 0.044715 x^3))) = 7 arithmetic ops + tanh;
@@ -346,7 +368,7 @@ def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0
                             1 + S.gated, 8), on_s),
             _on(gemm("shared_down", tokens, shared / t, h), on_s),
         ]
-    return ops
+    return [*ops, quantize_op(ops)]
 
 
 def _on(op: Op, on) -> Op:
@@ -355,7 +377,8 @@ def _on(op: Op, on) -> Op:
     from dataclasses import replace
     dmin = sp.Max(1, op.dmin) if op.dmin is not None else None
     return replace(op, f_fwd=on * op.f_fwd, b_fwd=on * op.b_fwd, f_bwd=on * op.f_bwd, b_bwd=on * op.b_bwd,
-                   model_f_fwd=on * op.model_f_fwd, on=on * op.on, dmin=dmin)
+                   model_f_fwd=on * op.model_f_fwd, on=on * op.on, dmin=dmin,
+                   q_elems=(on * op.q_elems[0], on * op.q_elems[1]))
 
 
 def mtp_ops() -> list[Op]:
@@ -365,9 +388,10 @@ def mtp_ops() -> list[Op]:
     (column-parallel, no bias). The embedding lookup, the final norm, the shared LM head and the cross-entropy are
     embedding_ops and head_ops once more (step.edges)."""
     hid = tok_sp * S.d_model
-    return [elementwise("mtp_enorm", "norm", hid, 1, 1, 2, 1, 8),
-            elementwise("mtp_hnorm", "norm", hid, 1, 1, 2, 1, 8),
-            gemm("mtp_eh_proj", tokens, 2 * S.d_model, S.d_model / S.tp)]
+    ops = [elementwise("mtp_enorm", "norm", hid, 1, 1, 2, 1, 8),
+           elementwise("mtp_hnorm", "norm", hid, 1, 1, 2, 1, 8),
+           gemm("mtp_eh_proj", tokens, 2 * S.d_model, S.d_model / S.tp)]
+    return [*ops, quantize_op(ops)]
 
 
 def embedding_ops() -> list[Op]:
@@ -400,7 +424,7 @@ def head_ops() -> list[Op]:
     logits = tokens * vocab_pad / S.tp
     return [
         elementwise("final_norm", "norm", hid, 1, 1, 2, 1, 8),
-        gemm("lm_head", tokens, S.d_model, vocab_pad / S.tp),
+        gemm("lm_head", tokens, S.d_model, vocab_pad / S.tp, hp=True),
         # fp32 softmax over logits: read logits (2 B), write fp32 (4 B) forward; read, write grad backward.
         # FLOP per logit: forward 5 = max, subtract, exp, sum, normalise (Megatron cross_entropy.py:
         # exp_logits /= sum_exp_logits); backward 2 = (softmax - one-hot) x the loss gradient
@@ -428,10 +452,11 @@ def op_time(op: Op, direction: str) -> sp.Expr:
         i = ("fwd", "bwd").index(direction)
         shape = attention_shape(op.head_dim, op.ctas[i], op.kblock[i], S.sms,
                                 *[S.ATTN_SHAPE[k, direction] for k in ("d_soft", "d_reg", "uneven", "d_io")])
-        compute = f * shape / (S.peak * S.clock * S.EFF_FLOP[key])
+        compute = f * shape / (S.peak_hp * S.clock * S.EFF_FLOP[key])
     elif op.cls in ("gemm", "attn"):
         sat = op.dmin / (op.dmin + S.gemm_dhalf) if op.dmin is not None else 1
-        compute = f / (S.peak * S.clock * S.EFF_FLOP[key] * sat)
+        peak = S.peak_hp if (op.hp or op.cls == "attn") else S.peak      # attention core and 16-bit GEMMs
+        compute = f / (peak * S.clock * S.EFF_FLOP[key] * sat)
     else:
         compute = f / (S.peak_vec * S.clock * S.EFF_FLOP[key])
     memory = b / (S.hbm_bw * S.EFF_MEM[key])

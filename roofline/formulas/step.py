@@ -128,6 +128,10 @@ def layer(ops, tp_blocks, ep) -> Layer:
     # forward; times (2 + r) passes: fwd, bwd, and the recomputed forward
     tp_raw = (tp_blocks * tp_collective() + mla_gather_delta()) * (2 + S.rc_full)
     tp = CM.exposed(tp_raw, gemm_fwd * (3 + S.rc_full), S.ov_tp)
+    # Megatron-Core --overlap-moe-expert-parallel-comm (with --delay-wgrad-compute) runs one micro-batch's dispatch /
+    # combine all-to-all beside another micro-batch's forward or backward (the combined 1F1B of
+    # megatron/core/pipeline_parallel/combined_1f1b.py): it can hide behind the layer's compute of both passes
+    ep = CM.exposed(ep, fwd + bwd, S.ov_ep)
     cp = CM.exposed(cp_layer(), time_of(core, "fwd") * (1 + 2 + S.rc_full), S.ov_cp)
     # the backward pass's share (with the recomputed forward): TP and EP (1 + r) of (2 + r) passes,
     # CP (2 + r) of (3 + r) (the backward ring carries dK and dV as well)

@@ -105,15 +105,21 @@ ov_dp = _s("ov_dp", "", "fraction of the DP gradient reduce hidden behind backwa
 ov_ag = _s("ov_ag", "", "fraction of the parameter all-gather hidden behind forward (0..1)", "plan", r"o_{g}")
 ov_tp = _s("ov_tp", "", "fraction of TP/SP communication hidden behind GEMMs (0..1)", "plan", r"o_{t}")
 ov_pp = _s("ov_pp", "", "fraction of pipeline send/recv hidden behind compute (0..1)", "plan", r"o_{p}")
+ov_ep = _s("ov_ep", "", "fraction of the MoE all-to-all hidden behind another micro-batch's compute (0..1; Megatron-Core "
+            "--overlap-moe-expert-parallel-comm)", "plan", r"o_{e}")
 ov_cp = _s("ov_cp", "", "fraction of ring-attention KV exchange hidden behind attention (0..1)", "plan", r"o_{c}")
 act_bytes = _s("act_bytes", "bytes", "bytes per activation/weight element (2 for bf16/fp16)", "plan", r"\beta_{a}")
 grad_bytes = _s("grad_bytes", "bytes", "bytes per gradient element in the reduce and buffer", "plan", r"\beta_{g}")
 mask_bytes = _s("mask_bytes", "bytes", "bytes per dropout-mask element (1)", "plan", r"\beta_{m}")
 f32_bytes = _s("f32_bytes", "bytes", "bytes per fp32 element (4): logits in the loss", "plan", r"\beta_{32}")
+q_bytes = _s("q_bytes", "bytes", "HBM bytes the low-precision recipe's quantization kernels move per quantized GEMM "
+             "operand element (0 in 16-bit training; roofline/precision.py)", "plan", r"\beta_{q}")
 opt_bytes = _s("opt_bytes", "bytes", "optimizer-state bytes per parameter (Adam: fp32 master + 2 moments = 12)", "plan", r"\beta_{o}")
 
 # ---- hardware -----------------------------------------------------------------------------
-peak = _s("peak", "flop/time", "dense peak FLOP/s of the matmul dtype", "hardware", "P")
+peak = _s("peak", "flop/time", "dense peak FLOP/s of the plan's matmul dtype (the low-precision peak of an FP8/FP4 recipe's linear layers)", "hardware", "P")
+peak_hp = _s("peak_hp", "flop/time", "dense peak FLOP/s of the GEMMs kept in 16 bits under a low-precision recipe "
+             "(attention core, LM head, router); = P in 16-bit training", "hardware", "P_{16}")
 peak_vec = _s("peak_vec", "flop/time", "peak FLOP/s of non-matmul (vector) units", "hardware", "P_{v}")
 clock = _s("clock", "", "sustained/burst ratio of the compute rate under a power-capped training load (0..1]", "hardware",
            r"\kappa")

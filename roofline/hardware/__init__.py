@@ -18,6 +18,7 @@ from pathlib import Path
 
 import yaml
 
+from .. import precision
 from .. import schema as S
 from ..errors import InputError
 
@@ -106,10 +107,16 @@ class Hardware:
             S.positive(bw, f"{w}: collectives.{link}.{c}.busbw (B/s)")
 
     def peak(self, dtype: str) -> float:
-        p = self.peak_flops.get(dtype)
+        """Dense peak FLOP/s of a dtype or of a training precision's low-precision GEMMs ('mxfp8' -> fp8)."""
+        key = precision.peak_key(dtype)
+        p = self.peak_flops.get(key)
         if not p:
-            raise InputError(f"{self.id} has no {dtype} peak FLOP/s in its profile")
+            raise InputError(f"{self.id} has no {key} peak FLOP/s in its profile" + (f" (needed by {dtype})" if key != dtype else ""))
         return p
+
+    def peak_16bit(self, dtype: str) -> float:
+        """Peak FLOP/s of the GEMMs a precision keeps in 16 bits (attention core, LM head, router: precision.py)."""
+        return self.peak(precision.high_key(dtype))
 
     def vector_peak(self) -> float:
         return self.peak_flops.get("fp32") or self.peak("bf16") * _defaults()["vector_fraction"]
@@ -302,9 +309,9 @@ def raw(ref: str, _seen=(), by: str = "", folder: Path | None = None) -> dict:
         data = _merge(base, {k: v for k, v in data.items() if k != "base"})
         data["_calibrated"] = cal
     if "efficiency_from" in data:
-        src = _own(data["efficiency_from"], f"profile {path}: efficiency_from", path.parent)
-        data["efficiency"] = _merge(src.get("efficiency") or {}, data.get("efficiency") or {})
-        if "compute" in src.get("_calibrated", []):
+        src, eff, calibrated = _efficiency_chain(data["efficiency_from"], f"profile {path}: efficiency_from", path.parent)
+        data["efficiency"] = _merge(eff, data.get("efficiency") or {})
+        if calibrated:
             data["_calibrated"] = list(data["_calibrated"]) + ["compute"]
         prov = dict(data.get("provenance") or {})
         prov["compute_curves_from"] = f"{data['efficiency_from']}: {(src.get('provenance') or {}).get('source', '')}"
@@ -328,6 +335,21 @@ def raw(ref: str, _seen=(), by: str = "", folder: Path | None = None) -> dict:
         data["provenance"] = prov
     data["_path"] = str(path)
     return data
+
+
+def _efficiency_chain(ref: str, by: str, folder: Path, _seen: tuple = ()) -> tuple[dict, dict, bool]:
+    """(the named profile's own keys, its compute curves, whether they are fitted) following its own
+    ``efficiency_from`` (a datasheet profile that borrows curves lends them on with its overrides on top)."""
+    path = _find(ref, by, folder)
+    if str(path.resolve()) in _seen:
+        raise InputError(f"{by}: circular 'efficiency_from' reference ({ref})")
+    src = _own(ref, by, folder)
+    eff, calibrated = src.get("efficiency") or {}, "compute" in src["_calibrated"]
+    if "efficiency_from" in src:
+        _, up, up_cal = _efficiency_chain(src["efficiency_from"], f"profile {path}: efficiency_from", path.parent,
+                                          _seen + (str(path.resolve()),))
+        eff, calibrated = _merge(up, eff), calibrated or up_cal
+    return src, eff, calibrated
 
 
 def _own(ref: str, by: str = "", folder: Path | None = None) -> dict:

@@ -1,0 +1,73 @@
+"""Training precisions (a plan's ``dtype``): which tensor-core peak the GEMMs run at, and the HBM traffic of the
+quantization kernels a low-precision recipe adds. The one table; config, normalize, hardware and predict read it.
+
+Which GEMMs run in low precision (Megatron-Core with Transformer Engine): the linear layers of every transformer
+layer (QKV / MLA projections, attention output, MLP or expert GEMMs: TE modules under ``fp8_autocast``; fprop,
+dgrad and wgrad). The rest stays at the 16-bit peak: the attention core (TE DotProductAttention in BF16 unless
+``--fp8-dot-product-attention``, default off, megatron/training/arguments.py), the LM head
+(megatron/core/models/gpt/gpt_model.py: ``output_layer`` is a tensor_parallel.ColumnParallelLinear, not a TE module)
+and the MoE router (moe/router.py: F.linear in the router dtype).
+
+Quantization traffic, bytes per element of a GEMM operand quantized (formulas/compute.py ``quantize_op``): in
+forward the input activation, in backward the gradient of the output (weights are cast once per step and cached:
+TE ``is_first_microbatch``, amortised over the micro-batches and left out). Per recipe, from Transformer Engine's
+quantizers (transformer_engine/pytorch/tensor/*):
+- ``fp8`` (DelayedScaling, Megatron's default ``--fp8-recipe delayed``): one fused cast-transpose kernel, read the
+  16-bit tensor (2 B), write the FP8 row-wise copy (1 B) and the transposed copy the other GEMM needs (1 B); the
+  amax is taken in the same pass and the scale comes from the amax history: 4 B.
+- ``fp8-cs`` (Float8CurrentScaling, ``--fp8-recipe tensorwise``): the scale needs this tensor's amax first, an
+  extra read pass (2 B) before the cast-transpose: 6 B.
+- ``fp8-block`` (Float8BlockScaling, ``--fp8-recipe blockwise``, DeepSeek-V3's 1x128 / 128x128 tiles): amax per
+  tile in the casting kernel, row-wise and column-wise FP8 copies with one fp32 scale per 128 elements each:
+  2 + 2 x (1 + 4/128) = 4.0625 B.
+- ``mxfp8`` (MXFP8BlockScaling, ``--fp8-recipe mxfp8``): row-wise and column-wise FP8 copies, each with one
+  E8M0 scale byte per 32 elements: 2 + 2 x (1 + 1/32) = 4.0625 B.
+- ``nvfp4`` (NVFP4BlockScaling): the per-tensor amax of the two-level scaling (an extra read, 2 B), then row-wise
+  and column-wise 4-bit copies with one E4M3 scale per 16 elements: 2 + 2 + 2 x (0.5 + 1/16) = 5.125 B.
+ASSUMED: no fusion of the cast into the preceding norm (TE's LayerNormLinear can write FP8 directly for some
+recipes, saving the 2-byte read of QKV and fc1 inputs), so these are upper bounds of a few % of a layer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Precision:
+    name: str
+    peak: str            # the profile's peak_flops key of the low-precision GEMMs
+    q_bytes: float       # quantization HBM bytes per quantized element (0: no quantization)
+    label: str           # how people write it
+
+
+PRECISIONS = {p.name: p for p in (
+    Precision("bf16", "bf16", 0.0, "BF16"),
+    Precision("fp16", "fp16", 0.0, "FP16"),
+    Precision("fp32", "fp32", 0.0, "FP32"),
+    Precision("fp8", "fp8", 4.0, "FP8 delayed scaling (Megatron --fp8-recipe delayed, the default)"),
+    Precision("fp8-cs", "fp8", 6.0, "FP8 current (per-tensor) scaling, --fp8-recipe tensorwise"),
+    Precision("fp8-block", "fp8", 2 + 2 * (1 + 4 / 128), "FP8 blockwise scaling (DeepSeek-V3), --fp8-recipe blockwise"),
+    Precision("mxfp8", "fp8", 2 + 2 * (1 + 1 / 32), "MXFP8 (E8M0 scale per 32 elements), --fp8-recipe mxfp8"),
+    Precision("nvfp4", "fp4", 2 + 2 + 2 * (0.5 + 1 / 16), "NVFP4 (E4M3 scale per 16 elements + per-tensor scale)"),
+)}
+NAMES = tuple(PRECISIONS)
+HIGH = ("bf16", "fp16", "fp32")          # no quantization: every GEMM at this dtype's peak
+
+
+def get(name: str) -> Precision:
+    return PRECISIONS[name]
+
+
+def peak_key(name: str) -> str:
+    """The peak_flops key of the plan's low-precision GEMMs ('fp8-cs' -> 'fp8'); unknown names pass through."""
+    p = PRECISIONS.get(name)
+    return p.peak if p else name
+
+
+def high_key(name: str) -> str:
+    """The peak_flops key of the GEMMs that stay in 16 bits (attention core, LM head, router)."""
+    return name if name in HIGH else "bf16"
+
+
+def low_precision(name: str) -> bool:
+    return name in PRECISIONS and name not in HIGH
