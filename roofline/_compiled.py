@@ -2,7 +2,7 @@
 # fmt: off
 import numpy as np
 
-INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'clock', 'cp', 'cuda_context', 'd_model', 'dense_layers', 'dp', 'dropout', 'ep', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'head_dim', 'heads', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_mb', 'host_rc', 'interleave', 'kv_heads', 'kv_lora', 'layers', 'learned_pos', 'mask_bytes', 'micro_batch', 'moe_ffn', 'mtp', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_ep', 'ov_pp', 'ov_tp', 'peak', 'peak_hp', 'peak_vec', 'pp', 'q_bytes', 'q_lora', 'qk_nope', 'qk_rope', 'rc_full', 'rc_sel', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'v_head', 'vocab', 'z_grad', 'z_os', 'z_param')
+INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'clock', 'cp', 'cuda_context', 'd_model', 'dense_layers', 'dp', 'dropout', 'ep', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'etp', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'head_dim', 'heads', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_mb', 'host_rc', 'interleave', 'kv_heads', 'kv_lora', 'layers', 'learned_pos', 'mask_bytes', 'micro_batch', 'moe_ffn', 'mtp', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_ep', 'ov_pp', 'ov_tp', 'peak', 'peak_hp', 'peak_vec', 'pp', 'q_bytes', 'q_lora', 'qk_nope', 'qk_rope', 'rc_full', 'rc_sel', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'v_head', 'vocab', 'z_grad', 'z_os', 'z_param')
 OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_host_overhead', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'pp_bubble_ratio', 'micro_batches', 't_microbatch_stage', 't_layer_fwd', 't_layer_bwd', 't_layer_recompute', 't_layer_tp_comm', 't_layer_cp_comm', 't_layer_ep_comm', 't_layer_comm_bwd', 't_layer_host', 't_dense_layer_fwd', 't_dense_layer_bwd', 't_dense_layer_recompute', 't_dense_layer_tp_comm', 't_dense_layer_cp_comm', 't_dense_layer_ep_comm', 't_dense_layer_comm_bwd', 't_dense_layer_host', 'stage_layers', 'stage_dense_layers', 'stage_mtp_layers', 't_tp_grad_reduce', 't_embed_fwd', 't_embed_bwd', 't_head_fwd', 't_head_bwd', 'head_stage_heavier', 't_edge_host', 't_microbatch_host', 't_pp_send_recv', 'flops', 'hardware_flops', 'flops_megatron', 'bytes_tp_fwd', 'bytes_tp_bwd', 'bytes_tp_inter', 'bytes_cp_fwd', 'bytes_cp_bwd', 'bytes_cp_inter', 'bytes_ep_fwd', 'bytes_ep_bwd', 'bytes_ep_inter', 'bytes_pp_fwd', 'bytes_pp_bwd', 'bytes_pp_inter', 'bytes_dp_fwd', 'bytes_dp_bwd', 'bytes_dp_inter', 'flops_forward', 'flops_backward', 'flops_attention', 'flops_lm_head', 'n_gpus', 'mfu', 'mfu_megatron', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'mem_logits', 'mem_first_stage', 'mem_last_stage', 'mem_reserve', 'mem_cuda_context', 'mem_nccl', 'mem_fragmentation', 'params', 'active_params', 'params_rank', 'params_embedding', 'params_expert', 'params_mtp')
 
 
@@ -70,6 +70,7 @@ def evaluate(x):
     eta_optim_fwd = x['eta_optim_fwd']
     eta_softmax_bwd = x['eta_softmax_bwd']
     eta_softmax_fwd = x['eta_softmax_fwd']
+    etp = x['etp']
     experts = x['experts']
     f32_bytes = x['f32_bytes']
     ffn_hidden = x['ffn_hidden']
@@ -166,830 +167,838 @@ def evaluate(x):
     z_grad = x['z_grad']
     z_os = x['z_os']
     z_param = x['z_param']
-    _x0 = tp**(-1.0)
-    _x1 = np.maximum(1, np.minimum(gpus_per_node, tp))
-    _x2 = _x1**(-1.0)
-    _x3 = _x2*tp
-    _x4 = 2*_x3 - 2
-    _x5 = bw_ar_inter**(-1.0)
-    _x6 = _x4*_x5
-    _x7 = interleave**(-1.0)
-    _x8 = pp**(-1.0)
-    _x9 = interleave*np.ceil(_x7*_x8*layers)
-    _x10 = np.minimum(1, kv_lora)
-    _x11 = kv_lora + qk_rope
-    _x12 = _x11*d_model
-    _x13 = biases + 1
-    _x14 = d_model*q_lora
-    _x15 = _x10*np.minimum(1, q_lora)
-    _x16 = _x10*(_x12 + _x13*kv_lora + _x15*(_x13*q_lora + _x14))
-    _x17 = _x16*_x9
-    _x18 = bw_ar_intra**(-1.0)
-    _x19 = _x18*grad_bytes
-    _x20 = 2*_x1 - 2
-    _x21 = _x2*_x20
-    _x22 = _x20*alpha_ar_intra + _x4*alpha_ar_inter
-    _x23 = _x10*seq_par
-    _x24 = _x23*(_x0*_x17*_x6*grad_bytes + _x17*_x19*_x21 + _x22)
-    _x25 = pp - 1
-    _x26 = _x25*_x7
-    _x27 = dp**(-1.0)
-    _x28 = micro_batch**(-1.0)
-    _x29 = _x28*global_batch
-    _x30 = _x27*_x29
-    _x31 = cp - 1
-    _x32 = rc_full + 3
-    _x33 = cp*tp
-    _x34 = np.where((_x33 <= gpus_per_node), 1, 0)
-    _x35 = bw_p2p_intra**(-1.0)
-    _x36 = cp**(-1.0)
-    _x37 = _x36*seq_len
-    _x38 = _x37*micro_batch
-    _x39 = _x38*act_bytes
-    _x40 = _x10*heads
-    _x41 = 1 - _x10
-    _x42 = _x10*v_head
-    _x43 = qk_nope + qk_rope
-    _x44 = _x10*_x43
-    _x45 = _x41*head_dim
-    _x46 = _x42 + _x44 + 2*_x45
-    _x47 = _x46*(_x40 + _x41*kv_heads)
-    _x48 = _x0*_x47
-    _x49 = _x39*_x48
-    _x50 = 1 - _x34
-    _x51 = bw_p2p_inter**(-1.0)
-    _x52 = _x31*_x32*(_x34*(_x35*_x49 + alpha_p2p_intra) + _x50*(_x49*_x51 + alpha_p2p_inter))
-    _x53 = flash*t0_attn_fwd
-    _x54 = 1 - flash
-    _x55 = 1 - swa_frac
-    _x56 = clock**(-1.0)
-    _x57 = _x56/peak_vec
-    _x58 = _x57/eta_softmax_fwd
-    _x59 = seq_len**2
-    _x60 = _x36*_x59
-    _x61 = _x0*heads
-    _x62 = _x61*micro_batch
-    _x63 = _x60*_x62
-    _x64 = mu_softmax_fwd**(-1.0)
-    _x65 = 2*act_bytes
-    _x66 = dropout*(_x65 + mask_bytes)
-    _x67 = hbm_bw**(-1.0)
-    _x68 = _x54*_x62
-    _x69 = _x60*_x68
-    _x70 = _x67*_x69
-    _x71 = _x44 + _x45
-    _x72 = 2*flash
-    _x73 = _x60*(2 - _x72)
-    _x74 = _x62*_x71*_x73
-    _x75 = peak_hp**(-1.0)
-    _x76 = _x56*_x75
-    _x77 = _x76/eta_bmm_fwd
-    _x78 = _x67/mu_bmm_fwd
-    _x79 = _x71*seq_len
-    _x80 = _x68*act_bytes
-    _x81 = _x80*(_x36*_x79 + _x60 + _x79)
-    _x82 = seq_len**(-1.0)
-    _x83 = _x42 + _x45
-    _x84 = _x61*_x83
-    _x85 = _x73*_x84*micro_batch
-    _x86 = (1/128)*_x45
-    _x87 = _x60*_x80
-    _x88 = _x87*(np.ceil((1/128)*_x42 + _x86) - 1)
-    _x89 = _x83*seq_len
-    _x90 = _x36*_x89
-    _x91 = _x80*(_x60 + _x89 + _x90)
-    _x92 = _x67*act_bytes
-    _x93 = _x92/mu_attn_fwd
-    _x94 = _x46*heads
-    _x95 = _x0*micro_batch
-    _x96 = _x95*flash
-    _x97 = _x96*(_x37*_x94 + _x47*seq_len)
-    _x98 = _x55*_x97
-    _x99 = np.ceil((1/128)*_x37)
-    _x100 = (1/32)*_x45
-    _x101 = np.ceil(_x100 + (1/64)*_x42 + (1/64)*_x44)
-    _x102 = (1/2)*_x42 + (1/2)*_x44 + _x45
+    _x0 = np.maximum(1, np.minimum(gpus_per_node, tp))
+    _x1 = _x0**(-1.0)
+    _x2 = _x1*tp
+    _x3 = 2*_x2 - 2
+    _x4 = interleave**(-1.0)
+    _x5 = pp**(-1.0)
+    _x6 = interleave*np.ceil(_x4*_x5*layers)
+    _x7 = np.minimum(1, kv_lora)
+    _x8 = kv_lora + qk_rope
+    _x9 = _x8*d_model
+    _x10 = biases + 1
+    _x11 = d_model*q_lora
+    _x12 = _x7*np.minimum(1, q_lora)
+    _x13 = _x7*(_x10*kv_lora + _x12*(_x10*q_lora + _x11) + _x9)
+    _x14 = _x13*_x6
+    _x15 = tp**(-1.0)
+    _x16 = bw_ar_inter**(-1.0)
+    _x17 = _x16*grad_bytes
+    _x18 = _x15*_x17
+    _x19 = bw_ar_intra**(-1.0)
+    _x20 = _x19*grad_bytes
+    _x21 = 2*_x0 - 2
+    _x22 = _x1*_x21
+    _x23 = _x21*alpha_ar_intra + _x3*alpha_ar_inter
+    _x24 = _x7*seq_par
+    _x25 = _x24*(_x14*_x18*_x3 + _x14*_x20*_x22 + _x23)
+    _x26 = pp - 1
+    _x27 = _x26*_x4
+    _x28 = dp**(-1.0)
+    _x29 = micro_batch**(-1.0)
+    _x30 = _x29*global_batch
+    _x31 = _x28*_x30
+    _x32 = cp - 1
+    _x33 = rc_full + 3
+    _x34 = cp*tp
+    _x35 = np.where((_x34 <= gpus_per_node), 1, 0)
+    _x36 = bw_p2p_intra**(-1.0)
+    _x37 = _x7*heads
+    _x38 = 1 - _x7
+    _x39 = _x7*v_head
+    _x40 = qk_nope + qk_rope
+    _x41 = _x40*_x7
+    _x42 = _x38*head_dim
+    _x43 = _x39 + _x41 + 2*_x42
+    _x44 = _x43*(_x37 + _x38*kv_heads)
+    _x45 = cp**(-1.0)
+    _x46 = _x45*seq_len
+    _x47 = _x46*micro_batch
+    _x48 = _x47*act_bytes
+    _x49 = _x15*_x48
+    _x50 = _x44*_x49
+    _x51 = 1 - _x35
+    _x52 = bw_p2p_inter**(-1.0)
+    _x53 = _x32*_x33*(_x35*(_x36*_x50 + alpha_p2p_intra) + _x51*(_x50*_x52 + alpha_p2p_inter))
+    _x54 = flash*t0_attn_fwd
+    _x55 = 1 - flash
+    _x56 = 1 - swa_frac
+    _x57 = clock**(-1.0)
+    _x58 = _x57/peak_vec
+    _x59 = _x58/eta_softmax_fwd
+    _x60 = seq_len**2
+    _x61 = _x45*_x60
+    _x62 = _x15*heads
+    _x63 = _x62*micro_batch
+    _x64 = _x61*_x63
+    _x65 = mu_softmax_fwd**(-1.0)
+    _x66 = 2*act_bytes
+    _x67 = dropout*(_x66 + mask_bytes)
+    _x68 = hbm_bw**(-1.0)
+    _x69 = _x55*_x63
+    _x70 = _x61*_x69
+    _x71 = _x68*_x70
+    _x72 = _x41 + _x42
+    _x73 = 2*flash
+    _x74 = _x61*(2 - _x73)
+    _x75 = _x63*_x72*_x74
+    _x76 = peak_hp**(-1.0)
+    _x77 = _x57*_x76
+    _x78 = _x77/eta_bmm_fwd
+    _x79 = _x68/mu_bmm_fwd
+    _x80 = _x72*seq_len
+    _x81 = _x69*act_bytes
+    _x82 = _x81*(_x45*_x80 + _x61 + _x80)
+    _x83 = seq_len**(-1.0)
+    _x84 = _x39 + _x42
+    _x85 = _x62*_x84
+    _x86 = _x74*_x85*micro_batch
+    _x87 = (1/128)*_x42
+    _x88 = _x61*_x81
+    _x89 = _x88*(np.ceil((1/128)*_x39 + _x87) - 1)
+    _x90 = _x84*seq_len
+    _x91 = _x45*_x90
+    _x92 = _x81*(_x61 + _x90 + _x91)
+    _x93 = _x15*act_bytes
+    _x94 = _x93/mu_attn_fwd
+    _x95 = _x43*heads
+    _x96 = flash*micro_batch
+    _x97 = _x68*_x96*(_x44*seq_len + _x46*_x95)
+    _x98 = _x56*_x97
+    _x99 = np.ceil((1/128)*_x46)
+    _x100 = (1/32)*_x42
+    _x101 = np.ceil(_x100 + (1/64)*_x39 + (1/64)*_x41)
+    _x102 = (1/2)*_x39 + (1/2)*_x41 + _x42
     _x103 = np.minimum(1, 32*_x101 - _x102)
-    _x104 = np.ceil(_x100 + (1/32)*_x44)
+    _x104 = np.ceil(_x100 + (1/32)*_x41)
     _x105 = 32*_x101
     _x106 = (1/32)/_x101
     _x107 = sms**(-1.0)
-    _x108 = _x107*_x62
+    _x108 = _x107*_x63
     _x109 = 64*(_x103*attn_uneven_fwd + 1)*(_x105/attn_dreg_fwd + _x106*attn_dsoft_fwd + attn_dio_fwd*np.where((_x104 <= 2), 1/128, 1/64) + 1)*np.ceil(_x108*_x99)/(_x99*eta_attn_fwd)
-    _x110 = _x55*(1 - 1/2*causal)
-    _x111 = _x110*_x60
-    _x112 = _x101*_x46*_x76*flash*sms/_x102
+    _x110 = _x56*(1 - 1/2*causal)
+    _x111 = _x110*_x61
+    _x112 = _x101*_x43*_x77*flash*sms/_x102
     _x113 = _x111*_x112
     _x114 = _x97*swa_frac
     _x115 = np.minimum(seq_len, swa_window)
-    _x116 = swa_frac*(causal*(-1/2*_x115**2*_x82 + _x115) + seq_len*(1 - causal))
-    _x117 = _x112*_x116*_x37
-    _x118 = _x53*_x55 + _x53*swa_frac + 2*_x54*t0_bmm_fwd + _x54*t0_softmax_fwd + np.maximum(_x109*_x113, _x93*_x98) + np.maximum(_x109*_x117, _x114*_x93) + np.maximum(_x78*_x81, _x74*_x77*(1 + bmm_dhalf_fwd/_x71)) + np.maximum(_x78*(_x88*bmm_reread_fwd + _x91), _x77*_x85*(_x82*bmm_dhalf_fwd + 1)) + np.maximum(_x64*_x70*(_x65 + _x66), _x58*_x63*(5 - 5*flash))
-    _x119 = np.maximum(0, -_x118*_x32 + _x52)
+    _x116 = swa_frac*(causal*(-1/2*_x115**2*_x83 + _x115) + seq_len*(1 - causal))
+    _x117 = _x112*_x116*_x46
+    _x118 = _x54*_x56 + _x54*swa_frac + 2*_x55*t0_bmm_fwd + _x55*t0_softmax_fwd + np.maximum(_x109*_x113, _x94*_x98) + np.maximum(_x109*_x117, _x114*_x94) + np.maximum(_x79*_x82, _x75*_x78*(1 + bmm_dhalf_fwd/_x72)) + np.maximum(_x79*(_x89*bmm_reread_fwd + _x92), _x78*_x86*(_x83*bmm_dhalf_fwd + 1)) + np.maximum(_x65*_x71*(_x66 + _x67), _x59*_x64*(5 - 5*flash))
+    _x119 = np.maximum(0, -_x118*_x33 + _x53)
     _x120 = np.where((nccl_sms < sms), _x107*nccl_sms, 0)
-    _x121 = _x119*ov_cp + _x120*ov_cp*(-_x119 + _x52) + _x52*(1 - ov_cp)
+    _x121 = _x119*ov_cp + _x120*ov_cp*(-_x119 + _x53) + _x53*(1 - ov_cp)
     _x122 = 1 - ov_tp
     _x123 = rc_full + 2
     _x124 = bw_ag_inter**(-1.0)
-    _x125 = _x3 - 1
-    _x126 = _x15*q_lora
-    _x127 = 1 - _x15
+    _x125 = _x2 - 1
+    _x126 = _x12*q_lora
+    _x127 = 1 - _x12
     _x128 = _x127*d_model
     _x129 = _x126 + _x128
-    _x130 = _x11 + _x129
+    _x130 = _x129 + _x8
     _x131 = bw_ag_intra**(-1.0)
-    _x132 = _x1 - 1
-    _x133 = _x0*d_model
-    _x134 = _x133*_x38
+    _x132 = _x0 - 1
+    _x133 = _x15*d_model
+    _x134 = _x133*_x47
     _x135 = _x134*act_bytes
     _x136 = _x125*_x135
-    _x137 = _x124*_x136
-    _x138 = d_model*seq_len
-    _x139 = _x138*_x36*micro_batch
-    _x140 = _x131*act_bytes
-    _x141 = _x132*_x2
-    _x142 = _x139*_x140*_x141
-    _x143 = _x137 + _x142
-    _x144 = _x23*(_x0*_x124*_x125*_x130*_x36*act_bytes*micro_batch*seq_len + _x130*_x131*_x132*_x2*_x36*act_bytes*micro_batch*seq_len - _x143)
-    _x145 = np.minimum(1, experts - 1)
-    _x146 = -_x145
-    _x147 = np.minimum(1, shared_ffn)
-    _x148 = _x145*_x147 + _x146 + 2
-    _x149 = 1 - seq_par
-    _x150 = _x139*act_bytes
-    _x151 = _x150*_x21
-    _x152 = _x149*(_x135*_x6 + _x151*_x18 + _x22)
-    _x153 = bw_rs_inter**(-1.0)
-    _x154 = _x136*_x153
-    _x155 = bw_rs_intra**(-1.0)
-    _x156 = _x141*_x150
-    _x157 = _x155*_x156
-    _x158 = _x125*alpha_ag_inter + _x125*alpha_rs_inter + _x132*alpha_ag_intra + _x132*alpha_rs_intra
-    _x159 = seq_par*(_x143 + _x154 + _x157 + _x158)
-    _x160 = _x123*(_x144 + _x148*(_x152 + _x159))
-    _x161 = 2*t0_gemm_fwd
-    _x162 = _x10*_x127
-    _x163 = _x133*heads
-    _x164 = _x62*_x90
-    _x165 = _x139 + _x164
-    _x166 = _x163*_x83 + _x165
-    _x167 = act_bytes/mu_gemm_fwd
-    _x168 = _x167*_x67
-    _x169 = 2*d_model
-    _x170 = _x164*_x169
-    _x171 = peak**(-1.0)
-    _x172 = _x56/eta_gemm_fwd
-    _x173 = _x171*_x172
-    _x174 = np.minimum(np.minimum(_x38, _x84), d_model)
-    _x175 = (_x174 + gemm_dhalf)/_x174
-    _x176 = head_dim*heads
-    _x177 = _x176 + 2*head_dim*kv_heads
-    _x178 = _x177*d_model
-    _x179 = _x0*_x178
-    _x180 = _x0*_x177
-    _x181 = _x180*_x38
-    _x182 = _x41*(_x139 + _x179 + _x181)
-    _x183 = 2*_x38
-    _x184 = _x179*_x41
-    _x185 = _x183*_x184
-    _x186 = np.maximum(1, np.minimum(np.minimum(_x180, _x38), d_model))
-    _x187 = (_x186 + gemm_dhalf)/_x186
-    _x188 = tp - 1
-    _x189 = (_x188*seq_par + 1)**(-1.0)
-    _x190 = _x139*_x189
-    _x191 = _x189*_x38
-    _x192 = _x11*_x191
-    _x193 = _x12 + _x190 + _x192
-    _x194 = _x10*_x168
-    _x195 = _x10*_x12
-    _x196 = _x191*_x195
-    _x197 = 2*_x196
-    _x198 = np.maximum(1, np.minimum(np.minimum(_x11, _x191), d_model))
-    _x199 = (_x198 + gemm_dhalf)/_x198
-    _x200 = _x38*kv_lora
-    _x201 = qk_nope + v_head
-    _x202 = _x201*heads
-    _x203 = _x202*kv_lora
-    _x204 = _x0*_x202
-    _x205 = _x0*_x203 + _x200 + _x204*_x38
-    _x206 = 2*kv_lora
-    _x207 = _x201*_x40
-    _x208 = _x206*_x207
-    _x209 = _x0*_x38
-    _x210 = _x208*_x209
-    _x211 = np.maximum(1, np.minimum(np.minimum(_x204, _x38), kv_lora))
-    _x212 = (_x211 + gemm_dhalf)/_x211
-    _x213 = _x43*heads
-    _x214 = _x0*_x213
-    _x215 = _x214*_x38
-    _x216 = _x162*(_x133*_x213 + _x139 + _x215)
-    _x217 = _x128*_x38
-    _x218 = _x40*_x43
-    _x219 = _x217*_x218
-    _x220 = _x0*_x219
-    _x221 = 2*_x220
-    _x222 = np.maximum(1, np.minimum(np.minimum(_x214, _x38), d_model))
-    _x223 = (_x222 + gemm_dhalf)/_x222
-    _x224 = _x14 + _x190 + _x191*q_lora
-    _x225 = _x15*_x168
-    _x226 = _x14*_x15
-    _x227 = _x191*_x226
-    _x228 = 2*_x227
-    _x229 = np.maximum(1, np.minimum(np.minimum(_x191, d_model), q_lora))
+    _x137 = d_model*seq_len
+    _x138 = _x137*_x45*micro_batch
+    _x139 = _x131*act_bytes
+    _x140 = _x1*_x132
+    _x141 = _x124*_x136 + _x138*_x139*_x140
+    _x142 = _x24*(_x1*_x130*_x131*_x132*_x45*act_bytes*micro_batch*seq_len + _x124*_x125*_x130*_x15*_x45*act_bytes*micro_batch*seq_len - _x141)
+    _x143 = np.minimum(1, experts - 1)
+    _x144 = -_x143
+    _x145 = np.minimum(1, shared_ffn)
+    _x146 = _x143*_x145 + _x144 + 2
+    _x147 = 1 - seq_par
+    _x148 = _x135*_x3
+    _x149 = _x138*act_bytes
+    _x150 = _x149*_x22
+    _x151 = _x147*(_x148*_x16 + _x150*_x19 + _x23)
+    _x152 = bw_rs_inter**(-1.0)
+    _x153 = bw_rs_intra**(-1.0)
+    _x154 = _x140*_x149
+    _x155 = seq_par*(_x125*alpha_ag_inter + _x125*alpha_rs_inter + _x132*alpha_ag_intra + _x132*alpha_rs_intra + _x136*_x152 + _x141 + _x153*_x154)
+    _x156 = _x123*(_x142 + _x146*(_x151 + _x155))
+    _x157 = 2*t0_gemm_fwd
+    _x158 = _x127*_x7
+    _x159 = _x133*heads
+    _x160 = _x63*_x91
+    _x161 = _x138 + _x160
+    _x162 = _x159*_x84 + _x161
+    _x163 = act_bytes/mu_gemm_fwd
+    _x164 = _x163*_x68
+    _x165 = 2*d_model
+    _x166 = _x160*_x165
+    _x167 = peak**(-1.0)
+    _x168 = _x57/eta_gemm_fwd
+    _x169 = _x167*_x168
+    _x170 = np.minimum(np.minimum(_x47, _x85), d_model)
+    _x171 = (_x170 + gemm_dhalf)/_x170
+    _x172 = head_dim*heads
+    _x173 = _x172 + 2*head_dim*kv_heads
+    _x174 = _x173*d_model
+    _x175 = _x15*_x174
+    _x176 = _x15*_x173
+    _x177 = _x176*_x47
+    _x178 = _x38*(_x138 + _x175 + _x177)
+    _x179 = 2*_x47
+    _x180 = _x175*_x38
+    _x181 = _x179*_x180
+    _x182 = np.maximum(1, np.minimum(np.minimum(_x176, _x47), d_model))
+    _x183 = (_x182 + gemm_dhalf)/_x182
+    _x184 = tp - 1
+    _x185 = (_x184*seq_par + 1)**(-1.0)
+    _x186 = _x138*_x185
+    _x187 = _x185*_x47
+    _x188 = _x187*_x8
+    _x189 = _x186 + _x188 + _x9
+    _x190 = _x164*_x7
+    _x191 = _x7*_x9
+    _x192 = _x187*_x191
+    _x193 = 2*_x192
+    _x194 = np.maximum(1, np.minimum(np.minimum(_x187, _x8), d_model))
+    _x195 = (_x194 + gemm_dhalf)/_x194
+    _x196 = _x47*kv_lora
+    _x197 = qk_nope + v_head
+    _x198 = _x197*heads
+    _x199 = _x198*kv_lora
+    _x200 = _x15*_x198
+    _x201 = _x15*_x199 + _x196 + _x200*_x47
+    _x202 = _x15*_x47
+    _x203 = 2*kv_lora
+    _x204 = _x197*_x37
+    _x205 = _x203*_x204
+    _x206 = _x202*_x205
+    _x207 = np.maximum(1, np.minimum(np.minimum(_x200, _x47), kv_lora))
+    _x208 = (_x207 + gemm_dhalf)/_x207
+    _x209 = _x40*heads
+    _x210 = _x15*_x209
+    _x211 = _x210*_x47
+    _x212 = _x158*(_x133*_x209 + _x138 + _x211)
+    _x213 = _x37*_x40
+    _x214 = _x128*_x213
+    _x215 = _x202*_x214
+    _x216 = 2*_x215
+    _x217 = np.maximum(1, np.minimum(np.minimum(_x210, _x47), d_model))
+    _x218 = (_x217 + gemm_dhalf)/_x217
+    _x219 = _x11 + _x186 + _x187*q_lora
+    _x220 = _x12*_x164
+    _x221 = _x11*_x12
+    _x222 = _x187*_x221
+    _x223 = 2*_x222
+    _x224 = np.maximum(1, np.minimum(np.minimum(_x187, d_model), q_lora))
+    _x225 = (_x224 + gemm_dhalf)/_x224
+    _x226 = _x210*q_lora + _x211 + _x47*q_lora
+    _x227 = 2*_x126
+    _x228 = _x211*_x227
+    _x229 = np.maximum(1, np.minimum(np.minimum(_x210, _x47), q_lora))
     _x230 = (_x229 + gemm_dhalf)/_x229
-    _x231 = _x214*q_lora + _x215 + _x38*q_lora
-    _x232 = 2*_x126
-    _x233 = _x215*_x232
-    _x234 = np.maximum(1, np.minimum(np.minimum(_x214, _x38), q_lora))
-    _x235 = (_x234 + gemm_dhalf)/_x234
-    _x236 = _x10*_x161 + _x15*_x161 + _x162*t0_gemm_fwd + _x41*t0_gemm_fwd + 3*t0_gemm_fwd + np.maximum(_x166*_x168, _x170*_x173*_x175) + np.maximum(_x168*_x182, _x173*_x185*_x187) + np.maximum(_x168*_x216, _x173*_x221*_x223) + np.maximum(_x193*_x194, _x173*_x197*_x199) + np.maximum(_x194*_x205, _x173*_x210*_x212) + np.maximum(_x224*_x225, _x173*_x228*_x230) + np.maximum(_x225*_x231, _x173*_x233*_x235)
-    _x237 = d_model*moe_ffn
-    _x238 = _x0*_x237
-    _x239 = capacity*top_k
-    _x240 = _x145*(_x239 - 1) + 1
-    _x241 = _x139*_x240
-    _x242 = _x0*moe_ffn
-    _x243 = _x240*_x38
-    _x244 = _x242*_x243
-    _x245 = _x241 + _x244
-    _x246 = _x238 + _x245
-    _x247 = _x238*_x243
-    _x248 = 2*_x247
-    _x249 = np.minimum(np.minimum(_x242, _x243), d_model)
-    _x250 = (_x249 + gemm_dhalf)/_x249
-    _x251 = gated + 1
-    _x252 = _x251*moe_ffn
-    _x253 = _x133*_x252
-    _x254 = _x0*_x252
-    _x255 = _x243*_x254
-    _x256 = _x241 + _x255
-    _x257 = _x253 + _x256
-    _x258 = _x169*_x255
-    _x259 = np.minimum(np.minimum(_x243, _x254), d_model)
-    _x260 = (_x259 + gemm_dhalf)/_x259
-    _x261 = d_model*experts
-    _x262 = _x191*experts
-    _x263 = _x145*(_x190 + _x261 + _x262)
-    _x264 = _x145*_x262
-    _x265 = _x169*_x264
-    _x266 = _x172*_x75
-    _x267 = np.minimum(np.minimum(_x191, d_model), experts)
-    _x268 = (_x267 + gemm_dhalf)/_x267
-    _x269 = d_model*shared_ffn
-    _x270 = _x0*_x269
-    _x271 = _x0*shared_ffn
-    _x272 = _x271*_x38
-    _x273 = _x139 + _x270 + _x272
-    _x274 = _x147*_x168
-    _x275 = _x147*_x270
-    _x276 = _x183*_x275
-    _x277 = np.maximum(1, np.minimum(np.minimum(_x271, _x38), d_model))
-    _x278 = (_x277 + gemm_dhalf)/_x277
-    _x279 = _x251*_x269
-    _x280 = _x0*_x279
-    _x281 = _x251*shared_ffn
-    _x282 = _x0*_x281
-    _x283 = _x282*_x38
-    _x284 = _x139 + _x280 + _x283
-    _x285 = _x147*_x280
-    _x286 = _x183*_x285
-    _x287 = np.maximum(1, np.minimum(np.minimum(_x282, _x38), d_model))
-    _x288 = (_x287 + gemm_dhalf)/_x287
-    _x289 = _x145*t0_gemm_fwd + _x147*_x161 + np.maximum(_x168*_x246, _x173*_x248*_x250) + np.maximum(_x168*_x257, _x173*_x258*_x260) + np.maximum(_x168*_x263, _x265*_x266*_x268) + np.maximum(_x273*_x274, _x173*_x276*_x278) + np.maximum(_x274*_x284, _x173*_x286*_x288)
-    _x290 = _x236 + _x289
-    _x291 = np.maximum(0, _x160 - _x290*_x32)
-    _x292 = _x120*ov_tp
-    _x293 = _x122*_x160 + _x291*ov_tp + _x292*(_x160 - _x291)
-    _x294 = _x0*gpus_per_node
+    _x231 = _x12*_x157 + _x157*_x7 + _x158*t0_gemm_fwd + _x38*t0_gemm_fwd + 3*t0_gemm_fwd + np.maximum(_x162*_x164, _x166*_x169*_x171) + np.maximum(_x164*_x178, _x169*_x181*_x183) + np.maximum(_x164*_x212, _x169*_x216*_x218) + np.maximum(_x189*_x190, _x169*_x193*_x195) + np.maximum(_x190*_x201, _x169*_x206*_x208) + np.maximum(_x219*_x220, _x169*_x223*_x225) + np.maximum(_x220*_x226, _x169*_x228*_x230)
+    _x232 = _x143*etp + tp*(1 - _x143)
+    _x233 = _x232**(-1.0)
+    _x234 = d_model*moe_ffn
+    _x235 = capacity*top_k
+    _x236 = _x143*(_x235 - 1) + 1
+    _x237 = _x236*moe_ffn
+    _x238 = _x202*_x237
+    _x239 = _x232*_x236
+    _x240 = _x134*_x239
+    _x241 = _x238 + _x240
+    _x242 = _x233*_x234 + _x241
+    _x243 = _x202*_x236
+    _x244 = _x234*_x243
+    _x245 = 2*_x244
+    _x246 = _x202*_x239
+    _x247 = np.minimum(np.minimum(_x246, d_model), _x233*moe_ffn)
+    _x248 = (_x247 + gemm_dhalf)/_x247
+    _x249 = gated + 1
+    _x250 = _x249*moe_ffn
+    _x251 = _x250*d_model
+    _x252 = _x240 + _x243*_x250
+    _x253 = _x233*_x251 + _x252
+    _x254 = _x165*_x47
+    _x255 = _x236*_x250
+    _x256 = _x15*_x254*_x255
+    _x257 = np.minimum(np.minimum(_x246, d_model), _x233*_x250)
+    _x258 = (_x257 + gemm_dhalf)/_x257
+    _x259 = d_model*experts
+    _x260 = _x187*experts
+    _x261 = _x143*(_x186 + _x259 + _x260)
+    _x262 = _x143*_x260
+    _x263 = _x165*_x262
+    _x264 = _x168*_x76
+    _x265 = np.minimum(np.minimum(_x187, d_model), experts)
+    _x266 = (_x265 + gemm_dhalf)/_x265
+    _x267 = d_model*shared_ffn
+    _x268 = _x15*_x267
+    _x269 = _x15*shared_ffn
+    _x270 = _x269*_x47
+    _x271 = _x138 + _x268 + _x270
+    _x272 = _x145*_x164
+    _x273 = _x145*_x268
+    _x274 = _x179*_x273
+    _x275 = np.maximum(1, np.minimum(np.minimum(_x269, _x47), d_model))
+    _x276 = (_x275 + gemm_dhalf)/_x275
+    _x277 = _x249*_x267
+    _x278 = _x15*_x277
+    _x279 = _x249*shared_ffn
+    _x280 = _x15*_x279
+    _x281 = _x280*_x47
+    _x282 = _x138 + _x278 + _x281
+    _x283 = _x145*_x278
+    _x284 = _x179*_x283
+    _x285 = np.maximum(1, np.minimum(np.minimum(_x280, _x47), d_model))
+    _x286 = (_x285 + gemm_dhalf)/_x285
+    _x287 = _x143*t0_gemm_fwd + _x145*_x157 + np.maximum(_x164*_x242, _x169*_x245*_x248) + np.maximum(_x164*_x253, _x169*_x256*_x258) + np.maximum(_x164*_x261, _x263*_x264*_x266) + np.maximum(_x271*_x272, _x169*_x274*_x276) + np.maximum(_x272*_x282, _x169*_x284*_x286)
+    _x288 = _x231 + _x287
+    _x289 = np.maximum(0, _x156 - _x288*_x33)
+    _x290 = _x120*ov_tp
+    _x291 = _x122*_x156 + _x289*ov_tp + _x290*(_x156 - _x289)
+    _x292 = np.maximum(1, np.minimum(_x232, gpus_per_node))
+    _x293 = _x292 - 1
+    _x294 = _x233*gpus_per_node
     _x295 = np.maximum(1, np.minimum(_x294, ep))
     _x296 = _x295 - 1
-    _x297 = ep**(-1.0)
-    _x298 = _x297*(-_x295 + ep)
-    _x299 = _x169*_x191
-    _x300 = _x239*_x299*act_bytes
-    _x301 = _x296*_x297
-    _x302 = _x137*_x239 + _x142*_x239 + _x154*_x239 + _x157*_x239 + _x158 + 2*_x296*alpha_a2a_intra + _x298*_x300/bw_a2a_inter + _x300*_x301/bw_a2a_intra + 2*alpha_a2a_inter*(-1 + ep/_x295)
-    _x303 = _x123*_x145*_x302
-    _x304 = np.minimum(1, q_bytes)
-    _x305 = _x304*t0_elem_fwd
-    _x306 = eta_elem_fwd**(-1.0)
-    _x307 = _x190*_x57
-    _x308 = _x306*_x307
-    _x309 = _x67/mu_elem_fwd
-    _x310 = dropout*mask_bytes
-    _x311 = _x190*act_bytes
-    _x312 = _x311*(_x310/act_bytes + 3)
-    _x313 = mu_norm_fwd**(-1.0)
-    _x314 = 8/eta_norm_fwd
-    _x315 = np.maximum(_x307*_x314, _x299*_x313*_x92)
-    _x316 = _x65*_x67
-    _x317 = _x313*_x316
-    _x318 = _x10*_x191*kv_lora
-    _x319 = _x318*_x57
-    _x320 = _x306*_x57
-    _x321 = 2*qk_nope + v_head
-    _x322 = _x38*(_x321 + 2*qk_rope)
-    _x323 = _x0*_x322*_x40
-    _x324 = _x10*act_bytes
-    _x325 = _x324*(_x322*_x61 + _x38*(_x61*(_x321 + qk_rope) + qk_rope))
-    _x326 = _x126*_x191
-    _x327 = _x326*_x57
-    _x328 = _x10*t0_elem_fwd + _x10*t0_norm_fwd + _x118 + _x15*t0_norm_fwd + _x305 + 2*_x315 + 3*t0_elem_fwd + 2*t0_norm_fwd + 2*np.maximum(_x308, _x309*_x312) + np.maximum(_x309*_x325, _x320*_x323) + np.maximum(_x314*_x319, _x317*_x318) + np.maximum(_x314*_x327, _x317*_x326)
-    _x329 = _x139*_x147
-    _x330 = _x147*_x272
-    _x331 = _x126*_x38
-    _x332 = _x10*_x190 + _x10*_x200 + _x10*_x217 + _x139*_x41 + _x15*_x190 + _x331
-    _x333 = _x304*(_x164 + _x245 + _x329 + _x330 + _x332)
-    _x334 = _x309*q_bytes
-    _x335 = 2*_x57
-    _x336 = _x306*_x335
-    _x337 = _x264*_x67*f32_bytes
-    _x338 = 8*_x320
-    _x339 = gated + 2
-    _x340 = _x339*act_bytes
-    _x341 = _x309*_x340
-    _x342 = _x145*_x239
-    _x343 = _x145*_x311*(2*_x239 + 2)
-    _x344 = _x145*t0_elem_fwd + _x145*t0_softmax_fwd + _x147*t0_elem_fwd + np.maximum(_x244*_x338, _x244*_x341) + np.maximum(5*_x264*_x58, 2*_x337*_x64) + np.maximum(_x308*_x342, _x309*_x343) + np.maximum(_x330*_x338, _x330*_x341) + np.maximum(_x333*_x334, _x333*_x336)
-    _x345 = _x290 + _x328 + _x344
-    _x346 = _x304*t0_elem_bwd
-    _x347 = eta_elem_bwd**(-1.0)
-    _x348 = _x347*_x57
-    _x349 = _x299*_x348
-    _x350 = _x67/mu_elem_bwd
-    _x351 = 3*act_bytes
-    _x352 = _x351*_x67/mu_norm_bwd
-    _x353 = 16/eta_norm_bwd
-    _x354 = np.maximum(_x190*_x352, _x307*_x353)
-    _x355 = 2*t0_gemm_bwd
-    _x356 = flash*t0_attn_bwd
-    _x357 = _x65/mu_gemm_bwd
-    _x358 = _x357*_x67
-    _x359 = _x163*_x90*micro_batch
-    _x360 = _x56/eta_gemm_bwd
-    _x361 = _x171*_x360
-    _x362 = 4*_x361
-    _x363 = _x362*_x38
-    _x364 = _x10*_x358
-    _x365 = _x200*_x207
-    _x366 = _x15*_x358
-    _x367 = _x214*_x331
-    _x368 = _x316/mu_attn_bwd
-    _x369 = np.where((_x104 <= 4), 1/128, 1/64)
-    _x370 = np.ceil(_x369*seq_len)
-    _x371 = 160*(_x103*attn_uneven_bwd + 1)*(_x105/attn_dreg_bwd + _x106*attn_dsoft_bwd + _x369*attn_dio_bwd + 1)*np.ceil(_x108*_x370)/(_x370*eta_attn_bwd)
-    _x372 = _x57/eta_softmax_bwd
-    _x373 = mu_softmax_bwd**(-1.0)
-    _x374 = _x335*_x347
-    _x375 = _x82*bmm_dhalf_bwd
-    _x376 = _x76/eta_bmm_bwd
-    _x377 = _x376*_x74
-    _x378 = _x67/mu_bmm_bwd
-    _x379 = _x378*(_x81 + _x87*bmm_reread_bwd*(np.ceil((1/128)*_x44 + _x86) - 1))
-    _x380 = _x376*_x85
-    _x381 = _x375*cp + 1
-    _x382 = _x10*_x355 + _x10*t0_elem_bwd + _x10*t0_norm_bwd + _x15*_x355 + _x15*t0_norm_bwd + _x162*t0_gemm_bwd + _x346 + 2*_x354 + _x356*_x55 + _x356*swa_frac + _x41*t0_gemm_bwd + 4*_x54*t0_bmm_bwd + _x54*t0_softmax_bwd + 3*t0_elem_bwd + 3*t0_gemm_bwd + 2*t0_norm_bwd + 2*np.maximum(_x349, _x312*_x350) + np.maximum(_x379, _x377*_x381) + np.maximum(_x379, _x377*(_x375 + 1)) + np.maximum(_x113*_x371, _x368*_x98) + np.maximum(_x114*_x368, _x117*_x371) + np.maximum(_x166*_x358, _x175*_x359*_x362) + np.maximum(_x182*_x358, _x184*_x187*_x363) + np.maximum(_x193*_x364, _x196*_x199*_x362) + np.maximum(_x205*_x364, _x0*_x212*_x362*_x365) + np.maximum(_x216*_x358, _x220*_x223*_x362) + np.maximum(_x224*_x366, _x227*_x230*_x362) + np.maximum(_x231*_x366, _x235*_x362*_x367) + np.maximum(_x318*_x352, _x319*_x353) + np.maximum(_x323*_x374, _x325*_x350) + np.maximum(_x326*_x352, _x327*_x353) + np.maximum(_x378*_x91, _x380*(1 + bmm_dhalf_bwd/_x83)) + np.maximum(_x380*_x381, _x378*(_x88*bmm_reread_bwd + _x91)) + np.maximum(_x373*_x70*(_x351 + _x66), _x372*_x63*(8 - 8*flash))
-    _x383 = _x243*_x253
-    _x384 = _x10*_x192 + _x127*_x209*_x218 + _x15*_x215 + _x181*_x41 + _x207*_x209 + _x326
-    _x385 = _x304*(_x139 + _x147*_x283 + _x256 + _x329 + _x384)
-    _x386 = _x350*q_bytes
-    _x387 = _x145*_x261
-    _x388 = _x360*_x75
-    _x389 = _x147*_x358
-    _x390 = 16*_x348
-    _x391 = _x350*act_bytes*(2*gated + 3)
-    _x392 = _x145*t0_elem_bwd + _x145*t0_gemm_bwd + _x145*t0_softmax_bwd + _x147*_x355 + _x147*t0_elem_bwd + np.maximum(_x244*_x390, _x244*_x391) + np.maximum(_x246*_x358, _x247*_x250*_x362) + np.maximum(_x257*_x358, _x260*_x362*_x383) + np.maximum(_x263*_x358, 4*_x191*_x268*_x387*_x388) + np.maximum(8*_x264*_x372, 3*_x337*_x373) + np.maximum(_x273*_x389, _x275*_x278*_x363) + np.maximum(_x284*_x389, _x285*_x288*_x363) + np.maximum(_x330*_x390, _x330*_x391) + np.maximum(_x342*_x349, _x343*_x350) + np.maximum(_x374*_x385, _x385*_x386)
-    _x393 = _x382 + _x392
-    _x394 = _x345 + _x393
-    _x395 = np.maximum(0, _x123*_x145*_x302 - _x394)
-    _x396 = _x120*ov_ep*(_x303 - _x395) + _x303*(1 - ov_ep) + _x395*ov_ep
-    _x397 = _x293 + _x396
-    _x398 = _x121 + _x397
-    _x399 = np.minimum(_x9, dense_layers)
-    _x400 = np.minimum(1, _x25)
-    _x401 = _x345*rc_full
-    _x402 = 1 - rc_full
-    _x403 = _x402*rc_sel
-    _x404 = _x118*_x403
-    _x405 = _x0*ffn_hidden
-    _x406 = _x38*_x405
-    _x407 = _x304*(_x165 + _x332 + _x406)
-    _x408 = np.maximum(_x334*_x407, _x336*_x407)
-    _x409 = np.maximum(_x338*_x406, _x341*_x406)
-    _x410 = d_model*ffn_hidden
-    _x411 = _x0*_x410
-    _x412 = _x139 + _x406 + _x411
-    _x413 = _x38*_x411
-    _x414 = 2*_x413
-    _x415 = np.minimum(np.minimum(_x38, _x405), d_model)
-    _x416 = (_x415 + gemm_dhalf)/_x415
-    _x417 = np.maximum(_x168*_x412, _x173*_x414*_x416)
-    _x418 = _x251*ffn_hidden
-    _x419 = _x133*_x418
-    _x420 = _x0*_x418
-    _x421 = _x38*_x420
-    _x422 = _x139 + _x419 + _x421
-    _x423 = _x169*_x38
-    _x424 = _x420*_x423
-    _x425 = np.minimum(np.minimum(_x38, _x420), d_model)
-    _x426 = (_x425 + gemm_dhalf)/_x425
-    _x427 = np.maximum(_x168*_x422, _x173*_x424*_x426)
-    _x428 = _x236 + _x417 + _x427
-    _x429 = _x328 + _x408 + _x409 + _x428
-    _x430 = _x429*rc_full
-    _x431 = _x404 + _x430
-    _x432 = np.maximum(_x358*_x412, _x362*_x413*_x416)
-    _x433 = np.maximum(_x358*_x422, _x363*_x419*_x426)
-    _x434 = _x304*(_x384 + _x421 + _x423)
-    _x435 = np.maximum(_x374*_x434, _x386*_x434)
-    _x436 = np.maximum(_x390*_x406, _x391*_x406)
-    _x437 = _x382 + _x432 + _x433 + _x435 + _x436
-    _x438 = _x429 + _x437
-    _x439 = ov_ep*np.maximum(0, -_x438)
-    _x440 = _x120*_x439
-    _x441 = _x123*(_x144 + 2*_x152 + 2*_x159)
-    _x442 = _x122*_x441
-    _x443 = np.maximum(0, -_x32*_x428 + _x441)
-    _x444 = _x443*ov_tp
-    _x445 = _x292*(_x441 - _x443)
-    _x446 = _x442 + _x444 + _x445
-    _x447 = _x439 - _x440 + _x446
-    _x448 = _x121 + _x447
-    _x449 = -host_bwd - host_fwd - host_rc*rc_full
-    _x450 = np.maximum(0, -_x431 - _x438 - _x448 - _x449)
-    _x451 = _x401 + _x404
-    _x452 = _x394 + _x398 + _x451
-    _x453 = np.maximum(0, -_x449 - _x452)
-    _x454 = -_x439 + _x440
-    _x455 = _x399*(_x400*(np.where((-_x289 - _x344 - _x392 - _x397 - _x401 + _x408 + _x409 + _x417 + _x427 + _x430 + _x432 + _x433 + _x435 + _x436 + _x442 + _x444 + _x445 + _x450 - _x453 - _x454 < 0), 0, 1)) - _x400 + 1)
-    _x456 = _x139*_x57
-    _x457 = np.ceil((1/128)*_x0*vocab)
-    _x458 = 128*_x457
-    _x459 = d_model*grad_bytes
-    _x460 = np.minimum(_x38, _x458)
-    _x461 = np.maximum(_x456/eta_embed_bwd, _x67*(_x150*(learned_pos + 1) + _x169*f32_bytes*((1/10)*_x38 + _x460) + _x458*_x459 + _x459*_x460)/mu_embed_bwd)
-    _x462 = np.maximum(_x456/eta_embed_fwd, _x150*_x67*(learned_pos + 2)/mu_embed_fwd)
-    _x463 = d_model**2
-    _x464 = 2*_x463
-    _x465 = _x0*_x464
-    _x466 = _x67*(_x134 + _x423 + _x465)
-    _x467 = _x209*_x463
-    _x468 = np.minimum(np.minimum(_x133, _x169), _x38)
-    _x469 = (_x468 + gemm_dhalf)/_x468
-    _x470 = _x304*_x423
-    _x471 = _x461 + t0_embed_bwd
-    _x472 = _x458*d_model
-    _x473 = _x38*_x458
-    _x474 = _x139 + _x472 + _x473
-    _x475 = np.minimum(np.minimum(_x38, _x458), d_model)
-    _x476 = _x139*_x457
-    _x477 = _x476*(_x475 + gemm_dhalf)/_x475
-    _x478 = _x38*_x457*_x57
-    _x479 = _x473*_x67*(act_bytes + f32_bytes)
-    _x480 = t0_ce_bwd + np.maximum(_x358*_x474, 512*_x388*_x477) + np.maximum(_x479/mu_ce_bwd, 256*_x478/eta_ce_bwd)
-    _x481 = _x354 + _x480 + mtp*(_x346 + 3*_x354 + _x355 + _x471 + _x480 + 3*t0_norm_bwd + np.maximum(_x357*_x466, 8*_x361*_x467*_x469) + np.maximum(_x0*_x348*_x470, _x134*_x304*_x386)) + t0_gemm_bwd + t0_norm_bwd
-    _x482 = 4*_x463
-    _x483 = _x462 + t0_embed_fwd
-    _x484 = t0_ce_fwd + np.maximum(_x168*_x474, 256*_x266*_x477) + np.maximum(_x479/mu_ce_fwd, 640*_x478/eta_ce_fwd)
-    _x485 = _x315 + _x484 + mtp*(_x161 + _x305 + 3*_x315 + _x483 + _x484 + 3*t0_norm_fwd + np.maximum(_x167*_x466, _x173*_x209*_x469*_x482) + np.maximum(_x334*_x470, 4*_x304*_x306*_x456)) + t0_gemm_fwd + t0_norm_fwd
-    _x486 = (np.where((_x461 + _x462 - _x481 - _x485 - mtp*(_x452 + _x453) + t0_embed_bwd + t0_embed_fwd > 0), 0, 1))
-    _x487 = 1 - _x400
-    _x488 = 1 - _x486
-    _x489 = mtp*(_x486 + _x487*_x488)
-    _x490 = -_x455 + _x489 + _x9
-    _x491 = _x483*_x488 + _x485*_x486 + _x487*(_x483*_x486 + _x485*_x488)
-    _x492 = _x471*_x488 + _x481*_x486 + _x487*(_x471*_x486 + _x481*_x488)
-    _x493 = np.maximum(0, _x400*(_x486*host_head + _x488*host_emb) + _x487*(host_emb + host_head) - _x491 - _x492)
-    _x494 = _x450*_x455 + _x453*_x490 + _x493 + host_mb
-    _x495 = _x345*_x490 + _x429*_x455 + _x491
-    _x496 = _x431*_x455 + _x451*_x490
-    _x497 = _x393*_x490 + _x437*_x455 + _x492
-    _x498 = _x496 + _x497
-    _x499 = _x398*_x490 + _x448*_x455 + _x494 + _x495 + _x498
-    _x500 = _x25 + _x30*interleave
-    _x501 = cp*dp
-    _x502 = _x501*tp
-    _x503 = np.where((_x502 < gpus_per_node), 1, 0)
-    _x504 = 1 - _x503
-    _x505 = (1 - ov_pp)*(_x503*(_x135*_x35 + alpha_p2p_intra) + _x504*(_x135*_x51 + alpha_p2p_inter))
-    _x506 = 2*_x400
-    _x507 = _x500*_x505*_x506
-    _x508 = 1 - ov_ag
-    _x509 = _x297*_x501
-    _x510 = np.maximum(1, np.minimum(_x509, _x294*_x297))
-    _x511 = _x510 - 1
-    _x512 = _x510**(-1.0)
-    _x513 = _x509*_x512
-    _x514 = _x513 - 1
-    _x515 = _x27*_x36
-    _x516 = _x515*grad_bytes
-    _x517 = _x153*_x516
-    _x518 = _x237 + _x252*d_model + biases*(_x252 + d_model)
-    _x519 = _x518*experts
-    _x520 = _x0*_x519
-    _x521 = _x297*_x520
-    _x522 = _x145*_x521
-    _x523 = _x522*mtp
-    _x524 = _x487*_x523
-    _x525 = -_x399 + _x9
-    _x526 = _x522*_x525
-    _x527 = _x524 + _x526
-    _x528 = _x527*ep
-    _x529 = _x514*_x528
-    _x530 = _x155*grad_bytes
-    _x531 = _x511*_x512
-    _x532 = _x527*_x531
-    _x533 = _x511*alpha_rs_intra + _x514*alpha_rs_inter + _x517*_x529 + _x530*_x532
-    _x534 = np.maximum(1, np.minimum(_x294, _x501))
-    _x535 = _x534**(-1.0)
-    _x536 = _x501*_x535
-    _x537 = _x536 - 1
-    _x538 = _x537*alpha_ag_inter
-    _x539 = _x534 - 1
-    _x540 = _x539*alpha_ag_intra
-    _x541 = _x515*act_bytes
-    _x542 = _x124*_x541
-    _x543 = _x145*(_x140*_x532 + _x511*alpha_ag_intra + _x514*alpha_ag_inter + _x529*_x542)
-    _x544 = _x13*_x169
-    _x545 = biases*d_model
-    _x546 = _x10*(_x129*_x213 + _x203 + _x545 + d_model*heads*v_head) + _x41*(_x176*d_model + _x178 + biases*(_x177 + d_model))
-    _x547 = _x0*_x546 + _x16
-    _x548 = _x544 + _x547
-    _x549 = _x269 + _x279 - _x545*(1 - _x147) + biases*(_x281 + d_model)
-    _x550 = _x0*_x549 + _x387 + _x521
-    _x551 = _x548 + _x550
-    _x552 = _x410 + _x418*d_model + biases*(_x418 + d_model)
-    _x553 = _x0*_x552 + _x548
-    _x554 = _x399*_x553
-    _x555 = _x13*d_model
-    _x556 = 5*_x555
-    _x557 = mtp*(_x465 + _x547 + _x550 + _x556)
-    _x558 = _x138*learned_pos
-    _x559 = 1 - tied
-    _x560 = _x472*(_x487*_x559 + 1) + _x558
-    _x561 = _x487*_x557 + _x525*_x551 + _x554 + _x560
-    _x562 = -_x524 - _x526 + _x561
-    _x563 = _x535*_x562
-    _x564 = _x539*_x563
-    _x565 = _x537*_x562
-    _x566 = _x515*_x65
-    _x567 = _x517*_x565 + _x530*_x564 + _x537*alpha_rs_inter + _x539*alpha_rs_intra
-    _x568 = _x124*_x565*_x566 + _x131*_x564*_x65 + _x145*_x533 + 2*_x538 + 2*_x540 + 2*_x543 + _x567
-    _x569 = _x30*_x568
-    _x570 = -_x27*_x28*_x568*global_batch
-    _x571 = np.maximum(0, -_x30*(_x495 + _x497) - _x570)
-    _x572 = _x120*ov_ag
-    _x573 = 1 - z_param
-    _x574 = _x140*_x564 + _x538 + _x540 + _x542*_x565 + _x543
-    _x575 = _x574*z_os
-    _x576 = z_grad*(_x27*_x28*global_batch - 1) + 1
-    _x577 = 1 - z_os
-    _x578 = 2*_x510 - 2
-    _x579 = 2*_x513 - 2
-    _x580 = _x5*_x516
-    _x581 = _x512*_x578
-    _x582 = 2*_x534 - 2
-    _x583 = 2*_x536 - 2
-    _x584 = _x576*(_x145*(_x533*z_os + _x577*(_x19*_x527*_x581 + _x528*_x579*_x580 + _x578*alpha_ar_intra + _x579*alpha_ar_inter)) + _x567*z_os + _x577*(_x19*_x563*_x582 + _x562*_x580*_x583 + _x582*alpha_ar_intra + _x583*alpha_ar_inter))
-    _x585 = np.maximum(0, -_x495 + _x574*z_os)
-    _x586 = _x121*_x123/_x32
-    _x587 = rc_full + 1
-    _x588 = _x587/_x123
-    _x589 = _x397*_x588 + _x586
-    _x590 = _x447*_x588 + _x586
-    _x591 = np.maximum(0, -_x576*(_x455*_x590 + _x490*_x589 + _x498) + _x584)
-    _x592 = _x573*(_x120*ov_dp*(_x584 - _x591) + _x508*_x575 + _x572*(_x575 - _x585) + _x584*(1 - ov_dp) + _x585*ov_ag + _x591*ov_dp) + z_param*(_x508*_x569 + _x571*ov_ag + _x572*(-_x570 - _x571))
-    _x593 = _x509**(-z_os)
-    _x594 = _x527*_x593
-    _x595 = _x501**(-z_os)
-    _x596 = _x562*_x595
-    _x597 = _x594 + _x596
-    _x598 = t0_optim_fwd + np.maximum(_x57*(12*_x594 + 12*_x596)/eta_optim_fwd, _x597*_x67*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
-    _x599 = _x24 + _x499*(_x26 + _x30) + _x507 + _x592 + _x598
-    _x600 = _x24 + _x30*(_x293*_x490 + _x446*_x455)
-    _x601 = -_x454
-    _x602 = _x169*seq_len
-    _x603 = _x602*vocab
-    _x604 = 2*seq_len
-    _x605 = _x59*_x94
-    _x606 = _x110*_x605
-    _x607 = _x116*_x94
-    _x608 = _x607*_x72
-    _x609 = _x54*(_x604*_x607 + 2*_x606)/_x46
-    _x610 = _x606*_x72 + _x608*seq_len + _x609*_x71 + _x609*_x83
-    _x611 = _x126*_x213*_x604 + _x128*_x218*_x604 + _x169*_x89*heads + _x178*_x41*_x604 + _x195*_x604 + _x208*seq_len + _x226*_x604 + _x610
-    _x612 = -dense_layers + layers
-    _x613 = _x147*_x604
-    _x614 = _x240*(_x145/np.maximum(1, capacity) + _x146 + 1)
-    _x615 = _x145*_x602*experts + _x237*_x604*_x614 + _x252*_x602*_x614 + _x269*_x613 + _x279*_x613 + _x611
-    _x616 = global_batch*(_x603 + _x612*_x615 + dense_layers*(_x410*_x604 + _x418*_x602 + _x611) + mtp*(_x482*seq_len + _x603 + _x615))
-    _x617 = 3*_x616
-    _x618 = 768*_x476
-    _x619 = _x111*_x94
-    _x620 = _x209*_x608 + _x619*_x72*_x95 + _x74 + _x85
-    _x621 = _x170 + _x185 + _x197 + _x210 + _x221 + _x228 + _x233 + _x620
-    _x622 = 6*_x38
-    _x623 = 6*_x0
-    _x624 = 6*_x191
-    _x625 = _x184*_x622 + 6*_x196 + 7*_x209*_x607*flash + _x219*_x623 + _x226*_x624 + 6*_x359 + _x365*_x623 + 6*_x367 + _x403*_x620 + 7*_x619*_x96 + 3*_x74 + 3*_x85
-    _x626 = 6*_x247 + _x275*_x622 + _x285*_x622 + 6*_x383 + _x387*_x624 + _x625 + rc_full*(_x248 + _x258 + _x265 + _x276 + _x286 + _x621)
-    _x627 = _x612*_x626 + _x618 + dense_layers*(6*_x413 + _x419*_x622 + _x625 + rc_full*(_x414 + _x424 + _x621)) + mtp*(12*_x467 + _x618 + _x626)
-    _x628 = 2*mtp
-    _x629 = _x610*dense_layers
-    _x630 = 3*global_batch
-    _x631 = _x617 + _x630*(_x138*(_x628 + 2)*(_x458*tp - vocab) + _x605*(_x628 + 2*layers) - _x610*(-dense_layers + layers + mtp) - _x629)
-    _x632 = _x0*_x125
-    _x633 = _x423*act_bytes
-    _x634 = _x612*_x8
-    _x635 = _x342*_x634
-    _x636 = _x633*_x635
-    _x637 = 4*act_bytes
-    _x638 = _x637*seq_par
-    _x639 = _x149*_x4
-    _x640 = _x23*(_x0*_x125*_x130*_x36*act_bytes*micro_batch*seq_len - _x136)
-    _x641 = _x8*dense_layers
-    _x642 = _x633*seq_par
-    _x643 = _x30*(_x632*_x636 + _x634*(_x148*(_x135*_x639 + _x632*_x642) + _x640) + _x641*(_x0*_x633*_x639 + _x125*_x134*_x638 + _x640))
-    _x644 = _x23*(_x130*_x132*_x2*_x36*act_bytes*micro_batch*seq_len - _x156)
-    _x645 = _x30*(_x141*_x636 + _x634*(_x148*(_x141*_x642 + _x149*_x151) + _x644) + _x641*(_x139*_x141*_x638 + _x149*_x21*_x633 + _x644))
-    _x646 = _x587*_x643
-    _x647 = _x27*_x37*act_bytes*global_batch
-    _x648 = _x31*_x48*_x647*(_x634 + _x641)
-    _x649 = _x34*_x648
-    _x650 = _x50*_x648
-    _x651 = _x123*_x650
-    _x652 = _x169*_x189*_x635*_x647
-    _x653 = _x301*_x652
-    _x654 = _x298*_x652
-    _x655 = _x587*_x654
-    _x656 = interleave*pp - 1
-    _x657 = _x133*_x8
-    _x658 = _x400*_x504*_x647*_x656
-    _x659 = _x400*_x503*_x647*_x656*_x657 + _x657*_x658
-    _x660 = _x0*_x8
-    _x661 = _x145**2*_x634
-    _x662 = _x521*_x531*_x661
-    _x663 = _x145*_x519*_x612
-    _x664 = _x16 + _x546
-    _x665 = _x544 + _x664
-    _x666 = _x387 + _x549 + _x665
-    _x667 = _x555 + _x558 + d_model*vocab*(2 - tied)
-    _x668 = _x667 + dense_layers*(_x552 + _x665)
-    _x669 = _x612*(_x519 + _x666) + _x668
-    _x670 = _x660*(-_x663 + _x669)
-    _x671 = _x535*_x670
-    _x672 = _x539*_x671
-    _x673 = _x662*act_bytes + _x672*act_bytes
-    _x674 = _x573*z_os
-    _x675 = _x30*_x673
-    _x676 = _x514*_x520
-    _x677 = _x661*_x676
-    _x678 = _x537*_x670
-    _x679 = _x541*_x677 + _x541*_x678
-    _x680 = _x30*_x679
-    _x681 = _x674*_x679 + _x680*z_param
-    _x682 = _x672*grad_bytes
-    _x683 = _x522*_x634
-    _x684 = _x577*grad_bytes
-    _x685 = _x573*_x576
-    _x686 = _x516*_x678
-    _x687 = _x145*_x634
-    _x688 = _x516*_x577
-    _x689 = _x685*(_x145*(_x516*_x676*_x687*z_os + _x520*_x579*_x687*_x688) + _x583*_x670*_x688 + _x686*z_os) + z_param*(_x27*_x28*global_batch*(_x516*_x677 + _x566*_x677 + _x566*_x678 + _x686) - _x680)
-    _x690 = _x599**(-1.0)
-    _x691 = _x171*_x690
-    _x692 = _x515*_x660*_x691
-    _x693 = _x65*z_param*np.maximum(_x551, _x553*np.minimum(1, dense_layers))
-    _x694 = _x509**(-z_param)
-    _x695 = _x501**(-z_param)
-    _x696 = act_bytes*(_x527*_x694 + _x562*_x695)
-    _x697 = _x509**(-z_grad)
-    _x698 = _x501**(-z_grad)
-    _x699 = grad_bytes*(_x527*_x697 + _x562*_x698)
-    _x700 = _x597*opt_bytes
-    _x701 = _x30*gpipe
-    _x702 = _x473*(act_bytes + f32_bytes*(_x701 - gpipe + 1))
-    _x703 = (_x311 + _x702)*(mtp + 1)
-    _x704 = _x243*_x340*moe_ffn + _x339*_x39*shared_ffn
-    _x705 = _x0*(_x39*(_x47 + _x94) + _x704) + _x189*(_x139*(2*_x310 + _x637) + _x324*_x38*(_x206 + _x232 + qk_rope)) + _x69*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes))
-    _x706 = _x0*(_x339*_x36*act_bytes*ffn_hidden*micro_batch*seq_len - _x704) + _x705
-    _x707 = rc_full*np.maximum(_x705, _x706)
-    _x708 = 1 - gpipe
-    _x709 = interleave - 1
-    _x710 = _x311*rc_full
-    _x711 = _x402*_x705 + _x710
-    _x712 = mtp*(5*_x311 + _x711)
-    _x713 = _x399*(_x402*_x706 + _x710)
-    _x714 = _x487*_x703 + _x707 + (_x701 + _x708*(_x26*_x8*np.minimum(1, _x709) + 1)*np.minimum(_x30, pp))*(_x487*_x712 + _x525*_x711 + _x713)
-    _x715 = _x693 + _x696 + _x699 + _x700 + _x714
-    _x716 = -_x399*_x487 + _x9
-    _x717 = _x522*_x716
-    _x718 = _x523 + _x717
-    _x719 = _x400*_x472*_x559*np.minimum(1, mtp) - _x400*_x558 + _x487*_x554 - _x523 + _x551*_x716 + _x557 + _x560 - _x717
-    _x720 = act_bytes*(_x694*_x718 + _x695*_x719)
-    _x721 = grad_bytes*(_x697*_x718 + _x698*_x719)
-    _x722 = opt_bytes*(_x593*_x718 + _x595*_x719)
-    _x723 = _x703 + _x707 + (_x701 + _x708*np.minimum(_x30, _x7*(_x709*pp + 1)))*(_x487*_x713 + _x711*_x716 + _x712)
-    _x724 = _x693 + _x720 + _x721 + _x722 + _x723
-    _x725 = np.maximum(_x715, _x724)
-    _x726 = np.where((_x715 < _x724), 1, 0)
-    _x727 = 1 - _x726
-    _x728 = _x725*alloc_frag
-    _x729 = nccl_comm_bytes*(_x145*np.minimum(1, _x509 - 1) + np.minimum(1, _x188) + np.minimum(1, _x501 - 1)) + nccl_peer_bytes*(_x145*(ep - 1) + _x506 + 2*np.minimum(1, _x31))
+    _x297 = _x232/_x292
+    _x298 = _x297 - 1
+    _x299 = _x165*_x187
+    _x300 = _x299*act_bytes
+    _x301 = _x235*_x300
+    _x302 = ep**(-1.0)
+    _x303 = _x296*_x302
+    _x304 = _x302*(-_x295 + ep)
+    _x305 = _x186*act_bytes
+    _x306 = _x235*_x305
+    _x307 = _x298*_x306
+    _x308 = _x293*_x297
+    _x309 = _x124*_x307 + _x139*_x186*_x235*_x308 + _x152*_x307 + _x153*_x306*_x308 + _x293*alpha_ag_intra + _x293*alpha_rs_intra + 2*_x296*alpha_a2a_intra + _x298*alpha_ag_inter + _x298*alpha_rs_inter + _x301*_x303/bw_a2a_intra + _x301*_x304/bw_a2a_inter + 2*alpha_a2a_inter*(-1 + ep/_x295)
+    _x310 = _x123*_x143*_x309
+    _x311 = np.minimum(1, q_bytes)
+    _x312 = _x311*t0_elem_fwd
+    _x313 = eta_elem_fwd**(-1.0)
+    _x314 = _x186*_x58
+    _x315 = _x313*_x314
+    _x316 = _x68/mu_elem_fwd
+    _x317 = dropout*mask_bytes
+    _x318 = _x305*(_x317/act_bytes + 3)
+    _x319 = _x68/mu_norm_fwd
+    _x320 = 8/eta_norm_fwd
+    _x321 = np.maximum(_x300*_x319, _x314*_x320)
+    _x322 = _x319*_x66
+    _x323 = _x187*_x7*kv_lora
+    _x324 = _x323*_x58
+    _x325 = _x313*_x58
+    _x326 = 2*qk_nope + v_head
+    _x327 = _x326 + 2*qk_rope
+    _x328 = _x202*_x327*_x37
+    _x329 = _x7*act_bytes
+    _x330 = _x329*(_x327*_x47*_x62 + _x47*(_x62*(_x326 + qk_rope) + qk_rope))
+    _x331 = _x126*_x187
+    _x332 = _x331*_x58
+    _x333 = _x118 + _x12*t0_norm_fwd + _x312 + 2*_x321 + _x7*t0_elem_fwd + _x7*t0_norm_fwd + 3*t0_elem_fwd + 2*t0_norm_fwd + 2*np.maximum(_x315, _x316*_x318) + np.maximum(_x316*_x330, _x325*_x328) + np.maximum(_x320*_x324, _x322*_x323) + np.maximum(_x320*_x332, _x322*_x331)
+    _x334 = _x138*_x145
+    _x335 = _x145*_x270
+    _x336 = _x126*_x47
+    _x337 = _x12*_x186 + _x128*_x47*_x7 + _x138*_x38 + _x186*_x7 + _x196*_x7 + _x336
+    _x338 = _x311*(_x160 + _x241 + _x334 + _x335 + _x337)
+    _x339 = _x316*q_bytes
+    _x340 = 2*_x58
+    _x341 = _x313*_x340
+    _x342 = _x262*_x68*f32_bytes
+    _x343 = 8*_x325
+    _x344 = gated + 2
+    _x345 = _x316*_x344
+    _x346 = _x335*act_bytes
+    _x347 = _x344*_x48
+    _x348 = _x237*_x347
+    _x349 = _x143*_x235
+    _x350 = _x143*_x305*(2*_x235 + 2)
+    _x351 = _x143*t0_elem_fwd + _x143*t0_softmax_fwd + _x145*t0_elem_fwd + np.maximum(_x238*_x343, _x15*_x316*_x348) + np.maximum(5*_x262*_x59, 2*_x342*_x65) + np.maximum(_x315*_x349, _x316*_x350) + np.maximum(_x335*_x343, _x345*_x346) + np.maximum(_x338*_x339, _x338*_x341)
+    _x352 = _x288 + _x333 + _x351
+    _x353 = _x311*t0_elem_bwd
+    _x354 = eta_elem_bwd**(-1.0)
+    _x355 = _x354*_x58
+    _x356 = _x299*_x355
+    _x357 = _x68/mu_elem_bwd
+    _x358 = 3*act_bytes
+    _x359 = _x358*_x68/mu_norm_bwd
+    _x360 = 16/eta_norm_bwd
+    _x361 = np.maximum(_x186*_x359, _x314*_x360)
+    _x362 = 2*t0_gemm_bwd
+    _x363 = flash*t0_attn_bwd
+    _x364 = _x66/mu_gemm_bwd
+    _x365 = _x364*_x68
+    _x366 = _x159*_x91*micro_batch
+    _x367 = _x57/eta_gemm_bwd
+    _x368 = _x167*_x367
+    _x369 = 4*_x368
+    _x370 = _x369*_x47
+    _x371 = _x365*_x7
+    _x372 = _x15*_x196*_x204
+    _x373 = _x12*_x365
+    _x374 = _x210*_x336
+    _x375 = _x15*_x66/mu_attn_bwd
+    _x376 = np.where((_x104 <= 4), 1/128, 1/64)
+    _x377 = np.ceil(_x376*seq_len)
+    _x378 = 160*(_x103*attn_uneven_bwd + 1)*(_x105/attn_dreg_bwd + _x106*attn_dsoft_bwd + _x376*attn_dio_bwd + 1)*np.ceil(_x108*_x377)/(_x377*eta_attn_bwd)
+    _x379 = _x58/eta_softmax_bwd
+    _x380 = mu_softmax_bwd**(-1.0)
+    _x381 = _x340*_x354
+    _x382 = _x83*bmm_dhalf_bwd
+    _x383 = _x77/eta_bmm_bwd
+    _x384 = _x383*_x75
+    _x385 = _x68/mu_bmm_bwd
+    _x386 = _x385*(_x82 + _x88*bmm_reread_bwd*(np.ceil((1/128)*_x41 + _x87) - 1))
+    _x387 = _x383*_x86
+    _x388 = _x382*cp + 1
+    _x389 = _x12*_x362 + _x12*t0_norm_bwd + _x158*t0_gemm_bwd + _x353 + 2*_x361 + _x362*_x7 + _x363*_x56 + _x363*swa_frac + _x38*t0_gemm_bwd + 4*_x55*t0_bmm_bwd + _x55*t0_softmax_bwd + _x7*t0_elem_bwd + _x7*t0_norm_bwd + 3*t0_elem_bwd + 3*t0_gemm_bwd + 2*t0_norm_bwd + 2*np.maximum(_x356, _x318*_x357) + np.maximum(_x386, _x384*_x388) + np.maximum(_x386, _x384*(_x382 + 1)) + np.maximum(_x113*_x378, _x375*_x98) + np.maximum(_x114*_x375, _x117*_x378) + np.maximum(_x162*_x365, _x171*_x366*_x369) + np.maximum(_x178*_x365, _x180*_x183*_x370) + np.maximum(_x189*_x371, _x192*_x195*_x369) + np.maximum(_x201*_x371, _x208*_x369*_x372) + np.maximum(_x212*_x365, _x215*_x218*_x369) + np.maximum(_x219*_x373, _x222*_x225*_x369) + np.maximum(_x226*_x373, _x230*_x369*_x374) + np.maximum(_x323*_x359, _x324*_x360) + np.maximum(_x328*_x381, _x330*_x357) + np.maximum(_x331*_x359, _x332*_x360) + np.maximum(_x385*_x92, _x387*(1 + bmm_dhalf_bwd/_x84)) + np.maximum(_x387*_x388, _x385*(_x89*bmm_reread_bwd + _x92)) + np.maximum(_x380*_x71*(_x358 + _x67), _x379*_x64*(8 - 8*flash))
+    _x390 = _x134*_x255
+    _x391 = _x12*_x211 + _x127*_x202*_x213 + _x177*_x38 + _x188*_x7 + _x202*_x204 + _x331
+    _x392 = _x311*(_x138 + _x145*_x281 + _x252 + _x334 + _x391)
+    _x393 = _x357*q_bytes
+    _x394 = _x143*_x259
+    _x395 = _x367*_x76
+    _x396 = _x145*_x365
+    _x397 = 16*_x355
+    _x398 = _x357*(2*gated + 3)
+    _x399 = _x143*t0_elem_bwd + _x143*t0_gemm_bwd + _x143*t0_softmax_bwd + _x145*_x362 + _x145*t0_elem_bwd + np.maximum(_x238*_x397, _x237*_x398*_x49) + np.maximum(_x242*_x365, _x244*_x248*_x369) + np.maximum(_x253*_x365, _x258*_x369*_x390) + np.maximum(_x261*_x365, 4*_x187*_x266*_x394*_x395) + np.maximum(8*_x262*_x379, 3*_x342*_x380) + np.maximum(_x271*_x396, _x273*_x276*_x370) + np.maximum(_x282*_x396, _x283*_x286*_x370) + np.maximum(_x335*_x397, _x346*_x398) + np.maximum(_x349*_x356, _x350*_x357) + np.maximum(_x381*_x392, _x392*_x393)
+    _x400 = _x389 + _x399
+    _x401 = _x352 + _x400
+    _x402 = np.maximum(0, _x123*_x143*_x309 - _x401)
+    _x403 = _x120*ov_ep*(_x310 - _x402) + _x310*(1 - ov_ep) + _x402*ov_ep
+    _x404 = _x291 + _x403
+    _x405 = _x121 + _x404
+    _x406 = np.minimum(_x6, dense_layers)
+    _x407 = np.minimum(1, _x26)
+    _x408 = _x352*rc_full
+    _x409 = 1 - rc_full
+    _x410 = _x409*rc_sel
+    _x411 = _x118*_x410
+    _x412 = _x15*ffn_hidden
+    _x413 = _x412*_x47
+    _x414 = _x311*(_x161 + _x337 + _x413)
+    _x415 = np.maximum(_x339*_x414, _x341*_x414)
+    _x416 = _x413*act_bytes
+    _x417 = np.maximum(_x343*_x413, _x345*_x416)
+    _x418 = d_model*ffn_hidden
+    _x419 = _x15*_x418
+    _x420 = _x138 + _x413 + _x419
+    _x421 = _x419*_x47
+    _x422 = 2*_x421
+    _x423 = np.minimum(np.minimum(_x412, _x47), d_model)
+    _x424 = (_x423 + gemm_dhalf)/_x423
+    _x425 = np.maximum(_x164*_x420, _x169*_x422*_x424)
+    _x426 = _x249*ffn_hidden
+    _x427 = _x133*_x426
+    _x428 = _x15*_x426
+    _x429 = _x428*_x47
+    _x430 = _x138 + _x427 + _x429
+    _x431 = _x254*_x428
+    _x432 = np.minimum(np.minimum(_x428, _x47), d_model)
+    _x433 = (_x432 + gemm_dhalf)/_x432
+    _x434 = np.maximum(_x164*_x430, _x169*_x431*_x433)
+    _x435 = _x231 + _x425 + _x434
+    _x436 = _x333 + _x415 + _x417 + _x435
+    _x437 = _x436*rc_full
+    _x438 = _x411 + _x437
+    _x439 = np.maximum(_x365*_x420, _x369*_x421*_x424)
+    _x440 = np.maximum(_x365*_x430, _x370*_x427*_x433)
+    _x441 = _x311*(_x254 + _x391 + _x429)
+    _x442 = np.maximum(_x381*_x441, _x393*_x441)
+    _x443 = np.maximum(_x397*_x413, _x398*_x416)
+    _x444 = _x389 + _x439 + _x440 + _x442 + _x443
+    _x445 = _x436 + _x444
+    _x446 = ov_ep*np.maximum(0, -_x445)
+    _x447 = _x120*_x446
+    _x448 = _x123*(_x142 + 2*_x151 + 2*_x155)
+    _x449 = _x122*_x448
+    _x450 = np.maximum(0, -_x33*_x435 + _x448)
+    _x451 = _x450*ov_tp
+    _x452 = _x290*(_x448 - _x450)
+    _x453 = _x449 + _x451 + _x452
+    _x454 = _x446 - _x447 + _x453
+    _x455 = _x121 + _x454
+    _x456 = -host_bwd - host_fwd - host_rc*rc_full
+    _x457 = np.maximum(0, -_x438 - _x445 - _x455 - _x456)
+    _x458 = _x408 + _x411
+    _x459 = _x401 + _x405 + _x458
+    _x460 = np.maximum(0, -_x456 - _x459)
+    _x461 = -_x446 + _x447
+    _x462 = _x406*(_x407*(np.where((-_x287 - _x351 - _x399 - _x404 - _x408 + _x415 + _x417 + _x425 + _x434 + _x437 + _x439 + _x440 + _x442 + _x443 + _x449 + _x451 + _x452 + _x457 - _x460 - _x461 < 0), 0, 1)) - _x407 + 1)
+    _x463 = _x138*_x58
+    _x464 = np.ceil((1/128)*_x15*vocab)
+    _x465 = 128*_x464
+    _x466 = d_model*grad_bytes
+    _x467 = np.minimum(_x465, _x47)
+    _x468 = np.maximum(_x463/eta_embed_bwd, _x68*(_x149*(learned_pos + 1) + _x165*f32_bytes*(_x467 + (1/10)*_x47) + _x465*_x466 + _x466*_x467)/mu_embed_bwd)
+    _x469 = np.maximum(_x463/eta_embed_fwd, _x149*_x68*(learned_pos + 2)/mu_embed_fwd)
+    _x470 = d_model**2
+    _x471 = 2*_x470
+    _x472 = _x15*_x471
+    _x473 = _x68*(_x134 + _x254 + _x472)
+    _x474 = _x202*_x470
+    _x475 = np.minimum(np.minimum(_x133, _x165), _x47)
+    _x476 = (_x475 + gemm_dhalf)/_x475
+    _x477 = _x254*_x311
+    _x478 = _x468 + t0_embed_bwd
+    _x479 = _x465*d_model
+    _x480 = _x465*_x47
+    _x481 = _x138 + _x479 + _x480
+    _x482 = np.minimum(np.minimum(_x465, _x47), d_model)
+    _x483 = _x138*_x464
+    _x484 = _x483*(_x482 + gemm_dhalf)/_x482
+    _x485 = _x464*_x47*_x58
+    _x486 = _x480*_x68*(act_bytes + f32_bytes)
+    _x487 = t0_ce_bwd + np.maximum(_x365*_x481, 512*_x395*_x484) + np.maximum(_x486/mu_ce_bwd, 256*_x485/eta_ce_bwd)
+    _x488 = _x361 + _x487 + mtp*(_x353 + 3*_x361 + _x362 + _x478 + _x487 + 3*t0_norm_bwd + np.maximum(_x364*_x473, 8*_x368*_x474*_x476) + np.maximum(_x134*_x311*_x393, _x15*_x355*_x477)) + t0_gemm_bwd + t0_norm_bwd
+    _x489 = 4*_x470
+    _x490 = _x469 + t0_embed_fwd
+    _x491 = t0_ce_fwd + np.maximum(_x164*_x481, 256*_x264*_x484) + np.maximum(_x486/mu_ce_fwd, 640*_x485/eta_ce_fwd)
+    _x492 = _x321 + _x491 + mtp*(_x157 + _x312 + 3*_x321 + _x490 + _x491 + 3*t0_norm_fwd + np.maximum(_x163*_x473, _x169*_x202*_x476*_x489) + np.maximum(_x339*_x477, 4*_x311*_x313*_x463)) + t0_gemm_fwd + t0_norm_fwd
+    _x493 = (np.where((_x468 + _x469 - _x488 - _x492 - mtp*(_x459 + _x460) + t0_embed_bwd + t0_embed_fwd > 0), 0, 1))
+    _x494 = 1 - _x407
+    _x495 = 1 - _x493
+    _x496 = mtp*(_x493 + _x494*_x495)
+    _x497 = -_x462 + _x496 + _x6
+    _x498 = _x490*_x495 + _x492*_x493 + _x494*(_x490*_x493 + _x492*_x495)
+    _x499 = _x478*_x495 + _x488*_x493 + _x494*(_x478*_x493 + _x488*_x495)
+    _x500 = np.maximum(0, _x407*(_x493*host_head + _x495*host_emb) + _x494*(host_emb + host_head) - _x498 - _x499)
+    _x501 = _x457*_x462 + _x460*_x497 + _x500 + host_mb
+    _x502 = _x352*_x497 + _x436*_x462 + _x498
+    _x503 = _x438*_x462 + _x458*_x497
+    _x504 = _x400*_x497 + _x444*_x462 + _x499
+    _x505 = _x503 + _x504
+    _x506 = _x405*_x497 + _x455*_x462 + _x501 + _x502 + _x505
+    _x507 = _x26 + _x31*interleave
+    _x508 = cp*dp
+    _x509 = _x508*tp
+    _x510 = np.where((_x509 < gpus_per_node), 1, 0)
+    _x511 = 1 - _x510
+    _x512 = (1 - ov_pp)*(_x510*(_x135*_x36 + alpha_p2p_intra) + _x511*(_x135*_x52 + alpha_p2p_inter))
+    _x513 = 2*_x407
+    _x514 = _x507*_x512*_x513
+    _x515 = 1 - ov_ag
+    _x516 = _x233*_x302
+    _x517 = _x509*_x516
+    _x518 = np.maximum(1, np.minimum(_x517, _x294*_x302))
+    _x519 = _x518 - 1
+    _x520 = _x518**(-1.0)
+    _x521 = _x517*_x520
+    _x522 = _x521 - 1
+    _x523 = _x153*grad_bytes
+    _x524 = _x234 + _x251 + biases*(_x250 + d_model)
+    _x525 = _x524*experts
+    _x526 = _x516*_x525
+    _x527 = _x143*_x526
+    _x528 = _x527*mtp
+    _x529 = _x494*_x528
+    _x530 = -_x406 + _x6
+    _x531 = _x527*_x530
+    _x532 = _x529 + _x531
+    _x533 = _x519*_x520
+    _x534 = _x532*_x533
+    _x535 = _x152*grad_bytes
+    _x536 = _x28*_x45
+    _x537 = _x522*_x536
+    _x538 = _x15*_x537
+    _x539 = _x232*_x532*ep
+    _x540 = _x519*alpha_rs_intra + _x522*alpha_rs_inter + _x523*_x534 + _x535*_x538*_x539
+    _x541 = np.maximum(1, np.minimum(_x508, _x15*gpus_per_node))
+    _x542 = _x541**(-1.0)
+    _x543 = _x508*_x542
+    _x544 = _x543 - 1
+    _x545 = _x544*alpha_ag_inter
+    _x546 = _x541 - 1
+    _x547 = _x546*alpha_ag_intra
+    _x548 = _x537*_x93
+    _x549 = _x143*(_x124*_x539*_x548 + _x139*_x534 + _x519*alpha_ag_intra + _x522*alpha_ag_inter)
+    _x550 = _x10*_x165
+    _x551 = biases*d_model
+    _x552 = _x38*(_x172*d_model + _x174 + biases*(_x173 + d_model)) + _x7*(_x129*_x209 + _x199 + _x551 + d_model*heads*v_head)
+    _x553 = _x13 + _x15*_x552
+    _x554 = _x550 + _x553
+    _x555 = _x267 + _x277 - _x551*(1 - _x145) + biases*(_x279 + d_model)
+    _x556 = _x15*_x555 + _x394 + _x526
+    _x557 = _x554 + _x556
+    _x558 = _x418 + _x426*d_model + biases*(_x426 + d_model)
+    _x559 = _x15*_x558 + _x554
+    _x560 = _x406*_x559
+    _x561 = _x10*d_model
+    _x562 = 5*_x561
+    _x563 = mtp*(_x472 + _x553 + _x556 + _x562)
+    _x564 = _x137*learned_pos
+    _x565 = 1 - tied
+    _x566 = _x479*(_x494*_x565 + 1) + _x564
+    _x567 = _x494*_x563 + _x530*_x557 + _x560 + _x566
+    _x568 = -_x529 - _x531 + _x567
+    _x569 = _x542*_x568
+    _x570 = _x546*_x569
+    _x571 = _x536*_x544
+    _x572 = _x568*_x571
+    _x573 = _x124*_x572
+    _x574 = _x523*_x570 + _x535*_x572 + _x544*alpha_rs_inter + _x546*alpha_rs_intra
+    _x575 = _x131*_x570*_x66 + _x143*_x540 + 2*_x545 + 2*_x547 + 2*_x549 + _x573*_x66 + _x574
+    _x576 = _x31*_x575
+    _x577 = -_x28*_x29*_x575*global_batch
+    _x578 = np.maximum(0, -_x31*(_x502 + _x504) - _x577)
+    _x579 = _x120*ov_ag
+    _x580 = 1 - z_param
+    _x581 = _x139*_x570 + _x545 + _x547 + _x549 + _x573*act_bytes
+    _x582 = _x581*z_os
+    _x583 = z_grad*(_x28*_x29*global_batch - 1) + 1
+    _x584 = 1 - z_os
+    _x585 = 2*_x518 - 2
+    _x586 = 2*_x521 - 2
+    _x587 = _x536*_x586
+    _x588 = _x520*_x585
+    _x589 = 2*_x541 - 2
+    _x590 = 2*_x543 - 2
+    _x591 = _x536*_x590
+    _x592 = _x583*(_x143*(_x540*z_os + _x584*(_x18*_x539*_x587 + _x20*_x532*_x588 + _x585*alpha_ar_intra + _x586*alpha_ar_inter)) + _x574*z_os + _x584*(_x17*_x568*_x591 + _x20*_x569*_x589 + _x589*alpha_ar_intra + _x590*alpha_ar_inter))
+    _x593 = np.maximum(0, -_x502 + _x581*z_os)
+    _x594 = _x121*_x123/_x33
+    _x595 = rc_full + 1
+    _x596 = _x595/_x123
+    _x597 = _x404*_x596 + _x594
+    _x598 = _x454*_x596 + _x594
+    _x599 = np.maximum(0, -_x583*(_x462*_x598 + _x497*_x597 + _x505) + _x592)
+    _x600 = _x580*(_x120*ov_dp*(_x592 - _x599) + _x515*_x582 + _x579*(_x582 - _x593) + _x592*(1 - ov_dp) + _x593*ov_ag + _x599*ov_dp) + z_param*(_x515*_x576 + _x578*ov_ag + _x579*(-_x577 - _x578))
+    _x601 = _x517**(-z_os)
+    _x602 = _x532*_x601
+    _x603 = _x508**(-z_os)
+    _x604 = _x568*_x603
+    _x605 = _x602 + _x604
+    _x606 = t0_optim_fwd + np.maximum(_x58*(12*_x602 + 12*_x604)/eta_optim_fwd, _x605*_x68*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
+    _x607 = _x25 + _x506*(_x27 + _x31) + _x514 + _x600 + _x606
+    _x608 = _x25 + _x31*(_x291*_x497 + _x453*_x462)
+    _x609 = -_x461
+    _x610 = _x165*seq_len
+    _x611 = _x610*vocab
+    _x612 = 2*seq_len
+    _x613 = _x60*_x95
+    _x614 = _x110*_x613
+    _x615 = _x116*_x95
+    _x616 = _x615*_x73
+    _x617 = _x55*(_x612*_x615 + 2*_x614)/_x43
+    _x618 = _x614*_x73 + _x616*seq_len + _x617*_x72 + _x617*_x84
+    _x619 = _x126*_x209*_x612 + _x165*_x90*heads + _x174*_x38*_x612 + _x191*_x612 + _x205*seq_len + _x214*_x612 + _x221*_x612 + _x618
+    _x620 = -dense_layers + layers
+    _x621 = _x145*_x612
+    _x622 = _x236*(_x143/np.maximum(1, capacity) + _x144 + 1)
+    _x623 = _x143*_x610*experts + _x234*_x612*_x622 + _x250*_x610*_x622 + _x267*_x621 + _x277*_x621 + _x619
+    _x624 = global_batch*(_x611 + _x620*_x623 + dense_layers*(_x418*_x612 + _x426*_x610 + _x619) + mtp*(_x489*seq_len + _x611 + _x623))
+    _x625 = 3*_x624
+    _x626 = 768*_x483
+    _x627 = _x111*_x15*_x95
+    _x628 = _x202*_x616 + _x627*_x73*micro_batch + _x75 + _x86
+    _x629 = _x166 + _x181 + _x193 + _x206 + _x216 + _x223 + _x228 + _x628
+    _x630 = 6*_x47
+    _x631 = 6*_x187
+    _x632 = _x180*_x630 + 6*_x192 + 7*_x202*_x615*flash + 6*_x215 + _x221*_x631 + 6*_x366 + 6*_x372 + 6*_x374 + _x410*_x628 + 7*_x627*_x96 + 3*_x75 + 3*_x86
+    _x633 = 6*_x244 + _x273*_x630 + _x283*_x630 + 6*_x390 + _x394*_x631 + _x632 + rc_full*(_x245 + _x256 + _x263 + _x274 + _x284 + _x629)
+    _x634 = _x620*_x633 + _x626 + dense_layers*(6*_x421 + _x427*_x630 + _x632 + rc_full*(_x422 + _x431 + _x629)) + mtp*(12*_x474 + _x626 + _x633)
+    _x635 = 2*mtp
+    _x636 = _x618*dense_layers
+    _x637 = 3*global_batch
+    _x638 = _x625 + _x637*(_x137*(_x635 + 2)*(_x465*tp - vocab) + _x613*(_x635 + 2*layers) - _x618*(-dense_layers + layers + mtp) - _x636)
+    _x639 = _x5*_x620
+    _x640 = _x349*_x639
+    _x641 = _x300*_x640
+    _x642 = 4*act_bytes
+    _x643 = _x642*seq_par
+    _x644 = _x147*_x254
+    _x645 = _x24*(_x125*_x130*_x15*_x45*act_bytes*micro_batch*seq_len - _x136)
+    _x646 = _x5*dense_layers
+    _x647 = _x254*act_bytes*seq_par
+    _x648 = _x31*(_x298*_x641 + _x639*(_x146*(_x125*_x15*_x647 + _x147*_x148) + _x645) + _x646*(_x125*_x134*_x643 + _x3*_x644*_x93 + _x645))
+    _x649 = _x24*(_x1*_x130*_x132*_x45*act_bytes*micro_batch*seq_len - _x154)
+    _x650 = _x31*(_x308*_x641 + _x639*(_x146*(_x140*_x647 + _x147*_x150) + _x649) + _x646*(_x138*_x140*_x643 + _x22*_x644*act_bytes + _x649))
+    _x651 = _x595*_x648
+    _x652 = _x28*_x46*global_batch
+    _x653 = _x32*_x44*_x652*_x93*(_x639 + _x646)
+    _x654 = _x35*_x653
+    _x655 = _x51*_x653
+    _x656 = _x123*_x655
+    _x657 = _x652*act_bytes
+    _x658 = _x165*_x185*_x640*_x657
+    _x659 = _x303*_x658
+    _x660 = _x304*_x658
+    _x661 = _x595*_x660
+    _x662 = interleave*pp - 1
+    _x663 = _x133*_x5
+    _x664 = _x407*_x511*_x657*_x662
+    _x665 = _x407*_x510*_x657*_x662*_x663 + _x663*_x664
+    _x666 = _x15*_x5
+    _x667 = _x143**2*_x639
+    _x668 = _x526*_x533*_x667
+    _x669 = _x143*_x525
+    _x670 = _x620*_x669
+    _x671 = _x13 + _x552
+    _x672 = _x550 + _x671
+    _x673 = _x394 + _x555 + _x672
+    _x674 = _x561 + _x564 + d_model*vocab*(2 - tied)
+    _x675 = _x674 + dense_layers*(_x558 + _x672)
+    _x676 = _x620*(_x525 + _x673) + _x675
+    _x677 = _x666*(-_x670 + _x676)
+    _x678 = _x677*act_bytes
+    _x679 = _x542*_x546
+    _x680 = _x668*act_bytes + _x678*_x679
+    _x681 = _x580*z_os
+    _x682 = _x31*_x680
+    _x683 = _x525*_x667
+    _x684 = _x548*_x683 + _x571*_x678
+    _x685 = _x31*_x684
+    _x686 = _x681*_x684 + _x685*z_param
+    _x687 = _x677*_x679
+    _x688 = _x687*grad_bytes
+    _x689 = _x639*grad_bytes
+    _x690 = _x527*_x689
+    _x691 = _x677*grad_bytes
+    _x692 = _x584*_x691
+    _x693 = _x580*_x583
+    _x694 = _x538*_x683
+    _x695 = _x571*_x691
+    _x696 = _x669*_x689
+    _x697 = _x693*(_x143*(_x15*_x584*_x587*_x696 + _x538*_x696*z_os) + _x591*_x692 + _x695*z_os) + z_param*(_x28*_x29*global_batch*(_x571*_x66*_x677 + _x66*_x694 + _x694*grad_bytes + _x695) - _x685)
+    _x698 = _x607**(-1.0)
+    _x699 = _x167*_x698
+    _x700 = _x536*_x666*_x699
+    _x701 = _x66*z_param*np.maximum(_x557, _x559*np.minimum(1, dense_layers))
+    _x702 = _x517**(-z_param)
+    _x703 = _x508**(-z_param)
+    _x704 = act_bytes*(_x532*_x702 + _x568*_x703)
+    _x705 = _x517**(-z_grad)
+    _x706 = _x508**(-z_grad)
+    _x707 = grad_bytes*(_x532*_x705 + _x568*_x706)
+    _x708 = _x605*opt_bytes
+    _x709 = _x31*gpipe
+    _x710 = _x480*(act_bytes + f32_bytes*(_x709 - gpipe + 1))
+    _x711 = (_x305 + _x710)*(mtp + 1)
+    _x712 = _x347*shared_ffn + _x348
+    _x713 = _x15*(_x48*(_x44 + _x95) + _x712) + _x185*(_x138*(2*_x317 + _x642) + _x329*_x47*(_x203 + _x227 + qk_rope)) + _x70*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes))
+    _x714 = _x15*(_x344*_x45*act_bytes*ffn_hidden*micro_batch*seq_len - _x712) + _x713
+    _x715 = rc_full*np.maximum(_x713, _x714)
+    _x716 = 1 - gpipe
+    _x717 = interleave - 1
+    _x718 = _x305*rc_full
+    _x719 = _x409*_x713 + _x718
+    _x720 = mtp*(5*_x305 + _x719)
+    _x721 = _x406*(_x409*_x714 + _x718)
+    _x722 = _x494*_x711 + _x715 + (_x709 + _x716*(_x27*_x5*np.minimum(1, _x717) + 1)*np.minimum(_x31, pp))*(_x494*_x720 + _x530*_x719 + _x721)
+    _x723 = _x701 + _x704 + _x707 + _x708 + _x722
+    _x724 = -_x406*_x494 + _x6
+    _x725 = _x527*_x724
+    _x726 = _x528 + _x725
+    _x727 = _x407*_x479*_x565*np.minimum(1, mtp) - _x407*_x564 + _x494*_x560 - _x528 + _x557*_x724 + _x563 + _x566 - _x725
+    _x728 = act_bytes*(_x702*_x726 + _x703*_x727)
+    _x729 = grad_bytes*(_x705*_x726 + _x706*_x727)
+    _x730 = opt_bytes*(_x601*_x726 + _x603*_x727)
+    _x731 = _x711 + _x715 + (_x709 + _x716*np.minimum(_x31, _x4*(_x717*pp + 1)))*(_x494*_x721 + _x719*_x724 + _x720)
+    _x732 = _x701 + _x728 + _x729 + _x730 + _x731
+    _x733 = np.maximum(_x723, _x732)
+    _x734 = np.where((_x723 < _x732), 1, 0)
+    _x735 = 1 - _x734
+    _x736 = _x733*alloc_frag
+    _x737 = nccl_comm_bytes*(_x143*np.minimum(1, _x517 - 1) + np.minimum(1, _x184) + np.minimum(1, _x508 - 1)) + nccl_peer_bytes*(_x143*(ep - 1) + _x513 + 2*np.minimum(1, _x32))
     return {
-        'step_time': _x599,
-        't_forward': _x30*_x495,
-        't_backward': _x30*_x497,
-        't_recompute': _x30*_x496,
-        't_tp_comm': _x600,
-        't_cp_comm': _x30*(_x121*_x455 + _x121*_x490),
-        't_ep_comm': _x30*(_x396*_x490 + _x455*_x601),
-        't_host_overhead': _x30*_x494,
-        't_pp_bubble': _x26*_x499,
-        't_pp_comm': _x507,
-        't_dp_comm': _x592,
-        't_optimizer': _x598,
-        'tp_comm_total': _x24 + _x30*(_x160*_x490 + _x441*_x455),
-        'dp_comm_total': _x569*z_param + _x573*(_x575 + _x584),
-        'tp_comm': _x600,
-        'dp_comm': _x592,
-        'pp_bubble': _x25/_x500,
-        'pp_bubble_ratio': _x26*dp*micro_batch/global_batch,
-        'micro_batches': _x30,
-        't_microbatch_stage': _x499,
-        't_layer_fwd': _x345,
-        't_layer_bwd': _x393,
-        't_layer_recompute': _x451,
-        't_layer_tp_comm': _x293,
+        'step_time': _x607,
+        't_forward': _x31*_x502,
+        't_backward': _x31*_x504,
+        't_recompute': _x31*_x503,
+        't_tp_comm': _x608,
+        't_cp_comm': _x31*(_x121*_x462 + _x121*_x497),
+        't_ep_comm': _x31*(_x403*_x497 + _x462*_x609),
+        't_host_overhead': _x31*_x501,
+        't_pp_bubble': _x27*_x506,
+        't_pp_comm': _x514,
+        't_dp_comm': _x600,
+        't_optimizer': _x606,
+        'tp_comm_total': _x25 + _x31*(_x156*_x497 + _x448*_x462),
+        'dp_comm_total': _x576*z_param + _x580*(_x582 + _x592),
+        'tp_comm': _x608,
+        'dp_comm': _x600,
+        'pp_bubble': _x26/_x507,
+        'pp_bubble_ratio': _x27*dp*micro_batch/global_batch,
+        'micro_batches': _x31,
+        't_microbatch_stage': _x506,
+        't_layer_fwd': _x352,
+        't_layer_bwd': _x400,
+        't_layer_recompute': _x458,
+        't_layer_tp_comm': _x291,
         't_layer_cp_comm': _x121,
-        't_layer_ep_comm': _x396,
-        't_layer_comm_bwd': _x589,
-        't_layer_host': _x453,
-        't_dense_layer_fwd': _x429,
-        't_dense_layer_bwd': _x437,
-        't_dense_layer_recompute': _x431,
-        't_dense_layer_tp_comm': _x446,
+        't_layer_ep_comm': _x403,
+        't_layer_comm_bwd': _x597,
+        't_layer_host': _x460,
+        't_dense_layer_fwd': _x436,
+        't_dense_layer_bwd': _x444,
+        't_dense_layer_recompute': _x438,
+        't_dense_layer_tp_comm': _x453,
         't_dense_layer_cp_comm': _x121,
-        't_dense_layer_ep_comm': _x601,
-        't_dense_layer_comm_bwd': _x590,
-        't_dense_layer_host': _x450,
-        'stage_layers': _x9,
-        'stage_dense_layers': _x455,
-        'stage_mtp_layers': _x489,
-        't_tp_grad_reduce': _x24,
-        't_embed_fwd': _x483,
-        't_embed_bwd': _x471,
-        't_head_fwd': _x485,
-        't_head_bwd': _x481,
-        'head_stage_heavier': _x486,
-        't_edge_host': _x493,
+        't_dense_layer_ep_comm': _x609,
+        't_dense_layer_comm_bwd': _x598,
+        't_dense_layer_host': _x457,
+        'stage_layers': _x6,
+        'stage_dense_layers': _x462,
+        'stage_mtp_layers': _x496,
+        't_tp_grad_reduce': _x25,
+        't_embed_fwd': _x490,
+        't_embed_bwd': _x478,
+        't_head_fwd': _x492,
+        't_head_bwd': _x488,
+        'head_stage_heavier': _x493,
+        't_edge_host': _x500,
         't_microbatch_host': host_mb,
-        't_pp_send_recv': _x505,
-        'flops': _x617,
-        'hardware_flops': _x29*_x33*_x627,
-        'flops_megatron': _x631,
-        'bytes_tp_fwd': _x643 + _x645,
-        'bytes_tp_bwd': _x587*_x645 + _x646,
-        'bytes_tp_inter': _x643 + _x646,
-        'bytes_cp_fwd': _x649 + _x650,
-        'bytes_cp_bwd': _x123*_x649 + _x651,
-        'bytes_cp_inter': _x650 + _x651,
-        'bytes_ep_fwd': _x653 + _x654,
-        'bytes_ep_bwd': _x587*_x653 + _x655,
-        'bytes_ep_inter': _x654 + _x655,
-        'bytes_pp_fwd': _x659,
-        'bytes_pp_bwd': _x659,
-        'bytes_pp_inter': _x169*_x658*_x660,
-        'bytes_dp_fwd': _x673*_x674 + _x675*z_param + _x681,
-        'bytes_dp_bwd': _x685*(_x145*(_x531*_x683*grad_bytes*z_os + _x581*_x683*_x684) + _x582*_x671*_x684 + _x682*z_os) + _x689 + z_param*(_x27*_x28*global_batch*(_x65*_x662 + _x65*_x672 + _x662*grad_bytes + _x682) - _x675),
-        'bytes_dp_inter': _x681 + _x689,
-        'flops_forward': _x616,
-        'flops_backward': 2*_x616,
-        'flops_attention': _x630*(_x610*_x612 + _x629),
-        'flops_lm_head': 6*_x138*global_batch*vocab,
-        'n_gpus': _x502*pp,
-        'mfu': _x617*_x692,
-        'mfu_megatron': _x631*_x692,
-        'hfu': _x30*_x627*_x691*_x8,
-        'tokens_per_s': _x690*global_batch*seq_len,
-        'memory': _x725,
-        'mem_weights': _x696*_x727 + _x720*_x726,
-        'mem_gradients': _x699*_x727 + _x721*_x726,
-        'mem_optimizer': _x700*_x727 + _x722*_x726,
-        'mem_activations': _x693 + _x714*_x727 + _x723*_x726,
-        'mem_logits': _x702,
-        'mem_first_stage': _x715,
-        'mem_last_stage': _x724,
-        'mem_reserve': _x728 + _x729 + cuda_context,
+        't_pp_send_recv': _x512,
+        'flops': _x625,
+        'hardware_flops': _x30*_x34*_x634,
+        'flops_megatron': _x638,
+        'bytes_tp_fwd': _x648 + _x650,
+        'bytes_tp_bwd': _x595*_x650 + _x651,
+        'bytes_tp_inter': _x648 + _x651,
+        'bytes_cp_fwd': _x654 + _x655,
+        'bytes_cp_bwd': _x123*_x654 + _x656,
+        'bytes_cp_inter': _x655 + _x656,
+        'bytes_ep_fwd': _x659 + _x660,
+        'bytes_ep_bwd': _x595*_x659 + _x661,
+        'bytes_ep_inter': _x660 + _x661,
+        'bytes_pp_fwd': _x665,
+        'bytes_pp_bwd': _x665,
+        'bytes_pp_inter': _x165*_x664*_x666,
+        'bytes_dp_fwd': _x680*_x681 + _x682*z_param + _x686,
+        'bytes_dp_bwd': _x693*(_x143*(_x533*_x690*z_os + _x584*_x588*_x690) + _x542*_x589*_x692 + _x688*z_os) + _x697 + z_param*(_x28*_x29*global_batch*(_x66*_x668 + _x66*_x687 + _x668*grad_bytes + _x688) - _x682),
+        'bytes_dp_inter': _x686 + _x697,
+        'flops_forward': _x624,
+        'flops_backward': 2*_x624,
+        'flops_attention': _x637*(_x618*_x620 + _x636),
+        'flops_lm_head': 6*_x137*global_batch*vocab,
+        'n_gpus': _x509*pp,
+        'mfu': _x625*_x700,
+        'mfu_megatron': _x638*_x700,
+        'hfu': _x31*_x5*_x634*_x699,
+        'tokens_per_s': _x698*global_batch*seq_len,
+        'memory': _x733,
+        'mem_weights': _x704*_x735 + _x728*_x734,
+        'mem_gradients': _x707*_x735 + _x729*_x734,
+        'mem_optimizer': _x708*_x735 + _x730*_x734,
+        'mem_activations': _x701 + _x722*_x735 + _x731*_x734,
+        'mem_logits': _x710,
+        'mem_first_stage': _x723,
+        'mem_last_stage': _x732,
+        'mem_reserve': _x736 + _x737 + cuda_context,
         'mem_cuda_context': cuda_context,
-        'mem_nccl': _x729,
-        'mem_fragmentation': _x728,
-        'params': _x669,
-        'active_params': _x612*(_x518*top_k + _x666) + _x668,
-        'params_rank': _x561,
-        'params_embedding': _x667,
-        'params_expert': _x663,
-        'params_mtp': mtp*(_x387 + _x464 + _x519 + _x549 + _x556 + _x664),
+        'mem_nccl': _x737,
+        'mem_fragmentation': _x736,
+        'params': _x676,
+        'active_params': _x620*(_x524*top_k + _x673) + _x675,
+        'params_rank': _x567,
+        'params_embedding': _x674,
+        'params_expert': _x670,
+        'params_mtp': mtp*(_x394 + _x471 + _x525 + _x555 + _x562 + _x671),
     }
 
-SOURCE_DIGEST = '9a1e6d7201c7e637'
+SOURCE_DIGEST = 'e78e00c37bcd86a0'

@@ -124,6 +124,7 @@ class Plan:
     dp: int = 1
     cp: int = 1
     ep: int = 1
+    etp: int | None = None              # expert tensor parallelism; None: = tp (Megatron-Core --expert-tensor-parallel-size default)
     micro_batch: int = 1
     global_batch: int | None = None     # None: micro_batch * dp (one micro-batch per step)
     interleave: int = 1
@@ -245,15 +246,21 @@ def check(model: Model, plan: Plan) -> None:
     # Megatron-Core splits the dense MLP, each expert (expert TP = tp) and the shared experts column/row-wise
     if (model.n_experts == 1 or model.dense_layers) and model.ffn % plan.tp:
         raise InputError(f"ffn-hidden ({model.ffn}) must be divisible by tp ({plan.tp})")
-    if model.n_experts > 1 and model.expert_ffn % plan.tp:
-        raise InputError(f"moe-ffn-hidden ({model.expert_ffn}) must be divisible by tp ({plan.tp})")
+    if model.n_experts > 1 and model.expert_ffn % (plan.etp if plan.etp is not None else plan.tp):
+        raise InputError(f"moe-ffn-hidden ({model.expert_ffn}) must be divisible by etp "
+                         f"({plan.etp if plan.etp is not None else plan.tp})")
     if model.shared_ffn % plan.tp:
         raise InputError(f"shared-ffn-hidden ({model.shared_ffn}) must be divisible by tp ({plan.tp})")
     if model.dense_layers >= model.n_layers:
         raise InputError(f"first-dense-layers ({model.dense_layers}) must be fewer than layers ({model.n_layers})")
-    if model.n_layers < plan.pp * plan.interleave:
+    # uneven stages: the embedding and the loss may each take a virtual stage's place (Megatron-Core
+    # account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split, transformer_config.py; Megatron-Bridge
+    # sets both for Llama 3.1 405B: 126 layers + 2 = 16 x 8 virtual stages)
+    edge_slots = 2 if plan.uneven_stages and plan.pp > 1 else 0
+    if model.n_layers + edge_slots < plan.pp * plan.interleave:
         raise InputError(f"layers ({model.n_layers}) must be at least pp x interleave "
-                         f"({plan.pp} x {plan.interleave} = {plan.pp * plan.interleave})")
+                         f"({plan.pp} x {plan.interleave} = {plan.pp * plan.interleave})"
+                         + (" less the 2 stages embedding and loss may fill" if edge_slots else ""))
     if model.n_layers % (plan.pp * plan.interleave) and not plan.uneven_stages:
         raise InputError(f"layers ({model.n_layers}) must be divisible by pp x interleave "
                          f"({plan.pp} x {plan.interleave} = {plan.pp * plan.interleave}); "
@@ -262,8 +269,13 @@ def check(model: Model, plan: Plan) -> None:
         raise InputError("interleave > 1 needs the interleaved 1F1B schedule, not gpipe")
     if model.seq_len % plan.cp:
         raise InputError(f"seq-len ({model.seq_len}) must be divisible by cp ({plan.cp})")
-    if plan.dp % plan.ep:
-        raise InputError(f"ep ({plan.ep}) must divide dp ({plan.dp}) (experts are parallel across DP ranks)")
+    etp = plan.etp if plan.etp is not None else plan.tp
+    if model.n_experts == 1 and etp != plan.tp:
+        raise InputError(f"etp ({etp}) applies to routed experts only: a dense model splits its MLP over tp ({plan.tp})")
+    folded = plan.tp * plan.cp * plan.dp
+    if folded % (plan.ep * etp):
+        raise InputError(f"ep x etp ({plan.ep} x {etp}) must divide tp x cp x dp ({plan.tp} x {plan.cp} x {plan.dp} = "
+                         f"{folded}) (Megatron-Core expert grid: world = pp x etp x ep x expert-dp)")
     if model.n_experts % plan.ep:
         raise InputError(f"experts ({model.n_experts}) must be divisible by ep ({plan.ep})")
     if model.top_k > model.n_experts:

@@ -63,14 +63,16 @@ def mla_inputs(m: Model) -> dict:
 
 
 def layout_inputs(tp, pp, dp, cp, ep, micro_batch, global_batch, interleave, sequence_parallel, recompute, zero,
-                  gpipe) -> dict:
+                  gpipe, etp=None) -> dict:
     """The formula inputs of a plan's layout: one plan's numbers, or numpy arrays of many (``search``).
 
     ``recompute``: 0 none, 1 selective, 2 full (``config.RECOMPUTE`` order); ``zero``: the ZeRO stage 0-3;
-    ``sequence_parallel`` and ``gpipe``: truth values. The one mapping from plan knobs to formula symbols."""
+    ``sequence_parallel`` and ``gpipe``: truth values; ``etp`` None: = tp (Megatron-Core's default expert TP).
+    The one mapping from plan knobs to formula symbols."""
     tp, recompute, zero = np.asarray(tp), np.asarray(recompute), np.asarray(zero)
     f = lambda a: np.asarray(a, dtype=np.float64)[()]       # 0-d arrays back to numpy scalars
-    return {"tp": f(tp), "pp": f(pp), "dp": f(dp), "cp": f(cp), "ep": f(ep), "micro_batch": f(micro_batch),
+    return {"tp": f(tp), "pp": f(pp), "dp": f(dp), "cp": f(cp), "ep": f(ep), "etp": f(tp if etp is None else etp),
+            "micro_batch": f(micro_batch),
             "global_batch": f(global_batch), "interleave": f(interleave),
             "seq_par": f((np.asarray(sequence_parallel) != 0) & (tp > 1)),
             "rc_full": f(recompute == 2), "rc_sel": f(recompute == 1), "gpipe": f(np.asarray(gpipe) != 0),
@@ -81,7 +83,7 @@ def plan_inputs(p: Plan) -> dict:
     from .config import RECOMPUTE
 
     return {**layout_inputs(p.tp, p.pp, p.dp, p.cp, p.ep, p.micro_batch, p.batch, p.interleave, p.sequence_parallel,
-                            RECOMPUTE.index(p.recompute), p.zero_stage, p.schedule == "gpipe"),
+                            RECOMPUTE.index(p.recompute), p.zero_stage, p.schedule == "gpipe", p.etp),
             "ov_dp": p.overlap_grad_reduce, "ov_ag": p.overlap_param_gather,
             "ov_tp": p.overlap_tp, "ov_pp": p.overlap_pp, "ov_cp": p.overlap_cp, "ov_ep": p.overlap_ep,
             "act_bytes": ACT_BYTES.get(p.dtype, 2), "grad_bytes": BYTES[p.grad_dtype], "opt_bytes": 12,

@@ -208,6 +208,11 @@ def resolve(model=None, plan=None, hardware=None, stack=None, *, model_fields: d
         rule("dp", n_gpus // per, f"n_gpus {n_gpus} / (tp x pp x cp)")
     if n_gpus is not None and p["tp"] * p["pp"] * p["cp"] * p["dp"] != n_gpus:
         raise InputError(f"n_gpus ({n_gpus}) != tp*pp*dp*cp ({p['tp']}*{p['pp']}*{p['dp']}*{p['cp']})")
+    folded = p["tp"] * p["cp"] * p["dp"]
+    if (model_obj.n_experts > 1 and p.get("etp") is None and folded % (p["ep"] * p["tp"]) and folded % p["ep"] == 0):
+        # the expert grid must tile tp x cp x dp (Megatron-Core parallel_state: world = pp x etp x ep x expert-dp); a
+        # layout that cannot hold ep x tp ran its experts unsplit, EP folded over the TP ranks (MoE parallel folding)
+        rule("etp", 1, f"ep x tp ({p['ep']} x {p['tp']}) does not divide tp x cp x dp ({folded}): experts ran with etp 1")
     if p["tp"] == 1 and p["sequence_parallel"]:
         rule("sequence_parallel", False, "no sequence parallelism at tp = 1")
     if "dtype" in stated and st.rule("grad_dtype_bf16") and p["dtype"] not in ("fp16", "fp32"):

@@ -259,6 +259,9 @@ def _plan_fields(row: dict) -> dict:
         d["tp_comm_overlap"] = True
     # Megatron-Core --overlap-moe-expert-parallel-comm (Megatron-Bridge comm_overlap moe a2a): the all-to-all hides
     # behind another micro-batch's compute as far as that compute lasts (formulas/step.py)
+    m = re.search(r"\betp\s*=\s*(\d+)", text)
+    if m and (row.get("n_experts") or 1) > 1:
+        d["etp"] = int(m.group(1))          # Megatron-Core --expert-tensor-parallel-size, stated by the recipe
     if re.search(r"ep a2a overlap|overlap[-_ ]moe[-_ ]expert[-_ ]parallel[-_ ]comm(?!\s*=\s*false)", text):
         d["overlap_ep"] = 1.0
     return d

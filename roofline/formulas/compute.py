@@ -51,6 +51,9 @@ sp_div = 1 + S.seq_par * (S.tp - 1)                           # divisor of norm/
 tok_sp = tokens / sp_div                                      # tokens a rank holds outside TP regions
 routed = S.top_k * S.capacity                                 # expert copies of a token (1 for dense)
 moe = sp.Min(1, S.experts - 1)                                # 1 for a mixture of experts, else 0
+# the tensor-parallel split of the routed experts: etp (Megatron-Core expert_tensor_parallel_size, default tp;
+# "MoE parallel folding", arXiv 2504.14960); the MLP of a dense model or dense layer is split over tp
+etp = moe * S.etp + (1 - moe) * S.tp
 vocab_pad = sp.ceiling(S.vocab / (128 * S.tp)) * 128 * S.tp   # Megatron pads V to a multiple of 128*t
 
 
@@ -326,6 +329,10 @@ def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0
         attn = [gemm("qkv_proj", tokens, h, (q_w + 2 * kv_w) / t), *attention_core(d_head),
                 gemm("attn_out_proj", tokens, q_w / t, h)]
     rt = 1 + moe_on * (routed - 1)                 # expert copies of a token (1 in a dense MLP)
+    # routed experts split over etp ranks: each holds the tokens of its etp group (the SP shards of tp/etp ranks
+    # fewer than a TP group gathers), f/etp wide; the same FLOPs per rank as a tp split (MoE with tp > 1 runs SP)
+    t_mlp = moe_on * S.etp + (1 - moe_on) * t
+    tok_mlp = tokens * t_mlp / t
     mlp_model = moe_on / sp.Max(1, S.capacity) + (1 - moe_on)
     # LayerNorm, 8 FLOP/element: mean 1, variance 3 (subtract, square, add), normalise 2, scale and shift 2
     # (RMSNorm does ~4 and is priced the same: HBM-bound, its class efficiency fitted with this count)
@@ -338,12 +345,12 @@ def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0
         # the router runs on the tokens a rank holds before the dispatcher gathers them (SP-split under TP;
         # Megatron-Core moe_layer.py: router(hidden_states), then token_dispatcher)
         gemm("router", tok_sp, h, S.experts, on=moe_on, hp=True),
-        gemm("mlp_up", tokens * rt, h, f * (1 + S.gated) / t, model=mlp_model),
+        gemm("mlp_up", tok_mlp * rt, h, f * (1 + S.gated) / t_mlp, model=mlp_model),
         # GELU: read 1 write 1; SwiGLU: read 2 write 1 (backward: read inputs and grad, write input grads);
         # 8 FLOP/element: tanh-GELU 0.5 x (1 + tanh(0.79788 (x + 0.044715 x^3))) = 7 arithmetic ops + tanh;
         # SiLU x sigmoid(x) times the gate ~ the same (exp, add, divide, 2 multiplies)
-        elementwise("mlp_activation", "elem", tokens * rt * f / t, 1 + S.gated, 1, 2 + S.gated, 1 + S.gated, 8),
-        gemm("mlp_down", tokens * rt, f / t, h, model=mlp_model),
+        elementwise("mlp_activation", "elem", tok_mlp * rt * f / t_mlp, 1 + S.gated, 1, 2 + S.gated, 1 + S.gated, 8),
+        gemm("mlp_down", tok_mlp * rt, f / t_mlp, h, model=mlp_model),
         elementwise("dropout_residual_mlp", "elem", hid, 2 + S.dropout * S.mask_bytes / S.act_bytes, 1, 1 + S.dropout * S.mask_bytes / S.act_bytes, 2),
     ]
     if moe_on is not sp.S.Zero:

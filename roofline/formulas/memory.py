@@ -81,15 +81,15 @@ mtp_layer_params = moe_layer_params + 2 * h * h + 3 * h * (1 + S.biases)
 mtp_params = S.mtp * mtp_layer_params
 dense_first = sp.Min(S.dense_layers, PL.stage_layers)      # dense layers on the first stage
 dense_last = (1 - PL.has_pp) * dense_first                 # ... and on the last (the same stage when p = 1)
-layer_params_rank = (attn_params_rank + S.experts / S.ep * expert_params / S.tp + router_params
+layer_params_rank = (attn_params_rank + S.experts / S.ep * expert_params / C.etp + router_params
                      + shared_params / S.tp + norm_params)
 dense_layer_rank = attn_params_rank + dense_mlp_params / S.tp + norm_params
 mtp_rank = S.mtp * (layer_params_rank + 2 * h * h / S.tp + 3 * h * (1 + S.biases))       # on the last stage
-mtp_expert_rank = S.mtp * C.moe * S.experts / S.ep * expert_params / S.tp
+mtp_expert_rank = S.mtp * C.moe * S.experts / S.ep * expert_params / C.etp
 mtp_embedding_rank = sp.Min(1, S.mtp) * PL.has_pp * (1 - S.tied) * C.vocab_pad * h / S.tp
-expert_params_rank = (C.moe * (PL.stage_layers - dense_first) * S.experts / S.ep * expert_params / S.tp
+expert_params_rank = (C.moe * (PL.stage_layers - dense_first) * S.experts / S.ep * expert_params / C.etp
                       + (1 - PL.has_pp) * mtp_expert_rank)
-expert_last_rank = C.moe * (PL.stage_layers - dense_last) * S.experts / S.ep * expert_params / S.tp + mtp_expert_rank
+expert_last_rank = C.moe * (PL.stage_layers - dense_last) * S.experts / S.ep * expert_params / C.etp + mtp_expert_rank
 embedding_params_rank = (C.vocab_pad * h / S.tp * (1 + (1 - S.tied) * (1 - PL.has_pp))
                          + S.learned_pos * S.seq_len * h)
 stage_params_rank = ((PL.stage_layers - dense_first) * layer_params_rank + dense_first * dense_layer_rank

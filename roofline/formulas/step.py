@@ -80,13 +80,13 @@ def cp_layer():
 def ep_layer():
     """EP (MoE layers): all-to-all dispatch and combine of the k routed copies of the tokens a rank holds
     (SP-split: Megatron-Core requires sequence parallelism for MoE with tp > 1), forward and backward
-    (Lepikhin et al. 2020), over the e ranks of the expert grid (comm.ep_group); with expert TP = t each
-    rank's received tokens are then all-gathered over the t ranks and the expert outputs reduce-scattered
+    (Lepikhin et al. 2020), over the e ranks of the expert grid (comm.ep_group); with expert TP etp > 1 each
+    rank's received tokens are then all-gathered over the etp ranks and the expert outputs reduce-scattered
     back (Megatron-Core moe/token_dispatcher.py MoEAlltoAllTokenDispatcher: gather_from_sequence_parallel_region
     / reduce_scatter_to_sequence_parallel_region over the tp group); p = 1 groups cost nothing."""
     a2a_bytes = S.act_bytes * C.tok_sp * C.routed * h
-    etp_bytes = S.act_bytes * C.tokens * C.routed * h
-    one = 2 * CM.ep_group("a2a", a2a_bytes) + CM.tp_group("ag", etp_bytes) + CM.tp_group("rs", etp_bytes)
+    etp_bytes = S.act_bytes * C.tok_sp * C.etp * C.routed * h
+    one = 2 * CM.ep_group("a2a", a2a_bytes) + CM.etp_group("ag", etp_bytes) + CM.etp_group("rs", etp_bytes)
     return C.moe * one * (2 + S.rc_full)
 
 
@@ -416,7 +416,7 @@ def volumes(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
                     PL.has_pp * (S.pp * S.interleave - 1) / S.pp)
     # DP: the parameters of the average GPU, dense over t p, routed experts over t p e
     expert = C.moe * (S.layers - S.dense_layers) * S.experts * M.expert_params
-    reduces, reduce, gather, zero3 = dp_volumes((M.total_params - expert) / (S.tp * S.pp), expert / (S.tp * S.pp * S.ep))
+    reduces, reduce, gather, zero3 = dp_volumes((M.total_params - expert) / (S.tp * S.pp), expert / (C.etp * S.pp * S.ep))
     gather3 = gather.xreplace({S.z_os: 1})                   # ZeRO-3: one parameter all-gather per pass
     z3 = S.z_param
     dp_fwd = add(scale(per_pass(gather), 1 - z3), scale(per_pass(gather3), z3 * m))

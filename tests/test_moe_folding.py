@@ -1,0 +1,69 @@
+"""MoE parallel folding (Megatron-Core expert grid: world = pp x etp x ep x expert-dp, etp default tp) and the
+pipeline split that lets the embedding and the loss fill a virtual stage each. Expected numbers by hand."""
+import math
+
+import pytest
+
+from roofline import hardware, models
+from roofline.config import Plan, check
+from roofline.errors import InputError
+from roofline.predict import predict
+from roofline.spec import resolve
+
+H100 = hardware.load("h100-sxm")
+
+
+def vocab_pad(V, tp):
+    return math.ceil(V / (128 * tp)) * 128 * tp
+
+
+def test_mixtral_experts_unsplit_with_etp1_shard_their_state_over_the_folded_group():
+    """Mixtral 8x7B tp 2 pp 4 dp 8 ep 8 etp 1: each rank holds E/e = 1 whole expert (not split by t), and its Adam
+    state is sharded over t d / (etp e) = 2 ranks; the attention and router over d = 8 ranks, split by t."""
+    h, kv, f, E, V, l = 4096, 8 * 128, 14336, 8, 32000, 32
+    layers = l // 4
+    expert_rank = layers * E / 8 * 3 * h * f                      # one whole SwiGLU expert per layer
+    dense_rank = layers * ((h * (h + 2 * kv) + h * h) / 2 + h * E + 2 * h) + vocab_pad(V, 2) * h / 2
+    expected = dense_rank * 12 / 8 + expert_rank * 12 / (2 * 8 / (1 * 8))
+    p = predict(models.load("mixtral-8x7b"), Plan(tp=2, pp=4, dp=8, ep=8, etp=1, global_batch=256,
+                                                  sharding="distributed", sequence_parallel=True), H100)
+    assert p.memory["optimizer"].magnitude == pytest.approx(expected, rel=1e-9)
+    assert p.memory["weights"].magnitude == pytest.approx(2 * (dense_rank + expert_rank), rel=1e-9)
+
+
+def test_etp_equal_to_tp_is_the_default():
+    m = models.load("mixtral-8x7b")
+    base = dict(tp=2, pp=4, dp=8, ep=4, global_batch=256, sharding="distributed", sequence_parallel=True)
+    a, b = predict(m, Plan(**base), H100).raw, predict(m, Plan(etp=2, **base), H100).raw
+    for k in ("step_time", "memory", "t_ep_comm", "dp_comm_total"):
+        assert a[k] == pytest.approx(b[k], rel=1e-12), k
+
+
+def test_the_expert_grid_must_tile_tp_cp_dp():
+    m = models.load("mixtral-8x7b")
+    with pytest.raises(InputError, match=r"ep x etp \(8 x 2\) must divide tp x cp x dp \(2 x 1 x 4 = 8\)"):
+        check(m, Plan(tp=2, pp=1, dp=4, ep=8, global_batch=8, sequence_parallel=True))
+    check(m, Plan(tp=2, pp=1, dp=4, ep=8, etp=1, global_batch=8, sequence_parallel=True))     # folded: runs
+    with pytest.raises(InputError, match="dense model"):
+        check(models.load("llama3-8b"), Plan(tp=2, dp=4, etp=1, global_batch=8))
+
+
+def test_resolve_infers_etp_1_only_when_ep_cannot_fit_beside_tp():
+    spec = resolve("mixtral-8x7b", {"tp": 2, "pp": 1, "dp": 4, "ep": 8, "global_batch": 8}, H100, "megatron-core")
+    assert spec.plan.etp == 1 and "etp 1" in spec.origin["etp"]
+    spec = resolve("mixtral-8x7b", {"tp": 2, "pp": 1, "dp": 4, "ep": 4, "global_batch": 8}, H100, "megatron-core")
+    assert spec.plan.etp is None
+
+
+def test_embedding_and_loss_fill_a_virtual_stage_each_with_uneven_stages():
+    """Llama 3.1 405B, 126 layers on pp 16 x v 8 = 128 virtual stages (Megatron-Bridge's recipe accounts the embedding
+    and the loss in the pipeline split): runs with uneven stages, the pace-setting stage holding 8 layers."""
+    m = models.load("llama3.1-405b")
+    plan = Plan(tp=8, pp=16, dp=1, interleave=8, global_batch=16, sequence_parallel=True)
+    with pytest.raises(InputError, match=r"layers \(126\) must be at least pp x interleave"):
+        check(m, plan)
+    from dataclasses import replace
+    p = predict(m, replace(plan, uneven_stages=True), H100)
+    assert p.raw["stage_layers"] == 8
+    with pytest.raises(InputError, match="less the 2 stages"):
+        check(m, replace(plan, interleave=9, uneven_stages=True, global_batch=32))
