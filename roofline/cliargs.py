@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+from .precision import NAMES as DTYPES
+
 # (flag, dest, type, help) of the model shape; None type = store_true/false pairs handled below
 MODEL_FLAGS = [
     ("layers", "n_layers", int, "transformer layers"),
@@ -99,7 +101,8 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
     flag(g, "sharding", choices=("none", "distributed", "zero1", "zero2", "zero3", "fsdp"),
          help="optimizer/gradient/parameter sharding over dp")
     flag(g, "zero", type=int, choices=(0, 1, 2, 3), help="ZeRO stage (alias of --sharding)")
-    flag(g, "dtype", choices=("bf16", "fp16", "fp32", "fp8"), help="matmul dtype (default bf16)")
+    flag(g, "dtype", choices=DTYPES, help="training precision: 16/32-bit, or an FP8/FP4 recipe whose linear layers run at "
+         "the low-precision peak (fp8 = delayed scaling; docs/models.md 'Precision'); default bf16")
     flag(g, "grad-dtype", dest="grad_dtype", choices=("fp32", "bf16", "fp16"),
          help="gradient buffer and reduce dtype (default: the stack's; Megatron fp32 main grads with bf16)")
     flag(g, "framework", help="training stack whose defaults fill unset switches: NAME[@VERSION] from "

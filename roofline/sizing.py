@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass
 
 from .errors import InputError
+from .precision import NAMES as DTYPES
 from .units import HOUR, count_text, fmt_bytes, fmt_time
 
 CHINCHILLA_TOKENS_PER_PARAM = 20.0
@@ -263,7 +264,8 @@ def register(subparsers) -> None:
     flag(p, "seq-len", dest="seq_len", type=int, default=4096, help="sequence length (default 4096)")
     flag(p, "global-batch", dest="global_batch", type=int, help="sequences per step (default 4M tokens)")
     flag(p, "vocab", type=int, default=128256, help="vocabulary (default LLaMA-3's 128256)")
-    flag(p, "dtype", choices=("bf16", "fp16", "fp8"), help="matmul dtype (default the framework's)")
+    flag(p, "dtype", choices=tuple(d for d in DTYPES if d != "fp32"),
+         help="training precision (default the framework's; docs/models.md 'Precision')")
     flag(p, "framework", default="megatron-core", help="defaults for dtype and overlaps (default megatron-core)")
     flag(p, "json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_plan)
