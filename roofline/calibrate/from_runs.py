@@ -27,7 +27,9 @@ Identifiability, judged on the runs before fitting: a term whose 10 % change mov
 fitted, and two terms whose changes move the predictions in proportion (cosine >= 0.999 of their
 elasticity columns: e.g. ``host_layer`` and ``host_mb`` when every run has the same layers per stage) cannot
 be told apart. Asked for with ``--fit``, such a term is an error; from the default set it is dropped with a
-warning. After the fit, estimates correlated beyond 0.95 and terms at a bound are warned about.
+warning. After the fit of the default set, a term the runs do not determine (at a bound, or BASE's value inside
+its 95 % interval, or no interval) is left at BASE and the rest refitted (``undetermined``, ``_settle``; each CV
+fold repeats the choice on its own rows). Estimates correlated beyond 0.95 and terms at a bound are warned about.
 
 Pricing a row on BASE: ``validate.build_case`` of the row with its ``gpu_id`` replaced by BASE, so the row's
 ``gpus_per_node`` and ``net_gbps_per_gpu`` overrides apply to BASE exactly as validate applies them to the
