@@ -89,9 +89,11 @@ def main() -> None:
                     flag = " (at bound)" if t in res.fit.at_bound else ""
                     terms_rows.append(f"| {name} | {t} | {f(s)} | {f(v)} +- {f(c)}{flag} |")
                 else:
-                    terms_rows.append(f"| {name} | {t} | | not identifiable from the train rows |")
+                    why = next((w.split(": ", 1)[1] for w in res.warnings if w.startswith(f"{t}:")), "")
+                    terms_rows.append(f"| {name} | {t} | | left at BASE: {why.replace('; left at BASE', '')} |")
             for w in res.warnings:
-                terms_rows.append(f"| {name} | warning | | {w} |")
+                if not any(w.startswith(f"{t}:") for t in res.asked if t not in res.fit.terms):
+                    terms_rows.append(f"| {name} | warning | | {w} |")
         print(f"BASE {args.gpu}; runs {src.name}; errors are MAPE of predicted vs measured step time\n")
         print("| split (fit -> judge) | train rows | judge rows | in-sample | CV within train | judge, BASE | "
               "judge, fitted | judge mean signed | judge by micro-batch (BASE -> fitted) |")

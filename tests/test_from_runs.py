@@ -4,6 +4,7 @@ import csv
 import hashlib
 import itertools
 import math
+from dataclasses import replace as dc_replace
 
 import numpy as np
 import pytest
@@ -131,7 +132,8 @@ def test_gpu_bound_runs_give_a_bound_not_an_estimate(tmp_path, base_hw):
         fr.calibrate(path, BASE, fit="host_layer,gemm_eff")
     res = fr.calibrate(path, BASE)                      # default set: dropped with a warning, the rest fitted
     assert "host_layer" not in res.fit.terms and any(w.startswith("host_layer") for w in res.warnings)
-    assert "gemm_eff" in res.fit.terms
+    # the runs were made at BASE's GEMM efficiency, its upper bound: the default set leaves it at BASE, with a warning
+    assert "gemm_eff" not in res.fit.terms and any(w.startswith("gemm_eff: not determined") for w in res.warnings)
     # starting from a host time where the runs are host-bound, the fit walks below the GPU time: only a bound
     pr = fr.Pricer(runs.cases)
     fast = fr.apply_terms(base_hw, {"host_layer": 6e-3})
@@ -162,6 +164,45 @@ def test_proportional_terms_are_refused(tmp_path):
     res = fr.calibrate(path, BASE, fit=None, group_by="global_batch")
     assert not ({"host_layer", "host_mb"} <= set(res.fit.terms))
     assert any("in proportion" in w for w in res.warnings)
+
+
+def _fit(values, start, ci95, at_bound=()):
+    terms = tuple(values)
+    return fr.Fit(terms, values, start, {t: (0.0, 10.0) for t in terms}, ci95, np.eye(len(terms)), at_bound, 1,
+                  np.zeros(1))
+
+
+def test_undetermined_is_a_wald_test_at_the_interval():
+    # hand-made fits: BASE 1.0; 0.9 +- 0.15 contains it (undetermined), 0.7 +- 0.15 does not (determined)
+    f = _fit({"intra_bw": 0.9, "gemm_eff": 0.7}, {"intra_bw": 1.0, "gemm_eff": 1.0}, {"intra_bw": 0.15, "gemm_eff": 0.15})
+    assert set(fr.undetermined(f)) == {"intra_bw"}
+    # exactly at the edge of the interval counts as not shown wrong; a term at a bound or without an interval
+    f = fr.Fit(("gemm_eff", "host_layer", "host_mb"), {"gemm_eff": 1.25, "host_layer": 3e-3, "host_mb": 1e-3},
+               {"gemm_eff": 1.0, "host_layer": 1.6e-3, "host_mb": 0.2e-3}, {}, {"gemm_eff": 0.25, "host_layer": 1e-5,
+               "host_mb": math.inf}, np.eye(3), (), 1, np.zeros(1))
+    assert set(fr.undetermined(f)) == {"gemm_eff", "host_mb"}
+    f = dc_replace(f, at_bound=("host_layer",))
+    assert set(fr.undetermined(f)) == {"gemm_eff", "host_mb", "host_layer"}
+
+
+def test_default_set_leaves_a_term_the_runs_do_not_move_from_base_at_base(tmp_path):
+    # planted: host time and GEMM efficiency differ from BASE, both links are BASE's; the GPU-bound big
+    # micro-batches rows make the links' effect small next to the noise
+    rows = synthetic_rows(models=[(12, 1024, 16), (16, 2048, 16), (24, 2048, 32)], mbs=(1, 8))
+    path = plant(tmp_path, rows, {"host_layer": 2.6e-3, "gemm_eff": 0.8}, sigma=0.03, seed=3)
+    res = fr.calibrate(path, BASE)
+    assert set(res.fit.terms) == {"host_layer", "gemm_eff"}                 # the planted ones, no more
+    assert res.fit.values["host_layer"] == pytest.approx(2.6e-3, rel=0.05)
+    for t in set(fr.DEFAULT) - set(res.fit.terms):
+        assert t in fr.to_dict(res)["not_fitted"] and any(w.startswith(t) for w in res.warnings)
+    assert all(t not in fr.undetermined(res.fit) for t in res.fit.terms)     # what stays fitted is determined
+    dropped = [w for w in res.warnings if "not determined by the runs" in w]
+    for w in dropped:                                       # a dropped term is left at BASE in the profile
+        t = w.split(":")[0]
+        assert t not in res.fit.terms and t not in yaml.safe_load(fr.profile_yaml(res, "x"))["provenance"]["fitted"]
+    # asked for explicitly, the same terms are all fitted: the rule applies to the default set only
+    res = fr.calibrate(path, BASE, fit="host_layer,host_mb,gemm_eff,intra_bw")
+    assert res.fit.terms == ("host_layer", "host_mb", "gemm_eff", "intra_bw")
 
 
 # ---- cross-validation ----------------------------------------------------------------------------

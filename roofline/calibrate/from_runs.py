@@ -27,7 +27,9 @@ Identifiability, judged on the runs before fitting: a term whose 10 % change mov
 fitted, and two terms whose changes move the predictions in proportion (cosine >= 0.999 of their
 elasticity columns: e.g. ``host_layer`` and ``host_mb`` when every run has the same layers per stage) cannot
 be told apart. Asked for with ``--fit``, such a term is an error; from the default set it is dropped with a
-warning. After the fit, estimates correlated beyond 0.95 and terms at a bound are warned about.
+warning. After the fit of the default set, a term the runs do not determine (at a bound, or BASE's value inside
+its 95 % interval, or no interval) is left at BASE and the rest refitted (``undetermined``, ``_settle``; each CV
+fold repeats the choice on its own rows). Estimates correlated beyond 0.95 and terms at a bound are warned about.
 
 Pricing a row on BASE: ``validate.build_case`` of the row with its ``gpu_id`` replaced by BASE, so the row's
 ``gpus_per_node`` and ``net_gbps_per_gpu`` overrides apply to BASE exactly as validate applies them to the
@@ -518,13 +520,62 @@ def calibrate(path, base: str, fit: str | None = None, k: int | None = None, gro
                          f"{', '.join(kept)}; {len(runs.skipped)} of {runs.n_rows} rows skipped)")
     _log(f"from-runs: fitting {', '.join(kept)} on {n} rows (loss {LOSS}, scale {F_SCALE})")
     f = fit_terms(pricer, runs.measured, kept, base_hw)
+    asked_fit = kept                                    # what each fold starts from (selection inside the CV)
+    if not explicit:
+        f, kept, dropped = _settle(pricer, runs.measured, f, base_hw)
+        for w in dropped:
+            _log(f"from-runs: warning: {w}")
+        warnings += dropped
     pricer.check(f.values)
     for w in f.warnings:
         _log(f"from-runs: warning: {w}")
     in_pred = pricer(f.values)
-    cv = cross_validate(pricer, runs.measured, runs.groups, kept, base_hw, k)
+    # each fold repeats the whole choice on its own rows: the default set is settled (``_settle``) inside the fold,
+    # so the held-out group does not choose the terms either
+    fold_fit = fit_terms if explicit else (lambda pr, m, ts, hw, idx: _settle(pr, m, fit_terms(pr, m, ts, hw, idx),
+                                                                             hw, idx)[0])
+    cv = cross_validate(pricer, runs.measured, runs.groups, asked_fit, base_hw, k, fit=fold_fit)
     return Result(runs, base_hw, f, terms, warnings + f.warnings, stats(in_pred / runs.measured - 1), cv,
                   stats(base_pred / runs.measured - 1), apply_terms(base_hw, f.values), in_pred)
+
+
+def undetermined(f: Fit) -> dict:
+    """Terms of a fit that the runs do not determine, with the reason: at a bound (the runs push the term past a
+    physical limit, so its value is the bound's, set by what another part of the model misses), or with BASE's
+    value inside its 95 % interval (the runs do not show that BASE is wrong: a Wald test at the 5 % level),
+    or with no interval (no run depends on it near the solution)."""
+    out = {}
+    for t in f.terms:
+        if t in f.at_bound:
+            out[t] = f"at a bound ({_fmt(t, f.values[t])})"
+        elif not math.isfinite(f.ci95[t]):
+            out[t] = "no run depends on it near the solution"
+        elif abs(f.values[t] - f.start[t]) <= f.ci95[t]:
+            out[t] = (f"BASE's {_fmt(t, f.start[t])} is inside its 95 % interval "
+                      f"({_fmt(t, f.values[t])} +- {_fmt(t, f.ci95[t])})")
+    return out
+
+
+def _settle(pricer: Pricer, measured, f: Fit, base_hw, idx=None) -> tuple[Fit, tuple, list]:
+    """Default terms only: leave at BASE every term the runs do not determine (``undetermined``) and refit the
+    rest, until each fitted term is determined. A term the runs barely constrain adds variance, not information,
+    to predictions of other shapes (the h1024 -> h2048 split of docs/from-runs.md: ``intra_bw`` fitted at
+    0.69 +- 0.25 on the small model slows the large model's TP collectives). When every term is undetermined,
+    those inside their bounds stay fitted (they agree with BASE, so the choice is harmless)."""
+    dropped = []
+    while True:
+        bad = undetermined(f)
+        if not bad:
+            break
+        keep = tuple(t for t in f.terms if t not in bad)
+        if not keep:
+            keep = tuple(t for t in f.terms if t not in f.at_bound)
+            if not keep or keep == f.terms:
+                break
+            bad = {t: r for t, r in bad.items() if t not in keep}
+        dropped += [f"{t}: not determined by the runs ({r}); left at BASE" for t, r in bad.items()]
+        f = fit_terms(pricer, measured, keep, base_hw, idx)
+    return f, f.terms, dropped
 
 
 def _fmt(term: str, v: float) -> str:
