@@ -18,11 +18,12 @@ slowest link of the pipeline), written per collective in ``collective`` below:
 - all-reduce, all-gather and reduce-scatter move the ring's volume across nodes: each node's traffic to
   the next is factor(p) x the data (2(p-1)/p or (p-1)/p, not the 2(n-1)/n or (n-1)/n of an ideal
   hierarchical split), spread over its k NICs, so busbw = min(k/(k-1) busbw_intra, k busbw_inter);
-  latency: p-1 ring steps of which n-1 cross the network (tuning.cc: nsteps, nInterSteps), for
-  all-reduce the tree's 2((k-1) alpha_intra + log2(n) alpha_inter) (tuning.cc, tree latency: NCCL
-  takes the tree where latency dominates). Hopper's NVLink SHARP tree (NVLSTree) moves only the
-  hierarchical volume on 2 nodes and beats the ring there (NVIDIA/nccl-tests#196, nccl#1221); the
-  profiles do not say which GPUs have it, so the ring's volume is kept (pessimistic there);
+  latency: p-1 ring steps of which n-1 cross the network (tuning.cc: nsteps, nInterSteps); for
+  all-reduce 2((k-1) alpha_intra + (n-1) alpha_inter), between the ring's 2(p-1) steps and the tree's
+  2((k-1) alpha_intra + log2(n) alpha_inter) that NCCL takes where latency dominates (tuning.cc).
+  Hopper's NVLink SHARP tree (NVLSTree) moves only the hierarchical volume on 2 nodes and beats the
+  ring there (NVIDIA/nccl-tests#196, nccl#1221); the profiles do not say which GPUs have it, so the
+  ring's volume is kept (pessimistic there);
 - all-to-all: (p-k)/p of each GPU's data leaves the node through its own NIC ("alltoall cannot
   aggregate the bandwidth of multiple NICs", sjeaugey in NVIDIA/nccl-tests#267; busbw = N/(N-1) x the
   NIC's on N nodes, NVIDIA/nccl-tests#130), concurrently with the (k-1)/p that stays on NVLink.
@@ -75,10 +76,11 @@ def collective(kind: str, p, size, stride) -> sp.Expr:
     # across nodes, all-reduce, all-gather and reduce-scatter: NCCL's ring over all p ranks for the bandwidth
     # (per node one of its k hops per channel crosses the network, so each GPU's NVLink carries (k-1)/k and each NIC
     # 1/k of the ring's factor(p) x size); latency: p-1 ring steps of which n-1 cross the network (tuning.cc
-    # nsteps/nInterSteps), for all-reduce the tree's 2((k-1) alpha_intra + log2(n) alpha_inter) (NCCL picks the tree
-    # where latency dominates: tuning.cc, tree latency)
+    # nsteps/nInterSteps); for all-reduce 2((k-1) alpha_intra + (n-1) alpha_inter), the hierarchical count kept from
+    # before: NCCL takes its tree (2((k-1) alpha_intra + log2(n) alpha_inter), tuning.cc) where the ring's 2(p-1) steps
+    # dominate, and the compiled model's printer has no log
     if kind == "ar":
-        latency = 2 * ((k - 1) * a_in + sp.log(n, 2) * a_out)
+        latency = 2 * ((k - 1) * a_in + (n - 1) * a_out)
     else:
         latency = (p - n) * a_in + (n - 1) * a_out
     across = latency + FACTOR[kind](p) * size * sp.Max((k - 1) / (k * b_in), 1 / (k * b_out))
