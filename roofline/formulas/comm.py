@@ -6,9 +6,29 @@ Conventions (nccl-tests, PERFORMANCE.md): for a message of S bytes over p ranks,
 ``(p-1)/p`` for all-gather, reduce-scatter and all-to-all; a p2p transfer has factor 1. Hence
 ``t = steps * alpha + factor * S / busbw``, where busbw is what the profile stores per collective
 and link. A group of p ranks with stride ``stride`` in Megatron's rank order (TP innermost) has
-``k = min(p, G / stride)`` members per node (at least 1) on ``n = p / k`` nodes; its collective runs
-as the intra-node part over k ranks plus the inter-node part over n ranks, each rank's NIC carrying
-1/k of the data (the hierarchical ring of NCCL).
+``k = min(p, G / stride)`` members per node (at least 1) on ``n = p / k`` nodes.
+
+Across nodes (n > 1) the time is NCCL's own cost model (src/graph/tuning.cc, ncclTopoTuneModel /
+ncclTopoGetAlgoTime: ``time = latency + size / bandwidth``, one bandwidth per algorithm, the
+slowest link of the pipeline), written per collective in ``collective`` below:
+- NCCL pipelines a collective in chunks over its channels, so the NVLink and the NIC parts overlap:
+  the bandwidth term is the larger of the two (max), not their sum;
+- each of the k GPUs of a node drives its own NIC (rail-optimised DGX/HGX nodes, one NIC per GPU),
+  so a node's k NICs together carry the inter-node volume;
+- all-reduce, all-gather and reduce-scatter move the ring's volume across nodes: each node's traffic to
+  the next is factor(p) x the data (2(p-1)/p or (p-1)/p, not the 2(n-1)/n or (n-1)/n of an ideal
+  hierarchical split), spread over its k NICs, so busbw = min(k/(k-1) busbw_intra, k busbw_inter);
+  latency: p-1 ring steps of which n-1 cross the network (tuning.cc: nsteps, nInterSteps); for
+  all-reduce 2((k-1) alpha_intra + (n-1) alpha_inter), between the ring's 2(p-1) steps and the tree's
+  2((k-1) alpha_intra + log2(n) alpha_inter) that NCCL takes where latency dominates (tuning.cc).
+  Hopper's NVLink SHARP tree (NVLSTree) moves only the hierarchical volume on 2 nodes and beats the
+  ring there (NVIDIA/nccl-tests#196, nccl#1221); the profiles do not say which GPUs have it, so the
+  ring's volume is kept (pessimistic there);
+- all-to-all: (p-k)/p of each GPU's data leaves the node through its own NIC ("alltoall cannot
+  aggregate the bandwidth of multiple NICs", sjeaugey in NVIDIA/nccl-tests#267; busbw = N/(N-1) x the
+  NIC's on N nodes, NVIDIA/nccl-tests#130), concurrently with the (k-1)/p that stays on NVLink.
+The published nccl-tests figures these forms are checked against are roofline/data/nccl_tests_published.csv
+(benchmarks/nccl_multinode_check.py; docs/search.md "Collectives across nodes").
 """
 from __future__ import annotations
 
@@ -41,16 +61,30 @@ def flat(kind: str, p, size, link: str) -> sp.Expr:
 
 
 def collective(kind: str, p, size, stride) -> sp.Expr:
-    """Hierarchical collective: intra-node over k ranks, inter-node over p/k ranks with size/k per NIC.
+    """Collective of ``size`` bytes over p ranks with k = members_per_node(p, stride) per node on n = p/k nodes.
 
-    For all-to-all, a fraction (k-1)/p of the data stays in the node and (p-k)/p crosses the network.
-    """
+    One node (n = 1): the flat ring over NVLink. Across nodes: NCCL's algorithm for the collective, its NVLink and
+    network parts pipelined (the slower sets the bandwidth term), latency per its step count (module docstring)."""
     k = members_per_node(p, stride)
     n = p / k
+    a_in, a_out = S.ALPHA[kind, "intra"], S.ALPHA[kind, "inter"]
+    b_in, b_out = S.BUSBW[kind, "intra"], S.BUSBW[kind, "inter"]
     if kind == "a2a":
-        return ((k - 1) * S.ALPHA["a2a", "intra"] + (k - 1) / p * size / S.BUSBW["a2a", "intra"]
-                + (n - 1) * S.ALPHA["a2a", "inter"] + (p - k) / p * size / S.BUSBW["a2a", "inter"])
-    return flat(kind, k, size, "intra") + flat(kind, n, size / k, "inter")
+        # every peer's send/recv is posted at once (grouped p2p): NVLink and NIC traffic run concurrently
+        return ((k - 1) * a_in + (n - 1) * a_out
+                + sp.Max((k - 1) / p * size / b_in, (p - k) / p * size / b_out))
+    # across nodes, all-reduce, all-gather and reduce-scatter: NCCL's ring over all p ranks for the bandwidth
+    # (per node one of its k hops per channel crosses the network, so each GPU's NVLink carries (k-1)/k and each NIC
+    # 1/k of the ring's factor(p) x size); latency: p-1 ring steps of which n-1 cross the network (tuning.cc
+    # nsteps/nInterSteps); for all-reduce 2((k-1) alpha_intra + (n-1) alpha_inter), the hierarchical count kept from
+    # before: NCCL takes its tree (2((k-1) alpha_intra + log2(n) alpha_inter), tuning.cc) where the ring's 2(p-1) steps
+    # dominate, and the compiled model's printer has no log
+    if kind == "ar":
+        latency = 2 * ((k - 1) * a_in + (n - 1) * a_out)
+    else:
+        latency = (p - n) * a_in + (n - 1) * a_out
+    across = latency + FACTOR[kind](p) * size * sp.Max((k - 1) / (k * b_in), 1 / (k * b_out))
+    return sp.Piecewise((across, n > 1), (flat(kind, p, size, "intra"), True))
 
 
 def p2p(size, same_node) -> sp.Expr:
