@@ -167,838 +167,853 @@ def evaluate(x):
     z_grad = x['z_grad']
     z_os = x['z_os']
     z_param = x['z_param']
-    _x0 = np.maximum(1, np.minimum(gpus_per_node, tp))
-    _x1 = _x0**(-1.0)
-    _x2 = _x1*tp
-    _x3 = 2*_x2 - 2
-    _x4 = interleave**(-1.0)
-    _x5 = pp**(-1.0)
-    _x6 = interleave*np.ceil(_x4*_x5*layers)
-    _x7 = np.minimum(1, kv_lora)
-    _x8 = kv_lora + qk_rope
-    _x9 = _x8*d_model
-    _x10 = biases + 1
-    _x11 = d_model*q_lora
-    _x12 = _x7*np.minimum(1, q_lora)
-    _x13 = _x7*(_x10*kv_lora + _x12*(_x10*q_lora + _x11) + _x9)
-    _x14 = _x13*_x6
-    _x15 = tp**(-1.0)
-    _x16 = bw_ar_inter**(-1.0)
-    _x17 = _x16*grad_bytes
-    _x18 = _x15*_x17
-    _x19 = bw_ar_intra**(-1.0)
+    _x0 = bw_ar_inter**(-1.0)
+    _x1 = np.maximum(1, np.minimum(gpus_per_node, tp))
+    _x2 = _x1**(-1.0)
+    _x3 = bw_ar_intra**(-1.0)
+    _x4 = _x1 - 1
+    _x5 = _x2*_x4
+    _x6 = np.maximum(_x0*_x2, _x3*_x5)
+    _x7 = 2*tp
+    _x8 = _x7 - 2
+    _x9 = interleave**(-1.0)
+    _x10 = pp**(-1.0)
+    _x11 = interleave*np.ceil(_x10*_x9*layers)
+    _x12 = np.minimum(1, kv_lora)
+    _x13 = kv_lora + qk_rope
+    _x14 = _x13*d_model
+    _x15 = biases + 1
+    _x16 = d_model*q_lora
+    _x17 = _x12*np.minimum(1, q_lora)
+    _x18 = _x12*(_x14 + _x15*kv_lora + _x17*(_x15*q_lora + _x16))
+    _x19 = tp**(-1.0)
     _x20 = _x19*grad_bytes
-    _x21 = 2*_x0 - 2
-    _x22 = _x1*_x21
-    _x23 = _x21*alpha_ar_intra + _x3*alpha_ar_inter
-    _x24 = _x7*seq_par
-    _x25 = _x24*(_x14*_x18*_x3 + _x14*_x20*_x22 + _x23)
-    _x26 = pp - 1
-    _x27 = _x26*_x4
-    _x28 = dp**(-1.0)
-    _x29 = micro_batch**(-1.0)
-    _x30 = _x29*global_batch
-    _x31 = _x28*_x30
-    _x32 = cp - 1
-    _x33 = rc_full + 3
-    _x34 = cp*tp
-    _x35 = np.where((_x34 <= gpus_per_node), 1, 0)
-    _x36 = bw_p2p_intra**(-1.0)
-    _x37 = _x7*heads
-    _x38 = 1 - _x7
-    _x39 = _x7*v_head
-    _x40 = qk_nope + qk_rope
-    _x41 = _x40*_x7
-    _x42 = _x38*head_dim
-    _x43 = _x39 + _x41 + 2*_x42
-    _x44 = _x43*(_x37 + _x38*kv_heads)
-    _x45 = cp**(-1.0)
-    _x46 = _x45*seq_len
-    _x47 = _x46*micro_batch
-    _x48 = _x47*act_bytes
-    _x49 = _x15*_x48
-    _x50 = _x44*_x49
-    _x51 = 1 - _x35
-    _x52 = bw_p2p_inter**(-1.0)
-    _x53 = _x32*_x33*(_x35*(_x36*_x50 + alpha_p2p_intra) + _x51*(_x50*_x52 + alpha_p2p_inter))
-    _x54 = flash*t0_attn_fwd
-    _x55 = 1 - flash
-    _x56 = 1 - swa_frac
-    _x57 = clock**(-1.0)
-    _x58 = _x57/peak_vec
-    _x59 = _x58/eta_softmax_fwd
-    _x60 = seq_len**2
-    _x61 = _x45*_x60
-    _x62 = _x15*heads
-    _x63 = _x62*micro_batch
-    _x64 = _x61*_x63
-    _x65 = mu_softmax_fwd**(-1.0)
-    _x66 = 2*act_bytes
-    _x67 = dropout*(_x66 + mask_bytes)
-    _x68 = hbm_bw**(-1.0)
-    _x69 = _x55*_x63
-    _x70 = _x61*_x69
-    _x71 = _x68*_x70
-    _x72 = _x41 + _x42
-    _x73 = 2*flash
-    _x74 = _x61*(2 - _x73)
-    _x75 = _x63*_x72*_x74
-    _x76 = peak_hp**(-1.0)
-    _x77 = _x57*_x76
-    _x78 = _x77/eta_bmm_fwd
-    _x79 = _x68/mu_bmm_fwd
-    _x80 = _x72*seq_len
-    _x81 = _x69*act_bytes
-    _x82 = _x81*(_x45*_x80 + _x61 + _x80)
-    _x83 = seq_len**(-1.0)
-    _x84 = _x39 + _x42
-    _x85 = _x62*_x84
-    _x86 = _x74*_x85*micro_batch
-    _x87 = (1/128)*_x42
-    _x88 = _x61*_x81
-    _x89 = _x88*(np.ceil((1/128)*_x39 + _x87) - 1)
-    _x90 = _x84*seq_len
-    _x91 = _x45*_x90
-    _x92 = _x81*(_x61 + _x90 + _x91)
-    _x93 = _x15*act_bytes
-    _x94 = _x93/mu_attn_fwd
-    _x95 = _x43*heads
-    _x96 = flash*micro_batch
-    _x97 = _x68*_x96*(_x44*seq_len + _x46*_x95)
-    _x98 = _x56*_x97
-    _x99 = np.ceil((1/128)*_x46)
-    _x100 = (1/32)*_x42
-    _x101 = np.ceil(_x100 + (1/64)*_x39 + (1/64)*_x41)
-    _x102 = (1/2)*_x39 + (1/2)*_x41 + _x42
-    _x103 = np.minimum(1, 32*_x101 - _x102)
-    _x104 = np.ceil(_x100 + (1/32)*_x41)
-    _x105 = 32*_x101
-    _x106 = (1/32)/_x101
-    _x107 = sms**(-1.0)
-    _x108 = _x107*_x63
-    _x109 = 64*(_x103*attn_uneven_fwd + 1)*(_x105/attn_dreg_fwd + _x106*attn_dsoft_fwd + attn_dio_fwd*np.where((_x104 <= 2), 1/128, 1/64) + 1)*np.ceil(_x108*_x99)/(_x99*eta_attn_fwd)
-    _x110 = _x56*(1 - 1/2*causal)
-    _x111 = _x110*_x61
-    _x112 = _x101*_x43*_x77*flash*sms/_x102
-    _x113 = _x111*_x112
-    _x114 = _x97*swa_frac
-    _x115 = np.minimum(seq_len, swa_window)
-    _x116 = swa_frac*(causal*(-1/2*_x115**2*_x83 + _x115) + seq_len*(1 - causal))
-    _x117 = _x112*_x116*_x46
-    _x118 = _x54*_x56 + _x54*swa_frac + 2*_x55*t0_bmm_fwd + _x55*t0_softmax_fwd + np.maximum(_x109*_x113, _x94*_x98) + np.maximum(_x109*_x117, _x114*_x94) + np.maximum(_x79*_x82, _x75*_x78*(1 + bmm_dhalf_fwd/_x72)) + np.maximum(_x79*(_x89*bmm_reread_fwd + _x92), _x78*_x86*(_x83*bmm_dhalf_fwd + 1)) + np.maximum(_x65*_x71*(_x66 + _x67), _x59*_x64*(5 - 5*flash))
-    _x119 = np.maximum(0, -_x118*_x33 + _x53)
-    _x120 = np.where((nccl_sms < sms), _x107*nccl_sms, 0)
-    _x121 = _x119*ov_cp + _x120*ov_cp*(-_x119 + _x53) + _x53*(1 - ov_cp)
-    _x122 = 1 - ov_tp
-    _x123 = rc_full + 2
-    _x124 = bw_ag_inter**(-1.0)
-    _x125 = _x2 - 1
-    _x126 = _x12*q_lora
-    _x127 = 1 - _x12
-    _x128 = _x127*d_model
-    _x129 = _x126 + _x128
-    _x130 = _x129 + _x8
+    _x21 = _x11*_x18*_x20*_x8
+    _x22 = _x2*tp
+    _x23 = _x22 - 1
+    _x24 = 2*alpha_ar_inter
+    _x25 = 2*alpha_ar_intra
+    _x26 = _x23*_x24 + _x25*_x4
+    _x27 = (_x22 > 1)
+    _x28 = _x8*alpha_ar_intra
+    _x29 = _x12*seq_par
+    _x30 = _x29*np.where(_x27, _x21*_x6 + _x26, _x21*_x3 + _x28)
+    _x31 = pp - 1
+    _x32 = _x31*_x9
+    _x33 = dp**(-1.0)
+    _x34 = micro_batch**(-1.0)
+    _x35 = _x34*global_batch
+    _x36 = _x33*_x35
+    _x37 = cp - 1
+    _x38 = rc_full + 3
+    _x39 = cp*tp
+    _x40 = np.where((_x39 <= gpus_per_node), 1, 0)
+    _x41 = bw_p2p_intra**(-1.0)
+    _x42 = _x12*heads
+    _x43 = 1 - _x12
+    _x44 = _x12*v_head
+    _x45 = qk_nope + qk_rope
+    _x46 = _x12*_x45
+    _x47 = _x43*head_dim
+    _x48 = _x44 + _x46 + 2*_x47
+    _x49 = _x48*(_x42 + _x43*kv_heads)
+    _x50 = cp**(-1.0)
+    _x51 = _x50*seq_len
+    _x52 = _x51*micro_batch
+    _x53 = _x52*act_bytes
+    _x54 = _x19*_x53
+    _x55 = _x49*_x54
+    _x56 = 1 - _x40
+    _x57 = bw_p2p_inter**(-1.0)
+    _x58 = _x37*_x38*(_x40*(_x41*_x55 + alpha_p2p_intra) + _x56*(_x55*_x57 + alpha_p2p_inter))
+    _x59 = flash*t0_attn_fwd
+    _x60 = 1 - flash
+    _x61 = 1 - swa_frac
+    _x62 = clock**(-1.0)
+    _x63 = _x62/peak_vec
+    _x64 = _x63/eta_softmax_fwd
+    _x65 = seq_len**2
+    _x66 = _x50*_x65
+    _x67 = _x19*heads
+    _x68 = _x67*micro_batch
+    _x69 = _x66*_x68
+    _x70 = mu_softmax_fwd**(-1.0)
+    _x71 = 2*act_bytes
+    _x72 = dropout*(_x71 + mask_bytes)
+    _x73 = hbm_bw**(-1.0)
+    _x74 = _x60*_x68
+    _x75 = _x66*_x74
+    _x76 = _x73*_x75
+    _x77 = _x46 + _x47
+    _x78 = 2*flash
+    _x79 = _x66*(2 - _x78)
+    _x80 = _x68*_x77*_x79
+    _x81 = peak_hp**(-1.0)
+    _x82 = _x62*_x81
+    _x83 = _x82/eta_bmm_fwd
+    _x84 = _x73/mu_bmm_fwd
+    _x85 = _x77*seq_len
+    _x86 = _x74*act_bytes
+    _x87 = _x86*(_x50*_x85 + _x66 + _x85)
+    _x88 = seq_len**(-1.0)
+    _x89 = _x44 + _x47
+    _x90 = _x67*_x89
+    _x91 = _x79*_x90*micro_batch
+    _x92 = (1/128)*_x47
+    _x93 = _x66*_x86
+    _x94 = _x93*(np.ceil((1/128)*_x44 + _x92) - 1)
+    _x95 = _x89*seq_len
+    _x96 = _x50*_x95
+    _x97 = _x86*(_x66 + _x95 + _x96)
+    _x98 = _x19*act_bytes
+    _x99 = _x98/mu_attn_fwd
+    _x100 = _x48*heads
+    _x101 = flash*micro_batch
+    _x102 = _x101*_x73*(_x100*_x51 + _x49*seq_len)
+    _x103 = _x102*_x61
+    _x104 = np.ceil((1/128)*_x51)
+    _x105 = (1/32)*_x47
+    _x106 = np.ceil(_x105 + (1/64)*_x44 + (1/64)*_x46)
+    _x107 = (1/2)*_x44 + (1/2)*_x46 + _x47
+    _x108 = np.minimum(1, 32*_x106 - _x107)
+    _x109 = np.ceil(_x105 + (1/32)*_x46)
+    _x110 = 32*_x106
+    _x111 = (1/32)/_x106
+    _x112 = sms**(-1.0)
+    _x113 = _x112*_x68
+    _x114 = 64*(_x108*attn_uneven_fwd + 1)*(_x110/attn_dreg_fwd + _x111*attn_dsoft_fwd + attn_dio_fwd*np.where((_x109 <= 2), 1/128, 1/64) + 1)*np.ceil(_x104*_x113)/(_x104*eta_attn_fwd)
+    _x115 = _x61*(1 - 1/2*causal)
+    _x116 = _x115*_x66
+    _x117 = _x106*_x48*_x82*flash*sms/_x107
+    _x118 = _x116*_x117
+    _x119 = _x102*swa_frac
+    _x120 = np.minimum(seq_len, swa_window)
+    _x121 = swa_frac*(causal*(-1/2*_x120**2*_x88 + _x120) + seq_len*(1 - causal))
+    _x122 = _x117*_x121*_x51
+    _x123 = _x59*_x61 + _x59*swa_frac + 2*_x60*t0_bmm_fwd + _x60*t0_softmax_fwd + np.maximum(_x103*_x99, _x114*_x118) + np.maximum(_x114*_x122, _x119*_x99) + np.maximum(_x84*_x87, _x80*_x83*(1 + bmm_dhalf_fwd/_x77)) + np.maximum(_x84*(_x94*bmm_reread_fwd + _x97), _x83*_x91*(_x88*bmm_dhalf_fwd + 1)) + np.maximum(_x70*_x76*(_x71 + _x72), _x64*_x69*(5 - 5*flash))
+    _x124 = np.maximum(0, -_x123*_x38 + _x58)
+    _x125 = np.where((nccl_sms < sms), _x112*nccl_sms, 0)
+    _x126 = _x124*ov_cp + _x125*ov_cp*(-_x124 + _x58) + _x58*(1 - ov_cp)
+    _x127 = ov_tp*np.where((gpus_per_node >= tp), 1, 0)
+    _x128 = 1 - _x127
+    _x129 = rc_full + 2
+    _x130 = bw_ag_inter**(-1.0)
     _x131 = bw_ag_intra**(-1.0)
-    _x132 = _x0 - 1
-    _x133 = _x15*d_model
-    _x134 = _x133*_x47
-    _x135 = _x134*act_bytes
-    _x136 = _x125*_x135
-    _x137 = d_model*seq_len
-    _x138 = _x137*_x45*micro_batch
-    _x139 = _x131*act_bytes
-    _x140 = _x1*_x132
-    _x141 = _x124*_x136 + _x138*_x139*_x140
-    _x142 = _x24*(_x1*_x130*_x131*_x132*_x45*act_bytes*micro_batch*seq_len + _x124*_x125*_x130*_x15*_x45*act_bytes*micro_batch*seq_len - _x141)
-    _x143 = np.minimum(1, experts - 1)
-    _x144 = -_x143
-    _x145 = np.minimum(1, shared_ffn)
-    _x146 = _x143*_x145 + _x144 + 2
-    _x147 = 1 - seq_par
-    _x148 = _x135*_x3
-    _x149 = _x138*act_bytes
-    _x150 = _x149*_x22
-    _x151 = _x147*(_x148*_x16 + _x150*_x19 + _x23)
-    _x152 = bw_rs_inter**(-1.0)
-    _x153 = bw_rs_intra**(-1.0)
-    _x154 = _x140*_x149
-    _x155 = seq_par*(_x125*alpha_ag_inter + _x125*alpha_rs_inter + _x132*alpha_ag_intra + _x132*alpha_rs_intra + _x136*_x152 + _x141 + _x153*_x154)
-    _x156 = _x123*(_x142 + _x146*(_x151 + _x155))
-    _x157 = 2*t0_gemm_fwd
-    _x158 = _x127*_x7
-    _x159 = _x133*heads
-    _x160 = _x63*_x91
-    _x161 = _x138 + _x160
-    _x162 = _x159*_x84 + _x161
-    _x163 = act_bytes/mu_gemm_fwd
-    _x164 = _x163*_x68
-    _x165 = 2*d_model
-    _x166 = _x160*_x165
-    _x167 = peak**(-1.0)
-    _x168 = _x57/eta_gemm_fwd
-    _x169 = _x167*_x168
-    _x170 = np.minimum(np.minimum(_x47, _x85), d_model)
-    _x171 = (_x170 + gemm_dhalf)/_x170
-    _x172 = head_dim*heads
-    _x173 = _x172 + 2*head_dim*kv_heads
-    _x174 = _x173*d_model
-    _x175 = _x15*_x174
-    _x176 = _x15*_x173
-    _x177 = _x176*_x47
-    _x178 = _x38*(_x138 + _x175 + _x177)
-    _x179 = 2*_x47
-    _x180 = _x175*_x38
-    _x181 = _x179*_x180
-    _x182 = np.maximum(1, np.minimum(np.minimum(_x176, _x47), d_model))
-    _x183 = (_x182 + gemm_dhalf)/_x182
-    _x184 = tp - 1
-    _x185 = (_x184*seq_par + 1)**(-1.0)
-    _x186 = _x138*_x185
-    _x187 = _x185*_x47
-    _x188 = _x187*_x8
-    _x189 = _x186 + _x188 + _x9
-    _x190 = _x164*_x7
-    _x191 = _x7*_x9
-    _x192 = _x187*_x191
-    _x193 = 2*_x192
-    _x194 = np.maximum(1, np.minimum(np.minimum(_x187, _x8), d_model))
-    _x195 = (_x194 + gemm_dhalf)/_x194
-    _x196 = _x47*kv_lora
-    _x197 = qk_nope + v_head
-    _x198 = _x197*heads
-    _x199 = _x198*kv_lora
-    _x200 = _x15*_x198
-    _x201 = _x15*_x199 + _x196 + _x200*_x47
-    _x202 = _x15*_x47
-    _x203 = 2*kv_lora
-    _x204 = _x197*_x37
-    _x205 = _x203*_x204
-    _x206 = _x202*_x205
-    _x207 = np.maximum(1, np.minimum(np.minimum(_x200, _x47), kv_lora))
-    _x208 = (_x207 + gemm_dhalf)/_x207
-    _x209 = _x40*heads
-    _x210 = _x15*_x209
-    _x211 = _x210*_x47
-    _x212 = _x158*(_x133*_x209 + _x138 + _x211)
-    _x213 = _x37*_x40
-    _x214 = _x128*_x213
-    _x215 = _x202*_x214
-    _x216 = 2*_x215
-    _x217 = np.maximum(1, np.minimum(np.minimum(_x210, _x47), d_model))
-    _x218 = (_x217 + gemm_dhalf)/_x217
-    _x219 = _x11 + _x186 + _x187*q_lora
-    _x220 = _x12*_x164
-    _x221 = _x11*_x12
-    _x222 = _x187*_x221
-    _x223 = 2*_x222
-    _x224 = np.maximum(1, np.minimum(np.minimum(_x187, d_model), q_lora))
-    _x225 = (_x224 + gemm_dhalf)/_x224
-    _x226 = _x210*q_lora + _x211 + _x47*q_lora
-    _x227 = 2*_x126
-    _x228 = _x211*_x227
-    _x229 = np.maximum(1, np.minimum(np.minimum(_x210, _x47), q_lora))
-    _x230 = (_x229 + gemm_dhalf)/_x229
-    _x231 = _x12*_x157 + _x157*_x7 + _x158*t0_gemm_fwd + _x38*t0_gemm_fwd + 3*t0_gemm_fwd + np.maximum(_x162*_x164, _x166*_x169*_x171) + np.maximum(_x164*_x178, _x169*_x181*_x183) + np.maximum(_x164*_x212, _x169*_x216*_x218) + np.maximum(_x189*_x190, _x169*_x193*_x195) + np.maximum(_x190*_x201, _x169*_x206*_x208) + np.maximum(_x219*_x220, _x169*_x223*_x225) + np.maximum(_x220*_x226, _x169*_x228*_x230)
-    _x232 = _x143*etp + tp*(1 - _x143)
-    _x233 = _x232**(-1.0)
-    _x234 = d_model*moe_ffn
-    _x235 = capacity*top_k
-    _x236 = _x143*(_x235 - 1) + 1
-    _x237 = _x236*moe_ffn
-    _x238 = _x202*_x237
-    _x239 = _x232*_x236
-    _x240 = _x134*_x239
-    _x241 = _x238 + _x240
-    _x242 = _x233*_x234 + _x241
-    _x243 = _x202*_x236
-    _x244 = _x234*_x243
-    _x245 = 2*_x244
-    _x246 = _x202*_x239
-    _x247 = np.minimum(np.minimum(_x246, d_model), _x233*moe_ffn)
-    _x248 = (_x247 + gemm_dhalf)/_x247
-    _x249 = gated + 1
-    _x250 = _x249*moe_ffn
-    _x251 = _x250*d_model
-    _x252 = _x240 + _x243*_x250
-    _x253 = _x233*_x251 + _x252
-    _x254 = _x165*_x47
-    _x255 = _x236*_x250
-    _x256 = _x15*_x254*_x255
-    _x257 = np.minimum(np.minimum(_x246, d_model), _x233*_x250)
-    _x258 = (_x257 + gemm_dhalf)/_x257
-    _x259 = d_model*experts
-    _x260 = _x187*experts
-    _x261 = _x143*(_x186 + _x259 + _x260)
-    _x262 = _x143*_x260
-    _x263 = _x165*_x262
-    _x264 = _x168*_x76
-    _x265 = np.minimum(np.minimum(_x187, d_model), experts)
-    _x266 = (_x265 + gemm_dhalf)/_x265
-    _x267 = d_model*shared_ffn
-    _x268 = _x15*_x267
-    _x269 = _x15*shared_ffn
-    _x270 = _x269*_x47
-    _x271 = _x138 + _x268 + _x270
-    _x272 = _x145*_x164
-    _x273 = _x145*_x268
-    _x274 = _x179*_x273
-    _x275 = np.maximum(1, np.minimum(np.minimum(_x269, _x47), d_model))
-    _x276 = (_x275 + gemm_dhalf)/_x275
-    _x277 = _x249*_x267
-    _x278 = _x15*_x277
-    _x279 = _x249*shared_ffn
-    _x280 = _x15*_x279
-    _x281 = _x280*_x47
-    _x282 = _x138 + _x278 + _x281
-    _x283 = _x145*_x278
-    _x284 = _x179*_x283
-    _x285 = np.maximum(1, np.minimum(np.minimum(_x280, _x47), d_model))
-    _x286 = (_x285 + gemm_dhalf)/_x285
-    _x287 = _x143*t0_gemm_fwd + _x145*_x157 + np.maximum(_x164*_x242, _x169*_x245*_x248) + np.maximum(_x164*_x253, _x169*_x256*_x258) + np.maximum(_x164*_x261, _x263*_x264*_x266) + np.maximum(_x271*_x272, _x169*_x274*_x276) + np.maximum(_x272*_x282, _x169*_x284*_x286)
-    _x288 = _x231 + _x287
-    _x289 = np.maximum(0, _x156 - _x288*_x33)
-    _x290 = _x120*ov_tp
-    _x291 = _x122*_x156 + _x289*ov_tp + _x290*(_x156 - _x289)
-    _x292 = np.maximum(1, np.minimum(_x232, gpus_per_node))
-    _x293 = _x292 - 1
-    _x294 = _x233*gpus_per_node
-    _x295 = np.maximum(1, np.minimum(_x294, ep))
-    _x296 = _x295 - 1
-    _x297 = _x232/_x292
-    _x298 = _x297 - 1
-    _x299 = _x165*_x187
-    _x300 = _x299*act_bytes
-    _x301 = _x235*_x300
-    _x302 = ep**(-1.0)
-    _x303 = _x296*_x302
-    _x304 = _x302*(-_x295 + ep)
-    _x305 = _x186*act_bytes
+    _x132 = np.maximum(_x130*_x2, _x131*_x5)
+    _x133 = tp - 1
+    _x134 = _x19*d_model
+    _x135 = _x134*_x52
+    _x136 = _x135*act_bytes
+    _x137 = _x133*_x136
+    _x138 = -_x22 + tp
+    _x139 = _x138*alpha_ag_intra + _x23*alpha_ag_inter
+    _x140 = _x133*alpha_ag_intra
+    _x141 = np.where(_x27, _x132*_x137 + _x139, _x131*_x137 + _x140)
+    _x142 = _x17*q_lora
+    _x143 = 1 - _x17
+    _x144 = _x143*d_model
+    _x145 = _x142 + _x144
+    _x146 = _x133*_x54*(_x13 + _x145)
+    _x147 = _x29*(-_x141 + np.where(_x27, _x132*_x146 + _x139, _x131*_x146 + _x140))
+    _x148 = np.minimum(1, experts - 1)
+    _x149 = -_x148
+    _x150 = np.minimum(1, shared_ffn)
+    _x151 = _x148*_x150 + _x149 + 2
+    _x152 = 1 - seq_par
+    _x153 = _x136*_x8
+    _x154 = _x152*np.where(_x27, _x153*_x6 + _x26, _x153*_x3 + _x28)
+    _x155 = bw_rs_inter**(-1.0)
+    _x156 = bw_rs_intra**(-1.0)
+    _x157 = seq_par*(_x141 + np.where(_x27, _x137*np.maximum(_x155*_x2, _x156*_x5) + _x138*alpha_rs_intra + _x23*alpha_rs_inter, _x133*alpha_rs_intra + _x137*_x156))
+    _x158 = _x129*(_x147 + _x151*(_x154 + _x157))
+    _x159 = 2*t0_gemm_fwd
+    _x160 = _x12*_x143
+    _x161 = _x134*heads
+    _x162 = d_model*seq_len
+    _x163 = _x162*_x50*micro_batch
+    _x164 = _x68*_x96
+    _x165 = _x163 + _x164
+    _x166 = _x161*_x89 + _x165
+    _x167 = act_bytes/mu_gemm_fwd
+    _x168 = _x167*_x73
+    _x169 = 2*d_model
+    _x170 = _x164*_x169
+    _x171 = peak**(-1.0)
+    _x172 = _x62/eta_gemm_fwd
+    _x173 = _x171*_x172
+    _x174 = np.minimum(np.minimum(_x52, _x90), d_model)
+    _x175 = (_x174 + gemm_dhalf)/_x174
+    _x176 = head_dim*heads
+    _x177 = _x176 + 2*head_dim*kv_heads
+    _x178 = _x177*d_model
+    _x179 = _x178*_x19
+    _x180 = _x177*_x19
+    _x181 = _x180*_x52
+    _x182 = _x43*(_x163 + _x179 + _x181)
+    _x183 = 2*_x52
+    _x184 = _x179*_x43
+    _x185 = _x183*_x184
+    _x186 = np.maximum(1, np.minimum(np.minimum(_x180, _x52), d_model))
+    _x187 = (_x186 + gemm_dhalf)/_x186
+    _x188 = (_x133*seq_par + 1)**(-1.0)
+    _x189 = _x163*_x188
+    _x190 = _x188*_x52
+    _x191 = _x13*_x190
+    _x192 = _x14 + _x189 + _x191
+    _x193 = _x12*_x168
+    _x194 = _x12*_x14
+    _x195 = _x190*_x194
+    _x196 = 2*_x195
+    _x197 = np.maximum(1, np.minimum(np.minimum(_x13, _x190), d_model))
+    _x198 = (_x197 + gemm_dhalf)/_x197
+    _x199 = _x52*kv_lora
+    _x200 = qk_nope + v_head
+    _x201 = _x200*heads
+    _x202 = _x201*kv_lora
+    _x203 = _x19*_x201
+    _x204 = _x19*_x202 + _x199 + _x203*_x52
+    _x205 = _x19*_x52
+    _x206 = 2*kv_lora
+    _x207 = _x200*_x42
+    _x208 = _x206*_x207
+    _x209 = _x205*_x208
+    _x210 = np.maximum(1, np.minimum(np.minimum(_x203, _x52), kv_lora))
+    _x211 = (_x210 + gemm_dhalf)/_x210
+    _x212 = _x45*heads
+    _x213 = _x19*_x212
+    _x214 = _x213*_x52
+    _x215 = _x160*(_x134*_x212 + _x163 + _x214)
+    _x216 = _x42*_x45
+    _x217 = _x144*_x216
+    _x218 = _x205*_x217
+    _x219 = 2*_x218
+    _x220 = np.maximum(1, np.minimum(np.minimum(_x213, _x52), d_model))
+    _x221 = (_x220 + gemm_dhalf)/_x220
+    _x222 = _x16 + _x189 + _x190*q_lora
+    _x223 = _x168*_x17
+    _x224 = _x16*_x17
+    _x225 = _x190*_x224
+    _x226 = 2*_x225
+    _x227 = np.maximum(1, np.minimum(np.minimum(_x190, d_model), q_lora))
+    _x228 = (_x227 + gemm_dhalf)/_x227
+    _x229 = _x213*q_lora + _x214 + _x52*q_lora
+    _x230 = 2*_x142
+    _x231 = _x214*_x230
+    _x232 = np.maximum(1, np.minimum(np.minimum(_x213, _x52), q_lora))
+    _x233 = (_x232 + gemm_dhalf)/_x232
+    _x234 = _x12*_x159 + _x159*_x17 + _x160*t0_gemm_fwd + _x43*t0_gemm_fwd + 3*t0_gemm_fwd + np.maximum(_x166*_x168, _x170*_x173*_x175) + np.maximum(_x168*_x182, _x173*_x185*_x187) + np.maximum(_x168*_x215, _x173*_x219*_x221) + np.maximum(_x192*_x193, _x173*_x196*_x198) + np.maximum(_x193*_x204, _x173*_x209*_x211) + np.maximum(_x222*_x223, _x173*_x226*_x228) + np.maximum(_x223*_x229, _x173*_x231*_x233)
+    _x235 = _x148*etp + tp*(1 - _x148)
+    _x236 = _x235**(-1.0)
+    _x237 = d_model*moe_ffn
+    _x238 = capacity*top_k
+    _x239 = _x148*(_x238 - 1) + 1
+    _x240 = _x239*moe_ffn
+    _x241 = _x205*_x240
+    _x242 = _x235*_x239
+    _x243 = _x135*_x242
+    _x244 = _x241 + _x243
+    _x245 = _x236*_x237 + _x244
+    _x246 = _x205*_x239
+    _x247 = _x237*_x246
+    _x248 = 2*_x247
+    _x249 = _x205*_x242
+    _x250 = np.minimum(np.minimum(_x249, d_model), _x236*moe_ffn)
+    _x251 = (_x250 + gemm_dhalf)/_x250
+    _x252 = gated + 1
+    _x253 = _x252*moe_ffn
+    _x254 = _x253*d_model
+    _x255 = _x243 + _x246*_x253
+    _x256 = _x236*_x254 + _x255
+    _x257 = _x169*_x52
+    _x258 = _x239*_x253
+    _x259 = _x19*_x257*_x258
+    _x260 = np.minimum(np.minimum(_x249, d_model), _x236*_x253)
+    _x261 = (_x260 + gemm_dhalf)/_x260
+    _x262 = d_model*experts
+    _x263 = _x190*experts
+    _x264 = _x148*(_x189 + _x262 + _x263)
+    _x265 = _x148*_x263
+    _x266 = _x169*_x265
+    _x267 = _x172*_x81
+    _x268 = np.minimum(np.minimum(_x190, d_model), experts)
+    _x269 = (_x268 + gemm_dhalf)/_x268
+    _x270 = d_model*shared_ffn
+    _x271 = _x19*_x270
+    _x272 = _x19*shared_ffn
+    _x273 = _x272*_x52
+    _x274 = _x163 + _x271 + _x273
+    _x275 = _x150*_x168
+    _x276 = _x150*_x271
+    _x277 = _x183*_x276
+    _x278 = np.maximum(1, np.minimum(np.minimum(_x272, _x52), d_model))
+    _x279 = (_x278 + gemm_dhalf)/_x278
+    _x280 = _x252*_x270
+    _x281 = _x19*_x280
+    _x282 = _x252*shared_ffn
+    _x283 = _x19*_x282
+    _x284 = _x283*_x52
+    _x285 = _x163 + _x281 + _x284
+    _x286 = _x150*_x281
+    _x287 = _x183*_x286
+    _x288 = np.maximum(1, np.minimum(np.minimum(_x283, _x52), d_model))
+    _x289 = (_x288 + gemm_dhalf)/_x288
+    _x290 = _x148*t0_gemm_fwd + _x150*_x159 + np.maximum(_x168*_x245, _x173*_x248*_x251) + np.maximum(_x168*_x256, _x173*_x259*_x261) + np.maximum(_x168*_x264, _x266*_x267*_x269) + np.maximum(_x274*_x275, _x173*_x277*_x279) + np.maximum(_x275*_x285, _x173*_x287*_x289)
+    _x291 = _x234 + _x290
+    _x292 = np.maximum(0, _x158 - _x291*_x38)
+    _x293 = _x125*_x127
+    _x294 = _x127*_x292 + _x128*_x158 + _x293*(_x158 - _x292)
+    _x295 = _x236*gpus_per_node
+    _x296 = np.maximum(1, np.minimum(_x295, ep))
+    _x297 = _x296 - 1
+    _x298 = ep**(-1.0)
+    _x299 = _x189*act_bytes
+    _x300 = _x238*_x299
+    _x301 = _x298*_x300
+    _x302 = _x297*_x301
+    _x303 = _x301*(-_x296 + ep)
+    _x304 = np.maximum(1, np.minimum(_x235, gpus_per_node))
+    _x305 = _x304**(-1.0)
     _x306 = _x235*_x305
-    _x307 = _x298*_x306
-    _x308 = _x293*_x297
-    _x309 = _x124*_x307 + _x139*_x186*_x235*_x308 + _x152*_x307 + _x153*_x306*_x308 + _x293*alpha_ag_intra + _x293*alpha_rs_intra + 2*_x296*alpha_a2a_intra + _x298*alpha_ag_inter + _x298*alpha_rs_inter + _x301*_x303/bw_a2a_intra + _x301*_x304/bw_a2a_inter + 2*alpha_a2a_inter*(-1 + ep/_x295)
-    _x310 = _x123*_x143*_x309
-    _x311 = np.minimum(1, q_bytes)
-    _x312 = _x311*t0_elem_fwd
-    _x313 = eta_elem_fwd**(-1.0)
-    _x314 = _x186*_x58
-    _x315 = _x313*_x314
-    _x316 = _x68/mu_elem_fwd
-    _x317 = dropout*mask_bytes
-    _x318 = _x305*(_x317/act_bytes + 3)
-    _x319 = _x68/mu_norm_fwd
-    _x320 = 8/eta_norm_fwd
-    _x321 = np.maximum(_x300*_x319, _x314*_x320)
-    _x322 = _x319*_x66
-    _x323 = _x187*_x7*kv_lora
-    _x324 = _x323*_x58
-    _x325 = _x313*_x58
-    _x326 = 2*qk_nope + v_head
-    _x327 = _x326 + 2*qk_rope
-    _x328 = _x202*_x327*_x37
-    _x329 = _x7*act_bytes
-    _x330 = _x329*(_x327*_x47*_x62 + _x47*(_x62*(_x326 + qk_rope) + qk_rope))
-    _x331 = _x126*_x187
-    _x332 = _x331*_x58
-    _x333 = _x118 + _x12*t0_norm_fwd + _x312 + 2*_x321 + _x7*t0_elem_fwd + _x7*t0_norm_fwd + 3*t0_elem_fwd + 2*t0_norm_fwd + 2*np.maximum(_x315, _x316*_x318) + np.maximum(_x316*_x330, _x325*_x328) + np.maximum(_x320*_x324, _x322*_x323) + np.maximum(_x320*_x332, _x322*_x331)
-    _x334 = _x138*_x145
-    _x335 = _x145*_x270
-    _x336 = _x126*_x47
-    _x337 = _x12*_x186 + _x128*_x47*_x7 + _x138*_x38 + _x186*_x7 + _x196*_x7 + _x336
-    _x338 = _x311*(_x160 + _x241 + _x334 + _x335 + _x337)
-    _x339 = _x316*q_bytes
-    _x340 = 2*_x58
-    _x341 = _x313*_x340
-    _x342 = _x262*_x68*f32_bytes
-    _x343 = 8*_x325
-    _x344 = gated + 2
-    _x345 = _x316*_x344
-    _x346 = _x335*act_bytes
-    _x347 = _x344*_x48
-    _x348 = _x237*_x347
-    _x349 = _x143*_x235
-    _x350 = _x143*_x305*(2*_x235 + 2)
-    _x351 = _x143*t0_elem_fwd + _x143*t0_softmax_fwd + _x145*t0_elem_fwd + np.maximum(_x238*_x343, _x15*_x316*_x348) + np.maximum(5*_x262*_x59, 2*_x342*_x65) + np.maximum(_x315*_x349, _x316*_x350) + np.maximum(_x335*_x343, _x345*_x346) + np.maximum(_x338*_x339, _x338*_x341)
-    _x352 = _x288 + _x333 + _x351
-    _x353 = _x311*t0_elem_bwd
-    _x354 = eta_elem_bwd**(-1.0)
-    _x355 = _x354*_x58
-    _x356 = _x299*_x355
-    _x357 = _x68/mu_elem_bwd
-    _x358 = 3*act_bytes
-    _x359 = _x358*_x68/mu_norm_bwd
-    _x360 = 16/eta_norm_bwd
-    _x361 = np.maximum(_x186*_x359, _x314*_x360)
-    _x362 = 2*t0_gemm_bwd
-    _x363 = flash*t0_attn_bwd
-    _x364 = _x66/mu_gemm_bwd
-    _x365 = _x364*_x68
-    _x366 = _x159*_x91*micro_batch
-    _x367 = _x57/eta_gemm_bwd
-    _x368 = _x167*_x367
-    _x369 = 4*_x368
-    _x370 = _x369*_x47
-    _x371 = _x365*_x7
-    _x372 = _x15*_x196*_x204
-    _x373 = _x12*_x365
-    _x374 = _x210*_x336
-    _x375 = _x15*_x66/mu_attn_bwd
-    _x376 = np.where((_x104 <= 4), 1/128, 1/64)
-    _x377 = np.ceil(_x376*seq_len)
-    _x378 = 160*(_x103*attn_uneven_bwd + 1)*(_x105/attn_dreg_bwd + _x106*attn_dsoft_bwd + _x376*attn_dio_bwd + 1)*np.ceil(_x108*_x377)/(_x377*eta_attn_bwd)
-    _x379 = _x58/eta_softmax_bwd
-    _x380 = mu_softmax_bwd**(-1.0)
-    _x381 = _x340*_x354
-    _x382 = _x83*bmm_dhalf_bwd
-    _x383 = _x77/eta_bmm_bwd
-    _x384 = _x383*_x75
-    _x385 = _x68/mu_bmm_bwd
-    _x386 = _x385*(_x82 + _x88*bmm_reread_bwd*(np.ceil((1/128)*_x41 + _x87) - 1))
-    _x387 = _x383*_x86
-    _x388 = _x382*cp + 1
-    _x389 = _x12*_x362 + _x12*t0_norm_bwd + _x158*t0_gemm_bwd + _x353 + 2*_x361 + _x362*_x7 + _x363*_x56 + _x363*swa_frac + _x38*t0_gemm_bwd + 4*_x55*t0_bmm_bwd + _x55*t0_softmax_bwd + _x7*t0_elem_bwd + _x7*t0_norm_bwd + 3*t0_elem_bwd + 3*t0_gemm_bwd + 2*t0_norm_bwd + 2*np.maximum(_x356, _x318*_x357) + np.maximum(_x386, _x384*_x388) + np.maximum(_x386, _x384*(_x382 + 1)) + np.maximum(_x113*_x378, _x375*_x98) + np.maximum(_x114*_x375, _x117*_x378) + np.maximum(_x162*_x365, _x171*_x366*_x369) + np.maximum(_x178*_x365, _x180*_x183*_x370) + np.maximum(_x189*_x371, _x192*_x195*_x369) + np.maximum(_x201*_x371, _x208*_x369*_x372) + np.maximum(_x212*_x365, _x215*_x218*_x369) + np.maximum(_x219*_x373, _x222*_x225*_x369) + np.maximum(_x226*_x373, _x230*_x369*_x374) + np.maximum(_x323*_x359, _x324*_x360) + np.maximum(_x328*_x381, _x330*_x357) + np.maximum(_x331*_x359, _x332*_x360) + np.maximum(_x385*_x92, _x387*(1 + bmm_dhalf_bwd/_x84)) + np.maximum(_x387*_x388, _x385*(_x89*bmm_reread_bwd + _x92)) + np.maximum(_x380*_x71*(_x358 + _x67), _x379*_x64*(8 - 8*flash))
-    _x390 = _x134*_x255
-    _x391 = _x12*_x211 + _x127*_x202*_x213 + _x177*_x38 + _x188*_x7 + _x202*_x204 + _x331
-    _x392 = _x311*(_x138 + _x145*_x281 + _x252 + _x334 + _x391)
-    _x393 = _x357*q_bytes
-    _x394 = _x143*_x259
-    _x395 = _x367*_x76
-    _x396 = _x145*_x365
-    _x397 = 16*_x355
-    _x398 = _x357*(2*gated + 3)
-    _x399 = _x143*t0_elem_bwd + _x143*t0_gemm_bwd + _x143*t0_softmax_bwd + _x145*_x362 + _x145*t0_elem_bwd + np.maximum(_x238*_x397, _x237*_x398*_x49) + np.maximum(_x242*_x365, _x244*_x248*_x369) + np.maximum(_x253*_x365, _x258*_x369*_x390) + np.maximum(_x261*_x365, 4*_x187*_x266*_x394*_x395) + np.maximum(8*_x262*_x379, 3*_x342*_x380) + np.maximum(_x271*_x396, _x273*_x276*_x370) + np.maximum(_x282*_x396, _x283*_x286*_x370) + np.maximum(_x335*_x397, _x346*_x398) + np.maximum(_x349*_x356, _x350*_x357) + np.maximum(_x381*_x392, _x392*_x393)
-    _x400 = _x389 + _x399
-    _x401 = _x352 + _x400
-    _x402 = np.maximum(0, _x123*_x143*_x309 - _x401)
-    _x403 = _x120*ov_ep*(_x310 - _x402) + _x310*(1 - ov_ep) + _x402*ov_ep
-    _x404 = _x291 + _x403
-    _x405 = _x121 + _x404
-    _x406 = np.minimum(_x6, dense_layers)
-    _x407 = np.minimum(1, _x26)
-    _x408 = _x352*rc_full
-    _x409 = 1 - rc_full
-    _x410 = _x409*rc_sel
-    _x411 = _x118*_x410
-    _x412 = _x15*ffn_hidden
-    _x413 = _x412*_x47
-    _x414 = _x311*(_x161 + _x337 + _x413)
-    _x415 = np.maximum(_x339*_x414, _x341*_x414)
-    _x416 = _x413*act_bytes
-    _x417 = np.maximum(_x343*_x413, _x345*_x416)
-    _x418 = d_model*ffn_hidden
-    _x419 = _x15*_x418
-    _x420 = _x138 + _x413 + _x419
-    _x421 = _x419*_x47
-    _x422 = 2*_x421
-    _x423 = np.minimum(np.minimum(_x412, _x47), d_model)
-    _x424 = (_x423 + gemm_dhalf)/_x423
-    _x425 = np.maximum(_x164*_x420, _x169*_x422*_x424)
-    _x426 = _x249*ffn_hidden
-    _x427 = _x133*_x426
-    _x428 = _x15*_x426
-    _x429 = _x428*_x47
-    _x430 = _x138 + _x427 + _x429
-    _x431 = _x254*_x428
-    _x432 = np.minimum(np.minimum(_x428, _x47), d_model)
-    _x433 = (_x432 + gemm_dhalf)/_x432
-    _x434 = np.maximum(_x164*_x430, _x169*_x431*_x433)
-    _x435 = _x231 + _x425 + _x434
-    _x436 = _x333 + _x415 + _x417 + _x435
-    _x437 = _x436*rc_full
-    _x438 = _x411 + _x437
-    _x439 = np.maximum(_x365*_x420, _x369*_x421*_x424)
-    _x440 = np.maximum(_x365*_x430, _x370*_x427*_x433)
-    _x441 = _x311*(_x254 + _x391 + _x429)
-    _x442 = np.maximum(_x381*_x441, _x393*_x441)
-    _x443 = np.maximum(_x397*_x413, _x398*_x416)
-    _x444 = _x389 + _x439 + _x440 + _x442 + _x443
-    _x445 = _x436 + _x444
-    _x446 = ov_ep*np.maximum(0, -_x445)
-    _x447 = _x120*_x446
-    _x448 = _x123*(_x142 + 2*_x151 + 2*_x155)
-    _x449 = _x122*_x448
-    _x450 = np.maximum(0, -_x33*_x435 + _x448)
-    _x451 = _x450*ov_tp
-    _x452 = _x290*(_x448 - _x450)
-    _x453 = _x449 + _x451 + _x452
-    _x454 = _x446 - _x447 + _x453
-    _x455 = _x121 + _x454
-    _x456 = -host_bwd - host_fwd - host_rc*rc_full
-    _x457 = np.maximum(0, -_x438 - _x445 - _x455 - _x456)
-    _x458 = _x408 + _x411
-    _x459 = _x401 + _x405 + _x458
-    _x460 = np.maximum(0, -_x456 - _x459)
-    _x461 = -_x446 + _x447
-    _x462 = _x406*(_x407*(np.where((-_x287 - _x351 - _x399 - _x404 - _x408 + _x415 + _x417 + _x425 + _x434 + _x437 + _x439 + _x440 + _x442 + _x443 + _x449 + _x451 + _x452 + _x457 - _x460 - _x461 < 0), 0, 1)) - _x407 + 1)
-    _x463 = _x138*_x58
-    _x464 = np.ceil((1/128)*_x15*vocab)
-    _x465 = 128*_x464
-    _x466 = d_model*grad_bytes
-    _x467 = np.minimum(_x465, _x47)
-    _x468 = np.maximum(_x463/eta_embed_bwd, _x68*(_x149*(learned_pos + 1) + _x165*f32_bytes*(_x467 + (1/10)*_x47) + _x465*_x466 + _x466*_x467)/mu_embed_bwd)
-    _x469 = np.maximum(_x463/eta_embed_fwd, _x149*_x68*(learned_pos + 2)/mu_embed_fwd)
-    _x470 = d_model**2
-    _x471 = 2*_x470
-    _x472 = _x15*_x471
-    _x473 = _x68*(_x134 + _x254 + _x472)
-    _x474 = _x202*_x470
-    _x475 = np.minimum(np.minimum(_x133, _x165), _x47)
-    _x476 = (_x475 + gemm_dhalf)/_x475
-    _x477 = _x254*_x311
-    _x478 = _x468 + t0_embed_bwd
-    _x479 = _x465*d_model
-    _x480 = _x465*_x47
-    _x481 = _x138 + _x479 + _x480
-    _x482 = np.minimum(np.minimum(_x465, _x47), d_model)
-    _x483 = _x138*_x464
-    _x484 = _x483*(_x482 + gemm_dhalf)/_x482
-    _x485 = _x464*_x47*_x58
-    _x486 = _x480*_x68*(act_bytes + f32_bytes)
-    _x487 = t0_ce_bwd + np.maximum(_x365*_x481, 512*_x395*_x484) + np.maximum(_x486/mu_ce_bwd, 256*_x485/eta_ce_bwd)
-    _x488 = _x361 + _x487 + mtp*(_x353 + 3*_x361 + _x362 + _x478 + _x487 + 3*t0_norm_bwd + np.maximum(_x364*_x473, 8*_x368*_x474*_x476) + np.maximum(_x134*_x311*_x393, _x15*_x355*_x477)) + t0_gemm_bwd + t0_norm_bwd
-    _x489 = 4*_x470
-    _x490 = _x469 + t0_embed_fwd
-    _x491 = t0_ce_fwd + np.maximum(_x164*_x481, 256*_x264*_x484) + np.maximum(_x486/mu_ce_fwd, 640*_x485/eta_ce_fwd)
-    _x492 = _x321 + _x491 + mtp*(_x157 + _x312 + 3*_x321 + _x490 + _x491 + 3*t0_norm_fwd + np.maximum(_x163*_x473, _x169*_x202*_x476*_x489) + np.maximum(_x339*_x477, 4*_x311*_x313*_x463)) + t0_gemm_fwd + t0_norm_fwd
-    _x493 = (np.where((_x468 + _x469 - _x488 - _x492 - mtp*(_x459 + _x460) + t0_embed_bwd + t0_embed_fwd > 0), 0, 1))
-    _x494 = 1 - _x407
-    _x495 = 1 - _x493
-    _x496 = mtp*(_x493 + _x494*_x495)
-    _x497 = -_x462 + _x496 + _x6
-    _x498 = _x490*_x495 + _x492*_x493 + _x494*(_x490*_x493 + _x492*_x495)
-    _x499 = _x478*_x495 + _x488*_x493 + _x494*(_x478*_x493 + _x488*_x495)
-    _x500 = np.maximum(0, _x407*(_x493*host_head + _x495*host_emb) + _x494*(host_emb + host_head) - _x498 - _x499)
-    _x501 = _x457*_x462 + _x460*_x497 + _x500 + host_mb
-    _x502 = _x352*_x497 + _x436*_x462 + _x498
-    _x503 = _x438*_x462 + _x458*_x497
-    _x504 = _x400*_x497 + _x444*_x462 + _x499
-    _x505 = _x503 + _x504
-    _x506 = _x405*_x497 + _x455*_x462 + _x501 + _x502 + _x505
-    _x507 = _x26 + _x31*interleave
-    _x508 = cp*dp
-    _x509 = _x508*tp
-    _x510 = np.where((_x509 < gpus_per_node), 1, 0)
-    _x511 = 1 - _x510
-    _x512 = (1 - ov_pp)*(_x510*(_x135*_x36 + alpha_p2p_intra) + _x511*(_x135*_x52 + alpha_p2p_inter))
-    _x513 = 2*_x407
-    _x514 = _x507*_x512*_x513
-    _x515 = 1 - ov_ag
-    _x516 = _x233*_x302
-    _x517 = _x509*_x516
-    _x518 = np.maximum(1, np.minimum(_x517, _x294*_x302))
-    _x519 = _x518 - 1
-    _x520 = _x518**(-1.0)
-    _x521 = _x517*_x520
-    _x522 = _x521 - 1
-    _x523 = _x153*grad_bytes
-    _x524 = _x234 + _x251 + biases*(_x250 + d_model)
-    _x525 = _x524*experts
-    _x526 = _x516*_x525
-    _x527 = _x143*_x526
-    _x528 = _x527*mtp
-    _x529 = _x494*_x528
-    _x530 = -_x406 + _x6
-    _x531 = _x527*_x530
-    _x532 = _x529 + _x531
-    _x533 = _x519*_x520
+    _x307 = _x306 - 1
+    _x308 = _x235 - _x306
+    _x309 = _x305*(_x304 - 1)
+    _x310 = _x235 - 1
+    _x311 = _x300*_x310
+    _x312 = (_x306 > 1)
+    _x313 = 2*_x297*alpha_a2a_intra + 2*alpha_a2a_inter*(-1 + ep/_x296) + np.where(_x312, _x307*alpha_ag_inter + _x308*alpha_ag_intra + _x311*np.maximum(_x130*_x305, _x131*_x309), _x131*_x311 + _x310*alpha_ag_intra) + np.where(_x312, _x307*alpha_rs_inter + _x308*alpha_rs_intra + _x311*np.maximum(_x155*_x305, _x156*_x309), _x156*_x311 + _x310*alpha_rs_intra) + 2*np.maximum(_x302/bw_a2a_intra, _x303/bw_a2a_inter)
+    _x314 = _x129*_x148*_x313
+    _x315 = np.minimum(1, q_bytes)
+    _x316 = _x315*t0_elem_fwd
+    _x317 = eta_elem_fwd**(-1.0)
+    _x318 = _x189*_x63
+    _x319 = _x317*_x318
+    _x320 = _x73/mu_elem_fwd
+    _x321 = dropout*mask_bytes
+    _x322 = _x299*(_x321/act_bytes + 3)
+    _x323 = _x169*_x190
+    _x324 = _x73/mu_norm_fwd
+    _x325 = 8/eta_norm_fwd
+    _x326 = np.maximum(_x318*_x325, _x323*_x324*act_bytes)
+    _x327 = _x324*_x71
+    _x328 = _x12*_x190*kv_lora
+    _x329 = _x328*_x63
+    _x330 = _x317*_x63
+    _x331 = 2*qk_nope + v_head
+    _x332 = _x331 + 2*qk_rope
+    _x333 = _x205*_x332*_x42
+    _x334 = _x12*act_bytes
+    _x335 = _x334*(_x332*_x52*_x67 + _x52*(_x67*(_x331 + qk_rope) + qk_rope))
+    _x336 = _x142*_x190
+    _x337 = _x336*_x63
+    _x338 = _x12*t0_elem_fwd + _x12*t0_norm_fwd + _x123 + _x17*t0_norm_fwd + _x316 + 2*_x326 + 3*t0_elem_fwd + 2*t0_norm_fwd + 2*np.maximum(_x319, _x320*_x322) + np.maximum(_x320*_x335, _x330*_x333) + np.maximum(_x325*_x329, _x327*_x328) + np.maximum(_x325*_x337, _x327*_x336)
+    _x339 = _x150*_x163
+    _x340 = _x150*_x273
+    _x341 = _x142*_x52
+    _x342 = _x12*_x144*_x52 + _x12*_x189 + _x12*_x199 + _x163*_x43 + _x17*_x189 + _x341
+    _x343 = _x315*(_x164 + _x244 + _x339 + _x340 + _x342)
+    _x344 = _x320*q_bytes
+    _x345 = 2*_x63
+    _x346 = _x317*_x345
+    _x347 = 2*_x148
+    _x348 = _x73*f32_bytes
+    _x349 = 8*_x330
+    _x350 = gated + 2
+    _x351 = _x320*_x350
+    _x352 = _x340*act_bytes
+    _x353 = _x350*_x53
+    _x354 = _x240*_x353
+    _x355 = _x148*_x238
+    _x356 = _x148*_x299*(2*_x238 + 2)
+    _x357 = _x148*t0_elem_fwd + _x148*t0_softmax_fwd + _x150*t0_elem_fwd + np.maximum(_x241*_x349, _x19*_x320*_x354) + np.maximum(5*_x265*_x64, _x263*_x347*_x348*_x70) + np.maximum(_x319*_x355, _x320*_x356) + np.maximum(_x340*_x349, _x351*_x352) + np.maximum(_x343*_x344, _x343*_x346)
+    _x358 = _x291 + _x338 + _x357
+    _x359 = _x315*t0_elem_bwd
+    _x360 = eta_elem_bwd**(-1.0)
+    _x361 = _x360*_x63
+    _x362 = _x323*_x361
+    _x363 = _x73/mu_elem_bwd
+    _x364 = 3*act_bytes
+    _x365 = _x364*_x73/mu_norm_bwd
+    _x366 = 16/eta_norm_bwd
+    _x367 = np.maximum(_x189*_x365, _x318*_x366)
+    _x368 = 2*t0_gemm_bwd
+    _x369 = flash*t0_attn_bwd
+    _x370 = _x71/mu_gemm_bwd
+    _x371 = _x370*_x73
+    _x372 = _x161*_x96*micro_batch
+    _x373 = _x62/eta_gemm_bwd
+    _x374 = _x171*_x373
+    _x375 = 4*_x374
+    _x376 = _x375*_x52
+    _x377 = _x12*_x371
+    _x378 = _x19*_x199*_x207
+    _x379 = _x17*_x371
+    _x380 = _x213*_x341
+    _x381 = _x19*_x71/mu_attn_bwd
+    _x382 = np.where((_x109 <= 4), 1/128, 1/64)
+    _x383 = np.ceil(_x382*seq_len)
+    _x384 = 160*(_x108*attn_uneven_bwd + 1)*(_x110/attn_dreg_bwd + _x111*attn_dsoft_bwd + _x382*attn_dio_bwd + 1)*np.ceil(_x113*_x383)/(_x383*eta_attn_bwd)
+    _x385 = _x63/eta_softmax_bwd
+    _x386 = mu_softmax_bwd**(-1.0)
+    _x387 = _x345*_x360
+    _x388 = _x88*bmm_dhalf_bwd
+    _x389 = _x82/eta_bmm_bwd
+    _x390 = _x389*_x80
+    _x391 = _x73/mu_bmm_bwd
+    _x392 = _x391*(_x87 + _x93*bmm_reread_bwd*(np.ceil((1/128)*_x46 + _x92) - 1))
+    _x393 = _x389*_x91
+    _x394 = _x388*cp + 1
+    _x395 = _x12*_x368 + _x12*t0_elem_bwd + _x12*t0_norm_bwd + _x160*t0_gemm_bwd + _x17*_x368 + _x17*t0_norm_bwd + _x359 + 2*_x367 + _x369*_x61 + _x369*swa_frac + _x43*t0_gemm_bwd + 4*_x60*t0_bmm_bwd + _x60*t0_softmax_bwd + 3*t0_elem_bwd + 3*t0_gemm_bwd + 2*t0_norm_bwd + 2*np.maximum(_x362, _x322*_x363) + np.maximum(_x392, _x390*_x394) + np.maximum(_x392, _x390*(_x388 + 1)) + np.maximum(_x103*_x381, _x118*_x384) + np.maximum(_x119*_x381, _x122*_x384) + np.maximum(_x166*_x371, _x175*_x372*_x375) + np.maximum(_x182*_x371, _x184*_x187*_x376) + np.maximum(_x192*_x377, _x195*_x198*_x375) + np.maximum(_x204*_x377, _x211*_x375*_x378) + np.maximum(_x215*_x371, _x218*_x221*_x375) + np.maximum(_x222*_x379, _x225*_x228*_x375) + np.maximum(_x229*_x379, _x233*_x375*_x380) + np.maximum(_x328*_x365, _x329*_x366) + np.maximum(_x333*_x387, _x335*_x363) + np.maximum(_x336*_x365, _x337*_x366) + np.maximum(_x391*_x97, _x393*(1 + bmm_dhalf_bwd/_x89)) + np.maximum(_x393*_x394, _x391*(_x94*bmm_reread_bwd + _x97)) + np.maximum(_x386*_x76*(_x364 + _x72), _x385*_x69*(8 - 8*flash))
+    _x396 = _x135*_x258
+    _x397 = _x12*_x191 + _x143*_x205*_x216 + _x17*_x214 + _x181*_x43 + _x205*_x207 + _x336
+    _x398 = _x315*(_x150*_x284 + _x163 + _x255 + _x339 + _x397)
+    _x399 = _x363*q_bytes
+    _x400 = _x148*_x262
+    _x401 = _x373*_x81
+    _x402 = _x150*_x371
+    _x403 = 16*_x361
+    _x404 = _x363*(2*gated + 3)
+    _x405 = _x148*t0_elem_bwd + _x148*t0_gemm_bwd + _x148*t0_softmax_bwd + _x150*_x368 + _x150*t0_elem_bwd + np.maximum(_x241*_x403, _x240*_x404*_x54) + np.maximum(_x245*_x371, _x247*_x251*_x375) + np.maximum(_x256*_x371, _x261*_x375*_x396) + np.maximum(_x264*_x371, 4*_x190*_x269*_x400*_x401) + np.maximum(8*_x265*_x385, 3*_x265*_x348*_x386) + np.maximum(_x274*_x402, _x276*_x279*_x376) + np.maximum(_x285*_x402, _x286*_x289*_x376) + np.maximum(_x340*_x403, _x352*_x404) + np.maximum(_x355*_x362, _x356*_x363) + np.maximum(_x387*_x398, _x398*_x399)
+    _x406 = _x395 + _x405
+    _x407 = _x358 + _x406
+    _x408 = np.maximum(0, _x129*_x148*_x313 - _x407)
+    _x409 = _x125*ov_ep*(_x314 - _x408) + _x314*(1 - ov_ep) + _x408*ov_ep
+    _x410 = _x294 + _x409
+    _x411 = _x126 + _x410
+    _x412 = np.minimum(_x11, dense_layers)
+    _x413 = np.minimum(1, _x31)
+    _x414 = _x358*rc_full
+    _x415 = 1 - rc_full
+    _x416 = _x415*rc_sel
+    _x417 = _x123*_x416
+    _x418 = _x19*ffn_hidden
+    _x419 = _x418*_x52
+    _x420 = _x315*(_x165 + _x342 + _x419)
+    _x421 = np.maximum(_x344*_x420, _x346*_x420)
+    _x422 = _x419*act_bytes
+    _x423 = np.maximum(_x349*_x419, _x351*_x422)
+    _x424 = d_model*ffn_hidden
+    _x425 = _x19*_x424
+    _x426 = _x163 + _x419 + _x425
+    _x427 = _x425*_x52
+    _x428 = 2*_x427
+    _x429 = np.minimum(np.minimum(_x418, _x52), d_model)
+    _x430 = (_x429 + gemm_dhalf)/_x429
+    _x431 = np.maximum(_x168*_x426, _x173*_x428*_x430)
+    _x432 = _x252*ffn_hidden
+    _x433 = _x134*_x432
+    _x434 = _x19*_x432
+    _x435 = _x434*_x52
+    _x436 = _x163 + _x433 + _x435
+    _x437 = _x257*_x434
+    _x438 = np.minimum(np.minimum(_x434, _x52), d_model)
+    _x439 = (_x438 + gemm_dhalf)/_x438
+    _x440 = np.maximum(_x168*_x436, _x173*_x437*_x439)
+    _x441 = _x234 + _x431 + _x440
+    _x442 = _x338 + _x421 + _x423 + _x441
+    _x443 = _x442*rc_full
+    _x444 = _x417 + _x443
+    _x445 = np.maximum(_x371*_x426, _x375*_x427*_x430)
+    _x446 = np.maximum(_x371*_x436, _x376*_x433*_x439)
+    _x447 = _x315*(_x257 + _x397 + _x435)
+    _x448 = np.maximum(_x387*_x447, _x399*_x447)
+    _x449 = np.maximum(_x403*_x419, _x404*_x422)
+    _x450 = _x395 + _x445 + _x446 + _x448 + _x449
+    _x451 = _x442 + _x450
+    _x452 = ov_ep*np.maximum(0, -_x451)
+    _x453 = _x125*_x452
+    _x454 = _x129*(_x147 + 2*_x154 + 2*_x157)
+    _x455 = _x128*_x454
+    _x456 = np.maximum(0, -_x38*_x441 + _x454)
+    _x457 = _x127*_x456
+    _x458 = _x293*(_x454 - _x456)
+    _x459 = _x455 + _x457 + _x458
+    _x460 = _x452 - _x453 + _x459
+    _x461 = _x126 + _x460
+    _x462 = -host_bwd - host_fwd - host_rc*rc_full
+    _x463 = np.maximum(0, -_x444 - _x451 - _x461 - _x462)
+    _x464 = _x414 + _x417
+    _x465 = _x407 + _x411 + _x464
+    _x466 = np.maximum(0, -_x462 - _x465)
+    _x467 = -_x452 + _x453
+    _x468 = _x412*(_x413*(np.where((-_x290 - _x357 - _x405 - _x410 - _x414 + _x421 + _x423 + _x431 + _x440 + _x443 + _x445 + _x446 + _x448 + _x449 + _x455 + _x457 + _x458 + _x463 - _x466 - _x467 < 0), 0, 1)) - _x413 + 1)
+    _x469 = _x163*_x63
+    _x470 = np.ceil((1/128)*_x19*vocab)
+    _x471 = 128*_x470
+    _x472 = d_model*grad_bytes
+    _x473 = _x163*act_bytes
+    _x474 = np.minimum(_x471, _x52)
+    _x475 = np.maximum(_x469/eta_embed_bwd, _x73*(_x169*f32_bytes*(_x474 + (1/10)*_x52) + _x471*_x472 + _x472*_x474 + _x473*(learned_pos + 1))/mu_embed_bwd)
+    _x476 = np.maximum(_x469/eta_embed_fwd, _x473*_x73*(learned_pos + 2)/mu_embed_fwd)
+    _x477 = d_model**2
+    _x478 = 2*_x477
+    _x479 = _x19*_x478
+    _x480 = _x73*(_x135 + _x257 + _x479)
+    _x481 = _x205*_x477
+    _x482 = np.minimum(np.minimum(_x134, _x169), _x52)
+    _x483 = (_x482 + gemm_dhalf)/_x482
+    _x484 = _x257*_x315
+    _x485 = _x475 + t0_embed_bwd
+    _x486 = _x471*d_model
+    _x487 = _x471*_x52
+    _x488 = _x163 + _x486 + _x487
+    _x489 = np.minimum(np.minimum(_x471, _x52), d_model)
+    _x490 = _x163*_x470
+    _x491 = _x490*(_x489 + gemm_dhalf)/_x489
+    _x492 = _x470*_x52*_x63
+    _x493 = _x487*_x73*(act_bytes + f32_bytes)
+    _x494 = t0_ce_bwd + np.maximum(_x371*_x488, 512*_x401*_x491) + np.maximum(_x493/mu_ce_bwd, 256*_x492/eta_ce_bwd)
+    _x495 = _x367 + _x494 + mtp*(_x359 + 3*_x367 + _x368 + _x485 + _x494 + 3*t0_norm_bwd + np.maximum(_x370*_x480, 8*_x374*_x481*_x483) + np.maximum(_x135*_x315*_x399, _x19*_x361*_x484)) + t0_gemm_bwd + t0_norm_bwd
+    _x496 = 4*_x477
+    _x497 = _x476 + t0_embed_fwd
+    _x498 = t0_ce_fwd + np.maximum(_x168*_x488, 256*_x267*_x491) + np.maximum(_x493/mu_ce_fwd, 640*_x492/eta_ce_fwd)
+    _x499 = _x326 + _x498 + mtp*(_x159 + _x316 + 3*_x326 + _x497 + _x498 + 3*t0_norm_fwd + np.maximum(_x167*_x480, _x173*_x205*_x483*_x496) + np.maximum(_x344*_x484, 4*_x315*_x317*_x469)) + t0_gemm_fwd + t0_norm_fwd
+    _x500 = (np.where((_x475 + _x476 - _x495 - _x499 - mtp*(_x465 + _x466) + t0_embed_bwd + t0_embed_fwd > 0), 0, 1))
+    _x501 = 1 - _x413
+    _x502 = 1 - _x500
+    _x503 = mtp*(_x500 + _x501*_x502)
+    _x504 = _x11 - _x468 + _x503
+    _x505 = _x497*_x502 + _x499*_x500 + _x501*(_x497*_x500 + _x499*_x502)
+    _x506 = _x485*_x502 + _x495*_x500 + _x501*(_x485*_x500 + _x495*_x502)
+    _x507 = np.maximum(0, _x413*(_x500*host_head + _x502*host_emb) + _x501*(host_emb + host_head) - _x505 - _x506)
+    _x508 = _x463*_x468 + _x466*_x504 + _x507 + host_mb
+    _x509 = _x358*_x504 + _x442*_x468 + _x505
+    _x510 = _x444*_x468 + _x464*_x504
+    _x511 = _x406*_x504 + _x450*_x468 + _x506
+    _x512 = _x510 + _x511
+    _x513 = _x411*_x504 + _x461*_x468 + _x508 + _x509 + _x512
+    _x514 = _x31 + _x36*interleave
+    _x515 = cp*dp
+    _x516 = _x515*tp
+    _x517 = np.where((_x516 < gpus_per_node), 1, 0)
+    _x518 = 1 - _x517
+    _x519 = (1 - ov_pp)*(_x517*(_x136*_x41 + alpha_p2p_intra) + _x518*(_x136*_x57 + alpha_p2p_inter))
+    _x520 = 2*_x413
+    _x521 = _x514*_x519*_x520
+    _x522 = 1 - ov_ag
+    _x523 = _x236*_x298
+    _x524 = _x516*_x523
+    _x525 = np.maximum(1, np.minimum(_x524, _x295*_x298))
+    _x526 = _x525**(-1.0)
+    _x527 = _x524*_x526
+    _x528 = _x527 - 1
+    _x529 = _x524 - _x527
+    _x530 = _x525 - 1
+    _x531 = _x526*_x530
+    _x532 = _x524 - 1
+    _x533 = _x33*_x50
     _x534 = _x532*_x533
-    _x535 = _x152*grad_bytes
-    _x536 = _x28*_x45
-    _x537 = _x522*_x536
-    _x538 = _x15*_x537
-    _x539 = _x232*_x532*ep
-    _x540 = _x519*alpha_rs_intra + _x522*alpha_rs_inter + _x523*_x534 + _x535*_x538*_x539
-    _x541 = np.maximum(1, np.minimum(_x508, _x15*gpus_per_node))
-    _x542 = _x541**(-1.0)
-    _x543 = _x508*_x542
-    _x544 = _x543 - 1
-    _x545 = _x544*alpha_ag_inter
-    _x546 = _x541 - 1
-    _x547 = _x546*alpha_ag_intra
-    _x548 = _x537*_x93
-    _x549 = _x143*(_x124*_x539*_x548 + _x139*_x534 + _x519*alpha_ag_intra + _x522*alpha_ag_inter)
-    _x550 = _x10*_x165
-    _x551 = biases*d_model
-    _x552 = _x38*(_x172*d_model + _x174 + biases*(_x173 + d_model)) + _x7*(_x129*_x209 + _x199 + _x551 + d_model*heads*v_head)
-    _x553 = _x13 + _x15*_x552
-    _x554 = _x550 + _x553
-    _x555 = _x267 + _x277 - _x551*(1 - _x145) + biases*(_x279 + d_model)
-    _x556 = _x15*_x555 + _x394 + _x526
-    _x557 = _x554 + _x556
-    _x558 = _x418 + _x426*d_model + biases*(_x426 + d_model)
-    _x559 = _x15*_x558 + _x554
-    _x560 = _x406*_x559
-    _x561 = _x10*d_model
-    _x562 = 5*_x561
-    _x563 = mtp*(_x472 + _x553 + _x556 + _x562)
-    _x564 = _x137*learned_pos
-    _x565 = 1 - tied
-    _x566 = _x479*(_x494*_x565 + 1) + _x564
-    _x567 = _x494*_x563 + _x530*_x557 + _x560 + _x566
-    _x568 = -_x529 - _x531 + _x567
-    _x569 = _x542*_x568
-    _x570 = _x546*_x569
-    _x571 = _x536*_x544
-    _x572 = _x568*_x571
-    _x573 = _x124*_x572
-    _x574 = _x523*_x570 + _x535*_x572 + _x544*alpha_rs_inter + _x546*alpha_rs_intra
-    _x575 = _x131*_x570*_x66 + _x143*_x540 + 2*_x545 + 2*_x547 + 2*_x549 + _x573*_x66 + _x574
-    _x576 = _x31*_x575
-    _x577 = -_x28*_x29*_x575*global_batch
-    _x578 = np.maximum(0, -_x31*(_x502 + _x504) - _x577)
-    _x579 = _x120*ov_ag
-    _x580 = 1 - z_param
-    _x581 = _x139*_x570 + _x545 + _x547 + _x549 + _x573*act_bytes
-    _x582 = _x581*z_os
-    _x583 = z_grad*(_x28*_x29*global_batch - 1) + 1
-    _x584 = 1 - z_os
-    _x585 = 2*_x518 - 2
-    _x586 = 2*_x521 - 2
-    _x587 = _x536*_x586
-    _x588 = _x520*_x585
-    _x589 = 2*_x541 - 2
-    _x590 = 2*_x543 - 2
-    _x591 = _x536*_x590
-    _x592 = _x583*(_x143*(_x540*z_os + _x584*(_x18*_x539*_x587 + _x20*_x532*_x588 + _x585*alpha_ar_intra + _x586*alpha_ar_inter)) + _x574*z_os + _x584*(_x17*_x568*_x591 + _x20*_x569*_x589 + _x589*alpha_ar_intra + _x590*alpha_ar_inter))
-    _x593 = np.maximum(0, -_x502 + _x581*z_os)
-    _x594 = _x121*_x123/_x33
-    _x595 = rc_full + 1
-    _x596 = _x595/_x123
-    _x597 = _x404*_x596 + _x594
-    _x598 = _x454*_x596 + _x594
-    _x599 = np.maximum(0, -_x583*(_x462*_x598 + _x497*_x597 + _x505) + _x592)
-    _x600 = _x580*(_x120*ov_dp*(_x592 - _x599) + _x515*_x582 + _x579*(_x582 - _x593) + _x592*(1 - ov_dp) + _x593*ov_ag + _x599*ov_dp) + z_param*(_x515*_x576 + _x578*ov_ag + _x579*(-_x577 - _x578))
-    _x601 = _x517**(-z_os)
-    _x602 = _x532*_x601
-    _x603 = _x508**(-z_os)
-    _x604 = _x568*_x603
-    _x605 = _x602 + _x604
-    _x606 = t0_optim_fwd + np.maximum(_x58*(12*_x602 + 12*_x604)/eta_optim_fwd, _x605*_x68*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
-    _x607 = _x25 + _x506*(_x27 + _x31) + _x514 + _x600 + _x606
-    _x608 = _x25 + _x31*(_x291*_x497 + _x453*_x462)
-    _x609 = -_x461
-    _x610 = _x165*seq_len
-    _x611 = _x610*vocab
-    _x612 = 2*seq_len
-    _x613 = _x60*_x95
-    _x614 = _x110*_x613
-    _x615 = _x116*_x95
-    _x616 = _x615*_x73
-    _x617 = _x55*(_x612*_x615 + 2*_x614)/_x43
-    _x618 = _x614*_x73 + _x616*seq_len + _x617*_x72 + _x617*_x84
-    _x619 = _x126*_x209*_x612 + _x165*_x90*heads + _x174*_x38*_x612 + _x191*_x612 + _x205*seq_len + _x214*_x612 + _x221*_x612 + _x618
-    _x620 = -dense_layers + layers
-    _x621 = _x145*_x612
-    _x622 = _x236*(_x143/np.maximum(1, capacity) + _x144 + 1)
-    _x623 = _x143*_x610*experts + _x234*_x612*_x622 + _x250*_x610*_x622 + _x267*_x621 + _x277*_x621 + _x619
-    _x624 = global_batch*(_x611 + _x620*_x623 + dense_layers*(_x418*_x612 + _x426*_x610 + _x619) + mtp*(_x489*seq_len + _x611 + _x623))
-    _x625 = 3*_x624
-    _x626 = 768*_x483
-    _x627 = _x111*_x15*_x95
-    _x628 = _x202*_x616 + _x627*_x73*micro_batch + _x75 + _x86
-    _x629 = _x166 + _x181 + _x193 + _x206 + _x216 + _x223 + _x228 + _x628
-    _x630 = 6*_x47
-    _x631 = 6*_x187
-    _x632 = _x180*_x630 + 6*_x192 + 7*_x202*_x615*flash + 6*_x215 + _x221*_x631 + 6*_x366 + 6*_x372 + 6*_x374 + _x410*_x628 + 7*_x627*_x96 + 3*_x75 + 3*_x86
-    _x633 = 6*_x244 + _x273*_x630 + _x283*_x630 + 6*_x390 + _x394*_x631 + _x632 + rc_full*(_x245 + _x256 + _x263 + _x274 + _x284 + _x629)
-    _x634 = _x620*_x633 + _x626 + dense_layers*(6*_x421 + _x427*_x630 + _x632 + rc_full*(_x422 + _x431 + _x629)) + mtp*(12*_x474 + _x626 + _x633)
-    _x635 = 2*mtp
-    _x636 = _x618*dense_layers
-    _x637 = 3*global_batch
-    _x638 = _x625 + _x637*(_x137*(_x635 + 2)*(_x465*tp - vocab) + _x613*(_x635 + 2*layers) - _x618*(-dense_layers + layers + mtp) - _x636)
-    _x639 = _x5*_x620
-    _x640 = _x349*_x639
-    _x641 = _x300*_x640
-    _x642 = 4*act_bytes
-    _x643 = _x642*seq_par
-    _x644 = _x147*_x254
-    _x645 = _x24*(_x125*_x130*_x15*_x45*act_bytes*micro_batch*seq_len - _x136)
-    _x646 = _x5*dense_layers
-    _x647 = _x254*act_bytes*seq_par
-    _x648 = _x31*(_x298*_x641 + _x639*(_x146*(_x125*_x15*_x647 + _x147*_x148) + _x645) + _x646*(_x125*_x134*_x643 + _x3*_x644*_x93 + _x645))
-    _x649 = _x24*(_x1*_x130*_x132*_x45*act_bytes*micro_batch*seq_len - _x154)
-    _x650 = _x31*(_x308*_x641 + _x639*(_x146*(_x140*_x647 + _x147*_x150) + _x649) + _x646*(_x138*_x140*_x643 + _x22*_x644*act_bytes + _x649))
-    _x651 = _x595*_x648
-    _x652 = _x28*_x46*global_batch
-    _x653 = _x32*_x44*_x652*_x93*(_x639 + _x646)
-    _x654 = _x35*_x653
-    _x655 = _x51*_x653
-    _x656 = _x123*_x655
-    _x657 = _x652*act_bytes
-    _x658 = _x165*_x185*_x640*_x657
-    _x659 = _x303*_x658
-    _x660 = _x304*_x658
-    _x661 = _x595*_x660
-    _x662 = interleave*pp - 1
-    _x663 = _x133*_x5
-    _x664 = _x407*_x511*_x657*_x662
-    _x665 = _x407*_x510*_x657*_x662*_x663 + _x663*_x664
-    _x666 = _x15*_x5
-    _x667 = _x143**2*_x639
-    _x668 = _x526*_x533*_x667
-    _x669 = _x143*_x525
-    _x670 = _x620*_x669
-    _x671 = _x13 + _x552
-    _x672 = _x550 + _x671
-    _x673 = _x394 + _x555 + _x672
-    _x674 = _x561 + _x564 + d_model*vocab*(2 - tied)
-    _x675 = _x674 + dense_layers*(_x558 + _x672)
-    _x676 = _x620*(_x525 + _x673) + _x675
-    _x677 = _x666*(-_x670 + _x676)
-    _x678 = _x677*act_bytes
-    _x679 = _x542*_x546
-    _x680 = _x668*act_bytes + _x678*_x679
-    _x681 = _x580*z_os
-    _x682 = _x31*_x680
-    _x683 = _x525*_x667
-    _x684 = _x548*_x683 + _x571*_x678
-    _x685 = _x31*_x684
-    _x686 = _x681*_x684 + _x685*z_param
-    _x687 = _x677*_x679
-    _x688 = _x687*grad_bytes
-    _x689 = _x639*grad_bytes
-    _x690 = _x527*_x689
-    _x691 = _x677*grad_bytes
-    _x692 = _x584*_x691
-    _x693 = _x580*_x583
-    _x694 = _x538*_x683
-    _x695 = _x571*_x691
-    _x696 = _x669*_x689
-    _x697 = _x693*(_x143*(_x15*_x584*_x587*_x696 + _x538*_x696*z_os) + _x591*_x692 + _x695*z_os) + z_param*(_x28*_x29*global_batch*(_x571*_x66*_x677 + _x66*_x694 + _x694*grad_bytes + _x695) - _x685)
-    _x698 = _x607**(-1.0)
-    _x699 = _x167*_x698
-    _x700 = _x536*_x666*_x699
-    _x701 = _x66*z_param*np.maximum(_x557, _x559*np.minimum(1, dense_layers))
-    _x702 = _x517**(-z_param)
-    _x703 = _x508**(-z_param)
-    _x704 = act_bytes*(_x532*_x702 + _x568*_x703)
-    _x705 = _x517**(-z_grad)
-    _x706 = _x508**(-z_grad)
-    _x707 = grad_bytes*(_x532*_x705 + _x568*_x706)
-    _x708 = _x605*opt_bytes
-    _x709 = _x31*gpipe
-    _x710 = _x480*(act_bytes + f32_bytes*(_x709 - gpipe + 1))
-    _x711 = (_x305 + _x710)*(mtp + 1)
-    _x712 = _x347*shared_ffn + _x348
-    _x713 = _x15*(_x48*(_x44 + _x95) + _x712) + _x185*(_x138*(2*_x317 + _x642) + _x329*_x47*(_x203 + _x227 + qk_rope)) + _x70*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes))
-    _x714 = _x15*(_x344*_x45*act_bytes*ffn_hidden*micro_batch*seq_len - _x712) + _x713
-    _x715 = rc_full*np.maximum(_x713, _x714)
-    _x716 = 1 - gpipe
-    _x717 = interleave - 1
-    _x718 = _x305*rc_full
-    _x719 = _x409*_x713 + _x718
-    _x720 = mtp*(5*_x305 + _x719)
-    _x721 = _x406*(_x409*_x714 + _x718)
-    _x722 = _x494*_x711 + _x715 + (_x709 + _x716*(_x27*_x5*np.minimum(1, _x717) + 1)*np.minimum(_x31, pp))*(_x494*_x720 + _x530*_x719 + _x721)
-    _x723 = _x701 + _x704 + _x707 + _x708 + _x722
-    _x724 = -_x406*_x494 + _x6
-    _x725 = _x527*_x724
-    _x726 = _x528 + _x725
-    _x727 = _x407*_x479*_x565*np.minimum(1, mtp) - _x407*_x564 + _x494*_x560 - _x528 + _x557*_x724 + _x563 + _x566 - _x725
-    _x728 = act_bytes*(_x702*_x726 + _x703*_x727)
-    _x729 = grad_bytes*(_x705*_x726 + _x706*_x727)
-    _x730 = opt_bytes*(_x601*_x726 + _x603*_x727)
-    _x731 = _x711 + _x715 + (_x709 + _x716*np.minimum(_x31, _x4*(_x717*pp + 1)))*(_x494*_x721 + _x719*_x724 + _x720)
-    _x732 = _x701 + _x728 + _x729 + _x730 + _x731
-    _x733 = np.maximum(_x723, _x732)
-    _x734 = np.where((_x723 < _x732), 1, 0)
-    _x735 = 1 - _x734
-    _x736 = _x733*alloc_frag
-    _x737 = nccl_comm_bytes*(_x143*np.minimum(1, _x517 - 1) + np.minimum(1, _x184) + np.minimum(1, _x508 - 1)) + nccl_peer_bytes*(_x143*(ep - 1) + _x513 + 2*np.minimum(1, _x32))
+    _x535 = _x20*_x534
+    _x536 = _x237 + _x254 + biases*(_x253 + d_model)
+    _x537 = _x536*experts
+    _x538 = _x523*_x537
+    _x539 = _x148*_x538
+    _x540 = _x539*mtp
+    _x541 = _x501*_x540
+    _x542 = _x11 - _x412
+    _x543 = _x539*_x542
+    _x544 = _x541 + _x543
+    _x545 = _x235*_x544*ep
+    _x546 = _x535*_x545
+    _x547 = (_x527 > 1)
+    _x548 = np.where(_x547, _x528*alpha_rs_inter + _x529*alpha_rs_intra + _x546*np.maximum(_x155*_x526, _x156*_x531), _x156*_x546 + _x532*alpha_rs_intra)
+    _x549 = _x534*_x98
+    _x550 = _x545*_x549
+    _x551 = _x148*np.where(_x547, _x528*alpha_ag_inter + _x529*alpha_ag_intra + _x550*np.maximum(_x130*_x526, _x131*_x531), _x131*_x550 + _x532*alpha_ag_intra)
+    _x552 = np.maximum(1, np.minimum(_x515, _x19*gpus_per_node))
+    _x553 = _x552**(-1.0)
+    _x554 = _x515*_x553
+    _x555 = _x554 - 1
+    _x556 = _x515 - _x554
+    _x557 = _x552 - 1
+    _x558 = _x553*_x557
+    _x559 = _x515 - 1
+    _x560 = _x15*_x169
+    _x561 = biases*d_model
+    _x562 = _x12*(_x145*_x212 + _x202 + _x561 + d_model*heads*v_head) + _x43*(_x176*d_model + _x178 + biases*(_x177 + d_model))
+    _x563 = _x18 + _x19*_x562
+    _x564 = _x560 + _x563
+    _x565 = _x270 + _x280 - _x561*(1 - _x150) + biases*(_x282 + d_model)
+    _x566 = _x19*_x565 + _x400 + _x538
+    _x567 = _x564 + _x566
+    _x568 = _x424 + _x432*d_model + biases*(_x432 + d_model)
+    _x569 = _x19*_x568 + _x564
+    _x570 = _x412*_x569
+    _x571 = _x15*d_model
+    _x572 = 5*_x571
+    _x573 = mtp*(_x479 + _x563 + _x566 + _x572)
+    _x574 = _x162*learned_pos
+    _x575 = 1 - tied
+    _x576 = _x486*(_x501*_x575 + 1) + _x574
+    _x577 = _x501*_x573 + _x542*_x567 + _x570 + _x576
+    _x578 = -_x541 - _x543 + _x577
+    _x579 = _x533*_x578
+    _x580 = _x559*_x579
+    _x581 = _x580*grad_bytes
+    _x582 = (_x554 > 1)
+    _x583 = np.where(_x582, _x555*alpha_rs_inter + _x556*alpha_rs_intra + _x581*np.maximum(_x155*_x553, _x156*_x558), _x156*_x581 + _x559*alpha_rs_intra)
+    _x584 = _x580*act_bytes
+    _x585 = np.where(_x582, _x555*alpha_ag_inter + _x556*alpha_ag_intra + _x584*np.maximum(_x130*_x553, _x131*_x558), _x131*_x584 + _x559*alpha_ag_intra)
+    _x586 = _x148*_x548 + 2*_x551 + _x583 + 2*_x585
+    _x587 = _x36*_x586
+    _x588 = np.maximum(0, -_x36*(_x509 + _x511) + _x587)
+    _x589 = _x125*ov_ag
+    _x590 = 1 - z_param
+    _x591 = _x551 + _x585
+    _x592 = _x591*z_os
+    _x593 = z_grad*(_x33*_x34*global_batch - 1) + 1
+    _x594 = 1 - z_os
+    _x595 = 2*_x515 - 2
+    _x596 = _x595*grad_bytes
+    _x597 = _x579*_x596
+    _x598 = _x515*_x523*_x7 - 2
+    _x599 = _x20*_x533*_x598
+    _x600 = _x545*_x599
+    _x601 = _x593*(_x148*(_x548*z_os + _x594*np.where(_x547, _x24*_x528 + _x25*_x530 + _x600*np.maximum(_x0*_x526, _x3*_x531), _x3*_x600 + _x598*alpha_ar_intra)) + _x583*z_os + _x594*np.where(_x582, _x24*_x555 + _x25*_x557 + _x597*np.maximum(_x0*_x553, _x3*_x558), _x3*_x597 + _x595*alpha_ar_intra))
+    _x602 = np.maximum(0, -_x509 + _x591*z_os)
+    _x603 = _x126*_x129/_x38
+    _x604 = rc_full + 1
+    _x605 = _x604/_x129
+    _x606 = _x410*_x605 + _x603
+    _x607 = _x460*_x605 + _x603
+    _x608 = np.maximum(0, -_x593*(_x468*_x607 + _x504*_x606 + _x512) + _x601)
+    _x609 = _x590*(_x125*ov_dp*(_x601 - _x608) + _x522*_x592 + _x589*(_x592 - _x602) + _x601*(1 - ov_dp) + _x602*ov_ag + _x608*ov_dp) + z_param*(_x522*_x587 + _x588*ov_ag + _x589*(_x33*_x34*_x586*global_batch - _x588))
+    _x610 = _x524**(-z_os)
+    _x611 = _x544*_x610
+    _x612 = _x515**(-z_os)
+    _x613 = _x578*_x612
+    _x614 = _x611 + _x613
+    _x615 = t0_optim_fwd + np.maximum(_x63*(12*_x611 + 12*_x613)/eta_optim_fwd, _x614*_x73*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
+    _x616 = _x30 + _x513*(_x32 + _x36) + _x521 + _x609 + _x615
+    _x617 = _x30 + _x36*(_x294*_x504 + _x459*_x468)
+    _x618 = -_x467
+    _x619 = _x169*seq_len
+    _x620 = _x619*vocab
+    _x621 = 2*seq_len
+    _x622 = _x100*_x65
+    _x623 = _x115*_x622
+    _x624 = _x100*_x121
+    _x625 = _x624*_x78
+    _x626 = _x60*(_x621*_x624 + 2*_x623)/_x48
+    _x627 = _x623*_x78 + _x625*seq_len + _x626*_x77 + _x626*_x89
+    _x628 = _x142*_x212*_x621 + _x169*_x95*heads + _x178*_x43*_x621 + _x194*_x621 + _x208*seq_len + _x217*_x621 + _x224*_x621 + _x627
+    _x629 = -dense_layers + layers
+    _x630 = _x150*_x621
+    _x631 = _x239*(_x148/np.maximum(1, capacity) + _x149 + 1)
+    _x632 = _x148*_x619*experts + _x237*_x621*_x631 + _x253*_x619*_x631 + _x270*_x630 + _x280*_x630 + _x628
+    _x633 = global_batch*(_x620 + _x629*_x632 + dense_layers*(_x424*_x621 + _x432*_x619 + _x628) + mtp*(_x496*seq_len + _x620 + _x632))
+    _x634 = 3*_x633
+    _x635 = 768*_x490
+    _x636 = _x100*_x116*_x19
+    _x637 = _x205*_x625 + _x636*_x78*micro_batch + _x80 + _x91
+    _x638 = _x170 + _x185 + _x196 + _x209 + _x219 + _x226 + _x231 + _x637
+    _x639 = 6*_x52
+    _x640 = 6*_x190
+    _x641 = 7*_x101*_x636 + _x184*_x639 + 6*_x195 + 7*_x205*_x624*flash + 6*_x218 + _x224*_x640 + 6*_x372 + 6*_x378 + 6*_x380 + _x416*_x637 + 3*_x80 + 3*_x91
+    _x642 = 6*_x247 + _x276*_x639 + _x286*_x639 + 6*_x396 + _x400*_x640 + _x641 + rc_full*(_x248 + _x259 + _x266 + _x277 + _x287 + _x638)
+    _x643 = _x629*_x642 + _x635 + dense_layers*(6*_x427 + _x433*_x639 + _x641 + rc_full*(_x428 + _x437 + _x638)) + mtp*(12*_x481 + _x635 + _x642)
+    _x644 = 2*mtp
+    _x645 = _x627*dense_layers
+    _x646 = 3*global_batch
+    _x647 = _x634 + _x646*(_x162*(_x644 + 2)*(_x471*tp - vocab) + _x622*(_x644 + 2*layers) - _x627*(-dense_layers + layers + mtp) - _x645)
+    _x648 = _x10*_x629
+    _x649 = _x347*_x648
+    _x650 = np.where(_x27, _x137*_x2, 0)
+    _x651 = _x650*seq_par
+    _x652 = _x152*np.where(_x27, _x153*_x2, 0)
+    _x653 = _x29*(-_x650 + np.where(_x27, _x146*_x2, 0))
+    _x654 = _x10*dense_layers
+    _x655 = _x36*(_x648*(_x151*(2*_x651 + _x652) + _x653) + _x649*np.where(_x312, _x305*_x311, 0) + _x654*(4*_x651 + 2*_x652 + _x653))
+    _x656 = np.maximum(0, _x5)
+    _x657 = np.where(_x27, _x137*_x656, _x137)
+    _x658 = _x657*seq_par
+    _x659 = _x152*np.where(_x27, _x153*_x656, _x153)
+    _x660 = _x29*(-_x657 + np.where(_x27, _x146*_x656, _x146))
+    _x661 = _x36*(_x648*(_x151*(2*_x658 + _x659) + _x660) + _x649*np.where(_x312, _x311*np.maximum(0, _x309), _x311) + _x654*(4*_x658 + 2*_x659 + _x660))
+    _x662 = _x604*_x655
+    _x663 = _x33*_x51*global_batch
+    _x664 = _x663*_x98
+    _x665 = _x37*_x49*_x664*(_x648 + _x654)
+    _x666 = _x40*_x665
+    _x667 = _x56*_x665
+    _x668 = _x129*_x667
+    _x669 = _x36*_x649
+    _x670 = _x669*np.maximum(0, _x302)
+    _x671 = _x669*np.maximum(0, _x303)
+    _x672 = _x604*_x671
+    _x673 = interleave*pp - 1
+    _x674 = _x134*_x663*act_bytes
+    _x675 = _x10*_x413*_x518*_x673
+    _x676 = _x10*_x413*_x517*_x673*_x674 + _x674*_x675
+    _x677 = np.maximum(0, _x531)
+    _x678 = _x148*_x537
+    _x679 = _x648*_x678
+    _x680 = _x549*_x679
+    _x681 = _x148*np.where(_x547, _x677*_x680, _x680)
+    _x682 = np.maximum(0, _x558)
+    _x683 = _x629*_x678
+    _x684 = _x18 + _x562
+    _x685 = _x560 + _x684
+    _x686 = _x400 + _x565 + _x685
+    _x687 = _x571 + _x574 + d_model*vocab*(2 - tied)
+    _x688 = _x687 + dense_layers*(_x568 + _x685)
+    _x689 = _x629*(_x537 + _x686) + _x688
+    _x690 = _x10*_x533
+    _x691 = _x690*(-_x683 + _x689)
+    _x692 = _x559*_x691
+    _x693 = _x692*_x98
+    _x694 = np.where(_x582, _x682*_x693, _x693)
+    _x695 = _x681 + _x694
+    _x696 = _x590*z_os
+    _x697 = _x36*_x695
+    _x698 = _x148*np.where(_x547, _x526*_x680, 0)
+    _x699 = np.where(_x582, _x553*_x693, 0)
+    _x700 = _x698 + _x699
+    _x701 = _x36*_x700
+    _x702 = _x696*_x700 + _x701*z_param
+    _x703 = _x535*_x679
+    _x704 = np.where(_x547, _x677*_x703, _x703)
+    _x705 = _x20*_x692
+    _x706 = np.where(_x582, _x682*_x705, _x705)
+    _x707 = _x599*_x679
+    _x708 = _x19*_x596*_x691
+    _x709 = _x590*_x593
+    _x710 = np.where(_x547, _x526*_x703, 0)
+    _x711 = np.where(_x582, _x553*_x705, 0)
+    _x712 = _x709*(_x148*(_x594*np.where(_x547, _x526*_x707, 0) + _x710*z_os) + _x594*np.where(_x582, _x553*_x708, 0) + _x711*z_os) + z_param*(_x33*_x34*global_batch*(_x148*_x710 + 2*_x698 + 2*_x699 + _x711) - _x701)
+    _x713 = _x616**(-1.0)
+    _x714 = _x171*_x713
+    _x715 = _x19*_x690*_x714
+    _x716 = _x71*z_param*np.maximum(_x567, _x569*np.minimum(1, dense_layers))
+    _x717 = _x524**(-z_param)
+    _x718 = _x515**(-z_param)
+    _x719 = act_bytes*(_x544*_x717 + _x578*_x718)
+    _x720 = _x524**(-z_grad)
+    _x721 = _x515**(-z_grad)
+    _x722 = grad_bytes*(_x544*_x720 + _x578*_x721)
+    _x723 = _x614*opt_bytes
+    _x724 = _x36*gpipe
+    _x725 = _x487*(act_bytes + f32_bytes*(_x724 - gpipe + 1))
+    _x726 = (_x299 + _x725)*(mtp + 1)
+    _x727 = _x353*shared_ffn + _x354
+    _x728 = _x188*(_x163*(2*_x321 + 4*act_bytes) + _x334*_x52*(_x206 + _x230 + qk_rope)) + _x19*(_x53*(_x100 + _x49) + _x727) + _x75*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes))
+    _x729 = _x19*(_x350*_x50*act_bytes*ffn_hidden*micro_batch*seq_len - _x727) + _x728
+    _x730 = rc_full*np.maximum(_x728, _x729)
+    _x731 = 1 - gpipe
+    _x732 = interleave - 1
+    _x733 = _x299*rc_full
+    _x734 = _x415*_x728 + _x733
+    _x735 = mtp*(5*_x299 + _x734)
+    _x736 = _x412*(_x415*_x729 + _x733)
+    _x737 = _x501*_x726 + _x730 + (_x724 + _x731*(_x10*_x32*np.minimum(1, _x732) + 1)*np.minimum(_x36, pp))*(_x501*_x735 + _x542*_x734 + _x736)
+    _x738 = _x716 + _x719 + _x722 + _x723 + _x737
+    _x739 = _x11 - _x412*_x501
+    _x740 = _x539*_x739
+    _x741 = _x540 + _x740
+    _x742 = _x413*_x486*_x575*np.minimum(1, mtp) - _x413*_x574 + _x501*_x570 - _x540 + _x567*_x739 + _x573 + _x576 - _x740
+    _x743 = act_bytes*(_x717*_x741 + _x718*_x742)
+    _x744 = grad_bytes*(_x720*_x741 + _x721*_x742)
+    _x745 = opt_bytes*(_x610*_x741 + _x612*_x742)
+    _x746 = _x726 + _x730 + (_x724 + _x731*np.minimum(_x36, _x9*(_x732*pp + 1)))*(_x501*_x736 + _x734*_x739 + _x735)
+    _x747 = _x716 + _x743 + _x744 + _x745 + _x746
+    _x748 = np.maximum(_x738, _x747)
+    _x749 = np.where((_x738 < _x747), 1, 0)
+    _x750 = 1 - _x749
+    _x751 = _x748*alloc_frag
+    _x752 = nccl_comm_bytes*(_x148*np.minimum(1, _x532) + np.minimum(1, _x133) + np.minimum(1, _x559)) + nccl_peer_bytes*(_x148*(ep - 1) + _x520 + 2*np.minimum(1, _x37))
     return {
-        'step_time': _x607,
-        't_forward': _x31*_x502,
-        't_backward': _x31*_x504,
-        't_recompute': _x31*_x503,
-        't_tp_comm': _x608,
-        't_cp_comm': _x31*(_x121*_x462 + _x121*_x497),
-        't_ep_comm': _x31*(_x403*_x497 + _x462*_x609),
-        't_host_overhead': _x31*_x501,
-        't_pp_bubble': _x27*_x506,
-        't_pp_comm': _x514,
-        't_dp_comm': _x600,
-        't_optimizer': _x606,
-        'tp_comm_total': _x25 + _x31*(_x156*_x497 + _x448*_x462),
-        'dp_comm_total': _x576*z_param + _x580*(_x582 + _x592),
-        'tp_comm': _x608,
-        'dp_comm': _x600,
-        'pp_bubble': _x26/_x507,
-        'pp_bubble_ratio': _x27*dp*micro_batch/global_batch,
-        'micro_batches': _x31,
-        't_microbatch_stage': _x506,
-        't_layer_fwd': _x352,
-        't_layer_bwd': _x400,
-        't_layer_recompute': _x458,
-        't_layer_tp_comm': _x291,
-        't_layer_cp_comm': _x121,
-        't_layer_ep_comm': _x403,
-        't_layer_comm_bwd': _x597,
-        't_layer_host': _x460,
-        't_dense_layer_fwd': _x436,
-        't_dense_layer_bwd': _x444,
-        't_dense_layer_recompute': _x438,
-        't_dense_layer_tp_comm': _x453,
-        't_dense_layer_cp_comm': _x121,
-        't_dense_layer_ep_comm': _x609,
-        't_dense_layer_comm_bwd': _x598,
-        't_dense_layer_host': _x457,
-        'stage_layers': _x6,
-        'stage_dense_layers': _x462,
-        'stage_mtp_layers': _x496,
-        't_tp_grad_reduce': _x25,
-        't_embed_fwd': _x490,
-        't_embed_bwd': _x478,
-        't_head_fwd': _x492,
-        't_head_bwd': _x488,
-        'head_stage_heavier': _x493,
-        't_edge_host': _x500,
+        'step_time': _x616,
+        't_forward': _x36*_x509,
+        't_backward': _x36*_x511,
+        't_recompute': _x36*_x510,
+        't_tp_comm': _x617,
+        't_cp_comm': _x36*(_x126*_x468 + _x126*_x504),
+        't_ep_comm': _x36*(_x409*_x504 + _x468*_x618),
+        't_host_overhead': _x36*_x508,
+        't_pp_bubble': _x32*_x513,
+        't_pp_comm': _x521,
+        't_dp_comm': _x609,
+        't_optimizer': _x615,
+        'tp_comm_total': _x30 + _x36*(_x158*_x504 + _x454*_x468),
+        'dp_comm_total': _x587*z_param + _x590*(_x592 + _x601),
+        'tp_comm': _x617,
+        'dp_comm': _x609,
+        'pp_bubble': _x31/_x514,
+        'pp_bubble_ratio': _x32*dp*micro_batch/global_batch,
+        'micro_batches': _x36,
+        't_microbatch_stage': _x513,
+        't_layer_fwd': _x358,
+        't_layer_bwd': _x406,
+        't_layer_recompute': _x464,
+        't_layer_tp_comm': _x294,
+        't_layer_cp_comm': _x126,
+        't_layer_ep_comm': _x409,
+        't_layer_comm_bwd': _x606,
+        't_layer_host': _x466,
+        't_dense_layer_fwd': _x442,
+        't_dense_layer_bwd': _x450,
+        't_dense_layer_recompute': _x444,
+        't_dense_layer_tp_comm': _x459,
+        't_dense_layer_cp_comm': _x126,
+        't_dense_layer_ep_comm': _x618,
+        't_dense_layer_comm_bwd': _x607,
+        't_dense_layer_host': _x463,
+        'stage_layers': _x11,
+        'stage_dense_layers': _x468,
+        'stage_mtp_layers': _x503,
+        't_tp_grad_reduce': _x30,
+        't_embed_fwd': _x497,
+        't_embed_bwd': _x485,
+        't_head_fwd': _x499,
+        't_head_bwd': _x495,
+        'head_stage_heavier': _x500,
+        't_edge_host': _x507,
         't_microbatch_host': host_mb,
-        't_pp_send_recv': _x512,
-        'flops': _x625,
-        'hardware_flops': _x30*_x34*_x634,
-        'flops_megatron': _x638,
-        'bytes_tp_fwd': _x648 + _x650,
-        'bytes_tp_bwd': _x595*_x650 + _x651,
-        'bytes_tp_inter': _x648 + _x651,
-        'bytes_cp_fwd': _x654 + _x655,
-        'bytes_cp_bwd': _x123*_x654 + _x656,
-        'bytes_cp_inter': _x655 + _x656,
-        'bytes_ep_fwd': _x659 + _x660,
-        'bytes_ep_bwd': _x595*_x659 + _x661,
-        'bytes_ep_inter': _x660 + _x661,
-        'bytes_pp_fwd': _x665,
-        'bytes_pp_bwd': _x665,
-        'bytes_pp_inter': _x165*_x664*_x666,
-        'bytes_dp_fwd': _x680*_x681 + _x682*z_param + _x686,
-        'bytes_dp_bwd': _x693*(_x143*(_x533*_x690*z_os + _x584*_x588*_x690) + _x542*_x589*_x692 + _x688*z_os) + _x697 + z_param*(_x28*_x29*global_batch*(_x66*_x668 + _x66*_x687 + _x668*grad_bytes + _x688) - _x682),
-        'bytes_dp_inter': _x686 + _x697,
-        'flops_forward': _x624,
-        'flops_backward': 2*_x624,
-        'flops_attention': _x637*(_x618*_x620 + _x636),
-        'flops_lm_head': 6*_x137*global_batch*vocab,
-        'n_gpus': _x509*pp,
-        'mfu': _x625*_x700,
-        'mfu_megatron': _x638*_x700,
-        'hfu': _x31*_x5*_x634*_x699,
-        'tokens_per_s': _x698*global_batch*seq_len,
-        'memory': _x733,
-        'mem_weights': _x704*_x735 + _x728*_x734,
-        'mem_gradients': _x707*_x735 + _x729*_x734,
-        'mem_optimizer': _x708*_x735 + _x730*_x734,
-        'mem_activations': _x701 + _x722*_x735 + _x731*_x734,
-        'mem_logits': _x710,
-        'mem_first_stage': _x723,
-        'mem_last_stage': _x732,
-        'mem_reserve': _x736 + _x737 + cuda_context,
+        't_pp_send_recv': _x519,
+        'flops': _x634,
+        'hardware_flops': _x35*_x39*_x643,
+        'flops_megatron': _x647,
+        'bytes_tp_fwd': _x655 + _x661,
+        'bytes_tp_bwd': _x604*_x661 + _x662,
+        'bytes_tp_inter': _x655 + _x662,
+        'bytes_cp_fwd': _x666 + _x667,
+        'bytes_cp_bwd': _x129*_x666 + _x668,
+        'bytes_cp_inter': _x667 + _x668,
+        'bytes_ep_fwd': _x670 + _x671,
+        'bytes_ep_bwd': _x604*_x670 + _x672,
+        'bytes_ep_inter': _x671 + _x672,
+        'bytes_pp_fwd': _x676,
+        'bytes_pp_bwd': _x676,
+        'bytes_pp_inter': _x169*_x664*_x675,
+        'bytes_dp_fwd': _x695*_x696 + _x697*z_param + _x702,
+        'bytes_dp_bwd': _x709*(_x148*(_x594*np.where(_x547, _x677*_x707, _x707) + _x704*z_os) + _x594*np.where(_x582, _x682*_x708, _x708) + _x706*z_os) + _x712 + z_param*(_x33*_x34*global_batch*(_x148*_x704 + 2*_x681 + 2*_x694 + _x706) - _x697),
+        'bytes_dp_inter': _x702 + _x712,
+        'flops_forward': _x633,
+        'flops_backward': 2*_x633,
+        'flops_attention': _x646*(_x627*_x629 + _x645),
+        'flops_lm_head': 6*_x162*global_batch*vocab,
+        'n_gpus': _x516*pp,
+        'mfu': _x634*_x715,
+        'mfu_megatron': _x647*_x715,
+        'hfu': _x10*_x36*_x643*_x714,
+        'tokens_per_s': _x713*global_batch*seq_len,
+        'memory': _x748,
+        'mem_weights': _x719*_x750 + _x743*_x749,
+        'mem_gradients': _x722*_x750 + _x744*_x749,
+        'mem_optimizer': _x723*_x750 + _x745*_x749,
+        'mem_activations': _x716 + _x737*_x750 + _x746*_x749,
+        'mem_logits': _x725,
+        'mem_first_stage': _x738,
+        'mem_last_stage': _x747,
+        'mem_reserve': _x751 + _x752 + cuda_context,
         'mem_cuda_context': cuda_context,
-        'mem_nccl': _x737,
-        'mem_fragmentation': _x736,
-        'params': _x676,
-        'active_params': _x620*(_x524*top_k + _x673) + _x675,
-        'params_rank': _x567,
-        'params_embedding': _x674,
-        'params_expert': _x670,
-        'params_mtp': mtp*(_x394 + _x471 + _x525 + _x555 + _x562 + _x671),
+        'mem_nccl': _x752,
+        'mem_fragmentation': _x751,
+        'params': _x689,
+        'active_params': _x629*(_x536*top_k + _x686) + _x688,
+        'params_rank': _x577,
+        'params_embedding': _x687,
+        'params_expert': _x683,
+        'params_mtp': mtp*(_x400 + _x478 + _x537 + _x565 + _x572 + _x684),
     }
 
-SOURCE_DIGEST = 'e78e00c37bcd86a0'
+SOURCE_DIGEST = 'b41a5ef9c685e937'

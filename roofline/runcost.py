@@ -23,8 +23,8 @@ micro-batch of T = b s / c tokens on l/p layers, element size beta:
 
 * TP: 2 all-reduces of beta T h per layer forward and 2 backward (Megatron); sequence
   parallelism turns each into an all-gather + reduce-scatter: the same bytes. 2-D tensor
-  parallelism t = t_intra x t_inter runs the all-reduce hierarchically: 2(t_i-1)/t_i beta T h
-  inside the node plus 2(t_e-1)/t_e beta T h / t_i across nodes (the extra inter-node traffic).
+  parallelism t = t_intra x t_inter runs one ring over all t ranks (NCCL across nodes): 2(t-1)/t beta T h,
+  of which each GPU's NIC carries 1/t_intra and NVLink the rest (formulas/comm.py).
   Full recomputation repeats the forward collectives in the backward pass.
 * CP: ring attention passes K and V chunks (2 beta T h_kv / t) c-1 hops forward, twice backward.
 * EP: all-to-all dispatch and combine of beta T k c_f h, forward and backward.

@@ -116,13 +116,15 @@ def test_moe_leading_dense_layers_send_no_expert_traffic():
 
 def test_dp_reduces_over_dp_times_cp_hierarchically():
     """Dense gradients reduce over the d x c ranks that hold the same weights (Megatron-Core intra_dp_cp_group);
-    the ring runs inside the node over k = 8 / t ranks, then across nodes with 1/k of the data per NIC."""
+    one ring over all of them (NCCL across nodes: formulas/comm.py), 2(p-1)/p of the data, of which each GPU's NIC
+    carries 1/k (the node's k NICs share the ring's inter-node hops) and NVLink the rest."""
     plan = Plan(tp=2, cp=2, dp=4, micro_batch=1, global_batch=8)
     rc = run_cost(M, plan, HW, D)
     n = rc["params"]["total"] / 2 * FP32                             # gradient bytes per GPU (t = 2, p = 1)
     group, k = 8, 4                                                  # d c = 8 ranks, stride 2: 4 per node
     assert per_step(rc, "dp", "tx_bwd") == pytest.approx(2 * (group - 1) / group * n, rel=1e-12)
-    intra, inter = 2 * (k - 1) / k * n, 2 * (2 - 1) / 2 * n / k
+    ring = 2 * (group - 1) / group * n
+    intra, inter = ring * (k - 1) / k, ring / k
     assert per_step(rc, "dp", "tx_bwd") == pytest.approx(intra + inter, rel=1e-12)
     assert per_step(rc, "dp", "inter") == pytest.approx(inter, rel=1e-12)
     # CP: c - 1 ring hops of the K, V chunk 2 (s/c) h_kv / t per layer; backward 2x
@@ -153,10 +155,10 @@ def test_tp_bytes_by_hand_and_2d_split():
     assert per_step(rc, "tp", "tx_fwd") == pytest.approx(step, rel=1e-12)
     assert rc["bytes_per_gpu"]["tp"]["inter"] == 0
     two_d = run_cost(M, plan, HW, D, tp_intra=4, tp_inter=2)
-    # hierarchical ring: 2(4-1)/4 S inside the node + 2(2-1)/2 S/4 across: the same 2(8-1)/8 S in all
+    # one ring over the 8 ranks, 2(8-1)/8 S in all; each GPU's NIC carries 1/t_intra = 1/4 of it
     tp2 = two_d["bytes_per_gpu"]["tp"]
     assert tp2["tx_fwd"] == pytest.approx(rc["bytes_per_gpu"]["tp"]["tx_fwd"], rel=1e-12)
-    assert tp2["inter"] / (tp2["tx_fwd"] + tp2["tx_bwd"]) == pytest.approx(0.25 / 1.75, rel=1e-12)
+    assert tp2["inter"] / (tp2["tx_fwd"] + tp2["tx_bwd"]) == pytest.approx(0.25, rel=1e-12)
     assert two_d["partition"]["tp_inter"] == 2
 
 

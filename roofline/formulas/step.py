@@ -127,7 +127,11 @@ def layer(ops, tp_blocks, ep) -> Layer:
     # TP comm can hide behind the layer's GEMMs: forward (1x), backward (dgrad + wgrad, 2x), recomputed
     # forward; times (2 + r) passes: fwd, bwd, and the recomputed forward
     tp_raw = (tp_blocks * tp_collective() + mla_gather_delta()) * (2 + S.rc_full)
-    tp = CM.exposed(tp_raw, gemm_fwd * (3 + S.rc_full), S.ov_tp)
+    # the GEMM overlap of TP communication (Transformer Engine userbuffers, Megatron --tp-comm-overlap) exchanges
+    # through CUDA IPC buffers of the GPUs of one NVLink domain: a TP group that spans nodes runs its collectives
+    # exposed (ASSUMED from TE's userbuffers design; no published TP-overlap across nodes)
+    tp_in_domain = sp.Piecewise((1, S.tp <= S.gpus_per_node), (0, True))
+    tp = CM.exposed(tp_raw, gemm_fwd * (3 + S.rc_full), S.ov_tp * tp_in_domain)
     # Megatron-Core --overlap-moe-expert-parallel-comm (with --delay-wgrad-compute) runs one micro-batch's dispatch /
     # combine all-to-all beside another micro-batch's forward or backward (the combined 1F1B of
     # megatron/core/pipeline_parallel/combined_1f1b.py): it can hide behind the layer's compute of both passes
