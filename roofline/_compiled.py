@@ -2,7 +2,7 @@
 # fmt: off
 import numpy as np
 
-INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'clock', 'cp', 'cuda_context', 'd_model', 'dense_layers', 'dp', 'dropout', 'ep', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'etp', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'head_dim', 'heads', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_mb', 'host_rc', 'interleave', 'kv_heads', 'kv_lora', 'layers', 'learned_pos', 'mask_bytes', 'micro_batch', 'moe_ffn', 'mtp', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_ep', 'ov_pp', 'ov_tp', 'peak', 'peak_hp', 'peak_vec', 'pp', 'q_bytes', 'q_lora', 'qk_nope', 'qk_rope', 'rc_full', 'rc_sel', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'v_head', 'vocab', 'z_grad', 'z_os', 'z_param')
+INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'clock', 'cp', 'cuda_context', 'd_model', 'dense_layers', 'dp', 'dropout', 'ep', 'ep_dedup', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'etp', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'head_dim', 'heads', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_mb', 'host_rc', 'interleave', 'kv_heads', 'kv_lora', 'layers', 'learned_pos', 'mask_bytes', 'micro_batch', 'moe_ffn', 'mtp', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_ep', 'ov_pp', 'ov_tp', 'peak', 'peak_hp', 'peak_vec', 'pp', 'q_bytes', 'q_lora', 'qk_nope', 'qk_rope', 'rc_full', 'rc_sel', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'v_head', 'vocab', 'z_grad', 'z_os', 'z_param')
 OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_host_overhead', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'pp_bubble_ratio', 'micro_batches', 't_microbatch_stage', 't_layer_fwd', 't_layer_bwd', 't_layer_recompute', 't_layer_tp_comm', 't_layer_cp_comm', 't_layer_ep_comm', 't_layer_comm_bwd', 't_layer_host', 't_dense_layer_fwd', 't_dense_layer_bwd', 't_dense_layer_recompute', 't_dense_layer_tp_comm', 't_dense_layer_cp_comm', 't_dense_layer_ep_comm', 't_dense_layer_comm_bwd', 't_dense_layer_host', 'stage_layers', 'stage_dense_layers', 'stage_mtp_layers', 't_tp_grad_reduce', 't_embed_fwd', 't_embed_bwd', 't_head_fwd', 't_head_bwd', 'head_stage_heavier', 't_edge_host', 't_microbatch_host', 't_pp_send_recv', 'flops', 'hardware_flops', 'flops_megatron', 'bytes_tp_fwd', 'bytes_tp_bwd', 'bytes_tp_inter', 'bytes_cp_fwd', 'bytes_cp_bwd', 'bytes_cp_inter', 'bytes_ep_fwd', 'bytes_ep_bwd', 'bytes_ep_inter', 'bytes_pp_fwd', 'bytes_pp_bwd', 'bytes_pp_inter', 'bytes_dp_fwd', 'bytes_dp_bwd', 'bytes_dp_inter', 'flops_forward', 'flops_backward', 'flops_attention', 'flops_lm_head', 'n_gpus', 'mfu', 'mfu_megatron', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'mem_logits', 'mem_first_stage', 'mem_last_stage', 'mem_reserve', 'mem_cuda_context', 'mem_nccl', 'mem_fragmentation', 'params', 'active_params', 'params_rank', 'params_embedding', 'params_expert', 'params_mtp')
 
 
@@ -53,6 +53,7 @@ def evaluate(x):
     dp = x['dp']
     dropout = x['dropout']
     ep = x['ep']
+    ep_dedup = x['ep_dedup']
     eta_attn_bwd = x['eta_attn_bwd']
     eta_attn_fwd = x['eta_attn_fwd']
     eta_bmm_bwd = x['eta_bmm_bwd']
@@ -465,12 +466,12 @@ def evaluate(x):
     _x295 = _x236*gpus_per_node
     _x296 = np.maximum(1, np.minimum(_x295, ep))
     _x297 = _x296 - 1
-    _x298 = ep**(-1.0)
-    _x299 = _x189*act_bytes
+    _x298 = -1 + ep/_x296
+    _x299 = ep**(-1.0)
     _x300 = _x238*_x299
-    _x301 = _x298*_x300
-    _x302 = _x297*_x301
-    _x303 = _x301*(-_x296 + ep)
+    _x301 = _x189*act_bytes
+    _x302 = _x297*_x300*_x301
+    _x303 = _x301*(_x298*ep_dedup*(1 - (-_x296*_x299 + 1)**_x238) + _x300*(1 - ep_dedup)*(-_x296 + ep))
     _x304 = np.maximum(1, np.minimum(_x235, gpus_per_node))
     _x305 = _x304**(-1.0)
     _x306 = _x235*_x305
@@ -478,9 +479,9 @@ def evaluate(x):
     _x308 = _x235 - _x306
     _x309 = _x305*(_x304 - 1)
     _x310 = _x235 - 1
-    _x311 = _x300*_x310
+    _x311 = _x238*_x301*_x310
     _x312 = (_x306 > 1)
-    _x313 = 2*_x297*alpha_a2a_intra + 2*alpha_a2a_inter*(-1 + ep/_x296) + np.where(_x312, _x307*alpha_ag_inter + _x308*alpha_ag_intra + _x311*np.maximum(_x130*_x305, _x131*_x309), _x131*_x311 + _x310*alpha_ag_intra) + np.where(_x312, _x307*alpha_rs_inter + _x308*alpha_rs_intra + _x311*np.maximum(_x155*_x305, _x156*_x309), _x156*_x311 + _x310*alpha_rs_intra) + 2*np.maximum(_x302/bw_a2a_intra, _x303/bw_a2a_inter)
+    _x313 = 2*_x297*alpha_a2a_intra + 2*_x298*alpha_a2a_inter + np.where(_x312, _x307*alpha_ag_inter + _x308*alpha_ag_intra + _x311*np.maximum(_x130*_x305, _x131*_x309), _x131*_x311 + _x310*alpha_ag_intra) + np.where(_x312, _x307*alpha_rs_inter + _x308*alpha_rs_intra + _x311*np.maximum(_x155*_x305, _x156*_x309), _x156*_x311 + _x310*alpha_rs_intra) + 2*np.maximum(_x302/bw_a2a_intra, _x303/bw_a2a_inter)
     _x314 = _x129*_x148*_x313
     _x315 = np.minimum(1, q_bytes)
     _x316 = _x315*t0_elem_fwd
@@ -489,7 +490,7 @@ def evaluate(x):
     _x319 = _x317*_x318
     _x320 = _x73/mu_elem_fwd
     _x321 = dropout*mask_bytes
-    _x322 = _x299*(_x321/act_bytes + 3)
+    _x322 = _x301*(_x321/act_bytes + 3)
     _x323 = _x169*_x190
     _x324 = _x73/mu_norm_fwd
     _x325 = 8/eta_norm_fwd
@@ -523,7 +524,7 @@ def evaluate(x):
     _x353 = _x350*_x53
     _x354 = _x240*_x353
     _x355 = _x148*_x238
-    _x356 = _x148*_x299*(2*_x238 + 2)
+    _x356 = _x148*_x301*(2*_x238 + 2)
     _x357 = _x148*t0_elem_fwd + _x148*t0_softmax_fwd + _x150*t0_elem_fwd + np.maximum(_x241*_x349, _x19*_x320*_x354) + np.maximum(5*_x265*_x64, _x263*_x347*_x348*_x70) + np.maximum(_x319*_x355, _x320*_x356) + np.maximum(_x340*_x349, _x351*_x352) + np.maximum(_x343*_x344, _x343*_x346)
     _x358 = _x291 + _x338 + _x357
     _x359 = _x315*t0_elem_bwd
@@ -690,9 +691,9 @@ def evaluate(x):
     _x520 = 2*_x413
     _x521 = _x514*_x519*_x520
     _x522 = 1 - ov_ag
-    _x523 = _x236*_x298
+    _x523 = _x236*_x299
     _x524 = _x516*_x523
-    _x525 = np.maximum(1, np.minimum(_x524, _x295*_x298))
+    _x525 = np.maximum(1, np.minimum(_x524, _x295*_x299))
     _x526 = _x525**(-1.0)
     _x527 = _x524*_x526
     _x528 = _x527 - 1
@@ -893,16 +894,16 @@ def evaluate(x):
     _x723 = _x614*opt_bytes
     _x724 = _x36*gpipe
     _x725 = _x487*(act_bytes + f32_bytes*(_x724 - gpipe + 1))
-    _x726 = (_x299 + _x725)*(mtp + 1)
+    _x726 = (_x301 + _x725)*(mtp + 1)
     _x727 = _x353*shared_ffn + _x354
     _x728 = _x188*(_x163*(2*_x321 + 4*act_bytes) + _x334*_x52*(_x206 + _x230 + qk_rope)) + _x19*(_x53*(_x100 + _x49) + _x727) + _x75*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes))
     _x729 = _x19*(_x350*_x50*act_bytes*ffn_hidden*micro_batch*seq_len - _x727) + _x728
     _x730 = rc_full*np.maximum(_x728, _x729)
     _x731 = 1 - gpipe
     _x732 = interleave - 1
-    _x733 = _x299*rc_full
+    _x733 = _x301*rc_full
     _x734 = _x415*_x728 + _x733
-    _x735 = mtp*(5*_x299 + _x734)
+    _x735 = mtp*(5*_x301 + _x734)
     _x736 = _x412*(_x415*_x729 + _x733)
     _x737 = _x501*_x726 + _x730 + (_x724 + _x731*(_x10*_x32*np.minimum(1, _x732) + 1)*np.minimum(_x36, pp))*(_x501*_x735 + _x542*_x734 + _x736)
     _x738 = _x716 + _x719 + _x722 + _x723 + _x737
@@ -1016,4 +1017,4 @@ def evaluate(x):
         'params_mtp': mtp*(_x400 + _x478 + _x537 + _x565 + _x572 + _x684),
     }
 
-SOURCE_DIGEST = 'b41a5ef9c685e937'
+SOURCE_DIGEST = 'a0f129072acc283c'

@@ -107,6 +107,8 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
          help="gradient buffer and reduce dtype (default: the stack's; Megatron fp32 main grads with bf16)")
     flag(g, "framework", help="training stack whose defaults fill unset switches: NAME[@VERSION] from "
          "`frameworks list` (default: the config's, else megatron-core); wins over a config file's")
+    flag(g, "ep-dispatcher", dest="ep_dispatcher", choices=("alltoall", "deepep", "hybridep"),
+         help="MoE token dispatcher: NCCL all-to-all (default) or a node-deduplicating one (DeepEP, HybridEP)")
     flag(g, "tp-comm-overlap", dest="tp_comm_overlap", action="store_true", default=None,
          help="the stack's TP communication overlap (Megatron --tp-comm-overlap, torchtitan async TP)")
     flag(g, "memory-margin", dest="memory_margin", type=number(float, 0.0, strict=False), default=0.0,
@@ -160,6 +162,7 @@ def build_spec(args):
     flags = {**{dest: getattr(args, dest) for _, dest, _, _ in PLAN_FLAGS}, "schedule": args.schedule,
              "sequence_parallel": args.sequence_parallel, "recompute": args.recompute, "sharding": sharding,
              "uneven_stages": args.uneven_stages, "dtype": args.dtype, "grad_dtype": args.grad_dtype,
+             "ep_dispatcher": getattr(args, "ep_dispatcher", None),
              "tp_comm_overlap": getattr(args, "tp_comm_overlap", None)}
     plan.update({k: v for k, v in flags.items() if v is not None})
     # an explicit --framework wins over the config's; with neither, the default stack (Megatron-Core)

@@ -17,6 +17,9 @@ SCHEDULES = ("1f1b", "interleaved", "gpipe")
 SHARDING = ("none", "distributed", "zero1", "zero2", "zero3", "fsdp")
 DTYPES = PRECISION_NAMES                # roofline/precision.py: bf16, fp16, fp32 and the FP8/FP4 recipes
 ATTENTION = ("flash", "unfused")
+# MoE token dispatchers: NCCL all-to-all (Megatron-Core --moe-token-dispatcher-type alltoall), or the flex dispatcher's
+# node-deduplicating backends (--moe-flex-dispatcher-backend deepep | hybridep; formulas/comm.py dispatch_a2a)
+DISPATCHERS = ("alltoall", "deepep", "hybridep")
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,7 @@ class Plan:
     dp: int = 1
     cp: int = 1
     ep: int = 1
+    ep_dispatcher: str = "alltoall"     # alltoall (NCCL) | deepep | hybridep (node-deduplicating, Megatron-Core flex)
     etp: int | None = None              # expert tensor parallelism; None: = tp (Megatron-Core --expert-tensor-parallel-size default)
     micro_batch: int = 1
     global_batch: int | None = None     # None: micro_batch * dp (one micro-batch per step)
@@ -228,6 +232,7 @@ def check(model: Model, plan: Plan) -> None:
     _choice("schedule", plan.schedule, SCHEDULES)
     _choice("sharding", plan.sharding, SHARDING)
     _choice("dtype", plan.dtype, DTYPES)
+    _choice("ep_dispatcher", plan.ep_dispatcher, DISPATCHERS)
     _choice("grad_dtype", plan.grad_dtype, ("fp32", "bf16", "fp16"))
     for name in ("overlap_grad_reduce", "overlap_param_gather", "overlap_tp", "overlap_pp", "overlap_cp", "overlap_ep"):
         v = getattr(plan, name)

@@ -11,6 +11,8 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   ``megatron-core``; a source or notes naming DeepSpeed -> ``megatron-deepspeed``; otherwise (Narayanan 2021,
   Korthikanti 2022) -> ``megatron-lm-2021``. Stated columns (seq_parallel, recompute, optimizer_sharding)
   override the framework's defaults.
+- Rows whose settings name the flex dispatcher's DeepEP / HybridEP backend: ep_dispatcher (tokens cross the
+  network once per destination node, formulas/comm.py dispatch_a2a); an ``ETP=`` setting: etp.
 - Rows whose settings state the MoE all-to-all overlap (Megatron-Core ``--overlap-moe-expert-parallel-comm``,
   "EP A2A overlap"): overlap_ep = 1 (hidden as far as the layer's compute lasts).
 - Megatron-Core rows whose notes state ``--tp-comm-overlap``: overlap_tp = (tp-1)/tp (the ring-exchange
@@ -259,6 +261,9 @@ def _plan_fields(row: dict) -> dict:
         d["tp_comm_overlap"] = True
     # Megatron-Core --overlap-moe-expert-parallel-comm (Megatron-Bridge comm_overlap moe a2a): the all-to-all hides
     # behind another micro-batch's compute as far as that compute lasts (formulas/step.py)
+    m = re.search(r"flex dispatcher\s*=\s*(deepep|hybridep)|moe[-_ ]flex[-_ ]dispatcher[-_ ]backend\s*=\s*['\"]?(deepep|hybridep)", text)
+    if m and (row.get("n_experts") or 1) > 1:
+        d["ep_dispatcher"] = m.group(1) or m.group(2)
     m = re.search(r"\betp\s*=\s*(\d+)", text)
     if m and (row.get("n_experts") or 1) > 1:
         d["etp"] = int(m.group(1))          # Megatron-Core --expert-tensor-parallel-size, stated by the recipe

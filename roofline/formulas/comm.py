@@ -87,6 +87,23 @@ def collective(kind: str, p, size, stride) -> sp.Expr:
     return sp.Piecewise((across, n > 1), (flat(kind, p, size, "intra"), True))
 
 
+def dispatch_a2a(token_bytes, copies, p, stride, dedup) -> sp.Expr:
+    """MoE dispatch (or combine) of ``copies`` routed copies of each token (``token_bytes`` for all of a rank's tokens,
+    one copy) over p EP ranks. NCCL all-to-all (dedup 0): the collective above on copies x token_bytes. A
+    node-deduplicating dispatcher (dedup 1: DeepEP normal kernels, HybridEP; DeepSeek-V3 report sec 3.2.2: a token goes
+    over InfiniBand once to each destination node, to the GPU of the same in-node index, then NVLink forwards it)
+    sends a token to the expected number of other nodes its copies land on, (n-1)(1-(1-1/n)^copies) for balanced
+    routing over n nodes, instead of copies x (p-k)/p; the NVLink share is the same."""
+    k = members_per_node(p, stride)
+    n = p / k
+    naive = copies * (p - k) / p
+    remote_nodes = (n - 1) * (1 - (1 - 1 / n) ** copies)
+    inter = (1 - dedup) * naive + dedup * remote_nodes
+    return ((k - 1) * S.ALPHA["a2a", "intra"] + (n - 1) * S.ALPHA["a2a", "inter"]
+            + sp.Max(copies * (k - 1) / p * token_bytes / S.BUSBW["a2a", "intra"],
+                     inter * token_bytes / S.BUSBW["a2a", "inter"]))
+
+
 def p2p(size, same_node) -> sp.Expr:
     """Point-to-point send/recv of ``size`` bytes; ``same_node`` is 1 on NVLink, 0 across nodes."""
     return (same_node * (S.ALPHA["p2p", "intra"] + size / S.BUSBW["p2p", "intra"])
@@ -156,6 +173,11 @@ def ep_group(kind: str, size) -> sp.Expr:
     """Expert parallelism: e ranks of the expert grid, stride etp, carved out of t x c x d (with etp < t the EP group
     folds in TP ranks: Megatron-Core's MoE parallel folding)."""
     return collective(kind, S.ep, size, _etp())
+
+
+def ep_dispatch(token_bytes, copies) -> sp.Expr:
+    """Dispatch or combine over the EP group (stride etp): ``dispatch_a2a`` with the plan's dispatcher."""
+    return dispatch_a2a(token_bytes, copies, S.ep, _etp(), S.ep_dedup)
 
 
 def etp_group(kind: str, size) -> sp.Expr:
