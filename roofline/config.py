@@ -268,7 +268,7 @@ def _count(name: str) -> Rule:       # 0 = none
                 f"model.{name} must be a count >= 0, got {{m.{name}!r}}")
 
 
-def _among(v, options):
+def among(v, options):
     """v in options, elementwise for an array."""
     if hasattr(v, "shape"):
         import numpy as np
@@ -280,7 +280,7 @@ def _among(v, options):
 def _choice(obj: str, name: str, what: str, options) -> Rule:
     """A named option."""
     get = (lambda m, p: getattr(m, name)) if obj == "model" else (lambda m, p: getattr(p, name))
-    return Rule(lambda m, p: _among(get(m, p), options),
+    return Rule(lambda m, p: among(get(m, p), options),
                 f"{what} must be one of {', '.join(options)}, got {{{'m' if obj == 'model' else 'p'}.{name}!r}}",
                 () if obj == "model" else (name,))
 
@@ -387,12 +387,16 @@ def check(model: Model, plan: Plan) -> None:
 
 
 def holds(rules, model, plan):
-    """True where every rule holds: a bool for one plan, a bool array when ``plan``'s fields are arrays (the
-    rules after a failing one are still evaluated, so arithmetic warnings are silenced)."""
+    """True where every rule holds: a bool for one plan, a bool array when ``plan``'s fields are arrays. A rule
+    may assume the rules before it (check's order): on arrays the rules after one that fails for some rows are
+    still evaluated on those rows (their results are discarded, their arithmetic warnings silenced); a rule that
+    fails for all (a model-only rule, say) ends the evaluation."""
     import numpy as np
 
     ok = True
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         for rule in rules:
             ok = ok & rule.ok(model, plan)
+            if not hasattr(ok, "shape") and not ok:
+                return False          # a rule failed for every plan; the rules after it may assume it holds
     return ok

@@ -20,7 +20,7 @@ from types import MappingProxyType
 
 import yaml
 
-from ..config import Rule, stage_name
+from ..config import SHARDING, Rule, among, stage_name
 from ..errors import InputError
 
 HERE = Path(__file__).parent
@@ -156,13 +156,13 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
     src = {k: v.replace("{", "{{").replace("}", "}}") for k, v in stack.sources.items()}   # literal in a template
     interleaved = bool(stack.rule("interleaved_schedule", True))
     runs = stack.rule("shardings")
-    stages = None if not runs else {stage_name(s) for s in runs}
+    names = None if not runs else tuple(s for s in SHARDING if stage_name(s) in {stage_name(r) for r in runs})
     max_zero = stack.rule("max_zero_with_pp", 3)
     return (
         Rule(lambda m, p: (p.interleave <= 1) | interleaved,
              f"stack {stack.id} has no interleaved schedule (interleave {{p.interleave}}): "
              f"{src.get('interleaved_schedule', '')}", ("interleave",)),
-        Rule(lambda m, p: stages is None or stage_name(p.sharding) in stages,
+        Rule(lambda m, p: names is None or among(p.sharding, names),
              f"stack {stack.id} cannot run sharding {{p.sharding!r}} (it runs {', '.join(runs or ())}): "
              f"{src.get('shardings', '')}", ("sharding",)),
         Rule(lambda m, p: (p.pp <= 1) | (p.zero_stage <= max_zero),
