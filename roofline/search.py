@@ -126,18 +126,25 @@ class _Rows:
     | layers, docs/search.md)."""
 
     def __init__(self, cols: dict, global_batch: int, gpipe: bool):
-        self.fields = {k: v for k, v in cols.items() if k not in ("recompute", "sharding")}
-        self.fields.update(global_batch=global_batch, batch=global_batch, uneven_stages=False)
-        if "interleave" in cols:
-            self.fields["schedule"] = _schedule(cols["interleave"], gpipe)
-        if "sharding" in cols:
-            self.fields["zero_stage"] = cols["sharding"]
+        self.cols, self.gpipe = cols, gpipe
+        self.fixed = dict(global_batch=global_batch, batch=global_batch, uneven_stages=False)
+        self.derived = {"schedule": "interleave", "zero_stage": "sharding"}      # name: the column it follows from
+        self.names = ({k for k in cols if k not in ("recompute", "sharding")} | set(self.fixed)
+                      | {k for k, c in self.derived.items() if c in cols})
 
-    def __getattr__(self, name):
-        try:
-            return self.__dict__["fields"][name]
-        except KeyError:
-            raise AttributeError(name) from None
+    def __getattr__(self, name):          # computed when a rule reads it (a string array costs time)
+        d = self.__dict__
+        if name in d["names"]:
+            if name in d["fixed"]:
+                return d["fixed"][name]
+            if name == "schedule":
+                if "schedule_" not in d:
+                    d["schedule_"] = _schedule(d["cols"]["interleave"], d["gpipe"])
+                return d["schedule_"]
+            if name == "zero_stage":
+                return d["cols"]["sharding"]          # the index into SHARDING_BY_STAGE is the stage
+            return d["cols"][name]
+        raise AttributeError(name)
 
 
 def _schedule(v, gpipe: bool):
@@ -147,14 +154,14 @@ def _schedule(v, gpipe: bool):
     if gpipe:
         return "gpipe"
     if isinstance(v, np.ndarray):
-        return np.where(v > 1, "interleaved", "1f1b")
+        return np.array(["1f1b", "interleaved"])[(v > 1).astype(np.intp)]
     return "interleaved" if v > 1 else "1f1b"
 
 
 def _apply(model, cols: dict, rules: list, global_batch: int, gpipe: bool) -> dict:
     """Keep the rows where every rule whose plan fields are all enumerated holds; those rules leave ``rules``."""
     rows = _Rows(cols, global_batch, gpipe)
-    now = [r for r in rules if set(r.reads) <= rows.fields.keys()]
+    now = [r for r in rules if set(r.reads) <= rows.names]
     if not now:
         return cols
     for r in now:
