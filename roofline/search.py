@@ -251,6 +251,12 @@ def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, 
     c = _keep(c, (c["sequence_parallel"] == 0) | (c["tp"] > 1) | (len(sps) == 1))
     c = _cross(c, "recompute", rcs)
     c = _apply(model, _cross(c, "sharding", zs), rules, B, gpipe)
+    # the rules left read only fields that are not searched (dtype, overlaps: evaluate_space checks them on the
+    # fixed plan); one that also reads a knob would be skipped here, so it is a programming error
+    half = [r for r in rules if set(r.reads) & _Rows(c, B, gpipe).names]
+    if half:
+        raise RuntimeError(f"search cannot apply the rule {half[0].message!r}: it reads {half[0].reads}, "
+                           "of which search enumerates only some; enumerate the others or give them to _Rows")
     return c, enumerated
 
 
