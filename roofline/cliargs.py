@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import argparse
 
-from .precision import NAMES as DTYPES
+from .config import (ATTENTION, DISPATCHERS, DTYPES, GRAD_DTYPES, MLPS, NORMS, POSITIONS, RECOMPUTE, SCHEDULES,
+                     SHARDING, SHARDING_BY_STAGE)
 
 # (flag, dest, type, help) of the model shape; None type = store_true/false pairs handled below
 MODEL_FLAGS = [
@@ -78,11 +79,11 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
     flag(g, "model", help="model preset id (see `models list`) or a preset YAML path")
     for name, dest, typ, hlp in MODEL_FLAGS:
         flag(g, name, dest=dest, type=typ, help=hlp)
-    flag(g, "mlp", choices=("gelu", "swiglu", "squared_relu"), help="MLP activation: gelu (4h), swiglu (gated, 3 GEMMs), "
+    flag(g, "mlp", choices=MLPS, help="MLP activation: gelu (4h), swiglu (gated, 3 GEMMs), "
          "squared_relu")
-    flag(g, "norm", choices=("layernorm", "rmsnorm"), help="normalisation layer (priced as a memory-bound kernel)")
-    flag(g, "attention", choices=("flash", "unfused"), help="attention kernel (framework default)")
-    flag(g, "position", choices=("learned", "rope"), help="position encoding: learned table (an embedding) or rotary")
+    flag(g, "norm", choices=NORMS, help="normalisation layer (priced as a memory-bound kernel)")
+    flag(g, "attention", choices=ATTENTION, help="attention kernel (framework default)")
+    flag(g, "position", choices=POSITIONS, help="position encoding: learned table (an embedding) or rotary")
     flag(g, "tied", dest="tied_embeddings", action="store_true", default=None,
          help="tie the embedding and LM-head weights (one V x h matrix; GPT-2/3 style)")
     flag(g, "untied", dest="tied_embeddings", action="store_false",
@@ -90,24 +91,24 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("parallel plan")
     for name, dest, typ, hlp in PLAN_FLAGS:
         flag(g, name, dest=dest, type=typ, help=hlp)
-    flag(g, "schedule", choices=("1f1b", "interleaved", "gpipe"), help="pipeline schedule (default 1f1b)")
+    flag(g, "schedule", choices=SCHEDULES, help="pipeline schedule (default 1f1b)")
     flag(g, "sequence-parallel", dest="sequence_parallel", action="store_true", default=None,
          help="Megatron sequence parallelism (norms and dropout split over TP; all-gather/reduce-scatter "
               "instead of all-reduce); default: the stack's, only with tp > 1")
     flag(g, "no-sequence-parallel", dest="sequence_parallel", action="store_false", help="no sequence parallelism")
     flag(g, "uneven-stages", dest="uneven_stages", action="store_true", default=None,
          help="allow layers not divisible by pp x interleave (the heaviest stage rounds up)")
-    flag(g, "recompute", choices=("none", "selective", "full"), help="activation recomputation (default none)")
-    flag(g, "sharding", choices=("none", "distributed", "zero1", "zero2", "zero3", "fsdp"),
+    flag(g, "recompute", choices=RECOMPUTE, help="activation recomputation (default none)")
+    flag(g, "sharding", choices=SHARDING,
          help="optimizer/gradient/parameter sharding over dp")
-    flag(g, "zero", type=int, choices=(0, 1, 2, 3), help="ZeRO stage (alias of --sharding)")
+    flag(g, "zero", type=int, choices=tuple(range(len(SHARDING_BY_STAGE))), help="ZeRO stage (alias of --sharding)")
     flag(g, "dtype", choices=DTYPES, help="training precision: 16/32-bit, or an FP8/FP4 recipe whose linear layers run at "
          "the low-precision peak (fp8 = delayed scaling; docs/models.md 'Precision'); default bf16")
-    flag(g, "grad-dtype", dest="grad_dtype", choices=("fp32", "bf16", "fp16"),
+    flag(g, "grad-dtype", dest="grad_dtype", choices=GRAD_DTYPES,
          help="gradient buffer and reduce dtype (default: the stack's; Megatron fp32 main grads with bf16)")
     flag(g, "framework", help="training stack whose defaults fill unset switches: NAME[@VERSION] from "
          "`frameworks list` (default: the config's, else megatron-core); wins over a config file's")
-    flag(g, "ep-dispatcher", dest="ep_dispatcher", choices=("alltoall", "deepep", "hybridep"),
+    flag(g, "ep-dispatcher", dest="ep_dispatcher", choices=DISPATCHERS,
          help="MoE token dispatcher: NCCL all-to-all (default) or a node-deduplicating one (DeepEP, HybridEP)")
     flag(g, "tp-comm-overlap", dest="tp_comm_overlap", action="store_true", default=None,
          help="the stack's TP communication overlap (Megatron --tp-comm-overlap, torchtitan async TP)")
@@ -158,7 +159,7 @@ def build_spec(args):
         plan = {k: getattr(base["plan"], k) for k in base.get("plan_set", ())}
     sharding = args.sharding
     if args.zero is not None:
-        sharding = {0: "none", 1: "zero1", 2: "zero2", 3: "zero3"}[args.zero]
+        sharding = SHARDING_BY_STAGE[args.zero]     # the one name of ZeRO stage N (search pins the same)
     flags = {**{dest: getattr(args, dest) for _, dest, _, _ in PLAN_FLAGS}, "schedule": args.schedule,
              "sequence_parallel": args.sequence_parallel, "recompute": args.recompute, "sharding": sharding,
              "uneven_stages": args.uneven_stages, "dtype": args.dtype, "grad_dtype": args.grad_dtype,

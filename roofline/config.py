@@ -10,16 +10,30 @@ from dataclasses import dataclass
 from .errors import InputError
 from .precision import NAMES as PRECISION_NAMES
 
+# The named choices of a Model/Plan, defined here once: cliargs (flag choices), search (its knobs) and the
+# rules below import them.
 MLPS = ("gelu", "swiglu", "squared_relu")
 NORMS = ("layernorm", "rmsnorm")
-RECOMPUTE = ("none", "selective", "full")
-SCHEDULES = ("1f1b", "interleaved", "gpipe")
-SHARDING = ("none", "distributed", "zero1", "zero2", "zero3", "fsdp")
-DTYPES = PRECISION_NAMES                # roofline/precision.py: bf16, fp16, fp32 and the FP8/FP4 recipes
+POSITIONS = ("learned", "rope")
 ATTENTION = ("flash", "unfused")
+RECOMPUTE = ("none", "selective", "full")          # index = the formulas' recompute code (predict.layout_inputs)
+SCHEDULES = ("1f1b", "interleaved", "gpipe")
+DTYPES = PRECISION_NAMES                # roofline/precision.py: bf16, fp16, fp32 and the FP8/FP4 recipes
 # MoE token dispatchers: NCCL all-to-all (Megatron-Core --moe-token-dispatcher-type alltoall), or the flex dispatcher's
 # node-deduplicating backends (--moe-flex-dispatcher-backend deepep | hybridep; formulas/comm.py dispatch_a2a)
 DISPATCHERS = ("alltoall", "deepep", "hybridep")
+GRAD_DTYPES = ("fp32", "bf16", "fp16")
+# Sharding over dp. Every accepted name has its ZeRO stage (Rajbhandari et al. 2020): distributed = Megatron's
+# distributed optimizer (--use-distributed-optimizer) = ZeRO-1; fsdp = FULL_SHARD = ZeRO-3.
+ZERO_STAGE = {"none": 0, "distributed": 1, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}
+SHARDING = tuple(ZERO_STAGE)
+# The one name of each stage (index = stage): what search lists and what ``--zero N`` means.
+SHARDING_BY_STAGE = ("none", "distributed", "zero2", "zero3")
+
+
+def stage_name(sharding: str) -> str:
+    """The one name of a sharding's ZeRO stage: zero1 -> distributed, fsdp -> zero3 (an unknown name: itself)."""
+    return SHARDING_BY_STAGE[ZERO_STAGE[sharding]] if sharding in ZERO_STAGE else sharding
 
 
 @dataclass(frozen=True)
@@ -159,7 +173,7 @@ class Plan:
 
     @property
     def zero_stage(self) -> int:
-        return {"none": 0, "distributed": 1, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}[self.sharding]
+        return ZERO_STAGE[self.sharding]
 
 
 def _types(obj, where: str) -> None:
@@ -197,121 +211,228 @@ def replace(obj, **changes):
     return dataclasses.replace(obj, **{k: v for k, v in changes.items() if v is not None})
 
 
-def _positive(what: str, value) -> None:
-    if value is None or isinstance(value, bool) or not value > 0:
-        raise InputError(f"{what} must be a positive number, got {value!r}")
+# ---- validity rules: written once, run on one plan (check) and on arrays of plans (search) ----------------
+#
+# Each Rule is one constraint of a (model, plan) pair: ``ok(m, p)`` returns True when it holds, and a boolean
+# array when the plan fields are numpy arrays (roofline.search passes its enumerated knobs as arrays), so it is
+# written with & | ~ and comparisons, never ``and``/``or`` on a plan field. ``reads`` names the plan fields it
+# reads (empty: model fields only); search applies a rule to its arrays once every field it reads is
+# enumerated, and checks the rules on fields it does not search (dtype, overlaps, the model's) once on the
+# fixed fields with check(). ``message`` is the one-line error: a str.format template over m (the Model),
+# p (the Plan) and the derived terms of _terms, or a function (m, p) -> str when the line lists names.
+# check() raises the message of the first rule that fails, in the order of RULES; a rule may therefore assume
+# that the rules before it hold (no division by a zero tp: the positivity rules come first).
+#
+# Adding a rule is one entry in RULES (or in roofline.stacks.plan_rules for what one stack cannot run), e.g. the
+# expert grid's "ep x etp divides tp x cp x dp" below; a field search does not enumerate (etp, uneven_stages) is
+# given to its rule view as the fixed plan's value (search._Rows).
+
+@dataclass(frozen=True)
+class Rule:
+    ok: object                      # (m, p) -> bool or bool array
+    message: object                 # str.format template over m, p and _terms(m, p), or (m, p) -> str
+    reads: tuple = ()               # plan fields ok() reads; () = model fields only
+
+    def text(self, m, p) -> str:
+        if callable(self.message):
+            return self.message(m, p)
+        terms = _terms(m, p) if any(f"{{{k}}}" in self.message for k in _TERMS) else {}
+        return self.message.format(m=m, p=p, **terms)
 
 
-def _choice(what: str, value, options) -> None:
-    if value not in options:
-        raise InputError(f"{what} must be one of {', '.join(options)}, got {value!r}")
+_TERMS = ("stages", "per", "micro_batches")
+
+
+def _terms(m, p) -> dict:
+    """Derived values the messages quote (pipeline stages, sequences per micro-batch round, micro-batches)."""
+    stages = p.pp * p.interleave
+    per = p.micro_batch * p.dp
+    return {"stages": stages, "per": per, "micro_batches": p.batch // per if per else None}
+
+
+def _pos(v):
+    """v > 0 for a number or an array; False for None and booleans."""
+    return v is not None and not isinstance(v, bool) and v > 0
+
+
+def _positive(obj: str, name: str, optional: bool = False) -> Rule:
+    get = (lambda m, p: getattr(m, name)) if obj == "model" else (lambda m, p: getattr(p, name))
+    letter = "m" if obj == "model" else "p"
+    ok = (lambda m, p: get(m, p) is None or _pos(get(m, p))) if optional else (lambda m, p: _pos(get(m, p)))
+    return Rule(ok, f"{obj}.{name} must be a positive number, got {{{letter}.{name}!r}}",
+                () if obj == "model" else (name,))
+
+
+def _integer(name: str) -> Rule:
+    return Rule(lambda m, p: getattr(p, name) % 1 == 0, f"plan.{name} must be an integer, got {{p.{name}!r}}", (name,))
+
+
+def _count(name: str) -> Rule:       # 0 = none
+    return Rule(lambda m, p: getattr(m, name) is None or getattr(m, name) >= 0,
+                f"model.{name} must be a count >= 0, got {{m.{name}!r}}")
+
+
+def among(v, options):
+    """v in options, elementwise for an array."""
+    if hasattr(v, "shape"):
+        ok = v == options[0]
+        for o in options[1:]:
+            ok = ok | (v == o)
+        return ok
+    return v in options
+
+
+def _choice(obj: str, name: str, what: str, options) -> Rule:
+    """A named option."""
+    get = (lambda m, p: getattr(m, name)) if obj == "model" else (lambda m, p: getattr(p, name))
+    return Rule(lambda m, p: among(get(m, p), options),
+                f"{what} must be one of {', '.join(options)}, got {{{'m' if obj == 'model' else 'p'}.{name}!r}}",
+                () if obj == "model" else (name,))
+
+
+def _fraction(name: str) -> Rule:
+    return Rule(lambda m, p: (getattr(p, name) >= 0) & (getattr(p, name) <= 1),
+                f"plan.{name} must be a fraction in [0, 1], got {{p.{name}!r}}", (name,))
+
+
+_MLA_WIDTHS = ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+_ATTENTION_FIELDS = ("q_lora_rank", "kv_lora_rank", *_MLA_WIDTHS, "swa_window", "swa_every")
+
+
+def _mla_missing(m) -> list:
+    return [n for n in _MLA_WIDTHS if getattr(m, n) is None] if m.kv_lora_rank else []
+
+
+def _mla_orphans(m) -> list:
+    """MLA fields given without kv_lora_rank."""
+    return [] if m.kv_lora_rank else [n for n in _ATTENTION_FIELDS[:5] if getattr(m, n) is not None
+                                      and n != "kv_lora_rank"]
+
+
+def expert_tp(p):
+    """The plan's expert tensor-parallel degree: etp, or tp when unset (Megatron-Core --expert-tensor-parallel-size
+    default); elementwise for arrays."""
+    e = p.etp
+    if e is None:
+        return p.tp
+    if getattr(e, "dtype", None) == object:         # a column of plans, some unset
+        import numpy as np
+        unset = np.equal(e, None)
+        return np.where(unset, p.tp, np.where(unset, 1, e)).astype(np.int64)
+    return e
+
+
+def _edge_slots(p):
+    """Virtual stages the embedding and the loss may fill with uneven stages and pp > 1 (2), else 0."""
+    return 2 * ((p.uneven_stages != 0) & (p.pp > 1))
+
+
+def _dense_mlp(m) -> bool:
+    """A dense MLP of ffn somewhere: a dense model, or the leading dense layers of an MoE model."""
+    return m.n_experts == 1 or bool(m.dense_layers)
+
+
+RULES: tuple[Rule, ...] = (
+    *(_positive("model", n) for n in ("n_layers", "d_model", "n_heads", "vocab", "seq_len", "n_experts", "top_k",
+                                      "capacity_factor")),
+    *(_positive("model", n, optional=True) for n in ("n_kv_heads", "ffn_hidden", "head_dim", "moe_ffn_hidden",
+                                                     "shared_ffn_hidden")),
+    *(_count(n) for n in ("n_shared_experts", "first_dense_layers", "mtp_layers")),
+    *(r for n in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "interleave") for r in (_positive("plan", n),
+                                                                                       _integer(n))),
+    _positive("plan", "global_batch", optional=True),
+    _choice("model", "mlp", "mlp", MLPS),
+    _choice("model", "norm", "norm", NORMS),
+    _choice("model", "attention", "attention", ATTENTION),
+    _choice("plan", "recompute", "recompute", RECOMPUTE),
+    _choice("plan", "schedule", "schedule", SCHEDULES),
+    _choice("plan", "sharding", "sharding", SHARDING),
+    _choice("plan", "dtype", "dtype", DTYPES),
+    _choice("plan", "grad_dtype", "grad_dtype", GRAD_DTYPES),
+    _choice("plan", "ep_dispatcher", "ep_dispatcher", DISPATCHERS),
+    *(_fraction(n) for n in ("overlap_grad_reduce", "overlap_param_gather", "overlap_tp", "overlap_pp",
+                             "overlap_cp", "overlap_ep")),
+    Rule(lambda m, p: m.head_dim is not None or m.d_model % m.n_heads == 0,
+         "d_model ({m.d_model}) must be divisible by heads ({m.n_heads}) (or state head_dim)"),
+    # the attention variants' fields: MLA's ranks and head widths together, sliding-window sizes
+    *(_positive("model", n, optional=True) for n in _ATTENTION_FIELDS),
+    Rule(lambda m, p: not _mla_missing(m),
+         lambda m, p: f"MLA (kv_lora_rank = {m.kv_lora_rank}) needs {', '.join(_mla_missing(m))}"),
+    Rule(lambda m, p: not m.kv_lora_rank or m.n_kv_heads is None or m.n_kv_heads == m.n_heads,
+         "MLA has one key/value per head: kv-heads ({m.n_kv_heads}) must equal heads ({m.n_heads}) or be unset"),
+    Rule(lambda m, p: not _mla_orphans(m),
+         lambda m, p: f"{', '.join(_mla_orphans(m))} given without kv_lora_rank (MLA needs its KV compression rank)"),
+    Rule(lambda m, p: m.swa_every is None or m.swa_window is not None,
+         "swa_every ({m.swa_every}) given without swa_window"),
+    Rule(lambda m, p: m.n_heads % m.kv_heads == 0, "heads ({m.n_heads}) must be divisible by kv-heads ({m.kv_heads})"),
+    # Megatron-Core splits attention heads, the dense MLP, each expert (expert TP = tp) and the shared experts
+    # column/row-wise over tp (megatron/core/transformer/attention.py, mlp.py, moe/experts.py)
+    Rule(lambda m, p: m.n_heads % p.tp == 0, "heads ({m.n_heads}) must be divisible by tp ({p.tp})", ("tp",)),
+    Rule(lambda m, p: (m.kv_heads % p.tp == 0) | (p.tp % m.kv_heads == 0),
+         "kv-heads ({m.kv_heads}) must be divisible by tp ({p.tp}) (or tp by kv-heads)", ("tp",)),
+    Rule(lambda m, p: (not _dense_mlp(m)) | (m.ffn % p.tp == 0),
+         "ffn-hidden ({m.ffn}) must be divisible by tp ({p.tp})", ("tp",)),
+    Rule(lambda m, p: (m.n_experts <= 1) | (m.expert_ffn % expert_tp(p) == 0),
+         lambda m, p: f"moe-ffn-hidden ({m.expert_ffn}) must be divisible by etp ({expert_tp(p)})", ("tp", "etp")),
+    Rule(lambda m, p: m.shared_ffn % p.tp == 0,
+         "shared-ffn-hidden ({m.shared_ffn}) must be divisible by tp ({p.tp})", ("tp",)),
+    Rule(lambda m, p: m.dense_layers < m.n_layers,
+         "first-dense-layers ({m.dense_layers}) must be fewer than layers ({m.n_layers})"),
+    # uneven stages: the embedding and the loss may each take a virtual stage's place (Megatron-Core
+    # account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split, transformer_config.py;
+    # Megatron-Bridge sets both for Llama 3.1 405B: 126 layers + 2 = 16 x 8 virtual stages)
+    Rule(lambda m, p: m.n_layers + _edge_slots(p) >= p.pp * p.interleave,
+         lambda m, p: (f"layers ({m.n_layers}) must be at least pp x interleave ({p.pp} x {p.interleave} = "
+                       f"{p.pp * p.interleave})" + (" less the 2 stages embedding and loss may fill"
+                                                    if _edge_slots(p) else "")),
+         ("pp", "interleave", "uneven_stages")),
+    Rule(lambda m, p: p.uneven_stages | (m.n_layers % (p.pp * p.interleave) == 0),
+         "layers ({m.n_layers}) must be divisible by pp x interleave ({p.pp} x {p.interleave} = {stages}); "
+         "allow uneven stages with --uneven-stages", ("pp", "interleave", "uneven_stages")),
+    Rule(lambda m, p: (p.interleave <= 1) | (p.schedule != "gpipe"),
+         "interleave > 1 needs the interleaved 1F1B schedule, not gpipe", ("interleave", "schedule")),
+    Rule(lambda m, p: m.seq_len % p.cp == 0, "seq-len ({m.seq_len}) must be divisible by cp ({p.cp})", ("cp",)),
+    Rule(lambda m, p: (m.n_experts > 1) | (expert_tp(p) == p.tp),
+         lambda m, p: (f"etp ({expert_tp(p)}) applies to routed experts only: a dense model splits its MLP over tp "
+                       f"({p.tp})"), ("tp", "etp")),
+    # the experts' own grid over the same GPUs: world = pp x etp x ep x expert-dp (Megatron-Core parallel_state.py,
+    # "MoE parallel folding"): EP may fold in TP and CP ranks
+    Rule(lambda m, p: (p.tp * p.cp * p.dp) % (p.ep * expert_tp(p)) == 0,
+         lambda m, p: (f"ep x etp ({p.ep} x {expert_tp(p)}) must divide tp x cp x dp ({p.tp} x {p.cp} x {p.dp} = "
+                       f"{p.tp * p.cp * p.dp}) (Megatron-Core expert grid: world = pp x etp x ep x expert-dp)"),
+         ("tp", "cp", "dp", "ep", "etp")),
+    Rule(lambda m, p: m.n_experts % p.ep == 0, "experts ({m.n_experts}) must be divisible by ep ({p.ep})", ("ep",)),
+    Rule(lambda m, p: m.top_k <= m.n_experts, "top-k ({m.top_k}) cannot exceed experts ({m.n_experts})"),
+    Rule(lambda m, p: p.batch % (p.micro_batch * p.dp) == 0,
+         "global batch ({p.batch}) must be divisible by micro-batch x dp ({p.micro_batch} x {p.dp} = {per})",
+         ("global_batch", "micro_batch", "dp")),
+    Rule(lambda m, p: (p.interleave <= 1) | (p.pp > 1), "interleave ({p.interleave}) needs pp > 1",
+         ("interleave", "pp")),
+    Rule(lambda m, p: (p.interleave <= 1) | ((p.batch // (p.micro_batch * p.dp)) % p.pp == 0),
+         "interleaved 1F1B needs micro-batches ({micro_batches}) divisible by pp ({p.pp})",
+         ("interleave", "pp", "global_batch", "micro_batch", "dp")),
+)
 
 
 def check(model: Model, plan: Plan) -> None:
-    """Validate the pair; raise InputError naming the violated constraint and the values."""
-    for name in ("n_layers", "d_model", "n_heads", "vocab", "seq_len", "n_experts", "top_k", "capacity_factor"):
-        _positive(f"model.{name}", getattr(model, name))
-    for name in ("n_kv_heads", "ffn_hidden", "head_dim", "moe_ffn_hidden", "shared_ffn_hidden"):
-        if getattr(model, name) is not None:
-            _positive(f"model.{name}", getattr(model, name))
-    for name in ("n_shared_experts", "first_dense_layers", "mtp_layers"):     # 0 = none
-        v = getattr(model, name)
-        if v is not None and not v >= 0:
-            raise InputError(f"model.{name} must be a count >= 0, got {v!r}")
-    for name in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "interleave"):
-        v = getattr(plan, name)
-        _positive(f"plan.{name}", v)
-        if int(v) != v:
-            raise InputError(f"plan.{name} must be an integer, got {v!r}")
-    if plan.global_batch is not None:
-        _positive("plan.global_batch", plan.global_batch)
-    _choice("mlp", model.mlp, MLPS)
-    _choice("norm", model.norm, NORMS)
-    _choice("attention", model.attention, ATTENTION)
-    _choice("recompute", plan.recompute, RECOMPUTE)
-    _choice("schedule", plan.schedule, SCHEDULES)
-    _choice("sharding", plan.sharding, SHARDING)
-    _choice("dtype", plan.dtype, DTYPES)
-    _choice("ep_dispatcher", plan.ep_dispatcher, DISPATCHERS)
-    _choice("grad_dtype", plan.grad_dtype, ("fp32", "bf16", "fp16"))
-    for name in ("overlap_grad_reduce", "overlap_param_gather", "overlap_tp", "overlap_pp", "overlap_cp", "overlap_ep"):
-        v = getattr(plan, name)
-        if not 0 <= v <= 1:
-            raise InputError(f"plan.{name} must be a fraction in [0, 1], got {v!r}")
-    if model.head_dim is None and model.d_model % model.n_heads:
-        raise InputError(f"d_model ({model.d_model}) must be divisible by heads ({model.n_heads}) "
-                         "(or state head_dim)")
-    _check_attention(model)
-    if model.n_heads % model.kv_heads:
-        raise InputError(f"heads ({model.n_heads}) must be divisible by kv-heads ({model.kv_heads})")
-    if model.n_heads % plan.tp:
-        raise InputError(f"heads ({model.n_heads}) must be divisible by tp ({plan.tp})")
-    if model.kv_heads % plan.tp and plan.tp % model.kv_heads:
-        raise InputError(f"kv-heads ({model.kv_heads}) must be divisible by tp ({plan.tp}) (or tp by kv-heads)")
-    # Megatron-Core splits the dense MLP, each expert (expert TP = tp) and the shared experts column/row-wise
-    if (model.n_experts == 1 or model.dense_layers) and model.ffn % plan.tp:
-        raise InputError(f"ffn-hidden ({model.ffn}) must be divisible by tp ({plan.tp})")
-    if model.n_experts > 1 and model.expert_ffn % (plan.etp if plan.etp is not None else plan.tp):
-        raise InputError(f"moe-ffn-hidden ({model.expert_ffn}) must be divisible by etp "
-                         f"({plan.etp if plan.etp is not None else plan.tp})")
-    if model.shared_ffn % plan.tp:
-        raise InputError(f"shared-ffn-hidden ({model.shared_ffn}) must be divisible by tp ({plan.tp})")
-    if model.dense_layers >= model.n_layers:
-        raise InputError(f"first-dense-layers ({model.dense_layers}) must be fewer than layers ({model.n_layers})")
-    # uneven stages: the embedding and the loss may each take a virtual stage's place (Megatron-Core
-    # account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split, transformer_config.py; Megatron-Bridge
-    # sets both for Llama 3.1 405B: 126 layers + 2 = 16 x 8 virtual stages)
-    edge_slots = 2 if plan.uneven_stages and plan.pp > 1 else 0
-    if model.n_layers + edge_slots < plan.pp * plan.interleave:
-        raise InputError(f"layers ({model.n_layers}) must be at least pp x interleave "
-                         f"({plan.pp} x {plan.interleave} = {plan.pp * plan.interleave})"
-                         + (" less the 2 stages embedding and loss may fill" if edge_slots else ""))
-    if model.n_layers % (plan.pp * plan.interleave) and not plan.uneven_stages:
-        raise InputError(f"layers ({model.n_layers}) must be divisible by pp x interleave "
-                         f"({plan.pp} x {plan.interleave} = {plan.pp * plan.interleave}); "
-                         "allow uneven stages with --uneven-stages")
-    if plan.interleave > 1 and plan.schedule == "gpipe":
-        raise InputError("interleave > 1 needs the interleaved 1F1B schedule, not gpipe")
-    if model.seq_len % plan.cp:
-        raise InputError(f"seq-len ({model.seq_len}) must be divisible by cp ({plan.cp})")
-    etp = plan.etp if plan.etp is not None else plan.tp
-    if model.n_experts == 1 and etp != plan.tp:
-        raise InputError(f"etp ({etp}) applies to routed experts only: a dense model splits its MLP over tp ({plan.tp})")
-    folded = plan.tp * plan.cp * plan.dp
-    if folded % (plan.ep * etp):
-        raise InputError(f"ep x etp ({plan.ep} x {etp}) must divide tp x cp x dp ({plan.tp} x {plan.cp} x {plan.dp} = "
-                         f"{folded}) (Megatron-Core expert grid: world = pp x etp x ep x expert-dp)")
-    if model.n_experts % plan.ep:
-        raise InputError(f"experts ({model.n_experts}) must be divisible by ep ({plan.ep})")
-    if model.top_k > model.n_experts:
-        raise InputError(f"top-k ({model.top_k}) cannot exceed experts ({model.n_experts})")
-    per = plan.micro_batch * plan.dp
-    if plan.batch % per:
-        raise InputError(f"global batch ({plan.batch}) must be divisible by micro-batch x dp "
-                         f"({plan.micro_batch} x {plan.dp} = {per})")
-    if plan.interleave > 1 and plan.pp == 1:
-        raise InputError(f"interleave ({plan.interleave}) needs pp > 1")
-    if plan.interleave > 1 and (plan.batch // per) % plan.pp:
-        raise InputError(f"interleaved 1F1B needs micro-batches ({plan.batch // per}) divisible by pp ({plan.pp})")
+    """Validate the pair; raise InputError naming the violated constraint and the values (the first of
+    :data:`RULES` that fails)."""
+    for rule in RULES:
+        if not rule.ok(model, plan):
+            raise InputError(rule.text(model, plan))
 
 
-def _check_attention(model: Model) -> None:
-    """The attention variants' fields: MLA's ranks and head widths together, sliding-window sizes."""
-    fields = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "swa_window",
-           "swa_every")
-    for name in fields:
-        if getattr(model, name) is not None:
-            _positive(f"model.{name}", getattr(model, name))
-    if model.kv_lora_rank:
-        missing = [n for n in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim") if getattr(model, n) is None]
-        if missing:
-            raise InputError(f"MLA (kv_lora_rank = {model.kv_lora_rank}) needs {', '.join(missing)}")
-        if model.n_kv_heads is not None and model.n_kv_heads != model.n_heads:
-            raise InputError(f"MLA has one key/value per head: kv-heads ({model.n_kv_heads}) must equal heads "
-                             f"({model.n_heads}) or be unset")
-    else:
-        given = [n for n in fields[:5] if getattr(model, n) is not None and n != "kv_lora_rank"]
-        if given:
-            raise InputError(f"{', '.join(given)} given without kv_lora_rank (MLA needs its KV compression rank)")
-    if model.swa_every is not None and model.swa_window is None:
-        raise InputError(f"swa_every ({model.swa_every}) given without swa_window")
+def holds(rules, model, plan):
+    """True where every rule holds: a bool for one plan, a bool array when ``plan``'s fields are arrays. A rule
+    may assume the rules before it (check's order): on arrays the rules after one that fails for some rows are
+    still evaluated on those rows (their results are discarded, their arithmetic warnings silenced); a rule that
+    fails for all (a model-only rule, say) ends the evaluation."""
+    import numpy as np
+
+    ok = True
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for rule in rules:
+            ok = ok & rule.ok(model, plan)
+            if not hasattr(ok, "shape") and not ok:
+                return False          # a rule failed for every plan; the rules after it may assume it holds
+    return ok

@@ -21,11 +21,10 @@ import functools
 import math
 from dataclasses import dataclass, field
 
+from .config import RECOMPUTE, RULES, SHARDING, SHARDING_BY_STAGE, ZERO_STAGE, holds
 from .errors import InputError
 from .units import GiB, fmt_bytes, fmt_time
 
-RECOMPUTE = ("none", "selective", "full")
-SHARDING = ("none", "distributed", "zero2", "zero3")   # distributed = ZeRO-1 (Megatron distributed optimizer)
 OBJECTIVES = ("time", "cost", "mfu")
 KNOBS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "interleave", "recompute", "sequence_parallel", "sharding")
 CHUNK = 8192            # plans per evaluate call: the intermediates stay in cache (4x faster than 1e6 at once)
@@ -118,24 +117,93 @@ def _keep(cols: dict, mask) -> dict:
     return {k: v[mask] for k, v in cols.items()}
 
 
+class _Rows:
+    """The enumerated plans as one Plan-like object of columns, what the rules of config.RULES and
+    stacks.plan_rules read: the knobs enumerated so far (arrays), the global batch, and what follows from them
+    (the schedule of plan_of, the ZeRO stage). The recompute and sharding columns are indices into
+    config.RECOMPUTE / config.SHARDING_BY_STAGE (valid names by construction), so only the ZeRO stage (= the
+    sharding index) is shown. ``uneven_stages`` is False: search lists even stage splits only (pp x interleave
+    | layers, docs/search.md); ``etp`` is None (= tp)."""
+
+    def __init__(self, cols: dict, global_batch: int, gpipe: bool):
+        self.cols, self.gpipe = cols, gpipe
+        # etp None: the experts split over tp (Megatron-Core's default; search does not enumerate etp)
+        self.fixed = dict(global_batch=global_batch, batch=global_batch, uneven_stages=False, etp=None)
+        self.derived = {"schedule": "interleave", "zero_stage": "sharding"}      # name: the column it follows from
+        self.names = ({k for k in cols if k not in ("recompute", "sharding")} | set(self.fixed)
+                      | {k for k, c in self.derived.items() if c in cols})
+
+    def __getattr__(self, name):          # computed when a rule reads it (a string array costs time)
+        d = self.__dict__
+        if name in d["names"]:
+            if name in d["fixed"]:
+                return d["fixed"][name]
+            if name == "schedule":
+                if "schedule_" not in d:
+                    d["schedule_"] = _schedule(d["cols"]["interleave"], d["gpipe"])
+                return d["schedule_"]
+            if name == "zero_stage":
+                return d["cols"]["sharding"]          # the index into SHARDING_BY_STAGE is the stage
+            return d["cols"][name]
+        raise AttributeError(name)
+
+
+def _schedule(v, gpipe: bool):
+    """The schedule of interleave v (a number or an array): gpipe as asked, else interleaved 1F1B for v > 1."""
+    import numpy as np
+
+    if gpipe:
+        return "gpipe"
+    if isinstance(v, np.ndarray):
+        return np.array(["1f1b", "interleaved"])[(v > 1).astype(np.intp)]
+    return "interleaved" if v > 1 else "1f1b"
+
+
+def _apply(model, cols: dict, rules: list, global_batch: int, gpipe: bool) -> dict:
+    """Keep the rows where every rule whose plan fields are all enumerated holds; those rules leave ``rules``."""
+    rows = _Rows(cols, global_batch, gpipe)
+    now = [r for r in rules if set(r.reads) <= rows.names]
+    if not now:
+        return cols
+    for r in now:
+        rules.remove(r)
+    return _keep(cols, holds(now, model, rows))
+
+
+def _domain(rules: list, name: str, values, pinned=()) -> list:
+    """The values of knob ``name`` that the stack rules reading only it allow (those rules leave ``rules``);
+    a pinned value they forbid is an InputError with the rule's message."""
+    from types import SimpleNamespace
+
+    for r in [r for r in rules if r.reads == (name,)]:
+        rules.remove(r)
+        for v in pinned:
+            if not r.ok(None, SimpleNamespace(**{name: v})):
+                raise InputError(r.text(None, SimpleNamespace(**{name: v})))
+        values = [v for v in values if r.ok(None, SimpleNamespace(**{name: v}))]
+    return values
+
+
 def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, cp=None, ep=None,
                     micro_batch=None, interleave=None, recompute=None, sequence_parallel=None, sharding=None,
                     gpipe: bool = False, stack=None) -> tuple[dict, int]:
     """Every valid plan as numpy columns, and the number of combinations before the masks.
 
     A knob left as None takes every value that can be valid (divisors of the GPU count, batch,
-    layers, ...); an int or a list pins it. The masks mirror :func:`roofline.config.check`:
-    tp | heads, tp | kv-heads or kv-heads | tp, tp | ffn, pp x interleave | layers, cp | seq-len,
-    ep | dp, ep | experts, micro-batch x dp | global batch, interleave > 1 needs pp > 1 and
-    micro-batches divisible by pp. Sequence parallel with tp = 1 is the same plan as without and is
-    listed once. With a ``stack`` (roofline.stacks), only what it runs: its shardings, ZeRO stages
-    with pipeline parallelism up to its ``max_zero_with_pp``, interleaving only where it has the
-    schedule; a pinned value it cannot run is an InputError naming the rule.
+    layers, ...); an int or a list pins it. The masks are the rules of :data:`roofline.config.RULES`
+    (the ones :func:`roofline.config.check` raises), each applied to the arrays as soon as the knobs
+    it reads are enumerated: tp | heads, tp | kv-heads or kv-heads | tp, tp | ffn, pp x interleave |
+    layers, cp | seq-len, ep | dp, ep | experts, micro-batch x dp | global batch, interleave > 1 needs
+    pp > 1 and micro-batches divisible by pp, ... Sequence parallel with tp = 1 is the same plan as
+    without and is listed once. With a ``stack`` (roofline.stacks), its :func:`roofline.stacks.plan_rules`
+    too: its rules on one knob (shardings, the interleaved schedule) restrict that knob's values (a
+    pinned value it cannot run is an InputError naming the rule), the others (ZeRO stages with pipeline
+    parallelism) are masks.
     """
     import numpy as np
 
     n_gpus, B = _int("gpus", n_gpus), _int("global batch", global_batch)
-    L, H, K, F, S, E = model.n_layers, model.n_heads, model.kv_heads, model.ffn, model.seq_len, model.n_experts
+    L, H, S, E = model.n_layers, model.n_heads, model.seq_len, model.n_experts
     dn = divisors(n_gpus)
 
     def pick(what, given, default):
@@ -146,6 +214,7 @@ def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, 
             _int(what, v)
         return vals
 
+    # each knob's candidate values (every value the rules can accept, e.g. tp | heads => tp <= heads)
     tps = pick("tp", tp, [d for d in dn if d <= H])
     pps = pick("pp", pp, [d for d in dn if d <= L])
     cps = pick("cp", cp, [d for d in dn if d <= S])
@@ -154,21 +223,17 @@ def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, 
     vs = [1] if gpipe else pick("interleave", interleave, divisors(L))
     rcs = [RECOMPUTE.index(r) for r in _choices("recompute", recompute, RECOMPUTE, RECOMPUTE)]
     sps = [int(s) for s in _choices("sequence-parallel", sequence_parallel, (False, True, 0, 1), (0, 1))]
-    allowed = SHARDING
+    rules = [r for r in RULES if r.reads]          # the model-only rules: check() on the fixed fields
+    allowed = SHARDING_BY_STAGE
     if stack is not None:
-        runs = {"zero1": "distributed", "fsdp": "zero3"}
-        ok = {runs.get(s, s) for s in stack.rule("shardings", SHARDING)}
-        allowed = tuple(s for s in SHARDING if s in ok)
-        for z in ([sharding] if isinstance(sharding, str) else list(sharding or ())):
-            if runs.get(z, z) not in ok:
-                raise InputError(f"stack {stack.id} cannot run sharding {z!r} (it runs "
-                                 f"{', '.join(stack.rule('shardings', ()))}): {stack.sources.get('shardings', '')}")
-        if not stack.rule("interleaved_schedule", True):
-            if interleave not in (None, 1, [1]):
-                raise InputError(f"stack {stack.id} has no interleaved schedule: {stack.sources.get('interleaved_schedule', '')}")
-            vs = [1]
-    zs = [SHARDING.index("distributed" if z in ("zero1",) else "zero3" if z == "fsdp" else z)
-          for z in _choices("sharding", sharding, SHARDING + ("zero1", "fsdp"), allowed)]
+        from .stacks import plan_rules
+
+        rules += plan_rules(stack)
+        allowed = tuple(_domain(rules, "sharding", allowed, [sharding] if isinstance(sharding, str)
+                                else list(sharding or ())))
+        vs = _domain(rules, "interleave", vs, [interleave] if isinstance(interleave, int) else list(interleave or ()))
+    names = SHARDING_BY_STAGE + tuple(s for s in SHARDING if s not in SHARDING_BY_STAGE)
+    zs = [ZERO_STAGE[z] for z in _choices("sharding", sharding, names, allowed)]   # SHARDING_BY_STAGE index
     enumerated = (len(tps) * len(pps) * len(cps) * len(eps) * len(mbs) * len(vs) * len(rcs) * len(sps) * len(zs))
 
     # the mesh: tp x pp x cp (x ep), dp = gpus / (tp pp cp)
@@ -179,26 +244,20 @@ def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, 
     m = n_gpus % tpc == 0
     c = _keep(c, m)
     c["dp"] = n_gpus // (c["tp"] * c["pp"] * c["cp"])
-    t = c["tp"]
-    m = (H % t == 0) & ((K % t == 0) | (t % K == 0)) & (F % t == 0) & (L % c["pp"] == 0) & (S % c["cp"] == 0)
-    m &= (c["dp"] % c["ep"] == 0) & (E % c["ep"] == 0) & (B % c["dp"] == 0)
-    c = _keep(c, m)
-    # micro-batch: micro_batch x dp | global batch
-    c = _cross(c, "micro_batch", mbs)
-    c = _keep(c, B % (c["micro_batch"] * c["dp"]) == 0)
-    # interleaved 1F1B: pp x v | layers; v > 1 needs pp > 1 and micro-batches divisible by pp
-    c = _cross(c, "interleave", vs)
-    n_micro = B // (c["micro_batch"] * c["dp"])
-    v = c["interleave"]
-    m = (L % (c["pp"] * v) == 0) & ((v == 1) | ((c["pp"] > 1) & (n_micro % c["pp"] == 0)))
-    c = _keep(c, m)
+    c = _apply(model, c, rules, B, gpipe)
+    c = _apply(model, _cross(c, "micro_batch", mbs), rules, B, gpipe)
+    c = _apply(model, _cross(c, "interleave", vs), rules, B, gpipe)
     # switches that never break divisibility
     c = _cross(c, "sequence_parallel", sps)
     c = _keep(c, (c["sequence_parallel"] == 0) | (c["tp"] > 1) | (len(sps) == 1))
     c = _cross(c, "recompute", rcs)
-    c = _cross(c, "sharding", zs)
-    if stack is not None:                      # ZeRO-2/3 with pipeline stages (DeepSpeed forbids it; SHARDING index = stage)
-        c = _keep(c, (c["pp"] == 1) | (c["sharding"] <= stack.rule("max_zero_with_pp", 3)))
+    c = _apply(model, _cross(c, "sharding", zs), rules, B, gpipe)
+    # the rules left read only fields that are not searched (dtype, overlaps: evaluate_space checks them on the
+    # fixed plan); one that also reads a knob would be skipped here, so it is a programming error
+    half = [r for r in rules if set(r.reads) & _Rows(c, B, gpipe).names]
+    if half:
+        raise RuntimeError(f"search cannot apply the rule {half[0].message!r}: it reads {half[0].reads}, "
+                           "of which search enumerates only some; enumerate the others or give them to _Rows")
     return c, enumerated
 
 
@@ -208,9 +267,8 @@ def plan_of(knobs: dict, i: int, base, global_batch: int, gpipe: bool = False):
     return dataclasses.replace(
         base, tp=int(knobs["tp"][i]), pp=int(knobs["pp"][i]), dp=int(knobs["dp"][i]), cp=int(knobs["cp"][i]),
         ep=int(knobs["ep"][i]), micro_batch=int(knobs["micro_batch"][i]), global_batch=int(global_batch),
-        interleave=v, schedule="gpipe" if gpipe else ("interleaved" if v > 1 else "1f1b"),
-        sequence_parallel=bool(knobs["sequence_parallel"][i]), recompute=RECOMPUTE[int(knobs["recompute"][i])],
-        sharding=SHARDING[int(knobs["sharding"][i])])
+        interleave=v, schedule=_schedule(v, gpipe), sequence_parallel=bool(knobs["sequence_parallel"][i]),
+        recompute=RECOMPUTE[int(knobs["recompute"][i])], sharding=SHARDING_BY_STAGE[int(knobs["sharding"][i])])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -218,7 +276,7 @@ def plan_of(knobs: dict, i: int, base, global_batch: int, gpipe: bool = False):
 
 def plan_arrays(knobs: dict, global_batch: int, gpipe: bool = False) -> dict:
     """The formula inputs of the plan knobs (arrays): :func:`roofline.predict.layout_inputs`, the one mapping.
-    ``knobs["sharding"]`` indexes ``SHARDING``, whose index is the ZeRO stage."""
+    ``knobs["sharding"]`` indexes ``config.SHARDING_BY_STAGE``, whose index is the ZeRO stage."""
     from .predict import layout_inputs
 
     k = knobs
@@ -639,7 +697,7 @@ def _pins(args) -> dict:
     if args.dp is not None:
         raise InputError("search derives dp from --gpus / (tp x pp x cp); pin tp, pp or cp instead of --dp")
     if args.zero is not None:
-        pins["sharding"] = {0: "none", 1: "distributed", 2: "zero2", 3: "zero3"}[args.zero]
+        pins["sharding"] = SHARDING_BY_STAGE[args.zero]
     elif args.sharding is not None:
         pins["sharding"] = args.sharding
     return pins

@@ -67,10 +67,6 @@ class Spec:
                 "hardware": self.hardware.id, "origin": dict(self.origin)}
 
 
-def _zero1(s: str) -> str:
-    return "distributed" if s == "zero1" else s
-
-
 def _normalised_plan(d: dict) -> dict:
     out = {}
     for k, v in d.items():
@@ -230,9 +226,6 @@ def resolve(model=None, plan=None, hardware=None, stack=None, *, model_fields: d
     if p["schedule"] == "interleaved" and p["interleave"] == 1:
         p["schedule"] = "1f1b"
         origin["schedule"] = "rule: no valid interleave"
-    if p["interleave"] > 1 and not st.rule("interleaved_schedule", True):
-        raise InputError(f"stack {st.id} has no interleaved schedule (interleave {p['interleave']}): "
-                         f"{st.sources.get('interleaved_schedule', '')}")
     rule("overlap_pp", float(st.rule("overlap_pp_interleaved", 0.0)) if p["interleave"] > 1 else 0.0,
          f"{st.id}: p2p overlap " + ("in the interleaved schedule" if p["interleave"] > 1 else "off without interleaving"))
     if st.rule("no_overlap_with_pp") and p["pp"] > 1:
@@ -241,18 +234,14 @@ def resolve(model=None, plan=None, hardware=None, stack=None, *, model_fields: d
         rule("overlap_tp", (p["tp"] - 1) / p["tp"], "tp_comm_overlap stated: (tp-1)/tp hidden")
     rule("uneven_stages", bool(st.rule("uneven_stages", False)), f"{st.id} splits uneven layer counts"
          if st.rule("uneven_stages") else f"{st.id} needs layers divisible by pp x v")
-    allowed = st.rule("shardings")
-    if allowed and _zero1(p["sharding"]) not in {_zero1(s) for s in allowed}:
-        raise InputError(f"stack {st.id} cannot run sharding {p['sharding']!r} (it runs {', '.join(allowed)}): "
-                         f"{st.sources.get('shardings', '')}")
-    zero = {"none": 0, "distributed": 1, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}.get(p["sharding"], 0)
-    if p["pp"] > 1 and zero > st.rule("max_zero_with_pp", 3):
-        raise InputError(f"stack {st.id} cannot run ZeRO-{zero} ({p['sharding']}) with pp {p['pp']}: "
-                         f"{st.sources.get('max_zero_with_pp', '')}")
     try:
         plan_obj = Plan(**p)
     except TypeError as exc:
         raise InputError(f"plan: {exc}") from None
+    # what the stack cannot run (interleaving, shardings, ZeRO with pp): the rules search masks with, one place
+    for r in stacks.plan_rules(st):
+        if not r.ok(model_obj, plan_obj):
+            raise InputError(r.text(model_obj, plan_obj))
     check(model_obj, plan_obj)
     hw.peak(plan_obj.dtype)      # the profile must state the precision's peak (one line naming the dtype otherwise)
     return Spec(model=model_obj, plan=plan_obj, hardware=hw, stack=st, origin=MappingProxyType(origin),

@@ -12,10 +12,9 @@ from hypothesis import strategies as st
 import roofline.sizing
 import roofline.search
 from roofline import InputError, hardware, models, predict
-from roofline.config import Model, Plan, check
+from roofline.config import RECOMPUTE, SHARDING_BY_STAGE as SHARDING, Model, Plan, check
 from roofline.sizing import plan_budget, scaled_model
-from roofline.search import (RECOMPUTE, SHARDING, default_base, divisors, evaluate_space, gpu_range, pareto, search,
-                             sweep)
+from roofline.search import default_base, divisors, evaluate_space, gpu_range, pareto, search, sweep
 
 A100 = hardware.load("a100-sxm4-80gb")
 H100 = hardware.load("h100-sxm")

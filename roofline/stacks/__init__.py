@@ -20,6 +20,7 @@ from types import MappingProxyType
 
 import yaml
 
+from ..config import SHARDING, Rule, among, stage_name
 from ..errors import InputError
 
 HERE = Path(__file__).parent
@@ -145,6 +146,29 @@ def get(name) -> Stack:
         if not stack.era[0] <= y <= stack.era[1]:
             stack = by_year(stack.family, y)
     return dataclasses.replace(stack, requested=text)
+
+
+def plan_rules(stack: Stack) -> tuple[Rule, ...]:
+    """What ``stack`` cannot run, as :class:`roofline.config.Rule` entries (the rules of config.RULES'
+    kind: one plan or arrays of plans): ``spec.resolve`` raises the first that fails, ``search`` restricts
+    its knobs with them. Sharding names compare by ZeRO stage (zero1 = distributed, fsdp = zero3: the
+    model prices a stage, config.ZERO_STAGE). Each rule's source is the stack's ``sources`` entry."""
+    src = {k: v.replace("{", "{{").replace("}", "}}") for k, v in stack.sources.items()}   # literal in a template
+    interleaved = bool(stack.rule("interleaved_schedule", True))
+    runs = stack.rule("shardings")
+    names = None if not runs else tuple(s for s in SHARDING if stage_name(s) in {stage_name(r) for r in runs})
+    max_zero = stack.rule("max_zero_with_pp", 3)
+    return (
+        Rule(lambda m, p: (p.interleave <= 1) | interleaved,
+             f"stack {stack.id} has no interleaved schedule (interleave {{p.interleave}}): "
+             f"{src.get('interleaved_schedule', '')}", ("interleave",)),
+        Rule(lambda m, p: names is None or among(p.sharding, names),
+             f"stack {stack.id} cannot run sharding {{p.sharding!r}} (it runs {', '.join(runs or ())}): "
+             f"{src.get('shardings', '')}", ("sharding",)),
+        Rule(lambda m, p: (p.pp <= 1) | (p.zero_stage <= max_zero),
+             f"stack {stack.id} cannot run ZeRO-{{p.zero_stage}} ({{p.sharding}}) with pp {{p.pp}}: "
+             f"{src.get('max_zero_with_pp', '')}", ("pp", "zero_stage")),
+    )
 
 
 # ---- inference for rows and files that name no stack ------------------------------------------
