@@ -67,3 +67,31 @@ def test_embedding_and_loss_fill_a_virtual_stage_each_with_uneven_stages():
     assert p.raw["stage_layers"] == 8
     with pytest.raises(InputError, match="less the 2 stages"):
         check(m, replace(plan, interleave=9, uneven_stages=True, global_batch=32))
+
+
+def test_node_deduplicating_dispatch_by_hand():
+    """EP 32 over 4 nodes of 8 (stride 1), top-8 routing: NCCL all-to-all sends 8 x 24/32 = 6 copies of each token
+    across nodes; DeepEP sends it once to each other node its copies land on, 3 x (1 - (3/4)^8) = 2.6997 nodes."""
+    import sympy as sp
+
+    from roofline.formulas import comm as CM, symbols as S
+    vals = {S.gpus_per_node: 8, S.ALPHA["a2a", "intra"]: 0, S.ALPHA["a2a", "inter"]: 0,
+            S.BUSBW["a2a", "intra"]: 1e30, S.BUSBW["a2a", "inter"]: 1.0}
+    naive = CM.dispatch_a2a(sp.Integer(1), 8, 32, 1, 0).subs(vals)
+    dedup = CM.dispatch_a2a(sp.Integer(1), 8, 32, 1, 1).subs(vals)
+    assert float(naive) == pytest.approx(6.0)
+    assert float(dedup) == pytest.approx(3 * (1 - 0.75 ** 8))
+    # inside one node there is nothing to deduplicate: the same time either way
+    vals8 = {**vals, S.BUSBW["a2a", "intra"]: 1.0}
+    assert float(CM.dispatch_a2a(sp.Integer(1), 8, 8, 1, 1).subs(vals8)) == \
+        pytest.approx(float(CM.dispatch_a2a(sp.Integer(1), 8, 8, 1, 0).subs(vals8))) == pytest.approx(8 * 7 / 8)
+
+
+def test_deepep_never_slower_than_all_to_all():
+    m = models.load("deepseek-v3")
+    base = dict(tp=1, pp=8, dp=32, ep=32, micro_batch=1, global_batch=1024, interleave=2, uneven_stages=True)
+    hw = hardware.load("b200")
+    a2a = predict(m, Plan(**base), hw).raw
+    deepep = predict(m, Plan(ep_dispatcher="deepep", **base), hw).raw
+    assert deepep["t_ep_comm"] < a2a["t_ep_comm"]
+    assert deepep["step_time"] <= a2a["step_time"]
