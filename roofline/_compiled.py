@@ -2,7 +2,7 @@
 # fmt: off
 import numpy as np
 
-INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'clock', 'cp', 'cuda_context', 'd_model', 'dense_layers', 'dp', 'dropout', 'ep', 'ep_dedup', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'etp', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'head_dim', 'heads', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_mb', 'host_rc', 'interleave', 'kv_heads', 'kv_lora', 'layers', 'learned_pos', 'mask_bytes', 'micro_batch', 'moe_ffn', 'mtp', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_ep', 'ov_pp', 'ov_tp', 'peak', 'peak_hp', 'peak_vec', 'pp', 'q_bytes', 'q_lora', 'qk_nope', 'qk_rope', 'rc_full', 'rc_sel', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'v_head', 'vocab', 'z_grad', 'z_os', 'z_param')
+INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'clock', 'cp', 'cuda_context', 'd_model', 'dense_layers', 'dp', 'dropout', 'ep', 'ep_dedup', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'etp', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'head_dim', 'heads', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_mb', 'host_rc', 'interleave', 'kv_heads', 'kv_lora', 'layers', 'learned_pos', 'mask_bytes', 'micro_batch', 'moe_ffn', 'mtp', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_ep', 'ov_pp', 'ov_tp', 'peak', 'peak_hp', 'peak_vec', 'pp', 'q_bytes', 'q_lora', 'qk_nope', 'qk_rope', 'rc_full', 'rc_sel', 'rms', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'sq_relu', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'v_head', 'vocab', 'z_grad', 'z_os', 'z_param')
 OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_host_overhead', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'pp_bubble_ratio', 'micro_batches', 't_microbatch_stage', 't_layer_fwd', 't_layer_bwd', 't_layer_recompute', 't_layer_tp_comm', 't_layer_cp_comm', 't_layer_ep_comm', 't_layer_comm_bwd', 't_layer_host', 't_dense_layer_fwd', 't_dense_layer_bwd', 't_dense_layer_recompute', 't_dense_layer_tp_comm', 't_dense_layer_cp_comm', 't_dense_layer_ep_comm', 't_dense_layer_comm_bwd', 't_dense_layer_host', 'stage_layers', 'stage_dense_layers', 'stage_mtp_layers', 't_tp_grad_reduce', 't_embed_fwd', 't_embed_bwd', 't_head_fwd', 't_head_bwd', 'head_stage_heavier', 't_edge_host', 't_microbatch_host', 't_pp_send_recv', 'flops', 'hardware_flops', 'flops_megatron', 'bytes_tp_fwd', 'bytes_tp_bwd', 'bytes_tp_inter', 'bytes_cp_fwd', 'bytes_cp_bwd', 'bytes_cp_inter', 'bytes_ep_fwd', 'bytes_ep_bwd', 'bytes_ep_inter', 'bytes_pp_fwd', 'bytes_pp_bwd', 'bytes_pp_inter', 'bytes_dp_fwd', 'bytes_dp_bwd', 'bytes_dp_inter', 'flops_forward', 'flops_backward', 'flops_attention', 'flops_lm_head', 'n_gpus', 'mfu', 'mfu_megatron', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'mem_logits', 'mem_first_stage', 'mem_last_stage', 'mem_reserve', 'mem_cuda_context', 'mem_nccl', 'mem_fragmentation', 'params', 'active_params', 'params_rank', 'params_embedding', 'params_expert', 'params_mtp')
 
 
@@ -137,10 +137,12 @@ def evaluate(x):
     qk_rope = x.get('qk_rope', 0.0)
     rc_full = x['rc_full']
     rc_sel = x['rc_sel']
+    rms = x['rms']
     seq_len = x['seq_len']
     seq_par = x['seq_par']
     shared_ffn = x.get('shared_ffn', 0.0)
     sms = x['sms']
+    sq_relu = x['sq_relu']
     swa_frac = x.get('swa_frac', 0.0)
     swa_window = x.get('swa_window', 0.0)
     t0_attn_bwd = x['t0_attn_bwd']
@@ -493,7 +495,7 @@ def evaluate(x):
     _x322 = _x301*(_x321/act_bytes + 3)
     _x323 = _x169*_x190
     _x324 = _x73/mu_norm_fwd
-    _x325 = 8/eta_norm_fwd
+    _x325 = (8 - 4*rms)/eta_norm_fwd
     _x326 = np.maximum(_x318*_x325, _x323*_x324*act_bytes)
     _x327 = _x324*_x71
     _x328 = _x12*_x190*kv_lora
@@ -517,15 +519,15 @@ def evaluate(x):
     _x346 = _x317*_x345
     _x347 = 2*_x148
     _x348 = _x73*f32_bytes
-    _x349 = 8*_x330
-    _x350 = gated + 2
-    _x351 = _x320*_x350
-    _x352 = _x340*act_bytes
-    _x353 = _x350*_x53
+    _x349 = gated + 2
+    _x350 = _x320*_x349
+    _x351 = _x340*act_bytes
+    _x352 = _x330*(8 - 6*sq_relu)
+    _x353 = _x349*_x53
     _x354 = _x240*_x353
     _x355 = _x148*_x238
     _x356 = _x148*_x301*(2*_x238 + 2)
-    _x357 = _x148*t0_elem_fwd + _x148*t0_softmax_fwd + _x150*t0_elem_fwd + np.maximum(_x241*_x349, _x19*_x320*_x354) + np.maximum(5*_x265*_x64, _x263*_x347*_x348*_x70) + np.maximum(_x319*_x355, _x320*_x356) + np.maximum(_x340*_x349, _x351*_x352) + np.maximum(_x343*_x344, _x343*_x346)
+    _x357 = _x148*t0_elem_fwd + _x148*t0_softmax_fwd + _x150*t0_elem_fwd + np.maximum(_x241*_x352, _x19*_x320*_x354) + np.maximum(5*_x265*_x64, _x263*_x347*_x348*_x70) + np.maximum(_x319*_x355, _x320*_x356) + np.maximum(_x340*_x352, _x350*_x351) + np.maximum(_x343*_x344, _x343*_x346)
     _x358 = _x291 + _x338 + _x357
     _x359 = _x315*t0_elem_bwd
     _x360 = eta_elem_bwd**(-1.0)
@@ -534,7 +536,7 @@ def evaluate(x):
     _x363 = _x73/mu_elem_bwd
     _x364 = 3*act_bytes
     _x365 = _x364*_x73/mu_norm_bwd
-    _x366 = 16/eta_norm_bwd
+    _x366 = (16 - 8*rms)/eta_norm_bwd
     _x367 = np.maximum(_x189*_x365, _x318*_x366)
     _x368 = 2*t0_gemm_bwd
     _x369 = flash*t0_attn_bwd
@@ -571,9 +573,9 @@ def evaluate(x):
     _x400 = _x148*_x262
     _x401 = _x373*_x81
     _x402 = _x150*_x371
-    _x403 = 16*_x361
-    _x404 = _x363*(2*gated + 3)
-    _x405 = _x148*t0_elem_bwd + _x148*t0_gemm_bwd + _x148*t0_softmax_bwd + _x150*_x368 + _x150*t0_elem_bwd + np.maximum(_x241*_x403, _x240*_x404*_x54) + np.maximum(_x245*_x371, _x247*_x251*_x375) + np.maximum(_x256*_x371, _x261*_x375*_x396) + np.maximum(_x264*_x371, 4*_x190*_x269*_x400*_x401) + np.maximum(8*_x265*_x385, 3*_x265*_x348*_x386) + np.maximum(_x274*_x402, _x276*_x279*_x376) + np.maximum(_x285*_x402, _x286*_x289*_x376) + np.maximum(_x340*_x403, _x352*_x404) + np.maximum(_x355*_x362, _x356*_x363) + np.maximum(_x387*_x398, _x398*_x399)
+    _x403 = _x363*(2*gated + 3)
+    _x404 = _x361*(16 - 12*sq_relu)
+    _x405 = _x148*t0_elem_bwd + _x148*t0_gemm_bwd + _x148*t0_softmax_bwd + _x150*_x368 + _x150*t0_elem_bwd + np.maximum(_x241*_x404, _x240*_x403*_x54) + np.maximum(_x245*_x371, _x247*_x251*_x375) + np.maximum(_x256*_x371, _x261*_x375*_x396) + np.maximum(_x264*_x371, 4*_x190*_x269*_x400*_x401) + np.maximum(8*_x265*_x385, 3*_x265*_x348*_x386) + np.maximum(_x274*_x402, _x276*_x279*_x376) + np.maximum(_x285*_x402, _x286*_x289*_x376) + np.maximum(_x340*_x404, _x351*_x403) + np.maximum(_x355*_x362, _x356*_x363) + np.maximum(_x387*_x398, _x398*_x399)
     _x406 = _x395 + _x405
     _x407 = _x358 + _x406
     _x408 = np.maximum(0, _x129*_x148*_x313 - _x407)
@@ -591,7 +593,7 @@ def evaluate(x):
     _x420 = _x315*(_x165 + _x342 + _x419)
     _x421 = np.maximum(_x344*_x420, _x346*_x420)
     _x422 = _x419*act_bytes
-    _x423 = np.maximum(_x349*_x419, _x351*_x422)
+    _x423 = np.maximum(_x350*_x422, _x352*_x419)
     _x424 = d_model*ffn_hidden
     _x425 = _x19*_x424
     _x426 = _x163 + _x419 + _x425
@@ -617,7 +619,7 @@ def evaluate(x):
     _x446 = np.maximum(_x371*_x436, _x376*_x433*_x439)
     _x447 = _x315*(_x257 + _x397 + _x435)
     _x448 = np.maximum(_x387*_x447, _x399*_x447)
-    _x449 = np.maximum(_x403*_x419, _x404*_x422)
+    _x449 = np.maximum(_x403*_x422, _x404*_x419)
     _x450 = _x395 + _x445 + _x446 + _x448 + _x449
     _x451 = _x442 + _x450
     _x452 = ov_ep*np.maximum(0, -_x451)
@@ -897,7 +899,7 @@ def evaluate(x):
     _x726 = (_x301 + _x725)*(mtp + 1)
     _x727 = _x353*shared_ffn + _x354
     _x728 = _x188*(_x163*(2*_x321 + 4*act_bytes) + _x334*_x52*(_x206 + _x230 + qk_rope)) + _x19*(_x53*(_x100 + _x49) + _x727) + _x75*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes))
-    _x729 = _x19*(_x350*_x50*act_bytes*ffn_hidden*micro_batch*seq_len - _x727) + _x728
+    _x729 = _x19*(_x349*_x50*act_bytes*ffn_hidden*micro_batch*seq_len - _x727) + _x728
     _x730 = rc_full*np.maximum(_x728, _x729)
     _x731 = 1 - gpipe
     _x732 = interleave - 1
@@ -1017,4 +1019,4 @@ def evaluate(x):
         'params_mtp': mtp*(_x400 + _x478 + _x537 + _x565 + _x572 + _x684),
     }
 
-SOURCE_DIGEST = 'a0f129072acc283c'
+SOURCE_DIGEST = 'f6a6035d02e1a423'

@@ -46,6 +46,7 @@ def hardware_inputs(hw: Hardware, dtype: str = "bf16") -> dict:
 def model_inputs(m: Model) -> dict:
     return {"layers": m.n_layers, "d_model": m.d_model, "heads": m.n_heads, "kv_heads": m.kv_heads,
             "ffn_hidden": m.ffn, "vocab": m.vocab, "seq_len": m.seq_len, "gated": float(m.mlp == "swiglu"),
+            "sq_relu": float(m.mlp == "squared_relu"), "rms": float(m.norm == "rmsnorm"),
             "causal": float(m.causal), "flash": float(m.attention == "flash"), "dropout": float(m.dropout),
             "tied": float(m.tied_embeddings), "learned_pos": float(m.position == "learned"),
             "biases": float(m.biases), "experts": m.n_experts, "top_k": m.top_k, "capacity": m.capacity_factor,

@@ -119,3 +119,20 @@ def test_hiding_the_moe_all_to_all_never_costs_more_than_it_hides(ov, ep, mb):
     assert some.raw["step_time"] <= none.raw["step_time"] * (1 + 1e-12)
     # what it saves is at most the all-to-all itself
     assert none.raw["step_time"] - some.raw["step_time"] <= none.raw["t_ep_comm"] * (1 + 1e-9)
+
+
+def test_norm_and_activation_kinds_feed_the_formulas():
+    """Issue 21 item 4: RMSNorm does 4 FLOP per element (square and add, normalise, scale), LayerNorm 8; squared
+    ReLU 2 (max, square), GELU 8. The bytes are the same."""
+    ops = C.layer_ops(C.d_head, S.ffn_hidden, sp.Integer(0), variants=True)
+    vals = {S.micro_batch: 1, S.seq_len: 1024, S.cp: 1, S.seq_par: 0, S.tp: 1, S.d_model: 512, S.ffn_hidden: 2048,
+            S.gated: 0, S.act_bytes: 2}
+    norm, act = _op(ops, "norm_attn"), _op(ops, "mlp_activation")
+    elems = 1024 * 512
+    assert norm.f_fwd.subs({**vals, S.rms: 1}) == 4 * elems and norm.f_fwd.subs({**vals, S.rms: 0}) == 8 * elems
+    assert norm.b_fwd.subs({**vals, S.rms: 1}) == norm.b_fwd.subs({**vals, S.rms: 0})
+    assert act.f_fwd.subs({**vals, S.sq_relu: 1, S.etp: 1}) == 2 * 1024 * 2048
+    assert act.f_fwd.subs({**vals, S.sq_relu: 0, S.etp: 1}) == 8 * 1024 * 2048
+    x = inputs(replace(LLAMA, norm="layernorm"), PLAN, H100)
+    assert x["rms"] == 0 and inputs(LLAMA, PLAN, H100)["rms"] == 1
+    assert inputs(replace(LLAMA, mlp="squared_relu", ffn_hidden=16384), PLAN, H100)["sq_relu"] == 1

@@ -73,7 +73,7 @@ def cases(dtype: str, quick: bool, device: str):
     import torch
     dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
     ab = DTYPE_BYTES[dtype]
-    fixed = {S.act_bytes: ab, S.grad_bytes: ab, S.f32_bytes: 4, S.gated: 0, S.flash: 1, S.causal: 1, S.dropout: 0,
+    fixed = {S.act_bytes: ab, S.grad_bytes: ab, S.f32_bytes: 4, S.gated: 0, S.rms: 0, S.sq_relu: 0, S.flash: 1, S.causal: 1, S.dropout: 0,
              S.cp: 1, S.seq_par: 0, S.experts: 1, S.ep: 1, S.top_k: 1, S.capacity: 1, S.learned_pos: 0, S.tp: 1}
     rnd = lambda *shape: torch.randn(*shape, device=device, dtype=dt)  # noqa: E731
     out = []
@@ -124,7 +124,7 @@ def cases(dtype: str, quick: bool, device: str):
             x = rnd(t, h).requires_grad_()
             return (lambda: mod(x)), (x,)
         out.append(Case("layernorm", _named(C.layer_ops(), "norm_attn"), tok, lambda m=ln, f=mk_norm: f(m)))
-        out.append(Case("rmsnorm", _named(C.layer_ops(), "norm_attn"), tok, lambda m=rms, f=mk_norm: f(m)))
+        out.append(Case("rmsnorm", _named(C.layer_ops(), "norm_attn"), {**tok, S.rms: 1}, lambda m=rms, f=mk_norm: f(m)))
 
         def mk_gelu(t=t, h=h):
             x = rnd(t, 4 * h).requires_grad_()

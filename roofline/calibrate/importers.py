@@ -95,7 +95,7 @@ CLUSTERS = {  # cluster -> (folder, GPU file prefix, base profile, GPUs per node
 ABSENT = {s.symbol: 0 for s in S.SYMBOLS.values() if s.group == "model" and s.default == 0}
 FIXED = {  # upstream samples: fp16, plain GPT block, no dropout/SP/CP/MoE (target_functions.py)
     **ABSENT,
-    S.act_bytes: 2, S.grad_bytes: 2, S.f32_bytes: 4, S.gated: 0, S.flash: 1, S.causal: 1, S.dropout: 0, S.cp: 1, S.seq_par: 0,
+    S.act_bytes: 2, S.grad_bytes: 2, S.f32_bytes: 4, S.gated: 0, S.rms: 0, S.sq_relu: 0, S.flash: 1, S.causal: 1, S.dropout: 0, S.cp: 1, S.seq_par: 0,
     S.experts: 1, S.ep: 1, S.top_k: 1, S.capacity: 1, S.learned_pos: 0, S.biases: 1, S.tied: 0,
     S.vocab: VOCAB, S.kv_heads: S.heads, S.ffn_hidden: 4 * S.d_model,
     # attention width = d_model, dense MLP only (the MoE/shared-expert sizes of the issue-20 model are unused)
@@ -133,7 +133,7 @@ OP_BUILDERS = {  # upstream op -> (class, Op with the right symbols, fixed overr
     # in-place masked_fill_ of the scores: read 1 write 1 both ways
     "fillmask": ("softmax", lambda: C.elementwise("fillmask", "softmax", _scores(), 1, 1, 1, 1, 1), {}),
     "layernorm": ("norm", lambda: _named(C.layer_ops(), "norm_attn"), {S.tp: 1}),
-    "RMSlayernorm": ("norm", lambda: _named(C.layer_ops(), "norm_attn"), {S.tp: 1}),
+    "RMSlayernorm": ("norm", lambda: _named(C.layer_ops(), "norm_attn"), {S.tp: 1, S.rms: 1}),
     "gelu": ("elem", lambda: _named(C.layer_ops(), "mlp_activation"), {}),
     "res_add": ("elem", lambda: _named(C.layer_ops(), "dropout_residual_attn"), {S.tp: 1}),
     # rotary embedding of q and k (2 b s h/t elements): read x, cos, sin; write 1 (unfused torch)

@@ -55,6 +55,13 @@ moe = sp.Min(1, S.experts - 1)                                # 1 for a mixture 
 # "MoE parallel folding", arXiv 2504.14960); the MLP of a dense model or dense layer is split over tp
 etp = moe * S.etp + (1 - moe) * S.tp
 vocab_pad = sp.ceiling(S.vocab / (128 * S.tp)) * 128 * S.tp   # Megatron pads V to a multiple of 128*t
+# FLOP per element of a norm: LayerNorm 8 (mean 1, variance 3: subtract, square, add; normalise 2, scale and shift 2);
+# RMSNorm 4 (square and add 2, normalise 1, scale 1: no mean, no shift; Zhang & Sennrich 2019). HBM-bound either way:
+# the same bytes (read x, write y; the norm class efficiency is fitted with these counts)
+NORM_FLOPS = 8 - 4 * S.rms
+# FLOP per element of the MLP activation: tanh-GELU 0.5 x (1 + tanh(0.79788 (x + 0.044715 x^3))) = 7 arithmetic ops
+# + tanh = 8; SiLU x sigmoid(x) times the gate ~ the same (exp, add, divide, 2 multiplies); squared ReLU max(0, x)^2 = 2
+ACT_FLOPS = 8 - 6 * S.sq_relu
 
 
 @dataclass(frozen=True)
@@ -291,11 +298,11 @@ def mla_ops() -> list[Op]:
     write = tokens * a / t * (2 * nope_rope + S.v_head)
     return [
         _on(gemm("mla_q_down", tok_sp, h, S.q_lora), on_q),
-        _on(elementwise("mla_q_norm", "norm", tok_sp * S.q_lora, 1, 1, 2, 1, 8), on_q),
+        _on(elementwise("mla_q_norm", "norm", tok_sp * S.q_lora, 1, 1, 2, 1, NORM_FLOPS), on_q),
         _on(gemm("mla_q_up", tokens, S.q_lora, a * nope_rope / t), on_q),
         _on(gemm("mla_q_proj", tokens, h, a * nope_rope / t), mla * (1 - on_q)),
         _on(gemm("mla_kv_down", tok_sp, h, S.kv_lora + S.qk_rope), mla),
-        _on(elementwise("mla_kv_norm", "norm", tok_sp * S.kv_lora, 1, 1, 2, 1, 8), mla),
+        _on(elementwise("mla_kv_norm", "norm", tok_sp * S.kv_lora, 1, 1, 2, 1, NORM_FLOPS), mla),
         _on(gemm("mla_kv_up", tokens, S.kv_lora, a * (S.qk_nope + S.v_head) / t), mla),
         _on(Op("mla_rope_qkv", "elem", write, S.act_bytes * (read + write), 2 * write,
                S.act_bytes * (read + write)), mla),
@@ -334,22 +341,20 @@ def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0
     t_mlp = moe_on * S.etp + (1 - moe_on) * t
     tok_mlp = tokens * t_mlp / t
     mlp_model = moe_on / sp.Max(1, S.capacity) + (1 - moe_on)
-    # LayerNorm, 8 FLOP/element: mean 1, variance 3 (subtract, square, add), normalise 2, scale and shift 2
-    # (RMSNorm does ~4 and is priced the same: HBM-bound, its class efficiency fitted with this count)
+    # norms: NORM_FLOPS per element (LayerNorm 8, RMSNorm 4)
     ops = [
-        elementwise("norm_attn", "norm", hid, 1, 1, 2, 1, 8),
+        elementwise("norm_attn", "norm", hid, 1, 1, 2, 1, NORM_FLOPS),
         *attn,
         # fused bias-dropout-add: read x and residual, write output (+1-byte mask with dropout)
         elementwise("dropout_residual_attn", "elem", hid, 2 + S.dropout * S.mask_bytes / S.act_bytes, 1, 1 + S.dropout * S.mask_bytes / S.act_bytes, 2),
-        elementwise("norm_mlp", "norm", hid, 1, 1, 2, 1, 8),
+        elementwise("norm_mlp", "norm", hid, 1, 1, 2, 1, NORM_FLOPS),
         # the router runs on the tokens a rank holds before the dispatcher gathers them (SP-split under TP;
         # Megatron-Core moe_layer.py: router(hidden_states), then token_dispatcher)
         gemm("router", tok_sp, h, S.experts, on=moe_on, hp=True),
         gemm("mlp_up", tok_mlp * rt, h, f * (1 + S.gated) / t_mlp, model=mlp_model),
-        # GELU: read 1 write 1; SwiGLU: read 2 write 1 (backward: read inputs and grad, write input grads);
-        # 8 FLOP/element: tanh-GELU 0.5 x (1 + tanh(0.79788 (x + 0.044715 x^3))) = 7 arithmetic ops + tanh;
-        # SiLU x sigmoid(x) times the gate ~ the same (exp, add, divide, 2 multiplies)
-        elementwise("mlp_activation", "elem", tok_mlp * rt * f / t_mlp, 1 + S.gated, 1, 2 + S.gated, 1 + S.gated, 8),
+        # GELU / squared ReLU: read 1 write 1; SwiGLU: read 2 write 1 (backward: read inputs and grad, write input
+        # grads); ACT_FLOPS per element
+        elementwise("mlp_activation", "elem", tok_mlp * rt * f / t_mlp, 1 + S.gated, 1, 2 + S.gated, 1 + S.gated, ACT_FLOPS),
         gemm("mlp_down", tok_mlp * rt, f / t_mlp, h, model=mlp_model),
         elementwise("dropout_residual_mlp", "elem", hid, 2 + S.dropout * S.mask_bytes / S.act_bytes, 1, 1 + S.dropout * S.mask_bytes / S.act_bytes, 2),
     ]
@@ -372,7 +377,7 @@ def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0
         ops += [
             _on(gemm("shared_up", tokens, h, shared * (1 + S.gated) / t), on_s),
             _on(elementwise("shared_activation", "elem", tokens * shared / t, 1 + S.gated, 1, 2 + S.gated,
-                            1 + S.gated, 8), on_s),
+                            1 + S.gated, ACT_FLOPS), on_s),
             _on(gemm("shared_down", tokens, shared / t, h), on_s),
         ]
     return [*ops, quantize_op(ops)]
@@ -395,8 +400,8 @@ def mtp_ops() -> list[Op]:
     (column-parallel, no bias). The embedding lookup, the final norm, the shared LM head and the cross-entropy are
     embedding_ops and head_ops once more (step.edges)."""
     hid = tok_sp * S.d_model
-    ops = [elementwise("mtp_enorm", "norm", hid, 1, 1, 2, 1, 8),
-           elementwise("mtp_hnorm", "norm", hid, 1, 1, 2, 1, 8),
+    ops = [elementwise("mtp_enorm", "norm", hid, 1, 1, 2, 1, NORM_FLOPS),
+           elementwise("mtp_hnorm", "norm", hid, 1, 1, 2, 1, NORM_FLOPS),
            gemm("mtp_eh_proj", tokens, 2 * S.d_model, S.d_model / S.tp)]
     return [*ops, quantize_op(ops)]
 
@@ -430,7 +435,7 @@ def head_ops() -> list[Op]:
     hid = tok_sp * S.d_model
     logits = tokens * vocab_pad / S.tp
     return [
-        elementwise("final_norm", "norm", hid, 1, 1, 2, 1, 8),
+        elementwise("final_norm", "norm", hid, 1, 1, 2, 1, NORM_FLOPS),
         gemm("lm_head", tokens, S.d_model, vocab_pad / S.tp, hp=True),
         # fp32 softmax over logits: read logits (2 B), write fp32 (4 B) forward; read, write grad backward.
         # FLOP per logit: forward 5 = max, subtract, exp, sum, normalise (Megatron cross_entropy.py:

@@ -74,6 +74,9 @@ swa_frac = _s("swa_frac", "", "fraction of the layers with sliding-window attent
 mtp = _s("mtp", "", "multi-token-prediction layers D on the last pipeline stage (0: none)", "model", "D", 0.0, zero=True)
 vocab = _s("vocab", "", "vocabulary size V (padded to 128*tp in the model)", "model", "V")
 seq_len = _s("seq_len", "", "sequence length s", "model", "s")
+rms = _s("rms", "", "1 for RMSNorm, 0 for LayerNorm", "model", r"\rho")
+sq_relu = _s("sq_relu", "", "1 for the squared-ReLU MLP activation (Nemotron-4), 0 for GELU / SwiGLU", "model",
+             r"\varrho")
 gated = _s("gated", "", "1 for a gated MLP (SwiGLU: two up projections), else 0", "model", "g")
 causal = _s("causal", "", "1 when the attention kernel skips masked blocks (attention FLOPs halved)", "model", r"\chi")
 flash = _s("flash", "", "1 for a fused flash-attention kernel, 0 for the unfused bmm/softmax path", "model", r"\phi")
