@@ -95,3 +95,30 @@ def test_dense_dp_32_behind_tp_4_on_two_racks_sends_one_sixteenth_across():
     racks, so its ring sends 1/16 of its bytes over the network."""
     v = volumes(DENSE, Plan(tp=4, dp=32, micro_batch=1, global_batch=128), "gb200")
     assert v["dp"][1] == pytest.approx(v["dp"][0] / 16, rel=1e-12)
+
+
+# ---- Blackwell Ultra profiles: the datasheet tables divided by hand ---------------------------------------
+def test_gb300_profile_is_the_nvl72_datasheet_divided_by_72():
+    hw = hardware.load("gb300")
+    assert hw.peak("bf16") == pytest.approx(360e15 / 72 / 2)      # GB300 NVL72: 360 PFLOPS BF16 with sparsity
+    assert hw.peak("fp8") == pytest.approx(720e15 / 72 / 2)
+    assert hw.peak("fp4") == pytest.approx(1080e15 / 72)          # the table's dense FP4 figure
+    assert hw.hbm_bandwidth == pytest.approx(576e12 / 72)
+    assert hw.inter.bandwidth == pytest.approx(800e9 / 8)         # one 800 Gb/s ConnectX-8 per GPU
+    assert (hw.gpus_per_node, hw.sm_count) == (72, 160)
+
+
+def test_b300_profile_is_the_hgx_table_divided_by_8():
+    hw = hardware.load("b300")
+    assert hw.peak("bf16") == pytest.approx(36e15 / 8 / 2)        # HGX B300: 36 PFLOPS BF16 with sparsity
+    assert hw.peak("fp4") == pytest.approx(108e15 / 8)            # HGX B300: 108 PFLOPS dense FP4
+    assert hw.inter.bandwidth == pytest.approx(800e9 / 8)
+    assert (hw.gpus_per_node, hw.sm_count) == (8, 160)
+
+
+@pytest.mark.parametrize("ultra,base", [("b300", "b200"), ("gb300", "gb200")])
+def test_blackwell_ultra_raises_dense_fp4_by_half(ultra, base):
+    """NVIDIA: Blackwell Ultra's dense NVFP4 is 1.5x Blackwell's; BF16/FP8 unchanged per configuration."""
+    u, b = hardware.load(ultra), hardware.load(base)
+    assert u.peak("fp4") == pytest.approx(1.5 * b.peak("fp4"))
+    assert u.peak("fp8") == pytest.approx(b.peak("fp8"))
