@@ -171,852 +171,865 @@ def evaluate(x):
     z_os = x['z_os']
     z_param = x['z_param']
     _x0 = bw_ar_inter**(-1.0)
-    _x1 = np.maximum(1, np.minimum(gpus_per_node, tp))
-    _x2 = _x1**(-1.0)
-    _x3 = bw_ar_intra**(-1.0)
-    _x4 = _x1 - 1
-    _x5 = _x2*_x4
-    _x6 = np.maximum(_x0*_x2, _x3*_x5)
-    _x7 = 2*tp
-    _x8 = _x7 - 2
-    _x9 = interleave**(-1.0)
-    _x10 = pp**(-1.0)
-    _x11 = interleave*np.ceil(_x10*_x9*layers)
-    _x12 = np.minimum(1, kv_lora)
-    _x13 = kv_lora + qk_rope
-    _x14 = _x13*d_model
-    _x15 = biases + 1
-    _x16 = d_model*q_lora
-    _x17 = _x12*np.minimum(1, q_lora)
-    _x18 = _x12*(_x14 + _x15*kv_lora + _x17*(_x15*q_lora + _x16))
-    _x19 = tp**(-1.0)
-    _x20 = _x19*grad_bytes
-    _x21 = _x11*_x18*_x20*_x8
-    _x22 = _x2*tp
-    _x23 = _x22 - 1
-    _x24 = 2*alpha_ar_inter
-    _x25 = 2*alpha_ar_intra
-    _x26 = _x23*_x24 + _x25*_x4
-    _x27 = (_x22 > 1)
-    _x28 = _x8*alpha_ar_intra
-    _x29 = _x12*seq_par
-    _x30 = _x29*np.where(_x27, _x21*_x6 + _x26, _x21*_x3 + _x28)
-    _x31 = pp - 1
-    _x32 = _x31*_x9
-    _x33 = dp**(-1.0)
-    _x34 = micro_batch**(-1.0)
-    _x35 = _x34*global_batch
-    _x36 = _x33*_x35
-    _x37 = cp - 1
-    _x38 = rc_full + 3
-    _x39 = cp*tp
-    _x40 = np.where((_x39 <= gpus_per_node), 1, 0)
-    _x41 = bw_p2p_intra**(-1.0)
-    _x42 = _x12*heads
-    _x43 = 1 - _x12
-    _x44 = _x12*v_head
-    _x45 = qk_nope + qk_rope
-    _x46 = _x12*_x45
-    _x47 = _x43*head_dim
-    _x48 = _x44 + _x46 + 2*_x47
-    _x49 = _x48*(_x42 + _x43*kv_heads)
-    _x50 = cp**(-1.0)
-    _x51 = _x50*seq_len
-    _x52 = _x51*micro_batch
-    _x53 = _x52*act_bytes
-    _x54 = _x19*_x53
-    _x55 = _x49*_x54
-    _x56 = 1 - _x40
-    _x57 = bw_p2p_inter**(-1.0)
-    _x58 = _x37*_x38*(_x40*(_x41*_x55 + alpha_p2p_intra) + _x56*(_x55*_x57 + alpha_p2p_inter))
-    _x59 = flash*t0_attn_fwd
-    _x60 = 1 - flash
-    _x61 = 1 - swa_frac
-    _x62 = clock**(-1.0)
-    _x63 = _x62/peak_vec
-    _x64 = _x63/eta_softmax_fwd
-    _x65 = seq_len**2
-    _x66 = _x50*_x65
-    _x67 = _x19*heads
-    _x68 = _x67*micro_batch
-    _x69 = _x66*_x68
-    _x70 = mu_softmax_fwd**(-1.0)
-    _x71 = 2*act_bytes
-    _x72 = dropout*(_x71 + mask_bytes)
-    _x73 = hbm_bw**(-1.0)
-    _x74 = _x60*_x68
-    _x75 = _x66*_x74
-    _x76 = _x73*_x75
-    _x77 = _x46 + _x47
-    _x78 = 2*flash
-    _x79 = _x66*(2 - _x78)
-    _x80 = _x68*_x77*_x79
-    _x81 = peak_hp**(-1.0)
-    _x82 = _x62*_x81
-    _x83 = _x82/eta_bmm_fwd
-    _x84 = _x73/mu_bmm_fwd
-    _x85 = _x77*seq_len
-    _x86 = _x74*act_bytes
-    _x87 = _x86*(_x50*_x85 + _x66 + _x85)
-    _x88 = seq_len**(-1.0)
-    _x89 = _x44 + _x47
-    _x90 = _x67*_x89
-    _x91 = _x79*_x90*micro_batch
-    _x92 = (1/128)*_x47
-    _x93 = _x66*_x86
-    _x94 = _x93*(np.ceil((1/128)*_x44 + _x92) - 1)
-    _x95 = _x89*seq_len
-    _x96 = _x50*_x95
-    _x97 = _x86*(_x66 + _x95 + _x96)
-    _x98 = _x19*act_bytes
-    _x99 = _x98/mu_attn_fwd
-    _x100 = _x48*heads
-    _x101 = flash*micro_batch
-    _x102 = _x101*_x73*(_x100*_x51 + _x49*seq_len)
-    _x103 = _x102*_x61
-    _x104 = np.ceil((1/128)*_x51)
-    _x105 = (1/32)*_x47
-    _x106 = np.ceil(_x105 + (1/64)*_x44 + (1/64)*_x46)
-    _x107 = (1/2)*_x44 + (1/2)*_x46 + _x47
-    _x108 = np.minimum(1, 32*_x106 - _x107)
-    _x109 = np.ceil(_x105 + (1/32)*_x46)
-    _x110 = 32*_x106
-    _x111 = (1/32)/_x106
-    _x112 = sms**(-1.0)
-    _x113 = _x112*_x68
-    _x114 = 64*(_x108*attn_uneven_fwd + 1)*(_x110/attn_dreg_fwd + _x111*attn_dsoft_fwd + attn_dio_fwd*np.where((_x109 <= 2), 1/128, 1/64) + 1)*np.ceil(_x104*_x113)/(_x104*eta_attn_fwd)
-    _x115 = _x61*(1 - 1/2*causal)
-    _x116 = _x115*_x66
-    _x117 = _x106*_x48*_x82*flash*sms/_x107
-    _x118 = _x116*_x117
-    _x119 = _x102*swa_frac
-    _x120 = np.minimum(seq_len, swa_window)
-    _x121 = swa_frac*(causal*(-1/2*_x120**2*_x88 + _x120) + seq_len*(1 - causal))
-    _x122 = _x117*_x121*_x51
-    _x123 = _x59*_x61 + _x59*swa_frac + 2*_x60*t0_bmm_fwd + _x60*t0_softmax_fwd + np.maximum(_x103*_x99, _x114*_x118) + np.maximum(_x114*_x122, _x119*_x99) + np.maximum(_x84*_x87, _x80*_x83*(1 + bmm_dhalf_fwd/_x77)) + np.maximum(_x84*(_x94*bmm_reread_fwd + _x97), _x83*_x91*(_x88*bmm_dhalf_fwd + 1)) + np.maximum(_x70*_x76*(_x71 + _x72), _x64*_x69*(5 - 5*flash))
-    _x124 = np.maximum(0, -_x123*_x38 + _x58)
-    _x125 = np.where((nccl_sms < sms), _x112*nccl_sms, 0)
-    _x126 = _x124*ov_cp + _x125*ov_cp*(-_x124 + _x58) + _x58*(1 - ov_cp)
-    _x127 = ov_tp*np.where((gpus_per_node >= tp), 1, 0)
-    _x128 = 1 - _x127
-    _x129 = rc_full + 2
-    _x130 = bw_ag_inter**(-1.0)
-    _x131 = bw_ag_intra**(-1.0)
-    _x132 = np.maximum(_x130*_x2, _x131*_x5)
-    _x133 = tp - 1
-    _x134 = _x19*d_model
-    _x135 = _x134*_x52
-    _x136 = _x135*act_bytes
-    _x137 = _x133*_x136
-    _x138 = -_x22 + tp
-    _x139 = _x138*alpha_ag_intra + _x23*alpha_ag_inter
-    _x140 = _x133*alpha_ag_intra
-    _x141 = np.where(_x27, _x132*_x137 + _x139, _x131*_x137 + _x140)
-    _x142 = _x17*q_lora
-    _x143 = 1 - _x17
-    _x144 = _x143*d_model
-    _x145 = _x142 + _x144
-    _x146 = _x133*_x54*(_x13 + _x145)
-    _x147 = _x29*(-_x141 + np.where(_x27, _x132*_x146 + _x139, _x131*_x146 + _x140))
-    _x148 = np.minimum(1, experts - 1)
-    _x149 = -_x148
-    _x150 = np.minimum(1, shared_ffn)
-    _x151 = _x148*_x150 + _x149 + 2
-    _x152 = 1 - seq_par
-    _x153 = _x136*_x8
-    _x154 = _x152*np.where(_x27, _x153*_x6 + _x26, _x153*_x3 + _x28)
-    _x155 = bw_rs_inter**(-1.0)
-    _x156 = bw_rs_intra**(-1.0)
-    _x157 = seq_par*(_x141 + np.where(_x27, _x137*np.maximum(_x155*_x2, _x156*_x5) + _x138*alpha_rs_intra + _x23*alpha_rs_inter, _x133*alpha_rs_intra + _x137*_x156))
-    _x158 = _x129*(_x147 + _x151*(_x154 + _x157))
-    _x159 = 2*t0_gemm_fwd
-    _x160 = _x12*_x143
-    _x161 = _x134*heads
-    _x162 = d_model*seq_len
-    _x163 = _x162*_x50*micro_batch
-    _x164 = _x68*_x96
-    _x165 = _x163 + _x164
-    _x166 = _x161*_x89 + _x165
-    _x167 = act_bytes/mu_gemm_fwd
-    _x168 = _x167*_x73
-    _x169 = 2*d_model
-    _x170 = _x164*_x169
-    _x171 = peak**(-1.0)
-    _x172 = _x62/eta_gemm_fwd
-    _x173 = _x171*_x172
-    _x174 = np.minimum(np.minimum(_x52, _x90), d_model)
-    _x175 = (_x174 + gemm_dhalf)/_x174
-    _x176 = head_dim*heads
-    _x177 = _x176 + 2*head_dim*kv_heads
-    _x178 = _x177*d_model
-    _x179 = _x178*_x19
-    _x180 = _x177*_x19
-    _x181 = _x180*_x52
-    _x182 = _x43*(_x163 + _x179 + _x181)
-    _x183 = 2*_x52
-    _x184 = _x179*_x43
-    _x185 = _x183*_x184
-    _x186 = np.maximum(1, np.minimum(np.minimum(_x180, _x52), d_model))
-    _x187 = (_x186 + gemm_dhalf)/_x186
-    _x188 = (_x133*seq_par + 1)**(-1.0)
-    _x189 = _x163*_x188
-    _x190 = _x188*_x52
-    _x191 = _x13*_x190
-    _x192 = _x14 + _x189 + _x191
-    _x193 = _x12*_x168
-    _x194 = _x12*_x14
-    _x195 = _x190*_x194
-    _x196 = 2*_x195
-    _x197 = np.maximum(1, np.minimum(np.minimum(_x13, _x190), d_model))
-    _x198 = (_x197 + gemm_dhalf)/_x197
-    _x199 = _x52*kv_lora
-    _x200 = qk_nope + v_head
-    _x201 = _x200*heads
-    _x202 = _x201*kv_lora
-    _x203 = _x19*_x201
-    _x204 = _x19*_x202 + _x199 + _x203*_x52
-    _x205 = _x19*_x52
-    _x206 = 2*kv_lora
-    _x207 = _x200*_x42
-    _x208 = _x206*_x207
-    _x209 = _x205*_x208
-    _x210 = np.maximum(1, np.minimum(np.minimum(_x203, _x52), kv_lora))
-    _x211 = (_x210 + gemm_dhalf)/_x210
-    _x212 = _x45*heads
-    _x213 = _x19*_x212
-    _x214 = _x213*_x52
-    _x215 = _x160*(_x134*_x212 + _x163 + _x214)
-    _x216 = _x42*_x45
-    _x217 = _x144*_x216
-    _x218 = _x205*_x217
-    _x219 = 2*_x218
-    _x220 = np.maximum(1, np.minimum(np.minimum(_x213, _x52), d_model))
-    _x221 = (_x220 + gemm_dhalf)/_x220
-    _x222 = _x16 + _x189 + _x190*q_lora
-    _x223 = _x168*_x17
-    _x224 = _x16*_x17
-    _x225 = _x190*_x224
-    _x226 = 2*_x225
-    _x227 = np.maximum(1, np.minimum(np.minimum(_x190, d_model), q_lora))
-    _x228 = (_x227 + gemm_dhalf)/_x227
-    _x229 = _x213*q_lora + _x214 + _x52*q_lora
-    _x230 = 2*_x142
-    _x231 = _x214*_x230
-    _x232 = np.maximum(1, np.minimum(np.minimum(_x213, _x52), q_lora))
-    _x233 = (_x232 + gemm_dhalf)/_x232
-    _x234 = _x12*_x159 + _x159*_x17 + _x160*t0_gemm_fwd + _x43*t0_gemm_fwd + 3*t0_gemm_fwd + np.maximum(_x166*_x168, _x170*_x173*_x175) + np.maximum(_x168*_x182, _x173*_x185*_x187) + np.maximum(_x168*_x215, _x173*_x219*_x221) + np.maximum(_x192*_x193, _x173*_x196*_x198) + np.maximum(_x193*_x204, _x173*_x209*_x211) + np.maximum(_x222*_x223, _x173*_x226*_x228) + np.maximum(_x223*_x229, _x173*_x231*_x233)
-    _x235 = _x148*etp + tp*(1 - _x148)
-    _x236 = _x235**(-1.0)
-    _x237 = d_model*moe_ffn
-    _x238 = capacity*top_k
-    _x239 = _x148*(_x238 - 1) + 1
-    _x240 = _x239*moe_ffn
-    _x241 = _x205*_x240
-    _x242 = _x235*_x239
-    _x243 = _x135*_x242
-    _x244 = _x241 + _x243
-    _x245 = _x236*_x237 + _x244
-    _x246 = _x205*_x239
-    _x247 = _x237*_x246
-    _x248 = 2*_x247
-    _x249 = _x205*_x242
-    _x250 = np.minimum(np.minimum(_x249, d_model), _x236*moe_ffn)
-    _x251 = (_x250 + gemm_dhalf)/_x250
-    _x252 = gated + 1
-    _x253 = _x252*moe_ffn
-    _x254 = _x253*d_model
-    _x255 = _x243 + _x246*_x253
-    _x256 = _x236*_x254 + _x255
-    _x257 = _x169*_x52
-    _x258 = _x239*_x253
-    _x259 = _x19*_x257*_x258
-    _x260 = np.minimum(np.minimum(_x249, d_model), _x236*_x253)
-    _x261 = (_x260 + gemm_dhalf)/_x260
-    _x262 = d_model*experts
-    _x263 = _x190*experts
-    _x264 = _x148*(_x189 + _x262 + _x263)
-    _x265 = _x148*_x263
-    _x266 = _x169*_x265
-    _x267 = _x172*_x81
-    _x268 = np.minimum(np.minimum(_x190, d_model), experts)
-    _x269 = (_x268 + gemm_dhalf)/_x268
-    _x270 = d_model*shared_ffn
-    _x271 = _x19*_x270
-    _x272 = _x19*shared_ffn
-    _x273 = _x272*_x52
-    _x274 = _x163 + _x271 + _x273
-    _x275 = _x150*_x168
-    _x276 = _x150*_x271
-    _x277 = _x183*_x276
-    _x278 = np.maximum(1, np.minimum(np.minimum(_x272, _x52), d_model))
-    _x279 = (_x278 + gemm_dhalf)/_x278
-    _x280 = _x252*_x270
-    _x281 = _x19*_x280
-    _x282 = _x252*shared_ffn
-    _x283 = _x19*_x282
-    _x284 = _x283*_x52
-    _x285 = _x163 + _x281 + _x284
-    _x286 = _x150*_x281
-    _x287 = _x183*_x286
-    _x288 = np.maximum(1, np.minimum(np.minimum(_x283, _x52), d_model))
-    _x289 = (_x288 + gemm_dhalf)/_x288
-    _x290 = _x148*t0_gemm_fwd + _x150*_x159 + np.maximum(_x168*_x245, _x173*_x248*_x251) + np.maximum(_x168*_x256, _x173*_x259*_x261) + np.maximum(_x168*_x264, _x266*_x267*_x269) + np.maximum(_x274*_x275, _x173*_x277*_x279) + np.maximum(_x275*_x285, _x173*_x287*_x289)
-    _x291 = _x234 + _x290
-    _x292 = np.maximum(0, _x158 - _x291*_x38)
-    _x293 = _x125*_x127
-    _x294 = _x127*_x292 + _x128*_x158 + _x293*(_x158 - _x292)
-    _x295 = _x236*gpus_per_node
-    _x296 = np.maximum(1, np.minimum(_x295, ep))
-    _x297 = _x296 - 1
-    _x298 = -1 + ep/_x296
-    _x299 = ep**(-1.0)
-    _x300 = _x238*_x299
-    _x301 = _x189*act_bytes
-    _x302 = _x297*_x300*_x301
-    _x303 = _x301*(_x298*ep_dedup*(1 - (-_x296*_x299 + 1)**_x238) + _x300*(1 - ep_dedup)*(-_x296 + ep))
-    _x304 = np.maximum(1, np.minimum(_x235, gpus_per_node))
-    _x305 = _x304**(-1.0)
-    _x306 = _x235*_x305
-    _x307 = _x306 - 1
-    _x308 = _x235 - _x306
-    _x309 = _x305*(_x304 - 1)
-    _x310 = _x235 - 1
-    _x311 = _x238*_x301*_x310
-    _x312 = (_x306 > 1)
-    _x313 = 2*_x297*alpha_a2a_intra + 2*_x298*alpha_a2a_inter + np.where(_x312, _x307*alpha_ag_inter + _x308*alpha_ag_intra + _x311*np.maximum(_x130*_x305, _x131*_x309), _x131*_x311 + _x310*alpha_ag_intra) + np.where(_x312, _x307*alpha_rs_inter + _x308*alpha_rs_intra + _x311*np.maximum(_x155*_x305, _x156*_x309), _x156*_x311 + _x310*alpha_rs_intra) + 2*np.maximum(_x302/bw_a2a_intra, _x303/bw_a2a_inter)
-    _x314 = _x129*_x148*_x313
-    _x315 = np.minimum(1, q_bytes)
-    _x316 = _x315*t0_elem_fwd
-    _x317 = eta_elem_fwd**(-1.0)
-    _x318 = _x189*_x63
-    _x319 = _x317*_x318
-    _x320 = _x73/mu_elem_fwd
-    _x321 = dropout*mask_bytes
-    _x322 = _x301*(_x321/act_bytes + 3)
-    _x323 = _x169*_x190
-    _x324 = _x73/mu_norm_fwd
-    _x325 = (8 - 4*rms)/eta_norm_fwd
-    _x326 = np.maximum(_x318*_x325, _x323*_x324*act_bytes)
-    _x327 = _x324*_x71
-    _x328 = _x12*_x190*kv_lora
-    _x329 = _x328*_x63
-    _x330 = _x317*_x63
-    _x331 = 2*qk_nope + v_head
-    _x332 = _x331 + 2*qk_rope
-    _x333 = _x205*_x332*_x42
-    _x334 = _x12*act_bytes
-    _x335 = _x334*(_x332*_x52*_x67 + _x52*(_x67*(_x331 + qk_rope) + qk_rope))
-    _x336 = _x142*_x190
-    _x337 = _x336*_x63
-    _x338 = _x12*t0_elem_fwd + _x12*t0_norm_fwd + _x123 + _x17*t0_norm_fwd + _x316 + 2*_x326 + 3*t0_elem_fwd + 2*t0_norm_fwd + 2*np.maximum(_x319, _x320*_x322) + np.maximum(_x320*_x335, _x330*_x333) + np.maximum(_x325*_x329, _x327*_x328) + np.maximum(_x325*_x337, _x327*_x336)
-    _x339 = _x150*_x163
-    _x340 = _x150*_x273
-    _x341 = _x142*_x52
-    _x342 = _x12*_x144*_x52 + _x12*_x189 + _x12*_x199 + _x163*_x43 + _x17*_x189 + _x341
-    _x343 = _x315*(_x164 + _x244 + _x339 + _x340 + _x342)
-    _x344 = _x320*q_bytes
-    _x345 = 2*_x63
-    _x346 = _x317*_x345
-    _x347 = 2*_x148
-    _x348 = _x73*f32_bytes
-    _x349 = gated + 2
-    _x350 = _x320*_x349
-    _x351 = _x340*act_bytes
-    _x352 = _x330*(8 - 6*sq_relu)
-    _x353 = _x349*_x53
-    _x354 = _x240*_x353
-    _x355 = _x148*_x238
-    _x356 = _x148*_x301*(2*_x238 + 2)
-    _x357 = _x148*t0_elem_fwd + _x148*t0_softmax_fwd + _x150*t0_elem_fwd + np.maximum(_x241*_x352, _x19*_x320*_x354) + np.maximum(5*_x265*_x64, _x263*_x347*_x348*_x70) + np.maximum(_x319*_x355, _x320*_x356) + np.maximum(_x340*_x352, _x350*_x351) + np.maximum(_x343*_x344, _x343*_x346)
-    _x358 = _x291 + _x338 + _x357
-    _x359 = _x315*t0_elem_bwd
-    _x360 = eta_elem_bwd**(-1.0)
-    _x361 = _x360*_x63
-    _x362 = _x323*_x361
-    _x363 = _x73/mu_elem_bwd
-    _x364 = 3*act_bytes
-    _x365 = _x364*_x73/mu_norm_bwd
-    _x366 = (16 - 8*rms)/eta_norm_bwd
-    _x367 = np.maximum(_x189*_x365, _x318*_x366)
-    _x368 = 2*t0_gemm_bwd
-    _x369 = flash*t0_attn_bwd
-    _x370 = _x71/mu_gemm_bwd
-    _x371 = _x370*_x73
-    _x372 = _x161*_x96*micro_batch
-    _x373 = _x62/eta_gemm_bwd
-    _x374 = _x171*_x373
-    _x375 = 4*_x374
-    _x376 = _x375*_x52
-    _x377 = _x12*_x371
-    _x378 = _x19*_x199*_x207
-    _x379 = _x17*_x371
-    _x380 = _x213*_x341
-    _x381 = _x19*_x71/mu_attn_bwd
-    _x382 = np.where((_x109 <= 4), 1/128, 1/64)
-    _x383 = np.ceil(_x382*seq_len)
-    _x384 = 160*(_x108*attn_uneven_bwd + 1)*(_x110/attn_dreg_bwd + _x111*attn_dsoft_bwd + _x382*attn_dio_bwd + 1)*np.ceil(_x113*_x383)/(_x383*eta_attn_bwd)
-    _x385 = _x63/eta_softmax_bwd
-    _x386 = mu_softmax_bwd**(-1.0)
-    _x387 = _x345*_x360
-    _x388 = _x88*bmm_dhalf_bwd
-    _x389 = _x82/eta_bmm_bwd
-    _x390 = _x389*_x80
-    _x391 = _x73/mu_bmm_bwd
-    _x392 = _x391*(_x87 + _x93*bmm_reread_bwd*(np.ceil((1/128)*_x46 + _x92) - 1))
-    _x393 = _x389*_x91
-    _x394 = _x388*cp + 1
-    _x395 = _x12*_x368 + _x12*t0_elem_bwd + _x12*t0_norm_bwd + _x160*t0_gemm_bwd + _x17*_x368 + _x17*t0_norm_bwd + _x359 + 2*_x367 + _x369*_x61 + _x369*swa_frac + _x43*t0_gemm_bwd + 4*_x60*t0_bmm_bwd + _x60*t0_softmax_bwd + 3*t0_elem_bwd + 3*t0_gemm_bwd + 2*t0_norm_bwd + 2*np.maximum(_x362, _x322*_x363) + np.maximum(_x392, _x390*_x394) + np.maximum(_x392, _x390*(_x388 + 1)) + np.maximum(_x103*_x381, _x118*_x384) + np.maximum(_x119*_x381, _x122*_x384) + np.maximum(_x166*_x371, _x175*_x372*_x375) + np.maximum(_x182*_x371, _x184*_x187*_x376) + np.maximum(_x192*_x377, _x195*_x198*_x375) + np.maximum(_x204*_x377, _x211*_x375*_x378) + np.maximum(_x215*_x371, _x218*_x221*_x375) + np.maximum(_x222*_x379, _x225*_x228*_x375) + np.maximum(_x229*_x379, _x233*_x375*_x380) + np.maximum(_x328*_x365, _x329*_x366) + np.maximum(_x333*_x387, _x335*_x363) + np.maximum(_x336*_x365, _x337*_x366) + np.maximum(_x391*_x97, _x393*(1 + bmm_dhalf_bwd/_x89)) + np.maximum(_x393*_x394, _x391*(_x94*bmm_reread_bwd + _x97)) + np.maximum(_x386*_x76*(_x364 + _x72), _x385*_x69*(8 - 8*flash))
-    _x396 = _x135*_x258
-    _x397 = _x12*_x191 + _x143*_x205*_x216 + _x17*_x214 + _x181*_x43 + _x205*_x207 + _x336
-    _x398 = _x315*(_x150*_x284 + _x163 + _x255 + _x339 + _x397)
-    _x399 = _x363*q_bytes
-    _x400 = _x148*_x262
-    _x401 = _x373*_x81
-    _x402 = _x150*_x371
-    _x403 = _x363*(2*gated + 3)
-    _x404 = _x361*(16 - 12*sq_relu)
-    _x405 = _x148*t0_elem_bwd + _x148*t0_gemm_bwd + _x148*t0_softmax_bwd + _x150*_x368 + _x150*t0_elem_bwd + np.maximum(_x241*_x404, _x240*_x403*_x54) + np.maximum(_x245*_x371, _x247*_x251*_x375) + np.maximum(_x256*_x371, _x261*_x375*_x396) + np.maximum(_x264*_x371, 4*_x190*_x269*_x400*_x401) + np.maximum(8*_x265*_x385, 3*_x265*_x348*_x386) + np.maximum(_x274*_x402, _x276*_x279*_x376) + np.maximum(_x285*_x402, _x286*_x289*_x376) + np.maximum(_x340*_x404, _x351*_x403) + np.maximum(_x355*_x362, _x356*_x363) + np.maximum(_x387*_x398, _x398*_x399)
-    _x406 = _x395 + _x405
-    _x407 = _x358 + _x406
-    _x408 = np.maximum(0, _x129*_x148*_x313 - _x407)
-    _x409 = _x125*ov_ep*(_x314 - _x408) + _x314*(1 - ov_ep) + _x408*ov_ep
-    _x410 = _x294 + _x409
-    _x411 = _x126 + _x410
-    _x412 = np.minimum(_x11, dense_layers)
-    _x413 = np.minimum(1, _x31)
-    _x414 = _x358*rc_full
-    _x415 = 1 - rc_full
-    _x416 = _x415*rc_sel
-    _x417 = _x123*_x416
-    _x418 = _x19*ffn_hidden
-    _x419 = _x418*_x52
-    _x420 = _x315*(_x165 + _x342 + _x419)
-    _x421 = np.maximum(_x344*_x420, _x346*_x420)
-    _x422 = _x419*act_bytes
-    _x423 = np.maximum(_x350*_x422, _x352*_x419)
-    _x424 = d_model*ffn_hidden
-    _x425 = _x19*_x424
-    _x426 = _x163 + _x419 + _x425
-    _x427 = _x425*_x52
-    _x428 = 2*_x427
-    _x429 = np.minimum(np.minimum(_x418, _x52), d_model)
-    _x430 = (_x429 + gemm_dhalf)/_x429
-    _x431 = np.maximum(_x168*_x426, _x173*_x428*_x430)
-    _x432 = _x252*ffn_hidden
-    _x433 = _x134*_x432
-    _x434 = _x19*_x432
-    _x435 = _x434*_x52
-    _x436 = _x163 + _x433 + _x435
-    _x437 = _x257*_x434
-    _x438 = np.minimum(np.minimum(_x434, _x52), d_model)
-    _x439 = (_x438 + gemm_dhalf)/_x438
-    _x440 = np.maximum(_x168*_x436, _x173*_x437*_x439)
-    _x441 = _x234 + _x431 + _x440
-    _x442 = _x338 + _x421 + _x423 + _x441
-    _x443 = _x442*rc_full
-    _x444 = _x417 + _x443
-    _x445 = np.maximum(_x371*_x426, _x375*_x427*_x430)
-    _x446 = np.maximum(_x371*_x436, _x376*_x433*_x439)
-    _x447 = _x315*(_x257 + _x397 + _x435)
-    _x448 = np.maximum(_x387*_x447, _x399*_x447)
-    _x449 = np.maximum(_x403*_x422, _x404*_x419)
-    _x450 = _x395 + _x445 + _x446 + _x448 + _x449
-    _x451 = _x442 + _x450
-    _x452 = ov_ep*np.maximum(0, -_x451)
-    _x453 = _x125*_x452
-    _x454 = _x129*(_x147 + 2*_x154 + 2*_x157)
-    _x455 = _x128*_x454
-    _x456 = np.maximum(0, -_x38*_x441 + _x454)
-    _x457 = _x127*_x456
-    _x458 = _x293*(_x454 - _x456)
-    _x459 = _x455 + _x457 + _x458
-    _x460 = _x452 - _x453 + _x459
-    _x461 = _x126 + _x460
-    _x462 = -host_bwd - host_fwd - host_rc*rc_full
-    _x463 = np.maximum(0, -_x444 - _x451 - _x461 - _x462)
-    _x464 = _x414 + _x417
-    _x465 = _x407 + _x411 + _x464
-    _x466 = np.maximum(0, -_x462 - _x465)
-    _x467 = -_x452 + _x453
-    _x468 = _x412*(_x413*(np.where((-_x290 - _x357 - _x405 - _x410 - _x414 + _x421 + _x423 + _x431 + _x440 + _x443 + _x445 + _x446 + _x448 + _x449 + _x455 + _x457 + _x458 + _x463 - _x466 - _x467 < 0), 0, 1)) - _x413 + 1)
-    _x469 = _x163*_x63
-    _x470 = np.ceil((1/128)*_x19*vocab)
-    _x471 = 128*_x470
-    _x472 = d_model*grad_bytes
-    _x473 = _x163*act_bytes
-    _x474 = np.minimum(_x471, _x52)
-    _x475 = np.maximum(_x469/eta_embed_bwd, _x73*(_x169*f32_bytes*(_x474 + (1/10)*_x52) + _x471*_x472 + _x472*_x474 + _x473*(learned_pos + 1))/mu_embed_bwd)
-    _x476 = np.maximum(_x469/eta_embed_fwd, _x473*_x73*(learned_pos + 2)/mu_embed_fwd)
-    _x477 = d_model**2
-    _x478 = 2*_x477
-    _x479 = _x19*_x478
-    _x480 = _x73*(_x135 + _x257 + _x479)
-    _x481 = _x205*_x477
-    _x482 = np.minimum(np.minimum(_x134, _x169), _x52)
-    _x483 = (_x482 + gemm_dhalf)/_x482
-    _x484 = _x257*_x315
-    _x485 = _x475 + t0_embed_bwd
-    _x486 = _x471*d_model
-    _x487 = _x471*_x52
-    _x488 = _x163 + _x486 + _x487
-    _x489 = np.minimum(np.minimum(_x471, _x52), d_model)
-    _x490 = _x163*_x470
-    _x491 = _x490*(_x489 + gemm_dhalf)/_x489
-    _x492 = _x470*_x52*_x63
-    _x493 = _x487*_x73*(act_bytes + f32_bytes)
-    _x494 = t0_ce_bwd + np.maximum(_x371*_x488, 512*_x401*_x491) + np.maximum(_x493/mu_ce_bwd, 256*_x492/eta_ce_bwd)
-    _x495 = _x367 + _x494 + mtp*(_x359 + 3*_x367 + _x368 + _x485 + _x494 + 3*t0_norm_bwd + np.maximum(_x370*_x480, 8*_x374*_x481*_x483) + np.maximum(_x135*_x315*_x399, _x19*_x361*_x484)) + t0_gemm_bwd + t0_norm_bwd
-    _x496 = 4*_x477
-    _x497 = _x476 + t0_embed_fwd
-    _x498 = t0_ce_fwd + np.maximum(_x168*_x488, 256*_x267*_x491) + np.maximum(_x493/mu_ce_fwd, 640*_x492/eta_ce_fwd)
-    _x499 = _x326 + _x498 + mtp*(_x159 + _x316 + 3*_x326 + _x497 + _x498 + 3*t0_norm_fwd + np.maximum(_x167*_x480, _x173*_x205*_x483*_x496) + np.maximum(_x344*_x484, 4*_x315*_x317*_x469)) + t0_gemm_fwd + t0_norm_fwd
-    _x500 = (np.where((_x475 + _x476 - _x495 - _x499 - mtp*(_x465 + _x466) + t0_embed_bwd + t0_embed_fwd > 0), 0, 1))
-    _x501 = 1 - _x413
-    _x502 = 1 - _x500
-    _x503 = mtp*(_x500 + _x501*_x502)
-    _x504 = _x11 - _x468 + _x503
-    _x505 = _x497*_x502 + _x499*_x500 + _x501*(_x497*_x500 + _x499*_x502)
-    _x506 = _x485*_x502 + _x495*_x500 + _x501*(_x485*_x500 + _x495*_x502)
-    _x507 = np.maximum(0, _x413*(_x500*host_head + _x502*host_emb) + _x501*(host_emb + host_head) - _x505 - _x506)
-    _x508 = _x463*_x468 + _x466*_x504 + _x507 + host_mb
-    _x509 = _x358*_x504 + _x442*_x468 + _x505
-    _x510 = _x444*_x468 + _x464*_x504
-    _x511 = _x406*_x504 + _x450*_x468 + _x506
-    _x512 = _x510 + _x511
-    _x513 = _x411*_x504 + _x461*_x468 + _x508 + _x509 + _x512
-    _x514 = _x31 + _x36*interleave
-    _x515 = cp*dp
-    _x516 = _x515*tp
-    _x517 = np.where((_x516 < gpus_per_node), 1, 0)
-    _x518 = 1 - _x517
-    _x519 = (1 - ov_pp)*(_x517*(_x136*_x41 + alpha_p2p_intra) + _x518*(_x136*_x57 + alpha_p2p_inter))
-    _x520 = 2*_x413
-    _x521 = _x514*_x519*_x520
-    _x522 = 1 - ov_ag
-    _x523 = _x236*_x299
-    _x524 = _x516*_x523
-    _x525 = np.maximum(1, np.minimum(_x524, _x295*_x299))
-    _x526 = _x525**(-1.0)
-    _x527 = _x524*_x526
-    _x528 = _x527 - 1
-    _x529 = _x524 - _x527
-    _x530 = _x525 - 1
-    _x531 = _x526*_x530
-    _x532 = _x524 - 1
-    _x533 = _x33*_x50
-    _x534 = _x532*_x533
-    _x535 = _x20*_x534
-    _x536 = _x237 + _x254 + biases*(_x253 + d_model)
-    _x537 = _x536*experts
-    _x538 = _x523*_x537
-    _x539 = _x148*_x538
-    _x540 = _x539*mtp
-    _x541 = _x501*_x540
-    _x542 = _x11 - _x412
-    _x543 = _x539*_x542
-    _x544 = _x541 + _x543
-    _x545 = _x235*_x544*ep
-    _x546 = _x535*_x545
-    _x547 = (_x527 > 1)
-    _x548 = np.where(_x547, _x528*alpha_rs_inter + _x529*alpha_rs_intra + _x546*np.maximum(_x155*_x526, _x156*_x531), _x156*_x546 + _x532*alpha_rs_intra)
-    _x549 = _x534*_x98
-    _x550 = _x545*_x549
-    _x551 = _x148*np.where(_x547, _x528*alpha_ag_inter + _x529*alpha_ag_intra + _x550*np.maximum(_x130*_x526, _x131*_x531), _x131*_x550 + _x532*alpha_ag_intra)
-    _x552 = np.maximum(1, np.minimum(_x515, _x19*gpus_per_node))
-    _x553 = _x552**(-1.0)
-    _x554 = _x515*_x553
-    _x555 = _x554 - 1
-    _x556 = _x515 - _x554
-    _x557 = _x552 - 1
-    _x558 = _x553*_x557
-    _x559 = _x515 - 1
-    _x560 = _x15*_x169
-    _x561 = biases*d_model
-    _x562 = _x12*(_x145*_x212 + _x202 + _x561 + d_model*heads*v_head) + _x43*(_x176*d_model + _x178 + biases*(_x177 + d_model))
-    _x563 = _x18 + _x19*_x562
-    _x564 = _x560 + _x563
-    _x565 = _x270 + _x280 - _x561*(1 - _x150) + biases*(_x282 + d_model)
-    _x566 = _x19*_x565 + _x400 + _x538
-    _x567 = _x564 + _x566
-    _x568 = _x424 + _x432*d_model + biases*(_x432 + d_model)
-    _x569 = _x19*_x568 + _x564
-    _x570 = _x412*_x569
-    _x571 = _x15*d_model
-    _x572 = 5*_x571
-    _x573 = mtp*(_x479 + _x563 + _x566 + _x572)
-    _x574 = _x162*learned_pos
-    _x575 = 1 - tied
-    _x576 = _x486*(_x501*_x575 + 1) + _x574
-    _x577 = _x501*_x573 + _x542*_x567 + _x570 + _x576
-    _x578 = -_x541 - _x543 + _x577
-    _x579 = _x533*_x578
-    _x580 = _x559*_x579
-    _x581 = _x580*grad_bytes
-    _x582 = (_x554 > 1)
-    _x583 = np.where(_x582, _x555*alpha_rs_inter + _x556*alpha_rs_intra + _x581*np.maximum(_x155*_x553, _x156*_x558), _x156*_x581 + _x559*alpha_rs_intra)
-    _x584 = _x580*act_bytes
-    _x585 = np.where(_x582, _x555*alpha_ag_inter + _x556*alpha_ag_intra + _x584*np.maximum(_x130*_x553, _x131*_x558), _x131*_x584 + _x559*alpha_ag_intra)
-    _x586 = _x148*_x548 + 2*_x551 + _x583 + 2*_x585
-    _x587 = _x36*_x586
-    _x588 = np.maximum(0, -_x36*(_x509 + _x511) + _x587)
-    _x589 = _x125*ov_ag
-    _x590 = 1 - z_param
-    _x591 = _x551 + _x585
-    _x592 = _x591*z_os
-    _x593 = z_grad*(_x33*_x34*global_batch - 1) + 1
-    _x594 = 1 - z_os
-    _x595 = 2*_x515 - 2
-    _x596 = _x595*grad_bytes
-    _x597 = _x579*_x596
-    _x598 = _x515*_x523*_x7 - 2
-    _x599 = _x20*_x533*_x598
-    _x600 = _x545*_x599
-    _x601 = _x593*(_x148*(_x548*z_os + _x594*np.where(_x547, _x24*_x528 + _x25*_x530 + _x600*np.maximum(_x0*_x526, _x3*_x531), _x3*_x600 + _x598*alpha_ar_intra)) + _x583*z_os + _x594*np.where(_x582, _x24*_x555 + _x25*_x557 + _x597*np.maximum(_x0*_x553, _x3*_x558), _x3*_x597 + _x595*alpha_ar_intra))
-    _x602 = np.maximum(0, -_x509 + _x591*z_os)
-    _x603 = _x126*_x129/_x38
-    _x604 = rc_full + 1
-    _x605 = _x604/_x129
-    _x606 = _x410*_x605 + _x603
-    _x607 = _x460*_x605 + _x603
-    _x608 = np.maximum(0, -_x593*(_x468*_x607 + _x504*_x606 + _x512) + _x601)
-    _x609 = _x590*(_x125*ov_dp*(_x601 - _x608) + _x522*_x592 + _x589*(_x592 - _x602) + _x601*(1 - ov_dp) + _x602*ov_ag + _x608*ov_dp) + z_param*(_x522*_x587 + _x588*ov_ag + _x589*(_x33*_x34*_x586*global_batch - _x588))
-    _x610 = _x524**(-z_os)
-    _x611 = _x544*_x610
-    _x612 = _x515**(-z_os)
-    _x613 = _x578*_x612
-    _x614 = _x611 + _x613
-    _x615 = t0_optim_fwd + np.maximum(_x63*(12*_x611 + 12*_x613)/eta_optim_fwd, _x614*_x73*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
-    _x616 = _x30 + _x513*(_x32 + _x36) + _x521 + _x609 + _x615
-    _x617 = _x30 + _x36*(_x294*_x504 + _x459*_x468)
-    _x618 = -_x467
-    _x619 = _x169*seq_len
-    _x620 = _x619*vocab
-    _x621 = 2*seq_len
-    _x622 = _x100*_x65
-    _x623 = _x115*_x622
-    _x624 = _x100*_x121
-    _x625 = _x624*_x78
-    _x626 = _x60*(_x621*_x624 + 2*_x623)/_x48
-    _x627 = _x623*_x78 + _x625*seq_len + _x626*_x77 + _x626*_x89
-    _x628 = _x142*_x212*_x621 + _x169*_x95*heads + _x178*_x43*_x621 + _x194*_x621 + _x208*seq_len + _x217*_x621 + _x224*_x621 + _x627
-    _x629 = -dense_layers + layers
-    _x630 = _x150*_x621
-    _x631 = _x239*(_x148/np.maximum(1, capacity) + _x149 + 1)
-    _x632 = _x148*_x619*experts + _x237*_x621*_x631 + _x253*_x619*_x631 + _x270*_x630 + _x280*_x630 + _x628
-    _x633 = global_batch*(_x620 + _x629*_x632 + dense_layers*(_x424*_x621 + _x432*_x619 + _x628) + mtp*(_x496*seq_len + _x620 + _x632))
-    _x634 = 3*_x633
-    _x635 = 768*_x490
-    _x636 = _x100*_x116*_x19
-    _x637 = _x205*_x625 + _x636*_x78*micro_batch + _x80 + _x91
-    _x638 = _x170 + _x185 + _x196 + _x209 + _x219 + _x226 + _x231 + _x637
-    _x639 = 6*_x52
-    _x640 = 6*_x190
-    _x641 = 7*_x101*_x636 + _x184*_x639 + 6*_x195 + 7*_x205*_x624*flash + 6*_x218 + _x224*_x640 + 6*_x372 + 6*_x378 + 6*_x380 + _x416*_x637 + 3*_x80 + 3*_x91
-    _x642 = 6*_x247 + _x276*_x639 + _x286*_x639 + 6*_x396 + _x400*_x640 + _x641 + rc_full*(_x248 + _x259 + _x266 + _x277 + _x287 + _x638)
-    _x643 = _x629*_x642 + _x635 + dense_layers*(6*_x427 + _x433*_x639 + _x641 + rc_full*(_x428 + _x437 + _x638)) + mtp*(12*_x481 + _x635 + _x642)
-    _x644 = 2*mtp
-    _x645 = _x627*dense_layers
-    _x646 = 3*global_batch
-    _x647 = _x634 + _x646*(_x162*(_x644 + 2)*(_x471*tp - vocab) + _x622*(_x644 + 2*layers) - _x627*(-dense_layers + layers + mtp) - _x645)
-    _x648 = _x10*_x629
-    _x649 = _x347*_x648
-    _x650 = np.where(_x27, _x137*_x2, 0)
-    _x651 = _x650*seq_par
-    _x652 = _x152*np.where(_x27, _x153*_x2, 0)
-    _x653 = _x29*(-_x650 + np.where(_x27, _x146*_x2, 0))
-    _x654 = _x10*dense_layers
-    _x655 = _x36*(_x648*(_x151*(2*_x651 + _x652) + _x653) + _x649*np.where(_x312, _x305*_x311, 0) + _x654*(4*_x651 + 2*_x652 + _x653))
-    _x656 = np.maximum(0, _x5)
-    _x657 = np.where(_x27, _x137*_x656, _x137)
-    _x658 = _x657*seq_par
-    _x659 = _x152*np.where(_x27, _x153*_x656, _x153)
-    _x660 = _x29*(-_x657 + np.where(_x27, _x146*_x656, _x146))
-    _x661 = _x36*(_x648*(_x151*(2*_x658 + _x659) + _x660) + _x649*np.where(_x312, _x311*np.maximum(0, _x309), _x311) + _x654*(4*_x658 + 2*_x659 + _x660))
-    _x662 = _x604*_x655
-    _x663 = _x33*_x51*global_batch
-    _x664 = _x663*_x98
-    _x665 = _x37*_x49*_x664*(_x648 + _x654)
-    _x666 = _x40*_x665
-    _x667 = _x56*_x665
-    _x668 = _x129*_x667
-    _x669 = _x36*_x649
-    _x670 = _x669*np.maximum(0, _x302)
-    _x671 = _x669*np.maximum(0, _x303)
-    _x672 = _x604*_x671
-    _x673 = interleave*pp - 1
-    _x674 = _x134*_x663*act_bytes
-    _x675 = _x10*_x413*_x518*_x673
-    _x676 = _x10*_x413*_x517*_x673*_x674 + _x674*_x675
-    _x677 = np.maximum(0, _x531)
-    _x678 = _x148*_x537
-    _x679 = _x648*_x678
-    _x680 = _x549*_x679
-    _x681 = _x148*np.where(_x547, _x677*_x680, _x680)
-    _x682 = np.maximum(0, _x558)
-    _x683 = _x629*_x678
-    _x684 = _x18 + _x562
-    _x685 = _x560 + _x684
-    _x686 = _x400 + _x565 + _x685
-    _x687 = _x571 + _x574 + d_model*vocab*(2 - tied)
-    _x688 = _x687 + dense_layers*(_x568 + _x685)
-    _x689 = _x629*(_x537 + _x686) + _x688
-    _x690 = _x10*_x533
-    _x691 = _x690*(-_x683 + _x689)
-    _x692 = _x559*_x691
-    _x693 = _x692*_x98
-    _x694 = np.where(_x582, _x682*_x693, _x693)
-    _x695 = _x681 + _x694
-    _x696 = _x590*z_os
-    _x697 = _x36*_x695
-    _x698 = _x148*np.where(_x547, _x526*_x680, 0)
-    _x699 = np.where(_x582, _x553*_x693, 0)
-    _x700 = _x698 + _x699
-    _x701 = _x36*_x700
-    _x702 = _x696*_x700 + _x701*z_param
-    _x703 = _x535*_x679
-    _x704 = np.where(_x547, _x677*_x703, _x703)
-    _x705 = _x20*_x692
-    _x706 = np.where(_x582, _x682*_x705, _x705)
-    _x707 = _x599*_x679
-    _x708 = _x19*_x596*_x691
-    _x709 = _x590*_x593
-    _x710 = np.where(_x547, _x526*_x703, 0)
-    _x711 = np.where(_x582, _x553*_x705, 0)
-    _x712 = _x709*(_x148*(_x594*np.where(_x547, _x526*_x707, 0) + _x710*z_os) + _x594*np.where(_x582, _x553*_x708, 0) + _x711*z_os) + z_param*(_x33*_x34*global_batch*(_x148*_x710 + 2*_x698 + 2*_x699 + _x711) - _x701)
-    _x713 = _x616**(-1.0)
-    _x714 = _x171*_x713
-    _x715 = _x19*_x690*_x714
-    _x716 = _x71*z_param*np.maximum(_x567, _x569*np.minimum(1, dense_layers))
-    _x717 = _x524**(-z_param)
-    _x718 = _x515**(-z_param)
-    _x719 = act_bytes*(_x544*_x717 + _x578*_x718)
-    _x720 = _x524**(-z_grad)
-    _x721 = _x515**(-z_grad)
-    _x722 = grad_bytes*(_x544*_x720 + _x578*_x721)
-    _x723 = _x614*opt_bytes
-    _x724 = _x36*gpipe
-    _x725 = _x487*(act_bytes + f32_bytes*(_x724 - gpipe + 1))
-    _x726 = (_x301 + _x725)*(mtp + 1)
-    _x727 = _x353*shared_ffn + _x354
-    _x728 = _x188*(_x163*(2*_x321 + 4*act_bytes) + _x334*_x52*(_x206 + _x230 + qk_rope)) + _x19*(_x53*(_x100 + _x49) + _x727) + _x75*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes))
-    _x729 = _x19*(_x349*_x50*act_bytes*ffn_hidden*micro_batch*seq_len - _x727) + _x728
-    _x730 = rc_full*np.maximum(_x728, _x729)
-    _x731 = 1 - gpipe
-    _x732 = interleave - 1
-    _x733 = _x301*rc_full
-    _x734 = _x415*_x728 + _x733
-    _x735 = mtp*(5*_x301 + _x734)
-    _x736 = _x412*(_x415*_x729 + _x733)
-    _x737 = _x501*_x726 + _x730 + (_x724 + _x731*(_x10*_x32*np.minimum(1, _x732) + 1)*np.minimum(_x36, pp))*(_x501*_x735 + _x542*_x734 + _x736)
-    _x738 = _x716 + _x719 + _x722 + _x723 + _x737
-    _x739 = _x11 - _x412*_x501
-    _x740 = _x539*_x739
-    _x741 = _x540 + _x740
-    _x742 = _x413*_x486*_x575*np.minimum(1, mtp) - _x413*_x574 + _x501*_x570 - _x540 + _x567*_x739 + _x573 + _x576 - _x740
-    _x743 = act_bytes*(_x717*_x741 + _x718*_x742)
-    _x744 = grad_bytes*(_x720*_x741 + _x721*_x742)
-    _x745 = opt_bytes*(_x610*_x741 + _x612*_x742)
-    _x746 = _x726 + _x730 + (_x724 + _x731*np.minimum(_x36, _x9*(_x732*pp + 1)))*(_x501*_x736 + _x734*_x739 + _x735)
-    _x747 = _x716 + _x743 + _x744 + _x745 + _x746
-    _x748 = np.maximum(_x738, _x747)
-    _x749 = np.where((_x738 < _x747), 1, 0)
-    _x750 = 1 - _x749
-    _x751 = _x748*alloc_frag
-    _x752 = nccl_comm_bytes*(_x148*np.minimum(1, _x532) + np.minimum(1, _x133) + np.minimum(1, _x559)) + nccl_peer_bytes*(_x148*(ep - 1) + _x520 + 2*np.minimum(1, _x37))
+    _x1 = tp**(-1.0)
+    _x2 = np.maximum(1, np.floor(gpus_per_node))**(-1.0)
+    _x3 = _x2*tp
+    _x4 = np.ceil(_x3)
+    _x5 = _x1*_x4
+    _x6 = bw_ar_intra**(-1.0)
+    _x7 = -1 + tp/_x4
+    _x8 = _x5*_x7
+    _x9 = np.maximum(_x0*_x5, _x6*_x8)
+    _x10 = 2*tp
+    _x11 = _x10 - 2
+    _x12 = interleave**(-1.0)
+    _x13 = pp**(-1.0)
+    _x14 = interleave*np.ceil(_x12*_x13*layers)
+    _x15 = np.minimum(1, kv_lora)
+    _x16 = kv_lora + qk_rope
+    _x17 = _x16*d_model
+    _x18 = biases + 1
+    _x19 = d_model*q_lora
+    _x20 = _x15*np.minimum(1, q_lora)
+    _x21 = _x15*(_x17 + _x18*kv_lora + _x20*(_x18*q_lora + _x19))
+    _x22 = _x1*grad_bytes
+    _x23 = _x11*_x14*_x21*_x22
+    _x24 = _x4 - 1
+    _x25 = 2*alpha_ar_inter
+    _x26 = 2*alpha_ar_intra
+    _x27 = _x24*_x25 + _x26*_x7
+    _x28 = (_x3 > 1)
+    _x29 = _x11*alpha_ar_intra
+    _x30 = _x15*seq_par
+    _x31 = _x30*np.where(_x28, _x23*_x9 + _x27, _x23*_x6 + _x29)
+    _x32 = pp - 1
+    _x33 = _x12*_x32
+    _x34 = dp**(-1.0)
+    _x35 = micro_batch**(-1.0)
+    _x36 = _x35*global_batch
+    _x37 = _x34*_x36
+    _x38 = cp - 1
+    _x39 = rc_full + 3
+    _x40 = cp*tp
+    _x41 = np.where((_x40 <= gpus_per_node), 1, 0)
+    _x42 = bw_p2p_intra**(-1.0)
+    _x43 = _x15*heads
+    _x44 = 1 - _x15
+    _x45 = _x15*v_head
+    _x46 = qk_nope + qk_rope
+    _x47 = _x15*_x46
+    _x48 = _x44*head_dim
+    _x49 = _x45 + _x47 + 2*_x48
+    _x50 = _x49*(_x43 + _x44*kv_heads)
+    _x51 = cp**(-1.0)
+    _x52 = _x51*seq_len
+    _x53 = _x52*micro_batch
+    _x54 = _x53*act_bytes
+    _x55 = _x1*_x54
+    _x56 = _x50*_x55
+    _x57 = 1 - _x41
+    _x58 = bw_p2p_inter**(-1.0)
+    _x59 = _x38*_x39*(_x41*(_x42*_x56 + alpha_p2p_intra) + _x57*(_x56*_x58 + alpha_p2p_inter))
+    _x60 = flash*t0_attn_fwd
+    _x61 = 1 - flash
+    _x62 = 1 - swa_frac
+    _x63 = clock**(-1.0)
+    _x64 = _x63/peak_vec
+    _x65 = _x64/eta_softmax_fwd
+    _x66 = seq_len**2
+    _x67 = _x51*_x66
+    _x68 = _x1*heads
+    _x69 = _x68*micro_batch
+    _x70 = _x67*_x69
+    _x71 = mu_softmax_fwd**(-1.0)
+    _x72 = 2*act_bytes
+    _x73 = dropout*(_x72 + mask_bytes)
+    _x74 = hbm_bw**(-1.0)
+    _x75 = _x61*_x69
+    _x76 = _x67*_x75
+    _x77 = _x74*_x76
+    _x78 = _x47 + _x48
+    _x79 = 2*flash
+    _x80 = _x67*(2 - _x79)
+    _x81 = _x69*_x78*_x80
+    _x82 = peak_hp**(-1.0)
+    _x83 = _x63*_x82
+    _x84 = _x83/eta_bmm_fwd
+    _x85 = _x74/mu_bmm_fwd
+    _x86 = _x78*seq_len
+    _x87 = _x75*act_bytes
+    _x88 = _x87*(_x51*_x86 + _x67 + _x86)
+    _x89 = seq_len**(-1.0)
+    _x90 = _x45 + _x48
+    _x91 = _x68*_x90
+    _x92 = _x80*_x91*micro_batch
+    _x93 = (1/128)*_x48
+    _x94 = _x67*_x87
+    _x95 = _x94*(np.ceil((1/128)*_x45 + _x93) - 1)
+    _x96 = _x90*seq_len
+    _x97 = _x51*_x96
+    _x98 = _x87*(_x67 + _x96 + _x97)
+    _x99 = _x74*act_bytes
+    _x100 = _x99/mu_attn_fwd
+    _x101 = _x49*heads
+    _x102 = _x1*micro_batch
+    _x103 = _x102*flash
+    _x104 = _x103*(_x101*_x52 + _x50*seq_len)
+    _x105 = _x104*_x62
+    _x106 = np.ceil((1/128)*_x52)
+    _x107 = (1/32)*_x48
+    _x108 = np.ceil(_x107 + (1/64)*_x45 + (1/64)*_x47)
+    _x109 = (1/2)*_x45 + (1/2)*_x47 + _x48
+    _x110 = np.minimum(1, 32*_x108 - _x109)
+    _x111 = np.ceil(_x107 + (1/32)*_x47)
+    _x112 = 32*_x108
+    _x113 = (1/32)/_x108
+    _x114 = sms**(-1.0)
+    _x115 = _x114*_x69
+    _x116 = 64*(_x110*attn_uneven_fwd + 1)*(_x112/attn_dreg_fwd + _x113*attn_dsoft_fwd + attn_dio_fwd*np.where((_x111 <= 2), 1/128, 1/64) + 1)*np.ceil(_x106*_x115)/(_x106*eta_attn_fwd)
+    _x117 = _x62*(1 - 1/2*causal)
+    _x118 = _x117*_x67
+    _x119 = _x108*_x49*_x83*flash*sms/_x109
+    _x120 = _x118*_x119
+    _x121 = _x104*swa_frac
+    _x122 = np.minimum(seq_len, swa_window)
+    _x123 = swa_frac*(causal*(-1/2*_x122**2*_x89 + _x122) + seq_len*(1 - causal))
+    _x124 = _x119*_x123*_x52
+    _x125 = _x60*_x62 + _x60*swa_frac + 2*_x61*t0_bmm_fwd + _x61*t0_softmax_fwd + np.maximum(_x100*_x105, _x116*_x120) + np.maximum(_x100*_x121, _x116*_x124) + np.maximum(_x85*_x88, _x81*_x84*(1 + bmm_dhalf_fwd/_x78)) + np.maximum(_x85*(_x95*bmm_reread_fwd + _x98), _x84*_x92*(_x89*bmm_dhalf_fwd + 1)) + np.maximum(_x71*_x77*(_x72 + _x73), _x65*_x70*(5 - 5*flash))
+    _x126 = np.maximum(0, -_x125*_x39 + _x59)
+    _x127 = np.where((nccl_sms < sms), _x114*nccl_sms, 0)
+    _x128 = _x126*ov_cp + _x127*ov_cp*(-_x126 + _x59) + _x59*(1 - ov_cp)
+    _x129 = ov_tp*np.where((gpus_per_node >= tp), 1, 0)
+    _x130 = 1 - _x129
+    _x131 = rc_full + 2
+    _x132 = bw_ag_inter**(-1.0)
+    _x133 = bw_ag_intra**(-1.0)
+    _x134 = np.maximum(_x132*_x5, _x133*_x8)
+    _x135 = tp - 1
+    _x136 = _x1*d_model
+    _x137 = _x136*_x53
+    _x138 = _x137*act_bytes
+    _x139 = _x135*_x138
+    _x140 = -_x4 + tp
+    _x141 = _x140*alpha_ag_intra + _x24*alpha_ag_inter
+    _x142 = _x135*alpha_ag_intra
+    _x143 = np.where(_x28, _x134*_x139 + _x141, _x133*_x139 + _x142)
+    _x144 = _x20*q_lora
+    _x145 = 1 - _x20
+    _x146 = _x145*d_model
+    _x147 = _x144 + _x146
+    _x148 = _x135*(_x147 + _x16)
+    _x149 = _x148*_x55
+    _x150 = _x30*(-_x143 + np.where(_x28, _x134*_x149 + _x141, _x133*_x149 + _x142))
+    _x151 = np.minimum(1, experts - 1)
+    _x152 = -_x151
+    _x153 = np.minimum(1, shared_ffn)
+    _x154 = _x151*_x153 + _x152 + 2
+    _x155 = 1 - seq_par
+    _x156 = _x11*_x138
+    _x157 = _x155*np.where(_x28, _x156*_x9 + _x27, _x156*_x6 + _x29)
+    _x158 = bw_rs_inter**(-1.0)
+    _x159 = bw_rs_intra**(-1.0)
+    _x160 = seq_par*(_x143 + np.where(_x28, _x139*np.maximum(_x158*_x5, _x159*_x8) + _x140*alpha_rs_intra + _x24*alpha_rs_inter, _x135*alpha_rs_intra + _x139*_x159))
+    _x161 = _x131*(_x150 + _x154*(_x157 + _x160))
+    _x162 = 2*t0_gemm_fwd
+    _x163 = _x145*_x15
+    _x164 = _x136*heads
+    _x165 = d_model*seq_len
+    _x166 = _x165*_x51*micro_batch
+    _x167 = _x69*_x97
+    _x168 = _x166 + _x167
+    _x169 = _x164*_x90 + _x168
+    _x170 = act_bytes/mu_gemm_fwd
+    _x171 = _x170*_x74
+    _x172 = 2*d_model
+    _x173 = _x167*_x172
+    _x174 = peak**(-1.0)
+    _x175 = _x63/eta_gemm_fwd
+    _x176 = _x174*_x175
+    _x177 = np.minimum(np.minimum(_x53, _x91), d_model)
+    _x178 = (_x177 + gemm_dhalf)/_x177
+    _x179 = head_dim*heads
+    _x180 = _x179 + 2*head_dim*kv_heads
+    _x181 = _x180*d_model
+    _x182 = _x1*_x181
+    _x183 = _x1*_x180
+    _x184 = _x183*_x53
+    _x185 = _x44*(_x166 + _x182 + _x184)
+    _x186 = 2*_x53
+    _x187 = _x182*_x44
+    _x188 = _x186*_x187
+    _x189 = np.maximum(1, np.minimum(np.minimum(_x183, _x53), d_model))
+    _x190 = (_x189 + gemm_dhalf)/_x189
+    _x191 = (_x135*seq_par + 1)**(-1.0)
+    _x192 = _x166*_x191
+    _x193 = _x191*_x53
+    _x194 = _x16*_x193
+    _x195 = _x17 + _x192 + _x194
+    _x196 = _x15*_x171
+    _x197 = _x15*_x17
+    _x198 = _x193*_x197
+    _x199 = 2*_x198
+    _x200 = np.maximum(1, np.minimum(np.minimum(_x16, _x193), d_model))
+    _x201 = (_x200 + gemm_dhalf)/_x200
+    _x202 = _x53*kv_lora
+    _x203 = qk_nope + v_head
+    _x204 = _x203*heads
+    _x205 = _x204*kv_lora
+    _x206 = _x1*_x204
+    _x207 = _x1*_x205 + _x202 + _x206*_x53
+    _x208 = _x1*_x53
+    _x209 = 2*kv_lora
+    _x210 = _x203*_x43
+    _x211 = _x209*_x210
+    _x212 = _x208*_x211
+    _x213 = np.maximum(1, np.minimum(np.minimum(_x206, _x53), kv_lora))
+    _x214 = (_x213 + gemm_dhalf)/_x213
+    _x215 = _x46*heads
+    _x216 = _x1*_x215
+    _x217 = _x216*_x53
+    _x218 = _x163*(_x136*_x215 + _x166 + _x217)
+    _x219 = _x43*_x46
+    _x220 = _x146*_x219
+    _x221 = _x208*_x220
+    _x222 = 2*_x221
+    _x223 = np.maximum(1, np.minimum(np.minimum(_x216, _x53), d_model))
+    _x224 = (_x223 + gemm_dhalf)/_x223
+    _x225 = _x19 + _x192 + _x193*q_lora
+    _x226 = _x171*_x20
+    _x227 = _x19*_x20
+    _x228 = _x193*_x227
+    _x229 = 2*_x228
+    _x230 = np.maximum(1, np.minimum(np.minimum(_x193, d_model), q_lora))
+    _x231 = (_x230 + gemm_dhalf)/_x230
+    _x232 = _x216*q_lora + _x217 + _x53*q_lora
+    _x233 = 2*_x144
+    _x234 = _x217*_x233
+    _x235 = np.maximum(1, np.minimum(np.minimum(_x216, _x53), q_lora))
+    _x236 = (_x235 + gemm_dhalf)/_x235
+    _x237 = _x15*_x162 + _x162*_x20 + _x163*t0_gemm_fwd + _x44*t0_gemm_fwd + 3*t0_gemm_fwd + np.maximum(_x169*_x171, _x173*_x176*_x178) + np.maximum(_x171*_x185, _x176*_x188*_x190) + np.maximum(_x171*_x218, _x176*_x222*_x224) + np.maximum(_x195*_x196, _x176*_x199*_x201) + np.maximum(_x196*_x207, _x176*_x212*_x214) + np.maximum(_x225*_x226, _x176*_x229*_x231) + np.maximum(_x226*_x232, _x176*_x234*_x236)
+    _x238 = _x151*etp + tp*(1 - _x151)
+    _x239 = _x238**(-1.0)
+    _x240 = d_model*moe_ffn
+    _x241 = capacity*top_k
+    _x242 = _x151*(_x241 - 1) + 1
+    _x243 = _x242*moe_ffn
+    _x244 = _x208*_x243
+    _x245 = _x238*_x242
+    _x246 = _x137*_x245
+    _x247 = _x244 + _x246
+    _x248 = _x239*_x240 + _x247
+    _x249 = _x208*_x242
+    _x250 = _x240*_x249
+    _x251 = 2*_x250
+    _x252 = _x208*_x245
+    _x253 = np.minimum(np.minimum(_x252, d_model), _x239*moe_ffn)
+    _x254 = (_x253 + gemm_dhalf)/_x253
+    _x255 = gated + 1
+    _x256 = _x255*moe_ffn
+    _x257 = _x256*d_model
+    _x258 = _x246 + _x249*_x256
+    _x259 = _x239*_x257 + _x258
+    _x260 = _x172*_x53
+    _x261 = _x242*_x256
+    _x262 = _x1*_x260*_x261
+    _x263 = np.minimum(np.minimum(_x252, d_model), _x239*_x256)
+    _x264 = (_x263 + gemm_dhalf)/_x263
+    _x265 = d_model*experts
+    _x266 = _x193*experts
+    _x267 = _x151*(_x192 + _x265 + _x266)
+    _x268 = _x151*_x266
+    _x269 = _x172*_x268
+    _x270 = _x175*_x82
+    _x271 = np.minimum(np.minimum(_x193, d_model), experts)
+    _x272 = (_x271 + gemm_dhalf)/_x271
+    _x273 = d_model*shared_ffn
+    _x274 = _x1*_x273
+    _x275 = _x1*shared_ffn
+    _x276 = _x275*_x53
+    _x277 = _x166 + _x274 + _x276
+    _x278 = _x153*_x171
+    _x279 = _x153*_x274
+    _x280 = _x186*_x279
+    _x281 = np.maximum(1, np.minimum(np.minimum(_x275, _x53), d_model))
+    _x282 = (_x281 + gemm_dhalf)/_x281
+    _x283 = _x255*_x273
+    _x284 = _x1*_x283
+    _x285 = _x255*shared_ffn
+    _x286 = _x1*_x285
+    _x287 = _x286*_x53
+    _x288 = _x166 + _x284 + _x287
+    _x289 = _x153*_x284
+    _x290 = _x186*_x289
+    _x291 = np.maximum(1, np.minimum(np.minimum(_x286, _x53), d_model))
+    _x292 = (_x291 + gemm_dhalf)/_x291
+    _x293 = _x151*t0_gemm_fwd + _x153*_x162 + np.maximum(_x171*_x248, _x176*_x251*_x254) + np.maximum(_x171*_x259, _x176*_x262*_x264) + np.maximum(_x171*_x267, _x269*_x270*_x272) + np.maximum(_x277*_x278, _x176*_x280*_x282) + np.maximum(_x278*_x288, _x176*_x290*_x292)
+    _x294 = _x237 + _x293
+    _x295 = np.maximum(0, _x161 - _x294*_x39)
+    _x296 = _x127*_x129
+    _x297 = _x129*_x295 + _x130*_x161 + _x296*(_x161 - _x295)
+    _x298 = _x239*gpus_per_node
+    _x299 = np.ceil(ep/np.maximum(1, np.floor(_x298)))
+    _x300 = _x299 - 1
+    _x301 = _x299**(-1.0)
+    _x302 = _x301*ep
+    _x303 = _x302 - 1
+    _x304 = ep**(-1.0)
+    _x305 = _x241*_x304
+    _x306 = _x192*act_bytes
+    _x307 = _x303*_x305*_x306
+    _x308 = _x306*(_x300*ep_dedup*(1 - (1 - _x301)**_x241) + _x305*(1 - ep_dedup)*(-_x302 + ep))
+    _x309 = _x2*_x238
+    _x310 = np.ceil(_x309)
+    _x311 = _x310 - 1
+    _x312 = _x238 - _x310
+    _x313 = _x239*_x310
+    _x314 = _x313*(_x238/_x310 - 1)
+    _x315 = _x238 - 1
+    _x316 = _x241*_x306*_x315
+    _x317 = (_x309 > 1)
+    _x318 = 2*_x300*alpha_a2a_inter + 2*_x303*alpha_a2a_intra + np.where(_x317, _x311*alpha_ag_inter + _x312*alpha_ag_intra + _x316*np.maximum(_x132*_x313, _x133*_x314), _x133*_x316 + _x315*alpha_ag_intra) + np.where(_x317, _x311*alpha_rs_inter + _x312*alpha_rs_intra + _x316*np.maximum(_x158*_x313, _x159*_x314), _x159*_x316 + _x315*alpha_rs_intra) + 2*np.maximum(_x307/bw_a2a_intra, _x308/bw_a2a_inter)
+    _x319 = _x131*_x151*_x318
+    _x320 = np.minimum(1, q_bytes)
+    _x321 = _x320*t0_elem_fwd
+    _x322 = eta_elem_fwd**(-1.0)
+    _x323 = _x192*_x64
+    _x324 = _x322*_x323
+    _x325 = _x74/mu_elem_fwd
+    _x326 = dropout*mask_bytes
+    _x327 = _x306*(_x326/act_bytes + 3)
+    _x328 = mu_norm_fwd**(-1.0)
+    _x329 = _x172*_x193
+    _x330 = (8 - 4*rms)/eta_norm_fwd
+    _x331 = np.maximum(_x323*_x330, _x328*_x329*_x99)
+    _x332 = _x72*_x74
+    _x333 = _x328*_x332
+    _x334 = _x15*_x193*kv_lora
+    _x335 = _x334*_x64
+    _x336 = _x322*_x64
+    _x337 = 2*qk_nope + v_head
+    _x338 = _x337 + 2*qk_rope
+    _x339 = _x208*_x338*_x43
+    _x340 = _x15*act_bytes
+    _x341 = _x340*(_x338*_x53*_x68 + _x53*(_x68*(_x337 + qk_rope) + qk_rope))
+    _x342 = _x144*_x193
+    _x343 = _x342*_x64
+    _x344 = _x125 + _x15*t0_elem_fwd + _x15*t0_norm_fwd + _x20*t0_norm_fwd + _x321 + 2*_x331 + 3*t0_elem_fwd + 2*t0_norm_fwd + 2*np.maximum(_x324, _x325*_x327) + np.maximum(_x325*_x341, _x336*_x339) + np.maximum(_x330*_x335, _x333*_x334) + np.maximum(_x330*_x343, _x333*_x342)
+    _x345 = _x153*_x166
+    _x346 = _x153*_x276
+    _x347 = _x144*_x53
+    _x348 = _x146*_x15*_x53 + _x15*_x192 + _x15*_x202 + _x166*_x44 + _x192*_x20 + _x347
+    _x349 = _x320*(_x167 + _x247 + _x345 + _x346 + _x348)
+    _x350 = _x325*q_bytes
+    _x351 = 2*_x64
+    _x352 = _x322*_x351
+    _x353 = 2*_x151
+    _x354 = _x74*f32_bytes
+    _x355 = gated + 2
+    _x356 = _x325*_x355
+    _x357 = _x346*act_bytes
+    _x358 = _x336*(8 - 6*sq_relu)
+    _x359 = _x355*_x54
+    _x360 = _x243*_x359
+    _x361 = _x151*_x241
+    _x362 = _x151*_x306*(2*_x241 + 2)
+    _x363 = _x151*t0_elem_fwd + _x151*t0_softmax_fwd + _x153*t0_elem_fwd + np.maximum(_x244*_x358, _x1*_x325*_x360) + np.maximum(5*_x268*_x65, _x266*_x353*_x354*_x71) + np.maximum(_x324*_x361, _x325*_x362) + np.maximum(_x346*_x358, _x356*_x357) + np.maximum(_x349*_x350, _x349*_x352)
+    _x364 = _x294 + _x344 + _x363
+    _x365 = _x320*t0_elem_bwd
+    _x366 = eta_elem_bwd**(-1.0)
+    _x367 = _x366*_x64
+    _x368 = _x329*_x367
+    _x369 = _x74/mu_elem_bwd
+    _x370 = 3*act_bytes
+    _x371 = _x370*_x74/mu_norm_bwd
+    _x372 = (16 - 8*rms)/eta_norm_bwd
+    _x373 = np.maximum(_x192*_x371, _x323*_x372)
+    _x374 = 2*t0_gemm_bwd
+    _x375 = flash*t0_attn_bwd
+    _x376 = _x72/mu_gemm_bwd
+    _x377 = _x376*_x74
+    _x378 = _x164*_x97*micro_batch
+    _x379 = _x63/eta_gemm_bwd
+    _x380 = _x174*_x379
+    _x381 = 4*_x380
+    _x382 = _x381*_x53
+    _x383 = _x15*_x377
+    _x384 = _x1*_x202*_x210
+    _x385 = _x20*_x377
+    _x386 = _x216*_x347
+    _x387 = _x332/mu_attn_bwd
+    _x388 = np.where((_x111 <= 4), 1/128, 1/64)
+    _x389 = np.ceil(_x388*seq_len)
+    _x390 = 160*(_x110*attn_uneven_bwd + 1)*(_x112/attn_dreg_bwd + _x113*attn_dsoft_bwd + _x388*attn_dio_bwd + 1)*np.ceil(_x115*_x389)/(_x389*eta_attn_bwd)
+    _x391 = _x64/eta_softmax_bwd
+    _x392 = mu_softmax_bwd**(-1.0)
+    _x393 = _x351*_x366
+    _x394 = _x89*bmm_dhalf_bwd
+    _x395 = _x83/eta_bmm_bwd
+    _x396 = _x395*_x81
+    _x397 = _x74/mu_bmm_bwd
+    _x398 = _x397*(_x88 + _x94*bmm_reread_bwd*(np.ceil((1/128)*_x47 + _x93) - 1))
+    _x399 = _x395*_x92
+    _x400 = _x394*cp + 1
+    _x401 = _x15*_x374 + _x15*t0_elem_bwd + _x15*t0_norm_bwd + _x163*t0_gemm_bwd + _x20*_x374 + _x20*t0_norm_bwd + _x365 + 2*_x373 + _x375*_x62 + _x375*swa_frac + _x44*t0_gemm_bwd + 4*_x61*t0_bmm_bwd + _x61*t0_softmax_bwd + 3*t0_elem_bwd + 3*t0_gemm_bwd + 2*t0_norm_bwd + 2*np.maximum(_x368, _x327*_x369) + np.maximum(_x398, _x396*_x400) + np.maximum(_x398, _x396*(_x394 + 1)) + np.maximum(_x105*_x387, _x120*_x390) + np.maximum(_x121*_x387, _x124*_x390) + np.maximum(_x169*_x377, _x178*_x378*_x381) + np.maximum(_x185*_x377, _x187*_x190*_x382) + np.maximum(_x195*_x383, _x198*_x201*_x381) + np.maximum(_x207*_x383, _x214*_x381*_x384) + np.maximum(_x218*_x377, _x221*_x224*_x381) + np.maximum(_x225*_x385, _x228*_x231*_x381) + np.maximum(_x232*_x385, _x236*_x381*_x386) + np.maximum(_x334*_x371, _x335*_x372) + np.maximum(_x339*_x393, _x341*_x369) + np.maximum(_x342*_x371, _x343*_x372) + np.maximum(_x397*_x98, _x399*(1 + bmm_dhalf_bwd/_x90)) + np.maximum(_x399*_x400, _x397*(_x95*bmm_reread_bwd + _x98)) + np.maximum(_x392*_x77*(_x370 + _x73), _x391*_x70*(8 - 8*flash))
+    _x402 = _x137*_x261
+    _x403 = _x145*_x208*_x219 + _x15*_x194 + _x184*_x44 + _x20*_x217 + _x208*_x210 + _x342
+    _x404 = _x320*(_x153*_x287 + _x166 + _x258 + _x345 + _x403)
+    _x405 = _x369*q_bytes
+    _x406 = _x151*_x265
+    _x407 = _x379*_x82
+    _x408 = _x153*_x377
+    _x409 = _x369*(2*gated + 3)
+    _x410 = _x367*(16 - 12*sq_relu)
+    _x411 = _x151*t0_elem_bwd + _x151*t0_gemm_bwd + _x151*t0_softmax_bwd + _x153*_x374 + _x153*t0_elem_bwd + np.maximum(_x244*_x410, _x243*_x409*_x55) + np.maximum(_x248*_x377, _x250*_x254*_x381) + np.maximum(_x259*_x377, _x264*_x381*_x402) + np.maximum(_x267*_x377, 4*_x193*_x272*_x406*_x407) + np.maximum(8*_x268*_x391, 3*_x268*_x354*_x392) + np.maximum(_x277*_x408, _x279*_x282*_x382) + np.maximum(_x288*_x408, _x289*_x292*_x382) + np.maximum(_x346*_x410, _x357*_x409) + np.maximum(_x361*_x368, _x362*_x369) + np.maximum(_x393*_x404, _x404*_x405)
+    _x412 = _x401 + _x411
+    _x413 = _x364 + _x412
+    _x414 = np.maximum(0, _x131*_x151*_x318 - _x413)
+    _x415 = _x127*ov_ep*(_x319 - _x414) + _x319*(1 - ov_ep) + _x414*ov_ep
+    _x416 = _x297 + _x415
+    _x417 = _x128 + _x416
+    _x418 = np.minimum(_x14, dense_layers)
+    _x419 = np.minimum(1, _x32)
+    _x420 = _x364*rc_full
+    _x421 = 1 - rc_full
+    _x422 = _x421*rc_sel
+    _x423 = _x125*_x422
+    _x424 = _x1*ffn_hidden
+    _x425 = _x424*_x53
+    _x426 = _x320*(_x168 + _x348 + _x425)
+    _x427 = np.maximum(_x350*_x426, _x352*_x426)
+    _x428 = _x425*act_bytes
+    _x429 = np.maximum(_x356*_x428, _x358*_x425)
+    _x430 = d_model*ffn_hidden
+    _x431 = _x1*_x430
+    _x432 = _x166 + _x425 + _x431
+    _x433 = _x431*_x53
+    _x434 = 2*_x433
+    _x435 = np.minimum(np.minimum(_x424, _x53), d_model)
+    _x436 = (_x435 + gemm_dhalf)/_x435
+    _x437 = np.maximum(_x171*_x432, _x176*_x434*_x436)
+    _x438 = _x255*ffn_hidden
+    _x439 = _x136*_x438
+    _x440 = _x1*_x438
+    _x441 = _x440*_x53
+    _x442 = _x166 + _x439 + _x441
+    _x443 = _x260*_x440
+    _x444 = np.minimum(np.minimum(_x440, _x53), d_model)
+    _x445 = (_x444 + gemm_dhalf)/_x444
+    _x446 = np.maximum(_x171*_x442, _x176*_x443*_x445)
+    _x447 = _x237 + _x437 + _x446
+    _x448 = _x344 + _x427 + _x429 + _x447
+    _x449 = _x448*rc_full
+    _x450 = _x423 + _x449
+    _x451 = np.maximum(_x377*_x432, _x381*_x433*_x436)
+    _x452 = np.maximum(_x377*_x442, _x382*_x439*_x445)
+    _x453 = _x320*(_x260 + _x403 + _x441)
+    _x454 = np.maximum(_x393*_x453, _x405*_x453)
+    _x455 = np.maximum(_x409*_x428, _x410*_x425)
+    _x456 = _x401 + _x451 + _x452 + _x454 + _x455
+    _x457 = _x448 + _x456
+    _x458 = ov_ep*np.maximum(0, -_x457)
+    _x459 = _x127*_x458
+    _x460 = _x131*(_x150 + 2*_x157 + 2*_x160)
+    _x461 = _x130*_x460
+    _x462 = np.maximum(0, -_x39*_x447 + _x460)
+    _x463 = _x129*_x462
+    _x464 = _x296*(_x460 - _x462)
+    _x465 = _x461 + _x463 + _x464
+    _x466 = _x458 - _x459 + _x465
+    _x467 = _x128 + _x466
+    _x468 = -host_bwd - host_fwd - host_rc*rc_full
+    _x469 = np.maximum(0, -_x450 - _x457 - _x467 - _x468)
+    _x470 = _x420 + _x423
+    _x471 = _x413 + _x417 + _x470
+    _x472 = np.maximum(0, -_x468 - _x471)
+    _x473 = -_x458 + _x459
+    _x474 = _x418*(_x419*(np.where((-_x293 - _x363 - _x411 - _x416 - _x420 + _x427 + _x429 + _x437 + _x446 + _x449 + _x451 + _x452 + _x454 + _x455 + _x461 + _x463 + _x464 + _x469 - _x472 - _x473 < 0), 0, 1)) - _x419 + 1)
+    _x475 = _x166*_x64
+    _x476 = np.ceil((1/128)*_x1*vocab)
+    _x477 = 128*_x476
+    _x478 = d_model*grad_bytes
+    _x479 = _x166*act_bytes
+    _x480 = np.minimum(_x477, _x53)
+    _x481 = np.maximum(_x475/eta_embed_bwd, _x74*(_x172*f32_bytes*(_x480 + (1/10)*_x53) + _x477*_x478 + _x478*_x480 + _x479*(learned_pos + 1))/mu_embed_bwd)
+    _x482 = np.maximum(_x475/eta_embed_fwd, _x479*_x74*(learned_pos + 2)/mu_embed_fwd)
+    _x483 = d_model**2
+    _x484 = 2*_x483
+    _x485 = _x1*_x484
+    _x486 = _x74*(_x137 + _x260 + _x485)
+    _x487 = _x208*_x483
+    _x488 = np.minimum(np.minimum(_x136, _x172), _x53)
+    _x489 = (_x488 + gemm_dhalf)/_x488
+    _x490 = _x260*_x320
+    _x491 = _x481 + t0_embed_bwd
+    _x492 = _x477*d_model
+    _x493 = _x477*_x53
+    _x494 = _x166 + _x492 + _x493
+    _x495 = np.minimum(np.minimum(_x477, _x53), d_model)
+    _x496 = _x166*_x476
+    _x497 = _x496*(_x495 + gemm_dhalf)/_x495
+    _x498 = _x476*_x53*_x64
+    _x499 = _x493*_x74*(act_bytes + f32_bytes)
+    _x500 = t0_ce_bwd + np.maximum(_x377*_x494, 512*_x407*_x497) + np.maximum(_x499/mu_ce_bwd, 256*_x498/eta_ce_bwd)
+    _x501 = _x373 + _x500 + mtp*(_x365 + 3*_x373 + _x374 + _x491 + _x500 + 3*t0_norm_bwd + np.maximum(_x376*_x486, 8*_x380*_x487*_x489) + np.maximum(_x1*_x367*_x490, _x137*_x320*_x405)) + t0_gemm_bwd + t0_norm_bwd
+    _x502 = 4*_x483
+    _x503 = _x482 + t0_embed_fwd
+    _x504 = t0_ce_fwd + np.maximum(_x171*_x494, 256*_x270*_x497) + np.maximum(_x499/mu_ce_fwd, 640*_x498/eta_ce_fwd)
+    _x505 = _x331 + _x504 + mtp*(_x162 + _x321 + 3*_x331 + _x503 + _x504 + 3*t0_norm_fwd + np.maximum(_x170*_x486, _x176*_x208*_x489*_x502) + np.maximum(_x350*_x490, 4*_x320*_x322*_x475)) + t0_gemm_fwd + t0_norm_fwd
+    _x506 = (np.where((_x481 + _x482 - _x501 - _x505 - mtp*(_x471 + _x472) + t0_embed_bwd + t0_embed_fwd > 0), 0, 1))
+    _x507 = 1 - _x419
+    _x508 = 1 - _x506
+    _x509 = mtp*(_x506 + _x507*_x508)
+    _x510 = _x14 - _x474 + _x509
+    _x511 = _x503*_x508 + _x505*_x506 + _x507*(_x503*_x506 + _x505*_x508)
+    _x512 = _x491*_x508 + _x501*_x506 + _x507*(_x491*_x506 + _x501*_x508)
+    _x513 = np.maximum(0, _x419*(_x506*host_head + _x508*host_emb) + _x507*(host_emb + host_head) - _x511 - _x512)
+    _x514 = _x469*_x474 + _x472*_x510 + _x513 + host_mb
+    _x515 = _x364*_x510 + _x448*_x474 + _x511
+    _x516 = _x450*_x474 + _x470*_x510
+    _x517 = _x412*_x510 + _x456*_x474 + _x512
+    _x518 = _x516 + _x517
+    _x519 = _x417*_x510 + _x467*_x474 + _x514 + _x515 + _x518
+    _x520 = _x32 + _x37*interleave
+    _x521 = cp*dp
+    _x522 = _x10*_x521
+    _x523 = np.where((_x522 <= gpus_per_node), 1, 0)
+    _x524 = 1 - _x523
+    _x525 = (1 - ov_pp)*(_x523*(_x138*_x42 + alpha_p2p_intra) + _x524*(_x138*_x58 + alpha_p2p_inter))
+    _x526 = 2*_x419
+    _x527 = _x520*_x525*_x526
+    _x528 = 1 - ov_ag
+    _x529 = _x239*_x304
+    _x530 = _x521*tp
+    _x531 = _x529*_x530
+    _x532 = np.ceil(_x531/np.maximum(1, np.floor(_x298*_x304)))
+    _x533 = _x532 - 1
+    _x534 = _x531 - _x532
+    _x535 = _x34*_x51
+    _x536 = _x1*_x535
+    _x537 = _x238*_x536*ep
+    _x538 = _x532*_x537
+    _x539 = _x531/_x532 - 1
+    _x540 = _x538*_x539
+    _x541 = _x531 - 1
+    _x542 = _x541*grad_bytes
+    _x543 = _x240 + _x257 + biases*(_x256 + d_model)
+    _x544 = _x543*experts
+    _x545 = _x529*_x544
+    _x546 = _x151*_x545
+    _x547 = _x546*mtp
+    _x548 = _x507*_x547
+    _x549 = _x14 - _x418
+    _x550 = _x546*_x549
+    _x551 = _x548 + _x550
+    _x552 = _x537*_x551
+    _x553 = _x542*_x552
+    _x554 = (_x532 > 1)
+    _x555 = np.where(_x554, _x533*alpha_rs_inter + _x534*alpha_rs_intra + _x553*np.maximum(_x158*_x538, _x159*_x540), _x159*_x553 + _x541*alpha_rs_intra)
+    _x556 = _x541*act_bytes
+    _x557 = _x552*_x556
+    _x558 = _x151*np.where(_x554, _x533*alpha_ag_inter + _x534*alpha_ag_intra + _x557*np.maximum(_x132*_x538, _x133*_x540), _x133*_x557 + _x541*alpha_ag_intra)
+    _x559 = _x521/np.maximum(1, np.floor(_x1*gpus_per_node))
+    _x560 = np.ceil(_x559)
+    _x561 = _x560 - 1
+    _x562 = _x521 - _x560
+    _x563 = _x535*_x560
+    _x564 = _x521/_x560 - 1
+    _x565 = _x563*_x564
+    _x566 = _x521 - 1
+    _x567 = _x172*_x18
+    _x568 = biases*d_model
+    _x569 = _x15*(_x147*_x215 + _x205 + _x568 + d_model*heads*v_head) + _x44*(_x179*d_model + _x181 + biases*(_x180 + d_model))
+    _x570 = _x1*_x569 + _x21
+    _x571 = _x567 + _x570
+    _x572 = _x273 + _x283 - _x568*(1 - _x153) + biases*(_x285 + d_model)
+    _x573 = _x1*_x572 + _x406 + _x545
+    _x574 = _x571 + _x573
+    _x575 = _x430 + _x438*d_model + biases*(_x438 + d_model)
+    _x576 = _x1*_x575 + _x571
+    _x577 = _x418*_x576
+    _x578 = _x18*d_model
+    _x579 = 5*_x578
+    _x580 = mtp*(_x485 + _x570 + _x573 + _x579)
+    _x581 = _x165*learned_pos
+    _x582 = 1 - tied
+    _x583 = _x492*(_x507*_x582 + 1) + _x581
+    _x584 = _x507*_x580 + _x549*_x574 + _x577 + _x583
+    _x585 = -_x548 - _x550 + _x584
+    _x586 = _x535*_x585
+    _x587 = _x586*grad_bytes
+    _x588 = _x566*_x587
+    _x589 = (_x559 > 1)
+    _x590 = np.where(_x589, _x561*alpha_rs_inter + _x562*alpha_rs_intra + _x588*np.maximum(_x158*_x563, _x159*_x565), _x159*_x588 + _x566*alpha_rs_intra)
+    _x591 = _x566*act_bytes
+    _x592 = _x586*_x591
+    _x593 = np.where(_x589, _x561*alpha_ag_inter + _x562*alpha_ag_intra + _x592*np.maximum(_x132*_x563, _x133*_x565), _x133*_x592 + _x566*alpha_ag_intra)
+    _x594 = _x151*_x555 + 2*_x558 + _x590 + 2*_x593
+    _x595 = _x37*_x594
+    _x596 = np.maximum(0, -_x37*(_x515 + _x517) + _x595)
+    _x597 = _x127*ov_ag
+    _x598 = 1 - z_param
+    _x599 = _x558 + _x593
+    _x600 = _x599*z_os
+    _x601 = z_grad*(_x34*_x35*global_batch - 1) + 1
+    _x602 = 1 - z_os
+    _x603 = 2*_x521 - 2
+    _x604 = _x587*_x603
+    _x605 = _x522*_x529 - 2
+    _x606 = _x605*grad_bytes
+    _x607 = _x552*_x606
+    _x608 = _x601*(_x151*(_x555*z_os + _x602*np.where(_x554, _x25*_x533 + _x26*_x539 + _x607*np.maximum(_x0*_x538, _x540*_x6), _x6*_x607 + _x605*alpha_ar_intra)) + _x590*z_os + _x602*np.where(_x589, _x25*_x561 + _x26*_x564 + _x604*np.maximum(_x0*_x563, _x565*_x6), _x6*_x604 + _x603*alpha_ar_intra))
+    _x609 = np.maximum(0, -_x515 + _x599*z_os)
+    _x610 = _x128*_x131/_x39
+    _x611 = rc_full + 1
+    _x612 = _x611/_x131
+    _x613 = _x416*_x612 + _x610
+    _x614 = _x466*_x612 + _x610
+    _x615 = np.maximum(0, -_x601*(_x474*_x614 + _x510*_x613 + _x518) + _x608)
+    _x616 = _x598*(_x127*ov_dp*(_x608 - _x615) + _x528*_x600 + _x597*(_x600 - _x609) + _x608*(1 - ov_dp) + _x609*ov_ag + _x615*ov_dp) + z_param*(_x528*_x595 + _x596*ov_ag + _x597*(_x34*_x35*_x594*global_batch - _x596))
+    _x617 = _x531**(-z_os)
+    _x618 = _x551*_x617
+    _x619 = _x521**(-z_os)
+    _x620 = _x585*_x619
+    _x621 = _x618 + _x620
+    _x622 = t0_optim_fwd + np.maximum(_x64*(12*_x618 + 12*_x620)/eta_optim_fwd, _x621*_x74*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
+    _x623 = _x31 + _x519*(_x33 + _x37) + _x527 + _x616 + _x622
+    _x624 = _x31 + _x37*(_x297*_x510 + _x465*_x474)
+    _x625 = -_x473
+    _x626 = _x172*seq_len
+    _x627 = _x626*vocab
+    _x628 = 2*seq_len
+    _x629 = _x101*_x66
+    _x630 = _x117*_x629
+    _x631 = _x101*_x123
+    _x632 = _x631*_x79
+    _x633 = _x61*(_x628*_x631 + 2*_x630)/_x49
+    _x634 = _x630*_x79 + _x632*seq_len + _x633*_x78 + _x633*_x90
+    _x635 = _x144*_x215*_x628 + _x172*_x96*heads + _x181*_x44*_x628 + _x197*_x628 + _x211*seq_len + _x220*_x628 + _x227*_x628 + _x634
+    _x636 = -dense_layers + layers
+    _x637 = _x153*_x628
+    _x638 = _x242*(_x151/np.maximum(1, capacity) + _x152 + 1)
+    _x639 = _x151*_x626*experts + _x240*_x628*_x638 + _x256*_x626*_x638 + _x273*_x637 + _x283*_x637 + _x635
+    _x640 = global_batch*(_x627 + _x636*_x639 + dense_layers*(_x430*_x628 + _x438*_x626 + _x635) + mtp*(_x502*seq_len + _x627 + _x639))
+    _x641 = 3*_x640
+    _x642 = 768*_x496
+    _x643 = _x101*_x118
+    _x644 = _x102*_x643*_x79 + _x208*_x632 + _x81 + _x92
+    _x645 = _x173 + _x188 + _x199 + _x212 + _x222 + _x229 + _x234 + _x644
+    _x646 = 6*_x53
+    _x647 = 6*_x193
+    _x648 = 7*_x103*_x643 + _x187*_x646 + 6*_x198 + 7*_x208*_x631*flash + 6*_x221 + _x227*_x647 + 6*_x378 + 6*_x384 + 6*_x386 + _x422*_x644 + 3*_x81 + 3*_x92
+    _x649 = 6*_x250 + _x279*_x646 + _x289*_x646 + 6*_x402 + _x406*_x647 + _x648 + rc_full*(_x251 + _x262 + _x269 + _x280 + _x290 + _x645)
+    _x650 = _x636*_x649 + _x642 + dense_layers*(6*_x433 + _x439*_x646 + _x648 + rc_full*(_x434 + _x443 + _x645)) + mtp*(12*_x487 + _x642 + _x649)
+    _x651 = 2*mtp
+    _x652 = _x634*dense_layers
+    _x653 = 3*global_batch
+    _x654 = _x641 + _x653*(_x165*(_x651 + 2)*(_x477*tp - vocab) + _x629*(_x651 + 2*layers) - _x634*(-dense_layers + layers + mtp) - _x652)
+    _x655 = _x13*_x636
+    _x656 = _x353*_x655
+    _x657 = _x4/tp**2
+    _x658 = _x479*_x657
+    _x659 = np.where(_x28, _x135*_x658, 0)
+    _x660 = _x659*seq_par
+    _x661 = _x155*np.where(_x28, _x11*_x658, 0)
+    _x662 = _x30*(-_x659 + np.where(_x28, _x148*_x54*_x657, 0))
+    _x663 = _x13*dense_layers
+    _x664 = _x37*(_x655*(_x154*(2*_x660 + _x661) + _x662) + _x656*np.where(_x317, _x316*np.maximum(0, _x313), 0) + _x663*(4*_x660 + 2*_x661 + _x662))
+    _x665 = np.maximum(0, _x8)
+    _x666 = np.where(_x28, _x139*_x665, _x139)
+    _x667 = _x666*seq_par
+    _x668 = _x155*np.where(_x28, _x156*_x665, _x156)
+    _x669 = _x30*(-_x666 + np.where(_x28, _x149*_x665, _x149))
+    _x670 = _x37*(_x655*(_x154*(2*_x667 + _x668) + _x669) + _x656*np.where(_x317, _x316*np.maximum(0, _x314), _x316) + _x663*(4*_x667 + 2*_x668 + _x669))
+    _x671 = _x611*_x664
+    _x672 = _x34*_x52*act_bytes*global_batch
+    _x673 = _x1*_x38*_x50*_x672*(_x655 + _x663)
+    _x674 = _x41*_x673
+    _x675 = _x57*_x673
+    _x676 = _x131*_x675
+    _x677 = _x37*_x656
+    _x678 = _x677*np.maximum(0, _x307)
+    _x679 = _x677*np.maximum(0, _x308)
+    _x680 = _x611*_x679
+    _x681 = interleave*pp - 1
+    _x682 = _x13*_x136
+    _x683 = _x419*_x524*_x672*_x681
+    _x684 = _x419*_x523*_x672*_x681*_x682 + _x682*_x683
+    _x685 = _x1*_x13
+    _x686 = np.maximum(0, _x540)
+    _x687 = _x151*_x544
+    _x688 = _x536*_x655*_x687
+    _x689 = _x556*_x688
+    _x690 = _x151*np.where(_x554, _x686*_x689, _x689)
+    _x691 = np.maximum(0, _x565)
+    _x692 = _x636*_x687
+    _x693 = _x21 + _x569
+    _x694 = _x567 + _x693
+    _x695 = _x406 + _x572 + _x694
+    _x696 = _x578 + _x581 + d_model*vocab*(2 - tied)
+    _x697 = _x696 + dense_layers*(_x575 + _x694)
+    _x698 = _x636*(_x544 + _x695) + _x697
+    _x699 = -_x692 + _x698
+    _x700 = _x13*_x536
+    _x701 = _x699*_x700
+    _x702 = _x591*_x701
+    _x703 = np.where(_x589, _x691*_x702, _x702)
+    _x704 = _x690 + _x703
+    _x705 = _x598*z_os
+    _x706 = _x37*_x704
+    _x707 = np.maximum(0, _x538)
+    _x708 = _x151*np.where(_x554, _x689*_x707, 0)
+    _x709 = _x560*_x699/(cp**2*dp**2)
+    _x710 = np.where(_x589, _x591*_x685*_x709, 0)
+    _x711 = _x708 + _x710
+    _x712 = _x37*_x711
+    _x713 = _x705*_x711 + _x712*z_param
+    _x714 = _x542*_x688
+    _x715 = np.where(_x554, _x686*_x714, _x714)
+    _x716 = _x701*grad_bytes
+    _x717 = _x566*_x716
+    _x718 = np.where(_x589, _x691*_x717, _x717)
+    _x719 = _x606*_x688
+    _x720 = _x603*_x716
+    _x721 = _x598*_x601
+    _x722 = np.where(_x554, _x707*_x714, 0)
+    _x723 = _x13*_x22*_x709
+    _x724 = np.where(_x589, _x566*_x723, 0)
+    _x725 = _x721*(_x151*(_x602*np.where(_x554, _x707*_x719, 0) + _x722*z_os) + _x602*np.where(_x589, _x603*_x723, 0) + _x724*z_os) + z_param*(_x34*_x35*global_batch*(_x151*_x722 + 2*_x708 + 2*_x710 + _x724) - _x712)
+    _x726 = _x623**(-1.0)
+    _x727 = _x174*_x726
+    _x728 = _x700*_x727
+    _x729 = _x72*z_param*np.maximum(_x574, _x576*np.minimum(1, dense_layers))
+    _x730 = _x531**(-z_param)
+    _x731 = _x521**(-z_param)
+    _x732 = act_bytes*(_x551*_x730 + _x585*_x731)
+    _x733 = _x531**(-z_grad)
+    _x734 = _x521**(-z_grad)
+    _x735 = grad_bytes*(_x551*_x733 + _x585*_x734)
+    _x736 = _x621*opt_bytes
+    _x737 = _x37*gpipe
+    _x738 = _x493*(act_bytes + f32_bytes*(_x737 - gpipe + 1))
+    _x739 = (_x306 + _x738)*(mtp + 1)
+    _x740 = _x359*shared_ffn + _x360
+    _x741 = _x1*(_x54*(_x101 + _x50) + _x740) + _x191*(_x166*(2*_x326 + 4*act_bytes) + _x340*_x53*(_x209 + _x233 + qk_rope)) + _x76*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes))
+    _x742 = _x1*(_x355*_x51*act_bytes*ffn_hidden*micro_batch*seq_len - _x740) + _x741
+    _x743 = rc_full*np.maximum(_x741, _x742)
+    _x744 = 1 - gpipe
+    _x745 = interleave - 1
+    _x746 = _x306*rc_full
+    _x747 = _x421*_x741 + _x746
+    _x748 = mtp*(5*_x306 + _x747)
+    _x749 = _x418*(_x421*_x742 + _x746)
+    _x750 = _x507*_x739 + _x743 + (_x737 + _x744*(_x13*_x33*np.minimum(1, _x745) + 1)*np.minimum(_x37, pp))*(_x507*_x748 + _x549*_x747 + _x749)
+    _x751 = _x729 + _x732 + _x735 + _x736 + _x750
+    _x752 = _x14 - _x418*_x507
+    _x753 = _x546*_x752
+    _x754 = _x547 + _x753
+    _x755 = _x419*_x492*_x582*np.minimum(1, mtp) - _x419*_x581 + _x507*_x577 - _x547 + _x574*_x752 + _x580 + _x583 - _x753
+    _x756 = act_bytes*(_x730*_x754 + _x731*_x755)
+    _x757 = grad_bytes*(_x733*_x754 + _x734*_x755)
+    _x758 = opt_bytes*(_x617*_x754 + _x619*_x755)
+    _x759 = _x739 + _x743 + (_x737 + _x744*np.minimum(_x37, _x12*(_x745*pp + 1)))*(_x507*_x749 + _x747*_x752 + _x748)
+    _x760 = _x729 + _x756 + _x757 + _x758 + _x759
+    _x761 = np.maximum(_x751, _x760)
+    _x762 = np.where((_x751 < _x760), 1, 0)
+    _x763 = 1 - _x762
+    _x764 = _x761*alloc_frag
+    _x765 = nccl_comm_bytes*(_x151*np.minimum(1, _x541) + np.minimum(1, _x135) + np.minimum(1, _x566)) + nccl_peer_bytes*(_x151*(ep - 1) + _x526 + 2*np.minimum(1, _x38))
     return {
-        'step_time': _x616,
-        't_forward': _x36*_x509,
-        't_backward': _x36*_x511,
-        't_recompute': _x36*_x510,
-        't_tp_comm': _x617,
-        't_cp_comm': _x36*(_x126*_x468 + _x126*_x504),
-        't_ep_comm': _x36*(_x409*_x504 + _x468*_x618),
-        't_host_overhead': _x36*_x508,
-        't_pp_bubble': _x32*_x513,
-        't_pp_comm': _x521,
-        't_dp_comm': _x609,
-        't_optimizer': _x615,
-        'tp_comm_total': _x30 + _x36*(_x158*_x504 + _x454*_x468),
-        'dp_comm_total': _x587*z_param + _x590*(_x592 + _x601),
-        'tp_comm': _x617,
-        'dp_comm': _x609,
-        'pp_bubble': _x31/_x514,
-        'pp_bubble_ratio': _x32*dp*micro_batch/global_batch,
-        'micro_batches': _x36,
-        't_microbatch_stage': _x513,
-        't_layer_fwd': _x358,
-        't_layer_bwd': _x406,
-        't_layer_recompute': _x464,
-        't_layer_tp_comm': _x294,
-        't_layer_cp_comm': _x126,
-        't_layer_ep_comm': _x409,
-        't_layer_comm_bwd': _x606,
-        't_layer_host': _x466,
-        't_dense_layer_fwd': _x442,
-        't_dense_layer_bwd': _x450,
-        't_dense_layer_recompute': _x444,
-        't_dense_layer_tp_comm': _x459,
-        't_dense_layer_cp_comm': _x126,
-        't_dense_layer_ep_comm': _x618,
-        't_dense_layer_comm_bwd': _x607,
-        't_dense_layer_host': _x463,
-        'stage_layers': _x11,
-        'stage_dense_layers': _x468,
-        'stage_mtp_layers': _x503,
-        't_tp_grad_reduce': _x30,
-        't_embed_fwd': _x497,
-        't_embed_bwd': _x485,
-        't_head_fwd': _x499,
-        't_head_bwd': _x495,
-        'head_stage_heavier': _x500,
-        't_edge_host': _x507,
+        'step_time': _x623,
+        't_forward': _x37*_x515,
+        't_backward': _x37*_x517,
+        't_recompute': _x37*_x516,
+        't_tp_comm': _x624,
+        't_cp_comm': _x37*(_x128*_x474 + _x128*_x510),
+        't_ep_comm': _x37*(_x415*_x510 + _x474*_x625),
+        't_host_overhead': _x37*_x514,
+        't_pp_bubble': _x33*_x519,
+        't_pp_comm': _x527,
+        't_dp_comm': _x616,
+        't_optimizer': _x622,
+        'tp_comm_total': _x31 + _x37*(_x161*_x510 + _x460*_x474),
+        'dp_comm_total': _x595*z_param + _x598*(_x600 + _x608),
+        'tp_comm': _x624,
+        'dp_comm': _x616,
+        'pp_bubble': _x32/_x520,
+        'pp_bubble_ratio': _x33*dp*micro_batch/global_batch,
+        'micro_batches': _x37,
+        't_microbatch_stage': _x519,
+        't_layer_fwd': _x364,
+        't_layer_bwd': _x412,
+        't_layer_recompute': _x470,
+        't_layer_tp_comm': _x297,
+        't_layer_cp_comm': _x128,
+        't_layer_ep_comm': _x415,
+        't_layer_comm_bwd': _x613,
+        't_layer_host': _x472,
+        't_dense_layer_fwd': _x448,
+        't_dense_layer_bwd': _x456,
+        't_dense_layer_recompute': _x450,
+        't_dense_layer_tp_comm': _x465,
+        't_dense_layer_cp_comm': _x128,
+        't_dense_layer_ep_comm': _x625,
+        't_dense_layer_comm_bwd': _x614,
+        't_dense_layer_host': _x469,
+        'stage_layers': _x14,
+        'stage_dense_layers': _x474,
+        'stage_mtp_layers': _x509,
+        't_tp_grad_reduce': _x31,
+        't_embed_fwd': _x503,
+        't_embed_bwd': _x491,
+        't_head_fwd': _x505,
+        't_head_bwd': _x501,
+        'head_stage_heavier': _x506,
+        't_edge_host': _x513,
         't_microbatch_host': host_mb,
-        't_pp_send_recv': _x519,
-        'flops': _x634,
-        'hardware_flops': _x35*_x39*_x643,
-        'flops_megatron': _x647,
-        'bytes_tp_fwd': _x655 + _x661,
-        'bytes_tp_bwd': _x604*_x661 + _x662,
-        'bytes_tp_inter': _x655 + _x662,
-        'bytes_cp_fwd': _x666 + _x667,
-        'bytes_cp_bwd': _x129*_x666 + _x668,
-        'bytes_cp_inter': _x667 + _x668,
-        'bytes_ep_fwd': _x670 + _x671,
-        'bytes_ep_bwd': _x604*_x670 + _x672,
-        'bytes_ep_inter': _x671 + _x672,
-        'bytes_pp_fwd': _x676,
-        'bytes_pp_bwd': _x676,
-        'bytes_pp_inter': _x169*_x664*_x675,
-        'bytes_dp_fwd': _x695*_x696 + _x697*z_param + _x702,
-        'bytes_dp_bwd': _x709*(_x148*(_x594*np.where(_x547, _x677*_x707, _x707) + _x704*z_os) + _x594*np.where(_x582, _x682*_x708, _x708) + _x706*z_os) + _x712 + z_param*(_x33*_x34*global_batch*(_x148*_x704 + 2*_x681 + 2*_x694 + _x706) - _x697),
-        'bytes_dp_inter': _x702 + _x712,
-        'flops_forward': _x633,
-        'flops_backward': 2*_x633,
-        'flops_attention': _x646*(_x627*_x629 + _x645),
-        'flops_lm_head': 6*_x162*global_batch*vocab,
-        'n_gpus': _x516*pp,
-        'mfu': _x634*_x715,
-        'mfu_megatron': _x647*_x715,
-        'hfu': _x10*_x36*_x643*_x714,
-        'tokens_per_s': _x713*global_batch*seq_len,
-        'memory': _x748,
-        'mem_weights': _x719*_x750 + _x743*_x749,
-        'mem_gradients': _x722*_x750 + _x744*_x749,
-        'mem_optimizer': _x723*_x750 + _x745*_x749,
-        'mem_activations': _x716 + _x737*_x750 + _x746*_x749,
-        'mem_logits': _x725,
-        'mem_first_stage': _x738,
-        'mem_last_stage': _x747,
-        'mem_reserve': _x751 + _x752 + cuda_context,
+        't_pp_send_recv': _x525,
+        'flops': _x641,
+        'hardware_flops': _x36*_x40*_x650,
+        'flops_megatron': _x654,
+        'bytes_tp_fwd': _x664 + _x670,
+        'bytes_tp_bwd': _x611*_x670 + _x671,
+        'bytes_tp_inter': _x664 + _x671,
+        'bytes_cp_fwd': _x674 + _x675,
+        'bytes_cp_bwd': _x131*_x674 + _x676,
+        'bytes_cp_inter': _x675 + _x676,
+        'bytes_ep_fwd': _x678 + _x679,
+        'bytes_ep_bwd': _x611*_x678 + _x680,
+        'bytes_ep_inter': _x679 + _x680,
+        'bytes_pp_fwd': _x684,
+        'bytes_pp_bwd': _x684,
+        'bytes_pp_inter': _x172*_x683*_x685,
+        'bytes_dp_fwd': _x704*_x705 + _x706*z_param + _x713,
+        'bytes_dp_bwd': _x721*(_x151*(_x602*np.where(_x554, _x686*_x719, _x719) + _x715*z_os) + _x602*np.where(_x589, _x691*_x720, _x720) + _x718*z_os) + _x725 + z_param*(_x34*_x35*global_batch*(_x151*_x715 + 2*_x690 + 2*_x703 + _x718) - _x706),
+        'bytes_dp_inter': _x713 + _x725,
+        'flops_forward': _x640,
+        'flops_backward': 2*_x640,
+        'flops_attention': _x653*(_x634*_x636 + _x652),
+        'flops_lm_head': 6*_x165*global_batch*vocab,
+        'n_gpus': _x530*pp,
+        'mfu': _x641*_x728,
+        'mfu_megatron': _x654*_x728,
+        'hfu': _x13*_x37*_x650*_x727,
+        'tokens_per_s': _x726*global_batch*seq_len,
+        'memory': _x761,
+        'mem_weights': _x732*_x763 + _x756*_x762,
+        'mem_gradients': _x735*_x763 + _x757*_x762,
+        'mem_optimizer': _x736*_x763 + _x758*_x762,
+        'mem_activations': _x729 + _x750*_x763 + _x759*_x762,
+        'mem_logits': _x738,
+        'mem_first_stage': _x751,
+        'mem_last_stage': _x760,
+        'mem_reserve': _x764 + _x765 + cuda_context,
         'mem_cuda_context': cuda_context,
-        'mem_nccl': _x752,
-        'mem_fragmentation': _x751,
-        'params': _x689,
-        'active_params': _x629*(_x536*top_k + _x686) + _x688,
-        'params_rank': _x577,
-        'params_embedding': _x687,
-        'params_expert': _x683,
-        'params_mtp': mtp*(_x400 + _x478 + _x537 + _x565 + _x572 + _x684),
+        'mem_nccl': _x765,
+        'mem_fragmentation': _x764,
+        'params': _x698,
+        'active_params': _x636*(_x543*top_k + _x695) + _x697,
+        'params_rank': _x584,
+        'params_embedding': _x696,
+        'params_expert': _x692,
+        'params_mtp': mtp*(_x406 + _x484 + _x544 + _x572 + _x579 + _x693),
     }
 
-SOURCE_DIGEST = 'f6a6035d02e1a423'
+SOURCE_DIGEST = '62cc710c5fccce9a'

@@ -59,8 +59,10 @@ def _params_of(r) -> dict:
 
 
 def _per_node(p: int, stride: int, gpn: int) -> int:
-    """Members of a group of p ranks (rank stride ``stride``) that share a node (comm.members_per_node)."""
-    return int(max(1, min(p, gpn // stride if stride <= gpn else 0)))
+    """Members of a group of p ranks (rank stride ``stride``) that share a node: comm.members_per_node's rule, the
+    fewest nodes of at most max(1, G // stride) members each, evenly (p // ceil(p / fit))."""
+    fit = max(1, gpn // stride)
+    return p // -(-p // fit)
 
 
 def run_cost(model, plan, hw, tokens: float, *, tp_intra: int | None = None, tp_inter: int | None = None,

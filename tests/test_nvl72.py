@@ -79,7 +79,6 @@ def test_members_per_nvl72_domain_where_the_group_tiles_the_rack(p, stride, k):
 # per rack (72 GPUs hold 4 groups of 16 + 8 spare), so a group never has a fractional number of members per rack:
 # it spans n = ceil(p / floor(72 / stride)) racks with p / n members each. comm.members_per_node's
 # min(p, G / stride) gives 72/8 = 9, 72/4 = 18 and 72/64 = 1.125 instead (fix proposed in the issue-20 report).
-@pytest.mark.xfail(strict=True, reason="comm.members_per_node uses G/stride unrounded: 9, 18, 1.125 members")
 @pytest.mark.parametrize("p,stride,k", [
     (16, 8, 8),       # 16 ranks of stride 8 span 128 GPUs: 2 racks of 8, not 9 + 7 counted as 9
     (32, 4, 16),      # DP 32 behind TP 4: 2 racks of 16
@@ -89,7 +88,6 @@ def test_members_per_nvl72_domain_where_the_group_does_not_tile_the_rack(p, stri
     assert _k(p, stride) == k
 
 
-@pytest.mark.xfail(strict=True, reason="comm.members_per_node uses G/stride unrounded (18 members, 1/18 across)")
 def test_dense_dp_32_behind_tp_4_on_two_racks_sends_one_sixteenth_across():
     """Dense model, tp 4 dp 32 on 128 GB200s: each DP group (32 ranks, stride 4) has 16 members in each of 2
     racks, so its ring sends 1/16 of its bytes over the network."""

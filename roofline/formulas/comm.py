@@ -51,8 +51,13 @@ STEPS = {  # latency steps of the ring algorithm
 
 
 def members_per_node(p, stride) -> sp.Expr:
-    """Ranks of a group (size p, rank stride ``stride``) that share a node: max(1, min(p, G/stride))."""
-    return sp.Max(1, sp.Min(p, S.gpus_per_node / stride))
+    """Ranks of a group (size p, rank stride ``stride``) that share a node. Megatron's rank order is contiguous, so a
+    node (an NVLink domain of G GPUs) holds at most f = max(1, floor(G/stride)) of the group and the group spans the
+    fewest nodes it needs, ceil(p/f), evenly: p / ceil(p/f) members each. For G a power of two this is
+    max(1, min(p, G/stride)); on a 72-GPU NVL72 domain a 16-rank group of stride 8 has 8 per domain, not 9 (whole
+    groups fill a rack, none straddles it with a fraction)."""
+    fit = sp.Max(1, sp.floor(S.gpus_per_node / stride))
+    return p / sp.ceiling(p / fit)
 
 
 def flat(kind: str, p, size, link: str) -> sp.Expr:
@@ -186,5 +191,6 @@ def etp_group(kind: str, size) -> sp.Expr:
 
 
 def pp_same_node() -> sp.Expr:
-    """1 when pipeline neighbours (stride t*c*d) share a node."""
-    return sp.Piecewise((1, S.tp * S.cp * S.dp < S.gpus_per_node), (0, True))
+    """1 when pipeline neighbours (stride t*c*d) share a node: both stages fit in it, 2 t c d <= G (the same as
+    t c d < G for G a power of two; a 64-rank stage on a 72-GPU NVL72 domain has its neighbour in the next one)."""
+    return sp.Piecewise((1, 2 * S.tp * S.cp * S.dp <= S.gpus_per_node), (0, True))
