@@ -39,8 +39,10 @@ the profile's GPUs per node, as in the step-time formulas.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from dataclasses import replace as dc_replace
 
+from .results import MappingResult, freeze
 from .units import DAY
 
 AXES = ("tp", "cp", "ep", "pp", "dp")
@@ -63,13 +65,43 @@ def _per_node(p: int, stride: int, gpn: int) -> int:
     return int(max(1, min(p, gpn // stride if stride <= gpn else 0)))
 
 
+@dataclass(frozen=True, eq=False)
+class RunCost(MappingResult):
+    """The whole run's FLOP, bytes per GPU and axis, and run time: SI floats (reads like the dict it was:
+    ``rc["flop"]["total"]``). ``--json`` prints ``to_dict()``: these keys, in this order, and ``units``."""
+    UNITS = {"flop": "flop", "flop.n": "1",           # flop.n: a parameter count (6ND's N), not FLOP
+             "bytes_per_gpu": "B", "totals": "B", "totals.flop": "flop", "runtime_s": "s", "runtime_days": "day",
+             "step_time_s": "s", "flop_per_s": "flop/s", "bytes_per_s": "B/s"}
+    model: str
+    gpu: str
+    n_gpus: int
+    tokens: float                  # counts (tokens, steps, parameters) and fractions carry no unit
+    steps: float
+    batch_tokens: int
+    micro_batch: int
+    micro_batches: int
+    partition: object              # {tp, tp_intra, tp_inter, pp, dp, cp, ep, interleave, sequence_parallel}
+    params: object                 # {total, active, non_embedding_active, embedding, expert}
+    flop: object                   # {forward, backward, total, six_nd, attention, lm_head, n}
+    bytes_per_gpu: object          # {axis: {tx_fwd, tx_bwd, rx_fwd, rx_bwd, inter}}
+    totals: object                 # all GPUs: {flop, tx_fwd, tx_bwd, rx_fwd, rx_bwd, inter}
+    runtime_s: float
+    runtime_days: float
+    runtime_source: str
+    step_time_s: float
+    utilization: float
+    flop_per_s: object             # {per_gpu, total}
+    bytes_per_s: object            # {per_gpu_tx, per_gpu_rx, per_gpu, total}
+    fits_in_memory: bool
+
+
 def run_cost(model, plan, hw, tokens: float, *, tp_intra: int | None = None, tp_inter: int | None = None,
-             utilization: float | None = None, flop_rate: float | None = None) -> dict:
+             utilization: float | None = None, flop_rate: float | None = None) -> RunCost:
     """FLOP, bytes per axis and run time of training ``model`` on ``tokens`` tokens with ``plan``.
 
     Every FLOP and byte count is an output of one evaluation of the compiled model (formulas/step.py
     ``volumes``: ``bytes_<axis>_fwd/_bwd/_inter`` per GPU and step, ``flops_forward/_backward/_attention/
-    _lm_head`` per step) times the steps D / (B s). Returns plain SI numbers: ``flop`` {forward, backward,
+    _lm_head`` per step) times the steps D / (B s). Returns a frozen :class:`RunCost` of SI numbers: ``flop`` {forward, backward,
     total, six_nd, attention, lm_head, n}, ``bytes_per_gpu`` {axis: {tx_fwd, tx_bwd, rx_fwd, rx_bwd, inter}},
     ``totals`` (all GPUs), ``runtime_s``, ``flop_per_s`` and ``bytes_per_s`` (per GPU and total) and the inputs.
     """
@@ -142,24 +174,24 @@ def run_cost(model, plan, hw, tokens: float, *, tp_intra: int | None = None, tp_
     else:
         runtime, source = steps * r["step_time"], "roofline prediction of the step time"
     net_gpu = 2 * (tx_f + tx_b)                           # whole run, one GPU, Tx + Rx
-    return {
-        "model": model.name, "gpu": hw.id, "n_gpus": n_gpus, "tokens": tokens, "steps": steps,
-        "batch_tokens": B * s, "micro_batch": plan.micro_batch, "micro_batches": int(round(r["micro_batches"])),
-        "partition": {"tp": t, "tp_intra": ti, "tp_inter": te, "pp": p, "dp": d, "cp": c, "ep": e,
-                      "interleave": v, "sequence_parallel": bool(plan.sequence_parallel and t > 1)},
-        "params": {"total": pr["total"], "active": pr["active"], "non_embedding_active": pr["active"] - pr["embedding"],
-                   "embedding": pr["embedding"], "expert": pr["expert"]},
-        "flop": flop, "bytes_per_gpu": per_gpu, "totals": totals,
-        "runtime_s": runtime, "runtime_days": runtime / DAY, "runtime_source": source,
-        "step_time_s": runtime / steps, "utilization": total / (runtime * n_gpus * peak),
-        "flop_per_s": {"per_gpu": total / runtime / n_gpus, "total": total / runtime},
-        "bytes_per_s": {"per_gpu_tx": (tx_f + tx_b) / runtime, "per_gpu_rx": (tx_f + tx_b) / runtime,
-                        "per_gpu": net_gpu / runtime, "total": n_gpus * net_gpu / runtime},
-        "fits_in_memory": pred.fits_in_memory,
-    }
+    return RunCost(
+        model=model.name, gpu=hw.id, n_gpus=n_gpus, tokens=tokens, steps=steps,
+        batch_tokens=B * s, micro_batch=plan.micro_batch, micro_batches=int(round(r["micro_batches"])),
+        partition=freeze({"tp": t, "tp_intra": ti, "tp_inter": te, "pp": p, "dp": d, "cp": c, "ep": e,
+                          "interleave": v, "sequence_parallel": bool(plan.sequence_parallel and t > 1)}),
+        params=freeze({"total": pr["total"], "active": pr["active"], "non_embedding_active": pr["active"] - pr["embedding"],
+                       "embedding": pr["embedding"], "expert": pr["expert"]}),
+        flop=freeze(flop), bytes_per_gpu=freeze(per_gpu), totals=freeze(totals),
+        runtime_s=runtime, runtime_days=runtime / DAY, runtime_source=source,
+        step_time_s=runtime / steps, utilization=total / (runtime * n_gpus * peak),
+        flop_per_s=freeze({"per_gpu": total / runtime / n_gpus, "total": total / runtime}),
+        bytes_per_s=freeze({"per_gpu_tx": (tx_f + tx_b) / runtime, "per_gpu_rx": (tx_f + tx_b) / runtime,
+                            "per_gpu": net_gpu / runtime, "total": n_gpus * net_gpu / runtime}),
+        fits_in_memory=pred.fits_in_memory,
+    )
 
 
-def render(rc: dict) -> str:
+def render(rc: RunCost) -> str:
     """The report in the layout of the analytical run-cost model (reference 002)."""
     pa, fl, tot, P = rc["params"], rc["flop"], rc["totals"], rc["partition"]
     moe = pa["active"] < pa["total"]

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from .config import RECOMPUTE, RULES, SHARDING, SHARDING_BY_STAGE, ZERO_STAGE, holds
 from .errors import InputError
+from .results import Result
 from .units import GiB, fmt_bytes, fmt_time
 
 OBJECTIVES = ("time", "cost", "mfu")
@@ -32,8 +33,11 @@ _OUT = ("step_time", "memory", "mem_reserve", "mfu", "hfu", "tokens_per_s", "mic
 
 
 @dataclass(frozen=True)
-class Candidate:
-    """One evaluated plan. Times in s, memory in bytes (per GPU), fractions in [0, 1]."""
+class Candidate(Result):
+    """One evaluated plan. Times in s, memory in bytes (per GPU), fractions in [0, 1]; ``quantity(name)``
+    gives a field with its unit (``UNITS``), ``to_dict()`` the fields and the units map."""
+    UNITS = {"step_time_s": "s", "memory_bytes": "B", "tokens_per_s": "1/s", "run_days": "day", "gpu_hours": "hour",
+             "cost_usd": "USD", "energy_kwh": "kWh", "reserve_bytes": "B", "headroom_bytes": "B"}
     plan: object                    # roofline.config.Plan
     step_time_s: float
     memory_bytes: float
@@ -50,11 +54,6 @@ class Candidate:
     energy_kwh: float | None = None  # GPU board power x GPU-hours (hardware profile's board_power)
     reserve_bytes: float = 0.0      # CUDA context + NCCL buffers + allocator fragmentation (mem_reserve)
     headroom_bytes: float = 0.0     # usable HBM (capacity x (1 - margin)) - memory - reserve; >= 0 for a plan that fits
-
-    def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["plan"] = {k: v for k, v in dataclasses.asdict(self.plan).items()}
-        return d
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from .errors import InputError
 from .precision import NAMES as DTYPES
+from .results import Result, freeze
 from .units import HOUR, count_text, fmt_bytes, fmt_time
 
 CHINCHILLA_TOKENS_PER_PARAM = 20.0
@@ -54,8 +55,10 @@ def param_count(model) -> float:
 
 
 @dataclass(frozen=True)
-class BudgetPlan:
-    """The largest model a budget trains at the given tokens per parameter, with its best plan."""
+class BudgetPlan(Result):
+    """The largest model a budget trains at the given tokens per parameter, with its best plan.
+    ``to_dict()`` keeps the keys ``plan --json`` has always printed (``best_plan``: the Candidate's) and adds ``units``."""
+    UNITS = {"budget_gpu_hours": "hour", "next_size.gpu_hours": "hour"}     # best_plan.*: the Candidate's units
     model: object                   # roofline.config.Model
     params: float
     tokens: float                   # tokens_per_param x params
@@ -63,21 +66,20 @@ class BudgetPlan:
     budget_gpu_hours: float
     tokens_per_param: float
     n_gpus: int
-    next_size: object | None        # the next larger size's (params, GPU-hours needed) when over budget
+    next_size: object | None        # the next larger size's {params, gpu_hours needed} when over budget (read-only)
     naive_params: float             # C = 6 N D at 100 % of peak, D = tokens_per_param N
     naive_params_at_mfu: float      # the same at the achieved MFU
     sizes_evaluated: int
 
-    def to_dict(self) -> dict:
-        m = self.model
-        return {"model": {f.name: getattr(m, f.name) for f in dataclasses.fields(m)}, "params": self.params,
+    def items_by_key(self) -> dict:
+        nxt = self.next_size
+        return {"model": self.model, "params": self.params,
                 "tokens": self.tokens, "tokens_per_param": self.tokens_per_param, "n_gpus": self.n_gpus,
-                "budget_gpu_hours": self.budget_gpu_hours, "best_plan": self.best.to_dict(),
+                "budget_gpu_hours": self.budget_gpu_hours, "best_plan": self.best,
                 "mfu": self.best.mfu, "naive_params_6ND_at_peak": self.naive_params,
                 "naive_tokens_6ND_at_peak": self.naive_params * self.tokens_per_param,
                 "naive_params_6ND_at_achieved_mfu": self.naive_params_at_mfu,
-                "next_size": self.next_size and {**self.next_size, "gpu_hours": self.next_size["gpu_hours"]
-                                                 if math.isfinite(self.next_size["gpu_hours"]) else None},
+                "next_size": nxt and {**nxt, "gpu_hours": nxt["gpu_hours"] if math.isfinite(nxt["gpu_hours"]) else None},
                 "sizes_evaluated": self.sizes_evaluated}      # gpu_hours None: no plan of that size fits in memory
 
 
@@ -196,7 +198,7 @@ def plan_budget(hw, n_gpus: int, *, gpu_hours=None, usd=None, gpu_hour_price=Non
     flops = budget * HOUR * hw.peak(c.plan.dtype)    # C = GPU-seconds x peak FLOP/s per GPU
     naive = math.sqrt(flops / (6 * k))
     return BudgetPlan(model=m, params=P, tokens=k * P, best=c, budget_gpu_hours=budget, tokens_per_param=k,
-                      n_gpus=n_gpus, next_size=None if nxt is None else {"params": nxt[3], "gpu_hours": nxt[0]},
+                      n_gpus=n_gpus, next_size=None if nxt is None else freeze({"params": nxt[3], "gpu_hours": nxt[0]}),
                       naive_params=naive, naive_params_at_mfu=math.sqrt(flops * c.mfu / (6 * k)),
                       sizes_evaluated=len(cache))
 
