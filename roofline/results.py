@@ -4,7 +4,8 @@ Inside, a result holds plain floats in SI units (seconds, bytes, FLOP, 1/s) or c
 labels; nested tables are read-only mappings (:func:`freeze`). The class names the unit of each
 dimensioned field in ``UNITS`` (pint spellings of roofline/units.txt); a dotted name reaches into a
 nested mapping or into every row of a sequence (``"flop.total"``, ``"cases.predicted_s"``), a unit
-given for a mapping applies to all of its values, and a nested result brings its own units under its key. A field that ``UNITS`` does not name is a count, a
+given for a mapping applies to all of its values, and a nested result (or a tuple of results) brings its own
+units under its key. A field that ``UNITS`` does not name is a count, a
 fraction or a label. At the API surface:
 
 * ``si()``: the fields as plain JSON-ready values (mappings -> dicts, tuples -> lists), in field order;
@@ -73,8 +74,9 @@ class Result:
         """``UNITS``, and the units of every nested result under its key (``best_plan.step_time_s``)."""
         out = dict(self.UNITS)
         for k, v in self.items_by_key().items():
-            if isinstance(v, Result):
-                out.update({f"{k}.{n}": u for n, u in v.units().items()})
+            rows = v if isinstance(v, tuple) and v and all(isinstance(r, Result) for r in v) else (v,)
+            if isinstance(rows[0], Result):       # a nested result, or rows of results (their units: the first's)
+                out.update({f"{k}.{n}": u for n, u in rows[0].units().items()})
         return out
 
     def to_dict(self) -> dict:
@@ -109,8 +111,8 @@ def _get(d, parts, cls, name):
     if not parts:
         return d
     head, rest = parts[0], parts[1:]
-    if isinstance(d, tuple):                    # every row of a sequence
-        return tuple(_get(row, parts, cls, name) for row in d)
+    if isinstance(d, tuple):                    # every row of a sequence (None where a row has no such value)
+        return tuple(_get(row, parts, cls, name) if _has(row, head) else None for row in d)
     if isinstance(d, Result):
         d = d.items_by_key()
     if not isinstance(d, Mapping) or head not in d:
@@ -118,11 +120,16 @@ def _get(d, parts, cls, name):
     return _get(d[head], rest, cls, name)
 
 
+def _has(row, key) -> bool:
+    return isinstance(row, tuple) or key in (row.items_by_key() if isinstance(row, Result) else row)
+
+
 class MappingResult(Result, Mapping):
-    """A result that also reads like the dict it replaces (``r["flop"]["total"]``; read-only)."""
+    """A result that also reads like the dict it replaces (``r["flop"]["total"]``): ``r[key]`` is a plain copy
+    (dicts and lists, as ``si()``), so that a reader's changes never reach the result."""
 
     def __getitem__(self, key):
-        return self.items_by_key()[key]
+        return plain(self.items_by_key()[key])
 
     def __iter__(self):
         return iter(self.items_by_key())
