@@ -14,6 +14,7 @@ import numpy as np
 from . import _compiled, precision
 from .config import Model, Plan, check
 from .hardware import CLASSES, Hardware
+from .results import Result
 from .units import DAY, HOUR
 
 BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1, "fp4": 0.5}     # GEMM operand bytes per peak_flops key
@@ -133,8 +134,12 @@ def evaluate(x: dict) -> dict:
 
 
 @dataclass(frozen=True)
-class Prediction:
-    """One prediction. Quantities are pint quantities; ``to_dict()`` gives plain SI numbers."""
+class Prediction(Result):
+    """One prediction. Quantities are pint quantities; ``to_dict()`` gives plain SI numbers and their ``units``
+    (the one result shape, roofline/results.py; ``quantity("step_time_s")`` reads one back with its unit)."""
+    UNITS = {"step_time_s": "s", "breakdown_s": "s", "flops_per_step": "FLOP", "model_tflops_per_gpu": "TFLOP/s",
+             "hardware_flops_per_step": "FLOP", "tokens_per_s": "1/s", "memory_per_gpu_bytes": "B",
+             "memory_capacity_bytes": "B", "run_days": "day", "gpu_hours": "h", "cost": "USD", "energy_kwh": "kWh"}
     model: Model
     plan: Plan
     hardware: Hardware
@@ -174,6 +179,12 @@ class Prediction:
         return part
 
     def to_dict(self) -> dict:
+        """``si()`` with ``units`` after ``stack``, where ``--json`` has always printed it."""
+        d = self.si()
+        head = list(d)[:list(d).index("stack") + 1]
+        return {**{k: d[k] for k in head}, "units": self.units(), **{k: d[k] for k in d if k not in head}}
+
+    def items_by_key(self) -> dict:
         units = {"run_days": "day", "gpu_hours": "hour", "cost": "USD", "energy_kwh": "kWh"}
 
         def mag(q, unit=None):
@@ -202,9 +213,6 @@ class Prediction:
             "n_gpus": self.n_gpus, "micro_batches": self.micro_batches, "params": self.params,
             "pp_bubble_fraction": self.bubble_fraction,
             "hardware": self.hardware.id, "hardware_calibrated": list(self.hardware.calibrated), "stack": self.stack,
-            "units": {"step_time_s": "s", "breakdown_s": "s", "flops_per_step": "FLOP", "model_tflops_per_gpu": "TFLOP/s",
-                      "hardware_flops_per_step": "FLOP", "tokens_per_s": "1/s", "memory_per_gpu_bytes": "B",
-                      "run_days": "day", "gpu_hours": "h", "cost": "USD", "energy_kwh": "kWh"},
         }
         if not self.fits_in_memory:
             d["memory_overflow"] = self.overflow

@@ -11,7 +11,8 @@ fraction or a label. At the API surface:
 * ``si()``: the fields as plain JSON-ready values (mappings -> dicts, tuples -> lists), in field order;
 * ``units()``: the ``{name: unit}`` map;
 * ``to_dict()``: ``si()`` plus ``"units": units()`` (what ``--json`` prints);
-* ``quantity(name)``: one value as a pint Quantity (a sequence's values as one array Quantity).
+* ``quantity(name)``: one value as a pint Quantity (a sequence's values as one array Quantity, a table's
+  as ``{key: Quantity}``).
 
 >>> from dataclasses import dataclass
 >>> @dataclass(frozen=True)
@@ -94,15 +95,21 @@ class Result:
 
     def quantity(self, name: str):
         """``name`` (a field or a dotted path) as a pint Quantity in its unit."""
+        return self._quantity(_get(self.items_by_key(), name.split("."), type(self).__name__, name), name)
+
+    def _quantity(self, v, name):
         import numpy as np
 
         from .units import Q
 
+        if isinstance(v, Mapping):                  # a table: {key: quantity}, each value in its own unit
+            return {k: self._quantity(x, f"{name}.{k}") for k, x in v.items()}
+        if isinstance(v, tuple) and any(isinstance(x, Mapping) for x in v):
+            return [None if x is None else self._quantity(x, name) for x in v]
         unit = self.unit(name)
-        v = _get(self.items_by_key(), name.split("."), type(self).__name__, name)
         if isinstance(v, tuple):
-            v = np.array([np.nan if x is None else x for x in v], dtype=float)
-        elif v is None:
+            return Q(np.array([np.nan if x is None else x for x in v], dtype=float), unit)
+        if v is None:
             raise InputError(f"{type(self).__name__}.quantity: {name!r} is not set (None)")
         return Q(v, unit)
 
