@@ -44,6 +44,7 @@ import numpy as np
 from .config import Model, Plan, check
 from .errors import InputError
 from . import results
+from . import report
 from .units import HOUR
 
 JOB_KEYS = ("name", "model", "global_batch", "tokens", "steps", "arrival_h", "deadline_h", "framework")
@@ -361,19 +362,24 @@ def schedule(jobs: list[Job], n_gpus: int, hw) -> tuple[Result, Result]:
     return greedy(jobs, n_gpus, table), equal_split(jobs, n_gpus, table)
 
 
+COLUMNS = (report.Col("job", 16, "<"), report.Col("GPUs", 5), report.Col("plan (tp pp dp mb recompute)", 30, "<", sep="  "),
+           report.Col("start h", 9, fmt=".2f"), report.Col("end h", 9, fmt=".2f"), report.Col("deadline", 0, "<", sep="  "))
+
+
+def _row(p: Placement) -> tuple:
+    if p.plan is None:
+        return p.job, "-", "no plan fits", "-", "-"
+    pl = p.plan
+    desc = f"{pl.tp} {pl.pp} {pl.dp} {pl.micro_batch} {pl.recompute}" + (f" ep={pl.ep}" if pl.ep > 1 else "")
+    dl = "" if p.deadline_h is None else f"{p.deadline_h:g} h {'met' if p.met else 'MISSED'}"
+    return p.job, p.gpus, desc, p.start_h, p.end_h, dl
+
+
 def render(results: tuple[Result, Result]) -> str:
     lines = []
     for r in results:
         lines.append(f"policy: {r.policy}")
-        lines.append(f"  {'job':<16}{'GPUs':>5}  {'plan (tp pp dp mb recompute)':<30}{'start h':>9}{'end h':>9}  deadline")
-        for p in r.placements:
-            if p.plan is None:
-                lines.append(f"  {p.job:<16}{'-':>5}  {'no plan fits':<30}{'-':>9}{'-':>9}")
-                continue
-            pl = p.plan
-            desc = f"{pl.tp} {pl.pp} {pl.dp} {pl.micro_batch} {pl.recompute}" + (f" ep={pl.ep}" if pl.ep > 1 else "")
-            dl = "" if p.deadline_h is None else f"{p.deadline_h:g} h {'met' if p.met else 'MISSED'}"
-            lines.append(f"  {p.job:<16}{p.gpus:>5}  {desc:<30}{p.start_h:>9.2f}{p.end_h:>9.2f}  {dl}")
+        lines.append(report.table(COLUMNS, [_row(p) for p in r.placements], indent="  "))
         met, n = r.deadlines
         lines.append(f"  average completion {r.avg_jct_h:.2f} h, makespan {r.makespan_h:.2f} h"
                      + (f", deadlines met {met}/{n}" if n else ""))

@@ -15,7 +15,7 @@ from . import _compiled, precision
 from .config import Model, Plan, check
 from .hardware import CLASSES, Hardware
 from .results import Result
-from .units import DAY, HOUR
+from .units import DAY, HOUR, KILO, TERA
 
 BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1, "fp4": 0.5}     # GEMM operand bytes per peak_flops key
 # Activations and weights of an FP8/FP4 recipe are held in 16 bits: Transformer Engine keeps BF16 master weights and
@@ -101,7 +101,7 @@ def run_totals(step_time, n_gpus, tokens_per_step, board_power=None, *, tokens=N
     gpu_h = seconds * n_gpus / HOUR
     return {"steps": n[()], "tokens": (n * tokens_per_step)[()], "seconds": seconds,
             "run_days": seconds / DAY, "gpu_hours": gpu_h,
-            "energy_kwh": None if not board_power else gpu_h * board_power / 1000,
+            "energy_kwh": None if not board_power else gpu_h * board_power / KILO,    # W x h -> kWh
             "cost_usd": None if price is None else gpu_h * price}
 
 
@@ -206,7 +206,7 @@ class Prediction(Result):
             "hfu_convention": "executed matmul FLOPs (with recompute and flash-attention backward recompute) / "
                               "(step time x GPUs x dense peak)",
             "tokens_per_s": mag(self.tokens_per_s),
-            "model_tflops_per_gpu": mag(self.flops_per_step) / mag(self.step_time) / self.n_gpus / 1e12,
+            "model_tflops_per_gpu": mag(self.flops_per_step) / mag(self.step_time) / self.n_gpus / TERA,
             "memory_per_gpu_bytes": {k: mag(v) for k, v in self.memory.items()},
             "memory_capacity_bytes": mag(self.memory_capacity),
             "fits_in_memory": self.fits_in_memory,

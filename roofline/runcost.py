@@ -42,6 +42,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from dataclasses import replace as dc_replace
 
+from . import report
 from .results import MappingResult, freeze
 from .units import DAY
 
@@ -191,6 +192,11 @@ def run_cost(model, plan, hw, tokens: float, *, tp_intra: int | None = None, tp_
     )
 
 
+_TOTAL_COLUMNS = (report.Col("Metric", 6), *(report.Col(h, 14, fmt=".3e", sep=" ") for h in ("Fwd", "Bwd", "Total")))
+_AXIS_COLUMNS = (report.Col("axis", 6), *(report.Col(h, 12, fmt=".3e", sep=" ") for h in ("Tx fwd", "Tx bwd", "Tx total")),
+                 report.Col("inter-node", 12, fmt=lambda share: f"{100 * share:>11.0f}%", sep=" "))
+
+
 def render(rc: RunCost) -> str:
     """The report in the layout of the analytical run-cost model (reference 002)."""
     pa, fl, tot, P = rc["params"], rc["flop"], rc["totals"], rc["partition"]
@@ -203,19 +209,18 @@ def render(rc: RunCost) -> str:
         f"P: {rc['n_gpus']} = {{TENSOR_EXT: {P['tp_inter']}, DATA: {P['dp']}, TENSOR_INT: {P['tp_intra']}, "
         f"SEQ: {P['cp']}, EXP: {P['ep']}, PIPE: {P['pp']}}}" + ("  (+ sequence parallel)" if P["sequence_parallel"] else ""),
         "", "", "FULL TRAINING RUN COST (all GPUs)",
-        f"    {'Metric':>6} {'Fwd':>14} {'Bwd':>14} {'Total':>14}",
     ]
     tx, rx = (tot["tx_fwd"], tot["tx_bwd"]), (tot["rx_fwd"], tot["rx_bwd"])
-    for name, (f, b) in (("FLOP", (fl["forward"], fl["backward"])), ("Tx", tx), ("Rx", rx),
-                         ("net", (tx[0] + rx[0], tx[1] + rx[1]))):
-        lines.append(f"    {name:>6} {f:>14.3e} {b:>14.3e} {f + b:>14.3e}")
+    lines.append(report.table(_TOTAL_COLUMNS, [(name, f, b, f + b) for name, (f, b) in (
+        ("FLOP", (fl["forward"], fl["backward"])), ("Tx", tx), ("Rx", rx), ("net", (tx[0] + rx[0], tx[1] + rx[1])))],
+        indent="    "))
     lines += ["", f"    FLOP = 6ND {fl['six_nd']:.3e} + attention {fl['attention']:.3e} + LM head {fl['lm_head']:.3e}",
-              "", "BYTES PER GPU BY PARALLEL AXIS (whole run; Rx = Tx for ring collectives)",
-              f"    {'axis':>6} {'Tx fwd':>12} {'Tx bwd':>12} {'Tx total':>12} {'inter-node':>12}"]
+              "", "BYTES PER GPU BY PARALLEL AXIS (whole run; Rx = Tx for ring collectives)"]
+    rows = []
     for k, a in rc["bytes_per_gpu"].items():
         t = a["tx_fwd"] + a["tx_bwd"]
-        share = a["inter"] / t if t else 0.0
-        lines.append(f"    {k.upper():>6} {a['tx_fwd']:>12.3e} {a['tx_bwd']:>12.3e} {t:>12.3e} {100 * share:>11.0f}%")
+        rows.append((k.upper(), a["tx_fwd"], a["tx_bwd"], t, a["inter"] / t if t else 0.0))
+    lines.append(report.table(_AXIS_COLUMNS, rows, indent="    "))
     fs, bs = rc["flop_per_s"], rc["bytes_per_s"]
     lines += [
         "",

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from .errors import InputError
 from .precision import NAMES as DTYPES
 from .results import Result, freeze
-from .units import HOUR, count_text, fmt_bytes, fmt_time
+from .units import DAY, HOUR, KILO, MEGA, count_text, fmt_bytes, fmt_time
 
 CHINCHILLA_TOKENS_PER_PARAM = 20.0
 D_STEP = 512
@@ -100,7 +100,7 @@ def budget_gpu_hours(n_gpus: int, *, gpu_hours=None, usd=None, gpu_hour_price=No
     if usd is not None:
         usd = _positive("budget-usd", usd)
         return usd / _positive("gpu-hour-price (needed with --budget-usd)", gpu_hour_price)
-    return _positive("days", days) * 24 * n_gpus
+    return _positive("days", days) * (DAY / HOUR) * n_gpus
 
 
 MAX_GPUS = 2 ** 20      # the bound of `search --gpus` (roofline/search.py gpu_range): bounded work
@@ -176,7 +176,7 @@ def plan_budget(hw, n_gpus: int, *, gpu_hours=None, usd=None, gpu_hour_price=Non
         from .search import _no_fit_message
         raise InputError(f"no plan of the smallest size fits in memory: {_no_fit_message(cache[lo][5])}")
     if h > budget:
-        raise InputError(f"budget of {budget:.4g} GPU-hours is too small: the smallest size ({m.name}, {P / 1e6:.0f} M "
+        raise InputError(f"budget of {budget:.4g} GPU-hours is too small: the smallest size ({m.name}, {P / MEGA:.0f} M "
                          f"params, {k:g} tokens/param) needs {h:.4g} GPU-hours on {n_gpus} GPUs")
     hi = lo
     while need(hi)[0] <= budget and hi < D_MAX:     # doubling scan
@@ -216,7 +216,7 @@ def render(r: BudgetPlan, hw) -> str:
         f"  step time       {fmt_time(c.step_time_s)}   memory/GPU {fmt_bytes(c.memory_bytes, 1)}   MFU {100 * c.mfu:.1f} %",
         f"  run             {c.run_days:.1f} days, {c.gpu_hours:.4g} GPU-hours"
         + (f", {c.cost_usd:.4g} USD" if c.cost_usd is not None else "")
-        + (f", {c.energy_kwh / 1e3:.4g} MWh" if c.energy_kwh is not None else ""),
+        + (f", {c.energy_kwh / KILO:.4g} MWh" if c.energy_kwh is not None else ""),
     ]
     if r.next_size:
         need = r.next_size["gpu_hours"]

@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError
+from . import report
 from .results import MappingResult, freeze
 from .units import GiB
 
@@ -515,19 +516,27 @@ def korthikanti_table4(gpu: str = "a100-sxm4-80gb") -> list[dict]:
     return rows
 
 
+TABLE4_COLUMNS = (report.Col("config", 31, "<"), report.Col("fwd meas", 9, fmt=".1f"), report.Col("pred", 8, fmt=".1f"),
+                  report.Col("bwd meas", 10, fmt=".1f"), report.Col("pred", 8, fmt=".1f"),
+                  report.Col("total meas", 12, fmt=".1f"), report.Col("pred", 8, fmt=".1f"),
+                  report.Col("err %", 8, fmt="+.1f"))
+
+
 def render_table4(rows: list[dict]) -> str:
-    lines = ["Korthikanti et al. 2022 Table 4: one layer of the 22B model, TP=8, micro-batch 4 (ms)",
-             f"{'config':<31}{'fwd meas':>9}{'pred':>8}{'bwd meas':>10}{'pred':>8}{'total meas':>12}{'pred':>8}{'err %':>8}"]
-    for r in rows:
-        lines.append(f"{r['config']:<31}{r['measured_fwd_ms']:9.1f}{r['predicted_fwd_ms']:8.1f}"
-                     f"{r['measured_bwd_ms']:10.1f}{r['predicted_bwd_ms']:8.1f}{r['measured_total_ms']:12.1f}"
-                     f"{r['predicted_total_ms']:8.1f}{100 * r['error']:+8.1f}")
-    return "\n".join(lines)
+    return ("Korthikanti et al. 2022 Table 4: one layer of the 22B model, TP=8, micro-batch 4 (ms)\n"
+            + report.table(TABLE4_COLUMNS, [(r["config"], r["measured_fwd_ms"], r["predicted_fwd_ms"], r["measured_bwd_ms"],
+                                             r["predicted_bwd_ms"], r["measured_total_ms"], r["predicted_total_ms"],
+                                             100 * r["error"]) for r in rows]))
 
 
 # ---- output --------------------------------------------------------------------------------------
 def _fmt_s(s: float) -> str:
     return f"{s:.3f}" if s >= 1 else f"{s:.4f}"
+
+
+CASE_COLUMNS = (report.Col("case", 36, "<"), report.Col("gpu_id", 16, "<"), report.Col("tp/pp/dp/cp/v/mb", 20, "<"),
+                report.Col("measured s", 11, fmt=_fmt_s), report.Col("predicted s", 12, fmt=_fmt_s),
+                report.Col("error %", 9, fmt="+.1f"), report.Col("", 0))       # the last: a memory-only row's memory
 
 
 def _summary_line(name: str, s: dict) -> str:
@@ -540,18 +549,16 @@ def _summary_line(name: str, s: dict) -> str:
 def render(result: Validation, by=("tier", "gpu", "nodes"), table: bool = True) -> str:
     lines = []
     if table:
-        lines.append(f"{'case':<36}{'gpu_id':<16}{'tp/pp/dp/cp/v/mb':<20}{'measured s':>11}{'predicted s':>12}{'error %':>9}")
+        rows = []
         for c in result["cases"]:
             p = c["plan"]
-            plan = f"{p['tp']}/{p['pp']}/{p['dp']}/{p['cp']}/{p['v']}/{p['mb']}"
+            row = (c["case_id"], c["gpu_id"], f"{p['tp']}/{p['pp']}/{p['dp']}/{p['cp']}/{p['v']}/{p['mb']}")
             if c["error"] is None:           # memory-only row
-                mem = f"  memory {c['predicted_memory_bytes'] / GiB:.1f} GiB vs {c['measured_memory_bytes'] / GiB:.1f}"
-                lines.append(f"{c['case_id']:<36}{c['gpu_id']:<16}{plan:<20}{'-':>11}{_fmt_s(c['predicted_s']):>12}"
-                             f"{'':>9}{mem}")
-                continue
-            lines.append(f"{c['case_id']:<36}{c['gpu_id']:<16}{plan:<20}{_fmt_s(c['measured_s']):>11}"
-                         f"{_fmt_s(c['predicted_s']):>12}{100 * c['error']:+9.1f}")
-        lines.append("")
+                rows.append(row + ("-", c["predicted_s"], "", f"  memory {c['predicted_memory_bytes'] / GiB:.1f} GiB vs "
+                                                              f"{c['measured_memory_bytes'] / GiB:.1f}"))
+            else:
+                rows.append(row + (c["measured_s"], c["predicted_s"], 100 * c["error"]))
+        lines += [report.table(CASE_COLUMNS, rows), ""]
     errs = [c["error"] for c in result["cases"] if c["error"] is not None]
     n = len(errs)
     lines.append(_summary_line("all", {"n": n, **{k: result[k] for k in ("mape", "median_abs_error", "max_abs_error")},
