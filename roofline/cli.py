@@ -10,30 +10,20 @@ import json
 import sys
 
 from .errors import InputError
-from .units import count_text
+from .units import GIGA, GiB, TERA, count_text, fmt_bytes, fmt_time
 
 from .cliargs import (MODEL_FLAGS, PLAN_FLAGS, Parser, add_model_plan_flags, build,  # noqa: F401 (API)
                       build_spec, flag, number)
-
-
-def _fmt_time(s: float) -> str:
-    if s >= 1:
-        return f"{s:.3f} s"
-    return f"{s * 1e3:.2f} ms" if s >= 1e-3 else f"{s * 1e6:.1f} us"
 
 
 def _fmt_band(band: dict | None) -> str:
     """'16.9 .. 19.9 s': the measured step time the validation error of similar runs implies."""
     if band is None:
         return f"{'-':>12}"
-    lo, hi = _fmt_time(band["low_s"]), _fmt_time(band["high_s"])
+    lo, hi = fmt_time(band["low_s"]), fmt_time(band["high_s"])
     if lo.split()[-1] == hi.split()[-1]:                 # one unit: '16.93 .. 19.92 s'
         lo = lo.rsplit(" ", 1)[0]
     return f"{lo} .. {hi}"
-
-
-def _fmt_bytes(b: float) -> str:
-    return f"{b / 2**30:.2f} GiB"
 
 
 MFU_CONVENTIONS = {   # --mfu-convention: which model-FLOP count the MFU line uses (both are in --json)
@@ -58,22 +48,22 @@ def render(pred, band=..., mfu_convention: str = "roofline") -> str:
         + f" | sharding {p.sharding} | {p.dtype}" + (f" | stack {pred.stack}" if getattr(pred, "stack", "") else ""),
         f"profile: {hw.id} ({hw.kind}; calibrated: {', '.join(hw.calibrated) or 'nothing - datasheet peaks with assumed efficiencies'})",
         "",
-        f"  step time                 {_fmt_time(step):>12}",
+        f"  step time                 {fmt_time(step):>12}",
     ]
     if band is not ...:
         from .uncertainty import describe
         lines.append(f"    likely measured       {_fmt_band(band):>16}  ({describe(band, hw.id)})")
     for k, v in d["breakdown_s"].items():
         if v > 0:
-            lines.append(f"    {k.replace('_', ' '):<22}{_fmt_time(v):>12}  {100 * v / step:5.1f} %")
+            lines.append(f"    {k.replace('_', ' '):<22}{fmt_time(v):>12}  {100 * v / step:5.1f} %")
     mem = d["memory_per_gpu_bytes"]
     cap = d["memory_capacity_bytes"]
-    lines += ["", f"  memory per GPU            {_fmt_bytes(mem['total'] + mem['reserve']):>12}  of {_fmt_bytes(cap)}"
-              + (f"  (headroom {_fmt_bytes(mem['headroom'])})" if pred.fits_in_memory
-                 else f"  DOES NOT FIT ({_fmt_bytes(-mem['headroom'])} over; {pred.overflow} is the largest part)")]
+    lines += ["", f"  memory per GPU            {fmt_bytes(mem['total'] + mem['reserve']):>12}  of {fmt_bytes(cap)}"
+              + (f"  (headroom {fmt_bytes(mem['headroom'])})" if pred.fits_in_memory
+                 else f"  DOES NOT FIT ({fmt_bytes(-mem['headroom'])} over; {pred.overflow} is the largest part)")]
     for k in ("weights", "gradients", "optimizer", "activations"):
-        lines.append(f"    {k:<22}{_fmt_bytes(mem[k]):>12}")
-    lines.append(f"    {'reserve':<22}{_fmt_bytes(mem['reserve']):>12}  (CUDA context, NCCL buffers, allocator fragmentation)")
+        lines.append(f"    {k:<22}{fmt_bytes(mem[k]):>12}")
+    lines.append(f"    {'reserve':<22}{fmt_bytes(mem['reserve']):>12}  (CUDA context, NCCL buffers, allocator fragmentation)")
     lines += [
         "",
         f"  model FLOPs per step      {d['flops_per_step']:.3e}",
@@ -207,8 +197,8 @@ def cmd_hardware(args) -> int:
             if args.table:
                 bf = h.peak_flops.get("bf16") or 0
                 f8 = h.peak_flops.get("fp8") or 0
-                rows.append((i, f"{bf / 1e12:7.0f} {f8 / 1e12:7.0f} {h.hbm_bandwidth / 1e12:6.2f} "
-                                f"{h.hbm_capacity / 2**30:6.0f} {h.intra.bandwidth / 1e9:6.0f} {h.inter.bandwidth / 1e9:6.1f} "
+                rows.append((i, f"{bf / TERA:7.0f} {f8 / TERA:7.0f} {h.hbm_bandwidth / TERA:6.2f} "
+                                f"{h.hbm_capacity / GiB:6.0f} {h.intra.bandwidth / GIGA:6.0f} {h.inter.bandwidth / GIGA:6.1f} "
                                 f"{h.gpus_per_node:3d}  {h.kind}"))
             else:
                 rows.append((i, f"{h.name} [{h.kind}]"))

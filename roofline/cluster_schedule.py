@@ -36,13 +36,15 @@ the makespan and the deadlines met.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from .config import Model, Plan, check
 from .errors import InputError
+from . import results
+from . import report
 from .units import HOUR
 
 JOB_KEYS = ("name", "model", "global_batch", "tokens", "steps", "arrival_h", "deadline_h", "framework")
@@ -79,8 +81,10 @@ class Option:
     hours: float
 
 
-@dataclass
-class Placement:
+@dataclass(frozen=True)
+class Placement(results.Result):
+    """Where and when one job ran (hours after the start of the schedule); no plan: it never started."""
+    UNITS = {"start_h": "hour", "end_h": "hour", "deadline_h": "hour"}
     job: str
     gpus: int = 0
     plan: Plan | None = None
@@ -93,11 +97,19 @@ class Placement:
     def met(self) -> bool | None:
         return None if self.deadline_h is None else self.end_h <= self.deadline_h + 1e-9
 
+    def items_by_key(self) -> dict:       # the keys `cluster-schedule --json` prints for a job
+        p = self.plan
+        plan = None if p is None else {k: getattr(p, k) for k in ("tp", "pp", "dp", "ep", "micro_batch", "recompute")}
+        return {"job": self.job, "gpus": self.gpus, "plan": plan, "start_h": self.start_h, "end_h": self.end_h,
+                "deadline_h": self.deadline_h, "deadline_met": self.met}
 
-@dataclass
-class Result:
+
+@dataclass(frozen=True)
+class Result(results.Result):
+    """One policy's schedule: a placement per job, in the jobs' order. Times in hours after the start."""
+    UNITS = {"avg_completion_h": "hour", "makespan_h": "hour"}       # jobs.*: the Placement's units
     policy: str
-    placements: list = field(default_factory=list)
+    placements: tuple = ()
 
     @property
     def avg_jct_h(self) -> float:
@@ -111,6 +123,11 @@ class Result:
     def deadlines(self) -> tuple[int, int]:
         d = [p.met for p in self.placements if p.met is not None]
         return sum(d), len(d)
+
+    def items_by_key(self) -> dict:       # the keys `cluster-schedule --json` prints for a policy
+        met, n = self.deadlines
+        return {"avg_completion_h": self.avg_jct_h, "makespan_h": self.makespan_h, "deadlines_met": met,
+                "deadlines": n, "jobs": self.placements}
 
 
 # ---- input --------------------------------------------------------------------------------------
@@ -306,7 +323,7 @@ def greedy(jobs: list[Job], n_gpus: int, table: dict) -> Result:
             chosen[name] = x
         for name, g in chosen.items():
             o = table[name][g]
-            res[name].gpus, res[name].plan, res[name].start_h, res[name].end_h = g, o.plan, now, now + o.hours
+            res[name] = replace(res[name], gpus=g, plan=o.plan, start_h=now, end_h=now + o.hours)
             running.append((now + o.hours, g))
         waiting = [j for j in waiting if j.name not in chosen]
         if not waiting:
@@ -316,7 +333,7 @@ def greedy(jobs: list[Job], n_gpus: int, table: dict) -> Result:
             break                                              # nothing will ever free enough GPUs
         now = min(future)
         free = n_gpus - sum(g for e, g in running if e > now + 1e-12)
-    return Result("greedy", list(res.values()))
+    return Result("greedy", tuple(res.values()))
 
 
 def equal_split(jobs: list[Job], n_gpus: int, table: dict) -> Result:
@@ -327,9 +344,9 @@ def equal_split(jobs: list[Job], n_gpus: int, table: dict) -> Result:
         p = Placement(j.name, arrival_h=j.arrival_h, deadline_h=j.deadline_h)
         o = table[j.name].get(share)
         if o is not None:
-            p.gpus, p.plan, p.start_h, p.end_h = share, o.plan, j.arrival_h, j.arrival_h + o.hours
+            p = replace(p, gpus=share, plan=o.plan, start_h=j.arrival_h, end_h=j.arrival_h + o.hours)
         out.append(p)
-    return Result("equal split", out)
+    return Result("equal split", tuple(out))
 
 
 def schedule(jobs: list[Job], n_gpus: int, hw) -> tuple[Result, Result]:
@@ -345,19 +362,24 @@ def schedule(jobs: list[Job], n_gpus: int, hw) -> tuple[Result, Result]:
     return greedy(jobs, n_gpus, table), equal_split(jobs, n_gpus, table)
 
 
+COLUMNS = (report.Col("job", 16, "<"), report.Col("GPUs", 5), report.Col("plan (tp pp dp mb recompute)", 30, "<", sep="  "),
+           report.Col("start h", 9, fmt=".2f"), report.Col("end h", 9, fmt=".2f"), report.Col("deadline", 0, "<", sep="  "))
+
+
+def _row(p: Placement) -> tuple:
+    if p.plan is None:
+        return p.job, "-", "no plan fits", "-", "-"
+    pl = p.plan
+    desc = f"{pl.tp} {pl.pp} {pl.dp} {pl.micro_batch} {pl.recompute}" + (f" ep={pl.ep}" if pl.ep > 1 else "")
+    dl = "" if p.deadline_h is None else f"{p.deadline_h:g} h {'met' if p.met else 'MISSED'}"
+    return p.job, p.gpus, desc, p.start_h, p.end_h, dl
+
+
 def render(results: tuple[Result, Result]) -> str:
     lines = []
     for r in results:
         lines.append(f"policy: {r.policy}")
-        lines.append(f"  {'job':<16}{'GPUs':>5}  {'plan (tp pp dp mb recompute)':<30}{'start h':>9}{'end h':>9}  deadline")
-        for p in r.placements:
-            if p.plan is None:
-                lines.append(f"  {p.job:<16}{'-':>5}  {'no plan fits':<30}{'-':>9}{'-':>9}")
-                continue
-            pl = p.plan
-            desc = f"{pl.tp} {pl.pp} {pl.dp} {pl.micro_batch} {pl.recompute}" + (f" ep={pl.ep}" if pl.ep > 1 else "")
-            dl = "" if p.deadline_h is None else f"{p.deadline_h:g} h {'met' if p.met else 'MISSED'}"
-            lines.append(f"  {p.job:<16}{p.gpus:>5}  {desc:<30}{p.start_h:>9.2f}{p.end_h:>9.2f}  {dl}")
+        lines.append(report.table(COLUMNS, [_row(p) for p in r.placements], indent="  "))
         met, n = r.deadlines
         lines.append(f"  average completion {r.avg_jct_h:.2f} h, makespan {r.makespan_h:.2f} h"
                      + (f", deadlines met {met}/{n}" if n else ""))
@@ -372,16 +394,8 @@ def render(results: tuple[Result, Result]) -> str:
 
 
 def to_dict(results: tuple[Result, Result]) -> dict:
-    def plan(p):
-        return None if p is None else {k: getattr(p, k) for k in ("tp", "pp", "dp", "ep", "micro_batch", "recompute")}
-    out = {}
-    for r in results:
-        met, n = r.deadlines
-        out[r.policy.replace(" ", "_")] = {
-            "avg_completion_h": r.avg_jct_h, "makespan_h": r.makespan_h, "deadlines_met": met, "deadlines": n,
-            "jobs": [{"job": p.job, "gpus": p.gpus, "plan": plan(p.plan), "start_h": p.start_h, "end_h": p.end_h,
-                      "deadline_h": p.deadline_h, "deadline_met": p.met} for p in r.placements]}
-    return out
+    """{policy: its ``to_dict()``} (``equal split`` as ``equal_split``)."""
+    return {r.policy.replace(" ", "_"): r.to_dict() for r in results}
 
 
 # ---- the `cluster-schedule` command -----------------------------------------------------------

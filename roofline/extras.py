@@ -47,7 +47,7 @@ def cmd_run_cost(args) -> int:
         raise InputError("run-cost needs the training tokens: --tokens (or training.tokens in the config)")
     rc = runcost.run_cost(model, plan, hw, tokens, tp_intra=tp_intra, tp_inter=tp_inter,
                           utilization=args.utilization, flop_rate=args.flop_rate)
-    print(schema.strict_json(rc, indent=1) if args.json else runcost.render(rc))
+    print(schema.strict_json(rc.to_dict(), indent=1) if args.json else runcost.render(rc))
     return 0
 
 

@@ -14,7 +14,8 @@ import numpy as np
 from . import _compiled, precision
 from .config import Model, Plan, check
 from .hardware import CLASSES, Hardware
-from .units import DAY, HOUR
+from .results import Result
+from .units import DAY, HOUR, KILO, TERA
 
 BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1, "fp4": 0.5}     # GEMM operand bytes per peak_flops key
 # Activations and weights of an FP8/FP4 recipe are held in 16 bits: Transformer Engine keeps BF16 master weights and
@@ -101,7 +102,7 @@ def run_totals(step_time, n_gpus, tokens_per_step, board_power=None, *, tokens=N
     gpu_h = seconds * n_gpus / HOUR
     return {"steps": n[()], "tokens": (n * tokens_per_step)[()], "seconds": seconds,
             "run_days": seconds / DAY, "gpu_hours": gpu_h,
-            "energy_kwh": None if not board_power else gpu_h * board_power / 1000,
+            "energy_kwh": None if not board_power else gpu_h * board_power / KILO,    # W x h -> kWh
             "cost_usd": None if price is None else gpu_h * price}
 
 
@@ -134,8 +135,12 @@ def evaluate(x: dict) -> dict:
 
 
 @dataclass(frozen=True)
-class Prediction:
-    """One prediction. Quantities are pint quantities; ``to_dict()`` gives plain SI numbers."""
+class Prediction(Result):
+    """One prediction. Quantities are pint quantities; ``to_dict()`` gives plain SI numbers and their ``units``
+    (the one result shape, roofline/results.py; ``quantity("step_time_s")`` reads one back with its unit)."""
+    UNITS = {"step_time_s": "s", "breakdown_s": "s", "flops_per_step": "FLOP", "model_tflops_per_gpu": "TFLOP/s",
+             "hardware_flops_per_step": "FLOP", "tokens_per_s": "1/s", "memory_per_gpu_bytes": "B",
+             "memory_capacity_bytes": "B", "run_days": "day", "gpu_hours": "h", "cost": "USD", "energy_kwh": "kWh"}
     model: Model
     plan: Plan
     hardware: Hardware
@@ -175,6 +180,12 @@ class Prediction:
         return part
 
     def to_dict(self) -> dict:
+        """``si()`` with ``units`` after ``stack``, where ``--json`` has always printed it."""
+        d = self.si()
+        head = list(d)[:list(d).index("stack") + 1]
+        return {**{k: d[k] for k in head}, "units": self.units(), **{k: d[k] for k in d if k not in head}}
+
+    def items_by_key(self) -> dict:
         units = {"run_days": "day", "gpu_hours": "hour", "cost": "USD", "energy_kwh": "kWh"}
 
         def mag(q, unit=None):
@@ -196,16 +207,13 @@ class Prediction:
             "hfu_convention": "executed matmul FLOPs (with recompute and flash-attention backward recompute) / "
                               "(step time x GPUs x dense peak)",
             "tokens_per_s": mag(self.tokens_per_s),
-            "model_tflops_per_gpu": mag(self.flops_per_step) / mag(self.step_time) / self.n_gpus / 1e12,
+            "model_tflops_per_gpu": mag(self.flops_per_step) / mag(self.step_time) / self.n_gpus / TERA,
             "memory_per_gpu_bytes": {k: mag(v) for k, v in self.memory.items()},
             "memory_capacity_bytes": mag(self.memory_capacity),
             "fits_in_memory": self.fits_in_memory,
             "n_gpus": self.n_gpus, "micro_batches": self.micro_batches, "params": self.params,
             "pp_bubble_fraction": self.bubble_fraction,
             "hardware": self.hardware.id, "hardware_calibrated": list(self.hardware.calibrated), "stack": self.stack,
-            "units": {"step_time_s": "s", "breakdown_s": "s", "flops_per_step": "FLOP", "model_tflops_per_gpu": "TFLOP/s",
-                      "hardware_flops_per_step": "FLOP", "tokens_per_s": "1/s", "memory_per_gpu_bytes": "B",
-                      "run_days": "day", "gpu_hours": "h", "cost": "USD", "energy_kwh": "kWh"},
         }
         if not self.fits_in_memory:
             d["memory_overflow"] = self.overflow

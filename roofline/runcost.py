@@ -39,8 +39,11 @@ the profile's GPUs per node, as in the step-time formulas.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from dataclasses import replace as dc_replace
 
+from . import report
+from .results import MappingResult, freeze
 from .units import DAY
 
 AXES = ("tp", "cp", "ep", "pp", "dp")
@@ -65,13 +68,43 @@ def _per_node(p: int, stride: int, gpn: int) -> int:
     return p // -(-p // fit)
 
 
+@dataclass(frozen=True, eq=False)
+class RunCost(MappingResult):
+    """The whole run's FLOP, bytes per GPU and axis, and run time: SI floats (reads like the dict it was:
+    ``rc["flop"]["total"]``). ``--json`` prints ``to_dict()``: these keys, in this order, and ``units``."""
+    UNITS = {"flop": "flop", "flop.n": "1",           # flop.n: a parameter count (6ND's N), not FLOP
+             "bytes_per_gpu": "B", "totals": "B", "totals.flop": "flop", "runtime_s": "s", "runtime_days": "day",
+             "step_time_s": "s", "flop_per_s": "flop/s", "bytes_per_s": "B/s"}
+    model: str
+    gpu: str
+    n_gpus: int
+    tokens: float                  # counts (tokens, steps, parameters) and fractions carry no unit
+    steps: float
+    batch_tokens: int
+    micro_batch: int
+    micro_batches: int
+    partition: object              # {tp, tp_intra, tp_inter, pp, dp, cp, ep, interleave, sequence_parallel}
+    params: object                 # {total, active, non_embedding_active, embedding, expert}
+    flop: object                   # {forward, backward, total, six_nd, attention, lm_head, n}
+    bytes_per_gpu: object          # {axis: {tx_fwd, tx_bwd, rx_fwd, rx_bwd, inter}}
+    totals: object                 # all GPUs: {flop, tx_fwd, tx_bwd, rx_fwd, rx_bwd, inter}
+    runtime_s: float
+    runtime_days: float
+    runtime_source: str
+    step_time_s: float
+    utilization: float
+    flop_per_s: object             # {per_gpu, total}
+    bytes_per_s: object            # {per_gpu_tx, per_gpu_rx, per_gpu, total}
+    fits_in_memory: bool
+
+
 def run_cost(model, plan, hw, tokens: float, *, tp_intra: int | None = None, tp_inter: int | None = None,
-             utilization: float | None = None, flop_rate: float | None = None) -> dict:
+             utilization: float | None = None, flop_rate: float | None = None) -> RunCost:
     """FLOP, bytes per axis and run time of training ``model`` on ``tokens`` tokens with ``plan``.
 
     Every FLOP and byte count is an output of one evaluation of the compiled model (formulas/step.py
     ``volumes``: ``bytes_<axis>_fwd/_bwd/_inter`` per GPU and step, ``flops_forward/_backward/_attention/
-    _lm_head`` per step) times the steps D / (B s). Returns plain SI numbers: ``flop`` {forward, backward,
+    _lm_head`` per step) times the steps D / (B s). Returns a frozen :class:`RunCost` of SI numbers: ``flop`` {forward, backward,
     total, six_nd, attention, lm_head, n}, ``bytes_per_gpu`` {axis: {tx_fwd, tx_bwd, rx_fwd, rx_bwd, inter}},
     ``totals`` (all GPUs), ``runtime_s``, ``flop_per_s`` and ``bytes_per_s`` (per GPU and total) and the inputs.
     """
@@ -144,24 +177,29 @@ def run_cost(model, plan, hw, tokens: float, *, tp_intra: int | None = None, tp_
     else:
         runtime, source = steps * r["step_time"], "roofline prediction of the step time"
     net_gpu = 2 * (tx_f + tx_b)                           # whole run, one GPU, Tx + Rx
-    return {
-        "model": model.name, "gpu": hw.id, "n_gpus": n_gpus, "tokens": tokens, "steps": steps,
-        "batch_tokens": B * s, "micro_batch": plan.micro_batch, "micro_batches": int(round(r["micro_batches"])),
-        "partition": {"tp": t, "tp_intra": ti, "tp_inter": te, "pp": p, "dp": d, "cp": c, "ep": e,
-                      "interleave": v, "sequence_parallel": bool(plan.sequence_parallel and t > 1)},
-        "params": {"total": pr["total"], "active": pr["active"], "non_embedding_active": pr["active"] - pr["embedding"],
-                   "embedding": pr["embedding"], "expert": pr["expert"]},
-        "flop": flop, "bytes_per_gpu": per_gpu, "totals": totals,
-        "runtime_s": runtime, "runtime_days": runtime / DAY, "runtime_source": source,
-        "step_time_s": runtime / steps, "utilization": total / (runtime * n_gpus * peak),
-        "flop_per_s": {"per_gpu": total / runtime / n_gpus, "total": total / runtime},
-        "bytes_per_s": {"per_gpu_tx": (tx_f + tx_b) / runtime, "per_gpu_rx": (tx_f + tx_b) / runtime,
-                        "per_gpu": net_gpu / runtime, "total": n_gpus * net_gpu / runtime},
-        "fits_in_memory": pred.fits_in_memory,
-    }
+    return RunCost(
+        model=model.name, gpu=hw.id, n_gpus=n_gpus, tokens=tokens, steps=steps,
+        batch_tokens=B * s, micro_batch=plan.micro_batch, micro_batches=int(round(r["micro_batches"])),
+        partition=freeze({"tp": t, "tp_intra": ti, "tp_inter": te, "pp": p, "dp": d, "cp": c, "ep": e,
+                          "interleave": v, "sequence_parallel": bool(plan.sequence_parallel and t > 1)}),
+        params=freeze({"total": pr["total"], "active": pr["active"], "non_embedding_active": pr["active"] - pr["embedding"],
+                       "embedding": pr["embedding"], "expert": pr["expert"]}),
+        flop=freeze(flop), bytes_per_gpu=freeze(per_gpu), totals=freeze(totals),
+        runtime_s=runtime, runtime_days=runtime / DAY, runtime_source=source,
+        step_time_s=runtime / steps, utilization=total / (runtime * n_gpus * peak),
+        flop_per_s=freeze({"per_gpu": total / runtime / n_gpus, "total": total / runtime}),
+        bytes_per_s=freeze({"per_gpu_tx": (tx_f + tx_b) / runtime, "per_gpu_rx": (tx_f + tx_b) / runtime,
+                            "per_gpu": net_gpu / runtime, "total": n_gpus * net_gpu / runtime}),
+        fits_in_memory=pred.fits_in_memory,
+    )
 
 
-def render(rc: dict) -> str:
+_TOTAL_COLUMNS = (report.Col("Metric", 6), *(report.Col(h, 14, fmt=".3e", sep=" ") for h in ("Fwd", "Bwd", "Total")))
+_AXIS_COLUMNS = (report.Col("axis", 6), *(report.Col(h, 12, fmt=".3e", sep=" ") for h in ("Tx fwd", "Tx bwd", "Tx total")),
+                 report.Col("inter-node", 12, fmt=lambda share: f"{100 * share:>11.0f}%", sep=" "))
+
+
+def render(rc: RunCost) -> str:
     """The report in the layout of the analytical run-cost model (reference 002)."""
     pa, fl, tot, P = rc["params"], rc["flop"], rc["totals"], rc["partition"]
     moe = pa["active"] < pa["total"]
@@ -173,19 +211,18 @@ def render(rc: dict) -> str:
         f"P: {rc['n_gpus']} = {{TENSOR_EXT: {P['tp_inter']}, DATA: {P['dp']}, TENSOR_INT: {P['tp_intra']}, "
         f"SEQ: {P['cp']}, EXP: {P['ep']}, PIPE: {P['pp']}}}" + ("  (+ sequence parallel)" if P["sequence_parallel"] else ""),
         "", "", "FULL TRAINING RUN COST (all GPUs)",
-        f"    {'Metric':>6} {'Fwd':>14} {'Bwd':>14} {'Total':>14}",
     ]
     tx, rx = (tot["tx_fwd"], tot["tx_bwd"]), (tot["rx_fwd"], tot["rx_bwd"])
-    for name, (f, b) in (("FLOP", (fl["forward"], fl["backward"])), ("Tx", tx), ("Rx", rx),
-                         ("net", (tx[0] + rx[0], tx[1] + rx[1]))):
-        lines.append(f"    {name:>6} {f:>14.3e} {b:>14.3e} {f + b:>14.3e}")
+    lines.append(report.table(_TOTAL_COLUMNS, [(name, f, b, f + b) for name, (f, b) in (
+        ("FLOP", (fl["forward"], fl["backward"])), ("Tx", tx), ("Rx", rx), ("net", (tx[0] + rx[0], tx[1] + rx[1])))],
+        indent="    "))
     lines += ["", f"    FLOP = 6ND {fl['six_nd']:.3e} + attention {fl['attention']:.3e} + LM head {fl['lm_head']:.3e}",
-              "", "BYTES PER GPU BY PARALLEL AXIS (whole run; Rx = Tx for ring collectives)",
-              f"    {'axis':>6} {'Tx fwd':>12} {'Tx bwd':>12} {'Tx total':>12} {'inter-node':>12}"]
+              "", "BYTES PER GPU BY PARALLEL AXIS (whole run; Rx = Tx for ring collectives)"]
+    rows = []
     for k, a in rc["bytes_per_gpu"].items():
         t = a["tx_fwd"] + a["tx_bwd"]
-        share = a["inter"] / t if t else 0.0
-        lines.append(f"    {k.upper():>6} {a['tx_fwd']:>12.3e} {a['tx_bwd']:>12.3e} {t:>12.3e} {100 * share:>11.0f}%")
+        rows.append((k.upper(), a["tx_fwd"], a["tx_bwd"], t, a["inter"] / t if t else 0.0))
+    lines.append(report.table(_AXIS_COLUMNS, rows, indent="    "))
     fs, bs = rc["flop_per_s"], rc["bytes_per_s"]
     lines += [
         "",

@@ -22,8 +22,10 @@ import math
 from dataclasses import dataclass, field
 
 from .config import RECOMPUTE, RULES, SHARDING, SHARDING_BY_STAGE, ZERO_STAGE, holds
+from . import report
 from .errors import InputError
-from .units import GiB, fmt_bytes, fmt_time
+from .results import Result
+from .units import KILO, GiB, fmt_bytes, fmt_time
 
 OBJECTIVES = ("time", "cost", "mfu")
 KNOBS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "interleave", "recompute", "sequence_parallel", "sharding")
@@ -32,8 +34,11 @@ _OUT = ("step_time", "memory", "mem_reserve", "mfu", "hfu", "tokens_per_s", "mic
 
 
 @dataclass(frozen=True)
-class Candidate:
-    """One evaluated plan. Times in s, memory in bytes (per GPU), fractions in [0, 1]."""
+class Candidate(Result):
+    """One evaluated plan. Times in s, memory in bytes (per GPU), fractions in [0, 1]; ``quantity(name)``
+    gives a field with its unit (``UNITS``), ``to_dict()`` the fields and the units map."""
+    UNITS = {"step_time_s": "s", "memory_bytes": "B", "tokens_per_s": "1/s", "run_days": "day", "gpu_hours": "hour",
+             "cost_usd": "USD", "energy_kwh": "kWh", "reserve_bytes": "B", "headroom_bytes": "B"}
     plan: object                    # roofline.config.Plan
     step_time_s: float
     memory_bytes: float
@@ -50,11 +55,6 @@ class Candidate:
     energy_kwh: float | None = None  # GPU board power x GPU-hours (hardware profile's board_power)
     reserve_bytes: float = 0.0      # CUDA context + NCCL buffers + allocator fragmentation (mem_reserve)
     headroom_bytes: float = 0.0     # usable HBM (capacity x (1 - margin)) - memory - reserve; >= 0 for a plan that fits
-
-    def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["plan"] = {k: v for k, v in dataclasses.asdict(self.plan).items()}
-        return d
 
 
 @dataclass(frozen=True)
@@ -564,26 +564,27 @@ def _plan_text(p) -> str:
 
 
 def table(cands: list[Candidate], *, sweep_mode: bool = False) -> str:
+    """The ranked plans (or, ``sweep_mode``, the best plan per GPU count) as a text table."""
+    Col = report.Col
+    cols = [Col("GPUs", 6) if sweep_mode else Col("#", 3), Col("plan", 58, "<", _plan_text, sep="  "),
+            Col("step", 10, fmt=fmt_time), Col("mem/GPU", 10, fmt=lambda b: f"{b / GiB:8.1f}Gi"),
+            Col("free", 8, fmt=lambda b: f"{b / GiB:6.1f}Gi"), Col("MFU", 7, fmt=lambda f: f"{100 * f:6.1f}%"),
+            Col("GPU-s/step", 12, fmt=".1f") if sweep_mode else Col("gap", 8, fmt=lambda g: f"{100 * g:+7.2f}%")]
     run = cands[0].run_days is not None
-    hdr = f"{'#':>3}  {'plan':<58}{'step':>10}{'mem/GPU':>10}{'free':>8}{'MFU':>7}{'gap':>8}"
-    if sweep_mode:
-        hdr = f"{'GPUs':>6}  {'plan':<58}{'step':>10}{'mem/GPU':>10}{'free':>8}{'MFU':>7}{'GPU-s/step':>12}"
-    if run:
-        hdr += f"{'days':>8}{'GPU-h':>11}" + (f"{'cost $':>12}" if cands[0].cost_usd is not None else "") \
-            + (f"{'MWh':>9}" if cands[0].energy_kwh is not None else "")
-    lines = [hdr]
+    if run:            # the run's columns: those the first candidate has (tokens=, a price, a board power)
+        cols += [Col("days", 8, fmt=".1f"), Col("GPU-h", 11, fmt=".4g")] \
+            + ([Col("cost $", 12, fmt=".4g")] if cands[0].cost_usd is not None else []) \
+            + ([Col("MWh", 9, fmt=lambda kwh: f"{kwh / KILO:.4g}")] if cands[0].energy_kwh is not None else [])
+    rows = []
     for i, c in enumerate(cands):
-        first = f"{c.n_gpus:>6}" if sweep_mode else f"{i + 1:>3}"
-        last = f"{c.step_time_s * c.n_gpus:12.1f}" if sweep_mode else (
-            f"{'best':>8}" if i == 0 else f"{100 * c.slower_than_best:+7.2f}%")
-        row = (f"{first}  {_plan_text(c.plan):<58}{fmt_time(c.step_time_s):>10}"
-               f"{(c.memory_bytes + c.reserve_bytes) / GiB:8.1f}Gi{c.headroom_bytes / GiB:6.1f}Gi"
-               f"{100 * c.mfu:6.1f}%{last}")
+        last = c.step_time_s * c.n_gpus if sweep_mode else ("best" if i == 0 else c.slower_than_best)
+        row = [c.n_gpus if sweep_mode else i + 1, c.plan, c.step_time_s, c.memory_bytes + c.reserve_bytes,
+               c.headroom_bytes, c.mfu, last]
         if run:
-            row += f"{c.run_days:8.1f}{c.gpu_hours:11.4g}" + (f"{c.cost_usd:12.4g}" if c.cost_usd is not None else "") \
-                + (f"{c.energy_kwh / 1e3:9.4g}" if c.energy_kwh is not None else "")
-        lines.append(row)
-    return "\n".join(lines)
+            row += [c.run_days, c.gpu_hours] + ([c.cost_usd] if c.cost_usd is not None else []) \
+                + ([c.energy_kwh] if c.energy_kwh is not None else [])
+        rows.append(row)
+    return report.table(cols, rows)
 
 
 def write_csv(path: str, cands: list[Candidate]) -> None:

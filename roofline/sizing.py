@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 from .errors import InputError
 from .precision import NAMES as DTYPES
-from .units import HOUR, count_text, fmt_bytes, fmt_time
+from .results import Result, freeze
+from .units import DAY, HOUR, KILO, MEGA, count_text, fmt_bytes, fmt_time
 
 CHINCHILLA_TOKENS_PER_PARAM = 20.0
 D_STEP = 512
@@ -54,8 +55,10 @@ def param_count(model) -> float:
 
 
 @dataclass(frozen=True)
-class BudgetPlan:
-    """The largest model a budget trains at the given tokens per parameter, with its best plan."""
+class BudgetPlan(Result):
+    """The largest model a budget trains at the given tokens per parameter, with its best plan.
+    ``to_dict()`` keeps the keys ``plan --json`` has always printed (``best_plan``: the Candidate's) and adds ``units``."""
+    UNITS = {"budget_gpu_hours": "hour", "next_size.gpu_hours": "hour"}     # best_plan.*: the Candidate's units
     model: object                   # roofline.config.Model
     params: float
     tokens: float                   # tokens_per_param x params
@@ -63,21 +66,20 @@ class BudgetPlan:
     budget_gpu_hours: float
     tokens_per_param: float
     n_gpus: int
-    next_size: object | None        # the next larger size's (params, GPU-hours needed) when over budget
+    next_size: object | None        # the next larger size's {params, gpu_hours needed} when over budget (read-only)
     naive_params: float             # C = 6 N D at 100 % of peak, D = tokens_per_param N
     naive_params_at_mfu: float      # the same at the achieved MFU
     sizes_evaluated: int
 
-    def to_dict(self) -> dict:
-        m = self.model
-        return {"model": {f.name: getattr(m, f.name) for f in dataclasses.fields(m)}, "params": self.params,
+    def items_by_key(self) -> dict:
+        nxt = self.next_size
+        return {"model": self.model, "params": self.params,
                 "tokens": self.tokens, "tokens_per_param": self.tokens_per_param, "n_gpus": self.n_gpus,
-                "budget_gpu_hours": self.budget_gpu_hours, "best_plan": self.best.to_dict(),
+                "budget_gpu_hours": self.budget_gpu_hours, "best_plan": self.best,
                 "mfu": self.best.mfu, "naive_params_6ND_at_peak": self.naive_params,
                 "naive_tokens_6ND_at_peak": self.naive_params * self.tokens_per_param,
                 "naive_params_6ND_at_achieved_mfu": self.naive_params_at_mfu,
-                "next_size": self.next_size and {**self.next_size, "gpu_hours": self.next_size["gpu_hours"]
-                                                 if math.isfinite(self.next_size["gpu_hours"]) else None},
+                "next_size": nxt and {**nxt, "gpu_hours": nxt["gpu_hours"] if math.isfinite(nxt["gpu_hours"]) else None},
                 "sizes_evaluated": self.sizes_evaluated}      # gpu_hours None: no plan of that size fits in memory
 
 
@@ -98,7 +100,7 @@ def budget_gpu_hours(n_gpus: int, *, gpu_hours=None, usd=None, gpu_hour_price=No
     if usd is not None:
         usd = _positive("budget-usd", usd)
         return usd / _positive("gpu-hour-price (needed with --budget-usd)", gpu_hour_price)
-    return _positive("days", days) * 24 * n_gpus
+    return _positive("days", days) * (DAY / HOUR) * n_gpus
 
 
 MAX_GPUS = 2 ** 20      # the bound of `search --gpus` (roofline/search.py gpu_range): bounded work
@@ -174,7 +176,7 @@ def plan_budget(hw, n_gpus: int, *, gpu_hours=None, usd=None, gpu_hour_price=Non
         from .search import _no_fit_message
         raise InputError(f"no plan of the smallest size fits in memory: {_no_fit_message(cache[lo][5])}")
     if h > budget:
-        raise InputError(f"budget of {budget:.4g} GPU-hours is too small: the smallest size ({m.name}, {P / 1e6:.0f} M "
+        raise InputError(f"budget of {budget:.4g} GPU-hours is too small: the smallest size ({m.name}, {P / MEGA:.0f} M "
                          f"params, {k:g} tokens/param) needs {h:.4g} GPU-hours on {n_gpus} GPUs")
     hi = lo
     while need(hi)[0] <= budget and hi < D_MAX:     # doubling scan
@@ -196,7 +198,7 @@ def plan_budget(hw, n_gpus: int, *, gpu_hours=None, usd=None, gpu_hour_price=Non
     flops = budget * HOUR * hw.peak(c.plan.dtype)    # C = GPU-seconds x peak FLOP/s per GPU
     naive = math.sqrt(flops / (6 * k))
     return BudgetPlan(model=m, params=P, tokens=k * P, best=c, budget_gpu_hours=budget, tokens_per_param=k,
-                      n_gpus=n_gpus, next_size=None if nxt is None else {"params": nxt[3], "gpu_hours": nxt[0]},
+                      n_gpus=n_gpus, next_size=None if nxt is None else freeze({"params": nxt[3], "gpu_hours": nxt[0]}),
                       naive_params=naive, naive_params_at_mfu=math.sqrt(flops * c.mfu / (6 * k)),
                       sizes_evaluated=len(cache))
 
@@ -214,7 +216,7 @@ def render(r: BudgetPlan, hw) -> str:
         f"  step time       {fmt_time(c.step_time_s)}   memory/GPU {fmt_bytes(c.memory_bytes, 1)}   MFU {100 * c.mfu:.1f} %",
         f"  run             {c.run_days:.1f} days, {c.gpu_hours:.4g} GPU-hours"
         + (f", {c.cost_usd:.4g} USD" if c.cost_usd is not None else "")
-        + (f", {c.energy_kwh / 1e3:.4g} MWh" if c.energy_kwh is not None else ""),
+        + (f", {c.energy_kwh / KILO:.4g} MWh" if c.energy_kwh is not None else ""),
     ]
     if r.next_size:
         need = r.next_size["gpu_hours"]

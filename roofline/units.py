@@ -63,6 +63,7 @@ def count_text(n: float, unit: str = "params") -> str:
 # ---- the conversions and formats every report uses (one place; SI floats inside, these at the edge) -------------
 MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0      # seconds
 GiB = float(2 ** 30)                           # bytes (memory is reported in binary units, as allocators count)
+KILO, MEGA, GIGA, TERA = 1e3, 1e6, 1e9, 1e12   # SI prefixes: TFLOP/s = FLOP/s / TERA, GB/s, M params, MWh = kWh / KILO
 
 
 def fmt_time(s: float) -> str:

@@ -41,6 +41,9 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError
+from . import report
+from .results import MappingResult, freeze
+from .units import GiB
 
 REQUIRED = ("case_id", "n_layers", "d_model", "n_heads", "vocab", "seq_len", "global_batch", "tp", "pp", "dp",
             "gpu_id", "measured_iter_time_s")
@@ -337,8 +340,37 @@ def group_key(case: Case, by: str) -> str:
             "precision": lambda: (case.row.get("precision") or case.plan.dtype).split(" ")[0]}[by]()
 
 
-def validate(rows: list[dict], tiers=None) -> dict:
-    """Predict every row; the result dict is what ``--json`` prints (errors are fractions, not %)."""
+@dataclass(frozen=True, eq=False)
+class Validation(MappingResult):
+    """What ``validate`` found: per-case predictions against measurements, the error statistics overall and
+    per group, and the rows it skipped. Errors are signed fractions (predicted / measured - 1); times in s,
+    memory in bytes. Reads like the dict it was (``r["by_gpu"]``, ``r["cases"][0]["error"]``); ``--json``
+    prints ``to_dict()``: those keys (``by_<key>`` for each breakdown, ``memory`` and ``ranking`` when there)
+    and ``units``."""
+    UNITS = {"cases.measured_s": "s", "cases.predicted_s": "s", "cases.breakdown_s": "s",
+             "cases.predicted_memory_bytes": "B", "cases.measured_memory_bytes": "B"}
+    cases: tuple                    # read-only mappings, one per predicted row
+    mape: float | None
+    median_abs_error: float | None
+    max_abs_error: float | None
+    by: object                      # {breakdown (tier, gpu, ...): {group: stats}}
+    memory: object                  # stats of the peak-memory errors, or None when no row has a measured peak
+    skipped: tuple                  # {case_id, reason}
+    ranking: object = None          # :func:`ranking` when asked for
+
+    def items_by_key(self) -> dict:
+        out = {"cases": self.cases, "mape": self.mape, "median_abs_error": self.median_abs_error,
+               "max_abs_error": self.max_abs_error, **{f"by_{b}": v for b, v in self.by.items()}}
+        if self.memory is not None:
+            out["memory"] = self.memory
+        out["skipped"] = self.skipped
+        if self.ranking is not None:
+            out["ranking"] = self.ranking
+        return out
+
+
+def validate(rows: list[dict], tiers=None) -> Validation:
+    """Predict every row; ``to_dict()`` of the result is what ``--json`` prints (errors are fractions, not %)."""
     from . import progress
 
     cases, skipped = [], []
@@ -366,26 +398,27 @@ def validate(rows: list[dict], tiers=None) -> dict:
             "predicted_memory_bytes": float(out["memory"][i]),
         })
         if c.row.get("measured_peak_memory_gib"):
-            mm = c.row["measured_peak_memory_gib"] * 2**30
+            mm = c.row["measured_peak_memory_gib"] * GiB
             result["cases"][-1].update(measured_memory_bytes=mm, memory_error=float(out["memory"][i]) / mm - 1)
+    by_key = {}
     for by in BY:
         groups: dict[str, list] = {}
         for i, c in enumerate(cases):
             if timed[i]:
                 groups.setdefault(group_key(c, by), []).append(err[i])
-        result[f"by_{by}"] = {k: stats(v) for k, v in sorted(groups.items(), key=lambda kv: _natural(kv[0]))}
+        by_key[by] = {k: stats(v) for k, v in sorted(groups.items(), key=lambda kv: _natural(kv[0]))}
     mem = [c["memory_error"] for c in result["cases"] if "memory_error" in c]
-    if mem:      # peak memory per GPU (the heavier pipeline stage) against measured peaks, where a row has one
-        result["memory"] = stats(mem)
-    result["skipped"] = skipped
-    return result
+    # peak memory per GPU (the heavier pipeline stage) against measured peaks, where a row has one
+    return Validation(cases=freeze(result["cases"]), mape=result["mape"], median_abs_error=result["median_abs_error"],
+                      max_abs_error=result["max_abs_error"], by=freeze(by_key), memory=freeze(stats(mem)) if mem else None,
+                      skipped=freeze(skipped))
 
 
 RANK_KEY = ("gpu_id", "n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "seq_len", "global_batch",
             "n_gpus")
 
 
-def ranking(rows: list[dict], result: dict) -> dict:
+def ranking(rows: list[dict], result: Validation) -> dict:
     """How well predictions order plans: rows that differ only in the plan (same model, GPU, batch and GPU
     count) form a group; per group the regret (measured time of the plan predicted fastest / the measured
     fastest - 1) and Kendall's tau between predicted and measured times. Groups need >= 3 predicted rows."""
@@ -428,7 +461,7 @@ def render_ranking(r: dict) -> str:
             f"5 % ({r['groups_above_10pct']} above 10 %), Kendall tau median {r['tau_median']:.2f}")
 
 
-def layout_errors(result: dict) -> dict[str, float]:
+def layout_errors(result: Validation) -> dict[str, float]:
     """Signed error per ``tp-pp-dp/mb`` group of a ``validate`` result (mean over its rows)."""
     groups: dict[str, list] = {}
     for c in result["cases"]:
@@ -483,19 +516,27 @@ def korthikanti_table4(gpu: str = "a100-sxm4-80gb") -> list[dict]:
     return rows
 
 
+TABLE4_COLUMNS = (report.Col("config", 31, "<"), report.Col("fwd meas", 9, fmt=".1f"), report.Col("pred", 8, fmt=".1f"),
+                  report.Col("bwd meas", 10, fmt=".1f"), report.Col("pred", 8, fmt=".1f"),
+                  report.Col("total meas", 12, fmt=".1f"), report.Col("pred", 8, fmt=".1f"),
+                  report.Col("err %", 8, fmt="+.1f"))
+
+
 def render_table4(rows: list[dict]) -> str:
-    lines = ["Korthikanti et al. 2022 Table 4: one layer of the 22B model, TP=8, micro-batch 4 (ms)",
-             f"{'config':<31}{'fwd meas':>9}{'pred':>8}{'bwd meas':>10}{'pred':>8}{'total meas':>12}{'pred':>8}{'err %':>8}"]
-    for r in rows:
-        lines.append(f"{r['config']:<31}{r['measured_fwd_ms']:9.1f}{r['predicted_fwd_ms']:8.1f}"
-                     f"{r['measured_bwd_ms']:10.1f}{r['predicted_bwd_ms']:8.1f}{r['measured_total_ms']:12.1f}"
-                     f"{r['predicted_total_ms']:8.1f}{100 * r['error']:+8.1f}")
-    return "\n".join(lines)
+    return ("Korthikanti et al. 2022 Table 4: one layer of the 22B model, TP=8, micro-batch 4 (ms)\n"
+            + report.table(TABLE4_COLUMNS, [(r["config"], r["measured_fwd_ms"], r["predicted_fwd_ms"], r["measured_bwd_ms"],
+                                             r["predicted_bwd_ms"], r["measured_total_ms"], r["predicted_total_ms"],
+                                             100 * r["error"]) for r in rows]))
 
 
 # ---- output --------------------------------------------------------------------------------------
 def _fmt_s(s: float) -> str:
     return f"{s:.3f}" if s >= 1 else f"{s:.4f}"
+
+
+CASE_COLUMNS = (report.Col("case", 36, "<"), report.Col("gpu_id", 16, "<"), report.Col("tp/pp/dp/cp/v/mb", 20, "<"),
+                report.Col("measured s", 11, fmt=_fmt_s), report.Col("predicted s", 12, fmt=_fmt_s),
+                report.Col("error %", 9, fmt="+.1f"), report.Col("", 0))       # the last: a memory-only row's memory
 
 
 def _summary_line(name: str, s: dict) -> str:
@@ -505,21 +546,19 @@ def _summary_line(name: str, s: dict) -> str:
             f"  max {100 * s['max_abs_error']:5.1f} %  mean signed {100 * s['mean_error']:+6.1f} %")
 
 
-def render(result: dict, by=("tier", "gpu", "nodes"), table: bool = True) -> str:
+def render(result: Validation, by=("tier", "gpu", "nodes"), table: bool = True) -> str:
     lines = []
     if table:
-        lines.append(f"{'case':<36}{'gpu_id':<16}{'tp/pp/dp/cp/v/mb':<20}{'measured s':>11}{'predicted s':>12}{'error %':>9}")
+        rows = []
         for c in result["cases"]:
             p = c["plan"]
-            plan = f"{p['tp']}/{p['pp']}/{p['dp']}/{p['cp']}/{p['v']}/{p['mb']}"
+            row = (c["case_id"], c["gpu_id"], f"{p['tp']}/{p['pp']}/{p['dp']}/{p['cp']}/{p['v']}/{p['mb']}")
             if c["error"] is None:           # memory-only row
-                mem = f"  memory {c['predicted_memory_bytes'] / 2**30:.1f} GiB vs {c['measured_memory_bytes'] / 2**30:.1f}"
-                lines.append(f"{c['case_id']:<36}{c['gpu_id']:<16}{plan:<20}{'-':>11}{_fmt_s(c['predicted_s']):>12}"
-                             f"{'':>9}{mem}")
-                continue
-            lines.append(f"{c['case_id']:<36}{c['gpu_id']:<16}{plan:<20}{_fmt_s(c['measured_s']):>11}"
-                         f"{_fmt_s(c['predicted_s']):>12}{100 * c['error']:+9.1f}")
-        lines.append("")
+                rows.append(row + ("-", c["predicted_s"], "", f"  memory {c['predicted_memory_bytes'] / GiB:.1f} GiB vs "
+                                                              f"{c['measured_memory_bytes'] / GiB:.1f}"))
+            else:
+                rows.append(row + (c["measured_s"], c["predicted_s"], 100 * c["error"]))
+        lines += [report.table(CASE_COLUMNS, rows), ""]
     errs = [c["error"] for c in result["cases"] if c["error"] is not None]
     n = len(errs)
     lines.append(_summary_line("all", {"n": n, **{k: result[k] for k in ("mape", "median_abs_error", "max_abs_error")},
@@ -535,7 +574,7 @@ def render(result: dict, by=("tier", "gpu", "nodes"), table: bool = True) -> str
     return "\n".join(lines)
 
 
-def plot(result: dict, path: str) -> None:
+def plot(result: Validation, path: str) -> None:
     from . import plotting
     plt = plotting.pyplot("--plot")
     fig, ax = plt.subplots(figsize=(6, 6))
@@ -591,11 +630,11 @@ def cmd_validate(args) -> int:
         raise InputError(f"--tier {args.tier}: no row of {args.file} is in that tier (tiers there: {', '.join(have) or 'none'})")
     result = validate(rows, tiers)
     if args.ranking:
-        result["ranking"] = ranking(rows, result)
+        result = dc_replace(result, ranking=freeze(ranking(rows, result)))
     if args.plot:
         plot(result, args.plot)
     if args.json:
-        print(json.dumps(result, indent=1))
+        print(json.dumps(result.to_dict(), indent=1))
     else:
         print(render(result, by, table=not args.summary))
         if args.ranking:
