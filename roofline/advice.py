@@ -16,6 +16,8 @@
 """
 from __future__ import annotations
 
+from .units import GIGA, MEGA
+
 # Kaplan et al. 2020: L(N) = (N_c / N)^alpha_N, B_crit(L) = B_star / L^(1/alpha_B)
 N_C, ALPHA_N = 8.8e13, 0.076
 B_STAR, ALPHA_B = 2e8, 0.21
@@ -73,8 +75,8 @@ def warnings_for(pred) -> list[str]:
     b_tokens = p.batch * m.seq_len
     b_crit = critical_batch_tokens(non_emb)
     if b_tokens > b_crit:
-        out.append(f"batch of {b_tokens / 1e6:.3g}M tokens is above the critical batch size (~{b_crit / 1e6:.2g}M "
-                   f"tokens for {non_emb / 1e9:.3g}B non-embedding parameters; Kaplan et al. 2020 estimate): "
+        out.append(f"batch of {b_tokens / MEGA:.3g}M tokens is above the critical batch size (~{b_crit / MEGA:.2g}M "
+                   f"tokens for {non_emb / GIGA:.3g}B non-embedding parameters; Kaplan et al. 2020 estimate): "
                    f"more tokens per step buy less than proportional progress (McCandlish et al. 2018)")
     # 3. micro-batches for the pipeline
     mb = pred.micro_batches

@@ -26,6 +26,8 @@ import math
 import sys
 from pathlib import Path
 
+from .units import GIGA
+
 TABLE = Path(__file__).with_name("data") / "uncertainty.yaml"
 QUANTILES = (0.1, 0.5, 0.9)            # the central 80 % of the errors, and the median
 # the smallest group whose 10th / 90th percentiles are not its minimum / maximum (numpy's linear interpolation
@@ -45,7 +47,7 @@ def gpu_family(hardware_id: str) -> str:
 def size_bucket(active_params: float) -> str:
     """The decade of active parameters (per token: a MoE's routed experts counted top-k times):
     '<1B', '1B-10B', '10B-100B', '100B-1T', '>=1T'."""
-    d = math.floor(math.log10(max(active_params, 1.0) / 1e9))
+    d = math.floor(math.log10(max(active_params, 1.0) / GIGA))
     names = {-1: "<1B", 0: "1B-10B", 1: "10B-100B", 2: "100B-1T"}
     return names.get(d, "<1B" if d < -1 else ">=1T")
 
