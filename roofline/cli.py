@@ -46,7 +46,9 @@ def render(pred, band=..., mfu_convention: str = "roofline") -> str:
         + f" | {p.schedule}" + (f" v={p.interleave}" if p.interleave > 1 else "")
         + f" | SP {'on' if p.sequence_parallel and p.tp > 1 else 'off'} | recompute {p.recompute}"
         + f" | sharding {p.sharding} | {p.dtype}" + (f" | stack {pred.stack}" if getattr(pred, "stack", "") else ""),
-        f"profile: {hw.id} ({hw.kind}; calibrated: {', '.join(hw.calibrated) or 'nothing - datasheet peaks with assumed efficiencies'})",
+        f"profile: {hw.id} ({hw.kind}; calibrated: {', '.join(hw.calibrated) or 'nothing - datasheet peaks with assumed efficiencies'}"
+        + (f"; compute curves borrowed from {hw.provenance['compute_curves_from'].split(':')[0]}"
+           if hw.provenance.get("compute_curves_from") else "") + ")",
         "",
         f"  step time                 {fmt_time(step):>12}",
     ]
