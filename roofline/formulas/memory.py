@@ -63,12 +63,13 @@ router_params = C.moe * h * S.experts
 fa, fm, fx = S.attn_frac, S.mlp_frac, S.mamba_frac
 hybrid_norms = (fa + fm + fx) / 2
 # Megatron-Core moe_layer_freq: l_d leading dense layers, the other l - l_d MoE (all of them for a dense model)
-moe_layer_params = (fa * attn_params + fm * (S.experts * expert_params + router_params + shared_params)
+hybrid_layer_params = (fa * attn_params + fm * (S.experts * expert_params + router_params + shared_params)
                     + fx * MB.mixer_params + hybrid_norms * norm_params)
+moe_layer_params = hybrid_layer_params.xreplace(MB.TRANSFORMER)           # a transformer's MoE (or dense) layer
 dense_layer_params = attn_params + dense_mlp_params + norm_params
 layer_params = moe_layer_params
 embedding_params = S.vocab * h * (2 - S.tied) + S.learned_pos * S.seq_len * h + h * (1 + S.biases)
-total_params = (S.layers - S.dense_layers) * moe_layer_params + S.dense_layers * dense_layer_params + embedding_params
+total_params = (S.layers - S.dense_layers) * hybrid_layer_params + S.dense_layers * dense_layer_params + embedding_params
 # active parameters per token (MoE: top-k routed experts, the shared experts, the router)
 active_params = ((S.layers - S.dense_layers) * (fa * attn_params + fm * (S.top_k * expert_params + router_params
                                                                       + shared_params)
@@ -84,15 +85,16 @@ active_params = ((S.layers - S.dense_layers) * (fa * attn_params + fm * (S.top_k
 # (h each) and eh_proj 2h x h (no bias); the embedding and the LM head are the main model's (shared), so they are not
 # MTP parameters. Megatron-Core GPTModel builds the embedding on the last stage as well when it runs MTP
 # (pre_process or mtp_process): one more V_pad h / t table there when p > 1 and the head is untied.
-mtp_layer_params = moe_layer_params.xreplace(MB.TRANSFORMER) + 2 * h * h + 3 * h * (1 + S.biases)
+mtp_layer_params = moe_layer_params + 2 * h * h + 3 * h * (1 + S.biases)
 mtp_params = S.mtp * mtp_layer_params
 dense_first = sp.Min(S.dense_layers, PL.stage_layers)      # dense layers on the first stage
 dense_last = (1 - PL.has_pp) * dense_first                 # ... and on the last (the same stage when p = 1)
-layer_params_rank = (fa * attn_params_rank + fm * (S.experts / S.ep * expert_params / C.etp + router_params
+hybrid_layer_params_rank = (fa * attn_params_rank + fm * (S.experts / S.ep * expert_params / C.etp + router_params
                                                  + shared_params / S.tp)
                      + fx * MB.mixer_params / S.tp + hybrid_norms * norm_params)
 dense_layer_rank = attn_params_rank + dense_mlp_params / S.tp + norm_params
-mtp_rank = S.mtp * (layer_params_rank.xreplace(MB.TRANSFORMER) + 2 * h * h / S.tp + 3 * h * (1 + S.biases))       # on the last stage
+layer_params_rank = hybrid_layer_params_rank.xreplace(MB.TRANSFORMER)  # a transformer's MoE (or dense) layer
+mtp_rank = S.mtp * (layer_params_rank + 2 * h * h / S.tp + 3 * h * (1 + S.biases))       # on the last stage
 mtp_expert_rank = S.mtp * C.moe * S.experts / S.ep * expert_params / C.etp
 mtp_embedding_rank = sp.Min(1, S.mtp) * PL.has_pp * (1 - S.tied) * C.vocab_pad * h / S.tp
 expert_params_rank = (C.moe * (PL.stage_layers - dense_first) * fm * S.experts / S.ep * expert_params / C.etp
@@ -100,9 +102,9 @@ expert_params_rank = (C.moe * (PL.stage_layers - dense_first) * fm * S.experts /
 expert_last_rank = C.moe * (PL.stage_layers - dense_last) * fm * S.experts / S.ep * expert_params / C.etp + mtp_expert_rank
 embedding_params_rank = (C.vocab_pad * h / S.tp * (1 + (1 - S.tied) * (1 - PL.has_pp))
                          + S.learned_pos * S.seq_len * h)
-stage_params_rank = ((PL.stage_layers - dense_first) * layer_params_rank + dense_first * dense_layer_rank
+stage_params_rank = ((PL.stage_layers - dense_first) * hybrid_layer_params_rank + dense_first * dense_layer_rank
                      + embedding_params_rank + (1 - PL.has_pp) * mtp_rank)                 # first stage
-last_params_rank = ((PL.stage_layers - dense_last) * layer_params_rank + dense_last * dense_layer_rank
+last_params_rank = ((PL.stage_layers - dense_last) * hybrid_layer_params_rank + dense_last * dense_layer_rank
                     + embedding_params_rank - PL.has_pp * S.learned_pos * S.seq_len * h   # last stage
                     + mtp_rank + mtp_embedding_rank)
 dense_params_rank = stage_params_rank - expert_params_rank
@@ -151,15 +153,15 @@ _scores = (S.heads * C.tokens * S.seq_len                          # b a (s/c) s
 # scores) in attn_frac of the layers, the MLP half in mlp_frac, the Mamba mixer's (formulas/mamba.py) in mamba_frac
 _rep_half = _replicated / 2                                # one norm input, one projection input, one mask
 _mlp_act = _mlp_split(1 + C.moe * (C.routed - 1), S.moe_ffn) + _mlp_split(1, S.shared_ffn)
-layer_activations = ((fa * (_rep_half + _mla_replicated) + fm * _rep_half + fx * MB.mixer_act_replicated) / C.sp_div
+hybrid_layer_activations = ((fa * (_rep_half + _mla_replicated) + fm * _rep_half + fx * MB.mixer_act_replicated) / C.sp_div
                      + (fa * _attn_split + fm * _mlp_act + fx * MB.mixer_act_split) / S.tp
                      + fa * (1 - S.flash) * (1 - S.rc_sel) * _scores / S.tp)
-_transformer_activations = layer_activations.xreplace(MB.TRANSFORMER)
-dense_layer_activations = _transformer_activations + (_split_dense - _split) / S.tp
+layer_activations = hybrid_layer_activations.xreplace(MB.TRANSFORMER)     # a transformer's MoE (or dense) layer
+dense_layer_activations = layer_activations + (_split_dense - _split) / S.tp
 layer_input = S.act_bytes * sbh / C.sp_div                 # what full recomputation keeps per layer
-stored_per_layer = S.rc_full * layer_input + (1 - S.rc_full) * layer_activations
+stored_per_layer = S.rc_full * layer_input + (1 - S.rc_full) * hybrid_layer_activations
 stored_dense = S.rc_full * layer_input + (1 - S.rc_full) * dense_layer_activations
-working_set = S.rc_full * sp.Max(layer_activations, dense_layer_activations)   # one layer's, while recomputed
+working_set = S.rc_full * sp.Max(hybrid_layer_activations, dense_layer_activations)   # one layer's, while recomputed
 
 
 def stage_stored(n_dense):
@@ -177,13 +179,13 @@ head_input = S.act_bytes * sbh / C.sp_div
 only = 1 - PL.has_pp                                       # p = 1: one stage holds embedding and head
 # an MTP layer keeps its transformer layer's activations and the inputs of enorm, hnorm (h each), eh_proj (2h;
 # SP-split, gathered again in backward) and final_layernorm (h), and its own logits and LM-head input
-mtp_stored = S.mtp * (S.rc_full * layer_input + (1 - S.rc_full) * _transformer_activations + 5 * S.act_bytes * sbh / C.sp_div)
+mtp_stored = S.mtp * (S.rc_full * layer_input + (1 - S.rc_full) * layer_activations + 5 * S.act_bytes * sbh / C.sp_div)
 activations_first = (PL.in_flight() * (stage_stored(dense_first) + only * mtp_stored) + working_set
                      + only * (1 + S.mtp) * (logits + head_input))
 activations_last = (PL.in_flight_last() * (stage_stored(dense_last) + mtp_stored) + working_set
                     + (1 + S.mtp) * (logits + head_input))
 # ZeRO-3: the gathered parameters of the layer being computed (and the next, prefetched)
-zero3_buffers = S.z_param * 2 * sp.Max(layer_params_rank, sp.Min(1, S.dense_layers) * dense_layer_rank) * S.act_bytes
+zero3_buffers = S.z_param * 2 * sp.Max(hybrid_layer_params_rank, sp.Min(1, S.dense_layers) * dense_layer_rank) * S.act_bytes
 
 first_total = weights_first + gradients_first + optimizer_first + activations_first + zero3_buffers
 last_total = weights_last + gradients_last + optimizer_last + activations_last + zero3_buffers
