@@ -2,7 +2,7 @@
 # fmt: off
 import numpy as np
 
-INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'clock', 'cp', 'cuda_context', 'd_model', 'dense_layers', 'dp', 'dropout', 'ep', 'ep_dedup', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'etp', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'head_dim', 'heads', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_mb', 'host_rc', 'interleave', 'kv_heads', 'kv_lora', 'layers', 'learned_pos', 'mask_bytes', 'micro_batch', 'moe_ffn', 'mtp', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_ep', 'ov_pp', 'ov_tp', 'peak', 'peak_hp', 'peak_vec', 'pp', 'q_bytes', 'q_lora', 'qk_nope', 'qk_rope', 'rc_full', 'rc_sel', 'rms', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'sq_relu', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'v_head', 'vocab', 'z_grad', 'z_os', 'z_param')
+INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_frac', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'clock', 'cp', 'cuda_context', 'd_model', 'dense_layers', 'dp', 'dropout', 'ep', 'ep_dedup', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'etp', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'head_dim', 'heads', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_mb', 'host_rc', 'interleave', 'kv_heads', 'kv_lora', 'layers', 'learned_pos', 'mamba_chunk', 'mamba_conv', 'mamba_frac', 'mamba_groups', 'mamba_hdim', 'mamba_heads', 'mamba_state', 'mask_bytes', 'micro_batch', 'mlp_frac', 'moe_ffn', 'mtp', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_ep', 'ov_pp', 'ov_tp', 'peak', 'peak_hp', 'peak_vec', 'pp', 'q_bytes', 'q_lora', 'qk_nope', 'qk_rope', 'rc_full', 'rc_sel', 'rms', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'sq_relu', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'v_head', 'vocab', 'z_grad', 'z_os', 'z_param')
 OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_host_overhead', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'pp_bubble_ratio', 'micro_batches', 't_microbatch_stage', 't_layer_fwd', 't_layer_bwd', 't_layer_recompute', 't_layer_tp_comm', 't_layer_cp_comm', 't_layer_ep_comm', 't_layer_comm_bwd', 't_layer_host', 't_dense_layer_fwd', 't_dense_layer_bwd', 't_dense_layer_recompute', 't_dense_layer_tp_comm', 't_dense_layer_cp_comm', 't_dense_layer_ep_comm', 't_dense_layer_comm_bwd', 't_dense_layer_host', 'stage_layers', 'stage_dense_layers', 'stage_mtp_layers', 't_tp_grad_reduce', 't_embed_fwd', 't_embed_bwd', 't_head_fwd', 't_head_bwd', 'head_stage_heavier', 't_edge_host', 't_microbatch_host', 't_pp_send_recv', 'flops', 'hardware_flops', 'flops_megatron', 'bytes_tp_fwd', 'bytes_tp_bwd', 'bytes_tp_inter', 'bytes_cp_fwd', 'bytes_cp_bwd', 'bytes_cp_inter', 'bytes_ep_fwd', 'bytes_ep_bwd', 'bytes_ep_inter', 'bytes_pp_fwd', 'bytes_pp_bwd', 'bytes_pp_inter', 'bytes_dp_fwd', 'bytes_dp_bwd', 'bytes_dp_inter', 'flops_forward', 'flops_backward', 'flops_attention', 'flops_lm_head', 'n_gpus', 'mfu', 'mfu_megatron', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'mem_logits', 'mem_first_stage', 'mem_last_stage', 'mem_reserve', 'mem_cuda_context', 'mem_nccl', 'mem_fragmentation', 'params', 'active_params', 'params_rank', 'params_embedding', 'params_expert', 'params_mtp')
 
 
@@ -26,6 +26,7 @@ def evaluate(x):
     attn_dreg_fwd = x['attn_dreg_fwd']
     attn_dsoft_bwd = x['attn_dsoft_bwd']
     attn_dsoft_fwd = x['attn_dsoft_fwd']
+    attn_frac = x.get('attn_frac', 1.0)
     attn_uneven_bwd = x['attn_uneven_bwd']
     attn_uneven_fwd = x['attn_uneven_fwd']
     biases = x['biases']
@@ -96,8 +97,16 @@ def evaluate(x):
     kv_lora = x.get('kv_lora', 0.0)
     layers = x['layers']
     learned_pos = x['learned_pos']
+    mamba_chunk = x.get('mamba_chunk', 128.0)
+    mamba_conv = x.get('mamba_conv', 4.0)
+    mamba_frac = x.get('mamba_frac', 0.0)
+    mamba_groups = x.get('mamba_groups', 0.0)
+    mamba_hdim = x.get('mamba_hdim', 0.0)
+    mamba_heads = x.get('mamba_heads', 0.0)
+    mamba_state = x.get('mamba_state', 0.0)
     mask_bytes = x['mask_bytes']
     micro_batch = x['micro_batch']
+    mlp_frac = x.get('mlp_frac', 1.0)
     moe_ffn = x['moe_ffn']
     mtp = x.get('mtp', 0.0)
     mu_attn_bwd = x['mu_attn_bwd']
@@ -230,806 +239,1144 @@ def evaluate(x):
     _x57 = 1 - _x41
     _x58 = bw_p2p_inter**(-1.0)
     _x59 = _x38*_x39*(_x41*(_x42*_x56 + alpha_p2p_intra) + _x57*(_x56*_x58 + alpha_p2p_inter))
-    _x60 = flash*t0_attn_fwd
-    _x61 = 1 - flash
-    _x62 = 1 - swa_frac
-    _x63 = clock**(-1.0)
-    _x64 = _x63/peak_vec
-    _x65 = _x64/eta_softmax_fwd
-    _x66 = seq_len**2
-    _x67 = _x51*_x66
-    _x68 = _x1*heads
-    _x69 = _x68*micro_batch
-    _x70 = _x67*_x69
-    _x71 = mu_softmax_fwd**(-1.0)
-    _x72 = 2*act_bytes
-    _x73 = dropout*(_x72 + mask_bytes)
-    _x74 = hbm_bw**(-1.0)
-    _x75 = _x61*_x69
-    _x76 = _x67*_x75
-    _x77 = _x74*_x76
-    _x78 = _x47 + _x48
-    _x79 = 2*flash
-    _x80 = _x67*(2 - _x79)
-    _x81 = _x69*_x78*_x80
-    _x82 = peak_hp**(-1.0)
-    _x83 = _x63*_x82
-    _x84 = _x83/eta_bmm_fwd
-    _x85 = _x74/mu_bmm_fwd
-    _x86 = _x78*seq_len
-    _x87 = _x75*act_bytes
-    _x88 = _x87*(_x51*_x86 + _x67 + _x86)
-    _x89 = seq_len**(-1.0)
-    _x90 = _x45 + _x48
+    _x60 = _x59*(1 - ov_cp)
+    _x61 = flash*t0_attn_fwd
+    _x62 = _x61*swa_frac
+    _x63 = 1 - flash
+    _x64 = _x63*t0_softmax_fwd
+    _x65 = 2*_x63*t0_bmm_fwd
+    _x66 = 1 - swa_frac
+    _x67 = _x61*_x66
+    _x68 = clock**(-1.0)
+    _x69 = _x68/peak_vec
+    _x70 = _x69/eta_softmax_fwd
+    _x71 = seq_len**2
+    _x72 = _x51*_x71
+    _x73 = _x1*heads
+    _x74 = _x73*micro_batch
+    _x75 = _x72*_x74
+    _x76 = _x70*_x75*(5 - 5*flash)
+    _x77 = mu_softmax_fwd**(-1.0)
+    _x78 = 2*act_bytes
+    _x79 = dropout*(_x78 + mask_bytes)
+    _x80 = hbm_bw**(-1.0)
+    _x81 = _x63*_x74
+    _x82 = _x72*_x81
+    _x83 = _x80*_x82
+    _x84 = _x77*_x83*(_x78 + _x79)
+    _x85 = _x47 + _x48
+    _x86 = 2*flash
+    _x87 = _x72*(2 - _x86)
+    _x88 = _x74*_x85*_x87
+    _x89 = _x88*attn_frac
+    _x90 = peak_hp**(-1.0)
     _x91 = _x68*_x90
-    _x92 = _x80*_x91*micro_batch
-    _x93 = (1/128)*_x48
-    _x94 = _x67*_x87
-    _x95 = _x94*(np.ceil((1/128)*_x45 + _x93) - 1)
-    _x96 = _x90*seq_len
-    _x97 = _x51*_x96
-    _x98 = _x87*(_x67 + _x96 + _x97)
-    _x99 = _x74*act_bytes
-    _x100 = _x99/mu_attn_fwd
-    _x101 = _x49*heads
-    _x102 = _x1*micro_batch
-    _x103 = _x102*flash
-    _x104 = _x103*(_x101*_x52 + _x50*seq_len)
-    _x105 = _x104*_x62
-    _x106 = np.ceil((1/128)*_x52)
-    _x107 = (1/32)*_x48
-    _x108 = np.ceil(_x107 + (1/64)*_x45 + (1/64)*_x47)
-    _x109 = (1/2)*_x45 + (1/2)*_x47 + _x48
-    _x110 = np.minimum(1, 32*_x108 - _x109)
-    _x111 = np.ceil(_x107 + (1/32)*_x47)
-    _x112 = 32*_x108
-    _x113 = (1/32)/_x108
-    _x114 = sms**(-1.0)
-    _x115 = _x114*_x69
-    _x116 = 64*(_x110*attn_uneven_fwd + 1)*(_x112/attn_dreg_fwd + _x113*attn_dsoft_fwd + attn_dio_fwd*np.where((_x111 <= 2), 1/128, 1/64) + 1)*np.ceil(_x106*_x115)/(_x106*eta_attn_fwd)
-    _x117 = _x62*(1 - 1/2*causal)
-    _x118 = _x117*_x67
-    _x119 = _x108*_x49*_x83*flash*sms/_x109
-    _x120 = _x118*_x119
-    _x121 = _x104*swa_frac
-    _x122 = np.minimum(seq_len, swa_window)
-    _x123 = swa_frac*(causal*(-1/2*_x122**2*_x89 + _x122) + seq_len*(1 - causal))
-    _x124 = _x119*_x123*_x52
-    _x125 = _x60*_x62 + _x60*swa_frac + 2*_x61*t0_bmm_fwd + _x61*t0_softmax_fwd + np.maximum(_x100*_x105, _x116*_x120) + np.maximum(_x100*_x121, _x116*_x124) + np.maximum(_x85*_x88, _x81*_x84*(1 + bmm_dhalf_fwd/_x78)) + np.maximum(_x85*(_x95*bmm_reread_fwd + _x98), _x84*_x92*(_x89*bmm_dhalf_fwd + 1)) + np.maximum(_x71*_x77*(_x72 + _x73), _x65*_x70*(5 - 5*flash))
-    _x126 = np.maximum(0, -_x125*_x39 + _x59)
-    _x127 = np.where((nccl_sms < sms), _x114*nccl_sms, 0)
-    _x128 = _x126*ov_cp + _x127*ov_cp*(-_x126 + _x59) + _x59*(1 - ov_cp)
-    _x129 = ov_tp*np.where((gpus_per_node >= tp), 1, 0)
-    _x130 = 1 - _x129
-    _x131 = rc_full + 2
-    _x132 = bw_ag_inter**(-1.0)
-    _x133 = bw_ag_intra**(-1.0)
-    _x134 = np.maximum(_x132*_x5, _x133*_x8)
-    _x135 = tp - 1
-    _x136 = _x1*d_model
-    _x137 = _x136*_x53
-    _x138 = _x137*act_bytes
-    _x139 = _x135*_x138
-    _x140 = -_x4 + tp
-    _x141 = _x140*alpha_ag_intra + _x24*alpha_ag_inter
-    _x142 = _x135*alpha_ag_intra
-    _x143 = np.where(_x28, _x134*_x139 + _x141, _x133*_x139 + _x142)
-    _x144 = _x20*q_lora
-    _x145 = 1 - _x20
-    _x146 = _x145*d_model
-    _x147 = _x144 + _x146
-    _x148 = _x135*(_x147 + _x16)
-    _x149 = _x148*_x55
-    _x150 = _x30*(-_x143 + np.where(_x28, _x134*_x149 + _x141, _x133*_x149 + _x142))
-    _x151 = np.minimum(1, experts - 1)
-    _x152 = -_x151
-    _x153 = np.minimum(1, shared_ffn)
-    _x154 = _x151*_x153 + _x152 + 2
-    _x155 = 1 - seq_par
-    _x156 = _x11*_x138
-    _x157 = _x155*np.where(_x28, _x156*_x9 + _x27, _x156*_x6 + _x29)
-    _x158 = bw_rs_inter**(-1.0)
-    _x159 = bw_rs_intra**(-1.0)
-    _x160 = seq_par*(_x143 + np.where(_x28, _x139*np.maximum(_x158*_x5, _x159*_x8) + _x140*alpha_rs_intra + _x24*alpha_rs_inter, _x135*alpha_rs_intra + _x139*_x159))
-    _x161 = _x131*(_x150 + _x154*(_x157 + _x160))
-    _x162 = 2*t0_gemm_fwd
-    _x163 = _x145*_x15
-    _x164 = _x136*heads
-    _x165 = d_model*seq_len
-    _x166 = _x165*_x51*micro_batch
-    _x167 = _x69*_x97
-    _x168 = _x166 + _x167
-    _x169 = _x164*_x90 + _x168
-    _x170 = act_bytes/mu_gemm_fwd
-    _x171 = _x170*_x74
-    _x172 = 2*d_model
-    _x173 = _x167*_x172
-    _x174 = peak**(-1.0)
-    _x175 = _x63/eta_gemm_fwd
-    _x176 = _x174*_x175
-    _x177 = np.minimum(np.minimum(_x53, _x91), d_model)
-    _x178 = (_x177 + gemm_dhalf)/_x177
-    _x179 = head_dim*heads
-    _x180 = _x179 + 2*head_dim*kv_heads
-    _x181 = _x180*d_model
-    _x182 = _x1*_x181
-    _x183 = _x1*_x180
-    _x184 = _x183*_x53
-    _x185 = _x44*(_x166 + _x182 + _x184)
-    _x186 = 2*_x53
-    _x187 = _x182*_x44
-    _x188 = _x186*_x187
-    _x189 = np.maximum(1, np.minimum(np.minimum(_x183, _x53), d_model))
-    _x190 = (_x189 + gemm_dhalf)/_x189
-    _x191 = (_x135*seq_par + 1)**(-1.0)
-    _x192 = _x166*_x191
-    _x193 = _x191*_x53
-    _x194 = _x16*_x193
-    _x195 = _x17 + _x192 + _x194
-    _x196 = _x15*_x171
-    _x197 = _x15*_x17
-    _x198 = _x193*_x197
-    _x199 = 2*_x198
-    _x200 = np.maximum(1, np.minimum(np.minimum(_x16, _x193), d_model))
-    _x201 = (_x200 + gemm_dhalf)/_x200
-    _x202 = _x53*kv_lora
-    _x203 = qk_nope + v_head
-    _x204 = _x203*heads
-    _x205 = _x204*kv_lora
-    _x206 = _x1*_x204
-    _x207 = _x1*_x205 + _x202 + _x206*_x53
-    _x208 = _x1*_x53
-    _x209 = 2*kv_lora
-    _x210 = _x203*_x43
-    _x211 = _x209*_x210
-    _x212 = _x208*_x211
-    _x213 = np.maximum(1, np.minimum(np.minimum(_x206, _x53), kv_lora))
-    _x214 = (_x213 + gemm_dhalf)/_x213
-    _x215 = _x46*heads
-    _x216 = _x1*_x215
-    _x217 = _x216*_x53
-    _x218 = _x163*(_x136*_x215 + _x166 + _x217)
-    _x219 = _x43*_x46
-    _x220 = _x146*_x219
-    _x221 = _x208*_x220
-    _x222 = 2*_x221
-    _x223 = np.maximum(1, np.minimum(np.minimum(_x216, _x53), d_model))
+    _x92 = _x91/eta_bmm_fwd
+    _x93 = _x92*(1 + bmm_dhalf_fwd/_x85)
+    _x94 = _x80/mu_bmm_fwd
+    _x95 = _x85*seq_len
+    _x96 = _x81*act_bytes
+    _x97 = _x96*(_x51*_x95 + _x72 + _x95)
+    _x98 = _x97*attn_frac
+    _x99 = _x45 + _x48
+    _x100 = _x73*_x99
+    _x101 = _x100*_x87*micro_batch
+    _x102 = _x101*attn_frac
+    _x103 = seq_len**(-1.0)
+    _x104 = _x92*(_x103*bmm_dhalf_fwd + 1)
+    _x105 = (1/128)*_x48
+    _x106 = _x72*_x96
+    _x107 = _x106*(np.ceil(_x105 + (1/128)*_x45) - 1)
+    _x108 = _x107*bmm_reread_fwd
+    _x109 = _x99*seq_len
+    _x110 = _x109*_x51
+    _x111 = _x96*(_x109 + _x110 + _x72)
+    _x112 = _x111*attn_frac
+    _x113 = _x80*act_bytes
+    _x114 = _x113/mu_attn_fwd
+    _x115 = _x49*heads
+    _x116 = _x1*micro_batch
+    _x117 = _x116*flash
+    _x118 = _x117*(_x115*_x52 + _x50*seq_len)
+    _x119 = _x118*_x66
+    _x120 = _x114*_x119
+    _x121 = np.ceil((1/128)*_x52)
+    _x122 = (1/32)*_x48
+    _x123 = np.ceil(_x122 + (1/64)*_x45 + (1/64)*_x47)
+    _x124 = (1/2)*_x45 + (1/2)*_x47 + _x48
+    _x125 = np.minimum(1, 32*_x123 - _x124)
+    _x126 = np.ceil(_x122 + (1/32)*_x47)
+    _x127 = 32*_x123
+    _x128 = (1/32)/_x123
+    _x129 = sms**(-1.0)
+    _x130 = _x129*_x74
+    _x131 = 64*(_x125*attn_uneven_fwd + 1)*(_x127/attn_dreg_fwd + _x128*attn_dsoft_fwd + attn_dio_fwd*np.where((_x126 <= 2), 1/128, 1/64) + 1)*np.ceil(_x121*_x130)/(_x121*eta_attn_fwd)
+    _x132 = _x66*(1 - 1/2*causal)
+    _x133 = _x132*_x72
+    _x134 = _x123*_x49*_x91*flash*sms/_x124
+    _x135 = _x133*_x134
+    _x136 = _x131*_x135
+    _x137 = _x118*swa_frac
+    _x138 = _x114*_x137
+    _x139 = np.minimum(seq_len, swa_window)
+    _x140 = swa_frac*(causal*(-1/2*_x103*_x139**2 + _x139) + seq_len*(1 - causal))
+    _x141 = _x134*_x140*_x52
+    _x142 = _x131*_x141
+    _x143 = _x62*attn_frac + _x64*attn_frac + _x65*attn_frac + _x67*attn_frac + np.maximum(_x102*_x104, _x94*(_x108*attn_frac + _x112)) + np.maximum(_x120*attn_frac, _x136*attn_frac) + np.maximum(_x138*attn_frac, _x142*attn_frac) + np.maximum(_x76*attn_frac, _x84*attn_frac) + np.maximum(_x89*_x93, _x94*_x98)
+    _x144 = np.maximum(0, -_x143*_x39 + _x59)
+    _x145 = np.where((nccl_sms < sms), _x129*nccl_sms, 0)
+    _x146 = _x145*ov_cp
+    _x147 = _x144*ov_cp + _x146*(-_x144 + _x59)
+    _x148 = _x147 + _x60
+    _x149 = ov_tp*np.where((gpus_per_node >= tp), 1, 0)
+    _x150 = 1 - _x149
+    _x151 = rc_full + 2
+    _x152 = bw_ag_inter**(-1.0)
+    _x153 = bw_ag_intra**(-1.0)
+    _x154 = np.maximum(_x152*_x5, _x153*_x8)
+    _x155 = tp - 1
+    _x156 = _x1*d_model
+    _x157 = _x156*_x53
+    _x158 = _x157*act_bytes
+    _x159 = _x155*_x158
+    _x160 = -_x4 + tp
+    _x161 = _x160*alpha_ag_intra + _x24*alpha_ag_inter
+    _x162 = _x155*alpha_ag_intra
+    _x163 = np.where(_x28, _x154*_x159 + _x161, _x153*_x159 + _x162)
+    _x164 = _x20*q_lora
+    _x165 = 1 - _x20
+    _x166 = _x165*d_model
+    _x167 = _x164 + _x166
+    _x168 = _x155*(_x16 + _x167)
+    _x169 = _x168*_x55
+    _x170 = _x30*(-_x163 + np.where(_x28, _x154*_x169 + _x161, _x153*_x169 + _x162))
+    _x171 = np.minimum(1, experts - 1)
+    _x172 = -_x171
+    _x173 = np.minimum(1, shared_ffn)
+    _x174 = _x171*_x173 + _x172
+    _x175 = attn_frac + mamba_frac + mlp_frac*(_x174 + 1)
+    _x176 = 1 - seq_par
+    _x177 = _x11*_x158
+    _x178 = _x176*np.where(_x28, _x177*_x9 + _x27, _x177*_x6 + _x29)
+    _x179 = bw_rs_inter**(-1.0)
+    _x180 = bw_rs_intra**(-1.0)
+    _x181 = seq_par*(_x163 + np.where(_x28, _x159*np.maximum(_x179*_x5, _x180*_x8) + _x160*alpha_rs_intra + _x24*alpha_rs_inter, _x155*alpha_rs_intra + _x159*_x180))
+    _x182 = _x178 + _x181
+    _x183 = _x151*(_x170 + _x175*_x182)
+    _x184 = attn_frac*t0_gemm_fwd
+    _x185 = 3*t0_gemm_fwd
+    _x186 = 2*t0_gemm_fwd
+    _x187 = _x15*_x186
+    _x188 = _x173*_x186
+    _x189 = _x171*t0_gemm_fwd
+    _x190 = _x44*t0_gemm_fwd
+    _x191 = _x186*_x20
+    _x192 = _x15*_x165
+    _x193 = d_model*seq_len
+    _x194 = _x193*_x51*micro_batch
+    _x195 = mamba_hdim*mamba_heads
+    _x196 = _x156*_x195
+    _x197 = _x1*_x195
+    _x198 = _x194 + _x196 + _x197*_x53
+    _x199 = mu_gemm_fwd**(-1.0)
+    _x200 = _x199*act_bytes
+    _x201 = _x200*_x80
+    _x202 = _x201*mamba_frac
+    _x203 = 2*d_model
+    _x204 = _x203*_x53
+    _x205 = _x204*mamba_frac
+    _x206 = _x197*_x205
+    _x207 = peak**(-1.0)
+    _x208 = _x68/eta_gemm_fwd
+    _x209 = _x207*_x208
+    _x210 = np.maximum(1, np.minimum(np.minimum(_x197, _x53), d_model))
+    _x211 = (_x210 + gemm_dhalf)/_x210
+    _x212 = d_model*shared_ffn
+    _x213 = _x1*_x212
+    _x214 = _x1*shared_ffn
+    _x215 = _x214*_x53
+    _x216 = _x194 + _x213 + _x215
+    _x217 = _x173*_x201
+    _x218 = _x216*_x217
+    _x219 = _x173*_x213
+    _x220 = 2*mlp_frac
+    _x221 = _x220*_x53
+    _x222 = _x219*_x221
+    _x223 = np.maximum(1, np.minimum(np.minimum(_x214, _x53), d_model))
     _x224 = (_x223 + gemm_dhalf)/_x223
-    _x225 = _x19 + _x192 + _x193*q_lora
-    _x226 = _x171*_x20
-    _x227 = _x19*_x20
-    _x228 = _x193*_x227
-    _x229 = 2*_x228
-    _x230 = np.maximum(1, np.minimum(np.minimum(_x193, d_model), q_lora))
-    _x231 = (_x230 + gemm_dhalf)/_x230
-    _x232 = _x216*q_lora + _x217 + _x53*q_lora
-    _x233 = 2*_x144
-    _x234 = _x217*_x233
-    _x235 = np.maximum(1, np.minimum(np.minimum(_x216, _x53), q_lora))
-    _x236 = (_x235 + gemm_dhalf)/_x235
-    _x237 = _x15*_x162 + _x162*_x20 + _x163*t0_gemm_fwd + _x44*t0_gemm_fwd + 3*t0_gemm_fwd + np.maximum(_x169*_x171, _x173*_x176*_x178) + np.maximum(_x171*_x185, _x176*_x188*_x190) + np.maximum(_x171*_x218, _x176*_x222*_x224) + np.maximum(_x195*_x196, _x176*_x199*_x201) + np.maximum(_x196*_x207, _x176*_x212*_x214) + np.maximum(_x225*_x226, _x176*_x229*_x231) + np.maximum(_x226*_x232, _x176*_x234*_x236)
-    _x238 = _x151*etp + tp*(1 - _x151)
-    _x239 = _x238**(-1.0)
-    _x240 = d_model*moe_ffn
-    _x241 = capacity*top_k
-    _x242 = _x151*(_x241 - 1) + 1
-    _x243 = _x242*moe_ffn
-    _x244 = _x208*_x243
-    _x245 = _x238*_x242
-    _x246 = _x137*_x245
-    _x247 = _x244 + _x246
-    _x248 = _x239*_x240 + _x247
-    _x249 = _x208*_x242
-    _x250 = _x240*_x249
-    _x251 = 2*_x250
-    _x252 = _x208*_x245
-    _x253 = np.minimum(np.minimum(_x252, d_model), _x239*moe_ffn)
+    _x225 = _x209*_x224
+    _x226 = _x53*kv_lora
+    _x227 = qk_nope + v_head
+    _x228 = _x227*heads
+    _x229 = _x228*kv_lora
+    _x230 = _x1*_x228
+    _x231 = _x1*_x229 + _x226 + _x230*_x53
+    _x232 = _x15*_x201
+    _x233 = _x231*_x232
+    _x234 = _x1*_x53
+    _x235 = 2*kv_lora
+    _x236 = _x227*_x43
+    _x237 = _x235*_x236
+    _x238 = _x234*_x237
+    _x239 = _x238*attn_frac
+    _x240 = np.maximum(1, np.minimum(np.minimum(_x230, _x53), kv_lora))
+    _x241 = (_x240 + gemm_dhalf)/_x240
+    _x242 = _x209*_x241
+    _x243 = gated + 1
+    _x244 = _x212*_x243
+    _x245 = _x1*_x244
+    _x246 = _x243*shared_ffn
+    _x247 = _x1*_x246
+    _x248 = _x247*_x53
+    _x249 = _x194 + _x245 + _x248
+    _x250 = _x217*_x249
+    _x251 = _x173*_x245
+    _x252 = _x221*_x251
+    _x253 = np.maximum(1, np.minimum(np.minimum(_x247, _x53), d_model))
     _x254 = (_x253 + gemm_dhalf)/_x253
-    _x255 = gated + 1
-    _x256 = _x255*moe_ffn
-    _x257 = _x256*d_model
-    _x258 = _x246 + _x249*_x256
-    _x259 = _x239*_x257 + _x258
-    _x260 = _x172*_x53
-    _x261 = _x242*_x256
-    _x262 = _x1*_x260*_x261
-    _x263 = np.minimum(np.minimum(_x252, d_model), _x239*_x256)
-    _x264 = (_x263 + gemm_dhalf)/_x263
-    _x265 = d_model*experts
-    _x266 = _x193*experts
-    _x267 = _x151*(_x192 + _x265 + _x266)
-    _x268 = _x151*_x266
-    _x269 = _x172*_x268
-    _x270 = _x175*_x82
-    _x271 = np.minimum(np.minimum(_x193, d_model), experts)
-    _x272 = (_x271 + gemm_dhalf)/_x271
-    _x273 = d_model*shared_ffn
-    _x274 = _x1*_x273
-    _x275 = _x1*shared_ffn
-    _x276 = _x275*_x53
-    _x277 = _x166 + _x274 + _x276
-    _x278 = _x153*_x171
-    _x279 = _x153*_x274
-    _x280 = _x186*_x279
-    _x281 = np.maximum(1, np.minimum(np.minimum(_x275, _x53), d_model))
-    _x282 = (_x281 + gemm_dhalf)/_x281
-    _x283 = _x255*_x273
-    _x284 = _x1*_x283
-    _x285 = _x255*shared_ffn
-    _x286 = _x1*_x285
-    _x287 = _x286*_x53
-    _x288 = _x166 + _x284 + _x287
-    _x289 = _x153*_x284
-    _x290 = _x186*_x289
-    _x291 = np.maximum(1, np.minimum(np.minimum(_x286, _x53), d_model))
-    _x292 = (_x291 + gemm_dhalf)/_x291
-    _x293 = _x151*t0_gemm_fwd + _x153*_x162 + np.maximum(_x171*_x248, _x176*_x251*_x254) + np.maximum(_x171*_x259, _x176*_x262*_x264) + np.maximum(_x171*_x267, _x269*_x270*_x272) + np.maximum(_x277*_x278, _x176*_x280*_x282) + np.maximum(_x278*_x288, _x176*_x290*_x292)
-    _x294 = _x237 + _x293
-    _x295 = np.maximum(0, _x161 - _x294*_x39)
-    _x296 = _x127*_x129
-    _x297 = _x129*_x295 + _x130*_x161 + _x296*(_x161 - _x295)
-    _x298 = _x239*gpus_per_node
-    _x299 = np.ceil(ep/np.maximum(1, np.floor(_x298)))
-    _x300 = _x299 - 1
-    _x301 = _x299**(-1.0)
-    _x302 = _x301*ep
-    _x303 = _x302 - 1
-    _x304 = ep**(-1.0)
-    _x305 = _x241*_x304
-    _x306 = _x192*act_bytes
-    _x307 = _x303*_x305*_x306
-    _x308 = _x306*(_x300*ep_dedup*(1 - (1 - _x301)**_x241) + _x305*(1 - ep_dedup)*(-_x302 + ep))
-    _x309 = _x2*_x238
-    _x310 = np.ceil(_x309)
-    _x311 = _x310 - 1
-    _x312 = _x238 - _x310
-    _x313 = _x239*_x310
-    _x314 = _x313*(_x238/_x310 - 1)
-    _x315 = _x238 - 1
-    _x316 = _x241*_x306*_x315
-    _x317 = (_x309 > 1)
-    _x318 = 2*_x300*alpha_a2a_inter + 2*_x303*alpha_a2a_intra + np.where(_x317, _x311*alpha_ag_inter + _x312*alpha_ag_intra + _x316*np.maximum(_x132*_x313, _x133*_x314), _x133*_x316 + _x315*alpha_ag_intra) + np.where(_x317, _x311*alpha_rs_inter + _x312*alpha_rs_intra + _x316*np.maximum(_x158*_x313, _x159*_x314), _x159*_x316 + _x315*alpha_rs_intra) + 2*np.maximum(_x307/bw_a2a_intra, _x308/bw_a2a_inter)
-    _x319 = _x131*_x151*_x318
-    _x320 = np.minimum(1, q_bytes)
-    _x321 = _x320*t0_elem_fwd
-    _x322 = eta_elem_fwd**(-1.0)
-    _x323 = _x192*_x64
-    _x324 = _x322*_x323
-    _x325 = _x74/mu_elem_fwd
-    _x326 = dropout*mask_bytes
-    _x327 = _x306*(_x326/act_bytes + 3)
-    _x328 = mu_norm_fwd**(-1.0)
-    _x329 = _x172*_x193
-    _x330 = (8 - 4*rms)/eta_norm_fwd
-    _x331 = np.maximum(_x323*_x330, _x328*_x329*_x99)
-    _x332 = _x72*_x74
-    _x333 = _x328*_x332
-    _x334 = _x15*_x193*kv_lora
-    _x335 = _x334*_x64
-    _x336 = _x322*_x64
-    _x337 = 2*qk_nope + v_head
-    _x338 = _x337 + 2*qk_rope
-    _x339 = _x208*_x338*_x43
-    _x340 = _x15*act_bytes
-    _x341 = _x340*(_x338*_x53*_x68 + _x53*(_x68*(_x337 + qk_rope) + qk_rope))
-    _x342 = _x144*_x193
-    _x343 = _x342*_x64
-    _x344 = _x125 + _x15*t0_elem_fwd + _x15*t0_norm_fwd + _x20*t0_norm_fwd + _x321 + 2*_x331 + 3*t0_elem_fwd + 2*t0_norm_fwd + 2*np.maximum(_x324, _x325*_x327) + np.maximum(_x325*_x341, _x336*_x339) + np.maximum(_x330*_x335, _x333*_x334) + np.maximum(_x330*_x343, _x333*_x342)
-    _x345 = _x153*_x166
-    _x346 = _x153*_x276
-    _x347 = _x144*_x53
-    _x348 = _x146*_x15*_x53 + _x15*_x192 + _x15*_x202 + _x166*_x44 + _x192*_x20 + _x347
-    _x349 = _x320*(_x167 + _x247 + _x345 + _x346 + _x348)
-    _x350 = _x325*q_bytes
-    _x351 = 2*_x64
-    _x352 = _x322*_x351
-    _x353 = 2*_x151
-    _x354 = _x74*f32_bytes
-    _x355 = gated + 2
-    _x356 = _x325*_x355
-    _x357 = _x346*act_bytes
-    _x358 = _x336*(8 - 6*sq_relu)
-    _x359 = _x355*_x54
-    _x360 = _x243*_x359
-    _x361 = _x151*_x241
-    _x362 = _x151*_x306*(2*_x241 + 2)
-    _x363 = _x151*t0_elem_fwd + _x151*t0_softmax_fwd + _x153*t0_elem_fwd + np.maximum(_x244*_x358, _x1*_x325*_x360) + np.maximum(5*_x268*_x65, _x266*_x353*_x354*_x71) + np.maximum(_x324*_x361, _x325*_x362) + np.maximum(_x346*_x358, _x356*_x357) + np.maximum(_x349*_x350, _x349*_x352)
-    _x364 = _x294 + _x344 + _x363
-    _x365 = _x320*t0_elem_bwd
-    _x366 = eta_elem_bwd**(-1.0)
-    _x367 = _x366*_x64
-    _x368 = _x329*_x367
-    _x369 = _x74/mu_elem_bwd
-    _x370 = 3*act_bytes
-    _x371 = _x370*_x74/mu_norm_bwd
-    _x372 = (16 - 8*rms)/eta_norm_bwd
-    _x373 = np.maximum(_x192*_x371, _x323*_x372)
-    _x374 = 2*t0_gemm_bwd
-    _x375 = flash*t0_attn_bwd
-    _x376 = _x72/mu_gemm_bwd
-    _x377 = _x376*_x74
-    _x378 = _x164*_x97*micro_batch
-    _x379 = _x63/eta_gemm_bwd
-    _x380 = _x174*_x379
-    _x381 = 4*_x380
-    _x382 = _x381*_x53
-    _x383 = _x15*_x377
-    _x384 = _x1*_x202*_x210
-    _x385 = _x20*_x377
-    _x386 = _x216*_x347
-    _x387 = _x332/mu_attn_bwd
-    _x388 = np.where((_x111 <= 4), 1/128, 1/64)
-    _x389 = np.ceil(_x388*seq_len)
-    _x390 = 160*(_x110*attn_uneven_bwd + 1)*(_x112/attn_dreg_bwd + _x113*attn_dsoft_bwd + _x388*attn_dio_bwd + 1)*np.ceil(_x115*_x389)/(_x389*eta_attn_bwd)
-    _x391 = _x64/eta_softmax_bwd
-    _x392 = mu_softmax_bwd**(-1.0)
-    _x393 = _x351*_x366
-    _x394 = _x89*bmm_dhalf_bwd
-    _x395 = _x83/eta_bmm_bwd
-    _x396 = _x395*_x81
-    _x397 = _x74/mu_bmm_bwd
-    _x398 = _x397*(_x88 + _x94*bmm_reread_bwd*(np.ceil((1/128)*_x47 + _x93) - 1))
-    _x399 = _x395*_x92
-    _x400 = _x394*cp + 1
-    _x401 = _x15*_x374 + _x15*t0_elem_bwd + _x15*t0_norm_bwd + _x163*t0_gemm_bwd + _x20*_x374 + _x20*t0_norm_bwd + _x365 + 2*_x373 + _x375*_x62 + _x375*swa_frac + _x44*t0_gemm_bwd + 4*_x61*t0_bmm_bwd + _x61*t0_softmax_bwd + 3*t0_elem_bwd + 3*t0_gemm_bwd + 2*t0_norm_bwd + 2*np.maximum(_x368, _x327*_x369) + np.maximum(_x398, _x396*_x400) + np.maximum(_x398, _x396*(_x394 + 1)) + np.maximum(_x105*_x387, _x120*_x390) + np.maximum(_x121*_x387, _x124*_x390) + np.maximum(_x169*_x377, _x178*_x378*_x381) + np.maximum(_x185*_x377, _x187*_x190*_x382) + np.maximum(_x195*_x383, _x198*_x201*_x381) + np.maximum(_x207*_x383, _x214*_x381*_x384) + np.maximum(_x218*_x377, _x221*_x224*_x381) + np.maximum(_x225*_x385, _x228*_x231*_x381) + np.maximum(_x232*_x385, _x236*_x381*_x386) + np.maximum(_x334*_x371, _x335*_x372) + np.maximum(_x339*_x393, _x341*_x369) + np.maximum(_x342*_x371, _x343*_x372) + np.maximum(_x397*_x98, _x399*(1 + bmm_dhalf_bwd/_x90)) + np.maximum(_x399*_x400, _x397*(_x95*bmm_reread_bwd + _x98)) + np.maximum(_x392*_x77*(_x370 + _x73), _x391*_x70*(8 - 8*flash))
-    _x402 = _x137*_x261
-    _x403 = _x145*_x208*_x219 + _x15*_x194 + _x184*_x44 + _x20*_x217 + _x208*_x210 + _x342
-    _x404 = _x320*(_x153*_x287 + _x166 + _x258 + _x345 + _x403)
-    _x405 = _x369*q_bytes
-    _x406 = _x151*_x265
-    _x407 = _x379*_x82
-    _x408 = _x153*_x377
-    _x409 = _x369*(2*gated + 3)
-    _x410 = _x367*(16 - 12*sq_relu)
-    _x411 = _x151*t0_elem_bwd + _x151*t0_gemm_bwd + _x151*t0_softmax_bwd + _x153*_x374 + _x153*t0_elem_bwd + np.maximum(_x244*_x410, _x243*_x409*_x55) + np.maximum(_x248*_x377, _x250*_x254*_x381) + np.maximum(_x259*_x377, _x264*_x381*_x402) + np.maximum(_x267*_x377, 4*_x193*_x272*_x406*_x407) + np.maximum(8*_x268*_x391, 3*_x268*_x354*_x392) + np.maximum(_x277*_x408, _x279*_x282*_x382) + np.maximum(_x288*_x408, _x289*_x292*_x382) + np.maximum(_x346*_x410, _x357*_x409) + np.maximum(_x361*_x368, _x362*_x369) + np.maximum(_x393*_x404, _x404*_x405)
-    _x412 = _x401 + _x411
-    _x413 = _x364 + _x412
-    _x414 = np.maximum(0, _x131*_x151*_x318 - _x413)
-    _x415 = _x127*ov_ep*(_x319 - _x414) + _x319*(1 - ov_ep) + _x414*ov_ep
-    _x416 = _x297 + _x415
-    _x417 = _x128 + _x416
-    _x418 = np.minimum(_x14, dense_layers)
-    _x419 = np.minimum(1, _x32)
-    _x420 = _x364*rc_full
-    _x421 = 1 - rc_full
-    _x422 = _x421*rc_sel
-    _x423 = _x125*_x422
-    _x424 = _x1*ffn_hidden
-    _x425 = _x424*_x53
-    _x426 = _x320*(_x168 + _x348 + _x425)
-    _x427 = np.maximum(_x350*_x426, _x352*_x426)
-    _x428 = _x425*act_bytes
-    _x429 = np.maximum(_x356*_x428, _x358*_x425)
-    _x430 = d_model*ffn_hidden
-    _x431 = _x1*_x430
-    _x432 = _x166 + _x425 + _x431
-    _x433 = _x431*_x53
-    _x434 = 2*_x433
-    _x435 = np.minimum(np.minimum(_x424, _x53), d_model)
-    _x436 = (_x435 + gemm_dhalf)/_x435
-    _x437 = np.maximum(_x171*_x432, _x176*_x434*_x436)
-    _x438 = _x255*ffn_hidden
-    _x439 = _x136*_x438
-    _x440 = _x1*_x438
-    _x441 = _x440*_x53
-    _x442 = _x166 + _x439 + _x441
-    _x443 = _x260*_x440
-    _x444 = np.minimum(np.minimum(_x440, _x53), d_model)
-    _x445 = (_x444 + gemm_dhalf)/_x444
-    _x446 = np.maximum(_x171*_x442, _x176*_x443*_x445)
-    _x447 = _x237 + _x437 + _x446
-    _x448 = _x344 + _x427 + _x429 + _x447
-    _x449 = _x448*rc_full
-    _x450 = _x423 + _x449
-    _x451 = np.maximum(_x377*_x432, _x381*_x433*_x436)
-    _x452 = np.maximum(_x377*_x442, _x382*_x439*_x445)
-    _x453 = _x320*(_x260 + _x403 + _x441)
-    _x454 = np.maximum(_x393*_x453, _x405*_x453)
-    _x455 = np.maximum(_x409*_x428, _x410*_x425)
-    _x456 = _x401 + _x451 + _x452 + _x454 + _x455
-    _x457 = _x448 + _x456
-    _x458 = ov_ep*np.maximum(0, -_x457)
-    _x459 = _x127*_x458
-    _x460 = _x131*(_x150 + 2*_x157 + 2*_x160)
-    _x461 = _x130*_x460
-    _x462 = np.maximum(0, -_x39*_x447 + _x460)
-    _x463 = _x129*_x462
-    _x464 = _x296*(_x460 - _x462)
-    _x465 = _x461 + _x463 + _x464
-    _x466 = _x458 - _x459 + _x465
-    _x467 = _x128 + _x466
-    _x468 = -host_bwd - host_fwd - host_rc*rc_full
-    _x469 = np.maximum(0, -_x450 - _x457 - _x467 - _x468)
-    _x470 = _x420 + _x423
-    _x471 = _x413 + _x417 + _x470
-    _x472 = np.maximum(0, -_x468 - _x471)
-    _x473 = -_x458 + _x459
-    _x474 = _x418*(_x419*(np.where((-_x293 - _x363 - _x411 - _x416 - _x420 + _x427 + _x429 + _x437 + _x446 + _x449 + _x451 + _x452 + _x454 + _x455 + _x461 + _x463 + _x464 + _x469 - _x472 - _x473 < 0), 0, 1)) - _x419 + 1)
-    _x475 = _x166*_x64
-    _x476 = np.ceil((1/128)*_x1*vocab)
-    _x477 = 128*_x476
-    _x478 = d_model*grad_bytes
-    _x479 = _x166*act_bytes
-    _x480 = np.minimum(_x477, _x53)
-    _x481 = np.maximum(_x475/eta_embed_bwd, _x74*(_x172*f32_bytes*(_x480 + (1/10)*_x53) + _x477*_x478 + _x478*_x480 + _x479*(learned_pos + 1))/mu_embed_bwd)
-    _x482 = np.maximum(_x475/eta_embed_fwd, _x479*_x74*(learned_pos + 2)/mu_embed_fwd)
-    _x483 = d_model**2
-    _x484 = 2*_x483
-    _x485 = _x1*_x484
-    _x486 = _x74*(_x137 + _x260 + _x485)
-    _x487 = _x208*_x483
-    _x488 = np.minimum(np.minimum(_x136, _x172), _x53)
-    _x489 = (_x488 + gemm_dhalf)/_x488
-    _x490 = _x260*_x320
-    _x491 = _x481 + t0_embed_bwd
-    _x492 = _x477*d_model
-    _x493 = _x477*_x53
-    _x494 = _x166 + _x492 + _x493
-    _x495 = np.minimum(np.minimum(_x477, _x53), d_model)
-    _x496 = _x166*_x476
-    _x497 = _x496*(_x495 + gemm_dhalf)/_x495
-    _x498 = _x476*_x53*_x64
-    _x499 = _x493*_x74*(act_bytes + f32_bytes)
-    _x500 = t0_ce_bwd + np.maximum(_x377*_x494, 512*_x407*_x497) + np.maximum(_x499/mu_ce_bwd, 256*_x498/eta_ce_bwd)
-    _x501 = _x373 + _x500 + mtp*(_x365 + 3*_x373 + _x374 + _x491 + _x500 + 3*t0_norm_bwd + np.maximum(_x376*_x486, 8*_x380*_x487*_x489) + np.maximum(_x1*_x367*_x490, _x137*_x320*_x405)) + t0_gemm_bwd + t0_norm_bwd
-    _x502 = 4*_x483
-    _x503 = _x482 + t0_embed_fwd
-    _x504 = t0_ce_fwd + np.maximum(_x171*_x494, 256*_x270*_x497) + np.maximum(_x499/mu_ce_fwd, 640*_x498/eta_ce_fwd)
-    _x505 = _x331 + _x504 + mtp*(_x162 + _x321 + 3*_x331 + _x503 + _x504 + 3*t0_norm_fwd + np.maximum(_x170*_x486, _x176*_x208*_x489*_x502) + np.maximum(_x350*_x490, 4*_x320*_x322*_x475)) + t0_gemm_fwd + t0_norm_fwd
-    _x506 = (np.where((_x481 + _x482 - _x501 - _x505 - mtp*(_x471 + _x472) + t0_embed_bwd + t0_embed_fwd > 0), 0, 1))
-    _x507 = 1 - _x419
-    _x508 = 1 - _x506
-    _x509 = mtp*(_x506 + _x507*_x508)
-    _x510 = _x14 - _x474 + _x509
-    _x511 = _x503*_x508 + _x505*_x506 + _x507*(_x503*_x506 + _x505*_x508)
-    _x512 = _x491*_x508 + _x501*_x506 + _x507*(_x491*_x506 + _x501*_x508)
-    _x513 = np.maximum(0, _x419*(_x506*host_head + _x508*host_emb) + _x507*(host_emb + host_head) - _x511 - _x512)
-    _x514 = _x469*_x474 + _x472*_x510 + _x513 + host_mb
-    _x515 = _x364*_x510 + _x448*_x474 + _x511
-    _x516 = _x450*_x474 + _x470*_x510
-    _x517 = _x412*_x510 + _x456*_x474 + _x512
-    _x518 = _x516 + _x517
-    _x519 = _x417*_x510 + _x467*_x474 + _x514 + _x515 + _x518
-    _x520 = _x32 + _x37*interleave
-    _x521 = cp*dp
-    _x522 = _x10*_x521
-    _x523 = np.where((_x522 <= gpus_per_node), 1, 0)
-    _x524 = 1 - _x523
-    _x525 = (1 - ov_pp)*(_x523*(_x138*_x42 + alpha_p2p_intra) + _x524*(_x138*_x58 + alpha_p2p_inter))
-    _x526 = 2*_x419
-    _x527 = _x520*_x525*_x526
-    _x528 = 1 - ov_ag
-    _x529 = _x239*_x304
-    _x530 = _x521*tp
-    _x531 = _x529*_x530
-    _x532 = np.ceil(_x531/np.maximum(1, np.floor(_x298*_x304)))
-    _x533 = _x532 - 1
-    _x534 = _x531 - _x532
-    _x535 = _x34*_x51
-    _x536 = _x1*_x535
-    _x537 = _x238*_x536*ep
-    _x538 = _x532*_x537
-    _x539 = _x531/_x532 - 1
-    _x540 = _x538*_x539
-    _x541 = _x531 - 1
-    _x542 = _x541*grad_bytes
-    _x543 = _x240 + _x257 + biases*(_x256 + d_model)
-    _x544 = _x543*experts
-    _x545 = _x529*_x544
-    _x546 = _x151*_x545
-    _x547 = _x546*mtp
-    _x548 = _x507*_x547
-    _x549 = _x14 - _x418
-    _x550 = _x546*_x549
-    _x551 = _x548 + _x550
-    _x552 = _x537*_x551
-    _x553 = _x542*_x552
-    _x554 = (_x532 > 1)
-    _x555 = np.where(_x554, _x533*alpha_rs_inter + _x534*alpha_rs_intra + _x553*np.maximum(_x158*_x538, _x159*_x540), _x159*_x553 + _x541*alpha_rs_intra)
-    _x556 = _x541*act_bytes
-    _x557 = _x552*_x556
-    _x558 = _x151*np.where(_x554, _x533*alpha_ag_inter + _x534*alpha_ag_intra + _x557*np.maximum(_x132*_x538, _x133*_x540), _x133*_x557 + _x541*alpha_ag_intra)
-    _x559 = _x521/np.maximum(1, np.floor(_x1*gpus_per_node))
-    _x560 = np.ceil(_x559)
-    _x561 = _x560 - 1
-    _x562 = _x521 - _x560
-    _x563 = _x535*_x560
-    _x564 = _x521/_x560 - 1
-    _x565 = _x563*_x564
-    _x566 = _x521 - 1
-    _x567 = _x172*_x18
-    _x568 = biases*d_model
-    _x569 = _x15*(_x147*_x215 + _x205 + _x568 + d_model*heads*v_head) + _x44*(_x179*d_model + _x181 + biases*(_x180 + d_model))
-    _x570 = _x1*_x569 + _x21
-    _x571 = _x567 + _x570
-    _x572 = _x273 + _x283 - _x568*(1 - _x153) + biases*(_x285 + d_model)
-    _x573 = _x1*_x572 + _x406 + _x545
-    _x574 = _x571 + _x573
-    _x575 = _x430 + _x438*d_model + biases*(_x438 + d_model)
-    _x576 = _x1*_x575 + _x571
-    _x577 = _x418*_x576
-    _x578 = _x18*d_model
-    _x579 = 5*_x578
-    _x580 = mtp*(_x485 + _x570 + _x573 + _x579)
-    _x581 = _x165*learned_pos
-    _x582 = 1 - tied
-    _x583 = _x492*(_x507*_x582 + 1) + _x581
-    _x584 = _x507*_x580 + _x549*_x574 + _x577 + _x583
-    _x585 = -_x548 - _x550 + _x584
-    _x586 = _x535*_x585
-    _x587 = _x586*grad_bytes
-    _x588 = _x566*_x587
-    _x589 = (_x559 > 1)
-    _x590 = np.where(_x589, _x561*alpha_rs_inter + _x562*alpha_rs_intra + _x588*np.maximum(_x158*_x563, _x159*_x565), _x159*_x588 + _x566*alpha_rs_intra)
-    _x591 = _x566*act_bytes
-    _x592 = _x586*_x591
-    _x593 = np.where(_x589, _x561*alpha_ag_inter + _x562*alpha_ag_intra + _x592*np.maximum(_x132*_x563, _x133*_x565), _x133*_x592 + _x566*alpha_ag_intra)
-    _x594 = _x151*_x555 + 2*_x558 + _x590 + 2*_x593
-    _x595 = _x37*_x594
-    _x596 = np.maximum(0, -_x37*(_x515 + _x517) + _x595)
-    _x597 = _x127*ov_ag
-    _x598 = 1 - z_param
-    _x599 = _x558 + _x593
-    _x600 = _x599*z_os
-    _x601 = z_grad*(_x34*_x35*global_batch - 1) + 1
-    _x602 = 1 - z_os
-    _x603 = 2*_x521 - 2
-    _x604 = _x587*_x603
-    _x605 = _x522*_x529 - 2
-    _x606 = _x605*grad_bytes
-    _x607 = _x552*_x606
-    _x608 = _x601*(_x151*(_x555*z_os + _x602*np.where(_x554, _x25*_x533 + _x26*_x539 + _x607*np.maximum(_x0*_x538, _x540*_x6), _x6*_x607 + _x605*alpha_ar_intra)) + _x590*z_os + _x602*np.where(_x589, _x25*_x561 + _x26*_x564 + _x604*np.maximum(_x0*_x563, _x565*_x6), _x6*_x604 + _x603*alpha_ar_intra))
-    _x609 = np.maximum(0, -_x515 + _x599*z_os)
-    _x610 = _x128*_x131/_x39
-    _x611 = rc_full + 1
-    _x612 = _x611/_x131
-    _x613 = _x416*_x612 + _x610
-    _x614 = _x466*_x612 + _x610
-    _x615 = np.maximum(0, -_x601*(_x474*_x614 + _x510*_x613 + _x518) + _x608)
-    _x616 = _x598*(_x127*ov_dp*(_x608 - _x615) + _x528*_x600 + _x597*(_x600 - _x609) + _x608*(1 - ov_dp) + _x609*ov_ag + _x615*ov_dp) + z_param*(_x528*_x595 + _x596*ov_ag + _x597*(_x34*_x35*_x594*global_batch - _x596))
-    _x617 = _x531**(-z_os)
-    _x618 = _x551*_x617
-    _x619 = _x521**(-z_os)
-    _x620 = _x585*_x619
-    _x621 = _x618 + _x620
-    _x622 = t0_optim_fwd + np.maximum(_x64*(12*_x618 + 12*_x620)/eta_optim_fwd, _x621*_x74*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
-    _x623 = _x31 + _x519*(_x33 + _x37) + _x527 + _x616 + _x622
-    _x624 = _x31 + _x37*(_x297*_x510 + _x465*_x474)
-    _x625 = -_x473
-    _x626 = _x172*seq_len
-    _x627 = _x626*vocab
-    _x628 = 2*seq_len
-    _x629 = _x101*_x66
-    _x630 = _x117*_x629
-    _x631 = _x101*_x123
-    _x632 = _x631*_x79
-    _x633 = _x61*(_x628*_x631 + 2*_x630)/_x49
-    _x634 = _x630*_x79 + _x632*seq_len + _x633*_x78 + _x633*_x90
-    _x635 = _x144*_x215*_x628 + _x172*_x96*heads + _x181*_x44*_x628 + _x197*_x628 + _x211*seq_len + _x220*_x628 + _x227*_x628 + _x634
-    _x636 = -dense_layers + layers
-    _x637 = _x153*_x628
-    _x638 = _x242*(_x151/np.maximum(1, capacity) + _x152 + 1)
-    _x639 = _x151*_x626*experts + _x240*_x628*_x638 + _x256*_x626*_x638 + _x273*_x637 + _x283*_x637 + _x635
-    _x640 = global_batch*(_x627 + _x636*_x639 + dense_layers*(_x430*_x628 + _x438*_x626 + _x635) + mtp*(_x502*seq_len + _x627 + _x639))
-    _x641 = 3*_x640
-    _x642 = 768*_x496
-    _x643 = _x101*_x118
-    _x644 = _x102*_x643*_x79 + _x208*_x632 + _x81 + _x92
-    _x645 = _x173 + _x188 + _x199 + _x212 + _x222 + _x229 + _x234 + _x644
-    _x646 = 6*_x53
-    _x647 = 6*_x193
-    _x648 = 7*_x103*_x643 + _x187*_x646 + 6*_x198 + 7*_x208*_x631*flash + 6*_x221 + _x227*_x647 + 6*_x378 + 6*_x384 + 6*_x386 + _x422*_x644 + 3*_x81 + 3*_x92
-    _x649 = 6*_x250 + _x279*_x646 + _x289*_x646 + 6*_x402 + _x406*_x647 + _x648 + rc_full*(_x251 + _x262 + _x269 + _x280 + _x290 + _x645)
-    _x650 = _x636*_x649 + _x642 + dense_layers*(6*_x433 + _x439*_x646 + _x648 + rc_full*(_x434 + _x443 + _x645)) + mtp*(12*_x487 + _x642 + _x649)
-    _x651 = 2*mtp
-    _x652 = _x634*dense_layers
-    _x653 = 3*global_batch
-    _x654 = _x641 + _x653*(_x165*(_x651 + 2)*(_x477*tp - vocab) + _x629*(_x651 + 2*layers) - _x634*(-dense_layers + layers + mtp) - _x652)
-    _x655 = _x13*_x636
-    _x656 = _x353*_x655
-    _x657 = _x4/tp**2
-    _x658 = _x479*_x657
-    _x659 = np.where(_x28, _x135*_x658, 0)
-    _x660 = _x659*seq_par
-    _x661 = _x155*np.where(_x28, _x11*_x658, 0)
-    _x662 = _x30*(-_x659 + np.where(_x28, _x148*_x54*_x657, 0))
-    _x663 = _x13*dense_layers
-    _x664 = _x37*(_x655*(_x154*(2*_x660 + _x661) + _x662) + _x656*np.where(_x317, _x316*np.maximum(0, _x313), 0) + _x663*(4*_x660 + 2*_x661 + _x662))
-    _x665 = np.maximum(0, _x8)
-    _x666 = np.where(_x28, _x139*_x665, _x139)
-    _x667 = _x666*seq_par
-    _x668 = _x155*np.where(_x28, _x156*_x665, _x156)
-    _x669 = _x30*(-_x666 + np.where(_x28, _x149*_x665, _x149))
-    _x670 = _x37*(_x655*(_x154*(2*_x667 + _x668) + _x669) + _x656*np.where(_x317, _x316*np.maximum(0, _x314), _x316) + _x663*(4*_x667 + 2*_x668 + _x669))
-    _x671 = _x611*_x664
-    _x672 = _x34*_x52*act_bytes*global_batch
-    _x673 = _x1*_x38*_x50*_x672*(_x655 + _x663)
-    _x674 = _x41*_x673
-    _x675 = _x57*_x673
-    _x676 = _x131*_x675
-    _x677 = _x37*_x656
-    _x678 = _x677*np.maximum(0, _x307)
-    _x679 = _x677*np.maximum(0, _x308)
-    _x680 = _x611*_x679
-    _x681 = interleave*pp - 1
-    _x682 = _x13*_x136
-    _x683 = _x419*_x524*_x672*_x681
-    _x684 = _x419*_x523*_x672*_x681*_x682 + _x682*_x683
-    _x685 = _x1*_x13
-    _x686 = np.maximum(0, _x540)
-    _x687 = _x151*_x544
-    _x688 = _x536*_x655*_x687
-    _x689 = _x556*_x688
-    _x690 = _x151*np.where(_x554, _x686*_x689, _x689)
-    _x691 = np.maximum(0, _x565)
-    _x692 = _x636*_x687
-    _x693 = _x21 + _x569
-    _x694 = _x567 + _x693
-    _x695 = _x406 + _x572 + _x694
-    _x696 = _x578 + _x581 + d_model*vocab*(2 - tied)
-    _x697 = _x696 + dense_layers*(_x575 + _x694)
-    _x698 = _x636*(_x544 + _x695) + _x697
-    _x699 = -_x692 + _x698
-    _x700 = _x13*_x536
-    _x701 = _x699*_x700
-    _x702 = _x591*_x701
-    _x703 = np.where(_x589, _x691*_x702, _x702)
-    _x704 = _x690 + _x703
-    _x705 = _x598*z_os
-    _x706 = _x37*_x704
-    _x707 = np.maximum(0, _x538)
-    _x708 = _x151*np.where(_x554, _x689*_x707, 0)
-    _x709 = _x560*_x699/(cp**2*dp**2)
-    _x710 = np.where(_x589, _x591*_x685*_x709, 0)
-    _x711 = _x708 + _x710
-    _x712 = _x37*_x711
-    _x713 = _x705*_x711 + _x712*z_param
-    _x714 = _x542*_x688
-    _x715 = np.where(_x554, _x686*_x714, _x714)
-    _x716 = _x701*grad_bytes
-    _x717 = _x566*_x716
-    _x718 = np.where(_x589, _x691*_x717, _x717)
-    _x719 = _x606*_x688
-    _x720 = _x603*_x716
-    _x721 = _x598*_x601
-    _x722 = np.where(_x554, _x707*_x714, 0)
-    _x723 = _x13*_x22*_x709
-    _x724 = np.where(_x589, _x566*_x723, 0)
-    _x725 = _x721*(_x151*(_x602*np.where(_x554, _x707*_x719, 0) + _x722*z_os) + _x602*np.where(_x589, _x603*_x723, 0) + _x724*z_os) + z_param*(_x34*_x35*global_batch*(_x151*_x722 + 2*_x708 + 2*_x710 + _x724) - _x712)
-    _x726 = _x623**(-1.0)
-    _x727 = _x174*_x726
-    _x728 = _x700*_x727
-    _x729 = _x72*z_param*np.maximum(_x574, _x576*np.minimum(1, dense_layers))
-    _x730 = _x531**(-z_param)
-    _x731 = _x521**(-z_param)
-    _x732 = act_bytes*(_x551*_x730 + _x585*_x731)
-    _x733 = _x531**(-z_grad)
-    _x734 = _x521**(-z_grad)
-    _x735 = grad_bytes*(_x551*_x733 + _x585*_x734)
-    _x736 = _x621*opt_bytes
-    _x737 = _x37*gpipe
-    _x738 = _x493*(act_bytes + f32_bytes*(_x737 - gpipe + 1))
-    _x739 = (_x306 + _x738)*(mtp + 1)
-    _x740 = _x359*shared_ffn + _x360
-    _x741 = _x1*(_x54*(_x101 + _x50) + _x740) + _x191*(_x166*(2*_x326 + 4*act_bytes) + _x340*_x53*(_x209 + _x233 + qk_rope)) + _x76*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes))
-    _x742 = _x1*(_x355*_x51*act_bytes*ffn_hidden*micro_batch*seq_len - _x740) + _x741
-    _x743 = rc_full*np.maximum(_x741, _x742)
-    _x744 = 1 - gpipe
-    _x745 = interleave - 1
-    _x746 = _x306*rc_full
-    _x747 = _x421*_x741 + _x746
-    _x748 = mtp*(5*_x306 + _x747)
-    _x749 = _x418*(_x421*_x742 + _x746)
-    _x750 = _x507*_x739 + _x743 + (_x737 + _x744*(_x13*_x33*np.minimum(1, _x745) + 1)*np.minimum(_x37, pp))*(_x507*_x748 + _x549*_x747 + _x749)
-    _x751 = _x729 + _x732 + _x735 + _x736 + _x750
-    _x752 = _x14 - _x418*_x507
-    _x753 = _x546*_x752
-    _x754 = _x547 + _x753
-    _x755 = _x419*_x492*_x582*np.minimum(1, mtp) - _x419*_x581 + _x507*_x577 - _x547 + _x574*_x752 + _x580 + _x583 - _x753
-    _x756 = act_bytes*(_x730*_x754 + _x731*_x755)
-    _x757 = grad_bytes*(_x733*_x754 + _x734*_x755)
-    _x758 = opt_bytes*(_x617*_x754 + _x619*_x755)
-    _x759 = _x739 + _x743 + (_x737 + _x744*np.minimum(_x37, _x12*(_x745*pp + 1)))*(_x507*_x749 + _x747*_x752 + _x748)
-    _x760 = _x729 + _x756 + _x757 + _x758 + _x759
-    _x761 = np.maximum(_x751, _x760)
-    _x762 = np.where((_x751 < _x760), 1, 0)
-    _x763 = 1 - _x762
-    _x764 = _x761*alloc_frag
-    _x765 = nccl_comm_bytes*(_x151*np.minimum(1, _x541) + np.minimum(1, _x135) + np.minimum(1, _x566)) + nccl_peer_bytes*(_x151*(ep - 1) + _x526 + 2*np.minimum(1, _x38))
+    _x255 = _x209*_x254
+    _x256 = _x46*heads
+    _x257 = _x1*_x256
+    _x258 = _x257*_x53
+    _x259 = _x257*q_lora + _x258 + _x53*q_lora
+    _x260 = _x20*_x201
+    _x261 = _x259*_x260
+    _x262 = 2*attn_frac
+    _x263 = _x164*_x53
+    _x264 = _x257*_x263
+    _x265 = _x262*_x264
+    _x266 = np.maximum(1, np.minimum(np.minimum(_x257, _x53), q_lora))
+    _x267 = (_x266 + gemm_dhalf)/_x266
+    _x268 = _x209*_x267
+    _x269 = mamba_groups*mamba_state
+    _x270 = 2*_x269
+    _x271 = _x1*mamba_chunk
+    _x272 = mamba_chunk*mamba_hdim
+    _x273 = mamba_hdim*mamba_state
+    _x274 = mamba_heads*(_x272 + 4*_x273)
+    _x275 = _x53*mamba_frac
+    _x276 = _x275*(_x1*_x274 + _x270*_x271)
+    _x277 = np.maximum(1, np.minimum(np.minimum(mamba_chunk, mamba_hdim), mamba_state))
+    _x278 = (_x277 + gemm_dhalf)/_x277
+    _x279 = _x208*_x90
+    _x280 = _x1*mamba_heads
+    _x281 = _x1*_x269
+    _x282 = 2*f32_bytes
+    _x283 = _x275*_x80*(_x197*mamba_state*(_x282 + _x78)/mamba_chunk + act_bytes*(5*_x197 + 4*_x281) + f32_bytes*(2*_x271*mamba_groups + 7*_x280))
+    _x284 = d_model*experts
+    _x285 = (_x155*seq_par + 1)**(-1.0)
+    _x286 = _x194*_x285
+    _x287 = _x285*_x53
+    _x288 = _x287*experts
+    _x289 = _x171*(_x284 + _x286 + _x288)
+    _x290 = _x201*_x289
+    _x291 = _x171*mlp_frac
+    _x292 = _x203*_x288
+    _x293 = _x291*_x292
+    _x294 = np.minimum(np.minimum(_x287, d_model), experts)
+    _x295 = (_x294 + gemm_dhalf)/_x294
+    _x296 = _x279*_x295
+    _x297 = _x19 + _x286 + _x287*q_lora
+    _x298 = _x260*_x297
+    _x299 = _x19*_x20
+    _x300 = _x287*_x299
+    _x301 = _x262*_x300
+    _x302 = np.maximum(1, np.minimum(np.minimum(_x287, d_model), q_lora))
+    _x303 = (_x302 + gemm_dhalf)/_x302
+    _x304 = _x209*_x303
+    _x305 = _x192*(_x156*_x256 + _x194 + _x258)
+    _x306 = _x201*_x305
+    _x307 = _x43*_x46
+    _x308 = _x166*_x307
+    _x309 = _x234*_x308
+    _x310 = _x262*_x309
+    _x311 = np.maximum(1, np.minimum(np.minimum(_x257, _x53), d_model))
+    _x312 = (_x311 + gemm_dhalf)/_x311
+    _x313 = _x209*_x312
+    _x314 = _x16*_x287
+    _x315 = _x17 + _x286 + _x314
+    _x316 = _x232*_x315
+    _x317 = _x15*_x17
+    _x318 = _x287*_x317
+    _x319 = _x262*_x318
+    _x320 = np.maximum(1, np.minimum(np.minimum(_x16, _x287), d_model))
+    _x321 = (_x320 + gemm_dhalf)/_x320
+    _x322 = _x209*_x321
+    _x323 = _x270 + mamba_heads
+    _x324 = 2*_x195 + _x323
+    _x325 = _x324*d_model
+    _x326 = _x1*_x325
+    _x327 = _x1*_x324
+    _x328 = _x327*_x53
+    _x329 = _x194 + _x326 + _x328
+    _x330 = 2*mamba_frac
+    _x331 = _x326*_x330*_x53
+    _x332 = np.maximum(1, np.minimum(np.minimum(_x327, _x53), d_model))
+    _x333 = (_x332 + gemm_dhalf)/_x332
+    _x334 = head_dim*heads
+    _x335 = _x334 + 2*head_dim*kv_heads
+    _x336 = _x335*d_model
+    _x337 = _x1*_x336
+    _x338 = _x1*_x335
+    _x339 = _x338*_x53
+    _x340 = _x44*(_x194 + _x337 + _x339)
+    _x341 = _x201*_x340
+    _x342 = _x337*_x44
+    _x343 = _x342*_x53
+    _x344 = _x262*_x343
+    _x345 = np.maximum(1, np.minimum(np.minimum(_x338, _x53), d_model))
+    _x346 = (_x345 + gemm_dhalf)/_x345
+    _x347 = _x209*_x346
+    _x348 = _x156*heads
+    _x349 = _x110*_x74
+    _x350 = _x194 + _x349
+    _x351 = _x348*_x99 + _x350
+    _x352 = _x201*_x351
+    _x353 = _x349*attn_frac
+    _x354 = _x203*_x353
+    _x355 = np.minimum(np.minimum(_x100, _x53), d_model)
+    _x356 = (_x355 + gemm_dhalf)/_x355
+    _x357 = _x209*_x356
+    _x358 = _x171*etp + tp*(1 - _x171)
+    _x359 = _x358**(-1.0)
+    _x360 = d_model*moe_ffn
+    _x361 = capacity*top_k
+    _x362 = _x171*(_x361 - 1) + 1
+    _x363 = _x362*moe_ffn
+    _x364 = _x234*_x363
+    _x365 = _x358*_x362
+    _x366 = _x157*_x365
+    _x367 = _x364 + _x366
+    _x368 = _x359*_x360 + _x367
+    _x369 = _x201*_x368
+    _x370 = _x234*_x362
+    _x371 = _x360*_x370
+    _x372 = _x220*_x371
+    _x373 = _x234*_x365
+    _x374 = np.minimum(np.minimum(_x373, d_model), _x359*moe_ffn)
+    _x375 = (_x374 + gemm_dhalf)/_x374
+    _x376 = _x209*_x375
+    _x377 = _x243*moe_ffn
+    _x378 = _x377*d_model
+    _x379 = _x370*_x377
+    _x380 = _x366 + _x379
+    _x381 = _x359*_x378 + _x380
+    _x382 = _x201*_x381
+    _x383 = _x362*_x377
+    _x384 = _x1*_x204
+    _x385 = _x383*_x384
+    _x386 = _x385*mlp_frac
+    _x387 = np.minimum(np.minimum(_x373, d_model), _x359*_x377)
+    _x388 = (_x387 + gemm_dhalf)/_x387
+    _x389 = _x209*_x388
+    _x390 = _x184*_x192 + _x184 + _x185*mamba_frac + _x186*mlp_frac + _x187*attn_frac + _x188*mlp_frac + _x189*mlp_frac + _x190*attn_frac + _x191*attn_frac + np.maximum(_x198*_x202, _x206*_x209*_x211) + np.maximum(_x199*_x283, _x276*_x278*_x279) + np.maximum(_x202*_x329, _x209*_x331*_x333) + np.maximum(_x218*mlp_frac, _x222*_x225) + np.maximum(_x233*attn_frac, _x239*_x242) + np.maximum(_x250*mlp_frac, _x252*_x255) + np.maximum(_x261*attn_frac, _x265*_x268) + np.maximum(_x290*mlp_frac, _x293*_x296) + np.maximum(_x298*attn_frac, _x301*_x304) + np.maximum(_x306*attn_frac, _x310*_x313) + np.maximum(_x316*attn_frac, _x319*_x322) + np.maximum(_x341*attn_frac, _x344*_x347) + np.maximum(_x352*attn_frac, _x354*_x357) + np.maximum(_x369*mlp_frac, _x372*_x376) + np.maximum(_x382*mlp_frac, _x386*_x389)
+    _x391 = np.maximum(0, _x183 - _x39*_x390)
+    _x392 = _x145*_x149
+    _x393 = _x149*_x391 + _x150*_x183 + _x392*(_x183 - _x391)
+    _x394 = _x359*gpus_per_node
+    _x395 = np.ceil(ep/np.maximum(1, np.floor(_x394)))
+    _x396 = _x395 - 1
+    _x397 = _x395**(-1.0)
+    _x398 = _x397*ep
+    _x399 = _x398 - 1
+    _x400 = ep**(-1.0)
+    _x401 = _x361*_x400
+    _x402 = _x286*act_bytes
+    _x403 = _x399*_x401*_x402
+    _x404 = _x402*(_x396*ep_dedup*(1 - (1 - _x397)**_x361) + _x401*(1 - ep_dedup)*(-_x398 + ep))
+    _x405 = _x2*_x358
+    _x406 = np.ceil(_x405)
+    _x407 = _x406 - 1
+    _x408 = _x358 - _x406
+    _x409 = _x359*_x406
+    _x410 = _x409*(_x358/_x406 - 1)
+    _x411 = _x358 - 1
+    _x412 = _x361*_x402*_x411
+    _x413 = (_x405 > 1)
+    _x414 = 2*_x396*alpha_a2a_inter + 2*_x399*alpha_a2a_intra + np.where(_x413, _x407*alpha_ag_inter + _x408*alpha_ag_intra + _x412*np.maximum(_x152*_x409, _x153*_x410), _x153*_x412 + _x411*alpha_ag_intra) + np.where(_x413, _x407*alpha_rs_inter + _x408*alpha_rs_intra + _x412*np.maximum(_x179*_x409, _x180*_x410), _x180*_x412 + _x411*alpha_rs_intra) + 2*np.maximum(_x403/bw_a2a_intra, _x404/bw_a2a_inter)
+    _x415 = _x151*_x171*_x414
+    _x416 = _x415*(1 - ov_ep)
+    _x417 = np.minimum(1, q_bytes)
+    _x418 = _x417*t0_elem_fwd
+    _x419 = attn_frac*t0_norm_fwd
+    _x420 = 2*t0_norm_fwd
+    _x421 = _x15*t0_elem_fwd
+    _x422 = _x15*t0_norm_fwd
+    _x423 = _x173*t0_elem_fwd
+    _x424 = _x171*t0_elem_fwd
+    _x425 = _x171*t0_softmax_fwd
+    _x426 = _x15*_x226
+    _x427 = _x194*_x44
+    _x428 = _x263*attn_frac
+    _x429 = _x15*_x286
+    _x430 = _x15*_x166*_x53
+    _x431 = _x197*_x275
+    _x432 = _x173*_x215
+    _x433 = _x432*mlp_frac
+    _x434 = _x364*mlp_frac
+    _x435 = _x20*_x286
+    _x436 = _x173*_x194
+    _x437 = _x194*mamba_frac + _x366*mlp_frac + _x436*mlp_frac
+    _x438 = _x353 + _x426*attn_frac + _x427*attn_frac + _x428 + _x429*attn_frac + _x430*attn_frac + _x431 + _x433 + _x434 + _x435*attn_frac + _x437
+    _x439 = _x80/mu_elem_fwd
+    _x440 = _x439*q_bytes
+    _x441 = _x417*_x440
+    _x442 = eta_elem_fwd**(-1.0)
+    _x443 = 2*_x69
+    _x444 = _x442*_x443
+    _x445 = _x417*_x444
+    _x446 = _x286*_x69
+    _x447 = _x442*_x446
+    _x448 = dropout*mask_bytes
+    _x449 = _x402*(_x448/act_bytes + 3)
+    _x450 = _x439*_x449
+    _x451 = mu_norm_fwd**(-1.0)
+    _x452 = _x203*_x287
+    _x453 = _x113*_x451*_x452
+    _x454 = eta_norm_fwd**(-1.0)
+    _x455 = _x454*(8 - 4*rms)
+    _x456 = _x446*_x455
+    _x457 = _x446*mamba_frac
+    _x458 = 8*_x454
+    _x459 = _x1*_x439
+    _x460 = _x195 + _x270
+    _x461 = _x275*_x460
+    _x462 = _x442*_x69
+    _x463 = _x1*_x461
+    _x464 = _x78*_x80
+    _x465 = _x451*_x464
+    _x466 = _x15*_x287*kv_lora
+    _x467 = _x465*_x466
+    _x468 = _x466*_x69
+    _x469 = _x455*_x468
+    _x470 = _x431*_x69
+    _x471 = _x282*_x77
+    _x472 = _x288*_x291
+    _x473 = _x472*_x80
+    _x474 = 5*_x70
+    _x475 = 2*qk_nope + v_head
+    _x476 = _x475 + 2*qk_rope
+    _x477 = _x234*_x43*_x476
+    _x478 = _x462*_x477
+    _x479 = _x15*act_bytes
+    _x480 = _x479*(_x476*_x53*_x73 + _x53*(_x73*(_x475 + qk_rope) + qk_rope))
+    _x481 = _x439*_x480
+    _x482 = gated + 2
+    _x483 = _x439*_x482
+    _x484 = _x433*act_bytes
+    _x485 = _x462*(8 - 6*sq_relu)
+    _x486 = _x482*_x54
+    _x487 = _x363*_x486
+    _x488 = _x459*_x487
+    _x489 = _x164*_x287
+    _x490 = _x489*attn_frac
+    _x491 = _x490*_x69
+    _x492 = _x291*_x361
+    _x493 = _x402*(2*_x361 + 2)
+    _x494 = _x291*_x493
+    _x495 = _x143 + _x20*_x419 + _x220*t0_elem_fwd + _x330*t0_elem_fwd + _x390 + _x419 + _x420*mamba_frac + _x421*attn_frac + _x422*attn_frac + _x423*mlp_frac + _x424*mlp_frac + _x425*mlp_frac + attn_frac*t0_elem_fwd + mlp_frac*t0_norm_fwd + np.maximum(_x431*_x465, _x458*_x470) + np.maximum(_x433*_x485, _x483*_x484) + np.maximum(_x434*_x485, _x488*mlp_frac) + np.maximum(_x438*_x441, _x438*_x445) + np.maximum(_x439*_x494, _x447*_x492) + np.maximum(_x447*attn_frac, _x450*attn_frac) + np.maximum(_x447*mamba_frac, _x450*mamba_frac) + np.maximum(_x447*mlp_frac, _x450*mlp_frac) + np.maximum(_x453*attn_frac, _x456*attn_frac) + np.maximum(_x453*mamba_frac, _x457*_x458) + np.maximum(_x453*mlp_frac, _x456*mlp_frac) + np.maximum(_x455*_x491, _x465*_x490) + np.maximum(_x467*attn_frac, _x469*attn_frac) + np.maximum(_x471*_x473, _x472*_x474) + np.maximum(_x478*attn_frac, _x481*attn_frac) + np.maximum(_x459*_x461*_x78, _x462*_x463*(2*mamba_conv + 4))
+    _x496 = _x418 + _x495
+    _x497 = _x417*t0_elem_bwd
+    _x498 = attn_frac*t0_gemm_bwd
+    _x499 = attn_frac*t0_norm_bwd
+    _x500 = 2*t0_norm_bwd
+    _x501 = 2*t0_gemm_bwd
+    _x502 = 3*t0_gemm_bwd
+    _x503 = _x15*t0_elem_bwd
+    _x504 = _x44*t0_gemm_bwd
+    _x505 = _x15*t0_norm_bwd
+    _x506 = _x63*t0_softmax_bwd
+    _x507 = _x173*t0_elem_bwd
+    _x508 = _x171*t0_elem_bwd
+    _x509 = _x171*t0_gemm_bwd
+    _x510 = _x171*t0_softmax_bwd
+    _x511 = _x15*_x501
+    _x512 = _x173*_x501
+    _x513 = 4*_x63*t0_bmm_bwd
+    _x514 = flash*t0_attn_bwd
+    _x515 = _x514*swa_frac
+    _x516 = _x514*_x66
+    _x517 = _x20*_x501
+    _x518 = _x339*_x44
+    _x519 = _x15*_x314
+    _x520 = _x234*_x236
+    _x521 = _x173*_x248
+    _x522 = _x165*_x234*_x307
+    _x523 = _x20*_x258
+    _x524 = _x194*attn_frac + _x328*mamba_frac + _x379*mlp_frac + _x437 + _x490 + _x518*attn_frac + _x519*attn_frac + _x520*attn_frac + _x521*mlp_frac + _x522*attn_frac + _x523*attn_frac
+    _x525 = _x80/mu_elem_bwd
+    _x526 = _x525*q_bytes
+    _x527 = _x417*_x526
+    _x528 = eta_elem_bwd**(-1.0)
+    _x529 = _x443*_x528
+    _x530 = _x417*_x529
+    _x531 = mu_gemm_bwd**(-1.0)
+    _x532 = _x531*_x78
+    _x533 = _x532*_x80
+    _x534 = _x351*_x533
+    _x535 = _x110*_x348*micro_batch
+    _x536 = _x68/eta_gemm_bwd
+    _x537 = _x207*_x536
+    _x538 = 4*_x537
+    _x539 = _x356*_x535*_x538
+    _x540 = _x533*mamba_frac
+    _x541 = _x275*_x538
+    _x542 = _x368*_x533
+    _x543 = _x371*_x375*_x538
+    _x544 = _x381*_x533
+    _x545 = _x157*_x383
+    _x546 = _x388*_x538*_x545
+    _x547 = _x340*_x533
+    _x548 = _x343*_x346*_x538
+    _x549 = _x15*_x533
+    _x550 = _x315*_x549
+    _x551 = _x318*_x321*_x538
+    _x552 = _x231*_x549
+    _x553 = _x1*_x226*_x236
+    _x554 = _x241*_x538*_x553
+    _x555 = _x289*_x533
+    _x556 = _x171*_x284
+    _x557 = _x536*_x90
+    _x558 = 4*_x287*_x295*_x556*_x557
+    _x559 = _x173*_x533
+    _x560 = _x216*_x559
+    _x561 = _x53*_x538
+    _x562 = _x219*_x224*_x561
+    _x563 = _x249*_x559
+    _x564 = _x251*_x254*_x561
+    _x565 = _x305*_x533
+    _x566 = _x309*_x312*_x538
+    _x567 = _x20*_x533
+    _x568 = _x297*_x567
+    _x569 = _x300*_x303*_x538
+    _x570 = _x259*_x567
+    _x571 = _x257*_x428
+    _x572 = _x267*_x538
+    _x573 = _x464/mu_attn_bwd
+    _x574 = _x137*_x573
+    _x575 = np.where((_x126 <= 4), 1/128, 1/64)
+    _x576 = np.ceil(_x575*seq_len)
+    _x577 = 160*(_x125*attn_uneven_bwd + 1)*(_x127/attn_dreg_bwd + _x128*attn_dsoft_bwd + _x575*attn_dio_bwd + 1)*np.ceil(_x130*_x576)/(_x576*eta_attn_bwd)
+    _x578 = _x141*_x577
+    _x579 = _x119*_x573
+    _x580 = _x135*_x577
+    _x581 = _x528*_x69
+    _x582 = _x452*_x581
+    _x583 = _x449*_x525
+    _x584 = 3*act_bytes
+    _x585 = _x80/mu_norm_bwd
+    _x586 = _x584*_x585
+    _x587 = _x286*_x586
+    _x588 = eta_norm_bwd**(-1.0)
+    _x589 = _x588*(16 - 8*rms)
+    _x590 = _x446*_x589
+    _x591 = 16*_x588
+    _x592 = _x275*act_bytes
+    _x593 = _x1*_x592
+    _x594 = _x69/eta_softmax_bwd
+    _x595 = _x594*_x75*(8 - 8*flash)
+    _x596 = mu_softmax_bwd**(-1.0)
+    _x597 = _x596*_x83*(_x584 + _x79)
+    _x598 = _x275*(_x280*(2*_x272 + 10*_x273) + 6*_x281*mamba_chunk)
+    _x599 = _x466*_x586
+    _x600 = _x468*_x589
+    _x601 = 3*mamba_heads
+    _x602 = 3*_x596*f32_bytes
+    _x603 = 8*_x594
+    _x604 = _x525*(2*gated + 3)
+    _x605 = _x581*(16 - 12*sq_relu)
+    _x606 = _x363*_x55*_x604
+    _x607 = _x480*_x525
+    _x608 = _x103*bmm_dhalf_bwd
+    _x609 = _x608 + 1
+    _x610 = _x91/eta_bmm_bwd
+    _x611 = _x610*_x89
+    _x612 = _x106*bmm_reread_bwd*(np.ceil(_x105 + (1/128)*_x47) - 1)
+    _x613 = _x80/mu_bmm_bwd
+    _x614 = _x613*(_x612*attn_frac + _x98)
+    _x615 = 1 + bmm_dhalf_bwd/_x99
+    _x616 = _x102*_x610
+    _x617 = _x608*cp + 1
+    _x618 = _x107*bmm_reread_bwd
+    _x619 = _x192*_x498 + _x20*_x499 + _x220*t0_elem_bwd + _x330*t0_elem_bwd + _x498 + _x499 + _x500*mamba_frac + _x501*mlp_frac + _x502*mamba_frac + _x503*attn_frac + _x504*attn_frac + _x505*attn_frac + _x506*attn_frac + _x507*mlp_frac + _x508*mlp_frac + _x509*mlp_frac + _x510*mlp_frac + _x511*attn_frac + _x512*mlp_frac + _x513*attn_frac + _x515*attn_frac + _x516*attn_frac + _x517*attn_frac + attn_frac*t0_elem_bwd + mlp_frac*t0_norm_bwd + np.maximum(_x614, _x609*_x611) + np.maximum(_x614, _x611*_x617) + np.maximum(_x112*_x613, _x615*_x616) + np.maximum(_x198*_x540, _x196*_x211*_x541) + np.maximum((5/2)*_x283*_x531, _x278*_x557*_x598) + np.maximum(_x329*_x540, _x326*_x333*_x541) + np.maximum(_x433*_x605, _x484*_x604) + np.maximum(_x434*_x605, _x606*mlp_frac) + np.maximum(_x457*_x591, _x587*mamba_frac) + np.maximum(_x470*_x591, _x585*_x593*_x601*mamba_hdim) + np.maximum(_x472*_x603, _x473*_x602) + np.maximum(_x490*_x586, _x491*_x589) + np.maximum(_x492*_x582, _x494*_x525) + np.maximum(_x524*_x527, _x524*_x530) + np.maximum(_x534*attn_frac, _x539*attn_frac) + np.maximum(_x542*mlp_frac, _x543*mlp_frac) + np.maximum(_x544*mlp_frac, _x546*mlp_frac) + np.maximum(_x547*attn_frac, _x548*attn_frac) + np.maximum(_x550*attn_frac, _x551*attn_frac) + np.maximum(_x552*attn_frac, _x554*attn_frac) + np.maximum(_x555*mlp_frac, _x558*mlp_frac) + np.maximum(_x560*mlp_frac, _x562*mlp_frac) + np.maximum(_x563*mlp_frac, _x564*mlp_frac) + np.maximum(_x565*attn_frac, _x566*attn_frac) + np.maximum(_x568*attn_frac, _x569*attn_frac) + np.maximum(_x570*attn_frac, _x571*_x572) + np.maximum(_x574*attn_frac, _x578*attn_frac) + np.maximum(_x579*attn_frac, _x580*attn_frac) + np.maximum(_x582*attn_frac, _x583*attn_frac) + np.maximum(_x582*mamba_frac, _x583*mamba_frac) + np.maximum(_x582*mlp_frac, _x583*mlp_frac) + np.maximum(_x587*attn_frac, _x590*attn_frac) + np.maximum(_x587*mlp_frac, _x590*mlp_frac) + np.maximum(_x595*attn_frac, _x597*attn_frac) + np.maximum(_x599*attn_frac, _x600*attn_frac) + np.maximum(_x607*attn_frac, _x262*_x477*_x581) + np.maximum(_x616*_x617, _x613*(_x112 + _x618*attn_frac)) + np.maximum(5*_x460*_x525*_x593, _x463*_x581*(4*mamba_conv + 8))
+    _x620 = _x497 + _x619
+    _x621 = _x496 + _x620
+    _x622 = np.maximum(0, _x151*_x171*_x414*mlp_frac - _x621)
+    _x623 = _x145*ov_ep
+    _x624 = _x416*mlp_frac + _x622*ov_ep + _x623*(_x415*mlp_frac - _x622)
+    _x625 = _x393 + _x624
+    _x626 = _x148 + _x625
+    _x627 = np.minimum(_x14, dense_layers)
+    _x628 = np.minimum(1, _x32)
+    _x629 = np.maximum(_x76, _x84)
+    _x630 = np.maximum(_x88*_x93, _x94*_x97)
+    _x631 = np.maximum(_x101*_x104, _x94*(_x108 + _x111))
+    _x632 = np.maximum(_x120, _x136)
+    _x633 = np.maximum(_x138, _x142)
+    _x634 = _x62 + _x629 + _x630 + _x631 + _x632 + _x633 + _x64 + _x65 + _x67
+    _x635 = 1 - rc_full
+    _x636 = _x635*rc_sel
+    _x637 = _x634*_x636
+    _x638 = _x1*ffn_hidden
+    _x639 = _x53*_x638
+    _x640 = _x263 + _x426 + _x427 + _x429 + _x430 + _x435
+    _x641 = _x350 + _x639 + _x640
+    _x642 = np.maximum(_x441*_x641, _x445*_x641)
+    _x643 = _x639*act_bytes
+    _x644 = np.maximum(_x483*_x643, _x485*_x639)
+    _x645 = d_model*ffn_hidden
+    _x646 = _x1*_x645
+    _x647 = _x194 + _x639 + _x646
+    _x648 = _x53*_x646
+    _x649 = 2*_x648
+    _x650 = np.minimum(np.minimum(_x53, _x638), d_model)
+    _x651 = (_x650 + gemm_dhalf)/_x650
+    _x652 = np.maximum(_x201*_x647, _x209*_x649*_x651)
+    _x653 = _x243*ffn_hidden
+    _x654 = _x156*_x653
+    _x655 = _x1*_x653
+    _x656 = _x53*_x655
+    _x657 = _x194 + _x654 + _x656
+    _x658 = _x204*_x655
+    _x659 = np.minimum(np.minimum(_x53, _x655), d_model)
+    _x660 = (_x659 + gemm_dhalf)/_x659
+    _x661 = np.maximum(_x201*_x657, _x209*_x658*_x660)
+    _x662 = _x192*t0_gemm_fwd
+    _x663 = _x203*_x349
+    _x664 = np.maximum(_x352, _x357*_x663)
+    _x665 = 2*_x53
+    _x666 = _x342*_x665
+    _x667 = np.maximum(_x341, _x347*_x666)
+    _x668 = 2*_x318
+    _x669 = np.maximum(_x316, _x322*_x668)
+    _x670 = np.maximum(_x233, _x238*_x242)
+    _x671 = 2*_x309
+    _x672 = np.maximum(_x306, _x313*_x671)
+    _x673 = 2*_x300
+    _x674 = np.maximum(_x298, _x304*_x673)
+    _x675 = 2*_x164
+    _x676 = _x258*_x675
+    _x677 = np.maximum(_x261, _x268*_x676)
+    _x678 = _x185 + _x187 + _x190 + _x191 + _x662 + _x664 + _x667 + _x669 + _x670 + _x672 + _x674 + _x677
+    _x679 = _x652 + _x661 + _x678
+    _x680 = 2*np.maximum(_x447, _x450)
+    _x681 = np.maximum(_x453, _x456)
+    _x682 = 2*_x681
+    _x683 = 3*t0_elem_fwd
+    _x684 = _x20*t0_norm_fwd
+    _x685 = np.maximum(_x467, _x469)
+    _x686 = np.maximum(_x478, _x481)
+    _x687 = _x489*_x69
+    _x688 = np.maximum(_x455*_x687, _x465*_x489)
+    _x689 = _x418 + _x420 + _x421 + _x422 + _x634 + _x680 + _x682 + _x683 + _x684 + _x685 + _x686 + _x688
+    _x690 = _x642 + _x644 + _x679 + _x689
+    _x691 = _x690*rc_full
+    _x692 = _x637 + _x691
+    _x693 = np.maximum(0, -_x39*_x634 + _x59)
+    _x694 = _x693*ov_cp
+    _x695 = _x146*(_x59 - _x693)
+    _x696 = _x60 + _x694 + _x695
+    _x697 = np.maximum(_x533*_x647, _x538*_x648*_x651)
+    _x698 = np.maximum(_x533*_x657, _x561*_x654*_x660)
+    _x699 = _x489 + _x518 + _x519 + _x520 + _x522 + _x523
+    _x700 = _x204 + _x656 + _x699
+    _x701 = np.maximum(_x527*_x700, _x530*_x700)
+    _x702 = np.maximum(_x604*_x643, _x605*_x639)
+    _x703 = 2*np.maximum(_x582, _x583)
+    _x704 = np.maximum(_x587, _x590)
+    _x705 = 2*_x704
+    _x706 = 3*t0_elem_bwd
+    _x707 = _x192*t0_gemm_bwd
+    _x708 = _x20*t0_norm_bwd
+    _x709 = np.maximum(_x534, _x539)
+    _x710 = np.maximum(_x547, _x548)
+    _x711 = np.maximum(_x550, _x551)
+    _x712 = np.maximum(_x552, _x554)
+    _x713 = np.maximum(_x565, _x566)
+    _x714 = np.maximum(_x568, _x569)
+    _x715 = np.maximum(_x570, _x264*_x572)
+    _x716 = np.maximum(_x574, _x578)
+    _x717 = np.maximum(_x579, _x580)
+    _x718 = np.maximum(_x595, _x597)
+    _x719 = np.maximum(_x599, _x600)
+    _x720 = np.maximum(_x607, _x477*_x529)
+    _x721 = np.maximum(_x489*_x586, _x589*_x687)
+    _x722 = _x610*_x88
+    _x723 = _x613*(_x612 + _x97)
+    _x724 = np.maximum(_x723, _x609*_x722)
+    _x725 = _x101*_x610
+    _x726 = np.maximum(_x111*_x613, _x615*_x725)
+    _x727 = np.maximum(_x617*_x725, _x613*(_x111 + _x618))
+    _x728 = np.maximum(_x723, _x617*_x722)
+    _x729 = _x497 + _x500 + _x502 + _x503 + _x504 + _x505 + _x506 + _x511 + _x513 + _x515 + _x516 + _x517 + _x703 + _x705 + _x706 + _x707 + _x708 + _x709 + _x710 + _x711 + _x712 + _x713 + _x714 + _x715 + _x716 + _x717 + _x718 + _x719 + _x720 + _x721 + _x724 + _x726 + _x727 + _x728
+    _x730 = _x697 + _x698 + _x701 + _x702 + _x729
+    _x731 = _x690 + _x730
+    _x732 = ov_ep*np.maximum(0, -_x731)
+    _x733 = _x145*_x732
+    _x734 = _x151*(_x170 + 2*_x178 + 2*_x181)
+    _x735 = _x150*_x734
+    _x736 = np.maximum(0, -_x39*_x679 + _x734)
+    _x737 = _x149*_x736
+    _x738 = _x392*(_x734 - _x736)
+    _x739 = _x735 + _x737 + _x738
+    _x740 = _x732 - _x733 + _x739
+    _x741 = _x696 + _x740
+    _x742 = -host_bwd - host_fwd - host_rc*rc_full
+    _x743 = np.maximum(0, -_x692 - _x731 - _x741 - _x742)
+    _x744 = _x143*_x636 + _x496*rc_full
+    _x745 = np.maximum(0, -_x621 - _x626 - _x742 - _x744)
+    _x746 = -_x732 + _x733
+    _x747 = _x627*(_x628*(np.where((-_x147 + _x185 + _x187 + _x190 + _x191 + _x420 + _x421 + _x422 - _x495 + _x500 + _x502 + _x503 + _x504 + _x505 + _x506 + _x511 + _x513 + _x515 + _x516 + _x517 - _x619 + _x62 - _x625 + _x629 + _x630 + _x631 + _x632 + _x633 + _x637 + _x64 + _x642 + _x644 + _x65 + _x652 + _x661 + _x662 + _x664 + _x667 + _x669 + _x67 + _x670 + _x672 + _x674 + _x677 + _x680 + _x682 + _x683 + _x684 + _x685 + _x686 + _x688 + _x691 + _x694 + _x695 + _x697 + _x698 + _x701 + _x702 + _x703 + _x705 + _x706 + _x707 + _x708 + _x709 + _x710 + _x711 + _x712 + _x713 + _x714 + _x715 + _x716 + _x717 + _x718 + _x719 + _x720 + _x721 + _x724 + _x726 + _x727 + _x728 + _x735 + _x737 + _x738 + _x743 - _x744 - _x745 - _x746 < 0), 0, 1)) - _x628 + 1)
+    _x748 = _x14 - _x747
+    _x749 = _x151*(_x170 + _x182*(_x174 + 2))
+    _x750 = 2*_x371
+    _x751 = _x171*_x292
+    _x752 = _x219*_x665
+    _x753 = _x251*_x665
+    _x754 = _x188 + _x189 + _x678 + np.maximum(_x218, _x225*_x752) + np.maximum(_x250, _x255*_x753) + np.maximum(_x290, _x296*_x751) + np.maximum(_x369, _x376*_x750) + np.maximum(_x382, _x385*_x389)
+    _x755 = np.maximum(0, -_x39*_x754 + _x749)
+    _x756 = _x149*_x755 + _x150*_x749 + _x392*(_x749 - _x755)
+    _x757 = _x417*(_x349 + _x367 + _x432 + _x436 + _x640)
+    _x758 = _x171*_x288
+    _x759 = _x758*_x80
+    _x760 = _x432*act_bytes
+    _x761 = _x171*_x361
+    _x762 = _x171*_x493
+    _x763 = _x423 + _x424 + _x425 + _x689 + _x754 + np.maximum(_x488, _x364*_x485) + np.maximum(_x432*_x485, _x483*_x760) + np.maximum(_x439*_x762, _x447*_x761) + np.maximum(_x440*_x757, _x444*_x757) + np.maximum(_x471*_x759, _x474*_x758)
+    _x764 = _x417*(_x194 + _x380 + _x436 + _x521 + _x699)
+    _x765 = _x507 + _x508 + _x509 + _x510 + _x512 + _x729 + np.maximum(_x542, _x543) + np.maximum(_x544, _x546) + np.maximum(_x555, _x558) + np.maximum(_x560, _x562) + np.maximum(_x563, _x564) + np.maximum(_x606, _x364*_x605) + np.maximum(_x432*_x605, _x604*_x760) + np.maximum(_x525*_x762, _x582*_x761) + np.maximum(_x526*_x764, _x529*_x764) + np.maximum(_x602*_x759, _x603*_x758)
+    _x766 = _x763 + _x765
+    _x767 = np.maximum(0, _x151*_x171*_x414 - _x766)
+    _x768 = _x416 + _x623*(_x415 - _x767) + _x767*ov_ep
+    _x769 = _x756 + _x768
+    _x770 = _x696 + _x769
+    _x771 = _x194*_x69
+    _x772 = np.ceil((1/128)*_x1*vocab)
+    _x773 = 128*_x772
+    _x774 = d_model*grad_bytes
+    _x775 = _x194*act_bytes
+    _x776 = np.minimum(_x53, _x773)
+    _x777 = np.maximum(_x771/eta_embed_bwd, _x80*(_x203*f32_bytes*((1/10)*_x53 + _x776) + _x773*_x774 + _x774*_x776 + _x775*(learned_pos + 1))/mu_embed_bwd)
+    _x778 = np.maximum(_x771/eta_embed_fwd, _x775*_x80*(learned_pos + 2)/mu_embed_fwd)
+    _x779 = _x637 + _x763*rc_full
+    _x780 = _x766 + _x770 + _x779
+    _x781 = np.maximum(0, -_x742 - _x780)
+    _x782 = d_model**2
+    _x783 = 2*_x782
+    _x784 = _x1*_x783
+    _x785 = _x80*(_x157 + _x204 + _x784)
+    _x786 = _x234*_x782
+    _x787 = np.minimum(np.minimum(_x156, _x203), _x53)
+    _x788 = (_x787 + gemm_dhalf)/_x787
+    _x789 = _x777 + t0_embed_bwd
+    _x790 = _x773*d_model
+    _x791 = _x53*_x773
+    _x792 = _x194 + _x790 + _x791
+    _x793 = np.minimum(np.minimum(_x53, _x773), d_model)
+    _x794 = _x194*_x772
+    _x795 = _x794*(_x793 + gemm_dhalf)/_x793
+    _x796 = _x53*_x69*_x772
+    _x797 = _x791*_x80*(act_bytes + f32_bytes)
+    _x798 = t0_ce_bwd + np.maximum(_x533*_x792, 512*_x557*_x795) + np.maximum(_x797/mu_ce_bwd, 256*_x796/eta_ce_bwd)
+    _x799 = _x704 + _x798 + mtp*(_x497 + _x501 + 3*_x704 + _x789 + _x798 + 3*t0_norm_bwd + np.maximum(_x157*_x527, _x384*_x417*_x581) + np.maximum(_x532*_x785, 8*_x537*_x786*_x788)) + t0_gemm_bwd + t0_norm_bwd
+    _x800 = 4*_x782
+    _x801 = _x778 + t0_embed_fwd
+    _x802 = t0_ce_fwd + np.maximum(_x201*_x792, 256*_x279*_x795) + np.maximum(_x797/mu_ce_fwd, 640*_x796/eta_ce_fwd)
+    _x803 = _x681 + _x802 + mtp*(_x186 + _x418 + 3*_x681 + _x801 + _x802 + 3*t0_norm_fwd + np.maximum(_x200*_x785, _x209*_x234*_x788*_x800) + np.maximum(_x204*_x441, 4*_x417*_x442*_x771)) + t0_gemm_fwd + t0_norm_fwd
+    _x804 = (np.where((_x777 + _x778 - _x799 - _x803 - mtp*(_x780 + _x781) + t0_embed_bwd + t0_embed_fwd > 0), 0, 1))
+    _x805 = 1 - _x628
+    _x806 = 1 - _x804
+    _x807 = mtp*(_x804 + _x805*_x806)
+    _x808 = _x692*_x747 + _x744*_x748 + _x779*_x807
+    _x809 = _x801*_x806 + _x803*_x804 + _x805*(_x801*_x804 + _x803*_x806)
+    _x810 = _x789*_x806 + _x799*_x804 + _x805*(_x789*_x804 + _x799*_x806)
+    _x811 = np.maximum(0, _x628*(_x804*host_head + _x806*host_emb) + _x805*(host_emb + host_head) - _x809 - _x810)
+    _x812 = _x743*_x747 + _x745*_x748 + _x781*_x807 + _x811 + host_mb
+    _x813 = _x496*_x748 + _x690*_x747 + _x763*_x807 + _x809
+    _x814 = _x620*_x748 + _x730*_x747 + _x765*_x807 + _x810
+    _x815 = _x813 + _x814
+    _x816 = _x626*_x748 + _x741*_x747 + _x770*_x807 + _x808 + _x812 + _x815
+    _x817 = _x32 + _x37*interleave
+    _x818 = cp*dp
+    _x819 = _x10*_x818
+    _x820 = np.where((_x819 <= gpus_per_node), 1, 0)
+    _x821 = 1 - _x820
+    _x822 = (1 - ov_pp)*(_x820*(_x158*_x42 + alpha_p2p_intra) + _x821*(_x158*_x58 + alpha_p2p_inter))
+    _x823 = 2*_x628
+    _x824 = _x817*_x822*_x823
+    _x825 = 1 - ov_ag
+    _x826 = _x359*_x400
+    _x827 = _x818*tp
+    _x828 = _x826*_x827
+    _x829 = np.ceil(_x828/np.maximum(1, np.floor(_x394*_x400)))
+    _x830 = _x829 - 1
+    _x831 = _x828 - _x829
+    _x832 = _x34*_x51
+    _x833 = _x1*_x832
+    _x834 = _x358*_x833*ep
+    _x835 = _x829*_x834
+    _x836 = _x828/_x829 - 1
+    _x837 = _x835*_x836
+    _x838 = _x828 - 1
+    _x839 = _x838*grad_bytes
+    _x840 = _x360 + _x378 + biases*(_x377 + d_model)
+    _x841 = _x840*experts
+    _x842 = _x826*_x841
+    _x843 = _x171*_x842*mtp
+    _x844 = _x805*_x843
+    _x845 = _x14 - _x627
+    _x846 = _x291*_x842
+    _x847 = _x845*_x846
+    _x848 = _x844 + _x847
+    _x849 = _x834*_x848
+    _x850 = _x839*_x849
+    _x851 = (_x829 > 1)
+    _x852 = np.where(_x851, _x830*alpha_rs_inter + _x831*alpha_rs_intra + _x850*np.maximum(_x179*_x835, _x180*_x837), _x180*_x850 + _x838*alpha_rs_intra)
+    _x853 = _x838*act_bytes
+    _x854 = _x849*_x853
+    _x855 = _x171*np.where(_x851, _x830*alpha_ag_inter + _x831*alpha_ag_intra + _x854*np.maximum(_x152*_x835, _x153*_x837), _x153*_x854 + _x838*alpha_ag_intra)
+    _x856 = _x818/np.maximum(1, np.floor(_x1*gpus_per_node))
+    _x857 = np.ceil(_x856)
+    _x858 = _x857 - 1
+    _x859 = _x818 - _x857
+    _x860 = _x832*_x857
+    _x861 = _x818/_x857 - 1
+    _x862 = _x860*_x861
+    _x863 = _x818 - 1
+    _x864 = (1/2)*mlp_frac
+    _x865 = _x18*_x203
+    _x866 = _x865*(_x864 + (1/2)*attn_frac + (1/2)*mamba_frac)
+    _x867 = mamba_frac*(_x195*d_model + _x195 + _x325 + _x460*(mamba_conv + 1) + _x601)
+    _x868 = biases*d_model
+    _x869 = _x212 + _x244 - _x868*(1 - _x173) + biases*(_x246 + d_model)
+    _x870 = _x1*_x869 + _x556 + _x842
+    _x871 = _x15*(_x167*_x256 + _x229 + _x868 + d_model*heads*v_head) + _x44*(_x334*d_model + _x336 + biases*(_x335 + d_model))
+    _x872 = _x1*_x871 + _x21
+    _x873 = _x1*_x867 + _x866 + _x870*mlp_frac + _x872*attn_frac
+    _x874 = _x645 + _x653*d_model + biases*(_x653 + d_model)
+    _x875 = _x1*_x874 + _x865 + _x872
+    _x876 = _x627*_x875
+    _x877 = _x18*d_model
+    _x878 = 5*_x877
+    _x879 = mtp*(_x784 + _x870 + _x872 + _x878)
+    _x880 = _x193*learned_pos
+    _x881 = 1 - tied
+    _x882 = _x790*(_x805*_x881 + 1) + _x880
+    _x883 = _x805*_x879 + _x845*_x873 + _x876 + _x882
+    _x884 = -_x844 - _x847 + _x883
+    _x885 = _x832*_x884
+    _x886 = _x885*grad_bytes
+    _x887 = _x863*_x886
+    _x888 = (_x856 > 1)
+    _x889 = np.where(_x888, _x858*alpha_rs_inter + _x859*alpha_rs_intra + _x887*np.maximum(_x179*_x860, _x180*_x862), _x180*_x887 + _x863*alpha_rs_intra)
+    _x890 = _x863*act_bytes
+    _x891 = _x885*_x890
+    _x892 = np.where(_x888, _x858*alpha_ag_inter + _x859*alpha_ag_intra + _x891*np.maximum(_x152*_x860, _x153*_x862), _x153*_x891 + _x863*alpha_ag_intra)
+    _x893 = _x171*_x852 + 2*_x855 + _x889 + 2*_x892
+    _x894 = _x37*_x893
+    _x895 = np.maximum(0, -_x37*_x815 + _x894)
+    _x896 = _x145*ov_ag
+    _x897 = 1 - z_param
+    _x898 = _x855 + _x892
+    _x899 = _x898*z_os
+    _x900 = z_grad*(_x34*_x35*global_batch - 1) + 1
+    _x901 = 1 - z_os
+    _x902 = 2*_x818 - 2
+    _x903 = _x886*_x902
+    _x904 = _x819*_x826 - 2
+    _x905 = _x904*grad_bytes
+    _x906 = _x849*_x905
+    _x907 = _x900*(_x171*(_x852*z_os + _x901*np.where(_x851, _x25*_x830 + _x26*_x836 + _x906*np.maximum(_x0*_x835, _x6*_x837), _x6*_x906 + _x904*alpha_ar_intra)) + _x889*z_os + _x901*np.where(_x888, _x25*_x858 + _x26*_x861 + _x903*np.maximum(_x0*_x860, _x6*_x862), _x6*_x903 + _x902*alpha_ar_intra))
+    _x908 = np.maximum(0, -_x813 + _x898*z_os)
+    _x909 = _x151/_x39
+    _x910 = rc_full + 1
+    _x911 = _x910/_x151
+    _x912 = _x148*_x909 + _x625*_x911
+    _x913 = _x696*_x909
+    _x914 = _x740*_x911 + _x913
+    _x915 = np.maximum(0, -_x900*(_x747*_x914 + _x748*_x912 + _x807*(_x769*_x911 + _x913) + _x808 + _x814) + _x907)
+    _x916 = _x897*(_x145*ov_dp*(_x907 - _x915) + _x825*_x899 + _x896*(_x899 - _x908) + _x907*(1 - ov_dp) + _x908*ov_ag + _x915*ov_dp) + z_param*(_x825*_x894 + _x895*ov_ag + _x896*(_x34*_x35*_x893*global_batch - _x895))
+    _x917 = _x828**(-z_os)
+    _x918 = _x848*_x917
+    _x919 = _x818**(-z_os)
+    _x920 = _x884*_x919
+    _x921 = _x918 + _x920
+    _x922 = t0_optim_fwd + np.maximum(_x69*(12*_x918 + 12*_x920)/eta_optim_fwd, _x80*_x921*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
+    _x923 = _x31 + _x816*(_x33 + _x37) + _x824 + _x916 + _x922
+    _x924 = _x31 + _x37*(_x393*_x748 + _x739*_x747 + _x756*_x807)
+    _x925 = -_x746
+    _x926 = _x203*seq_len
+    _x927 = _x926*vocab
+    _x928 = 2*seq_len
+    _x929 = _x109*_x203*heads
+    _x930 = _x336*_x44
+    _x931 = _x237*seq_len
+    _x932 = _x164*_x256
+    _x933 = _x115*_x132*_x71
+    _x934 = _x86*_x933
+    _x935 = _x115*_x140
+    _x936 = _x86*_x935
+    _x937 = _x936*seq_len
+    _x938 = _x63*(_x928*_x935 + 2*_x933)/_x49
+    _x939 = _x938*_x99
+    _x940 = _x85*_x938
+    _x941 = _x934 + _x937 + _x939 + _x940
+    _x942 = _x299*_x928 + _x308*_x928 + _x317*_x928 + _x928*_x930 + _x928*_x932 + _x929 + _x931 + _x941
+    _x943 = _x173*_x928
+    _x944 = _x171*_x926*experts
+    _x945 = _x362*(_x171/np.maximum(1, capacity) + _x172 + 1)
+    _x946 = _x360*_x945
+    _x947 = _x377*_x926*_x945
+    _x948 = -dense_layers + layers
+    _x949 = mamba_frac*seq_len
+    _x950 = _x262*seq_len
+    _x951 = _x220*seq_len
+    _x952 = _x173*_x951
+    _x953 = _x934*attn_frac + _x937*attn_frac + _x939*attn_frac + _x940*attn_frac
+    _x954 = global_batch*(_x927 + _x948*(_x195*_x203*_x949 + _x212*_x952 + _x244*_x952 + _x299*_x950 + _x308*_x950 + _x317*_x950 + _x325*_x330*seq_len + _x929*attn_frac + _x930*_x950 + _x931*attn_frac + _x932*_x950 + _x944*mlp_frac + _x946*_x951 + _x947*mlp_frac + _x949*(_x270*mamba_chunk + _x274) + _x953) + dense_layers*(_x645*_x928 + _x653*_x926 + _x942) + mtp*(_x212*_x943 + _x244*_x943 + _x800*seq_len + _x927 + _x928*_x946 + _x942 + _x944 + _x947))
+    _x955 = 3*_x954
+    _x956 = 768*_x794
+    _x957 = _x115*_x133
+    _x958 = _x116*_x86*_x957
+    _x959 = _x234*_x936
+    _x960 = _x101 + _x88 + _x958 + _x959
+    _x961 = _x238 + _x663 + _x666 + _x668 + _x671 + _x673 + _x676 + _x960
+    _x962 = 6*_x53
+    _x963 = 3*_x101
+    _x964 = 3*_x88
+    _x965 = 6*_x535
+    _x966 = _x342*_x962
+    _x967 = 6*_x318
+    _x968 = 6*_x553
+    _x969 = 6*_x287
+    _x970 = _x299*_x969
+    _x971 = 6*_x309
+    _x972 = 7*_x234*_x935*flash
+    _x973 = 7*_x117*_x957
+    _x974 = 6*_x264 + _x636*_x960 + _x963 + _x964 + _x965 + _x966 + _x967 + _x968 + _x970 + _x971 + _x972 + _x973
+    _x975 = _x219*_x962
+    _x976 = _x556*_x969
+    _x977 = 6*_x371
+    _x978 = _x251*_x962
+    _x979 = 6*_x545
+    _x980 = 6*_x275
+    _x981 = _x102 + _x89 + _x958*attn_frac + _x959*attn_frac
+    _x982 = _x948*(_x196*_x980 + _x276 + _x326*_x980 + 6*_x571 + _x598 + _x636*_x981 + _x963*attn_frac + _x964*attn_frac + _x965*attn_frac + _x966*attn_frac + _x967*attn_frac + _x968*attn_frac + _x970*attn_frac + _x971*attn_frac + _x972*attn_frac + _x973*attn_frac + _x975*mlp_frac + _x976*mlp_frac + _x977*mlp_frac + _x978*mlp_frac + _x979*mlp_frac + rc_full*(_x206 + _x222 + _x239 + _x252 + _x265 + _x276 + _x293 + _x301 + _x310 + _x319 + _x331 + _x344 + _x354 + _x372 + _x386 + _x981)) + _x956 + dense_layers*(6*_x648 + _x654*_x962 + _x974 + rc_full*(_x649 + _x658 + _x961)) + mtp*(12*_x786 + _x956 + _x974 + _x975 + _x976 + _x977 + _x978 + _x979 + rc_full*(_x385 + _x750 + _x751 + _x752 + _x753 + _x961))
+    _x983 = 2*mtp
+    _x984 = _x941*dense_layers + _x948*_x953
+    _x985 = 3*global_batch
+    _x986 = _x955 + _x985*(_x49*_x71*heads*(_x262*layers + _x983) - _x941*mtp - _x984 + d_model*seq_len*(_x983 + 2)*(_x773*tp - vocab))
+    _x987 = _x13*_x948
+    _x988 = _x171*_x220*_x987
+    _x989 = _x4/tp**2
+    _x990 = _x775*_x989
+    _x991 = np.where(_x28, _x155*_x990, 0)
+    _x992 = _x991*seq_par
+    _x993 = _x176*np.where(_x28, _x11*_x990, 0)
+    _x994 = _x30*(-_x991 + np.where(_x28, _x168*_x54*_x989, 0))
+    _x995 = _x13*dense_layers
+    _x996 = _x37*(_x987*(_x175*(2*_x992 + _x993) + _x994) + _x988*np.where(_x413, _x412*np.maximum(0, _x409), 0) + _x995*(4*_x992 + 2*_x993 + _x994))
+    _x997 = np.maximum(0, _x8)
+    _x998 = np.where(_x28, _x159*_x997, _x159)
+    _x999 = _x998*seq_par
+    _x1000 = _x176*np.where(_x28, _x177*_x997, _x177)
+    _x1001 = _x30*(-_x998 + np.where(_x28, _x169*_x997, _x169))
+    _x1002 = _x37*(_x987*(_x1001 + _x175*(_x1000 + 2*_x999)) + _x988*np.where(_x413, _x412*np.maximum(0, _x410), _x412) + _x995*(2*_x1000 + _x1001 + 4*_x999))
+    _x1003 = _x910*_x996
+    _x1004 = _x34*_x52*act_bytes*global_batch
+    _x1005 = _x1*_x1004*_x38*_x50*(_x987*attn_frac + _x995)
+    _x1006 = _x1005*_x41
+    _x1007 = _x1005*_x57
+    _x1008 = _x1007*_x151
+    _x1009 = _x37*_x988
+    _x1010 = _x1009*np.maximum(0, _x403)
+    _x1011 = _x1009*np.maximum(0, _x404)
+    _x1012 = _x1011*_x910
+    _x1013 = interleave*pp - 1
+    _x1014 = _x13*_x156
+    _x1015 = _x1004*_x1013*_x628*_x821
+    _x1016 = _x1004*_x1013*_x1014*_x628*_x820 + _x1014*_x1015
+    _x1017 = _x1*_x13
+    _x1018 = np.maximum(0, _x837)
+    _x1019 = _x291*_x841
+    _x1020 = _x1019*_x833*_x987
+    _x1021 = _x1020*_x853
+    _x1022 = _x171*np.where(_x851, _x1018*_x1021, _x1021)
+    _x1023 = np.maximum(0, _x862)
+    _x1024 = _x1019*_x948
+    _x1025 = _x556 + _x869
+    _x1026 = _x1025 + _x841
+    _x1027 = _x21 + _x871
+    _x1028 = _x1027*attn_frac + _x866 + _x867
+    _x1029 = _x877 + _x880 + d_model*vocab*(2 - tied)
+    _x1030 = _x1029 + dense_layers*(_x1027 + _x865 + _x874)
+    _x1031 = _x1030 + _x948*(_x1026*mlp_frac + _x1028)
+    _x1032 = -_x1024 + _x1031
+    _x1033 = _x13*_x833
+    _x1034 = _x1032*_x1033
+    _x1035 = _x1034*_x890
+    _x1036 = np.where(_x888, _x1023*_x1035, _x1035)
+    _x1037 = _x1022 + _x1036
+    _x1038 = _x897*z_os
+    _x1039 = _x1037*_x37
+    _x1040 = np.maximum(0, _x835)
+    _x1041 = _x171*np.where(_x851, _x1021*_x1040, 0)
+    _x1042 = _x1032*_x857/(cp**2*dp**2)
+    _x1043 = np.where(_x888, _x1017*_x1042*_x890, 0)
+    _x1044 = _x1041 + _x1043
+    _x1045 = _x1044*_x37
+    _x1046 = _x1038*_x1044 + _x1045*z_param
+    _x1047 = _x1020*_x839
+    _x1048 = np.where(_x851, _x1018*_x1047, _x1047)
+    _x1049 = _x1034*grad_bytes
+    _x1050 = _x1049*_x863
+    _x1051 = np.where(_x888, _x1023*_x1050, _x1050)
+    _x1052 = _x1020*_x905
+    _x1053 = _x1049*_x902
+    _x1054 = _x897*_x900
+    _x1055 = np.where(_x851, _x1040*_x1047, 0)
+    _x1056 = _x1042*_x13*_x22
+    _x1057 = np.where(_x888, _x1056*_x863, 0)
+    _x1058 = _x1054*(_x1057*z_os + _x171*(_x1055*z_os + _x901*np.where(_x851, _x1040*_x1052, 0)) + _x901*np.where(_x888, _x1056*_x902, 0)) + z_param*(-_x1045 + _x34*_x35*global_batch*(2*_x1041 + 2*_x1043 + _x1055*_x171 + _x1057))
+    _x1059 = _x923**(-1.0)
+    _x1060 = _x1059*_x207
+    _x1061 = _x1033*_x1060
+    _x1062 = _x78*z_param*np.maximum(_x873, _x875*np.minimum(1, dense_layers))
+    _x1063 = _x828**(-z_param)
+    _x1064 = _x818**(-z_param)
+    _x1065 = act_bytes*(_x1063*_x848 + _x1064*_x884)
+    _x1066 = _x828**(-z_grad)
+    _x1067 = _x818**(-z_grad)
+    _x1068 = grad_bytes*(_x1066*_x848 + _x1067*_x884)
+    _x1069 = _x921*opt_bytes
+    _x1070 = _x37*gpipe
+    _x1071 = _x791*(act_bytes + f32_bytes*(_x1070 - gpipe + 1))
+    _x1072 = (_x1071 + _x402)*(mtp + 1)
+    _x1073 = _x486*shared_ffn + _x487
+    _x1074 = _x82*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes))
+    _x1075 = _x194*(2*_x448 + 4*act_bytes)
+    _x1076 = _x479*_x53*(_x235 + _x675 + qk_rope)
+    _x1077 = _x54*(_x115 + _x50)
+    _x1078 = _x1*(_x1073 + _x1077) + _x1074 + _x285*(_x1075 + _x1076)
+    _x1079 = _x1*(-_x1073 + _x482*_x51*act_bytes*ffn_hidden*micro_batch*seq_len) + _x1078
+    _x1080 = _x1*(_x1073*mlp_frac + _x1077*attn_frac + _x592*(5*_x195 + _x323)) + _x1074*attn_frac + _x285*(_x1075*_x864 + _x205*act_bytes + attn_frac*((1/2)*_x1075 + _x1076))
+    _x1081 = rc_full*np.maximum(_x1079, _x1080)
+    _x1082 = 1 - gpipe
+    _x1083 = interleave - 1
+    _x1084 = _x402*rc_full
+    _x1085 = mtp*(_x1078*_x635 + _x1084 + 5*_x402)
+    _x1086 = _x627*(_x1079*_x635 + _x1084)
+    _x1087 = _x1080*_x635 + _x1084
+    _x1088 = _x1072*_x805 + _x1081 + (_x1070 + _x1082*(_x13*_x33*np.minimum(1, _x1083) + 1)*np.minimum(_x37, pp))*(_x1085*_x805 + _x1086 + _x1087*_x845)
+    _x1089 = _x1062 + _x1065 + _x1068 + _x1069 + _x1088
+    _x1090 = _x14 - _x627*_x805
+    _x1091 = _x1090*_x846
+    _x1092 = _x1091 + _x843
+    _x1093 = _x1090*_x873 - _x1091 + _x628*_x790*_x881*np.minimum(1, mtp) - _x628*_x880 + _x805*_x876 - _x843 + _x879 + _x882
+    _x1094 = act_bytes*(_x1063*_x1092 + _x1064*_x1093)
+    _x1095 = grad_bytes*(_x1066*_x1092 + _x1067*_x1093)
+    _x1096 = opt_bytes*(_x1092*_x917 + _x1093*_x919)
+    _x1097 = _x1072 + _x1081 + (_x1070 + _x1082*np.minimum(_x37, _x12*(_x1083*pp + 1)))*(_x1085 + _x1086*_x805 + _x1087*_x1090)
+    _x1098 = _x1062 + _x1094 + _x1095 + _x1096 + _x1097
+    _x1099 = np.maximum(_x1089, _x1098)
+    _x1100 = np.where((_x1089 < _x1098), 1, 0)
+    _x1101 = 1 - _x1100
+    _x1102 = _x1099*alloc_frag
+    _x1103 = nccl_comm_bytes*(_x171*np.minimum(1, _x838) + np.minimum(1, _x155) + np.minimum(1, _x863)) + nccl_peer_bytes*(_x171*(ep - 1) + _x823 + 2*np.minimum(1, _x38))
     return {
-        'step_time': _x623,
-        't_forward': _x37*_x515,
-        't_backward': _x37*_x517,
-        't_recompute': _x37*_x516,
-        't_tp_comm': _x624,
-        't_cp_comm': _x37*(_x128*_x474 + _x128*_x510),
-        't_ep_comm': _x37*(_x415*_x510 + _x474*_x625),
-        't_host_overhead': _x37*_x514,
-        't_pp_bubble': _x33*_x519,
-        't_pp_comm': _x527,
-        't_dp_comm': _x616,
-        't_optimizer': _x622,
-        'tp_comm_total': _x31 + _x37*(_x161*_x510 + _x460*_x474),
-        'dp_comm_total': _x595*z_param + _x598*(_x600 + _x608),
-        'tp_comm': _x624,
-        'dp_comm': _x616,
-        'pp_bubble': _x32/_x520,
+        'step_time': _x923,
+        't_forward': _x37*_x813,
+        't_backward': _x37*_x814,
+        't_recompute': _x37*_x808,
+        't_tp_comm': _x924,
+        't_cp_comm': _x37*(_x148*_x748 + _x696*_x747 + _x696*_x807),
+        't_ep_comm': _x37*(_x624*_x748 + _x747*_x925 + _x768*_x807),
+        't_host_overhead': _x37*_x812,
+        't_pp_bubble': _x33*_x816,
+        't_pp_comm': _x824,
+        't_dp_comm': _x916,
+        't_optimizer': _x922,
+        'tp_comm_total': _x31 + _x37*(_x183*_x748 + _x734*_x747 + _x749*_x807),
+        'dp_comm_total': _x894*z_param + _x897*(_x899 + _x907),
+        'tp_comm': _x924,
+        'dp_comm': _x916,
+        'pp_bubble': _x32/_x817,
         'pp_bubble_ratio': _x33*dp*micro_batch/global_batch,
         'micro_batches': _x37,
-        't_microbatch_stage': _x519,
-        't_layer_fwd': _x364,
-        't_layer_bwd': _x412,
-        't_layer_recompute': _x470,
-        't_layer_tp_comm': _x297,
-        't_layer_cp_comm': _x128,
-        't_layer_ep_comm': _x415,
-        't_layer_comm_bwd': _x613,
-        't_layer_host': _x472,
-        't_dense_layer_fwd': _x448,
-        't_dense_layer_bwd': _x456,
-        't_dense_layer_recompute': _x450,
-        't_dense_layer_tp_comm': _x465,
-        't_dense_layer_cp_comm': _x128,
-        't_dense_layer_ep_comm': _x625,
-        't_dense_layer_comm_bwd': _x614,
-        't_dense_layer_host': _x469,
+        't_microbatch_stage': _x816,
+        't_layer_fwd': _x496,
+        't_layer_bwd': _x620,
+        't_layer_recompute': _x744,
+        't_layer_tp_comm': _x393,
+        't_layer_cp_comm': _x148,
+        't_layer_ep_comm': _x624,
+        't_layer_comm_bwd': _x912,
+        't_layer_host': _x745,
+        't_dense_layer_fwd': _x690,
+        't_dense_layer_bwd': _x730,
+        't_dense_layer_recompute': _x692,
+        't_dense_layer_tp_comm': _x739,
+        't_dense_layer_cp_comm': _x696,
+        't_dense_layer_ep_comm': _x925,
+        't_dense_layer_comm_bwd': _x914,
+        't_dense_layer_host': _x743,
         'stage_layers': _x14,
-        'stage_dense_layers': _x474,
-        'stage_mtp_layers': _x509,
+        'stage_dense_layers': _x747,
+        'stage_mtp_layers': _x807,
         't_tp_grad_reduce': _x31,
-        't_embed_fwd': _x503,
-        't_embed_bwd': _x491,
-        't_head_fwd': _x505,
-        't_head_bwd': _x501,
-        'head_stage_heavier': _x506,
-        't_edge_host': _x513,
+        't_embed_fwd': _x801,
+        't_embed_bwd': _x789,
+        't_head_fwd': _x803,
+        't_head_bwd': _x799,
+        'head_stage_heavier': _x804,
+        't_edge_host': _x811,
         't_microbatch_host': host_mb,
-        't_pp_send_recv': _x525,
-        'flops': _x641,
-        'hardware_flops': _x36*_x40*_x650,
-        'flops_megatron': _x654,
-        'bytes_tp_fwd': _x664 + _x670,
-        'bytes_tp_bwd': _x611*_x670 + _x671,
-        'bytes_tp_inter': _x664 + _x671,
-        'bytes_cp_fwd': _x674 + _x675,
-        'bytes_cp_bwd': _x131*_x674 + _x676,
-        'bytes_cp_inter': _x675 + _x676,
-        'bytes_ep_fwd': _x678 + _x679,
-        'bytes_ep_bwd': _x611*_x678 + _x680,
-        'bytes_ep_inter': _x679 + _x680,
-        'bytes_pp_fwd': _x684,
-        'bytes_pp_bwd': _x684,
-        'bytes_pp_inter': _x172*_x683*_x685,
-        'bytes_dp_fwd': _x704*_x705 + _x706*z_param + _x713,
-        'bytes_dp_bwd': _x721*(_x151*(_x602*np.where(_x554, _x686*_x719, _x719) + _x715*z_os) + _x602*np.where(_x589, _x691*_x720, _x720) + _x718*z_os) + _x725 + z_param*(_x34*_x35*global_batch*(_x151*_x715 + 2*_x690 + 2*_x703 + _x718) - _x706),
-        'bytes_dp_inter': _x713 + _x725,
-        'flops_forward': _x640,
-        'flops_backward': 2*_x640,
-        'flops_attention': _x653*(_x634*_x636 + _x652),
-        'flops_lm_head': 6*_x165*global_batch*vocab,
-        'n_gpus': _x530*pp,
-        'mfu': _x641*_x728,
-        'mfu_megatron': _x654*_x728,
-        'hfu': _x13*_x37*_x650*_x727,
-        'tokens_per_s': _x726*global_batch*seq_len,
-        'memory': _x761,
-        'mem_weights': _x732*_x763 + _x756*_x762,
-        'mem_gradients': _x735*_x763 + _x757*_x762,
-        'mem_optimizer': _x736*_x763 + _x758*_x762,
-        'mem_activations': _x729 + _x750*_x763 + _x759*_x762,
-        'mem_logits': _x738,
-        'mem_first_stage': _x751,
-        'mem_last_stage': _x760,
-        'mem_reserve': _x764 + _x765 + cuda_context,
+        't_pp_send_recv': _x822,
+        'flops': _x955,
+        'hardware_flops': _x36*_x40*_x982,
+        'flops_megatron': _x986,
+        'bytes_tp_fwd': _x1002 + _x996,
+        'bytes_tp_bwd': _x1002*_x910 + _x1003,
+        'bytes_tp_inter': _x1003 + _x996,
+        'bytes_cp_fwd': _x1006 + _x1007,
+        'bytes_cp_bwd': _x1006*_x151 + _x1008,
+        'bytes_cp_inter': _x1007 + _x1008,
+        'bytes_ep_fwd': _x1010 + _x1011,
+        'bytes_ep_bwd': _x1010*_x910 + _x1012,
+        'bytes_ep_inter': _x1011 + _x1012,
+        'bytes_pp_fwd': _x1016,
+        'bytes_pp_bwd': _x1016,
+        'bytes_pp_inter': _x1015*_x1017*_x203,
+        'bytes_dp_fwd': _x1037*_x1038 + _x1039*z_param + _x1046,
+        'bytes_dp_bwd': _x1054*(_x1051*z_os + _x171*(_x1048*z_os + _x901*np.where(_x851, _x1018*_x1052, _x1052)) + _x901*np.where(_x888, _x1023*_x1053, _x1053)) + _x1058 + z_param*(-_x1039 + _x34*_x35*global_batch*(2*_x1022 + 2*_x1036 + _x1048*_x171 + _x1051)),
+        'bytes_dp_inter': _x1046 + _x1058,
+        'flops_forward': _x954,
+        'flops_backward': 2*_x954,
+        'flops_attention': _x984*_x985,
+        'flops_lm_head': 6*_x193*global_batch*vocab,
+        'n_gpus': _x827*pp,
+        'mfu': _x1061*_x955,
+        'mfu_megatron': _x1061*_x986,
+        'hfu': _x1060*_x13*_x37*_x982,
+        'tokens_per_s': _x1059*global_batch*seq_len,
+        'memory': _x1099,
+        'mem_weights': _x1065*_x1101 + _x1094*_x1100,
+        'mem_gradients': _x1068*_x1101 + _x1095*_x1100,
+        'mem_optimizer': _x1069*_x1101 + _x1096*_x1100,
+        'mem_activations': _x1062 + _x1088*_x1101 + _x1097*_x1100,
+        'mem_logits': _x1071,
+        'mem_first_stage': _x1089,
+        'mem_last_stage': _x1098,
+        'mem_reserve': _x1102 + _x1103 + cuda_context,
         'mem_cuda_context': cuda_context,
-        'mem_nccl': _x765,
-        'mem_fragmentation': _x764,
-        'params': _x698,
-        'active_params': _x636*(_x543*top_k + _x695) + _x697,
-        'params_rank': _x584,
-        'params_embedding': _x696,
-        'params_expert': _x692,
-        'params_mtp': mtp*(_x406 + _x484 + _x544 + _x572 + _x579 + _x693),
+        'mem_nccl': _x1103,
+        'mem_fragmentation': _x1102,
+        'params': _x1031,
+        'active_params': _x1030 + _x948*(_x1028 + mlp_frac*(_x1025 + _x840*top_k)),
+        'params_rank': _x883,
+        'params_embedding': _x1029,
+        'params_expert': _x1024,
+        'params_mtp': mtp*(_x1026 + _x1027 + _x783 + _x878),
     }
 
-SOURCE_DIGEST = '62cc710c5fccce9a'
+SOURCE_DIGEST = '18ed977116f887f9'

@@ -78,6 +78,20 @@ class Model:
     mtp_layers: int | None = None
     attention: str = "flash"            # flash | unfused
     causal: bool = True                 # the kernel skips masked blocks (flash); FLOPs halved
+    # hybrid Mamba-2 models (Megatron-Core --hybrid-override-pattern, megatron/core/ssm/mamba_hybrid_layer_allocation.py):
+    # one character per layer, M = Mamba-2 mixer, * = self-attention, - = dense MLP, E = MoE ('|' pipeline-stage
+    # separators are ignored); None: every layer a transformer layer (attention + MLP/MoE)
+    hybrid_pattern: str | None = None
+    # Mamba-2 mixer sizes (Megatron-Core TransformerConfig mamba_*; MambaMixer d_conv / expand / chunk_size); None:
+    # the Megatron-Core defaults (transformer_config.py: head_dim 64, state 128, groups 8; mamba_mixer.py: d_conv 4,
+    # expand 2, chunk_size 128; heads = expand d_model / head_dim when unset)
+    mamba_num_heads: int | None = None
+    mamba_head_dim: int | None = None
+    mamba_state_dim: int | None = None
+    mamba_num_groups: int | None = None
+    mamba_d_conv: int | None = None
+    mamba_expand: int | None = None
+    mamba_chunk_size: int | None = None
 
     def __post_init__(self):
         _types(self, "model")
@@ -124,6 +138,27 @@ class Model:
         if not self.swa_window:
             return 0
         return self.n_layers - (self.n_layers // self.swa_every if self.swa_every else 0)
+
+    @property
+    def layer_counts(self) -> dict:
+        """Layers of each kind of the hybrid pattern: {"M": Mamba, "*": attention, "-": dense MLP, "E": MoE}; a model
+        without a pattern: every layer attention + MLP (its MoE when n_experts > 1)."""
+        if not self.hybrid_pattern:
+            mlp = "E" if self.n_experts > 1 else "-"
+            return {"M": 0, "*": self.n_layers, "-": self.n_layers if mlp == "-" else 0,
+                    "E": self.n_layers if mlp == "E" else 0}
+        pat = self.hybrid_pattern.replace("|", "")
+        return {c: pat.count(c) for c in "M*-E"}
+
+    @property
+    def mamba(self) -> dict:
+        """The Mamba-2 mixer's sizes with Megatron-Core's defaults (see the fields)."""
+        p = self.mamba_head_dim or 64
+        expand = self.mamba_expand or 2
+        heads = self.mamba_num_heads or (expand * self.d_model) // p
+        return {"heads": heads, "head_dim": p, "state": self.mamba_state_dim or 128,
+                "groups": self.mamba_num_groups or 8, "d_conv": self.mamba_d_conv or 4,
+                "chunk": self.mamba_chunk_size or 128}
 
     @property
     def ffn(self) -> int:
@@ -327,6 +362,19 @@ def _edge_slots(p):
     return 2 * ((p.uneven_stages != 0) & (p.pp > 1))
 
 
+_MAMBA_FIELDS = ("mamba_num_heads", "mamba_head_dim", "mamba_state_dim", "mamba_num_groups", "mamba_d_conv",
+                 "mamba_expand", "mamba_chunk_size")
+
+
+def _pattern_bad(m) -> str:
+    """Characters of the hybrid pattern that are no layer kind ('' when none or no pattern)."""
+    return "".join(sorted(set(m.hybrid_pattern or "") - set("M*-E|")))
+
+
+def _pattern_len(m) -> int:
+    return len((m.hybrid_pattern or "").replace("|", ""))
+
+
 def _dense_mlp(m) -> bool:
     """A dense MLP of ffn somewhere: a dense model, or the leading dense layers of an MoE model."""
     return m.n_experts == 1 or bool(m.dense_layers)
@@ -364,6 +412,28 @@ RULES: tuple[Rule, ...] = (
          lambda m, p: f"{', '.join(_mla_orphans(m))} given without kv_lora_rank (MLA needs its KV compression rank)"),
     Rule(lambda m, p: m.swa_every is None or m.swa_window is not None,
          "swa_every ({m.swa_every}) given without swa_window"),
+    *(_positive("model", n, optional=True) for n in _MAMBA_FIELDS),
+    Rule(lambda m, p: not _pattern_bad(m),
+         lambda m, p: (f"hybrid_pattern may hold only M, *, -, E and |, got {m.hybrid_pattern!r} "
+                       f"(unknown {_pattern_bad(m)!r})")),
+    Rule(lambda m, p: not m.hybrid_pattern or _pattern_len(m) == m.n_layers,
+         lambda m, p: f"hybrid_pattern has {_pattern_len(m)} layers, n_layers is {m.n_layers}"),
+    Rule(lambda m, p: not m.hybrid_pattern or (m.layer_counts["E"] == 0) | (m.n_experts > 1),
+         "hybrid_pattern has MoE layers (E) but n_experts is {m.n_experts}"),
+    Rule(lambda m, p: not m.hybrid_pattern or not (m.layer_counts["-"] and m.n_experts > 1),
+         "hybrid_pattern's dense MLP layers (-) in a MoE model (n_experts = {m.n_experts}) are not modelled "
+         "(one MLP kind per model)"),
+    Rule(lambda m, p: not m.hybrid_pattern or not (m.dense_layers or m.kv_lora_rank or m.swa_window),
+         "hybrid_pattern with first_dense_layers, MLA or sliding-window attention is not modelled"),
+    Rule(lambda m, p: not m.hybrid_pattern or m.mamba["heads"] % m.mamba["groups"] == 0,
+         lambda m, p: f"mamba heads ({m.mamba['heads']}) must be divisible by mamba groups ({m.mamba['groups']})"),
+    # Megatron-Core mamba_mixer.py: nheads % tp == 0 and ngroups % tp == 0 (in_proj column-parallel by heads)
+    Rule(lambda m, p: not m.layer_counts["M"] or (m.mamba["heads"] % p.tp == 0) & (m.mamba["groups"] % p.tp == 0),
+         lambda m, p: (f"mamba heads ({m.mamba['heads']}) and groups ({m.mamba['groups']}) must be divisible by "
+                       f"tp ({p.tp})"), ("tp",)),
+    # Megatron-Core's Mamba context parallelism (ssm/mamba_context_parallel.py: all-to-all of heads) is not priced
+    Rule(lambda m, p: not m.layer_counts["M"] or (p.cp == 1),
+         "context parallelism of Mamba layers is not modelled: cp must be 1, got {p.cp}", ("cp",)),
     Rule(lambda m, p: m.n_heads % m.kv_heads == 0, "heads ({m.n_heads}) must be divisible by kv-heads ({m.kv_heads})"),
     # Megatron-Core splits attention heads, the dense MLP, each expert (expert TP = tp) and the shared experts
     # column/row-wise over tp (megatron/core/transformer/attention.py, mlp.py, moe/experts.py)

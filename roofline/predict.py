@@ -52,7 +52,21 @@ def model_inputs(m: Model) -> dict:
             "tied": float(m.tied_embeddings), "learned_pos": float(m.position == "learned"),
             "biases": float(m.biases), "experts": m.n_experts, "top_k": m.top_k, "capacity": m.capacity_factor,
             "head_dim": m.head_size, "moe_ffn": m.expert_ffn, "shared_ffn": m.shared_ffn, "dense_layers": m.dense_layers,
-            "mtp": m.mtp_layers or 0, **mla_inputs(m)}
+            "mtp": m.mtp_layers or 0, **mla_inputs(m), **hybrid_inputs(m)}
+
+
+def hybrid_inputs(m: Model) -> dict:
+    """A hybrid Mamba-2 pattern's shares of the layers (formulas/mamba.py) and the mixer's sizes; a transformer's
+    shares are 1, 1, 0 (every layer attention + MLP, no Mamba)."""
+    n = m.layer_counts
+    l = m.n_layers
+    if not m.hybrid_pattern:
+        return {"attn_frac": 1.0, "mlp_frac": 1.0, "mamba_frac": 0.0, "mamba_heads": 0, "mamba_hdim": 0,
+                "mamba_state": 0, "mamba_groups": 0, "mamba_conv": 4, "mamba_chunk": 128}
+    mb = m.mamba
+    return {"attn_frac": n["*"] / l, "mlp_frac": (n["-"] + n["E"]) / l, "mamba_frac": n["M"] / l,
+            "mamba_heads": mb["heads"], "mamba_hdim": mb["head_dim"], "mamba_state": mb["state"],
+            "mamba_groups": mb["groups"], "mamba_conv": mb["d_conv"], "mamba_chunk": mb["chunk"]}
 
 
 def mla_inputs(m: Model) -> dict:

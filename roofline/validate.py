@@ -163,17 +163,45 @@ MLA_COLUMNS = {"mla_q_lora_rank": "q_lora_rank", "mla_kv_lora_rank": "kv_lora_ra
                "mla_v_head_dim": "v_head_dim"}
 
 
+def _hybrid_fields(row: dict) -> dict:
+    """A hybrid Mamba-2 row's layer pattern and mixer sizes, read from its attention_detail (nemo_model_archs.md:
+    "pattern MEMEM*E...; Mamba: 64 heads x 64 head_dim, state 128, 8 groups"); unstated groups: Megatron-Core's
+    default mamba_num_groups 8 (transformer_config.py). Skip when the pattern is not stated or the model has parts
+    the formulas do not price (LatentMoE: moe_latent_size)."""
+    import re
+
+    text = f"{row.get('attention_detail') or ''} {row.get('notes') or ''}"
+    if re.search(r"latent\s*-?moe|moe_latent", text, re.I):
+        raise Skip("LatentMoE (moe_latent_size: experts on a latent projection of h) is not modelled")
+    pat = re.search(r"pattern\s+([M*\-E|]{2,})", row.get("attention_detail") or "")
+    if not pat:
+        raise Skip("hybrid Mamba row without its layer pattern (hybrid_override_pattern)")
+    d = {"hybrid_pattern": pat.group(1)}
+    sizes = re.search(r"Mamba:\s*(\d+)\s*heads\s*x\s*(\d+)\s*head_dim(?:,\s*state\s*(\d+))?(?:,\s*(\d+)\s*groups)?",
+                      row.get("attention_detail") or "")
+    if not sizes:
+        raise Skip("hybrid Mamba row without its Mamba heads and head_dim")
+    d["mamba_num_heads"], d["mamba_head_dim"] = int(sizes.group(1)), int(sizes.group(2))
+    if sizes.group(3):
+        d["mamba_state_dim"] = int(sizes.group(3))
+    if sizes.group(4):
+        d["mamba_num_groups"] = int(sizes.group(4))
+    return d
+
+
 def _model_fields(row: dict) -> tuple[dict, str]:
     """Model fields the row states (blank -> unset), the vocabulary from the model family when the
     row states none; Skip when the row's architecture has parts the model does not price."""
     from . import families, normalize
 
     att = (row.get("attention") or "").lower()
-    if any(w in att for w in UNMODELLED_ATTENTION):
+    hybrid = _hybrid_fields(row) if att == "hybrid-mamba" else {}
+    if not hybrid and any(w in att for w in UNMODELLED_ATTENTION):
         raise Skip(f"attention {row['attention']!r} is not modelled yet (hybrid Mamba / sparse attention)")
     d = {"n_layers": row["n_layers"], "d_model": row["d_model"], "n_heads": row["n_heads"],
          "n_kv_heads": row.get("n_kv_heads"), "ffn_hidden": row.get("ffn_hidden"), "vocab": row["vocab"],
          "seq_len": row["seq_len"], "name": row.get("model") or row["case_id"]}
+    d.update(hybrid)                        # Mamba-2 / attention / MoE layer pattern and mixer sizes
     if row.get("head_dim"):                 # Megatron-Core kv_channels (blank: d_model / heads)
         d["head_dim"] = row["head_dim"]
     if att.startswith("mla"):               # multi-head latent attention: its ranks and head widths

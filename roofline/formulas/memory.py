@@ -23,6 +23,7 @@ import sympy as sp
 
 from . import comm as CM
 from . import compute as C
+from . import mamba as MB
 from . import pipeline as PL
 from . import symbols as S
 
@@ -57,15 +58,22 @@ dense_mlp_params = mlp_params(f)                           # the MLP of a leadin
 shared_params = mlp_params(S.shared_ffn) - S.biases * h * (1 - sp.Min(1, S.shared_ffn))   # 0 without
 norm_params = 2 * h * (1 + S.biases)
 router_params = C.moe * h * S.experts
+# a hybrid Mamba-2 pattern's average layer (formulas/mamba.py): each sublayer in its share of the layers, one pre-norm
+# per sublayer ((1 + 1 + 0) / 2 = the transformer layer's two norms)
+fa, fm, fx = S.attn_frac, S.mlp_frac, S.mamba_frac
+hybrid_norms = (fa + fm + fx) / 2
 # Megatron-Core moe_layer_freq: l_d leading dense layers, the other l - l_d MoE (all of them for a dense model)
-moe_layer_params = attn_params + S.experts * expert_params + router_params + shared_params + norm_params
+hybrid_layer_params = (fa * attn_params + fm * (S.experts * expert_params + router_params + shared_params)
+                    + fx * MB.mixer_params + hybrid_norms * norm_params)
+moe_layer_params = hybrid_layer_params.xreplace(MB.TRANSFORMER)           # a transformer's MoE (or dense) layer
 dense_layer_params = attn_params + dense_mlp_params + norm_params
 layer_params = moe_layer_params
 embedding_params = S.vocab * h * (2 - S.tied) + S.learned_pos * S.seq_len * h + h * (1 + S.biases)
-total_params = (S.layers - S.dense_layers) * moe_layer_params + S.dense_layers * dense_layer_params + embedding_params
+total_params = (S.layers - S.dense_layers) * hybrid_layer_params + S.dense_layers * dense_layer_params + embedding_params
 # active parameters per token (MoE: top-k routed experts, the shared experts, the router)
-active_params = ((S.layers - S.dense_layers) * (attn_params + S.top_k * expert_params + router_params + shared_params
-                                                + norm_params)
+active_params = ((S.layers - S.dense_layers) * (fa * attn_params + fm * (S.top_k * expert_params + router_params
+                                                                      + shared_params)
+                                                + fx * MB.mixer_params + hybrid_norms * norm_params)
                  + S.dense_layers * dense_layer_params + embedding_params)
 
 # per rank of a stage: l/p layers split by t (experts by e as well), plus an embedding table V_pad h / t
@@ -81,20 +89,22 @@ mtp_layer_params = moe_layer_params + 2 * h * h + 3 * h * (1 + S.biases)
 mtp_params = S.mtp * mtp_layer_params
 dense_first = sp.Min(S.dense_layers, PL.stage_layers)      # dense layers on the first stage
 dense_last = (1 - PL.has_pp) * dense_first                 # ... and on the last (the same stage when p = 1)
-layer_params_rank = (attn_params_rank + S.experts / S.ep * expert_params / C.etp + router_params
-                     + shared_params / S.tp + norm_params)
+hybrid_layer_params_rank = (fa * attn_params_rank + fm * (S.experts / S.ep * expert_params / C.etp + router_params
+                                                 + shared_params / S.tp)
+                     + fx * MB.mixer_params / S.tp + hybrid_norms * norm_params)
 dense_layer_rank = attn_params_rank + dense_mlp_params / S.tp + norm_params
+layer_params_rank = hybrid_layer_params_rank.xreplace(MB.TRANSFORMER)  # a transformer's MoE (or dense) layer
 mtp_rank = S.mtp * (layer_params_rank + 2 * h * h / S.tp + 3 * h * (1 + S.biases))       # on the last stage
 mtp_expert_rank = S.mtp * C.moe * S.experts / S.ep * expert_params / C.etp
 mtp_embedding_rank = sp.Min(1, S.mtp) * PL.has_pp * (1 - S.tied) * C.vocab_pad * h / S.tp
-expert_params_rank = (C.moe * (PL.stage_layers - dense_first) * S.experts / S.ep * expert_params / C.etp
+expert_params_rank = (C.moe * (PL.stage_layers - dense_first) * fm * S.experts / S.ep * expert_params / C.etp
                       + (1 - PL.has_pp) * mtp_expert_rank)
-expert_last_rank = C.moe * (PL.stage_layers - dense_last) * S.experts / S.ep * expert_params / C.etp + mtp_expert_rank
+expert_last_rank = C.moe * (PL.stage_layers - dense_last) * fm * S.experts / S.ep * expert_params / C.etp + mtp_expert_rank
 embedding_params_rank = (C.vocab_pad * h / S.tp * (1 + (1 - S.tied) * (1 - PL.has_pp))
                          + S.learned_pos * S.seq_len * h)
-stage_params_rank = ((PL.stage_layers - dense_first) * layer_params_rank + dense_first * dense_layer_rank
+stage_params_rank = ((PL.stage_layers - dense_first) * hybrid_layer_params_rank + dense_first * dense_layer_rank
                      + embedding_params_rank + (1 - PL.has_pp) * mtp_rank)                 # first stage
-last_params_rank = ((PL.stage_layers - dense_last) * layer_params_rank + dense_last * dense_layer_rank
+last_params_rank = ((PL.stage_layers - dense_last) * hybrid_layer_params_rank + dense_last * dense_layer_rank
                     + embedding_params_rank - PL.has_pp * S.learned_pos * S.seq_len * h   # last stage
                     + mtp_rank + mtp_embedding_rank)
 dense_params_rank = stage_params_rank - expert_params_rank
@@ -139,13 +149,19 @@ _split = (_attn_split + _mlp_split(1 + C.moe * (C.routed - 1), S.moe_ffn)   # ro
 _split_dense = _attn_split + _mlp_split(1, f)                               # a leading dense layer
 _scores = (S.heads * C.tokens * S.seq_len                          # b a (s/c) s score elements
            * (S.act_bytes + S.dropout * (S.mask_bytes + S.act_bytes)))       # softmax out, dropout mask, dropout out
-layer_activations = ((_replicated + _mla_replicated) / C.sp_div + _split / S.tp
-                     + (1 - S.flash) * (1 - S.rc_sel) * _scores / S.tp)
+# a hybrid pattern's average layer: the attention half (a norm input, the QKV input, a dropout mask, Q K V O, the
+# scores) in attn_frac of the layers, the MLP half in mlp_frac, the Mamba mixer's (formulas/mamba.py) in mamba_frac
+_rep_half = _replicated / 2                                # one norm input, one projection input, one mask
+_mlp_act = _mlp_split(1 + C.moe * (C.routed - 1), S.moe_ffn) + _mlp_split(1, S.shared_ffn)
+hybrid_layer_activations = ((fa * (_rep_half + _mla_replicated) + fm * _rep_half + fx * MB.mixer_act_replicated) / C.sp_div
+                     + (fa * _attn_split + fm * _mlp_act + fx * MB.mixer_act_split) / S.tp
+                     + fa * (1 - S.flash) * (1 - S.rc_sel) * _scores / S.tp)
+layer_activations = hybrid_layer_activations.xreplace(MB.TRANSFORMER)     # a transformer's MoE (or dense) layer
 dense_layer_activations = layer_activations + (_split_dense - _split) / S.tp
 layer_input = S.act_bytes * sbh / C.sp_div                 # what full recomputation keeps per layer
-stored_per_layer = S.rc_full * layer_input + (1 - S.rc_full) * layer_activations
+stored_per_layer = S.rc_full * layer_input + (1 - S.rc_full) * hybrid_layer_activations
 stored_dense = S.rc_full * layer_input + (1 - S.rc_full) * dense_layer_activations
-working_set = S.rc_full * sp.Max(layer_activations, dense_layer_activations)   # one layer's, while recomputed
+working_set = S.rc_full * sp.Max(hybrid_layer_activations, dense_layer_activations)   # one layer's, while recomputed
 
 
 def stage_stored(n_dense):
@@ -163,13 +179,13 @@ head_input = S.act_bytes * sbh / C.sp_div
 only = 1 - PL.has_pp                                       # p = 1: one stage holds embedding and head
 # an MTP layer keeps its transformer layer's activations and the inputs of enorm, hnorm (h each), eh_proj (2h;
 # SP-split, gathered again in backward) and final_layernorm (h), and its own logits and LM-head input
-mtp_stored = S.mtp * (stored_per_layer + 5 * S.act_bytes * sbh / C.sp_div)
+mtp_stored = S.mtp * (S.rc_full * layer_input + (1 - S.rc_full) * layer_activations + 5 * S.act_bytes * sbh / C.sp_div)
 activations_first = (PL.in_flight() * (stage_stored(dense_first) + only * mtp_stored) + working_set
                      + only * (1 + S.mtp) * (logits + head_input))
 activations_last = (PL.in_flight_last() * (stage_stored(dense_last) + mtp_stored) + working_set
                     + (1 + S.mtp) * (logits + head_input))
 # ZeRO-3: the gathered parameters of the layer being computed (and the next, prefetched)
-zero3_buffers = S.z_param * 2 * sp.Max(layer_params_rank, sp.Min(1, S.dense_layers) * dense_layer_rank) * S.act_bytes
+zero3_buffers = S.z_param * 2 * sp.Max(hybrid_layer_params_rank, sp.Min(1, S.dense_layers) * dense_layer_rank) * S.act_bytes
 
 first_total = weights_first + gradients_first + optimizer_first + activations_first + zero3_buffers
 last_total = weights_last + gradients_last + optimizer_last + activations_last + zero3_buffers

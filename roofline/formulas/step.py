@@ -24,6 +24,7 @@ import sympy as sp
 
 from . import comm as CM
 from . import compute as C
+from . import mamba as MB
 from . import memory as M
 from . import pipeline as PL
 from . import symbols as S
@@ -147,12 +148,17 @@ def layer(ops, tp_blocks, ep) -> Layer:
 
 
 def layer_kinds() -> dict[str, Layer]:
-    """Two layer kinds (Megatron-Core moe_layer_freq): MoE layers (every layer of a dense model, whose "MoE"
-    layer is its dense layer: E = K = 1) and the l_d leading dense layers of a MoE with the dense MLP f."""
-    return {"moe": layer(C.layer_ops(C.d_head, S.moe_ffn, C.moe, S.shared_ffn, variants=True), TP_BLOCKS["moe"],
-                         ep_layer()),
+    """The layer kinds (Megatron-Core moe_layer_freq): MoE layers (every layer of a dense model, whose "MoE"
+    layer is its dense layer: E = K = 1) and the l_d leading dense layers of a MoE with the dense MLP f. A hybrid
+    Mamba-2 pattern's layers are the MoE kind's average over the pattern (mamba.hybrid_ops: attention, MLP/MoE and
+    Mamba operators each in their share of the layers; a transformer's shares are 1, 1, 0). ``mtp``: a
+    multi-token-prediction layer, the transformer layer (attention + MoE; Nemotron 3's mtp_hybrid_override_pattern
+    "*E"), the MoE kind itself for a transformer."""
+    moe_ops = C.layer_ops(C.d_head, S.moe_ffn, C.moe, S.shared_ffn, variants=True)
+    return {"moe": layer(MB.hybrid_ops(moe_ops), MB.tp_blocks(TP_BLOCKS["moe"] - 1), S.mlp_frac * ep_layer()),
             "dense": layer(C.layer_ops(C.d_head, S.ffn_hidden, sp.Integer(0), variants=True), TP_BLOCKS["dense"],
-                           sp.Integer(0))}
+                           sp.Integer(0)),
+            "mtp": layer(moe_ops, TP_BLOCKS["moe"], ep_layer())}
 
 
 def stage_dense_layers(dense: Layer, moe: Layer) -> sp.Expr:
@@ -235,16 +241,16 @@ def dp_volumes(dense=None, expert=None):
 def build() -> dict[str, sp.Expr]:
     """Every output quantity of the model as a sympy expression of the symbols in ``symbols``."""
     kinds = layer_kinds()
-    moe, dense = kinds["moe"], kinds["dense"]
+    moe, dense, mtp = kinds["moe"], kinds["dense"], kinds["mtp"]
     n_d = stage_dense_layers(dense, moe)
-    edge = edges(moe)
+    edge = edges(mtp)
     # the D MTP layers sit on the last stage: on the heaviest stage when it holds the LM head (p = 1: always)
     n_mtp = S.mtp * (edge.head_heavier + (1 - PL.has_pp) * (1 - edge.head_heavier))
-    n_moe = PL.stage_layers - n_d + n_mtp
+    n_moe = PL.stage_layers - n_d
 
     def stage(term):
         """Sum over the layers of the heaviest stage (its MTP layers included) of one per-layer term."""
-        return n_d * term(dense) + n_moe * term(moe)
+        return n_d * term(dense) + n_moe * term(moe) + n_mtp * term(mtp)
 
     m = PL.micro_batches
     stage_fwd = stage(lambda k: k.fwd) + edge.fwd
@@ -344,7 +350,7 @@ def flops(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
     mf_head = mf_head * S.vocab / C.vocab_pad.subs(per_seq)     # model FLOPs use the unpadded vocabulary
     # D MTP layers: a MoE layer, eh_proj and one more LM head each (Megatron-LM training.py
     # num_floating_point_operations: "MTP norms and proj" and the logits x (mtp_num_layers + 1))
-    mf_mtp = S.mtp * (C.ops_flops(kinds["moe"].ops, "model_fwd").subs(per_seq)
+    mf_mtp = S.mtp * (C.ops_flops(kinds["mtp"].ops, "model_fwd").subs(per_seq)
                       + C.ops_flops(C.mtp_ops(), "model_fwd").subs(per_seq) + mf_head)
 
     def mm(ops, d):
@@ -357,7 +363,7 @@ def flops(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
     # executed matmul FLOPs of all ranks: every (t, c, d) rank runs m micro-batches over all l layers
     hw = S.tp * S.cp * S.dp * PL.micro_batches * (n_moe * executed("moe") + S.dense_layers * executed("dense")
                                                   + mm(head, "fwd") + mm(head, "bwd")
-                                                  + S.mtp * (executed("moe") + mm(mtp_edge_ops(), "fwd")
+                                                  + S.mtp * (executed("mtp") + mm(mtp_edge_ops(), "fwd")
                                                              + mm(mtp_edge_ops(), "bwd")))
     # the same work counted as Megatron-LM counts it (megatron/training/training.py num_floating_point_operations,
     # Narayanan et al. 2021 eq. 3: 72 B s l h^2 (1 + s/6h + V/12lh) for GPT): the attention core at the full s x s
@@ -365,8 +371,8 @@ def flops(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
     # V rounded up to 128 t, --make-vocab-size-divisible-by); ours (and Megatron-Bridge / NeMo's flop_utils, whose
     # gpt3_flops halves causal attention and uses the unpadded vocab_size) count what a causal kernel computes
     core = sum((n * C.ops_flops(kinds[k].core, "model_fwd").subs(per_seq)
-                for k, n in (("moe", n_moe + S.mtp), ("dense", S.dense_layers))), sp.Integer(0))
-    core_full = (S.layers + S.mtp) * 2 * S.seq_len ** 2 * (C.d_qk + C.d_v) * S.heads
+                for k, n in (("moe", n_moe), ("mtp", S.mtp), ("dense", S.dense_layers))), sp.Integer(0))
+    core_full = (S.attn_frac * S.layers + S.mtp) * 2 * S.seq_len ** 2 * (C.d_qk + C.d_v) * S.heads
     head_pad = (1 + S.mtp) * 2 * S.seq_len * S.d_model * (C.vocab_pad - S.vocab)
     model = 3 * S.global_batch * (mf_layers + mf_head + mf_mtp)
     return {"flops": model, "hardware_flops": hw,
@@ -401,6 +407,8 @@ def volumes(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
     the TP group: TP bytes. And the model FLOPs of the step (``flops``) by pass and part."""
     m, rc = PL.micro_batches, S.rc_full
     layers = {"moe": (S.layers - S.dense_layers) / S.pp, "dense": S.dense_layers / S.pp}   # per GPU
+    moe_mlp = layers["moe"] * S.mlp_frac                   # ... with a MoE (hybrid: the pattern's E layers)
+    attn_layers = layers["moe"] * S.attn_frac + layers["dense"]
 
     per_pass = sent_bytes
     def add(*pairs):
@@ -413,13 +421,13 @@ def volumes(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
     ep_pass = scale(per_pass(ep_layer(), ("a2a",)), 1 / (2 + rc))
     etp_pass = scale(per_pass(ep_layer(), ("ag", "rs")), 1 / (2 + rc))
     tp_pass = add(*[scale(per_pass(kinds[k].tp_raw), layers[k] / (2 + rc)) for k in layers],
-                  scale(etp_pass, layers["moe"]))
-    cp_pass = scale(per_pass(cp_layer()), (layers["moe"] + layers["dense"]) / (3 + rc))
+                  scale(etp_pass, moe_mlp))
+    cp_pass = scale(per_pass(cp_layer()), attn_layers / (3 + rc))
     # pipeline: p v - 1 boundaries per micro-batch, each crossed by the t ranks' 1/t shares, over p GPUs
     pp_pass = scale(per_pass(CM.p2p(S.act_bytes * C.tokens * h / S.tp, CM.pp_same_node())),
                     PL.has_pp * (S.pp * S.interleave - 1) / S.pp)
     # DP: the parameters of the average GPU, dense over t p, routed experts over t p e
-    expert = C.moe * (S.layers - S.dense_layers) * S.experts * M.expert_params
+    expert = C.moe * (S.layers - S.dense_layers) * S.mlp_frac * S.experts * M.expert_params
     reduces, reduce, gather, zero3 = dp_volumes((M.total_params - expert) / (S.tp * S.pp), expert / (C.etp * S.pp * S.ep))
     gather3 = gather.xreplace({S.z_os: 1})                   # ZeRO-3: one parameter all-gather per pass
     z3 = S.z_param
@@ -428,7 +436,7 @@ def volumes(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
     per_step = {
         "tp": (scale(tp_pass, m), scale(tp_pass, m * (1 + rc))),
         "cp": (scale(cp_pass, m), scale(cp_pass, m * (2 + rc))),
-        "ep": (scale(ep_pass, m * layers["moe"]), scale(ep_pass, m * layers["moe"] * (1 + rc))),
+        "ep": (scale(ep_pass, m * moe_mlp), scale(ep_pass, m * moe_mlp * (1 + rc))),
         "pp": (scale(pp_pass, m), scale(pp_pass, m)),
         "dp": (dp_fwd, dp_bwd),
     }
@@ -472,7 +480,7 @@ def memory() -> dict[str, sp.Expr]:
         # the model's embedding tables, position table and final norm (what a model of 0 layers holds), and its
         # routed experts: (l - l_d) E expert MLPs (0 for a dense model)
         "params_embedding": M.embedding_params,
-        "params_expert": C.moe * (S.layers - S.dense_layers) * S.experts * M.expert_params,
+        "params_expert": C.moe * (S.layers - S.dense_layers) * S.mlp_frac * S.experts * M.expert_params,
         # the D MTP layers (not in params: DeepSeek-V3's 671B excludes its 14B MTP module, report sec 4.2)
         "params_mtp": M.mtp_params,
     }

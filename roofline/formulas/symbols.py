@@ -72,6 +72,20 @@ swa_frac = _s("swa_frac", "", "fraction of the layers with sliding-window attent
               0.0, zero=True)
 # multi-token prediction (DeepSeek-V3 report sec 2.2; Megatron-Core transformer/multi_token_prediction.py, --mtp-num-layers)
 mtp = _s("mtp", "", "multi-token-prediction layers D on the last pipeline stage (0: none)", "model", "D", 0.0, zero=True)
+# hybrid Mamba-2 models (Megatron-Core hybrid_override_pattern): the share of the l layers holding each sublayer; a
+# transformer layer holds attention and an MLP (1, 1, 0), a hybrid pattern's layer one of M, *, -, E (formulas/mamba.py)
+attn_frac = _s("attn_frac", "", "fraction of the layers with self-attention (1: a transformer; hybrid: n_* / l)", "model",
+               r"\phi_{a}", 1.0, zero=True)
+mlp_frac = _s("mlp_frac", "", "fraction of the layers with an MLP or MoE (1: a transformer; hybrid: (n_- + n_E) / l)",
+              "model", r"\phi_{f}", 1.0, zero=True)
+mamba_frac = _s("mamba_frac", "", "fraction of the layers that are Mamba-2 mixers (0: none; hybrid: n_M / l)", "model",
+                r"\phi_{m}", 0.0, zero=True)
+mamba_heads = _s("mamba_heads", "", "Mamba-2 heads n_h (Megatron-Core mamba_num_heads)", "model", "n_h", 0.0, zero=True)
+mamba_hdim = _s("mamba_hdim", "", "Mamba-2 head width P (mamba_head_dim)", "model", "P", 0.0, zero=True)
+mamba_state = _s("mamba_state", "", "Mamba-2 state size N (mamba_state_dim, d_state)", "model", "N", 0.0, zero=True)
+mamba_groups = _s("mamba_groups", "", "Mamba-2 B/C groups G (mamba_num_groups)", "model", "G", 0.0, zero=True)
+mamba_conv = _s("mamba_conv", "", "Mamba-2 causal conv1d width d_conv", "model", "k_c", 4.0, zero=True)
+mamba_chunk = _s("mamba_chunk", "", "SSD chunk length Q (Megatron-Core MambaMixer chunk_size)", "model", "Q", 128.0)
 vocab = _s("vocab", "", "vocabulary size V (padded to 128*tp in the model)", "model", "V")
 seq_len = _s("seq_len", "", "sequence length s", "model", "s")
 rms = _s("rms", "", "1 for RMSNorm, 0 for LayerNorm", "model", r"\rho")
