@@ -50,14 +50,18 @@ STEPS = {  # latency steps of the ring algorithm
 }
 
 
+def node_fit(stride) -> sp.Expr:
+    """Members of a group of rank stride ``stride`` that one node can hold: max(1, floor(G/stride))."""
+    return sp.Max(1, sp.floor(S.gpus_per_node / stride))
+
+
 def members_per_node(p, stride) -> sp.Expr:
     """Ranks of a group (size p, rank stride ``stride``) that share a node. Megatron's rank order is contiguous, so a
     node (an NVLink domain of G GPUs) holds at most f = max(1, floor(G/stride)) of the group and the group spans the
     fewest nodes it needs, ceil(p/f), evenly: p / ceil(p/f) members each. For G a power of two this is
     max(1, min(p, G/stride)); on a 72-GPU NVL72 domain a 16-rank group of stride 8 has 8 per domain, not 9 (whole
     groups fill a rack, none straddles it with a fraction)."""
-    fit = sp.Max(1, sp.floor(S.gpus_per_node / stride))
-    return p / sp.ceiling(p / fit)
+    return p / sp.ceiling(p / node_fit(stride))
 
 
 def flat(kind: str, p, size, link: str) -> sp.Expr:
@@ -89,7 +93,9 @@ def collective(kind: str, p, size, stride) -> sp.Expr:
     else:
         latency = (p - n) * a_in + (n - 1) * a_out
     across = latency + FACTOR[kind](p) * size * sp.Max((k - 1) / (k * b_in), 1 / (k * b_out))
-    return sp.Piecewise((across, n > 1), (flat(kind, p, size, "intra"), True))
+    # the group spans nodes iff it does not fit one, p > fit (not written n > 1: sympy decides ceiling(2/x) > 1 True
+    # for every positive x, and a numeric p = 2 would always take the across-node branch)
+    return sp.Piecewise((across, p > node_fit(stride)), (flat(kind, p, size, "intra"), True))
 
 
 def dispatch_a2a(token_bytes, copies, p, stride, dedup) -> sp.Expr:

@@ -265,6 +265,15 @@ def build() -> dict[str, sp.Expr]:
     # PP send/recv: b (s/c) h activations, split over t (scatter/gather or SP)
     send_recv = (1 - S.ov_pp) * CM.p2p(S.act_bytes * C.tokens * h / S.tp, CM.pp_same_node())
     pp_comm = PL.p2p_transfers() * send_recv
+    # tied embeddings (or MTP, whose last stage holds the main model's embedding) with p > 1: the first and the last
+    # stage all-reduce the word-embedding gradient, V_pad h / t elements in the gradient dtype, once per step after
+    # the backward passes, exposed (Megatron-Core distributed/finalize_model_grads.py _allreduce_word_embedding_grads
+    # over the embedding group, when share_embeddings_and_output_weights or mtp_num_layers; DeepSpeed's
+    # PipelineEngine _exec_reduce_tied_grads the same). The two ranks are p - 1 pipeline strides (t c d) apart
+    shared_emb = PL.has_pp * sp.Min(1, S.tied + S.mtp)
+    emb_grad = shared_emb * CM.collective("ar", 2, C.vocab_pad * h / S.tp * S.grad_bytes,
+                                          sp.Max(1, S.tp * S.cp * S.dp * (S.pp - 1)))
+    pp_comm = pp_comm + emb_grad
 
     # DP: gradients once per step (ZeRO-2/3: per micro-batch), overlapped with the backward passes;
     # parameter gathers with the forward passes
@@ -273,7 +282,16 @@ def build() -> dict[str, sp.Expr]:
     dp_reduce = CM.exposed(reduces * reduce, reduces * t_bwd_mb, S.ov_dp)
     dp_gather = CM.exposed(gather, stage_fwd, S.ov_ag)
     dp_comm = (1 - S.z_param) * (dp_reduce + dp_gather)
-    zero3_comm = S.z_param * CM.exposed(zero3, m * (stage_fwd + stage_bwd), S.ov_ag)
+    # ZeRO-3 / FSDP: each micro-batch's first all-gather (the first unit: nothing runs before it) and its backward's
+    # last reduce-scatter (the same unit's gradients, waited for when the backward ends) cannot hide
+    # (torch/distributed/fsdp/_runtime_utils.py _post_backward_final_callback waits for the reduce-scatter stream;
+    # FSDP2 fully_shard's root post-backward callback the same). The first unit holds the embedding table when the
+    # stage does (torchtitan/models/llama3/infra/parallelize.py apply_fsdp shards tok_embeddings as its own unit,
+    # FSDP1's root unit holds it with the head), else one layer: the smaller of the two when p > 1
+    emb_rank = C.vocab_pad * h / S.tp
+    first_unit = (1 - PL.has_pp) * emb_rank + PL.has_pp * sp.Min(emb_rank, M.layer_params_rank)
+    zero3_edge = m * (CM.dp_group("ag", first_unit * S.act_bytes) + CM.dp_group("rs", first_unit * S.grad_bytes))
+    zero3_comm = S.z_param * (zero3_edge + CM.exposed(zero3 - zero3_edge, m * (stage_fwd + stage_bwd), S.ov_ag))
 
     # optimizer: fused Adam over this rank's shard (compute.adam_op)
     t_opt = C.op_time(C.adam_op(M.sharded(M.dense_params_rank, M.expert_params_rank, S.z_os)), "fwd")
@@ -325,6 +343,7 @@ def build() -> dict[str, sp.Expr]:
     out["t_edge_host"] = edge.host
     out["t_microbatch_host"] = S.host_mb
     out["t_pp_send_recv"] = send_recv
+    out["t_embedding_grad_reduce"] = emb_grad
 
     out.update(flops(kinds))
     out.update(volumes(kinds))                             # what run-cost reads: bytes per axis, FLOPs by part
@@ -497,7 +516,8 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "t_ep_comm": ("time", "expert-parallel all-to-all"),
     "t_host_overhead": ("time", "time the GPU waits for the host to issue kernels (small layers)"),
     "t_pp_bubble": ("time", "pipeline fill and drain"),
-    "t_pp_comm": ("time", "pipeline send/recv on the critical path"),
+    "t_pp_comm": ("time", "pipeline send/recv on the critical path, and the tied-embedding gradient all-reduce "
+                  "between the first and the last stage (t_embedding_grad_reduce)"),
     "t_dp_comm": ("time", "data-parallel gradient reduce and parameter gather left exposed"),
     "t_optimizer": ("time", "optimizer step"),
     "tp_comm_total": ("time", "TP/SP communication before overlap"),
@@ -543,6 +563,8 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "t_microbatch_host": ("time", "the framework's own host work per micro-batch (batch fetch and broadcast, masks) "
                           "while the GPU waits, on every stage"),
     "t_pp_send_recv": ("time", "one pipeline send/recv of a micro-batch's activations left exposed"),
+    "t_embedding_grad_reduce": ("time", "per step: all-reduce of the word-embedding gradient between the first and "
+                                "the last stage (tied embeddings or MTP with pp > 1; part of t_pp_comm)"),
     "flops": ("flop", "model FLOPs per step (MFU convention: no recompute)"),
     "flops_megatron": ("flop", "model FLOPs per step as Megatron-LM counts them: full s x s attention, padded vocabulary"),
     "hardware_flops": ("flop", "executed matmul FLOPs per step (HFU convention)"),
