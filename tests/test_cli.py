@@ -100,7 +100,12 @@ def test_formulas_export(cli):
     assert r.returncode == 2 and "unknown quantity" in r.stderr
 
 
-@pytest.mark.parametrize("q", ["flops", "memory", "tp_comm", "dp_comm", "pp_bubble"])
+# the large closed forms (memory, communication) take 7-30 s each here: slow family, run by .ci/run's slow selection
+SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize("q", ["flops", pytest.param("memory", marks=SLOW), pytest.param("tp_comm", marks=SLOW),
+                               pytest.param("dp_comm", marks=SLOW), "pp_bubble"])
 def test_formulas_export_formats(q):
     from roofline.formulas.export import export, expression
     from roofline.formulas.symbols import SYMBOLS
@@ -119,7 +124,7 @@ def test_formulas_export_formats(q):
         assert ns["pp_bubble"](dp=1, micro_batch=1, pp=8, global_batch=64, interleave=2) == pytest.approx(7 / (2 * 64 + 7))   # share of the pipeline time: (p-1)/(v m + p - 1)
 
 
-@pytest.mark.parametrize("q", ["step_time", "memory", "t_dp_comm"])
+@pytest.mark.parametrize("q", [pytest.param("step_time", marks=SLOW), "memory", pytest.param("t_dp_comm", marks=SLOW)])
 def test_exported_python_computes_what_the_compiled_model_computes(q):
     """The exported numpy function (named common subexpressions for the large closed forms) gives the value of
     the compiled model on a real case: GPT-3 175B, tp 8 / pp 8 / dp 16, on the A100 profile."""
