@@ -993,329 +993,327 @@ def evaluate(x):
     _x811 = _x617*_x745 + _x727*_x744 + _x762*_x804 + _x807
     _x812 = _x810 + _x811
     _x813 = _x623*_x745 + _x738*_x744 + _x767*_x804 + _x805 + _x809 + _x812
-    _x814 = _x32 + _x37*interleave
-    _x815 = cp*dp
-    _x816 = _x10*_x815
+    _x814 = cp*dp
+    _x815 = _x814*tp
+    _x816 = _x815*pp
     _x817 = np.where((_x816 <= gpus_per_node), 1, 0)
-    _x818 = 1 - _x817
-    _x819 = (1 - ov_pp)*(_x817*(_x157*_x42 + alpha_p2p_intra) + _x818*(_x157*_x58 + alpha_p2p_inter))
-    _x820 = 2*_x625
-    _x821 = _x815*tp
-    _x822 = np.maximum(1, np.floor(gpus_per_node/np.maximum(1, _x32*_x821)))
-    _x823 = np.ceil(2/_x822)
-    _x824 = -1 + 2/_x823
-    _x825 = (1/2)*_x823
-    _x826 = 128.0*_x769*_x774
-    _x827 = _x625*np.where((_x822 < 2), _x25*(_x823 - 1) + _x26*_x824 + _x826*np.maximum(_x0*_x825, _x6*_x824*_x825), _x26 + _x6*_x826)*np.minimum(1, mtp + tied)
-    _x828 = _x814*_x819*_x820 + _x827
-    _x829 = np.maximum(1, np.floor(_x1*gpus_per_node))
-    _x830 = np.ceil(_x815/_x829)
-    _x831 = _x34*_x51
+    _x818 = 128.0*_x769*_x774
+    _x819 = _x625*(_x817*(_x26 + _x6*_x818) + (1 - _x817)*(_x0*_x818 + _x25))*np.minimum(1, mtp + tied)
+    _x820 = _x32 + _x37*interleave
+    _x821 = _x10*_x814
+    _x822 = np.where((_x821 <= gpus_per_node), 1, 0)
+    _x823 = 1 - _x822
+    _x824 = (1 - ov_pp)*(_x822*(_x157*_x42 + alpha_p2p_intra) + _x823*(_x157*_x58 + alpha_p2p_inter))
+    _x825 = 2*_x625
+    _x826 = _x819 + _x820*_x824*_x825
+    _x827 = np.maximum(1, np.floor(_x1*gpus_per_node))
+    _x828 = np.ceil(_x814/_x827)
+    _x829 = _x34*_x51
+    _x830 = _x828*_x829
+    _x831 = _x814/_x828 - 1
     _x832 = _x830*_x831
-    _x833 = _x815/_x830 - 1
-    _x834 = _x832*_x833
-    _x835 = np.maximum(_x178*_x832, _x179*_x834)
-    _x836 = biases*d_model
-    _x837 = _x211 + _x243 - _x836*(1 - _x172) + biases*(_x245 + d_model)
-    _x838 = _x359 + _x377 + biases*(_x376 + d_model)
-    _x839 = _x838*experts
-    _x840 = _x358*_x399
-    _x841 = _x839*_x840
-    _x842 = _x1*_x837 + _x553 + _x841
-    _x843 = _x18*_x202
-    _x844 = _x15*(_x166*_x255 + _x228 + _x836 + d_model*heads*v_head) + _x44*(_x333*d_model + _x335 + biases*(_x334 + d_model))
-    _x845 = _x1*_x844 + _x21
-    _x846 = _x843 + _x845
-    _x847 = _x815 - 1
-    _x848 = _x831*_x847
-    _x849 = _x848*(_x625*np.minimum(_x771, _x842 + _x846) + _x771*_x802)
-    _x850 = _x849*grad_bytes
-    _x851 = _x830 - 1
-    _x852 = _x815 - _x830
-    _x853 = _x851*alpha_rs_inter + _x852*alpha_rs_intra
-    _x854 = (_x815 > _x829)
-    _x855 = _x847*alpha_rs_intra
-    _x856 = np.maximum(_x151*_x832, _x152*_x834)
-    _x857 = _x849*act_bytes
-    _x858 = _x851*alpha_ag_inter + _x852*alpha_ag_intra
-    _x859 = _x847*alpha_ag_intra
-    _x860 = _x37*(np.where(_x854, _x835*_x850 + _x853, _x179*_x850 + _x855) + np.where(_x854, _x856*_x857 + _x858, _x152*_x857 + _x859))
-    _x861 = 1 - ov_ag
-    _x862 = np.maximum(1, np.floor(_x393*_x399))
-    _x863 = _x821*_x840
-    _x864 = np.ceil(_x863/_x862)
-    _x865 = _x864 - 1
-    _x866 = _x863 - _x864
-    _x867 = _x1*_x831
-    _x868 = _x357*_x867*ep
-    _x869 = _x864*_x868
-    _x870 = _x863/_x864 - 1
-    _x871 = _x869*_x870
-    _x872 = _x863 - 1
-    _x873 = _x872*grad_bytes
-    _x874 = _x170*_x841*mtp
-    _x875 = _x802*_x874
-    _x876 = _x14 - _x624
-    _x877 = _x290*_x841
-    _x878 = _x876*_x877
-    _x879 = _x875 + _x878
-    _x880 = _x868*_x879
-    _x881 = _x873*_x880
-    _x882 = (_x863 > _x862)
-    _x883 = np.where(_x882, _x865*alpha_rs_inter + _x866*alpha_rs_intra + _x881*np.maximum(_x178*_x869, _x179*_x871), _x179*_x881 + _x872*alpha_rs_intra)
-    _x884 = _x872*act_bytes
-    _x885 = _x880*_x884
-    _x886 = _x170*np.where(_x882, _x865*alpha_ag_inter + _x866*alpha_ag_intra + _x885*np.maximum(_x151*_x869, _x152*_x871), _x152*_x885 + _x872*alpha_ag_intra)
-    _x887 = (1/2)*mlp_frac
-    _x888 = _x843*(_x887 + (1/2)*attn_frac + (1/2)*mamba_frac)
-    _x889 = mamba_frac*(_x194*d_model + _x194 + _x324 + _x458*(mamba_conv + 1) + _x598)
-    _x890 = _x1*_x889 + _x842*mlp_frac + _x845*attn_frac + _x888
-    _x891 = _x642 + _x650*d_model + biases*(_x650 + d_model)
-    _x892 = _x1*_x891 + _x846
-    _x893 = _x624*_x892
-    _x894 = _x18*d_model
-    _x895 = 5*_x894
-    _x896 = mtp*(_x782 + _x842 + _x845 + _x895)
-    _x897 = _x192*learned_pos
-    _x898 = 1 - tied
-    _x899 = _x771*(_x802*_x898 + 1) + _x897
-    _x900 = _x802*_x896 + _x876*_x890 + _x893 + _x899
-    _x901 = -_x875 - _x878 + _x900
-    _x902 = _x848*_x901
-    _x903 = _x902*grad_bytes
-    _x904 = np.where(_x854, _x835*_x903 + _x853, _x179*_x903 + _x855)
-    _x905 = _x902*act_bytes
-    _x906 = np.where(_x854, _x856*_x905 + _x858, _x152*_x905 + _x859)
-    _x907 = _x170*_x883 + 2*_x886 + _x904 + 2*_x906
-    _x908 = -_x34*_x35*_x907*global_batch + _x860
-    _x909 = np.maximum(0, -_x37*_x812 - _x908)
-    _x910 = _x144*ov_ag
-    _x911 = 1 - z_param
-    _x912 = _x886 + _x906
-    _x913 = _x912*z_os
-    _x914 = z_grad*(_x34*_x35*global_batch - 1) + 1
-    _x915 = 1 - z_os
-    _x916 = 2*_x815 - 2
-    _x917 = _x916*grad_bytes
-    _x918 = _x831*_x917
-    _x919 = _x901*_x918
-    _x920 = _x816*_x840 - 2
-    _x921 = _x920*grad_bytes
-    _x922 = _x880*_x921
-    _x923 = _x914*(_x170*(_x883*z_os + _x915*np.where(_x882, _x25*_x865 + _x26*_x870 + _x922*np.maximum(_x0*_x869, _x6*_x871), _x6*_x922 + _x920*alpha_ar_intra)) + _x904*z_os + _x915*np.where(_x854, _x25*_x851 + _x26*_x833 + _x919*np.maximum(_x0*_x832, _x6*_x834), _x6*_x919 + _x916*alpha_ar_intra))
-    _x924 = np.maximum(0, -_x810 + _x912*z_os)
-    _x925 = _x150/_x39
-    _x926 = rc_full + 1
-    _x927 = _x926/_x150
-    _x928 = _x147*_x925 + _x622*_x927
-    _x929 = _x693*_x925
-    _x930 = _x737*_x927 + _x929
-    _x931 = np.maximum(0, -_x914*(_x744*_x930 + _x745*_x928 + _x804*(_x766*_x927 + _x929) + _x805 + _x811) + _x923)
-    _x932 = _x911*(_x144*ov_dp*(_x923 - _x931) + _x861*_x913 + _x910*(_x913 - _x924) + _x923*(1 - ov_dp) + _x924*ov_ag + _x931*ov_dp) + z_param*(_x860 - _x861*_x908 + _x909*ov_ag + _x910*(-_x908 - _x909))
-    _x933 = _x863**(-z_os)
-    _x934 = _x879*_x933
-    _x935 = _x815**(-z_os)
-    _x936 = _x901*_x935
-    _x937 = _x934 + _x936
-    _x938 = t0_optim_fwd + np.maximum(_x69*(12*_x934 + 12*_x936)/eta_optim_fwd, _x80*_x937*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
-    _x939 = _x31 + _x813*(_x33 + _x37) + _x828 + _x932 + _x938
-    _x940 = _x31 + _x37*(_x392*_x745 + _x736*_x744 + _x753*_x804)
-    _x941 = -_x743
-    _x942 = _x202*seq_len
-    _x943 = _x942*vocab
-    _x944 = 2*seq_len
-    _x945 = _x109*_x202*heads
-    _x946 = _x335*_x44
-    _x947 = _x236*seq_len
-    _x948 = _x163*_x255
-    _x949 = _x115*_x131*_x71
+    _x833 = np.maximum(_x178*_x830, _x179*_x832)
+    _x834 = biases*d_model
+    _x835 = _x211 + _x243 - _x834*(1 - _x172) + biases*(_x245 + d_model)
+    _x836 = _x359 + _x377 + biases*(_x376 + d_model)
+    _x837 = _x836*experts
+    _x838 = _x358*_x399
+    _x839 = _x837*_x838
+    _x840 = _x1*_x835 + _x553 + _x839
+    _x841 = _x18*_x202
+    _x842 = _x15*(_x166*_x255 + _x228 + _x834 + d_model*heads*v_head) + _x44*(_x333*d_model + _x335 + biases*(_x334 + d_model))
+    _x843 = _x1*_x842 + _x21
+    _x844 = _x841 + _x843
+    _x845 = _x814 - 1
+    _x846 = _x829*_x845
+    _x847 = _x846*(_x625*np.minimum(_x771, _x840 + _x844) + _x771*_x802)
+    _x848 = _x847*grad_bytes
+    _x849 = _x828 - 1
+    _x850 = _x814 - _x828
+    _x851 = _x849*alpha_rs_inter + _x850*alpha_rs_intra
+    _x852 = (_x814 > _x827)
+    _x853 = _x845*alpha_rs_intra
+    _x854 = np.maximum(_x151*_x830, _x152*_x832)
+    _x855 = _x847*act_bytes
+    _x856 = _x849*alpha_ag_inter + _x850*alpha_ag_intra
+    _x857 = _x845*alpha_ag_intra
+    _x858 = _x37*(np.where(_x852, _x833*_x848 + _x851, _x179*_x848 + _x853) + np.where(_x852, _x854*_x855 + _x856, _x152*_x855 + _x857))
+    _x859 = 1 - ov_ag
+    _x860 = np.maximum(1, np.floor(_x393*_x399))
+    _x861 = _x815*_x838
+    _x862 = np.ceil(_x861/_x860)
+    _x863 = _x862 - 1
+    _x864 = _x861 - _x862
+    _x865 = _x1*_x829
+    _x866 = _x357*_x865*ep
+    _x867 = _x862*_x866
+    _x868 = _x861/_x862 - 1
+    _x869 = _x867*_x868
+    _x870 = _x861 - 1
+    _x871 = _x870*grad_bytes
+    _x872 = _x170*_x839*mtp
+    _x873 = _x802*_x872
+    _x874 = _x14 - _x624
+    _x875 = _x290*_x839
+    _x876 = _x874*_x875
+    _x877 = _x873 + _x876
+    _x878 = _x866*_x877
+    _x879 = _x871*_x878
+    _x880 = (_x861 > _x860)
+    _x881 = np.where(_x880, _x863*alpha_rs_inter + _x864*alpha_rs_intra + _x879*np.maximum(_x178*_x867, _x179*_x869), _x179*_x879 + _x870*alpha_rs_intra)
+    _x882 = _x870*act_bytes
+    _x883 = _x878*_x882
+    _x884 = _x170*np.where(_x880, _x863*alpha_ag_inter + _x864*alpha_ag_intra + _x883*np.maximum(_x151*_x867, _x152*_x869), _x152*_x883 + _x870*alpha_ag_intra)
+    _x885 = (1/2)*mlp_frac
+    _x886 = _x841*(_x885 + (1/2)*attn_frac + (1/2)*mamba_frac)
+    _x887 = mamba_frac*(_x194*d_model + _x194 + _x324 + _x458*(mamba_conv + 1) + _x598)
+    _x888 = _x1*_x887 + _x840*mlp_frac + _x843*attn_frac + _x886
+    _x889 = _x642 + _x650*d_model + biases*(_x650 + d_model)
+    _x890 = _x1*_x889 + _x844
+    _x891 = _x624*_x890
+    _x892 = _x18*d_model
+    _x893 = 5*_x892
+    _x894 = mtp*(_x782 + _x840 + _x843 + _x893)
+    _x895 = _x192*learned_pos
+    _x896 = 1 - tied
+    _x897 = _x771*(_x802*_x896 + 1) + _x895
+    _x898 = _x802*_x894 + _x874*_x888 + _x891 + _x897
+    _x899 = -_x873 - _x876 + _x898
+    _x900 = _x846*_x899
+    _x901 = _x900*grad_bytes
+    _x902 = np.where(_x852, _x833*_x901 + _x851, _x179*_x901 + _x853)
+    _x903 = _x900*act_bytes
+    _x904 = np.where(_x852, _x854*_x903 + _x856, _x152*_x903 + _x857)
+    _x905 = _x170*_x881 + 2*_x884 + _x902 + 2*_x904
+    _x906 = -_x34*_x35*_x905*global_batch + _x858
+    _x907 = np.maximum(0, -_x37*_x812 - _x906)
+    _x908 = _x144*ov_ag
+    _x909 = 1 - z_param
+    _x910 = _x884 + _x904
+    _x911 = _x910*z_os
+    _x912 = z_grad*(_x34*_x35*global_batch - 1) + 1
+    _x913 = 1 - z_os
+    _x914 = 2*_x814 - 2
+    _x915 = _x914*grad_bytes
+    _x916 = _x829*_x915
+    _x917 = _x899*_x916
+    _x918 = _x821*_x838 - 2
+    _x919 = _x918*grad_bytes
+    _x920 = _x878*_x919
+    _x921 = _x912*(_x170*(_x881*z_os + _x913*np.where(_x880, _x25*_x863 + _x26*_x868 + _x920*np.maximum(_x0*_x867, _x6*_x869), _x6*_x920 + _x918*alpha_ar_intra)) + _x902*z_os + _x913*np.where(_x852, _x25*_x849 + _x26*_x831 + _x917*np.maximum(_x0*_x830, _x6*_x832), _x6*_x917 + _x914*alpha_ar_intra))
+    _x922 = np.maximum(0, -_x810 + _x910*z_os)
+    _x923 = _x150/_x39
+    _x924 = rc_full + 1
+    _x925 = _x924/_x150
+    _x926 = _x147*_x923 + _x622*_x925
+    _x927 = _x693*_x923
+    _x928 = _x737*_x925 + _x927
+    _x929 = np.maximum(0, -_x912*(_x744*_x928 + _x745*_x926 + _x804*(_x766*_x925 + _x927) + _x805 + _x811) + _x921)
+    _x930 = _x909*(_x144*ov_dp*(_x921 - _x929) + _x859*_x911 + _x908*(_x911 - _x922) + _x921*(1 - ov_dp) + _x922*ov_ag + _x929*ov_dp) + z_param*(_x858 - _x859*_x906 + _x907*ov_ag + _x908*(-_x906 - _x907))
+    _x931 = _x861**(-z_os)
+    _x932 = _x877*_x931
+    _x933 = _x814**(-z_os)
+    _x934 = _x899*_x933
+    _x935 = _x932 + _x934
+    _x936 = t0_optim_fwd + np.maximum(_x69*(12*_x932 + 12*_x934)/eta_optim_fwd, _x80*_x935*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
+    _x937 = _x31 + _x813*(_x33 + _x37) + _x826 + _x930 + _x936
+    _x938 = _x31 + _x37*(_x392*_x745 + _x736*_x744 + _x753*_x804)
+    _x939 = -_x743
+    _x940 = _x202*seq_len
+    _x941 = _x940*vocab
+    _x942 = 2*seq_len
+    _x943 = _x109*_x202*heads
+    _x944 = _x335*_x44
+    _x945 = _x236*seq_len
+    _x946 = _x163*_x255
+    _x947 = _x115*_x131*_x71
+    _x948 = _x86*_x947
+    _x949 = _x115*_x139
     _x950 = _x86*_x949
-    _x951 = _x115*_x139
-    _x952 = _x86*_x951
-    _x953 = _x952*seq_len
-    _x954 = _x63*(_x944*_x951 + 2*_x949)/_x49
-    _x955 = _x954*_x99
-    _x956 = _x85*_x954
-    _x957 = _x950 + _x953 + _x955 + _x956
-    _x958 = _x298*_x944 + _x307*_x944 + _x316*_x944 + _x944*_x946 + _x944*_x948 + _x945 + _x947 + _x957
-    _x959 = _x172*_x944
-    _x960 = _x170*_x942*experts
-    _x961 = _x361*(_x170/np.maximum(1, capacity) + _x171 + 1)
-    _x962 = _x359*_x961
-    _x963 = _x376*_x942*_x961
-    _x964 = -dense_layers + layers
-    _x965 = mamba_frac*seq_len
-    _x966 = _x261*seq_len
-    _x967 = _x219*seq_len
-    _x968 = _x172*_x967
-    _x969 = _x950*attn_frac + _x953*attn_frac + _x955*attn_frac + _x956*attn_frac
-    _x970 = global_batch*(_x943 + _x964*(_x194*_x202*_x965 + _x211*_x968 + _x243*_x968 + _x298*_x966 + _x307*_x966 + _x316*_x966 + _x324*_x329*seq_len + _x945*attn_frac + _x946*_x966 + _x947*attn_frac + _x948*_x966 + _x960*mlp_frac + _x962*_x967 + _x963*mlp_frac + _x965*(_x269*mamba_chunk + _x273) + _x969) + dense_layers*(_x642*_x944 + _x650*_x942 + _x958) + mtp*(_x211*_x959 + _x243*_x959 + _x797*seq_len + _x943 + _x944*_x962 + _x958 + _x960 + _x963))
-    _x971 = 3*_x970
-    _x972 = 768*_x791
-    _x973 = _x1*_x115*_x132
-    _x974 = _x86*_x973*micro_batch
-    _x975 = _x233*_x952
-    _x976 = _x101 + _x88 + _x974 + _x975
-    _x977 = _x237 + _x660 + _x663 + _x665 + _x668 + _x670 + _x673 + _x976
-    _x978 = 6*_x53
-    _x979 = 3*_x101
-    _x980 = 3*_x88
-    _x981 = 6*_x532
-    _x982 = _x341*_x978
-    _x983 = 6*_x317
-    _x984 = 6*_x550
-    _x985 = 6*_x286
-    _x986 = _x298*_x985
-    _x987 = 6*_x308
-    _x988 = 7*_x233*_x951*flash
-    _x989 = 7*_x116*_x973
-    _x990 = 6*_x263 + _x633*_x976 + _x979 + _x980 + _x981 + _x982 + _x983 + _x984 + _x986 + _x987 + _x988 + _x989
-    _x991 = _x218*_x978
-    _x992 = _x553*_x985
-    _x993 = 6*_x370
-    _x994 = _x250*_x978
-    _x995 = 6*_x542
-    _x996 = 6*_x274
-    _x997 = _x102 + _x89 + _x974*attn_frac + _x975*attn_frac
-    _x998 = _x964*(_x195*_x996 + _x275 + _x325*_x996 + 6*_x568 + _x595 + _x633*_x997 + _x979*attn_frac + _x980*attn_frac + _x981*attn_frac + _x982*attn_frac + _x983*attn_frac + _x984*attn_frac + _x986*attn_frac + _x987*attn_frac + _x988*attn_frac + _x989*attn_frac + _x991*mlp_frac + _x992*mlp_frac + _x993*mlp_frac + _x994*mlp_frac + _x995*mlp_frac + rc_full*(_x205 + _x221 + _x238 + _x251 + _x264 + _x275 + _x292 + _x300 + _x309 + _x318 + _x330 + _x343 + _x353 + _x371 + _x385 + _x997)) + _x972 + dense_layers*(6*_x645 + _x651*_x978 + _x990 + rc_full*(_x646 + _x655 + _x977)) + mtp*(12*_x784 + _x972 + _x990 + _x991 + _x992 + _x993 + _x994 + _x995 + rc_full*(_x384 + _x747 + _x748 + _x749 + _x750 + _x977))
-    _x999 = 2*mtp
-    _x1000 = _x957*dense_layers + _x964*_x969
-    _x1001 = 3*global_batch
-    _x1002 = _x1001*(-_x1000 + _x49*_x71*heads*(_x261*layers + _x999) - _x957*mtp + d_model*seq_len*(_x999 + 2)*(_x770*tp - vocab)) + _x971
-    _x1003 = _x13*_x964
-    _x1004 = _x1003*_x170*_x219
-    _x1005 = _x4/tp**2
-    _x1006 = _x1005*_x772
-    _x1007 = np.where(_x28, _x1006*_x154, 0)
-    _x1008 = _x1007*seq_par
-    _x1009 = _x175*np.where(_x28, _x1006*_x11, 0)
-    _x1010 = _x30*(-_x1007 + np.where(_x28, _x1005*_x167*_x54, 0))
-    _x1011 = _x13*dense_layers
-    _x1012 = _x37*(_x1003*(_x1010 + _x174*(2*_x1008 + _x1009)) + _x1004*np.where(_x411, _x410*np.maximum(0, _x407), 0) + _x1011*(4*_x1008 + 2*_x1009 + _x1010))
-    _x1013 = np.maximum(0, _x8)
-    _x1014 = np.where(_x28, _x1013*_x158, _x158)
-    _x1015 = _x1014*seq_par
-    _x1016 = _x175*np.where(_x28, _x1013*_x176, _x176)
-    _x1017 = _x30*(-_x1014 + np.where(_x28, _x1013*_x168, _x168))
-    _x1018 = _x37*(_x1003*(_x1017 + _x174*(2*_x1015 + _x1016)) + _x1004*np.where(_x411, _x410*np.maximum(0, _x408), _x410) + _x1011*(4*_x1015 + 2*_x1016 + _x1017))
-    _x1019 = _x1012*_x926
-    _x1020 = _x34*_x52*global_batch
-    _x1021 = _x1020*_x113
-    _x1022 = _x1021*_x38*_x50*(_x1003*attn_frac + _x1011)
-    _x1023 = _x1022*_x41
-    _x1024 = _x1022*_x57
-    _x1025 = _x1024*_x150
-    _x1026 = _x1004*_x37
-    _x1027 = _x1026*np.maximum(0, _x402)
-    _x1028 = _x1026*np.maximum(0, _x403)
-    _x1029 = _x1028*_x926
-    _x1030 = interleave*pp - 1
-    _x1031 = _x1020*_x155*act_bytes
-    _x1032 = _x1030*_x13*_x625*_x818
-    _x1033 = _x1030*_x1031*_x13*_x625*_x817 + _x1031*_x1032
-    _x1034 = np.maximum(0, _x871)
-    _x1035 = _x290*_x839
-    _x1036 = _x1003*_x1035*_x867
-    _x1037 = _x1036*_x884
-    _x1038 = _x170*np.where(_x882, _x1034*_x1037, _x1037)
-    _x1039 = np.maximum(0, _x834)
-    _x1040 = _x1035*_x964
-    _x1041 = _x553 + _x837
-    _x1042 = _x1041 + _x839
-    _x1043 = _x21 + _x844
-    _x1044 = _x1043*attn_frac + _x888 + _x889
-    _x1045 = _x894 + _x897 + d_model*vocab*(2 - tied)
-    _x1046 = _x1045 + dense_layers*(_x1043 + _x843 + _x891)
-    _x1047 = _x1046 + _x964*(_x1042*mlp_frac + _x1044)
-    _x1048 = _x13*(-_x1040 + _x1047)
-    _x1049 = _x1048*_x848
-    _x1050 = _x1049*_x113
-    _x1051 = np.where(_x854, _x1039*_x1050, _x1050)
-    _x1052 = _x1038 + _x1051
-    _x1053 = _x911*z_os
-    _x1054 = _x1052*_x37
-    _x1055 = np.maximum(0, _x869)
-    _x1056 = _x170*np.where(_x882, _x1037*_x1055, 0)
-    _x1057 = _x830/(cp**2*dp**2)
-    _x1058 = _x1048*_x1057*_x847
-    _x1059 = np.where(_x854, _x1058*_x113, 0)
-    _x1060 = _x1056 + _x1059
-    _x1061 = _x1060*_x37
-    _x1062 = _x1053*_x1060 + _x1061*z_param
-    _x1063 = _x1036*_x873
-    _x1064 = np.where(_x882, _x1034*_x1063, _x1063)
-    _x1065 = _x1049*_x22
-    _x1066 = np.where(_x854, _x1039*_x1065, _x1065)
-    _x1067 = _x1036*_x921
-    _x1068 = _x1*_x1048
-    _x1069 = _x1068*_x918
-    _x1070 = _x911*_x914
-    _x1071 = np.where(_x882, _x1055*_x1063, 0)
-    _x1072 = np.where(_x854, _x1058*_x22, 0)
-    _x1073 = _x1070*(_x1072*z_os + _x170*(_x1071*z_os + _x915*np.where(_x882, _x1055*_x1067, 0)) + _x915*np.where(_x854, _x1057*_x1068*_x917, 0)) + z_param*(-_x1061 + _x34*_x35*global_batch*(2*_x1056 + 2*_x1059 + _x1071*_x170 + _x1072))
-    _x1074 = _x939**(-1.0)
-    _x1075 = _x1074*_x13*_x206
-    _x1076 = _x1075*_x867
-    _x1077 = _x78*z_param*np.maximum(_x890, _x892*np.minimum(1, dense_layers))
-    _x1078 = _x863**(-z_param)
-    _x1079 = _x815**(-z_param)
-    _x1080 = act_bytes*(_x1078*_x879 + _x1079*_x901)
-    _x1081 = _x863**(-z_grad)
-    _x1082 = _x815**(-z_grad)
-    _x1083 = grad_bytes*(_x1081*_x879 + _x1082*_x901)
-    _x1084 = _x937*opt_bytes
-    _x1085 = _x37*gpipe
-    _x1086 = _x788*(act_bytes + f32_bytes*(_x1085 - gpipe + 1))
-    _x1087 = (_x1086 + _x401)*(mtp + 1)
-    _x1088 = _x483*shared_ffn + _x484
-    _x1089 = _x82*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes))
-    _x1090 = _x193*(2*_x446 + 4*act_bytes)
-    _x1091 = _x476*_x53*(_x234 + _x672 + qk_rope)
-    _x1092 = _x54*(_x115 + _x50)
-    _x1093 = _x1*(_x1088 + _x1092) + _x1089 + _x284*(_x1090 + _x1091)
-    _x1094 = _x1*(-_x1088 + _x479*_x51*act_bytes*ffn_hidden*micro_batch*seq_len) + _x1093
-    _x1095 = _x1*(_x1088*mlp_frac + _x1092*attn_frac + _x589*(5*_x194 + _x322)) + _x1089*attn_frac + _x284*(_x1090*_x887 + _x204*act_bytes + attn_frac*((1/2)*_x1090 + _x1091))
-    _x1096 = rc_full*np.maximum(_x1094, _x1095)
-    _x1097 = 1 - gpipe
-    _x1098 = interleave - 1
-    _x1099 = _x401*rc_full
-    _x1100 = mtp*(_x1093*_x632 + _x1099 + 5*_x401)
-    _x1101 = _x624*(_x1094*_x632 + _x1099)
-    _x1102 = _x1095*_x632 + _x1099
-    _x1103 = _x1087*_x802 + _x1096 + (_x1085 + _x1097*(_x13*_x33*np.minimum(1, _x1098) + 1)*np.minimum(_x37, pp))*(_x1100*_x802 + _x1101 + _x1102*_x876)
-    _x1104 = _x1077 + _x1080 + _x1083 + _x1084 + _x1103
-    _x1105 = _x14 - _x624*_x802
-    _x1106 = _x1105*_x877
-    _x1107 = _x1106 + _x874
-    _x1108 = _x1105*_x890 - _x1106 + _x625*_x771*_x898*np.minimum(1, mtp) - _x625*_x897 + _x802*_x893 - _x874 + _x896 + _x899
-    _x1109 = act_bytes*(_x1078*_x1107 + _x1079*_x1108)
-    _x1110 = grad_bytes*(_x1081*_x1107 + _x1082*_x1108)
-    _x1111 = opt_bytes*(_x1107*_x933 + _x1108*_x935)
-    _x1112 = _x1087 + _x1096 + (_x1085 + _x1097*np.minimum(_x37, _x12*(_x1098*pp + 1)))*(_x1100 + _x1101*_x802 + _x1102*_x1105)
-    _x1113 = _x1077 + _x1109 + _x1110 + _x1111 + _x1112
-    _x1114 = np.maximum(_x1104, _x1113)
-    _x1115 = np.where((_x1104 < _x1113), 1, 0)
-    _x1116 = 1 - _x1115
-    _x1117 = _x1114*alloc_frag
-    _x1118 = nccl_comm_bytes*(_x170*np.minimum(1, _x872) + np.minimum(1, _x154) + np.minimum(1, _x847)) + nccl_peer_bytes*(_x170*(ep - 1) + _x820 + 2*np.minimum(1, _x38))
+    _x951 = _x950*seq_len
+    _x952 = _x63*(_x942*_x949 + 2*_x947)/_x49
+    _x953 = _x952*_x99
+    _x954 = _x85*_x952
+    _x955 = _x948 + _x951 + _x953 + _x954
+    _x956 = _x298*_x942 + _x307*_x942 + _x316*_x942 + _x942*_x944 + _x942*_x946 + _x943 + _x945 + _x955
+    _x957 = _x172*_x942
+    _x958 = _x170*_x940*experts
+    _x959 = _x361*(_x170/np.maximum(1, capacity) + _x171 + 1)
+    _x960 = _x359*_x959
+    _x961 = _x376*_x940*_x959
+    _x962 = -dense_layers + layers
+    _x963 = mamba_frac*seq_len
+    _x964 = _x261*seq_len
+    _x965 = _x219*seq_len
+    _x966 = _x172*_x965
+    _x967 = _x948*attn_frac + _x951*attn_frac + _x953*attn_frac + _x954*attn_frac
+    _x968 = global_batch*(_x941 + _x962*(_x194*_x202*_x963 + _x211*_x966 + _x243*_x966 + _x298*_x964 + _x307*_x964 + _x316*_x964 + _x324*_x329*seq_len + _x943*attn_frac + _x944*_x964 + _x945*attn_frac + _x946*_x964 + _x958*mlp_frac + _x960*_x965 + _x961*mlp_frac + _x963*(_x269*mamba_chunk + _x273) + _x967) + dense_layers*(_x642*_x942 + _x650*_x940 + _x956) + mtp*(_x211*_x957 + _x243*_x957 + _x797*seq_len + _x941 + _x942*_x960 + _x956 + _x958 + _x961))
+    _x969 = 3*_x968
+    _x970 = 768*_x791
+    _x971 = _x1*_x115*_x132
+    _x972 = _x86*_x971*micro_batch
+    _x973 = _x233*_x950
+    _x974 = _x101 + _x88 + _x972 + _x973
+    _x975 = _x237 + _x660 + _x663 + _x665 + _x668 + _x670 + _x673 + _x974
+    _x976 = 6*_x53
+    _x977 = 3*_x101
+    _x978 = 3*_x88
+    _x979 = 6*_x532
+    _x980 = _x341*_x976
+    _x981 = 6*_x317
+    _x982 = 6*_x550
+    _x983 = 6*_x286
+    _x984 = _x298*_x983
+    _x985 = 6*_x308
+    _x986 = 7*_x233*_x949*flash
+    _x987 = 7*_x116*_x971
+    _x988 = 6*_x263 + _x633*_x974 + _x977 + _x978 + _x979 + _x980 + _x981 + _x982 + _x984 + _x985 + _x986 + _x987
+    _x989 = _x218*_x976
+    _x990 = _x553*_x983
+    _x991 = 6*_x370
+    _x992 = _x250*_x976
+    _x993 = 6*_x542
+    _x994 = 6*_x274
+    _x995 = _x102 + _x89 + _x972*attn_frac + _x973*attn_frac
+    _x996 = _x962*(_x195*_x994 + _x275 + _x325*_x994 + 6*_x568 + _x595 + _x633*_x995 + _x977*attn_frac + _x978*attn_frac + _x979*attn_frac + _x980*attn_frac + _x981*attn_frac + _x982*attn_frac + _x984*attn_frac + _x985*attn_frac + _x986*attn_frac + _x987*attn_frac + _x989*mlp_frac + _x990*mlp_frac + _x991*mlp_frac + _x992*mlp_frac + _x993*mlp_frac + rc_full*(_x205 + _x221 + _x238 + _x251 + _x264 + _x275 + _x292 + _x300 + _x309 + _x318 + _x330 + _x343 + _x353 + _x371 + _x385 + _x995)) + _x970 + dense_layers*(6*_x645 + _x651*_x976 + _x988 + rc_full*(_x646 + _x655 + _x975)) + mtp*(12*_x784 + _x970 + _x988 + _x989 + _x990 + _x991 + _x992 + _x993 + rc_full*(_x384 + _x747 + _x748 + _x749 + _x750 + _x975))
+    _x997 = 2*mtp
+    _x998 = _x955*dense_layers + _x962*_x967
+    _x999 = 3*global_batch
+    _x1000 = _x969 + _x999*(_x49*_x71*heads*(_x261*layers + _x997) - _x955*mtp - _x998 + d_model*seq_len*(_x997 + 2)*(_x770*tp - vocab))
+    _x1001 = _x13*_x962
+    _x1002 = _x1001*_x170*_x219
+    _x1003 = _x4/tp**2
+    _x1004 = _x1003*_x772
+    _x1005 = np.where(_x28, _x1004*_x154, 0)
+    _x1006 = _x1005*seq_par
+    _x1007 = _x175*np.where(_x28, _x1004*_x11, 0)
+    _x1008 = _x30*(-_x1005 + np.where(_x28, _x1003*_x167*_x54, 0))
+    _x1009 = _x13*dense_layers
+    _x1010 = _x37*(_x1001*(_x1008 + _x174*(2*_x1006 + _x1007)) + _x1002*np.where(_x411, _x410*np.maximum(0, _x407), 0) + _x1009*(4*_x1006 + 2*_x1007 + _x1008))
+    _x1011 = np.maximum(0, _x8)
+    _x1012 = np.where(_x28, _x1011*_x158, _x158)
+    _x1013 = _x1012*seq_par
+    _x1014 = _x175*np.where(_x28, _x1011*_x176, _x176)
+    _x1015 = _x30*(-_x1012 + np.where(_x28, _x1011*_x168, _x168))
+    _x1016 = _x37*(_x1001*(_x1015 + _x174*(2*_x1013 + _x1014)) + _x1002*np.where(_x411, _x410*np.maximum(0, _x408), _x410) + _x1009*(4*_x1013 + 2*_x1014 + _x1015))
+    _x1017 = _x1010*_x924
+    _x1018 = _x34*_x52*global_batch
+    _x1019 = _x1018*_x113
+    _x1020 = _x1019*_x38*_x50*(_x1001*attn_frac + _x1009)
+    _x1021 = _x1020*_x41
+    _x1022 = _x1020*_x57
+    _x1023 = _x1022*_x150
+    _x1024 = _x1002*_x37
+    _x1025 = _x1024*np.maximum(0, _x402)
+    _x1026 = _x1024*np.maximum(0, _x403)
+    _x1027 = _x1026*_x924
+    _x1028 = interleave*pp - 1
+    _x1029 = _x1018*_x155*act_bytes
+    _x1030 = _x1028*_x13*_x625*_x823
+    _x1031 = _x1028*_x1029*_x13*_x625*_x822 + _x1029*_x1030
+    _x1032 = np.maximum(0, _x869)
+    _x1033 = _x290*_x837
+    _x1034 = _x1001*_x1033*_x865
+    _x1035 = _x1034*_x882
+    _x1036 = _x170*np.where(_x880, _x1032*_x1035, _x1035)
+    _x1037 = np.maximum(0, _x832)
+    _x1038 = _x1033*_x962
+    _x1039 = _x553 + _x835
+    _x1040 = _x1039 + _x837
+    _x1041 = _x21 + _x842
+    _x1042 = _x1041*attn_frac + _x886 + _x887
+    _x1043 = _x892 + _x895 + d_model*vocab*(2 - tied)
+    _x1044 = _x1043 + dense_layers*(_x1041 + _x841 + _x889)
+    _x1045 = _x1044 + _x962*(_x1040*mlp_frac + _x1042)
+    _x1046 = _x13*(-_x1038 + _x1045)
+    _x1047 = _x1046*_x846
+    _x1048 = _x1047*_x113
+    _x1049 = np.where(_x852, _x1037*_x1048, _x1048)
+    _x1050 = _x1036 + _x1049
+    _x1051 = _x909*z_os
+    _x1052 = _x1050*_x37
+    _x1053 = np.maximum(0, _x867)
+    _x1054 = _x170*np.where(_x880, _x1035*_x1053, 0)
+    _x1055 = _x828/(cp**2*dp**2)
+    _x1056 = _x1046*_x1055*_x845
+    _x1057 = np.where(_x852, _x1056*_x113, 0)
+    _x1058 = _x1054 + _x1057
+    _x1059 = _x1058*_x37
+    _x1060 = _x1051*_x1058 + _x1059*z_param
+    _x1061 = _x1034*_x871
+    _x1062 = np.where(_x880, _x1032*_x1061, _x1061)
+    _x1063 = _x1047*_x22
+    _x1064 = np.where(_x852, _x1037*_x1063, _x1063)
+    _x1065 = _x1034*_x919
+    _x1066 = _x1*_x1046
+    _x1067 = _x1066*_x916
+    _x1068 = _x909*_x912
+    _x1069 = np.where(_x880, _x1053*_x1061, 0)
+    _x1070 = np.where(_x852, _x1056*_x22, 0)
+    _x1071 = _x1068*(_x1070*z_os + _x170*(_x1069*z_os + _x913*np.where(_x880, _x1053*_x1065, 0)) + _x913*np.where(_x852, _x1055*_x1066*_x915, 0)) + z_param*(-_x1059 + _x34*_x35*global_batch*(2*_x1054 + 2*_x1057 + _x1069*_x170 + _x1070))
+    _x1072 = _x937**(-1.0)
+    _x1073 = _x1072*_x13*_x206
+    _x1074 = _x1073*_x865
+    _x1075 = _x78*z_param*np.maximum(_x888, _x890*np.minimum(1, dense_layers))
+    _x1076 = _x861**(-z_param)
+    _x1077 = _x814**(-z_param)
+    _x1078 = act_bytes*(_x1076*_x877 + _x1077*_x899)
+    _x1079 = _x861**(-z_grad)
+    _x1080 = _x814**(-z_grad)
+    _x1081 = grad_bytes*(_x1079*_x877 + _x1080*_x899)
+    _x1082 = _x935*opt_bytes
+    _x1083 = _x37*gpipe
+    _x1084 = _x788*(act_bytes + f32_bytes*(_x1083 - gpipe + 1))
+    _x1085 = (_x1084 + _x401)*(mtp + 1)
+    _x1086 = _x483*shared_ffn + _x484
+    _x1087 = _x82*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes))
+    _x1088 = _x193*(2*_x446 + 4*act_bytes)
+    _x1089 = _x476*_x53*(_x234 + _x672 + qk_rope)
+    _x1090 = _x54*(_x115 + _x50)
+    _x1091 = _x1*(_x1086 + _x1090) + _x1087 + _x284*(_x1088 + _x1089)
+    _x1092 = _x1*(-_x1086 + _x479*_x51*act_bytes*ffn_hidden*micro_batch*seq_len) + _x1091
+    _x1093 = _x1*(_x1086*mlp_frac + _x1090*attn_frac + _x589*(5*_x194 + _x322)) + _x1087*attn_frac + _x284*(_x1088*_x885 + _x204*act_bytes + attn_frac*((1/2)*_x1088 + _x1089))
+    _x1094 = rc_full*np.maximum(_x1092, _x1093)
+    _x1095 = 1 - gpipe
+    _x1096 = interleave - 1
+    _x1097 = _x401*rc_full
+    _x1098 = mtp*(_x1091*_x632 + _x1097 + 5*_x401)
+    _x1099 = _x624*(_x1092*_x632 + _x1097)
+    _x1100 = _x1093*_x632 + _x1097
+    _x1101 = _x1085*_x802 + _x1094 + (_x1083 + _x1095*(_x13*_x33*np.minimum(1, _x1096) + 1)*np.minimum(_x37, pp))*(_x1098*_x802 + _x1099 + _x1100*_x874)
+    _x1102 = _x1075 + _x1078 + _x1081 + _x1082 + _x1101
+    _x1103 = _x14 - _x624*_x802
+    _x1104 = _x1103*_x875
+    _x1105 = _x1104 + _x872
+    _x1106 = _x1103*_x888 - _x1104 + _x625*_x771*_x896*np.minimum(1, mtp) - _x625*_x895 + _x802*_x891 - _x872 + _x894 + _x897
+    _x1107 = act_bytes*(_x1076*_x1105 + _x1077*_x1106)
+    _x1108 = grad_bytes*(_x1079*_x1105 + _x1080*_x1106)
+    _x1109 = opt_bytes*(_x1105*_x931 + _x1106*_x933)
+    _x1110 = _x1085 + _x1094 + (_x1083 + _x1095*np.minimum(_x37, _x12*(_x1096*pp + 1)))*(_x1098 + _x1099*_x802 + _x1100*_x1103)
+    _x1111 = _x1075 + _x1107 + _x1108 + _x1109 + _x1110
+    _x1112 = np.maximum(_x1102, _x1111)
+    _x1113 = np.where((_x1102 < _x1111), 1, 0)
+    _x1114 = 1 - _x1113
+    _x1115 = _x1112*alloc_frag
+    _x1116 = nccl_comm_bytes*(_x170*np.minimum(1, _x870) + np.minimum(1, _x154) + np.minimum(1, _x845)) + nccl_peer_bytes*(_x170*(ep - 1) + _x825 + 2*np.minimum(1, _x38))
     return {
-        'step_time': _x939,
+        'step_time': _x937,
         't_forward': _x37*_x810,
         't_backward': _x37*_x811,
         't_recompute': _x37*_x805,
-        't_tp_comm': _x940,
+        't_tp_comm': _x938,
         't_cp_comm': _x37*(_x147*_x745 + _x693*_x744 + _x693*_x804),
-        't_ep_comm': _x37*(_x621*_x745 + _x744*_x941 + _x765*_x804),
+        't_ep_comm': _x37*(_x621*_x745 + _x744*_x939 + _x765*_x804),
         't_host_overhead': _x37*_x809,
         't_pp_bubble': _x33*_x813,
-        't_pp_comm': _x828,
-        't_dp_comm': _x932,
-        't_optimizer': _x938,
+        't_pp_comm': _x826,
+        't_dp_comm': _x930,
+        't_optimizer': _x936,
         'tp_comm_total': _x31 + _x37*(_x182*_x745 + _x731*_x744 + _x746*_x804),
-        'dp_comm_total': _x37*_x907*z_param + _x911*(_x913 + _x923),
-        'tp_comm': _x940,
-        'dp_comm': _x932,
-        'pp_bubble': _x32/_x814,
+        'dp_comm_total': _x37*_x905*z_param + _x909*(_x911 + _x921),
+        'tp_comm': _x938,
+        'dp_comm': _x930,
+        'pp_bubble': _x32/_x820,
         'pp_bubble_ratio': _x33*dp*micro_batch/global_batch,
         'micro_batches': _x37,
         't_microbatch_stage': _x813,
@@ -1325,15 +1323,15 @@ def evaluate(x):
         't_layer_tp_comm': _x392,
         't_layer_cp_comm': _x147,
         't_layer_ep_comm': _x621,
-        't_layer_comm_bwd': _x928,
+        't_layer_comm_bwd': _x926,
         't_layer_host': _x742,
         't_dense_layer_fwd': _x687,
         't_dense_layer_bwd': _x727,
         't_dense_layer_recompute': _x689,
         't_dense_layer_tp_comm': _x736,
         't_dense_layer_cp_comm': _x693,
-        't_dense_layer_ep_comm': _x941,
-        't_dense_layer_comm_bwd': _x930,
+        't_dense_layer_ep_comm': _x939,
+        't_dense_layer_comm_bwd': _x928,
         't_dense_layer_host': _x740,
         'stage_layers': _x14,
         'stage_dense_layers': _x744,
@@ -1346,53 +1344,53 @@ def evaluate(x):
         'head_stage_heavier': _x801,
         't_edge_host': _x808,
         't_microbatch_host': host_mb,
-        't_pp_send_recv': _x819,
-        't_embedding_grad_reduce': _x827,
-        'flops': _x971,
-        'hardware_flops': _x36*_x40*_x998,
-        'flops_megatron': _x1002,
-        'bytes_tp_fwd': _x1012 + _x1018,
-        'bytes_tp_bwd': _x1018*_x926 + _x1019,
-        'bytes_tp_inter': _x1012 + _x1019,
-        'bytes_cp_fwd': _x1023 + _x1024,
-        'bytes_cp_bwd': _x1023*_x150 + _x1025,
-        'bytes_cp_inter': _x1024 + _x1025,
-        'bytes_ep_fwd': _x1027 + _x1028,
-        'bytes_ep_bwd': _x1027*_x926 + _x1029,
-        'bytes_ep_inter': _x1028 + _x1029,
-        'bytes_pp_fwd': _x1033,
-        'bytes_pp_bwd': _x1033,
-        'bytes_pp_inter': _x1021*_x1032*_x202,
-        'bytes_dp_fwd': _x1052*_x1053 + _x1054*z_param + _x1062,
-        'bytes_dp_bwd': _x1070*(_x1066*z_os + _x170*(_x1064*z_os + _x915*np.where(_x882, _x1034*_x1067, _x1067)) + _x915*np.where(_x854, _x1039*_x1069, _x1069)) + _x1073 + z_param*(-_x1054 + _x34*_x35*global_batch*(2*_x1038 + 2*_x1051 + _x1064*_x170 + _x1066)),
-        'bytes_dp_inter': _x1062 + _x1073,
-        'flops_forward': _x970,
-        'flops_backward': 2*_x970,
-        'flops_attention': _x1000*_x1001,
+        't_pp_send_recv': _x824,
+        't_embedding_grad_reduce': _x819,
+        'flops': _x969,
+        'hardware_flops': _x36*_x40*_x996,
+        'flops_megatron': _x1000,
+        'bytes_tp_fwd': _x1010 + _x1016,
+        'bytes_tp_bwd': _x1016*_x924 + _x1017,
+        'bytes_tp_inter': _x1010 + _x1017,
+        'bytes_cp_fwd': _x1021 + _x1022,
+        'bytes_cp_bwd': _x1021*_x150 + _x1023,
+        'bytes_cp_inter': _x1022 + _x1023,
+        'bytes_ep_fwd': _x1025 + _x1026,
+        'bytes_ep_bwd': _x1025*_x924 + _x1027,
+        'bytes_ep_inter': _x1026 + _x1027,
+        'bytes_pp_fwd': _x1031,
+        'bytes_pp_bwd': _x1031,
+        'bytes_pp_inter': _x1019*_x1030*_x202,
+        'bytes_dp_fwd': _x1050*_x1051 + _x1052*z_param + _x1060,
+        'bytes_dp_bwd': _x1068*(_x1064*z_os + _x170*(_x1062*z_os + _x913*np.where(_x880, _x1032*_x1065, _x1065)) + _x913*np.where(_x852, _x1037*_x1067, _x1067)) + _x1071 + z_param*(-_x1052 + _x34*_x35*global_batch*(2*_x1036 + 2*_x1049 + _x1062*_x170 + _x1064)),
+        'bytes_dp_inter': _x1060 + _x1071,
+        'flops_forward': _x968,
+        'flops_backward': 2*_x968,
+        'flops_attention': _x998*_x999,
         'flops_lm_head': 6*_x192*global_batch*vocab,
-        'n_gpus': _x821*pp,
-        'mfu': _x1076*_x971,
-        'mfu_megatron': _x1002*_x1076,
-        'hfu': _x1075*_x37*_x998,
-        'tokens_per_s': _x1074*global_batch*seq_len,
-        'memory': _x1114,
-        'mem_weights': _x1080*_x1116 + _x1109*_x1115,
-        'mem_gradients': _x1083*_x1116 + _x1110*_x1115,
-        'mem_optimizer': _x1084*_x1116 + _x1111*_x1115,
-        'mem_activations': _x1077 + _x1103*_x1116 + _x1112*_x1115,
-        'mem_logits': _x1086,
-        'mem_first_stage': _x1104,
-        'mem_last_stage': _x1113,
-        'mem_reserve': _x1117 + _x1118 + cuda_context,
+        'n_gpus': _x816,
+        'mfu': _x1074*_x969,
+        'mfu_megatron': _x1000*_x1074,
+        'hfu': _x1073*_x37*_x996,
+        'tokens_per_s': _x1072*global_batch*seq_len,
+        'memory': _x1112,
+        'mem_weights': _x1078*_x1114 + _x1107*_x1113,
+        'mem_gradients': _x1081*_x1114 + _x1108*_x1113,
+        'mem_optimizer': _x1082*_x1114 + _x1109*_x1113,
+        'mem_activations': _x1075 + _x1101*_x1114 + _x1110*_x1113,
+        'mem_logits': _x1084,
+        'mem_first_stage': _x1102,
+        'mem_last_stage': _x1111,
+        'mem_reserve': _x1115 + _x1116 + cuda_context,
         'mem_cuda_context': cuda_context,
-        'mem_nccl': _x1118,
-        'mem_fragmentation': _x1117,
-        'params': _x1047,
-        'active_params': _x1046 + _x964*(_x1044 + mlp_frac*(_x1041 + _x838*top_k)),
-        'params_rank': _x900,
-        'params_embedding': _x1045,
-        'params_expert': _x1040,
-        'params_mtp': mtp*(_x1042 + _x1043 + _x781 + _x895),
+        'mem_nccl': _x1116,
+        'mem_fragmentation': _x1115,
+        'params': _x1045,
+        'active_params': _x1044 + _x962*(_x1042 + mlp_frac*(_x1039 + _x836*top_k)),
+        'params_rank': _x898,
+        'params_embedding': _x1043,
+        'params_expert': _x1038,
+        'params_mtp': mtp*(_x1040 + _x1041 + _x781 + _x893),
     }
 
-SOURCE_DIGEST = '8e68da961e6f7b0d'
+SOURCE_DIGEST = '4da51bebe8d21c65'

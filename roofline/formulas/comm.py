@@ -51,13 +51,15 @@ STEPS = {  # latency steps of the ring algorithm
 
 
 def node_fit(stride) -> sp.Expr:
-    """Members of a group of rank stride ``stride`` that one node can hold: max(1, floor(G/stride))."""
+    """Members of a group of rank stride ``stride`` that one node of G GPUs holds wherever the group starts:
+    max(1, floor(G/s)) (G/s when s divides G; a group starting late in a node holds fewer when it does not, and the
+    collective runs at its slowest group's pace)."""
     return sp.Max(1, sp.floor(S.gpus_per_node / stride))
 
 
 def members_per_node(p, stride) -> sp.Expr:
     """Ranks of a group (size p, rank stride ``stride``) that share a node. Megatron's rank order is contiguous, so a
-    node (an NVLink domain of G GPUs) holds at most f = max(1, floor(G/stride)) of the group and the group spans the
+    node (an NVLink domain of G GPUs) holds at most f = node_fit(stride) of the group and the group spans the
     fewest nodes it needs, ceil(p/f), evenly: p / ceil(p/f) members each. For G a power of two this is
     max(1, min(p, G/stride)); on a 72-GPU NVL72 domain a 16-rank group of stride 8 has 8 per domain, not 9 (whole
     groups fill a rack, none straddles it with a fraction)."""

@@ -269,10 +269,13 @@ def build() -> dict[str, sp.Expr]:
     # stage all-reduce the word-embedding gradient, V_pad h / t elements in the gradient dtype, once per step after
     # the backward passes, exposed (Megatron-Core distributed/finalize_model_grads.py _allreduce_word_embedding_grads
     # over the embedding group, when share_embeddings_and_output_weights or mtp_num_layers; DeepSpeed's
-    # PipelineEngine _exec_reduce_tied_grads the same). The two ranks are p - 1 pipeline strides (t c d) apart
+    # PipelineEngine _exec_reduce_tied_grads the same). The two ranks are p - 1 pipeline strides (t c d) apart: on one
+    # node when the whole model replica is (p t c d <= G), else across nodes
     shared_emb = PL.has_pp * sp.Min(1, S.tied + S.mtp)
-    emb_grad = shared_emb * CM.collective("ar", 2, C.vocab_pad * h / S.tp * S.grad_bytes,
-                                          sp.Max(1, S.tp * S.cp * S.dp * (S.pp - 1)))
+    emb_bytes = C.vocab_pad * h / S.tp * S.grad_bytes
+    emb_same = sp.Piecewise((1, S.pp * S.tp * S.cp * S.dp <= S.gpus_per_node), (0, True))
+    emb_grad = shared_emb * (emb_same * CM.flat("ar", 2, emb_bytes, "intra")
+                             + (1 - emb_same) * CM.flat("ar", 2, emb_bytes, "inter"))
     pp_comm = pp_comm + emb_grad
 
     # DP: gradients once per step (ZeRO-2/3: per micro-batch), overlapped with the backward passes;
