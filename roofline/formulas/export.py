@@ -106,6 +106,10 @@ def _rebuild(func, args):
         if nums:
             rest.append(func(*nums))          # numbers only: evaluated (cheap)
         return rest[0] if len(rest) == 1 else func(*rest, evaluate=False)
+    if func is sp.Heaviside and not args[0].is_number:
+        # a step of a symbolic difference stays a step: sympy's evaluation asks the sign of the whole argument (two
+        # stage times), which compares Max terms and can fail on them ('zoo is not comparable')
+        return func(*args, evaluate=False)
     return func(*args)
 
 
