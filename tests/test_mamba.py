@@ -162,12 +162,12 @@ def test_pattern_rules(fields, plan, words):
 
 # ---- validation rows ------------------------------------------------------------------------------------------
 def _nemo_rows():
+    """The hybrid rows of the NeMo table the package ships (roofline/data/validation)."""
     import csv
-    from pathlib import Path
-    path = Path("/work/shared/validation/nemo_perf.csv")
-    if not path.exists():
-        pytest.skip("nemo_perf.csv not here")
-    return [r for r in csv.DictReader(path.open()) if r["attention"] == "hybrid-mamba"]
+
+    from roofline.validate import dataset_path
+    with dataset_path("nemo").open(newline="", encoding="utf-8-sig") as f:
+        return [r for r in csv.DictReader(f) if r["attention"] == "hybrid-mamba"]
 
 
 def test_validate_reads_the_nemotron_rows():

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import sympy as sp
 
+from . import compute as C
 from . import symbols as S
 
 FACTOR = {  # bus-bandwidth factor of each collective (nccl-tests)
@@ -161,15 +162,10 @@ def dp_cp_size() -> sp.Expr:
     return S.dp * S.cp
 
 
-def _etp() -> sp.Expr:
-    """Expert TP degree of the routed experts (compute.etp: etp for a MoE, t for a dense MLP)."""
-    return sp.Min(1, S.experts - 1) * S.etp + (1 - sp.Min(1, S.experts - 1)) * S.tp
-
-
 def expert_dp_size() -> sp.Expr:
     """Ranks that hold the same expert parameters: t c d / (etp e) (expert_data_parallel_size = world / (etp ep pp);
     megatron/core/parallel_state.py); d c / e when etp = t."""
-    return S.tp * S.dp * S.cp / (_etp() * S.ep)
+    return S.tp * S.dp * S.cp / (C.etp * S.ep)
 
 
 def dp_group(kind: str, size) -> sp.Expr:
@@ -179,23 +175,23 @@ def dp_group(kind: str, size) -> sp.Expr:
 
 def expert_dp_group(kind: str, size) -> sp.Expr:
     """Collective over the expert data-parallel group (stride etp e in the expert grid)."""
-    return collective(kind, expert_dp_size(), size, _etp() * S.ep)
+    return collective(kind, expert_dp_size(), size, C.etp * S.ep)
 
 
 def ep_group(kind: str, size) -> sp.Expr:
     """Expert parallelism: e ranks of the expert grid, stride etp, carved out of t x c x d (with etp < t the EP group
     folds in TP ranks: Megatron-Core's MoE parallel folding)."""
-    return collective(kind, S.ep, size, _etp())
+    return collective(kind, S.ep, size, C.etp)
 
 
 def ep_dispatch(token_bytes, copies) -> sp.Expr:
     """Dispatch or combine over the EP group (stride etp): ``dispatch_a2a`` with the plan's dispatcher."""
-    return dispatch_a2a(token_bytes, copies, S.ep, _etp(), S.ep_dedup)
+    return dispatch_a2a(token_bytes, copies, S.ep, C.etp, S.ep_dedup)
 
 
 def etp_group(kind: str, size) -> sp.Expr:
     """Expert tensor parallelism: the etp innermost ranks of the expert grid (stride 1)."""
-    return collective(kind, _etp(), size, 1)
+    return collective(kind, C.etp, size, 1)
 
 
 def pp_same_node() -> sp.Expr:
