@@ -131,8 +131,11 @@ def test_every_formula_has_its_dimension(quantity):
 @pytest.mark.slow          # codegen of the whole model: ~45 s here
 def test_compiled_module_is_in_sync_with_formulas():
     from roofline import _compiled
-    from roofline.formulas import codegen
-    assert codegen.source() == open(_compiled.__file__).read(), "run: python -m roofline.formulas.codegen"
+    from roofline.formulas import codegen, dag
+    exprs = step.build()
+    assert codegen.source(exprs) == open(_compiled.__file__).read(), "run: python -m roofline.formulas.codegen"
+    # the graph symbolic export loads instead of building: the very expressions build() makes
+    assert dag.load() == exprs, "run: python -m roofline.formulas.codegen"
 
 
 # ---- symbolic vs numeric ----------------------------------------------------------------------

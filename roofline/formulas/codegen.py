@@ -49,11 +49,12 @@ class _Printer(NumPyPrinter):
         return f"({self._print(expr.lhs)} {expr.rel_op} {self._print(expr.rhs)})"
 
 
-def source() -> str:
+def source(exprs: dict | None = None) -> str:
+    """The text of ``_compiled.py`` for ``exprs`` (default: ``step.build()``)."""
     from . import step
     from .symbols import SYMBOLS
 
-    exprs = step.build()
+    exprs = step.build() if exprs is None else exprs
     names = list(exprs)
     inputs = sorted({s.name for e in exprs.values() for s in e.free_symbols})
     unknown = set(inputs) - set(SYMBOLS)
@@ -89,13 +90,19 @@ def source() -> str:
 
 def main(argv=None) -> int:
     import argparse
+    from . import dag, step
+
     ap = argparse.ArgumentParser(prog="python -m roofline.formulas.codegen",
                                  description="Compile the sympy formulas (roofline/formulas) to roofline/_compiled.py "
-                                             "(numpy only; tests/test_formulas.py checks that it is in sync).")
+                                             "(numpy only) and store them as an expression graph for symbolic export "
+                                             "(roofline/data/formulas.json); tests/test_formulas.py checks both are "
+                                             "in sync.")
     ap.parse_args(argv)                     # --help prints this and exits 0, an unknown flag exits 2: nothing written
-    text = source()
+    exprs = step.build()
+    text = source(exprs)
     TARGET.write_text(text)
-    print(f"wrote {TARGET} ({len(text.splitlines())} lines)")
+    dag.write(exprs)
+    print(f"wrote {TARGET} ({len(text.splitlines())} lines) and {dag.PATH}")
     return 0
 
 

@@ -14,7 +14,7 @@ import numbers
 import sympy as sp
 
 from ..errors import InputError
-from . import step
+from . import dag
 from .symbols import SYMBOLS, latex_names
 
 FORMATS = ("latex", "python", "sympy", "json")
@@ -36,12 +36,29 @@ POSITIVE_SYMBOLS = frozenset({"capacity", "act_bytes"})
 MAX_SIMPLIFY_NODES = 400     # tidy only results of fewer distinct nodes (larger ones print as named pieces)
 
 
+_OPAQUE = {sp.Max: sp.Function("_Max"), sp.Min: sp.Function("_Min")}
+
+
 def tidy(expr: sp.Expr) -> sp.Expr:
     """``expr`` over one denominator with common factors pulled out (sympy's together, then factor_terms).
 
     Linear-time rewrites, not sympy's ``simplify`` (a search over rewrites that took 27-37 s on the memory total
-    and half a minute on the optimizer time once a few symbols were set); the value is the same expression."""
-    return sp.factor_terms(sp.together(expr))
+    and half a minute on the optimizer time once a few symbols were set); the value is the same expression.
+    Max/Min are rewritten as plain functions meanwhile: factor_terms rebuilds every node it passes, and an evaluated
+    Max compares its arguments pairwise (seconds on the memory total); their arguments are tidied all the same."""
+    back = {v: k for k, v in _OPAQUE.items()}
+    plain = _swap(expr, _OPAQUE)
+    return _swap(sp.factor_terms(sp.together(plain)), back)
+
+
+def _swap(expr: sp.Expr, funcs: dict) -> sp.Expr:
+    """``expr`` with every node of a class in ``funcs`` rebuilt as ``funcs[class]`` (same arguments, unevaluated)."""
+    def rebuild(e, args):
+        f = funcs.get(e.func)
+        if f is not None:
+            return f(*args, evaluate=False)
+        return e if _same(e, args) else e.func(*args)
+    return _transform(expr, {}, rebuild)
 
 
 def check_value(name: str, value):
@@ -76,9 +93,18 @@ def substitute(expr: sp.Expr, mapping: dict) -> sp.Expr:
 
     The step formulas are DAGs with much sharing (step_time: ~2.5e5 operations as a tree, a few thousand
     distinct nodes); ``Expr.subs``/``xreplace`` walk the tree, re-evaluating every Max/ceiling/Piecewise copy
-    (minutes for ``--quantity step_time --gpu ...``). Post-order, iterative (no recursion limit), memoized.
+    (minutes for ``--quantity step_time --gpu ...``).
     """
-    memo: dict = dict(mapping)
+    return _transform(expr, dict(mapping), lambda e, args: e if _same(e, args) else _rebuild(e.func, args))
+
+
+def _same(e: sp.Expr, args: list) -> bool:
+    return all(a is b for a, b in zip(args, e.args))
+
+
+def _transform(expr: sp.Expr, memo: dict, rebuild) -> sp.Expr:
+    """``expr`` rebuilt bottom-up by ``rebuild(node, new_args)``: post-order, iterative (no recursion limit),
+    each distinct node once (``memo``: node -> its replacement, seeded with the substitutions)."""
     stack = [(expr, False)]
     while stack:
         e, ready = stack.pop()
@@ -91,8 +117,7 @@ def substitute(expr: sp.Expr, mapping: dict) -> sp.Expr:
             stack.append((e, True))
             stack.extend((a, False) for a in e.args if a not in memo)
             continue
-        args = [memo[a] for a in e.args]
-        memo[e] = e if all(a is b for a, b in zip(args, e.args)) else _rebuild(e.func, args)
+        memo[e] = rebuild(e, [memo[a] for a in e.args])
     return memo[expr]
 
 
@@ -140,16 +165,24 @@ def check_values(values: dict) -> dict:
     return {k: check_value(k, v) for k, v in values.items()}
 
 
-def expression(quantity: str, values: dict | None = None) -> sp.Expr:
+def _formulas():
+    """(quantities: name -> (dimension, description); a function name -> expression): from the stored graph when
+    it is current (no formula module imported: they build sympy terms at import), else from ``step.build()``."""
+    data = dag.read()
+    if data is not None:
+        return data["quantities"], lambda name: dag.rebuild(data, [name])[name]
+    from . import step
+    return step.QUANTITIES, lambda name: step.build()[name]
+
+
+def expression(quantity: str, values: dict | None = None, formulas=None) -> sp.Expr:
     """The sympy expression of ``quantity`` with the symbols in ``values`` substituted (checked first,
     substituted once per distinct subexpression, simplified only when the result is small)."""
-    if quantity not in step.QUANTITIES:        # before build() (~10 s): a typo is refused at once
-        raise InputError(f"unknown quantity {quantity!r}; known: {', '.join(step.QUANTITIES)}")
+    quantities, get = formulas or _formulas()
+    if quantity not in quantities:        # before loading or building the formulas: a typo is refused at once
+        raise InputError(f"unknown quantity {quantity!r}; known: {', '.join(quantities)}")
     values = check_values(values) if values else None
-    exprs = step.build()
-    if quantity not in exprs:
-        raise InputError(f"unknown quantity {quantity!r}; known: {', '.join(exprs)}")
-    expr = exprs[quantity]
+    expr = get(quantity)
     if values:
         try:
             expr = substitute(expr, {SYMBOLS[k].symbol: _exact(v) for k, v in values.items()})
@@ -183,7 +216,8 @@ def export(quantity: str, fmt: str = "latex", values: dict | None = None) -> str
     """``quantity`` as text in ``fmt`` (latex, python, sympy, json); large results as named subexpressions."""
     if fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
-    expr = expression(quantity, values)
+    formulas = _formulas()
+    expr = expression(quantity, values, formulas)
     subs, result = _pieces(expr)
     order = {"order": "none"} if subs else {}
     names = latex_names()
@@ -210,7 +244,7 @@ def export(quantity: str, fmt: str = "latex", values: dict | None = None) -> str
         body = [f"    {s} = {pr.doprint(e)}" for s, e in subs] + [f"    return {pr.doprint(result)}"]
         return (f"import numpy as np\n\n\ndef {quantity}({', '.join(args)}):\n" + "\n".join(body) + "\n").replace(
             "numpy.", "np.")
-    dim, doc = step.QUANTITIES.get(quantity, ("", ""))
+    dim, doc = formulas[0].get(quantity, ("", ""))
     used = sorted(s.name for s in expr.free_symbols)
     out = {"quantity": quantity, "dimension": dim or "1", "description": doc}
     if subs:
