@@ -29,7 +29,7 @@ MODEL_KEYS = ("attention", "dropout")
 PLAN_KEYS = ("dtype", "grad_dtype", "sequence_parallel", "sharding", "recompute", "overlap_grad_reduce",
              "overlap_param_gather", "overlap_tp")
 RULE_KEYS = ("interleaved_schedule", "interleave_when_pp", "no_overlap_with_pp", "overlap_pp_interleaved", "tp_comm_overlap", "uneven_stages", "shardings",
-             "max_zero_with_pp", "grad_dtype_bf16")
+             "max_zero_with_pp", "grad_dtype_bf16", "kv_heads_below_tp")
 DEFAULT = "megatron-core"           # DESIGN.md: Megatron-Core is the default stack of the CLI, configs and API
 
 
@@ -158,6 +158,11 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
     runs = stack.rule("shardings")
     names = None if not runs else tuple(s for s in SHARDING if stage_name(s) in {stage_name(r) for r in runs})
     max_zero = stack.rule("max_zero_with_pp", 3)
+    # GQA under TP: a stack that does not say it replicates or sub-shards K/V splits the kv-heads over the TP ranks
+    # (megatron/legacy/model/transformer.py, and megatron/core/transformer/attention.py before core_v0.16:
+    # divide(num_query_groups, world_size); torchtitan's colwise wk/wv); config.RULES holds the looser rule of
+    # the stacks that do (kv-heads a multiple or a divisor of tp)
+    kv_below = bool(stack.rule("kv_heads_below_tp", False))
     return (
         Rule(lambda m, p: (p.interleave <= 1) | interleaved,
              f"stack {stack.id} has no interleaved schedule (interleave {{p.interleave}}): "
@@ -168,6 +173,9 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
         Rule(lambda m, p: (p.pp <= 1) | (p.zero_stage <= max_zero),
              f"stack {stack.id} cannot run ZeRO-{{p.zero_stage}} ({{p.sharding}}) with pp {{p.pp}}: "
              f"{src.get('max_zero_with_pp', '')}", ("pp", "zero_stage")),
+        Rule(lambda m, p: (m is None) or kv_below or (m.kv_heads % p.tp == 0),
+             f"stack {stack.id} needs kv-heads ({{m.kv_heads}}) divisible by tp ({{p.tp}}): "
+             f"{src.get('kv_heads_below_tp', 'it splits the key/value heads over the TP ranks')}", ("tp",)),
     )
 
 
