@@ -36,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from roofline.calibrate.bench_host import plain_block  # noqa: E402
 from roofline.errors import InputError  # noqa: E402
 
 # GPU clock cycles of the busy-wait queued before a step timed for ``gpu_s``: ~0.1 s at 1.4-2 GHz, longer
@@ -51,19 +52,7 @@ def build_gpt(torch, layers: int, d: int, heads: int, vocab: int, seq: int, devi
     """GPT-2-style decoder (see the module docstring); returns the module, whose forward gives the mean loss."""
     nn, F = torch.nn, torch.nn.functional
 
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-            self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-        def forward(self, x):
-            b, s, _ = x.shape
-            q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
-            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.proj(a.transpose(1, 2).reshape(b, s, d))
-            return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+    Block = plain_block(torch, d, heads)        # the block `calibrate host --style plain` times
 
     class GPT(nn.Module):
         def __init__(self):

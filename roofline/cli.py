@@ -310,6 +310,15 @@ def register_commands(sub) -> None:
         module.register(sub)
 
 
+def _list_show(sub, name: str, help: str, action_help: str, id_help: str, func, dest: str = "id"):
+    """A ``NAME list | show ID`` command (frameworks, hardware, models, examples)."""
+    p = sub.add_parser(name, help=help)
+    p.add_argument("action", choices=("list", "show"), help=action_help)
+    p.add_argument(dest, nargs="?", help=id_help)
+    p.set_defaults(func=func)
+    return p
+
+
 def parser(command: str | None = None) -> argparse.ArgumentParser:
     """The argument parser; the optional modules' subcommands are only loaded when ``command``
     is not a core one (keeps ``transformer`` start-up free of their imports)."""
@@ -337,11 +346,9 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     flag(g, "explain", action="store_true", help="every value the stack, a rule or a default filled in, with its origin")
     p.set_defaults(func=cmd_transformer)
 
-    p = sub.add_parser("frameworks", help="the registry of training stacks (defaults, rules, sources)")
-    p.add_argument("action", choices=("list", "show"), help="list every stack, or show one's defaults and rules")
-    p.add_argument("id", nargs="?", help="NAME[@VERSION] (for show)")
+    p = _list_show(sub, "frameworks", "the registry of training stacks (defaults, rules, sources)",
+                   "list every stack, or show one's defaults and rules", "NAME[@VERSION] (for show)", cmd_frameworks)
     flag(p, "json", action="store_true", help="print JSON instead of text")
-    p.set_defaults(func=cmd_frameworks)
 
     p = sub.add_parser("formulas", help="export a closed form (LaTeX, Python, sympy, JSON)")
     flag(p, "quantity", default="step_time", help="step_time, flops, memory, tp_comm, dp_comm, pp_bubble, ...")
@@ -352,21 +359,14 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     flag(p, "symbols", action="store_true", help="list every symbol with its dimension")
     p.set_defaults(func=cmd_formulas)
 
-    p = sub.add_parser("hardware", help="list or show hardware profiles")
-    p.add_argument("action", choices=("list", "show"), help="list every profile, or show one")
-    p.add_argument("id", nargs="?", help="profile id (for show)")
+    p = _list_show(sub, "hardware", "list or show hardware profiles", "list every profile, or show one",
+                   "profile id (for show)", cmd_hardware)
     flag(p, "table", action="store_true", help="peaks, HBM and links of every profile in one table")
-    p.set_defaults(func=cmd_hardware)
+    _list_show(sub, "examples", "list or show the bundled example configs", "list the examples, or print one's YAML",
+               "example name (see `examples list`)", cmd_examples, dest="name")
 
-    p = sub.add_parser("examples", help="list or show the bundled example configs")
-    p.add_argument("action", choices=("list", "show"), help="list the examples, or print one's YAML")
-    p.add_argument("name", nargs="?", help="example name (see `examples list`)")
-    p.set_defaults(func=cmd_examples)
-
-    p = sub.add_parser("models", help="list or show model presets")
-    p.add_argument("action", choices=("list", "show"), help="list every preset, or show one")
-    p.add_argument("id", nargs="?", help="preset id (for show)")
-    p.set_defaults(func=cmd_models)
+    _list_show(sub, "models", "list or show model presets", "list every preset, or show one", "preset id (for show)",
+               cmd_models)
 
     if command in CORE:
         return ap

@@ -82,21 +82,27 @@ def render() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m roofline.docs_cli",
-                                 description="Write docs/cli.md (every command and flag) from the argparse parser.")
-    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 when docs/cli.md is out of date")
+def page_main(prog: str, doc, render_page, description: str, argv=None) -> int:
+    """The command of a generated page: write ``doc`` from ``render_page()``, or with ``--check`` write nothing
+    and exit 1 when it is out of date (the tests and CI run the check)."""
+    ap = argparse.ArgumentParser(prog=f"python -m {prog}", description=description)
+    ap.add_argument("--check", action="store_true", help=f"write nothing; exit 1 when {doc.name} is out of date")
     args = ap.parse_args(argv)              # --help prints this and exits 0, an unknown flag exits 2: nothing written
-    text = render()
+    text = render_page()
     if args.check:
-        if not DOC.exists() or DOC.read_text() != text:
-            print(f"{DOC} is out of date: run python -m roofline.docs_cli", file=sys.stderr)
+        if not doc.exists() or doc.read_text() != text:
+            print(f"{doc} is out of date: run python -m {prog}", file=sys.stderr)
             return 1
         return 0
-    DOC.parent.mkdir(exist_ok=True)
-    DOC.write_text(text)
-    print(f"wrote {DOC}")
+    doc.parent.mkdir(exist_ok=True)
+    doc.write_text(text)
+    print(f"wrote {doc}")
     return 0
+
+
+def main(argv=None) -> int:
+    return page_main("roofline.docs_cli", DOC, render,
+                     "Write docs/cli.md (every command and flag) from the argparse parser.", argv)
 
 
 if __name__ == "__main__":

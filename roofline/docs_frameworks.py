@@ -43,21 +43,10 @@ def render() -> str:
 
 
 def main(argv=None) -> int:
-    import argparse
+    from .docs_cli import page_main
 
-    ap = argparse.ArgumentParser(prog="python -m roofline.docs_frameworks",
-                                 description="Write docs/frameworks.md (every stack of the registry) from roofline/stacks.")
-    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 when docs/frameworks.md is out of date")
-    args = ap.parse_args(argv)              # --help prints this and exits 0, an unknown flag exits 2: nothing written
-    text = render()
-    if args.check:
-        if not DOC.exists() or DOC.read_text() != text:
-            print(f"{DOC} is out of date: run python -m roofline.docs_frameworks", file=sys.stderr)
-            return 1
-        return 0
-    DOC.write_text(text)
-    print(f"wrote {DOC}")
-    return 0
+    return page_main("roofline.docs_frameworks", DOC, render,
+                     "Write docs/frameworks.md (every stack of the registry) from roofline/stacks.", argv)
 
 
 if __name__ == "__main__":

@@ -102,6 +102,16 @@ def write_text_atomic(path, text: str) -> None:
 
 
 # ---- values ----------------------------------------------------------------------------------
+def ref(value, what: str) -> str:
+    """A bundled entry's id or a path to a .yaml (``os.PathLike`` allowed) as text; InputError when it is neither
+    (``what``: "hardware profile: expected a profile id")."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(f"{what} or a path to a .yaml, got {value!r}")
+    return value
+
+
 def _fmt(v) -> str:
     return repr(v) if not isinstance(v, float) else f"{v:g}"
 

@@ -460,11 +460,11 @@ def _checkpoint_function(torch, tracker, device):
     return CheckpointFunction
 
 
-def _plain_layer(torch, h=64, heads=1, device="cpu"):
-    """The transformer block plain PyTorch runs for roofline's ``plain`` framework, the same code as
-    ``benchmarks/small_gpt_step.py``'s Block (a test checks they compute the same): pre-LayerNorm, fused QKV
-    projection, causal ``scaled_dot_product_attention`` (the flash kernel on a GPU: the framework prices
-    ``attention: flash``), tanh-GELU MLP of 4h, biases, no dropout; batch-first ``[b, s, h]``."""
+def plain_block(torch, h: int = 64, heads: int = 1):
+    """The transformer block class plain PyTorch runs for roofline's ``plain`` framework, also the block of
+    ``benchmarks/small_gpt_step.py``'s GPT: pre-LayerNorm, fused QKV projection, causal
+    ``scaled_dot_product_attention`` (the flash kernel on a GPU: the framework prices ``attention: flash``),
+    tanh-GELU MLP of 4h, biases, no dropout; batch-first ``[b, s, h]``."""
     nn, F = torch.nn, torch.nn.functional
 
     class Block(nn.Module):
@@ -481,7 +481,12 @@ def _plain_layer(torch, h=64, heads=1, device="cpu"):
             x = x + self.proj(a.transpose(1, 2).reshape(b, s, h))
             return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
 
-    return Block().to(device)
+    return Block
+
+
+def _plain_layer(torch, h=64, heads=1, device="cpu"):
+    """One :func:`plain_block` on ``device``."""
+    return plain_block(torch, h, heads)().to(device)
 
 
 _VIEWS = {"view", "_unsafe_view", "t", "transpose", "expand", "split", "split_with_sizes", "chunk", "detach", "alias",
@@ -601,20 +606,7 @@ def measure(device: str = "cpu", repeats: int = 200, seq: int = 8, style: str = 
                 p.grad = None
 
     def timed(n: int, ckpt: bool):
-        fwd, bwd = [], []
-        for i in range(repeats + 20):
-            clear()
-            sync()
-            t0 = time.perf_counter()
-            y = forward(n, ckpt)
-            t1 = time.perf_counter()    # host time to issue the forward (GPU kernels run asynchronously)
-            backward(y)
-            t2 = time.perf_counter()
-            sync()
-            if i >= 20:
-                fwd.append(t1 - t0)
-                bwd.append(t2 - t1)
-        return statistics.median(fwd), statistics.median(bwd)
+        return _issue_times(lambda: forward(n, ckpt), backward, sync, repeats, before=clear)
 
     def kernels(n: int, ckpt: bool):
         clear()
@@ -652,6 +644,29 @@ def measure(device: str = "cpu", repeats: int = 200, seq: int = 8, style: str = 
     return out
 
 
+WARMUP = 20          # untimed iterations before the timed ones (allocator, cuBLAS heuristics, autotuning)
+
+
+def _issue_times(fwd_fn, bwd_fn, sync, repeats: int, before=lambda: None) -> tuple[float, float]:
+    """Median host time to issue ``fwd_fn()`` and then ``bwd_fn(y)`` (the GPU kernels run asynchronously; the
+    device is synchronized before and after each iteration, outside the timed spans), over ``repeats``
+    iterations after :data:`WARMUP`."""
+    fwd, bwd = [], []
+    for i in range(repeats + WARMUP):
+        before()
+        sync()
+        t0 = time.perf_counter()
+        y = fwd_fn()
+        t1 = time.perf_counter()
+        bwd_fn(y)
+        t2 = time.perf_counter()
+        sync()
+        if i >= WARMUP:
+            fwd.append(t1 - t0)
+            bwd.append(t2 - t1)
+    return statistics.median(fwd), statistics.median(bwd)
+
+
 def _measure_edges(torch, device, repeats, seq, h, sync) -> dict:
     """Host time and kernels of the embedding stage's and the LM-head stage's extra work per micro-batch
     (each on its own graph, as on the first and last pipeline stage)."""
@@ -671,20 +686,8 @@ def _measure_edges(torch, device, repeats, seq, h, sync) -> dict:
     r = {}
     for which in ("embed", "head"):
         fwd_fn, bwd_fn = parts(which)
-        tf, tb = [], []
-        for i in range(repeats + 20):
-            sync()
-            t0 = time.perf_counter()
-            y = fwd_fn()
-            t1 = time.perf_counter()
-            bwd_fn(y)
-            t2 = time.perf_counter()
-            sync()
-            if i >= 20:
-                tf.append(t1 - t0)
-                tb.append(t2 - t1)
         holder = {}
-        r[f"{which}_fwd"], r[f"{which}_bwd"] = statistics.median(tf), statistics.median(tb)
+        r[f"{which}_fwd"], r[f"{which}_bwd"] = _issue_times(fwd_fn, bwd_fn, sync, repeats)
         r[f"kernels_{which}_fwd"] = _count_kernels(torch, lambda: holder.setdefault("y", fwd_fn()))
         r[f"kernels_{which}_bwd"] = _count_kernels(torch, lambda: bwd_fn(holder["y"]))
     mb = _megatron_microbatch(torch, seq=seq, device=device)

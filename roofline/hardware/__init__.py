@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -381,11 +380,7 @@ def _host_times(host: dict, where: str) -> dict:
 
 def load(ref) -> Hardware:
     """Load a profile by id (``a100-sxm4-80gb``) or path; raise InputError on bad content."""
-    if isinstance(ref, os.PathLike):
-        ref = os.fspath(ref)
-    if not isinstance(ref, str) or not ref.strip():
-        raise InputError(f"hardware profile: expected a profile id or a path to a .yaml, got {ref!r}")
-    return _fresh(_load(ref))
+    return _fresh(_load(S.ref(ref, "hardware profile: expected a profile id")))
 
 
 def _fresh(h: Hardware) -> Hardware:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 from pathlib import Path
 
 from .. import schema as S
@@ -64,11 +63,7 @@ def list_ids() -> list[str]:
 
 def raw(ref) -> dict:
     """A preset's YAML as a dict (a copy), by id or path."""
-    if isinstance(ref, os.PathLike):
-        ref = os.fspath(ref)
-    if not isinstance(ref, str) or not ref.strip():
-        raise InputError(f"model: expected a preset id or a path to a .yaml, got {ref!r}")
-    return dict(_raw(ref))
+    return dict(_raw(S.ref(ref, "model: expected a preset id")))
 
 
 @functools.lru_cache(maxsize=64)
