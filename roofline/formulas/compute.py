@@ -82,6 +82,7 @@ class Op:
     kernels: tuple = ()                    # class bmm: ((direction, Kernel), ...), one roofline each (bmm_time)
     hp: bool = False                       # a GEMM kept at the 16-bit peak under a low-precision recipe (precision.py)
     q_elems: tuple = (sp.Integer(0), sp.Integer(0))   # elements a low-precision recipe quantizes (forward, backward)
+    launches: sp.Expr = sp.Integer(1)      # fixed times t0 the op pays in sequence (grouped GEMM: per-expert GEMMs)
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ class Kernel:
     k: sp.Expr              # reduction length K
 
 
-def gemm(name: str, m, k, n, batch=1, model=1, on=sp.Integer(1), hp=False) -> Op:
+def gemm(name: str, m, k, n, batch=1, model=1, on=sp.Integer(1), hp=False, groups=sp.Integer(1)) -> Op:
     """C[m,n] = A[m,k] B[k,n]: 2mkn FLOPs; backward = dgrad + wgrad = 2x (Narayanan et al. 2021 sec 5.1).
 
     ``hp``: the GEMM stays at the 16-bit peak under an FP8/FP4 recipe (LM head, router: roofline/precision.py);
@@ -103,11 +104,23 @@ def gemm(name: str, m, k, n, batch=1, model=1, on=sp.Integer(1), hp=False) -> Op
     ``model`` scales the FLOPs counted as model FLOPs (0: not counted; 1/max(1, capacity) for expert
     GEMMs: padding to a capacity factor above 1 is executed work, not model work, and below 1 the
     dropped tokens are neither executed nor model work, so model FLOPs never exceed executed ones).
+
+    ``groups``: a grouped GEMM of ``groups`` independent GEMMs (the routed experts a rank holds), each m/groups x k
+    x n with a weight of its own: the same FLOPs, ``groups`` weights read (k n each), the size saturation at the
+    per-group row count m/groups, and one cuBLAS launch per group. Transformer Engine's GroupedLinear (used by
+    Megatron-Core TEGroupedMLP) issues them through nvte_multi_stream_cublas_gemm, one cublasLt GEMM per expert
+    round-robin over num_streams = 4 compute streams (TransformerEngine common/gemm/cublaslt_gemm.cu,
+    common/include/transformer_engine/gemm.h): the fixed time t0 of each GEMM (launch, tail) overlaps four at a
+    time, max(1, groups / 4) in sequence.
     """
     f = on * 2 * m * k * n * batch
-    b = on * S.act_bytes * (m * k + k * n + m * n) * batch
+    b = on * S.act_bytes * (m * k + groups * k * n + m * n) * batch
     q = (sp.Integer(0), sp.Integer(0)) if hp else (on * m * k * batch, on * m * n * batch)
-    return Op(name, "gemm", f, b, 2 * f, 2 * b, f * model, sp.Min(m, k, n), on, hp=hp, q_elems=q)
+    return Op(name, "gemm", f, b, 2 * f, 2 * b, f * model, sp.Min(m / groups, k, n), on, hp=hp, q_elems=q,
+              launches=sp.Max(1, groups / GEMM_STREAMS))
+
+
+GEMM_STREAMS = 4   # Transformer Engine's compute streams for grouped GEMMs (gemm.h num_streams)
 
 
 low_precision = sp.Min(1, S.q_bytes)     # 1 under an FP8/FP4 recipe (its quantization moves bytes), 0 in 16 bits
@@ -341,6 +354,9 @@ def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0
     t_mlp = moe_on * S.etp + (1 - moe_on) * t
     tok_mlp = tokens * t_mlp / t
     mlp_model = moe_on / sp.Max(1, S.capacity) + (1 - moe_on)
+    # the routed experts a rank holds, E/e (each rank of the EP group holds E/e experts; Megatron-Core
+    # num_local_experts = num_moe_experts // expert_model_parallel_size), one GEMM each; 1 in a dense MLP
+    local = 1 + moe_on * (S.experts / S.ep - 1)
     # norms: NORM_FLOPS per element (LayerNorm 8, RMSNorm 4)
     ops = [
         elementwise("norm_attn", "norm", hid, 1, 1, 2, 1, NORM_FLOPS),
@@ -351,11 +367,11 @@ def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0
         # the router runs on the tokens a rank holds before the dispatcher gathers them (SP-split under TP;
         # Megatron-Core moe_layer.py: router(hidden_states), then token_dispatcher)
         gemm("router", tok_sp, h, S.experts, on=moe_on, hp=True),
-        gemm("mlp_up", tok_mlp * rt, h, f * (1 + S.gated) / t_mlp, model=mlp_model),
+        gemm("mlp_up", tok_mlp * rt, h, f * (1 + S.gated) / t_mlp, model=mlp_model, groups=local),
         # GELU / squared ReLU: read 1 write 1; SwiGLU: read 2 write 1 (backward: read inputs and grad, write input
         # grads); ACT_FLOPS per element
         elementwise("mlp_activation", "elem", tok_mlp * rt * f / t_mlp, 1 + S.gated, 1, 2 + S.gated, 1 + S.gated, ACT_FLOPS),
-        gemm("mlp_down", tok_mlp * rt, f / t_mlp, h, model=mlp_model),
+        gemm("mlp_down", tok_mlp * rt, f / t_mlp, h, model=mlp_model, groups=local),
         elementwise("dropout_residual_mlp", "elem", hid, 2 + S.dropout * S.mask_bytes / S.act_bytes, 1, 1 + S.dropout * S.mask_bytes / S.act_bytes, 2),
     ]
     if moe_on is not sp.S.Zero:
@@ -474,7 +490,7 @@ def op_time(op: Op, direction: str) -> sp.Expr:
     memory = b / (S.hbm_bw * S.EFF_MEM[key])
     # unevaluated: sympy's search for common zeros of two large arguments (Max.__new__ _find_localzeros) costs
     # seconds per op and never simplifies these (a compute and a memory time of the same op)
-    return op.on * S.T0[key] + sp.Max(compute, memory, evaluate=False)
+    return op.on * op.launches * S.T0[key] + sp.Max(compute, memory, evaluate=False)
 
 
 def ops_time(ops: list[Op], direction: str) -> sp.Expr:

@@ -1,0 +1,69 @@
+"""The routed experts' grouped GEMM: one GEMM per local expert (Transformer Engine GroupedLinear), hand-computed."""
+from dataclasses import replace
+
+import pytest
+import sympy as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from roofline import hardware
+from roofline.config import Model, Plan
+from roofline.formulas import compute as C
+from roofline.formulas import symbols as S
+from roofline.predict import predict
+
+HW = hardware.load("h100-sxm")
+
+
+def _num(expr, **values):
+    return float(expr.subs({getattr(S, k): v for k, v in values.items()}))
+
+
+def test_grouped_gemm_by_hand():
+    # 16 experts of 512 rows each, k = 2048, n = 1536, 2-byte elements
+    g = C.gemm("g", 16 * 512, 2048, 1536, groups=16)
+    one = C.gemm("g", 16 * 512, 2048, 1536)
+    assert _num(g.f_fwd) == _num(one.f_fwd) == 2 * 8192 * 2048 * 1536          # the same FLOPs
+    # 16 weights read instead of one: 2 (m k + 16 k n + m n) bytes
+    assert _num(g.b_fwd, act_bytes=2) == 2 * (8192 * 2048 + 16 * 2048 * 1536 + 8192 * 1536)
+    assert _num(g.b_bwd, act_bytes=2) == 2 * _num(g.b_fwd, act_bytes=2)
+    assert int(g.dmin) == 512 and int(one.dmin) == 1536                      # saturation at the per-expert rows
+    assert int(g.launches) == 4 and int(one.launches) == 1                   # 16 GEMMs over 4 streams
+    assert int(C.gemm("g", 64, 64, 64, groups=3).launches) == 1              # up to 4 overlap fully
+
+
+def test_grouped_gemm_fixed_time_by_hand():
+    """With compute and memory times negligible, a 16-expert GEMM pays 4 fixed times, a plain one 1."""
+    fast = dict(peak=1e30, peak_hp=1e30, clock=1, hbm_bw=1e30, gemm_dhalf=1, act_bytes=2)
+    sub = {getattr(S, k): v for k, v in fast.items()}
+    sub.update({S.EFF_FLOP["gemm", "fwd"]: 1, S.EFF_MEM["gemm", "fwd"]: 1, S.T0["gemm", "fwd"]: 5e-6})
+    g16 = float(C.op_time(C.gemm("g", 4096, 1024, 1024, groups=16), "fwd").subs(sub))
+    g1 = float(C.op_time(C.gemm("g", 4096, 1024, 1024), "fwd").subs(sub))
+    assert g16 == pytest.approx(4 * 5e-6, rel=1e-6)
+    assert g1 == pytest.approx(5e-6, rel=1e-6)
+
+
+_T = sp.lambdify([sp.Symbol("m"), sp.Symbol("k"), sp.Symbol("n"), sp.Symbol("g")],
+                 C.op_time(C.gemm("x", sp.Symbol("m"), sp.Symbol("k"), sp.Symbol("n"), groups=sp.Symbol("g")), "bwd")
+                 .subs({S.peak: 1e15, S.peak_hp: 1e15, S.clock: 0.85, S.hbm_bw: 3e12, S.gemm_dhalf: 64, S.act_bytes: 2,
+                        S.EFF_FLOP["gemm", "bwd"]: 0.8, S.EFF_MEM["gemm", "bwd"]: 0.8, S.T0["gemm", "bwd"]: 1e-5}))
+
+
+@settings(max_examples=60, deadline=None)
+@given(m=st.integers(1, 1 << 17), k=st.integers(16, 1 << 14), n=st.integers(16, 1 << 14), g=st.integers(1, 256))
+def test_splitting_a_gemm_over_experts_never_makes_it_faster(m, k, n, g):
+    assert _T(m, k, n, g) >= _T(m, k, n, 1) * (1 - 1e-12)
+
+
+DENSE = Model(n_layers=4, d_model=1024, n_heads=16, vocab=32000, seq_len=1024, mlp="swiglu", norm="rmsnorm",
+              position="rope", biases=False, tied_embeddings=False)
+
+
+def test_more_local_experts_cost_more_compute_with_the_same_flops():
+    """E = 16 experts on 1 rank (16 GEMMs per grouped GEMM) vs 8 ranks (2 each): equal FLOPs, more compute time."""
+    model = replace(DENSE, n_experts=16, top_k=2)
+    all_local = predict(model, Plan(tp=1, pp=1, dp=8, ep=1, micro_batch=1, global_batch=8), HW)
+    spread = predict(model, Plan(tp=1, pp=1, dp=8, ep=8, micro_batch=1, global_batch=8), HW)
+    assert all_local.raw["flops"] == pytest.approx(spread.raw["flops"])
+    assert all_local.raw["t_layer_fwd"] > spread.raw["t_layer_fwd"]
+    assert all_local.raw["t_layer_bwd"] > spread.raw["t_layer_bwd"]
