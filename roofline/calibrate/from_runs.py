@@ -21,6 +21,8 @@ The terms (``TERMS``; ``--fit`` picks, ``DEFAULT`` otherwise), each a quantity o
 - ``intra_bw`` / ``inter_bw`` (x BASE): scale of the bus bandwidth of every collective on the intra-node
   (NVLink) / inter-node link, at most the link's one-direction datasheet bandwidth (a ring collective's
   busbw is bounded by it: nccl-tests PERFORMANCE.md).
+- ``intra_alpha`` / ``inter_alpha`` (x BASE): scale of every collective's latency on that link, in [0, 100]. Opt-in
+  (``--fit``): on vTrain's runs it lowers the single-node errors and raises the multi-node one (docs/from-runs.md).
 
 Identifiability, judged on the runs before fitting: a term whose 10 % change moves no prediction by 0.1 %
 (the runs do not depend on it: ``inter_bw`` on single-node runs; host terms on GPU-bound runs) cannot be
@@ -30,6 +32,8 @@ be told apart. Asked for with ``--fit``, such a term is an error; from the defau
 warning. After the fit of the default set, a term the runs do not determine (at a bound, or BASE's value inside
 its 95 % interval, or no interval) is left at BASE and the rest refitted (``undetermined``, ``_settle``; each CV
 fold repeats the choice on its own rows). Estimates correlated beyond 0.95 and terms at a bound are warned about.
+The intervals count the groups (``--group-by``) as the independent measurements, not the rows (``covariance``:
+the wider of the row estimate and the cluster-robust sandwich with Student's t at G - 1 degrees of freedom).
 
 Pricing a row on BASE: ``validate.build_case`` of the row with its ``gpu_id`` replaced by BASE, so the row's
 ``gpus_per_node`` and ``net_gbps_per_gpu`` overrides apply to BASE exactly as validate applies them to the
