@@ -228,9 +228,9 @@ def test_cross_validation_never_fits_on_the_held_out_group(planted, base_hw):
     pricer = fr.Pricer(runs.cases)
     seen = []
 
-    def spy(pr, measured, terms, hw, idx=None):
+    def spy(pr, measured, terms, hw, idx=None, groups=None):
         seen.append(np.array(idx))
-        return fr.fit_terms(pr, measured, terms, hw, idx)
+        return fr.fit_terms(pr, measured, terms, hw, idx, groups)
 
     cv = fr.cross_validate(pricer, runs.measured, runs.groups, ("host_layer", "gemm_eff"), base_hw, fit=spy)
     assert len(seen) == len(cv["folds"]) == len(set(runs.groups))
@@ -345,3 +345,52 @@ def test_base_path_is_written_relative_to_the_profiles_folder(tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     assert _base_ref("profiles/mine.yaml", tmp_path / "out" / "deep") == "../../profiles/mine.yaml"
     assert _base_ref("a100-sxm4-80gb", tmp_path / "out") == "a100-sxm4-80gb"
+
+
+# ---- intervals: groups, not rows, are the independent measurements -------------------------------------------
+def test_cluster_interval_of_a_linear_fit_is_the_hand_computed_sandwich(monkeypatch):
+    # one variable, J = 1 per row, linear loss: A = n, u_g = sum of the group's residuals, CR1 scale, t(G - 1)
+    monkeypatch.setattr(fr, "LOSS", "linear")
+    r = np.array([0.1, 0.1, -0.1, -0.1, 0.05, -0.05])
+    g = np.array(["a", "a", "b", "b", "c", "c"], dtype=object)
+    cov, crit = fr.covariance(np.ones((6, 1)), r, g)
+    u = np.array([0.2, -0.2, 0.0])
+    want = (u @ u) / 36 * 3 / 2 * 5 / 5
+    assert crit == pytest.approx(4.302653, rel=1e-5)                # Student's t, 97.5 %, 2 degrees of freedom
+    rows = (1.4826 * np.median(np.abs(r - np.median(r)))) ** 2 / 6   # the row estimate, at 1.96 instead of t
+    assert math.sqrt(cov[0, 0]) * crit == pytest.approx(max(math.sqrt(want) * crit, math.sqrt(rows) * 1.96), rel=1e-9)
+    cov, _ = fr.covariance(np.ones((6, 1)), r, np.array(["a"] * 6, dtype=object))
+    assert math.isinf(cov[0, 0])                                    # one group: nothing to say about the spread
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2 ** 16), copies=st.integers(2, 4))
+def test_repeating_rows_does_not_narrow_the_interval_when_the_misfit_is_per_group(tmp_path, base_hw, seed, copies):
+    # the model misses each model size by its own factor (a group-level misfit, no row noise): the same runs
+    # repeated ``copies`` times carry no more information, so the interval must not shrink like 1 / sqrt(copies)
+    rows = synthetic_rows(multi=False, mbs=(1, 2))
+    path = plant(tmp_path, rows, {"host_layer": 2.5e-3})
+    runs = fr.load_runs(path, BASE)
+    rng = np.random.default_rng(seed)
+    off = {g: rng.normal(0, 0.05) for g in set(runs.groups)}
+    meas = runs.measured * np.exp([off[g] for g in runs.groups])
+    rep = lambda a: np.concatenate([a] * copies)
+    one = fr.fit_terms(fr.Pricer(runs.cases), meas, ("host_layer",), base_hw, groups=runs.groups)
+    many = fr.fit_terms(fr.Pricer(runs.cases * copies), rep(meas), ("host_layer",), base_hw, groups=rep(runs.groups))
+    rows_only = fr.fit_terms(fr.Pricer(runs.cases * copies), rep(meas), ("host_layer",), base_hw)
+    assert many.values["host_layer"] == pytest.approx(one.values["host_layer"], rel=1e-4)
+    assert many.ci95["host_layer"] >= 0.95 * one.ci95["host_layer"]
+    assert rows_only.ci95["host_layer"] < many.ci95["host_layer"]
+
+
+def test_latency_terms_are_recovered_and_written_with_the_bandwidth_of_the_same_link(tmp_path, base_hw):
+    truth = {"host_layer": 2.2e-3, "intra_bw": 0.7, "intra_alpha": 3.0}
+    path = plant(tmp_path, synthetic_rows(multi=False), truth)
+    res = fr.calibrate(path, BASE, fit="host_layer,intra_bw,intra_alpha", k=2)
+    for t, v in truth.items():
+        assert res.fit.values[t] == pytest.approx(v, rel=5e-3), t
+    out = fr.write(res, str(tmp_path / "lat.yaml"))           # write() reprices the runs through the file
+    hw = hardware.load(str(out))
+    a0, b0 = base_hw.collectives["ar", "intra"]
+    assert hw.collectives["ar", "intra"] == pytest.approx((3.0 * a0, 0.7 * b0), rel=5e-3)
+    assert hw.collectives["ar", "inter"] == base_hw.collectives["ar", "inter"]

@@ -21,6 +21,8 @@ The terms (``TERMS``; ``--fit`` picks, ``DEFAULT`` otherwise), each a quantity o
 - ``intra_bw`` / ``inter_bw`` (x BASE): scale of the bus bandwidth of every collective on the intra-node
   (NVLink) / inter-node link, at most the link's one-direction datasheet bandwidth (a ring collective's
   busbw is bounded by it: nccl-tests PERFORMANCE.md).
+- ``intra_alpha`` / ``inter_alpha`` (x BASE): scale of every collective's latency on that link, in [0, 100]. Opt-in
+  (``--fit``): on vTrain's runs it lowers the single-node errors and raises the multi-node one (docs/from-runs.md).
 
 Identifiability, judged on the runs before fitting: a term whose 10 % change moves no prediction by 0.1 %
 (the runs do not depend on it: ``inter_bw`` on single-node runs; host terms on GPU-bound runs) cannot be
@@ -30,6 +32,8 @@ be told apart. Asked for with ``--fit``, such a term is an error; from the defau
 warning. After the fit of the default set, a term the runs do not determine (at a bound, or BASE's value inside
 its 95 % interval, or no interval) is left at BASE and the rest refitted (``undetermined``, ``_settle``; each CV
 fold repeats the choice on its own rows). Estimates correlated beyond 0.95 and terms at a bound are warned about.
+The intervals count the groups (``--group-by``) as the independent measurements, not the rows (``covariance``:
+the wider of the row estimate and the cluster-robust sandwich with Student's t at G - 1 degrees of freedom).
 
 Pricing a row on BASE: ``validate.build_case`` of the row with its ``gpu_id`` replaced by BASE, so the row's
 ``gpus_per_node`` and ``net_gbps_per_gpu`` overrides apply to BASE exactly as validate applies them to the
@@ -60,6 +64,7 @@ LOSS, F_SCALE = "soft_l1", 0.05
 ZERO_ELASTICITY = 1e-3      # max |d log t / d log term| below which the runs do not depend on a term
 COLLINEAR = 0.999           # cosine of two elasticity columns at or above which two terms cannot be told apart
 CORRELATED = 0.95           # |correlation| of two fitted estimates above which a warning is printed
+ALPHA_MAX = 100.0           # x BASE: bound of the latency scales (only keeps the search finite)
 HOST_MAX = 0.1              # s: bound of the host terms, ~60x the development machine's 1.6 ms per layer
 
 
@@ -155,6 +160,16 @@ def _link_yaml(link):
     return frag
 
 
+def _alpha_apply(link):
+    def apply(hw, v):
+        coll = dict(hw.collectives)
+        for (c, lk), (alpha, busbw) in hw.collectives.items():
+            if lk == link:
+                coll[c, lk] = (alpha * v, busbw)
+        return dc_replace(hw, collectives=coll)
+    return apply
+
+
 TERMS = {t.name: t for t in (
     Term("host_layer", "s", "host time to issue one layer's forward + backward (host_fwd + host_bwd; host_rc alike)",
          lambda hw: hw.host_fwd + hw.host_bwd, _host_layer_apply, lambda hw: (0.0, HOST_MAX), _host_layer_yaml, 1e-3),
@@ -169,6 +184,12 @@ TERMS = {t.name: t for t in (
          lambda hw: 1.0, _link_apply("intra"), _link_bounds("intra"), _link_yaml("intra")),
     Term("inter_bw", "x BASE", "scale of every collective's bus bandwidth on the inter-node link",
          lambda hw: 1.0, _link_apply("inter"), _link_bounds("inter"), _link_yaml("inter")),
+    # latency of every collective on a link, 0 to 100x BASE: 0 is the physical floor; the upper bound only keeps
+    # the search finite (100x the nccl-tests alpha of a100-dgx-nccl, 6.6 us, is 0.66 ms per call)
+    Term("intra_alpha", "x BASE", "scale of every collective's latency (alpha) on the intra-node link",
+         lambda hw: 1.0, _alpha_apply("intra"), lambda hw: (0.0, ALPHA_MAX), _link_yaml("intra")),
+    Term("inter_alpha", "x BASE", "scale of every collective's latency (alpha) on the inter-node link",
+         lambda hw: 1.0, _alpha_apply("inter"), lambda hw: (0.0, ALPHA_MAX), _link_yaml("inter")),
 )}
 DEFAULT = ("host_layer", "host_mb", "gemm_eff", "intra_bw", "inter_bw")
 
@@ -372,8 +393,60 @@ def _cos(a, b) -> float:
     return float(a @ b / (na * nb)) if na > 0 and nb > 0 else 0.0
 
 
-def fit_terms(pricer: Pricer, measured: np.ndarray, terms: tuple, base_hw, idx=None) -> Fit:
-    """Robust bounded least squares of log(pred / measured) over the rows ``idx`` (all when None)."""
+def _loss_weights(r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """psi(r) and psi'(r) of the fit's loss: the gradient of the cost is sum psi(r_i) J_i, its Gauss-Newton
+    curvature sum psi'(r_i) J_i J_i^T. soft_l1 (scipy: rho(z) = 2 (sqrt(1 + z) - 1), z = (r / f)^2):
+    psi = r / sqrt(1 + z), psi' = (1 + z)^-3/2; linear: psi = r, psi' = 1."""
+    if LOSS == "linear":
+        return r, np.ones_like(r)
+    if LOSS != "soft_l1":
+        raise NotImplementedError(LOSS)
+    z = (r / F_SCALE) ** 2
+    return r / np.sqrt(1 + z), (1 + z) ** -1.5
+
+
+def covariance(J: np.ndarray, r: np.ndarray, clusters=None) -> tuple[np.ndarray, float]:
+    """Covariance of the fitted variables and the critical value of their 95 % interval.
+
+    Two estimates; each term's interval takes the wider:
+    - rows independent: (1.4826 MAD(r))^2 (J^T J)^-1 (robust scale), normal critical value 1.96;
+    - rows correlated within a cluster (the groups of the runs: every row of one model shares that model's
+      misfit, so 180 rows of one model are not 180 independent measurements): the cluster-robust sandwich of the
+      M-estimator, A^-1 B A^-1 with A = sum psi'(r_i) J_i J_i^T and B = sum_g u_g u_g^T, u_g = sum_{i in g}
+      psi(r_i) J_i, scaled by G / (G - 1) (N - 1) / (N - p) (CR1), with Student's t at G - 1 degrees of freedom
+      (Cameron & Miller 2015, "A Practitioner's Guide to Cluster-Robust Inference", J. Human Resources 50(2),
+      sections IV.A and VI). With one cluster the runs cannot say how a term varies between groups: no interval.
+    Returns (cov, critical) with cov already scaled so that the interval is critical x sqrt(diag)."""
+    from scipy.stats import t as student_t
+
+    n, p = J.shape
+    s = 1.4826 * float(np.median(np.abs(r - np.median(r)))) if n > p else float("nan")
+    cov_rows = np.linalg.pinv(J.T @ J) * s ** 2
+    if clusters is None:
+        return cov_rows, 1.96
+    clusters = np.asarray(clusters, dtype=object)
+    names = sorted(set(clusters), key=str)
+    G = len(names)
+    if G < 2:
+        return np.full((p, p), np.inf), 1.96
+    psi, dpsi = _loss_weights(r)
+    A_inv = np.linalg.pinv(J.T @ (J * dpsi[:, None]))
+    U = np.array([(psi[clusters == g, None] * J[clusters == g]).sum(axis=0) for g in names])
+    scale = G / (G - 1) * (n - 1) / max(n - p, 1)
+    cov_cl = A_inv @ (U.T @ U) @ A_inv * scale
+    crit = float(student_t.ppf(0.975, G - 1))
+    # each term's interval: the wider of the two (the cluster estimate is itself noisy with few groups)
+    sd = np.maximum(np.sqrt(np.clip(np.diag(cov_cl), 0, None)), 1.96 / crit * np.sqrt(np.clip(np.diag(cov_rows), 0, None)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d = np.sqrt(np.clip(np.diag(cov_cl), 0, None))
+        corr = cov_cl / np.outer(d, d)
+    corr = np.where(np.isfinite(corr), corr, np.eye(p))
+    return corr * np.outer(sd, sd), crit
+
+
+def fit_terms(pricer: Pricer, measured: np.ndarray, terms: tuple, base_hw, idx=None, groups=None) -> Fit:
+    """Robust bounded least squares of log(pred / measured) over the rows ``idx`` (all when None); ``groups``
+    (one label per row of ``measured``): the clusters of the intervals (``covariance``), rows alone when None."""
     from scipy.optimize import least_squares
 
     space = _Space(terms, base_hw)
@@ -397,9 +470,8 @@ def fit_terms(pricer: Pricer, measured: np.ndarray, terms: tuple, base_hw, idx=N
     r = res.fun
     J = res.jac
     n, p = J.shape
-    # approximate covariance: robust residual scale (1.4826 MAD) x (J^T J)^-1 in fit variables
-    s = 1.4826 * float(np.median(np.abs(r - np.median(r)))) if n > p else float("nan")
-    cov = np.linalg.pinv(J.T @ J) * s ** 2
+    clusters = None if groups is None else np.asarray(groups, dtype=object)[slice(None) if idx is None else idx]
+    cov, crit = covariance(J, r, clusters)
     sd = np.sqrt(np.clip(np.diag(cov), 0, None))
     with np.errstate(invalid="ignore", divide="ignore"):
         corr = cov / np.outer(sd, sd)
@@ -418,7 +490,7 @@ def fit_terms(pricer: Pricer, measured: np.ndarray, terms: tuple, base_hw, idx=N
                 warnings.append(f"{terms[i]} and {terms[j]}: estimates correlated {corr[i, j]:+.2f}: the runs barely "
                                 f"tell them apart (wide intervals)")
     return Fit(tuple(terms), values, space.values(space.start / space.ref), {t: (lo * rf, hi * rf) for t, lo, hi, rf
-               in zip(terms, space.lo, space.hi, space.ref)}, {t: float(1.96 * sd[i] * space.ref[i]) for i, t
+               in zip(terms, space.lo, space.hi, space.ref)}, {t: float(crit * sd[i] * space.ref[i]) for i, t
                in enumerate(terms)}, corr, at_bound, int(res.nfev), r, warnings)
 
 
@@ -459,7 +531,7 @@ def cross_validate(pricer: Pricer, measured, groups, terms, base_hw, k=None, fit
         held = sorted(set(groups[test]))
         _log(f"from-runs: fold {n}/{len(splits)}: fit on {len(train)} rows, judge {len(test)} rows of "
              f"{', '.join(map(str, held[:3]))}{' ...' if len(held) > 3 else ''}")
-        f = fit(pricer, measured, terms, base_hw, train)
+        f = fit(pricer, measured, terms, base_hw, train, groups=groups)
         pred[test] = pricer(f.values, test)
         record.append({"held_out": held, "train": train, "test": test, "values": f.values})
     err = pred / measured - 1
@@ -519,10 +591,10 @@ def calibrate(path, base: str, fit: str | None = None, k: int | None = None, gro
         raise InputError(f"too few usable rows: {n} (need at least 2 per fitted term: {2 * len(kept)} for "
                          f"{', '.join(kept)}; {len(runs.skipped)} of {runs.n_rows} rows skipped)")
     _log(f"from-runs: fitting {', '.join(kept)} on {n} rows (loss {LOSS}, scale {F_SCALE})")
-    f = fit_terms(pricer, runs.measured, kept, base_hw)
+    f = fit_terms(pricer, runs.measured, kept, base_hw, groups=runs.groups)
     asked_fit = kept                                    # what each fold starts from (selection inside the CV)
     if not explicit:
-        f, kept, dropped = _settle(pricer, runs.measured, f, base_hw)
+        f, kept, dropped = _settle(pricer, runs.measured, f, base_hw, groups=runs.groups)
         for w in dropped:
             _log(f"from-runs: warning: {w}")
         warnings += dropped
@@ -532,8 +604,8 @@ def calibrate(path, base: str, fit: str | None = None, k: int | None = None, gro
     in_pred = pricer(f.values)
     # each fold repeats the whole choice on its own rows: the default set is settled (``_settle``) inside the fold,
     # so the held-out group does not choose the terms either
-    fold_fit = fit_terms if explicit else (lambda pr, m, ts, hw, idx: _settle(pr, m, fit_terms(pr, m, ts, hw, idx),
-                                                                             hw, idx)[0])
+    fold_fit = fit_terms if explicit else (lambda pr, m, ts, hw, idx, groups: _settle(
+        pr, m, fit_terms(pr, m, ts, hw, idx, groups), hw, idx, groups)[0])
     cv = cross_validate(pricer, runs.measured, runs.groups, asked_fit, base_hw, k, fit=fold_fit)
     return Result(runs, base_hw, f, terms, warnings + f.warnings, stats(in_pred / runs.measured - 1), cv,
                   stats(base_pred / runs.measured - 1), apply_terms(base_hw, f.values), in_pred)
@@ -556,7 +628,7 @@ def undetermined(f: Fit) -> dict:
     return out
 
 
-def _settle(pricer: Pricer, measured, f: Fit, base_hw, idx=None) -> tuple[Fit, tuple, list]:
+def _settle(pricer: Pricer, measured, f: Fit, base_hw, idx=None, groups=None) -> tuple[Fit, tuple, list]:
     """Default terms only: leave at BASE every term the runs do not determine (``undetermined``) and refit the
     rest, until each fitted term is determined. A term the runs barely constrain adds variance, not information,
     to predictions of other shapes (the h1024 -> h2048 split of docs/from-runs.md: ``intra_bw`` fitted at
@@ -574,7 +646,7 @@ def _settle(pricer: Pricer, measured, f: Fit, base_hw, idx=None) -> tuple[Fit, t
                 break
             bad = {t: r for t, r in bad.items() if t not in keep}
         dropped += [f"{t}: not determined by the runs ({r}); left at BASE" for t, r in bad.items()]
-        f = fit_terms(pricer, measured, keep, base_hw, idx)
+        f = fit_terms(pricer, measured, keep, base_hw, idx, groups)
     return f, f.terms, dropped
 
 
@@ -613,8 +685,9 @@ def profile_yaml(res: Result, pid: str, folder: Path | None = None) -> str:
     f, runs = res.fit, res.runs
     body = {"id": pid, "name": f"{res.base_hw.name}, fitted to measured runs ({Path(runs.path).name})",
             "kind": "calibrated-from-runs", "base": _base_ref(runs.base, folder)}
-    for t in f.terms:
-        body = _merge(body, TERMS[t].yaml(TERMS[t].apply(res.base_hw, f.values[t])))
+    fitted = apply_terms(res.base_hw, f.values)       # every fragment from the whole fit: a link's busbw and alpha
+    for t in f.terms:                                   # terms write the same collectives block
+        body = _merge(body, TERMS[t].yaml(fitted))
     err = lambda s: {k: (_r(v) if isinstance(v, float) else v) for k, v in s.items()}
     body["provenance"] = {
         "source": "python -m roofline calibrate from-runs",
