@@ -2,7 +2,7 @@
 # fmt: off
 import numpy as np
 
-INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_frac', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'clock', 'cp', 'cuda_context', 'd_model', 'dense_layers', 'dp', 'dropout', 'ep', 'ep_dedup', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'etp', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'head_dim', 'heads', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_mb', 'host_rc', 'interleave', 'kv_heads', 'kv_lora', 'layers', 'learned_pos', 'mamba_chunk', 'mamba_conv', 'mamba_frac', 'mamba_groups', 'mamba_hdim', 'mamba_heads', 'mamba_state', 'mask_bytes', 'micro_batch', 'mlp_frac', 'moe_ffn', 'mtp', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'nccl_sms_inter', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_ep', 'ov_pp', 'ov_tp', 'peak', 'peak_hp', 'peak_vec', 'pp', 'q_bytes', 'q_lora', 'qk_nope', 'qk_rope', 'rc_full', 'rc_sel', 'rms', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'sq_relu', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'ub_ring_sms', 'ub_sms', 'v_head', 'vocab', 'z_grad', 'z_os', 'z_param')
+INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_frac', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'clock', 'cp', 'cuda_context', 'd_model', 'dense_layers', 'dp', 'dropout', 'ep', 'ep_dedup', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'etp', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'head_dim', 'heads', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_mb', 'host_rc', 'interleave', 'kv_heads', 'kv_lora', 'layers', 'learned_pos', 'mamba_chunk', 'mamba_conv', 'mamba_frac', 'mamba_groups', 'mamba_hdim', 'mamba_heads', 'mamba_state', 'mask_bytes', 'micro_batch', 'mlp_frac', 'moe_ffn', 'mtp', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'nccl_sms_inter', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_ep', 'ov_pp', 'ov_tp', 'peak', 'peak_hp', 'peak_vec', 'pp', 'q_bytes', 'q_lora', 'qk_nope', 'qk_rope', 'rc_full', 'rc_sel', 'rms', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'sq_relu', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'tp_async', 'ub_ring_sms', 'ub_sms', 'v_head', 'vocab', 'z_grad', 'z_os', 'z_param')
 OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_host_overhead', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'pp_bubble_ratio', 'micro_batches', 't_microbatch_stage', 't_layer_fwd', 't_layer_bwd', 't_layer_recompute', 't_layer_tp_comm', 't_layer_cp_comm', 't_layer_ep_comm', 't_layer_comm_bwd', 't_layer_host', 't_dense_layer_fwd', 't_dense_layer_bwd', 't_dense_layer_recompute', 't_dense_layer_tp_comm', 't_dense_layer_cp_comm', 't_dense_layer_ep_comm', 't_dense_layer_comm_bwd', 't_dense_layer_host', 'stage_layers', 'stage_dense_layers', 'stage_mtp_layers', 't_tp_grad_reduce', 't_embed_fwd', 't_embed_bwd', 't_head_fwd', 't_head_bwd', 'head_stage_heavier', 't_edge_host', 't_microbatch_host', 't_pp_send_recv', 't_embedding_grad_reduce', 'flops', 'hardware_flops', 'flops_megatron', 'bytes_tp_fwd', 'bytes_tp_bwd', 'bytes_tp_inter', 'bytes_cp_fwd', 'bytes_cp_bwd', 'bytes_cp_inter', 'bytes_ep_fwd', 'bytes_ep_bwd', 'bytes_ep_inter', 'bytes_pp_fwd', 'bytes_pp_bwd', 'bytes_pp_inter', 'bytes_dp_fwd', 'bytes_dp_bwd', 'bytes_dp_inter', 'flops_forward', 'flops_backward', 'flops_attention', 'flops_lm_head', 'n_gpus', 'mfu', 'mfu_megatron', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'mem_logits', 'mem_first_stage', 'mem_last_stage', 'mem_reserve', 'mem_cuda_context', 'mem_nccl', 'mem_fragmentation', 'params', 'active_params', 'params_rank', 'params_embedding', 'params_expert', 'params_mtp')
 
 
@@ -175,6 +175,7 @@ def evaluate(x):
     tied = x['tied']
     top_k = x['top_k']
     tp = x['tp']
+    tp_async = x['tp_async']
     ub_ring_sms = x.get('ub_ring_sms', 1.0)
     ub_sms = x.get('ub_sms', 16.0)
     v_head = x.get('v_head', 0.0)
@@ -812,676 +813,685 @@ def evaluate(x):
     _x627 = _x605 + _x626
     _x628 = _x617*mamba_frac + _x620*mlp_frac + _x627*attn_frac
     _x629 = _x600*_x628
-    _x630 = np.where(_x28, _x63, _x62)
-    _x631 = _x12*_x623
-    _x632 = np.where(_x28, _x10*_x631 + _x27, _x29 + _x631*_x7)
-    _x633 = np.maximum(_x524, _x525)
-    _x634 = np.maximum(_x529, _x531)
-    _x635 = np.maximum(_x542, _x543)
-    _x636 = np.maximum(_x547, _x364*_x549)
-    _x637 = (1/2)*t0_gemm_bwd
-    _x638 = _x0*_x637 + _x20*_x637 + _x303*_x637 + (1/2)*_x481 + (1/2)*_x633 + (1/2)*_x634 + (1/2)*_x635 + (1/2)*_x636
-    _x639 = np.where(_x28, _x612*_x624 + _x613, _x182*_x624 + _x614)
-    _x640 = _x601*np.maximum(_x630*_x632, _x632 - _x638) + seq_par*(_x611 + np.maximum(_x625*_x630, _x625 - _x638) + np.maximum(_x630*_x639, -_x638 + _x639))
-    _x641 = _x604*_x630
-    _x642 = -_x604
-    _x643 = _x637 + (1/2)*np.maximum(_x517, _x421*_x518)
-    _x644 = _x611*_x630
-    _x645 = -_x611
-    _x646 = _x615*_x630
-    _x647 = -_x615
-    _x648 = np.maximum(_x521, _x523)
-    _x649 = np.maximum(_x540, _x541)
-    _x650 = (1/2)*_x149*(_x195*t0_gemm_bwd + _x649) + (1/2)*_x150*(_x648 + t0_gemm_bwd)
-    _x651 = _x619*(_x601*np.maximum(_x641, -_x642 - _x650) + seq_par*(_x611 + np.maximum(_x644, -_x645 - _x650) + np.maximum(_x646, -_x647 - _x650)))
-    _x652 = _x640*attn_frac + _x651*mlp_frac + mamba_frac*(_x601*np.maximum(_x641, -_x642 - _x643) + seq_par*(_x611 + np.maximum(_x644, -_x643 - _x645) + np.maximum(_x646, -_x643 - _x647)))
-    _x653 = _x629 + _x652
-    _x654 = ov_tp*np.where((gpus_per_node >= tp), 1, 0)
-    _x655 = 1 - _x654
-    _x656 = _x601*_x632 + seq_par*(_x611 + _x625 + _x639)
-    _x657 = 2*_x611
-    _x658 = _x605 + seq_par*(_x615 + _x657)
-    _x659 = _x619*_x658
-    _x660 = _x656*attn_frac + _x658*mamba_frac + _x659*mlp_frac
-    _x661 = _x629 + _x660
-    _x662 = _x655*_x661
-    _x663 = np.maximum(1.0e-30, _x661)**(-1.0)
-    _x664 = np.where((sms > ub_ring_sms), _x61*ub_ring_sms, 0)
-    _x665 = _x625*seq_par
-    _x666 = _x611*seq_par
-    _x667 = _x619*_x666
-    _x668 = _x666*mamba_frac + _x667*mlp_frac
-    _x669 = _x600*(_x665*attn_frac + _x668) + _x666*attn_frac + _x668
-    _x670 = np.where((sms > ub_sms), _x61*ub_sms, 0)
-    _x671 = _x654*np.maximum(-_x38*_x471 + _x661, _x661*_x663*(_x664*_x669 + _x670*(_x600*_x628 + _x619*_x658*mlp_frac + _x656*attn_frac + _x658*mamba_frac - _x669)))
-    _x672 = (np.where((-_x653 + _x662 + _x671 >= 0), 0, 1))
-    _x673 = 1 - _x672
-    _x674 = _x672*(_x662 + _x671)
-    _x675 = _x653*_x673 + _x674
-    _x676 = _x599 + _x675
-    _x677 = _x147 + _x676
-    _x678 = np.minimum(_x15, dense_layers)
-    _x679 = np.minimum(1, _x31)
-    _x680 = np.maximum(_x80, _x88)
-    _x681 = np.maximum(_x101*_x98, _x92*_x97)
-    _x682 = np.maximum(_x105*_x108, _x98*(_x112 + _x115))
-    _x683 = np.maximum(_x123, _x138)
-    _x684 = np.maximum(_x140, _x144)
-    _x685 = _x66 + _x68 + _x680 + _x681 + _x682 + _x683 + _x684 + _x69 + _x71
-    _x686 = 1 - rc_full
-    _x687 = _x686*rc_sel
-    _x688 = _x685*_x687
-    _x689 = _x2*ffn_hidden
-    _x690 = _x53*_x689
-    _x691 = _x200 + _x202 + _x204 + _x206 + _x209 + _x225
-    _x692 = _x440 + _x690 + _x691
-    _x693 = np.maximum(_x235*_x692, _x239*_x692)
-    _x694 = _x690*act_bytes
-    _x695 = np.maximum(_x283*_x694, _x285*_x690)
-    _x696 = d_model*ffn_hidden
-    _x697 = _x2*_x696
-    _x698 = _x166 + _x690 + _x697
-    _x699 = _x53*_x697
-    _x700 = 2*_x699
-    _x701 = np.minimum(np.minimum(_x53, _x689), d_model)
-    _x702 = (_x701 + gemm_dhalf)/_x701
-    _x703 = np.maximum(_x308*_x698, _x315*_x700*_x702)
-    _x704 = _x344*ffn_hidden
-    _x705 = _x227*_x704
-    _x706 = _x2*_x704
-    _x707 = _x53*_x706
-    _x708 = _x166 + _x705 + _x707
-    _x709 = _x310*_x706
-    _x710 = np.minimum(np.minimum(_x53, _x706), d_model)
-    _x711 = (_x710 + gemm_dhalf)/_x710
-    _x712 = np.maximum(_x308*_x708, _x315*_x709*_x711)
-    _x713 = _x303*t0_gemm_fwd
-    _x714 = _x210*_x245
-    _x715 = np.maximum(_x442, _x446*_x714)
-    _x716 = 2*_x53
-    _x717 = _x433*_x716
-    _x718 = np.maximum(_x432, _x438*_x717)
-    _x719 = 2*_x409
-    _x720 = np.maximum(_x407, _x413*_x719)
-    _x721 = np.maximum(_x335, _x339*_x343)
-    _x722 = 2*_x400
-    _x723 = np.maximum(_x397, _x404*_x722)
-    _x724 = 2*_x391
-    _x725 = np.maximum(_x389, _x395*_x724)
-    _x726 = 2*_x203
-    _x727 = _x359*_x726
-    _x728 = np.maximum(_x362, _x368*_x727)
-    _x729 = _x296 + _x298 + _x301 + _x302 + _x713 + _x715 + _x718 + _x720 + _x721 + _x723 + _x725 + _x728
-    _x730 = _x703 + _x712 + _x729
-    _x731 = 2*np.maximum(_x241, _x244)
-    _x732 = np.maximum(_x249, _x252)
-    _x733 = 2*_x732
-    _x734 = 3*t0_elem_fwd
-    _x735 = _x20*t0_norm_fwd
-    _x736 = np.maximum(_x264, _x266)
-    _x737 = np.maximum(_x278, _x281)
-    _x738 = _x289*_x73
-    _x739 = np.maximum(_x251*_x738, _x262*_x289)
-    _x740 = _x188 + _x191 + _x193 + _x194 + _x685 + _x731 + _x733 + _x734 + _x735 + _x736 + _x737 + _x739
-    _x741 = _x693 + _x695 + _x730 + _x740
-    _x742 = _x741*rc_full
-    _x743 = _x688 + _x742
-    _x744 = np.maximum(_x510*_x698, _x515*_x699*_x702)
-    _x745 = np.maximum(_x510*_x708, _x538*_x705*_x711)
-    _x746 = _x289 + _x495 + _x496 + _x497 + _x499 + _x500
-    _x747 = _x310 + _x707 + _x746
-    _x748 = np.maximum(_x504*_x747, _x507*_x747)
-    _x749 = np.maximum(_x581*_x694, _x582*_x690)
-    _x750 = 2*np.maximum(_x559, _x560)
-    _x751 = np.maximum(_x564, _x567)
-    _x752 = 2*_x751
-    _x753 = 3*t0_elem_bwd
-    _x754 = _x303*t0_gemm_bwd
-    _x755 = _x20*t0_norm_bwd
-    _x756 = np.maximum(_x511, _x516)
-    _x757 = np.maximum(_x527, _x528)
-    _x758 = np.maximum(_x545, _x546)
-    _x759 = np.maximum(_x551, _x555)
-    _x760 = np.maximum(_x556, _x557)
-    _x761 = np.maximum(_x572, _x574)
-    _x762 = np.maximum(_x576, _x577)
-    _x763 = np.maximum(_x584, _x277*_x506)
-    _x764 = np.maximum(_x289*_x563, _x566*_x738)
-    _x765 = _x587*_x92
-    _x766 = _x590*(_x101 + _x589)
-    _x767 = np.maximum(_x766, _x586*_x765)
-    _x768 = _x105*_x587
-    _x769 = np.maximum(_x115*_x590, _x592*_x768)
-    _x770 = np.maximum(_x594*_x768, _x590*(_x115 + _x595))
-    _x771 = np.maximum(_x766, _x594*_x765)
-    _x772 = _x474 + _x477 + _x479 + _x480 + _x481 + _x482 + _x483 + _x488 + _x490 + _x492 + _x493 + _x494 + _x633 + _x634 + _x635 + _x636 + _x750 + _x752 + _x753 + _x754 + _x755 + _x756 + _x757 + _x758 + _x759 + _x760 + _x761 + _x762 + _x763 + _x764 + _x767 + _x769 + _x770 + _x771
-    _x773 = _x744 + _x745 + _x748 + _x749 + _x772
-    _x774 = _x741 + _x773
-    _x775 = ov_ep*np.maximum(0, -_x774)
-    _x776 = ov_cp*np.maximum(_x64, -_x38*_x685 + _x59)
-    _x777 = _x60 + _x776
-    _x778 = 2*_x605 + _x616 + _x626
-    _x779 = _x600*_x778
-    _x780 = _x637 + (1/2)*_x745
-    _x781 = _x601*np.maximum(_x641, -_x642 - _x780) + _x640 + seq_par*(_x611 + np.maximum(_x644, -_x645 - _x780) + np.maximum(_x646, -_x647 - _x780))
-    _x782 = _x779 + _x781
-    _x783 = _x656 + _x658
-    _x784 = _x779 + _x783
-    _x785 = _x655*_x784
-    _x786 = np.maximum(1.0e-30, _x784)**(-1.0)
-    _x787 = _x657*seq_par
-    _x788 = _x600*(_x665 + _x666)
-    _x789 = _x654*np.maximum(-_x38*_x730 + _x784, _x784*_x786*(_x664*(_x787 + _x788) + _x670*(_x784 - _x787 - _x788)))
-    _x790 = (np.where((-_x782 + _x785 + _x789 >= 0), 0, 1))
-    _x791 = 1 - _x790
-    _x792 = _x782*_x791
-    _x793 = _x790*(_x785 + _x789)
-    _x794 = _x792 + _x793
-    _x795 = _x775 + _x777 + _x794
-    _x796 = -host_bwd - host_fwd - host_rc*rc_full
-    _x797 = np.maximum(0, -_x743 - _x774 - _x795 - _x796)
-    _x798 = _x145*_x687 + _x473*rc_full
-    _x799 = np.maximum(0, -_x598 - _x677 - _x796 - _x798)
-    _x800 = _x678*(_x679*(np.where((-_x146 + _x191 + _x193 + _x194 + _x296 + _x298 + _x301 + _x302 - _x472 + _x477 + _x479 + _x480 + _x481 + _x482 + _x483 + _x488 + _x490 + _x492 + _x493 + _x494 - _x596 + _x633 + _x634 + _x635 + _x636 + _x66 - _x676 + _x68 + _x680 + _x681 + _x682 + _x683 + _x684 + _x688 + _x69 + _x693 + _x695 + _x703 + _x71 + _x712 + _x713 + _x715 + _x718 + _x720 + _x721 + _x723 + _x725 + _x728 + _x731 + _x733 + _x734 + _x735 + _x736 + _x737 + _x739 + _x742 + _x744 + _x745 + _x748 + _x749 + _x750 + _x752 + _x753 + _x754 + _x755 + _x756 + _x757 + _x758 + _x759 + _x760 + _x761 + _x762 + _x763 + _x764 + _x767 + _x769 + _x770 + _x771 + _x775 + _x776 + _x792 + _x793 + _x797 - _x798 - _x799 < 0), 0, 1)) - _x679 + 1)
-    _x801 = _x15 - _x800
-    _x802 = _x187*(_x210 + _x218 + _x226 + _x448 + _x691)
-    _x803 = _x149*_x270
-    _x804 = _x803*_x84
-    _x805 = _x218*act_bytes
-    _x806 = _x149*_x161
-    _x807 = _x149*_x293
-    _x808 = 2*_x452
-    _x809 = _x149*_x383
-    _x810 = _x323*_x716
-    _x811 = _x352*_x716
-    _x812 = _x299 + _x300 + _x729 + np.maximum(_x322, _x328*_x810) + np.maximum(_x351, _x356*_x811) + np.maximum(_x382, _x387*_x809) + np.maximum(_x450, _x457*_x808) + np.maximum(_x463, _x466*_x470)
-    _x813 = _x196 + _x197 + _x198 + _x740 + _x812 + np.maximum(_x288, _x223*_x285) + np.maximum(_x218*_x285, _x283*_x805) + np.maximum(_x233*_x807, _x241*_x806) + np.maximum(_x234*_x802, _x238*_x802) + np.maximum(_x269*_x804, _x274*_x803)
-    _x814 = _x187*(_x166 + _x226 + _x461 + _x498 + _x746)
-    _x815 = _x484 + _x485 + _x486 + _x487 + _x489 + _x648 + _x649 + _x772 + np.maximum(_x519, _x520) + np.maximum(_x532, _x535) + np.maximum(_x537, _x539) + np.maximum(_x583, _x223*_x582) + np.maximum(_x218*_x582, _x581*_x805) + np.maximum(_x502*_x807, _x559*_x806) + np.maximum(_x503*_x814, _x506*_x814) + np.maximum(_x579*_x804, _x580*_x803)
-    _x816 = _x813 + _x815
-    _x817 = _x185 + ov_ep*np.maximum(_x186, _x148*_x149*_x183 - _x816)
-    _x818 = _x620 + _x627
-    _x819 = _x600*_x818
-    _x820 = _x640 + _x651
-    _x821 = _x819 + _x820
-    _x822 = _x656 + _x659
-    _x823 = _x819 + _x822
-    _x824 = _x655*_x823
-    _x825 = np.maximum(1.0e-30, _x823)**(-1.0)
-    _x826 = _x600*(_x665 + _x667)
-    _x827 = _x654*np.maximum(-_x38*_x812 + _x823, _x823*_x825*(_x664*(_x666 + _x667 + _x826) + _x670*(-_x666 - _x667 + _x823 - _x826)))
-    _x828 = (np.where((-_x821 + _x824 + _x827 >= 0), 0, 1))
-    _x829 = 1 - _x828
-    _x830 = _x828*(_x824 + _x827)
-    _x831 = _x821*_x829 + _x830
-    _x832 = _x777 + _x817 + _x831
-    _x833 = _x166*_x73
-    _x834 = np.ceil((1/128)*_x2*vocab)
-    _x835 = 128*_x834
-    _x836 = _x835*d_model
-    _x837 = _x166*act_bytes
-    _x838 = np.minimum(_x53, _x835)
-    _x839 = d_model*grad_bytes
-    _x840 = np.maximum(_x833/eta_embed_bwd, _x84*(_x245*f32_bytes*((1/10)*_x53 + _x838) + _x836*grad_bytes + _x837*(learned_pos + 1) + _x838*_x839)/mu_embed_bwd)
-    _x841 = np.maximum(_x833/eta_embed_fwd, _x837*_x84*(learned_pos + 2)/mu_embed_fwd)
-    _x842 = _x688 + _x813*rc_full
-    _x843 = _x816 + _x832 + _x842
-    _x844 = np.maximum(0, -_x796 - _x843)
-    _x845 = d_model**2
-    _x846 = 2*_x845
-    _x847 = _x2*_x846
-    _x848 = _x84*(_x228 + _x310 + _x847)
-    _x849 = _x220*_x845
-    _x850 = np.minimum(np.minimum(_x227, _x245), _x53)
-    _x851 = (_x850 + gemm_dhalf)/_x850
-    _x852 = _x840 + t0_embed_bwd
-    _x853 = _x53*_x835
-    _x854 = _x166 + _x836 + _x853
-    _x855 = np.minimum(np.minimum(_x53, _x835), d_model)
-    _x856 = _x166*_x834
-    _x857 = _x856*(_x855 + gemm_dhalf)/_x855
-    _x858 = _x53*_x73*_x834
-    _x859 = _x84*_x853*(act_bytes + f32_bytes)
-    _x860 = t0_ce_bwd + np.maximum(_x510*_x854, 512*_x534*_x857) + np.maximum(_x859/mu_ce_bwd, 256*_x858/eta_ce_bwd)
-    _x861 = _x751 + _x860 + mtp*(_x474 + _x478 + 3*_x751 + _x852 + _x860 + 3*t0_norm_bwd + np.maximum(_x228*_x504, _x187*_x465*_x558) + np.maximum(_x509*_x848, 8*_x514*_x849*_x851)) + t0_gemm_bwd + t0_norm_bwd
-    _x862 = 4*_x845
-    _x863 = _x841 + t0_embed_fwd
-    _x864 = t0_ce_fwd + np.maximum(_x308*_x854, 256*_x376*_x857) + np.maximum(_x859/mu_ce_fwd, 640*_x858/eta_ce_fwd)
-    _x865 = _x732 + _x864 + mtp*(_x188 + _x297 + 3*_x732 + _x863 + _x864 + 3*t0_norm_fwd + np.maximum(_x235*_x310, 4*_x187*_x236*_x833) + np.maximum(_x307*_x848, _x220*_x315*_x851*_x862)) + t0_gemm_fwd + t0_norm_fwd
-    _x866 = (np.where((_x840 + _x841 - _x861 - _x865 - mtp*(_x843 + _x844) + t0_embed_bwd + t0_embed_fwd > 0), 0, 1))
-    _x867 = 1 - _x679
-    _x868 = 1 - _x866
-    _x869 = mtp*(_x866 + _x867*_x868)
-    _x870 = _x743*_x800 + _x798*_x801 + _x842*_x869
-    _x871 = _x863*_x868 + _x865*_x866 + _x867*(_x863*_x866 + _x865*_x868)
-    _x872 = _x852*_x868 + _x861*_x866 + _x867*(_x852*_x866 + _x861*_x868)
-    _x873 = np.maximum(0, _x679*(_x866*host_head + _x868*host_emb) + _x867*(host_emb + host_head) - _x871 - _x872)
-    _x874 = _x797*_x800 + _x799*_x801 + _x844*_x869 + _x873 + host_mb
-    _x875 = _x473*_x801 + _x741*_x800 + _x813*_x869 + _x871
-    _x876 = _x597*_x801 + _x773*_x800 + _x815*_x869 + _x872
-    _x877 = _x875 + _x876
-    _x878 = _x677*_x801 + _x795*_x800 + _x832*_x869 + _x870 + _x874 + _x877
-    _x879 = cp*dp
-    _x880 = _x879*tp
-    _x881 = _x880*pp
-    _x882 = np.where((_x881 <= gpus_per_node), 1, 0)
-    _x883 = 128.0*_x834*_x839
-    _x884 = _x679*(_x882*(_x26 + _x7*_x883) + (1 - _x882)*(_x1*_x883 + _x25))*np.minimum(1, mtp + tied)
-    _x885 = _x31 + _x36*interleave
-    _x886 = _x11*_x879
+    _x630 = 1 - tp_async
+    _x631 = _x627*_x630
+    _x632 = np.where(_x28, _x63, _x62)
+    _x633 = _x12*_x623
+    _x634 = np.where(_x28, _x10*_x633 + _x27, _x29 + _x633*_x7)
+    _x635 = np.maximum(_x524, _x525)
+    _x636 = np.maximum(_x529, _x531)
+    _x637 = np.maximum(_x542, _x543)
+    _x638 = np.maximum(_x547, _x364*_x549)
+    _x639 = (1/2)*t0_gemm_bwd
+    _x640 = _x0*_x639 + _x20*_x639 + _x303*_x639 + (1/2)*_x481 + (1/2)*_x635 + (1/2)*_x636 + (1/2)*_x637 + (1/2)*_x638
+    _x641 = np.where(_x28, _x612*_x624 + _x613, _x182*_x624 + _x614)
+    _x642 = _x631 + tp_async*(_x601*np.maximum(_x632*_x634, _x634 - _x640) + seq_par*(_x611 + np.maximum(_x625*_x632, _x625 - _x640) + np.maximum(_x632*_x641, -_x640 + _x641)))
+    _x643 = _x617*_x630
+    _x644 = _x604*_x632
+    _x645 = -_x604
+    _x646 = _x639 + (1/2)*np.maximum(_x517, _x421*_x518)
+    _x647 = _x611*_x632
+    _x648 = -_x611
+    _x649 = _x615*_x632
+    _x650 = -_x615
+    _x651 = np.maximum(_x521, _x523)
+    _x652 = np.maximum(_x540, _x541)
+    _x653 = (1/2)*_x149*(_x195*t0_gemm_bwd + _x652) + (1/2)*_x150*(_x651 + t0_gemm_bwd)
+    _x654 = _x619*(_x643 + tp_async*(_x601*np.maximum(_x644, -_x645 - _x653) + seq_par*(_x611 + np.maximum(_x647, -_x648 - _x653) + np.maximum(_x649, -_x650 - _x653))))
+    _x655 = _x642*attn_frac + _x654*mlp_frac + mamba_frac*(_x643 + tp_async*(_x601*np.maximum(_x644, -_x645 - _x646) + seq_par*(_x611 + np.maximum(_x647, -_x646 - _x648) + np.maximum(_x649, -_x646 - _x650))))
+    _x656 = _x629 + _x655
+    _x657 = ov_tp*np.where((gpus_per_node >= tp), 1, 0)
+    _x658 = 1 - _x657
+    _x659 = _x631 + tp_async*(_x601*_x634 + seq_par*(_x611 + _x625 + _x641))
+    _x660 = _x643 + tp_async*(_x605 + seq_par*(2*_x611 + _x615))
+    _x661 = _x619*_x660
+    _x662 = _x659*attn_frac + _x660*mamba_frac + _x661*mlp_frac
+    _x663 = _x629 + _x662
+    _x664 = _x658*_x663
+    _x665 = np.maximum(1.0e-30, _x663)**(-1.0)
+    _x666 = np.where((sms > ub_ring_sms), _x61*ub_ring_sms, 0)
+    _x667 = _x611*tp_async
+    _x668 = seq_par*(_x611*_x630 + _x667)
+    _x669 = _x619*_x668
+    _x670 = seq_par*(_x625*_x630 + _x667)
+    _x671 = _x611*seq_par
+    _x672 = _x619*_x671
+    _x673 = _x625*seq_par
+    _x674 = _x600*(_x671*mamba_frac + _x672*mlp_frac + _x673*attn_frac) + _x668*mamba_frac + _x669*mlp_frac + _x670*attn_frac
+    _x675 = np.where((sms > ub_sms), _x61*ub_sms, 0)
+    _x676 = _x657*np.maximum(-_x38*_x471 + _x663, _x663*_x665*(_x666*_x674 + _x675*(_x600*_x628 + _x619*_x660*mlp_frac + _x659*attn_frac + _x660*mamba_frac - _x674)))
+    _x677 = (np.where((-_x656 + _x664 + _x676 >= 0), 0, 1))
+    _x678 = 1 - _x677
+    _x679 = _x677*(_x664 + _x676)
+    _x680 = _x656*_x678 + _x679
+    _x681 = _x599 + _x680
+    _x682 = _x147 + _x681
+    _x683 = np.minimum(_x15, dense_layers)
+    _x684 = np.minimum(1, _x31)
+    _x685 = np.maximum(_x80, _x88)
+    _x686 = np.maximum(_x101*_x98, _x92*_x97)
+    _x687 = np.maximum(_x105*_x108, _x98*(_x112 + _x115))
+    _x688 = np.maximum(_x123, _x138)
+    _x689 = np.maximum(_x140, _x144)
+    _x690 = _x66 + _x68 + _x685 + _x686 + _x687 + _x688 + _x689 + _x69 + _x71
+    _x691 = 1 - rc_full
+    _x692 = _x691*rc_sel
+    _x693 = _x690*_x692
+    _x694 = _x2*ffn_hidden
+    _x695 = _x53*_x694
+    _x696 = _x200 + _x202 + _x204 + _x206 + _x209 + _x225
+    _x697 = _x440 + _x695 + _x696
+    _x698 = np.maximum(_x235*_x697, _x239*_x697)
+    _x699 = _x695*act_bytes
+    _x700 = np.maximum(_x283*_x699, _x285*_x695)
+    _x701 = d_model*ffn_hidden
+    _x702 = _x2*_x701
+    _x703 = _x166 + _x695 + _x702
+    _x704 = _x53*_x702
+    _x705 = 2*_x704
+    _x706 = np.minimum(np.minimum(_x53, _x694), d_model)
+    _x707 = (_x706 + gemm_dhalf)/_x706
+    _x708 = np.maximum(_x308*_x703, _x315*_x705*_x707)
+    _x709 = _x344*ffn_hidden
+    _x710 = _x227*_x709
+    _x711 = _x2*_x709
+    _x712 = _x53*_x711
+    _x713 = _x166 + _x710 + _x712
+    _x714 = _x310*_x711
+    _x715 = np.minimum(np.minimum(_x53, _x711), d_model)
+    _x716 = (_x715 + gemm_dhalf)/_x715
+    _x717 = np.maximum(_x308*_x713, _x315*_x714*_x716)
+    _x718 = _x303*t0_gemm_fwd
+    _x719 = _x210*_x245
+    _x720 = np.maximum(_x442, _x446*_x719)
+    _x721 = 2*_x53
+    _x722 = _x433*_x721
+    _x723 = np.maximum(_x432, _x438*_x722)
+    _x724 = 2*_x409
+    _x725 = np.maximum(_x407, _x413*_x724)
+    _x726 = np.maximum(_x335, _x339*_x343)
+    _x727 = 2*_x400
+    _x728 = np.maximum(_x397, _x404*_x727)
+    _x729 = 2*_x391
+    _x730 = np.maximum(_x389, _x395*_x729)
+    _x731 = 2*_x203
+    _x732 = _x359*_x731
+    _x733 = np.maximum(_x362, _x368*_x732)
+    _x734 = _x296 + _x298 + _x301 + _x302 + _x718 + _x720 + _x723 + _x725 + _x726 + _x728 + _x730 + _x733
+    _x735 = _x708 + _x717 + _x734
+    _x736 = 2*np.maximum(_x241, _x244)
+    _x737 = np.maximum(_x249, _x252)
+    _x738 = 2*_x737
+    _x739 = 3*t0_elem_fwd
+    _x740 = _x20*t0_norm_fwd
+    _x741 = np.maximum(_x264, _x266)
+    _x742 = np.maximum(_x278, _x281)
+    _x743 = _x289*_x73
+    _x744 = np.maximum(_x251*_x743, _x262*_x289)
+    _x745 = _x188 + _x191 + _x193 + _x194 + _x690 + _x736 + _x738 + _x739 + _x740 + _x741 + _x742 + _x744
+    _x746 = _x698 + _x700 + _x735 + _x745
+    _x747 = _x746*rc_full
+    _x748 = _x693 + _x747
+    _x749 = np.maximum(_x510*_x703, _x515*_x704*_x707)
+    _x750 = np.maximum(_x510*_x713, _x538*_x710*_x716)
+    _x751 = _x289 + _x495 + _x496 + _x497 + _x499 + _x500
+    _x752 = _x310 + _x712 + _x751
+    _x753 = np.maximum(_x504*_x752, _x507*_x752)
+    _x754 = np.maximum(_x581*_x699, _x582*_x695)
+    _x755 = 2*np.maximum(_x559, _x560)
+    _x756 = np.maximum(_x564, _x567)
+    _x757 = 2*_x756
+    _x758 = 3*t0_elem_bwd
+    _x759 = _x303*t0_gemm_bwd
+    _x760 = _x20*t0_norm_bwd
+    _x761 = np.maximum(_x511, _x516)
+    _x762 = np.maximum(_x527, _x528)
+    _x763 = np.maximum(_x545, _x546)
+    _x764 = np.maximum(_x551, _x555)
+    _x765 = np.maximum(_x556, _x557)
+    _x766 = np.maximum(_x572, _x574)
+    _x767 = np.maximum(_x576, _x577)
+    _x768 = np.maximum(_x584, _x277*_x506)
+    _x769 = np.maximum(_x289*_x563, _x566*_x743)
+    _x770 = _x587*_x92
+    _x771 = _x590*(_x101 + _x589)
+    _x772 = np.maximum(_x771, _x586*_x770)
+    _x773 = _x105*_x587
+    _x774 = np.maximum(_x115*_x590, _x592*_x773)
+    _x775 = np.maximum(_x594*_x773, _x590*(_x115 + _x595))
+    _x776 = np.maximum(_x771, _x594*_x770)
+    _x777 = _x474 + _x477 + _x479 + _x480 + _x481 + _x482 + _x483 + _x488 + _x490 + _x492 + _x493 + _x494 + _x635 + _x636 + _x637 + _x638 + _x755 + _x757 + _x758 + _x759 + _x760 + _x761 + _x762 + _x763 + _x764 + _x765 + _x766 + _x767 + _x768 + _x769 + _x772 + _x774 + _x775 + _x776
+    _x778 = _x749 + _x750 + _x753 + _x754 + _x777
+    _x779 = _x746 + _x778
+    _x780 = ov_ep*np.maximum(0, -_x779)
+    _x781 = ov_cp*np.maximum(_x64, -_x38*_x690 + _x59)
+    _x782 = _x60 + _x781
+    _x783 = 2*_x605 + _x616 + _x626
+    _x784 = _x600*_x783
+    _x785 = _x639 + (1/2)*_x750
+    _x786 = _x642 + _x643 + tp_async*(_x601*np.maximum(_x644, -_x645 - _x785) + seq_par*(_x611 + np.maximum(_x647, -_x648 - _x785) + np.maximum(_x649, -_x650 - _x785)))
+    _x787 = _x784 + _x786
+    _x788 = _x659 + _x660
+    _x789 = _x784 + _x788
+    _x790 = _x658*_x789
+    _x791 = np.maximum(1.0e-30, _x789)**(-1.0)
+    _x792 = _x600*(_x671 + _x673)
+    _x793 = -_x670
+    _x794 = _x657*np.maximum(-_x38*_x735 + _x789, _x789*_x791*(_x666*(_x668 + _x670 + _x792) + _x675*(-_x668 + _x789 - _x792 + _x793)))
+    _x795 = (np.where((-_x787 + _x790 + _x794 >= 0), 0, 1))
+    _x796 = 1 - _x795
+    _x797 = _x787*_x796
+    _x798 = _x795*(_x790 + _x794)
+    _x799 = _x797 + _x798
+    _x800 = _x780 + _x782 + _x799
+    _x801 = -host_bwd - host_fwd - host_rc*rc_full
+    _x802 = np.maximum(0, -_x748 - _x779 - _x800 - _x801)
+    _x803 = _x145*_x692 + _x473*rc_full
+    _x804 = np.maximum(0, -_x598 - _x682 - _x801 - _x803)
+    _x805 = _x683*(_x684*(np.where((-_x146 + _x191 + _x193 + _x194 + _x296 + _x298 + _x301 + _x302 - _x472 + _x477 + _x479 + _x480 + _x481 + _x482 + _x483 + _x488 + _x490 + _x492 + _x493 + _x494 - _x596 + _x635 + _x636 + _x637 + _x638 + _x66 + _x68 - _x681 + _x685 + _x686 + _x687 + _x688 + _x689 + _x69 + _x693 + _x698 + _x700 + _x708 + _x71 + _x717 + _x718 + _x720 + _x723 + _x725 + _x726 + _x728 + _x730 + _x733 + _x736 + _x738 + _x739 + _x740 + _x741 + _x742 + _x744 + _x747 + _x749 + _x750 + _x753 + _x754 + _x755 + _x757 + _x758 + _x759 + _x760 + _x761 + _x762 + _x763 + _x764 + _x765 + _x766 + _x767 + _x768 + _x769 + _x772 + _x774 + _x775 + _x776 + _x780 + _x781 + _x797 + _x798 + _x802 - _x803 - _x804 < 0), 0, 1)) - _x684 + 1)
+    _x806 = _x15 - _x805
+    _x807 = _x187*(_x210 + _x218 + _x226 + _x448 + _x696)
+    _x808 = _x149*_x270
+    _x809 = _x808*_x84
+    _x810 = _x218*act_bytes
+    _x811 = _x149*_x161
+    _x812 = _x149*_x293
+    _x813 = 2*_x452
+    _x814 = _x149*_x383
+    _x815 = _x323*_x721
+    _x816 = _x352*_x721
+    _x817 = _x299 + _x300 + _x734 + np.maximum(_x322, _x328*_x815) + np.maximum(_x351, _x356*_x816) + np.maximum(_x382, _x387*_x814) + np.maximum(_x450, _x457*_x813) + np.maximum(_x463, _x466*_x470)
+    _x818 = _x196 + _x197 + _x198 + _x745 + _x817 + np.maximum(_x288, _x223*_x285) + np.maximum(_x218*_x285, _x283*_x810) + np.maximum(_x233*_x812, _x241*_x811) + np.maximum(_x234*_x807, _x238*_x807) + np.maximum(_x269*_x809, _x274*_x808)
+    _x819 = _x187*(_x166 + _x226 + _x461 + _x498 + _x751)
+    _x820 = _x484 + _x485 + _x486 + _x487 + _x489 + _x651 + _x652 + _x777 + np.maximum(_x519, _x520) + np.maximum(_x532, _x535) + np.maximum(_x537, _x539) + np.maximum(_x583, _x223*_x582) + np.maximum(_x218*_x582, _x581*_x810) + np.maximum(_x502*_x812, _x559*_x811) + np.maximum(_x503*_x819, _x506*_x819) + np.maximum(_x579*_x809, _x580*_x808)
+    _x821 = _x818 + _x820
+    _x822 = _x185 + ov_ep*np.maximum(_x186, _x148*_x149*_x183 - _x821)
+    _x823 = _x620 + _x627
+    _x824 = _x600*_x823
+    _x825 = _x642 + _x654
+    _x826 = _x824 + _x825
+    _x827 = _x659 + _x661
+    _x828 = _x824 + _x827
+    _x829 = _x658*_x828
+    _x830 = np.maximum(1.0e-30, _x828)**(-1.0)
+    _x831 = _x600*(_x672 + _x673)
+    _x832 = _x657*np.maximum(-_x38*_x817 + _x828, _x828*_x830*(_x666*(_x669 + _x670 + _x831) + _x675*(-_x669 + _x793 + _x828 - _x831)))
+    _x833 = (np.where((-_x826 + _x829 + _x832 >= 0), 0, 1))
+    _x834 = 1 - _x833
+    _x835 = _x833*(_x829 + _x832)
+    _x836 = _x826*_x834 + _x835
+    _x837 = _x782 + _x822 + _x836
+    _x838 = _x166*_x73
+    _x839 = np.ceil((1/128)*_x2*vocab)
+    _x840 = 128*_x839
+    _x841 = _x840*d_model
+    _x842 = _x166*act_bytes
+    _x843 = np.minimum(_x53, _x840)
+    _x844 = d_model*grad_bytes
+    _x845 = np.maximum(_x838/eta_embed_bwd, _x84*(_x245*f32_bytes*((1/10)*_x53 + _x843) + _x841*grad_bytes + _x842*(learned_pos + 1) + _x843*_x844)/mu_embed_bwd)
+    _x846 = np.maximum(_x838/eta_embed_fwd, _x84*_x842*(learned_pos + 2)/mu_embed_fwd)
+    _x847 = _x693 + _x818*rc_full
+    _x848 = _x821 + _x837 + _x847
+    _x849 = np.maximum(0, -_x801 - _x848)
+    _x850 = d_model**2
+    _x851 = 2*_x850
+    _x852 = _x2*_x851
+    _x853 = _x84*(_x228 + _x310 + _x852)
+    _x854 = _x220*_x850
+    _x855 = np.minimum(np.minimum(_x227, _x245), _x53)
+    _x856 = (_x855 + gemm_dhalf)/_x855
+    _x857 = _x845 + t0_embed_bwd
+    _x858 = _x53*_x840
+    _x859 = _x166 + _x841 + _x858
+    _x860 = np.minimum(np.minimum(_x53, _x840), d_model)
+    _x861 = _x166*_x839
+    _x862 = _x861*(_x860 + gemm_dhalf)/_x860
+    _x863 = _x53*_x73*_x839
+    _x864 = _x84*_x858*(act_bytes + f32_bytes)
+    _x865 = t0_ce_bwd + np.maximum(_x510*_x859, 512*_x534*_x862) + np.maximum(_x864/mu_ce_bwd, 256*_x863/eta_ce_bwd)
+    _x866 = _x756 + _x865 + mtp*(_x474 + _x478 + 3*_x756 + _x857 + _x865 + 3*t0_norm_bwd + np.maximum(_x228*_x504, _x187*_x465*_x558) + np.maximum(_x509*_x853, 8*_x514*_x854*_x856)) + t0_gemm_bwd + t0_norm_bwd
+    _x867 = 4*_x850
+    _x868 = _x846 + t0_embed_fwd
+    _x869 = t0_ce_fwd + np.maximum(_x308*_x859, 256*_x376*_x862) + np.maximum(_x864/mu_ce_fwd, 640*_x863/eta_ce_fwd)
+    _x870 = _x737 + _x869 + mtp*(_x188 + _x297 + 3*_x737 + _x868 + _x869 + 3*t0_norm_fwd + np.maximum(_x235*_x310, 4*_x187*_x236*_x838) + np.maximum(_x307*_x853, _x220*_x315*_x856*_x867)) + t0_gemm_fwd + t0_norm_fwd
+    _x871 = (np.where((_x845 + _x846 - _x866 - _x870 - mtp*(_x848 + _x849) + t0_embed_bwd + t0_embed_fwd > 0), 0, 1))
+    _x872 = 1 - _x684
+    _x873 = 1 - _x871
+    _x874 = mtp*(_x871 + _x872*_x873)
+    _x875 = _x748*_x805 + _x803*_x806 + _x847*_x874
+    _x876 = _x868*_x873 + _x870*_x871 + _x872*(_x868*_x871 + _x870*_x873)
+    _x877 = _x857*_x873 + _x866*_x871 + _x872*(_x857*_x871 + _x866*_x873)
+    _x878 = np.maximum(0, _x684*(_x871*host_head + _x873*host_emb) + _x872*(host_emb + host_head) - _x876 - _x877)
+    _x879 = _x802*_x805 + _x804*_x806 + _x849*_x874 + _x878 + host_mb
+    _x880 = _x473*_x806 + _x746*_x805 + _x818*_x874 + _x876
+    _x881 = _x597*_x806 + _x778*_x805 + _x820*_x874 + _x877
+    _x882 = _x880 + _x881
+    _x883 = _x682*_x806 + _x800*_x805 + _x837*_x874 + _x875 + _x879 + _x882
+    _x884 = cp*dp
+    _x885 = _x884*tp
+    _x886 = _x885*pp
     _x887 = np.where((_x886 <= gpus_per_node), 1, 0)
-    _x888 = 1 - _x887
-    _x889 = (1 - ov_pp)*(_x887*(_x42*_x602 + alpha_p2p_intra) + _x888*(_x58*_x602 + alpha_p2p_inter))
-    _x890 = 2*_x679
-    _x891 = _x884 + _x885*_x889*_x890
-    _x892 = np.maximum(1, np.floor(_x2*gpus_per_node))
-    _x893 = np.ceil(_x879/_x892)
-    _x894 = _x33*_x51
-    _x895 = _x893*_x894
-    _x896 = _x879/_x893 - 1
-    _x897 = _x895*_x896
-    _x898 = np.maximum(_x181*_x895, _x182*_x897)
-    _x899 = biases*d_model
-    _x900 = _x318 + _x345 - _x899*(1 - _x195) + biases*(_x347 + d_model)
-    _x901 = _x447 + _x459 + biases*(_x458 + d_model)
-    _x902 = _x901*experts
-    _x903 = _x152*_x160
-    _x904 = _x902*_x903
-    _x905 = _x2*_x900 + _x533 + _x904
-    _x906 = _x18*_x245
-    _x907 = _x0*(_x331 + _x357*_x621 + _x899 + d_model*heads*v_head) + _x44*(_x425*d_model + _x427 + biases*(_x426 + d_model))
-    _x908 = _x2*_x907 + _x21
-    _x909 = _x906 + _x908
-    _x910 = _x879 - 1
-    _x911 = _x894*_x910
-    _x912 = _x911*(_x679*np.minimum(_x836, _x905 + _x909) + _x836*_x867)
-    _x913 = _x912*grad_bytes
-    _x914 = _x893 - 1
-    _x915 = _x879 - _x893
-    _x916 = _x914*alpha_rs_inter + _x915*alpha_rs_intra
-    _x917 = (_x879 > _x892)
-    _x918 = _x910*alpha_rs_intra
-    _x919 = np.maximum(_x174*_x895, _x176*_x897)
-    _x920 = _x912*act_bytes
-    _x921 = _x914*alpha_ag_inter + _x915*alpha_ag_intra
-    _x922 = _x910*alpha_ag_intra
-    _x923 = _x36*(np.where(_x917, _x898*_x913 + _x916, _x182*_x913 + _x918) + np.where(_x917, _x919*_x920 + _x921, _x176*_x920 + _x922))
-    _x924 = 1 - ov_ag
-    _x925 = np.maximum(1, np.floor(_x153*_x160))
-    _x926 = _x880*_x903
-    _x927 = np.ceil(_x926/_x925)
-    _x928 = _x927 - 1
-    _x929 = _x926 - _x927
-    _x930 = _x2*_x894
-    _x931 = _x151*_x930*ep
-    _x932 = _x927*_x931
-    _x933 = _x926/_x927 - 1
-    _x934 = _x932*_x933
-    _x935 = _x926 - 1
-    _x936 = _x935*grad_bytes
-    _x937 = _x149*_x904*mtp
-    _x938 = _x867*_x937
-    _x939 = _x15 - _x678
-    _x940 = _x271*_x904
-    _x941 = _x939*_x940
-    _x942 = _x938 + _x941
-    _x943 = _x931*_x942
-    _x944 = _x936*_x943
-    _x945 = (_x926 > _x925)
-    _x946 = np.where(_x945, _x928*alpha_rs_inter + _x929*alpha_rs_intra + _x944*np.maximum(_x181*_x932, _x182*_x934), _x182*_x944 + _x935*alpha_rs_intra)
-    _x947 = _x935*act_bytes
-    _x948 = _x943*_x947
-    _x949 = _x149*np.where(_x945, _x928*alpha_ag_inter + _x929*alpha_ag_intra + _x948*np.maximum(_x174*_x932, _x176*_x934), _x176*_x948 + _x935*alpha_ag_intra)
-    _x950 = (1/2)*mlp_frac
-    _x951 = _x906*(_x950 + (1/2)*attn_frac + (1/2)*mamba_frac)
-    _x952 = mamba_frac*(_x212*d_model + _x212 + _x258*(mamba_conv + 1) + _x416 + _x578)
-    _x953 = _x2*_x952 + _x905*mlp_frac + _x908*attn_frac + _x951
-    _x954 = _x696 + _x704*d_model + biases*(_x704 + d_model)
-    _x955 = _x2*_x954 + _x909
-    _x956 = _x678*_x955
-    _x957 = _x18*d_model
-    _x958 = 5*_x957
-    _x959 = mtp*(_x847 + _x905 + _x908 + _x958)
-    _x960 = _x165*learned_pos
-    _x961 = 1 - tied
-    _x962 = _x836*(_x867*_x961 + 1) + _x960
-    _x963 = _x867*_x959 + _x939*_x953 + _x956 + _x962
-    _x964 = -_x938 - _x941 + _x963
-    _x965 = _x911*_x964
-    _x966 = _x965*grad_bytes
-    _x967 = np.where(_x917, _x898*_x966 + _x916, _x182*_x966 + _x918)
-    _x968 = _x965*act_bytes
-    _x969 = np.where(_x917, _x919*_x968 + _x921, _x176*_x968 + _x922)
-    _x970 = _x149*_x946 + 2*_x949 + _x967 + 2*_x969
-    _x971 = -_x33*_x34*_x970*global_batch + _x923
-    _x972 = -_x971
-    _x973 = np.where(_x917, _x63, _x62)
-    _x974 = 1 - z_param
-    _x975 = _x949 + _x969
-    _x976 = _x975*z_os
-    _x977 = z_grad*(_x33*_x34*global_batch - 1) + 1
-    _x978 = 1 - z_os
-    _x979 = 2*_x879 - 2
-    _x980 = _x979*grad_bytes
-    _x981 = _x894*_x980
-    _x982 = _x964*_x981
-    _x983 = _x886*_x903 - 2
-    _x984 = _x983*grad_bytes
-    _x985 = _x943*_x984
-    _x986 = _x977*(_x149*(_x946*z_os + _x978*np.where(_x945, _x25*_x928 + _x26*_x933 + _x985*np.maximum(_x1*_x932, _x7*_x934), _x7*_x985 + _x983*alpha_ar_intra)) + _x967*z_os + _x978*np.where(_x917, _x25*_x914 + _x26*_x896 + _x982*np.maximum(_x1*_x895, _x7*_x897), _x7*_x982 + _x979*alpha_ar_intra))
-    _x987 = _x148/_x38
-    _x988 = _x600/_x148
-    _x989 = _x628*rc_full
-    _x990 = _x147*_x987 + _x599*_x988 + _x663*_x674*(_x660 + _x989) + _x673*(_x652 + _x989)
-    _x991 = _x777*_x987
-    _x992 = _x818*rc_full
-    _x993 = _x778*rc_full
-    _x994 = _x775*_x988 + _x786*_x793*(_x783 + _x993) + _x791*(_x781 + _x993) + _x991
-    _x995 = _x974*(_x924*_x976 + _x986*(1 - ov_dp) + ov_ag*np.maximum(_x973*_x976, -_x875 + _x975*z_os) + ov_dp*np.maximum(_x973*_x986, -_x977*(_x800*_x994 + _x801*_x990 + _x869*(_x817*_x988 + _x825*_x830*(_x822 + _x992) + _x829*(_x820 + _x992) + _x991) + _x870 + _x876) + _x986)) + z_param*(_x923 + _x924*_x972 + ov_ag*np.maximum(_x972*_x973, -_x36*_x877 - _x971))
-    _x996 = _x926**(-z_os)
-    _x997 = _x942*_x996
-    _x998 = _x879**(-z_os)
-    _x999 = _x964*_x998
-    _x1000 = _x997 + _x999
-    _x1001 = t0_optim_fwd + np.maximum(_x73*(12*_x997 + 12*_x999)/eta_optim_fwd, _x1000*_x84*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
-    _x1002 = _x1001 + _x30 + _x878*(_x32 + _x36) + _x891 + _x995
-    _x1003 = _x30 + _x36*(_x675*_x801 + _x794*_x800 + _x831*_x869)
-    _x1004 = _x245*seq_len
-    _x1005 = _x1004*vocab
-    _x1006 = 2*seq_len
-    _x1007 = _x113*_x245*heads
-    _x1008 = _x427*_x44
-    _x1009 = _x338*seq_len
-    _x1010 = _x203*_x357
-    _x1011 = _x119*_x134*_x75
-    _x1012 = _x1011*_x90
-    _x1013 = _x119*_x142
-    _x1014 = _x1013*_x90
-    _x1015 = _x1014*seq_len
-    _x1016 = _x67*(_x1006*_x1013 + 2*_x1011)/_x49
-    _x1017 = _x1016*_x103
-    _x1018 = _x1016*_x89
-    _x1019 = _x1012 + _x1015 + _x1017 + _x1018
-    _x1020 = _x1006*_x1008 + _x1006*_x1010 + _x1006*_x390 + _x1006*_x399 + _x1006*_x408 + _x1007 + _x1009 + _x1019
-    _x1021 = _x1006*_x195
-    _x1022 = _x1004*_x149*experts
-    _x1023 = _x221*(_x149/np.maximum(1, capacity) + _x618)
-    _x1024 = _x1023*_x447
-    _x1025 = _x1004*_x1023*_x458
-    _x1026 = -dense_layers + layers
-    _x1027 = mamba_frac*seq_len
-    _x1028 = _x363*seq_len
-    _x1029 = _x192*seq_len
-    _x1030 = _x1029*_x195
-    _x1031 = _x1012*attn_frac + _x1015*attn_frac + _x1017*attn_frac + _x1018*attn_frac
-    _x1032 = global_batch*(_x1005 + _x1026*(_x1007*attn_frac + _x1008*_x1028 + _x1009*attn_frac + _x1010*_x1028 + _x1022*mlp_frac + _x1024*_x1029 + _x1025*mlp_frac + _x1027*_x212*_x245 + _x1027*(_x257*mamba_chunk + _x372) + _x1028*_x390 + _x1028*_x399 + _x1028*_x408 + _x1030*_x318 + _x1030*_x345 + _x1031 + _x190*_x416*seq_len) + dense_layers*(_x1004*_x704 + _x1006*_x696 + _x1020) + mtp*(_x1005 + _x1006*_x1024 + _x1020 + _x1021*_x318 + _x1021*_x345 + _x1022 + _x1025 + _x862*seq_len))
-    _x1033 = 3*_x1032
-    _x1034 = 768*_x856
-    _x1035 = _x119*_x135*_x2
-    _x1036 = _x1035*_x90*micro_batch
-    _x1037 = _x1014*_x220
-    _x1038 = _x1036 + _x1037 + _x105 + _x92
-    _x1039 = _x1038 + _x339 + _x714 + _x717 + _x719 + _x722 + _x724 + _x727
-    _x1040 = 6*_x53
-    _x1041 = 3*_x105
-    _x1042 = 3*_x92
-    _x1043 = 6*_x512
-    _x1044 = _x1040*_x433
-    _x1045 = 6*_x409
-    _x1046 = 6*_x530
-    _x1047 = 6*_x246
-    _x1048 = _x1047*_x390
-    _x1049 = 6*_x400
-    _x1050 = 7*_x1013*_x220*flash
-    _x1051 = 7*_x1035*_x120
-    _x1052 = _x1038*_x687 + _x1041 + _x1042 + _x1043 + _x1044 + _x1045 + _x1046 + _x1048 + _x1049 + _x1050 + _x1051 + 6*_x364
-    _x1053 = _x1040*_x323
-    _x1054 = _x1047*_x533
-    _x1055 = 6*_x452
-    _x1056 = _x1040*_x352
-    _x1057 = 6*_x522
-    _x1058 = 6*_x214
-    _x1059 = _x1036*attn_frac + _x1037*attn_frac + _x106 + _x93
-    _x1060 = _x1026*(_x1041*attn_frac + _x1042*attn_frac + _x1043*attn_frac + _x1044*attn_frac + _x1045*attn_frac + _x1046*attn_frac + _x1048*attn_frac + _x1049*attn_frac + _x1050*attn_frac + _x1051*attn_frac + _x1053*mlp_frac + _x1054*mlp_frac + _x1055*mlp_frac + _x1056*mlp_frac + _x1057*mlp_frac + _x1058*_x304 + _x1058*_x417 + _x1059*_x687 + _x373 + 6*_x548 + _x575 + rc_full*(_x1059 + _x312 + _x325 + _x340 + _x353 + _x365 + _x373 + _x384 + _x392 + _x401 + _x410 + _x422 + _x435 + _x443 + _x453 + _x467)) + _x1034 + dense_layers*(_x1040*_x705 + _x1052 + 6*_x699 + rc_full*(_x1039 + _x700 + _x709)) + mtp*(_x1034 + _x1052 + _x1053 + _x1054 + _x1055 + _x1056 + _x1057 + 12*_x849 + rc_full*(_x1039 + _x466 + _x808 + _x809 + _x810 + _x811))
-    _x1061 = 2*mtp
-    _x1062 = _x1019*dense_layers + _x1026*_x1031
-    _x1063 = 3*global_batch
-    _x1064 = _x1033 + _x1063*(-_x1019*mtp - _x1062 + _x49*_x75*heads*(_x1061 + _x363*layers) + d_model*seq_len*(_x1061 + 2)*(_x835*tp - vocab))
-    _x1065 = _x1026*_x14
-    _x1066 = _x1065*_x149*_x192
-    _x1067 = _x1066*np.where(_x180, _x179*np.maximum(0, _x175), 0)
-    _x1068 = _x5/tp**2
-    _x1069 = _x1068*_x163
-    _x1070 = np.where(_x28, _x1069*_x837, 0)
-    _x1071 = _x1070*seq_par
-    _x1072 = 2*_x1071
-    _x1073 = _x1068*_x12
-    _x1074 = _x601*np.where(_x28, _x1073*_x837, 0)
-    _x1075 = _x54*_x622
-    _x1076 = np.where(_x28, _x1069*_x1075, 0)
-    _x1077 = seq_par*(_x1070 + _x1076)
-    _x1078 = _x1072 + 2*_x1074 + _x1077
-    _x1079 = _x14*dense_layers
-    _x1080 = _x1072 + _x1074
-    _x1081 = _x1080*mamba_frac
-    _x1082 = _x619*mlp_frac
-    _x1083 = _x1080*_x1082
-    _x1084 = attn_frac*(_x1074 + _x1077)
-    _x1085 = _x1081 + _x1083 + _x1084
-    _x1086 = _x36*(_x1065*_x1085 + _x1067 + _x1078*_x1079)
-    _x1087 = _x1066*np.where(_x180, _x179*np.maximum(0, _x177), _x179)
-    _x1088 = np.maximum(0, _x9)
-    _x1089 = np.where(_x28, _x1088*_x607, _x607)
-    _x1090 = _x1089*seq_par
-    _x1091 = 2*_x1090
-    _x1092 = _x601*np.where(_x28, _x1088*_x603, _x603)
-    _x1093 = np.where(_x28, _x1088*_x624, _x624)
-    _x1094 = seq_par*(_x1089 + _x1093)
-    _x1095 = _x1091 + 2*_x1092 + _x1094
-    _x1096 = _x1091 + _x1092
-    _x1097 = _x1096*mamba_frac
-    _x1098 = _x1082*_x1096
-    _x1099 = attn_frac*(_x1092 + _x1094)
-    _x1100 = _x1097 + _x1098 + _x1099
-    _x1101 = _x601*np.where(_x28, _x1073*_x1075, 0) + seq_par*(_x1070 + 2*_x1076)
-    _x1102 = 3*_x1071 + _x1074
-    _x1103 = _x36*(_x1065*(-_x1081 + _x1082*_x1102 - _x1083 - _x1084 + _x1085*_x600 + _x1101*attn_frac + _x1102*mamba_frac) + _x1067*_x600 + _x1079*(_x1071 - _x1074 - _x1077 + _x1078*_x600 + _x1101))
-    _x1104 = _x601*np.where(_x28, _x1088*_x631, _x631) + seq_par*(_x1089 + 2*_x1093)
-    _x1105 = 3*_x1090 + _x1092
-    _x1106 = _x33*_x52*global_batch
-    _x1107 = _x1106*_x117
-    _x1108 = _x1107*_x37*_x50*(_x1065*attn_frac + _x1079)
-    _x1109 = _x1108*_x41
-    _x1110 = _x1108*_x57
-    _x1111 = _x1110*_x148
-    _x1112 = _x1066*_x36
-    _x1113 = _x1112*np.maximum(0, _x169)
-    _x1114 = _x1112*np.maximum(0, _x170)
-    _x1115 = _x1114*_x600
-    _x1116 = interleave*pp - 1
-    _x1117 = _x1106*_x227*act_bytes
-    _x1118 = _x1116*_x14*_x679*_x888
-    _x1119 = _x1116*_x1117*_x14*_x679*_x887 + _x1117*_x1118
-    _x1120 = np.maximum(0, _x934)
-    _x1121 = _x271*_x902
-    _x1122 = _x1065*_x1121*_x930
-    _x1123 = _x1122*_x947
-    _x1124 = _x149*np.where(_x945, _x1120*_x1123, _x1123)
-    _x1125 = np.maximum(0, _x897)
-    _x1126 = _x1026*_x1121
-    _x1127 = _x533 + _x900
-    _x1128 = _x1127 + _x902
-    _x1129 = _x21 + _x907
-    _x1130 = _x1129*attn_frac + _x951 + _x952
-    _x1131 = _x957 + _x960 + d_model*vocab*(2 - tied)
-    _x1132 = _x1131 + dense_layers*(_x1129 + _x906 + _x954)
-    _x1133 = _x1026*(_x1128*mlp_frac + _x1130) + _x1132
-    _x1134 = _x14*(-_x1126 + _x1133)
-    _x1135 = _x1134*_x911
-    _x1136 = _x1135*_x117
-    _x1137 = np.where(_x917, _x1125*_x1136, _x1136)
-    _x1138 = _x1124 + _x1137
-    _x1139 = _x974*z_os
-    _x1140 = _x1138*_x36
-    _x1141 = np.maximum(0, _x932)
-    _x1142 = _x149*np.where(_x945, _x1123*_x1141, 0)
-    _x1143 = _x893/(cp**2*dp**2)
-    _x1144 = _x1134*_x1143*_x910
-    _x1145 = np.where(_x917, _x1144*_x117, 0)
-    _x1146 = _x1142 + _x1145
-    _x1147 = _x1146*_x36
-    _x1148 = _x1139*_x1146 + _x1147*z_param
-    _x1149 = _x1122*_x936
-    _x1150 = np.where(_x945, _x1120*_x1149, _x1149)
-    _x1151 = _x1135*_x22
-    _x1152 = np.where(_x917, _x1125*_x1151, _x1151)
-    _x1153 = _x1122*_x984
-    _x1154 = _x1134*_x2
-    _x1155 = _x1154*_x981
-    _x1156 = _x974*_x977
-    _x1157 = np.where(_x945, _x1141*_x1149, 0)
-    _x1158 = np.where(_x917, _x1144*_x22, 0)
-    _x1159 = _x1156*(_x1158*z_os + _x149*(_x1157*z_os + _x978*np.where(_x945, _x1141*_x1153, 0)) + _x978*np.where(_x917, _x1143*_x1154*_x980, 0)) + z_param*(-_x1147 + _x33*_x34*global_batch*(2*_x1142 + 2*_x1145 + _x1157*_x149 + _x1158))
-    _x1160 = _x1002**(-1.0)
-    _x1161 = _x1160*_x14*_x313
-    _x1162 = _x1161*_x930
-    _x1163 = _x82*z_param*np.maximum(_x953, _x955*np.minimum(1, dense_layers))
-    _x1164 = _x926**(-z_param)
-    _x1165 = _x879**(-z_param)
-    _x1166 = act_bytes*(_x1164*_x942 + _x1165*_x964)
-    _x1167 = _x926**(-z_grad)
-    _x1168 = _x879**(-z_grad)
-    _x1169 = grad_bytes*(_x1167*_x942 + _x1168*_x964)
-    _x1170 = _x1000*opt_bytes
-    _x1171 = _x36*gpipe
-    _x1172 = _x853*(act_bytes + f32_bytes*(_x1171 - gpipe + 1))
-    _x1173 = (_x1172 + _x168)*(mtp + 1)
-    _x1174 = _x286*shared_ffn + _x287
-    _x1175 = _x86*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes))
-    _x1176 = _x166*(2*_x242 + 4*act_bytes)
-    _x1177 = _x279*_x53*(_x336 + _x726 + qk_rope)
-    _x1178 = _x54*(_x119 + _x50)
-    _x1179 = _x1175 + _x164*(_x1176 + _x1177) + _x2*(_x1174 + _x1178)
-    _x1180 = _x1179 + _x2*(-_x1174 + _x282*_x51*act_bytes*ffn_hidden*micro_batch*seq_len)
-    _x1181 = _x1175*attn_frac + _x164*(_x1176*_x950 + _x311*act_bytes + attn_frac*((1/2)*_x1176 + _x1177)) + _x2*(_x1174*mlp_frac + _x1178*attn_frac + _x569*(5*_x212 + _x414))
-    _x1182 = rc_full*np.maximum(_x1180, _x1181)
-    _x1183 = 1 - gpipe
-    _x1184 = interleave - 1
-    _x1185 = _x168*rc_full
-    _x1186 = mtp*(_x1179*_x686 + _x1185 + 5*_x168)
-    _x1187 = _x678*(_x1180*_x686 + _x1185)
-    _x1188 = _x1181*_x686 + _x1185
-    _x1189 = _x1173*_x867 + _x1182 + (_x1171 + _x1183*(_x14*_x32*np.minimum(1, _x1184) + 1)*np.minimum(_x36, pp))*(_x1186*_x867 + _x1187 + _x1188*_x939)
-    _x1190 = _x1163 + _x1166 + _x1169 + _x1170 + _x1189
-    _x1191 = _x15 - _x678*_x867
-    _x1192 = _x1191*_x940
-    _x1193 = _x1192 + _x937
-    _x1194 = _x1191*_x953 - _x1192 + _x679*_x836*_x961*np.minimum(1, mtp) - _x679*_x960 + _x867*_x956 - _x937 + _x959 + _x962
-    _x1195 = act_bytes*(_x1164*_x1193 + _x1165*_x1194)
-    _x1196 = grad_bytes*(_x1167*_x1193 + _x1168*_x1194)
-    _x1197 = opt_bytes*(_x1193*_x996 + _x1194*_x998)
-    _x1198 = _x1173 + _x1182 + (_x1171 + _x1183*np.minimum(_x36, _x13*(_x1184*pp + 1)))*(_x1186 + _x1187*_x867 + _x1188*_x1191)
-    _x1199 = _x1163 + _x1195 + _x1196 + _x1197 + _x1198
-    _x1200 = np.maximum(_x1190, _x1199)
-    _x1201 = np.where((_x1190 < _x1199), 1, 0)
-    _x1202 = 1 - _x1201
-    _x1203 = _x1200*alloc_frag
-    _x1204 = nccl_comm_bytes*(_x149*np.minimum(1, _x935) + np.minimum(1, _x163) + np.minimum(1, _x910)) + nccl_peer_bytes*(_x149*(ep - 1) + _x890 + 2*np.minimum(1, _x37))
+    _x888 = 128.0*_x839*_x844
+    _x889 = _x684*(_x887*(_x26 + _x7*_x888) + (1 - _x887)*(_x1*_x888 + _x25))*np.minimum(1, mtp + tied)
+    _x890 = _x31 + _x36*interleave
+    _x891 = _x11*_x884
+    _x892 = np.where((_x891 <= gpus_per_node), 1, 0)
+    _x893 = 1 - _x892
+    _x894 = (1 - ov_pp)*(_x892*(_x42*_x602 + alpha_p2p_intra) + _x893*(_x58*_x602 + alpha_p2p_inter))
+    _x895 = 2*_x684
+    _x896 = _x889 + _x890*_x894*_x895
+    _x897 = np.maximum(1, np.floor(_x2*gpus_per_node))
+    _x898 = np.ceil(_x884/_x897)
+    _x899 = _x33*_x51
+    _x900 = _x898*_x899
+    _x901 = _x884/_x898 - 1
+    _x902 = _x900*_x901
+    _x903 = np.maximum(_x181*_x900, _x182*_x902)
+    _x904 = biases*d_model
+    _x905 = _x318 + _x345 - _x904*(1 - _x195) + biases*(_x347 + d_model)
+    _x906 = _x447 + _x459 + biases*(_x458 + d_model)
+    _x907 = _x906*experts
+    _x908 = _x152*_x160
+    _x909 = _x907*_x908
+    _x910 = _x2*_x905 + _x533 + _x909
+    _x911 = _x18*_x245
+    _x912 = _x0*(_x331 + _x357*_x621 + _x904 + d_model*heads*v_head) + _x44*(_x425*d_model + _x427 + biases*(_x426 + d_model))
+    _x913 = _x2*_x912 + _x21
+    _x914 = _x911 + _x913
+    _x915 = _x884 - 1
+    _x916 = _x899*_x915
+    _x917 = _x916*(_x684*np.minimum(_x841, _x910 + _x914) + _x841*_x872)
+    _x918 = _x917*grad_bytes
+    _x919 = _x898 - 1
+    _x920 = _x884 - _x898
+    _x921 = _x919*alpha_rs_inter + _x920*alpha_rs_intra
+    _x922 = (_x884 > _x897)
+    _x923 = _x915*alpha_rs_intra
+    _x924 = np.maximum(_x174*_x900, _x176*_x902)
+    _x925 = _x917*act_bytes
+    _x926 = _x919*alpha_ag_inter + _x920*alpha_ag_intra
+    _x927 = _x915*alpha_ag_intra
+    _x928 = _x36*(np.where(_x922, _x903*_x918 + _x921, _x182*_x918 + _x923) + np.where(_x922, _x924*_x925 + _x926, _x176*_x925 + _x927))
+    _x929 = 1 - ov_ag
+    _x930 = np.maximum(1, np.floor(_x153*_x160))
+    _x931 = _x885*_x908
+    _x932 = np.ceil(_x931/_x930)
+    _x933 = _x932 - 1
+    _x934 = _x931 - _x932
+    _x935 = _x2*_x899
+    _x936 = _x151*_x935*ep
+    _x937 = _x932*_x936
+    _x938 = _x931/_x932 - 1
+    _x939 = _x937*_x938
+    _x940 = _x931 - 1
+    _x941 = _x940*grad_bytes
+    _x942 = _x149*_x909*mtp
+    _x943 = _x872*_x942
+    _x944 = _x15 - _x683
+    _x945 = _x271*_x909
+    _x946 = _x944*_x945
+    _x947 = _x943 + _x946
+    _x948 = _x936*_x947
+    _x949 = _x941*_x948
+    _x950 = (_x931 > _x930)
+    _x951 = np.where(_x950, _x933*alpha_rs_inter + _x934*alpha_rs_intra + _x949*np.maximum(_x181*_x937, _x182*_x939), _x182*_x949 + _x940*alpha_rs_intra)
+    _x952 = _x940*act_bytes
+    _x953 = _x948*_x952
+    _x954 = _x149*np.where(_x950, _x933*alpha_ag_inter + _x934*alpha_ag_intra + _x953*np.maximum(_x174*_x937, _x176*_x939), _x176*_x953 + _x940*alpha_ag_intra)
+    _x955 = (1/2)*mlp_frac
+    _x956 = _x911*(_x955 + (1/2)*attn_frac + (1/2)*mamba_frac)
+    _x957 = mamba_frac*(_x212*d_model + _x212 + _x258*(mamba_conv + 1) + _x416 + _x578)
+    _x958 = _x2*_x957 + _x910*mlp_frac + _x913*attn_frac + _x956
+    _x959 = _x701 + _x709*d_model + biases*(_x709 + d_model)
+    _x960 = _x2*_x959 + _x914
+    _x961 = _x683*_x960
+    _x962 = _x18*d_model
+    _x963 = 5*_x962
+    _x964 = mtp*(_x852 + _x910 + _x913 + _x963)
+    _x965 = _x165*learned_pos
+    _x966 = 1 - tied
+    _x967 = _x841*(_x872*_x966 + 1) + _x965
+    _x968 = _x872*_x964 + _x944*_x958 + _x961 + _x967
+    _x969 = -_x943 - _x946 + _x968
+    _x970 = _x916*_x969
+    _x971 = _x970*grad_bytes
+    _x972 = np.where(_x922, _x903*_x971 + _x921, _x182*_x971 + _x923)
+    _x973 = _x970*act_bytes
+    _x974 = np.where(_x922, _x924*_x973 + _x926, _x176*_x973 + _x927)
+    _x975 = _x149*_x951 + 2*_x954 + _x972 + 2*_x974
+    _x976 = -_x33*_x34*_x975*global_batch + _x928
+    _x977 = -_x976
+    _x978 = np.where(_x922, _x63, _x62)
+    _x979 = 1 - z_param
+    _x980 = _x954 + _x974
+    _x981 = _x980*z_os
+    _x982 = z_grad*(_x33*_x34*global_batch - 1) + 1
+    _x983 = 1 - z_os
+    _x984 = 2*_x884 - 2
+    _x985 = _x984*grad_bytes
+    _x986 = _x899*_x985
+    _x987 = _x969*_x986
+    _x988 = _x891*_x908 - 2
+    _x989 = _x988*grad_bytes
+    _x990 = _x948*_x989
+    _x991 = _x982*(_x149*(_x951*z_os + _x983*np.where(_x950, _x25*_x933 + _x26*_x938 + _x990*np.maximum(_x1*_x937, _x7*_x939), _x7*_x990 + _x988*alpha_ar_intra)) + _x972*z_os + _x983*np.where(_x922, _x25*_x919 + _x26*_x901 + _x987*np.maximum(_x1*_x900, _x7*_x902), _x7*_x987 + _x984*alpha_ar_intra))
+    _x992 = _x148/_x38
+    _x993 = _x600/_x148
+    _x994 = _x628*rc_full
+    _x995 = _x147*_x992 + _x599*_x993 + _x665*_x679*(_x662 + _x994) + _x678*(_x655 + _x994)
+    _x996 = _x782*_x992
+    _x997 = _x823*rc_full
+    _x998 = _x783*rc_full
+    _x999 = _x780*_x993 + _x791*_x798*(_x788 + _x998) + _x796*(_x786 + _x998) + _x996
+    _x1000 = _x979*(_x929*_x981 + _x991*(1 - ov_dp) + ov_ag*np.maximum(_x978*_x981, -_x880 + _x980*z_os) + ov_dp*np.maximum(_x978*_x991, -_x982*(_x805*_x999 + _x806*_x995 + _x874*(_x822*_x993 + _x830*_x835*(_x827 + _x997) + _x834*(_x825 + _x997) + _x996) + _x875 + _x881) + _x991)) + z_param*(_x928 + _x929*_x977 + ov_ag*np.maximum(_x977*_x978, -_x36*_x882 - _x976))
+    _x1001 = _x931**(-z_os)
+    _x1002 = _x1001*_x947
+    _x1003 = _x884**(-z_os)
+    _x1004 = _x1003*_x969
+    _x1005 = _x1002 + _x1004
+    _x1006 = t0_optim_fwd + np.maximum(_x73*(12*_x1002 + 12*_x1004)/eta_optim_fwd, _x1005*_x84*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd)
+    _x1007 = _x1000 + _x1006 + _x30 + _x883*(_x32 + _x36) + _x896
+    _x1008 = _x30 + _x36*(_x680*_x806 + _x799*_x805 + _x836*_x874)
+    _x1009 = _x245*seq_len
+    _x1010 = _x1009*vocab
+    _x1011 = 2*seq_len
+    _x1012 = _x113*_x245*heads
+    _x1013 = _x427*_x44
+    _x1014 = _x338*seq_len
+    _x1015 = _x203*_x357
+    _x1016 = _x119*_x134*_x75
+    _x1017 = _x1016*_x90
+    _x1018 = _x119*_x142
+    _x1019 = _x1018*_x90
+    _x1020 = _x1019*seq_len
+    _x1021 = _x67*(_x1011*_x1018 + 2*_x1016)/_x49
+    _x1022 = _x1021*_x103
+    _x1023 = _x1021*_x89
+    _x1024 = _x1017 + _x1020 + _x1022 + _x1023
+    _x1025 = _x1011*_x1013 + _x1011*_x1015 + _x1011*_x390 + _x1011*_x399 + _x1011*_x408 + _x1012 + _x1014 + _x1024
+    _x1026 = _x1011*_x195
+    _x1027 = _x1009*_x149*experts
+    _x1028 = _x221*(_x149/np.maximum(1, capacity) + _x618)
+    _x1029 = _x1028*_x447
+    _x1030 = _x1009*_x1028*_x458
+    _x1031 = -dense_layers + layers
+    _x1032 = mamba_frac*seq_len
+    _x1033 = _x363*seq_len
+    _x1034 = _x192*seq_len
+    _x1035 = _x1034*_x195
+    _x1036 = _x1017*attn_frac + _x1020*attn_frac + _x1022*attn_frac + _x1023*attn_frac
+    _x1037 = global_batch*(_x1010 + _x1031*(_x1012*attn_frac + _x1013*_x1033 + _x1014*attn_frac + _x1015*_x1033 + _x1027*mlp_frac + _x1029*_x1034 + _x1030*mlp_frac + _x1032*_x212*_x245 + _x1032*(_x257*mamba_chunk + _x372) + _x1033*_x390 + _x1033*_x399 + _x1033*_x408 + _x1035*_x318 + _x1035*_x345 + _x1036 + _x190*_x416*seq_len) + dense_layers*(_x1009*_x709 + _x1011*_x701 + _x1025) + mtp*(_x1010 + _x1011*_x1029 + _x1025 + _x1026*_x318 + _x1026*_x345 + _x1027 + _x1030 + _x867*seq_len))
+    _x1038 = 3*_x1037
+    _x1039 = 768*_x861
+    _x1040 = _x119*_x135*_x2
+    _x1041 = _x1040*_x90*micro_batch
+    _x1042 = _x1019*_x220
+    _x1043 = _x1041 + _x1042 + _x105 + _x92
+    _x1044 = _x1043 + _x339 + _x719 + _x722 + _x724 + _x727 + _x729 + _x732
+    _x1045 = 6*_x53
+    _x1046 = 3*_x105
+    _x1047 = 3*_x92
+    _x1048 = 6*_x512
+    _x1049 = _x1045*_x433
+    _x1050 = 6*_x409
+    _x1051 = 6*_x530
+    _x1052 = 6*_x246
+    _x1053 = _x1052*_x390
+    _x1054 = 6*_x400
+    _x1055 = 7*_x1018*_x220*flash
+    _x1056 = 7*_x1040*_x120
+    _x1057 = _x1043*_x692 + _x1046 + _x1047 + _x1048 + _x1049 + _x1050 + _x1051 + _x1053 + _x1054 + _x1055 + _x1056 + 6*_x364
+    _x1058 = _x1045*_x323
+    _x1059 = _x1052*_x533
+    _x1060 = 6*_x452
+    _x1061 = _x1045*_x352
+    _x1062 = 6*_x522
+    _x1063 = 6*_x214
+    _x1064 = _x1041*attn_frac + _x1042*attn_frac + _x106 + _x93
+    _x1065 = _x1031*(_x1046*attn_frac + _x1047*attn_frac + _x1048*attn_frac + _x1049*attn_frac + _x1050*attn_frac + _x1051*attn_frac + _x1053*attn_frac + _x1054*attn_frac + _x1055*attn_frac + _x1056*attn_frac + _x1058*mlp_frac + _x1059*mlp_frac + _x1060*mlp_frac + _x1061*mlp_frac + _x1062*mlp_frac + _x1063*_x304 + _x1063*_x417 + _x1064*_x692 + _x373 + 6*_x548 + _x575 + rc_full*(_x1064 + _x312 + _x325 + _x340 + _x353 + _x365 + _x373 + _x384 + _x392 + _x401 + _x410 + _x422 + _x435 + _x443 + _x453 + _x467)) + _x1039 + dense_layers*(_x1045*_x710 + _x1057 + 6*_x704 + rc_full*(_x1044 + _x705 + _x714)) + mtp*(_x1039 + _x1057 + _x1058 + _x1059 + _x1060 + _x1061 + _x1062 + 12*_x854 + rc_full*(_x1044 + _x466 + _x813 + _x814 + _x815 + _x816))
+    _x1066 = 2*mtp
+    _x1067 = _x1024*dense_layers + _x1031*_x1036
+    _x1068 = 3*global_batch
+    _x1069 = _x1038 + _x1068*(-_x1024*mtp - _x1067 + _x49*_x75*heads*(_x1066 + _x363*layers) + d_model*seq_len*(_x1066 + 2)*(_x840*tp - vocab))
+    _x1070 = _x1031*_x14
+    _x1071 = _x1070*_x149*_x192
+    _x1072 = _x1071*np.where(_x180, _x179*np.maximum(0, _x175), 0)
+    _x1073 = _x5/tp**2
+    _x1074 = _x1073*_x163
+    _x1075 = np.where(_x28, _x1074*_x842, 0)
+    _x1076 = 2*seq_par
+    _x1077 = _x1075*_x1076
+    _x1078 = _x1073*_x12
+    _x1079 = _x601*np.where(_x28, _x1078*_x842, 0)
+    _x1080 = 2*_x1079
+    _x1081 = _x54*_x622
+    _x1082 = np.where(_x28, _x1074*_x1081, 0)
+    _x1083 = seq_par*(_x1075 + _x1082)
+    _x1084 = _x1077 + _x1080 + _x1083
+    _x1085 = _x14*dense_layers
+    _x1086 = _x1077 + _x1079
+    _x1087 = _x1086*mamba_frac
+    _x1088 = _x619*mlp_frac
+    _x1089 = _x1086*_x1088
+    _x1090 = _x1079 + _x1083
+    _x1091 = _x1090*attn_frac
+    _x1092 = _x1087 + _x1089 + _x1091
+    _x1093 = _x36*(_x1070*_x1092 + _x1072 + _x1084*_x1085)
+    _x1094 = _x1071*np.where(_x180, _x179*np.maximum(0, _x177), _x179)
+    _x1095 = np.maximum(0, _x9)
+    _x1096 = np.where(_x28, _x1095*_x607, _x607)
+    _x1097 = _x1076*_x1096
+    _x1098 = _x601*np.where(_x28, _x1095*_x603, _x603)
+    _x1099 = 2*_x1098
+    _x1100 = np.where(_x28, _x1095*_x624, _x624)
+    _x1101 = seq_par*(_x1096 + _x1100)
+    _x1102 = _x1097 + _x1099 + _x1101
+    _x1103 = _x1097 + _x1098
+    _x1104 = _x1103*mamba_frac
+    _x1105 = _x1088*_x1103
+    _x1106 = _x1098 + _x1101
+    _x1107 = _x1106*attn_frac
+    _x1108 = _x1104 + _x1105 + _x1107
+    _x1109 = _x1090*_x630 + tp_async*(_x601*np.where(_x28, _x1078*_x1081, 0) + seq_par*(_x1075 + 2*_x1082))
+    _x1110 = 3*seq_par
+    _x1111 = _x1086*_x630 + tp_async*(_x1075*_x1110 + _x1079)
+    _x1112 = _x36*(_x1070*(-_x1087 + _x1088*_x1111 - _x1089 - _x1091 + _x1092*_x600 + _x1109*attn_frac + _x1111*mamba_frac) + _x1072*_x600 + _x1085*(-_x1077 - _x1080 - _x1083 + _x1084*_x600 + _x1109 + _x1111))
+    _x1113 = _x1106*_x630 + tp_async*(_x601*np.where(_x28, _x1095*_x633, _x633) + seq_par*(_x1096 + 2*_x1100))
+    _x1114 = _x1103*_x630 + tp_async*(_x1096*_x1110 + _x1098)
+    _x1115 = _x33*_x52*global_batch
+    _x1116 = _x1115*_x117
+    _x1117 = _x1116*_x37*_x50*(_x1070*attn_frac + _x1085)
+    _x1118 = _x1117*_x41
+    _x1119 = _x1117*_x57
+    _x1120 = _x1119*_x148
+    _x1121 = _x1071*_x36
+    _x1122 = _x1121*np.maximum(0, _x169)
+    _x1123 = _x1121*np.maximum(0, _x170)
+    _x1124 = _x1123*_x600
+    _x1125 = interleave*pp - 1
+    _x1126 = _x1115*_x227*act_bytes
+    _x1127 = _x1125*_x14*_x684*_x893
+    _x1128 = _x1125*_x1126*_x14*_x684*_x892 + _x1126*_x1127
+    _x1129 = np.maximum(0, _x939)
+    _x1130 = _x271*_x907
+    _x1131 = _x1070*_x1130*_x935
+    _x1132 = _x1131*_x952
+    _x1133 = _x149*np.where(_x950, _x1129*_x1132, _x1132)
+    _x1134 = np.maximum(0, _x902)
+    _x1135 = _x1031*_x1130
+    _x1136 = _x533 + _x905
+    _x1137 = _x1136 + _x907
+    _x1138 = _x21 + _x912
+    _x1139 = _x1138*attn_frac + _x956 + _x957
+    _x1140 = _x962 + _x965 + d_model*vocab*(2 - tied)
+    _x1141 = _x1140 + dense_layers*(_x1138 + _x911 + _x959)
+    _x1142 = _x1031*(_x1137*mlp_frac + _x1139) + _x1141
+    _x1143 = _x14*(-_x1135 + _x1142)
+    _x1144 = _x1143*_x916
+    _x1145 = _x1144*_x117
+    _x1146 = np.where(_x922, _x1134*_x1145, _x1145)
+    _x1147 = _x1133 + _x1146
+    _x1148 = _x979*z_os
+    _x1149 = _x1147*_x36
+    _x1150 = np.maximum(0, _x937)
+    _x1151 = _x149*np.where(_x950, _x1132*_x1150, 0)
+    _x1152 = _x898/(cp**2*dp**2)
+    _x1153 = _x1143*_x1152*_x915
+    _x1154 = np.where(_x922, _x1153*_x117, 0)
+    _x1155 = _x1151 + _x1154
+    _x1156 = _x1155*_x36
+    _x1157 = _x1148*_x1155 + _x1156*z_param
+    _x1158 = _x1131*_x941
+    _x1159 = np.where(_x950, _x1129*_x1158, _x1158)
+    _x1160 = _x1144*_x22
+    _x1161 = np.where(_x922, _x1134*_x1160, _x1160)
+    _x1162 = _x1131*_x989
+    _x1163 = _x1143*_x2
+    _x1164 = _x1163*_x986
+    _x1165 = _x979*_x982
+    _x1166 = np.where(_x950, _x1150*_x1158, 0)
+    _x1167 = np.where(_x922, _x1153*_x22, 0)
+    _x1168 = _x1165*(_x1167*z_os + _x149*(_x1166*z_os + _x983*np.where(_x950, _x1150*_x1162, 0)) + _x983*np.where(_x922, _x1152*_x1163*_x985, 0)) + z_param*(-_x1156 + _x33*_x34*global_batch*(2*_x1151 + 2*_x1154 + _x1166*_x149 + _x1167))
+    _x1169 = _x1007**(-1.0)
+    _x1170 = _x1169*_x14*_x313
+    _x1171 = _x1170*_x935
+    _x1172 = _x82*z_param*np.maximum(_x958, _x960*np.minimum(1, dense_layers))
+    _x1173 = _x931**(-z_param)
+    _x1174 = _x884**(-z_param)
+    _x1175 = act_bytes*(_x1173*_x947 + _x1174*_x969)
+    _x1176 = _x931**(-z_grad)
+    _x1177 = _x884**(-z_grad)
+    _x1178 = grad_bytes*(_x1176*_x947 + _x1177*_x969)
+    _x1179 = _x1005*opt_bytes
+    _x1180 = _x36*gpipe
+    _x1181 = _x858*(act_bytes + f32_bytes*(_x1180 - gpipe + 1))
+    _x1182 = (_x1181 + _x168)*(mtp + 1)
+    _x1183 = _x286*shared_ffn + _x287
+    _x1184 = _x86*(1 - rc_sel)*(act_bytes + dropout*(act_bytes + mask_bytes))
+    _x1185 = _x166*(2*_x242 + 4*act_bytes)
+    _x1186 = _x279*_x53*(_x336 + _x731 + qk_rope)
+    _x1187 = _x54*(_x119 + _x50)
+    _x1188 = _x1184 + _x164*(_x1185 + _x1186) + _x2*(_x1183 + _x1187)
+    _x1189 = _x1188 + _x2*(-_x1183 + _x282*_x51*act_bytes*ffn_hidden*micro_batch*seq_len)
+    _x1190 = _x1184*attn_frac + _x164*(_x1185*_x955 + _x311*act_bytes + attn_frac*((1/2)*_x1185 + _x1186)) + _x2*(_x1183*mlp_frac + _x1187*attn_frac + _x569*(5*_x212 + _x414))
+    _x1191 = rc_full*np.maximum(_x1189, _x1190)
+    _x1192 = 1 - gpipe
+    _x1193 = interleave - 1
+    _x1194 = _x168*rc_full
+    _x1195 = mtp*(_x1188*_x691 + _x1194 + 5*_x168)
+    _x1196 = _x683*(_x1189*_x691 + _x1194)
+    _x1197 = _x1190*_x691 + _x1194
+    _x1198 = _x1182*_x872 + _x1191 + (_x1180 + _x1192*(_x14*_x32*np.minimum(1, _x1193) + 1)*np.minimum(_x36, pp))*(_x1195*_x872 + _x1196 + _x1197*_x944)
+    _x1199 = _x1172 + _x1175 + _x1178 + _x1179 + _x1198
+    _x1200 = _x15 - _x683*_x872
+    _x1201 = _x1200*_x945
+    _x1202 = _x1201 + _x942
+    _x1203 = _x1200*_x958 - _x1201 + _x684*_x841*_x966*np.minimum(1, mtp) - _x684*_x965 + _x872*_x961 - _x942 + _x964 + _x967
+    _x1204 = act_bytes*(_x1173*_x1202 + _x1174*_x1203)
+    _x1205 = grad_bytes*(_x1176*_x1202 + _x1177*_x1203)
+    _x1206 = opt_bytes*(_x1001*_x1202 + _x1003*_x1203)
+    _x1207 = _x1182 + _x1191 + (_x1180 + _x1192*np.minimum(_x36, _x13*(_x1193*pp + 1)))*(_x1195 + _x1196*_x872 + _x1197*_x1200)
+    _x1208 = _x1172 + _x1204 + _x1205 + _x1206 + _x1207
+    _x1209 = np.maximum(_x1199, _x1208)
+    _x1210 = np.where((_x1199 < _x1208), 1, 0)
+    _x1211 = 1 - _x1210
+    _x1212 = _x1209*alloc_frag
+    _x1213 = nccl_comm_bytes*(_x149*np.minimum(1, _x940) + np.minimum(1, _x163) + np.minimum(1, _x915)) + nccl_peer_bytes*(_x149*(ep - 1) + _x895 + 2*np.minimum(1, _x37))
     return {
-        'step_time': _x1002,
-        't_forward': _x36*_x875,
-        't_backward': _x36*_x876,
-        't_recompute': _x36*_x870,
-        't_tp_comm': _x1003,
-        't_cp_comm': _x36*(_x147*_x801 + _x777*_x800 + _x777*_x869),
-        't_ep_comm': _x36*(_x599*_x801 + _x775*_x800 + _x817*_x869),
-        't_host_overhead': _x36*_x874,
-        't_pp_bubble': _x32*_x878,
-        't_pp_comm': _x891,
-        't_dp_comm': _x995,
-        't_optimizer': _x1001,
-        'tp_comm_total': _x30 + _x36*(_x661*_x801 + _x784*_x800 + _x823*_x869),
-        'dp_comm_total': _x36*_x970*z_param + _x974*(_x976 + _x986),
-        'tp_comm': _x1003,
-        'dp_comm': _x995,
-        'pp_bubble': _x31/_x885,
+        'step_time': _x1007,
+        't_forward': _x36*_x880,
+        't_backward': _x36*_x881,
+        't_recompute': _x36*_x875,
+        't_tp_comm': _x1008,
+        't_cp_comm': _x36*(_x147*_x806 + _x782*_x805 + _x782*_x874),
+        't_ep_comm': _x36*(_x599*_x806 + _x780*_x805 + _x822*_x874),
+        't_host_overhead': _x36*_x879,
+        't_pp_bubble': _x32*_x883,
+        't_pp_comm': _x896,
+        't_dp_comm': _x1000,
+        't_optimizer': _x1006,
+        'tp_comm_total': _x30 + _x36*(_x663*_x806 + _x789*_x805 + _x828*_x874),
+        'dp_comm_total': _x36*_x975*z_param + _x979*(_x981 + _x991),
+        'tp_comm': _x1008,
+        'dp_comm': _x1000,
+        'pp_bubble': _x31/_x890,
         'pp_bubble_ratio': _x32*dp*micro_batch/global_batch,
         'micro_batches': _x36,
-        't_microbatch_stage': _x878,
+        't_microbatch_stage': _x883,
         't_layer_fwd': _x473,
         't_layer_bwd': _x597,
-        't_layer_recompute': _x798,
-        't_layer_tp_comm': _x675,
+        't_layer_recompute': _x803,
+        't_layer_tp_comm': _x680,
         't_layer_cp_comm': _x147,
         't_layer_ep_comm': _x599,
-        't_layer_comm_bwd': _x990,
-        't_layer_host': _x799,
-        't_dense_layer_fwd': _x741,
-        't_dense_layer_bwd': _x773,
-        't_dense_layer_recompute': _x743,
-        't_dense_layer_tp_comm': _x794,
-        't_dense_layer_cp_comm': _x777,
-        't_dense_layer_ep_comm': _x775,
-        't_dense_layer_comm_bwd': _x994,
-        't_dense_layer_host': _x797,
+        't_layer_comm_bwd': _x995,
+        't_layer_host': _x804,
+        't_dense_layer_fwd': _x746,
+        't_dense_layer_bwd': _x778,
+        't_dense_layer_recompute': _x748,
+        't_dense_layer_tp_comm': _x799,
+        't_dense_layer_cp_comm': _x782,
+        't_dense_layer_ep_comm': _x780,
+        't_dense_layer_comm_bwd': _x999,
+        't_dense_layer_host': _x802,
         'stage_layers': _x15,
-        'stage_dense_layers': _x800,
-        'stage_mtp_layers': _x869,
+        'stage_dense_layers': _x805,
+        'stage_mtp_layers': _x874,
         't_tp_grad_reduce': _x30,
-        't_embed_fwd': _x863,
-        't_embed_bwd': _x852,
-        't_head_fwd': _x865,
-        't_head_bwd': _x861,
-        'head_stage_heavier': _x866,
-        't_edge_host': _x873,
+        't_embed_fwd': _x868,
+        't_embed_bwd': _x857,
+        't_head_fwd': _x870,
+        't_head_bwd': _x866,
+        'head_stage_heavier': _x871,
+        't_edge_host': _x878,
         't_microbatch_host': host_mb,
-        't_pp_send_recv': _x889,
-        't_embedding_grad_reduce': _x884,
-        'flops': _x1033,
-        'hardware_flops': _x1060*_x35*_x39,
-        'flops_megatron': _x1064,
-        'bytes_tp_fwd': _x1086 + _x36*(_x1065*_x1100 + _x1079*_x1095 + _x1087),
-        'bytes_tp_bwd': _x1103 + _x36*(_x1065*(_x1082*_x1105 - _x1097 - _x1098 - _x1099 + _x1100*_x600 + _x1104*attn_frac + _x1105*mamba_frac) + _x1079*(_x1090 - _x1092 - _x1094 + _x1095*_x600 + _x1104) + _x1087*_x600),
-        'bytes_tp_inter': _x1086 + _x1103,
-        'bytes_cp_fwd': _x1109 + _x1110,
-        'bytes_cp_bwd': _x1109*_x148 + _x1111,
-        'bytes_cp_inter': _x1110 + _x1111,
-        'bytes_ep_fwd': _x1113 + _x1114,
-        'bytes_ep_bwd': _x1113*_x600 + _x1115,
-        'bytes_ep_inter': _x1114 + _x1115,
-        'bytes_pp_fwd': _x1119,
-        'bytes_pp_bwd': _x1119,
-        'bytes_pp_inter': _x1107*_x1118*_x245,
-        'bytes_dp_fwd': _x1138*_x1139 + _x1140*z_param + _x1148,
-        'bytes_dp_bwd': _x1156*(_x1152*z_os + _x149*(_x1150*z_os + _x978*np.where(_x945, _x1120*_x1153, _x1153)) + _x978*np.where(_x917, _x1125*_x1155, _x1155)) + _x1159 + z_param*(-_x1140 + _x33*_x34*global_batch*(2*_x1124 + 2*_x1137 + _x1150*_x149 + _x1152)),
-        'bytes_dp_inter': _x1148 + _x1159,
-        'flops_forward': _x1032,
-        'flops_backward': 2*_x1032,
-        'flops_attention': _x1062*_x1063,
+        't_pp_send_recv': _x894,
+        't_embedding_grad_reduce': _x889,
+        'flops': _x1038,
+        'hardware_flops': _x1065*_x35*_x39,
+        'flops_megatron': _x1069,
+        'bytes_tp_fwd': _x1093 + _x36*(_x1070*_x1108 + _x1085*_x1102 + _x1094),
+        'bytes_tp_bwd': _x1112 + _x36*(_x1070*(_x1088*_x1114 - _x1104 - _x1105 - _x1107 + _x1108*_x600 + _x1113*attn_frac + _x1114*mamba_frac) + _x1085*(-_x1097 - _x1099 - _x1101 + _x1102*_x600 + _x1113 + _x1114) + _x1094*_x600),
+        'bytes_tp_inter': _x1093 + _x1112,
+        'bytes_cp_fwd': _x1118 + _x1119,
+        'bytes_cp_bwd': _x1118*_x148 + _x1120,
+        'bytes_cp_inter': _x1119 + _x1120,
+        'bytes_ep_fwd': _x1122 + _x1123,
+        'bytes_ep_bwd': _x1122*_x600 + _x1124,
+        'bytes_ep_inter': _x1123 + _x1124,
+        'bytes_pp_fwd': _x1128,
+        'bytes_pp_bwd': _x1128,
+        'bytes_pp_inter': _x1116*_x1127*_x245,
+        'bytes_dp_fwd': _x1147*_x1148 + _x1149*z_param + _x1157,
+        'bytes_dp_bwd': _x1165*(_x1161*z_os + _x149*(_x1159*z_os + _x983*np.where(_x950, _x1129*_x1162, _x1162)) + _x983*np.where(_x922, _x1134*_x1164, _x1164)) + _x1168 + z_param*(-_x1149 + _x33*_x34*global_batch*(2*_x1133 + 2*_x1146 + _x1159*_x149 + _x1161)),
+        'bytes_dp_inter': _x1157 + _x1168,
+        'flops_forward': _x1037,
+        'flops_backward': 2*_x1037,
+        'flops_attention': _x1067*_x1068,
         'flops_lm_head': 6*_x165*global_batch*vocab,
-        'n_gpus': _x881,
-        'mfu': _x1033*_x1162,
-        'mfu_megatron': _x1064*_x1162,
-        'hfu': _x1060*_x1161*_x36,
-        'tokens_per_s': _x1160*global_batch*seq_len,
-        'memory': _x1200,
-        'mem_weights': _x1166*_x1202 + _x1195*_x1201,
-        'mem_gradients': _x1169*_x1202 + _x1196*_x1201,
-        'mem_optimizer': _x1170*_x1202 + _x1197*_x1201,
-        'mem_activations': _x1163 + _x1189*_x1202 + _x1198*_x1201,
-        'mem_logits': _x1172,
-        'mem_first_stage': _x1190,
-        'mem_last_stage': _x1199,
-        'mem_reserve': _x1203 + _x1204 + cuda_context,
+        'n_gpus': _x886,
+        'mfu': _x1038*_x1171,
+        'mfu_megatron': _x1069*_x1171,
+        'hfu': _x1065*_x1170*_x36,
+        'tokens_per_s': _x1169*global_batch*seq_len,
+        'memory': _x1209,
+        'mem_weights': _x1175*_x1211 + _x1204*_x1210,
+        'mem_gradients': _x1178*_x1211 + _x1205*_x1210,
+        'mem_optimizer': _x1179*_x1211 + _x1206*_x1210,
+        'mem_activations': _x1172 + _x1198*_x1211 + _x1207*_x1210,
+        'mem_logits': _x1181,
+        'mem_first_stage': _x1199,
+        'mem_last_stage': _x1208,
+        'mem_reserve': _x1212 + _x1213 + cuda_context,
         'mem_cuda_context': cuda_context,
-        'mem_nccl': _x1204,
-        'mem_fragmentation': _x1203,
-        'params': _x1133,
-        'active_params': _x1026*(_x1130 + mlp_frac*(_x1127 + _x901*top_k)) + _x1132,
-        'params_rank': _x963,
-        'params_embedding': _x1131,
-        'params_expert': _x1126,
-        'params_mtp': mtp*(_x1128 + _x1129 + _x846 + _x958),
+        'mem_nccl': _x1213,
+        'mem_fragmentation': _x1212,
+        'params': _x1142,
+        'active_params': _x1031*(_x1139 + mlp_frac*(_x1136 + _x906*top_k)) + _x1141,
+        'params_rank': _x968,
+        'params_embedding': _x1140,
+        'params_expert': _x1135,
+        'params_mtp': mtp*(_x1137 + _x1138 + _x851 + _x963),
     }
 
-SOURCE_DIGEST = '4b872d6a85ef1dc5'
+SOURCE_DIGEST = 'cf05bc1ffb33cd6e'

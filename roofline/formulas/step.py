@@ -54,21 +54,31 @@ def tp_block_comm(in_width, g_col):
     the gather is scheduled before the input gradient computation"; TransformerEngine pytorch/module/
     layernorm_linear.py, layernorm_mlp.py: gather_along_first_dim(ln_out, async_op=True), then
     reduce_scatter_along_first_dim / allreduce(dgrad, async_op=True) before the wgrad GEMM). The async collectives
-    are NCCL kernels beside a GEMM: they take the SMs of an NCCL collective of the TP group (tp_nccl_share)."""
+    are NCCL kernels beside a GEMM: they take the SMs of an NCCL collective of the TP group (tp_nccl_share).
+
+    That backward is the stack's (tp_async = 1, stacks/*.yaml plan tp_async_dgrad). A stack without it
+    (tp_async = 0: Megatron-LM 2021, the Megatron-DeepSpeed fork's megatron/mpu/layers.py, GPT-NeoX's megatron/mpu)
+    runs the conjugate of the forward's collectives synchronously: the same bytes and kinds as the forward (an
+    all-reduce of the input gradient, Shoeybi et al. 2019 sec 3 "g"/"f" operators; under SP an all-gather and a
+    reduce-scatter, Korthikanti et al. 2022 sec 4.2.2), nothing hidden: the backward before c934145."""
     act = S.act_bytes * C.tokens
     sp_on = S.seq_par
     ar_out, ag_out, rs_out = (CM.tp_group(k, act * h) for k in ("ar", "ag", "rs"))
     ag_in, rs_in, ar_in = (CM.tp_group(k, act * in_width) for k in ("ag", "rs", "ar"))
     fwd = (1 - sp_on) * ar_out + sp_on * (ag_in + rs_out)
-    bwd_raw = (1 - sp_on) * ar_in + sp_on * (ag_out + ag_in + rs_in)
+    bwd_raw_async = (1 - sp_on) * ar_in + sp_on * (ag_out + ag_in + rs_in)
     share = tp_nccl_share()
 
     def hide(x):            # async beside one GEMM of the column-parallel linear
         return CM.exposed(x, g_col, 1, share)
-    bwd = (1 - sp_on) * hide(ar_in) + sp_on * (ag_out + hide(ag_in) + hide(rs_in))
+    bwd_async = (1 - sp_on) * hide(ar_in) + sp_on * (ag_out + hide(ag_in) + hide(rs_in))
+    a = S.tp_async
+    bwd_raw = a * bwd_raw_async + (1 - a) * fwd
+    bwd = a * bwd_async + (1 - a) * fwd
     # TE userbuffers' ring-exchange method carries the forward input all-gather and the backward output-gradient
-    # all-gather (base.py initialize_ub: "ring_exchange": qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad)
-    ring_fwd, ring_bwd = sp_on * ag_in, sp_on * ag_out
+    # all-gather (base.py initialize_ub: "ring_exchange": qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad); without the
+    # async backward, its one all-gather (the forward's mirror) is counted as ring exchange
+    ring_fwd, ring_bwd = sp_on * ag_in, sp_on * (a * ag_out + (1 - a) * ag_in)
     return fwd, bwd_raw, bwd, ring_fwd, ring_bwd
 
 

@@ -231,3 +231,9 @@ ub_sms = _s("ub_sms", "", "SMs a Transformer Engine userbuffers TP-overlap kerne
             "(TE num_sm; the GEMM beside it runs on the rest)", "hardware", r"n_{ub}", float(_OVERLAP["ub_sms"]))
 ub_ring_sms = _s("ub_ring_sms", "", "SMs the ring-exchange TP-overlap method holds (TE num_sm: its chunks move by copy "
                  "engine)", "hardware", r"n_{ub,r}", float(_OVERLAP["ub_ring_sms"]))
+
+# ---- TP backward schedule (per stack: stacks/*.yaml plan tp_async_dgrad -> config.Plan -> predict.plan_inputs) -----
+tp_async = _s("tp_async", "", "1 when the TP backward runs the column-parallel linear's dgrad all-reduce / reduce-scatter "
+              "async beside its wgrad GEMM and, under SP, re-gathers its input beside the dgrad GEMM (Megatron-LM "
+              "LinearWithGradAccumulationAndAsyncCommunication); 0: the backward's collectives mirror the forward's, "
+              "synchronous", "plan", r"\alpha_{t}")
