@@ -96,6 +96,11 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
          help="Megatron sequence parallelism (norms and dropout split over TP; all-gather/reduce-scatter "
               "instead of all-reduce); default: the stack's, only with tp > 1")
     flag(g, "no-sequence-parallel", dest="sequence_parallel", action="store_false", help="no sequence parallelism")
+    flag(g, "tp-async-dgrad", dest="tp_async_dgrad", action="store_true", default=None,
+         help="TP backward: dgrad all-reduce/reduce-scatter async beside the wgrad GEMM, SP input re-gather beside the "
+              "dgrad GEMM (Megatron-LM LinearWithGradAccumulationAndAsyncCommunication); default: the stack's")
+    flag(g, "no-tp-async-dgrad", dest="tp_async_dgrad", action="store_false",
+         help="TP backward collectives mirror the forward's, synchronous (Megatron-LM 2021, Megatron-DeepSpeed, GPT-NeoX)")
     flag(g, "uneven-stages", dest="uneven_stages", action="store_true", default=None,
          help="allow layers not divisible by pp x interleave (the heaviest stage rounds up)")
     flag(g, "recompute", choices=RECOMPUTE, help="activation recomputation (default none)")
@@ -162,7 +167,8 @@ def build_spec(args):
         sharding = SHARDING_BY_STAGE[args.zero]     # the one name of ZeRO stage N (search pins the same)
     flags = {**{dest: getattr(args, dest) for _, dest, _, _ in PLAN_FLAGS}, "schedule": args.schedule,
              "sequence_parallel": args.sequence_parallel, "recompute": args.recompute, "sharding": sharding,
-             "uneven_stages": args.uneven_stages, "dtype": args.dtype, "grad_dtype": args.grad_dtype,
+             "uneven_stages": args.uneven_stages, "tp_async_dgrad": getattr(args, "tp_async_dgrad", None),
+             "dtype": args.dtype, "grad_dtype": args.grad_dtype,
              "ep_dispatcher": getattr(args, "ep_dispatcher", None),
              "tp_comm_overlap": getattr(args, "tp_comm_overlap", None)}
     plan.update({k: v for k, v in flags.items() if v is not None})

@@ -190,6 +190,11 @@ class Plan:
     overlap_grad_reduce: float = 0.0    # fraction of the DP reduce hidden behind backward
     overlap_param_gather: float = 0.0   # fraction of parameter all-gathers hidden behind forward
     overlap_tp: float = 0.0             # fraction of TP/SP comm hidden behind GEMMs
+    # the TP backward's dgrad all-reduce / reduce-scatter async beside the wgrad GEMM, and under SP the input re-gather
+    # beside the dgrad GEMM (Megatron-LM megatron/core/tensor_parallel/layers.py
+    # LinearWithGradAccumulationAndAsyncCommunication; on by default in Megatron-Core, the default stack); False: the
+    # backward's collectives mirror the forward's and run synchronously (per stack: stacks/*.yaml tp_async_dgrad)
+    tp_async_dgrad: bool = True
     overlap_ep: float = 0.0             # fraction of the MoE all-to-all hidden (Megatron-Core --overlap-moe-expert-parallel-comm, default off)
     overlap_pp: float = 0.0             # fraction of PP send/recv hidden
     overlap_cp: float = 1.0             # ring attention overlaps KV exchange with attention (default on)

@@ -163,9 +163,19 @@ def test_tp_bytes_by_hand_and_2d_split():
 
 
 def test_sequence_parallel_moves_the_same_bytes():
-    a = run_cost(M, Plan(tp=4, micro_batch=1, global_batch=2), HW, D)
-    b = run_cost(M, Plan(tp=4, micro_batch=1, global_batch=2, sequence_parallel=True), HW, D)
-    assert a["bytes_per_gpu"]["tp"] == pytest.approx(b["bytes_per_gpu"]["tp"], rel=1e-12)
+    """SP's all-gather + reduce-scatter move an all-reduce's bytes, (t-1)/t n each against 2 (t-1)/t n (Korthikanti
+    et al. 2022 sec 4.2.2): the forward is unchanged. The Megatron backward (tp_async_dgrad) also re-gathers the
+    column-parallel input for its wgrad: AG(out grad) + AG(input) + RS(dgrad) = 3/2 of the all-reduce it replaces;
+    without it the backward mirrors the forward, the same bytes."""
+    for async_dgrad in (True, False):
+        kw = dict(tp=4, micro_batch=1, global_batch=2, tp_async_dgrad=async_dgrad)
+        a = run_cost(M, Plan(**kw), HW, D)["bytes_per_gpu"]["tp"]
+        b = run_cost(M, Plan(**kw, sequence_parallel=True), HW, D)["bytes_per_gpu"]["tp"]
+        assert a["tx_bwd"] > 0
+        assert b["tx_fwd"] == pytest.approx(a["tx_fwd"], rel=1e-12)
+        assert b["tx_bwd"] == pytest.approx((1.5 if async_dgrad else 1.0) * a["tx_bwd"], rel=1e-12)
+        if not async_dgrad:
+            assert a == pytest.approx(b, rel=1e-12)
 
 
 def test_moe_expert_bytes_and_active_parameters():

@@ -124,22 +124,28 @@ def p2p(size, same_node) -> sp.Expr:
             + (1 - same_node) * (S.ALPHA["p2p", "inter"] + size / S.BUSBW["p2p", "inter"]))
 
 
-def interference() -> sp.Expr:
-    """Fraction of the GPU's SMs a running collective holds, n_nccl / n_SM: compute beside it runs on the rest, so
-    each second of hidden communication costs this much compute time (hardware/defaults.yaml overlap, sourced there).
-    0 where the profile states no SM count (n_SM = 1) or one no larger than the collective's share."""
-    return sp.Piecewise((S.nccl_sms / S.sms, S.sms > S.nccl_sms), (0, True))
+def interference(n_comm=None) -> sp.Expr:
+    """Fraction f of the GPU's SMs a running communication kernel holds, n_comm / n_SM (default n_comm: an NCCL
+    collective inside one node, symbols.nccl_sms; formulas/step.py picks the count per kind of communication; the
+    counts are sourced in hardware/defaults.yaml overlap). 0 where the profile states no SM count (n_SM = 1) or one no
+    larger than n_comm."""
+    n_comm = S.nccl_sms if n_comm is None else n_comm
+    return sp.Piecewise((n_comm / S.sms, S.sms > n_comm), (0, True))
 
 
-def exposed(t_comm, t_window, overlap) -> sp.Expr:
-    """Time a collective adds to the critical path when a fraction ``overlap`` of it can hide behind ``t_window`` of
-    independent compute: the part that does not hide, t_comm - overlap min(t_comm, t_window), plus the slowdown of the
-    compute it hides behind, interference() x the hidden time (the collective's kernels hold some SMs meanwhile).
-    Written with max(0, t_comm - t_window) so that rounding cannot make a term negative."""
+def exposed(t_comm, t_window, overlap, share=None) -> sp.Expr:
+    """Time a collective adds to the critical path when a fraction ``overlap`` of it may run beside ``t_window`` of
+    independent compute, while holding a fraction ``share`` = f of the SMs (default interference()).
+
+    The compute beside the collective runs at (1 - f) of its rate for as long as the collective runs: a hidden part
+    T = overlap t_comm next to W = t_window of compute ends at max(T, W + f T) (W + f T when the compute outlasts
+    it; T when the slowed compute, W / (1 - f), fits inside it), so it adds max(T - W, f T) to W; the rest,
+    (1 - overlap) t_comm, runs alone. With overlap scaling the whole comparison (o max(t_comm - W, f t_comm)) as
+    before. Never more than not overlapping (f <= 1) and never negative."""
+    share = interference() if share is None else share
     # evaluate=False: sympy would otherwise search the two big arguments for common zeros (minutes, same value)
-    beyond = sp.Max(0, t_comm - t_window, evaluate=False)
-    hidden = overlap * (t_comm - beyond)
-    return (1 - overlap) * t_comm + overlap * beyond + interference() * hidden
+    beside = sp.Max(t_comm - t_window, share * t_comm, evaluate=False)
+    return (1 - overlap) * t_comm + overlap * beside
 
 
 # ---- the group layouts of Megatron-Core's rank order: tp (innermost), cp, ep, dp, pp ----------

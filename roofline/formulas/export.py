@@ -30,7 +30,7 @@ INTEGER_SYMBOLS = frozenset({
     "layers", "d_model", "heads", "kv_heads", "ffn_hidden", "head_dim", "moe_ffn", "vocab", "seq_len", "experts",
     "top_k", "tp", "pp", "dp", "cp", "ep", "micro_batch", "global_batch", "interleave", "gpus_per_node", "sms"})
 COUNT_OR_ZERO_SYMBOLS = frozenset({"shared_ffn", "dense_layers"})          # integers >= 0 (0: none)
-SWITCH_SYMBOLS = frozenset({"gated", "causal", "flash", "dropout", "tied", "learned_pos", "biases", "seq_par",
+SWITCH_SYMBOLS = frozenset({"gated", "causal", "flash", "dropout", "tied", "learned_pos", "biases", "seq_par", "tp_async",
                             "rc_full", "rc_sel", "gpipe", "z_os", "z_grad", "z_param"})
 POSITIVE_SYMBOLS = frozenset({"capacity", "act_bytes"})
 MAX_SIMPLIFY_NODES = 400     # tidy only results of fewer distinct nodes (larger ones print as named pieces)

@@ -39,20 +39,58 @@ def time_of(ops, direction):
 
 
 # ---- communication of one layer, per micro-batch -------------------------------------------------
-def tp_collective():
-    """One TP collective pair around attention or the MLP: an all-reduce of the (s/c) b h activations
-    (Shoeybi et al. 2019), with SP an all-gather plus a reduce-scatter (Korthikanti et al. 2022 sec 4.2.2)."""
-    act = S.act_bytes * C.tokens * h
-    return (1 - S.seq_par) * CM.tp_group("ar", act) + S.seq_par * (CM.tp_group("ag", act) + CM.tp_group("rs", act))
+def tp_block_comm(in_width, g_col):
+    """One TP block's collectives per micro-batch: (forward, backward before overlap, backward after the default
+    async overlap, the backward's ring-exchange part under userbuffers), its column-parallel linear reading
+    ``in_width`` per token, that linear's dgrad and wgrad GEMMs ``g_col`` each.
 
+    Forward: an all-reduce of the (s/c) b h output (Shoeybi et al. 2019), with SP an all-gather of the input and a
+    reduce-scatter of the output (Korthikanti et al. 2022 sec 4.2.2). Backward, Megatron-Core's and Transformer
+    Engine's default (no --tp-comm-overlap): the row-parallel linear's output gradient is all-gathered (SP; nothing to
+    hide behind); the column-parallel linear keeps only its s/t input shard under SP and all-gathers it again for its
+    weight gradient, issued async before the dgrad GEMM; its input gradient is all-reduced (no SP) or
+    reduce-scattered (SP) async while the wgrad GEMM runs (megatron/core/tensor_parallel/layers.py
+    LinearWithGradAccumulationAndAsyncCommunication.backward, "rely on CUDA_DEVICE_MAX_CONNECTIONS=1 to ensure that
+    the gather is scheduled before the input gradient computation"; TransformerEngine pytorch/module/
+    layernorm_linear.py, layernorm_mlp.py: gather_along_first_dim(ln_out, async_op=True), then
+    reduce_scatter_along_first_dim / allreduce(dgrad, async_op=True) before the wgrad GEMM). The async collectives
+    are NCCL kernels beside a GEMM: they take the SMs of an NCCL collective of the TP group (tp_nccl_share).
 
-def mla_gather_delta():
-    """What MLA changes in the attention block's TP pair: under SP its all-gather carries the latents the up
-    projections read, r_q + r_kv + d_r per token (compute.mla_gather_width), instead of h: the duplicated down
-    projections run on the s/t tokens a rank holds (Megatron-Core multi_latent_attention.py); the output
-    projection's reduce-scatter stays h wide. 0 without MLA or without SP."""
+    That backward is the stack's (tp_async = 1, stacks/*.yaml plan tp_async_dgrad). A stack without it
+    (tp_async = 0: Megatron-LM 2021, the Megatron-DeepSpeed fork's megatron/mpu/layers.py, GPT-NeoX's megatron/mpu)
+    runs the conjugate of the forward's collectives synchronously: the same bytes and kinds as the forward (an
+    all-reduce of the input gradient, Shoeybi et al. 2019 sec 3 "g"/"f" operators; under SP an all-gather and a
+    reduce-scatter, Korthikanti et al. 2022 sec 4.2.2), nothing hidden: the backward before c934145."""
     act = S.act_bytes * C.tokens
-    return C.mla * S.seq_par * (CM.tp_group("ag", act * C.mla_gather_width) - CM.tp_group("ag", act * h))
+    sp_on = S.seq_par
+    ar_out, ag_out, rs_out = (CM.tp_group(k, act * h) for k in ("ar", "ag", "rs"))
+    ag_in, rs_in, ar_in = (CM.tp_group(k, act * in_width) for k in ("ag", "rs", "ar"))
+    fwd = (1 - sp_on) * ar_out + sp_on * (ag_in + rs_out)
+    bwd_raw_async = (1 - sp_on) * ar_in + sp_on * (ag_out + ag_in + rs_in)
+    share = tp_nccl_share()
+
+    def hide(x):            # async beside one GEMM of the column-parallel linear
+        return CM.exposed(x, g_col, 1, share)
+    bwd_async = (1 - sp_on) * hide(ar_in) + sp_on * (ag_out + hide(ag_in) + hide(rs_in))
+    a = S.tp_async
+    bwd_raw = a * bwd_raw_async + (1 - a) * fwd
+    bwd = a * bwd_async + (1 - a) * fwd
+    # TE userbuffers' ring-exchange method carries the forward input all-gather and the backward output-gradient
+    # all-gather (base.py initialize_ub: "ring_exchange": qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad); without the
+    # async backward, its one all-gather (the forward's mirror) is counted as ring exchange
+    ring_fwd, ring_bwd = sp_on * ag_in, sp_on * (a * ag_out + (1 - a) * ag_in)
+    return fwd, bwd_raw, bwd, ring_fwd, ring_bwd
+
+
+def group_share(p, stride) -> sp.Expr:
+    """SM share f of an NCCL collective over p ranks of rank stride ``stride``: inside one node its channels are
+    nccl_sms, across nodes nccl_sms_inter (hardware/defaults.yaml overlap); the same node test as comm.collective."""
+    return sp.Piecewise((CM.interference(S.nccl_sms_inter), p > CM.node_fit(stride)),
+                        (CM.interference(S.nccl_sms), True))
+
+
+def tp_nccl_share() -> sp.Expr:
+    return group_share(S.tp, 1)
 
 
 def mla_grad_reduce():
@@ -65,10 +103,27 @@ def mla_grad_reduce():
     return C.mla * S.seq_par * CM.tp_group("ar", n_layers * M.attn_params_repl * S.grad_bytes)
 
 
-# TP blocks per layer: around attention and around the MLP; a MoE layer's routed experts move their tokens
-# with the dispatcher (ep_layer) instead, and its shared experts gather and scatter the layer's tokens once
-# more (Megatron-Core moe/shared_experts.py)
-TP_BLOCKS = {"dense": 2, "moe": 2 - C.moe + C.moe * sp.Min(1, S.shared_ffn)}
+def tp_blocks(moe_kind: bool, hybrid: bool = False) -> list:
+    """The TP blocks of a layer kind, each (count, {column-parallel GEMM: 0/1 weight}, width of its input per token):
+    around attention (QKV, or MLA's up projections reading the latents r_q + r_kv + d_r: under SP the duplicated down
+    projections run on the s/t tokens a rank holds and the all-gather carries the latents, Megatron-Core
+    multi_latent_attention.py; the output projection's reduce-scatter stays h wide) and around the MLP (its fc1). A
+    MoE layer's routed experts move their tokens with the dispatcher (ep_layer) instead, and its shared experts gather
+    and scatter the layer's tokens once more (Megatron-Core moe/shared_experts.py): the second block is the shared
+    experts' fc1, counted once when there are shared experts (a dense model's "MoE" layer has moe = 0: its MLP).
+    ``hybrid``: the average layer of a Mamba-2 pattern, each block in its share of the layers, and a Mamba mixer's
+    in_proj (ColumnParallel) / out_proj (RowParallel) pair in mamba_frac of them (Megatron-Core mamba_mixer.py)."""
+    one = sp.Integer(1)
+    attn_w = C.mla * C.mla_gather_width + (1 - C.mla) * h
+    attn_gemms = {"qkv_proj": one, "mla_q_up": one, "mla_q_proj": one, "mla_kv_up": one}
+    if not moe_kind:
+        return [(one, attn_gemms, attn_w), (one, {"mlp_up": one}, h)]
+    mlp_count = (1 - C.moe) + C.moe * sp.Min(1, S.shared_ffn)
+    mlp = {"mlp_up": 1 - C.moe, "shared_up": C.moe}
+    if not hybrid:
+        return [(one, attn_gemms, attn_w), (mlp_count, mlp, h)]
+    return [(S.attn_frac, attn_gemms, attn_w), (S.mlp_frac * mlp_count, mlp, h),
+            (S.mamba_frac, {"mamba_in_proj": one}, h)]
 
 
 def cp_layer():
@@ -100,6 +155,7 @@ class Layer:
     recompute: sp.Expr      # recomputed forward (full: the layer; selective: the attention core)
     tp: sp.Expr             # exposed TP/SP communication
     tp_raw: sp.Expr         # TP/SP communication before overlap
+    tp_fwd_raw: sp.Expr     # its forward part (one forward pass; tp_raw - (1 + r) tp_fwd_raw is the backward's)
     cp: sp.Expr             # exposed CP ring exchange
     ep: sp.Expr             # EP all-to-all (and expert-TP gather/scatter), not overlapped
     comm_bwd: sp.Expr       # the part of tp + cp + ep in the backward pass (with the recomputed forward)
@@ -119,32 +175,60 @@ class Layer:
         return [o for o in self.ops if o.name in ATTENTION_CORE]
 
 
-def layer(ops, tp_blocks, ep) -> Layer:
-    """Times of one layer with operators ``ops``, ``tp_blocks`` TP collective pairs and EP time ``ep``."""
+def layer(ops, blocks, ep, col_ops=None) -> Layer:
+    """Times of one layer with operators ``ops``, TP ``blocks`` (tp_blocks) and EP time ``ep``; ``col_ops``: the
+    operators whose column-parallel GEMMs the blocks name, unscaled by a hybrid pattern's shares (default ``ops``)."""
+    col_ops = ops if col_ops is None else col_ops
     core = [o for o in ops if o.name in ATTENTION_CORE]
     fwd, bwd = time_of(ops, "fwd"), time_of(ops, "bwd")
     recompute = S.rc_full * fwd + (1 - S.rc_full) * S.rc_sel * time_of(core, "fwd")
     gemm_fwd = time_of([o for o in ops if o.cls == "gemm"], "fwd")
-    # TP comm can hide behind the layer's GEMMs: forward (1x), backward (dgrad + wgrad, 2x), recomputed
-    # forward; times (2 + r) passes: fwd, bwd, and the recomputed forward
-    tp_raw = (tp_blocks * tp_collective() + mla_gather_delta()) * (2 + S.rc_full)
-    # the GEMM overlap of TP communication (Transformer Engine userbuffers, Megatron --tp-comm-overlap) exchanges
-    # through CUDA IPC buffers of the GPUs of one NVLink domain: a TP group that spans nodes runs its collectives
-    # exposed (ASSUMED from TE's userbuffers design; no published TP-overlap across nodes)
+    # TP collectives per micro-batch: forward, backward before and after the default async overlap (tp_block_comm);
+    # a column-parallel GEMM's dgrad and wgrad each take half its backward time (compute.gemm: 2x forward)
+    tp_f = tp_b_raw = tp_b = ring_f = ring_b = sp.Integer(0)
+    for count, names, width in blocks:
+        g_col = sum((w * time_of([o for o in col_ops if o.name == n], "bwd") for n, w in names.items()),
+                    sp.Integer(0)) / 2
+        f_, br_, b_, rf_, rb_ = tp_block_comm(width, g_col)
+        tp_f, tp_b_raw, tp_b = tp_f + count * f_, tp_b_raw + count * br_, tp_b + count * b_
+        ring_f, ring_b = ring_f + count * rf_, ring_b + count * rb_
+    # forward, backward, and the recomputed forward (full recompute re-runs the forward collectives)
+    tp_raw = tp_f * (1 + S.rc_full) + tp_b_raw
+    tp_async = tp_f * (1 + S.rc_full) + tp_b
+    # the GEMM overlap of TP communication (Transformer Engine userbuffers, Megatron --tp-comm-overlap: ring-exchange
+    # AG in forward and of the output gradient in backward, pipelined RS in forward, bulk AG/RS beside dgrad/wgrad in
+    # backward) hides behind the layer's GEMMs: forward (1x), backward (dgrad + wgrad, 2x), recomputed forward; it
+    # exchanges through CUDA IPC buffers of the GPUs of one NVLink domain: a TP group that spans nodes keeps only the
+    # async overlap (ASSUMED from TE's userbuffers design; no published TP-overlap across nodes). The stack runs
+    # whichever leaves less exposed (userbuffers replace the async NCCL calls they cover). The SMs its kernels hold:
+    # ring exchange ub_ring_sms, pipeline and bulk ub_sms (hardware/defaults.yaml overlap), weighted by their volume
     tp_in_domain = sp.Piecewise((1, S.tp <= S.gpus_per_node), (0, True))
-    tp = CM.exposed(tp_raw, gemm_fwd * (3 + S.rc_full), S.ov_tp * tp_in_domain)
+    ring = ring_f * (1 + S.rc_full) + ring_b
+    ub_share = (CM.interference(S.ub_ring_sms) * ring + CM.interference(S.ub_sms) * (tp_raw - ring)) \
+        / sp.Max(tp_raw, 1e-30, evaluate=False)
+    tp_ub = CM.exposed(tp_raw, gemm_fwd * (3 + S.rc_full), S.ov_tp * tp_in_domain, ub_share)
+    use_ub = sp.Heaviside(tp_async - tp_ub, 0, evaluate=False)         # 1 when userbuffers leave less exposed
+    tp = use_ub * tp_ub + (1 - use_ub) * tp_async
+    # the backward pass's share (with the recomputed forward): async, exactly; userbuffers, in proportion to the raw
+    # volume. EP (1 + r) of (2 + r) passes, CP (2 + r) of (3 + r) (the backward ring carries dK and dV as well)
+    tp_bwd_share = (use_ub * tp_ub * (S.rc_full * tp_f + tp_b_raw) / sp.Max(tp_raw, 1e-30, evaluate=False)
+                    + (1 - use_ub) * (S.rc_full * tp_f + tp_b))
     # Megatron-Core --overlap-moe-expert-parallel-comm (with --delay-wgrad-compute) runs one micro-batch's dispatch /
     # combine all-to-all beside another micro-batch's forward or backward (the combined 1F1B of
-    # megatron/core/pipeline_parallel/combined_1f1b.py): it can hide behind the layer's compute of both passes
-    ep = CM.exposed(ep, fwd + bwd, S.ov_ep)
-    cp = CM.exposed(cp_layer(), time_of(core, "fwd") * (1 + 2 + S.rc_full), S.ov_cp)
-    # the backward pass's share (with the recomputed forward): TP and EP (1 + r) of (2 + r) passes,
-    # CP (2 + r) of (3 + r) (the backward ring carries dK and dV as well)
-    comm_bwd = (tp + ep) * (1 + S.rc_full) / (2 + S.rc_full) + cp * (2 + S.rc_full) / (3 + S.rc_full)
+    # megatron/core/pipeline_parallel/combined_1f1b.py): it can hide behind the layer's compute of both passes; NCCL's
+    # all-to-all is grouped send/recv over the EP group (stride etp), as many p2p channels as collective channels
+    ep = CM.exposed(ep, fwd + bwd, S.ov_ep, group_share(S.ep, C.etp))
+    # CP: TE's ring attention exchanges K/V with NCCL send/recv beside the attention kernels, on NVLink when the
+    # t c ranks fit a node (comm.cp_ring_step)
+    cp_share = sp.Piecewise((CM.interference(S.nccl_sms), S.tp * S.cp <= S.gpus_per_node),
+                            (CM.interference(S.nccl_sms_inter), True))
+    cp = CM.exposed(cp_layer(), time_of(core, "fwd") * (1 + 2 + S.rc_full), S.ov_cp, cp_share)
+    comm_bwd = tp_bwd_share + ep * (1 + S.rc_full) / (2 + S.rc_full) + cp * (2 + S.rc_full) / (3 + S.rc_full)
     # the host issues kernels asynchronously: a layer takes max(GPU time, host issue time) (calibrate/bench_host.py)
     gpu = fwd + bwd + recompute + tp + cp + ep
     host_issue = S.host_fwd + S.host_bwd + S.rc_full * S.host_rc
-    return Layer(ops, fwd, bwd, recompute, tp, tp_raw, cp, ep, comm_bwd, sp.Max(0, host_issue - gpu, evaluate=False))
+    return Layer(ops, fwd, bwd, recompute, tp, tp_raw, tp_f, cp, ep, comm_bwd,
+                 sp.Max(0, host_issue - gpu, evaluate=False))
 
 
 def layer_kinds() -> dict[str, Layer]:
@@ -155,10 +239,11 @@ def layer_kinds() -> dict[str, Layer]:
     multi-token-prediction layer, the transformer layer (attention + MoE; Nemotron 3's mtp_hybrid_override_pattern
     "*E"), the MoE kind itself for a transformer."""
     moe_ops = C.layer_ops(C.d_head, S.moe_ffn, C.moe, S.shared_ffn, variants=True)
-    return {"moe": layer(MB.hybrid_ops(moe_ops), MB.tp_blocks(TP_BLOCKS["moe"] - 1), S.mlp_frac * ep_layer()),
-            "dense": layer(C.layer_ops(C.d_head, S.ffn_hidden, sp.Integer(0), variants=True), TP_BLOCKS["dense"],
+    return {"moe": layer(MB.hybrid_ops(moe_ops), tp_blocks(True, hybrid=True), S.mlp_frac * ep_layer(),
+                         col_ops=[*moe_ops, *MB.mixer_ops()]),
+            "dense": layer(C.layer_ops(C.d_head, S.ffn_hidden, sp.Integer(0), variants=True), tp_blocks(False),
                            sp.Integer(0)),
-            "mtp": layer(moe_ops, TP_BLOCKS["moe"], ep_layer())}
+            "mtp": layer(moe_ops, tp_blocks(True), ep_layer())}
 
 
 def stage_dense_layers(dense: Layer, moe: Layer) -> sp.Expr:
@@ -282,8 +367,10 @@ def build() -> dict[str, sp.Expr]:
     # parameter gathers with the forward passes
     reduces, reduce, gather, zero3 = dp_volumes()
     t_bwd_mb = stage_bwd + stage_recompute + stage(lambda k: k.comm_bwd)
-    dp_reduce = CM.exposed(reduces * reduce, reduces * t_bwd_mb, S.ov_dp)
-    dp_gather = CM.exposed(gather, stage_fwd, S.ov_ag)
+    # the NCCL kernels of the dense d x c group (stride t) hold its channels' SMs beside the compute they hide behind
+    dp_share = group_share(CM.dp_cp_size(), S.tp)
+    dp_reduce = CM.exposed(reduces * reduce, reduces * t_bwd_mb, S.ov_dp, dp_share)
+    dp_gather = CM.exposed(gather, stage_fwd, S.ov_ag, dp_share)
     dp_comm = (1 - S.z_param) * (dp_reduce + dp_gather)
     # ZeRO-3 / FSDP: each micro-batch's first all-gather (the first unit: nothing runs before it) and its backward's
     # last reduce-scatter (the same unit's gradients, waited for when the backward ends) cannot hide
@@ -294,7 +381,8 @@ def build() -> dict[str, sp.Expr]:
     emb_rank = C.vocab_pad * h / S.tp
     first_unit = (1 - PL.has_pp) * emb_rank + PL.has_pp * sp.Min(emb_rank, M.layer_params_rank)
     zero3_edge = m * (CM.dp_group("ag", first_unit * S.act_bytes) + CM.dp_group("rs", first_unit * S.grad_bytes))
-    zero3_comm = S.z_param * (zero3_edge + CM.exposed(zero3 - zero3_edge, m * (stage_fwd + stage_bwd), S.ov_ag))
+    zero3_comm = S.z_param * (zero3_edge + CM.exposed(zero3 - zero3_edge, m * (stage_fwd + stage_bwd), S.ov_ag,
+                                                                  dp_share))
 
     # optimizer: fused Adam over this rank's shard (compute.adam_op)
     t_opt = C.op_time(C.adam_op(M.sharded(M.dense_params_rank, M.expert_params_rank, S.z_os)), "fwd")
@@ -442,8 +530,10 @@ def volumes(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
     # per micro-batch, one pass (forward), on one GPU
     ep_pass = scale(per_pass(ep_layer(), ("a2a",)), 1 / (2 + rc))
     etp_pass = scale(per_pass(ep_layer(), ("ag", "rs")), 1 / (2 + rc))
-    tp_pass = add(*[scale(per_pass(kinds[k].tp_raw), layers[k] / (2 + rc)) for k in layers],
-                  scale(etp_pass, moe_mlp))
+    # TP: the forward pass's collectives, and the backward's (with SP one all-gather more: tp_block_comm)
+    tp_pass = add(*[scale(per_pass(kinds[k].tp_fwd_raw), layers[k]) for k in layers], scale(etp_pass, moe_mlp))
+    tp_bwd = add(*[scale(per_pass(kinds[k].tp_raw - kinds[k].tp_fwd_raw), layers[k]) for k in layers],
+                 scale(etp_pass, moe_mlp * (1 + rc)))
     cp_pass = scale(per_pass(cp_layer()), attn_layers / (3 + rc))
     # pipeline: p v - 1 boundaries per micro-batch, each crossed by the t ranks' 1/t shares, over p GPUs
     pp_pass = scale(per_pass(CM.p2p(S.act_bytes * C.tokens * h / S.tp, CM.pp_same_node())),
@@ -456,7 +546,7 @@ def volumes(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
     dp_fwd = add(scale(per_pass(gather), 1 - z3), scale(per_pass(gather3), z3 * m))
     dp_bwd = add(scale(per_pass(reduce), (1 - z3) * reduces), scale(per_pass(zero3 - m * gather3), z3))
     per_step = {
-        "tp": (scale(tp_pass, m), scale(tp_pass, m * (1 + rc))),
+        "tp": (scale(tp_pass, m), scale(tp_bwd, m)),
         "cp": (scale(cp_pass, m), scale(cp_pass, m * (2 + rc))),
         "ep": (scale(ep_pass, m * moe_mlp), scale(ep_pass, m * moe_mlp * (1 + rc))),
         "pp": (scale(pp_pass, m), scale(pp_pass, m)),

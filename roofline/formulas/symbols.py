@@ -167,10 +167,10 @@ nccl_comm_bytes = _s("nccl_comm_bytes", "bytes", "NCCL buffers of one collective
                      "Simple + LL + LL128 buffers)", "hardware", r"M_{nccl}", float(_RESERVE["nccl_comm_bytes"]))
 nccl_peer_bytes = _s("nccl_peer_bytes", "bytes", "NCCL buffers of one point-to-point peer (Simple protocol)",
                      "hardware", r"M_{p2p}", float(_RESERVE["nccl_peer_bytes"]))
-nccl_sms = _s("nccl_sms", "", "SMs a running collective holds (its NCCL channels, one thread block each): overlapped "
-              "compute runs on the rest (hardware/defaults.yaml overlap)", "hardware", r"n_{nccl}",
-              float(yaml.safe_load((Path(__file__).resolve().parents[1] / "hardware" / "defaults.yaml").read_text())
-                    ["overlap"]["nccl_sms"]))
+_OVERLAP = yaml.safe_load((Path(__file__).resolve().parents[1] / "hardware" / "defaults.yaml").read_text())["overlap"]
+nccl_sms = _s("nccl_sms", "", "SMs an NCCL collective inside one node (NVLink) holds while it runs: its channels, one "
+              "thread block each; overlapped compute runs on the rest (hardware/defaults.yaml overlap)", "hardware",
+              r"n_{nccl}", float(_OVERLAP["nccl_sms"]))
 alloc_frag = _s("alloc_frag", "", "caching-allocator memory reserved above its allocated peak, as a fraction of it",
                 "hardware", r"\phi_{frag}", float(_RESERVE["allocator_fragmentation"]))
 
@@ -223,3 +223,17 @@ for _d in ("fwd", "bwd"):
                                 "efficiency", rf"k^{{1/2}}_{{{_d}}}")
     BMM_SHAPE["reread", _d] = _s(f"bmm_reread_{_d}", "", f"fraction of the extra passes over the s x s score operand (one per "
                                  f"further 128-wide tile of the head dim) that miss L2 ({_d})", "efficiency", rf"\rho_{{{_d}}}")
+
+# ---- overlap interference: SMs a communication kernel holds beside compute (hardware/defaults.yaml overlap) ------
+nccl_sms_inter = _s("nccl_sms_inter", "", "SMs an NCCL collective whose group spans nodes holds while it runs (its ring "
+                    "channels across the network)", "hardware", r"n_{nccl,x}", float(_OVERLAP["nccl_sms_inter"]))
+ub_sms = _s("ub_sms", "", "SMs a Transformer Engine userbuffers TP-overlap kernel of the pipeline and bulk methods holds "
+            "(TE num_sm; the GEMM beside it runs on the rest)", "hardware", r"n_{ub}", float(_OVERLAP["ub_sms"]))
+ub_ring_sms = _s("ub_ring_sms", "", "SMs the ring-exchange TP-overlap method holds (TE num_sm: its chunks move by copy "
+                 "engine)", "hardware", r"n_{ub,r}", float(_OVERLAP["ub_ring_sms"]))
+
+# ---- TP backward schedule (per stack: stacks/*.yaml plan tp_async_dgrad -> config.Plan -> predict.plan_inputs) -----
+tp_async = _s("tp_async", "", "1 when the TP backward runs the column-parallel linear's dgrad all-reduce / reduce-scatter "
+              "async beside its wgrad GEMM and, under SP, re-gathers its input beside the dgrad GEMM (Megatron-LM "
+              "LinearWithGradAccumulationAndAsyncCommunication); 0: the backward's collectives mirror the forward's, "
+              "synchronous", "plan", r"\alpha_{t}")
