@@ -223,8 +223,9 @@ def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | No
     source/notes text, the longest match winning (``Megatron-DeepSpeed`` over ``DeepSpeed``), the
     family's version picked by the earliest year the text mentions (a source cites the run's own
     date first; later years are reprints and commits); (3) era rules: Hopper-or-newer hardware,
-    bf16, GQA, RoPE or a gated MLP imply a current stack (Megatron-Core); otherwise the 2020-2021
-    Megatron-LM stack, with that reason printed.
+    bf16, GQA, RoPE or a gated MLP imply a current stack (Megatron-Core); otherwise the Megatron-LM stack of
+    the earliest year the source text mentions (the 2020-2021 one when it mentions none), with that reason
+    printed.
     """
     for where, t in (("framework column", column), ("source text", text)):
         t = (t or "").lower()
@@ -249,4 +250,9 @@ def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | No
     feats = modern_features(model, hw, dtype)
     if feats:
         return registry()["megatron-core"], "era rule: " + ", ".join(feats) + " -> megatron-core"
+    ys = years_in((text or "").lower())
+    if ys:          # the Megatron-LM of the source's own date (Korthikanti et al. arXiv:2205.05198 -> the 2022 code)
+        stack = by_year("megatron-lm", min(ys))
+        return stack, (f"era rule: no stack named, Ampere-or-older fp16/gelu/MHA run, earliest year {min(ys)} in the "
+                       f"source -> {stack.id}")
     return registry()["megatron-lm-2021"], "era rule: no stack named, Ampere-or-older fp16/gelu/MHA run -> megatron-lm-2021"
