@@ -394,3 +394,19 @@ def test_latency_terms_are_recovered_and_written_with_the_bandwidth_of_the_same_
     a0, b0 = base_hw.collectives["ar", "intra"]
     assert hw.collectives["ar", "intra"] == pytest.approx((3.0 * a0, 0.7 * b0), rel=5e-3)
     assert hw.collectives["ar", "inter"] == base_hw.collectives["ar", "inter"]
+
+
+def test_a_term_on_a_kink_reads_flat_from_below():
+    # a fit that stops where rows turn host-bound just above the solution: forward slope 1, backward 0
+    import numpy as np
+    from roofline.calibrate.from_runs import ZERO_ELASTICITY, _backward_column
+
+    def resid(x):
+        return np.array([max(0.0, x[0] - 1.0), max(0.0, x[0] - 1.0)])
+    x = np.array([1.0])
+    back = _backward_column(resid, x, 0, 0.0, resid(x))
+    assert np.max(np.abs(back)) < ZERO_ELASTICITY
+    above = _backward_column(resid, np.array([2.0]), 0, 0.0, resid(np.array([2.0])))
+    assert np.allclose(above, 1.0)
+    # at its lower bound there is no step from below: not called flat from that side
+    assert np.isinf(_backward_column(resid, x, 0, 1.0, resid(x))).all()

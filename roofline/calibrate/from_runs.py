@@ -476,7 +476,8 @@ def fit_terms(pricer: Pricer, measured: np.ndarray, terms: tuple, base_hw, idx=N
     with np.errstate(invalid="ignore", divide="ignore"):
         corr = cov / np.outer(sd, sd)
     values = space.values(res.x)
-    flat = [j for j in range(p) if np.max(np.abs(J[:, j])) < ZERO_ELASTICITY]
+    flat = [j for j in range(p) if np.max(np.abs(J[:, j])) < ZERO_ELASTICITY
+            or np.max(np.abs(_backward_column(resid, res.x, j, space.lo[j], r))) < ZERO_ELASTICITY]
     sd[flat] = np.inf           # no row depends on the term near the solution: no interval
     at_bound = tuple(t for t, a in zip(terms, res.active_mask) if a != 0)
     warnings = [f"{t}: at its {'lower' if a < 0 else 'upper'} bound ({_fmt(t, values[t])}): the runs push it past a "
@@ -492,6 +493,22 @@ def fit_terms(pricer: Pricer, measured: np.ndarray, terms: tuple, base_hw, idx=N
     return Fit(tuple(terms), values, space.values(space.start / space.ref), {t: (lo * rf, hi * rf) for t, lo, hi, rf
                in zip(terms, space.lo, space.hi, space.ref)}, {t: float(crit * sd[i] * space.ref[i]) for i, t
                in enumerate(terms)}, corr, at_bound, int(res.nfev), r, warnings)
+
+
+def _backward_column(resid, x, j: int, lo: float, r0) -> np.ndarray:
+    """d r / d x_j from below (the step least_squares takes, 1e-3 max(1, |x_j|), downwards): the fit may stop on a
+    kink (a host-bound row turning GPU-bound just below the solution), where the forward difference reads a slope
+    and values below fit as well; a term flat on either side is a bound, not an estimate. Infinite (not flat)
+    when the step would leave the bounds."""
+    h = 1e-3 * max(1.0, abs(float(x[j])))
+    if x[j] - h < lo:
+        return np.full_like(r0, np.inf)
+    xm = np.array(x, dtype=float)
+    xm[j] -= h
+    try:
+        return (r0 - resid(xm)) / h
+    except FloatingPointError:
+        return np.full_like(r0, np.inf)
 
 
 # ---- cross-validation ----------------------------------------------------------------------------
