@@ -68,7 +68,8 @@ def _layer_activation_bytes(tp, sp_on, recompute="none", attention="unfused"):
     x = inputs(model, Plan(tp=tp, micro_batch=b, sequence_parallel=sp_on, recompute=recompute), A100)
     from roofline.formulas import memory as M
     expr = M.layer_activations if recompute != "full" else M.layer_input
-    val = float(expr.subs({SYMBOLS[k].symbol: v for k, v in x.items() if k in SYMBOLS}))
+    # xreplace: every symbol gets a number at once (subs walks the tree once per symbol: ~0.7 s a call here)
+    val = float(expr.xreplace({SYMBOLS[k].symbol: sp.sympify(v) for k, v in x.items() if k in SYMBOLS}))
     return val, s, b, h, a
 
 

@@ -10,7 +10,7 @@ from roofline.formulas import symbols as S
 
 def _exposed(t_comm, t_window, overlap, sms, nccl_sms=16):
     e = CM.exposed(sp.Float(t_comm), sp.Float(t_window), sp.Float(overlap))
-    return float(e.subs({S.sms: sms, S.nccl_sms: nccl_sms}))
+    return float(e.xreplace({S.sms: sp.Integer(sms), S.nccl_sms: sp.Integer(nccl_sms)}))
 
 
 def test_by_hand_on_an_a100():
