@@ -114,6 +114,21 @@ def test_formulas_export_formats(q):
     for fmt in ("latex", "sympy"):
         text = export(q, fmt, {"layers": 96, "d_model": 12288})
         assert "d_model" not in text and "n_layers" not in text
+        assert text.strip() and (fmt != "latex" or "\\frac" in text)     # an empty export passed the line above
+    # the sympy text reads back as the same expression (equal values at a random point); the large forms come as
+    # named subexpressions `x0 = ...` ending with the quantity's line (their values: the python export's test below)
+    lines = text.strip().splitlines()
+    if len(lines) > 1:
+        assert lines[-1].startswith(f"{q} = ") and all(" = " in ln for ln in lines)
+    else:
+        import numpy as np
+        import sympy as sp
+        rng = np.random.default_rng(7)
+        point = {x.name: sp.Float(rng.uniform(1, 3)) for x in sorted(e.free_symbols, key=str)}
+        back = sp.sympify(text)
+        assert {x.name for x in back.free_symbols} == set(point)
+        assert float(back.xreplace({x: point[x.name] for x in back.free_symbols})) == \
+            pytest.approx(float(e.xreplace({x: point[x.name] for x in e.free_symbols})), rel=1e-12)
     j = json.loads(export(q, "json"))
     assert j["quantity"] == q and j["symbols"]
     if q == "flops":
