@@ -21,6 +21,27 @@ def cli():
     return run_cli
 
 
+@pytest.fixture
+def cli_main(capsys, monkeypatch):
+    """Run `roofline.cli.main(ARGS)` in this process (cwd ROOT, as run_cli): a CompletedProcess with returncode,
+    stdout, stderr, without the ~0.7 s start of a new interpreter. For output and error-message checks; the real
+    entry point (`python -m roofline`, lazy imports, exit status) keeps a subprocess test per command."""
+    import subprocess
+    from roofline.cli import main
+    monkeypatch.chdir(ROOT)
+
+    def run(*args):
+        argv = [str(a) for a in args]
+        capsys.readouterr()
+        try:
+            rc = main(argv)
+        except SystemExit as exc:       # argparse: usage errors (2), --help (0)
+            rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(argv, rc, out, err)
+    return run
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes more than ~10 s here (left out by default; `-m slow` runs them, "
                                        "`-m 'slow or not slow'` everything; .ci/run runs both selections)")

@@ -153,6 +153,7 @@ def test_a100_held_out_error_per_class():
     assert max(te[f"{op} {d}"] for op in ("baddbmm", "bmm") for d in ("fwd", "bwd")) < 0.15
 
 
+@pytest.mark.slow      # ~20 s CPU: 15 robust fits of the bundled samples (3 classes x (2 passes + 3 folds)) x 4 starts
 def test_bundled_data_fits_a100_within_targets():
     im = I.import_estimate_train_time(BUNDLED, "perlmutter")
     from roofline.hardware import load

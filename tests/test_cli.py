@@ -39,19 +39,19 @@ def test_json_keys(cli):
     assert d["run_days"] == pytest.approx(steps * d["step_time_s"] / 86400, rel=1e-9)
 
 
-def test_table_and_underscore_spellings_agree(cli):
-    dashed = cli(*EXAMPLE, "--json")
-    under = cli(*[a.replace("d-model", "d_model").replace("seq-len", "seq_len").replace("global-batch", "global_batch")
+def test_table_and_underscore_spellings_agree(cli_main):
+    dashed = cli_main(*EXAMPLE, "--json")
+    under = cli_main(*[a.replace("d-model", "d_model").replace("seq-len", "seq_len").replace("global-batch", "global_batch")
                   .replace("micro-batch", "micro_batch") if isinstance(a, str) else a for a in EXAMPLE], "--json")
     assert json.loads(dashed.stdout)["step_time_s"] == json.loads(under.stdout)["step_time_s"]
-    table = cli(*EXAMPLE)
+    table = cli_main(*EXAMPLE)
     assert "step time" in table.stdout and "MFU" in table.stdout and "memory per GPU" in table.stdout
 
 
-def test_preset_with_override(cli):
-    a = json.loads(cli("transformer", "--model", "gpt3-175b", "--tp", 8, "--pp", 8, "--dp", 16, "--global-batch", 1536,
+def test_preset_with_override(cli_main):
+    a = json.loads(cli_main("transformer", "--model", "gpt3-175b", "--tp", 8, "--pp", 8, "--dp", 16, "--global-batch", 1536,
                        "--json").stdout)
-    b = json.loads(cli("transformer", "--model", "gpt3-175b", "--layers", 48, "--tp", 8, "--pp", 8, "--dp", 16,
+    b = json.loads(cli_main("transformer", "--model", "gpt3-175b", "--layers", 48, "--tp", 8, "--pp", 8, "--dp", 16,
                        "--global-batch", 1536, "--json").stdout)
     assert b["step_time_s"] < a["step_time_s"] and b["params"] < a["params"]
 
@@ -68,8 +68,8 @@ def test_preset_with_override(cli):
     (["--gpu", "a999"], "unknown GPU/hardware profile 'a999'"),
     (["--model", "nope-1b"], "unknown model 'nope-1b'"),
 ])
-def test_bad_input_exits_2_with_one_line(cli, args, needle):
-    r = cli("transformer", *args)
+def test_bad_input_exits_2_with_one_line(cli_main, args, needle):
+    r = cli_main("transformer", *args)
     assert r.returncode == 2
     assert needle in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
@@ -86,17 +86,17 @@ LINKS = "links: {intra: {bandwidth: 300 GB/s}, inter: {bandwidth: 25 GB/s}}\ngpu
                                              "sustained_clock: 1.2\n" + LINKS, "sustained_clock must be a number in (0, 1]"),
                                             ("id: x\npeak_flops: {bf16: 100 TFLOP/s}\nhbm_bandwidth: 3 TB/s\n"
                                              "max_matmul: 120 TFLOP/s\n" + LINKS, "max_matmul must be positive and at most")])
-def test_bad_profile_yaml(cli, tmp_path, content, needle):
+def test_bad_profile_yaml(cli_main, tmp_path, content, needle):
     f = tmp_path / "gpu.yaml"
     f.write_text(content)
-    r = cli("transformer", "--gpu", f)
+    r = cli_main("transformer", "--gpu", f)
     assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr
 
 
-def test_formulas_export(cli):
-    r = cli("formulas", "--quantity", "pp_bubble", "--format", "sympy")
+def test_formulas_export(cli, cli_main):
+    r = cli_main("formulas", "--quantity", "pp_bubble", "--format", "sympy")      # in-process: step.build() once a session
     assert r.returncode == 0 and r.stdout.strip() == "(pp - 1)/(pp - 1 + global_batch*interleave/(dp*micro_batch))"
-    r = cli("formulas", "--quantity", "nope")
+    r = cli("formulas", "--quantity", "nope")                                     # the real entry point
     assert r.returncode == 2 and "unknown quantity" in r.stderr
 
 
@@ -114,6 +114,21 @@ def test_formulas_export_formats(q):
     for fmt in ("latex", "sympy"):
         text = export(q, fmt, {"layers": 96, "d_model": 12288})
         assert "d_model" not in text and "n_layers" not in text
+        assert text.strip() and (fmt != "latex" or "\\frac" in text)     # an empty export passed the line above
+    # the sympy text reads back as the same expression (equal values at a random point); the large forms come as
+    # named subexpressions `x0 = ...` ending with the quantity's line (their values: the python export's test below)
+    lines = text.strip().splitlines()
+    if len(lines) > 1:
+        assert lines[-1].startswith(f"{q} = ") and all(" = " in ln for ln in lines)
+    else:
+        import numpy as np
+        import sympy as sp
+        rng = np.random.default_rng(7)
+        point = {x.name: sp.Float(rng.uniform(1, 3)) for x in sorted(e.free_symbols, key=str)}
+        back = sp.sympify(text)
+        assert {x.name for x in back.free_symbols} == set(point)
+        assert float(back.xreplace({x: point[x.name] for x in back.free_symbols})) == \
+            pytest.approx(float(e.xreplace({x: point[x.name] for x in e.free_symbols})), rel=1e-12)
     j = json.loads(export(q, "json"))
     assert j["quantity"] == q and j["symbols"]
     if q == "flops":
@@ -144,16 +159,16 @@ def test_exported_python_computes_what_the_compiled_model_computes(q):
     assert float(fn(**given)) == pytest.approx(float(want), rel=1e-9) and float(want) > 0
 
 
-def test_hardware_and_models_listing(cli):
-    r = cli("hardware", "list")
+def test_hardware_and_models_listing(cli, cli_main):
+    r = cli("hardware", "list")                         # the real entry point once; the other listings in-process
     assert r.returncode == 0 and "h100-sxm" in r.stdout and "mi300x" in r.stdout
-    r = cli("hardware", "list", "--table")
+    r = cli_main("hardware", "list", "--table")
     assert "TFLOP/s" in r.stdout
-    r = cli("hardware", "show", "a100-sxm4-80gb")
+    r = cli_main("hardware", "show", "a100-sxm4-80gb")
     assert "hbm_bandwidth" in r.stdout
-    r = cli("models", "list")
+    r = cli_main("models", "list")
     assert "llama3.1-405b" in r.stdout and "gpt3-175b" in r.stdout
-    r = cli("models", "show", "llama2-7b")
+    r = cli_main("models", "show", "llama2-7b")
     assert "n_layers: 32" in r.stdout
 
 

@@ -120,14 +120,14 @@ def test_predict_config_accepts_mapping_and_example_name():
         predict_config(configfile.example_path("gpt3_175b_a100")).raw["step_time"])
 
 
-def test_cli_examples_and_transformer_example():
-    r = run("examples", "list")
+def test_cli_examples_and_transformer_example(cli_main):
+    r = run("examples", "list")                 # the real entry point once; the further calls in-process
     assert r.returncode == 0 and "gpt3_175b_a100" in r.stdout and "llemma_7b_4_2_2_P" in r.stdout
-    r = run("examples", "show", "gpt3_175b_a100")
+    r = cli_main("examples", "show", "gpt3_175b_a100")
     assert r.returncode == 0 and "model: gpt3-175b" in r.stdout
-    r = run("examples", "show", "nope")
+    r = cli_main("examples", "show", "nope")
     assert r.returncode == 2 and "unknown example" in r.stderr
-    r = run("transformer", "--example", "gpt3_175b_a100", "--json")
+    r = cli_main("transformer", "--example", "gpt3_175b_a100", "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["step_time_s"] == pytest.approx(one_batch_time("gpt3_175b_a100"))

@@ -212,10 +212,10 @@ def test_megatron_mfu_convention_is_narayanan_eq3():
     assert float(r["mfu_megatron"]) / float(r["mfu"]) == pytest.approx(eq3 / ours, rel=1e-12)
 
 
-def test_mfu_convention_flag_names_the_count(cli):
+def test_mfu_convention_flag_names_the_count(cli_main):      # in-process: the flag's parsing and its table line
     args = ["transformer", "--model", "gpt3-1.3b", "--gpu", "a100-sxm4-80gb", "--dp", "8", "--global-batch", "64"]
-    a, b = cli(*args), cli(*args, "--mfu-convention", "megatron")
+    a, b = cli_main(*args), cli_main(*args, "--mfu-convention", "megatron")
     assert a.returncode == b.returncode == 0
     assert "roofline convention" in a.stdout and "megatron convention" in b.stdout
-    bad = cli(*args, "--mfu-convention", "palm")
+    bad = cli_main(*args, "--mfu-convention", "palm")
     assert bad.returncode == 2 and "--mfu-convention" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

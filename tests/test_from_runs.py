@@ -50,14 +50,20 @@ def plant(tmp_path, rows, truth, sigma=0.0, outliers=0.0, seed=0, name="runs.csv
     p = write_csv(tmp_path / "shape.csv", rows)
     runs = fr.load_runs(p, BASE)
     assert len(runs.cases) == len(rows), runs.skipped
-    t = fr.Pricer(runs.cases)(truth)
+    t = planted_times(fr.Pricer(runs.cases), truth, sigma, outliers, seed)
+    for r, v in zip(rows, t):
+        r["measured_iter_time_s"] = repr(float(v))
+    return write_csv(tmp_path / name, rows)
+
+
+def planted_times(pricer, truth, sigma=0.0, outliers=0.0, seed=0):
+    """The cases' step times with the ``truth`` terms, lognormal noise of ``sigma``, a share ``outliers`` x1.3-2."""
+    t = pricer(truth)
     rng = np.random.default_rng(seed)
     t = t * np.exp(rng.normal(0, sigma, len(t)))
     bad = rng.random(len(t)) < outliers
     t[bad] *= rng.uniform(1.3, 2.0, int(bad.sum()))
-    for r, v in zip(rows, t):
-        r["measured_iter_time_s"] = repr(float(v))
-    return write_csv(tmp_path / name, rows)
+    return t
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +76,16 @@ def planted(tmp_path_factory):
     d = tmp_path_factory.mktemp("planted")
     truth = {"host_layer": 2.5e-3, "host_mb": 0.6e-3, "gemm_eff": 0.85, "intra_bw": 0.7, "inter_bw": 0.6}
     return plant(d, synthetic_rows(), truth, sigma=0.01, seed=1), truth
+
+
+@pytest.fixture(scope="module")
+def synthetic_pricer(tmp_path_factory):
+    """The synthetic runs loaded and priced once (building the cases is most of a fit's cost); the hypothesis test
+    plants its measured times in memory (what plant writes and load_runs reads back, repr round-trips exactly)."""
+    rows = synthetic_rows()
+    runs = fr.load_runs(write_csv(tmp_path_factory.mktemp("shape") / "shape.csv", rows), BASE)
+    assert len(runs.cases) == len(rows), runs.skipped
+    return fr.Pricer(runs.cases)
 
 
 # ---- the terms -----------------------------------------------------------------------------------
@@ -95,26 +111,23 @@ def test_bounds_are_physical(base_hw):
 
 
 # ---- recovery of planted terms ---------------------------------------------------------------------
-def test_noise_free_runs_recover_every_term_exactly(planted, base_hw, tmp_path):
+def test_noise_free_runs_recover_every_term_exactly(synthetic_pricer, base_hw):
     truth = {"host_layer": 3.1e-3, "host_mb": 0.9e-3, "gemm_eff": 0.8, "intra_bw": 0.6, "inter_bw": 0.5}
-    path = plant(tmp_path, synthetic_rows(), truth)
-    runs = fr.load_runs(path, BASE)
-    f = fr.fit_terms(fr.Pricer(runs.cases), runs.measured, fr.DEFAULT, base_hw)
+    f = fr.fit_terms(synthetic_pricer, planted_times(synthetic_pricer, truth), fr.DEFAULT, base_hw)
     for t, v in truth.items():
         assert f.values[t] == pytest.approx(v, rel=2e-3), t
     assert np.max(np.abs(f.residuals)) < 1e-4
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=8, deadline=None)
 @given(host_layer=st.floats(1.5e-3, 4e-3), host_mb=st.floats(0.1e-3, 1e-3), gemm_eff=st.floats(0.7, 1.0),
        intra_bw=st.floats(0.5, 1.2), inter_bw=st.floats(0.4, 1.1), sigma=st.floats(0.0, 0.03),
        outliers=st.floats(0.0, 0.1), seed=st.integers(0, 2 ** 16))
-def test_noisy_runs_with_outliers_recover_planted_terms(tmp_path, base_hw, host_layer, host_mb, gemm_eff, intra_bw,
-                                                        inter_bw, sigma, outliers, seed):
+def test_noisy_runs_with_outliers_recover_planted_terms(synthetic_pricer, base_hw, host_layer, host_mb, gemm_eff,
+                                                        intra_bw, inter_bw, sigma, outliers, seed):
     truth = dict(host_layer=host_layer, host_mb=host_mb, gemm_eff=gemm_eff, intra_bw=intra_bw, inter_bw=inter_bw)
-    path = plant(tmp_path, synthetic_rows(), truth, sigma, outliers, seed)
-    runs = fr.load_runs(path, BASE)
-    f = fr.fit_terms(fr.Pricer(runs.cases), runs.measured, fr.DEFAULT, base_hw)
+    measured = planted_times(synthetic_pricer, truth, sigma, outliers, seed)
+    f = fr.fit_terms(synthetic_pricer, measured, fr.DEFAULT, base_hw)
     # the terms that move many rows by a lot are pinned down
     assert f.values["host_layer"] == pytest.approx(host_layer, rel=0.05)
     assert f.values["gemm_eff"] == pytest.approx(gemm_eff, rel=0.05)
@@ -241,7 +254,7 @@ def test_cross_validation_never_fits_on_the_held_out_group(planted, base_hw):
 
 
 # ---- the whole command: written profile, round trip, provenance ----------------------------------
-def test_written_profile_loads_and_prices_the_runs_as_fitted(planted, tmp_path, cli):
+def test_written_profile_loads_and_prices_the_runs_as_fitted(planted, tmp_path, cli_main):
     path, truth = planted
     res = fr.calibrate(path, BASE, fit="host_layer,host_mb,gemm_eff,intra_bw,inter_bw", k=3)
     out = fr.write(res, str(tmp_path / "my-cluster.yaml"))
@@ -262,7 +275,7 @@ def test_written_profile_loads_and_prices_the_runs_as_fitted(planted, tmp_path, 
     assert prov["runs"]["rows_used"] == len(res.runs.cases) and set(prov["fitted"]) == set(res.fit.terms)
     assert prov["fit_error"]["cross_validated"]["mape"] == pytest.approx(res.cv["mape"], rel=1e-3)
     assert prov["fit_error"]["folds"] == 3
-    r = cli("transformer", "--model", "gpt3-175b", "--gpu", out, "--tp", "8", "--pp", "8", "--dp", "16",
+    r = cli_main("transformer", "--model", "gpt3-175b", "--gpu", out, "--tp", "8", "--pp", "8", "--dp", "16",
             "--global-batch", "1536", "--micro-batch", "1")
     assert r.returncode == 0 and "my-cluster" in r.stdout, r.stderr
 
@@ -288,11 +301,11 @@ def _no_yaml(folder):
     return not [p for p in folder.iterdir() if p.suffix == ".yaml"]
 
 
-def test_too_few_rows(tmp_path, cli):
+def test_too_few_rows(tmp_path, cli_main):
     path = plant(tmp_path, synthetic_rows(models=[(12, 1024, 16)], multi=False, mbs=(1,))[:5], {})
     out = tmp_path / "out"
     out.mkdir()
-    r = cli("calibrate", "from-runs", path, "--gpu", BASE, "--out", out / "x.yaml", "--fit", "host_layer,host_mb,gemm_eff")
+    r = cli_main("calibrate", "from-runs", path, "--gpu", BASE, "--out", out / "x.yaml", "--fit", "host_layer,host_mb,gemm_eff")
     assert r.returncode == 2 and "too few usable rows: 5" in r.stderr
     assert r.stderr.count("error") == 1 and _no_yaml(out)
 

@@ -25,7 +25,7 @@ OVERLAP = yaml.safe_load((Path(S.__file__).resolve().parents[1] / "hardware" / "
 def _exposed(t_comm, t_window, overlap, sms, n_comm=16):
     share = CM.interference(sp.Float(n_comm))
     e = CM.exposed(sp.Float(t_comm), sp.Float(t_window), sp.Float(overlap), share)
-    return float(e.subs({S.sms: sms}))
+    return float(e.xreplace({S.sms: sp.Integer(sms)}))
 
 
 def _simulate(t_comm, t_window, f):

@@ -220,17 +220,17 @@ def test_runtime_at_fixed_utilization():
     assert pred["runtime_s"] == pytest.approx(rc["steps"] * predict(M, plan, HW).raw["step_time"])
 
 
-def test_cli_run_cost():
+def test_cli_run_cost(cli_main):
     args = [sys.executable, "-m", "roofline", "run-cost", "--model", "gpt3-125m", "--tp", "2", "--dp", "4",
             "--global-batch", "8", "--tokens", "1e9", "--experts", "4", "--top-k", "2", "--ep", "4"]
     r = subprocess.run(args, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     for word in ("FULL TRAINING RUN COST", "FLOP", "Tx", "Rx", "Runtime:", "days", "EP", "Total FLOP/sec"):
         assert word in r.stdout
-    r = subprocess.run(args + ["--tp-intra", "1", "--tp-inter", "2", "--json"], capture_output=True, text=True)
+    r = cli_main(*args[3:], "--tp-intra", "1", "--tp-inter", "2", "--json")      # in-process from here
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["partition"]["tp_inter"] == 2 and d["runtime_days"] > 0
     no_tokens = [a for a in args if a not in ("--tokens", "1e9")]
-    r = subprocess.run(no_tokens, capture_output=True, text=True)
+    r = cli_main(*no_tokens[3:])
     assert r.returncode == 2 and "tokens" in r.stderr
