@@ -1,8 +1,8 @@
 """Warnings about a plan (never errors): what the prediction says is likely wasteful.
 
 * GEMMs too small for the matrix units: a per-rank GEMM (M x K x N) whose arithmetic intensity
-  2MKN / (beta (MK + KN + MN)) FLOP/B is below the ridge point peak / HBM bandwidth is
-  memory-bound (Williams et al. 2009, the roofline model).
+  2MKN / (beta (MK + KN + MN)) FLOP/B (the model's FLOPs over its bytes) is below the ridge point
+  peak / HBM bandwidth is memory-bound (Williams et al. 2009, the roofline model).
 * Batch above the critical batch size (McCandlish et al. 2018, "An Empirical Model of Large-Batch
   Training"): beyond B_crit, doubling the batch no longer halves the steps; at B = B_crit a run
   already needs 2x the minimum number of training tokens. Rough estimate, from Kaplan et al. 2020
@@ -30,43 +30,29 @@ def critical_batch_tokens(non_embedding_params: float) -> float:
     return B_STAR / loss ** (1 / ALPHA_B)
 
 
-def gemms(pred) -> list[tuple[str, float, float, float]]:
-    """(name, M, K, N) of the per-rank GEMMs of one layer and the LM head for one micro-batch."""
-    m, p = pred.model, pred.plan
-    t, h = p.tp, m.d_model
-    tokens = p.micro_batch * m.seq_len / p.cp
-    kvw = m.kv_heads * h / m.n_heads
-    g = 2 if m.mlp == "swiglu" else 1
-    out = [("qkv_proj", tokens, h, (h + 2 * kvw) / t), ("attn_out_proj", tokens, h / t, h)]
-    if m.n_experts > 1:
-        # each rank holds E/ep experts; tokens from ep ranks, top-k x capacity copies, spread over E
-        per_expert = tokens * p.ep * m.top_k * m.capacity_factor / m.n_experts
-        out += [("expert_mlp_up", per_expert, h, g * m.ffn / t), ("expert_mlp_down", per_expert, m.ffn / t, h)]
-    else:
-        out += [("mlp_up", tokens, h, g * m.ffn / t), ("mlp_down", tokens, m.ffn / t, h)]
-    vpad = -(-m.vocab // (128 * t)) * 128 * t
-    out.append(("lm_head", tokens, h, vpad / t))
+def gemms(pred) -> list[tuple[str, float, float]]:
+    """(name, arithmetic intensity in FLOP per HBM byte, smallest dimension) of the per-rank GEMMs of one layer and
+    the LM head for one micro-batch, as the model prices them (formulas/step.py ADVICE_GEMMS, outputs gemm_*: forward FLOPs over
+    the bytes it moves; a routed MLP's local experts each read their own weight). GEMMs a plan switches off (no
+    such layer) are left out."""
+    r = pred.raw
+    out = []
+    for name in [k[len("gemm_"):-len("_flops")] for k in r if k.startswith("gemm_") and k.endswith("_flops")]:
+        f, b = float(r[f"gemm_{name}_flops"]), float(r[f"gemm_{name}_bytes"])
+        if f > 0 and b > 0:
+            out.append((name, f / b, float(r[f"gemm_{name}_dmin"])))
     return out
-
-
-def intensity(M: float, K: float, N: float, bytes_per: float) -> float:
-    """Arithmetic intensity of C = A B in FLOP per byte of HBM traffic (read A, B, write C once)."""
-    return 2 * M * K * N / (bytes_per * (M * K + K * N + M * N))
 
 
 def warnings_for(pred) -> list[str]:
     """One-line warnings for a :class:`~roofline.predict.Prediction` (empty list: nothing to say)."""
-    from . import precision
-    from .predict import BYTES
-
     out = []
     m, p, hw = pred.model, pred.plan, pred.hardware
     # 1. GEMMs below the ridge point
     ridge = hw.peak(p.dtype) / hw.hbm_bandwidth
-    low = [(name, M, K, N, intensity(M, K, N, BYTES[precision.peak_key(p.dtype)])) for name, M, K, N in gemms(pred)]
-    low = [g for g in low if g[4] < ridge]
+    low = [g for g in gemms(pred) if g[1] < ridge]
     if low:
-        desc = ", ".join(f"{n} {M:.0f}x{K:.0f}x{N:.0f} ({ai:.0f} FLOP/B)" for n, M, K, N, ai in low)
+        desc = ", ".join(f"{n} ({ai:.0f} FLOP/B, smallest side {d:.0f})" for n, ai, d in low)
         out.append(f"GEMMs too small for the matrix units: {desc} below the ridge point {ridge:.0f} FLOP/B of "
                    f"{hw.id} ({p.dtype} peak / HBM bandwidth); they are memory-bound: use a larger micro-batch "
                    f"or less tensor parallelism")

@@ -178,7 +178,8 @@ def resolve(model=None, plan=None, hardware=None, stack=None, *, model_fields: d
     stated = _normalised_plan(stated)
     n_gpus = stated.pop("n_gpus", None)
     tp_overlap = stated.pop("tp_comm_overlap", None)
-    p = {f: getattr(Plan(), f) for f in PLAN_FIELDS}
+    default = Plan()
+    p = {f: getattr(default, f) for f in PLAN_FIELDS}
     origin.update({f: "default" for f in PLAN_FIELDS})
     for k, v in st.plan.items():
         p[k] = v

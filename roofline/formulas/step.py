@@ -568,6 +568,23 @@ def volumes(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
     out["flops_attention"] = 3 * S.global_batch * attn
     head = C.ops_flops([o for o in C.head_ops() if o.cls == "gemm"], "model_fwd").subs(per_seq)
     out["flops_lm_head"] = 3 * S.global_batch * head * S.vocab / C.vocab_pad.subs(per_seq)
+    out.update(gemm_terms(kinds["moe"]))
+    return out
+
+
+# the per-rank GEMMs of a (MoE or dense) transformer layer and the LM head whose size a user can change with the
+# plan (advice: a GEMM below the ridge point runs memory-bound)
+ADVICE_GEMMS = ("qkv_proj", "attn_out_proj", "mlp_up", "mlp_down", "lm_head")
+
+
+def gemm_terms(layer: Layer) -> dict:
+    """Forward FLOPs, HBM bytes and smallest dimension of the :data:`ADVICE_GEMMS` on one rank, one micro-batch
+    (a routed MLP: its local experts' GEMMs together, each expert's weight read once: compute.gemm groups)."""
+    out = {}
+    for op in [*layer.ops, *C.head_ops()]:
+        if op.cls == "gemm" and op.name in ADVICE_GEMMS:
+            out[f"gemm_{op.name}_flops"], out[f"gemm_{op.name}_bytes"] = op.f_fwd, op.b_fwd
+            out[f"gemm_{op.name}_dmin"] = op.dmin
     return out
 
 
@@ -696,4 +713,7 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "flops_backward": ("flop", "model FLOPs per step of the backward pass (2 flops / 3)"),
     "flops_attention": ("flop", "model FLOPs per step of the attention core (QK^T and AV), forward + backward"),
     "flops_lm_head": ("flop", "model FLOPs per step of the LM head (unpadded vocabulary), forward + backward"),
+    **{f"gemm_{g}_{k}": (dim, f"{g} GEMM on one rank, one micro-batch, forward: {what}")
+       for g in ADVICE_GEMMS for k, dim, what in (("flops", "flop", "FLOPs executed"), ("bytes", "bytes", "HBM bytes moved"),
+                                                  ("dmin", "", "smallest of M, K, N"))},
 }
