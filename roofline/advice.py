@@ -57,7 +57,7 @@ def warnings_for(pred) -> list[str]:
                    f"{hw.id} ({p.dtype} peak / HBM bandwidth); they are memory-bound: use a larger micro-batch "
                    f"or less tensor parallelism")
     # 2. critical batch size
-    non_emb = pred.raw.get("active_params", pred.params) - m.vocab * m.d_model * (2 - m.tied_embeddings)
+    non_emb = pred.raw["active_params"] - pred.raw["params_embedding"]     # Kaplan: no embedding or position tables
     b_tokens = p.batch * m.seq_len
     b_crit = critical_batch_tokens(non_emb)
     if b_tokens > b_crit:
