@@ -169,12 +169,17 @@ RAW_PROFILES = [
 ]
 
 
-@pytest.mark.parametrize("content,needle", RAW_PROFILES)
-def test_unreadable_profile(tmp_path, content, needle):
+RAW_PRESETS = [(b"n_layers: 4\n\xc3\x28\n", "not UTF-8"), (b"n_layers: [\n", "malformed YAML"), (b"- 1\n", "mapping"),
+               (b"", "mapping")]
+
+
+@pytest.mark.parametrize("kind,content,needle", [("profile", *c) for c in RAW_PROFILES] +
+                         [("preset", *c) for c in RAW_PRESETS])
+def test_unreadable_yaml(tmp_path, kind, content, needle):
     p = tmp_path / "raw.yaml"
     p.write_bytes(content)
     with pytest.raises(InputError) as e:
-        hardware.load(str(p))
+        (hardware.load if kind == "profile" else models.load)(str(p))
     one_line(e.value, needle)
 
 
@@ -290,14 +295,6 @@ def test_bad_preset(tmp_path, updates, needle):
     one_line(e.value, needle)
 
 
-@pytest.mark.parametrize("content,needle", [(b"n_layers: 4\n\xc3\x28\n", "not UTF-8"), (b"n_layers: [\n", "malformed YAML"),
-                                            (b"- 1\n", "mapping"), (b"", "mapping")])
-def test_unreadable_preset(tmp_path, content, needle):
-    p = tmp_path / "m.yaml"
-    p.write_bytes(content)
-    with pytest.raises(InputError) as e:
-        models.load(str(p))
-    one_line(e.value, needle)
 
 
 @pytest.mark.parametrize("ref", [None, 3, "", ["gpt3-1.3b"]])
