@@ -98,6 +98,10 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
     flag(g, "no-sequence-parallel", dest="sequence_parallel", action="store_false", help="no sequence parallelism")
     flag(g, "uneven-stages", dest="uneven_stages", action="store_true", default=None,
          help="allow layers not divisible by pp x interleave (the heaviest stage rounds up)")
+    flag(g, "pipeline-layout", dest="pipeline_layout",
+         help="Megatron-Core --pipeline-model-parallel-layout, e.g. 'Et|(tt|)*30mL': '|' between virtual stages "
+              "(rank 0 chunk 0, rank 1 chunk 0, ...), E embedding, t decoder layer, m MTP layer, L loss; "
+              "default: l / (p v) layers per virtual stage")
     flag(g, "recompute", choices=RECOMPUTE, help="activation recomputation (default none)")
     flag(g, "sharding", choices=SHARDING,
          help="optimizer/gradient/parameter sharding over dp")
@@ -162,7 +166,8 @@ def build_spec(args):
         sharding = SHARDING_BY_STAGE[args.zero]     # the one name of ZeRO stage N (search pins the same)
     flags = {**{dest: getattr(args, dest) for _, dest, _, _ in PLAN_FLAGS}, "schedule": args.schedule,
              "sequence_parallel": args.sequence_parallel, "recompute": args.recompute, "sharding": sharding,
-             "uneven_stages": args.uneven_stages, "dtype": args.dtype, "grad_dtype": args.grad_dtype,
+             "uneven_stages": args.uneven_stages, "pipeline_layout": getattr(args, "pipeline_layout", None),
+             "dtype": args.dtype, "grad_dtype": args.grad_dtype,
              "ep_dispatcher": getattr(args, "ep_dispatcher", None),
              "tp_comm_overlap": getattr(args, "tp_comm_overlap", None)}
     plan.update({k: v for k, v in flags.items() if v is not None})
