@@ -360,15 +360,34 @@ def expert_tp(p):
     return e
 
 
-def _layout_error(m, p) -> str | None:
-    """The one-line reason a plan's pipeline_layout breaks Megatron-Core's layout rules for this model, else None."""
+def _layout_error(m, text, pp, interleave) -> str | None:
+    """The one-line reason a pipeline_layout breaks Megatron-Core's layout rules for this model, else None."""
     from .layout import ranks
 
     try:
-        ranks(p.pipeline_layout, int(p.pp), int(p.interleave), m.n_layers, m.mtp_layers or 0)
-    except InputError as exc:
+        ranks(text, int(pp), int(interleave), m.n_layers, m.mtp_layers or 0)
+    except (InputError, ValueError, TypeError) as exc:
         return str(exc)
     return None
+
+
+def _has_layout(p):
+    """pipeline_layout is stated: a bool, or a bool array for search's columns."""
+    v = p.pipeline_layout
+    if hasattr(v, "shape"):
+        import numpy as np
+        return np.array([x is not None for x in v.ravel()], dtype=bool).reshape(v.shape)
+    return v is not None
+
+
+def _layout_ok(m, p):
+    v = p.pipeline_layout
+    if hasattr(v, "shape"):
+        import numpy as np
+        pp, vi = np.broadcast_to(p.pp, v.shape).ravel(), np.broadcast_to(p.interleave, v.shape).ravel()
+        return np.array([x is None or _layout_error(m, x, a, b) is None for x, a, b in zip(v.ravel(), pp, vi)],
+                        dtype=bool).reshape(v.shape)
+    return v is None or _layout_error(m, v, p.pp, p.interleave) is None
 
 
 def _edge_slots(p):
@@ -466,14 +485,14 @@ RULES: tuple[Rule, ...] = (
     # account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split, transformer_config.py;
     # Megatron-Bridge sets both for Llama 3.1 405B: 126 layers + 2 = 16 x 8 virtual stages)
     # a stated layout: Megatron-Core's rules (layout.ranks; pipeline_parallel_layer_layout.py validate_layer_layout)
-    Rule(lambda m, p: p.pipeline_layout is None or _layout_error(m, p) is None, lambda m, p: _layout_error(m, p),
+    Rule(_layout_ok, lambda m, p: _layout_error(m, p.pipeline_layout, p.pp, p.interleave),
          ("pp", "interleave", "pipeline_layout")),
-    Rule(lambda m, p: (p.pipeline_layout is not None) | (m.n_layers + _edge_slots(p) >= p.pp * p.interleave),
+    Rule(lambda m, p: _has_layout(p) | (m.n_layers + _edge_slots(p) >= p.pp * p.interleave),
          lambda m, p: (f"layers ({m.n_layers}) must be at least pp x interleave ({p.pp} x {p.interleave} = "
                        f"{p.pp * p.interleave})" + (" less the 2 stages embedding and loss may fill"
                                                     if _edge_slots(p) else "")),
          ("pp", "interleave", "uneven_stages", "pipeline_layout")),
-    Rule(lambda m, p: p.uneven_stages | (p.pipeline_layout is not None) | (m.n_layers % (p.pp * p.interleave) == 0),
+    Rule(lambda m, p: p.uneven_stages | _has_layout(p) | (m.n_layers % (p.pp * p.interleave) == 0),
          "layers ({m.n_layers}) must be divisible by pp x interleave ({p.pp} x {p.interleave} = {stages}); "
          "allow uneven stages with --uneven-stages", ("pp", "interleave", "uneven_stages", "pipeline_layout")),
     Rule(lambda m, p: (p.interleave <= 1) | (p.schedule != "gpipe"),
