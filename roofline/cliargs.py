@@ -103,6 +103,10 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
          help="TP backward collectives mirror the forward's, synchronous (Megatron-LM 2021, Megatron-DeepSpeed, GPT-NeoX)")
     flag(g, "uneven-stages", dest="uneven_stages", action="store_true", default=None,
          help="allow layers not divisible by pp x interleave (the heaviest stage rounds up)")
+    flag(g, "pipeline-layout", dest="pipeline_layout",
+         help="Megatron-Core --pipeline-model-parallel-layout, e.g. 'Et|(tt|)*30mL': '|' between virtual stages "
+              "(rank 0 chunk 0, rank 1 chunk 0, ...), E embedding, t decoder layer, m MTP layer, L loss; "
+              "default: l / (p v) layers per virtual stage")
     flag(g, "recompute", choices=RECOMPUTE, help="activation recomputation (default none)")
     flag(g, "sharding", choices=SHARDING,
          help="optimizer/gradient/parameter sharding over dp")
@@ -168,6 +172,7 @@ def build_spec(args):
     flags = {**{dest: getattr(args, dest) for _, dest, _, _ in PLAN_FLAGS}, "schedule": args.schedule,
              "sequence_parallel": args.sequence_parallel, "recompute": args.recompute, "sharding": sharding,
              "uneven_stages": args.uneven_stages, "tp_async_dgrad": getattr(args, "tp_async_dgrad", None),
+             "pipeline_layout": getattr(args, "pipeline_layout", None),
              "dtype": args.dtype, "grad_dtype": args.grad_dtype,
              "ep_dispatcher": getattr(args, "ep_dispatcher", None),
              "tp_comm_overlap": getattr(args, "tp_comm_overlap", None)}

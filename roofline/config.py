@@ -199,6 +199,9 @@ class Plan:
     overlap_pp: float = 0.0             # fraction of PP send/recv hidden
     overlap_cp: float = 1.0             # ring attention overlaps KV exchange with attention (default on)
     uneven_stages: bool = False         # allow layers not divisible by pp x interleave (heaviest stage rounds up)
+    # Megatron-Core --pipeline-model-parallel-layout (roofline/layout.py, e.g. "Et|(tt|)*30mL"): which layers each
+    # rank holds; None: l / (p v) layers per virtual stage, the heavier edge on the heaviest stage
+    pipeline_layout: str | None = None
 
     def __post_init__(self):
         _types(self, "plan")
@@ -362,6 +365,36 @@ def expert_tp(p):
     return e
 
 
+def _layout_error(m, text, pp, interleave) -> str | None:
+    """The one-line reason a pipeline_layout breaks Megatron-Core's layout rules for this model, else None."""
+    from .layout import ranks
+
+    try:
+        ranks(text, int(pp), int(interleave), m.n_layers, m.mtp_layers or 0)
+    except (InputError, ValueError, TypeError) as exc:
+        return str(exc)
+    return None
+
+
+def _has_layout(p):
+    """pipeline_layout is stated: a bool, or a bool array for search's columns."""
+    v = p.pipeline_layout
+    if hasattr(v, "shape"):
+        import numpy as np
+        return np.array([x is not None for x in v.ravel()], dtype=bool).reshape(v.shape)
+    return v is not None
+
+
+def _layout_ok(m, p):
+    v = p.pipeline_layout
+    if hasattr(v, "shape"):
+        import numpy as np
+        pp, vi = np.broadcast_to(p.pp, v.shape).ravel(), np.broadcast_to(p.interleave, v.shape).ravel()
+        return np.array([x is None or _layout_error(m, x, a, b) is None for x, a, b in zip(v.ravel(), pp, vi)],
+                        dtype=bool).reshape(v.shape)
+    return v is None or _layout_error(m, v, p.pp, p.interleave) is None
+
+
 def _edge_slots(p):
     """Virtual stages the embedding and the loss may fill with uneven stages and pp > 1 (2), else 0."""
     return 2 * ((p.uneven_stages != 0) & (p.pp > 1))
@@ -456,14 +489,17 @@ RULES: tuple[Rule, ...] = (
     # uneven stages: the embedding and the loss may each take a virtual stage's place (Megatron-Core
     # account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split, transformer_config.py;
     # Megatron-Bridge sets both for Llama 3.1 405B: 126 layers + 2 = 16 x 8 virtual stages)
-    Rule(lambda m, p: m.n_layers + _edge_slots(p) >= p.pp * p.interleave,
+    # a stated layout: Megatron-Core's rules (layout.ranks; pipeline_parallel_layer_layout.py validate_layer_layout)
+    Rule(_layout_ok, lambda m, p: _layout_error(m, p.pipeline_layout, p.pp, p.interleave),
+         ("pp", "interleave", "pipeline_layout")),
+    Rule(lambda m, p: _has_layout(p) | (m.n_layers + _edge_slots(p) >= p.pp * p.interleave),
          lambda m, p: (f"layers ({m.n_layers}) must be at least pp x interleave ({p.pp} x {p.interleave} = "
                        f"{p.pp * p.interleave})" + (" less the 2 stages embedding and loss may fill"
                                                     if _edge_slots(p) else "")),
-         ("pp", "interleave", "uneven_stages")),
-    Rule(lambda m, p: p.uneven_stages | (m.n_layers % (p.pp * p.interleave) == 0),
+         ("pp", "interleave", "uneven_stages", "pipeline_layout")),
+    Rule(lambda m, p: p.uneven_stages | _has_layout(p) | (m.n_layers % (p.pp * p.interleave) == 0),
          "layers ({m.n_layers}) must be divisible by pp x interleave ({p.pp} x {p.interleave} = {stages}); "
-         "allow uneven stages with --uneven-stages", ("pp", "interleave", "uneven_stages")),
+         "allow uneven stages with --uneven-stages", ("pp", "interleave", "uneven_stages", "pipeline_layout")),
     Rule(lambda m, p: (p.interleave <= 1) | (p.schedule != "gpipe"),
          "interleave > 1 needs the interleaved 1F1B schedule, not gpipe", ("interleave", "schedule")),
     Rule(lambda m, p: m.seq_len % p.cp == 0, "seq-len ({m.seq_len}) must be divisible by cp ({p.cp})", ("cp",)),

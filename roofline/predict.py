@@ -79,11 +79,12 @@ def mla_inputs(m: Model) -> dict:
 
 
 def layout_inputs(tp, pp, dp, cp, ep, micro_batch, global_batch, interleave, sequence_parallel, recompute, zero,
-                  gpipe, etp=None) -> dict:
+                  gpipe, etp=None, stages=None) -> dict:
     """The formula inputs of a plan's layout: one plan's numbers, or numpy arrays of many (``search``).
 
     ``recompute``: 0 none, 1 selective, 2 full (``config.RECOMPUTE`` order); ``zero``: the ZeRO stage 0-3;
-    ``sequence_parallel`` and ``gpipe``: truth values; ``etp`` None: = tp (Megatron-Core's default expert TP).
+    ``sequence_parallel`` and ``gpipe``: truth values; ``etp`` None: = tp (Megatron-Core's default expert TP);
+    ``stages``: a stated pipeline layout's per-rank counts (layout.stage_counts), None: derived (pp_layout = 0).
     The one mapping from plan knobs to formula symbols."""
     tp, recompute, zero = np.asarray(tp), np.asarray(recompute), np.asarray(zero)
     f = lambda a: np.asarray(a, dtype=np.float64)[()]       # 0-d arrays back to numpy scalars
@@ -92,14 +93,37 @@ def layout_inputs(tp, pp, dp, cp, ep, micro_batch, global_batch, interleave, seq
             "global_batch": f(global_batch), "interleave": f(interleave),
             "seq_par": f((np.asarray(sequence_parallel) != 0) & (tp > 1)),
             "rc_full": f(recompute == 2), "rc_sel": f(recompute == 1), "gpipe": f(np.asarray(gpipe) != 0),
-            "z_os": f(zero >= 1), "z_grad": f(zero >= 2), "z_param": f(zero >= 3)}
+            "z_os": f(zero >= 1), "z_grad": f(zero >= 2), "z_param": f(zero >= 3),
+            **pipeline_layout_inputs(stages)}
 
 
-def plan_inputs(p: Plan) -> dict:
+LAYOUT_SYMBOLS = ("layout_first", "layout_first_dense", "layout_last", "layout_last_dense", "layout_mid",
+                  "layout_mid_dense")
+
+
+def pipeline_layout_inputs(stages: dict | None) -> dict:
+    """pp_layout and the layout_* counts (formulas/symbols.py): the sentinel pp_layout = 0 (counts 0, unused) when
+    no layout is stated."""
+    if stages is None:
+        return {"pp_layout": 0.0, **{k: 0.0 for k in LAYOUT_SYMBOLS}}
+    return {"pp_layout": 1.0, **{k: float(stages[k]) for k in LAYOUT_SYMBOLS}}
+
+
+def plan_inputs(p: Plan, model: Model | None = None) -> dict:
+    """A plan's formula inputs; a stated pipeline_layout needs the ``model`` (its layers, MTP layers and leading
+    dense layers)."""
     from .config import RECOMPUTE
 
+    stages = None
+    if p.pipeline_layout is not None:
+        from .errors import InputError
+        from .layout import stage_counts
+        if model is None:
+            raise InputError("plan.pipeline_layout needs the model (its layers and MTP layers) to map it to stages")
+        stages = stage_counts(p.pipeline_layout, p.pp, p.interleave, model.dense_layers, model.n_layers,
+                              model.mtp_layers or 0)
     return {**layout_inputs(p.tp, p.pp, p.dp, p.cp, p.ep, p.micro_batch, p.batch, p.interleave, p.sequence_parallel,
-                            RECOMPUTE.index(p.recompute), p.zero_stage, p.schedule == "gpipe", p.etp),
+                            RECOMPUTE.index(p.recompute), p.zero_stage, p.schedule == "gpipe", p.etp, stages),
             "ov_dp": p.overlap_grad_reduce, "ov_ag": p.overlap_param_gather,
             "ov_tp": p.overlap_tp, "tp_async": float(p.tp_async_dgrad), "ov_pp": p.overlap_pp, "ov_cp": p.overlap_cp, "ov_ep": p.overlap_ep,
             "act_bytes": ACT_BYTES.get(p.dtype, 2), "grad_bytes": BYTES[p.grad_dtype], "opt_bytes": 12,
@@ -139,7 +163,7 @@ def fits(memory, reserve, hw: Hardware, margin: float = 0.0):
 
 
 def inputs(model: Model, plan: Plan, hw: Hardware) -> dict:
-    return {**model_inputs(model), **plan_inputs(plan), **hardware_inputs(hw, plan.dtype)}
+    return {**model_inputs(model), **plan_inputs(plan, model), **hardware_inputs(hw, plan.dtype)}
 
 
 def evaluate(x: dict) -> dict:

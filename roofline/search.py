@@ -123,12 +123,14 @@ class _Rows:
     (the schedule of plan_of, the ZeRO stage). The recompute and sharding columns are indices into
     config.RECOMPUTE / config.SHARDING_BY_STAGE (valid names by construction), so only the ZeRO stage (= the
     sharding index) is shown. ``uneven_stages`` is False: search lists even stage splits only (pp x interleave
-    | layers, docs/search.md); ``etp`` is None (= tp)."""
+    | layers, docs/search.md), ``pipeline_layout`` None; ``etp`` is None (= tp)."""
 
     def __init__(self, cols: dict, global_batch: int, gpipe: bool):
         self.cols, self.gpipe = cols, gpipe
         # etp None: the experts split over tp (Megatron-Core's default; search does not enumerate etp)
-        self.fixed = dict(global_batch=global_batch, batch=global_batch, uneven_stages=False, etp=None)
+        # pipeline_layout None: search splits the layers evenly (a stated layout fixes pp and vp)
+        self.fixed = dict(global_batch=global_batch, batch=global_batch, uneven_stages=False, etp=None,
+                          pipeline_layout=None)
         self.derived = {"schedule": "interleave", "zero_stage": "sharding"}      # name: the column it follows from
         self.names = ({k for k in cols if k not in ("recompute", "sharding")} | set(self.fixed)
                       | {k for k, c in self.derived.items() if c in cols})

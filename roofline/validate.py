@@ -11,6 +11,9 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   ``megatron-core``; a source or notes naming DeepSpeed -> ``megatron-deepspeed``; otherwise (Narayanan 2021,
   Korthikanti 2022) -> ``megatron-lm-2021``. Stated columns (seq_parallel, recompute, optimizer_sharding)
   override the framework's defaults.
+- Rows whose settings state a Megatron-Core pipeline layout (``pp_layout X``, ``pipeline_model_parallel_layout=X``):
+  pipeline_layout; rows stating none: their model preset's recipe layout for (pp, vp) where it has one
+  (models.pipeline_layout; DeepSeek-V3: Megatron-Bridge's layout_map).
 - Rows whose settings name the flex dispatcher's DeepEP / HybridEP backend: ep_dispatcher (tokens cross the
   network once per destination node, formulas/comm.py dispatch_a2a); an ``ETP=`` setting: etp.
 - Rows whose settings state the MoE all-to-all overlap (Megatron-Core ``--overlap-moe-expert-parallel-comm``,
@@ -300,7 +303,43 @@ def _plan_fields(row: dict) -> dict:
         d["etp"] = int(m.group(1))          # Megatron-Core --expert-tensor-parallel-size, stated by the recipe
     if re.search(r"ep a2a overlap|overlap[-_ ]moe[-_ ]expert[-_ ]parallel[-_ ]comm(?!\s*=\s*false)", text):
         d["overlap_ep"] = 1.0
+    d.update(_pipeline_layout(row))
     return d
+
+
+def _pipeline_layout(row: dict) -> dict:
+    """The row's Megatron-Core pipeline layout: stated in its settings (``pp_layout X`` or
+    ``pipeline_model_parallel_layout=X``), else its model preset's recipe layout for (pp, vp) (models.pipeline_layout,
+    e.g. Megatron-Bridge's DeepSeek-V3 layout_map); {} for neither, or for a stated layout that does not fit the row
+    (its stage count, layers or MTP layers: the row's table values win, as its notes say). A layout of k x pp stages
+    on a row without interleaving sets vp = k (Megatron-LM training/arguments.py: virtual_pipeline_model_parallel_size
+    = num_stages // pipeline_model_parallel_size)."""
+    from . import families, models
+    from .layout import ranks, stages
+
+    pp, vp = row.get("pp") or 1, row.get("interleave") or 1
+    layers, mtp = row.get("n_layers"), row.get("mtp") or 0
+    if pp <= 1 or not layers:
+        return {}
+    m = re.search(r"(?:pp_layout|pipeline[-_]model[-_]parallel[-_]layout)\s*[=: ]\s*['\"]?([ELtm|()*\d,]+)",
+                  row.get("settings") or "")
+    if m:
+        try:
+            n = len(stages(m.group(1)))
+            v = n // pp if vp == 1 and n % pp == 0 else vp
+            ranks(m.group(1), pp, v, layers, mtp)
+            return {"pipeline_layout": m.group(1), "interleave": v}
+        except InputError:
+            pass
+    preset = families.preset_for(row.get("model"))
+    found = models.pipeline_layout(preset, pp, vp, mtp) if preset else None
+    if found is None:
+        return {}
+    try:
+        ranks(found[0], pp, vp, layers, mtp)
+    except InputError:
+        return {}
+    return {"pipeline_layout": found[0], "interleave": vp}
 
 
 def build_case(row: dict, hardware=None) -> Case:

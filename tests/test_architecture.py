@@ -10,7 +10,7 @@ PKG = Path(__file__).resolve().parents[1] / "roofline"
 # docs/architecture.md: base < spec < model < views < face (a module may import its own layer and those below)
 LAYERS = {
     "base": ["errors", "units", "results", "schema", "normalize", "progress", "precision", "_compiled"],
-    "spec": ["config", "hardware", "models", "families", "stacks", "spec", "configfile", "cliargs"],
+    "spec": ["config", "hardware", "models", "families", "stacks", "spec", "configfile", "cliargs", "layout"],
     "model": ["formulas", "predict"],
     "views": ["search", "validate", "timeline", "runcost", "advice", "cluster_schedule", "sizing", "plotting", "report",
               "calibrate", "extras", "uncertainty"],

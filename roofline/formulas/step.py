@@ -5,7 +5,8 @@ One micro-batch on one rank of the heaviest pipeline stage, and the step:
     t_layer      = t_layer_fwd + t_layer_bwd + t_layer_recompute + t_layer_tp_comm + t_layer_cp_comm
                    + t_layer_ep_comm + t_layer_host            (two layer kinds: MoE, and a MoE's leading
                                                                 dense layers, t_dense_layer_*)
-    t_microbatch = n_d t_dense_layer + (stage_layers - n_d) t_layer        the stage's layers
+    t_microbatch = n_d t_dense_layer + (stage_layers - n_d) t_layer        the stage's layers (a stated
+                                                                            layout: stated_layout)
                    + t_edge_fwd + t_edge_bwd + t_edge_host                 embedding and/or LM head
                    + t_microbatch_host                                     the framework's host work
     step         = (m + (p-1)/v) t_microbatch                              pipeline (Narayanan et al. 2021)
@@ -300,6 +301,44 @@ def edges(mtp_layer: Layer | None = None) -> Edges:
     return Edges(ef, eb, hf, hb, head_heavier, fwd, bwd, host)
 
 
+def stated_layout(kinds: dict[str, Layer], edge: Edges, n_d, n_moe, n_mtp):
+    """The heaviest stage under a stated pipeline layout (Megatron-Core --pipeline-model-parallel-layout,
+    roofline/layout.py): the slowest of three rank kinds, each with its own edge: the rank holding the embedding
+    (l_E layers, l_E,d of them dense), the rank holding the loss (l_L layers, the LM head and the D MTP layers:
+    Megatron-Core keeps MTP in the last virtual stage, pipeline_parallel_layer_layout.py validate_layer_layout), and
+    the busiest other rank (l_o layers, no edge); with p = 1 the one rank holds both edges. Returns (n_d, n_moe,
+    n_mtp, edge) of that stage, blended with the derived ones by the sentinel pp_layout (0: the derived ones,
+    unchanged). The comparison uses GPU + host time of the layers and the edges' GPU time, as edges() does."""
+    dense, moe, mtp = kinds["dense"], kinds["moe"], kinds["mtp"]
+    single = 1 - PL.has_pp
+    ef, eb, hf, hb = edge.embed_fwd, edge.embed_bwd, edge.head_fwd, edge.head_bwd
+    emb, head = ef + eb, hf + hb + S.mtp * (mtp.gpu + mtp.host)
+
+    def layers(n, n_dense):
+        return n_dense * (dense.gpu + dense.host) + (n - n_dense) * (moe.gpu + moe.host)
+    t_first = layers(S.layout_first, S.layout_first_dense) + emb + single * head
+    t_last = layers(S.layout_last, S.layout_last_dense) + head + single * emb
+    t_mid = layers(S.layout_mid, S.layout_mid_dense)
+    # unevaluated step functions, as in edges(): 1 when >= (ties go to the first rank, then the last)
+    w_f = sp.Heaviside(t_first - t_last, 1, evaluate=False) * sp.Heaviside(t_first - t_mid, 1, evaluate=False)
+    w_l = (1 - w_f) * sp.Heaviside(t_last - t_mid, 1, evaluate=False)
+    w_o = 1 - w_f - w_l
+    lay_d = w_f * S.layout_first_dense + w_l * S.layout_last_dense + w_o * S.layout_mid_dense
+    lay_moe = (w_f * (S.layout_first - S.layout_first_dense) + w_l * (S.layout_last - S.layout_last_dense)
+               + w_o * (S.layout_mid - S.layout_mid_dense))
+    lay_mtp = S.mtp * (w_l + single * w_f)
+    fwd = w_f * (ef + single * hf) + w_l * (hf + single * ef)
+    bwd = w_f * (eb + single * hb) + w_l * (hb + single * eb)
+    host_issue = w_f * (S.host_emb + single * S.host_head) + w_l * (S.host_head + single * S.host_emb)
+    host = sp.Max(0, host_issue - (fwd + bwd), evaluate=False)
+
+    def blend(derived, stated):
+        return (1 - S.pp_layout) * derived + S.pp_layout * stated
+    stated = Edges(ef, eb, hf, hb, blend(edge.head_heavier, w_l + single * w_f), blend(edge.fwd, fwd),
+                   blend(edge.bwd, bwd), blend(edge.host, host))
+    return blend(n_d, lay_d), blend(n_moe, lay_moe), blend(n_mtp, lay_mtp), stated
+
+
 # ---- data parallelism and the optimizer, per step ----------------------------------------------------
 def dp_volumes(dense=None, expert=None):
     """Gradient reduce and parameter gather of one step on one rank (s, before overlap), and the reduces per
@@ -332,6 +371,7 @@ def build() -> dict[str, sp.Expr]:
     # the D MTP layers sit on the last stage: on the heaviest stage when it holds the LM head (p = 1: always)
     n_mtp = S.mtp * (edge.head_heavier + (1 - PL.has_pp) * (1 - edge.head_heavier))
     n_moe = PL.stage_layers - n_d
+    n_d, n_moe, n_mtp, edge = stated_layout(kinds, edge, n_d, n_moe, n_mtp)
 
     def stage(term):
         """Sum over the layers of the heaviest stage (its MTP layers included) of one per-layer term."""
@@ -422,7 +462,7 @@ def build() -> dict[str, sp.Expr]:
         out[f"{prefix}_ep_comm"] = k.ep
         out[f"{prefix}_comm_bwd"] = k.comm_bwd
         out[f"{prefix}_host"] = k.host
-    out["stage_layers"] = PL.stage_layers
+    out["stage_layers"] = n_d + n_moe
     out["stage_dense_layers"] = n_d
     out["stage_mtp_layers"] = n_mtp
     out["t_tp_grad_reduce"] = tp_grad
@@ -656,7 +696,7 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "t_dense_layer_ep_comm": ("time", "expert-parallel communication of one leading dense layer (none)"),
     "t_dense_layer_comm_bwd": ("time", "the backward pass's part of one leading dense layer's exposed communication"),
     "t_dense_layer_host": ("time", "time the GPU waits for the host to issue one leading dense layer's kernels"),
-    "stage_layers": ("", "layers of the heaviest pipeline stage, ceil(l / (p v)) v"),
+    "stage_layers": ("", "layers of the heaviest pipeline stage, ceil(l / (p v)) v (a stated layout: its count)"),
     "stage_dense_layers": ("", "leading dense layers counted on the heaviest stage (0 for a dense model)"),
     "stage_mtp_layers": ("", "multi-token-prediction layers on the heaviest stage (D when it holds the LM head, else 0); "
                          "priced as MoE layers (t_layer_*) besides stage_layers"),

@@ -237,3 +237,21 @@ tp_async = _s("tp_async", "", "1 when the TP backward runs the column-parallel l
               "async beside its wgrad GEMM and, under SP, re-gathers its input beside the dgrad GEMM (Megatron-LM "
               "LinearWithGradAccumulationAndAsyncCommunication); 0: the backward's collectives mirror the forward's, "
               "synchronous", "plan", r"\alpha_{t}")
+
+# ---- a stated pipeline layer layout (Megatron-Core --pipeline-model-parallel-layout; roofline/layout.py) ----------
+# pp_layout = 0 is the sentinel "derive as today" (pipeline.stage_layers: ceil(l / (p v)) v layers per rank, the
+# heavier edge on the heaviest stage); 1: the counts below, per physical rank over all its virtual stages
+pp_layout = _s("pp_layout", "", "1 when a pipeline layout states each rank's layers, 0 to derive them "
+               "(ceil(l / (p v)) v per rank)", "plan", r"\lambda", 0.0, zero=True)
+layout_first = _s("layout_first", "", "decoder layers on the rank holding the embedding (stated layout)", "plan",
+                  r"l_{E}", 0.0, zero=True)
+layout_first_dense = _s("layout_first_dense", "", "of them, leading dense layers of a MoE", "plan", r"l_{E,d}", 0.0,
+                        zero=True)
+layout_last = _s("layout_last", "", "decoder layers on the rank holding the loss (and the MTP layers)", "plan",
+                 r"l_{L}", 0.0, zero=True)
+layout_last_dense = _s("layout_last_dense", "", "of them, leading dense layers of a MoE", "plan", r"l_{L,d}", 0.0,
+                       zero=True)
+layout_mid = _s("layout_mid", "", "most decoder layers on any other rank (0 when none)", "plan", r"l_{o}", 0.0,
+                zero=True)
+layout_mid_dense = _s("layout_mid_dense", "", "of them, leading dense layers of a MoE", "plan", r"l_{o,d}", 0.0,
+                      zero=True)

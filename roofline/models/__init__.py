@@ -21,6 +21,7 @@ POSITIONS = ("learned", "rope")          # predict.inputs: learned_pos = (positi
 CHOICES = {"mlp": MLPS, "norm": NORMS, "attention": ATTENTION, "position": POSITIONS}
 ALIASES = {"capacity": "capacity_factor", "tied": "tied_embeddings"}
 INFO_KEYS = ("id", "source", "notes", "family")     # descriptive keys of a preset file, not model fields
+PLAN_KEYS = ("pipeline_layouts",)    # a preset's sourced plan defaults (pipeline_layout), read by pipeline_layout()
 
 
 def _kinds() -> dict:
@@ -83,7 +84,7 @@ def from_dict(d: dict, where: str = "model") -> Model:
         raise InputError(f"{where}: expected a mapping of model fields, got {d!r}")
     kw = {}
     for k, v in d.items():
-        if k in INFO_KEYS:
+        if k in INFO_KEYS or k in PLAN_KEYS:
             continue
         key = ALIASES.get(k, k)
         if key not in _FIELDS:
@@ -105,3 +106,14 @@ def from_dict(d: dict, where: str = "model") -> Model:
 
 def load(ref) -> Model:
     return from_dict(raw(ref), f"model {ref}")
+
+
+def pipeline_layout(ref, pp: int, interleave: int, mtp: int) -> tuple[str, str] | None:
+    """(layout, source) of a preset's recipe layout for (pp, interleave) (its ``pipeline_layouts`` map, keys
+    "PPxVP"), with the one 'm' standing for the model's ``mtp`` MTP layers (the recipes' last stage is
+    ["mtp"] * mtp_num_layers + ["loss"]); None when the preset has none for that pair."""
+    table = _raw(S.ref(ref, "model: expected a preset id")).get("pipeline_layouts") or {}
+    text = table.get(f"{int(pp)}x{int(interleave or 1)}")
+    if text is None:
+        return None
+    return text.replace("m", "m" * int(mtp or 0)), str(table.get("source", ""))
