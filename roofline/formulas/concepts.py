@@ -13,12 +13,14 @@ from . import comm as CM
 from . import compute as C
 from . import memory as M
 from . import pipeline as PL
-from . import step
+from . import dag, step
+from .export import MAX_SIMPLIFY_NODES, distinct_nodes, substitute, tidy
 from .symbols import SYMBOLS, latex_names
 
 TARGET = Path(__file__).resolve().parents[2] / "docs" / "concepts.md"
 DENSE = {"experts": 1, "top_k": 1, "capacity": 1, "gated": 0, "ep": 1, "cp": 1, "shared_ffn": 0, "dense_layers": 0,
-         "kv_lora": 0, "q_lora": 0, "qk_nope": 0, "qk_rope": 0, "v_head": 0, "swa_frac": 0, "swa_window": 0, "mtp": 0}
+         "kv_lora": 0, "q_lora": 0, "qk_nope": 0, "qk_rope": 0, "v_head": 0, "swa_frac": 0, "swa_window": 0, "mtp": 0,
+         "pp_layout": 0}
 
 
 def tex(e) -> str:
@@ -26,16 +28,20 @@ def tex(e) -> str:
 
 
 def sub(e, values):
-    """``e`` with ``values`` substituted; a dense model's expert is its MLP (f_e = f) and its heads d_model / heads wide."""
-    e = e.subs({SYMBOLS["moe_ffn"].symbol: SYMBOLS["ffn_hidden"].symbol,
-                SYMBOLS["head_dim"].symbol: SYMBOLS["d_model"].symbol / SYMBOLS["heads"].symbol})
-    return sp.simplify(e.subs({SYMBOLS[k].symbol: v for k, v in values.items()}))
+    """``e`` with ``values`` substituted; a dense model's expert is its MLP (f_e = f) and its heads d_model / heads wide.
+    Substituted once per distinct subexpression (export.substitute: the step terms are graphs whose trees are
+    exponentially larger), then simplified."""
+    e = substitute(e, {SYMBOLS["moe_ffn"].symbol: SYMBOLS["ffn_hidden"].symbol,
+                       SYMBOLS["head_dim"].symbol: SYMBOLS["d_model"].symbol / SYMBOLS["heads"].symbol})
+    e = substitute(e, {SYMBOLS[k].symbol: sp.sympify(v) for k, v in values.items()})
+    # sympy's simplify searches rewrites of the whole tree: only on small results (a large one would take hours)
+    return sp.simplify(e) if distinct_nodes(e)[0] < MAX_SIMPLIFY_NODES else tidy(e)
 
 
 def text() -> str:
     Ms, Ks, Ns, p, size, t_mb, tc, tw, ov = sp.symbols("M K N p S t_{mb} t_{comm} t_{window} o", positive=True)
     g = C.gemm("gemm", Ms, Ks, Ns)
-    out = step.build()
+    out = dag.load() or step.build()        # the stored graph when current (building takes a minute or more)
     parts = [
         "# Concepts: the model, term by term",
         "",
@@ -79,8 +85,10 @@ def text() -> str:
         tex(CM.exposed(tc, tw, ov)),
         "TP moves 2 all-reduces forward and 2 backward of the b (s/c) h activations per layer",
         "(Shoeybi et al. 2019); with sequence parallelism each becomes an all-gather plus a",
-        "reduce-scatter (Korthikanti et al. 2022). Exposed TP communication per step:",
-        tex(sub(out["t_tp_comm"], {**DENSE, "ov_tp": 0, "seq_par": 0, "rc_full": 0})),
+        "reduce-scatter (Korthikanti et al. 2022). Exposed TP communication per step (one pipeline stage,",
+        "nothing overlapped, the backward's collectives mirroring the forward's: `tp_async` = 0):",
+        tex(sub(out["t_tp_comm"], {**DENSE, "ov_tp": 0, "seq_par": 0, "rc_full": 0, "tp_async": 0, "pp": 1,
+                                   "interleave": 1})),
         "",
         "## 4. Pipeline",
         "Step time of the pipeline (m micro-batches of the slowest stage, t_mb = one micro-batch",

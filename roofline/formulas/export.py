@@ -138,7 +138,7 @@ def _rebuild(func, args):
     return func(*args)
 
 
-def _nodes(expr: sp.Expr) -> tuple[int, bool]:
+def distinct_nodes(expr: sp.Expr) -> tuple[int, bool]:
     """(distinct nodes of ``expr``; whether any is zoo/nan/oo), each shared copy visited once."""
     seen, stack, bad = set(), [expr], False
     while stack:
@@ -188,7 +188,7 @@ def expression(quantity: str, values: dict | None = None, formulas=None) -> sp.E
             expr = substitute(expr, {SYMBOLS[k].symbol: _exact(v) for k, v in values.items()})
         except (ValueError, TypeError, ZeroDivisionError, ArithmeticError):    # e.g. Max(zoo, ...): not comparable
             expr = sp.nan
-        n, undefined = _nodes(expr)
+        n, undefined = distinct_nodes(expr)
         if undefined:
             given = " ".join(f"{k}={v:g}" for k, v in values.items())
             raise InputError(f"--set: {quantity} is undefined (a division by zero) at {given}")
@@ -206,7 +206,7 @@ def _pieces(expr: sp.Expr):
     The whole-step closed forms are DAGs that print to megabytes as one tree (step_time: ~2 MB of text, minutes
     in sympy's default printers, which sort every Add/Mul's terms); as named pieces they are a few kB, printed
     unsorted in well under a second. Small results print whole, in sympy's usual term order."""
-    if _nodes(expr)[0] <= MAX_PLAIN_NODES:
+    if distinct_nodes(expr)[0] <= MAX_PLAIN_NODES:
         return [], expr
     subs, (reduced,) = sp.cse([expr], symbols=sp.numbered_symbols("x"), order="none")
     return subs, reduced
