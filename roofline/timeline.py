@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import layout
+
 COMM_KEYS = ("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm")
 
 
@@ -94,11 +96,20 @@ def _pieces(pred) -> dict:
     P, v = plan.pp, plan.interleave
     heavy_stage = P - 1 if r["head_stage_heavier"] >= 0.5 else 0
     heavy = int(round(r["stage_layers"]))
-    layers = stage_layers(pred.model.n_layers, P, heavy, heavy_stage)
-    dense = dense_per_stage(layers, v, pred.model.dense_layers)
+    m = pred.model
+    if plan.pipeline_layout:            # the ranks a stated layout gives (roofline/layout.py, as the model reads it)
+        ranks = layout.ranks(plan.pipeline_layout, P, v, m.n_layers, m.mtp_layers or 0)
+        layers, dense = [rk.layers for rk in ranks], [rk.dense(m.dense_layers) for rk in ranks]
+        edge = [(rk.embedding, rk.loss) for rk in ranks]
+        heavy_stage = next(i for i, (e, loss) in enumerate(edge) if (loss if heavy_stage == P - 1 else e))
+        heavy = layers[heavy_stage]
+    else:
+        layers = stage_layers(m.n_layers, P, heavy, heavy_stage)
+        dense = dense_per_stage(layers, v, m.dense_layers)
+        edge = [(i == 0, i == P - 1) for i in range(P)]
     stages = []
     for i, (n, n_dense) in enumerate(zip(layers, dense)):
-        first, last = i == 0, i == P - 1
+        first, last = edge[i]
         st = {k: (n - n_dense) * r[f"t_layer_{name}"] + n_dense * r[f"t_dense_layer_{name}"]
               for k, name in LAYER_TERMS.items()}
         st["fwd"] += first * r["t_embed_fwd"] + last * r["t_head_fwd"]
