@@ -49,30 +49,15 @@ class _Printer(NumPyPrinter):
         return f"({self._print(expr.lhs)} {expr.rel_op} {self._print(expr.rhs)})"
 
 
-def _symbols(exprs) -> set:
-    """The symbols of ``exprs``, each shared subexpression visited once (sympy's free_symbols walks the tree, which
-    the step time's repeated stage terms make exponentially larger than its graph)."""
-    seen, out, todo = set(), set(), list(exprs)
-    while todo:
-        e = todo.pop()
-        if e in seen:
-            continue
-        seen.add(e)
-        if e.is_Symbol:
-            out.add(e)
-        else:
-            todo.extend(e.args)
-    return out
-
-
 def source(exprs: dict | None = None) -> str:
     """The text of ``_compiled.py`` for ``exprs`` (default: ``step.build()``)."""
     from . import step
+    from .dag import symbols_of
     from .symbols import SYMBOLS
 
     exprs = step.build() if exprs is None else exprs
     names = list(exprs)
-    inputs = sorted(s.name for s in _symbols(exprs.values()))
+    inputs = sorted({s.name for e in exprs.values() for s in symbols_of(e)})
     unknown = set(inputs) - set(SYMBOLS)
     assert not unknown, unknown
     replacements, reduced = sp.cse([exprs[n] for n in names], symbols=sp.numbered_symbols("_x"), optimizations=None,

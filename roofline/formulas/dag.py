@@ -31,6 +31,22 @@ def sources_digest() -> str:
     return h.hexdigest()[:16]
 
 
+def symbols_of(expr) -> set:
+    """The symbols of ``expr``, each shared subexpression visited once (sympy's free_symbols walks the tree, which
+    the step terms' repeated stage expressions make exponentially larger than their graph)."""
+    seen, out, todo = set(), set(), [expr]
+    while todo:
+        e = todo.pop()
+        if e in seen:
+            continue
+        seen.add(e)
+        if e.is_Symbol:
+            out.add(e)
+        else:
+            todo.extend(e.args)
+    return out
+
+
 def _atom(e) -> list:
     if isinstance(e, sp.Symbol):
         return ["Symbol", e.name]

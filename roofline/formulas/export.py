@@ -241,12 +241,12 @@ def export(quantity: str, fmt: str = "latex", values: dict | None = None) -> str
     if fmt == "python":
         from .codegen import _Printer
         pr = _Printer({"fully_qualified_modules": True, **order})
-        args = sorted(s.name for s in expr.free_symbols)
+        args = sorted(s.name for s in dag.symbols_of(expr))
         body = [f"    {s} = {pr.doprint(e)}" for s, e in subs] + [f"    return {pr.doprint(result)}"]
         return (f"import numpy as np\n\n\ndef {quantity}({', '.join(args)}):\n" + "\n".join(body) + "\n").replace(
             "numpy.", "np.")
     dim, doc = formulas[0].get(quantity, ("", ""))
-    used = sorted(s.name for s in expr.free_symbols)
+    used = sorted(s.name for s in dag.symbols_of(expr))
     out = {"quantity": quantity, "dimension": dim or "1", "description": doc}
     if subs:
         out["subexpressions"] = {str(s): {"sympy": text(e), "latex": latex(e)} for s, e in subs}
