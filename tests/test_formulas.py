@@ -143,23 +143,30 @@ def test_every_formula_has_its_dimension(quantity):
     assert float(b) == pytest.approx(float(a) * _scale(dim), rel=1e-9), quantity
 
 
-@pytest.mark.slow          # codegen of the whole model: ~45 s here
+@pytest.mark.slow          # codegen of the whole model: ~2 min here
 def test_compiled_module_is_in_sync_with_formulas():
-    from roofline import _compiled
-    from roofline.formulas import codegen, dag
-    exprs = step.build()
-    assert codegen.source(exprs) == open(_compiled.__file__).read(), "run: python -m roofline.formulas.codegen"
-    # the graph symbolic export loads instead of building: the very graph build() makes (compared as stored, node by
-    # node: == on two separately built expressions walks their trees, exponentially larger than the graph)
-    import json
-    assert dag.dump(exprs) == json.loads(dag.PATH.read_text()), "run: python -m roofline.formulas.codegen"
+    # in a fresh interpreter: sympy's cache shared with the tests before (graphs rebuilt unevaluated by export) would
+    # mix equal-but-distinct nodes into build(), and == between them walks trees exponentially larger than the graph
+    import subprocess
+    import sys
+    code = ("import json, sys; from roofline import _compiled; from roofline.formulas import codegen, dag, step; "
+            "e = step.build(); "
+            "sys.exit((codegen.source(e) != open(_compiled.__file__).read()) + "
+            "2 * (dag.dump(e) != json.loads(dag.PATH.read_text())))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    # 1: _compiled.py stale; 2: the stored graph (what symbolic export loads instead of building) stale; 3: both
+    assert r.returncode == 0, f"run: python -m roofline.formulas.codegen (code {r.returncode}) {r.stderr[-500:]}"
 
 
 # ---- symbolic vs numeric ----------------------------------------------------------------------
 def _symbolic(names, x):
     """The sympy expressions of ``names`` evaluated at ``x`` in 30-digit arithmetic, each distinct subexpression
     once (formulas.export.substitute): an evaluation path independent of the generated numpy code."""
+    from sympy.core.cache import clear_cache
+
     from roofline.formulas.export import substitute
+    if step.build.cache_info().currsize == 0:
+        clear_cache()           # no equal-but-distinct nodes of earlier tests' unevaluated rebuilds in build()'s graph
     exprs = step.build()
     dflt = {k: v.default for k, v in SYMBOLS.items() if v.default is not None}
     vals = {s.symbol: sp.Float(x.get(k, dflt.get(k, 1.0)), 30) for k, s in SYMBOLS.items()}
