@@ -329,8 +329,8 @@ def _pipeline_layout(row: dict) -> dict:
             v = n // pp if vp == 1 and n % pp == 0 else vp
             ranks(m.group(1), pp, v, layers, mtp)
             return {"pipeline_layout": m.group(1), "interleave": v}
-        except InputError:
-            pass
+        except InputError:      # a stated layout that does not fit the row: the recipe's for (pp, vp), below
+            m = None
     preset = families.preset_for(row.get("model"))
     found = models.pipeline_layout(preset, pp, vp, mtp) if preset else None
     if found is None:

@@ -400,7 +400,7 @@ def _loss_weights(r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if LOSS == "linear":
         return r, np.ones_like(r)
     if LOSS != "soft_l1":
-        raise NotImplementedError(LOSS)
+        raise ValueError(f"from-runs: no interval weights for loss {LOSS!r} (soft_l1 or linear)")
     z = (r / F_SCALE) ** 2
     return r / np.sqrt(1 + z), (1 + z) ** -1.5
 
