@@ -169,12 +169,11 @@ def cmd_formulas(args) -> int:
             raise InputError(f"--set {k}: value {v!r} is not a number") from None
     if args.gpu:
         from . import hardware
-        from .formulas.symbols import SYMBOLS
+        from .formulas.symbols import hardware_defaults
         from .predict import hardware_inputs
-        # the profile's values, and the sourced defaults of the hardware symbols a profile does not state
-        # (memory reserve, NCCL's SMs; hardware/defaults.yaml), as the compiled model takes them
-        defaults = {k: s.default for k, s in SYMBOLS.items() if s.group == "hardware" and s.default is not None}
-        values = {**defaults, **hardware_inputs(hardware.load(args.gpu)), **values}
+        # the profile's values, and the sourced defaults of the hardware symbols a profile does not state,
+        # as the compiled model takes them
+        values = {**hardware_defaults(), **hardware_inputs(hardware.load(args.gpu)), **values}
     from . import progress
     # on a terminal only: in a log the phase's lines would precede a late error (an undefined value found after
     # the substitution), and a refused input is one line

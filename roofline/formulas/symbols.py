@@ -43,6 +43,12 @@ def by_symbol() -> dict[sp.Symbol, Sym]:
     return {s.symbol: s for s in SYMBOLS.values()}
 
 
+def hardware_defaults() -> dict[str, float]:
+    """The sourced defaults of the hardware symbols a profile does not state (memory reserve, NCCL's SMs;
+    hardware/defaults.yaml): the values the compiled model takes when an input dict leaves them out."""
+    return {k: s.default for k, s in SYMBOLS.items() if s.group == "hardware" and s.default is not None}
+
+
 # ---- model --------------------------------------------------------------------------------
 layers = _s("layers", "", "transformer layers l", "model", "l")
 d_model = _s("d_model", "", "hidden size h", "model", "h")
