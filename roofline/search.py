@@ -266,8 +266,9 @@ def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, 
 def plan_of(knobs: dict, i: int, base, global_batch: int, gpipe: bool = False):
     """The Plan of row i of an enumeration (fixed fields from ``base``)."""
     v = int(knobs["interleave"][i])
+    ruled = {k: float(knobs[k][i]) for k in _RULED if k in knobs}     # the stack's layout rules (evaluate_space)
     return dataclasses.replace(
-        base, tp=int(knobs["tp"][i]), pp=int(knobs["pp"][i]), dp=int(knobs["dp"][i]), cp=int(knobs["cp"][i]),
+        base, **ruled, tp=int(knobs["tp"][i]), pp=int(knobs["pp"][i]), dp=int(knobs["dp"][i]), cp=int(knobs["cp"][i]),
         ep=int(knobs["ep"][i]), micro_batch=int(knobs["micro_batch"][i]), global_batch=int(global_batch),
         interleave=v, schedule=_schedule(v, gpipe), sequence_parallel=bool(knobs["sequence_parallel"][i]),
         recompute=RECOMPUTE[int(knobs["recompute"][i])], sharding=SHARDING_BY_STAGE[int(knobs["sharding"][i])])
@@ -307,13 +308,18 @@ def evaluate_arrays(x: dict, n: int, outputs=_OUT, chunk: int = CHUNK) -> dict:
 
 
 def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, framework: str = "megatron-core",
-                   gpipe: bool = False, memory_margin: float = 0.0, **pins) -> Space:
+                   gpipe: bool = False, memory_margin: float = 0.0, stated=frozenset(),
+                   tp_comm_overlap: bool = False, **pins) -> Space:
     """Enumerate and evaluate every valid plan (see :func:`enumerate_plans` for ``pins``). A plan fits when
-    its tensors plus the reserve (CUDA context, NCCL buffers, fragmentation) stay below capacity x (1 - margin)."""
+    its tensors plus the reserve (CUDA context, NCCL buffers, fragmentation) stay below capacity x (1 - margin).
+
+    The overlap fields that follow from each plan's layout (p2p overlap when interleaved, ...) come from the
+    stack's rules per plan, as :func:`roofline.spec.resolve` applies them, unless ``stated`` names the field."""
     import numpy as np
 
     from .config import Plan, check
     from .predict import check_margin, fits as fits_memory, hardware_inputs, model_inputs, plan_inputs
+    from .spec import layout_rules
 
     memory_margin = check_margin(memory_margin)
 
@@ -324,6 +330,13 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
     n = len(knobs["tp"])
     x = {**model_inputs(model), **plan_inputs(Plan(**{k: getattr(base, k) for k in _FIXED})),
          **hardware_inputs(hw, base.dtype), **plan_arrays(knobs, global_batch, gpipe)}
+    st = _stack(framework)
+    if st is not None and n:
+        rules = layout_rules(st, knobs["tp"], knobs["pp"], knobs["interleave"], tp_comm_overlap)
+        for field, (where, v, _why) in rules.items():
+            if field not in stated:
+                knobs[field] = np.broadcast_to(np.where(where, v, getattr(base, field)), (n,)).astype(float)
+                x[_RULED[field]] = knobs[field]
     out = evaluate_arrays(x, n) if n else {k: np.empty(0) for k in _OUT}
     fits = fits_memory(out["memory"], out["mem_reserve"], hw, memory_margin) & np.isfinite(out["step_time"]) \
         & (out["step_time"] > 0)
@@ -331,8 +344,11 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
                  enumerated=enumerated, valid=n, knobs=knobs, out=out, fits=fits, memory_margin=memory_margin)
 
 
+# plan fields a stack rule sets per layout (spec.layout_rules) -> their formula input (predict.plan_inputs)
+_RULED = {"overlap_pp": "ov_pp", "overlap_grad_reduce": "ov_dp", "overlap_tp": "ov_tp"}
+# plan fields every searched plan takes from the base (the stack's defaults, or what the user stated)
 _FIXED = ("dtype", "grad_dtype", "overlap_grad_reduce", "overlap_param_gather", "overlap_tp", "overlap_pp",
-          "overlap_cp")
+          "overlap_cp", "overlap_ep", "tp_async_dgrad", "ep_dispatcher")
 
 
 def _stack(framework):
@@ -729,6 +745,9 @@ def cmd_search(args) -> int:
     framework = framework or spec.stack.id
     base = dataclasses.replace(plan, tp=1, pp=1, dp=1, cp=1)
     pins = _pins(args)
+    # fields the user stated keep their value; the others follow each plan's layout by the stack's rules
+    pins["stated"] = frozenset(k for k, why in spec.origin.items() if why == "stated")
+    pins["tp_comm_overlap"] = bool(args.tp_comm_overlap)
     gpipe = args.schedule == "gpipe"
     kw = dict(objective=args.objective, tokens=args.tokens, gpu_hour_price=args.gpu_hour_price, gpipe=gpipe,
               framework=framework)

@@ -141,6 +141,25 @@ def smallest_interleave(layers: int, pp: int, micro_batches: int) -> int:
     return 1
 
 
+def layout_rules(st, tp, pp, interleave, tp_comm_overlap: bool = False) -> dict:
+    """The overlap fields that follow from the layout by the stack's rules: {field: (applies, value, why)}.
+
+    ``tp``, ``pp`` and ``interleave`` are integers or numpy arrays (broadcast), so :func:`resolve` applies the
+    rules to one plan and ``search`` to every enumerated plan: one place for each rule."""
+    import numpy as np
+
+    tp, pp, v = np.asarray(tp), np.asarray(pp), np.asarray(interleave)
+    ov_pp = float(st.rule("overlap_pp_interleaved", 0.0))
+    out = {"overlap_pp": (np.ones_like(v, dtype=bool), np.where(v > 1, ov_pp, 0.0),
+                          f"{st.id}: p2p overlap in the interleaved schedule, none without interleaving")}
+    if st.rule("no_overlap_with_pp"):
+        out["overlap_grad_reduce"] = (pp > 1, 0.0, f"{st.id}: the pipeline engine reduces gradients after the "
+                                                   "last micro-batch")
+    if tp_comm_overlap and st.rule("tp_comm_overlap") == "ring":
+        out["overlap_tp"] = (tp > 1, (tp - 1) / tp, "tp_comm_overlap stated: (tp-1)/tp hidden")
+    return out
+
+
 def resolve(model=None, plan=None, hardware=None, stack=None, *, model_fields: dict | None = None,
             gpus_per_node: int | None = None, net_gbps: float | None = None, stack_reason: str = "") -> Spec:
     """Resolve one run (see the module docstring for the precedence); InputError on an invalid result.
@@ -227,12 +246,9 @@ def resolve(model=None, plan=None, hardware=None, stack=None, *, model_fields: d
     if p["schedule"] == "interleaved" and p["interleave"] == 1:
         p["schedule"] = "1f1b"
         origin["schedule"] = "rule: no valid interleave"
-    rule("overlap_pp", float(st.rule("overlap_pp_interleaved", 0.0)) if p["interleave"] > 1 else 0.0,
-         f"{st.id}: p2p overlap " + ("in the interleaved schedule" if p["interleave"] > 1 else "off without interleaving"))
-    if st.rule("no_overlap_with_pp") and p["pp"] > 1:
-        rule("overlap_grad_reduce", 0.0, f"{st.id}: the pipeline engine reduces gradients after the last micro-batch")
-    if tp_overlap and st.rule("tp_comm_overlap") == "ring" and p["tp"] > 1:
-        rule("overlap_tp", (p["tp"] - 1) / p["tp"], "tp_comm_overlap stated: (tp-1)/tp hidden")
+    for k, (where, v, why) in layout_rules(st, p["tp"], p["pp"], p["interleave"], bool(tp_overlap)).items():
+        if where:
+            rule(k, float(v), why)
     rule("uneven_stages", bool(st.rule("uneven_stages", False)), f"{st.id} splits uneven layer counts"
          if st.rule("uneven_stages") else f"{st.id} needs layers divisible by pp x v")
     try:

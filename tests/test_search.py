@@ -57,6 +57,29 @@ def test_best_equals_predict(gpt3):
         assert c.energy_kwh == pytest.approx(d["energy_kwh"], rel=1e-9)
 
 
+@pytest.mark.parametrize("framework,tp_comm_overlap", [("megatron-core", False), ("megatron-core", True),
+                                                       ("gpt-neox", False)])
+def test_candidates_carry_the_plan_resolve_gives_their_layout(framework, tp_comm_overlap):
+    """Overlap fields that follow from the layout by a stack rule (p2p overlap when interleaved, no gradient
+    overlap with a DeepSpeed pipeline, the TP ring overlap) are set per plan in search as resolve sets them:
+    the same layout priced through `transformer` and through `search` gives the same step time."""
+    from roofline.spec import resolve
+
+    spec = resolve(models.load("gpt3-13b"), {"tp_comm_overlap": True} if tp_comm_overlap else None, A100, framework)
+    m = spec.model       # the stack's model defaults (attention kernel, dropout), as `search` takes them
+    cands = search(m, A100, 64, 256, top=40, framework=framework, tp_comm_overlap=tp_comm_overlap, base=spec.plan)
+    assert {c.plan.interleave > 1 for c in cands} == {True, False} or framework == "gpt-neox"
+    for c in cands:
+        layout = {k: getattr(c.plan, k) for k in ("tp", "pp", "dp", "cp", "micro_batch", "global_batch",
+                                                  "interleave", "recompute", "sharding", "sequence_parallel")}
+        if tp_comm_overlap:
+            layout["tp_comm_overlap"] = True
+        ref = resolve(m, layout, A100, framework).plan
+        for f in ("overlap_pp", "overlap_grad_reduce", "overlap_tp"):
+            assert getattr(c.plan, f) == getattr(ref, f), (f, c.plan)
+        assert c.step_time_s == pytest.approx(predict(m, ref, A100).step_time.to("s").magnitude, rel=1e-9)
+
+
 def test_best_is_the_fastest_fitting_plan_of_the_space():
     m = models.load("gpt3-13b")
     space = evaluate_space(m, A100, 64, 256)

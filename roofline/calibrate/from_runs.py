@@ -61,6 +61,13 @@ from ..errors import InputError
 # (docs/calibration.md: 4-8 % per class on A100), so a run missing by much more is more likely a defect of
 # that run (a slow node, an allocator retry) than information about the cluster.
 LOSS, F_SCALE = "soft_l1", 0.05
+# A run is set aside as an outlier after a first fit when its residual is further from the median than 3.5 robust
+# standard deviations (1.4826 MAD: the modified z-score rule of Iglewicz & Hoaglin 1993, "How to Detect and Handle
+# Outliers", ASQC vol. 16) and more than OUTLIER_FLOOR (twice F_SCALE: twice the per-operator held-out error) in log
+# time; the terms are then refitted without it. soft_l1 alone still pulls linearly on a run 1.3-2x slow, enough to
+# bias a term that few runs constrain. Not when more than a quarter of the runs would go: then the model misses,
+# not the runs.
+OUTLIER_Z, OUTLIER_FLOOR, OUTLIER_MAX_SHARE = 3.5, 2 * F_SCALE, 0.25
 ZERO_ELASTICITY = 1e-3      # max |d log t / d log term| below which the runs do not depend on a term
 COLLINEAR = 0.999           # cosine of two elasticity columns at or above which two terms cannot be told apart
 CORRELATED = 0.95           # |correlation| of two fitted estimates above which a warning is printed
@@ -333,8 +340,9 @@ class Fit:
     corr: np.ndarray                # correlation of the estimates
     at_bound: tuple                 # terms whose solution sits on a bound
     nfev: int
-    residuals: np.ndarray           # log(pred / measured) on the training rows
+    residuals: np.ndarray           # log(pred / measured) on the training rows (the outliers excluded)
     warnings: list = field(default_factory=list)
+    excluded: tuple = ()            # rows (indices of ``measured``) set aside as outliers after a first fit
 
 
 class _Space:
@@ -444,9 +452,36 @@ def covariance(J: np.ndarray, r: np.ndarray, clusters=None) -> tuple[np.ndarray,
     return corr * np.outer(sd, sd), crit
 
 
-def fit_terms(pricer: Pricer, measured: np.ndarray, terms: tuple, base_hw, idx=None, groups=None) -> Fit:
+def outliers(r: np.ndarray) -> np.ndarray:
+    """The rows whose residual is an outlier (OUTLIER_Z robust standard deviations and OUTLIER_FLOOR from the
+    median), or none when more than OUTLIER_MAX_SHARE of the rows would be."""
+    d = np.abs(r - np.median(r))
+    bad = d > max(OUTLIER_Z * 1.4826 * float(np.median(d)), OUTLIER_FLOOR)
+    return bad if bad.sum() <= OUTLIER_MAX_SHARE * len(r) else np.zeros(len(r), dtype=bool)
+
+
+def fit_terms(pricer: Pricer, measured: np.ndarray, terms: tuple, base_hw, idx=None, groups=None,
+              reject: bool = True) -> Fit:
     """Robust bounded least squares of log(pred / measured) over the rows ``idx`` (all when None); ``groups``
-    (one label per row of ``measured``): the clusters of the intervals (``covariance``), rows alone when None."""
+    (one label per row of ``measured``): the clusters of the intervals (``covariance``), rows alone when None.
+    With ``reject``, runs the first fit finds to be outliers (:func:`outliers`) are set aside and the terms refitted
+    on the rest, when at least two rows per term remain; ``Fit.excluded`` names them."""
+    f = _fit_terms(pricer, measured, terms, base_hw, idx, groups)
+    if not reject:
+        return f
+    rows = np.arange(len(measured)) if idx is None else np.asarray(idx)
+    bad = outliers(f.residuals)
+    if not bad.any() or (~bad).sum() < 2 * len(terms):
+        return f
+    g = _fit_terms(pricer, measured, terms, base_hw, rows[~bad], groups)
+    g.excluded = tuple(int(i) for i in rows[bad])
+    g.warnings.append(f"{int(bad.sum())} of {len(rows)} runs set aside as outliers (more than "
+                      f"{OUTLIER_Z} robust standard deviations and {OUTLIER_FLOOR:.0%} in log time from the first "
+                      f"fit's median residual): the terms are fitted on the rest")
+    return g
+
+
+def _fit_terms(pricer: Pricer, measured: np.ndarray, terms: tuple, base_hw, idx=None, groups=None) -> Fit:
     from scipy.optimize import least_squares
 
     space = _Space(terms, base_hw)
