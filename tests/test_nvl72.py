@@ -120,3 +120,14 @@ def test_blackwell_ultra_raises_dense_fp4_by_half(ultra, base):
     u, b = hardware.load(ultra), hardware.load(base)
     assert u.peak("fp4") == pytest.approx(1.5 * b.peak("fp4"))
     assert u.peak("fp8") == pytest.approx(b.peak("fp8"))
+
+
+def test_torchtitan_h100_variant_states_what_its_source_states():
+    """The 96 GB, 500 W H100 of torchtitan's benchmarks (its Hardware section): HBM2e 96 GB at 2.4 TB/s,
+    400 Gb/s per GPU, 500 W; its peak is unpublished, stated to lie between H100 NVL (835) and SXM (989)."""
+    h = hardware.load("h100-hbm2e-96gb-500w")
+    sxm = hardware.load("h100-sxm")
+    assert h.hbm_capacity == 96 * 2**30 and h.hbm_bandwidth == 2.4e12 and h.board_power == 500
+    assert h.inter.bandwidth == 50e9 and h.intra.bandwidth == sxm.intra.bandwidth and h.sm_count == sxm.sm_count
+    assert 835e12 < h.peak("bf16") < sxm.peak("bf16") and h.peak("fp8") == 2 * h.peak("bf16")
+    assert h.matmul_ceiling == pytest.approx(sxm.matmul_ceiling, rel=1e-3)     # the same fraction of its peak
