@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 
-from .config import (ATTENTION, DISPATCHERS, DTYPES, GRAD_DTYPES, MLPS, NORMS, POSITIONS, RECOMPUTE, SCHEDULES,
-                     SHARDING, SHARDING_BY_STAGE)
+from .config import (ATTENTION, DISPATCHERS, DTYPES, GRAD_DTYPES, LOSS_KERNELS, MLPS, NORMS, POSITIONS, RECOMPUTE,
+                     SCHEDULES, SHARDING, SHARDING_BY_STAGE)
 
 # (flag, dest, type, help) of the model shape; None type = store_true/false pairs handled below
 MODEL_FLAGS = [
@@ -101,6 +101,9 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
               "dgrad GEMM (Megatron-LM LinearWithGradAccumulationAndAsyncCommunication); default: the stack's")
     flag(g, "no-tp-async-dgrad", dest="tp_async_dgrad", action="store_false",
          help="TP backward collectives mirror the forward's, synchronous (Megatron-LM 2021, Megatron-DeepSpeed, GPT-NeoX)")
+    flag(g, "loss-kernel", dest="loss_kernel", choices=LOSS_KERNELS, default=None,
+         help="the loss: fused (Megatron's vocab-parallel cross entropy) or eager (torch F.cross_entropy on fp32-upcast "
+              "logits, as torchtitan); sets the LM head's logits memory; default: the stack's")
     flag(g, "uneven-stages", dest="uneven_stages", action="store_true", default=None,
          help="allow layers not divisible by pp x interleave (the heaviest stage rounds up)")
     flag(g, "pipeline-layout", dest="pipeline_layout",
@@ -172,6 +175,7 @@ def build_spec(args):
     flags = {**{dest: getattr(args, dest) for _, dest, _, _ in PLAN_FLAGS}, "schedule": args.schedule,
              "sequence_parallel": args.sequence_parallel, "recompute": args.recompute, "sharding": sharding,
              "uneven_stages": args.uneven_stages, "tp_async_dgrad": getattr(args, "tp_async_dgrad", None),
+             "loss_kernel": getattr(args, "loss_kernel", None),
              "pipeline_layout": getattr(args, "pipeline_layout", None),
              "dtype": args.dtype, "grad_dtype": args.grad_dtype,
              "ep_dispatcher": getattr(args, "ep_dispatcher", None),

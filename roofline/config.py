@@ -22,6 +22,11 @@ DTYPES = PRECISION_NAMES                # roofline/precision.py: bf16, fp16, fp3
 # MoE token dispatchers: NCCL all-to-all (Megatron-Core --moe-token-dispatcher-type alltoall), or the flex dispatcher's
 # node-deduplicating backends (--moe-flex-dispatcher-backend deepep | hybridep; formulas/comm.py dispatch_a2a)
 DISPATCHERS = ("alltoall", "deepep", "hybridep")
+# the loss over the vocabulary: "fused", Megatron's vocab-parallel cross entropy (tensor_parallel/cross_entropy.py:
+# bf16 logits + one fp32 exp copy, gradient computed in place); "eager", torch F.cross_entropy on fp32-upcast logits
+# (torchtitan components/loss.py cross_entropy_loss): log-softmax output saved in fp32, its backward holding two
+# more fp32 copies (the NLL gradient and the log-softmax gradient)
+LOSS_KERNELS = ("fused", "eager")
 GRAD_DTYPES = ("fp32", "bf16", "fp16")
 # Sharding over dp. Every accepted name has its ZeRO stage (Rajbhandari et al. 2020): distributed = Megatron's
 # distributed optimizer (--use-distributed-optimizer) = ZeRO-1; fsdp = FULL_SHARD = ZeRO-3.
@@ -195,6 +200,7 @@ class Plan:
     # LinearWithGradAccumulationAndAsyncCommunication; on by default in Megatron-Core, the default stack); False: the
     # backward's collectives mirror the forward's and run synchronously (per stack: stacks/*.yaml tp_async_dgrad)
     tp_async_dgrad: bool = True
+    loss_kernel: str = "fused"          # fused | eager (LOSS_KERNELS; per stack: stacks/*.yaml loss_kernel)
     overlap_ep: float = 0.0             # fraction of the MoE all-to-all hidden (Megatron-Core --overlap-moe-expert-parallel-comm, default off)
     overlap_pp: float = 0.0             # fraction of PP send/recv hidden
     overlap_cp: float = 1.0             # ring attention overlaps KV exchange with attention (default on)
@@ -436,6 +442,7 @@ RULES: tuple[Rule, ...] = (
     _choice("plan", "dtype", "dtype", DTYPES),
     _choice("plan", "grad_dtype", "grad_dtype", GRAD_DTYPES),
     _choice("plan", "ep_dispatcher", "ep_dispatcher", DISPATCHERS),
+    _choice("plan", "loss_kernel", "loss_kernel", LOSS_KERNELS),
     *(_fraction(n) for n in ("overlap_grad_reduce", "overlap_param_gather", "overlap_tp", "overlap_pp",
                              "overlap_cp", "overlap_ep")),
     Rule(lambda m, p: m.head_dim is not None or m.d_model % m.n_heads == 0,

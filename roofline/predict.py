@@ -125,7 +125,7 @@ def plan_inputs(p: Plan, model: Model | None = None) -> dict:
     return {**layout_inputs(p.tp, p.pp, p.dp, p.cp, p.ep, p.micro_batch, p.batch, p.interleave, p.sequence_parallel,
                             RECOMPUTE.index(p.recompute), p.zero_stage, p.schedule == "gpipe", p.etp, stages),
             "ov_dp": p.overlap_grad_reduce, "ov_ag": p.overlap_param_gather,
-            "ov_tp": p.overlap_tp, "tp_async": float(p.tp_async_dgrad), "ov_pp": p.overlap_pp, "ov_cp": p.overlap_cp, "ov_ep": p.overlap_ep,
+            "ov_tp": p.overlap_tp, "tp_async": float(p.tp_async_dgrad), "ce_eager": float(p.loss_kernel == "eager"), "ov_pp": p.overlap_pp, "ov_cp": p.overlap_cp, "ov_ep": p.overlap_ep,
             "act_bytes": ACT_BYTES.get(p.dtype, 2), "grad_bytes": BYTES[p.grad_dtype], "opt_bytes": 12,
             "q_bytes": precision.get(p.dtype).q_bytes, "ep_dedup": float(p.ep_dispatcher != "alltoall"),
             "mask_bytes": 1, "f32_bytes": 4}

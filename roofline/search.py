@@ -348,7 +348,7 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
 _RULED = {"overlap_pp": "ov_pp", "overlap_grad_reduce": "ov_dp", "overlap_tp": "ov_tp"}
 # plan fields every searched plan takes from the base (the stack's defaults, or what the user stated)
 _FIXED = ("dtype", "grad_dtype", "overlap_grad_reduce", "overlap_param_gather", "overlap_tp", "overlap_pp",
-          "overlap_cp", "overlap_ep", "tp_async_dgrad", "ep_dispatcher")
+          "overlap_cp", "overlap_ep", "tp_async_dgrad", "ep_dispatcher", "loss_kernel")
 
 
 def _stack(framework):

@@ -257,3 +257,20 @@ def test_achieved_tflops_per_gpu_is_mfu_times_peak():
     d = p.to_dict()
     assert d["model_tflops_per_gpu"] == pytest.approx(d["mfu"] * p.hardware.peak("bf16") / 1e12, rel=1e-9)
     assert d["units"]["model_tflops_per_gpu"] == "TFLOP/s"
+
+
+def test_loss_kernel_sets_the_heads_logits_memory():
+    """torchtitan's eager cross entropy on fp32-upcast logits (components/loss.py) holds, per logit, the fp32
+    log-softmax output plus the NLL and log-softmax gradients at the loss's backward: 12 bytes, against 6 for
+    Megatron's fused vocab-parallel loss (bf16 logits + one fp32 copy). LLaMA-3 8B at 32768 tokens: 6 x 32768 x
+    128256 bytes more (torchtitan's 8-GPU FSDP + CP table measured 83.9 GiB reserved)."""
+    from roofline import hardware, models
+
+    H100 = hardware.load("h100-hbm2e-96gb-500w")
+    m = models.load("llama3-8b")
+    plan = {"tp": 1, "pp": 1, "dp": 8, "micro_batch": 1, "global_batch": 8, "recompute": "full", "sharding": "fsdp"}
+    tt = resolve(m, plan, H100, "torchtitan", model_fields={"seq_len": 32768})
+    assert tt.plan.loss_kernel == "eager" and resolve(m, plan, H100).plan.loss_kernel == "fused"
+    fused = dataclasses.replace(tt.plan, loss_kernel="fused")
+    extra = predict(tt.model, tt.plan, H100).memory["total"] - predict(tt.model, fused, H100).memory["total"]
+    assert extra.to("B").magnitude == pytest.approx(6 * 32768 * 128256, rel=1e-9)

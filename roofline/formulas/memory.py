@@ -173,8 +173,12 @@ def stage_stored(n_dense):
 # whose loss waits for its backward (1F1B: one; GPipe: all m); plus the head's input (final-norm output,
 # saved by the LM-head GEMM for its weight gradient; SP-split). Megatron's estimator adds 4 s b h (1 + V/h) / t
 # for pp = 1 (theoretical_memory_usage.py).
+# Torch's eager cross entropy on fp32-upcast logits (ce_eager = 1; torchtitan components/loss.py, stacks/*.yaml
+# loss_kernel): each in-flight micro-batch keeps the fp32 log-softmax output, and at the loss's backward the NLL
+# gradient and the log-softmax gradient (fp32 both) are live at once: 2 f32 bytes per logit in place of the bf16 logits.
 head_in_flight = S.gpipe * PL.micro_batches + (1 - S.gpipe)
-logits = C.tokens * C.vocab_pad / S.tp * (S.act_bytes + S.f32_bytes * head_in_flight)
+logits = C.tokens * C.vocab_pad / S.tp * ((1 - S.ce_eager) * S.act_bytes + S.ce_eager * 2 * S.f32_bytes
+                                          + S.f32_bytes * head_in_flight)
 head_input = S.act_bytes * sbh / C.sp_div
 only = 1 - PL.has_pp                                       # p = 1: one stage holds embedding and head
 # an MTP layer keeps its transformer layer's activations and the inputs of enorm, hnorm (h each), eh_proj (2h;

@@ -244,6 +244,11 @@ tp_async = _s("tp_async", "", "1 when the TP backward runs the column-parallel l
               "LinearWithGradAccumulationAndAsyncCommunication); 0: the backward's collectives mirror the forward's, "
               "synchronous", "plan", r"\alpha_{t}")
 
+# ---- the loss kernel (per stack: stacks/*.yaml plan loss_kernel -> config.Plan -> predict.plan_inputs) -------------
+ce_eager = _s("ce_eager", "", "1 when the loss is torch's eager cross entropy on fp32-upcast logits (log-softmax output "
+              "saved in fp32; its backward holds the NLL and log-softmax gradients, fp32 each); 0: Megatron's fused "
+              "vocab-parallel cross entropy (bf16 logits and one fp32 copy, gradient in place)", "plan", r"\epsilon_{ce}")
+
 # ---- a stated pipeline layer layout (Megatron-Core --pipeline-model-parallel-layout; roofline/layout.py) ----------
 # pp_layout = 0 is the sentinel "derive as today" (pipeline.stage_layers: ceil(l / (p v)) v layers per rank, the
 # heavier edge on the heaviest stage); 1: the counts below, per physical rank over all its virtual stages
