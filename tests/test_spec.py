@@ -274,3 +274,20 @@ def test_loss_kernel_sets_the_heads_logits_memory():
     fused = dataclasses.replace(tt.plan, loss_kernel="fused")
     extra = predict(tt.model, tt.plan, H100).memory["total"] - predict(tt.model, fused, H100).memory["total"]
     assert extra.to("B").magnitude == pytest.approx(6 * 32768 * 128256, rel=1e-9)
+
+
+def test_nanotron_rows_get_nanotron_defaults():
+    """A row naming nanotron is priced with nanotron's own defaults (src/nanotron/config/parallelism_config.py:
+    all-reduce TP without SP or async dgrad, no recomputation; ZeRO-1 at most, no interleaving)."""
+    from roofline import hardware, models
+
+    st, why = stacks.infer("nanotron (Ultra-Scale Playbook)", "")
+    assert st.id == "nanotron" and "nanotron" in why
+    sp = resolve(models.load("llama3-8b"), {"tp": 4, "pp": 2, "dp": 2, "micro_batch": 1, "global_batch": 32},
+                 hardware.load("h100-sxm"), "nanotron")
+    p = sp.plan
+    assert (p.sequence_parallel, p.tp_async_dgrad, p.recompute, p.interleave, p.loss_kernel) == \
+        (False, False, "none", 1, "fused")
+    with pytest.raises(InputError, match="nanotron"):
+        resolve(models.load("llama3-8b"), {"tp": 1, "pp": 2, "dp": 4, "micro_batch": 1, "global_batch": 32,
+                                           "sharding": "zero3"}, hardware.load("h100-sxm"), "nanotron")
