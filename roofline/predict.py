@@ -109,6 +109,11 @@ def pipeline_layout_inputs(stages: dict | None) -> dict:
     return {"pp_layout": 1.0, **{k: float(stages[k]) for k in LAYOUT_SYMBOLS}}
 
 
+# the overlap fractions of a plan -> their formula inputs (symbols ov_*); search sets the layout-ruled ones per plan
+OVERLAP_INPUTS = {"overlap_grad_reduce": "ov_dp", "overlap_param_gather": "ov_ag", "overlap_tp": "ov_tp",
+                  "overlap_pp": "ov_pp", "overlap_cp": "ov_cp", "overlap_ep": "ov_ep"}
+
+
 def plan_inputs(p: Plan, model: Model | None = None) -> dict:
     """A plan's formula inputs; a stated pipeline_layout needs the ``model`` (its layers, MTP layers and leading
     dense layers)."""
@@ -124,8 +129,8 @@ def plan_inputs(p: Plan, model: Model | None = None) -> dict:
                               model.mtp_layers or 0)
     return {**layout_inputs(p.tp, p.pp, p.dp, p.cp, p.ep, p.micro_batch, p.batch, p.interleave, p.sequence_parallel,
                             RECOMPUTE.index(p.recompute), p.zero_stage, p.schedule == "gpipe", p.etp, stages),
-            "ov_dp": p.overlap_grad_reduce, "ov_ag": p.overlap_param_gather,
-            "ov_tp": p.overlap_tp, "tp_async": float(p.tp_async_dgrad), "ce_eager": float(p.loss_kernel == "eager"), "ov_pp": p.overlap_pp, "ov_cp": p.overlap_cp, "ov_ep": p.overlap_ep,
+            **{sym: getattr(p, field) for field, sym in OVERLAP_INPUTS.items()}, "tp_async": float(p.tp_async_dgrad),
+            "ce_eager": float(p.loss_kernel == "eager"),
             "act_bytes": ACT_BYTES.get(p.dtype, 2), "grad_bytes": BYTES[p.grad_dtype], "opt_bytes": 12,
             "q_bytes": precision.get(p.dtype).q_bytes, "ep_dedup": float(p.ep_dispatcher != "alltoall"),
             "mask_bytes": 1, "f32_bytes": 4}

@@ -318,7 +318,7 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
     import numpy as np
 
     from .config import Plan, check
-    from .predict import check_margin, fits as fits_memory, hardware_inputs, model_inputs, plan_inputs
+    from .predict import OVERLAP_INPUTS, check_margin, fits as fits_memory, hardware_inputs, model_inputs, plan_inputs
     from .spec import layout_rules
 
     memory_margin = check_margin(memory_margin)
@@ -336,7 +336,7 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
         for field, (where, v, _why) in rules.items():
             if field not in stated:
                 knobs[field] = np.broadcast_to(np.where(where, v, getattr(base, field)), (n,)).astype(float)
-                x[_RULED[field]] = knobs[field]
+                x[OVERLAP_INPUTS[field]] = knobs[field]
     out = evaluate_arrays(x, n) if n else {k: np.empty(0) for k in _OUT}
     fits = fits_memory(out["memory"], out["mem_reserve"], hw, memory_margin) & np.isfinite(out["step_time"]) \
         & (out["step_time"] > 0)
@@ -344,8 +344,8 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
                  enumerated=enumerated, valid=n, knobs=knobs, out=out, fits=fits, memory_margin=memory_margin)
 
 
-# plan fields a stack rule sets per layout (spec.layout_rules) -> their formula input (predict.plan_inputs)
-_RULED = {"overlap_pp": "ov_pp", "overlap_grad_reduce": "ov_dp", "overlap_tp": "ov_tp"}
+# plan fields a stack rule may set per layout (spec.layout_rules); evaluate_space stores them in the knobs
+_RULED = ("overlap_pp", "overlap_grad_reduce", "overlap_tp")
 # plan fields every searched plan takes from the base (the stack's defaults, or what the user stated)
 _FIXED = ("dtype", "grad_dtype", "overlap_grad_reduce", "overlap_param_gather", "overlap_tp", "overlap_pp",
           "overlap_cp", "overlap_ep", "tp_async_dgrad", "ep_dispatcher", "loss_kernel")

@@ -68,6 +68,7 @@ LOSS, F_SCALE = "soft_l1", 0.05
 # bias a term that few runs constrain. Not when more than a quarter of the runs would go: then the model misses,
 # not the runs.
 OUTLIER_Z, OUTLIER_FLOOR, OUTLIER_MAX_SHARE = 3.5, 2 * F_SCALE, 0.25
+MAD_TO_SD = 1.4826          # standard deviation / median absolute deviation of a normal distribution
 ZERO_ELASTICITY = 1e-3      # max |d log t / d log term| below which the runs do not depend on a term
 COLLINEAR = 0.999           # cosine of two elasticity columns at or above which two terms cannot be told apart
 CORRELATED = 0.95           # |correlation| of two fitted estimates above which a warning is printed
@@ -428,7 +429,7 @@ def covariance(J: np.ndarray, r: np.ndarray, clusters=None) -> tuple[np.ndarray,
     from scipy.stats import t as student_t
 
     n, p = J.shape
-    s = 1.4826 * float(np.median(np.abs(r - np.median(r)))) if n > p else float("nan")
+    s = MAD_TO_SD * float(np.median(np.abs(r - np.median(r)))) if n > p else float("nan")
     cov_rows = np.linalg.pinv(J.T @ J) * s ** 2
     if clusters is None:
         return cov_rows, 1.96
@@ -456,7 +457,7 @@ def outliers(r: np.ndarray) -> np.ndarray:
     """The rows whose residual is an outlier (OUTLIER_Z robust standard deviations and OUTLIER_FLOOR from the
     median), or none when more than OUTLIER_MAX_SHARE of the rows would be."""
     d = np.abs(r - np.median(r))
-    bad = d > max(OUTLIER_Z * 1.4826 * float(np.median(d)), OUTLIER_FLOOR)
+    bad = d > max(OUTLIER_Z * MAD_TO_SD * float(np.median(d)), OUTLIER_FLOOR)
     return bad if bad.sum() <= OUTLIER_MAX_SHARE * len(r) else np.zeros(len(r), dtype=bool)
 
 
