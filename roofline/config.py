@@ -16,7 +16,10 @@ MLPS = ("gelu", "swiglu", "squared_relu")
 NORMS = ("layernorm", "rmsnorm")
 POSITIONS = ("learned", "rope")
 ATTENTION = ("flash", "unfused")
-RECOMPUTE = ("none", "selective", "full")          # index = the formulas' recompute code (predict.layout_inputs)
+# index = the formulas' recompute code (predict.layout_inputs). "op": torchtitan's op-level selective checkpointing
+# (activation_checkpoint.selective_ac_option = "op", the default of its llama3 train_configs/*.toml): each block saves
+# its input, the SDPA outputs and every other matmul output and recomputes the rest (formulas/memory.py op_stored)
+RECOMPUTE = ("none", "selective", "full", "op")
 SCHEDULES = ("1f1b", "interleaved", "gpipe")
 DTYPES = PRECISION_NAMES                # roofline/precision.py: bf16, fp16, fp32 and the FP8/FP4 recipes
 # MoE token dispatchers: NCCL all-to-all (Megatron-Core --moe-token-dispatcher-type alltoall), or the flex dispatcher's
@@ -25,8 +28,10 @@ DISPATCHERS = ("alltoall", "deepep", "hybridep")
 # the loss over the vocabulary: "fused", Megatron's vocab-parallel cross entropy (tensor_parallel/cross_entropy.py:
 # bf16 logits + one fp32 exp copy, gradient computed in place); "eager", torch F.cross_entropy on fp32-upcast logits
 # (torchtitan components/loss.py cross_entropy_loss): log-softmax output saved in fp32, its backward holding two
-# more fp32 copies (the NLL gradient and the log-softmax gradient)
-LOSS_KERNELS = ("fused", "eager")
+# more fp32 copies (the NLL gradient and the log-softmax gradient); "compiled", the same F.cross_entropy under
+# torch.compile (torchtitan components/loss.py build_cross_entropy_loss with training.compile, since 2025-04): the
+# upcast, log-softmax and its gradient fuse into kernels that keep the 16-bit logits and write a 16-bit gradient
+LOSS_KERNELS = ("fused", "eager", "compiled")
 GRAD_DTYPES = ("fp32", "bf16", "fp16")
 # Sharding over dp. Every accepted name has its ZeRO stage (Rajbhandari et al. 2020): distributed = Megatron's
 # distributed optimizer (--use-distributed-optimizer) = ZeRO-1; fsdp = FULL_SHARD = ZeRO-3.
@@ -200,7 +205,7 @@ class Plan:
     # LinearWithGradAccumulationAndAsyncCommunication; on by default in Megatron-Core, the default stack); False: the
     # backward's collectives mirror the forward's and run synchronously (per stack: stacks/*.yaml tp_async_dgrad)
     tp_async_dgrad: bool = True
-    loss_kernel: str = "fused"          # fused | eager (LOSS_KERNELS; per stack: stacks/*.yaml loss_kernel)
+    loss_kernel: str = "fused"          # fused | eager | compiled (LOSS_KERNELS; per stack: stacks/*.yaml loss_kernel)
     overlap_ep: float = 0.0             # fraction of the MoE all-to-all hidden (Megatron-Core --overlap-moe-expert-parallel-comm, default off)
     overlap_pp: float = 0.0             # fraction of PP send/recv hidden
     overlap_cp: float = 1.0             # ring attention overlaps KV exchange with attention (default on)

@@ -52,7 +52,8 @@ SHARDING = [
 ]
 RECOMPUTE = [
     (r"^(none|no|off|n|false|0)\b", "none"),
-    (r"selective|core-attn|\bop\b|sel\b", "selective"),
+    (r"\bop\b|op[- ]level|op[- ]policy", "op"),           # torchtitan selective_ac_option = 'op'
+    (r"selective|core-attn|sel\b", "selective"),
     (r"full|block|uniform|^(yes|y|on|true|1)$|checkpoint", "full"),
 ]
 # The recipes of roofline/precision.py. A bare "fp8" is delayed scaling, Megatron-LM's default --fp8-recipe
@@ -80,8 +81,8 @@ def sharding(text):
 
 
 def recompute(text):
-    return _pick("recompute", text, RECOMPUTE, "none, selective (Megatron selective, core_attn, torchtitan op "
-                 "policy), full (full, block, uniform, activation checkpointing)")
+    return _pick("recompute", text, RECOMPUTE, "none, selective (Megatron selective, core_attn), op (torchtitan "
+                 "op-level selective AC), full (full, block, uniform, activation checkpointing)")
 
 
 def precision(text):

@@ -82,7 +82,7 @@ def layout_inputs(tp, pp, dp, cp, ep, micro_batch, global_batch, interleave, seq
                   gpipe, etp=None, stages=None) -> dict:
     """The formula inputs of a plan's layout: one plan's numbers, or numpy arrays of many (``search``).
 
-    ``recompute``: 0 none, 1 selective, 2 full (``config.RECOMPUTE`` order); ``zero``: the ZeRO stage 0-3;
+    ``recompute``: 0 none, 1 selective, 2 full, 3 op (``config.RECOMPUTE`` order); ``zero``: the ZeRO stage 0-3;
     ``sequence_parallel`` and ``gpipe``: truth values; ``etp`` None: = tp (Megatron-Core's default expert TP);
     ``stages``: a stated pipeline layout's per-rank counts (layout.stage_counts), None: derived (pp_layout = 0).
     The one mapping from plan knobs to formula symbols."""
@@ -92,7 +92,7 @@ def layout_inputs(tp, pp, dp, cp, ep, micro_batch, global_batch, interleave, seq
             "micro_batch": f(micro_batch),
             "global_batch": f(global_batch), "interleave": f(interleave),
             "seq_par": f((np.asarray(sequence_parallel) != 0) & (tp > 1)),
-            "rc_full": f(recompute == 2), "rc_sel": f(recompute == 1), "gpipe": f(np.asarray(gpipe) != 0),
+            "rc_full": f(recompute == 2), "rc_sel": f(recompute == 1), "rc_op": f(recompute == 3), "gpipe": f(np.asarray(gpipe) != 0),
             "z_os": f(zero >= 1), "z_grad": f(zero >= 2), "z_param": f(zero >= 3),
             **pipeline_layout_inputs(stages)}
 
@@ -130,7 +130,7 @@ def plan_inputs(p: Plan, model: Model | None = None) -> dict:
     return {**layout_inputs(p.tp, p.pp, p.dp, p.cp, p.ep, p.micro_batch, p.batch, p.interleave, p.sequence_parallel,
                             RECOMPUTE.index(p.recompute), p.zero_stage, p.schedule == "gpipe", p.etp, stages),
             **{sym: getattr(p, field) for field, sym in OVERLAP_INPUTS.items()}, "tp_async": float(p.tp_async_dgrad),
-            "ce_eager": float(p.loss_kernel == "eager"),
+            "ce_eager": float(p.loss_kernel == "eager"), "ce_compiled": float(p.loss_kernel == "compiled"),
             "act_bytes": ACT_BYTES.get(p.dtype, 2), "grad_bytes": BYTES[p.grad_dtype], "opt_bytes": 12,
             "q_bytes": precision.get(p.dtype).q_bytes, "ep_dedup": float(p.ep_dispatcher != "alltoall"),
             "mask_bytes": 1, "f32_bytes": 4}

@@ -234,6 +234,8 @@ def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, 
         allowed = tuple(_domain(rules, "sharding", allowed, [sharding] if isinstance(sharding, str)
                                 else list(sharding or ())))
         vs = _domain(rules, "interleave", vs, [interleave] if isinstance(interleave, int) else list(interleave or ()))
+        rcs = [RECOMPUTE.index(r) for r in _domain(rules, "recompute", [RECOMPUTE[i] for i in rcs],
+                                                   [recompute] if isinstance(recompute, str) else list(recompute or ()))]
     names = SHARDING_BY_STAGE + tuple(s for s in SHARDING if s not in SHARDING_BY_STAGE)
     zs = [ZERO_STAGE[z] for z in _choices("sharding", sharding, names, allowed)]   # SHARDING_BY_STAGE index
     enumerated = (len(tps) * len(pps) * len(cps) * len(eps) * len(mbs) * len(vs) * len(rcs) * len(sps) * len(zs))

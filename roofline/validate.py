@@ -342,6 +342,33 @@ def _pipeline_layout(row: dict) -> dict:
     return {"pipeline_layout": found[0], "interleave": vp}
 
 
+def memory_measure(row: dict) -> str:
+    """What a row's measured peak memory counts, from its notes: "reserved" (the caching allocator's reserved peak,
+    torch.cuda.max_memory_reserved / memory_stats reserved_bytes: the tensors and the allocator's fragmentation) or
+    "allocated" (torch.cuda.max_memory_allocated: the tensors alone; the default). Neither holds the CUDA context or
+    NCCL's buffers, which only nvidia-smi sees."""
+    text = f"{row.get('notes', '')} {row.get('settings', '')}".lower()
+    m = re.search(r"\bmem(?:ory)?\s*=\s*([^;]*)", text)       # the clause that says what the column holds
+    text = m.group(1) if m else text
+    if re.search(r"allocated", text):
+        return "allocated"
+    return "reserved" if re.search(r"reserved", text) else "allocated"
+
+
+def compiled_loss(row: dict, stack) -> bool:
+    """Whether the row's loss ran under torch.compile: the run states torch.compile and its stack compiles the loss
+    with the model from a year on (stacks/*.yaml rule compiled_loss_since), judged by the earliest year its framework
+    column names (none named: the stack's current code)."""
+    from .stacks import years_in
+
+    since = stack.rule("compiled_loss_since")
+    text = f"{row.get('precision', '')} {row.get('settings', '')} {row.get('notes', '')}".lower()
+    if not since or not re.search(r"torch\.compile|\bcompile\b", text):
+        return False
+    years = years_in((row.get("framework") or "").lower())
+    return not years or min(years) >= int(since)
+
+
 def build_case(row: dict, hardware=None) -> Case:
     """The row's Spec through the one resolver; raises Skip with the reason when it cannot be predicted.
 
@@ -366,6 +393,8 @@ def build_case(row: dict, hardware=None) -> Case:
         if reason.startswith("era rule") or "no year" in reason:
             probe = resolve(base_model, None, hw, "plain", model_fields=model_fields)
             stack, reason = infer_stack(row, probe.model, hw)
+        if compiled_loss(row, stack):
+            plan_fields = {**plan_fields, "loss_kernel": "compiled"}
         spec = resolve(base_model, plan_fields, hw, stack, model_fields=model_fields, stack_reason=reason,
                        gpus_per_node=row.get("gpus_per_node"), net_gbps=row.get("net_gbps_per_gpu"))
     except InputError as exc:
@@ -466,7 +495,10 @@ def validate(rows: list[dict], tiers=None) -> Validation:
         })
         if c.row.get("measured_peak_memory_gib"):
             mm = c.row["measured_peak_memory_gib"] * GiB
-            result["cases"][-1].update(measured_memory_bytes=mm, memory_error=float(out["memory"][i]) / mm - 1)
+            measure = memory_measure(c.row)
+            compared = float(out["memory"][i]) + (measure == "reserved") * float(out["mem_fragmentation"][i])
+            result["cases"][-1].update(measured_memory_bytes=mm, memory_measure=measure,
+                                       compared_memory_bytes=compared, memory_error=compared / mm - 1)
     by_key = {}
     for by in BY:
         groups: dict[str, list] = {}

@@ -63,6 +63,33 @@ NORM_FLOPS = 8 - 4 * S.rms
 # + tanh = 8; SiLU x sigmoid(x) times the gate ~ the same (exp, add, divide, 2 multiplies); squared ReLU max(0, x)^2 = 2
 ACT_FLOPS = 8 - 6 * S.sq_relu
 
+ATTENTION_CORE = ("flash_attention", "attn_scores_bmm", "attn_context_bmm", "scale_mask_softmax_dropout")
+
+# torchtitan's op-level selective checkpointing (config.RECOMPUTE "op"; torchtitan/models/llama3/parallelize_llama.py
+# _save_list and _apply_ac_to_transformer_block, the same at 9dec370 and e7c0cae): the policy saves the output of each
+# aten.mm except every second one, counted in call order within a block, and of SDPA and reduce_scatter; the rest is
+# recomputed in backward. The policy is a TorchDispatchMode, which sees aten.mm before torchao's Float8 tensor subclass
+# lowers it to _scaled_mm, so FP8 linears count alike. Call order (torchtitan/models/llama3/model.py): wq, wk, wv, wo;
+# then w1, w3, w2 (a dense MLP; w1, w2 without a gate) or the router gate and the shared expert's w1, w3, w2 (MoE; the
+# routed experts run torch._grouped_mm, outside the list). The share of each of our (fused) GEMMs whose output is
+# saved; every other operator, outside the attention core, is recomputed (MLA and Mamba projections: none saved,
+# ASSUMED, their call order is not the Llama block's).
+_q, _kv = S.heads * d_head, S.kv_heads * d_head
+OP_SAVED = {"qkv_proj": (_q + _kv) / (_q + 2 * _kv),                 # wq (1st) and wv (3rd) of wq, wk, wv
+            "mlp_up": (1 - moe) / (1 + S.gated),                      # w1 (5th) of w1, w3; a plain MLP's w1
+            "mlp_down": (1 - moe) * S.gated,                          # w2 7th with a gate, 6th without
+            "router": moe,                                            # the gate, 5th
+            "shared_up": moe * S.gated / 2,                           # w3 (7th) of w1, w3
+            "shared_down": moe * (1 - S.gated)}                       # w2, 7th without a gate
+
+
+def recompute_share(op) -> sp.Expr:
+    """The fraction of an operator's forward that the plan's recomputation runs again in backward: all of it (full),
+    the attention core (selective), or what torchtitan's op policy does not save (op: OP_SAVED)."""
+    core = op.name in ATTENTION_CORE
+    return (S.rc_full + S.rc_sel * int(core)
+            + S.rc_op * (0 if core else 1 - OP_SAVED.get(op.name, sp.Integer(0))))
+
 
 @dataclass(frozen=True)
 class Op:

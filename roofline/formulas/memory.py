@@ -159,9 +159,33 @@ hybrid_layer_activations = ((fa * (_rep_half + _mla_replicated) + fm * _rep_half
 layer_activations = hybrid_layer_activations.xreplace(MB.TRANSFORMER)     # a transformer's MoE (or dense) layer
 dense_layer_activations = layer_activations + (_split_dense - _split) / S.tp
 layer_input = S.act_bytes * sbh / C.sp_div                 # what full recomputation keeps per layer
-stored_per_layer = S.rc_full * layer_input + (1 - S.rc_full) * hybrid_layer_activations
-stored_dense = S.rc_full * layer_input + (1 - S.rc_full) * dense_layer_activations
-working_set = S.rc_full * sp.Max(hybrid_layer_activations, dense_layer_activations)   # one layer's, while recomputed
+
+
+def _op_saved(width_of):
+    """Bytes per layer that torchtitan's op policy saves (compute.OP_SAVED): the block input, the SDPA output (a d_v
+    / t per token) and its fp32 log-sum-exp (a / t), each saved GEMM's share of its output, and under TP with SP the
+    two reduce-scattered block outputs (h / t each; the policy saves reduce_scatter_tensor); ``width_of``: each
+    GEMM's output width per token on this rank (the row-parallel w2 writes its partial sum, h wide, before the
+    reduce-scatter). A hybrid average layer scales each part by its sublayer's share."""
+    saved = sum((share * width_of[name] for name, share in C.OP_SAVED.items()), sp.Integer(0))
+    return (S.act_bytes * C.tokens * (hybrid_norms * h / C.sp_div
+                                      + fa * (S.heads * C.d_v / S.tp + S.seq_par * 2 * h / S.tp) + saved)
+            + fa * S.f32_bytes * C.tokens * S.heads / S.tp)
+
+
+_q_w, _kv_w = S.heads * C.d_head, S.kv_heads * C.d_head
+_widths = {"qkv_proj": fa * (_q_w + 2 * _kv_w) / S.tp, "router": fm * S.experts,
+           "mlp_up": fm * S.moe_ffn * (1 + S.gated) / S.tp, "mlp_down": fm * h,
+           "shared_up": fm * S.shared_ffn * (1 + S.gated) / S.tp, "shared_down": fm * sp.Min(1, S.shared_ffn) * h}
+op_stored = _op_saved(_widths)
+op_stored_dense = _op_saved({**_widths, "qkv_proj": (_q_w + 2 * _kv_w) / S.tp, "router": 0,
+                             "mlp_up": f * (1 + S.gated) / S.tp, "mlp_down": h, "shared_up": 0, "shared_down": 0}
+                            ).xreplace({fa: 1, fm: 1, fx: 0, C.moe: 0})
+stored_per_layer = (S.rc_full * layer_input + S.rc_op * op_stored
+                    + (1 - S.rc_full - S.rc_op) * hybrid_layer_activations)
+stored_dense = S.rc_full * layer_input + S.rc_op * op_stored_dense + (1 - S.rc_full - S.rc_op) * dense_layer_activations
+# one layer's, while its backward recomputes it
+working_set = (S.rc_full + S.rc_op) * sp.Max(hybrid_layer_activations, dense_layer_activations)
 
 
 def stage_stored(n_dense):
@@ -177,8 +201,11 @@ def stage_stored(n_dense):
 # loss_kernel): each in-flight micro-batch keeps the fp32 log-softmax output, and at the loss's backward the NLL
 # gradient and the log-softmax gradient (fp32 both) are live at once: 2 f32 bytes per logit in place of the bf16 logits.
 head_in_flight = S.gpipe * PL.micro_batches + (1 - S.gpipe)
+# Under torch.compile (ce_compiled = 1) the upcast, log-softmax and its gradient fuse: the 16-bit logits are saved
+# and the backward writes a 16-bit gradient beside them (torchtitan build_cross_entropy_loss with training.compile).
 logits = C.tokens * C.vocab_pad / S.tp * ((1 - S.ce_eager) * S.act_bytes + S.ce_eager * 2 * S.f32_bytes
-                                          + S.f32_bytes * head_in_flight)
+                                          + ((1 - S.ce_compiled) * S.f32_bytes + S.ce_compiled * S.act_bytes)
+                                          * head_in_flight)
 head_input = S.act_bytes * sbh / C.sp_div
 only = 1 - PL.has_pp                                       # p = 1: one stage holds embedding and head
 # an MTP layer keeps its transformer layer's activations and the inputs of enorm, hnorm (h each), eh_proj (2h;
@@ -188,8 +215,20 @@ activations_first = (PL.in_flight() * (stage_stored(dense_first) + only * mtp_st
                      + only * (1 + S.mtp) * (logits + head_input))
 activations_last = (PL.in_flight_last() * (stage_stored(dense_last) + mtp_stored) + working_set
                     + (1 + S.mtp) * (logits + head_input))
-# ZeRO-3: the gathered parameters of the layer being computed (and the next, prefetched)
-zero3_buffers = S.z_param * 2 * sp.Max(hybrid_layer_params_rank, sp.Min(1, S.dense_layers) * dense_layer_rank) * S.act_bytes
+# ZeRO-3 without pipelining: the gathered parameters of the layer being computed (and the next, prefetched).
+# With p > 1 (torch.distributed.pipelining, FSDP2): torchtitan keeps the stage's parameters gathered between forward
+# and backward (parallelize_llama.py apply_fsdp: reshard_after_forward = False when PP is on, "to avoid
+# per-microbatch all-gathers"), and the pipeline stage turns gradient sync off for every micro-batch but the last
+# (torch/distributed/pipelining/stage.py backward_maybe_with_nosync: set_requires_gradient_sync(False)), so FSDP2
+# accumulates unsharded gradients, upcast to the reduce dtype (torch/distributed/fsdp/_fully_shard/_fsdp_param.py
+# to_accumulated_grad_if_needed): the stage's parameters in the activation dtype and its gradients in grad_bytes.
+zero3_buffers = (S.z_param * (1 - PL.has_pp) * 2 * S.act_bytes
+                 * sp.Max(hybrid_layer_params_rank, sp.Min(1, S.dense_layers) * dense_layer_rank))
+_held = S.z_param * PL.has_pp                              # 1: FSDP under pipelining
+weights_first = weights_first + _held * stage_params_rank * S.act_bytes
+gradients_first = gradients_first + _held * stage_params_rank * S.grad_bytes
+weights_last = weights_last + _held * last_params_rank * S.act_bytes
+gradients_last = gradients_last + _held * last_params_rank * S.grad_bytes
 
 first_total = weights_first + gradients_first + optimizer_first + activations_first + zero3_buffers
 last_total = weights_last + gradients_last + optimizer_last + activations_last + zero3_buffers

@@ -31,7 +31,7 @@ from . import pipeline as PL
 from . import symbols as S
 
 h = S.d_model
-ATTENTION_CORE = ("flash_attention", "attn_scores_bmm", "attn_context_bmm", "scale_mask_softmax_dropout")
+ATTENTION_CORE = C.ATTENTION_CORE
 
 
 def time_of(ops, direction):
@@ -182,7 +182,7 @@ def layer(ops, blocks, ep, col_ops=None) -> Layer:
     col_ops = ops if col_ops is None else col_ops
     core = [o for o in ops if o.name in ATTENTION_CORE]
     fwd, bwd = time_of(ops, "fwd"), time_of(ops, "bwd")
-    recompute = S.rc_full * fwd + (1 - S.rc_full) * S.rc_sel * time_of(core, "fwd")
+    recompute = sum((C.recompute_share(o) * time_of([o], "fwd") for o in ops), sp.Integer(0))
     gemm_fwd = time_of([o for o in ops if o.cls == "gemm"], "fwd")
     # TP collectives per micro-batch: forward, backward before and after the default async overlap (tp_block_comm);
     # a column-parallel GEMM's dgrad and wgrad each take half its backward time (compute.gemm: 2x forward)
@@ -193,9 +193,11 @@ def layer(ops, blocks, ep, col_ops=None) -> Layer:
         f_, br_, b_, rf_, rb_ = tp_block_comm(width, g_col)
         tp_f, tp_b_raw, tp_b = tp_f + count * f_, tp_b_raw + count * br_, tp_b + count * b_
         ring_f, ring_b = ring_f + count * rf_, ring_b + count * rb_
-    # forward, backward, and the recomputed forward (full recompute re-runs the forward collectives)
-    tp_raw = tp_f * (1 + S.rc_full) + tp_b_raw
-    tp_async = tp_f * (1 + S.rc_full) + tp_b
+    # forward, backward, and the recomputed forward: full recompute re-runs the forward collectives; torchtitan's op
+    # policy saves the reduce-scatter outputs (compute.OP_SAVED) and re-runs the all-gathers (SP) or all-reduces
+    rc_tp = S.rc_full + S.rc_op * (1 - S.seq_par / 2)
+    tp_raw = tp_f * (1 + rc_tp) + tp_b_raw
+    tp_async = tp_f * (1 + rc_tp) + tp_b
     # the GEMM overlap of TP communication (Transformer Engine userbuffers, Megatron --tp-comm-overlap: ring-exchange
     # AG in forward and of the output gradient in backward, pipelined RS in forward, bulk AG/RS beside dgrad/wgrad in
     # backward) hides behind the layer's GEMMs: forward (1x), backward (dgrad + wgrad, 2x), recomputed forward; it
@@ -204,7 +206,7 @@ def layer(ops, blocks, ep, col_ops=None) -> Layer:
     # whichever leaves less exposed (userbuffers replace the async NCCL calls they cover). The SMs its kernels hold:
     # ring exchange ub_ring_sms, pipeline and bulk ub_sms (hardware/defaults.yaml overlap), weighted by their volume
     tp_in_domain = sp.Piecewise((1, S.tp <= S.gpus_per_node), (0, True))
-    ring = ring_f * (1 + S.rc_full) + ring_b
+    ring = ring_f * (1 + rc_tp) + ring_b
     ub_share = (CM.interference(S.ub_ring_sms) * ring + CM.interference(S.ub_sms) * (tp_raw - ring)) \
         / sp.Max(tp_raw, 1e-30, evaluate=False)
     tp_ub = CM.exposed(tp_raw, gemm_fwd * (3 + S.rc_full), S.ov_tp * tp_in_domain, ub_share)
@@ -212,8 +214,8 @@ def layer(ops, blocks, ep, col_ops=None) -> Layer:
     tp = use_ub * tp_ub + (1 - use_ub) * tp_async
     # the backward pass's share (with the recomputed forward): async, exactly; userbuffers, in proportion to the raw
     # volume. EP (1 + r) of (2 + r) passes, CP (2 + r) of (3 + r) (the backward ring carries dK and dV as well)
-    tp_bwd_share = (use_ub * tp_ub * (S.rc_full * tp_f + tp_b_raw) / sp.Max(tp_raw, 1e-30, evaluate=False)
-                    + (1 - use_ub) * (S.rc_full * tp_f + tp_b))
+    tp_bwd_share = (use_ub * tp_ub * (rc_tp * tp_f + tp_b_raw) / sp.Max(tp_raw, 1e-30, evaluate=False)
+                    + (1 - use_ub) * (rc_tp * tp_f + tp_b))
     # Megatron-Core --overlap-moe-expert-parallel-comm (with --delay-wgrad-compute) runs one micro-batch's dispatch /
     # combine all-to-all beside another micro-batch's forward or backward (the combined 1F1B of
     # megatron/core/pipeline_parallel/combined_1f1b.py): it can hide behind the layer's compute of both passes; NCCL's
@@ -227,7 +229,7 @@ def layer(ops, blocks, ep, col_ops=None) -> Layer:
     comm_bwd = tp_bwd_share + ep * (1 + S.rc_full) / (2 + S.rc_full) + cp * (2 + S.rc_full) / (3 + S.rc_full)
     # the host issues kernels asynchronously: a layer takes max(GPU time, host issue time) (calibrate/bench_host.py)
     gpu = fwd + bwd + recompute + tp + cp + ep
-    host_issue = S.host_fwd + S.host_bwd + S.rc_full * S.host_rc
+    host_issue = S.host_fwd + S.host_bwd + (S.rc_full + S.rc_op) * S.host_rc
     return Layer(ops, fwd, bwd, recompute, tp, tp_raw, tp_f, cp, ep, comm_bwd,
                  sp.Max(0, host_issue - gpu, evaluate=False))
 
@@ -340,6 +342,13 @@ def stated_layout(kinds: dict[str, Layer], edge: Edges, n_d, n_moe, n_mtp):
 
 
 # ---- data parallelism and the optimizer, per step ----------------------------------------------------
+def zero3_passes():
+    """How often ZeRO-3 / FSDP gathers a stage's parameters for one pass (and reduce-scatters its gradients) per step:
+    every micro-batch, or once under pipelining (torchtitan apply_fsdp reshard_after_forward = False with PP;
+    torch.distributed.pipelining syncs gradients on the last micro-batch only; memory.py zero3_buffers)."""
+    return (1 - PL.has_pp) * PL.micro_batches + PL.has_pp
+
+
 def dp_volumes(dense=None, expert=None):
     """Gradient reduce and parameter gather of one step on one rank (s, before overlap), and the reduces per
     step, for ``dense`` and ``expert`` parameters on the rank (default: the heaviest stage's, memory.py). Dense gradients over the d x c group, expert gradients over the d c / e group (Megatron-Core DDP
@@ -355,9 +364,10 @@ def dp_volumes(dense=None, expert=None):
     reduce_exp = C.moe * ((1 - S.z_os) * CM.expert_dp_group("ar", g_exp) + S.z_os * CM.expert_dp_group("rs", g_exp))
     gather = S.z_os * (CM.dp_group("ag", w_dense) + C.moe * CM.expert_dp_group("ag", w_exp))
     # ZeRO-3 / FSDP: all-gather the stage's parameters in forward and again in backward, and
-    # reduce-scatter its gradients, every micro-batch (Rajbhandari et al. 2020 sec 5.3)
-    zero3 = PL.micro_batches * (2 * (CM.dp_group("ag", w_dense) + C.moe * CM.expert_dp_group("ag", w_exp))
-                                + CM.dp_group("rs", g_dense) + C.moe * CM.expert_dp_group("rs", g_exp))
+    # reduce-scatter its gradients, every micro-batch (Rajbhandari et al. 2020 sec 5.3); under pipelining once per
+    # step: the stage stays gathered and accumulates unsharded gradients (memory.py zero3_buffers)
+    zero3 = ((2 * zero3_passes() - PL.has_pp) * (CM.dp_group("ag", w_dense) + C.moe * CM.expert_dp_group("ag", w_exp))
+             + zero3_passes() * (CM.dp_group("rs", g_dense) + C.moe * CM.expert_dp_group("rs", g_exp)))
     return reduces, reduce_dense + reduce_exp, gather, zero3
 
 
@@ -420,7 +430,7 @@ def build() -> dict[str, sp.Expr]:
     # FSDP1's root unit holds it with the head), else one layer: the smaller of the two when p > 1
     emb_rank = C.vocab_pad * h / S.tp
     first_unit = (1 - PL.has_pp) * emb_rank + PL.has_pp * sp.Min(emb_rank, M.layer_params_rank)
-    zero3_edge = m * (CM.dp_group("ag", first_unit * S.act_bytes) + CM.dp_group("rs", first_unit * S.grad_bytes))
+    zero3_edge = zero3_passes() * (CM.dp_group("ag", first_unit * S.act_bytes) + CM.dp_group("rs", first_unit * S.grad_bytes))
     zero3_comm = S.z_param * (zero3_edge + CM.exposed(zero3 - zero3_edge, m * (stage_fwd + stage_bwd), S.ov_ag,
                                                                   dp_share))
 
@@ -508,8 +518,8 @@ def flops(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
 
     def executed(k):
         lay = kinds[k]
-        return (mm(lay.ops, "fwd") + mm(lay.ops, "bwd") + S.rc_full * mm(lay.ops, "fwd")
-                + (1 - S.rc_full) * S.rc_sel * mm(lay.core, "fwd"))
+        return (mm(lay.ops, "fwd") + mm(lay.ops, "bwd")
+                + sum((C.recompute_share(o) * mm([o], "fwd") for o in lay.ops), sp.Integer(0)))
     # executed matmul FLOPs of all ranks: every (t, c, d) rank runs m micro-batches over all l layers
     hw = S.tp * S.cp * S.dp * PL.micro_batches * (n_moe * executed("moe") + S.dense_layers * executed("dense")
                                                   + mm(head, "fwd") + mm(head, "bwd")
@@ -583,8 +593,8 @@ def volumes(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
     reduces, reduce, gather, zero3 = dp_volumes((M.total_params - expert) / (S.tp * S.pp), expert / (C.etp * S.pp * S.ep))
     gather3 = gather.xreplace({S.z_os: 1})                   # ZeRO-3: one parameter all-gather per pass
     z3 = S.z_param
-    dp_fwd = add(scale(per_pass(gather), 1 - z3), scale(per_pass(gather3), z3 * m))
-    dp_bwd = add(scale(per_pass(reduce), (1 - z3) * reduces), scale(per_pass(zero3 - m * gather3), z3))
+    dp_fwd = add(scale(per_pass(gather), 1 - z3), scale(per_pass(gather3), z3 * zero3_passes()))
+    dp_bwd = add(scale(per_pass(reduce), (1 - z3) * reduces), scale(per_pass(zero3 - zero3_passes() * gather3), z3))
     per_step = {
         "tp": (scale(tp_pass, m), scale(tp_bwd, m)),
         "cp": (scale(cp_pass, m), scale(cp_pass, m * (2 + rc))),

@@ -124,6 +124,8 @@ interleave = _s("interleave", "", "virtual pipeline stages per GPU v (1 = plain 
 seq_par = _s("seq_par", "", "1 with Megatron sequence parallelism", "plan", r"\sigma")
 rc_full = _s("rc_full", "", "1 with full activation recomputation", "plan", r"r_{f}")
 rc_sel = _s("rc_sel", "", "1 with selective (attention-core) recomputation", "plan", r"r_{s}")
+rc_op = _s("rc_op", "", "1 with torchtitan's op-level selective checkpointing (block input, SDPA outputs and every other "
+           "matmul output saved; the rest recomputed)", "plan", r"r_{o}")
 gpipe = _s("gpipe", "", "1 for the GPipe schedule (all forwards, then all backwards)", "plan", r"\gamma")
 z_os = _s("z_os", "", "1 when optimizer state is sharded over dp (distributed optimizer / ZeRO>=1)", "plan", "z_1")
 z_grad = _s("z_grad", "", "1 when gradients are sharded over dp (ZeRO>=2)", "plan", "z_2")
@@ -248,6 +250,8 @@ tp_async = _s("tp_async", "", "1 when the TP backward runs the column-parallel l
 ce_eager = _s("ce_eager", "", "1 when the loss is torch's eager cross entropy on fp32-upcast logits (log-softmax output "
               "saved in fp32; its backward holds the NLL and log-softmax gradients, fp32 each); 0: Megatron's fused "
               "vocab-parallel cross entropy (bf16 logits and one fp32 copy, gradient in place)", "plan", r"\epsilon_{ce}")
+ce_compiled = _s("ce_compiled", "", "1 when the loss is torch's cross entropy under torch.compile (the 16-bit logits "
+                 "saved, fp32 math fused, a 16-bit gradient written)", "plan", r"\kappa_{ce}")
 
 # ---- a stated pipeline layer layout (Megatron-Core --pipeline-model-parallel-layout; roofline/layout.py) ----------
 # pp_layout = 0 is the sentinel "derive as today" (pipeline.stage_layers: ceil(l / (p v)) v layers per rank, the

@@ -29,7 +29,8 @@ MODEL_KEYS = ("attention", "dropout")
 PLAN_KEYS = ("dtype", "grad_dtype", "sequence_parallel", "sharding", "recompute", "overlap_grad_reduce",
              "overlap_param_gather", "overlap_tp", "tp_async_dgrad", "loss_kernel")
 RULE_KEYS = ("interleaved_schedule", "interleave_when_pp", "no_overlap_with_pp", "overlap_pp_interleaved", "tp_comm_overlap", "uneven_stages", "shardings",
-             "max_zero_with_pp", "grad_dtype_bf16", "kv_heads_below_tp")
+             "max_zero_with_pp", "grad_dtype_bf16", "kv_heads_below_tp", "compiled_loss_since",
+             "recomputes")
 DEFAULT = "megatron-core"           # DESIGN.md: Megatron-Core is the default stack of the CLI, configs and API
 
 
@@ -163,7 +164,12 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
     # divide(num_query_groups, world_size); torchtitan's colwise wk/wv); config.RULES holds the looser rule of
     # the stacks that do (kv-heads a multiple or a divisor of tp)
     kv_below = bool(stack.rule("kv_heads_below_tp", False))
+    # recomputation modes: Megatron's three unless the stack lists its own (torchtitan: none, op, full)
+    recs = tuple(stack.rule("recomputes") or ("none", "selective", "full"))
     return (
+        Rule(lambda m, p: among(p.recompute, recs),
+             f"stack {stack.id} cannot run recompute {{p.recompute!r}} (it runs {', '.join(recs)}): "
+             f"{src.get('recomputes', 'Megatron-LM --recompute-granularity selective | full, or none')}", ("recompute",)),
         Rule(lambda m, p: (p.interleave <= 1) | interleaved,
              f"stack {stack.id} has no interleaved schedule (interleave {{p.interleave}}): "
              f"{src.get('interleaved_schedule', '')}", ("interleave",)),
