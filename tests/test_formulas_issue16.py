@@ -153,7 +153,7 @@ TIME_TERMS = ("t_forward", "t_backward", "t_recompute", "t_tp_comm", "t_cp_comm"
 @settings(max_examples=60, deadline=None)
 @given(tp=st.sampled_from([1, 2, 4, 8]), pp=st.sampled_from([1, 2, 4]), dpk=st.sampled_from([1, 2, 4]),
        cp=st.sampled_from([1, 2]), ep=st.sampled_from([1, 2, 4]), m=st.integers(1, 12), mb=st.sampled_from([1, 2]),
-       experts=st.sampled_from([1, 4, 8]), cf=st.floats(0.25, 2.0), rc=st.sampled_from(["none", "selective", "full"]),
+       experts=st.sampled_from([1, 4, 8]), cf=st.floats(0.25, 2.0), rc=st.sampled_from(["none", "selective", "full", "op"]),
        sharding=st.sampled_from(["none", "distributed", "zero2", "zero3"]), ov=st.floats(0.0, 1.0),
        gpu=st.sampled_from(["a100-sxm4-80gb", "h100-sxm", "b200"]))
 def test_mfu_below_hfu_below_one_and_no_negative_time(tp, pp, dpk, cp, ep, m, mb, experts, cf, rc, sharding, ov, gpu):

@@ -258,18 +258,32 @@ def test_formulas_undefined_value_is_one_line(capsys, tmp_path):
 ])
 def test_formulas_with_every_value_equal_the_compiled_model(name, plan):
     """The memoized substitution (no simplification of large results) gives the number the compiled numpy
-    model gives for the same inputs: two implementations of the formulas agree to rounding."""
-    from roofline.config import Plan
-    from roofline.formulas.export import expression
-    from roofline.formulas.symbols import hardware_defaults
-    from roofline.predict import evaluate, inputs
+    model gives for the same inputs: two implementations of the formulas agree to rounding. It runs in a fresh
+    interpreter: after the other export tests, sympy's caches make the same substitution several times slower."""
+    import json
+    import subprocess
+    import sys
 
-    x = inputs(models.load(name), Plan(**plan), hardware.load("a100-sxm4-80gb"))
-    ref = evaluate(x)      # the compiled model takes the hardware defaults a profile leaves out; so does `--gpu`
-    for q in ("step_time", "mfu", "memory", "pp_bubble"):
-        e = expression(q, {**hardware_defaults(), **x})
-        assert not e.free_symbols, (q, e.free_symbols)
-        assert float(e) == pytest.approx(float(ref[q]), rel=1e-9), q
+    code = f"""
+import json
+from roofline import hardware, models
+from roofline.config import Plan
+from roofline.formulas.export import expression
+from roofline.formulas.symbols import hardware_defaults
+from roofline.predict import evaluate, inputs
+x = inputs(models.load({name!r}), Plan(**{plan!r}), hardware.load("a100-sxm4-80gb"))
+ref = evaluate(x)      # the compiled model takes the hardware defaults a profile leaves out; so does `--gpu`
+out = {{}}
+for q in ("step_time", "mfu", "memory", "pp_bubble"):
+    e = expression(q, {{**hardware_defaults(), **x}})
+    out[q] = [sorted(map(str, e.free_symbols)), float(e) if not e.free_symbols else None, float(ref[q])]
+print(json.dumps(out))
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    for q, (free, value, ref) in json.loads(r.stdout.splitlines()[-1]).items():
+        assert not free, (q, free)
+        assert value == pytest.approx(ref, rel=1e-9), q
 
 
 @pytest.mark.slow
