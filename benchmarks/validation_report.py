@@ -90,6 +90,45 @@ def layer_slots(c: dict, n_layers: int) -> float:
     return (m + p["pp"] - 1) * n_layers / p["pp"]
 
 
+def memory_summary(csv) -> str:
+    """The one summary line of peak memory per GPU (docs/validation.md; tests/test_validate.py checks it is current)."""
+    r = cli_json(csv)
+    m = r["memory"]
+    # rows that repeat one measurement (the same run at several gradient-accumulation counts: the same measured and
+    # predicted peak) counted once
+    once = {(round(c["measured_memory_bytes"]), round(c["compared_memory_bytes"])): c["memory_error"]
+            for c in r["cases"] if "memory_error" in c}
+    return (f"- memory_measured.csv, peak memory per GPU: **MAPE {pct(m['mape'])}**, median {pct(m['median_abs_error'])}, "
+            f"max {pct(m['max_abs_error'])}, mean signed {pct(m['mean_error'], True)} over {m['n']} rows; "
+            f"**MAPE {pct(mape(list(once.values())))}** over the {len(once)} independent measurements (goal: MAPE <= 10 %).")
+
+
+def memory_section(csv) -> list[str]:
+    r = cli_json(csv)
+    cases = [c for c in r["cases"] if "memory_error" in c]
+    groups = defaultdict(list)
+    for c in cases:
+        groups[f"{c['framework']}, {c['memory_measure']}"].append(c["memory_error"])
+    worst = sorted(cases, key=lambda c: -abs(c["memory_error"]))[:8]
+    L = ["## Peak memory per GPU", "",
+         "`python -m roofline validate --dataset memory` compares the predicted peak of the heavier pipeline stage "
+         "with the measured one. A row measured as *allocated* (torch.cuda.max_memory_allocated, Megatron's "
+         "report_memory) is compared with `memory`; one measured as *reserved* (the caching allocator's reserved "
+         "peak, torchtitan's `memory` metric) with `memory` + `mem_fragmentation`. Neither holds the CUDA context or "
+         "NCCL's buffers. The row's notes say which (`validate.memory_measure`).", "",
+         memory_summary(csv), "",
+         "| stack, measure | n | MAPE | max abs | mean signed |", "|---|---:|---:|---:|---:|"]
+    for k, e in sorted(groups.items()):
+        L.append(f"| {k} | {len(e)} | {pct(mape(e))} | {pct(max(abs(x) for x in e))} | {pct(float(np.mean(e)), True)} |")
+    L += ["", "Largest errors:", "", "| case | recompute | sharding | predicted GiB | measured GiB | error |",
+          "|---|---|---|---:|---:|---:|"]
+    for c in worst:
+        L.append(f"| {c['case_id']} | {c['plan']['recompute']} | {c['plan']['sharding']} | "
+                 f"{c['compared_memory_bytes'] / 2**30:.1f} | {c['measured_memory_bytes'] / 2**30:.1f} | "
+                 f"{pct(c['memory_error'], True)} |")
+    return L + [""]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shared", default=str(ROOT / "roofline" / "data" / "validation"),
@@ -345,6 +384,7 @@ def main() -> int:
           "- Table 4 (one layer, no pipeline, no DP) is within a few %: the per-layer compute and TP terms are right at "
           "large shapes; the residual is in the step-level terms above.", ""]
 
+    L += memory_section(shared / "memory_measured.csv")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(L))
     print(f"wrote {args.out}")

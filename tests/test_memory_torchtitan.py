@@ -125,3 +125,19 @@ def test_a_reserved_measurement_is_compared_with_memory_plus_fragmentation():
         assert c["memory_measure"] == "reserved"
         assert c["compared_memory_bytes"] > c["predicted_memory_bytes"]
         assert c["memory_error"] == pytest.approx(c["compared_memory_bytes"] / c["measured_memory_bytes"] - 1)
+
+
+def test_docs_validation_memory_line_is_current():
+    """docs/validation.md's peak-memory summary (benchmarks/validation_report.py) states today's figures, and the
+    peak-memory MAPE holds the issue's bar (<= 10 %)."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("validation_report", root / "benchmarks" / "validation_report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    line = report.memory_summary(V.dataset_path("memory"))
+    assert line in (root / "docs" / "validation.md").read_text()
+    result = V.validate(V.read(V.dataset_path("memory")))
+    assert result.memory["mape"] <= 0.10
