@@ -12,6 +12,7 @@ import math
 import numbers
 
 import sympy as sp
+from sympy.functions.elementary.piecewise import ExprCondPair
 
 from ..errors import InputError
 from . import dag
@@ -31,7 +32,7 @@ INTEGER_SYMBOLS = frozenset({
     "top_k", "tp", "pp", "dp", "cp", "ep", "micro_batch", "global_batch", "interleave", "gpus_per_node", "sms"})
 COUNT_OR_ZERO_SYMBOLS = frozenset({"shared_ffn", "dense_layers"})          # integers >= 0 (0: none)
 SWITCH_SYMBOLS = frozenset({"gated", "causal", "flash", "dropout", "tied", "learned_pos", "biases", "seq_par", "tp_async",
-                            "rc_full", "rc_sel", "gpipe", "z_os", "z_grad", "z_param"})
+                            "rc_full", "rc_sel", "rc_op", "ce_eager", "ce_compiled", "gpipe", "z_os", "z_grad", "z_param"})
 POSITIVE_SYMBOLS = frozenset({"capacity", "act_bytes"})
 MAX_SIMPLIFY_NODES = 200     # tidy only results of fewer distinct nodes (a larger one gains little: memory at
                              # layers=96 d_model=12288, 371 nodes -> 364 in 1 s; it prints as it is)
@@ -131,7 +132,14 @@ def _rebuild(func, args):
         rest = [a for a in args if not (a.is_number and a.is_comparable)]
         if nums:
             rest.append(func(*nums))          # numbers only: evaluated (cheap)
-        return rest[0] if len(rest) == 1 else func(*rest, evaluate=False)
+        if len(rest) == 1:
+            return rest[0]
+        # unevaluated, in the order the arguments come: even Max(..., evaluate=False) sorts them with sympy's
+        # ``ordered``, whose key counts the nodes of each argument as a tree (the shared step-time DAG is ~1e8 nodes
+        # as a tree: minutes for `formulas --quantity step_time --set ...`)
+        obj = sp.Expr.__new__(func, *rest)
+        obj._argset = frozenset(rest)
+        return obj
     if func is sp.Heaviside and not args[0].is_number:
         # a step of a symbolic difference stays a step: sympy's evaluation asks the sign of the whole argument (two
         # stage times), which compares Max terms and can fail on them ('zoo is not comparable')
@@ -209,8 +217,36 @@ def _pieces(expr: sp.Expr):
     unsorted in well under a second. Small results print whole, in sympy's usual term order."""
     if distinct_nodes(expr)[0] <= MAX_PLAIN_NODES:
         return [], expr
-    subs, (reduced,) = sp.cse([expr], symbols=sp.numbered_symbols("x"), order="none")
-    return subs, reduced
+    return shared_pieces(expr)
+
+
+def shared_pieces(expr: sp.Expr, prefix: str = "x"):
+    """(subexpressions, result): every compound node that ``expr`` uses more than once named ``x0, x1, ...`` in the
+    order it is first needed. One linear pass over the distinct nodes: sympy's cse, on the step formulas, spends
+    seconds sorting the terms of sums whose arguments are large trees (could_extract_minus_sign)."""
+    uses: dict = {}
+    seen, stack = set(), [expr]
+    while stack:
+        e = stack.pop()
+        if e in seen:
+            continue
+        seen.add(e)
+        for a in e.args:
+            uses[a] = uses.get(a, 0) + 1
+            stack.append(a)
+    names = sp.numbered_symbols(prefix)
+    subs = []
+
+    def rebuild(e, args):
+        new = e if _same(e, args) else _rebuild(e.func, args)
+        negated_atom = new.is_Mul and len(new.args) == 2 and new.args[0] == -1 and new.args[1].is_Atom
+        if (uses.get(e, 0) > 1 and isinstance(new, sp.Expr) and not isinstance(new, ExprCondPair)
+                and not new.is_Atom and not negated_atom):
+            name = next(names)
+            subs.append((name, new))
+            return name
+        return new
+    return subs, _transform(expr, {}, rebuild)
 
 
 def export(quantity: str, fmt: str = "latex", values: dict | None = None) -> str:
