@@ -176,7 +176,7 @@ def _symbolic(names, x):
 @pytest.mark.slow
 @settings(max_examples=15, deadline=None)
 @given(tp=st.sampled_from([1, 2, 4]), pp=st.sampled_from([1, 2, 4]), dp=st.sampled_from([1, 2, 8]),
-       mb=st.sampled_from([1, 2]), layers_per=st.integers(1, 4), rc=st.sampled_from(["none", "selective", "full"]),
+       mb=st.sampled_from([1, 2]), layers_per=st.integers(1, 4), rc=st.sampled_from(["none", "selective", "full", "op"]),
        sp_on=st.booleans(), sharding=st.sampled_from(["none", "distributed", "zero3"]), flash=st.booleans())
 def test_symbolic_and_numeric_agree(tp, pp, dp, mb, layers_per, rc, sp_on, sharding, flash):
     model = Model(n_layers=pp * layers_per, d_model=512, n_heads=8, vocab=5000, seq_len=512,
