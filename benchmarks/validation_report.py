@@ -90,9 +90,9 @@ def layer_slots(c: dict, n_layers: int) -> float:
     return (m + p["pp"] - 1) * n_layers / p["pp"]
 
 
-def memory_summary(csv) -> str:
-    """The one summary line of peak memory per GPU (docs/validation.md; tests/test_validate.py checks it is current)."""
-    r = cli_json(csv)
+def memory_summary(r: dict) -> str:
+    """The one summary line of peak memory per GPU from ``validate --json`` on memory_measured.csv (docs/validation.md;
+    tests/test_memory_torchtitan.py checks it is current)."""
     m = r["memory"]
     # rows that repeat one measurement (the same run at several gradient-accumulation counts: the same measured and
     # predicted peak) counted once
@@ -116,7 +116,7 @@ def memory_section(csv) -> list[str]:
          "report_memory) is compared with `memory`; one measured as *reserved* (the caching allocator's reserved "
          "peak, torchtitan's `memory` metric) with `memory` + `mem_fragmentation`. Neither holds the CUDA context or "
          "NCCL's buffers. The row's notes say which (`validate.memory_measure`).", "",
-         memory_summary(csv), "",
+         memory_summary(r), "",
          "| stack, measure | n | MAPE | max abs | mean signed |", "|---|---:|---:|---:|---:|"]
     for k, e in sorted(groups.items()):
         L.append(f"| {k} | {len(e)} | {pct(mape(e))} | {pct(max(abs(x) for x in e))} | {pct(float(np.mean(e)), True)} |")

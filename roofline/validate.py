@@ -350,9 +350,7 @@ def memory_measure(row: dict) -> str:
     text = f"{row.get('notes', '')} {row.get('settings', '')}".lower()
     m = re.search(r"\bmem(?:ory)?\s*=\s*([^;]*)", text)       # the clause that says what the column holds
     text = m.group(1) if m else text
-    if re.search(r"allocated", text):
-        return "allocated"
-    return "reserved" if re.search(r"reserved", text) else "allocated"
+    return "reserved" if "reserved" in text and "allocated" not in text else "allocated"
 
 
 def compiled_loss(row: dict, stack) -> bool:

@@ -137,7 +137,7 @@ def test_docs_validation_memory_line_is_current():
     spec = importlib.util.spec_from_file_location("validation_report", root / "benchmarks" / "validation_report.py")
     report = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(report)
-    line = report.memory_summary(V.dataset_path("memory"))
+    line = report.memory_summary(report.cli_json(V.dataset_path("memory")))
     assert line in (root / "docs" / "validation.md").read_text()
     result = V.validate(V.read(V.dataset_path("memory")))
     assert result.memory["mape"] <= 0.10

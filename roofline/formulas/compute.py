@@ -74,8 +74,8 @@ ATTENTION_CORE = ("flash_attention", "attn_scores_bmm", "attn_context_bmm", "sca
 # routed experts run torch._grouped_mm, outside the list). The share of each of our (fused) GEMMs whose output is
 # saved; every other operator, outside the attention core, is recomputed (MLA and Mamba projections: none saved,
 # ASSUMED, their call order is not the Llama block's).
-_q, _kv = S.heads * d_head, S.kv_heads * d_head
-OP_SAVED = {"qkv_proj": (_q + _kv) / (_q + 2 * _kv),                 # wq (1st) and wv (3rd) of wq, wk, wv
+_kv = S.kv_heads * d_head
+OP_SAVED = {"qkv_proj": (q_width + _kv) / (q_width + 2 * _kv),                 # wq (1st) and wv (3rd) of wq, wk, wv
             "mlp_up": (1 - moe) / (1 + S.gated),                      # w1 (5th) of w1, w3; a plain MLP's w1
             "mlp_down": (1 - moe) * S.gated,                          # w2 7th with a gate, 6th without
             "router": moe,                                            # the gate, 5th

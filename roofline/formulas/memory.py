@@ -173,12 +173,11 @@ def _op_saved(width_of):
             + fa * S.f32_bytes * C.tokens * S.heads / S.tp)
 
 
-_q_w, _kv_w = S.heads * C.d_head, S.kv_heads * C.d_head
-_widths = {"qkv_proj": fa * (_q_w + 2 * _kv_w) / S.tp, "router": fm * S.experts,
+_widths = {"qkv_proj": fa * (C.q_width + 2 * _gqa_kv) / S.tp, "router": fm * S.experts,
            "mlp_up": fm * S.moe_ffn * (1 + S.gated) / S.tp, "mlp_down": fm * h,
            "shared_up": fm * S.shared_ffn * (1 + S.gated) / S.tp, "shared_down": fm * sp.Min(1, S.shared_ffn) * h}
 op_stored = _op_saved(_widths)
-op_stored_dense = _op_saved({**_widths, "qkv_proj": (_q_w + 2 * _kv_w) / S.tp, "router": 0,
+op_stored_dense = _op_saved({**_widths, "qkv_proj": (C.q_width + 2 * _gqa_kv) / S.tp, "router": 0,
                              "mlp_up": f * (1 + S.gated) / S.tp, "mlp_down": h, "shared_up": 0, "shared_down": 0}
                             ).xreplace({fa: 1, fm: 1, fx: 0, C.moe: 0})
 stored_per_layer = (S.rc_full * layer_input + S.rc_op * op_stored
