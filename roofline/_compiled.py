@@ -2,7 +2,7 @@
 # fmt: off
 import numpy as np
 
-INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_frac', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity', 'causal', 'ce_compiled', 'ce_eager', 'clock', 'cp', 'cuda_context', 'd_model', 'dense_layers', 'dp', 'dropout', 'ep', 'ep_dedup', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'etp', 'experts', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'head_dim', 'heads', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_mb', 'host_rc', 'interleave', 'kv_heads', 'kv_lora', 'layers', 'layout_first', 'layout_first_dense', 'layout_last', 'layout_last_dense', 'layout_mid', 'layout_mid_dense', 'learned_pos', 'mamba_chunk', 'mamba_conv', 'mamba_frac', 'mamba_groups', 'mamba_hdim', 'mamba_heads', 'mamba_state', 'mask_bytes', 'micro_batch', 'mlp_frac', 'moe_ffn', 'mtp', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'nccl_sms_inter', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_ep', 'ov_pp', 'ov_tp', 'peak', 'peak_hp', 'peak_vec', 'pp', 'pp_layout', 'q_bytes', 'q_lora', 'qk_nope', 'qk_rope', 'rc_full', 'rc_op', 'rc_sel', 'rms', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'sq_relu', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'tp_async', 'ub_ring_sms', 'ub_sms', 'v_head', 'vocab', 'z_grad', 'z_os', 'z_param')
+INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_frac', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'capacity_factor', 'causal', 'ce_compiled', 'ce_eager', 'clock', 'cp', 'cuda_context', 'd_model', 'dense_layers', 'dp', 'dropout', 'ep', 'ep_dedup', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'etp', 'f32_bytes', 'ffn_hidden', 'flash', 'gated', 'gemm_dhalf', 'global_batch', 'gpipe', 'gpus_per_node', 'grad_bytes', 'hbm_bw', 'head_dim', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_mb', 'host_rc', 'interleave', 'kv_heads', 'kv_lora', 'layout_first', 'layout_first_dense', 'layout_last', 'layout_last_dense', 'layout_mid', 'layout_mid_dense', 'learned_pos', 'mamba_chunk', 'mamba_conv', 'mamba_frac', 'mamba_groups', 'mamba_hdim', 'mamba_heads', 'mamba_state', 'mask_bytes', 'micro_batch', 'mlp_frac', 'moe_ffn', 'mtp', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'n_experts', 'n_heads', 'n_layers', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'nccl_sms_inter', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_ep', 'ov_pp', 'ov_tp', 'peak', 'peak_hp', 'peak_vec', 'pp', 'pp_layout', 'q_bytes', 'q_lora', 'qk_nope', 'qk_rope', 'rc_full', 'rc_op', 'rc_sel', 'rms', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'sq_relu', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'tp_async', 'ub_ring_sms', 'ub_sms', 'v_head', 'vocab', 'z_grad', 'z_os', 'z_param')
 OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_host_overhead', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'pp_bubble_ratio', 'micro_batches', 't_microbatch_stage', 't_layer_fwd', 't_layer_bwd', 't_layer_recompute', 't_layer_tp_comm', 't_layer_cp_comm', 't_layer_ep_comm', 't_layer_comm_bwd', 't_layer_host', 't_dense_layer_fwd', 't_dense_layer_bwd', 't_dense_layer_recompute', 't_dense_layer_tp_comm', 't_dense_layer_cp_comm', 't_dense_layer_ep_comm', 't_dense_layer_comm_bwd', 't_dense_layer_host', 'stage_layers', 'stage_dense_layers', 'stage_mtp_layers', 't_tp_grad_reduce', 't_embed_fwd', 't_embed_bwd', 't_head_fwd', 't_head_bwd', 'head_stage_heavier', 't_edge_host', 't_microbatch_host', 't_pp_send_recv', 't_embedding_grad_reduce', 'flops', 'hardware_flops', 'flops_megatron', 'bytes_tp_fwd', 'bytes_tp_bwd', 'bytes_tp_inter', 'bytes_cp_fwd', 'bytes_cp_bwd', 'bytes_cp_inter', 'bytes_ep_fwd', 'bytes_ep_bwd', 'bytes_ep_inter', 'bytes_pp_fwd', 'bytes_pp_bwd', 'bytes_pp_inter', 'bytes_dp_fwd', 'bytes_dp_bwd', 'bytes_dp_inter', 'flops_forward', 'flops_backward', 'flops_attention', 'flops_lm_head', 'gemm_qkv_proj_flops', 'gemm_qkv_proj_bytes', 'gemm_qkv_proj_dmin', 'gemm_attn_out_proj_flops', 'gemm_attn_out_proj_bytes', 'gemm_attn_out_proj_dmin', 'gemm_mlp_up_flops', 'gemm_mlp_up_bytes', 'gemm_mlp_up_dmin', 'gemm_mlp_down_flops', 'gemm_mlp_down_bytes', 'gemm_mlp_down_dmin', 'gemm_lm_head_flops', 'gemm_lm_head_bytes', 'gemm_lm_head_dmin', 'n_gpus', 'mfu', 'mfu_megatron', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'mem_logits', 'mem_first_stage', 'mem_last_stage', 'mem_reserve', 'mem_cuda_context', 'mem_nccl', 'mem_fragmentation', 'params', 'active_params', 'params_rank', 'params_embedding', 'params_expert', 'params_mtp')
 
 
@@ -44,7 +44,7 @@ def evaluate(x):
     bw_p2p_intra = x['bw_p2p_intra']
     bw_rs_inter = x['bw_rs_inter']
     bw_rs_intra = x['bw_rs_intra']
-    capacity = x['capacity']
+    capacity_factor = x['capacity_factor']
     causal = x['causal']
     ce_compiled = x['ce_compiled']
     ce_eager = x['ce_eager']
@@ -75,7 +75,6 @@ def evaluate(x):
     eta_softmax_bwd = x['eta_softmax_bwd']
     eta_softmax_fwd = x['eta_softmax_fwd']
     etp = x['etp']
-    experts = x['experts']
     f32_bytes = x['f32_bytes']
     ffn_hidden = x['ffn_hidden']
     flash = x['flash']
@@ -87,7 +86,6 @@ def evaluate(x):
     grad_bytes = x['grad_bytes']
     hbm_bw = x['hbm_bw']
     head_dim = x['head_dim']
-    heads = x['heads']
     host_bwd = x['host_bwd']
     host_emb = x['host_emb']
     host_fwd = x['host_fwd']
@@ -97,7 +95,6 @@ def evaluate(x):
     interleave = x['interleave']
     kv_heads = x['kv_heads']
     kv_lora = x.get('kv_lora', 0.0)
-    layers = x['layers']
     layout_first = x.get('layout_first', 0.0)
     layout_first_dense = x.get('layout_first_dense', 0.0)
     layout_last = x.get('layout_last', 0.0)
@@ -134,6 +131,9 @@ def evaluate(x):
     mu_optim_fwd = x['mu_optim_fwd']
     mu_softmax_bwd = x['mu_softmax_bwd']
     mu_softmax_fwd = x['mu_softmax_fwd']
+    n_experts = x['n_experts']
+    n_heads = x['n_heads']
+    n_layers = x['n_layers']
     nccl_comm_bytes = x.get('nccl_comm_bytes', 154140672.0)
     nccl_peer_bytes = x.get('nccl_peer_bytes', 8388608.0)
     nccl_sms = x.get('nccl_sms', 24.0)
@@ -208,7 +208,7 @@ def evaluate(x):
     _x12 = _x11 - 2
     _x13 = interleave**(-1.0)
     _x14 = pp**(-1.0)
-    _x15 = interleave*np.ceil(_x13*_x14*layers)
+    _x15 = interleave*np.ceil(_x13*_x14*n_layers)
     _x16 = biases + 1
     _x17 = kv_lora + qk_rope
     _x18 = _x17*d_model
@@ -258,7 +258,7 @@ def evaluate(x):
     _x62 = _x59 + _x61
     _x63 = _x62*seq_len
     _x64 = _x38*_x63
-    _x65 = _x2*heads
+    _x65 = _x2*n_heads
     _x66 = _x65*micro_batch
     _x67 = _x64*_x66
     _x68 = _x40*kv_lora
@@ -285,7 +285,7 @@ def evaluate(x):
     _x89 = np.maximum(_x85*_x86, _x85*_x88)
     _x90 = _x54 + _x89
     _x91 = _x2*d_model
-    _x92 = _x91*heads
+    _x92 = _x91*n_heads
     _x93 = _x57 + _x62*_x92 + _x67
     _x94 = _x93*act_bytes
     _x95 = _x43/mu_gemm_fwd
@@ -331,13 +331,13 @@ def evaluate(x):
     _x135 = _x134*(_x133 + gemm_dhalf)/_x133
     _x136 = np.maximum(_x131, _x132*_x135)
     _x137 = qk_nope + v_head
-    _x138 = _x137*heads
+    _x138 = _x137*n_heads
     _x139 = _x138*kv_lora
     _x140 = _x138*_x2
     _x141 = _x139*_x2 + _x140*_x40 + _x68
     _x142 = _x130*_x141
     _x143 = 2*kv_lora
-    _x144 = _x0*heads
+    _x144 = _x0*n_heads
     _x145 = _x137*_x144
     _x146 = _x143*_x145
     _x147 = _x2*_x40
@@ -354,7 +354,7 @@ def evaluate(x):
     _x158 = _x157*(_x156 + gemm_dhalf)/_x156
     _x159 = np.maximum(_x155, _x132*_x158)
     _x160 = qk_nope + qk_rope
-    _x161 = _x160*heads
+    _x161 = _x160*n_heads
     _x162 = _x161*_x2
     _x163 = _x162*_x40
     _x164 = _x162*q_lora + _x163 + _x40*q_lora
@@ -379,7 +379,7 @@ def evaluate(x):
     _x183 = np.maximum(_x177, _x110*_x182)
     _x184 = _x174 + _x183
     _x185 = _x60*t0_gemm_fwd
-    _x186 = head_dim*heads
+    _x186 = head_dim*n_heads
     _x187 = head_dim*kv_heads
     _x188 = _x186 + 2*_x187
     _x189 = _x188*d_model
@@ -488,7 +488,7 @@ def evaluate(x):
     _x292 = _x269 + _x59 + 2*_x61
     _x293 = _x292*(_x144 + _x60*kv_heads)
     _x294 = _x293*seq_len
-    _x295 = _x292*heads
+    _x295 = _x292*n_heads
     _x296 = flash*micro_batch
     _x297 = _x296*_x43*(_x294 + _x295*_x39)
     _x298 = _x297*swa_frac
@@ -750,7 +750,7 @@ def evaluate(x):
     _x554 = rc_full + rc_op
     _x555 = _x554*(_x52 + t0_elem_fwd)
     _x556 = _x554*_x90
-    _x557 = np.minimum(1, experts - 1)
+    _x557 = np.minimum(1, n_experts - 1)
     _x558 = 1 - _x557
     _x559 = _x558*gated
     _x560 = rc_full + rc_op*(1 - _x559)
@@ -799,7 +799,7 @@ def evaluate(x):
     _x603 = _x602*ep
     _x604 = _x603 - 1
     _x605 = ep**(-1.0)
-    _x606 = capacity*top_k
+    _x606 = capacity_factor*top_k
     _x607 = _x605*_x606
     _x608 = _x362*_x604*_x607
     _x609 = _x601 - 1
@@ -839,7 +839,7 @@ def evaluate(x):
     _x643 = _x557*(2*_x606 + 2)
     _x644 = _x641 + np.maximum(_x207*_x642, _x210*_x643)
     _x645 = _x557*t0_softmax_fwd
-    _x646 = _x557*experts
+    _x646 = _x557*n_experts
     _x647 = _x234*_x646
     _x648 = 2*f32_bytes
     _x649 = _x283*_x648
@@ -847,7 +847,7 @@ def evaluate(x):
     _x651 = 5*_x280
     _x652 = _x645 + np.maximum(_x647*_x649, _x650*_x651)
     _x653 = d_model*moe_ffn
-    _x654 = _x557*(_x605*experts - 1)
+    _x654 = _x557*(_x605*n_experts - 1)
     _x655 = _x654 + 1
     _x656 = _x597*_x655
     _x657 = _x636 + _x653*_x656
@@ -897,10 +897,10 @@ def evaluate(x):
     _x701 = _x172*_x700
     _x702 = _x172*_x627
     _x703 = _x557*t0_gemm_fwd
-    _x704 = d_model*experts
-    _x705 = _x557*(_x127*experts + _x704 + _x77)
+    _x704 = d_model*n_experts
+    _x705 = _x557*(_x127*n_experts + _x704 + _x77)
     _x706 = _x254*_x97
-    _x707 = np.minimum(np.minimum(_x127, d_model), experts)
+    _x707 = np.minimum(np.minimum(_x127, d_model), n_experts)
     _x708 = (_x707 + gemm_dhalf)/_x707
     _x709 = _x360*_x706*_x708
     _x710 = _x703 + np.maximum(_x109*_x705, _x646*_x709)
@@ -1240,10 +1240,10 @@ def evaluate(x):
     _x1044 = biases*d_model
     _x1045 = -_x1044*(1 - _x627) + _x678 + _x688 + biases*(_x690 + d_model)
     _x1046 = _x653 + _x668 + biases*(_x667 + d_model)
-    _x1047 = _x1046*_x597*_x605*experts
+    _x1047 = _x1046*_x597*_x605*n_experts
     _x1048 = _x1045*_x2 + _x1047 + _x734
     _x1049 = _x16*_x96
-    _x1050 = _x0*(_x1044 + _x139 + _x161*_x498 + d_model*heads*v_head) + _x60*(_x186*d_model + _x189 + biases*(_x188 + d_model))
+    _x1050 = _x0*(_x1044 + _x139 + _x161*_x498 + d_model*n_heads*v_head) + _x60*(_x186*d_model + _x189 + biases*(_x188 + d_model))
     _x1051 = _x1050*_x2 + _x21
     _x1052 = _x1049 + _x1051
     _x1053 = _x1022 - 1
@@ -1341,7 +1341,7 @@ def evaluate(x):
     _x1145 = _x30 + _x36*(_x1005*_x552 + _x1006*_x981 + _x1010*_x768)
     _x1146 = 2*seq_len
     _x1147 = _x96*seq_len
-    _x1148 = _x63*_x96*heads
+    _x1148 = _x63*_x96*n_heads
     _x1149 = _x189*_x60
     _x1150 = _x146*seq_len
     _x1151 = _x161*_x72
@@ -1360,10 +1360,10 @@ def evaluate(x):
     _x1164 = _x1146*_x627
     _x1165 = _x1164*_x678
     _x1166 = _x1164*_x688
-    _x1167 = _x623*(_x557/np.maximum(1, capacity) + _x746)
+    _x1167 = _x623*(_x557/np.maximum(1, capacity_factor) + _x746)
     _x1168 = _x1146*_x1167*_x653
     _x1169 = _x1147*_x1167*_x667
-    _x1170 = -dense_layers + layers
+    _x1170 = -dense_layers + n_layers
     _x1171 = mamba_frac*seq_len
     _x1172 = _x894*seq_len
     _x1173 = _x1156*attn_frac + _x1157*attn_frac + _x1159*attn_frac + _x1160*attn_frac
@@ -1400,20 +1400,20 @@ def evaluate(x):
     _x1204 = _x1179 + _x1180 + _x1181 + _x1182 + _x1184 + _x1186 + _x1187 + _x1188*_x67 + _x1189*_x195 + _x1191 + _x1193 + _x1194 + _x1195 + _x1196 + _x1197 + _x1198 + _x1200 + _x1201 + _x1202 + _x1203 + _x413*_x584 + 6*_x413
     _x1205 = 768*_x798
     _x1206 = _x1177*_x682
-    _x1207 = _x1183*_x734
-    _x1208 = 6*_x659
+    _x1207 = 6*_x659
+    _x1208 = _x1183*_x734
     _x1209 = _x683*_x773
-    _x1210 = _x360*_x770
-    _x1211 = _x1176*_x659
+    _x1210 = _x1176*_x659
+    _x1211 = _x360*_x770
     _x1212 = _x1177*_x694
     _x1213 = 6*_x714
     _x1214 = _x695*_x775
     _x1215 = _x562*_x673
-    _x1216 = _x1170*(_x1179*attn_frac + _x1180*attn_frac + _x1181*attn_frac + _x1182*attn_frac + _x1184*attn_frac + _x1186*attn_frac + _x1187*attn_frac + _x1188*_x820 + _x1189*_x937 + _x1191*attn_frac + _x1193*attn_frac + _x1194*attn_frac + _x1195*attn_frac + _x1196*attn_frac + _x1197*attn_frac + _x1198*attn_frac + _x1200*attn_frac + _x1201*attn_frac + _x1202*attn_frac + _x1203*attn_frac + _x1206*mlp_frac + _x1207*mlp_frac + _x1208*mlp_frac + _x1209*mlp_frac + _x1210*_x906 + _x1211*mlp_frac + _x1212*mlp_frac + _x1213*mlp_frac + _x1214*mlp_frac + _x1215*mlp_frac + _x554*_x852 + _x554*_x860 + _x584*_x844 + _x584*_x957 + 6*_x844 + _x860 + 6*_x956 + 6*_x957 + _x960) + _x1205 + dense_layers*(_x112*_x1176 + 6*_x112 + _x117*_x1177 + _x1204 + _x122*_x562) + mtp*(_x1204 + _x1205 + _x1206 + _x1207 + _x1208 + _x1209 + _x1210*_x646 + _x1211 + _x1212 + _x1213 + _x1214 + _x1215 + 12*_x783)
+    _x1216 = _x1170*(_x1179*attn_frac + _x1180*attn_frac + _x1181*attn_frac + _x1182*attn_frac + _x1184*attn_frac + _x1186*attn_frac + _x1187*attn_frac + _x1188*_x820 + _x1189*_x937 + _x1191*attn_frac + _x1193*attn_frac + _x1194*attn_frac + _x1195*attn_frac + _x1196*attn_frac + _x1197*attn_frac + _x1198*attn_frac + _x1200*attn_frac + _x1201*attn_frac + _x1202*attn_frac + _x1203*attn_frac + _x1206*mlp_frac + _x1207*mlp_frac + _x1208*mlp_frac + _x1209*mlp_frac + _x1210*mlp_frac + _x1211*_x906 + _x1212*mlp_frac + _x1213*mlp_frac + _x1214*mlp_frac + _x1215*mlp_frac + _x554*_x852 + _x554*_x860 + _x584*_x844 + _x584*_x957 + 6*_x844 + _x860 + 6*_x956 + 6*_x957 + _x960) + _x1205 + dense_layers*(_x112*_x1176 + 6*_x112 + _x117*_x1177 + _x1204 + _x122*_x562) + mtp*(_x1204 + _x1205 + _x1206 + _x1207 + _x1208 + _x1209 + _x1210 + _x1211*_x646 + _x1212 + _x1213 + _x1214 + _x1215 + 12*_x783)
     _x1217 = 2*mtp
     _x1218 = _x1161*dense_layers + _x1170*_x1173
     _x1219 = 3*global_batch
-    _x1220 = _x1175 + _x1219*(-_x1161*mtp - _x1218 + _x251*_x292*heads*(_x1217 + _x894*layers) + d_model*seq_len*(_x1217 + 2)*(_x789*tp - vocab))
+    _x1220 = _x1175 + _x1219*(-_x1161*mtp - _x1218 + _x251*_x292*n_heads*(_x1217 + _x894*n_layers) + d_model*seq_len*(_x1217 + 2)*(_x789*tp - vocab))
     _x1221 = np.maximum(0, _x9)
     _x1222 = np.where(_x28, _x1221*_x486, _x486)
     _x1223 = np.where(_x28, _x1221*_x502, _x502)
@@ -1470,7 +1470,7 @@ def evaluate(x):
     _x1274 = _x1273*_x14*_x33*_x39*_x594*_x91*act_bytes*global_batch
     _x1275 = _x1030*_x1274 + _x1031*_x1274
     _x1276 = np.maximum(0, _x1076)
-    _x1277 = _x1046*experts
+    _x1277 = _x1046*n_experts
     _x1278 = _x1039*_x1238
     _x1279 = _x1077*_x1278
     _x1280 = _x1277*_x1279*_x2*_x557*_x876
@@ -1675,4 +1675,4 @@ def evaluate(x):
         'params_mtp': mtp*(_x1097 + _x1285 + _x1286 + _x780),
     }
 
-SOURCE_DIGEST = 'f7e0d049ca50b35a'
+SOURCE_DIGEST = '46b0d981c235ea63'

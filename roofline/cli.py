@@ -353,7 +353,7 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     flag(p, "quantity", default="step_time", help="step_time, flops, memory, tp_comm, dp_comm, pp_bubble, ...")
     flag(p, "format", default="latex", choices=("latex", "python", "sympy", "json"),
          help="latex (a formula), python (a function), sympy (srepr-able text) or json (expression, symbols, dimension)")
-    flag(p, "set", nargs="*", metavar="NAME=VALUE", help="substitute symbols (e.g. layers=96 d_model=12288)")
+    flag(p, "set", nargs="*", metavar="NAME=VALUE", help="substitute symbols (e.g. n_layers=96 d_model=12288)")
     flag(p, "gpu", help="substitute a hardware profile's parameters")
     flag(p, "symbols", action="store_true", help="list every symbol with its dimension")
     p.set_defaults(func=cmd_formulas)

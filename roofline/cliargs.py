@@ -7,19 +7,20 @@ from __future__ import annotations
 
 import argparse
 
-from .config import (ATTENTION, DISPATCHERS, DTYPES, GRAD_DTYPES, LOSS_KERNELS, MLPS, NORMS, POSITIONS, RECOMPUTE,
+from .config import (MODEL_ALIASES, ATTENTION, DISPATCHERS, DTYPES, GRAD_DTYPES, LOSS_KERNELS, MLPS, NORMS, POSITIONS, RECOMPUTE,
                      SCHEDULES, SHARDING, SHARDING_BY_STAGE)
 
-# (flag, dest, type, help) of the model shape; None type = store_true/false pairs handled below
+# (flag, dest, type, help) of the model shape: the flag is the field's name; config.MODEL_ALIASES adds the short
+# spellings (--layers, --heads, --kv-heads, --experts, --capacity)
 MODEL_FLAGS = [
-    ("layers", "n_layers", int, "transformer layers"),
+    ("n-layers", "n_layers", int, "transformer layers"),
     ("d-model", "d_model", int, "hidden size"),
-    ("heads", "n_heads", int, "attention heads"),
-    ("kv-heads", "n_kv_heads", int, "key/value heads (GQA/MQA); default = heads"),
+    ("n-heads", "n_heads", int, "attention heads"),
+    ("n-kv-heads", "n_kv_heads", int, "key/value heads (GQA/MQA); default = heads"),
     ("ffn-hidden", "ffn_hidden", int, "MLP inner size (per expert); default 4h (gelu) or LLaMA's 8h/3 (swiglu)"),
     ("vocab", "vocab", int, "vocabulary size (padded to 128*tp internally)"),
     ("seq-len", "seq_len", int, "sequence length"),
-    ("experts", "n_experts", int, "MoE experts (1 = dense)"),
+    ("n-experts", "n_experts", int, "MoE experts (1 = dense)"),
     ("top-k", "top_k", int, "experts per token"),
     ("capacity-factor", "capacity_factor", float, "MoE capacity factor"),
 ]
@@ -68,17 +69,20 @@ def number(kind=float, low: float = 0.0, strict: bool = True):
     return parse
 
 
-def flag(p: argparse.ArgumentParser, name: str, **kw):
-    """Add --name and, when it has a dash, --name_with_underscores."""
-    names = [f"--{name}"] + ([f"--{name.replace('-', '_')}"] if "-" in name else [])
+def flag(p: argparse.ArgumentParser, name: str, *aliases: str, **kw):
+    """Add --name and, when it has a dash, --name_with_underscores; likewise each alias."""
+    names = []
+    for n in (name, *aliases):
+        names += [f"--{n}"] + ([f"--{n.replace('-', '_')}"] if "-" in n else [])
     return p.add_argument(*names, **kw)
 
 
 def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model (override the preset's fields)")
     flag(g, "model", help="model preset id (see `models list`) or a preset YAML path")
+    short = {field: alias.replace("_", "-") for alias, field in MODEL_ALIASES.items()}
     for name, dest, typ, hlp in MODEL_FLAGS:
-        flag(g, name, dest=dest, type=typ, help=hlp)
+        flag(g, name, *([short[dest]] if dest in short else []), dest=dest, type=typ, help=hlp)
     flag(g, "mlp", choices=MLPS, help="MLP activation: gelu (4h), swiglu (gated, 3 GEMMs), "
          "squared_relu")
     flag(g, "norm", choices=NORMS, help="normalisation layer (priced as a memory-bound kernel)")

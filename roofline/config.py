@@ -37,6 +37,16 @@ GRAD_DTYPES = ("fp32", "bf16", "fp16")
 # distributed optimizer (--use-distributed-optimizer) = ZeRO-1; fsdp = FULL_SHARD = ZeRO-3.
 ZERO_STAGE = {"none": 0, "distributed": 1, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}
 SHARDING = tuple(ZERO_STAGE)
+# The one name of each field is its dataclass field's: the formula input (``--set n_layers=96``), the validation
+# CSV column and the YAML key say it the same way. These other spellings are accepted on input only: YAML keys,
+# ``spec.resolve(**fields)``, and the CLI's short flags (``--layers`` for ``--n-layers``, the brief's spelling).
+MODEL_ALIASES = {"layers": "n_layers", "heads": "n_heads", "kv_heads": "n_kv_heads", "experts": "n_experts",
+                 "capacity": "capacity_factor", "tied": "tied_embeddings"}
+PLAN_ALIASES = {"v": "interleave", "vp": "interleave", "mb": "micro_batch", "gb": "global_batch", "zero": "sharding",
+                "precision": "dtype", "seq_parallel": "sequence_parallel"}
+ALIASES = {**MODEL_ALIASES, **PLAN_ALIASES}
+
+
 # The one name of each stage (index = stage): what search lists and what ``--zero N`` means.
 SHARDING_BY_STAGE = ("none", "distributed", "zero2", "zero3")
 

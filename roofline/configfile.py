@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from .config import Model, Plan
+from .config import MODEL_ALIASES, Model, Plan
 from .errors import InputError
 
 EXAMPLES = Path(__file__).with_name("examples")
@@ -108,7 +108,7 @@ def _model(spec, where: str, base_dir: Path) -> tuple[Model, set]:
     preset = spec.pop("preset", None)
     types = _field_types(Model)
     for k, v in list(spec.items()):
-        key = {"capacity": "capacity_factor", "tied": "tied_embeddings"}.get(k, k)
+        key = MODEL_ALIASES.get(k, k)
         if key not in MODEL_FIELDS:
             raise InputError(f"{where}: unknown key 'model.{k}' (known: preset, {', '.join(sorted(MODEL_FIELDS))})")
         if types.get(key) and v is not None:
@@ -118,7 +118,7 @@ def _model(spec, where: str, base_dir: Path) -> tuple[Model, set]:
         m = models.from_dict({**{f: getattr(m, f) for f in MODEL_FIELDS}, **spec}, f"{where}: model")
     else:
         m = models.from_dict(spec, f"{where}: model")
-    explicit = {{"capacity": "capacity_factor", "tied": "tied_embeddings"}.get(k, k) for k in spec}
+    explicit = {MODEL_ALIASES.get(k, k) for k in spec}
     return m, explicit
 
 

@@ -45,12 +45,12 @@ def hardware_inputs(hw: Hardware, dtype: str = "bf16") -> dict:
 
 
 def model_inputs(m: Model) -> dict:
-    return {"layers": m.n_layers, "d_model": m.d_model, "heads": m.n_heads, "kv_heads": m.kv_heads,
+    return {"n_layers": m.n_layers, "d_model": m.d_model, "n_heads": m.n_heads, "kv_heads": m.kv_heads,
             "ffn_hidden": m.ffn, "vocab": m.vocab, "seq_len": m.seq_len, "gated": float(m.mlp == "swiglu"),
             "sq_relu": float(m.mlp == "squared_relu"), "rms": float(m.norm == "rmsnorm"),
             "causal": float(m.causal), "flash": float(m.attention == "flash"), "dropout": float(m.dropout),
             "tied": float(m.tied_embeddings), "learned_pos": float(m.position == "learned"),
-            "biases": float(m.biases), "experts": m.n_experts, "top_k": m.top_k, "capacity": m.capacity_factor,
+            "biases": float(m.biases), "n_experts": m.n_experts, "top_k": m.top_k, "capacity_factor": m.capacity_factor,
             "head_dim": m.head_size, "moe_ffn": m.expert_ffn, "shared_ffn": m.shared_ffn, "dense_layers": m.dense_layers,
             "mtp": m.mtp_layers or 0, **mla_inputs(m), **hybrid_inputs(m)}
 

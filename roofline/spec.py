@@ -30,15 +30,12 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from . import normalize, stacks
-from .config import Model, Plan, check
+from .config import ALIASES, Model, Plan, check
 from .errors import InputError
 
 PLAN_FIELDS = tuple(f.name for f in dataclasses.fields(Plan))
 MODEL_FIELDS = tuple(f.name for f in dataclasses.fields(Model))
 EXTRA_PLAN_KEYS = ("n_gpus", "tp_comm_overlap")
-ALIASES = {"layers": "n_layers", "heads": "n_heads", "kv_heads": "n_kv_heads", "capacity": "capacity_factor",
-           "tied": "tied_embeddings", "experts": "n_experts", "v": "interleave", "vp": "interleave", "mb": "micro_batch",
-           "gb": "global_batch", "zero": "sharding", "precision": "dtype", "seq_parallel": "sequence_parallel"}
 DEFAULT_GPU = "a100-sxm4-80gb"
 
 

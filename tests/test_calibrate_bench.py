@@ -53,13 +53,13 @@ def test_sweep_kernel_metrics_match_importer():
     from roofline.calibrate.importers import kernel_sample_metrics
     from roofline.formulas import compute as C
     from roofline.formulas import symbols as S
-    vals = {S.micro_batch: 2, S.heads: 8, S.tp: 1, S.cp: 1, S.seq_len: 1024, S.d_model: 8 * 160, S.flash: 0,
+    vals = {S.micro_batch: 2, S.n_heads: 8, S.tp: 1, S.cp: 1, S.seq_len: 1024, S.d_model: 8 * 160, S.flash: 0,
             S.act_bytes: 2, S.kv_heads: 8}
     for name, up in (("attn_scores_bmm", "baddbmm"), ("attn_context_bmm", "bmm")):
         _, kern = op_shape_metrics(_named(C.attention_core(), name), vals)
         for d in ("fwd", "bwd"):
             ref = kernel_sample_metrics(up, d, tp=np.array([1.0]), micro_batch=np.array([2.0]),
-                                        heads=np.array([8.0]), seq_len=np.array([1024.0]), d_model=np.array([1280.0]))
+                                        n_heads=np.array([8.0]), seq_len=np.array([1024.0]), d_model=np.array([1280.0]))
             got = kern[d]
             assert got.shape == (ref[0].shape[1], 4)
             assert np.allclose(got.T, np.stack([r[0] for r in ref]))

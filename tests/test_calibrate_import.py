@@ -108,7 +108,7 @@ def test_sample_mapping_uses_formulas():
                                           seq_len=np.array([1024.0]), d_model=np.array([4096.0]))
     assert F[0] == 2 * 2048 * 4096 * 4096 and Fb[0] == 2 * F[0] and d[0] == 2048
     F, *_, dh, ctas_f, ctas_b, kb_f, kb_b = I.op_sample_metrics(
-        "flash_atten", tp=np.array([2.0]), micro_batch=np.array([4.0]), heads=np.array([16.0]),
+        "flash_atten", tp=np.array([2.0]), micro_batch=np.array([4.0]), n_heads=np.array([16.0]),
         seq_len=np.array([2048.0]), d_model=np.array([2048.0]))
     assert F[0] == 4 * 4 * 2048 * 2048 * 2048 / 2      # non-causal: 4 b s^2 h / t
     assert dh[0] == 128 and ctas_f[0] == 4 * 8 * 2048 / 128   # b x heads/t x query tiles of 128
@@ -120,7 +120,7 @@ def test_unfused_bmm_samples_are_priced_kernel_by_kernel(perlmutter):
     output is written, not read), its backward dQ and dK; bmm forward is P V, its backward dV and dP. Totals equal
     the batched-GEMM counts; the s x s operand is re-read once per further 128 columns of the head dim."""
     assert I.OP_BUILDERS["baddbmm"][0] == I.OP_BUILDERS["bmm"][0] == "bmm" and P.PRIMARY["bmm"] == ("baddbmm", "bmm")
-    v = dict(tp=np.array([2.0]), micro_batch=np.array([4.0]), heads=np.array([16.0]), seq_len=np.array([2048.0]),
+    v = dict(tp=np.array([2.0]), micro_batch=np.array([4.0]), n_heads=np.array([16.0]), seq_len=np.array([2048.0]),
              d_model=np.array([4608.0]))                 # head dim 288: three 128-wide tiles
     bh, s, d = 4 * 8, 2048.0, 288.0
     f, b, reread, k = I.kernel_sample_metrics("baddbmm", "fwd", **v)

@@ -109,11 +109,11 @@ SLOW = pytest.mark.slow
 def test_formulas_export_formats(q):
     from roofline.formulas.export import export, expression
     from roofline.formulas.symbols import SYMBOLS
-    e = expression(q, {"layers": 96, "d_model": 12288})
+    e = expression(q, {"n_layers": 96, "d_model": 12288})
     from roofline.formulas.dag import symbols_of
-    assert SYMBOLS["layers"].symbol not in symbols_of(e) and SYMBOLS["d_model"].symbol not in symbols_of(e)
+    assert SYMBOLS["n_layers"].symbol not in symbols_of(e) and SYMBOLS["d_model"].symbol not in symbols_of(e)
     for fmt in ("latex", "sympy"):
-        text = export(q, fmt, {"layers": 96, "d_model": 12288})
+        text = export(q, fmt, {"n_layers": 96, "d_model": 12288})
         assert "d_model" not in text and "n_layers" not in text
         assert text.strip() and (fmt != "latex" or "\\frac" in text)     # an empty export passed the line above
     # the sympy text reads back as the same expression (equal values at a random point); the large forms come as
@@ -133,7 +133,7 @@ def test_formulas_export_formats(q):
     j = json.loads(export(q, "json"))
     assert j["quantity"] == q and j["symbols"]
     if q == "flops":
-        assert j["dimension"] == "flop" and "layers" in j["symbols"]
+        assert j["dimension"] == "flop" and "n_layers" in j["symbols"]
     if q == "pp_bubble":
         ns = {}
         exec(export(q, "python"), ns)
@@ -191,12 +191,12 @@ def _main(capsys, *args):
     (["transformer", "--gpu-hour-price", "-3"], "must be a finite number >= 0, got '-3'"),
     (["transformer", "--net-gbps", "0"], "argument --net-gbps/--net_gbps: must be a finite number > 0"),
     (["transformer", "--gpus-per-node", "0"], "argument --gpus-per-node/--gpus_per_node"),
-    (["transformer", "--layers", "nan"], "roofline transformer: error: argument --layers: invalid int value: 'nan'"),
+    (["transformer", "--layers", "nan"], "roofline transformer: error: argument --n-layers/--n_layers/--layers: invalid int value: 'nan'"),
     (["transformer", "--timeline", "{tmp}/no/such/x.png"], "--timeline {tmp}/no/such/x.png: folder"),
     (["transformer", "--timeline", "{tmp}/x.txt"], "the file name must end in an image format"),
     (["transformer", "--trace", "{tmp}/no/such/x.json"], "does not exist"),
     (["formulas", "--format", "nosuch"], "argument --format: invalid choice: 'nosuch'"),
-    (["formulas", "--set", "layers=-3"], "--set: values must be finite and >= 0, got layers=-3"),
+    (["formulas", "--set", "n_layers=-3"], "--set: values must be finite and >= 0, got n_layers=-3"),
     (["search", "--model", "gpt3-125m", "--global-batch", 64, "--gpus", 8, "--plot", "{tmp}/x.png"],
      "--plot draws the time/cost Pareto front of a GPU range"),
     (["calibrate", "compute", "--device", "cpu", "--repeats", 0, "--out", "{tmp}/x"], "argument --repeats"),

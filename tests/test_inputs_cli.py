@@ -218,11 +218,11 @@ def test_plan_finds_a_split_beyond_the_smallest_size():
 # ---- formulas ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("item,needle", [
     ("tp=0", "--set tp"), ("pp=0", "--set pp"), ("dp=0", "--set dp"), ("micro_batch=0", "--set micro_batch"),
-    ("layers=0", "--set layers"), ("seq_len=0", "--set seq_len"), ("sms=0", "--set sms"),
-    ("tp=1.5", "integer"), ("heads=2.5", "integer"), ("gated=0.5", "--set gated"), ("rc_full=2", "--set rc_full"),
+    ("n_layers=0", "--set n_layers"), ("seq_len=0", "--set seq_len"), ("sms=0", "--set sms"),
+    ("tp=1.5", "integer"), ("n_heads=2.5", "integer"), ("gated=0.5", "--set gated"), ("rc_full=2", "--set rc_full"),
     ("ov_tp=1.5", "--set ov_tp"), ("eta_gemm_fwd=0", "--set eta_gemm_fwd"), ("mu_elem_bwd=1.2", "--set mu_elem_bwd"),
     ("clock=0", "--set clock"), ("clock=1.5", "--set clock"), ("peak=0", "--set peak"), ("hbm_bw=0", "--set hbm_bw"),
-    ("bw_ar_intra=0", "--set bw_ar_intra"), ("capacity=0", "--set capacity"), ("tp=nan", "tp=nan"),
+    ("bw_ar_intra=0", "--set bw_ar_intra"), ("capacity_factor=0", "--set capacity_factor"), ("tp=nan", "tp=nan"),
     ("tp=inf", "tp=inf"), ("tp=-2", "tp=-2"), ("tp=abc", "--set tp"), ("tp", "name=value"),
     ("nosuch=3", "unknown symbol"),
 ])
@@ -300,4 +300,4 @@ def test_formulas_with_a_gpu_leave_only_model_and_plan_symbols(capsys, tmp_path)
     d = json.loads(out[0])
     groups = {SYMBOLS[n].group for n in d["symbols"]}
     assert d["quantity"] == "step_time" and groups <= {"model", "plan"}, groups
-    assert {"tp", "layers"} <= set(d["symbols"])
+    assert {"tp", "n_layers"} <= set(d["symbols"])

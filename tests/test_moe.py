@@ -23,7 +23,7 @@ def test_one_expert_top1_is_the_dense_model():
         assert one.raw[k] == pytest.approx(dense.raw[k], rel=1e-12), k
     # and the formulas reduce with E = K = 1 even when the inputs are given as arrays
     x = inputs(DENSE, PLAN, HW)
-    xs = {**x, "experts": 1.0, "top_k": 1.0}
+    xs = {**x, "n_experts": 1.0, "top_k": 1.0}
     assert evaluate(xs)["flops"] == pytest.approx(evaluate(x)["flops"])
 
 

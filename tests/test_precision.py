@@ -44,7 +44,7 @@ def test_quantized_elements_of_a_dense_layer_by_hand():
     ops = C.layer_ops(C.d_head, S.ffn_hidden, sp.Integer(0), variants=True)
     q = _op(ops, "quantize")
     h, a, g, dh, f, t, T = 4096, 32, 8, 128, 14336, 2, 8192
-    vals = {S.d_model: h, S.heads: a, S.kv_heads: g, S.head_dim: dh, S.ffn_hidden: f, S.tp: t, S.micro_batch: 1,
+    vals = {S.d_model: h, S.n_heads: a, S.kv_heads: g, S.head_dim: dh, S.ffn_hidden: f, S.tp: t, S.micro_batch: 1,
             S.seq_len: T, S.cp: 1, S.gated: 1, S.q_bytes: 6, S.kv_lora: 0, S.q_lora: 0}
     fwd_elems = T * (h + a * dh / t + h + f / t)
     bwd_elems = T * ((a + 2 * g) * dh / t + h + 2 * f / t + h)

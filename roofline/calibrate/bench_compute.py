@@ -49,7 +49,7 @@ def op_shape_metrics(op: C.Op, values: dict) -> tuple:
     array kernels x (F, B, extra-pass bytes, K), compute.bmm_kernel); None where the op has none.
 
     >>> att, _ = op_shape_metrics(_named(C.attention_core(), "flash_attention"), {S.micro_batch: 1,
-    ...     S.heads: 2, S.tp: 1, S.cp: 1, S.seq_len: 256, S.d_model: 128, S.flash: 1})
+    ...     S.n_heads: 2, S.tp: 1, S.cp: 1, S.seq_len: 256, S.d_model: 128, S.flash: 1})
     >>> att["fwd"], att["bwd"]
     ((64.0, 4.0, 128.0), (64.0, 4.0, 128.0))
     """
@@ -74,7 +74,7 @@ def cases(dtype: str, quick: bool, device: str):
     dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
     ab = DTYPE_BYTES[dtype]
     fixed = {S.act_bytes: ab, S.grad_bytes: ab, S.f32_bytes: 4, S.gated: 0, S.rms: 0, S.sq_relu: 0, S.flash: 1, S.causal: 1, S.dropout: 0,
-             S.cp: 1, S.seq_par: 0, S.experts: 1, S.ep: 1, S.top_k: 1, S.capacity: 1, S.learned_pos: 0, S.tp: 1}
+             S.cp: 1, S.seq_par: 0, S.n_experts: 1, S.ep: 1, S.top_k: 1, S.capacity_factor: 1, S.learned_pos: 0, S.tp: 1}
     rnd = lambda *shape: torch.randn(*shape, device=device, dtype=dt)  # noqa: E731
     out = []
     if quick:
@@ -95,13 +95,13 @@ def cases(dtype: str, quick: bool, device: str):
         def mk(b=b, a=a, s=s, d=d):
             q, k_, v = (rnd(b, a, s, d).requires_grad_() for _ in range(3))
             return (lambda: torch.nn.functional.scaled_dot_product_attention(q, k_, v, is_causal=True)), (q, k_, v)
-        vals = {**fixed, S.micro_batch: b, S.seq_len: s, S.heads: a, S.kv_heads: a, S.d_model: a * d}
+        vals = {**fixed, S.micro_batch: b, S.seq_len: s, S.n_heads: a, S.kv_heads: a, S.d_model: a * d}
         out.append(Case("sdpa", _named(C.attention_core(), "flash_attention"), vals, mk))
     # unfused attention (Megatron-LM 2021, Megatron-DeepSpeed): scores = baddbmm(empty, Q, K^T, beta=0,
     # alpha=1/sqrt(d)) and context = bmm(probs, V) over [b a, s, *] views, each with its backward kernels
     for b, a, s, d in ([(1, 2, 64, 32), (1, 4, 128, 32), (2, 4, 128, 64), (1, 8, 256, 64)] if quick else
                        [(b, a, s, d) for b in (1, 4) for a in (8, 32) for s in (1024, 2048, 4096) for d in (64, 128)]):
-        vals = {**fixed, S.flash: 0, S.micro_batch: b, S.seq_len: s, S.heads: a, S.kv_heads: a, S.d_model: a * d}
+        vals = {**fixed, S.flash: 0, S.micro_batch: b, S.seq_len: s, S.n_heads: a, S.kv_heads: a, S.d_model: a * d}
 
         def mk_scores(b=b, a=a, s=s, d=d):
             q, k_ = (rnd(b * a, s, d).requires_grad_() for _ in range(2))
@@ -116,7 +116,7 @@ def cases(dtype: str, quick: bool, device: str):
     sizes = ([(256, 64), (512, 128), (1024, 128), (1024, 256)] if quick else
              [(t, h) for t in (2048, 8192, 32768) for h in (1024, 4096, 8192)])
     for t, h in sizes:
-        tok = {**fixed, S.micro_batch: 1, S.seq_len: t, S.d_model: h, S.heads: 1, S.kv_heads: 1, S.ffn_hidden: 4 * h}
+        tok = {**fixed, S.micro_batch: 1, S.seq_len: t, S.d_model: h, S.n_heads: 1, S.kv_heads: 1, S.ffn_hidden: 4 * h}
         ln = torch.nn.LayerNorm(h, device=device, dtype=dt)
         rms = torch.nn.RMSNorm(h, device=device, dtype=dt)
 
@@ -144,7 +144,7 @@ def cases(dtype: str, quick: bool, device: str):
         def mk_sm(b=b, a=a, s=s):
             x = rnd(b, a, s, s).requires_grad_()
             return (lambda: torch.softmax(x, dim=-1)), (x,)
-        vals = {**fixed, S.flash: 0, S.micro_batch: b, S.heads: a, S.seq_len: s, S.d_model: a}
+        vals = {**fixed, S.flash: 0, S.micro_batch: b, S.n_heads: a, S.seq_len: s, S.d_model: a}
         out.append(Case("scores_softmax", _named(C.attention_core(), "scale_mask_softmax_dropout"), vals, mk_sm))
     for t, v in ([(128, 1024), (256, 2048), (512, 4096)] if quick else [(2048, 32000), (4096, 50304), (8192, 128256)]):
         def mk_ce(t=t, v=v):
@@ -252,8 +252,8 @@ def run_sweep(device: str, dtype: str, quick: bool, repeats: int, skipped: list 
 
 def case_label(c: Case) -> str:
     """'baddbmm b=4 s=4096 heads=32 d_model=4096': the kernel and its sizes."""
-    keys = (S.micro_batch, S.seq_len, S.heads, S.d_model, S.vocab)
-    short = {S.micro_batch: "b", S.seq_len: "s", S.heads: "heads", S.d_model: "d_model", S.vocab: "vocab"}
+    keys = (S.micro_batch, S.seq_len, S.n_heads, S.d_model, S.vocab)
+    short = {S.micro_batch: "b", S.seq_len: "s", S.n_heads: "n_heads", S.d_model: "d_model", S.vocab: "vocab"}
     return " ".join([c.name] + [f"{short[k]}={c.values[k]}" for k in keys if k in c.values])
 
 

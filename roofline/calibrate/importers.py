@@ -96,10 +96,10 @@ ABSENT = {s.symbol: 0 for s in S.SYMBOLS.values() if s.group == "model" and s.de
 FIXED = {  # upstream samples: fp16, plain GPT block, no dropout/SP/CP/MoE (target_functions.py)
     **ABSENT,
     S.act_bytes: 2, S.grad_bytes: 2, S.f32_bytes: 4, S.gated: 0, S.rms: 0, S.sq_relu: 0, S.flash: 1, S.causal: 1, S.dropout: 0, S.cp: 1, S.seq_par: 0,
-    S.experts: 1, S.ep: 1, S.top_k: 1, S.capacity: 1, S.learned_pos: 0, S.biases: 1, S.tied: 0,
-    S.vocab: VOCAB, S.kv_heads: S.heads, S.ffn_hidden: 4 * S.d_model,
+    S.n_experts: 1, S.ep: 1, S.top_k: 1, S.capacity_factor: 1, S.learned_pos: 0, S.biases: 1, S.tied: 0,
+    S.vocab: VOCAB, S.kv_heads: S.n_heads, S.ffn_hidden: 4 * S.d_model,
     # attention width = d_model, dense MLP only (the MoE/shared-expert sizes of the issue-20 model are unused)
-    S.head_dim: S.d_model / S.heads, S.moe_ffn: 4 * S.d_model, S.shared_ffn: 0,
+    S.head_dim: S.d_model / S.n_heads, S.moe_ffn: 4 * S.d_model, S.shared_ffn: 0,
 }
 N_PARAMS = sp.Symbol("n_params", positive=True)
 
@@ -108,7 +108,7 @@ adam_op = C.adam_op      # one source: the predictor's optimizer op
 
 
 def _scores():
-    return S.micro_batch * S.heads / S.tp * S.seq_len ** 2      # b (a/t) s^2 attention-score elements
+    return S.micro_batch * S.n_heads / S.tp * S.seq_len ** 2      # b (a/t) s^2 attention-score elements
 
 
 def _named(ops, name):
@@ -144,7 +144,7 @@ OP_BUILDERS = {  # upstream op -> (class, Op with the right symbols, fixed overr
     "optimizer": ("optim", lambda: adam_op(N_PARAMS), {S.opt_bytes: 4}),
 }
 STAGES = ("firstStage_optimizer", "middleStage_optimizer", "lastStage_optimizer")
-COLUMN_SYMBOL = {"mp": "tp", "b": "micro_batch", "l": "seq_len", "dim": "d_model", "h": "heads", "params": "n_params"}
+COLUMN_SYMBOL = {"mp": "tp", "b": "micro_batch", "l": "seq_len", "dim": "d_model", "h": "n_heads", "params": "n_params"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -208,10 +208,10 @@ def op_sample_metrics(op_name: str, **values) -> tuple:
 def stage_params(stage: str, mp, dim, encoders):
     """Parameters per rank of an upstream pipeline stage (memory.py: layers x layer params / t, plus
     the V_pad h / t embedding table on the first stage and LM head on the last)."""
-    expr = S.layers * M.layer_params_rank + (0 if stage.startswith("middle") else C.vocab_pad * S.d_model / S.tp)
+    expr = S.n_layers * M.layer_params_rank + (0 if stage.startswith("middle") else C.vocab_pad * S.d_model / S.tp)
     expr = expr.subs(FIXED).subs(FIXED)
     free = sorted(expr.free_symbols, key=lambda s: s.name)
-    vals = {"tp": mp, "d_model": dim, "layers": encoders, "heads": np.ones_like(dim)}
+    vals = {"tp": mp, "d_model": dim, "n_layers": encoders, "n_heads": np.ones_like(dim)}
     return sp.lambdify(free, expr, "numpy")(*[np.asarray(vals[s.name], float) for s in free])
 
 
@@ -307,7 +307,7 @@ def import_estimate_train_time(root, cluster: str) -> Imported:
             continue
         cls, names, _ = op_functions(op)
         vals = {COLUMN_SYMBOL[c]: v for c, v in cols.items() if c in COLUMN_SYMBOL}
-        vals.setdefault("heads", np.ones_like(cols["l"]))
+        vals.setdefault("n_heads", np.ones_like(cols["l"]))
         F, B, Fb, Bb, dmin, dh, *grid = op_sample_metrics(op, **{k: v for k, v in vals.items() if k in names})
         has_d = cls in ("gemm", "attn")
         for i, (direction, f_, b_, t) in enumerate((("fwd", F, B, cols["F_dur(us)"]), ("bwd", Fb, Bb, cols["B_dur(us)"]))):

@@ -20,7 +20,7 @@ import sympy as sp
 from . import symbols as S
 
 # sizes per rank
-STD_HEAD = S.d_model / S.heads                                # the head width when none is stated (calibration samples)
+STD_HEAD = S.d_model / S.n_heads                                # the head width when none is stated (calibration samples)
 d_head = S.head_dim                                           # head dimension (Megatron-Core kv_channels)
 # MLA (DeepSeek-V2 sec 2.1, DeepSeek-V3 report sec 2.1.1; Megatron-Core transformer/multi_latent_attention.py):
 # queries and keys of d_n + d_r per head (the RoPE part d_r of the key is one vector shared by all heads), values
@@ -43,14 +43,14 @@ def head_dims(d):
 
 
 d_qk, d_v = head_dims(d_head)
-kv_heads_eff = (1 - mla) * S.kv_heads + mla * S.heads        # heads of K and V as the attention kernel reads them
-q_width = S.heads * d_head                                    # width of Q and of the attention output (may differ from h)
+kv_heads_eff = (1 - mla) * S.kv_heads + mla * S.n_heads        # heads of K and V as the attention kernel reads them
+q_width = S.n_heads * d_head                                    # width of Q and of the attention output (may differ from h)
 kv_width = kv_heads_eff * (d_qk + d_v) / 2                    # width of K (and of V; MLA: their mean), per token
 tokens = S.micro_batch * S.seq_len / S.cp                     # tokens of one micro-batch on one CP rank
 sp_div = 1 + S.seq_par * (S.tp - 1)                           # divisor of norm/dropout work under SP
 tok_sp = tokens / sp_div                                      # tokens a rank holds outside TP regions
-routed = S.top_k * S.capacity                                 # expert copies of a token (1 for dense)
-moe = sp.Min(1, S.experts - 1)                                # 1 for a mixture of experts, else 0
+routed = S.top_k * S.capacity_factor                                 # expert copies of a token (1 for dense)
+moe = sp.Min(1, S.n_experts - 1)                                # 1 for a mixture of experts, else 0
 # the tensor-parallel split of the routed experts: etp (Megatron-Core expert_tensor_parallel_size, default tp;
 # "MoE parallel folding", arXiv 2504.14960); the MLP of a dense model or dense layer is split over tp
 etp = moe * S.etp + (1 - moe) * S.tp
@@ -273,14 +273,14 @@ def attention_core(d_head=STD_HEAD, d_v=None, kv_heads=S.kv_heads, window=False)
     d_qk = d_head
     d_v = d_head if d_v is None else d_v
     s_q, s_kv = S.seq_len / S.cp, S.seq_len
-    heads_rank = S.heads / S.tp
+    heads_rank = S.n_heads / S.tp
     full = 2 * S.micro_batch * s_q * s_kv * (d_qk + d_v) * heads_rank
     per_key = full / s_kv                                     # FLOPs per key of every query (forward)
     frac = S.swa_frac if window else sp.Integer(0)
     model_f = full * (1 - S.causal / 2)
     model_f_win = per_key * window_keys(S.swa_window) if window else sp.Integer(0)
     model_mix = (1 - frac) * model_f + frac * model_f_win if window else model_f
-    qkvo_bytes = S.act_bytes * S.micro_batch * (s_q * S.heads * (d_qk + d_v) + s_kv * kv_heads * (d_qk + d_v)) / S.tp
+    qkvo_bytes = S.act_bytes * S.micro_batch * (s_q * S.n_heads * (d_qk + d_v) + s_kv * kv_heads * (d_qk + d_v)) / S.tp
     kb_fwd, kb_bwd = flash_blocks(d_qk)
     d_shape = (d_qk + d_v) / 2                                # the shape curve's head dim (ASSUMED: the mean of the two)
     grid = S.micro_batch * heads_rank         # thread blocks: forward per query tile, backward per key block
@@ -331,7 +331,7 @@ def mla_ops() -> list[Op]:
     runs apply_rotary_pos_emb and torch.cat over the same tensors): an HBM-bound kernel reading the up projections'
     outputs and the shared k_rope and writing Q, K, V, ~1 FLOP per element (ASSUMED; priced with the elem class).
     Every op is off (0) without MLA."""
-    h, t, a = S.d_model, S.tp, S.heads
+    h, t, a = S.d_model, S.tp, S.n_heads
     on_q = mla_q_lora                              # q_lora_rank > 0, with MLA
     nope_rope = mla_qk
     read = tokens * (a / t * (S.qk_nope + S.qk_rope + S.qk_nope + S.v_head) + S.qk_rope)
@@ -364,14 +364,14 @@ def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0
     """
     h, f, t = S.d_model, ffn, S.tp
     hid = tok_sp * h
-    q_w, kv_w = S.heads * d_head, S.kv_heads * d_head
+    q_w, kv_w = S.n_heads * d_head, S.kv_heads * d_head
     if variants is None:
         variants = d_head is S.head_dim
     if variants:
         dq, dv = head_dims(d_head)
         attn = [_on(gemm("qkv_proj", tokens, h, (q_w + 2 * kv_w) / t), 1 - mla), *mla_ops(),
                 *attention_core(dq, dv, kv_heads_eff, window=True),
-                gemm("attn_out_proj", tokens, S.heads * dv / t, h)]
+                gemm("attn_out_proj", tokens, S.n_heads * dv / t, h)]
     else:
         attn = [gemm("qkv_proj", tokens, h, (q_w + 2 * kv_w) / t), *attention_core(d_head),
                 gemm("attn_out_proj", tokens, q_w / t, h)]
@@ -380,10 +380,10 @@ def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0
     # fewer than a TP group gathers), f/etp wide; the same FLOPs per rank as a tp split (MoE with tp > 1 runs SP)
     t_mlp = moe_on * S.etp + (1 - moe_on) * t
     tok_mlp = tokens * t_mlp / t
-    mlp_model = moe_on / sp.Max(1, S.capacity) + (1 - moe_on)
+    mlp_model = moe_on / sp.Max(1, S.capacity_factor) + (1 - moe_on)
     # the routed experts a rank holds, E/e (each rank of the EP group holds E/e experts; Megatron-Core
     # num_local_experts = num_moe_experts // expert_model_parallel_size), one GEMM each; 1 in a dense MLP
-    local = 1 + moe_on * (S.experts / S.ep - 1)
+    local = 1 + moe_on * (S.n_experts / S.ep - 1)
     # norms: NORM_FLOPS per element (LayerNorm 8, RMSNorm 4)
     ops = [
         elementwise("norm_attn", "norm", hid, 1, 1, 2, 1, NORM_FLOPS),
@@ -393,7 +393,7 @@ def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0
         elementwise("norm_mlp", "norm", hid, 1, 1, 2, 1, NORM_FLOPS),
         # the router runs on the tokens a rank holds before the dispatcher gathers them (SP-split under TP;
         # Megatron-Core moe_layer.py: router(hidden_states), then token_dispatcher)
-        gemm("router", tok_sp, h, S.experts, on=moe_on, hp=True),
+        gemm("router", tok_sp, h, S.n_experts, on=moe_on, hp=True),
         gemm("mlp_up", tok_mlp * rt, h, f * (1 + S.gated) / t_mlp, model=mlp_model, groups=local),
         # GELU / squared ReLU: read 1 write 1; SwiGLU: read 2 write 1 (backward: read inputs and grad, write input
         # grads); ACT_FLOPS per element
@@ -402,7 +402,7 @@ def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0
         elementwise("dropout_residual_mlp", "elem", hid, 2 + S.dropout * S.mask_bytes / S.act_bytes, 1, 1 + S.dropout * S.mask_bytes / S.act_bytes, 2),
     ]
     if moe_on is not sp.S.Zero:
-        e = S.experts
+        e = S.n_experts
         ops += [
             # router scores: softmax/sigmoid over E logits, top-k selection, (re)normalise the k weights
             # (Megatron-Core moe/router.py topk_routing_with_score_function); ASSUMED 5 FLOP per logit as the

@@ -18,7 +18,7 @@ from .export import MAX_SIMPLIFY_NODES, distinct_nodes, substitute, tidy
 from .symbols import SYMBOLS, latex_names
 
 TARGET = Path(__file__).resolve().parents[2] / "docs" / "concepts.md"
-DENSE = {"experts": 1, "top_k": 1, "capacity": 1, "gated": 0, "ep": 1, "cp": 1, "shared_ffn": 0, "dense_layers": 0,
+DENSE = {"n_experts": 1, "top_k": 1, "capacity_factor": 1, "gated": 0, "ep": 1, "cp": 1, "shared_ffn": 0, "dense_layers": 0,
          "kv_lora": 0, "q_lora": 0, "qk_nope": 0, "qk_rope": 0, "v_head": 0, "swa_frac": 0, "swa_window": 0, "mtp": 0,
          "pp_layout": 0}
 
@@ -32,7 +32,7 @@ def sub(e, values):
     Substituted once per distinct subexpression (export.substitute: the step terms are graphs whose trees are
     exponentially larger), then simplified."""
     e = substitute(e, {SYMBOLS["moe_ffn"].symbol: SYMBOLS["ffn_hidden"].symbol,
-                       SYMBOLS["head_dim"].symbol: SYMBOLS["d_model"].symbol / SYMBOLS["heads"].symbol})
+                       SYMBOLS["head_dim"].symbol: SYMBOLS["d_model"].symbol / SYMBOLS["n_heads"].symbol})
     e = substitute(e, {SYMBOLS[k].symbol: sp.sympify(v) for k, v in values.items()})
     # sympy's simplify searches rewrites of the whole tree: only on small results (a large one would take hours)
     return sp.simplify(e) if distinct_nodes(e)[0] < MAX_SIMPLIFY_NODES else tidy(e)

@@ -28,14 +28,14 @@ FORMATS = ("latex", "python", "sympy", "json")
 # capacity factor and the activation element size divide, so they are > 0. Every other symbol (times, byte
 # sizes, shape constants): finite and >= 0. Names not defined (yet) in symbols.py are simply never matched.
 INTEGER_SYMBOLS = frozenset({
-    "layers", "d_model", "heads", "kv_heads", "ffn_hidden", "head_dim", "moe_ffn", "vocab", "seq_len", "experts",
+    "n_layers", "d_model", "n_heads", "kv_heads", "ffn_hidden", "head_dim", "moe_ffn", "vocab", "seq_len", "n_experts",
     "top_k", "tp", "pp", "dp", "cp", "ep", "micro_batch", "global_batch", "interleave", "gpus_per_node", "sms"})
 COUNT_OR_ZERO_SYMBOLS = frozenset({"shared_ffn", "dense_layers"})          # integers >= 0 (0: none)
 SWITCH_SYMBOLS = frozenset({"gated", "causal", "flash", "dropout", "tied", "learned_pos", "biases", "seq_par", "tp_async",
                             "rc_full", "rc_sel", "rc_op", "ce_eager", "ce_compiled", "gpipe", "z_os", "z_grad", "z_param"})
-POSITIVE_SYMBOLS = frozenset({"capacity", "act_bytes"})
+POSITIVE_SYMBOLS = frozenset({"capacity_factor", "act_bytes"})
 MAX_SIMPLIFY_NODES = 200     # tidy only results of fewer distinct nodes (a larger one gains little: memory at
-                             # layers=96 d_model=12288, 371 nodes -> 364 in 1 s; it prints as it is)
+                             # n_layers=96 d_model=12288, 371 nodes -> 364 in 1 s; it prints as it is)
 
 
 _OPAQUE = {sp.Max: sp.Function("_Max"), sp.Min: sp.Function("_Min")}

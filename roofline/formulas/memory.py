@@ -40,8 +40,8 @@ _gqa_params = h * (C.q_width + 2 * _gqa_kv) + C.q_width * h + S.biases * (C.q_wi
 # r_kv x a (d_n + d_v), the output projection a d_v x h (+ its bias)
 _mla_repl = (C.mla_q_lora * (h * S.q_lora + S.q_lora * (1 + S.biases)) + h * (S.kv_lora + S.qk_rope)
              + S.kv_lora * (1 + S.biases))
-_mla_split = ((C.mla_q_lora * S.q_lora + (1 - C.mla_q_lora) * h) * S.heads * C.mla_qk
-              + S.kv_lora * S.heads * (S.qk_nope + S.v_head) + S.heads * S.v_head * h + S.biases * h)
+_mla_split = ((C.mla_q_lora * S.q_lora + (1 - C.mla_q_lora) * h) * S.n_heads * C.mla_qk
+              + S.kv_lora * S.n_heads * (S.qk_nope + S.v_head) + S.n_heads * S.v_head * h + S.biases * h)
 attn_params_split = (1 - C.mla) * _gqa_params + C.mla * _mla_split    # split over the t ranks of TP
 attn_params_repl = C.mla * _mla_repl                                  # held whole by every TP rank
 attn_params = attn_params_split + attn_params_repl
@@ -57,21 +57,21 @@ expert_params = mlp_params(S.moe_ffn)                     # one routed expert (t
 dense_mlp_params = mlp_params(f)                           # the MLP of a leading dense layer of a MoE
 shared_params = mlp_params(S.shared_ffn) - S.biases * h * (1 - sp.Min(1, S.shared_ffn))   # 0 without
 norm_params = 2 * h * (1 + S.biases)
-router_params = C.moe * h * S.experts
+router_params = C.moe * h * S.n_experts
 # a hybrid Mamba-2 pattern's average layer (formulas/mamba.py): each sublayer in its share of the layers, one pre-norm
 # per sublayer ((1 + 1 + 0) / 2 = the transformer layer's two norms)
 fa, fm, fx = S.attn_frac, S.mlp_frac, S.mamba_frac
 hybrid_norms = (fa + fm + fx) / 2
 # Megatron-Core moe_layer_freq: l_d leading dense layers, the other l - l_d MoE (all of them for a dense model)
-hybrid_layer_params = (fa * attn_params + fm * (S.experts * expert_params + router_params + shared_params)
+hybrid_layer_params = (fa * attn_params + fm * (S.n_experts * expert_params + router_params + shared_params)
                     + fx * MB.mixer_params + hybrid_norms * norm_params)
 moe_layer_params = hybrid_layer_params.xreplace(MB.TRANSFORMER)           # a transformer's MoE (or dense) layer
 dense_layer_params = attn_params + dense_mlp_params + norm_params
 layer_params = moe_layer_params
 embedding_params = S.vocab * h * (2 - S.tied) + S.learned_pos * S.seq_len * h + h * (1 + S.biases)
-total_params = (S.layers - S.dense_layers) * hybrid_layer_params + S.dense_layers * dense_layer_params + embedding_params
+total_params = (S.n_layers - S.dense_layers) * hybrid_layer_params + S.dense_layers * dense_layer_params + embedding_params
 # active parameters per token (MoE: top-k routed experts, the shared experts, the router)
-active_params = ((S.layers - S.dense_layers) * (fa * attn_params + fm * (S.top_k * expert_params + router_params
+active_params = ((S.n_layers - S.dense_layers) * (fa * attn_params + fm * (S.top_k * expert_params + router_params
                                                                       + shared_params)
                                                 + fx * MB.mixer_params + hybrid_norms * norm_params)
                  + S.dense_layers * dense_layer_params + embedding_params)
@@ -89,17 +89,17 @@ mtp_layer_params = moe_layer_params + 2 * h * h + 3 * h * (1 + S.biases)
 mtp_params = S.mtp * mtp_layer_params
 dense_first = sp.Min(S.dense_layers, PL.stage_layers)      # dense layers on the first stage
 dense_last = (1 - PL.has_pp) * dense_first                 # ... and on the last (the same stage when p = 1)
-hybrid_layer_params_rank = (fa * attn_params_rank + fm * (S.experts / S.ep * expert_params / C.etp + router_params
+hybrid_layer_params_rank = (fa * attn_params_rank + fm * (S.n_experts / S.ep * expert_params / C.etp + router_params
                                                  + shared_params / S.tp)
                      + fx * MB.mixer_params / S.tp + hybrid_norms * norm_params)
 dense_layer_rank = attn_params_rank + dense_mlp_params / S.tp + norm_params
 layer_params_rank = hybrid_layer_params_rank.xreplace(MB.TRANSFORMER)  # a transformer's MoE (or dense) layer
 mtp_rank = S.mtp * (layer_params_rank + 2 * h * h / S.tp + 3 * h * (1 + S.biases))       # on the last stage
-mtp_expert_rank = S.mtp * C.moe * S.experts / S.ep * expert_params / C.etp
+mtp_expert_rank = S.mtp * C.moe * S.n_experts / S.ep * expert_params / C.etp
 mtp_embedding_rank = sp.Min(1, S.mtp) * PL.has_pp * (1 - S.tied) * C.vocab_pad * h / S.tp
-expert_params_rank = (C.moe * (PL.stage_layers - dense_first) * fm * S.experts / S.ep * expert_params / C.etp
+expert_params_rank = (C.moe * (PL.stage_layers - dense_first) * fm * S.n_experts / S.ep * expert_params / C.etp
                       + (1 - PL.has_pp) * mtp_expert_rank)
-expert_last_rank = C.moe * (PL.stage_layers - dense_last) * fm * S.experts / S.ep * expert_params / C.etp + mtp_expert_rank
+expert_last_rank = C.moe * (PL.stage_layers - dense_last) * fm * S.n_experts / S.ep * expert_params / C.etp + mtp_expert_rank
 embedding_params_rank = (C.vocab_pad * h / S.tp * (1 + (1 - S.tied) * (1 - PL.has_pp))
                          + S.learned_pos * S.seq_len * h)
 stage_params_rank = ((PL.stage_layers - dense_first) * hybrid_layer_params_rank + dense_first * dense_layer_rank
@@ -133,7 +133,7 @@ sbh = C.tokens * h                                         # (s/c) b h elements
 _replicated = sbh * (4 * S.act_bytes + 2 * S.dropout * S.mask_bytes)      # 2 norm inputs, QKV and fc1 inputs; 2 dropout masks (1 B)
 # Q, K, V and the attention-projection input (flash attention saves Q, K, V and O; O is the projection's input):
 # Q and O a d_h, K and V a_kv d_h wide; MLA: Q and K a (d_n + d_r), V and O a d_v (K and V expanded per head)
-_attn_split = S.act_bytes * C.tokens * (S.heads * (C.d_qk + C.d_v) + C.kv_heads_eff * (C.d_qk + C.d_v))
+_attn_split = S.act_bytes * C.tokens * (S.n_heads * (C.d_qk + C.d_v) + C.kv_heads_eff * (C.d_qk + C.d_v))
 # MLA, outside the TP region (s/t tokens under SP, like the norm inputs): each RMSNorm's input and the up
 # projection's input (its output) for r_q and r_kv, and the shared k_rope (d_r) that RoPE reads; the down
 # projections read the attention norm's output, already counted in _replicated
@@ -147,7 +147,7 @@ def _mlp_split(copies, width):
 _split = (_attn_split + _mlp_split(1 + C.moe * (C.routed - 1), S.moe_ffn)   # routed experts (a dense MLP: 1 copy)
           + _mlp_split(1, S.shared_ffn))                                     # shared experts
 _split_dense = _attn_split + _mlp_split(1, f)                               # a leading dense layer
-_scores = (S.heads * C.tokens * S.seq_len                          # b a (s/c) s score elements
+_scores = (S.n_heads * C.tokens * S.seq_len                          # b a (s/c) s score elements
            * (S.act_bytes + S.dropout * (S.mask_bytes + S.act_bytes)))       # softmax out, dropout mask, dropout out
 # a hybrid pattern's average layer: the attention half (a norm input, the QKV input, a dropout mask, Q K V O, the
 # scores) in attn_frac of the layers, the MLP half in mlp_frac, the Mamba mixer's (formulas/mamba.py) in mamba_frac
@@ -169,11 +169,11 @@ def _op_saved(width_of):
     reduce-scatter). A hybrid average layer scales each part by its sublayer's share."""
     saved = sum((share * width_of[name] for name, share in C.OP_SAVED.items()), sp.Integer(0))
     return (S.act_bytes * C.tokens * (hybrid_norms * h / C.sp_div
-                                      + fa * (S.heads * C.d_v / S.tp + S.seq_par * 2 * h / S.tp) + saved)
-            + fa * S.f32_bytes * C.tokens * S.heads / S.tp)
+                                      + fa * (S.n_heads * C.d_v / S.tp + S.seq_par * 2 * h / S.tp) + saved)
+            + fa * S.f32_bytes * C.tokens * S.n_heads / S.tp)
 
 
-_widths = {"qkv_proj": fa * (C.q_width + 2 * _gqa_kv) / S.tp, "router": fm * S.experts,
+_widths = {"qkv_proj": fa * (C.q_width + 2 * _gqa_kv) / S.tp, "router": fm * S.n_experts,
            "mlp_up": fm * S.moe_ffn * (1 + S.gated) / S.tp, "mlp_down": fm * h,
            "shared_up": fm * S.shared_ffn * (1 + S.gated) / S.tp, "shared_down": fm * sp.Min(1, S.shared_ffn) * h}
 op_stored = _op_saved(_widths)

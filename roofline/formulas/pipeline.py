@@ -14,7 +14,7 @@ micro_batches = S.global_batch / (S.micro_batch * S.dp)       # m: B = b * m * d
 # layers on the heaviest stage: l/p when p v divides l, else the stages are uneven (Megatron-Core
 # --decoder-first/last-pipeline-num-layers, Llama 3's 126 layers on 16 stages) and the heaviest
 # holds ceil(l / (p v)) layers per virtual stage
-stage_layers = sp.ceiling(S.layers / (S.pp * S.interleave)) * S.interleave
+stage_layers = sp.ceiling(S.n_layers / (S.pp * S.interleave)) * S.interleave
 has_pp = sp.Min(1, S.pp - 1)                                   # 1 when p > 1
 
 # the bubble over the ideal (bubble-free) time, (p-1)/(v m) (Narayanan et al. 2021 sec 2.2): above 1 when

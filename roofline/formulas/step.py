@@ -503,7 +503,7 @@ def flops(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
     + 2x backward) and the matmul FLOPs all ranks execute (HFU convention)."""
     per_seq = {S.tp: 1, S.cp: 1, S.micro_batch: 1}
     head = C.head_ops()
-    n_moe = S.layers - S.dense_layers                      # model layers of each kind
+    n_moe = S.n_layers - S.dense_layers                      # model layers of each kind
     mf_layers = sum((n * C.ops_flops(kinds[k].ops, "model_fwd").subs(per_seq)
                      for k, n in (("moe", n_moe), ("dense", S.dense_layers))), sp.Integer(0))
     mf_head = C.ops_flops([o for o in head if o.cls == "gemm"], "model_fwd").subs(per_seq)
@@ -532,7 +532,7 @@ def flops(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
     # gpt3_flops halves causal attention and uses the unpadded vocab_size) count what a causal kernel computes
     core = sum((n * C.ops_flops(kinds[k].core, "model_fwd").subs(per_seq)
                 for k, n in (("moe", n_moe), ("mtp", S.mtp), ("dense", S.dense_layers))), sp.Integer(0))
-    core_full = (S.attn_frac * S.layers + S.mtp) * 2 * S.seq_len ** 2 * (C.d_qk + C.d_v) * S.heads
+    core_full = (S.attn_frac * S.n_layers + S.mtp) * 2 * S.seq_len ** 2 * (C.d_qk + C.d_v) * S.n_heads
     head_pad = (1 + S.mtp) * 2 * S.seq_len * S.d_model * (C.vocab_pad - S.vocab)
     model = 3 * S.global_batch * (mf_layers + mf_head + mf_mtp)
     return {"flops": model, "hardware_flops": hw,
@@ -566,7 +566,7 @@ def volumes(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
     dp_volumes) read as bytes. The expert-TP gather/scatter of a MoE layer (in ep_layer's time) travels over
     the TP group: TP bytes. And the model FLOPs of the step (``flops``) by pass and part."""
     m, rc = PL.micro_batches, S.rc_full
-    layers = {"moe": (S.layers - S.dense_layers) / S.pp, "dense": S.dense_layers / S.pp}   # per GPU
+    layers = {"moe": (S.n_layers - S.dense_layers) / S.pp, "dense": S.dense_layers / S.pp}   # per GPU
     moe_mlp = layers["moe"] * S.mlp_frac                   # ... with a MoE (hybrid: the pattern's E layers)
     attn_layers = layers["moe"] * S.attn_frac + layers["dense"]
 
@@ -589,7 +589,7 @@ def volumes(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
     pp_pass = scale(per_pass(CM.p2p(S.act_bytes * C.tokens * h / S.tp, CM.pp_same_node())),
                     PL.has_pp * (S.pp * S.interleave - 1) / S.pp)
     # DP: the parameters of the average GPU, dense over t p, routed experts over t p e
-    expert = C.moe * (S.layers - S.dense_layers) * S.mlp_frac * S.experts * M.expert_params
+    expert = C.moe * (S.n_layers - S.dense_layers) * S.mlp_frac * S.n_experts * M.expert_params
     reduces, reduce, gather, zero3 = dp_volumes((M.total_params - expert) / (S.tp * S.pp), expert / (C.etp * S.pp * S.ep))
     gather3 = gather.xreplace({S.z_os: 1})                   # ZeRO-3: one parameter all-gather per pass
     z3 = S.z_param
@@ -612,7 +612,7 @@ def volumes(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
     per_seq = {S.tp: 1, S.cp: 1, S.micro_batch: 1}
     model_flops = flops(kinds)["flops"]
     attn = sum((n * C.ops_flops(kinds[k].core, "model_fwd").subs(per_seq)
-                for k, n in (("moe", S.layers - S.dense_layers), ("dense", S.dense_layers))), sp.Integer(0))
+                for k, n in (("moe", S.n_layers - S.dense_layers), ("dense", S.dense_layers))), sp.Integer(0))
     out["flops_forward"] = model_flops / 3
     out["flops_backward"] = 2 * model_flops / 3
     out["flops_attention"] = 3 * S.global_batch * attn
@@ -659,7 +659,7 @@ def memory() -> dict[str, sp.Expr]:
         # the model's embedding tables, position table and final norm (what a model of 0 layers holds), and its
         # routed experts: (l - l_d) E expert MLPs (0 for a dense model)
         "params_embedding": M.embedding_params,
-        "params_expert": C.moe * (S.layers - S.dense_layers) * S.mlp_frac * S.experts * M.expert_params,
+        "params_expert": C.moe * (S.n_layers - S.dense_layers) * S.mlp_frac * S.n_experts * M.expert_params,
         # the D MTP layers (not in params: DeepSeek-V3's 671B excludes its 14B MTP module, report sec 4.2)
         "params_mtp": M.mtp_params,
     }

@@ -50,9 +50,9 @@ def hardware_defaults() -> dict[str, float]:
 
 
 # ---- model --------------------------------------------------------------------------------
-layers = _s("layers", "", "transformer layers l", "model", "l")
+n_layers = _s("n_layers", "", "transformer layers l", "model", "l")
 d_model = _s("d_model", "", "hidden size h", "model", "h")
-heads = _s("heads", "", "attention heads a", "model", "a")
+n_heads = _s("n_heads", "", "attention heads a", "model", "a")
 kv_heads = _s("kv_heads", "", "key/value heads (GQA/MQA; = heads for MHA)", "model", "a_{kv}")
 ffn_hidden = _s("ffn_hidden", "", "dense MLP inner size f (dense models; the leading dense layers of a MoE)", "model", "f")
 head_dim = _s("head_dim", "", "width of one attention head d_h (Megatron-Core kv_channels; d_model/heads unless stated)",
@@ -104,9 +104,9 @@ dropout = _s("dropout", "", "1 when dropout layers are active (their masks are s
 tied = _s("tied", "", "1 when input embedding and LM head share weights", "model", r"\tau")
 learned_pos = _s("learned_pos", "", "1 for a learned position embedding table (s x h)", "model", r"\pi")
 biases = _s("biases", "", "1 when linear layers and norms carry biases", "model", r"\beta_{b}")
-experts = _s("experts", "", "MoE experts E (1 = dense)", "model", "E")
+n_experts = _s("n_experts", "", "MoE experts E (1 = dense)", "model", "E")
 top_k = _s("top_k", "", "experts per token K (1 = dense)", "model", "K")
-capacity = _s("capacity", "", "MoE capacity factor (tokens per expert over the even share)", "model", "c_f")
+capacity_factor = _s("capacity_factor", "", "MoE capacity factor (tokens per expert over the even share)", "model", "c_f")
 
 # ---- plan ---------------------------------------------------------------------------------
 tp = _s("tp", "", "tensor-parallel degree t", "plan", "t")
