@@ -14,9 +14,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from roofline import progress  # noqa: E402
-from roofline.calibrate import importers, profile  # noqa: E402
-from roofline.hardware import load  # noqa: E402
+from roofline.base import progress  # noqa: E402
+from roofline.views.calibrate import importers, profile  # noqa: E402
+from roofline.spec.hardware import load  # noqa: E402
 
 
 def main() -> None:

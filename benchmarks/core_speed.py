@@ -13,9 +13,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from roofline import hardware  # noqa: E402
-from roofline.config import Model, Plan  # noqa: E402
-from roofline.predict import evaluate, inputs  # noqa: E402
+from roofline.spec import hardware  # noqa: E402
+from roofline.spec.config import Model, Plan  # noqa: E402
+from roofline.model.predict import evaluate, inputs  # noqa: E402
 
 CMD = [sys.executable, "-m", "roofline", "transformer", "--layers", "96", "--d-model", "12288", "--heads", "96",
        "--seq-len", "2048", "--global-batch", "1536", "--micro-batch", "1", "--tp", "8", "--pp", "8", "--dp", "16",

@@ -2,7 +2,7 @@
 
     python benchmarks/from_runs_report.py [--runs FILE] [--gpu a100-sxm4-80gb] [--fit TERMS]
 
-docs/from-runs.md quotes its output (`python -m roofline.docs_examples docs/from-runs.md` regenerates it;
+docs/from-runs.md quotes its output (`python -m roofline.face.docs_examples docs/from-runs.md` regenerates it;
 tests/test_from_runs_docs.py, a slow test, fails when the page is stale).
 
 On vTrain's measured A100 steps (shared/validation/vtrain_measured.csv), for each split: fit on the train
@@ -31,8 +31,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from roofline import hardware, validate  # noqa: E402
-from roofline.calibrate import from_runs as fr  # noqa: E402
+from roofline.spec import hardware
+from roofline.views import validate  # noqa: E402
+from roofline.views.calibrate import from_runs as fr  # noqa: E402
 
 DEFAULT_RUNS = validate.dataset_path("vtrain")        # the bundled copy of vTrain's measured A100 steps
 

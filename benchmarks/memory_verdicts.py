@@ -18,8 +18,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from roofline import validate as V  # noqa: E402
-from roofline.predict import fits  # noqa: E402
+from roofline.views import validate as V  # noqa: E402
+from roofline.model.predict import fits  # noqa: E402
 
 GIB = 2.0 ** 30
 OOM = re.compile(r"\b(oom|out of memory|outofmemory\w*)\b", re.IGNORECASE)

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import sympy as sp
 
-from roofline import hardware
-from roofline.formulas import comm as CM
-from roofline.formulas import symbols as S
+from roofline.spec import hardware
+from roofline.model.formulas import comm as CM
+from roofline.model.formulas import symbols as S
 
 CSV = Path(__file__).resolve().parents[1] / "roofline" / "data" / "nccl_tests_published.csv"
 RDMA = ("InfiniBand", "RoCE")     # transports the profiles' inter-node links describe (GPUDirect RDMA)

@@ -2,13 +2,13 @@
 
     python benchmarks/search_published.py          # prints the markdown tables of docs/search.md
 
-Every row uses the same training stack, megatron-core (roofline/stacks/megatron-core.yaml: bf16,
+Every row uses the same training stack, megatron-core (roofline/spec/stacks/megatron-core.yaml: bf16,
 flash attention, overlapped gradient reduce and parameter gather; its shardings none, distributed
 optimizer, Megatron-FSDP without PP), applied to the model and the plan as the resolver applies it, so
 the rows differ by plan only, not by software. Each published plan is predicted twice: as published
 (the knobs the paper states, the rest as noted; priced as stated even where the stack would not run it),
 and "completed" (the published tp/pp/cp pinned, the other knobs searched). The gap is
-(their time - our best) / our best. docs/search.md quotes the output (python -m roofline.docs_examples).
+(their time - our best) / our best. docs/search.md quotes the output (python -m roofline.face.docs_examples).
 """
 import dataclasses
 import os
@@ -16,8 +16,9 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from roofline import hardware, models, predict  # noqa: E402
-from roofline.search import _plan_text, default_base, default_model, evaluate_space, rank  # noqa: E402
+from roofline.spec import hardware, models
+from roofline import predict  # noqa: E402
+from roofline.views.search import _plan_text, default_base, default_model, evaluate_space, rank  # noqa: E402
 
 FRAMEWORK = "megatron-core"
 

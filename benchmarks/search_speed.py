@@ -16,9 +16,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from roofline import hardware, models  # noqa: E402
-from roofline.predict import hardware_inputs, model_inputs, plan_inputs  # noqa: E402
-from roofline.search import default_base, enumerate_plans, evaluate_arrays, plan_arrays  # noqa: E402
+from roofline.spec import hardware, models  # noqa: E402
+from roofline.model.predict import hardware_inputs, model_inputs, plan_inputs  # noqa: E402
+from roofline.views.search import default_base, enumerate_plans, evaluate_arrays, plan_arrays  # noqa: E402
 
 N = 1_000_000
 

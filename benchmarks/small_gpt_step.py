@@ -36,8 +36,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from roofline.calibrate.bench_host import plain_block  # noqa: E402
-from roofline.errors import InputError  # noqa: E402
+from roofline.views.calibrate.bench_host import plain_block  # noqa: E402
+from roofline.base.errors import InputError  # noqa: E402
 
 # GPU clock cycles of the busy-wait queued before a step timed for ``gpu_s``: ~0.1 s at 1.4-2 GHz, longer
 # than the host needs to fill the launch queue at any size here.
@@ -171,7 +171,7 @@ def fit_table(profile: str) -> str:
     """Markdown table of a calibrated profile's fit (``profile``: a YAML path): per class and direction eta, mu, t0 and the 5-fold held-out
     MAPE, with the class's sample count and flagged samples (from the profile's provenance.fit_error)."""
     import yaml
-    from roofline.units import parse
+    from roofline.base.units import parse
     with open(profile) as f:
         d = yaml.safe_load(f)
     err = d["provenance"]["fit_error"]

@@ -21,8 +21,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from roofline import validate as V  # noqa: E402
-from roofline.predict import evaluate, inputs  # noqa: E402
+from roofline.views import validate as V  # noqa: E402
+from roofline.model.predict import evaluate, inputs  # noqa: E402
 
 TERMS = ("forward", "backward", "recompute", "tp_comm", "pp_comm", "pp_bubble", "dp_comm", "optimizer")
 
@@ -170,8 +170,8 @@ def main() -> int:
          "`python -m roofline validate --dataset vtrain --summary --by nodes,layout,micro_batch`;",
          "`--plot out.png` draws predicted vs measured (log-log, y = x and +-10 % bands).", "",
          "## How a row becomes a prediction (defaults)", "",
-         "Every row goes through the one resolver (`roofline/spec.py`) with a stack from the registry "
-         "(`roofline/stacks/`, every default sourced; docs/frameworks.md). The stack of a row: its `framework` "
+         "Every row goes through the one resolver (`roofline/spec/resolve.py`) with a stack from the registry "
+         "(`roofline/spec/stacks/`, every default sourced; docs/frameworks.md). The stack of a row: its `framework` "
          "column; else the stack its source text names, the version by the earliest year the text mentions "
          "(Narayanan SC21 -> `megatron-lm-2021`: unfused attention, dropout, fp16, no SP, no distributed optimizer, "
          "no overlap, fp16 gradient reduce; Korthikanti 2022 -> `megatron-lm-2022`, the same defaults; the "

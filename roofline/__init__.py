@@ -5,20 +5,20 @@
 >>> p.step_time.to("ms").units
 <Unit('millisecond')>
 """
-from . import hardware, models
-from .config import Model, Plan
-from .errors import InputError
-from .predict import Prediction, one_batch_time, predict, predict_config
-from .spec import Spec, resolve
+from .spec import hardware, models
+from .spec.config import Model, Plan
+from .base.errors import InputError
+from .model.predict import Prediction, one_batch_time, predict, predict_config
+from .spec.resolve import Spec, resolve
 
 
 def __getattr__(name):   # lazy: the config-file API and the plan search import more modules
     if name == "load_config":
-        from .configfile import load_config
+        from .spec.configfile import load_config
         return load_config
     if name == "search":
         import importlib
-        return importlib.import_module("roofline.search")
+        return importlib.import_module("roofline.views.search")
     raise AttributeError(name)
 
 

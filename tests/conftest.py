@@ -23,11 +23,11 @@ def cli():
 
 @pytest.fixture
 def cli_main(capsys, monkeypatch):
-    """Run `roofline.cli.main(ARGS)` in this process (cwd ROOT, as run_cli): a CompletedProcess with returncode,
+    """Run `roofline.face.cli.main(ARGS)` in this process (cwd ROOT, as run_cli): a CompletedProcess with returncode,
     stdout, stderr, without the ~0.7 s start of a new interpreter. For output and error-message checks; the real
     entry point (`python -m roofline`, lazy imports, exit status) keeps a subprocess test per command."""
     import subprocess
-    from roofline.cli import main
+    from roofline.face.cli import main
     monkeypatch.chdir(ROOT)
 
     def run(*args):

@@ -4,7 +4,7 @@ arguments, JSON and file outputs.
 
 Every bad input must give ONE line of :class:`InputError` naming the field (no traceback, no NaN, no
 partial file); the bad files are generated here in ``tmp_path``. Cases run in-process (the loaders and
-views directly, and ``roofline.cli.main`` for a subset) so the suite stays fast.
+views directly, and ``roofline.face.cli.main`` for a subset) so the suite stays fast.
 """
 from __future__ import annotations
 
@@ -21,9 +21,10 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roofline import hardware, models, schema
-from roofline.config import Model, Plan
-from roofline.errors import InputError
+from roofline.spec import hardware, models
+from roofline.base import schema
+from roofline.spec.config import Model, Plan
+from roofline.base.errors import InputError
 
 DELETE = object()
 PROFILE = {
@@ -348,7 +349,7 @@ NCCL_CASES = [
 
 @pytest.mark.parametrize("name,content,needle", NCCL_CASES, ids=[f"nccl-{i}" for i in range(len(NCCL_CASES))])
 def test_bad_nccl_table(tmp_path, name, content, needle):
-    from roofline.calibrate import importers
+    from roofline.views.calibrate import importers
     p = tmp_path / name
     p.write_text(content)
     with pytest.raises(InputError) as e:
@@ -357,7 +358,7 @@ def test_bad_nccl_table(tmp_path, name, content, needle):
 
 
 def test_nccl_table_not_utf8(tmp_path):
-    from roofline.calibrate import importers
+    from roofline.views.calibrate import importers
     p = tmp_path / "AR_GPU8.csv"
     p.write_bytes(HEAD.encode() + b"1048576,262144,\xff\xfe,92790,19.78,92150,19.91\n")
     with pytest.raises(InputError) as e:
@@ -367,7 +368,7 @@ def test_nccl_table_not_utf8(tmp_path):
 
 @pytest.mark.parametrize("p", [0, 1, -8, 2.5, NAN, "8"])
 def test_nccl_bad_rank_argument(tmp_path, p):
-    from roofline.calibrate import importers
+    from roofline.views.calibrate import importers
     f = tmp_path / "t.csv"
     f.write_text(_table())
     with pytest.raises(InputError) as e:
@@ -382,7 +383,7 @@ def test_nccl_bad_rank_argument(tmp_path, p):
 ])
 def test_unidentifiable_nccl_fit_is_refused(tmp_path, content, needle):
     """No '0.0 % held-out MAPE' from a table that cannot tell alpha from busbw."""
-    from roofline.calibrate import importers, profile
+    from roofline.views.calibrate import importers, profile
     f = tmp_path / "AR_GPU8.csv"
     f.write_text(content)
     with pytest.raises(InputError) as e:
@@ -392,7 +393,7 @@ def test_unidentifiable_nccl_fit_is_refused(tmp_path, content, needle):
 
 def test_identifiable_nccl_fit_recovers_alpha_and_busbw(tmp_path):
     """A synthetic table t = 2(p-1) alpha + 2(p-1)/p S / busbw (alpha 1.43 us, busbw 200 GB/s) is fitted back."""
-    from roofline.calibrate import importers, profile
+    from roofline.views.calibrate import importers, profile
     f = tmp_path / "AR_GPU8.csv"
     f.write_text(_table(sizes=[2 ** k for k in range(14, 30)], alpha_ns=14 * 1430.0, bw=200.0))
     _, _, rep = profile.nccl_tests_profile([importers.import_nccl_tests(f)], "x", k=3)
@@ -400,7 +401,7 @@ def test_identifiable_nccl_fit_recovers_alpha_and_busbw(tmp_path):
 
 
 def test_no_tables():
-    from roofline.calibrate import profile
+    from roofline.views.calibrate import profile
     with pytest.raises(InputError) as e:
         profile.nccl_tests_profile([], "x")
     one_line(e.value, "no tables")
@@ -412,7 +413,7 @@ def test_no_tables():
     ([], 8, [], "0 samples"), ([1e6, 2e6], 8, [1e-4, 2e-4], "2 samples"),
 ])
 def test_fit_alpha_beta_refuses(size, p, t, needle):
-    from roofline.calibrate import fit
+    from roofline.views.calibrate import fit
     with pytest.raises(InputError) as e:
         fit.fit_alpha_beta(np.array(size, float), np.full(len(size), p), np.array(t, float), "ar")
     one_line(e.value, needle)
@@ -429,7 +430,7 @@ SAMPLES_HEAD = "mp,b,l,dim,F_dur(us),B_dur(us)\n"
     (b"mp,b\n1,2\n", "missing column"),
 ])
 def test_bad_samples_csv(tmp_path, content, needle):
-    from roofline.calibrate import importers
+    from roofline.views.calibrate import importers
     p = tmp_path / "s.csv"
     p.write_bytes(content)
     with pytest.raises(InputError) as e:
@@ -451,14 +452,14 @@ HEADER = {"id": "cal", "name": "calibrated", "kind": "calibrated", "base": "h100
     ({**HEADER, "sustained_clok": 0.9}, None, "did you mean 'sustained_clock'"),
 ])
 def test_profile_text_refuses_implausible_values(header, eff, needle):
-    from roofline.calibrate import profile
+    from roofline.views.calibrate import profile
     with pytest.raises(InputError) as e:
         profile.profile_text(header, eff, None, {"source": "test"})
     one_line(e.value, needle)
 
 
 def test_profile_text_round_trips(tmp_path):
-    from roofline.calibrate import profile
+    from roofline.views.calibrate import profile
     text = profile.profile_text({**HEADER, "sustained_clock": 0.9},
                                 {"gemm": {"fwd": {"eta": 0.8, "mu": 0.8, "t0": "5 us"}}}, None, {"source": "t"})
     p = tmp_path / "cal.yaml"
@@ -484,7 +485,7 @@ PLAN = Plan(tp=2, dp=2, micro_batch=1, global_batch=4)
     ({"tp_intra": 4}, "tp-intra x tp-inter"), ({"tp_intra": 1, "tp_inter": 1}, "tp-intra x tp-inter"),
 ])
 def test_run_cost_bad_arguments(kw, needle):
-    from roofline import runcost
+    from roofline.views import runcost
     kw = {"tokens": 1e9, **kw}
     tokens = kw.pop("tokens")
     with pytest.raises(InputError) as e:
@@ -499,7 +500,7 @@ def _strict_loads(text):
 
 
 def test_run_cost_json_is_strict_and_utilization_is_used(capsys):
-    from roofline.cli import main
+    from roofline.face.cli import main
     args = ["run-cost", "--layers", 4, "--d-model", 256, "--heads", 4, "--vocab", 1000, "--seq-len", 128,
             "--tp", 2, "--dp", 2, "--global-batch", 4, "--tokens", 1e9, "--json"]
     assert main([str(a) for a in args + ["--utilization", 0.5]]) == 0
@@ -513,7 +514,7 @@ def test_run_cost_json_is_strict_and_utilization_is_used(capsys):
     ("--tokens", "nan", "tokens"), ("--tokens", "0", "tokens"), ("--tokens", "-5", "tokens"),
 ])
 def test_run_cost_cli(capsys, flag, value, needle):
-    from roofline.cli import main
+    from roofline.face.cli import main
     rc = main(["run-cost", "--model", "gpt3-125m", "--dp", "8", "--global-batch", "64", "--tokens", "1e9",
                flag, value])
     err = capsys.readouterr()
@@ -559,7 +560,7 @@ def test_strict_json_numpy_values():
 
 # ---- timeline of a non-finite prediction; atomic outputs ---------------------------------------------
 def _pred():
-    from roofline.predict import predict
+    from roofline.model.predict import predict
     return predict(SMALL, Plan(pp=2, dp=2, micro_batch=1, global_batch=8), hardware.load("a100-sxm4-80gb"))
 
 
@@ -567,7 +568,7 @@ def _pred():
                                        ("t_dp_comm", -1.0), ("micro_batches", NAN)])
 @pytest.mark.parametrize("view", ["per_stage", "events", "trace"])
 def test_timeline_of_non_finite_prediction(key, value, view):
-    from roofline import timeline
+    from roofline.views import timeline
     p = _pred()
     bad = types.SimpleNamespace(**{k: getattr(p, k) for k in ("model", "plan", "hardware", "micro_batches")},
                                 raw={**p.raw, key: value})
@@ -577,7 +578,7 @@ def test_timeline_of_non_finite_prediction(key, value, view):
 
 
 def test_write_trace_is_atomic_and_strict(tmp_path):
-    from roofline import timeline
+    from roofline.views import timeline
     p = _pred()
     out = tmp_path / "trace.json"
     out.write_text("previous")
@@ -595,7 +596,7 @@ def test_write_trace_is_atomic_and_strict(tmp_path):
 
 def test_plot_save_is_atomic(tmp_path):
     pytest.importorskip("matplotlib")
-    from roofline import plotting
+    from roofline.views import plotting
     plt = plotting.pyplot("--plot")
     out = tmp_path / "fig.png"
     out.write_bytes(b"previous")
@@ -635,7 +636,7 @@ CLI_PROFILE_CASES = [PROFILE_CASES[i] for i in (0, 32, 35, 44, 51, 57, 71, 97)]
 
 @pytest.mark.parametrize("updates,needle", CLI_PROFILE_CASES)
 def test_cli_bad_profile(tmp_path, capsys, updates, needle):
-    from roofline.cli import main
+    from roofline.face.cli import main
     p = _profile(tmp_path, updates)
     rc = main(["transformer", "--model", "gpt3-125m", "--gpu", str(p)])
     err = capsys.readouterr()
@@ -645,7 +646,7 @@ def test_cli_bad_profile(tmp_path, capsys, updates, needle):
 
 @pytest.mark.parametrize("updates,needle", [PRESET_CASES[i] for i in (0, 10, 19, 25, 37)])
 def test_cli_bad_preset(tmp_path, capsys, updates, needle):
-    from roofline.cli import main
+    from roofline.face.cli import main
     rc = main(["transformer", "--model", str(_preset(tmp_path, updates))])
     err = capsys.readouterr()
     assert rc == 2 and err.out == "" and "Traceback" not in err.err
@@ -671,7 +672,7 @@ def test_check_output_accepts_a_new_file(tmp_path):
     ([1e-3, 2e-3, 4e-3], [2e-3, NAN, 8e-3], "finite positive"),
 ])
 def test_fit_roofline_refuses_unidentifiable(x, t, needle):
-    from roofline.calibrate import fit
+    from roofline.views.calibrate import fit
     x = np.array(x)
     s = fit.Samples(x, x / 10, None, np.array(t))
     with pytest.raises(InputError) as e:

@@ -1,9 +1,9 @@
 """advice: warnings read the model's GEMM terms (no re-derived shapes)."""
 import pytest
 
-from roofline import advice
-from roofline.predict import predict
-from roofline import spec
+from roofline.views import advice
+from roofline.model.predict import predict
+from roofline.spec import resolve as spec
 
 
 def _pred(model, plan, gpu="h100-sxm"):

@@ -19,12 +19,12 @@ def _env():
 
 def test_compute_cpu_quick(tmp_path):
     pytest.importorskip("torch")
-    from roofline.cli import main
+    from roofline.face.cli import main
     out = tmp_path / "cpu"
     assert main(["calibrate", "compute", "--device", "cpu", "--dtype", "fp32", "--quick", "--out", str(out)]) == 0
     doc = yaml.safe_load((tmp_path / "cpu.yaml").read_text())
     eff = doc["efficiency"]
-    from roofline.units import parse
+    from roofline.base.units import parse
     for cls in CLASSES:
         assert cls in eff, cls
         for d, e in eff[cls].items():
@@ -34,7 +34,7 @@ def test_compute_cpu_quick(tmp_path):
     assert all(eff["bmm"][d]["dhalf"] > 0 and 0 <= eff["bmm"][d]["reread"] <= 1 for d in ("fwd", "bwd"))
     csv = (tmp_path / "cpu.samples.csv").read_text()
     assert csv.count("\n") > 30 and "\nbaddbmm,bmm,bwd," in csv and "\nbmm,bmm,fwd," in csv
-    from roofline.hardware import load
+    from roofline.spec.hardware import load
     hw = load(str(tmp_path / "cpu.yaml"))
     assert hw.kind == "calibrated"
     # the sustained/burst matmul ratio is measured and carried into the profile when physical (>= 0.3); a noisy
@@ -49,10 +49,10 @@ def test_compute_cpu_quick(tmp_path):
 def test_sweep_kernel_metrics_match_importer():
     """The sweep's per-kernel batched-GEMM metrics are the importer's (one formula, two paths)."""
     import numpy as np
-    from roofline.calibrate.bench_compute import _named, op_shape_metrics
-    from roofline.calibrate.importers import kernel_sample_metrics
-    from roofline.formulas import compute as C
-    from roofline.formulas import symbols as S
+    from roofline.views.calibrate.bench_compute import _named, op_shape_metrics
+    from roofline.views.calibrate.importers import kernel_sample_metrics
+    from roofline.model.formulas import compute as C
+    from roofline.model.formulas import symbols as S
     vals = {S.micro_batch: 2, S.n_heads: 8, S.tp: 1, S.cp: 1, S.seq_len: 1024, S.d_model: 8 * 160, S.flash: 0,
             S.act_bytes: 2, S.kv_heads: 8}
     for name, up in (("attn_scores_bmm", "baddbmm"), ("attn_context_bmm", "bmm")):
@@ -70,7 +70,7 @@ def test_sweep_kernel_metrics_match_importer():
 def test_sweep_skips_cases_that_run_out_of_memory(monkeypatch):
     """A case whose buffers do not fit is skipped and named; the other cases still run."""
     torch = pytest.importorskip("torch")
-    from roofline.calibrate import bench_compute as B
+    from roofline.views.calibrate import bench_compute as B
     real = B.time_case
     oom = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
 
@@ -99,7 +99,7 @@ def test_comm_gloo_two_ranks(tmp_path):
     r = subprocess.run(cmd, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, r.stderr[-2000:]
     doc = yaml.safe_load((tmp_path / "comm.yaml").read_text())
-    from roofline.units import parse
+    from roofline.base.units import parse
     intra = doc["collectives"]["intra"]
     assert {"ar", "ag", "p2p"} <= set(intra)
     for e in intra.values():
@@ -116,7 +116,7 @@ def test_comm_gloo_two_simulated_nodes(tmp_path):
     r = subprocess.run(cmd, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     doc = yaml.safe_load((tmp_path / "two.yaml").read_text())
-    from roofline.units import parse
+    from roofline.base.units import parse
     for link in ("intra", "inter"):
         assert {"ar", "ag", "p2p"} <= set(doc["collectives"][link]), link
         assert all(parse(e["busbw"], "B/s", "busbw") > 0 for e in doc["collectives"][link].values())
@@ -129,7 +129,7 @@ def test_comm_gloo_two_simulated_nodes(tmp_path):
 
 
 def test_out_paths(tmp_path):
-    from roofline.calibrate.cli import out_paths
+    from roofline.views.calibrate.cli import out_paths
     y, c, pid = out_paths(str(tmp_path / "prof") + "/")
     assert y.name == "prof.yaml" and c.name == "prof.samples.csv" and pid == "prof"
     y, c, pid = out_paths(str(tmp_path / "x.yaml"))

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from roofline.calibrate import fit
+from roofline.views.calibrate import fit
 
 
 def _synthetic(eta, mu, t0, n, rng, dmin=None, dhalf=None):
@@ -102,7 +102,7 @@ def test_attention_shape_matches_the_formula_and_reduces_to_gemm_saturation():
     """fit.roofline_time uses compute.attention_shape; with d_soft = dhalf, no other term and full waves it is
     (d + dhalf) / d; one thread block more than the SMs hold costs a second wave."""
     import sympy as sp
-    from roofline.formulas import compute as C
+    from roofline.model.formulas import compute as C
     d, ctas, kb = np.array([40.0, 64.0, 128.0, 200.0]), np.array([8.0, 100.0, 1000.0, 5e4]), np.array([128, 128, 128, 64.0])
     got = C.attention_shape(d, ctas, kb, 108.0, 30.0, 400.0, 0.2, 20.0, ceil=np.ceil, lo=np.minimum)
     sym = [float(C.attention_shape(sp.Integer(int(a)), sp.Integer(int(b)), sp.Integer(int(k)), 108, 30, 400,
@@ -122,7 +122,7 @@ def test_attention_shape_matches_the_formula_and_reduces_to_gemm_saturation():
 def test_flash_blocks_follow_flashattention2():
     """Key blocks of FlashAttention-2 on sm80/sm90: forward 128 up to head dim 64, backward 128 up to 128."""
     import sympy as sp
-    from roofline.formulas import compute as C
+    from roofline.model.formulas import compute as C
     got = [tuple(int(b) for b in C.flash_blocks(sp.Integer(d))) for d in (32, 64, 80, 128, 160, 256)]
     assert got == [(128, 128), (128, 128), (64, 128), (64, 128), (64, 64), (64, 64)]
 

@@ -5,9 +5,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from roofline.calibrate import importers as I
-from roofline.calibrate import profile as P
-from roofline.errors import InputError
+from roofline.views.calibrate import importers as I
+from roofline.views.calibrate import profile as P
+from roofline.base.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -69,7 +69,7 @@ def test_rows_faster_than_the_roofline_bound(perlmutter, vista):
 
 def test_faster_than_bound_rules():
     """Synthetic file: one row at 0.4x the bound is excluded alone; 20 % of rows below the bound drop the file."""
-    from roofline.hardware import load
+    from roofline.spec.hardware import load
     hw = load("a100-sxm4-80gb")
     b = np.full(20, 1e9)
     t = b / hw.hbm_bandwidth * 1.5
@@ -141,7 +141,7 @@ def test_a100_held_out_error_per_class():
     """Issue 3: every A100 operator class fits the Perlmutter samples within 8 % held-out MAPE; the unfused
     attention's batched GEMMs (cuBLAS heuristics switch kernels with the batch count) within 10.5 %."""
     im = I.import_estimate_train_time(_ett(), "perlmutter")
-    from roofline.hardware import load
+    from roofline.spec.hardware import load
     hw = load(im.base)
     peaks = P.Peaks(hw.peak("fp16"), hw.vector_peak(), hw.hbm_bandwidth, hw.matmul_ceiling, hw.sm_count)
     comp = P.fit_compute(im.ops, peaks)
@@ -156,7 +156,7 @@ def test_a100_held_out_error_per_class():
 @pytest.mark.slow      # ~20 s CPU: 15 robust fits of the bundled samples (3 classes x (2 passes + 3 folds)) x 4 starts
 def test_bundled_data_fits_a100_within_targets():
     im = I.import_estimate_train_time(BUNDLED, "perlmutter")
-    from roofline.hardware import load
+    from roofline.spec.hardware import load
     hw = load(im.base)
     peaks = P.Peaks(hw.peak("fp16"), hw.vector_peak(), hw.hbm_bandwidth)
     ops = [o for o in im.ops if o.cls in ("gemm", "norm", "elem")]
@@ -204,7 +204,7 @@ def test_vtrain_fit_and_committed_profiles():
     tables = [I.import_nccl_tests(f) for f in sorted(VTRAIN.glob("AR_GPU*"))]
     text, _, rep = P.nccl_tests_profile(tables, "x", k=3)
     assert rep["fit"].mape < 0.06 and 180e9 < rep["fit"].busbw < 260e9
-    from roofline.hardware import load
+    from roofline.spec.hardware import load
     for pid in ("a100-perlmutter", "gh200-vista", "a100-dgx-nccl"):
         hw = load(pid)
         assert hw.kind.startswith("calibrated")

@@ -6,18 +6,18 @@ import math
 import pytest
 
 import roofline
-import roofline.calibrate.bench_comm
-import roofline.calibrate.bench_compute
-import roofline.calibrate.fit
-import roofline.formulas.export
-import roofline.units
+import roofline.views.calibrate.bench_comm
+import roofline.views.calibrate.bench_compute
+import roofline.views.calibrate.fit
+import roofline.model.formulas.export
+import roofline.base.units
 
 EXAMPLE = ["transformer", "--layers", 96, "--d-model", 12288, "--heads", 96, "--seq-len", 2048, "--global-batch", 1536,
            "--micro-batch", 1, "--tp", 8, "--pp", 8, "--dp", 16, "--gpu", "a100-sxm4-80gb"]
 
 
-@pytest.mark.parametrize("module", [roofline, roofline.units, roofline.formulas.export, roofline.calibrate.fit,
-                                    roofline.calibrate.bench_compute, roofline.calibrate.bench_comm])
+@pytest.mark.parametrize("module", [roofline, roofline.base.units, roofline.model.formulas.export, roofline.views.calibrate.fit,
+                                    roofline.views.calibrate.bench_compute, roofline.views.calibrate.bench_comm])
 def test_doctests(module):
     assert doctest.testmod(module).failed == 0
 
@@ -107,10 +107,10 @@ SLOW = pytest.mark.slow
 @pytest.mark.parametrize("q", ["flops", pytest.param("memory", marks=SLOW), pytest.param("tp_comm", marks=SLOW),
                                pytest.param("dp_comm", marks=SLOW), "pp_bubble"])
 def test_formulas_export_formats(q):
-    from roofline.formulas.export import export, expression
-    from roofline.formulas.symbols import SYMBOLS
+    from roofline.model.formulas.export import export, expression
+    from roofline.model.formulas.symbols import SYMBOLS
     e = expression(q, {"n_layers": 96, "d_model": 12288})
-    from roofline.formulas.dag import symbols_of
+    from roofline.model.formulas.dag import symbols_of
     assert SYMBOLS["n_layers"].symbol not in symbols_of(e) and SYMBOLS["d_model"].symbol not in symbols_of(e)
     for fmt in ("latex", "sympy"):
         text = export(q, fmt, {"n_layers": 96, "d_model": 12288})
@@ -144,10 +144,10 @@ def test_formulas_export_formats(q):
 def test_exported_python_computes_what_the_compiled_model_computes(q):
     """The exported numpy function (named common subexpressions for the large closed forms) gives the value of
     the compiled model on a real case: GPT-3 175B, tp 8 / pp 8 / dp 16, on the A100 profile."""
-    from roofline import hardware, models
-    from roofline.config import Plan
-    from roofline.formulas.export import export
-    from roofline.predict import evaluate, inputs
+    from roofline.spec import hardware, models
+    from roofline.spec.config import Plan
+    from roofline.model.formulas.export import export
+    from roofline.model.predict import evaluate, inputs
     x = inputs(models.load("gpt3-175b"), Plan(tp=8, pp=8, dp=16, micro_batch=1, global_batch=1536),
                        hardware.load("a100-sxm4-80gb"))
     ns = {}
@@ -155,7 +155,7 @@ def test_exported_python_computes_what_the_compiled_model_computes(q):
     fn = ns[q]
     args = fn.__code__.co_varnames[:fn.__code__.co_argcount]
     want = evaluate(x)[q]
-    from roofline.formulas.symbols import SYMBOLS
+    from roofline.model.formulas.symbols import SYMBOLS
     given = {a: x[a] if a in x else SYMBOLS[a].default for a in args}     # inputs with a sourced default may be left out
     assert float(fn(**given)) == pytest.approx(float(want), rel=1e-9) and float(want) > 0
 
@@ -175,7 +175,7 @@ def test_hardware_and_models_listing(cli, cli_main):
 
 def _main(capsys, *args):
     """Run the CLI in-process: (exit status, stderr)."""
-    from roofline.cli import main
+    from roofline.face.cli import main
     try:
         rc = main([str(a) for a in args])
     except SystemExit as exc:       # argparse usage errors
@@ -216,7 +216,7 @@ def test_bad_values_exit_2_with_one_line(capsys, tmp_path, args, needle):
 
 
 def test_validate_unknown_tier_is_an_error(capsys, tmp_path):
-    from roofline.validate import REQUIRED
+    from roofline.views.validate import REQUIRED
     f = tmp_path / "runs.csv"
     f.write_text(",".join(REQUIRED + ("tier",)) + "\n" + ",".join(["1"] * len(REQUIRED) + ["A"]) + "\n")
     rc, err = _main(capsys, "validate", f, "--tier", "Z")

@@ -5,8 +5,9 @@ import sys
 
 import pytest
 
-from roofline import cluster_schedule as schedule, hardware
-from roofline.errors import InputError
+from roofline.views import cluster_schedule as schedule
+from roofline.spec import hardware
+from roofline.base.errors import InputError
 
 JOBS = """
 gpu: a100-sxm4-80gb
@@ -46,7 +47,7 @@ def test_greedy_beats_equal_split_and_never_oversubscribes(jobs_file):
 
 def test_best_option_is_fastest_fitting_plan():
     hw = hardware.load("a100-sxm4-80gb")
-    from roofline import models
+    from roofline.spec import models
     job = schedule.Job("x", models.load("gpt3-350m"), 32, 100)
     one, eight = schedule.best_option(job, 1, hw), schedule.best_option(job, 8, hw)
     assert one and eight and eight.hours < one.hours

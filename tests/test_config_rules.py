@@ -11,11 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from roofline import stacks
-from roofline.config import (RECOMPUTE, RULES, SHARDING, SHARDING_BY_STAGE, ZERO_STAGE, Model, Plan, check, holds,
-                             stage_name)
-from roofline.errors import InputError
-from roofline.search import divisors, enumerate_plans
+from roofline.spec import stacks
+from roofline.spec.config import RECOMPUTE, RULES, SHARDING, SHARDING_BY_STAGE, ZERO_STAGE, Model, Plan, check, holds, stage_name
+from roofline.base.errors import InputError
+from roofline.views.search import divisors, enumerate_plans
 
 STACKS = [None, "megatron-core", "deepspeed-zero", "fsdp", "megatron-lm-2021", "torchtitan", "plain"]
 

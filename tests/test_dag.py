@@ -4,8 +4,8 @@ import json
 import sympy as sp
 from hypothesis import given, settings, strategies as st
 
-from roofline.formulas import dag
-from roofline.formulas.symbols import SYMBOLS
+from roofline.model.formulas import dag
+from roofline.model.formulas.symbols import SYMBOLS
 
 _SYMS = [SYMBOLS[k].symbol for k in ("tp", "pp", "dp", "micro_batch", "seq_len", "d_model")]
 
@@ -13,11 +13,11 @@ _SYMS = [SYMBOLS[k].symbol for k in ("tp", "pp", "dp", "micro_batch", "seq_len",
 def test_stored_graph_is_current():
     # built from the formula sources as they are now: a formula edited without rerunning codegen fails here (fast),
     # and export would silently fall back to building (slow) until it is rerun
-    assert dag.read() is not None, "run: python -m roofline.formulas.codegen"
+    assert dag.read() is not None, "run: python -m roofline.model.formulas.codegen"
 
 
 def test_stored_graph_names_every_quantity():
-    from roofline.formulas.step import QUANTITIES
+    from roofline.model.formulas.step import QUANTITIES
     data = json.loads(dag.PATH.read_text())
     assert set(data["outputs"]) == set(QUANTITIES) == set(data["quantities"])
     assert {k: tuple(v) for k, v in data["quantities"].items()} == QUANTITIES

@@ -1,10 +1,10 @@
 """docs/cli.md is generated from the argparse parser and must match it."""
-from roofline import docs_cli
+from roofline.face import docs_cli
 
 
 def test_cli_reference_in_sync():
-    assert docs_cli.DOC.exists(), "run python -m roofline.docs_cli"
-    assert docs_cli.DOC.read_text() == docs_cli.render(), "docs/cli.md is stale: run python -m roofline.docs_cli"
+    assert docs_cli.DOC.exists(), "run python -m roofline.face.docs_cli"
+    assert docs_cli.DOC.read_text() == docs_cli.render(), "docs/cli.md is stale: run python -m roofline.face.docs_cli"
 
 
 def test_every_command_documented():

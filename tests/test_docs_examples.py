@@ -1,10 +1,10 @@
-"""The example outputs quoted in the docs are what the commands print now (roofline/docs_examples.py), and
+"""The example outputs quoted in the docs are what the commands print now (roofline/face/docs_examples.py), and
 the search's Pareto plot labels what it draws."""
 import dataclasses
 
 import pytest
 
-from roofline import docs_examples as D
+from roofline.face import docs_examples as D
 
 
 # ---------------------------------------------------------------------------------------------
@@ -73,7 +73,7 @@ assert set(FAST + SLOW) == set(D.PAGES)
 def _check(page):
     path = D.ROOT / page
     old = path.read_text()
-    assert old == D.render(old), f"{page} has stale examples: run python -m roofline.docs_examples"
+    assert old == D.render(old), f"{page} has stale examples: run python -m roofline.face.docs_examples"
 
 
 @pytest.mark.parametrize("page", FAST)
@@ -101,8 +101,8 @@ def test_stale_figures_of_issue_19_gone():
 # the Pareto plot
 
 def _cand(n, t, tokens=None, price=None):
-    from roofline.config import Plan
-    from roofline.search import Candidate
+    from roofline.spec.config import Plan
+    from roofline.views.search import Candidate
 
     c = Candidate(plan=Plan(), step_time_s=t, memory_bytes=1e10, mfu=0.4, hfu=0.5, tokens_per_s=1e5, n_gpus=n,
                   micro_batches=8, pp_bubble=0.1)
@@ -120,7 +120,7 @@ def _labels_overlap(labels):
 
 def _plot(tmp_path, pts, name="p.png"):
     pytest.importorskip("matplotlib")
-    from roofline.search import pareto, plot_pareto
+    from roofline.views.search import pareto, plot_pareto
 
     out = tmp_path / name
     fig = plot_pareto(str(out), pts, pareto(pts), "test sweep")

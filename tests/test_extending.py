@@ -5,9 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from roofline import configfile, hardware, predict_config
-from roofline.config import Model, Plan
-from roofline.predict import predict
+from roofline.spec import configfile, hardware
+from roofline import predict_config
+from roofline.spec.config import Model, Plan
+from roofline.model.predict import predict
 
 MODEL = Model(n_layers=4, d_model=4096, n_heads=32, vocab=32000, seq_len=4096)
 PLAN = Plan(tp=2, dp=4, micro_batch=4, global_batch=32)
@@ -68,14 +69,14 @@ def test_cluster_variant_with_base_and_config_relative_path(tmp_path):
 
 def test_documented_commands_exist():
     doc = (Path(__file__).resolve().parent.parent / "docs" / "extending.md").read_text()
-    for needle in ("python -m roofline.formulas.codegen", "roofline/formulas/compute.py", "calibrate",
+    for needle in ("python -m roofline.model.formulas.codegen", "roofline/model/formulas/compute.py", "calibrate",
                    "hardware show", "base:"):
         assert needle in doc
-    import roofline.formulas.codegen  # noqa: F401  (the regeneration entry point the doc names)
+    import roofline.model.formulas.codegen  # noqa: F401  (the regeneration entry point the doc names)
 
 
 def test_a_mutated_profile_does_not_poison_later_loads():
-    from roofline import hardware
+    from roofline.spec import hardware
     h = hardware.load("a100-sxm4-80gb")
     before = hardware.load("a100-sxm4-80gb").efficiency["gemm"]["fwd"]
     h.efficiency["gemm"]["fwd"] = (0.01, 0.01, 0.0)

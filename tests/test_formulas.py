@@ -6,11 +6,11 @@ import pytest
 import sympy as sp
 from hypothesis import given, settings, strategies as st
 
-from roofline import hardware, models
-from roofline.config import Model, Plan
-from roofline.formulas import step
-from roofline.formulas.symbols import SYMBOLS
-from roofline.predict import evaluate, inputs, predict
+from roofline.spec import hardware, models
+from roofline.spec.config import Model, Plan
+from roofline.model.formulas import step
+from roofline.model.formulas.symbols import SYMBOLS
+from roofline.model.predict import evaluate, inputs, predict
 
 A100 = hardware.load("a100-sxm4-80gb")
 
@@ -66,7 +66,7 @@ def _layer_activation_bytes(tp, sp_on, recompute="none", attention="unfused"):
     s, b, h, a = 2048, 4, 6144, 64
     model = Model(n_layers=1, d_model=h, n_heads=a, vocab=1024, seq_len=s, dropout=True, attention=attention)
     x = inputs(model, Plan(tp=tp, micro_batch=b, sequence_parallel=sp_on, recompute=recompute), A100)
-    from roofline.formulas import memory as M
+    from roofline.model.formulas import memory as M
     expr = M.layer_activations if recompute != "full" else M.layer_input
     # xreplace: every symbol gets a number at once (subs walks the tree once per symbol: ~0.7 s a call here)
     val = float(expr.xreplace({SYMBOLS[k].symbol: sp.sympify(v) for k, v in x.items() if k in SYMBOLS}))
@@ -112,8 +112,8 @@ def _scale(dim: str) -> float:
 def _random_inputs(rng):
     """A valid MoE / GQA model and plan drawn from ``rng``: layouts, schedule, recompute, sharding and overlap
     fractions vary (each quantity's dimension is checked on its own draw)."""
-    from roofline.config import RECOMPUTE, SHARDING_BY_STAGE, check
-    from roofline.errors import InputError
+    from roofline.spec.config import RECOMPUTE, SHARDING_BY_STAGE, check
+    from roofline.base.errors import InputError
     while True:
         tp, pp, cp, ep, v = (int(rng.choice(c)) for c in ([1, 2, 4], [1, 2], [1, 2], [1, 2, 4], [1, 2]))
         model = Model(n_layers=8, d_model=1024, n_heads=16, n_kv_heads=int(rng.choice([4, 16])), vocab=32000,
@@ -149,13 +149,13 @@ def test_compiled_module_is_in_sync_with_formulas():
     # mix equal-but-distinct nodes into build(), and == between them walks trees exponentially larger than the graph
     import subprocess
     import sys
-    code = ("import json, sys; from roofline import _compiled; from roofline.formulas import codegen, dag, step; "
+    code = ("import json, sys; from roofline import _compiled; from roofline.model.formulas import codegen, dag, step; "
             "e = step.build(); "
             "sys.exit((codegen.source(e) != open(_compiled.__file__).read()) + "
             "2 * (dag.dump(e) != json.loads(dag.PATH.read_text())))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     # 1: _compiled.py stale; 2: the stored graph (what symbolic export loads instead of building) stale; 3: both
-    assert r.returncode == 0, f"run: python -m roofline.formulas.codegen (code {r.returncode}) {r.stderr[-500:]}"
+    assert r.returncode == 0, f"run: python -m roofline.model.formulas.codegen (code {r.returncode}) {r.stderr[-500:]}"
 
 
 # ---- symbolic vs numeric ----------------------------------------------------------------------
@@ -164,7 +164,7 @@ def _symbolic(names, x):
     once (formulas.export.substitute): an evaluation path independent of the generated numpy code."""
     from sympy.core.cache import clear_cache
 
-    from roofline.formulas.export import substitute
+    from roofline.model.formulas.export import substitute
     if step.build.cache_info().currsize == 0:
         clear_cache()           # no equal-but-distinct nodes of earlier tests' unevaluated rebuilds in build()'s graph
     exprs = step.build()
@@ -242,8 +242,8 @@ def test_units_carry_through():
 
 @pytest.mark.slow          # sympy simplification of the dense-model forms: ~100 s here
 def test_concepts_doc_is_in_sync():
-    from roofline.formulas import concepts
-    assert concepts.TARGET.read_text() == concepts.text(), "run: python -m roofline.formulas.concepts"
+    from roofline.model.formulas import concepts
+    assert concepts.TARGET.read_text() == concepts.text(), "run: python -m roofline.model.formulas.concepts"
 
 
 def test_sustained_clock_slows_compute_bound_work_only():

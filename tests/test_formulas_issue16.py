@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from roofline import hardware, models
-from roofline.config import Model, Plan
-from roofline.predict import evaluate, inputs, predict
+from roofline.spec import hardware, models
+from roofline.spec.config import Model, Plan
+from roofline.model.predict import evaluate, inputs, predict
 
 H100 = hardware.load("h100-sxm")
 GiB = 2 ** 30
@@ -182,8 +182,8 @@ def test_bubble_fraction_at_most_one_when_fewer_micro_batches_than_stages():
 
 def test_exposed_communication_is_never_negative_under_rounding():
     """0.1 + 0.2 - 0.3 is 5.6e-17 in binary floating point: the exposed part of a fully hidden transfer is 0."""
-    from roofline.formulas import comm
-    from roofline.formulas import symbols as S
+    from roofline.model.formulas import comm
+    from roofline.model.formulas import symbols as S
     import sympy as sp
     t, w, o = sp.symbols("t w o", positive=True)
     # the interference of the hidden part (tests/test_overlap.py) on an A100 (108 SMs) and without an SM count (1)
@@ -201,7 +201,7 @@ def test_megatron_mfu_convention_is_narayanan_eq3():
     """Item 7: Megatron-LM's count (full s x s attention, padded vocabulary) is Narayanan et al. 2021 eq. 3,
     72 B s l h^2 (1 + s/6h + V/12lh), exactly for GPT-3 175B (V padded to 128 x 8 = 51,200); ours halves the causal
     attention and takes the unpadded 50,257, so it is lower, and MFU scales with the count."""
-    from roofline.predict import evaluate, inputs
+    from roofline.model.predict import evaluate, inputs
     m = models.load("gpt3-175b")
     r = evaluate(inputs(m, Plan(tp=8, pp=8, dp=16, micro_batch=1, global_batch=1536), hardware.load("a100-sxm4-80gb")))
     B, s, L, h, V = 1536, 2048, 96, 12288, 51200

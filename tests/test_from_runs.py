@@ -12,10 +12,11 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from roofline import cli as roofline_cli
-from roofline import hardware, validate
-from roofline.calibrate import from_runs as fr
-from roofline.errors import InputError
+from roofline.face import cli as roofline_cli
+from roofline.spec import hardware
+from roofline.views import validate
+from roofline.views.calibrate import from_runs as fr
+from roofline.base.errors import InputError
 
 BASE = "a100-sxm4-80gb"
 COLS = list(validate.REQUIRED) + ["model", "micro_batch", "recompute", "gpus_per_node", "n_gpus", "ffn_hidden"]
@@ -375,7 +376,7 @@ def test_a_failing_write_leaves_no_file(planted, tmp_path, monkeypatch):
 def test_base_path_is_written_relative_to_the_profiles_folder(tmp_path, monkeypatch):
     """hardware.load reads a relative base: from the profile's own folder, so a --gpu given as a path relative to
     the working directory is rewritten relative to where the profile is written; a profile id stays as it is."""
-    from roofline.calibrate.from_runs import _base_ref
+    from roofline.views.calibrate.from_runs import _base_ref
     (tmp_path / "profiles").mkdir()
     (tmp_path / "out" / "deep").mkdir(parents=True)
     monkeypatch.chdir(tmp_path)
@@ -435,7 +436,7 @@ def test_latency_terms_are_recovered_and_written_with_the_bandwidth_of_the_same_
 def test_a_term_on_a_kink_reads_flat_from_below():
     # a fit that stops where rows turn host-bound just above the solution: forward slope 1, backward 0
     import numpy as np
-    from roofline.calibrate.from_runs import ZERO_ELASTICITY, _backward_column
+    from roofline.views.calibrate.from_runs import ZERO_ELASTICITY, _backward_column
 
     def resid(x):
         return np.array([max(0.0, x[0] - 1.0), max(0.0, x[0] - 1.0)])

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from roofline import docs_examples as D
+from roofline.face import docs_examples as D
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "from-runs.md"
 
@@ -15,4 +15,4 @@ def test_the_page_quotes_the_report():
 @pytest.mark.slow
 def test_the_figures_of_the_page_are_current():
     old = PAGE.read_text()
-    assert old == D.render(old), "docs/from-runs.md is stale: run python -m roofline.docs_examples docs/from-runs.md"
+    assert old == D.render(old), "docs/from-runs.md is stale: run python -m roofline.face.docs_examples docs/from-runs.md"

@@ -3,14 +3,14 @@ from pathlib import Path
 
 import pytest
 
-from roofline import hardware
-from roofline.config import Model, Plan
-from roofline.predict import predict
+from roofline.spec import hardware
+from roofline.spec.config import Model, Plan
+from roofline.model.predict import predict
 
 
 def test_host_benchmark_measures_and_counts_kernels():
     pytest.importorskip("torch")
-    from roofline.calibrate.bench_host import measure
+    from roofline.views.calibrate.bench_host import measure
     r = measure("cpu", repeats=5)
     assert r["layer_fwd"] > 0 and r["layer_bwd"] > 0
     assert 0 < r["kernels_fwd"] < r["kernels_bwd"] and r["kernels_recompute"] > 0
@@ -23,7 +23,7 @@ def test_host_benchmark_measures_and_counts_kernels():
 
 def test_host_benchmark_styles_differ_and_reject_unknown():
     pytest.importorskip("torch")
-    from roofline.calibrate.bench_host import measure
+    from roofline.views.calibrate.bench_host import measure
     plain = measure("cpu", repeats=3, style="plain")
     assert "embed_fwd" not in plain and plain["kernels_fwd"] > 0
     with pytest.raises(ValueError, match="style"):
@@ -42,7 +42,7 @@ def test_host_edge_and_loop_add_per_micro_batch():
 
 def test_bad_host_block_is_one_line_error(tmp_path):
     import yaml
-    from roofline.errors import InputError
+    from roofline.base.errors import InputError
     d = yaml.safe_load((Path(hardware.__file__).parent / "profiles" / "a100-sxm4-80gb.yaml").read_text())
     d["host"] = {"kernels_head_fwd": -3}
     p = tmp_path / "bad.yaml"
@@ -76,7 +76,7 @@ def test_plain_style_layer_is_the_step_benchmarks_block():
     """`--style plain` times the code a plain PyTorch step runs: the Block of benchmarks/small_gpt_step.py (causal
     SDPA, tanh GELU, no dropout), not a stand-in: same parameters, same output."""
     torch = pytest.importorskip("torch")
-    from roofline.calibrate.bench_host import _plain_layer
+    from roofline.views.calibrate.bench_host import _plain_layer
     torch.manual_seed(0)
     mine = _plain_layer(torch, h=64, heads=2)
     theirs = _step_bench().build_gpt(torch, 1, 64, 2, 128, 16, torch.device("cpu")).blocks[0]
@@ -89,7 +89,7 @@ def test_plain_style_per_layer_kernels_and_per_call_intercept():
     """The per-layer figures are the slope over a stack of layers; what one forward / backward call pays once (the
     loss reduction, its seed gradient, the autograd engine's start, autocast's entry and exit) is per micro-batch."""
     torch = pytest.importorskip("torch")
-    from roofline.calibrate import bench_host
+    from roofline.views.calibrate import bench_host
     r = bench_host.measure("cpu", repeats=3, style="plain")
     assert r["amp"] is True and r["stack"] == bench_host.STACK >= 2
     # one block's kernels, counted on their own under the same autocast
@@ -106,7 +106,7 @@ def test_plain_style_per_layer_kernels_and_per_call_intercept():
 
 def test_megatron_style_adds_the_per_call_intercept_to_the_loop():
     pytest.importorskip("torch")
-    from roofline.calibrate.bench_host import measure
+    from roofline.views.calibrate.bench_host import measure
     r = measure("cpu", repeats=3)
     assert r["amp"] is False and r["microbatch"] >= r["call"] >= 0
     assert r["kernels_microbatch"] >= r["kernels_call"] + 1

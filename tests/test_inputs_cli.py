@@ -2,7 +2,7 @@
 
 Every bad input gives exit status 2 and ONE line on stderr naming the field and the value (no traceback,
 nothing on stdout, no file written); the right cause is named (a bad model field or "no parallel split"
-instead of "budget too small"). The cases run in-process through ``roofline.cli.main``; the jobs files are
+instead of "budget too small"). The cases run in-process through ``roofline.face.cli.main``; the jobs files are
 generated here in ``tmp_path``.
 """
 from __future__ import annotations
@@ -12,8 +12,9 @@ import os
 import pytest
 import yaml
 
-from roofline import cluster_schedule as schedule, hardware, models
-from roofline.errors import InputError
+from roofline.views import cluster_schedule as schedule
+from roofline.spec import hardware, models
+from roofline.base.errors import InputError
 
 GOOD_JOB = {"name": "a", "model": "gpt3-125m", "global_batch": 64, "tokens": 1e9}
 DELETE = object()
@@ -21,7 +22,7 @@ DELETE = object()
 
 def _run(capsys, tmp_path, *args, stdout=None):
     """(exit status, stderr) of the CLI in-process; asserts the boundary contract for a refused input."""
-    from roofline.cli import main
+    from roofline.face.cli import main
 
     before = sorted(os.listdir(tmp_path))
     rc = main([str(a) for a in args])
@@ -204,8 +205,8 @@ def test_plan_finds_a_split_beyond_the_smallest_size():
     """96 = 2^5 x 3 GPUs: the smallest size (d 512: 4 heads, 4 layers) has no split (dp | 1024 takes 32, the 3
     fits neither tp | 4 nor pp | 4 nor cp | 4096); d 1536 (12 heads, 12 layers) has one. The plan must start
     there instead of calling the budget too small (it did before issue 22)."""
-    from roofline.config import check
-    from roofline.sizing import plan_budget
+    from roofline.spec.config import check
+    from roofline.views.sizing import plan_budget
 
     r = plan_budget(hardware.load("h100-sxm"), 96, days=30)
     p = r.best.plan
@@ -238,7 +239,7 @@ def test_formulas_unknown_quantity_is_refused_at_once(capsys, tmp_path):
 
 
 def test_check_value_accepts_the_edges():
-    from roofline.formulas.export import check_value
+    from roofline.model.formulas.export import check_value
     assert check_value("tp", 8.0) == 8 and isinstance(check_value("tp", 8.0), int)
     assert check_value("gated", 0) == 0 and check_value("ov_tp", 0.0) == 0 and check_value("ov_tp", 1) == 1
     assert check_value("clock", 1.0) == 1.0 and check_value("t0_gemm_fwd", 0) == 0
@@ -267,10 +268,10 @@ def test_formulas_with_every_value_equal_the_compiled_model(name, plan):
     code = f"""
 import json
 from roofline import hardware, models
-from roofline.config import Plan
-from roofline.formulas.export import expression
-from roofline.formulas.symbols import hardware_defaults
-from roofline.predict import evaluate, inputs
+from roofline.spec.config import Plan
+from roofline.model.formulas.export import expression
+from roofline.model.formulas.symbols import hardware_defaults
+from roofline.model.predict import evaluate, inputs
 x = inputs(models.load({name!r}), Plan(**{plan!r}), hardware.load("a100-sxm4-80gb"))
 ref = evaluate(x)      # the compiled model takes the hardware defaults a profile leaves out; so does `--gpu`
 out = {{}}
@@ -291,7 +292,7 @@ def test_formulas_with_a_gpu_leave_only_model_and_plan_symbols(capsys, tmp_path)
     """`formulas --quantity step_time --gpu ...` (minutes before issue 22) substitutes every hardware value."""
     import json
 
-    from roofline.formulas.symbols import SYMBOLS
+    from roofline.model.formulas.symbols import SYMBOLS
 
     out = []
     rc, err = _run(capsys, tmp_path, "formulas", "--quantity", "step_time", "--gpu", "a100-sxm4-80gb",

@@ -10,10 +10,11 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from roofline import hardware, models, runcost, timeline
-from roofline.config import Model, Plan
-from roofline.errors import InputError
-from roofline.predict import evaluate, inputs, predict
+from roofline.spec import hardware, models
+from roofline.views import runcost, timeline
+from roofline.spec.config import Model, Plan
+from roofline.base.errors import InputError
+from roofline.model.predict import evaluate, inputs, predict
 
 A100 = hardware.load("a100-sxm4-80gb")
 TERMS = ("fwd", "bwd", "recompute", "tp_comm", "cp_comm", "ep_comm", "host")
@@ -180,14 +181,14 @@ def test_per_layer_terms_equal_the_cost_of_one_more_layer(pp, per_stage, rc, tp)
 
 
 def test_korthikanti_table4_reads_one_layer():
-    from roofline.validate import korthikanti_table4
+    from roofline.views.validate import korthikanti_table4
     rows = {r["config"]: r for r in korthikanti_table4()}
     base, full = rows["baseline"], rows["full recompute"]
     assert base["recompute_ms"] == 0 and full["recompute_ms"] > 0
     # full recomputation repeats the forward: its recompute is the layer forward (without its TP comm); the forward's
     # exposed TP comm is the model's exported per-layer terms' t_layer_tp_comm - t_layer_comm_bwd (the Megatron
     # backward of megatron-lm@2022, tp_async_dgrad, hides part of the backward's: no longer a third of the layer's)
-    from roofline.spec import resolve
+    from roofline.spec.resolve import resolve
     model = Model(n_layers=1, d_model=6144, n_heads=64, vocab=51200, seq_len=2048)
     plan = {"tp": 8, "micro_batch": 4, "global_batch": 4, "sequence_parallel": False, "recompute": "full"}
     hw = hardware.load("a100-sxm4-80gb")

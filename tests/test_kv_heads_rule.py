@@ -1,9 +1,9 @@
 """Issue 16 item 6: a stack that splits the key/value heads over the TP ranks needs kv-heads divisible by tp."""
 import pytest
 
-from roofline import spec, stacks
-from roofline import models
-from roofline.errors import InputError
+from roofline.spec import resolve as spec, stacks
+from roofline.spec import models
+from roofline.base.errors import InputError
 
 
 def test_tp_above_kv_heads_only_where_the_stack_runs_it():

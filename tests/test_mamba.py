@@ -9,13 +9,13 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roofline import hardware, models
-from roofline.config import Model, Plan, check
-from roofline.errors import InputError
-from roofline.formulas import compute as C
-from roofline.formulas import mamba as MB
-from roofline.formulas import symbols as S
-from roofline.predict import predict
+from roofline.spec import hardware, models
+from roofline.spec.config import Model, Plan, check
+from roofline.base.errors import InputError
+from roofline.model.formulas import compute as C
+from roofline.model.formulas import mamba as MB
+from roofline.model.formulas import symbols as S
+from roofline.model.predict import predict
 
 # a small Mamba-2 layer, sizes chosen for hand arithmetic: T = 1024 tokens (b 1, s 1024, t = c = 1), h 256,
 # 8 heads x 32 wide (d_in 256), state 16, 2 groups, chunk 64, conv 4
@@ -119,7 +119,7 @@ def test_split_pattern_equals_transformer(plan, moe):
 
 def test_no_pattern_is_the_transformer():
     """Without a pattern the shares are (1, 1, 0): stating them changes nothing."""
-    from roofline.predict import hybrid_inputs
+    from roofline.model.predict import hybrid_inputs
     m = models.load("llama3-8b")
     assert hybrid_inputs(m)["attn_frac"] == 1.0 and hybrid_inputs(m)["mamba_frac"] == 0.0
     assert m.layer_counts == {"M": 0, "*": 32, "-": 32, "E": 0}
@@ -165,13 +165,13 @@ def _nemo_rows():
     """The hybrid rows of the NeMo table the package ships (roofline/data/validation)."""
     import csv
 
-    from roofline.validate import dataset_path
+    from roofline.views.validate import dataset_path
     with dataset_path("nemo").open(newline="", encoding="utf-8-sig") as f:
         return [r for r in csv.DictReader(f) if r["attention"] == "hybrid-mamba"]
 
 
 def test_validate_reads_the_nemotron_rows():
-    from roofline import validate as V
+    from roofline.views import validate as V
     rows = _nemo_rows()
     nano = next(r for r in rows if "Nano" in r["model"])
     d = V._hybrid_fields(nano)

@@ -4,12 +4,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from roofline import hardware
-from roofline.config import Model, Plan
-from roofline.predict import predict
+from roofline.spec import hardware
+from roofline.spec.config import Model, Plan
+from roofline.model.predict import predict
 
 A100 = hardware.load("a100-sxm4-80gb")
-DEFAULTS = yaml.safe_load((Path(__file__).resolve().parents[1] / "roofline" / "hardware" / "defaults.yaml").read_text())
+DEFAULTS = yaml.safe_load((Path(__file__).resolve().parents[1] / "roofline" / "spec" / "hardware" / "defaults.yaml").read_text())
 
 
 # Rajbhandari et al. 2020 (ZeRO), Figure 1: a 7.5B-parameter model on 64 GPUs with mixed-precision Adam

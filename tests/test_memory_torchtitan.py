@@ -1,14 +1,14 @@
 """torchtitan's memory: op-level selective checkpointing, FSDP2 under pipelining, the compiled loss, and how
 validate compares a reserved-memory measurement. Expected values are derived by hand from the framework code cited
-in roofline/formulas/memory.py and compute.py (OP_SAVED), not read back from the model."""
+in roofline/model/formulas/memory.py and compute.py (OP_SAVED), not read back from the model."""
 import pytest
 
-from roofline import hardware, stacks
-from roofline import validate as V
-from roofline.config import Model, Plan
-from roofline.errors import InputError
-from roofline.predict import predict
-from roofline.spec import resolve
+from roofline.spec import hardware, stacks
+from roofline.views import validate as V
+from roofline.spec.config import Model, Plan
+from roofline.base.errors import InputError
+from roofline.model.predict import predict
+from roofline.spec.resolve import resolve
 
 H100 = hardware.load("h100-sxm")
 # Llama-3 8B's layer (HF config): h 4096, 32 heads of 128, 8 KV heads, SwiGLU 14336, vocab 128256

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from roofline import validate as V
+from roofline.views import validate as V
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("memory_verdicts", ROOT / "benchmarks" / "memory_verdicts.py")

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roofline import hardware, models
-from roofline.config import Model, Plan, check
-from roofline.errors import InputError
-from roofline.predict import evaluate, inputs
+from roofline.spec import hardware, models
+from roofline.spec.config import Model, Plan, check
+from roofline.base.errors import InputError
+from roofline.model.predict import evaluate, inputs
 
 HW = hardware.load("h100-sxm")
 
@@ -324,7 +324,7 @@ def test_presets_carry_the_new_fields_and_the_loader_checks_them():
 def test_validate_prices_deepseek_v3_rows_with_their_mtp():
     """nemo_perf.csv: the DeepSeek-V3 rows are predicted with MLA and the row's MTP depth (1, or 0 for the 25.11
     GB200 rows "w/o MTP"); none is skipped for MTP."""
-    from roofline import validate as V
+    from roofline.views import validate as V
 
     rows = [r for r in V.read(V.dataset_path("nemo")) if r.get("model") == "DeepSeek-V3"]
     built = {}

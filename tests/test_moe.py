@@ -1,10 +1,10 @@
 """MoE terms: with E = K = 1 a mixture of experts is the dense model; FLOPs scale with top-k."""
 import pytest
 
-from roofline import hardware
-from roofline.config import Model, Plan
-from roofline.predict import evaluate, inputs, predict
-from roofline.runcost import run_cost
+from roofline.spec import hardware
+from roofline.spec.config import Model, Plan
+from roofline.model.predict import evaluate, inputs, predict
+from roofline.views.runcost import run_cost
 
 HW = hardware.load("h100-sxm")
 DENSE = Model(n_layers=4, d_model=1024, n_heads=16, vocab=32000, seq_len=1024, mlp="swiglu", norm="rmsnorm",

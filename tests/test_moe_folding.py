@@ -4,11 +4,11 @@ import math
 
 import pytest
 
-from roofline import hardware, models
-from roofline.config import Plan, check
-from roofline.errors import InputError
-from roofline.predict import predict
-from roofline.spec import resolve
+from roofline.spec import hardware, models
+from roofline.spec.config import Plan, check
+from roofline.base.errors import InputError
+from roofline.model.predict import predict
+from roofline.spec.resolve import resolve
 
 H100 = hardware.load("h100-sxm")
 
@@ -74,7 +74,7 @@ def test_node_deduplicating_dispatch_by_hand():
     across nodes; DeepEP sends it once to each other node its copies land on, 3 x (1 - (3/4)^8) = 2.6997 nodes."""
     import sympy as sp
 
-    from roofline.formulas import comm as CM, symbols as S
+    from roofline.model.formulas import comm as CM, symbols as S
     vals = {S.gpus_per_node: 8, S.ALPHA["a2a", "intra"]: 0, S.ALPHA["a2a", "inter"]: 0,
             S.BUSBW["a2a", "intra"]: 1e30, S.BUSBW["a2a", "inter"]: 1.0}
     naive = CM.dispatch_a2a(sp.Integer(1), 8, 32, 1, 0).subs(vals)

@@ -6,11 +6,11 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roofline import hardware
-from roofline.config import Model, Plan
-from roofline.formulas import compute as C
-from roofline.formulas import symbols as S
-from roofline.predict import predict
+from roofline.spec import hardware
+from roofline.spec.config import Model, Plan
+from roofline.model.formulas import compute as C
+from roofline.model.formulas import symbols as S
+from roofline.model.predict import predict
 
 HW = hardware.load("h100-sxm")
 

@@ -11,8 +11,8 @@ import pytest
 import sympy as sp
 from hypothesis import given, settings, strategies as st
 
-from roofline.formulas import comm as CM
-from roofline.formulas import symbols as S
+from roofline.model.formulas import comm as CM
+from roofline.model.formulas import symbols as S
 
 ROOT = Path(__file__).resolve().parents[1]
 CSV = ROOT / "roofline" / "data" / "nccl_tests_published.csv"

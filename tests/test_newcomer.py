@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roofline import progress
+from roofline.base import progress
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -105,11 +105,11 @@ def test_a_log_gets_the_last_line_of_a_loop_that_outlasts_the_delay():
 
 def test_prediction_path_imports_neither_tqdm_nor_validation():
     """`transformer` prints the band from the shipped table: no validation code, no tqdm, no sympy."""
-    code = ("import sys, contextlib, io\nfrom roofline.cli import main\n"
+    code = ("import sys, contextlib, io\nfrom roofline.face.cli import main\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n"
             "    main(['transformer', '--model', 'gpt3-175b', '--tp', '8', '--pp', '8', '--dp', '16', "
             "'--global-batch', '1536'])\n"
-            "print(sorted(m for m in ('tqdm', 'roofline.validate', 'roofline.progress', 'sympy') if m in sys.modules))")
+            "print(sorted(m for m in ('tqdm', 'roofline.views.validate', 'roofline.base.progress', 'sympy') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                        env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
     assert r.returncode == 0, r.stderr
@@ -127,17 +127,17 @@ def _actions(p, path=()):
 
 
 def test_every_flag_of_every_command_has_help():
-    from roofline.cli import parser
+    from roofline.face.cli import parser
     missing = [" ".join(path) + " " + (a.option_strings[0] if a.option_strings else a.dest)
                for path, a in _actions(parser(None)) if not (a.help or "").strip()]
     assert not missing, missing
 
 
 @pytest.mark.parametrize("module,target", [
-    ("roofline.docs_cli", "docs/cli.md"),
-    ("roofline.formulas.concepts", "docs/concepts.md"),
-    ("roofline.formulas.codegen", "roofline/_compiled.py"),
-    ("roofline.uncertainty", "roofline/data/uncertainty.yaml"),
+    ("roofline.face.docs_cli", "docs/cli.md"),
+    ("roofline.model.formulas.concepts", "docs/concepts.md"),
+    ("roofline.model.formulas.codegen", "roofline/model/_compiled.py"),
+    ("roofline.views.uncertainty", "roofline/data/uncertainty.yaml"),
 ])
 def test_generators_print_usage_on_help_and_write_nothing(module, target, capsys, monkeypatch):
     """`python -m MODULE`: a real interpreter for the first generator; the others run their `__main__` block in
@@ -147,7 +147,7 @@ def test_generators_print_usage_on_help_and_write_nothing(module, target, capsys
     f = ROOT / target
     before = (f.stat().st_mtime_ns, f.read_bytes())
     for args, rc in ((["--help"], 0), (["--no-such-flag"], 2)):
-        if module == "roofline.docs_cli":
+        if module == "roofline.face.docs_cli":
             r = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, cwd=ROOT,
                                env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
             code, out, err = r.returncode, r.stdout, r.stderr
@@ -166,7 +166,7 @@ def test_generators_print_usage_on_help_and_write_nothing(module, target, capsys
 def test_relative_includes_resolve_against_the_profile_folder(tmp_path, monkeypatch):
     """base / collectives_from / host_from paths are read from the folder of the file that names them, not
     from the working directory (a same-named file in the working directory is not taken)."""
-    from roofline import hardware
+    from roofline.spec import hardware
     lib = tmp_path / "lib"
     (lib / "parts").mkdir(parents=True)
     (lib / "parts" / "parent.yaml").write_text("base: a100-sxm4-80gb\nid: parent\ngpus_per_node: 4\n")
@@ -191,8 +191,8 @@ def test_relative_includes_resolve_against_the_profile_folder(tmp_path, monkeypa
 
 
 def test_host_from_without_host_block_is_one_line_error(tmp_path):
-    from roofline import hardware
-    from roofline.errors import InputError
+    from roofline.spec import hardware
+    from roofline.base.errors import InputError
     (tmp_path / "empty.yaml").write_text("id: e\n")
     (tmp_path / "p.yaml").write_text("base: a100-sxm4-80gb\nid: p\nhost_from: empty.yaml\n")
     with pytest.raises(InputError, match="host_from 'empty.yaml' has no host: block"):
@@ -206,8 +206,8 @@ def test_calibrate_host_out_writes_an_includable_block(tmp_path, capsys):
     pytest.importorskip("torch")
     import yaml
 
-    from roofline import hardware
-    from roofline.cli import main
+    from roofline.spec import hardware
+    from roofline.face.cli import main
     out = tmp_path / "m" / "my-host"
     assert main(["calibrate", "host", "--repeats", "1", "--runs", "1", "--out", str(out),
                  "--base", "a100-sxm4-80gb"]) == 0
@@ -229,7 +229,7 @@ def test_calibrate_host_out_writes_an_includable_block(tmp_path, capsys):
 
 def test_calibrate_host_bad_base_writes_nothing(tmp_path, capsys):
     pytest.importorskip("torch")
-    from roofline.cli import main
+    from roofline.face.cli import main
     rc = main(["calibrate", "host", "--out", str(tmp_path / "new" / "x"), "--base", "no-such-gpu"])
     assert rc == 2 and not (tmp_path / "new").exists()
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
@@ -264,10 +264,10 @@ def test_uncertainty_table_is_current():
     """The shipped table equals what the validation sets give today (within half a printed percent)."""
     import yaml
 
-    from roofline import uncertainty as U
+    from roofline.views import uncertainty as U
     fresh = U.table(U.measured_errors())
     diff = U.stale(yaml.safe_load(U.TABLE.read_text()), fresh)
-    assert not diff, "run python -m roofline.uncertainty: " + "; ".join(diff[:5])
+    assert not diff, "run python -m roofline.views.uncertainty: " + "; ".join(diff[:5])
 
 
 @settings(max_examples=60, deadline=None)
@@ -275,7 +275,7 @@ def test_uncertainty_table_is_current():
        gpu=st.sampled_from(["a100", "h100", "b200"]), size=st.sampled_from(["<1B", "1B-10B", "100B-1T"]),
        nodes=st.sampled_from(["single-node", "multi-node"]))
 def test_band_groups_have_enough_runs_and_ordered_quantiles(errors, gpu, size, nodes):
-    from roofline import uncertainty as U
+    from roofline.views import uncertainty as U
     runs = [{"dataset": "x", "error": e, "gpu": gpu, "size": size, "nodes": nodes} for e in errors]
     t = U.table(runs)
     assert all(g["n"] >= U.MIN_RUNS for g in t["groups"])
@@ -286,7 +286,7 @@ def test_band_groups_have_enough_runs_and_ordered_quantiles(errors, gpu, size, n
 
 
 def test_band_falls_back_to_coarser_groups_and_never_across_gpus(monkeypatch):
-    from roofline import uncertainty as U
+    from roofline.views import uncertainty as U
     rows = [{"gpu": "a100", "size": "1B-10B", "nodes": "single-node", "n": 20, "p10": -0.2, "p50": 0.0, "p90": 0.1},
             {"gpu": "a100", "size": "any", "nodes": "any", "n": 30, "p10": -0.3, "p50": 0.0, "p90": 0.2}]
     monkeypatch.setattr(U, "_groups", lambda: {(g["gpu"], g["size"], g["nodes"]): g for g in rows})

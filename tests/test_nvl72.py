@@ -9,11 +9,11 @@ from dataclasses import replace
 import pytest
 import sympy as sp
 
-from roofline import hardware
-from roofline.config import Model, Plan, check
-from roofline.formulas import comm
-from roofline.formulas import symbols as S
-from roofline.predict import evaluate, inputs
+from roofline.spec import hardware
+from roofline.spec.config import Model, Plan, check
+from roofline.model.formulas import comm
+from roofline.model.formulas import symbols as S
+from roofline.model.predict import evaluate, inputs
 
 MOE = Model(n_layers=4, d_model=1024, n_heads=16, vocab=32000, seq_len=2048, tied_embeddings=False,
             position="rope", biases=False, mlp="swiglu", n_experts=64, top_k=4, moe_ffn_hidden=512)

@@ -13,13 +13,14 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roofline import hardware
-from roofline.config import Model, Plan
-from roofline.formulas import comm as CM
-from roofline.formulas import symbols as S
-from roofline.predict import evaluate, inputs
+from roofline.base.paths import PACKAGE
+from roofline.spec import hardware
+from roofline.spec.config import Model, Plan
+from roofline.model.formulas import comm as CM
+from roofline.model.formulas import symbols as S
+from roofline.model.predict import evaluate, inputs
 
-OVERLAP = yaml.safe_load((Path(S.__file__).resolve().parents[1] / "hardware" / "defaults.yaml").read_text())["overlap"]
+OVERLAP = yaml.safe_load((PACKAGE / "spec" / "hardware" / "defaults.yaml").read_text())["overlap"]
 
 
 def _exposed(t_comm, t_window, overlap, sms, n_comm=16):

@@ -1,14 +1,14 @@
-"""Megatron-Core's pipeline layer layout (roofline/layout.py, Plan.pipeline_layout, formulas/step.py stated_layout)."""
+"""Megatron-Core's pipeline layer layout (roofline/spec/layout.py, Plan.pipeline_layout, formulas/step.py stated_layout)."""
 import dataclasses
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from roofline import hardware, layout, models
-from roofline.config import Model, Plan, check
-from roofline.errors import InputError
-from roofline.predict import evaluate, inputs, plan_inputs, predict
-from roofline.validate import _pipeline_layout
+from roofline.spec import hardware, layout, models
+from roofline.spec.config import Model, Plan, check
+from roofline.base.errors import InputError
+from roofline.model.predict import evaluate, inputs, plan_inputs, predict
+from roofline.views.validate import _pipeline_layout
 
 HW = hardware.load("h100-sxm")
 DSV3 = models.load("deepseek-v3")

@@ -6,12 +6,13 @@ import pytest
 import sympy as sp
 from hypothesis import given, settings, strategies as st
 
-from roofline import hardware, precision
-from roofline.config import Model, Plan
-from roofline.errors import InputError
-from roofline.formulas import compute as C, symbols as S
-from roofline.predict import evaluate, inputs, predict
-from roofline.spec import resolve
+from roofline.spec import hardware
+from roofline.base import precision
+from roofline.spec.config import Model, Plan
+from roofline.base.errors import InputError
+from roofline.model.formulas import compute as C, symbols as S
+from roofline.model.predict import evaluate, inputs, predict
+from roofline.spec.resolve import resolve
 
 H100 = hardware.load("h100-sxm")
 LLAMA = Model(n_layers=4, d_model=4096, n_heads=32, n_kv_heads=8, ffn_hidden=14336, vocab=128256, seq_len=8192,

@@ -5,9 +5,9 @@ published 400B total / 17B active. The rounded published totals and actives of D
 Mixtral 8x22B are tested in test_modern_models.py and not repeated here."""
 import pytest
 
-from roofline import hardware, models
-from roofline.config import Plan, check
-from roofline.predict import evaluate, inputs
+from roofline.spec import hardware, models
+from roofline.spec.config import Plan, check
+from roofline.model.predict import evaluate, inputs
 
 HW = hardware.load("h100-sxm")
 

@@ -1,4 +1,4 @@
-"""One shape of result (roofline/results.py): frozen, SI floats inside, a unit for every dimensioned value,
+"""One shape of result (roofline/base/results.py): frozen, SI floats inside, a unit for every dimensioned value,
 ``to_dict()`` = the values and a units map. The invariants are checked on every view's result and on
 arbitrary synthetic results (hypothesis)."""
 import dataclasses
@@ -11,13 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roofline import cluster_schedule, hardware, models, results, search, sizing
-from roofline import validate as V
-from roofline.config import Model, Plan
-from roofline.errors import InputError
-from roofline.predict import predict
-from roofline.runcost import run_cost
-from roofline.units import DAY, HOUR, Q
+from roofline.views import cluster_schedule, search, sizing
+from roofline.spec import hardware, models
+from roofline.base import results
+from roofline.views import validate as V
+from roofline.spec.config import Model, Plan
+from roofline.base.errors import InputError
+from roofline.model.predict import predict
+from roofline.views.runcost import run_cost
+from roofline.base.units import DAY, HOUR, Q
 
 HW = hardware.load("a100-sxm4-80gb")
 M = Model(n_layers=4, d_model=1024, n_heads=16, vocab=32000, seq_len=2048, tied_embeddings=False,

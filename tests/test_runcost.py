@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roofline import hardware, models
-from roofline.config import Model, Plan
-from roofline.predict import predict
-from roofline.runcost import AXES, run_cost
+from roofline.spec import hardware, models
+from roofline.spec.config import Model, Plan
+from roofline.model.predict import predict
+from roofline.views.runcost import AXES, run_cost
 
 HW = hardware.load("a100-sxm4-80gb")                 # 8 GPUs per node
 M = Model(n_layers=4, d_model=1024, n_heads=16, vocab=32000, seq_len=2048, tied_embeddings=False,

@@ -9,18 +9,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import roofline.sizing
-import roofline.search
-from roofline import InputError, hardware, models, predict
-from roofline.config import RECOMPUTE, SHARDING_BY_STAGE as SHARDING, Model, Plan, check
-from roofline.sizing import plan_budget, scaled_model
-from roofline.search import default_base, divisors, evaluate_space, gpu_range, pareto, search, sweep
+import roofline.views.sizing
+import roofline.views.search
+from roofline import InputError
+from roofline.spec import hardware, models
+from roofline import predict
+from roofline.spec.config import RECOMPUTE, SHARDING_BY_STAGE as SHARDING, Model, Plan, check
+from roofline.views.sizing import plan_budget, scaled_model
+from roofline.views.search import default_base, divisors, evaluate_space, gpu_range, pareto, search, sweep
 
 A100 = hardware.load("a100-sxm4-80gb")
 H100 = hardware.load("h100-sxm")
 
 
-@pytest.mark.parametrize("module", [roofline.search, roofline.sizing])
+@pytest.mark.parametrize("module", [roofline.views.search, roofline.views.sizing])
 def test_doctests(module):
     assert doctest.testmod(module).failed == 0
 
@@ -63,7 +65,7 @@ def test_candidates_carry_the_plan_resolve_gives_their_layout(framework, tp_comm
     """Overlap fields that follow from the layout by a stack rule (p2p overlap when interleaved, no gradient
     overlap with a DeepSpeed pipeline, the TP ring overlap) are set per plan in search as resolve sets them:
     the same layout priced through `transformer` and through `search` gives the same step time."""
-    from roofline.spec import resolve
+    from roofline.spec.resolve import resolve
 
     spec = resolve(models.load("gpt3-13b"), {"tp_comm_overlap": True} if tp_comm_overlap else None, A100, framework)
     m = spec.model       # the stack's model defaults (attention kernel, dropout), as `search` takes them
@@ -146,7 +148,7 @@ def test_brute_force_agrees(layers, heads, kv, head_dim, seq, n, batch, gated, h
 
 @pytest.mark.parametrize("stack", ["megatron-core", "megatron-deepspeed", "deepspeed-zero", "torchtitan", "any"])
 def test_search_enumerates_only_what_the_stack_runs(stack):
-    from roofline import stacks
+    from roofline.spec import stacks
     model = Model(n_layers=8, d_model=512, n_heads=8, vocab=512, seq_len=256)
     got = search(model, A100, 16, 64, top=None, framework=stack)
     assert got
@@ -273,7 +275,7 @@ def test_search_path_is_light(cli):
     import sys
     code = ("import sys, runpy; sys.argv = ['roofline', 'search', '--model', 'gpt3-125m', '--gpus', '8', "
             "'--global-batch', '8', '--top', '1']\n"
-            "from roofline.cli import main\nmain()\n"
+            "from roofline.face.cli import main\nmain()\n"
             "print(sorted(m for m in ('sympy', 'scipy.optimize', 'scipy.stats', 'matplotlib', 'torch') "
             "if m in sys.modules))")   # pint.compat imports the bare scipy package (10 ms) when installed
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -346,7 +348,7 @@ def test_memory_margin_is_checked():
 # ----- ranking report (issue 17) -----
 
 def _rank_rows(factors):
-    from roofline import validate as V
+    from roofline.views import validate as V
     rows = []
     for i, (tp, pp, dp) in enumerate([(1, 1, 8), (2, 1, 4), (4, 1, 2)]):
         rows.append({"case_id": f"r{i}", "source": "synthetic", "framework": "megatron-core", "model": "m",
@@ -361,7 +363,7 @@ def _rank_rows(factors):
 
 
 def test_ranking_regret_and_tau_by_hand():
-    from roofline import validate as V
+    from roofline.views import validate as V
     rows, pred = _rank_rows((1.0, 1.0, 1.0))                 # measured = predicted: no regret, tau 1
     r = V.ranking(rows, V.validate(rows))
     assert r["groups"] == 1 and r["mean_regret"] == pytest.approx(0.0) and r["tau_median"] == pytest.approx(1.0)

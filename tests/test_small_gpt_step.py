@@ -61,7 +61,7 @@ def test_bad_arguments(capsys):
 ROOT = PATH.parents[1]
 DATA = ROOT / "roofline" / "data" / "h100-sxm-measured"
 STEPS = [DATA / "steps_s1024.csv", DATA / "steps_s2048.csv"]
-PROFILE = ROOT / "roofline" / "hardware" / "profiles" / "h100-sxm-measured.yaml"
+PROFILE = ROOT / "roofline" / "spec" / "hardware" / "profiles" / "h100-sxm-measured.yaml"
 DOCS = (ROOT / "docs" / "calibration.md").read_text()
 
 
@@ -105,7 +105,7 @@ def test_docs_fit_table_is_the_committed_profile():
     table = bench.fit_table(str(PROFILE))
     assert "| gemm | fwd |" in table and "| gemm | bwd |" in table
     assert table in DOCS, "docs/calibration.md: regenerate the H100 fit table with " \
-        "python benchmarks/small_gpt_step.py --fit-table roofline/hardware/profiles/h100-sxm-measured.yaml"
+        "python benchmarks/small_gpt_step.py --fit-table roofline/spec/hardware/profiles/h100-sxm-measured.yaml"
 
 
 def test_docs_gemm_before_after_is_the_committed_sweeps():
@@ -121,7 +121,7 @@ def test_measured_h100_profile_loads_with_physical_gemm_t0():
     """A GEMM's fixed time is its launch-to-first-tile latency and tail: a few microseconds on a GPU. A fitted t0
     of tens of microseconds means the timer caught the host's launch path (the busy-wait fix of calibrate compute)."""
     import yaml
-    from roofline import hardware
+    from roofline.spec import hardware
     hw = hardware.load("h100-sxm-measured")
     assert hw.kind == "calibrated" and "compute" in hw.calibrated
     for d in ("fwd", "bwd"):

@@ -1,4 +1,4 @@
-"""The one resolver (roofline.spec.resolve) and the stack registry (roofline.stacks): precedence,
+"""The one resolver (roofline.spec.resolve.resolve) and the stack registry (roofline.spec.stacks): precedence,
 the same spec from every entry point, the registry's schema and sources, normalised spellings,
 uneven pipeline splits as the stacks make them, stack inference for rows that name none."""
 import dataclasses
@@ -8,11 +8,13 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from roofline import InputError, configfile, normalize, stacks
-from roofline import validate as V
-from roofline.cli import build_spec, parser
-from roofline.predict import predict
-from roofline.spec import resolve
+from roofline import InputError
+from roofline.spec import configfile, stacks
+from roofline.base import normalize
+from roofline.views import validate as V
+from roofline.face.cli import build_spec, parser
+from roofline.model.predict import predict
+from roofline.spec.resolve import resolve
 
 
 # ---- registry ---------------------------------------------------------------------------------------
@@ -237,8 +239,8 @@ def test_validate_reports_the_stack_and_why():
 
 
 def test_frameworks_page_is_generated_from_the_registry():
-    from roofline import docs_frameworks
-    assert docs_frameworks.DOC.read_text() == docs_frameworks.render(), "run python -m roofline.docs_frameworks"
+    from roofline.face import docs_frameworks
+    assert docs_frameworks.DOC.read_text() == docs_frameworks.render(), "run python -m roofline.face.docs_frameworks"
     text = docs_frameworks.render()
     for s in stacks.registry().values():
         assert f"### `{s.id}`" in text and s.sources["sharding"].replace("|", "/") in text
@@ -264,7 +266,7 @@ def test_loss_kernel_sets_the_heads_logits_memory():
     log-softmax output plus the NLL and log-softmax gradients at the loss's backward: 12 bytes, against 6 for
     Megatron's fused vocab-parallel loss (bf16 logits + one fp32 copy). LLaMA-3 8B at 32768 tokens: 6 x 32768 x
     128256 bytes more (torchtitan's 8-GPU FSDP + CP table measured 83.9 GiB reserved)."""
-    from roofline import hardware, models
+    from roofline.spec import hardware, models
 
     H100 = hardware.load("h100-hbm2e-96gb-500w")
     m = models.load("llama3-8b")
@@ -279,7 +281,7 @@ def test_loss_kernel_sets_the_heads_logits_memory():
 def test_nanotron_rows_get_nanotron_defaults():
     """A row naming nanotron is priced with nanotron's own defaults (src/nanotron/config/parallelism_config.py:
     all-reduce TP without SP or async dgrad, no recomputation; ZeRO-1 at most, no interleaving)."""
-    from roofline import hardware, models
+    from roofline.spec import hardware, models
 
     st, why = stacks.infer("nanotron (Ultra-Scale Playbook)", "")
     assert st.id == "nanotron" and "nanotron" in why

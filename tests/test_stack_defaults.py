@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from roofline import hardware
-from roofline.config import Model, Plan
-from roofline.errors import InputError
-from roofline.predict import evaluate, inputs
-from roofline.spec import resolve
+from roofline.spec import hardware
+from roofline.spec.config import Model, Plan
+from roofline.base.errors import InputError
+from roofline.model.predict import evaluate, inputs
+from roofline.spec.resolve import resolve
 
 H100 = hardware.load("h100-sxm")
 BW = 1e11

@@ -1,5 +1,5 @@
 """stacks.infer: a row that names no stack and shows no 2023+ feature gets the Megatron-LM of its source's date."""
-from roofline import stacks
+from roofline.spec import stacks
 
 
 def test_unnamed_old_run_takes_the_megatron_lm_of_its_year():

@@ -5,9 +5,10 @@ import sys
 
 import pytest
 
-from roofline import hardware, timeline
-from roofline.config import Model, Plan
-from roofline.predict import predict
+from roofline.spec import hardware
+from roofline.views import timeline
+from roofline.spec.config import Model, Plan
+from roofline.model.predict import predict
 
 HW = hardware.load("a100-sxm4-80gb")
 MODEL = Model(n_layers=8, d_model=1024, n_heads=16, vocab=50257, seq_len=1024)

@@ -1,9 +1,10 @@
 """timeline.per_stage under a stated pipeline layout: the ranks the layout gives, the model's step on every row."""
 import pytest
 
-from roofline import hardware, timeline
-from roofline.config import Model, Plan
-from roofline.predict import predict
+from roofline.spec import hardware
+from roofline.views import timeline
+from roofline.spec.config import Model, Plan
+from roofline.model.predict import predict
 
 
 def test_stated_layout_places_layers_and_edges_as_written():

@@ -6,15 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from roofline import hardware, validate as V
-from roofline.config import Model, Plan
-from roofline.errors import InputError
-from roofline import stacks
-from roofline.spec import smallest_interleave
-from roofline.predict import predict
+from roofline.base.paths import DATA
+from roofline.spec import hardware
+from roofline.views import validate as V
+from roofline.spec.config import Model, Plan
+from roofline.base.errors import InputError
+from roofline.spec import stacks
+from roofline.spec.resolve import smallest_interleave
+from roofline.model.predict import predict
 
 FIXTURE = Path(__file__).with_name("fixtures") / "validation_rows.csv"
-SHARED = Path(V.__file__).with_name("data") / "validation"     # the bundled public sets
+SHARED = DATA / "validation"     # the bundled public sets
 
 # Regression pins: MAPE (fraction) measured when the validation was last reviewed; the test fails when
 # accuracy gets worse by more than 2 percentage points. To update after a deliberate model or profile

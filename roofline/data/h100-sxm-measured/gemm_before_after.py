@@ -20,7 +20,7 @@ FILES = (("no busy-wait (GPU idle while the host issues)", "samples_gemm_nolead.
 
 
 def gemm_samples(path):
-    from roofline.calibrate.importers import OpSamples
+    from roofline.views.calibrate.importers import OpSamples
     with open(path, newline="") as f:
         rows = [r for r in csv.DictReader(f) if r["class"] == "gemm"]
     out = []
@@ -32,8 +32,8 @@ def gemm_samples(path):
 
 
 def fit(path):
-    from roofline.calibrate import profile
-    from roofline.hardware import load
+    from roofline.views.calibrate import profile
+    from roofline.spec.hardware import load
     hw = load("h100-sxm")
     peaks = profile.Peaks(hw.peak("bf16"), hw.vector_peak(), hw.hbm_bandwidth, hw.matmul_ceiling, hw.sm_count)
     r, _ = profile.fit_compute(gemm_samples(path), peaks)["gemm"]

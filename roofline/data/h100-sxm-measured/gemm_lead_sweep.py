@@ -2,7 +2,7 @@
 issues) and with the busy-wait queued before each timed call. Writes samples_gemm_{nolead,lead}.csv."""
 import sys
 import torch
-from roofline.calibrate import bench_compute as bc, profile
+from roofline.views.calibrate import bench_compute as bc, profile
 out = sys.argv[1]
 orig_cases, orig_sleep = bc.cases, torch.cuda._sleep
 bc.cases = lambda dtype, quick, device: [c for c in orig_cases(dtype, quick, device) if c.name == "gemm"]

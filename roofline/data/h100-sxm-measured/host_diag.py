@@ -22,7 +22,7 @@ import time
 import torch
 
 import small_gpt_step as sgs  # noqa: E402
-from roofline.calibrate import bench_host as bh  # noqa: E402
+from roofline.views.calibrate import bench_host as bh  # noqa: E402
 
 dev = torch.device("cuda:0")
 LEAD = 400_000_000           # ~0.2 s of GPU spin at ~2 GHz
@@ -35,7 +35,7 @@ def sync():
 
 
 def _old_plain_layer(torch, h=64, heads=4, device="cpu"):
-    """calibrate host's `plain` layer before the fix (roofline/calibrate/bench_host.py at 31d1623)."""
+    """calibrate host's `plain` layer before the fix (roofline/views/calibrate/bench_host.py at 31d1623)."""
     nn = torch.nn
 
     class Layer(nn.Module):

@@ -1,0 +1,101 @@
+"""Values as frameworks and papers write them -> the model's names.
+
+``sharding("fsdp (FULL_SHARD = ZeRO-3)") == "fsdp"``, ``recompute("selective: core_attn,mlp") ==
+"selective"``, ``precision("bf16 (TE), softmax fp32") == "bf16"``. Parenthesised comments are
+ignored; a value that cannot be mapped raises one InputError naming the accepted spellings.
+
+>>> sharding("Megatron distributed optimizer (ZeRO-1: Adam states sharded over DP)")
+'distributed'
+>>> sharding("SHARD_GRAD_OP"), sharding("HYBRID_SHARD"), sharding("zero-2")
+('zero2', 'fsdp', 'zero2')
+>>> recompute("none (--recompute-granularity full --recompute-num-layers 0)"), recompute("full AC")
+('none', 'full')
+>>> precision("FP8-CS"), precision("MXFP8"), precision("bf16 + torch.compile + Float8 linear")
+('fp8-cs', 'mxfp8', 'fp8-cs')
+>>> flag("n/a (tp=1; --sequence-parallel passed)") is None, flag("yes (torchtitan TP plan)")
+(True, True)
+"""
+from __future__ import annotations
+
+import re
+
+from .errors import InputError
+
+
+def _clean(text) -> str:
+    """Lower case, parenthesised comments removed, separators unified."""
+    t = str(text).strip().lower()
+    while True:
+        u = re.sub(r"\([^()]*\)", " ", t)
+        if u == t:
+            break
+        t = u
+    return re.sub(r"\s+", " ", t.replace("_", "-")).strip()
+
+
+def _pick(what: str, text, table: list[tuple[str, str]], accepted: str):
+    t = _clean(text)
+    if not t:
+        return None
+    for pattern, value in table:
+        if re.search(pattern, t):
+            return value
+    raise InputError(f"{what}: cannot read {str(text)!r}; accepted: {accepted}")
+
+
+SHARDING = [
+    (r"hybrid-shard|hsdp", "fsdp"),                       # shards within a node group, replicates across (FSDP HYBRID_SHARD)
+    (r"shard-grad-op|zero-?2\b|zero stage 2|stage-?2", "zero2"),
+    (r"full-shard|fsdp|zero-?3\b|zero stage 3|stage-?3|fully-shard|megatron-fsdp", "fsdp"),
+    (r"distributed|dist-opt|zero-?1\b|zero stage 1|stage-?1", "distributed"),
+    (r"^(none|no|no-shard|ddp|zero-?0|0|n)$|^none\b|^no-shard\b", "none"),
+]
+RECOMPUTE = [
+    (r"^(none|no|off|n|false|0)\b", "none"),
+    (r"\bop\b|op[- ]level|op[- ]policy", "op"),           # torchtitan selective_ac_option = 'op'
+    (r"selective|core-attn|sel\b", "selective"),
+    (r"full|block|uniform|^(yes|y|on|true|1)$|checkpoint", "full"),
+]
+# The recipes of roofline/base/precision.py. A bare "fp8" is delayed scaling, Megatron-LM's default --fp8-recipe
+# (megatron/training/arguments.py); torchao's Float8 linear (torchtitan) is tensorwise (current) scaling.
+# MXFP4 is priced as NVFP4 (the same FP4 tensor-core peak; its E8M0 scale per 32 elements moves a little less).
+PRECISION = [
+    (r"nvfp4|mxfp4|\bfp4\b", "nvfp4"),
+    (r"mxfp8|fp8[- ]?mx\b", "mxfp8"),
+    (r"fp8[- ]?(cs|current)|current[- ]scaling|tensorwise|per-tensor", "fp8-cs"),
+    (r"fp8[- ]?(block|bs\b)|blockwise", "fp8-block"),
+    (r"float8", "fp8-cs"),   # torchao Float8Linear (torchtitan): dynamic tensorwise scaling by default (torchao/float8/config.py)
+    (r"fp8", "fp8"),
+    (r"bf16|bfloat16", "bf16"),
+    (r"fp16|float16|half", "fp16"),
+    (r"fp32|float32|tf32", "fp32"),
+]
+MLP = [(r"swiglu|silu|geglu|gated", "swiglu"), (r"squared-relu|relu2|relu\^2|sq-relu", "squared_relu"),
+       (r"gelu", "gelu")]
+BOOL = [(r"^(y|yes|true|on|1|enabled?)\b", True), (r"^(n|no|false|off|0|disabled?)\b", False)]
+
+
+def sharding(text):
+    return _pick("sharding", text, SHARDING, "none, ddp, NO_SHARD, ZeRO-1/2/3, distributed optimizer, "
+                 "SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD, fsdp, FSDP2")
+
+
+def recompute(text):
+    return _pick("recompute", text, RECOMPUTE, "none, selective (Megatron selective, core_attn), op (torchtitan "
+                 "op-level selective AC), full (full, block, uniform, activation checkpointing)")
+
+
+def precision(text):
+    return _pick("precision", text, PRECISION, "bf16, fp16, fp32, fp8 (delayed scaling), fp8-cs (current/tensorwise), fp8-block, mxfp8, nvfp4")
+
+
+def mlp(text):
+    return _pick("mlp", text, MLP, "gelu, swiglu (SiLU-gated), squared_relu")
+
+
+def flag(text):
+    """yes/no spellings -> bool; 'n/a' or blank -> None (unstated)."""
+    t = _clean(text)
+    if not t or t.startswith("n/a") or t in ("-", "?", "unknown"):
+        return None
+    return _pick("flag", text, BOOL, "y/yes/true/on, n/no/false/off, n/a")

@@ -1,0 +1,8 @@
+"""Where the package's shipped files lie: the data folder (validation sets, the stored formula graph, the uncertainty
+table, measured samples), the example configs, and (in a checkout) the docs folder beside the package."""
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1]
+DATA = PACKAGE / "data"
+EXAMPLES = PACKAGE / "examples"
+DOCS = PACKAGE.parent / "docs"

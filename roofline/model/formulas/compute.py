@@ -1,0 +1,530 @@
+"""FLOPs and bytes of every operator of a transformer layer, per tensor-parallel rank and micro-batch.
+
+Each operator is an :class:`Op` with forward/backward FLOPs and HBM bytes; its time is the
+calibrated roofline ``t = t0 + max(F / (P kappa eta sat), B / (W mu))`` (DESIGN.md), where ``sat`` is a
+saturation in the GEMM's smallest dimension (small GEMMs cannot fill the matrix units; for flash
+attention ``1 / attention_shape``: head-dim tiling, softmax, tiles and waves; the unfused attention's batched
+GEMMs are one such roofline per kernel, ``bmm_time``) and ``kappa``
+the sustained-clock ratio: microbenchmarks time short bursts at boost clock, while a training run
+holds a power-capped GPU at its lower saturated clock.
+Conventions: Megatron-LM column/row-parallel split (Shoeybi et al. 2019), sequence parallelism as
+in Korthikanti et al. 2022, context parallelism splits the sequence of queries (ring attention
+streams all keys/values through every rank).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from . import symbols as S
+
+# sizes per rank
+STD_HEAD = S.d_model / S.n_heads                                # the head width when none is stated (calibration samples)
+d_head = S.head_dim                                           # head dimension (Megatron-Core kv_channels)
+# MLA (DeepSeek-V2 sec 2.1, DeepSeek-V3 report sec 2.1.1; Megatron-Core transformer/multi_latent_attention.py):
+# queries and keys of d_n + d_r per head (the RoPE part d_r of the key is one vector shared by all heads), values
+# of d_v per head; K and V are expanded per head (a heads, no GQA groups). Standard attention: d_h for all three.
+mla = sp.Min(1, S.kv_lora)                                    # 1 with MLA (kv_lora_rank > 0), else 0
+mla_q_lora = mla * sp.Min(1, S.q_lora)                        # 1 when MLA compresses the queries (q_lora_rank > 0)
+mla_qk = S.qk_nope + S.qk_rope                                # MLA query/key head width
+
+
+# width per token of what MLA's column-parallel input projections gather under SP (Megatron-Core
+# multi_latent_attention.py get_query_key_value_tensors: the duplicated down projections run on the s/t tokens a rank
+# holds, then q_compressed, kv_compressed and k_pos_emb are gathered over TP): r_q + r_kv + d_r (without q_lora_rank
+# linear_q_proj gathers the h-wide hidden states instead of r_q)
+mla_gather_width = mla_q_lora * S.q_lora + (1 - mla_q_lora) * S.d_model + S.kv_lora + S.qk_rope
+
+
+def head_dims(d):
+    """(query/key, value) head widths of the model's attention: ``d`` for standard attention, MLA's (d_n + d_r, d_v)."""
+    return (1 - mla) * d + mla * mla_qk, (1 - mla) * d + mla * S.v_head
+
+
+d_qk, d_v = head_dims(d_head)
+kv_heads_eff = (1 - mla) * S.kv_heads + mla * S.n_heads        # heads of K and V as the attention kernel reads them
+q_width = S.n_heads * d_head                                    # width of Q and of the attention output (may differ from h)
+kv_width = kv_heads_eff * (d_qk + d_v) / 2                    # width of K (and of V; MLA: their mean), per token
+tokens = S.micro_batch * S.seq_len / S.cp                     # tokens of one micro-batch on one CP rank
+sp_div = 1 + S.seq_par * (S.tp - 1)                           # divisor of norm/dropout work under SP
+tok_sp = tokens / sp_div                                      # tokens a rank holds outside TP regions
+routed = S.top_k * S.capacity_factor                                 # expert copies of a token (1 for dense)
+moe = sp.Min(1, S.n_experts - 1)                                # 1 for a mixture of experts, else 0
+# the tensor-parallel split of the routed experts: etp (Megatron-Core expert_tensor_parallel_size, default tp;
+# "MoE parallel folding", arXiv 2504.14960); the MLP of a dense model or dense layer is split over tp
+etp = moe * S.etp + (1 - moe) * S.tp
+vocab_pad = sp.ceiling(S.vocab / (128 * S.tp)) * 128 * S.tp   # Megatron pads V to a multiple of 128*t
+# FLOP per element of a norm: LayerNorm 8 (mean 1, variance 3: subtract, square, add; normalise 2, scale and shift 2);
+# RMSNorm 4 (square and add 2, normalise 1, scale 1: no mean, no shift; Zhang & Sennrich 2019). HBM-bound either way:
+# the same bytes (read x, write y; the norm class efficiency is fitted with these counts)
+NORM_FLOPS = 8 - 4 * S.rms
+# FLOP per element of the MLP activation: tanh-GELU 0.5 x (1 + tanh(0.79788 (x + 0.044715 x^3))) = 7 arithmetic ops
+# + tanh = 8; SiLU x sigmoid(x) times the gate ~ the same (exp, add, divide, 2 multiplies); squared ReLU max(0, x)^2 = 2
+ACT_FLOPS = 8 - 6 * S.sq_relu
+
+ATTENTION_CORE = ("flash_attention", "attn_scores_bmm", "attn_context_bmm", "scale_mask_softmax_dropout")
+
+# torchtitan's op-level selective checkpointing (config.RECOMPUTE "op"; torchtitan/models/llama3/parallelize_llama.py
+# _save_list and _apply_ac_to_transformer_block, the same at 9dec370 and e7c0cae): the policy saves the output of each
+# aten.mm except every second one, counted in call order within a block, and of SDPA and reduce_scatter; the rest is
+# recomputed in backward. The policy is a TorchDispatchMode, which sees aten.mm before torchao's Float8 tensor subclass
+# lowers it to _scaled_mm, so FP8 linears count alike. Call order (torchtitan/models/llama3/model.py): wq, wk, wv, wo;
+# then w1, w3, w2 (a dense MLP; w1, w2 without a gate) or the router gate and the shared expert's w1, w3, w2 (MoE; the
+# routed experts run torch._grouped_mm, outside the list). The share of each of our (fused) GEMMs whose output is
+# saved; every other operator, outside the attention core, is recomputed (MLA and Mamba projections: none saved,
+# ASSUMED, their call order is not the Llama block's).
+_kv = S.kv_heads * d_head
+OP_SAVED = {"qkv_proj": (q_width + _kv) / (q_width + 2 * _kv),                 # wq (1st) and wv (3rd) of wq, wk, wv
+            "mlp_up": (1 - moe) / (1 + S.gated),                      # w1 (5th) of w1, w3; a plain MLP's w1
+            "mlp_down": (1 - moe) * S.gated,                          # w2 7th with a gate, 6th without
+            "router": moe,                                            # the gate, 5th
+            "shared_up": moe * S.gated / 2,                           # w3 (7th) of w1, w3
+            "shared_down": moe * (1 - S.gated)}                       # w2, 7th without a gate
+
+
+def recompute_share(op) -> sp.Expr:
+    """The fraction of an operator's forward that the plan's recomputation runs again in backward: all of it (full),
+    the attention core (selective), or what torchtitan's op policy does not save (op: OP_SAVED)."""
+    core = op.name in ATTENTION_CORE
+    return (S.rc_full + S.rc_sel * int(core)
+            + S.rc_op * (0 if core else 1 - OP_SAVED.get(op.name, sp.Integer(0))))
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operator: FLOPs and bytes forward and backward, and its calibration class."""
+    name: str
+    cls: str                  # one of symbols.OP_CLASSES
+    f_fwd: sp.Expr            # FLOPs executed in forward
+    b_fwd: sp.Expr            # HBM bytes moved in forward
+    f_bwd: sp.Expr
+    b_bwd: sp.Expr
+    model_f_fwd: sp.Expr = sp.Integer(0)   # FLOPs counted in model FLOPs (MFU convention), forward
+    dmin: sp.Expr | None = None            # smallest GEMM dimension (size saturation), GEMMs only
+    on: sp.Expr = sp.Integer(1)            # 0/1 switch: a kernel that is off costs nothing, not even t0
+    head_dim: sp.Expr | None = None        # flash attention only: head dimension,
+    ctas: tuple = ()                       # thread blocks of the grid (forward, backward),
+    kblock: tuple = ()                     # keys per block (flash_blocks; forward, backward)
+    kernels: tuple = ()                    # class bmm: ((direction, Kernel), ...), one roofline each (bmm_time)
+    hp: bool = False                       # a GEMM kept at the 16-bit peak under a low-precision recipe (precision.py)
+    q_elems: tuple = (sp.Integer(0), sp.Integer(0))   # elements a low-precision recipe quantizes (forward, backward)
+    launches: sp.Expr = sp.Integer(1)      # fixed times t0 the op pays in sequence (grouped GEMM: per-expert GEMMs)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One batched GEMM kernel of the unfused attention: its FLOPs, HBM bytes and reduction length."""
+    f: sp.Expr
+    b: sp.Expr              # operands read once, output written
+    reread: sp.Expr         # bytes of the s x s score operand read again for every further tile of the head dim
+    k: sp.Expr              # reduction length K
+
+
+def gemm(name: str, m, k, n, batch=1, model=1, on=sp.Integer(1), hp=False, groups=sp.Integer(1)) -> Op:
+    """C[m,n] = A[m,k] B[k,n]: 2mkn FLOPs; backward = dgrad + wgrad = 2x (Narayanan et al. 2021 sec 5.1).
+
+    ``hp``: the GEMM stays at the 16-bit peak under an FP8/FP4 recipe (LM head, router: roofline/base/precision.py);
+    otherwise it runs at the plan's dtype peak and its input (forward) and output gradient (backward) are quantized
+    (``q_elems``, priced by ``quantize_op``).
+
+    ``model`` scales the FLOPs counted as model FLOPs (0: not counted; 1/max(1, capacity) for expert
+    GEMMs: padding to a capacity factor above 1 is executed work, not model work, and below 1 the
+    dropped tokens are neither executed nor model work, so model FLOPs never exceed executed ones).
+
+    ``groups``: a grouped GEMM of ``groups`` independent GEMMs (the routed experts a rank holds), each m/groups x k
+    x n with a weight of its own: the same FLOPs, ``groups`` weights read (k n each), the size saturation at the
+    per-group row count m/groups, and one cuBLAS launch per group. Transformer Engine's GroupedLinear (used by
+    Megatron-Core TEGroupedMLP) issues them through nvte_multi_stream_cublas_gemm, one cublasLt GEMM per expert
+    round-robin over num_streams = 4 compute streams (TransformerEngine common/gemm/cublaslt_gemm.cu,
+    common/include/transformer_engine/gemm.h): the fixed time t0 of each GEMM (launch, tail) overlaps four at a
+    time, max(1, groups / 4) in sequence.
+    """
+    f = on * 2 * m * k * n * batch
+    b = on * S.act_bytes * (m * k + groups * k * n + m * n) * batch
+    q = (sp.Integer(0), sp.Integer(0)) if hp else (on * m * k * batch, on * m * n * batch)
+    return Op(name, "gemm", f, b, 2 * f, 2 * b, f * model, sp.Min(m / groups, k, n), on, hp=hp, q_elems=q,
+              launches=sp.Max(1, groups / GEMM_STREAMS))
+
+
+GEMM_STREAMS = 4   # Transformer Engine's compute streams for grouped GEMMs (gemm.h num_streams)
+
+
+low_precision = sp.Min(1, S.q_bytes)     # 1 under an FP8/FP4 recipe (its quantization moves bytes), 0 in 16 bits
+
+
+def quantize_op(ops: list[Op]) -> Op:
+    """The quantization kernels of a low-precision recipe for the GEMMs of ``ops``, as one memory-bound op: in
+    forward each GEMM's input activation, in backward the gradient of its output (Transformer Engine casts before
+    every FP8/FP4 GEMM; the weights are cast once per step and cached, left out), ``q_bytes`` of HBM traffic per
+    element (roofline/base/precision.py, per recipe). 2 FLOP per element: the amax comparison and the scaling
+    (HBM-bound, ~0.5 FLOP/B). Off (no time, no t0) in 16-bit training."""
+    n_f = sp.Add(*[o.q_elems[0] for o in ops])
+    n_b = sp.Add(*[o.q_elems[1] for o in ops])
+    on = low_precision
+    return Op("quantize", "elem", on * 2 * n_f, on * S.q_bytes * n_f, on * 2 * n_b, on * S.q_bytes * n_b, on=on)
+
+
+def elementwise(name: str, cls: str, n_elems, reads_fwd, writes_fwd, reads_bwd, writes_bwd, flops_per_elem=1) -> Op:
+    """A memory-bound kernel: bytes = elements x (reads + writes) x bytes per element.
+
+    Backward FLOPs = 2x forward: the input gradient evaluates the derivative (as much arithmetic as the
+    forward) and multiplies it into the output gradient (ASSUMED; these kernels are HBM-bound, ~1-4 FLOP/B,
+    and the class's FLOP efficiency is fitted with these same counts, calibrate/)."""
+    e = S.act_bytes * n_elems
+    return Op(name, cls, flops_per_elem * n_elems, e * (reads_fwd + writes_fwd),
+              2 * flops_per_elem * n_elems, e * (reads_bwd + writes_bwd))
+
+
+ATTN_TILE = 128   # query rows per flash-attention forward thread block (FlashAttention-2 kBlockM)
+BMM_TILE = 128    # output columns of one cuBLAS tile of the batched GEMMs
+
+
+def bmm_kernel(batch, m, k, n, scores_in: bool, on=sp.Integer(1)) -> Kernel:
+    """C[m,n] = A[m,k] B[k,n] for ``batch`` matrices (cuBLAS strided batched): 2mkn FLOPs each, A and B
+    read, C written. When A is the s x s score matrix (``scores_in``; n is then the head dim), the kernel
+    streams A once per BMM_TILE-wide tile of n: ceil(n / BMM_TILE) - 1 extra passes, too large for L2
+    to keep between them. Megatron's baddbmm runs with beta = 0 on an empty buffer: C is not read.
+    """
+    passes = sp.ceiling(n / BMM_TILE) - 1 if scores_in else 0
+    return Kernel(on * 2 * m * k * n * batch, on * S.act_bytes * (m * k + k * n + m * n) * batch,
+                  on * S.act_bytes * m * k * batch * passes, k)
+
+
+def bmm_op(name: str, fwd: list, bwd: list, model_f, on) -> Op:
+    """An unfused-attention op from its forward and backward kernels (totals for FLOP and byte counts)."""
+    add = lambda ks, a: sp.Add(*[getattr(kn, a) for kn in ks])  # noqa: E731
+    return Op(name, "bmm", add(fwd, "f"), add(fwd, "b"), add(bwd, "f"), add(bwd, "b"), model_f, on=on,
+              kernels=tuple(("fwd", kn) for kn in fwd) + tuple(("bwd", kn) for kn in bwd))
+
+
+def bmm_slowdown(k, dhalf):
+    """Compute time of a batched GEMM over F / (P eta): (K + dhalf) / K. Each output tile runs K reduction
+    steps, then writes itself out; with a short K (the head dim of Q K^T) the write-out is not hidden
+    behind the reduction and costs as much as ``dhalf`` more steps."""
+    return 1 + dhalf / k
+
+
+def bmm_time(kn: Kernel, direction: str) -> sp.Expr:
+    """Roofline of one batched GEMM kernel: max(F (K + dhalf) / K / (P kappa eta), (B + rho reread) / (W mu))."""
+    dhalf, rho = (S.BMM_SHAPE[n, direction] for n in ("dhalf", "reread"))
+    key = ("bmm", direction)
+    return sp.Max(kn.f * bmm_slowdown(kn.k, dhalf) / (S.peak_hp * S.clock * S.EFF_FLOP[key]),
+                  (kn.b + rho * kn.reread) / (S.hbm_bw * S.EFF_MEM[key]), evaluate=False)
+
+
+def flash_blocks(d_head):
+    """FlashAttention-2's key block on sm80/sm90 (flash_{fwd,bwd}_launch_template.h), (forward, backward):
+    the forward keeps a 128-query tile and streams keys in blocks of 128 up to head dim 64, else 64; the
+    backward runs one thread block per key block of 128 up to head dim 128, else 64, looping over queries."""
+    d_pad = 32 * sp.ceiling(d_head / 32)
+    return sp.Piecewise((128, d_pad <= 64), (64, True)), sp.Piecewise((128, d_pad <= 128), (64, True))
+
+
+def attention_shape(d, ctas, kblock, slots, d_soft, d_reg, uneven, d_io, ceil=sp.ceiling, lo=sp.Min):
+    """Flash-attention time over the ideal MMA time F / (P eta): head-dim tiling, softmax, tiles, waves.
+
+    Per score element the kernel runs 4 d_pad MMA FLOPs (the head dim padded to the kernel's
+    32-wide tile, d_pad = 32 ceil(d / 32)), a softmax whose exp/max/rescale costs as much as
+    ``d_soft`` more head dims, and a tile overhead growing as d_pad^2 / ``d_reg`` (the register file
+    holds a tile of fixed size, so the key block shrinks as 1/d and per-block work grows with d).
+    Per key block of ``kblock`` keys each query row moves d-wide data (backward: loads Q and dO and
+    adds its dQ into fp32 in HBM), as much as ``d_io`` head dims per key.
+    A head dim off the 32-grid runs the padded kernel with predicated loads: x (1 + ``uneven``).
+    ``ctas`` equal thread blocks run in waves of ``slots`` (one per SM): x ceil(ctas / slots) slots / ctas.
+    With d_soft = dhalf, d_reg -> inf, uneven = d_io = 0 and a full last wave it is the GEMM
+    saturation (d + dhalf) / d.
+    """
+    d_pad = 32 * ceil(d / 32)
+    return (d_pad / d) * (1 + d_soft / d_pad + d_pad / d_reg + d_io / kblock) * (1 + uneven * lo(1, d_pad - d)) \
+        * ceil(ctas / slots) * slots / ctas
+
+
+def window_keys(window=None):
+    """Keys per query, averaged over the sequence, of a layer whose flash kernel skips masked blocks (causal):
+    s / 2 for full causal attention; with a causal window of w keys (the query itself included, HF sliding_window;
+    Megatron-Core window_size = (w - 1, 0)), query i sees min(i + 1, w): sum_i min(i + 1, w) / s = w_e - w_e (w_e - 1)
+    / (2 s) ~ w_e - w_e^2 / (2 s) with w_e = min(w, s) (the -1 dropped: w_e / 2s < 1 key); w_e = s gives s / 2.
+    A kernel that does not skip masked blocks (``causal`` = 0) computes all s keys."""
+    s = S.seq_len
+    if window is None:
+        return s * (1 - S.causal / 2)
+    w = sp.Min(window, s)
+    return S.causal * (w - w ** 2 / (2 * s)) + (1 - S.causal) * s
+
+
+def attention_core(d_head=STD_HEAD, d_v=None, kv_heads=S.kv_heads, window=False) -> list[Op]:
+    """Softmax(QK^T/sqrt(d)) V for a/t heads on s/c queries against s keys.
+
+    Flash (Dao et al. 2022): F_fwd = 2 b s_q s_kv (d_qk + d_v) a/t (= 4 b s_q s_kv d_h a/t when query/key and value
+    heads are equally wide; MLA: d_qk = d_n + d_r, d_v), halved when causal blocks are skipped;
+    backward recomputes QK^T: 2.5x forward (5 GEMMs vs 2). Unfused (Megatron 2021): two batched
+    GEMMs over the full s x s scores plus scale/mask/softmax/dropout kernels over b a/t s_q s_kv
+    elements. Forward S = Q K^T (reduction over the head dim) and O = P V; backward dQ = dS K and
+    dK = dS^T Q, dV = P^T dO and dP = dO V^T (each a kernel of its own, as autograd runs them).
+
+    ``window``: a fraction ``swa_frac`` of the layers attends within a causal window of ``swa_window`` keys
+    (Megatron-Core window_size / window_attn_skip_freq): the flash kernel of those layers skips the blocks outside it
+    (FlashAttention-2 window_size, cuDNN sliding window), so their FLOPs use ``window_keys`` keys per query; the
+    bytes (Q, K, V, O read or written once) are those of a full layer. Both kinds are priced as ops named
+    flash_attention, each scaled by its share of the layers (the per-layer average; t0 paid once per layer).
+    The unfused path computes and masks the whole s x s scores either way (only its model FLOPs shrink).
+    """
+    d_qk = d_head
+    d_v = d_head if d_v is None else d_v
+    s_q, s_kv = S.seq_len / S.cp, S.seq_len
+    heads_rank = S.n_heads / S.tp
+    full = 2 * S.micro_batch * s_q * s_kv * (d_qk + d_v) * heads_rank
+    per_key = full / s_kv                                     # FLOPs per key of every query (forward)
+    frac = S.swa_frac if window else sp.Integer(0)
+    model_f = full * (1 - S.causal / 2)
+    model_f_win = per_key * window_keys(S.swa_window) if window else sp.Integer(0)
+    model_mix = (1 - frac) * model_f + frac * model_f_win if window else model_f
+    qkvo_bytes = S.act_bytes * S.micro_batch * (s_q * S.n_heads * (d_qk + d_v) + s_kv * kv_heads * (d_qk + d_v)) / S.tp
+    kb_fwd, kb_bwd = flash_blocks(d_qk)
+    d_shape = (d_qk + d_v) / 2                                # the shape curve's head dim (ASSUMED: the mean of the two)
+    grid = S.micro_batch * heads_rank         # thread blocks: forward per query tile, backward per key block
+    ctas = (grid * sp.ceiling(s_q / ATTN_TILE), grid * sp.ceiling(s_kv / kb_bwd))
+
+    def flash(f, share):
+        on = S.flash * share
+        return Op("flash_attention", "attn", on * f, on * qkvo_bytes, on * sp.Rational(5, 2) * f, on * 2 * qkvo_bytes,
+                  on * f, sp.Min(s_q, d_qk), on, d_shape, ctas, (kb_fwd, kb_bwd))
+
+    ops_flash = flash(model_f, 1 - frac)
+    # unfused path: two batched GEMMs (scores and context) + mask/softmax/dropout over the scores
+    unf, bh = 1 - S.flash, S.micro_batch * heads_rank
+    qk = bmm_kernel(bh, s_q, d_qk, s_kv, False, unf)        # S = Q K^T
+    pv = bmm_kernel(bh, s_q, s_kv, d_v, True, unf)          # O = P V
+    if d_v is d_qk:                                         # equal widths: the backward kernels have the forward shapes
+        pt = bmm_kernel(bh, s_kv, s_q, d_head, True, unf)   # dV = P^T dO; dK = dS^T Q
+        dq, dk, dv, dp = pv, pt, pt, qk
+    else:
+        dq = bmm_kernel(bh, s_q, s_kv, d_qk, True, unf)     # dQ = dS K
+        dk = bmm_kernel(bh, s_kv, s_q, d_qk, True, unf)     # dK = dS^T Q
+        dv = bmm_kernel(bh, s_kv, s_q, d_v, True, unf)      # dV = P^T dO
+        dp = bmm_kernel(bh, s_q, d_v, s_kv, False, unf)     # dP = dO V^T
+    bmm_qk = bmm_op("attn_scores_bmm", [qk], [dq, dk], unf * model_mix * d_qk / (d_qk + d_v), unf)
+    bmm_av = bmm_op("attn_context_bmm", [pv], [dv, dp], unf * model_mix * d_v / (d_qk + d_v), unf)
+    scores = S.micro_batch * heads_rank * s_q * s_kv
+    # fused scale-mask-softmax: read + write scores; dropout: read, write, 1-byte mask (Korthikanti 2022 sec 4.1).
+    # FLOP per score, ASSUMED counts: forward 5 (scale, max, subtract, exp, sum; the normalising multiply and
+    # dropout uncounted), backward 8 (y dy, its row sum, subtract, times y, scale: 5, dropout mask and scale: 2,
+    # 1 for the mask select); HBM-bound (<= 2 FLOP/B), the softmax class efficiency is fitted with these counts
+    softmax = Op("scale_mask_softmax_dropout", "softmax", unf * 5 * scores,
+                 unf * scores * (2 * S.act_bytes + S.dropout * (2 * S.act_bytes + S.mask_bytes)),
+                 unf * 8 * scores, unf * scores * (3 * S.act_bytes + S.dropout * (2 * S.act_bytes + S.mask_bytes)),
+                 on=unf)
+    ops = [ops_flash, bmm_qk, bmm_av, softmax]
+    if window:
+        ops.append(flash(model_f_win, frac))
+    return ops
+
+
+def mla_ops() -> list[Op]:
+    """MLA's projections per rank (Megatron-Core MLASelfAttention with the Transformer Engine spec): the down
+    projections h -> r_q and h -> r_kv + d_r (TELinear parallel_mode='duplicated': the weights replicated on every TP
+    rank, run on the tokens the rank holds: s/t under sequence parallelism, all s without), RMSNorms on r_q and r_kv,
+    then the column-parallel up projections r_q -> a (d_n + d_r) / t and r_kv -> a (d_n + d_v) / t on all s tokens
+    (without q_lora_rank one column-parallel h -> a (d_n + d_r) / t). Then RoPE on the d_r parts and the assembly of
+    per-head K = [k_nope, k_rope] and Q (Megatron-Core fusions/fused_mla_yarn_rope_apply.py; the unfused path
+    runs apply_rotary_pos_emb and torch.cat over the same tensors): an HBM-bound kernel reading the up projections'
+    outputs and the shared k_rope and writing Q, K, V, ~1 FLOP per element (ASSUMED; priced with the elem class).
+    Every op is off (0) without MLA."""
+    h, t, a = S.d_model, S.tp, S.n_heads
+    on_q = mla_q_lora                              # q_lora_rank > 0, with MLA
+    nope_rope = mla_qk
+    read = tokens * (a / t * (S.qk_nope + S.qk_rope + S.qk_nope + S.v_head) + S.qk_rope)
+    write = tokens * a / t * (2 * nope_rope + S.v_head)
+    return [
+        _on(gemm("mla_q_down", tok_sp, h, S.q_lora), on_q),
+        _on(elementwise("mla_q_norm", "norm", tok_sp * S.q_lora, 1, 1, 2, 1, NORM_FLOPS), on_q),
+        _on(gemm("mla_q_up", tokens, S.q_lora, a * nope_rope / t), on_q),
+        _on(gemm("mla_q_proj", tokens, h, a * nope_rope / t), mla * (1 - on_q)),
+        _on(gemm("mla_kv_down", tok_sp, h, S.kv_lora + S.qk_rope), mla),
+        _on(elementwise("mla_kv_norm", "norm", tok_sp * S.kv_lora, 1, 1, 2, 1, NORM_FLOPS), mla),
+        _on(gemm("mla_kv_up", tokens, S.kv_lora, a * (S.qk_nope + S.v_head) / t), mla),
+        _on(Op("mla_rope_qkv", "elem", write, S.act_bytes * (read + write), 2 * write,
+               S.act_bytes * (read + write)), mla),
+    ]
+
+
+def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0), variants=None) -> list[Op]:
+    """All operators of one transformer layer (pre-norm), forward and backward, per rank.
+
+    ``d_head``: width of one head (the attention width a d_h may differ from h: Qwen3, GPT-OSS);
+    ``ffn``: inner size of the MLP, of each routed expert when ``moe_on`` = 1 (then a router GEMM h x E,
+    its top-k/softmax, and the token permute/unpermute of the dispatcher run as well; top_k x capacity
+    expert copies of each token); ``shared``: total inner size of the shared experts every token passes
+    through (DeepSeek; Megatron-Core SharedExpertMLP, TP-split like a dense MLP). The defaults are the
+    dense/MoE layer with the standard head width that the calibration samples use.
+    ``variants``: the attention variants of the model (MLA projections and head widths, ``mla_ops``; sliding-window
+    layers, ``attention_core``), each 0 when the model has none; by default on for the model's layer (``d_head`` the
+    head_dim symbol, as step.build passes it) and off for the calibration samples' layer.
+    """
+    h, f, t = S.d_model, ffn, S.tp
+    hid = tok_sp * h
+    q_w, kv_w = S.n_heads * d_head, S.kv_heads * d_head
+    if variants is None:
+        variants = d_head is S.head_dim
+    if variants:
+        dq, dv = head_dims(d_head)
+        attn = [_on(gemm("qkv_proj", tokens, h, (q_w + 2 * kv_w) / t), 1 - mla), *mla_ops(),
+                *attention_core(dq, dv, kv_heads_eff, window=True),
+                gemm("attn_out_proj", tokens, S.n_heads * dv / t, h)]
+    else:
+        attn = [gemm("qkv_proj", tokens, h, (q_w + 2 * kv_w) / t), *attention_core(d_head),
+                gemm("attn_out_proj", tokens, q_w / t, h)]
+    rt = 1 + moe_on * (routed - 1)                 # expert copies of a token (1 in a dense MLP)
+    # routed experts split over etp ranks: each holds the tokens of its etp group (the SP shards of tp/etp ranks
+    # fewer than a TP group gathers), f/etp wide; the same FLOPs per rank as a tp split (MoE with tp > 1 runs SP)
+    t_mlp = moe_on * S.etp + (1 - moe_on) * t
+    tok_mlp = tokens * t_mlp / t
+    mlp_model = moe_on / sp.Max(1, S.capacity_factor) + (1 - moe_on)
+    # the routed experts a rank holds, E/e (each rank of the EP group holds E/e experts; Megatron-Core
+    # num_local_experts = num_moe_experts // expert_model_parallel_size), one GEMM each; 1 in a dense MLP
+    local = 1 + moe_on * (S.n_experts / S.ep - 1)
+    # norms: NORM_FLOPS per element (LayerNorm 8, RMSNorm 4)
+    ops = [
+        elementwise("norm_attn", "norm", hid, 1, 1, 2, 1, NORM_FLOPS),
+        *attn,
+        # fused bias-dropout-add: read x and residual, write output (+1-byte mask with dropout)
+        elementwise("dropout_residual_attn", "elem", hid, 2 + S.dropout * S.mask_bytes / S.act_bytes, 1, 1 + S.dropout * S.mask_bytes / S.act_bytes, 2),
+        elementwise("norm_mlp", "norm", hid, 1, 1, 2, 1, NORM_FLOPS),
+        # the router runs on the tokens a rank holds before the dispatcher gathers them (SP-split under TP;
+        # Megatron-Core moe_layer.py: router(hidden_states), then token_dispatcher)
+        gemm("router", tok_sp, h, S.n_experts, on=moe_on, hp=True),
+        gemm("mlp_up", tok_mlp * rt, h, f * (1 + S.gated) / t_mlp, model=mlp_model, groups=local),
+        # GELU / squared ReLU: read 1 write 1; SwiGLU: read 2 write 1 (backward: read inputs and grad, write input
+        # grads); ACT_FLOPS per element
+        elementwise("mlp_activation", "elem", tok_mlp * rt * f / t_mlp, 1 + S.gated, 1, 2 + S.gated, 1 + S.gated, ACT_FLOPS),
+        gemm("mlp_down", tok_mlp * rt, f / t_mlp, h, model=mlp_model, groups=local),
+        elementwise("dropout_residual_mlp", "elem", hid, 2 + S.dropout * S.mask_bytes / S.act_bytes, 1, 1 + S.dropout * S.mask_bytes / S.act_bytes, 2),
+    ]
+    if moe_on is not sp.S.Zero:
+        e = S.n_experts
+        ops += [
+            # router scores: softmax/sigmoid over E logits, top-k selection, (re)normalise the k weights
+            # (Megatron-Core moe/router.py topk_routing_with_score_function); ASSUMED 5 FLOP per logit as the
+            # softmax (max, subtract, exp, sum, normalise); fp32 logits read and probabilities written
+            _on(Op("router_topk", "softmax", 5 * tok_sp * e, tok_sp * e * 2 * S.f32_bytes,
+                   8 * tok_sp * e, tok_sp * e * 3 * S.f32_bytes), moe_on),
+            # token permute before the dispatch and unpermute (weighted sum of the k copies) after the
+            # combine (Megatron-Core moe/moe_utils.py permute/unpermute): read h per token, write k h copies
+            # and back; backward the same traffic; 1 FLOP per element (the unpermute's probability scaling)
+            _on(elementwise("moe_permute", "elem", tok_sp * h, 1 + routed, routed + 1, 1 + routed, routed + 1,
+                            routed), moe_on),
+        ]
+    if shared is not sp.S.Zero:
+        on_s = sp.Min(1, shared)          # shared sizes are integers: 1 with shared experts, 0 without
+        ops += [
+            _on(gemm("shared_up", tokens, h, shared * (1 + S.gated) / t), on_s),
+            _on(elementwise("shared_activation", "elem", tokens * shared / t, 1 + S.gated, 1, 2 + S.gated,
+                            1 + S.gated, ACT_FLOPS), on_s),
+            _on(gemm("shared_down", tokens, shared / t, h), on_s),
+        ]
+    return [*ops, quantize_op(ops)]
+
+
+def _on(op: Op, on) -> Op:
+    """``op`` switched by the 0/1 expression ``on`` (FLOPs, bytes and t0 all vanish when off; a GEMM's size
+    saturation is kept finite for a zero-sized GEMM that is off)."""
+    from dataclasses import replace
+    dmin = sp.Max(1, op.dmin) if op.dmin is not None else None
+    return replace(op, f_fwd=on * op.f_fwd, b_fwd=on * op.b_fwd, f_bwd=on * op.f_bwd, b_bwd=on * op.b_bwd,
+                   model_f_fwd=on * op.model_f_fwd, on=on * op.on, dmin=dmin,
+                   q_elems=(on * op.q_elems[0], on * op.q_elems[1]))
+
+
+def mtp_ops() -> list[Op]:
+    """One multi-token-prediction layer's operators around its transformer layer (DeepSeek-V3 report sec 2.2;
+    Megatron-Core transformer/multi_token_prediction.py MultiTokenPredictionLayer): RMSNorms enorm (the shifted
+    tokens' embedding) and hnorm (the previous depth's hidden states), then eh_proj, the concatenation 2h -> h
+    (column-parallel, no bias). The embedding lookup, the final norm, the shared LM head and the cross-entropy are
+    embedding_ops and head_ops once more (step.edges)."""
+    hid = tok_sp * S.d_model
+    ops = [elementwise("mtp_enorm", "norm", hid, 1, 1, 2, 1, NORM_FLOPS),
+           elementwise("mtp_hnorm", "norm", hid, 1, 1, 2, 1, NORM_FLOPS),
+           gemm("mtp_eh_proj", tokens, 2 * S.d_model, S.d_model / S.tp)]
+    return [*ops, quantize_op(ops)]
+
+
+def embedding_ops() -> list[Op]:
+    """First stage: token (+ position) embedding lookup (a gather of b s rows of the V/t x h table).
+
+    Backward is PyTorch's sort-based embedding_dense_backward (CUDA, > 3072 ids): zero-fill the
+    V/t x h gradient table, radix-sort the ids, then sum each id's token rows in fp32 partial sums
+    of <= 10 rows (compute_grad_weight) and write every summed row into the table (sum_and_scatter).
+    Both segment kernels are sized by ``segs = min(b s, V/t)`` (max_segments: at most one segment
+    per token and per table row) and run one thread per (segment, feature) through a chain of
+    dependent index loads: their time follows that grid, not the ids actually distinct, which is
+    why the fitted mu is low (~0.3 on the A100) and why t = 16 (3200 rows) at b s = 32768 costs a
+    third of t = 1. The fixed cost of the sort and scan launches is the fitted t0 (~0.4 ms, A100).
+    """
+    hid = tokens * S.d_model
+    rows = vocab_pad / S.tp                                   # table rows on this rank
+    segs = sp.Min(tokens, rows)                               # segment slots launched (max_segments)
+    partial = segs + tokens / 10                              # fp32 partial sums of <= 10 rows (NROWS_PER_THREAD)
+    b_bwd = (S.grad_bytes * rows * S.d_model                  # zero-fill the gradient table
+             + S.act_bytes * hid * (1 + S.learned_pos)        # read the incoming gradient (+ position grad)
+             + 2 * S.f32_bytes * partial * S.d_model          # fp32 partials: written, then read to sum
+             + S.grad_bytes * segs * S.d_model)               # summed rows scattered into the table
+    emb = Op("embedding", "embed", hid, S.act_bytes * hid * (2 + S.learned_pos), hid, b_bwd)
+    return [emb]
+
+
+def head_ops() -> list[Op]:
+    """Last stage: final norm, LM head GEMM over the padded vocabulary, vocab-parallel cross-entropy."""
+    hid = tok_sp * S.d_model
+    logits = tokens * vocab_pad / S.tp
+    return [
+        elementwise("final_norm", "norm", hid, 1, 1, 2, 1, NORM_FLOPS),
+        gemm("lm_head", tokens, S.d_model, vocab_pad / S.tp, hp=True),
+        # fp32 softmax over logits: read logits (2 B), write fp32 (4 B) forward; read, write grad backward.
+        # FLOP per logit: forward 5 = max, subtract, exp, sum, normalise (Megatron cross_entropy.py:
+        # exp_logits /= sum_exp_logits); backward 2 = (softmax - one-hot) x the loss gradient
+        Op("cross_entropy", "ce", 5 * logits, logits * (S.act_bytes + S.f32_bytes), 2 * logits, logits * (S.f32_bytes + S.act_bytes)),
+    ]
+
+
+def adam_op(n_params) -> Op:
+    """Fused Adam over n parameters: ~12 FLOP each (m = b1 m + (1-b1) g: 3; v = b2 v + (1-b2) g^2: 4;
+    sqrt(v) + eps and the divide: 3; p -= lr x update: 2; the bias corrections are per-tensor scalars);
+    read and write fp32 master + 2 moments, read the gradient twice (global norm for clipping, then the
+    update), write the 2-byte weights."""
+    n = n_params
+    return Op("adam", "optim", 12 * n, n * (2 * S.opt_bytes + 2 * S.grad_bytes + S.act_bytes),
+              sp.Integer(0), sp.Integer(0))
+
+
+def op_time(op: Op, direction: str) -> sp.Expr:
+    """Calibrated roofline time of ``op`` in ``direction`` ('fwd' or 'bwd')."""
+    f, b = (op.f_fwd, op.b_fwd) if direction == "fwd" else (op.f_bwd, op.b_bwd)
+    key = (op.cls, direction)
+    if op.kernels:                  # unfused attention: each batched GEMM is a kernel with its own roofline
+        return sp.Add(*[op.on * S.T0[key] + bmm_time(kn, d) for d, kn in op.kernels if d == direction])
+    if op.head_dim is not None:     # flash attention: its own shape curve (attention_shape)
+        i = ("fwd", "bwd").index(direction)
+        shape = attention_shape(op.head_dim, op.ctas[i], op.kblock[i], S.sms,
+                                *[S.ATTN_SHAPE[k, direction] for k in ("d_soft", "d_reg", "uneven", "d_io")])
+        compute = f * shape / (S.peak_hp * S.clock * S.EFF_FLOP[key])
+    elif op.cls in ("gemm", "attn"):
+        sat = op.dmin / (op.dmin + S.gemm_dhalf) if op.dmin is not None else 1
+        peak = S.peak_hp if (op.hp or op.cls == "attn") else S.peak      # attention core and 16-bit GEMMs
+        compute = f / (peak * S.clock * S.EFF_FLOP[key] * sat)
+    else:
+        compute = f / (S.peak_vec * S.clock * S.EFF_FLOP[key])
+    memory = b / (S.hbm_bw * S.EFF_MEM[key])
+    # unevaluated: sympy's search for common zeros of two large arguments (Max.__new__ _find_localzeros) costs
+    # seconds per op and never simplifies these (a compute and a memory time of the same op)
+    return op.on * op.launches * S.T0[key] + sp.Max(compute, memory, evaluate=False)
+
+
+def ops_time(ops: list[Op], direction: str) -> sp.Expr:
+    return sp.Add(*[op_time(o, direction) for o in ops])
+
+
+def ops_flops(ops: list[Op], kind: str) -> sp.Expr:
+    """Sum of FLOPs: kind 'model_fwd' (MFU convention), 'fwd' or 'bwd' (executed)."""
+    attr = {"model_fwd": "model_f_fwd", "fwd": "f_fwd", "bwd": "f_bwd"}[kind]
+    return sp.Add(*[getattr(o, attr) for o in ops])

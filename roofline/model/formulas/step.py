@@ -1,0 +1,769 @@
+"""The step time, its breakdown, FLOPs and memory, assembled from the other formula modules.
+
+One micro-batch on one rank of the heaviest pipeline stage, and the step:
+
+    t_layer      = t_layer_fwd + t_layer_bwd + t_layer_recompute + t_layer_tp_comm + t_layer_cp_comm
+                   + t_layer_ep_comm + t_layer_host            (two layer kinds: MoE, and a MoE's leading
+                                                                dense layers, t_dense_layer_*)
+    t_microbatch = n_d t_dense_layer + (stage_layers - n_d) t_layer        the stage's layers (a stated
+                                                                            layout: stated_layout)
+                   + t_edge_fwd + t_edge_bwd + t_edge_host                 embedding and/or LM head
+                   + t_microbatch_host                                     the framework's host work
+    step         = (m + (p-1)/v) t_microbatch                              pipeline (Narayanan et al. 2021)
+                   + t_pp_comm + t_dp_comm + t_optimizer                   exposed PP / DP traffic, optimizer
+
+with the host term of each segment max(0, host issue time - GPU time) (small models are host-bound).
+Every term above is an output of :func:`build` (``QUANTITIES`` says what each is), so the views read
+them instead of re-deriving them.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import sympy as sp
+
+from . import comm as CM
+from . import compute as C
+from . import mamba as MB
+from . import memory as M
+from . import pipeline as PL
+from . import symbols as S
+
+h = S.d_model
+ATTENTION_CORE = C.ATTENTION_CORE
+
+
+def time_of(ops, direction):
+    """Sum of the operators' roofline times in one direction ('fwd' or 'bwd')."""
+    return C.ops_time(ops, direction)
+
+
+# ---- communication of one layer, per micro-batch -------------------------------------------------
+def tp_block_comm(in_width, g_col):
+    """One TP block's collectives per micro-batch: (forward, backward before overlap, backward after the default
+    async overlap, the backward's ring-exchange part under userbuffers), its column-parallel linear reading
+    ``in_width`` per token, that linear's dgrad and wgrad GEMMs ``g_col`` each.
+
+    Forward: an all-reduce of the (s/c) b h output (Shoeybi et al. 2019), with SP an all-gather of the input and a
+    reduce-scatter of the output (Korthikanti et al. 2022 sec 4.2.2). Backward, Megatron-Core's and Transformer
+    Engine's default (no --tp-comm-overlap): the row-parallel linear's output gradient is all-gathered (SP; nothing to
+    hide behind); the column-parallel linear keeps only its s/t input shard under SP and all-gathers it again for its
+    weight gradient, issued async before the dgrad GEMM; its input gradient is all-reduced (no SP) or
+    reduce-scattered (SP) async while the wgrad GEMM runs (megatron/core/tensor_parallel/layers.py
+    LinearWithGradAccumulationAndAsyncCommunication.backward, "rely on CUDA_DEVICE_MAX_CONNECTIONS=1 to ensure that
+    the gather is scheduled before the input gradient computation"; TransformerEngine pytorch/module/
+    layernorm_linear.py, layernorm_mlp.py: gather_along_first_dim(ln_out, async_op=True), then
+    reduce_scatter_along_first_dim / allreduce(dgrad, async_op=True) before the wgrad GEMM). The async collectives
+    are NCCL kernels beside a GEMM: they take the SMs of an NCCL collective of the TP group (tp_nccl_share).
+
+    That backward is the stack's (tp_async = 1, stacks/*.yaml plan tp_async_dgrad). A stack without it
+    (tp_async = 0: Megatron-LM 2021, the Megatron-DeepSpeed fork's megatron/mpu/layers.py, GPT-NeoX's megatron/mpu)
+    runs the conjugate of the forward's collectives synchronously: the same bytes and kinds as the forward (an
+    all-reduce of the input gradient, Shoeybi et al. 2019 sec 3 "g"/"f" operators; under SP an all-gather and a
+    reduce-scatter, Korthikanti et al. 2022 sec 4.2.2), nothing hidden: the backward before c934145."""
+    act = S.act_bytes * C.tokens
+    sp_on = S.seq_par
+    ar_out, ag_out, rs_out = (CM.tp_group(k, act * h) for k in ("ar", "ag", "rs"))
+    ag_in, rs_in, ar_in = (CM.tp_group(k, act * in_width) for k in ("ag", "rs", "ar"))
+    fwd = (1 - sp_on) * ar_out + sp_on * (ag_in + rs_out)
+    bwd_raw_async = (1 - sp_on) * ar_in + sp_on * (ag_out + ag_in + rs_in)
+    share = tp_nccl_share()
+
+    def hide(x):            # async beside one GEMM of the column-parallel linear
+        return CM.exposed(x, g_col, 1, share)
+    bwd_async = (1 - sp_on) * hide(ar_in) + sp_on * (ag_out + hide(ag_in) + hide(rs_in))
+    a = S.tp_async
+    bwd_raw = a * bwd_raw_async + (1 - a) * fwd
+    bwd = a * bwd_async + (1 - a) * fwd
+    # TE userbuffers' ring-exchange method carries the forward input all-gather and the backward output-gradient
+    # all-gather (base.py initialize_ub: "ring_exchange": qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad); without the
+    # async backward, its one all-gather (the forward's mirror) is counted as ring exchange
+    ring_fwd, ring_bwd = sp_on * ag_in, sp_on * (a * ag_out + (1 - a) * ag_in)
+    return fwd, bwd_raw, bwd, ring_fwd, ring_bwd
+
+
+def group_share(p, stride) -> sp.Expr:
+    """SM share f of an NCCL collective over p ranks of rank stride ``stride``: inside one node its channels are
+    nccl_sms, across nodes nccl_sms_inter (hardware/defaults.yaml overlap); the same node test as comm.collective."""
+    return sp.Piecewise((CM.interference(S.nccl_sms_inter), p > CM.node_fit(stride)),
+                        (CM.interference(S.nccl_sms), True))
+
+
+def tp_nccl_share() -> sp.Expr:
+    return group_share(S.tp, 1)
+
+
+def mla_grad_reduce():
+    """MLA's TP-replicated parameters (down projections and their RMSNorms, memory.attn_params_repl: h (r_q + r_kv
+    + d_r) + r_q + r_kv per layer) see only the rank's s/t tokens under SP: their gradients are all-reduced over TP
+    once per step, after the backward passes (Megatron-Core distributed/finalize_model_grads.py
+    _allreduce_non_tensor_model_parallel_grads over the parameters marked sequence_parallel, which
+    multi_latent_attention.py sets on them), for the layers of the heaviest stage (s, exposed)."""
+    n_layers = PL.stage_layers
+    return C.mla * S.seq_par * CM.tp_group("ar", n_layers * M.attn_params_repl * S.grad_bytes)
+
+
+def tp_blocks(moe_kind: bool, hybrid: bool = False) -> list:
+    """The TP blocks of a layer kind, each (count, {column-parallel GEMM: 0/1 weight}, width of its input per token):
+    around attention (QKV, or MLA's up projections reading the latents r_q + r_kv + d_r: under SP the duplicated down
+    projections run on the s/t tokens a rank holds and the all-gather carries the latents, Megatron-Core
+    multi_latent_attention.py; the output projection's reduce-scatter stays h wide) and around the MLP (its fc1). A
+    MoE layer's routed experts move their tokens with the dispatcher (ep_layer) instead, and its shared experts gather
+    and scatter the layer's tokens once more (Megatron-Core moe/shared_experts.py): the second block is the shared
+    experts' fc1, counted once when there are shared experts (a dense model's "MoE" layer has moe = 0: its MLP).
+    ``hybrid``: the average layer of a Mamba-2 pattern, each block in its share of the layers, and a Mamba mixer's
+    in_proj (ColumnParallel) / out_proj (RowParallel) pair in mamba_frac of them (Megatron-Core mamba_mixer.py)."""
+    one = sp.Integer(1)
+    attn_w = C.mla * C.mla_gather_width + (1 - C.mla) * h
+    attn_gemms = {"qkv_proj": one, "mla_q_up": one, "mla_q_proj": one, "mla_kv_up": one}
+    if not moe_kind:
+        return [(one, attn_gemms, attn_w), (one, {"mlp_up": one}, h)]
+    mlp_count = (1 - C.moe) + C.moe * sp.Min(1, S.shared_ffn)
+    mlp = {"mlp_up": 1 - C.moe, "shared_up": C.moe}
+    if not hybrid:
+        return [(one, attn_gemms, attn_w), (mlp_count, mlp, h)]
+    return [(S.attn_frac, attn_gemms, attn_w), (S.mlp_frac * mlp_count, mlp, h),
+            (S.mamba_frac, {"mamba_in_proj": one}, h)]
+
+
+def cp_layer():
+    """CP: ring attention passes K and V chunks around c ranks, c-1 hops forward, 2x backward (dK, dV),
+    and again in a recomputed forward."""
+    kv_chunk = 2 * S.act_bytes * C.tokens * C.kv_width / S.tp
+    return (S.cp - 1) * CM.cp_ring_step(kv_chunk) * (1 + 2 + S.rc_full)
+
+
+def ep_layer():
+    """EP (MoE layers): all-to-all dispatch and combine of the k routed copies of the tokens a rank holds
+    (SP-split: Megatron-Core requires sequence parallelism for MoE with tp > 1), forward and backward
+    (Lepikhin et al. 2020), over the e ranks of the expert grid (comm.ep_group); with expert TP etp > 1 each
+    rank's received tokens are then all-gathered over the etp ranks and the expert outputs reduce-scattered
+    back (Megatron-Core moe/token_dispatcher.py MoEAlltoAllTokenDispatcher: gather_from_sequence_parallel_region
+    / reduce_scatter_to_sequence_parallel_region over the tp group); p = 1 groups cost nothing."""
+    token_bytes = S.act_bytes * C.tok_sp * h
+    etp_bytes = S.act_bytes * C.tok_sp * C.etp * C.routed * h
+    one = 2 * CM.ep_dispatch(token_bytes, C.routed) + CM.etp_group("ag", etp_bytes) + CM.etp_group("rs", etp_bytes)
+    return C.moe * one * (2 + S.rc_full)
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One layer of one kind, per micro-batch on one rank: its operators and times (s)."""
+    ops: list
+    fwd: sp.Expr            # forward compute
+    bwd: sp.Expr            # backward compute
+    recompute: sp.Expr      # recomputed forward (full: the layer; selective: the attention core)
+    tp: sp.Expr             # exposed TP/SP communication
+    tp_raw: sp.Expr         # TP/SP communication before overlap
+    tp_fwd_raw: sp.Expr     # its forward part (one forward pass; tp_raw - (1 + r) tp_fwd_raw is the backward's)
+    cp: sp.Expr             # exposed CP ring exchange
+    ep: sp.Expr             # EP all-to-all (and expert-TP gather/scatter), not overlapped
+    comm_bwd: sp.Expr       # the part of tp + cp + ep in the backward pass (with the recomputed forward)
+    host: sp.Expr           # time the GPU waits for the host to issue the layer's kernels
+
+    @property
+    def comm(self):
+        return self.tp + self.cp + self.ep
+
+    @property
+    def gpu(self):
+        """GPU time of the layer: compute and exposed communication."""
+        return self.fwd + self.bwd + self.recompute + self.comm
+
+    @property
+    def core(self):
+        return [o for o in self.ops if o.name in ATTENTION_CORE]
+
+
+def layer(ops, blocks, ep, col_ops=None) -> Layer:
+    """Times of one layer with operators ``ops``, TP ``blocks`` (tp_blocks) and EP time ``ep``; ``col_ops``: the
+    operators whose column-parallel GEMMs the blocks name, unscaled by a hybrid pattern's shares (default ``ops``)."""
+    col_ops = ops if col_ops is None else col_ops
+    core = [o for o in ops if o.name in ATTENTION_CORE]
+    fwd, bwd = time_of(ops, "fwd"), time_of(ops, "bwd")
+    recompute = sum((C.recompute_share(o) * time_of([o], "fwd") for o in ops), sp.Integer(0))
+    gemm_fwd = time_of([o for o in ops if o.cls == "gemm"], "fwd")
+    # TP collectives per micro-batch: forward, backward before and after the default async overlap (tp_block_comm);
+    # a column-parallel GEMM's dgrad and wgrad each take half its backward time (compute.gemm: 2x forward)
+    tp_f = tp_b_raw = tp_b = ring_f = ring_b = sp.Integer(0)
+    for count, names, width in blocks:
+        g_col = sum((w * time_of([o for o in col_ops if o.name == n], "bwd") for n, w in names.items()),
+                    sp.Integer(0)) / 2
+        f_, br_, b_, rf_, rb_ = tp_block_comm(width, g_col)
+        tp_f, tp_b_raw, tp_b = tp_f + count * f_, tp_b_raw + count * br_, tp_b + count * b_
+        ring_f, ring_b = ring_f + count * rf_, ring_b + count * rb_
+    # forward, backward, and the recomputed forward: full recompute re-runs the forward collectives; torchtitan's op
+    # policy saves the reduce-scatter outputs (compute.OP_SAVED) and re-runs the all-gathers (SP) or all-reduces
+    rc_tp = S.rc_full + S.rc_op * (1 - S.seq_par / 2)
+    tp_raw = tp_f * (1 + rc_tp) + tp_b_raw
+    tp_async = tp_f * (1 + rc_tp) + tp_b
+    # the GEMM overlap of TP communication (Transformer Engine userbuffers, Megatron --tp-comm-overlap: ring-exchange
+    # AG in forward and of the output gradient in backward, pipelined RS in forward, bulk AG/RS beside dgrad/wgrad in
+    # backward) hides behind the layer's GEMMs: forward (1x), backward (dgrad + wgrad, 2x), recomputed forward; it
+    # exchanges through CUDA IPC buffers of the GPUs of one NVLink domain: a TP group that spans nodes keeps only the
+    # async overlap (ASSUMED from TE's userbuffers design; no published TP-overlap across nodes). The stack runs
+    # whichever leaves less exposed (userbuffers replace the async NCCL calls they cover). The SMs its kernels hold:
+    # ring exchange ub_ring_sms, pipeline and bulk ub_sms (hardware/defaults.yaml overlap), weighted by their volume
+    tp_in_domain = sp.Piecewise((1, S.tp <= S.gpus_per_node), (0, True))
+    ring = ring_f * (1 + rc_tp) + ring_b
+    ub_share = (CM.interference(S.ub_ring_sms) * ring + CM.interference(S.ub_sms) * (tp_raw - ring)) \
+        / sp.Max(tp_raw, 1e-30, evaluate=False)
+    tp_ub = CM.exposed(tp_raw, gemm_fwd * (3 + S.rc_full), S.ov_tp * tp_in_domain, ub_share)
+    use_ub = sp.Heaviside(tp_async - tp_ub, 0, evaluate=False)         # 1 when userbuffers leave less exposed
+    tp = use_ub * tp_ub + (1 - use_ub) * tp_async
+    # the backward pass's share (with the recomputed forward): async, exactly; userbuffers, in proportion to the raw
+    # volume. EP (1 + r) of (2 + r) passes, CP (2 + r) of (3 + r) (the backward ring carries dK and dV as well)
+    tp_bwd_share = (use_ub * tp_ub * (rc_tp * tp_f + tp_b_raw) / sp.Max(tp_raw, 1e-30, evaluate=False)
+                    + (1 - use_ub) * (rc_tp * tp_f + tp_b))
+    # Megatron-Core --overlap-moe-expert-parallel-comm (with --delay-wgrad-compute) runs one micro-batch's dispatch /
+    # combine all-to-all beside another micro-batch's forward or backward (the combined 1F1B of
+    # megatron/core/pipeline_parallel/combined_1f1b.py): it can hide behind the layer's compute of both passes; NCCL's
+    # all-to-all is grouped send/recv over the EP group (stride etp), as many p2p channels as collective channels
+    ep = CM.exposed(ep, fwd + bwd, S.ov_ep, group_share(S.ep, C.etp))
+    # CP: TE's ring attention exchanges K/V with NCCL send/recv beside the attention kernels, on NVLink when the
+    # t c ranks fit a node (comm.cp_ring_step)
+    cp_share = sp.Piecewise((CM.interference(S.nccl_sms), S.tp * S.cp <= S.gpus_per_node),
+                            (CM.interference(S.nccl_sms_inter), True))
+    cp = CM.exposed(cp_layer(), time_of(core, "fwd") * (1 + 2 + S.rc_full), S.ov_cp, cp_share)
+    comm_bwd = tp_bwd_share + ep * (1 + S.rc_full) / (2 + S.rc_full) + cp * (2 + S.rc_full) / (3 + S.rc_full)
+    # the host issues kernels asynchronously: a layer takes max(GPU time, host issue time) (calibrate/bench_host.py)
+    gpu = fwd + bwd + recompute + tp + cp + ep
+    host_issue = S.host_fwd + S.host_bwd + (S.rc_full + S.rc_op) * S.host_rc
+    return Layer(ops, fwd, bwd, recompute, tp, tp_raw, tp_f, cp, ep, comm_bwd,
+                 sp.Max(0, host_issue - gpu, evaluate=False))
+
+
+def layer_kinds() -> dict[str, Layer]:
+    """The layer kinds (Megatron-Core moe_layer_freq): MoE layers (every layer of a dense model, whose "MoE"
+    layer is its dense layer: E = K = 1) and the l_d leading dense layers of a MoE with the dense MLP f. A hybrid
+    Mamba-2 pattern's layers are the MoE kind's average over the pattern (mamba.hybrid_ops: attention, MLP/MoE and
+    Mamba operators each in their share of the layers; a transformer's shares are 1, 1, 0). ``mtp``: a
+    multi-token-prediction layer, the transformer layer (attention + MoE; Nemotron 3's mtp_hybrid_override_pattern
+    "*E"), the MoE kind itself for a transformer."""
+    moe_ops = C.layer_ops(C.d_head, S.moe_ffn, C.moe, S.shared_ffn, variants=True)
+    return {"moe": layer(MB.hybrid_ops(moe_ops), tp_blocks(True, hybrid=True), S.mlp_frac * ep_layer(),
+                         col_ops=[*moe_ops, *MB.mixer_ops()]),
+            "dense": layer(C.layer_ops(C.d_head, S.ffn_hidden, sp.Integer(0), variants=True), tp_blocks(False),
+                           sp.Integer(0)),
+            "mtp": layer(moe_ops, tp_blocks(True), ep_layer())}
+
+
+def stage_dense_layers(dense: Layer, moe: Layer) -> sp.Expr:
+    """n_d, dense layers of the stage that sets the pace: the first stage holds min(l_d, l/p) dense layers,
+    the others MoE layers only; the first stage is the heaviest when a dense layer is slower (all of them
+    when p = 1). A step function, not a Piecewise: sympy would try to decide the comparison over whole
+    layer expressions."""
+    dense_first = sp.Min(S.dense_layers, PL.stage_layers)
+    dense_slower = sp.Heaviside(dense.gpu + dense.host - moe.gpu - moe.host, 1, evaluate=False)
+    return dense_first * (1 - PL.has_pp + PL.has_pp * dense_slower)
+
+
+@dataclass(frozen=True)
+class Edges:
+    """Embedding (first stage) and LM head + loss (last stage), per micro-batch (s)."""
+    embed_fwd: sp.Expr
+    embed_bwd: sp.Expr
+    head_fwd: sp.Expr
+    head_bwd: sp.Expr
+    head_heavier: sp.Expr   # 1 when the LM head's stage is the heavier of the two edge stages
+    fwd: sp.Expr            # edge forward of the heaviest stage (p = 1: both edges)
+    bwd: sp.Expr
+    host: sp.Expr           # host-bound excess of the edges (max(0, host - GPU time))
+
+
+def mtp_edge_ops() -> list:
+    """One MTP layer's operators outside its transformer layer (compute.mtp_ops): the embedding lookup of the shifted
+    tokens (the shared table), enorm, hnorm, eh_proj, then the final norm, the shared LM head and the cross-entropy
+    (Megatron-Core multi_token_prediction.py: MultiTokenPredictionBlock computes each depth's loss)."""
+    return [*C.embedding_ops(), *C.mtp_ops(), *C.head_ops()]
+
+
+def edges(mtp_layer: Layer | None = None) -> Edges:
+    """The heaviest stage's edge: the heavier of embedding and LM head when p > 1, both when p = 1. The LM head's
+    edge carries the D multi-token-prediction layers' own operators (mtp_edge_ops); their transformer layers
+    (``mtp_layer``, the model's MoE layer kind) count in the comparison of the two edge stages. The host
+    issues each edge segment asynchronously: max(GPU time, host issue time), plus the framework's own
+    per-micro-batch work (batch fetch and broadcast, masks) while the GPU waits (calibrate/bench_host.py;
+    sum of per-segment maxima: the vTrain runs show the embedding and LM-head time adding to host-bound
+    layers, not hiding under them)."""
+    emb, head = C.embedding_ops(), C.head_ops()
+    ef, eb = time_of(emb, "fwd"), time_of(emb, "bwd")
+    mtp = mtp_edge_ops()
+    hf, hb = time_of(head, "fwd") + S.mtp * time_of(mtp, "fwd"), time_of(head, "bwd") + S.mtp * time_of(mtp, "bwd")
+    mtp_gpu = S.mtp * (mtp_layer.gpu + mtp_layer.host) if mtp_layer is not None else sp.Integer(0)
+    # unevaluated: sympy would try to decide the comparison over whole layer expressions (stage_dense_layers)
+    head_heavier = sp.Heaviside(hf + hb + mtp_gpu - ef - eb, 1, evaluate=False)   # 1 when >= (H(0) = 1)
+    single = 1 - PL.has_pp                                 # p = 1: one stage carries both
+    fwd = head_heavier * hf + (1 - head_heavier) * ef + single * (head_heavier * ef + (1 - head_heavier) * hf)
+    bwd = head_heavier * hb + (1 - head_heavier) * eb + single * (head_heavier * eb + (1 - head_heavier) * hb)
+    host_issue = (PL.has_pp * (head_heavier * S.host_head + (1 - head_heavier) * S.host_emb)
+                  + single * (S.host_emb + S.host_head))
+    host = sp.Max(0, host_issue - (fwd + bwd), evaluate=False)
+    return Edges(ef, eb, hf, hb, head_heavier, fwd, bwd, host)
+
+
+def stated_layout(kinds: dict[str, Layer], edge: Edges, n_d, n_moe, n_mtp):
+    """The heaviest stage under a stated pipeline layout (Megatron-Core --pipeline-model-parallel-layout,
+    roofline/spec/layout.py): the slowest of three rank kinds, each with its own edge: the rank holding the embedding
+    (l_E layers, l_E,d of them dense), the rank holding the loss (l_L layers, the LM head and the D MTP layers:
+    Megatron-Core keeps MTP in the last virtual stage, pipeline_parallel_layer_layout.py validate_layer_layout), and
+    the busiest other rank (l_o layers, no edge); with p = 1 the one rank holds both edges. Returns (n_d, n_moe,
+    n_mtp, edge) of that stage, blended with the derived ones by the sentinel pp_layout (0: the derived ones,
+    unchanged). The comparison uses GPU + host time of the layers and the edges' GPU time, as edges() does."""
+    dense, moe, mtp = kinds["dense"], kinds["moe"], kinds["mtp"]
+    single = 1 - PL.has_pp
+    ef, eb, hf, hb = edge.embed_fwd, edge.embed_bwd, edge.head_fwd, edge.head_bwd
+    emb, head = ef + eb, hf + hb + S.mtp * (mtp.gpu + mtp.host)
+
+    def layers(n, n_dense):
+        return n_dense * (dense.gpu + dense.host) + (n - n_dense) * (moe.gpu + moe.host)
+    t_first = layers(S.layout_first, S.layout_first_dense) + emb + single * head
+    t_last = layers(S.layout_last, S.layout_last_dense) + head + single * emb
+    t_mid = layers(S.layout_mid, S.layout_mid_dense)
+    # unevaluated step functions, as in edges(): 1 when >= (ties go to the first rank, then the last)
+    w_f = sp.Heaviside(t_first - t_last, 1, evaluate=False) * sp.Heaviside(t_first - t_mid, 1, evaluate=False)
+    w_l = (1 - w_f) * sp.Heaviside(t_last - t_mid, 1, evaluate=False)
+    w_o = 1 - w_f - w_l
+    lay_d = w_f * S.layout_first_dense + w_l * S.layout_last_dense + w_o * S.layout_mid_dense
+    lay_moe = (w_f * (S.layout_first - S.layout_first_dense) + w_l * (S.layout_last - S.layout_last_dense)
+               + w_o * (S.layout_mid - S.layout_mid_dense))
+    lay_mtp = S.mtp * (w_l + single * w_f)
+    fwd = w_f * (ef + single * hf) + w_l * (hf + single * ef)
+    bwd = w_f * (eb + single * hb) + w_l * (hb + single * eb)
+    host_issue = w_f * (S.host_emb + single * S.host_head) + w_l * (S.host_head + single * S.host_emb)
+    host = sp.Max(0, host_issue - (fwd + bwd), evaluate=False)
+
+    def blend(derived, stated):
+        return (1 - S.pp_layout) * derived + S.pp_layout * stated
+    stated = Edges(ef, eb, hf, hb, blend(edge.head_heavier, w_l + single * w_f), blend(edge.fwd, fwd),
+                   blend(edge.bwd, bwd), blend(edge.host, host))
+    return blend(n_d, lay_d), blend(n_moe, lay_moe), blend(n_mtp, lay_mtp), stated
+
+
+# ---- data parallelism and the optimizer, per step ----------------------------------------------------
+def zero3_passes():
+    """How often ZeRO-3 / FSDP gathers a stage's parameters for one pass (and reduce-scatters its gradients) per step:
+    every micro-batch, or once under pipelining (torchtitan apply_fsdp reshard_after_forward = False with PP;
+    torch.distributed.pipelining syncs gradients on the last micro-batch only; memory.py zero3_buffers)."""
+    return (1 - PL.has_pp) * PL.micro_batches + PL.has_pp
+
+
+def dp_volumes(dense=None, expert=None):
+    """Gradient reduce and parameter gather of one step on one rank (s, before overlap), and the reduces per
+    step, for ``dense`` and ``expert`` parameters on the rank (default: the heaviest stage's, memory.py). Dense gradients over the d x c group, expert gradients over the d c / e group (Megatron-Core DDP
+    intra_dp_cp_group / intra_expt_dp_group; comm.dp_group, comm.expert_dp_group). ZeRO-2/3 reduce-scatter
+    gradients after every micro-batch's backward, into the partitioned buffer (Rajbhandari et al. 2020
+    sec 5.2); otherwise once per step after accumulation."""
+    dense = M.dense_params_rank if dense is None else dense
+    expert = M.expert_params_rank if expert is None else expert
+    g_dense, g_exp = dense * S.grad_bytes, expert * S.grad_bytes
+    w_dense, w_exp = dense * S.act_bytes, expert * S.act_bytes
+    reduces = 1 + S.z_grad * (PL.micro_batches - 1)
+    reduce_dense = (1 - S.z_os) * CM.dp_group("ar", g_dense) + S.z_os * CM.dp_group("rs", g_dense)
+    reduce_exp = C.moe * ((1 - S.z_os) * CM.expert_dp_group("ar", g_exp) + S.z_os * CM.expert_dp_group("rs", g_exp))
+    gather = S.z_os * (CM.dp_group("ag", w_dense) + C.moe * CM.expert_dp_group("ag", w_exp))
+    # ZeRO-3 / FSDP: all-gather the stage's parameters in forward and again in backward, and
+    # reduce-scatter its gradients, every micro-batch (Rajbhandari et al. 2020 sec 5.3); under pipelining once per
+    # step: the stage stays gathered and accumulates unsharded gradients (memory.py zero3_buffers)
+    zero3 = ((2 * zero3_passes() - PL.has_pp) * (CM.dp_group("ag", w_dense) + C.moe * CM.expert_dp_group("ag", w_exp))
+             + zero3_passes() * (CM.dp_group("rs", g_dense) + C.moe * CM.expert_dp_group("rs", g_exp)))
+    return reduces, reduce_dense + reduce_exp, gather, zero3
+
+
+@functools.lru_cache(maxsize=1)
+def build() -> dict[str, sp.Expr]:
+    """Every output quantity of the model as a sympy expression of the symbols in ``symbols``."""
+    kinds = layer_kinds()
+    moe, dense, mtp = kinds["moe"], kinds["dense"], kinds["mtp"]
+    n_d = stage_dense_layers(dense, moe)
+    edge = edges(mtp)
+    # the D MTP layers sit on the last stage: on the heaviest stage when it holds the LM head (p = 1: always)
+    n_mtp = S.mtp * (edge.head_heavier + (1 - PL.has_pp) * (1 - edge.head_heavier))
+    n_moe = PL.stage_layers - n_d
+    n_d, n_moe, n_mtp, edge = stated_layout(kinds, edge, n_d, n_moe, n_mtp)
+
+    def stage(term):
+        """Sum over the layers of the heaviest stage (its MTP layers included) of one per-layer term."""
+        return n_d * term(dense) + n_moe * term(moe) + n_mtp * term(mtp)
+
+    m = PL.micro_batches
+    stage_fwd = stage(lambda k: k.fwd) + edge.fwd
+    stage_bwd = stage(lambda k: k.bwd) + edge.bwd
+    stage_recompute = stage(lambda k: k.recompute)
+    stage_comm = stage(lambda k: k.comm)
+    stage_host = stage(lambda k: k.host)
+    # the framework's own per-micro-batch host work (batch fetch and broadcast, masks) while the GPU waits
+    edge_host = edge.host + S.host_mb
+    t_microbatch = stage_fwd + stage_bwd + stage_recompute + stage_comm + stage_host + edge_host
+
+    # PP send/recv: b (s/c) h activations, split over t (scatter/gather or SP)
+    send_recv = (1 - S.ov_pp) * CM.p2p(S.act_bytes * C.tokens * h / S.tp, CM.pp_same_node())
+    pp_comm = PL.p2p_transfers() * send_recv
+    # tied embeddings (or MTP, whose last stage holds the main model's embedding) with p > 1: the first and the last
+    # stage all-reduce the word-embedding gradient, V_pad h / t elements in the gradient dtype, once per step after
+    # the backward passes, exposed (Megatron-Core distributed/finalize_model_grads.py _allreduce_word_embedding_grads
+    # over the embedding group, when share_embeddings_and_output_weights or mtp_num_layers; DeepSpeed's
+    # PipelineEngine _exec_reduce_tied_grads the same). The two ranks are p - 1 pipeline strides (t c d) apart: on one
+    # node when the whole model replica is (p t c d <= G), else across nodes
+    shared_emb = PL.has_pp * sp.Min(1, S.tied + S.mtp)
+    emb_bytes = C.vocab_pad * h / S.tp * S.grad_bytes
+    emb_same = sp.Piecewise((1, S.pp * S.tp * S.cp * S.dp <= S.gpus_per_node), (0, True))
+    emb_grad = shared_emb * (emb_same * CM.flat("ar", 2, emb_bytes, "intra")
+                             + (1 - emb_same) * CM.flat("ar", 2, emb_bytes, "inter"))
+    pp_comm = pp_comm + emb_grad
+
+    # DP: gradients once per step (ZeRO-2/3: per micro-batch), overlapped with the backward passes;
+    # parameter gathers with the forward passes
+    reduces, reduce, gather, zero3 = dp_volumes()
+    t_bwd_mb = stage_bwd + stage_recompute + stage(lambda k: k.comm_bwd)
+    # the NCCL kernels of the dense d x c group (stride t) hold its channels' SMs beside the compute they hide behind
+    dp_share = group_share(CM.dp_cp_size(), S.tp)
+    dp_reduce = CM.exposed(reduces * reduce, reduces * t_bwd_mb, S.ov_dp, dp_share)
+    dp_gather = CM.exposed(gather, stage_fwd, S.ov_ag, dp_share)
+    dp_comm = (1 - S.z_param) * (dp_reduce + dp_gather)
+    # ZeRO-3 / FSDP: each micro-batch's first all-gather (the first unit: nothing runs before it) and its backward's
+    # last reduce-scatter (the same unit's gradients, waited for when the backward ends) cannot hide
+    # (torch/distributed/fsdp/_runtime_utils.py _post_backward_final_callback waits for the reduce-scatter stream;
+    # FSDP2 fully_shard's root post-backward callback the same). The first unit holds the embedding table when the
+    # stage does (torchtitan/models/llama3/infra/parallelize.py apply_fsdp shards tok_embeddings as its own unit,
+    # FSDP1's root unit holds it with the head), else one layer: the smaller of the two when p > 1
+    emb_rank = C.vocab_pad * h / S.tp
+    first_unit = (1 - PL.has_pp) * emb_rank + PL.has_pp * sp.Min(emb_rank, M.layer_params_rank)
+    zero3_edge = zero3_passes() * (CM.dp_group("ag", first_unit * S.act_bytes) + CM.dp_group("rs", first_unit * S.grad_bytes))
+    zero3_comm = S.z_param * (zero3_edge + CM.exposed(zero3 - zero3_edge, m * (stage_fwd + stage_bwd), S.ov_ag,
+                                                                  dp_share))
+
+    # optimizer: fused Adam over this rank's shard (compute.adam_op)
+    t_opt = C.op_time(C.adam_op(M.sharded(M.dense_params_rank, M.expert_params_rank, S.z_os)), "fwd")
+
+    tp_grad = mla_grad_reduce()
+    step = PL.step_time(t_microbatch) + pp_comm + dp_comm + zero3_comm + t_opt + tp_grad
+    out: dict[str, sp.Expr] = {"step_time": step}
+    # breakdown (sums to step_time)
+    out["t_forward"] = m * stage_fwd
+    out["t_backward"] = m * stage_bwd
+    out["t_recompute"] = m * stage_recompute
+    out["t_tp_comm"] = m * stage(lambda k: k.tp) + tp_grad
+    out["t_cp_comm"] = m * stage(lambda k: k.cp)
+    out["t_ep_comm"] = m * stage(lambda k: k.ep)
+    out["t_host_overhead"] = m * (stage_host + edge_host)
+    out["t_pp_bubble"] = PL.bubble_time(t_microbatch)
+    out["t_pp_comm"] = pp_comm
+    out["t_dp_comm"] = dp_comm + zero3_comm
+    out["t_optimizer"] = t_opt
+    # raw (before overlap) communication per step, for reporting
+    out["tp_comm_total"] = m * stage(lambda k: k.tp_raw) + tp_grad
+    out["dp_comm_total"] = (1 - S.z_param) * (reduces * reduce + gather) + S.z_param * zero3
+    out["tp_comm"] = out["t_tp_comm"]
+    out["dp_comm"] = out["t_dp_comm"]
+    out["pp_bubble"] = PL.bubble_fraction
+    out["pp_bubble_ratio"] = PL.bubble_ratio
+    out["micro_batches"] = m
+    out["t_microbatch_stage"] = t_microbatch
+
+    # ---- the terms of t_microbatch, per micro-batch (the views read these: timeline, validate) -----
+    for prefix, k in (("t_layer", moe), ("t_dense_layer", dense)):
+        out[f"{prefix}_fwd"] = k.fwd
+        out[f"{prefix}_bwd"] = k.bwd
+        out[f"{prefix}_recompute"] = k.recompute
+        out[f"{prefix}_tp_comm"] = k.tp
+        out[f"{prefix}_cp_comm"] = k.cp
+        out[f"{prefix}_ep_comm"] = k.ep
+        out[f"{prefix}_comm_bwd"] = k.comm_bwd
+        out[f"{prefix}_host"] = k.host
+    out["stage_layers"] = n_d + n_moe
+    out["stage_dense_layers"] = n_d
+    out["stage_mtp_layers"] = n_mtp
+    out["t_tp_grad_reduce"] = tp_grad
+    out["t_embed_fwd"] = edge.embed_fwd
+    out["t_embed_bwd"] = edge.embed_bwd
+    out["t_head_fwd"] = edge.head_fwd
+    out["t_head_bwd"] = edge.head_bwd
+    out["head_stage_heavier"] = edge.head_heavier
+    out["t_edge_host"] = edge.host
+    out["t_microbatch_host"] = S.host_mb
+    out["t_pp_send_recv"] = send_recv
+    out["t_embedding_grad_reduce"] = emb_grad
+
+    out.update(flops(kinds))
+    out.update(volumes(kinds))                             # what run-cost reads: bytes per axis, FLOPs by part
+    n_gpus = S.tp * S.pp * S.dp * S.cp
+    out["n_gpus"] = n_gpus
+    out["mfu"] = out["flops"] / (step * n_gpus * S.peak)
+    out["mfu_megatron"] = out["flops_megatron"] / (step * n_gpus * S.peak)
+    out["hfu"] = out["hardware_flops"] / (step * n_gpus * S.peak)
+    out["tokens_per_s"] = S.global_batch * S.seq_len / step
+    out.update(memory())
+    return out
+
+
+def flops(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
+    """Model FLOPs per step (MFU convention: one sequence, unsplit, unpadded vocabulary, no recompute; forward
+    + 2x backward) and the matmul FLOPs all ranks execute (HFU convention)."""
+    per_seq = {S.tp: 1, S.cp: 1, S.micro_batch: 1}
+    head = C.head_ops()
+    n_moe = S.n_layers - S.dense_layers                      # model layers of each kind
+    mf_layers = sum((n * C.ops_flops(kinds[k].ops, "model_fwd").subs(per_seq)
+                     for k, n in (("moe", n_moe), ("dense", S.dense_layers))), sp.Integer(0))
+    mf_head = C.ops_flops([o for o in head if o.cls == "gemm"], "model_fwd").subs(per_seq)
+    mf_head = mf_head * S.vocab / C.vocab_pad.subs(per_seq)     # model FLOPs use the unpadded vocabulary
+    # D MTP layers: a MoE layer, eh_proj and one more LM head each (Megatron-LM training.py
+    # num_floating_point_operations: "MTP norms and proj" and the logits x (mtp_num_layers + 1))
+    mf_mtp = S.mtp * (C.ops_flops(kinds["mtp"].ops, "model_fwd").subs(per_seq)
+                      + C.ops_flops(C.mtp_ops(), "model_fwd").subs(per_seq) + mf_head)
+
+    def mm(ops, d):
+        return C.ops_flops([o for o in ops if o.cls in ("gemm", "attn", "bmm")], d)
+
+    def executed(k):
+        lay = kinds[k]
+        return (mm(lay.ops, "fwd") + mm(lay.ops, "bwd")
+                + sum((C.recompute_share(o) * mm([o], "fwd") for o in lay.ops), sp.Integer(0)))
+    # executed matmul FLOPs of all ranks: every (t, c, d) rank runs m micro-batches over all l layers
+    hw = S.tp * S.cp * S.dp * PL.micro_batches * (n_moe * executed("moe") + S.dense_layers * executed("dense")
+                                                  + mm(head, "fwd") + mm(head, "bwd")
+                                                  + S.mtp * (executed("mtp") + mm(mtp_edge_ops(), "fwd")
+                                                             + mm(mtp_edge_ops(), "bwd")))
+    # the same work counted as Megatron-LM counts it (megatron/training/training.py num_floating_point_operations,
+    # Narayanan et al. 2021 eq. 3: 72 B s l h^2 (1 + s/6h + V/12lh) for GPT): the attention core at the full s x s
+    # scores (no causal or window skipping) and the LM head over the padded vocabulary (args.padded_vocab_size:
+    # V rounded up to 128 t, --make-vocab-size-divisible-by); ours (and Megatron-Bridge / NeMo's flop_utils, whose
+    # gpt3_flops halves causal attention and uses the unpadded vocab_size) count what a causal kernel computes
+    core = sum((n * C.ops_flops(kinds[k].core, "model_fwd").subs(per_seq)
+                for k, n in (("moe", n_moe), ("mtp", S.mtp), ("dense", S.dense_layers))), sp.Integer(0))
+    core_full = (S.attn_frac * S.n_layers + S.mtp) * 2 * S.seq_len ** 2 * (C.d_qk + C.d_v) * S.n_heads
+    head_pad = (1 + S.mtp) * 2 * S.seq_len * S.d_model * (C.vocab_pad - S.vocab)
+    model = 3 * S.global_batch * (mf_layers + mf_head + mf_mtp)
+    return {"flops": model, "hardware_flops": hw,
+            "flops_megatron": model + 3 * S.global_batch * (core_full - core + head_pad)}
+
+
+# ---- bytes per parallel axis and FLOPs by part, per step (run-cost reads these) ----------------------
+AXES = ("tp", "cp", "ep", "pp", "dp")
+
+
+def sent_bytes(t_comm, kinds=None) -> tuple[sp.Expr, sp.Expr]:
+    """(intra-node, inter-node) bytes one rank sends in a communication time built of comm.py's collectives:
+    every bandwidth term there is factor x size / busbw (nccl-tests), so the bytes on a link are the time at
+    0 latency and 1 byte/s of bus bandwidth on that link, the other link's terms dropped; ``kinds`` keeps only
+    those collectives ('ar', 'ag', 'rs', 'a2a', 'p2p')."""
+    on, off = sp.Dummy("on"), sp.Dummy("off")
+
+    def link(name):
+        sub = {a: sp.Integer(0) for a in S.ALPHA.values()}
+        sub.update({bw: 1 / (on if lk == name and (kinds is None or kind in kinds) else off)
+                    for (kind, lk), bw in S.BUSBW.items()})
+        return t_comm.xreplace(sub).xreplace({on: 1, off: 0})
+    return link("intra"), link("inter")
+
+
+def volumes(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
+    """Bytes one GPU sends per step on each parallel axis (a ring collective receives what it sends), forward
+    (``bytes_<axis>_fwd``) and backward with the recomputed forward (``_bwd``), and the part of both that
+    crosses nodes (``_inter``), averaged over the pipeline stages (l/p layers per GPU): the communication
+    terms of the step time before overlap (the layers' tp_raw, ep_layer, cp_layer, the PP send,
+    dp_volumes) read as bytes. The expert-TP gather/scatter of a MoE layer (in ep_layer's time) travels over
+    the TP group: TP bytes. And the model FLOPs of the step (``flops``) by pass and part."""
+    m, rc = PL.micro_batches, S.rc_full
+    layers = {"moe": (S.n_layers - S.dense_layers) / S.pp, "dense": S.dense_layers / S.pp}   # per GPU
+    moe_mlp = layers["moe"] * S.mlp_frac                   # ... with a MoE (hybrid: the pattern's E layers)
+    attn_layers = layers["moe"] * S.attn_frac + layers["dense"]
+
+    per_pass = sent_bytes
+    def add(*pairs):
+        return tuple(sp.Add(*[p[i] for p in pairs]) for i in (0, 1))
+
+    def scale(pair, k):
+        return (pair[0] * k, pair[1] * k)
+
+    # per micro-batch, one pass (forward), on one GPU
+    ep_pass = scale(per_pass(ep_layer(), ("a2a",)), 1 / (2 + rc))
+    etp_pass = scale(per_pass(ep_layer(), ("ag", "rs")), 1 / (2 + rc))
+    # TP: the forward pass's collectives, and the backward's (with SP one all-gather more: tp_block_comm)
+    tp_pass = add(*[scale(per_pass(kinds[k].tp_fwd_raw), layers[k]) for k in layers], scale(etp_pass, moe_mlp))
+    tp_bwd = add(*[scale(per_pass(kinds[k].tp_raw - kinds[k].tp_fwd_raw), layers[k]) for k in layers],
+                 scale(etp_pass, moe_mlp * (1 + rc)))
+    cp_pass = scale(per_pass(cp_layer()), attn_layers / (3 + rc))
+    # pipeline: p v - 1 boundaries per micro-batch, each crossed by the t ranks' 1/t shares, over p GPUs
+    pp_pass = scale(per_pass(CM.p2p(S.act_bytes * C.tokens * h / S.tp, CM.pp_same_node())),
+                    PL.has_pp * (S.pp * S.interleave - 1) / S.pp)
+    # DP: the parameters of the average GPU, dense over t p, routed experts over t p e
+    expert = C.moe * (S.n_layers - S.dense_layers) * S.mlp_frac * S.n_experts * M.expert_params
+    reduces, reduce, gather, zero3 = dp_volumes((M.total_params - expert) / (S.tp * S.pp), expert / (C.etp * S.pp * S.ep))
+    gather3 = gather.xreplace({S.z_os: 1})                   # ZeRO-3: one parameter all-gather per pass
+    z3 = S.z_param
+    dp_fwd = add(scale(per_pass(gather), 1 - z3), scale(per_pass(gather3), z3 * zero3_passes()))
+    dp_bwd = add(scale(per_pass(reduce), (1 - z3) * reduces), scale(per_pass(zero3 - zero3_passes() * gather3), z3))
+    per_step = {
+        "tp": (scale(tp_pass, m), scale(tp_bwd, m)),
+        "cp": (scale(cp_pass, m), scale(cp_pass, m * (2 + rc))),
+        "ep": (scale(ep_pass, m * moe_mlp), scale(ep_pass, m * moe_mlp * (1 + rc))),
+        "pp": (scale(pp_pass, m), scale(pp_pass, m)),
+        "dp": (dp_fwd, dp_bwd),
+    }
+    out = {}
+    for axis in AXES:
+        fwd, bwd = per_step[axis]
+        out[f"bytes_{axis}_fwd"] = fwd[0] + fwd[1]
+        out[f"bytes_{axis}_bwd"] = bwd[0] + bwd[1]
+        out[f"bytes_{axis}_inter"] = fwd[1] + bwd[1]
+    # FLOPs: forward + 2x backward; the attention core (QK^T, AV) and the LM head of the same count
+    per_seq = {S.tp: 1, S.cp: 1, S.micro_batch: 1}
+    model_flops = flops(kinds)["flops"]
+    attn = sum((n * C.ops_flops(kinds[k].core, "model_fwd").subs(per_seq)
+                for k, n in (("moe", S.n_layers - S.dense_layers), ("dense", S.dense_layers))), sp.Integer(0))
+    out["flops_forward"] = model_flops / 3
+    out["flops_backward"] = 2 * model_flops / 3
+    out["flops_attention"] = 3 * S.global_batch * attn
+    head = C.ops_flops([o for o in C.head_ops() if o.cls == "gemm"], "model_fwd").subs(per_seq)
+    out["flops_lm_head"] = 3 * S.global_batch * head * S.vocab / C.vocab_pad.subs(per_seq)
+    out.update(gemm_terms(kinds["moe"]))
+    return out
+
+
+# the per-rank GEMMs of a (MoE or dense) transformer layer and the LM head whose size a user can change with the
+# plan (advice: a GEMM below the ridge point runs memory-bound)
+ADVICE_GEMMS = ("qkv_proj", "attn_out_proj", "mlp_up", "mlp_down", "lm_head")
+
+
+def gemm_terms(layer: Layer) -> dict:
+    """Forward FLOPs, HBM bytes and smallest dimension of the :data:`ADVICE_GEMMS` on one rank, one micro-batch
+    (a routed MLP: its local experts' GEMMs together, each expert's weight read once: compute.gemm groups)."""
+    out = {}
+    for op in [*layer.ops, *C.head_ops()]:
+        if op.cls == "gemm" and op.name in ADVICE_GEMMS:
+            out[f"gemm_{op.name}_flops"], out[f"gemm_{op.name}_bytes"] = op.f_fwd, op.b_fwd
+            out[f"gemm_{op.name}_dmin"] = op.dmin
+    return out
+
+
+def memory() -> dict[str, sp.Expr]:
+    """Memory per GPU (memory.py) and parameter counts."""
+    return {
+        "memory": M.total,
+        "mem_weights": M.weights,
+        "mem_gradients": M.gradients,
+        "mem_optimizer": M.optimizer,
+        "mem_activations": M.activations + M.zero3_buffers,
+        "mem_logits": M.logits,
+        "mem_first_stage": M.first_total,
+        "mem_last_stage": M.last_total,
+        "mem_reserve": M.reserve,
+        "mem_cuda_context": S.cuda_context,
+        "mem_nccl": M.reserve_nccl,
+        "mem_fragmentation": M.reserve_frag,
+        "params": M.total_params,
+        "active_params": M.active_params,
+        "params_rank": M.stage_params_rank,
+        # the model's embedding tables, position table and final norm (what a model of 0 layers holds), and its
+        # routed experts: (l - l_d) E expert MLPs (0 for a dense model)
+        "params_embedding": M.embedding_params,
+        "params_expert": C.moe * (S.n_layers - S.dense_layers) * S.mlp_frac * S.n_experts * M.expert_params,
+        # the D MTP layers (not in params: DeepSeek-V3's 671B excludes its 14B MTP module, report sec 4.2)
+        "params_mtp": M.mtp_params,
+    }
+
+
+# what each output is, its dimension, and a one-line description (docs and the dimension test)
+QUANTITIES: dict[str, tuple[str, str]] = {
+    "step_time": ("time", "wall time of one optimizer step"),
+    "t_forward": ("time", "forward compute on the critical path"),
+    "t_backward": ("time", "backward compute on the critical path"),
+    "t_recompute": ("time", "activation recomputation"),
+    "t_tp_comm": ("time", "TP/SP communication left exposed after overlap"),
+    "t_cp_comm": ("time", "context-parallel ring exchange left exposed"),
+    "t_ep_comm": ("time", "expert-parallel all-to-all"),
+    "t_host_overhead": ("time", "time the GPU waits for the host to issue kernels (small layers)"),
+    "t_pp_bubble": ("time", "pipeline fill and drain"),
+    "t_pp_comm": ("time", "pipeline send/recv on the critical path, and the tied-embedding gradient all-reduce "
+                  "between the first and the last stage (t_embedding_grad_reduce)"),
+    "t_dp_comm": ("time", "data-parallel gradient reduce and parameter gather left exposed"),
+    "t_optimizer": ("time", "optimizer step"),
+    "tp_comm_total": ("time", "TP/SP communication before overlap"),
+    "dp_comm_total": ("time", "DP communication before overlap"),
+    "tp_comm": ("time", "alias of t_tp_comm"),
+    "dp_comm": ("time", "alias of t_dp_comm"),
+    "pp_bubble": ("", "fraction of the pipeline time spent in the bubble, (p-1)/(v m + p - 1) <= 1"),
+    "pp_bubble_ratio": ("", "bubble over the ideal (bubble-free) pipeline time, (p-1)/(v m) (Narayanan et al. 2021)"),
+    "micro_batches": ("", "micro-batches per step m = B / (b d)"),
+    "t_microbatch_stage": ("time", "one micro-batch through the slowest stage, forward + backward"),
+    # the terms of t_microbatch_stage, per micro-batch on one rank (module docstring)
+    "t_layer_fwd": ("time", "forward compute of one layer (a MoE layer; every layer of a dense model)"),
+    "t_layer_bwd": ("time", "backward compute of one layer"),
+    "t_layer_recompute": ("time", "recomputed forward of one layer (full: the layer; selective: its attention core)"),
+    "t_layer_tp_comm": ("time", "TP/SP communication of one layer left exposed after overlap"),
+    "t_layer_cp_comm": ("time", "context-parallel ring exchange of one layer left exposed"),
+    "t_layer_ep_comm": ("time", "expert-parallel all-to-all (and expert-TP gather/scatter) of one layer"),
+    "t_layer_comm_bwd": ("time", "the backward pass's part (with the recomputed forward) of one layer's exposed "
+                         "TP + CP + EP communication"),
+    "t_layer_host": ("time", "time the GPU waits for the host to issue one layer's kernels: max(0, host - GPU time)"),
+    "t_dense_layer_fwd": ("time", "forward compute of one leading dense layer of a MoE (first_dense_layers)"),
+    "t_dense_layer_bwd": ("time", "backward compute of one leading dense layer"),
+    "t_dense_layer_recompute": ("time", "recomputed forward of one leading dense layer"),
+    "t_dense_layer_tp_comm": ("time", "TP/SP communication of one leading dense layer left exposed"),
+    "t_dense_layer_cp_comm": ("time", "context-parallel ring exchange of one leading dense layer left exposed"),
+    "t_dense_layer_ep_comm": ("time", "expert-parallel communication of one leading dense layer (none)"),
+    "t_dense_layer_comm_bwd": ("time", "the backward pass's part of one leading dense layer's exposed communication"),
+    "t_dense_layer_host": ("time", "time the GPU waits for the host to issue one leading dense layer's kernels"),
+    "stage_layers": ("", "layers of the heaviest pipeline stage, ceil(l / (p v)) v (a stated layout: its count)"),
+    "stage_dense_layers": ("", "leading dense layers counted on the heaviest stage (0 for a dense model)"),
+    "stage_mtp_layers": ("", "multi-token-prediction layers on the heaviest stage (D when it holds the LM head, else 0); "
+                         "priced as MoE layers (t_layer_*) besides stage_layers"),
+    "t_tp_grad_reduce": ("time", "per step: TP all-reduce of the gradients of MLA's replicated down projections and "
+                         "norms under SP (part of t_tp_comm)"),
+    "t_embed_fwd": ("time", "embedding lookup forward (first stage)"),
+    "t_embed_bwd": ("time", "embedding backward (first stage)"),
+    "t_head_fwd": ("time", "final norm, LM head and cross-entropy forward (last stage)"),
+    "t_head_bwd": ("time", "final norm, LM head and cross-entropy backward (last stage)"),
+    "head_stage_heavier": ("", "1 when the LM head's edge costs at least the embedding's (its stage is the heaviest), "
+                           "else 0"),
+    "t_edge_host": ("time", "time the GPU of the heaviest stage waits for the host to issue its embedding/LM "
+                    "head kernels: max(0, host - GPU time)"),
+    "t_microbatch_host": ("time", "the framework's own host work per micro-batch (batch fetch and broadcast, masks) "
+                          "while the GPU waits, on every stage"),
+    "t_pp_send_recv": ("time", "one pipeline send/recv of a micro-batch's activations left exposed"),
+    "t_embedding_grad_reduce": ("time", "per step: all-reduce of the word-embedding gradient between the first and "
+                                "the last stage (tied embeddings or MTP with pp > 1; part of t_pp_comm)"),
+    "flops": ("flop", "model FLOPs per step (MFU convention: no recompute)"),
+    "flops_megatron": ("flop", "model FLOPs per step as Megatron-LM counts them: full s x s attention, padded vocabulary"),
+    "hardware_flops": ("flop", "executed matmul FLOPs per step (HFU convention)"),
+    "n_gpus": ("", "GPUs t p d c"),
+    "mfu": ("", "model FLOPs utilisation"),
+    "mfu_megatron": ("", "model FLOPs utilisation, Megatron-LM's count (flops_megatron)"),
+    "hfu": ("", "hardware FLOPs utilisation"),
+    "tokens_per_s": ("1/time", "training throughput"),
+    "memory": ("bytes", "memory per GPU of the heaviest stage"),
+    "mem_weights": ("bytes", "weights per GPU"),
+    "mem_gradients": ("bytes", "gradients per GPU"),
+    "mem_optimizer": ("bytes", "optimizer state per GPU"),
+    "mem_activations": ("bytes", "activations per GPU (peak, in-flight micro-batches; logits on the head's stage)"),
+    "mem_logits": ("bytes", "LM-head logits held by the last stage: activation dtype + fp32 for the loss"),
+    "mem_first_stage": ("bytes", "memory per GPU of the first pipeline stage (embedding, most in-flight micro-batches)"),
+    "mem_last_stage": ("bytes", "memory per GPU of the last pipeline stage (LM head and its logits)"),
+    "mem_reserve": ("bytes", "memory outside the tensors: CUDA context + NCCL buffers + allocator fragmentation "
+                    "(not in 'memory')"),
+    "mem_cuda_context": ("bytes", "CUDA context (part of mem_reserve)"),
+    "mem_nccl": ("bytes", "NCCL communicator buffers (part of mem_reserve)"),
+    "mem_fragmentation": ("bytes", "caching-allocator reserve above the allocated peak (part of mem_reserve)"),
+    "params": ("", "total parameters"),
+    "active_params": ("", "parameters active per token"),
+    "params_rank": ("", "parameters per GPU of the heaviest stage"),
+    "params_embedding": ("", "embedding and position tables and the final norm (the parameters of a 0-layer model)"),
+    "params_mtp": ("", "multi-token-prediction layers' parameters (embedding and LM head shared; not in params)"),
+    "params_expert": ("", "routed-expert parameters of the whole model, (l - l_d) E per-expert MLPs (0 if dense)"),
+    # run-cost (volumes): bytes one GPU sends per step, averaged over the pipeline stages; it receives as much
+    **{f"bytes_{a}_{d}": ("bytes", f"{name} bytes one GPU sends per step, {what}")
+       for a, name in (("tp", "TP/SP (and a MoE layer's expert-TP gather/scatter)"), ("cp", "context-parallel ring"),
+                       ("ep", "expert-parallel all-to-all"), ("pp", "pipeline send/recv"),
+                       ("dp", "data-parallel gradient reduce and parameter gather"))
+       for d, what in (("fwd", "forward pass"), ("bwd", "backward pass with the recomputed forward"),
+                       ("inter", "both passes, the part that crosses nodes"))},
+    "flops_forward": ("flop", "model FLOPs per step of the forward pass (flops / 3)"),
+    "flops_backward": ("flop", "model FLOPs per step of the backward pass (2 flops / 3)"),
+    "flops_attention": ("flop", "model FLOPs per step of the attention core (QK^T and AV), forward + backward"),
+    "flops_lm_head": ("flop", "model FLOPs per step of the LM head (unpadded vocabulary), forward + backward"),
+    **{f"gemm_{g}_{k}": (dim, f"{g} GEMM on one rank, one micro-batch, forward: {what}")
+       for g in ADVICE_GEMMS for k, dim, what in (("flops", "flop", "FLOPs executed"), ("bytes", "bytes", "HBM bytes moved"),
+                                                  ("dmin", "", "smallest of M, K, N"))},
+}

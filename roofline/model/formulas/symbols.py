@@ -1,0 +1,273 @@
+"""Every symbol of the closed forms: its name (as used by ``formulas --set``), dimension and meaning.
+
+Dimensions are products of the base dimensions ``time``, ``bytes``, ``flop`` (empty = a count or
+a ratio). The test suite scales each base dimension and checks every exported formula scales as
+the dimension it claims.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import sympy as sp
+import yaml
+from ...base.paths import PACKAGE
+
+
+@dataclass(frozen=True)
+class Sym:
+    name: str
+    symbol: sp.Symbol
+    dim: str          # e.g. "", "time", "bytes", "flop/time", "bytes/time"
+    doc: str
+    group: str        # model | plan | hardware | efficiency | link
+    latex: str
+    default: float | None = None   # used by the compiled model when the caller does not give the input
+
+
+SYMBOLS: dict[str, Sym] = {}
+
+
+def _s(name: str, dim: str, doc: str, group: str, latex: str | None = None, default: float | None = None,
+       zero: bool = False) -> sp.Symbol:
+    """A positive symbol (``zero``: nonnegative, for sizes and counts whose absence is 0)."""
+    sym = sp.Symbol(name, nonnegative=True) if zero else sp.Symbol(name, positive=True)
+    SYMBOLS[name] = Sym(name, sym, dim, doc, group, latex or name.replace("_", r"\_"), default)
+    return sym
+
+
+def latex_names() -> dict[sp.Symbol, str]:
+    return {s.symbol: s.latex for s in SYMBOLS.values()}
+
+
+def by_symbol() -> dict[sp.Symbol, Sym]:
+    return {s.symbol: s for s in SYMBOLS.values()}
+
+
+def hardware_defaults() -> dict[str, float]:
+    """The sourced defaults of the hardware symbols a profile does not state (memory reserve, NCCL's SMs;
+    hardware/defaults.yaml): the values the compiled model takes when an input dict leaves them out."""
+    return {k: s.default for k, s in SYMBOLS.items() if s.group == "hardware" and s.default is not None}
+
+
+# ---- model --------------------------------------------------------------------------------
+n_layers = _s("n_layers", "", "transformer layers l", "model", "l")
+d_model = _s("d_model", "", "hidden size h", "model", "h")
+n_heads = _s("n_heads", "", "attention heads a", "model", "a")
+kv_heads = _s("kv_heads", "", "key/value heads (GQA/MQA; = heads for MHA)", "model", "a_{kv}")
+ffn_hidden = _s("ffn_hidden", "", "dense MLP inner size f (dense models; the leading dense layers of a MoE)", "model", "f")
+head_dim = _s("head_dim", "", "width of one attention head d_h (Megatron-Core kv_channels; d_model/heads unless stated)",
+              "model", "d_h")
+moe_ffn = _s("moe_ffn", "", "MLP inner size of one routed expert f_e (= f for a dense model)", "model", "f_e")
+shared_ffn = _s("shared_ffn", "", "total inner size of the shared experts f_s (0: none; Megatron-Core "
+                "moe_shared_expert_intermediate_size)", "model", "f_s", 0.0, zero=True)
+dense_layers = _s("dense_layers", "", "leading layers with a dense MLP of size f in a MoE model (0: every layer MoE)",
+                  "model", "l_d", 0.0, zero=True)
+# MLA (DeepSeek-V2/V3, Kimi K2; Megatron-Core MLATransformerConfig, HF config.json names): 0 = standard attention
+kv_lora = _s("kv_lora", "", "MLA KV compression rank r_kv (kv_lora_rank; 0: no MLA)", "model", "r_{kv}", 0.0, zero=True)
+q_lora = _s("q_lora", "", "MLA query compression rank r_q (q_lora_rank; 0: queries projected from h directly)",
+            "model", "r_q", 0.0, zero=True)
+qk_nope = _s("qk_nope", "", "MLA per-head query/key width without RoPE d_n (qk_nope_head_dim; Megatron-Core qk_head_dim)",
+             "model", "d_n", 0.0, zero=True)
+qk_rope = _s("qk_rope", "", "MLA per-head RoPE width d_r (qk_rope_head_dim; Megatron-Core qk_pos_emb_head_dim), "
+             "its key part shared by all heads", "model", "d_r", 0.0, zero=True)
+v_head = _s("v_head", "", "MLA per-head value width d_v (v_head_dim)", "model", "d_v", 0.0, zero=True)
+# sliding-window attention (Megatron-Core window_size / window_attn_skip_freq; HF sliding_window)
+swa_window = _s("swa_window", "", "keys a query of a windowed layer sees, itself included (HF sliding_window)", "model",
+                "w", 0.0, zero=True)
+swa_frac = _s("swa_frac", "", "fraction of the layers with sliding-window attention (0: none)", "model", r"\phi_w",
+              0.0, zero=True)
+# multi-token prediction (DeepSeek-V3 report sec 2.2; Megatron-Core transformer/multi_token_prediction.py, --mtp-num-layers)
+mtp = _s("mtp", "", "multi-token-prediction layers D on the last pipeline stage (0: none)", "model", "D", 0.0, zero=True)
+# hybrid Mamba-2 models (Megatron-Core hybrid_override_pattern): the share of the l layers holding each sublayer; a
+# transformer layer holds attention and an MLP (1, 1, 0), a hybrid pattern's layer one of M, *, -, E (formulas/mamba.py)
+attn_frac = _s("attn_frac", "", "fraction of the layers with self-attention (1: a transformer; hybrid: n_* / l)", "model",
+               r"\phi_{a}", 1.0, zero=True)
+mlp_frac = _s("mlp_frac", "", "fraction of the layers with an MLP or MoE (1: a transformer; hybrid: (n_- + n_E) / l)",
+              "model", r"\phi_{f}", 1.0, zero=True)
+mamba_frac = _s("mamba_frac", "", "fraction of the layers that are Mamba-2 mixers (0: none; hybrid: n_M / l)", "model",
+                r"\phi_{m}", 0.0, zero=True)
+mamba_heads = _s("mamba_heads", "", "Mamba-2 heads n_h (Megatron-Core mamba_num_heads)", "model", "n_h", 0.0, zero=True)
+mamba_hdim = _s("mamba_hdim", "", "Mamba-2 head width P (mamba_head_dim)", "model", "P", 0.0, zero=True)
+mamba_state = _s("mamba_state", "", "Mamba-2 state size N (mamba_state_dim, d_state)", "model", "N", 0.0, zero=True)
+mamba_groups = _s("mamba_groups", "", "Mamba-2 B/C groups G (mamba_num_groups)", "model", "G", 0.0, zero=True)
+mamba_conv = _s("mamba_conv", "", "Mamba-2 causal conv1d width d_conv", "model", "k_c", 4.0, zero=True)
+mamba_chunk = _s("mamba_chunk", "", "SSD chunk length Q (Megatron-Core MambaMixer chunk_size)", "model", "Q", 128.0)
+vocab = _s("vocab", "", "vocabulary size V (padded to 128*tp in the model)", "model", "V")
+seq_len = _s("seq_len", "", "sequence length s", "model", "s")
+rms = _s("rms", "", "1 for RMSNorm, 0 for LayerNorm", "model", r"\rho")
+sq_relu = _s("sq_relu", "", "1 for the squared-ReLU MLP activation (Nemotron-4), 0 for GELU / SwiGLU", "model",
+             r"\varrho")
+gated = _s("gated", "", "1 for a gated MLP (SwiGLU: two up projections), else 0", "model", "g")
+causal = _s("causal", "", "1 when the attention kernel skips masked blocks (attention FLOPs halved)", "model", r"\chi")
+flash = _s("flash", "", "1 for a fused flash-attention kernel, 0 for the unfused bmm/softmax path", "model", r"\phi")
+dropout = _s("dropout", "", "1 when dropout layers are active (their masks are stored)", "model", r"\delta")
+tied = _s("tied", "", "1 when input embedding and LM head share weights", "model", r"\tau")
+learned_pos = _s("learned_pos", "", "1 for a learned position embedding table (s x h)", "model", r"\pi")
+biases = _s("biases", "", "1 when linear layers and norms carry biases", "model", r"\beta_{b}")
+n_experts = _s("n_experts", "", "MoE experts E (1 = dense)", "model", "E")
+top_k = _s("top_k", "", "experts per token K (1 = dense)", "model", "K")
+capacity_factor = _s("capacity_factor", "", "MoE capacity factor (tokens per expert over the even share)", "model", "c_f")
+
+# ---- plan ---------------------------------------------------------------------------------
+tp = _s("tp", "", "tensor-parallel degree t", "plan", "t")
+pp = _s("pp", "", "pipeline-parallel degree p", "plan", "p")
+dp = _s("dp", "", "data-parallel degree d", "plan", "d")
+cp = _s("cp", "", "context-parallel degree c", "plan", "c")
+ep = _s("ep", "", "expert-parallel degree (carved out of dp)", "plan", "e")
+micro_batch = _s("micro_batch", "", "micro-batch size b (sequences)", "plan", "b")
+global_batch = _s("global_batch", "", "global batch B (sequences)", "plan", "B")
+ep_dedup = _s("ep_dedup", "", "1 with a node-deduplicating MoE dispatcher (DeepEP / HybridEP: a token crosses the "
+              "network once per destination node, then NVLink), 0 with NCCL all-to-all", "plan", r"\delta_{e}")
+etp = _s("etp", "", "expert tensor-parallel degree (Megatron-Core --expert-tensor-parallel-size; default tp)", "plan",
+         r"t_{e}")
+interleave = _s("interleave", "", "virtual pipeline stages per GPU v (1 = plain 1F1B)", "plan", "v")
+seq_par = _s("seq_par", "", "1 with Megatron sequence parallelism", "plan", r"\sigma")
+rc_full = _s("rc_full", "", "1 with full activation recomputation", "plan", r"r_{f}")
+rc_sel = _s("rc_sel", "", "1 with selective (attention-core) recomputation", "plan", r"r_{s}")
+rc_op = _s("rc_op", "", "1 with torchtitan's op-level selective checkpointing (block input, SDPA outputs and every other "
+           "matmul output saved; the rest recomputed)", "plan", r"r_{o}")
+gpipe = _s("gpipe", "", "1 for the GPipe schedule (all forwards, then all backwards)", "plan", r"\gamma")
+z_os = _s("z_os", "", "1 when optimizer state is sharded over dp (distributed optimizer / ZeRO>=1)", "plan", "z_1")
+z_grad = _s("z_grad", "", "1 when gradients are sharded over dp (ZeRO>=2)", "plan", "z_2")
+z_param = _s("z_param", "", "1 when parameters are sharded over dp (ZeRO-3 / FSDP)", "plan", "z_3")
+ov_dp = _s("ov_dp", "", "fraction of the DP gradient reduce hidden behind backward (0..1)", "plan", r"o_{d}")
+ov_ag = _s("ov_ag", "", "fraction of the parameter all-gather hidden behind forward (0..1)", "plan", r"o_{g}")
+ov_tp = _s("ov_tp", "", "fraction of TP/SP communication hidden behind GEMMs (0..1)", "plan", r"o_{t}")
+ov_pp = _s("ov_pp", "", "fraction of pipeline send/recv hidden behind compute (0..1)", "plan", r"o_{p}")
+ov_ep = _s("ov_ep", "", "fraction of the MoE all-to-all hidden behind another micro-batch's compute (0..1; Megatron-Core "
+            "--overlap-moe-expert-parallel-comm)", "plan", r"o_{e}")
+ov_cp = _s("ov_cp", "", "fraction of ring-attention KV exchange hidden behind attention (0..1)", "plan", r"o_{c}")
+act_bytes = _s("act_bytes", "bytes", "bytes per activation/weight element (2 for bf16/fp16)", "plan", r"\beta_{a}")
+grad_bytes = _s("grad_bytes", "bytes", "bytes per gradient element in the reduce and buffer", "plan", r"\beta_{g}")
+mask_bytes = _s("mask_bytes", "bytes", "bytes per dropout-mask element (1)", "plan", r"\beta_{m}")
+f32_bytes = _s("f32_bytes", "bytes", "bytes per fp32 element (4): logits in the loss", "plan", r"\beta_{32}")
+q_bytes = _s("q_bytes", "bytes", "HBM bytes the low-precision recipe's quantization kernels move per quantized GEMM "
+             "operand element (0 in 16-bit training; roofline/base/precision.py)", "plan", r"\beta_{q}")
+opt_bytes = _s("opt_bytes", "bytes", "optimizer-state bytes per parameter (Adam: fp32 master + 2 moments = 12)", "plan", r"\beta_{o}")
+
+# ---- hardware -----------------------------------------------------------------------------
+peak = _s("peak", "flop/time", "dense peak FLOP/s of the plan's matmul dtype (the low-precision peak of an FP8/FP4 recipe's linear layers)", "hardware", "P")
+peak_hp = _s("peak_hp", "flop/time", "dense peak FLOP/s of the GEMMs kept in 16 bits under a low-precision recipe "
+             "(attention core, LM head, router); = P in 16-bit training", "hardware", "P_{16}")
+peak_vec = _s("peak_vec", "flop/time", "peak FLOP/s of non-matmul (vector) units", "hardware", "P_{v}")
+clock = _s("clock", "", "sustained/burst ratio of the compute rate under a power-capped training load (0..1]", "hardware",
+           r"\kappa")
+hbm_bw = _s("hbm_bw", "bytes/time", "HBM bandwidth", "hardware", "W")
+host_fwd = _s("host_fwd", "time", "host (CPU) time to issue one layer's forward in eager PyTorch", "hardware", r"h_{f}")
+host_bwd = _s("host_bwd", "time", "host (CPU) time to issue one layer's backward", "hardware", r"h_{b}")
+host_rc = _s("host_rc", "time", "extra host time of one layer's full recomputation (checkpointed backward)", "hardware",
+             r"h_{r}")
+host_emb = _s("host_emb", "time", "host time to issue the embedding's forward and backward, per micro-batch", "hardware",
+              r"h_{e}")
+host_head = _s("host_head", "time", "host time to issue the final norm, LM head and cross-entropy, forward and backward, "
+               "per micro-batch", "hardware", r"h_{o}")
+host_mb = _s("host_mb", "time", "host time of the framework's per-micro-batch work outside the model (batch fetch and "
+             "broadcast, masks, loss averaging)", "hardware", r"h_{m}")
+gpus_per_node = _s("gpus_per_node", "", "GPUs per node G", "hardware", "G")
+sms = _s("sms", "", "streaming multiprocessors: thread blocks of one wave (one flash-attention block per SM); "
+         "1 = no wave quantisation", "hardware", "n_{SM}")
+
+# ---- memory reserve outside PyTorch's tensors (hardware/defaults.yaml memory_reserve, sourced there) ------
+_RESERVE = yaml.safe_load((PACKAGE / "spec" / "hardware" / "defaults.yaml").read_text())["memory_reserve"]
+cuda_context = _s("cuda_context", "bytes", "GPU memory of the CUDA context (driver, kernel modules), outside the "
+                  "caching allocator", "hardware", r"M_{ctx}", float(_RESERVE["cuda_context_bytes"]))
+nccl_comm_bytes = _s("nccl_comm_bytes", "bytes", "NCCL buffers of one collective communicator (channels x per-peer "
+                     "Simple + LL + LL128 buffers)", "hardware", r"M_{nccl}", float(_RESERVE["nccl_comm_bytes"]))
+nccl_peer_bytes = _s("nccl_peer_bytes", "bytes", "NCCL buffers of one point-to-point peer (Simple protocol)",
+                     "hardware", r"M_{p2p}", float(_RESERVE["nccl_peer_bytes"]))
+_OVERLAP = yaml.safe_load((PACKAGE / "spec" / "hardware" / "defaults.yaml").read_text())["overlap"]
+nccl_sms = _s("nccl_sms", "", "SMs an NCCL collective inside one node (NVLink) holds while it runs: its channels, one "
+              "thread block each; overlapped compute runs on the rest (hardware/defaults.yaml overlap)", "hardware",
+              r"n_{nccl}", float(_OVERLAP["nccl_sms"]))
+alloc_frag = _s("alloc_frag", "", "caching-allocator memory reserved above its allocated peak, as a fraction of it",
+                "hardware", r"\phi_{frag}", float(_RESERVE["allocator_fragmentation"]))
+
+# ---- links: alpha (latency per step) and bus bandwidth per collective and link --------------
+COLLECTIVES = ("ar", "ag", "rs", "a2a", "p2p")
+LINKS = ("intra", "inter")
+ALPHA: dict[tuple[str, str], sp.Symbol] = {}
+BUSBW: dict[tuple[str, str], sp.Symbol] = {}
+for _link in LINKS:
+    for _c in COLLECTIVES:
+        ALPHA[_c, _link] = _s(f"alpha_{_c}_{_link}", "time", f"latency per algorithm step, {_c}, {_link}-node", "link",
+                              rf"\alpha^{{{_c}}}_{{{_link}}}")
+        BUSBW[_c, _link] = _s(f"bw_{_c}_{_link}", "bytes/time", f"bus bandwidth (nccl-tests busbw), {_c}, {_link}-node",
+                              "link", rf"\beta^{{{_c}}}_{{{_link}}}")
+
+# ---- calibrated efficiencies per operator class and direction -------------------------------
+OP_CLASSES = ("gemm", "attn", "bmm", "softmax", "norm", "elem", "embed", "ce", "optim")
+EFF_FLOP: dict[tuple[str, str], sp.Symbol] = {}
+EFF_MEM: dict[tuple[str, str], sp.Symbol] = {}
+T0: dict[tuple[str, str], sp.Symbol] = {}
+for _c in OP_CLASSES:
+    for _d in ("fwd", "bwd"):
+        EFF_FLOP[_c, _d] = _s(f"eta_{_c}_{_d}", "", f"asymptotic FLOP efficiency of {_c} {_d} (0..1]", "efficiency",
+                              rf"\eta^{{{_c}}}_{{{_d}}}")
+        EFF_MEM[_c, _d] = _s(f"mu_{_c}_{_d}", "", f"asymptotic HBM efficiency of {_c} {_d} (0..1]", "efficiency",
+                             rf"\mu^{{{_c}}}_{{{_d}}}")
+        T0[_c, _d] = _s(f"t0_{_c}_{_d}", "time", f"fixed time per {_c} {_d} kernel (launch, tail)", "efficiency",
+                        rf"t^{{{_c}}}_{{0,{_d}}}")
+gemm_dhalf = _s("gemm_dhalf", "", "GEMM size at which FLOP efficiency is half its asymptote (smallest dim)",
+                "efficiency", r"d_{1/2}")
+# flash-attention shape constants per direction (compute.attention_shape): per score element the kernel
+# spends d_pad MMA head dims + d_soft for the softmax + d_pad^2/d_reg for register-limited tiles
+# + d_pad d_io / kblock for the query rows' traffic per key block
+ATTN_SHAPE: dict[tuple[str, str], sp.Symbol] = {}
+for _d in ("fwd", "bwd"):
+    ATTN_SHAPE["d_soft", _d] = _s(f"attn_dsoft_{_d}", "", f"flash-attention softmax cost per score element, in head dims ({_d})",
+                                  "efficiency", rf"d^{{soft}}_{{{_d}}}")
+    ATTN_SHAPE["d_reg", _d] = _s(f"attn_dreg_{_d}", "", f"head dim whose tile overhead equals its MMA work ({_d}); "
+                                 "large = no register-limited tiling", "efficiency", rf"d^{{reg}}_{{{_d}}}")
+    ATTN_SHAPE["uneven", _d] = _s(f"attn_uneven_{_d}", "", f"extra time of a head dim that is not a multiple of 32 ({_d}; "
+                                  "predicated loads)", "efficiency", rf"u_{{{_d}}}")
+    ATTN_SHAPE["d_io", _d] = _s(f"attn_dio_{_d}", "", f"cost of a query row's traffic per key block (backward: Q, dO loads "
+                                f"and fp32 dQ accumulation), in head dims per key ({_d})", "efficiency", rf"d^{{io}}_{{{_d}}}")
+# unfused-attention batched GEMMs per direction (compute.bmm_time): the write-out of an output tile costs as much as
+# bmm_dhalf steps of the reduction; a fraction bmm_reread of the score operand's extra passes misses L2
+BMM_SHAPE: dict[tuple[str, str], sp.Symbol] = {}
+for _d in ("fwd", "bwd"):
+    BMM_SHAPE["dhalf", _d] = _s(f"bmm_dhalf_{_d}", "", f"reduction length at which an unfused-attention batched GEMM runs at "
+                                f"half its FLOP efficiency ({_d}): the output tile's write-out costs as many reduction steps",
+                                "efficiency", rf"k^{{1/2}}_{{{_d}}}")
+    BMM_SHAPE["reread", _d] = _s(f"bmm_reread_{_d}", "", f"fraction of the extra passes over the s x s score operand (one per "
+                                 f"further 128-wide tile of the head dim) that miss L2 ({_d})", "efficiency", rf"\rho_{{{_d}}}")
+
+# ---- overlap interference: SMs a communication kernel holds beside compute (hardware/defaults.yaml overlap) ------
+nccl_sms_inter = _s("nccl_sms_inter", "", "SMs an NCCL collective whose group spans nodes holds while it runs (its ring "
+                    "channels across the network)", "hardware", r"n_{nccl,x}", float(_OVERLAP["nccl_sms_inter"]))
+ub_sms = _s("ub_sms", "", "SMs a Transformer Engine userbuffers TP-overlap kernel of the pipeline and bulk methods holds "
+            "(TE num_sm; the GEMM beside it runs on the rest)", "hardware", r"n_{ub}", float(_OVERLAP["ub_sms"]))
+ub_ring_sms = _s("ub_ring_sms", "", "SMs the ring-exchange TP-overlap method holds (TE num_sm: its chunks move by copy "
+                 "engine)", "hardware", r"n_{ub,r}", float(_OVERLAP["ub_ring_sms"]))
+
+# ---- TP backward schedule (per stack: stacks/*.yaml plan tp_async_dgrad -> config.Plan -> predict.plan_inputs) -----
+tp_async = _s("tp_async", "", "1 when the TP backward runs the column-parallel linear's dgrad all-reduce / reduce-scatter "
+              "async beside its wgrad GEMM and, under SP, re-gathers its input beside the dgrad GEMM (Megatron-LM "
+              "LinearWithGradAccumulationAndAsyncCommunication); 0: the backward's collectives mirror the forward's, "
+              "synchronous", "plan", r"\alpha_{t}")
+
+# ---- the loss kernel (per stack: stacks/*.yaml plan loss_kernel -> config.Plan -> predict.plan_inputs) -------------
+ce_eager = _s("ce_eager", "", "1 when the loss is torch's eager cross entropy on fp32-upcast logits (log-softmax output "
+              "saved in fp32; its backward holds the NLL and log-softmax gradients, fp32 each); 0: Megatron's fused "
+              "vocab-parallel cross entropy (bf16 logits and one fp32 copy, gradient in place)", "plan", r"\epsilon_{ce}")
+ce_compiled = _s("ce_compiled", "", "1 when the loss is torch's cross entropy under torch.compile (the 16-bit logits "
+                 "saved, fp32 math fused, a 16-bit gradient written)", "plan", r"\kappa_{ce}")
+
+# ---- a stated pipeline layer layout (Megatron-Core --pipeline-model-parallel-layout; roofline/spec/layout.py) ----------
+# pp_layout = 0 is the sentinel "derive as today" (pipeline.stage_layers: ceil(l / (p v)) v layers per rank, the
+# heavier edge on the heaviest stage); 1: the counts below, per physical rank over all its virtual stages
+pp_layout = _s("pp_layout", "", "1 when a pipeline layout states each rank's layers, 0 to derive them "
+               "(ceil(l / (p v)) v per rank)", "plan", r"\lambda", 0.0, zero=True)
+layout_first = _s("layout_first", "", "decoder layers on the rank holding the embedding (stated layout)", "plan",
+                  r"l_{E}", 0.0, zero=True)
+layout_first_dense = _s("layout_first_dense", "", "of them, leading dense layers of a MoE", "plan", r"l_{E,d}", 0.0,
+                        zero=True)
+layout_last = _s("layout_last", "", "decoder layers on the rank holding the loss (and the MTP layers)", "plan",
+                 r"l_{L}", 0.0, zero=True)
+layout_last_dense = _s("layout_last_dense", "", "of them, leading dense layers of a MoE", "plan", r"l_{L,d}", 0.0,
+                       zero=True)
+layout_mid = _s("layout_mid", "", "most decoder layers on any other rank (0 when none)", "plan", r"l_{o}", 0.0,
+                zero=True)
+layout_mid_dense = _s("layout_mid_dense", "", "of them, leading dense layers of a MoE", "plan", r"l_{o,d}", 0.0,
+                      zero=True)

@@ -1,0 +1,198 @@
+"""The flags every command shares (model shape, plan, hardware) and how they become a Spec.
+
+Below the command modules: ``cli`` and each command's ``register`` import this module; it imports no command.
+Long flags accept dashed and underscored spellings alike (``--d-model`` and ``--d_model``).
+"""
+from __future__ import annotations
+
+import argparse
+
+from .config import MODEL_ALIASES, ATTENTION, DISPATCHERS, DTYPES, GRAD_DTYPES, LOSS_KERNELS, MLPS, NORMS, POSITIONS, RECOMPUTE, SCHEDULES, SHARDING, SHARDING_BY_STAGE
+
+# (flag, dest, type, help) of the model shape: the flag is the field's name; config.MODEL_ALIASES adds the short
+# spellings (--layers, --heads, --kv-heads, --experts, --capacity)
+MODEL_FLAGS = [
+    ("n-layers", "n_layers", int, "transformer layers"),
+    ("d-model", "d_model", int, "hidden size"),
+    ("n-heads", "n_heads", int, "attention heads"),
+    ("n-kv-heads", "n_kv_heads", int, "key/value heads (GQA/MQA); default = heads"),
+    ("ffn-hidden", "ffn_hidden", int, "MLP inner size (per expert); default 4h (gelu) or LLaMA's 8h/3 (swiglu)"),
+    ("vocab", "vocab", int, "vocabulary size (padded to 128*tp internally)"),
+    ("seq-len", "seq_len", int, "sequence length"),
+    ("n-experts", "n_experts", int, "MoE experts (1 = dense)"),
+    ("top-k", "top_k", int, "experts per token"),
+    ("capacity-factor", "capacity_factor", float, "MoE capacity factor"),
+]
+PLAN_FLAGS = [
+    ("tp", "tp", int, "tensor-parallel degree"),
+    ("pp", "pp", int, "pipeline-parallel degree"),
+    ("dp", "dp", int, "data-parallel degree"),
+    ("cp", "cp", int, "context-parallel degree (ring attention)"),
+    ("ep", "ep", int, "expert-parallel degree (ep x etp must divide tp x cp x dp)"),
+    ("etp", "etp", int, "expert tensor-parallel degree of the routed experts (default tp)"),
+    ("micro-batch", "micro_batch", int, "micro-batch size (sequences)"),
+    ("global-batch", "global_batch", int, "global batch (sequences) = micro-batch x micro-batches x dp"),
+    ("interleave", "interleave", int, "virtual pipeline stages per GPU (interleaved 1F1B)"),
+    ("overlap-grad-reduce", "overlap_grad_reduce", float, "fraction of DP gradient reduce hidden behind backward"),
+    ("overlap-param-gather", "overlap_param_gather", float, "fraction of parameter all-gather hidden behind forward"),
+    ("overlap-tp", "overlap_tp", float, "fraction of TP/SP communication hidden behind GEMMs"),
+    ("overlap-ep", "overlap_ep", float, "fraction of the MoE all-to-all hidden behind another micro-batch's compute "
+     "(Megatron-Core --overlap-moe-expert-parallel-comm)"),
+    ("overlap-pp", "overlap_pp", float, "fraction of pipeline send/recv hidden"),
+    ("overlap-cp", "overlap_cp", float, "fraction of ring-attention exchange hidden behind attention"),
+]
+
+
+class Parser(argparse.ArgumentParser):
+    """ArgumentParser whose usage errors are one line (``roofline transformer: error: ...; see --help``) with
+    exit status 2, instead of the usage block; subcommand parsers inherit the class."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog.replace('python -m ', '')}: error: {message}; see --help\n")
+
+
+def number(kind=float, low: float = 0.0, strict: bool = True):
+    """argparse type: a finite number above ``low`` (at or above it when not ``strict``)."""
+    import math
+
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
+        if not math.isfinite(v) or v < low or (strict and v == low):
+            rel = ">" if strict else ">="
+            raise argparse.ArgumentTypeError(f"must be a finite number {rel} {low:g}, got {text!r}")
+        return v
+    parse.__name__ = kind.__name__       # argparse names the type in its messages
+    return parse
+
+
+def flag(p: argparse.ArgumentParser, name: str, *aliases: str, **kw):
+    """Add --name and, when it has a dash, --name_with_underscores; likewise each alias."""
+    names = []
+    for n in (name, *aliases):
+        names += [f"--{n}"] + ([f"--{n.replace('-', '_')}"] if "-" in n else [])
+    return p.add_argument(*names, **kw)
+
+
+def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model (override the preset's fields)")
+    flag(g, "model", help="model preset id (see `models list`) or a preset YAML path")
+    short = {field: alias.replace("_", "-") for alias, field in MODEL_ALIASES.items()}
+    for name, dest, typ, hlp in MODEL_FLAGS:
+        flag(g, name, *([short[dest]] if dest in short else []), dest=dest, type=typ, help=hlp)
+    flag(g, "mlp", choices=MLPS, help="MLP activation: gelu (4h), swiglu (gated, 3 GEMMs), "
+         "squared_relu")
+    flag(g, "norm", choices=NORMS, help="normalisation layer (priced as a memory-bound kernel)")
+    flag(g, "attention", choices=ATTENTION, help="attention kernel (framework default)")
+    flag(g, "position", choices=POSITIONS, help="position encoding: learned table (an embedding) or rotary")
+    flag(g, "tied", dest="tied_embeddings", action="store_true", default=None,
+         help="tie the embedding and LM-head weights (one V x h matrix; GPT-2/3 style)")
+    flag(g, "untied", dest="tied_embeddings", action="store_false",
+         help="separate LM-head weights (LLaMA style: a second V x h matrix and its gradients)")
+    g = p.add_argument_group("parallel plan")
+    for name, dest, typ, hlp in PLAN_FLAGS:
+        flag(g, name, dest=dest, type=typ, help=hlp)
+    flag(g, "schedule", choices=SCHEDULES, help="pipeline schedule (default 1f1b)")
+    flag(g, "sequence-parallel", dest="sequence_parallel", action="store_true", default=None,
+         help="Megatron sequence parallelism (norms and dropout split over TP; all-gather/reduce-scatter "
+              "instead of all-reduce); default: the stack's, only with tp > 1")
+    flag(g, "no-sequence-parallel", dest="sequence_parallel", action="store_false", help="no sequence parallelism")
+    flag(g, "tp-async-dgrad", dest="tp_async_dgrad", action="store_true", default=None,
+         help="TP backward: dgrad all-reduce/reduce-scatter async beside the wgrad GEMM, SP input re-gather beside the "
+              "dgrad GEMM (Megatron-LM LinearWithGradAccumulationAndAsyncCommunication); default: the stack's")
+    flag(g, "no-tp-async-dgrad", dest="tp_async_dgrad", action="store_false",
+         help="TP backward collectives mirror the forward's, synchronous (Megatron-LM 2021, Megatron-DeepSpeed, GPT-NeoX)")
+    flag(g, "loss-kernel", dest="loss_kernel", choices=LOSS_KERNELS, default=None,
+         help="the loss: fused (Megatron's vocab-parallel cross entropy) or eager (torch F.cross_entropy on fp32-upcast "
+              "logits, as torchtitan); sets the LM head's logits memory; default: the stack's")
+    flag(g, "uneven-stages", dest="uneven_stages", action="store_true", default=None,
+         help="allow layers not divisible by pp x interleave (the heaviest stage rounds up)")
+    flag(g, "pipeline-layout", dest="pipeline_layout",
+         help="Megatron-Core --pipeline-model-parallel-layout, e.g. 'Et|(tt|)*30mL': '|' between virtual stages "
+              "(rank 0 chunk 0, rank 1 chunk 0, ...), E embedding, t decoder layer, m MTP layer, L loss; "
+              "default: l / (p v) layers per virtual stage")
+    flag(g, "recompute", choices=RECOMPUTE, help="activation recomputation (default none)")
+    flag(g, "sharding", choices=SHARDING,
+         help="optimizer/gradient/parameter sharding over dp")
+    flag(g, "zero", type=int, choices=tuple(range(len(SHARDING_BY_STAGE))), help="ZeRO stage (alias of --sharding)")
+    flag(g, "dtype", choices=DTYPES, help="training precision: 16/32-bit, or an FP8/FP4 recipe whose linear layers run at "
+         "the low-precision peak (fp8 = delayed scaling; docs/models.md 'Precision'); default bf16")
+    flag(g, "grad-dtype", dest="grad_dtype", choices=GRAD_DTYPES,
+         help="gradient buffer and reduce dtype (default: the stack's; Megatron fp32 main grads with bf16)")
+    flag(g, "framework", help="training stack whose defaults fill unset switches: NAME[@VERSION] from "
+         "`frameworks list` (default: the config's, else megatron-core); wins over a config file's")
+    flag(g, "ep-dispatcher", dest="ep_dispatcher", choices=DISPATCHERS,
+         help="MoE token dispatcher: NCCL all-to-all (default) or a node-deduplicating one (DeepEP, HybridEP)")
+    flag(g, "tp-comm-overlap", dest="tp_comm_overlap", action="store_true", default=None,
+         help="the stack's TP communication overlap (Megatron --tp-comm-overlap, torchtitan async TP)")
+    flag(g, "memory-margin", dest="memory_margin", type=number(float, 0.0, strict=False), default=0.0,
+         help="extra fraction of HBM kept free beyond the reserve (CUDA context, NCCL, fragmentation); default 0")
+    g = p.add_argument_group("hardware")
+    flag(g, "gpu", help="hardware profile id (see `hardware list`) or YAML path (default a100-sxm4-80gb, or the config's)")
+    flag(g, "gpus-per-node", dest="gpus_per_node", type=number(int), help="override the profile's GPUs per node")
+    flag(g, "net-gbps", dest="net_gbps", type=number(), help="inter-node line rate per GPU, Gbit/s")
+
+
+def build_spec(args):
+    """The Spec of parsed flags (and the config in ``args._base``) through the one resolver:
+    preset < stack defaults < stack rules < the config's fields < explicit flags."""
+    from dataclasses import replace as dc_replace
+
+    from . import models
+    from .resolve import resolve
+
+    base = getattr(args, "_base", None) or {}
+    if not base and (getattr(args, "config", None) or getattr(args, "example", None)):
+        from . import configfile
+        base = configfile.load_config(args.config or configfile.example_path(args.example))
+    if args.model:
+        model, model_set = models.load(args.model), set()
+    elif base.get("model") is not None:
+        model, model_set = base["model"], set(base.get("model_set", ()))
+    else:
+        model, model_set = None, set()
+    stated_model = {k: getattr(model, k) for k in model_set}
+    # a preset's derived fields follow an overridden shape: MHA stays MHA, a 4h MLP stays 4h
+    if model is not None and args.n_heads and args.n_kv_heads is None and model.n_kv_heads in (None, model.n_heads):
+        model = dc_replace(model, n_kv_heads=None)
+        stated_model.pop("n_kv_heads", None)
+    if model is not None and args.d_model and args.ffn_hidden is None and model.ffn_hidden == 4 * model.d_model \
+            and model.mlp != "swiglu":
+        model = dc_replace(model, ffn_hidden=None)
+        stated_model.pop("ffn_hidden", None)
+    shape = {dest: getattr(args, dest) for _, dest, _, _ in MODEL_FLAGS}
+    flags = {**shape, "mlp": args.mlp, "norm": args.norm, "attention": args.attention, "position": args.position,
+             "tied_embeddings": args.tied_embeddings}
+    stated_model.update({k: v for k, v in flags.items() if v is not None})
+    if model is not None and args.model and any(v is not None and v != getattr(model, k) for k, v in shape.items()):
+        stated_model["name"] = f"{model.name} (modified)"
+
+    plan = {}
+    if base.get("plan") is not None:
+        plan = {k: getattr(base["plan"], k) for k in base.get("plan_set", ())}
+    sharding = args.sharding
+    if args.zero is not None:
+        sharding = SHARDING_BY_STAGE[args.zero]     # the one name of ZeRO stage N (search pins the same)
+    flags = {**{dest: getattr(args, dest) for _, dest, _, _ in PLAN_FLAGS}, "schedule": args.schedule,
+             "sequence_parallel": args.sequence_parallel, "recompute": args.recompute, "sharding": sharding,
+             "uneven_stages": args.uneven_stages, "tp_async_dgrad": getattr(args, "tp_async_dgrad", None),
+             "loss_kernel": getattr(args, "loss_kernel", None),
+             "pipeline_layout": getattr(args, "pipeline_layout", None),
+             "dtype": args.dtype, "grad_dtype": args.grad_dtype,
+             "ep_dispatcher": getattr(args, "ep_dispatcher", None),
+             "tp_comm_overlap": getattr(args, "tp_comm_overlap", None)}
+    plan.update({k: v for k, v in flags.items() if v is not None})
+    # an explicit --framework wins over the config's; with neither, the default stack (Megatron-Core)
+    stack = args.framework or base.get("framework")
+    hw = args.gpu or base.get("hardware") or None
+    return resolve(model, plan, hw, stack, model_fields=stated_model, gpus_per_node=args.gpus_per_node,
+                   net_gbps=args.net_gbps,
+                   stack_reason="--framework" if args.framework else ("the config's framework" if base.get("framework") else ""))
+
+
+def build(args) -> tuple:
+    """(Model, Plan, Hardware) of parsed flags; see :func:`build_spec`."""
+    s = build_spec(args)
+    return s.model, s.plan, s.hardware

@@ -1,0 +1,571 @@
+"""Inputs of the model: architecture (:class:`Model`) and parallel plan (:class:`Plan`).
+
+Plain frozen dataclasses, validated once at the edge (:func:`check`) with one-line messages.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ..base.errors import InputError
+from ..base.precision import NAMES as PRECISION_NAMES
+
+# The named choices of a Model/Plan, defined here once: cliargs (flag choices), search (its knobs) and the
+# rules below import them.
+MLPS = ("gelu", "swiglu", "squared_relu")
+NORMS = ("layernorm", "rmsnorm")
+POSITIONS = ("learned", "rope")
+ATTENTION = ("flash", "unfused")
+# index = the formulas' recompute code (predict.layout_inputs). "op": torchtitan's op-level selective checkpointing
+# (activation_checkpoint.selective_ac_option = "op", the default of its llama3 train_configs/*.toml): each block saves
+# its input, the SDPA outputs and every other matmul output and recomputes the rest (formulas/memory.py op_stored)
+RECOMPUTE = ("none", "selective", "full", "op")
+SCHEDULES = ("1f1b", "interleaved", "gpipe")
+DTYPES = PRECISION_NAMES                # roofline/base/precision.py: bf16, fp16, fp32 and the FP8/FP4 recipes
+# MoE token dispatchers: NCCL all-to-all (Megatron-Core --moe-token-dispatcher-type alltoall), or the flex dispatcher's
+# node-deduplicating backends (--moe-flex-dispatcher-backend deepep | hybridep; formulas/comm.py dispatch_a2a)
+DISPATCHERS = ("alltoall", "deepep", "hybridep")
+# the loss over the vocabulary: "fused", Megatron's vocab-parallel cross entropy (tensor_parallel/cross_entropy.py:
+# bf16 logits + one fp32 exp copy, gradient computed in place); "eager", torch F.cross_entropy on fp32-upcast logits
+# (torchtitan components/loss.py cross_entropy_loss): log-softmax output saved in fp32, its backward holding two
+# more fp32 copies (the NLL gradient and the log-softmax gradient); "compiled", the same F.cross_entropy under
+# torch.compile (torchtitan components/loss.py build_cross_entropy_loss with training.compile, since 2025-04): the
+# upcast, log-softmax and its gradient fuse into kernels that keep the 16-bit logits and write a 16-bit gradient
+LOSS_KERNELS = ("fused", "eager", "compiled")
+GRAD_DTYPES = ("fp32", "bf16", "fp16")
+# Sharding over dp. Every accepted name has its ZeRO stage (Rajbhandari et al. 2020): distributed = Megatron's
+# distributed optimizer (--use-distributed-optimizer) = ZeRO-1; fsdp = FULL_SHARD = ZeRO-3.
+ZERO_STAGE = {"none": 0, "distributed": 1, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}
+SHARDING = tuple(ZERO_STAGE)
+# The one name of each field is its dataclass field's: the formula input (``--set n_layers=96``), the validation
+# CSV column and the YAML key say it the same way. These other spellings are accepted on input only: YAML keys,
+# ``spec.resolve(**fields)``, and the CLI's short flags (``--layers`` for ``--n-layers``, the brief's spelling).
+MODEL_ALIASES = {"layers": "n_layers", "heads": "n_heads", "kv_heads": "n_kv_heads", "experts": "n_experts",
+                 "capacity": "capacity_factor", "tied": "tied_embeddings"}
+PLAN_ALIASES = {"v": "interleave", "vp": "interleave", "mb": "micro_batch", "gb": "global_batch", "zero": "sharding",
+                "precision": "dtype", "seq_parallel": "sequence_parallel"}
+ALIASES = {**MODEL_ALIASES, **PLAN_ALIASES}
+
+
+# The one name of each stage (index = stage): what search lists and what ``--zero N`` means.
+SHARDING_BY_STAGE = ("none", "distributed", "zero2", "zero3")
+
+
+def stage_name(sharding: str) -> str:
+    """The one name of a sharding's ZeRO stage: zero1 -> distributed, fsdp -> zero3 (an unknown name: itself)."""
+    return SHARDING_BY_STAGE[ZERO_STAGE[sharding]] if sharding in ZERO_STAGE else sharding
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str = "custom"
+    n_layers: int = 24
+    d_model: int = 2048
+    n_heads: int = 16
+    n_kv_heads: int | None = None        # None: = n_heads (MHA)
+    ffn_hidden: int | None = None        # None: 4 d_model (gelu) or Llama's 8/3 d rounded (swiglu)
+    mlp: str = "gelu"
+    norm: str = "layernorm"
+    vocab: int = 50257
+    seq_len: int = 2048
+    tied_embeddings: bool = True
+    position: str = "learned"           # learned | rope
+    biases: bool = True
+    dropout: bool = False
+    n_experts: int = 1
+    top_k: int = 1
+    capacity_factor: float = 1.0
+    head_dim: int | None = None          # None: d_model / n_heads (Qwen3, GPT-OSS: kv_channels set apart from it)
+    moe_ffn_hidden: int | None = None    # MLP inner size of one routed expert; None: = ffn (dense-MLP size)
+    n_shared_experts: int | None = None  # shared experts every token passes through (DeepSeek); None: none
+    shared_ffn_hidden: int | None = None  # total inner size of the shared experts (Megatron-Core
+    #                                      moe_shared_expert_intermediate_size); None: n_shared x moe_ffn_hidden
+    first_dense_layers: int | None = None  # leading layers with a dense MLP of ffn (DeepSeek-V3: 3); None: 0
+    # MLA (DeepSeek-V2/V3, Kimi K2), names of the HF config.json / Megatron-Core MLATransformerConfig: kv_lora_rank
+    # set = MLA (then the three head widths are required); q_lora_rank None = queries projected from h directly
+    q_lora_rank: int | None = None
+    kv_lora_rank: int | None = None
+    qk_nope_head_dim: int | None = None  # Megatron-Core qk_head_dim
+    qk_rope_head_dim: int | None = None  # Megatron-Core qk_pos_emb_head_dim
+    v_head_dim: int | None = None
+    # sliding-window attention (Megatron-Core window_size / window_attn_skip_freq; HF sliding_window): a window of
+    # swa_window keys per query (itself included); every swa_every-th layer (1-based) keeps full attention, the
+    # others are windowed (Megatron-Core is_layer_window_attention); swa_every None: every layer windowed (Mistral 7B)
+    swa_window: int | None = None
+    swa_every: int | None = None
+    # multi-token-prediction layers on the last pipeline stage (DeepSeek-V3 report sec 2.2; Megatron-Core
+    # --mtp-num-layers, transformer/multi_token_prediction.py); None or 0: none
+    mtp_layers: int | None = None
+    attention: str = "flash"            # flash | unfused
+    causal: bool = True                 # the kernel skips masked blocks (flash); FLOPs halved
+    # hybrid Mamba-2 models (Megatron-Core --hybrid-override-pattern, megatron/core/ssm/mamba_hybrid_layer_allocation.py):
+    # one character per layer, M = Mamba-2 mixer, * = self-attention, - = dense MLP, E = MoE ('|' pipeline-stage
+    # separators are ignored); None: every layer a transformer layer (attention + MLP/MoE)
+    hybrid_pattern: str | None = None
+    # Mamba-2 mixer sizes (Megatron-Core TransformerConfig mamba_*; MambaMixer d_conv / expand / chunk_size); None:
+    # the Megatron-Core defaults (transformer_config.py: head_dim 64, state 128, groups 8; mamba_mixer.py: d_conv 4,
+    # expand 2, chunk_size 128; heads = expand d_model / head_dim when unset)
+    mamba_num_heads: int | None = None
+    mamba_head_dim: int | None = None
+    mamba_state_dim: int | None = None
+    mamba_num_groups: int | None = None
+    mamba_d_conv: int | None = None
+    mamba_expand: int | None = None
+    mamba_chunk_size: int | None = None
+
+    def __post_init__(self):
+        _types(self, "model")
+
+    @property
+    def kv_heads(self) -> int:
+        return self.n_kv_heads or self.n_heads
+
+    @property
+    def head_size(self) -> int:
+        """Width of one attention head (Megatron-Core kv_channels; d_model / heads unless stated)."""
+        return self.head_dim or self.d_model // self.n_heads
+
+    @property
+    def expert_ffn(self) -> int:
+        """Inner size of one routed expert (Megatron-Core moe_ffn_hidden_size; the dense ffn unless stated)."""
+        return self.moe_ffn_hidden or self.ffn
+
+    @property
+    def shared_ffn(self) -> int:
+        """Total inner size of the shared experts (0 without): Megatron-Core runs them as one MLP of
+        moe_shared_expert_intermediate_size (megatron/core/transformer/moe/shared_experts.py)."""
+        if self.n_experts <= 1:
+            return 0
+        if self.shared_ffn_hidden:
+            return self.shared_ffn_hidden
+        return (self.n_shared_experts or 0) * self.expert_ffn
+
+    @property
+    def dense_layers(self) -> int:
+        """Leading layers with a dense MLP (Megatron-Core moe_layer_freq = [0]*k + [1]*(l-k)); 0 for a dense model."""
+        return (self.first_dense_layers or 0) if self.n_experts > 1 else 0
+
+    @property
+    def mla(self) -> bool:
+        """Multi-head latent attention (DeepSeek-V2/V3): kv_lora_rank is set."""
+        return bool(self.kv_lora_rank)
+
+    @property
+    def windowed_layers(self) -> int:
+        """Layers with sliding-window attention: Megatron-Core transformer/utils.py is_layer_window_attention windows
+        layer n (1-based) unless n % window_attn_skip_freq == 0, so l - floor(l / swa_every) of them (all without
+        swa_every; none without swa_window)."""
+        if not self.swa_window:
+            return 0
+        return self.n_layers - (self.n_layers // self.swa_every if self.swa_every else 0)
+
+    @property
+    def layer_counts(self) -> dict:
+        """Layers of each kind of the hybrid pattern: {"M": Mamba, "*": attention, "-": dense MLP, "E": MoE}; a model
+        without a pattern: every layer attention + MLP (its MoE when n_experts > 1)."""
+        if not self.hybrid_pattern:
+            mlp = "E" if self.n_experts > 1 else "-"
+            return {"M": 0, "*": self.n_layers, "-": self.n_layers if mlp == "-" else 0,
+                    "E": self.n_layers if mlp == "E" else 0}
+        pat = self.hybrid_pattern.replace("|", "")
+        return {c: pat.count(c) for c in "M*-E"}
+
+    @property
+    def mamba(self) -> dict:
+        """The Mamba-2 mixer's sizes with Megatron-Core's defaults (see the fields)."""
+        p = self.mamba_head_dim or 64
+        expand = self.mamba_expand or 2
+        heads = self.mamba_num_heads or (expand * self.d_model) // p
+        return {"heads": heads, "head_dim": p, "state": self.mamba_state_dim or 128,
+                "groups": self.mamba_num_groups or 8, "d_conv": self.mamba_d_conv or 4,
+                "chunk": self.mamba_chunk_size or 128}
+
+    @property
+    def ffn(self) -> int:
+        if self.ffn_hidden:
+            return self.ffn_hidden
+        if self.mlp == "swiglu":   # LLaMA: 2/3 of 4h, rounded up to a multiple of 256
+            return -(-int(8 * self.d_model / 3) // 256) * 256
+        return 4 * self.d_model
+
+
+@dataclass(frozen=True)
+class Plan:
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    cp: int = 1
+    ep: int = 1
+    ep_dispatcher: str = "alltoall"     # alltoall (NCCL) | deepep | hybridep (node-deduplicating, Megatron-Core flex)
+    etp: int | None = None              # expert tensor parallelism; None: = tp (Megatron-Core --expert-tensor-parallel-size default)
+    micro_batch: int = 1
+    global_batch: int | None = None     # None: micro_batch * dp (one micro-batch per step)
+    interleave: int = 1
+    schedule: str = "1f1b"              # 1f1b | interleaved (interleave > 1) | gpipe
+    sequence_parallel: bool = False
+    recompute: str = "none"
+    sharding: str = "none"              # none | distributed (= zero1) | zero2 | zero3 | fsdp
+    dtype: str = "bf16"
+    grad_dtype: str = "fp32"            # gradient buffer and reduce dtype (Megatron main_grad)
+    overlap_grad_reduce: float = 0.0    # fraction of the DP reduce hidden behind backward
+    overlap_param_gather: float = 0.0   # fraction of parameter all-gathers hidden behind forward
+    overlap_tp: float = 0.0             # fraction of TP/SP comm hidden behind GEMMs
+    # the TP backward's dgrad all-reduce / reduce-scatter async beside the wgrad GEMM, and under SP the input re-gather
+    # beside the dgrad GEMM (Megatron-LM megatron/core/tensor_parallel/layers.py
+    # LinearWithGradAccumulationAndAsyncCommunication; on by default in Megatron-Core, the default stack); False: the
+    # backward's collectives mirror the forward's and run synchronously (per stack: stacks/*.yaml tp_async_dgrad)
+    tp_async_dgrad: bool = True
+    loss_kernel: str = "fused"          # fused | eager | compiled (LOSS_KERNELS; per stack: stacks/*.yaml loss_kernel)
+    overlap_ep: float = 0.0             # fraction of the MoE all-to-all hidden (Megatron-Core --overlap-moe-expert-parallel-comm, default off)
+    overlap_pp: float = 0.0             # fraction of PP send/recv hidden
+    overlap_cp: float = 1.0             # ring attention overlaps KV exchange with attention (default on)
+    uneven_stages: bool = False         # allow layers not divisible by pp x interleave (heaviest stage rounds up)
+    # Megatron-Core --pipeline-model-parallel-layout (roofline/spec/layout.py, e.g. "Et|(tt|)*30mL"): which layers each
+    # rank holds; None: l / (p v) layers per virtual stage, the heavier edge on the heaviest stage
+    pipeline_layout: str | None = None
+
+    def __post_init__(self):
+        _types(self, "plan")
+
+    @property
+    def n_gpus(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def batch(self) -> int:
+        return self.global_batch or self.micro_batch * self.dp
+
+    @property
+    def zero_stage(self) -> int:
+        return ZERO_STAGE[self.sharding]
+
+
+def _types(obj, where: str) -> None:
+    """Each field of a Model/Plan has its declared type (int, float, bool, str; None where optional), else one
+    InputError naming the field and the value: ``Model(n_layers="24")``, ``Plan(sequence_parallel="no")``.
+    Ranges and the rules between fields are :func:`check`'s. Integral floats (2.0) are accepted as integers."""
+    from ..base import schema as S
+
+    for f in dataclasses.fields(obj):
+        v = getattr(obj, f.name)
+        t = str(f.type)
+        if v is None and "None" in t:
+            continue
+        w = f"{where}.{f.name}"
+        base = t.split("|")[0].strip()
+        if base == "bool":
+            if not isinstance(v, bool):
+                try:
+                    import numpy as np
+                    if isinstance(v, np.bool_):
+                        continue
+                except ImportError:  # pragma: no cover
+                    pass
+                S.boolean(v, w)
+        elif base == "int":
+            S.number(v, w, int)
+        elif base == "float":
+            S.number(v, w, float)
+        elif base == "str":
+            S.text(v, w)
+
+
+def replace(obj, **changes):
+    """dataclasses.replace that ignores None values (unset CLI flags)."""
+    return dataclasses.replace(obj, **{k: v for k, v in changes.items() if v is not None})
+
+
+# ---- validity rules: written once, run on one plan (check) and on arrays of plans (search) ----------------
+#
+# Each Rule is one constraint of a (model, plan) pair: ``ok(m, p)`` returns True when it holds, and a boolean
+# array when the plan fields are numpy arrays (roofline.views.search passes its enumerated knobs as arrays), so it is
+# written with & | ~ and comparisons, never ``and``/``or`` on a plan field. ``reads`` names the plan fields it
+# reads (empty: model fields only); search applies a rule to its arrays once every field it reads is
+# enumerated, and checks the rules on fields it does not search (dtype, overlaps, the model's) once on the
+# fixed fields with check(). ``message`` is the one-line error: a str.format template over m (the Model),
+# p (the Plan) and the derived terms of _terms, or a function (m, p) -> str when the line lists names.
+# check() raises the message of the first rule that fails, in the order of RULES; a rule may therefore assume
+# that the rules before it hold (no division by a zero tp: the positivity rules come first).
+#
+# Adding a rule is one entry in RULES (or in roofline.spec.stacks.plan_rules for what one stack cannot run), e.g. the
+# expert grid's "ep x etp divides tp x cp x dp" below; a field search does not enumerate (etp, uneven_stages) is
+# given to its rule view as the fixed plan's value (search._Rows).
+
+@dataclass(frozen=True)
+class Rule:
+    ok: object                      # (m, p) -> bool or bool array
+    message: object                 # str.format template over m, p and _terms(m, p), or (m, p) -> str
+    reads: tuple = ()               # plan fields ok() reads; () = model fields only
+
+    def text(self, m, p) -> str:
+        if callable(self.message):
+            return self.message(m, p)
+        terms = _terms(m, p) if any(f"{{{k}}}" in self.message for k in _TERMS) else {}
+        return self.message.format(m=m, p=p, **terms)
+
+
+_TERMS = ("stages", "per", "micro_batches")
+
+
+def _terms(m, p) -> dict:
+    """Derived values the messages quote (pipeline stages, sequences per micro-batch round, micro-batches)."""
+    stages = p.pp * p.interleave
+    per = p.micro_batch * p.dp
+    return {"stages": stages, "per": per, "micro_batches": p.batch // per if per else None}
+
+
+def _pos(v):
+    """v > 0 for a number or an array; False for None and booleans."""
+    return v is not None and not isinstance(v, bool) and v > 0
+
+
+def _positive(obj: str, name: str, optional: bool = False) -> Rule:
+    get = (lambda m, p: getattr(m, name)) if obj == "model" else (lambda m, p: getattr(p, name))
+    letter = "m" if obj == "model" else "p"
+    ok = (lambda m, p: get(m, p) is None or _pos(get(m, p))) if optional else (lambda m, p: _pos(get(m, p)))
+    return Rule(ok, f"{obj}.{name} must be a positive number, got {{{letter}.{name}!r}}",
+                () if obj == "model" else (name,))
+
+
+def _integer(name: str) -> Rule:
+    return Rule(lambda m, p: getattr(p, name) % 1 == 0, f"plan.{name} must be an integer, got {{p.{name}!r}}", (name,))
+
+
+def _count(name: str) -> Rule:       # 0 = none
+    return Rule(lambda m, p: getattr(m, name) is None or getattr(m, name) >= 0,
+                f"model.{name} must be a count >= 0, got {{m.{name}!r}}")
+
+
+def among(v, options):
+    """v in options, elementwise for an array."""
+    if hasattr(v, "shape"):
+        ok = v == options[0]
+        for o in options[1:]:
+            ok = ok | (v == o)
+        return ok
+    return v in options
+
+
+def _choice(obj: str, name: str, what: str, options) -> Rule:
+    """A named option."""
+    get = (lambda m, p: getattr(m, name)) if obj == "model" else (lambda m, p: getattr(p, name))
+    return Rule(lambda m, p: among(get(m, p), options),
+                f"{what} must be one of {', '.join(options)}, got {{{'m' if obj == 'model' else 'p'}.{name}!r}}",
+                () if obj == "model" else (name,))
+
+
+def _fraction(name: str) -> Rule:
+    return Rule(lambda m, p: (getattr(p, name) >= 0) & (getattr(p, name) <= 1),
+                f"plan.{name} must be a fraction in [0, 1], got {{p.{name}!r}}", (name,))
+
+
+_MLA_WIDTHS = ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+_ATTENTION_FIELDS = ("q_lora_rank", "kv_lora_rank", *_MLA_WIDTHS, "swa_window", "swa_every")
+
+
+def _mla_missing(m) -> list:
+    return [n for n in _MLA_WIDTHS if getattr(m, n) is None] if m.kv_lora_rank else []
+
+
+def _mla_orphans(m) -> list:
+    """MLA fields given without kv_lora_rank."""
+    return [] if m.kv_lora_rank else [n for n in _ATTENTION_FIELDS[:5] if getattr(m, n) is not None
+                                      and n != "kv_lora_rank"]
+
+
+def expert_tp(p):
+    """The plan's expert tensor-parallel degree: etp, or tp when unset (Megatron-Core --expert-tensor-parallel-size
+    default); elementwise for arrays."""
+    e = p.etp
+    if e is None:
+        return p.tp
+    if getattr(e, "dtype", None) == object:         # a column of plans, some unset
+        import numpy as np
+        unset = np.equal(e, None)
+        return np.where(unset, p.tp, np.where(unset, 1, e)).astype(np.int64)
+    return e
+
+
+def _layout_error(m, text, pp, interleave) -> str | None:
+    """The one-line reason a pipeline_layout breaks Megatron-Core's layout rules for this model, else None."""
+    from .layout import ranks
+
+    try:
+        ranks(text, int(pp), int(interleave), m.n_layers, m.mtp_layers or 0)
+    except (InputError, ValueError, TypeError) as exc:
+        return str(exc)
+    return None
+
+
+def _has_layout(p):
+    """pipeline_layout is stated: a bool, or a bool array for search's columns."""
+    v = p.pipeline_layout
+    if hasattr(v, "shape"):
+        import numpy as np
+        return np.array([x is not None for x in v.ravel()], dtype=bool).reshape(v.shape)
+    return v is not None
+
+
+def _layout_ok(m, p):
+    v = p.pipeline_layout
+    if hasattr(v, "shape"):
+        import numpy as np
+        pp, vi = np.broadcast_to(p.pp, v.shape).ravel(), np.broadcast_to(p.interleave, v.shape).ravel()
+        return np.array([x is None or _layout_error(m, x, a, b) is None for x, a, b in zip(v.ravel(), pp, vi)],
+                        dtype=bool).reshape(v.shape)
+    return v is None or _layout_error(m, v, p.pp, p.interleave) is None
+
+
+def _edge_slots(p):
+    """Virtual stages the embedding and the loss may fill with uneven stages and pp > 1 (2), else 0."""
+    return 2 * ((p.uneven_stages != 0) & (p.pp > 1))
+
+
+_MAMBA_FIELDS = ("mamba_num_heads", "mamba_head_dim", "mamba_state_dim", "mamba_num_groups", "mamba_d_conv",
+                 "mamba_expand", "mamba_chunk_size")
+
+
+def _pattern_bad(m) -> str:
+    """Characters of the hybrid pattern that are no layer kind ('' when none or no pattern)."""
+    return "".join(sorted(set(m.hybrid_pattern or "") - set("M*-E|")))
+
+
+def _pattern_len(m) -> int:
+    return len((m.hybrid_pattern or "").replace("|", ""))
+
+
+def _dense_mlp(m) -> bool:
+    """A dense MLP of ffn somewhere: a dense model, or the leading dense layers of an MoE model."""
+    return m.n_experts == 1 or bool(m.dense_layers)
+
+
+RULES: tuple[Rule, ...] = (
+    *(_positive("model", n) for n in ("n_layers", "d_model", "n_heads", "vocab", "seq_len", "n_experts", "top_k",
+                                      "capacity_factor")),
+    *(_positive("model", n, optional=True) for n in ("n_kv_heads", "ffn_hidden", "head_dim", "moe_ffn_hidden",
+                                                     "shared_ffn_hidden")),
+    *(_count(n) for n in ("n_shared_experts", "first_dense_layers", "mtp_layers")),
+    *(r for n in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "interleave") for r in (_positive("plan", n),
+                                                                                       _integer(n))),
+    _positive("plan", "global_batch", optional=True),
+    _choice("model", "mlp", "mlp", MLPS),
+    _choice("model", "norm", "norm", NORMS),
+    _choice("model", "attention", "attention", ATTENTION),
+    _choice("plan", "recompute", "recompute", RECOMPUTE),
+    _choice("plan", "schedule", "schedule", SCHEDULES),
+    _choice("plan", "sharding", "sharding", SHARDING),
+    _choice("plan", "dtype", "dtype", DTYPES),
+    _choice("plan", "grad_dtype", "grad_dtype", GRAD_DTYPES),
+    _choice("plan", "ep_dispatcher", "ep_dispatcher", DISPATCHERS),
+    _choice("plan", "loss_kernel", "loss_kernel", LOSS_KERNELS),
+    *(_fraction(n) for n in ("overlap_grad_reduce", "overlap_param_gather", "overlap_tp", "overlap_pp",
+                             "overlap_cp", "overlap_ep")),
+    Rule(lambda m, p: m.head_dim is not None or m.d_model % m.n_heads == 0,
+         "d_model ({m.d_model}) must be divisible by heads ({m.n_heads}) (or state head_dim)"),
+    # the attention variants' fields: MLA's ranks and head widths together, sliding-window sizes
+    *(_positive("model", n, optional=True) for n in _ATTENTION_FIELDS),
+    Rule(lambda m, p: not _mla_missing(m),
+         lambda m, p: f"MLA (kv_lora_rank = {m.kv_lora_rank}) needs {', '.join(_mla_missing(m))}"),
+    Rule(lambda m, p: not m.kv_lora_rank or m.n_kv_heads is None or m.n_kv_heads == m.n_heads,
+         "MLA has one key/value per head: kv-heads ({m.n_kv_heads}) must equal heads ({m.n_heads}) or be unset"),
+    Rule(lambda m, p: not _mla_orphans(m),
+         lambda m, p: f"{', '.join(_mla_orphans(m))} given without kv_lora_rank (MLA needs its KV compression rank)"),
+    Rule(lambda m, p: m.swa_every is None or m.swa_window is not None,
+         "swa_every ({m.swa_every}) given without swa_window"),
+    *(_positive("model", n, optional=True) for n in _MAMBA_FIELDS),
+    Rule(lambda m, p: not _pattern_bad(m),
+         lambda m, p: (f"hybrid_pattern may hold only M, *, -, E and |, got {m.hybrid_pattern!r} "
+                       f"(unknown {_pattern_bad(m)!r})")),
+    Rule(lambda m, p: not m.hybrid_pattern or _pattern_len(m) == m.n_layers,
+         lambda m, p: f"hybrid_pattern has {_pattern_len(m)} layers, n_layers is {m.n_layers}"),
+    Rule(lambda m, p: not m.hybrid_pattern or (m.layer_counts["E"] == 0) | (m.n_experts > 1),
+         "hybrid_pattern has MoE layers (E) but n_experts is {m.n_experts}"),
+    Rule(lambda m, p: not m.hybrid_pattern or not (m.layer_counts["-"] and m.n_experts > 1),
+         "hybrid_pattern's dense MLP layers (-) in a MoE model (n_experts = {m.n_experts}) are not modelled "
+         "(one MLP kind per model)"),
+    Rule(lambda m, p: not m.hybrid_pattern or not (m.dense_layers or m.kv_lora_rank or m.swa_window),
+         "hybrid_pattern with first_dense_layers, MLA or sliding-window attention is not modelled"),
+    Rule(lambda m, p: not m.hybrid_pattern or m.mamba["heads"] % m.mamba["groups"] == 0,
+         lambda m, p: f"mamba heads ({m.mamba['heads']}) must be divisible by mamba groups ({m.mamba['groups']})"),
+    # Megatron-Core mamba_mixer.py: nheads % tp == 0 and ngroups % tp == 0 (in_proj column-parallel by heads)
+    Rule(lambda m, p: not m.layer_counts["M"] or (m.mamba["heads"] % p.tp == 0) & (m.mamba["groups"] % p.tp == 0),
+         lambda m, p: (f"mamba heads ({m.mamba['heads']}) and groups ({m.mamba['groups']}) must be divisible by "
+                       f"tp ({p.tp})"), ("tp",)),
+    # Megatron-Core's Mamba context parallelism (ssm/mamba_context_parallel.py: all-to-all of heads) is not priced
+    Rule(lambda m, p: not m.layer_counts["M"] or (p.cp == 1),
+         "context parallelism of Mamba layers is not modelled: cp must be 1, got {p.cp}", ("cp",)),
+    Rule(lambda m, p: m.n_heads % m.kv_heads == 0, "heads ({m.n_heads}) must be divisible by kv-heads ({m.kv_heads})"),
+    # Megatron-Core splits attention heads, the dense MLP, each expert (expert TP = tp) and the shared experts
+    # column/row-wise over tp (megatron/core/transformer/attention.py, mlp.py, moe/experts.py)
+    Rule(lambda m, p: m.n_heads % p.tp == 0, "heads ({m.n_heads}) must be divisible by tp ({p.tp})", ("tp",)),
+    Rule(lambda m, p: (m.kv_heads % p.tp == 0) | (p.tp % m.kv_heads == 0),
+         "kv-heads ({m.kv_heads}) must be divisible by tp ({p.tp}) (or tp by kv-heads)", ("tp",)),
+    Rule(lambda m, p: (not _dense_mlp(m)) | (m.ffn % p.tp == 0),
+         "ffn-hidden ({m.ffn}) must be divisible by tp ({p.tp})", ("tp",)),
+    Rule(lambda m, p: (m.n_experts <= 1) | (m.expert_ffn % expert_tp(p) == 0),
+         lambda m, p: f"moe-ffn-hidden ({m.expert_ffn}) must be divisible by etp ({expert_tp(p)})", ("tp", "etp")),
+    Rule(lambda m, p: m.shared_ffn % p.tp == 0,
+         "shared-ffn-hidden ({m.shared_ffn}) must be divisible by tp ({p.tp})", ("tp",)),
+    Rule(lambda m, p: m.dense_layers < m.n_layers,
+         "first-dense-layers ({m.dense_layers}) must be fewer than layers ({m.n_layers})"),
+    # uneven stages: the embedding and the loss may each take a virtual stage's place (Megatron-Core
+    # account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split, transformer_config.py;
+    # Megatron-Bridge sets both for Llama 3.1 405B: 126 layers + 2 = 16 x 8 virtual stages)
+    # a stated layout: Megatron-Core's rules (layout.ranks; pipeline_parallel_layer_layout.py validate_layer_layout)
+    Rule(_layout_ok, lambda m, p: _layout_error(m, p.pipeline_layout, p.pp, p.interleave),
+         ("pp", "interleave", "pipeline_layout")),
+    Rule(lambda m, p: _has_layout(p) | (m.n_layers + _edge_slots(p) >= p.pp * p.interleave),
+         lambda m, p: (f"layers ({m.n_layers}) must be at least pp x interleave ({p.pp} x {p.interleave} = "
+                       f"{p.pp * p.interleave})" + (" less the 2 stages embedding and loss may fill"
+                                                    if _edge_slots(p) else "")),
+         ("pp", "interleave", "uneven_stages", "pipeline_layout")),
+    Rule(lambda m, p: p.uneven_stages | _has_layout(p) | (m.n_layers % (p.pp * p.interleave) == 0),
+         "layers ({m.n_layers}) must be divisible by pp x interleave ({p.pp} x {p.interleave} = {stages}); "
+         "allow uneven stages with --uneven-stages", ("pp", "interleave", "uneven_stages", "pipeline_layout")),
+    Rule(lambda m, p: (p.interleave <= 1) | (p.schedule != "gpipe"),
+         "interleave > 1 needs the interleaved 1F1B schedule, not gpipe", ("interleave", "schedule")),
+    Rule(lambda m, p: m.seq_len % p.cp == 0, "seq-len ({m.seq_len}) must be divisible by cp ({p.cp})", ("cp",)),
+    Rule(lambda m, p: (m.n_experts > 1) | (expert_tp(p) == p.tp),
+         lambda m, p: (f"etp ({expert_tp(p)}) applies to routed experts only: a dense model splits its MLP over tp "
+                       f"({p.tp})"), ("tp", "etp")),
+    # the experts' own grid over the same GPUs: world = pp x etp x ep x expert-dp (Megatron-Core parallel_state.py,
+    # "MoE parallel folding"): EP may fold in TP and CP ranks
+    Rule(lambda m, p: (p.tp * p.cp * p.dp) % (p.ep * expert_tp(p)) == 0,
+         lambda m, p: (f"ep x etp ({p.ep} x {expert_tp(p)}) must divide tp x cp x dp ({p.tp} x {p.cp} x {p.dp} = "
+                       f"{p.tp * p.cp * p.dp}) (Megatron-Core expert grid: world = pp x etp x ep x expert-dp)"),
+         ("tp", "cp", "dp", "ep", "etp")),
+    Rule(lambda m, p: m.n_experts % p.ep == 0, "experts ({m.n_experts}) must be divisible by ep ({p.ep})", ("ep",)),
+    Rule(lambda m, p: m.top_k <= m.n_experts, "top-k ({m.top_k}) cannot exceed experts ({m.n_experts})"),
+    Rule(lambda m, p: p.batch % (p.micro_batch * p.dp) == 0,
+         "global batch ({p.batch}) must be divisible by micro-batch x dp ({p.micro_batch} x {p.dp} = {per})",
+         ("global_batch", "micro_batch", "dp")),
+    Rule(lambda m, p: (p.interleave <= 1) | (p.pp > 1), "interleave ({p.interleave}) needs pp > 1",
+         ("interleave", "pp")),
+    Rule(lambda m, p: (p.interleave <= 1) | ((p.batch // (p.micro_batch * p.dp)) % p.pp == 0),
+         "interleaved 1F1B needs micro-batches ({micro_batches}) divisible by pp ({p.pp})",
+         ("interleave", "pp", "global_batch", "micro_batch", "dp")),
+)
+
+
+def check(model: Model, plan: Plan) -> None:
+    """Validate the pair; raise InputError naming the violated constraint and the values (the first of
+    :data:`RULES` that fails)."""
+    for rule in RULES:
+        if not rule.ok(model, plan):
+            raise InputError(rule.text(model, plan))
+
+
+def holds(rules, model, plan):
+    """True where every rule holds: a bool for one plan, a bool array when ``plan``'s fields are arrays. A rule
+    may assume the rules before it (check's order): on arrays the rules after one that fails for some rows are
+    still evaluated on those rows (their results are discarded, their arithmetic warnings silenced); a rule that
+    fails for all (a model-only rule, say) ends the evaluation."""
+    import numpy as np
+
+    ok = True
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for rule in rules:
+            ok = ok & rule.ok(model, plan)
+            if not hasattr(ok, "shape") and not ok:
+                return False          # a rule failed for every plan; the rules after it may assume it holds
+    return ok

@@ -1,0 +1,469 @@
+"""Hardware profiles: datasheet peaks, node/network topology, calibrated efficiency curves.
+
+A profile is a YAML file (``profiles/<id>.yaml`` or any path). Keys ``base: ID`` (inherit and
+override), ``efficiency_from: ID`` (take another profile's fitted compute curves, e.g. the H100
+using the GH200's Hopper curves), ``collectives_from: ID`` (take fitted alpha-beta links) and
+``host_from: ID`` (take a measured ``host:`` block, e.g. the file ``calibrate host --out`` writes)
+compose profiles. Each ID is a bundled profile id or a path to a .yaml; a relative path is read from
+the folder of the profile that names it (not the working directory). Values carry units as strings
+("2039 GB/s").
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import yaml
+
+from ...base import precision
+from ...base import schema as S
+from ...base.errors import InputError
+
+PROFILES = Path(__file__).with_name("profiles")
+CLASSES = ("gemm", "attn", "bmm", "softmax", "norm", "elem", "embed", "ce", "optim")
+COLLECTIVES = ("ar", "ag", "rs", "a2a", "p2p")
+
+
+@dataclass(frozen=True)
+class Link:
+    kind: str
+    bandwidth: float        # B/s, one direction, per GPU
+    latency: float          # s
+
+    def __post_init__(self):
+        S.positive(self.bandwidth, f"link {self.kind}: bandwidth (B/s)")
+        S.number(self.latency, f"link {self.kind}: latency (s)", low=0.0)
+
+
+# A sustained/burst compute-rate ratio below this is not a clock the GPU runs at but a measurement artefact
+# (one noisy CPU burst once wrote 0.03, issue 22). Datasheet base/boost clock ratios of data-center GPUs, the
+# clock a power-capped GPU is guaranteed to hold, are ~0.3 and above (NVIDIA L40 735/2490 MHz ~0.30, L40S
+# 1110/2520 MHz 0.44, H100 SXM 1590/1980 MHz 0.80, A100 SXM 1095/1410 MHz 0.78, vendor datasheets).
+SUSTAINED_CLOCK_MIN = 0.3
+
+
+def _clock(v, where: str) -> float:
+    """The sustained-clock ratio: a number in [SUSTAINED_CLOCK_MIN, 1]."""
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and SUSTAINED_CLOCK_MIN <= v <= 1
+    if not ok:
+        raise InputError(f"{where}: sustained_clock must be a number in (0, 1] and at least {SUSTAINED_CLOCK_MIN} "
+                         f"(sustained / burst compute rate; lower is not a clock a GPU holds), got {v!r}")
+    return float(v)
+
+
+@dataclass(frozen=True)
+class Hardware:
+    id: str
+    name: str
+    kind: str                                   # datasheet | calibrated | ...
+    peak_flops: dict                            # dtype -> FLOP/s (None: unsupported)
+    hbm_bandwidth: float                        # B/s
+    hbm_capacity: float                         # B
+    board_power: float | None                   # W
+    gpus_per_node: int
+    sm_count: int               # SMs (CUs): thread blocks of one wave; 1 where unknown (no wave quantisation)
+    intra: Link
+    inter: Link
+    efficiency: dict                            # class -> {fwd|bwd -> (eta, mu, t0 s)}
+    dhalf: float
+    collectives: dict                           # (collective, link) -> (alpha s, busbw B/s)
+    attn_shape: dict = field(default_factory=dict)   # fwd|bwd -> (d_soft, d_reg, uneven, d_io), compute.attention_shape
+    bmm_shape: dict = field(default_factory=dict)    # fwd|bwd -> (dhalf, reread), compute.bmm_time
+    host_fwd: float = 0.0                       # s, host time to issue one layer forward (eager PyTorch)
+    host_bwd: float = 0.0                       # s, ... backward
+    host_rc: float = 0.0                        # s, extra host time of a layer's full recomputation
+    host_emb: float = 0.0                       # s, host time of the embedding (fwd + bwd) per micro-batch
+    host_head: float = 0.0                      # s, ... final norm + LM head + cross-entropy per micro-batch
+    host_mb: float = 0.0                        # s, framework per-micro-batch work outside the model
+    sustained_clock: float = 1.0                # sustained / burst compute rate under a power-capped load
+    matmul_ceiling: float = 1.0                 # max achievable matmul rate / peak (mamf-finder); caps gemm, bmm eta
+    calibrated: tuple = ()                      # which parts are fitted: "compute", "intra", "inter"
+    provenance: dict = field(default_factory=dict)
+    sources: tuple = ()
+    path: str = ""
+
+    def __post_init__(self):
+        """The same ranges as the profile loader, for Hardware built or replaced in Python
+        (``dataclasses.replace(hw, gpus_per_node=0)`` is an InputError, not a division by zero later)."""
+        w = f"hardware {self.id}"
+        object.__setattr__(self, "gpus_per_node", S.number(self.gpus_per_node, f"{w}: gpus_per_node", int, low=1))
+        object.__setattr__(self, "sm_count", S.number(self.sm_count, f"{w}: sm_count", int, low=1))
+        for name in ("hbm_bandwidth", "hbm_capacity"):
+            S.positive(getattr(self, name), f"{w}: {name}")
+        if self.board_power is not None:
+            S.positive(self.board_power, f"{w}: board_power (W)")
+        for dt, v in self.peak_flops.items():
+            if v is not None:
+                S.positive(v, f"{w}: peak_flops.{dt} (FLOP/s)")
+        _clock(self.sustained_clock, w)
+        S.fraction(self.matmul_ceiling, f"{w}: matmul_ceiling")
+        for k in ("host_fwd", "host_bwd", "host_rc", "host_emb", "host_head", "host_mb"):
+            S.number(getattr(self, k), f"{w}: {k} (s)", low=0.0)
+        for (c, link), (alpha, bw) in self.collectives.items():
+            S.number(alpha, f"{w}: collectives.{link}.{c}.alpha (s)", low=0.0)
+            S.positive(bw, f"{w}: collectives.{link}.{c}.busbw (B/s)")
+
+    def peak(self, dtype: str) -> float:
+        """Dense peak FLOP/s of a dtype or of a training precision's low-precision GEMMs ('mxfp8' -> fp8)."""
+        key = precision.peak_key(dtype)
+        p = self.peak_flops.get(key)
+        if not p:
+            raise InputError(f"{self.id} has no {key} peak FLOP/s in its profile" + (f" (needed by {dtype})" if key != dtype else ""))
+        return p
+
+    def peak_16bit(self, dtype: str) -> float:
+        """Peak FLOP/s of the GEMMs a precision keeps in 16 bits (attention core, LM head, router: precision.py)."""
+        return self.peak(precision.high_key(dtype))
+
+    def vector_peak(self) -> float:
+        return self.peak_flops.get("fp32") or self.peak("bf16") * _defaults()["vector_fraction"]
+
+    def with_network(self, gbps_per_gpu: float) -> "Hardware":
+        """The same profile with another inter-node line rate (Gbit/s per GPU); busbw scales with it."""
+        gbps = S.positive(gbps_per_gpu, "network line rate (Gbit/s per GPU)")
+        bw = gbps * 1e9 / 8
+        eff = _defaults()["link_efficiency"]["inter"]
+        coll = dict(self.collectives)
+        for c in COLLECTIVES:
+            alpha, busbw = coll[c, "inter"]
+            coll[c, "inter"] = (alpha, bw * eff if "inter" not in self.calibrated else busbw * bw / self.inter.bandwidth)
+        return replace(self, inter=replace(self.inter, bandwidth=bw), collectives=coll)
+
+
+@functools.lru_cache(maxsize=1)
+def _defaults() -> dict:
+    return yaml.safe_load(Path(__file__).with_name("defaults.yaml").read_text())
+
+
+def list_ids() -> list[str]:
+    return sorted(p.stem for p in PROFILES.glob("*.yaml"))
+
+
+def _find(ref: str, by: str = "", folder: Path | None = None) -> Path:
+    """The file of a profile id or path; ``by`` names the file and key that referred to it, ``folder`` is that
+    file's folder: a relative path named inside a profile is read from there (as an include is), whatever the
+    working directory."""
+    p = Path(ref)
+    if folder is not None and not p.is_absolute():
+        p = folder / p
+    if p.suffix in (".yaml", ".yml") and p.exists():
+        return p
+    q = PROFILES / f"{ref}.yaml"
+    if q.exists():
+        return q
+    raise InputError((f"{by}: " if by else "") + f"unknown GPU/hardware profile {ref!r}; known: {', '.join(list_ids())} "
+                     "(or a path to a .yaml)")
+
+
+def _merge(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+# ---- the profile schema: every key a file may hold, its type, unit and range ---------------------
+REFS = ("base", "efficiency_from", "collectives_from", "host_from")     # keys that name another profile
+TOP_KEYS = ("id", "name", "kind", "vendor", *REFS, "peak_flops", "max_matmul",
+            "hbm_bandwidth", "hbm_capacity", "board_power", "sm_count", "gpus_per_node", "links", "efficiency",
+            "collectives", "host", "sustained_clock", "sources", "provenance")
+DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8")
+QUANTITIES = {"max_matmul": "flop/s", "hbm_bandwidth": "B/s", "hbm_capacity": "B", "board_power": "W"}
+LINK_KEYS = ("kind", "bandwidth", "latency")
+ROOFLINE_KEYS = ("eta", "mu", "t0")
+SHAPE_KEYS = {"attn": ("d_soft", "d_reg", "uneven", "d_io"), "bmm": ("dhalf", "reread")}
+HOST_TIMES = ("layer_fwd", "layer_bwd", "recompute_extra", "embed_fwd", "embed_bwd", "head_fwd", "head_bwd",
+              "microbatch", "launch")
+HOST_COUNTS = ("kernels_fwd", "kernels_bwd", "kernels_recompute", "kernels_embed_fwd", "kernels_embed_bwd",
+               "kernels_head_fwd", "kernels_head_bwd", "kernels_microbatch")
+
+
+def _shape_value(cls: str, key: str, v, where: str) -> float:
+    """Shape constants: d_reg may be .inf (no register-tile term, defaults.yaml); reread in [0, 1]; others >= 0."""
+    if key == "d_reg":
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v == float("inf"):
+            return v
+        return S.positive(v, where)
+    return S.number(v, where, low=0.0, high=1.0 if key == "reread" else None)
+
+
+def check_profile(d: dict, where: str) -> None:
+    """Types, units, ranges and allowed keys of one profile file's own content (every key optional here;
+    :func:`load` requires the ones a usable profile needs after ``base`` is resolved)."""
+    S.check_keys(d, TOP_KEYS, where)
+    for k in ("id", "name", "kind", "vendor"):
+        if k in d and (d[k] is None or isinstance(d[k], (dict, list))):
+            raise InputError(f"{where}: {k} must be a string, got {d[k]!r}")
+    for k in REFS:
+        if k in d:
+            S.text(d[k], f"{where}: {k}")
+    if d.get("peak_flops") is not None:
+        peaks = S.mapping(d["peak_flops"], f"{where}: peak_flops", "a mapping dtype -> FLOP/s")
+        S.check_keys(peaks, DTYPES, f"{where}: peak_flops")
+        for dt, v in peaks.items():
+            if v is not None:
+                S.quantity(v, "flop/s", f"{where}: peak_flops.{dt}")
+    for k, unit in QUANTITIES.items():
+        if d.get(k) is not None:
+            S.quantity(d[k], unit, f"{where}: {k}")
+    for k in ("gpus_per_node", "sm_count"):
+        if k in d:
+            S.number(d[k], f"{where}: {k}", int, low=1)
+    if "sustained_clock" in d:
+        _clock(d["sustained_clock"], where)
+    if "links" in d:
+        links = S.mapping(d["links"], f"{where}: links", "a mapping with intra and inter")
+        S.check_keys(links, ("intra", "inter"), f"{where}: links")
+        for name, L in links.items():
+            w = f"{where}: links.{name}"
+            S.mapping(L, w, "a mapping with kind, bandwidth, latency")
+            S.check_keys(L, LINK_KEYS, w)
+            if "bandwidth" in L:
+                S.quantity(L["bandwidth"], "B/s", f"{w}.bandwidth")
+            if "latency" in L:
+                S.quantity(L["latency"], "s", f"{w}.latency", low=0.0, low_open=False)
+            if "kind" in L and not isinstance(L["kind"], str):
+                raise InputError(f"{w}.kind: expected a string, got {L['kind']!r}")
+    if d.get("efficiency") is not None:
+        eff = S.mapping(d["efficiency"], f"{where}: efficiency", "a mapping op class -> {fwd, bwd}")
+        S.check_keys(eff, ("dhalf",) + CLASSES, f"{where}: efficiency")
+        for c, e in eff.items():
+            w = f"{where}: efficiency.{c}"
+            if c == "dhalf":
+                S.number(e, w, low=0.0)
+                continue
+            S.mapping(e, w, "a mapping with fwd and/or bwd")
+            S.check_keys(e, ("fwd", "bwd"), w)
+            for direction, r in e.items():
+                wd = f"{w}.{direction}"
+                S.mapping(r, wd, "a mapping with eta, mu, t0")
+                S.check_keys(r, ROOFLINE_KEYS + SHAPE_KEYS.get(c, ()), wd)
+                for k in ("eta", "mu"):
+                    if k in r:
+                        S.fraction(r[k], f"{wd}.{k}")
+                if "t0" in r:
+                    S.quantity(r["t0"], "s", f"{wd}.t0", low=0.0, low_open=False)
+                for k in SHAPE_KEYS.get(c, ()):
+                    if k in r:
+                        _shape_value(c, k, r[k], f"{wd}.{k}")
+    if d.get("collectives") is not None:
+        coll = S.mapping(d["collectives"], f"{where}: collectives", "a mapping with intra and/or inter")
+        S.check_keys(coll, ("intra", "inter"), f"{where}: collectives")
+        for link, cs in coll.items():
+            w = f"{where}: collectives.{link}"
+            S.mapping(cs, w, "a mapping collective -> {alpha, busbw}")
+            S.check_keys(cs, COLLECTIVES + ("note",), w)
+            for c, e in cs.items():
+                if c == "note":
+                    continue
+                S.mapping(e, f"{w}.{c}", "a mapping with alpha and busbw")
+                S.check_keys(e, ("alpha", "busbw"), f"{w}.{c}")
+                for k in ("alpha", "busbw"):
+                    if k not in e:
+                        raise InputError(f"{w}.{c}: missing '{k}' (a collective needs alpha and busbw)")
+                S.quantity(e["alpha"], "s", f"{w}.{c}.alpha", low=0.0, low_open=False)
+                S.quantity(e["busbw"], "B/s", f"{w}.{c}.busbw")
+    if d.get("host") is not None:
+        host = S.mapping(d["host"], f"{where}: host", "a mapping of host issue times")
+        S.check_keys(host, HOST_TIMES + HOST_COUNTS, f"{where}: host")
+        for k, v in host.items():
+            if k in HOST_TIMES:
+                S.quantity(v, "s", f"{where}: host.{k}", low=0.0, low_open=False)
+            else:
+                S.number(v, f"{where}: host.{k}", int, low=0)
+    if d.get("sources") is not None and not isinstance(d["sources"], (list, str)):
+        raise InputError(f"{where}: sources must be a list of strings, got {d['sources']!r}")
+    if d.get("provenance") is not None:
+        S.mapping(d["provenance"], f"{where}: provenance")
+
+
+def _read(path: Path) -> dict:
+    """One profile file's own content, checked against the schema (a copy; never cached)."""
+    where = f"profile {path}"
+    data = S.load_yaml(path, "profile")
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: expected a mapping at top level, got {type(data).__name__}")
+    check_profile(data, where)
+    return data
+
+
+def raw(ref: str, _seen=(), by: str = "", folder: Path | None = None) -> dict:
+    """The profile's YAML after resolving ``base``, ``efficiency_from``, ``collectives_from`` and ``host_from``
+    (dict, units as text)."""
+    path = _find(ref, by, folder)
+    if str(path.resolve()) in _seen:
+        raise InputError(f"profile {path}: circular 'base'/'efficiency_from' reference")
+    data = _read(path)
+    data.setdefault("_calibrated", [])
+    if data.get("efficiency"):
+        data["_calibrated"] = list(data["_calibrated"]) + (["compute"] if str(data.get("kind", "")).startswith("calibrated") else [])
+    for link in ("intra", "inter"):
+        if (data.get("collectives") or {}).get(link):
+            data["_calibrated"] = list(data["_calibrated"]) + [link]
+    if "base" in data:
+        base = raw(data["base"], _seen + (str(path.resolve()),), by=f"profile {path}: base", folder=path.parent)
+        cal = base.get("_calibrated", []) + data["_calibrated"]
+        data = _merge(base, {k: v for k, v in data.items() if k != "base"})
+        data["_calibrated"] = cal
+    if "efficiency_from" in data:
+        src, eff, calibrated = _efficiency_chain(data["efficiency_from"], f"profile {path}: efficiency_from", path.parent)
+        data["efficiency"] = _merge(eff, data.get("efficiency") or {})
+        if calibrated:
+            data["_calibrated"] = list(data["_calibrated"]) + ["compute"]
+        prov = dict(data.get("provenance") or {})
+        prov["compute_curves_from"] = f"{data['efficiency_from']}: {(src.get('provenance') or {}).get('source', '')}"
+        data["provenance"] = prov
+    if "collectives_from" in data:
+        src = _own(data["collectives_from"], f"profile {path}: collectives_from", path.parent)
+        data["collectives"] = _merge(src.get("collectives") or {}, data.get("collectives") or {})
+        for link in ("intra", "inter"):
+            if (src.get("collectives") or {}).get(link):
+                data["_calibrated"] = list(data["_calibrated"]) + [link]
+        prov = dict(data.get("provenance") or {})
+        prov["collectives_from"] = f"{data['collectives_from']}: {(src.get('provenance') or {}).get('source', '')}"
+        data["provenance"] = prov
+    if "host_from" in data:
+        src = _own(data["host_from"], f"profile {path}: host_from", path.parent)
+        if not src.get("host"):
+            raise InputError(f"profile {path}: host_from {data['host_from']!r} has no host: block")
+        data["host"] = _merge(src["host"], data.get("host") or {})
+        prov = dict(data.get("provenance") or {})
+        prov["host_from"] = f"{data['host_from']}: {(src.get('provenance') or {}).get('source', '')}"
+        data["provenance"] = prov
+    data["_path"] = str(path)
+    return data
+
+
+def _efficiency_chain(ref: str, by: str, folder: Path, _seen: tuple = ()) -> tuple[dict, dict, bool]:
+    """(the named profile's own keys, its compute curves, whether they are fitted) following its own
+    ``efficiency_from`` (a datasheet profile that borrows curves lends them on with its overrides on top)."""
+    path = _find(ref, by, folder)
+    if str(path.resolve()) in _seen:
+        raise InputError(f"{by}: circular 'efficiency_from' reference ({ref})")
+    src = _own(ref, by, folder)
+    eff, calibrated = src.get("efficiency") or {}, "compute" in src["_calibrated"]
+    if "efficiency_from" in src:
+        _, up, up_cal = _efficiency_chain(src["efficiency_from"], f"profile {path}: efficiency_from", path.parent,
+                                          _seen + (str(path.resolve()),))
+        eff, calibrated = _merge(up, eff), calibrated or up_cal
+    return src, eff, calibrated
+
+
+def _own(ref: str, by: str = "", folder: Path | None = None) -> dict:
+    """A profile's own keys, without resolving its ``base`` (the fitted sections live there; no recursion)."""
+    path = _find(ref, by, folder)
+    d = _read(path)
+    d["_calibrated"] = (["compute"] if d.get("efficiency") and str(d.get("kind", "")).startswith("calibrated") else [])
+    return d
+
+
+def _get(d: dict, key: str, where: str):
+    if not isinstance(d, dict) or key not in d or d[key] is None:
+        raise InputError(f"profile {where}: missing field '{key}'")
+    return d[key]
+
+
+def _host_times(host: dict, where: str) -> dict:
+    """Host issue time per layer: measured CPU time + kernels x CUDA launch cost."""
+    get = lambda k: S.quantity(host[k], "s", f"profile {where}: host.{k}", low=0.0, low_open=False)  # noqa: E731
+    launch = get("launch")
+    n = lambda k: S.number(host[k], f"profile {where}: host.{k}", int, low=0)  # noqa: E731
+    t = lambda k, kernels: get(k) + n(kernels) * launch  # noqa: E731
+    return {"host_fwd": t("layer_fwd", "kernels_fwd"), "host_bwd": t("layer_bwd", "kernels_bwd"),
+            "host_rc": t("recompute_extra", "kernels_recompute"),
+            "host_emb": t("embed_fwd", "kernels_embed_fwd") + t("embed_bwd", "kernels_embed_bwd"),
+            "host_head": t("head_fwd", "kernels_head_fwd") + t("head_bwd", "kernels_head_bwd"),
+            "host_mb": t("microbatch", "kernels_microbatch")}
+
+
+def load(ref) -> Hardware:
+    """Load a profile by id (``a100-sxm4-80gb``) or path; raise InputError on bad content."""
+    return _fresh(_load(S.ref(ref, "hardware profile: expected a profile id")))
+
+
+def _fresh(h: Hardware) -> Hardware:
+    """A copy of a cached profile whose dicts are the caller's own: mutating one (``hw.efficiency[...] =``)
+    cannot change what later loads return. Shallow copies suffice: the leaves are tuples and numbers."""
+    import copy
+    out = copy.copy(h)
+    for f in dataclasses.fields(h):
+        v = getattr(h, f.name)
+        if isinstance(v, dict):
+            object.__setattr__(out, f.name, {k: (dict(x) if isinstance(x, dict) else x) for k, x in v.items()})
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _load(ref: str) -> Hardware:
+    d = raw(ref)
+    where = d["_path"]
+    dflt = _defaults()
+    peaks = {}
+    for dt, v in (S.mapping(_get(d, "peak_flops", where), f"profile {where}: peak_flops")).items():
+        peaks[dt] = None if v is None else S.quantity(v, "flop/s", f"profile {where}: peak_flops.{dt}")
+    if not peaks.get("bf16") and not peaks.get("fp16"):
+        raise InputError(f"profile {where}: peak_flops needs a bf16 or fp16 entry")
+    peaks.setdefault("bf16", peaks.get("fp16"))
+    peaks.setdefault("fp16", peaks.get("bf16"))
+    links = _get(d, "links", where)
+    lk = {}
+    for name in ("intra", "inter"):
+        L = _get(links, name, f"{where} links")
+        lk[name] = Link(str(L.get("kind", name)),
+                        S.quantity(_get(L, "bandwidth", f"{where} links.{name}"), "B/s", f"profile {where}: links.{name}.bandwidth"),
+                        S.quantity(L.get("latency", "10 us"), "s", f"profile {where}: links.{name}.latency", low=0.0, low_open=False))
+    eff_raw = _merge(dflt["efficiency"], d.get("efficiency") or {})
+    eff = {}
+    for c in CLASSES:
+        eff[c] = {}
+        for direction in ("fwd", "bwd"):
+            e, w = eff_raw[c][direction], f"profile {where}: efficiency.{c}.{direction}"
+            eff[c][direction] = (S.fraction(e["eta"], f"{w}.eta"), S.fraction(e["mu"], f"{w}.mu"),
+                                 S.quantity(e["t0"], "s", f"{w}.t0", low=0.0, low_open=False))
+    attn_shape = {k: tuple(_shape_value("attn", n, eff_raw["attn"][k][n], f"profile {where}: efficiency.attn.{k}.{n}")
+                           for n in SHAPE_KEYS["attn"]) for k in ("fwd", "bwd")}
+    bmm_shape = {k: tuple(_shape_value("bmm", n, eff_raw["bmm"][k][n], f"profile {where}: efficiency.bmm.{k}.{n}")
+                          for n in SHAPE_KEYS["bmm"]) for k in ("fwd", "bwd")}
+    coll = {}
+    craw = d.get("collectives") or {}
+    for link in ("intra", "inter"):
+        for c in COLLECTIVES:
+            e = (craw.get(link) or {}).get(c)
+            if e is None and c in ("rs", "ag") and (craw.get(link) or {}).get("ar"):
+                e = craw[link]["ar"]            # ring RS/AG run at the all-reduce's bus bandwidth
+            if e:
+                w = f"profile {where}: collectives.{link}.{c}"
+                coll[c, link] = (S.quantity(e["alpha"], "s", f"{w}.alpha", low=0.0, low_open=False),
+                                 S.quantity(e["busbw"], "B/s", f"{w}.busbw"))
+            else:
+                coll[c, link] = (lk[link].latency, lk[link].bandwidth * dflt["link_efficiency"][link])
+    gpn = S.number(_get(d, "gpus_per_node", where), f"profile {where}: gpus_per_node", int, low=1)
+    sm_count = S.number(d.get("sm_count", 1), f"profile {where}: sm_count", int, low=1)
+    power = d.get("board_power")
+    host = _merge(dflt["host"], d.get("host") or {})
+    ceiling = 1.0
+    if d.get("max_matmul") is not None:
+        ceiling = S.quantity(d["max_matmul"], "flop/s", f"profile {where}: max_matmul") / peaks["bf16"]
+        if not 0 < ceiling <= 1:
+            raise InputError(f"profile {where}: max_matmul must be positive and at most the bf16 peak")
+        # no fitted or assumed GEMM efficiency can beat the measured maximum achievable matmul rate
+        for c in ("gemm", "bmm"):
+            eff[c] = {k: (min(eta, ceiling), mu, t0) for k, (eta, mu, t0) in eff[c].items()}
+    clock = _clock(d.get("sustained_clock", 1.0), f"profile {where}")
+    dhalf = S.number(eff_raw.get("dhalf", dflt["efficiency"]["dhalf"]), f"profile {where}: efficiency.dhalf", low=0.0)
+    return Hardware(
+        sustained_clock=clock, matmul_ceiling=ceiling,
+        **_host_times(host, where),
+        id=str(d.get("id", Path(where).stem)), name=str(d.get("name", d.get("id", ""))), kind=str(d.get("kind", "datasheet")),
+        peak_flops=peaks,
+        hbm_bandwidth=S.quantity(_get(d, "hbm_bandwidth", where), "B/s", f"profile {where}: hbm_bandwidth"),
+        hbm_capacity=S.quantity(_get(d, "hbm_capacity", where), "B", f"profile {where}: hbm_capacity"),
+        board_power=S.quantity(power, "W", f"profile {where}: board_power") if power is not None else None,
+        gpus_per_node=gpn, sm_count=sm_count, intra=lk["intra"], inter=lk["inter"], efficiency=eff,
+        dhalf=dhalf, attn_shape=attn_shape, bmm_shape=bmm_shape,
+        collectives=coll,
+        calibrated=tuple(sorted(set(d.get("_calibrated", [])))), provenance=dict(d.get("provenance") or {}),
+        sources=tuple([d["sources"]] if isinstance(d.get("sources"), str) else (d.get("sources") or ())), path=where,
+    )

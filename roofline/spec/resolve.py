@@ -1,0 +1,263 @@
+"""One resolver for every entry point: (model, plan, hardware, stack) -> one frozen, checked Spec.
+
+The CLI flags, config files, the Python API, ``validate`` rows, ``search``/``plan`` and
+``cluster-schedule`` all call :func:`resolve`, so one run gets one set of assumptions whatever the
+command. Precedence, lowest first:
+
+1. the model preset (or a ``Model`` passed in) and the generic plan defaults (``Plan()``: tp = pp =
+   dp = 1, one micro-batch, 1F1B, ...);
+2. the training stack's defaults (``roofline/spec/stacks/*.yaml``: attention kernel, dropout, dtypes,
+   sequence parallelism, sharding, overlaps, recompute);
+3. the stack's rules for fields still unstated (sequence parallelism only with tp > 1, bf16 grads
+   reduced in fp32 on Megatron, overlapped p2p only in the interleaved schedule, the TP-overlap
+   fraction when ``tp_comm_overlap`` is stated, no overlapped gradient reduce in a pipeline engine that
+   reduces after the last micro-batch, uneven stages where the stack splits them, dp from
+   ``n_gpus``, the smallest valid interleave when only "interleaved" is stated);
+4. stated values: whatever the caller gives explicitly (``None`` means unset, never a default).
+
+A ``Plan`` instance is taken as fully stated (every field literal); a mapping states only its keys.
+Every field's origin is kept in ``Spec.origin`` (``preset``, ``default``, ``stack <id>``,
+``rule: ...``, ``stated``) and printed by ``transformer --explain`` and ``validate --json``.
+
+>>> s = resolve("gpt3-175b", {"tp": 8, "pp": 8, "dp": 16, "global_batch": 1536}, "a100-sxm4-80gb", "megatron-core")
+>>> s.plan.sequence_parallel, s.plan.sharding, s.origin["sharding"], s.model.attention
+(True, 'distributed', 'stack megatron-core', 'flash')
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from ..base import normalize
+from . import stacks
+from .config import ALIASES, Model, Plan, check
+from ..base.errors import InputError
+
+PLAN_FIELDS = tuple(f.name for f in dataclasses.fields(Plan))
+MODEL_FIELDS = tuple(f.name for f in dataclasses.fields(Model))
+EXTRA_PLAN_KEYS = ("n_gpus", "tp_comm_overlap")
+DEFAULT_GPU = "a100-sxm4-80gb"
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A resolved, checked run: what every view reads."""
+    model: Model
+    plan: Plan
+    hardware: object
+    stack: stacks.Stack
+    origin: MappingProxyType            # field -> where its value came from
+    stack_reason: str = ""
+
+    def explain(self) -> list[str]:
+        """One line per field that did not come from the caller, with its origin."""
+        out = [f"stack: {self.stack.id} ({self.stack.name}; {self.stack_reason or 'named'})"]
+        for k, where in self.origin.items():
+            if where != "stated":
+                obj = self.plan if k in PLAN_FIELDS else self.model
+                out.append(f"  {k} = {getattr(obj, k)!r}  <- {where}")
+        return out
+
+    def to_dict(self) -> dict:
+        return {"stack": self.stack.id, "stack_reason": self.stack_reason,
+                "model": dataclasses.asdict(self.model), "plan": dataclasses.asdict(self.plan),
+                "hardware": self.hardware.id, "origin": dict(self.origin)}
+
+
+def _normalised_plan(d: dict) -> dict:
+    out = {}
+    for k, v in d.items():
+        k = ALIASES.get(k, k)
+        if v is None:
+            continue
+        if k == "sharding":
+            v = {0: "none", 1: "zero1", 2: "zero2", 3: "zero3"}.get(v, v) if isinstance(v, int) and not isinstance(v, bool) else v
+            v = v if v in ("zero1", "zero3") else normalize.sharding(v)
+        elif k == "recompute":
+            v = normalize.recompute(v)
+        elif k in ("dtype", "grad_dtype"):
+            v = normalize.precision(v)
+        elif k in ("sequence_parallel", "uneven_stages", "tp_comm_overlap", "tp_async_dgrad") and isinstance(v, str):
+            v = normalize.flag(v)
+            if v is None:
+                continue
+        if k not in PLAN_FIELDS and k not in EXTRA_PLAN_KEYS:
+            import difflib
+            near = difflib.get_close_matches(k, PLAN_FIELDS + EXTRA_PLAN_KEYS, n=1)
+            raise InputError(f"unknown plan field {k!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
+        out[k] = v
+    return out
+
+
+def _model(model, fields: dict) -> tuple[Model, dict]:
+    """(preset-level Model, stated fields) from a Model, a preset id/path or a mapping."""
+    from . import models
+
+    stated = {ALIASES.get(k, k): v for k, v in (fields or {}).items() if v is not None}
+    if model is None:
+        base = Model()
+    elif isinstance(model, Model):
+        base = model
+    elif isinstance(model, str):
+        base = models.load(model)
+    elif isinstance(model, dict):
+        d = {ALIASES.get(k, k): v for k, v in model.items()}
+        preset = d.pop("preset", None)
+        base = models.load(preset) if preset else Model()
+        stated = {**{k: v for k, v in d.items() if v is not None}, **stated}
+    else:
+        raise InputError(f"model must be a Model, a preset id or a mapping, got {type(model).__name__}")
+    bad = [k for k in stated if k not in MODEL_FIELDS]
+    if bad:
+        import difflib
+        near = difflib.get_close_matches(bad[0], MODEL_FIELDS, n=1)
+        raise InputError(f"unknown model field {bad[0]!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
+    if "mlp" in stated:
+        stated["mlp"] = normalize.mlp(stated["mlp"])
+    return base, stated
+
+
+def _hardware(hardware, gpus_per_node=None, net_gbps=None):
+    from . import hardware as hwmod
+
+    hw = hardware if hardware is not None and not isinstance(hardware, str) else hwmod.load(hardware or DEFAULT_GPU)
+    if gpus_per_node is not None and gpus_per_node != hw.gpus_per_node:
+        hw = dataclasses.replace(hw, gpus_per_node=int(gpus_per_node))
+    if net_gbps is not None:
+        hw = hw.with_network(net_gbps)
+    return hw
+
+
+def smallest_interleave(layers: int, pp: int, micro_batches: int) -> int:
+    """Smallest v >= 2 the interleaved schedule accepts (layers % (pp v) == 0, micro-batches % pp == 0), else 1."""
+    if pp == 1 or micro_batches % pp:
+        return 1
+    for v in range(2, layers // pp + 1):
+        if layers % (pp * v) == 0:
+            return v
+    return 1
+
+
+def layout_rules(st, tp, pp, interleave, tp_comm_overlap: bool = False) -> dict:
+    """The overlap fields that follow from the layout by the stack's rules: {field: (applies, value, why)}.
+
+    ``tp``, ``pp`` and ``interleave`` are integers or numpy arrays (broadcast), so :func:`resolve` applies the
+    rules to one plan and ``search`` to every enumerated plan: one place for each rule."""
+    import numpy as np
+
+    tp, pp, v = np.asarray(tp), np.asarray(pp), np.asarray(interleave)
+    ov_pp = float(st.rule("overlap_pp_interleaved", 0.0))
+    out = {"overlap_pp": (np.ones_like(v, dtype=bool), np.where(v > 1, ov_pp, 0.0),
+                          f"{st.id}: p2p overlap in the interleaved schedule, none without interleaving")}
+    if st.rule("no_overlap_with_pp"):
+        out["overlap_grad_reduce"] = (pp > 1, 0.0, f"{st.id}: the pipeline engine reduces gradients after the "
+                                                   "last micro-batch")
+    if tp_comm_overlap and st.rule("tp_comm_overlap") == "ring":
+        out["overlap_tp"] = (tp > 1, (tp - 1) / tp, "tp_comm_overlap stated: (tp-1)/tp hidden")
+    return out
+
+
+def resolve(model=None, plan=None, hardware=None, stack=None, *, model_fields: dict | None = None,
+            gpus_per_node: int | None = None, net_gbps: float | None = None, stack_reason: str = "") -> Spec:
+    """Resolve one run (see the module docstring for the precedence); InputError on an invalid result.
+
+    ``stack`` is a registry name (``megatron-core``, ``megatron-lm@2021``, ``nemo@25.09``), a Stack, or
+    None for the default stack (Megatron-Core); ``validate`` infers one per row with ``stacks.infer``.
+    """
+    st = stacks.get(stack) if stack is not None else stacks.get(stacks.DEFAULT)
+    reason = stack_reason or ("named" if stack is not None else "default stack (none named)")
+    hw = _hardware(hardware, gpus_per_node, net_gbps)
+    base_model, model_stated = _model(model, model_fields)
+    origin: dict = {}
+
+    # ---- model: preset < stack < stated
+    m = {f: getattr(base_model, f) for f in MODEL_FIELDS}
+    for k, v in st.model.items():
+        m[k] = v
+        origin[k] = f"stack {st.id}"
+    m.update(model_stated)
+    origin.update({k: "stated" for k in model_stated})
+    try:
+        model_obj = Model(**m)
+    except TypeError as exc:
+        raise InputError(f"model: {exc}") from None
+
+    # ---- plan: generic defaults < stack < rules < stated
+    if isinstance(plan, Plan):
+        stated = {f: getattr(plan, f) for f in PLAN_FIELDS}
+    elif plan is None:
+        stated = {}
+    elif isinstance(plan, dict):
+        stated = dict(plan)
+    else:
+        raise InputError(f"plan must be a Plan or a mapping of plan fields, got {type(plan).__name__}")
+    stated = _normalised_plan(stated)
+    n_gpus = stated.pop("n_gpus", None)
+    tp_overlap = stated.pop("tp_comm_overlap", None)
+    default = Plan()
+    p = {f: getattr(default, f) for f in PLAN_FIELDS}
+    origin.update({f: "default" for f in PLAN_FIELDS})
+    for k, v in st.plan.items():
+        p[k] = v
+        origin[k] = f"stack {st.id}"
+    p.update(stated)
+    origin.update({k: "stated" for k in stated})
+    for k in ("tp", "pp", "cp", "dp", "micro_batch", "interleave", "ep"):
+        v = p[k]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")) \
+                or int(v) != v or v < 1:
+            raise InputError(f"plan.{k} must be a positive integer, got {v!r}")
+        p[k] = int(v)
+
+    def rule(k, v, why):
+        if k not in stated:
+            p[k] = v
+            origin[k] = f"rule: {why}"
+
+    if "dp" not in stated and n_gpus is not None:
+        per = p["tp"] * p["pp"] * p["cp"]
+        if n_gpus % per:
+            raise InputError(f"n_gpus ({n_gpus}) is not divisible by tp x pp x cp ({per})")
+        rule("dp", n_gpus // per, f"n_gpus {n_gpus} / (tp x pp x cp)")
+    if n_gpus is not None and p["tp"] * p["pp"] * p["cp"] * p["dp"] != n_gpus:
+        raise InputError(f"n_gpus ({n_gpus}) != tp*pp*dp*cp ({p['tp']}*{p['pp']}*{p['dp']}*{p['cp']})")
+    folded = p["tp"] * p["cp"] * p["dp"]
+    if (model_obj.n_experts > 1 and p.get("etp") is None and folded % (p["ep"] * p["tp"]) and folded % p["ep"] == 0):
+        # the expert grid must tile tp x cp x dp (Megatron-Core parallel_state: world = pp x etp x ep x expert-dp); a
+        # layout that cannot hold ep x tp ran its experts unsplit, EP folded over the TP ranks (MoE parallel folding)
+        rule("etp", 1, f"ep x tp ({p['ep']} x {p['tp']}) does not divide tp x cp x dp ({folded}): experts ran with etp 1")
+    if p["tp"] == 1 and p["sequence_parallel"]:
+        rule("sequence_parallel", False, "no sequence parallelism at tp = 1")
+    if "dtype" in stated and st.rule("grad_dtype_bf16") and p["dtype"] not in ("fp16", "fp32"):
+        rule("grad_dtype", st.rule("grad_dtype_bf16"), f"{st.id}: bf16 runs reduce fp32 main grads")
+    if "interleave" not in stated and (stated.get("schedule") == "interleaved"
+                                       or (st.rule("interleave_when_pp") and p["pp"] > 1 and "schedule" not in stated)):
+        gb = p["global_batch"] or p["micro_batch"] * p["dp"]
+        m_count = gb // (p["micro_batch"] * p["dp"]) if gb % (p["micro_batch"] * p["dp"]) == 0 else 0
+        rule("interleave", smallest_interleave(model_obj.n_layers, p["pp"], m_count),
+             ("interleaved stated" if stated.get("schedule") == "interleaved" else f"{st.id} runs pp > 1 interleaved")
+             + " without v: the smallest valid v")
+    if p["interleave"] > 1 and p["schedule"] == "1f1b":
+        p["schedule"] = "interleaved"
+        origin["schedule"] = "rule: interleave > 1"
+    if p["schedule"] == "interleaved" and p["interleave"] == 1:
+        p["schedule"] = "1f1b"
+        origin["schedule"] = "rule: no valid interleave"
+    for k, (where, v, why) in layout_rules(st, p["tp"], p["pp"], p["interleave"], bool(tp_overlap)).items():
+        if where:
+            rule(k, float(v), why)
+    rule("uneven_stages", bool(st.rule("uneven_stages", False)), f"{st.id} splits uneven layer counts"
+         if st.rule("uneven_stages") else f"{st.id} needs layers divisible by pp x v")
+    try:
+        plan_obj = Plan(**p)
+    except TypeError as exc:
+        raise InputError(f"plan: {exc}") from None
+    # what the stack cannot run (interleaving, shardings, ZeRO with pp): the rules search masks with, one place
+    for r in stacks.plan_rules(st):
+        if not r.ok(model_obj, plan_obj):
+            raise InputError(r.text(model_obj, plan_obj))
+    check(model_obj, plan_obj)
+    hw.peak(plan_obj.dtype)      # the profile must state the precision's peak (one line naming the dtype otherwise)
+    return Spec(model=model_obj, plan=plan_obj, hardware=hw, stack=st, origin=MappingProxyType(origin),
+                stack_reason=reason)

@@ -1,0 +1,264 @@
+"""The registry of training stacks: what a run means when it states only its parallel sizes.
+
+One YAML per stack in this folder (Megatron-LM by era, Megatron-Core/NeMo/Megatron-Bridge,
+Megatron-DeepSpeed, DeepSpeed ZeRO, PyTorch FSDP, torchtitan, plain PyTorch). Each gives the
+model defaults (attention kernel, dropout), the plan defaults (dtypes, sequence parallelism,
+sharding, overlaps, recompute), the rules the resolver applies to unstated fields, and what the
+stack cannot run; every key has its source (the framework's flag and file, or a paper) under
+``sources``. ``python -m roofline frameworks list|show``; docs/frameworks.md is generated from here.
+
+Names: ``ID`` or ``ID@VERSION`` where VERSION is a year (``megatron-lm@2021``) or a release in the
+stack's family (``nemo@25.09`` -> the Megatron-Core entry whose era holds 2025).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from pathlib import Path
+from types import MappingProxyType
+
+import yaml
+
+from ..config import SHARDING, Rule, among, stage_name
+from ...base.errors import InputError
+
+HERE = Path(__file__).parent
+KEYS = ("id", "family", "version", "name", "era", "aliases", "model", "plan", "rules", "sources")
+MODEL_KEYS = ("attention", "dropout")
+PLAN_KEYS = ("dtype", "grad_dtype", "sequence_parallel", "sharding", "recompute", "overlap_grad_reduce",
+             "overlap_param_gather", "overlap_tp", "tp_async_dgrad", "loss_kernel")
+RULE_KEYS = ("interleaved_schedule", "interleave_when_pp", "no_overlap_with_pp", "overlap_pp_interleaved", "tp_comm_overlap", "uneven_stages", "shardings",
+             "max_zero_with_pp", "grad_dtype_bf16", "kv_heads_below_tp", "compiled_loss_since",
+             "recomputes")
+DEFAULT = "megatron-core"           # DESIGN.md: Megatron-Core is the default stack of the CLI, configs and API
+
+
+@dataclasses.dataclass(frozen=True)
+class Stack:
+    id: str
+    family: str
+    version: str
+    name: str
+    era: tuple
+    aliases: tuple
+    model: MappingProxyType
+    plan: MappingProxyType
+    rules: MappingProxyType
+    sources: MappingProxyType
+    requested: str = ""             # the name it was asked by (``megatron-lm@2021``), for the output
+
+    def rule(self, key: str, default=None):
+        return self.rules.get(key, default)
+
+    def label(self) -> str:
+        return self.id if not self.requested or self.requested == self.id else f"{self.id} (as {self.requested})"
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "family": self.family, "version": self.version, "name": self.name,
+                "era": list(self.era), "aliases": list(self.aliases), "model": dict(self.model),
+                "plan": dict(self.plan), "rules": {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.rules.items()},
+                "sources": dict(self.sources)}
+
+
+def _check(d: dict, path: Path) -> Stack:
+    where = f"stack {path.name}"
+    if not isinstance(d, dict):
+        raise InputError(f"{where}: expected a mapping")
+    missing = [k for k in KEYS if k not in d]
+    unknown = [k for k in d if k not in KEYS]
+    if missing or unknown:
+        raise InputError(f"{where}: " + (f"missing keys {missing}" if missing else f"unknown keys {unknown}"))
+    for sect, allowed in (("model", MODEL_KEYS), ("plan", PLAN_KEYS), ("rules", RULE_KEYS)):
+        bad = [k for k in d[sect] if k not in allowed]
+        if bad:
+            raise InputError(f"{where}: unknown {sect} keys {bad} (known: {', '.join(allowed)})")
+    unsourced = [k for s in ("model", "plan", "rules") for k in d[s] if not str(d["sources"].get(k, "")).strip()]
+    if unsourced:
+        raise InputError(f"{where}: no source for {unsourced}")
+    era = tuple(int(y) for y in d["era"])
+    if len(era) != 2 or era[0] > era[1]:
+        raise InputError(f"{where}: era must be [first year, last year], got {d['era']}")
+    rules = {k: (tuple(v) if isinstance(v, list) else v) for k, v in d["rules"].items()}
+    return Stack(id=str(d["id"]), family=str(d["family"]), version=str(d["version"]), name=str(d["name"]), era=era,
+                 aliases=tuple(str(a).lower() for a in d["aliases"]), model=MappingProxyType(dict(d["model"])),
+                 plan=MappingProxyType(dict(d["plan"])), rules=MappingProxyType(rules),
+                 sources=MappingProxyType({k: str(v) for k, v in d["sources"].items()}))
+
+
+@functools.lru_cache(maxsize=1)
+def registry() -> dict:
+    """Every bundled stack by id (read once)."""
+    out = {}
+    for p in sorted(HERE.glob("*.yaml")):
+        s = _check(yaml.safe_load(p.read_text(encoding="utf-8")), p)
+        if s.id != p.stem:
+            raise InputError(f"stack {p.name}: id {s.id!r} differs from the file name")
+        out[s.id] = s
+    return out
+
+
+def list_ids() -> list[str]:
+    return list(registry())
+
+
+def _year(version: str) -> int | None:
+    """A year from a version: 2021, 21, 25.09 (NeMo container YY.MM) -> 2021/2021/2025."""
+    m = re.fullmatch(r"(\d{4})(?:[.-]\d+)*", version)
+    if m:
+        return int(m.group(1))
+    m = re.fullmatch(r"(\d{2})\.\d{2}(?:\.\d+)*", version)
+    if m:
+        return 2000 + int(m.group(1))
+    return None
+
+
+def by_year(family: str, year: int) -> Stack | None:
+    """The stack of ``family`` whose era holds ``year`` (the nearest era when none does)."""
+    cands = [s for s in registry().values() if s.family == family]
+    if not cands:
+        return None
+    inside = [s for s in cands if s.era[0] <= year <= s.era[1]]
+    if inside:
+        return inside[0]
+    return min(cands, key=lambda s: min(abs(year - s.era[0]), abs(year - s.era[1])))
+
+
+def get(name) -> Stack:
+    """A stack by id, alias or family, optionally ``@VERSION``; InputError listing the known names."""
+    if isinstance(name, Stack):
+        return name
+    text = str(name).strip()
+    base, _, version = text.partition("@")
+    key = base.strip().lower()
+    reg = registry()
+    if key in reg:
+        candidates = [reg[key]]
+    else:
+        candidates = [s for s in reg.values() if key == s.family or key in s.aliases]
+    if not candidates:
+        raise InputError(f"unknown framework {text!r}; known: {', '.join(reg)} (aliases: `frameworks list`), "
+                         "optionally NAME@YEAR or NAME@YY.MM")
+    stack = max(candidates, key=lambda s: s.era[1])          # a family or alias alone: its newest entry
+    if version.strip():
+        y = _year(version.strip())
+        if y is None:
+            raise InputError(f"framework {text!r}: version {version!r} is not a year (2021) or a release (25.09)")
+        if not stack.era[0] <= y <= stack.era[1]:
+            stack = by_year(stack.family, y)
+    return dataclasses.replace(stack, requested=text)
+
+
+def plan_rules(stack: Stack) -> tuple[Rule, ...]:
+    """What ``stack`` cannot run, as :class:`roofline.spec.config.Rule` entries (the rules of config.RULES'
+    kind: one plan or arrays of plans): ``spec.resolve`` raises the first that fails, ``search`` restricts
+    its knobs with them. Sharding names compare by ZeRO stage (zero1 = distributed, fsdp = zero3: the
+    model prices a stage, config.ZERO_STAGE). Each rule's source is the stack's ``sources`` entry."""
+    src = {k: v.replace("{", "{{").replace("}", "}}") for k, v in stack.sources.items()}   # literal in a template
+    interleaved = bool(stack.rule("interleaved_schedule", True))
+    runs = stack.rule("shardings")
+    names = None if not runs else tuple(s for s in SHARDING if stage_name(s) in {stage_name(r) for r in runs})
+    max_zero = stack.rule("max_zero_with_pp", 3)
+    # GQA under TP: a stack that does not say it replicates or sub-shards K/V splits the kv-heads over the TP ranks
+    # (megatron/legacy/model/transformer.py, and megatron/core/transformer/attention.py before core_v0.16:
+    # divide(num_query_groups, world_size); torchtitan's colwise wk/wv); config.RULES holds the looser rule of
+    # the stacks that do (kv-heads a multiple or a divisor of tp)
+    kv_below = bool(stack.rule("kv_heads_below_tp", False))
+    # recomputation modes: Megatron's three unless the stack lists its own (torchtitan: none, op, full)
+    recs = tuple(stack.rule("recomputes") or ("none", "selective", "full"))
+    return (
+        Rule(lambda m, p: among(p.recompute, recs),
+             f"stack {stack.id} cannot run recompute {{p.recompute!r}} (it runs {', '.join(recs)}): "
+             f"{src.get('recomputes', 'Megatron-LM --recompute-granularity selective | full, or none')}", ("recompute",)),
+        Rule(lambda m, p: (p.interleave <= 1) | interleaved,
+             f"stack {stack.id} has no interleaved schedule (interleave {{p.interleave}}): "
+             f"{src.get('interleaved_schedule', '')}", ("interleave",)),
+        Rule(lambda m, p: names is None or among(p.sharding, names),
+             f"stack {stack.id} cannot run sharding {{p.sharding!r}} (it runs {', '.join(runs or ())}): "
+             f"{src.get('shardings', '')}", ("sharding",)),
+        Rule(lambda m, p: (p.pp <= 1) | (p.zero_stage <= max_zero),
+             f"stack {stack.id} cannot run ZeRO-{{p.zero_stage}} ({{p.sharding}}) with pp {{p.pp}}: "
+             f"{src.get('max_zero_with_pp', '')}", ("pp", "zero_stage")),
+        Rule(lambda m, p: (m is None) or kv_below or (m.kv_heads % p.tp == 0),
+             f"stack {stack.id} needs kv-heads ({{m.kv_heads}}) divisible by tp ({{p.tp}}): "
+             f"{src.get('kv_heads_below_tp', 'it splits the key/value heads over the TP ranks')}", ("tp",)),
+    )
+
+
+# ---- inference for rows and files that name no stack ------------------------------------------
+def _alias_hits(text: str) -> list[tuple[int, Stack, str]]:
+    """(alias length, stack, alias) for every alias found as a whole word in ``text``."""
+    hits = []
+    for s in registry().values():
+        for a in (s.id, *s.aliases):
+            # a whole word: not inside another word; a following '-' is allowed (GPT-NeoX-20B, Megatron-LM-v2)
+            if re.search(rf"(?<![\w-]){re.escape(a)}(?![a-z0-9_])", text):
+                hits.append((len(a), s, a))
+    return hits
+
+
+def years_in(text: str) -> list[int]:
+    """Years a source text mentions: 2019-2029, arXiv ids (2104.04473 -> 2021), 'SC21'/'MICRO'24'-style venues."""
+    ys = [int(y) for y in re.findall(r"(?<!\d)(20[12]\d)(?!\d)", text)]
+    ys += [2000 + int(y) for y in re.findall(r"arxiv[:\s]*([12]\d)[01]\d\.\d{4,5}", text)]
+    ys += [2000 + int(y) for y in re.findall(r"\b(?:sc|micro|isca|osdi|sosp|nsdi|asplos|mlsys|neurips|icml)\s*'?(\d{2})\b", text)]
+    return [y for y in ys if 2015 <= y <= 2030]
+
+
+def modern_features(model, hw, dtype: str | None) -> list[str]:
+    """Signs of a 2023+ run: Hopper or newer, bf16, GQA, RoPE, gated MLP."""
+    out = []
+    if hw is not None and (getattr(hw, "peak_flops", {}) or {}).get("fp8"):
+        out.append(f"{hw.id} has FP8 tensor cores (Hopper or newer)")
+    if dtype and dtype != "fp16" and dtype != "fp32":
+        out.append(f"precision {dtype}")
+    if model is not None:
+        if model.kv_heads != model.n_heads:
+            out.append("GQA")
+        if model.position == "rope":
+            out.append("RoPE")
+        if model.mlp != "gelu":
+            out.append(f"{model.mlp} MLP")
+    return out
+
+
+def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | None = None) -> tuple[Stack, str]:
+    """The stack of a row or file that may name none, and why (printed per row by ``validate``).
+
+    Order: (1) a ``framework`` column/field naming a registry id or alias; (2) aliases found in the
+    source/notes text, the longest match winning (``Megatron-DeepSpeed`` over ``DeepSpeed``), the
+    family's version picked by the earliest year the text mentions (a source cites the run's own
+    date first; later years are reprints and commits); (3) era rules: Hopper-or-newer hardware,
+    bf16, GQA, RoPE or a gated MLP imply a current stack (Megatron-Core); otherwise the Megatron-LM stack of
+    the earliest year the source text mentions (the 2020-2021 one when it mentions none), with that reason
+    printed.
+    """
+    for where, t in (("framework column", column), ("source text", text)):
+        t = (t or "").lower()
+        if not t.strip():
+            continue
+        hits = _alias_hits(t)
+        if not hits:
+            continue
+        n, stack, alias = max(hits, key=lambda h: (h[0], h[1].era[1]))
+        family = [s for s in registry().values() if s.family == stack.family]
+        generic = alias == stack.family or sum(alias in s.aliases for s in family) > 1
+        version_note = ""
+        if generic and len(family) > 1:
+            ys = years_in(t)
+            if ys:
+                stack, version_note = by_year(stack.family, min(ys)), f", earliest year {min(ys)}"
+            else:
+                feats = modern_features(model, hw, dtype)
+                stack = max(family, key=lambda s: s.era[1]) if feats else min(family, key=lambda s: s.era[0])
+                version_note = f", no year; {'; '.join(feats) if feats else 'no 2023+ feature'}"
+        return dataclasses.replace(stack, requested=stack.id), f"{where} names {alias!r}{version_note}"
+    feats = modern_features(model, hw, dtype)
+    if feats:
+        return registry()["megatron-core"], "era rule: " + ", ".join(feats) + " -> megatron-core"
+    ys = years_in((text or "").lower())
+    if ys:          # the Megatron-LM of the source's own date (Korthikanti et al. arXiv:2205.05198 -> the 2022 code)
+        stack = by_year("megatron-lm", min(ys))
+        return stack, (f"era rule: no stack named, Ampere-or-older fp16/gelu/MHA run, earliest year {min(ys)} in the "
+                       f"source -> {stack.id}")
+    return registry()["megatron-lm-2021"], "era rule: no stack named, Ampere-or-older fp16/gelu/MHA run -> megatron-lm-2021"

@@ -1,0 +1,82 @@
+"""Warnings about a plan (never errors): what the prediction says is likely wasteful.
+
+* GEMMs too small for the matrix units: a per-rank GEMM (M x K x N) whose arithmetic intensity
+  2MKN / (beta (MK + KN + MN)) FLOP/B (the model's FLOPs over its bytes) is below the ridge point
+  peak / HBM bandwidth is memory-bound (Williams et al. 2009, the roofline model).
+* Batch above the critical batch size (McCandlish et al. 2018, "An Empirical Model of Large-Batch
+  Training"): beyond B_crit, doubling the batch no longer halves the steps; at B = B_crit a run
+  already needs 2x the minimum number of training tokens. Rough estimate, from Kaplan et al. 2020
+  ("Scaling Laws for Neural Language Models", eq. 1.4 and 1.5): the converged loss of a model
+  with N non-embedding parameters L(N) = (8.8e13 / N)^0.076 nats, and
+  B_crit(L) = 2e8 / L^(1/0.21) tokens. E.g. 7B: about 6.6M tokens; 175B: about 21M tokens.
+  Kaplan's fits are for their tokenizer and data (WebText2); treat this as an order of magnitude.
+* Too few micro-batches for the pipeline: m < p (some stages never run concurrently) or a bubble
+  (p-1)/(v m) above 25 % of the ideal time.
+* The plan does not fit in memory.
+"""
+from __future__ import annotations
+
+from ..base.units import GIGA, MEGA
+
+# Kaplan et al. 2020: L(N) = (N_c / N)^alpha_N, B_crit(L) = B_star / L^(1/alpha_B)
+N_C, ALPHA_N = 8.8e13, 0.076
+B_STAR, ALPHA_B = 2e8, 0.21
+BUBBLE_LIMIT = 0.25
+
+
+def critical_batch_tokens(non_embedding_params: float) -> float:
+    """Rough critical batch size in tokens for a model of N non-embedding parameters (Kaplan 2020)."""
+    loss = (N_C / max(non_embedding_params, 1.0)) ** ALPHA_N
+    return B_STAR / loss ** (1 / ALPHA_B)
+
+
+def gemms(pred) -> list[tuple[str, float, float]]:
+    """(name, arithmetic intensity in FLOP per HBM byte, smallest dimension) of the per-rank GEMMs of one layer and
+    the LM head for one micro-batch, as the model prices them (formulas/step.py ADVICE_GEMMS, outputs gemm_*: forward FLOPs over
+    the bytes it moves; a routed MLP's local experts each read their own weight). GEMMs a plan switches off (no
+    such layer) are left out."""
+    r = pred.raw
+    out = []
+    for name in [k[len("gemm_"):-len("_flops")] for k in r if k.startswith("gemm_") and k.endswith("_flops")]:
+        f, b = float(r[f"gemm_{name}_flops"]), float(r[f"gemm_{name}_bytes"])
+        if f > 0 and b > 0:
+            out.append((name, f / b, float(r[f"gemm_{name}_dmin"])))
+    return out
+
+
+def warnings_for(pred) -> list[str]:
+    """One-line warnings for a :class:`~roofline.model.predict.Prediction` (empty list: nothing to say)."""
+    out = []
+    m, p, hw = pred.model, pred.plan, pred.hardware
+    # 1. GEMMs below the ridge point
+    ridge = hw.peak(p.dtype) / hw.hbm_bandwidth
+    low = [g for g in gemms(pred) if g[1] < ridge]
+    if low:
+        desc = ", ".join(f"{n} ({ai:.0f} FLOP/B, smallest side {d:.0f})" for n, ai, d in low)
+        out.append(f"GEMMs too small for the matrix units: {desc} below the ridge point {ridge:.0f} FLOP/B of "
+                   f"{hw.id} ({p.dtype} peak / HBM bandwidth); they are memory-bound: use a larger micro-batch "
+                   f"or less tensor parallelism")
+    # 2. critical batch size
+    non_emb = pred.raw["active_params"] - pred.raw["params_embedding"]     # Kaplan: no embedding or position tables
+    b_tokens = p.batch * m.seq_len
+    b_crit = critical_batch_tokens(non_emb)
+    if b_tokens > b_crit:
+        out.append(f"batch of {b_tokens / MEGA:.3g}M tokens is above the critical batch size (~{b_crit / MEGA:.2g}M "
+                   f"tokens for {non_emb / GIGA:.3g}B non-embedding parameters; Kaplan et al. 2020 estimate): "
+                   f"more tokens per step buy less than proportional progress (McCandlish et al. 2018)")
+    # 3. micro-batches for the pipeline
+    mb = pred.micro_batches
+    if p.pp > 1 and mb < p.pp:
+        out.append(f"too few micro-batches for the pipeline: m = {mb} < pp = {p.pp}; stages sit idle "
+                   f"(raise the global batch or lower the micro-batch size)")
+    elif p.pp > 1 and pred.bubble_fraction > BUBBLE_LIMIT:
+        out.append(f"pipeline bubble {100 * pred.bubble_fraction:.0f} % of the ideal time ((p-1)/(v m) with p={p.pp}, "
+                   f"v={p.interleave}, m={mb}) is above {100 * BUBBLE_LIMIT:.0f} %: more micro-batches, "
+                   f"interleaving or a smaller pp help")
+    # 4. memory
+    if not pred.fits_in_memory:
+        need = pred.memory["total"].to("GiB").magnitude
+        cap = pred.memory_capacity.to("GiB").magnitude
+        out.append(f"plan does not fit in memory: {need:.1f} GiB per GPU > {cap:.0f} GiB ({pred.overflow} is the "
+                   f"largest part); try recompute, sharding, or more tensor/pipeline parallelism")
+    return out

@@ -1,0 +1,207 @@
+"""How far off a prediction is likely to be: the measured error of similar validated runs.
+
+The step time a command prints carries a band read from ``roofline/data/uncertainty.yaml``: for every group
+of similar runs in the bundled validation sets (roofline/data/validation: published, vTrain, NeMo, memory),
+the 10th, 50th and 90th percentiles of the signed error (predicted - measured) / measured, as the model
+predicts them today. A run is matched to the most specific group with at least ``MIN_RUNS`` runs:
+
+    1. the same GPU family, active-parameter decade and node scope (single-node or multi-node)
+    2. the same GPU family and active-parameter decade
+    3. the same GPU family
+
+and gets no band when no group of its GPU family has that many runs (the error differs most between GPU
+generations: it is not carried from one to another). A prediction of ``t`` with error quantiles ``e10 .. e90``
+means the measured step would lie in ``t / (1 + e90) .. t / (1 + e10)`` for 80 % of such runs.
+
+    python -m roofline.views.uncertainty            # regenerate the table (a test checks it is current)
+    python -m roofline.views.uncertainty --check    # exit 1 when it is stale
+
+Reading the table needs only yaml (``transformer`` never imports the validation code); generating it runs
+``roofline.views.validate`` over every bundled data set.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import sys
+from pathlib import Path
+
+from ..base.units import GIGA
+from ..base.paths import DATA
+
+TABLE = DATA / "uncertainty.yaml"
+QUANTILES = (0.1, 0.5, 0.9)            # the central 80 % of the errors, and the median
+# the smallest group whose 10th / 90th percentiles are not its minimum / maximum (numpy's linear interpolation
+# puts the 10th percentile of n runs at rank 0.1 (n - 1): above the minimum from n = 11 on, between the two
+# smallest at n = 10)
+MIN_RUNS = 10
+ANY = "any"
+LEVELS = (("gpu", "size", "nodes"), ("gpu", "size"), ("gpu",))
+
+
+def gpu_family(hardware_id: str) -> str:
+    """The chip a profile id names: its first dash-separated token (``a100-sxm4-80gb``, ``a100-perlmutter`` ->
+    ``a100``; ``h100-sxm-measured`` -> ``h100``); bundled ids start with the chip's name (hardware/profiles)."""
+    return Path(str(hardware_id)).stem.split("-")[0].lower()
+
+
+def size_bucket(active_params: float) -> str:
+    """The decade of active parameters (per token: a MoE's routed experts counted top-k times):
+    '<1B', '1B-10B', '10B-100B', '100B-1T', '>=1T'."""
+    d = math.floor(math.log10(max(active_params, 1.0) / GIGA))
+    names = {-1: "<1B", 0: "1B-10B", 1: "10B-100B", 2: "100B-1T"}
+    return names.get(d, "<1B" if d < -1 else ">=1T")
+
+
+def nodes_scope(n_gpus: int, gpus_per_node: int) -> str:
+    return "single-node" if n_gpus <= gpus_per_node else "multi-node"
+
+
+def keys(hardware_id: str, active_params: float, n_gpus: int, gpus_per_node: int) -> dict:
+    return {"gpu": gpu_family(hardware_id), "size": size_bucket(active_params),
+            "nodes": nodes_scope(n_gpus, gpus_per_node)}
+
+
+# ---- reading (the prediction path) ----------------------------------------------------------------
+@functools.lru_cache(maxsize=1)
+def _groups() -> dict:
+    import yaml
+    d = yaml.safe_load(TABLE.read_text())
+    return {(g["gpu"], g["size"], g["nodes"]): g for g in d["groups"]}
+
+
+def band(hardware_id: str, active_params: float, n_gpus: int, gpus_per_node: int) -> dict | None:
+    """The error quantiles of the most specific group of similar validated runs (``LEVELS``), or None.
+
+    Returns ``{"group": {gpu, size, nodes}, "n", "p10", "p50", "p90"}`` (errors as fractions).
+    """
+    k = keys(hardware_id, active_params, n_gpus, gpus_per_node)
+    table = _groups()
+    for level in LEVELS:
+        key = tuple(k[f] if f in level else ANY for f in ("gpu", "size", "nodes"))
+        g = table.get(key)
+        if g is not None:
+            return {"group": dict(zip(("gpu", "size", "nodes"), key)), "n": g["n"],
+                    **{f"p{round(q * 100)}": g[f"p{round(q * 100)}"] for q in QUANTILES}}
+    return None
+
+
+def of_prediction(pred) -> dict | None:
+    """:func:`band` of a :class:`roofline.model.predict.Prediction`, with the measured step it implies
+    (``low_s`` .. ``high_s``: the step time divided by 1 + the 90th and 1 + the 10th percentile error)."""
+    b = band(pred.hardware.id, pred.raw["active_params"], pred.n_gpus, pred.hardware.gpus_per_node)
+    if b is None:
+        return None
+    t = float(pred.step_time.to("s").magnitude)
+    return {**b, "low_s": t / (1 + b["p90"]), "high_s": t / (1 + b["p10"])}
+
+
+def describe(b: dict | None, hardware_id: str = "") -> str:
+    """One line for the table: the error band and the group it comes from."""
+    if b is None:
+        return f"no band: fewer than {MIN_RUNS} validated runs on {gpu_family(hardware_id)} GPUs"
+    g = b["group"]
+    what = ", ".join(v for v in (g["gpu"], g["size"] + " active params" if g["size"] != ANY else "",
+                                 g["nodes"] if g["nodes"] != ANY else "") if v)
+    return (f"validation error of similar runs: {100 * b['p10']:+.0f} % .. {100 * b['p90']:+.0f} %, "
+            f"p10..p90 of n={b['n']}: {what}")
+
+
+# ---- generating (python -m roofline.views.uncertainty) --------------------------------------------------
+def measured_errors() -> list[dict]:
+    """Every timed run of the bundled validation sets: its keys and its signed error."""
+    import numpy as np
+
+    from ..base import progress
+    from . import validate as V
+    out = []
+    for name in V.DATASETS:
+        with progress.phase(f"validate {name}"):
+            cases = []
+            for row in V.read(V.dataset_path(name)):
+                try:
+                    cases.append(V.build_case(row))
+                except V.Skip:
+                    continue
+            if not cases:
+                continue
+            r = V.evaluate_cases(cases)
+            err = r["step_time"] / np.array([c.measured for c in cases]) - 1
+        for i, c in enumerate(cases):
+            if np.isfinite(err[i]):
+                out.append({"dataset": name, "error": float(err[i]),
+                            **keys(c.hw.id, float(r["active_params"][i]), c.plan.n_gpus, c.hw.gpus_per_node)})
+    return out
+
+
+def table(runs: list[dict]) -> dict:
+    """The groups of every level with at least ``MIN_RUNS`` runs, their error quantiles rounded to 0.1 %."""
+    import numpy as np
+    groups: dict = {}
+    for r in runs:
+        for level in LEVELS:
+            key = tuple(r[f] if f in level else ANY for f in ("gpu", "size", "nodes"))
+            groups.setdefault(key, []).append(r["error"])
+    rows = []
+    for key in sorted(groups):
+        e = np.array(groups[key])
+        if len(e) < MIN_RUNS:
+            continue
+        q = np.quantile(e, QUANTILES)
+        rows.append({**dict(zip(("gpu", "size", "nodes"), key)), "n": int(len(e)),
+                     **{f"p{round(p * 100)}": round(float(v), 3) for p, v in zip(QUANTILES, q)}})
+    counts: dict = {}
+    for r in runs:
+        counts[r["dataset"]] = counts.get(r["dataset"], 0) + 1
+    return {"quantiles": list(QUANTILES), "min_runs": MIN_RUNS, "runs": counts, "groups": rows}
+
+
+def text(t: dict) -> str:
+    import yaml
+    head = ("# generated by `python -m roofline.views.uncertainty` from the bundled validation sets; do not edit\n"
+            "# signed error (predicted - measured) / measured of every timed run, quantiles per group of similar\n"
+            "# runs (GPU family, active-parameter decade, node scope; 'any' = pooled); roofline/views/uncertainty.py\n")
+    body = {k: v for k, v in t.items() if k != "groups"}
+    return (head + yaml.safe_dump(body, sort_keys=False, default_flow_style=None) + "groups:\n"
+            + "".join("  - " + yaml.safe_dump(g, sort_keys=False, default_flow_style=True, width=200)
+                      for g in t["groups"]))
+
+
+def stale(current: dict, fresh: dict, tolerance: float = 0.005) -> list[str]:
+    """Differences that would change the printed band: a group added or gone, another run count, or a quantile
+    moved by more than ``tolerance`` (half of the whole percent the band prints)."""
+    key = lambda g: (g["gpu"], g["size"], g["nodes"])  # noqa: E731
+    a, b = {key(g): g for g in current["groups"]}, {key(g): g for g in fresh["groups"]}
+    out = [f"group {k}: {'gone' if k in a else 'new'}" for k in sorted(set(a) ^ set(b))]
+    for k in sorted(set(a) & set(b)):
+        if a[k]["n"] != b[k]["n"]:
+            out.append(f"group {k}: n {a[k]['n']} -> {b[k]['n']}")
+        for q in ("p10", "p50", "p90"):
+            if abs(a[k][q] - b[k][q]) > tolerance:
+                out.append(f"group {k}: {q} {a[k][q]:+.3f} -> {b[k][q]:+.3f}")
+    return out
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    import yaml
+    ap = argparse.ArgumentParser(prog="python -m roofline.views.uncertainty", description=(
+        f"Write {TABLE.relative_to(TABLE.parents[2])}: the error quantiles of similar validated runs that the step "
+        "time's band is read from (takes a few seconds: every bundled validation set is predicted)."))
+    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 when the table is stale")
+    args = ap.parse_args(argv)
+    fresh = table(measured_errors())
+    if args.check:
+        diff = stale(yaml.safe_load(TABLE.read_text()), fresh) if TABLE.exists() else ["missing"]
+        if diff:
+            print(f"{TABLE} is stale: " + "; ".join(diff[:8]) + "\nrun python -m roofline.views.uncertainty", file=sys.stderr)
+            return 1
+        return 0
+    TABLE.write_text(text(fresh))
+    print(f"wrote {TABLE} ({len(fresh['groups'])} groups from {sum(fresh['runs'].values())} runs)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

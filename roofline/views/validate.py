@@ -1,0 +1,760 @@
+"""Validate predictions against published, measured step times (``python -m roofline validate FILE.csv``).
+
+Reads any CSV with the columns of ``shared/validation/README.md`` (published.csv, vtrain_measured.csv),
+builds (Model, Plan, Hardware) for every row from the row's own fields with the documented defaults
+below, evaluates all rows at once through the compiled formulas, and reports signed errors
+(predicted / measured - 1) with MAPE, median and max absolute error per tier, GPU, layout and micro-batch.
+
+Defaults, chosen from a row's fields and source text only (never from its case_id); see docs/validation.md:
+
+- framework: ``optimizer_sharding=fsdp`` -> ``fsdp``; ``distributed`` or a source naming Megatron-Core ->
+  ``megatron-core``; a source or notes naming DeepSpeed -> ``megatron-deepspeed``; otherwise (Narayanan 2021,
+  Korthikanti 2022) -> ``megatron-lm-2021``. Stated columns (seq_parallel, recompute, optimizer_sharding)
+  override the framework's defaults.
+- Rows whose settings state a Megatron-Core pipeline layout (``pp_layout X``, ``pipeline_model_parallel_layout=X``):
+  pipeline_layout; rows stating none: their model preset's recipe layout for (pp, vp) where it has one
+  (models.pipeline_layout; DeepSeek-V3: Megatron-Bridge's layout_map).
+- Rows whose settings name the flex dispatcher's DeepEP / HybridEP backend: ep_dispatcher (tokens cross the
+  network once per destination node, formulas/comm.py dispatch_a2a); an ``ETP=`` setting: etp.
+- Rows whose settings state the MoE all-to-all overlap (Megatron-Core ``--overlap-moe-expert-parallel-comm``,
+  "EP A2A overlap"): overlap_ep = 1 (hidden as far as the layer's compute lasts).
+- Megatron-Core rows whose notes state ``--tp-comm-overlap``: overlap_tp = (tp-1)/tp (the ring-exchange
+  overlap splits each TP collective into tp steps; the first step has no GEMM chunk to hide behind).
+  Megatron-Core overlaps pipeline send/recv in the interleaved schedule (on by default): overlap_pp = 1
+  when v > 1.
+- micro_batch blank -> 1 (the Megatron default and the micro-batch of its GPT-3 175B example script).
+- interleave blank -> 1 when pp = 1 or the framework has no interleaved schedule (DeepSpeed); otherwise
+  (Megatron rows, whose sources used interleaved 1F1B) the smallest v >= 2 with layers % (pp v) == 0
+  and micro-batches % pp == 0, or 1 when no such v exists.
+- cp blank -> 1; recompute blank -> none; n_kv_heads blank -> MHA; ffn_hidden blank -> 4h (gelu).
+- exactly one of tp/pp/dp blank -> n_gpus / (the other two); more than one blank -> skipped (no plan search).
+- gpu_id -> the hardware profile of that id; gpus_per_node and net_gbps_per_gpu override it when given.
+- measured time = measured_iter_time_s, else derived_iter_time_s (the source's own FLOP formula).
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from dataclasses import dataclass
+from dataclasses import replace as dc_replace
+from pathlib import Path
+
+import numpy as np
+
+from ..base.errors import InputError
+from . import report
+from ..base.results import MappingResult, freeze
+from ..base.units import GiB
+from ..base.paths import DATA
+
+REQUIRED = ("case_id", "n_layers", "d_model", "n_heads", "vocab", "seq_len", "global_batch", "tp", "pp", "dp",
+            "gpu_id", "measured_iter_time_s")
+INTS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "seq_len", "global_batch",
+        "micro_batch", "tp", "pp", "dp", "cp", "ep", "interleave", "n_gpus", "gpus_per_node", "n_experts", "top_k",
+        "moe_ffn_hidden", "head_dim", "n_shared_experts", "first_dense_layers", "mtp", "mla_q_lora_rank",
+        "mla_kv_lora_rank", "mla_qk_nope_head_dim", "mla_qk_rope_head_dim", "mla_v_head_dim", "swa_window", "swa_every")
+FLOATS = ("net_gbps_per_gpu", "measured_iter_time_s", "derived_iter_time_s", "measured_peak_memory_gib")
+BY = ("tier", "gpu", "layout", "micro_batch", "nodes", "source", "framework", "model", "precision")
+
+
+DATASETS = {"published": "published.csv", "vtrain": "vtrain_measured.csv", "nemo": "nemo_perf.csv",
+            "memory": "memory_measured.csv"}
+
+
+def dataset_path(name: str):
+    """Path of a bundled public validation set (roofline/data/validation; SOURCES.md there)."""
+    if name not in DATASETS:
+        raise InputError(f"--dataset must be one of {', '.join(DATASETS)}, got {name!r}")
+    return DATA / "validation" / DATASETS[name]
+
+
+class Skip(Exception):
+    """A row that cannot be predicted: contradictory or unsupported fields (the message says which)."""
+
+
+@dataclass(frozen=True)
+class Case:
+    row: dict
+    model: object
+    plan: object
+    hw: object
+    framework: str
+    measured: float
+    spec: object = None
+    stack_reason: str = ""
+    note: str = ""
+
+    @property
+    def single_node(self) -> bool:
+        return self.plan.n_gpus <= self.hw.gpus_per_node
+
+
+# ---- reading -------------------------------------------------------------------------------------
+def read(path) -> list[dict]:
+    """Rows of a validation CSV, numbers parsed (blank -> None); InputError on a malformed file."""
+    path = Path(path)
+    from ..base.schema import read_text
+    text = read_text(path, "validation CSV").lstrip("\ufeff")
+    reader = csv.DictReader(text.splitlines())
+    if not reader.fieldnames:
+        raise InputError(f"{path}: empty file (expected a header with {', '.join(REQUIRED)})")
+    missing = [c for c in REQUIRED if c not in reader.fieldnames]
+    if missing:
+        raise InputError(f"{path}: missing required column(s) {', '.join(missing)}")
+    rows = []
+    for line, raw in enumerate(reader, start=2):
+        if None in raw:
+            raise InputError(f"{path} line {line}: more fields than the header has columns")
+        row = {k: (v or "").strip() for k, v in raw.items()}
+        for col in INTS + FLOATS:
+            v = row.get(col, "")
+            if v == "":
+                row[col] = None
+                continue
+            try:
+                x = float(v)
+            except ValueError:
+                raise InputError(f"{path} line {line}: column {col} must be a number, got {v!r}") from None
+            if not math.isfinite(x):
+                raise InputError(f"{path} line {line}: column {col} must be finite, got {v!r}")
+            if col in INTS and x != int(x):
+                raise InputError(f"{path} line {line}: column {col} must be an integer, got {v!r}")
+            row[col] = int(x) if col in INTS else x
+        rows.append(row)
+    if not rows:
+        raise InputError(f"{path}: no data rows")
+    seen = {}
+    for line, r in enumerate(rows, start=2):
+        if r["case_id"] in seen:
+            raise InputError(f"{path}: case_id {r['case_id']!r} appears twice (lines {seen[r['case_id']]} and {line})")
+        seen[r["case_id"]] = line
+    return rows
+
+
+# ---- one row -> Spec ------------------------------------------------------------------------------
+def infer_stack(row: dict, model=None, hw=None):
+    """(Stack, reason) of a row: its framework column, aliases in its source/notes, else era rules
+    (roofline.spec.stacks.infer); printed per row in the table and the JSON."""
+    from ..base import normalize
+    from ..spec import stacks
+
+    dtype = None
+    if row.get("precision"):
+        try:
+            dtype = normalize.precision(row["precision"])
+        except InputError:
+            dtype = None
+    stack, reason = stacks.infer(column=row.get("framework", ""), text=f"{row.get('source', '')} {row.get('notes', '')}",
+                                 model=model, hw=hw, dtype=dtype)
+    try:
+        sharded = normalize.sharding(row.get("optimizer_sharding", "")) == "fsdp"
+    except InputError:
+        sharded = False
+    if reason.startswith("era rule") and sharded:
+        # fully sharded data parallelism and no stack named: PyTorch FSDP, or torchtitan (FSDP2) when the
+        # row also runs TP/PP (FSDP1 runs have neither)
+        multi = (row.get("tp") or 1) > 1 or (row.get("pp") or 1) > 1
+        stack = stacks.get("torchtitan" if multi else "fsdp")
+        reason = f"era rule: fully sharded, no stack named -> {stack.id}" + (" (with TP/PP)" if multi else "")
+    return stack, reason
+
+
+UNMODELLED_ATTENTION = ("hybrid", "mamba", "dsv4", "linear", "csa")
+# MLA columns -> Model fields (HF config.json / Megatron-Core MLATransformerConfig names)
+MLA_COLUMNS = {"mla_q_lora_rank": "q_lora_rank", "mla_kv_lora_rank": "kv_lora_rank",
+               "mla_qk_nope_head_dim": "qk_nope_head_dim", "mla_qk_rope_head_dim": "qk_rope_head_dim",
+               "mla_v_head_dim": "v_head_dim"}
+
+
+def _hybrid_fields(row: dict) -> dict:
+    """A hybrid Mamba-2 row's layer pattern and mixer sizes, read from its attention_detail (nemo_model_archs.md:
+    "pattern MEMEM*E...; Mamba: 64 heads x 64 head_dim, state 128, 8 groups"); unstated groups: Megatron-Core's
+    default mamba_num_groups 8 (transformer_config.py). Skip when the pattern is not stated or the model has parts
+    the formulas do not price (LatentMoE: moe_latent_size)."""
+    import re
+
+    text = f"{row.get('attention_detail') or ''} {row.get('notes') or ''}"
+    if re.search(r"latent\s*-?moe|moe_latent", text, re.I):
+        raise Skip("LatentMoE (moe_latent_size: experts on a latent projection of h) is not modelled")
+    pat = re.search(r"pattern\s+([M*\-E|]{2,})", row.get("attention_detail") or "")
+    if not pat:
+        raise Skip("hybrid Mamba row without its layer pattern (hybrid_override_pattern)")
+    d = {"hybrid_pattern": pat.group(1)}
+    sizes = re.search(r"Mamba:\s*(\d+)\s*heads\s*x\s*(\d+)\s*head_dim(?:,\s*state\s*(\d+))?(?:,\s*(\d+)\s*groups)?",
+                      row.get("attention_detail") or "")
+    if not sizes:
+        raise Skip("hybrid Mamba row without its Mamba heads and head_dim")
+    d["mamba_num_heads"], d["mamba_head_dim"] = int(sizes.group(1)), int(sizes.group(2))
+    if sizes.group(3):
+        d["mamba_state_dim"] = int(sizes.group(3))
+    if sizes.group(4):
+        d["mamba_num_groups"] = int(sizes.group(4))
+    return d
+
+
+def _model_fields(row: dict) -> tuple[dict, str]:
+    """Model fields the row states (blank -> unset), the vocabulary from the model family when the
+    row states none; Skip when the row's architecture has parts the model does not price."""
+    from ..spec import families
+    from ..base import normalize
+
+    att = (row.get("attention") or "").lower()
+    hybrid = _hybrid_fields(row) if att == "hybrid-mamba" else {}
+    if not hybrid and any(w in att for w in UNMODELLED_ATTENTION):
+        raise Skip(f"attention {row['attention']!r} is not modelled yet (hybrid Mamba / sparse attention)")
+    d = {"n_layers": row["n_layers"], "d_model": row["d_model"], "n_heads": row["n_heads"],
+         "n_kv_heads": row.get("n_kv_heads"), "ffn_hidden": row.get("ffn_hidden"), "vocab": row["vocab"],
+         "seq_len": row["seq_len"], "name": row.get("model") or row["case_id"]}
+    d.update(hybrid)                        # Mamba-2 / attention / MoE layer pattern and mixer sizes
+    if row.get("head_dim"):                 # Megatron-Core kv_channels (blank: d_model / heads)
+        d["head_dim"] = row["head_dim"]
+    if att.startswith("mla"):               # multi-head latent attention: its ranks and head widths
+        mla = {f: row.get(c) for c, f in MLA_COLUMNS.items() if row.get(c)}
+        missing = [c for c, f in MLA_COLUMNS.items() if f not in mla and f != "q_lora_rank"]
+        if missing:
+            raise Skip(f"MLA row without {', '.join(missing)}")
+        d.update(mla)
+        if d.get("n_kv_heads") not in (None, d["n_heads"]):
+            d["n_kv_heads"] = None          # MLA has one key/value per head
+    # multi-token-prediction layers as the row states them; unstated: none (Megatron-Core mtp_num_layers defaults to
+    # None, a run turns MTP on with --mtp-num-layers), whatever the named preset's architecture has
+    try:
+        d["mtp_layers"] = int(row.get("mtp") or 0)
+    except (TypeError, ValueError):
+        raise Skip(f"mtp {row['mtp']!r} is not a layer count") from None
+    if row.get("swa_window"):               # sliding window on all layers but every swa_every-th (Megatron-Core)
+        d["swa_window"] = row["swa_window"]
+        if row.get("swa_every"):
+            d["swa_every"] = row["swa_every"]
+    if row.get("mlp"):
+        try:
+            d["mlp"] = normalize.mlp(row["mlp"])
+        except InputError as exc:
+            raise Skip(str(exc)) from None
+    if (row.get("n_experts") or 0) > 1:
+        d["n_experts"], d["top_k"] = row["n_experts"], row.get("top_k") or 1
+        if row.get("moe_ffn_hidden"):       # per routed expert; ffn_hidden stays the dense MLP's
+            d["moe_ffn_hidden"] = row["moe_ffn_hidden"]
+        shared = row.get("shared_ffn_hidden")
+        if isinstance(shared, str):
+            shared = int(shared) if shared.strip().isdigit() else None
+        if row.get("n_shared_experts") and not shared:
+            raise Skip(f"shared experts (n_shared_experts = {row['n_shared_experts']}) without shared_ffn_hidden")
+        if row.get("n_shared_experts"):
+            d["n_shared_experts"], d["shared_ffn_hidden"] = row["n_shared_experts"], shared
+        if row.get("first_dense_layers"):
+            d["first_dense_layers"] = row["first_dense_layers"]
+    notes = []
+    base = None
+    preset = families.preset_for(row.get("model"))
+    if preset:
+        # the architecture the row does not state (norm, position, biases, tying) from the named preset
+        from ..spec import models
+        base = models.load(preset)
+        notes.append(f"unstated architecture from preset {preset}")
+    elif d.get("mlp") == "swiglu":
+        # LLaMA lineage (Llama, Mistral, Qwen, Nemotron-4's successors): RoPE, RMSNorm, no linear biases, untied
+        d.update(position="rope", norm="rmsnorm", biases=False, tied_embeddings=False)
+        notes.append("gated-MLP row: RoPE, RMSNorm, no biases, untied head (LLaMA lineage)")
+    tied = normalize.flag(row.get("tied") or "")
+    if tied is not None:
+        d["tied_embeddings"] = tied
+    note = ""
+    if d["vocab"] is None:
+        fam = families.vocab_for(row.get("model"))
+        if fam:
+            d["vocab"], src = fam
+            notes.append(f"vocab {fam[0]} from the model family ({src})")
+    note = "; ".join(notes)
+    missing = [k for k in ("n_layers", "d_model", "n_heads", "vocab", "seq_len") if d[k] is None]
+    if missing:
+        raise Skip(f"{', '.join(missing)} not stated" + (" (no model family with a known tokenizer)" if "vocab" in missing else ""))
+    return d, note, base
+
+
+def _plan_fields(row: dict) -> dict:
+    from ..base import normalize
+
+    tp, pp, dp, cp, n = row["tp"], row["pp"], row["dp"], row.get("cp") or 1, row.get("n_gpus")
+    blank = [k for k, v in (("tp", tp), ("pp", pp), ("dp", dp)) if v is None]
+    if len(blank) > 1 or (blank and n is None):
+        raise Skip(f"{'/'.join(blank)} not stated (incomplete plan; no plan search)")
+    d = {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": row.get("ep"), "n_gpus": n,
+         "micro_batch": row.get("micro_batch") or 1, "global_batch": row["global_batch"],
+         "interleave": row.get("interleave")}
+    text = f"{row.get('notes', '')} {row.get('settings', '')}".lower()
+    try:
+        d["sequence_parallel"] = normalize.flag(row.get("seq_parallel", ""))
+        d["recompute"] = normalize.recompute(row.get("recompute", "")) or "none"
+        d["sharding"] = normalize.sharding(row.get("optimizer_sharding", ""))
+        d["dtype"] = normalize.precision(row.get("precision", ""))
+    except InputError as exc:
+        raise Skip(str(exc)) from None
+    if row.get("recompute") == "" and "recompute" in row:
+        d["recompute"] = "none"        # a blank recompute column: no recomputation (Megatron's default)
+    if re.search(r"tp[-_]comm[-_]overlap(?!\s*=\s*false)", text):
+        d["tp_comm_overlap"] = True
+    # Megatron-Core --overlap-moe-expert-parallel-comm (Megatron-Bridge comm_overlap moe a2a): the all-to-all hides
+    # behind another micro-batch's compute as far as that compute lasts (formulas/step.py)
+    m = re.search(r"flex dispatcher\s*=\s*(deepep|hybridep)|moe[-_ ]flex[-_ ]dispatcher[-_ ]backend\s*=\s*['\"]?(deepep|hybridep)", text)
+    if m and (row.get("n_experts") or 1) > 1:
+        d["ep_dispatcher"] = m.group(1) or m.group(2)
+    m = re.search(r"\betp\s*=\s*(\d+)", text)
+    if m and (row.get("n_experts") or 1) > 1:
+        d["etp"] = int(m.group(1))          # Megatron-Core --expert-tensor-parallel-size, stated by the recipe
+    if re.search(r"ep a2a overlap|overlap[-_ ]moe[-_ ]expert[-_ ]parallel[-_ ]comm(?!\s*=\s*false)", text):
+        d["overlap_ep"] = 1.0
+    d.update(_pipeline_layout(row))
+    return d
+
+
+def _pipeline_layout(row: dict) -> dict:
+    """The row's Megatron-Core pipeline layout: stated in its settings (``pp_layout X`` or
+    ``pipeline_model_parallel_layout=X``), else its model preset's recipe layout for (pp, vp) (models.pipeline_layout,
+    e.g. Megatron-Bridge's DeepSeek-V3 layout_map); {} for neither, or for a stated layout that does not fit the row
+    (its stage count, layers or MTP layers: the row's table values win, as its notes say). A layout of k x pp stages
+    on a row without interleaving sets vp = k (Megatron-LM training/arguments.py: virtual_pipeline_model_parallel_size
+    = num_stages // pipeline_model_parallel_size)."""
+    from ..spec import families, models
+    from ..spec.layout import ranks, stages
+
+    pp, vp = row.get("pp") or 1, row.get("interleave") or 1
+    layers, mtp = row.get("n_layers"), row.get("mtp") or 0
+    if pp <= 1 or not layers:
+        return {}
+    m = re.search(r"(?:pp_layout|pipeline[-_]model[-_]parallel[-_]layout)\s*[=: ]\s*['\"]?([ELtm|()*\d,]+)",
+                  row.get("settings") or "")
+    if m:
+        try:
+            n = len(stages(m.group(1)))
+            v = n // pp if vp == 1 and n % pp == 0 else vp
+            ranks(m.group(1), pp, v, layers, mtp)
+            return {"pipeline_layout": m.group(1), "interleave": v}
+        except InputError:      # a stated layout that does not fit the row: the recipe's for (pp, vp), below
+            m = None
+    preset = families.preset_for(row.get("model"))
+    found = models.pipeline_layout(preset, pp, vp, mtp) if preset else None
+    if found is None:
+        return {}
+    try:
+        ranks(found[0], pp, vp, layers, mtp)
+    except InputError:
+        return {}
+    return {"pipeline_layout": found[0], "interleave": vp}
+
+
+def memory_measure(row: dict) -> str:
+    """What a row's measured peak memory counts, from its notes: "reserved" (the caching allocator's reserved peak,
+    torch.cuda.max_memory_reserved / memory_stats reserved_bytes: the tensors and the allocator's fragmentation) or
+    "allocated" (torch.cuda.max_memory_allocated: the tensors alone; the default). Neither holds the CUDA context or
+    NCCL's buffers, which only nvidia-smi sees."""
+    text = f"{row.get('notes', '')} {row.get('settings', '')}".lower()
+    m = re.search(r"\bmem(?:ory)?\s*=\s*([^;]*)", text)       # the clause that says what the column holds
+    text = m.group(1) if m else text
+    return "reserved" if "reserved" in text and "allocated" not in text else "allocated"
+
+
+def compiled_loss(row: dict, stack) -> bool:
+    """Whether the row's loss ran under torch.compile: the run states torch.compile and its stack compiles the loss
+    with the model from a year on (stacks/*.yaml rule compiled_loss_since), judged by the earliest year its framework
+    column names (none named: the stack's current code)."""
+    from ..spec.stacks import years_in
+
+    since = stack.rule("compiled_loss_since")
+    text = f"{row.get('precision', '')} {row.get('settings', '')} {row.get('notes', '')}".lower()
+    if not since or not re.search(r"torch\.compile|\bcompile\b", text):
+        return False
+    years = years_in((row.get("framework") or "").lower())
+    return not years or min(years) >= int(since)
+
+
+def build_case(row: dict, hardware=None) -> Case:
+    """The row's Spec through the one resolver; raises Skip with the reason when it cannot be predicted.
+
+    ``hardware`` (a Hardware) prices the row on that profile instead of its ``gpu_id`` (the row's
+    gpus_per_node and network overrides still apply).
+    """
+    from ..spec import hardware as hwmod
+    from ..spec.resolve import resolve
+
+    measured = row.get("measured_iter_time_s") or row.get("derived_iter_time_s")
+    if (not measured or measured <= 0) and not row.get("measured_peak_memory_gib"):
+        raise Skip("no measured or derived iteration time (and no measured peak memory)")
+    measured = measured if measured and measured > 0 else float("nan")     # memory-only row
+    if row["global_batch"] is None:
+        raise Skip("global_batch not stated")
+    model_fields, note, base_model = _model_fields(row)
+    plan_fields = _plan_fields(row)
+    try:
+        hw = hardware if hardware is not None else hwmod.load(row["gpu_id"])
+        stack, reason = infer_stack(row, None, hw)
+        # the era rule reads model features: resolve the model once without the stack to see them
+        if reason.startswith("era rule") or "no year" in reason:
+            probe = resolve(base_model, None, hw, "plain", model_fields=model_fields)
+            stack, reason = infer_stack(row, probe.model, hw)
+        if compiled_loss(row, stack):
+            plan_fields = {**plan_fields, "loss_kernel": "compiled"}
+        spec = resolve(base_model, plan_fields, hw, stack, model_fields=model_fields, stack_reason=reason,
+                       gpus_per_node=row.get("gpus_per_node"), net_gbps=row.get("net_gbps_per_gpu"))
+    except InputError as exc:
+        raise Skip(str(exc)) from None
+    return Case(row, spec.model, spec.plan, spec.hardware, spec.stack.id, float(measured), spec, reason, note)
+
+
+# ---- evaluation ----------------------------------------------------------------------------------
+def evaluate_cases(cases: list[Case]) -> dict:
+    """All formula outputs for all cases in one vectorized call (arrays indexed like ``cases``)."""
+    from ..model.predict import evaluate, inputs
+
+    xs = [inputs(c.model, c.plan, c.hw) for c in cases]
+    if not xs:
+        return {}
+    stacked = {k: np.array([x[k] for x in xs], dtype=float) for k in xs[0]}
+    return {k: np.broadcast_to(v, (len(cases),)) for k, v in evaluate(stacked).items()}
+
+
+def stats(errors) -> dict:
+    e = np.asarray(errors, dtype=float)
+    if not len(e):
+        return {"n": 0}
+    a = np.abs(e)
+    return {"n": int(len(e)), "mape": float(a.mean()), "median_abs_error": float(np.median(a)),
+            "max_abs_error": float(a.max()), "mean_error": float(e.mean())}
+
+
+def group_key(case: Case, by: str) -> str:
+    p = case.plan
+    return {"tier": lambda: case.row.get("tier") or "?",
+            "gpu": lambda: case.row["gpu_id"],
+            "layout": lambda: f"tp{p.tp}-pp{p.pp}-dp{p.dp}" + (f"-cp{p.cp}" if p.cp > 1 else ""),
+            "micro_batch": lambda: str(p.micro_batch),
+            "nodes": lambda: "single-node" if case.single_node else "multi-node",
+            "source": lambda: (re.split(r"[(,;\[]", case.row.get("source") or "")[0].strip() or "?")[:48],
+            "framework": lambda: case.framework,
+            "model": lambda: case.row.get("model") or case.model.name,
+            "precision": lambda: (case.row.get("precision") or case.plan.dtype).split(" ")[0]}[by]()
+
+
+@dataclass(frozen=True, eq=False)
+class Validation(MappingResult):
+    """What ``validate`` found: per-case predictions against measurements, the error statistics overall and
+    per group, and the rows it skipped. Errors are signed fractions (predicted / measured - 1); times in s,
+    memory in bytes. Reads like the dict it was (``r["by_gpu"]``, ``r["cases"][0]["error"]``); ``--json``
+    prints ``to_dict()``: those keys (``by_<key>`` for each breakdown, ``memory`` and ``ranking`` when there)
+    and ``units``."""
+    UNITS = {"cases.measured_s": "s", "cases.predicted_s": "s", "cases.breakdown_s": "s",
+             "cases.predicted_memory_bytes": "B", "cases.measured_memory_bytes": "B"}
+    cases: tuple                    # read-only mappings, one per predicted row
+    mape: float | None
+    median_abs_error: float | None
+    max_abs_error: float | None
+    by: object                      # {breakdown (tier, gpu, ...): {group: stats}}
+    memory: object                  # stats of the peak-memory errors, or None when no row has a measured peak
+    skipped: tuple                  # {case_id, reason}
+    ranking: object = None          # :func:`ranking` when asked for
+
+    def items_by_key(self) -> dict:
+        out = {"cases": self.cases, "mape": self.mape, "median_abs_error": self.median_abs_error,
+               "max_abs_error": self.max_abs_error, **{f"by_{b}": v for b, v in self.by.items()}}
+        if self.memory is not None:
+            out["memory"] = self.memory
+        out["skipped"] = self.skipped
+        if self.ranking is not None:
+            out["ranking"] = self.ranking
+        return out
+
+
+def validate(rows: list[dict], tiers=None) -> Validation:
+    """Predict every row; ``to_dict()`` of the result is what ``--json`` prints (errors are fractions, not %)."""
+    from ..base import progress
+
+    cases, skipped = [], []
+    for row in progress.track(rows, "predict validation rows", unit="row"):
+        if tiers and (row.get("tier") or "") not in tiers:
+            continue
+        try:
+            cases.append(build_case(row))
+        except Skip as exc:
+            skipped.append({"case_id": row["case_id"], "reason": str(exc)})
+    out = evaluate_cases(cases)
+    pred = out.get("step_time", np.zeros(0))
+    err = pred / np.array([c.measured for c in cases]) - 1 if cases else np.zeros(0)
+    timed = np.isfinite(err)                     # memory-only rows carry no time error
+    result = {"cases": [], **{k: stats(err[timed]).get(k) for k in ("mape", "median_abs_error", "max_abs_error")}}
+    for i, c in enumerate(cases):
+        p = c.plan
+        result["cases"].append({
+            "case_id": c.row["case_id"], "measured_s": c.measured if timed[i] else None, "predicted_s": float(pred[i]),
+            "error": float(err[i]) if timed[i] else None, "gpu_id": c.row["gpu_id"], "tier": c.row.get("tier") or "",
+            "framework": c.framework, "stack_reason": c.stack_reason, "note": c.note, "single_node": c.single_node,
+            "plan": {"tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "v": p.interleave, "mb": p.micro_batch,
+                     "gb": p.batch, "sp": p.sequence_parallel, "recompute": p.recompute, "sharding": p.sharding},
+            "breakdown_s": {k[2:]: float(out[k][i]) for k in out if k.startswith("t_") and k != "t_microbatch_stage"},
+            "predicted_memory_bytes": float(out["memory"][i]),
+        })
+        if c.row.get("measured_peak_memory_gib"):
+            mm = c.row["measured_peak_memory_gib"] * GiB
+            measure = memory_measure(c.row)
+            compared = float(out["memory"][i]) + (measure == "reserved") * float(out["mem_fragmentation"][i])
+            result["cases"][-1].update(measured_memory_bytes=mm, memory_measure=measure,
+                                       compared_memory_bytes=compared, memory_error=compared / mm - 1)
+    by_key = {}
+    for by in BY:
+        groups: dict[str, list] = {}
+        for i, c in enumerate(cases):
+            if timed[i]:
+                groups.setdefault(group_key(c, by), []).append(err[i])
+        by_key[by] = {k: stats(v) for k, v in sorted(groups.items(), key=lambda kv: _natural(kv[0]))}
+    mem = [c["memory_error"] for c in result["cases"] if "memory_error" in c]
+    # peak memory per GPU (the heavier pipeline stage) against measured peaks, where a row has one
+    return Validation(cases=freeze(result["cases"]), mape=result["mape"], median_abs_error=result["median_abs_error"],
+                      max_abs_error=result["max_abs_error"], by=freeze(by_key), memory=freeze(stats(mem)) if mem else None,
+                      skipped=freeze(skipped))
+
+
+RANK_KEY = ("gpu_id", "n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "seq_len", "global_batch",
+            "n_gpus")
+
+
+def ranking(rows: list[dict], result: Validation) -> dict:
+    """How well predictions order plans: rows that differ only in the plan (same model, GPU, batch and GPU
+    count) form a group; per group the regret (measured time of the plan predicted fastest / the measured
+    fastest - 1) and Kendall's tau between predicted and measured times. Groups need >= 3 predicted rows."""
+    from scipy.stats import kendalltau
+
+    by_id = {r["case_id"]: r for r in rows}
+    groups: dict = {}
+    for c in result["cases"]:
+        if c["error"] is None:
+            continue
+        r = by_id[c["case_id"]]
+        n = r.get("n_gpus") or c["plan"]["tp"] * c["plan"]["pp"] * c["plan"]["dp"] * c["plan"]["cp"]
+        key = tuple(r.get(k) for k in RANK_KEY[:-1]) + (n,)
+        groups.setdefault(key, []).append(c)
+    out = []
+    for key, cs in groups.items():
+        if len(cs) < 3:
+            continue
+        meas = np.array([c["measured_s"] for c in cs])
+        pred = np.array([c["predicted_s"] for c in cs])
+        regret = float(meas[int(np.argmin(pred))] / meas.min() - 1)
+        tau = kendalltau(pred, meas).statistic
+        out.append({"group": dict(zip(RANK_KEY, key)), "n": len(cs), "regret": regret,
+                    "tau": None if tau != tau else float(tau),
+                    "predicted_best": cs[int(np.argmin(pred))]["case_id"], "measured_best": cs[int(np.argmin(meas))]["case_id"]})
+    if not out:
+        return {"groups": 0}
+    reg = np.array([g["regret"] for g in out])
+    taus = np.array([g["tau"] for g in out if g["tau"] is not None])
+    return {"groups": len(out), "mean_regret": float(reg.mean()), "max_regret": float(reg.max()),
+            "groups_above_5pct": int((reg > 0.05).sum()), "groups_above_10pct": int((reg > 0.10).sum()),
+            "tau_median": float(np.median(taus)) if len(taus) else None, "by_group": out}
+
+
+def render_ranking(r: dict) -> str:
+    if not r.get("groups"):
+        return "ranking: no group of >= 3 rows that differ only in the plan"
+    return (f"ranking over {r['groups']} groups of rows that differ only in the plan: mean regret "
+            f"{100 * r['mean_regret']:.1f} %, worst {100 * r['max_regret']:.1f} %, {r['groups_above_5pct']} groups above "
+            f"5 % ({r['groups_above_10pct']} above 10 %), Kendall tau median {r['tau_median']:.2f}")
+
+
+def layout_errors(result: Validation) -> dict[str, float]:
+    """Signed error per ``tp-pp-dp/mb`` group of a ``validate`` result (mean over its rows)."""
+    groups: dict[str, list] = {}
+    for c in result["cases"]:
+        p = c["plan"]
+        if c["error"] is not None:
+            groups.setdefault(f"tp{p['tp']}-pp{p['pp']}-dp{p['dp']}/mb{p['mb']}", []).append(c["error"])
+    return {k: float(np.mean(v)) for k, v in sorted(groups.items(), key=lambda kv: _natural(kv[0]))}
+
+
+def _natural(s: str):
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s)]
+
+
+# ---- Korthikanti et al. 2022, Table 4: one layer of the 22B model at TP=8 ------------------------
+# forward / backward ms measured on a DGX A100 node (arXiv:2205.05198 Table 4)
+TABLE4 = {"baseline": (7.7, 11.9), "sequence parallel": (7.2, 11.8), "full recompute": (7.7, 19.5),
+          "selective recompute": (7.7, 13.2), "selective + sequence parallel": (7.2, 13.1)}
+TABLE4_PLANS = {"baseline": (False, "none"), "sequence parallel": (True, "none"), "full recompute": (False, "full"),
+                "selective recompute": (False, "selective"), "selective + sequence parallel": (True, "selective")}
+
+
+def korthikanti_table4(gpu: str = "a100-sxm4-80gb") -> list[dict]:
+    """Per-layer forward/backward time of the 22B GPT (h 6144, 64 heads, s 2048, micro-batch 4, TP 8).
+
+    Assumptions: the Table 3/5 setting of the 22B model (micro-batch 4, one DGX A100 node, fp16,
+    Megatron-LM 2021 kernels: unfused attention, dropout); one layer = the model's per-layer terms of one
+    micro-batch (``t_layer_*``: embedding, LM head and optimizer are not in them). Forward = layer forward +
+    the forward part of its exposed TP communication; backward = layer backward + recompute + the backward
+    (and recompute-forward) part (``t_layer_comm_bwd``), as the paper times them.
+    """
+    from ..spec import hardware
+    from ..spec.config import Model
+    from ..model.predict import evaluate, inputs
+    from ..spec.resolve import resolve
+
+    hw = hardware.load(gpu)
+    rows = []
+    for name, (sp, rc) in TABLE4_PLANS.items():
+        s = resolve(Model(n_layers=1, d_model=6144, n_heads=64, vocab=51200, seq_len=2048),
+                    {"tp": 8, "micro_batch": 4, "global_batch": 4, "sequence_parallel": sp, "recompute": rc},
+                    hw, "megatron-lm@2022")
+        r = {k: float(v) for k, v in evaluate(inputs(s.model, s.plan, s.hardware)).items()}
+        tp_bwd = r["t_layer_comm_bwd"]                 # no CP or EP here: all of it is TP
+        fwd = r["t_layer_fwd"] + r["t_layer_tp_comm"] - tp_bwd
+        bwd = r["t_layer_bwd"] + r["t_layer_recompute"] + tp_bwd
+        mf, mb = TABLE4[name]
+        rows.append({"config": name, "measured_fwd_ms": mf, "measured_bwd_ms": mb, "measured_total_ms": mf + mb,
+                     "predicted_fwd_ms": 1e3 * fwd, "predicted_bwd_ms": 1e3 * bwd,
+                     "predicted_total_ms": 1e3 * (fwd + bwd),
+                     "tp_comm_ms": 1e3 * r["t_layer_tp_comm"], "recompute_ms": 1e3 * r["t_layer_recompute"],
+                     "error": (fwd + bwd) / ((mf + mb) / 1e3) - 1})
+    return rows
+
+
+TABLE4_COLUMNS = (report.Col("config", 31, "<"), report.Col("fwd meas", 9, fmt=".1f"), report.Col("pred", 8, fmt=".1f"),
+                  report.Col("bwd meas", 10, fmt=".1f"), report.Col("pred", 8, fmt=".1f"),
+                  report.Col("total meas", 12, fmt=".1f"), report.Col("pred", 8, fmt=".1f"),
+                  report.Col("err %", 8, fmt="+.1f"))
+
+
+def render_table4(rows: list[dict]) -> str:
+    return ("Korthikanti et al. 2022 Table 4: one layer of the 22B model, TP=8, micro-batch 4 (ms)\n"
+            + report.table(TABLE4_COLUMNS, [(r["config"], r["measured_fwd_ms"], r["predicted_fwd_ms"], r["measured_bwd_ms"],
+                                             r["predicted_bwd_ms"], r["measured_total_ms"], r["predicted_total_ms"],
+                                             100 * r["error"]) for r in rows]))
+
+
+# ---- output --------------------------------------------------------------------------------------
+def _fmt_s(s: float) -> str:
+    return f"{s:.3f}" if s >= 1 else f"{s:.4f}"
+
+
+CASE_COLUMNS = (report.Col("case", 36, "<"), report.Col("gpu_id", 16, "<"), report.Col("tp/pp/dp/cp/v/mb", 20, "<"),
+                report.Col("measured s", 11, fmt=_fmt_s), report.Col("predicted s", 12, fmt=_fmt_s),
+                report.Col("error %", 9, fmt="+.1f"), report.Col("", 0))       # the last: a memory-only row's memory
+
+
+def _summary_line(name: str, s: dict) -> str:
+    if not s.get("n"):
+        return f"  {name:<24} n=0"
+    return (f"  {name:<24} n={s['n']:<5} MAPE {100 * s['mape']:5.1f} %  median {100 * s['median_abs_error']:5.1f} %"
+            f"  max {100 * s['max_abs_error']:5.1f} %  mean signed {100 * s['mean_error']:+6.1f} %")
+
+
+def render(result: Validation, by=("tier", "gpu", "nodes"), table: bool = True) -> str:
+    lines = []
+    if table:
+        rows = []
+        for c in result["cases"]:
+            p = c["plan"]
+            row = (c["case_id"], c["gpu_id"], f"{p['tp']}/{p['pp']}/{p['dp']}/{p['cp']}/{p['v']}/{p['mb']}")
+            if c["error"] is None:           # memory-only row
+                rows.append(row + ("-", c["predicted_s"], "", f"  memory {c['predicted_memory_bytes'] / GiB:.1f} GiB vs "
+                                                              f"{c['measured_memory_bytes'] / GiB:.1f}"))
+            else:
+                rows.append(row + (c["measured_s"], c["predicted_s"], 100 * c["error"]))
+        lines += [report.table(CASE_COLUMNS, rows), ""]
+    errs = [c["error"] for c in result["cases"] if c["error"] is not None]
+    n = len(errs)
+    lines.append(_summary_line("all", {"n": n, **{k: result[k] for k in ("mape", "median_abs_error", "max_abs_error")},
+                                       "mean_error": float(np.mean(errs)) if n else 0}))
+    for b in by:
+        lines.append(f" by {b}:")
+        lines += [_summary_line(k, s) for k, s in result[f"by_{b}"].items()]
+    if result.get("memory"):
+        lines.append(_summary_line("peak memory per GPU", result["memory"]))
+    if result["skipped"]:
+        lines.append(f" skipped {len(result['skipped'])}:")
+        lines += [f"  {s['case_id']}: {s['reason']}" for s in result["skipped"]]
+    return "\n".join(lines)
+
+
+def plot(result: Validation, path: str) -> None:
+    from . import plotting
+    plt = plotting.pyplot("--plot")
+    fig, ax = plt.subplots(figsize=(6, 6))
+    markers = "osD^vP*X"
+    gpus = sorted({c["gpu_id"] for c in result["cases"]})
+    for i, g in enumerate(gpus):
+        cs = [c for c in result["cases"] if c["gpu_id"] == g and c["error"] is not None]
+        ax.scatter([c["measured_s"] for c in cs], [c["predicted_s"] for c in cs], marker=markers[i % len(markers)],
+                   s=18, alpha=0.7, label=f"{g} ({len(cs)})")
+    vals = [v for c in result["cases"] if c["error"] is not None for v in (c["measured_s"], c["predicted_s"])] or [1e-2, 1e2]
+    lo, hi = min(vals) / 1.5, max(vals) * 1.5
+    xs = np.array([lo, hi])
+    ax.plot(xs, xs, "k-", lw=1, label="y = x")
+    for f in (0.9, 1.1):
+        ax.plot(xs, f * xs, "k--", lw=0.7)
+    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel="measured step time (s)",
+           ylabel="predicted step time (s)", title=f"roofline vs measured, MAPE {100 * (result['mape'] or 0):.1f} %")
+    ax.legend(loc="upper left", fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    plotting.save(fig, path, "--plot")
+
+
+def cmd_validate(args) -> int:
+    if args.korthikanti_table4:
+        rows = korthikanti_table4()
+        print(json.dumps(rows, indent=1) if args.json else render_table4(rows))
+        if not args.file:
+            return 0
+    if args.dataset:
+        if args.file:
+            raise InputError("give a CSV file or --dataset, not both")
+        args.file = str(dataset_path(args.dataset))
+    if not args.file:
+        raise InputError("validate needs a CSV file, --dataset NAME or --korthikanti-table4")
+    tiers = {t.strip().upper() for t in args.tier.split(",")} if args.tier else None
+    by = [b.strip() for b in args.by.split(",")] if args.by else ["tier", "gpu", "nodes"]
+    bad = [b for b in by if b not in BY]
+    if bad:
+        raise InputError(f"--by takes {', '.join(BY)}, got {', '.join(bad)}")
+    if args.plot:
+        from . import plotting
+        plotting.check(args.plot, "--plot")
+    rows = read(args.file)
+    if args.gpu:
+        # price every row on this profile (an id or a YAML, e.g. one `calibrate from-runs` wrote); the rows'
+        # gpus_per_node and network overrides still apply, as calibrate from-runs prices them
+        from ..spec import hardware
+        hardware.load(args.gpu)                         # one-line error now, not a skip per row
+        rows = [{**r, "gpu_id": args.gpu} for r in rows]
+    if tiers and not any((r.get("tier") or "") in tiers for r in rows):
+        have = sorted({r.get("tier") or "" for r in rows} - {""})
+        raise InputError(f"--tier {args.tier}: no row of {args.file} is in that tier (tiers there: {', '.join(have) or 'none'})")
+    result = validate(rows, tiers)
+    if args.ranking:
+        result = dc_replace(result, ranking=freeze(ranking(rows, result)))
+    if args.plot:
+        plot(result, args.plot)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=1))
+    else:
+        print(render(result, by, table=not args.summary))
+        if args.ranking:
+            print(render_ranking(result["ranking"]))
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("validate", help="compare predictions with published measured step times (CSV)")
+    p.add_argument("file", nargs="?", help="CSV with the columns of shared/validation/README.md")
+    p.add_argument("--dataset", choices=tuple(DATASETS), help="a bundled public validation set (see "
+                   "roofline/data/validation/SOURCES.md) instead of a file")
+    p.add_argument("--json", action="store_true", help="print one JSON object (errors as fractions)")
+    p.add_argument("--gpu", help="price every row on this hardware profile (id or YAML) instead of its gpu_id")
+    p.add_argument("--plot", metavar="PNG", help="predicted vs measured, log-log, one marker per gpu_id")
+    p.add_argument("--tier", help="only these tiers, e.g. A,B")
+    p.add_argument("--by", help=f"summary breakdowns, comma-separated from {', '.join(BY)} (default tier,gpu,nodes)")
+    p.add_argument("--summary", action="store_true", help="summary lines only, no per-case table")
+    p.add_argument("--ranking", action="store_true", help="regret and Kendall's tau of the predicted plan order "
+                   "within groups of rows that differ only in the plan")
+    p.add_argument("--korthikanti-table4", "--korthikanti_table4", dest="korthikanti_table4", action="store_true",
+                   help="per-layer forward/backward of the 22B model at TP=8 vs Korthikanti et al. 2022 Table 4")
+    p.set_defaults(func=cmd_validate)
