@@ -9,6 +9,7 @@ the rows differ by plan only, not by software. Each published plan is predicted 
 (the knobs the paper states, the rest as noted; priced as stated even where the stack would not run it),
 and "completed" (the published tp/pp/cp pinned, the other knobs searched). The gap is
 (their time - our best) / our best. docs/search.md quotes the output (python -m roofline.face.docs_examples).
+A case may set stack knobs every one of its rows shares (precision, MoE dispatcher, EP overlap, uneven stages).
 """
 import dataclasses
 import os
@@ -16,14 +17,16 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from roofline.spec import hardware, models
 from roofline import predict  # noqa: E402
+from roofline.base.units import GiB  # noqa: E402
+from roofline.spec import hardware, models  # noqa: E402
 from roofline.views.search import _plan_text, default_base, default_model, evaluate_space, rank  # noqa: E402
 
 FRAMEWORK = "megatron-core"
 
 CASES = [
-    # (title, model, gpu, gpus, batch, published plan fields, what the paper states)
+    # (title, model, gpu, gpus, batch, published plan fields, what the paper states[, knobs every row shares,
+    #  the measured step time the paper gives or implies (s) and how])
     ("GPT-3 175B, 1024 x A100-80GB, batch 1536 x 2048", models.load("gpt3-175b"), "a100-sxm4-80gb", 1024, 1536,
      dict(tp=8, pp=8, dp=16, micro_batch=1, recompute="full", sharding="none", sequence_parallel=False),
      "Narayanan et al. 2021 (SC21), Table 1 / Sec. 5.1: tp 8, pp 8 (dp 16 on 1024 GPUs), batch 1536; "
@@ -35,6 +38,20 @@ CASES = [
      "Llama Team 2024, Table 4: TP 8, CP 1, PP 16, DP 128, 16M tokens/batch; micro-batch 1, FSDP without "
      "resharding after forward (~ZeRO-2), SP on; 126 layers with 1 layer less on the first and last stage, "
      "modelled as a 128-layer proxy (the search needs pp x v | layers); the report does not give the virtual stage count, so the published row is priced without interleaving (v 1)"),
+    ("DeepSeek-V3, 2048 x H800, batch 15360 x 4096 (63M tokens)", models.load("deepseek-v3"), "h800", 2048, 15360,
+     dict(tp=1, pp=16, dp=128, ep=64, cp=1, micro_batch=1, recompute="selective", sharding="distributed",
+          pipeline_layout="Et*4|(t*4|)*14tmL"),
+     "DeepSeek-AI 2024 (arXiv:2412.19437) sec 3.2: PP 16 (DualPipe), EP 64 over 8 nodes, ZeRO-1 DP, no TP; "
+     "FP8 on 1x128 / 128x128 tiles (fp8-block); batch 15360 x 4096 after the warm-up (sec 4.2). Every row, the "
+     "search's too, runs their FP8 recipe, DeepEP's node-deduplicated dispatch with the all-to-all hidden behind "
+     "the other micro-batch (dispatcher deepep, overlap-ep 1) and may split stages unevenly. Not modelled: "
+     "DualPipe (the published row is priced as 1F1B on Megatron-Bridge's 16-stage layout of DeepSeek-V3), their "
+     "recomputation of only RMSNorm and the MLA up-projections (priced as Megatron's selective), FP8 activation "
+     "caching and BF16 optimizer moments (so the published row's activations do not fit here); the micro-batch "
+     "is not stated (1 assumed)",
+     dict(dtype="fp8-block", ep_dispatcher="deepep", overlap_ep=1.0, uneven_stages=True),
+     (15360 * 4096 / (1e12 / (180e3 * 3600)) / 2048,
+      "the report's 180K H800 GPU-hours per trillion tokens (sec 1, Table 1), as a step of 15360 x 4096")),
 ]
 
 
@@ -45,14 +62,16 @@ def row(label, c_or_pred, best_t, n):
         p = c_or_pred
         plan, t, mem, mfu = p.plan, p.step_time.to("s").magnitude, p.memory["total"].to("B").magnitude, p.mfu
     gap = "best" if abs(t - best_t) < 1e-12 * t else f"{100 * (t / best_t - 1):+.1f} %"
-    return f"| {label} | `{_plan_text(plan)}` | {t:.3f} s | {mem / 2**30:.1f} GiB | {100 * mfu:.1f} % | {gap} |"
+    return f"| {label} | `{_plan_text(plan)}` | {t:.3f} s | {mem / GiB:.1f} GiB | {100 * mfu:.1f} % | {gap} |"
 
 
 def main() -> None:
-    for title, m, gpu, n, batch, pub, note in CASES:
+    for title, m, gpu, n, batch, pub, note, *extra in CASES:
+        shared, measured = (extra + [{}, None])[:2]
         hw = hardware.load(gpu)
         m = default_model(m, FRAMEWORK)
-        space = evaluate_space(m, hw, n, batch, framework=FRAMEWORK)
+        base = dataclasses.replace(default_base(FRAMEWORK), **shared)
+        space = evaluate_space(m, hw, n, batch, base=base, framework=FRAMEWORK)
         best = rank(space, top=1)[0]
         print(f"### {title}\n")
         print(f"{space.enumerated:,} knob combinations, {space.valid:,} valid, {space.n_fit:,} fit. "
@@ -60,10 +79,14 @@ def main() -> None:
         print("| plan | knobs | step time | memory/GPU | MFU | gap vs best |\n|---|---|---|---|---|---|")
         t = best.step_time_s
         print(row("search: best", best, t, n))
-        theirs = dataclasses.replace(default_base(FRAMEWORK), global_batch=batch, **pub)
+        theirs = dataclasses.replace(base, global_batch=batch, **pub)
         pred = predict(m, theirs, hw)
         print(row("published plan" + ("" if pred.fits_in_memory else " (does NOT fit)"), pred, t, n))
-        comp = rank(evaluate_space(m, hw, n, batch, framework=FRAMEWORK, tp=pub["tp"], pp=pub["pp"],
+        if measured:
+            s, how = measured
+            mfu = pred.mfu * pred.step_time.to("s").magnitude / s        # the same FLOPs over the measured time
+            print(f"| published run, measured: {how} | | {s:.3f} s | | {100 * mfu:.1f} % | {100 * (s / t - 1):+.1f} % |")
+        comp = rank(evaluate_space(m, hw, n, batch, base=base, framework=FRAMEWORK, tp=pub["tp"], pp=pub["pp"],
                                    cp=pub.get("cp", 1)), top=1)[0]
         print(row("published tp/pp/cp, other knobs searched", comp, t, n))
         if "proxy" in m.name:

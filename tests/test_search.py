@@ -103,14 +103,15 @@ def test_pins_and_objectives():
 
 # ----- brute force: a scalar loop calling predict per plan agrees with the vectorized search -----
 
-def brute_force(model, hw, n, batch):
-    base = default_base()
+def brute_force(model, hw, n, batch, uneven=False):
+    base = dataclasses.replace(default_base(), uneven_stages=uneven)
+    vs = range(1, model.n_layers + 1) if uneven else divisors(model.n_layers)
     out = {}
     for tp, pp, cp in itertools.product(divisors(n), repeat=3):
         if n % (tp * pp * cp):
             continue
         dp = n // (tp * pp * cp)
-        for mb, v, rc, sp, z in itertools.product(divisors(batch), divisors(model.n_layers), RECOMPUTE,
+        for mb, v, rc, sp, z in itertools.product(divisors(batch), vs, RECOMPUTE,
                                                   (False, True), SHARDING):
             if sp and tp == 1:
                 continue
@@ -130,14 +131,18 @@ def brute_force(model, hw, n, batch):
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(layers=st.sampled_from([2, 3, 4]), heads=st.sampled_from([2, 4, 6]), kv=st.sampled_from([1, 2]),
        head_dim=st.sampled_from([32, 64]), seq=st.sampled_from([64, 128]), n=st.sampled_from([1, 2, 3, 4, 6, 8]),
-       batch=st.sampled_from([2, 4, 6, 8]), gated=st.booleans(), hbm_mib=st.sampled_from([6, 16, 80 * 1024]))
-def test_brute_force_agrees(layers, heads, kv, head_dim, seq, n, batch, gated, hbm_mib):
+       batch=st.sampled_from([2, 4, 6, 8]), gated=st.booleans(), hbm_mib=st.sampled_from([6, 16, 80 * 1024]),
+       uneven=st.booleans())
+def test_brute_force_agrees(layers, heads, kv, head_dim, seq, n, batch, gated, hbm_mib, uneven):
+    """The search's masks keep exactly the plans check() accepts and that fit, with even stage splits only or
+    (uneven_stages, --uneven-stages) also splits whose heaviest stage rounds up."""
     model = Model(n_layers=layers, d_model=heads * head_dim, n_heads=heads, n_kv_heads=kv, vocab=512, seq_len=seq,
                   mlp="swiglu" if gated else "gelu")
     hw = dataclasses.replace(A100, hbm_capacity=hbm_mib * 2**20)   # small HBM: some plans do not fit
-    expect = brute_force(model, hw, n, batch)
+    expect = brute_force(model, hw, n, batch, uneven)
+    base = dataclasses.replace(default_base(), uneven_stages=uneven)
     try:
-        got = search(model, hw, n, batch, top=None, framework="any", base=default_base())   # every sharding and schedule
+        got = search(model, hw, n, batch, top=None, framework="any", base=base)   # every sharding and schedule
     except InputError:
         assert not expect
         return
@@ -374,3 +379,18 @@ def test_ranking_regret_and_tau_by_hand():
     r = V.ranking(rows, V.validate(rows))
     assert r["max_regret"] == pytest.approx(meas[order[0]] / min(meas.values()) - 1)
     assert r["by_group"][0]["predicted_best"] == order[0]
+
+
+def test_uneven_stages_opens_pipeline_splits_that_do_not_divide_the_layers():
+    """61 layers (DeepSeek-V3's count) have no even split over 2 or more stages; with uneven_stages the search
+    lists pp 2..16 and interleaved splits, each accepted by check() and priced like predict prices it."""
+    model = Model(n_layers=61, d_model=512, n_heads=8, vocab=512, seq_len=256)
+    even = search(model, A100, 16, 64, top=None, framework="megatron-core")
+    assert {c.plan.pp for c in even} == {1}
+    base = dataclasses.replace(default_base(), uneven_stages=True)
+    got = search(model, A100, 16, 64, top=None, framework="megatron-core", base=base)
+    assert {c.plan.pp for c in got} == {1, 2, 4, 8, 16}
+    assert any(c.plan.interleave > 1 and 61 % (c.plan.pp * c.plan.interleave) for c in got)
+    for c in got[:: max(1, len(got) // 25)]:
+        check(model, c.plan)
+        assert c.step_time_s == pytest.approx(predict(model, c.plan, A100).step_time.to("s").magnitude, rel=1e-9)

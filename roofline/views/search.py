@@ -122,14 +122,15 @@ class _Rows:
     stacks.plan_rules read: the knobs enumerated so far (arrays), the global batch, and what follows from them
     (the schedule of plan_of, the ZeRO stage). The recompute and sharding columns are indices into
     config.RECOMPUTE / config.SHARDING_BY_STAGE (valid names by construction), so only the ZeRO stage (= the
-    sharding index) is shown. ``uneven_stages`` is False: search lists even stage splits only (pp x interleave
-    | layers, docs/search.md), ``pipeline_layout`` None; ``etp`` is None (= tp)."""
+    sharding index) is shown. ``uneven_stages`` is the base plan's: False lists even stage splits only (pp x
+    interleave | layers, docs/search.md), True also splits where the heaviest stage rounds up (Megatron-Core's
+    uneven first/last stages); ``pipeline_layout`` None; ``etp`` is None (= tp)."""
 
-    def __init__(self, cols: dict, global_batch: int, gpipe: bool):
+    def __init__(self, cols: dict, global_batch: int, gpipe: bool, uneven: bool = False):
         self.cols, self.gpipe = cols, gpipe
         # etp None: the experts split over tp (Megatron-Core's default; search does not enumerate etp)
         # pipeline_layout None: search splits the layers evenly (a stated layout fixes pp and vp)
-        self.fixed = dict(global_batch=global_batch, batch=global_batch, uneven_stages=False, etp=None,
+        self.fixed = dict(global_batch=global_batch, batch=global_batch, uneven_stages=bool(uneven), etp=None,
                           pipeline_layout=None)
         self.derived = {"schedule": "interleave", "zero_stage": "sharding"}      # name: the column it follows from
         self.names = ({k for k in cols if k not in ("recompute", "sharding")} | set(self.fixed)
@@ -161,9 +162,9 @@ def _schedule(v, gpipe: bool):
     return "interleaved" if v > 1 else "1f1b"
 
 
-def _apply(model, cols: dict, rules: list, global_batch: int, gpipe: bool) -> dict:
+def _apply(model, cols: dict, rules: list, global_batch: int, gpipe: bool, uneven: bool = False) -> dict:
     """Keep the rows where every rule whose plan fields are all enumerated holds; those rules leave ``rules``."""
-    rows = _Rows(cols, global_batch, gpipe)
+    rows = _Rows(cols, global_batch, gpipe, uneven)
     now = [r for r in rules if set(r.reads) <= rows.names]
     if not now:
         return cols
@@ -188,7 +189,7 @@ def _domain(rules: list, name: str, values, pinned=()) -> list:
 
 def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, cp=None, ep=None,
                     micro_batch=None, interleave=None, recompute=None, sequence_parallel=None, sharding=None,
-                    gpipe: bool = False, stack=None) -> tuple[dict, int]:
+                    gpipe: bool = False, stack=None, uneven_stages: bool = False) -> tuple[dict, int]:
     """Every valid plan as numpy columns, and the number of combinations before the masks.
 
     A knob left as None takes every value that can be valid (divisors of the GPU count, batch,
@@ -200,7 +201,9 @@ def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, 
     without and is listed once. With a ``stack`` (roofline.spec.stacks), its :func:`roofline.spec.stacks.plan_rules`
     too: its rules on one knob (shardings, the interleaved schedule) restrict that knob's values (a
     pinned value it cannot run is an InputError naming the rule), the others (ZeRO stages with pipeline
-    parallelism) are masks.
+    parallelism) are masks. ``uneven_stages`` (the base plan's ``--uneven-stages``) drops pp x interleave | layers
+    for stage splits whose heaviest stage rounds up (each stage still holds a layer), and interleave then takes
+    every value up to the layers.
     """
     import numpy as np
 
@@ -218,11 +221,12 @@ def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, 
 
     # each knob's candidate values (every value the rules can accept, e.g. tp | heads => tp <= heads)
     tps = pick("tp", tp, [d for d in dn if d <= H])
-    pps = pick("pp", pp, [d for d in dn if d <= L])
+    slots = L + 2 * bool(uneven_stages)         # uneven stages: the embedding and the loss may fill a stage each
+    pps = pick("pp", pp, [d for d in dn if d <= slots])
     cps = pick("cp", cp, [d for d in dn if d <= S])
     eps = pick("ep", ep, divisors(E))
     mbs = pick("micro-batch", micro_batch, divisors(B))
-    vs = [1] if gpipe else pick("interleave", interleave, divisors(L))
+    vs = [1] if gpipe else pick("interleave", interleave, list(range(1, slots + 1)) if uneven_stages else divisors(L))
     rcs = [RECOMPUTE.index(r) for r in _choices("recompute", recompute, RECOMPUTE, RECOMPUTE)]
     sps = [int(s) for s in _choices("sequence-parallel", sequence_parallel, (False, True, 0, 1), (0, 1))]
     rules = [r for r in RULES if r.reads]          # the model-only rules: check() on the fixed fields
@@ -248,17 +252,18 @@ def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, 
     m = n_gpus % tpc == 0
     c = _keep(c, m)
     c["dp"] = n_gpus // (c["tp"] * c["pp"] * c["cp"])
-    c = _apply(model, c, rules, B, gpipe)
-    c = _apply(model, _cross(c, "micro_batch", mbs), rules, B, gpipe)
-    c = _apply(model, _cross(c, "interleave", vs), rules, B, gpipe)
+    u = uneven_stages
+    c = _apply(model, c, rules, B, gpipe, u)
+    c = _apply(model, _cross(c, "micro_batch", mbs), rules, B, gpipe, u)
+    c = _apply(model, _cross(c, "interleave", vs), rules, B, gpipe, u)
     # switches that never break divisibility
     c = _cross(c, "sequence_parallel", sps)
     c = _keep(c, (c["sequence_parallel"] == 0) | (c["tp"] > 1) | (len(sps) == 1))
     c = _cross(c, "recompute", rcs)
-    c = _apply(model, _cross(c, "sharding", zs), rules, B, gpipe)
+    c = _apply(model, _cross(c, "sharding", zs), rules, B, gpipe, u)
     # the rules left read only fields that are not searched (dtype, overlaps: evaluate_space checks them on the
     # fixed plan); one that also reads a knob would be skipped here, so it is a programming error
-    half = [r for r in rules if set(r.reads) & _Rows(c, B, gpipe).names]
+    half = [r for r in rules if set(r.reads) & _Rows(c, B, gpipe, u).names]
     if half:
         raise RuntimeError(f"search cannot apply the rule {half[0].message!r}: it reads {half[0].reads}, "
                            "of which search enumerates only some; enumerate the others or give them to _Rows")
@@ -328,7 +333,8 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
     base = base if base is not None else default_base(framework)
     check(model, dataclasses.replace(base, tp=1, pp=1, dp=1, cp=1, ep=1, micro_batch=1, global_batch=None,
                                      interleave=1, schedule="1f1b"))   # model fields and fixed plan fields
-    knobs, enumerated = enumerate_plans(model, n_gpus, global_batch, gpipe=gpipe, stack=_stack(framework), **pins)
+    knobs, enumerated = enumerate_plans(model, n_gpus, global_batch, gpipe=gpipe, stack=_stack(framework),
+                                        uneven_stages=base.uneven_stages, **pins)
     n = len(knobs["tp"])
     x = {**model_inputs(model), **plan_inputs(Plan(**{k: getattr(base, k) for k in _FIXED})),
          **hardware_inputs(hw, base.dtype), **plan_arrays(knobs, global_batch, gpipe)}

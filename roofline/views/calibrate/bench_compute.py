@@ -17,6 +17,7 @@ import sympy as sp
 
 from ...model.formulas import compute as C
 from ...model.formulas import symbols as S
+from ...base.units import GiB
 from .importers import OpSamples, adam_op
 
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
@@ -373,7 +374,7 @@ def main(args) -> int:
                else _host_memory())
         header.update({"peak_flops": {args.dtype: f"{p_mm / 1e12:.4g} TFLOP/s", "fp32" if args.dtype != "fp32" else "bf16":
                                       f"{(p_vec if args.dtype != 'fp32' else p_mm) / 1e12:.4g} TFLOP/s"},
-                       "hbm_bandwidth": f"{hbm / 1e9:.4g} GB/s", "hbm_capacity": f"{mem / 2 ** 30:.4g} GiB",
+                       "hbm_bandwidth": f"{hbm / 1e9:.4g} GB/s", "hbm_capacity": f"{mem / GiB:.4g} GiB",
                        "gpus_per_node": 1, "sm_count": sms,
                        "links": {"intra": {"kind": "assumed", "bandwidth": "10 GB/s", "latency": "10 us"},
                                  "inter": {"kind": "assumed", "bandwidth": "10 GB/s", "latency": "20 us"}}})
@@ -408,4 +409,4 @@ def _host_memory() -> float:
     try:
         return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     except (ValueError, OSError, AttributeError):
-        return 16 * 2 ** 30
+        return 16 * GiB
