@@ -149,7 +149,7 @@ def test_compiled_module_is_in_sync_with_formulas():
     # mix equal-but-distinct nodes into build(), and == between them walks trees exponentially larger than the graph
     import subprocess
     import sys
-    code = ("import json, sys; from roofline import _compiled; from roofline.model.formulas import codegen, dag, step; "
+    code = ("import json, sys; from roofline.model import _compiled; from roofline.model.formulas import codegen, dag, step; "
             "e = step.build(); "
             "sys.exit((codegen.source(e) != open(_compiled.__file__).read()) + "
             "2 * (dag.dump(e) != json.loads(dag.PATH.read_text())))")

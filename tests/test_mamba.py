@@ -177,9 +177,9 @@ def test_validate_reads_the_nemotron_rows():
     d = V._hybrid_fields(nano)
     assert d == {"hybrid_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME", "mamba_num_heads": 64,
                  "mamba_head_dim": 64, "mamba_state_dim": 128, "mamba_num_groups": 8}
-    super_ = next(r for r in rows if "Super" in r["model"])
-    with pytest.raises(V.Skip, match="LatentMoE"):
-        V._hybrid_fields(super_)
-    ultra = next(r for r in rows if "Ultra" in r["model"])
-    with pytest.raises(V.Skip, match="LatentMoE|pattern"):
+    super_ = next(r for r in rows if "Super" in r["model"])          # LatentMoE: its width from the preset
+    typed = next(r for r in V.read(V.dataset_path("nemo")) if r["case_id"] == super_["case_id"])
+    assert V.build_case(typed).model.moe_latent_size == 1024
+    ultra = next(r for r in rows if "Ultra" in r["model"])          # no pattern in the row, no preset
+    with pytest.raises(V.Skip, match="pattern"):
         V._hybrid_fields(ultra)

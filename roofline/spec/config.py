@@ -81,6 +81,9 @@ class Model:
     shared_ffn_hidden: int | None = None  # total inner size of the shared experts (Megatron-Core
     #                                      moe_shared_expert_intermediate_size); None: n_shared x moe_ffn_hidden
     first_dense_layers: int | None = None  # leading layers with a dense MLP of ffn (DeepSeek-V3: 3); None: 0
+    # LatentMoE (Nemotron 3 Super/Ultra; Megatron-Core TransformerConfig moe_latent_size): the routed experts read and
+    # write an l-wide projection of h (fc1_latent_proj / fc2_latent_proj around the dispatch); None: h
+    moe_latent_size: int | None = None
     # MLA (DeepSeek-V2/V3, Kimi K2), names of the HF config.json / Megatron-Core MLATransformerConfig: kv_lora_rank
     # set = MLA (then the three head widths are required); q_lora_rank None = queries projected from h directly
     q_lora_rank: int | None = None
@@ -443,7 +446,7 @@ RULES: tuple[Rule, ...] = (
     *(_positive("model", n) for n in ("n_layers", "d_model", "n_heads", "vocab", "seq_len", "n_experts", "top_k",
                                       "capacity_factor")),
     *(_positive("model", n, optional=True) for n in ("n_kv_heads", "ffn_hidden", "head_dim", "moe_ffn_hidden",
-                                                     "shared_ffn_hidden")),
+                                                     "shared_ffn_hidden", "moe_latent_size")),
     *(_count(n) for n in ("n_shared_experts", "first_dense_layers", "mtp_layers")),
     *(r for n in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "interleave") for r in (_positive("plan", n),
                                                                                        _integer(n))),

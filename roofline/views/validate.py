@@ -54,7 +54,8 @@ REQUIRED = ("case_id", "n_layers", "d_model", "n_heads", "vocab", "seq_len", "gl
 INTS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "seq_len", "global_batch",
         "micro_batch", "tp", "pp", "dp", "cp", "ep", "interleave", "n_gpus", "gpus_per_node", "n_experts", "top_k",
         "moe_ffn_hidden", "head_dim", "n_shared_experts", "first_dense_layers", "mtp", "mla_q_lora_rank",
-        "mla_kv_lora_rank", "mla_qk_nope_head_dim", "mla_qk_rope_head_dim", "mla_v_head_dim", "swa_window", "swa_every")
+        "mla_kv_lora_rank", "mla_qk_nope_head_dim", "mla_qk_rope_head_dim", "mla_v_head_dim", "swa_window", "swa_every",
+        "moe_latent_size")
 FLOATS = ("net_gbps_per_gpu", "measured_iter_time_s", "derived_iter_time_s", "measured_peak_memory_gib")
 BY = ("tier", "gpu", "layout", "micro_batch", "nodes", "source", "framework", "model", "precision")
 
@@ -171,13 +172,9 @@ MLA_COLUMNS = {"mla_q_lora_rank": "q_lora_rank", "mla_kv_lora_rank": "kv_lora_ra
 def _hybrid_fields(row: dict) -> dict:
     """A hybrid Mamba-2 row's layer pattern and mixer sizes, read from its attention_detail (nemo_model_archs.md:
     "pattern MEMEM*E...; Mamba: 64 heads x 64 head_dim, state 128, 8 groups"); unstated groups: Megatron-Core's
-    default mamba_num_groups 8 (transformer_config.py). Skip when the pattern is not stated or the model has parts
-    the formulas do not price (LatentMoE: moe_latent_size)."""
+    default mamba_num_groups 8 (transformer_config.py). Skip when the pattern is not stated."""
     import re
 
-    text = f"{row.get('attention_detail') or ''} {row.get('notes') or ''}"
-    if re.search(r"latent\s*-?moe|moe_latent", text, re.I):
-        raise Skip("LatentMoE (moe_latent_size: experts on a latent projection of h) is not modelled")
     pat = re.search(r"pattern\s+([M*\-E|]{2,})", row.get("attention_detail") or "")
     if not pat:
         raise Skip("hybrid Mamba row without its layer pattern (hybrid_override_pattern)")
@@ -249,6 +246,8 @@ def _model_fields(row: dict) -> tuple[dict, str]:
     notes = []
     base = None
     preset = families.preset_for(row.get("model"))
+    latent = re.search(r"latent\s*-?moe|moe_latent", f"{row.get('attention_detail') or ''} {row.get('notes') or ''}",
+                       re.I) or row.get("moe_latent_size")
     if preset:
         # the architecture the row does not state (norm, position, biases, tying) from the named preset
         from ..spec import models
@@ -262,11 +261,21 @@ def _model_fields(row: dict) -> tuple[dict, str]:
     if tied is not None:
         d["tied_embeddings"] = tied
     note = ""
+    if latent:      # LatentMoE (Megatron-Core moe_latent_size): the width from the row, else from the named preset
+        size = row.get("moe_latent_size") or (base.moe_latent_size if base is not None else None)
+        if not size:
+            raise Skip("LatentMoE row without moe_latent_size (no column value, no preset of the model)")
+        d["moe_latent_size"] = size
+        if not row.get("moe_latent_size"):
+            notes.append(f"moe_latent_size {size} from preset {preset}")
     if d["vocab"] is None:
         fam = families.vocab_for(row.get("model"))
         if fam:
             d["vocab"], src = fam
             notes.append(f"vocab {fam[0]} from the model family ({src})")
+        elif base is not None:
+            d["vocab"] = base.vocab
+            notes.append(f"vocab {base.vocab} from preset {preset}")
     note = "; ".join(notes)
     missing = [k for k in ("n_layers", "d_model", "n_heads", "vocab", "seq_len") if d[k] is None]
     if missing:

@@ -51,6 +51,11 @@ sp_div = 1 + S.seq_par * (S.tp - 1)                           # divisor of norm/
 tok_sp = tokens / sp_div                                      # tokens a rank holds outside TP regions
 routed = S.top_k * S.capacity_factor                                 # expert copies of a token (1 for dense)
 moe = sp.Min(1, S.n_experts - 1)                                # 1 for a mixture of experts, else 0
+# LatentMoE (Megatron-Core moe_latent_size, moe/moe_layer.py): fc1_latent_proj (h -> l, parallel_mode "duplicated":
+# every TP rank holds it whole and projects its own tokens) before the dispatch, fc2_latent_proj (l -> h) after the
+# combine; the routed experts, the permutation and the all-to-all are l wide; router and shared experts stay on h
+latent = moe * sp.Min(1, S.moe_latent)                       # 1 for a LatentMoE, else 0
+h_routed = S.d_model + latent * (S.moe_latent - S.d_model)    # width of what the routed experts read and write
 # the tensor-parallel split of the routed experts: etp (Megatron-Core expert_tensor_parallel_size, default tp;
 # "MoE parallel folding", arXiv 2504.14960); the MLP of a dense model or dense layer is split over tp
 etp = moe * S.etp + (1 - moe) * S.tp
@@ -376,6 +381,9 @@ def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0
         attn = [gemm("qkv_proj", tokens, h, (q_w + 2 * kv_w) / t), *attention_core(d_head),
                 gemm("attn_out_proj", tokens, q_w / t, h)]
     rt = 1 + moe_on * (routed - 1)                 # expert copies of a token (1 in a dense MLP)
+    # the model's MoE layer may be a LatentMoE (the calibration samples' layer never is)
+    lat = moe_on * sp.Min(1, S.moe_latent) if variants else sp.Integer(0)
+    hx = h + lat * (S.moe_latent - h)              # the routed experts' input/output width
     # routed experts split over etp ranks: each holds the tokens of its etp group (the SP shards of tp/etp ranks
     # fewer than a TP group gathers), f/etp wide; the same FLOPs per rank as a tp split (MoE with tp > 1 runs SP)
     t_mlp = moe_on * S.etp + (1 - moe_on) * t
@@ -394,11 +402,11 @@ def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0
         # the router runs on the tokens a rank holds before the dispatcher gathers them (SP-split under TP;
         # Megatron-Core moe_layer.py: router(hidden_states), then token_dispatcher)
         gemm("router", tok_sp, h, S.n_experts, on=moe_on, hp=True),
-        gemm("mlp_up", tok_mlp * rt, h, f * (1 + S.gated) / t_mlp, model=mlp_model, groups=local),
+        gemm("mlp_up", tok_mlp * rt, hx, f * (1 + S.gated) / t_mlp, model=mlp_model, groups=local),
         # GELU / squared ReLU: read 1 write 1; SwiGLU: read 2 write 1 (backward: read inputs and grad, write input
         # grads); ACT_FLOPS per element
         elementwise("mlp_activation", "elem", tok_mlp * rt * f / t_mlp, 1 + S.gated, 1, 2 + S.gated, 1 + S.gated, ACT_FLOPS),
-        gemm("mlp_down", tok_mlp * rt, f / t_mlp, h, model=mlp_model, groups=local),
+        gemm("mlp_down", tok_mlp * rt, f / t_mlp, hx, model=mlp_model, groups=local),
         elementwise("dropout_residual_mlp", "elem", hid, 2 + S.dropout * S.mask_bytes / S.act_bytes, 1, 1 + S.dropout * S.mask_bytes / S.act_bytes, 2),
     ]
     if moe_on is not sp.S.Zero:
@@ -412,9 +420,12 @@ def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0
             # token permute before the dispatch and unpermute (weighted sum of the k copies) after the
             # combine (Megatron-Core moe/moe_utils.py permute/unpermute): read h per token, write k h copies
             # and back; backward the same traffic; 1 FLOP per element (the unpermute's probability scaling)
-            _on(elementwise("moe_permute", "elem", tok_sp * h, 1 + routed, routed + 1, 1 + routed, routed + 1,
+            _on(elementwise("moe_permute", "elem", tok_sp * hx, 1 + routed, routed + 1, 1 + routed, routed + 1,
                             routed), moe_on),
         ]
+    if lat is not sp.S.Zero:
+        ops += [_on(gemm("moe_latent_down", tok_sp, h, S.moe_latent), lat),
+                _on(gemm("moe_latent_up", tok_sp, S.moe_latent, h), lat)]
     if shared is not sp.S.Zero:
         on_s = sp.Min(1, shared)          # shared sizes are integers: 1 with shared experts, 0 without
         ops += [

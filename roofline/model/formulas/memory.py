@@ -48,22 +48,25 @@ attn_params = attn_params_split + attn_params_repl
 attn_params_rank = attn_params_split / S.tp + attn_params_repl
 
 
-def mlp_params(width):
-    """An MLP h -> width (x2 gated) -> h with its biases."""
-    return h * width * (1 + S.gated) + width * h + S.biases * (width * (1 + S.gated) + h)
+def mlp_params(width, io=h):
+    """An MLP io -> width (x2 gated) -> io with its biases (io: h, or a LatentMoE expert's l)."""
+    return io * width * (1 + S.gated) + width * io + S.biases * (width * (1 + S.gated) + io)
 
 
-expert_params = mlp_params(S.moe_ffn)                     # one routed expert (the MLP of a dense model)
+expert_params = mlp_params(S.moe_ffn, C.h_routed)          # one routed expert (the MLP of a dense model)
 dense_mlp_params = mlp_params(f)                           # the MLP of a leading dense layer of a MoE
 shared_params = mlp_params(S.shared_ffn) - S.biases * h * (1 - sp.Min(1, S.shared_ffn))   # 0 without
 norm_params = 2 * h * (1 + S.biases)
 router_params = C.moe * h * S.n_experts
+# LatentMoE's fc1_latent_proj h x l and fc2_latent_proj l x h (Megatron-Core moe_layer.py, parallel_mode "duplicated":
+# every TP rank holds both whole, like the router); 0 without
+latent_params = C.latent * (2 * h * S.moe_latent + S.biases * (S.moe_latent + h))
 # a hybrid Mamba-2 pattern's average layer (formulas/mamba.py): each sublayer in its share of the layers, one pre-norm
 # per sublayer ((1 + 1 + 0) / 2 = the transformer layer's two norms)
 fa, fm, fx = S.attn_frac, S.mlp_frac, S.mamba_frac
 hybrid_norms = (fa + fm + fx) / 2
 # Megatron-Core moe_layer_freq: l_d leading dense layers, the other l - l_d MoE (all of them for a dense model)
-hybrid_layer_params = (fa * attn_params + fm * (S.n_experts * expert_params + router_params + shared_params)
+hybrid_layer_params = (fa * attn_params + fm * (S.n_experts * expert_params + router_params + latent_params + shared_params)
                     + fx * MB.mixer_params + hybrid_norms * norm_params)
 moe_layer_params = hybrid_layer_params.xreplace(MB.TRANSFORMER)           # a transformer's MoE (or dense) layer
 dense_layer_params = attn_params + dense_mlp_params + norm_params
@@ -72,7 +75,7 @@ embedding_params = S.vocab * h * (2 - S.tied) + S.learned_pos * S.seq_len * h + 
 total_params = (S.n_layers - S.dense_layers) * hybrid_layer_params + S.dense_layers * dense_layer_params + embedding_params
 # active parameters per token (MoE: top-k routed experts, the shared experts, the router)
 active_params = ((S.n_layers - S.dense_layers) * (fa * attn_params + fm * (S.top_k * expert_params + router_params
-                                                                      + shared_params)
+                                                                      + latent_params + shared_params)
                                                 + fx * MB.mixer_params + hybrid_norms * norm_params)
                  + S.dense_layers * dense_layer_params + embedding_params)
 
@@ -90,7 +93,7 @@ mtp_params = S.mtp * mtp_layer_params
 dense_first = sp.Min(S.dense_layers, PL.stage_layers)      # dense layers on the first stage
 dense_last = (1 - PL.has_pp) * dense_first                 # ... and on the last (the same stage when p = 1)
 hybrid_layer_params_rank = (fa * attn_params_rank + fm * (S.n_experts / S.ep * expert_params / C.etp + router_params
-                                                 + shared_params / S.tp)
+                                                 + latent_params + shared_params / S.tp)
                      + fx * MB.mixer_params / S.tp + hybrid_norms * norm_params)
 dense_layer_rank = attn_params_rank + dense_mlp_params / S.tp + norm_params
 layer_params_rank = hybrid_layer_params_rank.xreplace(MB.TRANSFORMER)  # a transformer's MoE (or dense) layer
@@ -153,11 +156,15 @@ _scores = (S.n_heads * C.tokens * S.seq_len                          # b a (s/c)
 # scores) in attn_frac of the layers, the MLP half in mlp_frac, the Mamba mixer's (formulas/mamba.py) in mamba_frac
 _rep_half = _replicated / 2                                # one norm input, one projection input, one mask
 _mlp_act = _mlp_split(1 + C.moe * (C.routed - 1), S.moe_ffn) + _mlp_split(1, S.shared_ffn)
-hybrid_layer_activations = ((fa * (_rep_half + _mla_replicated) + fm * _rep_half + fx * MB.mixer_act_replicated) / C.sp_div
+# LatentMoE: the l-wide output of fc1_latent_proj and the combined l-wide input of fc2_latent_proj, saved for their
+# weight gradients, on the rank's own (SP-split) tokens
+_latent_act = C.latent * 2 * S.act_bytes * C.tokens * S.moe_latent
+hybrid_layer_activations = ((fa * (_rep_half + _mla_replicated) + fm * (_rep_half + _latent_act)
+                             + fx * MB.mixer_act_replicated) / C.sp_div
                      + (fa * _attn_split + fm * _mlp_act + fx * MB.mixer_act_split) / S.tp
                      + fa * (1 - S.flash) * (1 - S.rc_sel) * _scores / S.tp)
 layer_activations = hybrid_layer_activations.xreplace(MB.TRANSFORMER)     # a transformer's MoE (or dense) layer
-dense_layer_activations = layer_activations + (_split_dense - _split) / S.tp
+dense_layer_activations = layer_activations + (_split_dense - _split) / S.tp - _latent_act / C.sp_div
 layer_input = S.act_bytes * sbh / C.sp_div                 # what full recomputation keeps per layer
 
 

@@ -141,8 +141,8 @@ def ep_layer():
     rank's received tokens are then all-gathered over the etp ranks and the expert outputs reduce-scattered
     back (Megatron-Core moe/token_dispatcher.py MoEAlltoAllTokenDispatcher: gather_from_sequence_parallel_region
     / reduce_scatter_to_sequence_parallel_region over the tp group); p = 1 groups cost nothing."""
-    token_bytes = S.act_bytes * C.tok_sp * h
-    etp_bytes = S.act_bytes * C.tok_sp * C.etp * C.routed * h
+    token_bytes = S.act_bytes * C.tok_sp * C.h_routed          # l wide for a LatentMoE (compute.h_routed)
+    etp_bytes = S.act_bytes * C.tok_sp * C.etp * C.routed * C.h_routed
     one = 2 * CM.ep_dispatch(token_bytes, C.routed) + CM.etp_group("ag", etp_bytes) + CM.etp_group("rs", etp_bytes)
     return C.moe * one * (2 + S.rc_full)
 

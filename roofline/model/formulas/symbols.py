@@ -61,6 +61,10 @@ head_dim = _s("head_dim", "", "width of one attention head d_h (Megatron-Core kv
 moe_ffn = _s("moe_ffn", "", "MLP inner size of one routed expert f_e (= f for a dense model)", "model", "f_e")
 shared_ffn = _s("shared_ffn", "", "total inner size of the shared experts f_s (0: none; Megatron-Core "
                 "moe_shared_expert_intermediate_size)", "model", "f_s", 0.0, zero=True)
+# LatentMoE (Nemotron 3 Super/Ultra; Megatron-Core TransformerConfig moe_latent_size, moe/moe_layer.py
+# fc1_latent_proj / fc2_latent_proj): the routed experts work on an l-wide projection of h; 0 = none
+moe_latent = _s("moe_latent", "", "LatentMoE width l of the routed experts' input and output (moe_latent_size; 0: h)",
+                "model", r"\ell", 0.0, zero=True)
 dense_layers = _s("dense_layers", "", "leading layers with a dense MLP of size f in a MoE model (0: every layer MoE)",
                   "model", "l_d", 0.0, zero=True)
 # MLA (DeepSeek-V2/V3, Kimi K2; Megatron-Core MLATransformerConfig, HF config.json names): 0 = standard attention
