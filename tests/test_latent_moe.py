@@ -77,3 +77,18 @@ def test_validate_takes_the_latent_width_from_the_preset_and_skips_without_one()
         V.build_case({**row, "model": "Some LatentMoE 7B"})
     assert V.build_case({**row, "model": "Some LatentMoE 7B", "moe_latent_size": 512, "vocab": 32000}
                         ).model.moe_latent_size == 512
+
+
+@pytest.mark.parametrize("settings, want", [
+    ("recipe x | MoE flex dispatcher=hybridep | EP A2A overlap", "hybridep"),
+    ("moe_flex_dispatcher_backend='deepep'", "deepep"),
+    ("TP2 + sequence parallel; HybridEP flex (32 SMs); FP32 optimizer states", "hybridep"),
+    ("DeepEP flex", "deepep"),
+    ("MoE alltoall dispatcher", None),
+])
+def test_dispatcher_backend_is_read_from_each_spelling_of_the_recipes(settings, want):
+    """The flex dispatcher's backend (Megatron-Core --moe-flex-dispatcher-backend) in the spellings of the NeMo
+    tables' settings column; none stated: the stack's all-to-all."""
+    row = {"tp": 1, "pp": 1, "dp": 8, "n_gpus": 8, "global_batch": 8, "micro_batch": 1, "n_experts": 8, "top_k": 2,
+           "precision": "bf16", "optimizer_sharding": "distributed", "settings": settings}
+    assert V._plan_fields(row).get("ep_dispatcher") == want

@@ -307,9 +307,12 @@ def _plan_fields(row: dict) -> dict:
         d["tp_comm_overlap"] = True
     # Megatron-Core --overlap-moe-expert-parallel-comm (Megatron-Bridge comm_overlap moe a2a): the all-to-all hides
     # behind another micro-batch's compute as far as that compute lasts (formulas/step.py)
-    m = re.search(r"flex dispatcher\s*=\s*(deepep|hybridep)|moe[-_ ]flex[-_ ]dispatcher[-_ ]backend\s*=\s*['\"]?(deepep|hybridep)", text)
+    # the flex dispatcher's backend, as the recipes' summaries spell it: "MoE flex dispatcher=hybridep",
+    # "moe_flex_dispatcher_backend='deepep'", "HybridEP flex (32 SMs)" (Megatron-Core --moe-flex-dispatcher-backend)
+    m = re.search(r"flex dispatcher\s*=\s*(deepep|hybridep)|moe[-_ ]flex[-_ ]dispatcher[-_ ]backend\s*=\s*['\"]?(deepep|hybridep)"
+                  r"|\b(deepep|hybridep)\s+flex\b", text)
     if m and (row.get("n_experts") or 1) > 1:
-        d["ep_dispatcher"] = m.group(1) or m.group(2)
+        d["ep_dispatcher"] = m.group(1) or m.group(2) or m.group(3)
     m = re.search(r"\betp\s*=\s*(\d+)", text)
     if m and (row.get("n_experts") or 1) > 1:
         d["etp"] = int(m.group(1))          # Megatron-Core --expert-tensor-parallel-size, stated by the recipe
