@@ -183,3 +183,16 @@ def test_validate_reads_the_nemotron_rows():
     ultra = next(r for r in rows if "Ultra" in r["model"])          # no pattern in the row, no preset
     with pytest.raises(V.Skip, match="pattern"):
         V._hybrid_fields(ultra)
+
+
+def test_a_row_that_names_another_models_architecture_takes_its_pattern():
+    """Nemotron 3.5 Lightning's row says "same as Nemotron 3 Nano": the Nano preset's layer pattern and mixer sizes;
+    a pointer to a model without a preset stays a skip."""
+    from roofline.spec import models
+    from roofline.views import validate as V
+    nano = models.load("nemotron-3-nano-30b-a3b")
+    row = {"attention_detail": "same as Nemotron 3 Nano (hybrid Mamba-2/MoE/GQA)"}
+    d = V._hybrid_fields(row)
+    assert d["hybrid_pattern"] == nano.hybrid_pattern and d["mamba_num_heads"] == nano.mamba_num_heads == 64
+    with pytest.raises(V.Skip, match="pattern"):
+        V._hybrid_fields({"attention_detail": "same as Some Unknown Model (hybrid)"})

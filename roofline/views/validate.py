@@ -177,6 +177,10 @@ def _hybrid_fields(row: dict) -> dict:
 
     pat = re.search(r"pattern\s+([M*\-E|]{2,})", row.get("attention_detail") or "")
     if not pat:
+        same = _same_as_preset(row.get("attention_detail") or "")
+        if same is not None and same.hybrid_pattern:
+            return {"hybrid_pattern": same.hybrid_pattern, **{f: getattr(same, f) for f in
+                    ("mamba_num_heads", "mamba_head_dim", "mamba_state_dim", "mamba_num_groups") if getattr(same, f)}}
         raise Skip("hybrid Mamba row without its layer pattern (hybrid_override_pattern)")
     d = {"hybrid_pattern": pat.group(1)}
     sizes = re.search(r"Mamba:\s*(\d+)\s*heads\s*x\s*(\d+)\s*head_dim(?:,\s*state\s*(\d+))?(?:,\s*(\d+)\s*groups)?",
@@ -189,6 +193,21 @@ def _hybrid_fields(row: dict) -> dict:
     if sizes.group(4):
         d["mamba_num_groups"] = int(sizes.group(4))
     return d
+
+
+def _same_as_preset(detail: str):
+    """The bundled preset a row's architecture note points to ("same as Nemotron 3 Nano (hybrid ...)"), or None."""
+    import re
+
+    from ..spec import families, models
+
+    m = re.search(r"same as\s+([^()|;]+?)\s*(?:\(|$|;|\|)", detail, re.I)
+    pid = families.preset_for(m.group(1)) if m else None
+    if pid is None and m:                    # a family name without its size: the one preset of that family
+        key = families._key(m.group(1))
+        hits = [i for i in models.list_ids() if families._key(i).startswith(key)]
+        pid = hits[0] if len(hits) == 1 else None
+    return models.load(pid) if pid else None
 
 
 def _model_fields(row: dict) -> tuple[dict, str]:
