@@ -53,7 +53,7 @@ def model_inputs(m: Model) -> dict:
             "tied": float(m.tied_embeddings), "learned_pos": float(m.position == "learned"),
             "biases": float(m.biases), "n_experts": m.n_experts, "top_k": m.top_k, "capacity_factor": m.capacity_factor,
             "head_dim": m.head_size, "moe_ffn": m.expert_ffn, "shared_ffn": m.shared_ffn, "dense_layers": m.dense_layers,
-            "mtp": m.mtp_layers or 0, "moe_latent": (m.moe_latent_size or 0) if m.n_experts > 1 else 0,
+            "mtp": m.mtp_layers or 0, "moe_latent": m.moe_latent_size or 0,
             **mla_inputs(m), **hybrid_inputs(m)}
 
 

@@ -419,12 +419,15 @@ def _layout_ok(m, p):
     return v is None or _layout_error(m, v, p.pp, p.interleave) is None
 
 
+EDGE_SLOTS = 2     # virtual stages the embedding and the loss may each fill with uneven stages (Megatron-Core layouts)
+
+
 def _edge_slots(p):
-    """Virtual stages the embedding and the loss may fill with uneven stages and pp > 1 (2), else 0."""
-    return 2 * ((p.uneven_stages != 0) & (p.pp > 1))
+    """Virtual stages the embedding and the loss may fill with uneven stages and pp > 1 (EDGE_SLOTS), else 0."""
+    return EDGE_SLOTS * ((p.uneven_stages != 0) & (p.pp > 1))
 
 
-_MAMBA_FIELDS = ("mamba_num_heads", "mamba_head_dim", "mamba_state_dim", "mamba_num_groups", "mamba_d_conv",
+MAMBA_FIELDS = ("mamba_num_heads", "mamba_head_dim", "mamba_state_dim", "mamba_num_groups", "mamba_d_conv",
                  "mamba_expand", "mamba_chunk_size")
 
 
@@ -475,7 +478,7 @@ RULES: tuple[Rule, ...] = (
          lambda m, p: f"{', '.join(_mla_orphans(m))} given without kv_lora_rank (MLA needs its KV compression rank)"),
     Rule(lambda m, p: m.swa_every is None or m.swa_window is not None,
          "swa_every ({m.swa_every}) given without swa_window"),
-    *(_positive("model", n, optional=True) for n in _MAMBA_FIELDS),
+    *(_positive("model", n, optional=True) for n in MAMBA_FIELDS),
     Rule(lambda m, p: not _pattern_bad(m),
          lambda m, p: (f"hybrid_pattern may hold only M, *, -, E and |, got {m.hybrid_pattern!r} "
                        f"(unknown {_pattern_bad(m)!r})")),

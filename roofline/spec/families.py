@@ -43,13 +43,16 @@ def _key(s: str) -> str:
     return re.sub(r"[^a-z0-9.]", "", s.lower()).replace("llama31", "llama3.1")
 
 
-def preset_for(name: str | None) -> str | None:
-    """The bundled preset id a model name denotes ('Llama 3.1 405B' -> 'llama3.1-405b'), or None."""
+def preset_for(name: str | None, family: bool = False) -> str | None:
+    """The bundled preset id a model name denotes ('Llama 3.1 405B' -> 'llama3.1-405b'), or None. ``family``: a
+    name without its size ('Nemotron 3 Nano') also denotes the one preset whose id it begins, when exactly one does."""
     if not name:
         return None
     from . import models
     k = _key(name)
-    for pid in models.list_ids():
-        if _key(pid) == k:
-            return pid
-    return None
+    ids = models.list_ids()
+    exact = [pid for pid in ids if _key(pid) == k]
+    if exact or not family:
+        return exact[0] if exact else None
+    starts = [pid for pid in ids if _key(pid).startswith(k)]
+    return starts[0] if len(starts) == 1 else None

@@ -21,7 +21,7 @@ import functools
 import math
 from dataclasses import dataclass, field
 
-from ..spec.config import RECOMPUTE, RULES, SHARDING, SHARDING_BY_STAGE, ZERO_STAGE, holds
+from ..spec.config import EDGE_SLOTS, RECOMPUTE, RULES, SHARDING, SHARDING_BY_STAGE, ZERO_STAGE, holds
 from . import report
 from ..base.errors import InputError
 from ..base.results import Result
@@ -221,7 +221,7 @@ def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, 
 
     # each knob's candidate values (every value the rules can accept, e.g. tp | heads => tp <= heads)
     tps = pick("tp", tp, [d for d in dn if d <= H])
-    slots = L + 2 * bool(uneven_stages)         # uneven stages: the embedding and the loss may fill a stage each
+    slots = L + EDGE_SLOTS * bool(uneven_stages)     # uneven stages: the embedding and the loss may fill a stage each
     pps = pick("pp", pp, [d for d in dn if d <= slots])
     cps = pick("cp", cp, [d for d in dn if d <= S])
     eps = pick("ep", ep, divisors(E))

@@ -48,6 +48,7 @@ from . import report
 from ..base.results import MappingResult, freeze
 from ..base.units import GiB
 from ..base.paths import DATA
+from ..spec.config import MAMBA_FIELDS
 
 REQUIRED = ("case_id", "n_layers", "d_model", "n_heads", "vocab", "seq_len", "global_batch", "tp", "pp", "dp",
             "gpu_id", "measured_iter_time_s")
@@ -179,8 +180,8 @@ def _hybrid_fields(row: dict) -> dict:
     if not pat:
         same = _same_as_preset(row.get("attention_detail") or "")
         if same is not None and same.hybrid_pattern:
-            return {"hybrid_pattern": same.hybrid_pattern, **{f: getattr(same, f) for f in
-                    ("mamba_num_heads", "mamba_head_dim", "mamba_state_dim", "mamba_num_groups") if getattr(same, f)}}
+            return {"hybrid_pattern": same.hybrid_pattern,
+                    **{f: getattr(same, f) for f in MAMBA_FIELDS if getattr(same, f) is not None}}
         raise Skip("hybrid Mamba row without its layer pattern (hybrid_override_pattern)")
     d = {"hybrid_pattern": pat.group(1)}
     sizes = re.search(r"Mamba:\s*(\d+)\s*heads\s*x\s*(\d+)\s*head_dim(?:,\s*state\s*(\d+))?(?:,\s*(\d+)\s*groups)?",
@@ -202,11 +203,7 @@ def _same_as_preset(detail: str):
     from ..spec import families, models
 
     m = re.search(r"same as\s+([^()|;]+?)\s*(?:\(|$|;|\|)", detail, re.I)
-    pid = families.preset_for(m.group(1)) if m else None
-    if pid is None and m:                    # a family name without its size: the one preset of that family
-        key = families._key(m.group(1))
-        hits = [i for i in models.list_ids() if families._key(i).startswith(key)]
-        pid = hits[0] if len(hits) == 1 else None
+    pid = families.preset_for(m.group(1), family=True) if m else None
     return models.load(pid) if pid else None
 
 

@@ -54,8 +54,13 @@ moe = sp.Min(1, S.n_experts - 1)                                # 1 for a mixtur
 # LatentMoE (Megatron-Core moe_latent_size, moe/moe_layer.py): fc1_latent_proj (h -> l, parallel_mode "duplicated":
 # every TP rank holds it whole and projects its own tokens) before the dispatch, fc2_latent_proj (l -> h) after the
 # combine; the routed experts, the permutation and the all-to-all are l wide; router and shared experts stay on h
+def routed_width(on) -> sp.Expr:
+    """Width of what the routed experts read and write: l where the 0/1 ``on`` says the layer is a LatentMoE, else h."""
+    return S.d_model + on * (S.moe_latent - S.d_model)
+
+
 latent = moe * sp.Min(1, S.moe_latent)                       # 1 for a LatentMoE, else 0
-h_routed = S.d_model + latent * (S.moe_latent - S.d_model)    # width of what the routed experts read and write
+h_routed = routed_width(latent)
 # the tensor-parallel split of the routed experts: etp (Megatron-Core expert_tensor_parallel_size, default tp;
 # "MoE parallel folding", arXiv 2504.14960); the MLP of a dense model or dense layer is split over tp
 etp = moe * S.etp + (1 - moe) * S.tp
@@ -383,7 +388,7 @@ def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0
     rt = 1 + moe_on * (routed - 1)                 # expert copies of a token (1 in a dense MLP)
     # the model's MoE layer may be a LatentMoE (the calibration samples' layer never is)
     lat = moe_on * sp.Min(1, S.moe_latent) if variants else sp.Integer(0)
-    hx = h + lat * (S.moe_latent - h)              # the routed experts' input/output width
+    hx = routed_width(lat)
     # routed experts split over etp ranks: each holds the tokens of its etp group (the SP shards of tp/etp ranks
     # fewer than a TP group gathers), f/etp wide; the same FLOPs per rank as a tp split (MoE with tp > 1 runs SP)
     t_mlp = moe_on * S.etp + (1 - moe_on) * t
