@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from .config import MODEL_ALIASES, ATTENTION, DISPATCHERS, DTYPES, GRAD_DTYPES, LOSS_KERNELS, MLPS, NORMS, POSITIONS, RECOMPUTE, SCHEDULES, SHARDING, SHARDING_BY_STAGE
+from .config import MODEL_ALIASES, ATTENTION, CUDA_GRAPHS, DISPATCHERS, DTYPES, GRAD_DTYPES, LOSS_KERNELS, MLPS, NORMS, POSITIONS, RECOMPUTE, SCHEDULES, SHARDING, SHARDING_BY_STAGE
 
 # (flag, dest, type, help) of the model shape: the flag is the field's name; config.MODEL_ALIASES adds the short
 # spellings (--layers, --heads, --kv-heads, --experts, --capacity)
@@ -125,6 +125,10 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
          "`frameworks list` (default: the config's, else megatron-core); wins over a config file's")
     flag(g, "ep-dispatcher", dest="ep_dispatcher", choices=DISPATCHERS,
          help="MoE token dispatcher: NCCL all-to-all (default) or a node-deduplicating one (DeepEP, HybridEP)")
+    flag(g, "cuda-graphs", dest="cuda_graphs", choices=CUDA_GRAPHS,
+         help="CUDA graphs: none (eager, default), layers (every layer replayed as a graph: Megatron-Core "
+              "--cuda-graph-impl local|transformer_engine over the whole layer), full (--cuda-graph-impl full_iteration); "
+              "a graph removes the host's kernel-by-kernel issue time")
     flag(g, "tp-comm-overlap", dest="tp_comm_overlap", action="store_true", default=None,
          help="the stack's TP communication overlap (Megatron --tp-comm-overlap, torchtitan async TP)")
     flag(g, "memory-margin", dest="memory_margin", type=number(float, 0.0, strict=False), default=0.0,
@@ -182,6 +186,7 @@ def build_spec(args):
              "pipeline_layout": getattr(args, "pipeline_layout", None),
              "dtype": args.dtype, "grad_dtype": args.grad_dtype,
              "ep_dispatcher": getattr(args, "ep_dispatcher", None),
+             "cuda_graphs": getattr(args, "cuda_graphs", None),
              "tp_comm_overlap": getattr(args, "tp_comm_overlap", None)}
     plan.update({k: v for k, v in flags.items() if v is not None})
     # an explicit --framework wins over the config's; with neither, the default stack (Megatron-Core)

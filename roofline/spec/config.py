@@ -32,6 +32,10 @@ DISPATCHERS = ("alltoall", "deepep", "hybridep")
 # torch.compile (torchtitan components/loss.py build_cross_entropy_loss with training.compile, since 2025-04): the
 # upcast, log-softmax and its gradient fuse into kernels that keep the 16-bit logits and write a 16-bit gradient
 LOSS_KERNELS = ("fused", "eager", "compiled")
+# CUDA graphs (Megatron-Core transformer_config.py cuda_graph_impl / cuda_graph_modules): none (eager, the default
+# "none"); layers (per-layer graphs whose modules cover the whole layer: 'local' or 'transformer_engine' with
+# cuda_graph_modules empty, or listing every module kind the layer has); full (cuda_graph_impl 'full_iteration')
+CUDA_GRAPHS = ("none", "layers", "full")
 GRAD_DTYPES = ("fp32", "bf16", "fp16")
 # Sharding over dp. Every accepted name has its ZeRO stage (Rajbhandari et al. 2020): distributed = Megatron's
 # distributed optimizer (--use-distributed-optimizer) = ZeRO-1; fsdp = FULL_SHARD = ZeRO-3.
@@ -219,6 +223,7 @@ class Plan:
     # backward's collectives mirror the forward's and run synchronously (per stack: stacks/*.yaml tp_async_dgrad)
     tp_async_dgrad: bool = True
     loss_kernel: str = "fused"          # fused | eager | compiled (LOSS_KERNELS; per stack: stacks/*.yaml loss_kernel)
+    cuda_graphs: str = "none"           # none | layers | full (CUDA_GRAPHS): which host issue time CUDA graphs remove
     overlap_ep: float = 0.0             # fraction of the MoE all-to-all hidden (Megatron-Core --overlap-moe-expert-parallel-comm, default off)
     overlap_pp: float = 0.0             # fraction of PP send/recv hidden
     overlap_cp: float = 1.0             # ring attention overlaps KV exchange with attention (default on)
@@ -464,6 +469,7 @@ RULES: tuple[Rule, ...] = (
     _choice("plan", "grad_dtype", "grad_dtype", GRAD_DTYPES),
     _choice("plan", "ep_dispatcher", "ep_dispatcher", DISPATCHERS),
     _choice("plan", "loss_kernel", "loss_kernel", LOSS_KERNELS),
+    _choice("plan", "cuda_graphs", "cuda_graphs", CUDA_GRAPHS),
     *(_fraction(n) for n in ("overlap_grad_reduce", "overlap_param_gather", "overlap_tp", "overlap_pp",
                              "overlap_cp", "overlap_ep")),
     Rule(lambda m, p: m.head_dim is not None or m.d_model % m.n_heads == 0,

@@ -334,8 +334,59 @@ def _plan_fields(row: dict) -> dict:
         d["etp"] = int(m.group(1))          # Megatron-Core --expert-tensor-parallel-size, stated by the recipe
     if re.search(r"ep a2a overlap|overlap[-_ ]moe[-_ ]expert[-_ ]parallel[-_ ]comm(?!\s*=\s*false)", text):
         d["overlap_ep"] = 1.0
+    graphs = cuda_graphs(row)
+    if graphs != "none":
+        d["cuda_graphs"] = graphs
     d.update(_pipeline_layout(row))
     return d
+
+
+def _graph_modules(row: dict) -> set:
+    """The module kinds a row's layers have, in Megatron-Core's cuda_graph_modules words: attn, mlp (a dense MLP),
+    moe, mamba."""
+    pat = re.search(r"pattern\s+([M*\-E|]{2,})", row.get("attention_detail") or "")
+    pattern = pat.group(1) if pat else ""
+    hybrid = (row.get("attention") or "").startswith("hybrid")
+    moe = (row.get("n_experts") or 1) > 1
+    kinds = {"attn"}
+    if hybrid:
+        kinds.add("mamba")
+    if moe:
+        kinds.add("moe")
+    if not moe or (row.get("first_dense_layers") or 0) > 0 or "-" in pattern:
+        kinds.add("mlp")
+    return kinds
+
+
+def cuda_graphs(row: dict) -> str:
+    """The row's CUDA graphs (config.CUDA_GRAPHS) from its settings, in the words of Megatron-Core's
+    transformer_config.py: ``cuda_graph_impl`` none / local / transformer_engine / full_iteration and the
+    ``cuda_graph_modules`` (formerly ``cuda_graph_scope``) list, as the recipe summaries spell them
+    ("CUDA graph impl=transformer_engine scope=['attn', 'moe_router']", "full-iteration CUDA graph",
+    "cuda_graphs=True", "CUDA graphs [attn, mamba]").
+
+    - impl none (whatever the scope), "cuda_graphs=False", "not set by preset" (Megatron-Core's default impl is none),
+      no mention: ``none``;
+    - impl full_iteration, a scope of full_iteration (the deprecated spelling with impl local), or "full-iteration":
+      ``full``;
+    - per-layer graphs whose modules cover every module kind the layer has (attn, and mlp / moe / mamba as the model
+      has them; moe_router and moe_preprocess leave the experts and the dispatcher eager): ``layers``; a partial
+      scope: ``none`` (the captured part's host time is not split out: the layer is priced eager, an upper bound);
+    - graphs stated without modules: Megatron-Core's default modules, the whole layer: ``layers``."""
+    text = (row.get("settings") or "").lower()
+    if "graph" not in text:
+        return "none"
+    if re.search(r"cuda[-_ ]graphs?\s*(?:impl\s*=\s*none|=\s*false|:\s*not set)", text):
+        return "none"
+    if re.search(r"full[-_ ]iteration", text):
+        return "full"
+    m = re.search(r"cuda[-_ ]graphs?[^|;]*?(?:scope\s*=\s*|\[)\[?([^\]|;]*)\]?", text)
+    if m:
+        scope = set(re.findall(r"[a-z_]+", m.group(1)))
+        return "layers" if _graph_modules(row) <= scope else "none"
+    if re.search(r"cuda[-_ ]graphs?(?:\s*=\s*true)?\b", text):
+        return "layers"
+    return "none"
 
 
 def _pipeline_layout(row: dict) -> dict:

@@ -229,7 +229,8 @@ def layer(ops, blocks, ep, col_ops=None) -> Layer:
     comm_bwd = tp_bwd_share + ep * (1 + S.rc_full) / (2 + S.rc_full) + cp * (2 + S.rc_full) / (3 + S.rc_full)
     # the host issues kernels asynchronously: a layer takes max(GPU time, host issue time) (calibrate/bench_host.py)
     gpu = fwd + bwd + recompute + tp + cp + ep
-    host_issue = S.host_fwd + S.host_bwd + (S.rc_full + S.rc_op) * S.host_rc
+    # a layer replayed as a CUDA graph issues no kernels one by one (graph_layers = 1)
+    host_issue = (1 - S.graph_layers) * (S.host_fwd + S.host_bwd + (S.rc_full + S.rc_op) * S.host_rc)
     return Layer(ops, fwd, bwd, recompute, tp, tp_raw, tp_f, cp, ep, comm_bwd,
                  sp.Max(0, host_issue - gpu, evaluate=False))
 
@@ -297,8 +298,8 @@ def edges(mtp_layer: Layer | None = None) -> Edges:
     single = 1 - PL.has_pp                                 # p = 1: one stage carries both
     fwd = head_heavier * hf + (1 - head_heavier) * ef + single * (head_heavier * ef + (1 - head_heavier) * hf)
     bwd = head_heavier * hb + (1 - head_heavier) * eb + single * (head_heavier * eb + (1 - head_heavier) * hb)
-    host_issue = (PL.has_pp * (head_heavier * S.host_head + (1 - head_heavier) * S.host_emb)
-                  + single * (S.host_emb + S.host_head))
+    host_issue = (1 - S.graph_full) * (PL.has_pp * (head_heavier * S.host_head + (1 - head_heavier) * S.host_emb)
+                                       + single * (S.host_emb + S.host_head))
     host = sp.Max(0, host_issue - (fwd + bwd), evaluate=False)
     return Edges(ef, eb, hf, hb, head_heavier, fwd, bwd, host)
 
@@ -331,7 +332,8 @@ def stated_layout(kinds: dict[str, Layer], edge: Edges, n_d, n_moe, n_mtp):
     lay_mtp = S.mtp * (w_l + single * w_f)
     fwd = w_f * (ef + single * hf) + w_l * (hf + single * ef)
     bwd = w_f * (eb + single * hb) + w_l * (hb + single * eb)
-    host_issue = w_f * (S.host_emb + single * S.host_head) + w_l * (S.host_head + single * S.host_emb)
+    host_issue = (1 - S.graph_full) * (w_f * (S.host_emb + single * S.host_head)
+                                       + w_l * (S.host_head + single * S.host_emb))
     host = sp.Max(0, host_issue - (fwd + bwd), evaluate=False)
 
     def blend(derived, stated):
@@ -394,7 +396,8 @@ def build() -> dict[str, sp.Expr]:
     stage_comm = stage(lambda k: k.comm)
     stage_host = stage(lambda k: k.host)
     # the framework's own per-micro-batch host work (batch fetch and broadcast, masks) while the GPU waits
-    edge_host = edge.host + S.host_mb
+    # (a full-iteration graph replays every micro-batch's forward-backward: no per-micro-batch host work between)
+    edge_host = edge.host + (1 - S.graph_full) * S.host_mb
     t_microbatch = stage_fwd + stage_bwd + stage_recompute + stage_comm + stage_host + edge_host
 
     # PP send/recv: b (s/c) h activations, split over t (scatter/gather or SP)
@@ -482,7 +485,7 @@ def build() -> dict[str, sp.Expr]:
     out["t_head_bwd"] = edge.head_bwd
     out["head_stage_heavier"] = edge.head_heavier
     out["t_edge_host"] = edge.host
-    out["t_microbatch_host"] = S.host_mb
+    out["t_microbatch_host"] = (1 - S.graph_full) * S.host_mb
     out["t_pp_send_recv"] = send_recv
     out["t_embedding_grad_reduce"] = emb_grad
 

@@ -258,6 +258,15 @@ ce_eager = _s("ce_eager", "", "1 when the loss is torch's eager cross entropy on
 ce_compiled = _s("ce_compiled", "", "1 when the loss is torch's cross entropy under torch.compile (the 16-bit logits "
                  "saved, fp32 math fused, a 16-bit gradient written)", "plan", r"\kappa_{ce}")
 
+# ---- CUDA graphs (per stack / row: config.Plan cuda_graphs -> predict.plan_inputs) ---------------------------------
+# Megatron-Core megatron/core/transformer/transformer_config.py cuda_graph_impl ('local' / 'transformer_engine': per-layer
+# graphs over cuda_graph_modules, empty = the whole layer; 'full_iteration': one graph for the forward-backward of the
+# iteration, optimizer excluded): a replayed graph issues its kernels with one host call
+graph_layers = _s("graph_layers", "", "1 when every transformer layer's forward and backward replay as CUDA graphs (the "
+                  "layers' host issue time gone); 0: eager", "plan", r"\gamma_{l}")
+graph_full = _s("graph_full", "", "1 with a full-iteration CUDA graph (the embedding, LM head, loss and the per-micro-batch "
+                "work replay too: no host issue time in the forward-backward)", "plan", r"\gamma_{i}")
+
 # ---- a stated pipeline layer layout (Megatron-Core --pipeline-model-parallel-layout; roofline/spec/layout.py) ----------
 # pp_layout = 0 is the sentinel "derive as today" (pipeline.stage_layers: ceil(l / (p v)) v layers per rank, the
 # heavier edge on the heaviest stage); 1: the counts below, per physical rank over all its virtual stages
