@@ -189,6 +189,12 @@ def main() -> int:
          "hidden behind the GEMM chunk of the previous step; the first step has nothing to hide behind. Not fitted.",
          "- **PP overlap**: Megatron-Core overlaps pipeline send/recv in the interleaved schedule by default "
          "(the README: 'PP comm overlap on'): `overlap_pp = 1` when v > 1; other frameworks 0.",
+         "- **CUDA graphs** (`validate.cuda_graphs`, from the row's settings): `cuda_graph_impl` full_iteration (or "
+         "the older spelling `scope=full_iteration` with impl local) -> `full`; per-layer graphs whose modules cover "
+         "every module kind the layer has (attn; mlp, moe, mamba as the model has them) -> `layers`; impl none, \"not "
+         "set by preset\" (Megatron-Core's default impl is none), a partial scope (moe_router + moe_preprocess leave "
+         "the experts eager) -> `none`; graphs stated without modules -> `layers` (Megatron-Core's default modules: "
+         "the whole layer).",
          "- **micro_batch** blank -> 1 (Megatron's default and its GPT-3 175B example script).",
          "- **interleave** blank -> 1 when pp = 1 or the framework has no interleaved schedule (DeepSpeed); otherwise "
          "(Narayanan Table 1/2 say interleaved 1F1B; the Megatron-Core README's PP overlap needs it) the smallest "
