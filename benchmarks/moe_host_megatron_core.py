@@ -70,23 +70,32 @@ def build(experts: int):
     return TransformerLayer(config=cfg, submodules=spec.submodules, layer_number=1)
 
 
-def measure(experts: int, repeats: int, seq: int = 16) -> tuple[float, float]:
+def measure(experts: int, repeats: int, seq: int = 16) -> tuple[float, float, int, int]:
+    """Median host time of the forward and the ``backward()`` call, and the kernels each launches."""
     import torch
+    from roofline.views.calibrate.bench_host import _count_kernels
     layer = build(experts)
     x = torch.randn(seq, 2, 64, requires_grad=True)
     mask = torch.ones(2, 1, seq, seq, dtype=torch.bool).triu(1)
+
+    def forward():
+        out = layer(x, attention_mask=mask)
+        return (out[0] if isinstance(out, tuple) else out).sum()
+
     fwd, bwd = [], []
     for i in range(repeats + 20):
         t0 = time.perf_counter()
-        out = layer(x, attention_mask=mask)
-        y = out[0] if isinstance(out, tuple) else out
+        y = forward()
         t1 = time.perf_counter()
-        y.sum().backward()
+        y.backward()
         t2 = time.perf_counter()
         if i >= 20:
             fwd.append(t1 - t0)
             bwd.append(t2 - t1)
-    return statistics.median(fwd), statistics.median(bwd)
+    held = {}
+    k_fwd = _count_kernels(torch, lambda: held.setdefault("y", forward()))
+    k_bwd = _count_kernels(torch, lambda: held["y"].backward())
+    return statistics.median(fwd), statistics.median(bwd), k_fwd, k_bwd
 
 
 def main(argv=None) -> int:
@@ -110,15 +119,27 @@ def main(argv=None) -> int:
     import megatron.core
     print(f"Megatron-Core {megatron.core.__version__}, torch {torch.__version__}, "
           f"{'cuda' if torch.cuda.is_available() else 'cpu'}; median host time per call, us")
-    print(f"{'layer':>22} {'forward':>9} {'backward':>9} {'fwd+bwd':>9} {'- dense':>9}")
-    dense = None
-    for e in (0, 2, 4, 8, 16):
-        f, b = measure(e, args.repeats)
-        dense = dense or f + b
+    print(f"{'layer':>22} {'forward':>9} {'backward':>9} {'fwd+bwd':>9} {'- dense':>9} {'kernels f/b':>12}")
+    import numpy as np
+    res = {}
+    for e in EXPERTS:
+        f, b, kf, kb = res[e] = measure(e, args.repeats)
         name = "dense (SwiGLU MLP)" if e == 0 else f"MoE, {e} local experts"
-        print(f"{name:>22} {f * 1e6:9.0f} {b * 1e6:9.0f} {(f + b) * 1e6:9.0f} {(f + b - dense) * 1e6:9.0f}",
-              flush=True)
+        print(f"{name:>22} {f * 1e6:9.0f} {b * 1e6:9.0f} {(f + b) * 1e6:9.0f} "
+              f"{(f + b - res[0][0] - res[0][1]) * 1e6:9.0f} {kf:>6}/{kb:<5}", flush=True)
+    # MoE minus dense as a + b x local experts (least squares over the MoE rows): the intercept is what the router,
+    # the dispatcher's bookkeeping and the permutation add; the slope, each local expert's GEMM pair (SequentialMLP)
+    e = np.array([k for k in EXPERTS if k])
+    for i, what in enumerate(("forward", "backward")):
+        extra = np.array([res[k][i] - res[0][i] for k in e])
+        kern = np.array([res[k][2 + i] - res[0][2 + i] for k in e])
+        (b1, a1), (b2, a2) = np.polyfit(e, extra, 1), np.polyfit(e, kern, 1)
+        print(f"MoE - dense, {what}: {a1 * 1e6:.0f} us + {b1 * 1e6:.0f} us per local expert; "
+              f"{a2:.0f} + {b2:.1f} kernels per local expert")
     return 0
+
+
+EXPERTS = (0, 2, 4, 8, 16)
 
 
 if __name__ == "__main__":

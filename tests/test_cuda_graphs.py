@@ -97,3 +97,55 @@ def test_nemo_rows_with_full_iteration_graphs_price_no_host_time():
             continue
         assert case.plan.cuda_graphs == "full"
         assert predict(case.spec).raw["t_host_overhead"] == 0
+
+
+# ---- the host of MoE layers: their extra issue time, and the forward's sync ------------------------------------
+MOE = Model(n_layers=4, d_model=512, n_heads=8, vocab=1000, seq_len=256, n_experts=8, top_k=2, ffn_hidden=512)
+
+
+def test_moe_layers_issue_more_host_work_than_dense():
+    hw = hardware.load("h100-sxm")
+    assert hw.host_moe_fwd > 0 and hw.host_moe_bwd > 0
+    no_moe_host = dataclasses.replace(hw, host_moe_fwd=0.0, host_moe_bwd=0.0)
+    p = Plan(ep=1, global_batch=2)
+    a, b = predict(MOE, p, hw), predict(MOE, p, no_moe_host)
+    assert a.raw["t_layer_host"] > b.raw["t_layer_host"]
+    # a dense model has no MoE host work
+    dense = dataclasses.replace(MOE, n_experts=1, top_k=1)
+    assert predict(dense, p, hw).raw["t_layer_host"] == predict(dense, p, no_moe_host).raw["t_layer_host"]
+
+
+def _host_only(hw, fwd, bwd, moe_f=0.0, moe_b=0.0):
+    return dataclasses.replace(hw, host_fwd=fwd, host_bwd=bwd, host_rc=0.0, host_moe_fwd=moe_f, host_moe_bwd=moe_b)
+
+
+def test_an_eager_moe_forward_cannot_hide_its_host_time_behind_the_backward():
+    """A forward whose host issue time exceeds its GPU time costs that excess even when the backward has GPU time to
+    spare: the dispatcher's sync stops the host from running ahead. Dense layers and CUDA graphs keep the joint max."""
+    hw = hardware.load("h100-sxm")
+    p = Plan(global_batch=1)
+    base = predict(MOE, p, _host_only(hw, 0.0, 0.0))
+    gf, gb = base.raw["t_layer_fwd"], base.raw["t_layer_bwd"]
+    assert gb > gf > 0
+    # host: the forward takes 1.5x its GPU time, the backward issues in no time: the whole layer is not host-bound
+    hf = 1.5 * (gf + base.raw["t_layer_ep_comm"] + base.raw["t_layer_tp_comm"])
+    moe = predict(MOE, p, _host_only(hw, hf, 0.0))
+    fwd_gpu = moe.raw["t_layer_fwd"] + (moe.raw["t_layer_ep_comm"] + moe.raw["t_layer_tp_comm"]
+                                        + moe.raw["t_layer_cp_comm"] - moe.raw["t_layer_comm_bwd"])
+    assert moe.raw["t_layer_host"] == pytest.approx(hf - fwd_gpu, rel=1e-9)
+    dense = dataclasses.replace(MOE, n_experts=1, top_k=1)
+    assert predict(dense, p, _host_only(hw, hf, 0.0)).raw["t_layer_host"] == 0
+    graphed = predict(MOE, dataclasses.replace(p, cuda_graphs="layers"), _host_only(hw, hf, 0.0))
+    assert graphed.raw["t_layer_host"] == 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(hf=st.floats(0, 5e-3), hb=st.floats(0, 5e-3), mf=st.floats(0, 2e-3), mb=st.floats(0, 2e-3),
+       mbatch=st.sampled_from([1, 4]))
+def test_the_moe_sync_never_hides_more_than_the_joint_max(hf, hb, mf, mb, mbatch):
+    """Split maxima >= the joint max: the sync can only expose host time, never hide more."""
+    hw = _host_only(hardware.load("h100-sxm"), hf, hb, mf, mb)
+    r = predict(MOE, Plan(micro_batch=mbatch, global_batch=mbatch), hw).raw
+    gpu = r["t_layer_fwd"] + r["t_layer_bwd"] + r["t_layer_recompute"] + r["t_layer_tp_comm"] + \
+        r["t_layer_cp_comm"] + r["t_layer_ep_comm"]
+    assert r["t_layer_host"] >= max(0.0, hf + hb + mf + mb - gpu) - 1e-12

@@ -31,7 +31,8 @@ MEMORY = ("weights", "gradients", "optimizer", "activations", "reserve")
 def hardware_inputs(hw: Hardware, dtype: str = "bf16") -> dict:
     x = {"peak": hw.peak(dtype), "peak_hp": hw.peak_16bit(dtype), "peak_vec": hw.vector_peak(), "hbm_bw": hw.hbm_bandwidth, "clock": hw.sustained_clock,
          "gpus_per_node": hw.gpus_per_node, "sms": hw.sm_count, "gemm_dhalf": hw.dhalf, "host_fwd": hw.host_fwd, "host_bwd": hw.host_bwd,
-         "host_rc": hw.host_rc, "host_emb": hw.host_emb, "host_head": hw.host_head, "host_mb": hw.host_mb}
+         "host_rc": hw.host_rc, "host_emb": hw.host_emb, "host_head": hw.host_head, "host_mb": hw.host_mb,
+         "host_moe_fwd": hw.host_moe_fwd, "host_moe_bwd": hw.host_moe_bwd}
     for c in CLASSES:
         for d in ("fwd", "bwd"):
             eta, mu, t0 = hw.efficiency[c][d]

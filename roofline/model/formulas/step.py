@@ -12,7 +12,8 @@ One micro-batch on one rank of the heaviest pipeline stage, and the step:
     step         = (m + (p-1)/v) t_microbatch                              pipeline (Narayanan et al. 2021)
                    + t_pp_comm + t_dp_comm + t_optimizer                   exposed PP / DP traffic, optimizer
 
-with the host term of each segment max(0, host issue time - GPU time) (small models are host-bound).
+with the host term of each segment max(0, host issue time - GPU time) (small models are host-bound); an eager MoE
+layer's forward syncs the host (the dispatcher's token counts), so its forward and backward take their own maxima.
 Every term above is an output of :func:`build` (``QUANTITIES`` says what each is), so the views read
 them instead of re-deriving them.
 """
@@ -176,9 +177,13 @@ class Layer:
         return [o for o in self.ops if o.name in ATTENTION_CORE]
 
 
-def layer(ops, blocks, ep, col_ops=None) -> Layer:
+def layer(ops, blocks, ep, col_ops=None, moe_on=sp.Integer(0), moe_share=sp.Integer(1),
+          host_share=sp.Integer(1)) -> Layer:
     """Times of one layer with operators ``ops``, TP ``blocks`` (tp_blocks) and EP time ``ep``; ``col_ops``: the
-    operators whose column-parallel GEMMs the blocks name, unscaled by a hybrid pattern's shares (default ``ops``)."""
+    operators whose column-parallel GEMMs the blocks name, unscaled by a hybrid pattern's shares (default ``ops``);
+    ``moe_on``: 1 for a MoE layer (its router, dispatcher and permutation add host time, and its forward syncs the
+    host, see the host term below); ``moe_share``: the share of the kind's layers that are MoE (a hybrid pattern);
+    ``host_share``: the kind's dense host issue time in transformer layers (a hybrid pattern's layer is one block)."""
     col_ops = ops if col_ops is None else col_ops
     core = [o for o in ops if o.name in ATTENTION_CORE]
     fwd, bwd = time_of(ops, "fwd"), time_of(ops, "bwd")
@@ -227,12 +232,26 @@ def layer(ops, blocks, ep, col_ops=None) -> Layer:
                             (CM.interference(S.nccl_sms_inter), True))
     cp = CM.exposed(cp_layer(), time_of(core, "fwd") * (1 + 2 + S.rc_full), S.ov_cp, cp_share)
     comm_bwd = tp_bwd_share + ep * (1 + S.rc_full) / (2 + S.rc_full) + cp * (2 + S.rc_full) / (3 + S.rc_full)
-    # the host issues kernels asynchronously: a layer takes max(GPU time, host issue time) (calibrate/bench_host.py)
+    # the host issues kernels asynchronously: a layer takes max(GPU time, host issue time) (calibrate/bench_host.py);
+    # an MoE layer's router, dispatcher bookkeeping and permutation add host_moe_fwd / host_moe_bwd (the recomputed
+    # forward of full recomputation re-issues them); a layer replayed as a CUDA graph issues nothing one by one
     gpu = fwd + bwd + recompute + tp + cp + ep
-    # a layer replayed as a CUDA graph issues no kernels one by one (graph_layers = 1)
-    host_issue = (1 - S.graph_layers) * (S.host_fwd + S.host_bwd + (S.rc_full + S.rc_op) * S.host_rc)
-    return Layer(ops, fwd, bwd, recompute, tp, tp_raw, tp_f, cp, ep, comm_bwd,
-                 sp.Max(0, host_issue - gpu, evaluate=False))
+    eager = 1 - S.graph_layers
+    moe_f, moe_b = moe_on * moe_share * S.host_moe_fwd, moe_on * moe_share * S.host_moe_bwd
+    host_f = eager * (host_share * S.host_fwd + moe_f)
+    host_b = eager * (host_share * (S.host_bwd + (S.rc_full + S.rc_op) * S.host_rc) + moe_b + S.rc_full * moe_f)
+    # An eager dropless MoE forward blocks the host on the GPU once per layer: the token counts per expert go to the
+    # host before the dispatch (Megatron-Core token_dispatcher.py _maybe_dtoh_and_synchronize before the EP all-to-all;
+    # the flex dispatcher's DeepEP / HybridEP kernels wait for the received-token count; TEGroupedMLP
+    # tokens_per_expert.tolist() for the GEMM splits). The host then cannot run ahead into the forward while the GPU
+    # runs a backward, so forward and backward each take their own max(GPU, host); without the sync (a dense layer,
+    # CUDA graphs, which need a sync-free MoE) the host's lead carries across, max over the whole layer
+    gpu_b = bwd + recompute + comm_bwd
+    gpu_f = gpu - gpu_b
+    sync = moe_on * eager
+    host = (sync * (sp.Max(0, host_f - gpu_f, evaluate=False) + sp.Max(0, host_b - gpu_b, evaluate=False))
+            + (1 - sync) * sp.Max(0, host_f + host_b - gpu, evaluate=False))
+    return Layer(ops, fwd, bwd, recompute, tp, tp_raw, tp_f, cp, ep, comm_bwd, host)
 
 
 def layer_kinds() -> dict[str, Layer]:
@@ -244,10 +263,13 @@ def layer_kinds() -> dict[str, Layer]:
     "*E"), the MoE kind itself for a transformer."""
     moe_ops = C.layer_ops(C.d_head, S.moe_ffn, C.moe, S.shared_ffn, variants=True)
     return {"moe": layer(MB.hybrid_ops(moe_ops), tp_blocks(True, hybrid=True), S.mlp_frac * ep_layer(),
-                         col_ops=[*moe_ops, *MB.mixer_ops()]),
+                         col_ops=[*moe_ops, *MB.mixer_ops()], moe_on=C.moe, moe_share=S.mlp_frac,
+                         # a transformer layer issues two blocks (attention, MLP); a hybrid pattern's layer one
+                         # (attention, MLP / MoE or Mamba): ASSUMED half a transformer layer's host work each
+                         host_share=(S.attn_frac + S.mlp_frac + S.mamba_frac) / 2),
             "dense": layer(C.layer_ops(C.d_head, S.ffn_hidden, sp.Integer(0), variants=True), tp_blocks(False),
                            sp.Integer(0)),
-            "mtp": layer(moe_ops, tp_blocks(True), ep_layer())}
+            "mtp": layer(moe_ops, tp_blocks(True), ep_layer(), moe_on=C.moe)}
 
 
 def stage_dense_layers(dense: Layer, moe: Layer) -> sp.Expr:

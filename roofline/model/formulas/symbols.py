@@ -168,6 +168,10 @@ host_head = _s("host_head", "time", "host time to issue the final norm, LM head 
                "per micro-batch", "hardware", r"h_{o}")
 host_mb = _s("host_mb", "time", "host time of the framework's per-micro-batch work outside the model (batch fetch and "
              "broadcast, masks, loss averaging)", "hardware", r"h_{m}")
+host_moe_fwd = _s("host_moe_fwd", "time", "extra host time an MoE layer's forward adds to a dense layer's (router, "
+                  "token-dispatcher bookkeeping, permutation)", "hardware", r"h_{ef}")
+host_moe_bwd = _s("host_moe_bwd", "time", "extra host time an MoE layer's backward adds to a dense layer's", "hardware",
+                  r"h_{eb}")
 gpus_per_node = _s("gpus_per_node", "", "GPUs per node G", "hardware", "G")
 sms = _s("sms", "", "streaming multiprocessors: thread blocks of one wave (one flash-attention block per SM); "
          "1 = no wave quantisation", "hardware", "n_{SM}")

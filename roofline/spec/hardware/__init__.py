@@ -77,6 +77,8 @@ class Hardware:
     host_emb: float = 0.0                       # s, host time of the embedding (fwd + bwd) per micro-batch
     host_head: float = 0.0                      # s, ... final norm + LM head + cross-entropy per micro-batch
     host_mb: float = 0.0                        # s, framework per-micro-batch work outside the model
+    host_moe_fwd: float = 0.0                   # s, extra host time of an MoE layer's forward (router, dispatcher, permute)
+    host_moe_bwd: float = 0.0                   # s, ... backward
     sustained_clock: float = 1.0                # sustained / burst compute rate under a power-capped load
     matmul_ceiling: float = 1.0                 # max achievable matmul rate / peak (mamf-finder); caps gemm, bmm eta
     calibrated: tuple = ()                      # which parts are fitted: "compute", "intra", "inter"
@@ -99,7 +101,7 @@ class Hardware:
                 S.positive(v, f"{w}: peak_flops.{dt} (FLOP/s)")
         _clock(self.sustained_clock, w)
         S.fraction(self.matmul_ceiling, f"{w}: matmul_ceiling")
-        for k in ("host_fwd", "host_bwd", "host_rc", "host_emb", "host_head", "host_mb"):
+        for k in ("host_fwd", "host_bwd", "host_rc", "host_emb", "host_head", "host_mb", "host_moe_fwd", "host_moe_bwd"):
             S.number(getattr(self, k), f"{w}: {k} (s)", low=0.0)
         for (c, link), (alpha, bw) in self.collectives.items():
             S.number(alpha, f"{w}: collectives.{link}.{c}.alpha (s)", low=0.0)
@@ -175,9 +177,9 @@ LINK_KEYS = ("kind", "bandwidth", "latency")
 ROOFLINE_KEYS = ("eta", "mu", "t0")
 SHAPE_KEYS = {"attn": ("d_soft", "d_reg", "uneven", "d_io"), "bmm": ("dhalf", "reread")}
 HOST_TIMES = ("layer_fwd", "layer_bwd", "recompute_extra", "embed_fwd", "embed_bwd", "head_fwd", "head_bwd",
-              "microbatch", "launch")
+              "microbatch", "launch", "moe_fwd", "moe_bwd")
 HOST_COUNTS = ("kernels_fwd", "kernels_bwd", "kernels_recompute", "kernels_embed_fwd", "kernels_embed_bwd",
-               "kernels_head_fwd", "kernels_head_bwd", "kernels_microbatch")
+               "kernels_head_fwd", "kernels_head_bwd", "kernels_microbatch", "kernels_moe_fwd", "kernels_moe_bwd")
 
 
 def _shape_value(cls: str, key: str, v, where: str) -> float:
@@ -375,7 +377,8 @@ def _host_times(host: dict, where: str) -> dict:
             "host_rc": t("recompute_extra", "kernels_recompute"),
             "host_emb": t("embed_fwd", "kernels_embed_fwd") + t("embed_bwd", "kernels_embed_bwd"),
             "host_head": t("head_fwd", "kernels_head_fwd") + t("head_bwd", "kernels_head_bwd"),
-            "host_mb": t("microbatch", "kernels_microbatch")}
+            "host_mb": t("microbatch", "kernels_microbatch"),
+            "host_moe_fwd": t("moe_fwd", "kernels_moe_fwd"), "host_moe_bwd": t("moe_bwd", "kernels_moe_bwd")}
 
 
 def load(ref) -> Hardware:

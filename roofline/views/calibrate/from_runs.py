@@ -105,9 +105,13 @@ def _split(total_base: float, parts: tuple, v: float) -> tuple:
 
 
 def _host_layer_apply(hw, v):
+    """A host that issues a layer in ``v`` instead: the dense layer's times split in BASE's ratio, and the
+    recomputation and an MoE layer's extra host work scaled alike (the same host issues them)."""
     f, b = _split(hw.host_fwd + hw.host_bwd, (hw.host_fwd, hw.host_bwd), v)
-    rc = hw.host_rc * v / (hw.host_fwd + hw.host_bwd) if hw.host_fwd + hw.host_bwd > 0 else f
-    return dc_replace(hw, host_fwd=f, host_bwd=b, host_rc=rc)
+    scale = v / (hw.host_fwd + hw.host_bwd) if hw.host_fwd + hw.host_bwd > 0 else None
+    rc = hw.host_rc * scale if scale is not None else f
+    moe = (hw.host_moe_fwd * scale, hw.host_moe_bwd * scale) if scale is not None else (hw.host_moe_fwd, hw.host_moe_bwd)
+    return dc_replace(hw, host_fwd=f, host_bwd=b, host_rc=rc, host_moe_fwd=moe[0], host_moe_bwd=moe[1])
 
 
 def _host_edge_apply(hw, v):
@@ -119,7 +123,9 @@ def _host_edge_apply(hw, v):
 # time is cpu + kernels x launch (hardware._host_times), and a fit measures the sum, not the split
 def _host_layer_yaml(hw):
     return {"host": {"layer_fwd": _us(hw.host_fwd), "kernels_fwd": 0, "layer_bwd": _us(hw.host_bwd), "kernels_bwd": 0,
-                     "recompute_extra": _us(hw.host_rc), "kernels_recompute": 0}}
+                     "recompute_extra": _us(hw.host_rc), "kernels_recompute": 0,
+                     "moe_fwd": _us(hw.host_moe_fwd), "kernels_moe_fwd": 0, "moe_bwd": _us(hw.host_moe_bwd),
+                     "kernels_moe_bwd": 0}}
 
 
 def _host_edge_yaml(hw):
