@@ -137,7 +137,7 @@ def diagnostics(src: Path, tmp: Path, args, splits, judged) -> None:
         terms, explicit = fr.parse_terms(args.fit)
         base_hw = hardware.load(args.gpu)
         pricer = fr.Pricer(runs.cases)
-        kept, _ = fr.identifiable(pricer, fr._Space(terms, base_hw), explicit)
+        kept, _ = fr.identifiable(pricer, fr._Space(terms, base_hw), explicit, measured=runs.measured)
         f = fr.fit_terms(pricer, runs.measured, kept, base_hw, groups=runs.groups)
         if not explicit:
             f = fr._settle(pricer, runs.measured, f, base_hw, groups=runs.groups)[0]

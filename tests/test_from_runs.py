@@ -447,3 +447,39 @@ def test_a_term_on_a_kink_reads_flat_from_below():
     assert np.allclose(above, 1.0)
     # at its lower bound there is no step from below: not called flat from that side
     assert np.isinf(_backward_column(resid, x, 0, 1.0, resid(x))).all()
+
+
+# ---- a host slower than BASE's: the runs depend on host_layer only away from BASE --------------------------------
+def test_a_slow_host_hidden_at_base_is_found_by_probing(tmp_path, base_hw):
+    """Runs that are GPU-bound at BASE's host time but host-bound at the planted (much slower) one: a +-10 % change at
+    BASE moves nothing, so the fit starts where the runs first depend on the term (fr.PROBES) and recovers it."""
+    rows = synthetic_rows(models=[(16, 2048, 16), (24, 2048, 32), (8, 4096, 32)], multi=False, mbs=(4, 8))
+    slow = 8 * (base_hw.host_fwd + base_hw.host_bwd)
+    path = plant(tmp_path, rows, {"host_layer": slow})
+    runs = fr.load_runs(path, BASE)
+    pr = fr.Pricer(runs.cases)
+    space = fr._Space(("host_layer",), base_hw)
+    # some rows are host-bound at the planted host and not at BASE's: BASE alone sees no dependence
+    assert not fr._moves(fr.elasticities(pr, space)[:, 0])
+    assert fr.probe(pr, space, 0, measured=runs.measured) is not None
+    f = fr.fit_terms(pr, runs.measured, ("host_layer",), base_hw)
+    assert f.values["host_layer"] == pytest.approx(slow, rel=0.02)
+    res = fr.calibrate(path, BASE, fit="host_layer")
+    assert res.fit.values["host_layer"] == pytest.approx(slow, rel=0.02)
+
+
+def test_probing_never_starts_where_the_runs_are_priced_worse(tmp_path, base_hw):
+    """GPU-bound runs made at a fast host: larger host times only make them slower than measured, so the probe finds
+    no start and an explicit --fit is refused."""
+    rows = synthetic_rows(models=[(16, 2048, 16), (24, 2048, 32), (8, 4096, 32)], multi=False, mbs=(8, 16))
+    path = plant(tmp_path, rows, {"host_layer": 0.2e-3})
+    runs = fr.load_runs(path, BASE)
+    space = fr._Space(("host_layer",), base_hw)
+    pr = fr.Pricer(runs.cases)
+    assert not fr._moves(fr.elasticities(pr, space)[:, 0])       # GPU-bound at BASE
+    start = fr.probe(pr, space, 0, measured=runs.measured)
+    assert fr.probe(pr, space, 0) is not None                       # larger host times do move the runs
+    # ... but they price the runs worse than BASE does, so no start is found
+    assert start is None
+    with pytest.raises(InputError, match="host_layer.*do not depend"):
+        fr.calibrate(path, BASE, fit="host_layer")

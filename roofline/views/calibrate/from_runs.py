@@ -24,9 +24,11 @@ The terms (``TERMS``; ``--fit`` picks, ``DEFAULT`` otherwise), each a quantity o
 - ``intra_alpha`` / ``inter_alpha`` (x BASE): scale of every collective's latency on that link, in [0, 100]. Opt-in
   (``--fit``): on vTrain's runs it lowers the single-node errors and raises the multi-node one (docs/from-runs.md).
 
-Identifiability, judged on the runs before fitting: a term whose 10 % change moves no prediction by 0.1 %
-(the runs do not depend on it: ``inter_bw`` on single-node runs; host terms on GPU-bound runs) cannot be
-fitted, and two terms whose changes move the predictions in proportion (cosine >= 0.999 of their
+Identifiability, judged on the runs before fitting: a term whose 10 % change moves no prediction by 0.1 %, at
+BASE's value nor at any of ``PROBES`` times it within its bounds (the runs do not depend on it: ``inter_bw`` on
+single-node runs; host terms on runs that stay GPU-bound even with a host 64 times slower), cannot be fitted;
+one that moves the runs only away from BASE (a host slower than BASE's, whose runs are host-bound where BASE's
+are not) is fitted from the first such value (``probe``), and two terms whose changes move the predictions in proportion (cosine >= 0.999 of their
 elasticity columns: e.g. ``host_layer`` and ``host_mb`` when every run has the same layers per stage) cannot
 be told apart. Asked for with ``--fit``, such a term is an error; from the default set it is dropped with a
 warning. After the fit of the default set, a term the runs do not determine (at a bound, or BASE's value inside
@@ -368,6 +370,52 @@ class _Space:
         return {t: float(v) for t, v in zip(self.terms, np.asarray(x) * self.ref)}
 
 
+# Multiples of BASE's value tried, in this order, when no run depends on a term at BASE's value (``probe``): the
+# max(GPU, host) kinks hide a host term until it exceeds the GPU time, and BASE's host may be many times faster than
+# the runs' (the vTrain A100 hosts: 1.4x the development machine's; an eager MoE layer's Transformer Engine path)
+PROBES = (2.0, 0.5, 4.0, 0.25, 8.0, 16.0, 32.0, 64.0)
+
+
+def _column(pricer: Pricer, space: _Space, j: int, x, idx=None, step: float = 0.1) -> np.ndarray:
+    """d log(t) / d x_j per row at ``x`` by central differences of +-10 % of max(1, x_j), within the bounds."""
+    h = step * max(1.0, float(x[j]))
+    lo, hi = np.array(x, dtype=float), np.array(x, dtype=float)
+    lo[j], hi[j] = max(space.lo[j], x[j] - h), min(space.hi[j], x[j] + h)
+    if hi[j] <= lo[j]:
+        return np.zeros(len(pricer({}, idx)))
+    t_lo, t_hi = pricer(space.values(lo), idx), pricer(space.values(hi), idx)
+    return (np.log(t_hi) - np.log(t_lo)) / (hi[j] - lo[j])
+
+
+def _moves(col: np.ndarray) -> bool:
+    return bool(np.all(np.isfinite(col)) and np.max(np.abs(col), initial=0.0) >= ZERO_ELASTICITY)
+
+
+def probe(pricer: Pricer, space: _Space, j: int, idx=None, measured=None) -> float | None:
+    """Where the fit of term ``j`` starts (x units): BASE's value when some run depends on the term there, else the
+    first of ``PROBES`` times it (inside the bounds) where one does and, given the ``measured`` step times of the
+    rows, where the runs are priced closer than at BASE (mean |log(predicted / measured)|): a host term that only
+    matters once it makes GPU-bound runs host-bound, and slower than measured, is not identified by them. None when
+    no such value exists."""
+    x = space.x0.copy()
+    if _moves(_column(pricer, space, j, x, idx)):
+        return float(x[j])
+    if measured is not None:
+        meas = np.asarray(measured if idx is None else np.asarray(measured)[idx], dtype=float)
+        miss = lambda xx: float(np.mean(np.abs(np.log(pricer(space.values(xx), idx) / meas))))  # noqa: E731
+        at_base = miss(x)
+    base = x[j] if x[j] > 0 else 1.0
+    for m in PROBES:
+        v = base * m
+        if not space.lo[j] <= v <= space.hi[j]:
+            continue
+        y = space.x0.copy()
+        y[j] = v
+        if _moves(_column(pricer, space, j, y, idx)) and (measured is None or miss(y) < at_base):
+            return float(v)
+    return None
+
+
 def elasticities(pricer: Pricer, space: _Space, idx=None, step: float = 0.1) -> np.ndarray:
     """d log(t) / d x_j per row (x in units of ref), by central differences of +-10 % within the bounds:
     a finite step sees through the max(GPU, host) kinks that make the local derivative 0 or 1."""
@@ -381,13 +429,21 @@ def elasticities(pricer: Pricer, space: _Space, idx=None, step: float = 0.1) -> 
     return np.column_stack(cols) if cols else np.zeros((0, 0))
 
 
-def identifiable(pricer: Pricer, space: _Space, explicit: bool, idx=None) -> tuple[tuple, list]:
-    """Terms the runs can identify (see the module doc); InputError for an explicit request that they cannot."""
+def identifiable(pricer: Pricer, space: _Space, explicit: bool, idx=None, measured=None) -> tuple[tuple, list]:
+    """Terms the runs can identify (see the module doc); InputError for an explicit request that they cannot.
+    ``measured``: the rows' step times, which let a term that matters only away from BASE count (``probe``)."""
     E = elasticities(pricer, space, idx)
     keep, warnings = [], []
     for j, t in enumerate(space.terms):
-        if not np.all(np.isfinite(E[:, j])) or np.max(np.abs(E[:, j])) < ZERO_ELASTICITY:
-            msg = f"{t}: the runs do not depend on it (a 10 % change moves no step time by 0.1 %)"
+        if not _moves(E[:, j]):
+            start = probe(pricer, space, j, idx, measured)
+            if start is not None:           # the runs depend on it away from BASE: judge collinearity there
+                x = space.x0.copy()
+                x[j] = start
+                E[:, j] = _column(pricer, space, j, x, idx)
+        if not _moves(E[:, j]):
+            msg = (f"{t}: the runs do not depend on it (a 10 % change moves no step time by 0.1 %, at BASE's value "
+                   f"nor at {min(PROBES):g}-{max(PROBES):g} x it where that prices the runs closer)")
             if explicit:
                 raise InputError(f"--fit {t}: cannot be fitted from these runs: {msg.split(': ', 1)[1]}")
             warnings.append(f"{msg}; left at BASE")
@@ -502,8 +558,14 @@ def _fit_terms(pricer: Pricer, measured: np.ndarray, terms: tuple, base_hw, idx=
             raise FloatingPointError
         return r
 
+    # each term starts at BASE's value, or where the runs first depend on it (``probe``, on these rows)
+    x_start = space.x0.copy()
+    for j in range(len(terms)):
+        v = probe(pricer, space, j, idx, measured)
+        if v is not None:
+            x_start[j] = v
     try:
-        res = least_squares(resid, space.x0, bounds=(space.lo, space.hi), loss=LOSS, f_scale=F_SCALE,
+        res = least_squares(resid, x_start, bounds=(space.lo, space.hi), loss=LOSS, f_scale=F_SCALE,
                             diff_step=1e-3, x_scale=1.0, max_nfev=100 * (len(terms) + 1))
     except FloatingPointError:
         raise InputError("from-runs: a trial value of the terms gave a non-finite step time; the fit did not converge") from None
@@ -642,7 +704,7 @@ def calibrate(path, base: str, fit: str | None = None, k: int | None = None, gro
         raise InputError(f"from-runs: BASE {base} gives a non-finite step time for "
                          f"{int(np.sum(~np.isfinite(base_pred)))} rows")
     space = _Space(terms, base_hw)
-    kept, warnings = identifiable(pricer, space, explicit)
+    kept, warnings = identifiable(pricer, space, explicit, measured=runs.measured)
     for w in warnings:
         _log(f"from-runs: warning: {w}")
     if not kept:
