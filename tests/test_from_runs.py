@@ -483,3 +483,35 @@ def test_probing_never_starts_where_the_runs_are_priced_worse(tmp_path, base_hw)
     assert start is None
     with pytest.raises(InputError, match="host_layer.*do not depend"):
         fr.calibrate(path, BASE, fit="host_layer")
+
+
+def test_host_moe_term_sets_only_the_moe_host_and_round_trips(tmp_path, base_hw):
+    v = 4 * (base_hw.host_moe_fwd + base_hw.host_moe_bwd)
+    hw = fr.apply_terms(base_hw, {"host_moe": v})
+    assert hw.host_moe_fwd == pytest.approx(4 * base_hw.host_moe_fwd)
+    assert hw.host_moe_bwd == pytest.approx(4 * base_hw.host_moe_bwd)
+    assert (hw.host_fwd, hw.host_bwd, hw.host_rc, hw.host_mb) == \
+        (base_hw.host_fwd, base_hw.host_bwd, base_hw.host_rc, base_hw.host_mb)
+    frag = fr.TERMS["host_moe"].yaml(hw)
+    p = tmp_path / "moe-host.yaml"
+    p.write_text(yaml.safe_dump({"base": BASE, "id": "moe-host", **frag}))
+    loaded = hardware.load(str(p))
+    assert loaded.host_moe_fwd == pytest.approx(hw.host_moe_fwd, rel=1e-3)
+    assert loaded.host_moe_bwd == pytest.approx(hw.host_moe_bwd, rel=1e-3)
+
+
+def test_planted_moe_host_is_recovered_from_moe_runs_and_dense_runs_cannot_see_it(tmp_path, base_hw):
+    cols = COLS + ["n_experts", "top_k", "ep", "moe_ffn_hidden"]
+    rows = synthetic_rows(models=[(12, 1024, 16), (24, 2048, 16)], multi=False, mbs=(1, 2, 4))
+    for r in rows:
+        r.update(n_experts=8, top_k=2, ep=r["dp"], moe_ffn_hidden=r["d_model"])
+    p = write_csv(tmp_path / "shape.csv", rows, cols)
+    runs = fr.load_runs(p, BASE)
+    assert len(runs.cases) == len(rows), runs.skipped
+    pr = fr.Pricer(runs.cases)
+    truth = 6 * (base_hw.host_moe_fwd + base_hw.host_moe_bwd)
+    f = fr.fit_terms(pr, planted_times(pr, {"host_moe": truth}), ("host_moe",), base_hw)
+    assert f.values["host_moe"] == pytest.approx(truth, rel=0.02)
+    dense = plant(tmp_path, synthetic_rows(models=[(12, 1024, 16), (24, 1024, 16)], multi=False), {}, name="dense.csv")
+    with pytest.raises(InputError, match="host_moe.*do not depend"):
+        fr.calibrate(dense, BASE, fit="host_moe")

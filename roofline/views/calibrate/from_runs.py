@@ -14,6 +14,9 @@ The terms (``TERMS``; ``--fit`` picks, ``DEFAULT`` otherwise), each a quantity o
   split in BASE's ratio; the extra host time of a full recomputation ``host_rc`` scales alike: it re-issues
   the forward on the same host path). In [0, 100 ms].
 - ``host_mb`` (s): the framework's per-micro-batch host work outside the model (``host_mb``). In [0, 100 ms].
+- ``host_moe`` (s): what an MoE layer's router, dispatcher and permutation add to its host time, forward +
+  backward (``host_moe_fwd + host_moe_bwd``, split in BASE's ratio). In [0, 100 ms]. Not in the default set:
+  only MoE runs depend on it (opt in with ``--fit``).
 - ``host_edge`` (s): host time of the embedding + LM head and loss per micro-batch (``host_emb + host_head``,
   split in BASE's ratio). In [0, 100 ms]. Not in the default set: it moves the same rows as ``host_mb``.
 - ``gemm_eff`` (x BASE): scale of the GEMM efficiency eta, forward and backward alike, at most the GPU's
@@ -107,13 +110,19 @@ def _split(total_base: float, parts: tuple, v: float) -> tuple:
 
 
 def _host_layer_apply(hw, v):
-    """A host that issues a layer in ``v`` instead: the dense layer's times split in BASE's ratio, and the
-    recomputation and an MoE layer's extra host work scaled alike (the same host issues them)."""
     f, b = _split(hw.host_fwd + hw.host_bwd, (hw.host_fwd, hw.host_bwd), v)
-    scale = v / (hw.host_fwd + hw.host_bwd) if hw.host_fwd + hw.host_bwd > 0 else None
-    rc = hw.host_rc * scale if scale is not None else f
-    moe = (hw.host_moe_fwd * scale, hw.host_moe_bwd * scale) if scale is not None else (hw.host_moe_fwd, hw.host_moe_bwd)
-    return dc_replace(hw, host_fwd=f, host_bwd=b, host_rc=rc, host_moe_fwd=moe[0], host_moe_bwd=moe[1])
+    rc = hw.host_rc * v / (hw.host_fwd + hw.host_bwd) if hw.host_fwd + hw.host_bwd > 0 else f
+    return dc_replace(hw, host_fwd=f, host_bwd=b, host_rc=rc)
+
+
+def _host_moe_apply(hw, v):
+    f, b = _split(hw.host_moe_fwd + hw.host_moe_bwd, (hw.host_moe_fwd, hw.host_moe_bwd), v)
+    return dc_replace(hw, host_moe_fwd=f, host_moe_bwd=b)
+
+
+def _host_moe_yaml(hw):
+    return {"host": {"moe_fwd": _us(hw.host_moe_fwd), "kernels_moe_fwd": 0, "moe_bwd": _us(hw.host_moe_bwd),
+                     "kernels_moe_bwd": 0}}
 
 
 def _host_edge_apply(hw, v):
@@ -125,9 +134,7 @@ def _host_edge_apply(hw, v):
 # time is cpu + kernels x launch (hardware._host_times), and a fit measures the sum, not the split
 def _host_layer_yaml(hw):
     return {"host": {"layer_fwd": _us(hw.host_fwd), "kernels_fwd": 0, "layer_bwd": _us(hw.host_bwd), "kernels_bwd": 0,
-                     "recompute_extra": _us(hw.host_rc), "kernels_recompute": 0,
-                     "moe_fwd": _us(hw.host_moe_fwd), "kernels_moe_fwd": 0, "moe_bwd": _us(hw.host_moe_bwd),
-                     "kernels_moe_bwd": 0}}
+                     "recompute_extra": _us(hw.host_rc), "kernels_recompute": 0}}
 
 
 def _host_edge_yaml(hw):
@@ -189,6 +196,9 @@ def _alpha_apply(link):
 TERMS = {t.name: t for t in (
     Term("host_layer", "s", "host time to issue one layer's forward + backward (host_fwd + host_bwd; host_rc alike)",
          lambda hw: hw.host_fwd + hw.host_bwd, _host_layer_apply, lambda hw: (0.0, HOST_MAX), _host_layer_yaml, 1e-3),
+    Term("host_moe", "s", "extra host time of an MoE layer's forward + backward (router, dispatcher, permutation; "
+         "host_moe_fwd + host_moe_bwd)", lambda hw: hw.host_moe_fwd + hw.host_moe_bwd, _host_moe_apply,
+         lambda hw: (0.0, HOST_MAX), _host_moe_yaml, 1e-3),
     Term("host_mb", "s", "framework host work per micro-batch outside the model (host_mb)",
          lambda hw: hw.host_mb, lambda hw, v: dc_replace(hw, host_mb=v), lambda hw: (0.0, HOST_MAX),
          lambda hw: {"host": {"microbatch": _us(hw.host_mb), "kernels_microbatch": 0}}, 1e-4),
