@@ -82,6 +82,14 @@ ROW = {"attention": "gqa", "n_experts": 128, "first_dense_layers": 0, "attention
     ("CUDA graph impl=transformer_engine scope=['attn', 'moe'] ", {**ROW, "first_dense_layers": 3}, "none"),
     # stated without modules: Megatron-Core's default cuda_graph_modules, the whole layer
     ("cuda_graphs=True", ROW, "layers"),
+    # command-line spellings, and negations
+    ("--cuda-graph-impl full_iteration", ROW, "full"),
+    ("--cuda-graph-impl transformer_engine --cuda-graph-scope attn moe", ROW, "layers"),
+    ("--cuda-graph-impl transformer_engine --cuda-graph-modules attn moe_router moe_preprocess", ROW, "none"),
+    ("--enable-cuda-graph", ROW, "layers"),
+    ("enable_cuda_graph=False", ROW, "none"),
+    ("no CUDA graphs; HybridEP", ROW, "none"),
+    ("CUDA graphs disabled", ROW, "none"),
 ])
 def test_validate_reads_the_rows_cuda_graphs(settings_text, row, want):
     assert V.cuda_graphs({**row, "settings": settings_text}) == want

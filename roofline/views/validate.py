@@ -372,11 +372,22 @@ def cuda_graphs(row: dict) -> str:
     - per-layer graphs whose modules cover every module kind the layer has (attn, and mlp / moe / mamba as the model
       has them; moe_router and moe_preprocess leave the experts and the dispatcher eager): ``layers``; a partial
       scope: ``none`` (the captured part's host time is not split out: the layer is priced eager, an upper bound);
-    - graphs stated without modules: Megatron-Core's default modules, the whole layer: ``layers``."""
-    text = (row.get("settings") or "").lower()
+    - graphs stated without modules: Megatron-Core's default modules, the whole layer: ``layers``.
+
+    The command-line spellings read the same (``--cuda-graph-impl X``, ``--cuda-graph-scope`` / ``--cuda-graph-modules
+    a b``, ``--enable-cuda-graph``, ``enable_cuda_graph=True``), in the settings or the notes; "no CUDA graphs",
+    "without CUDA graphs", "CUDA graphs off / disabled" are ``none``."""
+    text = f"{row.get('settings') or ''} | {row.get('notes') or ''}".lower()
     if "graph" not in text:
         return "none"
-    if re.search(r"cuda[-_ ]graphs?\s*(?:impl\s*=\s*none|=\s*false|:\s*not set)", text):
+    text = re.sub(r"--(cuda|enable)-cuda-graph|--enable-cuda-graph", "enable_cuda_graph", text)
+    text = re.sub(r"--cuda-graph-(impl|scope|modules)[\s=]+", lambda m: f"cuda_graph_{m.group(1)}=", text)
+    text = text.replace("cuda_graph_impl=", "cuda graph impl=").replace("cuda_graph_modules=", "cuda graph scope=")\
+        .replace("cuda_graph_scope=", "cuda graph scope=")
+    if re.search(r"(?:\bno|without)\s+(?:full[-_ ]iteration\s+)?cuda[-_ ]graphs?|cuda[-_ ]graphs?\s+(?:off|disabled)"
+                 r"|enable_cuda_graph\s*=\s*false", text):
+        return "none"
+    if re.search(r"cuda[-_ ]graphs?\s*(?:impl\s*=\s*['\"]?none|=\s*false|:\s*not set)", text):
         return "none"
     if re.search(r"full[-_ ]iteration", text):
         return "full"
@@ -384,7 +395,7 @@ def cuda_graphs(row: dict) -> str:
     if m:
         scope = set(re.findall(r"[a-z_]+", m.group(1)))
         return "layers" if _graph_modules(row) <= scope else "none"
-    if re.search(r"cuda[-_ ]graphs?(?:\s*=\s*true)?\b", text):
+    if re.search(r"cuda[-_ ]graphs?(?:\s*=\s*true)?\b|enable_cuda_graph", text):
         return "layers"
     return "none"
 
