@@ -774,7 +774,8 @@ def cmd_search(args) -> int:
                               "plans": [c.to_dict() for c in cands]}, indent=1))
             return 0
         print(f"search: {model.name} on {counts[0]} x {hw.id} ({hw.kind}), global batch {args.global_batch} x seq "
-              f"{model.seq_len}, objective {args.objective}")
+              f"{model.seq_len}, objective {args.objective}"
+              + (f", CUDA graphs {space.base.cuda_graphs}" if space.base.cuda_graphs != "none" else ""))
         print(f"  {space.enumerated} knob combinations, {space.valid} valid, {space.n_fit} fit in "
               f"{fmt_bytes(hw.hbm_capacity, 0)}; top {len(cands)} (gap = % slower than best):")
         print(table(cands))
