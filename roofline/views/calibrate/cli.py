@@ -55,6 +55,8 @@ def register(subparsers) -> None:
     hp.add_argument("--style", choices=("megatron", "plain"), default="megatron",
                     help="layer code path: Megatron-LM/DeepSpeed modules (default) or a minimal nn.Module layer")
     hp.add_argument("--runs", type=number(int), default=3, help="independent runs; the quietest (smallest total) is kept")
+    hp.add_argument("--moe", action="store_true", help="also measure what an MoE layer's router, dispatcher and "
+                    "permutation add (Megatron-Core's own layers; needs megatron-core): the host keys moe_fwd, moe_bwd")
 
     i = sub.add_parser("import", help="fit a profile from external sample data")
     isub = i.add_subparsers(dest="import_format", required=True)
@@ -99,6 +101,9 @@ def _host(args) -> int:
         from ...spec import hardware
         base_name = hardware.load(args.base).name   # an unknown --base fails before minutes of measuring
     path = out_paths(args.out, create=False)[0] if args.out else None   # a bad name fails here; nothing written yet
+    if args.moe:
+        from . import bench_host_moe
+        bench_host_moe.require()                        # one line before minutes of measuring, not after
     stages = bench_host.stages(args.style)
     total = lambda r: sum(v for k, v in r.items() if isinstance(v, float))  # noqa: E731
     results = []
@@ -109,6 +114,12 @@ def _host(args) -> int:
             results.append(bench_host.measure(args.device, args.repeats, style=args.style,
                                               tick=lambda label: bar.update(1)))
     r = min(results, key=total)
+    if args.moe:
+        with progress.bar(f"calibrate host --moe ({args.device})", total=len(bench_host_moe.EXPERTS),
+                          unit="layer") as bar:
+            moe = bench_host_moe.measure(args.device, args.repeats, tick=lambda label: bar.update(1))
+        print(bench_host_moe.table(moe), file=sys.stderr)
+        r.update({k: moe[k] for k in ("moe_fwd", "moe_bwd", "kernels_moe_fwd", "kernels_moe_bwd")})
     host = bench_host.host_block(r)
     print(f"# measured on {args.device}, torch {r['torch']}, style {args.style}, median of {r['repeats']} repeats, "
           f"quietest of {args.runs} runs" + (f"; written to {path} (a profile takes it with host_from: {path.name})"
