@@ -515,3 +515,32 @@ def test_planted_moe_host_is_recovered_from_moe_runs_and_dense_runs_cannot_see_i
     dense = plant(tmp_path, synthetic_rows(models=[(12, 1024, 16), (24, 1024, 16)], multi=False), {}, name="dense.csv")
     with pytest.raises(InputError, match="host_moe.*do not depend"):
         fr.calibrate(dense, BASE, fit="host_moe")
+
+
+def test_host_layer_scales_the_moe_extra_and_host_moe_then_sets_it(base_hw):
+    k = 3.0
+    v = k * (base_hw.host_fwd + base_hw.host_bwd)
+    hw = fr.apply_terms(base_hw, {"host_layer": v})
+    assert hw.host_moe_fwd == pytest.approx(k * base_hw.host_moe_fwd)
+    assert hw.host_moe_bwd == pytest.approx(k * base_hw.host_moe_bwd)
+    # whatever the dict order, host_moe is applied after host_layer: it sets the extra itself
+    for values in ({"host_moe": 5e-3, "host_layer": v}, {"host_layer": v, "host_moe": 5e-3}):
+        hw = fr.apply_terms(base_hw, values)
+        assert hw.host_moe_fwd + hw.host_moe_bwd == pytest.approx(5e-3)
+        assert hw.host_fwd == pytest.approx(k * base_hw.host_fwd)
+
+
+def test_a_fit_that_does_not_carry_over_is_flagged(tmp_path):
+    """nemo_perf's GB200 rows: the default terms fit, but leave-one-model-out is worse than BASE: the report says so."""
+    src = validate.dataset_path("nemo")
+    rows = [r for r in csv.DictReader(open(src, newline="", encoding="utf-8-sig"))
+            if r["gpu_id"] == "gb200" and r["tier"] == "A"]
+    path = tmp_path / "gb200.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    res = fr.calibrate(path, "gb200", group_by="model")
+    worse = res.cv["mape"] > res.base_error["mape"]
+    flagged = any("do not carry over" in w for w in res.warnings)
+    assert worse == flagged and flagged

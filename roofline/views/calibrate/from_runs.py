@@ -110,9 +110,14 @@ def _split(total_base: float, parts: tuple, v: float) -> tuple:
 
 
 def _host_layer_apply(hw, v):
+    """A host that issues a dense layer in ``v``: forward and backward split in BASE's ratio; the recomputation and an
+    MoE layer's extra host work scale alike (the same host issues them)."""
     f, b = _split(hw.host_fwd + hw.host_bwd, (hw.host_fwd, hw.host_bwd), v)
-    rc = hw.host_rc * v / (hw.host_fwd + hw.host_bwd) if hw.host_fwd + hw.host_bwd > 0 else f
-    return dc_replace(hw, host_fwd=f, host_bwd=b, host_rc=rc)
+    if hw.host_fwd + hw.host_bwd <= 0:
+        return dc_replace(hw, host_fwd=f, host_bwd=b, host_rc=f)
+    k = v / (hw.host_fwd + hw.host_bwd)
+    return dc_replace(hw, host_fwd=f, host_bwd=b, host_rc=hw.host_rc * k, host_moe_fwd=hw.host_moe_fwd * k,
+                      host_moe_bwd=hw.host_moe_bwd * k)
 
 
 def _host_moe_apply(hw, v):
@@ -134,7 +139,9 @@ def _host_edge_apply(hw, v):
 # time is cpu + kernels x launch (hardware._host_times), and a fit measures the sum, not the split
 def _host_layer_yaml(hw):
     return {"host": {"layer_fwd": _us(hw.host_fwd), "kernels_fwd": 0, "layer_bwd": _us(hw.host_bwd), "kernels_bwd": 0,
-                     "recompute_extra": _us(hw.host_rc), "kernels_recompute": 0}}
+                     "recompute_extra": _us(hw.host_rc), "kernels_recompute": 0,
+                     "moe_fwd": _us(hw.host_moe_fwd), "kernels_moe_fwd": 0, "moe_bwd": _us(hw.host_moe_bwd),
+                     "kernels_moe_bwd": 0}}
 
 
 def _host_edge_yaml(hw):
@@ -232,9 +239,10 @@ def parse_terms(text: str | None) -> tuple[tuple, bool]:
 
 
 def apply_terms(hw, values: dict):
-    """``hw`` (un-fitted, BASE-derived) with every term of ``values`` set."""
-    for name, v in values.items():
-        hw = TERMS[name].apply(hw, float(v))
+    """``hw`` (un-fitted, BASE-derived) with every term of ``values`` set, in ``TERMS`` order (``host_layer`` scales
+    the MoE extra with the rest of the host path; a fitted ``host_moe`` then sets that extra itself)."""
+    for name in sorted(values, key=list(TERMS).index):
+        hw = TERMS[name].apply(hw, float(values[name]))
     return hw
 
 
@@ -739,8 +747,14 @@ def calibrate(path, base: str, fit: str | None = None, k: int | None = None, gro
     fold_fit = fit_terms if explicit else (lambda pr, m, ts, hw, idx, groups: _settle(
         pr, m, fit_terms(pr, m, ts, hw, idx, groups), hw, idx, groups)[0])
     cv = cross_validate(pricer, runs.measured, runs.groups, asked_fit, base_hw, k, fit=fold_fit)
+    base_err = stats(base_pred / runs.measured - 1)
+    if cv["mape"] > base_err["mape"]:
+        w = (f"the cross-validated error ({100 * cv['mape']:.1f} %) is above BASE's ({100 * base_err['mape']:.1f} %) on "
+             f"the same rows: the fitted terms do not carry over to held-out groups; BASE predicts unseen runs better")
+        _log(f"from-runs: warning: {w}")
+        warnings = warnings + [w]
     return Result(runs, base_hw, f, terms, warnings + f.warnings, stats(in_pred / runs.measured - 1), cv,
-                  stats(base_pred / runs.measured - 1), apply_terms(base_hw, f.values), in_pred)
+                  base_err, apply_terms(base_hw, f.values), in_pred)
 
 
 def undetermined(f: Fit) -> dict:
