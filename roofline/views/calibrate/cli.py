@@ -5,6 +5,7 @@
     torchrun --nproc-per-node 8 -m roofline calibrate comm --out my-node
     python -m roofline calibrate import estimate-train-time DIR --cluster perlmutter --out a100-perlmutter
     python -m roofline calibrate import nccl-tests AR_GPU*_LUT --out a100-dgx-nccl
+    python -m roofline calibrate import simumax b200_bf16_ceperm.json --base b200 --out b200-simumax
     python -m roofline calibrate from-runs RUNS.csv --gpu a100-sxm4-80gb --out my-cluster.yaml
 
 ``--out NAME`` writes NAME.yaml and NAME.samples.csv (into the folder NAME when it ends with '/').
@@ -72,6 +73,13 @@ def register(subparsers) -> None:
     n.add_argument("--out", required=True, help="output NAME (NAME.yaml, NAME.samples.csv) or folder/")
     n.add_argument("--base", default="a100-sxm4-80gb",
                    help="datasheet profile the fitted intra-node links calibrate (default a100-sxm4-80gb)")
+
+    sm = isub.add_parser("simumax", help="a SimuMax system JSON's measured matmul efficiencies (configs/system/*.json)")
+    sm.add_argument("file", help="SimuMax system config with accelerator.op.matmul.accurate_efficient_factor")
+    sm.add_argument("--base", required=True, help="datasheet profile of that GPU (its peaks; everything not fitted)")
+    sm.add_argument("--out", required=True, help="output NAME (NAME.yaml, NAME.samples.csv) or folder/")
+    sm.add_argument("--folds", type=number(int, low=2, strict=False), default=5,
+                    help="k of the k-fold held-out fit error reported in the profile (default 5)")
 
     r = sub.add_parser("from-runs", help="fit host/efficiency/bandwidth terms of a profile to measured steps (CSV)")
     r.add_argument("runs", help="CSV of measured steps with validate's columns (shared/validation/README.md)")
@@ -145,6 +153,14 @@ def run(args) -> int:
         with progress.phase(f"fit {args.cluster} compute and collectives ({args.folds}-fold held-out errors; "
                             "minutes)"):
             text, csv_text, rep = profile.imported_profile(im, out_paths(args.out)[2], k=args.folds)
+        write_outputs(args.out, text, csv_text)
+        print_report(rep, im.defects)
+        return 0
+    if cmd == "import" and args.import_format == "simumax":
+        from . import importers, profile
+        out_paths(args.out, create=False)           # a bad --out fails before the fit
+        im = importers.import_simumax(args.file, args.base)
+        text, csv_text, rep = profile.simumax_profile(im, out_paths(args.out, create=False)[2], k=args.folds)
         write_outputs(args.out, text, csv_text)
         print_report(rep, im.defects)
         return 0

@@ -585,3 +585,77 @@ def import_nccl_tests(path, p: int | None = None) -> NcclTable:
         raise InputError(f"{path}: busbw/algbw = {ratio:.3f} does not match all-reduce on {p} ranks "
                          f"({fit.bus_factor('ar', p):.3f})")
     return NcclTable(str(path), p, size, t, alg, fit.busbw(size, t, "ar", p), bus, t_ip, bus_ip)
+
+
+# ---- SimuMax system configs ---------------------------------------------------------------------
+# MooreThreads/SimuMax (Apache-2.0) keeps each machine's measured operator efficiencies in a system JSON
+# (configs/system/*.json): accelerator.op.<name>.accurate_efficient_factor maps a shape description to the measured
+# fraction of accelerator.op.<name>.tflops, and SimuMax prices an op as time = FLOPs / (tflops x 1e12 x factor)
+# (simumax/core/config.py compute_op_time). Only the numbers are read here: the times are recovered as
+# F / (tflops x factor) with F = 2 m k n (b x ng GEMMs), and fitted with this package's own GEMM roofline.
+_SIMUMAX_MATMUL = re.compile(r"b=(\d+),\s*m=(\d+),\s*k=(\d+),\s*n=(\d+),\s*layout=(\w+)")
+_SIMUMAX_GROUP = re.compile(r"ng=(\d+),\s*M=(\d+),\s*N=(\d+),\s*K=(\d+).*?stage=(\w+)")
+# cuBLAS layouts of a Linear layer y = x W^T: TN is the forward, NN the data gradient, NT the weight gradient
+# (accumulate=True into the fp32 main grad); Transformer Engine GroupedLinear stages likewise
+_SIMUMAX_DIR = {"TN": "fwd", "NN": "bwd", "NT": "bwd", "fwd": "fwd", "bwd_grad_act": "bwd", "bwd_grad_w": "bwd"}
+
+
+def import_simumax(path, base: str) -> Imported:
+    """A SimuMax system JSON -> GEMM samples of this package's ``gemm`` class (dense matmuls fitted; the grouped
+    GEMMs of its ``group_matmul`` table kept as a transfer check of the grouped-GEMM pricing), for the datasheet
+    profile ``base`` (its peaks, HBM and SM count). Every other table (attention, bandwidth, collectives) is left to
+    ``base``: their conventions (FLOP counts of causal attention, GiB-based bandwidths) are SimuMax's own."""
+    import json
+    from ...spec.hardware import load
+    path = Path(path)
+    text = schema.read_text(path, "SimuMax system JSON")
+    try:
+        d = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
+    ops_cfg = ((d.get("accelerator") or {}).get("op") or {}) if isinstance(d, dict) else {}
+    mm = ops_cfg.get("matmul") or {}
+    table = mm.get("accurate_efficient_factor") or {}
+    if not isinstance(table, dict) or not table:
+        raise InputError(f"{path}: no accelerator.op.matmul.accurate_efficient_factor table (a SimuMax system JSON "
+                         "with measured matmul efficiencies is needed)")
+    hw = load(base)
+    out, defects = [], []
+
+    def samples(op_name, tab, pattern, dims, tflops):
+        by_dir, bad = {}, 0
+        for key, eff in tab.items():
+            m = pattern.search(str(key))
+            ok = m is not None and isinstance(eff, (int, float)) and 0 < float(eff) <= 1
+            if not ok:
+                bad += 1
+                continue
+            g, mm_, k, n, stage = dims(m)
+            if stage not in _SIMUMAX_DIR:
+                bad += 1
+                continue
+            f = 2.0 * g * mm_ * k * n
+            b = 2.0 * g * (mm_ * k + k * n + mm_ * n)          # bf16 operands, one weight per group
+            by_dir.setdefault(_SIMUMAX_DIR[stage], []).append((f, b, min(mm_, k, n), f / (tflops * float(eff))))
+        if bad:
+            defects.append(Defect(f"{path.name} {op_name}", "entries whose shape or factor could not be read "
+                                  "(factor must be in (0, 1])", bad, "excluded"))
+        for direction, rows in by_dir.items():
+            a = np.array(rows, dtype=float)
+            out.append(OpSamples(op_name, "gemm", direction, a[:, 0], a[:, 1], a[:, 2], a[:, 3],
+                                 np.ones(len(a), dtype=bool)))
+
+    tflops = float(mm.get("tflops", 0)) * 1e12
+    if not tflops > 0:
+        raise InputError(f"{path}: accelerator.op.matmul.tflops must be positive, got {mm.get('tflops')!r}")
+    samples("gemm", table, _SIMUMAX_MATMUL,
+            lambda m: (int(m[1]), int(m[2]), int(m[3]), int(m[4]), m[5]), tflops)
+    grp = ops_cfg.get("group_matmul") or {}
+    if grp.get("accurate_efficient_factor"):
+        samples("group_matmul", grp["accurate_efficient_factor"], _SIMUMAX_GROUP,
+                lambda m: (int(m[1]), int(m[2]), int(m[4]), int(m[3]), m[5]), float(grp.get("tflops", 0)) * 1e12)
+    if not any(o.op == "gemm" for o in out):
+        raise InputError(f"{path}: no readable matmul entries ('b=.., m=.., k=.., n=.., layout=..' with a factor in (0, 1])")
+    name = str(d.get("sys_name", path.stem))
+    return Imported(cluster=name, gpu=hw.name, base=base, gpus_per_node=int(d.get("num_per_node") or hw.gpus_per_node),
+                    ops=out, colls=[], defects=defects, source=f"SimuMax system config {path.name} (sys_name {name})")

@@ -355,3 +355,37 @@ def nccl_tests_profile(tables, out_id: str, base: str = "a100-sxm4-80gb", k: int
     rows = "\n".join(f"nccl-tests p{t.p},ar,intra,,{s:.6g},,{t.p},{x:.6g},1" for t in tables for s, x in zip(t.size, t.time))
     return profile_text(header, None, coll, prov), "source,class,direction,flops,bytes,dmin,ranks,t_s,kept\n" + rows + "\n", \
         {"fit": f, "by_p": by_p}
+
+
+LICENSE_SIMUMAX = "Apache-2.0 (MooreThreads/SimuMax; the efficiency numbers only)"
+
+
+def simumax_profile(im, out_id: str, k: int = 5) -> tuple[str, str, dict]:
+    """SimuMax system JSON import (importers.import_simumax) -> (profile YAML text, samples CSV text, report dict):
+    the GEMM curve fitted on the dense matmul table, everything else from the base profile."""
+    from ...spec.hardware import load
+    hw = load(im.base)
+    peaks = Peaks(hw.peak("bf16"), hw.vector_peak(), hw.hbm_bandwidth, hw.matmul_ceiling, hw.sm_count)
+    compute = fit_compute(im.ops, peaks, k=k)
+    samples, err = fit_error_section(compute, {})
+    header = {"id": out_id, "name": f"{hw.name} ({im.cluster}), GEMMs calibrated from SimuMax", "kind": "calibrated",
+              "base": im.base, "gpus_per_node": im.gpus_per_node}
+    prov = {
+        "source": im.source, "license": LICENSE_SIMUMAX, "samples": samples, "fit_error": err,
+        "transfer_error": transfer_errors(im.ops, compute, peaks),
+        "defects": [str(d) for d in im.defects] + flagged_lines(compute),
+        "assumptions": [
+            "time of a sample = 2 m k n / (tflops x factor), SimuMax's own pricing (simumax/core/config.py "
+            "compute_op_time); x = F / the bf16 dense peak of the base profile " + im.base,
+            "layouts TN = forward, NN = data gradient, NT = weight gradient (fp32 accumulate): forward and backward "
+            "curves; bytes = 2 (m k + k n + m n), bf16 operands",
+            "group_matmul (Transformer Engine GroupedLinear, ng experts of M tokens) is not fitted: its transfer_error "
+            "scores the dense curve at the per-expert size (the predictor adds one launch per 4 experts, left out here)",
+            "attention, memory-bound ops, collectives and host times come from the base profile; the base's "
+            "sustained_clock applies on top (SimuMax's factors are per-kernel timings, not a sustained load)",
+            f"fit: soft-L1 on log time, samples > max(4 robust sigma, 25%) off flagged and refit without; {k}-fold "
+            "held-out MAPE on kept samples",
+        ],
+    }
+    text = profile_text(header, efficiency_section(compute), None, prov)
+    return text, samples_csv(im.ops), {"compute": compute, "links": {}}
