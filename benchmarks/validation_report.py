@@ -129,6 +129,26 @@ def memory_section(csv) -> list[str]:
     return L + [""]
 
 
+def stage_summary(r: dict) -> str:
+    """The summary line of peak memory per pipeline stage from ``validate --json`` on a per-rank file
+    (roofline/views/memory_ranks.py; tests/test_memory_ranks.py checks it is current)."""
+    a, f, l = r["summary"]["all"], r["summary"]["first"], r["summary"]["last"]
+    return (f"- memory_per_rank_simumax_b200.csv, peak memory per pipeline stage: **MAPE {pct(a['allocated_mape'])}** "
+            f"over {a['n']} stages (mean signed {pct(a['allocated_signed'], True)}, max {pct(a['allocated_max'])}); "
+            f"first stages of pp = 2 runs {pct(f['allocated_mape'])} (mean signed {pct(f['allocated_signed'], True)}), "
+            f"last stages {pct(l['allocated_mape'])} (mean signed {pct(l['allocated_signed'], True)}).")
+
+
+def stage_section(csv) -> list[str]:
+    r = cli_json(csv)
+    return ["### Per pipeline stage", "",
+            "`python -m roofline validate roofline/data/validation/memory_per_rank_simumax_b200.csv` reads every rank's "
+            "peak of the SimuMax B200 runs, puts each rank in its pipeline stage (Megatron-Core's tp-cp-ep-dp-pp rank "
+            "order: stage = rank // (tp cp dp)) and compares the stage's largest peak with the stage's prediction "
+            "(`mem_first_stage`: embedding and the most in-flight micro-batches; `mem_last_stage`: LM head and logits).",
+            "", stage_summary(r), ""]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shared", default=str(ROOT / "roofline" / "data" / "validation"),
@@ -391,6 +411,7 @@ def main() -> int:
           "large shapes; the residual is in the step-level terms above.", ""]
 
     L += memory_section(shared / "memory_measured.csv")
+    L += stage_section(shared / "memory_per_rank_simumax_b200.csv")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(L))
     print(f"wrote {args.out}")

@@ -808,6 +808,19 @@ def cmd_validate(args) -> int:
     if args.plot:
         from . import plotting
         plotting.check(args.plot, "--plot")
+    from . import memory_ranks
+    if memory_ranks.is_per_rank(args.file):
+        # a per-rank memory file (case_id, rank, max_allocated_gib): each pipeline stage against its prediction
+        if args.ranking or args.plot or args.tier:
+            raise InputError(f"{args.file} is a per-rank memory file: --ranking, --plot and --tier apply to rows "
+                             "of measured steps")
+        hw = None
+        if args.gpu:
+            from ..spec import hardware
+            hw = hardware.load(args.gpu)
+        r = memory_ranks.compare(args.file, hardware=hw)
+        print(json.dumps(r, indent=1) if args.json else memory_ranks.render(r, table=not args.summary))
+        return 0
     rows = read(args.file)
     if args.gpu:
         # price every row on this profile (an id or a YAML, e.g. one `calibrate from-runs` wrote); the rows'
