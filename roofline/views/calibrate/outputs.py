@@ -28,9 +28,10 @@ def out_paths(name: str, create: bool = True) -> tuple[Path, Path, str]:
 
 
 def write_outputs(name: str, yaml_text: str, csv_text: str) -> Path:
+    from ...base.schema import write_text_atomic
     y, c, _ = out_paths(name)
-    y.write_text(yaml_text)
-    c.write_text(csv_text)
+    write_text_atomic(c, csv_text)          # each file whole or not at all; the profile last
+    write_text_atomic(y, yaml_text)
     print(f"wrote {y} and {c}", file=sys.stderr)
     return y
 
