@@ -308,3 +308,20 @@ def test_transformer_prints_the_band_it_puts_in_json(cli_main):
     text = cli_main(*args).stdout
     line = next(ln for ln in text.splitlines() if "likely measured" in ln)
     assert f"{100 * b['p10']:+.0f} % .. {100 * b['p90']:+.0f} %" in line and f"n={b['n']}" in line
+
+
+def test_band_names_the_profiles_it_was_measured_on(monkeypatch):
+    """A band measured on the rows' own profiles says so when it is shown for another profile of the family (a
+    node's calibration such as b200-simumax), and says nothing more for a profile it was measured on."""
+    from roofline.views import uncertainty as U
+    rows = [{"gpu": "b200", "size": "any", "nodes": "any", "n": 40, "p10": -0.3, "p50": -0.2, "p90": 0.0,
+             "profiles": ["b200"]}]
+    monkeypatch.setattr(U, "_groups", lambda: {(g["gpu"], g["size"], g["nodes"]): g for g in rows})
+    b = U.band("b200-simumax", 7e9, 8, 8)
+    assert b["profiles"] == ["b200"]
+    assert U.describe(b, "b200-simumax").endswith("; priced on b200, not on b200-simumax")
+    assert "priced on" not in U.describe(U.band("b200", 7e9, 8, 8), "b200")
+    # the generated table lists each group's profiles
+    t = U.table([{"dataset": "x", "error": 0.01 * i, "gpu": "b200", "size": "<1B", "nodes": "single-node",
+                  "profile": "b200" if i % 2 else "b200-other"} for i in range(12)])
+    assert all(g["profiles"] == ["b200", "b200-other"] for g in t["groups"])

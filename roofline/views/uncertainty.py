@@ -82,7 +82,8 @@ def band(hardware_id: str, active_params: float, n_gpus: int, gpus_per_node: int
         g = table.get(key)
         if g is not None:
             return {"group": dict(zip(("gpu", "size", "nodes"), key)), "n": g["n"],
-                    **{f"p{round(q * 100)}": g[f"p{round(q * 100)}"] for q in QUANTILES}}
+                    **{f"p{round(q * 100)}": g[f"p{round(q * 100)}"] for q in QUANTILES},
+                    "profiles": list(g.get("profiles", ()))}
     return None
 
 
@@ -103,8 +104,14 @@ def describe(b: dict | None, hardware_id: str = "") -> str:
     g = b["group"]
     what = ", ".join(v for v in (g["gpu"], g["size"] + " active params" if g["size"] != ANY else "",
                                  g["nodes"] if g["nodes"] != ANY else "") if v)
-    return (f"validation error of similar runs: {100 * b['p10']:+.0f} % .. {100 * b['p90']:+.0f} %, "
+    line = (f"validation error of similar runs: {100 * b['p10']:+.0f} % .. {100 * b['p90']:+.0f} %, "
             f"p10..p90 of n={b['n']}: {what}")
+    # the band was measured on the profiles the validation rows name; another profile of the family (a calibration
+    # of one node, a user's fitted profile) may err differently: say which profiles the band is from
+    profiles = b.get("profiles") or []
+    if hardware_id and profiles and Path(str(hardware_id)).stem not in profiles:
+        line += f"; priced on {', '.join(profiles)}, not on {Path(str(hardware_id)).stem}"
+    return line
 
 
 # ---- generating (python -m roofline.views.uncertainty) --------------------------------------------------
@@ -129,7 +136,7 @@ def measured_errors() -> list[dict]:
             err = r["step_time"] / np.array([c.measured for c in cases]) - 1
         for i, c in enumerate(cases):
             if np.isfinite(err[i]):
-                out.append({"dataset": name, "error": float(err[i]),
+                out.append({"dataset": name, "error": float(err[i]), "profile": c.hw.id,
                             **keys(c.hw.id, float(r["active_params"][i]), c.plan.n_gpus, c.hw.gpus_per_node)})
     return out
 
@@ -138,10 +145,13 @@ def table(runs: list[dict]) -> dict:
     """The groups of every level with at least ``MIN_RUNS`` runs, their error quantiles rounded to 0.1 %."""
     import numpy as np
     groups: dict = {}
+    profiles: dict = {}
     for r in runs:
         for level in LEVELS:
             key = tuple(r[f] if f in level else ANY for f in ("gpu", "size", "nodes"))
             groups.setdefault(key, []).append(r["error"])
+            if r.get("profile"):
+                profiles.setdefault(key, set()).add(r["profile"])
     rows = []
     for key in sorted(groups):
         e = np.array(groups[key])
@@ -149,7 +159,8 @@ def table(runs: list[dict]) -> dict:
             continue
         q = np.quantile(e, QUANTILES)
         rows.append({**dict(zip(("gpu", "size", "nodes"), key)), "n": int(len(e)),
-                     **{f"p{round(p * 100)}": round(float(v), 3) for p, v in zip(QUANTILES, q)}})
+                     **{f"p{round(p * 100)}": round(float(v), 3) for p, v in zip(QUANTILES, q)},
+                     "profiles": sorted(profiles.get(key, ()))})
     counts: dict = {}
     for r in runs:
         counts[r["dataset"]] = counts.get(r["dataset"], 0) + 1
@@ -176,6 +187,8 @@ def stale(current: dict, fresh: dict, tolerance: float = 0.005) -> list[str]:
     for k in sorted(set(a) & set(b)):
         if a[k]["n"] != b[k]["n"]:
             out.append(f"group {k}: n {a[k]['n']} -> {b[k]['n']}")
+        if a[k].get("profiles") != b[k].get("profiles"):
+            out.append(f"group {k}: profiles {a[k].get('profiles')} -> {b[k].get('profiles')}")
         for q in ("p10", "p50", "p90"):
             if abs(a[k][q] - b[k][q]) > tolerance:
                 out.append(f"group {k}: {q} {a[k][q]:+.3f} -> {b[k][q]:+.3f}")
