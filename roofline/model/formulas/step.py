@@ -722,7 +722,8 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "t_layer_ep_comm": ("time", "expert-parallel all-to-all (and expert-TP gather/scatter) of one layer"),
     "t_layer_comm_bwd": ("time", "the backward pass's part (with the recomputed forward) of one layer's exposed "
                          "TP + CP + EP communication"),
-    "t_layer_host": ("time", "time the GPU waits for the host to issue one layer's kernels: max(0, host - GPU time)"),
+    "t_layer_host": ("time", "time the GPU waits for the host to issue one layer's kernels: max(0, host - GPU time), taken for "
+                     "the forward and the backward apart in an eager MoE layer (its dispatcher syncs the host)"),
     "t_dense_layer_fwd": ("time", "forward compute of one leading dense layer of a MoE (first_dense_layers)"),
     "t_dense_layer_bwd": ("time", "backward compute of one leading dense layer"),
     "t_dense_layer_recompute": ("time", "recomputed forward of one leading dense layer"),
