@@ -107,7 +107,7 @@ def cmd_transformer(args) -> int:
     spec = build_spec(args)
     given = lambda k: getattr(args, k) if getattr(args, k) is not None else training.get(k)  # noqa: E731
     pred = predict(spec, tokens=given("tokens"), steps=given("steps"), gpu_hour_price=given("gpu_hour_price"),
-                   memory_margin=args.memory_margin)
+                   memory_margin=args.memory_margin or 0.0)
     notes = _advice(pred)
     from ..views import uncertainty
     band = uncertainty.of_prediction(pred)

@@ -131,8 +131,9 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
               "a graph removes the host's kernel-by-kernel issue time")
     flag(g, "tp-comm-overlap", dest="tp_comm_overlap", action="store_true", default=None,
          help="the stack's TP communication overlap (Megatron --tp-comm-overlap, torchtitan async TP)")
-    flag(g, "memory-margin", dest="memory_margin", type=number(float, 0.0, strict=False), default=0.0,
-         help="extra fraction of HBM kept free beyond the reserve (CUDA context, NCCL, fragmentation); default 0")
+    flag(g, "memory-margin", dest="memory_margin", type=number(float, 0.0, strict=False), default=None,
+         help="extra fraction of HBM kept free beyond the reserve (CUDA context, NCCL, fragmentation); default 0 for "
+              "transformer, 0.05 for search (views/search.py SEARCH_MEMORY_MARGIN)")
     g = p.add_argument_group("hardware")
     flag(g, "gpu", help="hardware profile id (see `hardware list`) or YAML path (default a100-sxm4-80gb, or the config's)")
     flag(g, "gpus-per-node", dest="gpus_per_node", type=number(int), help="override the profile's GPUs per node")
