@@ -26,7 +26,7 @@ def test_stage_of_is_megatron_order(tp, cp, dp, pp):
 
 @pytest.fixture(scope="module")
 def bundled():
-    return MR.compare(RANKS)
+    return V.per_rank(RANKS)
 
 
 def _file_max(case, ranks):
@@ -84,7 +84,7 @@ def test_bad_per_rank_files(tmp_path, rows, words):
 
 def test_unmatched_and_incomplete_cases_are_skipped_with_reason(tmp_path):
     rows = [f"llama3_70b_l12_tp8_pp1_dp1_mbc4_cef,{r},28.0,30.0" for r in range(7)] + ["nosuchcase,0,1.0,1.0"]
-    r = MR.compare(_write(tmp_path, rows))
+    r = V.per_rank(_write(tmp_path, rows))
     reasons = {s["case_id"]: s["reason"] for s in r["skipped"]}
     assert "do not cover the plan's 8 GPUs" in reasons["llama3_70b_l12_tp8_pp1_dp1_mbc4_cef"]
     assert "no row with this case_id" in reasons["nosuchcase"]

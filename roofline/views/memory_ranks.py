@@ -64,13 +64,10 @@ def read(path) -> dict:
     return out
 
 
-def companion(path) -> Path:
-    """The rows file of a per-rank file: memory_measured.csv beside it, else the bundled one."""
+def companion(path, bundled: Path) -> Path:
+    """The rows file of a per-rank file: memory_measured.csv beside it, else ``bundled`` (validate's own copy)."""
     beside = Path(path).with_name(COMPANION)
-    if beside.is_file():
-        return beside
-    from .validate import dataset_path
-    return dataset_path("memory")
+    return beside if beside.is_file() else Path(bundled)
 
 
 def stage_of(rank: int, tp: int, cp: int, dp: int) -> int:
@@ -78,13 +75,16 @@ def stage_of(rank: int, tp: int, cp: int, dp: int) -> int:
     return rank // (tp * cp * dp)
 
 
-def compare(path, rows_path=None, hardware=None) -> dict:
+def compare(path, rows_path, read_rows, price) -> dict:
     """Per stage of every case: measured max allocated / reserved over the stage's ranks, predicted memory (and
-    memory + fragmentation for reserved), errors; cases that cannot be compared, with the reason."""
-    from . import validate as V
+    memory + fragmentation for reserved), errors; cases that cannot be compared, with the reason.
+
+    ``read_rows(path)`` reads the companion rows file and ``price(row)`` resolves one row to a case or raises ValueError
+    with the reason it cannot be priced (validate passes its ``read`` and ``build_case``; this module does not import
+    validate, which calls it)."""
     ranks = read(path)
-    rows_path = Path(rows_path) if rows_path else companion(path)
-    by_id = {r["case_id"]: r for r in V.read(rows_path)}
+    rows_path = Path(rows_path)
+    by_id = {r["case_id"]: r for r in read_rows(rows_path)}
     cases, keep, skipped = [], [], []
     for cid, rk in ranks.items():
         row = by_id.get(cid)
@@ -92,8 +92,8 @@ def compare(path, rows_path=None, hardware=None) -> dict:
             skipped.append({"case_id": cid, "reason": f"no row with this case_id in {rows_path.name}"})
             continue
         try:
-            c = V.build_case(row, hardware)
-        except V.Skip as exc:
+            c = price(row)
+        except ValueError as exc:          # the reason the row cannot be priced
             skipped.append({"case_id": cid, "reason": str(exc)})
             continue
         p = c.plan
@@ -103,7 +103,9 @@ def compare(path, rows_path=None, hardware=None) -> dict:
             continue
         cases.append(c)
         keep.append(rk)
-    out = V.evaluate_cases(cases)
+    from ..model.predict import evaluate, inputs
+    xs = [inputs(c.model, c.plan, c.hw) for c in cases]
+    out = evaluate({k: np.array([x[k] for x in xs], dtype=float) for k in xs[0]}) if xs else {}
     stages = []
     for i, (c, rk) in enumerate(zip(cases, keep)):
         p = c.plan

@@ -788,6 +788,19 @@ def plot(result: Validation, path: str) -> None:
     plotting.save(fig, path, "--plot")
 
 
+def per_rank(path, hardware=None) -> dict:
+    """A per-rank memory file against each pipeline stage's prediction (views/memory_ranks.py), its rows read from
+    the companion file (memory_measured.csv beside it, else the bundled one) and priced as ``validate`` prices them."""
+    from . import memory_ranks
+
+    def price(row):
+        try:
+            return build_case(row, hardware)
+        except Skip as exc:
+            raise ValueError(str(exc)) from None
+    return memory_ranks.compare(path, memory_ranks.companion(path, dataset_path("memory")), read, price)
+
+
 def cmd_validate(args) -> int:
     if args.korthikanti_table4:
         rows = korthikanti_table4()
@@ -818,7 +831,7 @@ def cmd_validate(args) -> int:
         if args.gpu:
             from ..spec import hardware
             hw = hardware.load(args.gpu)
-        r = memory_ranks.compare(args.file, hardware=hw)
+        r = per_rank(args.file, hw)
         print(json.dumps(r, indent=1) if args.json else memory_ranks.render(r, table=not args.summary))
         return 0
     rows = read(args.file)
