@@ -49,13 +49,20 @@ def read_text(path, what: str) -> str:
                          f"offset {exc.start})") from None
 
 
+def yaml_load(text: str):
+    """``yaml.safe_load`` through libyaml's parser when PyYAML has it (CSafeLoader: the same safe constructors,
+    the parsing in C, ~10x faster: profiles, presets and stacks load on every command), else the Python one."""
+    import yaml
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
 def load_yaml(path, what: str):
     """Parsed YAML of ``path`` (safe loader); malformed YAML names the line."""
     import yaml
 
     text = read_text(path, what)
     try:
-        return yaml.safe_load(text)
+        return yaml_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" near line {mark.line + 1}" if mark is not None else ""

@@ -25,6 +25,7 @@ import yaml
 
 from .config import MODEL_ALIASES, Model, Plan
 from ..base.errors import InputError
+from ..base.schema import yaml_load
 from ..base.paths import EXAMPLES
 
 TOP_KEYS = ("model", "plan", "hardware", "gpus_per_node", "net_gbps", "framework", "training", "description")
@@ -60,7 +61,7 @@ def _read(path: Path) -> dict:
     from ..base.schema import read_text
     text = read_text(path, "config")
     try:
-        d = yaml.safe_load(text)
+        d = yaml_load(text)
     except yaml.YAMLError as exc:
         line = getattr(getattr(exc, "problem_mark", None), "line", None)
         raise InputError(f"config {path}: malformed YAML" + (f" near line {line + 1}" if line is not None else "")) from None

@@ -477,6 +477,8 @@ def measured_mfu(family: str) -> list[tuple[float, str, str]]:
     for name in ("published", "nemo"):
         cases = []
         for row in V.read(V.dataset_path(name)):
+            if _family(str(row.get("gpu_id") or "")) != family:     # priced on its gpu_id's profile: skip early
+                continue
             try:
                 c = V.build_case(row)
             except V.Skip:

@@ -65,8 +65,8 @@ def keys(hardware_id: str, active_params: float, n_gpus: int, gpus_per_node: int
 # ---- reading (the prediction path) ----------------------------------------------------------------
 @functools.lru_cache(maxsize=1)
 def _groups() -> dict:
-    import yaml
-    d = yaml.safe_load(TABLE.read_text())
+    from ..base.schema import yaml_load
+    d = yaml_load(TABLE.read_text())
     return {(g["gpu"], g["size"], g["nodes"]): g for g in d["groups"]}
 
 

@@ -20,6 +20,7 @@ import yaml
 from ...base import precision
 from ...base import schema as S
 from ...base.errors import InputError
+from ...base.schema import yaml_load
 
 PROFILES = Path(__file__).with_name("profiles")
 CLASSES = ("gemm", "attn", "bmm", "softmax", "norm", "elem", "embed", "ce", "optim")
@@ -136,7 +137,7 @@ class Hardware:
 
 @functools.lru_cache(maxsize=1)
 def _defaults() -> dict:
-    return yaml.safe_load(Path(__file__).with_name("defaults.yaml").read_text())
+    return yaml_load(Path(__file__).with_name("defaults.yaml").read_text())
 
 
 def list_ids() -> list[str]:

@@ -22,6 +22,7 @@ import yaml
 
 from ..config import SHARDING, Rule, among, stage_name
 from ...base.errors import InputError
+from ...base.schema import yaml_load
 
 HERE = Path(__file__).parent
 KEYS = ("id", "family", "version", "name", "era", "aliases", "model", "plan", "rules", "sources")
@@ -91,7 +92,7 @@ def registry() -> dict:
     """Every bundled stack by id (read once)."""
     out = {}
     for p in sorted(HERE.glob("*.yaml")):
-        s = _check(yaml.safe_load(p.read_text(encoding="utf-8")), p)
+        s = _check(yaml_load(p.read_text(encoding="utf-8")), p)
         if s.id != p.stem:
             raise InputError(f"stack {p.name}: id {s.id!r} differs from the file name")
         out[s.id] = s
