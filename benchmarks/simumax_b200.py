@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from roofline.base.units import TERA
 from roofline.spec import hardware
+from roofline.views.calibrate import fit, importers
 from roofline.views import validate as V
 
 GROUPS = (("dense, seq 4K", lambda r: r["n_experts"] in (None, 0, 1) and r["seq_len"] <= 8192),
@@ -28,13 +30,14 @@ def errors(rows, profile):
 
 
 def gemm_rate(profile, m, k, n):
-    """TFLOP/s the profile's forward GEMM curve gives an m x k x n GEMM (compute-bound; clock included)."""
+    """TFLOP/s the profile's forward GEMM roofline (calibrate/fit.gpu_time, the predictor's op_time) gives an
+    m x k x n bf16 GEMM, sustained clock included."""
     hw = hardware.load(profile)
-    eta, _, t0 = hw.efficiency["gemm"]["fwd"]
-    f = 2.0 * m * k * n
-    sat = min(m, k, n) / (min(m, k, n) + hw.dhalf)
-    t = t0 + f / (hw.peak("bf16") * hw.sustained_clock * eta * sat)
-    return f / t / 1e12
+    F, B, _, _, dmin, *_ = importers.op_sample_metrics("gemm_sized", gemm_m=float(m), gemm_k=float(k),
+                                                        gemm_n=float(n), gemm_groups=1.0)
+    s = fit.Samples(F / (hw.peak("bf16") * hw.sustained_clock), B / hw.hbm_bandwidth, dmin, F)
+    t = fit.gpu_time(s, fit.Roofline(*hw.efficiency["gemm"]["fwd"]), hw.dhalf)
+    return float(F[0] / t[0]) / TERA
 
 
 def main() -> int:

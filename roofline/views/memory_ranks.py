@@ -75,13 +75,13 @@ def stage_of(rank: int, tp: int, cp: int, dp: int) -> int:
     return rank // (tp * cp * dp)
 
 
-def compare(path, rows_path, read_rows, price) -> dict:
+def compare(path, rows_path, read_rows, price, evaluate) -> dict:
     """Per stage of every case: measured max allocated / reserved over the stage's ranks, predicted memory (and
     memory + fragmentation for reserved), errors; cases that cannot be compared, with the reason.
 
-    ``read_rows(path)`` reads the companion rows file and ``price(row)`` resolves one row to a case or raises ValueError
-    with the reason it cannot be priced (validate passes its ``read`` and ``build_case``; this module does not import
-    validate, which calls it)."""
+    ``read_rows(path)`` reads the companion rows file, ``price(row)`` resolves one row to a case or raises ValueError
+    with the reason it cannot be priced, ``evaluate(cases)`` gives every formula output for them (validate passes its
+    ``read``, ``build_case`` and ``evaluate_cases``; this module does not import validate, which calls it)."""
     ranks = read(path)
     rows_path = Path(rows_path)
     by_id = {r["case_id"]: r for r in read_rows(rows_path)}
@@ -103,9 +103,7 @@ def compare(path, rows_path, read_rows, price) -> dict:
             continue
         cases.append(c)
         keep.append(rk)
-    from ..model.predict import evaluate, inputs
-    xs = [inputs(c.model, c.plan, c.hw) for c in cases]
-    out = evaluate({k: np.array([x[k] for x in xs], dtype=float) for k in xs[0]}) if xs else {}
+    out = evaluate(cases)
     stages = []
     for i, (c, rk) in enumerate(zip(cases, keep)):
         p = c.plan

@@ -798,7 +798,8 @@ def per_rank(path, hardware=None) -> dict:
             return build_case(row, hardware)
         except Skip as exc:
             raise ValueError(str(exc)) from None
-    return memory_ranks.compare(path, memory_ranks.companion(path, dataset_path("memory")), read, price)
+    return memory_ranks.compare(path, memory_ranks.companion(path, dataset_path("memory")), read, price,
+                                evaluate_cases)
 
 
 def cmd_validate(args) -> int:

@@ -19,6 +19,7 @@ import numpy as np
 import sympy as sp
 
 from ...base import schema
+from ...base.units import TERA
 from ...base.errors import InputError
 from ...model.formulas import compute as C
 from ...model.formulas import memory as M
@@ -102,6 +103,8 @@ FIXED = {  # upstream samples: fp16, plain GPT block, no dropout/SP/CP/MoE (targ
     S.head_dim: S.d_model / S.n_heads, S.moe_ffn: 4 * S.d_model, S.shared_ffn: 0,
 }
 N_PARAMS = sp.Symbol("n_params", positive=True)
+# a bare GEMM of given sizes (SimuMax's tables): rows m of all groups, k, n, and the groups (experts) holding them
+GEMM_SIZES = tuple(sp.Symbol(n, positive=True) for n in ("gemm_m", "gemm_k", "gemm_n", "gemm_groups"))
 
 
 adam_op = C.adam_op      # one source: the predictor's optimizer op
@@ -142,6 +145,9 @@ OP_BUILDERS = {  # upstream op -> (class, Op with the right symbols, fixed overr
     "parallel_cross_entropy_128": ("ce", lambda: _named(C.head_ops(), "cross_entropy"), {}),
     # upstream DeepSpeed FusedAdam on fp16 parameters: m and v in fp16 (4 B/param), no fp32 master
     "optimizer": ("optim", lambda: adam_op(N_PARAMS), {S.opt_bytes: 4}),
+    # one cuBLAS / TE GroupedLinear call of given sizes (SimuMax's matmul and group_matmul tables)
+    "gemm_sized": ("gemm", lambda: C.gemm("gemm_sized", GEMM_SIZES[0], GEMM_SIZES[1], GEMM_SIZES[2],
+                                          groups=GEMM_SIZES[3]), {}),
 }
 STAGES = ("firstStage_optimizer", "middleStage_optimizer", "lastStage_optimizer")
 COLUMN_SYMBOL = {"mp": "tp", "b": "micro_batch", "l": "seq_len", "dim": "d_model", "h": "n_heads", "params": "n_params"}
@@ -627,25 +633,20 @@ def import_simumax(path, base: str) -> Imported:
         for key, eff in tab.items():
             m = pattern.search(str(key))
             ok = m is not None and isinstance(eff, (int, float)) and 0 < float(eff) <= 1
-            if not ok:
+            if not ok or dims(m)[4] not in _SIMUMAX_DIR:
                 bad += 1
                 continue
-            g, mm_, k, n, stage = dims(m)
-            if stage not in _SIMUMAX_DIR:
-                bad += 1
-                continue
-            f = 2.0 * g * mm_ * k * n
-            b = 2.0 * g * (mm_ * k + k * n + mm_ * n)          # bf16 operands, one weight per group
-            by_dir.setdefault(_SIMUMAX_DIR[stage], []).append((f, b, min(mm_, k, n), f / (tflops * float(eff))))
+            by_dir.setdefault(_SIMUMAX_DIR[dims(m)[4]], []).append((*dims(m)[:4], float(eff)))
         if bad:
             defects.append(Defect(f"{path.name} {op_name}", "entries whose shape or factor could not be read "
                                   "(factor must be in (0, 1])", bad, "excluded"))
         for direction, rows in by_dir.items():
-            a = np.array(rows, dtype=float)
-            out.append(OpSamples(op_name, "gemm", direction, a[:, 0], a[:, 1], a[:, 2], a[:, 3],
-                                 np.ones(len(a), dtype=bool)))
+            g, m_, k, n, eff = np.array(rows, dtype=float).T
+            # F, B, dmin of the package's GEMM op (compute.gemm: g groups of m_ rows each, bf16 operands)
+            F, B, _, _, dmin, *_ = op_sample_metrics("gemm_sized", gemm_m=g * m_, gemm_k=k, gemm_n=n, gemm_groups=g)
+            out.append(OpSamples(op_name, "gemm", direction, F, B, dmin, F / (tflops * eff), np.ones(len(g), dtype=bool)))
 
-    tflops = float(mm.get("tflops", 0)) * 1e12
+    tflops = float(mm.get("tflops", 0)) * TERA          # SimuMax states TFLOP/s
     if not tflops > 0:
         raise InputError(f"{path}: accelerator.op.matmul.tflops must be positive, got {mm.get('tflops')!r}")
     samples("gemm", table, _SIMUMAX_MATMUL,
@@ -653,7 +654,7 @@ def import_simumax(path, base: str) -> Imported:
     grp = ops_cfg.get("group_matmul") or {}
     if grp.get("accurate_efficient_factor"):
         samples("group_matmul", grp["accurate_efficient_factor"], _SIMUMAX_GROUP,
-                lambda m: (int(m[1]), int(m[2]), int(m[4]), int(m[3]), m[5]), float(grp.get("tflops", 0)) * 1e12)
+                lambda m: (int(m[1]), int(m[2]), int(m[4]), int(m[3]), m[5]), float(grp.get("tflops", 0)) * TERA)
     if not any(o.op == "gemm" for o in out):
         raise InputError(f"{path}: no readable matmul entries ('b=.., m=.., k=.., n=.., layout=..' with a factor in (0, 1])")
     name = str(d.get("sys_name", path.stem))
