@@ -33,7 +33,7 @@ def gemm_rate(profile, m, k, n):
     """TFLOP/s the profile's forward GEMM roofline (calibrate/fit.gpu_time, the predictor's op_time) gives an
     m x k x n bf16 GEMM, sustained clock included."""
     hw = hardware.load(profile)
-    F, B, _, _, dmin, *_ = importers.op_sample_metrics("gemm_sized", gemm_m=float(m), gemm_k=float(k),
+    F, B, _, _, dmin, *_ = importers.op_sample_metrics("gemm_sized", gemm_m=float(m), gemm_k=float(k), grad_bytes=4.0,
                                                         gemm_n=float(n), gemm_groups=1.0)
     s = fit.Samples(F / (hw.peak("bf16") * hw.sustained_clock), B / hw.hbm_bandwidth, dmin, F)
     t = fit.gpu_time(s, fit.Roofline(*hw.efficiency["gemm"]["fwd"]), hw.dhalf)
@@ -57,6 +57,17 @@ def main() -> int:
     for m, k, n in ((4096, 8192, 8192), (4096, 8192, 28672), (4096, 16384, 53248), (4096, 5120, 1536)):
         print(f"  {m} x {k} x {n:<6}  b200 {gemm_rate('b200', m, k, n):7.0f}   b200-simumax "
               f"{gemm_rate('b200-simumax', m, k, n):7.0f}")
+    rows = importers.simumax_wgrad_ratios(importers.SIMUMAX_B200, "b200")
+    print()
+    print("grouped weight gradients (SimuMax's group_matmul, bwd_grad_w): time accumulating into an fp32 main grad over")
+    print("a bf16 one, measured vs this package's backward roofline on the b200 prior (main-grad traffic 8 vs 4 bytes")
+    print("per weight element; without that term both would cost the same, ratio 1.00):")
+    print(f"  {'experts':>7} {'tokens':>6} {'n':>5} {'k':>5}  {'measured':>8} {'predicted':>9}")
+    for r in rows:
+        print(f"  {r['groups']:7d} {r['m']:6d} {r['n']:5d} {r['k']:5d}  {r['measured']:8.2f} {r['predicted']:9.2f}")
+    err = lambda p: np.mean([abs(np.log(p(r) / r["measured"])) for r in rows])  # noqa: E731
+    print(f"  mean |log(predicted / measured)|: {err(lambda r: r['predicted']):.3f} with the term, "
+          f"{err(lambda r: 1.0):.3f} without")
     return 0
 
 

@@ -107,7 +107,7 @@ def test_sample_mapping_uses_formulas():
     F, B, Fb, Bb, d, *_ = I.op_sample_metrics("linear3", tp=np.array([4.0]), micro_batch=np.array([2.0]),
                                           seq_len=np.array([1024.0]), d_model=np.array([4096.0]))
     assert F[0] == 2 * 2048 * 4096 * 4096 and Fb[0] == 2 * F[0] and d[0] == 2048
-    F, *_, dh, ctas_f, ctas_b, kb_f, kb_b = I.op_sample_metrics(
+    F, *_, dh, ctas_f, ctas_b, kb_f, kb_b, _ = I.op_sample_metrics(
         "flash_atten", tp=np.array([2.0]), micro_batch=np.array([4.0]), n_heads=np.array([16.0]),
         seq_len=np.array([2048.0]), d_model=np.array([2048.0]))
     assert F[0] == 4 * 4 * 2048 * 2048 * 2048 / 2      # non-causal: 4 b s^2 h / t

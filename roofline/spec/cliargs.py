@@ -104,6 +104,11 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
               "dgrad GEMM (Megatron-LM LinearWithGradAccumulationAndAsyncCommunication); default: the stack's")
     flag(g, "no-tp-async-dgrad", dest="tp_async_dgrad", action="store_false",
          help="TP backward collectives mirror the forward's, synchronous (Megatron-LM 2021, Megatron-DeepSpeed, GPT-NeoX)")
+    flag(g, "wgrad-fusion", dest="wgrad_fusion", action="store_true", default=None,
+         help="weight-gradient GEMMs accumulate into the main-grad buffer (Megatron gradient_accumulation_fusion, "
+              "TE fuse_wgrad_accumulation); default: the stack's")
+    flag(g, "no-wgrad-fusion", dest="wgrad_fusion", action="store_false",
+         help="weight-gradient GEMMs write their output (torch autograd, DeepSpeed, FSDP, --no-gradient-accumulation-fusion)")
     flag(g, "loss-kernel", dest="loss_kernel", choices=LOSS_KERNELS, default=None,
          help="the loss: fused (Megatron's vocab-parallel cross entropy) or eager (torch F.cross_entropy on fp32-upcast "
               "logits, as torchtitan); sets the LM head's logits memory; default: the stack's")
@@ -183,6 +188,7 @@ def build_spec(args):
     flags = {**{dest: getattr(args, dest) for _, dest, _, _ in PLAN_FLAGS}, "schedule": args.schedule,
              "sequence_parallel": args.sequence_parallel, "recompute": args.recompute, "sharding": sharding,
              "uneven_stages": args.uneven_stages, "tp_async_dgrad": getattr(args, "tp_async_dgrad", None),
+             "wgrad_fusion": getattr(args, "wgrad_fusion", None),
              "loss_kernel": getattr(args, "loss_kernel", None),
              "pipeline_layout": getattr(args, "pipeline_layout", None),
              "dtype": args.dtype, "grad_dtype": args.grad_dtype,

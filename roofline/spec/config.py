@@ -222,6 +222,10 @@ class Plan:
     # LinearWithGradAccumulationAndAsyncCommunication; on by default in Megatron-Core, the default stack); False: the
     # backward's collectives mirror the forward's and run synchronously (per stack: stacks/*.yaml tp_async_dgrad)
     tp_async_dgrad: bool = True
+    # weight-gradient GEMMs accumulate into the main-grad buffer (Megatron-LM --no-gradient-accumulation-fusion,
+    # store_false in megatron/training/arguments.py: on by default; Transformer Engine fuse_wgrad_accumulation; on in
+    # Megatron-Core, the default stack); False: the GEMM writes its output (per stack: stacks/*.yaml wgrad_fusion)
+    wgrad_fusion: bool = True
     loss_kernel: str = "fused"          # fused | eager | compiled (LOSS_KERNELS; per stack: stacks/*.yaml loss_kernel)
     cuda_graphs: str = "none"           # none | layers | full (CUDA_GRAPHS): which host issue time CUDA graphs remove
     overlap_ep: float = 0.0             # fraction of the MoE all-to-all hidden (Megatron-Core --overlap-moe-expert-parallel-comm, default off)

@@ -120,6 +120,7 @@ class Op:
     hp: bool = False                       # a GEMM kept at the 16-bit peak under a low-precision recipe (precision.py)
     q_elems: tuple = (sp.Integer(0), sp.Integer(0))   # elements a low-precision recipe quantizes (forward, backward)
     launches: sp.Expr = sp.Integer(1)      # fixed times t0 the op pays in sequence (grouped GEMM: per-expert GEMMs)
+    wgrad_extra: sp.Expr = sp.Integer(0)   # GEMMs: HBM bytes the weight-gradient kernel adds to its half of b_bwd
 
 
 @dataclass(frozen=True)
@@ -149,12 +150,20 @@ def gemm(name: str, m, k, n, batch=1, model=1, on=sp.Integer(1), hp=False, group
     round-robin over num_streams = 4 compute streams (TransformerEngine common/gemm/cublaslt_gemm.cu,
     common/include/transformer_engine/gemm.h): the fixed time t0 of each GEMM (launch, tail) overlaps four at a
     time, max(1, groups / 4) in sequence.
+
+    The backward is two kernels of f FLOPs and b bytes each: the data gradient (reads dY and W, writes dX) and the
+    weight gradient (reads X and dY, writes dW). With fused gradient accumulation (``wgrad_fusion``: Megatron-LM
+    --no-gradient-accumulation-fusion unset, Transformer Engine fuse_wgrad_accumulation) the weight gradient adds
+    into the main-grad buffer instead of writing dW: it reads and writes ``grad_bytes`` per weight element in place
+    of writing ``act_bytes`` (``wgrad_extra``). A dense weight gradient reduces over thousands of tokens and stays
+    compute-bound; an expert's reduces over its few hundred routed tokens and is bound by this traffic.
     """
     f = on * 2 * m * k * n * batch
     b = on * S.act_bytes * (m * k + groups * k * n + m * n) * batch
     q = (sp.Integer(0), sp.Integer(0)) if hp else (on * m * k * batch, on * m * n * batch)
+    extra = on * S.wgrad_fusion * groups * k * n * batch * (2 * S.grad_bytes - S.act_bytes)
     return Op(name, "gemm", f, b, 2 * f, 2 * b, f * model, sp.Min(m / groups, k, n), on, hp=hp, q_elems=q,
-              launches=sp.Max(1, groups / GEMM_STREAMS))
+              launches=sp.Max(1, groups / GEMM_STREAMS), wgrad_extra=extra)
 
 
 GEMM_STREAMS = 4   # Transformer Engine's compute streams for grouped GEMMs (gemm.h num_streams)
@@ -449,7 +458,7 @@ def _on(op: Op, on) -> Op:
     dmin = sp.Max(1, op.dmin) if op.dmin is not None else None
     return replace(op, f_fwd=on * op.f_fwd, b_fwd=on * op.b_fwd, f_bwd=on * op.f_bwd, b_bwd=on * op.b_bwd,
                    model_f_fwd=on * op.model_f_fwd, on=on * op.on, dmin=dmin,
-                   q_elems=(on * op.q_elems[0], on * op.q_elems[1]))
+                   q_elems=(on * op.q_elems[0], on * op.q_elems[1]), wgrad_extra=on * op.wgrad_extra)
 
 
 def mtp_ops() -> list[Op]:
@@ -531,9 +540,16 @@ def op_time(op: Op, direction: str) -> sp.Expr:
     else:
         compute = f / (S.peak_vec * S.clock * S.EFF_FLOP[key])
     memory = b / (S.hbm_bw * S.EFF_MEM[key])
+    t0 = op.on * op.launches * S.T0[key]
+    if direction == "bwd" and op.wgrad_extra != 0:
+        # a GEMM's backward as its two kernels (gemm): each half the FLOPs and bytes, the weight gradient also the
+        # main-grad traffic; the same as one roofline of the sum while both are compute-bound or wgrad_extra = 0
+        half_c, half_m = compute / 2, memory / 2
+        wgrad_m = half_m + op.wgrad_extra / (S.hbm_bw * S.EFF_MEM[key])
+        return t0 + sp.Max(half_c, half_m, evaluate=False) + sp.Max(half_c, wgrad_m, evaluate=False)
     # unevaluated: sympy's search for common zeros of two large arguments (Max.__new__ _find_localzeros) costs
     # seconds per op and never simplifies these (a compute and a memory time of the same op)
-    return op.on * op.launches * S.T0[key] + sp.Max(compute, memory, evaluate=False)
+    return t0 + sp.Max(compute, memory, evaluate=False)
 
 
 def ops_time(ops: list[Op], direction: str) -> sp.Expr:

@@ -83,7 +83,7 @@ def scaled(op: C.Op, k) -> C.Op:
     kernels = tuple((d, C.Kernel(kn.f * k, kn.b * k, kn.reread * k, kn.k)) for d, kn in op.kernels)
     return replace(op, f_fwd=k * op.f_fwd, b_fwd=k * op.b_fwd, f_bwd=k * op.f_bwd, b_bwd=k * op.b_bwd,
                    model_f_fwd=k * op.model_f_fwd, on=k * op.on, kernels=kernels,
-                   q_elems=(k * op.q_elems[0], k * op.q_elems[1]))
+                   q_elems=(k * op.q_elems[0], k * op.q_elems[1]), wgrad_extra=k * op.wgrad_extra)
 
 
 def _guarded(op: C.Op) -> C.Op:

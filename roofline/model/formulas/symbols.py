@@ -255,6 +255,12 @@ tp_async = _s("tp_async", "", "1 when the TP backward runs the column-parallel l
               "LinearWithGradAccumulationAndAsyncCommunication); 0: the backward's collectives mirror the forward's, "
               "synchronous", "plan", r"\alpha_{t}")
 
+# ---- weight-gradient accumulation (per stack: stacks/*.yaml plan wgrad_fusion -> config.Plan -> predict.plan_inputs) ---
+wgrad_fusion = _s("wgrad_fusion", "", "1 when each weight-gradient GEMM accumulates straight into the main-grad buffer "
+                  "(reads and writes it, grad_bytes per element each way) instead of writing a 16-bit gradient (Megatron "
+                  "gradient_accumulation_fusion; Transformer Engine fuse_wgrad_accumulation); 0: the GEMM writes its "
+                  "output", "plan", r"\phi_{w}")
+
 # ---- the loss kernel (per stack: stacks/*.yaml plan loss_kernel -> config.Plan -> predict.plan_inputs) -------------
 ce_eager = _s("ce_eager", "", "1 when the loss is torch's eager cross entropy on fp32-upcast logits (log-softmax output "
               "saved in fp32; its backward holds the NLL and log-softmax gradients, fp32 each); 0: Megatron's fused "

@@ -96,7 +96,7 @@ CLUSTERS = {  # cluster -> (folder, GPU file prefix, base profile, GPUs per node
 ABSENT = {s.symbol: 0 for s in S.SYMBOLS.values() if s.group == "model" and s.default == 0}
 FIXED = {  # upstream samples: fp16, plain GPT block, no dropout/SP/CP/MoE (target_functions.py)
     **ABSENT,
-    S.act_bytes: 2, S.grad_bytes: 2, S.f32_bytes: 4, S.gated: 0, S.rms: 0, S.sq_relu: 0, S.flash: 1, S.causal: 1, S.dropout: 0, S.cp: 1, S.seq_par: 0,
+    S.act_bytes: 2, S.grad_bytes: 2, S.f32_bytes: 4, S.wgrad_fusion: 0, S.gated: 0, S.rms: 0, S.sq_relu: 0, S.flash: 1, S.causal: 1, S.dropout: 0, S.cp: 1, S.seq_par: 0,
     S.n_experts: 1, S.ep: 1, S.top_k: 1, S.capacity_factor: 1, S.learned_pos: 0, S.biases: 1, S.tied: 0,
     S.vocab: VOCAB, S.kv_heads: S.n_heads, S.ffn_hidden: 4 * S.d_model,
     # attention width = d_model, dense MLP only (the MoE/shared-expert sizes of the issue-20 model are unused)
@@ -145,9 +145,10 @@ OP_BUILDERS = {  # upstream op -> (class, Op with the right symbols, fixed overr
     "parallel_cross_entropy_128": ("ce", lambda: _named(C.head_ops(), "cross_entropy"), {}),
     # upstream DeepSpeed FusedAdam on fp16 parameters: m and v in fp16 (4 B/param), no fp32 master
     "optimizer": ("optim", lambda: adam_op(N_PARAMS), {S.opt_bytes: 4}),
-    # one cuBLAS / TE GroupedLinear call of given sizes (SimuMax's matmul and group_matmul tables)
+    # one cuBLAS / TE GroupedLinear call of given sizes (SimuMax's matmul and group_matmul tables); wgrad_extra is
+    # the main-grad traffic of its weight gradient when it accumulates (grad_bytes per sample: the key's dtype)
     "gemm_sized": ("gemm", lambda: C.gemm("gemm_sized", GEMM_SIZES[0], GEMM_SIZES[1], GEMM_SIZES[2],
-                                          groups=GEMM_SIZES[3]), {}),
+                                          groups=GEMM_SIZES[3]), {S.wgrad_fusion: 1, S.grad_bytes: S.grad_bytes}),
 }
 STAGES = ("firstStage_optimizer", "middleStage_optimizer", "lastStage_optimizer")
 COLUMN_SYMBOL = {"mp": "tp", "b": "micro_batch", "l": "seq_len", "dim": "d_model", "h": "n_heads", "params": "n_params"}
@@ -156,14 +157,15 @@ COLUMN_SYMBOL = {"mp": "tp", "b": "micro_batch", "l": "seq_len", "dim": "d_model
 @functools.lru_cache(maxsize=None)
 def op_functions(op_name: str):
     """(class, arg names, numpy fn -> (F_fwd, B_fwd, F_bwd, B_bwd, dmin, head_dim, ctas_fwd, ctas_bwd,
-    kblock_fwd, kblock_bwd)) for an upstream op (0 where the op has no such dimension)."""
+    kblock_fwd, kblock_bwd, wgrad_extra)) for an upstream op (0 where the op has no such dimension)."""
     cls, build, over = OP_BUILDERS[op_name]
     op = build()
     subs = {**FIXED, **over}
     exprs = [sp.sympify(e).subs(subs).subs(subs) for e in (op.f_fwd, op.b_fwd, op.f_bwd, op.b_bwd,
                                                            op.dmin if op.dmin is not None else 0,
                                                            op.head_dim if op.head_dim is not None else 0,
-                                                           *(op.ctas or (0, 0)), *(op.kblock or (0, 0)))]
+                                                           *(op.ctas or (0, 0)), *(op.kblock or (0, 0)),
+                                                           op.wgrad_extra)]
     free = sorted(set().union(*(e.free_symbols for e in exprs)), key=lambda s: s.name)
     fn = sp.lambdify(free, exprs, "numpy")
     return cls, tuple(s.name for s in free), fn
@@ -194,8 +196,8 @@ def kernel_sample_metrics(op_name: str, direction: str, **values) -> tuple:
 
 
 def op_sample_metrics(op_name: str, **values) -> tuple:
-    """F_fwd, B_fwd, F_bwd, B_bwd, dmin, head_dim, ctas (fwd, bwd), key block (fwd, bwd) arrays for samples
-    given by symbol name (tp, ...).
+    """F_fwd, B_fwd, F_bwd, B_bwd, dmin, head_dim, ctas (fwd, bwd), key block (fwd, bwd), wgrad_extra arrays for
+    samples given by symbol name (tp, ...).
 
     >>> F, B, Fb, Bb, d, *_ = op_sample_metrics("linear1", tp=np.array([2.0]), micro_batch=np.array([2.0]),
     ...                                     seq_len=np.array([1024.0]), d_model=np.array([4096.0]))
@@ -604,6 +606,11 @@ _SIMUMAX_GROUP = re.compile(r"ng=(\d+),\s*M=(\d+),\s*N=(\d+),\s*K=(\d+).*?stage=
 # cuBLAS layouts of a Linear layer y = x W^T: TN is the forward, NN the data gradient, NT the weight gradient
 # (accumulate=True into the fp32 main grad); Transformer Engine GroupedLinear stages likewise
 _SIMUMAX_DIR = {"TN": "fwd", "NN": "bwd", "NT": "bwd", "fwd": "fwd", "bwd_grad_act": "bwd", "bwd_grad_w": "bwd"}
+_SIMUMAX_WGRAD = ("NT", "bwd_grad_w")
+# the SimuMax B200 system file shipped with the package (Apache-2.0, roofline/data/simumax-b200/NOTICE.md)
+SIMUMAX_B200 = Path(__file__).resolve().parents[2] / "data" / "simumax-b200" / "b200_bf16_ceperm.json"
+_SIMUMAX_ACC = re.compile(r"accumulate=(\w+)")
+_SIMUMAX_MAIN_GRAD = (re.compile(r"main_grad_dtype=(\w+)"), re.compile(r"(?<!_)out_dtype=(\w+)"))
 
 
 def import_simumax(path, base: str) -> Imported:
@@ -636,14 +643,26 @@ def import_simumax(path, base: str) -> Imported:
             if not ok or dims(m)[4] not in _SIMUMAX_DIR:
                 bad += 1
                 continue
-            by_dir.setdefault(_SIMUMAX_DIR[dims(m)[4]], []).append((*dims(m)[:4], float(eff)))
+            g, m_, k, n, stage = dims(m)
+            if stage == "NT":           # a dense weight gradient m x n (= out x in) over k tokens: as its forward GEMM
+                m_, k, n = k, n, m_
+            # a weight gradient that accumulates into the main grad reads and writes it (its dtype: main_grad_dtype
+            # in the group_matmul keys, out_dtype in the matmul keys); keys without accumulate= are taken as not
+            acc = _SIMUMAX_ACC.search(str(key))
+            dt = next((d[1] for d in (r.search(str(key)) for r in _SIMUMAX_MAIN_GRAD) if d), None)
+            acc = stage in _SIMUMAX_WGRAD and acc is not None and acc[1] == "True"
+            grad_bytes = 4.0 if dt in ("fp32", "float32") else 2.0
+            by_dir.setdefault(_SIMUMAX_DIR[stage], []).append((g, m_, k, n, float(eff), acc, grad_bytes))
         if bad:
             defects.append(Defect(f"{path.name} {op_name}", "entries whose shape or factor could not be read "
                                   "(factor must be in (0, 1])", bad, "excluded"))
         for direction, rows in by_dir.items():
-            g, m_, k, n, eff = np.array(rows, dtype=float).T
-            # F, B, dmin of the package's GEMM op (compute.gemm: g groups of m_ rows each, bf16 operands)
-            F, B, _, _, dmin, *_ = op_sample_metrics("gemm_sized", gemm_m=g * m_, gemm_k=k, gemm_n=n, gemm_groups=g)
+            g, m_, k, n, eff, acc, grad_bytes = np.array(rows, dtype=float).T
+            # F, B, dmin of one kernel of the package's GEMM op (compute.gemm: g groups of m_ rows each, bf16
+            # operands); a weight gradient accumulating into the main grad adds its traffic (wgrad_extra)
+            F, B, _, _, dmin, *_, extra = op_sample_metrics("gemm_sized", gemm_m=g * m_, gemm_k=k, gemm_n=n,
+                                                             gemm_groups=g, grad_bytes=grad_bytes)
+            B = B + acc * extra
             out.append(OpSamples(op_name, "gemm", direction, F, B, dmin, F / (tflops * eff), np.ones(len(g), dtype=bool)))
 
     tflops = float(mm.get("tflops", 0)) * TERA          # SimuMax states TFLOP/s
@@ -660,3 +679,35 @@ def import_simumax(path, base: str) -> Imported:
     name = str(d.get("sys_name", path.stem))
     return Imported(cluster=name, gpu=hw.name, base=base, gpus_per_node=int(d.get("num_per_node") or hw.gpus_per_node),
                     ops=out, colls=[], defects=defects, source=f"SimuMax system config {path.name} (sys_name {name})")
+
+
+def simumax_wgrad_ratios(path, profile: str) -> list[dict]:
+    """The main-grad traffic of a grouped weight gradient, checked on a SimuMax system JSON: for each grouped GEMM
+    whose weight gradient was measured accumulating into both an fp32 and a bf16 main grad (group_matmul keys
+    stage=bwd_grad_w, main_grad_dtype=fp32 / bf16), the measured time ratio fp32 / bf16 beside the ratio this
+    package's backward roofline of ``profile`` gives that kernel (compute.gemm wgrad_extra: 4 + 4 against 2 + 2
+    bytes per weight element). Without the term both kernels would cost the same (ratio 1)."""
+    import json
+    from ...spec.hardware import load
+    path = Path(path)
+    d = json.loads(schema.read_text(path, "SimuMax system JSON"))
+    tab = (((d.get("accelerator") or {}).get("op") or {}).get("group_matmul") or {}).get("accurate_efficient_factor") or {}
+    found = {}
+    for key, eff in tab.items():
+        m, dt = _SIMUMAX_GROUP.search(str(key)), _SIMUMAX_MAIN_GRAD[0].search(str(key))
+        if m and dt and m[5] == "bwd_grad_w" and isinstance(eff, (int, float)) and eff > 0:
+            found[(int(m[1]), int(m[2]), int(m[3]), int(m[4]), dt[1])] = float(eff)
+    hw = load(profile)
+    roof, out = fit.Roofline(*hw.efficiency["gemm"]["bwd"]), []
+    for (g, m_, n, k, dt), eff in sorted(found.items()):
+        if dt != "fp32" or (g, m_, n, k, "bf16") not in found:
+            continue
+        t = {}
+        for gb in (4.0, 2.0):
+            F, B, _, _, dmin, *_, extra = op_sample_metrics("gemm_sized", gemm_m=float(g * m_), gemm_k=float(k),
+                                                            gemm_n=float(n), gemm_groups=float(g), grad_bytes=gb)
+            s = fit.Samples(F / hw.peak("bf16"), (B + extra) / hw.hbm_bandwidth, dmin, F)
+            t[gb] = float(fit.gpu_time(s, roof, hw.dhalf)[0])
+        out.append({"groups": g, "m": m_, "n": n, "k": k, "measured": found[g, m_, n, k, "bf16"] / eff,
+                    "predicted": t[4.0] / t[2.0]})
+    return out

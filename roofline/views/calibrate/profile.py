@@ -377,8 +377,9 @@ def simumax_profile(im, out_id: str, k: int = 5) -> tuple[str, str, dict]:
         "assumptions": [
             "time of a sample = 2 m k n / (tflops x factor), SimuMax's own pricing (simumax/core/config.py "
             "compute_op_time); x = F / the bf16 dense peak of the base profile " + im.base,
-            "layouts TN = forward, NN = data gradient, NT = weight gradient (fp32 accumulate): forward and backward "
-            "curves; bytes = 2 (m k + k n + m n), bf16 operands",
+            "layouts TN = forward, NN = data gradient, NT = weight gradient: forward and backward curves; bytes = "
+            "2 (m k + k n + m n), bf16 operands; a weight gradient with accumulate=True also reads and writes its main "
+            "grad (the key's main_grad_dtype or out_dtype), as the predictor's wgrad_extra (compute.gemm)",
             "group_matmul (Transformer Engine GroupedLinear, ng experts of M tokens) is not fitted: its transfer_error "
             "scores the dense curve at the per-expert size (the predictor adds one launch per 4 experts, left out here)",
             "attention, memory-bound ops, collectives and host times come from the base profile; the base's "
