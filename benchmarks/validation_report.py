@@ -142,7 +142,7 @@ def stage_summary(r: dict) -> str:
 def stage_section(csv) -> list[str]:
     r = cli_json(csv)
     return ["### Per pipeline stage", "",
-            "`python -m roofline validate roofline/data/validation/memory_per_rank_simumax_b200.csv` reads every rank's "
+            "`python -m roofline validate --dataset memory-ranks` (the bundled `memory_per_rank_simumax_b200.csv`) reads every rank's "
             "peak of the SimuMax B200 runs, puts each rank in its pipeline stage (Megatron-Core's tp-cp-ep-dp-pp rank "
             "order: stage = rank // (tp cp dp)) and compares the stage's largest peak with the stage's prediction "
             "(`mem_first_stage`: embedding and the most in-flight micro-batches; `mem_last_stage`: LM head and logits).",

@@ -99,6 +99,8 @@ def test_cli(cli, cli_main):
     assert j["summary"]["all"]["n"] == len(j["stages"])
     bad = cli_main("validate", RANKS, "--ranking")
     assert bad.returncode == 2 and "per-rank memory file" in bad.stderr
+    named = json.loads(cli_main("validate", "--dataset", "memory-ranks", "--json").stdout)    # the bundled file by name
+    assert named["summary"] == j["summary"]
 
 
 def test_docs_validation_stage_line_is_current():

@@ -63,13 +63,16 @@ BY = ("tier", "gpu", "layout", "micro_batch", "nodes", "source", "framework", "m
 
 DATASETS = {"published": "published.csv", "vtrain": "vtrain_measured.csv", "nemo": "nemo_perf.csv",
             "memory": "memory_measured.csv"}
+# bundled files of another shape: measured memory per rank (views/memory_ranks.py), not step-time rows
+OTHER_DATASETS = {"memory-ranks": "memory_per_rank_simumax_b200.csv"}
 
 
 def dataset_path(name: str):
     """Path of a bundled public validation set (roofline/data/validation; SOURCES.md there)."""
-    if name not in DATASETS:
-        raise InputError(f"--dataset must be one of {', '.join(DATASETS)}, got {name!r}")
-    return DATA / "validation" / DATASETS[name]
+    names = {**DATASETS, **OTHER_DATASETS}
+    if name not in names:
+        raise InputError(f"--dataset must be one of {', '.join(names)}, got {name!r}")
+    return DATA / "validation" / names[name]
 
 
 class Skip(Exception):
@@ -862,8 +865,9 @@ def cmd_validate(args) -> int:
 def register(subparsers) -> None:
     p = subparsers.add_parser("validate", help="compare predictions with published measured step times (CSV)")
     p.add_argument("file", nargs="?", help="CSV with the columns of shared/validation/README.md")
-    p.add_argument("--dataset", choices=tuple(DATASETS), help="a bundled public validation set (see "
-                   "roofline/data/validation/SOURCES.md) instead of a file")
+    p.add_argument("--dataset", choices=(*DATASETS, *OTHER_DATASETS), help="a bundled public validation set (see "
+                   "roofline/data/validation/SOURCES.md) instead of a file; memory-ranks: SimuMax's per-rank B200 "
+                   "memory, compared per pipeline stage")
     p.add_argument("--json", action="store_true", help="print one JSON object (errors as fractions)")
     p.add_argument("--gpu", help="price every row on this hardware profile (id or YAML) instead of its gpu_id")
     p.add_argument("--plot", metavar="PNG", help="predicted vs measured, log-log, one marker per gpu_id")

@@ -100,10 +100,15 @@ def main(argv=None) -> int:
                                              "(roofline/data/formulas.json); tests/test_formulas.py checks both are "
                                              "in sync.")
     ap.parse_args(argv)                     # --help prints this and exits 0, an unknown flag exits 2: nothing written
-    exprs = step.build()
-    text = source(exprs)
-    TARGET.write_text(text)
-    dag.write(exprs)
+    from ...base import progress
+    # minutes of sympy: each phase reports its elapsed time on stderr (roofline/base/progress.py)
+    with progress.phase("codegen 1/3: build the step formulas (sympy)"):
+        exprs = step.build()
+    with progress.phase("codegen 2/3: common subexpressions and numpy source"):
+        text = source(exprs)
+    with progress.phase("codegen 3/3: expression graph for symbolic export"):
+        TARGET.write_text(text)
+        dag.write(exprs)
     print(f"wrote {TARGET} ({len(text.splitlines())} lines) and {dag.PATH}")
     return 0
 
