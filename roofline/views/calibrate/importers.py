@@ -604,7 +604,7 @@ def import_nccl_tests(path, p: int | None = None) -> NcclTable:
 _SIMUMAX_MATMUL = re.compile(r"b=(\d+),\s*m=(\d+),\s*k=(\d+),\s*n=(\d+),\s*layout=(\w+)")
 _SIMUMAX_GROUP = re.compile(r"ng=(\d+),\s*M=(\d+),\s*N=(\d+),\s*K=(\d+).*?stage=(\w+)")
 # cuBLAS layouts of a Linear layer y = x W^T: TN is the forward, NN the data gradient, NT the weight gradient
-# (accumulate=True into the fp32 main grad); Transformer Engine GroupedLinear stages likewise
+# (accumulate=True: into the main grad, of the key's out_dtype); Transformer Engine GroupedLinear stages likewise
 _SIMUMAX_DIR = {"TN": "fwd", "NN": "bwd", "NT": "bwd", "fwd": "fwd", "bwd_grad_act": "bwd", "bwd_grad_w": "bwd"}
 _SIMUMAX_WGRAD = ("NT", "bwd_grad_w")
 # the SimuMax B200 system file shipped with the package (Apache-2.0, roofline/data/simumax-b200/NOTICE.md)
