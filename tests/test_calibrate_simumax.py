@@ -88,6 +88,16 @@ def test_main_grad_traffic_explains_simumax_grouped_weight_gradients():
     assert np.corrcoef(pred, meas)[0, 1] > 0.8          # fewer tokens per expert: more bound by the main grad
 
 
+def test_docs_quote_the_shipped_transfer_errors():
+    """docs/calibration.md quotes the shipped b200-simumax profile's grouped-GEMM transfer errors and backward mu."""
+    prov = yaml.safe_load(PROFILE.read_text())
+    te, mu = prov["provenance"]["transfer_error"], prov["efficiency"]["gemm"]["bwd"]["mu"]
+    text = " ".join((ROOT / "docs" / "calibration.md").read_text().split())
+    assert f"{round(100 * te['group_matmul fwd'])} % forward" in text
+    assert f"{round(100 * te['group_matmul bwd'])} % backward" in text
+    assert f"`mu`, {mu:.2f}," in text
+
+
 def _table(eta: float, dhalf: float, t0: float, seed: int) -> dict:
     """A SimuMax-style table whose factors come from a planted GEMM roofline (compute-bound shapes)."""
     rng = np.random.default_rng(seed)
