@@ -33,8 +33,9 @@ def gemm_rate(profile, m, k, n):
     """TFLOP/s the profile's forward GEMM roofline (calibrate/fit.gpu_time, the predictor's op_time) gives an
     m x k x n bf16 GEMM, sustained clock included."""
     hw = hardware.load(profile)
-    F, B, _, _, dmin, *_ = importers.op_sample_metrics("gemm_sized", gemm_m=float(m), gemm_k=float(k), grad_bytes=4.0,
-                                                        gemm_n=float(n), gemm_groups=1.0)
+    # grad_bytes only sizes the weight gradient's main-grad traffic, which a forward rate does not read
+    F, B, _, _, dmin, *_ = importers.op_sample_metrics("gemm_sized", gemm_m=float(m), gemm_k=float(k),
+                                                        gemm_n=float(n), gemm_groups=1.0, grad_bytes=4.0)
     s = fit.Samples(F / (hw.peak("bf16") * hw.sustained_clock), B / hw.hbm_bandwidth, dmin, F)
     t = fit.gpu_time(s, fit.Roofline(*hw.efficiency["gemm"]["fwd"]), hw.dhalf)
     return float(F[0] / t[0]) / TERA

@@ -613,20 +613,36 @@ _SIMUMAX_ACC = re.compile(r"accumulate=(\w+)")
 _SIMUMAX_MAIN_GRAD = (re.compile(r"main_grad_dtype=(\w+)"), re.compile(r"(?<!_)out_dtype=(\w+)"))
 
 
-def import_simumax(path, base: str) -> Imported:
-    """A SimuMax system JSON -> GEMM samples of this package's ``gemm`` class (dense matmuls fitted; the grouped
-    GEMMs of its ``group_matmul`` table kept as a transfer check of the grouped-GEMM pricing), for the datasheet
-    profile ``base`` (its peaks, HBM and SM count). Every other table (attention, bandwidth, collectives) is left to
-    ``base``: their conventions (FLOP counts of causal attention, GiB-based bandwidths) are SimuMax's own."""
+def _simumax_json(path: Path) -> tuple[dict, dict]:
+    """A SimuMax system JSON and its accelerator.op tables ({} when absent); one-line error when it is not JSON."""
     import json
-    from ...spec.hardware import load
-    path = Path(path)
     text = schema.read_text(path, "SimuMax system JSON")
     try:
         d = json.loads(text)
     except json.JSONDecodeError as e:
         raise InputError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
-    ops_cfg = ((d.get("accelerator") or {}).get("op") or {}) if isinstance(d, dict) else {}
+    d = d if isinstance(d, dict) else {}
+    return d, (d.get("accelerator") or {}).get("op") or {}
+
+
+def _main_grad(key: str, stage: str) -> tuple[bool, float]:
+    """(accumulates, bytes per main-grad element) of a SimuMax entry: a weight gradient with accumulate=True adds
+    into its main grad, of the key's main_grad_dtype (group_matmul) or out_dtype (matmul); keys without
+    accumulate= are taken as not accumulating."""
+    acc = _SIMUMAX_ACC.search(key)
+    dt = next((d[1] for d in (r.search(key) for r in _SIMUMAX_MAIN_GRAD) if d), None)
+    return (stage in _SIMUMAX_WGRAD and acc is not None and acc[1] == "True",
+            4.0 if dt in ("fp32", "float32") else 2.0)
+
+
+def import_simumax(path, base: str) -> Imported:
+    """A SimuMax system JSON -> GEMM samples of this package's ``gemm`` class (dense matmuls fitted; the grouped
+    GEMMs of its ``group_matmul`` table kept as a transfer check of the grouped-GEMM pricing), for the datasheet
+    profile ``base`` (its peaks, HBM and SM count). Every other table (attention, bandwidth, collectives) is left to
+    ``base``: their conventions (FLOP counts of causal attention, GiB-based bandwidths) are SimuMax's own."""
+    from ...spec.hardware import load
+    path = Path(path)
+    d, ops_cfg = _simumax_json(path)
     mm = ops_cfg.get("matmul") or {}
     table = mm.get("accurate_efficient_factor") or {}
     if not isinstance(table, dict) or not table:
@@ -646,12 +662,7 @@ def import_simumax(path, base: str) -> Imported:
             g, m_, k, n, stage = dims(m)
             if stage == "NT":           # a dense weight gradient m x n (= out x in) over k tokens: as its forward GEMM
                 m_, k, n = k, n, m_
-            # a weight gradient that accumulates into the main grad reads and writes it (its dtype: main_grad_dtype
-            # in the group_matmul keys, out_dtype in the matmul keys); keys without accumulate= are taken as not
-            acc = _SIMUMAX_ACC.search(str(key))
-            dt = next((d[1] for d in (r.search(str(key)) for r in _SIMUMAX_MAIN_GRAD) if d), None)
-            acc = stage in _SIMUMAX_WGRAD and acc is not None and acc[1] == "True"
-            grad_bytes = 4.0 if dt in ("fp32", "float32") else 2.0
+            acc, grad_bytes = _main_grad(str(key), stage)
             by_dir.setdefault(_SIMUMAX_DIR[stage], []).append((g, m_, k, n, float(eff), acc, grad_bytes))
         if bad:
             defects.append(Defect(f"{path.name} {op_name}", "entries whose shape or factor could not be read "
@@ -687,20 +698,19 @@ def simumax_wgrad_ratios(path, profile: str) -> list[dict]:
     stage=bwd_grad_w, main_grad_dtype=fp32 / bf16), the measured time ratio fp32 / bf16 beside the ratio this
     package's backward roofline of ``profile`` gives that kernel (compute.gemm wgrad_extra: 4 + 4 against 2 + 2
     bytes per weight element). Without the term both kernels would cost the same (ratio 1)."""
-    import json
     from ...spec.hardware import load
-    path = Path(path)
-    d = json.loads(schema.read_text(path, "SimuMax system JSON"))
-    tab = (((d.get("accelerator") or {}).get("op") or {}).get("group_matmul") or {}).get("accurate_efficient_factor") or {}
-    found = {}
+    tab = (_simumax_json(Path(path))[1].get("group_matmul") or {}).get("accurate_efficient_factor") or {}
+    found = {}          # (experts, tokens each, n, k, main-grad bytes) -> measured fraction of the peak
     for key, eff in tab.items():
-        m, dt = _SIMUMAX_GROUP.search(str(key)), _SIMUMAX_MAIN_GRAD[0].search(str(key))
-        if m and dt and m[5] == "bwd_grad_w" and isinstance(eff, (int, float)) and eff > 0:
-            found[(int(m[1]), int(m[2]), int(m[3]), int(m[4]), dt[1])] = float(eff)
+        m = _SIMUMAX_GROUP.search(str(key))
+        if m and isinstance(eff, (int, float)) and eff > 0:
+            acc, grad_bytes = _main_grad(str(key), m[5])
+            if acc:
+                found[(int(m[1]), int(m[2]), int(m[3]), int(m[4]), grad_bytes)] = float(eff)
     hw = load(profile)
     roof, out = fit.Roofline(*hw.efficiency["gemm"]["bwd"]), []
-    for (g, m_, n, k, dt), eff in sorted(found.items()):
-        if dt != "fp32" or (g, m_, n, k, "bf16") not in found:
+    for (g, m_, n, k, gb_), eff in sorted(found.items()):
+        if gb_ != 4.0 or (g, m_, n, k, 2.0) not in found:
             continue
         t = {}
         for gb in (4.0, 2.0):
@@ -708,6 +718,6 @@ def simumax_wgrad_ratios(path, profile: str) -> list[dict]:
                                                             gemm_n=float(n), gemm_groups=float(g), grad_bytes=gb)
             s = fit.Samples(F / hw.peak("bf16"), (B + extra) / hw.hbm_bandwidth, dmin, F)
             t[gb] = float(fit.gpu_time(s, roof, hw.dhalf)[0])
-        out.append({"groups": g, "m": m_, "n": n, "k": k, "measured": found[g, m_, n, k, "bf16"] / eff,
+        out.append({"groups": g, "m": m_, "n": n, "k": k, "measured": found[g, m_, n, k, 2.0] / eff,
                     "predicted": t[4.0] / t[2.0]})
     return out
