@@ -23,7 +23,7 @@ BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1, "fp4": 0.5}     # GEMM opera
 # layer outputs (the quantized copies of GEMM inputs it saves for backward are left out: a smaller, recipe-dependent
 # saving, ASSUMED 0 here)
 ACT_BYTES = {"fp16": 2, "fp32": 4}        # every other precision: 2 (bf16)
-BREAKDOWN = ("forward", "backward", "recompute", "tp_comm", "cp_comm", "ep_comm", "host_overhead", "pp_comm",
+BREAKDOWN = ("forward", "backward", "recompute", "tp_comm", "cp_comm", "ep_comm", "host_overhead", "offload", "pp_comm",
              "pp_bubble", "dp_comm", "optimizer")
 MEMORY = ("weights", "gradients", "optimizer", "activations", "reserve")
 
@@ -32,7 +32,9 @@ def hardware_inputs(hw: Hardware, dtype: str = "bf16") -> dict:
     x = {"peak": hw.peak(dtype), "peak_hp": hw.peak_16bit(dtype), "peak_vec": hw.vector_peak(), "hbm_bw": hw.hbm_bandwidth, "clock": hw.sustained_clock,
          "gpus_per_node": hw.gpus_per_node, "sms": hw.sm_count, "gemm_dhalf": hw.dhalf, "host_fwd": hw.host_fwd, "host_bwd": hw.host_bwd,
          "host_rc": hw.host_rc, "host_emb": hw.host_emb, "host_head": hw.host_head, "host_mb": hw.host_mb,
-         "host_moe_fwd": hw.host_moe_fwd, "host_moe_bwd": hw.host_moe_bwd}
+         "host_moe_fwd": hw.host_moe_fwd, "host_moe_bwd": hw.host_moe_bwd,
+         # no stated host link: a placeholder that only a plan with offload_layers > 0 would read (inputs() refuses it)
+         "host_link_bw": hw.host_link.bandwidth if hw.host_link else 1.0}
     for c in CLASSES:
         for d in ("fwd", "bwd"):
             eta, mu, t0 = hw.efficiency[c][d]
@@ -133,7 +135,7 @@ def plan_inputs(p: Plan, model: Model | None = None) -> dict:
     return {**layout_inputs(p.tp, p.pp, p.dp, p.cp, p.ep, p.micro_batch, p.batch, p.interleave, p.sequence_parallel,
                             RECOMPUTE.index(p.recompute), p.zero_stage, p.schedule == "gpipe", p.etp, stages),
             **{sym: getattr(p, field) for field, sym in OVERLAP_INPUTS.items()}, "tp_async": float(p.tp_async_dgrad),
-            "wgrad_fusion": float(p.wgrad_fusion),
+            "wgrad_fusion": float(p.wgrad_fusion), "offload_layers": float(p.offload_layers),
             "ce_eager": float(p.loss_kernel == "eager"), "ce_compiled": float(p.loss_kernel == "compiled"),
             "graph_layers": float(p.cuda_graphs != "none"), "graph_full": float(p.cuda_graphs == "full"),
             "act_bytes": ACT_BYTES.get(p.dtype, 2), "grad_bytes": BYTES[p.grad_dtype], "opt_bytes": 12,
@@ -173,6 +175,10 @@ def fits(memory, reserve, hw: Hardware, margin: float = 0.0):
 
 
 def inputs(model: Model, plan: Plan, hw: Hardware) -> dict:
+    if plan.offload_layers and hw.host_link is None:
+        from ..base.errors import InputError
+        raise InputError(f"plan.offload_layers ({plan.offload_layers}) needs the GPU-host copy bandwidth, and profile "
+                         f"{hw.id} has no links.host")
     return {**model_inputs(model), **plan_inputs(plan, model), **hardware_inputs(hw, plan.dtype)}
 
 

@@ -109,6 +109,10 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
               "TE fuse_wgrad_accumulation); default: the stack's")
     flag(g, "no-wgrad-fusion", dest="wgrad_fusion", action="store_false",
          help="weight-gradient GEMMs write their output (torch autograd, DeepSpeed, FSDP, --no-gradient-accumulation-fusion)")
+    flag(g, "offload-layers", dest="offload_layers", type=number(int, 0, strict=False), default=None,
+         help="CPU activation offload: the first N layers' saved activations go to host memory in the forward and "
+              "come back in the backward (Megatron-Core --cpu-offloading-num-layers; needs pp 1 and no recompute); "
+              "default 0")
     flag(g, "loss-kernel", dest="loss_kernel", choices=LOSS_KERNELS, default=None,
          help="the loss: fused (Megatron's vocab-parallel cross entropy) or eager (torch F.cross_entropy on fp32-upcast "
               "logits, as torchtitan); sets the LM head's logits memory; default: the stack's")
@@ -189,6 +193,7 @@ def build_spec(args):
              "sequence_parallel": args.sequence_parallel, "recompute": args.recompute, "sharding": sharding,
              "uneven_stages": args.uneven_stages, "tp_async_dgrad": getattr(args, "tp_async_dgrad", None),
              "wgrad_fusion": getattr(args, "wgrad_fusion", None),
+             "offload_layers": getattr(args, "offload_layers", None),
              "loss_kernel": getattr(args, "loss_kernel", None),
              "pipeline_layout": getattr(args, "pipeline_layout", None),
              "dtype": args.dtype, "grad_dtype": args.grad_dtype,

@@ -235,6 +235,10 @@ class Plan:
     # Megatron-Core --pipeline-model-parallel-layout (roofline/spec/layout.py, e.g. "Et|(tt|)*30mL"): which layers each
     # rank holds; None: l / (p v) layers per virtual stage, the heavier edge on the heaviest stage
     pipeline_layout: str | None = None
+    # CPU activation offload: the first offload_layers layers' saved activations go to host memory during the forward
+    # and come back during the backward (Megatron-Core --cpu-offloading --cpu-offloading-num-layers N, Transformer
+    # Engine cpu_offload.py); 0: none. Megatron-Core refuses it with pp > 1 or recomputation (transformer_config.py)
+    offload_layers: int = 0
 
     def __post_init__(self):
         _types(self, "plan")
@@ -560,6 +564,20 @@ RULES: tuple[Rule, ...] = (
     Rule(lambda m, p: (p.interleave <= 1) | ((p.batch // (p.micro_batch * p.dp)) % p.pp == 0),
          "interleaved 1F1B needs micro-batches ({micro_batches}) divisible by pp ({p.pp})",
          ("interleave", "pp", "global_batch", "micro_batch", "dp")),
+    # CPU activation offload (Megatron-Core megatron/core/transformer/transformer_config.py __post_init__: "CPU
+    # offloading can be done only for layers less than num_layers", "no support for Pipeline parallelism with CPU
+    # offloading", "CPU offloading does not work when activation recomputation is enabled")
+    Rule(lambda m, p: (p.offload_layers >= 0) & (p.offload_layers % 1 == 0),
+         "plan.offload_layers must be a whole number of layers >= 0, got {p.offload_layers!r}", ("offload_layers",)),
+    Rule(lambda m, p: p.offload_layers < m.n_layers,
+         "offload-layers ({p.offload_layers}) must be below the model's layers ({m.n_layers}): the last layer's "
+         "activations stay on the GPU (Megatron-Core, Transformer Engine cpu_offload.py)", ("offload_layers",)),
+    Rule(lambda m, p: (p.offload_layers == 0) | (p.pp == 1),
+         "offload-layers ({p.offload_layers}) needs pp = 1, got pp {p.pp} (Megatron-Core: no CPU offloading with "
+         "pipeline parallelism)", ("offload_layers", "pp")),
+    Rule(lambda m, p: (p.offload_layers == 0) | (p.recompute == "none"),
+         "offload-layers ({p.offload_layers}) needs recompute none, got {p.recompute!r} (Megatron-Core: CPU offloading "
+         "does not work with activation recomputation)", ("offload_layers", "recompute")),
 )
 
 

@@ -192,9 +192,36 @@ def _domain(rules: list, name: str, values, pinned=()) -> list:
     return values
 
 
+def _offload_domain(model, rules: list, offload_layers, pps, rcs, pp_pinned, rc_pinned):
+    """The pp and recompute values the CPU-offload rules of config.RULES allow with the base plan's offload_layers
+    (fixed, not searched); those rules leave ``rules``. A rule the count breaks by itself (more layers than the model
+    has), or one that forbids every pinned value, is an InputError with the rule's message."""
+    from types import SimpleNamespace
+
+    off = [r for r in rules if "offload_layers" in r.reads]
+    for r in off:
+        rules.remove(r)
+
+    def ns(**kw):
+        return SimpleNamespace(**{"offload_layers": offload_layers, "pp": 1, "recompute": "none", **kw})
+    for r in off:
+        if not r.ok(model, ns()):
+            raise InputError(r.text(model, ns()))
+        if "pp" in r.reads:
+            if pp_pinned is not None and not any(r.ok(model, ns(pp=v)) for v in pps):
+                raise InputError(r.text(model, ns(pp=pps[0])))
+            pps = [v for v in pps if r.ok(model, ns(pp=v))]
+        if "recompute" in r.reads:
+            if rc_pinned is not None and not any(r.ok(model, ns(recompute=RECOMPUTE[i])) for i in rcs):
+                raise InputError(r.text(model, ns(recompute=RECOMPUTE[rcs[0]])))
+            rcs = [i for i in rcs if r.ok(model, ns(recompute=RECOMPUTE[i]))]
+    return pps, rcs
+
+
 def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, cp=None, ep=None,
                     micro_batch=None, interleave=None, recompute=None, sequence_parallel=None, sharding=None,
-                    gpipe: bool = False, stack=None, uneven_stages: bool = False) -> tuple[dict, int]:
+                    gpipe: bool = False, stack=None, uneven_stages: bool = False,
+                    offload_layers: int = 0) -> tuple[dict, int]:
     """Every valid plan as numpy columns, and the number of combinations before the masks.
 
     A knob left as None takes every value that can be valid (divisors of the GPU count, batch,
@@ -208,7 +235,8 @@ def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, 
     pinned value it cannot run is an InputError naming the rule), the others (ZeRO stages with pipeline
     parallelism) are masks. ``uneven_stages`` (the base plan's ``--uneven-stages``) drops pp x interleave | layers
     for stage splits whose heaviest stage rounds up (each stage still holds a layer), and interleave then takes
-    every value up to the layers.
+    every value up to the layers. ``offload_layers`` (the base plan's, not searched): the rules on CPU offload
+    restrict the knobs they read (pp 1, no recomputation); a pinned value they forbid is an InputError.
     """
     import numpy as np
 
@@ -245,6 +273,7 @@ def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, 
         vs = _domain(rules, "interleave", vs, [interleave] if isinstance(interleave, int) else list(interleave or ()))
         rcs = [RECOMPUTE.index(r) for r in _domain(rules, "recompute", [RECOMPUTE[i] for i in rcs],
                                                    [recompute] if isinstance(recompute, str) else list(recompute or ()))]
+    pps, rcs = _offload_domain(model, rules, offload_layers, pps, rcs, pp, recompute)
     names = SHARDING_BY_STAGE + tuple(s for s in SHARDING if s not in SHARDING_BY_STAGE)
     zs = [ZERO_STAGE[z] for z in _choices("sharding", sharding, names, allowed)]   # SHARDING_BY_STAGE index
     enumerated = (len(tps) * len(pps) * len(cps) * len(eps) * len(mbs) * len(vs) * len(rcs) * len(sps) * len(zs))
@@ -339,7 +368,8 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
     check(model, dataclasses.replace(base, tp=1, pp=1, dp=1, cp=1, ep=1, micro_batch=1, global_batch=None,
                                      interleave=1, schedule="1f1b"))   # model fields and fixed plan fields
     knobs, enumerated = enumerate_plans(model, n_gpus, global_batch, gpipe=gpipe, stack=_stack(framework),
-                                        uneven_stages=base.uneven_stages, **pins)
+                                        uneven_stages=base.uneven_stages, offload_layers=base.offload_layers,
+                                        **pins)
     n = len(knobs["tp"])
     x = {**model_inputs(model), **plan_inputs(Plan(**{k: getattr(base, k) for k in _FIXED})),
          **hardware_inputs(hw, base.dtype), **plan_arrays(knobs, global_batch, gpipe)}
@@ -362,7 +392,7 @@ _RULED = ("overlap_pp", "overlap_grad_reduce", "overlap_tp")
 # plan fields every searched plan takes from the base (the stack's defaults, or what the user stated)
 _FIXED = ("dtype", "grad_dtype", "overlap_grad_reduce", "overlap_param_gather", "overlap_tp", "overlap_pp",
           "overlap_cp", "overlap_ep", "tp_async_dgrad", "wgrad_fusion", "ep_dispatcher", "loss_kernel",
-          "cuda_graphs")
+          "cuda_graphs", "offload_layers")
 
 
 def _stack(framework):
@@ -594,7 +624,7 @@ def _plan_text(p) -> str:
     s = f"tp={p.tp} pp={p.pp} dp={p.dp} cp={p.cp}" + (f" ep={p.ep}" if p.ep > 1 else "")
     s += f" mb={p.micro_batch}" + (f" v={p.interleave}" if p.interleave > 1 else "")
     s += f" SP={'on' if p.sequence_parallel and p.tp > 1 else 'off'} rc={p.recompute} {p.sharding}"
-    return s
+    return s + (f" offload={p.offload_layers}" if p.offload_layers else "")
 
 
 def table(cands: list[Candidate], *, sweep_mode: bool = False) -> str:

@@ -115,6 +115,8 @@ def _pieces(pred) -> dict:
         st["fwd"] += first * r["t_embed_fwd"] + last * r["t_head_fwd"]
         st["bwd"] += first * r["t_embed_bwd"] + last * r["t_head_bwd"]
         st["host"] += (i == heavy_stage) * r["t_edge_host"] + r["t_microbatch_host"]
+        # CPU activation offload (p = 1: the one stage): the forward's and backward's waits for the copies
+        st["offload_fwd"], st["offload_bwd"] = r["t_offload_fwd"], r["t_offload_bwd"]
         stages.append({k: float(x) for k, x in st.items()})
     return {"m": r["micro_batches"], "heavy": heavy, "heavy_stage": heavy_stage, "layers": layers, "dense": dense,
             "stages": stages, "send_recv": r["t_pp_send_recv"] if P > 1 else 0.0}
@@ -125,8 +127,8 @@ def per_stage(pred) -> list[dict]:
 
     Keys: stage, layers, embedding, lm_head, forward, backward, recompute, compute, tp_comm,
     cp_comm, ep_comm, pp_comm, dp_comm, communication, host (GPU waiting for the host to issue
-    kernels), optimizer, bubble, wait, idle, total,
-    microbatch (one micro-batch through the stage, forward + backward with its comm).
+    kernels), offload (the compute stream waiting for CPU activation offload copies), optimizer, bubble,
+    wait, idle, total, microbatch (one micro-batch through the stage, forward + backward with its comm).
     ``total`` equals the step time for every stage.
     """
     r, q = pred.raw, _pieces(pred)
@@ -143,9 +145,11 @@ def per_stage(pred) -> list[dict]:
         row["dp_comm"] = r["t_dp_comm"]
         row["communication"] = sum(row[k] for k in COMM_KEYS)
         row["host"] = m * st["host"]
+        row["offload"] = m * (st["offload_fwd"] + st["offload_bwd"])
         row["optimizer"] = r["t_optimizer"]
-        row["microbatch"] = sum(st[k] for k in ("fwd", "bwd", "recompute", "tp", "cp", "ep", "host"))
-        busy = row["compute"] + row["communication"] + row["host"] + row["optimizer"]
+        row["microbatch"] = sum(st[k] for k in ("fwd", "bwd", "recompute", "tp", "cp", "ep", "host", "offload_fwd",
+                                                "offload_bwd"))
+        busy = row["compute"] + row["communication"] + row["host"] + row["offload"] + row["optimizer"]
         row["bubble"] = r["t_pp_bubble"]
         row["wait"] = max(step - busy - row["bubble"], 0.0)
         row["idle"] = row["bubble"] + row["wait"]
@@ -158,9 +162,10 @@ def render_per_stage(rows: list[dict]) -> str:
     """Fixed-width table of :func:`per_stage` rows (milliseconds)."""
     cols = [("fwd", "forward"), ("bwd", "backward"), ("recomp", "recompute"), ("tp", "tp_comm"),
             ("cp", "cp_comm"), ("ep", "ep_comm"), ("pp", "pp_comm"), ("dp", "dp_comm"), ("host", "host"),
+            ("offload", "offload"),
             ("optim", "optimizer"),
             ("bubble", "bubble"), ("wait", "wait"), ("total", "total")]
-    cols = [c for c in cols if c[0] not in ("cp", "ep", "host") or any(r[c[1]] > 0 for r in rows)]
+    cols = [c for c in cols if c[0] not in ("cp", "ep", "host", "offload") or any(r[c[1]] > 0 for r in rows)]
     head = f"{'stage':<7}{'layers':>6}  " + "".join(f"{c:>10}" for c, _ in cols)
     lines = ["per pipeline stage, ms per step (compute | exposed communication | idle)", head]
     for r in rows:
@@ -258,7 +263,8 @@ def events(pred) -> tuple[list[Event], float]:
         comm_b = one["comm_bwd"]
         comm_f = one["tp"] + one["cp"] + one["ep"] - comm_b
         host_f = one["host"] / (2 + rc_full)
-        fc, bc = one["fwd"] + host_f, one["bwd"] + one["host"] - host_f
+        fc = one["fwd"] + host_f + one["offload_fwd"]          # the compute stream's waits for offload copies
+        bc = one["bwd"] + one["host"] - host_f + one["offload_bwd"]
         F.append(fc + comm_f + link)
         B.append(one["recompute"] + bc + comm_b + link)
         parts.append((((fc, "forward"), (comm_f, "comm"), (link, "p2p")),

@@ -16,6 +16,8 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   (models.pipeline_layout; DeepSeek-V3: Megatron-Bridge's layout_map).
 - Rows whose settings name the flex dispatcher's DeepEP / HybridEP backend: ep_dispatcher (tokens cross the
   network once per destination node, formulas/comm.py dispatch_a2a); an ``ETP=`` setting: etp.
+- Rows whose ``activation_offload`` column is a whole number of layers: offload_layers, where the row's layout can
+  run it (pp = 1, no recomputation, fewer than all layers: Megatron-Core transformer_config.py).
 - Rows whose settings state the MoE all-to-all overlap (Megatron-Core ``--overlap-moe-expert-parallel-comm``,
   "EP A2A overlap"): overlap_ep = 1 (hidden as far as the layer's compute lasts).
 - Megatron-Core rows whose notes state ``--tp-comm-overlap``: overlap_tp = (tp-1)/tp (the ring-exchange
@@ -341,7 +343,23 @@ def _plan_fields(row: dict) -> dict:
     if graphs != "none":
         d["cuda_graphs"] = graphs
     d.update(_pipeline_layout(row))
+    d.update(_offload(row, d))
     return d
+
+
+def _offload(row: dict, plan: dict) -> dict:
+    """The row's CPU activation offload: its ``activation_offload`` column as a whole number of layers (Megatron-Core
+    --cpu-offloading-num-layers, the Megatron-Bridge perf scripts' --activation_offload_layers). Megatron-Core refuses
+    it with pp > 1, recomputation or all layers (transformer_config.py): a stated count the row's own layout cannot
+    run was not what ran (a preset's value beside the table's layout, as such rows' notes say), and is left out;
+    so is a count of modules (fine-grained offloading, not modelled)."""
+    text = (row.get("activation_offload") or "").strip()
+    if not re.fullmatch(r"\d+", text) or int(text) == 0:
+        return {}
+    n = int(text)
+    if (plan.get("pp") or 1) != 1 or plan.get("recompute", "none") != "none" or n >= (row.get("n_layers") or 0):
+        return {}
+    return {"offload_layers": n}
 
 
 def _graph_modules(row: dict) -> set:

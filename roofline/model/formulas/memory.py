@@ -217,9 +217,21 @@ only = 1 - PL.has_pp                                       # p = 1: one stage ho
 # an MTP layer keeps its transformer layer's activations and the inputs of enorm, hnorm (h each), eh_proj (2h;
 # SP-split, gathered again in backward) and final_layernorm (h), and its own logits and LM-head input
 mtp_stored = S.mtp * (S.rc_full * layer_input + (1 - S.rc_full) * layer_activations + 5 * S.act_bytes * sbh / C.sp_div)
-activations_first = (PL.in_flight() * (stage_stored(dense_first) + only * mtp_stored) + working_set
-                     + only * (1 + S.mtp) * (logits + head_input))
-activations_last = (PL.in_flight_last() * (stage_stored(dense_last) + mtp_stored) + working_set
+
+
+def offloaded(n_dense):
+    """What Transformer Engine's CPU offload takes off the GPU (p = 1: Megatron-Core refuses --cpu-offloading with
+    pipeline parallelism or recomputation, transformer_config.py): the saved activations of the first n_off layers
+    (n_dense of the model are dense, and come first). TE's default synchronizer (transformer_engine/pytorch/
+    cpu_offload.py DefaultOffloadSynchronizer) starts layer i's copy when layer i + 1's forward starts and releases its
+    GPU memory before layer l - n_off + i runs, so at most l - n_off layers' activations are on the GPU at once."""
+    off_dense = sp.Min(S.offload_layers, n_dense)
+    return only * (off_dense * stored_dense + (S.offload_layers - off_dense) * stored_per_layer)
+
+
+activations_first = (PL.in_flight() * (stage_stored(dense_first) - offloaded(dense_first) + only * mtp_stored)
+                     + working_set + only * (1 + S.mtp) * (logits + head_input))
+activations_last = (PL.in_flight_last() * (stage_stored(dense_last) - offloaded(dense_last) + mtp_stored) + working_set
                     + (1 + S.mtp) * (logits + head_input))
 # ZeRO-3 without pipelining: the gathered parameters of the layer being computed (and the next, prefetched).
 # With p > 1 (torch.distributed.pipelining, FSDP2): torchtitan keeps the stage's parameters gathered between forward

@@ -9,6 +9,7 @@ One micro-batch on one rank of the heaviest pipeline stage, and the step:
                                                                             layout: stated_layout)
                    + t_edge_fwd + t_edge_bwd + t_edge_host                 embedding and/or LM head
                    + t_microbatch_host                                     the framework's host work
+                   + t_offload / m                                         waits for CPU activation offload
     step         = (m + (p-1)/v) t_microbatch                              pipeline (Narayanan et al. 2021)
                    + t_pp_comm + t_dp_comm + t_optimizer                   exposed PP / DP traffic, optimizer
 
@@ -365,6 +366,29 @@ def stated_layout(kinds: dict[str, Layer], edge: Edges, n_d, n_moe, n_mtp):
     return blend(n_d, lay_d), blend(n_moe, lay_moe), blend(n_mtp, lay_mtp), stated
 
 
+def offload_exposed(layer: Layer) -> tuple[sp.Expr, sp.Expr]:
+    """Per micro-batch, forward and backward, the time the compute stream waits for Transformer Engine's CPU
+    offload copies (p = 1, formulas/memory.py offloaded). TE's default synchronizer (transformer_engine/pytorch/
+    cpu_offload.py DefaultOffloadSynchronizer) starts copying layer i's saved activations when layer i + 1's forward
+    starts (c = their bytes / the host link's bandwidth, one copy at a time on its own stream), and the forward waits
+    for that copy before layer K + i (K = l - n_off layers stay on the GPU). With f one layer's forward time:
+    - K >= 2: copies that keep pace (c <= f) end in time; slower ones run back to back from f, copy i ending at
+      f + (i + 1) c, so the forward ends max(0, n_off c - (l - 2) f) late (the last copy decides);
+    - K = 1 (all layers but the last, which TE warns "prevents overlapping"): copy i is due when it starts, so each
+      layer waits its whole copy: n_off c.
+    The backward reloads in reverse from layer K - 1 + i's backward and waits before layer i's: the same with the
+    backward time b. The copy engines hold no SMs; their HBM traffic (W_h of the GPU's W) is not priced."""
+    n = S.offload_layers
+    c = M.stored_per_layer / S.host_link_bw
+    l = PL.stage_layers
+    last = 1 - sp.Min(1, l - n - 1)                  # 1 when K = 1
+    # one max of 0 and a difference per pass: a form codegen's common-subexpression pass handles fast
+
+    def wait(t):
+        return (1 - last) * sp.Max(0, n * c - (l - 2) * t, evaluate=False) + last * n * c
+    return sp.Min(1, n) * wait(layer.fwd), sp.Min(1, n) * wait(layer.bwd)
+
+
 # ---- data parallelism and the optimizer, per step ----------------------------------------------------
 def zero3_passes():
     """How often ZeRO-3 / FSDP gathers a stage's parameters for one pass (and reduce-scatters its gradients) per step:
@@ -420,7 +444,9 @@ def build() -> dict[str, sp.Expr]:
     # the framework's own per-micro-batch host work (batch fetch and broadcast, masks) while the GPU waits
     # (a full-iteration graph replays every micro-batch's forward-backward: no per-micro-batch host work between)
     edge_host = edge.host + (1 - S.graph_full) * S.host_mb
-    t_microbatch = stage_fwd + stage_bwd + stage_recompute + stage_comm + stage_host + edge_host
+    offload_fwd, offload_bwd = offload_exposed(moe)
+    stage_offload = offload_fwd + offload_bwd
+    t_microbatch = stage_fwd + stage_bwd + stage_recompute + stage_comm + stage_host + edge_host + stage_offload
 
     # PP send/recv: b (s/c) h activations, split over t (scatter/gather or SP)
     send_recv = (1 - S.ov_pp) * CM.p2p(S.act_bytes * C.tokens * h / S.tp, CM.pp_same_node())
@@ -473,6 +499,7 @@ def build() -> dict[str, sp.Expr]:
     out["t_cp_comm"] = m * stage(lambda k: k.cp)
     out["t_ep_comm"] = m * stage(lambda k: k.ep)
     out["t_host_overhead"] = m * (stage_host + edge_host)
+    out["t_offload"] = m * stage_offload
     out["t_pp_bubble"] = PL.bubble_time(t_microbatch)
     out["t_pp_comm"] = pp_comm
     out["t_dp_comm"] = dp_comm + zero3_comm
@@ -508,6 +535,8 @@ def build() -> dict[str, sp.Expr]:
     out["head_stage_heavier"] = edge.head_heavier
     out["t_edge_host"] = edge.host
     out["t_microbatch_host"] = (1 - S.graph_full) * S.host_mb
+    out["t_offload_fwd"] = offload_fwd
+    out["t_offload_bwd"] = offload_bwd
     out["t_pp_send_recv"] = send_recv
     out["t_embedding_grad_reduce"] = emb_grad
 
@@ -700,6 +729,11 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "t_cp_comm": ("time", "context-parallel ring exchange left exposed"),
     "t_ep_comm": ("time", "expert-parallel all-to-all"),
     "t_host_overhead": ("time", "time the GPU waits for the host to issue kernels (small layers)"),
+    "t_offload": ("time", "time the compute stream waits for CPU activation offload copies (host link slower than "
+                          "the layers they hide behind)"),
+    "t_offload_fwd": ("time", "per micro-batch, the forward's wait for the CPU offload copies (formulas/step.py "
+                              "offload_exposed)"),
+    "t_offload_bwd": ("time", "per micro-batch, the backward's wait for the reloads of offloaded activations"),
     "t_pp_bubble": ("time", "pipeline fill and drain"),
     "t_pp_comm": ("time", "pipeline send/recv on the critical path, and the tied-embedding gradient all-reduce "
                   "between the first and the last stage (t_embedding_grad_reduce)"),

@@ -173,6 +173,7 @@ host_moe_fwd = _s("host_moe_fwd", "time", "extra host time an MoE layer's forwar
 host_moe_bwd = _s("host_moe_bwd", "time", "extra host time an MoE layer's backward adds to a dense layer's", "hardware",
                   r"h_{eb}")
 gpus_per_node = _s("gpus_per_node", "", "GPUs per node G", "hardware", "G")
+host_link_bw = _s("host_link_bw", "bytes/time", "GPU-host copy bandwidth per direction (PCIe, NVLink-C2C): what activations offloaded to host memory move at", "hardware", r"W_{h}")
 sms = _s("sms", "", "streaming multiprocessors: thread blocks of one wave (one flash-attention block per SM); "
          "1 = no wave quantisation", "hardware", "n_{SM}")
 
@@ -260,6 +261,9 @@ wgrad_fusion = _s("wgrad_fusion", "", "1 when each weight-gradient GEMM accumula
                   "(reads and writes it, grad_bytes per element each way) instead of writing a 16-bit gradient (Megatron "
                   "gradient_accumulation_fusion; Transformer Engine fuse_wgrad_accumulation); 0: the GEMM writes its "
                   "output", "plan", r"\phi_{w}")
+
+# ---- CPU activation offload (config.Plan offload_layers -> predict.plan_inputs; formulas/memory.py, step.py) ------
+offload_layers = _s("offload_layers", "", "layers (the first ones, in forward order) whose saved activations Transformer Engine's CPU offload copies to host memory during the forward and back during the backward (Megatron-Core --cpu-offloading-num-layers); 0: none", "plan", r"n_{off}", zero=True)
 
 # ---- the loss kernel (per stack: stacks/*.yaml plan loss_kernel -> config.Plan -> predict.plan_inputs) -------------
 ce_eager = _s("ce_eager", "", "1 when the loss is torch's eager cross entropy on fp32-upcast logits (log-softmax output "

@@ -82,6 +82,9 @@ class Hardware:
     host_moe_bwd: float = 0.0                   # s, ... backward
     sustained_clock: float = 1.0                # sustained / burst compute rate under a power-capped load
     matmul_ceiling: float = 1.0                 # max achievable matmul rate / peak (mamf-finder); caps gemm, bmm eta
+    # GPU <-> host memory copies (PCIe, NVLink-C2C), per direction per GPU: what CPU activation offload moves at;
+    # None where the profile does not state it (a plan that offloads is then refused)
+    host_link: Link | None = None
     calibrated: tuple = ()                      # which parts are fitted: "compute", "intra", "inter"
     provenance: dict = field(default_factory=dict)
     sources: tuple = ()
@@ -218,7 +221,7 @@ def check_profile(d: dict, where: str) -> None:
         _clock(d["sustained_clock"], where)
     if "links" in d:
         links = S.mapping(d["links"], f"{where}: links", "a mapping with intra and inter")
-        S.check_keys(links, ("intra", "inter"), f"{where}: links")
+        S.check_keys(links, ("intra", "inter", "host"), f"{where}: links")
         for name, L in links.items():
             w = f"{where}: links.{name}"
             S.mapping(L, w, "a mapping with kind, bandwidth, latency")
@@ -443,6 +446,13 @@ def _load(ref: str) -> Hardware:
                                  S.quantity(e["busbw"], "B/s", f"{w}.busbw"))
             else:
                 coll[c, link] = (lk[link].latency, lk[link].bandwidth * dflt["link_efficiency"][link])
+    host_link = None
+    if links.get("host"):
+        L = S.mapping(links["host"], f"profile {where}: links.host", "a mapping with kind, bandwidth, latency")
+        host_link = Link(str(L.get("kind", "host")),
+                         S.quantity(_get(L, "bandwidth", f"{where} links.host"), "B/s", f"profile {where}: links.host.bandwidth"),
+                         S.quantity(L.get("latency", "10 us"), "s", f"profile {where}: links.host.latency", low=0.0,
+                                    low_open=False))
     gpn = S.number(_get(d, "gpus_per_node", where), f"profile {where}: gpus_per_node", int, low=1)
     sm_count = S.number(d.get("sm_count", 1), f"profile {where}: sm_count", int, low=1)
     power = d.get("board_power")
@@ -465,7 +475,7 @@ def _load(ref: str) -> Hardware:
         hbm_bandwidth=S.quantity(_get(d, "hbm_bandwidth", where), "B/s", f"profile {where}: hbm_bandwidth"),
         hbm_capacity=S.quantity(_get(d, "hbm_capacity", where), "B", f"profile {where}: hbm_capacity"),
         board_power=S.quantity(power, "W", f"profile {where}: board_power") if power is not None else None,
-        gpus_per_node=gpn, sm_count=sm_count, intra=lk["intra"], inter=lk["inter"], efficiency=eff,
+        gpus_per_node=gpn, sm_count=sm_count, intra=lk["intra"], inter=lk["inter"], host_link=host_link, efficiency=eff,
         dhalf=dhalf, attn_shape=attn_shape, bmm_shape=bmm_shape,
         collectives=coll,
         calibrated=tuple(sorted(set(d.get("_calibrated", [])))), provenance=dict(d.get("provenance") or {}),
