@@ -24,6 +24,13 @@ quantizers (transformer_engine/pytorch/tensor/*):
   E8M0 scale byte per 32 elements: 2 + 2 x (1 + 1/32) = 4.0625 B.
 - ``nvfp4`` (NVFP4BlockScaling): the per-tensor amax of the two-level scaling (an extra read, 2 B), then row-wise
   and column-wise 4-bit copies with one E4M3 scale per 16 elements: 2 + 2 + 2 x (0.5 + 1/16) = 5.125 B.
+Saved GEMM inputs (``saved_bytes``, formulas/memory.py): Transformer Engine's Linear keeps, for the weight gradient,
+the quantized input it made in forward with its row-wise data discarded (transformer_engine/pytorch/module/linear.py:
+``inputmat.update_usage(rowwise_usage=False, columnwise_usage=True)``; the row-wise copy instead where the input is
+re-gathered in backward): one low-precision copy with its scales, 1 B for FP8 (per-tensor scale), 1 + 4/128 B for
+FP8 blockwise, 1 + 1/32 B for MXFP8, 0.5 + 1/16 B for NVFP4. torchao's Float8Linear saves the 16-bit input and
+re-quantizes it in backward (torchao/float8/float8_linear.py ``ctx.save_for_backward(input_hp, weight_hp_t)``):
+the stack says which (stacks/*.yaml ``quantized_saves``).
 ASSUMED: no fusion of the cast into the preceding norm (TE's LayerNormLinear can write FP8 directly for some
 recipes, saving the 2-byte read of QKV and fc1 inputs), so these are upper bounds of a few % of a layer.
 """
@@ -38,17 +45,20 @@ class Precision:
     peak: str            # the profile's peak_flops key of the low-precision GEMMs
     q_bytes: float       # quantization HBM bytes per quantized element (0: no quantization)
     label: str           # how people write it
+    saved_bytes: float = 0.0     # bytes per element of a GEMM input saved quantized for backward (0: 16-bit training)
 
 
 PRECISIONS = {p.name: p for p in (
     Precision("bf16", "bf16", 0.0, "BF16"),
     Precision("fp16", "fp16", 0.0, "FP16"),
     Precision("fp32", "fp32", 0.0, "FP32"),
-    Precision("fp8", "fp8", 4.0, "FP8 delayed scaling (Megatron --fp8-recipe delayed, the default)"),
-    Precision("fp8-cs", "fp8", 6.0, "FP8 current (per-tensor) scaling, --fp8-recipe tensorwise"),
-    Precision("fp8-block", "fp8", 2 + 2 * (1 + 4 / 128), "FP8 blockwise scaling (DeepSeek-V3), --fp8-recipe blockwise"),
-    Precision("mxfp8", "fp8", 2 + 2 * (1 + 1 / 32), "MXFP8 (E8M0 scale per 32 elements), --fp8-recipe mxfp8"),
-    Precision("nvfp4", "fp4", 2 + 2 + 2 * (0.5 + 1 / 16), "NVFP4 (E4M3 scale per 16 elements + per-tensor scale)"),
+    Precision("fp8", "fp8", 4.0, "FP8 delayed scaling (Megatron --fp8-recipe delayed, the default)", 1.0),
+    Precision("fp8-cs", "fp8", 6.0, "FP8 current (per-tensor) scaling, --fp8-recipe tensorwise", 1.0),
+    Precision("fp8-block", "fp8", 2 + 2 * (1 + 4 / 128), "FP8 blockwise scaling (DeepSeek-V3), --fp8-recipe blockwise",
+              1 + 4 / 128),
+    Precision("mxfp8", "fp8", 2 + 2 * (1 + 1 / 32), "MXFP8 (E8M0 scale per 32 elements), --fp8-recipe mxfp8", 1 + 1 / 32),
+    Precision("nvfp4", "fp4", 2 + 2 + 2 * (0.5 + 1 / 16), "NVFP4 (E4M3 scale per 16 elements + per-tensor scale)",
+              0.5 + 1 / 16),
 )}
 NAMES = tuple(PRECISIONS)
 HIGH = ("bf16", "fp16", "fp32")          # no quantization: every GEMM at this dtype's peak

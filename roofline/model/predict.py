@@ -20,8 +20,8 @@ from ..base.units import DAY, HOUR, KILO, TERA
 
 BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1, "fp4": 0.5}     # GEMM operand bytes per peak_flops key
 # Activations and weights of an FP8/FP4 recipe are held in 16 bits: Transformer Engine keeps BF16 master weights and
-# layer outputs (the quantized copies of GEMM inputs it saves for backward are left out: a smaller, recipe-dependent
-# saving, ASSUMED 0 here)
+# layer outputs; the GEMM inputs it saves for backward are its quantized copies (gin_bytes, base/precision.py
+# saved_bytes, where the stack's quantized_saves says so)
 ACT_BYTES = {"fp16": 2, "fp32": 4}        # every other precision: 2 (bf16)
 BREAKDOWN = ("forward", "backward", "recompute", "tp_comm", "cp_comm", "ep_comm", "host_overhead", "offload", "pp_comm",
              "pp_bubble", "dp_comm", "optimizer")
@@ -139,7 +139,9 @@ def plan_inputs(p: Plan, model: Model | None = None) -> dict:
             "ce_eager": float(p.loss_kernel == "eager"), "ce_compiled": float(p.loss_kernel == "compiled"),
             "graph_layers": float(p.cuda_graphs != "none"), "graph_full": float(p.cuda_graphs == "full"),
             "act_bytes": ACT_BYTES.get(p.dtype, 2), "grad_bytes": BYTES[p.grad_dtype], "opt_bytes": 12,
-            "q_bytes": precision.get(p.dtype).q_bytes, "ep_dedup": float(p.ep_dispatcher != "alltoall"),
+            "q_bytes": precision.get(p.dtype).q_bytes,
+            "gin_bytes": (precision.get(p.dtype).saved_bytes if p.quantized_saves and precision.low_precision(p.dtype)
+                          else ACT_BYTES.get(p.dtype, 2)), "ep_dedup": float(p.ep_dispatcher != "alltoall"),
             "mask_bytes": 1, "f32_bytes": 4}
 
 

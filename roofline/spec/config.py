@@ -226,6 +226,9 @@ class Plan:
     # store_false in megatron/training/arguments.py: on by default; Transformer Engine fuse_wgrad_accumulation; on in
     # Megatron-Core, the default stack); False: the GEMM writes its output (per stack: stacks/*.yaml wgrad_fusion)
     wgrad_fusion: bool = True
+    # under an FP8/FP4 recipe, GEMMs save their quantized input for the weight gradient (Transformer Engine, the
+    # default stack's) or the 16-bit input (torchao Float8Linear); per stack: stacks/*.yaml quantized_saves
+    quantized_saves: bool = True
     loss_kernel: str = "fused"          # fused | eager | compiled (LOSS_KERNELS; per stack: stacks/*.yaml loss_kernel)
     cuda_graphs: str = "none"           # none | layers | full (CUDA_GRAPHS): which host issue time CUDA graphs remove
     overlap_ep: float = 0.0             # fraction of the MoE all-to-all hidden (Megatron-Core --overlap-moe-expert-parallel-comm, default off)

@@ -78,7 +78,7 @@ def _normalised_plan(d: dict) -> dict:
             v = normalize.recompute(v)
         elif k in ("dtype", "grad_dtype"):
             v = normalize.precision(v)
-        elif k in ("sequence_parallel", "uneven_stages", "tp_comm_overlap", "tp_async_dgrad", "wgrad_fusion") and isinstance(v, str):
+        elif k in ("sequence_parallel", "uneven_stages", "tp_comm_overlap", "tp_async_dgrad", "wgrad_fusion", "quantized_saves") and isinstance(v, str):
             v = normalize.flag(v)
             if v is None:
                 continue

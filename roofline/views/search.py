@@ -391,7 +391,7 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
 _RULED = ("overlap_pp", "overlap_grad_reduce", "overlap_tp")
 # plan fields every searched plan takes from the base (the stack's defaults, or what the user stated)
 _FIXED = ("dtype", "grad_dtype", "overlap_grad_reduce", "overlap_param_gather", "overlap_tp", "overlap_pp",
-          "overlap_cp", "overlap_ep", "tp_async_dgrad", "wgrad_fusion", "ep_dispatcher", "loss_kernel",
+          "overlap_cp", "overlap_ep", "tp_async_dgrad", "wgrad_fusion", "quantized_saves", "ep_dispatcher", "loss_kernel",
           "cuda_graphs", "offload_layers")
 
 

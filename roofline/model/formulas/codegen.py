@@ -16,8 +16,70 @@ from sympy.printing.numpy import NumPyPrinter
 TARGET = Path(__file__).resolve().parent.parent / "_compiled.py"
 
 
+# Max, Min, Piecewise, relations, logic and Heaviside as inert functions during common-subexpression elimination:
+# sp.cse rebuilds every node it visits with ``node.func(*args)``, and a Max, Min or relation rebuilt that way
+# evaluates, comparing its (large) arguments through sympy's assumptions; a small change to the formulas once
+# turned 34 s of cse into 8 minutes that way. An undefined function rebuilds without evaluating; _Printer prints
+# each as the numpy form of the node it stands for, so the generated numbers are the same.
+_INERT = {name: sp.Function(f"_inert_{name}") for name in ("max", "min", "pw", "gt", "ge", "lt", "le", "eq", "ne",
+                                                            "and", "or", "not", "heaviside")}
+_REL = {">": "gt", ">=": "ge", "<": "lt", "<=": "le", "==": "eq", "!=": "ne"}
+
+
+def _inert(expr, memo: dict):
+    """``expr`` with the node kinds of _INERT replaced, bottom-up (``memo``: shared subtrees rebuilt once)."""
+    hit = memo.get(expr)
+    if hit is not None:
+        return hit
+    if not expr.args or isinstance(expr, (sp.Symbol, sp.Number)):
+        out = expr
+    elif isinstance(expr, sp.Piecewise):
+        args = [_inert(part, memo) for pair in expr.args for part in pair]
+        out = _INERT["pw"](*args)
+    else:
+        args = [_inert(a, memo) for a in expr.args]
+        kind = ("max" if isinstance(expr, sp.Max) else "min" if isinstance(expr, sp.Min)
+                else _REL.get(expr.rel_op) if isinstance(expr, sp.core.relational.Relational)
+                else "and" if isinstance(expr, sp.And) else "or" if isinstance(expr, sp.Or)
+                else "not" if isinstance(expr, sp.Not) else "heaviside" if isinstance(expr, sp.Heaviside) else None)
+        if kind is not None:
+            out = _INERT[kind](*args)
+        elif all(a is b for a, b in zip(args, expr.args)):
+            out = expr
+        else:
+            out = expr.func(*args)
+    memo[expr] = out
+    return out
+
+
 class _Printer(NumPyPrinter):
-    """numpy printer with broadcasting Max/Min/Piecewise (sympy's amax form does not broadcast)."""
+    """numpy printer with broadcasting Max/Min/Piecewise (sympy's amax form does not broadcast), and the inert
+    stand-ins of _INERT printed as the nodes they replace."""
+
+    def _print_Function(self, expr):
+        name = expr.func.__name__
+        if not name.startswith("_inert_"):
+            return super()._print_Function(expr)
+        kind, a = name[len("_inert_"):], expr.args
+        if kind in ("max", "min"):
+            return self._nest("maximum" if kind == "max" else "minimum", a)
+        if kind == "pw":
+            out = None
+            for value, cond in reversed(list(zip(a[::2], a[1::2]))):
+                v = self._print(value)
+                out = v if cond is sp.true else f"np.where({self._print(cond)}, {v}, {out})"
+            return out
+        if kind in ("and", "or"):
+            out = self._print(a[0])
+            for x in a[1:]:
+                out = f"np.logical_{kind}({out}, {self._print(x)})"
+            return out
+        if kind == "not":
+            return f"np.logical_not({self._print(a[0])})"
+        if kind == "heaviside":
+            return f"np.heaviside({self._print(a[0])}, {self._print(a[1]) if len(a) > 1 else '0.5'})"
+        op = {v: k for k, v in _REL.items()}[kind]
+        return f"({self._print(a[0])} {op} {self._print(a[1])})"
 
     def _nest(self, fn, args):
         args = [self._print(a) for a in args]
@@ -60,7 +122,9 @@ def source(exprs: dict | None = None) -> str:
     inputs = sorted({s.name for e in exprs.values() for s in symbols_of(e)})
     unknown = set(inputs) - set(SYMBOLS)
     assert not unknown, unknown
-    replacements, reduced = sp.cse([exprs[n] for n in names], symbols=sp.numbered_symbols("_x"), optimizations=None,
+    memo: dict = {}
+    inert = [_inert(exprs[n], memo) for n in names]
+    replacements, reduced = sp.cse(inert, symbols=sp.numbered_symbols("_x"), optimizations=None,
                                   order="none")     # no canonical ordering: it counts tree nodes (exponential)
     pr = _Printer({"fully_qualified_modules": False, "allow_unknown_functions": False})
     lines = [

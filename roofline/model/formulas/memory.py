@@ -133,10 +133,15 @@ weights_last, gradients_last, optimizer_last = states(dense_last_rank, expert_la
 
 # ---- activations --------------------------------------------------------------------------
 sbh = C.tokens * h                                         # (s/c) b h elements
-_replicated = sbh * (4 * S.act_bytes + 2 * S.dropout * S.mask_bytes)      # 2 norm inputs, QKV and fc1 inputs; 2 dropout masks (1 B)
+# GEMM inputs saved for the weight gradient (QKV, fc1, the attention projection's and fc2's inputs) take gin_bytes per
+# element: the activation dtype, or under an FP8/FP4 recipe the quantized copy Transformer Engine keeps (base/precision.py
+# saved_bytes); norm inputs, flash attention's Q, K, V and the activation function's input stay in the activation dtype
+# 2 norm inputs, QKV and fc1 inputs; 2 dropout masks (1 B)
+_replicated = sbh * (2 * S.act_bytes + 2 * S.gin_bytes + 2 * S.dropout * S.mask_bytes)
 # Q, K, V and the attention-projection input (flash attention saves Q, K, V and O; O is the projection's input):
 # Q and O a d_h, K and V a_kv d_h wide; MLA: Q and K a (d_n + d_r), V and O a d_v (K and V expanded per head)
-_attn_split = S.act_bytes * C.tokens * (S.n_heads * (C.d_qk + C.d_v) + C.kv_heads_eff * (C.d_qk + C.d_v))
+_attn_split = C.tokens * (S.act_bytes * (S.n_heads * C.d_qk + C.kv_heads_eff * (C.d_qk + C.d_v))
+                          + S.gin_bytes * S.n_heads * C.d_v)
 # MLA, outside the TP region (s/t tokens under SP, like the norm inputs): each RMSNorm's input and the up
 # projection's input (its output) for r_q and r_kv, and the shared k_rope (d_r) that RoPE reads; the down
 # projections read the attention norm's output, already counted in _replicated
@@ -144,7 +149,8 @@ _mla_replicated = C.mla * S.act_bytes * C.tokens * (2 * C.mla_q_lora * S.q_lora 
 
 
 def _mlp_split(copies, width):
-    return S.act_bytes * copies * C.tokens * width * (2 + S.gated)     # MLP: activation input(s) and output
+    """MLP: the activation's input(s) (1 + gated, the activation dtype) and its output, fc2's input (gin_bytes)."""
+    return copies * C.tokens * width * (S.act_bytes * (1 + S.gated) + S.gin_bytes)
 
 
 _split = (_attn_split + _mlp_split(1 + C.moe * (C.routed - 1), S.moe_ffn)   # routed experts (a dense MLP: 1 copy)

@@ -148,6 +148,7 @@ mask_bytes = _s("mask_bytes", "bytes", "bytes per dropout-mask element (1)", "pl
 f32_bytes = _s("f32_bytes", "bytes", "bytes per fp32 element (4): logits in the loss", "plan", r"\beta_{32}")
 q_bytes = _s("q_bytes", "bytes", "HBM bytes the low-precision recipe's quantization kernels move per quantized GEMM "
              "operand element (0 in 16-bit training; roofline/base/precision.py)", "plan", r"\beta_{q}")
+gin_bytes = _s("gin_bytes", "bytes", "bytes per element of a GEMM input saved for the weight gradient: the activation dtype, or the quantized copy Transformer Engine keeps under an FP8/FP4 recipe (base/precision.py saved_bytes; per stack: quantized_saves)", "plan", r"\beta_{g}")
 opt_bytes = _s("opt_bytes", "bytes", "optimizer-state bytes per parameter (Adam: fp32 master + 2 moments = 12)", "plan", r"\beta_{o}")
 
 # ---- hardware -----------------------------------------------------------------------------
