@@ -154,3 +154,15 @@ def test_search_keeps_a_pinned_offload_and_only_the_plans_that_can_run_it():
         assert "offload=40" in search._plan_text(c.plan)
     with pytest.raises(InputError, match="needs pp = 1, got pp 2"):
         search.search(model, GB200, 64, 256, framework="megatron-core", base=base, pp=2)
+
+
+def test_nemo_rows_that_state_offload_fit_only_with_it():
+    # NVIDIA's GB200 Llama rows at pp 1 state CPU activation offload (Megatron-Bridge --activation_offload_layers):
+    # their plans need it, and the model says the same: over the GPU's memory without it, under with it
+    rows = {r["case_id"]: r for r in V.read(V.dataset_path("nemo"))}
+    for cid, n in (("nemo2604_gb200_llama3_70b_fp8cs_64gpu", 40), ("nemo2509_gb200_llama31_405b_fp8cs_128gpu", 95)):
+        case = V.build_case(rows[cid])
+        assert case.spec.plan.offload_layers == n
+        with_it = predict(case.spec.model, case.spec.plan, case.spec.hardware)
+        without = predict(case.spec.model, dataclasses.replace(case.spec.plan, offload_layers=0), case.spec.hardware)
+        assert with_it.fits_in_memory and not without.fits_in_memory, cid
