@@ -46,9 +46,10 @@ CASES = [
      "search's too, runs their FP8 recipe, DeepEP's node-deduplicated dispatch with the all-to-all hidden behind "
      "the other micro-batch (dispatcher deepep, overlap-ep 1) and may split stages unevenly. Not modelled: "
      "DualPipe (the published row is priced as 1F1B on Megatron-Bridge's 16-stage layout of DeepSeek-V3), their "
-     "recomputation of only RMSNorm and the MLA up-projections (priced as Megatron's selective), FP8 activation "
-     "caching and BF16 optimizer moments (so the published row's activations do not fit here); the micro-batch "
-     "is not stated (1 assumed)",
+     "recomputation of only RMSNorm and the MLA up-projections (priced as Megatron's selective), their FP8 caching "
+     "of the activations beyond the GEMM inputs (those are saved quantized, as Transformer Engine does) and BF16 "
+     "optimizer moments (so the published row's activations do not fit here); the micro-batch is not stated "
+     "(1 assumed)",
      dict(dtype="fp8-block", ep_dispatcher="deepep", overlap_ep=1.0, uneven_stages=True),
      # tokens per step / (tokens per GPU-second = 1e12 tokens / 180e3 GPU-hours) / GPUs
      (15360 * 4096 / (1e12 / (180e3 * HOUR)) / 2048,

@@ -33,3 +33,13 @@ def test_small_gemms_warn_below_the_ridge_point():
     assert any(m.startswith("GEMMs too small") and "qkv_proj" in m for m in msgs)
     # every GEMM of this model is far below the H100 bf16 ridge (989 TFLOP/s / 3.35 TB/s ~ 295 FLOP/B)
     assert all(ai < 295 for _, ai, _ in advice.gemms(p))
+
+
+def test_the_memory_warning_counts_memory_as_the_memory_line_does():
+    # the warning's figure is the tensors plus the reserve (CUDA context, NCCL buffers, fragmentation), what the
+    # memory line prints and the fit check compares with the capacity
+    p = _pred("llama3-70b", {"tp": 1, "dp": 8, "global_batch": 8, "micro_batch": 1})
+    assert not p.fits_in_memory
+    line = next(w for w in advice.warnings_for(p) if w.startswith("plan does not fit in memory"))
+    need = float(line.split(": ")[1].split(" GiB")[0])
+    assert need == pytest.approx((p.memory["total"] + p.memory["reserve"]).to("GiB").magnitude, abs=0.05)

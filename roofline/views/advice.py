@@ -75,8 +75,9 @@ def warnings_for(pred) -> list[str]:
                    f"interleaving or a smaller pp help")
     # 4. memory
     if not pred.fits_in_memory:
-        need = pred.memory["total"].to("GiB").magnitude
+        need = (pred.memory["total"] + pred.memory["reserve"]).to("GiB").magnitude     # as the memory line counts it
         cap = pred.memory_capacity.to("GiB").magnitude
         out.append(f"plan does not fit in memory: {need:.1f} GiB per GPU > {cap:.0f} GiB ({pred.overflow} is the "
-                   f"largest part); try recompute, sharding, or more tensor/pipeline parallelism")
+                   f"largest part); try recompute, sharding, CPU activation offload, or more tensor/pipeline "
+                   f"parallelism")
     return out
