@@ -132,16 +132,18 @@ def plan_inputs(p: Plan, model: Model | None = None) -> dict:
             raise InputError("plan.pipeline_layout needs the model (its layers and MTP layers) to map it to stages")
         stages = stage_counts(p.pipeline_layout, p.pp, p.interleave, model.dense_layers, model.n_layers,
                               model.mtp_layers or 0)
+    act = ACT_BYTES.get(p.dtype, 2)
+    low = precision.low_precision(p.dtype)
     return {**layout_inputs(p.tp, p.pp, p.dp, p.cp, p.ep, p.micro_batch, p.batch, p.interleave, p.sequence_parallel,
                             RECOMPUTE.index(p.recompute), p.zero_stage, p.schedule == "gpipe", p.etp, stages),
             **{sym: getattr(p, field) for field, sym in OVERLAP_INPUTS.items()}, "tp_async": float(p.tp_async_dgrad),
             "wgrad_fusion": float(p.wgrad_fusion), "offload_layers": float(p.offload_layers),
             "ce_eager": float(p.loss_kernel == "eager"), "ce_compiled": float(p.loss_kernel == "compiled"),
             "graph_layers": float(p.cuda_graphs != "none"), "graph_full": float(p.cuda_graphs == "full"),
-            "act_bytes": ACT_BYTES.get(p.dtype, 2), "grad_bytes": BYTES[p.grad_dtype], "opt_bytes": 12,
+            "act_bytes": act, "grad_bytes": BYTES[p.grad_dtype], "opt_bytes": 12,
             "q_bytes": precision.get(p.dtype).q_bytes,
-            "gin_bytes": (precision.get(p.dtype).saved_bytes if p.quantized_saves and precision.low_precision(p.dtype)
-                          else ACT_BYTES.get(p.dtype, 2)), "ep_dedup": float(p.ep_dispatcher != "alltoall"),
+            "gin_bytes": precision.get(p.dtype).saved_bytes if p.quantized_saves and low else act,
+            "ep_dedup": float(p.ep_dispatcher != "alltoall"),
             "mask_bytes": 1, "f32_bytes": 4}
 
 

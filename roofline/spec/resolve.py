@@ -37,6 +37,8 @@ from ..base.errors import InputError
 PLAN_FIELDS = tuple(f.name for f in dataclasses.fields(Plan))
 MODEL_FIELDS = tuple(f.name for f in dataclasses.fields(Model))
 EXTRA_PLAN_KEYS = ("n_gpus", "tp_comm_overlap")
+# on/off fields ("y", "true", "off" read as booleans): the Plan's bool fields and the tp_comm_overlap request
+FLAG_FIELDS = tuple(f.name for f in dataclasses.fields(Plan) if f.type in (bool, "bool")) + ("tp_comm_overlap",)
 DEFAULT_GPU = "a100-sxm4-80gb"
 
 
@@ -78,7 +80,7 @@ def _normalised_plan(d: dict) -> dict:
             v = normalize.recompute(v)
         elif k in ("dtype", "grad_dtype"):
             v = normalize.precision(v)
-        elif k in ("sequence_parallel", "uneven_stages", "tp_comm_overlap", "tp_async_dgrad", "wgrad_fusion", "quantized_saves") and isinstance(v, str):
+        elif k in FLAG_FIELDS and isinstance(v, str):
             v = normalize.flag(v)
             if v is None:
                 continue

@@ -204,18 +204,18 @@ def _offload_domain(model, rules: list, offload_layers, pps, rcs, pp_pinned, rc_
 
     def ns(**kw):
         return SimpleNamespace(**{"offload_layers": offload_layers, "pp": 1, "recompute": "none", **kw})
+    # each knob: its candidate values, how a value reads as the plan field, whether the user pinned it
+    knobs = {"pp": [pps, lambda v: v, pp_pinned], "recompute": [rcs, lambda i: RECOMPUTE[i], rc_pinned]}
     for r in off:
         if not r.ok(model, ns()):
             raise InputError(r.text(model, ns()))
-        if "pp" in r.reads:
-            if pp_pinned is not None and not any(r.ok(model, ns(pp=v)) for v in pps):
-                raise InputError(r.text(model, ns(pp=pps[0])))
-            pps = [v for v in pps if r.ok(model, ns(pp=v))]
-        if "recompute" in r.reads:
-            if rc_pinned is not None and not any(r.ok(model, ns(recompute=RECOMPUTE[i])) for i in rcs):
-                raise InputError(r.text(model, ns(recompute=RECOMPUTE[rcs[0]])))
-            rcs = [i for i in rcs if r.ok(model, ns(recompute=RECOMPUTE[i]))]
-    return pps, rcs
+        for name in (k for k in knobs if k in r.reads):
+            values, field, pinned = knobs[name]
+            allowed = [v for v in values if r.ok(model, ns(**{name: field(v)}))]
+            if pinned is not None and not allowed:
+                raise InputError(r.text(model, ns(**{name: field(values[0])})))
+            knobs[name][0] = allowed
+    return knobs["pp"][0], knobs["recompute"][0]
 
 
 def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, cp=None, ep=None,

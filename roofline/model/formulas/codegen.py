@@ -21,9 +21,16 @@ TARGET = Path(__file__).resolve().parent.parent / "_compiled.py"
 # evaluates, comparing its (large) arguments through sympy's assumptions; a small change to the formulas once
 # turned 34 s of cse into 8 minutes that way. An undefined function rebuilds without evaluating; _Printer prints
 # each as the numpy form of the node it stands for, so the generated numbers are the same.
-_INERT = {name: sp.Function(f"_inert_{name}") for name in ("max", "min", "pw", "gt", "ge", "lt", "le", "eq", "ne",
-                                                            "and", "or", "not", "heaviside")}
 _REL = {">": "gt", ">=": "ge", "<": "lt", "<=": "le", "==": "eq", "!=": "ne"}
+_KIND = ((sp.Max, "max"), (sp.Min, "min"), (sp.And, "and"), (sp.Or, "or"), (sp.Not, "not"), (sp.Heaviside, "heaviside"))
+_INERT = {name: sp.Function(f"_inert_{name}") for name in ("pw", *_REL.values(), *(n for _, n in _KIND))}
+
+
+def _kind(expr) -> str | None:
+    """The _INERT name of ``expr``'s node, or None for a node cse may rebuild as it is."""
+    if isinstance(expr, sp.core.relational.Relational):
+        return _REL[expr.rel_op]
+    return next((name for cls, name in _KIND if isinstance(expr, cls)), None)
 
 
 def _inert(expr, memo: dict):
@@ -38,10 +45,7 @@ def _inert(expr, memo: dict):
         out = _INERT["pw"](*args)
     else:
         args = [_inert(a, memo) for a in expr.args]
-        kind = ("max" if isinstance(expr, sp.Max) else "min" if isinstance(expr, sp.Min)
-                else _REL.get(expr.rel_op) if isinstance(expr, sp.core.relational.Relational)
-                else "and" if isinstance(expr, sp.And) else "or" if isinstance(expr, sp.Or)
-                else "not" if isinstance(expr, sp.Not) else "heaviside" if isinstance(expr, sp.Heaviside) else None)
+        kind = _kind(expr)
         if kind is not None:
             out = _INERT[kind](*args)
         elif all(a is b for a, b in zip(args, expr.args)):
@@ -64,16 +68,9 @@ class _Printer(NumPyPrinter):
         if kind in ("max", "min"):
             return self._nest("maximum" if kind == "max" else "minimum", a)
         if kind == "pw":
-            out = None
-            for value, cond in reversed(list(zip(a[::2], a[1::2]))):
-                v = self._print(value)
-                out = v if cond is sp.true else f"np.where({self._print(cond)}, {v}, {out})"
-            return out
+            return self._where(zip(a[::2], a[1::2]))
         if kind in ("and", "or"):
-            out = self._print(a[0])
-            for x in a[1:]:
-                out = f"np.logical_{kind}({out}, {self._print(x)})"
-            return out
+            return self._nest(f"logical_{kind}", a)
         if kind == "not":
             return f"np.logical_not({self._print(a[0])})"
         if kind == "heaviside":
@@ -100,12 +97,16 @@ class _Printer(NumPyPrinter):
     def _print_floor(self, expr):
         return f"np.floor({self._print(expr.args[0])})"
 
-    def _print_Piecewise(self, expr):
+    def _where(self, pairs):
+        """(value, condition) pairs, the first true one's value: nested np.where, the last (True) the default."""
         out = None
-        for value, cond in reversed(expr.args):
+        for value, cond in reversed(list(pairs)):
             v = self._print(value)
             out = v if cond is sp.true else f"np.where({self._print(cond)}, {v}, {out})"
         return out
+
+    def _print_Piecewise(self, expr):
+        return self._where(expr.args)
 
     def _print_Relational(self, expr):
         return f"({self._print(expr.lhs)} {expr.rel_op} {self._print(expr.rhs)})"

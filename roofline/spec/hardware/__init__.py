@@ -415,12 +415,14 @@ def _load(ref: str) -> Hardware:
     peaks.setdefault("bf16", peaks.get("fp16"))
     peaks.setdefault("fp16", peaks.get("bf16"))
     links = _get(d, "links", where)
-    lk = {}
-    for name in ("intra", "inter"):
+
+    def read_link(name: str) -> Link:
+        """links.<name>: kind (default the name), bandwidth (B/s, one direction per GPU), latency (default 10 us)."""
         L = _get(links, name, f"{where} links")
-        lk[name] = Link(str(L.get("kind", name)),
-                        S.quantity(_get(L, "bandwidth", f"{where} links.{name}"), "B/s", f"profile {where}: links.{name}.bandwidth"),
-                        S.quantity(L.get("latency", "10 us"), "s", f"profile {where}: links.{name}.latency", low=0.0, low_open=False))
+        return Link(str(L.get("kind", name)),
+                    S.quantity(_get(L, "bandwidth", f"{where} links.{name}"), "B/s", f"profile {where}: links.{name}.bandwidth"),
+                    S.quantity(L.get("latency", "10 us"), "s", f"profile {where}: links.{name}.latency", low=0.0, low_open=False))
+    lk = {name: read_link(name) for name in ("intra", "inter")}
     eff_raw = _merge(dflt["efficiency"], d.get("efficiency") or {})
     eff = {}
     for c in CLASSES:
@@ -446,13 +448,7 @@ def _load(ref: str) -> Hardware:
                                  S.quantity(e["busbw"], "B/s", f"{w}.busbw"))
             else:
                 coll[c, link] = (lk[link].latency, lk[link].bandwidth * dflt["link_efficiency"][link])
-    host_link = None
-    if links.get("host"):
-        L = S.mapping(links["host"], f"profile {where}: links.host", "a mapping with kind, bandwidth, latency")
-        host_link = Link(str(L.get("kind", "host")),
-                         S.quantity(_get(L, "bandwidth", f"{where} links.host"), "B/s", f"profile {where}: links.host.bandwidth"),
-                         S.quantity(L.get("latency", "10 us"), "s", f"profile {where}: links.host.latency", low=0.0,
-                                    low_open=False))
+    host_link = read_link("host") if links.get("host") else None
     gpn = S.number(_get(d, "gpus_per_node", where), f"profile {where}: gpus_per_node", int, low=1)
     sm_count = S.number(d.get("sm_count", 1), f"profile {where}: sm_count", int, low=1)
     power = d.get("board_power")
