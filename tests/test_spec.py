@@ -293,3 +293,56 @@ def test_nanotron_rows_get_nanotron_defaults():
     with pytest.raises(InputError, match="nanotron"):
         resolve(models.load("llama3-8b"), {"tp": 1, "pp": 2, "dp": 4, "micro_batch": 1, "global_batch": 32,
                                            "sharding": "zero3"}, hardware.load("h100-sxm"), "nanotron")
+
+
+# ---- every model field from the command line ----------------------------------------------------------
+def test_every_model_field_has_a_flag():
+    """A Model field a config file accepts is also a flag of every model command (the preset's `name` aside);
+    a field added to the Model without a flag fails here."""
+    from roofline.spec.cliargs import MODEL_FLAGS, MODEL_SWITCHES
+    from roofline.spec.config import Model
+
+    fields = {f.name for f in dataclasses.fields(Model)} - {"name"}
+    dests = set()
+    for cmd in ("transformer", "search", "run-cost"):
+        actions = parser(cmd)._subparsers._group_actions[0].choices[cmd]._actions
+        dests = {a.dest for a in actions}
+        assert fields <= dests, f"{cmd}: no flag for {sorted(fields - dests)}"
+    assert {d for _, d, _, _ in MODEL_FLAGS} | {d for _, d, _, _ in MODEL_SWITCHES} <= fields
+
+
+@pytest.mark.parametrize("preset", ["deepseek-v3", "gpt-oss-120b", "nemotron-3-nano-30b-a3b", "qwen3-30b-a3b"])
+def test_a_modern_preset_rebuilt_from_flags_alone(preset, tmp_path):
+    """Every field of a modern preset (MLA, shared experts, dense-first layers, MTP, sliding windows, a hybrid Mamba
+    pattern) written as flags, without --model, gives the preset's model and the same prediction."""
+    from roofline.spec import models
+    from roofline.spec.cliargs import MODEL_FLAGS, MODEL_SWITCHES
+
+    m = models.load(preset)
+    argv = ["--gpu", "h100-sxm", "--dp", "8", "--ep", "8" if m.n_experts % 8 == 0 else "1", "--global-batch", "64"]
+    for name, dest, _, _ in MODEL_FLAGS:
+        if getattr(m, dest) is not None:
+            argv += [f"--{name}", str(getattr(m, dest))]
+    for name, dest, _, _ in MODEL_SWITCHES:
+        argv.append(f"--{name}" if getattr(m, dest) else f"--no-{name}")
+    argv += ["--mlp", m.mlp, "--norm", m.norm, "--attention", m.attention, "--position", m.position,
+             "--tied" if m.tied_embeddings else "--untied"]
+    spec = _cli(argv)
+    assert dataclasses.replace(spec.model, name=m.name) == m
+    ref = resolve(preset, spec.plan, "h100-sxm")
+    assert predict(spec).raw["step_time"] == pytest.approx(predict(ref).raw["step_time"], rel=1e-12)
+
+
+def test_a_changed_modern_field_moves_the_model():
+    """--first-dense-layers 0 turns DeepSeek-V3's 3 dense layers into MoE layers: 3 x (256 routed experts, the
+    shared expert and the router - one dense MLP) more parameters, and the name says the preset was modified."""
+    base = _cli(["--model", "deepseek-v3", "--gpu", "h800", "--pp", "16", "--dp", "16", "--ep", "16",
+                 "--global-batch", "4096", "--uneven-stages"])
+    moe = _cli(["--model", "deepseek-v3", "--gpu", "h800", "--pp", "16", "--dp", "16", "--ep", "16",
+                "--global-batch", "4096", "--uneven-stages", "--first-dense-layers", "0"])
+    h, e, f = 7168, 2048, 18432
+    gated = 3                                        # swiglu: gate, up, down
+    added = 3 * ((256 + 1) * gated * h * e + h * 256 - gated * h * f)   # routed + shared, router - dense MLP
+    got = predict(moe).raw["params"] - predict(base).raw["params"]
+    assert got == pytest.approx(added, rel=1e-9)
+    assert moe.model.name.endswith("(modified)") and not base.model.name.endswith("(modified)")

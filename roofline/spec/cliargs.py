@@ -22,6 +22,43 @@ MODEL_FLAGS = [
     ("n-experts", "n_experts", int, "MoE experts (1 = dense)"),
     ("top-k", "top_k", int, "experts per token"),
     ("capacity-factor", "capacity_factor", float, "MoE capacity factor"),
+    ("head-dim", "head_dim", int, "width of one attention head (Megatron-Core kv_channels); default d_model / heads"),
+    ("moe-ffn-hidden", "moe_ffn_hidden", int, "inner size of one routed expert (Megatron-Core moe_ffn_hidden_size); "
+     "default ffn-hidden"),
+    ("n-shared-experts", "n_shared_experts", int, "shared experts every token passes through (DeepSeek); default 0"),
+    ("shared-ffn-hidden", "shared_ffn_hidden", int, "total inner size of the shared experts (Megatron-Core "
+     "moe_shared_expert_intermediate_size); default n-shared-experts x moe-ffn-hidden"),
+    ("first-dense-layers", "first_dense_layers", int, "leading layers with a dense MLP of ffn-hidden in a MoE model "
+     "(DeepSeek-V3: 3); default 0"),
+    ("moe-latent-size", "moe_latent_size", int, "LatentMoE: width the routed experts read and write (Megatron-Core "
+     "moe_latent_size; Nemotron 3 Super); default d_model"),
+    ("mtp-layers", "mtp_layers", int, "multi-token-prediction layers on the last stage (Megatron-Core "
+     "--mtp-num-layers); default 0"),
+    ("q-lora-rank", "q_lora_rank", int, "MLA query compression rank; default: queries projected from d_model directly"),
+    ("kv-lora-rank", "kv_lora_rank", int, "MLA key/value compression rank (setting it makes attention MLA; then "
+     "--qk-nope-head-dim, --qk-rope-head-dim and --v-head-dim are required)"),
+    ("qk-nope-head-dim", "qk_nope_head_dim", int, "MLA query/key head width without RoPE (Megatron-Core qk_head_dim)"),
+    ("qk-rope-head-dim", "qk_rope_head_dim", int, "MLA query/key RoPE head width (Megatron-Core qk_pos_emb_head_dim)"),
+    ("v-head-dim", "v_head_dim", int, "MLA value head width"),
+    ("swa-window", "swa_window", int, "sliding-window attention: keys per query (Megatron-Core window_size)"),
+    ("swa-every", "swa_every", int, "every n-th layer keeps full attention, the others are windowed (Megatron-Core "
+     "window_attn_skip_freq); default: every layer windowed"),
+    ("hybrid-pattern", "hybrid_pattern", str, "hybrid Mamba-2 layer pattern, one character per layer: M Mamba-2, * "
+     "attention, - dense MLP, E MoE (Megatron-Core --hybrid-override-pattern)"),
+    ("mamba-num-heads", "mamba_num_heads", int, "Mamba-2 heads; default expand x d_model / head width"),
+    ("mamba-head-dim", "mamba_head_dim", int, "Mamba-2 head width; default 64"),
+    ("mamba-state-dim", "mamba_state_dim", int, "Mamba-2 state size; default 128"),
+    ("mamba-num-groups", "mamba_num_groups", int, "Mamba-2 B/C groups; default 8"),
+    ("mamba-d-conv", "mamba_d_conv", int, "Mamba-2 causal conv1d width; default 4"),
+    ("mamba-expand", "mamba_expand", int, "Mamba-2 inner width / d_model; default 2"),
+    ("mamba-chunk-size", "mamba_chunk_size", int, "Mamba-2 SSD chunk length; default 128"),
+]
+# the model's on/off fields: (flag, dest, help of --flag, help of --no-flag)
+MODEL_SWITCHES = [
+    ("biases", "biases", "bias vectors on the linear layers (GPT-2/3)", "no biases (LLaMA)"),
+    ("dropout", "dropout", "dropout after attention and MLP (its masks stored for backward)", "no dropout"),
+    ("causal", "causal", "causal attention: the kernel skips masked blocks, half the score FLOPs", "full (bidirectional) "
+     "attention"),
 ]
 PLAN_FLAGS = [
     ("tp", "tp", int, "tensor-parallel degree"),
@@ -91,6 +128,9 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
          help="tie the embedding and LM-head weights (one V x h matrix; GPT-2/3 style)")
     flag(g, "untied", dest="tied_embeddings", action="store_false",
          help="separate LM-head weights (LLaMA style: a second V x h matrix and its gradients)")
+    for name, dest, on, off in MODEL_SWITCHES:
+        flag(g, name, dest=dest, action="store_true", default=None, help=f"{on}; default: the preset's")
+        flag(g, f"no-{name}", dest=dest, action="store_false", help=off)
     g = p.add_argument_group("parallel plan")
     for name, dest, typ, hlp in PLAN_FLAGS:
         flag(g, name, dest=dest, type=typ, help=hlp)
@@ -178,9 +218,9 @@ def build_spec(args):
         stated_model.pop("ffn_hidden", None)
     shape = {dest: getattr(args, dest) for _, dest, _, _ in MODEL_FLAGS}
     flags = {**shape, "mlp": args.mlp, "norm": args.norm, "attention": args.attention, "position": args.position,
-             "tied_embeddings": args.tied_embeddings}
+             "tied_embeddings": args.tied_embeddings, **{dest: getattr(args, dest) for _, dest, _, _ in MODEL_SWITCHES}}
     stated_model.update({k: v for k, v in flags.items() if v is not None})
-    if model is not None and args.model and any(v is not None and v != getattr(model, k) for k, v in shape.items()):
+    if model is not None and args.model and any(v is not None and v != getattr(model, k) for k, v in flags.items()):
         stated_model["name"] = f"{model.name} (modified)"
 
     plan = {}
