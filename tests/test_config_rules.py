@@ -46,7 +46,7 @@ def models(draw, valid: bool = False):
 PLAN_VALUES = dict(tp=some([1, 2, 3, 4, 8], [0, 2.0]), pp=some([1, 2, 3, 4], [0]), dp=some([1, 2, 3, 4, 8], [-2]),
                    cp=some([1, 2, 3, 4]), ep=some([1, 2, 4, 8], [0]), micro_batch=some([1, 2, 3, 4]),
                    global_batch=some([8, 12, 16, 24, 48, 96], [0]), interleave=some([1, 2, 3]),
-                   schedule=some(["1f1b", "interleaved", "gpipe"], ["zb"]),
+                   schedule=some(["1f1b", "interleaved", "gpipe", "dualpipev"], ["zb"]),
                    recompute=some(list(RECOMPUTE), ["some"]), sharding=some(list(SHARDING), ["zero4"]),
                    dtype=some(["bf16", "fp8"], ["int4"]), overlap_tp=some([0.0, 0.5, 1.0], [1.5]),
                    uneven_stages=st.booleans())
@@ -89,8 +89,8 @@ def test_check_raises_iff_the_array_rules_reject(model, rows, stack):
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(model=models(valid=True), n=st.sampled_from([1, 2, 3, 4, 6, 8, 12]), batch=st.sampled_from([1, 2, 4, 6, 8, 12]),
-       stack=st.sampled_from(STACKS), gpipe=st.booleans())
-def test_search_enumerates_exactly_the_plans_check_accepts(model, n, batch, stack, gpipe):
+       stack=st.sampled_from(STACKS), pinned=st.sampled_from([None, "gpipe", "dualpipev"]))
+def test_search_enumerates_exactly_the_plans_check_accepts(model, n, batch, stack, pinned):
     try:
         check(model, Plan())
     except InputError:
@@ -98,7 +98,8 @@ def test_search_enumerates_exactly_the_plans_check_accepts(model, n, batch, stac
     st_ = stacks.get(stack) if stack else None
     extra = stacks.plan_rules(st_) if st_ else ()
     try:
-        knobs, _ = enumerate_plans(model, n, batch, gpipe=gpipe, stack=st_, recompute="none", sequence_parallel=False)
+        knobs, _ = enumerate_plans(model, n, batch, schedule=pinned, stack=st_, recompute="none",
+                                   sequence_parallel=False)
     except InputError:
         knobs = {k: [] for k in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "interleave", "sharding")}
     got = set(zip(*(np.asarray(knobs[k]).tolist() for k in ("tp", "pp", "dp", "cp", "ep", "micro_batch",
@@ -110,9 +111,10 @@ def test_search_enumerates_exactly_the_plans_check_accepts(model, n, batch, stac
             continue
         dp = n // (tp * pp * cp)
         for ep, mb, v, z in itertools.product(divisors(model.n_experts), divisors(batch),
-                                              [1] if gpipe else divisors(model.n_layers), SHARDING_BY_STAGE):
+                                              {"gpipe": [1], "dualpipev": [2]}.get(pinned, divisors(model.n_layers)),
+                                              SHARDING_BY_STAGE):
             plan = Plan(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=mb, global_batch=batch, interleave=v,
-                        schedule="gpipe" if gpipe else ("interleaved" if v > 1 else "1f1b"), sharding=z)
+                        schedule=pinned or ("interleaved" if v > 1 else "1f1b"), sharding=z)
             if scalar_ok(model, plan, extra):
                 expect.add((tp, pp, dp, cp, ep, mb, v, ZERO_STAGE[z]))
     assert got == expect

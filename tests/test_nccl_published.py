@@ -91,7 +91,9 @@ def test_across_nodes_never_beats_its_links(kind, k, n, size, b_out, a_out):
     share = (p - k) / p if kind == "a2a" else float(CM.FACTOR[kind](p))
     per_nic = share * size / b_out if kind == "a2a" else share * size / (k * b_out)
     assert t >= per_nic * (1 - 1e-9)
-    assert t >= FN[kind](k, size, k, a_in, a_out, b_in, b_out) * (1 - 1e-9)
+    # 1 ns of slack: with no NIC latency (a_out 0) and a tiny message both are the in-node ring's latency, and the
+    # two paths' bandwidth terms (1000 B: ~5 ns) may differ in their last digits (found by hypothesis: 1e-13 s)
+    assert t >= FN[kind](k, size, k, a_in, a_out, b_in, b_out) * (1 - 1e-9) - 1e-9
     assert FN[kind](p, 2 * size, k, a_in, a_out, b_in, b_out) > t
 
 

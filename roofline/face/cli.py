@@ -76,7 +76,8 @@ def render(pred, band=..., mfu_convention: str = "roofline") -> str:
         f"({mfu_convention} convention: {MFU_CONVENTIONS[mfu_convention][1]})",
         f"  HFU                       {100 * d['hfu']:11.1f} %   (executed matmul FLOPs incl. recompute)",
         f"  tokens/s                  {d['tokens_per_s']:12.4g}",
-        f"  pipeline bubble           {100 * d['pp_bubble_fraction']:11.1f} %   (share of pipeline time, (p-1)/(v m + p - 1))",
+        f"  pipeline bubble           {100 * d['pp_bubble_fraction']:11.1f} %   (share of pipeline time, "
+        + ("DualPipeV: (p-1)(t + B - 3W)/2 of (m t + bubble))" if p.schedule == "dualpipev" else "(p-1)/(v m + p - 1))"),
     ]
     if "run_days" in d:
         lines += ["", f"  run: {d['steps']:,.0f} steps, {d['tokens']:.4g} tokens",
@@ -106,6 +107,9 @@ def cmd_transformer(args) -> int:
         args._base = cfg
         training = cfg.get("training") or {}
     spec = build_spec(args)
+    if args.per_stage or args.trace or args.timeline:
+        from ..views import timeline
+        timeline.replayable(spec.plan)          # refused before anything is printed
     given = lambda k: getattr(args, k) if getattr(args, k) is not None else training.get(k)  # noqa: E731
     pred = predict(spec, tokens=given("tokens"), steps=given("steps"), gpu_hour_price=given("gpu_hour_price"),
                    memory_margin=args.memory_margin or 0.0)

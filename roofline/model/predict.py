@@ -84,11 +84,11 @@ def mla_inputs(m: Model) -> dict:
 
 
 def layout_inputs(tp, pp, dp, cp, ep, micro_batch, global_batch, interleave, sequence_parallel, recompute, zero,
-                  gpipe, etp=None, stages=None) -> dict:
+                  schedule, etp=None, stages=None) -> dict:
     """The formula inputs of a plan's layout: one plan's numbers, or numpy arrays of many (``search``).
 
     ``recompute``: 0 none, 1 selective, 2 full, 3 op (``config.RECOMPUTE`` order); ``zero``: the ZeRO stage 0-3;
-    ``sequence_parallel`` and ``gpipe``: truth values; ``etp`` None: = tp (Megatron-Core's default expert TP);
+    ``sequence_parallel``: truth values; ``schedule``: a name of config.SCHEDULES (one for all rows); ``etp`` None: = tp (Megatron-Core's default expert TP);
     ``stages``: a stated pipeline layout's per-rank counts (layout.stage_counts), None: derived (pp_layout = 0).
     The one mapping from plan knobs to formula symbols."""
     tp, recompute, zero = np.asarray(tp), np.asarray(recompute), np.asarray(zero)
@@ -97,7 +97,8 @@ def layout_inputs(tp, pp, dp, cp, ep, micro_batch, global_batch, interleave, seq
             "micro_batch": f(micro_batch),
             "global_batch": f(global_batch), "interleave": f(interleave),
             "seq_par": f((np.asarray(sequence_parallel) != 0) & (tp > 1)),
-            "rc_full": f(recompute == 2), "rc_sel": f(recompute == 1), "rc_op": f(recompute == 3), "gpipe": f(np.asarray(gpipe) != 0),
+            "rc_full": f(recompute == 2), "rc_sel": f(recompute == 1), "rc_op": f(recompute == 3), "gpipe": f(schedule == "gpipe"),
+            "dualpipev": f(schedule == "dualpipev"),
             "z_os": f(zero >= 1), "z_grad": f(zero >= 2), "z_param": f(zero >= 3),
             **pipeline_layout_inputs(stages)}
 
@@ -135,7 +136,7 @@ def plan_inputs(p: Plan, model: Model | None = None) -> dict:
     act = ACT_BYTES.get(p.dtype, 2)
     low = precision.low_precision(p.dtype)
     return {**layout_inputs(p.tp, p.pp, p.dp, p.cp, p.ep, p.micro_batch, p.batch, p.interleave, p.sequence_parallel,
-                            RECOMPUTE.index(p.recompute), p.zero_stage, p.schedule == "gpipe", p.etp, stages),
+                            RECOMPUTE.index(p.recompute), p.zero_stage, p.schedule, p.etp, stages),
             **{sym: getattr(p, field) for field, sym in OVERLAP_INPUTS.items()}, "tp_async": float(p.tp_async_dgrad),
             "wgrad_fusion": float(p.wgrad_fusion), "offload_layers": float(p.offload_layers),
             "ce_eager": float(p.loss_kernel == "eager"), "ce_compiled": float(p.loss_kernel == "compiled"),
@@ -325,7 +326,7 @@ def predict(model, plan: Plan | None = None, hw: Hardware | None = None, *, toke
         fits_in_memory=bool(fits(r["memory"], r["mem_reserve"], hw, memory_margin)),
         flops_per_step=Q(r["flops"], "flop"), hardware_flops_per_step=Q(r["hardware_flops"], "flop"),
         mfu=r["mfu"], mfu_megatron=r["mfu_megatron"], hfu=r["hfu"], tokens_per_s=Q(r["tokens_per_s"], "1/s"), n_gpus=int(round(r["n_gpus"])),
-        micro_batches=int(round(r["micro_batches"])), params=r["params"], bubble_fraction=r["pp_bubble"],
+        micro_batches=int(round(r["micro_batches"])), params=r["params"], bubble_fraction=r["pp_bubble_share"],
         run=run, raw=r, stack=stack)
 
 

@@ -20,7 +20,11 @@ ATTENTION = ("flash", "unfused")
 # (activation_checkpoint.selective_ac_option = "op", the default of its llama3 train_configs/*.toml): each block saves
 # its input, the SDPA outputs and every other matmul output and recomputes the rest (formulas/memory.py op_stored)
 RECOMPUTE = ("none", "selective", "full", "op")
-SCHEDULES = ("1f1b", "interleaved", "gpipe")
+# pipeline schedules: 1F1B (PipeDream-Flush), interleaved 1F1B (v > 1), GPipe, and DualPipeV, DeepSeek's V-shaped
+# "cut-in-half" DualPipe (deepseek-ai/DualPipe dualpipe/dualpipev.py; torch.distributed.pipelining ScheduleDualPipeV,
+# torchtitan parallelism.pipeline_parallel_schedule = "DualPipeV"): two model chunks per rank in a V (rank 0 holds the
+# first and the last), forward and backward chunks of different micro-batches paired (formulas/pipeline.py)
+SCHEDULES = ("1f1b", "interleaved", "gpipe", "dualpipev")
 DTYPES = PRECISION_NAMES                # roofline/base/precision.py: bf16, fp16, fp32 and the FP8/FP4 recipes
 # MoE token dispatchers: NCCL all-to-all (Megatron-Core --moe-token-dispatcher-type alltoall), or the flex dispatcher's
 # node-deduplicating backends (--moe-flex-dispatcher-backend deepep | hybridep; formulas/comm.py dispatch_a2a)
@@ -208,7 +212,7 @@ class Plan:
     micro_batch: int = 1
     global_batch: int | None = None     # None: micro_batch * dp (one micro-batch per step)
     interleave: int = 1
-    schedule: str = "1f1b"              # 1f1b | interleaved (interleave > 1) | gpipe
+    schedule: str = "1f1b"              # 1f1b | interleaved (interleave > 1) | gpipe | dualpipev (interleave 2)
     sequence_parallel: bool = False
     recompute: str = "none"
     sharding: str = "none"              # none | distributed (= zero1) | zero2 | zero3 | fsdp
@@ -547,6 +551,17 @@ RULES: tuple[Rule, ...] = (
          "allow uneven stages with --uneven-stages", ("pp", "interleave", "uneven_stages", "pipeline_layout")),
     Rule(lambda m, p: (p.interleave <= 1) | (p.schedule != "gpipe"),
          "interleave > 1 needs the interleaved 1F1B schedule, not gpipe", ("interleave", "schedule")),
+    # DualPipeV (deepseek-ai/DualPipe dualpipe/dualpipev.py DualPipeV.step: two chunks per rank in a V,
+    # "assert num_chunks >= num_ranks * 2"; torch.distributed.pipelining ScheduleDualPipeV: two stages per rank)
+    Rule(lambda m, p: (p.schedule != "dualpipev") | ((p.pp > 1) & (p.interleave == 2)),
+         "dualpipev runs two model chunks per rank in a V: it needs pp > 1 and interleave 2, got pp {p.pp} and "
+         "interleave {p.interleave}", ("schedule", "pp", "interleave")),
+    Rule(lambda m, p: (p.schedule != "dualpipev") | ((p.batch // (p.micro_batch * p.dp)) >= 2 * p.pp),
+         "dualpipev needs at least 2 x pp micro-batches per step ({micro_batches} < 2 x {p.pp}; DualPipeV.step asserts "
+         "num_chunks >= num_ranks * 2)", ("schedule", "pp", "global_batch", "micro_batch", "dp")),
+    Rule(lambda m, p: (p.schedule != "dualpipev") | (p.pipeline_layout is None),
+         "a stated pipeline layout is Megatron-Core's (interleaved 1F1B); dualpipev places its chunks in a V",
+         ("schedule", "pipeline_layout")),
     Rule(lambda m, p: m.seq_len % p.cp == 0, "seq-len ({m.seq_len}) must be divisible by cp ({p.cp})", ("cp",)),
     Rule(lambda m, p: (m.n_experts > 1) | (expert_tp(p) == p.tp),
          lambda m, p: (f"etp ({expert_tp(p)}) applies to routed experts only: a dense model splits its MLP over tp "

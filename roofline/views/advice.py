@@ -70,9 +70,10 @@ def warnings_for(pred) -> list[str]:
         out.append(f"too few micro-batches for the pipeline: m = {mb} < pp = {p.pp}; stages sit idle "
                    f"(raise the global batch or lower the micro-batch size)")
     elif p.pp > 1 and pred.bubble_fraction > BUBBLE_LIMIT:
-        out.append(f"pipeline bubble {100 * pred.bubble_fraction:.0f} % of the ideal time ((p-1)/(v m) with p={p.pp}, "
-                   f"v={p.interleave}, m={mb}) is above {100 * BUBBLE_LIMIT:.0f} %: more micro-batches, "
-                   f"interleaving or a smaller pp help")
+        how = (f"DualPipeV with p={p.pp}, m={mb}" if p.schedule == "dualpipev"
+               else f"(p-1)/(v m) with p={p.pp}, v={p.interleave}, m={mb}")
+        out.append(f"pipeline bubble {100 * pred.bubble_fraction:.0f} % of the ideal time ({how}) is above "
+                   f"{100 * BUBBLE_LIMIT:.0f} %: more micro-batches, interleaving or a smaller pp help")
     # 4. memory
     if not pred.fits_in_memory:
         need = (pred.memory["total"] + pred.memory["reserve"]).to("GiB").magnitude     # as the memory line counts it

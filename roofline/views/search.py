@@ -35,7 +35,7 @@ KNOBS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "interleave", "recompute",
 # HBM). `transformer` keeps 0: it reports the headroom of the plan it is given instead of choosing one.
 SEARCH_MEMORY_MARGIN = 0.05
 CHUNK = 8192            # plans per evaluate call: the intermediates stay in cache (4x faster than 1e6 at once)
-_OUT = ("step_time", "memory", "mem_reserve", "mfu", "hfu", "tokens_per_s", "micro_batches", "pp_bubble")
+_OUT = ("step_time", "memory", "mem_reserve", "mfu", "hfu", "tokens_per_s", "micro_batches", "pp_bubble_share")
 
 
 @dataclass(frozen=True)
@@ -131,8 +131,8 @@ class _Rows:
     interleave | layers, docs/search.md), True also splits where the heaviest stage rounds up (Megatron-Core's
     uneven first/last stages); ``pipeline_layout`` None; ``etp`` is None (= tp)."""
 
-    def __init__(self, cols: dict, global_batch: int, gpipe: bool, uneven: bool = False):
-        self.cols, self.gpipe = cols, gpipe
+    def __init__(self, cols: dict, global_batch: int, schedule: str | None, uneven: bool = False):
+        self.cols, self.sched = cols, schedule
         # etp None: the experts split over tp (Megatron-Core's default; search does not enumerate etp)
         # pipeline_layout None: search splits the layers evenly (a stated layout fixes pp and vp)
         self.fixed = dict(global_batch=global_batch, batch=global_batch, uneven_stages=bool(uneven), etp=None,
@@ -148,7 +148,7 @@ class _Rows:
                 return d["fixed"][name]
             if name == "schedule":
                 if "schedule_" not in d:
-                    d["schedule_"] = _schedule(d["cols"]["interleave"], d["gpipe"])
+                    d["schedule_"] = _schedule(d["cols"]["interleave"], d["sched"])
                 return d["schedule_"]
             if name == "zero_stage":
                 return d["cols"]["sharding"]          # the index into SHARDING_BY_STAGE is the stage
@@ -156,20 +156,25 @@ class _Rows:
         raise AttributeError(name)
 
 
-def _schedule(v, gpipe: bool):
-    """The schedule of interleave v (a number or an array): gpipe as asked, else interleaved 1F1B for v > 1."""
+# pinned schedules (--schedule): the interleave each one runs (gpipe 1, dualpipev its two chunks per rank)
+PINNED_SCHEDULES = {"gpipe": 1, "dualpipev": 2}
+
+
+def _schedule(v, schedule: str | None):
+    """The schedule of interleave v (a number or an array): a pinned one (gpipe, dualpipev) as asked, else 1F1B,
+    interleaved for v > 1."""
     import numpy as np
 
-    if gpipe:
-        return "gpipe"
+    if schedule in PINNED_SCHEDULES:
+        return schedule
     if isinstance(v, np.ndarray):
         return np.array(["1f1b", "interleaved"])[(v > 1).astype(np.intp)]
     return "interleaved" if v > 1 else "1f1b"
 
 
-def _apply(model, cols: dict, rules: list, global_batch: int, gpipe: bool, uneven: bool = False) -> dict:
+def _apply(model, cols: dict, rules: list, global_batch: int, schedule: str | None, uneven: bool = False) -> dict:
     """Keep the rows where every rule whose plan fields are all enumerated holds; those rules leave ``rules``."""
-    rows = _Rows(cols, global_batch, gpipe, uneven)
+    rows = _Rows(cols, global_batch, schedule, uneven)
     now = [r for r in rules if set(r.reads) <= rows.names]
     if not now:
         return cols
@@ -220,7 +225,7 @@ def _offload_domain(model, rules: list, offload_layers, pps, rcs, pp_pinned, rc_
 
 def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, cp=None, ep=None,
                     micro_batch=None, interleave=None, recompute=None, sequence_parallel=None, sharding=None,
-                    gpipe: bool = False, stack=None, uneven_stages: bool = False,
+                    schedule: str | None = None, stack=None, uneven_stages: bool = False,
                     offload_layers: int = 0) -> tuple[dict, int]:
     """Every valid plan as numpy columns, and the number of combinations before the masks.
 
@@ -259,7 +264,8 @@ def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, 
     cps = pick("cp", cp, [d for d in dn if d <= S])
     eps = pick("ep", ep, divisors(E))
     mbs = pick("micro-batch", micro_batch, divisors(B))
-    vs = [1] if gpipe else pick("interleave", interleave, list(range(1, slots + 1)) if uneven_stages else divisors(L))
+    vs = [PINNED_SCHEDULES[schedule]] if schedule in PINNED_SCHEDULES else \
+        pick("interleave", interleave, list(range(1, slots + 1)) if uneven_stages else divisors(L))
     rcs = [RECOMPUTE.index(r) for r in _choices("recompute", recompute, RECOMPUTE, RECOMPUTE)]
     sps = [int(s) for s in _choices("sequence-parallel", sequence_parallel, (False, True, 0, 1), (0, 1))]
     rules = [r for r in RULES if r.reads]          # the model-only rules: check() on the fixed fields
@@ -287,45 +293,45 @@ def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, 
     c = _keep(c, m)
     c["dp"] = n_gpus // (c["tp"] * c["pp"] * c["cp"])
     u = uneven_stages
-    c = _apply(model, c, rules, B, gpipe, u)
-    c = _apply(model, _cross(c, "micro_batch", mbs), rules, B, gpipe, u)
-    c = _apply(model, _cross(c, "interleave", vs), rules, B, gpipe, u)
+    c = _apply(model, c, rules, B, schedule, u)
+    c = _apply(model, _cross(c, "micro_batch", mbs), rules, B, schedule, u)
+    c = _apply(model, _cross(c, "interleave", vs), rules, B, schedule, u)
     # switches that never break divisibility
     c = _cross(c, "sequence_parallel", sps)
     c = _keep(c, (c["sequence_parallel"] == 0) | (c["tp"] > 1) | (len(sps) == 1))
     c = _cross(c, "recompute", rcs)
-    c = _apply(model, _cross(c, "sharding", zs), rules, B, gpipe, u)
+    c = _apply(model, _cross(c, "sharding", zs), rules, B, schedule, u)
     # the rules left read only fields that are not searched (dtype, overlaps: evaluate_space checks them on the
     # fixed plan); one that also reads a knob would be skipped here, so it is a programming error
-    half = [r for r in rules if set(r.reads) & _Rows(c, B, gpipe, u).names]
+    half = [r for r in rules if set(r.reads) & _Rows(c, B, schedule, u).names]
     if half:
         raise RuntimeError(f"search cannot apply the rule {half[0].message!r}: it reads {half[0].reads}, "
                            "of which search enumerates only some; enumerate the others or give them to _Rows")
     return c, enumerated
 
 
-def plan_of(knobs: dict, i: int, base, global_batch: int, gpipe: bool = False):
+def plan_of(knobs: dict, i: int, base, global_batch: int, schedule: str | None = None):
     """The Plan of row i of an enumeration (fixed fields from ``base``)."""
     v = int(knobs["interleave"][i])
     ruled = {k: float(knobs[k][i]) for k in _RULED if k in knobs}     # the stack's layout rules (evaluate_space)
     return dataclasses.replace(
         base, **ruled, tp=int(knobs["tp"][i]), pp=int(knobs["pp"][i]), dp=int(knobs["dp"][i]), cp=int(knobs["cp"][i]),
         ep=int(knobs["ep"][i]), micro_batch=int(knobs["micro_batch"][i]), global_batch=int(global_batch),
-        interleave=v, schedule=_schedule(v, gpipe), sequence_parallel=bool(knobs["sequence_parallel"][i]),
+        interleave=v, schedule=_schedule(v, schedule), sequence_parallel=bool(knobs["sequence_parallel"][i]),
         recompute=RECOMPUTE[int(knobs["recompute"][i])], sharding=SHARDING_BY_STAGE[int(knobs["sharding"][i])])
 
 
 # ----------------------------------------------------------------------------------------------
 # evaluation
 
-def plan_arrays(knobs: dict, global_batch: int, gpipe: bool = False) -> dict:
+def plan_arrays(knobs: dict, global_batch: int, schedule: str | None = None) -> dict:
     """The formula inputs of the plan knobs (arrays): :func:`roofline.model.predict.layout_inputs`, the one mapping.
     ``knobs["sharding"]`` indexes ``config.SHARDING_BY_STAGE``, whose index is the ZeRO stage."""
     from ..model.predict import layout_inputs
 
     k = knobs
     return layout_inputs(k["tp"], k["pp"], k["dp"], k["cp"], k["ep"], k["micro_batch"], global_batch, k["interleave"],
-                         k["sequence_parallel"] == 1, k["recompute"], k["sharding"], gpipe)
+                         k["sequence_parallel"] == 1, k["recompute"], k["sharding"], schedule or "1f1b")
 
 
 def evaluate_arrays(x: dict, n: int, outputs=_OUT, chunk: int = CHUNK) -> dict:
@@ -349,7 +355,7 @@ def evaluate_arrays(x: dict, n: int, outputs=_OUT, chunk: int = CHUNK) -> dict:
 
 
 def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, framework: str = "megatron-core",
-                   gpipe: bool = False, memory_margin: float = SEARCH_MEMORY_MARGIN, stated=frozenset(),
+                   schedule: str | None = None, memory_margin: float = SEARCH_MEMORY_MARGIN, stated=frozenset(),
                    tp_comm_overlap: bool = False, **pins) -> Space:
     """Enumerate and evaluate every valid plan (see :func:`enumerate_plans` for ``pins``). A plan fits when
     its tensors plus the reserve (CUDA context, NCCL buffers, fragmentation) stay below capacity x (1 - margin).
@@ -367,12 +373,12 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
     base = base if base is not None else default_base(framework)
     check(model, dataclasses.replace(base, tp=1, pp=1, dp=1, cp=1, ep=1, micro_batch=1, global_batch=None,
                                      interleave=1, schedule="1f1b"))   # model fields and fixed plan fields
-    knobs, enumerated = enumerate_plans(model, n_gpus, global_batch, gpipe=gpipe, stack=_stack(framework),
+    knobs, enumerated = enumerate_plans(model, n_gpus, global_batch, schedule=schedule, stack=_stack(framework),
                                         uneven_stages=base.uneven_stages, offload_layers=base.offload_layers,
                                         **pins)
     n = len(knobs["tp"])
     x = {**model_inputs(model), **plan_inputs(Plan(**{k: getattr(base, k) for k in _FIXED})),
-         **hardware_inputs(hw, base.dtype), **plan_arrays(knobs, global_batch, gpipe)}
+         **hardware_inputs(hw, base.dtype), **plan_arrays(knobs, global_batch, schedule)}
     st = _stack(framework)
     if st is not None and n:
         rules = layout_rules(st, knobs["tp"], knobs["pp"], knobs["interleave"], tp_comm_overlap)
@@ -454,7 +460,7 @@ def _no_fit_message(space: Space) -> str:
 
 
 def rank(space: Space, *, objective: str = "time", top: int | None = 20, tokens: float | None = None,
-         gpu_hour_price: float | None = None, gpipe: bool = False) -> list[Candidate]:
+         gpu_hour_price: float | None = None, schedule: str | None = None) -> list[Candidate]:
     """The ``top`` fitting plans of a space, best first (ties: less memory first)."""
     import numpy as np
 
@@ -477,10 +483,10 @@ def rank(space: Space, *, objective: str = "time", top: int | None = 20, tokens:
     for i in idx:          # only the top-k (a few dozen) become Python objects
         t = float(o["step_time"][i])
         out.append(Candidate(
-            plan=plan_of(space.knobs, i, space.base, space.global_batch, gpipe), step_time_s=t,
+            plan=plan_of(space.knobs, i, space.base, space.global_batch, schedule), step_time_s=t,
             memory_bytes=float(o["memory"][i]), mfu=float(o["mfu"][i]), hfu=float(o["hfu"][i]),
             tokens_per_s=float(o["tokens_per_s"][i]), n_gpus=space.n_gpus,
-            micro_batches=int(round(float(o["micro_batches"][i]))), pp_bubble=float(o["pp_bubble"][i]),
+            micro_batches=int(round(float(o["micro_batches"][i]))), pp_bubble=float(o["pp_bubble_share"][i]),
             slower_than_best=(t - best_t) / best_t, reserve_bytes=float(o["mem_reserve"][i]),
             headroom_bytes=float(space.hardware.hbm_capacity * (1 - space.memory_margin) - o["memory"][i]
                                  - o["mem_reserve"][i]),
@@ -555,7 +561,7 @@ def _run_args(tokens, price) -> None:
 
 def search(model, hw, n_gpus: int, global_batch: int, seq_len: int | None = None, *, objective: str = "time",
            top: int | None = 20, tokens: float | None = None, gpu_hour_price: float | None = None,
-           framework: str = "megatron-core", base=None, gpipe: bool = False, **pins) -> list[Candidate]:
+           framework: str = "megatron-core", base=None, schedule: str | None = None, **pins) -> list[Candidate]:
     """The best plans (frozen :class:`Candidate`, best first) for ``model`` on ``n_gpus`` x ``hw``.
 
     ``seq_len`` overrides the model's; ``base`` (a Plan) fixes dtype and overlap fractions
@@ -565,8 +571,8 @@ def search(model, hw, n_gpus: int, global_batch: int, seq_len: int | None = None
     """
     if seq_len is not None:
         model = dataclasses.replace(model, seq_len=_int("seq-len", seq_len))
-    space = evaluate_space(model, hw, n_gpus, global_batch, base=base, framework=framework, gpipe=gpipe, **pins)
-    return rank(space, objective=objective, top=top, tokens=tokens, gpu_hour_price=gpu_hour_price, gpipe=gpipe)
+    space = evaluate_space(model, hw, n_gpus, global_batch, base=base, framework=framework, schedule=schedule, **pins)
+    return rank(space, objective=objective, top=top, tokens=tokens, gpu_hour_price=gpu_hour_price, schedule=schedule)
 
 
 def gpu_range(text: str) -> list[int]:
@@ -622,7 +628,8 @@ def pareto(cands: list[Candidate]) -> list[Candidate]:
 
 def _plan_text(p) -> str:
     s = f"tp={p.tp} pp={p.pp} dp={p.dp} cp={p.cp}" + (f" ep={p.ep}" if p.ep > 1 else "")
-    s += f" mb={p.micro_batch}" + (f" v={p.interleave}" if p.interleave > 1 else "")
+    s += f" mb={p.micro_batch}" + (f" v={p.interleave}" if p.interleave > 1 else "") \
+        + (f" {p.schedule}" if p.schedule in PINNED_SCHEDULES else "")
     s += f" SP={'on' if p.sequence_parallel and p.tp > 1 else 'off'} rc={p.recompute} {p.sharding}"
     return s + (f" offload={p.offload_layers}" if p.offload_layers else "")
 
@@ -786,20 +793,28 @@ def cmd_search(args) -> int:
     framework = "any" if (args.framework or "").lower() == "any" else None
     if framework:
         args.framework = None
+    schedule = args.schedule if args.schedule in PINNED_SCHEDULES else None
+    if schedule == "dualpipev":
+        # the base plan is a template at pp 1, where DualPipeV cannot run: each enumerated plan takes the schedule
+        args.schedule = None
     spec = build_spec(args)
     model, plan, hw = spec.model, spec.plan, spec.hardware
+    if schedule and not framework:
+        from ..spec import stacks
+        why = stacks.schedule_refusal(spec.stack, schedule)
+        if why:
+            raise InputError(why)
     framework = framework or spec.stack.id
     base = dataclasses.replace(plan, tp=1, pp=1, dp=1, cp=1)
     pins = _pins(args)
     # fields the user stated keep their value; the others follow each plan's layout by the stack's rules
     pins["stated"] = frozenset(k for k, why in spec.origin.items() if why == "stated")
     pins["tp_comm_overlap"] = bool(args.tp_comm_overlap)
-    gpipe = args.schedule == "gpipe"
-    kw = dict(objective=args.objective, tokens=args.tokens, gpu_hour_price=args.gpu_hour_price, gpipe=gpipe,
+    kw = dict(objective=args.objective, tokens=args.tokens, gpu_hour_price=args.gpu_hour_price, schedule=schedule,
               framework=framework)
     pins["memory_margin"] = SEARCH_MEMORY_MARGIN if args.memory_margin is None else args.memory_margin
     if len(counts) == 1:
-        space = evaluate_space(model, hw, counts[0], args.global_batch, base=base, gpipe=gpipe, framework=framework,
+        space = evaluate_space(model, hw, counts[0], args.global_batch, base=base, schedule=schedule, framework=framework,
                                **pins)     # pins carry memory_margin
         cands = rank(space, top=args.top, **{k: v for k, v in kw.items() if k != "framework"})
         if args.csv:

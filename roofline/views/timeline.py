@@ -131,6 +131,7 @@ def per_stage(pred) -> list[dict]:
     wait, idle, total, microbatch (one micro-batch through the stage, forward + backward with its comm).
     ``total`` equals the step time for every stage.
     """
+    replayable(pred.plan)
     r, q = pred.raw, _pieces(pred)
     P, m = pred.plan.pp, q["m"]
     step = r["step_time"]
@@ -186,6 +187,14 @@ class Event:
     dur: float         # s
     micro_batch: int = -1
     chunk: int = 0
+
+
+def replayable(plan) -> None:
+    """InputError (one line) for a schedule the replay does not draw: DualPipeV."""
+    if plan.schedule == "dualpipev":
+        from ..base.errors import InputError
+        raise InputError("timeline: the replay draws 1F1B, interleaved 1F1B and GPipe; DualPipeV's V of paired forward "
+                         "and backward chunks is not drawn (its step time and bubble are in the table)")
 
 
 def _order(schedule: str, p: int, m: int, v: int, i: int) -> list[tuple[str, int, int]]:
@@ -249,8 +258,9 @@ def replay(schedule: str, p: int, m: int, v: int, fwd, bwd, p2p: float = 0.0) ->
 
 def events(pred) -> tuple[list[Event], float]:
     """The step's events per stage and the replayed makespan (s)."""
-    r, q = pred.raw, _pieces(pred)
     plan = pred.plan
+    replayable(plan)
+    r, q = pred.raw, _pieces(pred)
     P, v, m = plan.pp, plan.interleave, int(round(q["m"]))
     sched = plan.schedule if plan.schedule != "interleaved" or v > 1 else "1f1b"
     rc_full = 1.0 if plan.recompute == "full" else 0.0

@@ -133,6 +133,16 @@ def interference(n_comm=None) -> sp.Expr:
     return sp.Piecewise((n_comm / S.sms, S.sms > n_comm), (0, True))
 
 
+def unordered_max(a, b) -> sp.Expr:
+    """max(a, b) as sympy's unevaluated Max, its arguments in the order given. sp.Max(..., evaluate=False) still sorts
+    them into sympy's canonical order, counting the nodes of each as a tree (sorting.ordered): minutes for the
+    stage's time expressions, whose shared parts a tree counts once per use. Max is symmetric: the value is the same."""
+    a, b = sp.sympify(a), sp.sympify(b)
+    obj = sp.Expr.__new__(sp.Max, a, b)
+    obj._argset = frozenset((a, b))
+    return obj
+
+
 def exposed(t_comm, t_window, overlap, share=None) -> sp.Expr:
     """Time a collective adds to the critical path when a fraction ``overlap`` of it may run beside ``t_window`` of
     independent compute, while holding a fraction ``share`` = f of the SMs (default interference()).
@@ -144,7 +154,7 @@ def exposed(t_comm, t_window, overlap, share=None) -> sp.Expr:
     before. Never more than not overlapping (f <= 1) and never negative."""
     share = interference() if share is None else share
     # evaluate=False: sympy would otherwise search the two big arguments for common zeros (minutes, same value)
-    beside = sp.Max(t_comm - t_window, share * t_comm, evaluate=False)
+    beside = unordered_max(t_comm - t_window, share * t_comm)
     return (1 - overlap) * t_comm + overlap * beside
 
 

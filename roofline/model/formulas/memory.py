@@ -101,12 +101,12 @@ mtp_rank = S.mtp * (layer_params_rank + 2 * h * h / S.tp + 3 * h * (1 + S.biases
 mtp_expert_rank = S.mtp * C.moe * S.n_experts / S.ep * expert_params / C.etp
 mtp_embedding_rank = sp.Min(1, S.mtp) * PL.has_pp * (1 - S.tied) * C.vocab_pad * h / S.tp
 expert_params_rank = (C.moe * (PL.stage_layers - dense_first) * fm * S.n_experts / S.ep * expert_params / C.etp
-                      + (1 - PL.has_pp) * mtp_expert_rank)
+                      + PL.both_edges * mtp_expert_rank)
 expert_last_rank = C.moe * (PL.stage_layers - dense_last) * fm * S.n_experts / S.ep * expert_params / C.etp + mtp_expert_rank
-embedding_params_rank = (C.vocab_pad * h / S.tp * (1 + (1 - S.tied) * (1 - PL.has_pp))
+embedding_params_rank = (C.vocab_pad * h / S.tp * (1 + (1 - S.tied) * PL.both_edges)
                          + S.learned_pos * S.seq_len * h)
 stage_params_rank = ((PL.stage_layers - dense_first) * hybrid_layer_params_rank + dense_first * dense_layer_rank
-                     + embedding_params_rank + (1 - PL.has_pp) * mtp_rank)                 # first stage
+                     + embedding_params_rank + PL.both_edges * mtp_rank)                   # first stage
 last_params_rank = ((PL.stage_layers - dense_last) * hybrid_layer_params_rank + dense_last * dense_layer_rank
                     + embedding_params_rank - PL.has_pp * S.learned_pos * S.seq_len * h   # last stage
                     + mtp_rank + mtp_embedding_rank)
@@ -220,6 +220,7 @@ logits = C.tokens * C.vocab_pad / S.tp * ((1 - S.ce_eager) * S.act_bytes + S.ce_
                                           * head_in_flight)
 head_input = S.act_bytes * sbh / C.sp_div
 only = 1 - PL.has_pp                                       # p = 1: one stage holds embedding and head
+both = PL.both_edges                                       # ... or DualPipeV's rank 0 (its first and last stage)
 # an MTP layer keeps its transformer layer's activations and the inputs of enorm, hnorm (h each), eh_proj (2h;
 # SP-split, gathered again in backward) and final_layernorm (h), and its own logits and LM-head input
 mtp_stored = S.mtp * (S.rc_full * layer_input + (1 - S.rc_full) * layer_activations + 5 * S.act_bytes * sbh / C.sp_div)
@@ -236,7 +237,7 @@ def offloaded(n_dense):
 
 
 activations_first = (PL.in_flight() * (stage_stored(dense_first) - offloaded(dense_first) + only * mtp_stored)
-                     + working_set + only * (1 + S.mtp) * (logits + head_input))
+                     + (both - only) * mtp_stored + working_set + both * (1 + S.mtp) * (logits + head_input))
 activations_last = (PL.in_flight_last() * (stage_stored(dense_last) - offloaded(dense_last) + mtp_stored) + working_set
                     + (1 + S.mtp) * (logits + head_input))
 # ZeRO-3 without pipelining: the gathered parameters of the layer being computed (and the next, prefetched).
@@ -255,7 +256,10 @@ weights_last = weights_last + _held * last_params_rank * S.act_bytes
 gradients_last = gradients_last + _held * last_params_rank * S.grad_bytes
 
 first_total = weights_first + gradients_first + optimizer_first + activations_first + zero3_buffers
-last_total = weights_last + gradients_last + optimizer_last + activations_last + zero3_buffers
+# DualPipeV: rank 0 holds the first and the last stage (the "first" totals above); the rank of the V's bottom holds
+# two middle stages, neither edge: the first rank is the heaviest
+last_total = (1 - S.dualpipev) * (weights_last + gradients_last + optimizer_last + activations_last + zero3_buffers) \
+    + S.dualpipev * first_total
 last_heavier = sp.Piecewise((1, last_total > first_total), (0, True))
 pick = lambda a_first, a_last: last_heavier * a_last + (1 - last_heavier) * a_first   # noqa: E731
 

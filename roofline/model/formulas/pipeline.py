@@ -3,6 +3,14 @@
 GPipe (Huang et al. 2019) and 1F1B (PipeDream-Flush, Narayanan et al. 2021 sec 2.2.1) both leave
 a bubble of (p-1) micro-batch slots: fraction (p-1)/m; the interleaved 1F1B schedule with v
 virtual stages per GPU shrinks it to (p-1)/(v m) (Narayanan et al. 2021 eq. 2).
+
+DualPipeV (deepseek-ai/DualPipe README, "Pipeline Bubbles and Memory Usage Comparison"; the V-shaped "cut-in-half"
+DualPipe of the DeepSeek-V3 report sec 3.2.1): p ranks hold 2p stages, rank i the stages i and 2p-1-i, so rank 0
+holds the embedding and the LM head. Its bubble is (PP/2 - 1)(F&B + B - 3W) for PP = 2p stages of F (forward), B
+(whole backward) and W (weight-gradient part of B) per micro-batch, F&B a forward and a backward chunk run as a pair
+(their communication beside each other's compute; their compute adds up: F&B = F + B); its activations PP + 1
+stage-units per rank. Per rank (two stages): bubble (p - 1)(t + B - 3W)/2 with t = F + B of the rank's micro-batch
+slot, and (2p + 1)/2 micro-batches of the rank's layers in flight.
 """
 from __future__ import annotations
 
@@ -23,21 +31,31 @@ bubble_ratio = (S.pp - 1) / (S.interleave * micro_batches)
 bubble_fraction = (S.pp - 1) / (S.interleave * micro_batches + S.pp - 1)
 
 
-def step_time(t_stage_mb: sp.Expr) -> sp.Expr:
-    """(m + (p-1)/v) micro-batch slots of the slowest stage (Narayanan et al. 2021 sec 2.2)."""
-    return (micro_batches + (S.pp - 1) / S.interleave) * t_stage_mb
+# the rank that sets the pace holds both the embedding and the LM head: p = 1, or DualPipeV's rank 0
+both_edges = 1 - has_pp + has_pp * S.dualpipev
 
 
-def bubble_time(t_stage_mb: sp.Expr) -> sp.Expr:
-    return (S.pp - 1) / S.interleave * t_stage_mb
+def step_time(t_stage_mb: sp.Expr, b_full: sp.Expr = sp.Integer(0), w: sp.Expr = sp.Integer(0)) -> sp.Expr:
+    """m micro-batch slots of the slowest stage plus the bubble: (m + (p-1)/v) slots for 1F1B, interleaved 1F1B and
+    GPipe (Narayanan et al. 2021 sec 2.2)."""
+    return micro_batches * t_stage_mb + bubble_time(t_stage_mb, b_full, w)
+
+
+def bubble_time(t_stage_mb: sp.Expr, b_full: sp.Expr = sp.Integer(0), w: sp.Expr = sp.Integer(0)) -> sp.Expr:
+    """The fill and drain: (p-1)/v slots; DualPipeV (p - 1)(t + B - 3W)/2, ``b_full`` B the slot's backward (with
+    recomputation and its exposed communication), ``w`` W its weight-gradient GEMMs (module docstring)."""
+    dual = (S.pp - 1) * (t_stage_mb + b_full - 3 * w) / 2
+    return (1 - S.dualpipev) * (S.pp - 1) / S.interleave * t_stage_mb + S.dualpipev * dual
 
 
 def in_flight() -> sp.Expr:
     """Micro-batches whose activations the first stage holds at its peak, in units of one
     micro-batch through all its layers: GPipe m; 1F1B min(m, p); interleaved 1F1B
-    p (1 + (p-1)/(p v)) (Korthikanti et al. 2022 sec 4.2.3)."""
+    p (1 + (p-1)/(p v)) (Korthikanti et al. 2022 sec 4.2.3); DualPipeV (2p + 1)/2 (2p + 1 stages of l/(2p) layers:
+    "Activation Per Device PP+1" for PP = 2p stages, deepseek-ai/DualPipe README)."""
     one_f_one_b = sp.Min(micro_batches, S.pp) * (1 + (S.pp - 1) / (S.pp * S.interleave) * sp.Min(1, S.interleave - 1))
-    return S.gpipe * micro_batches + (1 - S.gpipe) * one_f_one_b
+    dual = (2 * S.pp + 1) / 2
+    return S.gpipe * micro_batches + (1 - S.gpipe - S.dualpipev) * one_f_one_b + S.dualpipev * dual
 
 
 def in_flight_last() -> sp.Expr:

@@ -163,6 +163,7 @@ class Layer:
     ep: sp.Expr             # EP all-to-all (and expert-TP gather/scatter), not overlapped
     comm_bwd: sp.Expr       # the part of tp + cp + ep in the backward pass (with the recomputed forward)
     host: sp.Expr           # time the GPU waits for the host to issue the layer's kernels
+    wgrad: sp.Expr = sp.Integer(0)   # the backward's weight-gradient GEMMs (W of a zero-bubble/DualPipe schedule)
 
     @property
     def comm(self):
@@ -252,7 +253,9 @@ def layer(ops, blocks, ep, col_ops=None, moe_on=sp.Integer(0), moe_share=sp.Inte
     sync = moe_on * eager
     host = (sync * (sp.Max(0, host_f - gpu_f, evaluate=False) + sp.Max(0, host_b - gpu_b, evaluate=False))
             + (1 - sync) * sp.Max(0, host_f + host_b - gpu, evaluate=False))
-    return Layer(ops, fwd, bwd, recompute, tp, tp_raw, tp_f, cp, ep, comm_bwd, host)
+    # W: a GEMM's backward is its dgrad and wgrad kernels, half the backward each (compute.gemm, op_time)
+    wgrad = time_of([o for o in ops if o.cls == "gemm"], "bwd") / 2
+    return Layer(ops, fwd, bwd, recompute, tp, tp_raw, tp_f, cp, ep, comm_bwd, host, wgrad)
 
 
 def layer_kinds() -> dict[str, Layer]:
@@ -318,12 +321,12 @@ def edges(mtp_layer: Layer | None = None) -> Edges:
     mtp_gpu = S.mtp * (mtp_layer.gpu + mtp_layer.host) if mtp_layer is not None else sp.Integer(0)
     # unevaluated: sympy would try to decide the comparison over whole layer expressions (stage_dense_layers)
     head_heavier = sp.Heaviside(hf + hb + mtp_gpu - ef - eb, 1, evaluate=False)   # 1 when >= (H(0) = 1)
-    single = 1 - PL.has_pp                                 # p = 1: one stage carries both
+    single = PL.both_edges                                 # p = 1 (or DualPipeV's rank 0): one rank carries both
     fwd = head_heavier * hf + (1 - head_heavier) * ef + single * (head_heavier * ef + (1 - head_heavier) * hf)
     bwd = head_heavier * hb + (1 - head_heavier) * eb + single * (head_heavier * eb + (1 - head_heavier) * hb)
-    host_issue = (1 - S.graph_full) * (PL.has_pp * (head_heavier * S.host_head + (1 - head_heavier) * S.host_emb)
+    host_issue = (1 - S.graph_full) * ((1 - single) * (head_heavier * S.host_head + (1 - head_heavier) * S.host_emb)
                                        + single * (S.host_emb + S.host_head))
-    host = sp.Max(0, host_issue - (fwd + bwd), evaluate=False)
+    host = CM.unordered_max(0, host_issue - (fwd + bwd))
     return Edges(ef, eb, hf, hb, head_heavier, fwd, bwd, host)
 
 
@@ -357,7 +360,7 @@ def stated_layout(kinds: dict[str, Layer], edge: Edges, n_d, n_moe, n_mtp):
     bwd = w_f * (eb + single * hb) + w_l * (hb + single * eb)
     host_issue = (1 - S.graph_full) * (w_f * (S.host_emb + single * S.host_head)
                                        + w_l * (S.host_head + single * S.host_emb))
-    host = sp.Max(0, host_issue - (fwd + bwd), evaluate=False)
+    host = CM.unordered_max(0, host_issue - (fwd + bwd))
 
     def blend(derived, stated):
         return (1 - S.pp_layout) * derived + S.pp_layout * stated
@@ -427,7 +430,7 @@ def build() -> dict[str, sp.Expr]:
     n_d = stage_dense_layers(dense, moe)
     edge = edges(mtp)
     # the D MTP layers sit on the last stage: on the heaviest stage when it holds the LM head (p = 1: always)
-    n_mtp = S.mtp * (edge.head_heavier + (1 - PL.has_pp) * (1 - edge.head_heavier))
+    n_mtp = S.mtp * (edge.head_heavier + PL.both_edges * (1 - edge.head_heavier))
     n_moe = PL.stage_layers - n_d
     n_d, n_moe, n_mtp, edge = stated_layout(kinds, edge, n_d, n_moe, n_mtp)
 
@@ -489,7 +492,11 @@ def build() -> dict[str, sp.Expr]:
     t_opt = C.op_time(C.adam_op(M.sharded(M.dense_params_rank, M.expert_params_rank, S.z_os)), "fwd")
 
     tp_grad = mla_grad_reduce()
-    step = PL.step_time(t_microbatch) + pp_comm + dp_comm + zero3_comm + t_opt + tp_grad
+    # W of the slot: the weight-gradient GEMMs of its layers (a zero-bubble/DualPipe schedule defers them into the
+    # bubble); B the slot's backward with recomputation and its exposed communication
+    stage_w = stage(lambda k: k.wgrad)
+    t_bubble = PL.bubble_time(t_microbatch, t_bwd_mb, stage_w)
+    step = m * t_microbatch + t_bubble + pp_comm + dp_comm + zero3_comm + t_opt + tp_grad
     out: dict[str, sp.Expr] = {"step_time": step}
     # breakdown (sums to step_time)
     out["t_forward"] = m * stage_fwd
@@ -500,7 +507,7 @@ def build() -> dict[str, sp.Expr]:
     out["t_ep_comm"] = m * stage(lambda k: k.ep)
     out["t_host_overhead"] = m * (stage_host + edge_host)
     out["t_offload"] = m * stage_offload
-    out["t_pp_bubble"] = PL.bubble_time(t_microbatch)
+    out["t_pp_bubble"] = t_bubble
     out["t_pp_comm"] = pp_comm
     out["t_dp_comm"] = dp_comm + zero3_comm
     out["t_optimizer"] = t_opt
@@ -509,10 +516,14 @@ def build() -> dict[str, sp.Expr]:
     out["dp_comm_total"] = (1 - S.z_param) * (reduces * reduce + gather) + S.z_param * zero3
     out["tp_comm"] = out["t_tp_comm"]
     out["dp_comm"] = out["t_dp_comm"]
+    # the slot counts of the 1F1B family (small closed forms); the share of every schedule, DualPipeV's included,
+    # from the times (the same number for the 1F1B family)
     out["pp_bubble"] = PL.bubble_fraction
     out["pp_bubble_ratio"] = PL.bubble_ratio
+    out["pp_bubble_share"] = t_bubble / (m * t_microbatch + t_bubble)
     out["micro_batches"] = m
     out["t_microbatch_stage"] = t_microbatch
+    out["t_stage_wgrad"] = stage_w
 
     # ---- the terms of t_microbatch, per micro-batch (the views read these: timeline, validate) -----
     for prefix, k in (("t_layer", moe), ("t_dense_layer", dense)):
@@ -743,8 +754,14 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "dp_comm_total": ("time", "DP communication before overlap"),
     "tp_comm": ("time", "alias of t_tp_comm"),
     "dp_comm": ("time", "alias of t_dp_comm"),
-    "pp_bubble": ("", "fraction of the pipeline time spent in the bubble, (p-1)/(v m + p - 1) <= 1"),
-    "pp_bubble_ratio": ("", "bubble over the ideal (bubble-free) pipeline time, (p-1)/(v m) (Narayanan et al. 2021)"),
+    "pp_bubble": ("", "fraction of the pipeline time spent in the bubble, (p-1)/(v m + p - 1) <= 1, of 1F1B, "
+                      "interleaved 1F1B and GPipe (every schedule: pp_bubble_share)"),
+    "pp_bubble_ratio": ("", "bubble over the ideal (bubble-free) pipeline time, (p-1)/(v m) (Narayanan et al. 2021), "
+                            "of the 1F1B family"),
+    "pp_bubble_share": ("", "fraction of the pipeline time spent in the bubble, t_pp_bubble / (m t_microbatch_stage + "
+                            "t_pp_bubble), every schedule (DualPipeV's included; = pp_bubble for the 1F1B family)"),
+    "t_stage_wgrad": ("time", "per micro-batch, the weight-gradient GEMMs of the slowest stage's layers (W of the "
+                              "DualPipeV bubble)"),
     "micro_batches": ("", "micro-batches per step m = B / (b d)"),
     "t_microbatch_stage": ("time", "one micro-batch through the slowest stage, forward + backward"),
     # the terms of t_microbatch_stage, per micro-batch on one rank (module docstring)

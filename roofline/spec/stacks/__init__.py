@@ -32,7 +32,7 @@ PLAN_KEYS = ("dtype", "grad_dtype", "sequence_parallel", "sharding", "recompute"
              "cuda_graphs")
 RULE_KEYS = ("interleaved_schedule", "interleave_when_pp", "no_overlap_with_pp", "overlap_pp_interleaved", "tp_comm_overlap", "uneven_stages", "shardings",
              "max_zero_with_pp", "grad_dtype_bf16", "kv_heads_below_tp", "compiled_loss_since",
-             "recomputes")
+             "recomputes", "schedules")
 DEFAULT = "megatron-core"           # DESIGN.md: Megatron-Core is the default stack of the CLI, configs and API
 
 
@@ -151,6 +151,21 @@ def get(name) -> Stack:
     return dataclasses.replace(stack, requested=text)
 
 
+def schedules_of(stack: Stack) -> tuple[str, ...]:
+    """The pipeline schedules ``stack`` runs: 1F1B, interleaved 1F1B and GPipe unless it lists its own."""
+    return tuple(stack.rule("schedules") or ("1f1b", "interleaved", "gpipe"))
+
+
+def schedule_refusal(stack: Stack, schedule: str) -> str | None:
+    """The one line saying ``stack`` cannot run ``schedule`` (None when it can), with the registry's source."""
+    runs = schedules_of(stack)
+    if schedule in runs:
+        return None
+    src = stack.sources.get("schedules")
+    return (f"stack {stack.id} cannot run the {schedule} pipeline schedule (it runs {', '.join(runs)})"
+            + (f": {src}" if src else ""))
+
+
 def plan_rules(stack: Stack) -> tuple[Rule, ...]:
     """What ``stack`` cannot run, as :class:`roofline.spec.config.Rule` entries (the rules of config.RULES'
     kind: one plan or arrays of plans): ``spec.resolve`` raises the first that fails, ``search`` restricts
@@ -168,7 +183,12 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
     kv_below = bool(stack.rule("kv_heads_below_tp", False))
     # recomputation modes: Megatron's three unless the stack lists its own (torchtitan: none, op, full)
     recs = tuple(stack.rule("recomputes") or ("none", "selective", "full"))
+    # pipeline schedules: 1F1B, interleaved 1F1B and GPipe unless the stack lists its own (torchtitan adds DualPipeV)
+    scheds = schedules_of(stack)
     return (
+        Rule(lambda m, p: among(p.schedule, scheds),
+             f"stack {stack.id} cannot run the {{p.schedule}} pipeline schedule (it runs {', '.join(scheds)})"
+             + (f": {src['schedules']}" if "schedules" in src else ""), ("schedule",)),
         Rule(lambda m, p: among(p.recompute, recs),
              f"stack {stack.id} cannot run recompute {{p.recompute!r}} (it runs {', '.join(recs)}): "
              f"{src.get('recomputes', 'Megatron-LM --recompute-granularity selective | full, or none')}", ("recompute",)),
