@@ -88,7 +88,8 @@ def layout_inputs(tp, pp, dp, cp, ep, micro_batch, global_batch, interleave, seq
     """The formula inputs of a plan's layout: one plan's numbers, or numpy arrays of many (``search``).
 
     ``recompute``: 0 none, 1 selective, 2 full, 3 op (``config.RECOMPUTE`` order); ``zero``: the ZeRO stage 0-3;
-    ``sequence_parallel``: truth values; ``schedule``: a name of config.SCHEDULES (one for all rows); ``etp`` None: = tp (Megatron-Core's default expert TP);
+    ``sequence_parallel``: truth values; ``schedule``: a name of config.SCHEDULES (one for all rows); ``etp`` None:
+    = tp (Megatron-Core's default expert TP);
     ``stages``: a stated pipeline layout's per-rank counts (layout.stage_counts), None: derived (pp_layout = 0).
     The one mapping from plan knobs to formula symbols."""
     tp, recompute, zero = np.asarray(tp), np.asarray(recompute), np.asarray(zero)

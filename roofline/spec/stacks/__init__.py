@@ -13,6 +13,7 @@ stack's family (``nemo@25.09`` -> the Megatron-Core entry whose era holds 2025).
 from __future__ import annotations
 
 import dataclasses
+import types
 import functools
 import re
 from pathlib import Path
@@ -156,14 +157,18 @@ def schedules_of(stack: Stack) -> tuple[str, ...]:
     return tuple(stack.rule("schedules") or ("1f1b", "interleaved", "gpipe"))
 
 
+def _schedule_message(stack: Stack) -> str:
+    """The refusal of a schedule ``stack`` does not run, a template of the plan ``p`` (a Rule message)."""
+    src = stack.sources.get("schedules", "").replace("{", "{{").replace("}", "}}")
+    return (f"stack {stack.id} cannot run the {{p.schedule}} pipeline schedule (it runs {', '.join(schedules_of(stack))})"
+            + (f": {src}" if src else ""))
+
+
 def schedule_refusal(stack: Stack, schedule: str) -> str | None:
     """The one line saying ``stack`` cannot run ``schedule`` (None when it can), with the registry's source."""
-    runs = schedules_of(stack)
-    if schedule in runs:
+    if schedule in schedules_of(stack):
         return None
-    src = stack.sources.get("schedules")
-    return (f"stack {stack.id} cannot run the {schedule} pipeline schedule (it runs {', '.join(runs)})"
-            + (f": {src}" if src else ""))
+    return _schedule_message(stack).format(p=types.SimpleNamespace(schedule=schedule))
 
 
 def plan_rules(stack: Stack) -> tuple[Rule, ...]:
@@ -186,9 +191,7 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
     # pipeline schedules: 1F1B, interleaved 1F1B and GPipe unless the stack lists its own (torchtitan adds DualPipeV)
     scheds = schedules_of(stack)
     return (
-        Rule(lambda m, p: among(p.schedule, scheds),
-             f"stack {stack.id} cannot run the {{p.schedule}} pipeline schedule (it runs {', '.join(scheds)})"
-             + (f": {src['schedules']}" if "schedules" in src else ""), ("schedule",)),
+        Rule(lambda m, p: among(p.schedule, scheds), _schedule_message(stack), ("schedule",)),
         Rule(lambda m, p: among(p.recompute, recs),
              f"stack {stack.id} cannot run recompute {{p.recompute!r}} (it runs {', '.join(recs)}): "
              f"{src.get('recomputes', 'Megatron-LM --recompute-granularity selective | full, or none')}", ("recompute",)),
