@@ -226,6 +226,9 @@ def cmd_hardware(args) -> int:
         eta = {k: round(v[0], 4) for k, v in h.efficiency["gemm"].items()}
         print(f"# as used: gemm eta capped at max_matmul / bf16 peak = {h.matmul_ceiling:.4f} -> {eta}; "
               f"compute rates x sustained_clock {h.sustained_clock:g}")
+    own = set((d.get("overlap") or {}))
+    print("# as used: SMs a communication kernel holds beside compute (overlap): "
+          + ", ".join(f"{k} {v:g}" + ("" if k in own else " (default)") for k, v in h.overlap.items()))
     return 0
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from . import _compiled
 from ..base import precision
 from ..spec.config import Model, Plan, check
-from ..spec.hardware import CLASSES, Hardware
+from ..spec.hardware import CLASSES, Hardware, overlap_defaults
 from ..base.results import Result
 from ..base.units import DAY, HOUR, KILO, TERA
 
@@ -34,7 +34,10 @@ def hardware_inputs(hw: Hardware, dtype: str = "bf16") -> dict:
          "host_rc": hw.host_rc, "host_emb": hw.host_emb, "host_head": hw.host_head, "host_mb": hw.host_mb,
          "host_moe_fwd": hw.host_moe_fwd, "host_moe_bwd": hw.host_moe_bwd,
          # no stated host link: a placeholder that only a plan with offload_layers > 0 would read (inputs() refuses it)
-         "host_link_bw": hw.host_link.bandwidth if hw.host_link else 1.0}
+         "host_link_bw": hw.host_link.bandwidth if hw.host_link else 1.0,
+         # SMs each kind of communication kernel holds beside compute (formulas/comm.py interference): the profile's
+         # overlap: block, measured by calibrate overlap, or defaults.yaml's sourced counts
+         **{k: float(v) for k, v in {**overlap_defaults(), **hw.overlap}.items()}}
     for c in CLASSES:
         for d in ("fwd", "bwd"):
             eta, mu, t0 = hw.efficiency[c][d]

@@ -3,7 +3,8 @@
 A profile is a YAML file (``profiles/<id>.yaml`` or any path). Keys ``base: ID`` (inherit and
 override), ``efficiency_from: ID`` (take another profile's fitted compute curves, e.g. the H100
 using the GH200's Hopper curves), ``collectives_from: ID`` (take fitted alpha-beta links) and
-``host_from: ID`` (take a measured ``host:`` block, e.g. the file ``calibrate host --out`` writes)
+``host_from: ID`` (take a measured ``host:`` block, e.g. the file ``calibrate host --out`` writes) and
+``overlap_from: ID`` (take a measured ``overlap:`` block, the file ``calibrate overlap --out`` writes)
 compose profiles. Each ID is a bundled profile id or a path to a .yaml; a relative path is read from
 the folder of the profile that names it (not the working directory). Values carry units as strings
 ("2039 GB/s").
@@ -85,6 +86,9 @@ class Hardware:
     # GPU <-> host memory copies (PCIe, NVLink-C2C), per direction per GPU: what CPU activation offload moves at;
     # None where the profile does not state it (a plan that offloads is then refused)
     host_link: Link | None = None
+    # SMs each kind of communication kernel holds while compute runs beside it (OVERLAP_KEYS; defaults.yaml overlap
+    # for the kinds a profile does not state)
+    overlap: dict = field(default_factory=lambda: dict(overlap_defaults()))
     calibrated: tuple = ()                      # which parts are fitted: "compute", "intra", "inter"
     provenance: dict = field(default_factory=dict)
     sources: tuple = ()
@@ -110,6 +114,12 @@ class Hardware:
         for (c, link), (alpha, bw) in self.collectives.items():
             S.number(alpha, f"{w}: collectives.{link}.{c}.alpha (s)", low=0.0)
             S.positive(bw, f"{w}: collectives.{link}.{c}.busbw (B/s)")
+        S.check_keys(self.overlap, OVERLAP_KEYS, f"{w}: overlap")
+        for k, n in self.overlap.items():
+            S.number(n, f"{w}: overlap.{k} (SMs)", low=0.0)
+            if self.sm_count > 1 and n >= self.sm_count:
+                raise InputError(f"{w}: overlap.{k} must be below sm_count {self.sm_count} (a communication kernel "
+                                 f"that held every SM would stop the compute beside it), got {n}")
 
     def peak(self, dtype: str) -> float:
         """Dense peak FLOP/s of a dtype or of a training precision's low-precision GEMMs ('mxfp8' -> fp8)."""
@@ -143,6 +153,12 @@ def _defaults() -> dict:
     return yaml_load(Path(__file__).with_name("defaults.yaml").read_text())
 
 
+@functools.lru_cache(maxsize=1)
+def overlap_defaults() -> dict:
+    """SMs per kind of communication kernel when a profile states none (defaults.yaml overlap, sourced there)."""
+    return {k: float(v) for k, v in _defaults()["overlap"].items()}
+
+
 def list_ids() -> list[str]:
     return sorted(p.stem for p in PROFILES.glob("*.yaml"))
 
@@ -171,10 +187,10 @@ def _merge(a: dict, b: dict) -> dict:
 
 
 # ---- the profile schema: every key a file may hold, its type, unit and range ---------------------
-REFS = ("base", "efficiency_from", "collectives_from", "host_from")     # keys that name another profile
+REFS = ("base", "efficiency_from", "collectives_from", "host_from", "overlap_from")  # keys that name another profile
 TOP_KEYS = ("id", "name", "kind", "vendor", *REFS, "peak_flops", "max_matmul",
             "hbm_bandwidth", "hbm_capacity", "board_power", "sm_count", "gpus_per_node", "links", "efficiency",
-            "collectives", "host", "sustained_clock", "sources", "provenance")
+            "collectives", "host", "overlap", "sustained_clock", "sources", "provenance")
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8")
 QUANTITIES = {"max_matmul": "flop/s", "hbm_bandwidth": "B/s", "hbm_capacity": "B", "board_power": "W"}
 LINK_KEYS = ("kind", "bandwidth", "latency")
@@ -182,6 +198,9 @@ ROOFLINE_KEYS = ("eta", "mu", "t0")
 SHAPE_KEYS = {"attn": ("d_soft", "d_reg", "uneven", "d_io"), "bmm": ("dhalf", "reread")}
 HOST_TIMES = ("layer_fwd", "layer_bwd", "recompute_extra", "embed_fwd", "embed_bwd", "head_fwd", "head_bwd",
               "microbatch", "launch", "moe_fwd", "moe_bwd")
+# SMs each kind of communication kernel holds beside compute (defaults.yaml overlap, sourced there; formulas/comm.py
+# interference); a profile's overlap: block, or the one calibrate overlap measures, replaces the defaults it names
+OVERLAP_KEYS = ("nccl_sms", "nccl_sms_inter", "ub_sms", "ub_ring_sms")
 HOST_COUNTS = ("kernels_fwd", "kernels_bwd", "kernels_recompute", "kernels_embed_fwd", "kernels_embed_bwd",
                "kernels_head_fwd", "kernels_head_bwd", "kernels_microbatch", "kernels_moe_fwd", "kernels_moe_bwd")
 
@@ -279,6 +298,11 @@ def check_profile(d: dict, where: str) -> None:
                 S.quantity(v, "s", f"{where}: host.{k}", low=0.0, low_open=False)
             else:
                 S.number(v, f"{where}: host.{k}", int, low=0)
+    if d.get("overlap") is not None:
+        ov = S.mapping(d["overlap"], f"{where}: overlap", "a mapping kernel kind -> SMs it holds")
+        S.check_keys(ov, OVERLAP_KEYS, f"{where}: overlap")
+        for k, v in ov.items():
+            S.number(v, f"{where}: overlap.{k} (SMs)", low=0.0)
     if d.get("sources") is not None and not isinstance(d["sources"], (list, str)):
         raise InputError(f"{where}: sources must be a list of strings, got {d['sources']!r}")
     if d.get("provenance") is not None:
@@ -296,8 +320,8 @@ def _read(path: Path) -> dict:
 
 
 def raw(ref: str, _seen=(), by: str = "", folder: Path | None = None) -> dict:
-    """The profile's YAML after resolving ``base``, ``efficiency_from``, ``collectives_from`` and ``host_from``
-    (dict, units as text)."""
+    """The profile's YAML after resolving ``base``, ``efficiency_from``, ``collectives_from``, ``host_from`` and
+    ``overlap_from`` (dict, units as text)."""
     path = _find(ref, by, folder)
     if str(path.resolve()) in _seen:
         raise InputError(f"profile {path}: circular 'base'/'efficiency_from' reference")
@@ -337,6 +361,14 @@ def raw(ref: str, _seen=(), by: str = "", folder: Path | None = None) -> dict:
         data["host"] = _merge(src["host"], data.get("host") or {})
         prov = dict(data.get("provenance") or {})
         prov["host_from"] = f"{data['host_from']}: {(src.get('provenance') or {}).get('source', '')}"
+        data["provenance"] = prov
+    if "overlap_from" in data:
+        src = _own(data["overlap_from"], f"profile {path}: overlap_from", path.parent)
+        if not src.get("overlap"):
+            raise InputError(f"profile {path}: overlap_from {data['overlap_from']!r} has no overlap: block")
+        data["overlap"] = _merge(src["overlap"], data.get("overlap") or {})
+        prov = dict(data.get("provenance") or {})
+        prov["overlap_from"] = f"{data['overlap_from']}: {(src.get('provenance') or {}).get('source', '')}"
         data["provenance"] = prov
     data["_path"] = str(path)
     return data
@@ -462,6 +494,8 @@ def _load(ref: str) -> Hardware:
         for c in ("gemm", "bmm"):
             eff[c] = {k: (min(eta, ceiling), mu, t0) for k, (eta, mu, t0) in eff[c].items()}
     clock = _clock(d.get("sustained_clock", 1.0), f"profile {where}")
+    overlap = {k: S.number(v, f"profile {where}: overlap.{k} (SMs)", low=0.0)
+               for k, v in _merge(dflt["overlap"], d.get("overlap") or {}).items()}
     dhalf = S.number(eff_raw.get("dhalf", dflt["efficiency"]["dhalf"]), f"profile {where}: efficiency.dhalf", low=0.0)
     return Hardware(
         sustained_clock=clock, matmul_ceiling=ceiling,
@@ -472,6 +506,7 @@ def _load(ref: str) -> Hardware:
         hbm_capacity=S.quantity(_get(d, "hbm_capacity", where), "B", f"profile {where}: hbm_capacity"),
         board_power=S.quantity(power, "W", f"profile {where}: board_power") if power is not None else None,
         gpus_per_node=gpn, sm_count=sm_count, intra=lk["intra"], inter=lk["inter"], host_link=host_link, efficiency=eff,
+        overlap=overlap,
         dhalf=dhalf, attn_shape=attn_shape, bmm_shape=bmm_shape,
         collectives=coll,
         calibrated=tuple(sorted(set(d.get("_calibrated", [])))), provenance=dict(d.get("provenance") or {}),

@@ -78,24 +78,32 @@ def layouts(p: int, per_node: int) -> list:
     return out
 
 
-def _op(kind: str, size: int, p: int, rank: int, device, dtype, group=None, partner=None):
+def parse_size(text, what: str) -> int:
+    """A message size option ('64KiB', '1 GiB', 4096) in bytes."""
+    from ...base.units import parse
+    return int(parse(re.sub(r"(\d)\s*([A-Za-z])", r"\1 \2", str(text)), "B", what))
+
+
+def _op(kind: str, size: int, p: int, rank: int, device, dtype, group=None, partner=None, async_op: bool = False):
     """A closure running one collective of nccl-tests size ``size`` bytes on ``group`` (p ranks); p2p:
-    a ping-pong with global rank ``partner`` (the lower rank sends first; None: idle)."""
+    a ping-pong with global rank ``partner`` (the lower rank sends first; None: idle). ``async_op``: the collective
+    returns its work handle (calibrate overlap runs gloo's beside the main thread)."""
     import torch
     import torch.distributed as dist
     n = max(size // torch.tensor([], dtype=dtype).element_size() // p * p, p)
+    kw = {"group": group, "async_op": True} if async_op else {"group": group}
     if kind == "ar":
         x = torch.ones(n, device=device, dtype=dtype)
-        return lambda: dist.all_reduce(x, group=group)
+        return lambda: dist.all_reduce(x, **kw)
     if kind == "ag":
         x, y = torch.ones(n // p, device=device, dtype=dtype), torch.empty(n, device=device, dtype=dtype)
-        return lambda: dist.all_gather_into_tensor(y, x, group=group)
+        return lambda: dist.all_gather_into_tensor(y, x, **kw)
     if kind == "rs":
         x, y = torch.ones(n, device=device, dtype=dtype), torch.empty(n // p, device=device, dtype=dtype)
-        return lambda: dist.reduce_scatter_tensor(y, x, group=group)
+        return lambda: dist.reduce_scatter_tensor(y, x, **kw)
     if kind == "a2a":
         x, y = torch.ones(n, device=device, dtype=dtype), torch.empty(n, device=device, dtype=dtype)
-        return lambda: dist.all_to_all_single(y, x, group=group)
+        return lambda: dist.all_to_all_single(y, x, **kw)
     x = torch.ones(n, device=device, dtype=dtype)       # p2p: half the round trip of a ping-pong
 
     def pingpong():
@@ -134,7 +142,6 @@ def measure(kind: str, size: int, p: int, rank: int, device, dtype, repeats: int
 
 def main(args) -> int:
     from ...base.errors import InputError
-    from ...base.units import parse
     from . import outputs, profile
     try:
         import torch
@@ -154,8 +161,8 @@ def main(args) -> int:
     device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}") if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
-    size = lambda text, what: int(parse(re.sub(r"(\d)\s*([A-Za-z])", r"\1 \2", str(text)), "B", what))  # noqa: E731
-    sizes = [size(s, "--sizes") for s in args.sizes] if args.sizes else default_sizes(size(args.max_size, "--max-size"))
+    sizes = ([parse_size(s, "--sizes") for s in args.sizes] if args.sizes
+             else default_sizes(parse_size(args.max_size, "--max-size")))
     repeats = args.repeats or (20 if cuda else 5)
     dist.init_process_group(backend)
     dtype = torch.bfloat16 if cuda else torch.float32

@@ -3,6 +3,7 @@
     python -m roofline calibrate compute --device cuda:0 --dtype bf16 --out my-gpu
     python -m roofline calibrate host --device cuda:0 --out my-host       # a profile takes it: host_from: my-host.yaml
     torchrun --nproc-per-node 8 -m roofline calibrate comm --out my-node
+    torchrun --nproc-per-node 8 -m roofline calibrate overlap --out my-node-overlap   # a profile takes it: overlap_from
     python -m roofline calibrate import estimate-train-time DIR --cluster perlmutter --out a100-perlmutter
     python -m roofline calibrate import nccl-tests AR_GPU*_LUT --out a100-dgx-nccl
     python -m roofline calibrate import simumax b200_bf16_ceperm.json --base b200 --out b200-simumax
@@ -43,6 +44,27 @@ def register(subparsers) -> None:
                    help="ranks per node for the intra/inter group layouts (default: torchrun's LOCAL_WORLD_SIZE)")
     m.add_argument("--repeats", type=number(int), default=None,
                    help="timed repeats per message size, median of the max over ranks (default 20 on GPU, 5 on CPU)")
+
+    o = sub.add_parser("overlap", help="a GEMM timed alone and beside a running collective (run under torchrun) -> "
+                       "the profile's overlap: block (SMs a collective effectively takes from compute)")
+    o.add_argument("--out", required=True, help="output NAME (NAME.yaml: the overlap: block, which a profile takes "
+                   "with overlap_from: NAME.yaml; NAME.samples.csv) or folder/; written by rank 0")
+    o.add_argument("--base", help="make NAME.yaml a whole profile: this profile id or .yaml with the measured overlap "
+                   "(loads with --gpu NAME.yaml); on CPU its SM count converts the fraction")
+    o.add_argument("--collective", default="ar", choices=("ar", "ag", "rs", "a2a"),
+                   help="collective run beside the GEMMs (default ar)")
+    o.add_argument("--comm-size", "--comm_size", dest="comm_size", default="256 MiB",
+                   help="the collective's message size (nccl-tests convention; default 256 MiB)")
+    o.add_argument("--gemm-size", "--gemm_size", dest="gemm_size", type=number(int),
+                   help="n of the n x n x n GEMM (default 8192 on GPU, 256 on CPU)")
+    o.add_argument("--gemm-repeats", "--gemm_repeats", dest="gemm_repeats", type=number(int),
+                   help="GEMMs per timed loop (default 20 on GPU, 10 on CPU)")
+    o.add_argument("--repeats", type=number(int), help="timed loops alone, median (default 5 on GPU, 3 on CPU)")
+    o.add_argument("--sms", type=number(int), help="SM count the fraction converts to (default: the device's; on CPU "
+                   "--base's)")
+    o.add_argument("--backend", choices=("nccl", "gloo"), help="default: nccl on GPU, gloo on CPU")
+    o.add_argument("--ranks-per-node", "--ranks_per_node", dest="ranks_per_node", type=number(int),
+                   help="ranks per node for the intra/inter group layouts (default: torchrun's LOCAL_WORLD_SIZE)")
 
     hp = sub.add_parser("host", help="host (CPU) issue time of one eager-PyTorch layer -> the profile's `host:` block")
     hp.add_argument("--device", default="cpu", help="cpu or cuda:N: where the layer's kernels run; cuda:N on the "
@@ -190,4 +212,7 @@ def run(args) -> int:
     if cmd == "comm":
         from . import bench_comm
         return bench_comm.main(args)
+    if cmd == "overlap":
+        from . import bench_overlap
+        return bench_overlap.main(args)
     raise InputError(f"unknown calibrate command {cmd!r}")
