@@ -108,7 +108,7 @@ def register(subparsers) -> None:
     r.add_argument("--gpu", required=True, help="BASE profile id or .yaml the fit starts from")
     r.add_argument("--out", required=True, help="the fitted profile, NAME.yaml (loads with --gpu NAME.yaml)")
     r.add_argument("--fit", help="comma-separated terms (host_layer, host_mb, host_moe, host_edge, gemm_eff, intra_bw, inter_bw, "
-                                 "intra_alpha, inter_alpha; "
+                                 "intra_alpha, inter_alpha, overlap_sms; "
                                  "default: host_layer,host_mb,gemm_eff,intra_bw,inter_bw, unidentifiable ones dropped)")
     r.add_argument("--folds", type=number(int, low=2, strict=False),
                    help="cross-validation folds of whole groups (default: leave one group out)")

@@ -26,6 +26,10 @@ The terms (``TERMS``; ``--fit`` picks, ``DEFAULT`` otherwise), each a quantity o
   busbw is bounded by it: nccl-tests PERFORMANCE.md).
 - ``intra_alpha`` / ``inter_alpha`` (x BASE): scale of every collective's latency on that link, in [0, 100]. Opt-in
   (``--fit``): on vTrain's runs it lowers the single-node errors and raises the multi-node one (docs/from-runs.md).
+- ``overlap_sms`` (x BASE): scale of the SMs an NCCL collective takes from the compute it overlaps, inside a node and
+  across nodes alike (the profile's ``overlap: nccl_sms, nccl_sms_inter``; formulas/comm.py interference), from 0
+  (overlap free) up to one SM short of the GPU's count. Opt-in: only runs that hide collectives behind compute
+  depend on it; ``calibrate overlap`` measures the same counts directly.
 
 Identifiability, judged on the runs before fitting: a term whose 10 % change moves no prediction by 0.1 %, at
 BASE's value nor at any of ``PROBES`` times it within its bounds (the runs do not depend on it: ``inter_bw`` on
@@ -200,6 +204,19 @@ def _alpha_apply(link):
     return apply
 
 
+OVERLAP_NCCL = ("nccl_sms", "nccl_sms_inter")     # the counts overlap_sms scales (the userbuffers ones stay)
+
+
+def _overlap_apply(hw, v):
+    return dc_replace(hw, overlap={**hw.overlap, **{k: hw.overlap[k] * v for k in OVERLAP_NCCL}})
+
+
+def _overlap_bounds(hw):
+    # a kernel holding every SM would stop the compute beside it (the profile rule: each count below sm_count)
+    top = max(hw.overlap[k] for k in OVERLAP_NCCL)
+    return 0.0, max(1.0, (hw.sm_count - 1) / top) if top > 0 and hw.sm_count > 1 else 1.0
+
+
 TERMS = {t.name: t for t in (
     Term("host_layer", "s", "host time to issue one layer's forward + backward (host_fwd + host_bwd; host_rc alike)",
          lambda hw: hw.host_fwd + hw.host_bwd, _host_layer_apply, lambda hw: (0.0, HOST_MAX), _host_layer_yaml, 1e-3),
@@ -223,6 +240,9 @@ TERMS = {t.name: t for t in (
          lambda hw: 1.0, _alpha_apply("intra"), lambda hw: (0.0, ALPHA_MAX), _link_yaml("intra")),
     Term("inter_alpha", "x BASE", "scale of every collective's latency (alpha) on the inter-node link",
          lambda hw: 1.0, _alpha_apply("inter"), lambda hw: (0.0, ALPHA_MAX), _link_yaml("inter")),
+    Term("overlap_sms", "x BASE", "scale of the SMs an NCCL collective takes from the compute it overlaps "
+         "(overlap nccl_sms and nccl_sms_inter)", lambda hw: 1.0, _overlap_apply, _overlap_bounds,
+         lambda hw: {"overlap": {k: float(f"{hw.overlap[k]:.6g}") for k in OVERLAP_NCCL}}),
 )}
 DEFAULT = ("host_layer", "host_mb", "gemm_eff", "intra_bw", "inter_bw")
 
