@@ -133,3 +133,17 @@ def test_hidden_dp_reduce_costs_its_sm_share_on_a_real_plan():
     assert raw > 0
     assert float(evaluate(dict(x, sms=1.0))["t_dp_comm"]) == pytest.approx(0.0, abs=1e-12)
     assert float(evaluate(x)["t_dp_comm"]) == pytest.approx(24 / 132 * raw, rel=1e-9)
+
+
+def test_partial_tp_overlap_never_lengthens_a_host_bound_step():
+    """Found by hypothesis: an eager MoE layer (the host waits on the GPU once per layer, so forward and backward each
+    take max(GPU, host)) with a host-bound forward. Choosing userbuffers or async by the layer's total exposure moved
+    exposed TP time into the GPU-bound backward and made ov_tp 0.5 slower than no overlap; each pass now keeps
+    whichever leaves it less exposed."""
+    model = Model(n_layers=4, d_model=1024, n_heads=32, vocab=32000, seq_len=8192, mlp="swiglu", n_experts=8, top_k=2)
+    plan = Plan(tp=2, pp=1, dp=1, micro_batch=1, global_batch=4, sequence_parallel=True, recompute="none",
+                sharding="none")
+    x = dict(inputs(model, plan, H100), ov_dp=0.0, ov_ag=0.0, ov_cp=0.0, ov_ep=0.0)
+    steps = [float(evaluate(dict(x, ov_tp=o))["step_time"]) for o in (0.0, 0.25, 0.5, 0.75, 1.0)]
+    assert all(b <= a * (1 + 1e-12) for a, b in zip(steps, steps[1:]))
+    assert steps[-1] < steps[0]

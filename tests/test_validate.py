@@ -210,3 +210,32 @@ def test_validate_gpu_prices_every_row_on_that_profile(tmp_path, cli_main):
     got = json.loads(out.stdout)
     assert [c["predicted_s"] for c in got["cases"]] == pytest.approx([c["predicted_s"] for c in want["cases"]])
     assert {c["gpu_id"] for c in got["cases"]} == {"h100-sxm"}
+
+
+@pytest.mark.parametrize("text, dtype, want", [
+    ("--tp-comm-overlap --overlap-grad-reduce", None, True),
+    ("commoverlapconfig(tp_comm_overlap=true)", None, True),
+    ("family file: userbuffer tp comm-overlap cfg (off for nvfp4)", "fp8-cs", True),
+    ("family file: userbuffer tp comm-overlap cfg (off for nvfp4)", "nvfp4", False),
+    ("tp comm-overlap via commoverlapconfig when tp>1 (off for nvfp4)", "mxfp8", True),
+    ("tp communication overlap on", None, True),
+    ("tp_comm_overlap=false", None, False),
+    ("tp_comm_overlap: false", None, False),
+    ("tp_comm_overlap off", None, False),
+    ("--overlap-grad-reduce --overlap-param-gather", None, False),
+])
+def test_tp_comm_overlap_is_read_however_it_is_spelled(text, dtype, want):
+    assert V.tp_comm_overlap_stated(text, dtype) is want
+
+
+def test_a_megatron_bridge_row_stating_userbuffers_gets_the_ring_overlap_unless_nvfp4():
+    """Megatron-Bridge's Llama perf configs (v0.3.0 scripts/performance/configs/llama/llama3_llm_pretrain.py) give the
+    recipes a userbuffers TP-overlap config and turn TP overlap off for NVFP4: a row saying so is priced with (tp-1)/tp
+    of each TP collective hidden, and an NVFP4 row with none."""
+    rows = {r["case_id"]: r for r in V.read(V.dataset_path("nemo"))}
+    for case_id, want in (("nemo2602_h100_llama3_70b_fp8cs_64gpu", 3 / 4),
+                          ("nemo2606_gb200_llama31_405b_fp8cs_256gpu", 3 / 4),
+                          ("nemo2606_gb200_llama31_405b_nvfp4_256gpu", 0.0)):
+        row = rows[case_id]
+        assert "tp comm-overlap" in row["settings"].lower() and "off for nvfp4" in row["settings"].lower()
+        assert V.build_case(row).plan.overlap_tp == pytest.approx(want), case_id

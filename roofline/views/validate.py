@@ -20,7 +20,9 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   run it (pp = 1, no recomputation, fewer than all layers: Megatron-Core transformer_config.py).
 - Rows whose settings state the MoE all-to-all overlap (Megatron-Core ``--overlap-moe-expert-parallel-comm``,
   "EP A2A overlap"): overlap_ep = 1 (hidden as far as the layer's compute lasts).
-- Megatron-Core rows whose notes state ``--tp-comm-overlap``: overlap_tp = (tp-1)/tp (the ring-exchange
+- Megatron-Core rows whose notes or settings state TP communication overlap (``--tp-comm-overlap``,
+  ``tp_comm_overlap=True``, "userbuffer TP comm-overlap"; not when followed by false/off, nor on an NVFP4 row that
+  says "off for NVFP4": ``tp_comm_overlap_stated``): overlap_tp = (tp-1)/tp (the ring-exchange
   overlap splits each TP collective into tp steps; the first step has no GEMM chunk to hide behind).
   Megatron-Core overlaps pipeline send/recv in the interleaved schedule (on by default): overlap_pp = 1
   when v > 1.
@@ -304,6 +306,35 @@ def _model_fields(row: dict) -> tuple[dict, str]:
     return d, note, base
 
 
+# A statement of Megatron-Core's TP communication overlap (--tp-comm-overlap; Megatron-Bridge CommOverlapConfig
+# tp_comm_overlap, its userbuffers config), however a source spells it: "--tp-comm-overlap", "tp_comm_overlap=True",
+# "userbuffer TP comm-overlap cfg", "TP communication overlap". What follows it may turn it off: "= false", "off",
+# "disabled", or "off for nvfp4" on an NVFP4 row (Megatron-Bridge's llama3/llama31 perf configs set
+# cfg.comm_overlap.tp_comm_overlap = False if precision == "nvfp4").
+_TP_OVERLAP = re.compile(r"tp[-_ ]comm(?:unication)?[-_ ]overlap(?P<tail>[^|;]{0,80})")
+_TP_OVERLAP_OFF = re.compile(r"\s*(?:[=:]\s*(?:false|0|off)\b|(?:off|disabled|false)\b)")
+
+
+def tp_comm_overlap_stated(text: str, dtype: str | None = None) -> bool:
+    """Whether lower-cased row text states TP communication overlap on (for this row's precision ``dtype``).
+
+    >>> [tp_comm_overlap_stated(t) for t in ("--tp-comm-overlap", "tp_comm_overlap=false", "tp_comm_overlap off",
+    ...                                      "userbuffer tp comm-overlap cfg (off for nvfp4)", "dp overlap")]
+    [True, False, False, True, False]
+    >>> tp_comm_overlap_stated("userbuffer tp comm-overlap cfg (off for nvfp4)", "nvfp4")
+    False
+    """
+    for m in _TP_OVERLAP.finditer(text):
+        tail = m.group("tail")
+        if _TP_OVERLAP_OFF.match(tail):
+            continue
+        off_for = re.search(r"off for ([a-z0-9_\-/ ]+?)\)", tail)
+        if off_for and dtype and dtype.replace("-", "") in off_for.group(1).replace("-", ""):
+            continue
+        return True
+    return False
+
+
 def _plan_fields(row: dict) -> dict:
     from ..base import normalize
 
@@ -324,7 +355,7 @@ def _plan_fields(row: dict) -> dict:
         raise Skip(str(exc)) from None
     if row.get("recompute") == "" and "recompute" in row:
         d["recompute"] = "none"        # a blank recompute column: no recomputation (Megatron's default)
-    if re.search(r"tp[-_]comm[-_]overlap(?!\s*=\s*false)", text):
+    if tp_comm_overlap_stated(text, d["dtype"]):
         d["tp_comm_overlap"] = True
     # Megatron-Core --overlap-moe-expert-parallel-comm (Megatron-Bridge comm_overlap moe a2a): the all-to-all hides
     # behind another micro-batch's compute as far as that compute lasts (formulas/step.py)

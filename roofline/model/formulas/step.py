@@ -204,25 +204,29 @@ def layer(ops, blocks, ep, col_ops=None, moe_on=sp.Integer(0), moe_share=sp.Inte
     # policy saves the reduce-scatter outputs (compute.OP_SAVED) and re-runs the all-gathers (SP) or all-reduces
     rc_tp = S.rc_full + S.rc_op * (1 - S.seq_par / 2)
     tp_raw = tp_f * (1 + rc_tp) + tp_b_raw
-    tp_async = tp_f * (1 + rc_tp) + tp_b
     # the GEMM overlap of TP communication (Transformer Engine userbuffers, Megatron --tp-comm-overlap: ring-exchange
     # AG in forward and of the output gradient in backward, pipelined RS in forward, bulk AG/RS beside dgrad/wgrad in
-    # backward) hides behind the layer's GEMMs: forward (1x), backward (dgrad + wgrad, 2x), recomputed forward; it
-    # exchanges through CUDA IPC buffers of the GPUs of one NVLink domain: a TP group that spans nodes keeps only the
-    # async overlap (ASSUMED from TE's userbuffers design; no published TP-overlap across nodes). The stack runs
-    # whichever leaves less exposed (userbuffers replace the async NCCL calls they cover). The SMs its kernels hold:
-    # ring exchange ub_ring_sms, pipeline and bulk ub_sms (hardware/defaults.yaml overlap), weighted by their volume
+    # backward) hides each pass's collectives behind that pass's GEMMs: forward (1x), backward (dgrad + wgrad, 2x)
+    # with the recomputed forward (1x); it exchanges through CUDA IPC buffers of the GPUs of one NVLink domain: a TP
+    # group that spans nodes keeps only the async overlap (ASSUMED from TE's userbuffers design; no published
+    # TP-overlap across nodes). The SMs its kernels hold: ring exchange ub_ring_sms, pipeline and bulk ub_sms
+    # (hardware/defaults.yaml overlap), weighted by their volume in the pass.
     tp_in_domain = sp.Piecewise((1, S.tp <= S.gpus_per_node), (0, True))
-    ring = ring_f * (1 + rc_tp) + ring_b
-    ub_share = (CM.interference(S.ub_ring_sms) * ring + CM.interference(S.ub_sms) * (tp_raw - ring)) \
-        / sp.Max(tp_raw, 1e-30, evaluate=False)
-    tp_ub = CM.exposed(tp_raw, gemm_fwd * (3 + S.rc_full), S.ov_tp * tp_in_domain, ub_share)
-    use_ub = sp.Heaviside(tp_async - tp_ub, 0, evaluate=False)         # 1 when userbuffers leave less exposed
-    tp = use_ub * tp_ub + (1 - use_ub) * tp_async
-    # the backward pass's share (with the recomputed forward): async, exactly; userbuffers, in proportion to the raw
-    # volume. EP (1 + r) of (2 + r) passes, CP (2 + r) of (3 + r) (the backward ring carries dK and dV as well)
-    tp_bwd_share = (use_ub * tp_ub * (rc_tp * tp_f + tp_b_raw) / sp.Max(tp_raw, 1e-30, evaluate=False)
-                    + (1 - use_ub) * (rc_tp * tp_f + tp_b))
+
+    def userbuffers(raw, ring, window):
+        share = (CM.interference(S.ub_ring_sms) * ring + CM.interference(S.ub_sms) * (raw - ring)) \
+            / sp.Max(raw, 1e-30, evaluate=False)
+        return CM.exposed(raw, window, S.ov_tp * tp_in_domain, share)
+    ub_f = userbuffers(tp_f, ring_f, gemm_fwd)
+    ub_b = userbuffers(rc_tp * tp_f + tp_b_raw, rc_tp * ring_f + ring_b, gemm_fwd * (2 + S.rc_full))
+    # Each pass keeps whichever leaves less exposed (userbuffers replace the async NCCL calls they cover): the forward
+    # (async leaves its collectives exposed) and the backward with the recomputed forward. Per pass, so that
+    # overlapping never lengthens a pass: the host's lead is compared with each pass's GPU time below. EP (1 + r) of
+    # (2 + r) passes, CP (2 + r) of (3 + r) (the backward ring carries dK and dV as well)
+    async_b = rc_tp * tp_f + tp_b
+    tp_fwd_share = tp_f - CM.unordered_max(0, tp_f - ub_f)                 # min(async, userbuffers), forward
+    tp_bwd_share = async_b - CM.unordered_max(0, async_b - ub_b)           # min(async, userbuffers), backward
+    tp = tp_fwd_share + tp_bwd_share
     # Megatron-Core --overlap-moe-expert-parallel-comm (with --delay-wgrad-compute) runs one micro-batch's dispatch /
     # combine all-to-all beside another micro-batch's forward or backward (the combined 1F1B of
     # megatron/core/pipeline_parallel/combined_1f1b.py): it can hide behind the layer's compute of both passes; NCCL's

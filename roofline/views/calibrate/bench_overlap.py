@@ -157,7 +157,10 @@ def measure_link(link: str, kind: str, size: int, group, pk: int, rank: int, dev
         fn = _kernel(kern, n, device, dtype)
         fn()
         t_alone = _loop_alone(fn, k, device, repeats)
-        m = max(2, math.ceil(COVER * t_alone / t_comm))
+        # every rank must issue the same number of collectives: m from the slowest rank's loop
+        slowest = torch.tensor([t_alone], dtype=torch.float64, device=device)
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+        m = max(2, math.ceil(COVER * float(slowest) / t_comm))
         beside = []
         for _ in range(TRIES):
             dist.barrier()
