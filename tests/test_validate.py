@@ -239,3 +239,30 @@ def test_a_megatron_bridge_row_stating_userbuffers_gets_the_ring_overlap_unless_
         row = rows[case_id]
         assert "tp comm-overlap" in row["settings"].lower() and "off for nvfp4" in row["settings"].lower()
         assert V.build_case(row).plan.overlap_tp == pytest.approx(want), case_id
+
+
+@pytest.mark.parametrize("notes, gpu, want", [
+    ("torchtitan benchmarks: FSDP + torch.compile + Float8, local batch 2", "h100-sxm", "fp8-cs"),
+    ("Megatron-Core, FP8 GEMMs with delayed scaling", "h100-sxm", "fp8"),
+    ("NVFP4 recipe, BF16 attention", "b200", "nvfp4"),
+    ("bf16 mixed precision; no FP8", "h100-sxm", "bf16"),
+    ("MFU on the 1979 TFLOP/s FP8 peak", "h100-sxm", "bf16"),
+    ("", "h100-sxm", "bf16"),
+])
+def test_a_row_without_a_precision_column_takes_the_recipe_its_notes_state(tmp_path, notes, gpu, want):
+    """published.csv's columns have no precision: an FP8 run stated in the notes is priced with FP8 GEMMs, not as
+    BF16; a clause that negates it or only quotes a peak rate leaves the stack's default."""
+    cols = ["case_id", "source", "model", "n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden", "mlp", "vocab",
+            "seq_len", "global_batch", "micro_batch", "tp", "pp", "dp", "gpu_id", "n_gpus", "framework", "notes",
+            "measured_iter_time_s", "tier"]
+    row = ["r1", "torchtitan benchmarks", "Llama 3.1 8B", 32, 4096, 32, 8, 14336, "swiglu", 128256, 8192, 16, 2, 1, 1,
+           8, gpu, 8, "torchtitan", notes, 2.0, "A"]
+    path = tmp_path / "rows.csv"
+    import csv as _csv
+    with open(path, "w", newline="") as f:
+        w = _csv.writer(f)
+        w.writerow(cols)
+        w.writerow(row)
+    case = V.build_case(V.read(path)[0])
+    assert case.plan.dtype == want
+    assert ("stated in the notes" in case.note) == (want != "bf16")

@@ -26,6 +26,8 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   overlap splits each TP collective into tp steps; the first step has no GEMM chunk to hide behind).
   Megatron-Core overlaps pipeline send/recv in the interleaved schedule (on by default): overlap_pp = 1
   when v > 1.
+- precision blank or no such column -> a recipe the notes or settings state (FP8, Float8, MXFP8, NVFP4, FP4;
+  not in a clause that negates it or only quotes a peak rate: ``precision_from_text``), else the stack's default.
 - micro_batch blank -> 1 (the Megatron default and the micro-batch of its GPT-3 175B example script).
 - interleave blank -> 1 when pp = 1 or the framework has no interleaved schedule (DeepSpeed); otherwise
   (Megatron rows, whose sources used interleaved 1F1B) the smallest v >= 2 with layers % (pp v) == 0
@@ -143,18 +145,49 @@ def read(path) -> list[dict]:
 
 
 # ---- one row -> Spec ------------------------------------------------------------------------------
+# A low-precision recipe stated in a row's notes or settings when it has no precision column (published.csv's
+# columns have none): a clause naming FP8 / Float8 / MXFP8 / NVFP4 / FP4 counts unless it negates it or only quotes
+# a peak rate ("no FP8", "FP8 off", "would select the FP8 branch", "MFU on the 1979 TFLOP/s FP8 peak").
+_LOWP = re.compile(r"\b(?:nvfp4|mxfp4|fp4|mxfp8|fp8(?:[- ]?(?:cs|current|block|delayed|mx))?|float8)\b")
+_LOWP_NOT = re.compile(r"\b(?:no|not|without|would|instead|disabled?|off|rather|unlike|versus|vs|except|peak|basis|"
+                       r"tflop/?s|pflop/?s)\b")
+
+
+def precision_from_text(text: str):
+    """The precision a row's free text states, normalised (base/normalize.py precision), or None.
+
+    >>> [precision_from_text(t) for t in ("Llama 3 405B, BF16", "FSDP + torch.compile + Float8", "FP8 (E4M3) GEMMs, "
+    ...     "delayed scaling", "mxfp8 recipe; bf16 attention", "no FP8", "MFU on the 1979 TFLOP/s FP8 peak", "")]
+    [None, 'fp8-cs', 'fp8', 'mxfp8', None, None, None]
+    """
+    from ..base import normalize
+    for clause in re.split(r"[;|()\n]|\.\s", (text or "").lower()):
+        m = _LOWP.search(clause)
+        if m and not _LOWP_NOT.search(clause):
+            return normalize.precision(clause[m.start():])
+    return None
+
+
+def row_precision(row: dict) -> tuple:
+    """(dtype or None, where it came from): the precision column when stated, else a recipe the notes or settings
+    state (precision_from_text), else None (the stack's default: bf16 for every 2022-2026 stack)."""
+    from ..base import normalize
+    if (row.get("precision") or "").strip():
+        return normalize.precision(row["precision"]), "precision column"
+    found = precision_from_text(f"{row.get('settings', '')}; {row.get('notes', '')}")
+    return (found, "stated in the notes") if found else (None, "")
+
+
 def infer_stack(row: dict, model=None, hw=None):
     """(Stack, reason) of a row: its framework column, aliases in its source/notes, else era rules
     (roofline.spec.stacks.infer); printed per row in the table and the JSON."""
     from ..base import normalize
     from ..spec import stacks
 
-    dtype = None
-    if row.get("precision"):
-        try:
-            dtype = normalize.precision(row["precision"])
-        except InputError:
-            dtype = None
+    try:
+        dtype = row_precision(row)[0]
+    except InputError:
+        dtype = None
     stack, reason = stacks.infer(column=row.get("framework", ""), text=f"{row.get('source', '')} {row.get('notes', '')}",
                                  model=model, hw=hw, dtype=dtype)
     try:
@@ -350,7 +383,7 @@ def _plan_fields(row: dict) -> dict:
         d["sequence_parallel"] = normalize.flag(row.get("seq_parallel", ""))
         d["recompute"] = normalize.recompute(row.get("recompute", "")) or "none"
         d["sharding"] = normalize.sharding(row.get("optimizer_sharding", ""))
-        d["dtype"] = normalize.precision(row.get("precision", ""))
+        d["dtype"] = row_precision(row)[0]
     except InputError as exc:
         raise Skip(str(exc)) from None
     if row.get("recompute") == "" and "recompute" in row:
@@ -529,6 +562,8 @@ def build_case(row: dict, hardware=None) -> Case:
         raise Skip("global_batch not stated")
     model_fields, note, base_model = _model_fields(row)
     plan_fields = _plan_fields(row)
+    if plan_fields.get("dtype") and row_precision(row)[1] == "stated in the notes":
+        note = "; ".join(x for x in (note, f"precision {plan_fields['dtype']} stated in the notes") if x)
     try:
         hw = hardware if hardware is not None else hwmod.load(row["gpu_id"])
         stack, reason = infer_stack(row, None, hw)
