@@ -1,6 +1,8 @@
 """torchtitan's memory: op-level selective checkpointing, FSDP2 under pipelining, the compiled loss, and how
 validate compares a reserved-memory measurement. Expected values are derived by hand from the framework code cited
 in roofline/model/formulas/memory.py and compute.py (OP_SAVED), not read back from the model."""
+import dataclasses
+
 import pytest
 
 from roofline.spec import hardware, stacks
@@ -92,8 +94,13 @@ def test_torchtitan_runs_op_full_or_none_and_defaults_to_op():
     tt = stacks.get("torchtitan")
     spec = resolve(llama(32), {"tp": 1, "pp": 1, "dp": 8, "global_batch": 16}, H100, tt)
     assert spec.plan.recompute == "op"
+    # torchtitan's own "selective" activation checkpointing is its op-level SAC (activation_checkpoint.py SelectiveAC;
+    # the 2024 llama3 configs' mode = "selective", selective_ac_option = "op"): a row or flag saying so is priced as op
+    sel = resolve(llama(32), {"tp": 1, "pp": 1, "dp": 8, "global_batch": 16, "recompute": "selective"}, H100, tt)
+    assert sel.plan.recompute == "op" and "torchtitan calls 'op' that" in sel.origin["recompute"]
     with pytest.raises(InputError, match="cannot run recompute 'selective'"):
-        resolve(llama(32), {"tp": 1, "pp": 1, "dp": 8, "global_batch": 16, "recompute": "selective"}, H100, tt)
+        resolve(llama(32), {"tp": 1, "pp": 1, "dp": 8, "global_batch": 16, "recompute": "selective"}, H100,
+                dataclasses.replace(tt, rules={k: v for k, v in tt.rules.items() if k != "recompute_names"}))
     with pytest.raises(InputError, match="cannot run recompute 'op'"):
         resolve(llama(32), {"tp": 1, "pp": 1, "dp": 8, "global_batch": 16, "recompute": "op"}, H100,
                 stacks.get("megatron-core"))

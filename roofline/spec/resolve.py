@@ -205,6 +205,11 @@ def resolve(model=None, plan=None, hardware=None, stack=None, *, model_fields: d
         origin[k] = f"stack {st.id}"
     p.update(stated)
     origin.update({k: "stated" for k in stated})
+    names = st.rule("recompute_names") or {}
+    if stated.get("recompute") in names:
+        # the stack's own meaning of the stated name (torchtitan: "selective" is its op-level SAC)
+        p["recompute"] = names[stated["recompute"]]
+        origin["recompute"] = f"stated {stated['recompute']!r}: {st.id} calls {p['recompute']!r} that"
     for k in ("tp", "pp", "cp", "dp", "micro_batch", "interleave", "ep"):
         v = p[k]
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")) \
