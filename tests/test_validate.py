@@ -63,6 +63,10 @@ def test_framework_and_interleave_rules(fixture_result):
     assert smallest_interleave(60, 4, 56) == 3      # 60 % (4*2) != 0
     assert smallest_interleave(105, 35, 280) == 3
     assert smallest_interleave(48, 2, 3) == 1        # micro-batches not divisible by pp
+    # a stack that splits uneven stages lets the embedding and the loss fill a virtual stage each (Megatron-Core
+    # account_for_embedding/loss_in_pipeline_split): Llama 3.1 405B's 126 layers + 2 over 16 stages x 2
+    assert (smallest_interleave(126, 16, 16), smallest_interleave(126, 16, 16, edge_slots=2)) == (1, 2)
+    assert smallest_interleave(96, 8, 16, edge_slots=2) == 2      # an even split still comes first
     assert not stacks.get("megatron-deepspeed").rule("interleave_when_pp")   # DeepSpeed's TrainSchedule: no virtual stages
     case = V.build_case(next(r for r in V.read(FIXTURE) if r["case_id"] == "megatron_h100_weak_70b"))
     assert case.plan.overlap_tp == pytest.approx(7 / 8) and case.plan.overlap_pp == 1.0

@@ -31,7 +31,7 @@ from types import MappingProxyType
 
 from ..base import normalize
 from . import stacks
-from .config import ALIASES, Model, Plan, check
+from .config import ALIASES, EDGE_SLOTS, Model, Plan, check
 from ..base.errors import InputError
 
 PLAN_FIELDS = tuple(f.name for f in dataclasses.fields(Plan))
@@ -131,12 +131,19 @@ def _hardware(hardware, gpus_per_node=None, net_gbps=None):
     return hw
 
 
-def smallest_interleave(layers: int, pp: int, micro_batches: int) -> int:
-    """Smallest v >= 2 the interleaved schedule accepts (layers % (pp v) == 0, micro-batches % pp == 0), else 1."""
+def smallest_interleave(layers: int, pp: int, micro_batches: int, edge_slots: int = 0) -> int:
+    """Smallest v >= 2 the interleaved schedule accepts (layers % (pp v) == 0, micro-batches % pp == 0), else 1.
+    ``edge_slots``: virtual stages the embedding and the loss may fill in a stack that splits uneven stages
+    (Megatron-Core account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split: (layers + 2) %
+    (pp v) == 0 also splits; Megatron-Bridge's Llama 3.1 405B, 126 layers + 2 = 128 virtual-stage slots).
+
+    >>> smallest_interleave(126, 16, 16), smallest_interleave(126, 16, 16, edge_slots=2)
+    (1, 2)
+    """
     if pp == 1 or micro_batches % pp:
         return 1
-    for v in range(2, layers // pp + 1):
-        if layers % (pp * v) == 0:
+    for v in range(2, (layers + edge_slots) // pp + 1):
+        if layers % (pp * v) == 0 or (edge_slots and (layers + edge_slots) % (pp * v) == 0):
             return v
     return 1
 
@@ -242,7 +249,8 @@ def resolve(model=None, plan=None, hardware=None, stack=None, *, model_fields: d
                                        or (st.rule("interleave_when_pp") and p["pp"] > 1 and "schedule" not in stated)):
         gb = p["global_batch"] or p["micro_batch"] * p["dp"]
         m_count = gb // (p["micro_batch"] * p["dp"]) if gb % (p["micro_batch"] * p["dp"]) == 0 else 0
-        rule("interleave", smallest_interleave(model_obj.n_layers, p["pp"], m_count),
+        uneven = stated["uneven_stages"] if "uneven_stages" in stated else st.rule("uneven_stages", False)
+        rule("interleave", smallest_interleave(model_obj.n_layers, p["pp"], m_count, EDGE_SLOTS if uneven else 0),
              ("interleaved stated" if stated.get("schedule") == "interleaved" else f"{st.id} runs pp > 1 interleaved")
              + " without v: the smallest valid v")
     if p["interleave"] > 1 and p["schedule"] == "1f1b":

@@ -31,7 +31,9 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
 - micro_batch blank -> 1 (the Megatron default and the micro-batch of its GPT-3 175B example script).
 - interleave blank -> 1 when pp = 1 or the framework has no interleaved schedule (DeepSpeed); otherwise
   (Megatron rows, whose sources used interleaved 1F1B) the smallest v >= 2 with layers % (pp v) == 0
-  and micro-batches % pp == 0, or 1 when no such v exists.
+  (or (layers + 2) % (pp v) == 0 in a stack that splits uneven stages: the embedding and the loss each fill a
+  virtual stage, Megatron-Core account_for_embedding/loss_in_pipeline_split) and micro-batches % pp == 0, or 1
+  when no such v exists.
 - cp blank -> 1; recompute blank -> none; n_kv_heads blank -> MHA; ffn_hidden blank -> 4h (gelu).
 - exactly one of tp/pp/dp blank -> n_gpus / (the other two); more than one blank -> skipped (no plan search).
 - gpu_id -> the hardware profile of that id; gpus_per_node and net_gbps_per_gpu override it when given.
