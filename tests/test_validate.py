@@ -270,3 +270,54 @@ def test_a_row_without_a_precision_column_takes_the_recipe_its_notes_state(tmp_p
     case = V.build_case(V.read(path)[0])
     assert case.plan.dtype == want
     assert ("stated in the notes" in case.note) == (want != "bf16")
+
+
+def _rows(tmp_path, **over):
+    """One published-style row (a 1.3B GPT on 16 A100s), with ``over`` replacing columns."""
+    import csv as _csv
+    row = {"case_id": "r1", "source": "a paper, 2022", "model": "GPT 1.3B", "n_layers": 24, "d_model": 2048,
+           "n_heads": 16, "ffn_hidden": 8192, "mlp": "gelu", "vocab": 50257, "seq_len": 2048, "global_batch": 256,
+           "micro_batch": "", "tp": 1, "pp": 1, "dp": 16, "gpu_id": "a100-sxm4-80gb", "n_gpus": 16,
+           "notes": "", "measured_iter_time_s": 2.0, "tier": "A", **over}
+    path = tmp_path / "rows.csv"
+    with open(path, "w", newline="") as f:
+        w = _csv.DictWriter(f, list(row))
+        w.writeheader()
+        w.writerow(row)
+    return V.read(path)[0]
+
+
+def test_a_source_naming_two_stacks_falls_back_to_the_one_that_runs_the_stated_plan(tmp_path):
+    """"FSDP + Megatron TP" (metaseq, OPT-175B): Megatron-LM, the longest alias, has no FSDP; the FSDP stack runs it,
+    and the reason says why."""
+    row = _rows(tmp_path, source="Zhang et al. 2022, OPT (metaseq: FSDP + Megatron TP)", optimizer_sharding="FSDP",
+                tp=2, dp=8)
+    case = V.build_case(row)
+    assert case.framework == "fsdp" and case.plan.sharding == "fsdp"
+    assert "megatron-lm-2022 cannot run the row" in case.stack_reason
+    with pytest.raises(V.Skip, match="cannot run sharding 'fsdp'"):     # a framework column is not second-guessed
+        V.build_case(_rows(tmp_path, framework="megatron-lm", optimizer_sharding="FSDP", tp=2, dp=8))
+
+
+@pytest.mark.parametrize("gb, mb, dp, priced", [(1538, 4, 12, 1536), (1024, 8, 124, 992), (256, 1, 16, 256)])
+def test_a_rounded_global_batch_is_priced_at_the_nearest_multiple_the_run_can_have(tmp_path, gb, mb, dp, priced):
+    case = V.build_case(_rows(tmp_path, global_batch=gb, micro_batch=mb, dp=dp, n_gpus=dp,
+                              source="Megatron-LM, 2021"))
+    assert case.plan.global_batch == priced
+    assert ("the nearest the run can have" in case.note) == (gb != priced)
+
+
+def test_a_global_batch_far_from_any_multiple_is_still_skipped(tmp_path):
+    with pytest.raises(V.Skip, match="must be divisible by micro-batch x dp"):
+        V.build_case(_rows(tmp_path, global_batch=100, micro_batch=4, dp=16, source="Megatron-LM, 2021"))
+
+
+@pytest.mark.parametrize("framework, pp, want", [("deepspeed", 1, 16), ("fsdp", 1, 16), ("torchtitan", 1, 16),
+                                                 ("torchtitan", 2, 1), ("megatron-lm", 1, 1)])
+def test_an_unstated_micro_batch_is_the_stacks(tmp_path, framework, pp, want):
+    """DeepSpeed (train_micro_batch_size_per_gpu defaults to the batch, no accumulation), FSDP and torchtitan without
+    PP run the rank's whole batch at once; Megatron's default is 1, and so is a pipeline's micro-batch."""
+    row = _rows(tmp_path, framework=framework, pp=pp, dp=16 // pp, optimizer_sharding="" if framework == "megatron-lm"
+                else "FSDP" if framework != "deepspeed" else "ZeRO-1")
+    case = V.build_case(row)
+    assert case.plan.micro_batch == want

@@ -229,6 +229,15 @@ def resolve(model=None, plan=None, hardware=None, stack=None, *, model_fields: d
             p[k] = v
             origin[k] = f"rule: {why}"
 
+    if "micro_batch" not in stated and st.rule("micro_batch_unstated") == "local" and p["pp"] == 1 \
+            and p["global_batch"]:
+        # a data-parallel stack accumulates no gradients unless told: one micro-batch of the rank's whole batch
+        dp_ = stated.get("dp") or (n_gpus // (p["tp"] * p["cp"]) if n_gpus and n_gpus % (p["tp"] * p["cp"]) == 0
+                                   else p["dp"])
+        if dp_ and p["global_batch"] % dp_ == 0:
+            rule("micro_batch", p["global_batch"] // dp_, f"{st.id} accumulates no gradients unless told: "
+                 "global batch / dp")
+
     if "dp" not in stated and n_gpus is not None:
         per = p["tp"] * p["pp"] * p["cp"]
         if n_gpus % per:

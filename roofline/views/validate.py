@@ -28,7 +28,11 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   when v > 1.
 - precision blank or no such column -> a recipe the notes or settings state (FP8, Float8, MXFP8, NVFP4, FP4;
   not in a clause that negates it or only quotes a peak rate: ``precision_from_text``), else the stack's default.
-- micro_batch blank -> 1 (the Megatron default and the micro-batch of its GPT-3 175B example script).
+- micro_batch blank -> the stack's: 1 for the Megatron stacks (the micro-batch of Megatron-LM's GPT-3 175B example
+  script); global batch / dp (no gradient accumulation) for the DeepSpeed ZeRO, PyTorch FSDP and torchtitan stacks
+  without PP (their configs accumulate only when told; stacks/*.yaml micro_batch_unstated).
+- a global batch that is no multiple of micro-batch x dp but within 5 % of one (a rounded figure of the source:
+  GPT-NeoX-20B's 1538 for its 4 x 32 x 12 = 1536) -> that multiple, noted; further off -> skipped.
 - interleave blank -> 1 when pp = 1 or the framework has no interleaved schedule (DeepSpeed); otherwise
   (Megatron rows, whose sources used interleaved 1F1B) the smallest v >= 2 with layers % (pp v) == 0
   (or (layers + 2) % (pp v) == 0 in a stack that splits uneven stages: the embedding and the loss each fill a
@@ -378,7 +382,7 @@ def _plan_fields(row: dict) -> dict:
     if len(blank) > 1 or (blank and n is None):
         raise Skip(f"{'/'.join(blank)} not stated (incomplete plan; no plan search)")
     d = {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": row.get("ep"), "n_gpus": n,
-         "micro_batch": row.get("micro_batch") or 1, "global_batch": row["global_batch"],
+         "micro_batch": row.get("micro_batch"), "global_batch": row["global_batch"],
          "interleave": row.get("interleave")}
     text = f"{row.get('notes', '')} {row.get('settings', '')}".lower()
     try:
@@ -547,6 +551,27 @@ def compiled_loss(row: dict, stack) -> bool:
     return not years or min(years) >= int(since)
 
 
+BATCH_SLACK = 0.05      # a stated global batch within 5 % of a multiple of micro-batch x dp is priced at that multiple
+
+
+def _nearest_batch(d: dict) -> str:
+    """A global batch that is no whole number of micro-batches per DP rank is a rounded figure of the source (GPT-NeoX
+    20B: "1538" sequences, its config 4 x 32 x 12 = 1536; OPT-175B: 1024 sequences on dp 124): price the nearest
+    multiple of micro-batch x dp when it is within BATCH_SLACK, and say so (``d`` is updated); '' otherwise."""
+    gb, mb, dp = d.get("global_batch"), d.get("micro_batch") or 1, d.get("dp")
+    if dp is None and d.get("n_gpus"):
+        per = (d.get("tp") or 1) * (d.get("pp") or 1) * (d.get("cp") or 1)
+        dp = d["n_gpus"] // per if d["n_gpus"] % per == 0 else None
+    if not gb or not dp or gb % (mb * dp) == 0:
+        return ""
+    m = max(1, round(gb / (mb * dp)))
+    if abs(m * mb * dp - gb) > BATCH_SLACK * gb:
+        return ""
+    d["global_batch"] = m * mb * dp
+    return (f"global batch {gb} is no multiple of micro-batch x dp ({mb} x {dp}): priced at {m * mb * dp}, the "
+            f"nearest the run can have")
+
+
 def build_case(row: dict, hardware=None) -> Case:
     """The row's Spec through the one resolver; raises Skip with the reason when it cannot be predicted.
 
@@ -564,6 +589,9 @@ def build_case(row: dict, hardware=None) -> Case:
         raise Skip("global_batch not stated")
     model_fields, note, base_model = _model_fields(row)
     plan_fields = _plan_fields(row)
+    nearest = _nearest_batch(plan_fields)
+    if nearest:
+        note = "; ".join(x for x in (note, nearest) if x)
     if plan_fields.get("dtype") and row_precision(row)[1] == "stated in the notes":
         note = "; ".join(x for x in (note, f"precision {plan_fields['dtype']} stated in the notes") if x)
     try:
@@ -573,10 +601,29 @@ def build_case(row: dict, hardware=None) -> Case:
         if reason.startswith("era rule") or "no year" in reason:
             probe = resolve(base_model, None, hw, "plain", model_fields=model_fields)
             stack, reason = infer_stack(row, probe.model, hw)
-        if compiled_loss(row, stack):
-            plan_fields = {**plan_fields, "loss_kernel": "compiled"}
-        spec = resolve(base_model, plan_fields, hw, stack, model_fields=model_fields, stack_reason=reason,
-                       gpus_per_node=row.get("gpus_per_node"), net_gbps=row.get("net_gbps_per_gpu"))
+        from ..spec import stacks
+
+        def priced(st, why):
+            fields = {**plan_fields, "loss_kernel": "compiled"} if compiled_loss(row, st) else plan_fields
+            return resolve(base_model, fields, hw, st, model_fields=model_fields, stack_reason=why,
+                           gpus_per_node=row.get("gpus_per_node"), net_gbps=row.get("net_gbps_per_gpu"))
+        try:
+            spec = priced(stack, reason)
+        except InputError as first:
+            # the stack the text names first cannot run what the row states (a source naming "FSDP + Megatron TP":
+            # Megatron-LM has no FSDP): the next stack the text names that can
+            if not reason.startswith("source text"):
+                raise
+            for alt, why in stacks.alternatives(f"{row.get('source', '')} {row.get('notes', '')}", None, hw,
+                                                plan_fields.get("dtype")):
+                try:
+                    spec = priced(alt, f"{why} ({stack.id} cannot run the row: {first})")
+                except InputError:
+                    continue
+                stack, reason = alt, spec.stack_reason
+                break
+            else:
+                raise first from None
     except InputError as exc:
         raise Skip(str(exc)) from None
     return Case(row, spec.model, spec.plan, spec.hardware, spec.stack.id, float(measured), spec, reason, note)

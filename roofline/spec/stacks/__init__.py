@@ -33,7 +33,7 @@ PLAN_KEYS = ("dtype", "grad_dtype", "sequence_parallel", "sharding", "recompute"
              "cuda_graphs")
 RULE_KEYS = ("interleaved_schedule", "interleave_when_pp", "no_overlap_with_pp", "overlap_pp_interleaved", "tp_comm_overlap", "uneven_stages", "shardings",
              "max_zero_with_pp", "grad_dtype_bf16", "kv_heads_below_tp", "compiled_loss_since",
-             "recomputes", "recompute_names", "schedules")
+             "recomputes", "recompute_names", "schedules", "micro_batch_unstated")
 DEFAULT = "megatron-core"           # DESIGN.md: Megatron-Core is the default stack of the CLI, configs and API
 
 
@@ -247,6 +247,38 @@ def modern_features(model, hw, dtype: str | None) -> list[str]:
     return out
 
 
+def _named(where: str, text: str, model=None, hw=None, dtype: str | None = None) -> list[tuple[Stack, str]]:
+    """Every stack ``text`` names, best first (the longest alias, then the latest era), each at the version the
+    text's earliest year picks (or its model's features when it mentions none), with why."""
+    t = (text or "").lower()
+    if not t.strip():
+        return []
+    out, seen = [], set()
+    for n, stack, alias in sorted(_alias_hits(t), key=lambda h: (h[0], h[1].era[1]), reverse=True):
+        family = [s for s in registry().values() if s.family == stack.family]
+        generic = alias == stack.family or sum(alias in s.aliases for s in family) > 1
+        version_note = ""
+        if generic and len(family) > 1:
+            ys = years_in(t)
+            if ys:
+                stack, version_note = by_year(stack.family, min(ys)), f", earliest year {min(ys)}"
+            else:
+                feats = modern_features(model, hw, dtype)
+                stack = max(family, key=lambda s: s.era[1]) if feats else min(family, key=lambda s: s.era[0])
+                version_note = f", no year; {'; '.join(feats) if feats else 'no 2023+ feature'}"
+        if stack.id not in seen:
+            seen.add(stack.id)
+            out.append((dataclasses.replace(stack, requested=stack.id), f"{where} names {alias!r}{version_note}"))
+    return out
+
+
+def alternatives(text: str = "", model=None, hw=None, dtype: str | None = None) -> list[tuple[Stack, str]]:
+    """The other stacks a row's source/notes text names, after the one :func:`infer` picks: ``validate`` tries them
+    in order when that one cannot run the row's stated plan (a source naming "FSDP + Megatron TP": Megatron-LM
+    has no FSDP)."""
+    return _named("source text", text, model, hw, dtype)[1:]
+
+
 def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | None = None) -> tuple[Stack, str]:
     """The stack of a row or file that may name none, and why (printed per row by ``validate``).
 
@@ -259,25 +291,9 @@ def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | No
     printed.
     """
     for where, t in (("framework column", column), ("source text", text)):
-        t = (t or "").lower()
-        if not t.strip():
-            continue
-        hits = _alias_hits(t)
-        if not hits:
-            continue
-        n, stack, alias = max(hits, key=lambda h: (h[0], h[1].era[1]))
-        family = [s for s in registry().values() if s.family == stack.family]
-        generic = alias == stack.family or sum(alias in s.aliases for s in family) > 1
-        version_note = ""
-        if generic and len(family) > 1:
-            ys = years_in(t)
-            if ys:
-                stack, version_note = by_year(stack.family, min(ys)), f", earliest year {min(ys)}"
-            else:
-                feats = modern_features(model, hw, dtype)
-                stack = max(family, key=lambda s: s.era[1]) if feats else min(family, key=lambda s: s.era[0])
-                version_note = f", no year; {'; '.join(feats) if feats else 'no 2023+ feature'}"
-        return dataclasses.replace(stack, requested=stack.id), f"{where} names {alias!r}{version_note}"
+        named = _named(where, t, model, hw, dtype)
+        if named:
+            return named[0]
     feats = modern_features(model, hw, dtype)
     if feats:
         return registry()["megatron-core"], "era rule: " + ", ".join(feats) + " -> megatron-core"
