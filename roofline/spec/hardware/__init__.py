@@ -16,8 +16,6 @@ import functools
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import yaml
-
 from ...base import precision
 from ...base import schema as S
 from ...base.errors import InputError
@@ -354,22 +352,15 @@ def raw(ref: str, _seen=(), by: str = "", folder: Path | None = None) -> dict:
         prov = dict(data.get("provenance") or {})
         prov["collectives_from"] = f"{data['collectives_from']}: {(src.get('provenance') or {}).get('source', '')}"
         data["provenance"] = prov
-    if "host_from" in data:
-        src = _own(data["host_from"], f"profile {path}: host_from", path.parent)
-        if not src.get("host"):
-            raise InputError(f"profile {path}: host_from {data['host_from']!r} has no host: block")
-        data["host"] = _merge(src["host"], data.get("host") or {})
-        prov = dict(data.get("provenance") or {})
-        prov["host_from"] = f"{data['host_from']}: {(src.get('provenance') or {}).get('source', '')}"
-        data["provenance"] = prov
-    if "overlap_from" in data:
-        src = _own(data["overlap_from"], f"profile {path}: overlap_from", path.parent)
-        if not src.get("overlap"):
-            raise InputError(f"profile {path}: overlap_from {data['overlap_from']!r} has no overlap: block")
-        data["overlap"] = _merge(src["overlap"], data.get("overlap") or {})
-        prov = dict(data.get("provenance") or {})
-        prov["overlap_from"] = f"{data['overlap_from']}: {(src.get('provenance') or {}).get('source', '')}"
-        data["provenance"] = prov
+    for ref, block in (("host_from", "host"), ("overlap_from", "overlap")):
+        if ref in data:         # take another file's measured block (calibrate host / overlap --out)
+            src = _own(data[ref], f"profile {path}: {ref}", path.parent)
+            if not src.get(block):
+                raise InputError(f"profile {path}: {ref} {data[ref]!r} has no {block}: block")
+            data[block] = _merge(src[block], data.get(block) or {})
+            prov = dict(data.get("provenance") or {})
+            prov[ref] = f"{data[ref]}: {(src.get('provenance') or {}).get('source', '')}"
+            data["provenance"] = prov
     data["_path"] = str(path)
     return data
 

@@ -19,8 +19,6 @@ import re
 from pathlib import Path
 from types import MappingProxyType
 
-import yaml
-
 from ..config import SHARDING, Rule, among, stage_name
 from ...base.errors import InputError
 from ...base.schema import yaml_load

@@ -140,6 +140,22 @@ def measure(kind: str, size: int, p: int, rank: int, device, dtype, repeats: int
     return statistics.median(times)
 
 
+def torchrun_ranks(ranks_per_node, command: str) -> tuple[int, int, int]:
+    """(rank, world size, ranks per node) of a ``calibrate COMMAND`` run under torchrun; one-line errors when it is
+    not, or when the ranks cannot form nodes of ``ranks_per_node`` (default torchrun's LOCAL_WORLD_SIZE)."""
+    from ...base.errors import InputError
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        raise InputError(f"calibrate {command} must run under torchrun: torchrun --nproc-per-node N -m roofline "
+                         f"calibrate {command} ...")
+    rank, p = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    per_node = ranks_per_node or int(os.environ.get("LOCAL_WORLD_SIZE", p))
+    if p < 2:
+        raise InputError(f"calibrate {command} needs at least 2 ranks (WORLD_SIZE >= 2)")
+    if per_node < 1 or p % per_node:
+        raise InputError(f"--ranks-per-node {per_node} must divide WORLD_SIZE {p}")
+    return rank, p, per_node
+
+
 def main(args) -> int:
     from ...base.errors import InputError
     from . import outputs, profile
@@ -148,14 +164,7 @@ def main(args) -> int:
         import torch.distributed as dist
     except ImportError:
         raise InputError("calibrate comm needs torch (pip install 'roofline[calibrate]')") from None
-    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
-        raise InputError("calibrate comm must run under torchrun: torchrun --nproc-per-node N -m roofline calibrate comm ...")
-    rank, p = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    per_node = args.ranks_per_node or int(os.environ.get("LOCAL_WORLD_SIZE", p))
-    if p < 2:
-        raise InputError("calibrate comm needs at least 2 ranks (WORLD_SIZE >= 2)")
-    if per_node < 1 or p % per_node:
-        raise InputError(f"--ranks-per-node {per_node} must divide WORLD_SIZE {p}")
+    rank, p, per_node = torchrun_ranks(args.ranks_per_node, "comm")
     cuda = torch.cuda.is_available() and args.backend != "gloo"
     backend = args.backend or ("nccl" if cuda else "gloo")
     device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}") if cuda else torch.device("cpu")

@@ -32,7 +32,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from .bench_comm import _op, layouts, parse_size
+from .bench_comm import _op, layouts, parse_size, torchrun_ranks
 
 KERNELS = ("gemm", "copy")
 COVER = 1.5          # collectives enqueued to run this many times as long as the GEMM loop alone
@@ -224,15 +224,7 @@ def main(args) -> int:
         import torch.distributed as dist
     except ImportError:
         raise InputError("calibrate overlap needs torch (pip install 'roofline[calibrate]')") from None
-    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
-        raise InputError("calibrate overlap must run under torchrun: torchrun --nproc-per-node N -m roofline "
-                         "calibrate overlap ...")
-    rank, p = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    per_node = args.ranks_per_node or int(os.environ.get("LOCAL_WORLD_SIZE", p))
-    if p < 2:
-        raise InputError("calibrate overlap needs at least 2 ranks (WORLD_SIZE >= 2)")
-    if per_node < 1 or p % per_node:
-        raise InputError(f"--ranks-per-node {per_node} must divide WORLD_SIZE {p}")
+    rank, p, per_node = torchrun_ranks(args.ranks_per_node, "overlap")
     base_name, base_sms = "", None
     if args.base:
         from ...spec import hardware
