@@ -204,7 +204,9 @@ def main() -> int:
          "shape achieves; the A100 and GH200 backward GEMM fits (about 0.91 and 0.92 of peak) are above it. H100/H200 "
          "profiles carry `sustained_clock: 0.849` (power-capped sustained rate / burst rate, 702.9 / 828.0 on H200 "
          "SXM, the same run as the ceiling); A100 and GH200 have no such measurement and keep 1.",
-         "- **TP overlap** (Megatron-Core rows whose notes state `--tp-comm-overlap`): `overlap_tp = (tp-1)/tp`. The "
+         "- **TP overlap** (Megatron-Core rows whose notes or settings state it, however spelled: `--tp-comm-overlap`, "
+         "`tp_comm_overlap=True`, \"userbuffer TP comm-overlap\"; not after false/off, nor on an NVFP4 row that says "
+         "\"off for NVFP4\"): `overlap_tp = (tp-1)/tp`. The "
          "ring-exchange overlap of Transformer Engine splits each TP all-gather / reduce-scatter into tp steps, each "
          "hidden behind the GEMM chunk of the previous step; the first step has nothing to hide behind. Not fitted.",
          "- **PP overlap**: Megatron-Core overlaps pipeline send/recv in the interleaved schedule by default "
@@ -215,10 +217,20 @@ def main() -> int:
          "set by preset\" (Megatron-Core's default impl is none), a partial scope (moe_router + moe_preprocess leave "
          "the experts eager) -> `none`; graphs stated without modules -> `layers` (Megatron-Core's default modules: "
          "the whole layer).",
-         "- **micro_batch** blank -> 1 (Megatron's default and its GPT-3 175B example script).",
+         "- **micro_batch** blank -> the stack's: 1 for the Megatron stacks (Megatron's GPT-3 175B example script); "
+         "global batch / dp for DeepSpeed ZeRO, PyTorch FSDP and torchtitan without PP (no gradient accumulation "
+         "unless told; docs/frameworks.md `micro_batch_unstated`).",
+         "- **global_batch** within 5 % of a multiple of micro-batch x dp but not one (a rounded figure: GPT-NeoX-20B's "
+         "1538 for 4 x 32 x 12 = 1536) -> that multiple, noted per row; further off -> skipped.",
+         "- **precision** blank or no such column -> a recipe the notes or settings state (FP8, Float8, MXFP8, NVFP4; not "
+         "in a clause that negates it or only quotes a peak rate), else the stack's default.",
+         "- **framework** blank and the source names two stacks, the first of which cannot run the stated plan "
+         "(\"FSDP + Megatron TP\") -> the next one named that can, with the reason.",
          "- **interleave** blank -> 1 when pp = 1 or the framework has no interleaved schedule (DeepSpeed); otherwise "
          "(Narayanan Table 1/2 say interleaved 1F1B; the Megatron-Core README's PP overlap needs it) the smallest "
-         "v >= 2 with layers % (pp v) = 0 and micro-batches % pp = 0 (Megatron's constraints), else 1. "
+         "v >= 2 with layers % (pp v) = 0 (or (layers + 2) % (pp v) = 0 in a stack that splits uneven stages: the "
+         "embedding and the loss each fill a virtual stage, Megatron-Core account_for_embedding/loss_in_pipeline_split) "
+         "and micro-batches % pp = 0 (Megatron's constraints), else 1. "
          "This gives v = 2 for most rows, 3 for 76B (60 layers / pp 4) and 530B (105 / 35), 7 for the H100 462B "
          "(112 / 16) and 23 for the H100 119B (92 / 4, one layer per virtual stage).",
          "- **cp** blank -> 1; **recompute** blank -> none; **n_kv_heads** blank -> MHA; **ffn_hidden** blank -> 4h.",
