@@ -149,6 +149,11 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
               "TE fuse_wgrad_accumulation); default: the stack's")
     flag(g, "no-wgrad-fusion", dest="wgrad_fusion", action="store_false",
          help="weight-gradient GEMMs write their output (torch autograd, DeepSpeed, FSDP, --no-gradient-accumulation-fusion)")
+    flag(g, "eager-elementwise", dest="eager_elementwise", action="store_true", default=None,
+         help="RMSNorm, SwiGLU and RoPE run as separate eager PyTorch ops (no torch.compile, no fused kernels); "
+              "default: the stack's")
+    flag(g, "no-eager-elementwise", dest="eager_elementwise", action="store_false",
+         help="fused elementwise kernels (Megatron / Transformer Engine, or torch.compile)")
     flag(g, "offload-layers", dest="offload_layers", type=number(int, 0, strict=False), default=None,
          help="CPU activation offload: the first N layers' saved activations go to host memory in the forward and "
               "come back in the backward (Megatron-Core --cpu-offloading-num-layers; needs pp 1 and no recompute); "
@@ -233,6 +238,7 @@ def build_spec(args):
              "sequence_parallel": args.sequence_parallel, "recompute": args.recompute, "sharding": sharding,
              "uneven_stages": args.uneven_stages, "tp_async_dgrad": getattr(args, "tp_async_dgrad", None),
              "wgrad_fusion": getattr(args, "wgrad_fusion", None),
+             "eager_elementwise": getattr(args, "eager_elementwise", None),
              "offload_layers": getattr(args, "offload_layers", None),
              "loss_kernel": getattr(args, "loss_kernel", None),
              "pipeline_layout": getattr(args, "pipeline_layout", None),

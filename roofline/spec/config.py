@@ -230,6 +230,9 @@ class Plan:
     # store_false in megatron/training/arguments.py: on by default; Transformer Engine fuse_wgrad_accumulation; on in
     # Megatron-Core, the default stack); False: the GEMM writes its output (per stack: stacks/*.yaml wgrad_fusion)
     wgrad_fusion: bool = True
+    # RMSNorm, SwiGLU and RoPE run as separate eager PyTorch ops (formulas/compute.py layer_ops: their extra HBM
+    # traffic); False: fused kernels (Megatron, Transformer Engine, torch.compile). Per stack: stacks/*.yaml
+    eager_elementwise: bool = False
     # under an FP8/FP4 recipe, GEMMs save their quantized input for the weight gradient (Transformer Engine, the
     # default stack's) or the 16-bit input (torchao Float8Linear); per stack: stacks/*.yaml quantized_saves
     quantized_saves: bool = True

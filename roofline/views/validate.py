@@ -28,6 +28,7 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   when v > 1.
 - precision blank or no such column -> a recipe the notes or settings state (FP8, Float8, MXFP8, NVFP4, FP4;
   not in a clause that negates it or only quotes a peak rate: ``precision_from_text``), else the stack's default.
+- a row stating torch.compile: fused elementwise kernels (eager_elementwise off) whatever the stack's default.
 - micro_batch blank -> the stack's: 1 for the Megatron stacks (the micro-batch of Megatron-LM's GPT-3 175B example
   script); global batch / dp (no gradient accumulation) for the DeepSpeed ZeRO, PyTorch FSDP and torchtitan stacks
   without PP (their configs accumulate only when told; stacks/*.yaml micro_batch_unstated).
@@ -409,6 +410,8 @@ def _plan_fields(row: dict) -> dict:
         d["etp"] = int(m.group(1))          # Megatron-Core --expert-tensor-parallel-size, stated by the recipe
     if re.search(r"ep a2a overlap|overlap[-_ ]moe[-_ ]expert[-_ ]parallel[-_ ]comm(?!\s*=\s*false)", text):
         d["overlap_ep"] = 1.0
+    if re.search(r"(?<!no )(?<!without )(?:torch\.compile|(?<!torch\.)\bcompiled?\b(?! loss))", text):
+        d["eager_elementwise"] = False      # torch.compile fuses the elementwise ops the eager stacks run one by one
     graphs = cuda_graphs(row)
     if graphs != "none":
         d["cuda_graphs"] = graphs

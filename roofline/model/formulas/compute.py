@@ -69,6 +69,20 @@ vocab_pad = sp.ceiling(S.vocab / (128 * S.tp)) * 128 * S.tp   # Megatron pads V 
 # RMSNorm 4 (square and add 2, normalise 1, scale 1: no mean, no shift; Zhang & Sennrich 2019). HBM-bound either way:
 # the same bytes (read x, write y; the norm class efficiency is fitted with these counts)
 NORM_FLOPS = 8 - 4 * S.rms
+# Eager elementwise kernels (symbols.eager_elem), extra reads and writes per element in 16-bit units (fp32 = 2),
+# forward then backward, over the fused kernel's:
+# - RMSNorm: torch.nn.RMSNorm / F.rms_norm's composite (aten layer_norm.cpp rms_norm_symint, as Hugging Face's
+#   LlamaRMSNorm): upcast to fp32 (r1 w2), pow (r2 w2), mean (r2), x * rsqrt (r2 w2), cast back (r2 w1), x weight
+#   (r1 w1): r10 w8 against a fused kernel's r1 w1; its autograd backward through the same ops, ASSUMED r16 w10
+#   against r2 w1;
+# - SwiGLU: F.silu(x1) (r1 w1) then * x3 (r2 w1): r3 w2 against r2 w1; backward mul (r3 w2) + silu (r2 w1): r5 w3
+#   against r3 w2 (per element of the MLP's inner width);
+# - RoPE: x.float() (r1 w2), complex multiply (r2 w2), type_as (r2 w1): r5 w5 per element of q and k, the backward
+#   alike (torchtitan models/llama3 apply_rotary_emb with view_as_complex); a fused RoPE is not priced.
+# LayerNorm (F.layer_norm) and GELU stay one kernel each in eager PyTorch: unchanged.
+EAGER_RMS = (9, 7, 14, 9)
+EAGER_GLU = (1, 1, 2, 1)
+EAGER_ROPE = (5, 5, 5, 5)
 # FLOP per element of the MLP activation: tanh-GELU 0.5 x (1 + tanh(0.79788 (x + 0.044715 x^3))) = 7 arithmetic ops
 # + tanh = 8; SiLU x sigmoid(x) times the gate ~ the same (exp, add, divide, 2 multiplies); squared ReLU max(0, x)^2 = 2
 ACT_FLOPS = 8 - 6 * S.sq_relu
@@ -406,23 +420,31 @@ def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0
     # the routed experts a rank holds, E/e (each rank of the EP group holds E/e experts; Megatron-Core
     # num_local_experts = num_moe_experts // expert_model_parallel_size), one GEMM each; 1 in a dense MLP
     local = 1 + moe_on * (S.n_experts / S.ep - 1)
-    # norms: NORM_FLOPS per element (LayerNorm 8, RMSNorm 4)
+    # norms: NORM_FLOPS per element (LayerNorm 8, RMSNorm 4); eager RMSNorm and SwiGLU move more (EAGER_*)
+    er, eg = S.eager_elem * S.rms, S.eager_elem * S.gated
+    norm = (1 + er * EAGER_RMS[0], 1 + er * EAGER_RMS[1], 2 + er * EAGER_RMS[2], 1 + er * EAGER_RMS[3])
     ops = [
-        elementwise("norm_attn", "norm", hid, 1, 1, 2, 1, NORM_FLOPS),
+        elementwise("norm_attn", "norm", hid, *norm, NORM_FLOPS),
         *attn,
         # fused bias-dropout-add: read x and residual, write output (+1-byte mask with dropout)
         elementwise("dropout_residual_attn", "elem", hid, 2 + S.dropout * S.mask_bytes / S.act_bytes, 1, 1 + S.dropout * S.mask_bytes / S.act_bytes, 2),
-        elementwise("norm_mlp", "norm", hid, 1, 1, 2, 1, NORM_FLOPS),
+        elementwise("norm_mlp", "norm", hid, *norm, NORM_FLOPS),
         # the router runs on the tokens a rank holds before the dispatcher gathers them (SP-split under TP;
         # Megatron-Core moe_layer.py: router(hidden_states), then token_dispatcher)
         gemm("router", tok_sp, h, S.n_experts, on=moe_on, hp=True),
         gemm("mlp_up", tok_mlp * rt, hx, f * (1 + S.gated) / t_mlp, model=mlp_model, groups=local),
         # GELU / squared ReLU: read 1 write 1; SwiGLU: read 2 write 1 (backward: read inputs and grad, write input
         # grads); ACT_FLOPS per element
-        elementwise("mlp_activation", "elem", tok_mlp * rt * f / t_mlp, 1 + S.gated, 1, 2 + S.gated, 1 + S.gated, ACT_FLOPS),
+        elementwise("mlp_activation", "elem", tok_mlp * rt * f / t_mlp, 1 + S.gated + eg * EAGER_GLU[0],
+                    1 + eg * EAGER_GLU[1], 2 + S.gated + eg * EAGER_GLU[2], 1 + S.gated + eg * EAGER_GLU[3], ACT_FLOPS),
         gemm("mlp_down", tok_mlp * rt, f / t_mlp, hx, model=mlp_model, groups=local),
         elementwise("dropout_residual_mlp", "elem", hid, 2 + S.dropout * S.mask_bytes / S.act_bytes, 1, 1 + S.dropout * S.mask_bytes / S.act_bytes, 2),
     ]
+    if variants:
+        # eager RoPE (torchtitan apply_rotary_emb; Hugging Face apply_rotary_pos_emb): q and k through fp32 copies,
+        # priced only when eager (the fused RoPE of Megatron / Transformer Engine rides in the QKV epilogue, unpriced)
+        rope = S.eager_elem * (1 - S.learned_pos) * (1 - mla)
+        ops.append(_on(elementwise("rope_eager", "elem", tokens * (q_w + kv_w) / t, *EAGER_ROPE, 6), rope))
     if moe_on is not sp.S.Zero:
         e = S.n_experts
         ops += [
@@ -444,8 +466,9 @@ def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0
         on_s = sp.Min(1, shared)          # shared sizes are integers: 1 with shared experts, 0 without
         ops += [
             _on(gemm("shared_up", tokens, h, shared * (1 + S.gated) / t), on_s),
-            _on(elementwise("shared_activation", "elem", tokens * shared / t, 1 + S.gated, 1, 2 + S.gated,
-                            1 + S.gated, ACT_FLOPS), on_s),
+            _on(elementwise("shared_activation", "elem", tokens * shared / t, 1 + S.gated + eg * EAGER_GLU[0],
+                            1 + eg * EAGER_GLU[1], 2 + S.gated + eg * EAGER_GLU[2], 1 + S.gated + eg * EAGER_GLU[3],
+                            ACT_FLOPS), on_s),
             _on(gemm("shared_down", tokens, shared / t, h), on_s),
         ]
     return [*ops, quantize_op(ops)]

@@ -265,6 +265,12 @@ wgrad_fusion = _s("wgrad_fusion", "", "1 when each weight-gradient GEMM accumula
                   "gradient_accumulation_fusion; Transformer Engine fuse_wgrad_accumulation); 0: the GEMM writes its "
                   "output", "plan", r"\phi_{w}")
 
+# ---- eager elementwise kernels (per stack: stacks/*.yaml plan eager_elementwise -> config.Plan -> predict.plan_inputs) -
+eager_elem = _s("eager_elem", "", "1 when RMSNorm, SwiGLU and RoPE run as separate eager PyTorch ops (torch.nn.RMSNorm's "
+                "fp32 composite, F.silu then a multiply, RoPE through fp32 complex tensors: torchtitan without "
+                "torch.compile, Hugging Face models under FSDP or DeepSpeed); 0: fused kernels (Megatron / Transformer "
+                "Engine, or torch.compile)", "plan", r"\epsilon_{e}", zero=True)
+
 # ---- CPU activation offload (config.Plan offload_layers -> predict.plan_inputs; formulas/memory.py, step.py) ------
 offload_layers = _s("offload_layers", "", "layers (the first ones, in forward order) whose saved activations Transformer Engine's CPU offload copies to host memory during the forward and back during the backward (Megatron-Core --cpu-offloading-num-layers); 0: none", "plan", r"n_{off}", zero=True)
 
