@@ -253,7 +253,7 @@ def _named(where: str, text: str, model=None, hw=None, dtype: str | None = None)
     if not t.strip():
         return []
     out, seen = [], set()
-    for n, stack, alias in sorted(_alias_hits(t), key=lambda h: (h[0], h[1].era[1]), reverse=True):
+    for _, stack, alias in sorted(_alias_hits(t), key=lambda h: (h[0], h[1].era[1]), reverse=True):
         family = [s for s in registry().values() if s.family == stack.family]
         generic = alias == stack.family or sum(alias in s.aliases for s in family) > 1
         version_note = ""

@@ -161,20 +161,19 @@ def measure_link(link: str, kind: str, size: int, group, pk: int, rank: int, dev
         slowest = torch.tensor([t_alone], dtype=torch.float64, device=device)
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
         m = max(2, math.ceil(COVER * float(slowest) / t_comm))
-        beside = []
-        for _ in range(TRIES):
+        for attempt in range(TRIES):          # every rank agrees (MIN) on whether the collectives covered the loop
             dist.barrier()
             t_b, t_cb, covered = _loop_beside(fn, k, comm, m, device)
             ok = torch.tensor([1.0 if covered else 0.0], dtype=torch.float64, device=device)
             dist.all_reduce(ok, op=dist.ReduceOp.MIN)
-            if float(ok) > 0 or _ == TRIES - 1:
-                beside = [t_b, t_cb, float(ok) > 0]
+            covered = float(ok) > 0
+            if covered or attempt == TRIES - 1:
                 break
             m *= 2
-        vals = torch.tensor([t_alone, beside[0], beside[1]], dtype=torch.float64, device=device)
+        vals = torch.tensor([t_alone, t_b, t_cb], dtype=torch.float64, device=device)
         dist.all_reduce(vals)
         ta, tb, tcb = (float(v) / dist.get_world_size() for v in vals)
-        out.append(Sample(link, kern, pk, kind, size, ta, tb, t_comm, tcb, beside[2]))
+        out.append(Sample(link, kern, pk, kind, size, ta, tb, t_comm, tcb, covered))
     return out
 
 
