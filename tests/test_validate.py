@@ -245,6 +245,29 @@ def test_a_megatron_bridge_row_stating_userbuffers_gets_the_ring_overlap_unless_
         assert V.build_case(row).plan.overlap_tp == pytest.approx(want), case_id
 
 
+@pytest.mark.parametrize("text, fsdp, want", [
+    ("family file: userbuffer tp comm-overlap cfg; if fsdp: fsdp_double_buffer, no grad-accum fusion", True, True),
+    ("family file: userbuffer tp comm-overlap cfg; if fsdp: fsdp_double_buffer, no grad-accum fusion", False, False),
+    ("--no-gradient-accumulation-fusion", False, True),
+    ("gradient_accumulation_fusion = false", False, True),
+    ("gradient_accumulation_fusion = true", True, False),
+    ("no grad-accum fusion", False, True),
+])
+def test_gradient_accumulation_fusion_off_is_read_for_the_rows_it_applies_to(text, fsdp, want):
+    assert V.wgrad_fusion_off(text, fsdp) is want
+
+
+def test_a_megatron_fsdp_row_whose_family_file_drops_grad_accum_fusion_is_priced_without_it():
+    """The Megatron-FSDP Llama 3 70B rows of releases 26.02-26.04 say "if FSDP: ..., no grad-accum fusion"; the same
+    family file's rows without Megatron-FSDP keep the stack's fusion."""
+    rows = {r["case_id"]: r for r in V.read(V.dataset_path("nemo"))}
+    fsdp, plain = rows["nemo2604_gb200_llama3_70b_fp8cs_64gpu"], rows["nemo2604_gb200_llama3_70b_mxfp8_64gpu"]
+    for row in (fsdp, plain):
+        assert "no grad-accum fusion" in row["settings"].lower()
+    assert V.build_case(fsdp).plan.sharding == "fsdp" and V.build_case(fsdp).plan.wgrad_fusion is False
+    assert V.build_case(plain).plan.sharding != "fsdp" and V.build_case(plain).plan.wgrad_fusion is True
+
+
 @pytest.mark.parametrize("notes, gpu, want", [
     ("torchtitan benchmarks: FSDP + torch.compile + Float8, local batch 2", "h100-sxm", "fp8-cs"),
     ("Megatron-Core, FP8 GEMMs with delayed scaling", "h100-sxm", "fp8"),

@@ -375,6 +375,30 @@ def tp_comm_overlap_stated(text: str, dtype: str | None = None) -> bool:
     return False
 
 
+_WGRAD_OFF = r"(?:no[-_ ]grad(?:ient)?[-_ ]accum(?:ulation)?[-_ ]fusion|gradient_accumulation_fusion\s*=\s*false)"
+
+
+def wgrad_fusion_off(text: str, fsdp: bool) -> bool:
+    """Whether lower-cased row text turns Megatron's gradient-accumulation fusion off (the wgrad GEMM then writes its
+    output, summed into main_grad after: formulas/compute.gemm ``wgrad_extra``): stated outright, or in a clause for
+    Megatron-FSDP on a row that runs it (Megatron-Bridge's perf family files before TE 2.10 carried
+    ``gradient_accumulation_fusion = False`` under Megatron-FSDP, "disabled to avoid functional errors"; the rows
+    summarise it as "if FSDP: ..., no grad-accum fusion"; Megatron-LM mcore_fsdp_adapter.py requires TE >= 2.10 for
+    the fusion under Megatron-FSDP).
+
+    >>> [wgrad_fusion_off(t, f) for t, f in (("if fsdp: fsdp_double_buffer, no grad-accum fusion", True),
+    ...     ("if fsdp: fsdp_double_buffer, no grad-accum fusion", False), ("gradient_accumulation_fusion=false", False),
+    ...     ("gradient_accumulation_fusion=true", True))]
+    [True, False, True, False]
+    """
+    for clause in re.split(r"[|;]", text):
+        if not re.search(_WGRAD_OFF, clause):
+            continue
+        if not re.search(r"\bif (?:megatron[-_ ])?fsdp\b", clause) or fsdp:
+            return True
+    return False
+
+
 def _plan_fields(row: dict) -> dict:
     from ..base import normalize
 
@@ -412,6 +436,8 @@ def _plan_fields(row: dict) -> dict:
         d["overlap_ep"] = 1.0
     if re.search(r"(?<!no )(?<!without )(?:torch\.compile|(?<!torch\.)\bcompiled?\b(?! loss))", text):
         d["eager_elementwise"] = False      # torch.compile fuses the elementwise ops the eager stacks run one by one
+    if wgrad_fusion_off(text, d["sharding"] == "fsdp"):
+        d["wgrad_fusion"] = False
     graphs = cuda_graphs(row)
     if graphs != "none":
         d["cuda_graphs"] = graphs
