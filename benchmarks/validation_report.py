@@ -209,6 +209,12 @@ def main() -> int:
          "\"off for NVFP4\"): `overlap_tp = (tp-1)/tp`. The "
          "ring-exchange overlap of Transformer Engine splits each TP all-gather / reduce-scatter into tp steps, each "
          "hidden behind the GEMM chunk of the previous step; the first step has nothing to hide behind. Not fitted.",
+         "- **Gradient-accumulation fusion off** (a row stating `--no-gradient-accumulation-fusion`, "
+         "`gradient_accumulation_fusion = False` or \"no grad-accum fusion\"; a clause \"if FSDP: ...\" only on a row "
+         "that runs Megatron-FSDP): `wgrad_fusion` off, so each weight-gradient GEMM writes its output instead of "
+         "adding into the fp32 main grad. Megatron-Bridge's perf family files of 25.11-26.04 set it under "
+         "Megatron-FSDP (Megatron-LM `mcore_fsdp_adapter.py` needs Transformer Engine 2.10 for the fusion there). "
+         "No row's time moves: those GEMMs are compute-bound.",
          "- **PP overlap**: Megatron-Core overlaps pipeline send/recv in the interleaved schedule by default "
          "(the README: 'PP comm overlap on'): `overlap_pp = 1` when v > 1; other frameworks 0.",
          "- **CUDA graphs** (`validate.cuda_graphs`, from the row's settings): `cuda_graph_impl` full_iteration (or "
