@@ -380,7 +380,8 @@ _WGRAD_OFF = r"(?:no[-_ ]grad(?:ient)?[-_ ]accum(?:ulation)?[-_ ]fusion|gradient
 
 def wgrad_fusion_off(text: str, fsdp: bool) -> bool:
     """Whether lower-cased row text turns Megatron's gradient-accumulation fusion off (the wgrad GEMM then writes its
-    output, summed into main_grad after: formulas/compute.gemm ``wgrad_extra``): stated outright, or in a clause for
+    output instead of reading and writing the fp32 main grad: formulas/compute.gemm drops ``wgrad_extra``; the later
+    add into main_grad is not priced): stated outright, or in a clause for
     Megatron-FSDP on a row that runs it (Megatron-Bridge's perf family files before TE 2.10 carried
     ``gradient_accumulation_fusion = False`` under Megatron-FSDP, "disabled to avoid functional errors"; the rows
     summarise it as "if FSDP: ..., no grad-accum fusion"; Megatron-LM mcore_fsdp_adapter.py requires TE >= 2.10 for
