@@ -215,6 +215,10 @@ def main() -> int:
          "adding into the fp32 main grad. Megatron-Bridge's perf family files of 25.11-26.04 set it under "
          "Megatron-FSDP (Megatron-LM `mcore_fsdp_adapter.py` needs Transformer Engine 2.10 for the fusion there). "
          "No row's time moves: those GEMMs are compute-bound.",
+         "- **Attention kernel** (a row naming it: `attn_impl: triton`, `flash-attn==1.0.7`, FlashAttention-2; else the "
+         "stack's: `llm-foundry@2023` runs Triton FlashAttention, its MPT yamls' `attn_impl: triton` until March 2024): "
+         "the flash kernel's compute time over its speed relative to FlashAttention-2 (1 / 1.80 Triton, 1 / 2.26 v1; "
+         "Dao 2023 sec. 4.1, docs/models.md). No row of these files names one.",
          "- **PP overlap**: Megatron-Core overlaps pipeline send/recv in the interleaved schedule by default "
          "(the README: 'PP comm overlap on'): `overlap_pp = 1` when v > 1; other frameworks 0.",
          "- **CUDA graphs** (`validate.cuda_graphs`, from the row's settings): `cuda_graph_impl` full_iteration (or "

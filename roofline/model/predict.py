@@ -13,7 +13,7 @@ import numpy as np
 
 from . import _compiled
 from ..base import precision
-from ..spec.config import Model, Plan, check
+from ..spec.config import FLASH_SPEED, Model, Plan, check
 from ..spec.hardware import CLASSES, Hardware, overlap_defaults
 from ..base.results import Result
 from ..base.units import DAY, HOUR, KILO, TERA
@@ -55,7 +55,7 @@ def model_inputs(m: Model) -> dict:
     return {"n_layers": m.n_layers, "d_model": m.d_model, "n_heads": m.n_heads, "kv_heads": m.kv_heads,
             "ffn_hidden": m.ffn, "vocab": m.vocab, "seq_len": m.seq_len, "gated": float(m.mlp == "swiglu"),
             "sq_relu": float(m.mlp == "squared_relu"), "rms": float(m.norm == "rmsnorm"),
-            "causal": float(m.causal), "flash": float(m.attention == "flash"), "dropout": float(m.dropout),
+            "causal": float(m.causal), "flash": float(m.attention in FLASH_SPEED), "flash_speed": FLASH_SPEED.get(m.attention, 1.0), "dropout": float(m.dropout),
             "tied": float(m.tied_embeddings), "learned_pos": float(m.position == "learned"),
             "biases": float(m.biases), "n_experts": m.n_experts, "top_k": m.top_k, "capacity_factor": m.capacity_factor,
             "head_dim": m.head_size, "moe_ffn": m.expert_ffn, "shared_ffn": m.shared_ffn, "dense_layers": m.dense_layers,

@@ -254,6 +254,27 @@ def _same_as_preset(detail: str):
     return models.load(pid) if pid else None
 
 
+_KERNELS = (("flash-triton", r"attn_impl\W{0,3}triton|triton flash[- ]?attention|flash[-_ ]?attn[-_ ]triton"
+                              r"|flashattention in triton"),
+            ("flash-v1", r"flash[- ]?attn[- ]?(?:v|==)?1\.|flash[- ]?attention[- ]?(?:v|-)1\b"),
+            ("flash", r"attn_impl\W{0,3}flash\b|flash[- ]?attn[- ]?(?:v|==)?2\.|flash[- ]?attention[- ]?(?:v|-)?2\b"))
+
+
+def attention_kernel_stated(text: str) -> str | None:
+    """The flash-attention kernel a row's text names (config.ATTENTION), None when it names none: llm-foundry's
+    ``attn_impl: triton`` (Triton FlashAttention), FlashAttention v1 (``flash-attn 1.0.7``), FlashAttention-2.
+
+    >>> [attention_kernel_stated(t) for t in ("attn_impl: triton", "pip install flash-attn==1.0.7",
+    ...     "flashattention-2", "attn_impl=flash", "flash attention", "")]
+    ['flash-triton', 'flash-v1', 'flash', 'flash', None, None]
+    """
+    t = text.lower()
+    for kernel, pattern in _KERNELS:
+        if re.search(pattern, t):
+            return kernel
+    return None
+
+
 def _model_fields(row: dict) -> tuple[dict, str]:
     """Model fields the row states (blank -> unset), the vocabulary from the model family when the
     row states none; Skip when the row's architecture has parts the model does not price."""
@@ -288,6 +309,9 @@ def _model_fields(row: dict) -> tuple[dict, str]:
         d["swa_window"] = row["swa_window"]
         if row.get("swa_every"):
             d["swa_every"] = row["swa_every"]
+    kernel = attention_kernel_stated(f"{att} {row.get('notes') or ''} {row.get('settings') or ''}")
+    if kernel:
+        d["attention"] = kernel
     if row.get("mlp"):
         try:
             d["mlp"] = normalize.mlp(row["mlp"])

@@ -555,7 +555,7 @@ def op_time(op: Op, direction: str) -> sp.Expr:
         i = ("fwd", "bwd").index(direction)
         shape = attention_shape(op.head_dim, op.ctas[i], op.kblock[i], S.sms,
                                 *[S.ATTN_SHAPE[k, direction] for k in ("d_soft", "d_reg", "uneven", "d_io")])
-        compute = f * shape / (S.peak_hp * S.clock * S.EFF_FLOP[key])
+        compute = f * shape / (S.peak_hp * S.clock * S.EFF_FLOP[key] * S.flash_speed)
     elif op.cls in ("gemm", "attn"):
         sat = op.dmin / (op.dmin + S.gemm_dhalf) if op.dmin is not None else 1
         peak = S.peak_hp if (op.hp or op.cls == "attn") else S.peak      # attention core and 16-bit GEMMs

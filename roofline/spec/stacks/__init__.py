@@ -32,7 +32,7 @@ PLAN_KEYS = ("dtype", "grad_dtype", "sequence_parallel", "sharding", "recompute"
              "cuda_graphs")
 RULE_KEYS = ("interleaved_schedule", "interleave_when_pp", "no_overlap_with_pp", "overlap_pp_interleaved", "tp_comm_overlap", "uneven_stages", "shardings",
              "max_zero_with_pp", "grad_dtype_bf16", "kv_heads_below_tp", "compiled_loss_since",
-             "recomputes", "recompute_names", "schedules", "micro_batch_unstated")
+             "recomputes", "recompute_names", "schedules", "micro_batch_unstated", "builds_on")
 DEFAULT = "megatron-core"           # DESIGN.md: Megatron-Core is the default stack of the CLI, configs and API
 
 
@@ -253,7 +253,12 @@ def _named(where: str, text: str, model=None, hw=None, dtype: str | None = None)
     if not t.strip():
         return []
     out, seen = [], set()
-    for _, stack, alias in sorted(_alias_hits(t), key=lambda h: (h[0], h[1].era[1]), reverse=True):
+    hits = _alias_hits(t)
+    # a framework built on another one the text also names (llm-foundry on PyTorch FSDP) is the one that ran
+    engines = {h[1].rule("builds_on") for h in hits} - {None}
+    ranked = sorted(hits, key=lambda h: (h[1].rule("builds_on") is not None, h[1].family not in engines, h[0],
+                                         h[1].era[1]), reverse=True)
+    for _, stack, alias in ranked:
         family = [s for s in registry().values() if s.family == stack.family]
         generic = alias == stack.family or sum(alias in s.aliases for s in family) > 1
         version_note = ""
