@@ -256,8 +256,7 @@ def _named(where: str, text: str, model=None, hw=None, dtype: str | None = None)
     hits = _alias_hits(t)
     # a framework built on another one the text also names (llm-foundry on PyTorch FSDP) is the one that ran
     engines = {h[1].rule("builds_on") for h in hits} - {None}
-    ranked = sorted(hits, key=lambda h: (h[1].rule("builds_on") is not None, h[1].family not in engines, h[0],
-                                         h[1].era[1]), reverse=True)
+    ranked = sorted(hits, key=lambda h: (h[1].family not in engines, h[0], h[1].era[1]), reverse=True)
     for _, stack, alias in ranked:
         family = [s for s in registry().values() if s.family == stack.family]
         generic = alias == stack.family or sum(alias in s.aliases for s in family) > 1
@@ -287,7 +286,8 @@ def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | No
     """The stack of a row or file that may name none, and why (printed per row by ``validate``).
 
     Order: (1) a ``framework`` column/field naming a registry id or alias; (2) aliases found in the
-    source/notes text, the longest match winning (``Megatron-DeepSpeed`` over ``DeepSpeed``), the
+    source/notes text, a framework over the engine it ``builds_on`` (llm-foundry over PyTorch FSDP), then the
+    longest match (``Megatron-DeepSpeed`` over ``DeepSpeed``), the
     family's version picked by the earliest year the text mentions (a source cites the run's own
     date first; later years are reprints and commits); (3) era rules: Hopper-or-newer hardware,
     bf16, GQA, RoPE or a gated MLP imply a current stack (Megatron-Core); otherwise the Megatron-LM stack of
