@@ -39,17 +39,16 @@ CASES = [
      "resharding after forward (~ZeRO-2), SP on; 126 layers with 1 layer less on the first and last stage, "
      "modelled as a 128-layer proxy (the search needs pp x v | layers); the report does not give the virtual stage count, so the published row is priced without interleaving (v 1)"),
     ("DeepSeek-V3, 2048 x H800, batch 15360 x 4096 (63M tokens)", models.load("deepseek-v3"), "h800", 2048, 15360,
-     dict(tp=1, pp=16, dp=128, ep=64, cp=1, micro_batch=1, recompute="selective", sharding="distributed",
-          pipeline_layout="Et*4|(t*4|)*14tmL"),
+     dict(tp=1, pp=16, dp=128, ep=64, cp=1, micro_batch=1, recompute="selective",
+          recompute_modules="layernorm,mla_up_proj", sharding="distributed", pipeline_layout="Et*4|(t*4|)*14tmL"),
      "DeepSeek-AI 2024 (arXiv:2412.19437) sec 3.2: PP 16 (DualPipe), EP 64 over 8 nodes, ZeRO-1 DP, no TP; "
      "FP8 on 1x128 / 128x128 tiles (fp8-block); batch 15360 x 4096 after the warm-up (sec 4.2). Every row, the "
      "search's too, runs their FP8 recipe, DeepEP's node-deduplicated dispatch with the all-to-all hidden behind "
      "the other micro-batch (dispatcher deepep, overlap-ep 1) and may split stages unevenly. Not modelled: "
-     "DualPipe (the published row is priced as 1F1B on Megatron-Bridge's 16-stage layout of DeepSeek-V3), their "
-     "recomputation of only RMSNorm and the MLA up-projections (priced as Megatron's selective), their FP8 caching "
-     "of the activations beyond the GEMM inputs (those are saved quantized, as Transformer Engine does) and BF16 "
-     "optimizer moments (so the published row's activations do not fit here); the micro-batch is not stated "
-     "(1 assumed)",
+     "DualPipe (the published row is priced as 1F1B on Megatron-Bridge's 16-stage layout of DeepSeek-V3), their FP8 "
+     "caching of the activations beyond the GEMM inputs (those are saved quantized, as Transformer Engine does) and "
+     "BF16 optimizer moments; their recomputation of only RMSNorm and the MLA up-projections (sec 3.2.3) is priced "
+     "as Megatron-Core's selective modules layernorm and mla_up_proj; the micro-batch is not stated (1 assumed)",
      dict(dtype="fp8-block", ep_dispatcher="deepep", overlap_ep=1.0, uneven_stages=True),
      # tokens per step / (tokens per GPU-second = 1e12 tokens / 180e3 GPU-hours) / GPUs
      (15360 * 4096 / (1e12 / (180e3 * HOUR)) / 2048,

@@ -215,6 +215,9 @@ def main() -> int:
          "adding into the fp32 main grad. Megatron-Bridge's perf family files of 25.11-26.04 set it under "
          "Megatron-FSDP (Megatron-LM `mcore_fsdp_adapter.py` needs Transformer Engine 2.10 for the fusion there). "
          "No row's time moves: those GEMMs are compute-bound.",
+         "- **Recompute modules** (a `selective` row's `recompute_modules` column, e.g. `mla_up_proj,mlp`): what "
+         "Megatron-Core's selective recomputation recomputes and frees, module by module (docs/models.md); blank: "
+         "`core_attn`, Megatron-Core's default. No row of these two files states one.",
          "- **Attention kernel** (a row naming it: `attn_impl: triton`, `flash-attn==1.0.7`, FlashAttention-2; else the "
          "stack's: `llm-foundry@2023` runs Triton FlashAttention, its MPT yamls' `attn_impl: triton` until March 2024): "
          "the flash kernel's compute time over its speed relative to FlashAttention-2 (1 / 1.80 Triton, 1 / 2.26 v1; "

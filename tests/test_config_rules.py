@@ -49,6 +49,8 @@ PLAN_VALUES = dict(tp=some([1, 2, 3, 4, 8], [0, 2.0]), pp=some([1, 2, 3, 4], [0]
                    schedule=some(["1f1b", "interleaved", "gpipe", "dualpipev"], ["zb"]),
                    recompute=some(list(RECOMPUTE), ["some"]), sharding=some(list(SHARDING), ["zero4"]),
                    dtype=some(["bf16", "fp8"], ["int4"]), overlap_tp=some([0.0, 0.5, 1.0], [1.5]),
+                   recompute_modules=some(["core_attn", "", "moe_act,layernorm", "mla_up_proj", "mlp,moe"],
+                                          ["bogus", "core_attn,everything"]),
                    uneven_stages=st.booleans())
 
 

@@ -85,6 +85,26 @@ def recompute(text):
                  "op-level selective AC), full (full, block, uniform, activation checkpointing)")
 
 
+# what Megatron's selective recomputation recomputes (Megatron-Core --recompute-modules, transformer_config.py
+# recompute_modules, default ["core_attn"]; priced in model/formulas/compute.py _MODULE_OPS and formulas/memory.py):
+# the modules Megatron-Core allows for a transformer, in its docstring's order. Its Gated-DeltaNet and mHC modules are
+# not modelled (those layers are not). The plan field config.Plan.recompute_modules holds them comma-joined.
+RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
+
+
+def recompute_modules(text):
+    """Megatron-Core recompute module names, however a list spells them ("mla_up_proj,mlp", "['moe_act', 'layernorm']",
+    "core-attn mlp") -> the canonical comma-joined names in RECOMPUTE_MODULES order; blank -> None."""
+    names = [w.replace("-", "_") for w in re.findall(r"[a-z_-]+", str(text or "").lower())]
+    if not names:
+        return None
+    bad = [w for w in names if w not in RECOMPUTE_MODULES]
+    if bad:
+        raise InputError(f"recompute-modules: cannot read {', '.join(bad)} in {str(text)!r}; accepted: "
+                         f"{', '.join(RECOMPUTE_MODULES)}")
+    return ",".join(m for m in RECOMPUTE_MODULES if m in names)
+
+
 def precision(text):
     return _pick("precision", text, PRECISION, "bf16, fp16, fp32, fp8 (delayed scaling), fp8-cs (current/tensorwise), fp8-block, mxfp8, nvfp4")
 

@@ -44,6 +44,8 @@ def render(pred, band=..., mfu_convention: str = "roofline") -> str:
         + f" | micro-batch {p.micro_batch} x {pred.micro_batches} micro-batches, global batch {p.batch}"
         + f" | {p.schedule}" + (f" v={p.interleave}" if p.interleave > 1 else "")
         + f" | SP {'on' if p.sequence_parallel and p.tp > 1 else 'off'} | recompute {p.recompute}"
+        + (f" ({p.recompute_modules or 'no modules'})" if p.recompute == "selective" and p.recompute_modules != "core_attn"
+           else "")
         + (f" | CPU offload {p.offload_layers} layers" if p.offload_layers else "")
         + f" | sharding {p.sharding} | {p.dtype}" + (f" | CUDA graphs {p.cuda_graphs}" if p.cuda_graphs != "none" else "")
         + (f" | stack {pred.stack}" if getattr(pred, "stack", "") else ""),

@@ -91,7 +91,9 @@ def layout_inputs(tp, pp, dp, cp, ep, micro_batch, global_batch, interleave, seq
                   schedule, etp=None, stages=None) -> dict:
     """The formula inputs of a plan's layout: one plan's numbers, or numpy arrays of many (``search``).
 
-    ``recompute``: 0 none, 1 selective, 2 full, 3 op (``config.RECOMPUTE`` order); ``zero``: the ZeRO stage 0-3;
+    ``recompute``: 0 none, 1 selective, 2 full, 3 op (``config.RECOMPUTE`` order), 4 + k selective with the search's
+    k-th module set (views/search.py selective_ladder; its rcm_* switches come from search.ladder_inputs);
+    ``zero``: the ZeRO stage 0-3;
     ``sequence_parallel``: truth values; ``schedule``: a name of config.SCHEDULES (one for all rows); ``etp`` None:
     = tp (Megatron-Core's default expert TP);
     ``stages``: a stated pipeline layout's per-rank counts (layout.stage_counts), None: derived (pp_layout = 0).
@@ -102,7 +104,7 @@ def layout_inputs(tp, pp, dp, cp, ep, micro_batch, global_batch, interleave, seq
             "micro_batch": f(micro_batch),
             "global_batch": f(global_batch), "interleave": f(interleave),
             "seq_par": f((np.asarray(sequence_parallel) != 0) & (tp > 1)),
-            "rc_full": f(recompute == 2), "rc_sel": f(recompute == 1), "rc_op": f(recompute == 3), "gpipe": f(schedule == "gpipe"),
+            "rc_full": f(recompute == 2), "rc_sel": f((recompute == 1) | (recompute >= 4)), "rc_op": f(recompute == 3), "gpipe": f(schedule == "gpipe"),
             "dualpipev": f(schedule == "dualpipev"),
             "z_os": f(zero >= 1), "z_grad": f(zero >= 2), "z_param": f(zero >= 3),
             **pipeline_layout_inputs(stages)}
@@ -125,6 +127,17 @@ OVERLAP_INPUTS = {"overlap_grad_reduce": "ov_dp", "overlap_param_gather": "ov_ag
                   "overlap_pp": "ov_pp", "overlap_cp": "ov_cp", "overlap_ep": "ov_ep"}
 
 
+# Megatron-Core's recompute module names -> the formula switches (formulas/symbols.py rcm_*)
+RECOMPUTE_MODULE_SYMBOLS = {"core_attn": "rcm_core", "layernorm": "rcm_norm", "moe_act": "rcm_moe_act",
+                            "mla_up_proj": "rcm_mla_up", "mlp": "rcm_mlp", "moe": "rcm_moe",
+                            "shared_experts": "rcm_shared"}
+
+
+def recompute_module_inputs(modules) -> dict:
+    """The rcm_* switches of a set of recompute module names (each 1 when named; they act under selective only)."""
+    return {sym: float(name in modules) for name, sym in RECOMPUTE_MODULE_SYMBOLS.items()}
+
+
 def plan_inputs(p: Plan, model: Model | None = None) -> dict:
     """A plan's formula inputs; a stated pipeline_layout needs the ``model`` (its layers, MTP layers and leading
     dense layers)."""
@@ -143,6 +156,7 @@ def plan_inputs(p: Plan, model: Model | None = None) -> dict:
     return {**layout_inputs(p.tp, p.pp, p.dp, p.cp, p.ep, p.micro_batch, p.batch, p.interleave, p.sequence_parallel,
                             RECOMPUTE.index(p.recompute), p.zero_stage, p.schedule, p.etp, stages),
             **{sym: getattr(p, field) for field, sym in OVERLAP_INPUTS.items()}, "tp_async": float(p.tp_async_dgrad),
+            **recompute_module_inputs(p.recompute_module_set),
             "wgrad_fusion": float(p.wgrad_fusion), "eager_elem": float(p.eager_elementwise), "offload_layers": float(p.offload_layers),
             "ce_eager": float(p.loss_kernel == "eager"), "ce_compiled": float(p.loss_kernel == "compiled"),
             "graph_layers": float(p.cuda_graphs != "none"), "graph_full": float(p.cuda_graphs == "full"),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from .config import MODEL_ALIASES, ATTENTION, CUDA_GRAPHS, DISPATCHERS, DTYPES, GRAD_DTYPES, LOSS_KERNELS, MLPS, NORMS, POSITIONS, RECOMPUTE, SCHEDULES, SHARDING, SHARDING_BY_STAGE
+from .config import MODEL_ALIASES, ATTENTION, CUDA_GRAPHS, DISPATCHERS, DTYPES, GRAD_DTYPES, LOSS_KERNELS, MLPS, NORMS, POSITIONS, RECOMPUTE, RECOMPUTE_MODULES, SCHEDULES, SHARDING, SHARDING_BY_STAGE
 
 # (flag, dest, type, help) of the model shape: the flag is the field's name; config.MODEL_ALIASES adds the short
 # spellings (--layers, --heads, --kv-heads, --experts, --capacity)
@@ -168,6 +168,9 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
               "(rank 0 chunk 0, rank 1 chunk 0, ...), E embedding, t decoder layer, m MTP layer, L loss; "
               "default: l / (p v) layers per virtual stage")
     flag(g, "recompute", choices=RECOMPUTE, help="activation recomputation (default none)")
+    flag(g, "recompute-modules", dest="recompute_modules",
+         help="what selective recomputation recomputes, comma-separated (Megatron-Core --recompute-modules): "
+              f"{', '.join(RECOMPUTE_MODULES)}; default core_attn")
     flag(g, "sharding", choices=SHARDING,
          help="optimizer/gradient/parameter sharding over dp")
     flag(g, "zero", type=int, choices=tuple(range(len(SHARDING_BY_STAGE))), help="ZeRO stage (alias of --sharding)")
@@ -240,6 +243,7 @@ def build_spec(args):
              "wgrad_fusion": getattr(args, "wgrad_fusion", None),
              "eager_elementwise": getattr(args, "eager_elementwise", None),
              "offload_layers": getattr(args, "offload_layers", None),
+             "recompute_modules": getattr(args, "recompute_modules", None),
              "loss_kernel": getattr(args, "loss_kernel", None),
              "pipeline_layout": getattr(args, "pipeline_layout", None),
              "dtype": args.dtype, "grad_dtype": args.grad_dtype,

@@ -8,6 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from ..base.errors import InputError
+from ..base.normalize import RECOMPUTE_MODULES   # what selective recomputation may recompute (Megatron-Core's names)
 from ..base.precision import NAMES as PRECISION_NAMES
 
 # The named choices of a Model/Plan, defined here once: cliargs (flag choices), search (its knobs) and the
@@ -255,9 +256,17 @@ class Plan:
     # and come back during the backward (Megatron-Core --cpu-offloading --cpu-offloading-num-layers N, Transformer
     # Engine cpu_offload.py); 0: none. Megatron-Core refuses it with pp > 1 or recomputation (transformer_config.py)
     offload_layers: int = 0
+    # the modules selective recomputation recomputes, comma-separated (RECOMPUTE_MODULES; Megatron-Core
+    # --recompute-modules, default core_attn); read only when recompute is "selective", as Megatron-Core reads it
+    recompute_modules: str = "core_attn"
 
     def __post_init__(self):
         _types(self, "plan")
+
+    @property
+    def recompute_module_set(self) -> frozenset:
+        """The named modules of ``recompute_modules`` (empty names dropped)."""
+        return _module_set(self.recompute_modules)
 
     @property
     def n_gpus(self) -> int:
@@ -270,6 +279,20 @@ class Plan:
     @property
     def zero_stage(self) -> int:
         return ZERO_STAGE[self.sharding]
+
+
+def _module_set(text: str) -> frozenset:
+    return frozenset(x.strip() for x in str(text).split(",") if x.strip())
+
+
+def _modules_hold(p, test):
+    """``test`` of a plan's recompute module set: a bool, or a bool array when the plan's fields are arrays (search,
+    the rules' tests)."""
+    v = p.recompute_modules
+    if hasattr(v, "shape"):
+        import numpy as np
+        return np.array([bool(test(_module_set(x))) for x in np.ravel(v)]).reshape(np.shape(v))
+    return bool(test(_module_set(v)))
 
 
 def _types(obj, where: str) -> None:
@@ -591,6 +614,18 @@ RULES: tuple[Rule, ...] = (
     Rule(lambda m, p: (p.interleave <= 1) | ((p.batch // (p.micro_batch * p.dp)) % p.pp == 0),
          "interleaved 1F1B needs micro-batches ({micro_batches}) divisible by pp ({p.pp})",
          ("interleave", "pp", "global_batch", "micro_batch", "dp")),
+    # Megatron-Core transformer_config.py __post_init__: recompute_modules must be allowed names; "moe_act ... only
+    # supported with moe_grouped_gemm" (an MoE), "mla_up_proj ... only supported with multi_latent_attention"
+    Rule(lambda m, p: _modules_hold(p, lambda s: s <= set(RECOMPUTE_MODULES)),
+         lambda m, p: (f"recompute-modules: unknown {', '.join(sorted(_module_set(p.recompute_modules) - set(RECOMPUTE_MODULES)))}"
+                       f" in {p.recompute_modules!r}; Megatron-Core's: {', '.join(RECOMPUTE_MODULES)}"),
+         ("recompute_modules",)),
+    Rule(lambda m, p: _modules_hold(p, lambda s: "mla_up_proj" not in s) | bool(m.mla),
+         "recompute-modules mla_up_proj needs MLA attention (Megatron-Core: only supported with "
+         "multi_latent_attention)", ("recompute_modules",)),
+    Rule(lambda m, p: _modules_hold(p, lambda s: "moe_act" not in s) | (m.n_experts > 1),
+         "recompute-modules moe_act needs an MoE model (Megatron-Core: only supported with moe_grouped_gemm), got "
+         "{m.n_experts} expert(s)", ("recompute_modules",)),
     # CPU activation offload (Megatron-Core megatron/core/transformer/transformer_config.py __post_init__: "CPU
     # offloading can be done only for layers less than num_layers", "no support for Pipeline parallelism with CPU
     # offloading", "CPU offloading does not work when activation recomputation is enabled")

@@ -78,6 +78,10 @@ def _normalised_plan(d: dict) -> dict:
             v = v if v in ("zero1", "zero3") else normalize.sharding(v)
         elif k == "recompute":
             v = normalize.recompute(v)
+        elif k == "recompute_modules" and isinstance(v, (list, tuple)):
+            v = normalize.recompute_modules(",".join(map(str, v))) or ""
+        elif k == "recompute_modules" and isinstance(v, str) and v.strip():
+            v = normalize.recompute_modules(v)
         elif k in ("dtype", "grad_dtype"):
             v = normalize.precision(v)
         elif k in FLAG_FIELDS and isinstance(v, str):
@@ -273,6 +277,13 @@ def resolve(model=None, plan=None, hardware=None, stack=None, *, model_fields: d
             rule(k, float(v), why)
     rule("uneven_stages", bool(st.rule("uneven_stages", False)), f"{st.id} splits uneven layer counts"
          if st.rule("uneven_stages") else f"{st.id} needs layers divisible by pp x v")
+    # Megatron-Core reads --recompute-modules only with --recompute-granularity selective: modules stated alone mean
+    # selective (search still enumerates recompute; its selective plans recompute these modules)
+    if "recompute_modules" in stated:
+        rule("recompute", "selective", "recompute-modules stated: Megatron-Core reads them under selective granularity")
+    if "recompute_modules" in stated and p["recompute"] != "selective" and p["recompute_modules"] != "core_attn":
+        raise InputError(f"recompute-modules ({p['recompute_modules']}) needs recompute selective, got "
+                         f"{p['recompute']!r} (Megatron-Core reads recompute_modules under selective granularity only)")
     try:
         plan_obj = Plan(**p)
     except TypeError as exc:

@@ -76,6 +76,7 @@ class Space:
     out: dict = field(repr=False)       # formula output -> float array
     fits: object = field(repr=False)    # bool array
     memory_margin: float = 0.0          # extra fraction of HBM kept free beyond the reserve
+    ladder: tuple = ()                  # module sets of the recompute codes >= LADDER (selective_ladder)
 
     @property
     def n_fit(self) -> int:
@@ -226,7 +227,7 @@ def _offload_domain(model, rules: list, offload_layers, pps, rcs, pp_pinned, rc_
 def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, cp=None, ep=None,
                     micro_batch=None, interleave=None, recompute=None, sequence_parallel=None, sharding=None,
                     schedule: str | None = None, stack=None, uneven_stages: bool = False,
-                    offload_layers: int = 0) -> tuple[dict, int]:
+                    offload_layers: int = 0, ladder: int = 0) -> tuple[dict, int]:
     """Every valid plan as numpy columns, and the number of combinations before the masks.
 
     A knob left as None takes every value that can be valid (divisors of the GPU count, batch,
@@ -242,6 +243,8 @@ def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, 
     for stage splits whose heaviest stage rounds up (each stage still holds a layer), and interleave then takes
     every value up to the layers. ``offload_layers`` (the base plan's, not searched): the rules on CPU offload
     restrict the knobs they read (pp 1, no recomputation); a pinned value they forbid is an InputError.
+    ``ladder``: the number of module sets beyond the base's that selective recomputation also takes (recompute codes
+    LADDER, LADDER + 1, ...; :func:`selective_ladder`).
     """
     import numpy as np
 
@@ -280,6 +283,8 @@ def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, 
         rcs = [RECOMPUTE.index(r) for r in _domain(rules, "recompute", [RECOMPUTE[i] for i in rcs],
                                                    [recompute] if isinstance(recompute, str) else list(recompute or ()))]
     pps, rcs = _offload_domain(model, rules, offload_layers, pps, rcs, pp, recompute)
+    if RECOMPUTE.index("selective") in rcs:          # selective with each rung's modules (selective_ladder)
+        rcs = rcs + [LADDER + k for k in range(ladder)]
     names = SHARDING_BY_STAGE + tuple(s for s in SHARDING if s not in SHARDING_BY_STAGE)
     zs = [ZERO_STAGE[z] for z in _choices("sharding", sharding, names, allowed)]   # SHARDING_BY_STAGE index
     enumerated = (len(tps) * len(pps) * len(cps) * len(eps) * len(mbs) * len(vs) * len(rcs) * len(sps) * len(zs))
@@ -310,15 +315,56 @@ def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, 
     return c, enumerated
 
 
-def plan_of(knobs: dict, i: int, base, global_batch: int, schedule: str | None = None):
-    """The Plan of row i of an enumeration (fixed fields from ``base``)."""
+def plan_of(knobs: dict, i: int, base, global_batch: int, schedule: str | None = None, ladder: tuple = ()):
+    """The Plan of row i of an enumeration (fixed fields from ``base``; ``ladder``: the module sets of the recompute
+    codes >= LADDER)."""
     v = int(knobs["interleave"][i])
     ruled = {k: float(knobs[k][i]) for k in _RULED if k in knobs}     # the stack's layout rules (evaluate_space)
+    rc = int(knobs["recompute"][i])
+    if rc >= LADDER:
+        ruled["recompute_modules"] = ladder[rc - LADDER]
     return dataclasses.replace(
         base, **ruled, tp=int(knobs["tp"][i]), pp=int(knobs["pp"][i]), dp=int(knobs["dp"][i]), cp=int(knobs["cp"][i]),
         ep=int(knobs["ep"][i]), micro_batch=int(knobs["micro_batch"][i]), global_batch=int(global_batch),
         interleave=v, schedule=_schedule(v, schedule), sequence_parallel=bool(knobs["sequence_parallel"][i]),
-        recompute=RECOMPUTE[int(knobs["recompute"][i])], sharding=SHARDING_BY_STAGE[int(knobs["sharding"][i])])
+        recompute=RECOMPUTE[rc] if rc < LADDER else "selective",
+        sharding=SHARDING_BY_STAGE[int(knobs["sharding"][i])])
+
+
+# Selective recomputation beyond the base plan's modules. For an MoE or MLA model the search also tries selective
+# recomputation with more of Megatron-Core's modules (--recompute-modules), added in rungs, each keeping the ones
+# before: the elementwise recomputes first (layernorm, moe_act), then MLA's up projections, then the dense and
+# shared-expert MLPs, then the whole MoE layer with its all-to-all. ASSUMED order, by recompute cost per byte freed;
+# each rung is a module set Megatron-Bridge's MoE recipes run or contain (DeepSeek-V3: mla_up_proj, mla_up_proj + mlp;
+# Qwen3 / GPT-OSS: layernorm + moe_act; Nemotron 3 Nano: moe + layernorm + core_attn + moe_act). Dense models keep
+# the base plan's modules only. A plan's recompute code >= LADDER is selective with rung code - LADDER.
+SELECTIVE_RUNGS = (("layernorm", "moe_act"), ("mla_up_proj",), ("mlp", "shared_experts"), ("moe",))
+LADDER = len(RECOMPUTE)
+
+
+def selective_ladder(model, base_modules: str) -> tuple:
+    """The module sets (canonical text, config.RECOMPUTE_MODULES order) the search tries beside ``base_modules``: ()
+    for a dense model without MLA; each rung adds the modules that apply to the model (a module that frees nothing
+    in it is left out) and is kept when it adds one and differs from the base's set."""
+    from ..base.normalize import RECOMPUTE_MODULES
+
+    moe = model.n_experts > 1
+    if not (moe or model.mla):
+        return ()
+    applies = {"layernorm": True, "moe_act": moe, "mla_up_proj": bool(model.mla),
+               "mlp": moe and model.dense_layers > 0, "shared_experts": moe and model.shared_ffn > 0, "moe": moe}
+    # core_attn frees the attention scores only without flash attention (which keeps none): the rungs recompute it
+    # only there
+    have = {"core_attn"} if model.attention == "unfused" else set()
+    out = []
+    for rung in SELECTIVE_RUNGS:
+        add = {m for m in rung if applies[m]} - have
+        if add:
+            have |= add
+            text = ",".join(m for m in RECOMPUTE_MODULES if m in have)
+            if text != base_modules:
+                out.append(text)
+    return tuple(out)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -373,12 +419,16 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
     base = base if base is not None else default_base(framework)
     check(model, dataclasses.replace(base, tp=1, pp=1, dp=1, cp=1, ep=1, micro_batch=1, global_batch=None,
                                      interleave=1, schedule="1f1b"))   # model fields and fixed plan fields
+    # selective recomputation with more modules (selective_ladder), unless the user named the modules
+    ladder = () if "recompute_modules" in stated else selective_ladder(model, base.recompute_modules)
     knobs, enumerated = enumerate_plans(model, n_gpus, global_batch, schedule=schedule, stack=_stack(framework),
                                         uneven_stages=base.uneven_stages, offload_layers=base.offload_layers,
-                                        **pins)
+                                        ladder=len(ladder), **pins)
     n = len(knobs["tp"])
     x = {**model_inputs(model), **plan_inputs(Plan(**{k: getattr(base, k) for k in _FIXED})),
          **hardware_inputs(hw, base.dtype), **plan_arrays(knobs, global_batch, schedule)}
+    if ladder and n:
+        x.update(ladder_inputs(knobs["recompute"], base.recompute_modules, ladder))
     st = _stack(framework)
     if st is not None and n:
         rules = layout_rules(st, knobs["tp"], knobs["pp"], knobs["interleave"], tp_comm_overlap)
@@ -390,7 +440,23 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
     fits = fits_memory(out["memory"], out["mem_reserve"], hw, memory_margin) & np.isfinite(out["step_time"]) \
         & (out["step_time"] > 0)
     return Space(model=model, hardware=hw, base=base, n_gpus=int(n_gpus), global_batch=int(global_batch),
-                 enumerated=enumerated, valid=n, knobs=knobs, out=out, fits=fits, memory_margin=memory_margin)
+                 enumerated=enumerated, valid=n, knobs=knobs, out=out, fits=fits, memory_margin=memory_margin,
+                 ladder=ladder)
+
+
+def ladder_inputs(codes, base_modules: str, ladder: tuple) -> dict:
+    """The rcm_* switches per plan: the base plan's modules where the recompute code is below LADDER, the rung's
+    where it is LADDER + k."""
+    import numpy as np
+
+    from ..model.predict import recompute_module_inputs
+    from ..spec.config import _module_set
+
+    codes = np.asarray(codes)
+    sets = [_module_set(base_modules)] + [_module_set(r) for r in ladder]
+    row = np.where(codes >= LADDER, codes - LADDER + 1, 0)
+    table = [recompute_module_inputs(m) for m in sets]
+    return {sym: np.array([t[sym] for t in table])[row] for sym in table[0]}
 
 
 # plan fields a stack rule may set per layout (spec.layout_rules); evaluate_space stores them in the knobs
@@ -398,7 +464,7 @@ _RULED = ("overlap_pp", "overlap_grad_reduce", "overlap_tp")
 # plan fields every searched plan takes from the base (the stack's defaults, or what the user stated)
 _FIXED = ("dtype", "grad_dtype", "overlap_grad_reduce", "overlap_param_gather", "overlap_tp", "overlap_pp",
           "overlap_cp", "overlap_ep", "tp_async_dgrad", "wgrad_fusion", "quantized_saves", "ep_dispatcher", "loss_kernel",
-          "cuda_graphs", "offload_layers")
+          "cuda_graphs", "offload_layers", "recompute_modules")
 
 
 def _stack(framework):
@@ -452,7 +518,7 @@ def _no_fit_message(space: Space) -> str:
     total = space.out["memory"] + space.out["mem_reserve"]
     mem = np.where(np.isfinite(total), total, np.inf)
     i = int(np.argmin(mem))
-    p = plan_of(space.knobs, i, space.base, space.global_batch)
+    p = plan_of(space.knobs, i, space.base, space.global_batch, ladder=space.ladder)
     usable = hw.hbm_capacity * (1 - space.memory_margin)
     return (f"no plan fits in memory for {head}: the smallest of {space.valid} valid plans needs "
             f"{fmt_bytes(mem[i], 1)} per GPU with the reserve (tp={p.tp} pp={p.pp} dp={p.dp} cp={p.cp} recompute "
@@ -483,7 +549,7 @@ def rank(space: Space, *, objective: str = "time", top: int | None = 20, tokens:
     for i in idx:          # only the top-k (a few dozen) become Python objects
         t = float(o["step_time"][i])
         out.append(Candidate(
-            plan=plan_of(space.knobs, i, space.base, space.global_batch, schedule), step_time_s=t,
+            plan=plan_of(space.knobs, i, space.base, space.global_batch, schedule, space.ladder), step_time_s=t,
             memory_bytes=float(o["memory"][i]), mfu=float(o["mfu"][i]), hfu=float(o["hfu"][i]),
             tokens_per_s=float(o["tokens_per_s"][i]), n_gpus=space.n_gpus,
             micro_batches=int(round(float(o["micro_batches"][i]))), pp_bubble=float(o["pp_bubble_share"][i]),
@@ -630,14 +696,17 @@ def _plan_text(p) -> str:
     s = f"tp={p.tp} pp={p.pp} dp={p.dp} cp={p.cp}" + (f" ep={p.ep}" if p.ep > 1 else "")
     s += f" mb={p.micro_batch}" + (f" v={p.interleave}" if p.interleave > 1 else "") \
         + (f" {p.schedule}" if p.schedule in PINNED_SCHEDULES else "")
-    s += f" SP={'on' if p.sequence_parallel and p.tp > 1 else 'off'} rc={p.recompute} {p.sharding}"
+    s += f" SP={'on' if p.sequence_parallel and p.tp > 1 else 'off'} rc={p.recompute}" \
+        + (f"({p.recompute_modules})" if p.recompute == "selective" and p.recompute_modules != "core_attn" else "") \
+        + f" {p.sharding}"
     return s + (f" offload={p.offload_layers}" if p.offload_layers else "")
 
 
 def table(cands: list[Candidate], *, sweep_mode: bool = False) -> str:
     """The ranked plans (or, ``sweep_mode``, the best plan per GPU count) as a text table."""
     Col = report.Col
-    cols = [Col("GPUs", 6) if sweep_mode else Col("#", 3), Col("plan", 58, "<", _plan_text, sep="  "),
+    width = max([58] + [len(_plan_text(c.plan)) for c in cands])     # a long plan text widens the column
+    cols = [Col("GPUs", 6) if sweep_mode else Col("#", 3), Col("plan", width, "<", _plan_text, sep="  "),
             Col("step", 10, fmt=fmt_time), Col("mem/GPU", 10, fmt=lambda b: f"{b / GiB:8.1f}Gi"),
             Col("free", 8, fmt=lambda b: f"{b / GiB:6.1f}Gi"), Col("MFU", 7, fmt=lambda f: f"{100 * f:6.1f}%"),
             Col("GPU-s/step", 12, fmt=".1f") if sweep_mode else Col("gap", 8, fmt=lambda g: f"{100 * g:+7.2f}%")]
@@ -662,7 +731,7 @@ def write_csv(path: str, cands: list[Candidate]) -> None:
     import csv
 
     plan_cols = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "global_batch", "interleave", "schedule",
-                 "sequence_parallel", "recompute", "sharding", "dtype")
+                 "sequence_parallel", "recompute", "recompute_modules", "sharding", "dtype")
     cols = ("n_gpus", "step_time_s", "memory_bytes", "mfu", "hfu", "tokens_per_s", "micro_batches", "pp_bubble",
             "slower_than_best", "run_days", "gpu_hours", "cost_usd", "energy_kwh")
     try:

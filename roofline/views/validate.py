@@ -444,6 +444,11 @@ def _plan_fields(row: dict) -> dict:
         raise Skip(str(exc)) from None
     if row.get("recompute") == "" and "recompute" in row:
         d["recompute"] = "none"        # a blank recompute column: no recomputation (Megatron's default)
+    if d["recompute"] == "selective" and row.get("recompute_modules"):
+        try:                            # what Megatron's selective recomputation recomputes (--recompute-modules)
+            d["recompute_modules"] = normalize.recompute_modules(row["recompute_modules"])
+        except InputError as exc:
+            raise Skip(str(exc)) from None
     if tp_comm_overlap_stated(text, d["dtype"]):
         d["tp_comm_overlap"] = True
     # Megatron-Core --overlap-moe-expert-parallel-comm (Megatron-Bridge comm_overlap moe a2a): the all-to-all hides

@@ -107,11 +107,51 @@ OP_SAVED = {"qkv_proj": (q_width + _kv) / (q_width + 2 * _kv),                 #
             "shared_down": moe * (1 - S.gated)}                       # w2, 7th without a gate
 
 
-def recompute_share(op) -> sp.Expr:
+# Megatron-Core's selective recomputation by module (--recompute-modules; transformer_config.py recompute_modules,
+# default ["core_attn"]): the operators each module runs again in backward, in a layer whose MLP is an MoE (moe_on 1)
+# or dense (0). Sources, Megatron-Core at d98e8a6:
+# - core_attn: the attention core (transformer/attention.py, checkpointed core attention);
+# - layernorm: the norms that are modules of their own (transformer_layer.py recompute_input_layernorm /
+#   recompute_pre_mlp_layernorm, skipped for an IdentityOp): MLA's input norm (gpt_layer_specs.py builds
+#   input_layernorm=TENorm for MLA, while standard attention fuses it into linear_qkv) and an MoE layer's pre-MLP
+#   norm (a dense MLP fuses it into linear_fc1);
+# - moe_act: the routed experts' activation (moe/experts.py activation_recompute);
+# - mla_up_proj: the up projections and RoPE (multi_latent_attention.py qkv_up_proj_and_rope_apply);
+# - mlp: a dense layer's MLP, its fused norm included (transformer_layer.py recompute_mlp, not for an MoE layer);
+# - moe: the whole MoE layer, router, dispatch and shared experts included (moe/moe_layer.py moe_layer_recompute;
+#   its all-to-all runs again, step.ep_layer);
+# - shared_experts: the shared experts (moe_layer.py shared_experts_recompute).
+# The quantize kernels of a low-precision recipe are not recomputed here (ASSUMED: a small share of a module).
+_MODULE_OPS = (
+    (S.rcm_core, lambda on: {n: 1 for n in ATTENTION_CORE}),
+    (S.rcm_norm, lambda on: {"norm_attn": mla, "norm_mlp": on}),
+    (S.rcm_moe_act, lambda on: {"mlp_activation": on}),
+    (S.rcm_mla_up, lambda on: {n: 1 for n in ("mla_q_up", "mla_q_proj", "mla_kv_up", "mla_rope_qkv")}),
+    (S.rcm_mlp, lambda on: {n: 1 - on for n in ("norm_mlp", "mlp_up", "mlp_activation", "mlp_down")}),
+    (S.rcm_moe, lambda on: {n: on for n in ("router", "router_topk", "moe_permute", "mlp_up", "mlp_activation",
+                                            "mlp_down", "moe_latent_down", "moe_latent_up", "shared_up",
+                                            "shared_activation", "shared_down")}),
+    (S.rcm_shared, lambda on: {n: 1 for n in ("shared_up", "shared_activation", "shared_down")}),
+)
+
+
+def selective_share(name: str, moe_on=sp.Integer(0)) -> sp.Expr:
+    """1 when a module of the plan's selective recomputation runs operator ``name`` again, else 0: the OR of the
+    modules that hold it (1 - prod(1 - m_i w_i), exact for 0/1 switches; moe and moe_act both hold the activation)."""
+    miss = sp.Integer(1)
+    for switch, ops in _MODULE_OPS:
+        w = ops(moe_on).get(name)
+        if w is not None:
+            miss *= 1 - switch * w
+    return 1 - miss
+
+
+def recompute_share(op, moe_on=sp.Integer(0)) -> sp.Expr:
     """The fraction of an operator's forward that the plan's recomputation runs again in backward: all of it (full),
-    the attention core (selective), or what torchtitan's op policy does not save (op: OP_SAVED)."""
+    the operators of the selective modules (selective: ``selective_share``; ``moe_on`` 1 in a layer whose MLP is an
+    MoE), or what torchtitan's op policy does not save (op: OP_SAVED)."""
     core = op.name in ATTENTION_CORE
-    return (S.rc_full + S.rc_sel * int(core)
+    return (S.rc_full + S.rc_sel * selective_share(op.name, moe_on)
             + S.rc_op * (0 if core else 1 - OP_SAVED.get(op.name, sp.Integer(0))))
 
 

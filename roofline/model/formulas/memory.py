@@ -165,12 +165,37 @@ _mlp_act = _mlp_split(1 + C.moe * (C.routed - 1), S.moe_ffn) + _mlp_split(1, S.s
 # LatentMoE: the l-wide output of fc1_latent_proj and the combined l-wide input of fc2_latent_proj, saved for their
 # weight gradients, on the rank's own (SP-split) tokens
 _latent_act = C.latent * 2 * S.act_bytes * C.tokens * S.moe_latent
+# Megatron-Core's selective recomputation by module (compute._MODULE_OPS; its sources): what each module no longer
+# keeps for the backward. Output-discarding modules (layernorm, moe_act, mla_up_proj) free their output, the tensor
+# the next GEMM saves; under FP8/FP4 Megatron-Core makes that GEMM save the original 16-bit input instead of its
+# quantized copy (set_save_original_input on linear_qkv, linear_fc1, the experts' linear_fc2), so the freed bytes are
+# that saved input's (gin_bytes here, as the rest of this accounting counts it). Checkpointed modules (mlp, moe,
+# shared_experts) keep their input and free what they save inside: a dense MLP's input is the residual stream (its
+# norm is fused into linear_fc1), so its fc1 input (the norm's output) goes too; an MoE layer's input is the
+# pre-MLP norm's output, which stays.
+_gin_h = S.gin_bytes * sbh / C.sp_div                      # one norm output on the rank's (SP-split) tokens
+_qkv_saved = C.tokens * S.act_bytes * (S.n_heads * C.d_qk + C.kv_heads_eff * (C.d_qk + C.d_v))
+_act_out = (1 + C.moe * (C.routed - 1)) * C.tokens * S.moe_ffn * S.gin_bytes        # the routed experts' fc2 input
+_freed_attn = S.rc_sel * C.mla * (S.rcm_norm * _gin_h + S.rcm_mla_up * _qkv_saved / S.tp)
+_freed_moe = S.rc_sel * C.moe * (S.rcm_norm * _gin_h
+                                 + S.rcm_moe * (_mlp_act / S.tp + _latent_act / C.sp_div)
+                                 + (1 - S.rcm_moe) * (S.rcm_moe_act * _act_out + S.rcm_shared
+                                                      * _mlp_split(1, S.shared_ffn)) / S.tp)
+
+
+def _freed_dense_mlp(width):
+    """What the selective module mlp frees in a dense layer whose MLP is ``width`` wide."""
+    return S.rc_sel * S.rcm_mlp * (_mlp_split(1, width) / S.tp + _gin_h)
+
+
 hybrid_layer_activations = ((fa * (_rep_half + _mla_replicated) + fm * (_rep_half + _latent_act)
                              + fx * MB.mixer_act_replicated) / C.sp_div
                      + (fa * _attn_split + fm * _mlp_act + fx * MB.mixer_act_split) / S.tp
-                     + fa * (1 - S.flash) * (1 - S.rc_sel) * _scores / S.tp)
+                     + fa * (1 - S.flash) * (1 - S.rc_sel * S.rcm_core) * _scores / S.tp
+                     - fa * _freed_attn - fm * (_freed_moe + (1 - C.moe) * _freed_dense_mlp(S.moe_ffn)))
 layer_activations = hybrid_layer_activations.xreplace(MB.TRANSFORMER)     # a transformer's MoE (or dense) layer
-dense_layer_activations = layer_activations + (_split_dense - _split) / S.tp - _latent_act / C.sp_div
+dense_layer_activations = (layer_activations + (_split_dense - _split) / S.tp - _latent_act / C.sp_div
+                           + _freed_moe + (1 - C.moe) * _freed_dense_mlp(S.moe_ffn) - _freed_dense_mlp(f))
 layer_input = S.act_bytes * sbh / C.sp_div                 # what full recomputation keeps per layer
 
 

@@ -136,6 +136,11 @@ def cp_layer():
     return (S.cp - 1) * CM.cp_ring_step(kv_chunk) * (1 + 2 + S.rc_full)
 
 
+# recomputation that runs an MoE layer's forward again, its all-to-all and host work included: full, or the selective
+# module moe (Megatron-Core moe/moe_layer.py checkpoints route, dispatch, experts and combine together)
+RC_MOE = S.rc_full + S.rc_sel * S.rcm_moe
+
+
 def ep_layer():
     """EP (MoE layers): all-to-all dispatch and combine of the k routed copies of the tokens a rank holds
     (SP-split: Megatron-Core requires sequence parallelism for MoE with tp > 1), forward and backward
@@ -146,7 +151,8 @@ def ep_layer():
     token_bytes = S.act_bytes * C.tok_sp * C.h_routed          # l wide for a LatentMoE (compute.h_routed)
     etp_bytes = S.act_bytes * C.tok_sp * C.etp * C.routed * C.h_routed
     one = 2 * CM.ep_dispatch(token_bytes, C.routed) + CM.etp_group("ag", etp_bytes) + CM.etp_group("rs", etp_bytes)
-    return C.moe * one * (2 + S.rc_full)
+    return C.moe * one * (2 + RC_MOE)
+
 
 
 @dataclass(frozen=True)
@@ -164,6 +170,7 @@ class Layer:
     comm_bwd: sp.Expr       # the part of tp + cp + ep in the backward pass (with the recomputed forward)
     host: sp.Expr           # time the GPU waits for the host to issue the layer's kernels
     wgrad: sp.Expr = sp.Integer(0)   # the backward's weight-gradient GEMMs (W of a zero-bubble/DualPipe schedule)
+    moe_on: sp.Expr = sp.Integer(0)  # 1 when the layer's MLP is an MoE (which selective modules apply)
 
     @property
     def comm(self):
@@ -189,7 +196,7 @@ def layer(ops, blocks, ep, col_ops=None, moe_on=sp.Integer(0), moe_share=sp.Inte
     col_ops = ops if col_ops is None else col_ops
     core = [o for o in ops if o.name in ATTENTION_CORE]
     fwd, bwd = time_of(ops, "fwd"), time_of(ops, "bwd")
-    recompute = sum((C.recompute_share(o) * time_of([o], "fwd") for o in ops), sp.Integer(0))
+    recompute = sum((C.recompute_share(o, moe_on) * time_of([o], "fwd") for o in ops), sp.Integer(0))
     gemm_fwd = time_of([o for o in ops if o.cls == "gemm"], "fwd")
     # TP collectives per micro-batch: forward, backward before and after the default async overlap (tp_block_comm);
     # a column-parallel GEMM's dgrad and wgrad each take half its backward time (compute.gemm: 2x forward)
@@ -237,7 +244,7 @@ def layer(ops, blocks, ep, col_ops=None, moe_on=sp.Integer(0), moe_share=sp.Inte
     cp_share = sp.Piecewise((CM.interference(S.nccl_sms), S.tp * S.cp <= S.gpus_per_node),
                             (CM.interference(S.nccl_sms_inter), True))
     cp = CM.exposed(cp_layer(), time_of(core, "fwd") * (1 + 2 + S.rc_full), S.ov_cp, cp_share)
-    comm_bwd = tp_bwd_share + ep * (1 + S.rc_full) / (2 + S.rc_full) + cp * (2 + S.rc_full) / (3 + S.rc_full)
+    comm_bwd = tp_bwd_share + ep * (1 + RC_MOE) / (2 + RC_MOE) + cp * (2 + S.rc_full) / (3 + S.rc_full)
     # the host issues kernels asynchronously: a layer takes max(GPU time, host issue time) (calibrate/bench_host.py);
     # an MoE layer's router, dispatcher bookkeeping and permutation add host_moe_fwd / host_moe_bwd (the recomputed
     # forward of full recomputation re-issues them); a layer replayed as a CUDA graph issues nothing one by one
@@ -245,7 +252,7 @@ def layer(ops, blocks, ep, col_ops=None, moe_on=sp.Integer(0), moe_share=sp.Inte
     eager = 1 - S.graph_layers
     moe_f, moe_b = moe_on * moe_share * S.host_moe_fwd, moe_on * moe_share * S.host_moe_bwd
     host_f = eager * (host_share * S.host_fwd + moe_f)
-    host_b = eager * (host_share * (S.host_bwd + (S.rc_full + S.rc_op) * S.host_rc) + moe_b + S.rc_full * moe_f)
+    host_b = eager * (host_share * (S.host_bwd + (S.rc_full + S.rc_op) * S.host_rc) + moe_b + RC_MOE * moe_f)
     # An eager dropless MoE forward blocks the host on the GPU once per layer: the token counts per expert go to the
     # host before the dispatch (Megatron-Core token_dispatcher.py _maybe_dtoh_and_synchronize before the EP all-to-all;
     # the flex dispatcher's DeepEP / HybridEP kernels wait for the received-token count; TEGroupedMLP
@@ -259,7 +266,7 @@ def layer(ops, blocks, ep, col_ops=None, moe_on=sp.Integer(0), moe_share=sp.Inte
             + (1 - sync) * sp.Max(0, host_f + host_b - gpu, evaluate=False))
     # W: a GEMM's backward is its dgrad and wgrad kernels, half the backward each (compute.gemm, op_time)
     wgrad = time_of([o for o in ops if o.cls == "gemm"], "bwd") / 2
-    return Layer(ops, fwd, bwd, recompute, tp, tp_raw, tp_f, cp, ep, comm_bwd, host, wgrad)
+    return Layer(ops, fwd, bwd, recompute, tp, tp_raw, tp_f, cp, ep, comm_bwd, host, wgrad, moe_on)
 
 
 def layer_kinds() -> dict[str, Layer]:
@@ -588,7 +595,7 @@ def flops(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
     def executed(k):
         lay = kinds[k]
         return (mm(lay.ops, "fwd") + mm(lay.ops, "bwd")
-                + sum((C.recompute_share(o) * mm([o], "fwd") for o in lay.ops), sp.Integer(0)))
+                + sum((C.recompute_share(o, lay.moe_on) * mm([o], "fwd") for o in lay.ops), sp.Integer(0)))
     # executed matmul FLOPs of all ranks: every (t, c, d) rank runs m micro-batches over all l layers
     hw = S.tp * S.cp * S.dp * PL.micro_batches * (n_moe * executed("moe") + S.dense_layers * executed("dense")
                                                   + mm(head, "fwd") + mm(head, "bwd")

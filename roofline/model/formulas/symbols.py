@@ -131,7 +131,24 @@ etp = _s("etp", "", "expert tensor-parallel degree (Megatron-Core --expert-tenso
 interleave = _s("interleave", "", "virtual pipeline stages per GPU v (1 = plain 1F1B)", "plan", "v")
 seq_par = _s("seq_par", "", "1 with Megatron sequence parallelism", "plan", r"\sigma")
 rc_full = _s("rc_full", "", "1 with full activation recomputation", "plan", r"r_{f}")
-rc_sel = _s("rc_sel", "", "1 with selective (attention-core) recomputation", "plan", r"r_{s}")
+rc_sel = _s("rc_sel", "", "1 with Megatron's selective recomputation (--recompute-granularity selective; what it recomputes: "
+            "the rcm_* module switches)", "plan", r"r_{s}")
+# Megatron-Core --recompute-modules (transformer_config.py recompute_modules, default ["core_attn"]): each 1 when the
+# plan's recompute_modules names the module; they act only under selective recomputation (rc_sel)
+rcm_core = _s("rcm_core", "", "1 when selective recomputation recomputes the attention core (module core_attn)", "plan",
+              r"m_{\mathrm{attn}}", default=1.0)
+rcm_norm = _s("rcm_norm", "", "1 when it recomputes the unfused norms: MLA's input norm, an MoE layer's pre-MLP norm "
+              "(module layernorm)", "plan", r"m_{\mathrm{norm}}", default=0.0)
+rcm_moe_act = _s("rcm_moe_act", "", "1 when it recomputes the routed experts' activation (module moe_act)", "plan",
+                 r"m_{\mathrm{act}}", default=0.0)
+rcm_mla_up = _s("rcm_mla_up", "", "1 when it recomputes MLA's up projections and RoPE (module mla_up_proj)", "plan",
+                r"m_{\mathrm{up}}", default=0.0)
+rcm_mlp = _s("rcm_mlp", "", "1 when it recomputes a dense layer's MLP (module mlp)", "plan", r"m_{\mathrm{mlp}}",
+             default=0.0)
+rcm_moe = _s("rcm_moe", "", "1 when it recomputes the whole MoE layer, its all-to-all included (module moe)", "plan",
+             r"m_{\mathrm{moe}}", default=0.0)
+rcm_shared = _s("rcm_shared", "", "1 when it recomputes the shared experts (module shared_experts)", "plan",
+                r"m_{\mathrm{sh}}", default=0.0)
 rc_op = _s("rc_op", "", "1 with torchtitan's op-level selective checkpointing (block input, SDPA outputs and every other "
            "matmul output saved; the rest recomputed)", "plan", r"r_{o}")
 gpipe = _s("gpipe", "", "1 for the GPipe schedule (all forwards, then all backwards)", "plan", r"\gamma")
