@@ -1,0 +1,32 @@
+"""Two datasheet profiles for hardware the validation files do not hold: the A800 (the A100 with NVLink cut to 400 GB/s)
+and one GCD of the AMD MI250X (a package is two devices)."""
+import pytest
+
+from roofline.model.predict import predict
+from roofline.spec import hardware, models
+from roofline.spec.config import Plan
+
+GiB = 2 ** 30
+
+
+def _t(gpu, **plan):
+    return predict(models.load("llama3-8b"), Plan(global_batch=16, **plan), hardware.load(gpu)).raw
+
+
+def test_a800_computes_as_the_a100_and_communicates_slower():
+    a800, a100 = hardware.load("a800-sxm4-80gb"), hardware.load("a100-sxm4-80gb")
+    assert a800.peak("bf16") == a100.peak("bf16") and a800.hbm_bandwidth == a100.hbm_bandwidth
+    one800, one100 = _t("a800-sxm4-80gb", micro_batch=2), _t("a100-sxm4-80gb", micro_batch=2)
+    assert one800["step_time"] == pytest.approx(one100["step_time"], rel=1e-12)   # one GPU: no collective
+    tp800, tp100 = _t("a800-sxm4-80gb", tp=8, micro_batch=2), _t("a100-sxm4-80gb", tp=8, micro_batch=2)
+    assert tp800["t_tp_comm"] > tp100["t_tp_comm"] and tp800["step_time"] > tp100["step_time"]
+
+
+def test_mi250x_is_one_gcd_half_the_package():
+    g = hardware.load("mi250x")
+    assert g.peak("bf16") == pytest.approx(383e12 / 2)
+    assert g.hbm_bandwidth == pytest.approx(3.2e12 / 2)
+    assert g.hbm_capacity == pytest.approx(128 / 2 * GiB)
+    assert g.gpus_per_node == 8                                  # 4 packages per Frontier node
+    with pytest.raises(Exception, match="fp8"):
+        g.peak("fp8")                                            # CDNA 2 has no FP8
