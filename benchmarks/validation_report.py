@@ -218,6 +218,11 @@ def main() -> int:
          "- **Recompute modules** (a `selective` row's `recompute_modules` column, e.g. `mla_up_proj,mlp`): what "
          "Megatron-Core's selective recomputation recomputes and frees, module by module (docs/models.md); blank: "
          "`core_attn`, Megatron-Core's default. No row of these two files states one.",
+         "- **Megatron-Bridge v0.1.0rc3's launcher** (a row whose settings cite that release's DeepSeek perf yaml, the "
+         "NeMo 25.09 table): the switches its `scripts/performance/run_script.py` set per GPU beside the yaml "
+         "(`validate.BRIDGE_RC3_DEEPSEEK`): on H100 DeepEP with the all-to-all overlapped, recompute modules "
+         "`mla_up_proj,mlp` and no gradient-reduce overlap; on GB200 recompute modules `mla_up_proj,mlp,moe_act`. "
+         "A row whose source states its modules keeps them.",
          "- **Attention kernel** (a row naming it: `attn_impl: triton`, `flash-attn==1.0.7`, FlashAttention-2; else the "
          "stack's: `llm-foundry@2023` runs Triton FlashAttention, its MPT yamls' `attn_impl: triton` until March 2024): "
          "the flash kernel's compute time over its speed relative to FlashAttention-2 (1 / 1.80 Triton, 1 / 2.26 v1; "

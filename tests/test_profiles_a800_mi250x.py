@@ -30,3 +30,22 @@ def test_mi250x_is_one_gcd_half_the_package():
     assert g.gpus_per_node == 8                                  # 4 packages per Frontier node
     with pytest.raises(Exception, match="fp8"):
         g.peak("fp8")                                            # CDNA 2 has no FP8
+
+
+@pytest.mark.parametrize("name,pid", [
+    ("NVIDIA A100-SXM4-80GB", "a100-sxm4-80gb"), ("NVIDIA A100 80GB PCIe", "a100-pcie-80gb"),
+    ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA H100 PCIe", "h100-pcie"), ("Tesla V100-SXM2-32GB", "v100-sxm2-32gb"),
+    ("AMD Instinct MI250X", "mi250x"), ("AMD Instinct MI300X", "mi300x"), ("NVIDIA GH200 480GB", "gh200"),
+    ("h100_sxm", "h100-sxm"),
+])
+def test_device_names_as_the_driver_prints_them_find_their_profile(name, pid):
+    assert hardware.load(name).id == pid
+
+
+def test_an_ambiguous_short_name_names_the_candidates():
+    from roofline.base.errors import InputError
+
+    with pytest.raises(InputError, match=r"'H100' could be any of .*h100-pcie.*h100-sxm"):
+        hardware.load("H100")
+    with pytest.raises(InputError, match="unknown GPU/hardware profile 'tpu-v4'"):
+        hardware.load("tpu-v4")

@@ -344,3 +344,23 @@ def test_an_unstated_micro_batch_is_the_stacks(tmp_path, framework, pp, want):
                 else "FSDP" if framework != "deepspeed" else "ZeRO-1")
     case = V.build_case(row)
     assert case.plan.micro_batch == want
+
+
+def test_megatron_bridge_rc3_launcher_switches_for_deepseek_v3():
+    """NeMo 25.09 (Megatron-Bridge v0.1.0rc3) ran DeepSeek-V3 through scripts/performance/run_script.py, which set
+    per-GPU switches beside the perf_matrix yaml the row cites (validate.BRIDGE_RC3_DEEPSEEK)."""
+    rows = {r["case_id"]: r for r in V.read(V.dataset_path("nemo"))}
+    h100 = rows["nemo2509_h100_deepseek_v3_fp8cs_1024gpu"]
+    p = V._plan_fields(h100)
+    assert (p["ep_dispatcher"], p["overlap_ep"], p["recompute_modules"], p["overlap_grad_reduce"]) == \
+        ("deepep", 1.0, "mla_up_proj,mlp", 0.0)
+    case = V.build_case(h100)
+    assert case.plan.recompute_modules == "mla_up_proj,mlp" and case.plan.ep_dispatcher == "deepep"
+    gb200 = V._plan_fields(rows["nemo2509_gb200_deepseek_v3_fp8cs_256gpu"])
+    assert gb200["recompute_modules"] == "moe_act,mla_up_proj,mlp" and "ep_dispatcher" not in gb200
+    # a row whose source states its modules keeps them; another release's row gets nothing from this launcher
+    stated = V._plan_fields({**h100, "recompute_detail": "selective: core_attn", "recompute_modules": "core_attn"})
+    assert stated["recompute_modules"] == "core_attn" and stated["ep_dispatcher"] == "deepep"
+    later = rows["nemo2604_b200_deepseek_v3_mxfp8_256gpu"]
+    assert V.bridge_launcher(later) == {}
+    assert V.bridge_launcher(rows["nemo2509_h100_qwen3_30b_a3b_fp8cs_16gpu"]) == {}    # its switches: DeepSeek-V3's

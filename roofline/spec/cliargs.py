@@ -192,7 +192,8 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
          help="extra fraction of HBM kept free beyond the reserve (CUDA context, NCCL, fragmentation); default 0 for "
               "transformer, 0.05 for search (views/search.py SEARCH_MEMORY_MARGIN)")
     g = p.add_argument_group("hardware")
-    flag(g, "gpu", help="hardware profile id (see `hardware list`) or YAML path (default a100-sxm4-80gb, or the config's)")
+    flag(g, "gpu", help="hardware profile id (see `hardware list`), the device name the driver prints ('NVIDIA H100 "
+         "80GB HBM3', 'NVIDIA A100-SXM4-80GB') or a YAML path (default a100-sxm4-80gb, or the config's)")
     flag(g, "gpus-per-node", dest="gpus_per_node", type=number(int), help="override the profile's GPUs per node")
     flag(g, "net-gbps", dest="net_gbps", type=number(), help="inter-node line rate per GPU, Gbit/s")
 

@@ -473,7 +473,35 @@ def _plan_fields(row: dict) -> dict:
         d["cuda_graphs"] = graphs
     d.update(_pipeline_layout(row))
     d.update(_offload(row, d))
+    d.update(bridge_launcher(row))
     return d
+
+
+# Megatron-Bridge v0.1.0rc3 (the NeMo 25.09 container) launched its performance runs with
+# scripts/performance/run_script.py, which sets switches per GPU for DeepSeek-V3 that its perf_matrix yaml does not
+# show (run_script.py main(), lines 55-90 at tag v0.1.0rc3): on H100 the flex dispatcher with DeepEP
+# (enable_deepep), the EP all-to-all overlapped with delay_wgrad_compute (A2A_1F1B), recompute_modules
+# ["mla_up_proj", "mlp"] and overlap_grad_reduce off; on GB200 recompute_modules ["mla_up_proj", "mlp", "moe_act"];
+# on B200 and GB200 overlap_grad_reduce on (their token drop with force-balanced routing moves no FLOPs).
+BRIDGE_RC3_DEEPSEEK = {
+    "h100": {"ep_dispatcher": "deepep", "overlap_ep": 1.0, "recompute_modules": "mla_up_proj,mlp",
+             "overlap_grad_reduce": 0.0},
+    "gb200": {"recompute_modules": "moe_act,mla_up_proj,mlp", "overlap_grad_reduce": 1.0},
+    "b200": {"overlap_grad_reduce": 1.0},
+}
+
+
+def bridge_launcher(row: dict) -> dict:
+    """What Megatron-Bridge v0.1.0rc3's performance launcher set beside the recipe a row names (BRIDGE_RC3_DEEPSEEK):
+    for a row whose settings cite that release's DeepSeek perf yaml, the switches run_script.py set for its GPU. The
+    recompute modules only where the row's source states none (its recompute_detail names no module)."""
+    if not re.search(r"recipe v0\.1\.0rc3:scripts/performance/configs/deepseek/", row.get("settings") or ""):
+        return {}
+    gpu = str(row.get("gpu_id") or "")
+    out = dict(next((v for k, v in BRIDGE_RC3_DEEPSEEK.items() if gpu.startswith(k)), {}))
+    if ":" in (row.get("recompute_detail") or "") or (row.get("recompute") or "").strip() != "selective":
+        out.pop("recompute_modules", None)
+    return out
 
 
 def _offload(row: dict, plan: dict) -> dict:

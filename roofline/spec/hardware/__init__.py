@@ -161,10 +161,29 @@ def list_ids() -> list[str]:
     return sorted(p.stem for p in PROFILES.glob("*.yaml"))
 
 
+# The names the driver gives a device (nvidia-smi --query-gpu=name, torch.cuda.get_device_name(), rocm-smi), once
+# lower-cased with the vendor word dropped and spaces made dashes (_spelling), where they are not already a profile id.
+# nvidia-smi prints "NVIDIA A100-SXM4-80GB" (an id once spelled so), "NVIDIA A100 80GB PCIe", "NVIDIA H100 80GB HBM3"
+# (the SXM5 part; the PCIe part prints "NVIDIA H100 PCIe"), "NVIDIA GH200 480GB", "Tesla V100-SXM2-32GB"; ROCm "AMD
+# Instinct MI250X" / "MI300X".
+DEVICE_NAMES = {"a100-80gb-pcie": "a100-pcie-80gb", "h100-80gb-hbm3": "h100-sxm", "h100-sxm5-80gb": "h100-sxm",
+                "h100-sxm5": "h100-sxm", "h800-80gb-hbm3": "h800", "gh200-480gb": "gh200", "gh200-96gb": "gh200",
+                "h200-141gb": "h200", "mi250x-mi250": "mi250x"}
+
+
+def _spelling(ref: str) -> str:
+    """A device name as a profile id would spell it: lower case, no vendor word, dashes for spaces/underscores."""
+    import re
+
+    t = re.sub(r"[\s_]+", "-", ref.strip().lower())
+    return re.sub(r"^((nvidia|amd|tesla|instinct)-)+", "", t)
+
+
 def _find(ref: str, by: str = "", folder: Path | None = None) -> Path:
     """The file of a profile id or path; ``by`` names the file and key that referred to it, ``folder`` is that
     file's folder: a relative path named inside a profile is read from there (as an include is), whatever the
-    working directory."""
+    working directory. A device name as the driver prints it ("NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3") finds
+    its profile (DEVICE_NAMES); an ambiguous short name ("H100") is an error naming the profiles it could be."""
     p = Path(ref)
     if folder is not None and not p.is_absolute():
         p = folder / p
@@ -173,6 +192,14 @@ def _find(ref: str, by: str = "", folder: Path | None = None) -> Path:
     q = PROFILES / f"{ref}.yaml"
     if q.exists():
         return q
+    t = _spelling(ref)
+    q = PROFILES / f"{DEVICE_NAMES.get(t, t)}.yaml"
+    if t and q.exists():
+        return q
+    near = [i for i in list_ids() if t and i.startswith(t)]
+    if near:
+        raise InputError((f"{by}: " if by else "") + f"GPU {ref!r} could be any of {', '.join(near)}: name one "
+                         "(the SXM part, the memory size and the node differ)")
     raise InputError((f"{by}: " if by else "") + f"unknown GPU/hardware profile {ref!r}; known: {', '.join(list_ids())} "
                      "(or a path to a .yaml)")
 
