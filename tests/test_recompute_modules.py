@@ -212,3 +212,15 @@ def test_stated_modules_are_the_only_selective_set_searched():
     base = Plan(recompute_modules="mla_up_proj")
     space = evaluate_space(MLA_MOE, H100, 8, 16, base=base, stated=frozenset({"recompute_modules"}))
     assert space.ladder == () and set(space.knobs["recompute"]) <= {0, 1, 2, 3}
+
+
+def test_a_config_file_takes_the_modules_as_a_yaml_list(tmp_path):
+    from roofline.spec.configfile import load_config
+
+    f = tmp_path / "run.yaml"
+    f.write_text("model: deepseek-v3\nhardware: h100-sxm\nplan: {tp: 2, pp: 8, dp: 64, ep: 64, global_batch: 8192, "
+                 "recompute: selective, recompute_modules: [mlp, mla_up_proj], uneven_stages: true}\n")
+    assert load_config(f)["plan"].recompute_modules == "mla_up_proj,mlp"
+    f.write_text(f.read_text().replace("mlp, mla_up_proj", "mlp, everything"))
+    with pytest.raises(InputError, match="cannot read everything"):
+        load_config(f)
