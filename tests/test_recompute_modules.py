@@ -54,7 +54,7 @@ def test_the_modules_are_megatron_cores_and_each_has_a_switch():
 
 @pytest.mark.parametrize("module,moe_on,ops", [
     ("core_attn", 1, set(C.ATTENTION_CORE)),
-    ("mla_up_proj", 1, {"mla_q_up", "mla_q_proj", "mla_kv_up", "mla_rope_qkv"}),
+    ("mla_up_proj", 1, {"mla_q_norm", "mla_q_up", "mla_q_proj", "mla_kv_norm", "mla_kv_up", "mla_rope_qkv"}),
     ("layernorm", 1, {"norm_attn", "norm_mlp"}),          # MLA's input norm and an MoE layer's pre-MLP norm
     ("layernorm", 0, {"norm_attn"}),                      # a dense MLP fuses its norm into fc1
     ("moe_act", 1, {"mlp_activation"}),
@@ -107,11 +107,13 @@ def test_moe_act_frees_the_routed_experts_fc2_input():
     assert a.raw["mem_activations"] - b.raw["mem_activations"] == pytest.approx(freed)
 
 
-def test_mla_up_proj_frees_q_k_and_v():
-    """By hand: every layer (MLA in all 4) keeps Q and K of a (d_n + d_r) and V of a d_v per token, bf16."""
+def test_mla_up_proj_frees_q_k_v_and_the_latent_norms_outputs():
+    """By hand: every layer (MLA in all 4) keeps Q and K of a (d_n + d_r) and V of a d_v per token, and the latent
+    norms' outputs (r_q + r_kv), bf16."""
     m = MLA_MOE
     a, b = _pred(m, ""), _pred(m, "mla_up_proj")
-    per_token = m.n_heads * (2 * (m.qk_nope_head_dim + m.qk_rope_head_dim) + m.v_head_dim)
+    per_token = m.n_heads * (2 * (m.qk_nope_head_dim + m.qk_rope_head_dim) + m.v_head_dim) + m.q_lora_rank \
+        + m.kv_lora_rank
     assert a.raw["mem_activations"] - b.raw["mem_activations"] == pytest.approx(m.n_layers * m.seq_len * per_token * 2)
 
 

@@ -116,7 +116,9 @@ OP_SAVED = {"qkv_proj": (q_width + _kv) / (q_width + 2 * _kv),                 #
 #   input_layernorm=TENorm for MLA, while standard attention fuses it into linear_qkv) and an MoE layer's pre-MLP
 #   norm (a dense MLP fuses it into linear_fc1);
 # - moe_act: the routed experts' activation (moe/experts.py activation_recompute);
-# - mla_up_proj: the up projections and RoPE (multi_latent_attention.py qkv_up_proj_and_rope_apply);
+# - mla_up_proj: the up projections and RoPE (multi_latent_attention.py qkv_up_proj_and_rope_apply), with the latent
+#   RMSNorms: the Transformer Engine spec fuses them into the up projections (gpt_layer_specs.py: linear_q_up_proj /
+#   linear_kv_up_proj are column_parallel_layer_norm_linear when qk_layernorm, q_layernorm / kv_layernorm IdentityOp);
 # - mlp: a dense layer's MLP, its fused norm included (transformer_layer.py recompute_mlp, not for an MoE layer);
 # - moe: the whole MoE layer, router, dispatch and shared experts included (moe/moe_layer.py moe_layer_recompute;
 #   its all-to-all runs again, step.ep_layer);
@@ -126,7 +128,8 @@ _MODULE_OPS = (
     (S.rcm_core, lambda on: {n: 1 for n in ATTENTION_CORE}),
     (S.rcm_norm, lambda on: {"norm_attn": mla, "norm_mlp": on}),
     (S.rcm_moe_act, lambda on: {"mlp_activation": on}),
-    (S.rcm_mla_up, lambda on: {n: 1 for n in ("mla_q_up", "mla_q_proj", "mla_kv_up", "mla_rope_qkv")}),
+    (S.rcm_mla_up, lambda on: {n: 1 for n in ("mla_q_norm", "mla_q_up", "mla_q_proj", "mla_kv_norm", "mla_kv_up",
+                                              "mla_rope_qkv")}),
     (S.rcm_mlp, lambda on: {n: 1 - on for n in ("norm_mlp", "mlp_up", "mlp_activation", "mlp_down")}),
     (S.rcm_moe, lambda on: {n: on for n in ("router", "router_topk", "moe_permute", "mlp_up", "mlp_activation",
                                             "mlp_down", "moe_latent_down", "moe_latent_up", "shared_up",

@@ -176,7 +176,10 @@ _latent_act = C.latent * 2 * S.act_bytes * C.tokens * S.moe_latent
 _gin_h = S.gin_bytes * sbh / C.sp_div                      # one norm output on the rank's (SP-split) tokens
 _qkv_saved = C.tokens * S.act_bytes * (S.n_heads * C.d_qk + C.kv_heads_eff * (C.d_qk + C.d_v))
 _act_out = (1 + C.moe * (C.routed - 1)) * C.tokens * S.moe_ffn * S.gin_bytes        # the routed experts' fc2 input
-_freed_attn = S.rc_sel * C.mla * (S.rcm_norm * _gin_h + S.rcm_mla_up * _qkv_saved / S.tp)
+# mla_up_proj also frees the latent norms' outputs, the up projections' saved inputs (the norms are fused into them);
+# it keeps the checkpoint's inputs, the compressed latents
+_latent_norm_out = C.mla * S.act_bytes * C.tokens * (C.mla_q_lora * S.q_lora + S.kv_lora)
+_freed_attn = S.rc_sel * C.mla * (S.rcm_norm * _gin_h + S.rcm_mla_up * (_qkv_saved / S.tp + _latent_norm_out / C.sp_div))
 _freed_moe = S.rc_sel * C.moe * (S.rcm_norm * _gin_h
                                  + S.rcm_moe * (_mlp_act / S.tp + _latent_act / C.sp_div)
                                  + (1 - S.rcm_moe) * (S.rcm_moe_act * _act_out + S.rcm_shared
