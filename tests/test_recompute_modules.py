@@ -226,3 +226,13 @@ def test_a_config_file_takes_the_modules_as_a_yaml_list(tmp_path):
     f.write_text(f.read_text().replace("mlp, mla_up_proj", "mlp, everything"))
     with pytest.raises(InputError, match="cannot read everything"):
         load_config(f)
+
+
+def test_only_a_stack_with_megatron_cores_modules_runs_them():
+    from roofline.views.search import evaluate_space
+
+    with pytest.raises(InputError, match="recomputes the attention core only"):
+        resolve(MLA_MOE, {"recompute": "selective", "recompute_modules": "mla_up_proj", "ep": 8, "dp": 8}, "h100-sxm",
+                "deepspeed-zero")
+    assert evaluate_space(MLA_MOE, H100, 8, 16, framework="fsdp").ladder == ()
+    assert evaluate_space(MLA_MOE, H100, 8, 16, framework="megatron-core").ladder != ()

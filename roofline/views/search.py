@@ -420,7 +420,10 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
     check(model, dataclasses.replace(base, tp=1, pp=1, dp=1, cp=1, ep=1, micro_batch=1, global_batch=None,
                                      interleave=1, schedule="1f1b"))   # model fields and fixed plan fields
     # selective recomputation with more modules (selective_ladder), unless the user named the modules
-    ladder = () if "recompute_modules" in stated else selective_ladder(model, base.recompute_modules)
+    # (a stack with Megatron-Core's --recompute-modules, or --framework any)
+    st_ = _stack(framework)
+    ladder = () if "recompute_modules" in stated or (st_ is not None and not st_.rule("recompute_modules")) \
+        else selective_ladder(model, base.recompute_modules)
     knobs, enumerated = enumerate_plans(model, n_gpus, global_batch, schedule=schedule, stack=_stack(framework),
                                         uneven_stages=base.uneven_stages, offload_layers=base.offload_layers,
                                         ladder=len(ladder), **pins)

@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from types import MappingProxyType
 
-from ..config import SHARDING, Rule, among, stage_name
+from ..config import SHARDING, Rule, _modules_hold, among, stage_name
 from ...base.errors import InputError
 from ...base.schema import yaml_load
 
@@ -32,7 +32,7 @@ PLAN_KEYS = ("dtype", "grad_dtype", "sequence_parallel", "sharding", "recompute"
              "cuda_graphs")
 RULE_KEYS = ("interleaved_schedule", "interleave_when_pp", "no_overlap_with_pp", "overlap_pp_interleaved", "tp_comm_overlap", "uneven_stages", "shardings",
              "max_zero_with_pp", "grad_dtype_bf16", "kv_heads_below_tp", "compiled_loss_since",
-             "recomputes", "recompute_names", "schedules", "micro_batch_unstated", "builds_on")
+             "recomputes", "recompute_names", "schedules", "micro_batch_unstated", "builds_on", "recompute_modules")
 DEFAULT = "megatron-core"           # DESIGN.md: Megatron-Core is the default stack of the CLI, configs and API
 
 
@@ -189,7 +189,12 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
     recs = tuple(stack.rule("recomputes") or ("none", "selective", "full"))
     # pipeline schedules: 1F1B, interleaved 1F1B and GPipe unless the stack lists its own (torchtitan adds DualPipeV)
     scheds = schedules_of(stack)
+    # what selective recomputation recomputes: the attention core, unless the stack has Megatron-Core's modules
+    modules = bool(stack.rule("recompute_modules", False))
     return (
+        Rule(lambda m, p: modules | _modules_hold(p, lambda s: s == {"core_attn"}),
+             f"stack {stack.id} recomputes the attention core only, not the modules {{p.recompute_modules!r}} "
+             "(Megatron-Core's --recompute-modules; run it with --framework megatron-core)", ("recompute_modules",)),
         Rule(lambda m, p: among(p.schedule, scheds), _schedule_message(stack), ("schedule",)),
         Rule(lambda m, p: among(p.recompute, recs),
              f"stack {stack.id} cannot run recompute {{p.recompute!r}} (it runs {', '.join(recs)}): "
