@@ -419,12 +419,12 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
     base = base if base is not None else default_base(framework)
     check(model, dataclasses.replace(base, tp=1, pp=1, dp=1, cp=1, ep=1, micro_batch=1, global_batch=None,
                                      interleave=1, schedule="1f1b"))   # model fields and fixed plan fields
-    # selective recomputation with more modules (selective_ladder), unless the user named the modules
-    # (a stack with Megatron-Core's --recompute-modules, or --framework any)
-    st_ = _stack(framework)
-    ladder = () if "recompute_modules" in stated or (st_ is not None and not st_.rule("recompute_modules")) \
+    st = _stack(framework)
+    # selective recomputation with more modules (selective_ladder) on a stack with Megatron-Core's --recompute-modules
+    # (or --framework any), unless the user named the modules
+    ladder = () if "recompute_modules" in stated or (st is not None and not st.rule("recompute_modules")) \
         else selective_ladder(model, base.recompute_modules)
-    knobs, enumerated = enumerate_plans(model, n_gpus, global_batch, schedule=schedule, stack=_stack(framework),
+    knobs, enumerated = enumerate_plans(model, n_gpus, global_batch, schedule=schedule, stack=st,
                                         uneven_stages=base.uneven_stages, offload_layers=base.offload_layers,
                                         ladder=len(ladder), **pins)
     n = len(knobs["tp"])
@@ -432,7 +432,6 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
          **hardware_inputs(hw, base.dtype), **plan_arrays(knobs, global_batch, schedule)}
     if ladder and n:
         x.update(ladder_inputs(knobs["recompute"], base.recompute_modules, ladder))
-    st = _stack(framework)
     if st is not None and n:
         rules = layout_rules(st, knobs["tp"], knobs["pp"], knobs["interleave"], tp_comm_overlap)
         for field, (where, v, _why) in rules.items():
