@@ -94,7 +94,10 @@ RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", 
 
 def recompute_modules(text):
     """Megatron-Core recompute module names, however a list spells them ("mla_up_proj,mlp", "['moe_act', 'layernorm']",
-    "core-attn mlp") -> the canonical comma-joined names in RECOMPUTE_MODULES order; blank -> None."""
+    "core-attn mlp", a Python or YAML list) -> the canonical comma-joined names in RECOMPUTE_MODULES order; blank or
+    empty -> None."""
+    if isinstance(text, (list, tuple)):
+        text = ",".join(map(str, text))
     names = [w.replace("-", "_") for w in re.findall(r"[a-z_-]+", str(text or "").lower())]
     if not names:
         return None

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import _compiled
 from ..base import precision
-from ..spec.config import FLASH_SPEED, Model, Plan, check
+from ..spec.config import FLASH_SPEED, RECOMPUTE, Model, Plan, check
 from ..spec.hardware import CLASSES, Hardware, overlap_defaults
 from ..base.results import Result
 from ..base.units import DAY, HOUR, KILO, TERA
@@ -91,7 +91,7 @@ def layout_inputs(tp, pp, dp, cp, ep, micro_batch, global_batch, interleave, seq
                   schedule, etp=None, stages=None) -> dict:
     """The formula inputs of a plan's layout: one plan's numbers, or numpy arrays of many (``search``).
 
-    ``recompute``: 0 none, 1 selective, 2 full, 3 op (``config.RECOMPUTE`` order), 4 + k selective with the search's
+    ``recompute``: 0 none, 1 selective, 2 full, 3 op (``config.RECOMPUTE`` order), len(RECOMPUTE) + k selective with the search's
     k-th module set (views/search.py selective_ladder; its rcm_* switches come from search.ladder_inputs);
     ``zero``: the ZeRO stage 0-3;
     ``sequence_parallel``: truth values; ``schedule``: a name of config.SCHEDULES (one for all rows); ``etp`` None:
@@ -104,7 +104,7 @@ def layout_inputs(tp, pp, dp, cp, ep, micro_batch, global_batch, interleave, seq
             "micro_batch": f(micro_batch),
             "global_batch": f(global_batch), "interleave": f(interleave),
             "seq_par": f((np.asarray(sequence_parallel) != 0) & (tp > 1)),
-            "rc_full": f(recompute == 2), "rc_sel": f((recompute == 1) | (recompute >= 4)), "rc_op": f(recompute == 3), "gpipe": f(schedule == "gpipe"),
+            "rc_full": f(recompute == 2), "rc_sel": f((recompute == 1) | (recompute >= len(RECOMPUTE))), "rc_op": f(recompute == 3), "gpipe": f(schedule == "gpipe"),
             "dualpipev": f(schedule == "dualpipev"),
             "z_os": f(zero >= 1), "z_grad": f(zero >= 2), "z_param": f(zero >= 3),
             **pipeline_layout_inputs(stages)}
@@ -141,8 +141,6 @@ def recompute_module_inputs(modules) -> dict:
 def plan_inputs(p: Plan, model: Model | None = None) -> dict:
     """A plan's formula inputs; a stated pipeline_layout needs the ``model`` (its layers, MTP layers and leading
     dense layers)."""
-    from ..spec.config import RECOMPUTE
-
     stages = None
     if p.pipeline_layout is not None:
         from ..base.errors import InputError

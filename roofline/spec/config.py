@@ -266,7 +266,7 @@ class Plan:
     @property
     def recompute_module_set(self) -> frozenset:
         """The named modules of ``recompute_modules`` (empty names dropped)."""
-        return _module_set(self.recompute_modules)
+        return module_set(self.recompute_modules)
 
     @property
     def n_gpus(self) -> int:
@@ -281,18 +281,18 @@ class Plan:
         return ZERO_STAGE[self.sharding]
 
 
-def _module_set(text: str) -> frozenset:
+def module_set(text: str) -> frozenset:
     return frozenset(x.strip() for x in str(text).split(",") if x.strip())
 
 
-def _modules_hold(p, test):
+def modules_hold(p, test):
     """``test`` of a plan's recompute module set: a bool, or a bool array when the plan's fields are arrays (search,
     the rules' tests)."""
     v = p.recompute_modules
     if hasattr(v, "shape"):
         import numpy as np
-        return np.array([bool(test(_module_set(x))) for x in np.ravel(v)]).reshape(np.shape(v))
-    return bool(test(_module_set(v)))
+        return np.array([bool(test(module_set(x))) for x in np.ravel(v)]).reshape(np.shape(v))
+    return bool(test(module_set(v)))
 
 
 def _types(obj, where: str) -> None:
@@ -616,14 +616,14 @@ RULES: tuple[Rule, ...] = (
          ("interleave", "pp", "global_batch", "micro_batch", "dp")),
     # Megatron-Core transformer_config.py __post_init__: recompute_modules must be allowed names; "moe_act ... only
     # supported with moe_grouped_gemm" (an MoE), "mla_up_proj ... only supported with multi_latent_attention"
-    Rule(lambda m, p: _modules_hold(p, lambda s: s <= set(RECOMPUTE_MODULES)),
-         lambda m, p: (f"recompute-modules: unknown {', '.join(sorted(_module_set(p.recompute_modules) - set(RECOMPUTE_MODULES)))}"
+    Rule(lambda m, p: modules_hold(p, lambda s: s <= set(RECOMPUTE_MODULES)),
+         lambda m, p: (f"recompute-modules: unknown {', '.join(sorted(module_set(p.recompute_modules) - set(RECOMPUTE_MODULES)))}"
                        f" in {p.recompute_modules!r}; Megatron-Core's: {', '.join(RECOMPUTE_MODULES)}"),
          ("recompute_modules",)),
-    Rule(lambda m, p: _modules_hold(p, lambda s: "mla_up_proj" not in s) | bool(m.mla),
+    Rule(lambda m, p: modules_hold(p, lambda s: "mla_up_proj" not in s) | bool(m.mla),
          "recompute-modules mla_up_proj needs MLA attention (Megatron-Core: only supported with "
          "multi_latent_attention)", ("recompute_modules",)),
-    Rule(lambda m, p: _modules_hold(p, lambda s: "moe_act" not in s) | (m.n_experts > 1),
+    Rule(lambda m, p: modules_hold(p, lambda s: "moe_act" not in s) | (m.n_experts > 1),
          "recompute-modules moe_act needs an MoE model (Megatron-Core: only supported with moe_grouped_gemm), got "
          "{m.n_experts} expert(s)", ("recompute_modules",)),
     # CPU activation offload (Megatron-Core megatron/core/transformer/transformer_config.py __post_init__: "CPU

@@ -138,7 +138,7 @@ def _plan(spec, where: str) -> tuple[Plan, set]:
             spec[k] = _number(v, f"{where}: plan.{k}", types[k])
         elif k == "recompute_modules" and v is not None:      # a YAML list or a comma-separated string
             from ..base.normalize import recompute_modules
-            spec[k] = recompute_modules(",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)) or ""
+            spec[k] = recompute_modules(v) or ""
     if mbs is not None:
         mbs = _number(mbs, f"{where}: plan.micro_batches", int)
         gb = spec.get("micro_batch", 1) * spec.get("dp", 1) * mbs

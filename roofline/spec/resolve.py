@@ -78,10 +78,8 @@ def _normalised_plan(d: dict) -> dict:
             v = v if v in ("zero1", "zero3") else normalize.sharding(v)
         elif k == "recompute":
             v = normalize.recompute(v)
-        elif k == "recompute_modules" and isinstance(v, (list, tuple)):
-            v = normalize.recompute_modules(",".join(map(str, v))) or ""
-        elif k == "recompute_modules" and isinstance(v, str) and v.strip():
-            v = normalize.recompute_modules(v)
+        elif k == "recompute_modules":
+            v = normalize.recompute_modules(v) or ""       # a list or any spelling; empty: no module
         elif k in ("dtype", "grad_dtype"):
             v = normalize.precision(v)
         elif k in FLAG_FIELDS and isinstance(v, str):

@@ -452,10 +452,10 @@ def ladder_inputs(codes, base_modules: str, ladder: tuple) -> dict:
     import numpy as np
 
     from ..model.predict import recompute_module_inputs
-    from ..spec.config import _module_set
+    from ..spec.config import module_set
 
     codes = np.asarray(codes)
-    sets = [_module_set(base_modules)] + [_module_set(r) for r in ladder]
+    sets = [module_set(base_modules)] + [module_set(r) for r in ladder]
     row = np.where(codes >= LADDER, codes - LADDER + 1, 0)
     table = [recompute_module_inputs(m) for m in sets]
     return {sym: np.array([t[sym] for t in table])[row] for sym in table[0]}

@@ -197,6 +197,8 @@ hybrid_layer_activations = ((fa * (_rep_half + _mla_replicated) + fm * (_rep_hal
                      + fa * (1 - S.flash) * (1 - S.rc_sel * S.rcm_core) * _scores / S.tp
                      - fa * _freed_attn - fm * (_freed_moe + (1 - C.moe) * _freed_dense_mlp(S.moe_ffn)))
 layer_activations = hybrid_layer_activations.xreplace(MB.TRANSFORMER)     # a transformer's MoE (or dense) layer
+# a leading dense layer: the MoE layer's activations with the dense MLP's in place of the experts', and what the
+# selective modules free in a dense MLP in place of what they free in an MoE
 dense_layer_activations = (layer_activations + (_split_dense - _split) / S.tp - _latent_act / C.sp_div
                            + _freed_moe + (1 - C.moe) * _freed_dense_mlp(S.moe_ffn) - _freed_dense_mlp(f))
 layer_input = S.act_bytes * sbh / C.sp_div                 # what full recomputation keeps per layer

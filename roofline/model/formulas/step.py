@@ -154,7 +154,6 @@ def ep_layer():
     return C.moe * one * (2 + RC_MOE)
 
 
-
 @dataclass(frozen=True)
 class Layer:
     """One layer of one kind, per micro-batch on one rank: its operators and times (s)."""

@@ -168,7 +168,7 @@ def list_ids() -> list[str]:
 # Instinct MI250X" / "MI300X".
 DEVICE_NAMES = {"a100-80gb-pcie": "a100-pcie-80gb", "h100-80gb-hbm3": "h100-sxm", "h100-sxm5-80gb": "h100-sxm",
                 "h100-sxm5": "h100-sxm", "h800-80gb-hbm3": "h800", "gh200-480gb": "gh200", "gh200-96gb": "gh200",
-                "h200-141gb": "h200", "mi250x-mi250": "mi250x"}
+                "h200-141gb": "h200"}
 
 
 def _spelling(ref: str) -> str:

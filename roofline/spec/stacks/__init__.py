@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from types import MappingProxyType
 
-from ..config import SHARDING, Rule, _modules_hold, among, stage_name
+from ..config import SHARDING, Rule, modules_hold, among, stage_name
 from ...base.errors import InputError
 from ...base.schema import yaml_load
 
@@ -192,7 +192,7 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
     # what selective recomputation recomputes: the attention core, unless the stack has Megatron-Core's modules
     modules = bool(stack.rule("recompute_modules", False))
     return (
-        Rule(lambda m, p: modules | _modules_hold(p, lambda s: s == {"core_attn"}),
+        Rule(lambda m, p: modules | modules_hold(p, lambda s: s == {"core_attn"}),
              f"stack {stack.id} recomputes the attention core only, not the modules {{p.recompute_modules!r}} "
              "(Megatron-Core's --recompute-modules; run it with --framework megatron-core)", ("recompute_modules",)),
         Rule(lambda m, p: among(p.schedule, scheds), _schedule_message(stack), ("schedule",)),
