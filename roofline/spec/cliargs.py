@@ -105,6 +105,17 @@ def number(kind=float, low: float = 0.0, strict: bool = True):
     return parse
 
 
+def precision_name(text: str) -> str:
+    """argparse type of --dtype / --precision: a recipe as its sources spell it (FP8-CS, fp8-delayed, MXFP8) -> its
+    name in DTYPES (base/normalize.py precision)."""
+    from ..base import normalize
+    from ..base.errors import InputError
+    try:
+        return normalize.precision(text)
+    except InputError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def flag(p: argparse.ArgumentParser, name: str, *aliases: str, **kw):
     """Add --name and, when it has a dash, --name_with_underscores; likewise each alias."""
     names = []
@@ -161,6 +172,9 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
     flag(g, "loss-kernel", dest="loss_kernel", choices=LOSS_KERNELS, default=None,
          help="the loss: fused (Megatron's vocab-parallel cross entropy) or eager (torch F.cross_entropy on fp32-upcast "
               "logits, as torchtitan); sets the LM head's logits memory; default: the stack's")
+    flag(g, "delay-wgrad", dest="delay_wgrad", action="store_true", default=None,
+         help="with --overlap-ep: the experts' weight-gradient GEMMs run later, beside the dispatch backward "
+              "(Megatron-Core --delay-wgrad-compute); default off")
     flag(g, "uneven-stages", dest="uneven_stages", action="store_true", default=None,
          help="allow layers not divisible by pp x interleave (the heaviest stage rounds up)")
     flag(g, "pipeline-layout", dest="pipeline_layout",
@@ -174,8 +188,10 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
     flag(g, "sharding", choices=SHARDING,
          help="optimizer/gradient/parameter sharding over dp")
     flag(g, "zero", type=int, choices=tuple(range(len(SHARDING_BY_STAGE))), help="ZeRO stage (alias of --sharding)")
-    flag(g, "dtype", choices=DTYPES, help="training precision: 16/32-bit, or an FP8/FP4 recipe whose linear layers run at "
-         "the low-precision peak (fp8 = delayed scaling; docs/models.md 'Precision'); default bf16")
+    flag(g, "dtype", "precision", choices=DTYPES, type=precision_name,
+         help="training precision: 16/32-bit, or an FP8/FP4 recipe whose linear layers run at the low-precision peak "
+              "(fp8 = delayed scaling, also spelled fp8-delayed; the recipes' spellings FP8-CS, MXFP8, NVFP4 are read "
+              "too; docs/models.md 'Precision'); default bf16")
     flag(g, "grad-dtype", dest="grad_dtype", choices=GRAD_DTYPES,
          help="gradient buffer and reduce dtype (default: the stack's; Megatron fp32 main grads with bf16)")
     flag(g, "framework", help="training stack whose defaults fill unset switches: NAME[@VERSION] from "
@@ -240,7 +256,8 @@ def build_spec(args):
         sharding = SHARDING_BY_STAGE[args.zero]     # the one name of ZeRO stage N (search pins the same)
     flags = {**{dest: getattr(args, dest) for _, dest, _, _ in PLAN_FLAGS}, "schedule": args.schedule,
              "sequence_parallel": args.sequence_parallel, "recompute": args.recompute, "sharding": sharding,
-             "uneven_stages": args.uneven_stages, "tp_async_dgrad": getattr(args, "tp_async_dgrad", None),
+             "uneven_stages": args.uneven_stages, "delay_wgrad": getattr(args, "delay_wgrad", None),
+             "tp_async_dgrad": getattr(args, "tp_async_dgrad", None),
              "wgrad_fusion": getattr(args, "wgrad_fusion", None),
              "eager_elementwise": getattr(args, "eager_elementwise", None),
              "offload_layers": getattr(args, "offload_layers", None),

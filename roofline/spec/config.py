@@ -246,6 +246,9 @@ class Plan:
     loss_kernel: str = "fused"          # fused | eager | compiled (LOSS_KERNELS; per stack: stacks/*.yaml loss_kernel)
     cuda_graphs: str = "none"           # none | layers | full (CUDA_GRAPHS): which host issue time CUDA graphs remove
     overlap_ep: float = 0.0             # fraction of the MoE all-to-all hidden (Megatron-Core --overlap-moe-expert-parallel-comm, default off)
+    # the EP overlap runs the experts' weight-gradient GEMMs later, beside the dispatch backward (Megatron-Core
+    # --delay-wgrad-compute, default off; transformer_config.py refuses it without the EP overlap)
+    delay_wgrad: bool = False
     overlap_pp: float = 0.0             # fraction of PP send/recv hidden
     overlap_cp: float = 1.0             # ring attention overlaps KV exchange with attention (default on)
     uneven_stages: bool = False         # allow layers not divisible by pp x interleave (heaviest stage rounds up)
@@ -519,6 +522,11 @@ RULES: tuple[Rule, ...] = (
     _choice("plan", "cuda_graphs", "cuda_graphs", CUDA_GRAPHS),
     *(_fraction(n) for n in ("overlap_grad_reduce", "overlap_param_gather", "overlap_tp", "overlap_pp",
                              "overlap_cp", "overlap_ep")),
+    # Megatron-Core transformer_config.py: "overlap_moe_expert_parallel_comm must be enabled when enabling
+    # delay_wgrad_compute"
+    Rule(lambda m, p: (p.delay_wgrad == 0) | (p.overlap_ep > 0),
+         "delay_wgrad needs the EP overlap (overlap_ep > 0; Megatron-Core --delay-wgrad-compute needs "
+         "--overlap-moe-expert-parallel-comm), got overlap_ep = {p.overlap_ep}"),
     Rule(lambda m, p: m.head_dim is not None or m.d_model % m.n_heads == 0,
          "d_model ({m.d_model}) must be divisible by heads ({m.n_heads}) (or state head_dim)"),
     # the attention variants' fields: MLA's ranks and head widths together, sliding-window sizes

@@ -19,7 +19,8 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
 - Rows whose ``activation_offload`` column is a whole number of layers: offload_layers, where the row's layout can
   run it (pp = 1, no recomputation, fewer than all layers: Megatron-Core transformer_config.py).
 - Rows whose settings state the MoE all-to-all overlap (Megatron-Core ``--overlap-moe-expert-parallel-comm``,
-  "EP A2A overlap"): overlap_ep = 1 (hidden as far as the layer's compute lasts).
+  "EP A2A overlap"): overlap_ep = 1 (each all-to-all hidden behind the compute block Megatron-Core pairs it with,
+  formulas/step.py ep_merged); with "delay_wgrad" (``--delay-wgrad-compute``) stated as well: delay_wgrad.
 - Megatron-Core rows whose notes or settings state TP communication overlap (``--tp-comm-overlap``,
   ``tp_comm_overlap=True``, "userbuffer TP comm-overlap"; not when followed by false/off, nor on an NVFP4 row that
   says "off for NVFP4": ``tp_comm_overlap_stated``): overlap_tp = (tp-1)/tp (the ring-exchange
@@ -464,6 +465,9 @@ def _plan_fields(row: dict) -> dict:
         d["etp"] = int(m.group(1))          # Megatron-Core --expert-tensor-parallel-size, stated by the recipe
     if re.search(r"ep a2a overlap|overlap[-_ ]moe[-_ ]expert[-_ ]parallel[-_ ]comm(?!\s*=\s*false)", text):
         d["overlap_ep"] = 1.0
+        # Megatron-Core --delay-wgrad-compute ("+ delay_wgrad" in the recipes' summaries), which needs the overlap
+        if re.search(r"delay[-_ ]wgrad(?:[-_ ]compute)?\b(?!\s*=\s*false)", text):
+            d["delay_wgrad"] = True
     if re.search(r"(?<!no )(?<!without )(?:torch\.compile|(?<!torch\.)\bcompiled?\b(?! loss))", text):
         d["eager_elementwise"] = False      # torch.compile fuses the elementwise ops the eager stacks run one by one
     if wgrad_fusion_off(text, d["sharding"] == "fsdp"):
@@ -484,7 +488,7 @@ def _plan_fields(row: dict) -> dict:
 # ["mla_up_proj", "mlp"] and overlap_grad_reduce off; on GB200 recompute_modules ["mla_up_proj", "mlp", "moe_act"];
 # on B200 and GB200 overlap_grad_reduce on (their token drop with force-balanced routing moves no FLOPs).
 BRIDGE_RC3_DEEPSEEK = {
-    "h100": {"ep_dispatcher": "deepep", "overlap_ep": 1.0, "recompute_modules": "mla_up_proj,mlp",
+    "h100": {"ep_dispatcher": "deepep", "overlap_ep": 1.0, "delay_wgrad": True, "recompute_modules": "mla_up_proj,mlp",
              "overlap_grad_reduce": 0.0},
     "gb200": {"recompute_modules": "moe_act,mla_up_proj,mlp", "overlap_grad_reduce": 1.0},
     "b200": {"overlap_grad_reduce": 1.0},

@@ -185,6 +185,37 @@ class Layer:
         return [o for o in self.ops if o.name in ATTENTION_CORE]
 
 
+# the operators of a MoE layer's "mlp" schedule node (the experts, shared experts included); the rest of the layer
+# (attention, norms, router, dispatch preprocess) is its "pre_dispatch_computation" node
+EXPERT_OPS = frozenset({"mlp_up", "mlp_activation", "mlp_down", "moe_latent_down", "moe_latent_up", "shared_up",
+                        "shared_activation", "shared_down"})
+
+
+def ep_merged(ep, ops, fwd, bwd, recompute) -> sp.Expr:
+    """Exposed EP all-to-all time of one layer (``ep`` before overlap: dispatch and combine, forward and backward, and
+    the recomputed forward's) under Megatron-Core's EP overlap (ov_ep), which pairs each all-to-all with one block of
+    compute of the other micro-batch (model_chunk_schedule_plan.py TransformerLayerSchedulePlan.run, comm stream |
+    compute stream):
+        combine backward (b)  | pre-dispatch forward (f: attention, router)
+        dispatch forward (f)  | experts' backward data gradient (b)
+        dispatch backward (b) | experts' weight gradient (b) when delayed (delay_wgrad, --delay-wgrad-compute),
+                                experts' forward (f)
+        combine forward (f)   | pre-dispatch backward (b)
+    Without the delay the experts' backward (data and weight gradients) runs whole beside the dispatch forward. Each
+    all-to-all (a quarter of the non-recomputed volume) hides only behind its own block, less the SMs its kernels hold
+    (comm.exposed); the recomputed forward's all-to-all behind the recomputed compute. A GEMM's weight gradient is half
+    its backward (compute.gemm). The volume splits evenly (dispatch and combine move the same tokens both ways);
+    ov_ep = 0 leaves all of ``ep`` exposed."""
+    experts = [o for o in ops if o.name in EXPERT_OPS]
+    mlp_f, mlp_b = time_of(experts, "fwd"), time_of(experts, "bwd")
+    mlp_w = S.delay_wgrad * time_of([o for o in experts if o.cls == "gemm"], "bwd") / 2
+    one = ep / (2 + RC_MOE) / 2                   # one all-to-all: a pass's dispatch or combine
+    share = group_share(S.ep, C.etp)
+    blocks = (fwd - mlp_f, mlp_b - mlp_w, mlp_w + mlp_f, bwd - mlp_b)
+    return (sum((CM.exposed(one, w, S.ov_ep, share) for w in blocks), sp.Integer(0))
+            + CM.exposed(2 * RC_MOE * one, recompute, S.ov_ep, share))
+
+
 def layer(ops, blocks, ep, col_ops=None, moe_on=sp.Integer(0), moe_share=sp.Integer(1),
           host_share=sp.Integer(1)) -> Layer:
     """Times of one layer with operators ``ops``, TP ``blocks`` (tp_blocks) and EP time ``ep``; ``col_ops``: the
@@ -233,11 +264,11 @@ def layer(ops, blocks, ep, col_ops=None, moe_on=sp.Integer(0), moe_share=sp.Inte
     tp_fwd_share = tp_f - CM.unordered_max(0, tp_f - ub_f)                 # min(async, userbuffers), forward
     tp_bwd_share = async_b - CM.unordered_max(0, async_b - ub_b)           # min(async, userbuffers), backward
     tp = tp_fwd_share + tp_bwd_share
-    # Megatron-Core --overlap-moe-expert-parallel-comm (with --delay-wgrad-compute) runs one micro-batch's dispatch /
-    # combine all-to-all beside another micro-batch's forward or backward (the combined 1F1B of
-    # megatron/core/pipeline_parallel/combined_1f1b.py): it can hide behind the layer's compute of both passes; NCCL's
-    # all-to-all is grouped send/recv over the EP group (stride etp), as many p2p channels as collective channels
-    ep = CM.exposed(ep, fwd + bwd, S.ov_ep, group_share(S.ep, C.etp))
+    # Megatron-Core --overlap-moe-expert-parallel-comm (with --delay-wgrad-compute) merges one micro-batch's forward
+    # with another's backward, layer by layer (the combined 1F1B of megatron/core/pipeline_parallel/combined_1f1b.py),
+    # and pairs each all-to-all with one block of the other micro-batch's compute
+    # (megatron/core/models/common/model_chunk_schedule_plan.py TransformerLayerSchedulePlan.run):
+    ep = ep_merged(ep, ops, fwd, bwd, recompute)
     # CP: TE's ring attention exchanges K/V with NCCL send/recv beside the attention kernels, on NVLink when the
     # t c ranks fit a node (comm.cp_ring_step)
     cp_share = sp.Piecewise((CM.interference(S.nccl_sms), S.tp * S.cp <= S.gpus_per_node),

@@ -163,6 +163,9 @@ ov_tp = _s("ov_tp", "", "fraction of TP/SP communication hidden behind GEMMs (0.
 ov_pp = _s("ov_pp", "", "fraction of pipeline send/recv hidden behind compute (0..1)", "plan", r"o_{p}")
 ov_ep = _s("ov_ep", "", "fraction of the MoE all-to-all hidden behind another micro-batch's compute (0..1; Megatron-Core "
             "--overlap-moe-expert-parallel-comm)", "plan", r"o_{e}")
+delay_wgrad = _s("delay_wgrad", "", "1 when the EP overlap delays the experts' weight-gradient GEMMs to run beside the "
+                 "dispatch backward (Megatron-Core --delay-wgrad-compute, which needs the EP overlap); 0: the experts' "
+                 "backward runs whole before it", "plan", r"\delta_{w}", zero=True)
 ov_cp = _s("ov_cp", "", "fraction of ring-attention KV exchange hidden behind attention (0..1)", "plan", r"o_{c}")
 act_bytes = _s("act_bytes", "bytes", "bytes per activation/weight element (2 for bf16/fp16)", "plan", r"\beta_{a}")
 grad_bytes = _s("grad_bytes", "bytes", "bytes per gradient element in the reduce and buffer", "plan", r"\beta_{g}")

@@ -1,0 +1,81 @@
+"""Megatron-Core's EP overlap on published measured runs that are not in any validation file: Megatron-Bridge's own
+A/B of `overlap_moe_expert_parallel_comm` (skills/nemo-mbridge-perf-expert-parallel-overlap/SKILL.md in
+NVIDIA-NeMo/Megatron-Bridge, commit 067f987df, Apache-2.0): Qwen3-30B-A3B pretraining on 16 H100s (BF16, sequence 4096,
+TP1 PP1 CP1 EP16, micro-batch 1, global batch 1024, force-balanced routing, flex dispatcher with HybridEP, Transformer
+Engine CUDA graphs of the moe_router and moe_preprocess scopes, delayed wgrad off), steady-window step times:
+overlap off 24.7138 s (iterations 5-20), overlap on 20.9920 s (independent run, iterations 41-50; 21.0725 s in the
+search run). Their rank-0 Nsight comparison (skills/nemo-mbridge-perf-moe-comm-overlap/SKILL.md, same runs): the
+communication beside GEMM and attention rose from 9.079 ms (0.11 % of the communication time) to 3,958.997 ms
+(36.55 %), and the GPU-active interval union fell from 22.821 s to 21.221 s.
+
+The rows go through `validate`'s own input handling (views/validate.py build_case: the settings text is read as for
+the NeMo rows), so they are priced exactly as a validation row would be. Nothing is fitted to them.
+
+    python benchmarks/ep_overlap_mbridge.py
+"""
+from __future__ import annotations
+
+import csv
+import tempfile
+from pathlib import Path
+
+from roofline.views import validate as V
+
+SOURCE = ("NVIDIA-NeMo/Megatron-Bridge skills/nemo-mbridge-perf-expert-parallel-overlap/SKILL.md "
+          "'HybridEP Production-Shape Benchmark' @ 067f987df")
+ROW = {"source": SOURCE, "framework": "Megatron-Bridge on Megatron-Core", "gpu_id": "h100-sxm", "gpus_per_node": "8",
+       "n_gpus": "16", "precision": "BF16", "model": "Qwen3-30B-A3B", "n_layers": "48", "d_model": "2048",
+       "n_heads": "32", "n_kv_heads": "4", "head_dim": "128", "ffn_hidden": "6144", "mlp": "swiglu",
+       "vocab": "151936", "tied": "n", "attention": "gqa", "qk_layernorm": "y", "n_experts": "128", "top_k": "8",
+       "moe_ffn_hidden": "768", "n_shared_experts": "0", "first_dense_layers": "0", "mtp": "0", "seq_len": "4096",
+       "global_batch": "1024", "micro_batch": "1", "tp": "1", "pp": "1", "dp": "16", "cp": "1", "ep": "16",
+       "optimizer_sharding": "distributed", "seq_parallel": "n", "recompute": "none", "tier": "A",
+       "settings": "MoE flex dispatcher=hybridep | CUDA graph impl=transformer_engine scope=['moe_router', "
+                   "'moe_preprocess'] | force-balanced routing"}
+RUNS = (("overlap off", "", 24.7138), ("overlap on", " | EP A2A overlap (delay_wgrad_compute=False)", 20.9920))
+
+
+def rows() -> list[dict]:
+    return [dict(ROW, case_id=f"mbridge_qwen3_30b_h100_ep16_{name.replace(' ', '_')}",
+                 settings=ROW["settings"] + extra, measured_iter_time_s=str(t)) for name, extra, t in RUNS]
+
+
+def read() -> list[dict]:
+    """The runs as validate reads a CSV of them (views/validate.py read: numbers parsed, blanks None)."""
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "runs.csv"
+        rs = rows()
+        with path.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rs[0]))
+            w.writeheader()
+            w.writerows(rs)
+        return V.read(path)
+
+
+def main() -> None:
+    cases = [V.build_case(r) for r in read()]
+    out = V.evaluate_cases(cases)
+    step = [float(v) for v in out["step_time"]]
+    ep = [float(v) for v in out["t_ep_comm"]]
+    raw = ep[0]                                   # the overlap-off run: the whole all-to-all, exposed
+    busy = [s - float(h) for s, h in zip(step, out["t_host_overhead"])]   # the step less the GPU's waits on the host
+    print(f"Qwen3-30B-A3B, 16 x H100, EP 16, HybridEP: {SOURCE}\n")
+    print("| run | measured | predicted | error | exposed EP all-to-all (predicted) |")
+    print("|---|---|---|---|---|")
+    for (name, _, meas), c, t, e in zip(RUNS, cases, step, ep):
+        print(f"| {name} (overlap_ep {c.plan.overlap_ep:g}, delay_wgrad {c.plan.delay_wgrad}) | {meas:.2f} s "
+              f"| {t:.2f} s | {100 * (t / meas - 1):+.1f} % | {e:.2f} s |")
+    print(f"\nspeed-up from the overlap: measured {RUNS[0][2] / RUNS[1][2]:.3f}x, predicted {step[0] / step[1]:.3f}x")
+    # Nsight, rank 0 (the source's figures): communication concurrent with GEMM and attention, ms and share of all
+    # communication time, overlap off and on; the share gives the communication time itself
+    off, on = 9.079e-3 / 0.0011, 3958.997e-3 / 0.3655
+    print(f"communication time per step (Nsight, all collectives): {off:.2f} s overlap off, {on:.2f} s on; "
+          f"predicted EP all-to-all alone: {raw:.2f} s")
+    print(f"GPU-active time (Nsight interval union): measured {22.821:.2f} s with the overlap off, {21.221:.2f} s on; "
+          f"predicted (step less host waits) {busy[0]:.2f} s and {busy[1]:.2f} s")
+    print(f"share of it beside compute with the overlap: measured 36.6 %, predicted {100 * (1 - ep[1] / raw):.1f} % "
+          f"hidden (each all-to-all behind its paired block: an upper bound that ignores the host)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""Megatron-Core's EP overlap pairs each all-to-all with one block of the other micro-batch's compute
+(model_chunk_schedule_plan.py TransformerLayerSchedulePlan.run; formulas/step.py ep_merged):
+
+    combine backward  | pre-dispatch forward (attention, router)
+    dispatch forward  | experts' backward data gradient
+    dispatch backward | experts' weight gradient (delayed) + experts' forward
+    combine forward   | pre-dispatch backward
+
+An all-to-all hides only behind its own block: a layer whose experts are short next to its all-to-all exposes it
+even when the attention around it would have been long enough to hide all four.
+"""
+from types import SimpleNamespace
+
+import pytest
+import sympy as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from roofline.model.formulas import comm as CM
+from roofline.model.formulas import step as ST
+from roofline.model.formulas import symbols as S
+
+# one layer's operators with hand-set times (ms): attention block and experts, forward and backward
+TIMES = {"qkv_proj": (1.0, 2.0), "flash_attention": (1.0, 2.0), "mlp_up": (0.2, 0.8), "mlp_down": (0.1, 0.4)}
+OPS = [SimpleNamespace(name=n, cls="attn" if n == "flash_attention" else "gemm") for n in TIMES]
+T = {n: sp.symbols(f"t_{n}_f t_{n}_b", nonnegative=True) for n in TIMES}
+A = sp.Symbol("a", nonnegative=True)
+
+
+def _fn():
+    """ep_merged for four all-to-alls of ``a`` ms on 8 EP ranks inside a node, no recomputation, as a numeric
+    function of (a, the operators' times, ov_ep, delay_wgrad, sms); the interference is nccl_sms / sms of the SMs
+    (sms 1: none)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ST, "time_of", lambda ops, d: sum((T[o.name][d == "bwd"] for o in ops), sp.Integer(0)))
+        fwd = sum(t[0] for t in T.values())
+        bwd = sum(t[1] for t in T.values())
+        expr = ST.ep_merged(4 * A * (2 + ST.RC_MOE) / 2, OPS, fwd, bwd, sp.Integer(0))
+    fixed = {S.rc_full: 0, S.rc_sel: 0, S.rcm_moe: 0, S.ep: 8, S.gpus_per_node: 8, S.nccl_sms: 24,
+             S.nccl_sms_inter: 16, S.etp: 1, S.tp: 1}
+    expr = expr.xreplace({k: sp.sympify(v) for k, v in fixed.items()})
+    args = [A, *[x for n in TIMES for x in T[n]], S.ov_ep, S.delay_wgrad, S.sms]
+    assert expr.free_symbols <= set(args), expr.free_symbols - set(args)
+    return sp.lambdify(args, expr, "math")
+
+
+FN = _fn()
+
+
+def _merged(a, ov, sms, times=TIMES, delay=1):
+    return float(FN(a, *[x for n in TIMES for x in times[n]], ov, delay, sms))
+
+
+def test_each_all_to_all_hides_behind_its_own_block_by_hand():
+    # blocks with the delayed wgrad: pre forward 2.0, experts' dgrad 0.6 (half their 1.2 backward), wgrad 0.6 +
+    # experts' forward 0.3, pre backward 4.0; four all-to-alls of 1 ms: 0 + 0.4 + 0.1 + 0 exposed
+    assert _merged(1.0, 1.0, 1) == pytest.approx(0.5, rel=1e-12)
+    # without the delay the experts' whole backward (1.2) is the second block and their forward (0.3) the third
+    assert _merged(1.0, 1.0, 1, delay=0) == pytest.approx(0.7, rel=1e-12)
+    # the layer's whole compute (7.5 ms) would have hidden all 4 ms: the pairing is what leaves them exposed
+    assert float(CM.exposed(sp.Float(4.0), sp.Float(7.5), 1, 0)) == 0.0
+    # the SMs the all-to-all kernels hold (24 of 240: f = 0.1) cost f x 1 ms beside the long blocks
+    assert _merged(1.0, 1.0, 240) == pytest.approx(0.1 + 0.4 + 0.1 + 0.1, rel=1e-12)
+    # no overlap: all four exposed
+    assert _merged(1.0, 0.0, 240) == pytest.approx(4.0, rel=1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(a=st.floats(0, 5), ov=st.floats(0, 1), sms=st.sampled_from([1, 132, 240]), delay=st.sampled_from([0, 1]),
+       t=st.lists(st.floats(0, 5), min_size=8, max_size=8))
+def test_pairing_never_hides_more_than_the_layer_and_never_exceeds_no_overlap(a, ov, sms, delay, t):
+    times = {n: (t[2 * i], t[2 * i + 1]) for i, n in enumerate(TIMES)}
+    got = _merged(a, ov, sms, times, delay)
+    raw = _merged(a, 0.0, sms, times, delay)
+    assert raw == pytest.approx(4 * a, rel=1e-12, abs=1e-15)
+    assert -1e-12 <= got <= raw + 1e-12
+    # never less exposed than hiding all four behind the layer's whole compute (the bound before the pairing)
+    f = 24 / sms if sms > 1 else 0.0
+    whole = float(CM.exposed(sp.Float(4 * a), sp.Float(sum(x for p in times.values() for x in p)), sp.Float(ov),
+                             sp.Float(f)))
+    assert got >= whole - 1e-9
+    # more overlap never costs more
+    assert _merged(a, min(1.0, ov + 0.1), sms, times, delay) <= got + 1e-12
+
+
+# ---- the switches, as a plan states them and as validate reads a row's settings ----------------------------------
+from roofline.base.errors import InputError  # noqa: E402
+from roofline.spec import config  # noqa: E402
+from roofline.spec.config import Model, Plan  # noqa: E402
+from roofline.views import validate as V  # noqa: E402
+
+
+@pytest.mark.parametrize("settings, overlap, delay", [
+    ("MoE flex dispatcher=hybridep | EP A2A overlap + delay_wgrad | ETP=1", 1.0, True),
+    ("EP A2A overlap (delay_wgrad_compute=False)", 1.0, None),
+    ("overlap_moe_expert_parallel_comm=True, delay_wgrad_compute=True", 1.0, True),
+    ("overlap_moe_expert_parallel_comm=False | delay_wgrad", None, None),
+    ("MoE alltoall dispatcher", None, None),
+])
+def test_validate_reads_the_overlap_and_the_delayed_wgrad(settings, overlap, delay):
+    row = {"tp": 1, "pp": 1, "dp": 8, "n_gpus": 8, "global_batch": 8, "micro_batch": 1, "n_experts": 8, "top_k": 2,
+           "precision": "bf16", "optimizer_sharding": "distributed", "settings": settings}
+    d = V._plan_fields(row)
+    assert d.get("overlap_ep") == overlap
+    assert d.get("delay_wgrad") == delay
+
+
+def test_delayed_wgrad_needs_the_overlap_in_one_line():
+    m = Model(n_layers=2, d_model=512, n_heads=8, vocab=1000, seq_len=256, n_experts=8, top_k=2)
+    with pytest.raises(InputError, match=r"delay_wgrad needs the EP overlap .* got overlap_ep = 0"):
+        config.check(m, Plan(dp=2, ep=2, global_batch=2, delay_wgrad=True))
+    config.check(m, Plan(dp=2, ep=2, global_batch=2, delay_wgrad=True, overlap_ep=1.0))
