@@ -49,3 +49,21 @@ def test_an_ambiguous_short_name_names_the_candidates():
         hardware.load("H100")
     with pytest.raises(InputError, match="unknown GPU/hardware profile 'tpu-v4'"):
         hardware.load("tpu-v4")
+
+
+def test_a_short_name_matches_ids_that_extend_it_at_a_separator_only():
+    """'h20' (NVIDIA H20, no profile) is not h200, 'mi250' not mi250x: a longer part number is another part."""
+    from roofline.base.errors import InputError
+
+    for name in ("h20", "mi250"):
+        with pytest.raises(InputError, match=f"unknown GPU/hardware profile '{name}'"):
+            hardware.load(name)
+    with pytest.raises(InputError, match=r"'v100' could be any of v100-sxm2-32gb, v100-sxm3-32gb"):
+        hardware.load("v100")
+
+
+def test_dgx2_v100_profile():
+    """DGX-2: 16 V100 SXM3 32GB on NVSwitch (one NVLink domain of 16), fp16 tensor cores at 2 PFLOPS / 16."""
+    h = hardware.load("Tesla V100-SXM3-32GB")
+    assert h.id == "v100-sxm3-32gb" and h.gpus_per_node == 16
+    assert h.peak("fp16") == pytest.approx(125e12) and h.peak_flops.get("bf16") is None

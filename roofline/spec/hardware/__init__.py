@@ -196,7 +196,9 @@ def _find(ref: str, by: str = "", folder: Path | None = None) -> Path:
     q = PROFILES / f"{DEVICE_NAMES.get(t, t)}.yaml"
     if t and q.exists():
         return q
-    near = [i for i in list_ids() if t and i.startswith(t)]
+    # ids that extend the name at a separator ("h100" -> h100-sxm, h100-pcie): not a longer part number ("h20" is not
+    # h200, nor "mi250" mi250x)
+    near = [i for i in list_ids() if t and i.startswith(t) and (len(i) == len(t) or i[len(t)] in "-_")]
     if near:
         raise InputError((f"{by}: " if by else "") + f"GPU {ref!r} could be any of {', '.join(near)}: name one "
                          "(the SXM part, the memory size and the node differ)")
