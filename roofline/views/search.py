@@ -569,8 +569,8 @@ def _family(hw_id: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def measured_mfu(family: str) -> list[tuple[float, str, str]]:
-    """(MFU, case_id, stack) of every measured run of a GPU family in the bundled validation sets
+def measured_mfu(family: str) -> list[tuple[float, str, str, bool]]:
+    """(MFU, case_id, stack, MoE) of every measured run of a GPU family in the bundled validation sets
     (published, nemo), best first. MFU uses this model's FLOP count (causal attention halved) over the
     measured time, so it compares like for like with a plan's predicted MFU."""
     import numpy as np
@@ -594,20 +594,25 @@ def measured_mfu(family: str) -> list[tuple[float, str, str]]:
         o = V.evaluate_cases(cases)
         for i, c in enumerate(cases):
             peak = c.hw.peak(c.plan.dtype) * c.plan.n_gpus
-            out.append((float(o["flops"][i] / (c.measured * peak)), c.row["case_id"], c.framework))
+            out.append((float(o["flops"][i] / (c.measured * peak)), c.row["case_id"], c.framework,
+                        (c.model.n_experts or 1) > 1))
     return sorted((x for x in out if np.isfinite(x[0])), reverse=True)
 
 
-def plausibility(cand, hw, stack_id: str) -> str | None:
-    """One line comparing a plan's predicted MFU with the best measured MFU on that GPU family."""
+def plausibility(cand, hw, stack_id: str, moe: bool = False) -> str | None:
+    """One line comparing a plan's predicted MFU with the best measured MFU on that GPU family: of the runs of the
+    same kind of model (MoE or dense) where the bundled data has some, and of the same stack where it has some."""
     runs = measured_mfu(_family(hw.id))
     if not runs:
         return None
+    kind = [r for r in runs if r[3] == moe]
+    runs = kind or runs
     same = [r for r in runs if r[2] == stack_id]
     best = (same or runs)[0]
     flag = "  ABOVE every measured run: treat as optimistic" if cand.mfu > best[0] * 1.1 else ""
-    return (f"plausibility: predicted MFU {100 * cand.mfu:.1f} % vs the best measured on {_family(hw.id)} in the "
-            f"bundled validation data{' with ' + stack_id if same else ''}: {100 * best[0]:.1f} % ({best[1]}){flag}")
+    what = (" MoE" if moe else " dense") if kind else ""
+    return (f"plausibility: predicted MFU {100 * cand.mfu:.1f} % vs the best measured{what} run on {_family(hw.id)} in "
+            f"the bundled validation data{' with ' + stack_id if same else ''}: {100 * best[0]:.1f} % ({best[1]}){flag}")
 
 
 def _run(step_time, n_gpus, tokens_per_step, hw, tokens=None, price=None) -> dict:
@@ -904,7 +909,7 @@ def cmd_search(args) -> int:
         print(f"  {space.enumerated} knob combinations, {space.valid} valid, {space.n_fit} fit in "
               f"{fmt_bytes(hw.hbm_capacity, 0)}{kept}; top {len(cands)} (gap = % slower than best):")
         print(table(cands))
-        line = plausibility(cands[0], hw, spec.stack.id)
+        line = plausibility(cands[0], hw, spec.stack.id, (model.n_experts or 1) > 1)
         if line:
             print(line)
         return 0

@@ -1,0 +1,33 @@
+"""The search's plausibility line (issue 17): a plan's predicted MFU beside the best measured MFU on that GPU family,
+of the same kind of model (MoE or dense) where the bundled validation data has runs of that kind."""
+from types import SimpleNamespace
+
+from roofline.spec import hardware
+from roofline.views import search as SE
+
+H100 = hardware.load("h100-sxm")
+
+
+def test_measured_runs_carry_their_kind_and_come_best_first():
+    runs = SE.measured_mfu("h100")
+    assert runs == sorted(runs, reverse=True)
+    assert any(r[3] for r in runs) and any(not r[3] for r in runs)     # nemo MoE rows and dense rows on H100
+
+
+def test_an_moe_plan_is_compared_with_moe_runs_and_a_dense_plan_with_dense_runs():
+    runs = SE.measured_mfu("h100")
+    best_moe = max(r for r in runs if r[3] and r[2] == "megatron-core")
+    best_dense = max(r for r in runs if not r[3] and r[2] == "megatron-core")
+    low = SimpleNamespace(mfu=0.01)
+    moe = SE.plausibility(low, H100, "megatron-core", moe=True)
+    dense = SE.plausibility(low, H100, "megatron-core", moe=False)
+    assert "best measured MoE run on h100" in moe and best_moe[1] in moe and "ABOVE" not in moe
+    assert "best measured dense run on h100" in dense and best_dense[1] in dense
+    # a plan more than 10 % above the best measured run of its kind is flagged
+    high = SimpleNamespace(mfu=best_moe[0] * 1.2)
+    assert "ABOVE every measured run" in SE.plausibility(high, H100, "megatron-core", moe=True)
+    assert "ABOVE" not in SE.plausibility(SimpleNamespace(mfu=best_moe[0] * 1.05), H100, "megatron-core", moe=True)
+
+
+def test_no_measured_run_of_the_family_gives_no_line():
+    assert SE.plausibility(SimpleNamespace(mfu=0.5), hardware.load("mi300x"), "megatron-core") is None
