@@ -452,8 +452,8 @@ def _plan_fields(row: dict) -> dict:
             raise Skip(str(exc)) from None
     if tp_comm_overlap_stated(text, d["dtype"]):
         d["tp_comm_overlap"] = True
-    # Megatron-Core --overlap-moe-expert-parallel-comm (Megatron-Bridge comm_overlap moe a2a): the all-to-all hides
-    # behind another micro-batch's compute as far as that compute lasts (formulas/step.py)
+    # Megatron-Core --overlap-moe-expert-parallel-comm (Megatron-Bridge comm_overlap moe a2a): each all-to-all hides
+    # behind the block of another micro-batch's compute the merged schedule pairs it with (formulas/step.py ep_merged)
     # the flex dispatcher's backend, as the recipes' summaries spell it: "MoE flex dispatcher=hybridep",
     # "moe_flex_dispatcher_backend='deepep'", "HybridEP flex (32 SMs)" (Megatron-Core --moe-flex-dispatcher-backend)
     m = re.search(r"flex dispatcher\s*=\s*(deepep|hybridep)|moe[-_ ]flex[-_ ]dispatcher[-_ ]backend\s*=\s*['\"]?(deepep|hybridep)"
