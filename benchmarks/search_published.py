@@ -44,12 +44,13 @@ CASES = [
      "DeepSeek-AI 2024 (arXiv:2412.19437) sec 3.2: PP 16 (DualPipe), EP 64 over 8 nodes, ZeRO-1 DP, no TP; "
      "FP8 on 1x128 / 128x128 tiles (fp8-block); batch 15360 x 4096 after the warm-up (sec 4.2). Every row, the "
      "search's too, runs their FP8 recipe, DeepEP's node-deduplicated dispatch with the all-to-all hidden behind "
-     "the other micro-batch (dispatcher deepep, overlap-ep 1) and may split stages unevenly. Not modelled: "
-     "DualPipe (the published row is priced as 1F1B on Megatron-Bridge's 16-stage layout of DeepSeek-V3), their FP8 "
-     "caching of the activations beyond the GEMM inputs (those are saved quantized, as Transformer Engine does) and "
-     "BF16 optimizer moments; their recomputation of only RMSNorm and the MLA up-projections (sec 3.2.3) is priced "
+     "the other micro-batch (dispatcher deepep, overlap-ep 1), keeps AdamW's moments in BF16 (sec 3.3.3; "
+     "moment-dtype bf16) and may split stages unevenly. Not modelled: "
+     "DualPipe (the published row is priced as 1F1B on Megatron-Bridge's 16-stage layout of DeepSeek-V3) and their FP8 "
+     "caching of the activations beyond the GEMM inputs (those are saved quantized, as Transformer Engine does); "
+     "their recomputation of only RMSNorm and the MLA up-projections (sec 3.2.3) is priced "
      "as Megatron-Core's selective modules layernorm and mla_up_proj; the micro-batch is not stated (1 assumed)",
-     dict(dtype="fp8-block", ep_dispatcher="deepep", overlap_ep=1.0, uneven_stages=True),
+     dict(dtype="fp8-block", ep_dispatcher="deepep", overlap_ep=1.0, moment_dtype="bf16", uneven_stages=True),
      # tokens per step / (tokens per GPU-second = 1e12 tokens / 180e3 GPU-hours) / GPUs
      (15360 * 4096 / (1e12 / (180e3 * HOUR)) / 2048,
       "the report's 180K H800 GPU-hours per trillion tokens (sec 1, Table 1), as a step of 15360 x 4096")),

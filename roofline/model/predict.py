@@ -159,7 +159,9 @@ def plan_inputs(p: Plan, model: Model | None = None) -> dict:
             "wgrad_fusion": float(p.wgrad_fusion), "eager_elem": float(p.eager_elementwise), "offload_layers": float(p.offload_layers),
             "ce_eager": float(p.loss_kernel == "eager"), "ce_compiled": float(p.loss_kernel == "compiled"),
             "graph_layers": float(p.cuda_graphs != "none"), "graph_full": float(p.cuda_graphs == "full"),
-            "act_bytes": act, "grad_bytes": BYTES[p.grad_dtype], "opt_bytes": 12,
+            "act_bytes": act, "grad_bytes": BYTES[p.grad_dtype],
+            # Adam: the fp32 master copy and two moments of the plan's dtype (12 bytes per parameter in fp32)
+            "opt_bytes": 4 + 2 * BYTES[p.moment_dtype],
             "q_bytes": precision.get(p.dtype).q_bytes,
             "gin_bytes": precision.get(p.dtype).saved_bytes if p.quantized_saves and low else act,
             "ep_dedup": float(p.ep_dispatcher != "alltoall"),

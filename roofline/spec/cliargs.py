@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from .config import MODEL_ALIASES, ATTENTION, CUDA_GRAPHS, DISPATCHERS, DTYPES, GRAD_DTYPES, LOSS_KERNELS, MLPS, NORMS, POSITIONS, RECOMPUTE, RECOMPUTE_MODULES, SCHEDULES, SHARDING, SHARDING_BY_STAGE
+from .config import MODEL_ALIASES, ATTENTION, CUDA_GRAPHS, DISPATCHERS, DTYPES, GRAD_DTYPES, MOMENT_DTYPES, LOSS_KERNELS, MLPS, NORMS, POSITIONS, RECOMPUTE, RECOMPUTE_MODULES, SCHEDULES, SHARDING, SHARDING_BY_STAGE
 
 # (flag, dest, type, help) of the model shape: the flag is the field's name; config.MODEL_ALIASES adds the short
 # spellings (--layers, --heads, --kv-heads, --experts, --capacity)
@@ -192,6 +192,9 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
          help="training precision: 16/32-bit, or an FP8/FP4 recipe whose linear layers run at the low-precision peak "
               "(fp8 = delayed scaling, also spelled fp8-delayed; the recipes' spellings FP8-CS, MXFP8, NVFP4 are read "
               "too; docs/models.md 'Precision'); default bf16")
+    flag(g, "moment-dtype", dest="moment_dtype", choices=MOMENT_DTYPES,
+         help="Adam's two moments: fp32 (default) or 16-bit (Megatron-Core --use-precision-aware-optimizer "
+              "--exp-avg-dtype / --exp-avg-sq-dtype; DeepSeek-V3 keeps them in BF16); the fp32 master copy stays")
     flag(g, "grad-dtype", dest="grad_dtype", choices=GRAD_DTYPES,
          help="gradient buffer and reduce dtype (default: the stack's; Megatron fp32 main grads with bf16)")
     flag(g, "framework", help="training stack whose defaults fill unset switches: NAME[@VERSION] from "
@@ -264,7 +267,7 @@ def build_spec(args):
              "recompute_modules": getattr(args, "recompute_modules", None),
              "loss_kernel": getattr(args, "loss_kernel", None),
              "pipeline_layout": getattr(args, "pipeline_layout", None),
-             "dtype": args.dtype, "grad_dtype": args.grad_dtype,
+             "dtype": args.dtype, "grad_dtype": args.grad_dtype, "moment_dtype": getattr(args, "moment_dtype", None),
              "ep_dispatcher": getattr(args, "ep_dispatcher", None),
              "cuda_graphs": getattr(args, "cuda_graphs", None),
              "tp_comm_overlap": getattr(args, "tp_comm_overlap", None)}

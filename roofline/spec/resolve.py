@@ -80,7 +80,7 @@ def _normalised_plan(d: dict) -> dict:
             v = normalize.recompute(v)
         elif k == "recompute_modules":
             v = normalize.recompute_modules(v) or ""       # a list or any spelling; empty: no module
-        elif k in ("dtype", "grad_dtype"):
+        elif k in ("dtype", "grad_dtype", "moment_dtype"):
             v = normalize.precision(v)
         elif k in FLAG_FIELDS and isinstance(v, str):
             v = normalize.flag(v)

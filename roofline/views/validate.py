@@ -21,6 +21,8 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
 - Rows whose settings state the MoE all-to-all overlap (Megatron-Core ``--overlap-moe-expert-parallel-comm``,
   "EP A2A overlap"): overlap_ep = 1 (each all-to-all hidden behind the compute block Megatron-Core pairs it with,
   formulas/step.py ep_merged); with "delay_wgrad" (``--delay-wgrad-compute``) stated as well: delay_wgrad.
+- Rows whose settings state 16-bit Adam moments ("BF16 Adam moments", ``exp_avg_dtype=torch.bfloat16``; Megatron-Core's
+  precision-aware optimizer): moment_dtype.
 - Megatron-Core rows whose notes or settings state TP communication overlap (``--tp-comm-overlap``,
   ``tp_comm_overlap=True``, "userbuffer TP comm-overlap"; not when followed by false/off, nor on an NVFP4 row that
   says "off for NVFP4": ``tp_comm_overlap_stated``): overlap_tp = (tp-1)/tp (the ring-exchange
@@ -468,6 +470,11 @@ def _plan_fields(row: dict) -> dict:
         # Megatron-Core --delay-wgrad-compute ("+ delay_wgrad" in the recipes' summaries), which needs the overlap
         if re.search(r"delay[-_ ]wgrad(?:[-_ ]compute)?\b(?!\s*=\s*false)", text):
             d["delay_wgrad"] = True
+    # Adam's moments in 16 bits (Megatron-Core --use-precision-aware-optimizer --exp-avg-dtype/--exp-avg-sq-dtype;
+    # the recipes' summaries: "BF16 Adam moments", "exp_avg_dtype=torch.bfloat16")
+    m = re.search(r"\b(bf16|fp16)\s+adam\s+moments|exp_avg(?:_sq)?_dtype\s*=\s*(?:torch\.)?(bfloat16|bf16|float16|fp16)", text)
+    if m:
+        d["moment_dtype"] = "bf16" if "b" in (m.group(1) or m.group(2)) else "fp16"
     if re.search(r"(?<!no )(?<!without )(?:torch\.compile|(?<!torch\.)\bcompiled?\b(?! loss))", text):
         d["eager_elementwise"] = False      # torch.compile fuses the elementwise ops the eager stacks run one by one
     if wgrad_fusion_off(text, d["sharding"] == "fsdp"):
