@@ -35,3 +35,14 @@ def test_validate_reads_the_moments_from_the_settings(settings, want):
 def test_an_unknown_moment_dtype_is_one_line():
     with pytest.raises(InputError, match="moment_dtype"):
         config.check(M, Plan(moment_dtype="int8"))
+
+
+def test_only_a_stack_with_a_precision_aware_optimizer_runs_16_bit_moments():
+    from roofline import resolve
+
+    plan = dict(dp=8, global_batch=8, moment_dtype="bf16")
+    assert resolve(M, plan, H, "megatron-core").plan.moment_dtype == "bf16"
+    for stack in ("deepspeed-zero", "torchtitan", "fsdp"):
+        with pytest.raises(InputError, match=f"stack {stack} keeps Adam's moments in fp32, not 'bf16'"):
+            resolve(M, plan, H, stack)
+    assert resolve(M, dict(dp=8, global_batch=8), H, "torchtitan").plan.moment_dtype == "fp32"

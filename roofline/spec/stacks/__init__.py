@@ -32,7 +32,8 @@ PLAN_KEYS = ("dtype", "grad_dtype", "sequence_parallel", "sharding", "recompute"
              "cuda_graphs")
 RULE_KEYS = ("interleaved_schedule", "interleave_when_pp", "no_overlap_with_pp", "overlap_pp_interleaved", "tp_comm_overlap", "uneven_stages", "shardings",
              "max_zero_with_pp", "grad_dtype_bf16", "kv_heads_below_tp", "compiled_loss_since",
-             "recomputes", "recompute_names", "schedules", "micro_batch_unstated", "builds_on", "recompute_modules")
+             "recomputes", "recompute_names", "schedules", "micro_batch_unstated", "builds_on", "recompute_modules",
+             "moment_dtypes")
 DEFAULT = "megatron-core"           # DESIGN.md: Megatron-Core is the default stack of the CLI, configs and API
 
 
@@ -191,7 +192,13 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
     scheds = schedules_of(stack)
     # what selective recomputation recomputes: the attention core, unless the stack has Megatron-Core's modules
     modules = bool(stack.rule("recompute_modules", False))
+    # Adam's moment dtypes: fp32 unless the stack has a precision-aware optimizer (Megatron-Core's)
+    moments = tuple(stack.rule("moment_dtypes") or ("fp32",))
     return (
+        Rule(lambda m, p: among(p.moment_dtype, moments),
+             f"stack {stack.id} keeps Adam's moments in {', '.join(moments)}, not {{p.moment_dtype!r}} "
+             "(Megatron-Core's --use-precision-aware-optimizer --exp-avg-dtype; run it with --framework megatron-core)"
+             + (f": {src['moment_dtypes']}" if "moment_dtypes" in src else ""), ("moment_dtype",)),
         Rule(lambda m, p: modules | modules_hold(p, lambda s: s == {"core_attn"}),
              f"stack {stack.id} recomputes the attention core only, not the modules {{p.recompute_modules!r}} "
              "(Megatron-Core's --recompute-modules; run it with --framework megatron-core)", ("recompute_modules",)),
