@@ -32,6 +32,9 @@ ROW = {"source": SOURCE, "framework": "Megatron-Bridge on Megatron-Core", "gpu_i
        "optimizer_sharding": "distributed", "seq_parallel": "n", "recompute": "none", "tier": "A",
        "settings": "MoE flex dispatcher=hybridep | CUDA graph impl=transformer_engine scope=['moe_router', "
                    "'moe_preprocess'] | force-balanced routing"}
+# their rank-0 Nsight figures, overlap off and on: communication beside GEMM/attention (s) and its share of all
+# communication time, and the GPU-active interval union (s)
+NSIGHT = {"beside": (9.079e-3, 3958.997e-3), "share": (0.0011, 0.3655), "active": (22.821, 21.221)}
 RUNS = (("overlap off", "", 24.7138), ("overlap on", " | EP A2A overlap (delay_wgrad_compute=False)", 20.9920))
 
 
@@ -68,12 +71,13 @@ def main() -> None:
     print(f"\nspeed-up from the overlap: measured {RUNS[0][2] / RUNS[1][2]:.3f}x, predicted {step[0] / step[1]:.3f}x")
     # Nsight, rank 0 (the source's figures): communication concurrent with GEMM and attention, ms and share of all
     # communication time, overlap off and on; the share gives the communication time itself
-    off, on = 9.079e-3 / 0.0011, 3958.997e-3 / 0.3655
+    off, on = (b / s for b, s in zip(NSIGHT["beside"], NSIGHT["share"]))
     print(f"communication time per step (Nsight, all collectives): {off:.2f} s overlap off, {on:.2f} s on; "
           f"predicted EP all-to-all alone: {raw:.2f} s")
-    print(f"GPU-active time (Nsight interval union): measured {22.821:.2f} s with the overlap off, {21.221:.2f} s on; "
+    print(f"GPU-active time (Nsight interval union): measured {NSIGHT['active'][0]:.2f} s with the overlap off, "
+          f"{NSIGHT['active'][1]:.2f} s on; "
           f"predicted (step less host waits) {busy[0]:.2f} s and {busy[1]:.2f} s")
-    print(f"share of it beside compute with the overlap: measured 36.6 %, predicted {100 * (1 - ep[1] / raw):.1f} % "
+    print(f"share of it beside compute with the overlap: measured {100 * NSIGHT['share'][1]:.2f} %, predicted {100 * (1 - ep[1] / raw):.1f} % "
           f"hidden (each all-to-all behind its paired block: an upper bound that ignores the host)")
 
 

@@ -124,6 +124,10 @@ OP_SAVED = {"qkv_proj": (q_width + _kv) / (q_width + 2 * _kv),                 #
 #   its all-to-all runs again, step.ep_layer);
 # - shared_experts: the shared experts (moe_layer.py shared_experts_recompute).
 # The quantize kernels of a low-precision recipe are not recomputed here (ASSUMED: a small share of a module).
+# the operators of an MoE layer's experts, shared experts included (Megatron-Core's "mlp" schedule node of the EP
+# overlap, step.ep_merged; inside the moe recompute module below, with the router and the permutation)
+EXPERT_OPS = ("mlp_up", "mlp_activation", "mlp_down", "moe_latent_down", "moe_latent_up", "shared_up",
+              "shared_activation", "shared_down")
 _MODULE_OPS = (
     (S.rcm_core, lambda on: {n: 1 for n in ATTENTION_CORE}),
     (S.rcm_norm, lambda on: {"norm_attn": mla, "norm_mlp": on}),
@@ -131,9 +135,7 @@ _MODULE_OPS = (
     (S.rcm_mla_up, lambda on: {n: 1 for n in ("mla_q_norm", "mla_q_up", "mla_q_proj", "mla_kv_norm", "mla_kv_up",
                                               "mla_rope_qkv")}),
     (S.rcm_mlp, lambda on: {n: 1 - on for n in ("norm_mlp", "mlp_up", "mlp_activation", "mlp_down")}),
-    (S.rcm_moe, lambda on: {n: on for n in ("router", "router_topk", "moe_permute", "mlp_up", "mlp_activation",
-                                            "mlp_down", "moe_latent_down", "moe_latent_up", "shared_up",
-                                            "shared_activation", "shared_down")}),
+    (S.rcm_moe, lambda on: {n: on for n in ("router", "router_topk", "moe_permute", *EXPERT_OPS)}),
     (S.rcm_shared, lambda on: {n: 1 for n in ("shared_up", "shared_activation", "shared_down")}),
 )
 

@@ -185,12 +185,6 @@ class Layer:
         return [o for o in self.ops if o.name in ATTENTION_CORE]
 
 
-# the operators of a MoE layer's "mlp" schedule node (the experts, shared experts included); the rest of the layer
-# (attention, norms, router, dispatch preprocess) is its "pre_dispatch_computation" node
-EXPERT_OPS = frozenset({"mlp_up", "mlp_activation", "mlp_down", "moe_latent_down", "moe_latent_up", "shared_up",
-                        "shared_activation", "shared_down"})
-
-
 def ep_merged(ep, ops, fwd, bwd, recompute) -> sp.Expr:
     """Exposed EP all-to-all time of one layer (``ep`` before overlap: dispatch and combine, forward and backward, and
     the recomputed forward's) under Megatron-Core's EP overlap (ov_ep), which pairs each all-to-all with one block of
@@ -206,7 +200,7 @@ def ep_merged(ep, ops, fwd, bwd, recompute) -> sp.Expr:
     (comm.exposed); the recomputed forward's all-to-all behind the recomputed compute. A GEMM's weight gradient is half
     its backward (compute.gemm). The volume splits evenly (dispatch and combine move the same tokens both ways);
     ov_ep = 0 leaves all of ``ep`` exposed."""
-    experts = [o for o in ops if o.name in EXPERT_OPS]
+    experts = [o for o in ops if o.name in C.EXPERT_OPS]   # the "mlp" node; the rest is "pre_dispatch_computation"
     mlp_f, mlp_b = time_of(experts, "fwd"), time_of(experts, "bwd")
     mlp_w = S.delay_wgrad * time_of([o for o in experts if o.cls == "gemm"], "bwd") / 2
     one = ep / (2 + RC_MOE) / 2                   # one all-to-all: a pass's dispatch or combine
