@@ -12,7 +12,7 @@ import sys
 from ..base.errors import InputError
 from ..base.units import GIGA, GiB, TERA, count_text, fmt_bytes, fmt_time
 
-from ..spec.cliargs import MODEL_FLAGS, PLAN_FLAGS, Parser, add_model_plan_flags, build, build_spec, flag, number
+from ..spec.cliargs import MODEL_FLAGS, PLAN_FLAGS, Parser, add_gpus_flag, add_model_plan_flags, build, build_spec, flag, number
 
 
 def _fmt_band(band: dict | None) -> str:
@@ -337,6 +337,7 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("transformer", help="predict one training step (and a whole run)")
     add_model_plan_flags(p)
+    add_gpus_flag(p)
     g = p.add_argument_group("run")
     flag(g, "tokens", type=number(), help="training tokens of the whole run (e.g. 300e9)")
     flag(g, "steps", type=number(), help="optimizer steps of the whole run")

@@ -124,6 +124,14 @@ def flag(p: argparse.ArgumentParser, name: str, *aliases: str, **kw):
     return p.add_argument(*names, **kw)
 
 
+def add_gpus_flag(p: argparse.ArgumentParser) -> None:
+    """--gpus N of the commands that price one plan: the GPU count, from which the resolver derives dp = N / (tp x pp
+    x cp) when --dp is not given (and refuses a --dp that disagrees). ``search`` has its own --gpus (a count or a
+    range to sweep)."""
+    flag(p, "gpus", dest="n_gpus", type=number(int, 1, strict=False),
+         help="GPU count: dp = gpus / (tp x pp x cp) unless --dp is given (then they must agree)")
+
+
 def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model (override the preset's fields)")
     flag(g, "model", help="model preset id (see `models list`) or a preset YAML path")
@@ -270,7 +278,8 @@ def build_spec(args):
              "dtype": args.dtype, "grad_dtype": args.grad_dtype, "moment_dtype": getattr(args, "moment_dtype", None),
              "ep_dispatcher": getattr(args, "ep_dispatcher", None),
              "cuda_graphs": getattr(args, "cuda_graphs", None),
-             "tp_comm_overlap": getattr(args, "tp_comm_overlap", None)}
+             "tp_comm_overlap": getattr(args, "tp_comm_overlap", None),
+             "n_gpus": getattr(args, "n_gpus", None)}
     plan.update({k: v for k, v in flags.items() if v is not None})
     # an explicit --framework wins over the config's; with neither, the default stack (Megatron-Core)
     stack = args.framework or base.get("framework")

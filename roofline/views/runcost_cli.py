@@ -52,10 +52,11 @@ def cmd_run_cost(args) -> int:
 
 
 def register(sub) -> None:
-    from ..spec.cliargs import add_model_plan_flags, flag
+    from ..spec.cliargs import add_gpus_flag, add_model_plan_flags, flag
 
     p = sub.add_parser("run-cost", help="the whole run's FLOP and network bytes per parallel axis, and its days")
     add_model_plan_flags(p)
+    add_gpus_flag(p)
     g = p.add_argument_group("run")
     flag(g, "tokens", type=float, help="training tokens D (e.g. 300e9); default: training.tokens of the config")
     flag(g, "tp-intra", dest="tp_intra", type=int, help="2-D tensor parallelism: TP ranks inside a node")
