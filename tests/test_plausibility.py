@@ -31,3 +31,21 @@ def test_an_moe_plan_is_compared_with_moe_runs_and_a_dense_plan_with_dense_runs(
 
 def test_no_measured_run_of_the_family_gives_no_line():
     assert SE.plausibility(SimpleNamespace(mfu=0.5), hardware.load("mi300x"), "megatron-core") is None
+
+
+def test_a_plan_is_compared_with_runs_at_its_own_gemm_peak():
+    """An MXFP8 plan's MFU (over the FP8 peak) is held against the best FP8 run, not a BF16 run's MFU over the BF16
+    peak; a precision the data has no run of falls back to every run of the kind."""
+    gb200 = hardware.load("gb200")
+    runs = [r for r in SE.measured_mfu("gb200") if r[3] and r[2] == "megatron-core"]
+    assert {r[4] for r in runs} >= {"bf16", "fp8"}
+    best = {k: max(r for r in runs if r[4] == k) for k in ("bf16", "fp8")}
+    assert best["bf16"][0] != best["fp8"][0]
+    low = SimpleNamespace(mfu=0.01)
+    fp8 = SE.plausibility(low, gb200, "megatron-core", moe=True, dtype="mxfp8")
+    bf16 = SE.plausibility(low, gb200, "megatron-core", moe=True, dtype="bf16")
+    assert "best measured FP8 MoE run" in fp8 and best["fp8"][1] in fp8
+    assert "best measured BF16 MoE run" in bf16 and best["bf16"][1] in bf16
+    # no FP16 run on GB200: the line falls back to every MoE run and names no peak
+    fp16 = SE.plausibility(low, gb200, "megatron-core", moe=True, dtype="fp16")
+    assert "best measured MoE run" in fp16 and max(runs)[1] in fp16

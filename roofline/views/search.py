@@ -570,9 +570,11 @@ def _family(hw_id: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def measured_mfu(family: str) -> list[tuple[float, str, str, bool]]:
-    """(MFU, case_id, stack, MoE) of every measured run of a GPU family in the bundled validation sets
+    """(MFU, case_id, stack, MoE, peak) of every measured run of a GPU family in the bundled validation sets
     (published, nemo), best first. MFU uses this model's FLOP count (causal attention halved) over the
-    measured time, so it compares like for like with a plan's predicted MFU."""
+    measured time and the peak of the run's GEMM dtype (``peak``: its peak_flops key, 'bf16', 'fp8', 'fp4'), so it
+    compares like for like with a plan's predicted MFU of the same peak."""
+    from ..base import precision
     import numpy as np
 
     from . import validate as V
@@ -595,24 +597,33 @@ def measured_mfu(family: str) -> list[tuple[float, str, str, bool]]:
         for i, c in enumerate(cases):
             peak = c.hw.peak(c.plan.dtype) * c.plan.n_gpus
             out.append((float(o["flops"][i] / (c.measured * peak)), c.row["case_id"], c.framework,
-                        (c.model.n_experts or 1) > 1))
+                        (c.model.n_experts or 1) > 1, precision.peak_key(c.plan.dtype)))
     return sorted((x for x in out if np.isfinite(x[0])), reverse=True)
 
 
-def plausibility(cand, hw, stack_id: str, moe: bool = False) -> str | None:
+def plausibility(cand, hw, stack_id: str, moe: bool = False, dtype: str | None = None) -> str | None:
     """One line comparing a plan's predicted MFU with the best measured MFU on that GPU family: of the runs of the
-    same kind of model (MoE or dense) where the bundled data has some, and of the same stack where it has some."""
+    same kind of model (MoE or dense) where the bundled data has some, of the same GEMM peak (``dtype``: the plan's
+    precision; an MFU over the FP8 peak is not comparable with one over the BF16 peak) where it has some, and of the
+    same stack where it has some."""
+    from ..base import precision
+
     runs = measured_mfu(_family(hw.id))
     if not runs:
         return None
     kind = [r for r in runs if r[3] == moe]
     runs = kind or runs
+    key = precision.peak_key(dtype) if dtype else None
+    at_peak = [r for r in runs if r[4] == key]
+    runs = at_peak or runs
     same = [r for r in runs if r[2] == stack_id]
     best = (same or runs)[0]
     flag = "  ABOVE every measured run: treat as optimistic" if cand.mfu > best[0] * 1.1 else ""
     what = (" MoE" if moe else " dense") if kind else ""
-    return (f"plausibility: predicted MFU {100 * cand.mfu:.1f} % vs the best measured{what} run on {_family(hw.id)} in "
-            f"the bundled validation data{' with ' + stack_id if same else ''}: {100 * best[0]:.1f} % ({best[1]}){flag}")
+    peak = f" {key.upper()}" if at_peak else ""
+    return (f"plausibility: predicted MFU {100 * cand.mfu:.1f} % vs the best measured{peak}{what} run on "
+            f"{_family(hw.id)} in the bundled validation data{' with ' + stack_id if same else ''}: "
+            f"{100 * best[0]:.1f} % ({best[1]}){flag}")
 
 
 def _run(step_time, n_gpus, tokens_per_step, hw, tokens=None, price=None) -> dict:
@@ -909,7 +920,7 @@ def cmd_search(args) -> int:
         print(f"  {space.enumerated} knob combinations, {space.valid} valid, {space.n_fit} fit in "
               f"{fmt_bytes(hw.hbm_capacity, 0)}{kept}; top {len(cands)} (gap = % slower than best):")
         print(table(cands))
-        line = plausibility(cands[0], hw, spec.stack.id, (model.n_experts or 1) > 1)
+        line = plausibility(cands[0], hw, spec.stack.id, (model.n_experts or 1) > 1, spec.plan.dtype)
         if line:
             print(line)
         return 0
