@@ -39,10 +39,10 @@ def main() -> None:
             for d, f in r.fits.items():
                 print(f"| {cls} | {d} | {f.eta:.3f} | {f.mu:.3f} | {f.t0 * 1e6:.1f} | {r.mape[d]:.1%} | "
                       f"{r.mdape[d]:.1%} | {r.n[d]} | {int(r.flagged[d].sum())} |")
-        print("\n| collective | link | alpha (us) | busbw (GB/s) | held-out MAPE | n |")
-        print("|---|---|---|---|---|---|")
+        print("\n| collective | link | call (us) | alpha (us) | busbw (GB/s) | held-out MAPE | n |")
+        print("|---|---|---|---|---|---|---|")
         for (kind, link), f in links.items():
-            print(f"| {kind} | {link} | {f.alpha * 1e6:.1f} | {f.busbw / 1e9:.2f} | {f.mape:.1%} | {f.n} |")
+            print(f"| {kind} | {link} | {f.call * 1e6:.1f} | {f.alpha * 1e6:.1f} | {f.busbw / 1e9:.2f} | {f.mape:.1%} | {f.n} |")
         print("\nDefects:")
         for d in im.defects:
             print(f"- {d}")
@@ -50,7 +50,7 @@ def main() -> None:
     with progress.phase(f"vTrain nccl-tests: fit all-reduce ({args.folds}-fold)"):
         _, _, rep = profile.nccl_tests_profile(tables, "a100-dgx-nccl", k=args.folds)
     f = rep["fit"]
-    print(f"\n## vTrain nccl-tests, A100 NVSwitch all-reduce\n\nalpha {f.alpha * 1e6:.2f} us, busbw "
+    print(f"\n## vTrain nccl-tests, A100 NVSwitch all-reduce\n\ncall {f.call * 1e6:.2f} us, alpha {f.alpha * 1e6:.2f} us, busbw "
           f"{f.busbw / 1e9:.1f} GB/s, held-out MAPE {f.mape:.1%} (n {f.n}); per rank count {rep['by_p']}")
 
 

@@ -38,6 +38,7 @@ def model_busbw(kind: str, profile: str, gbps: float, nodes: int, gpn: int, size
     values = {S.gpus_per_node: gpn, p: nodes * gpn, sz: size}
     for (c, link), (alpha, bw) in hw.collectives.items():
         values[S.ALPHA[c, link]], values[S.BUSBW[c, link]] = alpha, bw
+        values[S.CALL[c, link]] = hw.collective_calls.get((c, link), 0.0)
     t = float(expr.subs(values))
     return float(CM.FACTOR[kind](nodes * gpn)) * size / t
 

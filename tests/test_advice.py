@@ -43,3 +43,46 @@ def test_the_memory_warning_counts_memory_as_the_memory_line_does():
     line = next(w for w in advice.warnings_for(p) if w.startswith("plan does not fit in memory"))
     need = float(line.split(": ")[1].split(" GiB")[0])
     assert need == pytest.approx((p.memory["total"] + p.memory["reserve"]).to("GiB").magnitude, abs=0.05)
+
+
+QWEN_EP16 = {"tp": 1, "dp": 32, "ep": 16, "global_batch": 1024, "micro_batch": 1}
+
+
+def _on(model, plan, stack="megatron-core", gpu="h100-sxm"):
+    """A prediction that knows its stack (predict(spec)), as the CLI's."""
+    return predict(spec.resolve(model, plan, gpu, stack))
+
+
+def test_an_exposed_ep_all_to_all_is_priced_with_the_overlap():
+    """Qwen3-30B-A3B over 32 H100s with EP 16 (across two nodes): the all-to-all is a large exposed share; the hint
+    prices the same plan with --overlap-ep 1 and the figure it prints is that prediction's."""
+    import dataclasses
+
+    p = _on("qwen3-30b-a3b", QWEN_EP16)
+    share = float(p.raw["t_ep_comm"]) / float(p.raw["step_time"])
+    assert share > advice.EP_EXPOSED_LIMIT
+    hint = advice.ep_overlap_hint(p)
+    assert hint is not None and hint in advice.warnings_for(p)
+    alt = predict(p.model, dataclasses.replace(p.plan, overlap_ep=1.0), p.hardware)
+    t0, t1 = p.step_time.to("s").magnitude, alt.step_time.to("s").magnitude
+    assert t1 < t0 and f"{t0:.3g} s -> {t1:.3g} s" in hint and f"{100 * share:.0f} %" in hint
+
+
+@pytest.mark.parametrize("plan, blocker", [
+    ({"pp": 2, "interleave": 1}, "pp > 1 needs interleaving"),
+    ({"recompute": "full"}, "no full recomputation"),
+])
+def test_a_plan_megatron_core_cannot_overlap_names_the_condition(plan, blocker):
+    p = _on("qwen3-30b-a3b", {**QWEN_EP16, "dp": 16, **plan})
+    hint = advice.ep_overlap_hint(p)
+    assert hint is not None and blocker in hint and " s -> " not in hint
+
+
+def test_no_hint_where_the_overlap_is_on_or_the_stack_has_none():
+    assert advice.ep_overlap_hint(_on("qwen3-30b-a3b", {**QWEN_EP16, "overlap_ep": 1.0})) is None
+    assert advice.ep_overlap_hint(_on("qwen3-30b-a3b", QWEN_EP16, "torchtitan")) is None
+    # a prediction of a literal plan names no stack: no hint (the stack decides whether the overlap exists)
+    s = spec.resolve("qwen3-30b-a3b", QWEN_EP16, "h100-sxm", "megatron-core")
+    assert advice.ep_overlap_hint(predict(s.model, s.plan, s.hardware)) is None
+    # a dense model has no all-to-all
+    assert advice.ep_overlap_hint(_on("llama3-8b", {"tp": 1, "dp": 8, "global_batch": 64})) is None

@@ -76,6 +76,7 @@ def test_node_deduplicating_dispatch_by_hand():
 
     from roofline.model.formulas import comm as CM, symbols as S
     vals = {S.gpus_per_node: 8, S.ALPHA["a2a", "intra"]: 0, S.ALPHA["a2a", "inter"]: 0,
+            S.CALL["a2a", "intra"]: 0, S.CALL["a2a", "inter"]: 0,
             S.BUSBW["a2a", "intra"]: 1e30, S.BUSBW["a2a", "inter"]: 1.0}
     naive = CM.dispatch_a2a(sp.Integer(1), 8, 32, 1, 0).subs(vals)
     dedup = CM.dispatch_a2a(sp.Integer(1), 8, 32, 1, 1).subs(vals)

@@ -26,7 +26,8 @@ A_IN, A_OUT, B_IN, B_OUT = sp.symbols("a_in a_out b_in b_out", positive=True)
 
 def _fn(kind):
     expr = CM.collective(kind, P, SZ, 1).subs(S.gpus_per_node, G)
-    expr = expr.subs({S.ALPHA[kind, "intra"]: A_IN, S.ALPHA[kind, "inter"]: A_OUT,
+    expr = expr.subs({S.CALL[kind, "intra"]: 0, S.CALL[kind, "inter"]: 0,      # datasheet links: no per-call time
+                      S.ALPHA[kind, "intra"]: A_IN, S.ALPHA[kind, "inter"]: A_OUT,
                       S.BUSBW[kind, "intra"]: B_IN, S.BUSBW[kind, "inter"]: B_OUT})
     return sp.lambdify((P, SZ, G, A_IN, A_OUT, B_IN, B_OUT), expr, "math")
 

@@ -48,6 +48,7 @@ def hardware_inputs(hw: Hardware, dtype: str = "bf16") -> dict:
         x[f"bmm_dhalf_{d}"], x[f"bmm_reread_{d}"] = dhalf, reread
     for (c, link), (alpha, busbw) in hw.collectives.items():
         x[f"alpha_{c}_{link}"], x[f"bw_{c}_{link}"] = alpha, busbw
+        x[f"call_{c}_{link}"] = hw.collective_calls.get((c, link), 0.0)
     return x
 
 

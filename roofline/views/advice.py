@@ -13,6 +13,10 @@
 * Too few micro-batches for the pipeline: m < p (some stages never run concurrently) or a bubble
   (p-1)/(v m) above 25 % of the ideal time.
 * The plan does not fit in memory.
+* An MoE plan whose EP all-to-all stays exposed (over 10 % of the step) on Megatron-Core without its EP overlap
+  (--overlap-moe-expert-parallel-comm): the warning prices the same plan with the overlap and says what it saves,
+  or which of Megatron-Core's conditions the plan breaks (transformer_config.py __post_init__: interleaving when
+  pp > 1, no full recomputation, no 'moe' recompute module, at most one MTP layer).
 """
 from __future__ import annotations
 
@@ -22,6 +26,23 @@ from ..base.units import GIGA, MEGA
 N_C, ALPHA_N = 8.8e13, 0.076
 B_STAR, ALPHA_B = 2e8, 0.21
 BUBBLE_LIMIT = 0.25
+EP_EXPOSED_LIMIT = 0.10     # share of the step an exposed EP all-to-all takes before the overlap hint is printed
+EP_OVERLAP_STACKS = ("megatron-core",)     # stacks that run Megatron-Core's EP overlap (the combined 1F1B schedule)
+
+
+def ep_overlap_blockers(model, plan) -> list[str]:
+    """Megatron-Core's conditions for --overlap-moe-expert-parallel-comm that ``plan`` breaks
+    (megatron/core/transformer/transformer_config.py, TransformerConfig.__post_init__)."""
+    out = []
+    if plan.pp > 1 and plan.interleave < 2:
+        out.append("pp > 1 needs interleaving (--interleave)")
+    if plan.recompute == "full":
+        out.append("no full recomputation")
+    if plan.recompute == "selective" and "moe" in str(plan.recompute_modules or "").split(","):
+        out.append("no 'moe' recompute module")
+    if (getattr(model, "mtp_layers", 0) or 0) > 1:
+        out.append("at most one MTP layer")
+    return out
 
 
 def critical_batch_tokens(non_embedding_params: float) -> float:
@@ -81,4 +102,31 @@ def warnings_for(pred) -> list[str]:
         out.append(f"plan does not fit in memory: {need:.1f} GiB per GPU > {cap:.0f} GiB ({pred.overflow} is the "
                    f"largest part); try recompute, sharding, CPU activation offload, or more tensor/pipeline "
                    f"parallelism")
+    # 5. an exposed EP all-to-all that Megatron-Core's EP overlap would hide
+    hint = ep_overlap_hint(pred)
+    if hint:
+        out.append(hint)
     return out
+
+
+def ep_overlap_hint(pred) -> str | None:
+    """The warning of an exposed EP all-to-all (module docstring), or None."""
+    import dataclasses
+
+    m, p = pred.model, pred.plan
+    step, ep = float(pred.raw.get("step_time", 0.0)), float(pred.raw.get("t_ep_comm", 0.0))
+    if p.ep <= 1 or p.overlap_ep > 0 or pred.stack not in EP_OVERLAP_STACKS or not step > 0 \
+            or ep / step <= EP_EXPOSED_LIMIT:
+        return None
+    head = (f"the EP all-to-all is {100 * ep / step:.0f} % of the step, exposed: Megatron-Core's EP overlap "
+            f"(--overlap-ep 1; --overlap-moe-expert-parallel-comm) hides it behind another micro-batch's compute")
+    blockers = ep_overlap_blockers(m, p)
+    if blockers:
+        return f"{head}, but this plan breaks its conditions: {'; '.join(blockers)}"
+    from ..model.predict import predict
+
+    alt = predict(m, dataclasses.replace(p, overlap_ep=1.0), pred.hardware)
+    t0, t1 = pred.step_time.to("s").magnitude, alt.step_time.to("s").magnitude
+    if not t1 < t0:
+        return None
+    return f"{head}: {t0:.3g} s -> {t1:.3g} s per step ({100 * (t1 / t0 - 1):+.1f} %) on this plan"

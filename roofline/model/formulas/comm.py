@@ -4,8 +4,10 @@ when a group spans nodes.
 Conventions (nccl-tests, PERFORMANCE.md): for a message of S bytes over p ranks,
 ``algbw = S / t`` and ``busbw = algbw * factor`` with factor ``2(p-1)/p`` for all-reduce and
 ``(p-1)/p`` for all-gather, reduce-scatter and all-to-all; a p2p transfer has factor 1. Hence
-``t = steps * alpha + factor * S / busbw``, where busbw is what the profile stores per collective
-and link. A group of p ranks with stride ``stride`` in Megatron's rank order (TP innermost) has
+``t = call + steps * alpha + factor * S / busbw``, where busbw is what the profile stores per collective
+and link, and ``call`` the fixed time of one call (0 unless a fit of nccl-tests tables over several group sizes
+found one: on the A100 NVSwitch node of vTrain's tables a call costs ~50 us whatever the group size, and the
+per-step latency is small). A group of p ranks with stride ``stride`` in Megatron's rank order (TP innermost) has
 ``k = min(p, G / stride)`` members per node (at least 1) on ``n = p / k`` nodes.
 
 Across nodes (n > 1) the time is NCCL's own cost model (src/graph/tuning.cc, ncclTopoTuneModel /
@@ -68,8 +70,20 @@ def members_per_node(p, stride) -> sp.Expr:
 
 
 def flat(kind: str, p, size, link: str) -> sp.Expr:
-    """One ring collective of ``size`` bytes over p ranks on one link type."""
-    return STEPS[kind](p) * S.ALPHA[kind, link] + FACTOR[kind](p) * size / S.BUSBW[kind, link]
+    """One ring collective of ``size`` bytes over p ranks on one link type: the call's fixed time (0 unless a fit over
+    several group sizes found one: calibrate/fit.py), the ring's per-step latencies and its bytes."""
+    return called(p) * S.CALL[kind, link] + STEPS[kind](p) * S.ALPHA[kind, link] + FACTOR[kind](p) * size / S.BUSBW[kind, link]
+
+
+def called(p) -> sp.Expr:
+    """1 when a group of p ranks runs a collective, 0 for p = 1 (Megatron and NCCL skip a one-rank group's call:
+    megatron/core/tensor_parallel/mappings.py returns the input when the world size is 1)."""
+    return sp.Min(1, p - 1)
+
+
+def _call_across(kind: str) -> sp.Expr:
+    """The fixed time of a call that spans nodes: the larger of the two links' (what a node's part alone costs)."""
+    return sp.Max(S.CALL[kind, "intra"], S.CALL[kind, "inter"])
 
 
 def collective(kind: str, p, size, stride) -> sp.Expr:
@@ -83,7 +97,8 @@ def collective(kind: str, p, size, stride) -> sp.Expr:
     b_in, b_out = S.BUSBW[kind, "intra"], S.BUSBW[kind, "inter"]
     if kind == "a2a":
         # every peer's send/recv is posted at once (grouped p2p): NVLink and NIC traffic run concurrently
-        return ((k - 1) * a_in + (n - 1) * a_out
+        return (sp.Piecewise((_call_across(kind), p > node_fit(stride)), (called(p) * S.CALL[kind, "intra"], True))
+                + (k - 1) * a_in + (n - 1) * a_out
                 + sp.Max((k - 1) / p * size / b_in, (p - k) / p * size / b_out))
     # across nodes, all-reduce, all-gather and reduce-scatter: NCCL's ring over all p ranks for the bandwidth
     # (per node one of its k hops per channel crosses the network, so each GPU's NVLink carries (k-1)/k and each NIC
@@ -95,7 +110,7 @@ def collective(kind: str, p, size, stride) -> sp.Expr:
         latency = 2 * ((k - 1) * a_in + (n - 1) * a_out)
     else:
         latency = (p - n) * a_in + (n - 1) * a_out
-    across = latency + FACTOR[kind](p) * size * sp.Max((k - 1) / (k * b_in), 1 / (k * b_out))
+    across = _call_across(kind) + latency + FACTOR[kind](p) * size * sp.Max((k - 1) / (k * b_in), 1 / (k * b_out))
     # the group spans nodes iff it does not fit one, p > fit (not written n > 1: sympy decides ceiling(2/x) > 1 True
     # for every positive x, and a numeric p = 2 would always take the across-node branch)
     return sp.Piecewise((across, p > node_fit(stride)), (flat(kind, p, size, "intra"), True))
@@ -113,7 +128,8 @@ def dispatch_a2a(token_bytes, copies, p, stride, dedup) -> sp.Expr:
     naive = copies * (p - k) / p
     remote_nodes = (n - 1) * (1 - (1 - 1 / n) ** copies)
     inter = (1 - dedup) * naive + dedup * remote_nodes
-    return ((k - 1) * S.ALPHA["a2a", "intra"] + (n - 1) * S.ALPHA["a2a", "inter"]
+    call = sp.Piecewise((_call_across("a2a"), p > node_fit(stride)), (called(p) * S.CALL["a2a", "intra"], True))
+    return (call + (k - 1) * S.ALPHA["a2a", "intra"] + (n - 1) * S.ALPHA["a2a", "inter"]
             + sp.Max(copies * (k - 1) / p * token_bytes / S.BUSBW["a2a", "intra"],
                      inter * token_bytes / S.BUSBW["a2a", "inter"]))
 

@@ -646,12 +646,12 @@ AXES = ("tp", "cp", "ep", "pp", "dp")
 def sent_bytes(t_comm, kinds=None) -> tuple[sp.Expr, sp.Expr]:
     """(intra-node, inter-node) bytes one rank sends in a communication time built of comm.py's collectives:
     every bandwidth term there is factor x size / busbw (nccl-tests), so the bytes on a link are the time at
-    0 latency and 1 byte/s of bus bandwidth on that link, the other link's terms dropped; ``kinds`` keeps only
+    0 latency, 0 call time and 1 byte/s of bus bandwidth on that link, the other link's terms dropped; ``kinds`` keeps only
     those collectives ('ar', 'ag', 'rs', 'a2a', 'p2p')."""
     on, off = sp.Dummy("on"), sp.Dummy("off")
 
     def link(name):
-        sub = {a: sp.Integer(0) for a in S.ALPHA.values()}
+        sub = {a: sp.Integer(0) for a in (*S.ALPHA.values(), *S.CALL.values())}     # latencies and call times: 0
         sub.update({bw: 1 / (on if lk == name and (kinds is None or kind in kinds) else off)
                     for (kind, lk), bw in S.BUSBW.items()})
         return t_comm.xreplace(sub).xreplace({on: 1, off: 0})

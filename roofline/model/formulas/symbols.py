@@ -223,8 +223,12 @@ COLLECTIVES = ("ar", "ag", "rs", "a2a", "p2p")
 LINKS = ("intra", "inter")
 ALPHA: dict[tuple[str, str], sp.Symbol] = {}
 BUSBW: dict[tuple[str, str], sp.Symbol] = {}
+CALL: dict[tuple[str, str], sp.Symbol] = {}
 for _link in LINKS:
     for _c in COLLECTIVES:
+        CALL[_c, _link] = _s(f"call_{_c}_{_link}", "time", f"fixed time of one collective call whatever its group size "
+                             f"(0 unless fitted over several group sizes), {_c}, {_link}-node", "link",
+                             rf"\tau^{{{_c}}}_{{{_link}}}", 0.0, zero=True)
         ALPHA[_c, _link] = _s(f"alpha_{_c}_{_link}", "time", f"latency per algorithm step, {_c}, {_link}-node", "link",
                               rf"\alpha^{{{_c}}}_{{{_link}}}")
         BUSBW[_c, _link] = _s(f"bw_{_c}_{_link}", "bytes/time", f"bus bandwidth (nccl-tests busbw), {_c}, {_link}-node",

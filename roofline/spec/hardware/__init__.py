@@ -88,6 +88,9 @@ class Hardware:
     # for the kinds a profile does not state)
     overlap: dict = field(default_factory=lambda: dict(overlap_defaults()))
     calibrated: tuple = ()                      # which parts are fitted: "compute", "intra", "inter"
+    # (collective, link) -> s: the fixed time of one collective call whatever its group size (comm.py ``flat``), where
+    # a fit of nccl-tests tables over several group sizes found one; 0 for the others (their latency is per step)
+    collective_calls: dict = field(default_factory=dict)
     provenance: dict = field(default_factory=dict)
     sources: tuple = ()
     path: str = ""
@@ -112,6 +115,8 @@ class Hardware:
         for (c, link), (alpha, bw) in self.collectives.items():
             S.number(alpha, f"{w}: collectives.{link}.{c}.alpha (s)", low=0.0)
             S.positive(bw, f"{w}: collectives.{link}.{c}.busbw (B/s)")
+        for (c, link), call in self.collective_calls.items():
+            S.number(call, f"{w}: collectives.{link}.{c}.call (s)", low=0.0)
         S.check_keys(self.overlap, OVERLAP_KEYS, f"{w}: overlap")
         for k, n in self.overlap.items():
             S.number(n, f"{w}: overlap.{k} (SMs)", low=0.0)
@@ -311,12 +316,14 @@ def check_profile(d: dict, where: str) -> None:
                 if c == "note":
                     continue
                 S.mapping(e, f"{w}.{c}", "a mapping with alpha and busbw")
-                S.check_keys(e, ("alpha", "busbw"), f"{w}.{c}")
+                S.check_keys(e, ("alpha", "busbw", "call"), f"{w}.{c}")
                 for k in ("alpha", "busbw"):
                     if k not in e:
                         raise InputError(f"{w}.{c}: missing '{k}' (a collective needs alpha and busbw)")
                 S.quantity(e["alpha"], "s", f"{w}.{c}.alpha", low=0.0, low_open=False)
                 S.quantity(e["busbw"], "B/s", f"{w}.{c}.busbw")
+                if "call" in e:
+                    S.quantity(e["call"], "s", f"{w}.{c}.call", low=0.0, low_open=False)
     if d.get("host") is not None:
         host = S.mapping(d["host"], f"{where}: host", "a mapping of host issue times")
         S.check_keys(host, HOST_TIMES + HOST_COUNTS, f"{where}: host")
@@ -487,7 +494,7 @@ def _load(ref: str) -> Hardware:
                            for n in SHAPE_KEYS["attn"]) for k in ("fwd", "bwd")}
     bmm_shape = {k: tuple(_shape_value("bmm", n, eff_raw["bmm"][k][n], f"profile {where}: efficiency.bmm.{k}.{n}")
                           for n in SHAPE_KEYS["bmm"]) for k in ("fwd", "bwd")}
-    coll = {}
+    coll, calls = {}, {}
     craw = d.get("collectives") or {}
     for link in ("intra", "inter"):
         for c in COLLECTIVES:
@@ -498,6 +505,8 @@ def _load(ref: str) -> Hardware:
                 w = f"profile {where}: collectives.{link}.{c}"
                 coll[c, link] = (S.quantity(e["alpha"], "s", f"{w}.alpha", low=0.0, low_open=False),
                                  S.quantity(e["busbw"], "B/s", f"{w}.busbw"))
+                if e.get("call") is not None:
+                    calls[c, link] = S.quantity(e["call"], "s", f"{w}.call", low=0.0, low_open=False)
             else:
                 coll[c, link] = (lk[link].latency, lk[link].bandwidth * dflt["link_efficiency"][link])
     host_link = read_link("host") if links.get("host") else None
@@ -528,7 +537,7 @@ def _load(ref: str) -> Hardware:
         gpus_per_node=gpn, sm_count=sm_count, intra=lk["intra"], inter=lk["inter"], host_link=host_link, efficiency=eff,
         overlap=overlap,
         dhalf=dhalf, attn_shape=attn_shape, bmm_shape=bmm_shape,
-        collectives=coll,
+        collectives=coll, collective_calls=calls,
         calibrated=tuple(sorted(set(d.get("_calibrated", [])))), provenance=dict(d.get("provenance") or {}),
         sources=tuple([d["sources"]] if isinstance(d.get("sources"), str) else (d.get("sources") or ())), path=where,
     )

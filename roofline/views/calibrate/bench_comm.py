@@ -232,5 +232,6 @@ def main(args) -> int:
     csv_text = "collective,link,ranks,bytes,t_s,algbw_Bps,busbw_Bps\n" + "\n".join(lines) + "\n"
     outputs.write_outputs(args.out, text, csv_text)
     for (kind, lk), f in links.items():
-        print(f"{kind:4} {lk:5} alpha {f.alpha * 1e6:8.2f} us  busbw {f.busbw / 1e9:8.3f} GB/s  MAPE {f.mape:6.1%}")
+        print(f"{kind:4} {lk:5} call {f.call * 1e6:7.2f} us  alpha {f.alpha * 1e6:8.2f} us  busbw {f.busbw / 1e9:8.3f} GB/s  "
+              f"MAPE {f.mape:6.1%}")
     return 0

@@ -192,7 +192,8 @@ def run(args) -> int:
         text, csv_text, rep = profile.nccl_tests_profile(tables, out_paths(args.out)[2], base=args.base)
         write_outputs(args.out, text, csv_text)
         f = rep["fit"]
-        print(f"ar intra: alpha {f.alpha * 1e6:.2f} us, busbw {f.busbw / 1e9:.1f} GB/s, held-out MAPE {f.mape:.1%}; "
+        print(f"ar intra: call {f.call * 1e6:.2f} us, alpha {f.alpha * 1e6:.2f} us, busbw {f.busbw / 1e9:.1f} GB/s, "
+              f"held-out MAPE {f.mape:.1%}; "
               f"by ranks {rep['by_p']}")
         return 0
     if cmd == "from-runs":

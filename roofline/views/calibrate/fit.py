@@ -12,7 +12,14 @@ attention's batched GEMMs sum one such roofline per kernel (``compute.bmm_time``
 ``bmm_slowdown(K, dhalf)``, memory B + reread x extra passes over the scores), dhalf and reread per direction.
 Collective model (roofline/model/formulas/comm.py ``flat``)::
 
-    t = steps(p) * alpha + factor(p) * S / busbw
+    t = call + steps(p) * alpha + factor(p) * S / busbw
+
+``call`` is the fixed time of one collective call whatever its group size (kernel launch, NCCL's
+setup and the ranks' handshake); it is told apart from the per-step latency only by samples of
+two or more group sizes (otherwise it stays 0 and the steps carry all the latency). Each sample
+weighs as much as its share of log(size) within its group (nccl-tests tables step sizes linearly,
+1 MB at a time, or by doubling): every decade of message size counts alike, so the 1-100 MB
+messages of tensor parallelism are fitted as well as the bandwidth-bound gigabytes.
 
 Fits minimise a soft-L1 loss of log-time residuals (a relative error that a few wild samples
 cannot dominate), then flag samples whose residual is far off, refit without them and report the
@@ -269,29 +276,55 @@ class LinkFit:
     mape: float         # k-fold held-out MAPE on kept samples
     n: int
     flagged: np.ndarray
+    call: float = 0.0   # s per collective call, whatever the group size (0 unless 2+ group sizes were fitted)
 
 
-def alpha_beta_time(size, p, kind: str, alpha: float, bw: float):
-    """t = steps(p) alpha + factor(p) S / busbw (comm.py ``flat``); p may be an array."""
+def alpha_beta_time(size, p, kind: str, alpha: float, bw: float, call: float = 0.0):
+    """t = call + steps(p) alpha + factor(p) S / busbw (comm.py ``flat``); p may be an array."""
     p = np.asarray(p, float)
     if kind == "p2p":
-        return alpha + np.asarray(size, float) / bw
+        return call + alpha + np.asarray(size, float) / bw
     steps = 2 * (p - 1) if kind == "ar" else p - 1
     fac = steps / p
-    return steps * alpha + fac * np.asarray(size, float) / bw
+    return call + steps * alpha + fac * np.asarray(size, float) / bw
+
+
+def log_size_weights(size, p) -> np.ndarray:
+    """Per sample, its share of log(size) among the samples of its group size (half the gap to each neighbour;
+    a lone size or repeated sizes share their cell), normalised to mean 1: a table stepped linearly in bytes
+    no longer lets its many large sizes outvote the few small ones."""
+    size, p = np.asarray(size, float), np.asarray(p, float)
+    w = np.ones(len(size))
+    for q in np.unique(p):
+        m = np.where(p == q)[0]
+        ls = np.log(size[m])
+        u, inv, cnt = np.unique(ls, return_inverse=True, return_counts=True)
+        if len(u) < 2:
+            continue
+        cell = np.empty(len(u))
+        cell[1:-1] = (u[2:] - u[:-2]) / 2
+        cell[0], cell[-1] = (u[1] - u[0]) / 2, (u[-1] - u[-2]) / 2
+        w[m] = (cell / cnt)[inv] / np.mean((cell / cnt)[inv])
+    return w / np.mean(w)
 
 
 def _fit_ab_once(size, p, t, kind, f_scale):
     ts = float(np.median(t))
     bw0 = float(np.median(alpha_beta_time(size, p, kind, 0.0, 1.0) / t))
+    sw = np.sqrt(log_size_weights(size, p))
+    # the per-call time is identifiable only beside the per-step latency of a second group size (p2p has no steps)
+    with_call = kind != "p2p" and len(np.unique(p)) >= 2
 
     def resid(theta):
-        model = alpha_beta_time(size, p, kind, theta[0] * ts, bw0 / theta[1])
-        return np.log(np.maximum(model, 1e-15) / t)
+        call = theta[2] * ts if with_call else 0.0
+        model = alpha_beta_time(size, p, kind, theta[0] * ts, bw0 / theta[1], call)
+        return sw * np.log(np.maximum(model, 1e-15) / t)
 
-    res = least_squares(resid, np.array([1e-3, 1.0]), bounds=([0.0, 1e-6], [10.0, 1e6]), loss="soft_l1",
-                        f_scale=f_scale, x_scale="jac")
-    return res.x[0] * ts, bw0 / res.x[1]
+    x0, lo, hi = [1e-3, 1.0], [0.0, 1e-6], [10.0, 1e6]
+    if with_call:
+        x0, lo, hi = x0 + [1e-3], lo + [0.0], hi + [10.0]
+    res = least_squares(resid, np.array(x0), bounds=(lo, hi), loss="soft_l1", f_scale=f_scale, x_scale="jac")
+    return res.x[0] * ts, bw0 / res.x[1], (res.x[2] * ts if with_call else 0.0)
 
 
 AB_MIN_SAMPLES = 3      # two parameters (alpha, busbw) and at least one sample to hold out
@@ -335,10 +368,10 @@ def fit_alpha_beta(size, p, t, kind: str, k: int = 5, f_scale: float = 0.05, see
     """
     size, p, t = (np.asarray(a, float) for a in (size, np.broadcast_to(p, np.shape(size)), t))
     identifiable(size, p, t, kind)
-    a, bw = _fit_ab_once(size, p, t, kind, f_scale)
-    flagged = flag_outliers(np.log(alpha_beta_time(size, p, kind, a, bw) / t))
+    a, bw, c = _fit_ab_once(size, p, t, kind, f_scale)
+    flagged = flag_outliers(np.log(alpha_beta_time(size, p, kind, a, bw, c) / t))
     keep = ~flagged
-    a, bw = _fit_ab_once(size[keep], p[keep], t[keep], kind, f_scale)
+    a, bw, c = _fit_ab_once(size[keep], p[keep], t[keep], kind, f_scale)
     rng = np.random.default_rng(seed)
     folds = rng.integers(0, k, int(keep.sum()))
     sk, pk, tk = size[keep], p[keep], t[keep]
@@ -346,8 +379,8 @@ def fit_alpha_beta(size, p, t, kind: str, k: int = 5, f_scale: float = 0.05, see
     for j in range(k):
         tr = folds != j
         if tr.sum() < 2 or (~tr).sum() == 0:     # too few samples to hold any out: in-sample
-            pred[~tr] = alpha_beta_time(sk[~tr], pk[~tr], kind, a, bw)
+            pred[~tr] = alpha_beta_time(sk[~tr], pk[~tr], kind, a, bw, c)
             continue
-        aj, bj = _fit_ab_once(sk[tr], pk[tr], tk[tr], kind, f_scale)
-        pred[~tr] = alpha_beta_time(sk[~tr], pk[~tr], kind, aj, bj)
-    return LinkFit(float(a), float(bw), float(np.mean(np.abs(pred - tk) / tk)), int(keep.sum()), flagged)
+        aj, bj, cj = _fit_ab_once(sk[tr], pk[tr], tk[tr], kind, f_scale)
+        pred[~tr] = alpha_beta_time(sk[~tr], pk[~tr], kind, aj, bj, cj)
+    return LinkFit(float(a), float(bw), float(np.mean(np.abs(pred - tk) / tk)), int(keep.sum()), flagged, float(c))

@@ -235,7 +235,8 @@ TERMS = {t.name: t for t in (
     Term("inter_bw", "x BASE", "scale of every collective's bus bandwidth on the inter-node link",
          lambda hw: 1.0, _link_apply("inter"), _link_bounds("inter"), _link_yaml("inter")),
     # latency of every collective on a link, 0 to 100x BASE: 0 is the physical floor; the upper bound only keeps
-    # the search finite (100x the nccl-tests alpha of a100-dgx-nccl, 6.6 us, is 0.66 ms per call)
+    # the search finite (100x a datasheet link's 8 us is 0.8 ms per ring step; the fitted per-call time of a
+    # calibrated link, collectives.<link>.<kind>.call, is not scaled)
     Term("intra_alpha", "x BASE", "scale of every collective's latency (alpha) on the intra-node link",
          lambda hw: 1.0, _alpha_apply("intra"), lambda hw: (0.0, ALPHA_MAX), _link_yaml("intra")),
     Term("inter_alpha", "x BASE", "scale of every collective's latency (alpha) on the inter-node link",

@@ -63,7 +63,8 @@ def print_report(rep: dict, defects=()) -> None:
             print(f"{cls:8} {d:4} {f.eta:6.3f} {f.mu:6.3f} {f.t0 * 1e6:7.1f}us {r.mape[d]:7.1%} {r.n[d]:6d} "
                   f"{int(r.flagged[d].sum()):7d}")
     for (kind, link), f in rep.get("links", {}).items():
-        print(f"{kind:4} {link:5} alpha {f.alpha * 1e6:8.2f} us  busbw {f.busbw / 1e9:8.2f} GB/s  MAPE {f.mape:6.1%}  "
+        print(f"{kind:4} {link:5} call {f.call * 1e6:7.2f} us  alpha {f.alpha * 1e6:8.2f} us  busbw {f.busbw / 1e9:8.2f} GB/s  "
+              f"MAPE {f.mape:6.1%}  "
               f"n {f.n}")
     for d in defects:
         print(f"defect: {d}")

@@ -198,10 +198,18 @@ def efficiency_section(compute: dict) -> dict:
     return dict(sorted(eff.items(), key=lambda kv: -1 if kv[0] == "dhalf" else CLASSES.index(kv[0])))
 
 
+def _link_entry(f) -> dict:
+    """A fitted link as the profile stores it: alpha and busbw, and the per-call time where the fit found one."""
+    e = {"alpha": _us(f.alpha), "busbw": _gbs(f.busbw)}
+    if getattr(f, "call", 0.0) >= 1e-9:
+        e["call"] = _us(f.call)
+    return e
+
+
 def collectives_section(links: dict, notes: dict | None = None) -> dict:
     out = {}
     for (kind, link), f in links.items():
-        out.setdefault(link, {})[kind] = {"alpha": _us(f.alpha), "busbw": _gbs(f.busbw)}
+        out.setdefault(link, {})[kind] = _link_entry(f)
     for link, note in (notes or {}).items():
         if link in out:
             out[link]["note"] = note
@@ -293,8 +301,8 @@ def imported_profile(im, out_id: str, k: int = 5) -> tuple[str, str, dict]:
     prov = {
         "source": im.source, "license": LICENSE_ETT, "samples": samples, "fit_error": err,
         "transfer_error": transfer_errors(im.ops, compute, peaks),
-        "busbw_by_group_size": {f"{kd}_{ln}_p{p}": {"alpha": _us(f.alpha), "busbw": _gbs(f.busbw),
-                                                    "mape_kfold": round(f.mape, 4)} for (kd, ln, p), f in by_p.items()},
+        "busbw_by_group_size": {f"{kd}_{ln}_p{p}": {**_link_entry(f), "mape_kfold": round(f.mape, 4)}
+                                for (kd, ln, p), f in by_p.items()},
         "defects": [str(d) for d in im.defects] + flagged_lines(compute),
         "assumptions": [
             "fp16 samples; x = F / dense fp16 peak (gemm, attn, bmm) or F / fp32 vector peak (other classes), y = B / "
@@ -340,7 +348,7 @@ def nccl_tests_profile(tables, out_id: str, base: str = "a100-sxm4-80gb", k: int
     f = fit.fit_alpha_beta(size, p, tt, "ar", k=k)
     by_p = {}
     for t in tables:
-        pred = fit.alpha_beta_time(t.size, t.p, "ar", f.alpha, f.busbw)
+        pred = fit.alpha_beta_time(t.size, t.p, "ar", f.alpha, f.busbw, f.call)
         by_p[f"p{t.p}"] = round(float(np.mean(np.abs(pred - t.time) / t.time)), 4)
     header = {"id": out_id, "name": f"A100 NVLink/NVSwitch all-reduce (nccl-tests), {len(tables)} tables",
               "kind": "calibrated-links", "base": base}
@@ -348,10 +356,12 @@ def nccl_tests_profile(tables, out_id: str, base: str = "a100-sxm4-80gb", k: int
             "samples": {"ar_intra": f.n}, "fit_error": {"ar_intra": {"mape_kfold": round(f.mape, 4), "n": f.n,
                                                                       "flagged": int(f.flagged.sum()),
                                                                       "mape_by_ranks": by_p}},
-            "assumptions": ["out-of-place times; busbw = algbw x 2(p-1)/p (nccl-tests); one alpha and busbw for "
-                            "all group sizes (NVSwitch: every GPU has the full link bandwidth)",
-                            "all-gather and reduce-scatter take the all-reduce's busbw (loader fallback)"]}
-    coll = {"intra": {"ar": {"alpha": _us(f.alpha), "busbw": _gbs(f.busbw)}}}
+            "assumptions": ["out-of-place times; busbw = algbw x 2(p-1)/p (nccl-tests); one call time, alpha and busbw "
+                            "for all group sizes (NVSwitch: every GPU has the full link bandwidth)",
+                            "each sample weighs its share of log(size) in its table (fit.log_size_weights): the "
+                            "tables step 1 MB at a time to 1 GB, and unweighted the bandwidth-bound sizes set the fit",
+                            "all-gather and reduce-scatter take the all-reduce's busbw and call time (loader fallback)"]}
+    coll = {"intra": {"ar": _link_entry(f)}}
     rows = "\n".join(f"nccl-tests p{t.p},ar,intra,,{s:.6g},,{t.p},{x:.6g},1" for t in tables for s, x in zip(t.size, t.time))
     return profile_text(header, None, coll, prov), "source,class,direction,flops,bytes,dmin,ranks,t_s,kept\n" + rows + "\n", \
         {"fit": f, "by_p": by_p}
