@@ -86,3 +86,17 @@ def test_no_hint_where_the_overlap_is_on_or_the_stack_has_none():
     assert advice.ep_overlap_hint(predict(s.model, s.plan, s.hardware)) is None
     # a dense model has no all-to-all
     assert advice.ep_overlap_hint(_on("llama3-8b", {"tp": 1, "dp": 8, "global_batch": 64})) is None
+
+
+def test_search_prints_the_hint_for_its_top_plan():
+    """search's top plan (a Candidate: its Plan) gets the same hint, with how to search with the overlap."""
+    from types import SimpleNamespace
+
+    from roofline.views import search as SE
+
+    s = spec.resolve("qwen3-30b-a3b", QWEN_EP16, "h100-sxm", "megatron-core")
+    line = SE.top_plan_ep_hint(s.model, [SimpleNamespace(plan=s.plan)], s.hardware, "megatron-core")
+    assert line.startswith("top plan: ") and advice.ep_overlap_hint(predict(s)) in line
+    assert line.endswith("search with --overlap-ep 1 to rank every plan with it")
+    assert SE.top_plan_ep_hint(s.model, [SimpleNamespace(plan=s.plan)], s.hardware, "torchtitan") is None
+    assert SE.top_plan_ep_hint(s.model, [], s.hardware, "megatron-core") is None

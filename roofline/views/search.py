@@ -626,6 +626,18 @@ def plausibility(cand, hw, stack_id: str, moe: bool = False, dtype: str | None =
             f"{100 * best[0]:.1f} % ({best[1]}){flag}")
 
 
+def top_plan_ep_hint(model, cands, hw, stack_id: str) -> str | None:
+    """For an MoE search whose top plan leaves its EP all-to-all exposed: advice.ep_overlap_hint on that plan and how
+    to search with the overlap (the search takes overlap_ep from the stack's default, off, unless it is pinned)."""
+    if not cands or (model.n_experts or 1) <= 1 or cands[0].plan.ep <= 1:
+        return None
+    from ..model.predict import predict
+    from .advice import ep_overlap_hint
+
+    hint = ep_overlap_hint(dataclasses.replace(predict(model, cands[0].plan, hw), stack=stack_id))
+    return f"top plan: {hint}; search with --overlap-ep 1 to rank every plan with it" if hint else None
+
+
 def _run(step_time, n_gpus, tokens_per_step, hw, tokens=None, price=None) -> dict:
     """A candidate's run (days, GPU-hours, cost, energy) from :func:`roofline.model.predict.run_totals`."""
     from ..model.predict import run_totals
@@ -923,6 +935,9 @@ def cmd_search(args) -> int:
         line = plausibility(cands[0], hw, spec.stack.id, (model.n_experts or 1) > 1, spec.plan.dtype)
         if line:
             print(line)
+        hint = top_plan_ep_hint(model, cands, hw, spec.stack.id)
+        if hint:
+            print(hint)
         return 0
     pts = sweep(model, hw, counts, args.global_batch, base=base, **{**kw, **pins})
     front = pareto(pts)
