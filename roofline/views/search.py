@@ -427,11 +427,16 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
     knobs, enumerated = enumerate_plans(model, n_gpus, global_batch, schedule=schedule, stack=st,
                                         uneven_stages=base.uneven_stages, offload_layers=base.offload_layers,
                                         ladder=len(ladder), **pins)
+    if "overlap_ep" not in stated and not base.overlap_ep and searches_ep_overlap(model, st):
+        knobs, extra = with_ep_overlap(model, knobs, ladder)
+        enumerated += extra
     n = len(knobs["tp"])
     x = {**model_inputs(model), **plan_inputs(Plan(**{k: getattr(base, k) for k in _FIXED})),
          **hardware_inputs(hw, base.dtype), **plan_arrays(knobs, global_batch, schedule)}
     if ladder and n:
         x.update(ladder_inputs(knobs["recompute"], base.recompute_modules, ladder))
+    if "overlap_ep" in knobs and n:
+        x[OVERLAP_INPUTS["overlap_ep"]] = knobs["overlap_ep"]
     if st is not None and n:
         rules = layout_rules(st, knobs["tp"], knobs["pp"], knobs["interleave"], tp_comm_overlap)
         for field, (where, v, _why) in rules.items():
@@ -444,6 +449,35 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
     return Space(model=model, hardware=hw, base=base, n_gpus=int(n_gpus), global_batch=int(global_batch),
                  enumerated=enumerated, valid=n, knobs=knobs, out=out, fits=fits, memory_margin=memory_margin,
                  ladder=ladder)
+
+
+def searches_ep_overlap(model, stack) -> bool:
+    """Whether the search tries Megatron-Core's EP overlap as a knob: an MoE model on a stack that runs it
+    (advice.EP_OVERLAP_STACKS; the user's --overlap-ep pins it instead)."""
+    from .advice import EP_OVERLAP_STACKS
+
+    return (model.n_experts or 1) > 1 and stack is not None and stack.id in EP_OVERLAP_STACKS
+
+
+def with_ep_overlap(model, knobs: dict, ladder: tuple) -> tuple[dict, int]:
+    """The enumeration with an ``overlap_ep`` column: every plan without the EP overlap (0), and again with it (1)
+    where Megatron-Core runs it (transformer_config.py __post_init__, advice.ep_overlap_blockers: ep > 1, interleaving
+    when pp > 1, no full recomputation, no 'moe' recompute module, at most one MTP layer); and the number of plans
+    added."""
+    import numpy as np
+
+    from ..spec.config import module_set
+
+    n = len(knobs["tp"])
+    rc = np.asarray(knobs["recompute"])
+    moe_rung = np.array([LADDER + k for k, mods in enumerate(ladder) if "moe" in module_set(mods)], dtype=np.int64)
+    ok = (np.asarray(knobs["ep"]) > 1) & ((np.asarray(knobs["pp"]) == 1) | (np.asarray(knobs["interleave"]) > 1)) \
+        & (rc != RECOMPUTE.index("full")) & ~np.isin(rc, moe_rung) & ((model.mtp_layers or 0) <= 1)
+    off = {k: np.asarray(v) for k, v in knobs.items()}
+    on = {k: v[ok] for k, v in off.items()}
+    out = {k: np.concatenate([off[k], on[k]]) for k in off}
+    out["overlap_ep"] = np.concatenate([np.zeros(n), np.ones(int(ok.sum()))])
+    return out, int(ok.sum())
 
 
 def ladder_inputs(codes, base_modules: str, ladder: tuple) -> dict:
@@ -462,7 +496,7 @@ def ladder_inputs(codes, base_modules: str, ladder: tuple) -> dict:
 
 
 # plan fields a stack rule may set per layout (spec.layout_rules); evaluate_space stores them in the knobs
-_RULED = ("overlap_pp", "overlap_grad_reduce", "overlap_tp")
+_RULED = ("overlap_pp", "overlap_grad_reduce", "overlap_tp", "overlap_ep")
 # plan fields every searched plan takes from the base (the stack's defaults, or what the user stated)
 _FIXED = ("dtype", "grad_dtype", "overlap_grad_reduce", "overlap_param_gather", "overlap_tp", "overlap_pp",
           "overlap_cp", "overlap_ep", "tp_async_dgrad", "wgrad_fusion", "quantized_saves", "ep_dispatcher", "loss_kernel",
@@ -729,6 +763,7 @@ def _plan_text(p) -> str:
     s += f" SP={'on' if p.sequence_parallel and p.tp > 1 else 'off'} rc={p.recompute}" \
         + (f"({p.recompute_modules})" if p.recompute == "selective" and p.recompute_modules != "core_attn" else "") \
         + f" {p.sharding}"
+    s += " ep-overlap" if p.ep > 1 and p.overlap_ep > 0 else ""
     return s + (f" offload={p.offload_layers}" if p.offload_layers else "")
 
 
