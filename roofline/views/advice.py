@@ -20,6 +20,8 @@
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..base.units import GIGA, MEGA
 
 # Kaplan et al. 2020: L(N) = (N_c / N)^alpha_N, B_crit(L) = B_star / L^(1/alpha_B)
@@ -30,19 +32,24 @@ EP_EXPOSED_LIMIT = 0.10     # share of the step an exposed EP all-to-all takes b
 EP_OVERLAP_STACKS = ("megatron-core",)     # stacks that run Megatron-Core's EP overlap (the combined 1F1B schedule)
 
 
+# Megatron-Core's conditions for --overlap-moe-expert-parallel-comm besides ep > 1 (megatron/core/transformer/
+# transformer_config.py, TransformerConfig.__post_init__), each a test of (pp, interleave, full recomputation,
+# 'moe' recompute module, MTP layers) that holds for scalars and for the search's numpy columns alike
+EP_OVERLAP_CONDITIONS = (
+    ("pp > 1 needs interleaving (--interleave)", lambda pp, v, full, moe, mtp: (pp == 1) | (v > 1)),
+    ("no full recomputation", lambda pp, v, full, moe, mtp: np.logical_not(full)),
+    ("no 'moe' recompute module", lambda pp, v, full, moe, mtp: np.logical_not(moe)),
+    ("at most one MTP layer", lambda pp, v, full, moe, mtp: np.full(np.shape(pp), mtp <= 1)),
+)
+
+
 def ep_overlap_blockers(model, plan) -> list[str]:
-    """Megatron-Core's conditions for --overlap-moe-expert-parallel-comm that ``plan`` breaks
-    (megatron/core/transformer/transformer_config.py, TransformerConfig.__post_init__)."""
-    out = []
-    if plan.pp > 1 and plan.interleave < 2:
-        out.append("pp > 1 needs interleaving (--interleave)")
-    if plan.recompute == "full":
-        out.append("no full recomputation")
-    if plan.recompute == "selective" and "moe" in str(plan.recompute_modules or "").split(","):
-        out.append("no 'moe' recompute module")
-    if (getattr(model, "mtp_layers", 0) or 0) > 1:
-        out.append("at most one MTP layer")
-    return out
+    """The conditions of EP_OVERLAP_CONDITIONS that ``plan`` breaks."""
+    from ..spec.config import module_set
+
+    moe = plan.recompute == "selective" and "moe" in module_set(plan.recompute_modules or "")
+    args = (plan.pp, plan.interleave, plan.recompute == "full", moe, model.mtp_layers or 0)
+    return [msg for msg, test in EP_OVERLAP_CONDITIONS if not bool(test(*args))]
 
 
 def critical_batch_tokens(non_embedding_params: float) -> float:

@@ -428,7 +428,7 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
                                         uneven_stages=base.uneven_stages, offload_layers=base.offload_layers,
                                         ladder=len(ladder), **pins)
     if "overlap_ep" not in stated and not base.overlap_ep and searches_ep_overlap(model, st):
-        knobs, extra = with_ep_overlap(model, knobs, ladder)
+        knobs, extra = with_ep_overlap(model, knobs, ladder, base.recompute_modules)
         enumerated += extra
     n = len(knobs["tp"])
     x = {**model_inputs(model), **plan_inputs(Plan(**{k: getattr(base, k) for k in _FIXED})),
@@ -459,7 +459,7 @@ def searches_ep_overlap(model, stack) -> bool:
     return (model.n_experts or 1) > 1 and stack is not None and stack.id in EP_OVERLAP_STACKS
 
 
-def with_ep_overlap(model, knobs: dict, ladder: tuple) -> tuple[dict, int]:
+def with_ep_overlap(model, knobs: dict, ladder: tuple, base_modules: str = "core_attn") -> tuple[dict, int]:
     """The enumeration with an ``overlap_ep`` column: every plan without the EP overlap (0), and again with it (1)
     where Megatron-Core runs it (transformer_config.py __post_init__, advice.ep_overlap_blockers: ep > 1, interleaving
     when pp > 1, no full recomputation, no 'moe' recompute module, at most one MTP layer); and the number of plans
@@ -467,12 +467,18 @@ def with_ep_overlap(model, knobs: dict, ladder: tuple) -> tuple[dict, int]:
     import numpy as np
 
     from ..spec.config import module_set
+    from .advice import EP_OVERLAP_CONDITIONS
 
     n = len(knobs["tp"])
     rc = np.asarray(knobs["recompute"])
-    moe_rung = np.array([LADDER + k for k, mods in enumerate(ladder) if "moe" in module_set(mods)], dtype=np.int64)
-    ok = (np.asarray(knobs["ep"]) > 1) & ((np.asarray(knobs["pp"]) == 1) | (np.asarray(knobs["interleave"]) > 1)) \
-        & (rc != RECOMPUTE.index("full")) & ~np.isin(rc, moe_rung) & ((model.mtp_layers or 0) <= 1)
+    # the selective codes whose module set holds 'moe': the base plan's (code 'selective') and the ladder's rungs
+    moe_codes = [RECOMPUTE.index("selective")] * ("moe" in module_set(base_modules)) \
+        + [LADDER + k for k, mods in enumerate(ladder) if "moe" in module_set(mods)]
+    args = (np.asarray(knobs["pp"]), np.asarray(knobs["interleave"]), rc == RECOMPUTE.index("full"),
+            np.isin(rc, moe_codes), model.mtp_layers or 0)
+    ok = np.asarray(knobs["ep"]) > 1
+    for _msg, test in EP_OVERLAP_CONDITIONS:
+        ok = ok & test(*args)
     off = {k: np.asarray(v) for k, v in knobs.items()}
     on = {k: v[ok] for k, v in off.items()}
     out = {k: np.concatenate([off[k], on[k]]) for k in off}
