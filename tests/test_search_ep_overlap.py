@@ -67,3 +67,36 @@ def test_a_pinned_overlap_a_dense_model_or_another_stack_leaves_the_knob_out(qwe
     assert not SE.searches_ep_overlap(qwen, stacks.get("torchtitan"))
     llama = resolve("llama3-8b", {"tp": 1, "dp": 8, "global_batch": 64}, "h100-sxm", "megatron-core").model
     assert not SE.searches_ep_overlap(llama, stacks.get("megatron-core"))
+
+
+def test_delay_wgrad_is_chosen_per_plan_only_beside_the_overlap_and_where_faster(space, qwen):
+    """Megatron-Core's --delay-wgrad-compute needs the EP overlap (transformer_config.py); the search keeps it on a
+    plan only where the delayed step is shorter, and prices every such plan as ``transformer`` does."""
+    k = space.knobs
+    delayed = np.flatnonzero(k["delay_wgrad"] == 1)
+    assert len(delayed) > 0
+    assert np.all(k["overlap_ep"][delayed] == 1) and np.all(k["ep"][delayed] > 1)
+    rng = np.random.default_rng(0)
+    for i in rng.choice(delayed, size=min(6, len(delayed)), replace=False):
+        plan = SE.plan_of(k, int(i), space.base, 1024, ladder=space.ladder)
+        assert plan.delay_wgrad and "+delay-wgrad" in SE._plan_text(plan)
+        on = predict(qwen, plan, H100).step_time.to("s").magnitude
+        off = predict(qwen, dataclasses.replace(plan, delay_wgrad=False), H100).step_time.to("s").magnitude
+        assert on == pytest.approx(space.out["step_time"][i], rel=1e-9) and on < off
+    # an overlapped plan left undelayed is not slower than its delayed copy would be, wherever it fits
+    undelayed = np.flatnonzero((k["overlap_ep"] == 1) & (k["delay_wgrad"] == 0) & space.fits)
+    for i in rng.choice(undelayed, size=min(6, len(undelayed)), replace=False):
+        plan = SE.plan_of(k, int(i), space.base, 1024, ladder=space.ladder)
+        on = predict(qwen, dataclasses.replace(plan, delay_wgrad=True), H100).step_time.to("s").magnitude
+        assert space.out["step_time"][i] <= on * (1 + 1e-9)
+
+
+def test_a_stated_delay_wgrad_is_kept_on_every_overlapped_plan(qwen):
+    base = dataclasses.replace(SE.default_base("megatron-core"), overlap_ep=1.0, delay_wgrad=True)
+    sp = SE.evaluate_space(qwen, H100, 16, 1024, framework="megatron-core", base=base,
+                           stated=frozenset({"overlap_ep", "delay_wgrad"}))
+    assert "delay_wgrad" not in sp.knobs
+    i = int(np.flatnonzero(sp.fits & (sp.knobs["ep"] > 1))[0])
+    plan = SE.plan_of(sp.knobs, i, sp.base, 1024, ladder=sp.ladder)
+    assert plan.delay_wgrad
+    assert predict(qwen, plan, H100).step_time.to("s").magnitude == pytest.approx(sp.out["step_time"][i], rel=1e-9)

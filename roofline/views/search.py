@@ -323,6 +323,8 @@ def plan_of(knobs: dict, i: int, base, global_batch: int, schedule: str | None =
     rc = int(knobs["recompute"][i])
     if rc >= LADDER:
         ruled["recompute_modules"] = ladder[rc - LADDER]
+    if "delay_wgrad" in knobs:
+        ruled["delay_wgrad"] = bool(knobs["delay_wgrad"][i])
     return dataclasses.replace(
         base, **ruled, tp=int(knobs["tp"][i]), pp=int(knobs["pp"][i]), dp=int(knobs["dp"][i]), cp=int(knobs["cp"][i]),
         ep=int(knobs["ep"][i]), micro_batch=int(knobs["micro_batch"][i]), global_batch=int(global_batch),
@@ -443,9 +445,13 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
             if field not in stated:
                 knobs[field] = np.broadcast_to(np.where(where, v, getattr(base, field)), (n,)).astype(float)
                 x[OVERLAP_INPUTS[field]] = knobs[field]
-    out = evaluate_arrays(x, n) if n else {k: np.empty(0) for k in _OUT}
+    delay = "delay_wgrad" not in stated and searches_ep_overlap(model, st) and n
+    outputs = _OUT + ("t_ep_comm",) if delay else _OUT
+    out = evaluate_arrays(x, n, outputs) if n else {k: np.empty(0) for k in _OUT}
     fits = fits_memory(out["memory"], out["mem_reserve"], hw, memory_margin) & np.isfinite(out["step_time"]) \
         & (out["step_time"] > 0)
+    if delay:
+        knobs, out = try_delay_wgrad(x, knobs, out, fits, base.overlap_ep)
     return Space(model=model, hardware=hw, base=base, n_gpus=int(n_gpus), global_batch=int(global_batch),
                  enumerated=enumerated, valid=n, knobs=knobs, out=out, fits=fits, memory_margin=memory_margin,
                  ladder=ladder)
@@ -486,6 +492,37 @@ def with_ep_overlap(model, knobs: dict, ladder: tuple, base_modules: str = "core
     return out, int(ok.sum())
 
 
+def try_delay_wgrad(x: dict, knobs: dict, out: dict, fits, base_overlap: float = 0.0) -> tuple[dict, dict]:
+    """Megatron-Core's --delay-wgrad-compute as a per-plan choice: each plan that overlaps its EP all-to-all (the
+    ``overlap_ep`` column, or the base plan's pinned overlap), fits (``fits``) and still leaves some of it exposed is
+    priced again with
+    the experts' weight gradients delayed, and takes the delayed step where it is shorter (``delay_wgrad`` column 1).
+    Megatron-Core allows the delay only with overlap_moe_expert_parallel_comm (transformer_config.py __post_init__:
+    'overlap_moe_expert_parallel_comm must be enabled when enabling delay_wgrad_compute'; config.py's rule). The delay
+    moves the experts' weight gradients from the block beside the dispatch forward to the block beside the dispatch
+    backward (step.ep_merged): it changes only how much of the all-to-all hides, so a plan with none exposed is not
+    priced again, and it changes no memory in the model (the weight gradients run later in the same layer's backward).
+    Returns the knobs and outputs with the column."""
+    import numpy as np
+
+    n = len(knobs["tp"])
+    ov = np.asarray(knobs["overlap_ep"]) if "overlap_ep" in knobs else np.full(n, float(base_overlap))
+    knobs = dict(knobs, delay_wgrad=np.zeros(n))
+    rows = np.flatnonzero(fits & (ov > 0) & (np.asarray(knobs["ep"]) > 1) & (out["t_ep_comm"] > 0))
+    if not len(rows):
+        return knobs, out
+    xs = {k: (v[rows] if isinstance(v, np.ndarray) and v.ndim else v) for k, v in x.items()}
+    xs["delay_wgrad"] = np.ones(len(rows))
+    again = evaluate_arrays(xs, len(rows), outputs=tuple(out))
+    better = again["step_time"] < out["step_time"][rows]
+    take = rows[better]
+    knobs["delay_wgrad"][take] = 1.0
+    out = {k: np.array(v, copy=True) for k, v in out.items()}
+    for k in out:
+        out[k][take] = again[k][better]
+    return knobs, out
+
+
 def ladder_inputs(codes, base_modules: str, ladder: tuple) -> dict:
     """The rcm_* switches per plan: the base plan's modules where the recompute code is below LADDER, the rung's
     where it is LADDER + k."""
@@ -506,7 +543,7 @@ _RULED = ("overlap_pp", "overlap_grad_reduce", "overlap_tp", "overlap_ep")
 # plan fields every searched plan takes from the base (the stack's defaults, or what the user stated)
 _FIXED = ("dtype", "grad_dtype", "overlap_grad_reduce", "overlap_param_gather", "overlap_tp", "overlap_pp",
           "overlap_cp", "overlap_ep", "tp_async_dgrad", "wgrad_fusion", "quantized_saves", "ep_dispatcher", "loss_kernel",
-          "cuda_graphs", "offload_layers", "recompute_modules")
+          "cuda_graphs", "offload_layers", "recompute_modules", "delay_wgrad")
 
 
 def _stack(framework):
@@ -769,7 +806,7 @@ def _plan_text(p) -> str:
     s += f" SP={'on' if p.sequence_parallel and p.tp > 1 else 'off'} rc={p.recompute}" \
         + (f"({p.recompute_modules})" if p.recompute == "selective" and p.recompute_modules != "core_attn" else "") \
         + f" {p.sharding}"
-    s += " ep-overlap" if p.ep > 1 and p.overlap_ep > 0 else ""
+    s += (" ep-overlap" + ("+delay-wgrad" if p.delay_wgrad else "")) if p.ep > 1 and p.overlap_ep > 0 else ""
     return s + (f" offload={p.offload_layers}" if p.offload_layers else "")
 
 
