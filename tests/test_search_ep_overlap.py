@@ -100,3 +100,12 @@ def test_a_stated_delay_wgrad_is_kept_on_every_overlapped_plan(qwen):
     plan = SE.plan_of(sp.knobs, i, sp.base, 1024, ladder=sp.ladder)
     assert plan.delay_wgrad
     assert predict(qwen, plan, H100).step_time.to("s").magnitude == pytest.approx(sp.out["step_time"][i], rel=1e-9)
+
+
+def test_pricing_many_plans_reports_progress_on_stderr(qwen, monkeypatch, capsys):
+    """The search's pricing pass counts its plans on stderr (base/progress.py; shown once it lasts DELAY_S, here 0)."""
+    from roofline.base import progress
+    monkeypatch.setattr(progress, "DELAY_S", 0.0)
+    sp = SE.evaluate_space(qwen, H100, 16, 1024, framework="megatron-core")
+    err = capsys.readouterr().err
+    assert f"search: pricing plans: {sp.valid}/{sp.valid} (100 %)" in err

@@ -382,15 +382,18 @@ def plan_arrays(knobs: dict, global_batch: int, schedule: str | None = None) -> 
                          k["sequence_parallel"] == 1, k["recompute"], k["sharding"], schedule or "1f1b")
 
 
-def evaluate_arrays(x: dict, n: int, outputs=_OUT, chunk: int = CHUNK) -> dict:
-    """``_compiled.evaluate`` over n plans in cache-sized chunks; scalars broadcast."""
+def evaluate_arrays(x: dict, n: int, outputs=_OUT, chunk: int = CHUNK, desc: str = "search: pricing plans") -> dict:
+    """``_compiled.evaluate`` over n plans in cache-sized chunks; scalars broadcast. A progress bar on stderr counts
+    the plans priced when it lasts more than base/progress.py's DELAY_S (millions of plans take seconds)."""
     import numpy as np
 
+    from ..base import progress
     from ..model import _compiled
 
     arrays = [k for k, v in x.items() if isinstance(v, np.ndarray) and v.ndim]
     res = {k: np.empty(n) for k in outputs}
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"), \
+            progress.bar(desc, total=n, unit="plan") as bar:
         for s in range(0, n, chunk):
             xs = dict(x)
             for k in arrays:
@@ -399,6 +402,7 @@ def evaluate_arrays(x: dict, n: int, outputs=_OUT, chunk: int = CHUNK) -> dict:
             e = min(n, s + chunk)
             for k in outputs:
                 res[k][s:e] = r[k]
+            bar.update(e - s)
     return res
 
 
@@ -513,7 +517,7 @@ def try_delay_wgrad(x: dict, knobs: dict, out: dict, fits, base_overlap: float =
         return knobs, out
     xs = {k: (v[rows] if isinstance(v, np.ndarray) and v.ndim else v) for k, v in x.items()}
     xs["delay_wgrad"] = np.ones(len(rows))
-    again = evaluate_arrays(xs, len(rows), outputs=tuple(out))
+    again = evaluate_arrays(xs, len(rows), outputs=tuple(out), desc="search: pricing delayed weight gradients")
     better = again["step_time"] < out["step_time"][rows]
     take = rows[better]
     knobs["delay_wgrad"][take] = 1.0
