@@ -379,6 +379,15 @@ def test_ranking_regret_and_tau_by_hand():
     r = V.ranking(rows, V.validate(rows))
     assert r["max_regret"] == pytest.approx(meas[order[0]] / min(meas.values()) - 1)
     assert r["by_group"][0]["predicted_best"] == order[0]
+    # the report names the group of largest regret with both plans (tp/pp/dp/cp/v/mb) and their times
+    text = V.render_ranking(r, worst=5).splitlines()
+    g = r["by_group"][0]
+    best = {c: V._ranked(next(x for x in V.validate(rows)["cases"] if x["case_id"] == c))
+            for c in (g["predicted_best"], g["measured_best"])}
+    assert len(text) == 3 and text[1].startswith("worst 1 groups")
+    assert f"predicted fastest {best[order[0]]['plan']}" in text[2] and f"{100 * r['max_regret']:5.1f} %" in text[2]
+    assert f"measured fastest {best[g['measured_best']]['plan']}" in text[2]
+    assert V.render_ranking(r) == text[0]                  # worst=0 (--summary): the line alone
 
 
 def test_uneven_stages_opens_pipeline_splits_that_do_not_divide_the_layers():
@@ -416,3 +425,19 @@ def test_search_memory_margin_default_and_its_documented_grounds():
     model = models.load("gpt3-13b")
     for c in search(model, A100, 64, 256, top=None, framework="megatron-core"):
         assert c.memory_bytes + c.reserve_bytes <= A100.hbm_capacity * (1 - SR.SEARCH_MEMORY_MARGIN) * (1 + 1e-12)
+
+
+def test_docs_claim_vtrain_tp2_micro_batch_2_slower_per_slot_than_4():
+    """docs/search.md explains the ranking's worst groups: on vTrain's single-node runs at tp 2, h = 1024, a
+    micro-batch of 2 takes longer per pipeline slot (step / (micro-batches + pp - 1)) than one of 4 in almost every
+    group (same model, pp, dp and global batch) that ran both."""
+    import collections
+    from roofline.views import validate as V
+    slot = collections.defaultdict(dict)
+    for r in V.read(V.dataset_path("vtrain")):
+        if r["case_id"].startswith("vtrain_single") and r["d_model"] == 1024 and r["tp"] == 2:
+            m = r["global_batch"] // (r["micro_batch"] * r["dp"])
+            slot[(r["model"], r["pp"], r["dp"], r["global_batch"])][r["micro_batch"]] = \
+                r["measured_iter_time_s"] / (m + r["pp"] - 1)
+    both = [v for v in slot.values() if 2 in v and 4 in v]
+    assert len(both) >= 20 and sum(v[2] > v[4] for v in both) >= 0.9 * len(both)

@@ -842,6 +842,9 @@ RANK_KEY = ("gpu_id", "n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidde
             "n_gpus")
 
 
+RANKING_WORST = 5     # groups of largest regret listed under the ranking line (not with --summary)
+
+
 def ranking(rows: list[dict], result: Validation) -> dict:
     """How well predictions order plans: rows that differ only in the plan (same model, GPU, batch and GPU
     count) form a group; per group the regret (measured time of the plan predicted fastest / the measured
@@ -865,9 +868,12 @@ def ranking(rows: list[dict], result: Validation) -> dict:
         pred = np.array([c["predicted_s"] for c in cs])
         regret = float(meas[int(np.argmin(pred))] / meas.min() - 1)
         tau = kendalltau(pred, meas).statistic
+        pb, mb = cs[int(np.argmin(pred))], cs[int(np.argmin(meas))]
         out.append({"group": dict(zip(RANK_KEY, key)), "n": len(cs), "regret": regret,
                     "tau": None if tau != tau else float(tau),
-                    "predicted_best": cs[int(np.argmin(pred))]["case_id"], "measured_best": cs[int(np.argmin(meas))]["case_id"]})
+                    "predicted_best": pb["case_id"], "measured_best": mb["case_id"],
+                    "model": by_id[pb["case_id"]].get("model") or "",
+                    "best": {"predicted": _ranked(pb), "measured": _ranked(mb)}})
     if not out:
         return {"groups": 0}
     reg = np.array([g["regret"] for g in out])
@@ -877,12 +883,35 @@ def ranking(rows: list[dict], result: Validation) -> dict:
             "tau_median": float(np.median(taus)) if len(taus) else None, "by_group": out}
 
 
-def render_ranking(r: dict) -> str:
+def _ranked(c: dict) -> dict:
+    """A ranked row in brief: its plan (layout/micro-batch as the case table writes it) and both times."""
+    p = c["plan"]
+    return {"case_id": c["case_id"], "plan": f"{p['tp']}/{p['pp']}/{p['dp']}/{p['cp']}/{p['v']}/{p['mb']}",
+            "measured_s": c["measured_s"], "predicted_s": c["predicted_s"]}
+
+
+def render_ranking(r: dict, worst: int = 0) -> str:
+    """The summary line; with ``worst`` > 0, also the groups of largest regret, each with the plan predicted
+    fastest and the plan measured fastest (tp/pp/dp/cp/v/mb, measured and predicted step time)."""
     if not r.get("groups"):
         return "ranking: no group of >= 3 rows that differ only in the plan"
-    return (f"ranking over {r['groups']} groups of rows that differ only in the plan: mean regret "
+    line = (f"ranking over {r['groups']} groups of rows that differ only in the plan: mean regret "
             f"{100 * r['mean_regret']:.1f} %, worst {100 * r['max_regret']:.1f} %, {r['groups_above_5pct']} groups above "
             f"5 % ({r['groups_above_10pct']} above 10 %), Kendall tau median {r['tau_median']:.2f}")
+    bad = sorted((g for g in r["by_group"] if g["regret"] > 0), key=lambda g: -g["regret"])[:worst]
+    if not bad:
+        return line
+    rows = [line, f"worst {len(bad)} groups (plans as tp/pp/dp/cp/v/mb; times measured / predicted):"]
+    for g in bad:
+        grp = g["group"]
+        what = g.get("model") or f"L{grp.get('n_layers')} h{grp.get('d_model')}"
+        tau = "n/a" if g["tau"] is None else f"{g['tau']:.2f}"
+        pb, mb = g["best"]["predicted"], g["best"]["measured"]
+        rows.append(f"  regret {100 * g['regret']:5.1f} %  tau {tau:>5}  {what}, {grp.get('n_gpus')} GPUs, batch "
+                    f"{grp.get('global_batch')} ({g['n']} plans): predicted fastest {pb['plan']} "
+                    f"({_fmt_s(pb['measured_s'])} / {_fmt_s(pb['predicted_s'])} s), measured fastest {mb['plan']} "
+                    f"({_fmt_s(mb['measured_s'])} / {_fmt_s(mb['predicted_s'])} s)")
+    return "\n".join(rows)
 
 
 def layout_errors(result: Validation) -> dict[str, float]:
@@ -1089,7 +1118,7 @@ def cmd_validate(args) -> int:
     else:
         print(render(result, by, table=not args.summary))
         if args.ranking:
-            print(render_ranking(result["ranking"]))
+            print(render_ranking(result["ranking"], worst=0 if args.summary else RANKING_WORST))
     return 0
 
 
@@ -1106,7 +1135,8 @@ def register(subparsers) -> None:
     p.add_argument("--by", help=f"summary breakdowns, comma-separated from {', '.join(BY)} (default tier,gpu,nodes)")
     p.add_argument("--summary", action="store_true", help="summary lines only, no per-case table")
     p.add_argument("--ranking", action="store_true", help="regret and Kendall's tau of the predicted plan order "
-                   "within groups of rows that differ only in the plan")
+                   "within groups of rows that differ only in the plan, and (without --summary) the groups of largest "
+                   "regret with the plans predicted and measured fastest")
     p.add_argument("--korthikanti-table4", "--korthikanti_table4", dest="korthikanti_table4", action="store_true",
                    help="per-layer forward/backward of the 22B model at TP=8 vs Korthikanti et al. 2022 Table 4")
     p.set_defaults(func=cmd_validate)
