@@ -27,6 +27,18 @@ from roofline.model.predict import evaluate, inputs  # noqa: E402
 TERMS = ("forward", "backward", "recompute", "tp_comm", "pp_comm", "pp_bubble", "dp_comm", "optimizer")
 
 
+def slowest_gpu_line() -> str:
+    """The defaults bullet on the job's slowest GPU, its figures from the code (model/predict.py slowest_z)."""
+    from roofline.model.predict import slowest_z
+    from roofline.spec.hardware import _defaults
+    s = _defaults()["clock_spread"]
+    return ("- **The slowest GPU** (a property of a cluster, not of a row): a job's compute runs at the sustained clock "
+            "of its slowest GPU, `kappa / (1 + clock_spread z_n)` with z_n the expected maximum of n normal draws and "
+            f"`clock_spread` {s} for every profile (defaults.yaml, sourced in docs/calibration.md \"The slowest GPU of "
+            f"the job\"): {100 * s * slowest_z(8):.1f} % on 8 GPUs, {100 * s * slowest_z(1024):.1f} % on 1,024. Not "
+            "fitted; the rows of 1,000 GPUs and more, which the model under-predicted by 10-14 % before, are those it "
+            "moves most.")
+
 def cli_json(*args) -> dict | list:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     p = subprocess.run([sys.executable, "-m", "roofline", "validate", *map(str, args), "--json"], capture_output=True,
@@ -204,6 +216,7 @@ def main() -> int:
          "shape achieves; the A100 and GH200 backward GEMM fits (about 0.91 and 0.92 of peak) are above it. H100/H200 "
          "profiles carry `sustained_clock: 0.849` (power-capped sustained rate / burst rate, 702.9 / 828.0 on H200 "
          "SXM, the same run as the ceiling); A100 and GH200 have no such measurement and keep 1.",
+         slowest_gpu_line(),
          "- **TP overlap** (Megatron-Core rows whose notes or settings state it, however spelled: `--tp-comm-overlap`, "
          "`tp_comm_overlap=True`, \"userbuffer TP comm-overlap\"; not after false/off, nor on an NVFP4 row that says "
          "\"off for NVFP4\"): `overlap_tp = (tp-1)/tp`. The "

@@ -32,6 +32,16 @@ MFU_CONVENTIONS = {   # --mfu-convention: which model-FLOP count the MFU line us
 }
 
 
+def _slowest_line(hw, n_gpus: int) -> list[str]:
+    """The clock the job's compute runs at when its GPUs spread (formulas/compute.py clock_eff), or nothing."""
+    from ..model.predict import slowest_z
+    z = float(slowest_z(n_gpus))
+    if hw.clock_spread <= 0 or z <= 0:
+        return []
+    return [f"slowest GPU: the slowest of {n_gpus} sets the pace, its compute at {100 / (1 + hw.clock_spread * z):.1f} % of "
+            f"the profile's (clock_spread {100 * hw.clock_spread:g} %; docs/calibration.md)"]
+
+
 def render(pred, band=..., mfu_convention: str = "roofline") -> str:
     """The prediction as a table; ``band`` (roofline.views.uncertainty.of_prediction) adds the step time's
     validation-error band under the step time; ``mfu_convention`` names the model-FLOP count of the MFU line."""
@@ -52,6 +62,7 @@ def render(pred, band=..., mfu_convention: str = "roofline") -> str:
         f"profile: {hw.id} ({hw.kind}; calibrated: {', '.join(hw.calibrated) or 'nothing - datasheet peaks with assumed efficiencies'}"
         + (f"; compute curves borrowed from {hw.provenance['compute_curves_from'].split(':')[0]}"
            if hw.provenance.get("compute_curves_from") else "") + ")",
+        *_slowest_line(hw, pred.n_gpus),
         "",
         f"  step time                 {fmt_time(step):>12}",
     ]

@@ -6,7 +6,8 @@ saturation in the GEMM's smallest dimension (small GEMMs cannot fill the matrix 
 attention ``1 / attention_shape``: head-dim tiling, softmax, tiles and waves; the unfused attention's batched
 GEMMs are one such roofline per kernel, ``bmm_time``) and ``kappa``
 the sustained-clock ratio: microbenchmarks time short bursts at boost clock, while a training run
-holds a power-capped GPU at its lower saturated clock.
+holds a power-capped GPU at its lower saturated clock; a synchronous job also waits for its slowest GPU
+(``clock_eff``).
 Conventions: Megatron-LM column/row-parallel split (Shoeybi et al. 2019), sequence parallelism as
 in Korthikanti et al. 2022, context parallelism splits the sequence of queries (ring attention
 streams all keys/values through every rank).
@@ -228,6 +229,13 @@ def gemm(name: str, m, k, n, batch=1, model=1, on=sp.Integer(1), hp=False, group
 GEMM_STREAMS = 4   # Transformer Engine's compute streams for grouped GEMMs (gemm.h num_streams)
 
 
+# The clock the job's compute runs at: the sustained clock of its slowest GPU. A calibration times one GPU; the n GPUs
+# of a synchronous job (TP/CP collectives every layer, pipeline hand-offs, the DP reduction every step) wait for the
+# slowest, whose compute rate sits gpu_z standard deviations (clock_spread) below the mean (hardware defaults.yaml
+# clock_spread: sources). Memory-bound kernels keep the HBM's rate.
+clock_eff = S.clock / (1 + S.clock_spread * S.gpu_z)
+
+
 low_precision = sp.Min(1, S.q_bytes)     # 1 under an FP8/FP4 recipe (its quantization moves bytes), 0 in 16 bits
 
 
@@ -287,7 +295,7 @@ def bmm_time(kn: Kernel, direction: str) -> sp.Expr:
     """Roofline of one batched GEMM kernel: max(F (K + dhalf) / K / (P kappa eta), (B + rho reread) / (W mu))."""
     dhalf, rho = (S.BMM_SHAPE[n, direction] for n in ("dhalf", "reread"))
     key = ("bmm", direction)
-    return sp.Max(kn.f * bmm_slowdown(kn.k, dhalf) / (S.peak_hp * S.clock * S.EFF_FLOP[key]),
+    return sp.Max(kn.f * bmm_slowdown(kn.k, dhalf) / (S.peak_hp * clock_eff * S.EFF_FLOP[key]),
                   (kn.b + rho * kn.reread) / (S.hbm_bw * S.EFF_MEM[key]), evaluate=False)
 
 
@@ -600,13 +608,13 @@ def op_time(op: Op, direction: str) -> sp.Expr:
         i = ("fwd", "bwd").index(direction)
         shape = attention_shape(op.head_dim, op.ctas[i], op.kblock[i], S.sms,
                                 *[S.ATTN_SHAPE[k, direction] for k in ("d_soft", "d_reg", "uneven", "d_io")])
-        compute = f * shape / (S.peak_hp * S.clock * S.EFF_FLOP[key] * S.flash_speed)
+        compute = f * shape / (S.peak_hp * clock_eff * S.EFF_FLOP[key] * S.flash_speed)
     elif op.cls in ("gemm", "attn"):
         sat = op.dmin / (op.dmin + S.gemm_dhalf) if op.dmin is not None else 1
         peak = S.peak_hp if (op.hp or op.cls == "attn") else S.peak      # attention core and 16-bit GEMMs
-        compute = f / (peak * S.clock * S.EFF_FLOP[key] * sat)
+        compute = f / (peak * clock_eff * S.EFF_FLOP[key] * sat)
     else:
-        compute = f / (S.peak_vec * S.clock * S.EFF_FLOP[key])
+        compute = f / (S.peak_vec * clock_eff * S.EFF_FLOP[key])
     memory = b / (S.hbm_bw * S.EFF_MEM[key])
     t0 = op.on * op.launches * S.T0[key]
     if direction == "bwd" and op.wgrad_extra != 0:

@@ -183,6 +183,11 @@ peak_hp = _s("peak_hp", "flop/time", "dense peak FLOP/s of the GEMMs kept in 16 
 peak_vec = _s("peak_vec", "flop/time", "peak FLOP/s of non-matmul (vector) units", "hardware", "P_{v}")
 clock = _s("clock", "", "sustained/burst ratio of the compute rate under a power-capped training load (0..1]", "hardware",
            r"\kappa")
+clock_spread = _s("clock_spread", "", "relative standard deviation of the compute rate across the GPUs of a cluster "
+                  "(one SKU; hardware profile clock_spread)", "hardware", r"\sigma_{\kappa}", zero=True)
+gpu_z = _s("gpu_z", "", "expected maximum of n standard normal draws for the job's n = t p d c GPUs (Blom's "
+           "approximation; 0 for one GPU): how far below the mean the slowest GPU's compute rate sits, in units of "
+           "clock_spread", "plan", "z_{n}", zero=True)
 hbm_bw = _s("hbm_bw", "bytes/time", "HBM bandwidth", "hardware", "W")
 host_fwd = _s("host_fwd", "time", "host (CPU) time to issue one layer's forward in eager PyTorch", "hardware", r"h_{f}")
 host_bwd = _s("host_bwd", "time", "host (CPU) time to issue one layer's backward", "hardware", r"h_{b}")

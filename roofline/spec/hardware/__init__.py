@@ -26,6 +26,20 @@ CLASSES = ("gemm", "attn", "bmm", "softmax", "norm", "elem", "embed", "ce", "opt
 COLLECTIVES = ("ar", "ag", "rs", "a2a", "p2p")
 
 
+# clock_spread above this is not a spread of one SKU's clocks but a broken GPU (Sinha et al. SC22: 22 % the largest
+# average variation of any cluster and application, whole range; one standard deviation is a fraction of that)
+CLOCK_SPREAD_MAX = 0.2
+
+
+def _spread(v, where: str) -> float:
+    """clock_spread: a number in [0, CLOCK_SPREAD_MAX]."""
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= CLOCK_SPREAD_MAX
+    if not ok:
+        raise InputError(f"{where}: clock_spread must be a number in [0, {CLOCK_SPREAD_MAX}] (the relative standard "
+                         f"deviation of the compute rate across a cluster's GPUs), got {v!r}")
+    return float(v)
+
+
 @dataclass(frozen=True)
 class Link:
     kind: str
@@ -80,6 +94,7 @@ class Hardware:
     host_moe_fwd: float = 0.0                   # s, extra host time of an MoE layer's forward (router, dispatcher, permute)
     host_moe_bwd: float = 0.0                   # s, ... backward
     sustained_clock: float = 1.0                # sustained / burst compute rate under a power-capped load
+    clock_spread: float = 0.0                   # relative std of the compute rate across the GPUs of a cluster
     matmul_ceiling: float = 1.0                 # max achievable matmul rate / peak (mamf-finder); caps gemm, bmm eta
     # GPU <-> host memory copies (PCIe, NVLink-C2C), per direction per GPU: what CPU activation offload moves at;
     # None where the profile does not state it (a plan that offloads is then refused)
@@ -109,6 +124,7 @@ class Hardware:
             if v is not None:
                 S.positive(v, f"{w}: peak_flops.{dt} (FLOP/s)")
         _clock(self.sustained_clock, w)
+        _spread(self.clock_spread, w)
         S.fraction(self.matmul_ceiling, f"{w}: matmul_ceiling")
         for k in ("host_fwd", "host_bwd", "host_rc", "host_emb", "host_head", "host_mb", "host_moe_fwd", "host_moe_bwd"):
             S.number(getattr(self, k), f"{w}: {k} (s)", low=0.0)
@@ -222,7 +238,7 @@ def _merge(a: dict, b: dict) -> dict:
 REFS = ("base", "efficiency_from", "collectives_from", "host_from", "overlap_from")  # keys that name another profile
 TOP_KEYS = ("id", "name", "kind", "vendor", *REFS, "peak_flops", "max_matmul",
             "hbm_bandwidth", "hbm_capacity", "board_power", "sm_count", "gpus_per_node", "links", "efficiency",
-            "collectives", "host", "overlap", "sustained_clock", "sources", "provenance")
+            "collectives", "host", "overlap", "sustained_clock", "clock_spread", "sources", "provenance")
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8")
 QUANTITIES = {"max_matmul": "flop/s", "hbm_bandwidth": "B/s", "hbm_capacity": "B", "board_power": "W"}
 LINK_KEYS = ("kind", "bandwidth", "latency")
@@ -270,6 +286,8 @@ def check_profile(d: dict, where: str) -> None:
             S.number(d[k], f"{where}: {k}", int, low=1)
     if "sustained_clock" in d:
         _clock(d["sustained_clock"], where)
+    if "clock_spread" in d:
+        _spread(d["clock_spread"], where)
     if "links" in d:
         links = S.mapping(d["links"], f"{where}: links", "a mapping with intra and inter")
         S.check_keys(links, ("intra", "inter", "host"), f"{where}: links")
@@ -523,11 +541,12 @@ def _load(ref: str) -> Hardware:
         for c in ("gemm", "bmm"):
             eff[c] = {k: (min(eta, ceiling), mu, t0) for k, (eta, mu, t0) in eff[c].items()}
     clock = _clock(d.get("sustained_clock", 1.0), f"profile {where}")
+    spread = _spread(d.get("clock_spread", dflt["clock_spread"]), f"profile {where}")
     overlap = {k: S.number(v, f"profile {where}: overlap.{k} (SMs)", low=0.0)
                for k, v in _merge(dflt["overlap"], d.get("overlap") or {}).items()}
     dhalf = S.number(eff_raw.get("dhalf", dflt["efficiency"]["dhalf"]), f"profile {where}: efficiency.dhalf", low=0.0)
     return Hardware(
-        sustained_clock=clock, matmul_ceiling=ceiling,
+        sustained_clock=clock, clock_spread=spread, matmul_ceiling=ceiling,
         **_host_times(host, where),
         id=str(d.get("id", Path(where).stem)), name=str(d.get("name", d.get("id", ""))), kind=str(d.get("kind", "datasheet")),
         peak_flops=peaks,
