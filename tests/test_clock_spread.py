@@ -111,3 +111,25 @@ def test_transformer_output_names_the_slowest_gpu_pace():
     assert "slowest GPU" not in render(predict(one.model, one.plan, one.hardware), band=None)
     flat = dataclasses.replace(A100, clock_spread=0.0)
     assert "slowest GPU" not in render(predict(s.model, s.plan, flat), band=None)
+
+
+def test_the_command_line_sets_the_spread_for_transformer_and_search():
+    import json
+    import subprocess
+    import sys
+    base = [sys.executable, "-m", "roofline", "transformer", "--model", "gpt3-13b", "--tp", "8", "--dp", "16",
+            "--global-batch", "128", "--micro-batch", "1", "--gpu", "a100-sxm4-80gb", "--json"]
+    run = lambda *extra: subprocess.run([*base, *extra], capture_output=True, text=True)  # noqa: E731
+    default, off = json.loads(run().stdout), json.loads(run("--clock-spread", "0").stdout)
+    s = resolve("gpt3-13b", {"tp": 8, "dp": 16, "global_batch": 128, "micro_batch": 1},
+                dataclasses.replace(A100, clock_spread=0.0), "megatron-core")
+    want = float(evaluate(inputs(s.model, s.plan, s.hardware))["step_time"])
+    assert off["step_time_s"] == pytest.approx(want, rel=1e-9)
+    assert off["step_time_s"] < default["step_time_s"]
+    bad = run("--clock-spread", "0.5")
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.strip().count("\n") == 0 and "clock_spread must be a number in [0, 0.2]" in bad.stderr
+    from roofline.face.cli import parser
+    args = parser().parse_args(["search", "--model", "gpt3-13b", "--gpus", "64", "--global-batch", "512",
+                                "--clock-spread", "0.01"])              # search takes the same hardware flags
+    assert args.clock_spread == 0.01

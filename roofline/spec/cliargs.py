@@ -223,6 +223,10 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
          "80GB HBM3', 'NVIDIA A100-SXM4-80GB') or a YAML path (default a100-sxm4-80gb, or the config's)")
     flag(g, "gpus-per-node", dest="gpus_per_node", type=number(int), help="override the profile's GPUs per node")
     flag(g, "net-gbps", dest="net_gbps", type=number(), help="inter-node line rate per GPU, Gbit/s")
+    flag(g, "clock-spread", dest="clock_spread", type=number(float, 0.0, strict=False),
+         help="relative spread (standard deviation) of the compute rate across the cluster's GPUs, which makes a "
+              "job wait for its slowest GPU (default: the profile's, 0.0175 unless it states one; 0: every GPU as "
+              "fast as the profile's; docs/calibration.md)")
 
 
 def build_spec(args):
@@ -285,7 +289,7 @@ def build_spec(args):
     stack = args.framework or base.get("framework")
     hw = args.gpu or base.get("hardware") or None
     return resolve(model, plan, hw, stack, model_fields=stated_model, gpus_per_node=args.gpus_per_node,
-                   net_gbps=args.net_gbps,
+                   net_gbps=args.net_gbps, clock_spread=getattr(args, "clock_spread", None),
                    stack_reason="--framework" if args.framework else ("the config's framework" if base.get("framework") else ""))
 
 

@@ -122,7 +122,7 @@ def _model(model, fields: dict) -> tuple[Model, dict]:
     return base, stated
 
 
-def _hardware(hardware, gpus_per_node=None, net_gbps=None):
+def _hardware(hardware, gpus_per_node=None, net_gbps=None, clock_spread=None):
     from . import hardware as hwmod
 
     hw = hardware if hardware is not None and not isinstance(hardware, str) else hwmod.load(hardware or DEFAULT_GPU)
@@ -130,6 +130,8 @@ def _hardware(hardware, gpus_per_node=None, net_gbps=None):
         hw = dataclasses.replace(hw, gpus_per_node=int(gpus_per_node))
     if net_gbps is not None:
         hw = hw.with_network(net_gbps)
+    if clock_spread is not None and clock_spread != hw.clock_spread:
+        hw = dataclasses.replace(hw, clock_spread=clock_spread)       # Hardware checks the range: one-line error
     return hw
 
 
@@ -170,7 +172,8 @@ def layout_rules(st, tp, pp, interleave, tp_comm_overlap: bool = False) -> dict:
 
 
 def resolve(model=None, plan=None, hardware=None, stack=None, *, model_fields: dict | None = None,
-            gpus_per_node: int | None = None, net_gbps: float | None = None, stack_reason: str = "") -> Spec:
+            gpus_per_node: int | None = None, net_gbps: float | None = None, clock_spread: float | None = None,
+            stack_reason: str = "") -> Spec:
     """Resolve one run (see the module docstring for the precedence); InputError on an invalid result.
 
     ``stack`` is a registry name (``megatron-core``, ``megatron-lm@2021``, ``nemo@25.09``), a Stack, or
@@ -178,7 +181,7 @@ def resolve(model=None, plan=None, hardware=None, stack=None, *, model_fields: d
     """
     st = stacks.get(stack) if stack is not None else stacks.get(stacks.DEFAULT)
     reason = stack_reason or ("named" if stack is not None else "default stack (none named)")
-    hw = _hardware(hardware, gpus_per_node, net_gbps)
+    hw = _hardware(hardware, gpus_per_node, net_gbps, clock_spread)
     base_model, model_stated = _model(model, model_fields)
     origin: dict = {}
 
