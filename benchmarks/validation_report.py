@@ -28,16 +28,18 @@ TERMS = ("forward", "backward", "recompute", "tp_comm", "pp_comm", "pp_bubble", 
 
 
 def slowest_gpu_line() -> str:
-    """The defaults bullet on the job's slowest GPU, its figures from the code (model/predict.py slowest_z)."""
-    from roofline.model.predict import slowest_z
+    """The defaults bullet on the job's slowest GPU, its figures from the code (model/predict.py slowest_pace)."""
+    from roofline.model.predict import slowest_pace
     from roofline.spec.hardware import _defaults
     s = _defaults()["clock_spread"]
+    slower = lambda n: 100 * (1 / slowest_pace(s, n) - 1)  # noqa: E731  (% longer compute than the profile's GPU)
     return ("- **The slowest GPU** (a property of a cluster, not of a row): a job's compute runs at the sustained clock "
             "of its slowest GPU, `kappa / (1 + clock_spread z_n)` with z_n the expected maximum of n normal draws and "
             f"`clock_spread` {s} for every profile (defaults.yaml, sourced in docs/calibration.md \"The slowest GPU of "
-            f"the job\"): {100 * s * slowest_z(8):.1f} % on 8 GPUs, {100 * s * slowest_z(1024):.1f} % on 1,024. Not "
+            f"the job\"): {slower(8):.1f} % on 8 GPUs, {slower(1024):.1f} % on 1,024. Not "
             "fitted; the rows of 1,000 GPUs and more, which the model under-predicted by 10-14 % before, are those it "
             "moves most.")
+
 
 def cli_json(*args) -> dict | list:
     env = dict(os.environ, PYTHONPATH=str(ROOT))

@@ -34,11 +34,11 @@ MFU_CONVENTIONS = {   # --mfu-convention: which model-FLOP count the MFU line us
 
 def _slowest_line(hw, n_gpus: int) -> list[str]:
     """The clock the job's compute runs at when its GPUs spread (formulas/compute.py clock_eff), or nothing."""
-    from ..model.predict import slowest_z
-    z = float(slowest_z(n_gpus))
-    if hw.clock_spread <= 0 or z <= 0:
+    from ..model.predict import slowest_pace
+    pace = float(slowest_pace(hw.clock_spread, n_gpus))
+    if pace >= 1:
         return []
-    return [f"slowest GPU: the slowest of {n_gpus} sets the pace, its compute at {100 / (1 + hw.clock_spread * z):.1f} % of "
+    return [f"slowest GPU: the slowest of {n_gpus} sets the pace, its compute at {100 * pace:.1f} % of "
             f"the profile's (clock_spread {100 * hw.clock_spread:g} %; docs/calibration.md)"]
 
 

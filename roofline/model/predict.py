@@ -103,6 +103,12 @@ def slowest_z(n_gpus):
     return out[()]
 
 
+def slowest_pace(clock_spread: float, n_gpus) -> float:
+    """The compute rate of a job's slowest GPU over the profile's (dimensionless): 1 / (1 + clock_spread z_n), the
+    factor formulas/compute.py ``clock_eff`` applies to the sustained clock, for reports that state it."""
+    return 1.0 / (1.0 + clock_spread * slowest_z(n_gpus))
+
+
 def layout_inputs(tp, pp, dp, cp, ep, micro_batch, global_batch, interleave, sequence_parallel, recompute, zero,
                   schedule, etp=None, stages=None) -> dict:
     """The formula inputs of a plan's layout: one plan's numbers, or numpy arrays of many (``search``).

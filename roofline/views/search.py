@@ -499,8 +499,8 @@ def with_ep_overlap(model, knobs: dict, ladder: tuple, base_modules: str = "core
 def try_delay_wgrad(x: dict, knobs: dict, out: dict, fits, base_overlap: float = 0.0) -> tuple[dict, dict]:
     """Megatron-Core's --delay-wgrad-compute as a per-plan choice: each plan that overlaps its EP all-to-all (the
     ``overlap_ep`` column, or the base plan's pinned overlap), fits (``fits``) and still leaves some of it exposed is
-    priced again with
-    the experts' weight gradients delayed, and takes the delayed step where it is shorter (``delay_wgrad`` column 1).
+    priced again with the experts' weight gradients delayed, and takes the delayed step where it is shorter
+    (``delay_wgrad`` column 1).
     Megatron-Core allows the delay only with overlap_moe_expert_parallel_comm (transformer_config.py __post_init__:
     'overlap_moe_expert_parallel_comm must be enabled when enabling delay_wgrad_compute'; config.py's rule). The delay
     moves the experts' weight gradients from the block beside the dispatch forward to the block beside the dispatch

@@ -883,10 +883,14 @@ def ranking(rows: list[dict], result: Validation) -> dict:
             "tau_median": float(np.median(taus)) if len(taus) else None, "by_group": out}
 
 
+def _layout_text(p: dict) -> str:
+    """A case's plan as the case table's tp/pp/dp/cp/v/mb column writes it."""
+    return f"{p['tp']}/{p['pp']}/{p['dp']}/{p['cp']}/{p['v']}/{p['mb']}"
+
+
 def _ranked(c: dict) -> dict:
     """A ranked row in brief: its plan (layout/micro-batch as the case table writes it) and both times."""
-    p = c["plan"]
-    return {"case_id": c["case_id"], "plan": f"{p['tp']}/{p['pp']}/{p['dp']}/{p['cp']}/{p['v']}/{p['mb']}",
+    return {"case_id": c["case_id"], "plan": _layout_text(c["plan"]),
             "measured_s": c["measured_s"], "predicted_s": c["predicted_s"]}
 
 
@@ -1005,7 +1009,7 @@ def render(result: Validation, by=("tier", "gpu", "nodes"), table: bool = True) 
         rows = []
         for c in result["cases"]:
             p = c["plan"]
-            row = (c["case_id"], c["gpu_id"], f"{p['tp']}/{p['pp']}/{p['dp']}/{p['cp']}/{p['v']}/{p['mb']}")
+            row = (c["case_id"], c["gpu_id"], _layout_text(p))
             if c["error"] is None:           # memory-only row
                 rows.append(row + ("-", c["predicted_s"], "", f"  memory {c['predicted_memory_bytes'] / GiB:.1f} GiB vs "
                                                               f"{c['measured_memory_bytes'] / GiB:.1f}"))
