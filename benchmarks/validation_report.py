@@ -267,7 +267,14 @@ def main() -> int:
          "This gives v = 2 for most rows, 3 for 76B (60 layers / pp 4) and 530B (105 / 35), 7 for the H100 462B "
          "(112 / 16) and 23 for the H100 119B (92 / 4, one layer per virtual stage).",
          "- **cp** blank -> 1; **recompute** blank -> none; **n_kv_heads** blank -> MHA; **ffn_hidden** blank -> 4h.",
-         "- **tp/pp/dp**: exactly one blank -> n_gpus / (the other two); two or more blank -> skipped (no plan search).",
+         "- **tp/pp/dp**: exactly one blank -> n_gpus / (the other two); two or more blank -> every stack's flag default "
+         "tp = pp = 1 (data parallel over the rest) when that plan fits in memory; when it does not, the run cannot have "
+         "used it, and the row is priced at the fastest layout its stack can run that fits (the search, TP inside the "
+         "node, every stated knob kept: `validate.complete_layout`). Such rows read optimistic: a published run need not "
+         "have used the fastest layout.",
+         "- **seq_len** blank -> the stack's shipped training config for the model family where it has one "
+         "(torchtitan: Llama 3 8192, train_configs/llama3_*.toml; docs/frameworks.md `seq_len_unstated`), else skipped "
+         "(Megatron's --seq-length has no default).",
          "- **Hardware**: the profile whose id is `gpu_id`; `gpus_per_node` and `net_gbps_per_gpu` "
          "(`Hardware.with_network`) override it when stated; blank network = the profile's DGX-class default.",
          "- **Measured** = `measured_iter_time_s`, else `derived_iter_time_s` (the source's own FLOP formula).",
@@ -376,10 +383,11 @@ def main() -> int:
                         "host_fwd", "host_bwd", "host_rc", "host_emb", "host_head", "host_mb")}}).values())
         L.append(f"- Sensitivity (not applied): host issue times x {f} give single-node MAPE {pct(mape(e))}.")
     L.append("")
-    # 2. H100 compute efficiency
-    h100 = [c for c in pub["cases"] if c["gpu_id"] == "h100-sxm"]
+    # 2. H100 compute efficiency (the analyses read rows that state their layout: a chosen layout's error is another)
+    stated = {r["case_id"] for r in pub_rows if V.layout_stated(r)}
+    h100 = [c for c in pub["cases"] if c["gpu_id"] == "h100-sxm" and c["case_id"] in stated]
     if h100:
-        rows_h = [r for r in pub_rows if r["gpu_id"] == "h100-sxm"]
+        rows_h = [r for r in pub_rows if r["gpu_id"] == "h100-sxm" and r["case_id"] in stated]
         no_clock = what_if(rows_h, lambda c: {**inputs(c.model, c.plan, c.hw), "clock": 1.0})
         mfu = {r["case_id"]: r for r in rows_h}
         imp = [float(mfu[c["case_id"]]["measured_mfu"] or "nan") * c["measured_s"] / c["predicted_s"] for c in h100]
@@ -409,10 +417,10 @@ def main() -> int:
               f"{pct(mape(ov0.values()))} (mean {pct(np.mean(list(ov0.values())), True)}); we keep (tp-1)/tp because the "
               "README states `--tp-comm-overlap`, and do not choose values by their fit.", ""]
     # 3. pipeline rows of Narayanan
-    nar = [c for c in pub["cases"] if c["case_id"].startswith("narayanan")]
+    nar = [c for c in pub["cases"] if c["case_id"].startswith("narayanan") and c["case_id"] in stated]
     pp1 = [c["error"] for c in nar if c["plan"]["pp"] == 1]
     ppn = [c for c in nar if c["plan"]["pp"] > 1]
-    v1 = what_if(pub_rows, lambda c: dataclasses.replace(c, plan=dataclasses.replace(
+    v1 = what_if([r for r in pub_rows if r["case_id"] in stated], lambda c: dataclasses.replace(c, plan=dataclasses.replace(
         c.plan, interleave=1, schedule="1f1b", overlap_pp=0.0)) if c.row["interleave"] is None and c.plan.pp > 1 else c,
         cases={c["case_id"] for c in ppn})
     bub = np.mean([c["breakdown_s"]["pp_bubble"] / c["predicted_s"] for c in ppn]) if ppn else 0

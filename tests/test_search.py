@@ -108,7 +108,7 @@ def brute_force(model, hw, n, batch, uneven=False):
     vs = range(1, model.n_layers + 1) if uneven else divisors(model.n_layers)
     out = {}
     for tp, pp, cp in itertools.product(divisors(n), repeat=3):
-        if n % (tp * pp * cp):
+        if n % (tp * pp * cp) or (hw.gpus_per_node % tp and tp % hw.gpus_per_node):   # TP tiles the node
             continue
         dp = n // (tp * pp * cp)
         for mb, v, rc, sp, z in itertools.product(divisors(batch), vs, RECOMPUTE,
@@ -441,3 +441,17 @@ def test_docs_claim_vtrain_tp2_micro_batch_2_slower_per_slot_than_4():
                 r["measured_iter_time_s"] / (m + r["pp"] - 1)
     both = [v for v in slot.values() if 2 in v and 4 in v]
     assert len(both) >= 20 and sum(v[2] > v[4] for v in both) >= 0.9 * len(both)
+
+
+def test_search_keeps_tensor_parallel_groups_inside_the_node():
+    """TP sizes that do not tile an 8-GPU node (3, 6, 12, 24 on 96 GPUs) straddle nodes in Megatron's rank order;
+    the search leaves them out unless --tp states one."""
+    from roofline.views.search import node_tiling_tp
+
+    m = models.load("gpt3-175b")                    # 96 heads: every divisor of 96 divides the heads
+    assert node_tiling_tp(m, 96, 8) == [1, 2, 4, 8, 16, 24, 32, 48, 96]      # inside a node, or whole nodes
+    assert node_tiling_tp(m, 96, 72) == [1, 2, 3, 4, 6, 8, 12, 24] and node_tiling_tp(m, 1, 8) == [1]
+    space = evaluate_space(m, hardware.load("a100-sxm4-80gb"), 96, 96, framework="megatron-core")
+    assert set(space.knobs["tp"].tolist()) <= {1, 2, 4, 8, 16, 24, 32, 48, 96} and 8 in space.knobs["tp"]
+    pinned = evaluate_space(m, hardware.load("a100-sxm4-80gb"), 96, 96, framework="megatron-core", tp=6)
+    assert set(pinned.knobs["tp"].tolist()) == {6}

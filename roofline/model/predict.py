@@ -114,7 +114,7 @@ def layout_inputs(tp, pp, dp, cp, ep, micro_batch, global_batch, interleave, seq
     """The formula inputs of a plan's layout: one plan's numbers, or numpy arrays of many (``search``).
 
     ``recompute``: 0 none, 1 selective, 2 full, 3 op (``config.RECOMPUTE`` order), len(RECOMPUTE) + k selective with the search's
-    k-th module set (views/search.py selective_ladder; its rcm_* switches come from search.ladder_inputs);
+    k-th module set (views/space.py selective_ladder; its rcm_* switches come from space.ladder_inputs);
     ``zero``: the ZeRO stage 0-3;
     ``sequence_parallel``: truth values; ``schedule``: a name of config.SCHEDULES (one for all rows); ``etp`` None:
     = tp (Megatron-Core's default expert TP);

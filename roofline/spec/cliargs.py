@@ -217,7 +217,7 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
          help="the stack's TP communication overlap (Megatron --tp-comm-overlap, torchtitan async TP)")
     flag(g, "memory-margin", dest="memory_margin", type=number(float, 0.0, strict=False), default=None,
          help="extra fraction of HBM kept free beyond the reserve (CUDA context, NCCL, fragmentation); default 0 for "
-              "transformer, 0.05 for search (views/search.py SEARCH_MEMORY_MARGIN)")
+              "transformer, 0.05 for search (views/space.py SEARCH_MEMORY_MARGIN)")
     g = p.add_argument_group("hardware")
     flag(g, "gpu", help="hardware profile id (see `hardware list`), the device name the driver prints ('NVIDIA H100 "
          "80GB HBM3', 'NVIDIA A100-SXM4-80GB') or a YAML path (default a100-sxm4-80gb, or the config's)")

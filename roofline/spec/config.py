@@ -351,7 +351,7 @@ def replace(obj, **changes):
 #
 # Adding a rule is one entry in RULES (or in roofline.spec.stacks.plan_rules for what one stack cannot run), e.g. the
 # expert grid's "ep x etp divides tp x cp x dp" below; a field search does not enumerate (etp, uneven_stages) is
-# given to its rule view as the fixed plan's value (search._Rows).
+# given to its rule view as the fixed plan's value (space._Rows).
 
 @dataclass(frozen=True)
 class Rule:

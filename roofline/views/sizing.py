@@ -123,7 +123,8 @@ def plan_budget(hw, n_gpus: int, *, gpu_hours=None, usd=None, gpu_hour_price=Non
     """
     from ..base import schema
     from ..spec.config import check
-    from .search import _stack, default_base, evaluate_space, rank
+    from .search import rank
+    from .space import _stack, default_base, evaluate_space
 
     n_gpus = schema.number(n_gpus, "gpus", int, low=1, high=MAX_GPUS)
     budget = budget_gpu_hours(n_gpus, gpu_hours=gpu_hours, usd=usd, gpu_hour_price=gpu_hour_price, days=days)

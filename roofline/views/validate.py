@@ -43,7 +43,9 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   virtual stage, Megatron-Core account_for_embedding/loss_in_pipeline_split) and micro-batches % pp == 0, or 1
   when no such v exists.
 - cp blank -> 1; recompute blank -> none; n_kv_heads blank -> MHA; ffn_hidden blank -> 4h (gelu).
-- exactly one of tp/pp/dp blank -> n_gpus / (the other two); more than one blank -> skipped (no plan search).
+- exactly one of tp/pp/dp blank -> n_gpus / (the other two); more than one blank -> tp = pp = 1 when that fits in memory,
+  else the stack's fastest fitting layout (``complete_layout``).
+- seq_len blank -> the stack's shipped training config for the model family (``unstated_seq_len``), else skipped.
 - gpu_id -> the hardware profile of that id; gpus_per_node and net_gbps_per_gpu override it when given.
 - measured time = measured_iter_time_s, else derived_iter_time_s (the source's own FLOP formula).
 """
@@ -367,7 +369,7 @@ def _model_fields(row: dict) -> tuple[dict, str]:
             d["vocab"] = base.vocab
             notes.append(f"vocab {base.vocab} from preset {preset}")
     note = "; ".join(notes)
-    missing = [k for k in ("n_layers", "d_model", "n_heads", "vocab", "seq_len") if d[k] is None]
+    missing = [k for k in ("n_layers", "d_model", "n_heads", "vocab") if d[k] is None]   # seq_len: build_case
     if missing:
         raise Skip(f"{', '.join(missing)} not stated" + (" (no model family with a known tokenizer)" if "vocab" in missing else ""))
     return d, note, base
@@ -432,11 +434,19 @@ def _plan_fields(row: dict) -> dict:
 
     tp, pp, dp, cp, n = row["tp"], row["pp"], row["dp"], row.get("cp") or 1, row.get("n_gpus")
     blank = [k for k, v in (("tp", tp), ("pp", pp), ("dp", dp)) if v is None]
-    if len(blank) > 1 or (blank and n is None):
-        raise Skip(f"{'/'.join(blank)} not stated (incomplete plan; no plan search)")
+    if blank and n is None:
+        raise Skip(f"{'/'.join(blank)} not stated and no n_gpus (incomplete plan)")
     d = {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": row.get("ep"), "n_gpus": n,
          "micro_batch": row.get("micro_batch"), "global_batch": row["global_batch"],
          "interleave": row.get("interleave")}
+    if len(blank) == 1 and blank[0] != "dp":          # dp blank: the resolver's n_gpus / (tp x pp x cp)
+        known = math.prod(v for v in (tp, pp, dp) if v is not None) * cp
+        if n % known:
+            raise Skip(f"n_gpus ({n}) is not divisible by the stated parallel degrees ({known}): "
+                       f"{blank[0]} cannot be inferred")
+        d[blank[0]] = n // known
+    elif len(blank) > 1:
+        d[LAYOUT_UNSTATED] = tuple(blank)             # build_case completes the layout (complete_layout)
     text = f"{row.get('notes', '')} {row.get('settings', '')}".lower()
     try:
         d["sequence_parallel"] = normalize.flag(row.get("seq_parallel", ""))
@@ -657,6 +667,8 @@ def _nearest_batch(d: dict) -> str:
     20B: "1538" sequences, its config 4 x 32 x 12 = 1536; OPT-175B: 1024 sequences on dp 124): price the nearest
     multiple of micro-batch x dp when it is within BATCH_SLACK, and say so (``d`` is updated); '' otherwise."""
     gb, mb, dp = d.get("global_batch"), d.get("micro_batch") or 1, d.get("dp")
+    if dp is None and LAYOUT_UNSTATED in d:
+        return ""                                       # dp follows the completed layout
     if dp is None and d.get("n_gpus"):
         per = (d.get("tp") or 1) * (d.get("pp") or 1) * (d.get("cp") or 1)
         dp = d["n_gpus"] // per if d["n_gpus"] % per == 0 else None
@@ -668,6 +680,94 @@ def _nearest_batch(d: dict) -> str:
     d["global_batch"] = m * mb * dp
     return (f"global batch {gb} is no multiple of micro-batch x dp ({mb} x {dp}): priced at {m * mb * dp}, the "
             f"nearest the run can have")
+
+
+def unstated_seq_len(row: dict, stack) -> tuple[int, str]:
+    """(seq_len, note) of a row that leaves seq_len blank: the stack's shipped training config for the row's model
+    family (stacks/*.yaml ``seq_len_unstated``, family -> length; torchtitan: Llama 3 8192); Skip when it has none.
+
+    >>> from roofline.spec import stacks
+    >>> unstated_seq_len({"model": "llama3.1-8b"}, stacks.get("torchtitan"))
+    (8192, "seq_len not stated: 8192, torchtitan's shipped llama3 training config")
+    """
+    name = re.sub(r"[^a-z0-9]", "", (row.get("model") or "").lower())
+    for family, length in (stack.rule("seq_len_unstated") or {}).items():
+        if name.startswith(re.sub(r"[^a-z0-9]", "", family.lower())):
+            return int(length), f"seq_len not stated: {int(length)}, {stack.id}'s shipped {family} training config"
+    raise Skip("seq_len not stated" + (f" ({stack.id} has no shipped training config for this model)"
+                                       if stack.rule("seq_len_unstated") else ""))
+
+
+LAYOUT_UNSTATED = "_layout_unstated"     # plan-field key: the tp/pp/dp a row leaves blank (more than one)
+
+
+def layout_stated(row: dict) -> bool:
+    """Whether a row states its layout (at most one of tp/pp/dp blank, that one then follows from n_gpus): rows that do
+    not are priced at a layout :func:`complete_layout` chooses, so their error is not that of a stated plan (the
+    uncertainty bands and the search's best measured MFU leave them out).
+
+    >>> layout_stated({"tp": 8, "pp": None, "dp": None}), layout_stated({"tp": 8, "pp": 4, "dp": None})
+    (False, True)
+    """
+    return sum(row.get(k) is None for k in ("tp", "pp", "dp")) <= 1
+
+
+def complete_layout(fields: dict, stack, resolve_fields) -> tuple[dict, str]:
+    """The plan fields of a row that leaves two or more of tp/pp/dp blank, and a note saying how they were chosen.
+
+    Every stack's flag default is one tensor- and one pipeline-parallel rank (Megatron-LM
+    ``--tensor-model-parallel-size`` / ``--pipeline-model-parallel-size`` default 1, megatron/training/arguments.py;
+    DeepSpeed and PyTorch FSDP have no TP; torchtitan's ``tensor_parallel_degree`` / ``pipeline_parallel_degree``
+    default 1, torchtitan/config/job_config.py), the rest data parallel. A run that happened fit in memory, so that
+    default stands when it fits; when it does not, the run used another layout, and the row is priced at the layout
+    the search ranks fastest among those the stack can run that fit (margin 0: the run fit), keeping every knob
+    the row states (dp, cp, micro-batch, interleave, recompute, sharding, sequence parallelism) and the stack's own
+    defaults for the rest; interleave, when blank, is searched with the layout. ``resolve_fields`` resolves plan
+    fields on the row's model, hardware and stack (raises InputError)."""
+    from ..model.predict import evaluate, fits, inputs
+
+    fields = {k: v for k, v in fields.items() if k != LAYOUT_UNSTATED}
+    blank = [k for k in ("tp", "pp", "dp") if fields.get(k) is None]
+    default = {**fields, **{k: 1 for k in ("tp", "pp") if k in blank}}
+    try:
+        spec = resolve_fields(default)
+        out = evaluate(inputs(spec.model, spec.plan, spec.hardware))
+        if bool(fits(out["memory"], out["mem_reserve"], spec.hardware)) and np.isfinite(out["step_time"]):
+            return default, (f"{'/'.join(blank)} not stated: the stack's default tp = pp = 1 (data parallel over the "
+                             f"rest), which fits")
+    except InputError:
+        pass
+    from .space import evaluate_space
+
+    n, cp, dp = fields["n_gpus"], fields.get("cp") or 1, fields.get("dp")
+    probe = resolve_fields({**{k: v for k, v in fields.items() if k not in ("interleave",)},
+                            "tp": 1, "pp": 1, "dp": 1, "n_gpus": None, "global_batch": None})
+    base = probe.plan
+    pins = {"cp": cp, "recompute": base.recompute, "sharding": [base.sharding]}
+    pins.update({k: fields[k] for k in ("tp", "pp", "interleave") if fields.get(k) is not None})
+    sp = fields.get("sequence_parallel")
+    pins["sequence_parallel"] = [bool(stack.plan.get("sequence_parallel", False)) if sp is None else bool(sp)]
+    if fields.get("micro_batch") is not None or stack.rule("micro_batch_unstated") != "local":
+        pins["micro_batch"] = base.micro_batch
+    try:
+        space = evaluate_space(probe.model, probe.hardware, n, fields["global_batch"], base=base,
+                               framework=stack.id, memory_margin=0.0,
+                               stated=frozenset({"recompute_modules", "overlap_ep", "delay_wgrad"}), **pins)
+    except InputError as exc:
+        raise Skip(f"{'/'.join(blank)} not stated and no layout of the stack is valid: {exc}") from None
+    ok = space.fits & (space.knobs["dp"] == dp if dp is not None else True)
+    if not ok.any():
+        raise Skip(f"{'/'.join(blank)} not stated, and neither tp = pp = 1 nor any layout {stack.id} can run fits "
+                   f"in memory")
+    t = np.where(ok, space.out["step_time"], np.inf)
+    i = int(np.argmin(t))
+    k = space.knobs
+    chosen = {f: int(k[f][i]) for f in ("tp", "pp", "dp", "interleave", "micro_batch")}
+    chosen["sequence_parallel"] = bool(k["sequence_parallel"][i])
+    layout = " ".join(f"{f}={chosen[f]}" for f in ("tp", "pp", "dp")) + (f" v={chosen['interleave']}"
+                                                                         if chosen["interleave"] > 1 else "")
+    return {**fields, **chosen}, (f"{'/'.join(blank)} not stated and tp = pp = 1 does not fit: priced at {layout}, "
+                                  f"the fastest layout {stack.id} can run that fits (validate.complete_layout)")
 
 
 def build_case(row: dict, hardware=None) -> Case:
@@ -701,10 +801,23 @@ def build_case(row: dict, hardware=None) -> Case:
             stack, reason = infer_stack(row, probe.model, hw)
         from ..spec import stacks
 
+        if model_fields.get("seq_len") is None:
+            model_fields["seq_len"], said = unstated_seq_len(row, stack)
+            note = "; ".join(x for x in (note, said) if x)
+        layout_notes = []
+
         def priced(st, why):
-            fields = {**plan_fields, "loss_kernel": "compiled"} if compiled_loss(row, st) else plan_fields
-            return resolve(base_model, fields, hw, st, model_fields=model_fields, stack_reason=why,
-                           gpus_per_node=row.get("gpus_per_node"), net_gbps=row.get("net_gbps_per_gpu"))
+            st = stacks.get(st) if isinstance(st, str) else st
+
+            def resolved(f):
+                f = {**f, "loss_kernel": "compiled"} if compiled_loss(row, st) else f
+                return resolve(base_model, f, hw, st, model_fields=model_fields, stack_reason=why,
+                               gpus_per_node=row.get("gpus_per_node"), net_gbps=row.get("net_gbps_per_gpu"))
+            if LAYOUT_UNSTATED not in plan_fields:
+                return resolved(plan_fields)
+            fields, said = complete_layout(plan_fields, st, resolved)
+            layout_notes.append(said)
+            return resolved(fields)
         try:
             spec = priced(stack, reason)
         except InputError as first:
@@ -724,6 +837,8 @@ def build_case(row: dict, hardware=None) -> Case:
                 raise first from None
     except InputError as exc:
         raise Skip(str(exc)) from None
+    if layout_notes:
+        note = "; ".join(x for x in (note, layout_notes[-1]) if x)
     return Case(row, spec.model, spec.plan, spec.hardware, spec.stack.id, float(measured), spec, reason, note)
 
 
