@@ -10,3 +10,15 @@ def test_unnamed_old_run_takes_the_megatron_lm_of_its_year():
     assert s.id == "megatron-lm-2021"
     s, why = stacks.infer(text="no date here", dtype="fp16")
     assert s.id == "megatron-lm-2021" and why.startswith("era rule")
+
+
+def test_a_source_naming_deepspeed_and_megatron_ran_megatron_deepspeed():
+    """MT-NLG's 'Using DeepSpeed and Megatron to Train ...': the combination (megatron-deepspeed: Megatron's TP,
+    DeepSpeed's pipeline and ZeRO), not DeepSpeed ZeRO alone; either name alone keeps its own stack."""
+    from roofline.spec import hardware, stacks
+    hw = hardware.load("a100-sxm4-80gb")
+    st, why = stacks.infer(text="Smith et al. 2022, Using DeepSpeed and Megatron to Train Megatron-Turing NLG 530B",
+                           hw=hw)
+    assert st.id == "megatron-deepspeed" and "deepspeed and megatron" in why
+    assert stacks.infer(text="DeepSpeed ZeRO-3, 2022", hw=hw)[0].family == "deepspeed"
+    assert stacks.infer(text="Megatron-LM 2021", hw=hw)[0].family == "megatron-lm"

@@ -33,7 +33,7 @@ PLAN_KEYS = ("dtype", "grad_dtype", "sequence_parallel", "sharding", "recompute"
 RULE_KEYS = ("interleaved_schedule", "interleave_when_pp", "no_overlap_with_pp", "overlap_pp_interleaved", "tp_comm_overlap", "uneven_stages", "shardings",
              "max_zero_with_pp", "grad_dtype_bf16", "kv_heads_below_tp", "compiled_loss_since",
              "recomputes", "recompute_names", "schedules", "micro_batch_unstated", "builds_on", "recompute_modules",
-             "moment_dtypes", "seq_len_unstated")
+             "moment_dtypes", "seq_len_unstated", "combines")
 DEFAULT = "megatron-core"           # DESIGN.md: Megatron-Core is the default stack of the CLI, configs and API
 
 
@@ -266,6 +266,13 @@ def _named(where: str, text: str, model=None, hw=None, dtype: str | None = None)
         return []
     out, seen = [], set()
     hits = _alias_hits(t)
+    # a stack that is the combination of two the text names ("DeepSpeed and Megatron": Megatron-DeepSpeed) ran, ahead
+    # of either alone (stacks/*.yaml ``combines``: every listed alias found)
+    named = {a for _, _, a in hits}
+    for s in registry().values():
+        both = s.rule("combines")
+        if both and set(both) <= named and all(h[1].id != s.id for h in hits):
+            hits.append((sum(map(len, both)), s, " and ".join(both)))
     # a framework built on another one the text also names (llm-foundry on PyTorch FSDP) is the one that ran
     engines = {h[1].rule("builds_on") for h in hits} - {None}
     ranked = sorted(hits, key=lambda h: (h[1].family not in engines, h[0], h[1].era[1]), reverse=True)
@@ -298,7 +305,8 @@ def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | No
     """The stack of a row or file that may name none, and why (printed per row by ``validate``).
 
     Order: (1) a ``framework`` column/field naming a registry id or alias; (2) aliases found in the
-    source/notes text, a framework over the engine it ``builds_on`` (llm-foundry over PyTorch FSDP), then the
+    source/notes text, a stack that ``combines`` two the text names (DeepSpeed and Megatron: Megatron-DeepSpeed),
+    a framework over the engine it ``builds_on`` (llm-foundry over PyTorch FSDP), then the
     longest match (``Megatron-DeepSpeed`` over ``DeepSpeed``), the
     family's version picked by the earliest year the text mentions (a source cites the run's own
     date first; later years are reprints and commits); (3) era rules: Hopper-or-newer hardware,
