@@ -14,6 +14,10 @@ ignored; a value that cannot be mapped raises one InputError naming the accepted
 ('fp8-cs', 'mxfp8', 'fp8-cs')
 >>> flag("n/a (tp=1; --sequence-parallel passed)") is None, flag("yes (torchtitan TP plan)")
 (True, True)
+>>> sharding("DistOpt"), sharding("ZeRO++"), sharding("3"), sharding("-"), recompute("every layer")
+('distributed', 'fsdp', 'fsdp', None, 'full')
+>>> precision("mixed precision") is None, precision("fp16 AMP"), flag("SP")
+(True, 'fp16', True)
 """
 from __future__ import annotations
 
@@ -44,17 +48,19 @@ def _pick(what: str, text, table: list[tuple[str, str]], accepted: str):
 
 
 SHARDING = [
-    (r"hybrid-shard|hsdp", "fsdp"),                       # shards within a node group, replicates across (FSDP HYBRID_SHARD)
+    (r"hybrid-shard|hybrid shard|hsdp", "fsdp"),          # shards within a node group, replicates across (FSDP HYBRID_SHARD)
+    (r"zero\+\+|zeropp", "fsdp"),                          # ZeRO++: ZeRO-3 with quantized/hierarchical collectives
     (r"shard-grad-op|zero-?2\b|zero stage 2|stage-?2", "zero2"),
     (r"full-shard|fsdp|zero-?3\b|zero stage 3|stage-?3|fully-shard|megatron-fsdp", "fsdp"),
-    (r"distributed|dist-opt|zero-?1\b|zero stage 1|stage-?1", "distributed"),
-    (r"^(none|no|no-shard|ddp|zero-?0|0|n)$|^none\b|^no-shard\b", "none"),
+    (r"distributed|dist-?opt|zero-?1\b|zero stage 1|stage-?1", "distributed"),
+    (r"^(none|no|no-shard|no sharding|ddp|zero-?0|0|n)$|^none\b|^no-shard\b|^no sharding\b", "none"),
+    (r"^1$", "distributed"), (r"^2$", "zero2"), (r"^3$", "fsdp"),     # a bare ZeRO stage number (--zero 0-3)
 ]
 RECOMPUTE = [
     (r"^(none|no|off|n|false|0)\b", "none"),
     (r"\bop\b|op[- ]level|op[- ]policy", "op"),           # torchtitan selective_ac_option = 'op'
-    (r"selective|core-attn|sel\b", "selective"),
-    (r"full|block|uniform|^(yes|y|on|true|1)$|checkpoint", "full"),
+    (r"selective|core-attn|sel\b|^(attention|attn|core attention) only\b", "selective"),
+    (r"full|block|uniform|^(yes|y|on|true|1)$|checkpoint|^(all|every) layers?\b", "full"),
 ]
 # The recipes of roofline/base/precision.py. A bare "fp8" is delayed scaling, Megatron-LM's default --fp8-recipe
 # (megatron/training/arguments.py); torchao's Float8 linear (torchtitan) is tensorwise (current) scaling.
@@ -72,10 +78,15 @@ PRECISION = [
 ]
 MLP = [(r"swiglu|silu|geglu|gated", "swiglu"), (r"squared-relu|relu2|relu\^2|sq-relu", "squared_relu"),
        (r"gelu", "gelu")]
-BOOL = [(r"^(y|yes|true|on|1|enabled?)\b", True), (r"^(n|no|false|off|0|disabled?)\b", False)]
+BOOL = [(r"^(y|yes|true|on|1|enabled?|sp|\u2713|\u2714)(\b|$)", True), (r"^(n|no|false|off|0|disabled?|\u2717|\u2718)(\b|$)", False)]
+
+
+UNSTATED = ("-", "?", "unknown", "not stated", "unstated")     # a cell that says the source does not state it
 
 
 def sharding(text):
+    if _clean(text) in UNSTATED or _clean(text).startswith("n/a"):
+        return None
     return _pick("sharding", text, SHARDING, "none, ddp, NO_SHARD, ZeRO-1/2/3, distributed optimizer, "
                  "SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD, fsdp, FSDP2")
 
@@ -109,6 +120,10 @@ def recompute_modules(text):
 
 
 def precision(text):
+    """A recipe name -> the model's; "AMP" / "mixed precision" alone names no 16-bit type: None (the stack's default,
+    as for a blank cell)."""
+    if re.fullmatch(r"(torch )?amp|(automatic )?mixed([- ]precision)?", _clean(text)) or _clean(text) in UNSTATED:
+        return None
     return _pick("precision", text, PRECISION, "bf16, fp16, fp32, fp8 (delayed scaling), fp8-cs (current/tensorwise), fp8-block, mxfp8, nvfp4")
 
 
@@ -119,6 +134,6 @@ def mlp(text):
 def flag(text):
     """yes/no spellings -> bool; 'n/a' or blank -> None (unstated)."""
     t = _clean(text)
-    if not t or t.startswith("n/a") or t in ("-", "?", "unknown"):
+    if not t or t.startswith("n/a") or t in UNSTATED:
         return None
     return _pick("flag", text, BOOL, "y/yes/true/on, n/no/false/off, n/a")

@@ -84,8 +84,8 @@ def _normalised_plan(d: dict) -> dict:
             v = normalize.precision(v)
         elif k in FLAG_FIELDS and isinstance(v, str):
             v = normalize.flag(v)
-            if v is None:
-                continue
+        if v is None:           # a spelling of "not stated" ('-', 'n/a', 'mixed precision'): the default applies
+            continue
         if k not in PLAN_FIELDS and k not in EXTRA_PLAN_KEYS:
             import difflib
             near = difflib.get_close_matches(k, PLAN_FIELDS + EXTRA_PLAN_KEYS, n=1)
