@@ -100,6 +100,15 @@ def test_blackwell_takes_the_hopper_family_curves_under_its_own_cap():
     assert b200.matmul_ceiling == pytest.approx(1745.0 / 2250)
 
 
+def test_blackwell_matmul_caps_are_the_measured_maxima_and_gb300_follows_from_them():
+    """mamf-finder measured B200 1745.0, GB200 1822.0 and B300 1769.0 TFLOP/s in bf16 (stas00/ml-engineering); no GB300
+    figure exists, so gb300.yaml takes B300's scaled by GB200 / B200 (the superchip part over the HGX part)."""
+    mm = {k: hardware.load(k).matmul_ceiling * hardware.load(k).peak_flops["bf16"] / 1e12
+          for k in ("b200", "gb200", "b300", "gb300")}
+    assert (mm["b200"], mm["gb200"], mm["b300"]) == pytest.approx((1745.0, 1822.0, 1769.0))
+    assert mm["gb300"] == pytest.approx(mm["b300"] * mm["gb200"] / mm["b200"], rel=5e-4)
+
+
 def test_efficiency_from_cycle_is_one_line(tmp_path):
     (tmp_path / "a.yaml").write_text((hardware.PROFILES / "b200.yaml").read_text().replace("id: b200", "id: a")
                                      .replace("efficiency_from: h100-sxm", "efficiency_from: b.yaml"))
