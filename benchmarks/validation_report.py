@@ -276,7 +276,9 @@ def main() -> int:
          "(torchtitan: Llama 3 8192, train_configs/llama3_*.toml; docs/frameworks.md `seq_len_unstated`), else skipped "
          "(Megatron's --seq-length has no default).",
          "- **Hardware**: the profile whose id is `gpu_id`; `gpus_per_node` and `net_gbps_per_gpu` "
-         "(`Hardware.with_network`) override it when stated; blank network = the profile's DGX-class default.",
+         "(`Hardware.with_network`) override it when stated; blank network = the profile's DGX-class default; "
+         "`gpu_id` blank -> the profile the free-text `gpu` column names when it names exactly one (\"A100-80GB "
+         "(SXM4)\", \"H100 (80GB)\": `hardware.from_text`), else skipped (a bare \"A100\" leaves the memory size open).",
          "- **Measured** = `measured_iter_time_s`, else `derived_iter_time_s` (the source's own FLOP formula).",
          "- Rows the model rejects (n_gpus != tp pp dp cp, heads not divisible by tp, unknown gpu_id, ...) are listed as "
          "skipped with the reason; a malformed file (missing columns, non-numbers, empty) is a one-line error, exit 2.",

@@ -420,3 +420,22 @@ def test_blank_seq_len_takes_the_stacks_shipped_config_or_skips():
         V.build_case({**row, "model": "gpt-x"})
     with pytest.raises(V.Skip, match="seq_len not stated"):       # Megatron's --seq-length has no default
         V.build_case({**row, "notes": "Megatron-Core"})
+
+
+def test_blank_gpu_id_reads_the_gpu_column_when_it_names_one_profile(tmp_path):
+    import csv
+    rows = list(csv.DictReader(FIXTURE.open()))
+    row = next(r for r in rows if r["case_id"] == "narayanan21_t1_gpt39.1b")
+    out = tmp_path / "r.csv"
+    with out.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(row))
+        w.writeheader()
+        w.writerow({**row, "case_id": "named", "gpu_id": "", "gpu": "A100-80GB (SXM4)"})
+        w.writerow({**row, "case_id": "bare", "gpu_id": "", "gpu": "A100"})
+    r = V.validate(V.read(out))
+    named = next(c for c in r["cases"] if c["case_id"] == "named")
+    assert named["gpu_id"] == "a100-sxm4-80gb" and "from the gpu column" in named["note"]
+    want = V.build_case({**next(x for x in V.read(FIXTURE) if x["case_id"] == "narayanan21_t1_gpt39.1b")})
+    assert named["predicted_s"] == pytest.approx(predict(want.model, want.plan, want.hw).step_time.to("s").magnitude)
+    (bare,) = r["skipped"]
+    assert bare["case_id"] == "bare" and "names no single bundled profile" in bare["reason"]

@@ -46,7 +46,8 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
 - exactly one of tp/pp/dp blank -> n_gpus / (the other two); more than one blank -> tp = pp = 1 when that fits in memory,
   else the stack's fastest fitting layout (``complete_layout``).
 - seq_len blank -> the stack's shipped training config for the model family (``unstated_seq_len``), else skipped.
-- gpu_id -> the hardware profile of that id; gpus_per_node and net_gbps_per_gpu override it when given.
+- gpu_id -> the hardware profile of that id; gpus_per_node and net_gbps_per_gpu override it when given; gpu_id blank ->
+  the profile the free-text gpu column names when it names exactly one (hardware.from_text), else skipped.
 - measured time = measured_iter_time_s, else derived_iter_time_s (the source's own FLOP formula).
 """
 from __future__ import annotations
@@ -131,6 +132,12 @@ def read(path) -> list[dict]:
         if None in raw:
             raise InputError(f"{path} line {line}: more fields than the header has columns")
         row = {k: (v or "").strip() for k, v in raw.items()}
+        if not row.get("gpu_id") and row.get("gpu"):
+            # a blank gpu_id with a free-text gpu naming one bundled part ("A100-80GB (SXM4)"): that profile, noted
+            from ..spec import hardware as hwmod
+            found = hwmod.from_text(row["gpu"])
+            if found:
+                row["gpu_id"], row[GPU_FROM_TEXT] = found, row["gpu"]
         for col in INTS + FLOATS:
             v = row.get(col, "")
             if v == "":
@@ -698,6 +705,7 @@ def unstated_seq_len(row: dict, stack) -> tuple[int, str]:
                                        if stack.rule("seq_len_unstated") else ""))
 
 
+GPU_FROM_TEXT = "_gpu_id_from_text"      # row key: the gpu text a blank gpu_id was read from (read)
 LAYOUT_UNSTATED = "_layout_unstated"     # plan-field key: the tp/pp/dp a row leaves blank (more than one)
 
 
@@ -792,6 +800,9 @@ def build_case(row: dict, hardware=None) -> Case:
         note = "; ".join(x for x in (note, nearest) if x)
     if plan_fields.get("dtype") and row_precision(row)[1] == "stated in the notes":
         note = "; ".join(x for x in (note, f"precision {plan_fields['dtype']} stated in the notes") if x)
+    if hardware is None and not row.get("gpu_id"):
+        raise Skip(f"gpu_id blank and the gpu column ({row.get('gpu') or ''!r}) names no single bundled profile "
+                   "(hardware.from_text: a bare 'A100' or 'H100' leaves the memory size or form factor open)")
     try:
         hw = hardware if hardware is not None else hwmod.load(row["gpu_id"])
         stack, reason = infer_stack(row, None, hw)
@@ -839,6 +850,9 @@ def build_case(row: dict, hardware=None) -> Case:
         raise Skip(str(exc)) from None
     if layout_notes:
         note = "; ".join(x for x in (note, layout_notes[-1]) if x)
+    if row.get(GPU_FROM_TEXT):
+        note = "; ".join(x for x in (note, f"gpu_id blank: {row['gpu_id']} from the gpu column {row[GPU_FROM_TEXT]!r}")
+                         if x)
     return Case(row, spec.model, spec.plan, spec.hardware, spec.stack.id, float(measured), spec, reason, note)
 
 

@@ -462,6 +462,37 @@ def _host_times(host: dict, where: str) -> dict:
             "host_moe_fwd": t("moe_fwd", "kernels_moe_fwd"), "host_moe_bwd": t("moe_bwd", "kernels_moe_bwd")}
 
 
+# A GPU as papers and tables write it ("A100-80GB (SXM4)", "H100 (80GB)", "NVIDIA GB200 NVL72") -> the bundled profile,
+# only where the text leaves one choice: (pattern on the lower-cased text without spaces, dashes and underscores,
+# profile id). The first match wins; a bare "A100" or "H100" names no memory size or form factor and maps to nothing
+# (as the CLI refuses "h100"), as does a part without a profile.
+GPU_TEXT = (
+    (r"gb300", "gb300"), (r"gb200", "gb200"), (r"gh200", "gh200"), (r"b300", "b300"), (r"b200", "b200"),
+    (r"h800", "h800"), (r"h200", "h200"), (r"a800", "a800-sxm4-80gb"),
+    (r"h100.*pcie|pcie.*h100", "h100-pcie"), (r"h100.*(96gb|hbm2e|500w)", "h100-hbm2e-96gb-500w"),
+    (r"h100.*(sxm|80gb|dgx|hgx)|(sxm|dgx|hgx).*h100", "h100-sxm"),
+    (r"a100.*pcie.*80|a100.*80.*pcie", "a100-pcie-80gb"), (r"a100.*40g(?!.*pcie)", "a100-sxm4-40gb"),
+    (r"a100.*80g(?!.*pcie)", "a100-sxm4-80gb"),
+    (r"v100.*sxm3", "v100-sxm3-32gb"), (r"v100.*sxm2.*32|v100.*32.*sxm2", "v100-sxm2-32gb"),
+    (r"l40s", "l40s"), (r"mi300x", "mi300x"), (r"mi250x", "mi250x"),
+)
+
+
+def from_text(text: str) -> str | None:
+    """The profile id a free-text GPU name denotes, or None when it names none or more than one part.
+
+    >>> [from_text(t) for t in ("A100-80GB (SXM4)", "H100 (80GB)", "NVIDIA GB200 NVL72", "A100", "H100", "TPU v4")]
+    ['a100-sxm4-80gb', 'h100-sxm', 'gb200', None, None, None]
+    """
+    import re
+
+    t = re.sub(r"[\s_\-()/,]", "", str(text or "").lower())
+    for pattern, pid in GPU_TEXT:
+        if re.search(pattern, t):
+            return pid
+    return None
+
+
 def load(ref) -> Hardware:
     """Load a profile by id (``a100-sxm4-80gb``) or path; raise InputError on bad content."""
     return _fresh(_load(S.ref(ref, "hardware profile: expected a profile id")))
