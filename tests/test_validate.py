@@ -439,3 +439,14 @@ def test_blank_gpu_id_reads_the_gpu_column_when_it_names_one_profile(tmp_path):
     assert named["predicted_s"] == pytest.approx(predict(want.model, want.plan, want.hw).step_time.to("s").magnitude)
     (bare,) = r["skipped"]
     assert bare["case_id"] == "bare" and "names no single bundled profile" in bare["reason"]
+
+
+def test_blank_layout_of_an_moe_row_keeps_its_stated_ep():
+    """An MoE row stating ep but not tp/pp: the chosen layout keeps that ep (the search pins it)."""
+    row = _row(model="mixtral-8x7b", n_layers=32, d_model=4096, n_heads=32, n_kv_heads=8, ffn_hidden=14336,
+               mlp="swiglu", vocab=32000, seq_len=4096, global_batch=256, n_gpus=64, ep=8, gpus_per_node=8)
+    row = {**row, "n_experts": 8, "top_k": 2}
+    case = V.build_case(row)
+    p = case.plan
+    assert p.ep == 8 and p.tp * p.pp * p.dp * p.cp == 64 and (p.tp, p.pp) != (1, 1)
+    assert "does not fit" in case.note

@@ -748,11 +748,11 @@ def complete_layout(fields: dict, stack, resolve_fields) -> tuple[dict, str]:
     from .space import evaluate_space
 
     n, cp, dp = fields["n_gpus"], fields.get("cp") or 1, fields.get("dp")
-    probe = resolve_fields({**{k: v for k, v in fields.items() if k not in ("interleave",)},
+    probe = resolve_fields({**{k: v for k, v in fields.items() if k not in ("interleave", "ep", "etp")},
                             "tp": 1, "pp": 1, "dp": 1, "n_gpus": None, "global_batch": None})
     base = probe.plan
     pins = {"cp": cp, "recompute": base.recompute, "sharding": [base.sharding]}
-    pins.update({k: fields[k] for k in ("tp", "pp", "interleave") if fields.get(k) is not None})
+    pins.update({k: fields[k] for k in ("tp", "pp", "ep", "interleave") if fields.get(k) is not None})
     sp = fields.get("sequence_parallel")
     pins["sequence_parallel"] = [bool(stack.plan.get("sequence_parallel", False)) if sp is None else bool(sp)]
     if fields.get("micro_batch") is not None or stack.rule("micro_batch_unstated") != "local":
@@ -770,10 +770,10 @@ def complete_layout(fields: dict, stack, resolve_fields) -> tuple[dict, str]:
     t = np.where(ok, space.out["step_time"], np.inf)
     i = int(np.argmin(t))
     k = space.knobs
-    chosen = {f: int(k[f][i]) for f in ("tp", "pp", "dp", "interleave", "micro_batch")}
+    chosen = {f: int(k[f][i]) for f in ("tp", "pp", "dp", "ep", "interleave", "micro_batch")}
     chosen["sequence_parallel"] = bool(k["sequence_parallel"][i])
-    layout = " ".join(f"{f}={chosen[f]}" for f in ("tp", "pp", "dp")) + (f" v={chosen['interleave']}"
-                                                                         if chosen["interleave"] > 1 else "")
+    layout = " ".join(f"{f}={chosen[f]}" for f in ("tp", "pp", "dp")) + "".join(
+        f" {name}={chosen[f]}" for name, f in (("ep", "ep"), ("v", "interleave")) if chosen[f] > 1)
     return {**fields, **chosen}, (f"{'/'.join(blank)} not stated and tp = pp = 1 does not fit: priced at {layout}, "
                                   f"the fastest layout {stack.id} can run that fits (validate.complete_layout)")
 
