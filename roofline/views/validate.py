@@ -744,7 +744,7 @@ def complete_layout(fields: dict, stack, resolve_fields) -> tuple[dict, str]:
             return default, (f"{'/'.join(blank)} not stated: the stack's default tp = pp = 1 (data parallel over the "
                              f"rest), which fits")
     except InputError:
-        pass
+        pass        # tp = pp = 1 is not a valid plan for this row (e.g. heads not divisible): the layout search below decides
     from .space import evaluate_space
 
     n, cp, dp = fields["n_gpus"], fields.get("cp") or 1, fields.get("dp")
