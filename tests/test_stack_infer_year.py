@@ -22,3 +22,19 @@ def test_a_source_naming_deepspeed_and_megatron_ran_megatron_deepspeed():
     assert st.id == "megatron-deepspeed" and "deepspeed and megatron" in why
     assert stacks.infer(text="DeepSpeed ZeRO-3, 2022", hw=hw)[0].family == "deepspeed"
     assert stacks.infer(text="Megatron-LM 2021", hw=hw)[0].family == "megatron-lm"
+
+
+def test_deepspeed_megatron_spelled_either_way_is_megatron_deepspeed():
+    """'DeepSpeed-Megatron' names the same fork as 'Megatron-DeepSpeed' (a hyphen before 'Megatron' hid it from the
+    whole-word match, so DeepSpeed ZeRO alone, which has no TP, was picked)."""
+    for col in ("DeepSpeed-Megatron", "deepspeed megatron", "Megatron-DeepSpeed"):
+        assert stacks.infer(column=col, dtype="fp16")[0].id == "megatron-deepspeed", col
+
+
+def test_a_framework_the_registry_lacks_is_named_in_the_reason():
+    """A framework column naming a stack the registry does not hold is priced by the era rule, and the reason says
+    the name was not recognised (instead of reading as if no framework was stated)."""
+    s, why = stacks.infer(column="MaxText", dtype="bf16")
+    assert s.id == "megatron-core" and "'MaxText' names no stack" in why and "era rule" in why
+    _, why = stacks.infer(column="", dtype="bf16")
+    assert "names no stack" not in why

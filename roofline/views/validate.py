@@ -213,12 +213,12 @@ def infer_stack(row: dict, model=None, hw=None):
         sharded = normalize.sharding(row.get("optimizer_sharding", "")) == "fsdp"
     except InputError:
         sharded = False
-    if reason.startswith("era rule") and sharded:
+    if "era rule" in reason and sharded:
         # fully sharded data parallelism and no stack named: PyTorch FSDP, or torchtitan (FSDP2) when the
         # row also runs TP/PP (FSDP1 runs have neither)
         multi = (row.get("tp") or 1) > 1 or (row.get("pp") or 1) > 1
         stack = stacks.get("torchtitan" if multi else "fsdp")
-        reason = f"era rule: fully sharded, no stack named -> {stack.id}" + (" (with TP/PP)" if multi else "")
+        reason = reason.split("era rule")[0] + f"era rule: fully sharded, no stack named -> {stack.id}" + (" (with TP/PP)" if multi else "")
     return stack, reason
 
 
@@ -807,7 +807,7 @@ def build_case(row: dict, hardware=None) -> Case:
         hw = hardware if hardware is not None else hwmod.load(row["gpu_id"])
         stack, reason = infer_stack(row, None, hw)
         # the era rule reads model features: resolve the model once without the stack to see them
-        if reason.startswith("era rule") or "no year" in reason:
+        if "era rule" in reason or "no year" in reason:
             probe = resolve(base_model, None, hw, "plain", model_fields=model_fields)
             stack, reason = infer_stack(row, probe.model, hw)
         from ..spec import stacks

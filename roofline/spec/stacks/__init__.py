@@ -318,6 +318,14 @@ def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | No
         named = _named(where, t, model, hw, dtype)
         if named:
             return named[0]
+    stack, why = _era(text, model, hw, dtype)
+    if (column or "").strip():      # a framework the registry does not hold (MaxText, Colossal-AI): say so, not silently
+        why = f"framework column {column.strip()!r} names no stack of the registry (roofline frameworks list); {why}"
+    return stack, why
+
+
+def _era(text: str, model, hw, dtype: str | None) -> tuple[Stack, str]:
+    """The era rule of :func:`infer` (step 3): the stack of a row that names none."""
     feats = modern_features(model, hw, dtype)
     if feats:
         return registry()["megatron-core"], "era rule: " + ", ".join(feats) + " -> megatron-core"
