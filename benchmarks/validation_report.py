@@ -269,9 +269,12 @@ def main() -> int:
          "- **cp** blank -> 1; **recompute** blank -> none; **n_kv_heads** blank -> MHA; **ffn_hidden** blank -> 4h.",
          "- **tp/pp/dp**: exactly one blank -> n_gpus / (the other two); two or more blank -> every stack's flag default "
          "tp = pp = 1 (data parallel over the rest) when that plan fits in memory; when it does not, the run cannot have "
-         "used it, and the row is priced at the fastest layout its stack can run that fits (the search, TP inside the "
-         "node, every stated knob kept: `validate.complete_layout`). Such rows read optimistic: a published run need not "
-         "have used the fastest layout.",
+         "used it. Its tp and pp then follow the practitioners' rule (Narayanan et al. 2021, Takeaway #1: tensor "
+         "parallelism up to the GPUs of a node, then pipeline parallelism): the smallest tp at pp = 1 that fits, else "
+         "the largest tp inside the node with the fewest pipeline stages that fit; the rest of the plan (interleave, an "
+         "unstated ep or micro-batch) is the fastest of that (tp, pp) its stack can run that fits, every stated knob "
+         "kept (`validate.complete_layout`). Not the model's fastest layout: that would read every such row at the "
+         "model's most optimistic corner. A published run need not have followed the rule; these rows are tier C.",
          "- **seq_len** blank -> the stack's shipped training config for the model family where it has one "
          "(torchtitan: Llama 3 8192, train_configs/llama3_*.toml; docs/frameworks.md `seq_len_unstated`), else skipped "
          "(Megatron's --seq-length has no default).",

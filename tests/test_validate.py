@@ -391,24 +391,38 @@ def test_blank_layout_keeps_the_stack_default_when_it_fits():
     assert "default tp = pp = 1" in case.note
 
 
-def test_blank_layout_that_cannot_fit_at_tp1_is_the_fastest_fitting_layout_of_the_stack():
-    """Narayanan et al. Table 2's 175B rows state dp and n_gpus only: the layout is the stack's fastest that fits,
-    with TP inside the node, and every stated knob kept."""
+def test_blank_layout_that_cannot_fit_at_tp1_follows_tp_up_to_the_node_then_pipeline():
+    """Narayanan et al. Table 2's 175B rows state dp and n_gpus only (tp x pp = 96): Takeaway #1 of the same paper,
+    TP up to the 8-GPU node and then pipeline, gives tp 8 pp 12 (not the model's fastest, tp 4 pp 24); the rest of the
+    plan is the fastest of that (tp, pp) that fits, every stated knob kept."""
     from roofline.model.predict import evaluate, fits, inputs
 
     row = next(r for r in V.read(FIXTURE) if r["case_id"] == "narayanan21_t2_ptdp_174b_384gpu")
     case = V.build_case(row)
     p = case.plan
-    assert p.tp * p.pp == 96 and p.dp == 4 and 8 % p.tp == 0
+    assert (p.tp, p.pp, p.dp) == (8, 12, 4)
     assert (p.micro_batch, p.recompute, p.sequence_parallel, p.sharding) == (1, "full", False, "none")
-    assert "not stated and tp = pp = 1 does not fit" in case.note and case.framework == "megatron-lm-2021"
+    assert "not stated and tp = pp = 1 does not fit" in case.note and "Takeaway #1" in case.note
+    assert case.framework == "megatron-lm-2021"
     t = evaluate(inputs(case.model, p, case.hw))
     assert fits(t["memory"], t["mem_reserve"], case.hw)
-    for tp, pp, v in ((8, 12, 1), (8, 12, 2), (2, 48, 1)):       # layouts the search also saw: none faster
-        other = replace(p, tp=tp, pp=pp, interleave=v)
-        o = evaluate(inputs(case.model, other, case.hw))
+    for v in (1, 2, 4, 8):                                       # the interleave of that (tp, pp) is the fastest
+        o = evaluate(inputs(case.model, replace(p, interleave=v), case.hw))
         if fits(o["memory"], o["mem_reserve"], case.hw):
             assert float(t["step_time"]) <= float(o["step_time"]) + 1e-12
+
+
+def test_practice_rank_orders_layouts_as_takeaway_1():
+    import numpy as np
+    tp = np.array([1, 2, 4, 8, 4, 8, 8, 16, 2])
+    pp = np.array([1, 1, 1, 1, 2, 2, 4, 1, 8])
+    order = list(np.argsort(V.practice_rank(tp, pp, np.ones(9, bool), 8), kind="stable"))
+    # pp = 1 by tp, then tp 8 by pp, then tp 4, tp 2 with pipeline, TP across nodes (16) last
+    assert [(tp[i], pp[i]) for i in order] == [(1, 1), (2, 1), (4, 1), (8, 1), (8, 2), (8, 4), (4, 2), (2, 8), (16, 1)]
+    # when no tp 8 plan fits, the largest tp that does takes the pipeline first
+    ok = tp != 8
+    r = V.practice_rank(tp, pp, ok, 8)
+    assert r[4] < r[8]                                           # tp 4 pp 2 before tp 2 pp 8
 
 
 def test_blank_seq_len_takes_the_stacks_shipped_config_or_skips():

@@ -727,11 +727,16 @@ def complete_layout(fields: dict, stack, resolve_fields) -> tuple[dict, str]:
     ``--tensor-model-parallel-size`` / ``--pipeline-model-parallel-size`` default 1, megatron/training/arguments.py;
     DeepSpeed and PyTorch FSDP have no TP; torchtitan's ``tensor_parallel_degree`` / ``pipeline_parallel_degree``
     default 1, torchtitan/config/job_config.py), the rest data parallel. A run that happened fit in memory, so that
-    default stands when it fits; when it does not, the run used another layout, and the row is priced at the layout
-    the search ranks fastest among those the stack can run that fit (margin 0: the run fit), keeping every knob
-    the row states (dp, cp, micro-batch, interleave, recompute, sharding, sequence parallelism) and the stack's own
-    defaults for the rest; interleave, when blank, is searched with the layout. ``resolve_fields`` resolves plan
-    fields on the row's model, hardware and stack (raises InputError)."""
+    default stands when it fits; when it does not, the run used another layout. Its tensor and pipeline degrees are
+    then the practitioners' rule (Narayanan et al. 2021, arXiv:2104.04473, Takeaway #1: "tensor model parallelism
+    should generally be used up to degree g when using g-GPU servers, and then pipeline model parallelism can be used
+    to scale up to larger models across servers"): the smallest tp (up to the node) at pp = 1 that fits, else the
+    largest tp inside the node with the fewest pipeline stages that fit (TP across nodes last), not the layout the
+    model ranks fastest, which would read every such row at the model's most optimistic corner (issue 17). Among the
+    plans of that (tp, pp) the stack can run that fit (margin 0: the run fit), keeping every knob the row states (dp,
+    cp, ep, micro-batch, interleave, recompute, sharding, sequence parallelism) and the stack's own defaults for the
+    rest, the fastest is priced (interleave and an unstated ep are searched with it). ``resolve_fields`` resolves
+    plan fields on the row's model, hardware and stack (raises InputError)."""
     from ..model.predict import evaluate, fits, inputs
 
     fields = {k: v for k, v in fields.items() if k != LAYOUT_UNSTATED}
@@ -767,15 +772,32 @@ def complete_layout(fields: dict, stack, resolve_fields) -> tuple[dict, str]:
     if not ok.any():
         raise Skip(f"{'/'.join(blank)} not stated, and neither tp = pp = 1 nor any layout {stack.id} can run fits "
                    f"in memory")
+    k = space.knobs
+    rank = practice_rank(k["tp"], k["pp"], ok, probe.hardware.gpus_per_node)
+    ok &= rank == rank[ok].min()
     t = np.where(ok, space.out["step_time"], np.inf)
     i = int(np.argmin(t))
-    k = space.knobs
     chosen = {f: int(k[f][i]) for f in ("tp", "pp", "dp", "ep", "interleave", "micro_batch")}
     chosen["sequence_parallel"] = bool(k["sequence_parallel"][i])
     layout = " ".join(f"{f}={chosen[f]}" for f in ("tp", "pp", "dp")) + "".join(
         f" {name}={chosen[f]}" for name, f in (("ep", "ep"), ("v", "interleave")) if chosen[f] > 1)
     return {**fields, **chosen}, (f"{'/'.join(blank)} not stated and tp = pp = 1 does not fit: priced at {layout}, "
-                                  f"the fastest layout {stack.id} can run that fits (validate.complete_layout)")
+                                  f"tensor parallel up to the node, then the fewest pipeline stages that fit "
+                                  f"(Narayanan et al. 2021 Takeaway #1; the fastest such plan {stack.id} can run: "
+                                  f"validate.complete_layout)")
+
+
+def practice_rank(tp, pp, ok, gpus_per_node: int):
+    """Preference order of (tp, pp) pairs under Narayanan et al. 2021's Takeaway #1 (complete_layout), lower first,
+    for arrays of plans (``ok``: those that are valid and fit): pp = 1 by tp ascending; then the largest tp inside the
+    node that fits by pp ascending; then the other tp inside the node (larger first) by pp; TP across nodes last."""
+    tp, pp = np.asarray(tp, dtype=np.int64), np.asarray(pp, dtype=np.int64)
+    inside = tp <= gpus_per_node
+    top = int(tp[ok & inside].max()) if (ok & inside).any() else 0
+    big = 1 << 20
+    return np.where(~inside, 3 * big + pp * 1024 + tp,
+                    np.where(pp == 1, tp,
+                             np.where(tp == top, big + pp, 2 * big + pp * 64 + (64 - np.minimum(tp, 63)))))
 
 
 def build_case(row: dict, hardware=None) -> Case:
