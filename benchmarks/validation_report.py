@@ -276,8 +276,13 @@ def main() -> int:
          "kept (`validate.complete_layout`). Not the model's fastest layout: that would read every such row at the "
          "model's most optimistic corner. A published run need not have followed the rule; these rows are tier C.",
          "- **seq_len** blank -> the stack's shipped training config for the model family where it has one "
-         "(torchtitan: Llama 3 8192, train_configs/llama3_*.toml; docs/frameworks.md `seq_len_unstated`), else skipped "
-         "(Megatron's --seq-length has no default).",
+         "(torchtitan: Llama 3 8192, train_configs/llama3_*.toml; docs/frameworks.md `seq_len_unstated`); else, when "
+         "the row's model names a bundled preset, that model's pretraining context as its source gives it (a row naming "
+         "a published model and no length reports its training run); else skipped (Megatron's --seq-length has no "
+         "default).",
+         "- **Architecture** blank (n_layers, d_model, heads, ffn, vocab) and the `model` column names a bundled preset "
+         "('LLaMA-65B', 'Meta-Llama-3.1-405B', 'DeepSeek-V3 (671B)': `families.preset_for`) -> the preset's published "
+         "shape, said in the note; a stated column always wins.",
          "- **Hardware**: the profile whose id is `gpu_id`; `gpus_per_node` and `net_gbps_per_gpu` "
          "(`Hardware.with_network`) override it when stated; blank network = the profile's DGX-class default; "
          "`gpu_id` blank -> the profile the free-text `gpu` column names when it names exactly one (\"A100-80GB "

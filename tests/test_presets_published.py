@@ -22,6 +22,10 @@ PUBLISHED = {
     "qwen2.5-72b": (72.7e9, 0.002),        # Qwen2.5 Technical Report, Table 1: 72.7B
     "llama3.2-1b": (1.24e9, 0.005),        # Llama 3.2 model card: 1.23B / HF 1.24B
     "llama3.2-3b": (3.21e9, 0.005),        # Llama 3.2 model card: 3.21B
+    "llama-7b": (6.7e9, 0.01),             # Touvron et al. 2023 (LLaMA), Table 2: 6.7B
+    "llama-13b": (13.0e9, 0.005),          # Table 2: 13.0B
+    "llama-33b": (32.5e9, 0.005),          # Table 2: 32.5B
+    "llama-65b": (65.2e9, 0.005),          # Table 2: 65.2B
 }
 
 
@@ -37,7 +41,11 @@ def test_preset_parameters_match_the_published_total(pid):
                                        ("MT-NLG 530B", "mt-nlg-530b"), ("GPT-NeoX-20B", "gpt-neox-20b"),
                                        ("Pythia 12B", "pythia-12b"), ("MPT-30B", "mpt-30b"),
                                        ("Mistral 7B", "mistral-7b"), ("Qwen2.5-72B", "qwen2.5-72b"),
-                                       ("Llama-3.2-1B", "llama3.2-1b")])
+                                       ("Llama-3.2-1B", "llama3.2-1b"), ("LLaMA-65B", "llama-65b"),
+                                       ("LLaMA-1 7B", "llama-7b"), ("huggyllama/llama-30b", "llama-33b"),
+                                       ("Meta-Llama-3.1-405B", "llama3.1-405b"), ("Mistral-7B-v0.1", "mistral-7b"),
+                                       ("Llama-2-7b-hf", "llama2-7b"), ("Megatron-Turing NLG 530B", "mt-nlg-530b"),
+                                       ("DeepSeek-V3 (671B)", "deepseek-v3")])
 def test_a_row_naming_the_model_finds_its_preset(name, pid):
     """validate fills a row's blank architecture columns from the preset its model column names."""
     assert families.preset_for(name) == pid
@@ -48,3 +56,17 @@ def test_tying_and_windows_as_published():
     assert not models.load("gpt-neox-20b").tied_embeddings and models.load("llama3.2-1b").tied_embeddings
     m = models.load("mistral-7b")
     assert (m.swa_window, m.swa_every, m.kv_heads) == (4096, 1, 8)
+
+
+@pytest.mark.parametrize("name", ["Llama 2 34B", "LLaMA 3 13B", "Kimi K2 1T", "GPT-3 13B 2", "Mistral-7B-v0.3",
+                                  "DeepSeekV3671B"])
+def test_a_name_no_preset_holds_finds_none(name):
+    """The spellings a name may take never turn a size or version no preset has into a neighbour: Llama 2 34B was
+    never released, Mistral 7B v0.3 has another vocabulary (32768)."""
+    assert families.preset_for(name) is None
+
+
+def test_llama1_vocabulary_is_not_taken_for_llama3_or_4():
+    assert families.vocab_for("LLaMA 65B")[0] == 32000
+    assert families.vocab_for("Llama-3 8B")[0] == 128256
+    assert families.vocab_for("Llama 4 Scout") is None

@@ -432,8 +432,11 @@ def test_blank_seq_len_takes_the_stacks_shipped_config_or_skips():
     assert case.framework == "torchtitan" and case.model.seq_len == 8192 and "seq_len not stated: 8192" in case.note
     with pytest.raises(V.Skip, match="seq_len not stated"):       # no shipped config of this family
         V.build_case({**row, "model": "gpt-x"})
-    with pytest.raises(V.Skip, match="seq_len not stated"):       # Megatron's --seq-length has no default
-        V.build_case({**row, "notes": "Megatron-Core"})
+    # Megatron's --seq-length has no default: the named preset's pretraining context (Llama 3.1: 8192), else skipped
+    case = V.build_case({**row, "notes": "Megatron-Core"})
+    assert case.model.seq_len == 8192 and "pretraining context of preset" in case.note
+    with pytest.raises(V.Skip, match="seq_len not stated"):
+        V.build_case({**row, "notes": "Megatron-Core", "model": "gpt-x"})
 
 
 def test_blank_gpu_id_reads_the_gpu_column_when_it_names_one_profile(tmp_path):
@@ -464,3 +467,17 @@ def test_blank_layout_of_an_moe_row_keeps_its_stated_ep():
     p = case.plan
     assert p.ep == 8 and p.tp * p.pp * p.dp * p.cp == 64 and (p.tp, p.pp) != (1, 1)
     assert "does not fit" in case.note
+
+
+def test_a_row_naming_a_preset_takes_its_shape_and_pretraining_context():
+    """Touvron et al. 2023's LLaMA-65B run states the model, the batch and the GPUs only: the shape comes from preset
+    llama-65b and the sequence length from its pretraining context (2048), each said in the note; a row naming no
+    preset with the same blanks is still skipped with the fields it misses."""
+    row = _row(model="LLaMA-65B", n_layers=None, d_model=None, n_heads=None, vocab=None, seq_len=None,
+               global_batch=2048, tp=8, pp=1, dp=256, n_gpus=2048, gpu_id="a100-sxm4-80gb", notes="")
+    case = V.build_case(row)
+    m = case.model
+    assert (m.n_layers, m.d_model, m.n_heads, m.ffn_hidden, m.vocab, m.seq_len) == (80, 8192, 64, 22016, 32000, 2048)
+    assert "from preset llama-65b" in case.note and "pretraining context of preset" in case.note
+    with pytest.raises(V.Skip, match="n_layers, d_model, n_heads"):
+        V.build_case({**row, "model": "some new model"})

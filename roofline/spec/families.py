@@ -17,6 +17,7 @@ import re
 VOCAB = [
     (r"llama[\s-]*3", 128256, "Llama 3 tokenizer: vocab_size 128256 in meta-llama/Llama-3.1-*/config.json"),
     (r"llama[\s-]*2|llemma|codellama", 32000, "Llama 2 SentencePiece tokenizer: vocab_size 32000 in meta-llama/Llama-2-*/config.json"),
+    (r"\bllama(?![\s-]*[34])", 32000, "LLaMA (1) SentencePiece tokenizer: vocab_size 32000 in the HF conversion config.json (huggyllama/llama-*)"),
     (r"mixtral|mistral[\s-]*7b", 32000, "Mistral v0.1 tokenizer: vocab_size 32000 in mistralai/Mixtral-8x7B-v0.1/config.json"),
     (r"nemotron[\s-]*4", 256000, "Nemotron-4 tokenizer: 256,000 tokens (Nemotron-4 15B/340B technical reports, sec 2)"),
     (r"qwen[\s-]*(2\.5|3)", 151936, "Qwen2.5/Qwen3 tokenizer: vocab_size 151936 in Qwen/Qwen3-*/config.json"),
@@ -43,15 +44,41 @@ def _key(s: str) -> str:
     return re.sub(r"[^a-z0-9.]", "", s.lower()).replace("llama31", "llama3.1")
 
 
+# Spellings of a published name that the hub or a paper uses for a preset, on the lower-cased name: (pattern,
+# replacement), applied in order before matching (a repository prefix 'meta-llama/', a 'Meta-' brand, the 'LLaMA-1'
+# generation mark, the spelled-out MT-NLG, the hub's 'llama-30b' for the paper's 33B, a checkpoint suffix).
+SPELLINGS = (
+    (r"^.*/", ""),                                     # meta-llama/Llama-3.1-8B, mistralai/Mistral-7B-v0.1
+    (r"^meta[\s-]+(?=llama)", ""),                     # Meta-Llama-3.1-405B
+    (r"llama[\s-]*1(?=[\s-]+\d)", "llama"),             # LLaMA-1 65B
+    (r"megatron[\s-]*turing[\s-]*nlg", "mt-nlg"),       # Megatron-Turing NLG 530B
+    (r"^llama[\s-]*30b$", "llama-33b"),                 # huggyllama/llama-30b is the paper's 33B (32.5B parameters)
+    (r"[\s-]+(hf|base|v0\.1)$", ""),                    # -hf conversions, base checkpoints, Mistral/Mixtral v0.1
+)
+
+
+def _spelled(name: str) -> str:
+    t = name.strip().lower()
+    for pattern, repl in SPELLINGS:
+        t = re.sub(pattern, repl, t)
+    return t
+
+
 def preset_for(name: str | None, family: bool = False) -> str | None:
     """The bundled preset id a model name denotes ('Llama 3.1 405B' -> 'llama3.1-405b'), or None. ``family``: a
     name without its size ('Nemotron 3 Nano') also denotes the one preset whose id it begins, when exactly one does."""
     if not name:
         return None
     from . import models
-    k = _key(name)
+    spelled = _spelled(name)
+    k = _key(spelled)
     ids = models.list_ids()
     exact = [pid for pid in ids if _key(pid) == k]
+    if not exact:
+        # a trailing total-parameter count the preset id leaves out ('DeepSeek V3 671B' -> deepseek-v3), only when
+        # the name without it is exactly one preset
+        short = _key(re.sub(r"[\s-]+\(?\d+(\.\d+)?b\)?$", "", spelled))
+        exact = [pid for pid in ids if short != k and _key(pid) == short]
     if exact or not family:
         return exact[0] if exact else None
     starts = [pid for pid in ids if _key(pid).startswith(k)]

@@ -44,8 +44,9 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   when no such v exists.
 - cp blank -> 1; recompute blank -> none; n_kv_heads blank -> MHA; ffn_hidden blank -> 4h (gelu).
 - exactly one of tp/pp/dp blank -> n_gpus / (the other two); more than one blank -> tp = pp = 1 when that fits in memory,
-  else the stack's fastest fitting layout (``complete_layout``).
-- seq_len blank -> the stack's shipped training config for the model family (``unstated_seq_len``), else skipped.
+  else tp up to the node, then the fewest pipeline stages that fit (``complete_layout``).
+- seq_len blank -> the stack's shipped training config for the model family, else the named preset's pretraining
+  context (``unstated_seq_len``), else skipped.
 - gpu_id -> the hardware profile of that id; gpus_per_node and net_gbps_per_gpu override it when given; gpu_id blank ->
   the profile the free-text gpu column names when it names exactly one (hardware.from_text), else skipped.
 - measured time = measured_iter_time_s, else derived_iter_time_s (the source's own FLOP formula).
@@ -377,6 +378,13 @@ def _model_fields(row: dict) -> tuple[dict, str]:
             notes.append(f"vocab {base.vocab} from preset {preset}")
     note = "; ".join(notes)
     missing = [k for k in ("n_layers", "d_model", "n_heads", "vocab") if d[k] is None]   # seq_len: build_case
+    if missing and base is not None:
+        # a row naming a preset and leaving its shape blank: the preset's published shape (the resolver fills every
+        # blank field from it), said in the note
+        blank = [k for k in ("n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden") if d.get(k) is None]
+        notes.append(f"{', '.join(blank)} from preset {preset}")
+        note = "; ".join(notes)
+        missing = []
     if missing:
         raise Skip(f"{', '.join(missing)} not stated" + (" (no model family with a known tokenizer)" if "vocab" in missing else ""))
     return d, note, base
@@ -689,9 +697,11 @@ def _nearest_batch(d: dict) -> str:
             f"nearest the run can have")
 
 
-def unstated_seq_len(row: dict, stack) -> tuple[int, str]:
+def unstated_seq_len(row: dict, stack, base=None) -> tuple[int, str]:
     """(seq_len, note) of a row that leaves seq_len blank: the stack's shipped training config for the row's model
-    family (stacks/*.yaml ``seq_len_unstated``, family -> length; torchtitan: Llama 3 8192); Skip when it has none.
+    family (stacks/*.yaml ``seq_len_unstated``, family -> length; torchtitan: Llama 3 8192); else, when the row names a
+    preset (``base``, its Model), the pretraining context that preset's source gives (a row naming a published model
+    and no length reports that model's training run); Skip when neither.
 
     >>> from roofline.spec import stacks
     >>> unstated_seq_len({"model": "llama3.1-8b"}, stacks.get("torchtitan"))
@@ -701,6 +711,8 @@ def unstated_seq_len(row: dict, stack) -> tuple[int, str]:
     for family, length in (stack.rule("seq_len_unstated") or {}).items():
         if name.startswith(re.sub(r"[^a-z0-9]", "", family.lower())):
             return int(length), f"seq_len not stated: {int(length)}, {stack.id}'s shipped {family} training config"
+    if base is not None and base.seq_len:
+        return int(base.seq_len), f"seq_len not stated: {int(base.seq_len)}, the pretraining context of preset {base.name}"
     raise Skip("seq_len not stated" + (f" ({stack.id} has no shipped training config for this model)"
                                        if stack.rule("seq_len_unstated") else ""))
 
@@ -835,7 +847,7 @@ def build_case(row: dict, hardware=None) -> Case:
         from ..spec import stacks
 
         if model_fields.get("seq_len") is None:
-            model_fields["seq_len"], said = unstated_seq_len(row, stack)
+            model_fields["seq_len"], said = unstated_seq_len(row, stack, base_model)
             note = "; ".join(x for x in (note, said) if x)
         layout_notes = []
 
