@@ -481,3 +481,21 @@ def test_a_row_naming_a_preset_takes_its_shape_and_pretraining_context():
     assert "from preset llama-65b" in case.note and "pretraining context of preset" in case.note
     with pytest.raises(V.Skip, match="n_layers, d_model, n_heads"):
         V.build_case({**row, "model": "some new model"})
+
+
+def test_number_cells_as_sources_write_them(tmp_path):
+    """Digit groups, a source's '~' and a seconds unit read as the number; other text still stops the file (exit 2)."""
+    lines = FIXTURE.read_text().splitlines()
+    row = next(r for r in V.read(FIXTURE) if r["case_id"] == "narayanan21_t1_gpt39.1b")
+    raw = next(ln for ln in lines if ln.startswith("narayanan21_t1_gpt39.1b,"))
+    t = f"{row['derived_iter_time_s']:g}"
+    assert raw.count(f",{row['global_batch']},") >= 1 and raw.endswith(f",{t}")      # derived time: the last column
+    edited = raw.replace(f",{row['global_batch']},", f",\"{row['global_batch']:,}\",", 1)[: -len(t)] + f"~{t} s"
+    f = tmp_path / "spelled.csv"
+    f.write_text(lines[0] + "\n" + edited + "\n")
+    (got,) = V.read(f)
+    assert got["global_batch"] == row["global_batch"] and got["derived_iter_time_s"] == pytest.approx(
+        row["derived_iter_time_s"])
+    for bad in ("5.4 h", "2-4", "fast"):
+        with pytest.raises(ValueError):
+            V._number(bad, "measured_iter_time_s")

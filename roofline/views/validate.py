@@ -117,6 +117,24 @@ class Case:
 
 
 # ---- reading -------------------------------------------------------------------------------------
+def _number(v: str, col: str) -> float:
+    """A number cell as sources write it: '1,536' / '1 536' / '1_536' (digit groups), a leading '~' or '≈' (the source's
+    own rounding), and on a seconds column (``*_s``) a trailing 's' / 'sec' or 'ms'. Anything else: ValueError.
+
+    >>> _number("1,536", "global_batch"), _number("~5.39 s", "measured_iter_time_s"), _number("850 ms", "derived_iter_time_s")
+    (1536.0, 5.39, 0.85)
+    """
+    t = v.strip().lstrip("~≈").strip()
+    if re.fullmatch(r"\d{1,3}([, _]\d{3})+(\.\d+)?", t):
+        t = re.sub(r"[, _]", "", t)
+    scale = 1.0
+    if col.endswith("_s"):
+        m = re.fullmatch(r"(.+?)\s*(ms|s|sec|secs|seconds)", t)
+        if m:
+            t, scale = m.group(1), 1e-3 if m.group(2) == "ms" else 1.0
+    return float(t) * scale
+
+
 def read(path) -> list[dict]:
     """Rows of a validation CSV, numbers parsed (blank -> None); InputError on a malformed file."""
     path = Path(path)
@@ -145,7 +163,7 @@ def read(path) -> list[dict]:
                 row[col] = None
                 continue
             try:
-                x = float(v)
+                x = _number(v, col)
             except ValueError:
                 raise InputError(f"{path} line {line}: column {col} must be a number, got {v!r}") from None
             if not math.isfinite(x):
