@@ -499,3 +499,22 @@ def test_number_cells_as_sources_write_them(tmp_path):
     for bad in ("5.4 h", "2-4", "fast"):
         with pytest.raises(ValueError):
             V._number(bad, "measured_iter_time_s")
+
+
+def test_a_gpu_id_that_names_one_part_reads_as_its_profile(tmp_path):
+    """'a100-80gb' or 'gb200-nvl72' in gpu_id are no profile ids but name one bundled part: priced on it, noted; a bare
+    'h100' (three profiles) is still refused with the choices."""
+    import csv
+    rows = list(csv.DictReader(FIXTURE.open()))
+    row = next(r for r in rows if r["case_id"] == "narayanan21_t1_gpt39.1b")
+    out = tmp_path / "r.csv"
+    with out.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(row))
+        w.writeheader()
+        w.writerow({**row, "case_id": "spelled", "gpu_id": "a100-80gb"})
+        w.writerow({**row, "case_id": "bare", "gpu_id": "h100"})
+    r = V.validate(V.read(out))
+    (c,) = r["cases"]
+    assert c["case_id"] == "spelled" and c["gpu_id"] == "a100-sxm4-80gb" and "'a100-80gb' is no profile id" in c["note"]
+    (bare,) = r["skipped"]
+    assert bare["case_id"] == "bare" and "could be any of" in bare["reason"]

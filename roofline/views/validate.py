@@ -135,6 +135,11 @@ def _number(v: str, col: str) -> float:
     return float(t) * scale
 
 
+def _known_gpu_ids() -> set:
+    from ..spec import hardware as hwmod
+    return set(hwmod.list_ids())
+
+
 def read(path) -> list[dict]:
     """Rows of a validation CSV, numbers parsed (blank -> None); InputError on a malformed file."""
     path = Path(path)
@@ -151,12 +156,21 @@ def read(path) -> list[dict]:
         if None in raw:
             raise InputError(f"{path} line {line}: more fields than the header has columns")
         row = {k: (v or "").strip() for k, v in raw.items()}
+        from ..spec import hardware as hwmod
         if not row.get("gpu_id") and row.get("gpu"):
             # a blank gpu_id with a free-text gpu naming one bundled part ("A100-80GB (SXM4)"): that profile, noted
-            from ..spec import hardware as hwmod
             found = hwmod.from_text(row["gpu"])
             if found:
                 row["gpu_id"], row[GPU_FROM_TEXT] = found, row["gpu"]
+        elif row.get("gpu_id") and row["gpu_id"] not in _known_gpu_ids():
+            # a gpu_id that is no profile id but names one part ("a100-80gb", "gb200-nvl72", "h200-sxm"): that
+            # profile, noted; one naming none or several (a bare "h100") is left for the resolver to refuse
+            found = hwmod.from_text(row["gpu_id"])
+            if found and found != row["gpu_id"]:
+                try:
+                    hwmod.load(row["gpu_id"])
+                except InputError:
+                    row[GPU_ID_SPELLED], row["gpu_id"] = row["gpu_id"], found
         for col in INTS + FLOATS:
             v = row.get(col, "")
             if v == "":
@@ -736,6 +750,7 @@ def unstated_seq_len(row: dict, stack, base=None) -> tuple[int, str]:
 
 
 GPU_FROM_TEXT = "_gpu_id_from_text"      # row key: the gpu text a blank gpu_id was read from (read)
+GPU_ID_SPELLED = "_gpu_id_spelled"       # row key: a gpu_id that named a part, not a profile id (read)
 LAYOUT_UNSTATED = "_layout_unstated"     # plan-field key: the tp/pp/dp a row leaves blank (more than one)
 
 
@@ -905,6 +920,9 @@ def build_case(row: dict, hardware=None) -> Case:
     if row.get(GPU_FROM_TEXT):
         note = "; ".join(x for x in (note, f"gpu_id blank: {row['gpu_id']} from the gpu column {row[GPU_FROM_TEXT]!r}")
                          if x)
+    if row.get(GPU_ID_SPELLED):
+        note = "; ".join(x for x in (note, f"gpu_id {row[GPU_ID_SPELLED]!r} is no profile id: read as {row['gpu_id']} "
+                                           "(hardware.from_text)") if x)
     return Case(row, spec.model, spec.plan, spec.hardware, spec.stack.id, float(measured), spec, reason, note)
 
 
