@@ -287,7 +287,11 @@ def main() -> int:
          "(`Hardware.with_network`) override it when stated; blank network = the profile's DGX-class default; "
          "`gpu_id` blank -> the profile the free-text `gpu` column names when it names exactly one (\"A100-80GB "
          "(SXM4)\", \"H100 (80GB)\": `hardware.from_text`), else skipped (a bare \"A100\" leaves the memory size open).",
-         "- **Measured** = `measured_iter_time_s`, else `derived_iter_time_s` (the source's own FLOP formula).",
+         "- **Measured** = `measured_iter_time_s`, else `derived_iter_time_s` (the source's own FLOP formula), else "
+         "derived here from the rate the row states (`validate.time_from_rate`, noted): `flops_per_iter` / (n_gpus x "
+         "`measured_tflops_per_gpu`, or x `measured_mfu` x the dense 16-bit peak), global_batch x seq_len / "
+         "`tokens_per_s`, or / (`tokens_per_s_per_gpu` x n_gpus). Number cells may carry digit groups ('1,536'), a "
+         "leading '~' and, on seconds columns, 's' or 'ms'.",
          "- Rows the model rejects (n_gpus != tp pp dp cp, heads not divisible by tp, unknown gpu_id, ...) are listed as "
          "skipped with the reason; a malformed file (missing columns, non-numbers, empty) is a one-line error, exit 2.",
          "- Single-node vs multi-node: n_gpus <= gpus_per_node.", ""]

@@ -518,3 +518,37 @@ def test_a_gpu_id_that_names_one_part_reads_as_its_profile(tmp_path):
     assert c["case_id"] == "spelled" and c["gpu_id"] == "a100-sxm4-80gb" and "'a100-80gb' is no profile id" in c["note"]
     (bare,) = r["skipped"]
     assert bare["case_id"] == "bare" and "could be any of" in bare["reason"]
+
+
+def test_a_row_with_a_rate_and_no_time_is_priced_against_the_time_the_rate_gives(tmp_path):
+    """README 'Comparing': t = F / (n_gpus x X) with the source's own FLOP count. Narayanan's 39.1B row without its
+    derived time gets the same time back from flops_per_iter and measured_tflops_per_gpu; a tokens/s row the time
+    tokens give."""
+    import csv
+    rows = list(csv.DictReader(FIXTURE.open()))
+    row = next(r for r in rows if r["case_id"] == "narayanan21_t1_gpt39.1b")
+    out = tmp_path / "r.csv"
+    with out.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=[*row, "tokens_per_s_per_gpu"])
+        w.writeheader()
+        w.writerow({**row, "case_id": "flops", "derived_iter_time_s": ""})
+        w.writerow({**row, "case_id": "tokens", "derived_iter_time_s": "", "measured_tflops_per_gpu": "",
+                    "tokens_per_s_per_gpu": "425"})
+        w.writerow({**row, "case_id": "none", "derived_iter_time_s": "", "measured_tflops_per_gpu": ""})
+    r = V.validate(V.read(out))
+    got = {c["case_id"]: c for c in r["cases"]}
+    assert got["flops"]["measured_s"] == pytest.approx(float(row["derived_iter_time_s"]), rel=1e-3)
+    assert "source's own FLOP count" in got["flops"]["note"]
+    assert got["tokens"]["measured_s"] == pytest.approx(1536 * 2048 / (425 * 512))
+    (none,) = r["skipped"]
+    assert none["case_id"] == "none" and "no rate to derive one from" in none["reason"]
+    # MFU against the dense 16-bit peak (989 TFLOP/s on H100 SXM): the README's 70B row, 42.5 % of 989 = 420 TFLOP/s
+    h100 = next(x for x in rows if x["case_id"] == "megatron_h100_weak_70b")
+    with out.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(h100))
+        w.writeheader()
+        w.writerow({**h100, "derived_iter_time_s": "", "measured_tflops_per_gpu": ""})
+    (c,) = V.validate(V.read(out))["cases"]
+    want = float(h100["flops_per_iter"]) / (int(h100["n_gpus"]) * float(h100["measured_mfu"]) * 989e12)
+    assert c["measured_s"] == pytest.approx(want) and "dense 16-bit peak 989" in c["note"]
+    assert c["measured_s"] == pytest.approx(float(h100["derived_iter_time_s"]), rel=0.02)   # the rounded MFU

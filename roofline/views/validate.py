@@ -77,7 +77,8 @@ INTS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "
         "moe_ffn_hidden", "head_dim", "n_shared_experts", "first_dense_layers", "mtp", "mla_q_lora_rank",
         "mla_kv_lora_rank", "mla_qk_nope_head_dim", "mla_qk_rope_head_dim", "mla_v_head_dim", "swa_window", "swa_every",
         "moe_latent_size")
-FLOATS = ("net_gbps_per_gpu", "measured_iter_time_s", "derived_iter_time_s", "measured_peak_memory_gib")
+FLOATS = ("net_gbps_per_gpu", "measured_iter_time_s", "derived_iter_time_s", "measured_peak_memory_gib",
+          "flops_per_iter", "measured_tflops_per_gpu", "measured_mfu", "tokens_per_s", "tokens_per_s_per_gpu")
 BY = ("tier", "gpu", "layout", "micro_batch", "nodes", "source", "framework", "model", "precision")
 
 
@@ -855,8 +856,13 @@ def build_case(row: dict, hardware=None) -> Case:
     from ..spec.resolve import resolve
 
     measured = row.get("measured_iter_time_s") or row.get("derived_iter_time_s")
-    if (not measured or measured <= 0) and not row.get("measured_peak_memory_gib"):
-        raise Skip("no measured or derived iteration time (and no measured peak memory)")
+    rate = (row.get("flops_per_iter") and (row.get("measured_tflops_per_gpu") or row.get("measured_mfu"))) or row.get(
+        "tokens_per_s") or row.get("tokens_per_s_per_gpu")
+    from_rate = (not measured or measured <= 0) and bool(rate and rate > 0)   # time_from_rate, once the plan resolves
+    if (not measured or measured <= 0) and not from_rate and not row.get("measured_peak_memory_gib"):
+        raise Skip("no measured or derived iteration time, no rate to derive one from (flops_per_iter with "
+                   "measured_tflops_per_gpu or measured_mfu, tokens_per_s, tokens_per_s_per_gpu), and no measured peak "
+                   "memory")
     measured = measured if measured and measured > 0 else float("nan")     # memory-only row
     if row["global_batch"] is None:
         raise Skip("global_batch not stated")
@@ -923,7 +929,35 @@ def build_case(row: dict, hardware=None) -> Case:
     if row.get(GPU_ID_SPELLED):
         note = "; ".join(x for x in (note, f"gpu_id {row[GPU_ID_SPELLED]!r} is no profile id: read as {row['gpu_id']} "
                                            "(hardware.from_text)") if x)
+    if from_rate:
+        measured, said = time_from_rate(row, spec.model.seq_len, spec.plan.global_batch, spec.plan.n_gpus,
+                                        spec.hardware.peak_flops.get("bf16") or spec.hardware.peak_flops.get("fp16"))
+        note = "; ".join(x for x in (note, said) if x)
     return Case(row, spec.model, spec.plan, spec.hardware, spec.stack.id, float(measured), spec, reason, note)
+
+
+def time_from_rate(row: dict, seq_len: int, global_batch: int, n_gpus: int, peak=None) -> tuple[float, str]:
+    """(iteration time, note) of a row that states a rate and no time (shared/validation/README.md, 'Comparing': t =
+    F / (n_gpus x X) with F the source's own FLOP count): flops_per_iter / (n_gpus x measured_tflops_per_gpu), or
+    with X = measured_mfu x ``peak`` (FLOP/s: the GPU's dense 16-bit peak, the denominator sources quote MFU against:
+    312 on A100, 989 on H100 SXM), else global_batch x seq_len / tokens_per_s (all GPUs), else
+    / (tokens_per_s_per_gpu x n_gpus).
+
+    >>> time_from_rate({"tokens_per_s_per_gpu": 2000.0}, 4096, 512, 8)
+    (131.072, 'iteration time = global_batch x seq_len / (tokens_per_s_per_gpu x n_gpus) = 131.1 s')
+    """
+    if row.get("flops_per_iter") and row.get("measured_tflops_per_gpu"):
+        t = row["flops_per_iter"] / (n_gpus * row["measured_tflops_per_gpu"] * 1e12)
+        how = "flops_per_iter / (n_gpus x measured_tflops_per_gpu), the source's own FLOP count"
+    elif row.get("flops_per_iter") and row.get("measured_mfu") and peak:
+        t = row["flops_per_iter"] / (n_gpus * row["measured_mfu"] * peak)
+        how = f"flops_per_iter / (n_gpus x measured_mfu x the dense 16-bit peak {peak / 1e12:.0f} TFLOP/s)"
+    elif row.get("tokens_per_s"):
+        t, how = global_batch * seq_len / row["tokens_per_s"], "global_batch x seq_len / tokens_per_s"
+    else:
+        t = global_batch * seq_len / (row["tokens_per_s_per_gpu"] * n_gpus)
+        how = "global_batch x seq_len / (tokens_per_s_per_gpu x n_gpus)"
+    return t, f"iteration time = {how} = {t:.4g} s"
 
 
 # ---- evaluation ----------------------------------------------------------------------------------
