@@ -176,10 +176,14 @@ def test_validate_uses_the_recipe_layout_when_none_is_stated():
     assert d == {"pipeline_layout": "Et*4|(t*4|)*14tmL", "interleave": 4}
 
 
-def test_preset_layouts_are_valid_for_the_preset():
-    raw = models.raw("deepseek-v3")["pipeline_layouts"]
+@pytest.mark.parametrize("pid", ["deepseek-v3", "kimi-k2"])
+def test_preset_layouts_are_valid_for_the_preset(pid):
+    """Every (pp, vp) layout a preset transcribes from its recipe places each of its layers (61: DeepSeek-V3 with its
+    MTP layer, Kimi K2 without) exactly once on pp x vp stages."""
+    m = models.load(pid)
+    raw = models.raw(pid)["pipeline_layouts"]
     for key, text in raw.items():
         if key == "source":
             continue
         pp, v = map(int, key.split("x"))
-        layout.ranks(text, pp, v, layers=DSV3.n_layers, mtp=DSV3.mtp_layers)
+        layout.ranks(text, pp, v, layers=m.n_layers, mtp=m.mtp_layers)
