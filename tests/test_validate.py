@@ -439,17 +439,25 @@ def test_blank_seq_len_takes_the_stacks_shipped_config_or_skips():
         V.build_case({**row, "notes": "Megatron-Core", "model": "gpt-x"})
 
 
-def test_blank_gpu_id_reads_the_gpu_column_when_it_names_one_profile(tmp_path):
+def _variants(tmp_path, case_id, *edits, extra=()):
+    """A CSV of fixture row ``case_id`` once per dict of ``edits`` (column -> value), plus ``extra`` columns; its
+    rows read by V.read, and the raw fixture row."""
     import csv
     rows = list(csv.DictReader(FIXTURE.open()))
-    row = next(r for r in rows if r["case_id"] == "narayanan21_t1_gpt39.1b")
-    out = tmp_path / "r.csv"
+    row = next(r for r in rows if r["case_id"] == case_id)
+    out = tmp_path / f"{case_id}_variants.csv"
     with out.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(row))
+        w = csv.DictWriter(f, fieldnames=[*row, *extra])
         w.writeheader()
-        w.writerow({**row, "case_id": "named", "gpu_id": "", "gpu": "A100-80GB (SXM4)"})
-        w.writerow({**row, "case_id": "bare", "gpu_id": "", "gpu": "A100"})
-    r = V.validate(V.read(out))
+        for e in edits:
+            w.writerow({**row, **e})
+    return V.read(out), row
+
+
+def test_blank_gpu_id_reads_the_gpu_column_when_it_names_one_profile(tmp_path):
+    rows, _ = _variants(tmp_path, "narayanan21_t1_gpt39.1b", {"case_id": "named", "gpu_id": "", "gpu": "A100-80GB (SXM4)"},
+                        {"case_id": "bare", "gpu_id": "", "gpu": "A100"})
+    r = V.validate(rows)
     named = next(c for c in r["cases"] if c["case_id"] == "named")
     assert named["gpu_id"] == "a100-sxm4-80gb" and "from the gpu column" in named["note"]
     want = V.build_case({**next(x for x in V.read(FIXTURE) if x["case_id"] == "narayanan21_t1_gpt39.1b")})
@@ -504,16 +512,9 @@ def test_number_cells_as_sources_write_them(tmp_path):
 def test_a_gpu_id_that_names_one_part_reads_as_its_profile(tmp_path):
     """'a100-80gb' or 'gb200-nvl72' in gpu_id are no profile ids but name one bundled part: priced on it, noted; a bare
     'h100' (three profiles) is still refused with the choices."""
-    import csv
-    rows = list(csv.DictReader(FIXTURE.open()))
-    row = next(r for r in rows if r["case_id"] == "narayanan21_t1_gpt39.1b")
-    out = tmp_path / "r.csv"
-    with out.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(row))
-        w.writeheader()
-        w.writerow({**row, "case_id": "spelled", "gpu_id": "a100-80gb"})
-        w.writerow({**row, "case_id": "bare", "gpu_id": "h100"})
-    r = V.validate(V.read(out))
+    rows, _ = _variants(tmp_path, "narayanan21_t1_gpt39.1b", {"case_id": "spelled", "gpu_id": "a100-80gb"},
+                        {"case_id": "bare", "gpu_id": "h100"})
+    r = V.validate(rows)
     (c,) = r["cases"]
     assert c["case_id"] == "spelled" and c["gpu_id"] == "a100-sxm4-80gb" and "'a100-80gb' is no profile id" in c["note"]
     (bare,) = r["skipped"]
@@ -524,18 +525,12 @@ def test_a_row_with_a_rate_and_no_time_is_priced_against_the_time_the_rate_gives
     """README 'Comparing': t = F / (n_gpus x X) with the source's own FLOP count. Narayanan's 39.1B row without its
     derived time gets the same time back from flops_per_iter and measured_tflops_per_gpu; a tokens/s row the time
     tokens give."""
-    import csv
-    rows = list(csv.DictReader(FIXTURE.open()))
-    row = next(r for r in rows if r["case_id"] == "narayanan21_t1_gpt39.1b")
-    out = tmp_path / "r.csv"
-    with out.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=[*row, "tokens_per_s_per_gpu"])
-        w.writeheader()
-        w.writerow({**row, "case_id": "flops", "derived_iter_time_s": ""})
-        w.writerow({**row, "case_id": "tokens", "derived_iter_time_s": "", "measured_tflops_per_gpu": "",
-                    "tokens_per_s_per_gpu": "425"})
-        w.writerow({**row, "case_id": "none", "derived_iter_time_s": "", "measured_tflops_per_gpu": ""})
-    r = V.validate(V.read(out))
+    rows, row = _variants(tmp_path, "narayanan21_t1_gpt39.1b", {"case_id": "flops", "derived_iter_time_s": ""},
+                          {"case_id": "tokens", "derived_iter_time_s": "", "measured_tflops_per_gpu": "",
+                           "tokens_per_s_per_gpu": "425"},
+                          {"case_id": "none", "derived_iter_time_s": "", "measured_tflops_per_gpu": ""},
+                          extra=("tokens_per_s_per_gpu",))
+    r = V.validate(rows)
     got = {c["case_id"]: c for c in r["cases"]}
     assert got["flops"]["measured_s"] == pytest.approx(float(row["derived_iter_time_s"]), rel=1e-3)
     assert "source's own FLOP count" in got["flops"]["note"]
@@ -543,12 +538,8 @@ def test_a_row_with_a_rate_and_no_time_is_priced_against_the_time_the_rate_gives
     (none,) = r["skipped"]
     assert none["case_id"] == "none" and "no rate to derive one from" in none["reason"]
     # MFU against the dense 16-bit peak (989 TFLOP/s on H100 SXM): the README's 70B row, 42.5 % of 989 = 420 TFLOP/s
-    h100 = next(x for x in rows if x["case_id"] == "megatron_h100_weak_70b")
-    with out.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(h100))
-        w.writeheader()
-        w.writerow({**h100, "derived_iter_time_s": "", "measured_tflops_per_gpu": ""})
-    (c,) = V.validate(V.read(out))["cases"]
+    rows, h100 = _variants(tmp_path, "megatron_h100_weak_70b", {"derived_iter_time_s": "", "measured_tflops_per_gpu": ""})
+    (c,) = V.validate(rows)["cases"]
     want = float(h100["flops_per_iter"]) / (int(h100["n_gpus"]) * float(h100["measured_mfu"]) * 989e12)
     assert c["measured_s"] == pytest.approx(want) and "dense 16-bit peak 989" in c["note"]
     assert c["measured_s"] == pytest.approx(float(h100["derived_iter_time_s"]), rel=0.02)   # the rounded MFU
