@@ -455,3 +455,46 @@ def test_search_keeps_tensor_parallel_groups_inside_the_node():
     assert set(space.knobs["tp"].tolist()) <= {1, 2, 4, 8, 16, 24, 32, 48, 96} and 8 in space.knobs["tp"]
     pinned = evaluate_space(m, hardware.load("a100-sxm4-80gb"), 96, 96, framework="megatron-core", tp=6)
     assert set(pinned.knobs["tp"].tolist()) == {6}
+
+
+def test_cut_evaluator_equals_the_whole_one_and_sizing_first_keeps_the_same_fits():
+    """predict.evaluator(outputs) is _compiled.evaluate cut to those outputs (same numbers); a space sized first and
+    timed only where it fits has the same fitting plans and the same times as one that times every plan."""
+    import numpy as np
+
+    from roofline.model import _compiled
+    from roofline.model.predict import evaluator
+    from roofline.spec import hardware, models
+    from roofline.views import space as SP
+
+    captured = {}
+    real = SP.evaluate_arrays
+
+    def spy(x, n, outputs=SP._OUT, **kw):
+        captured.setdefault("x", (x, n))
+        return real(x, n, outputs, **kw)
+
+    m, hw = models.load("mixtral-8x7b"), hardware.load("h100-sxm")
+    try:
+        SP.evaluate_arrays = spy
+        sized = SP.evaluate_space(m, hw, 64, 512)
+    finally:
+        SP.evaluate_arrays = real
+    x, n = captured["x"]
+    whole = real(x, n, SP._OUT)                              # every plan timed
+    with np.errstate(all="ignore"):
+        full = _compiled.evaluate(x)
+        cut = evaluator(("memory", "mem_reserve", "step_time"))(x)
+    for k in ("memory", "mem_reserve", "step_time"):
+        assert np.array_equal(full[k], cut[k], equal_nan=True), k
+    from roofline.model.predict import fits as fits_memory
+
+    room = fits_memory(whole["memory"], whole["mem_reserve"], hw, SP.SEARCH_MEMORY_MARGIN)
+    fits = room & np.isfinite(whole["step_time"]) & (whole["step_time"] > 0)
+    assert 0 < fits.sum() < n and len(sized.fits) == n       # the sizing pass has something to leave out
+    assert np.array_equal(fits, sized.fits)
+    same = fits & (np.asarray(sized.knobs.get("delay_wgrad", np.zeros(n))) == 0)   # delayed wgrad: priced again
+    assert same.sum() > 0 and np.array_equal(whole["step_time"][same], sized.out["step_time"][same])
+    assert np.isnan(sized.out["step_time"][~room]).all()      # never timed
+    with pytest.raises(KeyError, match="not an output"):
+        evaluator(("no_such_output",))

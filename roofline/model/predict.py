@@ -5,6 +5,7 @@ this module only maps the dataclasses onto the formula symbols and wraps the res
 """
 from __future__ import annotations
 
+import functools
 import math
 
 from dataclasses import dataclass, field
@@ -228,6 +229,38 @@ def inputs(model: Model, plan: Plan, hw: Hardware) -> dict:
         raise InputError(f"plan.offload_layers ({plan.offload_layers}) needs the GPU-host copy bandwidth, and profile "
                          f"{hw.id} has no links.host")
     return {**model_inputs(model), **plan_inputs(plan, model), **hardware_inputs(hw, plan.dtype)}
+
+
+@functools.lru_cache(maxsize=16)
+def evaluator(outputs: tuple):
+    """``_compiled.evaluate`` cut to ``outputs``: the same straight-line numpy code with only the assignments those
+    outputs read (dead-code elimination over the generated source, whose body is one ``name = expr`` per line and a
+    ``return {'output': expr, ...}`` of one line per output). The search prices millions of plans: the memory of a
+    plan needs a sixth of the code, so it sizes every plan first and times only those that fit
+    (views/space.evaluate_arrays); tests/test_search.py checks the cut function against the whole one."""
+    import re
+    from pathlib import Path
+
+    text = Path(_compiled.__file__).read_text()
+    body = text[text.index("def evaluate(x):"):text.index("\nSOURCE_DIGEST")].splitlines()
+    ret = body.index("    return {")
+    assigns = [(ln.split(" = ", 1)[0].strip(), ln) for ln in body[2:ret]]
+    returned = dict(re.fullmatch(r"\s+'(\w+)': (.*),", ln).groups() for ln in body[ret + 1:] if ln.strip() != "}")
+    unknown = [o for o in outputs if o not in returned]
+    if unknown:
+        raise KeyError(f"not an output of the compiled formulas: {', '.join(unknown)}")
+    name = re.compile(r"\b[A-Za-z_]\w*\b")
+    need = set().union(*(name.findall(returned[o]) for o in outputs))
+    keep = []
+    for target, ln in reversed(assigns):
+        if target in need:
+            keep.append(ln)
+            need |= set(name.findall(ln.split(" = ", 1)[1]))
+    src = ("def evaluate(x):\n" + "\n".join(reversed(keep)) + "\n    return {"
+           + ", ".join(f"{o!r}: {returned[o]}" for o in outputs) + "}\n")
+    scope = {"np": np}
+    exec(compile(src, f"<roofline evaluator {','.join(outputs)}>", "exec"), scope)
+    return scope["evaluate"]
 
 
 def evaluate(x: dict) -> dict:

@@ -2,10 +2,11 @@
 
 The whole space of (tp, pp, dp, cp, ep, micro-batch, interleave, recompute, sequence parallel,
 sharding) is built with numpy (cartesian products of knob values), the divisibility rules of
-:func:`roofline.spec.config.check` are applied as vectorized masks, and the compiled formulas
-(``_compiled.evaluate``) run once on the arrays (in cache-sized chunks). :mod:`roofline.views.search` ranks the
-plans that fit; :func:`roofline.views.validate.complete_layout` prices a row that leaves its layout blank at the
-fastest. There is no Python loop over plans.
+:func:`roofline.spec.config.check` are applied as vectorized masks, and the compiled formulas run on the arrays in
+cache-sized chunks: first cut to the memory outputs for every plan (a sixth of the code, ``predict.evaluator``), then
+whole for the plans that fit (a quarter to a fifth of them in the searches of docs/search.md), so the plans that cannot
+run are never timed. :mod:`roofline.views.search` ranks the plans that fit; :func:`roofline.views.validate.
+complete_layout` prices a row that leaves its layout blank. There is no Python loop over plans.
 """
 from __future__ import annotations
 
@@ -347,27 +348,43 @@ def plan_arrays(knobs: dict, global_batch: int, schedule: str | None = None) -> 
                          k["sequence_parallel"] == 1, k["recompute"], k["sharding"], schedule or "1f1b")
 
 
-def evaluate_arrays(x: dict, n: int, outputs=_OUT, chunk: int = CHUNK, desc: str = "search: pricing plans") -> dict:
-    """``_compiled.evaluate`` over n plans in cache-sized chunks; scalars broadcast. A progress bar on stderr counts
-    the plans priced when it lasts more than base/progress.py's DELAY_S (millions of plans take seconds)."""
+def evaluate_arrays(x: dict, n: int, outputs=_OUT, chunk: int = CHUNK, desc: str = "search: pricing plans",
+                    keep=None) -> dict:
+    """The compiled formulas cut to ``outputs`` (predict.evaluator) over n plans in cache-sized chunks; scalars
+    broadcast. ``keep``: (outputs, test) prices every plan on those outputs first and the rest of ``outputs`` only for
+    the plans ``test`` (a function of that first result, a boolean array) keeps, gathered into full chunks; the others
+    read NaN there. Progress bars on stderr count the plans when they last more than base/progress.py's DELAY_S
+    (millions of plans take seconds)."""
     import numpy as np
 
     from ..base import progress
-    from ..model import _compiled
+    from ..model.predict import evaluator
 
+    outputs = tuple(outputs)
+    first = tuple(keep[0]) if keep is not None else ()
     arrays = [k for k, v in x.items() if isinstance(v, np.ndarray) and v.ndim]
-    res = {k: np.empty(n) for k in outputs}
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"), \
-            progress.bar(desc, total=n, unit="plan") as bar:
-        for s in range(0, n, chunk):
-            xs = dict(x)
-            for k in arrays:
-                xs[k] = x[k][s:s + chunk]
-            r = _compiled.evaluate(xs)
-            e = min(n, s + chunk)
-            for k in outputs:
-                res[k][s:e] = r[k]
-            bar.update(e - s)
+    res = {k: np.full(n, np.nan) for k in outputs}
+
+    def run(fn, outs, rows, total, label):
+        with progress.bar(label, total=total, unit="plan") as bar:
+            for s in range(0, total, chunk):
+                sel = rows(s, min(total, s + chunk))
+                xs = dict(x)
+                for k in arrays:
+                    xs[k] = x[k][sel]
+                r = fn(xs)
+                for k in outs:
+                    res[k][sel] = r[k]
+                bar.update(min(total, s + chunk) - s)
+
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if not first:
+            run(evaluator(outputs), outputs, lambda s, e: slice(s, e), n, desc)
+            return res
+        run(evaluator(first), first, lambda s, e: slice(s, e), n, desc.replace("pricing", "sizing"))
+        idx = np.flatnonzero(np.broadcast_to(np.asarray(keep[1]({k: res[k] for k in first}), dtype=bool), (n,)))
+        rest = tuple(k for k in outputs if k not in first)
+        run(evaluator(rest), rest, lambda s, e: idx[s:e], len(idx), desc + " that fit")
     return res
 
 
@@ -429,7 +446,9 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
                 x[OVERLAP_INPUTS[field]] = knobs[field]
     delay = "delay_wgrad" not in stated and searches_ep_overlap(model, st) and n
     outputs = _OUT + ("t_ep_comm",) if delay else _OUT
-    out = evaluate_arrays(x, n, outputs) if n else {k: np.empty(0) for k in _OUT}
+    # size every plan (memory needs a sixth of the formulas), then time those that fit; the others' times read NaN
+    sized = (("memory", "mem_reserve"), lambda r: fits_memory(r["memory"], r["mem_reserve"], hw, memory_margin))
+    out = evaluate_arrays(x, n, outputs, keep=sized) if n else {k: np.empty(0) for k in _OUT}
     fits = fits_memory(out["memory"], out["mem_reserve"], hw, memory_margin) & np.isfinite(out["step_time"]) \
         & (out["step_time"] > 0)
     if delay:
