@@ -266,7 +266,7 @@ def main() -> int:
          "and micro-batches % pp = 0 (Megatron's constraints), else 1. "
          "This gives v = 2 for most rows, 3 for 76B (60 layers / pp 4) and 530B (105 / 35), 7 for the H100 462B "
          "(112 / 16) and 23 for the H100 119B (92 / 4, one layer per virtual stage).",
-         "- **cp** blank -> 1; **recompute** blank -> none; **n_kv_heads** blank -> MHA; **ffn_hidden** blank -> 4h.",
+         "- **cp** blank -> 1; **recompute** blank -> the stack's default (Megatron: none; GPT-NeoX, metaseq: full; torchtitan: op); **n_kv_heads** blank -> MHA; **ffn_hidden** blank -> 4h.",
          "- **tp/pp/dp**: exactly one blank -> n_gpus / (the other two); two or more blank -> every stack's flag default "
          "tp = pp = 1 (data parallel over the rest) when that plan fits in memory; when it does not, the run cannot have "
          "used it. Its tp and pp then follow the practitioners' rule (Narayanan et al. 2021, Takeaway #1: tensor "

@@ -1,5 +1,6 @@
 """stacks.infer: a row that names no stack and shows no 2023+ feature gets the Megatron-LM of its source's date."""
 from roofline.spec import stacks
+import pytest
 
 
 def test_unnamed_old_run_takes_the_megatron_lm_of_its_year():
@@ -38,3 +39,23 @@ def test_a_framework_the_registry_lacks_is_named_in_the_reason():
     assert s.id == "megatron-core" and "'MaxText' names no stack" in why and "era rule" in why
     _, why = stacks.infer(column="", dtype="bf16")
     assert "names no stack" not in why
+
+
+def test_fsdp_with_megatron_tp_in_2021_2023_is_metaseq():
+    """OPT's 'Fully Sharded Data Parallel with Megatron-LM Tensor Parallelism' (Zhang et al. 2022) ran metaseq; the same
+    two names in a 2024+ source are not read as metaseq (its era ends in 2023)."""
+    st, why = stacks.infer(text="Zhang et al. 2022, arXiv:2205.01068: Fully Sharded Data Parallel with Megatron-LM "
+                                "Tensor Parallelism", dtype="fp16")
+    assert st.id == "metaseq" and "megatron-lm" in why
+    assert stacks.infer(text="2025: FSDP and Megatron compared", dtype="bf16")[0].id != "metaseq"
+
+
+def test_metaseq_runs_no_pipeline():
+    from roofline.base.errors import InputError
+    from roofline.spec.resolve import resolve
+
+    ok = resolve("opt-175b", {"tp": 8, "pp": 1, "dp": 4, "global_batch": 64}, "a100-sxm4-80gb", "metaseq")
+    assert (ok.plan.recompute, ok.plan.sharding, ok.plan.dtype, ok.model.attention) == ("full", "zero2", "fp16",
+                                                                                         "unfused")
+    with pytest.raises(InputError, match="metaseq has no pipeline parallelism"):
+        resolve("opt-175b", {"tp": 8, "pp": 2, "dp": 2, "global_batch": 64}, "a100-sxm4-80gb", "metaseq")

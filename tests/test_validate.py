@@ -310,13 +310,15 @@ def _rows(tmp_path, **over):
 
 
 def test_a_source_naming_two_stacks_falls_back_to_the_one_that_runs_the_stated_plan(tmp_path):
-    """"FSDP + Megatron TP" (metaseq, OPT-175B): Megatron-LM, the longest alias, has no FSDP; the FSDP stack runs it,
-    and the reason says why."""
-    row = _rows(tmp_path, source="Zhang et al. 2022, OPT (metaseq: FSDP + Megatron TP)", optimizer_sharding="FSDP",
-                tp=2, dp=8)
+    """A source naming llm-foundry (the longer alias) and nanotron for a ZeRO-1 row: llm-foundry (PyTorch FSDP) has no
+    ZeRO-1, nanotron runs it, and the reason says why. (OPT's 2022 'FSDP + Megatron TP' is the one stack metaseq.)"""
+    row = _rows(tmp_path, source="llm-foundry and nanotron compared, 2024", optimizer_sharding="ZeRO-1", tp=2, dp=8)
     case = V.build_case(row)
-    assert case.framework == "fsdp" and case.plan.sharding == "fsdp"
-    assert "megatron-lm-2022 cannot run the row" in case.stack_reason
+    assert case.framework == "nanotron" and case.plan.sharding == "distributed"
+    assert "llm-foundry cannot run the row" in case.stack_reason
+    opt = V.build_case(_rows(tmp_path, source="Zhang et al. 2022, OPT (metaseq: FSDP + Megatron TP)",
+                             optimizer_sharding="FSDP", tp=2, dp=8))
+    assert opt.framework == "metaseq" and opt.plan.sharding == "fsdp"
     with pytest.raises(V.Skip, match="cannot run sharding 'fsdp'"):     # a framework column is not second-guessed
         V.build_case(_rows(tmp_path, framework="megatron-lm", optimizer_sharding="FSDP", tp=2, dp=8))
 
@@ -543,3 +545,18 @@ def test_a_row_with_a_rate_and_no_time_is_priced_against_the_time_the_rate_gives
     want = float(h100["flops_per_iter"]) / (int(h100["n_gpus"]) * float(h100["measured_mfu"]) * 989e12)
     assert c["measured_s"] == pytest.approx(want) and "dense 16-bit peak 989" in c["note"]
     assert c["measured_s"] == pytest.approx(float(h100["derived_iter_time_s"]), rel=0.02)   # the rounded MFU
+
+
+def test_blank_recompute_is_the_stacks_default_and_early_fsdp_with_tp_is_metaseq():
+    """README: a blank column is 'the documented default of that framework and era'. A 2022 fully sharded row with TP
+    8 and no pipeline ran metaseq (FSDP + Megatron TP, OPT), whose runs recompute every layer; a Megatron row's blank
+    recompute stays none; a 2024 one with TP is torchtitan."""
+    base = dict(model="OPT-175B", n_layers=None, d_model=None, n_heads=None, vocab=None, seq_len=2048,
+                global_batch=1024, tp=8, pp=1, dp=128, n_gpus=1024, gpu_id="a100-sxm4-80gb",
+                optimizer_sharding="FSDP", recompute="", notes="", source="Zhang et al. 2022")
+    case = V.build_case(_row(**base))
+    assert case.framework == "metaseq" and "metaseq (with TP, earliest year 2022)" in case.stack_reason
+    assert case.plan.recompute == "full"
+    assert V.build_case(_row(**{**base, "source": "a 2024 run"})).framework == "torchtitan"
+    meg = V.build_case(_row(n_layers=4, d_model=1024, n_heads=8, n_gpus=8, tp=1, pp=1, dp=8, recompute=""))
+    assert meg.framework == "megatron-core" and meg.plan.recompute == "none"

@@ -42,7 +42,7 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   (or (layers + 2) % (pp v) == 0 in a stack that splits uneven stages: the embedding and the loss each fill a
   virtual stage, Megatron-Core account_for_embedding/loss_in_pipeline_split) and micro-batches % pp == 0, or 1
   when no such v exists.
-- cp blank -> 1; recompute blank -> none; n_kv_heads blank -> MHA; ffn_hidden blank -> 4h (gelu).
+- cp blank -> 1; recompute blank -> the stack's default (Megatron: none; GPT-NeoX, metaseq: full; torchtitan: op); n_kv_heads blank -> MHA; ffn_hidden blank -> 4h (gelu).
 - exactly one of tp/pp/dp blank -> n_gpus / (the other two); more than one blank -> tp = pp = 1 when that fits in memory,
   else tp up to the node, then the fewest pipeline stages that fit (``complete_layout``).
 - seq_len blank -> the stack's shipped training config for the model family, else the named preset's pretraining
@@ -249,10 +249,16 @@ def infer_stack(row: dict, model=None, hw=None):
         sharded = False
     if "era rule" in reason and sharded:
         # fully sharded data parallelism and no stack named: PyTorch FSDP, or torchtitan (FSDP2) when the
-        # row also runs TP/PP (FSDP1 runs have neither)
-        multi = (row.get("tp") or 1) > 1 or (row.get("pp") or 1) > 1
-        stack = stacks.get("torchtitan" if multi else "fsdp")
-        reason = reason.split("era rule")[0] + f"era rule: fully sharded, no stack named -> {stack.id}" + (" (with TP/PP)" if multi else "")
+        # row also runs TP/PP (FSDP1 runs have neither); before torchtitan (2024), FSDP with Megatron TP and no
+        # pipeline is metaseq's combination (Zhang et al. 2022, OPT, sec 2.4)
+        tp, pp = (row.get("tp") or 1), (row.get("pp") or 1)
+        ys = stacks.years_in(f"{row.get('source', '')} {row.get('notes', '')}".lower())
+        early = bool(ys) and min(ys) < stacks.get("torchtitan").era[0]
+        pick = "fsdp" if tp == pp == 1 else "metaseq" if early and pp == 1 else "torchtitan"
+        stack = stacks.get(pick)
+        reason = (reason.split("era rule")[0] + f"era rule: fully sharded, no stack named -> {stack.id}"
+                  + {"fsdp": "", "metaseq": f" (with TP, earliest year {min(ys) if ys else ''})",
+                     "torchtitan": " (with TP/PP)"}[pick])
     return stack, reason
 
 
@@ -498,13 +504,13 @@ def _plan_fields(row: dict) -> dict:
     text = f"{row.get('notes', '')} {row.get('settings', '')}".lower()
     try:
         d["sequence_parallel"] = normalize.flag(row.get("seq_parallel", ""))
-        d["recompute"] = normalize.recompute(row.get("recompute", "")) or "none"
+        d["recompute"] = normalize.recompute(row.get("recompute", ""))      # blank: None, the stack's default
         d["sharding"] = normalize.sharding(row.get("optimizer_sharding", ""))
         d["dtype"] = row_precision(row)[0]
     except InputError as exc:
         raise Skip(str(exc)) from None
-    if row.get("recompute") == "" and "recompute" in row:
-        d["recompute"] = "none"        # a blank recompute column: no recomputation (Megatron's default)
+    # a blank recompute column is the stack's default (Megatron's none; GPT-NeoX's and metaseq's full; torchtitan's
+    # op), the README's rule for every blank: "the documented default of that framework and era"
     if d["recompute"] == "selective" and row.get("recompute_modules"):
         try:                            # what Megatron's selective recomputation recomputes (--recompute-modules)
             d["recompute_modules"] = normalize.recompute_modules(row["recompute_modules"])

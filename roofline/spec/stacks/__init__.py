@@ -33,7 +33,7 @@ PLAN_KEYS = ("dtype", "grad_dtype", "sequence_parallel", "sharding", "recompute"
 RULE_KEYS = ("interleaved_schedule", "interleave_when_pp", "no_overlap_with_pp", "overlap_pp_interleaved", "tp_comm_overlap", "uneven_stages", "shardings",
              "max_zero_with_pp", "grad_dtype_bf16", "kv_heads_below_tp", "compiled_loss_since",
              "recomputes", "recompute_names", "schedules", "micro_batch_unstated", "builds_on", "recompute_modules",
-             "moment_dtypes", "seq_len_unstated", "combines")
+             "moment_dtypes", "seq_len_unstated", "combines", "pipeline")
 DEFAULT = "megatron-core"           # DESIGN.md: Megatron-Core is the default stack of the CLI, configs and API
 
 
@@ -192,6 +192,8 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
     scheds = schedules_of(stack)
     # what selective recomputation recomputes: the attention core, unless the stack has Megatron-Core's modules
     modules = bool(stack.rule("recompute_modules", False))
+    # pipeline parallelism: every stack has it unless it says not (metaseq: tensor parallelism and FSDP only)
+    pipelined = bool(stack.rule("pipeline", True))
     # Adam's moment dtypes: fp32 unless the stack has a precision-aware optimizer (Megatron-Core's)
     moments = tuple(stack.rule("moment_dtypes") or ("fp32",))
     return (
@@ -203,6 +205,8 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
              f"stack {stack.id} recomputes the attention core only, not the modules {{p.recompute_modules!r}} "
              "(Megatron-Core's --recompute-modules; run it with --framework megatron-core)", ("recompute_modules",)),
         Rule(lambda m, p: among(p.schedule, scheds), _schedule_message(stack), ("schedule",)),
+        Rule(lambda m, p: pipelined | (p.pp <= 1),
+             f"stack {stack.id} has no pipeline parallelism (pp {{p.pp}}): {src.get('pipeline', '')}", ("pp",)),
         Rule(lambda m, p: among(p.recompute, recs),
              f"stack {stack.id} cannot run recompute {{p.recompute!r}} (it runs {', '.join(recs)}): "
              f"{src.get('recomputes', 'Megatron-LM --recompute-granularity selective | full, or none')}", ("recompute",)),
@@ -258,6 +262,9 @@ def modern_features(model, hw, dtype: str | None) -> list[str]:
     return out
 
 
+COMBINED = 1000      # rank of a combination both of whose names the text holds: above any single alias's length
+
+
 def _named(where: str, text: str, model=None, hw=None, dtype: str | None = None) -> list[tuple[Stack, str]]:
     """Every stack ``text`` names, best first (the longest alias, then the latest era), each at the version the
     text's earliest year picks (or its model's features when it mentions none), with why."""
@@ -268,11 +275,15 @@ def _named(where: str, text: str, model=None, hw=None, dtype: str | None = None)
     hits = _alias_hits(t)
     # a stack that is the combination of two the text names ("DeepSpeed and Megatron": Megatron-DeepSpeed) ran, ahead
     # of either alone (stacks/*.yaml ``combines``: every listed alias found)
-    named = {a for _, _, a in hits}
+    # (each name an alias the text holds or the family of a stack it names), when the text's earliest year, if any,
+    # falls in that stack's era (a 2024 source naming FSDP and Megatron ran torchtitan, not 2022's metaseq)
+    named = {a for _, _, a in hits} | {h[1].family for h in hits}
+    ys = years_in(t)
     for s in registry().values():
         both = s.rule("combines")
-        if both and set(both) <= named and all(h[1].id != s.id for h in hits):
-            hits.append((sum(map(len, both)), s, " and ".join(both)))
+        if both and set(both) <= named and all(h[1].id != s.id for h in hits) \
+                and (not ys or s.era[0] <= min(ys) <= s.era[1]):
+            hits.append((COMBINED + sum(map(len, both)), s, " and ".join(both)))   # ahead of either name alone
     # a framework built on another one the text also names (llm-foundry on PyTorch FSDP) is the one that ran
     engines = {h[1].rule("builds_on") for h in hits} - {None}
     ranked = sorted(hits, key=lambda h: (h[1].family not in engines, h[0], h[1].era[1]), reverse=True)
