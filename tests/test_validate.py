@@ -560,3 +560,14 @@ def test_blank_recompute_is_the_stacks_default_and_early_fsdp_with_tp_is_metaseq
     assert V.build_case(_row(**{**base, "source": "a 2024 run"})).framework == "torchtitan"
     meg = V.build_case(_row(n_layers=4, d_model=1024, n_heads=8, n_gpus=8, tp=1, pp=1, dp=8, recompute=""))
     assert meg.framework == "megatron-core" and meg.plan.recompute == "none"
+
+
+def test_a_dp_that_counts_ep_out_is_megatrons_dp_times_ep():
+    """'PP 2, EP 8, DP 2' on 32 GPUs: tp x pp x dp x cp = 4 != 32 but x ep = 32, so the source's dp leaves the EP ranks
+    out; Megatron-Core's dp holds them (dp = 16), noted. A row whose degrees match n_gpus either way is unchanged."""
+    moe = dict(model="mixtral-8x7b", n_layers=None, d_model=None, n_heads=None, vocab=None, seq_len=4096,
+               n_experts=8, top_k=2, global_batch=256, tp=1, pp=2, dp=2, ep=8, n_gpus=32, notes="Megatron-Core")
+    case = V.build_case(_row(**moe))
+    assert (case.plan.dp, case.plan.ep) == (16, 8) and "counts the EP ranks out" in case.note
+    same = V.build_case(_row(**{**moe, "dp": 16}))
+    assert same.plan.dp == 16 and "counts the EP" not in same.note

@@ -501,6 +501,11 @@ def _plan_fields(row: dict) -> dict:
         d[blank[0]] = n // known
     elif len(blank) > 1:
         d[LAYOUT_UNSTATED] = tuple(blank)             # build_case completes the layout (complete_layout)
+    elif not blank and n and row.get("ep") and tp * pp * dp * cp != n and tp * pp * dp * cp * row["ep"] == n:
+        # a dp that counts the expert-parallel ranks out (DeepSeek-V3's "PP16, EP64, DP2" style): Megatron-Core's dp
+        # holds EP (expert_model_parallel_size divides dp x cp; parallel_state.py), so its dp is the stated dp x ep
+        d["dp"] = dp * row["ep"]
+        d[DP_WITH_EP] = (dp, row["ep"])
     text = f"{row.get('notes', '')} {row.get('settings', '')}".lower()
     try:
         d["sequence_parallel"] = normalize.flag(row.get("seq_parallel", ""))
@@ -759,6 +764,7 @@ def unstated_seq_len(row: dict, stack, base=None) -> tuple[int, str]:
 GPU_FROM_TEXT = "_gpu_id_from_text"      # row key: the gpu text a blank gpu_id was read from (read)
 GPU_ID_SPELLED = "_gpu_id_spelled"       # row key: a gpu_id that named a part, not a profile id (read)
 LAYOUT_UNSTATED = "_layout_unstated"     # plan-field key: the tp/pp/dp a row leaves blank (more than one)
+DP_WITH_EP = "_dp_with_ep"               # plan-field key: (dp, ep) of a row whose dp counts the EP ranks out
 
 
 def layout_stated(row: dict) -> bool:
@@ -874,6 +880,10 @@ def build_case(row: dict, hardware=None) -> Case:
         raise Skip("global_batch not stated")
     model_fields, note, base_model = _model_fields(row)
     plan_fields = _plan_fields(row)
+    if DP_WITH_EP in plan_fields:
+        dp, ep = plan_fields.pop(DP_WITH_EP)
+        note = "; ".join(x for x in (note, f"dp {dp} counts the EP ranks out (tp x pp x dp x cp x ep = n_gpus): "
+                                           f"priced at Megatron-Core's dp = {dp} x ep {ep} = {dp * ep}") if x)
     nearest = _nearest_batch(plan_fields)
     if nearest:
         note = "; ".join(x for x in (note, nearest) if x)
