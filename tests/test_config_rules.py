@@ -150,6 +150,23 @@ def test_stack_rules_messages():
     assert not all(r.ok(None, Plan(sharding="zero2")) for r in mc if r.reads == ("sharding",))
 
 
+@pytest.mark.parametrize("sid, plan, needle", [
+    ("megatron-lm-2021", Plan(cp=2), "no context parallelism (cp 2): --context-parallel-size came to Megatron-LM in 2023-10"),
+    ("fsdp", Plan(cp=2), "no context parallelism (cp 2): torch.distributed.fsdp (FSDP1)"),
+    ("metaseq", Plan(pp=2), "no pipeline parallelism (pp 2): metaseq trains with --model-parallel-size"),
+    ("metaseq", Plan(recompute="selective"), "cannot run recompute 'selective'"),
+])
+def test_stacks_without_an_axis_refuse_it_with_the_source(sid, plan, needle):
+    """Rules 'pipeline' and 'context_parallel' (stacks/*.yaml): a plan using an axis the stack lacks fails with one
+    message naming it; the same stacks run cp = pp = 1, and Megatron-Core runs both axes."""
+    rules = stacks.plan_rules(stacks.get(sid))
+    failing = [r.text(None, plan) for r in rules if not r.ok(None, plan)]
+    assert len(failing) == 1 and needle in failing[0], failing
+    assert all(r.ok(None, Plan()) for r in rules if r.reads in (("cp",), ("pp",)))
+    mc = stacks.plan_rules(stacks.get("megatron-core"))
+    assert all(r.ok(None, Plan(cp=2, pp=2)) for r in mc if r.reads in (("cp",), ("pp",)))
+
+
 @given(name=st.sampled_from(SHARDING))
 def test_stage_names(name):
     assert ZERO_STAGE[stage_name(name)] == ZERO_STAGE[name] == Plan(sharding=name).zero_stage

@@ -33,7 +33,7 @@ PLAN_KEYS = ("dtype", "grad_dtype", "sequence_parallel", "sharding", "recompute"
 RULE_KEYS = ("interleaved_schedule", "interleave_when_pp", "no_overlap_with_pp", "overlap_pp_interleaved", "tp_comm_overlap", "uneven_stages", "shardings",
              "max_zero_with_pp", "grad_dtype_bf16", "kv_heads_below_tp", "compiled_loss_since",
              "recomputes", "recompute_names", "schedules", "micro_batch_unstated", "builds_on", "recompute_modules",
-             "moment_dtypes", "seq_len_unstated", "combines", "pipeline")
+             "moment_dtypes", "seq_len_unstated", "combines", "pipeline", "context_parallel")
 DEFAULT = "megatron-core"           # DESIGN.md: Megatron-Core is the default stack of the CLI, configs and API
 
 
@@ -194,6 +194,8 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
     modules = bool(stack.rule("recompute_modules", False))
     # pipeline parallelism: every stack has it unless it says not (metaseq: tensor parallelism and FSDP only)
     pipelined = bool(stack.rule("pipeline", True))
+    # context parallelism (ring attention over a cp group): every stack unless it says not (Megatron-LM before 2023-10)
+    ring_cp = bool(stack.rule("context_parallel", True))
     # Adam's moment dtypes: fp32 unless the stack has a precision-aware optimizer (Megatron-Core's)
     moments = tuple(stack.rule("moment_dtypes") or ("fp32",))
     return (
@@ -207,6 +209,8 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
         Rule(lambda m, p: among(p.schedule, scheds), _schedule_message(stack), ("schedule",)),
         Rule(lambda m, p: pipelined | (p.pp <= 1),
              f"stack {stack.id} has no pipeline parallelism (pp {{p.pp}}): {src.get('pipeline', '')}", ("pp",)),
+        Rule(lambda m, p: ring_cp | (p.cp <= 1),
+             f"stack {stack.id} has no context parallelism (cp {{p.cp}}): {src.get('context_parallel', '')}", ("cp",)),
         Rule(lambda m, p: among(p.recompute, recs),
              f"stack {stack.id} cannot run recompute {{p.recompute!r}} (it runs {', '.join(recs)}): "
              f"{src.get('recomputes', 'Megatron-LM --recompute-granularity selective | full, or none')}", ("recompute",)),
