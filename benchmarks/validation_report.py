@@ -274,7 +274,9 @@ def main() -> int:
          "the largest tp inside the node with the fewest pipeline stages that fit; the rest of the plan (interleave, an "
          "unstated ep or micro-batch) is the fastest of that (tp, pp) its stack can run that fits, every stated knob "
          "kept (`validate.complete_layout`). Not the model's fastest layout: that would read every such row at the "
-         "model's most optimistic corner. A published run need not have followed the rule; these rows are tier C. An "
+         "model's most optimistic corner. An MoE row follows Megatron-Core's MoE guidelines instead "
+         "(megatron/core/transformer/moe/README.md: EP x TP inside the NVLink domain, EP before TP, the fewest "
+         "pipeline stages that fit). A published run need not have followed the rule; these rows are tier C. An "
          "MoE row whose tp x pp x dp x cp falls short of n_gpus by exactly its ep counts the EP ranks out of dp "
          "(\"PP 16, EP 64, DP 2\"): priced at Megatron-Core's dp = dp x ep (EP is carved out of dp), noted.",
          "- **seq_len** blank -> the stack's shipped training config for the model family where it has one "

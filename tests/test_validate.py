@@ -425,6 +425,12 @@ def test_practice_rank_orders_layouts_as_takeaway_1():
     ok = tp != 8
     r = V.practice_rank(tp, pp, ok, 8)
     assert r[4] < r[8]                                           # tp 4 pp 2 before tp 2 pp 8
+    # MoE (Megatron-Core's guidelines): EP x TP inside the node first, then the smallest tp, then the fewest stages
+    ep = np.array([8, 8, 2, 1, 2, 1, 1, 1, 16])
+    moe = V.practice_rank(tp, pp, np.ones(9, bool), 8, ep=ep)
+    order = [(tp[i], pp[i], ep[i]) for i in np.argsort(moe, kind="stable")]
+    assert order[0] == (1, 1, 8) and order[-3:] == [(2, 1, 8), (2, 8, 16), (16, 1, 1)]   # EP x TP across the node last
+    assert order.index((4, 1, 2)) < order.index((4, 2, 2)) < order.index((8, 1, 1))
 
 
 def test_blank_seq_len_takes_the_stacks_shipped_config_or_skips():

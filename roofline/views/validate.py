@@ -44,7 +44,8 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   when no such v exists.
 - cp blank -> 1; recompute blank -> the stack's default (Megatron: none; GPT-NeoX, metaseq: full; torchtitan: op); n_kv_heads blank -> MHA; ffn_hidden blank -> 4h (gelu).
 - exactly one of tp/pp/dp blank -> n_gpus / (the other two); more than one blank -> tp = pp = 1 when that fits in memory,
-  else tp up to the node, then the fewest pipeline stages that fit (``complete_layout``).
+  else tp up to the node, then the fewest pipeline stages that fit (MoE: EP x TP inside the node, the smallest tp,
+  then the fewest stages; ``complete_layout``).
 - seq_len blank -> the stack's shipped training config for the model family, else the named preset's pretraining
   context (``unstated_seq_len``), else skipped.
 - gpu_id -> the hardware profile of that id; gpus_per_node and net_gbps_per_gpu override it when given; gpu_id blank ->
@@ -831,7 +832,8 @@ def complete_layout(fields: dict, stack, resolve_fields) -> tuple[dict, str]:
         raise Skip(f"{'/'.join(blank)} not stated, and neither tp = pp = 1 nor any layout {stack.id} can run fits "
                    f"in memory")
     k = space.knobs
-    rank = practice_rank(k["tp"], k["pp"], ok, probe.hardware.gpus_per_node)
+    moe = (probe.model.n_experts or 1) > 1
+    rank = practice_rank(k["tp"], k["pp"], ok, probe.hardware.gpus_per_node, ep=k["ep"] if moe else None)
     ok &= rank == rank[ok].min()
     t = np.where(ok, space.out["step_time"], np.inf)
     i = int(np.argmin(t))
@@ -839,20 +841,28 @@ def complete_layout(fields: dict, stack, resolve_fields) -> tuple[dict, str]:
     chosen["sequence_parallel"] = bool(k["sequence_parallel"][i])
     layout = " ".join(f"{f}={chosen[f]}" for f in ("tp", "pp", "dp")) + "".join(
         f" {name}={chosen[f]}" for name, f in (("ep", "ep"), ("v", "interleave")) if chosen[f] > 1)
+    rule = ("EP x TP inside the node, the smallest tp, then the fewest pipeline stages that fit (Megatron-Core MoE "
+            "guidelines)" if moe else "tensor parallel up to the node, then the fewest pipeline stages that fit "
+            "(Narayanan et al. 2021 Takeaway #1)")
     return {**fields, **chosen}, (f"{'/'.join(blank)} not stated and tp = pp = 1 does not fit: priced at {layout}, "
-                                  f"tensor parallel up to the node, then the fewest pipeline stages that fit "
-                                  f"(Narayanan et al. 2021 Takeaway #1; the fastest such plan {stack.id} can run: "
-                                  f"validate.complete_layout)")
+                                  f"{rule}; the fastest such plan {stack.id} can run (validate.complete_layout)")
 
 
-def practice_rank(tp, pp, ok, gpus_per_node: int):
-    """Preference order of (tp, pp) pairs under Narayanan et al. 2021's Takeaway #1 (complete_layout), lower first,
-    for arrays of plans (``ok``: those that are valid and fit): pp = 1 by tp ascending; then the largest tp inside the
-    node that fits by pp ascending; then the other tp inside the node (larger first) by pp; TP across nodes last."""
+def practice_rank(tp, pp, ok, gpus_per_node: int, ep=None):
+    """Preference order of layouts (complete_layout), lower first, for arrays of plans (``ok``: those that are valid
+    and fit). Dense (``ep`` None), Narayanan et al. 2021's Takeaway #1: pp = 1 by tp ascending; then the largest tp
+    inside the node that fits, by pp ascending; then the other tp inside the node (larger first) by pp; TP across
+    nodes last. MoE (``ep`` the plans' expert-parallel sizes), Megatron-Core's MoE guidelines
+    (megatron/core/transformer/moe/README.md, 'Best Practices', Guidelines 1-4: model parallelism as small as fits, EP
+    x TP inside the NVLink domain, EP before TP, PP to scale across nodes): EP x TP inside the node first, then tp
+    ascending, then pp ascending (the fastest ep of that class is the caller's choice)."""
     tp, pp = np.asarray(tp, dtype=np.int64), np.asarray(pp, dtype=np.int64)
+    big = 1 << 20
+    if ep is not None:
+        across = np.asarray(ep, dtype=np.int64) * tp > gpus_per_node
+        return across * 4 * big + np.minimum(tp, 1023) * 1024 + np.minimum(pp, 1023)
     inside = tp <= gpus_per_node
     top = int(tp[ok & inside].max()) if (ok & inside).any() else 0
-    big = 1 << 20
     return np.where(~inside, 3 * big + pp * 1024 + tp,
                     np.where(pp == 1, tp,
                              np.where(tp == top, big + pp, 2 * big + pp * 64 + (64 - np.minimum(tp, 63)))))
