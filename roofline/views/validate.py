@@ -137,11 +137,6 @@ def _number(v: str, col: str) -> float:
     return float(t) * scale
 
 
-def _known_gpu_ids() -> set:
-    from ..spec import hardware as hwmod
-    return set(hwmod.list_ids())
-
-
 def read(path) -> list[dict]:
     """Rows of a validation CSV, numbers parsed (blank -> None); InputError on a malformed file."""
     path = Path(path)
@@ -153,18 +148,19 @@ def read(path) -> list[dict]:
     missing = [c for c in REQUIRED if c not in reader.fieldnames]
     if missing:
         raise InputError(f"{path}: missing required column(s) {', '.join(missing)}")
+    from ..spec import hardware as hwmod
+    known_ids = set(hwmod.list_ids())           # the profile folder, read once per file (not once per row)
     rows = []
     for line, raw in enumerate(reader, start=2):
         if None in raw:
             raise InputError(f"{path} line {line}: more fields than the header has columns")
         row = {k: (v or "").strip() for k, v in raw.items()}
-        from ..spec import hardware as hwmod
         if not row.get("gpu_id") and row.get("gpu"):
             # a blank gpu_id with a free-text gpu naming one bundled part ("A100-80GB (SXM4)"): that profile, noted
             found = hwmod.from_text(row["gpu"])
             if found:
                 row["gpu_id"], row[GPU_FROM_TEXT] = found, row["gpu"]
-        elif row.get("gpu_id") and row["gpu_id"] not in _known_gpu_ids():
+        elif row.get("gpu_id") and row["gpu_id"] not in known_ids:
             # a gpu_id that is no profile id but names one part ("a100-80gb", "gb200-nvl72", "h200-sxm"): that
             # profile, noted; one naming none or several (a bare "h100") is left for the resolver to refuse
             found = hwmod.from_text(row["gpu_id"])
