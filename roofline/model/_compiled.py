@@ -2,8 +2,8 @@
 # fmt: off
 import numpy as np
 
-INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_frac', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'call_a2a_inter', 'call_a2a_intra', 'call_ag_inter', 'call_ag_intra', 'call_ar_inter', 'call_ar_intra', 'call_rs_inter', 'call_rs_intra', 'capacity_factor', 'causal', 'ce_compiled', 'ce_eager', 'clock', 'clock_spread', 'cp', 'cuda_context', 'd_model', 'delay_wgrad', 'dense_layers', 'dp', 'dropout', 'dualpipev', 'eager_elem', 'ep', 'ep_dedup', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'etp', 'f32_bytes', 'ffn_hidden', 'flash', 'flash_speed', 'gated', 'gemm_dhalf', 'gin_bytes', 'global_batch', 'gpipe', 'gpu_z', 'gpus_per_node', 'grad_bytes', 'graph_full', 'graph_layers', 'hbm_bw', 'head_dim', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_link_bw', 'host_mb', 'host_moe_bwd', 'host_moe_fwd', 'host_rc', 'interleave', 'kv_heads', 'kv_lora', 'layout_first', 'layout_first_dense', 'layout_last', 'layout_last_dense', 'layout_mid', 'layout_mid_dense', 'learned_pos', 'mamba_chunk', 'mamba_conv', 'mamba_frac', 'mamba_groups', 'mamba_hdim', 'mamba_heads', 'mamba_state', 'mask_bytes', 'micro_batch', 'mlp_frac', 'moe_ffn', 'moe_latent', 'mtp', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'n_experts', 'n_heads', 'n_layers', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'nccl_sms_inter', 'offload_layers', 'opt_bytes', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_ep', 'ov_pp', 'ov_tp', 'peak', 'peak_hp', 'peak_vec', 'pp', 'pp_layout', 'q_bytes', 'q_lora', 'qk_nope', 'qk_rope', 'rc_full', 'rc_op', 'rc_sel', 'rcm_core', 'rcm_mla_up', 'rcm_mlp', 'rcm_moe', 'rcm_moe_act', 'rcm_norm', 'rcm_shared', 'rms', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'sq_relu', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'tp_async', 'ub_ring_sms', 'ub_sms', 'v_head', 'vocab', 'wgrad_fusion', 'z_grad', 'z_os', 'z_param')
-OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_host_overhead', 't_offload', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'pp_bubble_ratio', 'pp_bubble_share', 'micro_batches', 't_microbatch_stage', 't_stage_wgrad', 't_layer_fwd', 't_layer_bwd', 't_layer_recompute', 't_layer_tp_comm', 't_layer_cp_comm', 't_layer_ep_comm', 't_layer_comm_bwd', 't_layer_host', 't_dense_layer_fwd', 't_dense_layer_bwd', 't_dense_layer_recompute', 't_dense_layer_tp_comm', 't_dense_layer_cp_comm', 't_dense_layer_ep_comm', 't_dense_layer_comm_bwd', 't_dense_layer_host', 'stage_layers', 'stage_dense_layers', 'stage_mtp_layers', 't_tp_grad_reduce', 't_embed_fwd', 't_embed_bwd', 't_head_fwd', 't_head_bwd', 'head_stage_heavier', 't_edge_host', 't_microbatch_host', 't_offload_fwd', 't_offload_bwd', 't_pp_send_recv', 't_embedding_grad_reduce', 'flops', 'hardware_flops', 'flops_megatron', 'bytes_tp_fwd', 'bytes_tp_bwd', 'bytes_tp_inter', 'bytes_cp_fwd', 'bytes_cp_bwd', 'bytes_cp_inter', 'bytes_ep_fwd', 'bytes_ep_bwd', 'bytes_ep_inter', 'bytes_pp_fwd', 'bytes_pp_bwd', 'bytes_pp_inter', 'bytes_dp_fwd', 'bytes_dp_bwd', 'bytes_dp_inter', 'flops_forward', 'flops_backward', 'flops_attention', 'flops_lm_head', 'gemm_qkv_proj_flops', 'gemm_qkv_proj_bytes', 'gemm_qkv_proj_dmin', 'gemm_attn_out_proj_flops', 'gemm_attn_out_proj_bytes', 'gemm_attn_out_proj_dmin', 'gemm_mlp_up_flops', 'gemm_mlp_up_bytes', 'gemm_mlp_up_dmin', 'gemm_mlp_down_flops', 'gemm_mlp_down_bytes', 'gemm_mlp_down_dmin', 'gemm_lm_head_flops', 'gemm_lm_head_bytes', 'gemm_lm_head_dmin', 'n_gpus', 'mfu', 'mfu_megatron', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'mem_logits', 'mem_first_stage', 'mem_last_stage', 'mem_reserve', 'mem_cuda_context', 'mem_nccl', 'mem_fragmentation', 'params', 'active_params', 'params_rank', 'params_embedding', 'params_expert', 'params_mtp')
+INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_frac', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'call_a2a_inter', 'call_a2a_intra', 'call_ag_inter', 'call_ag_intra', 'call_ar_inter', 'call_ar_intra', 'call_rs_inter', 'call_rs_intra', 'capacity_factor', 'causal', 'ce_compiled', 'ce_eager', 'clock', 'clock_spread', 'cp', 'cuda_context', 'd_model', 'delay_wgrad', 'dense_layers', 'dp', 'dropout', 'dualpipev', 'eager_elem', 'ep', 'ep_dedup', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'etp', 'f32_bytes', 'ffn_hidden', 'flash', 'flash_speed', 'gated', 'gemm_dhalf', 'gin_bytes', 'global_batch', 'gpipe', 'gpu_z', 'gpus_per_node', 'grad_bytes', 'graph_full', 'graph_layers', 'hbm_bw', 'head_dim', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_link_bw', 'host_mb', 'host_moe_bwd', 'host_moe_fwd', 'host_rc', 'interleave', 'kv_heads', 'kv_lora', 'layout_first', 'layout_first_dense', 'layout_last', 'layout_last_dense', 'layout_mid', 'layout_mid_dense', 'learned_pos', 'mamba_chunk', 'mamba_conv', 'mamba_frac', 'mamba_groups', 'mamba_hdim', 'mamba_heads', 'mamba_state', 'mask_bytes', 'micro_batch', 'mlp_frac', 'moe_ffn', 'moe_latent', 'mtp', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'muon', 'n_experts', 'n_heads', 'n_layers', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'nccl_sms_inter', 'offload_layers', 'opt_bytes', 'opt_bytes_emb', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_ep', 'ov_pp', 'ov_tp', 'peak', 'peak_hp', 'peak_vec', 'pp', 'pp_layout', 'q_bytes', 'q_lora', 'qk_nope', 'qk_rope', 'rc_full', 'rc_op', 'rc_sel', 'rcm_core', 'rcm_mla_up', 'rcm_mlp', 'rcm_moe', 'rcm_moe_act', 'rcm_norm', 'rcm_shared', 'rms', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'sq_relu', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'tp_async', 'ub_ring_sms', 'ub_sms', 'v_head', 'vocab', 'wgrad_fusion', 'z_grad', 'z_os', 'z_param')
+OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_host_overhead', 't_offload', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'pp_bubble_ratio', 'pp_bubble_share', 'micro_batches', 't_microbatch_stage', 't_stage_wgrad', 't_layer_fwd', 't_layer_bwd', 't_layer_recompute', 't_layer_tp_comm', 't_layer_cp_comm', 't_layer_ep_comm', 't_layer_comm_bwd', 't_layer_host', 't_dense_layer_fwd', 't_dense_layer_bwd', 't_dense_layer_recompute', 't_dense_layer_tp_comm', 't_dense_layer_cp_comm', 't_dense_layer_ep_comm', 't_dense_layer_comm_bwd', 't_dense_layer_host', 'stage_layers', 'stage_dense_layers', 'stage_mtp_layers', 't_tp_grad_reduce', 't_embed_fwd', 't_embed_bwd', 't_head_fwd', 't_head_bwd', 'head_stage_heavier', 't_edge_host', 't_microbatch_host', 't_offload_fwd', 't_offload_bwd', 't_pp_send_recv', 't_embedding_grad_reduce', 'flops', 'hardware_flops', 'flops_megatron', 'bytes_tp_fwd', 'bytes_tp_bwd', 'bytes_tp_inter', 'bytes_cp_fwd', 'bytes_cp_bwd', 'bytes_cp_inter', 'bytes_ep_fwd', 'bytes_ep_bwd', 'bytes_ep_inter', 'bytes_pp_fwd', 'bytes_pp_bwd', 'bytes_pp_inter', 'bytes_dp_fwd', 'bytes_dp_bwd', 'bytes_dp_inter', 'flops_forward', 'flops_backward', 'flops_attention', 'flops_lm_head', 'flops_optimizer_rank', 'gemm_qkv_proj_flops', 'gemm_qkv_proj_bytes', 'gemm_qkv_proj_dmin', 'gemm_attn_out_proj_flops', 'gemm_attn_out_proj_bytes', 'gemm_attn_out_proj_dmin', 'gemm_mlp_up_flops', 'gemm_mlp_up_bytes', 'gemm_mlp_up_dmin', 'gemm_mlp_down_flops', 'gemm_mlp_down_bytes', 'gemm_mlp_down_dmin', 'gemm_lm_head_flops', 'gemm_lm_head_bytes', 'gemm_lm_head_dmin', 'n_gpus', 'mfu', 'mfu_megatron', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'mem_logits', 'mem_first_stage', 'mem_last_stage', 'mem_reserve', 'mem_cuda_context', 'mem_nccl', 'mem_fragmentation', 'params', 'active_params', 'params_rank', 'params_embedding', 'params_expert', 'params_mtp')
 
 
 def evaluate(x):
@@ -152,6 +152,7 @@ def evaluate(x):
     mu_optim_fwd = x['mu_optim_fwd']
     mu_softmax_bwd = x['mu_softmax_bwd']
     mu_softmax_fwd = x['mu_softmax_fwd']
+    muon = x['muon']
     n_experts = x['n_experts']
     n_heads = x['n_heads']
     n_layers = x['n_layers']
@@ -161,6 +162,7 @@ def evaluate(x):
     nccl_sms_inter = x.get('nccl_sms_inter', 16.0)
     offload_layers = x['offload_layers']
     opt_bytes = x['opt_bytes']
+    opt_bytes_emb = x['opt_bytes_emb']
     ov_ag = x['ov_ag']
     ov_cp = x['ov_cp']
     ov_dp = x['ov_dp']
@@ -1028,1010 +1030,1038 @@ def evaluate(x):
     _x802 = _x753 + _x765 + _x777 + _x789 + 2*_x797 + _x799 + _x800 + _x801
     _x803 = _x320*t0_gemm_fwd
     _x804 = d_model*n_experts
-    _x805 = _x320*(_x72*n_experts + _x79 + _x804)
-    _x806 = _x320*n_experts
-    _x807 = np.minimum(np.minimum(d_model, n_experts), _x72)
-    _x808 = _x497*(_x807 + gemm_dhalf)/_x807
-    _x809 = _x806*_x808
-    _x810 = _x803 + np.maximum(_x805*_x93, _x117*_x809)
-    _x811 = _x486 + _x810
-    _x812 = _x802 + _x811
-    _x813 = _x720*seq_par
-    _x814 = _x630*_x813
-    _x815 = _x655 + _x814
-    _x816 = _x661*_x815
-    _x817 = _x679*_x813
-    _x818 = _x798*t0_gemm_bwd
-    _x819 = _x248*_x759
-    _x820 = _x251*_x764
-    _x821 = np.maximum(_x819, _x820)
-    _x822 = _x270*_x756
-    _x823 = np.maximum(_x819 + _x822, _x820)
-    _x824 = _x821 + _x823
-    _x825 = _x717*t0_gemm_bwd
-    _x826 = _x248*_x717
-    _x827 = _x783*_x826
-    _x828 = _x251*_x787
-    _x829 = np.maximum(_x827, _x828)
-    _x830 = _x270*_x785
-    _x831 = np.maximum(_x827 + _x830, _x828)
-    _x832 = _x829 + _x831
-    _x833 = (1/2)*_x320
-    _x834 = (1/2)*_x321*(_x818 + _x824) + _x833*(_x825 + _x832)
-    _x835 = _x667 + tp_async*(_x663*np.maximum(-_x694 - _x834, _x695) + seq_par*(_x630 + np.maximum(-_x685 - _x834, _x690) + np.maximum(-_x691 - _x834, _x693)))
-    _x836 = _x701 + _x720*_x835 + _x723
-    _x837 = _x836 - np.maximum(0, -_x620*ov_tp*np.maximum(-_x677*_x812 + _x725, _x725*(_x657*(_x682 + _x816 + _x817) + _x659*(_x684 + _x725 - _x816 - _x817))/np.maximum(1.0e-30, _x725)) - _x621*_x725 + _x836)
-    _x838 = _x722 - np.maximum(0, -_x620*ov_tp*np.maximum(-_x652 + _x664 + _x721 - _x812, _x722*(_x657*_x815 + _x659*(_x658 + _x722 - _x814))/np.maximum(1.0e-30, _x722)) - _x621*_x722 + _x722)
-    _x839 = _x837 + _x838
-    _x840 = _x248*_x792
-    _x841 = _x251*_x795
-    _x842 = np.maximum(_x840, _x841)
-    _x843 = _x727*_x790
-    _x844 = _x270*_x843
-    _x845 = np.maximum(_x840 + _x844, _x841)
-    _x846 = _x240*_x798
-    _x847 = _x240*_x717
-    _x848 = _x240*_x727
-    _x849 = _x248*_x746
-    _x850 = _x251*_x752
-    _x851 = np.maximum(_x849, _x850)
-    _x852 = _x770*_x826
-    _x853 = _x251*_x775
+    _x805 = _x72*n_experts
+    _x806 = _x79 + _x804 + _x805
+    _x807 = _x320*_x806
+    _x808 = np.minimum(np.minimum(d_model, n_experts), _x72)
+    _x809 = (_x808 + gemm_dhalf)/_x808
+    _x810 = _x117*_x809
+    _x811 = _x320*_x805
+    _x812 = _x74*_x811
+    _x813 = _x803 + np.maximum(_x807*_x93, _x810*_x812)
+    _x814 = _x486 + _x813
+    _x815 = _x802 + _x814
+    _x816 = _x720*seq_par
+    _x817 = _x630*_x816
+    _x818 = _x655 + _x817
+    _x819 = _x661*_x818
+    _x820 = _x679*_x816
+    _x821 = _x798*t0_gemm_bwd
+    _x822 = _x248*_x759
+    _x823 = _x251*_x764
+    _x824 = np.maximum(_x822, _x823)
+    _x825 = _x270*_x756
+    _x826 = np.maximum(_x822 + _x825, _x823)
+    _x827 = _x824 + _x826
+    _x828 = _x717*t0_gemm_bwd
+    _x829 = _x248*_x717
+    _x830 = _x783*_x829
+    _x831 = _x251*_x787
+    _x832 = np.maximum(_x830, _x831)
+    _x833 = _x270*_x785
+    _x834 = np.maximum(_x830 + _x833, _x831)
+    _x835 = _x832 + _x834
+    _x836 = (1/2)*_x320
+    _x837 = (1/2)*_x321*(_x821 + _x827) + _x836*(_x828 + _x835)
+    _x838 = _x667 + tp_async*(_x663*np.maximum(-_x694 - _x837, _x695) + seq_par*(_x630 + np.maximum(-_x685 - _x837, _x690) + np.maximum(-_x691 - _x837, _x693)))
+    _x839 = _x701 + _x720*_x838 + _x723
+    _x840 = _x839 - np.maximum(0, -_x620*ov_tp*np.maximum(-_x677*_x815 + _x725, _x725*(_x657*(_x682 + _x819 + _x820) + _x659*(_x684 + _x725 - _x819 - _x820))/np.maximum(1.0e-30, _x725)) - _x621*_x725 + _x839)
+    _x841 = _x722 - np.maximum(0, -_x620*ov_tp*np.maximum(-_x652 + _x664 + _x721 - _x815, _x722*(_x657*_x818 + _x659*(_x658 + _x722 - _x817))/np.maximum(1.0e-30, _x722)) - _x621*_x722 + _x722)
+    _x842 = _x840 + _x841
+    _x843 = _x248*_x792
+    _x844 = _x251*_x795
+    _x845 = np.maximum(_x843, _x844)
+    _x846 = _x727*_x790
+    _x847 = _x270*_x846
+    _x848 = np.maximum(_x843 + _x847, _x844)
+    _x849 = _x240*_x798
+    _x850 = _x240*_x717
+    _x851 = _x240*_x727
+    _x852 = _x248*_x746
+    _x853 = _x251*_x752
     _x854 = np.maximum(_x852, _x853)
-    _x855 = _x270*_x736
-    _x856 = np.maximum(_x849 + _x855, _x850)
-    _x857 = _x270*_x773
-    _x858 = np.maximum(_x852 + _x857, _x853)
-    _x859 = _x824 + _x832 + 2*_x842 + 2*_x845 + _x846 + _x847 + _x848 + _x851 + _x854 + _x856 + _x858
-    _x860 = _x275*_x859
-    _x861 = _x731*gpus_per_node
-    _x862 = np.maximum(1, np.floor(_x861))
-    _x863 = np.ceil(ep/_x862)
-    _x864 = _x863**(-1.0)
-    _x865 = _x864*ep
-    _x866 = _x865 - 1
-    _x867 = _x732*_x738
-    _x868 = _x728*_x73
-    _x869 = _x866*_x867*_x868
-    _x870 = _x863 - 1
-    _x871 = _x868*(_x867*(1 - ep_dedup)*(-_x865 + ep) + _x870*ep_dedup*(1 - (1 - _x864)**_x738))
-    _x872 = (ep > _x862)
-    _x873 = ep - 1
-    _x874 = np.ceil(_x4*_x730)
-    _x875 = _x874 - 1
-    _x876 = _x730 - _x874
-    _x877 = _x731*_x874
-    _x878 = _x877*(_x730/_x874 - 1)
-    _x879 = _x730 - 1
-    _x880 = _x738*_x868*_x879
-    _x881 = (_x3 < _x730)
-    _x882 = np.minimum(1, _x879)
-    _x883 = 2*_x866*alpha_a2a_intra + 2*_x870*alpha_a2a_inter + 2*np.maximum(_x869/bw_a2a_intra, _x871/bw_a2a_inter) + np.where(_x881, _x626 + _x875*alpha_ag_inter + _x876*alpha_ag_intra + _x880*np.maximum(_x622*_x877, _x623*_x878), _x623*_x880 + _x879*alpha_ag_intra + _x882*call_ag_intra) + np.where(_x881, _x634 + _x875*alpha_rs_inter + _x876*alpha_rs_intra + _x880*np.maximum(_x631*_x877, _x632*_x878), _x632*_x880 + _x879*alpha_rs_intra + _x882*call_rs_intra) + 2*np.where(_x872, np.maximum(call_a2a_inter, call_a2a_intra), call_a2a_intra*np.minimum(1, _x873))
-    _x884 = -1/2*_x320*_x883
-    _x885 = np.maximum(_x280*_x741, _x282*_x741)
-    _x886 = _x885 + t0_elem_fwd
-    _x887 = _x717*t0_elem_fwd
-    _x888 = _x717*_x769
-    _x889 = _x887 + np.maximum(_x280*_x888, _x282*_x888)
-    _x890 = _x802 + _x889
-    _x891 = _x883*np.where(_x872, _x235, _x234)
-    _x892 = _x833*_x891
-    _x893 = _x717*t0_elem_bwd
-    _x894 = _x859 + _x893 + np.maximum(_x291*_x888, _x294*_x888) + np.maximum(_x225*_x290*_x737*_x739, _x294*_x741)
-    _x895 = rc_sel*rcm_moe
-    _x896 = 2*_x895 + 2*rc_full
-    _x897 = _x107*_x717
-    _x898 = _x727*_x791
-    _x899 = _x727*_x79
-    _x900 = _x897 + _x898 + _x899
-    _x901 = _x310 + _x745 + _x888 + _x900
-    _x902 = _x313*_x68
-    _x903 = _x69 + np.maximum(_x104*_x901, _x901*_x902)
-    _x904 = -_x321*rcm_mlp + 1
-    _x905 = _x320*rcm_moe
-    _x906 = 1 - _x905
-    _x907 = _x904*_x906
-    _x908 = _x128 + rc_sel*(-_x907*(-_x320*rcm_moe_act + 1) + 1)
-    _x909 = _x128 + rc_sel*(-_x904*(-_x320*rcm_norm + 1) + 1)
-    _x910 = rc_sel*(-_x906*(1 - rcm_shared) + 1)
-    _x911 = _x128 + _x910
-    _x912 = _x320*t0_elem_fwd
-    _x913 = 2*_x738
-    _x914 = _x320*(_x913 + 2)
-    _x915 = _x72*_x728
-    _x916 = _x914*_x915
-    _x917 = _x320*_x915
-    _x918 = _x281*_x738
-    _x919 = _x912 + np.maximum(_x279*_x916, _x917*_x918)
-    _x920 = _x905*rc_sel
-    _x921 = _x128 + _x920
-    _x922 = _x798*t0_gemm_fwd
-    _x923 = rc_full + rc_sel*(1 - _x907)
-    _x924 = _x323 + _x923
-    _x925 = _x327 + _x923
-    _x926 = _x717*t0_gemm_fwd
-    _x927 = 1 - gated
-    _x928 = _x910 + rc_full
-    _x929 = _x928 + rc_op*(-_x320*_x927 + 1)
-    _x930 = _x928 + rc_op*(-_x833*gated + 1)
-    _x931 = _x321*rc_op + _x920 + rc_full
-    _x932 = _x320*t0_softmax_fwd
-    _x933 = _x72*_x806
-    _x934 = _x75*_x933
-    _x935 = 2*f32_bytes
-    _x936 = _x175*_x935
-    _x937 = 5*_x173
-    _x938 = _x932 + np.maximum(_x934*_x936, _x933*_x937)
-    _x939 = _x726*_x803
-    _x940 = 2*_x921
-    _x941 = _x128*_x903 + _x334*_x909 + _x479 + _x810*_x931 + _x886*_x908 + _x889*_x911 + _x919*_x921 + _x921*_x938 + _x924*(_x753 + _x922) + _x925*(_x765 + _x922) + _x929*(_x777 + _x926) + _x930*(_x789 + _x926) + _x940*(_x797 + _x939)
-    _x942 = _x833*_x896
-    _x943 = _x490 + _x811 + _x903 + _x919 + _x938
-    _x944 = _x320*t0_elem_bwd
-    _x945 = _x320*t0_gemm_bwd
-    _x946 = _x320*t0_softmax_bwd
-    _x947 = _x248*_x805
-    _x948 = _x116*_x250
-    _x949 = _x809*_x948
-    _x950 = np.maximum(_x947, _x949)
-    _x951 = _x717*_x782
-    _x952 = _x107 + _x542 + _x758 + _x900 + _x951
-    _x953 = _x544*_x68
-    _x954 = _x545*_x68
-    _x955 = 3*_x579*f32_bytes
-    _x956 = 8*_x577
-    _x957 = _x293*_x913
-    _x958 = _x320*_x804
-    _x959 = _x270*_x958
-    _x960 = np.maximum(_x947 + _x959, _x949)
-    _x961 = _x493 + _x494 + _x499 + _x505 + _x506 + _x507 + _x508 + _x509 + _x510 + _x511 + _x513 + _x514 + _x516 + _x517 + _x518 + _x519 + _x523 + _x527 + _x533 + _x536 + _x549 + _x554 + _x557 + _x562 + _x569 + _x571 + _x576 + _x581 + _x582 + _x584 + _x587 + _x593 + _x596 + _x598 + _x600 + _x603 + _x605 + _x607 + _x610 + _x612 + _x614 + _x944 + _x945 + _x946 + _x950 + _x960 + np.maximum(_x934*_x955, _x933*_x956) + np.maximum(_x952*_x953, _x952*_x954) + np.maximum(_x289*_x868*_x914, _x917*_x957)
-    _x962 = 1 - ov_ep
-    _x963 = _x320*_x962
-    _x964 = 2*_x963
-    _x965 = _x883*_x942*_x962 + _x883*_x964 + ov_ep*np.maximum((1/2)*_x320*_x883*_x896 - _x941, _x891*_x942) + ov_ep*np.maximum(-_x482 - _x884 - _x943, _x892) + ov_ep*np.maximum(-_x617 - _x884 - _x961, _x892) + ov_ep*np.maximum(-_x860 - _x884 - _x886 - _x890, _x892) + ov_ep*np.maximum(_x860 - _x884 - _x894 - t0_elem_bwd, _x892)
-    _x966 = _x239 + _x965
-    _x967 = _x839 + _x966
-    _x968 = _x320*host_moe_fwd
-    _x969 = _x707 + _x885 + _x890 + _x943
-    _x970 = -_x127*(_x968 + host_fwd) + _x969
-    _x971 = _x320*host_moe_bwd
-    _x972 = _x895 + rc_full
-    _x973 = _x968*_x972
-    _x974 = _x709 + _x894 + _x961 + t0_gemm_bwd
-    _x975 = _x941 + _x974
-    _x976 = -_x127*(_x129 + _x971 + _x973) + _x975
-    _x977 = _x677/_x130
-    _x978 = _x239*_x977
-    _x979 = _x677 + _x895
-    _x980 = (_x972 + 1)/_x979
-    _x981 = _x965*_x980
-    _x982 = _x837 + _x978 + _x981
-    _x983 = _x715*(np.maximum(0, -_x976 - _x982) + np.maximum(0, -_x838 - _x966 - _x970 + _x978 + _x981)) + _x716*np.maximum(0, -_x967 - _x970 - _x976)
-    _x984 = _x573*_x79
-    _x985 = np.maximum(_x984, _x504)
-    _x986 = _x248*_x91
-    _x987 = _x251*_x97
-    _x988 = _x2*_x74
-    _x989 = np.minimum(_x58, _x112)
-    _x990 = np.maximum(_x108/eta_embed_bwd, _x75*(_x109*(learned_pos + 1) + _x113*grad_bytes + _x40*_x989 + _x74*f32_bytes*((1/10)*_x58 + _x989))/mu_embed_bwd)
-    _x991 = _x990 + t0_embed_bwd
-    _x992 = _x115*_x247
-    _x993 = _x121*_x948
-    _x994 = t0_ce_bwd + np.maximum(_x992, _x993) + np.maximum(_x122/mu_ce_bwd, 256*_x124/eta_ce_bwd) + np.maximum(_x113*_x270 + _x992, _x993)
-    _x995 = _x985 + _x994 + mtp*(_x240 + _x493 + 3*_x985 + _x991 + _x994 + 3*t0_norm_bwd + np.maximum(_x986, _x987) + np.maximum(_x59*_x953, _x585*_x68*_x988) + np.maximum(_x270*_x89 + _x986, _x987)) + t0_gemm_bwd + t0_norm_bwd
-    _x996 = _x126 + _x995 + mtp*(_x967 + _x969 + _x975 + _x983)
-    _x997 = layout_first - layout_first_dense
-    _x998 = _x672*attn_frac
-    _x999 = _x666*mamba_frac
-    _x1000 = _x720*mlp_frac
-    _x1001 = _x1000*_x666
-    _x1002 = _x1001 + _x998 + _x999
-    _x1003 = _x1002*_x661
-    _x1004 = _x1000*_x668 + _x668*mamba_frac + _x674*attn_frac
-    _x1005 = _x1003 + _x1004
-    _x1006 = act_bytes*mlp_frac
-    _x1007 = _x1006*_x746
-    _x1008 = _x748*mlp_frac
-    _x1009 = _x1008*_x751
-    _x1010 = np.maximum(_x1007*_x92, _x1009*_x101)
-    _x1011 = _x1006*_x759
-    _x1012 = _x761*mlp_frac
-    _x1013 = _x1012*_x763
-    _x1014 = np.maximum(_x1011*_x92, _x101*_x1013)
-    _x1015 = _x1006*_x92
-    _x1016 = _x1015*_x717
-    _x1017 = np.maximum(_x1016*_x770, _x776*mlp_frac)
-    _x1018 = np.maximum(_x1016*_x783, _x788*mlp_frac)
-    _x1019 = np.maximum(_x1015*_x792, _x796*mlp_frac)
-    _x1020 = _x1010 + _x1014 + _x1017 + _x1018 + 2*_x1019 + _x799*mlp_frac + _x800*mlp_frac + _x801*mlp_frac
-    _x1021 = mamba_hdim*mamba_heads
-    _x1022 = mamba_groups*mamba_state
-    _x1023 = 2*_x1022
-    _x1024 = _x1023 + mamba_heads
-    _x1025 = 2*_x1021 + _x1024
-    _x1026 = _x1025*d_model
-    _x1027 = _x1026*_x2
-    _x1028 = _x1025*_x2
-    _x1029 = _x1028*_x58
-    _x1030 = _x1027 + _x1029 + _x107
-    _x1031 = _x93*mamba_frac
-    _x1032 = _x58*mamba_frac
-    _x1033 = _x1027*_x1032
-    _x1034 = np.maximum(1, np.minimum(np.minimum(d_model, _x58), _x1028))
-    _x1035 = (_x1034 + gemm_dhalf)/_x1034
-    _x1036 = _x1033*_x1035
-    _x1037 = np.maximum(_x1030*_x1031, _x1036*_x351)
-    _x1038 = _x1021*_x55
-    _x1039 = _x1021*_x2
-    _x1040 = _x1038 + _x1039*_x58 + _x107
-    _x1041 = np.maximum(1, np.minimum(np.minimum(d_model, _x58), _x1039))
-    _x1042 = _x1039*_x90*mamba_frac
-    _x1043 = _x1042*(_x1041 + gemm_dhalf)/_x1041
-    _x1044 = np.maximum(_x1031*_x1040, _x101*_x1043)
-    _x1045 = mamba_chunk*mamba_hdim
-    _x1046 = mamba_hdim*mamba_state
-    _x1047 = mamba_heads*(_x1045 + 4*_x1046)
-    _x1048 = _x2*mamba_chunk
-    _x1049 = _x1032*(_x1023*_x1048 + _x1047*_x2)
-    _x1050 = np.maximum(1, np.minimum(np.minimum(mamba_chunk, mamba_hdim), mamba_state))
-    _x1051 = (_x1050 + gemm_dhalf)/_x1050
-    _x1052 = _x1022*_x2
-    _x1053 = _x2*mamba_heads
-    _x1054 = _x1032*(_x1039*mamba_state*(_x176 + _x935)/mamba_chunk + act_bytes*(5*_x1039 + 4*_x1052) + f32_bytes*(2*_x1048*mamba_groups + 7*_x1053))
-    _x1055 = np.maximum(_x1049*_x1051*_x117, _x1054*_x92)
-    _x1056 = 2*attn_frac
-    _x1057 = _x1056*_x531
-    _x1058 = np.maximum(_x350*attn_frac, _x101*_x1057)
-    _x1059 = _x1056*_x552
-    _x1060 = np.maximum(_x361*attn_frac, _x101*_x1059)
-    _x1061 = np.maximum(_x424*attn_frac, _x431*attn_frac)
-    _x1062 = _x302*_x446
-    _x1063 = _x1056*_x1062
-    _x1064 = _x1063*_x461
-    _x1065 = np.maximum(_x457*attn_frac, _x101*_x1064)
-    _x1066 = attn_frac*t0_gemm_fwd
-    _x1067 = _x338*attn_frac
-    _x1068 = _x297*attn_frac
-    _x1069 = _x1068*_x74
-    _x1070 = _x1066 + np.maximum(_x1067*_x92, _x1069*_x341)
-    _x1071 = _x1056*_x58
-    _x1072 = _x1071*_x391
-    _x1073 = _x1072*_x393
-    _x1074 = _x383*attn_frac + np.maximum(_x389*attn_frac, _x101*_x1073)
-    _x1075 = _x806*mlp_frac
-    _x1076 = _x1075*_x808
-    _x1077 = _x803*mlp_frac + np.maximum(_x1015*_x805, _x1076*_x117)
-    _x1078 = _x1056*_x452
-    _x1079 = _x443*attn_frac + np.maximum(_x448*attn_frac, _x101*_x1078)
-    _x1080 = _x1037 + _x1044 + _x1055 + _x1058 + _x1060 + _x1061 + _x1065 + _x1070 + _x1074 + _x1077 + _x1079 + _x483*attn_frac + _x484*attn_frac + _x650*mamba_frac
-    _x1081 = _x1020 + _x1080
-    _x1082 = attn_frac*seq_par
-    _x1083 = _x1082*_x643
-    _x1084 = mamba_frac*seq_par
-    _x1085 = _x1084*_x630
-    _x1086 = _x813*mlp_frac
-    _x1087 = _x1086*_x630
-    _x1088 = _x1083 + _x1085 + _x1087
-    _x1089 = _x1088*_x661
-    _x1090 = _x1082*_x681
-    _x1091 = _x1084*_x679
-    _x1092 = _x1086*_x679
-    _x1093 = _x1030*_x248
-    _x1094 = _x1027*_x1035*_x525
-    _x1095 = _x1027*_x270
-    _x1096 = (1/2)*np.maximum(_x1093, _x1094) + (1/2)*np.maximum(_x1093 + _x1095, _x1094)
-    _x1097 = _x1096 + _x686
-    _x1098 = _x1000*_x835 + _x1003 + _x701*attn_frac + mamba_frac*(_x667 + tp_async*(_x663*np.maximum(-_x1097 - _x694, _x695) + seq_par*(_x630 + np.maximum(-_x1096 - _x687, _x690) + np.maximum(-_x1097 - _x691, _x693))))
-    _x1099 = _x1098 - np.maximum(0, -_x1005*_x621 + _x1098 - _x620*ov_tp*np.maximum(_x1005 - _x1081*_x677, _x1005*(_x657*(_x1089 + _x1090 + _x1091 + _x1092) + _x659*(_x1005 - _x1089 - _x1090 - _x1091 - _x1092))/np.maximum(1.0e-30, _x1005)))
-    _x1100 = _x1002 - np.maximum(0, -_x1002*_x621 + _x1002 - _x620*ov_tp*np.maximum(_x1001 - _x1081 + _x998 + _x999, _x1002*(_x1088*_x657 + _x659*(_x1002 - _x1083 - _x1085 - _x1087))/np.maximum(1.0e-30, _x1002)))
-    _x1101 = _x1099 + _x1100
-    _x1102 = act_bytes*attn_frac
-    _x1103 = _x1102*_x144
-    _x1104 = _x1103*_x140
-    _x1105 = np.maximum(_x1104*_x131, _x153*attn_frac)
-    _x1106 = _x1103*_x162
-    _x1107 = _x1103*_x139
-    _x1108 = _x1107*_x165
-    _x1109 = np.maximum(_x159*attn_frac, _x131*(_x1106 + _x1108*bmm_reread_fwd))
-    _x1110 = _x171*attn_frac + np.maximum(_x174*attn_frac, _x180*attn_frac)
-    _x1111 = _x1102*_x190*_x2
-    _x1112 = _x1111*_x193
-    _x1113 = _x184*attn_frac + np.maximum(_x1112*swa_frac, _x207*_x211*attn_frac)
-    _x1114 = _x215*attn_frac + np.maximum(_x1112*_x214, _x211*_x219*attn_frac)
-    _x1115 = _x1105 + _x1109 + _x1110 + _x1113 + _x1114 + _x170*attn_frac
-    _x1116 = ov_cp*np.maximum(-_x1115*_x130 + _x233, _x236)
-    _x1117 = _x1116 + _x238
-    _x1118 = _x1006*_x247
-    _x1119 = _x1118*_x792
-    _x1120 = _x841*mlp_frac
-    _x1121 = np.maximum(_x1119, _x1120)
-    _x1122 = np.maximum(_x1119 + _x844*mlp_frac, _x1120)
-    _x1123 = _x1007*_x247
-    _x1124 = _x1009*_x251
-    _x1125 = np.maximum(_x1123, _x1124)
-    _x1126 = _x1011*_x247
-    _x1127 = _x1013*_x251
+    _x855 = _x770*_x829
+    _x856 = _x251*_x775
+    _x857 = np.maximum(_x855, _x856)
+    _x858 = _x270*_x736
+    _x859 = np.maximum(_x852 + _x858, _x853)
+    _x860 = _x270*_x773
+    _x861 = np.maximum(_x855 + _x860, _x856)
+    _x862 = _x827 + _x835 + 2*_x845 + 2*_x848 + _x849 + _x850 + _x851 + _x854 + _x857 + _x859 + _x861
+    _x863 = _x275*_x862
+    _x864 = _x731*gpus_per_node
+    _x865 = np.maximum(1, np.floor(_x864))
+    _x866 = np.ceil(ep/_x865)
+    _x867 = _x866**(-1.0)
+    _x868 = _x867*ep
+    _x869 = _x868 - 1
+    _x870 = _x732*_x738
+    _x871 = _x728*_x73
+    _x872 = _x869*_x870*_x871
+    _x873 = _x866 - 1
+    _x874 = _x871*(_x870*(1 - ep_dedup)*(-_x868 + ep) + _x873*ep_dedup*(1 - (1 - _x867)**_x738))
+    _x875 = (ep > _x865)
+    _x876 = ep - 1
+    _x877 = np.ceil(_x4*_x730)
+    _x878 = _x877 - 1
+    _x879 = _x730 - _x877
+    _x880 = _x731*_x877
+    _x881 = _x880*(_x730/_x877 - 1)
+    _x882 = _x730 - 1
+    _x883 = _x738*_x871*_x882
+    _x884 = (_x3 < _x730)
+    _x885 = np.minimum(1, _x882)
+    _x886 = 2*_x869*alpha_a2a_intra + 2*_x873*alpha_a2a_inter + 2*np.maximum(_x872/bw_a2a_intra, _x874/bw_a2a_inter) + np.where(_x884, _x626 + _x878*alpha_ag_inter + _x879*alpha_ag_intra + _x883*np.maximum(_x622*_x880, _x623*_x881), _x623*_x883 + _x882*alpha_ag_intra + _x885*call_ag_intra) + np.where(_x884, _x634 + _x878*alpha_rs_inter + _x879*alpha_rs_intra + _x883*np.maximum(_x631*_x880, _x632*_x881), _x632*_x883 + _x882*alpha_rs_intra + _x885*call_rs_intra) + 2*np.where(_x875, np.maximum(call_a2a_inter, call_a2a_intra), call_a2a_intra*np.minimum(1, _x876))
+    _x887 = -1/2*_x320*_x886
+    _x888 = np.maximum(_x280*_x741, _x282*_x741)
+    _x889 = _x888 + t0_elem_fwd
+    _x890 = _x717*t0_elem_fwd
+    _x891 = _x717*_x769
+    _x892 = _x890 + np.maximum(_x280*_x891, _x282*_x891)
+    _x893 = _x802 + _x892
+    _x894 = _x886*np.where(_x875, _x235, _x234)
+    _x895 = _x836*_x894
+    _x896 = _x717*t0_elem_bwd
+    _x897 = _x862 + _x896 + np.maximum(_x291*_x891, _x294*_x891) + np.maximum(_x225*_x290*_x737*_x739, _x294*_x741)
+    _x898 = rc_sel*rcm_moe
+    _x899 = 2*_x898 + 2*rc_full
+    _x900 = _x107*_x717
+    _x901 = _x727*_x791
+    _x902 = _x727*_x79
+    _x903 = _x900 + _x901 + _x902
+    _x904 = _x310 + _x745 + _x891 + _x903
+    _x905 = _x313*_x68
+    _x906 = _x69 + np.maximum(_x104*_x904, _x904*_x905)
+    _x907 = -_x321*rcm_mlp + 1
+    _x908 = _x320*rcm_moe
+    _x909 = 1 - _x908
+    _x910 = _x907*_x909
+    _x911 = _x128 + rc_sel*(-_x910*(-_x320*rcm_moe_act + 1) + 1)
+    _x912 = _x128 + rc_sel*(-_x907*(-_x320*rcm_norm + 1) + 1)
+    _x913 = rc_sel*(-_x909*(1 - rcm_shared) + 1)
+    _x914 = _x128 + _x913
+    _x915 = _x320*t0_elem_fwd
+    _x916 = 2*_x738
+    _x917 = _x916 + 2
+    _x918 = _x320*_x917
+    _x919 = _x72*_x728
+    _x920 = _x279*_x919
+    _x921 = _x320*_x919
+    _x922 = _x281*_x738
+    _x923 = _x915 + np.maximum(_x918*_x920, _x921*_x922)
+    _x924 = _x908*rc_sel
+    _x925 = _x128 + _x924
+    _x926 = _x798*t0_gemm_fwd
+    _x927 = rc_full + rc_sel*(1 - _x910)
+    _x928 = _x323 + _x927
+    _x929 = _x327 + _x927
+    _x930 = _x717*t0_gemm_fwd
+    _x931 = 1 - gated
+    _x932 = _x913 + rc_full
+    _x933 = _x932 + rc_op*(-_x320*_x931 + 1)
+    _x934 = _x932 + rc_op*(-_x836*gated + 1)
+    _x935 = _x321*rc_op + _x924 + rc_full
+    _x936 = _x320*t0_softmax_fwd
+    _x937 = _x75*_x811
+    _x938 = 2*f32_bytes
+    _x939 = _x175*_x938
+    _x940 = 5*_x173
+    _x941 = _x936 + np.maximum(_x937*_x939, _x811*_x940)
+    _x942 = _x726*_x803
+    _x943 = 2*_x925
+    _x944 = _x128*_x906 + _x334*_x912 + _x479 + _x813*_x935 + _x889*_x911 + _x892*_x914 + _x923*_x925 + _x925*_x941 + _x928*(_x753 + _x926) + _x929*(_x765 + _x926) + _x933*(_x777 + _x930) + _x934*(_x789 + _x930) + _x943*(_x797 + _x942)
+    _x945 = _x836*_x899
+    _x946 = _x490 + _x814 + _x906 + _x923 + _x941
+    _x947 = _x320*t0_elem_bwd
+    _x948 = _x320*t0_gemm_bwd
+    _x949 = _x320*t0_softmax_bwd
+    _x950 = _x248*_x807
+    _x951 = _x116*_x250
+    _x952 = _x809*_x951
+    _x953 = _x812*_x952
+    _x954 = np.maximum(_x950, _x953)
+    _x955 = _x717*_x782
+    _x956 = _x107 + _x542 + _x758 + _x903 + _x955
+    _x957 = _x544*_x68
+    _x958 = _x545*_x68
+    _x959 = 3*_x579*f32_bytes
+    _x960 = 8*_x577
+    _x961 = _x289*_x871
+    _x962 = _x293*_x916
+    _x963 = _x320*_x804
+    _x964 = _x270*_x963
+    _x965 = np.maximum(_x950 + _x964, _x953)
+    _x966 = _x493 + _x494 + _x499 + _x505 + _x506 + _x507 + _x508 + _x509 + _x510 + _x511 + _x513 + _x514 + _x516 + _x517 + _x518 + _x519 + _x523 + _x527 + _x533 + _x536 + _x549 + _x554 + _x557 + _x562 + _x569 + _x571 + _x576 + _x581 + _x582 + _x584 + _x587 + _x593 + _x596 + _x598 + _x600 + _x603 + _x605 + _x607 + _x610 + _x612 + _x614 + _x947 + _x948 + _x949 + _x954 + _x965 + np.maximum(_x918*_x961, _x921*_x962) + np.maximum(_x937*_x959, _x811*_x960) + np.maximum(_x956*_x957, _x956*_x958)
+    _x967 = 1 - ov_ep
+    _x968 = _x320*_x967
+    _x969 = 2*_x968
+    _x970 = _x886*_x945*_x967 + _x886*_x969 + ov_ep*np.maximum((1/2)*_x320*_x886*_x899 - _x944, _x894*_x945) + ov_ep*np.maximum(-_x482 - _x887 - _x946, _x895) + ov_ep*np.maximum(-_x617 - _x887 - _x966, _x895) + ov_ep*np.maximum(-_x863 - _x887 - _x889 - _x893, _x895) + ov_ep*np.maximum(_x863 - _x887 - _x897 - t0_elem_bwd, _x895)
+    _x971 = _x239 + _x970
+    _x972 = _x842 + _x971
+    _x973 = _x320*host_moe_fwd
+    _x974 = _x707 + _x888 + _x893 + _x946
+    _x975 = -_x127*(_x973 + host_fwd) + _x974
+    _x976 = _x320*host_moe_bwd
+    _x977 = _x898 + rc_full
+    _x978 = _x973*_x977
+    _x979 = _x709 + _x897 + _x966 + t0_gemm_bwd
+    _x980 = _x944 + _x979
+    _x981 = -_x127*(_x129 + _x976 + _x978) + _x980
+    _x982 = _x677/_x130
+    _x983 = _x239*_x982
+    _x984 = _x677 + _x898
+    _x985 = (_x977 + 1)/_x984
+    _x986 = _x970*_x985
+    _x987 = _x840 + _x983 + _x986
+    _x988 = _x715*(np.maximum(0, -_x981 - _x987) + np.maximum(0, -_x841 - _x971 - _x975 + _x983 + _x986)) + _x716*np.maximum(0, -_x972 - _x975 - _x981)
+    _x989 = _x573*_x79
+    _x990 = np.maximum(_x989, _x504)
+    _x991 = _x248*_x91
+    _x992 = _x251*_x97
+    _x993 = _x2*_x74
+    _x994 = np.minimum(_x58, _x112)
+    _x995 = np.maximum(_x108/eta_embed_bwd, _x75*(_x109*(learned_pos + 1) + _x113*grad_bytes + _x40*_x994 + _x74*f32_bytes*((1/10)*_x58 + _x994))/mu_embed_bwd)
+    _x996 = _x995 + t0_embed_bwd
+    _x997 = _x115*_x247
+    _x998 = _x121*_x951
+    _x999 = t0_ce_bwd + np.maximum(_x997, _x998) + np.maximum(_x122/mu_ce_bwd, 256*_x124/eta_ce_bwd) + np.maximum(_x113*_x270 + _x997, _x998)
+    _x1000 = _x990 + _x999 + mtp*(_x240 + _x493 + 3*_x990 + _x996 + _x999 + 3*t0_norm_bwd + np.maximum(_x991, _x992) + np.maximum(_x59*_x957, _x585*_x68*_x993) + np.maximum(_x270*_x89 + _x991, _x992)) + t0_gemm_bwd + t0_norm_bwd
+    _x1001 = _x1000 + _x126 + mtp*(_x972 + _x974 + _x980 + _x988)
+    _x1002 = layout_first - layout_first_dense
+    _x1003 = _x672*attn_frac
+    _x1004 = _x666*mamba_frac
+    _x1005 = _x720*mlp_frac
+    _x1006 = _x1005*_x666
+    _x1007 = _x1003 + _x1004 + _x1006
+    _x1008 = _x1007*_x661
+    _x1009 = _x1005*_x668 + _x668*mamba_frac + _x674*attn_frac
+    _x1010 = _x1008 + _x1009
+    _x1011 = act_bytes*mlp_frac
+    _x1012 = _x1011*_x746
+    _x1013 = _x748*mlp_frac
+    _x1014 = _x1013*_x751
+    _x1015 = np.maximum(_x1012*_x92, _x101*_x1014)
+    _x1016 = _x1011*_x759
+    _x1017 = _x761*mlp_frac
+    _x1018 = _x1017*_x763
+    _x1019 = np.maximum(_x1016*_x92, _x101*_x1018)
+    _x1020 = _x1011*_x717
+    _x1021 = _x1020*_x92
+    _x1022 = np.maximum(_x1021*_x770, _x776*mlp_frac)
+    _x1023 = np.maximum(_x1021*_x783, _x788*mlp_frac)
+    _x1024 = _x1011*_x792
+    _x1025 = np.maximum(_x1024*_x92, _x796*mlp_frac)
+    _x1026 = _x1015 + _x1019 + _x1022 + _x1023 + 2*_x1025 + _x799*mlp_frac + _x800*mlp_frac + _x801*mlp_frac
+    _x1027 = mamba_hdim*mamba_heads
+    _x1028 = mamba_groups*mamba_state
+    _x1029 = 2*_x1028
+    _x1030 = _x1029 + mamba_heads
+    _x1031 = 2*_x1027 + _x1030
+    _x1032 = _x1031*d_model
+    _x1033 = _x1032*_x2
+    _x1034 = _x1031*_x2
+    _x1035 = _x1034*_x58
+    _x1036 = _x1033 + _x1035 + _x107
+    _x1037 = _x93*mamba_frac
+    _x1038 = _x58*mamba_frac
+    _x1039 = _x1033*_x1038
+    _x1040 = np.maximum(1, np.minimum(np.minimum(d_model, _x58), _x1034))
+    _x1041 = (_x1040 + gemm_dhalf)/_x1040
+    _x1042 = _x1039*_x1041
+    _x1043 = np.maximum(_x1036*_x1037, _x1042*_x351)
+    _x1044 = _x1027*_x55
+    _x1045 = _x1027*_x2
+    _x1046 = _x1044 + _x1045*_x58 + _x107
+    _x1047 = np.maximum(1, np.minimum(np.minimum(d_model, _x58), _x1045))
+    _x1048 = _x1045*_x90*mamba_frac
+    _x1049 = _x1048*(_x1047 + gemm_dhalf)/_x1047
+    _x1050 = np.maximum(_x1037*_x1046, _x101*_x1049)
+    _x1051 = mamba_chunk*mamba_hdim
+    _x1052 = mamba_hdim*mamba_state
+    _x1053 = mamba_heads*(_x1051 + 4*_x1052)
+    _x1054 = _x2*mamba_chunk
+    _x1055 = _x1038*(_x1029*_x1054 + _x1053*_x2)
+    _x1056 = np.maximum(1, np.minimum(np.minimum(mamba_chunk, mamba_hdim), mamba_state))
+    _x1057 = (_x1056 + gemm_dhalf)/_x1056
+    _x1058 = _x1028*_x2
+    _x1059 = _x2*mamba_heads
+    _x1060 = _x1038*(_x1045*mamba_state*(_x176 + _x938)/mamba_chunk + act_bytes*(5*_x1045 + 4*_x1058) + f32_bytes*(2*_x1054*mamba_groups + 7*_x1059))
+    _x1061 = np.maximum(_x1055*_x1057*_x117, _x1060*_x92)
+    _x1062 = 2*attn_frac
+    _x1063 = _x1062*_x531
+    _x1064 = np.maximum(_x350*attn_frac, _x101*_x1063)
+    _x1065 = _x1062*_x552
+    _x1066 = np.maximum(_x361*attn_frac, _x101*_x1065)
+    _x1067 = np.maximum(_x424*attn_frac, _x431*attn_frac)
+    _x1068 = _x302*_x446
+    _x1069 = _x1062*_x1068
+    _x1070 = _x1069*_x461
+    _x1071 = np.maximum(_x457*attn_frac, _x101*_x1070)
+    _x1072 = attn_frac*t0_gemm_fwd
+    _x1073 = _x338*attn_frac
+    _x1074 = _x297*attn_frac
+    _x1075 = _x1074*_x74
+    _x1076 = _x1072 + np.maximum(_x1073*_x92, _x1075*_x341)
+    _x1077 = _x1062*_x58
+    _x1078 = _x1077*_x391
+    _x1079 = _x1078*_x393
+    _x1080 = _x383*attn_frac + np.maximum(_x389*attn_frac, _x101*_x1079)
+    _x1081 = _x320*mlp_frac
+    _x1082 = _x1081*_x806
+    _x1083 = _x1081*n_experts
+    _x1084 = _x1083*_x497
+    _x1085 = _x803*mlp_frac + np.maximum(_x1082*_x93, _x1084*_x810)
+    _x1086 = _x1062*_x452
+    _x1087 = _x443*attn_frac + np.maximum(_x448*attn_frac, _x101*_x1086)
+    _x1088 = _x1043 + _x1050 + _x1061 + _x1064 + _x1066 + _x1067 + _x1071 + _x1076 + _x1080 + _x1085 + _x1087 + _x483*attn_frac + _x484*attn_frac + _x650*mamba_frac
+    _x1089 = _x1026 + _x1088
+    _x1090 = attn_frac*seq_par
+    _x1091 = _x1090*_x643
+    _x1092 = mamba_frac*seq_par
+    _x1093 = _x1092*_x630
+    _x1094 = _x816*mlp_frac
+    _x1095 = _x1094*_x630
+    _x1096 = _x1091 + _x1093 + _x1095
+    _x1097 = _x1096*_x661
+    _x1098 = _x1090*_x681
+    _x1099 = _x1092*_x679
+    _x1100 = _x1094*_x679
+    _x1101 = _x1036*_x248
+    _x1102 = _x1033*_x1041*_x525
+    _x1103 = _x1033*_x270
+    _x1104 = (1/2)*np.maximum(_x1101, _x1102) + (1/2)*np.maximum(_x1101 + _x1103, _x1102)
+    _x1105 = _x1104 + _x686
+    _x1106 = _x1005*_x838 + _x1008 + _x701*attn_frac + mamba_frac*(_x667 + tp_async*(_x663*np.maximum(-_x1105 - _x694, _x695) + seq_par*(_x630 + np.maximum(-_x1104 - _x687, _x690) + np.maximum(-_x1105 - _x691, _x693))))
+    _x1107 = _x1106 - np.maximum(0, -_x1010*_x621 + _x1106 - _x620*ov_tp*np.maximum(_x1010 - _x1089*_x677, _x1010*(_x657*(_x1097 + _x1098 + _x1099 + _x1100) + _x659*(_x1010 - _x1097 - _x1098 - _x1099 - _x1100))/np.maximum(1.0e-30, _x1010)))
+    _x1108 = _x1007 - np.maximum(0, -_x1007*_x621 + _x1007 - _x620*ov_tp*np.maximum(_x1003 + _x1004 + _x1006 - _x1089, _x1007*(_x1096*_x657 + _x659*(_x1007 - _x1091 - _x1093 - _x1095))/np.maximum(1.0e-30, _x1007)))
+    _x1109 = _x1107 + _x1108
+    _x1110 = act_bytes*attn_frac
+    _x1111 = _x1110*_x144
+    _x1112 = _x1111*_x140
+    _x1113 = np.maximum(_x1112*_x131, _x153*attn_frac)
+    _x1114 = _x1111*_x162
+    _x1115 = _x1111*_x139
+    _x1116 = _x1115*_x165
+    _x1117 = np.maximum(_x159*attn_frac, _x131*(_x1114 + _x1116*bmm_reread_fwd))
+    _x1118 = _x171*attn_frac + np.maximum(_x174*attn_frac, _x180*attn_frac)
+    _x1119 = _x1110*_x190*_x2
+    _x1120 = _x1119*_x193
+    _x1121 = _x184*attn_frac + np.maximum(_x1120*swa_frac, _x207*_x211*attn_frac)
+    _x1122 = _x215*attn_frac + np.maximum(_x1120*_x214, _x211*_x219*attn_frac)
+    _x1123 = _x1113 + _x1117 + _x1118 + _x1121 + _x1122 + _x170*attn_frac
+    _x1124 = ov_cp*np.maximum(-_x1123*_x130 + _x233, _x236)
+    _x1125 = _x1124 + _x238
+    _x1126 = _x1024*_x247
+    _x1127 = _x844*mlp_frac
     _x1128 = np.maximum(_x1126, _x1127)
-    _x1129 = _x1118*_x717
-    _x1130 = _x1129*_x770
-    _x1131 = _x853*mlp_frac
+    _x1129 = np.maximum(_x1126 + _x847*mlp_frac, _x1127)
+    _x1130 = _x1012*_x247
+    _x1131 = _x1014*_x251
     _x1132 = np.maximum(_x1130, _x1131)
-    _x1133 = _x1129*_x783
-    _x1134 = _x828*mlp_frac
+    _x1133 = _x1016*_x247
+    _x1134 = _x1018*_x251
     _x1135 = np.maximum(_x1133, _x1134)
-    _x1136 = np.maximum(_x1123 + _x855*mlp_frac, _x1124)
-    _x1137 = np.maximum(_x1126 + _x822*mlp_frac, _x1127)
-    _x1138 = np.maximum(_x1130 + _x857*mlp_frac, _x1131)
-    _x1139 = np.maximum(_x1133 + _x830*mlp_frac, _x1134)
-    _x1140 = 2*_x1121 + 2*_x1122 + _x1125 + _x1128 + _x1132 + _x1135 + _x1136 + _x1137 + _x1138 + _x1139 + _x846*mlp_frac + _x847*mlp_frac + _x848*mlp_frac
-    _x1141 = _x1140*_x275
-    _x1142 = -1/2*_x320*_x883*mlp_frac
-    _x1143 = mlp_frac*t0_elem_fwd
-    _x1144 = _x1006*_x102
-    _x1145 = _x1144*_x278
-    _x1146 = _x737*mlp_frac
-    _x1147 = _x1146*_x740
-    _x1148 = np.maximum(_x1145*_x741, _x1147*_x282)
-    _x1149 = _x1143 + _x1148
-    _x1150 = _x888*mlp_frac
-    _x1151 = _x887*mlp_frac + np.maximum(_x1145*_x888, _x1150*_x282)
-    _x1152 = _x1020 + _x1151
-    _x1153 = (1/2)*mlp_frac
-    _x1154 = _x1153*_x320
-    _x1155 = _x1154*_x891
-    _x1156 = mlp_frac*t0_elem_bwd
-    _x1157 = _x1142 + _x1156
-    _x1158 = _x1006*_x290
-    _x1159 = _x1140 + _x893*mlp_frac + np.maximum(_x1158*_x741, _x1147*_x294) + np.maximum(_x1158*_x888, _x1150*_x294)
-    _x1160 = _x102*_x1102
-    _x1161 = attn_frac*t0_elem_fwd + np.maximum(_x471*attn_frac, _x1160*_x474)
-    _x1162 = mamba_frac*t0_elem_fwd
-    _x1163 = _x1021 + _x1023
-    _x1164 = _x1163*_x2
-    _x1165 = _x1032*_x1164
-    _x1166 = np.maximum(_x102*_x1165*_x176, _x1165*_x281*(2*mamba_conv + 4))
-    _x1167 = np.maximum(_x471*mamba_frac, _x475*mamba_frac)
-    _x1168 = mamba_frac*t0_gemm_fwd
-    _x1169 = mamba_frac*t0_norm_fwd
-    _x1170 = act_bytes*mamba_frac
-    _x1171 = _x82*mamba_frac
-    _x1172 = 8*_x83
-    _x1173 = np.maximum(_x1170*_x72*_x77, _x1171*_x1172)
-    _x1174 = _x1032*_x1039
-    _x1175 = _x1174*_x81
-    _x1176 = np.maximum(_x1174*_x435, _x1172*_x1175)
-    _x1177 = np.maximum(_x471*mlp_frac, _x1144*_x474)
-    _x1178 = _x1143 + _x1177
-    _x1179 = _x107*mamba_frac + _x744*mlp_frac + _x897*mlp_frac + _x898*mlp_frac + _x899*mlp_frac
-    _x1180 = _x1068 + _x1147 + _x1150 + _x1174 + _x1179 + _x299*attn_frac + _x301*attn_frac + _x303*attn_frac + _x304*attn_frac + _x308*attn_frac + _x309*attn_frac
-    _x1181 = np.maximum(_x104*_x1180, _x1180*_x902)
-    _x1182 = _x1181 + _x69
-    _x1183 = _x346*attn_frac
-    _x1184 = _x1066*_x23
-    _x1185 = _x1143*_x367 + np.maximum(_x1144*_x375, _x377*mlp_frac)
-    _x1186 = _x169*attn_frac
-    _x1187 = attn_frac*t0_norm_fwd
-    _x1188 = _x332*_x79
-    _x1189 = _x1187 + np.maximum(_x1102*_x1188, _x85*attn_frac)
-    _x1190 = mlp_frac*t0_norm_fwd + np.maximum(_x1006*_x1188, _x85*mlp_frac)
-    _x1191 = _x408*attn_frac + np.maximum(_x412*attn_frac, _x1160*_x414)
-    _x1192 = _x434*attn_frac + np.maximum(_x437*attn_frac, _x439*attn_frac)
-    _x1193 = _x320*mlp_frac
-    _x1194 = _x1193*_x915
-    _x1195 = _x912*mlp_frac + np.maximum(_x1144*_x916, _x1194*_x918)
-    _x1196 = _x922*mlp_frac
-    _x1197 = _x926*mlp_frac
-    _x1198 = _x1075*_x72
-    _x1199 = _x1198*_x75
-    _x1200 = _x932*mlp_frac + np.maximum(_x1199*_x936, _x1198*_x937)
-    _x1201 = _x466*attn_frac
-    _x1202 = _x1201*_x81
-    _x1203 = _x1187*_x23 + np.maximum(_x1201*_x435, _x1202*_x84)
-    _x1204 = _x1070*_x128 + _x1074*_x382 + _x1077*_x931 + _x1079*_x417 + _x1110*_x399 + _x1113*_x399 + _x1114*_x399 + _x1149*_x908 + _x1151*_x911 + _x1161*_x128 + _x1178*_x128 + _x1182*_x128 + _x1185*_x128 + _x1189*_x406 + _x1190*_x909 + _x1191*_x417 + _x1192*_x417 + _x1195*_x921 + _x1200*_x921 + _x1203*_x417 + _x128*(_x1037 + _x1168) + _x128*(_x1044 + _x1168) + _x128*(_x1055 + _x1168) + _x128*(_x1058 + _x1183) + _x128*(_x1060 + _x1184) + _x128*(_x1162 + _x1166) + _x128*(_x1162 + _x1167) + _x128*(_x1169 + _x1173) + _x128*(_x1169 + _x1176) + _x399*(_x1105 + _x1186) + _x399*(_x1109 + _x1186) + _x417*(_x1061 + _x1183) + _x417*(_x1065 + _x1184) + _x924*(_x1010 + _x1196) + _x925*(_x1014 + _x1196) + _x929*(_x1017 + _x1197) + _x930*(_x1018 + _x1197) + _x940*(_x1019 + _x939*mlp_frac)
-    _x1205 = _x1080 + _x1115 + _x1161 + _x1166 + _x1167 + _x1173 + _x1176 + _x1185 + _x1189 + _x1190 + _x1191 + _x1192 + _x1195 + _x1200 + _x1203 + _x482*mamba_frac + _x487*mamba_frac
-    _x1206 = _x1182 + _x1205
-    _x1207 = attn_frac*t0_gemm_bwd
-    _x1208 = attn_frac*t0_norm_bwd
-    _x1209 = _x945*mlp_frac
-    _x1210 = _x0*_x1207
-    _x1211 = _x1067*_x247
-    _x1212 = _x1069*_x521
-    _x1213 = np.maximum(_x1211, _x1212)
-    _x1214 = _x1093*mamba_frac
-    _x1215 = _x1036*_x530
-    _x1216 = np.maximum(_x1214, _x1215)
-    _x1217 = _x1040*_x248*mamba_frac
-    _x1218 = _x1043*_x251
-    _x1219 = np.maximum(_x1217, _x1218)
-    _x1220 = _x1029*mamba_frac + _x107*attn_frac + _x1179 + _x1201 + _x537*attn_frac + _x538*attn_frac + _x539*attn_frac + _x540*attn_frac + _x541*attn_frac + _x757*mlp_frac + _x951*mlp_frac
-    _x1221 = _x524*attn_frac
-    _x1222 = _x1073*_x251
+    _x1136 = _x1020*_x247
+    _x1137 = _x1136*_x770
+    _x1138 = _x856*mlp_frac
+    _x1139 = np.maximum(_x1137, _x1138)
+    _x1140 = _x1136*_x783
+    _x1141 = _x831*mlp_frac
+    _x1142 = np.maximum(_x1140, _x1141)
+    _x1143 = np.maximum(_x1130 + _x858*mlp_frac, _x1131)
+    _x1144 = np.maximum(_x1133 + _x825*mlp_frac, _x1134)
+    _x1145 = np.maximum(_x1137 + _x860*mlp_frac, _x1138)
+    _x1146 = np.maximum(_x1140 + _x833*mlp_frac, _x1141)
+    _x1147 = 2*_x1128 + 2*_x1129 + _x1132 + _x1135 + _x1139 + _x1142 + _x1143 + _x1144 + _x1145 + _x1146 + _x849*mlp_frac + _x850*mlp_frac + _x851*mlp_frac
+    _x1148 = _x1147*_x275
+    _x1149 = -1/2*_x320*_x886*mlp_frac
+    _x1150 = mlp_frac*t0_elem_fwd
+    _x1151 = _x1011*_x102
+    _x1152 = _x1151*_x278
+    _x1153 = _x737*mlp_frac
+    _x1154 = _x1153*_x740
+    _x1155 = np.maximum(_x1152*_x741, _x1154*_x282)
+    _x1156 = _x1150 + _x1155
+    _x1157 = _x891*mlp_frac
+    _x1158 = _x890*mlp_frac + np.maximum(_x1152*_x891, _x1157*_x282)
+    _x1159 = _x1026 + _x1158
+    _x1160 = (1/2)*mlp_frac
+    _x1161 = _x1160*_x320
+    _x1162 = _x1161*_x894
+    _x1163 = mlp_frac*t0_elem_bwd
+    _x1164 = _x1149 + _x1163
+    _x1165 = _x1011*_x290
+    _x1166 = _x1147 + _x896*mlp_frac + np.maximum(_x1165*_x741, _x1154*_x294) + np.maximum(_x1165*_x891, _x1157*_x294)
+    _x1167 = _x102*_x1110
+    _x1168 = attn_frac*t0_elem_fwd + np.maximum(_x471*attn_frac, _x1167*_x474)
+    _x1169 = mamba_frac*t0_elem_fwd
+    _x1170 = _x1027 + _x1029
+    _x1171 = _x1170*_x2
+    _x1172 = _x1038*_x1171
+    _x1173 = np.maximum(_x102*_x1172*_x176, _x1172*_x281*(2*mamba_conv + 4))
+    _x1174 = np.maximum(_x471*mamba_frac, _x475*mamba_frac)
+    _x1175 = mamba_frac*t0_gemm_fwd
+    _x1176 = mamba_frac*t0_norm_fwd
+    _x1177 = act_bytes*mamba_frac
+    _x1178 = _x82*mamba_frac
+    _x1179 = 8*_x83
+    _x1180 = np.maximum(_x1177*_x72*_x77, _x1178*_x1179)
+    _x1181 = _x1038*_x1045
+    _x1182 = _x1181*_x81
+    _x1183 = np.maximum(_x1181*_x435, _x1179*_x1182)
+    _x1184 = np.maximum(_x471*mlp_frac, _x1151*_x474)
+    _x1185 = _x1150 + _x1184
+    _x1186 = _x107*mamba_frac + _x744*mlp_frac + _x900*mlp_frac + _x901*mlp_frac + _x902*mlp_frac
+    _x1187 = _x1074 + _x1154 + _x1157 + _x1181 + _x1186 + _x299*attn_frac + _x301*attn_frac + _x303*attn_frac + _x304*attn_frac + _x308*attn_frac + _x309*attn_frac
+    _x1188 = np.maximum(_x104*_x1187, _x1187*_x905)
+    _x1189 = _x1188 + _x69
+    _x1190 = _x346*attn_frac
+    _x1191 = _x1072*_x23
+    _x1192 = _x1150*_x367 + np.maximum(_x1151*_x375, _x377*mlp_frac)
+    _x1193 = _x169*attn_frac
+    _x1194 = attn_frac*t0_norm_fwd
+    _x1195 = _x332*_x79
+    _x1196 = _x1194 + np.maximum(_x1110*_x1195, _x85*attn_frac)
+    _x1197 = mlp_frac*t0_norm_fwd + np.maximum(_x1011*_x1195, _x85*mlp_frac)
+    _x1198 = _x408*attn_frac + np.maximum(_x412*attn_frac, _x1167*_x414)
+    _x1199 = _x434*attn_frac + np.maximum(_x437*attn_frac, _x439*attn_frac)
+    _x1200 = _x1081*_x917
+    _x1201 = _x1081*_x919
+    _x1202 = _x915*mlp_frac + np.maximum(_x1200*_x920, _x1201*_x922)
+    _x1203 = _x926*mlp_frac
+    _x1204 = _x930*mlp_frac
+    _x1205 = _x1083*_x72
+    _x1206 = _x1205*_x75
+    _x1207 = _x936*mlp_frac + np.maximum(_x1206*_x939, _x1205*_x940)
+    _x1208 = _x466*attn_frac
+    _x1209 = _x1208*_x81
+    _x1210 = _x1194*_x23 + np.maximum(_x1208*_x435, _x1209*_x84)
+    _x1211 = _x1076*_x128 + _x1080*_x382 + _x1085*_x935 + _x1087*_x417 + _x1118*_x399 + _x1121*_x399 + _x1122*_x399 + _x1156*_x911 + _x1158*_x914 + _x1168*_x128 + _x1185*_x128 + _x1189*_x128 + _x1192*_x128 + _x1196*_x406 + _x1197*_x912 + _x1198*_x417 + _x1199*_x417 + _x1202*_x925 + _x1207*_x925 + _x1210*_x417 + _x128*(_x1043 + _x1175) + _x128*(_x1050 + _x1175) + _x128*(_x1061 + _x1175) + _x128*(_x1064 + _x1190) + _x128*(_x1066 + _x1191) + _x128*(_x1169 + _x1173) + _x128*(_x1169 + _x1174) + _x128*(_x1176 + _x1180) + _x128*(_x1176 + _x1183) + _x399*(_x1113 + _x1193) + _x399*(_x1117 + _x1193) + _x417*(_x1067 + _x1190) + _x417*(_x1071 + _x1191) + _x928*(_x1015 + _x1203) + _x929*(_x1019 + _x1203) + _x933*(_x1022 + _x1204) + _x934*(_x1023 + _x1204) + _x943*(_x1025 + _x942*mlp_frac)
+    _x1212 = _x1088 + _x1123 + _x1168 + _x1173 + _x1174 + _x1180 + _x1183 + _x1192 + _x1196 + _x1197 + _x1198 + _x1199 + _x1202 + _x1207 + _x1210 + _x482*mamba_frac + _x487*mamba_frac
+    _x1213 = _x1189 + _x1212
+    _x1214 = attn_frac*t0_gemm_bwd
+    _x1215 = attn_frac*t0_norm_bwd
+    _x1216 = _x948*mlp_frac
+    _x1217 = _x0*_x1214
+    _x1218 = _x1073*_x247
+    _x1219 = _x1075*_x521
+    _x1220 = np.maximum(_x1218, _x1219)
+    _x1221 = _x1101*mamba_frac
+    _x1222 = _x1042*_x530
     _x1223 = np.maximum(_x1221, _x1222)
-    _x1224 = _x529*attn_frac
-    _x1225 = _x1057*_x251
+    _x1224 = _x1046*_x248*mamba_frac
+    _x1225 = _x1049*_x251
     _x1226 = np.maximum(_x1224, _x1225)
-    _x1227 = _x534*attn_frac
-    _x1228 = _x535*attn_frac
-    _x1229 = np.maximum(_x1227, _x1228)
-    _x1230 = _x1118*_x805
-    _x1231 = _x1076*_x948
-    _x1232 = np.maximum(_x1230, _x1231)
-    _x1233 = _x547*attn_frac
-    _x1234 = _x1078*_x251
-    _x1235 = np.maximum(_x1233, _x1234)
-    _x1236 = _x551*attn_frac
-    _x1237 = _x1059*_x251
-    _x1238 = np.maximum(_x1236, _x1237)
-    _x1239 = _x555*attn_frac
-    _x1240 = _x1064*_x251
-    _x1241 = np.maximum(_x1239, _x1240)
-    _x1242 = _x1111*_x563
-    _x1243 = 16*_x502
-    _x1244 = _x225*mamba_frac
-    _x1245 = _x1102*_x79
-    _x1246 = _x1006*_x79
-    _x1247 = 3*mamba_heads
-    _x1248 = _x1032*(6*_x1052*mamba_chunk + _x1053*(2*_x1045 + 10*_x1046))
-    _x1249 = np.maximum(_x1051*_x1248*_x948, (5/2)*_x1054*_x247)
-    _x1250 = _x1006*_x289
-    _x1251 = _x558*(_x1104 + _x1107*_x591)
-    _x1252 = np.maximum(_x1222, _x1221 + _x599*attn_frac)
-    _x1253 = np.maximum(_x1240, _x1239 + _x613*attn_frac)
-    _x1254 = np.maximum(_x1234, _x1233 + _x602*attn_frac)
-    _x1255 = np.maximum(_x1211 + _x604*attn_frac, _x1212)
-    _x1256 = np.maximum(_x1095*mamba_frac + _x1214, _x1215)
-    _x1257 = np.maximum(_x1038*_x270*mamba_frac + _x1217, _x1218)
-    _x1258 = np.maximum(_x1224 + _x606*attn_frac, _x1225)
-    _x1259 = np.maximum(_x1227 + _x609*attn_frac, _x1228)
-    _x1260 = np.maximum(_x1230 + _x959*mlp_frac, _x1231)
-    _x1261 = np.maximum(_x1236 + _x611*attn_frac, _x1237)
-    _x1262 = _x1156*_x367 + _x1207 + _x1208*_x23 + _x1208 + _x1209 + _x1210*_x305 + _x1213 + _x1216 + _x1219 + _x1223 + _x1226 + _x1229 + _x1232 + _x1235 + _x1238 + _x1241 + _x1249 + _x1252 + _x1253 + _x1254 + _x1255 + _x1256 + _x1257 + _x1258 + _x1259 + _x1260 + _x1261 + _x494*mamba_frac + _x506*attn_frac + _x507*attn_frac + _x508*attn_frac + _x509*attn_frac + _x510*attn_frac + _x511*attn_frac + _x513*attn_frac + _x514*attn_frac + _x518*attn_frac + _x616*mamba_frac + _x710*mamba_frac + _x944*mlp_frac + _x946*mlp_frac + attn_frac*t0_elem_bwd + mlp_frac*t0_norm_bwd + np.maximum(_x1106*_x558, _x561*attn_frac) + np.maximum(_x1199*_x955, _x1198*_x956) + np.maximum(_x1201*_x573, _x1202*_x503) + np.maximum(_x1220*_x953, _x1220*_x954) + np.maximum(_x1242*_x214, _x568*_x570*attn_frac) + np.maximum(_x1242*swa_frac, _x565*_x568*attn_frac) + np.maximum(_x1245*_x495, _x498*attn_frac) + np.maximum(_x1245*_x501, _x504*attn_frac) + np.maximum(_x1246*_x495, _x498*mlp_frac) + np.maximum(_x1246*_x501, _x504*mlp_frac) + np.maximum(_x1250*_x375, _x586*mlp_frac) + np.maximum(_x1250*_x916, _x1194*_x957) + np.maximum(_x496*mamba_frac, _x498*mamba_frac) + np.maximum(_x574*attn_frac, _x575*attn_frac) + np.maximum(_x578*attn_frac, _x580*attn_frac) + np.maximum(_x590*attn_frac, _x1251) + np.maximum(_x595*attn_frac, _x558*(_x1106 + _x1108*bmm_reread_bwd)) + np.maximum(_x597*attn_frac, _x1251) + np.maximum(_x984*mamba_frac, _x1171*_x1243) + np.maximum(_x1056*_x293*_x411, _x1102*_x583) + np.maximum(5*_x1164*_x1244*_x289, _x1165*_x293*(4*mamba_conv + 8)) + np.maximum(_x1244*_x1247*_x2*_x500*mamba_hdim, _x1175*_x1243)
-    _x1263 = _x1262 + _x493
-    _x1264 = _x1153*_x883*_x896*_x963 + _x883*_x964*mlp_frac + ov_ep*np.maximum(-_x1157 - _x1263, _x1155) + ov_ep*np.maximum(-_x1204 + (1/2)*_x320*_x883*_x896*mlp_frac, _x1154*_x891*_x896) + ov_ep*np.maximum(_x1141 - _x1157 - _x1159, _x1155) + ov_ep*np.maximum(-_x1142 - _x1178 - _x1206, _x1155) + ov_ep*np.maximum(-_x1141 - _x1142 - _x1149 - _x1152, _x1155)
-    _x1265 = _x1117 + _x1264
-    _x1266 = _x1101 + _x1265
-    _x1267 = (1/2)*attn_frac
-    _x1268 = _x1153 + _x1267 + (1/2)*mamba_frac
-    _x1269 = _x1148 + _x1152 + _x1177 + _x482*mlp_frac
-    _x1270 = _x1206 + _x1269
-    _x1271 = -_x127*(_x1268*host_fwd + _x968*mlp_frac) + _x1270
-    _x1272 = _x1159 + _x616*mlp_frac
-    _x1273 = _x1263 + _x1272
-    _x1274 = _x1204 + _x1273
-    _x1275 = -_x127*(_x1268*_x129 + _x971*mlp_frac + _x973*mlp_frac) + _x1274
-    _x1276 = _x1117*_x977
-    _x1277 = _x1264*_x980
-    _x1278 = _x1099 + _x1276 + _x1277
-    _x1279 = _x715*(np.maximum(0, -_x1275 - _x1278) + np.maximum(0, -_x1100 - _x1265 - _x1271 + _x1276 + _x1277)) + _x716*np.maximum(0, -_x1266 - _x1271 - _x1275)
-    _x1280 = _x1266 + _x1270 + _x1274 + _x1279
-    _x1281 = _x111 + _x991
-    _x1282 = layout_mid - layout_mid_dense
-    _x1283 = -_x1280*_x1282 - _x714*layout_mid_dense
-    _x1284 = -_x110 - _x990 + _x996 - t0_embed_bwd - t0_embed_fwd
-    _x1285 = layout_last - layout_last_dense
-    _x1286 = _x1280*_x1285 + _x1281*_x67 + _x714*layout_last_dense
-    _x1287 = np.heaviside(_x1280*_x997 + _x1281 + _x1283 + _x67*_x996 + _x714*layout_first_dense, 1)*np.heaviside(_x1280*_x997 - _x1284 - _x1286 + _x67*_x996 + _x714*layout_first_dense, 1)
-    _x1288 = (1 - _x1287)*np.heaviside(_x1283 + _x1286 + _x996, 1)
-    _x1289 = _x1287*(_x111 + _x126*_x67) + _x1288*(_x111*_x67 + _x126)
-    _x1290 = 1 - pp_layout
-    _x1291 = np.heaviside(_x1284, 1)
-    _x1292 = 1 - _x1291
-    _x1293 = -_x38
-    _x1294 = _x38*dualpipev
-    _x1295 = _x1293 + _x1294
-    _x1296 = _x1295 + 1
-    _x1297 = _x111*_x1292 + _x126*_x1291 + _x1296*(_x111*_x1291 + _x126*_x1292)
-    _x1298 = -_x1287 - _x1288 + 1
-    _x1299 = np.minimum(dense_layers, _x17)
-    _x1300 = _x1293 + _x38*np.heaviside(-_x1101 - _x1116 - _x1181 - _x1204 - _x1205 - _x1262 - _x1264 - _x1269 - _x1272 - _x1279 + _x154 + _x168 + _x170 + _x171 + _x181 + _x184 + _x212 + _x215 + _x220 + _x237 + _x257 + _x269 + _x271 + _x272 + _x283 + _x285 + _x286 + _x288 + _x295 + _x296 + _x314 + _x316 + _x319 + _x326 + _x329 + _x335 + _x343 + _x345 + _x356 + _x357 + _x365 + _x366 + _x368 + _x378 + _x380 + _x383 + _x395 + _x397 + _x400 + _x401 + _x402 + _x403 + _x404 + _x407 + _x408 + _x415 + _x418 + _x432 + _x433 + _x434 + _x440 + _x442 + _x443 + _x453 + _x455 + _x463 + _x464 + _x465 + _x468 + _x470 + _x478 + _x481 + _x483 + _x484 + _x487 + _x488 + _x489 + _x492 + _x494 + _x499 + _x505 + _x506 + _x507 + _x508 + _x509 + _x510 + _x511 + _x513 + _x514 + _x516 + _x517 + _x518 + _x519 + _x523 + _x527 + _x533 + _x536 + _x546 + _x549 + _x554 + _x557 + _x562 + _x569 + _x571 + _x576 + _x581 + _x582 + _x584 + _x587 + _x593 + _x596 + _x598 + _x600 + _x603 + _x605 + _x607 + _x610 + _x612 + _x614 + _x618 + _x650 - _x653 - _x660 + _x662 + _x667 + _x673 + _x696 + _x700 - _x703 + _x707 + _x709 + _x710 + _x713, 1) + 1
-    _x1301 = _x1290*_x1299*_x1300 + pp_layout*(_x1287*layout_first_dense + _x1288*layout_last_dense + _x1298*layout_mid_dense)
-    _x1302 = _x1290*(-_x1299*_x1300 + _x17) + pp_layout*(_x1282*_x1298 + _x1285*_x1288 + _x1287*_x997)
-    _x1303 = _x1287*_x67 + _x1288
-    _x1304 = _x1290*mtp*(_x1291 + _x1292*_x1296) + _x1303*mtp*pp_layout
-    _x1305 = _x1270*_x1302 + _x1289*pp_layout + _x1290*_x1297 + _x1301*_x708 + _x1304*_x969
-    _x1306 = _x1287*(_x67*_x995 + _x991) + _x1288*(_x67*_x991 + _x995)
-    _x1307 = _x1291*_x995 + _x1292*_x991 + _x1296*(_x1291*_x991 + _x1292*_x995)
-    _x1308 = _x1301*_x711
-    _x1309 = _x1273*_x1302
-    _x1310 = _x1304*_x974
-    _x1311 = _x1290*_x1307 + _x1306*pp_layout + _x1308 + _x1309 + _x1310
-    _x1312 = _x1305 + _x1311
-    _x1313 = _x51*_x67
-    _x1314 = _x1313 + _x38
-    _x1315 = np.maximum(1, np.floor(_x2*gpus_per_node))
-    _x1316 = np.ceil(_x42/_x1315)
-    _x1317 = _x48*_x56
-    _x1318 = _x1316*_x1317
-    _x1319 = -1 + _x42/_x1316
-    _x1320 = _x1318*_x1319
-    _x1321 = np.maximum(_x1318*_x622, _x1320*_x623)
-    _x1322 = biases*d_model
-    _x1323 = -_x1322*(1 - _x717) + _x766 + _x778 + biases*(_x780 + d_model)
-    _x1324 = _x729 + _x755 + biases*(_x728 + _x754)
-    _x1325 = _x1324*_x731*_x732*n_experts
-    _x1326 = _x727*(_x794 + biases*(d_model + moe_latent)) + _x958
-    _x1327 = _x1323*_x2 + _x1325 + _x1326
-    _x1328 = _x18*_x74
-    _x1329 = _x0*(_x1322 + _x421 + _x444*_x639 + d_model*n_heads*v_head) + _x132*(_x370*d_model + _x384 + biases*(_x381 + d_model))
-    _x1330 = _x1329*_x2 + _x24
-    _x1331 = _x1328 + _x1330
-    _x1332 = _x42 - 1
-    _x1333 = _x1317*_x1332
-    _x1334 = _x1333*(_x113*_x67 + _x38*np.minimum(_x113, _x1327 + _x1331))
-    _x1335 = _x1334*act_bytes
-    _x1336 = _x1316 - 1
-    _x1337 = -_x1316 + _x42
-    _x1338 = _x1336*alpha_ag_inter + _x1337*alpha_ag_intra + _x626
-    _x1339 = (_x42 > _x1315)
-    _x1340 = np.minimum(1, _x1332)
-    _x1341 = _x1332*alpha_ag_intra + _x1340*call_ag_intra
-    _x1342 = np.maximum(_x1318*_x631, _x1320*_x632)
-    _x1343 = _x1334*grad_bytes
-    _x1344 = _x1336*alpha_rs_inter + _x1337*alpha_rs_intra + _x634
-    _x1345 = _x1332*alpha_rs_intra + _x1340*call_rs_intra
-    _x1346 = _x1314*(np.where(_x1339, _x1321*_x1335 + _x1338, _x1335*_x623 + _x1341) + np.where(_x1339, _x1342*_x1343 + _x1344, _x1343*_x632 + _x1345))
-    _x1347 = np.maximum(1, np.floor(_x732*_x861))
-    _x1348 = _x731*_x732
-    _x1349 = _x1348*_x43
-    _x1350 = np.ceil(_x1349/_x1347)
-    _x1351 = _x1350 - 1
-    _x1352 = _x1349 - _x1350
-    _x1353 = _x1317*_x2
-    _x1354 = _x1353*_x730*ep
-    _x1355 = _x1350*_x1354
-    _x1356 = _x1349/_x1350 - 1
-    _x1357 = _x1355*_x1356
-    _x1358 = _x1349 - 1
-    _x1359 = _x1358*grad_bytes
-    _x1360 = -_x1299 + _x17
-    _x1361 = _x1193*_x1325
-    _x1362 = _x1360*_x1361
-    _x1363 = _x1325*_x320*mtp
-    _x1364 = _x1296*_x1363
-    _x1365 = _x1362 + _x1364
-    _x1366 = _x1354*_x1365
-    _x1367 = _x1359*_x1366
-    _x1368 = (_x1349 > _x1347)
-    _x1369 = np.minimum(1, _x1358)
-    _x1370 = np.where(_x1368, _x1351*alpha_rs_inter + _x1352*alpha_rs_intra + _x1367*np.maximum(_x1355*_x631, _x1357*_x632) + _x634, _x1358*alpha_rs_intra + _x1367*_x632 + _x1369*call_rs_intra)
-    _x1371 = mamba_frac*(_x1021*d_model + _x1021 + _x1026 + _x1163*(mamba_conv + 1) + _x1247)
-    _x1372 = _x1268*_x1328
-    _x1373 = _x1327*mlp_frac + _x1330*attn_frac + _x1371*_x2 + _x1372
-    _x1374 = _x241 + _x259*d_model + biases*(_x259 + d_model)
-    _x1375 = _x1331 + _x1374*_x2
-    _x1376 = _x1299*_x1375
-    _x1377 = _x18*d_model
-    _x1378 = 5*_x1377
-    _x1379 = mtp*(_x1327 + _x1330 + _x1378 + _x89)
-    _x1380 = _x106*learned_pos
-    _x1381 = 1 - tied
-    _x1382 = _x113*(_x1296*_x1381 + 1) + _x1380
-    _x1383 = _x1296*_x1379 + _x1360*_x1373 + _x1376 + _x1382
-    _x1384 = -_x1362 - _x1364 + _x1383
-    _x1385 = _x1333*_x1384
-    _x1386 = _x1385*grad_bytes
-    _x1387 = np.where(_x1339, _x1342*_x1386 + _x1344, _x1345 + _x1386*_x632)
-    _x1388 = 2*_x1313 + _x38
-    _x1389 = _x1358*_x1366*act_bytes
-    _x1390 = _x1385*act_bytes
-    _x1391 = _x320*np.where(_x1368, _x1351*alpha_ag_inter + _x1352*alpha_ag_intra + _x1389*np.maximum(_x1355*_x622, _x1357*_x623) + _x626, _x1358*alpha_ag_intra + _x1369*call_ag_intra + _x1389*_x623) + np.where(_x1339, _x1321*_x1390 + _x1338, _x1341 + _x1390*_x623)
-    _x1392 = _x1314*(_x1370*_x320 + _x1387) + _x1388*_x1391
-    _x1393 = -_x1346 + _x1392
-    _x1394 = np.where(_x1339, _x235, _x234)
-    _x1395 = 1 - ov_ag
-    _x1396 = 1 - z_param
-    _x1397 = z_grad*(_x48*_x49*global_batch - 1) + 1
-    _x1398 = 1 - z_os
-    _x1399 = 2*_x42 - 2
-    _x1400 = _x1399*grad_bytes
-    _x1401 = _x1317*_x1400
-    _x1402 = _x1384*_x1401
-    _x1403 = _x1348*_x61 - 2
-    _x1404 = _x1403*grad_bytes
-    _x1405 = _x1366*_x1404
-    _x1406 = _x1387*z_os + _x1398*np.where(_x1339, _x1319*_x29 + _x1336*_x28 + _x1402*np.maximum(_x1*_x1318, _x1320*_x7) + _x30, _x1340*call_ar_intra + _x1399*alpha_ar_intra + _x1402*_x7) + _x320*(_x1370*z_os + _x1398*np.where(_x1368, _x1351*_x28 + _x1356*_x29 + _x1405*np.maximum(_x1*_x1355, _x1357*_x7) + _x30, _x1369*call_ar_intra + _x1403*alpha_ar_intra + _x1405*_x7))
-    _x1407 = _x1397*_x1406
-    _x1408 = _x1301*_x480
-    _x1409 = _x1204*_x1302
-    _x1410 = _x1304*_x941
-    _x1411 = _x1408 + _x1409 + _x1410
-    _x1412 = _x619*_x980 + _x704 + _x978
-    _x1413 = _x1278*_x1302 + _x1301*_x1412 + _x1304*_x982
-    _x1414 = _x1396*(_x1391*_x1395*z_os + _x1397*_x1406*(1 - ov_dp) + ov_ag*np.maximum(-_x1305 + _x1391*z_os, _x1391*_x1394*z_os) + ov_dp*np.maximum(-_x1397*(_x1311 + _x1411 + _x1413) + _x1407, _x1394*_x1397*_x1406)) + z_param*(_x1346 + _x1393*_x1395 + ov_ag*np.maximum(-_x1312*_x51 + _x1393, _x1393*_x1394))
-    _x1415 = _x42**(-z_os)
-    _x1416 = _x1384*_x1415
-    _x1417 = _x1349**(-z_os)
-    _x1418 = _x1365*_x1417
-    _x1419 = _x1416 + _x1418
-    _x1420 = t0_optim_fwd + np.maximum(_x1419*_x75*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd, _x81*(12*_x1416 + 12*_x1418)/eta_optim_fwd)
-    _x1421 = np.minimum(1, offload_layers)
-    _x1422 = np.minimum(1, _x16*interleave - offload_layers - 1)
-    _x1423 = _x17 - 2
-    _x1424 = _x158 + _x988*seq_par
-    _x1425 = d_model*mlp_frac
-    _x1426 = _x413*f32_bytes
-    _x1427 = 1 - _x128
-    _x1428 = _x258*act_bytes + gin_bytes
-    _x1429 = _x1428*_x58
-    _x1430 = _x1429*shared_ffn
-    _x1431 = _x1429*_x739*moe_ffn + _x1430
-    _x1432 = act_bytes*(_x147 + _x188)
-    _x1433 = _x58*(_x1432 + _x336*gin_bytes)
-    _x1434 = _x107*(_x176 + 2*_x472 + 2*gin_bytes)
-    _x1435 = (1/2)*_x1434
-    _x1436 = _x0*_x225*(_x426 + _x458 + qk_rope)
-    _x1437 = _x176*_x58*_x727*moe_latent
-    _x1438 = _x176*_x898
-    _x1439 = _x79*gin_bytes
-    _x1440 = _x1439*rcm_norm
-    _x1441 = _x317*_x321*(_x1429*_x737 + _x1439) + _x320*rc_sel*(_x1440 + _x2*(1 - rcm_moe)*(_x1430*rcm_shared + _x740*gin_bytes*moe_ffn*rcm_moe_act) + rcm_moe*(_x1431*_x2 + _x1438))
-    _x1442 = _x405*(_x1440 + rcm_mla_up*(_x0*_x73*(_x302 + kv_lora) + _x1432*_x95))
-    _x1443 = 1 - _x398
-    _x1444 = act_bytes + dropout*(act_bytes + mask_bytes)
-    _x1445 = _x1443*_x1444*_x178
-    _x1446 = -_x1441*mlp_frac - _x1442*attn_frac + _x1445*attn_frac + _x2*(_x1244*(5*_x1021 + _x1024) + _x1431*mlp_frac + _x1433*attn_frac) + _x71*(_x1170*_x90 + attn_frac*(_x1435 + _x1436) + mlp_frac*(_x1435 + _x1437))
-    _x1447 = _x330*rc_full
-    _x1448 = _x1427*_x1446 + _x1447 + rc_op*(_x1426*attn_frac + _x225*(_x1075 + _x1146*_x321 + _x1154*_x781*gated + _x1268*_x78 + _x1424*attn_frac + _x1425*_x322 + _x1425*_x718*_x927 + _x372*attn_frac))
-    _x1449 = _x1448*offload_layers/host_link_bw
-    _x1450 = _x1449*(1 - _x1422)
-    _x1451 = _x1421*(_x1422*np.maximum(0, -_x1270*_x1423 + _x1449) + _x1450)
-    _x1452 = _x1421*(_x1422*np.maximum(0, -_x1273*_x1423 + _x1449) + _x1450)
-    _x1453 = _x1451 + _x1452
-    _x1454 = 1 - graph_full
-    _x1455 = _x1454*host_mb
-    _x1456 = _x1290*np.maximum(0, -_x1297 - _x1307 + _x1454*(-_x1295*(_x1291*host_head + _x1292*host_emb) + _x1296*(host_emb + host_head))) + pp_layout*np.maximum(0, -_x1289 - _x1306 + _x1454*(_x1287*(_x67*host_head + host_emb) + _x1288*(_x67*host_emb + host_head)))
-    _x1457 = _x1279*_x1302 + _x1301*_x713 + _x1304*_x983 + _x1455 + _x1456
-    _x1458 = _x1266*_x1302 + _x1301*_x706 + _x1304*_x967 + _x1453 + _x1457
-    _x1459 = _x1312 + _x1411 + _x1458
-    _x1460 = (387420489/65536)*_x0**3*_x132*_x22*_x305*_x523*_x527*_x533*_x536*_x549*_x554*_x557*_x600*_x603*_x605*_x607*_x610*_x612*_x614*t0_gemm_bwd**4
-    _x1461 = (3/2)*t0_gemm_bwd
-    _x1462 = dualpipev - 1
-    _x1463 = -_x1462
-    _x1464 = _x14*_x37
-    _x1465 = _x1459*_x1463*_x1464 + (1/2)*_x37*dualpipev*(-729/32*_x1301*_x1460*_x257*_x269*_x271*_x272*t0_gemm_bwd - _x1302*(3*_x0*_x22*attn_frac*t0_gemm_bwd + (3/2)*_x0*_x305*attn_frac*t0_gemm_bwd + 3*_x0*attn_frac*t0_gemm_bwd + 3*_x1121 + 3*_x1122 + (3/2)*_x1125 + (3/2)*_x1128 + (3/2)*_x1132 + (3/2)*_x1135 + (3/2)*_x1136 + (3/2)*_x1137 + (3/2)*_x1138 + (3/2)*_x1139 + (3/2)*_x1213 + (3/2)*_x1216 + (3/2)*_x1219 + (3/2)*_x1223 + (3/2)*_x1226 + (3/2)*_x1229 + (3/2)*_x1232 + (3/2)*_x1235 + (3/2)*_x1238 + (3/2)*_x1241 + (3/2)*_x1249 + (3/2)*_x1252 + (3/2)*_x1253 + (3/2)*_x1254 + (3/2)*_x1255 + (3/2)*_x1256 + (3/2)*_x1257 + (3/2)*_x1258 + (3/2)*_x1259 + (3/2)*_x1260 + (3/2)*_x1261 + (3/2)*_x132*attn_frac*t0_gemm_bwd + 3*_x320*_x726*mlp_frac*t0_gemm_bwd + (3/2)*_x320*mlp_frac*t0_gemm_bwd + 3*_x717*mlp_frac*t0_gemm_bwd + 3*_x798*mlp_frac*t0_gemm_bwd + (3/2)*attn_frac*t0_gemm_bwd + (9/2)*mamba_frac*t0_gemm_bwd) - 43046721/2048*_x1304*_x1460*_x1461*_x320**2*_x717*_x726*_x798*_x821*_x823*_x829*_x831*_x842*_x845*_x851*_x854*_x856*_x858*_x950*_x960*t0_gemm_bwd**4 + _x1305 + 2*_x1306*pp_layout + _x1307*(2 - 2*pp_layout) + 2*_x1308 + 2*_x1309 + 2*_x1310 + 2*_x1408 + 2*_x1409 + 2*_x1410 + _x1413 + _x1458)
-    _x1466 = _x1459*_x51 + _x1465
-    _x1467 = _x1414 + _x1420 + _x1466 + _x36 + _x66
-    _x1468 = _x36 + _x51*(_x1101*_x1302 + _x1301*_x705 + _x1304*_x839)
-    _x1469 = _x661 + 1
-    _x1470 = _x23*t0_gemm_bwd + _x515 + (1/2)*_x523 + (1/2)*_x533 + (1/2)*_x554 + (1/2)*_x605 + (1/2)*_x607 + (1/2)*_x612 + _x698
-    _x1471 = 2*seq_len
-    _x1472 = _x74*seq_len
-    _x1473 = _x160*_x74*n_heads
-    _x1474 = _x132*_x384
-    _x1475 = _x428*seq_len
-    _x1476 = _x189*_x195
-    _x1477 = _x138*_x189*_x217
-    _x1478 = _x141*(_x1471*_x1476 + 2*_x1477)/_x187
-    _x1479 = _x1478*_x157
-    _x1480 = _x136*_x1478
-    _x1481 = _x1476*_x149*seq_len
-    _x1482 = _x1477*_x149
-    _x1483 = _x1479 + _x1480 + _x1481 + _x1482
-    _x1484 = _x1471*_x1474 + _x1471*_x354 + _x1471*_x363 + _x1471*_x601 + _x1473 + _x1475 + _x1483 + _x444*_x458*seq_len
-    _x1485 = _x1472*vocab
-    _x1486 = 4*seq_len
-    _x1487 = _x1471*_x717
-    _x1488 = _x1487*_x766
-    _x1489 = _x1487*_x778
-    _x1490 = _x1471*_x739*(_x320/np.maximum(1, capacity_factor) + _x719)
-    _x1491 = _x1490*_x729
-    _x1492 = _x1486*_x843
-    _x1493 = _x1490*_x755
-    _x1494 = -dense_layers + n_layers
-    _x1495 = mamba_frac*seq_len
-    _x1496 = _x1056*seq_len
-    _x1497 = _x1479*attn_frac + _x1480*attn_frac + _x1481*attn_frac + _x1482*attn_frac
-    _x1498 = global_batch*(_x1485 + _x1494*(_x1021*_x1495*_x74 + 2*_x1026*_x1495 + _x1075*_x1472 + _x1473*attn_frac + _x1474*_x1496 + _x1475*attn_frac + _x1488*mlp_frac + _x1489*mlp_frac + _x1491*mlp_frac + _x1492*mlp_frac + _x1493*mlp_frac + _x1495*(_x1023*mamba_chunk + _x1047) + _x1496*_x302*_x444 + _x1496*_x354 + _x1496*_x363 + _x1496*_x601 + _x1497) + dense_layers*(_x1471*_x241 + _x1472*_x259 + _x1484) + mtp*(_x1472*_x806 + _x1484 + _x1485 + _x1486*_x87 + _x1488 + _x1489 + _x1491 + _x1492 + _x1493))
-    _x1499 = 3*_x1498
-    _x1500 = 3*_x150
-    _x1501 = _x1500*_x158
-    _x1502 = _x148*_x1500
-    _x1503 = 6*_x161*_x55*micro_batch*n_heads
-    _x1504 = _x376*_x391
-    _x1505 = 6*_x72
-    _x1506 = _x1505*_x354
-    _x1507 = _x150*_x399
-    _x1508 = _x1507*_x158
-    _x1509 = _x148*_x1507
-    _x1510 = _x128*_x74
-    _x1511 = _x382*_x391
-    _x1512 = _x477*_x72
-    _x1513 = _x1512*_x354
-    _x1514 = 6*_x298*_x608
-    _x1515 = _x1505*_x363
-    _x1516 = _x417*_x429
-    _x1517 = _x1512*_x363
-    _x1518 = 6*_x1062
-    _x1519 = 6*_x451
-    _x1520 = 7*_x199
-    _x1521 = _x195*_x413
-    _x1522 = _x1520*_x1521
-    _x1523 = _x172*_x217
-    _x1524 = _x1520*_x1523
-    _x1525 = _x149*_x187*_x399
-    _x1526 = _x1521*_x1525
-    _x1527 = _x417*_x451
-    _x1528 = _x1523*_x1525
-    _x1529 = _x1501 + _x1502 + _x1503 + _x1504 + _x1506 + _x1508 + _x1509 + _x1510*_x297 + _x1511*_x390 + _x1513 + _x1514 + _x1515 + _x1516 + _x1517 + _x1518 + _x1519 + _x1522 + _x1524 + _x1526 + 2*_x1527 + _x1528 + _x417*_x459
-    _x1530 = 768*_x119
-    _x1531 = _x376*_x773
-    _x1532 = _x1505*_x958
-    _x1533 = 6*_x747
-    _x1534 = _x774*_x929
-    _x1535 = _x497*_x931
-    _x1536 = _x748*_x924
-    _x1537 = _x376*_x785
-    _x1538 = 6*_x760
-    _x1539 = _x72*_x843
-    _x1540 = 12*_x1539
-    _x1541 = _x786*_x930
-    _x1542 = _x761*_x925
-    _x1543 = 4*_x1539*_x921
-    _x1544 = _x1494*(6*_x1032*_x1038 + _x1033*_x477 + 6*_x1033 + _x1042*_x128 + _x1049*_x128 + _x1049 + _x1056*_x1527 + _x1063*_x417 + _x1068*_x1510 + _x1071*_x1511 + _x1075*_x1535 + _x1248 + _x1501*attn_frac + _x1502*attn_frac + _x1503*attn_frac + _x1504*attn_frac + _x1506*attn_frac + _x1508*attn_frac + _x1509*attn_frac + _x1513*attn_frac + _x1514*attn_frac + _x1515*attn_frac + _x1516*attn_frac + _x1517*attn_frac + _x1518*attn_frac + _x1519*attn_frac + _x1522*attn_frac + _x1524*attn_frac + _x1526*attn_frac + _x1528*attn_frac + _x1531*mlp_frac + _x1532*mlp_frac + _x1533*mlp_frac + _x1534*mlp_frac + _x1536*mlp_frac + _x1537*mlp_frac + _x1538*mlp_frac + _x1540*mlp_frac + _x1541*mlp_frac + _x1542*mlp_frac + _x1543*mlp_frac) + _x1530 + dense_layers*(_x1529 + 6*_x253 + _x254*_x325 + _x260*_x376 + _x266*_x328) + mtp*(_x1529 + _x1530 + _x1531 + _x1532 + _x1533 + _x1534 + _x1535*_x806 + _x1536 + _x1537 + _x1538 + _x1540 + _x1541 + _x1542 + _x1543 + 12*_x96)
-    _x1545 = 2*mtp
-    _x1546 = _x1483*dense_layers + _x1494*_x1497
-    _x1547 = 3*global_batch
-    _x1548 = _x1499 + _x1547*(_x138*_x187*n_heads*(_x1056*n_layers + _x1545) - _x1483*mtp - _x1546 + d_model*seq_len*(_x1545 + 2)*(_x112*tp - vocab))
-    _x1549 = _x13*dense_layers
-    _x1550 = np.maximum(0, _x9)
-    _x1551 = np.where(_x32, _x1550*_x625, _x625)
-    _x1552 = np.where(_x32, _x1550*_x642, _x642)
-    _x1553 = seq_par*(_x1551 + _x1552)
-    _x1554 = 2*seq_par
-    _x1555 = _x1551*_x1554
-    _x1556 = np.where(_x32, _x1550*_x646, _x646)
-    _x1557 = _x1556*_x645
-    _x1558 = _x1553 + _x1555 + _x1557
-    _x1559 = _x13*_x1494
-    _x1560 = _x1556*_x663
-    _x1561 = _x1553 + _x1560
-    _x1562 = _x1561*attn_frac
-    _x1563 = _x1555 + _x1560
-    _x1564 = _x1563*mamba_frac
-    _x1565 = _x1000*_x1563
-    _x1566 = _x1562 + _x1564 + _x1565
-    _x1567 = 2*_x1193*_x1559*_x979/_x677
-    _x1568 = np.where(_x881, _x880*np.maximum(0, _x878), _x880)
-    _x1569 = _x5/tp**2
-    _x1570 = _x1569*_x33
-    _x1571 = np.where(_x32, _x109*_x1570, 0)
-    _x1572 = _x225*_x640
-    _x1573 = np.where(_x32, _x1570*_x1572, 0)
-    _x1574 = seq_par*(_x1571 + _x1573)
-    _x1575 = _x1554*_x1571
-    _x1576 = _x12*_x1569
-    _x1577 = np.where(_x32, _x109*_x1576, 0)
-    _x1578 = _x1577*_x645
-    _x1579 = _x1574 + _x1575 + _x1578
-    _x1580 = _x1577*_x663
-    _x1581 = _x1574 + _x1580
-    _x1582 = _x1581*attn_frac
-    _x1583 = _x1575 + _x1580
-    _x1584 = _x1583*mamba_frac
-    _x1585 = _x1000*_x1583
-    _x1586 = _x1582 + _x1584 + _x1585
-    _x1587 = np.where(_x881, _x880*np.maximum(0, _x877), 0)
-    _x1588 = _x51*(_x1549*_x1579 + _x1559*_x1586 + _x1567*_x1587)
-    _x1589 = _x1561*_x665 + tp_async*(_x663*np.where(_x32, _x1550*_x670, _x670) + seq_par*(_x1551 + 2*_x1552))
-    _x1590 = 3*seq_par
-    _x1591 = _x1563*_x665 + tp_async*(_x1551*_x1590 + _x1560)
-    _x1592 = _x1567*(rc_full + 1)
-    _x1593 = _x1581*_x665 + tp_async*(_x663*np.where(_x32, _x1572*_x1576, 0) + seq_par*(_x1571 + 2*_x1573))
-    _x1594 = _x1583*_x665 + tp_async*(_x1571*_x1590 + _x1580)
-    _x1595 = _x51*(_x1549*(_x1469*_x1579 - _x1574 - _x1575 - _x1578 + _x1593 + _x1594) + _x1559*(_x1000*_x1594 + _x1469*_x1586 - _x1582 - _x1584 - _x1585 + _x1593*attn_frac + _x1594*mamba_frac) + _x1587*_x1592)
-    _x1596 = global_batch*seq_len
-    _x1597 = _x1596*act_bytes
-    _x1598 = _x1353*_x1597*_x188*_x223*(_x1549 + _x1559*attn_frac)
-    _x1599 = _x1598*_x231
-    _x1600 = _x1598*_x677
-    _x1601 = _x1600*_x231
-    _x1602 = np.maximum(0, _x871)
-    _x1603 = _x1567*_x51
-    _x1604 = _x1602*_x1603
-    _x1605 = np.maximum(0, _x869)
-    _x1606 = _x1592*_x51
-    _x1607 = _x1602*_x1606
-    _x1608 = _x13*_x1317*_x1597*_x38*(interleave*pp - 1)
-    _x1609 = _x1608*_x55
-    _x1610 = _x1609*_x62 + _x1609*_x63
-    _x1611 = _x1396*z_os
-    _x1612 = np.maximum(0, _x1357)
-    _x1613 = _x1324*n_experts
-    _x1614 = _x1353*_x1559
-    _x1615 = _x1006*_x1358*_x1613*_x1614*_x320
-    _x1616 = np.maximum(0, _x1320)
-    _x1617 = _x1193*_x1613
-    _x1618 = _x1494*_x1617
-    _x1619 = _x1323 + _x1326
-    _x1620 = _x1613 + _x1619
-    _x1621 = _x1329 + _x24
-    _x1622 = _x1371 + _x1372 + _x1621*attn_frac
-    _x1623 = d_model*vocab
-    _x1624 = _x1377 + _x1380 + _x1623*(2 - tied)
-    _x1625 = _x1624 + dense_layers*(_x1328 + _x1374 + _x1621)
-    _x1626 = _x1494*(_x1620*mlp_frac + _x1622) + _x1625
-    _x1627 = _x13*(-_x1618 + _x1626)
-    _x1628 = _x1333*_x1627
-    _x1629 = _x1628*_x185
-    _x1630 = _x320*np.where(_x1368, _x1612*_x1615, _x1615) + np.where(_x1339, _x1616*_x1629, _x1629)
-    _x1631 = _x1314*z_param
-    _x1632 = np.maximum(0, _x1355)
-    _x1633 = _x1316/(cp**2*dp**2)
-    _x1634 = _x1332*_x1627*_x1633
-    _x1635 = _x320*np.where(_x1368, _x1615*_x1632, 0) + np.where(_x1339, _x1634*_x185, 0)
-    _x1636 = _x1611*_x1635 + _x1631*_x1635
-    _x1637 = _x1614*_x1617
-    _x1638 = _x1359*_x1637
-    _x1639 = np.where(_x1368, _x1612*_x1638, _x1638)
-    _x1640 = _x1628*_x25
-    _x1641 = np.where(_x1339, _x1616*_x1640, _x1640)
-    _x1642 = _x1396*_x1397
-    _x1643 = _x1627*_x2
-    _x1644 = _x1401*_x1643
-    _x1645 = _x1404*_x1637
-    _x1646 = np.where(_x1368, _x1632*_x1638, 0)
-    _x1647 = np.where(_x1339, _x1634*_x25, 0)
-    _x1648 = _x1642*(_x1398*np.where(_x1339, _x1400*_x1633*_x1643, 0) + _x1647*z_os + _x320*(_x1398*np.where(_x1368, _x1632*_x1645, 0) + _x1646*z_os)) + z_param*(-_x1314*_x1635 + _x1314*(_x1646*_x320 + _x1647) + _x1388*_x1635)
-    _x1649 = _x13*_x99
-    _x1650 = _x1353*_x1649
-    _x1651 = _x1467**(-1.0)
-    _x1652 = _x176*_x67*z_param*np.maximum(_x1375*np.minimum(1, dense_layers), _x1373)
-    _x1653 = _x1419*opt_bytes
-    _x1654 = _x42**(-z_param)
-    _x1655 = _x1349**(-z_param)
-    _x1656 = _x38*z_param
-    _x1657 = _x1383*_x1656
-    _x1658 = _x1657*act_bytes + act_bytes*(_x1365*_x1655 + _x1384*_x1654)
-    _x1659 = _x42**(-z_grad)
-    _x1660 = _x1349**(-z_grad)
-    _x1661 = _x1657*grad_bytes + grad_bytes*(_x1365*_x1660 + _x1384*_x1659)
-    _x1662 = _x1431 + _x1433
-    _x1663 = _x1434 + _x1436 + _x1437
-    _x1664 = -_x1438 - _x1442 + _x1445 + _x1662*_x2 + _x1663*_x71 + _x2*(_x1428*_x56*ffn_hidden*micro_batch*seq_len - _x1431) - _x317*(_x1428*_x244 + _x1439)
-    _x1665 = _x128*np.maximum(_x1664, _x1446)
-    _x1666 = interleave - 1
-    _x1667 = _x51*gpipe
-    _x1668 = _x1427*_x1664 + _x1447 + rc_op*(_x1426 + _x225*(_x1424 + _x243 + _x372 + _x78 + d_model*gated))
-    _x1669 = _x1299*_x1668
-    _x1670 = np.minimum(np.minimum(dense_layers, offload_layers), _x17)
-    _x1671 = mtp*(_x1447 + 5*_x330 + (1 - rc_full)*(_x138*_x141*_x1443*_x1444*_x2*_x56*micro_batch*n_heads - _x1441 - _x1442 + _x1662*_x2 + _x1663*_x71))
-    _x1672 = _x114*(_x935*ce_eager + act_bytes*(1 - ce_eager) + (act_bytes*ce_compiled + f32_bytes*(1 - ce_compiled))*(_x1667 - gpipe + 1))
-    _x1673 = (_x1672 + _x330)*(mtp + 1)
-    _x1674 = _x1294*_x1671 + _x1296*_x1673 + _x1665 + (_x1667 + dualpipev*(pp + 1/2) + (-_x1462 - gpipe)*(_x15*_x37*np.minimum(1, _x1666) + 1)*np.minimum(pp, _x51))*(_x1360*_x1448 + _x1669 + _x1671*_x67 - _x67*(_x1448*(-_x1670 + offload_layers) + _x1668*_x1670))
-    _x1675 = _x1652 + _x1653 + _x1658 + _x1661 + _x1674
-    _x1676 = _x1299*_x67
-    _x1677 = -_x1676 + _x17
-    _x1678 = _x1361*_x1677
-    _x1679 = _x113*_x1381*_x38*np.minimum(1, mtp) + _x1373*_x1677 + _x1376*_x67 + _x1379 - _x1380*_x38 + _x1382
-    _x1680 = -_x1363 - _x1678 + _x1679
-    _x1681 = _x1363 + _x1678
-    _x1682 = opt_bytes*(_x1415*_x1680 + _x1417*_x1681)
-    _x1683 = _x1656*_x1679
-    _x1684 = _x1683*act_bytes + act_bytes*(_x1654*_x1680 + _x1655*_x1681)
-    _x1685 = _x1683*grad_bytes + grad_bytes*(_x1659*_x1680 + _x1660*_x1681)
-    _x1686 = np.minimum(offload_layers, _x1676)
-    _x1687 = _x1665 + _x1673 + (_x1667 + (1 - gpipe)*np.minimum(_x51, _x14*(_x1666*pp + 1)))*(_x1448*_x1677 + _x1669*_x67 + _x1671 - _x67*(_x1448*(-_x1686 + offload_layers) + _x1668*_x1686))
-    _x1688 = _x1463*(_x1652 + _x1682 + _x1684 + _x1685 + _x1687) + _x1675*dualpipev
-    _x1689 = np.maximum(_x1675, _x1688)
-    _x1690 = np.where((_x1675 < _x1688), 1, 0)
-    _x1691 = 1 - _x1690
-    _x1692 = _x1689*alloc_frag
-    _x1693 = nccl_comm_bytes*(_x1340 + _x1369*_x320 + _x34) + nccl_peer_bytes*(_x320*_x873 + _x53 + 2*np.minimum(1, _x223))
+    _x1227 = _x1035*mamba_frac + _x107*attn_frac + _x1186 + _x1208 + _x537*attn_frac + _x538*attn_frac + _x539*attn_frac + _x540*attn_frac + _x541*attn_frac + _x757*mlp_frac + _x955*mlp_frac
+    _x1228 = _x524*attn_frac
+    _x1229 = _x1079*_x251
+    _x1230 = np.maximum(_x1228, _x1229)
+    _x1231 = _x529*attn_frac
+    _x1232 = _x1063*_x251
+    _x1233 = np.maximum(_x1231, _x1232)
+    _x1234 = _x534*attn_frac
+    _x1235 = _x535*attn_frac
+    _x1236 = np.maximum(_x1234, _x1235)
+    _x1237 = _x1082*_x248
+    _x1238 = _x1084*_x952
+    _x1239 = np.maximum(_x1237, _x1238)
+    _x1240 = _x547*attn_frac
+    _x1241 = _x1086*_x251
+    _x1242 = np.maximum(_x1240, _x1241)
+    _x1243 = _x551*attn_frac
+    _x1244 = _x1065*_x251
+    _x1245 = np.maximum(_x1243, _x1244)
+    _x1246 = _x555*attn_frac
+    _x1247 = _x1070*_x251
+    _x1248 = np.maximum(_x1246, _x1247)
+    _x1249 = _x1119*_x563
+    _x1250 = 16*_x502
+    _x1251 = _x225*mamba_frac
+    _x1252 = _x1110*_x79
+    _x1253 = _x1011*_x79
+    _x1254 = 3*mamba_heads
+    _x1255 = _x1038*(6*_x1058*mamba_chunk + _x1059*(2*_x1051 + 10*_x1052))
+    _x1256 = np.maximum(_x1057*_x1255*_x951, (5/2)*_x1060*_x247)
+    _x1257 = _x558*(_x1112 + _x1115*_x591)
+    _x1258 = np.maximum(_x1229, _x1228 + _x599*attn_frac)
+    _x1259 = np.maximum(_x1247, _x1246 + _x613*attn_frac)
+    _x1260 = np.maximum(_x1241, _x1240 + _x602*attn_frac)
+    _x1261 = np.maximum(_x1218 + _x604*attn_frac, _x1219)
+    _x1262 = np.maximum(_x1103*mamba_frac + _x1221, _x1222)
+    _x1263 = np.maximum(_x1044*_x270*mamba_frac + _x1224, _x1225)
+    _x1264 = np.maximum(_x1231 + _x606*attn_frac, _x1232)
+    _x1265 = np.maximum(_x1234 + _x609*attn_frac, _x1235)
+    _x1266 = np.maximum(_x1237 + _x964*mlp_frac, _x1238)
+    _x1267 = np.maximum(_x1243 + _x611*attn_frac, _x1244)
+    _x1268 = _x1163*_x367 + _x1214 + _x1215*_x23 + _x1215 + _x1216 + _x1217*_x305 + _x1220 + _x1223 + _x1226 + _x1230 + _x1233 + _x1236 + _x1239 + _x1242 + _x1245 + _x1248 + _x1256 + _x1258 + _x1259 + _x1260 + _x1261 + _x1262 + _x1263 + _x1264 + _x1265 + _x1266 + _x1267 + _x494*mamba_frac + _x506*attn_frac + _x507*attn_frac + _x508*attn_frac + _x509*attn_frac + _x510*attn_frac + _x511*attn_frac + _x513*attn_frac + _x514*attn_frac + _x518*attn_frac + _x616*mamba_frac + _x710*mamba_frac + _x947*mlp_frac + _x949*mlp_frac + attn_frac*t0_elem_bwd + mlp_frac*t0_norm_bwd + np.maximum(_x1114*_x558, _x561*attn_frac) + np.maximum(_x1200*_x961, _x1201*_x962) + np.maximum(_x1206*_x959, _x1205*_x960) + np.maximum(_x1208*_x573, _x1209*_x503) + np.maximum(_x1227*_x957, _x1227*_x958) + np.maximum(_x1249*_x214, _x568*_x570*attn_frac) + np.maximum(_x1249*swa_frac, _x565*_x568*attn_frac) + np.maximum(_x1252*_x495, _x498*attn_frac) + np.maximum(_x1252*_x501, _x504*attn_frac) + np.maximum(_x1253*_x495, _x498*mlp_frac) + np.maximum(_x1253*_x501, _x504*mlp_frac) + np.maximum(_x496*mamba_frac, _x498*mamba_frac) + np.maximum(_x574*attn_frac, _x575*attn_frac) + np.maximum(_x578*attn_frac, _x580*attn_frac) + np.maximum(_x590*attn_frac, _x1257) + np.maximum(_x595*attn_frac, _x558*(_x1114 + _x1116*bmm_reread_bwd)) + np.maximum(_x597*attn_frac, _x1257) + np.maximum(_x989*mamba_frac, _x1178*_x1250) + np.maximum(_x1011*_x289*_x375, _x586*mlp_frac) + np.maximum(_x1062*_x293*_x411, _x1110*_x583) + np.maximum(5*_x1171*_x1251*_x289, _x1172*_x293*(4*mamba_conv + 8)) + np.maximum(_x1251*_x1254*_x2*_x500*mamba_hdim, _x1182*_x1250)
+    _x1269 = _x1268 + _x493
+    _x1270 = _x1160*_x886*_x899*_x968 + _x886*_x969*mlp_frac + ov_ep*np.maximum(-_x1164 - _x1269, _x1162) + ov_ep*np.maximum(-_x1211 + (1/2)*_x320*_x886*_x899*mlp_frac, _x1161*_x894*_x899) + ov_ep*np.maximum(_x1148 - _x1164 - _x1166, _x1162) + ov_ep*np.maximum(-_x1149 - _x1185 - _x1213, _x1162) + ov_ep*np.maximum(-_x1148 - _x1149 - _x1156 - _x1159, _x1162)
+    _x1271 = _x1125 + _x1270
+    _x1272 = _x1109 + _x1271
+    _x1273 = (1/2)*attn_frac
+    _x1274 = _x1160 + _x1273 + (1/2)*mamba_frac
+    _x1275 = _x1155 + _x1159 + _x1184 + _x482*mlp_frac
+    _x1276 = _x1213 + _x1275
+    _x1277 = -_x127*(_x1274*host_fwd + _x973*mlp_frac) + _x1276
+    _x1278 = _x1166 + _x616*mlp_frac
+    _x1279 = _x1269 + _x1278
+    _x1280 = _x1211 + _x1279
+    _x1281 = -_x127*(_x1274*_x129 + _x976*mlp_frac + _x978*mlp_frac) + _x1280
+    _x1282 = _x1125*_x982
+    _x1283 = _x1270*_x985
+    _x1284 = _x1107 + _x1282 + _x1283
+    _x1285 = _x715*(np.maximum(0, -_x1281 - _x1284) + np.maximum(0, -_x1108 - _x1271 - _x1277 + _x1282 + _x1283)) + _x716*np.maximum(0, -_x1272 - _x1277 - _x1281)
+    _x1286 = _x1272 + _x1276 + _x1280 + _x1285
+    _x1287 = _x111 + _x996
+    _x1288 = layout_mid - layout_mid_dense
+    _x1289 = -_x1286*_x1288 - _x714*layout_mid_dense
+    _x1290 = _x1001 - _x110 - _x995 - t0_embed_bwd - t0_embed_fwd
+    _x1291 = layout_last - layout_last_dense
+    _x1292 = _x1286*_x1291 + _x1287*_x67 + _x714*layout_last_dense
+    _x1293 = np.heaviside(_x1001*_x67 + _x1002*_x1286 + _x1287 + _x1289 + _x714*layout_first_dense, 1)*np.heaviside(_x1001*_x67 + _x1002*_x1286 - _x1290 - _x1292 + _x714*layout_first_dense, 1)
+    _x1294 = (1 - _x1293)*np.heaviside(_x1001 + _x1289 + _x1292, 1)
+    _x1295 = _x1293*(_x111 + _x126*_x67) + _x1294*(_x111*_x67 + _x126)
+    _x1296 = 1 - pp_layout
+    _x1297 = np.heaviside(_x1290, 1)
+    _x1298 = 1 - _x1297
+    _x1299 = -_x38
+    _x1300 = _x38*dualpipev
+    _x1301 = _x1299 + _x1300
+    _x1302 = _x1301 + 1
+    _x1303 = _x111*_x1298 + _x126*_x1297 + _x1302*(_x111*_x1297 + _x126*_x1298)
+    _x1304 = -_x1293 - _x1294 + 1
+    _x1305 = np.minimum(dense_layers, _x17)
+    _x1306 = _x1299 + _x38*np.heaviside(-_x1109 - _x1124 - _x1188 - _x1211 - _x1212 - _x1268 - _x1270 - _x1275 - _x1278 - _x1285 + _x154 + _x168 + _x170 + _x171 + _x181 + _x184 + _x212 + _x215 + _x220 + _x237 + _x257 + _x269 + _x271 + _x272 + _x283 + _x285 + _x286 + _x288 + _x295 + _x296 + _x314 + _x316 + _x319 + _x326 + _x329 + _x335 + _x343 + _x345 + _x356 + _x357 + _x365 + _x366 + _x368 + _x378 + _x380 + _x383 + _x395 + _x397 + _x400 + _x401 + _x402 + _x403 + _x404 + _x407 + _x408 + _x415 + _x418 + _x432 + _x433 + _x434 + _x440 + _x442 + _x443 + _x453 + _x455 + _x463 + _x464 + _x465 + _x468 + _x470 + _x478 + _x481 + _x483 + _x484 + _x487 + _x488 + _x489 + _x492 + _x494 + _x499 + _x505 + _x506 + _x507 + _x508 + _x509 + _x510 + _x511 + _x513 + _x514 + _x516 + _x517 + _x518 + _x519 + _x523 + _x527 + _x533 + _x536 + _x546 + _x549 + _x554 + _x557 + _x562 + _x569 + _x571 + _x576 + _x581 + _x582 + _x584 + _x587 + _x593 + _x596 + _x598 + _x600 + _x603 + _x605 + _x607 + _x610 + _x612 + _x614 + _x618 + _x650 - _x653 - _x660 + _x662 + _x667 + _x673 + _x696 + _x700 - _x703 + _x707 + _x709 + _x710 + _x713, 1) + 1
+    _x1307 = _x1296*_x1305*_x1306 + pp_layout*(_x1293*layout_first_dense + _x1294*layout_last_dense + _x1304*layout_mid_dense)
+    _x1308 = _x1296*(-_x1305*_x1306 + _x17) + pp_layout*(_x1002*_x1293 + _x1288*_x1304 + _x1291*_x1294)
+    _x1309 = _x1293*_x67 + _x1294
+    _x1310 = _x1296*mtp*(_x1297 + _x1298*_x1302) + _x1309*mtp*pp_layout
+    _x1311 = _x1276*_x1308 + _x1295*pp_layout + _x1296*_x1303 + _x1307*_x708 + _x1310*_x974
+    _x1312 = _x1293*(_x1000*_x67 + _x996) + _x1294*(_x1000 + _x67*_x996)
+    _x1313 = _x1000*_x1297 + _x1298*_x996 + _x1302*(_x1000*_x1298 + _x1297*_x996)
+    _x1314 = _x1307*_x711
+    _x1315 = _x1279*_x1308
+    _x1316 = _x1310*_x979
+    _x1317 = _x1296*_x1313 + _x1312*pp_layout + _x1314 + _x1315 + _x1316
+    _x1318 = _x1311 + _x1317
+    _x1319 = _x51*_x67
+    _x1320 = _x1319 + _x38
+    _x1321 = np.maximum(1, np.floor(_x2*gpus_per_node))
+    _x1322 = np.ceil(_x42/_x1321)
+    _x1323 = _x48*_x56
+    _x1324 = _x1322*_x1323
+    _x1325 = -1 + _x42/_x1322
+    _x1326 = _x1324*_x1325
+    _x1327 = np.maximum(_x1324*_x622, _x1326*_x623)
+    _x1328 = biases*d_model
+    _x1329 = -_x1328*(1 - _x717) + _x766 + _x778 + biases*(_x780 + d_model)
+    _x1330 = _x729 + _x755 + biases*(_x728 + _x754)
+    _x1331 = _x732*n_experts
+    _x1332 = _x1330*_x1331*_x731
+    _x1333 = _x727*(_x794 + biases*(d_model + moe_latent)) + _x963
+    _x1334 = _x1329*_x2 + _x1332 + _x1333
+    _x1335 = _x18*_x74
+    _x1336 = n_heads*v_head
+    _x1337 = _x0*(_x1328 + _x1336*d_model + _x421 + _x444*_x639) + _x132*(_x370*d_model + _x384 + biases*(_x381 + d_model))
+    _x1338 = _x1337*_x2 + _x24
+    _x1339 = _x1335 + _x1338
+    _x1340 = _x42 - 1
+    _x1341 = _x1323*_x1340
+    _x1342 = _x1341*(_x113*_x67 + _x38*np.minimum(_x113, _x1334 + _x1339))
+    _x1343 = _x1342*act_bytes
+    _x1344 = _x1322 - 1
+    _x1345 = -_x1322 + _x42
+    _x1346 = _x1344*alpha_ag_inter + _x1345*alpha_ag_intra + _x626
+    _x1347 = (_x42 > _x1321)
+    _x1348 = np.minimum(1, _x1340)
+    _x1349 = _x1340*alpha_ag_intra + _x1348*call_ag_intra
+    _x1350 = np.maximum(_x1324*_x631, _x1326*_x632)
+    _x1351 = _x1342*grad_bytes
+    _x1352 = _x1344*alpha_rs_inter + _x1345*alpha_rs_intra + _x634
+    _x1353 = _x1340*alpha_rs_intra + _x1348*call_rs_intra
+    _x1354 = _x1320*(np.where(_x1347, _x1327*_x1343 + _x1346, _x1343*_x623 + _x1349) + np.where(_x1347, _x1350*_x1351 + _x1352, _x1351*_x632 + _x1353))
+    _x1355 = np.maximum(1, np.floor(_x732*_x864))
+    _x1356 = _x731*_x732
+    _x1357 = _x1356*_x43
+    _x1358 = np.ceil(_x1357/_x1355)
+    _x1359 = _x1358 - 1
+    _x1360 = _x1357 - _x1358
+    _x1361 = _x1323*_x2
+    _x1362 = _x1361*_x730*ep
+    _x1363 = _x1358*_x1362
+    _x1364 = _x1357/_x1358 - 1
+    _x1365 = _x1363*_x1364
+    _x1366 = _x1357 - 1
+    _x1367 = _x1366*grad_bytes
+    _x1368 = -_x1305 + _x17
+    _x1369 = _x1081*_x1332
+    _x1370 = _x1368*_x1369
+    _x1371 = _x1332*_x320*mtp
+    _x1372 = _x1302*_x1371
+    _x1373 = _x1370 + _x1372
+    _x1374 = _x1362*_x1373
+    _x1375 = _x1367*_x1374
+    _x1376 = (_x1357 > _x1355)
+    _x1377 = np.minimum(1, _x1366)
+    _x1378 = np.where(_x1376, _x1359*alpha_rs_inter + _x1360*alpha_rs_intra + _x1375*np.maximum(_x1363*_x631, _x1365*_x632) + _x634, _x1366*alpha_rs_intra + _x1375*_x632 + _x1377*call_rs_intra)
+    _x1379 = mamba_frac*(_x1027*d_model + _x1027 + _x1032 + _x1170*(mamba_conv + 1) + _x1254)
+    _x1380 = _x1274*_x1335
+    _x1381 = _x1334*mlp_frac + _x1338*attn_frac + _x1379*_x2 + _x1380
+    _x1382 = _x241 + _x259*d_model + biases*(_x259 + d_model)
+    _x1383 = _x1339 + _x1382*_x2
+    _x1384 = _x1305*_x1383
+    _x1385 = _x18*d_model
+    _x1386 = 5*_x1385
+    _x1387 = mtp*(_x1334 + _x1338 + _x1386 + _x89)
+    _x1388 = _x106*learned_pos
+    _x1389 = 1 - tied
+    _x1390 = _x113*(_x1302*_x1389 + 1) + _x1388
+    _x1391 = _x1302*_x1387 + _x1368*_x1381 + _x1384 + _x1390
+    _x1392 = -_x1370 - _x1372 + _x1391
+    _x1393 = _x1341*_x1392
+    _x1394 = _x1393*grad_bytes
+    _x1395 = np.where(_x1347, _x1350*_x1394 + _x1352, _x1353 + _x1394*_x632)
+    _x1396 = 2*_x1319 + _x38
+    _x1397 = _x1366*act_bytes
+    _x1398 = _x1374*_x1397
+    _x1399 = _x1393*act_bytes
+    _x1400 = _x320*np.where(_x1376, _x1359*alpha_ag_inter + _x1360*alpha_ag_intra + _x1398*np.maximum(_x1363*_x622, _x1365*_x623) + _x626, _x1366*alpha_ag_intra + _x1377*call_ag_intra + _x1398*_x623) + np.where(_x1347, _x1327*_x1399 + _x1346, _x1349 + _x1399*_x623)
+    _x1401 = _x1320*(_x1378*_x320 + _x1395) + _x1396*_x1400
+    _x1402 = -_x1354 + _x1401
+    _x1403 = np.where(_x1347, _x235, _x234)
+    _x1404 = 1 - ov_ag
+    _x1405 = 1 - z_param
+    _x1406 = z_grad*(_x48*_x49*global_batch - 1) + 1
+    _x1407 = 1 - z_os
+    _x1408 = 2*_x42 - 2
+    _x1409 = _x1408*grad_bytes
+    _x1410 = _x1323*_x1409
+    _x1411 = _x1392*_x1410
+    _x1412 = _x1356*_x61 - 2
+    _x1413 = _x1412*grad_bytes
+    _x1414 = _x1374*_x1413
+    _x1415 = _x1395*z_os + _x1407*np.where(_x1347, _x1325*_x29 + _x1344*_x28 + _x1411*np.maximum(_x1*_x1324, _x1326*_x7) + _x30, _x1348*call_ar_intra + _x1408*alpha_ar_intra + _x1411*_x7) + _x320*(_x1378*z_os + _x1407*np.where(_x1376, _x1359*_x28 + _x1364*_x29 + _x1414*np.maximum(_x1*_x1363, _x1365*_x7) + _x30, _x1377*call_ar_intra + _x1412*alpha_ar_intra + _x1414*_x7))
+    _x1416 = _x1406*_x1415
+    _x1417 = _x1307*_x480
+    _x1418 = _x1211*_x1308
+    _x1419 = _x1310*_x944
+    _x1420 = _x1417 + _x1418 + _x1419
+    _x1421 = _x619*_x985 + _x704 + _x983
+    _x1422 = _x1284*_x1308 + _x1307*_x1421 + _x1310*_x987
+    _x1423 = _x1405*(_x1400*_x1404*z_os + _x1406*_x1415*(1 - ov_dp) + ov_ag*np.maximum(-_x1311 + _x1400*z_os, _x1400*_x1403*z_os) + ov_dp*np.maximum(-_x1406*(_x1317 + _x1420 + _x1422) + _x1416, _x1403*_x1406*_x1415)) + z_param*(_x1354 + _x1402*_x1404 + ov_ag*np.maximum(-_x1318*_x51 + _x1402, _x1402*_x1403))
+    _x1424 = np.minimum(1, offload_layers)
+    _x1425 = np.minimum(1, _x16*interleave - offload_layers - 1)
+    _x1426 = _x17 - 2
+    _x1427 = _x158 + _x993*seq_par
+    _x1428 = d_model*mlp_frac
+    _x1429 = _x413*f32_bytes
+    _x1430 = 1 - _x128
+    _x1431 = _x258*act_bytes + gin_bytes
+    _x1432 = _x1431*_x58
+    _x1433 = _x1432*shared_ffn
+    _x1434 = _x1432*_x739*moe_ffn + _x1433
+    _x1435 = act_bytes*(_x147 + _x188)
+    _x1436 = _x58*(_x1435 + _x336*gin_bytes)
+    _x1437 = _x107*(_x176 + 2*_x472 + 2*gin_bytes)
+    _x1438 = (1/2)*_x1437
+    _x1439 = _x0*_x225*(_x426 + _x458 + qk_rope)
+    _x1440 = _x176*_x58*_x727*moe_latent
+    _x1441 = _x176*_x901
+    _x1442 = _x79*gin_bytes
+    _x1443 = _x1442*rcm_norm
+    _x1444 = _x317*_x321*(_x1432*_x737 + _x1442) + _x320*rc_sel*(_x1443 + _x2*(1 - rcm_moe)*(_x1433*rcm_shared + _x740*gin_bytes*moe_ffn*rcm_moe_act) + rcm_moe*(_x1434*_x2 + _x1441))
+    _x1445 = _x405*(_x1443 + rcm_mla_up*(_x0*_x73*(_x302 + kv_lora) + _x1435*_x95))
+    _x1446 = 1 - _x398
+    _x1447 = act_bytes + dropout*(act_bytes + mask_bytes)
+    _x1448 = _x1446*_x1447*_x178
+    _x1449 = -_x1444*mlp_frac - _x1445*attn_frac + _x1448*attn_frac + _x2*(_x1251*(5*_x1027 + _x1030) + _x1434*mlp_frac + _x1436*attn_frac) + _x71*(_x1177*_x90 + attn_frac*(_x1438 + _x1439) + mlp_frac*(_x1438 + _x1440))
+    _x1450 = _x330*rc_full
+    _x1451 = _x1430*_x1449 + _x1450 + rc_op*(_x1429*attn_frac + _x225*(_x1083 + _x1153*_x321 + _x1161*_x781*gated + _x1274*_x78 + _x1427*attn_frac + _x1428*_x322 + _x1428*_x718*_x931 + _x372*attn_frac))
+    _x1452 = _x1451*offload_layers/host_link_bw
+    _x1453 = _x1452*(1 - _x1425)
+    _x1454 = _x1424*(_x1425*np.maximum(0, -_x1276*_x1426 + _x1452) + _x1453)
+    _x1455 = _x1424*(_x1425*np.maximum(0, -_x1279*_x1426 + _x1452) + _x1453)
+    _x1456 = _x1454 + _x1455
+    _x1457 = 1 - graph_full
+    _x1458 = _x1457*host_mb
+    _x1459 = _x1296*np.maximum(0, -_x1303 - _x1313 + _x1457*(-_x1301*(_x1297*host_head + _x1298*host_emb) + _x1302*(host_emb + host_head))) + pp_layout*np.maximum(0, -_x1295 - _x1312 + _x1457*(_x1293*(_x67*host_head + host_emb) + _x1294*(_x67*host_emb + host_head)))
+    _x1460 = _x1285*_x1308 + _x1307*_x713 + _x1310*_x988 + _x1458 + _x1459
+    _x1461 = _x1272*_x1308 + _x1307*_x706 + _x1310*_x972 + _x1456 + _x1460
+    _x1462 = _x1318 + _x1420 + _x1461
+    _x1463 = (387420489/65536)*_x0**3*_x132*_x22*_x305*_x523*_x527*_x533*_x536*_x549*_x554*_x557*_x600*_x603*_x605*_x607*_x610*_x612*_x614*t0_gemm_bwd**4
+    _x1464 = (3/2)*t0_gemm_bwd
+    _x1465 = dualpipev - 1
+    _x1466 = -_x1465
+    _x1467 = _x14*_x37
+    _x1468 = _x1462*_x1466*_x1467 + (1/2)*_x37*dualpipev*(-729/32*_x1307*_x1463*_x257*_x269*_x271*_x272*t0_gemm_bwd - _x1308*(3*_x0*_x22*attn_frac*t0_gemm_bwd + (3/2)*_x0*_x305*attn_frac*t0_gemm_bwd + 3*_x0*attn_frac*t0_gemm_bwd + 3*_x1128 + 3*_x1129 + (3/2)*_x1132 + (3/2)*_x1135 + (3/2)*_x1139 + (3/2)*_x1142 + (3/2)*_x1143 + (3/2)*_x1144 + (3/2)*_x1145 + (3/2)*_x1146 + (3/2)*_x1220 + (3/2)*_x1223 + (3/2)*_x1226 + (3/2)*_x1230 + (3/2)*_x1233 + (3/2)*_x1236 + (3/2)*_x1239 + (3/2)*_x1242 + (3/2)*_x1245 + (3/2)*_x1248 + (3/2)*_x1256 + (3/2)*_x1258 + (3/2)*_x1259 + (3/2)*_x1260 + (3/2)*_x1261 + (3/2)*_x1262 + (3/2)*_x1263 + (3/2)*_x1264 + (3/2)*_x1265 + (3/2)*_x1266 + (3/2)*_x1267 + (3/2)*_x132*attn_frac*t0_gemm_bwd + 3*_x320*_x726*mlp_frac*t0_gemm_bwd + (3/2)*_x320*mlp_frac*t0_gemm_bwd + 3*_x717*mlp_frac*t0_gemm_bwd + 3*_x798*mlp_frac*t0_gemm_bwd + (3/2)*attn_frac*t0_gemm_bwd + (9/2)*mamba_frac*t0_gemm_bwd) - 43046721/2048*_x1310*_x1463*_x1464*_x320**2*_x717*_x726*_x798*_x824*_x826*_x832*_x834*_x845*_x848*_x854*_x857*_x859*_x861*_x954*_x965*t0_gemm_bwd**4 + _x1311 + 2*_x1312*pp_layout + _x1313*(2 - 2*pp_layout) + 2*_x1314 + 2*_x1315 + 2*_x1316 + 2*_x1417 + 2*_x1418 + 2*_x1419 + _x1422 + _x1461)
+    _x1469 = _x1462*_x51 + _x1468
+    _x1470 = _x42**(-z_os)
+    _x1471 = np.minimum(d_model, _x369)
+    _x1472 = np.minimum(d_model, _x370)
+    _x1473 = np.minimum(kv_lora, _x420)
+    _x1474 = np.minimum(d_model, _x1336)
+    _x1475 = np.minimum(d_model, _x19)
+    _x1476 = np.minimum(q_lora, _x444)
+    _x1477 = np.minimum(d_model, q_lora)
+    _x1478 = np.minimum(d_model, _x444)
+    _x1479 = _x0*(5*_x1473**2*(2*_x1473 + 4*np.maximum(kv_lora, _x420)) + 5*_x1474**2*(2*_x1474 + 4*np.maximum(d_model, _x1336)) + 5*_x1475**2*(2*_x1475 + 4*np.maximum(d_model, _x19)) + 5*_x1478**2*_x305*(2*_x1478 + 4*np.maximum(d_model, _x444)) + _x23*(5*_x1476**2*(2*_x1476 + 4*np.maximum(q_lora, _x444)) + 5*_x1477**2*(2*_x1477 + 4*np.maximum(d_model, q_lora)))) + _x132*(10*_x1471**2*(2*_x1471 + 4*np.maximum(d_model, _x369)) + 10*_x1472**2*(2*_x1472 + 4*np.maximum(d_model, _x370)))
+    _x1480 = np.minimum(d_model, shared_ffn)
+    _x1481 = np.minimum(d_model, _x780)
+    _x1482 = np.minimum(d_model, n_experts)
+    _x1483 = np.minimum(d_model, moe_latent)
+    _x1484 = np.minimum(d_model, ffn_hidden)
+    _x1485 = np.minimum(d_model, _x259)
+    _x1486 = _x1357**(-z_os)
+    _x1487 = np.minimum(moe_ffn, _x728)
+    _x1488 = np.minimum(_x754, _x728)
+    _x1489 = muon*(_x1331*_x1368*_x1486*mlp_frac*(5*_x1487**2*(2*_x1487 + 4*np.maximum(moe_ffn, _x728)) + 5*_x1488**2*(2*_x1488 + 4*np.maximum(_x754, _x728))) + _x1470*(_x1305*(_x1479 + 5*_x1484**2*(2*_x1484 + 4*np.maximum(d_model, ffn_hidden)) + 5*_x1485**2*(2*_x1485 + 4*np.maximum(d_model, _x259))) + _x1368*(_x1081*(5*_x1482**2*(2*_x1482 + 4*np.maximum(d_model, n_experts)) + 10*_x1483**2*_x727*(2*_x1483 + 4*np.maximum(d_model, moe_latent)) + _x717*(5*_x1480**2*(2*_x1480 + 4*np.maximum(d_model, shared_ffn)) + 5*_x1481**2*(2*_x1481 + 4*np.maximum(d_model, _x780)))) + _x1479*attn_frac)))
+    _x1490 = _x1392*_x1470
+    _x1491 = _x1373*_x1486
+    _x1492 = _x1490 + _x1491
+    _x1493 = muon*t0_gemm_fwd + t0_optim_fwd + np.maximum(0, _x117*_x1489*(d_model + gemm_dhalf)/d_model) + np.maximum(_x1492*_x75*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd, _x81*(12*_x1490 + 12*_x1491)/eta_optim_fwd)
+    _x1494 = _x1423 + _x1469 + _x1493 + _x36 + _x66
+    _x1495 = _x36 + _x51*(_x1109*_x1308 + _x1307*_x705 + _x1310*_x842)
+    _x1496 = _x661 + 1
+    _x1497 = _x23*t0_gemm_bwd + _x515 + (1/2)*_x523 + (1/2)*_x533 + (1/2)*_x554 + (1/2)*_x605 + (1/2)*_x607 + (1/2)*_x612 + _x698
+    _x1498 = 2*seq_len
+    _x1499 = _x74*seq_len
+    _x1500 = _x160*_x74*n_heads
+    _x1501 = _x132*_x384
+    _x1502 = _x428*seq_len
+    _x1503 = _x189*_x195
+    _x1504 = _x138*_x189*_x217
+    _x1505 = _x141*(_x1498*_x1503 + 2*_x1504)/_x187
+    _x1506 = _x1505*_x157
+    _x1507 = _x136*_x1505
+    _x1508 = _x149*_x1503*seq_len
+    _x1509 = _x149*_x1504
+    _x1510 = _x1506 + _x1507 + _x1508 + _x1509
+    _x1511 = _x1498*_x1501 + _x1498*_x354 + _x1498*_x363 + _x1498*_x601 + _x1500 + _x1502 + _x1510 + _x444*_x458*seq_len
+    _x1512 = _x1499*vocab
+    _x1513 = 4*seq_len
+    _x1514 = _x1498*_x717
+    _x1515 = _x1514*_x766
+    _x1516 = _x1514*_x778
+    _x1517 = _x1498*_x739*(_x320/np.maximum(1, capacity_factor) + _x719)
+    _x1518 = _x1517*_x729
+    _x1519 = _x1513*_x846
+    _x1520 = _x1517*_x755
+    _x1521 = -dense_layers + n_layers
+    _x1522 = mamba_frac*seq_len
+    _x1523 = _x1062*seq_len
+    _x1524 = _x1506*attn_frac + _x1507*attn_frac + _x1508*attn_frac + _x1509*attn_frac
+    _x1525 = global_batch*(_x1512 + _x1521*(_x1027*_x1522*_x74 + 2*_x1032*_x1522 + _x1083*_x1499 + _x1500*attn_frac + _x1501*_x1523 + _x1502*attn_frac + _x1515*mlp_frac + _x1516*mlp_frac + _x1518*mlp_frac + _x1519*mlp_frac + _x1520*mlp_frac + _x1522*(_x1029*mamba_chunk + _x1053) + _x1523*_x302*_x444 + _x1523*_x354 + _x1523*_x363 + _x1523*_x601 + _x1524) + dense_layers*(_x1498*_x241 + _x1499*_x259 + _x1511) + mtp*(_x1499*_x320*n_experts + _x1511 + _x1512 + _x1513*_x87 + _x1515 + _x1516 + _x1518 + _x1519 + _x1520))
+    _x1526 = 3*_x1525
+    _x1527 = 3*_x150
+    _x1528 = _x1527*_x158
+    _x1529 = _x148*_x1527
+    _x1530 = 6*_x161*_x55*micro_batch*n_heads
+    _x1531 = _x376*_x391
+    _x1532 = 6*_x72
+    _x1533 = _x1532*_x354
+    _x1534 = _x150*_x399
+    _x1535 = _x1534*_x158
+    _x1536 = _x148*_x1534
+    _x1537 = _x128*_x74
+    _x1538 = _x382*_x391
+    _x1539 = _x477*_x72
+    _x1540 = _x1539*_x354
+    _x1541 = 6*_x298*_x608
+    _x1542 = _x1532*_x363
+    _x1543 = _x417*_x429
+    _x1544 = _x1539*_x363
+    _x1545 = 6*_x1068
+    _x1546 = 6*_x451
+    _x1547 = 7*_x199
+    _x1548 = _x195*_x413
+    _x1549 = _x1547*_x1548
+    _x1550 = _x172*_x217
+    _x1551 = _x1547*_x1550
+    _x1552 = _x149*_x187*_x399
+    _x1553 = _x1548*_x1552
+    _x1554 = _x417*_x451
+    _x1555 = _x1550*_x1552
+    _x1556 = _x1528 + _x1529 + _x1530 + _x1531 + _x1533 + _x1535 + _x1536 + _x1537*_x297 + _x1538*_x390 + _x1540 + _x1541 + _x1542 + _x1543 + _x1544 + _x1545 + _x1546 + _x1549 + _x1551 + _x1553 + 2*_x1554 + _x1555 + _x417*_x459
+    _x1557 = 768*_x119
+    _x1558 = _x376*_x773
+    _x1559 = _x1532*_x963
+    _x1560 = 6*_x747
+    _x1561 = _x774*_x933
+    _x1562 = _x74*_x935
+    _x1563 = _x748*_x928
+    _x1564 = _x376*_x785
+    _x1565 = 6*_x760
+    _x1566 = _x72*_x846
+    _x1567 = 12*_x1566
+    _x1568 = _x786*_x934
+    _x1569 = _x761*_x929
+    _x1570 = 4*_x1566*_x925
+    _x1571 = _x1521*(6*_x1038*_x1044 + _x1039*_x477 + 6*_x1039 + _x1048*_x128 + _x1055*_x128 + _x1055 + _x1062*_x1554 + _x1069*_x417 + _x1074*_x1537 + _x1077*_x1538 + _x1205*_x1562 + _x1255 + _x1528*attn_frac + _x1529*attn_frac + _x1530*attn_frac + _x1531*attn_frac + _x1533*attn_frac + _x1535*attn_frac + _x1536*attn_frac + _x1540*attn_frac + _x1541*attn_frac + _x1542*attn_frac + _x1543*attn_frac + _x1544*attn_frac + _x1545*attn_frac + _x1546*attn_frac + _x1549*attn_frac + _x1551*attn_frac + _x1553*attn_frac + _x1555*attn_frac + _x1558*mlp_frac + _x1559*mlp_frac + _x1560*mlp_frac + _x1561*mlp_frac + _x1563*mlp_frac + _x1564*mlp_frac + _x1565*mlp_frac + _x1567*mlp_frac + _x1568*mlp_frac + _x1569*mlp_frac + _x1570*mlp_frac) + _x1557 + dense_layers*(_x1556 + 6*_x253 + _x254*_x325 + _x260*_x376 + _x266*_x328) + mtp*(_x1556 + _x1557 + _x1558 + _x1559 + _x1560 + _x1561 + _x1562*_x811 + _x1563 + _x1564 + _x1565 + _x1567 + _x1568 + _x1569 + _x1570 + 12*_x96)
+    _x1572 = 2*mtp
+    _x1573 = _x1510*dense_layers + _x1521*_x1524
+    _x1574 = 3*global_batch
+    _x1575 = _x1526 + _x1574*(_x138*_x187*n_heads*(_x1062*n_layers + _x1572) - _x1510*mtp - _x1573 + d_model*seq_len*(_x1572 + 2)*(_x112*tp - vocab))
+    _x1576 = _x13*dense_layers
+    _x1577 = np.maximum(0, _x9)
+    _x1578 = np.where(_x32, _x1577*_x625, _x625)
+    _x1579 = np.where(_x32, _x1577*_x642, _x642)
+    _x1580 = seq_par*(_x1578 + _x1579)
+    _x1581 = 2*seq_par
+    _x1582 = _x1578*_x1581
+    _x1583 = np.where(_x32, _x1577*_x646, _x646)
+    _x1584 = _x1583*_x645
+    _x1585 = _x1580 + _x1582 + _x1584
+    _x1586 = _x13*_x1521
+    _x1587 = _x1583*_x663
+    _x1588 = _x1580 + _x1587
+    _x1589 = _x1588*attn_frac
+    _x1590 = _x1582 + _x1587
+    _x1591 = _x1590*mamba_frac
+    _x1592 = _x1005*_x1590
+    _x1593 = _x1589 + _x1591 + _x1592
+    _x1594 = 2*_x1081*_x1586*_x984/_x677
+    _x1595 = np.where(_x884, _x883*np.maximum(0, _x881), _x883)
+    _x1596 = _x5/tp**2
+    _x1597 = _x1596*_x33
+    _x1598 = np.where(_x32, _x109*_x1597, 0)
+    _x1599 = _x225*_x640
+    _x1600 = np.where(_x32, _x1597*_x1599, 0)
+    _x1601 = seq_par*(_x1598 + _x1600)
+    _x1602 = _x1581*_x1598
+    _x1603 = _x12*_x1596
+    _x1604 = np.where(_x32, _x109*_x1603, 0)
+    _x1605 = _x1604*_x645
+    _x1606 = _x1601 + _x1602 + _x1605
+    _x1607 = _x1604*_x663
+    _x1608 = _x1601 + _x1607
+    _x1609 = _x1608*attn_frac
+    _x1610 = _x1602 + _x1607
+    _x1611 = _x1610*mamba_frac
+    _x1612 = _x1005*_x1610
+    _x1613 = _x1609 + _x1611 + _x1612
+    _x1614 = np.where(_x884, _x883*np.maximum(0, _x880), 0)
+    _x1615 = _x51*(_x1576*_x1606 + _x1586*_x1613 + _x1594*_x1614)
+    _x1616 = _x1588*_x665 + tp_async*(_x663*np.where(_x32, _x1577*_x670, _x670) + seq_par*(_x1578 + 2*_x1579))
+    _x1617 = 3*seq_par
+    _x1618 = _x1590*_x665 + tp_async*(_x1578*_x1617 + _x1587)
+    _x1619 = _x1594*(rc_full + 1)
+    _x1620 = _x1608*_x665 + tp_async*(_x663*np.where(_x32, _x1599*_x1603, 0) + seq_par*(_x1598 + 2*_x1600))
+    _x1621 = _x1610*_x665 + tp_async*(_x1598*_x1617 + _x1607)
+    _x1622 = _x51*(_x1576*(_x1496*_x1606 - _x1601 - _x1602 - _x1605 + _x1620 + _x1621) + _x1586*(_x1005*_x1621 + _x1496*_x1613 - _x1609 - _x1611 - _x1612 + _x1620*attn_frac + _x1621*mamba_frac) + _x1614*_x1619)
+    _x1623 = global_batch*seq_len
+    _x1624 = _x1623*act_bytes
+    _x1625 = _x1361*_x1624*_x188*_x223*(_x1576 + _x1586*attn_frac)
+    _x1626 = _x1625*_x231
+    _x1627 = _x1625*_x677
+    _x1628 = _x1627*_x231
+    _x1629 = np.maximum(0, _x874)
+    _x1630 = _x1594*_x51
+    _x1631 = _x1629*_x1630
+    _x1632 = np.maximum(0, _x872)
+    _x1633 = _x1619*_x51
+    _x1634 = _x1629*_x1633
+    _x1635 = _x13*_x1323*_x1624*_x38*(interleave*pp - 1)
+    _x1636 = _x1635*_x55
+    _x1637 = _x1636*_x62 + _x1636*_x63
+    _x1638 = _x1405*z_os
+    _x1639 = np.maximum(0, _x1365)
+    _x1640 = _x1330*n_experts
+    _x1641 = _x1081*_x1640
+    _x1642 = _x1361*_x1586*_x1641
+    _x1643 = _x1397*_x1642
+    _x1644 = np.maximum(0, _x1326)
+    _x1645 = _x1521*_x1641
+    _x1646 = _x1329 + _x1333
+    _x1647 = _x1640 + _x1646
+    _x1648 = _x1337 + _x24
+    _x1649 = _x1379 + _x1380 + _x1648*attn_frac
+    _x1650 = d_model*vocab
+    _x1651 = _x1385 + _x1388 + _x1650*(2 - tied)
+    _x1652 = _x1651 + dense_layers*(_x1335 + _x1382 + _x1648)
+    _x1653 = _x1521*(_x1647*mlp_frac + _x1649) + _x1652
+    _x1654 = _x13*(-_x1645 + _x1653)
+    _x1655 = _x1341*_x1654
+    _x1656 = _x1655*_x185
+    _x1657 = _x320*np.where(_x1376, _x1639*_x1643, _x1643) + np.where(_x1347, _x1644*_x1656, _x1656)
+    _x1658 = _x1320*z_param
+    _x1659 = np.maximum(0, _x1363)
+    _x1660 = _x1322/(cp**2*dp**2)
+    _x1661 = _x1340*_x1654*_x1660
+    _x1662 = _x320*np.where(_x1376, _x1643*_x1659, 0) + np.where(_x1347, _x1661*_x185, 0)
+    _x1663 = _x1638*_x1662 + _x1658*_x1662
+    _x1664 = _x1367*_x1642
+    _x1665 = np.where(_x1376, _x1639*_x1664, _x1664)
+    _x1666 = _x1655*_x25
+    _x1667 = np.where(_x1347, _x1644*_x1666, _x1666)
+    _x1668 = _x1405*_x1406
+    _x1669 = _x1654*_x2
+    _x1670 = _x1410*_x1669
+    _x1671 = _x1413*_x1642
+    _x1672 = np.where(_x1376, _x1659*_x1664, 0)
+    _x1673 = np.where(_x1347, _x1661*_x25, 0)
+    _x1674 = _x1668*(_x1407*np.where(_x1347, _x1409*_x1660*_x1669, 0) + _x1673*z_os + _x320*(_x1407*np.where(_x1376, _x1659*_x1671, 0) + _x1672*z_os)) + z_param*(-_x1320*_x1662 + _x1320*(_x1672*_x320 + _x1673) + _x1396*_x1662)
+    _x1675 = _x13*_x99
+    _x1676 = _x1361*_x1675
+    _x1677 = _x1494**(-1.0)
+    _x1678 = _x176*_x67*z_param*np.maximum(_x1383*np.minimum(1, dense_layers), _x1381)
+    _x1679 = _x42**(-z_param)
+    _x1680 = _x1357**(-z_param)
+    _x1681 = _x38*z_param
+    _x1682 = _x1391*_x1681
+    _x1683 = _x1682*act_bytes + act_bytes*(_x1373*_x1680 + _x1392*_x1679)
+    _x1684 = _x42**(-z_grad)
+    _x1685 = _x1357**(-z_grad)
+    _x1686 = _x1682*grad_bytes + grad_bytes*(_x1373*_x1685 + _x1392*_x1684)
+    _x1687 = _x1390*_x1470*(-opt_bytes + opt_bytes_emb)
+    _x1688 = _x1492*opt_bytes + _x1687
+    _x1689 = _x1434 + _x1436
+    _x1690 = _x1437 + _x1439 + _x1440
+    _x1691 = -_x1441 - _x1445 + _x1448 + _x1689*_x2 + _x1690*_x71 + _x2*(_x1431*_x56*ffn_hidden*micro_batch*seq_len - _x1434) - _x317*(_x1431*_x244 + _x1442)
+    _x1692 = _x128*np.maximum(_x1691, _x1449)
+    _x1693 = interleave - 1
+    _x1694 = _x51*gpipe
+    _x1695 = _x1430*_x1691 + _x1450 + rc_op*(_x1429 + _x225*(_x1427 + _x243 + _x372 + _x78 + d_model*gated))
+    _x1696 = _x1305*_x1695
+    _x1697 = np.minimum(np.minimum(dense_layers, offload_layers), _x17)
+    _x1698 = mtp*(_x1450 + 5*_x330 + (1 - rc_full)*(_x138*_x141*_x1446*_x1447*_x2*_x56*micro_batch*n_heads - _x1444 - _x1445 + _x1689*_x2 + _x1690*_x71))
+    _x1699 = _x114*(_x938*ce_eager + act_bytes*(1 - ce_eager) + (act_bytes*ce_compiled + f32_bytes*(1 - ce_compiled))*(_x1694 - gpipe + 1))
+    _x1700 = (_x1699 + _x330)*(mtp + 1)
+    _x1701 = _x1300*_x1698 + _x1302*_x1700 + _x1692 + (_x1694 + dualpipev*(pp + 1/2) + (-_x1465 - gpipe)*(_x15*_x37*np.minimum(1, _x1693) + 1)*np.minimum(pp, _x51))*(_x1368*_x1451 + _x1696 + _x1698*_x67 - _x67*(_x1451*(-_x1697 + offload_layers) + _x1695*_x1697))
+    _x1702 = _x1678 + _x1683 + _x1686 + _x1688 + _x1701
+    _x1703 = _x1305*_x67
+    _x1704 = _x17 - _x1703
+    _x1705 = _x1369*_x1704
+    _x1706 = _x113*_x1389*_x38*np.minimum(1, mtp) + _x1381*_x1704 + _x1384*_x67 + _x1387 - _x1388*_x38 + _x1390
+    _x1707 = -_x1371 - _x1705 + _x1706
+    _x1708 = _x1371 + _x1705
+    _x1709 = _x1681*_x1706
+    _x1710 = _x1709*act_bytes + act_bytes*(_x1679*_x1707 + _x1680*_x1708)
+    _x1711 = _x1709*grad_bytes + grad_bytes*(_x1684*_x1707 + _x1685*_x1708)
+    _x1712 = _x1687 + opt_bytes*(_x1470*_x1707 + _x1486*_x1708)
+    _x1713 = np.minimum(offload_layers, _x1703)
+    _x1714 = _x1692 + _x1700 + (_x1694 + (1 - gpipe)*np.minimum(_x51, _x14*(_x1693*pp + 1)))*(_x1451*_x1704 + _x1696*_x67 + _x1698 - _x67*(_x1451*(-_x1713 + offload_layers) + _x1695*_x1713))
+    _x1715 = _x1466*(_x1678 + _x1710 + _x1711 + _x1712 + _x1714) + _x1702*dualpipev
+    _x1716 = np.maximum(_x1702, _x1715)
+    _x1717 = np.where((_x1702 < _x1715), 1, 0)
+    _x1718 = 1 - _x1717
+    _x1719 = _x1716*alloc_frag
+    _x1720 = nccl_comm_bytes*(_x1348 + _x1377*_x320 + _x34) + nccl_peer_bytes*(_x320*_x876 + _x53 + 2*np.minimum(1, _x223))
     return {
-        'step_time': _x1467,
-        't_forward': _x1305*_x51,
-        't_backward': _x1311*_x51,
-        't_recompute': _x1411*_x51,
-        't_tp_comm': _x1468,
-        't_cp_comm': _x51*(_x1117*_x1302 + _x1301*_x239 + _x1304*_x239),
-        't_ep_comm': _x51*(_x1264*_x1302 + _x1301*_x619 + _x1304*_x965),
-        't_host_overhead': _x1457*_x51,
-        't_offload': _x1453*_x51,
-        't_pp_bubble': _x1465,
+        'step_time': _x1494,
+        't_forward': _x1311*_x51,
+        't_backward': _x1317*_x51,
+        't_recompute': _x1420*_x51,
+        't_tp_comm': _x1495,
+        't_cp_comm': _x51*(_x1125*_x1308 + _x1307*_x239 + _x1310*_x239),
+        't_ep_comm': _x51*(_x1270*_x1308 + _x1307*_x619 + _x1310*_x970),
+        't_host_overhead': _x1460*_x51,
+        't_offload': _x1456*_x51,
+        't_pp_bubble': _x1468,
         't_pp_comm': _x66,
-        't_dp_comm': _x1414,
-        't_optimizer': _x1420,
-        'tp_comm_total': _x36 + _x51*(_x1301*(_x1469*_x649 + _x675) + _x1302*(_x1002*_x1469 + _x1004) + _x1304*(_x1469*_x722 + _x724)),
-        'dp_comm_total': _x1392*z_param + _x1396*(_x1391*z_os + _x1407),
-        'tp_comm': _x1468,
-        'dp_comm': _x1414,
+        't_dp_comm': _x1423,
+        't_optimizer': _x1493,
+        'tp_comm_total': _x36 + _x51*(_x1307*(_x1496*_x649 + _x675) + _x1308*(_x1007*_x1496 + _x1009) + _x1310*(_x1496*_x722 + _x724)),
+        'dp_comm_total': _x1401*z_param + _x1405*(_x1400*z_os + _x1416),
+        'tp_comm': _x1495,
+        'dp_comm': _x1423,
         'pp_bubble': _x37/_x52,
-        'pp_bubble_ratio': _x1464*dp*micro_batch/global_batch,
-        'pp_bubble_share': _x1465/_x1466,
+        'pp_bubble_ratio': _x1467*dp*micro_batch/global_batch,
+        'pp_bubble_share': _x1468/_x1469,
         'micro_batches': _x51,
-        't_microbatch_stage': _x1459,
-        't_stage_wgrad': _x1301*(_x1461 + _x1470 + (1/2)*_x257 + (1/2)*_x271 + _x688) + _x1302*(_x1121 + _x1122 + (1/2)*_x1125 + (1/2)*_x1128 + (1/2)*_x1132 + (1/2)*_x1135 + (1/2)*_x1136 + (1/2)*_x1137 + (1/2)*_x1138 + (1/2)*_x1139 + _x1153*_x945 + _x1207*_x23 + _x1209*_x726 + _x1210 + (1/2)*_x1213 + (1/2)*_x1216 + (1/2)*_x1219 + (1/2)*_x1223 + (1/2)*_x1226 + (1/2)*_x1229 + (1/2)*_x1232 + (1/2)*_x1235 + (1/2)*_x1238 + (1/2)*_x1241 + (1/2)*_x1249 + (1/2)*_x1252 + (1/2)*_x1253 + (1/2)*_x1254 + (1/2)*_x1255 + (1/2)*_x1256 + (1/2)*_x1257 + (1/2)*_x1258 + (1/2)*_x1259 + (1/2)*_x1260 + (1/2)*_x1261 + _x1267*_x507 + _x1267*_x516 + _x1267*t0_gemm_bwd + _x1461*mamba_frac + _x818*mlp_frac + _x825*mlp_frac) + _x1304*(_x1470 + _x320*_x686 + _x686 + _x726*_x945 + _x818 + (1/2)*_x821 + (1/2)*_x823 + _x825 + (1/2)*_x829 + (1/2)*_x831 + _x842 + _x845 + (1/2)*_x851 + (1/2)*_x854 + (1/2)*_x856 + (1/2)*_x858 + (1/2)*_x950 + (1/2)*_x960),
-        't_layer_fwd': _x1270,
-        't_layer_bwd': _x1273,
-        't_layer_recompute': _x1204,
-        't_layer_tp_comm': _x1101,
-        't_layer_cp_comm': _x1117,
-        't_layer_ep_comm': _x1264,
-        't_layer_comm_bwd': _x1278,
-        't_layer_host': _x1279,
+        't_microbatch_stage': _x1462,
+        't_stage_wgrad': _x1307*(_x1464 + _x1497 + (1/2)*_x257 + (1/2)*_x271 + _x688) + _x1308*(_x1128 + _x1129 + (1/2)*_x1132 + (1/2)*_x1135 + (1/2)*_x1139 + (1/2)*_x1142 + (1/2)*_x1143 + (1/2)*_x1144 + (1/2)*_x1145 + (1/2)*_x1146 + _x1160*_x948 + _x1214*_x23 + _x1216*_x726 + _x1217 + (1/2)*_x1220 + (1/2)*_x1223 + (1/2)*_x1226 + (1/2)*_x1230 + (1/2)*_x1233 + (1/2)*_x1236 + (1/2)*_x1239 + (1/2)*_x1242 + (1/2)*_x1245 + (1/2)*_x1248 + (1/2)*_x1256 + (1/2)*_x1258 + (1/2)*_x1259 + (1/2)*_x1260 + (1/2)*_x1261 + (1/2)*_x1262 + (1/2)*_x1263 + (1/2)*_x1264 + (1/2)*_x1265 + (1/2)*_x1266 + (1/2)*_x1267 + _x1273*_x507 + _x1273*_x516 + _x1273*t0_gemm_bwd + _x1464*mamba_frac + _x821*mlp_frac + _x828*mlp_frac) + _x1310*(_x1497 + _x320*_x686 + _x686 + _x726*_x948 + _x821 + (1/2)*_x824 + (1/2)*_x826 + _x828 + (1/2)*_x832 + (1/2)*_x834 + _x845 + _x848 + (1/2)*_x854 + (1/2)*_x857 + (1/2)*_x859 + (1/2)*_x861 + (1/2)*_x954 + (1/2)*_x965),
+        't_layer_fwd': _x1276,
+        't_layer_bwd': _x1279,
+        't_layer_recompute': _x1211,
+        't_layer_tp_comm': _x1109,
+        't_layer_cp_comm': _x1125,
+        't_layer_ep_comm': _x1270,
+        't_layer_comm_bwd': _x1284,
+        't_layer_host': _x1285,
         't_dense_layer_fwd': _x708,
         't_dense_layer_bwd': _x711,
         't_dense_layer_recompute': _x480,
         't_dense_layer_tp_comm': _x705,
         't_dense_layer_cp_comm': _x239,
         't_dense_layer_ep_comm': _x619,
-        't_dense_layer_comm_bwd': _x1412,
+        't_dense_layer_comm_bwd': _x1421,
         't_dense_layer_host': _x713,
-        'stage_layers': _x1301 + _x1302,
-        'stage_dense_layers': _x1301,
-        'stage_mtp_layers': _x1304,
+        'stage_layers': _x1307 + _x1308,
+        'stage_dense_layers': _x1307,
+        'stage_mtp_layers': _x1310,
         't_tp_grad_reduce': _x36,
         't_embed_fwd': _x111,
-        't_embed_bwd': _x991,
+        't_embed_bwd': _x996,
         't_head_fwd': _x126,
-        't_head_bwd': _x995,
-        'head_stage_heavier': _x1290*_x1291 + _x1303*pp_layout,
-        't_edge_host': _x1456,
-        't_microbatch_host': _x1455,
-        't_offload_fwd': _x1451,
-        't_offload_bwd': _x1452,
+        't_head_bwd': _x1000,
+        'head_stage_heavier': _x1296*_x1297 + _x1309*pp_layout,
+        't_edge_host': _x1459,
+        't_microbatch_host': _x1458,
+        't_offload_fwd': _x1454,
+        't_offload_bwd': _x1455,
         't_pp_send_recv': _x47*_x65,
         't_embedding_grad_reduce': _x46,
-        'flops': _x1499,
-        'hardware_flops': _x1544*_x228*_x50,
-        'flops_megatron': _x1548,
-        'bytes_tp_fwd': _x1588 + _x51*(_x1549*_x1558 + _x1559*_x1566 + _x1567*_x1568),
-        'bytes_tp_bwd': _x1595 + _x51*(_x1549*(_x1469*_x1558 - _x1553 - _x1555 - _x1557 + _x1589 + _x1591) + _x1559*(_x1000*_x1591 + _x1469*_x1566 - _x1562 - _x1564 - _x1565 + _x1589*attn_frac + _x1591*mamba_frac) + _x1568*_x1592),
-        'bytes_tp_inter': _x1588 + _x1595,
-        'bytes_cp_fwd': _x1598*_x230 + _x1599,
-        'bytes_cp_bwd': _x1600*_x230 + _x1601,
-        'bytes_cp_inter': _x1599 + _x1601,
-        'bytes_ep_fwd': _x1603*_x1605 + _x1604,
-        'bytes_ep_bwd': _x1605*_x1606 + _x1607,
-        'bytes_ep_inter': _x1604 + _x1607,
-        'bytes_pp_fwd': _x1610,
-        'bytes_pp_bwd': _x1610,
-        'bytes_pp_inter': _x1608*_x63*_x988,
-        'bytes_dp_fwd': _x1611*_x1630 + _x1630*_x1631 + _x1636,
-        'bytes_dp_bwd': _x1642*(_x1398*np.where(_x1339, _x1616*_x1644, _x1644) + _x1641*z_os + _x320*(_x1398*np.where(_x1368, _x1612*_x1645, _x1645) + _x1639*z_os)) + _x1648 + z_param*(-_x1314*_x1630 + _x1314*(_x1639*_x320 + _x1641) + _x1388*_x1630),
-        'bytes_dp_inter': _x1636 + _x1648,
-        'flops_forward': _x1498,
-        'flops_backward': 2*_x1498,
-        'flops_attention': _x1546*_x1547,
-        'flops_lm_head': 6*_x1596*_x1623,
-        'gemm_qkv_proj_flops': _x1072,
-        'gemm_qkv_proj_bytes': _x1102*_x388,
+        'flops': _x1526,
+        'hardware_flops': _x1571*_x228*_x50,
+        'flops_megatron': _x1575,
+        'bytes_tp_fwd': _x1615 + _x51*(_x1576*_x1585 + _x1586*_x1593 + _x1594*_x1595),
+        'bytes_tp_bwd': _x1622 + _x51*(_x1576*(_x1496*_x1585 - _x1580 - _x1582 - _x1584 + _x1616 + _x1618) + _x1586*(_x1005*_x1618 + _x1496*_x1593 - _x1589 - _x1591 - _x1592 + _x1616*attn_frac + _x1618*mamba_frac) + _x1595*_x1619),
+        'bytes_tp_inter': _x1615 + _x1622,
+        'bytes_cp_fwd': _x1625*_x230 + _x1626,
+        'bytes_cp_bwd': _x1627*_x230 + _x1628,
+        'bytes_cp_inter': _x1626 + _x1628,
+        'bytes_ep_fwd': _x1630*_x1632 + _x1631,
+        'bytes_ep_bwd': _x1632*_x1633 + _x1634,
+        'bytes_ep_inter': _x1631 + _x1634,
+        'bytes_pp_fwd': _x1637,
+        'bytes_pp_bwd': _x1637,
+        'bytes_pp_inter': _x1635*_x63*_x993,
+        'bytes_dp_fwd': _x1638*_x1657 + _x1657*_x1658 + _x1663,
+        'bytes_dp_bwd': _x1668*(_x1407*np.where(_x1347, _x1644*_x1670, _x1670) + _x1667*z_os + _x320*(_x1407*np.where(_x1376, _x1639*_x1671, _x1671) + _x1665*z_os)) + _x1674 + z_param*(-_x1320*_x1657 + _x1320*(_x1665*_x320 + _x1667) + _x1396*_x1657),
+        'bytes_dp_inter': _x1663 + _x1674,
+        'flops_forward': _x1525,
+        'flops_backward': 2*_x1525,
+        'flops_attention': _x1573*_x1574,
+        'flops_lm_head': 6*_x1623*_x1650,
+        'flops_optimizer_rank': _x1489,
+        'gemm_qkv_proj_flops': _x1078,
+        'gemm_qkv_proj_bytes': _x1110*_x388,
         'gemm_qkv_proj_dmin': _x392,
-        'gemm_attn_out_proj_flops': _x1069,
-        'gemm_attn_out_proj_bytes': _x1067,
+        'gemm_attn_out_proj_flops': _x1075,
+        'gemm_attn_out_proj_bytes': _x1073,
         'gemm_attn_out_proj_dmin': _x339,
-        'gemm_mlp_up_flops': _x1012,
-        'gemm_mlp_up_bytes': _x1011,
+        'gemm_mlp_up_flops': _x1017,
+        'gemm_mlp_up_bytes': _x1016,
         'gemm_mlp_up_dmin': _x762,
-        'gemm_mlp_down_flops': _x1008,
-        'gemm_mlp_down_bytes': _x1007,
+        'gemm_mlp_down_flops': _x1013,
+        'gemm_mlp_down_bytes': _x1012,
         'gemm_mlp_down_dmin': _x750,
         'gemm_lm_head_flops': _x120,
         'gemm_lm_head_bytes': _x115,
         'gemm_lm_head_dmin': _x118,
         'n_gpus': _x44,
-        'mfu': _x1499*_x1650*_x1651,
-        'mfu_megatron': _x1548*_x1650*_x1651,
-        'hfu': _x1544*_x1649*_x1651*_x51,
-        'tokens_per_s': _x1596*_x1651,
-        'memory': _x1689,
-        'mem_weights': _x1658*_x1691 + _x1684*_x1690,
-        'mem_gradients': _x1661*_x1691 + _x1685*_x1690,
-        'mem_optimizer': _x1653*_x1691 + _x1682*_x1690,
-        'mem_activations': _x1652 + _x1674*_x1691 + _x1687*_x1690,
-        'mem_logits': _x1672,
-        'mem_first_stage': _x1675,
-        'mem_last_stage': _x1688,
-        'mem_reserve': _x1692 + _x1693 + cuda_context,
+        'mfu': _x1526*_x1676*_x1677,
+        'mfu_megatron': _x1575*_x1676*_x1677,
+        'hfu': _x1571*_x1675*_x1677*_x51,
+        'tokens_per_s': _x1623*_x1677,
+        'memory': _x1716,
+        'mem_weights': _x1683*_x1718 + _x1710*_x1717,
+        'mem_gradients': _x1686*_x1718 + _x1711*_x1717,
+        'mem_optimizer': _x1688*_x1718 + _x1712*_x1717,
+        'mem_activations': _x1678 + _x1701*_x1718 + _x1714*_x1717,
+        'mem_logits': _x1699,
+        'mem_first_stage': _x1702,
+        'mem_last_stage': _x1715,
+        'mem_reserve': _x1719 + _x1720 + cuda_context,
         'mem_cuda_context': cuda_context,
-        'mem_nccl': _x1693,
-        'mem_fragmentation': _x1692,
-        'params': _x1626,
-        'active_params': _x1494*(_x1622 + mlp_frac*(_x1324*top_k + _x1619)) + _x1625,
-        'params_rank': _x1383,
-        'params_embedding': _x1624,
-        'params_expert': _x1618,
-        'params_mtp': mtp*(_x1378 + _x1620 + _x1621 + _x88),
+        'mem_nccl': _x1720,
+        'mem_fragmentation': _x1719,
+        'params': _x1653,
+        'active_params': _x1521*(_x1649 + mlp_frac*(_x1330*top_k + _x1646)) + _x1652,
+        'params_rank': _x1391,
+        'params_embedding': _x1651,
+        'params_expert': _x1645,
+        'params_mtp': mtp*(_x1386 + _x1647 + _x1648 + _x88),
     }
 
-SOURCE_DIGEST = '2ce25eb3f36013f2'
+SOURCE_DIGEST = '5393c7e23486a6aa'

@@ -184,8 +184,10 @@ def plan_inputs(p: Plan, model: Model | None = None) -> dict:
             "ce_eager": float(p.loss_kernel == "eager"), "ce_compiled": float(p.loss_kernel == "compiled"),
             "graph_layers": float(p.cuda_graphs != "none"), "graph_full": float(p.cuda_graphs == "full"),
             "act_bytes": act, "grad_bytes": BYTES[p.grad_dtype],
-            # Adam: the fp32 master copy and two moments of the plan's dtype (12 bytes per parameter in fp32)
-            "opt_bytes": 4 + 2 * BYTES[p.moment_dtype],
+            # Adam: the fp32 master copy and two moments of the plan's dtype (12 bytes per parameter in fp32); Muon: the
+            # master copy and one momentum (8), on the weight matrices only (the embedding tables keep Adam's)
+            "opt_bytes": 4 + (1 if p.optimizer == "muon" else 2) * BYTES[p.moment_dtype],
+            "opt_bytes_emb": 4 + 2 * BYTES[p.moment_dtype], "muon": float(p.optimizer == "muon"),
             "q_bytes": precision.get(p.dtype).q_bytes,
             "gin_bytes": precision.get(p.dtype).saved_bytes if p.quantized_saves and low else act,
             "ep_dedup": float(p.ep_dispatcher != "alltoall"),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from .config import MODEL_ALIASES, ATTENTION, CUDA_GRAPHS, DISPATCHERS, DTYPES, GRAD_DTYPES, MOMENT_DTYPES, LOSS_KERNELS, MLPS, NORMS, POSITIONS, RECOMPUTE, RECOMPUTE_MODULES, SCHEDULES, SHARDING, SHARDING_BY_STAGE
+from .config import MODEL_ALIASES, ATTENTION, CUDA_GRAPHS, DISPATCHERS, DTYPES, GRAD_DTYPES, MOMENT_DTYPES, OPTIMIZERS, LOSS_KERNELS, MLPS, NORMS, POSITIONS, RECOMPUTE, RECOMPUTE_MODULES, SCHEDULES, SHARDING, SHARDING_BY_STAGE
 
 # (flag, dest, type, help) of the model shape: the flag is the field's name; config.MODEL_ALIASES adds the short
 # spellings (--layers, --heads, --kv-heads, --experts, --capacity)
@@ -203,6 +203,10 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
     flag(g, "moment-dtype", dest="moment_dtype", choices=MOMENT_DTYPES,
          help="Adam's two moments: fp32 (default) or 16-bit (Megatron-Core --use-precision-aware-optimizer "
               "--exp-avg-dtype / --exp-avg-sq-dtype; DeepSeek-V3 keeps them in BF16); the fp32 master copy stays")
+    flag(g, "optimizer", choices=OPTIMIZERS,
+         help="optimizer of the weight matrices: adam (default) or muon (Megatron-Core --optimizer muon / dist_muon: one "
+              "momentum instead of Adam's two, and 5 Newton-Schulz iterations per matrix each step; the embedding "
+              "tables stay on Adam; docs/models.md 'Optimizer')")
     flag(g, "grad-dtype", dest="grad_dtype", choices=GRAD_DTYPES,
          help="gradient buffer and reduce dtype (default: the stack's; Megatron fp32 main grads with bf16)")
     flag(g, "framework", help="training stack whose defaults fill unset switches: NAME[@VERSION] from "
@@ -280,6 +284,7 @@ def build_spec(args):
              "loss_kernel": getattr(args, "loss_kernel", None),
              "pipeline_layout": getattr(args, "pipeline_layout", None),
              "dtype": args.dtype, "grad_dtype": args.grad_dtype, "moment_dtype": getattr(args, "moment_dtype", None),
+             "optimizer": getattr(args, "optimizer", None),
              "ep_dispatcher": getattr(args, "ep_dispatcher", None),
              "cuda_graphs": getattr(args, "cuda_graphs", None),
              "tp_comm_overlap": getattr(args, "tp_comm_overlap", None),

@@ -51,6 +51,9 @@ GRAD_DTYPES = ("fp32", "bf16", "fp16")
 # Adam's two moments (Megatron-Core --exp-avg-dtype / --exp-avg-sq-dtype with --use-precision-aware-optimizer,
 # optimizer_config.py; default fp32); the fp32 master copy stays (main_params_dtype fp32 in every recipe read here)
 MOMENT_DTYPES = ("fp32", "bf16", "fp16")
+# The optimizer of the weight matrices (Megatron-Core optimizer_config.py ``optimizer``: adam, or muon = Newton-Schulz
+# orthogonalized momentum, emerging_optimizers.py; the embedding and output tables stay on Adam)
+OPTIMIZERS = ("adam", "muon")
 # Sharding over dp. Every accepted name has its ZeRO stage (Rajbhandari et al. 2020): distributed = Megatron's
 # distributed optimizer (--use-distributed-optimizer) = ZeRO-1; fsdp = FULL_SHARD = ZeRO-3.
 ZERO_STAGE = {"none": 0, "distributed": 1, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}
@@ -229,6 +232,7 @@ class Plan:
     dtype: str = "bf16"
     grad_dtype: str = "fp32"            # gradient buffer and reduce dtype (Megatron main_grad)
     moment_dtype: str = "fp32"          # Adam's moments (MOMENT_DTYPES): bf16 with Megatron-Core's precision-aware optimizer
+    optimizer: str = "adam"             # OPTIMIZERS: adam, or muon (its one momentum in moment_dtype)
     overlap_grad_reduce: float = 0.0    # fraction of the DP reduce hidden behind backward
     overlap_param_gather: float = 0.0   # fraction of parameter all-gathers hidden behind forward
     overlap_tp: float = 0.0             # fraction of TP/SP comm hidden behind GEMMs
@@ -522,6 +526,7 @@ RULES: tuple[Rule, ...] = (
     _choice("plan", "dtype", "dtype", DTYPES),
     _choice("plan", "grad_dtype", "grad_dtype", GRAD_DTYPES),
     _choice("plan", "moment_dtype", "moment_dtype", MOMENT_DTYPES),
+    _choice("plan", "optimizer", "optimizer", OPTIMIZERS),
     _choice("plan", "ep_dispatcher", "ep_dispatcher", DISPATCHERS),
     _choice("plan", "loss_kernel", "loss_kernel", LOSS_KERNELS),
     _choice("plan", "cuda_graphs", "cuda_graphs", CUDA_GRAPHS),

@@ -22,7 +22,7 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   "EP A2A overlap"): overlap_ep = 1 (each all-to-all hidden behind the compute block Megatron-Core pairs it with,
   formulas/step.py ep_merged); with "delay_wgrad" (``--delay-wgrad-compute``) stated as well: delay_wgrad.
 - Rows whose settings state 16-bit Adam moments ("BF16 Adam moments", ``exp_avg_dtype=torch.bfloat16``; Megatron-Core's
-  precision-aware optimizer): moment_dtype.
+  precision-aware optimizer): moment_dtype. An ``optimizer`` column, or Muon named in the text: optimizer.
 - Megatron-Core rows whose notes or settings state TP communication overlap (``--tp-comm-overlap``,
   ``tp_comm_overlap=True``, "userbuffer TP comm-overlap"; not when followed by false/off, nor on an NVFP4 row that
   says "off for NVFP4": ``tp_comm_overlap_stated``): overlap_tp = (tp-1)/tp (the ring-exchange
@@ -541,6 +541,14 @@ def _plan_fields(row: dict) -> dict:
     m = re.search(r"\b(bf16|fp16)\s+adam\s+moments|exp_avg(?:_sq)?_dtype\s*=\s*(?:torch\.)?(bfloat16|bf16|float16|fp16)", text)
     if m:
         d["moment_dtype"] = "bf16" if "b" in (m.group(1) or m.group(2)) else "fp16"
+    # the optimizer: a column, else Muon named in the text ("Muon optimizer was used for pre-training Kimi-K2", the
+    # Megatron-Bridge tables' footnote; optimizer='dist_muon'; --optimizer muon)
+    opt = str(row.get("optimizer") or "").strip().lower()
+    if opt:
+        # Adam's family keeps two moments (AdamW, FusedAdam; LAMB the same state and elementwise update)
+        d["optimizer"] = "muon" if "muon" in opt else "adam" if re.search(r"adam|lamb", opt) else opt
+    elif re.search(r"(?<!no )(?<!without )\b(?:dist_)?muon\b(?! ?(?:was |is )?not)", text):
+        d["optimizer"] = "muon"
     if re.search(r"(?<!no )(?<!without )(?:torch\.compile|(?<!torch\.)\bcompiled?\b(?! loss))", text):
         d["eager_elementwise"] = False      # torch.compile fuses the elementwise ops the eager stacks run one by one
     if wgrad_fusion_off(text, d["sharding"] == "fsdp"):

@@ -598,6 +598,14 @@ def adam_op(n_params) -> Op:
               sp.Integer(0), sp.Integer(0))
 
 
+def muon_op(flops) -> Op:
+    """Muon's Newton-Schulz iterations on this rank's share of the weight matrices (memory.muon_flops_rank): GEMMs on
+    whole matrices at the 16-bit tensor-core rate (hp), their size saturation at the hidden size (ASSUMED: the smaller
+    side of most of the matrices); HBM traffic left out (each iteration's GEMMs are compute-bound at m >= 1024)."""
+    return Op("muon_newton_schulz", "gemm", flops, sp.Integer(0), sp.Integer(0), sp.Integer(0), dmin=S.d_model,
+              on=S.muon, hp=True)
+
+
 def op_time(op: Op, direction: str) -> sp.Expr:
     """Calibrated roofline time of ``op`` in ``direction`` ('fwd' or 'bwd')."""
     f, b = (op.f_fwd, op.b_fwd) if direction == "fwd" else (op.f_bwd, op.b_bwd)

@@ -123,9 +123,49 @@ def sharded(dense, expert, zero):
 
 
 def states(dense, expert):
-    """(weights, gradients, optimizer state) bytes per rank of a stage with these parameter counts."""
+    """(weights, gradients, optimizer state) bytes per rank of a stage with these parameter counts. The embedding
+    and output tables keep Adam's state under Muon (opt_bytes_emb; the same as opt_bytes under Adam); the norms and
+    biases that Muon also leaves to Adam are counted at opt_bytes (ASSUMED: under 0.1 % of the parameters)."""
+    emb = sharded(embedding_params_rank, 0, S.z_os) * (S.opt_bytes_emb - S.opt_bytes)
     return (sharded(dense, expert, S.z_param) * S.act_bytes, sharded(dense, expert, S.z_grad) * S.grad_bytes,
-            sharded(dense, expert, S.z_os) * S.opt_bytes)
+            sharded(dense, expert, S.z_os) * S.opt_bytes + emb)
+
+
+# ---- Muon's Newton-Schulz work per rank -----------------------------------------------------
+# Muon (Jordan et al. 2024; Megatron-Core optimizer_config.py optimizer='muon', emerging_optimizers.py) replaces each
+# weight matrix's update by its orthogonalized momentum: muon_num_ns_steps = 5 quintic Newton-Schulz iterations on the
+# whole m x n matrix (m <= n): A = X X^T (2 m^2 n FLOPs), B = b A + c A A (2 m^3), X = a X + B X (2 m^2 n). The matrices
+# are the model's 2-D weights: Q, K and V apart (muon_split_qkv = True), the output projection, each expert's fc1 (the
+# gated pair as one matrix) and fc2, the router, LatentMoE's projections, the shared experts, MLA's projections. Under
+# tensor parallelism each rank gathers the whole matrix and orthogonalizes it (muon_tp_mode 'duplicated', the
+# default); with the distributed optimizer the layer-wise distributed optimizer (dist_muon) gives each data-parallel
+# rank whole matrices, a 1/(d c) share (experts: 1/expert-dp). The fp32 iterations run at the 16-bit tensor-core
+# rate (muon_fp32_matmul_prec 'medium'). Not priced: Mamba mixers' matrices, MTP layers, the TP gather, the
+# imbalance of whole-matrix shares.
+NS_STEPS = 5
+
+
+def ns_flops(a, b):
+    """Newton-Schulz FLOPs of one a x b matrix: 5 (4 m^2 n + 2 m^3), m = min(a, b), n = max(a, b)."""
+    m, n = sp.Min(a, b), sp.Max(a, b)
+    return NS_STEPS * m ** 2 * (4 * n + 2 * m)
+
+
+def _ns_mlp(width, io=h):
+    return ns_flops((1 + S.gated) * width, io) + ns_flops(io, width)
+
+
+_ns_attn = ((1 - C.mla) * (ns_flops(C.q_width, h) + 2 * ns_flops(_gqa_kv, h) + ns_flops(h, C.q_width))
+            + C.mla * (C.mla_q_lora * (ns_flops(S.q_lora, h) + ns_flops(S.n_heads * C.mla_qk, S.q_lora))
+                       + (1 - C.mla_q_lora) * ns_flops(S.n_heads * C.mla_qk, h)
+                       + ns_flops(S.kv_lora + S.qk_rope, h) + ns_flops(S.n_heads * (S.qk_nope + S.v_head), S.kv_lora)
+                       + ns_flops(h, S.n_heads * S.v_head)))
+_ns_layer_dense = (fa * _ns_attn + fm * C.moe * (ns_flops(S.n_experts, h) + C.latent * 2 * ns_flops(S.moe_latent, h)
+                                                 + sp.Min(1, S.shared_ffn) * _ns_mlp(S.shared_ffn)))
+_ns_layer_expert = fm * S.n_experts / S.ep * _ns_mlp(S.moe_ffn, C.h_routed)   # this rank's routed experts (dense: the MLP)
+_moe_layers = PL.stage_layers - dense_first
+muon_flops_rank = S.muon * sharded(_moe_layers * _ns_layer_dense + dense_first * (_ns_attn + _ns_mlp(f)),
+                                   _moe_layers * _ns_layer_expert, S.z_os)
 
 
 weights_first, gradients_first, optimizer_first = states(dense_params_rank, expert_params_rank)

@@ -523,8 +523,10 @@ def build() -> dict[str, sp.Expr]:
     zero3_comm = S.z_param * (zero3_edge + CM.exposed(zero3 - zero3_edge, m * (stage_fwd + stage_bwd), S.ov_ag,
                                                                   dp_share))
 
-    # optimizer: fused Adam over this rank's shard (compute.adam_op)
-    t_opt = C.op_time(C.adam_op(M.sharded(M.dense_params_rank, M.expert_params_rank, S.z_os)), "fwd")
+    # optimizer: fused Adam's elementwise update over this rank's shard (compute.adam_op; under Muon the momentum update,
+    # its bytes through opt_bytes), and Muon's Newton-Schulz iterations on its share of the matrices (compute.muon_op)
+    t_opt = (C.op_time(C.adam_op(M.sharded(M.dense_params_rank, M.expert_params_rank, S.z_os)), "fwd")
+             + C.op_time(C.muon_op(M.muon_flops_rank), "fwd"))
 
     tp_grad = mla_grad_reduce()
     # W of the slot: the weight-gradient GEMMs of its layers (a zero-bubble/DualPipe schedule defers them into the
@@ -718,6 +720,7 @@ def volumes(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
     out["flops_attention"] = 3 * S.global_batch * attn
     head = C.ops_flops([o for o in C.head_ops() if o.cls == "gemm"], "model_fwd").subs(per_seq)
     out["flops_lm_head"] = 3 * S.global_batch * head * S.vocab / C.vocab_pad.subs(per_seq)
+    out["flops_optimizer_rank"] = M.muon_flops_rank
     out.update(gemm_terms(kinds["moe"]))
     return out
 
@@ -875,6 +878,8 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "flops_backward": ("flop", "model FLOPs per step of the backward pass (2 flops / 3)"),
     "flops_attention": ("flop", "model FLOPs per step of the attention core (QK^T and AV), forward + backward"),
     "flops_lm_head": ("flop", "model FLOPs per step of the LM head (unpadded vocabulary), forward + backward"),
+    "flops_optimizer_rank": ("flop", "matmul FLOPs of the optimizer step on one rank of the first stage (Muon's "
+                             "Newton-Schulz iterations; 0 under Adam): not model FLOPs"),
     **{f"gemm_{g}_{k}": (dim, f"{g} GEMM on one rank, one micro-batch, forward: {what}")
        for g in ADVICE_GEMMS for k, dim, what in (("flops", "flop", "FLOPs executed"), ("bytes", "bytes", "HBM bytes moved"),
                                                   ("dmin", "", "smallest of M, K, N"))},

@@ -174,7 +174,9 @@ f32_bytes = _s("f32_bytes", "bytes", "bytes per fp32 element (4): logits in the 
 q_bytes = _s("q_bytes", "bytes", "HBM bytes the low-precision recipe's quantization kernels move per quantized GEMM "
              "operand element (0 in 16-bit training; roofline/base/precision.py)", "plan", r"\beta_{q}")
 gin_bytes = _s("gin_bytes", "bytes", "bytes per element of a GEMM input saved for the weight gradient: the activation dtype, or the quantized copy Transformer Engine keeps under an FP8/FP4 recipe (base/precision.py saved_bytes; per stack: quantized_saves)", "plan", r"\beta_{g}")
-opt_bytes = _s("opt_bytes", "bytes", "optimizer-state bytes per parameter (Adam: fp32 master + 2 moments = 12; 8 with 16-bit moments)", "plan", r"\beta_{o}")
+opt_bytes = _s("opt_bytes", "bytes", "optimizer-state bytes per parameter of the weight matrices (Adam: fp32 master + 2 moments = 12, 8 with 16-bit moments; Muon: fp32 master + 1 momentum = 8)", "plan", r"\beta_{o}")
+opt_bytes_emb = _s("opt_bytes_emb", "bytes", "optimizer-state bytes per embedding / output-layer parameter: Adam's (Muon leaves them to Adam: Megatron-Core emerging_optimizers.py muon_scalar_optimizer)", "plan", r"\beta_{oe}")
+muon = _s("muon", "", "1 with the Muon optimizer (Newton-Schulz orthogonalized momentum on the weight matrices), 0 with Adam", "plan", r"\mu_{o}", zero=True)
 
 # ---- hardware -----------------------------------------------------------------------------
 peak = _s("peak", "flop/time", "dense peak FLOP/s of the plan's matmul dtype (the low-precision peak of an FP8/FP4 recipe's linear layers)", "hardware", "P")

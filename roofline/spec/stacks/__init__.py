@@ -19,6 +19,8 @@ import re
 from pathlib import Path
 from types import MappingProxyType
 
+import numpy as np
+
 from ..config import SHARDING, Rule, modules_hold, among, stage_name
 from ...base.errors import InputError
 from ...base.schema import yaml_load
@@ -33,7 +35,7 @@ PLAN_KEYS = ("dtype", "grad_dtype", "sequence_parallel", "sharding", "recompute"
 RULE_KEYS = ("interleaved_schedule", "interleave_when_pp", "no_overlap_with_pp", "overlap_pp_interleaved", "tp_comm_overlap", "uneven_stages", "shardings",
              "max_zero_with_pp", "grad_dtype_bf16", "kv_heads_below_tp", "compiled_loss_since",
              "recomputes", "recompute_names", "schedules", "micro_batch_unstated", "builds_on", "recompute_modules",
-             "moment_dtypes", "seq_len_unstated", "combines", "pipeline", "context_parallel")
+             "moment_dtypes", "optimizers", "seq_len_unstated", "combines", "pipeline", "context_parallel")
 DEFAULT = "megatron-core"           # DESIGN.md: Megatron-Core is the default stack of the CLI, configs and API
 
 
@@ -198,7 +200,17 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
     ring_cp = bool(stack.rule("context_parallel", True))
     # Adam's moment dtypes: fp32 unless the stack has a precision-aware optimizer (Megatron-Core's)
     moments = tuple(stack.rule("moment_dtypes") or ("fp32",))
+    # optimizers of the weight matrices: Adam unless the stack lists more (Megatron-Core: Muon)
+    opts = tuple(stack.rule("optimizers") or ("adam",))
     return (
+        Rule(lambda m, p: among(p.optimizer, opts),
+             f"stack {stack.id} trains with {', '.join(opts)}, not {{p.optimizer!r}}"
+             + (f": {src['optimizers']}" if "optimizers" in src else
+                " (Muon: Megatron-Core --optimizer muon; run it with --framework megatron-core)"), ("optimizer",)),
+        Rule(lambda m, p: (p.optimizer != "muon") | np.logical_not(among(p.sharding, ("fsdp", "zero3", "zero2"))),
+             f"stack {stack.id} runs Muon with the (layer-wise) distributed optimizer or none, not sharding "
+             "{p.sharding!r} (megatron/core/optimizer/__init__.py: 'MFSDP v2 with emerging optimizers is not currently "
+             "validated')", ("optimizer", "sharding")),
         Rule(lambda m, p: among(p.moment_dtype, moments),
              f"stack {stack.id} keeps Adam's moments in {', '.join(moments)}, not {{p.moment_dtype!r}} "
              "(Megatron-Core's --use-precision-aware-optimizer --exp-avg-dtype; run it with --framework megatron-core)"
