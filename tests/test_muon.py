@@ -105,6 +105,7 @@ def test_cli_prices_muon_and_refuses_an_unknown_optimizer():
     run = lambda *a: subprocess.run([sys.executable, "-m", "roofline", "transformer", "--model", "llama3-8b",  # noqa: E731
                                      "--gpus", "8", "--global-batch", "8", *a], capture_output=True, text=True)
     ok = run("--optimizer", "muon")
-    assert ok.returncode == 0 and "optimizer" in ok.stdout
+    assert ok.returncode == 0 and "| optimizer muon |" in ok.stdout.splitlines()[1]    # the plan line says so
+    assert "| optimizer" not in run().stdout                                          # Adam, the default, does not
     bad = run("--optimizer", "lion")
     assert bad.returncode == 2 and "--optimizer" in bad.stderr and "lion" in bad.stderr
