@@ -266,7 +266,14 @@ def main() -> int:
          "and micro-batches % pp = 0 (Megatron's constraints), else 1. "
          "This gives v = 2 for most rows, 3 for 76B (60 layers / pp 4) and 530B (105 / 35), 7 for the H100 462B "
          "(112 / 16) and 23 for the H100 119B (92 / 4, one layer per virtual stage).",
-         "- **cp** blank -> 1; **recompute** blank -> the stack's default (Megatron: none; GPT-NeoX, metaseq: full; torchtitan: op); **n_kv_heads** blank -> MHA; **ffn_hidden** blank -> 4h.",
+         "- **cp** blank -> 1; **recompute** blank -> what the notes or settings state (\"activation checkpointing\", "
+         "\"--checkpoint-activations\", \"gradient checkpointing\" -> full; \"selective activation recomputation\" -> "
+         "selective; negated, \"without activation checkpointing\" -> none: `validate.recompute_from_text`), else the "
+         "stack's default (Megatron: none; GPT-NeoX, metaseq: full; torchtitan: op); **optimizer_sharding** blank -> "
+         "what the text states (\"ZeRO stage 1\", \"distributed optimizer\", SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD; "
+         "a bare \"FSDP\" is left to the stack: `validate.sharding_from_text`), else the stack's; both noted per row; "
+         "**optimizer** blank or no such column -> Muon when the text names it (\"Muon optimizer was used\"), else "
+         "Adam; **n_kv_heads** blank -> MHA; **ffn_hidden** blank -> 4h.",
          "- **tp/pp/dp**: exactly one blank -> n_gpus / (the other two); two or more blank -> every stack's flag default "
          "tp = pp = 1 (data parallel over the rest) when that plan fits in memory; when it does not, the run cannot have "
          "used it. Its tp and pp then follow the practitioners' rule (Narayanan et al. 2021, Takeaway #1: tensor "
@@ -294,10 +301,16 @@ def main() -> int:
          "- **Measured** = `measured_iter_time_s`, else `derived_iter_time_s` (the source's own FLOP formula), else "
          "derived here from the rate the row states (`validate.time_from_rate`, noted): `flops_per_iter` / (n_gpus x "
          "`measured_tflops_per_gpu`, or x `measured_mfu` x the dense 16-bit peak), global_batch x seq_len / "
-         "`tokens_per_s`, or / (`tokens_per_s_per_gpu` x n_gpus). Number cells may carry digit groups ('1,536'), a "
-         "leading '~' and, on seconds columns, 's' or 'ms'.",
-         "- Rows the model rejects (n_gpus != tp pp dp cp, heads not divisible by tp, unknown gpu_id, ...) are listed as "
-         "skipped with the reason; a malformed file (missing columns, non-numbers, empty) is a one-line error, exit 2.",
+         "`tokens_per_s`, or / (`tokens_per_s_per_gpu` x n_gpus). A rate with no `flops_per_iter` takes the count its "
+         "`flop_basis` names: HFU96 (Narayanan et al. 2021 eq. 3, 96 B s l h^2 (1 + s/6h + V/16lh), with the recomputed "
+         "forward) or MFU72 (Korthikanti et al. 2022, 72 B s l h^2 (1 + s/6h + V/12lh)), on the row's shape "
+         "(`validate.basis_flops`, noted); another basis needs `flops_per_iter`. Number cells may carry digit groups "
+         "('1,536'), a leading '~' and, on seconds columns, 's' or 'ms'.",
+         "- **Columns**: a file needs a `case_id`, a model (`model` or the shape columns), a GPU (`gpu_id` or `gpu`) and "
+         "a measurement (a time, a rate or a peak memory); a column it leaves out reads as blank in every row, with the "
+         "rules above. Rows the model rejects (n_gpus != tp pp dp cp, heads not divisible by tp, unknown gpu_id, ...) "
+         "are listed as skipped with the reason; a malformed file (none of a needed kind of column, non-numbers, empty) "
+         "is a one-line error, exit 2.",
          "- Single-node vs multi-node: n_gpus <= gpus_per_node.", ""]
 
     L += ["## published.csv", ""]

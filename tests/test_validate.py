@@ -139,7 +139,7 @@ def test_table4_structure():
 
 @pytest.mark.parametrize("content, needle", [
     ("", "empty file"),
-    ("case_id,n_layers\nx,1\n", "missing required column"),
+    ("case_id,n_layers\nx,1\n", "gpu_id or gpu; measured_iter_time_s or"),
     (None, "must be a number"),
     (None, "no data rows"),
 ])

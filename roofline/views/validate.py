@@ -73,6 +73,14 @@ from ..spec.config import MAMBA_FIELDS
 
 REQUIRED = ("case_id", "n_layers", "d_model", "n_heads", "vocab", "seq_len", "global_batch", "tp", "pp", "dp",
             "gpu_id", "measured_iter_time_s")
+# What a file needs at the least: a case_id; a model (a preset's name, or its shape); a GPU (a profile id, or a free
+# text naming one); a measurement (a step time, or a rate that gives one: time_from_rate; or a peak memory). The other
+# columns of REQUIRED a file may leave out: each row then reads them as blank, and what a blank means there applies
+# (a preset's shape and pretraining context, the practitioners' layout, complete_layout), or the row is skipped with
+# its reason.
+AT_LEAST = (("case_id",), ("model", "n_layers"), ("gpu_id", "gpu"),
+            ("measured_iter_time_s", "derived_iter_time_s", "measured_peak_memory_gib", "tokens_per_s",
+             "tokens_per_s_per_gpu", "measured_tflops_per_gpu", "measured_mfu"))
 INTS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "seq_len", "global_batch",
         "micro_batch", "tp", "pp", "dp", "cp", "ep", "interleave", "n_gpus", "gpus_per_node", "n_experts", "top_k",
         "moe_ffn_hidden", "head_dim", "n_shared_experts", "first_dense_layers", "mtp", "mla_q_lora_rank",
@@ -137,24 +145,30 @@ def _number(v: str, col: str) -> float:
     return float(t) * scale
 
 
-def read(path) -> list[dict]:
-    """Rows of a validation CSV, numbers parsed (blank -> None); InputError on a malformed file."""
+def read(path, require: tuple = ()) -> list[dict]:
+    """Rows of a validation CSV, numbers parsed (blank -> None); InputError on a malformed file. ``require``: columns
+    the caller needs stated (calibrate from-runs fits on stated layouts and shapes, not on inferred ones)."""
     path = Path(path)
     from ..base.schema import read_text
     text = read_text(path, "validation CSV").lstrip("\ufeff")
     reader = csv.DictReader(text.splitlines())
     if not reader.fieldnames:
         raise InputError(f"{path}: empty file (expected a header with {', '.join(REQUIRED)})")
-    missing = [c for c in REQUIRED if c not in reader.fieldnames]
+    missing = [c for c in require if c not in reader.fieldnames]
     if missing:
         raise InputError(f"{path}: missing required column(s) {', '.join(missing)}")
+    lacking = [" or ".join(group) for group in AT_LEAST if not any(c in reader.fieldnames for c in group)]
+    if lacking:
+        raise InputError(f"{path}: needs the column(s) {'; '.join(lacking)} (README: a case_id, a model, a GPU and a "
+                         "measurement at the least)")
+    absent = [c for c in REQUIRED if c not in reader.fieldnames]     # read as blank in every row
     from ..spec import hardware as hwmod
     known_ids = set(hwmod.list_ids())           # the profile folder, read once per file (not once per row)
     rows = []
     for line, raw in enumerate(reader, start=2):
         if None in raw:
             raise InputError(f"{path} line {line}: more fields than the header has columns")
-        row = {k: (v or "").strip() for k, v in raw.items()}
+        row = {**dict.fromkeys(absent, ""), **{k: (v or "").strip() for k, v in raw.items()}}
         if not row.get("gpu_id") and row.get("gpu"):
             # a blank gpu_id with a free-text gpu naming one bundled part ("A100-80GB (SXM4)"): that profile, noted
             found = hwmod.from_text(row["gpu"])
@@ -511,6 +525,14 @@ def _plan_fields(row: dict) -> dict:
         d["dtype"] = row_precision(row)[0]
     except InputError as exc:
         raise Skip(str(exc)) from None
+    # a blank column that the row's notes or settings answer: "ZeRO stage 1", "activation checkpointing" (FROM_TEXT)
+    said = []
+    for key, found in (("sharding", sharding_from_text(text)), ("recompute", recompute_from_text(text))):
+        if d[key] is None and found:
+            d[key] = found[0]
+            said.append(f"{key} {found[0]} from the text ({found[1]!r})")
+    if said:
+        d[FROM_TEXT] = "; ".join(said) + " (its column blank)"
     # a blank recompute column is the stack's default (Megatron's none; GPT-NeoX's and metaseq's full; torchtitan's
     # op), the README's rule for every blank: "the documented default of that framework and era"
     if d["recompute"] == "selective" and row.get("recompute_modules"):
@@ -769,6 +791,66 @@ def unstated_seq_len(row: dict, stack, base=None) -> tuple[int, str]:
 GPU_FROM_TEXT = "_gpu_id_from_text"      # row key: the gpu text a blank gpu_id was read from (read)
 GPU_ID_SPELLED = "_gpu_id_spelled"       # row key: a gpu_id that named a part, not a profile id (read)
 LAYOUT_UNSTATED = "_layout_unstated"     # plan-field key: the tp/pp/dp a row leaves blank (more than one)
+FROM_TEXT = "_from_text"                 # plan-field key: the note on blank columns read from the notes or settings
+# A phrase that states the opposite or another run's setting: "no ZeRO", "without activation checkpointing", "unlike
+# ZeRO-3", "compared with FSDP" (the words just before a match)
+_NEGATED = re.compile(r"(?:\bno|\bnot|without|unlike|instead of|rather than|vs\.?|versus|compared (?:to|with)|than)\s+"
+                      r"(?:\w+\s+){0,1}$")
+
+
+def _first(text: str, pattern: str):
+    """The first match of ``pattern`` in ``text`` that no negating phrase precedes (_NEGATED), with the negated
+    matches before it: (match or None, negated matches)."""
+    negated = []
+    for m in re.finditer(pattern, text):
+        if _NEGATED.search(text[max(0, m.start() - 40):m.start()]):
+            negated.append(m)
+            continue
+        return m, negated
+    return None, negated
+
+
+def sharding_from_text(text: str):
+    """(sharding, phrase) a row's notes or settings state, or None: ZeRO stage n (DeepSpeed ds_config
+    zero_optimization.stage), Megatron's distributed optimizer (ZeRO-1), FSDP's FULL_SHARD / SHARD_GRAD_OP /
+    HYBRID_SHARD. A bare "FSDP" is left to the stack (FSDP runs FULL_SHARD in torchtitan, SHARD_GRAD_OP in metaseq).
+
+    >>> sharding_from_text("bf16; zero stage 1; 8 nodes"), sharding_from_text("fsdp with megatron tp")
+    (('zero1', 'zero stage 1'), None)
+    >>> sharding_from_text("we did not use zero-3"), sharding_from_text("shard_grad_op")
+    (None, ('zero2', 'shard_grad_op'))
+    """
+    m, _ = _first(text, r"\bzero[-_ ]?(?:stage[-_ ]?)?([0-3])\b|\bdistributed optimi[sz]er\b|\bshard_grad_op\b|"
+                        r"\bhybrid_shard\b|\bfull_shard\b")
+    if not m:
+        return None
+    word = m.group(0)
+    if m.group(1) is not None:
+        return ({"0": "none", "1": "zero1", "2": "zero2", "3": "zero3"}[m.group(1)], word)
+    if word.startswith("distributed"):
+        return "distributed", word
+    return ("zero2" if word == "shard_grad_op" else "fsdp"), word
+
+
+def recompute_from_text(text: str):
+    """(recompute, phrase) a row's notes or settings state, or None: full (activation checkpointing / recomputation,
+    --checkpoint-activations, gradient checkpointing), selective (Korthikanti et al. 2022), none when negated ("no
+    activation checkpointing").
+
+    >>> recompute_from_text("bf16; activation checkpointing"), recompute_from_text("selective activation recomputation")
+    (('full', 'activation checkpointing'), ('selective', 'selective activation recomputation'))
+    >>> recompute_from_text("trained without activation checkpointing")
+    ('none', 'activation checkpointing')
+    """
+    pattern = (r"(selective )?(?:activation (?:checkpointing|recomputation|recompute)|checkpoint[-_ ]activations|"
+               r"gradient checkpointing|full recompute|recompute[-_ ]granularity[ =:]*(full|selective))")
+    m, negated = _first(text, pattern)
+    if m:
+        kind = "selective" if (m.group(1) or m.group(2) == "selective") else "full"
+        return kind, m.group(0)
+    if negated:
+        return "none", negated[0].group(0)
+    return None
 DP_WITH_EP = "_dp_with_ep"               # plan-field key: (dp, ep) of a row whose dp counts the EP ranks out
 
 
@@ -882,18 +964,21 @@ def build_case(row: dict, hardware=None) -> Case:
     from ..spec.resolve import resolve
 
     measured = row.get("measured_iter_time_s") or row.get("derived_iter_time_s")
-    rate = (row.get("flops_per_iter") and (row.get("measured_tflops_per_gpu") or row.get("measured_mfu"))) or row.get(
+    flops_known = row.get("flops_per_iter") or flop_basis(row.get("flop_basis"))
+    rate = (flops_known and (row.get("measured_tflops_per_gpu") or row.get("measured_mfu"))) or row.get(
         "tokens_per_s") or row.get("tokens_per_s_per_gpu")
     from_rate = (not measured or measured <= 0) and bool(rate and rate > 0)   # time_from_rate, once the plan resolves
     if (not measured or measured <= 0) and not from_rate and not row.get("measured_peak_memory_gib"):
-        raise Skip("no measured or derived iteration time, no rate to derive one from (flops_per_iter with "
-                   "measured_tflops_per_gpu or measured_mfu, tokens_per_s, tokens_per_s_per_gpu), and no measured peak "
-                   "memory")
+        raise Skip("no measured or derived iteration time, no rate to derive one from (flops_per_iter, or a "
+                   "flop_basis HFU96 / MFU72, with measured_tflops_per_gpu or measured_mfu; tokens_per_s; "
+                   "tokens_per_s_per_gpu), and no measured peak memory")
     measured = measured if measured and measured > 0 else float("nan")     # memory-only row
     if row["global_batch"] is None:
         raise Skip("global_batch not stated")
     model_fields, note, base_model = _model_fields(row)
     plan_fields = _plan_fields(row)
+    if FROM_TEXT in plan_fields:
+        note = "; ".join(x for x in (note, plan_fields.pop(FROM_TEXT)) if x)
     if DP_WITH_EP in plan_fields:
         dp, ep = plan_fields.pop(DP_WITH_EP)
         note = "; ".join(x for x in (note, f"dp {dp} counts the EP ranks out (tp x pp x dp x cp x ep = n_gpus): "
@@ -960,10 +1045,50 @@ def build_case(row: dict, hardware=None) -> Case:
         note = "; ".join(x for x in (note, f"gpu_id {row[GPU_ID_SPELLED]!r} is no profile id: read as {row['gpu_id']} "
                                            "(hardware.from_text)") if x)
     if from_rate:
+        basis = "" if row.get("flops_per_iter") else flop_basis(row.get("flop_basis"))
+        if basis:
+            m = spec.model
+            row = {**row, "flops_per_iter": basis_flops(basis, spec.plan.global_batch, m.seq_len, m.n_layers, m.d_model,
+                                                        m.vocab)}
+            note = "; ".join(x for x in (note, f"flops_per_iter {row['flops_per_iter']:.4g} from flop_basis "
+                                               f"{basis} ({BASES[basis]})") if x)
         measured, said = time_from_rate(row, spec.model.seq_len, spec.plan.global_batch, spec.plan.n_gpus,
                                         spec.hardware.peak_flops.get("bf16") or spec.hardware.peak_flops.get("fp16"))
         note = "; ".join(x for x in (note, said) if x)
     return Case(row, spec.model, spec.plan, spec.hardware, spec.stack.id, float(measured), spec, reason, note)
+
+
+# The FLOP counts sources quote TFLOP/s and MFU against (flop_basis column, shared/validation/README.md): a row with a
+# rate, a basis and no flops_per_iter gets the count the basis names, on the row's shape, so its rate gives its time.
+BASES = {"HFU96": "Narayanan et al. 2021 eq. 3, with the recomputed forward: 96 B s l h^2 (1 + s/(6h) + V/(16 l h))",
+         "MFU72": "Korthikanti et al. 2022 sec 6 / Megatron model FLOPs, no recomputation: "
+                  "72 B s l h^2 (1 + s/(6h) + V/(12 l h))"}
+
+
+def flop_basis(text) -> str:
+    """The BASES key a flop_basis cell names, or '' (blank, or a basis not read here: then flops_per_iter is needed).
+
+    >>> flop_basis("HFU96 (Narayanan eq.3, includes full-recompute fwd)"), flop_basis("MFU72"), flop_basis("6ND")
+    ('HFU96', 'MFU72', '')
+    """
+    t = str(text or "").lower()
+    if re.search(r"\b(?:hfu)?96\b|narayanan", t):
+        return "HFU96"
+    if re.search(r"\b(?:mfu)?72\b|korthikanti|megatron model flops", t):
+        return "MFU72"
+    return ""
+
+
+def basis_flops(basis: str, global_batch, seq_len, n_layers, d_model, vocab) -> float:
+    """FLOPs per iteration under ``basis`` (BASES).
+
+    >>> round(basis_flops("MFU72", 4, 2048, 48, 6144, 51200) / 1e15, 4)      # Korthikanti Table 5's 22B row
+    1.1436
+    """
+    b, s, l, h, v = global_batch, seq_len, n_layers, d_model, vocab
+    if basis == "HFU96":
+        return 96 * b * s * l * h ** 2 * (1 + s / (6 * h) + v / (16 * l * h))
+    return 72 * b * s * l * h ** 2 * (1 + s / (6 * h) + v / (12 * l * h))
 
 
 def time_from_rate(row: dict, seq_len: int, global_batch: int, n_gpus: int, peak=None) -> tuple[float, str]:

@@ -293,7 +293,7 @@ def load_runs(path, base: str, group_by: str | None = None) -> Runs:
 
     base_hw = hardware.load(base)                       # InputError for an unknown BASE
     base_ref = str(Path(base).resolve()) if Path(base).suffix in (".yaml", ".yml") else base
-    rows = validate.read(path)
+    rows = validate.read(path, require=validate.REQUIRED)     # the layouts and shapes fitted on are stated ones
     if group_by is not None and group_by not in rows[0]:
         raise InputError(f"--group-by {group_by}: no such column in {path} (columns: {', '.join(rows[0])})")
     by_model = all(r.get("model") for r in rows)

@@ -1,0 +1,73 @@
+"""Validation files as sources write them: columns left out, a FLOP basis instead of a FLOP count, settings only in
+the notes. Each row is priced from what it states; a file that cannot be priced at all is one line."""
+import csv
+import subprocess
+import sys
+
+import pytest
+
+from roofline.base.errors import InputError
+from roofline.views import validate as V
+
+
+def _write(path, rows):
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def test_a_file_with_a_preset_a_gpu_text_and_a_rate_needs_no_shape_or_layout_columns(tmp_path):
+    path = _write(tmp_path / "runs.csv", [{"case_id": "r1", "model": "LLaMA-2 7B", "gpu": "A100 80GB", "n_gpus": 8,
+                                           "global_batch": 64, "tokens_per_s_per_gpu": 3000}])
+    rows = V.read(path)
+    assert rows[0]["n_layers"] is None and rows[0]["tp"] is None      # left out: read as blank
+    case = V.build_case(rows[0])
+    assert case.model.n_layers == 32 and case.hw.id == "a100-sxm4-80gb"
+    assert case.measured == pytest.approx(64 * 4096 / (3000 * 8))       # LLaMA-2's 4096 context, time from the rate
+
+
+@pytest.mark.parametrize("drop, named", [("case_id", "case_id"), ("model", "model or n_layers"),
+                                         ("gpu", "gpu_id or gpu"), ("tokens_per_s_per_gpu", "measured_iter_time_s or")])
+def test_a_file_missing_a_whole_kind_of_column_is_one_line(tmp_path, drop, named):
+    row = {"case_id": "r1", "model": "llama2-7b", "gpu": "A100 80GB", "global_batch": 64, "tokens_per_s_per_gpu": 3000}
+    row.pop(drop)
+    path = _write(tmp_path / "runs.csv", [row])
+    with pytest.raises(InputError, match=named):
+        V.read(path)
+    out = subprocess.run([sys.executable, "-m", "roofline", "validate", str(path)], capture_output=True, text=True)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1 and named in out.stderr
+
+
+def test_a_rate_with_a_named_flop_basis_gives_the_time_the_basis_counts():
+    # Korthikanti et al. 2022 Table 5, 22B: their MFU72 count (1.1436e15 FLOPs per iteration, published.csv) over
+    # 8 GPUs at a rate X gives the time 1.1436e15 / (8 X)
+    assert V.basis_flops("MFU72", 4, 2048, 48, 6144, 51200) == pytest.approx(1.1436e15, rel=1e-4)
+    # Narayanan et al. 2021 Table 1, 1.7B: 1.5467e15 x 10 (HFU96, batch 512)
+    assert V.basis_flops("HFU96", 512, 2048, 24, 2304, 51200) == pytest.approx(1.5467e16, rel=1e-4)
+    row = {"case_id": "k22", "n_layers": 48, "d_model": 6144, "n_heads": 64, "vocab": 51200, "seq_len": 2048,
+           "global_batch": 4, "micro_batch": 1, "tp": 8, "pp": 1, "dp": 1, "n_gpus": 8, "gpu_id": "a100-sxm4-80gb",
+           "measured_iter_time_s": None, "measured_tflops_per_gpu": 100.0, "flop_basis": "MFU72 (Megatron model FLOPs)",
+           "recompute": "selective", "seq_parallel": "y"}
+    case = V.build_case(row)
+    assert case.measured == pytest.approx(1.1436e15 / (8 * 100e12), rel=1e-4)
+    assert "from flop_basis MFU72" in case.note
+    with pytest.raises(V.Skip, match="no rate to derive one from"):
+        V.build_case({**row, "flop_basis": "6ND"})                       # a basis not read here needs flops_per_iter
+
+
+@pytest.mark.parametrize("text, sharding, recompute", [
+    ("bf16; ZeRO stage 1; activation checkpointing", "zero1", "full"),
+    ("Megatron distributed optimizer, selective activation recomputation", "distributed", "selective"),
+    ("trained without activation checkpointing, unlike ZeRO-3 runs", None, "none"),
+    ("FSDP SHARD_GRAD_OP", "zero2", None),
+    ("FSDP with Megatron TP", None, None),
+    ("bf16", None, None)])
+def test_blank_sharding_and_recompute_columns_read_the_notes(text, sharding, recompute):
+    base = {"tp": 1, "pp": 1, "dp": 8, "n_gpus": 8, "global_batch": 8, "micro_batch": 1, "precision": "bf16"}
+    d = V._plan_fields({**base, "notes": text})
+    assert (d["sharding"], d["recompute"]) == (sharding, recompute)
+    # a stated column wins over the text
+    d = V._plan_fields({**base, "notes": text, "optimizer_sharding": "none", "recompute": "none"})
+    assert (d["sharding"], d["recompute"]) == ("none", "none")
