@@ -71,3 +71,13 @@ def test_blank_sharding_and_recompute_columns_read_the_notes(text, sharding, rec
     # a stated column wins over the text
     d = V._plan_fields({**base, "notes": text, "optimizer_sharding": "none", "recompute": "none"})
     assert (d["sharding"], d["recompute"]) == ("none", "none")
+
+
+def test_a_text_reading_the_stack_cannot_run_gives_way_to_the_stacks_default(tmp_path):
+    # torchtitan shards with FSDP2 only: a note speaking of ZeRO-1 is not this run's setting
+    row = {"case_id": "t1", "model": "llama3-8b", "gpu_id": "h100-sxm", "n_gpus": 8, "tp": 1, "pp": 1, "dp": 8,
+           "global_batch": 8, "micro_batch": 1, "seq_len": 8192, "measured_iter_time_s": 2.0,
+           "framework": "torchtitan", "notes": "ZeRO-1 baseline elsewhere; activation checkpointing"}
+    case = V.build_case(V.read(_write(tmp_path / "t.csv", [row]))[0])
+    assert case.plan.sharding == "fsdp" and case.plan.recompute == "full"
+    assert "the text's sharding dropped" in case.note

@@ -532,7 +532,8 @@ def _plan_fields(row: dict) -> dict:
             d[key] = found[0]
             said.append(f"{key} {found[0]} from the text ({found[1]!r})")
     if said:
-        d[FROM_TEXT] = "; ".join(said) + " (its column blank)"
+        d[FROM_TEXT] = ("; ".join(said) + " (its column blank)", tuple(k for k in ("sharding", "recompute")
+                                                                      if any(x.startswith(k) for x in said)))
     # a blank recompute column is the stack's default (Megatron's none; GPT-NeoX's and metaseq's full; torchtitan's
     # op), the README's rule for every blank: "the documented default of that framework and era"
     if d["recompute"] == "selective" and row.get("recompute_modules"):
@@ -977,8 +978,10 @@ def build_case(row: dict, hardware=None) -> Case:
         raise Skip("global_batch not stated")
     model_fields, note, base_model = _model_fields(row)
     plan_fields = _plan_fields(row)
+    text_keys = ()
     if FROM_TEXT in plan_fields:
-        note = "; ".join(x for x in (note, plan_fields.pop(FROM_TEXT)) if x)
+        said, text_keys = plan_fields.pop(FROM_TEXT)
+        note = "; ".join(x for x in (note, said) if x)
     if DP_WITH_EP in plan_fields:
         dp, ep = plan_fields.pop(DP_WITH_EP)
         note = "; ".join(x for x in (note, f"dp {dp} counts the EP ranks out (tp x pp x dp x cp x ep = n_gpus): "
@@ -1018,7 +1021,18 @@ def build_case(row: dict, hardware=None) -> Case:
             layout_notes.append(said)
             return resolved(fields)
         try:
-            spec = priced(stack, reason)
+            try:
+                spec = priced(stack, reason)
+            except InputError as exc:
+                # what the notes said (read because the column is blank) is not what this stack runs: the notes may
+                # speak of another run; the stack's default instead, noted
+                if not text_keys:
+                    raise
+                drop = [k for k in text_keys if k in str(exc)] or list(text_keys)    # the ones the refusal names
+                for k in drop:
+                    plan_fields.pop(k, None)
+                spec = priced(stack, reason)
+                note = "; ".join(x for x in (note, f"the text's {'/'.join(drop)} dropped: {exc}") if x)
         except InputError as first:
             # the stack the text names first cannot run what the row states (a source naming "FSDP + Megatron TP":
             # Megatron-LM has no FSDP): the next stack the text names that can
