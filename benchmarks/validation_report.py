@@ -291,9 +291,10 @@ def main() -> int:
          "the row's model names a bundled preset, that model's pretraining context as its source gives it (a row naming "
          "a published model and no length reports its training run); else skipped (Megatron's --seq-length has no "
          "default).",
-         "- **Architecture** blank (n_layers, d_model, heads, ffn, vocab) and the `model` column names a bundled preset "
-         "('LLaMA-65B', 'Meta-Llama-3.1-405B', 'DeepSeek-V3 (671B)': `families.preset_for`) -> the preset's published "
-         "shape, said in the note; a stated column always wins.",
+         "- **Architecture** blank (n_layers, d_model, heads, ffn, vocab; an MLA row's ranks and head widths; the shared "
+         "experts' width) and the `model` column names a bundled preset ('LLaMA-65B', 'Meta-Llama-3.1-405B', "
+         "'DeepSeek-V3 (671B)', 'Kimi_K2': `families.preset_for`) -> the preset's published shape, said in the note; a "
+         "stated column always wins; without a preset such a row is skipped with the columns it lacks.",
          "- **Hardware**: the profile whose id is `gpu_id`; `gpus_per_node` and `net_gbps_per_gpu` "
          "(`Hardware.with_network`) override it when stated; blank network = the profile's DGX-class default; "
          "`gpu_id` blank -> the profile the free-text `gpu` column names when it names exactly one (\"A100-80GB "

@@ -81,3 +81,19 @@ def test_a_text_reading_the_stack_cannot_run_gives_way_to_the_stacks_default(tmp
     case = V.build_case(V.read(_write(tmp_path / "t.csv", [row]))[0])
     assert case.plan.sharding == "fsdp" and case.plan.recompute == "full"
     assert "the text's sharding dropped" in case.note
+
+
+def test_an_mla_moe_row_naming_a_preset_takes_its_ranks_and_shared_expert_width(tmp_path):
+    # a Megatron-Bridge table row: the model's name, its attention kind and expert counts, no MLA ranks nor shared
+    # expert width (Kimi K2's footnote: Muon)
+    row = {"case_id": "k2", "model": "Kimi_K2", "gpu_id": "gb300", "gpus_per_node": 72, "n_gpus": 256,
+           "attention": "mla", "n_experts": 384, "top_k": 8, "n_shared_experts": 1, "seq_len": 4096,
+           "global_batch": 4096, "micro_batch": 2, "tp": 1, "pp": 4, "dp": 64, "cp": 1, "interleave": 4, "ep": 64,
+           "tokens_per_s_per_gpu": 5000, "notes": "Muon optimizer was used for pre-training Kimi-K2."}
+    case = V.build_case(V.read(_write(tmp_path / "k2.csv", [row]))[0])
+    m = case.model
+    assert (m.kv_lora_rank, m.q_lora_rank, m.qk_rope_head_dim, m.shared_ffn_hidden) == (512, 1536, 64, 2048)
+    assert case.plan.optimizer == "muon" and "optimizer muon from the text" in case.note
+    assert "mla_kv_lora_rank" in case.note and "from preset kimi-k2" in case.note
+    with pytest.raises(V.Skip, match="MLA row without"):            # no preset named: the ranks are needed
+        V.build_case(V.read(_write(tmp_path / "x.csv", [{**row, "model": "some MLA model"}]))[0])

@@ -354,10 +354,19 @@ def _model_fields(row: dict) -> tuple[dict, str]:
     d.update(hybrid)                        # Mamba-2 / attention / MoE layer pattern and mixer sizes
     if row.get("head_dim"):                 # Megatron-Core kv_channels (blank: d_model / heads)
         d["head_dim"] = row["head_dim"]
+    preset = families.preset_for(row.get("model"))
+    if preset:
+        from ..spec import models
+        base = models.load(preset)
+    else:
+        base = None
+    early = []          # notes of what the named preset fills before the rest below
     if att.startswith("mla"):               # multi-head latent attention: its ranks and head widths
         mla = {f: row.get(c) for c, f in MLA_COLUMNS.items() if row.get(c)}
         missing = [c for c, f in MLA_COLUMNS.items() if f not in mla and f != "q_lora_rank"]
-        if missing:
+        if missing and base is not None and base.kv_lora_rank:
+            early.append(f"{', '.join(missing)} from preset {preset}")     # the resolver fills them from it
+        elif missing:
             raise Skip(f"MLA row without {', '.join(missing)}")
         d.update(mla)
         if d.get("n_kv_heads") not in (None, d["n_heads"]):
@@ -387,6 +396,9 @@ def _model_fields(row: dict) -> tuple[dict, str]:
         shared = row.get("shared_ffn_hidden")
         if isinstance(shared, str):
             shared = int(shared) if shared.strip().isdigit() else None
+        if row.get("n_shared_experts") and not shared and base is not None and base.shared_ffn_hidden:
+            shared = base.shared_ffn_hidden
+            early.append(f"shared_ffn_hidden {shared} from preset {preset}")
         if row.get("n_shared_experts") and not shared:
             raise Skip(f"shared experts (n_shared_experts = {row['n_shared_experts']}) without shared_ffn_hidden")
         if row.get("n_shared_experts"):
@@ -394,15 +406,12 @@ def _model_fields(row: dict) -> tuple[dict, str]:
         if row.get("first_dense_layers"):
             d["first_dense_layers"] = row["first_dense_layers"]
     notes = []
-    base = None
-    preset = families.preset_for(row.get("model"))
     latent = re.search(r"latent\s*-?moe|moe_latent", f"{row.get('attention_detail') or ''} {row.get('notes') or ''}",
                        re.I) or row.get("moe_latent_size")
     if preset:
         # the architecture the row does not state (norm, position, biases, tying) from the named preset
-        from ..spec import models
-        base = models.load(preset)
         notes.append(f"unstated architecture from preset {preset}")
+        notes += early
     elif d.get("mlp") == "swiglu":
         # LLaMA lineage (Llama, Mistral, Qwen, Nemotron-4's successors): RoPE, RMSNorm, no linear biases, untied
         d.update(position="rope", norm="rmsnorm", biases=False, tied_embeddings=False)
@@ -572,6 +581,7 @@ def _plan_fields(row: dict) -> dict:
         d["optimizer"] = "muon" if "muon" in opt else "adam" if re.search(r"adam|lamb", opt) else opt
     elif re.search(r"(?<!no )(?<!without )\b(?:dist_)?muon\b(?! ?(?:was |is )?not)", text):
         d["optimizer"] = "muon"
+        d[FROM_TEXT_OPT] = "optimizer muon from the text"
     if re.search(r"(?<!no )(?<!without )(?:torch\.compile|(?<!torch\.)\bcompiled?\b(?! loss))", text):
         d["eager_elementwise"] = False      # torch.compile fuses the elementwise ops the eager stacks run one by one
     if wgrad_fusion_off(text, d["sharding"] == "fsdp"):
@@ -793,6 +803,7 @@ GPU_FROM_TEXT = "_gpu_id_from_text"      # row key: the gpu text a blank gpu_id 
 GPU_ID_SPELLED = "_gpu_id_spelled"       # row key: a gpu_id that named a part, not a profile id (read)
 LAYOUT_UNSTATED = "_layout_unstated"     # plan-field key: the tp/pp/dp a row leaves blank (more than one)
 FROM_TEXT = "_from_text"                 # plan-field key: the note on blank columns read from the notes or settings
+FROM_TEXT_OPT = "_from_text_optimizer"   # plan-field key: the note of an optimizer read from the text
 # A phrase that states the opposite or another run's setting: "no ZeRO", "without activation checkpointing", "unlike
 # ZeRO-3", "compared with FSDP" (the words just before a match)
 _NEGATED = re.compile(r"(?:\bno|\bnot|without|unlike|instead of|rather than|vs\.?|versus|compared (?:to|with)|than)\s+"
@@ -978,6 +989,8 @@ def build_case(row: dict, hardware=None) -> Case:
         raise Skip("global_batch not stated")
     model_fields, note, base_model = _model_fields(row)
     plan_fields = _plan_fields(row)
+    if FROM_TEXT_OPT in plan_fields:
+        note = "; ".join(x for x in (note, plan_fields.pop(FROM_TEXT_OPT)) if x)
     text_keys = ()
     if FROM_TEXT in plan_fields:
         said, text_keys = plan_fields.pop(FROM_TEXT)
@@ -1216,7 +1229,8 @@ def validate(rows: list[dict], tiers=None) -> Validation:
             "error": float(err[i]) if timed[i] else None, "gpu_id": c.row["gpu_id"], "tier": c.row.get("tier") or "",
             "framework": c.framework, "stack_reason": c.stack_reason, "note": c.note, "single_node": c.single_node,
             "plan": {"tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "v": p.interleave, "mb": p.micro_batch,
-                     "gb": p.batch, "sp": p.sequence_parallel, "recompute": p.recompute, "sharding": p.sharding},
+                     "gb": p.batch, "sp": p.sequence_parallel, "recompute": p.recompute, "sharding": p.sharding,
+                     "optimizer": p.optimizer},
             "breakdown_s": {k[2:]: float(out[k][i]) for k in out if k.startswith("t_") and k != "t_microbatch_stage"},
             "predicted_memory_bytes": float(out["memory"][i]),
         })
