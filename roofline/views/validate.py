@@ -213,8 +213,26 @@ def read(path, require: tuple = ()) -> list[dict]:
 # columns have none): a clause naming FP8 / Float8 / MXFP8 / NVFP4 / FP4 counts unless it negates it or only quotes
 # a peak rate ("no FP8", "FP8 off", "would select the FP8 branch", "MFU on the 1979 TFLOP/s FP8 peak").
 _LOWP = re.compile(r"\b(?:nvfp4|mxfp4|fp4|mxfp8|fp8(?:[- ]?(?:cs|current|block|delayed|mx))?|float8)\b")
-_LOWP_NOT = re.compile(r"\b(?:no|not|without|would|instead|disabled?|off|rather|unlike|versus|vs|except|peak|basis|"
-                       r"tflop/?s|pflop/?s)\b")
+# a clause that negates what it names, or speaks of another run ("no FP8", "without activation checkpointing",
+# "unlike ZeRO-3", "FP8 off"); a precision also not when the clause only quotes a peak rate
+_NOT = r"no|not|without|would|instead|disabled?|off|rather|unlike|versus|vs|except"
+_LOWP_NOT = re.compile(rf"\b(?:{_NOT}|peak|basis|tflop/?s|pflop/?s)\b")
+_CLAUSE_NOT = re.compile(rf"\b(?:{_NOT})\b")
+
+
+def stated_in_text(text: str, pattern, negation=_CLAUSE_NOT):
+    """(match, negated match) of ``pattern`` in a row's lower-cased free text, clause by clause (split at ; | ( ) and
+    sentence ends): the first match in a clause without a negating word, and the first in one with (either None)."""
+    negated = None
+    for clause in re.split(r"[;|()\n]|\.\s", (text or "").lower()):
+        m = re.search(pattern, clause)
+        if not m:
+            continue
+        if negation.search(clause):
+            negated = negated or m
+        else:
+            return m, negated
+    return None, negated
 
 
 def precision_from_text(text: str):
@@ -225,11 +243,8 @@ def precision_from_text(text: str):
     [None, 'fp8-cs', 'fp8', 'mxfp8', None, None, None]
     """
     from ..base import normalize
-    for clause in re.split(r"[;|()\n]|\.\s", (text or "").lower()):
-        m = _LOWP.search(clause)
-        if m and not _LOWP_NOT.search(clause):
-            return normalize.precision(clause[m.start():])
-    return None
+    m, _ = stated_in_text(text, _LOWP, _LOWP_NOT)
+    return normalize.precision(m.string[m.start():]) if m else None
 
 
 def row_precision(row: dict) -> tuple:
@@ -535,14 +550,15 @@ def _plan_fields(row: dict) -> dict:
     except InputError as exc:
         raise Skip(str(exc)) from None
     # a blank column that the row's notes or settings answer: "ZeRO stage 1", "activation checkpointing" (FROM_TEXT)
-    said = []
-    for key, found in (("sharding", sharding_from_text(text)), ("recompute", recompute_from_text(text))):
-        if d[key] is None and found:
-            d[key] = found[0]
-            said.append(f"{key} {found[0]} from the text ({found[1]!r})")
-    if said:
-        d[FROM_TEXT] = ("; ".join(said) + " (its column blank)", tuple(k for k in ("sharding", "recompute")
-                                                                      if any(x.startswith(k) for x in said)))
+    read = {key: found for key, found in (("sharding", sharding_from_text(text)),
+                                          ("recompute", recompute_from_text(text)),
+                                          ("optimizer", None if row.get("optimizer") else optimizer_from_text(text)))
+            if found and d.get(key) is None}
+    for key, (value, _) in read.items():
+        d[key] = value
+    if read:
+        d[FROM_TEXT] = ("; ".join(f"{k} {v} from the text ({w!r})" for k, (v, w) in read.items()) + " (its column blank)",
+                        tuple(read))
     # a blank recompute column is the stack's default (Megatron's none; GPT-NeoX's and metaseq's full; torchtitan's
     # op), the README's rule for every blank: "the documented default of that framework and era"
     if d["recompute"] == "selective" and row.get("recompute_modules"):
@@ -579,9 +595,6 @@ def _plan_fields(row: dict) -> dict:
     if opt:
         # Adam's family keeps two moments (AdamW, FusedAdam; LAMB the same state and elementwise update)
         d["optimizer"] = "muon" if "muon" in opt else "adam" if re.search(r"adam|lamb", opt) else opt
-    elif re.search(r"(?<!no )(?<!without )\b(?:dist_)?muon\b(?! ?(?:was |is )?not)", text):
-        d["optimizer"] = "muon"
-        d[FROM_TEXT_OPT] = "optimizer muon from the text"
     if re.search(r"(?<!no )(?<!without )(?:torch\.compile|(?<!torch\.)\bcompiled?\b(?! loss))", text):
         d["eager_elementwise"] = False      # torch.compile fuses the elementwise ops the eager stacks run one by one
     if wgrad_fusion_off(text, d["sharding"] == "fsdp"):
@@ -802,24 +815,7 @@ def unstated_seq_len(row: dict, stack, base=None) -> tuple[int, str]:
 GPU_FROM_TEXT = "_gpu_id_from_text"      # row key: the gpu text a blank gpu_id was read from (read)
 GPU_ID_SPELLED = "_gpu_id_spelled"       # row key: a gpu_id that named a part, not a profile id (read)
 LAYOUT_UNSTATED = "_layout_unstated"     # plan-field key: the tp/pp/dp a row leaves blank (more than one)
-FROM_TEXT = "_from_text"                 # plan-field key: the note on blank columns read from the notes or settings
-FROM_TEXT_OPT = "_from_text_optimizer"   # plan-field key: the note of an optimizer read from the text
-# A phrase that states the opposite or another run's setting: "no ZeRO", "without activation checkpointing", "unlike
-# ZeRO-3", "compared with FSDP" (the words just before a match)
-_NEGATED = re.compile(r"(?:\bno|\bnot|without|unlike|instead of|rather than|vs\.?|versus|compared (?:to|with)|than)\s+"
-                      r"(?:\w+\s+){0,1}$")
-
-
-def _first(text: str, pattern: str):
-    """The first match of ``pattern`` in ``text`` that no negating phrase precedes (_NEGATED), with the negated
-    matches before it: (match or None, negated matches)."""
-    negated = []
-    for m in re.finditer(pattern, text):
-        if _NEGATED.search(text[max(0, m.start() - 40):m.start()]):
-            negated.append(m)
-            continue
-        return m, negated
-    return None, negated
+FROM_TEXT = "_from_text"                 # plan-field key: (note, fields) of blank columns read from the notes or settings
 
 
 def sharding_from_text(text: str):
@@ -832,7 +828,7 @@ def sharding_from_text(text: str):
     >>> sharding_from_text("we did not use zero-3"), sharding_from_text("shard_grad_op")
     (None, ('zero2', 'shard_grad_op'))
     """
-    m, _ = _first(text, r"\bzero[-_ ]?(?:stage[-_ ]?)?([0-3])\b|\bdistributed optimi[sz]er\b|\bshard_grad_op\b|"
+    m, _ = stated_in_text(text, r"\bzero[-_ ]?(?:stage[-_ ]?)?([0-3])\b|\bdistributed optimi[sz]er\b|\bshard_grad_op\b|"
                         r"\bhybrid_shard\b|\bfull_shard\b")
     if not m:
         return None
@@ -842,6 +838,17 @@ def sharding_from_text(text: str):
     if word.startswith("distributed"):
         return "distributed", word
     return ("zero2" if word == "shard_grad_op" else "fsdp"), word
+
+
+def optimizer_from_text(text: str):
+    """("muon", phrase) when a row's notes or settings name Muon ("Muon optimizer was used for pre-training Kimi-K2",
+    the Megatron-Bridge tables' footnote; optimizer='dist_muon'), else None.
+
+    >>> optimizer_from_text("muon optimizer was used for pre-training kimi-k2."), optimizer_from_text("no muon")
+    (('muon', 'muon'), None)
+    """
+    m, _ = stated_in_text(text, r"\b(?:dist_)?muon\b")
+    return ("muon", m.group(0)) if m else None
 
 
 def recompute_from_text(text: str):
@@ -856,12 +863,12 @@ def recompute_from_text(text: str):
     """
     pattern = (r"(selective )?(?:activation (?:checkpointing|recomputation|recompute)|checkpoint[-_ ]activations|"
                r"gradient checkpointing|full recompute|recompute[-_ ]granularity[ =:]*(full|selective))")
-    m, negated = _first(text, pattern)
+    m, negated = stated_in_text(text, pattern)
     if m:
         kind = "selective" if (m.group(1) or m.group(2) == "selective") else "full"
         return kind, m.group(0)
     if negated:
-        return "none", negated[0].group(0)
+        return "none", negated.group(0)
     return None
 DP_WITH_EP = "_dp_with_ep"               # plan-field key: (dp, ep) of a row whose dp counts the EP ranks out
 
@@ -989,8 +996,6 @@ def build_case(row: dict, hardware=None) -> Case:
         raise Skip("global_batch not stated")
     model_fields, note, base_model = _model_fields(row)
     plan_fields = _plan_fields(row)
-    if FROM_TEXT_OPT in plan_fields:
-        note = "; ".join(x for x in (note, plan_fields.pop(FROM_TEXT_OPT)) if x)
     text_keys = ()
     if FROM_TEXT in plan_fields:
         said, text_keys = plan_fields.pop(FROM_TEXT)
