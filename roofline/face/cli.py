@@ -138,6 +138,9 @@ def cmd_transformer(args) -> int:
         if args.per_stage:
             from ..views import timeline
             d["per_stage"] = timeline.per_stage(pred)
+        if args.sensitivity:
+            from ..views.sensitivity import sensitivity
+            d["sensitivity"] = sensitivity(pred, args.sensitivity).to_dict()
         print(strict_json(d, indent=1))             # NaN/inf -> null with a reason
     else:
         print(render(pred, band, args.mfu_convention))
@@ -148,6 +151,10 @@ def cmd_transformer(args) -> int:
             from ..views import timeline
             print()
             print(timeline.render_per_stage(timeline.per_stage(pred)))
+        if args.sensitivity:
+            from ..views import sensitivity
+            print()
+            print(sensitivity.render(sensitivity.sensitivity(pred, args.sensitivity)))
         for n in notes:
             print(f"  warning: {n}")
     if args.trace:
@@ -366,6 +373,10 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     flag(g, "timeline", metavar="PNG", help="draw the step's schedule as a Gantt chart")
     flag(g, "trace", metavar="JSON", help="write the step's schedule as a Chrome trace (Perfetto)")
     flag(g, "explain", action="store_true", help="every value the stack, a rule or a default filled in, with its origin")
+    flag(g, "sensitivity", nargs="?", const=2.0, type=number(low=1.0), metavar="FACTOR",
+         help="what bounds the step: the step time with each hardware resource (tensor cores, HBM, NVLink, network, "
+              "latency, host, ...) alone FACTOR times faster and slower (default 2), and the share of the step that "
+              "scales with it")
     p.set_defaults(func=cmd_transformer)
 
     p = _list_show(sub, "frameworks", "the registry of training stacks (defaults, rules, sources)",
