@@ -15,6 +15,7 @@ numpy and the compiled formulas only; no sympy, scipy or matplotlib (unless ``--
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import functools
 import math
@@ -433,21 +434,63 @@ def _pins(args) -> dict:
     return pins
 
 
-def cmd_search(args) -> int:
-    import json
+def price_list(text: str) -> tuple:
+    """argparse type of ``--gpu-hour-price``: one price, or one per profile of ``--gpu A,B,...`` ('2.5,4,5.5')."""
+    out = []
+    for part in str(text).split(","):
+        try:
+            v = float(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number or numbers separated by commas, got {text!r}") from None
+        if not (math.isfinite(v) and v >= 0):
+            raise argparse.ArgumentTypeError(f"each price must be a finite number >= 0, got {part!r}")
+        out.append(v)
+    return tuple(out)
 
+
+def gpu_list(text: str | None) -> list[str]:
+    """The profiles ``--gpu`` names: one, or several separated by commas (compared at one GPU count)."""
+    if not text or "," not in text:
+        return [text] if text else []
+    gpus = [g.strip() for g in text.split(",")]
+    if any(not g for g in gpus):
+        raise InputError(f"--gpu: an empty profile name in {text!r} (give ids separated by commas: h100-sxm,b200)")
+    if len(set(gpus)) < len(gpus):
+        raise InputError(f"--gpu names a profile twice: {text!r}")
+    return gpus
+
+
+def _prices(prices, n: int) -> list:
+    """One price per compared profile: none, one for all, or exactly one each."""
+    if prices is None:
+        return [None] * n
+    if len(prices) == 1:
+        return list(prices) * n
+    if len(prices) != n:
+        if n == 1:
+            raise InputError(f"--gpu-hour-price gives {len(prices)} prices for one profile: several prices go with "
+                             f"several profiles in --gpu (A,B,...), one each in the same order")
+        raise InputError(f"--gpu-hour-price gives {len(prices)} prices for {n} profiles of --gpu: give one for all, "
+                         f"or one per profile in the same order")
+    return list(prices)
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What the flags resolve to for one profile: the Spec, the base plan of the space and the pinned knobs."""
+    spec: object
+    base: object
+    pins: dict
+    schedule: str | None
+    framework: str
+
+
+def _setup(args) -> _Setup:
+    """The flags through the resolver (one profile): the stack, the base plan every enumerated plan starts from, the
+    knobs the user pinned (stated fields keep their value; the others follow each plan's layout by the stack's
+    rules), refusing a schedule the stack cannot run."""
     from ..spec.cliargs import build_spec
 
-    if args.global_batch is None:
-        raise InputError("search needs --global-batch (sequences per optimizer step)")
-    if args.model is None:
-        raise InputError("search needs --model (a preset id or YAML path)")
-    counts = gpu_range(args.gpus)
-    if args.plot:
-        if len(counts) == 1:
-            raise InputError("--plot draws the time/cost Pareto front of a GPU range: give --gpus LO..HI")
-        from . import plotting
-        plotting.check(args.plot, "--plot")
     framework = "any" if (args.framework or "").lower() == "any" else None
     if framework:
         args.framework = None
@@ -456,32 +499,141 @@ def cmd_search(args) -> int:
         # the base plan is a template at pp 1, where DualPipeV cannot run: each enumerated plan takes the schedule
         args.schedule = None
     spec = build_spec(args)
-    model, plan, hw = spec.model, spec.plan, spec.hardware
     if schedule and not framework:
         from ..spec import stacks
         why = stacks.schedule_refusal(spec.stack, schedule)
         if why:
             raise InputError(why)
-    framework = framework or spec.stack.id
-    base = dataclasses.replace(plan, tp=1, pp=1, dp=1, cp=1)
     pins = _pins(args)
-    # fields the user stated keep their value; the others follow each plan's layout by the stack's rules
     pins["stated"] = frozenset(k for k, why in spec.origin.items() if why == "stated")
     pins["tp_comm_overlap"] = bool(args.tp_comm_overlap)
-    kw = dict(objective=args.objective, tokens=args.tokens, gpu_hour_price=args.gpu_hour_price, schedule=schedule,
-              framework=framework)
     pins["memory_margin"] = SEARCH_MEMORY_MARGIN if args.memory_margin is None else args.memory_margin
+    return _Setup(spec, dataclasses.replace(spec.plan, tp=1, pp=1, dp=1, cp=1), pins, schedule,
+                  framework or spec.stack.id)
+
+
+def _search_one(args, n_gpus: int, price):
+    """(spec, space, candidates) of one profile at one GPU count."""
+    st = _setup(args)
+    space = evaluate_space(st.spec.model, st.spec.hardware, n_gpus, args.global_batch, base=st.base,
+                           schedule=st.schedule, framework=st.framework, **st.pins)     # pins carry memory_margin
+    cands = rank(space, top=args.top, objective=args.objective, tokens=args.tokens, gpu_hour_price=price,
+                 schedule=st.schedule)
+    return st.spec, space, cands
+
+
+def _sensitivity_of(space, cand, factor):
+    from types import SimpleNamespace
+
+    from .sensitivity import sensitivity
+    return sensitivity(SimpleNamespace(model=space.model, plan=cand.plan, hardware=space.hardware), factor)
+
+
+def compare(args, gpus: list[str], n_gpus: int) -> list[dict]:
+    """The best plan of each profile in ``gpus`` at ``n_gpus`` GPUs (``search --gpu A,B,...``): one row per profile,
+    the refusal or no-fit message in place of a plan when the profile cannot run the model so."""
+    import copy
+
+    rows = []
+    prices = _prices(args.gpu_hour_price, len(gpus))
+    for gpu, price in zip(gpus, prices):
+        a = copy.copy(args)
+        a.gpu = gpu
+        try:
+            spec, space, cands = _search_one(a, n_gpus, price)
+        except InputError as exc:
+            rows.append({"gpu": gpu, "error": str(exc)})
+            continue
+        best = cands[0]
+        row = {"gpu": spec.hardware.id, "name": spec.hardware.name, "stack": spec.stack.id,
+               "seq_len": spec.model.seq_len, "best": best,
+               "valid": space.valid, "fit": space.n_fit, "bound_by": _sensitivity_of(space, best, 2.0).bound_by}
+        rows.append(row)
+    return rows
+
+
+def render_compare(rows: list[dict], n_gpus: int, model_name: str, args) -> str:
+    Col = report.Col
+    ok = [r for r in rows if "best" in r]
+    width = max([40] + [len(_plan_text(r["best"].plan)) for r in ok])
+    cols = [Col("gpu", max(8, *(len(r["gpu"]) for r in rows)), "<"), Col("best plan", width, "<", sep="  "),
+            Col("step", 10, fmt=fmt_time), Col("MFU", 7, fmt=lambda f: f"{100 * f:6.1f}%"),
+            Col("mem/GPU", 10, fmt=lambda b: f"{b / GiB:8.1f}Gi")]
+    run = any(r["best"].run_days is not None for r in ok)
+    cost = any(r["best"].cost_usd is not None for r in ok)
+    if run:
+        cols += [Col("days", 8, fmt=".1f"), Col("GPU-h", 11, fmt=".4g")] + ([Col("cost $", 12, fmt=".4g")] if cost else [])
+    cols += [Col("bound by", 0, "<", sep="  ")]
+    lines = []
+    for r in rows:
+        if "error" in r:
+            lines.append([r["gpu"], f"no plan: {r['error']}"])
+            continue
+        b = r["best"]
+        row = [r["gpu"], _plan_text(b.plan), b.step_time_s, b.mfu, b.memory_bytes + b.reserve_bytes]
+        if run:
+            row += [b.run_days, b.gpu_hours] + ([b.cost_usd if b.cost_usd is not None else "-"] if cost else [])
+        lines.append(row + [r["bound_by"]])
+    seq = f" x seq {ok[0]['seq_len']}" if ok else ""
+    head = (f"compare: {model_name} on {n_gpus} GPUs of each profile, global batch {args.global_batch}{seq}, objective "
+            f"{args.objective}; each profile's best plan under its stack's rules")
+    fastest = min(ok, key=lambda r: r["best"].step_time_s)["gpu"] if ok else None
+    tail = [f"fastest: {fastest}"] if fastest else []
+    if cost and ok:
+        priced = [r for r in ok if r["best"].cost_usd is not None]
+        tail.append(f"cheapest run: {min(priced, key=lambda r: r['best'].cost_usd)['gpu']}")
+    tail.append("bound by: the resource whose speed the best plan's step time follows most "
+                "(transformer --sensitivity prints the whole table)")
+    return "\n".join([head, report.table(cols, lines, indent="  "), *[f"  {t}" for t in tail]])
+
+
+def cmd_search(args) -> int:
+    import json
+
+    if args.global_batch is None:
+        raise InputError("search needs --global-batch (sequences per optimizer step)")
+    if args.model is None:
+        raise InputError("search needs --model (a preset id or YAML path)")
+    counts = gpu_range(args.gpus)
+    gpus = gpu_list(args.gpu)
+    if len(gpus) > 1:
+        if len(counts) != 1:
+            raise InputError("--gpu with several profiles compares them at one GPU count: give --gpus N, not a range")
+        for opt, v in (("--plot", args.plot), ("--csv", args.csv), ("--sensitivity", args.sensitivity)):
+            if v:
+                raise InputError(f"{opt} is for one profile; with several in --gpu the comparison prints one row each")
+        from ..spec import hardware, models
+        for g in gpus:              # a misspelt profile is bad input, not a row: refused before any search runs
+            hardware.load(g)
+        rows = compare(args, gpus, counts[0])
+        if args.json:
+            print(json.dumps({"model": models.load(args.model).name, "n_gpus": counts[0],
+                              "global_batch": args.global_batch, "objective": args.objective,
+                              "profiles": [{k: (v.to_dict() if k == "best" else v) for k, v in r.items()}
+                                           for r in rows]}, indent=1))
+            return 0
+        print(render_compare(rows, counts[0], models.load(args.model).name, args))
+        return 0
+    if args.plot:
+        if len(counts) == 1:
+            raise InputError("--plot draws the time/cost Pareto front of a GPU range: give --gpus LO..HI")
+        from . import plotting
+        plotting.check(args.plot, "--plot")
+    price = _prices(args.gpu_hour_price, 1)[0]
     if len(counts) == 1:
-        space = evaluate_space(model, hw, counts[0], args.global_batch, base=base, schedule=schedule, framework=framework,
-                               **pins)     # pins carry memory_margin
-        cands = rank(space, top=args.top, **{k: v for k, v in kw.items() if k != "framework"})
+        spec, space, cands = _search_one(args, counts[0], price)
+        model, hw = spec.model, spec.hardware
+        sens = _sensitivity_of(space, cands[0], args.sensitivity) if args.sensitivity else None
         if args.csv:
             write_csv(args.csv, cands)
         if args.json:
-            print(json.dumps({"model": model.name, "hardware": hw.id, "n_gpus": counts[0],
-                              "global_batch": args.global_batch, "seq_len": model.seq_len, "objective": args.objective,
-                              "enumerated": space.enumerated, "valid": space.valid, "fit": space.n_fit,
-                              "plans": [c.to_dict() for c in cands]}, indent=1))
+            d = {"model": model.name, "hardware": hw.id, "n_gpus": counts[0],
+                 "global_batch": args.global_batch, "seq_len": model.seq_len, "objective": args.objective,
+                 "enumerated": space.enumerated, "valid": space.valid, "fit": space.n_fit,
+                 "plans": [c.to_dict() for c in cands]}
+            if sens is not None:
+                d["sensitivity"] = sens.to_dict()
+            print(json.dumps(d, indent=1))
             return 0
         print(f"search: {model.name} on {counts[0]} x {hw.id} ({hw.kind}), global batch {args.global_batch} x seq "
               f"{model.seq_len}, objective {args.objective}"
@@ -498,8 +650,19 @@ def cmd_search(args) -> int:
         hint = top_plan_ep_hint(model, cands, hw, spec.stack.id)
         if hint:
             print(hint)
+        if sens is not None:
+            from .sensitivity import render as render_sensitivity
+            print()
+            print("top plan:")
+            print(render_sensitivity(sens))
         return 0
-    pts = sweep(model, hw, counts, args.global_batch, base=base, **{**kw, **pins})
+    if args.sensitivity:
+        raise InputError("--sensitivity prices the top plan of one GPU count: give --gpus N, not a range")
+    st = _setup(args)
+    model, hw = st.spec.model, st.spec.hardware
+    kw = dict(objective=args.objective, tokens=args.tokens, gpu_hour_price=price, schedule=st.schedule,
+              framework=st.framework)
+    pts = sweep(model, hw, counts, args.global_batch, base=st.base, **{**kw, **st.pins})
     front = pareto(pts)
     if args.csv:
         write_csv(args.csv, pts)
@@ -518,7 +681,7 @@ def cmd_search(args) -> int:
 
 
 def register(subparsers) -> None:
-    from ..spec.cliargs import add_model_plan_flags, flag
+    from ..spec.cliargs import add_model_plan_flags, flag, number
 
     p = subparsers.add_parser("search", help="find the fastest valid parallel plan (or a sweep's Pareto front)",
                               description="Enumerate every valid plan (tp, pp, dp, cp, ep, micro-batch, interleave, "
@@ -531,7 +694,12 @@ def register(subparsers) -> None:
     flag(g, "objective", choices=OBJECTIVES, default="time", help="rank by step time, cost (GPU-s/token) or MFU")
     flag(g, "top", type=int, default=20, help="how many plans to print (default 20)")
     flag(g, "tokens", type=float, help="training tokens of the run: adds days, GPU-hours, cost, energy")
-    flag(g, "gpu-hour-price", dest="gpu_hour_price", type=float, help="USD per GPU-hour (cost column)")
+    flag(g, "gpu-hour-price", dest="gpu_hour_price", type=price_list,
+         help="USD per GPU-hour (cost column); with several profiles in --gpu, one price for all or one per profile "
+              "('2.5,4,5.5')")
+    flag(g, "sensitivity", nargs="?", const=2.0, type=number(low=1.0), metavar="FACTOR",
+         help="what bounds the top plan: its step time with each hardware resource alone FACTOR times faster and "
+              "slower (default 2; transformer --sensitivity)")
     flag(g, "json", action="store_true", help="print one JSON object")
     flag(g, "csv", metavar="FILE", help="write the listed plans as CSV")
     flag(g, "plot", metavar="PNG", help="with a GPU range: draw the time/cost Pareto front (matplotlib)")
