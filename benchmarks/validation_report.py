@@ -163,6 +163,69 @@ def stage_section(csv) -> list[str]:
             "", stage_summary(r), ""]
 
 
+def elasticity_table(rows: list[dict]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(E, err, names): per priced row with a measured time, the elasticity of its predicted step time to each
+    hardware resource (roofline/views/sensitivity.py, a symmetric 1 % step, all rows of a resource in one vectorized
+    call) and its log error ln(predicted / measured)."""
+    from roofline.views.sensitivity import RESOURCES, STEP, scaled
+    cases = []
+    for r in rows:
+        try:
+            c = V.build_case(r)
+        except V.Skip:
+            continue
+        if c.measured == c.measured:            # rows with a step time (memory-only rows have NaN)
+            cases.append(c)
+    xs = [inputs(c.model, c.plan, c.hw) for c in cases]
+    stack = lambda ys: {k: np.array([y[k] for y in ys], dtype=float) for k in ys[0]}  # noqa: E731
+    t0 = np.asarray(evaluate(stack(xs))["step_time"], dtype=float)
+    res = [r for r in RESOURCES if r.key != "host_link"]
+    E = np.empty((len(cases), len(res)))
+    for j, r in enumerate(res):
+        up = np.asarray(evaluate(stack([scaled(x, r, 1 + STEP) for x in xs]))["step_time"], dtype=float)
+        down = np.asarray(evaluate(stack([scaled(x, r, 1 / (1 + STEP)) for x in xs]))["step_time"], dtype=float)
+        E[:, j] = -(np.log(up) - np.log(down)) / (2 * np.log(1 + STEP))
+    err = np.log(t0 / np.array([c.measured for c in cases]))
+    return E, err, [r.name for r in res]
+
+
+def attribution_section(files: dict) -> list[str]:
+    """Where each file's errors point: for every hardware resource, the mean share of the step that scales with it
+    (elasticity) and the correlation of the rows' log errors with that share. A diagnostic of the model's structure
+    (which terms the misses grow with), never fed back into it."""
+    L = ["### 5. Where the errors point: error against each resource's share of the step", "",
+         "For every row, the elasticity of its predicted step time to each hardware resource (`transformer "
+         "--sensitivity`: the share of the step that scales with it; the shares of a row add up to 1) and its log "
+         "error ln(predicted / measured). A resource whose share correlates with the error marks the terms the "
+         "misses grow with: a negative correlation, rows bound by it are predicted too fast; positive, too slow. "
+         "Resources with no spread in a file (a share below 0.5 % in every row) show a dash.", ""]
+    names = None
+    cols = {}
+    for label, rows in files.items():
+        E, err, names = elasticity_table(rows)
+        corr = [float(np.corrcoef(E[:, j], err)[0, 1]) if E[:, j].std() > 1e-3 and E[:, j].max() > 0.005 else None
+                for j in range(E.shape[1])]
+        cols[label] = (E.mean(axis=0), corr, len(err), float(np.mean(err)))
+    L += ["| resource | " + " | ".join(f"{k}: mean share / corr." for k in cols) + " |",
+          "|---|" + "---:|" * len(cols)]
+    for j, n in enumerate(names):
+        cells = []
+        for label, (mean, corr, _, _) in cols.items():
+            cells.append(f"{mean[j]:.2f} / " + ("-" if corr[j] is None else f"{corr[j]:+.2f}"))
+        L.append(f"| {n} | " + " | ".join(cells) + " |")
+    L.append("| rows, mean log error | " + " | ".join(f"{n}, {m:+.3f}" for _, (_, _, n, m) in cols.items()) + " |")
+    L.append("")
+    for label, (mean, corr, _, _) in cols.items():
+        ranked = sorted((c, names[j]) for j, c in enumerate(corr) if c is not None)
+        if ranked:
+            lo, hi = ranked[0], ranked[-1]
+            L.append(f"- {label}: the larger a row's share of {lo[1]}, the faster the model prices it against its "
+                     f"measurement (correlation {lo[0]:+.2f}); the larger its share of {hi[1]}, the slower "
+                     f"({hi[0]:+.2f}).")
+    L.append("")
+    return L
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shared", default=str(ROOT / "roofline" / "data" / "validation"),
@@ -495,6 +558,8 @@ def main() -> int:
           "- Table 4 (one layer, no pipeline, no DP) is within a few %: the per-layer compute and TP terms are right at "
           "large shapes; the residual is in the step-level terms above.", ""]
 
+    L += attribution_section({"published": pub_rows, "vtrain": vt_rows, "nemo": V.read(shared / "nemo_perf.csv"),
+                              "memory (timed)": V.read(shared / "memory_measured.csv")})
     L += memory_section(shared / "memory_measured.csv")
     L += stage_section(shared / "memory_per_rank_simumax_b200.csv")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

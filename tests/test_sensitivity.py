@@ -140,3 +140,24 @@ def test_what_getting_started_says_of_its_example(cli_main):
     d = json.loads(r.stdout)["sensitivity"]
     net = next(row for row in d["resources"] if row["resource"] == "network")
     assert d["bound_by"] == "tensor cores" and net["elasticity"] < 0.05
+
+
+@pytest.mark.slow
+def test_the_validation_pages_attribution_is_current():
+    """docs/validation.md, 'Where the errors point' (benchmarks/validation_report.py attribution_section) states what
+    the model and the bundled validation sets give today."""
+    import importlib.util
+    from pathlib import Path
+
+    from roofline.views import validate as V
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("validation_report", root / "benchmarks" / "validation_report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    data = root / "roofline" / "data" / "validation"
+    lines = report.attribution_section({"published": V.read(data / "published.csv"),
+                                        "vtrain": V.read(data / "vtrain_measured.csv"),
+                                        "nemo": V.read(data / "nemo_perf.csv"),
+                                        "memory (timed)": V.read(data / "memory_measured.csv")})
+    page = (root / "docs" / "validation.md").read_text()
+    assert [line for line in lines if line and line not in page] == []
