@@ -83,3 +83,8 @@ def test_the_compare_table_names_the_fastest_profile(cli_main):
     plan = Plan(**{k: v for k, v in p.items() if k in Plan.__dataclass_fields__})
     pred = predict(models.load("llama3-8b"), plan, hardware.load(fastest))
     assert float(pred.raw["step_time"]) == pytest.approx(row["best"]["step_time_s"], rel=1e-9)
+
+
+def test_a_refusal_every_profile_shares_is_the_flags_error(cli_main):
+    r = cli_main(*BASE, "--gpu", "h100-sxm,b200", "--schedule", "dualpipev")
+    assert r.returncode == 2 and r.stdout == "" and "dualpipev" in r.stderr

@@ -549,6 +549,9 @@ def compare(args, gpus: list[str], n_gpus: int) -> list[dict]:
                "seq_len": spec.model.seq_len, "best": best,
                "valid": space.valid, "fit": space.n_fit, "bound_by": _sensitivity_of(space, best, 2.0).bound_by}
         rows.append(row)
+    errors = {r.get("error") for r in rows}
+    if len(errors) == 1 and None not in errors:     # the same refusal everywhere: the flags, not a profile
+        raise InputError(errors.pop())
     return rows
 
 
