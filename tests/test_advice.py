@@ -100,3 +100,17 @@ def test_search_prints_the_hint_for_its_top_plan():
     assert line.endswith("search with --overlap-ep 1 to rank every plan with it")
     assert SE.top_plan_ep_hint(s.model, [SimpleNamespace(plan=s.plan)], s.hardware, "torchtitan") is None
     assert SE.top_plan_ep_hint(s.model, [], s.hardware, "megatron-core") is None
+
+
+def test_a_host_bound_step_is_named_and_a_compute_bound_one_is_not():
+    from roofline.views.sensitivity import sensitivity
+    small = _pred("gpt3-125m", {"tp": 2, "dp": 4, "global_batch": 64, "micro_batch": 1})
+    host = next(r for r in sensitivity(small).resources if r["resource"] == "host CPU")
+    msg = next(m for m in advice.warnings_for(small) if m.startswith("the step is host-bound"))
+    assert f"{host['elasticity']:.0%} of it scales" in msg
+    assert f"shortens it by {1 - host['faster_s'] / small.raw['step_time']:.0%}" in msg
+    big = _pred("gpt3-175b", {"tp": 8, "pp": 8, "dp": 16, "global_batch": 1536, "micro_batch": 1}, "a100-sxm4-80gb")
+    assert not any(m.startswith("the step is host-bound") for m in advice.warnings_for(big))
+    # under full CUDA graphs no kernel is issued one by one: nothing to warn about
+    graphed = _pred("gpt3-125m", {"tp": 2, "dp": 4, "global_batch": 64, "micro_batch": 1, "cuda_graphs": "full"})
+    assert not any(m.startswith("the step is host-bound") for m in advice.warnings_for(graphed))

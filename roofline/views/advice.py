@@ -29,6 +29,7 @@ N_C, ALPHA_N = 8.8e13, 0.076
 B_STAR, ALPHA_B = 2e8, 0.21
 BUBBLE_LIMIT = 0.25
 EP_EXPOSED_LIMIT = 0.10     # share of the step an exposed EP all-to-all takes before the overlap hint is printed
+HOST_BOUND_LIMIT = 0.25     # share of the step that scales with the host's issue time before the host warning
 EP_OVERLAP_STACKS = ("megatron-core",)     # stacks that run Megatron-Core's EP overlap (the combined 1F1B schedule)
 
 
@@ -113,7 +114,28 @@ def warnings_for(pred) -> list[str]:
     hint = ep_overlap_hint(pred)
     if hint:
         out.append(hint)
+    # 6. a step bound by the host issuing kernels (views/sensitivity.py: the share that scales with the host's time)
+    host = host_bound_hint(pred)
+    if host:
+        out.append(host)
     return out
+
+
+def host_bound_hint(pred) -> str | None:
+    """A warning when at least HOST_BOUND_LIMIT of the step scales with the CPU's kernel-issue time (the elasticity of
+    the step to the host, views/sensitivity.py): the GPUs wait for eager PyTorch to launch their kernels."""
+    from .sensitivity import sensitivity
+
+    row = next(r for r in sensitivity(pred).resources if r["resource"] == "host CPU")
+    if row["elasticity"] < HOST_BOUND_LIMIT:
+        return None
+    saved = 1 - row["faster_s"] / pred.raw["step_time"]
+    # a 2x faster host would save share / 2 if the step stayed host-bound; much less: the GPU's own work then binds
+    then = ", the GPU's own work then binding" if saved < 0.9 * row["elasticity"] / 2 else ""
+    return (f"the step is host-bound: {row['elasticity']:.0%} of it scales with the CPU's kernel-issue time (a 2x "
+            f"faster host shortens it by {saved:.0%}{then}); more work per kernel (a larger micro-batch, less tensor "
+            f"parallelism) or CUDA graphs (--cuda-graphs, where the stack runs them) take the host off the critical "
+            f"path")
 
 
 def ep_overlap_hint(pred) -> str | None:
