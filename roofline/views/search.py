@@ -547,7 +547,10 @@ def compare(args, gpus: list[str], n_gpus: int) -> list[dict]:
         best = cands[0]
         row = {"gpu": spec.hardware.id, "name": spec.hardware.name, "stack": spec.stack.id,
                "seq_len": spec.model.seq_len, "best": best,
-               "valid": space.valid, "fit": space.n_fit, "bound_by": _sensitivity_of(space, best, 2.0).bound_by}
+               "valid": space.valid, "fit": space.n_fit}
+        sens = _sensitivity_of(space, best, 2.0)
+        row["bound_by"] = sens.bound_by
+        row["bound_share"] = max(r["elasticity"] for r in sens.resources)
         rows.append(row)
     errors = {r.get("error") for r in rows}
     if len(errors) == 1 and None not in errors:     # the same refusal everywhere: the flags, not a profile
@@ -576,7 +579,7 @@ def render_compare(rows: list[dict], n_gpus: int, model_name: str, args) -> str:
         row = [r["gpu"], _plan_text(b.plan), b.step_time_s, b.mfu, b.memory_bytes + b.reserve_bytes]
         if run:
             row += [b.run_days, b.gpu_hours] + ([b.cost_usd if b.cost_usd is not None else "-"] if cost else [])
-        lines.append(row + [r["bound_by"]])
+        lines.append(row + [f"{r['bound_by']} ({r['bound_share']:.2f})"])
     seq = f" x seq {ok[0]['seq_len']}" if ok else ""
     head = (f"compare: {model_name} on {n_gpus} GPUs of each profile, global batch {args.global_batch}{seq}, objective "
             f"{args.objective}; each profile's best plan under its stack's rules")
@@ -585,8 +588,8 @@ def render_compare(rows: list[dict], n_gpus: int, model_name: str, args) -> str:
     if cost and ok:
         priced = [r for r in ok if r["best"].cost_usd is not None]
         tail.append(f"cheapest run: {min(priced, key=lambda r: r['best'].cost_usd)['gpu']}")
-    tail.append("bound by: the resource whose speed the best plan's step time follows most "
-                "(transformer --sensitivity prints the whole table)")
+    tail.append("bound by: the resource whose speed the best plan's step time follows most, with the share of the "
+                "step that scales with it (transformer --sensitivity prints the whole table)")
     return "\n".join([head, report.table(cols, lines, indent="  "), *[f"  {t}" for t in tail]])
 
 
