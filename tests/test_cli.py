@@ -11,13 +11,15 @@ import roofline.views.calibrate.bench_compute
 import roofline.views.calibrate.fit
 import roofline.model.formulas.export
 import roofline.base.units
+import roofline.views.sensitivity
 
 EXAMPLE = ["transformer", "--layers", 96, "--d-model", 12288, "--heads", 96, "--seq-len", 2048, "--global-batch", 1536,
            "--micro-batch", 1, "--tp", 8, "--pp", 8, "--dp", 16, "--gpu", "a100-sxm4-80gb"]
 
 
 @pytest.mark.parametrize("module", [roofline, roofline.base.units, roofline.model.formulas.export, roofline.views.calibrate.fit,
-                                    roofline.views.calibrate.bench_compute, roofline.views.calibrate.bench_comm])
+                                    roofline.views.calibrate.bench_compute, roofline.views.calibrate.bench_comm,
+                                    roofline.views.sensitivity])
 def test_doctests(module):
     assert doctest.testmod(module).failed == 0
 
