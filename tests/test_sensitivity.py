@@ -11,8 +11,6 @@ from hypothesis import given, settings, strategies as st
 from roofline import resolve
 from roofline.base.errors import InputError
 from roofline.model.predict import evaluate, inputs, predict
-from roofline.spec import hardware
-from roofline.spec.config import Model, Plan
 from roofline.views import sensitivity as SV
 
 # dense and MoE, MLA and hybrid Mamba, one node and many, pipelines with interleaving, ZeRO-3, CUDA graphs, offload,
