@@ -51,7 +51,8 @@ def test_a_profile_that_cannot_run_the_plan_gets_its_reason_in_its_row(cli_main)
     (("--gpu", "h100-sxm,b200", "--gpu-hour-price", "1,2,3"), "3 prices for 2 profiles"),
     (("--gpu", "h100-sxm", "--gpu-hour-price", "1,2"), "2 prices for one profile"),
     (("--gpu", "h100-sxm,b200", "--sensitivity"), "--sensitivity is for one profile"),
-    (("--gpu", "h100-sxm,b200", "--gpus", "64..128"), "at one GPU count"),
+    (("--gpu", "h100-sxm,b200", "--gpus", "64..128"), "not a range"),
+    (("--gpu", "h100-sxm,b200", "--gpus", "64,32,16"), "3 counts for 2 profiles"),
     (("--gpu", "h100-sxm", "--gpus", "64..128", "--sensitivity"), "one GPU count"),
     (("--gpu-hour-price", "-1"), "each price must be a finite number >= 0"),
 ])
@@ -88,3 +89,19 @@ def test_the_compare_table_names_the_fastest_profile(cli_main):
 def test_a_refusal_every_profile_shares_is_the_flags_error(cli_main):
     r = cli_main(*BASE, "--gpu", "h100-sxm,b200", "--schedule", "dualpipev")
     assert r.returncode == 2 and r.stdout == "" and "dualpipev" in r.stderr
+
+
+def test_each_profile_at_its_own_gpu_count(cli_main):
+    """--gpus 64,32 with --gpu h100-sxm,b200: the same budget on fewer, faster GPUs; each row is that profile's own
+    search at its count."""
+    args = [a for a in BASE if a not in ("--gpus", 64)]
+    r = cli_main(*args, "--gpu", "h100-sxm,b200", "--gpus", "64,32", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["n_gpus"] == [64, 32]
+    for row, n in zip(d["profiles"], (64, 32)):
+        alone = json.loads(cli_main(*args, "--gpu", row["gpu"], "--gpus", n, "--json").stdout)["plans"][0]
+        assert row["n_gpus"] == n == row["best"]["n_gpus"]
+        assert row["best"]["step_time_s"] == pytest.approx(alone["step_time_s"], rel=1e-12)
+    text = cli_main(*args, "--gpu", "h100-sxm,b200", "--gpus", "64,32").stdout
+    assert "on the GPU counts given" in text and " GPUs " in text.splitlines()[1]

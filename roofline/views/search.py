@@ -529,23 +529,39 @@ def _sensitivity_of(space, cand, factor):
     return sensitivity(SimpleNamespace(model=space.model, plan=cand.plan, hardware=space.hardware), factor)
 
 
-def compare(args, gpus: list[str], n_gpus: int) -> list[dict]:
-    """The best plan of each profile in ``gpus`` at ``n_gpus`` GPUs (``search --gpu A,B,...``): one row per profile,
-    the refusal or no-fit message in place of a plan when the profile cannot run the model so."""
+def compare_counts(text: str, n: int) -> list[int]:
+    """The GPU count of each of ``n`` compared profiles: one count for all (``--gpus 1024``) or one each in the order
+    of ``--gpu`` (``--gpus 1024,512``: the same budget on fewer, faster GPUs); a range is for one profile."""
+    parts = [t.strip() for t in str(text).split(",")]
+    if any(".." in t for t in parts):
+        raise InputError("--gpu with several profiles compares them at given GPU counts: give --gpus N or one count "
+                         "per profile (1024,512), not a range")
+    counts = [gpu_range(t)[0] for t in parts]
+    if len(counts) == 1:
+        return counts * n
+    if len(counts) != n:
+        raise InputError(f"--gpus gives {len(counts)} counts for {n} profiles of --gpu: give one for all, or one per "
+                         f"profile in the same order")
+    return counts
+
+
+def compare(args, gpus: list[str], counts: list[int]) -> list[dict]:
+    """The best plan of each profile in ``gpus`` at its GPU count in ``counts`` (``search --gpu A,B,...``): one row
+    per profile, the refusal or no-fit message in place of a plan when the profile cannot run the model so."""
     import copy
 
     rows = []
     prices = _prices(args.gpu_hour_price, len(gpus))
-    for gpu, price in zip(gpus, prices):
+    for gpu, n_gpus, price in zip(gpus, counts, prices):
         a = copy.copy(args)
         a.gpu = gpu
         try:
             spec, space, cands = _search_one(a, n_gpus, price)
         except InputError as exc:
-            rows.append({"gpu": gpu, "error": str(exc)})
+            rows.append({"gpu": gpu, "n_gpus": n_gpus, "error": str(exc)})
             continue
         best = cands[0]
-        row = {"gpu": spec.hardware.id, "name": spec.hardware.name, "stack": spec.stack.id,
+        row = {"gpu": spec.hardware.id, "n_gpus": n_gpus, "name": spec.hardware.name, "stack": spec.stack.id,
                "seq_len": spec.model.seq_len, "best": best,
                "valid": space.valid, "fit": space.n_fit}
         sens = _sensitivity_of(space, best, 2.0)
@@ -558,11 +574,13 @@ def compare(args, gpus: list[str], n_gpus: int) -> list[dict]:
     return rows
 
 
-def render_compare(rows: list[dict], n_gpus: int, model_name: str, args) -> str:
+def render_compare(rows: list[dict], model_name: str, args) -> str:
     Col = report.Col
     ok = [r for r in rows if "best" in r]
+    counts = {r["n_gpus"] for r in rows}
     width = max([40] + [len(_plan_text(r["best"].plan)) for r in ok])
-    cols = [Col("gpu", max(8, *(len(r["gpu"]) for r in rows)), "<"), Col("best plan", width, "<", sep="  "),
+    cols = [Col("gpu", max(8, *(len(r["gpu"]) for r in rows)), "<")] \
+        + ([Col("GPUs", 6)] if len(counts) > 1 else []) + [Col("best plan", width, "<", sep="  "),
             Col("step", 10, fmt=fmt_time), Col("MFU", 7, fmt=lambda f: f"{100 * f:6.1f}%"),
             Col("mem/GPU", 10, fmt=lambda b: f"{b / GiB:8.1f}Gi")]
     run = any(r["best"].run_days is not None for r in ok)
@@ -573,15 +591,17 @@ def render_compare(rows: list[dict], n_gpus: int, model_name: str, args) -> str:
     lines = []
     for r in rows:
         if "error" in r:
-            lines.append([r["gpu"], f"no plan: {r['error']}"])
+            lines.append([r["gpu"], *([r["n_gpus"]] if len(counts) > 1 else []), f"no plan: {r['error']}"])
             continue
         b = r["best"]
-        row = [r["gpu"], _plan_text(b.plan), b.step_time_s, b.mfu, b.memory_bytes + b.reserve_bytes]
+        row = [r["gpu"], *([r["n_gpus"]] if len(counts) > 1 else []), _plan_text(b.plan), b.step_time_s, b.mfu,
+               b.memory_bytes + b.reserve_bytes]
         if run:
             row += [b.run_days, b.gpu_hours] + ([b.cost_usd if b.cost_usd is not None else "-"] if cost else [])
         lines.append(row + [f"{r['bound_by']} ({r['bound_share']:.2f})"])
     seq = f" x seq {ok[0]['seq_len']}" if ok else ""
-    head = (f"compare: {model_name} on {n_gpus} GPUs of each profile, global batch {args.global_batch}{seq}, objective "
+    on = f"{counts.pop()} GPUs of each profile" if len(counts) == 1 else "the GPU counts given"
+    head = (f"compare: {model_name} on {on}, global batch {args.global_batch}{seq}, objective "
             f"{args.objective}; each profile's best plan under its stack's rules")
     fastest = min(ok, key=lambda r: r["best"].step_time_s)["gpu"] if ok else None
     tail = [f"fastest: {fastest}"] if fastest else []
@@ -600,26 +620,25 @@ def cmd_search(args) -> int:
         raise InputError("search needs --global-batch (sequences per optimizer step)")
     if args.model is None:
         raise InputError("search needs --model (a preset id or YAML path)")
-    counts = gpu_range(args.gpus)
     gpus = gpu_list(args.gpu)
     if len(gpus) > 1:
-        if len(counts) != 1:
-            raise InputError("--gpu with several profiles compares them at one GPU count: give --gpus N, not a range")
+        counts = compare_counts(args.gpus, len(gpus))
         for opt, v in (("--plot", args.plot), ("--csv", args.csv), ("--sensitivity", args.sensitivity)):
             if v:
                 raise InputError(f"{opt} is for one profile; with several in --gpu the comparison prints one row each")
         from ..spec import hardware, models
         for g in gpus:              # a misspelt profile is bad input, not a row: refused before any search runs
             hardware.load(g)
-        rows = compare(args, gpus, counts[0])
+        rows = compare(args, gpus, counts)
         if args.json:
-            print(json.dumps({"model": models.load(args.model).name, "n_gpus": counts[0],
+            print(json.dumps({"model": models.load(args.model).name, "n_gpus": counts,
                               "global_batch": args.global_batch, "objective": args.objective,
                               "profiles": [{k: (v.to_dict() if k == "best" else v) for k, v in r.items()}
                                            for r in rows]}, indent=1))
             return 0
-        print(render_compare(rows, counts[0], models.load(args.model).name, args))
+        print(render_compare(rows, models.load(args.model).name, args))
         return 0
+    counts = gpu_range(args.gpus)
     if args.plot:
         if len(counts) == 1:
             raise InputError("--plot draws the time/cost Pareto front of a GPU range: give --gpus LO..HI")
@@ -696,7 +715,8 @@ def register(subparsers) -> None:
                                           "a knob; dtype, overlaps and attention kernel come from --framework.")
     add_model_plan_flags(p)
     g = p.add_argument_group("search")
-    flag(g, "gpus", required=True, help="GPU count, or LO..HI to sweep the powers of two between (Pareto front)")
+    flag(g, "gpus", required=True, help="GPU count, or LO..HI to sweep the powers of two between (Pareto front); with "
+         "several profiles in --gpu, one count for all or one per profile (1024,512)")
     flag(g, "objective", choices=OBJECTIVES, default="time", help="rank by step time, cost (GPU-s/token) or MFU")
     flag(g, "top", type=int, default=20, help="how many plans to print (default 20)")
     flag(g, "tokens", type=float, help="training tokens of the run: adds days, GPU-hours, cost, energy")
