@@ -167,7 +167,7 @@ def elasticity_table(rows: list[dict]) -> tuple[np.ndarray, np.ndarray, list[str
     """(E, err, names): per priced row with a measured time, the elasticity of its predicted step time to each
     hardware resource (roofline/views/sensitivity.py, a symmetric 1 % step, all rows of a resource in one vectorized
     call) and its log error ln(predicted / measured)."""
-    from roofline.views.sensitivity import RESOURCES, STEP, scaled
+    from roofline.views.sensitivity import RESOURCES, elasticities, step_times
     cases = []
     for r in rows:
         try:
@@ -177,14 +177,8 @@ def elasticity_table(rows: list[dict]) -> tuple[np.ndarray, np.ndarray, list[str
         if c.measured == c.measured:            # rows with a step time (memory-only rows have NaN)
             cases.append(c)
     xs = [inputs(c.model, c.plan, c.hw) for c in cases]
-    stack = lambda ys: {k: np.array([y[k] for y in ys], dtype=float) for k in ys[0]}  # noqa: E731
-    t0 = np.asarray(evaluate(stack(xs))["step_time"], dtype=float)
     res = [r for r in RESOURCES if r.key != "host_link"]
-    E = np.empty((len(cases), len(res)))
-    for j, r in enumerate(res):
-        up = np.asarray(evaluate(stack([scaled(x, r, 1 + STEP) for x in xs]))["step_time"], dtype=float)
-        down = np.asarray(evaluate(stack([scaled(x, r, 1 / (1 + STEP)) for x in xs]))["step_time"], dtype=float)
-        E[:, j] = -(np.log(up) - np.log(down)) / (2 * np.log(1 + STEP))
+    t0, E = step_times(xs), elasticities(xs, res)
     err = np.log(t0 / np.array([c.measured for c in cases]))
     return E, err, [r.name for r in res]
 

@@ -126,7 +126,7 @@ def host_bound_hint(pred) -> str | None:
     the step to the host, views/sensitivity.py): the GPUs wait for eager PyTorch to launch their kernels."""
     from .sensitivity import sensitivity
 
-    row = next(r for r in sensitivity(pred).resources if r["resource"] == "host CPU")
+    row = sensitivity(pred).row("host CPU")
     if row["elasticity"] < HOST_BOUND_LIMIT:
         return None
     saved = 1 - row["faster_s"] / pred.raw["step_time"]

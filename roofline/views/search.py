@@ -566,7 +566,7 @@ def compare(args, gpus: list[str], counts: list[int]) -> list[dict]:
                "valid": space.valid, "fit": space.n_fit}
         sens = _sensitivity_of(space, best, 2.0)
         row["bound_by"] = sens.bound_by
-        row["bound_share"] = max(r["elasticity"] for r in sens.resources)
+        row["bound_share"] = sens.row(sens.bound_by)["elasticity"]
         rows.append(row)
     errors = {r.get("error") for r in rows}
     if len(errors) == 1 and None not in errors:     # the same refusal everywhere: the flags, not a profile
@@ -630,13 +630,14 @@ def cmd_search(args) -> int:
         for g in gpus:              # a misspelt profile is bad input, not a row: refused before any search runs
             hardware.load(g)
         rows = compare(args, gpus, counts)
+        name = models.load(args.model).name
         if args.json:
-            print(json.dumps({"model": models.load(args.model).name, "n_gpus": counts,
+            print(json.dumps({"model": name, "n_gpus": counts,
                               "global_batch": args.global_batch, "objective": args.objective,
                               "profiles": [{k: (v.to_dict() if k == "best" else v) for k, v in r.items()}
                                            for r in rows]}, indent=1))
             return 0
-        print(render_compare(rows, models.load(args.model).name, args))
+        print(render_compare(rows, name, args))
         return 0
     counts = gpu_range(args.gpus)
     if args.plot:

@@ -77,6 +77,29 @@ def scaled(x: dict, resource: Resource, speedup: float) -> dict:
     return y
 
 
+def step_times(xs: list[dict]) -> np.ndarray:
+    """The step time (s) of each input dict of ``xs``, all in one vectorized call of the compiled formulas."""
+    from ..model.predict import evaluate
+
+    stacked = {k: np.array([x[k] for x in xs], dtype=float) for k in xs[0]}
+    return np.broadcast_to(evaluate(stacked)["step_time"], (len(xs),)).astype(float)
+
+
+def elasticity(t_up, t_down):
+    """-d ln t / d ln r from the step times with the resource (1 + STEP) times faster (``t_up``) and slower
+    (``t_down``): the symmetric difference of ln t over ln r = +-ln(1 + STEP). ``+ 0.0`` turns the -0.0 of a
+    resource the step does not read into 0.0."""
+    return -(np.log(t_up) - np.log(t_down)) / (2 * math.log(1 + STEP)) + 0.0
+
+
+def elasticities(xs: list[dict], resources=None) -> np.ndarray:
+    """Rows x resources: the elasticity of each input dict's step time to each resource (default RESOURCES without
+    the host link), two vectorized calls per resource over all rows."""
+    resources = [r for r in RESOURCES if r.key != "host_link"] if resources is None else resources
+    return np.column_stack([elasticity(step_times([scaled(x, r, 1 + STEP) for x in xs]),
+                                       step_times([scaled(x, r, 1 / (1 + STEP)) for x in xs])) for r in resources])
+
+
 @dataclass(frozen=True)
 class Sensitivity(MappingResult):
     """The step time with each resource ``factor`` times faster and slower, and its elasticity; ``bound_by``: the
@@ -87,12 +110,16 @@ class Sensitivity(MappingResult):
     resources: tuple         # rows: resource, what, faster_s, slower_s, elasticity
     bound_by: str
 
+    def row(self, name: str):
+        """The row of resource ``name`` ("host CPU"; ``bound_by`` for the binding one)."""
+        return next(r for r in self.resources if r["resource"] == name)
+
 
 def sensitivity(run, factor: float = 2.0) -> Sensitivity:
     """``run``: a Spec (roofline.resolve) or a Prediction; ``factor`` > 1: how much faster / slower each resource
     is made. The host link is listed only for a plan that offloads activations to the CPU (no other time reads it).
     All variants are priced in one vectorized call."""
-    from ..model.predict import evaluate, inputs
+    from ..model.predict import inputs
 
     if not (isinstance(factor, (int, float)) and math.isfinite(factor) and factor > 1):
         raise InputError(f"sensitivity factor must be a finite number > 1, got {factor}")
@@ -103,14 +130,13 @@ def sensitivity(run, factor: float = 2.0) -> Sensitivity:
     variants = [x]
     for r in chosen:
         variants += [scaled(x, r, s) for s in (factor, 1 / factor, 1 + STEP, 1 / (1 + STEP))]
-    stacked = {k: np.array([v[k] for v in variants], dtype=float) for k in x}
-    t = np.broadcast_to(evaluate(stacked)["step_time"], (len(variants),)).astype(float)
+    t = step_times(variants)
     base = float(t[0])
     rows = []
     for i, r in enumerate(chosen):
         fast, slow, up, down = t[1 + 4 * i: 5 + 4 * i]
         rows.append({"resource": r.name, "what": r.what, "faster_s": float(fast), "slower_s": float(slow),
-                     "elasticity": float(-(math.log(up) - math.log(down)) / (2 * math.log(1 + STEP))) + 0.0})
+                     "elasticity": float(elasticity(up, down))})
     bound = max(rows, key=lambda row: row["elasticity"])["resource"]
     return Sensitivity(step_time_s=base, factor=float(factor), resources=freeze(rows), bound_by=bound)
 
@@ -124,9 +150,10 @@ def render(s: Sensitivity) -> str:
     pct = lambda v: f"{100 * (v / s.step_time_s - 1):+.1f} %"      # noqa: E731
     cols = [Col("resource", 20, "<"), Col(f"{f} faster", 12, sep="  "), Col("", 9, sep=" "),
             Col(f"{f} slower", 12, sep="  "), Col("", 9, sep=" "), Col("elasticity", 10, sep="  ")]
+    # a share that rounds to zero prints 0.00, not the -0.00 of a finite difference's noise
     rows = [(r["resource"], fmt_time(r["faster_s"]), pct(r["faster_s"]), fmt_time(r["slower_s"]), pct(r["slower_s"]),
              f"{r['elasticity'] if abs(r['elasticity']) >= 0.005 else 0.0:.2f}") for r in s.resources]
-    top = max(s.resources, key=lambda r: r["elasticity"])
+    top = s.row(s.bound_by)
     return "\n".join([
         f"  what bounds the step: each resource alone {f} faster or slower (elasticity: the share of the step time "
         "that scales with it)",
