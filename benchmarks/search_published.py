@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from roofline import predict  # noqa: E402
 from roofline.base.units import HOUR, GiB  # noqa: E402
 from roofline.spec import hardware, models  # noqa: E402
-from roofline.views.search import _plan_text, default_base, default_model, evaluate_space, rank  # noqa: E402
+from roofline.views.search import _plan_text, default_base, default_model, domain_note, evaluate_space, rank  # noqa: E402
 
 FRAMEWORK = "megatron-core"
 
@@ -93,8 +93,15 @@ def main() -> None:
         print(row("published tp/pp/cp, other knobs searched", comp, t, n))
         if "proxy" in m.name:
             real = default_model(models.load("llama3.1-405b"), FRAMEWORK)
-            r = rank(evaluate_space(real, hw, n, batch, framework=FRAMEWORK), top=1)[0]
+            real_space = evaluate_space(real, hw, n, batch, framework=FRAMEWORK)
+            r = rank(real_space, top=1)[0]
             print(row("search on the real 126 layers (pp x v must divide 126)", r, t, n))
+            dom = domain_note(real_space, [r])
+            if dom is not None and dom.inside is not None:
+                print(row(f"the same, TP inside one NVLink domain ({dom.domain} GPUs)", dom.inside, t, n))
+            if dom is not None:
+                print(f"\nWhy the search of the real 126 layers leaves the NVLink domain (the search prints this line "
+                      f"under its table):\n\n> {dom.line()}")
         print()
 
 

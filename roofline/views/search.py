@@ -197,6 +197,78 @@ def top_plan_ep_hint(model, cands, hw, stack_id: str) -> str | None:
     return f"top plan: {hint}; search with --overlap-ep 1 to rank every plan with it" if hint else None
 
 
+@dataclasses.dataclass(frozen=True)
+class DomainNote:
+    """Why a top plan's tensor-parallel group leaves the NVLink domain (issue 17): the best fitting plan whose TP
+    group stays inside one domain (``inside``: its Candidate, None when none fits), the step-time components in which
+    the two differ most (``why``: (component, seconds the inside plan pays more, positive first), and the bandwidths
+    the TP collectives see in each case."""
+    tp: int
+    domain: int                 # GPUs per NVLink domain (gpus_per_node: 8 on HGX, 72 on NVL72)
+    inter_bw: float             # B/s per GPU, one direction: the network the spanning TP group crosses
+    intra_bw: float             # B/s per GPU, one direction: NVLink
+    inside: object | None       # Candidate with tp <= domain, or None
+    why: tuple = ()             # ((breakdown component, inside - top in s), ...), largest |difference| first
+
+    def line(self) -> str:
+        head = (f"top plan: its TP group of {self.tp} spans {-(-self.tp // self.domain)} NVLink domains of "
+                f"{self.domain} GPUs, so its TP collectives cross the network (a NIC of {self.inter_bw / 1e9:.0f} GB/s per "
+                f"GPU against {self.intra_bw / 1e9:.0f} GB/s of NVLink, one direction)")
+        if self.inside is None:
+            return head + f"; no plan with tp <= {self.domain} fits in memory"
+        c = self.inside
+        more = [f"{k.replace('_', ' ')} +{d:.3g} s" for k, d in self.why if d > 0]
+        less = [f"{k.replace('_', ' ')} {d:.3g} s" for k, d in self.why if d < 0]
+        why = "; ".join(x for x in (f"it pays {', '.join(more)}" if more else "",
+                                    f"saves {', '.join(less)}" if less else "") if x)
+        return (f"{head}; the best plan with TP inside one domain, {_plan_text(c.plan)}, is "
+                f"{100 * c.slower_than_best:+.1f} % ({c.step_time_s:.4g} s)" + (f": {why}" if why else ""))
+
+
+def domain_note(space: Space, cands: list, *, objective: str = "time", schedule: str | None = None,
+                n_why: int = 3) -> DomainNote | None:
+    """A :class:`DomainNote` when the top plan's TP group is larger than the NVLink domain (Megatron-Core places TP
+    ranks innermost, so a TP group of t > domain ranks spans ceil(t / domain) domains), else None. The inside plan is
+    the best of the space's fitting plans with tp <= domain under the same objective; ``why`` compares the two plans'
+    step-time breakdowns (model.predict), the ``n_why`` components that differ most."""
+    import numpy as np
+
+    if not cands:
+        return None
+    top, hw = cands[0], space.hardware
+    d = hw.gpus_per_node
+    if top.plan.tp <= d:
+        return None
+    note = DomainNote(tp=top.plan.tp, domain=d, inter_bw=hw.inter.bandwidth, intra_bw=hw.intra.bandwidth,
+                      inside=None)
+    ok = space.fits & (space.knobs["tp"] <= d)
+    if not ok.any():
+        return note
+    key = _objective(space, objective)
+    idx = np.flatnonzero(ok)
+    i = int(idx[np.lexsort((space.out["memory"][idx], key[idx]))[0]])
+    o = space.out
+    t = float(o["step_time"][i])
+    plan = plan_of(space.knobs, i, space.base, space.global_batch, schedule, space.ladder)
+    inside = Candidate(plan=plan, step_time_s=t, memory_bytes=float(o["memory"][i]), mfu=float(o["mfu"][i]),
+                       hfu=float(o["hfu"][i]), tokens_per_s=float(o["tokens_per_s"][i]), n_gpus=space.n_gpus,
+                       micro_batches=int(round(float(o["micro_batches"][i]))),
+                       pp_bubble=float(o["pp_bubble_share"][i]),
+                       slower_than_best=(t - top.step_time_s) / top.step_time_s,
+                       reserve_bytes=float(o["mem_reserve"][i]),
+                       headroom_bytes=float(hw.hbm_capacity * (1 - space.memory_margin) - o["memory"][i]
+                                            - o["mem_reserve"][i]))
+    from ..model.predict import predict
+
+    a = predict(space.model, inside.plan, hw).to_dict()["breakdown_s"]
+    b = predict(space.model, top.plan, hw).to_dict()["breakdown_s"]
+    # the components that differ by more than 1 % of the top plan's step, largest first
+    diff = sorted(((k, a[k] - b[k]) for k in a if abs(a[k] - b[k]) > 0.01 * top.step_time_s),
+                  key=lambda kv: -abs(kv[1]))[:n_why]
+    why = tuple(sorted(diff, key=lambda kv: -kv[1]))
+    return dataclasses.replace(note, inside=inside, why=why)
+
+
 def _run(step_time, n_gpus, tokens_per_step, hw, tokens=None, price=None) -> dict:
     """A candidate's run (days, GPU-hours, cost, energy) from :func:`roofline.model.predict.run_totals`."""
     from ..model.predict import run_totals
@@ -513,13 +585,13 @@ def _setup(args) -> _Setup:
 
 
 def _search_one(args, n_gpus: int, price):
-    """(spec, space, candidates) of one profile at one GPU count."""
+    """(spec, space, candidates, the pinned schedule they were built with) of one profile at one GPU count."""
     st = _setup(args)
     space = evaluate_space(st.spec.model, st.spec.hardware, n_gpus, args.global_batch, base=st.base,
                            schedule=st.schedule, framework=st.framework, **st.pins)     # pins carry memory_margin
     cands = rank(space, top=args.top, objective=args.objective, tokens=args.tokens, gpu_hour_price=price,
                  schedule=st.schedule)
-    return st.spec, space, cands
+    return st.spec, space, cands, st.schedule
 
 
 def _sensitivity_of(space, cand, factor):
@@ -556,7 +628,7 @@ def compare(args, gpus: list[str], counts: list[int]) -> list[dict]:
         a = copy.copy(args)
         a.gpu = gpu
         try:
-            spec, space, cands = _search_one(a, n_gpus, price)
+            spec, space, cands, _ = _search_one(a, n_gpus, price)
         except InputError as exc:
             rows.append({"gpu": gpu, "n_gpus": n_gpus, "error": str(exc)})
             continue
@@ -647,8 +719,9 @@ def cmd_search(args) -> int:
         plotting.check(args.plot, "--plot")
     price = _prices(args.gpu_hour_price, 1)[0]
     if len(counts) == 1:
-        spec, space, cands = _search_one(args, counts[0], price)
+        spec, space, cands, schedule = _search_one(args, counts[0], price)
         model, hw = spec.model, spec.hardware
+        dom = domain_note(space, cands, objective=args.objective, schedule=schedule)
         sens = _sensitivity_of(space, cands[0], args.sensitivity) if args.sensitivity else None
         if args.csv:
             write_csv(args.csv, cands)
@@ -659,6 +732,12 @@ def cmd_search(args) -> int:
                  "plans": [c.to_dict() for c in cands]}
             if sens is not None:
                 d["sensitivity"] = sens.to_dict()
+            if dom is not None:
+                d["tp_outside_nvlink_domain"] = {
+                    "tp": dom.tp, "domain_gpus": dom.domain, "inter_bandwidth_Bps": dom.inter_bw,
+                    "intra_bandwidth_Bps": dom.intra_bw,
+                    "best_inside": dom.inside.to_dict() if dom.inside is not None else None,
+                    "difference_s": dict(dom.why), "line": dom.line()}
             print(json.dumps(d, indent=1))
             return 0
         print(f"search: {model.name} on {counts[0]} x {hw.id} ({hw.kind}), global batch {args.global_batch} x seq "
@@ -676,6 +755,8 @@ def cmd_search(args) -> int:
         hint = top_plan_ep_hint(model, cands, hw, spec.stack.id)
         if hint:
             print(hint)
+        if dom is not None:
+            print(dom.line())
         if sens is not None:
             from .sensitivity import render as render_sensitivity
             print()
