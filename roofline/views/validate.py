@@ -145,9 +145,22 @@ def _number(v: str, col: str) -> float:
     return float(t) * scale
 
 
+# Cells that say "no value" as sources and spreadsheets write it, read as blank (unstated) in a number column: the
+# missing-value spellings pandas.read_csv treats as NaN by default (its `na_values` documentation: '#N/A', '#N/A N/A',
+# '#NA', '-1.#IND', '-1.#QNAN', '-NaN', '-nan', '1.#IND', '1.#QNAN', '<NA>', 'N/A', 'NA', 'NULL', 'NaN', 'None', 'n/a',
+# 'nan', 'null'), compared case-insensitively, and the dashes, '?' and words papers' tables use for a value not given.
+MISSING = frozenset(x.lower() for x in (
+    "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>", "N/A", "NA", "NULL",
+    "NaN", "None", "n/a", "nan", "null",
+    "-", "--", "\u2013", "\u2014", "?", "unknown", "not stated", "not reported", "n.r.", "n/r", "tbd"))
+UNREADABLE = "_unreadable"      # row key: why a number cell of the row could not be read (build_case skips the row)
+
+
 def read(path, require: tuple = ()) -> list[dict]:
-    """Rows of a validation CSV, numbers parsed (blank -> None); InputError on a malformed file. ``require``: columns
-    the caller needs stated (calibrate from-runs fits on stated layouts and shapes, not on inferred ones)."""
+    """Rows of a validation CSV, numbers parsed (blank or a missing-value spelling, ``MISSING`` -> None); InputError on
+    a malformed file. A number cell that is neither a number nor missing makes its row a skip with the reason (the
+    other rows are still priced), unless ``require`` is given: columns the caller needs stated (calibrate from-runs fits
+    on stated layouts and shapes, not on inferred ones), where such a cell stops the file."""
     path = Path(path)
     from ..base.schema import read_text
     text = read_text(path, "validation CSV").lstrip("\ufeff")
@@ -183,20 +196,27 @@ def read(path, require: tuple = ()) -> list[dict]:
                     hwmod.load(row["gpu_id"])
                 except InputError:
                     row[GPU_ID_SPELLED], row["gpu_id"] = row["gpu_id"], found
+        bad = []
         for col in INTS + FLOATS:
             v = row.get(col, "")
-            if v == "":
+            if v == "" or v.lower() in MISSING:
                 row[col] = None
                 continue
             try:
                 x = _number(v, col)
+                why = "" if math.isfinite(x) else "finite"
+                why = why or ("an integer" if col in INTS and x != int(x) else "")
             except ValueError:
-                raise InputError(f"{path} line {line}: column {col} must be a number, got {v!r}") from None
-            if not math.isfinite(x):
-                raise InputError(f"{path} line {line}: column {col} must be finite, got {v!r}")
-            if col in INTS and x != int(x):
-                raise InputError(f"{path} line {line}: column {col} must be an integer, got {v!r}")
+                x, why = float("nan"), "a number"
+            if why:
+                bad.append(f"column {col} must be {why}, got {v!r}")
+                row[col] = None
+                continue
             row[col] = int(x) if col in INTS else x
+        if bad and require:
+            raise InputError(f"{path} line {line}: {bad[0]}")
+        if bad:
+            row[UNREADABLE] = "; ".join(bad)
         rows.append(row)
     if not rows:
         raise InputError(f"{path}: no data rows")
@@ -982,6 +1002,8 @@ def build_case(row: dict, hardware=None) -> Case:
     from ..spec import hardware as hwmod
     from ..spec.resolve import resolve
 
+    if row.get(UNREADABLE):
+        raise Skip(row[UNREADABLE])
     measured = row.get("measured_iter_time_s") or row.get("derived_iter_time_s")
     flops_known = row.get("flops_per_iter") or flop_basis(row.get("flop_basis"))
     rate = (flops_known and (row.get("measured_tflops_per_gpu") or row.get("measured_mfu"))) or row.get(
