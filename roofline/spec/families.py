@@ -15,9 +15,9 @@ import re
 
 # (pattern on the lower-cased model name, vocabulary, source)
 VOCAB = [
-    (r"llama[\s-]*3", 128256, "Llama 3 tokenizer: vocab_size 128256 in meta-llama/Llama-3.1-*/config.json"),
+    (r"llama[\s-]*3(?![\d.]*\s*b\b)", 128256, "Llama 3 tokenizer: vocab_size 128256 in meta-llama/Llama-3.1-*/config.json"),
     (r"llama[\s-]*2|llemma|codellama", 32000, "Llama 2 SentencePiece tokenizer: vocab_size 32000 in meta-llama/Llama-2-*/config.json"),
-    (r"\bllama(?![\s-]*[34])", 32000, "LLaMA (1) SentencePiece tokenizer: vocab_size 32000 in the HF conversion config.json (huggyllama/llama-*)"),
+    (r"\bllama(?![\s-]*[34](?![\d.]*\s*b\b))", 32000, "LLaMA (1) SentencePiece tokenizer: vocab_size 32000 in the HF conversion config.json (huggyllama/llama-*)"),
     (r"mixtral|mistral[\s-]*7b", 32000, "Mistral v0.1 tokenizer: vocab_size 32000 in mistralai/Mixtral-8x7B-v0.1/config.json"),
     (r"nemotron[\s-]*4", 256000, "Nemotron-4 tokenizer: 256,000 tokens (Nemotron-4 15B/340B technical reports, sec 2)"),
     (r"qwen[\s-]*(2\.5|3)", 151936, "Qwen2.5/Qwen3 tokenizer: vocab_size 151936 in Qwen/Qwen3-*/config.json"),
@@ -33,7 +33,7 @@ VOCAB = [
 
 def vocab_for(name: str | None) -> tuple[int, str] | None:
     """(vocabulary, source) of the family a model name belongs to, or None."""
-    t = (name or "").lower()
+    t = re.sub(r"^.*/", "", (name or "").lower())   # not the repository: meta-llama/Llama-4-Scout-17B-16E is no LLaMA 1
     for pattern, v, src in VOCAB:
         if re.search(pattern, t):
             return v, src
@@ -53,6 +53,9 @@ SPELLINGS = (
     (r"llama[\s-]*1(?=[\s-]+\d)", "llama"),             # LLaMA-1 65B
     (r"megatron[\s-]*turing[\s-]*nlg", "mt-nlg"),       # Megatron-Turing NLG 530B
     (r"^llama[\s-]*30b$", "llama-33b"),                 # huggyllama/llama-30b is the paper's 33B (32.5B parameters)
+    (r"^(llama[\s-]*4[\s-]*(scout|maverick))[\s-]+17b[\s-]+\d+e$", r"\1"),   # Llama-4-Scout-17B-16E (active, experts)
+    (r"^mistral[\s-]*large[\s-]*instruct[\s-]*2407$", "mistral-large-2"),     # Mistral Large 2 (July 2024) as the hub names it
+    (r"^olmo[\s-]*2[\s-]*1124[\s-]*(?=\d+b$)", "olmo2-"),                     # allenai/OLMo-2-1124-7B (release date)
     (r"[\s-]+(hf|base|v0\.1)$", ""),                    # -hf conversions, base checkpoints, Mistral/Mixtral v0.1
 )
 
