@@ -363,11 +363,15 @@ def main() -> int:
          "`flop_basis` names: HFU96 (Narayanan et al. 2021 eq. 3, 96 B s l h^2 (1 + s/6h + V/16lh), with the recomputed "
          "forward) or MFU72 (Korthikanti et al. 2022, 72 B s l h^2 (1 + s/6h + V/12lh)), on the row's shape "
          "(`validate.basis_flops`, noted); another basis needs `flops_per_iter`. Number cells may carry digit groups "
-         "('1,536'), a leading '~' and, on seconds columns, 's' or 'ms'.",
+         "('1,536'), a leading '~' and, on seconds columns, 's' or 'ms'. A missing-value spelling ('n/a', 'NA', '-', "
+         "'?', 'None', 'unknown', 'not reported', ...: pandas.read_csv's default `na_values` and the dashes and words "
+         "papers' tables use; `validate.MISSING`) reads as a blank cell. Any other text in a number column makes that "
+         "row a skip naming the column and the cell; the file's other rows are still priced (`calibrate from-runs`, "
+         "which fits on stated columns, stops on it instead).",
          "- **Columns**: a file needs a `case_id`, a model (`model` or the shape columns), a GPU (`gpu_id` or `gpu`) and "
          "a measurement (a time, a rate or a peak memory); a column it leaves out reads as blank in every row, with the "
          "rules above. Rows the model rejects (n_gpus != tp pp dp cp, heads not divisible by tp, unknown gpu_id, ...) "
-         "are listed as skipped with the reason; a malformed file (none of a needed kind of column, non-numbers, empty) "
+         "are listed as skipped with the reason; a malformed file (none of a needed kind of column, no data rows, empty) "
          "is a one-line error, exit 2.",
          "- Single-node vs multi-node: n_gpus <= gpus_per_node.", ""]
 
