@@ -49,3 +49,24 @@ def test_a_plan_is_compared_with_runs_at_its_own_gemm_peak():
     # no FP16 run on GB200: the line falls back to every MoE run and names no peak
     fp16 = SE.plausibility(low, gb200, "megatron-core", moe=True, dtype="fp16")
     assert "best measured MoE run" in fp16 and max(runs)[1] in fp16
+
+
+def test_the_stored_table_is_what_the_validation_data_gives_today(tmp_path):
+    """roofline/data/measured_mfu.json (read by the plausibility line, so a search does not price the validation rows on
+    every call) equals a fresh computation from the bundled validation sets, family by family: a change of the FLOP
+    count, a profile's peak or the data that moves an MFU makes this fail until the table is rewritten
+    (python -m roofline.views.search --write-measured-mfu)."""
+    import json
+
+    import pytest
+
+    stored = json.loads(SE.MEASURED_MFU_FILE.read_text())
+    assert sorted(stored) == SE.measured_families()
+    for family, runs in stored.items():
+        fresh = SE.compute_measured_mfu(family)
+        assert [tuple(r[1:]) for r in runs] == [r[1:] for r in fresh], family
+        assert [r[0] for r in runs] == pytest.approx([r[0] for r in fresh], rel=1e-9), family
+    # the writer round-trips through the reader's format
+    out = tmp_path / "mfu.json"
+    table = SE.write_measured_mfu(out)
+    assert json.loads(out.read_text()) == json.loads(json.dumps(table))

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from ..spec.config import SHARDING_BY_STAGE
 from . import report
 from ..base.errors import InputError
+from ..base.paths import DATA
 from ..base.results import Result
 from ..base.units import KILO, GiB, fmt_bytes, fmt_time
 from .space import (  # noqa: F401  (the space API, re-exported as the search API)
@@ -125,8 +126,46 @@ def _family(hw_id: str) -> str:
     return hw_id.split("-")[0]
 
 
+# measured_mfu of every GPU family, as computed from the bundled validation sets: read by the search's plausibility
+# line instead of pricing those rows on every call (0.4 s of a 2 s search); `python -m roofline.views.search
+# --write-measured-mfu` rewrites it and tests/test_plausibility.py checks it against a fresh computation
+MEASURED_MFU_FILE = DATA / "measured_mfu.json"
+
+
 @functools.lru_cache(maxsize=None)
-def measured_mfu(family: str) -> list[tuple[float, str, str, bool]]:
+def measured_mfu(family: str) -> list[tuple[float, str, str, bool, str]]:
+    """(MFU, case_id, stack, MoE, peak) of every measured run of a GPU family in the bundled validation sets
+    (published, nemo), best first (``compute_measured_mfu``), read from ``MEASURED_MFU_FILE`` when it has the
+    family."""
+    import json
+
+    try:
+        table = json.loads(MEASURED_MFU_FILE.read_text())
+    except (OSError, ValueError):
+        table = {}
+    if family in table:
+        return [tuple(x) for x in table[family]]
+    return compute_measured_mfu(family)
+
+
+def measured_families() -> list[str]:
+    """The GPU families of the bundled published and nemo rows."""
+    from . import validate as V
+    return sorted({_family(str(r.get("gpu_id") or "")) for name in ("published", "nemo")
+                   for r in V.read(V.dataset_path(name))} - {""})
+
+
+def write_measured_mfu(path=None) -> dict:
+    """Recompute ``measured_mfu`` of every family and write MEASURED_MFU_FILE (or ``path``)."""
+    import json
+
+    table = {f: [list(x) for x in compute_measured_mfu(f)] for f in measured_families()}
+    lines = [f" {json.dumps(f)}: [\n" + ",\n".join(f"  {json.dumps(x)}" for x in runs) + "\n ]" for f, runs in table.items()]
+    (path or MEASURED_MFU_FILE).write_text("{\n" + ",\n".join(lines) + "\n}\n")
+    return table
+
+
+def compute_measured_mfu(family: str) -> list[tuple[float, str, str, bool, str]]:
     """(MFU, case_id, stack, MoE, peak) of every measured run of a GPU family in the bundled validation sets
     (published, nemo), best first. MFU uses this model's FLOP count (causal attention halved) over the
     measured time and the peak of the run's GEMM dtype (``peak``: its peak_flops key, 'bf16', 'fp8', 'fp4'), so it
@@ -813,3 +852,11 @@ def register(subparsers) -> None:
     flag(g, "plot", metavar="PNG", help="with a GPU range: draw the time/cost Pareto front (matplotlib)")
     p.set_defaults(func=cmd_search)
 
+
+
+if __name__ == "__main__":          # python -m roofline.views.search --write-measured-mfu
+    import sys
+    if sys.argv[1:] != ["--write-measured-mfu"]:
+        sys.exit("usage: python -m roofline.views.search --write-measured-mfu")
+    t = write_measured_mfu()
+    print(f"wrote {MEASURED_MFU_FILE}: {', '.join(f'{k} {len(v)} runs' for k, v in t.items())}")
