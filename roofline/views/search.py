@@ -103,22 +103,25 @@ def rank(space: Space, *, objective: str = "time", top: int | None = 20, tokens:
         idx = idx[key[idx] <= kth]          # keep ties at the boundary, ordered below
     order = np.lexsort((space.out["memory"][idx], key[idx]))
     idx = idx[order][:top]
+    best_t = float(space.out["step_time"][idx[0]])
+    # only the top-k (a few dozen) become Python objects
+    return [candidate(space, i, best_t, schedule, tokens, gpu_hour_price) for i in idx]
+
+
+def candidate(space: Space, i: int, best_t: float, schedule: str | None = None, tokens: float | None = None,
+              gpu_hour_price: float | None = None) -> Candidate:
+    """Row ``i`` of an evaluated space as a Candidate, its gap measured against the step time ``best_t``."""
     o = space.out
-    best_t = float(o["step_time"][idx[0]])
-    out = []
-    for i in idx:          # only the top-k (a few dozen) become Python objects
-        t = float(o["step_time"][i])
-        out.append(Candidate(
-            plan=plan_of(space.knobs, i, space.base, space.global_batch, schedule, space.ladder), step_time_s=t,
-            memory_bytes=float(o["memory"][i]), mfu=float(o["mfu"][i]), hfu=float(o["hfu"][i]),
-            tokens_per_s=float(o["tokens_per_s"][i]), n_gpus=space.n_gpus,
-            micro_batches=int(round(float(o["micro_batches"][i]))), pp_bubble=float(o["pp_bubble_share"][i]),
-            slower_than_best=(t - best_t) / best_t, reserve_bytes=float(o["mem_reserve"][i]),
-            headroom_bytes=float(space.hardware.hbm_capacity * (1 - space.memory_margin) - o["memory"][i]
-                                 - o["mem_reserve"][i]),
-            **_run(t, space.n_gpus, space.global_batch * space.model.seq_len, space.hardware, tokens,
-                   gpu_hour_price)))
-    return out
+    t = float(o["step_time"][i])
+    return Candidate(
+        plan=plan_of(space.knobs, i, space.base, space.global_batch, schedule, space.ladder), step_time_s=t,
+        memory_bytes=float(o["memory"][i]), mfu=float(o["mfu"][i]), hfu=float(o["hfu"][i]),
+        tokens_per_s=float(o["tokens_per_s"][i]), n_gpus=space.n_gpus,
+        micro_batches=int(round(float(o["micro_batches"][i]))), pp_bubble=float(o["pp_bubble_share"][i]),
+        slower_than_best=(t - best_t) / best_t, reserve_bytes=float(o["mem_reserve"][i]),
+        headroom_bytes=float(space.hardware.hbm_capacity * (1 - space.memory_margin) - o["memory"][i]
+                             - o["mem_reserve"][i]),
+        **_run(t, space.n_gpus, space.global_batch * space.model.seq_len, space.hardware, tokens, gpu_hour_price))
 
 
 def _family(hw_id: str) -> str:
@@ -286,17 +289,7 @@ def domain_note(space: Space, cands: list, *, objective: str = "time", schedule:
     key = _objective(space, objective)
     idx = np.flatnonzero(ok)
     i = int(idx[np.lexsort((space.out["memory"][idx], key[idx]))[0]])
-    o = space.out
-    t = float(o["step_time"][i])
-    plan = plan_of(space.knobs, i, space.base, space.global_batch, schedule, space.ladder)
-    inside = Candidate(plan=plan, step_time_s=t, memory_bytes=float(o["memory"][i]), mfu=float(o["mfu"][i]),
-                       hfu=float(o["hfu"][i]), tokens_per_s=float(o["tokens_per_s"][i]), n_gpus=space.n_gpus,
-                       micro_batches=int(round(float(o["micro_batches"][i]))),
-                       pp_bubble=float(o["pp_bubble_share"][i]),
-                       slower_than_best=(t - top.step_time_s) / top.step_time_s,
-                       reserve_bytes=float(o["mem_reserve"][i]),
-                       headroom_bytes=float(hw.hbm_capacity * (1 - space.memory_margin) - o["memory"][i]
-                                            - o["mem_reserve"][i]))
+    inside = candidate(space, i, top.step_time_s, schedule)
     from ..model.predict import predict
 
     a = predict(space.model, inside.plan, hw).to_dict()["breakdown_s"]
