@@ -34,6 +34,9 @@ def verdicts(rows: list[dict], margin: float = 0.0) -> tuple[list[dict], list[di
     """(one dict per row with a measured peak, rows skipped with the reason)."""
     cases, skipped = [], []
     for row in rows:
+        if row.get(V.UNREADABLE):        # a number cell validate.read could not read ('OOM' in the peak column)
+            skipped.append({"case_id": row["case_id"], "reason": row[V.UNREADABLE]})
+            continue
         if not row.get("measured_peak_memory_gib"):
             continue
         try:

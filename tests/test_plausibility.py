@@ -70,3 +70,17 @@ def test_the_stored_table_is_what_the_validation_data_gives_today(tmp_path):
     out = tmp_path / "mfu.json"
     table = SE.write_measured_mfu(out)
     assert json.loads(out.read_text()) == json.loads(json.dumps(table))
+
+
+def test_the_plausibility_line_reads_the_stored_table_not_the_validation_rows(monkeypatch):
+    """measured_mfu answers from roofline/data/measured_mfu.json for a family it holds (the search's 0.4 s saving)."""
+    def refuse(family):
+        raise AssertionError("priced the validation rows instead of reading the stored table")
+
+    SE.measured_mfu.cache_clear()
+    monkeypatch.setattr(SE, "compute_measured_mfu", refuse)
+    try:
+        runs = SE.measured_mfu("h100")
+    finally:
+        SE.measured_mfu.cache_clear()
+    assert runs and runs == sorted(runs, reverse=True)

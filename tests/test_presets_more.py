@@ -248,3 +248,20 @@ def test_llama_1_sizes_starting_with_3_are_not_llama_3(name, vocab):
     """'llama-30b' / 'LLaMA 33B' are LLaMA (1) sizes (32000-token vocabulary), not Llama 3 (128256)."""
     from roofline.spec.families import vocab_for
     assert vocab_for(name)[0] == vocab
+
+
+@pytest.mark.parametrize("name, vocab", [
+    ("GPT-3 175B (Megatron/DeepSpeed)", 50257), ("Llama 3 8B/70B", 128256), ("LLaMA-7B/13B", 32000),
+    ("meta-llama/Meta-Llama-3-70B", 128256), ("Qwen/Qwen2.5-72B", 152064), ("Qwen2.5-7B", 152064),
+    ("Qwen2.5-1.5B", 151936), ("Qwen3-8B", 151936),
+])
+def test_a_slash_in_free_text_is_not_a_hub_id_and_qwen25_sizes_take_their_padded_vocab(name, vocab):
+    """Only an 'org/model-name' hub id loses its organisation; Qwen2.5 7B-72B have vocab_size 152064 in their HF
+    config.json (the small ones and Qwen3 151936)."""
+    from roofline.spec.families import vocab_for
+    assert vocab_for(name)[0] == vocab
+
+
+def test_mistral_large_2_spellings():
+    assert {families.preset_for(n) for n in ("Mistral-Large-2407", "mistralai/Mistral-Large-Instruct-2407",
+                                             "Mistral Large 2")} == {"mistral-large-2"}

@@ -594,6 +594,13 @@ def test_an_unreadable_number_cell_skips_its_row_not_the_file(cli_main, tmp_path
     assert p.returncode == 0 and "forty-eight" in p.stdout
     with pytest.raises(InputError, match="line 2: column n_layers must be a number, got 'forty-eight'"):
         V.read(f, require=V.REQUIRED)
+    # an infinite or a fractional cell in an integer column is the same kind of skip
+    for cell, why in (("inf", "must be finite, got 'inf'"), ("1.5", "must be an integer, got '1.5'")):
+        g = tmp_path / "odd.csv"
+        g.write_text("\n".join([lines[0], lines[1].replace(",48,8192,", f",{cell},8192,", 1)]) + "\n")
+        (row,) = V.read(g)
+        assert f"column n_layers {why}" in row[V.UNREADABLE]
+        assert f"column n_layers {why}" in V.validate([row])["skipped"][0]["reason"]
 
 
 @pytest.mark.parametrize("cell", ["n/a", "N/A", "-", "\u2014", "?", "None", "NaN", "unknown", "not reported", " NA "])

@@ -20,6 +20,7 @@ VOCAB = [
     (r"\bllama(?![\s-]*[34](?![\d.]*\s*b\b))", 32000, "LLaMA (1) SentencePiece tokenizer: vocab_size 32000 in the HF conversion config.json (huggyllama/llama-*)"),
     (r"mixtral|mistral[\s-]*7b", 32000, "Mistral v0.1 tokenizer: vocab_size 32000 in mistralai/Mixtral-8x7B-v0.1/config.json"),
     (r"nemotron[\s-]*4", 256000, "Nemotron-4 tokenizer: 256,000 tokens (Nemotron-4 15B/340B technical reports, sec 2)"),
+    (r"qwen[\s-]*2\.5[\s-]*(7|14|32|72)b", 152064, "Qwen2.5 7B-72B: vocab_size 152064 (padded) in Qwen/Qwen2.5-7B/14B/32B/72B/config.json"),
     (r"qwen[\s-]*(2\.5|3)", 151936, "Qwen2.5/Qwen3 tokenizer: vocab_size 151936 in Qwen/Qwen3-*/config.json"),
     (r"deepseek[\s-]*v3", 129280, "DeepSeek-V3 tokenizer: vocab_size 129280 in deepseek-ai/DeepSeek-V3/config.json"),
     (r"gpt[\s-]*oss", 201088, "o200k_harmony tokenizer: vocab_size 201088 in openai/gpt-oss-120b/config.json"),
@@ -33,7 +34,9 @@ VOCAB = [
 
 def vocab_for(name: str | None) -> tuple[int, str] | None:
     """(vocabulary, source) of the family a model name belongs to, or None."""
-    t = re.sub(r"^.*/", "", (name or "").lower())   # not the repository: meta-llama/Llama-4-Scout-17B-16E is no LLaMA 1
+    # a hub id's organisation is not the family (meta-llama/Llama-4-Scout-17B-16E is no LLaMA 1); a '/' inside free
+    # text ('Llama 3 8B/70B', 'LLaMA-7B/13B': no name after the slash, 'Megatron/DeepSpeed' in a sentence) is kept
+    t = re.sub(r"^[\w.-]+/(?=[\w.-]*[a-z]{2}[\w.-]*$)", "", (name or "").lower())
     for pattern, v, src in VOCAB:
         if re.search(pattern, t):
             return v, src
@@ -54,7 +57,7 @@ SPELLINGS = (
     (r"megatron[\s-]*turing[\s-]*nlg", "mt-nlg"),       # Megatron-Turing NLG 530B
     (r"^llama[\s-]*30b$", "llama-33b"),                 # huggyllama/llama-30b is the paper's 33B (32.5B parameters)
     (r"^(llama[\s-]*4[\s-]*(scout|maverick))[\s-]+17b[\s-]+\d+e$", r"\1"),   # Llama-4-Scout-17B-16E (active, experts)
-    (r"^mistral[\s-]*large[\s-]*instruct[\s-]*2407$", "mistral-large-2"),     # Mistral Large 2 (July 2024) as the hub names it
+    (r"^mistral[\s-]*large[\s-]*(instruct[\s-]*)?2407$", "mistral-large-2"),     # Mistral Large 2 (July 2024) as the hub names it
     (r"^olmo[\s-]*2[\s-]*1124[\s-]*(?=\d+b$)", "olmo2-"),                     # allenai/OLMo-2-1124-7B (release date)
     (r"[\s-]+(hf|base|v0\.1)$", ""),                    # -hf conversions, base checkpoints, Mistral/Mixtral v0.1
 )

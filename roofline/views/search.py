@@ -241,47 +241,59 @@ def top_plan_ep_hint(model, cands, hw, stack_id: str) -> str | None:
 
 @dataclasses.dataclass(frozen=True)
 class DomainNote:
-    """Why a top plan's tensor-parallel group leaves the NVLink domain (issue 17): the best fitting plan whose TP
-    group stays inside one domain (``inside``: its Candidate, None when none fits), the step-time components in which
-    the two differ most (``why``: (component, seconds the inside plan pays more, positive first), and the bandwidths
-    the TP collectives see in each case."""
+    """Why a top plan's tensor-parallel group leaves the GPUs' fast-link domain (the NVLink domain of a node or an NVL72
+    rack: the profile's ``gpus_per_node``; issue 17): the best fitting plan whose TP group stays inside one domain
+    (``inside``: its Candidate, None when none fits), the step-time components in which the two differ most (``why``:
+    (component, seconds the inside plan pays more), positive first), and the links the TP collectives see."""
     tp: int
-    domain: int                 # GPUs per NVLink domain (gpus_per_node: 8 on HGX, 72 on NVL72)
-    inter_bw: float             # B/s per GPU, one direction: the network the spanning TP group crosses
-    intra_bw: float             # B/s per GPU, one direction: NVLink
+    domain: int                 # GPUs per fast-link domain (gpus_per_node: 8 on HGX, 72 on NVL72)
+    intra_kind: str             # that domain's link (nvlink, pcie, infinity-fabric)
+    intra_bw: float             # B/s per GPU, one direction
+    inter_kind: str             # the network a spanning TP group crosses (infiniband, ethernet)
+    inter_bw: float             # B/s per GPU, one direction
     inside: object | None       # Candidate with tp <= domain, or None
-    why: tuple = ()             # ((breakdown component, inside - top in s), ...), largest |difference| first
+    why: tuple = ()             # ((breakdown component, inside - top in s), ...), positive first
 
     def line(self) -> str:
-        head = (f"top plan: its TP group of {self.tp} spans {-(-self.tp // self.domain)} NVLink domains of "
-                f"{self.domain} GPUs, so its TP collectives cross the network (a NIC of {self.inter_bw / 1e9:.0f} GB/s per "
-                f"GPU against {self.intra_bw / 1e9:.0f} GB/s of NVLink, one direction)")
+        net = f"the {self.inter_kind} network ({self.inter_bw / 1e9:.0f} GB/s per GPU"
+        if self.domain == 1:
+            head = (f"top plan: its TP group of {self.tp} spans {self.tp} nodes of one GPU each, so its TP collectives "
+                    f"cross {net}, one direction)")
+        else:
+            head = (f"top plan: its TP group of {self.tp} spans {-(-self.tp // self.domain)} {self.intra_kind} domains "
+                    f"of {self.domain} GPUs, so its TP collectives cross {net} against {self.intra_bw / 1e9:.0f} GB/s "
+                    f"of {self.intra_kind}, one direction)")
         if self.inside is None:
             return head + f"; no plan with tp <= {self.domain} fits in memory"
         c = self.inside
         more = [f"{k.replace('_', ' ')} +{d:.3g} s" for k, d in self.why if d > 0]
-        less = [f"{k.replace('_', ' ')} {d:.3g} s" for k, d in self.why if d < 0]
-        why = "; ".join(x for x in (f"it pays {', '.join(more)}" if more else "",
+        less = [f"{k.replace('_', ' ')} {abs(d):.3g} s" for k, d in self.why if d < 0]
+        why = "; ".join(x for x in (f"it pays {', '.join(more)} more" if more else "",
                                     f"saves {', '.join(less)}" if less else "") if x)
         return (f"{head}; the best plan with TP inside one domain, {_plan_text(c.plan)}, is "
                 f"{100 * c.slower_than_best:+.1f} % ({c.step_time_s:.4g} s)" + (f": {why}" if why else ""))
 
 
 def domain_note(space: Space, cands: list, *, objective: str = "time", schedule: str | None = None,
+                tokens: float | None = None, gpu_hour_price: float | None = None,
                 n_why: int = 3) -> DomainNote | None:
-    """A :class:`DomainNote` when the top plan's TP group is larger than the NVLink domain (Megatron-Core places TP
-    ranks innermost, so a TP group of t > domain ranks spans ceil(t / domain) domains), else None. The inside plan is
-    the best of the space's fitting plans with tp <= domain under the same objective; ``why`` compares the two plans'
-    step-time breakdowns (model.predict), the ``n_why`` components that differ most."""
+    """A :class:`DomainNote` when the top plan's TP group is larger than the fast-link domain (Megatron-Core places TP
+    ranks innermost, so a TP group of t > domain ranks spans ceil(t / domain) domains), else None; None too when the
+    space holds no plan with TP inside a domain (``--tp`` pinned above it: nothing to compare). The inside plan is the
+    best of the space's fitting plans with tp <= domain under the same objective (its run totals with ``tokens`` and
+    ``gpu_hour_price``, as the ranked plans'); ``why`` compares the two plans' step-time breakdowns (model.predict),
+    the ``n_why`` components that differ most."""
     import numpy as np
 
     if not cands:
         return None
     top, hw = cands[0], space.hardware
     d = hw.gpus_per_node
-    if top.plan.tp <= d:
+    if top.plan.tp <= d or not (space.knobs["tp"] <= d).any():
         return None
-    note = DomainNote(tp=top.plan.tp, domain=d, inter_bw=hw.inter.bandwidth, intra_bw=hw.intra.bandwidth,
+    inter = hw.inter
+    note = DomainNote(tp=top.plan.tp, domain=d, intra_kind=hw.intra.kind, intra_bw=hw.intra.bandwidth,
+                      inter_kind=inter.kind if inter else "inter-node", inter_bw=inter.bandwidth if inter else 0.0,
                       inside=None)
     ok = space.fits & (space.knobs["tp"] <= d)
     if not ok.any():
@@ -289,7 +301,7 @@ def domain_note(space: Space, cands: list, *, objective: str = "time", schedule:
     key = _objective(space, objective)
     idx = np.flatnonzero(ok)
     i = int(idx[np.lexsort((space.out["memory"][idx], key[idx]))[0]])
-    inside = candidate(space, i, top.step_time_s, schedule)
+    inside = candidate(space, i, top.step_time_s, schedule, tokens, gpu_hour_price)
     from ..model.predict import predict
 
     a = predict(space.model, inside.plan, hw).to_dict()["breakdown_s"]
@@ -753,7 +765,8 @@ def cmd_search(args) -> int:
     if len(counts) == 1:
         spec, space, cands, schedule = _search_one(args, counts[0], price)
         model, hw = spec.model, spec.hardware
-        dom = domain_note(space, cands, objective=args.objective, schedule=schedule)
+        dom = domain_note(space, cands, objective=args.objective, schedule=schedule, tokens=args.tokens,
+                          gpu_hour_price=price)
         sens = _sensitivity_of(space, cands[0], args.sensitivity) if args.sensitivity else None
         if args.csv:
             write_csv(args.csv, cands)
@@ -766,8 +779,8 @@ def cmd_search(args) -> int:
                 d["sensitivity"] = sens.to_dict()
             if dom is not None:
                 d["tp_outside_nvlink_domain"] = {
-                    "tp": dom.tp, "domain_gpus": dom.domain, "inter_bandwidth_Bps": dom.inter_bw,
-                    "intra_bandwidth_Bps": dom.intra_bw,
+                    "tp": dom.tp, "domain_gpus": dom.domain, "intra_link": dom.intra_kind,
+                    "intra_bandwidth_Bps": dom.intra_bw, "inter_link": dom.inter_kind, "inter_bandwidth_Bps": dom.inter_bw,
                     "best_inside": dom.inside.to_dict() if dom.inside is not None else None,
                     "difference_s": dict(dom.why), "line": dom.line()}
             print(json.dumps(d, indent=1))
