@@ -130,7 +130,7 @@ def _family(hw_id: str) -> str:
 
 
 # measured_mfu of every GPU family, as computed from the bundled validation sets: read by the search's plausibility
-# line instead of pricing those rows on every call (0.4 s of a 2 s search); `python -m roofline.views.search
+# line instead of pricing those rows on every call (about 0.25 s of a 2 s search); `python -m roofline.views.search
 # --write-measured-mfu` rewrites it and tests/test_plausibility.py checks it against a fresh computation
 MEASURED_MFU_FILE = DATA / "measured_mfu.json"
 
@@ -283,25 +283,26 @@ def domain_note(space: Space, cands: list, *, objective: str = "time", schedule:
     best of the space's fitting plans with tp <= domain under the same objective (its run totals with ``tokens`` and
     ``gpu_hour_price``, as the ranked plans'); ``why`` compares the two plans' step-time breakdowns (model.predict),
     the ``n_why`` components that differ most."""
-    import numpy as np
-
     if not cands:
         return None
     top, hw = cands[0], space.hardware
     d = hw.gpus_per_node
-    if top.plan.tp <= d or not (space.knobs["tp"] <= d).any():
+    if top.plan.tp <= d:
+        return None
+    inside_domain = space.knobs["tp"] <= d
+    if not inside_domain.any():
         return None
     inter = hw.inter
     note = DomainNote(tp=top.plan.tp, domain=d, intra_kind=hw.intra.kind, intra_bw=hw.intra.bandwidth,
                       inter_kind=inter.kind if inter else "inter-node", inter_bw=inter.bandwidth if inter else 0.0,
                       inside=None)
-    ok = space.fits & (space.knobs["tp"] <= d)
+    ok = space.fits & inside_domain
     if not ok.any():
         return note
-    key = _objective(space, objective)
-    idx = np.flatnonzero(ok)
-    i = int(idx[np.lexsort((space.out["memory"][idx], key[idx]))[0]])
-    inside = candidate(space, i, top.step_time_s, schedule, tokens, gpu_hour_price)
+    # the ranking of the plans inside a domain (rank's order and ties), its gap taken against the top plan
+    best = rank(dataclasses.replace(space, fits=ok), objective=objective, top=1, tokens=tokens,
+                gpu_hour_price=gpu_hour_price, schedule=schedule)[0]
+    inside = dataclasses.replace(best, slower_than_best=(best.step_time_s - top.step_time_s) / top.step_time_s)
     from ..model.predict import predict
 
     a = predict(space.model, inside.plan, hw).to_dict()["breakdown_s"]
