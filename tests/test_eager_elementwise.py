@@ -23,7 +23,7 @@ GPT = Model(n_layers=4, d_model=4096, n_heads=32, vocab=50257, seq_len=2048, mlp
 
 def _op(name, eager, subs=None):
     ops = {o.name: o for o in C.layer_ops(C.d_head, S.ffn_hidden, sp.Integer(0), variants=True)}
-    vals = {S.eager_elem: eager, S.rms: 1, S.gated: 1, S.learned_pos: 0, S.kv_lora: 0, **(subs or {})}
+    vals = {S.eager_elem: eager, S.rms: 1, S.gated: 1, S.learned_pos: 0, S.rope_pos: 1, S.kv_lora: 0, **(subs or {})}
     o = ops[name]
     return [sp.simplify(x.xreplace(vals)) for x in (o.b_fwd, o.b_bwd)]
 
@@ -47,7 +47,8 @@ def test_eager_swiglu_and_rope():
     rope = _op("rope_eager", 1)
     elems = C.tokens * (S.n_heads + S.kv_heads) * C.d_head / S.tp
     assert sp.simplify(rope[0] - 10 * S.act_bytes * elems) == 0
-    assert _op("rope_eager", 1, {S.learned_pos: 1}) == [0, 0]            # no RoPE: nothing
+    assert _op("rope_eager", 1, {S.learned_pos: 1, S.rope_pos: 0}) == [0, 0]     # a learned table: nothing
+    assert _op("rope_eager", 1, {S.rope_pos: 0}) == [0, 0]              # ALiBi (MPT, BLOOM): no rotation either
     assert _op("rope_eager", 1, {S.kv_lora: 512}) == [0, 0]              # MLA: its own fused RoPE
 
 

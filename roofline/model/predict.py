@@ -61,6 +61,7 @@ def model_inputs(m: Model) -> dict:
             "causal": float(m.causal), "flash": float(m.attention in FLASH_SPEED),
             "flash_speed": FLASH_SPEED.get(m.attention, 1.0), "dropout": float(m.dropout),
             "tied": float(m.tied_embeddings), "learned_pos": float(m.position == "learned"),
+            "rope_pos": float(m.position == "rope"),
             "biases": float(m.biases), "n_experts": m.n_experts, "top_k": m.top_k, "capacity_factor": m.capacity_factor,
             "head_dim": m.head_size, "moe_ffn": m.expert_ffn, "shared_ffn": m.shared_ffn, "dense_layers": m.dense_layers,
             "mtp": m.mtp_layers or 0, "moe_latent": m.moe_latent_size or 0,

@@ -15,7 +15,7 @@ from ..base.precision import NAMES as PRECISION_NAMES
 # rules below import them.
 MLPS = ("gelu", "swiglu", "squared_relu")
 NORMS = ("layernorm", "rmsnorm")
-POSITIONS = ("learned", "rope")
+POSITIONS = ("learned", "rope", "alibi")   # alibi: no table, no rotation (a bias inside the attention kernel)
 ATTENTION = ("flash", "flash-triton", "flash-v1", "unfused")
 # The flash-attention kernels' throughput relative to FlashAttention-2, the kernel the profiles' attention curves were
 # fitted on (docs/calibration.md). Dao 2023, "FlashAttention-2" (arXiv 2307.08691) sec. 4.1, A100 forward + backward

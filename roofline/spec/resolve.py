@@ -122,6 +122,31 @@ def _model(model, fields: dict) -> tuple[Model, dict]:
     return base, stated
 
 
+def _kv_heads_over_preset(base: Model, stated: dict):
+    """(n_kv_heads, origin) when the stated head count replaces the preset's and its key/value heads are unstated,
+    else None. The preset's key/value heads are a relation to its head count, not a number to keep: a multi-head
+    preset (one key/value head per head) keeps one per stated head; a GQA preset keeps its key/value heads when they
+    divide the stated count, and otherwise the row must state them (one line naming both numbers).
+
+    >>> mha = Model(n_heads=64, n_kv_heads=64, d_model=7168)
+    >>> _kv_heads_over_preset(mha, {"n_heads": 56})
+    (None, 'preset relation: multi-head attention, one key/value head per stated head')
+    >>> _kv_heads_over_preset(Model(n_heads=32, n_kv_heads=8), {"n_heads": 40})
+    (8, 'preset (8 key/value heads divide the stated 40 heads)')
+    >>> _kv_heads_over_preset(mha, {"n_heads": 64}) is None
+    True
+    """
+    heads = stated.get("n_heads")
+    if heads is None or "n_kv_heads" in stated or heads == base.n_heads:
+        return None
+    if base.n_kv_heads is None or base.n_kv_heads == base.n_heads:
+        return None, "preset relation: multi-head attention, one key/value head per stated head"
+    if heads % base.n_kv_heads:
+        raise InputError(f"n_kv_heads: the preset's {base.n_kv_heads} key/value heads do not divide the stated "
+                         f"n_heads {heads}; state n_kv_heads")
+    return base.n_kv_heads, f"preset ({base.n_kv_heads} key/value heads divide the stated {heads} heads)"
+
+
 def _hardware(hardware, gpus_per_node=None, net_gbps=None, clock_spread=None):
     from . import hardware as hwmod
 
@@ -192,6 +217,9 @@ def resolve(model=None, plan=None, hardware=None, stack=None, *, model_fields: d
         origin[k] = f"stack {st.id}"
     m.update(model_stated)
     origin.update({k: "stated" for k in model_stated})
+    kv = _kv_heads_over_preset(base_model, model_stated)
+    if kv is not None:
+        m["n_kv_heads"], origin["n_kv_heads"] = kv
     try:
         model_obj = Model(**m)
     except TypeError as exc:

@@ -496,7 +496,8 @@ def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0
     if variants:
         # eager RoPE (torchtitan apply_rotary_emb; Hugging Face apply_rotary_pos_emb): q and k through fp32 copies,
         # priced only when eager (the fused RoPE of Megatron / Transformer Engine rides in the QKV epilogue, unpriced)
-        rope = S.eager_elem * (1 - S.learned_pos) * (1 - mla)
+        # (ALiBi models, MPT and BLOOM, have no rotation: their bias is added inside the attention kernel)
+        rope = S.eager_elem * S.rope_pos * (1 - mla)
         ops.append(_on(elementwise("rope_eager", "elem", tokens * (q_w + kv_w) / t, *EAGER_ROPE, 6), rope))
     if moe_on is not sp.S.Zero:
         e = S.n_experts

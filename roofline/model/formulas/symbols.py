@@ -111,6 +111,8 @@ flash_speed = _s("flash_speed", "", "the flash kernel's throughput relative to F
 dropout = _s("dropout", "", "1 when dropout layers are active (their masks are stored)", "model", r"\delta")
 tied = _s("tied", "", "1 when input embedding and LM head share weights", "model", r"\tau")
 learned_pos = _s("learned_pos", "", "1 for a learned position embedding table (s x h)", "model", r"\pi")
+rope_pos = _s("rope_pos", "", "1 for rotary position embeddings applied to queries and keys (0: a learned table, or ALiBi's "
+              "bias added inside the attention kernel)", "model", r"\rho_{p}")
 biases = _s("biases", "", "1 when linear layers and norms carry biases", "model", r"\beta_{b}")
 n_experts = _s("n_experts", "", "MoE experts E (1 = dense)", "model", "E")
 top_k = _s("top_k", "", "experts per token K (1 = dense)", "model", "K")

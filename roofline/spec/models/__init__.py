@@ -12,13 +12,12 @@ import functools
 from pathlib import Path
 
 from ...base import schema as S
-from ..config import ATTENTION, MLPS, NORMS, Model
+from ..config import ATTENTION, MLPS, NORMS, POSITIONS, Model
 from ..config import MODEL_ALIASES as ALIASES
 from ...base.errors import InputError
 
 PRESETS = Path(__file__).with_name("presets")
 _FIELDS = {f.name for f in dataclasses.fields(Model)}
-POSITIONS = ("learned", "rope")          # predict.inputs: learned_pos = (position == "learned")
 CHOICES = {"mlp": MLPS, "norm": NORMS, "attention": ATTENTION, "position": POSITIONS}
 INFO_KEYS = ("id", "source", "notes", "family")     # descriptive keys of a preset file, not model fields
 PLAN_KEYS = ("pipeline_layouts",)    # a preset's sourced plan defaults (pipeline_layout), read by pipeline_layout()

@@ -261,6 +261,9 @@ def years_in(text: str) -> list[int]:
     return [y for y in ys if 2015 <= y <= 2030]
 
 
+MODERN_SINCE = 2023     # the year modern_features date a run to
+
+
 def modern_features(model, hw, dtype: str | None) -> list[str]:
     """Signs of a 2023+ run: Hopper or newer, bf16, GQA, RoPE, gated MLP."""
     out = []
@@ -313,8 +316,17 @@ def _named(where: str, text: str, model=None, hw=None, dtype: str | None = None)
                 stack, version_note = by_year(stack.family, min(ys)), f", earliest year {min(ys)}"
             else:
                 feats = modern_features(model, hw, dtype)
-                stack = max(family, key=lambda s: s.era[1]) if feats else min(family, key=lambda s: s.era[0])
+                # the features date a run to 2023 or later: they pick the family's latest version only when the
+                # family has a version that ended before 2023; a family whose every version is 2023+ (llm-foundry:
+                # llm-foundry-2023 and llm-foundry) is not told apart by them and takes its earliest version, as
+                # a row without them does (llm-foundry's published benchmark tables, scripts/train/benchmarking/
+                # README.md, were all measured before its attention default changed, 2024-03-26: see its stack)
+                older = [s for s in family if s.era[1] < MODERN_SINCE]
+                stack = max(family, key=lambda s: s.era[1]) if feats and older else \
+                    min(family, key=lambda s: s.era[0])
                 version_note = f", no year; {'; '.join(feats) if feats else 'no 2023+ feature'}"
+                if feats and not older:
+                    version_note += f" (every {stack.family} version is 2023+: the earliest)"
         if stack.id not in seen:
             seen.add(stack.id)
             out.append((dataclasses.replace(stack, requested=stack.id), f"{where} names {alias!r}{version_note}"))
@@ -336,7 +348,8 @@ def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | No
     a framework over the engine it ``builds_on`` (llm-foundry over PyTorch FSDP), then the
     longest match (``Megatron-DeepSpeed`` over ``DeepSpeed``), the
     family's version picked by the earliest year the text mentions (a source cites the run's own
-    date first; later years are reprints and commits); (3) era rules: Hopper-or-newer hardware,
+    date first; later years are reprints and commits), or without one by the signs of (3) when the family has a
+    version that ended before 2023 (else its earliest version: llm-foundry's two are both 2023+); (3) era rules: Hopper-or-newer hardware,
     bf16, GQA, RoPE or a gated MLP imply a current stack (Megatron-Core); otherwise the Megatron-LM stack of
     the earliest year the source text mentions (the 2020-2021 one when it mentions none), with that reason
     printed.
