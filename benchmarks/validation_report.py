@@ -343,6 +343,11 @@ def main() -> int:
          "pipeline stages that fit). A published run need not have followed the rule; these rows are tier C. An "
          "MoE row whose tp x pp x dp x cp falls short of n_gpus by exactly its ep counts the EP ranks out of dp "
          "(\"PP 16, EP 64, DP 2\"): priced at Megatron-Core's dp = dp x ep (EP is carved out of dp), noted.",
+         "- **ep** blank or '-' on an MoE row over more than one GPU whose layout is stated -> the fastest ep that fits "
+         "of those dividing the experts and dp x cp, noted (`validate.unstated_ep`): every stack's flag default is one "
+         "EP rank, but no published MoE run holds and gathers every expert on every GPU, and the recipes that publish "
+         "MoE runs spread experts wide (Megatron-Bridge DeepSeek-V3 ep 64; NeMo AutoModel GPT-OSS 120B ep 64). When "
+         "no ep fits the model's memory estimate (the run did), the fastest, said so.",
          "- **seq_len** blank -> the stack's shipped training config for the model family where it has one "
          "(torchtitan: Llama 3 8192, train_configs/llama3_*.toml; docs/frameworks.md `seq_len_unstated`); else, when "
          "the row's model names a bundled preset, that model's pretraining context as its source gives it (a row naming "

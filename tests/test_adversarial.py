@@ -266,7 +266,7 @@ PRESET_CASES = [
     ({"tied_embeddings": "maybe"}, "tied_embeddings"), ({"tied_embeddings": 1}, "tied_embeddings"),
     ({"tied": "yes"}, "tied_embeddings"), ({"causal": "no"}, "causal"), ({"biases": 2}, "biases"),
     ({"dropout": "maybe"}, "dropout"),
-    ({"position": "alibi"}, "position"), ({"position": 5}, "position"), ({"mlp": "relu"}, "mlp"),
+    ({"position": "xpos"}, "position"), ({"position": 5}, "position"), ({"mlp": "relu"}, "mlp"),
     ({"mlp": "swiglu2"}, "did you mean 'swiglu'"), ({"norm": "batchnorm"}, "norm"), ({"attention": "sparse"}, "attention"),
     ({"capacity_factor": 0}, "capacity_factor"), ({"capacity_factor": -1}, "capacity_factor"),
     ({"capacity_factor": INF}, "capacity_factor"), ({"capacity_factor": NAN}, "capacity_factor"),

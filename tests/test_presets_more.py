@@ -46,6 +46,7 @@ PUBLISHED = {
     # 107.77e9 (-1.1 %)
     "llama4-scout": (109e9, 0.015),
     "yi-34b": (34e9, 0.015),              # Yi paper (arXiv:2403.04652) "34B"; 34.39e9 (+1.1 %)
+    "gpt-oss-20b": (20.91e9, 0.001),      # gpt-oss model card (arXiv:2508.10925) Table 1: 20.91B total
 }
 
 
@@ -78,6 +79,7 @@ def test_presets_with_only_a_size_name(pid):
     # half-unit: the figure is truncated, not rounded (a 2.5 % tolerance)
     ("deepseek-v2-lite", 2.4e9, 0.025, True),
     ("llama4-scout", 17e9, 0.02, False),      # Llama 4 release: 17B active; 17.17e9, both tables counted
+    ("gpt-oss-20b", 3.61e9, 0.002, True),     # gpt-oss model card Table 1: 3.61B active (embedding once)
 ])
 def test_moe_active_matches_the_published_figure(pid, active, rel, embed_once):
     m, r = counts(pid)

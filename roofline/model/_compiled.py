@@ -239,8 +239,8 @@ def evaluate(x):
     _x10 = np.maximum(_x1*_x6, _x7*_x9)
     _x11 = 2*tp
     _x12 = _x11 - 2
-    _x13 = pp**(-1.0)
-    _x14 = interleave**(-1.0)
+    _x13 = interleave**(-1.0)
+    _x14 = pp**(-1.0)
     _x15 = _x13*_x14
     _x16 = np.ceil(_x15*n_layers)
     _x17 = _x16*interleave
@@ -1632,345 +1632,353 @@ def evaluate(x):
     _x1403 = np.where(_x1347, _x235, _x234)
     _x1404 = 1 - ov_ag
     _x1405 = 1 - z_param
-    _x1406 = z_grad*(_x48*_x49*global_batch - 1) + 1
-    _x1407 = 1 - z_os
-    _x1408 = 2*_x42 - 2
-    _x1409 = _x1408*grad_bytes
-    _x1410 = _x1323*_x1409
-    _x1411 = _x1392*_x1410
-    _x1412 = _x1356*_x61 - 2
-    _x1413 = _x1412*grad_bytes
-    _x1414 = _x1374*_x1413
-    _x1415 = _x1395*z_os + _x1407*np.where(_x1347, _x1325*_x29 + _x1344*_x28 + _x1411*np.maximum(_x1*_x1324, _x1326*_x7) + _x30, _x1348*call_ar_intra + _x1408*alpha_ar_intra + _x1411*_x7) + _x320*(_x1378*z_os + _x1407*np.where(_x1376, _x1359*_x28 + _x1364*_x29 + _x1414*np.maximum(_x1*_x1363, _x1365*_x7) + _x30, _x1377*call_ar_intra + _x1412*alpha_ar_intra + _x1414*_x7))
-    _x1416 = _x1406*_x1415
-    _x1417 = _x1307*_x480
-    _x1418 = _x1211*_x1308
-    _x1419 = _x1310*_x944
-    _x1420 = _x1417 + _x1418 + _x1419
-    _x1421 = _x619*_x985 + _x704 + _x983
-    _x1422 = _x1284*_x1308 + _x1307*_x1421 + _x1310*_x987
-    _x1423 = _x1405*(_x1400*_x1404*z_os + _x1406*_x1415*(1 - ov_dp) + ov_ag*np.maximum(-_x1311 + _x1400*z_os, _x1400*_x1403*z_os) + ov_dp*np.maximum(-_x1406*(_x1317 + _x1420 + _x1422) + _x1416, _x1403*_x1406*_x1415)) + z_param*(_x1354 + _x1402*_x1404 + ov_ag*np.maximum(-_x1318*_x51 + _x1402, _x1402*_x1403))
-    _x1424 = np.minimum(1, offload_layers)
-    _x1425 = np.minimum(1, _x16*interleave - offload_layers - 1)
-    _x1426 = _x17 - 2
-    _x1427 = _x158 + _x993*seq_par
-    _x1428 = d_model*mlp_frac
-    _x1429 = _x413*f32_bytes
-    _x1430 = 1 - _x128
-    _x1431 = _x258*act_bytes + gin_bytes
-    _x1432 = _x1431*_x58
-    _x1433 = _x1432*shared_ffn
-    _x1434 = _x1432*_x739*moe_ffn + _x1433
-    _x1435 = act_bytes*(_x147 + _x188)
-    _x1436 = _x58*(_x1435 + _x336*gin_bytes)
-    _x1437 = _x107*(_x176 + 2*_x472 + 2*gin_bytes)
-    _x1438 = (1/2)*_x1437
-    _x1439 = _x0*_x225*(_x426 + _x458 + qk_rope)
-    _x1440 = _x176*_x58*_x727*moe_latent
-    _x1441 = _x176*_x901
-    _x1442 = _x79*gin_bytes
-    _x1443 = _x1442*rcm_norm
-    _x1444 = _x317*_x321*(_x1432*_x737 + _x1442) + _x320*rc_sel*(_x1443 + _x2*(1 - rcm_moe)*(_x1433*rcm_shared + _x740*gin_bytes*moe_ffn*rcm_moe_act) + rcm_moe*(_x1434*_x2 + _x1441))
-    _x1445 = _x405*(_x1443 + rcm_mla_up*(_x0*_x73*(_x302 + kv_lora) + _x1435*_x95))
-    _x1446 = 1 - _x398
-    _x1447 = act_bytes + dropout*(act_bytes + mask_bytes)
-    _x1448 = _x1446*_x1447*_x178
-    _x1449 = -_x1444*mlp_frac - _x1445*attn_frac + _x1448*attn_frac + _x2*(_x1251*(5*_x1027 + _x1030) + _x1434*mlp_frac + _x1436*attn_frac) + _x71*(_x1177*_x90 + attn_frac*(_x1438 + _x1439) + mlp_frac*(_x1438 + _x1440))
-    _x1450 = _x330*rc_full
-    _x1451 = _x1430*_x1449 + _x1450 + rc_op*(_x1429*attn_frac + _x225*(_x1083 + _x1153*_x321 + _x1161*_x781*gated + _x1274*_x78 + _x1427*attn_frac + _x1428*_x322 + _x1428*_x718*_x931 + _x372*attn_frac))
-    _x1452 = _x1451*offload_layers/host_link_bw
-    _x1453 = _x1452*(1 - _x1425)
-    _x1454 = _x1424*(_x1425*np.maximum(0, -_x1276*_x1426 + _x1452) + _x1453)
-    _x1455 = _x1424*(_x1425*np.maximum(0, -_x1279*_x1426 + _x1452) + _x1453)
-    _x1456 = _x1454 + _x1455
-    _x1457 = 1 - graph_full
-    _x1458 = _x1457*host_mb
-    _x1459 = _x1296*np.maximum(0, -_x1303 - _x1313 + _x1457*(-_x1301*(_x1297*host_head + _x1298*host_emb) + _x1302*(host_emb + host_head))) + pp_layout*np.maximum(0, -_x1295 - _x1312 + _x1457*(_x1293*(_x67*host_head + host_emb) + _x1294*(_x67*host_emb + host_head)))
-    _x1460 = _x1285*_x1308 + _x1307*_x713 + _x1310*_x988 + _x1458 + _x1459
-    _x1461 = _x1272*_x1308 + _x1307*_x706 + _x1310*_x972 + _x1456 + _x1460
-    _x1462 = _x1318 + _x1420 + _x1461
-    _x1463 = (387420489/65536)*_x0**3*_x132*_x22*_x305*_x523*_x527*_x533*_x536*_x549*_x554*_x557*_x600*_x603*_x605*_x607*_x610*_x612*_x614*t0_gemm_bwd**4
-    _x1464 = (3/2)*t0_gemm_bwd
-    _x1465 = dualpipev - 1
-    _x1466 = -_x1465
-    _x1467 = _x14*_x37
-    _x1468 = _x1462*_x1466*_x1467 + (1/2)*_x37*dualpipev*(-729/32*_x1307*_x1463*_x257*_x269*_x271*_x272*t0_gemm_bwd - _x1308*(3*_x0*_x22*attn_frac*t0_gemm_bwd + (3/2)*_x0*_x305*attn_frac*t0_gemm_bwd + 3*_x0*attn_frac*t0_gemm_bwd + 3*_x1128 + 3*_x1129 + (3/2)*_x1132 + (3/2)*_x1135 + (3/2)*_x1139 + (3/2)*_x1142 + (3/2)*_x1143 + (3/2)*_x1144 + (3/2)*_x1145 + (3/2)*_x1146 + (3/2)*_x1220 + (3/2)*_x1223 + (3/2)*_x1226 + (3/2)*_x1230 + (3/2)*_x1233 + (3/2)*_x1236 + (3/2)*_x1239 + (3/2)*_x1242 + (3/2)*_x1245 + (3/2)*_x1248 + (3/2)*_x1256 + (3/2)*_x1258 + (3/2)*_x1259 + (3/2)*_x1260 + (3/2)*_x1261 + (3/2)*_x1262 + (3/2)*_x1263 + (3/2)*_x1264 + (3/2)*_x1265 + (3/2)*_x1266 + (3/2)*_x1267 + (3/2)*_x132*attn_frac*t0_gemm_bwd + 3*_x320*_x726*mlp_frac*t0_gemm_bwd + (3/2)*_x320*mlp_frac*t0_gemm_bwd + 3*_x717*mlp_frac*t0_gemm_bwd + 3*_x798*mlp_frac*t0_gemm_bwd + (3/2)*attn_frac*t0_gemm_bwd + (9/2)*mamba_frac*t0_gemm_bwd) - 43046721/2048*_x1310*_x1463*_x1464*_x320**2*_x717*_x726*_x798*_x824*_x826*_x832*_x834*_x845*_x848*_x854*_x857*_x859*_x861*_x954*_x965*t0_gemm_bwd**4 + _x1311 + 2*_x1312*pp_layout + _x1313*(2 - 2*pp_layout) + 2*_x1314 + 2*_x1315 + 2*_x1316 + 2*_x1417 + 2*_x1418 + 2*_x1419 + _x1422 + _x1461)
-    _x1469 = _x1462*_x51 + _x1468
-    _x1470 = _x42**(-z_os)
-    _x1471 = np.minimum(d_model, _x369)
-    _x1472 = np.minimum(d_model, _x370)
-    _x1473 = np.minimum(kv_lora, _x420)
-    _x1474 = np.minimum(d_model, _x1336)
-    _x1475 = np.minimum(d_model, _x19)
-    _x1476 = np.minimum(q_lora, _x444)
-    _x1477 = np.minimum(d_model, q_lora)
-    _x1478 = np.minimum(d_model, _x444)
-    _x1479 = _x0*(5*_x1473**2*(2*_x1473 + 4*np.maximum(kv_lora, _x420)) + 5*_x1474**2*(2*_x1474 + 4*np.maximum(d_model, _x1336)) + 5*_x1475**2*(2*_x1475 + 4*np.maximum(d_model, _x19)) + 5*_x1478**2*_x305*(2*_x1478 + 4*np.maximum(d_model, _x444)) + _x23*(5*_x1476**2*(2*_x1476 + 4*np.maximum(q_lora, _x444)) + 5*_x1477**2*(2*_x1477 + 4*np.maximum(d_model, q_lora)))) + _x132*(10*_x1471**2*(2*_x1471 + 4*np.maximum(d_model, _x369)) + 10*_x1472**2*(2*_x1472 + 4*np.maximum(d_model, _x370)))
-    _x1480 = np.minimum(d_model, shared_ffn)
-    _x1481 = np.minimum(d_model, _x780)
-    _x1482 = np.minimum(d_model, n_experts)
-    _x1483 = np.minimum(d_model, moe_latent)
-    _x1484 = np.minimum(d_model, ffn_hidden)
-    _x1485 = np.minimum(d_model, _x259)
-    _x1486 = _x1357**(-z_os)
-    _x1487 = np.minimum(moe_ffn, _x728)
-    _x1488 = np.minimum(_x754, _x728)
-    _x1489 = muon*(_x1331*_x1368*_x1486*mlp_frac*(5*_x1487**2*(2*_x1487 + 4*np.maximum(moe_ffn, _x728)) + 5*_x1488**2*(2*_x1488 + 4*np.maximum(_x754, _x728))) + _x1470*(_x1305*(_x1479 + 5*_x1484**2*(2*_x1484 + 4*np.maximum(d_model, ffn_hidden)) + 5*_x1485**2*(2*_x1485 + 4*np.maximum(d_model, _x259))) + _x1368*(_x1081*(5*_x1482**2*(2*_x1482 + 4*np.maximum(d_model, n_experts)) + 10*_x1483**2*_x727*(2*_x1483 + 4*np.maximum(d_model, moe_latent)) + _x717*(5*_x1480**2*(2*_x1480 + 4*np.maximum(d_model, shared_ffn)) + 5*_x1481**2*(2*_x1481 + 4*np.maximum(d_model, _x780)))) + _x1479*attn_frac)))
-    _x1490 = _x1392*_x1470
-    _x1491 = _x1373*_x1486
-    _x1492 = _x1490 + _x1491
-    _x1493 = muon*t0_gemm_fwd + t0_optim_fwd + np.maximum(0, _x117*_x1489*(d_model + gemm_dhalf)/d_model) + np.maximum(_x1492*_x75*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd, _x81*(12*_x1490 + 12*_x1491)/eta_optim_fwd)
-    _x1494 = _x1423 + _x1469 + _x1493 + _x36 + _x66
-    _x1495 = _x36 + _x51*(_x1109*_x1308 + _x1307*_x705 + _x1310*_x842)
-    _x1496 = _x661 + 1
-    _x1497 = _x23*t0_gemm_bwd + _x515 + (1/2)*_x523 + (1/2)*_x533 + (1/2)*_x554 + (1/2)*_x605 + (1/2)*_x607 + (1/2)*_x612 + _x698
-    _x1498 = 2*seq_len
-    _x1499 = _x74*seq_len
-    _x1500 = _x160*_x74*n_heads
-    _x1501 = _x132*_x384
-    _x1502 = _x428*seq_len
-    _x1503 = _x189*_x195
-    _x1504 = _x138*_x189*_x217
-    _x1505 = _x141*(_x1498*_x1503 + 2*_x1504)/_x187
-    _x1506 = _x1505*_x157
-    _x1507 = _x136*_x1505
-    _x1508 = _x149*_x1503*seq_len
-    _x1509 = _x149*_x1504
-    _x1510 = _x1506 + _x1507 + _x1508 + _x1509
-    _x1511 = _x1498*_x1501 + _x1498*_x354 + _x1498*_x363 + _x1498*_x601 + _x1500 + _x1502 + _x1510 + _x444*_x458*seq_len
-    _x1512 = _x1499*vocab
-    _x1513 = 4*seq_len
-    _x1514 = _x1498*_x717
-    _x1515 = _x1514*_x766
-    _x1516 = _x1514*_x778
-    _x1517 = _x1498*_x739*(_x320/np.maximum(1, capacity_factor) + _x719)
-    _x1518 = _x1517*_x729
-    _x1519 = _x1513*_x846
-    _x1520 = _x1517*_x755
-    _x1521 = -dense_layers + n_layers
-    _x1522 = mamba_frac*seq_len
-    _x1523 = _x1062*seq_len
-    _x1524 = _x1506*attn_frac + _x1507*attn_frac + _x1508*attn_frac + _x1509*attn_frac
-    _x1525 = global_batch*(_x1512 + _x1521*(_x1027*_x1522*_x74 + 2*_x1032*_x1522 + _x1083*_x1499 + _x1500*attn_frac + _x1501*_x1523 + _x1502*attn_frac + _x1515*mlp_frac + _x1516*mlp_frac + _x1518*mlp_frac + _x1519*mlp_frac + _x1520*mlp_frac + _x1522*(_x1029*mamba_chunk + _x1053) + _x1523*_x302*_x444 + _x1523*_x354 + _x1523*_x363 + _x1523*_x601 + _x1524) + dense_layers*(_x1498*_x241 + _x1499*_x259 + _x1511) + mtp*(_x1499*_x320*n_experts + _x1511 + _x1512 + _x1513*_x87 + _x1515 + _x1516 + _x1518 + _x1519 + _x1520))
-    _x1526 = 3*_x1525
-    _x1527 = 3*_x150
-    _x1528 = _x1527*_x158
-    _x1529 = _x148*_x1527
-    _x1530 = 6*_x161*_x55*micro_batch*n_heads
-    _x1531 = _x376*_x391
-    _x1532 = 6*_x72
-    _x1533 = _x1532*_x354
-    _x1534 = _x150*_x399
-    _x1535 = _x1534*_x158
-    _x1536 = _x148*_x1534
-    _x1537 = _x128*_x74
-    _x1538 = _x382*_x391
-    _x1539 = _x477*_x72
-    _x1540 = _x1539*_x354
-    _x1541 = 6*_x298*_x608
-    _x1542 = _x1532*_x363
-    _x1543 = _x417*_x429
-    _x1544 = _x1539*_x363
-    _x1545 = 6*_x1068
-    _x1546 = 6*_x451
-    _x1547 = 7*_x199
-    _x1548 = _x195*_x413
-    _x1549 = _x1547*_x1548
-    _x1550 = _x172*_x217
-    _x1551 = _x1547*_x1550
-    _x1552 = _x149*_x187*_x399
-    _x1553 = _x1548*_x1552
-    _x1554 = _x417*_x451
-    _x1555 = _x1550*_x1552
-    _x1556 = _x1528 + _x1529 + _x1530 + _x1531 + _x1533 + _x1535 + _x1536 + _x1537*_x297 + _x1538*_x390 + _x1540 + _x1541 + _x1542 + _x1543 + _x1544 + _x1545 + _x1546 + _x1549 + _x1551 + _x1553 + 2*_x1554 + _x1555 + _x417*_x459
-    _x1557 = 768*_x119
-    _x1558 = _x376*_x773
-    _x1559 = _x1532*_x963
-    _x1560 = 6*_x747
-    _x1561 = _x774*_x933
-    _x1562 = _x74*_x935
-    _x1563 = _x748*_x928
-    _x1564 = _x376*_x785
-    _x1565 = 6*_x760
-    _x1566 = _x72*_x846
-    _x1567 = 12*_x1566
-    _x1568 = _x786*_x934
-    _x1569 = _x761*_x929
-    _x1570 = 4*_x1566*_x925
-    _x1571 = _x1521*(6*_x1038*_x1044 + _x1039*_x477 + 6*_x1039 + _x1048*_x128 + _x1055*_x128 + _x1055 + _x1062*_x1554 + _x1069*_x417 + _x1074*_x1537 + _x1077*_x1538 + _x1205*_x1562 + _x1255 + _x1528*attn_frac + _x1529*attn_frac + _x1530*attn_frac + _x1531*attn_frac + _x1533*attn_frac + _x1535*attn_frac + _x1536*attn_frac + _x1540*attn_frac + _x1541*attn_frac + _x1542*attn_frac + _x1543*attn_frac + _x1544*attn_frac + _x1545*attn_frac + _x1546*attn_frac + _x1549*attn_frac + _x1551*attn_frac + _x1553*attn_frac + _x1555*attn_frac + _x1558*mlp_frac + _x1559*mlp_frac + _x1560*mlp_frac + _x1561*mlp_frac + _x1563*mlp_frac + _x1564*mlp_frac + _x1565*mlp_frac + _x1567*mlp_frac + _x1568*mlp_frac + _x1569*mlp_frac + _x1570*mlp_frac) + _x1557 + dense_layers*(_x1556 + 6*_x253 + _x254*_x325 + _x260*_x376 + _x266*_x328) + mtp*(_x1556 + _x1557 + _x1558 + _x1559 + _x1560 + _x1561 + _x1562*_x811 + _x1563 + _x1564 + _x1565 + _x1567 + _x1568 + _x1569 + _x1570 + 12*_x96)
-    _x1572 = 2*mtp
-    _x1573 = _x1510*dense_layers + _x1521*_x1524
-    _x1574 = 3*global_batch
-    _x1575 = _x1526 + _x1574*(_x138*_x187*n_heads*(_x1062*n_layers + _x1572) - _x1510*mtp - _x1573 + d_model*seq_len*(_x1572 + 2)*(_x112*tp - vocab))
-    _x1576 = _x13*dense_layers
-    _x1577 = np.maximum(0, _x9)
-    _x1578 = np.where(_x32, _x1577*_x625, _x625)
-    _x1579 = np.where(_x32, _x1577*_x642, _x642)
-    _x1580 = seq_par*(_x1578 + _x1579)
-    _x1581 = 2*seq_par
-    _x1582 = _x1578*_x1581
-    _x1583 = np.where(_x32, _x1577*_x646, _x646)
-    _x1584 = _x1583*_x645
-    _x1585 = _x1580 + _x1582 + _x1584
-    _x1586 = _x13*_x1521
-    _x1587 = _x1583*_x663
-    _x1588 = _x1580 + _x1587
-    _x1589 = _x1588*attn_frac
-    _x1590 = _x1582 + _x1587
-    _x1591 = _x1590*mamba_frac
-    _x1592 = _x1005*_x1590
-    _x1593 = _x1589 + _x1591 + _x1592
-    _x1594 = 2*_x1081*_x1586*_x984/_x677
-    _x1595 = np.where(_x884, _x883*np.maximum(0, _x881), _x883)
-    _x1596 = _x5/tp**2
-    _x1597 = _x1596*_x33
-    _x1598 = np.where(_x32, _x109*_x1597, 0)
-    _x1599 = _x225*_x640
-    _x1600 = np.where(_x32, _x1597*_x1599, 0)
-    _x1601 = seq_par*(_x1598 + _x1600)
-    _x1602 = _x1581*_x1598
-    _x1603 = _x12*_x1596
-    _x1604 = np.where(_x32, _x109*_x1603, 0)
-    _x1605 = _x1604*_x645
-    _x1606 = _x1601 + _x1602 + _x1605
-    _x1607 = _x1604*_x663
-    _x1608 = _x1601 + _x1607
-    _x1609 = _x1608*attn_frac
-    _x1610 = _x1602 + _x1607
-    _x1611 = _x1610*mamba_frac
-    _x1612 = _x1005*_x1610
-    _x1613 = _x1609 + _x1611 + _x1612
-    _x1614 = np.where(_x884, _x883*np.maximum(0, _x880), 0)
-    _x1615 = _x51*(_x1576*_x1606 + _x1586*_x1613 + _x1594*_x1614)
-    _x1616 = _x1588*_x665 + tp_async*(_x663*np.where(_x32, _x1577*_x670, _x670) + seq_par*(_x1578 + 2*_x1579))
-    _x1617 = 3*seq_par
-    _x1618 = _x1590*_x665 + tp_async*(_x1578*_x1617 + _x1587)
-    _x1619 = _x1594*(rc_full + 1)
-    _x1620 = _x1608*_x665 + tp_async*(_x663*np.where(_x32, _x1599*_x1603, 0) + seq_par*(_x1598 + 2*_x1600))
-    _x1621 = _x1610*_x665 + tp_async*(_x1598*_x1617 + _x1607)
-    _x1622 = _x51*(_x1576*(_x1496*_x1606 - _x1601 - _x1602 - _x1605 + _x1620 + _x1621) + _x1586*(_x1005*_x1621 + _x1496*_x1613 - _x1609 - _x1611 - _x1612 + _x1620*attn_frac + _x1621*mamba_frac) + _x1614*_x1619)
-    _x1623 = global_batch*seq_len
-    _x1624 = _x1623*act_bytes
-    _x1625 = _x1361*_x1624*_x188*_x223*(_x1576 + _x1586*attn_frac)
-    _x1626 = _x1625*_x231
-    _x1627 = _x1625*_x677
-    _x1628 = _x1627*_x231
-    _x1629 = np.maximum(0, _x874)
-    _x1630 = _x1594*_x51
-    _x1631 = _x1629*_x1630
-    _x1632 = np.maximum(0, _x872)
-    _x1633 = _x1619*_x51
-    _x1634 = _x1629*_x1633
-    _x1635 = _x13*_x1323*_x1624*_x38*(interleave*pp - 1)
-    _x1636 = _x1635*_x55
-    _x1637 = _x1636*_x62 + _x1636*_x63
-    _x1638 = _x1405*z_os
-    _x1639 = np.maximum(0, _x1365)
-    _x1640 = _x1330*n_experts
-    _x1641 = _x1081*_x1640
-    _x1642 = _x1361*_x1586*_x1641
-    _x1643 = _x1397*_x1642
-    _x1644 = np.maximum(0, _x1326)
-    _x1645 = _x1521*_x1641
-    _x1646 = _x1329 + _x1333
-    _x1647 = _x1640 + _x1646
-    _x1648 = _x1337 + _x24
-    _x1649 = _x1379 + _x1380 + _x1648*attn_frac
-    _x1650 = d_model*vocab
-    _x1651 = _x1385 + _x1388 + _x1650*(2 - tied)
-    _x1652 = _x1651 + dense_layers*(_x1335 + _x1382 + _x1648)
-    _x1653 = _x1521*(_x1647*mlp_frac + _x1649) + _x1652
-    _x1654 = _x13*(-_x1645 + _x1653)
-    _x1655 = _x1341*_x1654
-    _x1656 = _x1655*_x185
-    _x1657 = _x320*np.where(_x1376, _x1639*_x1643, _x1643) + np.where(_x1347, _x1644*_x1656, _x1656)
-    _x1658 = _x1320*z_param
-    _x1659 = np.maximum(0, _x1363)
-    _x1660 = _x1322/(cp**2*dp**2)
-    _x1661 = _x1340*_x1654*_x1660
-    _x1662 = _x320*np.where(_x1376, _x1643*_x1659, 0) + np.where(_x1347, _x1661*_x185, 0)
-    _x1663 = _x1638*_x1662 + _x1658*_x1662
-    _x1664 = _x1367*_x1642
-    _x1665 = np.where(_x1376, _x1639*_x1664, _x1664)
-    _x1666 = _x1655*_x25
-    _x1667 = np.where(_x1347, _x1644*_x1666, _x1666)
-    _x1668 = _x1405*_x1406
-    _x1669 = _x1654*_x2
-    _x1670 = _x1410*_x1669
-    _x1671 = _x1413*_x1642
-    _x1672 = np.where(_x1376, _x1659*_x1664, 0)
-    _x1673 = np.where(_x1347, _x1661*_x25, 0)
-    _x1674 = _x1668*(_x1407*np.where(_x1347, _x1409*_x1660*_x1669, 0) + _x1673*z_os + _x320*(_x1407*np.where(_x1376, _x1659*_x1671, 0) + _x1672*z_os)) + z_param*(-_x1320*_x1662 + _x1320*(_x1672*_x320 + _x1673) + _x1396*_x1662)
-    _x1675 = _x13*_x99
-    _x1676 = _x1361*_x1675
-    _x1677 = _x1494**(-1.0)
-    _x1678 = _x176*_x67*z_param*np.maximum(_x1383*np.minimum(1, dense_layers), _x1381)
-    _x1679 = _x42**(-z_param)
-    _x1680 = _x1357**(-z_param)
-    _x1681 = _x38*z_param
-    _x1682 = _x1391*_x1681
-    _x1683 = _x1682*act_bytes + act_bytes*(_x1373*_x1680 + _x1392*_x1679)
-    _x1684 = _x42**(-z_grad)
-    _x1685 = _x1357**(-z_grad)
-    _x1686 = _x1682*grad_bytes + grad_bytes*(_x1373*_x1685 + _x1392*_x1684)
-    _x1687 = _x1390*_x1470*(-opt_bytes + opt_bytes_emb)
-    _x1688 = _x1492*opt_bytes + _x1687
-    _x1689 = _x1434 + _x1436
-    _x1690 = _x1437 + _x1439 + _x1440
-    _x1691 = -_x1441 - _x1445 + _x1448 + _x1689*_x2 + _x1690*_x71 + _x2*(_x1431*_x56*ffn_hidden*micro_batch*seq_len - _x1434) - _x317*(_x1431*_x244 + _x1442)
-    _x1692 = _x128*np.maximum(_x1691, _x1449)
-    _x1693 = interleave - 1
-    _x1694 = _x51*gpipe
-    _x1695 = _x1430*_x1691 + _x1450 + rc_op*(_x1429 + _x225*(_x1427 + _x243 + _x372 + _x78 + d_model*gated))
-    _x1696 = _x1305*_x1695
-    _x1697 = np.minimum(np.minimum(dense_layers, offload_layers), _x17)
-    _x1698 = mtp*(_x1450 + 5*_x330 + (1 - rc_full)*(_x138*_x141*_x1446*_x1447*_x2*_x56*micro_batch*n_heads - _x1444 - _x1445 + _x1689*_x2 + _x1690*_x71))
-    _x1699 = _x114*(_x938*ce_eager + act_bytes*(1 - ce_eager) + (act_bytes*ce_compiled + f32_bytes*(1 - ce_compiled))*(_x1694 - gpipe + 1))
-    _x1700 = (_x1699 + _x330)*(mtp + 1)
-    _x1701 = _x1300*_x1698 + _x1302*_x1700 + _x1692 + (_x1694 + dualpipev*(pp + 1/2) + (-_x1465 - gpipe)*(_x15*_x37*np.minimum(1, _x1693) + 1)*np.minimum(pp, _x51))*(_x1368*_x1451 + _x1696 + _x1698*_x67 - _x67*(_x1451*(-_x1697 + offload_layers) + _x1695*_x1697))
-    _x1702 = _x1678 + _x1683 + _x1686 + _x1688 + _x1701
-    _x1703 = _x1305*_x67
-    _x1704 = _x17 - _x1703
-    _x1705 = _x1369*_x1704
-    _x1706 = _x113*_x1389*_x38*np.minimum(1, mtp) + _x1381*_x1704 + _x1384*_x67 + _x1387 - _x1388*_x38 + _x1390
-    _x1707 = -_x1371 - _x1705 + _x1706
-    _x1708 = _x1371 + _x1705
-    _x1709 = _x1681*_x1706
-    _x1710 = _x1709*act_bytes + act_bytes*(_x1679*_x1707 + _x1680*_x1708)
-    _x1711 = _x1709*grad_bytes + grad_bytes*(_x1684*_x1707 + _x1685*_x1708)
-    _x1712 = _x1687 + opt_bytes*(_x1470*_x1707 + _x1486*_x1708)
-    _x1713 = np.minimum(offload_layers, _x1703)
-    _x1714 = _x1692 + _x1700 + (_x1694 + (1 - gpipe)*np.minimum(_x51, _x14*(_x1693*pp + 1)))*(_x1451*_x1704 + _x1696*_x67 + _x1698 - _x67*(_x1451*(-_x1713 + offload_layers) + _x1695*_x1713))
-    _x1715 = _x1466*(_x1678 + _x1710 + _x1711 + _x1712 + _x1714) + _x1702*dualpipev
-    _x1716 = np.maximum(_x1702, _x1715)
-    _x1717 = np.where((_x1702 < _x1715), 1, 0)
-    _x1718 = 1 - _x1717
-    _x1719 = _x1716*alloc_frag
-    _x1720 = nccl_comm_bytes*(_x1348 + _x1377*_x320 + _x34) + nccl_peer_bytes*(_x320*_x876 + _x53 + 2*np.minimum(1, _x223))
+    _x1406 = _x1400*z_os
+    _x1407 = dualpipev - 1
+    _x1408 = -_x1407
+    _x1409 = interleave - 1
+    _x1410 = np.minimum(pp, _x51)
+    _x1411 = np.minimum(1, _x1409)
+    _x1412 = _x1411*_x38
+    _x1413 = _x1408*_x1412*(_x13*(_x1409*_x1410 + 1) - 1) + 1
+    _x1414 = _x13*_x1408
+    _x1415 = _x1412*_x1414
+    _x1416 = z_grad*(_x48*_x49*global_batch - 1)
+    _x1417 = _x1416 + 1
+    _x1418 = 1 - z_os
+    _x1419 = 2*_x42 - 2
+    _x1420 = _x1419*grad_bytes
+    _x1421 = _x1323*_x1420
+    _x1422 = _x1392*_x1421
+    _x1423 = _x1356*_x61 - 2
+    _x1424 = _x1423*grad_bytes
+    _x1425 = _x1374*_x1424
+    _x1426 = _x1395*z_os + _x1418*np.where(_x1347, _x1325*_x29 + _x1344*_x28 + _x1422*np.maximum(_x1*_x1324, _x1326*_x7) + _x30, _x1348*call_ar_intra + _x1419*alpha_ar_intra + _x1422*_x7) + _x320*(_x1378*z_os + _x1418*np.where(_x1376, _x1359*_x28 + _x1364*_x29 + _x1425*np.maximum(_x1*_x1363, _x1365*_x7) + _x30, _x1377*call_ar_intra + _x1423*alpha_ar_intra + _x1425*_x7))
+    _x1427 = _x1417*_x1426
+    _x1428 = _x1307*_x480
+    _x1429 = _x1211*_x1308
+    _x1430 = _x1310*_x944
+    _x1431 = _x1428 + _x1429 + _x1430
+    _x1432 = _x619*_x985 + _x704 + _x983
+    _x1433 = _x1284*_x1308 + _x1307*_x1432 + _x1310*_x987
+    _x1434 = _x1317 + _x1431 + _x1433
+    _x1435 = _x1405*(_x1400*_x1404*z_os + _x1417*_x1426*(1 - ov_dp) + ov_ag*np.maximum(np.maximum(-_x1311*_x1413 + _x1406, _x1400*_x1403*z_os), _x1415*(-_x1311 + _x1400*z_os)) + ov_dp*np.maximum(np.maximum(_x1427 - _x1434*(_x1413 + _x1416), _x1403*_x1417*_x1426), _x1415*(_x1417*_x1426 - _x1434))) + z_param*(_x1354 + _x1402*_x1404 + ov_ag*np.maximum(-_x1318*_x51 + _x1402, _x1402*_x1403))
+    _x1436 = np.minimum(1, offload_layers)
+    _x1437 = np.minimum(1, _x16*interleave - offload_layers - 1)
+    _x1438 = _x17 - 2
+    _x1439 = _x158 + _x993*seq_par
+    _x1440 = d_model*mlp_frac
+    _x1441 = _x413*f32_bytes
+    _x1442 = 1 - _x128
+    _x1443 = _x258*act_bytes + gin_bytes
+    _x1444 = _x1443*_x58
+    _x1445 = _x1444*shared_ffn
+    _x1446 = _x1444*_x739*moe_ffn + _x1445
+    _x1447 = act_bytes*(_x147 + _x188)
+    _x1448 = _x58*(_x1447 + _x336*gin_bytes)
+    _x1449 = _x107*(_x176 + 2*_x472 + 2*gin_bytes)
+    _x1450 = (1/2)*_x1449
+    _x1451 = _x0*_x225*(_x426 + _x458 + qk_rope)
+    _x1452 = _x176*_x58*_x727*moe_latent
+    _x1453 = _x176*_x901
+    _x1454 = _x79*gin_bytes
+    _x1455 = _x1454*rcm_norm
+    _x1456 = _x317*_x321*(_x1444*_x737 + _x1454) + _x320*rc_sel*(_x1455 + _x2*(1 - rcm_moe)*(_x1445*rcm_shared + _x740*gin_bytes*moe_ffn*rcm_moe_act) + rcm_moe*(_x1446*_x2 + _x1453))
+    _x1457 = _x405*(_x1455 + rcm_mla_up*(_x0*_x73*(_x302 + kv_lora) + _x1447*_x95))
+    _x1458 = 1 - _x398
+    _x1459 = act_bytes + dropout*(act_bytes + mask_bytes)
+    _x1460 = _x1458*_x1459*_x178
+    _x1461 = -_x1456*mlp_frac - _x1457*attn_frac + _x1460*attn_frac + _x2*(_x1251*(5*_x1027 + _x1030) + _x1446*mlp_frac + _x1448*attn_frac) + _x71*(_x1177*_x90 + attn_frac*(_x1450 + _x1451) + mlp_frac*(_x1450 + _x1452))
+    _x1462 = _x330*rc_full
+    _x1463 = _x1442*_x1461 + _x1462 + rc_op*(_x1441*attn_frac + _x225*(_x1083 + _x1153*_x321 + _x1161*_x781*gated + _x1274*_x78 + _x1439*attn_frac + _x1440*_x322 + _x1440*_x718*_x931 + _x372*attn_frac))
+    _x1464 = _x1463*offload_layers/host_link_bw
+    _x1465 = _x1464*(1 - _x1437)
+    _x1466 = _x1436*(_x1437*np.maximum(0, -_x1276*_x1438 + _x1464) + _x1465)
+    _x1467 = _x1436*(_x1437*np.maximum(0, -_x1279*_x1438 + _x1464) + _x1465)
+    _x1468 = _x1466 + _x1467
+    _x1469 = 1 - graph_full
+    _x1470 = _x1469*host_mb
+    _x1471 = _x1296*np.maximum(0, -_x1303 - _x1313 + _x1469*(-_x1301*(_x1297*host_head + _x1298*host_emb) + _x1302*(host_emb + host_head))) + pp_layout*np.maximum(0, -_x1295 - _x1312 + _x1469*(_x1293*(_x67*host_head + host_emb) + _x1294*(_x67*host_emb + host_head)))
+    _x1472 = _x1285*_x1308 + _x1307*_x713 + _x1310*_x988 + _x1470 + _x1471
+    _x1473 = _x1272*_x1308 + _x1307*_x706 + _x1310*_x972 + _x1468 + _x1472
+    _x1474 = _x1318 + _x1431 + _x1473
+    _x1475 = (387420489/65536)*_x0**3*_x132*_x22*_x305*_x523*_x527*_x533*_x536*_x549*_x554*_x557*_x600*_x603*_x605*_x607*_x610*_x612*_x614*t0_gemm_bwd**4
+    _x1476 = (3/2)*t0_gemm_bwd
+    _x1477 = _x1414*_x1474*_x37 + (1/2)*_x37*dualpipev*(-729/32*_x1307*_x1475*_x257*_x269*_x271*_x272*t0_gemm_bwd - _x1308*(3*_x0*_x22*attn_frac*t0_gemm_bwd + (3/2)*_x0*_x305*attn_frac*t0_gemm_bwd + 3*_x0*attn_frac*t0_gemm_bwd + 3*_x1128 + 3*_x1129 + (3/2)*_x1132 + (3/2)*_x1135 + (3/2)*_x1139 + (3/2)*_x1142 + (3/2)*_x1143 + (3/2)*_x1144 + (3/2)*_x1145 + (3/2)*_x1146 + (3/2)*_x1220 + (3/2)*_x1223 + (3/2)*_x1226 + (3/2)*_x1230 + (3/2)*_x1233 + (3/2)*_x1236 + (3/2)*_x1239 + (3/2)*_x1242 + (3/2)*_x1245 + (3/2)*_x1248 + (3/2)*_x1256 + (3/2)*_x1258 + (3/2)*_x1259 + (3/2)*_x1260 + (3/2)*_x1261 + (3/2)*_x1262 + (3/2)*_x1263 + (3/2)*_x1264 + (3/2)*_x1265 + (3/2)*_x1266 + (3/2)*_x1267 + (3/2)*_x132*attn_frac*t0_gemm_bwd + 3*_x320*_x726*mlp_frac*t0_gemm_bwd + (3/2)*_x320*mlp_frac*t0_gemm_bwd + 3*_x717*mlp_frac*t0_gemm_bwd + 3*_x798*mlp_frac*t0_gemm_bwd + (3/2)*attn_frac*t0_gemm_bwd + (9/2)*mamba_frac*t0_gemm_bwd) - 43046721/2048*_x1310*_x1475*_x1476*_x320**2*_x717*_x726*_x798*_x824*_x826*_x832*_x834*_x845*_x848*_x854*_x857*_x859*_x861*_x954*_x965*t0_gemm_bwd**4 + _x1311 + 2*_x1312*pp_layout + _x1313*(2 - 2*pp_layout) + 2*_x1314 + 2*_x1315 + 2*_x1316 + 2*_x1428 + 2*_x1429 + 2*_x1430 + _x1433 + _x1473)
+    _x1478 = _x1474*_x51 + _x1477
+    _x1479 = _x42**(-z_os)
+    _x1480 = np.minimum(d_model, _x369)
+    _x1481 = np.minimum(d_model, _x370)
+    _x1482 = np.minimum(kv_lora, _x420)
+    _x1483 = np.minimum(d_model, _x1336)
+    _x1484 = np.minimum(d_model, _x19)
+    _x1485 = np.minimum(q_lora, _x444)
+    _x1486 = np.minimum(d_model, q_lora)
+    _x1487 = np.minimum(d_model, _x444)
+    _x1488 = _x0*(5*_x1482**2*(2*_x1482 + 4*np.maximum(kv_lora, _x420)) + 5*_x1483**2*(2*_x1483 + 4*np.maximum(d_model, _x1336)) + 5*_x1484**2*(2*_x1484 + 4*np.maximum(d_model, _x19)) + 5*_x1487**2*_x305*(2*_x1487 + 4*np.maximum(d_model, _x444)) + _x23*(5*_x1485**2*(2*_x1485 + 4*np.maximum(q_lora, _x444)) + 5*_x1486**2*(2*_x1486 + 4*np.maximum(d_model, q_lora)))) + _x132*(10*_x1480**2*(2*_x1480 + 4*np.maximum(d_model, _x369)) + 10*_x1481**2*(2*_x1481 + 4*np.maximum(d_model, _x370)))
+    _x1489 = np.minimum(d_model, shared_ffn)
+    _x1490 = np.minimum(d_model, _x780)
+    _x1491 = np.minimum(d_model, n_experts)
+    _x1492 = np.minimum(d_model, moe_latent)
+    _x1493 = np.minimum(d_model, ffn_hidden)
+    _x1494 = np.minimum(d_model, _x259)
+    _x1495 = _x1357**(-z_os)
+    _x1496 = np.minimum(moe_ffn, _x728)
+    _x1497 = np.minimum(_x754, _x728)
+    _x1498 = muon*(_x1331*_x1368*_x1495*mlp_frac*(5*_x1496**2*(2*_x1496 + 4*np.maximum(moe_ffn, _x728)) + 5*_x1497**2*(2*_x1497 + 4*np.maximum(_x754, _x728))) + _x1479*(_x1305*(_x1488 + 5*_x1493**2*(2*_x1493 + 4*np.maximum(d_model, ffn_hidden)) + 5*_x1494**2*(2*_x1494 + 4*np.maximum(d_model, _x259))) + _x1368*(_x1081*(5*_x1491**2*(2*_x1491 + 4*np.maximum(d_model, n_experts)) + 10*_x1492**2*_x727*(2*_x1492 + 4*np.maximum(d_model, moe_latent)) + _x717*(5*_x1489**2*(2*_x1489 + 4*np.maximum(d_model, shared_ffn)) + 5*_x1490**2*(2*_x1490 + 4*np.maximum(d_model, _x780)))) + _x1488*attn_frac)))
+    _x1499 = _x1392*_x1479
+    _x1500 = _x1373*_x1495
+    _x1501 = _x1499 + _x1500
+    _x1502 = muon*t0_gemm_fwd + t0_optim_fwd + np.maximum(0, _x117*_x1498*(d_model + gemm_dhalf)/d_model) + np.maximum(_x1501*_x75*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd, _x81*(12*_x1499 + 12*_x1500)/eta_optim_fwd)
+    _x1503 = _x1435 + _x1478 + _x1502 + _x36 + _x66
+    _x1504 = _x36 + _x51*(_x1109*_x1308 + _x1307*_x705 + _x1310*_x842)
+    _x1505 = _x661 + 1
+    _x1506 = _x23*t0_gemm_bwd + _x515 + (1/2)*_x523 + (1/2)*_x533 + (1/2)*_x554 + (1/2)*_x605 + (1/2)*_x607 + (1/2)*_x612 + _x698
+    _x1507 = 2*seq_len
+    _x1508 = _x74*seq_len
+    _x1509 = _x160*_x74*n_heads
+    _x1510 = _x132*_x384
+    _x1511 = _x428*seq_len
+    _x1512 = _x189*_x195
+    _x1513 = _x138*_x189*_x217
+    _x1514 = _x141*(_x1507*_x1512 + 2*_x1513)/_x187
+    _x1515 = _x1514*_x157
+    _x1516 = _x136*_x1514
+    _x1517 = _x149*_x1512*seq_len
+    _x1518 = _x149*_x1513
+    _x1519 = _x1515 + _x1516 + _x1517 + _x1518
+    _x1520 = _x1507*_x1510 + _x1507*_x354 + _x1507*_x363 + _x1507*_x601 + _x1509 + _x1511 + _x1519 + _x444*_x458*seq_len
+    _x1521 = _x1508*vocab
+    _x1522 = 4*seq_len
+    _x1523 = _x1507*_x717
+    _x1524 = _x1523*_x766
+    _x1525 = _x1523*_x778
+    _x1526 = _x1507*_x739*(_x320/np.maximum(1, capacity_factor) + _x719)
+    _x1527 = _x1526*_x729
+    _x1528 = _x1522*_x846
+    _x1529 = _x1526*_x755
+    _x1530 = -dense_layers + n_layers
+    _x1531 = mamba_frac*seq_len
+    _x1532 = _x1062*seq_len
+    _x1533 = _x1515*attn_frac + _x1516*attn_frac + _x1517*attn_frac + _x1518*attn_frac
+    _x1534 = global_batch*(_x1521 + _x1530*(_x1027*_x1531*_x74 + 2*_x1032*_x1531 + _x1083*_x1508 + _x1509*attn_frac + _x1510*_x1532 + _x1511*attn_frac + _x1524*mlp_frac + _x1525*mlp_frac + _x1527*mlp_frac + _x1528*mlp_frac + _x1529*mlp_frac + _x1531*(_x1029*mamba_chunk + _x1053) + _x1532*_x302*_x444 + _x1532*_x354 + _x1532*_x363 + _x1532*_x601 + _x1533) + dense_layers*(_x1507*_x241 + _x1508*_x259 + _x1520) + mtp*(_x1508*_x320*n_experts + _x1520 + _x1521 + _x1522*_x87 + _x1524 + _x1525 + _x1527 + _x1528 + _x1529))
+    _x1535 = 3*_x1534
+    _x1536 = 3*_x150
+    _x1537 = _x1536*_x158
+    _x1538 = _x148*_x1536
+    _x1539 = 6*_x161*_x55*micro_batch*n_heads
+    _x1540 = _x376*_x391
+    _x1541 = 6*_x72
+    _x1542 = _x1541*_x354
+    _x1543 = _x150*_x399
+    _x1544 = _x1543*_x158
+    _x1545 = _x148*_x1543
+    _x1546 = _x128*_x74
+    _x1547 = _x382*_x391
+    _x1548 = _x477*_x72
+    _x1549 = _x1548*_x354
+    _x1550 = 6*_x298*_x608
+    _x1551 = _x1541*_x363
+    _x1552 = _x417*_x429
+    _x1553 = _x1548*_x363
+    _x1554 = 6*_x1068
+    _x1555 = 6*_x451
+    _x1556 = 7*_x199
+    _x1557 = _x195*_x413
+    _x1558 = _x1556*_x1557
+    _x1559 = _x172*_x217
+    _x1560 = _x1556*_x1559
+    _x1561 = _x149*_x187*_x399
+    _x1562 = _x1557*_x1561
+    _x1563 = _x417*_x451
+    _x1564 = _x1559*_x1561
+    _x1565 = _x1537 + _x1538 + _x1539 + _x1540 + _x1542 + _x1544 + _x1545 + _x1546*_x297 + _x1547*_x390 + _x1549 + _x1550 + _x1551 + _x1552 + _x1553 + _x1554 + _x1555 + _x1558 + _x1560 + _x1562 + 2*_x1563 + _x1564 + _x417*_x459
+    _x1566 = 768*_x119
+    _x1567 = _x376*_x773
+    _x1568 = _x1541*_x963
+    _x1569 = 6*_x747
+    _x1570 = _x774*_x933
+    _x1571 = _x74*_x935
+    _x1572 = _x748*_x928
+    _x1573 = _x376*_x785
+    _x1574 = 6*_x760
+    _x1575 = _x72*_x846
+    _x1576 = 12*_x1575
+    _x1577 = _x786*_x934
+    _x1578 = _x761*_x929
+    _x1579 = 4*_x1575*_x925
+    _x1580 = _x1530*(6*_x1038*_x1044 + _x1039*_x477 + 6*_x1039 + _x1048*_x128 + _x1055*_x128 + _x1055 + _x1062*_x1563 + _x1069*_x417 + _x1074*_x1546 + _x1077*_x1547 + _x1205*_x1571 + _x1255 + _x1537*attn_frac + _x1538*attn_frac + _x1539*attn_frac + _x1540*attn_frac + _x1542*attn_frac + _x1544*attn_frac + _x1545*attn_frac + _x1549*attn_frac + _x1550*attn_frac + _x1551*attn_frac + _x1552*attn_frac + _x1553*attn_frac + _x1554*attn_frac + _x1555*attn_frac + _x1558*attn_frac + _x1560*attn_frac + _x1562*attn_frac + _x1564*attn_frac + _x1567*mlp_frac + _x1568*mlp_frac + _x1569*mlp_frac + _x1570*mlp_frac + _x1572*mlp_frac + _x1573*mlp_frac + _x1574*mlp_frac + _x1576*mlp_frac + _x1577*mlp_frac + _x1578*mlp_frac + _x1579*mlp_frac) + _x1566 + dense_layers*(_x1565 + 6*_x253 + _x254*_x325 + _x260*_x376 + _x266*_x328) + mtp*(_x1565 + _x1566 + _x1567 + _x1568 + _x1569 + _x1570 + _x1571*_x811 + _x1572 + _x1573 + _x1574 + _x1576 + _x1577 + _x1578 + _x1579 + 12*_x96)
+    _x1581 = 2*mtp
+    _x1582 = _x1519*dense_layers + _x1530*_x1533
+    _x1583 = 3*global_batch
+    _x1584 = _x1535 + _x1583*(_x138*_x187*n_heads*(_x1062*n_layers + _x1581) - _x1519*mtp - _x1582 + d_model*seq_len*(_x1581 + 2)*(_x112*tp - vocab))
+    _x1585 = _x14*dense_layers
+    _x1586 = np.maximum(0, _x9)
+    _x1587 = np.where(_x32, _x1586*_x625, _x625)
+    _x1588 = np.where(_x32, _x1586*_x642, _x642)
+    _x1589 = seq_par*(_x1587 + _x1588)
+    _x1590 = 2*seq_par
+    _x1591 = _x1587*_x1590
+    _x1592 = np.where(_x32, _x1586*_x646, _x646)
+    _x1593 = _x1592*_x645
+    _x1594 = _x1589 + _x1591 + _x1593
+    _x1595 = _x14*_x1530
+    _x1596 = _x1592*_x663
+    _x1597 = _x1589 + _x1596
+    _x1598 = _x1597*attn_frac
+    _x1599 = _x1591 + _x1596
+    _x1600 = _x1599*mamba_frac
+    _x1601 = _x1005*_x1599
+    _x1602 = _x1598 + _x1600 + _x1601
+    _x1603 = 2*_x1081*_x1595*_x984/_x677
+    _x1604 = np.where(_x884, _x883*np.maximum(0, _x881), _x883)
+    _x1605 = _x5/tp**2
+    _x1606 = _x1605*_x33
+    _x1607 = np.where(_x32, _x109*_x1606, 0)
+    _x1608 = _x225*_x640
+    _x1609 = np.where(_x32, _x1606*_x1608, 0)
+    _x1610 = seq_par*(_x1607 + _x1609)
+    _x1611 = _x1590*_x1607
+    _x1612 = _x12*_x1605
+    _x1613 = np.where(_x32, _x109*_x1612, 0)
+    _x1614 = _x1613*_x645
+    _x1615 = _x1610 + _x1611 + _x1614
+    _x1616 = _x1613*_x663
+    _x1617 = _x1610 + _x1616
+    _x1618 = _x1617*attn_frac
+    _x1619 = _x1611 + _x1616
+    _x1620 = _x1619*mamba_frac
+    _x1621 = _x1005*_x1619
+    _x1622 = _x1618 + _x1620 + _x1621
+    _x1623 = np.where(_x884, _x883*np.maximum(0, _x880), 0)
+    _x1624 = _x51*(_x1585*_x1615 + _x1595*_x1622 + _x1603*_x1623)
+    _x1625 = _x1597*_x665 + tp_async*(_x663*np.where(_x32, _x1586*_x670, _x670) + seq_par*(_x1587 + 2*_x1588))
+    _x1626 = 3*seq_par
+    _x1627 = _x1599*_x665 + tp_async*(_x1587*_x1626 + _x1596)
+    _x1628 = _x1603*(rc_full + 1)
+    _x1629 = _x1617*_x665 + tp_async*(_x663*np.where(_x32, _x1608*_x1612, 0) + seq_par*(_x1607 + 2*_x1609))
+    _x1630 = _x1619*_x665 + tp_async*(_x1607*_x1626 + _x1616)
+    _x1631 = _x51*(_x1585*(_x1505*_x1615 - _x1610 - _x1611 - _x1614 + _x1629 + _x1630) + _x1595*(_x1005*_x1630 + _x1505*_x1622 - _x1618 - _x1620 - _x1621 + _x1629*attn_frac + _x1630*mamba_frac) + _x1623*_x1628)
+    _x1632 = global_batch*seq_len
+    _x1633 = _x1632*act_bytes
+    _x1634 = _x1361*_x1633*_x188*_x223*(_x1585 + _x1595*attn_frac)
+    _x1635 = _x1634*_x231
+    _x1636 = _x1634*_x677
+    _x1637 = _x1636*_x231
+    _x1638 = np.maximum(0, _x874)
+    _x1639 = _x1603*_x51
+    _x1640 = _x1638*_x1639
+    _x1641 = np.maximum(0, _x872)
+    _x1642 = _x1628*_x51
+    _x1643 = _x1638*_x1642
+    _x1644 = _x1323*_x14*_x1633*_x38*(interleave*pp - 1)
+    _x1645 = _x1644*_x55
+    _x1646 = _x1645*_x62 + _x1645*_x63
+    _x1647 = _x1405*z_os
+    _x1648 = np.maximum(0, _x1365)
+    _x1649 = _x1330*n_experts
+    _x1650 = _x1081*_x1649
+    _x1651 = _x1361*_x1595*_x1650
+    _x1652 = _x1397*_x1651
+    _x1653 = np.maximum(0, _x1326)
+    _x1654 = _x1530*_x1650
+    _x1655 = _x1329 + _x1333
+    _x1656 = _x1649 + _x1655
+    _x1657 = _x1337 + _x24
+    _x1658 = _x1379 + _x1380 + _x1657*attn_frac
+    _x1659 = d_model*vocab
+    _x1660 = _x1385 + _x1388 + _x1659*(2 - tied)
+    _x1661 = _x1660 + dense_layers*(_x1335 + _x1382 + _x1657)
+    _x1662 = _x1530*(_x1656*mlp_frac + _x1658) + _x1661
+    _x1663 = _x14*(-_x1654 + _x1662)
+    _x1664 = _x1341*_x1663
+    _x1665 = _x1664*_x185
+    _x1666 = _x320*np.where(_x1376, _x1648*_x1652, _x1652) + np.where(_x1347, _x1653*_x1665, _x1665)
+    _x1667 = _x1320*z_param
+    _x1668 = np.maximum(0, _x1363)
+    _x1669 = _x1322/(cp**2*dp**2)
+    _x1670 = _x1340*_x1663*_x1669
+    _x1671 = _x320*np.where(_x1376, _x1652*_x1668, 0) + np.where(_x1347, _x1670*_x185, 0)
+    _x1672 = _x1647*_x1671 + _x1667*_x1671
+    _x1673 = _x1367*_x1651
+    _x1674 = np.where(_x1376, _x1648*_x1673, _x1673)
+    _x1675 = _x1664*_x25
+    _x1676 = np.where(_x1347, _x1653*_x1675, _x1675)
+    _x1677 = _x1405*_x1417
+    _x1678 = _x1663*_x2
+    _x1679 = _x1421*_x1678
+    _x1680 = _x1424*_x1651
+    _x1681 = np.where(_x1376, _x1668*_x1673, 0)
+    _x1682 = np.where(_x1347, _x1670*_x25, 0)
+    _x1683 = _x1677*(_x1418*np.where(_x1347, _x1420*_x1669*_x1678, 0) + _x1682*z_os + _x320*(_x1418*np.where(_x1376, _x1668*_x1680, 0) + _x1681*z_os)) + z_param*(-_x1320*_x1671 + _x1320*(_x1681*_x320 + _x1682) + _x1396*_x1671)
+    _x1684 = _x14*_x99
+    _x1685 = _x1361*_x1684
+    _x1686 = _x1503**(-1.0)
+    _x1687 = _x176*_x67*z_param*np.maximum(_x1383*np.minimum(1, dense_layers), _x1381)
+    _x1688 = _x42**(-z_param)
+    _x1689 = _x1357**(-z_param)
+    _x1690 = _x38*z_param
+    _x1691 = _x1391*_x1690
+    _x1692 = _x1691*act_bytes + act_bytes*(_x1373*_x1689 + _x1392*_x1688)
+    _x1693 = _x42**(-z_grad)
+    _x1694 = _x1357**(-z_grad)
+    _x1695 = _x1691*grad_bytes + grad_bytes*(_x1373*_x1694 + _x1392*_x1693)
+    _x1696 = _x1390*_x1479*(-opt_bytes + opt_bytes_emb)
+    _x1697 = _x1501*opt_bytes + _x1696
+    _x1698 = _x1446 + _x1448
+    _x1699 = _x1449 + _x1451 + _x1452
+    _x1700 = -_x1453 - _x1457 + _x1460 + _x1698*_x2 + _x1699*_x71 + _x2*(_x1443*_x56*ffn_hidden*micro_batch*seq_len - _x1446) - _x317*(_x1443*_x244 + _x1454)
+    _x1701 = _x128*np.maximum(_x1700, _x1461)
+    _x1702 = _x51*gpipe
+    _x1703 = _x1442*_x1700 + _x1462 + rc_op*(_x1441 + _x225*(_x1439 + _x243 + _x372 + _x78 + d_model*gated))
+    _x1704 = _x1305*_x1703
+    _x1705 = np.minimum(np.minimum(dense_layers, offload_layers), _x17)
+    _x1706 = mtp*(_x1462 + 5*_x330 + (1 - rc_full)*(_x138*_x141*_x1458*_x1459*_x2*_x56*micro_batch*n_heads - _x1456 - _x1457 + _x1698*_x2 + _x1699*_x71))
+    _x1707 = _x114*(_x938*ce_eager + act_bytes*(1 - ce_eager) + (act_bytes*ce_compiled + f32_bytes*(1 - ce_compiled))*(_x1702 - gpipe + 1))
+    _x1708 = (_x1707 + _x330)*(mtp + 1)
+    _x1709 = _x1300*_x1706 + _x1302*_x1708 + _x1701 + (_x1410*(-_x1407 - gpipe)*(_x1411*_x15*_x37 + 1) + _x1702 + dualpipev*(pp + 1/2))*(_x1368*_x1463 + _x1704 + _x1706*_x67 - _x67*(_x1463*(-_x1705 + offload_layers) + _x1703*_x1705))
+    _x1710 = _x1687 + _x1692 + _x1695 + _x1697 + _x1709
+    _x1711 = _x1305*_x67
+    _x1712 = _x17 - _x1711
+    _x1713 = _x1369*_x1712
+    _x1714 = _x113*_x1389*_x38*np.minimum(1, mtp) + _x1381*_x1712 + _x1384*_x67 + _x1387 - _x1388*_x38 + _x1390
+    _x1715 = -_x1371 - _x1713 + _x1714
+    _x1716 = _x1371 + _x1713
+    _x1717 = _x1690*_x1714
+    _x1718 = _x1717*act_bytes + act_bytes*(_x1688*_x1715 + _x1689*_x1716)
+    _x1719 = _x1717*grad_bytes + grad_bytes*(_x1693*_x1715 + _x1694*_x1716)
+    _x1720 = _x1696 + opt_bytes*(_x1479*_x1715 + _x1495*_x1716)
+    _x1721 = np.minimum(offload_layers, _x1711)
+    _x1722 = _x1701 + _x1708 + (_x1702 + (1 - gpipe)*np.minimum(_x51, _x13*(_x1409*pp + 1)))*(_x1463*_x1712 + _x1704*_x67 + _x1706 - _x67*(_x1463*(-_x1721 + offload_layers) + _x1703*_x1721))
+    _x1723 = _x1408*(_x1687 + _x1718 + _x1719 + _x1720 + _x1722) + _x1710*dualpipev
+    _x1724 = np.maximum(_x1710, _x1723)
+    _x1725 = np.where((_x1710 < _x1723), 1, 0)
+    _x1726 = 1 - _x1725
+    _x1727 = _x1724*alloc_frag
+    _x1728 = nccl_comm_bytes*(_x1348 + _x1377*_x320 + _x34) + nccl_peer_bytes*(_x320*_x876 + _x53 + 2*np.minimum(1, _x223))
     return {
-        'step_time': _x1494,
+        'step_time': _x1503,
         't_forward': _x1311*_x51,
         't_backward': _x1317*_x51,
-        't_recompute': _x1420*_x51,
-        't_tp_comm': _x1495,
+        't_recompute': _x1431*_x51,
+        't_tp_comm': _x1504,
         't_cp_comm': _x51*(_x1125*_x1308 + _x1307*_x239 + _x1310*_x239),
         't_ep_comm': _x51*(_x1270*_x1308 + _x1307*_x619 + _x1310*_x970),
-        't_host_overhead': _x1460*_x51,
-        't_offload': _x1456*_x51,
-        't_pp_bubble': _x1468,
+        't_host_overhead': _x1472*_x51,
+        't_offload': _x1468*_x51,
+        't_pp_bubble': _x1477,
         't_pp_comm': _x66,
-        't_dp_comm': _x1423,
-        't_optimizer': _x1493,
-        'tp_comm_total': _x36 + _x51*(_x1307*(_x1496*_x649 + _x675) + _x1308*(_x1007*_x1496 + _x1009) + _x1310*(_x1496*_x722 + _x724)),
-        'dp_comm_total': _x1401*z_param + _x1405*(_x1400*z_os + _x1416),
-        'tp_comm': _x1495,
-        'dp_comm': _x1423,
+        't_dp_comm': _x1435,
+        't_optimizer': _x1502,
+        'tp_comm_total': _x36 + _x51*(_x1307*(_x1505*_x649 + _x675) + _x1308*(_x1007*_x1505 + _x1009) + _x1310*(_x1505*_x722 + _x724)),
+        'dp_comm_total': _x1401*z_param + _x1405*(_x1406 + _x1427),
+        'tp_comm': _x1504,
+        'dp_comm': _x1435,
         'pp_bubble': _x37/_x52,
-        'pp_bubble_ratio': _x1467*dp*micro_batch/global_batch,
-        'pp_bubble_share': _x1468/_x1469,
+        'pp_bubble_ratio': _x13*_x37*dp*micro_batch/global_batch,
+        'pp_bubble_share': _x1477/_x1478,
         'micro_batches': _x51,
-        't_microbatch_stage': _x1462,
-        't_stage_wgrad': _x1307*(_x1464 + _x1497 + (1/2)*_x257 + (1/2)*_x271 + _x688) + _x1308*(_x1128 + _x1129 + (1/2)*_x1132 + (1/2)*_x1135 + (1/2)*_x1139 + (1/2)*_x1142 + (1/2)*_x1143 + (1/2)*_x1144 + (1/2)*_x1145 + (1/2)*_x1146 + _x1160*_x948 + _x1214*_x23 + _x1216*_x726 + _x1217 + (1/2)*_x1220 + (1/2)*_x1223 + (1/2)*_x1226 + (1/2)*_x1230 + (1/2)*_x1233 + (1/2)*_x1236 + (1/2)*_x1239 + (1/2)*_x1242 + (1/2)*_x1245 + (1/2)*_x1248 + (1/2)*_x1256 + (1/2)*_x1258 + (1/2)*_x1259 + (1/2)*_x1260 + (1/2)*_x1261 + (1/2)*_x1262 + (1/2)*_x1263 + (1/2)*_x1264 + (1/2)*_x1265 + (1/2)*_x1266 + (1/2)*_x1267 + _x1273*_x507 + _x1273*_x516 + _x1273*t0_gemm_bwd + _x1464*mamba_frac + _x821*mlp_frac + _x828*mlp_frac) + _x1310*(_x1497 + _x320*_x686 + _x686 + _x726*_x948 + _x821 + (1/2)*_x824 + (1/2)*_x826 + _x828 + (1/2)*_x832 + (1/2)*_x834 + _x845 + _x848 + (1/2)*_x854 + (1/2)*_x857 + (1/2)*_x859 + (1/2)*_x861 + (1/2)*_x954 + (1/2)*_x965),
+        't_microbatch_stage': _x1474,
+        't_stage_wgrad': _x1307*(_x1476 + _x1506 + (1/2)*_x257 + (1/2)*_x271 + _x688) + _x1308*(_x1128 + _x1129 + (1/2)*_x1132 + (1/2)*_x1135 + (1/2)*_x1139 + (1/2)*_x1142 + (1/2)*_x1143 + (1/2)*_x1144 + (1/2)*_x1145 + (1/2)*_x1146 + _x1160*_x948 + _x1214*_x23 + _x1216*_x726 + _x1217 + (1/2)*_x1220 + (1/2)*_x1223 + (1/2)*_x1226 + (1/2)*_x1230 + (1/2)*_x1233 + (1/2)*_x1236 + (1/2)*_x1239 + (1/2)*_x1242 + (1/2)*_x1245 + (1/2)*_x1248 + (1/2)*_x1256 + (1/2)*_x1258 + (1/2)*_x1259 + (1/2)*_x1260 + (1/2)*_x1261 + (1/2)*_x1262 + (1/2)*_x1263 + (1/2)*_x1264 + (1/2)*_x1265 + (1/2)*_x1266 + (1/2)*_x1267 + _x1273*_x507 + _x1273*_x516 + _x1273*t0_gemm_bwd + _x1476*mamba_frac + _x821*mlp_frac + _x828*mlp_frac) + _x1310*(_x1506 + _x320*_x686 + _x686 + _x726*_x948 + _x821 + (1/2)*_x824 + (1/2)*_x826 + _x828 + (1/2)*_x832 + (1/2)*_x834 + _x845 + _x848 + (1/2)*_x854 + (1/2)*_x857 + (1/2)*_x859 + (1/2)*_x861 + (1/2)*_x954 + (1/2)*_x965),
         't_layer_fwd': _x1276,
         't_layer_bwd': _x1279,
         't_layer_recompute': _x1211,
@@ -1985,7 +1993,7 @@ def evaluate(x):
         't_dense_layer_tp_comm': _x705,
         't_dense_layer_cp_comm': _x239,
         't_dense_layer_ep_comm': _x619,
-        't_dense_layer_comm_bwd': _x1421,
+        't_dense_layer_comm_bwd': _x1432,
         't_dense_layer_host': _x713,
         'stage_layers': _x1307 + _x1308,
         'stage_dense_layers': _x1307,
@@ -1996,35 +2004,35 @@ def evaluate(x):
         't_head_fwd': _x126,
         't_head_bwd': _x1000,
         'head_stage_heavier': _x1296*_x1297 + _x1309*pp_layout,
-        't_edge_host': _x1459,
-        't_microbatch_host': _x1458,
-        't_offload_fwd': _x1454,
-        't_offload_bwd': _x1455,
+        't_edge_host': _x1471,
+        't_microbatch_host': _x1470,
+        't_offload_fwd': _x1466,
+        't_offload_bwd': _x1467,
         't_pp_send_recv': _x47*_x65,
         't_embedding_grad_reduce': _x46,
-        'flops': _x1526,
-        'hardware_flops': _x1571*_x228*_x50,
-        'flops_megatron': _x1575,
-        'bytes_tp_fwd': _x1615 + _x51*(_x1576*_x1585 + _x1586*_x1593 + _x1594*_x1595),
-        'bytes_tp_bwd': _x1622 + _x51*(_x1576*(_x1496*_x1585 - _x1580 - _x1582 - _x1584 + _x1616 + _x1618) + _x1586*(_x1005*_x1618 + _x1496*_x1593 - _x1589 - _x1591 - _x1592 + _x1616*attn_frac + _x1618*mamba_frac) + _x1595*_x1619),
-        'bytes_tp_inter': _x1615 + _x1622,
-        'bytes_cp_fwd': _x1625*_x230 + _x1626,
-        'bytes_cp_bwd': _x1627*_x230 + _x1628,
-        'bytes_cp_inter': _x1626 + _x1628,
-        'bytes_ep_fwd': _x1630*_x1632 + _x1631,
-        'bytes_ep_bwd': _x1632*_x1633 + _x1634,
-        'bytes_ep_inter': _x1631 + _x1634,
-        'bytes_pp_fwd': _x1637,
-        'bytes_pp_bwd': _x1637,
-        'bytes_pp_inter': _x1635*_x63*_x993,
-        'bytes_dp_fwd': _x1638*_x1657 + _x1657*_x1658 + _x1663,
-        'bytes_dp_bwd': _x1668*(_x1407*np.where(_x1347, _x1644*_x1670, _x1670) + _x1667*z_os + _x320*(_x1407*np.where(_x1376, _x1639*_x1671, _x1671) + _x1665*z_os)) + _x1674 + z_param*(-_x1320*_x1657 + _x1320*(_x1665*_x320 + _x1667) + _x1396*_x1657),
-        'bytes_dp_inter': _x1663 + _x1674,
-        'flops_forward': _x1525,
-        'flops_backward': 2*_x1525,
-        'flops_attention': _x1573*_x1574,
-        'flops_lm_head': 6*_x1623*_x1650,
-        'flops_optimizer_rank': _x1489,
+        'flops': _x1535,
+        'hardware_flops': _x1580*_x228*_x50,
+        'flops_megatron': _x1584,
+        'bytes_tp_fwd': _x1624 + _x51*(_x1585*_x1594 + _x1595*_x1602 + _x1603*_x1604),
+        'bytes_tp_bwd': _x1631 + _x51*(_x1585*(_x1505*_x1594 - _x1589 - _x1591 - _x1593 + _x1625 + _x1627) + _x1595*(_x1005*_x1627 + _x1505*_x1602 - _x1598 - _x1600 - _x1601 + _x1625*attn_frac + _x1627*mamba_frac) + _x1604*_x1628),
+        'bytes_tp_inter': _x1624 + _x1631,
+        'bytes_cp_fwd': _x1634*_x230 + _x1635,
+        'bytes_cp_bwd': _x1636*_x230 + _x1637,
+        'bytes_cp_inter': _x1635 + _x1637,
+        'bytes_ep_fwd': _x1639*_x1641 + _x1640,
+        'bytes_ep_bwd': _x1641*_x1642 + _x1643,
+        'bytes_ep_inter': _x1640 + _x1643,
+        'bytes_pp_fwd': _x1646,
+        'bytes_pp_bwd': _x1646,
+        'bytes_pp_inter': _x1644*_x63*_x993,
+        'bytes_dp_fwd': _x1647*_x1666 + _x1666*_x1667 + _x1672,
+        'bytes_dp_bwd': _x1677*(_x1418*np.where(_x1347, _x1653*_x1679, _x1679) + _x1676*z_os + _x320*(_x1418*np.where(_x1376, _x1648*_x1680, _x1680) + _x1674*z_os)) + _x1683 + z_param*(-_x1320*_x1666 + _x1320*(_x1674*_x320 + _x1676) + _x1396*_x1666),
+        'bytes_dp_inter': _x1672 + _x1683,
+        'flops_forward': _x1534,
+        'flops_backward': 2*_x1534,
+        'flops_attention': _x1582*_x1583,
+        'flops_lm_head': 6*_x1632*_x1659,
+        'flops_optimizer_rank': _x1498,
         'gemm_qkv_proj_flops': _x1078,
         'gemm_qkv_proj_bytes': _x1110*_x388,
         'gemm_qkv_proj_dmin': _x392,
@@ -2041,28 +2049,28 @@ def evaluate(x):
         'gemm_lm_head_bytes': _x115,
         'gemm_lm_head_dmin': _x118,
         'n_gpus': _x44,
-        'mfu': _x1526*_x1676*_x1677,
-        'mfu_megatron': _x1575*_x1676*_x1677,
-        'hfu': _x1571*_x1675*_x1677*_x51,
-        'tokens_per_s': _x1623*_x1677,
-        'memory': _x1716,
-        'mem_weights': _x1683*_x1718 + _x1710*_x1717,
-        'mem_gradients': _x1686*_x1718 + _x1711*_x1717,
-        'mem_optimizer': _x1688*_x1718 + _x1712*_x1717,
-        'mem_activations': _x1678 + _x1701*_x1718 + _x1714*_x1717,
-        'mem_logits': _x1699,
-        'mem_first_stage': _x1702,
-        'mem_last_stage': _x1715,
-        'mem_reserve': _x1719 + _x1720 + cuda_context,
+        'mfu': _x1535*_x1685*_x1686,
+        'mfu_megatron': _x1584*_x1685*_x1686,
+        'hfu': _x1580*_x1684*_x1686*_x51,
+        'tokens_per_s': _x1632*_x1686,
+        'memory': _x1724,
+        'mem_weights': _x1692*_x1726 + _x1718*_x1725,
+        'mem_gradients': _x1695*_x1726 + _x1719*_x1725,
+        'mem_optimizer': _x1697*_x1726 + _x1720*_x1725,
+        'mem_activations': _x1687 + _x1709*_x1726 + _x1722*_x1725,
+        'mem_logits': _x1707,
+        'mem_first_stage': _x1710,
+        'mem_last_stage': _x1723,
+        'mem_reserve': _x1727 + _x1728 + cuda_context,
         'mem_cuda_context': cuda_context,
-        'mem_nccl': _x1720,
-        'mem_fragmentation': _x1719,
-        'params': _x1653,
-        'active_params': _x1521*(_x1649 + mlp_frac*(_x1330*top_k + _x1646)) + _x1652,
+        'mem_nccl': _x1728,
+        'mem_fragmentation': _x1727,
+        'params': _x1662,
+        'active_params': _x1530*(_x1658 + mlp_frac*(_x1330*top_k + _x1655)) + _x1661,
         'params_rank': _x1391,
-        'params_embedding': _x1651,
-        'params_expert': _x1645,
-        'params_mtp': mtp*(_x1386 + _x1647 + _x1648 + _x88),
+        'params_embedding': _x1660,
+        'params_expert': _x1654,
+        'params_mtp': mtp*(_x1386 + _x1656 + _x1657 + _x88),
     }
 
-SOURCE_DIGEST = 'bc35d52d37dd645a'
+SOURCE_DIGEST = '7239681bd05c0e8a'

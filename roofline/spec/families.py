@@ -59,6 +59,18 @@ SPELLINGS = (
     (r"^(llama[\s-]*4[\s-]*(scout|maverick))[\s-]+17b[\s-]+\d+e$", r"\1"),   # Llama-4-Scout-17B-16E (active, experts)
     (r"^mistral[\s-]*large[\s-]*(instruct[\s-]*)?2407$", "mistral-large-2"),     # Mistral Large 2 (July 2024) as the hub names it
     (r"^olmo[\s-]*2[\s-]*1124[\s-]*(?=\d+b$)", "olmo2-"),                     # allenai/OLMo-2-1124-7B (release date)
+    # NeMo's performance summaries (docs.nvidia.com/nemo-framework performance-summary, 24.x-25.x) name Nemotron-4
+    # 15B/340B 'Nemotron-15B'/'Nemotron-340B', Llama 3.1 405B 'LLAMA3-405B' (the Llama 3 paper's own 'Llama 3 405B',
+    # Dubey et al. 2024: only the 3.1 release has a 405B) and the Llama 4 language models 'LLAMA4-Scout-LLM'
+    (r"^nemotron[\s-]*(15b|340b)$", r"nemotron-4-\1"),
+    (r"^llama[\s-]*3[\s-]*405b$", "llama3.1-405b"),
+    (r"^(llama[\s-]*4[\s-]*(scout|maverick))[\s-]+llm$", r"\1"),
+    # NeMo AutoModel's performance summary (docs/performance-summary.mdx): 'Nemotron V3 Nano 30B' / 'Super 120B' for
+    # Nemotron 3 Nano 30B-A3B / Super 120B-A12B, 'Qwen3 MoE 30B' for Qwen3-30B-A3B
+    (r"^nemotron[\s-]*v?3[\s-]*nano[\s-]*30b$", "nemotron-3-nano-30b-a3b"),
+    (r"^nemotron[\s-]*v?3[\s-]*super[\s-]*120b$", "nemotron-3-super-120b-a12b"),
+    (r"^qwen[\s-]*3[\s-]*moe[\s-]*30b$", "qwen3-30b-a3b"),
+    (r"^qwen[\s-]*3[\s-]*moe[\s-]*235b$", "qwen3-235b-a22b"),
     (r"[\s-]+(hf|base|v0\.1)$", ""),                    # -hf conversions, base checkpoints, Mistral/Mixtral v0.1
 )
 

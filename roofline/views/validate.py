@@ -46,6 +46,8 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
 - exactly one of tp/pp/dp blank -> n_gpus / (the other two); more than one blank -> tp = pp = 1 when that fits in memory,
   else tp up to the node, then the fewest pipeline stages that fit (MoE: EP x TP inside the node, the smallest tp,
   then the fewest stages; ``complete_layout``).
+- ep blank (or '-') on an MoE row over more than one GPU with its layout stated -> the fastest ep that fits of those
+  dividing the experts and dp x cp, noted (``unstated_ep``); a stated ep stands.
 - seq_len blank -> the stack's shipped training config for the model family, else the named preset's pretraining
   context (``unstated_seq_len``), else skipped.
 - gpu_id -> the hardware profile of that id; gpus_per_node and net_gbps_per_gpu override it when given; gpu_id blank ->
@@ -973,6 +975,55 @@ def complete_layout(fields: dict, stack, resolve_fields) -> tuple[dict, str]:
                                   f"{rule}; the fastest such plan {stack.id} can run (validate.complete_layout)")
 
 
+def unstated_ep(fields: dict, resolve_fields) -> tuple[dict, str]:
+    """(plan fields, note) of a row with a stated layout that leaves ep blank on an MoE model over more than one GPU.
+
+    Every stack's flag default is one expert-parallel rank (Megatron-Core --expert-model-parallel-size 1; torchtitan
+    expert_parallel_degree 1; NeMo AutoModel ep_size 1), but a table's blank or '-' EP on an MoE run is a missing
+    cell, not that default: with one rank every GPU holds and (fully sharded) gathers every expert of every layer, which
+    no published MoE run does. The recipes that publish MoE runs spread experts wide, across nodes with DeepEP /
+    HybridEP dispatch (Megatron-Bridge DeepSeek-V3 ep 64 and Qwen3-235B ep 32 on H100 / GB200; NeMo AutoModel's
+    examples/llm_benchmark GPT-OSS 120B ep_size 64 = its whole dp, Qwen3-30B ep 8, Kimi K2 ep 32). The row is priced at
+    the fastest plan that fits among the ep that divide the experts and dp x cp, said in the note. Dense rows, one
+    GPU and rows stating ep are left as they are (``resolve_fields`` resolves plan fields on the row's model, stack
+    and hardware)."""
+    from ..model.predict import evaluate, fits, inputs
+
+    if fields.get("ep") is not None or (fields.get("n_gpus") or 1) <= 1:
+        return fields, ""
+    try:
+        probe = resolve_fields(fields)
+    except InputError:
+        return fields, ""       # the row's own refusal is said by the caller
+    m, plan = probe.model, probe.plan
+    experts = m.n_experts or 1
+    if experts <= 1:
+        return fields, ""
+    width = plan.dp * plan.cp
+    best_fit = best_any = None                  # (ep, step time): the fastest that fits, the fastest of all
+    for ep in range(2, width + 1):
+        if width % ep or experts % ep:
+            continue
+        try:
+            spec = resolve_fields({**fields, "ep": ep})
+        except InputError:
+            continue
+        out = evaluate(inputs(spec.model, spec.plan, spec.hardware))
+        t = float(out["step_time"])
+        if not np.isfinite(t):
+            continue
+        if bool(fits(out["memory"], out["mem_reserve"], spec.hardware)) and (best_fit is None or t < best_fit[1]):
+            best_fit = (ep, t)
+        if best_any is None or t < best_any[1]:
+            best_any = (ep, t)
+    if best_any is None:
+        return fields, ""
+    ep, why = (best_fit[0], "the fastest that fits") if best_fit else \
+        (best_any[0], "the fastest (none fits the model's memory estimate; the run did)")
+    return {**fields, "ep": ep}, (f"ep not stated on an MoE row: priced at ep={ep}, {why}, of the ep dividing the "
+                                  f"experts and dp x cp (validate.unstated_ep)")
+
+
 def practice_rank(tp, pp, ok, gpus_per_node: int, ep=None):
     """Preference order of layouts (complete_layout), lower first, for arrays of plans (``ok``: those that are valid
     and fit). Dense (``ep`` None), Narayanan et al. 2021's Takeaway #1: pp = 1 by tp ascending; then the largest tp
@@ -1056,7 +1107,10 @@ def build_case(row: dict, hardware=None) -> Case:
                 return resolve(base_model, f, hw, st, model_fields=model_fields, stack_reason=why,
                                gpus_per_node=row.get("gpus_per_node"), net_gbps=row.get("net_gbps_per_gpu"))
             if LAYOUT_UNSTATED not in plan_fields:
-                return resolved(plan_fields)
+                fields, said = unstated_ep(plan_fields, resolved)
+                if said:
+                    layout_notes.append(said)
+                return resolved(fields)
             fields, said = complete_layout(plan_fields, st, resolved)
             layout_notes.append(said)
             return resolved(fields)

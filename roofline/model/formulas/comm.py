@@ -159,7 +159,7 @@ def unordered_max(a, b) -> sp.Expr:
     return obj
 
 
-def exposed(t_comm, t_window, overlap, share=None) -> sp.Expr:
+def exposed(t_comm, t_window, overlap, share=None, floor=None) -> sp.Expr:
     """Time a collective adds to the critical path when a fraction ``overlap`` of it may run beside ``t_window`` of
     independent compute, while holding a fraction ``share`` = f of the SMs (default interference()).
 
@@ -167,10 +167,13 @@ def exposed(t_comm, t_window, overlap, share=None) -> sp.Expr:
     T = overlap t_comm next to W = t_window of compute ends at max(T, W + f T) (W + f T when the compute outlasts
     it; T when the slowed compute, W / (1 - f), fits inside it), so it adds max(T - W, f T) to W; the rest,
     (1 - overlap) t_comm, runs alone. With overlap scaling the whole comparison (o max(t_comm - W, f t_comm)) as
-    before. Never more than not overlapping (f <= 1) and never negative."""
+    before. Never more than not overlapping (f <= 1) and never negative. ``floor``: a part of the hidden fraction that
+    cannot start before the compute ends (at most t_comm), exposed whatever the window."""
     share = interference() if share is None else share
     # evaluate=False: sympy would otherwise search the two big arguments for common zeros (minutes, same value)
     beside = unordered_max(t_comm - t_window, share * t_comm)
+    if floor is not None:
+        beside = unordered_max(beside, floor)
     return (1 - overlap) * t_comm + overlap * beside
 
 

@@ -508,8 +508,27 @@ def build() -> dict[str, sp.Expr]:
     t_bwd_mb = stage_bwd + stage_recompute + stage(lambda k: k.comm_bwd)
     # the NCCL kernels of the dense d x c group (stride t) hold its channels' SMs beside the compute they hide behind
     dp_share = group_share(CM.dp_cp_size(), S.tp)
-    dp_reduce = CM.exposed(reduces * reduce, reduces * t_bwd_mb, S.ov_dp, dp_share)
-    dp_gather = CM.exposed(gather, stage_fwd, S.ov_ag, dp_share)
+    # interleaved schedules: a model chunk's gradients are final when its last micro-batch's backward ends, and each
+    # chunk is reduced then (Megatron-Core pipeline_parallel/schedules.py forward_backward_pipelining_with_interleaving,
+    # backward_step_helper_postprocess: config.grad_sync_func[chunk] at is_last_microbatch_for_model_chunk; the
+    # parameters of a chunk are gathered at the first forward of the one before it, forward_step_helper_preprocess
+    # param_sync_func). Backward runs in groups of min(m, p) micro-batches per chunk (microbatch_group_size_per_vp_stage
+    # = p), the last chunk first: after chunk c's last backward come c groups of min(m, p) passes of 1/v of the stage,
+    # so the traffic hides behind (1 + (v - 1) min(m, p)) / v passes of the stage, not one (v = 1: one). Not DualPipeV,
+    # whose two chunks both end in its cool-down. The first chunk's reduce has nothing after it: on the first pipeline
+    # rank it streams by buckets beside its own last pass (1/v of the stage), on the others it is launched when their
+    # schedule ends (virtual_microbatch_id - pipeline_parallel_rank runs out for it; "Launch any remaining grad
+    # reductions") and hides in the drain, at least as long: (T - t) / v of the traffic stays exposed whatever the
+    # window (likewise the first chunk's parameter gather before the first forward). NVIDIA's
+    # account of the same overlap: "exposes only one DP communication chunk ... with pipeline-parallelism, the
+    # granularity of DP communication becomes the Transformer layers per virtual pipeline stage" (NeMo / Megatron
+    # Bridge docs, training/communication-overlap, Data-parallel Communication Overlap).
+    interleaved = (1 - S.dualpipev) * sp.Min(1, S.interleave - 1) * PL.has_pp
+    ilv = 1 + interleaved * ((1 + (S.interleave - 1) * sp.Min(m, S.pp)) / S.interleave - 1)
+    dp_reduce = CM.exposed(reduces * reduce, (reduces - 1 + ilv) * t_bwd_mb, S.ov_dp, dp_share,
+                           floor=interleaved * (reduces * reduce - t_bwd_mb) / S.interleave)
+    dp_gather = CM.exposed(gather, ilv * stage_fwd, S.ov_ag, dp_share,
+                           floor=interleaved * (gather - stage_fwd) / S.interleave)
     dp_comm = (1 - S.z_param) * (dp_reduce + dp_gather)
     # ZeRO-3 / FSDP: each micro-batch's first all-gather (the first unit: nothing runs before it) and its backward's
     # last reduce-scatter (the same unit's gradients, waited for when the backward ends) cannot hide

@@ -31,7 +31,7 @@ MODEL_KEYS = ("attention", "dropout")
 PLAN_KEYS = ("dtype", "grad_dtype", "sequence_parallel", "sharding", "recompute", "overlap_grad_reduce",
              "overlap_param_gather", "overlap_tp", "tp_async_dgrad", "wgrad_fusion", "eager_elementwise", "quantized_saves",
              "loss_kernel",
-             "cuda_graphs")
+             "cuda_graphs", "ep_dispatcher")
 RULE_KEYS = ("interleaved_schedule", "interleave_when_pp", "no_overlap_with_pp", "overlap_pp_interleaved", "tp_comm_overlap", "uneven_stages", "shardings",
              "max_zero_with_pp", "grad_dtype_bf16", "kv_heads_below_tp", "compiled_loss_since",
              "recomputes", "recompute_names", "schedules", "micro_batch_unstated", "builds_on", "recompute_modules",
@@ -244,13 +244,19 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
 # ---- inference for rows and files that name no stack ------------------------------------------
 def _alias_hits(text: str) -> list[tuple[int, Stack, str]]:
     """(alias length, stack, alias) for every alias found as a whole word in ``text``."""
-    hits = []
+    found = []
     for s in registry().values():
         for a in (s.id, *s.aliases):
             # a whole word: not inside another word; a following '-' is allowed (GPT-NeoX-20B, Megatron-LM-v2)
-            if re.search(rf"(?<![\w-]){re.escape(a)}(?![a-z0-9_])", text):
-                hits.append((len(a), s, a))
-    return hits
+            for m in re.finditer(rf"(?<![\w-]){re.escape(a)}(?![a-z0-9_])", text):
+                found.append((m.start(), m.end(), s, a))
+    # a name inside a longer one of another stack is not said ('nemo' in 'NeMo AutoModel' is not Megatron-Core's NeMo)
+    hits = {}
+    for start, end, s, a in found:
+        inside = any(s2.id != s.id and st <= start and end <= en and en - st > end - start for st, en, s2, _ in found)
+        if not inside:
+            hits[(s.id, a)] = (len(a), s, a)
+    return list(hits.values())
 
 
 def years_in(text: str) -> list[int]:

@@ -1,0 +1,77 @@
+"""Rows as NVIDIA's other published tables write them: NeMo AutoModel (PyTorch FSDP2, not Megatron-Core), the model
+names of NeMo's 25.x performance summaries and AutoModel's, and an MoE row whose EP cell is blank or '-'."""
+import csv
+
+import pytest
+
+from roofline.spec import families, stacks
+from roofline.spec.resolve import resolve
+from roofline.views import validate as V
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("NeMo AutoModel", "nemo-automodel"),
+    ("NeMo Automodel 26.02", "nemo-automodel"),
+    ("nemo automodel (PyTorch FSDP2)", "nemo-automodel"),   # was metaseq: 'nemo' inside the name read as Megatron
+    ("nemo_automodel", "nemo-automodel"),
+    ("NeMo 25.04", "megatron-core"),                        # NeMo alone is still Megatron-Core's NeMo
+    ("Megatron-Bridge", "megatron-core"),
+    ("FSDP with Megatron-LM tensor parallelism", "metaseq"),
+    ("torchtitan fsdp2", "torchtitan"),
+])
+def test_the_stack_a_text_names(text, expected):
+    stack, why = stacks.infer(text, "", None, None, "bf16")
+    assert stack.id == expected, why
+
+
+def test_automodel_defaults_come_from_its_config_classes():
+    s = resolve("qwen3-30b-a3b", {"tp": 1, "dp": 8, "ep": 8, "micro_batch": 4, "global_batch": 512}, "h100-sxm",
+                "nemo-automodel")
+    p = s.plan
+    assert (p.sharding, p.grad_dtype, p.recompute, p.sequence_parallel, p.ep_dispatcher, p.loss_kernel) == \
+        ("fsdp", "fp32", "none", False, "deepep", "eager")
+    assert s.origin["ep_dispatcher"] == "stack nemo-automodel"
+    src = stacks.get("nemo-automodel").sources
+    assert "BackendConfig" in src["ep_dispatcher"] and "reduce_dtype" in src["grad_dtype"]
+
+
+@pytest.mark.parametrize("name, preset", [
+    ("LLAMA3-405B", "llama3.1-405b"), ("Llama 3 405B", "llama3.1-405b"), ("Nemotron-15B", "nemotron-4-15b"),
+    ("Nemotron-340B", "nemotron-4-340b"), ("LLAMA4-Scout-LLM", "llama4-scout"),
+    ("LLAMA4-Maverick-LLM", "llama4-maverick"), ("Nemotron V3 Nano 30B", "nemotron-3-nano-30b-a3b"),
+    ("Nemotron V3 Super 120B", "nemotron-3-super-120b-a12b"), ("Qwen3 MoE 30B", "qwen3-30b-a3b"),
+    ("GPT-OSS 20B", "gpt-oss-20b"), ("openai/gpt-oss-20b", "gpt-oss-20b"),
+    ("Llama 3 70B", "llama3-70b"), ("Nemotron-H 8B", None), ("Nemotron 22B", None),
+])
+def test_table_spellings(name, preset):
+    assert families.preset_for(name) == preset
+
+
+def _row(tmp_path, **over):
+    row = {"case_id": "gptoss", "source": "NVIDIA-NeMo/Automodel docs/performance-summary.mdx",
+           "framework": "NeMo AutoModel", "gpu": "DGX-H100", "n_gpus": 64, "model": "GPT-OSS 120B",
+           "global_batch": 512, "micro_batch": 2, "seq_len": 4096, "tp": 1, "pp": 1, "cp": 1, "ep": "-",
+           "fsdp": 64, "precision": "BF16", "measured_iter_time_s": 4.30}
+    row.update(over)
+    path = tmp_path / "runs.csv"
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(row))
+        w.writeheader()
+        w.writerow(row)
+    return V.build_case(V.read(path)[0])
+
+
+def test_a_blank_ep_on_an_moe_row_is_not_one_rank(tmp_path):
+    case = _row(tmp_path)
+    assert case.plan.ep > 1 and "ep not stated on an MoE row" in case.note
+    assert (case.plan.dp * case.plan.cp) % case.plan.ep == 0 and 128 % case.plan.ep == 0
+    one = _row(tmp_path, ep=1)                        # a stated ep stands
+    assert one.plan.ep == 1 and "ep not stated" not in one.note
+    from roofline.model.predict import evaluate, inputs
+    t = {c.plan.ep: float(evaluate(inputs(c.model, c.plan, c.hw))["step_time"]) for c in (case, one)}
+    assert t[case.plan.ep] < t[1]                     # every GPU gathering every expert is the slow corner
+
+
+def test_a_dense_row_with_a_blank_ep_is_left_alone(tmp_path):
+    case = _row(tmp_path, model="Llama3 70B", seq_len=8192, global_batch=128, micro_batch=1, cp=2, ep="")
+    assert case.plan.ep == 1 and "ep not stated" not in case.note
