@@ -278,7 +278,8 @@ def main() -> int:
          slowest_gpu_line(),
          "- **TP overlap** (Megatron-Core rows whose notes or settings state it, however spelled: `--tp-comm-overlap`, "
          "`tp_comm_overlap=True`, \"userbuffer TP comm-overlap\"; not after false/off, nor on an NVFP4 row that says "
-         "\"off for NVFP4\"): `overlap_tp = (tp-1)/tp`. The "
+         "\"off for NVFP4\"; torchtitan / NeMo AutoModel rows stating \"async TP\", `enable_async_tensor_parallel`, "
+         "not after \"no\"/\"without\"): `overlap_tp = (tp-1)/tp`. The "
          "ring-exchange overlap of Transformer Engine splits each TP all-gather / reduce-scatter into tp steps, each "
          "hidden behind the GEMM chunk of the previous step; the first step has nothing to hide behind. Not fitted.",
          "- **Gradient-accumulation fusion off** (a row stating `--no-gradient-accumulation-fusion`, "

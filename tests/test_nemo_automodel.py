@@ -75,3 +75,23 @@ def test_a_blank_ep_on_an_moe_row_is_not_one_rank(tmp_path):
 def test_a_dense_row_with_a_blank_ep_is_left_alone(tmp_path):
     case = _row(tmp_path, model="Llama3 70B", seq_len=8192, global_batch=128, micro_batch=1, cp=2, ep="")
     assert case.plan.ep == 1 and "ep not stated" not in case.note
+
+
+def test_async_tp_is_torchtitans_tp_comm_overlap(tmp_path):
+    """torchtitan's benchmarks say "async TP" (experimental.enable_async_tensor_parallel) where Megatron says
+    --tp-comm-overlap: the row's TP collectives overlap by the stack's rule; "vanilla TP" or "no async TP" states none."""
+    def case(settings):
+        row = {"case_id": "r", "source": "pytorch/torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md",
+               "framework": "torchtitan", "gpu": "H100 80GB", "n_gpus": 64, "model": "Llama 3.1 8B", "tp": 8,
+               "pp": 1, "dp": 8, "global_batch": 96, "micro_batch": 12, "recompute": "selective",
+               "settings": settings, "tokens_per_s_per_gpu": 4378}
+        path = tmp_path / "r.csv"
+        with open(path, "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(row))
+            w.writeheader()
+            w.writerow(row)
+        return V.build_case(V.read(path)[0])
+    on = case("torch.compile; async TP")
+    assert on.plan.overlap_tp == pytest.approx(7 / 8)
+    for off in ("torch.compile; vanilla TP", "torch.compile; no async TP", ""):
+        assert case(off).plan.overlap_tp == 0.0

@@ -25,7 +25,8 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   precision-aware optimizer): moment_dtype. An ``optimizer`` column, or Muon named in the text: optimizer.
 - Megatron-Core rows whose notes or settings state TP communication overlap (``--tp-comm-overlap``,
   ``tp_comm_overlap=True``, "userbuffer TP comm-overlap"; not when followed by false/off, nor on an NVFP4 row that
-  says "off for NVFP4": ``tp_comm_overlap_stated``): overlap_tp = (tp-1)/tp (the ring-exchange
+  says "off for NVFP4"; torchtitan's and NeMo AutoModel's "async TP": ``tp_comm_overlap_stated``): overlap_tp =
+  (tp-1)/tp (the ring-exchange
   overlap splits each TP collective into tp steps; the first step has no GEMM chunk to hide behind).
   Megatron-Core overlaps pipeline send/recv in the interleaved schedule (on by default): overlap_pp = 1
   when v > 1.
@@ -490,8 +491,13 @@ def _model_fields(row: dict) -> tuple[dict, str]:
 # tp_comm_overlap, its userbuffers config), however a source spells it: "--tp-comm-overlap", "tp_comm_overlap=True",
 # "userbuffer TP comm-overlap cfg", "TP communication overlap". What follows it may turn it off: "= false", "off",
 # "disabled", or "off for nvfp4" on an NVFP4 row (Megatron-Bridge's llama3/llama31 perf configs set
-# cfg.comm_overlap.tp_comm_overlap = False if precision == "nvfp4").
-_TP_OVERLAP = re.compile(r"tp[-_ ]comm(?:unication)?[-_ ]overlap(?P<tail>[^|;]{0,80})")
+# cfg.comm_overlap.tp_comm_overlap = False if precision == "nvfp4"). PyTorch's name for the same decomposition is async
+# TP (torchtitan experimental.enable_async_tensor_parallel / parallelism.enable_async_tensor_parallel, NeMo AutoModel
+# enable_async_tensor_parallel; "async TP", "asynchronous tensor parallelism", micro-pipeline TP); "no", "without" or
+# "non-" before it turns it off ("vanilla TP" states nothing).
+_TP_OVERLAP = re.compile(r"(?:tp[-_ ]comm(?:unication)?[-_ ]overlap|async(?:hronous)?[-_ ]?(?:tp|tensor[-_ ]parallel(?:ism)?)"
+                         r"\b|micro[-_ ]?pipeline[-_ ]tp)(?P<tail>[^|;]{0,80})")
+_TP_OVERLAP_NOT = re.compile(r"(?:\bno|\bwithout|\bnon)[-_ ]*(?:enable_)?$")
 _TP_OVERLAP_OFF = re.compile(r"\s*(?:[=:]\s*(?:false|0|off)\b|(?:off|disabled|false)\b)")
 
 
@@ -503,10 +509,13 @@ def tp_comm_overlap_stated(text: str, dtype: str | None = None) -> bool:
     [True, False, False, True, False]
     >>> tp_comm_overlap_stated("userbuffer tp comm-overlap cfg (off for nvfp4)", "nvfp4")
     False
+    >>> [tp_comm_overlap_stated(t) for t in ("torch.compile; async tp", "vanilla tp", "no async tp", "without async-tp",
+    ...     "enable_async_tensor_parallel = true", "enable_async_tensor_parallel: false", "asynchronous tensor parallelism")]
+    [True, False, False, False, True, False, True]
     """
     for m in _TP_OVERLAP.finditer(text):
         tail = m.group("tail")
-        if _TP_OVERLAP_OFF.match(tail):
+        if _TP_OVERLAP_OFF.match(tail) or _TP_OVERLAP_NOT.search(text[max(0, m.start() - 12):m.start()]):
             continue
         off_for = re.search(r"off for ([a-z0-9_\-/ ]+?)\)", tail)
         if off_for and dtype and dtype.replace("-", "") in off_for.group(1).replace("-", ""):
