@@ -153,6 +153,34 @@ def stage_summary(r: dict) -> str:
             f"last stages {pct(l['allocated_mape'])} (mean signed {pct(l['allocated_signed'], True)}).")
 
 
+TABLE_SETS = (("llm-foundry", "llmfoundry_"), ("NeMo 25.x", "nemo25"), ("NeMo AutoModel", "automodel_"),
+              ("torchtitan async TP", "tt_asynctp_"), ("DGXC benchmarking", "dgxc_"))     # (label, case_id prefix)
+
+
+def tables_summary(r: dict) -> str:
+    """The one summary line of public_tables.csv from ``validate --json`` (docs/validation.md; tests/test_public_tables.py
+    checks it is current)."""
+    parts = []
+    for label, prefix in TABLE_SETS:
+        errs = [c["error"] for c in r["cases"] if c["case_id"].startswith(prefix)]
+        if errs:
+            parts.append(f"{label} {pct(mape(errs))} over {len(errs)}")
+    return (f"- public_tables.csv: **MAPE {pct(r['mape'])}** over {len(r['cases'])} rows, {len(r['skipped'])} skipped "
+            f"({'; '.join(parts)}).")
+
+
+def tables_section(csv) -> list[str]:
+    r = cli_json(csv)
+    return ["## Public tables priced as a stranger would write them", "",
+            "`python -m roofline validate --dataset tables` (the bundled `public_tables.csv`, SOURCES.md there): "
+            "performance tables the model was not built on, each row written from what its table states (blank "
+            "where the table is silent: an MoE row's '-' EP, an unstated recompute or year), so the rules for "
+            "unstated inputs are what is judged with the model: llm-foundry's MPT benchmarks (A100/H100, FSDP), "
+            "NeMo's 25.02-25.07 performance summaries, NeMo AutoModel's (FSDP2, MoE with DeepEP), torchtitan's async "
+            "TP benchmark (H100 96 GB at 500 W) and NVIDIA's DGX Cloud benchmarking recipes (v25.02, 128-2048 H100).",
+            "", tables_summary(r), ""]
+
+
 def stage_section(csv) -> list[str]:
     r = cli_json(csv)
     return ["### Per pipeline stage", "",
@@ -566,6 +594,7 @@ def main() -> int:
                               "memory (timed)": V.read(shared / "memory_measured.csv")})
     L += memory_section(shared / "memory_measured.csv")
     L += stage_section(shared / "memory_per_rank_simumax_b200.csv")
+    L += tables_section(V.dataset_path("tables"))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(L))
     print(f"wrote {args.out}")

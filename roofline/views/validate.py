@@ -95,7 +95,7 @@ BY = ("tier", "gpu", "layout", "micro_batch", "nodes", "source", "framework", "m
 
 
 DATASETS = {"published": "published.csv", "vtrain": "vtrain_measured.csv", "nemo": "nemo_perf.csv",
-            "memory": "memory_measured.csv"}
+            "memory": "memory_measured.csv", "tables": "public_tables.csv"}
 # bundled files of another shape: measured memory per rank (views/memory_ranks.py), not step-time rows
 OTHER_DATASETS = {"memory-ranks": "memory_per_rank_simumax_b200.csv"}
 

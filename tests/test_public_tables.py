@@ -1,0 +1,40 @@
+"""The bundled public tables (public_tables.csv): every row is priced from what its table states, the file is read by
+name, and docs/validation.md's line about it states today's figures."""
+import importlib.util
+import json
+from pathlib import Path
+
+from roofline.views import validate as V
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _report():
+    spec = importlib.util.spec_from_file_location("validation_report", ROOT / "benchmarks" / "validation_report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    return report
+
+
+def test_every_row_of_the_public_tables_is_priced():
+    rows = V.read(V.dataset_path("tables"))
+    res = V.validate(rows)
+    assert len(rows) == 141 and not res["skipped"]
+    assert {r["tier"] for r in rows} == {"A", "B", "C"}
+    cases = {c.row["case_id"]: c for c in (V.build_case(r) for r in rows[:3])}
+    assert all(c.measured > 0 for c in cases.values())
+
+
+def test_the_tables_name_their_sources():
+    rows = V.read(V.dataset_path("tables"))
+    for r in rows:
+        assert any(k in r["source"] for k in ("@", "docs.nvidia.com", "benchmarks/asyncTP")), r["case_id"]
+    sources = (ROOT / "roofline" / "data" / "validation" / "SOURCES.md").read_text()
+    assert "public_tables.csv" in sources
+
+
+def test_docs_validation_tables_line_is_current(cli_main=None):
+    report = _report()
+    line = report.tables_summary(report.cli_json(V.dataset_path("tables")))
+    assert line in (ROOT / "docs" / "validation.md").read_text()
+    assert "**MAPE" in line and "over 141 rows" in line
