@@ -47,18 +47,22 @@ def test_table_spellings(name, preset):
     assert families.preset_for(name) == preset
 
 
-def _row(tmp_path, **over):
-    row = {"case_id": "gptoss", "source": "NVIDIA-NeMo/Automodel docs/performance-summary.mdx",
-           "framework": "NeMo AutoModel", "gpu": "DGX-H100", "n_gpus": 64, "model": "GPT-OSS 120B",
-           "global_batch": 512, "micro_batch": 2, "seq_len": 4096, "tp": 1, "pp": 1, "cp": 1, "ep": "-",
-           "fsdp": 64, "precision": "BF16", "measured_iter_time_s": 4.30}
-    row.update(over)
+def _case(tmp_path, row):
+    """The Case of one row, written to a CSV and read back as a file is."""
     path = tmp_path / "runs.csv"
     with open(path, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(row))
         w.writeheader()
         w.writerow(row)
     return V.build_case(V.read(path)[0])
+
+
+def _row(tmp_path, **over):
+    row = {"case_id": "gptoss", "source": "NVIDIA-NeMo/Automodel docs/performance-summary.mdx",
+           "framework": "NeMo AutoModel", "gpu": "DGX-H100", "n_gpus": 64, "model": "GPT-OSS 120B",
+           "global_batch": 512, "micro_batch": 2, "seq_len": 4096, "tp": 1, "pp": 1, "cp": 1, "ep": "-",
+           "fsdp": 64, "precision": "BF16", "measured_iter_time_s": 4.30}
+    return _case(tmp_path, {**row, **over})
 
 
 def test_a_blank_ep_on_an_moe_row_is_not_one_rank(tmp_path):
@@ -85,12 +89,7 @@ def test_async_tp_is_torchtitans_tp_comm_overlap(tmp_path):
                "framework": "torchtitan", "gpu": "H100 80GB", "n_gpus": 64, "model": "Llama 3.1 8B", "tp": 8,
                "pp": 1, "dp": 8, "global_batch": 96, "micro_batch": 12, "recompute": "selective",
                "settings": settings, "tokens_per_s_per_gpu": 4378}
-        path = tmp_path / "r.csv"
-        with open(path, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(row))
-            w.writeheader()
-            w.writerow(row)
-        return V.build_case(V.read(path)[0])
+        return _case(tmp_path, row)
     on = case("torch.compile; async TP")
     assert on.plan.overlap_tp == pytest.approx(7 / 8)
     for off in ("torch.compile; vanilla TP", "torch.compile; no async TP", ""):
