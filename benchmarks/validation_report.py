@@ -178,7 +178,12 @@ def tables_section(csv) -> list[str]:
             "unstated inputs are what is judged with the model: llm-foundry's MPT benchmarks (A100/H100, FSDP), "
             "NeMo's 25.02-25.07 performance summaries, NeMo AutoModel's (FSDP2, MoE with DeepEP), torchtitan's async "
             "TP benchmark (H100 96 GB at 500 W) and NVIDIA's DGX Cloud benchmarking recipes (v25.02, 128-2048 H100).",
-            "", tables_summary(r), ""]
+            "", tables_summary(r), "",
+            "A caveat on the AutoModel rows (tier C): the table does not state activation checkpointing, so they are "
+            "priced without it (the stack's default), while AutoModel's benchmark configs (examples/llm_benchmark) turn "
+            "it on for the MoE models but GPT-OSS. Given those configs' recomputation, the model prices the MoE rows "
+            "14-53 % too slow, where it prices the same models' Megatron-Bridge rows (nemo_perf.csv) 23-33 % too "
+            "fast: the MoE step's structure, not one rate, is what differs between the two stacks (issue 20).", ""]
 
 
 def stage_section(csv) -> list[str]:
