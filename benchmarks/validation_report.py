@@ -181,9 +181,9 @@ def tables_section(csv) -> list[str]:
             "", tables_summary(r), "",
             "A caveat on the AutoModel rows (tier C): the table does not state activation checkpointing, so they are "
             "priced without it (the stack's default), while AutoModel's benchmark configs (examples/llm_benchmark) turn "
-            "it on for the MoE models but GPT-OSS. Given those configs' recomputation, the model prices the MoE rows "
-            "14-53 % too slow, where it prices the same models' Megatron-Bridge rows (nemo_perf.csv) 23-33 % too "
-            "fast: the MoE step's structure, not one rate, is what differs between the two stacks (issue 20).", ""]
+            "it on for the MoE models but GPT-OSS. Given those configs' recomputation, the model prices these MoE rows "
+            "too slow, where it prices the same models' Megatron-Bridge rows (nemo_perf.csv) too fast: the MoE "
+            "step's structure, not one rate, is what differs between the two stacks (issue 20).", ""]
 
 
 def stage_section(csv) -> list[str]:
