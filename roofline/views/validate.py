@@ -1009,7 +1009,7 @@ def unstated_ep(fields: dict, resolve_fields) -> tuple[dict, str]:
     if experts <= 1:
         return fields, ""
     width = plan.dp * plan.cp
-    best_fit = best_any = None                  # (ep, step time): the fastest that fits, the fastest of all
+    priced = []                                 # (step time, ep, fits) of every valid candidate
     for ep in range(2, width + 1):
         if width % ep or experts % ep:
             continue
@@ -1019,16 +1019,13 @@ def unstated_ep(fields: dict, resolve_fields) -> tuple[dict, str]:
             continue
         out = evaluate(inputs(spec.model, spec.plan, spec.hardware))
         t = float(out["step_time"])
-        if not np.isfinite(t):
-            continue
-        if bool(fits(out["memory"], out["mem_reserve"], spec.hardware)) and (best_fit is None or t < best_fit[1]):
-            best_fit = (ep, t)
-        if best_any is None or t < best_any[1]:
-            best_any = (ep, t)
-    if best_any is None:
+        if np.isfinite(t):
+            priced.append((t, ep, bool(fits(out["memory"], out["mem_reserve"], spec.hardware))))
+    if not priced:
         return fields, ""
-    ep, why = (best_fit[0], "the fastest that fits") if best_fit else \
-        (best_any[0], "the fastest (none fits the model's memory estimate; the run did)")
+    fitting = [c for c in priced if c[2]]
+    _, ep, _ = min(fitting or priced)
+    why = "the fastest that fits" if fitting else "the fastest (none fits the model's memory estimate; the run did)"
     return {**fields, "ep": ep}, (f"ep not stated on an MoE row: priced at ep={ep}, {why}, of the ep dividing the "
                                   f"experts and dp x cp (validate.unstated_ep)")
 
