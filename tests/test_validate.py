@@ -459,15 +459,23 @@ def _variants(tmp_path, case_id, *edits, extra=()):
 
 
 def test_blank_gpu_id_reads_the_gpu_column_when_it_names_one_profile(tmp_path):
+    """A named part is its profile; a bare 'A100' / 'NVIDIA H100' is the DGX/HGX part, said in the note; a part
+    without a profile (TPU v4) is skipped with the reason."""
     rows, _ = _variants(tmp_path, "narayanan21_t1_gpt39.1b", {"case_id": "named", "gpu_id": "", "gpu": "A100-80GB (SXM4)"},
-                        {"case_id": "bare", "gpu_id": "", "gpu": "A100"})
+                        {"case_id": "bare", "gpu_id": "", "gpu": "A100"},
+                        {"case_id": "bare_h100", "gpu_id": "", "gpu": "NVIDIA H100 GPUs"},
+                        {"case_id": "tpu", "gpu_id": "", "gpu": "TPU v4"})
     r = V.validate(rows)
-    named = next(c for c in r["cases"] if c["case_id"] == "named")
+    got = {c["case_id"]: c for c in r["cases"]}
+    named = got["named"]
     assert named["gpu_id"] == "a100-sxm4-80gb" and "from the gpu column" in named["note"]
     want = V.build_case({**next(x for x in V.read(FIXTURE) if x["case_id"] == "narayanan21_t1_gpt39.1b")})
     assert named["predicted_s"] == pytest.approx(predict(want.model, want.plan, want.hw).step_time.to("s").magnitude)
-    (bare,) = r["skipped"]
-    assert bare["case_id"] == "bare" and "names no single bundled profile" in bare["reason"]
+    assert got["bare"]["gpu_id"] == "a100-sxm4-80gb" and "a bare 'A100'" in got["bare"]["note"]
+    assert got["bare"]["predicted_s"] == pytest.approx(named["predicted_s"])
+    assert got["bare_h100"]["gpu_id"] == "h100-sxm" and "a bare 'H100'" in got["bare_h100"]["note"]
+    (tpu,) = r["skipped"]
+    assert tpu["case_id"] == "tpu" and "names no single bundled profile" in tpu["reason"]
 
 
 def test_blank_layout_of_an_moe_row_keeps_its_stated_ep():
@@ -515,14 +523,16 @@ def test_number_cells_as_sources_write_them(tmp_path):
 
 def test_a_gpu_id_that_names_one_part_reads_as_its_profile(tmp_path):
     """'a100-80gb' or 'gb200-nvl72' in gpu_id are no profile ids but name one bundled part: priced on it, noted; a bare
-    'h100' (three profiles) is still refused with the choices."""
+    'h100' is the DGX/HGX part, noted; an unknown part ('h20') is refused with the choices."""
     rows, _ = _variants(tmp_path, "narayanan21_t1_gpt39.1b", {"case_id": "spelled", "gpu_id": "a100-80gb"},
-                        {"case_id": "bare", "gpu_id": "h100"})
+                        {"case_id": "bare", "gpu_id": "h100"}, {"case_id": "unknown", "gpu_id": "h20"})
     r = V.validate(rows)
-    (c,) = r["cases"]
-    assert c["case_id"] == "spelled" and c["gpu_id"] == "a100-sxm4-80gb" and "'a100-80gb' is no profile id" in c["note"]
-    (bare,) = r["skipped"]
-    assert bare["case_id"] == "bare" and "could be any of" in bare["reason"]
+    got = {c["case_id"]: c for c in r["cases"]}
+    c = got["spelled"]
+    assert c["gpu_id"] == "a100-sxm4-80gb" and "'a100-80gb' is no profile id" in c["note"]
+    assert got["bare"]["gpu_id"] == "h100-sxm" and "a bare 'H100'" in got["bare"]["note"]
+    (unknown,) = r["skipped"]
+    assert unknown["case_id"] == "unknown"
 
 
 def test_a_row_with_a_rate_and_no_time_is_priced_against_the_time_the_rate_gives(tmp_path):

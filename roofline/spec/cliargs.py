@@ -173,6 +173,11 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
               "default: the stack's")
     flag(g, "no-eager-elementwise", dest="eager_elementwise", action="store_false",
          help="fused elementwise kernels (Megatron / Transformer Engine, or torch.compile)")
+    flag(g, "fsdp-copies", dest="fsdp_copies", action="store_true", default=None,
+         help="ZeRO-3/FSDP copies gathered parameters out of, and gradients into, the collective buffers on the compute "
+              "stream (PyTorch FSDP2 fully_shard); default: the stack's")
+    flag(g, "no-fsdp-copies", dest="fsdp_copies", action="store_false",
+         help="ZeRO-3/FSDP collectives work in place on flat buffers (FSDP1, DeepSpeed ZeRO-3, Megatron-FSDP)")
     flag(g, "offload-layers", dest="offload_layers", type=number(int, 0, strict=False), default=None,
          help="CPU activation offload: the first N layers' saved activations go to host memory in the forward and "
               "come back in the backward (Megatron-Core --cpu-offloading-num-layers; needs pp 1 and no recompute); "
@@ -279,6 +284,7 @@ def build_spec(args):
              "tp_async_dgrad": getattr(args, "tp_async_dgrad", None),
              "wgrad_fusion": getattr(args, "wgrad_fusion", None),
              "eager_elementwise": getattr(args, "eager_elementwise", None),
+             "fsdp_copies": getattr(args, "fsdp_copies", None),
              "offload_layers": getattr(args, "offload_layers", None),
              "recompute_modules": getattr(args, "recompute_modules", None),
              "loss_kernel": getattr(args, "loss_kernel", None),

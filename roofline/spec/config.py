@@ -248,6 +248,10 @@ class Plan:
     # RMSNorm, SwiGLU and RoPE run as separate eager PyTorch ops (formulas/compute.py layer_ops: their extra HBM
     # traffic); False: fused kernels (Megatron, Transformer Engine, torch.compile). Per stack: stacks/*.yaml
     eager_elementwise: bool = False
+    # ZeRO-3 / FSDP copies each gathered parameter out of the all-gather buffer and each gradient into the
+    # reduce-scatter buffer on the compute stream (PyTorch FSDP2 fully_shard; formulas/step.py fsdp_copies); False:
+    # the collectives work in place on flat buffers (FSDP1, DeepSpeed, Megatron-FSDP). Per stack: stacks/*.yaml
+    fsdp_copies: bool = False
     # under an FP8/FP4 recipe, GEMMs save their quantized input for the weight gradient (Transformer Engine, the
     # default stack's) or the 16-bit input (torchao Float8Linear); per stack: stacks/*.yaml quantized_saves
     quantized_saves: bool = True

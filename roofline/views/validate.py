@@ -52,7 +52,8 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
 - seq_len blank -> the stack's shipped training config for the model family, else the named preset's pretraining
   context (``unstated_seq_len``), else skipped.
 - gpu_id -> the hardware profile of that id; gpus_per_node and net_gbps_per_gpu override it when given; gpu_id blank ->
-  the profile the free-text gpu column names when it names exactly one (hardware.from_text), else skipped.
+  the profile the free-text gpu column names when it names exactly one (hardware.from_text); a bare 'H100' / 'A100'
+  (no variant named) -> h100-sxm / a100-sxm4-80gb, the part of DGX/HGX nodes, noted (hardware.bare_part); else skipped.
 - measured time = measured_iter_time_s, else derived_iter_time_s (the source's own FLOP formula).
 """
 from __future__ import annotations
@@ -188,17 +189,23 @@ def read(path, require: tuple = ()) -> list[dict]:
         if not row.get("gpu_id") and row.get("gpu"):
             # a blank gpu_id with a free-text gpu naming one bundled part ("A100-80GB (SXM4)"): that profile, noted
             found = hwmod.from_text(row["gpu"])
+            bare = None if found else hwmod.bare_part(row["gpu"])
             if found:
                 row["gpu_id"], row[GPU_FROM_TEXT] = found, row["gpu"]
+            elif bare:
+                row["gpu_id"], row[GPU_BARE] = bare
         elif row.get("gpu_id") and row["gpu_id"] not in known_ids:
             # a gpu_id that is no profile id but names one part ("a100-80gb", "gb200-nvl72", "h200-sxm"): that
-            # profile, noted; one naming none or several (a bare "h100") is left for the resolver to refuse
+            # profile, noted; a bare "h100" or "a100": the part such tables mean (hardware.bare_part), noted
             found = hwmod.from_text(row["gpu_id"])
+            bare = None if found else hwmod.bare_part(row["gpu_id"])
             if found and found != row["gpu_id"]:
                 try:
                     hwmod.load(row["gpu_id"])
                 except InputError:
                     row[GPU_ID_SPELLED], row["gpu_id"] = row["gpu_id"], found
+            elif bare:
+                row["gpu_id"], row[GPU_BARE] = bare
         bad = []
         for col in INTS + FLOATS:
             v = row.get(col, "")
@@ -845,6 +852,7 @@ def unstated_seq_len(row: dict, stack, base=None) -> tuple[int, str]:
 
 GPU_FROM_TEXT = "_gpu_id_from_text"      # row key: the gpu text a blank gpu_id was read from (read)
 GPU_ID_SPELLED = "_gpu_id_spelled"       # row key: a gpu_id that named a part, not a profile id (read)
+GPU_BARE = "_gpu_bare"                  # row key: the assumption a bare 'H100' / 'A100' was read with (read)
 LAYOUT_UNSTATED = "_layout_unstated"     # plan-field key: the tp/pp/dp a row leaves blank (more than one)
 FROM_TEXT = "_from_text"                 # plan-field key: (note, fields) of blank columns read from the notes or settings
 
@@ -1090,7 +1098,7 @@ def build_case(row: dict, hardware=None) -> Case:
         note = "; ".join(x for x in (note, f"precision {plan_fields['dtype']} stated in the notes") if x)
     if hardware is None and not row.get("gpu_id"):
         raise Skip(f"gpu_id blank and the gpu column ({row.get('gpu') or ''!r}) names no single bundled profile "
-                   "(hardware.from_text: a bare 'A100' or 'H100' leaves the memory size or form factor open)")
+                   "(hardware.from_text, hardware.bare_part)")
     try:
         hw = hardware if hardware is not None else hwmod.load(row["gpu_id"])
         stack, reason = infer_stack(row, None, hw)
@@ -1155,6 +1163,8 @@ def build_case(row: dict, hardware=None) -> Case:
     if row.get(GPU_FROM_TEXT):
         note = "; ".join(x for x in (note, f"gpu_id blank: {row['gpu_id']} from the gpu column {row[GPU_FROM_TEXT]!r}")
                          if x)
+    if row.get(GPU_BARE):
+        note = "; ".join(x for x in (note, f"{row[GPU_BARE]} (hardware.bare_part)") if x)
     if row.get(GPU_ID_SPELLED):
         note = "; ".join(x for x in (note, f"gpu_id {row[GPU_ID_SPELLED]!r} is no profile id: read as {row['gpu_id']} "
                                            "(hardware.from_text)") if x)

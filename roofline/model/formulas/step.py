@@ -457,6 +457,26 @@ def dp_volumes(dense=None, expert=None):
     return reduces, reduce_dense + reduce_exp, gather, zero3
 
 
+def fsdp_copies() -> sp.Expr:
+    """FSDP2's copies around its collectives, per step on one rank: memory-bound kernels on the compute stream that no
+    overlap hides. After each all-gather, foreach_all_gather_copy_out splits the gathered buffer into the unsharded
+    parameters (torch.ops.fsdp.split_with_sizes_copy, run in FSDPParamGroup.wait_for_unshard on the current stream:
+    reads and writes each element at the parameter dtype); before each reduce-scatter, foreach_reduce's
+    foreach_reduce_scatter_copy_in concatenates the unsharded gradients into the reduce-scatter input
+    (torch._chunk_cat on the current stream, casting to reduce_dtype: reads the gradient at the parameter dtype, writes
+    it at grad_bytes), before reduce_scatter_stream.wait_stream(current_stream) (torch/distributed/fsdp/_fully_shard/
+    _fsdp_collectives.py, _fsdp_param_group.py, torch 2.4-2.13). As many gathers and reduce-scatters as the ZeRO-3
+    traffic (dp_volumes): two gathers and one reduce-scatter per micro-batch, or one of each per step under pipelining.
+    Over the stage's parameters on the rank, dense and expert (memory.py); FSDP1 and DeepSpeed gather into and reduce
+    from flat buffers the parameters view (fsdp_copy 0)."""
+    params = M.dense_params_rank + M.expert_params_rank
+    per_elem = ((2 * zero3_passes() - PL.has_pp) * 2 * S.act_bytes
+                + zero3_passes() * (S.act_bytes + S.grad_bytes))
+    on = S.z_param * S.fsdp_copy
+    return on * C.op_time(C.Op("fsdp_copies", "elem", sp.Integer(0), params * per_elem, sp.Integer(0), sp.Integer(0),
+                               on=on), "fwd")
+
+
 @functools.lru_cache(maxsize=1)
 def build() -> dict[str, sp.Expr]:
     """Every output quantity of the model as a sympy expression of the symbols in ``symbols``."""
@@ -541,6 +561,7 @@ def build() -> dict[str, sp.Expr]:
     zero3_edge = zero3_passes() * (CM.dp_group("ag", first_unit * S.act_bytes) + CM.dp_group("rs", first_unit * S.grad_bytes))
     zero3_comm = S.z_param * (zero3_edge + CM.exposed(zero3 - zero3_edge, m * (stage_fwd + stage_bwd), S.ov_ag,
                                                                   dp_share))
+    zero3_comm = zero3_comm + fsdp_copies()
 
     # optimizer: fused Adam's elementwise update over this rank's shard (compute.adam_op; under Muon the momentum update,
     # its bytes through opt_bytes), and Muon's Newton-Schulz iterations on its share of the matrices (compute.muon_op)
@@ -805,7 +826,8 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "t_pp_bubble": ("time", "pipeline fill and drain"),
     "t_pp_comm": ("time", "pipeline send/recv on the critical path, and the tied-embedding gradient all-reduce "
                   "between the first and the last stage (t_embedding_grad_reduce)"),
-    "t_dp_comm": ("time", "data-parallel gradient reduce and parameter gather left exposed"),
+    "t_dp_comm": ("time", "data-parallel gradient reduce and parameter gather left exposed, with FSDP2's copies into "
+                          "and out of the collective buffers (fsdp_copies)"),
     "t_optimizer": ("time", "optimizer step"),
     "tp_comm_total": ("time", "TP/SP communication before overlap"),
     "dp_comm_total": ("time", "DP communication before overlap"),

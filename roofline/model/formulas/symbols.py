@@ -295,6 +295,13 @@ tp_async = _s("tp_async", "", "1 when the TP backward runs the column-parallel l
               "LinearWithGradAccumulationAndAsyncCommunication); 0: the backward's collectives mirror the forward's, "
               "synchronous", "plan", r"\alpha_{t}")
 
+# ---- FSDP2's buffer copies (per stack: stacks/*.yaml plan fsdp_copies -> config.Plan -> predict.plan_inputs) --------
+fsdp_copy = _s("fsdp_copy", "", "1 when the ZeRO-3 / FSDP implementation copies each gathered parameter out of the "
+               "all-gather buffer and each gradient into the reduce-scatter buffer on the compute stream (PyTorch "
+               "FSDP2 fully_shard: foreach_all_gather_copy_out, foreach_reduce_scatter_copy_in); 0: the collectives "
+               "work in place on flat buffers (FSDP1 FlatParameter, DeepSpeed ZeRO-3, Megatron-FSDP)", "plan",
+               r"\phi_{c}")
+
 # ---- weight-gradient accumulation (per stack: stacks/*.yaml plan wgrad_fusion -> config.Plan -> predict.plan_inputs) ---
 wgrad_fusion = _s("wgrad_fusion", "", "1 when each weight-gradient GEMM accumulates straight into the main-grad buffer "
                   "(reads and writes it, grad_bytes per element each way) instead of writing a 16-bit gradient (Megatron "

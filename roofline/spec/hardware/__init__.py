@@ -465,7 +465,7 @@ def _host_times(host: dict, where: str) -> dict:
 # A GPU as papers and tables write it ("A100-80GB (SXM4)", "H100 (80GB)", "NVIDIA GB200 NVL72") -> the bundled profile,
 # only where the text leaves one choice: (pattern on the lower-cased text without spaces, dashes and underscores,
 # profile id). The first match wins; a bare "A100" or "H100" names no memory size or form factor and maps to nothing
-# (as the CLI refuses "h100"), as does a part without a profile.
+# here (as the CLI refuses "h100"; bare_part gives validate's stated assumption), as does a part without a profile.
 GPU_TEXT = (
     (r"gb300", "gb300"), (r"gb200", "gb200"), (r"gh200", "gh200"), (r"b300", "b300"), (r"b200", "b200"),
     (r"h800", "h800"), (r"h200", "h200"), (r"a800", "a800-sxm4-80gb"),
@@ -476,6 +476,38 @@ GPU_TEXT = (
     (r"v100.*sxm3", "v100-sxm3-32gb"), (r"v100.*sxm2.*32|v100.*32.*sxm2", "v100-sxm2-32gb"),
     (r"l40s", "l40s"), (r"mi300x", "mi300x"), (r"mi250x", "mi250x"),
 )
+
+
+# A bare "H100" or "A100" in a table of training runs (no memory size, form factor or power): the part such tables
+# mean when they name no variant, as an assumption the caller states (validate notes it per row); the CLI still refuses
+# "h100" and asks for one. H100: NVIDIA's variants other than the SXM5 80 GB part name themselves ("H100 PCIe",
+# "H100 NVL", the 96 GB HBM2e part), and every DGX/HGX H100 system (the 8-GPU NVLink nodes training clusters are
+# built from) carries the SXM5 80 GB part (NVIDIA DGX H100 / HGX H100 datasheets). A100: DGX A100 and HGX A100 ship
+# the SXM4 40 GB (2020) or 80 GB (from 2020-11, "DGX A100 640GB") part; the 80 GB one is taken, the later and the one
+# of NVIDIA's DGX A100 640GB and DGX SuperPOD systems; a row naming 40 GB gets that profile (GPU_TEXT).
+BARE_PARTS = (
+    (r"h100", r"pcie|nvl|94g|96g|hbm2e|500w", "h100-sxm",
+     "a bare 'H100' read as the SXM5 80 GB part of DGX/HGX H100 nodes (PCIe, NVL and 96 GB variants name themselves)"),
+    (r"a100", r"pcie|40g", "a100-sxm4-80gb",
+     "a bare 'A100' read as the SXM4 80 GB part of DGX/HGX A100 nodes (state '40GB' for the 2020 part)"),
+)
+
+
+def bare_part(text: str) -> tuple[str, str] | None:
+    """(profile id, the assumption in words) for a GPU text that names H100 or A100 and no variant, else None.
+
+    >>> [bare_part(t) and bare_part(t)[0] for t in ("NVIDIA H100 GPUs", "8x A100", "H100 NVL", "A100 40GB", "H200")]
+    ['h100-sxm', 'a100-sxm4-80gb', None, None, None]
+    """
+    import re
+
+    t = re.sub(r"[\s_\-()/,]", "", str(text or "").lower())
+    if from_text(text):
+        return None
+    for part, variant, pid, why in BARE_PARTS:
+        if re.search(part, t) and not re.search(variant, t):
+            return pid, why
+    return None
 
 
 def from_text(text: str) -> str | None:
