@@ -29,8 +29,9 @@ the quantized input it made in forward with its row-wise data discarded (transfo
 ``inputmat.update_usage(rowwise_usage=False, columnwise_usage=True)``; the row-wise copy instead where the input is
 re-gathered in backward): one low-precision copy with its scales, 1 B for FP8 (per-tensor scale), 1 + 4/128 B for
 FP8 blockwise, 1 + 1/32 B for MXFP8, 0.5 + 1/16 B for NVFP4. torchao's Float8Linear saves the 16-bit input and
-re-quantizes it in backward (torchao/float8/float8_linear.py ``ctx.save_for_backward(input_hp, weight_hp_t)``):
-the stack says which (stacks/*.yaml ``quantized_saves``).
+re-quantizes it in backward (torchao/float8/float8_linear.py ``ctx.save_for_backward(input_hp, weight_hp_t)``),
+which costs the cast again in backward time as well (compute.quantize_op, symbol ``q_saved``): the stack says which
+(stacks/*.yaml ``quantized_saves``).
 ASSUMED: no fusion of the cast into the preceding norm (TE's LayerNormLinear can write FP8 directly for some
 recipes, saving the 2-byte read of QKV and fc1 inputs), so these are upper bounds of a few % of a layer.
 """

@@ -178,6 +178,10 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
               "stream (PyTorch FSDP2 fully_shard); default: the stack's")
     flag(g, "no-fsdp-copies", dest="fsdp_copies", action="store_false",
          help="ZeRO-3/FSDP collectives work in place on flat buffers (FSDP1, DeepSpeed ZeRO-3, Megatron-FSDP)")
+    flag(g, "dp-replicas", dest="dp_replicas", type=number(int, 1, strict=False), default=None,
+         help="HSDP: dp x cp ranks in this many replicas, each sharding one copy of the state, shards all-reduced "
+              "across them (FSDP2 (replicate, shard) mesh, OLMo-core hsdp, Megatron-Core "
+              "--num-distributed-optimizer-instances); default 1")
     flag(g, "offload-layers", dest="offload_layers", type=number(int, 0, strict=False), default=None,
          help="CPU activation offload: the first N layers' saved activations go to host memory in the forward and "
               "come back in the backward (Megatron-Core --cpu-offloading-num-layers; needs pp 1 and no recompute); "
@@ -285,6 +289,7 @@ def build_spec(args):
              "wgrad_fusion": getattr(args, "wgrad_fusion", None),
              "eager_elementwise": getattr(args, "eager_elementwise", None),
              "fsdp_copies": getattr(args, "fsdp_copies", None),
+             "dp_replicas": getattr(args, "dp_replicas", None),
              "offload_layers": getattr(args, "offload_layers", None),
              "recompute_modules": getattr(args, "recompute_modules", None),
              "loss_kernel": getattr(args, "loss_kernel", None),

@@ -252,6 +252,11 @@ class Plan:
     # reduce-scatter buffer on the compute stream (PyTorch FSDP2 fully_shard; formulas/step.py fsdp_copies); False:
     # the collectives work in place on flat buffers (FSDP1, DeepSpeed, Megatron-FSDP). Per stack: stacks/*.yaml
     fsdp_copies: bool = False
+    # replicas of the sharded state (HSDP): the dp x cp ranks form this many groups, each sharding one copy of what the
+    # ZeRO stage shards, the shards all-reduced across groups (PyTorch FSDP2 on a (replicate, shard) mesh; OLMo-core
+    # DataParallelType.hsdp, one replica per node by default; torchtitan data_parallel_replicate_degree; Megatron-Core
+    # --num-distributed-optimizer-instances). 1: one group of all dp x cp ranks (FSDP, ZeRO)
+    dp_replicas: int = 1
     # under an FP8/FP4 recipe, GEMMs save their quantized input for the weight gradient (Transformer Engine, the
     # default stack's) or the 16-bit input (torchao Float8Linear); per stack: stacks/*.yaml quantized_saves
     quantized_saves: bool = True
@@ -651,6 +656,12 @@ RULES: tuple[Rule, ...] = (
     # CPU activation offload (Megatron-Core megatron/core/transformer/transformer_config.py __post_init__: "CPU
     # offloading can be done only for layers less than num_layers", "no support for Pipeline parallelism with CPU
     # offloading", "CPU offloading does not work when activation recomputation is enabled")
+    Rule(lambda m, p: (p.dp_replicas >= 1) & ((p.dp * p.cp) % p.dp_replicas == 0),
+         "dp-replicas ({p.dp_replicas}) must divide dp x cp ({p.dp} x {p.cp}): each replica shards one copy of the state "
+         "over dp x cp / replicas ranks (HSDP)", ("dp_replicas", "dp", "cp")),
+    Rule(lambda m, p: (p.dp_replicas == 1) | (p.zero_stage > 0),
+         "dp-replicas ({p.dp_replicas}) needs a sharded state: sharding none keeps a whole copy on every rank",
+         ("dp_replicas", "zero_stage")),
     Rule(lambda m, p: (p.offload_layers >= 0) & (p.offload_layers % 1 == 0),
          "plan.offload_layers must be a whole number of layers >= 0, got {p.offload_layers!r}", ("offload_layers",)),
     Rule(lambda m, p: p.offload_layers < m.n_layers,

@@ -587,6 +587,9 @@ def _plan_fields(row: dict) -> dict:
         d["dtype"] = row_precision(row)[0]
     except InputError as exc:
         raise Skip(str(exc)) from None
+    hsdp = hsdp_from_text(f"{row.get('optimizer_sharding', '')} {text}")
+    if hsdp:
+        d[HSDP] = hsdp
     # a blank column that the row's notes or settings answer: "ZeRO stage 1", "activation checkpointing" (FROM_TEXT)
     read = {key: found for key, found in (("sharding", sharding_from_text(text)),
                                           ("recompute", recompute_from_text(text)),
@@ -852,6 +855,7 @@ def unstated_seq_len(row: dict, stack, base=None) -> tuple[int, str]:
 
 GPU_FROM_TEXT = "_gpu_id_from_text"      # row key: the gpu text a blank gpu_id was read from (read)
 GPU_ID_SPELLED = "_gpu_id_spelled"       # row key: a gpu_id that named a part, not a profile id (read)
+HSDP = "_hsdp"                          # plan-field key: the phrase that stated hybrid sharding (plan_fields)
 GPU_BARE = "_gpu_bare"                  # row key: the assumption a bare 'H100' / 'A100' was read with (read)
 LAYOUT_UNSTATED = "_layout_unstated"     # plan-field key: the tp/pp/dp a row leaves blank (more than one)
 FROM_TEXT = "_from_text"                 # plan-field key: (note, fields) of blank columns read from the notes or settings
@@ -877,6 +881,53 @@ def sharding_from_text(text: str):
     if word.startswith("distributed"):
         return "distributed", word
     return ("zero2" if word == "shard_grad_op" else "fsdp"), word
+
+
+def hsdp_from_text(text: str):
+    """The phrase of a row's sharding column, notes or settings that states hybrid sharding (HSDP, FSDP's HYBRID_SHARD:
+    shards within a group, replicas across groups), else None.
+
+    A stated replica count comes with it: Megatron-Core's num_distributed_optimizer_instances, torchtitan's
+    data_parallel_replicate_degree (dp_replicate), OLMo-core's num_replicas.
+
+    >>> hsdp_from_text("hsdp"), hsdp_from_text("fsdp hybrid_shard, 4 nodes"), hsdp_from_text("fsdp, no hsdp")
+    (('hsdp', None), ('hybrid_shard', None), None)
+    >>> hsdp_from_text("Megatron-FSDP HSDP (num_distributed_optimizer_instances=4)")
+    ('num_distributed_optimizer_instances=4', 4)
+    """
+    text = str(text or "").lower()
+    m, _ = stated_in_text(text, r"\b(?:num[-_ ]distributed[-_ ]optimizer[-_ ]instances|data[-_ ]parallel[-_ ]replicate"
+                                r"[-_ ]degree|dp[-_ ]replicate|num[-_ ]replicas)\s*[=:]?\s*(\d+)")
+    if m and int(m.group(1)) >= 1:
+        return m.group(0), int(m.group(1))
+    m, _ = stated_in_text(text, r"\bhsdp\b|\bhybrid[-_ ]shard(?:ed|ing)?\b")
+    return (m.group(0), None) if m else None
+
+
+def hsdp_replicas(fields: dict, gpus_per_node: int):
+    """(dp_replicas, note) for a row stating HSDP without its degrees: one replica per node, each sharding over its
+    node's data-parallel ranks (OLMo-core DataParallelConfig.get_replicate_and_shard_degree: 'Defaults to one replica
+    per node, with the shard degree set to the number of gpus per node'; FSDP1 HYBRID_SHARD's default process groups
+    shard within the node, torch/distributed/fsdp/_init_utils.py _init_intra_and_inter_node_groups). A job inside one
+    node, or whose node count does not divide dp x cp: one replica (plain FSDP), said."""
+    tp_pp = (fields.get("tp") or 1) * (fields.get("pp") or 1)
+    if fields.get("dp"):
+        dpc = fields["dp"] * (fields.get("cp") or 1)
+        world = tp_pp * dpc
+    else:                                   # the layout still open: dp x cp is what tp x pp leave of the GPUs
+        world = fields.get("n_gpus") or tp_pp
+        dpc = max(1, world // tp_pp)
+    phrase, stated = fields[HSDP]
+    if stated:
+        if dpc % stated == 0:
+            return stated, f"{stated} replicas of the sharded state from the text ({phrase!r})"
+        return 1, f"{phrase!r} does not divide dp x cp = {dpc}: priced as one replica"
+    nodes = max(1, world // max(1, gpus_per_node))
+    if nodes > 1 and dpc % nodes == 0:
+        return nodes, (f"HSDP ({phrase!r}) without its degrees: one replica per node, {nodes} replicas of dp x cp / "
+                       f"{nodes} = {dpc // nodes} ranks")
+    return 1, (f"HSDP ({phrase!r}): one replica ("
+               + ("one node" if nodes <= 1 else f"{nodes} nodes do not divide dp x cp = {dpc}") + "), priced as FSDP")
 
 
 def optimizer_from_text(text: str):
@@ -1111,13 +1162,29 @@ def build_case(row: dict, hardware=None) -> Case:
         if model_fields.get("seq_len") is None:
             model_fields["seq_len"], said = unstated_seq_len(row, stack, base_model)
             note = "; ".join(x for x in (note, said) if x)
-        layout_notes = []
+        layout_notes, hsdp_notes = [], []
 
         def priced(st, why):
             st = stacks.get(st) if isinstance(st, str) else st
 
             def resolved(f):
                 f = {**f, "loss_kernel": "compiled"} if compiled_loss(row, st) else f
+                if HSDP in f:
+                    reps, said = hsdp_replicas(f, row.get("gpus_per_node") or hw.gpus_per_node)
+                    phrase = f[HSDP][0]
+                    f = {k: v for k, v in f.items() if k != HSDP}
+                    if "hsdp" in phrase or "hybrid" in phrase:          # HSDP shards the parameters in a replica
+                        f["sharding"] = f.get("sharding") or "fsdp"
+                    try:
+                        spec = resolve(base_model, {**f, "dp_replicas": reps}, hw, st, model_fields=model_fields,
+                                       stack_reason=why, gpus_per_node=row.get("gpus_per_node"),
+                                       net_gbps=row.get("net_gbps_per_gpu"))
+                        hsdp_notes[:] = [said]
+                        return spec
+                    except InputError as exc:
+                        if "dp-replicas" not in str(exc):
+                            raise
+                        hsdp_notes[:] = [f"the text's replicas dropped: {exc}"]
                 return resolve(base_model, f, hw, st, model_fields=model_fields, stack_reason=why,
                                gpus_per_node=row.get("gpus_per_node"), net_gbps=row.get("net_gbps_per_gpu"))
             if LAYOUT_UNSTATED not in plan_fields:
@@ -1160,6 +1227,8 @@ def build_case(row: dict, hardware=None) -> Case:
         raise Skip(str(exc)) from None
     if layout_notes:
         note = "; ".join(x for x in (note, layout_notes[-1]) if x)
+    if hsdp_notes:
+        note = "; ".join(x for x in (note, hsdp_notes[-1]) if x)
     if row.get(GPU_FROM_TEXT):
         note = "; ".join(x for x in (note, f"gpu_id blank: {row['gpu_id']} from the gpu column {row[GPU_FROM_TEXT]!r}")
                          if x)

@@ -197,6 +197,13 @@ def dp_cp_size() -> sp.Expr:
     return S.dp * S.cp
 
 
+def shard_size() -> sp.Expr:
+    """Ranks that shard one copy of the dense state: d x c / r (r = dp_rep replicas: HSDP's shard dimension, the inner
+    one of its (replicate, shard) mesh, torch/distributed/fsdp/_fully_shard/_fsdp_init.py HSDPMeshInfo; Megatron-Core
+    --num-distributed-optimizer-instances: the distributed optimizer shards within each instance). d x c when r = 1."""
+    return dp_cp_size() / S.dp_rep
+
+
 def expert_dp_size() -> sp.Expr:
     """Ranks that hold the same expert parameters: t c d / (etp e) (expert_data_parallel_size = world / (etp ep pp);
     megatron/core/parallel_state.py); d c / e when etp = t."""
@@ -206,6 +213,17 @@ def expert_dp_size() -> sp.Expr:
 def dp_group(kind: str, size) -> sp.Expr:
     """Collective over the dense data-parallel group d x c (stride t: the cp and dp ranks of one tp rank)."""
     return collective(kind, dp_cp_size(), size, S.tp)
+
+
+def shard_group(kind: str, size) -> sp.Expr:
+    """Collective over the ranks that shard one copy of the dense state (d x c / r, stride t: contiguous ranks, the
+    shard dimension inside a node when it fits one); the whole d x c group when r = 1."""
+    return collective(kind, shard_size(), size, S.tp)
+
+
+def replica_group(kind: str, size) -> sp.Expr:
+    """Collective over the r replicas of one shard (stride t d c / r); nothing when r = 1."""
+    return collective(kind, S.dp_rep, size, S.tp * shard_size())
 
 
 def expert_dp_group(kind: str, size) -> sp.Expr:

@@ -220,7 +220,8 @@ def gemm(name: str, m, k, n, batch=1, model=1, on=sp.Integer(1), hp=False, group
     """
     f = on * 2 * m * k * n * batch
     b = on * S.act_bytes * (m * k + groups * k * n + m * n) * batch
-    q = (sp.Integer(0), sp.Integer(0)) if hp else (on * m * k * batch, on * m * n * batch)
+    # backward: the output gradient, and the input again where the recipe saved it in 16 bits (q_saved 0)
+    q = (sp.Integer(0), sp.Integer(0)) if hp else (on * m * k * batch, on * (m * n + (1 - S.q_saved) * m * k) * batch)
     extra = on * S.wgrad_fusion * groups * k * n * batch * (2 * S.grad_bytes - S.act_bytes)
     return Op(name, "gemm", f, b, 2 * f, 2 * b, f * model, sp.Min(m / groups, k, n), on, hp=hp, q_elems=q,
               launches=sp.Max(1, groups / GEMM_STREAMS), wgrad_extra=extra)
@@ -241,7 +242,9 @@ low_precision = sp.Min(1, S.q_bytes)     # 1 under an FP8/FP4 recipe (its quanti
 
 def quantize_op(ops: list[Op]) -> Op:
     """The quantization kernels of a low-precision recipe for the GEMMs of ``ops``, as one memory-bound op: in
-    forward each GEMM's input activation, in backward the gradient of its output (Transformer Engine casts before
+    forward each GEMM's input activation, in backward the gradient of its output, and the input again where the recipe
+    saved it in 16 bits (``q_saved`` 0: torchao Float8Linear's backward casts input_hp with hp_tensor_to_float8_dynamic
+    for the weight gradient, torchao/float8/float8_linear.py matmul_with_hp_or_float8_args) (Transformer Engine casts before
     every FP8/FP4 GEMM; the weights are cast once per step and cached, left out), ``q_bytes`` of HBM traffic per
     element (roofline/base/precision.py, per recipe). 2 FLOP per element: the amax comparison and the scaling
     (HBM-bound, ~0.5 FLOP/B). Off (no time, no t0) in 16-bit training."""

@@ -118,8 +118,9 @@ dpc, edp = CM.dp_cp_size(), CM.expert_dp_size()
 
 def sharded(dense, expert, zero):
     """Elements per rank of a state replicated over the data-parallel groups, sharded when ``zero`` = 1:
-    dense over d c ranks, experts over d c / e ranks."""
-    return dense / dpc ** zero + expert / edp ** zero
+    dense over the d c / r ranks of one replica (comm.shard_size; d c when r = 1), experts over d c / e ranks
+    (ASSUMED: the experts' state keeps its expert-DP sharding under HSDP)."""
+    return dense / CM.shard_size() ** zero + expert / edp ** zero
 
 
 def states(dense, expert):
@@ -347,7 +348,7 @@ total = sp.Max(first_total, last_total, evaluate=False)   # unevaluated: see com
 # Simple-protocol buffers only. Communicators of Megatron-Core: tp, the dp x cp group, the expert dp group,
 # and the p2p peers of pp, cp, ep. Allocator fragmentation: the caching allocator's reserved memory above
 # its allocated peak, a fraction of ``total``.
-nccl_comms = one(S.tp) + one(dpc) + C.moe * one(edp)
+nccl_comms = one(S.tp) + one(dpc) + one(S.dp_rep) + C.moe * one(edp)
 nccl_peers = 2 * PL.has_pp + 2 * one(S.cp) + C.moe * (S.ep - 1)
 reserve_nccl = S.nccl_comm_bytes * nccl_comms + S.nccl_peer_bytes * nccl_peers
 reserve_frag = S.alloc_frag * total

@@ -446,14 +446,20 @@ def dp_volumes(dense=None, expert=None):
     g_dense, g_exp = dense * S.grad_bytes, expert * S.grad_bytes
     w_dense, w_exp = dense * S.act_bytes, expert * S.act_bytes
     reduces = 1 + S.z_grad * (PL.micro_batches - 1)
-    reduce_dense = (1 - S.z_os) * CM.dp_group("ar", g_dense) + S.z_os * CM.dp_group("rs", g_dense)
+    # sharded: reduce-scatter within the shard group, then all-reduce the shard across the r replicas (HSDP:
+    # torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py foreach_reduce, reduce_scatter then all_reduce over the
+    # replicate group; Megatron-Core partial distributed optimizer: reduce-scatter in the instance, all-reduce across
+    # instances, distributed_data_parallel.py inter_distributed_optimizer_instance_group); nothing more when r = 1
+    rs_dense = CM.shard_group("rs", g_dense) + CM.replica_group("ar", g_dense / CM.shard_size())
+    reduce_dense = (1 - S.z_os) * CM.dp_group("ar", g_dense) + S.z_os * rs_dense
     reduce_exp = C.moe * ((1 - S.z_os) * CM.expert_dp_group("ar", g_exp) + S.z_os * CM.expert_dp_group("rs", g_exp))
-    gather = S.z_os * (CM.dp_group("ag", w_dense) + C.moe * CM.expert_dp_group("ag", w_exp))
+    gather = S.z_os * (CM.shard_group("ag", w_dense) + C.moe * CM.expert_dp_group("ag", w_exp))
     # ZeRO-3 / FSDP: all-gather the stage's parameters in forward and again in backward, and
     # reduce-scatter its gradients, every micro-batch (Rajbhandari et al. 2020 sec 5.3); under pipelining once per
-    # step: the stage stays gathered and accumulates unsharded gradients (memory.py zero3_buffers)
-    zero3 = ((2 * zero3_passes() - PL.has_pp) * (CM.dp_group("ag", w_dense) + C.moe * CM.expert_dp_group("ag", w_exp))
-             + zero3_passes() * (CM.dp_group("rs", g_dense) + C.moe * CM.expert_dp_group("rs", g_exp)))
+    # step: the stage stays gathered and accumulates unsharded gradients (memory.py zero3_buffers). HSDP all-reduces
+    # each reduce-scatter's shard across the replicas (FSDP2's default, set_requires_all_reduce True)
+    zero3 = ((2 * zero3_passes() - PL.has_pp) * (CM.shard_group("ag", w_dense) + C.moe * CM.expert_dp_group("ag", w_exp))
+             + zero3_passes() * (rs_dense + C.moe * CM.expert_dp_group("rs", g_exp)))
     return reduces, reduce_dense + reduce_exp, gather, zero3
 
 
@@ -558,7 +564,9 @@ def build() -> dict[str, sp.Expr]:
     # FSDP1's root unit holds it with the head), else one layer: the smaller of the two when p > 1
     emb_rank = C.vocab_pad * h / S.tp
     first_unit = (1 - PL.has_pp) * emb_rank + PL.has_pp * sp.Min(emb_rank, M.layer_params_rank)
-    zero3_edge = zero3_passes() * (CM.dp_group("ag", first_unit * S.act_bytes) + CM.dp_group("rs", first_unit * S.grad_bytes))
+    zero3_edge = zero3_passes() * (CM.shard_group("ag", first_unit * S.act_bytes)
+                                   + CM.shard_group("rs", first_unit * S.grad_bytes)
+                                   + CM.replica_group("ar", first_unit * S.grad_bytes / CM.shard_size()))
     zero3_comm = S.z_param * (zero3_edge + CM.exposed(zero3 - zero3_edge, m * (stage_fwd + stage_bwd), S.ov_ag,
                                                                   dp_share))
     zero3_comm = zero3_comm + fsdp_copies()

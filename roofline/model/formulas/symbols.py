@@ -159,6 +159,10 @@ dualpipev = _s("dualpipev", "", "1 for the DualPipeV schedule (two chunks per ra
 z_os = _s("z_os", "", "1 when optimizer state is sharded over dp (distributed optimizer / ZeRO>=1)", "plan", "z_1")
 z_grad = _s("z_grad", "", "1 when gradients are sharded over dp (ZeRO>=2)", "plan", "z_2")
 z_param = _s("z_param", "", "1 when parameters are sharded over dp (ZeRO-3 / FSDP)", "plan", "z_3")
+dp_rep = _s("dp_rep", "", "replicas of the sharded state: the d x c data-parallel ranks split into this many groups of "
+            "d c / r, each sharding one copy of what the ZeRO stage shards, the shards all-reduced across the groups "
+            "(PyTorch HSDP, OLMo-core hsdp, Megatron-Core --num-distributed-optimizer-instances); 1: one group of all "
+            "d x c", "plan", "r")
 ov_dp = _s("ov_dp", "", "fraction of the DP gradient reduce hidden behind backward (0..1)", "plan", r"o_{d}")
 ov_ag = _s("ov_ag", "", "fraction of the parameter all-gather hidden behind forward (0..1)", "plan", r"o_{g}")
 ov_tp = _s("ov_tp", "", "fraction of TP/SP communication hidden behind GEMMs (0..1)", "plan", r"o_{t}")
@@ -294,6 +298,11 @@ tp_async = _s("tp_async", "", "1 when the TP backward runs the column-parallel l
               "async beside its wgrad GEMM and, under SP, re-gathers its input beside the dgrad GEMM (Megatron-LM "
               "LinearWithGradAccumulationAndAsyncCommunication); 0: the backward's collectives mirror the forward's, "
               "synchronous", "plan", r"\alpha_{t}")
+
+# ---- low-precision GEMM inputs saved for backward (per stack: stacks/*.yaml plan quantized_saves) -------------
+q_saved = _s("q_saved", "", "1 when a low-precision GEMM saves its quantized input for the weight gradient (Transformer "
+             "Engine); 0: it saves the 16-bit input and quantizes it again in backward (torchao Float8Linear)", "plan",
+             r"\phi_{q}")
 
 # ---- FSDP2's buffer copies (per stack: stacks/*.yaml plan fsdp_copies -> config.Plan -> predict.plan_inputs) --------
 fsdp_copy = _s("fsdp_copy", "", "1 when the ZeRO-3 / FSDP implementation copies each gathered parameter out of the "
