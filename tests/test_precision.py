@@ -41,16 +41,18 @@ def test_linear_layers_run_at_the_plan_peak_attention_head_and_router_at_16_bit(
 
 def test_quantized_elements_of_a_dense_layer_by_hand():
     """Forward: the inputs of QKV (h), the output projection (a d_h / t), fc1 (h) and fc2 (f / t) per token;
-    backward: the gradients of their outputs (QKV width / t, h, 2f / t gated, h)."""
+    backward: the gradients of their outputs (QKV width / t, h, 2f / t gated, h), and the forward's inputs again when
+    the recipe saved them in 16 bits (q_saved 0, torchao Float8Linear)."""
     ops = C.layer_ops(C.d_head, S.ffn_hidden, sp.Integer(0), variants=True)
     q = _op(ops, "quantize")
     h, a, g, dh, f, t, T = 4096, 32, 8, 128, 14336, 2, 8192
     vals = {S.d_model: h, S.n_heads: a, S.kv_heads: g, S.head_dim: dh, S.ffn_hidden: f, S.tp: t, S.micro_batch: 1,
-            S.seq_len: T, S.cp: 1, S.gated: 1, S.q_bytes: 6, S.kv_lora: 0, S.q_lora: 0}
+            S.seq_len: T, S.cp: 1, S.gated: 1, S.q_bytes: 6, S.kv_lora: 0, S.q_lora: 0, S.q_saved: 1}
     fwd_elems = T * (h + a * dh / t + h + f / t)
     bwd_elems = T * ((a + 2 * g) * dh / t + h + 2 * f / t + h)
     assert float(q.b_fwd.subs(vals)) == pytest.approx(6 * fwd_elems)
     assert float(q.b_bwd.subs(vals)) == pytest.approx(6 * bwd_elems)
+    assert float(q.b_bwd.subs({**vals, S.q_saved: 0})) == pytest.approx(6 * (bwd_elems + fwd_elems))
     assert float(q.b_fwd.subs({**vals, S.q_bytes: 0})) == 0 and float(q.on.subs({**vals, S.q_bytes: 0})) == 0
 
 
