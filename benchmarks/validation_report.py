@@ -154,7 +154,8 @@ def stage_summary(r: dict) -> str:
 
 
 TABLE_SETS = (("llm-foundry", "llmfoundry_"), ("NeMo 25.x", "nemo25"), ("NeMo AutoModel", "automodel_"),
-              ("torchtitan async TP", "tt_asynctp_"), ("DGXC benchmarking", "dgxc_"), ("OLMo-core", "olmocore_"))     # (label, case_id prefix)
+              ("torchtitan async TP", "tt_asynctp_"), ("DGXC benchmarking", "dgxc_"), ("OLMo-core", "olmocore_"),
+              ("torchtitan performance page", "tt_perf_"), ("fms-fsdp", "fms_fsdp_"))     # (label, case_id prefix)
 
 
 def tables_summary(r: dict) -> str:
@@ -178,7 +179,9 @@ def tables_section(csv) -> list[str]:
             "unstated inputs are what is judged with the model: llm-foundry's MPT benchmarks (A100/H100, FSDP), "
             "NeMo's 25.02-25.07 performance summaries, NeMo AutoModel's (FSDP2, MoE with DeepEP), torchtitan's async "
             "TP benchmark (H100 96 GB at 500 W), NVIDIA's DGX Cloud benchmarking recipes (v25.02, 128-2048 H100) and "
-            "OLMo-core's throughput table (FSDP2/HSDP, torch.compile, float8; 'NVIDIA H100' with no variant named).",
+            "OLMo-core's throughput table (FSDP2/HSDP, torch.compile, float8; 'NVIDIA H100' with no variant named), "
+            "torchtitan's performance page (64 A100, 128 H100; 'selective layer' checkpointing every other block) and "
+            "fms-fsdp's 7B rows (FSDP1 HSDP, torch.compile).",
             "", tables_summary(r), "",
             "A caveat on the AutoModel rows (tier C): the table does not state activation checkpointing, so they are "
             "priced without it (the stack's default), while AutoModel's benchmark configs (examples/llm_benchmark) turn "

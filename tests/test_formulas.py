@@ -143,7 +143,7 @@ def test_every_formula_has_its_dimension(quantity):
     assert float(b) == pytest.approx(float(a) * _scale(dim), rel=1e-9), quantity
 
 
-@pytest.mark.slow          # codegen of the whole model: ~40 s here
+@pytest.mark.slow          # codegen of the whole model: ~15 s here (formulas/__init__.py: sympy's cache unbounded)
 def test_compiled_module_is_in_sync_with_formulas():
     # in a fresh interpreter: sympy's cache shared with the tests before (graphs rebuilt unevaluated by export) would
     # mix equal-but-distinct nodes into build(), and == between them walks trees exponentially larger than the graph

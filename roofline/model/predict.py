@@ -128,7 +128,7 @@ def layout_inputs(tp, pp, dp, cp, ep, micro_batch, global_batch, interleave, seq
             "micro_batch": f(micro_batch),
             "global_batch": f(global_batch), "interleave": f(interleave),
             "seq_par": f((np.asarray(sequence_parallel) != 0) & (tp > 1)),
-            "rc_full": f(recompute == 2), "rc_sel": f((recompute == 1) | (recompute >= len(RECOMPUTE))), "rc_op": f(recompute == 3), "gpipe": f(schedule == "gpipe"),
+            "rc_full": f(recompute == 2), "rc_any": f(recompute == 2), "rc_sel": f((recompute == 1) | (recompute >= len(RECOMPUTE))), "rc_op": f(recompute == 3), "gpipe": f(schedule == "gpipe"),
             "dualpipev": f(schedule == "dualpipev"),
             "z_os": f(zero >= 1), "z_grad": f(zero >= 2), "z_param": f(zero >= 3),
             "gpu_z": f(slowest_z(np.asarray(tp) * np.asarray(pp) * np.asarray(dp) * np.asarray(cp))),
@@ -176,8 +176,10 @@ def plan_inputs(p: Plan, model: Model | None = None) -> dict:
                               model.mtp_layers or 0)
     act = ACT_BYTES.get(p.dtype, 2)
     low = precision.low_precision(p.dtype)
-    return {**layout_inputs(p.tp, p.pp, p.dp, p.cp, p.ep, p.micro_batch, p.batch, p.interleave, p.sequence_parallel,
-                            RECOMPUTE.index(p.recompute), p.zero_stage, p.schedule, p.etp, stages),
+    lay = layout_inputs(p.tp, p.pp, p.dp, p.cp, p.ep, p.micro_batch, p.batch, p.interleave, p.sequence_parallel,
+                        RECOMPUTE.index(p.recompute), p.zero_stage, p.schedule, p.etp, stages)
+    # full recomputation of a share of each stage's layers (recompute_fraction): rc_full is that share
+    return {**lay, "rc_full": lay["rc_full"] * float(p.recompute_fraction),
             **{sym: getattr(p, field) for field, sym in OVERLAP_INPUTS.items()}, "tp_async": float(p.tp_async_dgrad),
             "delay_wgrad": float(p.delay_wgrad),
             **recompute_module_inputs(p.recompute_module_set),

@@ -178,6 +178,10 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
               "stream (PyTorch FSDP2 fully_shard); default: the stack's")
     flag(g, "no-fsdp-copies", dest="fsdp_copies", action="store_false",
          help="ZeRO-3/FSDP collectives work in place on flat buffers (FSDP1, DeepSpeed ZeRO-3, Megatron-FSDP)")
+    flag(g, "recompute-fraction", dest="recompute_fraction", type=number(float, 0.0, strict=True), default=None,
+         help="with --recompute full: the share of each stage's layers recomputed (Megatron-Core --recompute-method "
+              "block --recompute-num-layers N of a stage's L/(pp v): N p v / L; torchtitan selective_ac_option n: 1/n); "
+              "default 1, every layer")
     flag(g, "dp-replicas", dest="dp_replicas", type=number(int, 1, strict=False), default=None,
          help="HSDP: dp x cp ranks in this many replicas, each sharding one copy of the state, shards all-reduced "
               "across them (FSDP2 (replicate, shard) mesh, OLMo-core hsdp, Megatron-Core "
@@ -290,6 +294,7 @@ def build_spec(args):
              "eager_elementwise": getattr(args, "eager_elementwise", None),
              "fsdp_copies": getattr(args, "fsdp_copies", None),
              "dp_replicas": getattr(args, "dp_replicas", None),
+             "recompute_fraction": getattr(args, "recompute_fraction", None),
              "offload_layers": getattr(args, "offload_layers", None),
              "recompute_modules": getattr(args, "recompute_modules", None),
              "loss_kernel": getattr(args, "loss_kernel", None),

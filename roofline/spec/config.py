@@ -257,6 +257,11 @@ class Plan:
     # DataParallelType.hsdp, one replica per node by default; torchtitan data_parallel_replicate_degree; Megatron-Core
     # --num-distributed-optimizer-instances). 1: one group of all dp x cp ranks (FSDP, ZeRO)
     dp_replicas: int = 1
+    # under recompute "full": the share of each pipeline stage's (chunk's) layers recomputed, the rest keeping all
+    # their activations (Megatron-Core --recompute-method block --recompute-num-layers N: N of a chunk's layers;
+    # torchtitan selective_ac_option n and OLMo-core selected_blocks block_interval n: every n-th block, 1/n; fms-fsdp
+    # selective_checkpointing p: p). 1: every layer (--recompute-method uniform, torchtitan mode full)
+    recompute_fraction: float = 1.0
     # under an FP8/FP4 recipe, GEMMs save their quantized input for the weight gradient (Transformer Engine, the
     # default stack's) or the 16-bit input (torchao Float8Linear); per stack: stacks/*.yaml quantized_saves
     quantized_saves: bool = True
@@ -656,6 +661,12 @@ RULES: tuple[Rule, ...] = (
     # CPU activation offload (Megatron-Core megatron/core/transformer/transformer_config.py __post_init__: "CPU
     # offloading can be done only for layers less than num_layers", "no support for Pipeline parallelism with CPU
     # offloading", "CPU offloading does not work when activation recomputation is enabled")
+    Rule(lambda m, p: (p.recompute_fraction > 0) & (p.recompute_fraction <= 1),
+         "recompute-fraction must be in (0, 1], got {p.recompute_fraction!r}", ("recompute_fraction",)),
+    # reads recompute only when the fraction is below 1 (search enumerates recompute as indices, the fraction at 1)
+    Rule(lambda m, p: p.recompute_fraction == 1 or p.recompute == "full",
+         "recompute-fraction ({p.recompute_fraction}) is the share of layers under full recomputation: it needs "
+         "recompute full, got {p.recompute!r}", ("recompute_fraction",)),
     Rule(lambda m, p: (p.dp_replicas >= 1) & ((p.dp * p.cp) % p.dp_replicas == 0),
          "dp-replicas ({p.dp_replicas}) must divide dp x cp ({p.dp} x {p.cp}): each replica shards one copy of the state "
          "over dp x cp / replicas ranks (HSDP)", ("dp_replicas", "dp", "cp")),

@@ -103,7 +103,7 @@ class _Rows:
         # etp None: the experts split over tp (Megatron-Core's default; search does not enumerate etp)
         # pipeline_layout None: search splits the layers evenly (a stated layout fixes pp and vp)
         self.fixed = dict(global_batch=global_batch, batch=global_batch, uneven_stages=bool(uneven), etp=None,
-                          pipeline_layout=None, dp_replicas=1)
+                          pipeline_layout=None, dp_replicas=1, recompute_fraction=1.0)
         self.derived = {"schedule": "interleave", "zero_stage": "sharding"}      # name: the column it follows from
         self.names = ({k for k in cols if k not in ("recompute", "sharding")} | set(self.fixed)
                       | {k for k, c in self.derived.items() if c in cols})

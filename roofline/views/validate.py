@@ -587,7 +587,10 @@ def _plan_fields(row: dict) -> dict:
         d["dtype"] = row_precision(row)[0]
     except InputError as exc:
         raise Skip(str(exc)) from None
-    hsdp = hsdp_from_text(f"{row.get('optimizer_sharding', '')} {text}")
+    block = block_recompute_from_text(f"{row.get('recompute', '')}; {text}")     # the column a clause of its own
+    if block:
+        d[BLOCK_RC] = block
+    hsdp = hsdp_from_text(f"{row.get('optimizer_sharding', '')}; {text}")
     if hsdp:
         d[HSDP] = hsdp
     # a blank column that the row's notes or settings answer: "ZeRO stage 1", "activation checkpointing" (FROM_TEXT)
@@ -961,6 +964,61 @@ def recompute_from_text(text: str):
         return "none", negated.group(0)
     return None
 DP_WITH_EP = "_dp_with_ep"               # plan-field key: (dp, ep) of a row whose dp counts the EP ranks out
+BLOCK_RC = "_block_recompute"            # plan-field key: (kind, value, phrase) of a partial block recomputation
+
+
+def block_recompute_from_text(text: str):
+    """(kind, value, phrase) when a row's recompute column, notes or settings state full recomputation of some of the
+    layers, else None. Kinds: "every" (value n: every n-th block, torchtitan selective_ac_option n, OLMo-core
+    selected_blocks block_interval n, "every other layer"), "fraction" (fms-fsdp selective_checkpointing p),
+    "block" (Megatron-Core --recompute-method block --recompute-num-layers n: n layers of each stage's chunk),
+    "selective layer" (torchtitan's name for its every-n-th-block mode, n left to the stack's default).
+
+    >>> block_recompute_from_text("selective_ac_option: 2"), block_recompute_from_text("ac every other layer")
+    (('every', 2, 'selective_ac_option: 2'), ('every', 2, 'every other layer'))
+    >>> block_recompute_from_text("--recompute-method block --recompute-num-layers 4")
+    ('block', 4, 'recompute-num-layers 4')
+    >>> block_recompute_from_text("selective layer"), block_recompute_from_text("selective op")
+    (('selective layer', None, 'selective layer'), None)
+    >>> block_recompute_from_text("--recompute-method uniform --recompute-num-layers 1")
+    """
+    t = str(text or "").lower()
+    m, _ = stated_in_text(t, r"selective[-_ ]ac[-_ ]option\W{0,3}(\d+)|block[-_ ]interval\W{0,3}(\d+)|"
+                             r"every (other|second|2nd|(\d+)(?:st|nd|rd|th)) (?:layer|block|transformer block)")
+    if m:
+        n = m.group(1) or m.group(2) or m.group(4) or "2"
+        return ("every", int(n), m.group(0)) if int(n) >= 1 else None
+    m, _ = stated_in_text(t, r"selective[-_ ]checkpointing\W{0,3}([0-9]*\.?[0-9]+)")
+    if m and 0 < float(m.group(1)) <= 1:
+        return "fraction", float(m.group(1)), m.group(0)
+    m, _ = stated_in_text(t, r"recompute[-_ ]num[-_ ]layers\W{0,3}(\d+)")
+    if m and int(m.group(1)) > 0 and re.search(r"recompute[-_ ]method\W{0,3}block", t):
+        return "block", int(m.group(1)), m.group(0)
+    m, _ = stated_in_text(t, r"\bselective[-_ ](?:layer|block)s?\b")
+    if m:
+        return "selective layer", None, m.group(0)
+    return None
+
+
+def block_recompute_fraction(found, fields: dict, n_layers: int, stack) -> tuple[float | None, str]:
+    """The share of each stage's layers a stated partial recomputation recomputes (plan recompute_fraction), and
+    what to say; None when the statement leaves it to a stack that has no such mode."""
+    kind, value, phrase = found
+    if kind == "selective layer":
+        if stack.id != "torchtitan":
+            return None, ""
+        # torchtitan's 'selective' layer mode checkpoints every selective_ac_option-th block, default '2'
+        # (torchtitan/config_manager.py ActivationCheckpoint.selective_ac_option, "2 = checkpoint every other layer")
+        value, kind = 2, "every"
+        phrase += " (torchtitan selective_ac_option default 2)"
+    if kind == "every":
+        return 1.0 / value, f"full recomputation of one block in {value} from the text ({phrase!r})"
+    if kind == "fraction":
+        return value, f"full recomputation of {value:g} of the blocks from the text ({phrase!r})"
+    per_chunk = n_layers / ((fields.get("pp") or 1) * (fields.get("interleave") or 1))
+    share = min(1.0, value / per_chunk)
+    return share, (f"Megatron block recomputation ({phrase!r}) of {value} of each chunk's {per_chunk:g} layers: "
+                   f"{share:.3g} of the layers")
 
 
 def layout_stated(row: dict) -> bool:
@@ -1162,13 +1220,25 @@ def build_case(row: dict, hardware=None) -> Case:
         if model_fields.get("seq_len") is None:
             model_fields["seq_len"], said = unstated_seq_len(row, stack, base_model)
             note = "; ".join(x for x in (note, said) if x)
-        layout_notes, hsdp_notes = [], []
+        layout_notes, hsdp_notes, rc_notes = [], [], []
+
+        def model_n_layers():
+            return model_fields.get("n_layers") or resolve(base_model, None, hw, "plain",
+                                                           model_fields=model_fields).model.n_layers
 
         def priced(st, why):
             st = stacks.get(st) if isinstance(st, str) else st
 
             def resolved(f):
                 f = {**f, "loss_kernel": "compiled"} if compiled_loss(row, st) else f
+                if BLOCK_RC in f:
+                    share, said = block_recompute_fraction(f[BLOCK_RC], f, model_n_layers(), st)
+                    f = {k: v for k, v in f.items() if k != BLOCK_RC}
+                    if share is not None:
+                        f["recompute"] = "full"
+                        if share < 1:
+                            f["recompute_fraction"] = share
+                        rc_notes[:] = [said]
                 if HSDP in f:
                     reps, said = hsdp_replicas(f, row.get("gpus_per_node") or hw.gpus_per_node)
                     phrase = f[HSDP][0]
@@ -1229,6 +1299,8 @@ def build_case(row: dict, hardware=None) -> Case:
         note = "; ".join(x for x in (note, layout_notes[-1]) if x)
     if hsdp_notes:
         note = "; ".join(x for x in (note, hsdp_notes[-1]) if x)
+    if rc_notes:
+        note = "; ".join(x for x in (note, rc_notes[-1]) if x)
     if row.get(GPU_FROM_TEXT):
         note = "; ".join(x for x in (note, f"gpu_id blank: {row['gpu_id']} from the gpu column {row[GPU_FROM_TEXT]!r}")
                          if x)

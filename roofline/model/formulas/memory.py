@@ -267,8 +267,8 @@ op_stored_dense = _op_saved({**_widths, "qkv_proj": (C.q_width + 2 * _gqa_kv) / 
 stored_per_layer = (S.rc_full * layer_input + S.rc_op * op_stored
                     + (1 - S.rc_full - S.rc_op) * hybrid_layer_activations)
 stored_dense = S.rc_full * layer_input + S.rc_op * op_stored_dense + (1 - S.rc_full - S.rc_op) * dense_layer_activations
-# one layer's, while its backward recomputes it
-working_set = (S.rc_full + S.rc_op) * sp.Max(hybrid_layer_activations, dense_layer_activations)
+# one layer's, while its backward recomputes it (whenever any layer is recomputed: rc_full a share of the layers)
+working_set = (S.rc_any + S.rc_op) * sp.Max(hybrid_layer_activations, dense_layer_activations)
 
 
 def stage_stored(n_dense):

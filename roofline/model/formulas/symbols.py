@@ -132,7 +132,12 @@ etp = _s("etp", "", "expert tensor-parallel degree (Megatron-Core --expert-tenso
          r"t_{e}")
 interleave = _s("interleave", "", "virtual pipeline stages per GPU v (1 = plain 1F1B)", "plan", "v")
 seq_par = _s("seq_par", "", "1 with Megatron sequence parallelism", "plan", r"\sigma")
-rc_full = _s("rc_full", "", "1 with full activation recomputation", "plan", r"r_{f}")
+rc_full = _s("rc_full", "", "the share of each stage's layers under full activation recomputation: 1 with full "
+             "recomputation of every layer, a fraction for some of them (plan recompute_fraction: Megatron-Core "
+             "--recompute-method block --recompute-num-layers N of a stage's layers, torchtitan selective_ac_option n "
+             "= every n-th block, OLMo-core selected_blocks), 0 without", "plan", r"r_{f}")
+rc_any = _s("rc_any", "", "1 with full activation recomputation of any share of the layers (its backward holds one "
+            "recomputed layer's activations), else 0", "plan", r"r_{a}")
 rc_sel = _s("rc_sel", "", "1 with Megatron's selective recomputation (--recompute-granularity selective; what it recomputes: "
             "the rcm_* module switches)", "plan", r"r_{s}")
 # Megatron-Core --recompute-modules (transformer_config.py recompute_modules, default ["core_attn"]): each 1 when the

@@ -470,7 +470,7 @@ GPU_TEXT = (
     (r"gb300", "gb300"), (r"gb200", "gb200"), (r"gh200", "gh200"), (r"b300", "b300"), (r"b200", "b200"),
     (r"h800", "h800"), (r"h200", "h200"), (r"a800", "a800-sxm4-80gb"),
     (r"h100.*pcie|pcie.*h100", "h100-pcie"), (r"h100.*(96gb|hbm2e|500w)", "h100-hbm2e-96gb-500w"),
-    (r"h100.*(sxm|80gb|dgx|hgx)|(sxm|dgx|hgx).*h100", "h100-sxm"),
+    (r"h100.*(sxm|80g|dgx|hgx)|(sxm|dgx|hgx).*h100", "h100-sxm"),
     (r"a100.*pcie.*80|a100.*80.*pcie", "a100-pcie-80gb"), (r"a100.*40g(?!.*pcie)", "a100-sxm4-40gb"),
     (r"a100.*80g(?!.*pcie)", "a100-sxm4-80gb"),
     (r"v100.*sxm3", "v100-sxm3-32gb"), (r"v100.*sxm2.*32|v100.*32.*sxm2", "v100-sxm2-32gb"),
