@@ -416,6 +416,15 @@ def _count(name: str) -> Rule:       # 0 = none
                 f"model.{name} must be a count >= 0, got {{m.{name}!r}}")
 
 
+def _fraction_needs_full(p):
+    """A recompute fraction below 1 only with full recomputation, elementwise; recompute is read only then."""
+    import numpy as np
+    f = np.asarray(p.recompute_fraction)
+    if (f == 1).all():
+        return True
+    return (f == 1) | among(p.recompute, ("full",))
+
+
 def among(v, options):
     """v in options, elementwise for an array."""
     if hasattr(v, "shape"):
@@ -663,8 +672,8 @@ RULES: tuple[Rule, ...] = (
     # offloading", "CPU offloading does not work when activation recomputation is enabled")
     Rule(lambda m, p: (p.recompute_fraction > 0) & (p.recompute_fraction <= 1),
          "recompute-fraction must be in (0, 1], got {p.recompute_fraction!r}", ("recompute_fraction",)),
-    # reads recompute only when the fraction is below 1 (search enumerates recompute as indices, the fraction at 1)
-    Rule(lambda m, p: p.recompute_fraction == 1 or p.recompute == "full",
+    # reads recompute only when a fraction is below 1 (search enumerates recompute as indices, the fraction at 1)
+    Rule(lambda m, p: _fraction_needs_full(p),
          "recompute-fraction ({p.recompute_fraction}) is the share of layers under full recomputation: it needs "
          "recompute full, got {p.recompute!r}", ("recompute_fraction",)),
     Rule(lambda m, p: (p.dp_replicas >= 1) & ((p.dp * p.cp) % p.dp_replicas == 0),
