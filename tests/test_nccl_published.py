@@ -86,15 +86,19 @@ def test_alltoall_busbw_is_n_over_n_minus_1_nics():
        size=st.floats(1e3, 1e11), b_out=st.floats(5e9, 50e9), a_out=st.floats(0, 50e-6))
 def test_across_nodes_never_beats_its_links(kind, k, n, size, b_out, a_out):
     """Invariants: a group spanning nodes is never faster than moving its network share over its NICs, nor than
-    the same collective inside one node (NICs up to 400 Gb/s per GPU beside 351 GB/s of NVLink); time grows with size."""
+    the same collective inside one node while its NICs together are no faster than NVLink; time grows with size."""
     p, b_in, a_in = k * n, 351e9, 8e-6
     t = FN[kind](p, size, k, a_in, a_out, b_in, b_out)
     share = (p - k) / p if kind == "a2a" else float(CM.FACTOR[kind](p))
     per_nic = share * size / b_out if kind == "a2a" else share * size / (k * b_out)
     assert t >= per_nic * (1 - 1e-9)
     # 1 ns of slack: with no NIC latency (a_out 0) and a tiny message both are the in-node ring's latency, and the
-    # two paths' bandwidth terms (1000 B: ~5 ns) may differ in their last digits (found by hypothesis: 1e-13 s)
-    assert t >= FN[kind](k, size, k, a_in, a_out, b_in, b_out) * (1 - 1e-9) - 1e-9
+    # two paths' bandwidth terms (1000 B: ~5 ns) may differ in their last digits (found by hypothesis: 1e-13 s).
+    # Only while the node's NICs together carry no more than one NVLink: beyond, the ring across nodes moves (k-1)/k
+    # of its bytes per GPU over NVLink and the rest over the NICs, and may beat the ring inside one node (found by
+    # hypothesis: k 8, n 2, 8 x 47 GB/s of NICs beside 351 GB/s of NVLink, 0.02 % faster)
+    if k * b_out <= b_in:
+        assert t >= FN[kind](k, size, k, a_in, a_out, b_in, b_out) * (1 - 1e-9) - 1e-9
     assert FN[kind](p, 2 * size, k, a_in, a_out, b_in, b_out) > t
 
 
