@@ -493,6 +493,13 @@ BARE_PARTS = (
 )
 
 
+def _squash(text) -> str:
+    """A GPU text lower-cased without spaces, dashes, underscores, brackets, slashes and commas (what GPU_TEXT and
+    BARE_PARTS match)."""
+    import re
+    return re.sub(r"[\s_\-()/,]", "", str(text or "").lower())
+
+
 def bare_part(text: str) -> tuple[str, str] | None:
     """(profile id, the assumption in words) for a GPU text that names H100 or A100 and no variant, else None.
 
@@ -501,7 +508,7 @@ def bare_part(text: str) -> tuple[str, str] | None:
     """
     import re
 
-    t = re.sub(r"[\s_\-()/,]", "", str(text or "").lower())
+    t = _squash(text)
     if from_text(text):
         return None
     for part, variant, pid, why in BARE_PARTS:
@@ -518,7 +525,7 @@ def from_text(text: str) -> str | None:
     """
     import re
 
-    t = re.sub(r"[\s_\-()/,]", "", str(text or "").lower())
+    t = _squash(text)
     for pattern, pid in GPU_TEXT:
         if re.search(pattern, t):
             return pid
