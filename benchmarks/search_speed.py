@@ -20,7 +20,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from roofline.spec import hardware, models  # noqa: E402
-from roofline.model.predict import hardware_inputs, model_inputs, plan_inputs  # noqa: E402
+from roofline.model.predict import attention_inputs, hardware_inputs, model_inputs, plan_inputs  # noqa: E402
 from roofline.views.search import default_base, enumerate_plans, evaluate_arrays, plan_arrays  # noqa: E402
 
 N = 1_000_000
@@ -34,7 +34,7 @@ def main() -> None:
     n0 = len(knobs["tp"])
     reps = -(-N // n0)
     knobs = {k: np.tile(v, reps)[:N] for k, v in knobs.items()}
-    x = {**model_inputs(m), **plan_inputs(default_base()), **hardware_inputs(hw), **plan_arrays(knobs, 1536)}
+    x = {**model_inputs(m), **plan_inputs(default_base()), **hardware_inputs(hw), **attention_inputs(m, hw), **plan_arrays(knobs, 1536)}
     print(f"enumeration: {enumerated:,} knob combinations -> {n0:,} valid plans in {t_enum * 1e3:.0f} ms "
           f"({enumerated / t_enum:.3g} combinations/s)")
     for label, chunk in (("chunked (search)", None), ("one call on 1e6", N)):

@@ -333,10 +333,13 @@ def main() -> int:
          "(`validate.BRIDGE_RC3_DEEPSEEK`): on H100 DeepEP with the all-to-all overlapped, recompute modules "
          "`mla_up_proj,mlp` and no gradient-reduce overlap; on GB200 recompute modules `mla_up_proj,mlp,moe_act`. "
          "A row whose source states its modules keeps them.",
-         "- **Attention kernel** (a row naming it: `attn_impl: triton`, `flash-attn==1.0.7`, FlashAttention-2; else the "
-         "stack's: `llm-foundry@2023` runs Triton FlashAttention, its MPT yamls' `attn_impl: triton` until March 2024): "
-         "the flash kernel's compute time over its speed relative to FlashAttention-2 (1 / 1.80 Triton, 1 / 2.26 v1; "
-         "Dao 2023 sec. 4.1, docs/models.md). No row of these files names one.",
+         "- **Attention kernel** (a row naming it: `attn_impl: triton`, `flash-attn==1.0.7`, FlashAttention-2, "
+         "FlashAttention-3 / `flash_3`, cuDNN attention; else the stack's: `llm-foundry@2023` runs Triton "
+         "FlashAttention, its MPT yamls' `attn_impl: triton` until March 2024; Megatron-Core and NeMo AutoModel run "
+         "Transformer Engine's attention, cuDNN's kernel on Hopper and Blackwell): the flash kernel's compute time over "
+         "its speed relative to FlashAttention-2 (1 / 1.80 Triton, 1 / 2.26 v1; Dao 2023 sec. 4.1; cuDNN 1.6x on "
+         "Hopper and 1.57x on Blackwell at head dim 128, the profiles' `attention_speed`; docs/models.md). No row of "
+         "these files names one.",
          "- **PP overlap**: Megatron-Core overlaps pipeline send/recv in the interleaved schedule by default "
          "(the README: 'PP comm overlap on'): `overlap_pp = 1` when v > 1; other frameworks 0.",
          "- **CUDA graphs** (`validate.cuda_graphs`, from the row's settings): `cuda_graph_impl` full_iteration (or "

@@ -94,3 +94,98 @@ def test_the_mpt_figures_docs_models_quotes():
         got.append(round(100 * (t["flash-triton"] / t["flash"] - 1)))
     assert (f"step {got[0]} % slower than FlashAttention-2's at sequence 2048 (micro-batch 16), {got[1]} % at 8192 "
             f"(micro-batch 4) and {got[2]} % at 32768") in " ".join(text.split())
+
+
+# ---- kernels whose speed depends on the GPU generation (profile attention_speed) ----------------------------------
+def _llama8b_step(gpu, attention):
+    import dataclasses
+
+    from roofline.spec import models
+    from roofline.spec.resolve import resolve
+    s = resolve(dataclasses.replace(models.load("llama3-8b"), seq_len=8192),
+                {"tp": 1, "pp": 1, "dp": 8, "micro_batch": 1, "global_batch": 128}, gpu, "megatron-core")
+    return predict(dataclasses.replace(s.model, attention=attention), s.plan, s.hardware).step_time.to("s").magnitude
+
+
+def test_the_llama3_8b_figures_docs_models_quotes():
+    """docs/models.md, "Flash-attention kernels": te and flash3 against flash on H100, B200, A100."""
+    from pathlib import Path
+    text = " ".join((Path(__file__).resolve().parents[1] / "docs" / "models.md").read_text().split())
+    h = {a: _llama8b_step("h100-sxm", a) for a in ("flash", "te", "flash3")}
+    b = {a: _llama8b_step("b200", a) for a in ("flash", "te")}
+    a100 = {a: _llama8b_step("a100-sxm4-80gb", a) for a in ("flash", "te")}
+    pct = lambda t, k: round(100 * (1 - t[k] / t["flash"]))   # noqa: E731
+    assert (f"steps {pct(h, 'te')} % faster with `te` than with `flash` and {pct(h, 'flash3')} % faster with "
+            f"`flash3`; on 8 B200, {pct(b, 'te')} % faster with `te`; on 8 A100 the two are the same") in text
+    assert a100["te"] == pytest.approx(a100["flash"], rel=1e-12) and h["flash3"] < h["te"] < h["flash"]
+
+
+def test_hopper_speeds_read_from_the_fa3_paper_figures():
+    """Shah et al. 2024 (arXiv 2407.08608) Figs. 5-6, H100 SXM5 BF16, sequence 1k-16k, over FlashAttention-2: cuDNN
+    1.57-1.63x at head dim 128; each Hopper profile states it, interpolated in log2(head dim) and flat beyond."""
+    fa2_fwd_causal = (260, 298, 319, 333, 335)          # head dim 128, forward, causal
+    cudnn_fwd_causal = (410, 484, 518, 529, 539)
+    fa2_bwd, cudnn_bwd = (260, 291, 310, 318, 322), (408, 465, 499, 518, 516)
+    ratios = [c / f for c, f in zip(cudnn_fwd_causal + cudnn_bwd, fa2_fwd_causal + fa2_bwd)]
+    for gpu in ("h100-sxm", "h200", "gh200", "h100-pcie", "h800", "h100-sxm-measured"):
+        hw = hardware.load(gpu)
+        assert min(ratios) <= hw.attention_factor("cudnn", 128) <= max(ratios)
+        assert hw.attention_factor("cudnn", 256) == hw.attention_factor("cudnn", 128)
+        assert hw.attention_factor("cudnn", 64) < hw.attention_factor("cudnn", 96) < hw.attention_factor("cudnn", 128)
+        assert hw.attention_factor("flash3", 128) > hw.attention_factor("cudnn", 128)
+    assert A100.attention_factor("cudnn", 128) == 1.0 and A100.attention_factor(None, 128) == 1.0
+
+
+def test_blackwell_cudnn_speed_is_the_simumax_tables_median_over_the_prior():
+    """The b200 factor restates SimuMax's B200 attention table against the b200 prior's own curve: recompute the
+    median step ratio over the head-dim-128 shapes with >= 8 heads and check the profile's value is it (to 0.02)."""
+    import dataclasses
+    import json
+    import statistics
+    from pathlib import Path
+
+    from roofline.model.predict import inputs
+    from roofline.spec import models
+
+    root = Path(__file__).resolve().parents[1]
+    op = json.loads((root / "roofline/data/simumax-b200/b200_bf16_ceperm.json").read_text())["accelerator"]["op"]
+    fwd, bwd = op["sdp_fwd"]["accurate_efficient_factor"], op["sdp_bwd"]["accurate_efficient_factor"]
+    hw = hardware.load("b200")
+    prior = dataclasses.replace(hw, attention_speed={})
+    att = next(o for o in C.attention_core() if o.name == "flash_attention")
+    t_f, t_b, flops = C.op_time(att, "fwd"), C.op_time(att, "bwd"), att.f_fwd
+    ratios = []
+    for key in fwd:
+        kv = dict(x.split("=") for x in key.split(", "))
+        if kv["qkv_contiguous"] != "True" or kv["qk_head_dim"] != kv["v_head_dim"] or int(kv["head_num"]) < 8:
+            continue
+        a, g, d, s, b = (int(kv[k]) for k in ("head_num", "kv_head_num", "qk_head_dim", "seq_len", "batch"))
+        m = dataclasses.replace(models.load("llama3-8b"), n_heads=a, n_kv_heads=g, d_model=a * d, seq_len=s, head_dim=d)
+        x = inputs(m, Plan(tp=1, pp=1, dp=1, micro_batch=b, global_batch=b), prior)
+        val = lambda e: float(sp.sympify(e).subs({sym: x[str(sym)] for sym in sp.sympify(e).free_symbols}))  # noqa: E731
+        f = val(flops)
+        measured = f / (fwd[key] / 2 * hw.peak("bf16")) + 2.5 * f / (bwd[key] / 2 * hw.peak("bf16"))
+        ratios.append((val(t_f) + val(t_b)) / measured)
+    assert len(ratios) == 12
+    assert hw.attention_factor("cudnn", 128) == pytest.approx(statistics.median(ratios), abs=0.02)
+
+
+def test_transformer_engine_stacks_run_te_and_the_rest_flash():
+    assert stacks.get("megatron-core").model["attention"] == "te"
+    assert stacks.get("nemo-automodel").model["attention"] == "te"
+    for sid in ("torchtitan", "olmo-core", "llm-foundry", "nanotron", "fsdp"):
+        assert stacks.get(sid).model["attention"] == "flash"
+
+
+@pytest.mark.parametrize("bad, msg", [({"cudnn": {128: 0}}, "attention_speed.cudnn"),
+                                      ({"fa4": {128: 2}}, "attention_speed"),
+                                      ({"cudnn": {}}, "at least one head_dim"),
+                                      ({"cudnn": {"x": 1.5}}, "head_dim")])
+def test_a_bad_attention_speed_is_one_line_naming_it(tmp_path, bad, msg):
+    import yaml
+
+    from roofline.base.errors import InputError
+    p = tmp_path / "g.yaml"
+    p.write_text(yaml.safe_dump({"id": "g", "base": "h100-sxm", "attention_speed": bad}))
+    with pytest.raises(InputError, match=msg):
+        hardware.load(str(p))

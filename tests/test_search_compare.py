@@ -82,7 +82,9 @@ def test_the_compare_table_names_the_fastest_profile(cli_main):
     from roofline.spec.config import Plan
     p = row["best"]["plan"]
     plan = Plan(**{k: v for k, v in p.items() if k in Plan.__dataclass_fields__})
-    pred = predict(models.load("llama3-8b"), plan, hardware.load(fastest))
+    from roofline.spec.resolve import resolve
+    model = resolve("llama3-8b", plan, fastest).model     # the stack's model fields, as the search prices them
+    pred = predict(model, plan, hardware.load(fastest))
     assert float(pred.raw["step_time"]) == pytest.approx(row["best"]["step_time_s"], rel=1e-9)
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from . import _compiled
 from ..base import precision
-from ..spec.config import FLASH_SPEED, RECOMPUTE, Model, Plan, check
+from ..spec.config import ATTENTION_KERNEL, FLASH_SPEED, RECOMPUTE, Model, Plan, check
 from ..spec.hardware import CLASSES, Hardware, overlap_defaults
 from ..base.results import Result
 from ..base.units import DAY, HOUR, KILO, TERA
@@ -230,12 +230,20 @@ def fits(memory, reserve, hw: Hardware, margin: float = 0.0):
     return memory + reserve <= usable_memory(hw, margin)
 
 
+def attention_inputs(m: Model, hw: Hardware) -> dict:
+    """The attention kernel's speed over FlashAttention-2 on this GPU: the kind's own factor (config.FLASH_SPEED) times
+    the architecture's for the kernel it runs there (the profile's attention_speed, e.g. cuDNN's on Hopper)."""
+    return {"flash_speed": FLASH_SPEED.get(m.attention, 1.0)
+            * hw.attention_factor(ATTENTION_KERNEL.get(m.attention), m.head_size)}
+
+
 def inputs(model: Model, plan: Plan, hw: Hardware) -> dict:
     if plan.offload_layers and hw.host_link is None:
         from ..base.errors import InputError
         raise InputError(f"plan.offload_layers ({plan.offload_layers}) needs the GPU-host copy bandwidth, and profile "
                          f"{hw.id} has no links.host")
-    return {**model_inputs(model), **plan_inputs(plan, model), **hardware_inputs(hw, plan.dtype)}
+    return {**model_inputs(model), **plan_inputs(plan, model), **hardware_inputs(hw, plan.dtype),
+            **attention_inputs(model, hw)}
 
 
 @functools.lru_cache(maxsize=16)

@@ -16,13 +16,23 @@ from ..base.precision import NAMES as PRECISION_NAMES
 MLPS = ("gelu", "swiglu", "squared_relu")
 NORMS = ("layernorm", "rmsnorm")
 POSITIONS = ("learned", "rope", "alibi")   # alibi: no table, no rotation (a bias inside the attention kernel)
-ATTENTION = ("flash", "flash-triton", "flash-v1", "unfused")
+ATTENTION = ("flash", "flash-triton", "flash-v1", "flash3", "te", "cudnn", "unfused")
 # The flash-attention kernels' throughput relative to FlashAttention-2, the kernel the profiles' attention curves were
 # fitted on (docs/calibration.md). Dao 2023, "FlashAttention-2" (arXiv 2307.08691) sec. 4.1, A100 forward + backward
 # over head dims 64/128, causal or not, sequence 512-16k: FlashAttention-2 is 1.3-2.5x faster than FlashAttention in
 # Triton (flash_attn/flash_attn_triton.py, what llm-foundry's attn_impl: triton ran) and 1.7-3.0x faster than
 # FlashAttention (v1, CUDA). Each range's geometric mean, one factor for forward and backward.
-FLASH_SPEED = {"flash": 1.0, "flash-triton": 1 / (1.3 * 2.5) ** 0.5, "flash-v1": 1 / (1.7 * 3.0) ** 0.5}
+# "cudnn": cuDNN's fused flash attention (Transformer Engine FusedAttention, sub-backend F16_arbitrary_seqlen); "te":
+# Transformer Engine's DotProductAttention, which runs cuDNN's kernel on sm90+ and FlashAttention-2 on Ampere
+# (transformer_engine/pytorch/attention/dot_product_attention/utils.py get_attention_backend: "Disabling FlashAttention
+# to give FusedAttention preference on Hopper+ for performance reasons"). Their speed over FlashAttention-2 depends on
+# the GPU's architecture: the profile's attention_speed.cudnn (Hardware.attention_factor), 1 where a profile has none.
+# "flash3": FlashAttention-3 (Shah et al. 2024, arXiv:2407.08608; flash_attn_interface, Hopper only), its speed the
+# profile's attention_speed.flash3.
+FLASH_SPEED = {"flash": 1.0, "flash-triton": 1 / (1.3 * 2.5) ** 0.5, "flash-v1": 1 / (1.7 * 3.0) ** 0.5,
+               "flash3": 1.0, "te": 1.0, "cudnn": 1.0}
+# the kernel whose architecture-dependent speed each attention kind takes from the profile (attention_speed)
+ATTENTION_KERNEL = {"te": "cudnn", "cudnn": "cudnn", "flash3": "flash3"}
 # index = the formulas' recompute code (predict.layout_inputs). "op": torchtitan's op-level selective checkpointing
 # (activation_checkpoint.selective_ac_option = "op", the default of its llama3 train_configs/*.toml): each block saves
 # its input, the SDPA outputs and every other matmul output and recomputes the rest (formulas/memory.py op_stored)
@@ -120,7 +130,7 @@ class Model:
     # multi-token-prediction layers on the last pipeline stage (DeepSeek-V3 report sec 2.2; Megatron-Core
     # --mtp-num-layers, transformer/multi_token_prediction.py); None or 0: none
     mtp_layers: int | None = None
-    attention: str = "flash"            # flash (FlashAttention-2 class) | flash-triton | flash-v1 | unfused
+    attention: str = "flash"            # flash (FlashAttention-2 class) | flash-triton | flash-v1 | flash3 | te | cudnn | unfused
     causal: bool = True                 # the kernel skips masked blocks (flash); FLOPs halved
     # hybrid Mamba-2 models (Megatron-Core --hybrid-override-pattern, megatron/core/ssm/mamba_hybrid_layer_allocation.py):
     # one character per layer, M = Mamba-2 mixer, * = self-attention, - = dense MLP, E = MoE ('|' pipeline-stage

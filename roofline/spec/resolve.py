@@ -21,7 +21,7 @@ Every field's origin is kept in ``Spec.origin`` (``preset``, ``default``, ``stac
 
 >>> s = resolve("gpt3-175b", {"tp": 8, "pp": 8, "dp": 16, "global_batch": 1536}, "a100-sxm4-80gb", "megatron-core")
 >>> s.plan.sequence_parallel, s.plan.sharding, s.origin["sharding"], s.model.attention
-(True, 'distributed', 'stack megatron-core', 'flash')
+(True, 'distributed', 'stack megatron-core', 'te')
 """
 from __future__ import annotations
 

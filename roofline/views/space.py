@@ -410,7 +410,7 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
     import numpy as np
 
     from ..spec.config import Plan, check
-    from ..model.predict import OVERLAP_INPUTS, check_margin, fits as fits_memory, hardware_inputs, model_inputs, plan_inputs
+    from ..model.predict import OVERLAP_INPUTS, check_margin, fits as fits_memory, attention_inputs, hardware_inputs, model_inputs, plan_inputs
     from ..spec.resolve import layout_rules
 
     memory_margin = check_margin(memory_margin)
@@ -433,7 +433,7 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
         enumerated += extra
     n = len(knobs["tp"])
     x = {**model_inputs(model), **plan_inputs(Plan(**{k: getattr(base, k) for k in _FIXED})),
-         **hardware_inputs(hw, base.dtype), **plan_arrays(knobs, global_batch, schedule)}
+         **hardware_inputs(hw, base.dtype), **attention_inputs(model, hw), **plan_arrays(knobs, global_batch, schedule)}
     if ladder and n:
         x.update(ladder_inputs(knobs["recompute"], base.recompute_modules, ladder))
     if "overlap_ep" in knobs and n:

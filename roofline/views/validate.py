@@ -365,16 +365,20 @@ def _same_as_preset(detail: str):
 _KERNELS = (("flash-triton", r"attn_impl\W{0,3}triton|triton flash[- ]?attention|flash[-_ ]?attn[-_ ]triton"
                               r"|flashattention in triton"),
             ("flash-v1", r"flash[- ]?attn[- ]?(?:v|==)?1\.|flash[- ]?attention[- ]?(?:v|-)1\b"),
+            ("flash3", r"flash[-_ ]?attn[-_ ]?(?:v|==)?3\b|flash[-_ ]?attention[-_ ]?(?:v|-)?3\b|\bflash_3\b|\bfa3\b"),
+            ("cudnn", r"cudnn\W{0,3}(?:fused\W{0,3})?(?:flash\W{0,3})?(?:attention|sdpa|attn)\b|attn\W{0,3}cudnn\b"),
             ("flash", r"attn_impl\W{0,3}flash\b|flash[- ]?attn[- ]?(?:v|==)?2\.|flash[- ]?attention[- ]?(?:v|-)?2\b"))
 
 
 def attention_kernel_stated(text: str) -> str | None:
     """The flash-attention kernel a row's text names (config.ATTENTION), None when it names none: llm-foundry's
-    ``attn_impl: triton`` (Triton FlashAttention), FlashAttention v1 (``flash-attn 1.0.7``), FlashAttention-2.
+    ``attn_impl: triton`` (Triton FlashAttention), FlashAttention v1 (``flash-attn 1.0.7``), FlashAttention-2,
+    FlashAttention-3 (``flash_3``, OLMo-core's AttentionBackendName), cuDNN attention.
 
     >>> [attention_kernel_stated(t) for t in ("attn_impl: triton", "pip install flash-attn==1.0.7",
-    ...     "flashattention-2", "attn_impl=flash", "flash attention", "")]
-    ['flash-triton', 'flash-v1', 'flash', 'flash', None, None]
+    ...     "flashattention-2", "attn_impl=flash", "flash attention", "", "FlashAttention-3", "backend flash_3",
+    ...     "cuDNN attention", "cudnn fused attention")]
+    ['flash-triton', 'flash-v1', 'flash', 'flash', None, None, 'flash3', 'flash3', 'cudnn', 'cudnn']
     """
     t = text.lower()
     for kernel, pattern in _KERNELS:

@@ -106,7 +106,9 @@ gated = _s("gated", "", "1 for a gated MLP (SwiGLU: two up projections), else 0"
 causal = _s("causal", "", "1 when the attention kernel skips masked blocks (attention FLOPs halved)", "model", r"\chi")
 flash = _s("flash", "", "1 for a fused flash-attention kernel, 0 for the unfused bmm/softmax path", "model", r"\phi")
 flash_speed = _s("flash_speed", "", "the flash kernel's throughput relative to FlashAttention-2, whose curves the profiles "
-                 "fit (config.FLASH_SPEED: 1; Triton FlashAttention 1/1.80; FlashAttention v1 1/2.26)", "model",
+                 "fit (config.FLASH_SPEED: 1; Triton FlashAttention 1/1.80; FlashAttention v1 1/2.26; times the "
+                 "profile's attention_speed for cuDNN's kernel, Transformer Engine's on sm90+, and FlashAttention-3)",
+                 "model",
                  r"\phi_{s}")
 dropout = _s("dropout", "", "1 when dropout layers are active (their masks are stored)", "model", r"\delta")
 tied = _s("tied", "", "1 when input embedding and LM head share weights", "model", r"\tau")

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+import numpy as np
 
 from ...base import precision
 from ...base import schema as S
@@ -102,6 +105,9 @@ class Hardware:
     # SMs each kind of communication kernel holds while compute runs beside it (OVERLAP_KEYS; defaults.yaml overlap
     # for the kinds a profile does not state)
     overlap: dict = field(default_factory=lambda: dict(overlap_defaults()))
+    # attention kernel -> ((head dim, speed over FlashAttention-2), ...) on this GPU's architecture (attention_speed:
+    # in the profile; config.ATTENTION_KERNEL names which attention kinds read it); none: 1 (FlashAttention-2's speed)
+    attention_speed: dict = field(default_factory=dict)
     calibrated: tuple = ()                      # which parts are fitted: "compute", "intra", "inter"
     # (collective, link) -> s: the fixed time of one collective call whatever its group size (comm.py ``flat``), where
     # a fit of nccl-tests tables over several group sizes found one; 0 for the others (their latency is per step)
@@ -139,6 +145,17 @@ class Hardware:
             if self.sm_count > 1 and n >= self.sm_count:
                 raise InputError(f"{w}: overlap.{k} must be below sm_count {self.sm_count} (a communication kernel "
                                  f"that held every SM would stop the compute beside it), got {n}")
+
+    def attention_factor(self, kernel: str | None, head_dim: float) -> float:
+        """Throughput of attention ``kernel`` over FlashAttention-2 (whose curves the profile's attention efficiency
+        fits) at ``head_dim``: the profile's attention_speed points, linear in log2(head dim) between them and flat
+        beyond; 1 for no kernel or a kernel the profile does not list."""
+        pts = self.attention_speed.get(kernel) if kernel else None
+        if not pts:
+            return 1.0
+        x = math.log2(max(float(head_dim), 1.0))
+        xs = [math.log2(h) for h, _ in pts]
+        return float(np.interp(x, xs, [v for _, v in pts]))
 
     def peak(self, dtype: str) -> float:
         """Dense peak FLOP/s of a dtype or of a training precision's low-precision GEMMs ('mxfp8' -> fp8)."""
@@ -238,7 +255,8 @@ def _merge(a: dict, b: dict) -> dict:
 REFS = ("base", "efficiency_from", "collectives_from", "host_from", "overlap_from")  # keys that name another profile
 TOP_KEYS = ("id", "name", "kind", "vendor", *REFS, "peak_flops", "max_matmul",
             "hbm_bandwidth", "hbm_capacity", "board_power", "sm_count", "gpus_per_node", "links", "efficiency",
-            "collectives", "host", "overlap", "sustained_clock", "clock_spread", "sources", "provenance")
+            "collectives", "host", "overlap", "sustained_clock", "clock_spread", "attention_speed", "sources",
+            "provenance")
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8")
 QUANTITIES = {"max_matmul": "flop/s", "hbm_bandwidth": "B/s", "hbm_capacity": "B", "board_power": "W"}
 LINK_KEYS = ("kind", "bandwidth", "latency")
@@ -260,6 +278,25 @@ def _shape_value(cls: str, key: str, v, where: str) -> float:
             return v
         return S.positive(v, where)
     return S.number(v, where, low=0.0, high=1.0 if key == "reread" else None)
+
+
+ATTENTION_KERNELS = ("cudnn", "flash3")      # kernels a profile's attention_speed may list (config.ATTENTION_KERNEL)
+
+
+def _attention_speed(v, where: str) -> dict:
+    """attention_speed: {kernel: {head_dim: speed}} -> {kernel: ((head_dim, speed), ...)} sorted by head dim; each
+    speed a positive number (throughput over FlashAttention-2), each head dim a positive integer."""
+    m = S.mapping(v, f"{where}: attention_speed", "a mapping kernel -> {head_dim: speed over FlashAttention-2}")
+    S.check_keys(m, ATTENTION_KERNELS, f"{where}: attention_speed")
+    out = {}
+    for kernel, pts in m.items():
+        w = f"{where}: attention_speed.{kernel}"
+        pts = S.mapping(pts, w, "a mapping head_dim -> speed over FlashAttention-2")
+        if not pts:
+            raise InputError(f"{w} must list at least one head_dim: speed pair, got {{}}")
+        out[kernel] = tuple(sorted((S.number(h, f"{w} head_dim", int, low=1), S.positive(x, f"{w}.{h}"))
+                                   for h, x in pts.items()))
+    return out
 
 
 def check_profile(d: dict, where: str) -> None:
@@ -288,6 +325,8 @@ def check_profile(d: dict, where: str) -> None:
         _clock(d["sustained_clock"], where)
     if "clock_spread" in d:
         _spread(d["clock_spread"], where)
+    if d.get("attention_speed") is not None:
+        _attention_speed(d["attention_speed"], where)
     if "links" in d:
         links = S.mapping(d["links"], f"{where}: links", "a mapping with intra and inter")
         S.check_keys(links, ("intra", "inter", "host"), f"{where}: links")
@@ -626,6 +665,7 @@ def _load(ref: str) -> Hardware:
         gpus_per_node=gpn, sm_count=sm_count, intra=lk["intra"], inter=lk["inter"], host_link=host_link, efficiency=eff,
         overlap=overlap,
         dhalf=dhalf, attn_shape=attn_shape, bmm_shape=bmm_shape,
+        attention_speed=_attention_speed(d["attention_speed"], f"profile {where}") if d.get("attention_speed") else {},
         collectives=coll, collective_calls=calls,
         calibrated=tuple(sorted(set(d.get("_calibrated", [])))), provenance=dict(d.get("provenance") or {}),
         sources=tuple([d["sources"]] if isinstance(d.get("sources"), str) else (d.get("sources") or ())), path=where,
