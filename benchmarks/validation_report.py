@@ -153,7 +153,7 @@ def stage_summary(r: dict) -> str:
             f"last stages {pct(l['allocated_mape'])} (mean signed {pct(l['allocated_signed'], True)}).")
 
 
-TABLE_SETS = (("llm-foundry", "llmfoundry_"), ("NeMo 25.x", "nemo25"), ("NeMo AutoModel", "automodel_"),
+TABLE_SETS = (("llm-foundry", "llmfoundry_"), ("NeMo 25.x", "nemo25"), ("NeMo 24.07", "nemo2407_"), ("NeMo AutoModel", "automodel_"),
               ("torchtitan async TP", "tt_asynctp_"), ("DGXC benchmarking", "dgxc_"), ("OLMo-core", "olmocore_"),
               ("torchtitan performance page", "tt_perf_"), ("fms-fsdp", "fms_fsdp_"))     # (label, case_id prefix)
 
@@ -177,7 +177,7 @@ def tables_section(csv) -> list[str]:
             "performance tables the model was not built on, each row written from what its table states (blank "
             "where the table is silent: an MoE row's '-' EP, an unstated recompute or year), so the rules for "
             "unstated inputs are what is judged with the model: llm-foundry's MPT benchmarks (A100/H100, FSDP), "
-            "NeMo's 25.02-25.07 performance summaries, NeMo AutoModel's (FSDP2, MoE with DeepEP), torchtitan's async "
+            "NeMo's 25.02-25.07 performance summaries and NeMo 24.07's H100 FP8 table (NVIDIA/NeMo repository), NeMo AutoModel's (FSDP2, MoE with DeepEP), torchtitan's async "
             "TP benchmark (H100 96 GB at 500 W), NVIDIA's DGX Cloud benchmarking recipes (v25.02, 128-2048 H100) and "
             "OLMo-core's throughput table (FSDP2/HSDP, torch.compile, float8; 'NVIDIA H100' with no variant named), "
             "torchtitan's performance page (64 A100, 128 H100; 'selective layer' checkpointing every other block) and "

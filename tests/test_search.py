@@ -73,7 +73,8 @@ def test_candidates_carry_the_plan_resolve_gives_their_layout(framework, tp_comm
     assert {c.plan.interleave > 1 for c in cands} == {True, False} or framework == "gpt-neox"
     for c in cands:
         layout = {k: getattr(c.plan, k) for k in ("tp", "pp", "dp", "cp", "micro_batch", "global_batch",
-                                                  "interleave", "recompute", "sharding", "sequence_parallel")}
+                                                  "interleave", "recompute", "sharding", "sequence_parallel",
+                                                  "dp_replicas")}
         if tp_comm_overlap:
             layout["tp_comm_overlap"] = True
         ref = resolve(m, layout, A100, framework).plan

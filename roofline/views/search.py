@@ -72,6 +72,9 @@ def _no_fit_message(space: Space) -> str:
 
     m, hw = space.model, space.hardware
     head = f"{m.name} on {space.n_gpus} x {hw.id} (global batch {space.global_batch}, seq {m.seq_len})"
+    if space.valid == 0 and space.base.dp_replicas > 1:
+        return (f"no valid plan for {head} with dp-replicas {space.base.dp_replicas}: it must divide a sharded plan's "
+                f"dp x cp (each replica shards one copy of the state over dp x cp / replicas ranks)")
     if space.valid == 0:
         return (f"no valid plan for {head}: no tp x pp x dp x cp split of {space.n_gpus} GPUs meets the divisibility "
                 f"rules (heads {m.n_heads}, kv-heads {m.kv_heads}, layers {m.n_layers}, dp | global batch)")
@@ -404,7 +407,7 @@ def _plan_text(p) -> str:
         + (f" {p.schedule}" if p.schedule in PINNED_SCHEDULES else "")
     s += f" SP={'on' if p.sequence_parallel and p.tp > 1 else 'off'} rc={p.recompute}" \
         + (f"({p.recompute_modules})" if p.recompute == "selective" and p.recompute_modules != "core_attn" else "") \
-        + f" {p.sharding}"
+        + f" {p.sharding}" + (f" hsdp={p.dp_replicas}" if p.dp_replicas > 1 else "")
     s += (" ep-overlap" + ("+delay-wgrad" if p.delay_wgrad else "")) if p.ep > 1 and p.overlap_ep > 0 else ""
     return s + (f" offload={p.offload_layers}" if p.offload_layers else "")
 
@@ -615,18 +618,27 @@ def _setup(args) -> _Setup:
     if schedule == "dualpipev":
         # the base plan is a template at pp 1, where DualPipeV cannot run: each enumerated plan takes the schedule
         args.schedule = None
+    # --dp-replicas R pins the HSDP replica count of every plan (space.with_replicas keeps the plans R divides); the
+    # template plan at dp 1 cannot hold it, so it is checked against the stack here and set after resolving
+    replicas = getattr(args, "dp_replicas", None)
+    args.dp_replicas = None
     spec = build_spec(args)
     if schedule and not framework:
         from ..spec import stacks
         why = stacks.schedule_refusal(spec.stack, schedule)
         if why:
             raise InputError(why)
+    if replicas is not None and replicas > 1 and not framework and not spec.stack.rule("replicas", False):
+        from ..spec.stacks import plan_rules
+        rule = next(r for r in plan_rules(spec.stack) if r.reads == ("dp_replicas",))
+        raise InputError(rule.text(spec.model, dataclasses.replace(spec.plan, dp_replicas=replicas)))
     pins = _pins(args)
-    pins["stated"] = frozenset(k for k, why in spec.origin.items() if why == "stated")
+    stated = {k for k, why in spec.origin.items() if why == "stated"} | ({"dp_replicas"} if replicas else set())
+    pins["stated"] = frozenset(stated)
     pins["tp_comm_overlap"] = bool(args.tp_comm_overlap)
     pins["memory_margin"] = SEARCH_MEMORY_MARGIN if args.memory_margin is None else args.memory_margin
-    return _Setup(spec, dataclasses.replace(spec.plan, tp=1, pp=1, dp=1, cp=1), pins, schedule,
-                  framework or spec.stack.id)
+    return _Setup(spec, dataclasses.replace(spec.plan, tp=1, pp=1, dp=1, cp=1, dp_replicas=replicas or 1), pins,
+                  schedule, framework or spec.stack.id)
 
 
 def _search_one(args, n_gpus: int, price):

@@ -291,6 +291,8 @@ def plan_of(knobs: dict, i: int, base, global_batch: int, schedule: str | None =
         ruled["recompute_modules"] = ladder[rc - LADDER]
     if "delay_wgrad" in knobs:
         ruled["delay_wgrad"] = bool(knobs["delay_wgrad"][i])
+    if "dp_replicas" in knobs:
+        ruled["dp_replicas"] = int(knobs["dp_replicas"][i])
     return dataclasses.replace(
         base, **ruled, tp=int(knobs["tp"][i]), pp=int(knobs["pp"][i]), dp=int(knobs["dp"][i]), cp=int(knobs["cp"][i]),
         ep=int(knobs["ep"][i]), micro_batch=int(knobs["micro_batch"][i]), global_batch=int(global_batch),
@@ -417,7 +419,7 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
 
     base = base if base is not None else default_base(framework)
     check(model, dataclasses.replace(base, tp=1, pp=1, dp=1, cp=1, ep=1, micro_batch=1, global_batch=None,
-                                     interleave=1, schedule="1f1b"))   # model fields and fixed plan fields
+                                     interleave=1, schedule="1f1b", dp_replicas=1))   # model and fixed plan fields
     st = _stack(framework)
     # selective recomputation with more modules (selective_ladder) on a stack with Megatron-Core's --recompute-modules
     # (or --framework any), unless the user named the modules
@@ -428,12 +430,17 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
     knobs, enumerated = enumerate_plans(model, n_gpus, global_batch, schedule=schedule, stack=st,
                                         uneven_stages=base.uneven_stages, offload_layers=base.offload_layers,
                                         ladder=len(ladder), **pins)
+    knobs, extra = with_replicas(knobs, hw.gpus_per_node, st,
+                                 base.dp_replicas if "dp_replicas" in stated else None)
+    enumerated += extra
     if "overlap_ep" not in stated and not base.overlap_ep and searches_ep_overlap(model, st):
         knobs, extra = with_ep_overlap(model, knobs, ladder, base.recompute_modules)
         enumerated += extra
     n = len(knobs["tp"])
     x = {**model_inputs(model), **plan_inputs(Plan(**{k: getattr(base, k) for k in _FIXED})),
          **hardware_inputs(hw, base.dtype), **attention_inputs(model, hw), **plan_arrays(knobs, global_batch, schedule)}
+    if n:
+        x["dp_rep"] = np.asarray(knobs["dp_replicas"], dtype=float)
     if ladder and n:
         x.update(ladder_inputs(knobs["recompute"], base.recompute_modules, ladder))
     if "overlap_ep" in knobs and n:
@@ -456,6 +463,38 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
     return Space(model=model, hardware=hw, base=base, n_gpus=int(n_gpus), global_batch=int(global_batch),
                  enumerated=enumerated, valid=n, knobs=knobs, out=out, fits=fits, memory_margin=memory_margin,
                  ladder=ladder)
+
+
+def with_replicas(knobs: dict, gpus_per_node: int, stack, pinned: int | None = None) -> tuple[dict, int]:
+    """HSDP as a search knob (the ``dp_replicas`` column; plan field dp_replicas, docs/models.md "HSDP replicas").
+
+    Every plan keeps one copy of the sharded state over its dp x cp ranks (1), and again, where the stack replicates
+    shard groups (its rule ``replicas``; every stack for ``--framework any``) and the plan shards its state, with one
+    shard group per node: the dp x cp ranks inside one node (tp innermost in the rank order: Megatron-Core's
+    RankGenerator "tp-cp-ep-dp-pp", torchtitan's mesh [pp, dp_replicate, dp_shard, cp, tp]), gpus_per_node / tp of
+    them, and dp x cp / that many replicas (OLMo-core's and FSDP HYBRID_SHARD's default grouping). A ``pinned`` count
+    (``--dp-replicas R``) keeps the plans it divides and that shard, at R. Returns the knobs and the plans added."""
+    import numpy as np
+
+    n = len(knobs["tp"])
+    k = {key: np.asarray(v) for key, v in knobs.items()}
+    if not n:
+        return dict(k, dp_replicas=np.zeros(0)), 0
+    dpcp = k["dp"] * k["cp"]
+    sharded = k["sharding"] > 0
+    can = stack is None or bool(stack.rule("replicas", False))
+    if pinned is not None:
+        ok = (sharded & (dpcp % int(pinned) == 0) & can) if int(pinned) > 1 else np.ones(n, dtype=bool)
+        out = {key: v[ok] for key, v in k.items()}
+        out["dp_replicas"] = np.full(int(ok.sum()), float(pinned))
+        return out, 0
+    tp = k["tp"]
+    per_node = np.where(int(gpus_per_node) % tp == 0, int(gpus_per_node) // np.maximum(tp, 1), 0)
+    ok = can & sharded & (per_node > 0) & (dpcp > per_node) & (dpcp % np.maximum(per_node, 1) == 0)
+    on = {key: v[ok] for key, v in k.items()}
+    out = {key: np.concatenate([k[key], on[key]]) for key in k}
+    out["dp_replicas"] = np.concatenate([np.ones(n), (dpcp[ok] // per_node[ok]).astype(float)])
+    return out, int(ok.sum())
 
 
 def searches_ep_overlap(model, stack) -> bool:

@@ -35,7 +35,8 @@ PLAN_KEYS = ("dtype", "grad_dtype", "sequence_parallel", "sharding", "recompute"
 RULE_KEYS = ("interleaved_schedule", "interleave_when_pp", "no_overlap_with_pp", "overlap_pp_interleaved", "tp_comm_overlap", "uneven_stages", "shardings",
              "max_zero_with_pp", "grad_dtype_bf16", "kv_heads_below_tp", "compiled_loss_since",
              "recomputes", "recompute_names", "schedules", "micro_batch_unstated", "builds_on", "recompute_modules",
-             "moment_dtypes", "optimizers", "seq_len_unstated", "combines", "pipeline", "context_parallel")
+             "moment_dtypes", "optimizers", "seq_len_unstated", "combines", "pipeline", "context_parallel",
+             "replicas")
 DEFAULT = "megatron-core"           # DESIGN.md: Megatron-Core is the default stack of the CLI, configs and API
 
 
@@ -202,6 +203,8 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
     moments = tuple(stack.rule("moment_dtypes") or ("fp32",))
     # optimizers of the weight matrices: Adam unless the stack lists more (Megatron-Core: Muon)
     opts = tuple(stack.rule("optimizers") or ("adam",))
+    # HSDP: replicated shard groups (plan dp_replicas > 1) only where the stack says it runs them
+    replicas = bool(stack.rule("replicas", False))
     return (
         Rule(lambda m, p: among(p.optimizer, opts),
              f"stack {stack.id} trains with {', '.join(opts)}, not {{p.optimizer!r}}"
@@ -235,6 +238,10 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
         Rule(lambda m, p: (p.pp <= 1) | (p.zero_stage <= max_zero),
              f"stack {stack.id} cannot run ZeRO-{{p.zero_stage}} ({{p.sharding}}) with pp {{p.pp}}: "
              f"{src.get('max_zero_with_pp', '')}", ("pp", "zero_stage")),
+        Rule(lambda m, p: replicas | (p.dp_replicas <= 1),
+             f"stack {stack.id} keeps one sharded copy of the state over all dp x cp ranks, not {{p.dp_replicas}} "
+             "replicated shard groups (HSDP: torchtitan, OLMo-core, PyTorch FSDP HYBRID_SHARD, NeMo AutoModel, "
+             "llm-foundry, Megatron-Core's --num-distributed-optimizer-instances)", ("dp_replicas",)),
         Rule(lambda m, p: (m is None) or kv_below or (m.kv_heads % p.tp == 0),
              f"stack {stack.id} needs kv-heads ({{m.kv_heads}}) divisible by tp ({{p.tp}}): "
              f"{src.get('kv_heads_below_tp', 'it splits the key/value heads over the TP ranks')}", ("tp",)),
