@@ -36,7 +36,8 @@ def test_mi250x_is_one_gcd_half_the_package():
     ("NVIDIA A100-SXM4-80GB", "a100-sxm4-80gb"), ("NVIDIA A100 80GB PCIe", "a100-pcie-80gb"),
     ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA H100 PCIe", "h100-pcie"), ("Tesla V100-SXM2-32GB", "v100-sxm2-32gb"),
     ("AMD Instinct MI250X", "mi250x"), ("AMD Instinct MI300X", "mi300x"), ("NVIDIA GH200 480GB", "gh200"),
-    ("h100_sxm", "h100-sxm"),
+    ("h100_sxm", "h100-sxm"), ("NVIDIA A100-PCIE-40GB", "a100-pcie-40gb"), ("Tesla V100-SXM2-16GB", "v100-sxm2-16gb"),
+    ("AMD Instinct MI325X", "mi325x"), ("NVIDIA H20", "h20"), ("NVIDIA H200", "h200"),
 ])
 def test_device_names_as_the_driver_prints_them_find_their_profile(name, pid):
     assert hardware.load(name).id == pid
@@ -52,13 +53,13 @@ def test_an_ambiguous_short_name_names_the_candidates():
 
 
 def test_a_short_name_matches_ids_that_extend_it_at_a_separator_only():
-    """'h20' (NVIDIA H20, no profile) is not h200, 'mi250' not mi250x: a longer part number is another part."""
+    """'b20' is not b200, 'mi250' not mi250x: a longer part number is another part."""
     from roofline.base.errors import InputError
 
-    for name in ("h20", "mi250"):
+    for name in ("b20", "mi250"):
         with pytest.raises(InputError, match=f"unknown GPU/hardware profile '{name}'"):
             hardware.load(name)
-    with pytest.raises(InputError, match=r"'v100' could be any of v100-sxm2-32gb, v100-sxm3-32gb"):
+    with pytest.raises(InputError, match=r"'v100' could be any of v100-sxm2-16gb, v100-sxm2-32gb, v100-sxm3-32gb"):
         hardware.load("v100")
 
 
@@ -67,3 +68,23 @@ def test_dgx2_v100_profile():
     h = hardware.load("Tesla V100-SXM3-32GB")
     assert h.id == "v100-sxm3-32gb" and h.gpus_per_node == 16
     assert h.peak("fp16") == pytest.approx(125e12) and h.peak_flops.get("bf16") is None
+
+
+def test_a_pcie_part_never_reads_as_the_sxm_one():
+    """'A100-PCIE-40GB' (the driver's name) once matched the SXM4 40 GB profile: the PCIe test ran only after '40g'."""
+    assert hardware.from_text("A100-PCIE-40GB") == "a100-pcie-40gb"
+    assert hardware.from_text("NVIDIA A100 PCIe 80GB") == "a100-pcie-80gb"
+    assert hardware.from_text("A100 40GB SXM4") == "a100-sxm4-40gb"
+    assert hardware.load("a100-pcie-40gb").intra.kind == "pcie"
+
+
+def test_the_new_datasheet_parts_inherit_what_they_share():
+    p40, p80 = hardware.load("a100-pcie-40gb"), hardware.load("a100-pcie-80gb")
+    assert p40.peak("bf16") == p80.peak("bf16") and p40.hbm_capacity == 40 * GiB and p40.hbm_bandwidth == 1555e9
+    m325, m300 = hardware.load("mi325x"), hardware.load("mi300x")
+    assert m325.peak("bf16") == m300.peak("bf16") and m325.hbm_capacity == 256 * GiB and m325.hbm_bandwidth == 6e12
+    h20 = hardware.load("h20")
+    assert h20.peak("bf16") == pytest.approx(148e12) and h20.peak("fp8") == pytest.approx(296e12)
+    assert h20.attention_factor("cudnn", 128) == hardware.load("h100-sxm").attention_factor("cudnn", 128)
+    # a sixth of H100's compute: the same step takes longer on it
+    assert _t("h20", micro_batch=2)["step_time"] > _t("h100-sxm", micro_batch=2)["step_time"]
