@@ -36,7 +36,8 @@ def test_replicated_plans_shard_inside_one_node_and_price_as_predict(space):
 
 def test_every_replicated_plan_has_its_one_copy_twin(space):
     k = space.knobs
-    fields = ("tp", "pp", "dp", "cp", "micro_batch", "interleave", "recompute", "sequence_parallel", "sharding")
+    fields = ("tp", "pp", "dp", "cp", "micro_batch", "interleave", "recompute", "sequence_parallel", "sharding",
+              "recompute_fraction")
     plain = {tuple(k[f][i] for f in fields) for i in np.flatnonzero(k["dp_replicas"] == 1)}
     for i in np.flatnonzero(k["dp_replicas"] > 1):
         assert tuple(k[f][i] for f in fields) in plain
@@ -45,7 +46,8 @@ def test_every_replicated_plan_has_its_one_copy_twin(space):
 def test_replicas_cost_memory_the_replica_keeps_more_state(space):
     """A replica shards its copy over fewer ranks: never less memory per GPU than its one-copy twin."""
     k, mem = space.knobs, space.out["memory"]
-    fields = ("tp", "pp", "dp", "cp", "micro_batch", "interleave", "recompute", "sequence_parallel", "sharding")
+    fields = ("tp", "pp", "dp", "cp", "micro_batch", "interleave", "recompute", "sequence_parallel", "sharding",
+              "recompute_fraction")
     one = {tuple(k[f][i] for f in fields): mem[i] for i in np.flatnonzero(k["dp_replicas"] == 1)}
     rows = [i for i in np.flatnonzero(k["dp_replicas"] > 1) if np.isfinite(mem[i])]
     assert rows

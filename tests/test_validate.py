@@ -523,9 +523,9 @@ def test_number_cells_as_sources_write_them(tmp_path):
 
 def test_a_gpu_id_that_names_one_part_reads_as_its_profile(tmp_path):
     """'a100-80gb' or 'gb200-nvl72' in gpu_id are no profile ids but name one bundled part: priced on it, noted; a bare
-    'h100' is the DGX/HGX part, noted; an unknown part ('h20') is refused with the choices."""
+    'h100' is the DGX/HGX part, noted; an unknown part ('h30') is refused with the choices."""
     rows, _ = _variants(tmp_path, "narayanan21_t1_gpt39.1b", {"case_id": "spelled", "gpu_id": "a100-80gb"},
-                        {"case_id": "bare", "gpu_id": "h100"}, {"case_id": "unknown", "gpu_id": "h20"})
+                        {"case_id": "bare", "gpu_id": "h100"}, {"case_id": "unknown", "gpu_id": "h30"})
     r = V.validate(rows)
     got = {c["case_id"]: c for c in r["cases"]}
     c = got["spelled"]

@@ -406,6 +406,7 @@ def _plan_text(p) -> str:
     s += f" mb={p.micro_batch}" + (f" v={p.interleave}" if p.interleave > 1 else "") \
         + (f" {p.schedule}" if p.schedule in PINNED_SCHEDULES else "")
     s += f" SP={'on' if p.sequence_parallel and p.tp > 1 else 'off'} rc={p.recompute}" \
+        + (f"({p.recompute_fraction:.2g})" if p.recompute == "full" and p.recompute_fraction < 1 else "") \
         + (f"({p.recompute_modules})" if p.recompute == "selective" and p.recompute_modules != "core_attn" else "") \
         + f" {p.sharding}" + (f" hsdp={p.dp_replicas}" if p.dp_replicas > 1 else "")
     s += (" ep-overlap" + ("+delay-wgrad" if p.delay_wgrad else "")) if p.ep > 1 and p.overlap_ep > 0 else ""

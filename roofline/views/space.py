@@ -293,6 +293,8 @@ def plan_of(knobs: dict, i: int, base, global_batch: int, schedule: str | None =
         ruled["delay_wgrad"] = bool(knobs["delay_wgrad"][i])
     if "dp_replicas" in knobs:
         ruled["dp_replicas"] = int(knobs["dp_replicas"][i])
+    if "recompute_fraction" in knobs:
+        ruled["recompute_fraction"] = float(knobs["recompute_fraction"][i])
     return dataclasses.replace(
         base, **ruled, tp=int(knobs["tp"][i]), pp=int(knobs["pp"][i]), dp=int(knobs["dp"][i]), cp=int(knobs["cp"][i]),
         ep=int(knobs["ep"][i]), micro_batch=int(knobs["micro_batch"][i]), global_batch=int(global_batch),
@@ -433,28 +435,50 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
     knobs, extra = with_replicas(knobs, hw.gpus_per_node, st,
                                  base.dp_replicas if "dp_replicas" in stated else None)
     enumerated += extra
+    def inputs_of(knobs):
+        """The formula inputs of the knobs (arrays), with the stack's per-layout overlap columns added to the knobs."""
+        n = len(knobs["tp"])
+        x = {**model_inputs(model), **plan_inputs(Plan(**{k: getattr(base, k) for k in _FIXED})),
+             **hardware_inputs(hw, base.dtype), **attention_inputs(model, hw),
+             **plan_arrays(knobs, global_batch, schedule)}
+        if n:
+            x["dp_rep"] = np.asarray(knobs["dp_replicas"], dtype=float)
+            # full recomputation of a share of the layers: rc_full is that share (predict.plan_inputs)
+            x["rc_full"] = np.asarray(x["rc_full"], dtype=float) * np.asarray(knobs["recompute_fraction"], dtype=float)
+        if ladder and n:
+            x.update(ladder_inputs(knobs["recompute"], base.recompute_modules, ladder))
+        if "overlap_ep" in knobs and n:
+            x[OVERLAP_INPUTS["overlap_ep"]] = knobs["overlap_ep"]
+        if st is not None and n:
+            rules = layout_rules(st, knobs["tp"], knobs["pp"], knobs["interleave"], tp_comm_overlap)
+            for field, (where, v, _why) in rules.items():
+                if field not in stated:
+                    knobs[field] = np.broadcast_to(np.where(where, v, getattr(base, field)), (n,)).astype(float)
+                    x[OVERLAP_INPUTS[field]] = knobs[field]
+        return knobs, x
+
+    def fits_of(out):
+        return fits_memory(out["memory"], out["mem_reserve"], hw, memory_margin)
+
+    # a stated share pins it; a stated --recompute full without one means every layer (share 1)
+    share = base.recompute_fraction if "recompute_fraction" in stated else 1.0 if "recompute" in stated else None
+    skip = None
+    if share is None and len(knobs["tp"]) and (st is None or st.rule("partial_recompute")):
+        # a share is slower than no recomputation on the same layout: tried only where that does not fit
+        skip = _whole_model_fits(knobs, lambda k: fits_of(evaluate_arrays(
+            inputs_of(dict(k, recompute_fraction=np.ones(len(k["tp"]))))[1], len(k["tp"]),
+            ("memory", "mem_reserve"), desc="search: sizing plans without recomputation")))
+    knobs, extra = with_recompute_fraction(knobs, model, st, share, skip=skip)
+    enumerated += extra
     if "overlap_ep" not in stated and not base.overlap_ep and searches_ep_overlap(model, st):
         knobs, extra = with_ep_overlap(model, knobs, ladder, base.recompute_modules)
         enumerated += extra
     n = len(knobs["tp"])
-    x = {**model_inputs(model), **plan_inputs(Plan(**{k: getattr(base, k) for k in _FIXED})),
-         **hardware_inputs(hw, base.dtype), **attention_inputs(model, hw), **plan_arrays(knobs, global_batch, schedule)}
-    if n:
-        x["dp_rep"] = np.asarray(knobs["dp_replicas"], dtype=float)
-    if ladder and n:
-        x.update(ladder_inputs(knobs["recompute"], base.recompute_modules, ladder))
-    if "overlap_ep" in knobs and n:
-        x[OVERLAP_INPUTS["overlap_ep"]] = knobs["overlap_ep"]
-    if st is not None and n:
-        rules = layout_rules(st, knobs["tp"], knobs["pp"], knobs["interleave"], tp_comm_overlap)
-        for field, (where, v, _why) in rules.items():
-            if field not in stated:
-                knobs[field] = np.broadcast_to(np.where(where, v, getattr(base, field)), (n,)).astype(float)
-                x[OVERLAP_INPUTS[field]] = knobs[field]
+    knobs, x = inputs_of(knobs)
     delay = "delay_wgrad" not in stated and searches_ep_overlap(model, st) and n
     outputs = _OUT + ("t_ep_comm",) if delay else _OUT
     # size every plan (memory needs a sixth of the formulas), then time those that fit; the others' times read NaN
-    sized = (("memory", "mem_reserve"), lambda r: fits_memory(r["memory"], r["mem_reserve"], hw, memory_margin))
+    sized = (("memory", "mem_reserve"), fits_of)
     out = evaluate_arrays(x, n, outputs, keep=sized) if n else {k: np.empty(0) for k in _OUT}
     fits = fits_memory(out["memory"], out["mem_reserve"], hw, memory_margin) & np.isfinite(out["step_time"]) \
         & (out["step_time"] > 0)
@@ -495,6 +519,89 @@ def with_replicas(knobs: dict, gpus_per_node: int, stack, pinned: int | None = N
     out = {key: np.concatenate([k[key], on[key]]) for key in k}
     out["dp_replicas"] = np.concatenate([np.ones(n), (dpcp[ok] // per_node[ok]).astype(float)])
     return out, int(ok.sum())
+
+
+# Shares of the layers a partial full recomputation recomputes, by how the stack states it (its rule
+# ``partial_recompute``): "block", Megatron-Core's --recompute-method block --recompute-num-layers N (N of each
+# pipeline chunk's layers); "every", one block in n (torchtitan's integer selective_ac_option, OLMo-core's
+# block_interval). The search tries these besides whole-model recomputation (1): ASSUMED a quarter, a half and three
+# quarters of a chunk's layers (rounded to whole layers), or one block in 2, 3 and 4.
+PARTIAL_SHARES = (0.25, 0.5, 0.75)
+EVERY_NTH = (2, 3, 4)
+
+
+def _whole_model_fits(knobs: dict, size) -> "np.ndarray":
+    """For each plan that recomputes fully, whether its twin without recomputation (every other knob the same) fits:
+    ``size`` maps knobs to a fits array. Plans that do not recompute fully read False."""
+    import numpy as np
+
+    k = {key: np.asarray(v) for key, v in knobs.items()}
+    n = len(k["tp"])
+    none = np.flatnonzero(k["recompute"] == RECOMPUTE.index("none"))
+    full = k["recompute"] == RECOMPUTE.index("full")
+    out = np.zeros(n, dtype=bool)
+    if not len(none) or not full.any():
+        return out
+    # one integer per layout: every column but the recomputation, each coded by its distinct values
+    key = np.zeros(n, dtype=np.int64)
+    for col in sorted(c for c in k if c != "recompute"):
+        _, code = np.unique(k[col], return_inverse=True)
+        key = key * (int(code.max()) + 1) + code
+    fits = size({col: v[none] for col, v in k.items()})
+    order = np.argsort(key[none])
+    keys = key[none][order]
+    at = np.clip(np.searchsorted(keys, key), 0, len(keys) - 1)
+    twin = (keys[at] == key) & full
+    out[twin] = np.asarray(fits)[order][at[twin]]
+    return out
+
+
+def with_recompute_fraction(knobs: dict, model, stack, pinned: float | None = None, skip=None) -> tuple[dict, int]:
+    """Full recomputation of a share of the layers as a search knob (the ``recompute_fraction`` column; plan field
+    recompute_fraction, docs/models.md). Every plan keeps its share 1; a plan that recomputes fully is tried again at
+    the shares its stack can state (:data:`PARTIAL_SHARES` of a chunk's layers for "block", one block in
+    :data:`EVERY_NTH` for "every"; none for a stack without the rule, every kind for ``--framework any``). A
+    ``pinned`` share (``--recompute-fraction F``) sets every fully recomputing plan's share to F and keeps the plans
+    that do not recompute fully as they are. ``skip`` (a boolean per plan) leaves plans out of the shares: the ones
+    whose twin without recomputation fits (:func:`_whole_model_fits`), which a share only slows down. Returns the knobs
+    and the plans added."""
+    import numpy as np
+
+    n = len(knobs["tp"])
+    k = {key: np.asarray(v) for key, v in knobs.items()}
+    ones = np.ones(n)
+    if not n:
+        return dict(k, recompute_fraction=np.zeros(0)), 0
+    full = k["recompute"] == RECOMPUTE.index("full")
+    if pinned is not None:
+        return dict(k, recompute_fraction=np.where(full, float(pinned), 1.0)), 0
+    if skip is not None:
+        full = full & ~np.asarray(skip, dtype=bool)
+    kinds = ("block", "every") if stack is None else tuple(x for x in [stack.rule("partial_recompute")] if x)
+    chunk = model.n_layers / (k["pp"] * k["interleave"])          # layers per pipeline chunk (model chunk)
+    shares = []
+    if "block" in kinds:
+        for f in PARTIAL_SHARES:
+            layers = np.round(f * chunk)
+            shares.append(np.where((layers >= 1) & (layers < chunk), layers / chunk, np.nan))
+    if "every" in kinds:
+        for nth in EVERY_NTH:
+            shares.append(np.where(chunk >= nth, np.full(n, 1.0 / nth), np.nan))
+    parts, fracs = [k], [ones]
+    added = 0
+    seen = []
+    for share in shares:
+        ok = full & np.isfinite(share)
+        for prev in seen:                                        # the same share twice (rounding) is one plan
+            ok &= ~np.isclose(share, prev, equal_nan=False)
+        seen.append(share)
+        if ok.any():
+            parts.append({key: v[ok] for key, v in k.items()})
+            fracs.append(share[ok])
+            added += int(ok.sum())
+    out = {key: np.concatenate([p[key] for p in parts]) for key in k}
+    out["recompute_fraction"] = np.concatenate(fracs)
+    return out, added
 
 
 def searches_ep_overlap(model, stack) -> bool:

@@ -36,7 +36,7 @@ RULE_KEYS = ("interleaved_schedule", "interleave_when_pp", "no_overlap_with_pp",
              "max_zero_with_pp", "grad_dtype_bf16", "kv_heads_below_tp", "compiled_loss_since",
              "recomputes", "recompute_names", "schedules", "micro_batch_unstated", "builds_on", "recompute_modules",
              "moment_dtypes", "optimizers", "seq_len_unstated", "combines", "pipeline", "context_parallel",
-             "replicas")
+             "replicas", "partial_recompute")
 DEFAULT = "megatron-core"           # DESIGN.md: Megatron-Core is the default stack of the CLI, configs and API
 
 
@@ -205,6 +205,8 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
     opts = tuple(stack.rule("optimizers") or ("adam",))
     # HSDP: replicated shard groups (plan dp_replicas > 1) only where the stack says it runs them
     replicas = bool(stack.rule("replicas", False))
+    # full recomputation of a share of the layers (plan recompute_fraction < 1): only a stack with such a mode
+    partial = bool(stack.rule("partial_recompute"))
     return (
         Rule(lambda m, p: among(p.optimizer, opts),
              f"stack {stack.id} trains with {', '.join(opts)}, not {{p.optimizer!r}}"
@@ -242,6 +244,10 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
              f"stack {stack.id} keeps one sharded copy of the state over all dp x cp ranks, not {{p.dp_replicas}} "
              "replicated shard groups (HSDP: torchtitan, OLMo-core, PyTorch FSDP HYBRID_SHARD, NeMo AutoModel, "
              "llm-foundry, Megatron-Core's --num-distributed-optimizer-instances)", ("dp_replicas",)),
+        Rule(lambda m, p: partial | (p.recompute_fraction >= 1),
+             f"stack {stack.id} recomputes whole models only, not a share {{p.recompute_fraction:g}} of the layers "
+             "(Megatron-Core --recompute-method block --recompute-num-layers, torchtitan's integer selective_ac_option, "
+             "OLMo-core block_interval)", ("recompute_fraction",)),
         Rule(lambda m, p: (m is None) or kv_below or (m.kv_heads % p.tp == 0),
              f"stack {stack.id} needs kv-heads ({{m.kv_heads}}) divisible by tp ({{p.tp}}): "
              f"{src.get('kv_heads_below_tp', 'it splits the key/value heads over the TP ranks')}", ("tp",)),
