@@ -153,7 +153,9 @@ def test_blackwell_cudnn_speed_is_the_simumax_tables_median_over_the_prior():
     hw = hardware.load("b200")
     prior = dataclasses.replace(hw, attention_speed={})
     att = next(o for o in C.attention_core() if o.name == "flash_attention")
-    t_f, t_b, flops = C.op_time(att, "fwd"), C.op_time(att, "bwd"), att.f_fwd
+    exprs = [sp.sympify(e) for e in (C.op_time(att, "fwd"), C.op_time(att, "bwd"), att.f_fwd)]
+    free = sorted(set().union(*(e.free_symbols for e in exprs)), key=str)
+    fns = [sp.lambdify(free, e, "math") for e in exprs]
     ratios = []
     for key in fwd:
         kv = dict(x.split("=") for x in key.split(", "))
@@ -162,10 +164,9 @@ def test_blackwell_cudnn_speed_is_the_simumax_tables_median_over_the_prior():
         a, g, d, s, b = (int(kv[k]) for k in ("head_num", "kv_head_num", "qk_head_dim", "seq_len", "batch"))
         m = dataclasses.replace(models.load("llama3-8b"), n_heads=a, n_kv_heads=g, d_model=a * d, seq_len=s, head_dim=d)
         x = inputs(m, Plan(tp=1, pp=1, dp=1, micro_batch=b, global_batch=b), prior)
-        val = lambda e: float(sp.sympify(e).subs({sym: x[str(sym)] for sym in sp.sympify(e).free_symbols}))  # noqa: E731
-        f = val(flops)
+        t_f, t_b, f = (float(fn(*[x[str(sym)] for sym in free])) for fn in fns)
         measured = f / (fwd[key] / 2 * hw.peak("bf16")) + 2.5 * f / (bwd[key] / 2 * hw.peak("bf16"))
-        ratios.append((val(t_f) + val(t_b)) / measured)
+        ratios.append((t_f + t_b) / measured)
     assert len(ratios) == 12
     assert hw.attention_factor("cudnn", 128) == pytest.approx(statistics.median(ratios), abs=0.02)
 
