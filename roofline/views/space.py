@@ -542,11 +542,9 @@ def _whole_model_fits(knobs: dict, size) -> "np.ndarray":
     out = np.zeros(n, dtype=bool)
     if not len(none) or not full.any():
         return out
-    # one integer per layout: every column but the recomputation, each coded by its distinct values
-    key = np.zeros(n, dtype=np.int64)
-    for col in sorted(c for c in k if c != "recompute"):
-        _, code = np.unique(k[col], return_inverse=True)
-        key = key * (int(code.max()) + 1) + code
+    # one integer per layout: the distinct rows of every column but the recomputation
+    cols = np.stack([k[c].astype(float) for c in sorted(k) if c != "recompute"], axis=1)
+    key = np.unique(cols, axis=0, return_inverse=True)[1].ravel()
     fits = size({col: v[none] for col, v in k.items()})
     order = np.argsort(key[none])
     keys = key[none][order]

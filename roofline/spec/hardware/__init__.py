@@ -17,8 +17,6 @@ import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import numpy as np
-
 from ...base import precision
 from ...base import schema as S
 from ...base.errors import InputError
@@ -154,8 +152,14 @@ class Hardware:
         if not pts:
             return 1.0
         x = math.log2(max(float(head_dim), 1.0))
-        xs = [math.log2(h) for h, _ in pts]
-        return float(np.interp(x, xs, [v for _, v in pts]))
+        (h0, v0), (h1, v1) = pts[0], pts[-1]
+        if x <= math.log2(h0):
+            return float(v0)
+        for (ha, va), (hb, vb) in zip(pts, pts[1:]):
+            xa, xb = math.log2(ha), math.log2(hb)
+            if x <= xb:
+                return float(va + (vb - va) * (x - xa) / (xb - xa))
+        return float(v1)
 
     def peak(self, dtype: str) -> float:
         """Dense peak FLOP/s of a dtype or of a training precision's low-precision GEMMs ('mxfp8' -> fp8)."""

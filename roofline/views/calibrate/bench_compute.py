@@ -95,7 +95,7 @@ def cases(dtype: str, quick: bool, device: str):
                        [(b, a, s, d) for b in (1, 4) for a in (16, 32) for s in (1024, 2048, 4096) for d in (64, 128)]):
         def mk(b=b, a=a, s=s, d=d):
             q, k_, v = (rnd(b, a, s, d).requires_grad_() for _ in range(3))
-            return (lambda: _sdpa_flash(q, k_, v)), (q, k_, v)
+            return _sdpa_flash(q, k_, v), (q, k_, v)
         vals = {**fixed, S.micro_batch: b, S.seq_len: s, S.n_heads: a, S.kv_heads: a, S.d_model: a * d}
         out.append(Case("sdpa", _named(C.attention_core(), "flash_attention"), vals, mk))
     # unfused attention (Megatron-LM 2021, Megatron-DeepSpeed): scores = baddbmm(empty, Q, K^T, beta=0,
@@ -413,14 +413,18 @@ def _host_memory() -> float:
 
 
 def _sdpa_flash(q, k, v):
-    """Causal SDPA on FlashAttention-2 where the device has it: the curves this sweep fits are FlashAttention-2's,
-    the kernel every other attention kind's speed is stated against (config.FLASH_SPEED, a profile's
-    attention_speed); torch may otherwise pick its cuDNN backend on sm90+ (torch/nn/attention SDPBackend order).
-    On a device without the flash backend (CPU) torch's own choice runs."""
+    """The timed call of causal SDPA, on FlashAttention-2 where the device has it: the curves this sweep fits are
+    FlashAttention-2's, the kernel every other attention kind's speed is stated against (config.FLASH_SPEED, a
+    profile's attention_speed); torch may otherwise pick its cuDNN backend on sm90+ (torch/nn/attention SDPBackend
+    order). On a device without the flash backend (CPU) torch's own choice runs. Imports happen here, not in the call."""
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    if q.is_cuda:
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    if not q.is_cuda:
+        return lambda: sdpa(q, k, v, is_causal=True)
+
+    def call():
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return sdpa(q, k, v, is_causal=True)
+    return call
