@@ -542,9 +542,15 @@ def _whole_model_fits(knobs: dict, size) -> "np.ndarray":
     out = np.zeros(n, dtype=bool)
     if not len(none) or not full.any():
         return out
-    # one integer per layout: the distinct rows of every column but the recomputation
-    cols = np.stack([k[c].astype(float) for c in sorted(k) if c != "recompute"], axis=1)
-    key = np.unique(cols, axis=0, return_inverse=True)[1].ravel()
+    # one integer per layout: every column but the recomputation coded by its distinct values, in mixed radix (the
+    # radices' product stays far below 2**63 for any search; np.unique over rows when it would not, slower)
+    codes = [np.unique(k[c], return_inverse=True) for c in sorted(k) if c != "recompute"]
+    if math.prod(len(vals) for vals, _ in codes) < 2 ** 62:
+        key = np.zeros(n, dtype=np.int64)
+        for vals, code in codes:
+            key = key * len(vals) + code.ravel()
+    else:
+        key = np.unique(np.stack([code.ravel() for _, code in codes], axis=1), axis=0, return_inverse=True)[1].ravel()
     fits = size({col: v[none] for col, v in k.items()})
     order = np.argsort(key[none])
     keys = key[none][order]
