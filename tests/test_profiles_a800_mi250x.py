@@ -38,6 +38,7 @@ def test_mi250x_is_one_gcd_half_the_package():
     ("AMD Instinct MI250X", "mi250x"), ("AMD Instinct MI300X", "mi300x"), ("NVIDIA GH200 480GB", "gh200"),
     ("h100_sxm", "h100-sxm"), ("NVIDIA A100-PCIE-40GB", "a100-pcie-40gb"), ("Tesla V100-SXM2-16GB", "v100-sxm2-16gb"),
     ("AMD Instinct MI325X", "mi325x"), ("NVIDIA H20", "h20"), ("NVIDIA H200", "h200"),
+    ("NVIDIA H100 NVL", "h100-nvl"), ("NVIDIA H200 NVL", "h200-nvl"), ("AMD Instinct MI355X", "mi355x"),
 ])
 def test_device_names_as_the_driver_prints_them_find_their_profile(name, pid):
     assert hardware.load(name).id == pid
@@ -88,3 +89,45 @@ def test_the_new_datasheet_parts_inherit_what_they_share():
     assert h20.attention_factor("cudnn", 128) == hardware.load("h100-sxm").attention_factor("cudnn", 128)
     # a sixth of H100's compute: the same step takes longer on it
     assert _t("h20", micro_batch=2)["step_time"] > _t("h100-sxm", micro_batch=2)["step_time"]
+
+
+@pytest.mark.parametrize("text,pid", [
+    ("H20 96GB", "h20"),               # the memory size once read as part of the part number (h2096gb)
+    ("H200 NVL 141GB", "h200-nvl"), ("H100 94GB NVL", "h100-nvl"), ("H100-NVL", "h100-nvl"),
+    ("GB200 NVL72", "gb200"), ("GB300 NVL72", "gb300"), ("H200 SXM 141GB", "h200"),
+])
+def test_variant_text_finds_its_own_part(text, pid):
+    assert hardware.from_text(text) == pid
+
+
+def test_nvl_cards_compute_below_the_sxm_part_and_talk_over_pcie():
+    """H100 NVL / H200 NVL: the GH100 on a PCIe card (835 TFLOP/s dense bf16, half the datasheets' 1,671 with
+    sparsity); their NVLink bridges join only 2-4 cards, so collectives inside an 8-GPU server go over PCIe."""
+    nvl, h200nvl, sxm = hardware.load("h100-nvl"), hardware.load("h200-nvl"), hardware.load("h100-sxm")
+    assert nvl.peak("bf16") == pytest.approx(835e12) and nvl.peak("fp8") == pytest.approx(1671e12)
+    assert h200nvl.hbm_capacity == pytest.approx(141 * GiB) and h200nvl.hbm_bandwidth > nvl.hbm_bandwidth
+    assert nvl.intra.kind == "pcie" and nvl.intra.bandwidth < sxm.intra.bandwidth
+    assert _t("h100-nvl", micro_batch=2)["step_time"] > _t("h100-sxm", micro_batch=2)["step_time"]
+    assert _t("h100-nvl", tp=8, micro_batch=2)["t_tp_comm"] > _t("h100-sxm", tp=8, micro_batch=2)["t_tp_comm"]
+
+
+def test_mi355x_doubles_cdna3_matrix_rate_per_clock():
+    """MI355X: 256 CUs x 8,192 FP8 FLOP per clock x 2.4 GHz; bf16 half of that; faster than MI300X on one GPU."""
+    g = hardware.load("mi355x")
+    assert g.peak("fp8") == pytest.approx(256 * 8192 * 2.4e9, rel=1e-3)
+    assert g.peak("bf16") == pytest.approx(g.peak("fp8") / 2)
+    assert g.hbm_capacity == pytest.approx(288 * GiB)
+    assert _t("mi355x", micro_batch=2)["step_time"] < _t("mi300x", micro_batch=2)["step_time"]
+
+
+@pytest.mark.parametrize("card,family", [("h100-pcie", "h100-sxm"), ("h100-nvl", "h100-sxm"), ("h200-nvl", "h100-sxm"),
+                                         ("a100-pcie-80gb", "a100-sxm4-80gb"), ("a100-pcie-40gb", "a100-sxm4-80gb")])
+def test_pcie_cards_take_their_familys_curves_not_the_flat_default(card, family):
+    """A PCIe card of a calibrated family (Hopper, Ampere) prices its kernels on that family's curves, as fractions of
+    its own peak: the same efficiency at every shape (below its own matmul ceiling), never the flat 0.8 of defaults.yaml."""
+    c, f = hardware.load(card), hardware.load(family)
+    for cls in ("attn", "bmm"):
+        assert c.efficiency[cls]["fwd"][1:] == f.efficiency[cls]["fwd"][1:]
+    assert c.efficiency["gemm"]["fwd"][0] <= f.efficiency["gemm"]["fwd"][0] + 1e-12
+    assert c.efficiency["gemm"]["fwd"][0] != 0.8
+    assert c.sustained_clock == f.sustained_clock

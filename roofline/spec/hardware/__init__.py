@@ -511,14 +511,15 @@ def _host_times(host: dict, where: str) -> dict:
 # here (as the CLI refuses "h100"; bare_part gives validate's stated assumption), as does a part without a profile.
 GPU_TEXT = (
     (r"gb300", "gb300"), (r"gb200", "gb200"), (r"gh200", "gh200"), (r"b300", "b300"), (r"b200", "b200"),
-    (r"h800", "h800"), (r"h200", "h200"), (r"a800", "a800-sxm4-80gb"),
-    (r"h100.*pcie|pcie.*h100", "h100-pcie"), (r"h100.*(96gb|hbm2e|500w)", "h100-hbm2e-96gb-500w"),
+    (r"h800", "h800"), (r"h200.*nvl(?!(36|72|144|576))", "h200-nvl"), (r"h200", "h200"), (r"a800", "a800-sxm4-80gb"),
+    (r"h100.*(nvl(?!(36|72|144|576))|94g)", "h100-nvl"), (r"h100.*pcie|pcie.*h100", "h100-pcie"), (r"h100.*(96gb|hbm2e|500w)", "h100-hbm2e-96gb-500w"),
     (r"h100.*(sxm|80g|dgx|hgx)|(sxm|dgx|hgx).*h100", "h100-sxm"),
     (r"a100.*pcie.*80|a100.*80.*pcie", "a100-pcie-80gb"), (r"a100.*pcie.*40|a100.*40.*pcie", "a100-pcie-40gb"),
     (r"^(?!.*pcie).*a100.*40g", "a100-sxm4-40gb"), (r"^(?!.*pcie).*a100.*80g", "a100-sxm4-80gb"),
     (r"v100.*sxm3", "v100-sxm3-32gb"), (r"v100.*sxm2.*32|v100.*32.*sxm2", "v100-sxm2-32gb"),
     (r"v100.*sxm2.*16|v100.*16.*sxm2", "v100-sxm2-16gb"),
-    (r"l40s", "l40s"), (r"mi325x", "mi325x"), (r"mi300x", "mi300x"), (r"mi250x", "mi250x"), (r"h20(?!\d)", "h20"),
+    (r"l40s", "l40s"), (r"mi355x", "mi355x"), (r"mi325x", "mi325x"), (r"mi300x", "mi300x"), (r"mi250x", "mi250x"),
+    (r"h20(?!0)", "h20"),   # after h200 and gh200; "H20 96GB" squashes to h2096gb
 )
 
 
