@@ -45,7 +45,7 @@ from ..base.paths import PACKAGE
 
 ROOT = PACKAGE.parent
 PAGES = ("README.md", "docs/getting-started.md", "docs/run-cost.md", "docs/timeline.md", "docs/search.md",
-         "docs/configs.md", "docs/extending.md", "docs/models.md")
+         "docs/configs.md", "docs/extending.md", "docs/models.md", "docs/calibration.md")
 
 _BLOCK = re.compile(
     r"(?P<head><!-- example: (?P<cmd>.+?) -->\n)```text\n(?P<body>.*?)```\n"
