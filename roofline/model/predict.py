@@ -274,8 +274,36 @@ def evaluator(outputs: tuple):
     src = ("def evaluate(x):\n" + "\n".join(reversed(keep)) + "\n    return {"
            + ", ".join(f"{o!r}: {returned[o]}" for o in outputs) + "}\n")
     scope = {"np": np}
-    exec(compile(src, f"<roofline evaluator {','.join(outputs)}>", "exec"), scope)
+    exec(_code(src, f"<roofline evaluator {','.join(outputs)}>"), scope)
     return scope["evaluate"]
+
+
+def _code(src: str, filename: str):
+    """``compile(src)``, its bytecode cached in the user's cache folder ($ROOFLINE_CACHE, else $XDG_CACHE_HOME/roofline
+    or ~/.cache/roofline) under the source's hash and the interpreter's tag, as Python caches a module's: compiling
+    the cut evaluators takes a tenth of a second at every search. A folder that cannot be written is skipped."""
+    import hashlib
+    import marshal
+    import os
+    import sys
+    from pathlib import Path
+
+    root = os.environ.get("ROOFLINE_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "roofline"
+    key = hashlib.sha256(f"{filename}\n{src}".encode()).hexdigest()[:32]
+    path = Path(root) / f"evaluator-{key}.{sys.implementation.cache_tag}.marshal"
+    try:
+        return marshal.loads(path.read_bytes())
+    except (OSError, ValueError, EOFError, TypeError):
+        pass
+    code = compile(src, filename, "exec")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(marshal.dumps(code))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return code
 
 
 def evaluate(x: dict) -> dict:

@@ -530,6 +530,23 @@ PARTIAL_SHARES = (0.25, 0.5, 0.75)
 EVERY_NTH = (2, 3, 4)
 
 
+def _factorize(col) -> tuple:
+    """(distinct values, the code of each entry): np.unique(col, return_inverse=True) without its sort when the
+    column holds small non-negative integers (every knob column but a few fractions), by a counting pass."""
+    import numpy as np
+
+    col = np.asarray(col)
+    if col.size and col.dtype.kind in "iuf":
+        lo, hi = col.min(), col.max()
+        if lo >= 0 and hi < 2 ** 20 and (col.dtype.kind in "iu" or np.array_equal(col, np.floor(col))):
+            ints = col.astype(np.int64)
+            present = np.flatnonzero(np.bincount(ints))
+            lut = np.zeros(int(hi) + 1, dtype=np.int64)
+            lut[present] = np.arange(len(present))
+            return present.astype(col.dtype), lut[ints]
+    return np.unique(col, return_inverse=True)
+
+
 def _whole_model_fits(knobs: dict, size) -> "np.ndarray":
     """For each plan that recomputes fully, whether its twin without recomputation (every other knob the same) fits:
     ``size`` maps knobs to a fits array. Plans that do not recompute fully read False."""
@@ -544,7 +561,7 @@ def _whole_model_fits(knobs: dict, size) -> "np.ndarray":
         return out
     # one integer per layout: every column but the recomputation coded by its distinct values, in mixed radix (the
     # radices' product stays far below 2**63 for any search; np.unique over rows when it would not, slower)
-    codes = [np.unique(k[c], return_inverse=True) for c in sorted(k) if c != "recompute"]
+    codes = [_factorize(k[c]) for c in sorted(k) if c != "recompute"]
     if math.prod(len(vals) for vals, _ in codes) < 2 ** 62:
         key = np.zeros(n, dtype=np.int64)
         for vals, code in codes:
