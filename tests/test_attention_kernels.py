@@ -127,7 +127,7 @@ def test_hopper_speeds_read_from_the_fa3_paper_figures():
     cudnn_fwd_causal = (410, 484, 518, 529, 539)
     fa2_bwd, cudnn_bwd = (260, 291, 310, 318, 322), (408, 465, 499, 518, 516)
     ratios = [c / f for c, f in zip(cudnn_fwd_causal + cudnn_bwd, fa2_fwd_causal + fa2_bwd)]
-    for gpu in ("h100-sxm", "h200", "gh200", "h100-pcie", "h800", "h100-sxm-measured"):
+    for gpu in ("h100-sxm", "h200", "gh200", "h100-pcie", "h100-nvl", "h200-nvl", "h20", "h800", "h100-sxm-measured"):
         hw = hardware.load(gpu)
         assert min(ratios) <= hw.attention_factor("cudnn", 128) <= max(ratios)
         assert hw.attention_factor("cudnn", 256) == hw.attention_factor("cudnn", 128)

@@ -169,7 +169,9 @@ def test_recompute_spellings(text, want):
 @pytest.mark.parametrize("text,want", [("BF16", "bf16"), ("FP8-CS", "fp8-cs"), ("MXFP8", "mxfp8"), ("NVFP4", "nvfp4"),
                                        ("fp8", "fp8"), ("FP8 delayed scaling", "fp8"), ("fp8-blockwise", "fp8-block"),
                                        ("bf16 (TE), softmax fp32", "bf16"),
-                                       ("bf16 + torch.compile + Float8 linear", "fp8-cs")])
+                                       ("bf16 + torch.compile + Float8 linear", "fp8-cs"),
+                                       ("mixed precision (bf16)", "bf16"), ("AMP (fp16)", "fp16"), ("mixed", None),
+                                       ("FP8 rowwise", "fp8-cs"), ("float8 rowwise", "fp8-cs")])
 def test_precision_spellings(text, want):
     assert normalize.precision(text) == want
 

@@ -69,6 +69,9 @@ PRECISION = [
     (r"nvfp4|mxfp4|\bfp4\b", "nvfp4"),
     (r"mxfp8|fp8[- ]?mx\b", "mxfp8"),
     (r"fp8[- ]?(cs|current)|current[- ]scaling|tensorwise|per-tensor", "fp8-cs"),
+    # torchao's rowwise recipe (Float8LinearRecipeName.ROWWISE, torchao/float8/config.py): dynamic scales per row,
+    # from this tensor's own amax like current scaling (an amax pass before the cast), not from an amax history
+    (r"row-?wise|per-row", "fp8-cs"),
     (r"fp8[- ]?(block|bs\b)|blockwise", "fp8-block"),
     (r"float8", "fp8-cs"),   # torchao Float8Linear (torchtitan): dynamic tensorwise scaling by default (torchao/float8/config.py)
     (r"fp8", "fp8"),
@@ -123,7 +126,10 @@ def precision(text):
     """A recipe name -> the model's; "AMP" / "mixed precision" alone names no 16-bit type: None (the stack's default,
     as for a blank cell)."""
     if re.fullmatch(r"(torch )?amp|(automatic )?mixed([- ]precision)?", _clean(text)) or _clean(text) in UNSTATED:
-        return None
+        # "mixed precision (bf16)": the type in the bracket _clean drops, when one is named there
+        inner = " ".join(re.findall(r"\(([^()]*)\)", str(text).lower()))
+        hits = [value for pattern, value in PRECISION if re.search(pattern, inner)]
+        return hits[0] if hits else None
     return _pick("precision", text, PRECISION, "bf16, fp16, fp32, fp8 (delayed scaling), fp8-cs (current/tensorwise), fp8-block, mxfp8, nvfp4")
 
 
