@@ -56,3 +56,28 @@ def test_expert_parallel_all_to_all_only_with_experts():
 def test_run_cost_of_one_expert_is_dense():
     a, b = run_cost(DENSE, PLAN, HW, 1e9), run_cost(moe(1, 1), PLAN, HW, 1e9)
     assert a["flop"] == b["flop"] and a["params"] == b["params"]
+
+
+@pytest.mark.parametrize("ep,experts,dedup,on", [
+    (8, 64, 0, 1),      # NCCL all-to-all, 8 local experts: sorted by local expert after dispatch, back before combine
+    (8, 64, 1, 0),      # DeepEP / HybridEP: the flex dispatcher permutes on the receiving side (moe_permute) only
+    (1, 64, 0, 0),      # no EP: no all-to-all, nothing arrives grouped by source rank
+    (64, 64, 0, 0),     # one local expert: its tokens need no regrouping
+])
+def test_alltoall_dispatch_sorts_received_tokens_by_local_expert(ep, experts, dedup, on):
+    """Megatron-Core MoEAlltoAllTokenDispatcher "Permutation 2" (moe_utils.sort_chunks_by_idxs) when
+    num_local_experts > 1: two passes over the k copies of each token, read and written, forward and backward."""
+    import sympy as sp
+
+    from roofline.model.formulas import compute as C
+    from roofline.model.formulas import symbols as S
+
+    (op,) = [o for o in C.layer_ops(C.d_head, S.moe_ffn, sp.Integer(1), S.shared_ffn, variants=True)
+             if o.name == "moe_sort_chunks"]
+    vals = {S.ep: ep, S.n_experts: experts, S.ep_dedup: dedup, S.top_k: 4, S.capacity_factor: 1, S.micro_batch: 2,
+            S.seq_len: 4096, S.cp: 1, S.tp: 1, S.seq_par: 0, S.d_model: 2048, S.moe_latent: 0, S.act_bytes: 2}
+    assert float(op.on.subs(vals)) == on
+    if on:
+        copies = 2 * 4096 * 4 * 2048                       # tokens of the micro-batch x k copies x d_model
+        assert float(op.b_fwd.subs(vals)) == pytest.approx(2 * 2 * copies * 2)   # 2 passes x (read + write) x 2 B
+        assert float(op.b_bwd.subs(vals)) == float(op.b_fwd.subs(vals))

@@ -1115,1004 +1115,1017 @@ def evaluate(x):
     _x882 = _x74*_x741
     _x883 = _x880*_x881*_x882
     _x884 = _x877 - 1
-    _x885 = _x882*(_x881*(1 - ep_dedup)*(-_x879 + ep) + _x884*ep_dedup*(1 - (1 - _x878)**_x750))
-    _x886 = (ep > _x876)
-    _x887 = ep - 1
-    _x888 = np.ceil(_x4*_x743)
-    _x889 = _x888 - 1
-    _x890 = _x743 - _x888
-    _x891 = _x744*_x888
-    _x892 = _x891*(_x743/_x888 - 1)
-    _x893 = _x743 - 1
-    _x894 = _x750*_x882*_x893
-    _x895 = (_x3 < _x743)
-    _x896 = np.minimum(1, _x893)
-    _x897 = 2*_x880*alpha_a2a_intra + 2*_x884*alpha_a2a_inter + 2*np.maximum(_x883/bw_a2a_intra, _x885/bw_a2a_inter) + np.where(_x895, _x639 + _x889*alpha_ag_inter + _x890*alpha_ag_intra + _x894*np.maximum(_x635*_x891, _x636*_x892), _x636*_x894 + _x893*alpha_ag_intra + _x896*call_ag_intra) + np.where(_x895, _x647 + _x889*alpha_rs_inter + _x890*alpha_rs_intra + _x894*np.maximum(_x644*_x891, _x645*_x892), _x645*_x894 + _x893*alpha_rs_intra + _x896*call_rs_intra) + 2*np.where(_x886, np.maximum(call_a2a_inter, call_a2a_intra), call_a2a_intra*np.minimum(1, _x887))
-    _x898 = -1/2*_x318*_x897
-    _x899 = np.maximum(_x280*_x757, _x281*_x757)
-    _x900 = _x899 + t0_elem_fwd
-    _x901 = _x730*t0_elem_fwd
-    _x902 = _x730*_x781
-    _x903 = _x901 + np.maximum(_x280*_x902, _x281*_x902)
-    _x904 = _x814 + _x903
-    _x905 = _x897*np.where(_x886, _x235, _x234)
-    _x906 = _x847*_x905
-    _x907 = _x730*t0_elem_bwd
-    _x908 = _x873 + _x907 + np.maximum(_x290*_x902, _x292*_x902) + np.maximum(_x226*_x289*_x751*_x756, _x292*_x757)
-    _x909 = rc_sel*rcm_moe
-    _x910 = 2*_x909 + 2*rc_full
-    _x911 = _x107*_x730
-    _x912 = _x740*_x803
-    _x913 = _x740*_x80
-    _x914 = _x308 + _x758 + _x902 + _x911 + _x912 + _x913
-    _x915 = _x70 + np.maximum(_x105*_x914, _x311*_x914)
-    _x916 = -_x319*rcm_mlp + 1
-    _x917 = _x318*rcm_moe
-    _x918 = 1 - _x917
-    _x919 = _x916*_x918
-    _x920 = _x128 + rc_sel*(-_x919*(-_x318*rcm_moe_act + 1) + 1)
-    _x921 = _x128 + rc_sel*(-_x916*(-_x318*rcm_norm + 1) + 1)
-    _x922 = rc_sel*(-_x918*(1 - rcm_shared) + 1)
-    _x923 = _x128 + _x922
-    _x924 = _x318*t0_elem_fwd
-    _x925 = 2*_x750
-    _x926 = _x925 + 2
-    _x927 = _x318*_x926
-    _x928 = _x73*_x741
-    _x929 = _x279*_x928
-    _x930 = _x108*_x750*_x928
-    _x931 = _x924 + np.maximum(_x927*_x929, _x318*_x930)
-    _x932 = _x917*rc_sel
-    _x933 = _x128 + _x932
-    _x934 = _x810*t0_gemm_fwd
-    _x935 = rc_full + rc_sel*(1 - _x919)
-    _x936 = _x321 + _x935
-    _x937 = _x325 + _x935
-    _x938 = _x730*t0_gemm_fwd
-    _x939 = 1 - gated
-    _x940 = _x922 + rc_full
-    _x941 = _x940 + rc_op*(-_x318*_x939 + 1)
-    _x942 = _x940 + rc_op*(-_x847*gated + 1)
-    _x943 = _x319*rc_op + _x932 + rc_full
-    _x944 = _x318*t0_softmax_fwd
-    _x945 = _x76*_x820
-    _x946 = 2*f32_bytes
-    _x947 = _x177*_x946
-    _x948 = 5*_x175
-    _x949 = _x944 + np.maximum(_x945*_x947, _x820*_x948)
-    _x950 = _x739*_x815
-    _x951 = 2*_x933
-    _x952 = _x128*_x915 + _x332*_x921 + _x483 + _x824*_x943 + _x900*_x920 + _x903*_x923 + _x931*_x933 + _x933*_x949 + _x936*(_x766 + _x934) + _x937*(_x777 + _x934) + _x941*(_x789 + _x938) + _x942*(_x801 + _x938) + _x951*(_x809 + _x950)
-    _x953 = _x847*_x910
-    _x954 = _x494 + _x825 + _x915 + _x931 + _x949
-    _x955 = _x318*t0_elem_bwd
-    _x956 = _x318*t0_gemm_bwd
-    _x957 = _x318*t0_softmax_bwd
-    _x958 = _x248*_x819
-    _x959 = _x117*_x250
-    _x960 = _x823*_x959
-    _x961 = np.maximum(_x958, _x960)
-    _x962 = _x730*(_x107 + _x541*_x781)
-    _x963 = _x730*(_x542 + _x794)
-    _x964 = _x740*(_x546 + _x803)
-    _x965 = _x740*(_x541*_x803 + _x80)
-    _x966 = _x107 + _x543
-    _x967 = _x541*_x755 + _x770
-    _x968 = _x541*_x757 + _x755
-    _x969 = _x551 + _x962 + _x963 + _x964 + _x965 + _x966 + _x967 + _x968
-    _x970 = 3*_x588*f32_bytes
-    _x971 = 8*_x586
-    _x972 = _x288*_x882
-    _x973 = _x501*_x741*_x925
-    _x974 = _x318*_x816
-    _x975 = _x270*_x974
-    _x976 = np.maximum(_x958 + _x975, _x960)
-    _x977 = _x497 + _x498 + _x503 + _x509 + _x510 + _x511 + _x512 + _x513 + _x514 + _x515 + _x517 + _x518 + _x520 + _x521 + _x522 + _x523 + _x527 + _x531 + _x537 + _x540 + _x558 + _x563 + _x566 + _x571 + _x578 + _x580 + _x585 + _x590 + _x593 + _x596 + _x598 + _x604 + _x607 + _x609 + _x611 + _x616 + _x618 + _x620 + _x623 + _x625 + _x627 + _x955 + _x956 + _x957 + _x961 + _x976 + np.maximum(_x553*_x969, _x554*_x969) + np.maximum(_x927*_x972, _x318*_x973) + np.maximum(_x945*_x970, _x820*_x971)
-    _x978 = 1 - ov_ep
-    _x979 = _x318*_x978
-    _x980 = 2*_x979
-    _x981 = _x897*_x953*_x978 + _x897*_x980 + ov_ep*np.maximum((1/2)*_x318*_x897*_x910 - _x952, _x905*_x953) + ov_ep*np.maximum(-_x486 - _x898 - _x954, _x906) + ov_ep*np.maximum(-_x630 - _x898 - _x977, _x906) + ov_ep*np.maximum(-_x874 - _x898 - _x900 - _x904, _x906) + ov_ep*np.maximum(_x874 - _x898 - _x908 - t0_elem_bwd, _x906)
-    _x982 = _x239 + _x981
-    _x983 = _x853 + _x982
-    _x984 = _x318*host_moe_fwd
-    _x985 = _x720 + _x899 + _x904 + _x954
-    _x986 = -_x127*(_x984 + host_fwd) + _x985
-    _x987 = _x318*host_moe_bwd
-    _x988 = _x909 + rc_full
-    _x989 = _x984*_x988
-    _x990 = _x722 + _x908 + _x977 + t0_gemm_bwd
-    _x991 = _x952 + _x990
-    _x992 = -_x127*(_x129 + _x987 + _x989) + _x991
-    _x993 = _x690/_x130
-    _x994 = _x239*_x993
-    _x995 = _x690 + _x909
-    _x996 = (_x988 + 1)/_x995
-    _x997 = _x981*_x996
-    _x998 = _x851 + _x994 + _x997
-    _x999 = _x728*(np.maximum(0, -_x992 - _x998) + np.maximum(0, -_x852 - _x982 - _x986 + _x994 + _x997)) + _x729*np.maximum(0, -_x983 - _x986 - _x992)
-    _x1000 = _x582*_x80
-    _x1001 = np.maximum(_x1000, _x508)
-    _x1002 = _x248*_x92
-    _x1003 = _x251*_x98
-    _x1004 = _x541*_x91 + _x59
-    _x1005 = np.minimum(_x58, _x113)
-    _x1006 = np.maximum(_x110/eta_embed_bwd, _x76*(_x1005*_x40 + _x109*(learned_pos + 1) + _x114*grad_bytes + _x75*f32_bytes*(_x1005 + (1/10)*_x58))/mu_embed_bwd)
-    _x1007 = _x1006 + t0_embed_bwd
-    _x1008 = _x116*_x247
-    _x1009 = _x122*_x959
-    _x1010 = t0_ce_bwd + np.maximum(_x1008, _x1009) + np.maximum(_x123/mu_ce_bwd, 256*_x124/eta_ce_bwd) + np.maximum(_x1008 + _x114*_x270, _x1009)
-    _x1011 = _x1001 + _x1010 + mtp*(3*_x1001 + _x1007 + _x1010 + _x240 + _x497 + 3*t0_norm_bwd + np.maximum(_x1002, _x1003) + np.maximum(_x1004*_x553, _x1004*_x554) + np.maximum(_x1002 + _x270*_x90, _x1003)) + t0_gemm_bwd + t0_norm_bwd
-    _x1012 = _x1011 + _x126 + mtp*(_x983 + _x985 + _x991 + _x999)
-    _x1013 = layout_first - layout_first_dense
-    _x1014 = _x685*attn_frac
-    _x1015 = _x679*mamba_frac
-    _x1016 = _x733*mlp_frac
-    _x1017 = _x1016*_x679
-    _x1018 = _x1014 + _x1015 + _x1017
-    _x1019 = _x1018*_x674
-    _x1020 = _x1016*_x681 + _x681*mamba_frac + _x687*attn_frac
-    _x1021 = _x1019 + _x1020
-    _x1022 = act_bytes*mlp_frac
-    _x1023 = _x1022*_x759
-    _x1024 = _x761*mlp_frac
-    _x1025 = _x1024*_x764
-    _x1026 = np.maximum(_x1023*_x93, _x102*_x1025)
-    _x1027 = _x1022*_x771
-    _x1028 = _x773*mlp_frac
-    _x1029 = _x1028*_x775
-    _x1030 = np.maximum(_x1027*_x93, _x102*_x1029)
-    _x1031 = _x1022*_x730
-    _x1032 = _x1031*_x93
-    _x1033 = np.maximum(_x1032*_x782, _x788*mlp_frac)
-    _x1034 = np.maximum(_x1032*_x795, _x800*mlp_frac)
-    _x1035 = _x1022*_x804
-    _x1036 = np.maximum(_x1035*_x93, _x808*mlp_frac)
-    _x1037 = _x1026 + _x1030 + _x1033 + _x1034 + 2*_x1036 + _x811*mlp_frac + _x812*mlp_frac + _x813*mlp_frac
-    _x1038 = mamba_hdim*mamba_heads
-    _x1039 = mamba_groups*mamba_state
-    _x1040 = 2*_x1039
-    _x1041 = _x1040 + mamba_heads
-    _x1042 = 2*_x1038 + _x1041
-    _x1043 = _x1042*d_model
-    _x1044 = _x1043*_x2
-    _x1045 = _x1042*_x2
-    _x1046 = _x1045*_x58
-    _x1047 = _x1044 + _x1046 + _x107
-    _x1048 = _x94*mamba_frac
-    _x1049 = _x58*mamba_frac
-    _x1050 = _x1044*_x1049
-    _x1051 = np.maximum(1, np.minimum(np.minimum(d_model, _x58), _x1045))
-    _x1052 = (_x1051 + gemm_dhalf)/_x1051
-    _x1053 = _x1050*_x1052
-    _x1054 = np.maximum(_x1047*_x1048, _x1053*_x349)
-    _x1055 = _x1038*_x55
-    _x1056 = _x1038*_x2
-    _x1057 = _x1056*_x58
-    _x1058 = _x1055 + _x1057 + _x107
-    _x1059 = np.maximum(1, np.minimum(np.minimum(d_model, _x58), _x1056))
-    _x1060 = _x1056*_x91*mamba_frac
-    _x1061 = _x1060*(_x1059 + gemm_dhalf)/_x1059
-    _x1062 = np.maximum(_x1048*_x1058, _x102*_x1061)
-    _x1063 = mamba_chunk*mamba_hdim
-    _x1064 = mamba_hdim*mamba_state
-    _x1065 = mamba_heads*(_x1063 + 4*_x1064)
-    _x1066 = _x2*mamba_chunk
-    _x1067 = _x1049*(_x1040*_x1066 + _x1065*_x2)
-    _x1068 = np.maximum(1, np.minimum(np.minimum(mamba_chunk, mamba_hdim), mamba_state))
-    _x1069 = (_x1068 + gemm_dhalf)/_x1068
-    _x1070 = _x1039*_x2
-    _x1071 = _x2*mamba_heads
-    _x1072 = _x1049*(_x1056*mamba_state*(_x178 + _x946)/mamba_chunk + act_bytes*(5*_x1056 + 4*_x1070) + f32_bytes*(2*_x1066*mamba_groups + 7*_x1071))
-    _x1073 = np.maximum(_x1067*_x1069*_x118, _x1072*_x93)
-    _x1074 = 2*attn_frac
-    _x1075 = _x1074*_x535
-    _x1076 = np.maximum(_x348*attn_frac, _x102*_x1075)
-    _x1077 = _x1074*_x561
-    _x1078 = np.maximum(_x360*attn_frac, _x102*_x1077)
-    _x1079 = np.maximum(_x425*attn_frac, _x431*attn_frac)
-    _x1080 = _x300*_x446
-    _x1081 = _x1074*_x1080
-    _x1082 = _x1081*_x463
-    _x1083 = np.maximum(_x459*attn_frac, _x102*_x1082)
-    _x1084 = attn_frac*t0_gemm_fwd
-    _x1085 = _x336*attn_frac
-    _x1086 = _x295*attn_frac
-    _x1087 = _x1086*_x75
-    _x1088 = _x1084 + np.maximum(_x1085*_x93, _x1087*_x339)
-    _x1089 = _x1074*_x58
-    _x1090 = _x1089*_x390
-    _x1091 = _x1090*_x392
-    _x1092 = _x382*attn_frac + np.maximum(_x388*attn_frac, _x102*_x1091)
-    _x1093 = _x318*mlp_frac
-    _x1094 = _x1093*_x818
-    _x1095 = _x1093*n_experts
-    _x1096 = _x1095*_x73
-    _x1097 = _x1096*_x822
-    _x1098 = _x815*mlp_frac + np.maximum(_x1094*_x94, _x1097*_x118)
-    _x1099 = _x1074*_x453
-    _x1100 = _x443*attn_frac + np.maximum(_x449*attn_frac, _x102*_x1099)
-    _x1101 = _x1054 + _x1062 + _x1073 + _x1076 + _x1078 + _x1079 + _x1083 + _x1088 + _x1092 + _x1098 + _x1100 + _x487*attn_frac + _x488*attn_frac + _x663*mamba_frac
-    _x1102 = _x1037 + _x1101
-    _x1103 = attn_frac*seq_par
-    _x1104 = _x1103*_x656
-    _x1105 = mamba_frac*seq_par
-    _x1106 = _x1105*_x643
-    _x1107 = _x827*mlp_frac
-    _x1108 = _x1107*_x643
-    _x1109 = _x1104 + _x1106 + _x1108
-    _x1110 = _x1109*_x674
-    _x1111 = _x1103*_x694
-    _x1112 = _x1105*_x692
-    _x1113 = _x1107*_x692
-    _x1114 = _x1047*_x248
-    _x1115 = _x1044*_x1052*_x529
-    _x1116 = _x1044*_x270
-    _x1117 = (1/2)*np.maximum(_x1114, _x1115) + (1/2)*np.maximum(_x1114 + _x1116, _x1115)
-    _x1118 = _x1117 + _x699
-    _x1119 = _x1016*_x849 + _x1019 + _x714*attn_frac + mamba_frac*(_x680 + tp_async*(_x676*np.maximum(-_x1118 - _x707, _x708) + seq_par*(_x643 + np.maximum(-_x1117 - _x700, _x703) + np.maximum(-_x1118 - _x704, _x706))))
-    _x1120 = _x1119 - np.maximum(0, -_x1021*_x634 + _x1119 - _x633*ov_tp*np.maximum(_x1021 - _x1102*_x690, _x1021*(_x670*(_x1110 + _x1111 + _x1112 + _x1113) + _x672*(_x1021 - _x1110 - _x1111 - _x1112 - _x1113))/np.maximum(1.0e-30, _x1021)))
-    _x1121 = _x1018 - np.maximum(0, -_x1018*_x634 + _x1018 - _x633*ov_tp*np.maximum(_x1014 + _x1015 + _x1017 - _x1102, _x1018*(_x1109*_x670 + _x672*(_x1018 - _x1104 - _x1106 - _x1108))/np.maximum(1.0e-30, _x1018)))
-    _x1122 = _x1120 + _x1121
-    _x1123 = act_bytes*attn_frac
-    _x1124 = _x1123*_x144
-    _x1125 = _x1124*_x140
-    _x1126 = np.maximum(_x1125*_x131, _x154*attn_frac)
-    _x1127 = _x1124*_x164
-    _x1128 = _x1124*_x139
-    _x1129 = _x1128*_x167
-    _x1130 = np.maximum(_x161*attn_frac, _x131*(_x1127 + _x1129*bmm_reread_fwd))
-    _x1131 = _x173*attn_frac + np.maximum(_x176*attn_frac, _x182*attn_frac)
-    _x1132 = _x1123*_x191
-    _x1133 = _x1132*_x194
-    _x1134 = _x186*attn_frac + np.maximum(_x1133*swa_frac, _x208*_x212*attn_frac)
-    _x1135 = _x216*attn_frac + np.maximum(_x1133*_x215, _x212*_x220*attn_frac)
-    _x1136 = _x1126 + _x1130 + _x1131 + _x1134 + _x1135 + _x172*attn_frac
-    _x1137 = ov_cp*np.maximum(-_x1136*_x130 + _x233, _x236)
-    _x1138 = _x1137 + _x238
-    _x1139 = _x1035*_x247
-    _x1140 = _x855*mlp_frac
-    _x1141 = np.maximum(_x1139, _x1140)
-    _x1142 = np.maximum(_x1139 + _x858*mlp_frac, _x1140)
-    _x1143 = _x1023*_x247
-    _x1144 = _x1025*_x251
-    _x1145 = np.maximum(_x1143, _x1144)
-    _x1146 = _x1027*_x247
-    _x1147 = _x1029*_x251
-    _x1148 = np.maximum(_x1146, _x1147)
-    _x1149 = _x1031*_x247
-    _x1150 = _x1149*_x782
-    _x1151 = _x867*mlp_frac
-    _x1152 = np.maximum(_x1150, _x1151)
-    _x1153 = _x1149*_x795
-    _x1154 = _x842*mlp_frac
-    _x1155 = np.maximum(_x1153, _x1154)
-    _x1156 = np.maximum(_x1143 + _x869*mlp_frac, _x1144)
-    _x1157 = np.maximum(_x1146 + _x836*mlp_frac, _x1147)
-    _x1158 = np.maximum(_x1150 + _x871*mlp_frac, _x1151)
-    _x1159 = np.maximum(_x1153 + _x844*mlp_frac, _x1154)
-    _x1160 = 2*_x1141 + 2*_x1142 + _x1145 + _x1148 + _x1152 + _x1155 + _x1156 + _x1157 + _x1158 + _x1159 + _x860*mlp_frac + _x861*mlp_frac + _x862*mlp_frac
-    _x1161 = _x1160*_x275
-    _x1162 = -1/2*_x318*_x897*mlp_frac
-    _x1163 = mlp_frac*t0_elem_fwd
-    _x1164 = _x1022*_x103
-    _x1165 = _x1164*_x278
-    _x1166 = _x756*mlp_frac
-    _x1167 = _x1166*_x752
-    _x1168 = np.maximum(_x1165*_x757, _x1167*_x281)
-    _x1169 = _x1163 + _x1168
-    _x1170 = _x902*mlp_frac
-    _x1171 = _x901*mlp_frac + np.maximum(_x1165*_x902, _x1170*_x281)
-    _x1172 = _x1037 + _x1171
-    _x1173 = (1/2)*mlp_frac
-    _x1174 = _x1173*_x318
-    _x1175 = _x1174*_x905
-    _x1176 = mlp_frac*t0_elem_bwd
-    _x1177 = _x1162 + _x1176
-    _x1178 = _x1022*_x289
-    _x1179 = _x1160 + _x907*mlp_frac + np.maximum(_x1178*_x757, _x1167*_x292) + np.maximum(_x1178*_x902, _x1170*_x292)
-    _x1180 = _x103*_x1123
-    _x1181 = attn_frac*t0_elem_fwd + np.maximum(_x475*attn_frac, _x1180*_x478)
-    _x1182 = mamba_frac*t0_elem_fwd
-    _x1183 = _x1038 + _x1040
-    _x1184 = _x1183*_x2
-    _x1185 = _x1049*_x1184
-    _x1186 = np.maximum(_x103*_x1185*_x178, _x108*_x1185*(2*mamba_conv + 4))
-    _x1187 = np.maximum(_x475*mamba_frac, _x479*mamba_frac)
-    _x1188 = mamba_frac*t0_gemm_fwd
-    _x1189 = mamba_frac*t0_norm_fwd
-    _x1190 = act_bytes*mamba_frac
-    _x1191 = _x83*mamba_frac
-    _x1192 = 8*_x84
-    _x1193 = np.maximum(_x1190*_x73*_x78, _x1191*_x1192)
-    _x1194 = _x1049*_x1056
-    _x1195 = _x1194*_x82
-    _x1196 = np.maximum(_x1194*_x435, _x1192*_x1195)
-    _x1197 = np.maximum(_x475*mlp_frac, _x1164*_x478)
-    _x1198 = _x1163 + _x1197
-    _x1199 = _x107*mamba_frac + _x1086 + _x1167 + _x1170 + _x1194 + _x297*attn_frac + _x299*attn_frac + _x301*attn_frac + _x302*attn_frac + _x306*attn_frac + _x307*attn_frac + _x755*mlp_frac + _x911*mlp_frac + _x912*mlp_frac + _x913*mlp_frac
-    _x1200 = np.maximum(_x105*_x1199, _x1199*_x311)
-    _x1201 = _x1200 + _x70
-    _x1202 = _x344*attn_frac
-    _x1203 = _x1084*_x23
-    _x1204 = _x1163*_x366 + np.maximum(_x1164*_x374, _x376*mlp_frac)
-    _x1205 = _x171*attn_frac
-    _x1206 = attn_frac*t0_norm_fwd
-    _x1207 = _x330*_x80
-    _x1208 = _x1206 + np.maximum(_x1123*_x1207, _x86*attn_frac)
-    _x1209 = mlp_frac*t0_norm_fwd + np.maximum(_x1022*_x1207, _x86*mlp_frac)
-    _x1210 = _x407*attn_frac + np.maximum(_x412*attn_frac, _x1180*_x414)
-    _x1211 = _x434*attn_frac + np.maximum(_x437*attn_frac, _x439*attn_frac)
-    _x1212 = _x1093*_x926
-    _x1213 = _x924*mlp_frac + np.maximum(_x1212*_x929, _x1093*_x930)
-    _x1214 = _x934*mlp_frac
-    _x1215 = _x938*mlp_frac
-    _x1216 = _x1096*_x76
-    _x1217 = _x944*mlp_frac + np.maximum(_x1216*_x947, _x1096*_x948)
-    _x1218 = _x1206*_x23 + np.maximum(_x469*attn_frac, _x471*attn_frac)
-    _x1219 = _x1088*_x128 + _x1092*_x381 + _x1098*_x943 + _x1100*_x417 + _x1131*_x398 + _x1134*_x398 + _x1135*_x398 + _x1169*_x920 + _x1171*_x923 + _x1181*_x128 + _x1198*_x128 + _x1201*_x128 + _x1204*_x128 + _x1208*_x405 + _x1209*_x921 + _x1210*_x417 + _x1211*_x417 + _x1213*_x933 + _x1217*_x933 + _x1218*_x417 + _x128*(_x1054 + _x1188) + _x128*(_x1062 + _x1188) + _x128*(_x1073 + _x1188) + _x128*(_x1076 + _x1202) + _x128*(_x1078 + _x1203) + _x128*(_x1182 + _x1186) + _x128*(_x1182 + _x1187) + _x128*(_x1189 + _x1193) + _x128*(_x1189 + _x1196) + _x398*(_x1126 + _x1205) + _x398*(_x1130 + _x1205) + _x417*(_x1079 + _x1202) + _x417*(_x1083 + _x1203) + _x936*(_x1026 + _x1214) + _x937*(_x1030 + _x1214) + _x941*(_x1033 + _x1215) + _x942*(_x1034 + _x1215) + _x951*(_x1036 + _x950*mlp_frac)
-    _x1220 = _x1101 + _x1136 + _x1181 + _x1186 + _x1187 + _x1193 + _x1196 + _x1204 + _x1208 + _x1209 + _x1210 + _x1211 + _x1213 + _x1217 + _x1218 + _x486*mamba_frac + _x491*mamba_frac
-    _x1221 = _x1201 + _x1220
-    _x1222 = attn_frac*t0_gemm_bwd
-    _x1223 = attn_frac*t0_norm_bwd
-    _x1224 = _x956*mlp_frac
-    _x1225 = _x1085*_x247
-    _x1226 = _x1087*_x525
-    _x1227 = np.maximum(_x1225, _x1226)
-    _x1228 = _x1114*mamba_frac
-    _x1229 = _x1053*_x534
-    _x1230 = np.maximum(_x1228, _x1229)
-    _x1231 = _x1058*_x248*mamba_frac
-    _x1232 = _x1061*_x251
-    _x1233 = np.maximum(_x1231, _x1232)
-    _x1234 = _x544*attn_frac + _x545*attn_frac + _x547*attn_frac + _x548*attn_frac + _x549*attn_frac + _x550*attn_frac + _x962*mlp_frac + _x963*mlp_frac + _x964*mlp_frac + _x965*mlp_frac + _x966*attn_frac + _x967*mlp_frac + _x968*mlp_frac + mamba_frac*(_x1046 + _x542) + mamba_frac*(_x1057*_x541 + _x107)
-    _x1235 = _x528*attn_frac
-    _x1236 = _x1091*_x251
-    _x1237 = np.maximum(_x1235, _x1236)
-    _x1238 = _x533*attn_frac
-    _x1239 = _x1075*_x251
+    _x885 = 1 - ep_dedup
+    _x886 = _x882*(_x881*_x885*(-_x879 + ep) + _x884*ep_dedup*(1 - (1 - _x878)**_x750))
+    _x887 = (ep > _x876)
+    _x888 = ep - 1
+    _x889 = np.minimum(1, _x888)
+    _x890 = np.ceil(_x4*_x743)
+    _x891 = _x890 - 1
+    _x892 = _x743 - _x890
+    _x893 = _x744*_x890
+    _x894 = _x893*(_x743/_x890 - 1)
+    _x895 = _x743 - 1
+    _x896 = _x750*_x882
+    _x897 = _x895*_x896
+    _x898 = (_x3 < _x743)
+    _x899 = np.minimum(1, _x895)
+    _x900 = 2*_x880*alpha_a2a_intra + 2*_x884*alpha_a2a_inter + 2*np.maximum(_x883/bw_a2a_intra, _x886/bw_a2a_inter) + np.where(_x898, _x639 + _x891*alpha_ag_inter + _x892*alpha_ag_intra + _x897*np.maximum(_x635*_x893, _x636*_x894), _x636*_x897 + _x895*alpha_ag_intra + _x899*call_ag_intra) + np.where(_x898, _x647 + _x891*alpha_rs_inter + _x892*alpha_rs_intra + _x897*np.maximum(_x644*_x893, _x645*_x894), _x645*_x897 + _x895*alpha_rs_intra + _x899*call_rs_intra) + 2*np.where(_x887, np.maximum(call_a2a_inter, call_a2a_intra), _x889*call_a2a_intra)
+    _x901 = -1/2*_x318*_x900
+    _x902 = np.maximum(_x280*_x757, _x281*_x757)
+    _x903 = _x902 + t0_elem_fwd
+    _x904 = _x730*t0_elem_fwd
+    _x905 = _x730*_x781
+    _x906 = _x904 + np.maximum(_x280*_x905, _x281*_x905)
+    _x907 = _x814 + _x906
+    _x908 = _x900*np.where(_x887, _x235, _x234)
+    _x909 = _x847*_x908
+    _x910 = _x730*t0_elem_bwd
+    _x911 = _x873 + _x910 + np.maximum(_x290*_x905, _x292*_x905) + np.maximum(_x226*_x289*_x751*_x756, _x292*_x757)
+    _x912 = rc_sel*rcm_moe
+    _x913 = 2*_x912 + 2*rc_full
+    _x914 = _x107*_x730
+    _x915 = _x740*_x803
+    _x916 = _x740*_x80
+    _x917 = _x308 + _x758 + _x905 + _x914 + _x915 + _x916
+    _x918 = _x70 + np.maximum(_x105*_x917, _x311*_x917)
+    _x919 = -_x319*rcm_mlp + 1
+    _x920 = _x318*rcm_moe
+    _x921 = 1 - _x920
+    _x922 = _x919*_x921
+    _x923 = _x128 + rc_sel*(-_x922*(-_x318*rcm_moe_act + 1) + 1)
+    _x924 = _x128 + rc_sel*(-_x919*(-_x318*rcm_norm + 1) + 1)
+    _x925 = rc_sel*(-_x921*(1 - rcm_shared) + 1)
+    _x926 = _x128 + _x925
+    _x927 = _x318*t0_elem_fwd
+    _x928 = 2*_x750
+    _x929 = _x928 + 2
+    _x930 = _x318*_x929
+    _x931 = _x73*_x741
+    _x932 = _x279*_x931
+    _x933 = _x318*_x750
+    _x934 = _x108*_x931
+    _x935 = _x927 + np.maximum(_x930*_x932, _x933*_x934)
+    _x936 = _x920*rc_sel
+    _x937 = _x128 + _x936
+    _x938 = _x810*t0_gemm_fwd
+    _x939 = rc_full + rc_sel*(1 - _x922)
+    _x940 = _x321 + _x939
+    _x941 = _x325 + _x939
+    _x942 = _x730*t0_gemm_fwd
+    _x943 = 1 - gated
+    _x944 = _x925 + rc_full
+    _x945 = _x944 + rc_op*(-_x318*_x943 + 1)
+    _x946 = _x944 + rc_op*(-_x847*gated + 1)
+    _x947 = _x319*rc_op + _x936 + rc_full
+    _x948 = _x318*t0_softmax_fwd
+    _x949 = _x76*_x820
+    _x950 = 2*f32_bytes
+    _x951 = _x177*_x950
+    _x952 = 5*_x175
+    _x953 = _x948 + np.maximum(_x949*_x951, _x820*_x952)
+    _x954 = _x885*_x889*np.minimum(1, _x746)
+    _x955 = 4*_x954
+    _x956 = _x932*_x955
+    _x957 = _x927*_x954 + np.maximum(0, _x933*_x956)
+    _x958 = _x739*_x815
+    _x959 = 2*_x937
+    _x960 = _x128*_x918 + _x332*_x924 + _x483 + _x824*_x947 + _x903*_x923 + _x906*_x926 + _x935*_x937 + _x937*_x953 + _x937*_x957 + _x940*(_x766 + _x938) + _x941*(_x777 + _x938) + _x945*(_x789 + _x942) + _x946*(_x801 + _x942) + _x959*(_x809 + _x958)
+    _x961 = _x847*_x913
+    _x962 = _x494 + _x825 + _x918 + _x935 + _x953 + _x957
+    _x963 = _x318*t0_elem_bwd
+    _x964 = _x318*t0_gemm_bwd
+    _x965 = _x318*t0_softmax_bwd
+    _x966 = _x288*_x896*_x955
+    _x967 = _x248*_x819
+    _x968 = _x117*_x250
+    _x969 = _x823*_x968
+    _x970 = np.maximum(_x967, _x969)
+    _x971 = _x730*(_x107 + _x541*_x781)
+    _x972 = _x730*(_x542 + _x794)
+    _x973 = _x740*(_x546 + _x803)
+    _x974 = _x740*(_x541*_x803 + _x80)
+    _x975 = _x107 + _x543
+    _x976 = _x541*_x755 + _x770
+    _x977 = _x541*_x757 + _x755
+    _x978 = _x551 + _x971 + _x972 + _x973 + _x974 + _x975 + _x976 + _x977
+    _x979 = 3*_x588*f32_bytes
+    _x980 = 8*_x586
+    _x981 = _x288*_x882
+    _x982 = _x501*_x741*_x928
+    _x983 = _x318*_x816
+    _x984 = _x270*_x983
+    _x985 = np.maximum(_x967 + _x984, _x969)
+    _x986 = _x497 + _x498 + _x503 + _x509 + _x510 + _x511 + _x512 + _x513 + _x514 + _x515 + _x517 + _x518 + _x520 + _x521 + _x522 + _x523 + _x527 + _x531 + _x537 + _x540 + _x558 + _x563 + _x566 + _x571 + _x578 + _x580 + _x585 + _x590 + _x593 + _x596 + _x598 + _x604 + _x607 + _x609 + _x611 + _x616 + _x618 + _x620 + _x623 + _x625 + _x627 + _x954*_x963 + _x963 + _x964 + _x965 + _x970 + _x985 + np.maximum(0, _x318*_x966) + np.maximum(_x553*_x978, _x554*_x978) + np.maximum(_x930*_x981, _x318*_x982) + np.maximum(_x949*_x979, _x820*_x980)
+    _x987 = 1 - ov_ep
+    _x988 = _x318*_x987
+    _x989 = 2*_x988
+    _x990 = _x900*_x961*_x987 + _x900*_x989 + ov_ep*np.maximum((1/2)*_x318*_x900*_x913 - _x960, _x908*_x961) + ov_ep*np.maximum(-_x486 - _x901 - _x962, _x909) + ov_ep*np.maximum(-_x630 - _x901 - _x986, _x909) + ov_ep*np.maximum(-_x874 - _x901 - _x903 - _x907, _x909) + ov_ep*np.maximum(_x874 - _x901 - _x911 - t0_elem_bwd, _x909)
+    _x991 = _x239 + _x990
+    _x992 = _x853 + _x991
+    _x993 = _x318*host_moe_fwd
+    _x994 = _x720 + _x902 + _x907 + _x962
+    _x995 = -_x127*(_x993 + host_fwd) + _x994
+    _x996 = _x318*host_moe_bwd
+    _x997 = _x912 + rc_full
+    _x998 = _x993*_x997
+    _x999 = _x722 + _x911 + _x986 + t0_gemm_bwd
+    _x1000 = _x960 + _x999
+    _x1001 = _x1000 - _x127*(_x129 + _x996 + _x998)
+    _x1002 = _x690/_x130
+    _x1003 = _x1002*_x239
+    _x1004 = _x690 + _x912
+    _x1005 = (_x997 + 1)/_x1004
+    _x1006 = _x1005*_x990
+    _x1007 = _x1003 + _x1006 + _x851
+    _x1008 = _x728*(np.maximum(0, -_x1001 - _x1007) + np.maximum(0, _x1003 + _x1006 - _x852 - _x991 - _x995)) + _x729*np.maximum(0, -_x1001 - _x992 - _x995)
+    _x1009 = _x582*_x80
+    _x1010 = np.maximum(_x1009, _x508)
+    _x1011 = _x248*_x92
+    _x1012 = _x251*_x98
+    _x1013 = _x541*_x91 + _x59
+    _x1014 = np.minimum(_x58, _x113)
+    _x1015 = np.maximum(_x110/eta_embed_bwd, _x76*(_x1014*_x40 + _x109*(learned_pos + 1) + _x114*grad_bytes + _x75*f32_bytes*(_x1014 + (1/10)*_x58))/mu_embed_bwd)
+    _x1016 = _x1015 + t0_embed_bwd
+    _x1017 = _x116*_x247
+    _x1018 = _x122*_x968
+    _x1019 = t0_ce_bwd + np.maximum(_x1017, _x1018) + np.maximum(_x123/mu_ce_bwd, 256*_x124/eta_ce_bwd) + np.maximum(_x1017 + _x114*_x270, _x1018)
+    _x1020 = _x1010 + _x1019 + mtp*(3*_x1010 + _x1016 + _x1019 + _x240 + _x497 + 3*t0_norm_bwd + np.maximum(_x1011, _x1012) + np.maximum(_x1013*_x553, _x1013*_x554) + np.maximum(_x1011 + _x270*_x90, _x1012)) + t0_gemm_bwd + t0_norm_bwd
+    _x1021 = _x1020 + _x126 + mtp*(_x1000 + _x1008 + _x992 + _x994)
+    _x1022 = layout_first - layout_first_dense
+    _x1023 = _x685*attn_frac
+    _x1024 = _x679*mamba_frac
+    _x1025 = _x733*mlp_frac
+    _x1026 = _x1025*_x679
+    _x1027 = _x1023 + _x1024 + _x1026
+    _x1028 = _x1027*_x674
+    _x1029 = _x1025*_x681 + _x681*mamba_frac + _x687*attn_frac
+    _x1030 = _x1028 + _x1029
+    _x1031 = act_bytes*mlp_frac
+    _x1032 = _x1031*_x759
+    _x1033 = _x761*mlp_frac
+    _x1034 = _x1033*_x764
+    _x1035 = np.maximum(_x1032*_x93, _x102*_x1034)
+    _x1036 = _x1031*_x771
+    _x1037 = _x773*mlp_frac
+    _x1038 = _x1037*_x775
+    _x1039 = np.maximum(_x1036*_x93, _x102*_x1038)
+    _x1040 = _x1031*_x730
+    _x1041 = _x1040*_x93
+    _x1042 = np.maximum(_x1041*_x782, _x788*mlp_frac)
+    _x1043 = np.maximum(_x1041*_x795, _x800*mlp_frac)
+    _x1044 = _x1031*_x804
+    _x1045 = np.maximum(_x1044*_x93, _x808*mlp_frac)
+    _x1046 = _x1035 + _x1039 + _x1042 + _x1043 + 2*_x1045 + _x811*mlp_frac + _x812*mlp_frac + _x813*mlp_frac
+    _x1047 = mamba_hdim*mamba_heads
+    _x1048 = mamba_groups*mamba_state
+    _x1049 = 2*_x1048
+    _x1050 = _x1049 + mamba_heads
+    _x1051 = 2*_x1047 + _x1050
+    _x1052 = _x1051*d_model
+    _x1053 = _x1052*_x2
+    _x1054 = _x1051*_x2
+    _x1055 = _x1054*_x58
+    _x1056 = _x1053 + _x1055 + _x107
+    _x1057 = _x94*mamba_frac
+    _x1058 = _x58*mamba_frac
+    _x1059 = _x1053*_x1058
+    _x1060 = np.maximum(1, np.minimum(np.minimum(d_model, _x58), _x1054))
+    _x1061 = (_x1060 + gemm_dhalf)/_x1060
+    _x1062 = _x1059*_x1061
+    _x1063 = np.maximum(_x1056*_x1057, _x1062*_x349)
+    _x1064 = _x1047*_x55
+    _x1065 = _x1047*_x2
+    _x1066 = _x1065*_x58
+    _x1067 = _x1064 + _x1066 + _x107
+    _x1068 = np.maximum(1, np.minimum(np.minimum(d_model, _x58), _x1065))
+    _x1069 = _x1065*_x91*mamba_frac
+    _x1070 = _x1069*(_x1068 + gemm_dhalf)/_x1068
+    _x1071 = np.maximum(_x1057*_x1067, _x102*_x1070)
+    _x1072 = mamba_chunk*mamba_hdim
+    _x1073 = mamba_hdim*mamba_state
+    _x1074 = mamba_heads*(_x1072 + 4*_x1073)
+    _x1075 = _x2*mamba_chunk
+    _x1076 = _x1058*(_x1049*_x1075 + _x1074*_x2)
+    _x1077 = np.maximum(1, np.minimum(np.minimum(mamba_chunk, mamba_hdim), mamba_state))
+    _x1078 = (_x1077 + gemm_dhalf)/_x1077
+    _x1079 = _x1048*_x2
+    _x1080 = _x2*mamba_heads
+    _x1081 = _x1058*(_x1065*mamba_state*(_x178 + _x950)/mamba_chunk + act_bytes*(5*_x1065 + 4*_x1079) + f32_bytes*(2*_x1075*mamba_groups + 7*_x1080))
+    _x1082 = np.maximum(_x1076*_x1078*_x118, _x1081*_x93)
+    _x1083 = 2*attn_frac
+    _x1084 = _x1083*_x535
+    _x1085 = np.maximum(_x348*attn_frac, _x102*_x1084)
+    _x1086 = _x1083*_x561
+    _x1087 = np.maximum(_x360*attn_frac, _x102*_x1086)
+    _x1088 = np.maximum(_x425*attn_frac, _x431*attn_frac)
+    _x1089 = _x300*_x446
+    _x1090 = _x1083*_x1089
+    _x1091 = _x1090*_x463
+    _x1092 = np.maximum(_x459*attn_frac, _x102*_x1091)
+    _x1093 = attn_frac*t0_gemm_fwd
+    _x1094 = _x336*attn_frac
+    _x1095 = _x295*attn_frac
+    _x1096 = _x1095*_x75
+    _x1097 = _x1093 + np.maximum(_x1094*_x93, _x1096*_x339)
+    _x1098 = _x1083*_x58
+    _x1099 = _x1098*_x390
+    _x1100 = _x1099*_x392
+    _x1101 = _x382*attn_frac + np.maximum(_x388*attn_frac, _x102*_x1100)
+    _x1102 = _x318*mlp_frac
+    _x1103 = _x1102*_x818
+    _x1104 = _x1102*n_experts
+    _x1105 = _x1104*_x73
+    _x1106 = _x1105*_x822
+    _x1107 = _x815*mlp_frac + np.maximum(_x1103*_x94, _x1106*_x118)
+    _x1108 = _x1083*_x453
+    _x1109 = _x443*attn_frac + np.maximum(_x449*attn_frac, _x102*_x1108)
+    _x1110 = _x1063 + _x1071 + _x1082 + _x1085 + _x1087 + _x1088 + _x1092 + _x1097 + _x1101 + _x1107 + _x1109 + _x487*attn_frac + _x488*attn_frac + _x663*mamba_frac
+    _x1111 = _x1046 + _x1110
+    _x1112 = attn_frac*seq_par
+    _x1113 = _x1112*_x656
+    _x1114 = mamba_frac*seq_par
+    _x1115 = _x1114*_x643
+    _x1116 = _x827*mlp_frac
+    _x1117 = _x1116*_x643
+    _x1118 = _x1113 + _x1115 + _x1117
+    _x1119 = _x1118*_x674
+    _x1120 = _x1112*_x694
+    _x1121 = _x1114*_x692
+    _x1122 = _x1116*_x692
+    _x1123 = _x1056*_x248
+    _x1124 = _x1053*_x1061*_x529
+    _x1125 = _x1053*_x270
+    _x1126 = (1/2)*np.maximum(_x1123, _x1124) + (1/2)*np.maximum(_x1123 + _x1125, _x1124)
+    _x1127 = _x1126 + _x699
+    _x1128 = _x1025*_x849 + _x1028 + _x714*attn_frac + mamba_frac*(_x680 + tp_async*(_x676*np.maximum(-_x1127 - _x707, _x708) + seq_par*(_x643 + np.maximum(-_x1126 - _x700, _x703) + np.maximum(-_x1127 - _x704, _x706))))
+    _x1129 = _x1128 - np.maximum(0, -_x1030*_x634 + _x1128 - _x633*ov_tp*np.maximum(_x1030 - _x1111*_x690, _x1030*(_x670*(_x1119 + _x1120 + _x1121 + _x1122) + _x672*(_x1030 - _x1119 - _x1120 - _x1121 - _x1122))/np.maximum(1.0e-30, _x1030)))
+    _x1130 = _x1027 - np.maximum(0, -_x1027*_x634 + _x1027 - _x633*ov_tp*np.maximum(_x1023 + _x1024 + _x1026 - _x1111, _x1027*(_x1118*_x670 + _x672*(_x1027 - _x1113 - _x1115 - _x1117))/np.maximum(1.0e-30, _x1027)))
+    _x1131 = _x1129 + _x1130
+    _x1132 = act_bytes*attn_frac
+    _x1133 = _x1132*_x144
+    _x1134 = _x1133*_x140
+    _x1135 = np.maximum(_x1134*_x131, _x154*attn_frac)
+    _x1136 = _x1133*_x164
+    _x1137 = _x1133*_x139
+    _x1138 = _x1137*_x167
+    _x1139 = np.maximum(_x161*attn_frac, _x131*(_x1136 + _x1138*bmm_reread_fwd))
+    _x1140 = _x173*attn_frac + np.maximum(_x176*attn_frac, _x182*attn_frac)
+    _x1141 = _x1132*_x191
+    _x1142 = _x1141*_x194
+    _x1143 = _x186*attn_frac + np.maximum(_x1142*swa_frac, _x208*_x212*attn_frac)
+    _x1144 = _x216*attn_frac + np.maximum(_x1142*_x215, _x212*_x220*attn_frac)
+    _x1145 = _x1135 + _x1139 + _x1140 + _x1143 + _x1144 + _x172*attn_frac
+    _x1146 = ov_cp*np.maximum(-_x1145*_x130 + _x233, _x236)
+    _x1147 = _x1146 + _x238
+    _x1148 = _x1044*_x247
+    _x1149 = _x855*mlp_frac
+    _x1150 = np.maximum(_x1148, _x1149)
+    _x1151 = np.maximum(_x1148 + _x858*mlp_frac, _x1149)
+    _x1152 = _x1032*_x247
+    _x1153 = _x1034*_x251
+    _x1154 = np.maximum(_x1152, _x1153)
+    _x1155 = _x1036*_x247
+    _x1156 = _x1038*_x251
+    _x1157 = np.maximum(_x1155, _x1156)
+    _x1158 = _x1040*_x247
+    _x1159 = _x1158*_x782
+    _x1160 = _x867*mlp_frac
+    _x1161 = np.maximum(_x1159, _x1160)
+    _x1162 = _x1158*_x795
+    _x1163 = _x842*mlp_frac
+    _x1164 = np.maximum(_x1162, _x1163)
+    _x1165 = np.maximum(_x1152 + _x869*mlp_frac, _x1153)
+    _x1166 = np.maximum(_x1155 + _x836*mlp_frac, _x1156)
+    _x1167 = np.maximum(_x1159 + _x871*mlp_frac, _x1160)
+    _x1168 = np.maximum(_x1162 + _x844*mlp_frac, _x1163)
+    _x1169 = 2*_x1150 + 2*_x1151 + _x1154 + _x1157 + _x1161 + _x1164 + _x1165 + _x1166 + _x1167 + _x1168 + _x860*mlp_frac + _x861*mlp_frac + _x862*mlp_frac
+    _x1170 = _x1169*_x275
+    _x1171 = -1/2*_x318*_x900*mlp_frac
+    _x1172 = mlp_frac*t0_elem_fwd
+    _x1173 = _x103*_x1031
+    _x1174 = _x1173*_x278
+    _x1175 = _x756*mlp_frac
+    _x1176 = _x1175*_x752
+    _x1177 = np.maximum(_x1174*_x757, _x1176*_x281)
+    _x1178 = _x1172 + _x1177
+    _x1179 = _x905*mlp_frac
+    _x1180 = _x904*mlp_frac + np.maximum(_x1174*_x905, _x1179*_x281)
+    _x1181 = _x1046 + _x1180
+    _x1182 = (1/2)*mlp_frac
+    _x1183 = _x1182*_x318
+    _x1184 = _x1183*_x908
+    _x1185 = mlp_frac*t0_elem_bwd
+    _x1186 = _x1171 + _x1185
+    _x1187 = _x1031*_x289
+    _x1188 = _x1169 + _x910*mlp_frac + np.maximum(_x1187*_x757, _x1176*_x292) + np.maximum(_x1187*_x905, _x1179*_x292)
+    _x1189 = _x103*_x1132
+    _x1190 = attn_frac*t0_elem_fwd + np.maximum(_x475*attn_frac, _x1189*_x478)
+    _x1191 = mamba_frac*t0_elem_fwd
+    _x1192 = _x1047 + _x1049
+    _x1193 = _x1192*_x2
+    _x1194 = _x1058*_x1193
+    _x1195 = np.maximum(_x103*_x1194*_x178, _x108*_x1194*(2*mamba_conv + 4))
+    _x1196 = np.maximum(_x475*mamba_frac, _x479*mamba_frac)
+    _x1197 = mamba_frac*t0_gemm_fwd
+    _x1198 = mamba_frac*t0_norm_fwd
+    _x1199 = act_bytes*mamba_frac
+    _x1200 = _x83*mamba_frac
+    _x1201 = 8*_x84
+    _x1202 = np.maximum(_x1199*_x73*_x78, _x1200*_x1201)
+    _x1203 = _x1058*_x1065
+    _x1204 = _x1203*_x82
+    _x1205 = np.maximum(_x1203*_x435, _x1201*_x1204)
+    _x1206 = np.maximum(_x475*mlp_frac, _x1173*_x478)
+    _x1207 = _x1172 + _x1206
+    _x1208 = _x107*mamba_frac + _x1095 + _x1176 + _x1179 + _x1203 + _x297*attn_frac + _x299*attn_frac + _x301*attn_frac + _x302*attn_frac + _x306*attn_frac + _x307*attn_frac + _x755*mlp_frac + _x914*mlp_frac + _x915*mlp_frac + _x916*mlp_frac
+    _x1209 = np.maximum(_x105*_x1208, _x1208*_x311)
+    _x1210 = _x1209 + _x70
+    _x1211 = _x344*attn_frac
+    _x1212 = _x1093*_x23
+    _x1213 = _x1172*_x366 + np.maximum(_x1173*_x374, _x376*mlp_frac)
+    _x1214 = _x171*attn_frac
+    _x1215 = attn_frac*t0_norm_fwd
+    _x1216 = _x330*_x80
+    _x1217 = _x1215 + np.maximum(_x1132*_x1216, _x86*attn_frac)
+    _x1218 = mlp_frac*t0_norm_fwd + np.maximum(_x1031*_x1216, _x86*mlp_frac)
+    _x1219 = _x407*attn_frac + np.maximum(_x412*attn_frac, _x1189*_x414)
+    _x1220 = _x434*attn_frac + np.maximum(_x437*attn_frac, _x439*attn_frac)
+    _x1221 = _x927*mlp_frac
+    _x1222 = _x1102*_x929
+    _x1223 = _x1102*_x750
+    _x1224 = _x1221 + np.maximum(_x1222*_x932, _x1223*_x934)
+    _x1225 = _x938*mlp_frac
+    _x1226 = _x942*mlp_frac
+    _x1227 = _x1105*_x76
+    _x1228 = _x948*mlp_frac + np.maximum(_x1227*_x951, _x1105*_x952)
+    _x1229 = _x1215*_x23 + np.maximum(_x469*attn_frac, _x471*attn_frac)
+    _x1230 = _x1221*_x954 + np.maximum(0, _x1223*_x956)
+    _x1231 = _x1097*_x128 + _x1101*_x381 + _x1107*_x947 + _x1109*_x417 + _x1140*_x398 + _x1143*_x398 + _x1144*_x398 + _x1178*_x923 + _x1180*_x926 + _x1190*_x128 + _x1207*_x128 + _x1210*_x128 + _x1213*_x128 + _x1217*_x405 + _x1218*_x924 + _x1219*_x417 + _x1220*_x417 + _x1224*_x937 + _x1228*_x937 + _x1229*_x417 + _x1230*_x937 + _x128*(_x1063 + _x1197) + _x128*(_x1071 + _x1197) + _x128*(_x1082 + _x1197) + _x128*(_x1085 + _x1211) + _x128*(_x1087 + _x1212) + _x128*(_x1191 + _x1195) + _x128*(_x1191 + _x1196) + _x128*(_x1198 + _x1202) + _x128*(_x1198 + _x1205) + _x398*(_x1135 + _x1214) + _x398*(_x1139 + _x1214) + _x417*(_x1088 + _x1211) + _x417*(_x1092 + _x1212) + _x940*(_x1035 + _x1225) + _x941*(_x1039 + _x1225) + _x945*(_x1042 + _x1226) + _x946*(_x1043 + _x1226) + _x959*(_x1045 + _x958*mlp_frac)
+    _x1232 = _x1110 + _x1145 + _x1190 + _x1195 + _x1196 + _x1202 + _x1205 + _x1213 + _x1217 + _x1218 + _x1219 + _x1220 + _x1224 + _x1228 + _x1229 + _x1230 + _x486*mamba_frac + _x491*mamba_frac
+    _x1233 = _x1210 + _x1232
+    _x1234 = attn_frac*t0_gemm_bwd
+    _x1235 = attn_frac*t0_norm_bwd
+    _x1236 = _x963*mlp_frac
+    _x1237 = _x964*mlp_frac
+    _x1238 = _x1094*_x247
+    _x1239 = _x1096*_x525
     _x1240 = np.maximum(_x1238, _x1239)
-    _x1241 = _x538*attn_frac
-    _x1242 = _x539*attn_frac
+    _x1241 = _x1123*mamba_frac
+    _x1242 = _x1062*_x534
     _x1243 = np.maximum(_x1241, _x1242)
-    _x1244 = _x1094*_x248
-    _x1245 = _x1097*_x959
+    _x1244 = _x1067*_x248*mamba_frac
+    _x1245 = _x1070*_x251
     _x1246 = np.maximum(_x1244, _x1245)
-    _x1247 = _x556*attn_frac
-    _x1248 = _x1099*_x251
-    _x1249 = np.maximum(_x1247, _x1248)
-    _x1250 = _x560*attn_frac
-    _x1251 = _x1077*_x251
-    _x1252 = np.maximum(_x1250, _x1251)
-    _x1253 = _x564*attn_frac
-    _x1254 = _x1082*_x251
-    _x1255 = np.maximum(_x1253, _x1254)
-    _x1256 = _x1132*_x572
-    _x1257 = 16*_x506
-    _x1258 = _x226*mamba_frac
-    _x1259 = _x1123*_x80
-    _x1260 = _x1022*_x80
-    _x1261 = 3*mamba_heads
-    _x1262 = _x1049*(6*_x1070*mamba_chunk + _x1071*(2*_x1063 + 10*_x1064))
-    _x1263 = np.maximum(_x1069*_x1262*_x959, (5/2)*_x1072*_x247)
-    _x1264 = _x567*(_x1125 + _x1128*_x602)
-    _x1265 = np.maximum(_x1236, _x1235 + _x610*attn_frac)
-    _x1266 = np.maximum(_x1254, _x1253 + _x626*attn_frac)
-    _x1267 = np.maximum(_x1248, _x1247 + _x615*attn_frac)
-    _x1268 = np.maximum(_x1225 + _x617*attn_frac, _x1226)
-    _x1269 = np.maximum(_x1116*mamba_frac + _x1228, _x1229)
-    _x1270 = np.maximum(_x1055*_x270*mamba_frac + _x1231, _x1232)
-    _x1271 = np.maximum(_x1238 + _x619*attn_frac, _x1239)
-    _x1272 = np.maximum(_x1241 + _x622*attn_frac, _x1242)
-    _x1273 = np.maximum(_x1244 + _x975*mlp_frac, _x1245)
-    _x1274 = np.maximum(_x1250 + _x624*attn_frac, _x1251)
-    _x1275 = _x1176*_x366 + _x1222*_x447 + _x1222 + _x1223*_x23 + _x1223 + _x1224 + _x1227 + _x1230 + _x1233 + _x1237 + _x1240 + _x1243 + _x1246 + _x1249 + _x1252 + _x1255 + _x1263 + _x1265 + _x1266 + _x1267 + _x1268 + _x1269 + _x1270 + _x1271 + _x1272 + _x1273 + _x1274 + _x498*mamba_frac + _x510*attn_frac + _x511*attn_frac + _x512*attn_frac + _x513*attn_frac + _x514*attn_frac + _x515*attn_frac + _x517*attn_frac + _x518*attn_frac + _x522*attn_frac + _x629*mamba_frac + _x723*mamba_frac + _x955*mlp_frac + _x957*mlp_frac + attn_frac*t0_elem_bwd + mlp_frac*t0_norm_bwd + np.maximum(_x1000*mamba_frac, _x1191*_x1257) + np.maximum(_x1074*_x594, _x1123*_x595) + np.maximum(_x1127*_x567, _x570*attn_frac) + np.maximum(_x1212*_x972, _x1093*_x973) + np.maximum(_x1216*_x970, _x1096*_x971) + np.maximum(_x1234*_x553, _x1234*_x554) + np.maximum(_x1256*_x215, _x577*_x579*attn_frac) + np.maximum(_x1256*swa_frac, _x574*_x577*attn_frac) + np.maximum(_x1259*_x499, _x502*attn_frac) + np.maximum(_x1259*_x505, _x508*attn_frac) + np.maximum(_x1260*_x499, _x502*mlp_frac) + np.maximum(_x1260*_x505, _x508*mlp_frac) + np.maximum(_x500*mamba_frac, _x502*mamba_frac) + np.maximum(_x583*attn_frac, _x584*attn_frac) + np.maximum(_x587*attn_frac, _x589*attn_frac) + np.maximum(_x591*attn_frac, _x592*attn_frac) + np.maximum(_x601*attn_frac, _x1264) + np.maximum(_x606*attn_frac, _x567*(_x1127 + _x1129*bmm_reread_bwd)) + np.maximum(_x608*attn_frac, _x1264) + np.maximum(_x1022*_x288*_x374, _x597*mlp_frac) + np.maximum(5*_x1184*_x1258*_x288, _x1185*_x291*(4*mamba_conv + 8)) + np.maximum(_x1258*_x1261*_x2*_x504*mamba_hdim, _x1195*_x1257)
-    _x1276 = _x1275 + _x497
-    _x1277 = _x1173*_x897*_x910*_x979 + _x897*_x980*mlp_frac + ov_ep*np.maximum(-_x1177 - _x1276, _x1175) + ov_ep*np.maximum(-_x1219 + (1/2)*_x318*_x897*_x910*mlp_frac, _x1174*_x905*_x910) + ov_ep*np.maximum(_x1161 - _x1177 - _x1179, _x1175) + ov_ep*np.maximum(-_x1162 - _x1198 - _x1221, _x1175) + ov_ep*np.maximum(-_x1161 - _x1162 - _x1169 - _x1172, _x1175)
-    _x1278 = _x1138 + _x1277
-    _x1279 = _x1122 + _x1278
-    _x1280 = (1/2)*attn_frac
-    _x1281 = _x1173 + _x1280 + (1/2)*mamba_frac
-    _x1282 = _x1168 + _x1172 + _x1197 + _x486*mlp_frac
-    _x1283 = _x1221 + _x1282
-    _x1284 = -_x127*(_x1281*host_fwd + _x984*mlp_frac) + _x1283
-    _x1285 = _x1179 + _x629*mlp_frac
-    _x1286 = _x1276 + _x1285
-    _x1287 = _x1219 + _x1286
-    _x1288 = -_x127*(_x1281*_x129 + _x987*mlp_frac + _x989*mlp_frac) + _x1287
-    _x1289 = _x1138*_x993
-    _x1290 = _x1277*_x996
-    _x1291 = _x1120 + _x1289 + _x1290
-    _x1292 = _x728*(np.maximum(0, -_x1288 - _x1291) + np.maximum(0, -_x1121 - _x1278 - _x1284 + _x1289 + _x1290)) + _x729*np.maximum(0, -_x1279 - _x1284 - _x1288)
-    _x1293 = _x1279 + _x1283 + _x1287 + _x1292
-    _x1294 = _x1007 + _x112
-    _x1295 = layout_mid - layout_mid_dense
-    _x1296 = -_x1293*_x1295 - _x727*layout_mid_dense
-    _x1297 = -_x1006 + _x1012 - _x111 - t0_embed_bwd - t0_embed_fwd
-    _x1298 = layout_last - layout_last_dense
-    _x1299 = _x1293*_x1298 + _x1294*_x68 + _x727*layout_last_dense
-    _x1300 = np.heaviside(_x1012*_x68 + _x1013*_x1293 + _x1294 + _x1296 + _x727*layout_first_dense, 1)*np.heaviside(_x1012*_x68 + _x1013*_x1293 - _x1297 - _x1299 + _x727*layout_first_dense, 1)
-    _x1301 = (1 - _x1300)*np.heaviside(_x1012 + _x1296 + _x1299, 1)
-    _x1302 = _x1300*(_x112 + _x126*_x68) + _x1301*(_x112*_x68 + _x126)
-    _x1303 = 1 - pp_layout
-    _x1304 = np.heaviside(_x1297, 1)
-    _x1305 = 1 - _x1304
-    _x1306 = -_x38
-    _x1307 = _x38*dualpipev
-    _x1308 = _x1306 + _x1307
-    _x1309 = _x1308 + 1
-    _x1310 = _x112*_x1305 + _x126*_x1304 + _x1309*(_x112*_x1304 + _x126*_x1305)
-    _x1311 = -_x1300 - _x1301 + 1
-    _x1312 = np.minimum(dense_layers, _x17)
-    _x1313 = _x1306 + _x38*np.heaviside(-_x1122 - _x1137 - _x1200 - _x1219 - _x1220 - _x1275 - _x1277 - _x1282 - _x1285 - _x1292 + _x155 + _x170 + _x172 + _x173 + _x183 + _x186 + _x213 + _x216 + _x221 + _x237 + _x257 + _x269 + _x271 + _x272 + _x282 + _x284 + _x285 + _x287 + _x293 + _x294 + _x312 + _x314 + _x317 + _x324 + _x327 + _x333 + _x341 + _x343 + _x354 + _x355 + _x364 + _x365 + _x367 + _x377 + _x379 + _x382 + _x394 + _x396 + _x399 + _x400 + _x401 + _x402 + _x403 + _x406 + _x407 + _x415 + _x418 + _x432 + _x433 + _x434 + _x440 + _x442 + _x443 + _x454 + _x456 + _x465 + _x466 + _x467 + _x472 + _x474 + _x482 + _x485 + _x487 + _x488 + _x491 + _x492 + _x493 + _x496 + _x498 + _x503 + _x509 + _x510 + _x511 + _x512 + _x513 + _x514 + _x515 + _x517 + _x518 + _x520 + _x521 + _x522 + _x523 + _x527 + _x531 + _x537 + _x540 + _x555 + _x558 + _x563 + _x566 + _x571 + _x578 + _x580 + _x585 + _x590 + _x593 + _x596 + _x598 + _x604 + _x607 + _x609 + _x611 + _x616 + _x618 + _x620 + _x623 + _x625 + _x627 + _x631 + _x663 - _x666 - _x673 + _x675 + _x680 + _x686 + _x709 + _x713 - _x716 + _x720 + _x722 + _x723 + _x726, 1) + 1
-    _x1314 = _x1303*_x1312*_x1313 + pp_layout*(_x1300*layout_first_dense + _x1301*layout_last_dense + _x1311*layout_mid_dense)
-    _x1315 = _x1303*(-_x1312*_x1313 + _x17) + pp_layout*(_x1013*_x1300 + _x1295*_x1311 + _x1298*_x1301)
-    _x1316 = _x1300*_x68 + _x1301
-    _x1317 = _x1303*mtp*(_x1304 + _x1305*_x1309) + _x1316*mtp*pp_layout
-    _x1318 = _x1283*_x1315 + _x1302*pp_layout + _x1303*_x1310 + _x1314*_x721 + _x1317*_x985
-    _x1319 = _x1300*(_x1007 + _x1011*_x68) + _x1301*(_x1007*_x68 + _x1011)
-    _x1320 = _x1007*_x1305 + _x1011*_x1304 + _x1309*(_x1007*_x1304 + _x1011*_x1305)
-    _x1321 = _x1314*_x724
-    _x1322 = _x1286*_x1315
-    _x1323 = _x1317*_x990
-    _x1324 = _x1303*_x1320 + _x1319*pp_layout + _x1321 + _x1322 + _x1323
-    _x1325 = _x1318 + _x1324
-    _x1326 = _x51*_x68
-    _x1327 = _x1326 + _x38
-    _x1328 = _x2*gpus_per_node
-    _x1329 = np.maximum(1, np.floor(_x1328))
-    _x1330 = _x1329**(-1.0)
-    _x1331 = dp_rep**(-1.0)
-    _x1332 = _x1331*_x61
-    _x1333 = np.ceil(_x1330*_x1332)
-    _x1334 = _x48*_x56
-    _x1335 = _x1334*dp_rep
-    _x1336 = _x1333*_x1335
-    _x1337 = _x1336*(_x1332/_x1333 - 1)
-    _x1338 = np.maximum(_x1336*_x635, _x1337*_x636)
-    _x1339 = biases*d_model
-    _x1340 = -_x1339*(1 - _x730) + _x778 + _x790 + biases*(_x792 + d_model)
-    _x1341 = _x742 + _x768 + biases*(_x741 + _x767)
-    _x1342 = _x745*n_experts
-    _x1343 = _x1341*_x1342*_x744
-    _x1344 = _x740*(_x806 + biases*(d_model + moe_latent)) + _x974
-    _x1345 = _x1340*_x2 + _x1343 + _x1344
-    _x1346 = _x18*_x75
-    _x1347 = n_heads*v_head
-    _x1348 = _x0*(_x1339 + _x1347*d_model + _x421 + _x444*_x652) + _x132*(_x369*d_model + _x383 + biases*(_x380 + d_model))
-    _x1349 = _x1348*_x2 + _x24
-    _x1350 = _x1346 + _x1349
-    _x1351 = _x114*_x68 + _x38*np.minimum(_x114, _x1345 + _x1350)
-    _x1352 = _x1332 - 1
-    _x1353 = _x1335*_x1352
-    _x1354 = _x1353*act_bytes
-    _x1355 = _x1351*_x1354
-    _x1356 = _x1333 - 1
-    _x1357 = _x1332 - _x1333
-    _x1358 = _x1356*alpha_ag_inter + _x1357*alpha_ag_intra + _x639
-    _x1359 = (_x1332 > _x1329)
-    _x1360 = np.minimum(1, _x1352)
-    _x1361 = _x1352*alpha_ag_intra + _x1360*call_ag_intra
-    _x1362 = np.maximum(_x1336*_x644, _x1337*_x645)
-    _x1363 = _x1351*grad_bytes
-    _x1364 = _x1353*_x1363
-    _x1365 = _x1356*alpha_rs_inter + _x1357*alpha_rs_intra + _x647
-    _x1366 = _x1352*alpha_rs_intra + _x1360*call_rs_intra
-    _x1367 = np.maximum(1, np.floor(_x1328*_x1335))
-    _x1368 = np.ceil(dp_rep/_x1367)
-    _x1369 = _x1331*_x1368
-    _x1370 = -1 + dp_rep/_x1368
-    _x1371 = _x1369*_x1370
-    _x1372 = np.maximum(_x1*_x1369, _x1371*_x7)
-    _x1373 = 2*dp_rep - 2
-    _x1374 = _x1334*_x1373
-    _x1375 = _x1363*_x1374
-    _x1376 = _x1370*_x30 + _x27 + _x29*(_x1368 - 1)
-    _x1377 = (dp_rep > _x1367)
-    _x1378 = np.minimum(1, dp_rep - 1)
-    _x1379 = _x1373*alpha_ar_intra + _x1378*call_ar_intra
-    _x1380 = _x1327*(np.where(_x1359, _x1338*_x1355 + _x1358, _x1355*_x636 + _x1361) + np.where(_x1359, _x1362*_x1364 + _x1365, _x1364*_x645 + _x1366) + np.where(_x1377, _x1372*_x1375 + _x1376, _x1375*_x7 + _x1379))
-    _x1381 = np.maximum(1, np.floor(_x745*_x875))
-    _x1382 = _x744*_x745
-    _x1383 = _x1382*_x43
-    _x1384 = np.ceil(_x1383/_x1381)
-    _x1385 = _x1384 - 1
-    _x1386 = _x1383 - _x1384
-    _x1387 = _x1334*_x2
-    _x1388 = _x1387*_x743*ep
-    _x1389 = _x1384*_x1388
-    _x1390 = _x1383/_x1384 - 1
-    _x1391 = _x1389*_x1390
-    _x1392 = _x1383 - 1
-    _x1393 = _x1392*grad_bytes
-    _x1394 = -_x1312 + _x17
-    _x1395 = _x1093*_x1343
-    _x1396 = _x1394*_x1395
-    _x1397 = _x1343*_x318*mtp
-    _x1398 = _x1309*_x1397
-    _x1399 = _x1396 + _x1398
-    _x1400 = _x1388*_x1399
-    _x1401 = _x1393*_x1400
-    _x1402 = (_x1383 > _x1381)
-    _x1403 = np.minimum(1, _x1392)
-    _x1404 = np.where(_x1402, _x1385*alpha_rs_inter + _x1386*alpha_rs_intra + _x1401*np.maximum(_x1389*_x644, _x1391*_x645) + _x647, _x1392*alpha_rs_intra + _x1401*_x645 + _x1403*call_rs_intra)
-    _x1405 = mamba_frac*(_x1038*d_model + _x1038 + _x1043 + _x1183*(mamba_conv + 1) + _x1261)
-    _x1406 = _x1281*_x1346
-    _x1407 = _x1345*mlp_frac + _x1349*attn_frac + _x1405*_x2 + _x1406
-    _x1408 = _x241 + _x259*d_model + biases*(_x259 + d_model)
-    _x1409 = _x1350 + _x1408*_x2
-    _x1410 = _x1312*_x1409
-    _x1411 = _x18*d_model
-    _x1412 = 5*_x1411
-    _x1413 = mtp*(_x1345 + _x1349 + _x1412 + _x90)
-    _x1414 = _x106*learned_pos
-    _x1415 = 1 - tied
-    _x1416 = _x114*(_x1309*_x1415 + 1) + _x1414
-    _x1417 = _x1309*_x1413 + _x1394*_x1407 + _x1410 + _x1416
-    _x1418 = -_x1396 - _x1398 + _x1417
-    _x1419 = _x1418*grad_bytes
-    _x1420 = _x1353*_x1419
-    _x1421 = _x1374*_x1419
-    _x1422 = np.where(_x1359, _x1362*_x1420 + _x1365, _x1366 + _x1420*_x645) + np.where(_x1377, _x1372*_x1421 + _x1376, _x1379 + _x1421*_x7)
-    _x1423 = 2*_x1326 + _x38
-    _x1424 = _x1392*act_bytes
-    _x1425 = _x1400*_x1424
-    _x1426 = _x1354*_x1418
-    _x1427 = _x318*np.where(_x1402, _x1385*alpha_ag_inter + _x1386*alpha_ag_intra + _x1425*np.maximum(_x1389*_x635, _x1391*_x636) + _x639, _x1392*alpha_ag_intra + _x1403*call_ag_intra + _x1425*_x636) + np.where(_x1359, _x1338*_x1426 + _x1358, _x1361 + _x1426*_x636)
-    _x1428 = _x1327*(_x1404*_x318 + _x1422) + _x1423*_x1427
-    _x1429 = -_x1380 + _x1428
-    _x1430 = (_x61 > _x1329)
-    _x1431 = np.where(_x1430, _x235, _x234)
-    _x1432 = 1 - ov_ag
-    _x1433 = 1 - z_param
-    _x1434 = _x1427*z_os
-    _x1435 = dualpipev - 1
-    _x1436 = -_x1435
-    _x1437 = interleave - 1
-    _x1438 = np.minimum(pp, _x51)
-    _x1439 = np.minimum(1, _x1437)
-    _x1440 = _x1439*_x38
-    _x1441 = _x1436*_x1440*(_x13*(_x1437*_x1438 + 1) - 1) + 1
-    _x1442 = _x13*_x1436
-    _x1443 = _x1440*_x1442
-    _x1444 = z_grad*(_x48*_x49*global_batch - 1)
-    _x1445 = _x1444 + 1
-    _x1446 = 1 - z_os
-    _x1447 = np.ceil(_x1330*_x61)
-    _x1448 = -1 + _x61/_x1447
-    _x1449 = _x1334*_x1447
-    _x1450 = _x1448*_x1449
-    _x1451 = 2*_x61 - 2
-    _x1452 = _x1334*_x1451
-    _x1453 = _x1419*_x1452
-    _x1454 = np.minimum(1, _x61 - 1)
-    _x1455 = _x1382*_x62 - 2
-    _x1456 = _x1455*grad_bytes
-    _x1457 = _x1400*_x1456
-    _x1458 = _x1422*z_os + _x1446*np.where(_x1430, _x1448*_x30 + _x1453*np.maximum(_x1*_x1449, _x1450*_x7) + _x27 + _x29*(_x1447 - 1), _x1451*alpha_ar_intra + _x1453*_x7 + _x1454*call_ar_intra) + _x318*(_x1404*z_os + _x1446*np.where(_x1402, _x1385*_x29 + _x1390*_x30 + _x1457*np.maximum(_x1*_x1389, _x1391*_x7) + _x27, _x1403*call_ar_intra + _x1455*alpha_ar_intra + _x1457*_x7))
-    _x1459 = _x1445*_x1458
-    _x1460 = _x1314*_x484
-    _x1461 = _x1219*_x1315
-    _x1462 = _x1317*_x952
-    _x1463 = _x1460 + _x1461 + _x1462
-    _x1464 = _x632*_x996 + _x717 + _x994
-    _x1465 = _x1291*_x1315 + _x1314*_x1464 + _x1317*_x998
-    _x1466 = _x1324 + _x1463 + _x1465
-    _x1467 = fsdp_copy*z_param
-    _x1468 = _x1433*(_x1427*_x1432*z_os + _x1445*_x1458*(1 - ov_dp) + ov_ag*np.maximum(np.maximum(-_x1318*_x1441 + _x1434, _x1427*_x1431*z_os), _x1443*(-_x1318 + _x1427*z_os)) + ov_dp*np.maximum(np.maximum(_x1459 - _x1466*(_x1441 + _x1444), _x1431*_x1445*_x1458), _x1443*(_x1445*_x1458 - _x1466))) + _x1467*(_x1467*t0_elem_fwd + np.maximum(0, _x103*_x1417*(_x1327*(act_bytes + grad_bytes) + act_bytes*(4*_x1326 + _x53)))) + z_param*(_x1380 + _x1429*_x1432 + ov_ag*np.maximum(-_x1325*_x51 + _x1429, _x1429*_x1431))
-    _x1469 = np.minimum(1, offload_layers)
-    _x1470 = np.minimum(1, _x16*interleave - offload_layers - 1)
-    _x1471 = _x17 - 2
-    _x1472 = _x2*_x75
-    _x1473 = _x1472*seq_par + _x159
-    _x1474 = d_model*mlp_frac
-    _x1475 = _x413*f32_bytes
-    _x1476 = 1 - _x128
-    _x1477 = _x258*act_bytes + gin_bytes
-    _x1478 = _x1477*_x58
-    _x1479 = _x1478*shared_ffn
-    _x1480 = _x1478*_x751*moe_ffn + _x1479
-    _x1481 = act_bytes*(_x147 + _x189)
-    _x1482 = _x58*(_x1481 + _x334*gin_bytes)
-    _x1483 = _x107*(_x178 + 2*_x476 + 2*gin_bytes)
-    _x1484 = (1/2)*_x1483
-    _x1485 = _x0*_x226*(_x427 + _x460 + qk_rope)
-    _x1486 = _x178*_x58*_x740*moe_latent
-    _x1487 = _x178*_x912
-    _x1488 = _x80*gin_bytes
-    _x1489 = _x1488*rcm_norm
-    _x1490 = _x315*_x319*(_x1478*_x756 + _x1488) + _x318*rc_sel*(_x1489 + _x2*(1 - rcm_moe)*(_x1479*rcm_shared + _x752*gin_bytes*moe_ffn*rcm_moe_act) + rcm_moe*(_x1480*_x2 + _x1487))
-    _x1491 = _x404*(_x1489 + rcm_mla_up*(_x0*_x74*(_x300 + kv_lora) + _x1481*_x96))
-    _x1492 = 1 - _x397
-    _x1493 = act_bytes + dropout*(act_bytes + mask_bytes)
-    _x1494 = _x1492*_x1493*_x180
-    _x1495 = -_x1490*mlp_frac - _x1491*attn_frac + _x1494*attn_frac + _x2*(_x1258*(5*_x1038 + _x1041) + _x1480*mlp_frac + _x1482*attn_frac) + _x72*(_x1190*_x91 + attn_frac*(_x1484 + _x1485) + mlp_frac*(_x1484 + _x1486))
-    _x1496 = _x328*rc_full
-    _x1497 = _x1476*_x1495 + _x1496 + rc_op*(_x1475*attn_frac + _x226*(_x1095 + _x1166*_x319 + _x1174*_x793*gated + _x1281*_x79 + _x1473*attn_frac + _x1474*_x320 + _x1474*_x731*_x939 + _x371*attn_frac))
-    _x1498 = _x1497*offload_layers/host_link_bw
-    _x1499 = _x1498*(1 - _x1470)
-    _x1500 = _x1469*(_x1470*np.maximum(0, -_x1283*_x1471 + _x1498) + _x1499)
-    _x1501 = _x1469*(_x1470*np.maximum(0, -_x1286*_x1471 + _x1498) + _x1499)
-    _x1502 = _x1500 + _x1501
-    _x1503 = 1 - graph_full
-    _x1504 = _x1503*host_mb
-    _x1505 = _x1303*np.maximum(0, -_x1310 - _x1320 + _x1503*(-_x1308*(_x1304*host_head + _x1305*host_emb) + _x1309*(host_emb + host_head))) + pp_layout*np.maximum(0, -_x1302 - _x1319 + _x1503*(_x1300*(_x68*host_head + host_emb) + _x1301*(_x68*host_emb + host_head)))
-    _x1506 = _x1292*_x1315 + _x1314*_x726 + _x1317*_x999 + _x1504 + _x1505
-    _x1507 = _x1279*_x1315 + _x1314*_x719 + _x1317*_x983 + _x1502 + _x1506
-    _x1508 = _x1325 + _x1463 + _x1507
-    _x1509 = (387420489/65536)*_x0**3*_x132*_x22*_x303*_x527*_x531*_x537*_x540*_x558*_x563*_x566*_x611*_x616*_x618*_x620*_x623*_x625*_x627*t0_gemm_bwd**4
-    _x1510 = (3/2)*t0_gemm_bwd
-    _x1511 = _x1442*_x1508*_x37 + (1/2)*_x37*dualpipev*(-729/32*_x1314*_x1509*_x257*_x269*_x271*_x272*t0_gemm_bwd - _x1315*(3*_x0*_x22*attn_frac*t0_gemm_bwd + (3/2)*_x0*_x303*attn_frac*t0_gemm_bwd + 3*_x0*attn_frac*t0_gemm_bwd + 3*_x1141 + 3*_x1142 + (3/2)*_x1145 + (3/2)*_x1148 + (3/2)*_x1152 + (3/2)*_x1155 + (3/2)*_x1156 + (3/2)*_x1157 + (3/2)*_x1158 + (3/2)*_x1159 + (3/2)*_x1227 + (3/2)*_x1230 + (3/2)*_x1233 + (3/2)*_x1237 + (3/2)*_x1240 + (3/2)*_x1243 + (3/2)*_x1246 + (3/2)*_x1249 + (3/2)*_x1252 + (3/2)*_x1255 + (3/2)*_x1263 + (3/2)*_x1265 + (3/2)*_x1266 + (3/2)*_x1267 + (3/2)*_x1268 + (3/2)*_x1269 + (3/2)*_x1270 + (3/2)*_x1271 + (3/2)*_x1272 + (3/2)*_x1273 + (3/2)*_x1274 + (3/2)*_x132*attn_frac*t0_gemm_bwd + 3*_x318*_x739*mlp_frac*t0_gemm_bwd + (3/2)*_x318*mlp_frac*t0_gemm_bwd + 3*_x730*mlp_frac*t0_gemm_bwd + 3*_x810*mlp_frac*t0_gemm_bwd + (3/2)*attn_frac*t0_gemm_bwd + (9/2)*mamba_frac*t0_gemm_bwd) - 43046721/2048*_x1317*_x1509*_x1510*_x318**2*_x730*_x739*_x810*_x835*_x837*_x843*_x845*_x856*_x859*_x865*_x868*_x870*_x872*_x961*_x976*t0_gemm_bwd**4 + _x1318 + 2*_x1319*pp_layout + _x1320*(2 - 2*pp_layout) + 2*_x1321 + 2*_x1322 + 2*_x1323 + 2*_x1460 + 2*_x1461 + 2*_x1462 + _x1465 + _x1507)
-    _x1512 = _x1508*_x51 + _x1511
-    _x1513 = _x1332**(-z_os)
-    _x1514 = np.minimum(d_model, _x368)
-    _x1515 = np.minimum(d_model, _x369)
-    _x1516 = np.minimum(kv_lora, _x420)
-    _x1517 = np.minimum(d_model, _x1347)
-    _x1518 = np.minimum(d_model, _x19)
-    _x1519 = np.minimum(q_lora, _x444)
-    _x1520 = np.minimum(d_model, q_lora)
-    _x1521 = np.minimum(d_model, _x444)
-    _x1522 = _x0*(5*_x1516**2*(2*_x1516 + 4*np.maximum(kv_lora, _x420)) + 5*_x1517**2*(2*_x1517 + 4*np.maximum(d_model, _x1347)) + 5*_x1518**2*(2*_x1518 + 4*np.maximum(d_model, _x19)) + 5*_x1521**2*_x303*(2*_x1521 + 4*np.maximum(d_model, _x444)) + _x23*(5*_x1519**2*(2*_x1519 + 4*np.maximum(q_lora, _x444)) + 5*_x1520**2*(2*_x1520 + 4*np.maximum(d_model, q_lora)))) + _x132*(10*_x1514**2*(2*_x1514 + 4*np.maximum(d_model, _x368)) + 10*_x1515**2*(2*_x1515 + 4*np.maximum(d_model, _x369)))
-    _x1523 = np.minimum(d_model, shared_ffn)
-    _x1524 = np.minimum(d_model, _x792)
-    _x1525 = np.minimum(d_model, n_experts)
-    _x1526 = np.minimum(d_model, moe_latent)
-    _x1527 = np.minimum(d_model, ffn_hidden)
-    _x1528 = np.minimum(d_model, _x259)
-    _x1529 = _x1383**(-z_os)
-    _x1530 = np.minimum(moe_ffn, _x741)
-    _x1531 = np.minimum(_x767, _x741)
-    _x1532 = muon*(_x1342*_x1394*_x1529*mlp_frac*(5*_x1530**2*(2*_x1530 + 4*np.maximum(moe_ffn, _x741)) + 5*_x1531**2*(2*_x1531 + 4*np.maximum(_x767, _x741))) + _x1513*(_x1312*(_x1522 + 5*_x1527**2*(2*_x1527 + 4*np.maximum(d_model, ffn_hidden)) + 5*_x1528**2*(2*_x1528 + 4*np.maximum(d_model, _x259))) + _x1394*(_x1093*(5*_x1525**2*(2*_x1525 + 4*np.maximum(d_model, n_experts)) + 10*_x1526**2*_x740*(2*_x1526 + 4*np.maximum(d_model, moe_latent)) + _x730*(5*_x1523**2*(2*_x1523 + 4*np.maximum(d_model, shared_ffn)) + 5*_x1524**2*(2*_x1524 + 4*np.maximum(d_model, _x792)))) + _x1522*attn_frac)))
-    _x1533 = _x1418*_x1513
-    _x1534 = _x1399*_x1529
-    _x1535 = _x1533 + _x1534
-    _x1536 = muon*t0_gemm_fwd + t0_optim_fwd + np.maximum(0, _x118*_x1532*(d_model + gemm_dhalf)/d_model) + np.maximum(_x1535*_x76*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd, _x82*(12*_x1533 + 12*_x1534)/eta_optim_fwd)
-    _x1537 = _x1468 + _x1512 + _x1536 + _x36 + _x67
-    _x1538 = _x36 + _x51*(_x1122*_x1315 + _x1314*_x718 + _x1317*_x853)
-    _x1539 = _x674 + 1
-    _x1540 = _x23*t0_gemm_bwd + _x519 + (1/2)*_x527 + (1/2)*_x537 + (1/2)*_x563 + (1/2)*_x618 + (1/2)*_x620 + (1/2)*_x625 + _x711
-    _x1541 = 2*seq_len
-    _x1542 = _x75*seq_len
-    _x1543 = _x162*_x75*n_heads
-    _x1544 = _x132*_x383
-    _x1545 = _x187*seq_len
-    _x1546 = _x1545*_x428
-    _x1547 = _x190*_x196
-    _x1548 = _x138*_x190*_x218
-    _x1549 = _x141*(_x1541*_x1547 + 2*_x1548)/_x188
-    _x1550 = _x1549*_x158
-    _x1551 = _x136*_x1549
-    _x1552 = _x150*_x1547*seq_len
-    _x1553 = _x150*_x1548
-    _x1554 = _x1550 + _x1551 + _x1552 + _x1553
-    _x1555 = _x1541*_x1544 + _x1541*_x352 + _x1541*_x362 + _x1541*_x613 + _x1543 + _x1546 + _x1554 + _x444*_x460*seq_len
-    _x1556 = _x1542*vocab
-    _x1557 = 4*seq_len
-    _x1558 = _x1541*_x730
-    _x1559 = _x1558*_x778
-    _x1560 = _x1558*_x790
-    _x1561 = _x1541*_x751*(_x318/np.maximum(1, capacity_factor) + _x732)
-    _x1562 = _x1561*_x742
-    _x1563 = _x1557*_x857
-    _x1564 = _x1561*_x768
-    _x1565 = -dense_layers + n_layers
-    _x1566 = mamba_frac*seq_len
-    _x1567 = _x1074*seq_len
-    _x1568 = _x1550*attn_frac + _x1551*attn_frac + _x1552*attn_frac + _x1553*attn_frac
-    _x1569 = global_batch*(_x1556 + _x1565*(_x1038*_x1566*_x75 + 2*_x1043*_x1566 + _x1074*_x1545*_x612 + _x1095*_x1542 + _x1543*attn_frac + _x1544*_x1567 + _x1546*attn_frac + _x1559*mlp_frac + _x1560*mlp_frac + _x1562*mlp_frac + _x1563*mlp_frac + _x1564*mlp_frac + _x1566*(_x1040*mamba_chunk + _x1065) + _x1567*_x300*_x444 + _x1567*_x352 + _x1567*_x362 + _x1568) + dense_layers*(_x1541*_x241 + _x1542*_x259 + _x1555) + mtp*(_x1542*_x318*n_experts + _x1555 + _x1556 + _x1557*_x88 + _x1559 + _x1560 + _x1562 + _x1563 + _x1564))
-    _x1570 = 3*_x1569
-    _x1571 = 3*_x151
-    _x1572 = _x1571*_x160
-    _x1573 = _x149*_x1571
-    _x1574 = 6*_x163*_x55*micro_batch*n_heads
-    _x1575 = _x375*_x390
-    _x1576 = 6*_x73
-    _x1577 = _x1576*_x352
-    _x1578 = _x151*_x398
-    _x1579 = _x1578*_x160
-    _x1580 = _x149*_x1578
-    _x1581 = _x128*_x75
-    _x1582 = _x381*_x390
-    _x1583 = _x481*_x73
-    _x1584 = _x1583*_x352
-    _x1585 = 6*_x2
-    _x1586 = _x1585*_x296*_x621
-    _x1587 = _x1576*_x362
-    _x1588 = _x417*_x429
-    _x1589 = _x1583*_x362
-    _x1590 = 6*_x1080
-    _x1591 = _x1585*_x451
-    _x1592 = 7*_x200
-    _x1593 = _x196*_x413
-    _x1594 = _x1592*_x1593
-    _x1595 = _x174*_x218
-    _x1596 = _x1592*_x1595
-    _x1597 = _x150*_x188*_x398
-    _x1598 = _x1593*_x1597
-    _x1599 = _x417*_x452
-    _x1600 = _x1595*_x1597
-    _x1601 = _x1572 + _x1573 + _x1574 + _x1575 + _x1577 + _x1579 + _x1580 + _x1581*_x295 + _x1582*_x389 + _x1584 + _x1586 + _x1587 + _x1588 + _x1589 + _x1590 + _x1591 + _x1594 + _x1596 + _x1598 + 2*_x1599 + _x1600 + _x417*_x461
-    _x1602 = 768*_x120
-    _x1603 = _x375*_x785
-    _x1604 = _x1576*_x974
-    _x1605 = 6*_x760
-    _x1606 = _x786*_x941
-    _x1607 = _x75*_x943
-    _x1608 = _x761*_x936
-    _x1609 = _x375*_x797
-    _x1610 = 6*_x772
-    _x1611 = _x73*_x857
-    _x1612 = 12*_x1611
-    _x1613 = _x798*_x942
-    _x1614 = _x773*_x937
-    _x1615 = 4*_x1611*_x933
-    _x1616 = _x1565*(6*_x1049*_x1055 + _x1050*_x481 + 6*_x1050 + _x1060*_x128 + _x1067*_x128 + _x1067 + _x1074*_x1599 + _x1081*_x417 + _x1086*_x1581 + _x1089*_x1582 + _x1096*_x1607 + _x1262 + _x1572*attn_frac + _x1573*attn_frac + _x1574*attn_frac + _x1575*attn_frac + _x1577*attn_frac + _x1579*attn_frac + _x1580*attn_frac + _x1584*attn_frac + _x1586*attn_frac + _x1587*attn_frac + _x1588*attn_frac + _x1589*attn_frac + _x1590*attn_frac + _x1591*attn_frac + _x1594*attn_frac + _x1596*attn_frac + _x1598*attn_frac + _x1600*attn_frac + _x1603*mlp_frac + _x1604*mlp_frac + _x1605*mlp_frac + _x1606*mlp_frac + _x1608*mlp_frac + _x1609*mlp_frac + _x1610*mlp_frac + _x1612*mlp_frac + _x1613*mlp_frac + _x1614*mlp_frac + _x1615*mlp_frac) + _x1602 + dense_layers*(_x1601 + 6*_x253 + _x254*_x323 + _x260*_x375 + _x266*_x326) + mtp*(_x1601 + _x1602 + _x1603 + _x1604 + _x1605 + _x1606 + _x1607*_x820 + _x1608 + _x1609 + _x1610 + _x1612 + _x1613 + _x1614 + _x1615 + 12*_x97)
-    _x1617 = 2*mtp
-    _x1618 = _x1554*dense_layers + _x1565*_x1568
-    _x1619 = 3*global_batch
-    _x1620 = _x1570 + _x1619*(_x138*_x188*n_heads*(_x1074*n_layers + _x1617) - _x1554*mtp - _x1618 + d_model*seq_len*(_x1617 + 2)*(_x113*tp - vocab))
-    _x1621 = _x14*dense_layers
-    _x1622 = np.maximum(0, _x9)
-    _x1623 = np.where(_x32, _x1622*_x638, _x638)
-    _x1624 = np.where(_x32, _x1622*_x655, _x655)
-    _x1625 = seq_par*(_x1623 + _x1624)
-    _x1626 = 2*seq_par
-    _x1627 = _x1623*_x1626
-    _x1628 = np.where(_x32, _x1622*_x659, _x659)
-    _x1629 = _x1628*_x658
-    _x1630 = _x1625 + _x1627 + _x1629
-    _x1631 = _x14*_x1565
-    _x1632 = _x1628*_x676
-    _x1633 = _x1625 + _x1632
-    _x1634 = _x1633*attn_frac
-    _x1635 = _x1627 + _x1632
-    _x1636 = _x1635*mamba_frac
-    _x1637 = _x1016*_x1635
-    _x1638 = _x1634 + _x1636 + _x1637
-    _x1639 = 2*_x1093*_x1631*_x995/_x690
-    _x1640 = np.where(_x895, _x894*np.maximum(0, _x892), _x894)
-    _x1641 = _x5/tp**2
-    _x1642 = _x1641*_x33
-    _x1643 = np.where(_x32, _x109*_x1642, 0)
-    _x1644 = _x226*_x653
-    _x1645 = np.where(_x32, _x1642*_x1644, 0)
-    _x1646 = seq_par*(_x1643 + _x1645)
-    _x1647 = _x1626*_x1643
-    _x1648 = _x12*_x1641
-    _x1649 = np.where(_x32, _x109*_x1648, 0)
-    _x1650 = _x1649*_x658
-    _x1651 = _x1646 + _x1647 + _x1650
-    _x1652 = _x1649*_x676
-    _x1653 = _x1646 + _x1652
-    _x1654 = _x1653*attn_frac
-    _x1655 = _x1647 + _x1652
-    _x1656 = _x1655*mamba_frac
-    _x1657 = _x1016*_x1655
-    _x1658 = _x1654 + _x1656 + _x1657
-    _x1659 = np.where(_x895, _x894*np.maximum(0, _x891), 0)
-    _x1660 = _x51*(_x1621*_x1651 + _x1631*_x1658 + _x1639*_x1659)
-    _x1661 = _x1633*_x678 + tp_async*(_x676*np.where(_x32, _x1622*_x683, _x683) + seq_par*(_x1623 + 2*_x1624))
-    _x1662 = 3*seq_par
-    _x1663 = _x1635*_x678 + tp_async*(_x1623*_x1662 + _x1632)
-    _x1664 = _x1639*(rc_full + 1)
-    _x1665 = _x1653*_x678 + tp_async*(_x676*np.where(_x32, _x1644*_x1648, 0) + seq_par*(_x1643 + 2*_x1645))
-    _x1666 = _x1655*_x678 + tp_async*(_x1643*_x1662 + _x1652)
-    _x1667 = _x51*(_x1621*(_x1539*_x1651 - _x1646 - _x1647 - _x1650 + _x1665 + _x1666) + _x1631*(_x1016*_x1666 + _x1539*_x1658 - _x1654 - _x1656 - _x1657 + _x1665*attn_frac + _x1666*mamba_frac) + _x1659*_x1664)
-    _x1668 = global_batch*seq_len
-    _x1669 = _x1668*act_bytes
-    _x1670 = _x1387*_x1669*_x189*_x224*(_x1621 + _x1631*attn_frac)
-    _x1671 = _x1670*_x231
-    _x1672 = _x1670*_x690
-    _x1673 = _x1672*_x231
-    _x1674 = np.maximum(0, _x885)
-    _x1675 = _x1639*_x51
-    _x1676 = _x1674*_x1675
-    _x1677 = np.maximum(0, _x883)
-    _x1678 = _x1664*_x51
-    _x1679 = _x1674*_x1678
-    _x1680 = _x1334*_x14*_x1669*_x38*(interleave*pp - 1)
-    _x1681 = _x1680*_x55
-    _x1682 = _x1681*_x63 + _x1681*_x64
-    _x1683 = _x1433*z_os
-    _x1684 = np.maximum(0, _x1391)
-    _x1685 = _x1341*n_experts
-    _x1686 = _x1093*_x1685
-    _x1687 = _x1387*_x1631*_x1686
-    _x1688 = _x1424*_x1687
-    _x1689 = np.maximum(0, _x1337)
-    _x1690 = _x1565*_x1686
-    _x1691 = _x1340 + _x1344
-    _x1692 = _x1685 + _x1691
-    _x1693 = _x1348 + _x24
-    _x1694 = _x1405 + _x1406 + _x1693*attn_frac
-    _x1695 = d_model*vocab
-    _x1696 = _x1411 + _x1414 + _x1695*(2 - tied)
-    _x1697 = _x1696 + dense_layers*(_x1346 + _x1408 + _x1693)
-    _x1698 = _x1565*(_x1692*mlp_frac + _x1694) + _x1697
-    _x1699 = _x14*(-_x1690 + _x1698)
-    _x1700 = _x1699*_x2
-    _x1701 = _x1354*_x1700
-    _x1702 = _x318*np.where(_x1402, _x1684*_x1688, _x1688) + np.where(_x1359, _x1689*_x1701, _x1701)
-    _x1703 = _x1327*z_param
-    _x1704 = np.maximum(0, _x1389)
-    _x1705 = 1/(cp**2*dp**2)
-    _x1706 = _x1333*_x1352*dp_rep**2
-    _x1707 = _x318*np.where(_x1402, _x1688*_x1704, 0) + np.where(_x1359, _x1700*_x1705*_x1706*act_bytes, 0)
-    _x1708 = _x1683*_x1707 + _x1703*_x1707
-    _x1709 = _x1393*_x1687
-    _x1710 = np.where(_x1402, _x1684*_x1709, _x1709)
-    _x1711 = _x1699*_x25
-    _x1712 = _x1374*_x1711
-    _x1713 = _x1353*_x1711
-    _x1714 = np.where(_x1359, _x1689*_x1713, _x1713) + np.where(_x1377, _x1712*np.maximum(0, _x1371), _x1712)
-    _x1715 = _x1433*_x1445
-    _x1716 = _x1452*_x1711
-    _x1717 = _x1456*_x1687
-    _x1718 = np.where(_x1402, _x1704*_x1709, 0)
-    _x1719 = _x1705*_x1711
-    _x1720 = np.where(_x1377, _x1369*_x1712, 0) + np.where(_x1359, _x1706*_x1719, 0)
-    _x1721 = _x1715*(_x1446*np.where(_x1430, _x1447*_x1451*_x1719, 0) + _x1720*z_os + _x318*(_x1446*np.where(_x1402, _x1704*_x1717, 0) + _x1718*z_os)) + z_param*(-_x1327*_x1707 + _x1327*(_x1718*_x318 + _x1720) + _x1423*_x1707)
-    _x1722 = _x100*_x14
-    _x1723 = _x1387*_x1722
-    _x1724 = _x1537**(-1.0)
-    _x1725 = _x178*_x68*z_param*np.maximum(_x1409*np.minimum(1, dense_layers), _x1407)
-    _x1726 = _x1332**(-z_param)
-    _x1727 = _x1383**(-z_param)
-    _x1728 = _x38*z_param
-    _x1729 = _x1417*_x1728
-    _x1730 = _x1729*act_bytes + act_bytes*(_x1399*_x1727 + _x1418*_x1726)
-    _x1731 = _x1332**(-z_grad)
-    _x1732 = _x1383**(-z_grad)
-    _x1733 = _x1729*grad_bytes + grad_bytes*(_x1399*_x1732 + _x1418*_x1731)
-    _x1734 = _x1416*_x1513*(-opt_bytes + opt_bytes_emb)
-    _x1735 = _x1535*opt_bytes + _x1734
-    _x1736 = _x1480 + _x1482
-    _x1737 = _x1483 + _x1485 + _x1486
-    _x1738 = -_x1487 - _x1491 + _x1494 + _x1736*_x2 + _x1737*_x72 + _x2*(_x1477*_x56*ffn_hidden*micro_batch*seq_len - _x1480) - _x315*(_x1477*_x244 + _x1488)
-    _x1739 = (rc_any + rc_op)*np.maximum(_x1738, _x1495)
-    _x1740 = _x51*gpipe
-    _x1741 = _x1476*_x1738 + _x1496 + rc_op*(_x1475 + _x226*(_x1473 + _x243 + _x371 + _x79 + d_model*gated))
-    _x1742 = _x1312*_x1741
-    _x1743 = np.minimum(np.minimum(dense_layers, offload_layers), _x17)
-    _x1744 = mtp*(_x1496 + 5*_x328 + (1 - rc_full)*(_x138*_x141*_x1492*_x1493*_x2*_x56*micro_batch*n_heads - _x1490 - _x1491 + _x1736*_x2 + _x1737*_x72))
-    _x1745 = _x115*(_x946*ce_eager + act_bytes*(1 - ce_eager) + (act_bytes*ce_compiled + f32_bytes*(1 - ce_compiled))*(_x1740 - gpipe + 1))
-    _x1746 = (_x1745 + _x328)*(mtp + 1)
-    _x1747 = _x1307*_x1744 + _x1309*_x1746 + _x1739 + (_x1438*(-_x1435 - gpipe)*(_x1439*_x15*_x37 + 1) + _x1740 + dualpipev*(pp + 1/2))*(_x1394*_x1497 + _x1742 + _x1744*_x68 - _x68*(_x1497*(-_x1743 + offload_layers) + _x1741*_x1743))
-    _x1748 = _x1725 + _x1730 + _x1733 + _x1735 + _x1747
-    _x1749 = _x1312*_x68
-    _x1750 = _x17 - _x1749
-    _x1751 = _x1395*_x1750
-    _x1752 = _x114*_x1415*_x38*np.minimum(1, mtp) + _x1407*_x1750 + _x1410*_x68 + _x1413 - _x1414*_x38 + _x1416
-    _x1753 = -_x1397 - _x1751 + _x1752
-    _x1754 = _x1397 + _x1751
-    _x1755 = _x1728*_x1752
-    _x1756 = _x1755*act_bytes + act_bytes*(_x1726*_x1753 + _x1727*_x1754)
-    _x1757 = _x1755*grad_bytes + grad_bytes*(_x1731*_x1753 + _x1732*_x1754)
-    _x1758 = _x1734 + opt_bytes*(_x1513*_x1753 + _x1529*_x1754)
-    _x1759 = np.minimum(offload_layers, _x1749)
-    _x1760 = _x1739 + _x1746 + (_x1740 + (1 - gpipe)*np.minimum(_x51, _x13*(_x1437*pp + 1)))*(_x1497*_x1750 + _x1742*_x68 + _x1744 - _x68*(_x1497*(-_x1759 + offload_layers) + _x1741*_x1759))
-    _x1761 = _x1436*(_x1725 + _x1756 + _x1757 + _x1758 + _x1760) + _x1748*dualpipev
-    _x1762 = np.maximum(_x1748, _x1761)
-    _x1763 = np.where((_x1748 < _x1761), 1, 0)
-    _x1764 = 1 - _x1763
-    _x1765 = _x1762*alloc_frag
-    _x1766 = nccl_comm_bytes*(_x1378 + _x1403*_x318 + _x1454 + _x34) + nccl_peer_bytes*(_x318*_x887 + _x53 + 2*np.minimum(1, _x224))
+    _x1247 = _x544*attn_frac + _x545*attn_frac + _x547*attn_frac + _x548*attn_frac + _x549*attn_frac + _x550*attn_frac + _x971*mlp_frac + _x972*mlp_frac + _x973*mlp_frac + _x974*mlp_frac + _x975*attn_frac + _x976*mlp_frac + _x977*mlp_frac + mamba_frac*(_x1055 + _x542) + mamba_frac*(_x1066*_x541 + _x107)
+    _x1248 = _x528*attn_frac
+    _x1249 = _x1100*_x251
+    _x1250 = np.maximum(_x1248, _x1249)
+    _x1251 = _x533*attn_frac
+    _x1252 = _x1084*_x251
+    _x1253 = np.maximum(_x1251, _x1252)
+    _x1254 = _x538*attn_frac
+    _x1255 = _x539*attn_frac
+    _x1256 = np.maximum(_x1254, _x1255)
+    _x1257 = _x1103*_x248
+    _x1258 = _x1106*_x968
+    _x1259 = np.maximum(_x1257, _x1258)
+    _x1260 = _x556*attn_frac
+    _x1261 = _x1108*_x251
+    _x1262 = np.maximum(_x1260, _x1261)
+    _x1263 = _x560*attn_frac
+    _x1264 = _x1086*_x251
+    _x1265 = np.maximum(_x1263, _x1264)
+    _x1266 = _x564*attn_frac
+    _x1267 = _x1091*_x251
+    _x1268 = np.maximum(_x1266, _x1267)
+    _x1269 = _x1141*_x572
+    _x1270 = 16*_x506
+    _x1271 = _x226*mamba_frac
+    _x1272 = _x1132*_x80
+    _x1273 = _x1031*_x80
+    _x1274 = 3*mamba_heads
+    _x1275 = _x1058*(6*_x1079*mamba_chunk + _x1080*(2*_x1072 + 10*_x1073))
+    _x1276 = np.maximum(_x1078*_x1275*_x968, (5/2)*_x1081*_x247)
+    _x1277 = _x567*(_x1134 + _x1137*_x602)
+    _x1278 = np.maximum(_x1249, _x1248 + _x610*attn_frac)
+    _x1279 = np.maximum(_x1267, _x1266 + _x626*attn_frac)
+    _x1280 = np.maximum(_x1261, _x1260 + _x615*attn_frac)
+    _x1281 = np.maximum(_x1238 + _x617*attn_frac, _x1239)
+    _x1282 = np.maximum(_x1125*mamba_frac + _x1241, _x1242)
+    _x1283 = np.maximum(_x1064*_x270*mamba_frac + _x1244, _x1245)
+    _x1284 = np.maximum(_x1251 + _x619*attn_frac, _x1252)
+    _x1285 = np.maximum(_x1254 + _x622*attn_frac, _x1255)
+    _x1286 = np.maximum(_x1257 + _x984*mlp_frac, _x1258)
+    _x1287 = np.maximum(_x1263 + _x624*attn_frac, _x1264)
+    _x1288 = _x1185*_x366 + _x1234*_x447 + _x1234 + _x1235*_x23 + _x1235 + _x1236*_x954 + _x1236 + _x1237 + _x1240 + _x1243 + _x1246 + _x1250 + _x1253 + _x1256 + _x1259 + _x1262 + _x1265 + _x1268 + _x1276 + _x1278 + _x1279 + _x1280 + _x1281 + _x1282 + _x1283 + _x1284 + _x1285 + _x1286 + _x1287 + _x498*mamba_frac + _x510*attn_frac + _x511*attn_frac + _x512*attn_frac + _x513*attn_frac + _x514*attn_frac + _x515*attn_frac + _x517*attn_frac + _x518*attn_frac + _x522*attn_frac + _x629*mamba_frac + _x723*mamba_frac + _x965*mlp_frac + attn_frac*t0_elem_bwd + mlp_frac*t0_norm_bwd + np.maximum(0, _x1102*_x966) + np.maximum(_x1009*mamba_frac, _x1200*_x1270) + np.maximum(_x1083*_x594, _x1132*_x595) + np.maximum(_x1136*_x567, _x570*attn_frac) + np.maximum(_x1222*_x981, _x1102*_x982) + np.maximum(_x1227*_x979, _x1105*_x980) + np.maximum(_x1247*_x553, _x1247*_x554) + np.maximum(_x1269*_x215, _x577*_x579*attn_frac) + np.maximum(_x1269*swa_frac, _x574*_x577*attn_frac) + np.maximum(_x1272*_x499, _x502*attn_frac) + np.maximum(_x1272*_x505, _x508*attn_frac) + np.maximum(_x1273*_x499, _x502*mlp_frac) + np.maximum(_x1273*_x505, _x508*mlp_frac) + np.maximum(_x500*mamba_frac, _x502*mamba_frac) + np.maximum(_x583*attn_frac, _x584*attn_frac) + np.maximum(_x587*attn_frac, _x589*attn_frac) + np.maximum(_x591*attn_frac, _x592*attn_frac) + np.maximum(_x601*attn_frac, _x1277) + np.maximum(_x606*attn_frac, _x567*(_x1136 + _x1138*bmm_reread_bwd)) + np.maximum(_x608*attn_frac, _x1277) + np.maximum(_x1031*_x288*_x374, _x597*mlp_frac) + np.maximum(5*_x1193*_x1271*_x288, _x1194*_x291*(4*mamba_conv + 8)) + np.maximum(_x1271*_x1274*_x2*_x504*mamba_hdim, _x1204*_x1270)
+    _x1289 = _x1288 + _x497
+    _x1290 = _x1182*_x900*_x913*_x988 + _x900*_x989*mlp_frac + ov_ep*np.maximum(-_x1186 - _x1289, _x1184) + ov_ep*np.maximum(-_x1231 + (1/2)*_x318*_x900*_x913*mlp_frac, _x1183*_x908*_x913) + ov_ep*np.maximum(_x1170 - _x1186 - _x1188, _x1184) + ov_ep*np.maximum(-_x1171 - _x1207 - _x1233, _x1184) + ov_ep*np.maximum(-_x1170 - _x1171 - _x1178 - _x1181, _x1184)
+    _x1291 = _x1147 + _x1290
+    _x1292 = _x1131 + _x1291
+    _x1293 = (1/2)*attn_frac
+    _x1294 = _x1182 + _x1293 + (1/2)*mamba_frac
+    _x1295 = _x1177 + _x1181 + _x1206 + _x486*mlp_frac
+    _x1296 = _x1233 + _x1295
+    _x1297 = -_x127*(_x1294*host_fwd + _x993*mlp_frac) + _x1296
+    _x1298 = _x1188 + _x629*mlp_frac
+    _x1299 = _x1289 + _x1298
+    _x1300 = _x1231 + _x1299
+    _x1301 = -_x127*(_x129*_x1294 + _x996*mlp_frac + _x998*mlp_frac) + _x1300
+    _x1302 = _x1002*_x1147
+    _x1303 = _x1005*_x1290
+    _x1304 = _x1129 + _x1302 + _x1303
+    _x1305 = _x728*(np.maximum(0, -_x1301 - _x1304) + np.maximum(0, -_x1130 - _x1291 - _x1297 + _x1302 + _x1303)) + _x729*np.maximum(0, -_x1292 - _x1297 - _x1301)
+    _x1306 = _x1292 + _x1296 + _x1300 + _x1305
+    _x1307 = _x1016 + _x112
+    _x1308 = layout_mid - layout_mid_dense
+    _x1309 = -_x1306*_x1308 - _x727*layout_mid_dense
+    _x1310 = -_x1015 + _x1021 - _x111 - t0_embed_bwd - t0_embed_fwd
+    _x1311 = layout_last - layout_last_dense
+    _x1312 = _x1306*_x1311 + _x1307*_x68 + _x727*layout_last_dense
+    _x1313 = np.heaviside(_x1021*_x68 + _x1022*_x1306 + _x1307 + _x1309 + _x727*layout_first_dense, 1)*np.heaviside(_x1021*_x68 + _x1022*_x1306 - _x1310 - _x1312 + _x727*layout_first_dense, 1)
+    _x1314 = (1 - _x1313)*np.heaviside(_x1021 + _x1309 + _x1312, 1)
+    _x1315 = _x1313*(_x112 + _x126*_x68) + _x1314*(_x112*_x68 + _x126)
+    _x1316 = 1 - pp_layout
+    _x1317 = np.heaviside(_x1310, 1)
+    _x1318 = 1 - _x1317
+    _x1319 = -_x38
+    _x1320 = _x38*dualpipev
+    _x1321 = _x1319 + _x1320
+    _x1322 = _x1321 + 1
+    _x1323 = _x112*_x1318 + _x126*_x1317 + _x1322*(_x112*_x1317 + _x126*_x1318)
+    _x1324 = -_x1313 - _x1314 + 1
+    _x1325 = np.minimum(dense_layers, _x17)
+    _x1326 = _x1319 + _x38*np.heaviside(-_x1131 - _x1146 - _x1209 - _x1231 - _x1232 - _x1288 - _x1290 - _x1295 - _x1298 - _x1305 + _x155 + _x170 + _x172 + _x173 + _x183 + _x186 + _x213 + _x216 + _x221 + _x237 + _x257 + _x269 + _x271 + _x272 + _x282 + _x284 + _x285 + _x287 + _x293 + _x294 + _x312 + _x314 + _x317 + _x324 + _x327 + _x333 + _x341 + _x343 + _x354 + _x355 + _x364 + _x365 + _x367 + _x377 + _x379 + _x382 + _x394 + _x396 + _x399 + _x400 + _x401 + _x402 + _x403 + _x406 + _x407 + _x415 + _x418 + _x432 + _x433 + _x434 + _x440 + _x442 + _x443 + _x454 + _x456 + _x465 + _x466 + _x467 + _x472 + _x474 + _x482 + _x485 + _x487 + _x488 + _x491 + _x492 + _x493 + _x496 + _x498 + _x503 + _x509 + _x510 + _x511 + _x512 + _x513 + _x514 + _x515 + _x517 + _x518 + _x520 + _x521 + _x522 + _x523 + _x527 + _x531 + _x537 + _x540 + _x555 + _x558 + _x563 + _x566 + _x571 + _x578 + _x580 + _x585 + _x590 + _x593 + _x596 + _x598 + _x604 + _x607 + _x609 + _x611 + _x616 + _x618 + _x620 + _x623 + _x625 + _x627 + _x631 + _x663 - _x666 - _x673 + _x675 + _x680 + _x686 + _x709 + _x713 - _x716 + _x720 + _x722 + _x723 + _x726, 1) + 1
+    _x1327 = _x1316*_x1325*_x1326 + pp_layout*(_x1313*layout_first_dense + _x1314*layout_last_dense + _x1324*layout_mid_dense)
+    _x1328 = _x1316*(-_x1325*_x1326 + _x17) + pp_layout*(_x1022*_x1313 + _x1308*_x1324 + _x1311*_x1314)
+    _x1329 = _x1313*_x68 + _x1314
+    _x1330 = _x1316*mtp*(_x1317 + _x1318*_x1322) + _x1329*mtp*pp_layout
+    _x1331 = _x1296*_x1328 + _x1315*pp_layout + _x1316*_x1323 + _x1327*_x721 + _x1330*_x994
+    _x1332 = _x1313*(_x1016 + _x1020*_x68) + _x1314*(_x1016*_x68 + _x1020)
+    _x1333 = _x1016*_x1318 + _x1020*_x1317 + _x1322*(_x1016*_x1317 + _x1020*_x1318)
+    _x1334 = _x1327*_x724
+    _x1335 = _x1299*_x1328
+    _x1336 = _x1330*_x999
+    _x1337 = _x1316*_x1333 + _x1332*pp_layout + _x1334 + _x1335 + _x1336
+    _x1338 = _x1331 + _x1337
+    _x1339 = _x51*_x68
+    _x1340 = _x1339 + _x38
+    _x1341 = _x2*gpus_per_node
+    _x1342 = np.maximum(1, np.floor(_x1341))
+    _x1343 = _x1342**(-1.0)
+    _x1344 = dp_rep**(-1.0)
+    _x1345 = _x1344*_x61
+    _x1346 = np.ceil(_x1343*_x1345)
+    _x1347 = _x48*_x56
+    _x1348 = _x1347*dp_rep
+    _x1349 = _x1346*_x1348
+    _x1350 = _x1349*(_x1345/_x1346 - 1)
+    _x1351 = np.maximum(_x1349*_x635, _x1350*_x636)
+    _x1352 = biases*d_model
+    _x1353 = -_x1352*(1 - _x730) + _x778 + _x790 + biases*(_x792 + d_model)
+    _x1354 = _x742 + _x768 + biases*(_x741 + _x767)
+    _x1355 = _x745*n_experts
+    _x1356 = _x1354*_x1355*_x744
+    _x1357 = _x740*(_x806 + biases*(d_model + moe_latent)) + _x983
+    _x1358 = _x1353*_x2 + _x1356 + _x1357
+    _x1359 = _x18*_x75
+    _x1360 = n_heads*v_head
+    _x1361 = _x0*(_x1352 + _x1360*d_model + _x421 + _x444*_x652) + _x132*(_x369*d_model + _x383 + biases*(_x380 + d_model))
+    _x1362 = _x1361*_x2 + _x24
+    _x1363 = _x1359 + _x1362
+    _x1364 = _x114*_x68 + _x38*np.minimum(_x114, _x1358 + _x1363)
+    _x1365 = _x1345 - 1
+    _x1366 = _x1348*_x1365
+    _x1367 = _x1366*act_bytes
+    _x1368 = _x1364*_x1367
+    _x1369 = _x1346 - 1
+    _x1370 = _x1345 - _x1346
+    _x1371 = _x1369*alpha_ag_inter + _x1370*alpha_ag_intra + _x639
+    _x1372 = (_x1345 > _x1342)
+    _x1373 = np.minimum(1, _x1365)
+    _x1374 = _x1365*alpha_ag_intra + _x1373*call_ag_intra
+    _x1375 = np.maximum(_x1349*_x644, _x1350*_x645)
+    _x1376 = _x1364*grad_bytes
+    _x1377 = _x1366*_x1376
+    _x1378 = _x1369*alpha_rs_inter + _x1370*alpha_rs_intra + _x647
+    _x1379 = _x1365*alpha_rs_intra + _x1373*call_rs_intra
+    _x1380 = np.maximum(1, np.floor(_x1341*_x1348))
+    _x1381 = np.ceil(dp_rep/_x1380)
+    _x1382 = _x1344*_x1381
+    _x1383 = -1 + dp_rep/_x1381
+    _x1384 = _x1382*_x1383
+    _x1385 = np.maximum(_x1*_x1382, _x1384*_x7)
+    _x1386 = 2*dp_rep - 2
+    _x1387 = _x1347*_x1386
+    _x1388 = _x1376*_x1387
+    _x1389 = _x1383*_x30 + _x27 + _x29*(_x1381 - 1)
+    _x1390 = (dp_rep > _x1380)
+    _x1391 = np.minimum(1, dp_rep - 1)
+    _x1392 = _x1386*alpha_ar_intra + _x1391*call_ar_intra
+    _x1393 = _x1340*(np.where(_x1372, _x1351*_x1368 + _x1371, _x1368*_x636 + _x1374) + np.where(_x1372, _x1375*_x1377 + _x1378, _x1377*_x645 + _x1379) + np.where(_x1390, _x1385*_x1388 + _x1389, _x1388*_x7 + _x1392))
+    _x1394 = np.maximum(1, np.floor(_x745*_x875))
+    _x1395 = _x744*_x745
+    _x1396 = _x1395*_x43
+    _x1397 = np.ceil(_x1396/_x1394)
+    _x1398 = _x1397 - 1
+    _x1399 = _x1396 - _x1397
+    _x1400 = _x1347*_x2
+    _x1401 = _x1400*_x743*ep
+    _x1402 = _x1397*_x1401
+    _x1403 = _x1396/_x1397 - 1
+    _x1404 = _x1402*_x1403
+    _x1405 = _x1396 - 1
+    _x1406 = _x1405*grad_bytes
+    _x1407 = -_x1325 + _x17
+    _x1408 = _x1102*_x1356
+    _x1409 = _x1407*_x1408
+    _x1410 = _x1356*_x318*mtp
+    _x1411 = _x1322*_x1410
+    _x1412 = _x1409 + _x1411
+    _x1413 = _x1401*_x1412
+    _x1414 = _x1406*_x1413
+    _x1415 = (_x1396 > _x1394)
+    _x1416 = np.minimum(1, _x1405)
+    _x1417 = np.where(_x1415, _x1398*alpha_rs_inter + _x1399*alpha_rs_intra + _x1414*np.maximum(_x1402*_x644, _x1404*_x645) + _x647, _x1405*alpha_rs_intra + _x1414*_x645 + _x1416*call_rs_intra)
+    _x1418 = mamba_frac*(_x1047*d_model + _x1047 + _x1052 + _x1192*(mamba_conv + 1) + _x1274)
+    _x1419 = _x1294*_x1359
+    _x1420 = _x1358*mlp_frac + _x1362*attn_frac + _x1418*_x2 + _x1419
+    _x1421 = _x241 + _x259*d_model + biases*(_x259 + d_model)
+    _x1422 = _x1363 + _x1421*_x2
+    _x1423 = _x1325*_x1422
+    _x1424 = _x18*d_model
+    _x1425 = 5*_x1424
+    _x1426 = mtp*(_x1358 + _x1362 + _x1425 + _x90)
+    _x1427 = _x106*learned_pos
+    _x1428 = 1 - tied
+    _x1429 = _x114*(_x1322*_x1428 + 1) + _x1427
+    _x1430 = _x1322*_x1426 + _x1407*_x1420 + _x1423 + _x1429
+    _x1431 = -_x1409 - _x1411 + _x1430
+    _x1432 = _x1431*grad_bytes
+    _x1433 = _x1366*_x1432
+    _x1434 = _x1387*_x1432
+    _x1435 = np.where(_x1372, _x1375*_x1433 + _x1378, _x1379 + _x1433*_x645) + np.where(_x1390, _x1385*_x1434 + _x1389, _x1392 + _x1434*_x7)
+    _x1436 = 2*_x1339 + _x38
+    _x1437 = _x1405*act_bytes
+    _x1438 = _x1413*_x1437
+    _x1439 = _x1367*_x1431
+    _x1440 = _x318*np.where(_x1415, _x1398*alpha_ag_inter + _x1399*alpha_ag_intra + _x1438*np.maximum(_x1402*_x635, _x1404*_x636) + _x639, _x1405*alpha_ag_intra + _x1416*call_ag_intra + _x1438*_x636) + np.where(_x1372, _x1351*_x1439 + _x1371, _x1374 + _x1439*_x636)
+    _x1441 = _x1340*(_x1417*_x318 + _x1435) + _x1436*_x1440
+    _x1442 = -_x1393 + _x1441
+    _x1443 = (_x61 > _x1342)
+    _x1444 = np.where(_x1443, _x235, _x234)
+    _x1445 = 1 - ov_ag
+    _x1446 = 1 - z_param
+    _x1447 = _x1440*z_os
+    _x1448 = dualpipev - 1
+    _x1449 = -_x1448
+    _x1450 = interleave - 1
+    _x1451 = np.minimum(pp, _x51)
+    _x1452 = np.minimum(1, _x1450)
+    _x1453 = _x1452*_x38
+    _x1454 = _x1449*_x1453*(_x13*(_x1450*_x1451 + 1) - 1) + 1
+    _x1455 = _x13*_x1449
+    _x1456 = _x1453*_x1455
+    _x1457 = z_grad*(_x48*_x49*global_batch - 1)
+    _x1458 = _x1457 + 1
+    _x1459 = 1 - z_os
+    _x1460 = np.ceil(_x1343*_x61)
+    _x1461 = -1 + _x61/_x1460
+    _x1462 = _x1347*_x1460
+    _x1463 = _x1461*_x1462
+    _x1464 = 2*_x61 - 2
+    _x1465 = _x1347*_x1464
+    _x1466 = _x1432*_x1465
+    _x1467 = np.minimum(1, _x61 - 1)
+    _x1468 = _x1395*_x62 - 2
+    _x1469 = _x1468*grad_bytes
+    _x1470 = _x1413*_x1469
+    _x1471 = _x1435*z_os + _x1459*np.where(_x1443, _x1461*_x30 + _x1466*np.maximum(_x1*_x1462, _x1463*_x7) + _x27 + _x29*(_x1460 - 1), _x1464*alpha_ar_intra + _x1466*_x7 + _x1467*call_ar_intra) + _x318*(_x1417*z_os + _x1459*np.where(_x1415, _x1398*_x29 + _x1403*_x30 + _x1470*np.maximum(_x1*_x1402, _x1404*_x7) + _x27, _x1416*call_ar_intra + _x1468*alpha_ar_intra + _x1470*_x7))
+    _x1472 = _x1458*_x1471
+    _x1473 = _x1327*_x484
+    _x1474 = _x1231*_x1328
+    _x1475 = _x1330*_x960
+    _x1476 = _x1473 + _x1474 + _x1475
+    _x1477 = _x1003 + _x1005*_x632 + _x717
+    _x1478 = _x1007*_x1330 + _x1304*_x1328 + _x1327*_x1477
+    _x1479 = _x1337 + _x1476 + _x1478
+    _x1480 = fsdp_copy*z_param
+    _x1481 = _x1446*(_x1440*_x1445*z_os + _x1458*_x1471*(1 - ov_dp) + ov_ag*np.maximum(np.maximum(-_x1331*_x1454 + _x1447, _x1440*_x1444*z_os), _x1456*(-_x1331 + _x1440*z_os)) + ov_dp*np.maximum(np.maximum(_x1472 - _x1479*(_x1454 + _x1457), _x1444*_x1458*_x1471), _x1456*(_x1458*_x1471 - _x1479))) + _x1480*(_x1480*t0_elem_fwd + np.maximum(0, _x103*_x1430*(_x1340*(act_bytes + grad_bytes) + act_bytes*(4*_x1339 + _x53)))) + z_param*(_x1393 + _x1442*_x1445 + ov_ag*np.maximum(-_x1338*_x51 + _x1442, _x1442*_x1444))
+    _x1482 = np.minimum(1, offload_layers)
+    _x1483 = np.minimum(1, _x16*interleave - offload_layers - 1)
+    _x1484 = _x17 - 2
+    _x1485 = _x2*_x75
+    _x1486 = _x1485*seq_par + _x159
+    _x1487 = d_model*mlp_frac
+    _x1488 = _x413*f32_bytes
+    _x1489 = 1 - _x128
+    _x1490 = _x258*act_bytes + gin_bytes
+    _x1491 = _x1490*_x58
+    _x1492 = _x1491*shared_ffn
+    _x1493 = _x1491*_x751*moe_ffn + _x1492
+    _x1494 = act_bytes*(_x147 + _x189)
+    _x1495 = _x58*(_x1494 + _x334*gin_bytes)
+    _x1496 = _x107*(_x178 + 2*_x476 + 2*gin_bytes)
+    _x1497 = (1/2)*_x1496
+    _x1498 = _x0*_x226*(_x427 + _x460 + qk_rope)
+    _x1499 = _x178*_x58*_x740*moe_latent
+    _x1500 = _x178*_x915
+    _x1501 = _x80*gin_bytes
+    _x1502 = _x1501*rcm_norm
+    _x1503 = _x315*_x319*(_x1491*_x756 + _x1501) + _x318*rc_sel*(_x1502 + _x2*(1 - rcm_moe)*(_x1492*rcm_shared + _x752*gin_bytes*moe_ffn*rcm_moe_act) + rcm_moe*(_x1493*_x2 + _x1500))
+    _x1504 = _x404*(_x1502 + rcm_mla_up*(_x0*_x74*(_x300 + kv_lora) + _x1494*_x96))
+    _x1505 = 1 - _x397
+    _x1506 = act_bytes + dropout*(act_bytes + mask_bytes)
+    _x1507 = _x1505*_x1506*_x180
+    _x1508 = -_x1503*mlp_frac - _x1504*attn_frac + _x1507*attn_frac + _x2*(_x1271*(5*_x1047 + _x1050) + _x1493*mlp_frac + _x1495*attn_frac) + _x72*(_x1199*_x91 + attn_frac*(_x1497 + _x1498) + mlp_frac*(_x1497 + _x1499))
+    _x1509 = _x328*rc_full
+    _x1510 = _x1489*_x1508 + _x1509 + rc_op*(_x1488*attn_frac + _x226*(_x1104 + _x1175*_x319 + _x1183*_x793*gated + _x1294*_x79 + _x1486*attn_frac + _x1487*_x320 + _x1487*_x731*_x943 + _x371*attn_frac))
+    _x1511 = _x1510*offload_layers/host_link_bw
+    _x1512 = _x1511*(1 - _x1483)
+    _x1513 = _x1482*(_x1483*np.maximum(0, -_x1296*_x1484 + _x1511) + _x1512)
+    _x1514 = _x1482*(_x1483*np.maximum(0, -_x1299*_x1484 + _x1511) + _x1512)
+    _x1515 = _x1513 + _x1514
+    _x1516 = 1 - graph_full
+    _x1517 = _x1516*host_mb
+    _x1518 = _x1316*np.maximum(0, -_x1323 - _x1333 + _x1516*(-_x1321*(_x1317*host_head + _x1318*host_emb) + _x1322*(host_emb + host_head))) + pp_layout*np.maximum(0, -_x1315 - _x1332 + _x1516*(_x1313*(_x68*host_head + host_emb) + _x1314*(_x68*host_emb + host_head)))
+    _x1519 = _x1008*_x1330 + _x1305*_x1328 + _x1327*_x726 + _x1517 + _x1518
+    _x1520 = _x1292*_x1328 + _x1327*_x719 + _x1330*_x992 + _x1515 + _x1519
+    _x1521 = _x1338 + _x1476 + _x1520
+    _x1522 = (387420489/65536)*_x0**3*_x132*_x22*_x303*_x527*_x531*_x537*_x540*_x558*_x563*_x566*_x611*_x616*_x618*_x620*_x623*_x625*_x627*t0_gemm_bwd**4
+    _x1523 = (3/2)*t0_gemm_bwd
+    _x1524 = _x1455*_x1521*_x37 + (1/2)*_x37*dualpipev*(-729/32*_x1327*_x1522*_x257*_x269*_x271*_x272*t0_gemm_bwd - _x1328*(3*_x0*_x22*attn_frac*t0_gemm_bwd + (3/2)*_x0*_x303*attn_frac*t0_gemm_bwd + 3*_x0*attn_frac*t0_gemm_bwd + 3*_x1150 + 3*_x1151 + (3/2)*_x1154 + (3/2)*_x1157 + (3/2)*_x1161 + (3/2)*_x1164 + (3/2)*_x1165 + (3/2)*_x1166 + (3/2)*_x1167 + (3/2)*_x1168 + (3/2)*_x1240 + (3/2)*_x1243 + (3/2)*_x1246 + (3/2)*_x1250 + (3/2)*_x1253 + (3/2)*_x1256 + (3/2)*_x1259 + (3/2)*_x1262 + (3/2)*_x1265 + (3/2)*_x1268 + (3/2)*_x1276 + (3/2)*_x1278 + (3/2)*_x1279 + (3/2)*_x1280 + (3/2)*_x1281 + (3/2)*_x1282 + (3/2)*_x1283 + (3/2)*_x1284 + (3/2)*_x1285 + (3/2)*_x1286 + (3/2)*_x1287 + (3/2)*_x132*attn_frac*t0_gemm_bwd + 3*_x318*_x739*mlp_frac*t0_gemm_bwd + (3/2)*_x318*mlp_frac*t0_gemm_bwd + 3*_x730*mlp_frac*t0_gemm_bwd + 3*_x810*mlp_frac*t0_gemm_bwd + (3/2)*attn_frac*t0_gemm_bwd + (9/2)*mamba_frac*t0_gemm_bwd) - 43046721/2048*_x1330*_x1522*_x1523*_x318**2*_x730*_x739*_x810*_x835*_x837*_x843*_x845*_x856*_x859*_x865*_x868*_x870*_x872*_x970*_x985*t0_gemm_bwd**4 + _x1331 + 2*_x1332*pp_layout + _x1333*(2 - 2*pp_layout) + 2*_x1334 + 2*_x1335 + 2*_x1336 + 2*_x1473 + 2*_x1474 + 2*_x1475 + _x1478 + _x1520)
+    _x1525 = _x1521*_x51 + _x1524
+    _x1526 = _x1345**(-z_os)
+    _x1527 = np.minimum(d_model, _x368)
+    _x1528 = np.minimum(d_model, _x369)
+    _x1529 = np.minimum(kv_lora, _x420)
+    _x1530 = np.minimum(d_model, _x1360)
+    _x1531 = np.minimum(d_model, _x19)
+    _x1532 = np.minimum(q_lora, _x444)
+    _x1533 = np.minimum(d_model, q_lora)
+    _x1534 = np.minimum(d_model, _x444)
+    _x1535 = _x0*(5*_x1529**2*(2*_x1529 + 4*np.maximum(kv_lora, _x420)) + 5*_x1530**2*(2*_x1530 + 4*np.maximum(d_model, _x1360)) + 5*_x1531**2*(2*_x1531 + 4*np.maximum(d_model, _x19)) + 5*_x1534**2*_x303*(2*_x1534 + 4*np.maximum(d_model, _x444)) + _x23*(5*_x1532**2*(2*_x1532 + 4*np.maximum(q_lora, _x444)) + 5*_x1533**2*(2*_x1533 + 4*np.maximum(d_model, q_lora)))) + _x132*(10*_x1527**2*(2*_x1527 + 4*np.maximum(d_model, _x368)) + 10*_x1528**2*(2*_x1528 + 4*np.maximum(d_model, _x369)))
+    _x1536 = np.minimum(d_model, shared_ffn)
+    _x1537 = np.minimum(d_model, _x792)
+    _x1538 = np.minimum(d_model, n_experts)
+    _x1539 = np.minimum(d_model, moe_latent)
+    _x1540 = np.minimum(d_model, ffn_hidden)
+    _x1541 = np.minimum(d_model, _x259)
+    _x1542 = _x1396**(-z_os)
+    _x1543 = np.minimum(moe_ffn, _x741)
+    _x1544 = np.minimum(_x767, _x741)
+    _x1545 = muon*(_x1355*_x1407*_x1542*mlp_frac*(5*_x1543**2*(2*_x1543 + 4*np.maximum(moe_ffn, _x741)) + 5*_x1544**2*(2*_x1544 + 4*np.maximum(_x767, _x741))) + _x1526*(_x1325*(_x1535 + 5*_x1540**2*(2*_x1540 + 4*np.maximum(d_model, ffn_hidden)) + 5*_x1541**2*(2*_x1541 + 4*np.maximum(d_model, _x259))) + _x1407*(_x1102*(5*_x1538**2*(2*_x1538 + 4*np.maximum(d_model, n_experts)) + 10*_x1539**2*_x740*(2*_x1539 + 4*np.maximum(d_model, moe_latent)) + _x730*(5*_x1536**2*(2*_x1536 + 4*np.maximum(d_model, shared_ffn)) + 5*_x1537**2*(2*_x1537 + 4*np.maximum(d_model, _x792)))) + _x1535*attn_frac)))
+    _x1546 = _x1431*_x1526
+    _x1547 = _x1412*_x1542
+    _x1548 = _x1546 + _x1547
+    _x1549 = muon*t0_gemm_fwd + t0_optim_fwd + np.maximum(0, _x118*_x1545*(d_model + gemm_dhalf)/d_model) + np.maximum(_x1548*_x76*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd, _x82*(12*_x1546 + 12*_x1547)/eta_optim_fwd)
+    _x1550 = _x1481 + _x1525 + _x1549 + _x36 + _x67
+    _x1551 = _x36 + _x51*(_x1131*_x1328 + _x1327*_x718 + _x1330*_x853)
+    _x1552 = _x674 + 1
+    _x1553 = _x23*t0_gemm_bwd + _x519 + (1/2)*_x527 + (1/2)*_x537 + (1/2)*_x563 + (1/2)*_x618 + (1/2)*_x620 + (1/2)*_x625 + _x711
+    _x1554 = 2*seq_len
+    _x1555 = _x75*seq_len
+    _x1556 = _x162*_x75*n_heads
+    _x1557 = _x132*_x383
+    _x1558 = _x187*seq_len
+    _x1559 = _x1558*_x428
+    _x1560 = _x190*_x196
+    _x1561 = _x138*_x190*_x218
+    _x1562 = _x141*(_x1554*_x1560 + 2*_x1561)/_x188
+    _x1563 = _x1562*_x158
+    _x1564 = _x136*_x1562
+    _x1565 = _x150*_x1560*seq_len
+    _x1566 = _x150*_x1561
+    _x1567 = _x1563 + _x1564 + _x1565 + _x1566
+    _x1568 = _x1554*_x1557 + _x1554*_x352 + _x1554*_x362 + _x1554*_x613 + _x1556 + _x1559 + _x1567 + _x444*_x460*seq_len
+    _x1569 = _x1555*vocab
+    _x1570 = 4*seq_len
+    _x1571 = _x1554*_x730
+    _x1572 = _x1571*_x778
+    _x1573 = _x1571*_x790
+    _x1574 = _x1554*_x751*(_x318/np.maximum(1, capacity_factor) + _x732)
+    _x1575 = _x1574*_x742
+    _x1576 = _x1570*_x857
+    _x1577 = _x1574*_x768
+    _x1578 = -dense_layers + n_layers
+    _x1579 = mamba_frac*seq_len
+    _x1580 = _x1083*seq_len
+    _x1581 = _x1563*attn_frac + _x1564*attn_frac + _x1565*attn_frac + _x1566*attn_frac
+    _x1582 = global_batch*(_x1569 + _x1578*(_x1047*_x1579*_x75 + 2*_x1052*_x1579 + _x1083*_x1558*_x612 + _x1104*_x1555 + _x1556*attn_frac + _x1557*_x1580 + _x1559*attn_frac + _x1572*mlp_frac + _x1573*mlp_frac + _x1575*mlp_frac + _x1576*mlp_frac + _x1577*mlp_frac + _x1579*(_x1049*mamba_chunk + _x1074) + _x1580*_x300*_x444 + _x1580*_x352 + _x1580*_x362 + _x1581) + dense_layers*(_x1554*_x241 + _x1555*_x259 + _x1568) + mtp*(_x1555*_x318*n_experts + _x1568 + _x1569 + _x1570*_x88 + _x1572 + _x1573 + _x1575 + _x1576 + _x1577))
+    _x1583 = 3*_x1582
+    _x1584 = 3*_x151
+    _x1585 = _x1584*_x160
+    _x1586 = _x149*_x1584
+    _x1587 = 6*_x163*_x55*micro_batch*n_heads
+    _x1588 = _x375*_x390
+    _x1589 = 6*_x73
+    _x1590 = _x1589*_x352
+    _x1591 = _x151*_x398
+    _x1592 = _x1591*_x160
+    _x1593 = _x149*_x1591
+    _x1594 = _x128*_x75
+    _x1595 = _x381*_x390
+    _x1596 = _x481*_x73
+    _x1597 = _x1596*_x352
+    _x1598 = 6*_x2
+    _x1599 = _x1598*_x296*_x621
+    _x1600 = _x1589*_x362
+    _x1601 = _x417*_x429
+    _x1602 = _x1596*_x362
+    _x1603 = 6*_x1089
+    _x1604 = _x1598*_x451
+    _x1605 = 7*_x200
+    _x1606 = _x196*_x413
+    _x1607 = _x1605*_x1606
+    _x1608 = _x174*_x218
+    _x1609 = _x1605*_x1608
+    _x1610 = _x150*_x188*_x398
+    _x1611 = _x1606*_x1610
+    _x1612 = _x417*_x452
+    _x1613 = _x1608*_x1610
+    _x1614 = _x1585 + _x1586 + _x1587 + _x1588 + _x1590 + _x1592 + _x1593 + _x1594*_x295 + _x1595*_x389 + _x1597 + _x1599 + _x1600 + _x1601 + _x1602 + _x1603 + _x1604 + _x1607 + _x1609 + _x1611 + 2*_x1612 + _x1613 + _x417*_x461
+    _x1615 = 768*_x120
+    _x1616 = _x375*_x785
+    _x1617 = _x1589*_x983
+    _x1618 = 6*_x760
+    _x1619 = _x786*_x945
+    _x1620 = _x75*_x947
+    _x1621 = _x761*_x940
+    _x1622 = _x375*_x797
+    _x1623 = 6*_x772
+    _x1624 = _x73*_x857
+    _x1625 = 12*_x1624
+    _x1626 = _x798*_x946
+    _x1627 = _x773*_x941
+    _x1628 = 4*_x1624*_x937
+    _x1629 = _x1578*(6*_x1058*_x1064 + _x1059*_x481 + 6*_x1059 + _x1069*_x128 + _x1076*_x128 + _x1076 + _x1083*_x1612 + _x1090*_x417 + _x1095*_x1594 + _x1098*_x1595 + _x1105*_x1620 + _x1275 + _x1585*attn_frac + _x1586*attn_frac + _x1587*attn_frac + _x1588*attn_frac + _x1590*attn_frac + _x1592*attn_frac + _x1593*attn_frac + _x1597*attn_frac + _x1599*attn_frac + _x1600*attn_frac + _x1601*attn_frac + _x1602*attn_frac + _x1603*attn_frac + _x1604*attn_frac + _x1607*attn_frac + _x1609*attn_frac + _x1611*attn_frac + _x1613*attn_frac + _x1616*mlp_frac + _x1617*mlp_frac + _x1618*mlp_frac + _x1619*mlp_frac + _x1621*mlp_frac + _x1622*mlp_frac + _x1623*mlp_frac + _x1625*mlp_frac + _x1626*mlp_frac + _x1627*mlp_frac + _x1628*mlp_frac) + _x1615 + dense_layers*(_x1614 + 6*_x253 + _x254*_x323 + _x260*_x375 + _x266*_x326) + mtp*(_x1614 + _x1615 + _x1616 + _x1617 + _x1618 + _x1619 + _x1620*_x820 + _x1621 + _x1622 + _x1623 + _x1625 + _x1626 + _x1627 + _x1628 + 12*_x97)
+    _x1630 = 2*mtp
+    _x1631 = _x1567*dense_layers + _x1578*_x1581
+    _x1632 = 3*global_batch
+    _x1633 = _x1583 + _x1632*(_x138*_x188*n_heads*(_x1083*n_layers + _x1630) - _x1567*mtp - _x1631 + d_model*seq_len*(_x1630 + 2)*(_x113*tp - vocab))
+    _x1634 = _x14*dense_layers
+    _x1635 = np.maximum(0, _x9)
+    _x1636 = np.where(_x32, _x1635*_x638, _x638)
+    _x1637 = np.where(_x32, _x1635*_x655, _x655)
+    _x1638 = seq_par*(_x1636 + _x1637)
+    _x1639 = 2*seq_par
+    _x1640 = _x1636*_x1639
+    _x1641 = np.where(_x32, _x1635*_x659, _x659)
+    _x1642 = _x1641*_x658
+    _x1643 = _x1638 + _x1640 + _x1642
+    _x1644 = _x14*_x1578
+    _x1645 = _x1641*_x676
+    _x1646 = _x1638 + _x1645
+    _x1647 = _x1646*attn_frac
+    _x1648 = _x1640 + _x1645
+    _x1649 = _x1648*mamba_frac
+    _x1650 = _x1025*_x1648
+    _x1651 = _x1647 + _x1649 + _x1650
+    _x1652 = 2*_x1004*_x1102*_x1644/_x690
+    _x1653 = np.where(_x898, _x897*np.maximum(0, _x894), _x897)
+    _x1654 = _x5/tp**2
+    _x1655 = _x1654*_x33
+    _x1656 = np.where(_x32, _x109*_x1655, 0)
+    _x1657 = _x226*_x653
+    _x1658 = np.where(_x32, _x1655*_x1657, 0)
+    _x1659 = seq_par*(_x1656 + _x1658)
+    _x1660 = _x1639*_x1656
+    _x1661 = _x12*_x1654
+    _x1662 = np.where(_x32, _x109*_x1661, 0)
+    _x1663 = _x1662*_x658
+    _x1664 = _x1659 + _x1660 + _x1663
+    _x1665 = _x1662*_x676
+    _x1666 = _x1659 + _x1665
+    _x1667 = _x1666*attn_frac
+    _x1668 = _x1660 + _x1665
+    _x1669 = _x1668*mamba_frac
+    _x1670 = _x1025*_x1668
+    _x1671 = _x1667 + _x1669 + _x1670
+    _x1672 = np.where(_x898, _x897*np.maximum(0, _x893), 0)
+    _x1673 = _x51*(_x1634*_x1664 + _x1644*_x1671 + _x1652*_x1672)
+    _x1674 = _x1646*_x678 + tp_async*(_x676*np.where(_x32, _x1635*_x683, _x683) + seq_par*(_x1636 + 2*_x1637))
+    _x1675 = 3*seq_par
+    _x1676 = _x1648*_x678 + tp_async*(_x1636*_x1675 + _x1645)
+    _x1677 = _x1652*(rc_full + 1)
+    _x1678 = _x1666*_x678 + tp_async*(_x676*np.where(_x32, _x1657*_x1661, 0) + seq_par*(_x1656 + 2*_x1658))
+    _x1679 = _x1668*_x678 + tp_async*(_x1656*_x1675 + _x1665)
+    _x1680 = _x51*(_x1634*(_x1552*_x1664 - _x1659 - _x1660 - _x1663 + _x1678 + _x1679) + _x1644*(_x1025*_x1679 + _x1552*_x1671 - _x1667 - _x1669 - _x1670 + _x1678*attn_frac + _x1679*mamba_frac) + _x1672*_x1677)
+    _x1681 = global_batch*seq_len
+    _x1682 = _x1681*act_bytes
+    _x1683 = _x1400*_x1682*_x189*_x224*(_x1634 + _x1644*attn_frac)
+    _x1684 = _x1683*_x231
+    _x1685 = _x1683*_x690
+    _x1686 = _x1685*_x231
+    _x1687 = np.maximum(0, _x886)
+    _x1688 = _x1652*_x51
+    _x1689 = _x1687*_x1688
+    _x1690 = np.maximum(0, _x883)
+    _x1691 = _x1677*_x51
+    _x1692 = _x1687*_x1691
+    _x1693 = _x1347*_x14*_x1682*_x38*(interleave*pp - 1)
+    _x1694 = _x1693*_x55
+    _x1695 = _x1694*_x63 + _x1694*_x64
+    _x1696 = _x1446*z_os
+    _x1697 = np.maximum(0, _x1404)
+    _x1698 = _x1354*n_experts
+    _x1699 = _x1102*_x1698
+    _x1700 = _x1400*_x1644*_x1699
+    _x1701 = _x1437*_x1700
+    _x1702 = np.maximum(0, _x1350)
+    _x1703 = _x1578*_x1699
+    _x1704 = _x1353 + _x1357
+    _x1705 = _x1698 + _x1704
+    _x1706 = _x1361 + _x24
+    _x1707 = _x1418 + _x1419 + _x1706*attn_frac
+    _x1708 = d_model*vocab
+    _x1709 = _x1424 + _x1427 + _x1708*(2 - tied)
+    _x1710 = _x1709 + dense_layers*(_x1359 + _x1421 + _x1706)
+    _x1711 = _x1578*(_x1705*mlp_frac + _x1707) + _x1710
+    _x1712 = _x14*(-_x1703 + _x1711)
+    _x1713 = _x1712*_x2
+    _x1714 = _x1367*_x1713
+    _x1715 = _x318*np.where(_x1415, _x1697*_x1701, _x1701) + np.where(_x1372, _x1702*_x1714, _x1714)
+    _x1716 = _x1340*z_param
+    _x1717 = np.maximum(0, _x1402)
+    _x1718 = 1/(cp**2*dp**2)
+    _x1719 = _x1346*_x1365*dp_rep**2
+    _x1720 = _x318*np.where(_x1415, _x1701*_x1717, 0) + np.where(_x1372, _x1713*_x1718*_x1719*act_bytes, 0)
+    _x1721 = _x1696*_x1720 + _x1716*_x1720
+    _x1722 = _x1406*_x1700
+    _x1723 = np.where(_x1415, _x1697*_x1722, _x1722)
+    _x1724 = _x1712*_x25
+    _x1725 = _x1387*_x1724
+    _x1726 = _x1366*_x1724
+    _x1727 = np.where(_x1372, _x1702*_x1726, _x1726) + np.where(_x1390, _x1725*np.maximum(0, _x1384), _x1725)
+    _x1728 = _x1446*_x1458
+    _x1729 = _x1465*_x1724
+    _x1730 = _x1469*_x1700
+    _x1731 = np.where(_x1415, _x1717*_x1722, 0)
+    _x1732 = _x1718*_x1724
+    _x1733 = np.where(_x1390, _x1382*_x1725, 0) + np.where(_x1372, _x1719*_x1732, 0)
+    _x1734 = _x1728*(_x1459*np.where(_x1443, _x1460*_x1464*_x1732, 0) + _x1733*z_os + _x318*(_x1459*np.where(_x1415, _x1717*_x1730, 0) + _x1731*z_os)) + z_param*(-_x1340*_x1720 + _x1340*(_x1731*_x318 + _x1733) + _x1436*_x1720)
+    _x1735 = _x100*_x14
+    _x1736 = _x1400*_x1735
+    _x1737 = _x1550**(-1.0)
+    _x1738 = _x178*_x68*z_param*np.maximum(_x1422*np.minimum(1, dense_layers), _x1420)
+    _x1739 = _x1345**(-z_param)
+    _x1740 = _x1396**(-z_param)
+    _x1741 = _x38*z_param
+    _x1742 = _x1430*_x1741
+    _x1743 = _x1742*act_bytes + act_bytes*(_x1412*_x1740 + _x1431*_x1739)
+    _x1744 = _x1345**(-z_grad)
+    _x1745 = _x1396**(-z_grad)
+    _x1746 = _x1742*grad_bytes + grad_bytes*(_x1412*_x1745 + _x1431*_x1744)
+    _x1747 = _x1429*_x1526*(-opt_bytes + opt_bytes_emb)
+    _x1748 = _x1548*opt_bytes + _x1747
+    _x1749 = _x1493 + _x1495
+    _x1750 = _x1496 + _x1498 + _x1499
+    _x1751 = -_x1500 - _x1504 + _x1507 + _x1749*_x2 + _x1750*_x72 + _x2*(_x1490*_x56*ffn_hidden*micro_batch*seq_len - _x1493) - _x315*(_x1490*_x244 + _x1501)
+    _x1752 = (rc_any + rc_op)*np.maximum(_x1751, _x1508)
+    _x1753 = _x51*gpipe
+    _x1754 = _x1489*_x1751 + _x1509 + rc_op*(_x1488 + _x226*(_x1486 + _x243 + _x371 + _x79 + d_model*gated))
+    _x1755 = _x1325*_x1754
+    _x1756 = np.minimum(np.minimum(dense_layers, offload_layers), _x17)
+    _x1757 = mtp*(_x1509 + 5*_x328 + (1 - rc_full)*(_x138*_x141*_x1505*_x1506*_x2*_x56*micro_batch*n_heads - _x1503 - _x1504 + _x1749*_x2 + _x1750*_x72))
+    _x1758 = _x115*(_x950*ce_eager + act_bytes*(1 - ce_eager) + (act_bytes*ce_compiled + f32_bytes*(1 - ce_compiled))*(_x1753 - gpipe + 1))
+    _x1759 = (_x1758 + _x328)*(mtp + 1)
+    _x1760 = _x1320*_x1757 + _x1322*_x1759 + _x1752 + (_x1451*(-_x1448 - gpipe)*(_x1452*_x15*_x37 + 1) + _x1753 + dualpipev*(pp + 1/2))*(_x1407*_x1510 + _x1755 + _x1757*_x68 - _x68*(_x1510*(-_x1756 + offload_layers) + _x1754*_x1756))
+    _x1761 = _x1738 + _x1743 + _x1746 + _x1748 + _x1760
+    _x1762 = _x1325*_x68
+    _x1763 = _x17 - _x1762
+    _x1764 = _x1408*_x1763
+    _x1765 = _x114*_x1428*_x38*np.minimum(1, mtp) + _x1420*_x1763 + _x1423*_x68 + _x1426 - _x1427*_x38 + _x1429
+    _x1766 = -_x1410 - _x1764 + _x1765
+    _x1767 = _x1410 + _x1764
+    _x1768 = _x1741*_x1765
+    _x1769 = _x1768*act_bytes + act_bytes*(_x1739*_x1766 + _x1740*_x1767)
+    _x1770 = _x1768*grad_bytes + grad_bytes*(_x1744*_x1766 + _x1745*_x1767)
+    _x1771 = _x1747 + opt_bytes*(_x1526*_x1766 + _x1542*_x1767)
+    _x1772 = np.minimum(offload_layers, _x1762)
+    _x1773 = _x1752 + _x1759 + (_x1753 + (1 - gpipe)*np.minimum(_x51, _x13*(_x1450*pp + 1)))*(_x1510*_x1763 + _x1755*_x68 + _x1757 - _x68*(_x1510*(-_x1772 + offload_layers) + _x1754*_x1772))
+    _x1774 = _x1449*(_x1738 + _x1769 + _x1770 + _x1771 + _x1773) + _x1761*dualpipev
+    _x1775 = np.maximum(_x1761, _x1774)
+    _x1776 = np.where((_x1761 < _x1774), 1, 0)
+    _x1777 = 1 - _x1776
+    _x1778 = _x1775*alloc_frag
+    _x1779 = nccl_comm_bytes*(_x1391 + _x1416*_x318 + _x1467 + _x34) + nccl_peer_bytes*(_x318*_x888 + _x53 + 2*np.minimum(1, _x224))
     return {
-        'step_time': _x1537,
-        't_forward': _x1318*_x51,
-        't_backward': _x1324*_x51,
-        't_recompute': _x1463*_x51,
-        't_tp_comm': _x1538,
-        't_cp_comm': _x51*(_x1138*_x1315 + _x1314*_x239 + _x1317*_x239),
-        't_ep_comm': _x51*(_x1277*_x1315 + _x1314*_x632 + _x1317*_x981),
-        't_host_overhead': _x1506*_x51,
-        't_offload': _x1502*_x51,
-        't_pp_bubble': _x1511,
+        'step_time': _x1550,
+        't_forward': _x1331*_x51,
+        't_backward': _x1337*_x51,
+        't_recompute': _x1476*_x51,
+        't_tp_comm': _x1551,
+        't_cp_comm': _x51*(_x1147*_x1328 + _x1327*_x239 + _x1330*_x239),
+        't_ep_comm': _x51*(_x1290*_x1328 + _x1327*_x632 + _x1330*_x990),
+        't_host_overhead': _x1519*_x51,
+        't_offload': _x1515*_x51,
+        't_pp_bubble': _x1524,
         't_pp_comm': _x67,
-        't_dp_comm': _x1468,
-        't_optimizer': _x1536,
-        'tp_comm_total': _x36 + _x51*(_x1314*(_x1539*_x662 + _x688) + _x1315*(_x1018*_x1539 + _x1020) + _x1317*(_x1539*_x735 + _x737)),
-        'dp_comm_total': _x1428*z_param + _x1433*(_x1434 + _x1459),
-        'tp_comm': _x1538,
-        'dp_comm': _x1468,
+        't_dp_comm': _x1481,
+        't_optimizer': _x1549,
+        'tp_comm_total': _x36 + _x51*(_x1327*(_x1552*_x662 + _x688) + _x1328*(_x1027*_x1552 + _x1029) + _x1330*(_x1552*_x735 + _x737)),
+        'dp_comm_total': _x1441*z_param + _x1446*(_x1447 + _x1472),
+        'tp_comm': _x1551,
+        'dp_comm': _x1481,
         'pp_bubble': _x37/_x52,
         'pp_bubble_ratio': _x13*_x37*dp*micro_batch/global_batch,
-        'pp_bubble_share': _x1511/_x1512,
+        'pp_bubble_share': _x1524/_x1525,
         'micro_batches': _x51,
-        't_microbatch_stage': _x1508,
-        't_stage_wgrad': _x1314*(_x1510 + _x1540 + (1/2)*_x257 + (1/2)*_x271 + _x701) + _x1315*(_x0*_x1222 + _x1141 + _x1142 + (1/2)*_x1145 + (1/2)*_x1148 + (1/2)*_x1152 + (1/2)*_x1155 + (1/2)*_x1156 + (1/2)*_x1157 + (1/2)*_x1158 + (1/2)*_x1159 + _x1173*_x956 + _x1222*_x23 + _x1224*_x739 + (1/2)*_x1227 + (1/2)*_x1230 + (1/2)*_x1233 + (1/2)*_x1237 + (1/2)*_x1240 + (1/2)*_x1243 + (1/2)*_x1246 + (1/2)*_x1249 + (1/2)*_x1252 + (1/2)*_x1255 + (1/2)*_x1263 + (1/2)*_x1265 + (1/2)*_x1266 + (1/2)*_x1267 + (1/2)*_x1268 + (1/2)*_x1269 + (1/2)*_x1270 + (1/2)*_x1271 + (1/2)*_x1272 + (1/2)*_x1273 + (1/2)*_x1274 + _x1280*_x511 + _x1280*_x520 + _x1280*t0_gemm_bwd + _x1510*mamba_frac + _x832*mlp_frac + _x839*mlp_frac) + _x1317*(_x1540 + _x318*_x699 + _x699 + _x739*_x956 + _x832 + (1/2)*_x835 + (1/2)*_x837 + _x839 + (1/2)*_x843 + (1/2)*_x845 + _x856 + _x859 + (1/2)*_x865 + (1/2)*_x868 + (1/2)*_x870 + (1/2)*_x872 + (1/2)*_x961 + (1/2)*_x976),
-        't_layer_fwd': _x1283,
-        't_layer_bwd': _x1286,
-        't_layer_recompute': _x1219,
-        't_layer_tp_comm': _x1122,
-        't_layer_cp_comm': _x1138,
-        't_layer_ep_comm': _x1277,
-        't_layer_comm_bwd': _x1291,
-        't_layer_host': _x1292,
+        't_microbatch_stage': _x1521,
+        't_stage_wgrad': _x1327*(_x1523 + _x1553 + (1/2)*_x257 + (1/2)*_x271 + _x701) + _x1328*(_x0*_x1234 + _x1150 + _x1151 + (1/2)*_x1154 + (1/2)*_x1157 + (1/2)*_x1161 + (1/2)*_x1164 + (1/2)*_x1165 + (1/2)*_x1166 + (1/2)*_x1167 + (1/2)*_x1168 + _x1182*_x964 + _x1234*_x23 + _x1237*_x739 + (1/2)*_x1240 + (1/2)*_x1243 + (1/2)*_x1246 + (1/2)*_x1250 + (1/2)*_x1253 + (1/2)*_x1256 + (1/2)*_x1259 + (1/2)*_x1262 + (1/2)*_x1265 + (1/2)*_x1268 + (1/2)*_x1276 + (1/2)*_x1278 + (1/2)*_x1279 + (1/2)*_x1280 + (1/2)*_x1281 + (1/2)*_x1282 + (1/2)*_x1283 + (1/2)*_x1284 + (1/2)*_x1285 + (1/2)*_x1286 + (1/2)*_x1287 + _x1293*_x511 + _x1293*_x520 + _x1293*t0_gemm_bwd + _x1523*mamba_frac + _x832*mlp_frac + _x839*mlp_frac) + _x1330*(_x1553 + _x318*_x699 + _x699 + _x739*_x964 + _x832 + (1/2)*_x835 + (1/2)*_x837 + _x839 + (1/2)*_x843 + (1/2)*_x845 + _x856 + _x859 + (1/2)*_x865 + (1/2)*_x868 + (1/2)*_x870 + (1/2)*_x872 + (1/2)*_x970 + (1/2)*_x985),
+        't_layer_fwd': _x1296,
+        't_layer_bwd': _x1299,
+        't_layer_recompute': _x1231,
+        't_layer_tp_comm': _x1131,
+        't_layer_cp_comm': _x1147,
+        't_layer_ep_comm': _x1290,
+        't_layer_comm_bwd': _x1304,
+        't_layer_host': _x1305,
         't_dense_layer_fwd': _x721,
         't_dense_layer_bwd': _x724,
         't_dense_layer_recompute': _x484,
         't_dense_layer_tp_comm': _x718,
         't_dense_layer_cp_comm': _x239,
         't_dense_layer_ep_comm': _x632,
-        't_dense_layer_comm_bwd': _x1464,
+        't_dense_layer_comm_bwd': _x1477,
         't_dense_layer_host': _x726,
-        'stage_layers': _x1314 + _x1315,
-        'stage_dense_layers': _x1314,
-        'stage_mtp_layers': _x1317,
+        'stage_layers': _x1327 + _x1328,
+        'stage_dense_layers': _x1327,
+        'stage_mtp_layers': _x1330,
         't_tp_grad_reduce': _x36,
         't_embed_fwd': _x112,
-        't_embed_bwd': _x1007,
+        't_embed_bwd': _x1016,
         't_head_fwd': _x126,
-        't_head_bwd': _x1011,
-        'head_stage_heavier': _x1303*_x1304 + _x1316*pp_layout,
-        't_edge_host': _x1505,
-        't_microbatch_host': _x1504,
-        't_offload_fwd': _x1500,
-        't_offload_bwd': _x1501,
+        't_head_bwd': _x1020,
+        'head_stage_heavier': _x1316*_x1317 + _x1329*pp_layout,
+        't_edge_host': _x1518,
+        't_microbatch_host': _x1517,
+        't_offload_fwd': _x1513,
+        't_offload_bwd': _x1514,
         't_pp_send_recv': _x47*_x66,
         't_embedding_grad_reduce': _x46,
-        'flops': _x1570,
-        'hardware_flops': _x1616*_x42*_x50,
-        'flops_megatron': _x1620,
-        'bytes_tp_fwd': _x1660 + _x51*(_x1621*_x1630 + _x1631*_x1638 + _x1639*_x1640),
-        'bytes_tp_bwd': _x1667 + _x51*(_x1621*(_x1539*_x1630 - _x1625 - _x1627 - _x1629 + _x1661 + _x1663) + _x1631*(_x1016*_x1663 + _x1539*_x1638 - _x1634 - _x1636 - _x1637 + _x1661*attn_frac + _x1663*mamba_frac) + _x1640*_x1664),
-        'bytes_tp_inter': _x1660 + _x1667,
-        'bytes_cp_fwd': _x1670*_x230 + _x1671,
-        'bytes_cp_bwd': _x1672*_x230 + _x1673,
-        'bytes_cp_inter': _x1671 + _x1673,
-        'bytes_ep_fwd': _x1675*_x1677 + _x1676,
-        'bytes_ep_bwd': _x1677*_x1678 + _x1679,
-        'bytes_ep_inter': _x1676 + _x1679,
-        'bytes_pp_fwd': _x1682,
-        'bytes_pp_bwd': _x1682,
-        'bytes_pp_inter': _x1472*_x1680*_x64,
-        'bytes_dp_fwd': _x1683*_x1702 + _x1702*_x1703 + _x1708,
-        'bytes_dp_bwd': _x1715*(_x1446*np.where(_x1430, _x1716*np.maximum(0, _x1450), _x1716) + _x1714*z_os + _x318*(_x1446*np.where(_x1402, _x1684*_x1717, _x1717) + _x1710*z_os)) + _x1721 + z_param*(-_x1327*_x1702 + _x1327*(_x1710*_x318 + _x1714) + _x1423*_x1702),
-        'bytes_dp_inter': _x1708 + _x1721,
-        'flops_forward': _x1569,
-        'flops_backward': 2*_x1569,
-        'flops_attention': _x1618*_x1619,
-        'flops_lm_head': 6*_x1668*_x1695,
-        'flops_optimizer_rank': _x1532,
-        'gemm_qkv_proj_flops': _x1090,
-        'gemm_qkv_proj_bytes': _x1123*_x387,
+        'flops': _x1583,
+        'hardware_flops': _x1629*_x42*_x50,
+        'flops_megatron': _x1633,
+        'bytes_tp_fwd': _x1673 + _x51*(_x1634*_x1643 + _x1644*_x1651 + _x1652*_x1653),
+        'bytes_tp_bwd': _x1680 + _x51*(_x1634*(_x1552*_x1643 - _x1638 - _x1640 - _x1642 + _x1674 + _x1676) + _x1644*(_x1025*_x1676 + _x1552*_x1651 - _x1647 - _x1649 - _x1650 + _x1674*attn_frac + _x1676*mamba_frac) + _x1653*_x1677),
+        'bytes_tp_inter': _x1673 + _x1680,
+        'bytes_cp_fwd': _x1683*_x230 + _x1684,
+        'bytes_cp_bwd': _x1685*_x230 + _x1686,
+        'bytes_cp_inter': _x1684 + _x1686,
+        'bytes_ep_fwd': _x1688*_x1690 + _x1689,
+        'bytes_ep_bwd': _x1690*_x1691 + _x1692,
+        'bytes_ep_inter': _x1689 + _x1692,
+        'bytes_pp_fwd': _x1695,
+        'bytes_pp_bwd': _x1695,
+        'bytes_pp_inter': _x1485*_x1693*_x64,
+        'bytes_dp_fwd': _x1696*_x1715 + _x1715*_x1716 + _x1721,
+        'bytes_dp_bwd': _x1728*(_x1459*np.where(_x1443, _x1729*np.maximum(0, _x1463), _x1729) + _x1727*z_os + _x318*(_x1459*np.where(_x1415, _x1697*_x1730, _x1730) + _x1723*z_os)) + _x1734 + z_param*(-_x1340*_x1715 + _x1340*(_x1723*_x318 + _x1727) + _x1436*_x1715),
+        'bytes_dp_inter': _x1721 + _x1734,
+        'flops_forward': _x1582,
+        'flops_backward': 2*_x1582,
+        'flops_attention': _x1631*_x1632,
+        'flops_lm_head': 6*_x1681*_x1708,
+        'flops_optimizer_rank': _x1545,
+        'gemm_qkv_proj_flops': _x1099,
+        'gemm_qkv_proj_bytes': _x1132*_x387,
         'gemm_qkv_proj_dmin': _x391,
-        'gemm_attn_out_proj_flops': _x1087,
-        'gemm_attn_out_proj_bytes': _x1085,
+        'gemm_attn_out_proj_flops': _x1096,
+        'gemm_attn_out_proj_bytes': _x1094,
         'gemm_attn_out_proj_dmin': _x337,
-        'gemm_mlp_up_flops': _x1028,
-        'gemm_mlp_up_bytes': _x1027,
+        'gemm_mlp_up_flops': _x1037,
+        'gemm_mlp_up_bytes': _x1036,
         'gemm_mlp_up_dmin': _x774,
-        'gemm_mlp_down_flops': _x1024,
-        'gemm_mlp_down_bytes': _x1023,
+        'gemm_mlp_down_flops': _x1033,
+        'gemm_mlp_down_bytes': _x1032,
         'gemm_mlp_down_dmin': _x763,
         'gemm_lm_head_flops': _x121,
         'gemm_lm_head_bytes': _x116,
         'gemm_lm_head_dmin': _x119,
         'n_gpus': _x44,
-        'mfu': _x1570*_x1723*_x1724,
-        'mfu_megatron': _x1620*_x1723*_x1724,
-        'hfu': _x1616*_x1722*_x1724*_x51,
-        'tokens_per_s': _x1668*_x1724,
-        'memory': _x1762,
-        'mem_weights': _x1730*_x1764 + _x1756*_x1763,
-        'mem_gradients': _x1733*_x1764 + _x1757*_x1763,
-        'mem_optimizer': _x1735*_x1764 + _x1758*_x1763,
-        'mem_activations': _x1725 + _x1747*_x1764 + _x1760*_x1763,
-        'mem_logits': _x1745,
-        'mem_first_stage': _x1748,
-        'mem_last_stage': _x1761,
-        'mem_reserve': _x1765 + _x1766 + cuda_context,
+        'mfu': _x1583*_x1736*_x1737,
+        'mfu_megatron': _x1633*_x1736*_x1737,
+        'hfu': _x1629*_x1735*_x1737*_x51,
+        'tokens_per_s': _x1681*_x1737,
+        'memory': _x1775,
+        'mem_weights': _x1743*_x1777 + _x1769*_x1776,
+        'mem_gradients': _x1746*_x1777 + _x1770*_x1776,
+        'mem_optimizer': _x1748*_x1777 + _x1771*_x1776,
+        'mem_activations': _x1738 + _x1760*_x1777 + _x1773*_x1776,
+        'mem_logits': _x1758,
+        'mem_first_stage': _x1761,
+        'mem_last_stage': _x1774,
+        'mem_reserve': _x1778 + _x1779 + cuda_context,
         'mem_cuda_context': cuda_context,
-        'mem_nccl': _x1766,
-        'mem_fragmentation': _x1765,
-        'params': _x1698,
-        'active_params': _x1565*(_x1694 + mlp_frac*(_x1341*top_k + _x1691)) + _x1697,
-        'params_rank': _x1417,
-        'params_embedding': _x1696,
-        'params_expert': _x1690,
-        'params_mtp': mtp*(_x1412 + _x1692 + _x1693 + _x89),
+        'mem_nccl': _x1779,
+        'mem_fragmentation': _x1778,
+        'params': _x1711,
+        'active_params': _x1578*(_x1707 + mlp_frac*(_x1354*top_k + _x1704)) + _x1710,
+        'params_rank': _x1430,
+        'params_embedding': _x1709,
+        'params_expert': _x1703,
+        'params_mtp': mtp*(_x1425 + _x1705 + _x1706 + _x89),
     }
 
-SOURCE_DIGEST = '16e639d37fb1f426'
+SOURCE_DIGEST = '3d9d0c6a050f291c'

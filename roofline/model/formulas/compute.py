@@ -136,7 +136,7 @@ _MODULE_OPS = (
     (S.rcm_mla_up, lambda on: {n: 1 for n in ("mla_q_norm", "mla_q_up", "mla_q_proj", "mla_kv_norm", "mla_kv_up",
                                               "mla_rope_qkv")}),
     (S.rcm_mlp, lambda on: {n: 1 - on for n in ("norm_mlp", "mlp_up", "mlp_activation", "mlp_down")}),
-    (S.rcm_moe, lambda on: {n: on for n in ("router", "router_topk", "moe_permute", *EXPERT_OPS)}),
+    (S.rcm_moe, lambda on: {n: on for n in ("router", "router_topk", "moe_permute", "moe_sort_chunks", *EXPERT_OPS)}),
     (S.rcm_shared, lambda on: {n: 1 for n in ("shared_up", "shared_activation", "shared_down")}),
 )
 
@@ -515,6 +515,15 @@ def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0
             # and back; backward the same traffic; 1 FLOP per element (the unpermute's probability scaling)
             _on(elementwise("moe_permute", "elem", tok_sp * hx, 1 + routed, routed + 1, 1 + routed, routed + 1,
                             routed), moe_on),
+            # NCCL all-to-all dispatch (not DeepEP / HybridEP, ep_dedup 0) with more than one local expert and EP > 1:
+            # the received tokens arrive grouped by source rank and are sorted by local expert after the dispatch,
+            # and back before the combine (Megatron-Core MoEAlltoAllTokenDispatcher "Permutation 2",
+            # moe/moe_utils.py sort_chunks_by_idxs; torchtitan's EP regroups them the same way,
+            # generate_permute_indices): two passes reading and writing the k copies of each token, forward and
+            # backward. The flex dispatcher's permute runs on the receiving side instead of the sending one (the
+            # moe_permute pair above) and HybridEP fuses it into the dispatch: neither adds a pass.
+            _on(elementwise("moe_sort_chunks", "elem", tok_sp * hx, 2 * routed, 2 * routed, 2 * routed, 2 * routed,
+                            0), moe_on * (1 - S.ep_dedup) * sp.Min(1, S.ep - 1) * sp.Min(1, local - 1)),
         ]
     if lat is not sp.S.Zero:
         ops += [_on(gemm("moe_latent_down", tok_sp, h, S.moe_latent), lat),
