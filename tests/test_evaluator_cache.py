@@ -53,3 +53,19 @@ def test_the_memory_evaluator_from_the_cache_prices_as_the_whole_model(tmp_path,
         P.evaluator.cache_clear()
         assert P.evaluator(("memory",))(x)["memory"] == whole
     assert list(tmp_path.glob("evaluator-*.marshal"))
+
+
+def test_no_home_folder_compiles_without_a_cache(monkeypatch):
+    """Path.home() raises where no home folder can be determined (no HOME, no passwd entry): compile, cache nothing."""
+    from pathlib import Path
+
+    monkeypatch.delenv("ROOFLINE_CACHE", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+
+    def no_home():
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    scope = {}
+    exec(P._code("def f(x):\n    return x + 1\n", "<t>"), scope)
+    assert scope["f"](1) == 2

@@ -288,7 +288,10 @@ def _code(src: str, filename: str):
     import sys
     from pathlib import Path
 
-    root = os.environ.get("ROOFLINE_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "roofline"
+    try:
+        root = os.environ.get("ROOFLINE_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "roofline"
+    except (RuntimeError, KeyError):                 # no home folder to be found: compile, cache nothing
+        return compile(src, filename, "exec")
     key = hashlib.sha256(f"{filename}\n{src}".encode()).hexdigest()[:32]
     path = Path(root) / f"evaluator-{key}.{sys.implementation.cache_tag}.marshal"
     try:
