@@ -5,24 +5,23 @@ import numpy as np
 from roofline.model import predict as P
 
 
-def _cut_src():
-    P.evaluator.cache_clear()
-    return P.evaluator(("memory",))
-
-
 def test_cached_bytecode_is_the_compiled_code(tmp_path, monkeypatch):
     monkeypatch.setenv("ROOFLINE_CACHE", str(tmp_path))
     src = "def f(x):\n    return np.sqrt(x) + 1\n"
     first = P._code(src, "<t>")
     files = list(tmp_path.glob("evaluator-*.marshal"))
     assert len(files) == 1
+    first_file = files[0]
     again = P._code(src, "<t>")                        # read back from the file
     assert again.co_code == first.co_code and again.co_consts == first.co_consts
     scope = {"np": np}
     exec(again, scope)
     assert scope["f"](4.0) == 3.0
-    P._code(src + "# other\n", "<t>")                  # another source, another file
+    P._code(src, "<u>")                                # another evaluator, another file
     assert len(list(tmp_path.glob("evaluator-*.marshal"))) == 2
+    P._code(src + "# other\n", "<t>")                  # the same evaluator of new formulas replaces its old file
+    files = sorted(tmp_path.glob("evaluator-*.marshal"))
+    assert len(files) == 2 and first_file not in files
 
 
 def test_a_corrupt_or_unwritable_cache_falls_back_to_compiling(tmp_path, monkeypatch):

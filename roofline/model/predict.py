@@ -292,8 +292,9 @@ def _code(src: str, filename: str):
         root = os.environ.get("ROOFLINE_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "roofline"
     except (RuntimeError, KeyError):                 # no home folder to be found: compile, cache nothing
         return compile(src, filename, "exec")
+    name = hashlib.sha256(filename.encode()).hexdigest()[:12]          # which evaluator (its outputs)
     key = hashlib.sha256(f"{filename}\n{src}".encode()).hexdigest()[:32]
-    path = Path(root) / f"evaluator-{key}.{sys.implementation.cache_tag}.marshal"
+    path = Path(root) / f"evaluator-{name}-{key}.{sys.implementation.cache_tag}.marshal"
     try:
         return marshal.loads(path.read_bytes())
     except (OSError, ValueError, EOFError, TypeError):
@@ -304,6 +305,9 @@ def _code(src: str, filename: str):
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_bytes(marshal.dumps(code))
         os.replace(tmp, path)
+        for old in path.parent.glob(f"evaluator-{name}-*.marshal"):   # the same evaluator of older formulas
+            if old != path:
+                old.unlink(missing_ok=True)
     except OSError:
         pass
     return code
