@@ -311,7 +311,9 @@ def main() -> int:
          "TFLOP/s) caps its GEMM efficiencies at max_matmul / peak, because no fitted curve can beat what the best "
          "shape achieves; the A100 and GH200 backward GEMM fits (about 0.91 and 0.92 of peak) are above it. H100/H200 "
          "profiles carry `sustained_clock: 0.849` (power-capped sustained rate / burst rate, 702.9 / 828.0 on H200 "
-         "SXM, the same run as the ceiling); A100 and GH200 have no such measurement and keep 1.",
+         "SXM, the same run as the ceiling); the other Hopper and Blackwell datasheet profiles (GH200, the PCIe "
+         "and NVL cards, B200/GB200/B300/GB300) take that ratio as an assumption; A100 has no such measurement and "
+         "keeps 1.",
          slowest_gpu_line(),
          "- **TP overlap** (Megatron-Core rows whose notes or settings state it, however spelled: `--tp-comm-overlap`, "
          "`tp_comm_overlap=True`, \"userbuffer TP comm-overlap\"; not after false/off, nor on an NVFP4 row that says "

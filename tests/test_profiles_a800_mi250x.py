@@ -95,6 +95,7 @@ def test_the_new_datasheet_parts_inherit_what_they_share():
     ("H20 96GB", "h20"),               # the memory size once read as part of the part number (h2096gb)
     ("H200 NVL 141GB", "h200-nvl"), ("H100 94GB NVL", "h100-nvl"), ("H100-NVL", "h100-nvl"),
     ("GB200 NVL72", "gb200"), ("GB300 NVL72", "gb300"), ("H200 SXM 141GB", "h200"),
+    ("GH200 (JUPITER Booster)", "gh200-quad"), ("CSCS Alps GH200", "gh200-quad"), ("NVIDIA GH200 480GB", "gh200"),
 ])
 def test_variant_text_finds_its_own_part(text, pid):
     assert hardware.from_text(text) == pid
@@ -121,7 +122,8 @@ def test_mi355x_doubles_cdna3_matrix_rate_per_clock():
 
 
 @pytest.mark.parametrize("card,family", [("h100-pcie", "h100-sxm"), ("h100-nvl", "h100-sxm"), ("h200-nvl", "h100-sxm"),
-                                         ("a100-pcie-80gb", "a100-sxm4-80gb"), ("a100-pcie-40gb", "a100-sxm4-80gb")])
+                                         ("a100-pcie-80gb", "a100-sxm4-80gb"), ("a100-pcie-40gb", "a100-sxm4-80gb"),
+                                         ("gh200", "h100-sxm"), ("gh200-quad", "h100-sxm")])
 def test_pcie_cards_take_their_familys_curves_not_the_flat_default(card, family):
     """A PCIe card of a calibrated family (Hopper, Ampere) prices its kernels on that family's curves, as fractions of
     its own peak: the same efficiency at every shape (below its own matmul ceiling), never the flat 0.8 of defaults.yaml."""
@@ -131,3 +133,12 @@ def test_pcie_cards_take_their_familys_curves_not_the_flat_default(card, family)
     assert c.efficiency["gemm"]["fwd"][0] <= f.efficiency["gemm"]["fwd"][0] + 1e-12
     assert c.efficiency["gemm"]["fwd"][0] != 0.8
     assert c.sustained_clock == f.sustained_clock
+
+
+def test_quad_gh200_nodes_keep_tp_inside_the_node_and_talk_slower_across():
+    """JUPITER Booster / Alps: four GH200 per node, NVLink 4 150 GB/s per direction to each of 3 peers, one 200 Gb/s
+    NIC per GPU. TP 4 stays on NVLink there; on the one-per-node gh200 profile it crosses the network."""
+    quad, one = hardware.load("gh200-quad"), hardware.load("gh200")
+    assert quad.gpus_per_node == 4 and quad.intra.bandwidth == pytest.approx(3 * 150e9)
+    assert quad.inter.bandwidth == pytest.approx(25e9) and quad.peak("bf16") == one.peak("bf16")
+    assert _t("gh200-quad", tp=4, micro_batch=2)["t_tp_comm"] < _t("gh200", tp=4, micro_batch=2)["t_tp_comm"]

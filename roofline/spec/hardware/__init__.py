@@ -427,11 +427,20 @@ def raw(ref: str, _seen=(), by: str = "", folder: Path | None = None) -> dict:
     for link in ("intra", "inter"):
         if (data.get("collectives") or {}).get(link):
             data["_calibrated"] = list(data["_calibrated"]) + [link]
+    own_fit = bool(data.get("efficiency")) and "efficiency_from" not in data and \
+        str(data.get("kind", "")).startswith("calibrated")
     if "base" in data:
         base = raw(data["base"], _seen + (str(path.resolve()),), by=f"profile {path}: base", folder=path.parent)
         cal = base.get("_calibrated", []) + data["_calibrated"]
         data = _merge(base, {k: v for k, v in data.items() if k != "base"})
         data["_calibrated"] = cal
+        if own_fit and "efficiency_from" in data:
+            # a calibrated profile on a datasheet base that borrows curves (gh200-vista on gh200): its own fit is its
+            # compute curves; only the classes and directions it did not fit fall back to the base's, already merged
+            data.pop("efficiency_from")
+            prov = dict(data.get("provenance") or {})
+            prov.pop("compute_curves_from", None)
+            data["provenance"] = prov
     if "efficiency_from" in data:
         src, eff, calibrated = _efficiency_chain(data["efficiency_from"], f"profile {path}: efficiency_from", path.parent)
         data["efficiency"] = _merge(eff, data.get("efficiency") or {})
@@ -510,7 +519,9 @@ def _host_times(host: dict, where: str) -> dict:
 # profile id). The first match wins; a bare "A100" or "H100" names no memory size or form factor and maps to nothing
 # here (as the CLI refuses "h100"; bare_part gives validate's stated assumption), as does a part without a profile.
 GPU_TEXT = (
-    (r"gb300", "gb300"), (r"gb200", "gb200"), (r"gh200", "gh200"), (r"b300", "b300"), (r"b200", "b200"),
+    (r"gb300", "gb300"), (r"gb200", "gb200"),
+    (r"gh200.*(quad|4way|jupiter|alps|jedi|ex254n)|(quad|4way|jupiter|alps|jedi|ex254n).*gh200", "gh200-quad"),
+    (r"gh200", "gh200"), (r"b300", "b300"), (r"b200", "b200"),
     (r"h800", "h800"), (r"h200.*nvl(?!(36|72|144|576))", "h200-nvl"), (r"h200", "h200"), (r"a800", "a800-sxm4-80gb"),
     (r"h100.*(nvl(?!(36|72|144|576))|94g)", "h100-nvl"), (r"h100.*pcie|pcie.*h100", "h100-pcie"), (r"h100.*(96gb|hbm2e|500w)", "h100-hbm2e-96gb-500w"),
     (r"h100.*(sxm|80g|dgx|hgx)|(sxm|dgx|hgx).*h100", "h100-sxm"),
