@@ -68,3 +68,4 @@ def test_no_home_folder_compiles_without_a_cache(monkeypatch):
     scope = {}
     exec(P._code("def f(x):\n    return x + 1\n", "<t>"), scope)
     assert scope["f"](1) == 2
+

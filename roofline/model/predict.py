@@ -282,6 +282,7 @@ def _code(src: str, filename: str):
     """``compile(src)``, its bytecode cached in the user's cache folder ($ROOFLINE_CACHE, else $XDG_CACHE_HOME/roofline
     or ~/.cache/roofline) under the source's hash and the interpreter's tag, as Python caches a module's: compiling
     the cut evaluators takes a tenth of a second at every search. A folder that cannot be written is skipped."""
+    import contextlib
     import hashlib
     import marshal
     import os
@@ -295,12 +296,11 @@ def _code(src: str, filename: str):
     name = hashlib.sha256(filename.encode()).hexdigest()[:12]          # which evaluator (its outputs)
     key = hashlib.sha256(f"{filename}\n{src}".encode()).hexdigest()[:32]
     path = Path(root) / f"evaluator-{name}-{key}.{sys.implementation.cache_tag}.marshal"
-    try:
+    # a missing or corrupt cache file is a cache miss; a folder that cannot be written keeps nothing
+    with contextlib.suppress(OSError, ValueError, EOFError, TypeError):
         return marshal.loads(path.read_bytes())
-    except (OSError, ValueError, EOFError, TypeError):
-        pass
     code = compile(src, filename, "exec")
-    try:
+    with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_bytes(marshal.dumps(code))
@@ -308,8 +308,6 @@ def _code(src: str, filename: str):
         for old in path.parent.glob(f"evaluator-{name}-*.marshal"):   # the same evaluator of older formulas
             if old != path:
                 old.unlink(missing_ok=True)
-    except OSError:
-        pass
     return code
 
 
