@@ -1,7 +1,6 @@
 """The search's layout keys: views/space._factorize is np.unique(col, return_inverse=True) by a counting pass."""
 import numpy as np
 
-
 from hypothesis import given, strategies as st
 
 
