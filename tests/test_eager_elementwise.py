@@ -23,7 +23,7 @@ GPT = Model(n_layers=4, d_model=4096, n_heads=32, vocab=50257, seq_len=2048, mlp
 
 def _op(name, eager, subs=None):
     ops = {o.name: o for o in C.layer_ops(C.d_head, S.ffn_hidden, sp.Integer(0), variants=True)}
-    vals = {S.eager_elem: eager, S.rms: 1, S.gated: 1, S.learned_pos: 0, S.rope_pos: 1, S.kv_lora: 0, **(subs or {})}
+    vals = {S.eager_elem: eager, S.eager_rope: eager, S.rms: 1, S.gated: 1, S.learned_pos: 0, S.rope_pos: 1, S.kv_lora: 0, **(subs or {})}
     o = ops[name]
     return [sp.simplify(x.xreplace(vals)) for x in (o.b_fwd, o.b_bwd)]
 
@@ -43,13 +43,28 @@ def test_eager_swiglu_and_rope():
     fused, eager = _op("mlp_activation", 0), _op("mlp_activation", 1)
     assert sp.simplify(eager[0] / fused[0] - sp.Rational(5, 3)) == 0        # r3 w2 against r2 w1
     assert sp.simplify(eager[1] / fused[1] - sp.Rational(8, 5)) == 0        # r5 w3 against r3 w2
-    assert _op("rope_eager", 0) == [0, 0]
-    rope = _op("rope_eager", 1)
     elems = C.tokens * (S.n_heads + S.kv_heads) * C.d_head / S.tp
-    assert sp.simplify(rope[0] - 10 * S.act_bytes * elems) == 0
-    assert _op("rope_eager", 1, {S.learned_pos: 1, S.rope_pos: 0}) == [0, 0]     # a learned table: nothing
-    assert _op("rope_eager", 1, {S.rope_pos: 0}) == [0, 0]              # ALiBi (MPT, BLOOM): no rotation either
-    assert _op("rope_eager", 1, {S.kv_lora: 512}) == [0, 0]              # MLA: its own fused RoPE
+    fused, eager = _op("rope", 0), _op("rope", 1)
+    for direction in (0, 1):                                               # forward, backward
+        assert sp.simplify(fused[direction] - 2 * S.act_bytes * elems) == 0   # a fused kernel: r1 w1
+        assert sp.simplify(eager[direction] - 10 * S.act_bytes * elems) == 0  # eager: r5 w5
+    assert _op("rope", 1, {S.learned_pos: 1, S.rope_pos: 0}) == [0, 0]     # a learned table: nothing
+    assert _op("rope", 1, {S.rope_pos: 0}) == [0, 0]              # ALiBi (MPT, BLOOM): no rotation either
+    assert _op("rope", 1, {S.kv_lora: 512}) == [0, 0]              # MLA: its own fused RoPE (mla_rope_qkv)
+
+
+def test_eager_rope_alone_leaves_the_norms_and_the_activation_fused():
+    """plan eager_rope (NeMo AutoModel's own MoE models of 2025): RoPE through torch ops, RMSNorm and SwiGLU fused; None
+    follows eager_elementwise."""
+    from roofline.model.predict import plan_inputs
+    plan = lambda **k: Plan(tp=1, pp=1, dp=8, micro_batch=1, global_batch=8, **k)      # noqa: E731
+    assert plan_inputs(plan(eager_elementwise=True))["eager_rope"] == 1.0
+    assert plan_inputs(plan())["eager_rope"] == 0.0
+    x = plan_inputs(plan(eager_rope=True))
+    assert (x["eager_rope"], x["eager_elem"]) == (1.0, 0.0)
+    assert _step(LLAMA, eager_rope=True) > _step(LLAMA)
+    assert _step(LLAMA, eager_rope=True) < _step(LLAMA, eager_elementwise=True)
+    assert _step(GPT, eager_rope=True) == pytest.approx(_step(GPT), rel=1e-12)          # learned positions: no RoPE
 
 
 def _step(model, **plan):

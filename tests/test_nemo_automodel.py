@@ -10,10 +10,12 @@ from roofline.views import validate as V
 
 
 @pytest.mark.parametrize("text, expected", [
-    ("NeMo AutoModel", "nemo-automodel"),
-    ("NeMo Automodel 26.02", "nemo-automodel"),
-    ("nemo automodel (PyTorch FSDP2)", "nemo-automodel"),   # was metaseq: 'nemo' inside the name read as Megatron
-    ("nemo_automodel", "nemo-automodel"),
+    # no date: the family's earliest version (every AutoModel version is 2023+; stacks._named)
+    ("NeMo AutoModel", "nemo-automodel-2025"),
+    ("NeMo Automodel 26.02", "nemo-automodel"),             # a release number dates it
+    ("NeMo AutoModel, 2025-10", "nemo-automodel-2025"),
+    ("nemo automodel (PyTorch FSDP2)", "nemo-automodel-2025"),   # was metaseq: 'nemo' inside the name read as Megatron
+    ("nemo_automodel", "nemo-automodel-2025"),
     ("NeMo 25.04", "megatron-core"),                        # NeMo alone is still Megatron-Core's NeMo
     ("Megatron-Bridge", "megatron-core"),
     ("FSDP with Megatron-LM tensor parallelism", "metaseq"),
@@ -94,3 +96,21 @@ def test_async_tp_is_torchtitans_tp_comm_overlap(tmp_path):
     assert on.plan.overlap_tp == pytest.approx(7 / 8)
     for off in ("torch.compile; vanilla TP", "torch.compile; no async TP", ""):
         assert case(off).plan.overlap_tp == 0.0
+
+
+def test_the_2025_stack_runs_rope_eagerly_in_its_own_moe_models_only():
+    """nemo-automodel-2025: TE RMSNorm and a compiled SwiGLU (eager_elementwise off), RoPE through torch ops in the MoE
+    models AutoModel implements itself (eager_rope); a dense model runs Hugging Face code with Liger's fused kernels.
+    The 2026 stack fuses RoPE too (BackendConfig.rope_fusion)."""
+    plan = {"tp": 1, "dp": 8, "ep": 8, "micro_batch": 1, "global_batch": 8}
+    moe = resolve("qwen3-30b-a3b", plan, "h100-sxm", "nemo-automodel-2025")
+    assert (moe.plan.eager_elementwise, moe.plan.eager_rope) == (False, True)
+    dense = resolve("llama3-8b", {k: v for k, v in plan.items() if k != "ep"}, "h100-sxm", "nemo-automodel-2025")
+    assert dense.plan.eager_rope is False and "Hugging Face" in dense.origin["eager_rope"]
+    stated = resolve("llama3-8b", {**{k: v for k, v in plan.items() if k != "ep"}, "eager_rope": True}, "h100-sxm",
+                     "nemo-automodel-2025")
+    assert stated.plan.eager_rope is True                   # a stated field stands over the rule
+    now = resolve("qwen3-30b-a3b", plan, "h100-sxm", "nemo-automodel")
+    assert not now.plan.eager_elementwise and not now.plan.eager_rope
+    assert stacks.get("automodel").id == "nemo-automodel"  # a name alone: the newest version
+    assert stacks.get("automodel@2025").id == "nemo-automodel-2025"

@@ -85,7 +85,9 @@ def test_an_eager_stack_charges_rope_only_to_a_rotary_model():
     mc_alibi = resolve("mpt-7b", plan, "h100-sxm", "megatron-core")
     mc_rope = resolve("mpt-7b", plan, "h100-sxm", "megatron-core", model_fields={"position": "rope"})
     p = [predict(s.model, s.plan, s.hardware).step_time.to("s").magnitude for s in (mc_alibi, mc_rope)]
-    assert p[0] == pytest.approx(p[1], rel=1e-12)   # fused RoPE (Megatron-Core): no eager op, no difference
+    # fused RoPE (Megatron-Core: Transformer Engine's one-pass kernel) costs less than the eager rotation does
+    assert p[1] > p[0]
+    assert p[1] / p[0] - 1 < t["rope"] / t["alibi"] - 1
 
 
 @pytest.mark.parametrize("text, hw, dtype, expected", [

@@ -62,7 +62,7 @@ def model_inputs(m: Model) -> dict:
             "flash_speed": FLASH_SPEED.get(m.attention, 1.0), "dropout": float(m.dropout),
             "tied": float(m.tied_embeddings), "learned_pos": float(m.position == "learned"),
             "rope_pos": float(m.position == "rope"),
-            "biases": float(m.biases), "n_experts": m.n_experts, "top_k": m.top_k, "capacity_factor": m.capacity_factor,
+            "biases": float(m.biases), "qk_norm": float(m.qk_norm), "n_experts": m.n_experts, "top_k": m.top_k, "capacity_factor": m.capacity_factor,
             "head_dim": m.head_size, "moe_ffn": m.expert_ffn, "shared_ffn": m.shared_ffn, "dense_layers": m.dense_layers,
             "mtp": m.mtp_layers or 0, "moe_latent": m.moe_latent_size or 0,
             **mla_inputs(m), **hybrid_inputs(m)}
@@ -184,6 +184,7 @@ def plan_inputs(p: Plan, model: Model | None = None) -> dict:
             "delay_wgrad": float(p.delay_wgrad),
             **recompute_module_inputs(p.recompute_module_set),
             "wgrad_fusion": float(p.wgrad_fusion), "eager_elem": float(p.eager_elementwise),
+            "eager_rope": float(p.eager_elementwise if p.eager_rope is None else p.eager_rope),
             "fsdp_copy": float(p.fsdp_copies), "dp_rep": float(p.dp_replicas),
             "q_saved": float(p.quantized_saves), "offload_layers": float(p.offload_layers),
             "ce_eager": float(p.loss_kernel == "eager"), "ce_compiled": float(p.loss_kernel == "compiled"),

@@ -59,6 +59,8 @@ MODEL_SWITCHES = [
     ("dropout", "dropout", "dropout after attention and MLP (its masks stored for backward)", "no dropout"),
     ("causal", "causal", "causal attention: the kernel skips masked blocks, half the score FLOPs", "full (bidirectional) "
      "attention"),
+    ("qk-norm", "qk_norm", "a norm on each head's query and key after the QKV projection (Qwen3, OLMo 2; Megatron-Core "
+     "--qk-layernorm)", "no QK-norm"),
 ]
 PLAN_FLAGS = [
     ("tp", "tp", int, "tensor-parallel degree"),
@@ -173,6 +175,10 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
               "default: the stack's")
     flag(g, "no-eager-elementwise", dest="eager_elementwise", action="store_false",
          help="fused elementwise kernels (Megatron / Transformer Engine, or torch.compile)")
+    flag(g, "eager-rope", dest="eager_rope", action="store_true", default=None,
+         help="RoPE runs as separate eager ops even where the norms and the activation are fused; default: the "
+              "stack's, else as --eager-elementwise")
+    flag(g, "no-eager-rope", dest="eager_rope", action="store_false", help="RoPE in one fused kernel")
     flag(g, "fsdp-copies", dest="fsdp_copies", action="store_true", default=None,
          help="ZeRO-3/FSDP copies gathered parameters out of, and gradients into, the collective buffers on the compute "
               "stream (PyTorch FSDP2 fully_shard); default: the stack's")
@@ -292,6 +298,7 @@ def build_spec(args):
              "tp_async_dgrad": getattr(args, "tp_async_dgrad", None),
              "wgrad_fusion": getattr(args, "wgrad_fusion", None),
              "eager_elementwise": getattr(args, "eager_elementwise", None),
+             "eager_rope": getattr(args, "eager_rope", None),
              "fsdp_copies": getattr(args, "fsdp_copies", None),
              "dp_replicas": getattr(args, "dp_replicas", None),
              "recompute_fraction": getattr(args, "recompute_fraction", None),

@@ -127,6 +127,10 @@ class Model:
     # others are windowed (Megatron-Core is_layer_window_attention); swa_every None: every layer windowed (Mistral 7B)
     swa_window: int | None = None
     swa_every: int | None = None
+    # QK-norm: a norm over each head's query and key after the QKV projection (Qwen3, OLMo 2, Llama 4; Megatron-Core
+    # qk_layernorm / qk_l2_norm, transformer/attention.py SelfAttention.get_query_key_value_tensors q_layernorm and
+    # k_layernorm); MLA models already price the norms of their latents (mla_q_norm, mla_kv_norm)
+    qk_norm: bool = False
     # multi-token-prediction layers on the last pipeline stage (DeepSeek-V3 report sec 2.2; Megatron-Core
     # --mtp-num-layers, transformer/multi_token_prediction.py); None or 0: none
     mtp_layers: int | None = None
@@ -258,6 +262,9 @@ class Plan:
     # RMSNorm, SwiGLU and RoPE run as separate eager PyTorch ops (formulas/compute.py layer_ops: their extra HBM
     # traffic); False: fused kernels (Megatron, Transformer Engine, torch.compile). Per stack: stacks/*.yaml
     eager_elementwise: bool = False
+    # RoPE alone as separate eager ops while the norms and the activation are fused (NeMo AutoModel's own MoE models
+    # before 2026-01: TE RMSNorm, compiled SwiGLU, a torch-op RoPE); None: as eager_elementwise. Per stack
+    eager_rope: bool | None = None
     # ZeRO-3 / FSDP copies each gathered parameter out of the all-gather buffer and each gradient into the
     # reduce-scatter buffer on the compute stream (PyTorch FSDP2 fully_shard; formulas/step.py fsdp_copies); False:
     # the collectives work in place on flat buffers (FSDP1, DeepSpeed, Megatron-FSDP). Per stack: stacks/*.yaml

@@ -285,6 +285,9 @@ def resolve(model=None, plan=None, hardware=None, stack=None, *, model_fields: d
         rule("etp", 1, f"ep x tp ({p['ep']} x {p['tp']}) does not divide tp x cp x dp ({folded}): experts ran with etp 1")
     if p["tp"] == 1 and p["sequence_parallel"]:
         rule("sequence_parallel", False, "no sequence parallelism at tp = 1")
+    if st.rule("eager_rope_moe_only") and p.get("eager_rope") and model_obj.n_experts <= 1:
+        rule("eager_rope", False, f"{st.id}: its torch-op RoPE is in the MoE models it implements; a dense model runs "
+                                  "Hugging Face code with fused kernels")
     if "dtype" in stated and st.rule("grad_dtype_bf16") and p["dtype"] not in ("fp16", "fp32"):
         rule("grad_dtype", st.rule("grad_dtype_bf16"), f"{st.id}: bf16 runs reduce fp32 main grads")
     if "interleave" not in stated and (stated.get("schedule") == "interleaved"

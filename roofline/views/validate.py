@@ -468,6 +468,13 @@ def _model_fields(row: dict) -> tuple[dict, str]:
     tied = normalize.flag(row.get("tied") or "")
     if tied is not None:
         d["tied_embeddings"] = tied
+    # QK-norm as the row states it (the qk_layernorm column, or "QK-layernorm" / "QK-norm" in the attention detail);
+    # blank: the named preset's, else none
+    qk = normalize.flag(row.get("qk_layernorm") or "")
+    if qk is None and re.search(r"\bqk[-_ ]?(?:layer)?norm", row.get("attention_detail") or "", re.I):
+        qk = True
+    if qk is not None:
+        d["qk_norm"] = qk
     note = ""
     if latent:      # LatentMoE (Megatron-Core moe_latent_size): the width from the row, else from the named preset
         size = row.get("moe_latent_size") or (base.moe_latent_size if base is not None else None)
@@ -645,6 +652,7 @@ def _plan_fields(row: dict) -> dict:
         d["optimizer"] = "muon" if "muon" in opt else "adam" if re.search(r"adam|lamb", opt) else opt
     if re.search(r"(?<!no )(?<!without )(?:torch\.compile|(?<!torch\.)\bcompiled?\b(?! loss))", text):
         d["eager_elementwise"] = False      # torch.compile fuses the elementwise ops the eager stacks run one by one
+        d["eager_rope"] = False
     if wgrad_fusion_off(text, d["sharding"] == "fsdp"):
         d["wgrad_fusion"] = False
     graphs = cuda_graphs(row)

@@ -79,11 +79,11 @@ NORM_FLOPS = 8 - 4 * S.rms
 # - SwiGLU: F.silu(x1) (r1 w1) then * x3 (r2 w1): r3 w2 against r2 w1; backward mul (r3 w2) + silu (r2 w1): r5 w3
 #   against r3 w2 (per element of the MLP's inner width);
 # - RoPE: x.float() (r1 w2), complex multiply (r2 w2), type_as (r2 w1): r5 w5 per element of q and k, the backward
-#   alike (torchtitan models/llama3 apply_rotary_emb with view_as_complex); a fused RoPE is not priced.
+#   alike (torchtitan models/llama3 apply_rotary_emb with view_as_complex), against a fused kernel's r1 w1.
 # LayerNorm (F.layer_norm) and GELU stay one kernel each in eager PyTorch: unchanged.
 EAGER_RMS = (9, 7, 14, 9)
 EAGER_GLU = (1, 1, 2, 1)
-EAGER_ROPE = (5, 5, 5, 5)
+EAGER_ROPE = (4, 4, 4, 4)
 # FLOP per element of the MLP activation: tanh-GELU 0.5 x (1 + tanh(0.79788 (x + 0.044715 x^3))) = 7 arithmetic ops
 # + tanh = 8; SiLU x sigmoid(x) times the gate ~ the same (exp, add, divide, 2 multiplies); squared ReLU max(0, x)^2 = 2
 ACT_FLOPS = 8 - 6 * S.sq_relu
@@ -482,6 +482,12 @@ def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0
     ops = [
         elementwise("norm_attn", "norm", hid, *norm, NORM_FLOPS),
         *attn,
+        # QK-norm: Megatron-Core's q_layernorm / k_layernorm (TENorm over each head's d_h; transformer/attention.py
+        # SelfAttention.get_query_key_value_tensors), Hugging Face / torchtitan q_norm / k_norm: one norm pass over
+        # the rank's queries and keys after the QKV GEMM, before RoPE; its input is kept for the backward
+        # (memory._attn_split). Not with MLA, whose latent norms are mla_q_norm / mla_kv_norm
+        _on(elementwise("qk_norm", "norm", tokens * (q_w + kv_w) / t, *norm, NORM_FLOPS),
+            S.qk_norm * (1 - mla) if variants else sp.Integer(0)),
         # fused bias-dropout-add: read x and residual, write output (+1-byte mask with dropout)
         elementwise("dropout_residual_attn", "elem", hid, 2 + S.dropout * S.mask_bytes / S.act_bytes, 1, 1 + S.dropout * S.mask_bytes / S.act_bytes, 2),
         elementwise("norm_mlp", "norm", hid, *norm, NORM_FLOPS),
@@ -497,11 +503,17 @@ def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0
         elementwise("dropout_residual_mlp", "elem", hid, 2 + S.dropout * S.mask_bytes / S.act_bytes, 1, 1 + S.dropout * S.mask_bytes / S.act_bytes, 2),
     ]
     if variants:
-        # eager RoPE (torchtitan apply_rotary_emb; Hugging Face apply_rotary_pos_emb): q and k through fp32 copies,
-        # priced only when eager (the fused RoPE of Megatron / Transformer Engine rides in the QKV epilogue, unpriced)
-        # (ALiBi models, MPT and BLOOM, have no rotation: their bias is added inside the attention kernel)
-        rope = S.eager_elem * S.rope_pos * (1 - mla)
-        ops.append(_on(elementwise("rope_eager", "elem", tokens * (q_w + kv_w) / t, *EAGER_ROPE, 6), rope))
+        # RoPE on the rank's queries and keys: a fused kernel reads and writes each once, forward and backward
+        # (Transformer Engine transformer_engine/pytorch/attention/rope.py FusedRoPEFunc, tex.fused_rope_forward /
+        # fused_rope_backward, which Megatron-Core's apply_rotary_pos_emb calls under apply_rope_fusion: Megatron-LM
+        # --no-rope-fusion is store_false, on by default; Megatron-Bridge perf_recipes/_common.py sets it; Liger and
+        # torch.compile likewise one pass); eager (torchtitan apply_rotary_emb; Hugging Face apply_rotary_pos_emb)
+        # through fp32 copies, EAGER_ROPE. MLA rotates in mla_rope_qkv; ALiBi models (MPT, BLOOM) and learned
+        # tables have no rotation
+        rope = S.rope_pos * (1 - mla)
+        ops.append(_on(elementwise("rope", "elem", tokens * (q_w + kv_w) / t, 1 + S.eager_rope * EAGER_ROPE[0],
+                                   1 + S.eager_rope * EAGER_ROPE[1], 1 + S.eager_rope * EAGER_ROPE[2],
+                                   1 + S.eager_rope * EAGER_ROPE[3], 6), rope))
     if moe_on is not sp.S.Zero:
         e = S.n_experts
         ops += [

@@ -181,8 +181,11 @@ sbh = C.tokens * h                                         # (s/c) b h elements
 _replicated = sbh * (2 * S.act_bytes + 2 * S.gin_bytes + 2 * S.dropout * S.mask_bytes)
 # Q, K, V and the attention-projection input (flash attention saves Q, K, V and O; O is the projection's input):
 # Q and O a d_h, K and V a_kv d_h wide; MLA: Q and K a (d_n + d_r), V and O a d_v (K and V expanded per head)
+# QK-norm keeps its input, the queries and keys before the norm (TE / torch RMSNorm save their input; its fp32 row
+# statistics, 4 B per head and token, are left out); RoPE after it saves nothing
 _attn_split = C.tokens * (S.act_bytes * (S.n_heads * C.d_qk + C.kv_heads_eff * (C.d_qk + C.d_v))
-                          + S.gin_bytes * S.n_heads * C.d_v)
+                          + S.gin_bytes * S.n_heads * C.d_v
+                          + S.qk_norm * (1 - C.mla) * S.act_bytes * (S.n_heads + C.kv_heads_eff) * C.d_qk)
 # MLA, outside the TP region (s/t tokens under SP, like the norm inputs): each RMSNorm's input and the up
 # projection's input (its output) for r_q and r_kv, and the shared k_rope (d_r) that RoPE reads; the down
 # projections read the attention norm's output, already counted in _replicated

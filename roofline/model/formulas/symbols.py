@@ -116,6 +116,8 @@ learned_pos = _s("learned_pos", "", "1 for a learned position embedding table (s
 rope_pos = _s("rope_pos", "", "1 for rotary position embeddings applied to queries and keys (0: a learned table, or ALiBi's "
               "bias added inside the attention kernel)", "model", r"\rho_{p}")
 biases = _s("biases", "", "1 when linear layers and norms carry biases", "model", r"\beta_{b}")
+qk_norm = _s("qk_norm", "", "1 when a norm runs on each head's query and key after the QKV projection (QK-norm: Qwen3, "
+             "OLMo 2; Megatron-Core qk_layernorm)", "model", r"\nu_{qk}")
 n_experts = _s("n_experts", "", "MoE experts E (1 = dense)", "model", "E")
 top_k = _s("top_k", "", "experts per token K (1 = dense)", "model", "K")
 capacity_factor = _s("capacity_factor", "", "MoE capacity factor (tokens per expert over the even share)", "model", "c_f")
@@ -329,6 +331,8 @@ eager_elem = _s("eager_elem", "", "1 when RMSNorm, SwiGLU and RoPE run as separa
                 "fp32 composite, F.silu then a multiply, RoPE through fp32 complex tensors: torchtitan without "
                 "torch.compile, Hugging Face models under FSDP or DeepSpeed); 0: fused kernels (Megatron / Transformer "
                 "Engine, or torch.compile)", "plan", r"\epsilon_{e}", zero=True)
+eager_rope = _s("eager_rope", "", "1 when RoPE runs as separate eager ops (with eager_elem, or alone: NeMo AutoModel's own "
+                "MoE models before 2026-01); 0: one fused kernel", "plan", r"\epsilon_{r}", zero=True)
 
 # ---- CPU activation offload (config.Plan offload_layers -> predict.plan_inputs; formulas/memory.py, step.py) ------
 offload_layers = _s("offload_layers", "", "layers (the first ones, in forward order) whose saved activations Transformer Engine's CPU offload copies to host memory during the forward and back during the backward (Megatron-Core --cpu-offloading-num-layers); 0: none", "plan", r"n_{off}", zero=True)

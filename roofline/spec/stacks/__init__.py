@@ -29,14 +29,14 @@ HERE = Path(__file__).parent
 KEYS = ("id", "family", "version", "name", "era", "aliases", "model", "plan", "rules", "sources")
 MODEL_KEYS = ("attention", "dropout")
 PLAN_KEYS = ("dtype", "grad_dtype", "sequence_parallel", "sharding", "recompute", "overlap_grad_reduce",
-             "overlap_param_gather", "overlap_tp", "tp_async_dgrad", "wgrad_fusion", "eager_elementwise", "fsdp_copies", "quantized_saves",
+             "overlap_param_gather", "overlap_tp", "tp_async_dgrad", "wgrad_fusion", "eager_elementwise", "eager_rope", "fsdp_copies", "quantized_saves",
              "loss_kernel",
              "cuda_graphs", "ep_dispatcher")
 RULE_KEYS = ("interleaved_schedule", "interleave_when_pp", "no_overlap_with_pp", "overlap_pp_interleaved", "tp_comm_overlap", "uneven_stages", "shardings",
              "max_zero_with_pp", "grad_dtype_bf16", "kv_heads_below_tp", "compiled_loss_since",
              "recomputes", "recompute_names", "schedules", "micro_batch_unstated", "builds_on", "recompute_modules",
              "moment_dtypes", "optimizers", "seq_len_unstated", "combines", "pipeline", "context_parallel",
-             "replicas", "partial_recompute")
+             "replicas", "partial_recompute", "eager_rope_moe_only")
 DEFAULT = "megatron-core"           # DESIGN.md: Megatron-Core is the default stack of the CLI, configs and API
 
 
@@ -331,6 +331,11 @@ def _named(where: str, text: str, model=None, hw=None, dtype: str | None = None)
         version_note = ""
         if generic and len(family) > 1:
             ys = years_in(t)
+            # a release number after the name dates it when no year does ("NeMo Automodel 26.02": 2026, as get's
+            # NAME@YY.MM)
+            rel = re.search(re.escape(alias) + r"\W{0,3}v?(\d{2}\.\d{2})(?!\d)", t)
+            if not ys and rel and _year(rel.group(1)):
+                ys = [_year(rel.group(1))]
             if ys:
                 stack, version_note = by_year(stack.family, min(ys)), f", earliest year {min(ys)}"
             else:

@@ -74,7 +74,7 @@ def cases(dtype: str, quick: bool, device: str):
     import torch
     dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
     ab = DTYPE_BYTES[dtype]
-    fixed = {S.act_bytes: ab, S.grad_bytes: ab, S.f32_bytes: 4, S.gated: 0, S.eager_elem: 0, S.rms: 0, S.sq_relu: 0, S.flash: 1, S.flash_speed: 1, S.causal: 1, S.dropout: 0,
+    fixed = {S.act_bytes: ab, S.grad_bytes: ab, S.f32_bytes: 4, S.gated: 0, S.eager_elem: 0, S.eager_rope: 0, S.qk_norm: 0, S.rms: 0, S.sq_relu: 0, S.flash: 1, S.flash_speed: 1, S.causal: 1, S.dropout: 0,
              S.cp: 1, S.seq_par: 0, S.n_experts: 1, S.ep: 1, S.top_k: 1, S.capacity_factor: 1, S.learned_pos: 0, S.rope_pos: 1, S.tp: 1}
     rnd = lambda *shape: torch.randn(*shape, device=device, dtype=dt)  # noqa: E731
     out = []
