@@ -42,6 +42,22 @@ def cli_main(capsys, monkeypatch):
     return run
 
 
+@pytest.fixture
+def row_case(tmp_path):
+    """The validate Case of one row (a mapping of column -> value), written to a CSV and read back as a file is."""
+    import csv
+    from roofline.views import validate as V
+
+    def build(row: dict):
+        path = tmp_path / "row.csv"
+        with open(path, "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(row))
+            w.writeheader()
+            w.writerow(row)
+        return V.build_case(V.read(path)[0])
+    return build
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes more than ~10 s here (left out by default; `-m slow` runs them, "
                                        "`-m 'slow or not slow'` everything; .ci/run runs both selections)")

@@ -1,12 +1,10 @@
 """Rows as NVIDIA's other published tables write them: NeMo AutoModel (PyTorch FSDP2, not Megatron-Core), the model
 names of NeMo's 25.x performance summaries and AutoModel's, and an MoE row whose EP cell is blank or '-'."""
-import csv
 
 import pytest
 
 from roofline.spec import families, stacks
 from roofline.spec.resolve import resolve
-from roofline.views import validate as V
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -49,41 +47,31 @@ def test_table_spellings(name, preset):
     assert families.preset_for(name) == preset
 
 
-def _case(tmp_path, row):
-    """The Case of one row, written to a CSV and read back as a file is."""
-    path = tmp_path / "runs.csv"
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(row))
-        w.writeheader()
-        w.writerow(row)
-    return V.build_case(V.read(path)[0])
-
-
-def _row(tmp_path, **over):
+def _row(row_case, **over):
     row = {"case_id": "gptoss", "source": "NVIDIA-NeMo/Automodel docs/performance-summary.mdx",
            "framework": "NeMo AutoModel", "gpu": "DGX-H100", "n_gpus": 64, "model": "GPT-OSS 120B",
            "global_batch": 512, "micro_batch": 2, "seq_len": 4096, "tp": 1, "pp": 1, "cp": 1, "ep": "-",
            "fsdp": 64, "precision": "BF16", "measured_iter_time_s": 4.30}
-    return _case(tmp_path, {**row, **over})
+    return row_case({**row, **over})
 
 
-def test_a_blank_ep_on_an_moe_row_is_not_one_rank(tmp_path):
-    case = _row(tmp_path)
+def test_a_blank_ep_on_an_moe_row_is_not_one_rank(row_case):
+    case = _row(row_case)
     assert case.plan.ep > 1 and "ep not stated on an MoE row" in case.note
     assert (case.plan.dp * case.plan.cp) % case.plan.ep == 0 and 128 % case.plan.ep == 0
-    one = _row(tmp_path, ep=1)                        # a stated ep stands
+    one = _row(row_case, ep=1)                        # a stated ep stands
     assert one.plan.ep == 1 and "ep not stated" not in one.note
     from roofline.model.predict import evaluate, inputs
     t = {c.plan.ep: float(evaluate(inputs(c.model, c.plan, c.hw))["step_time"]) for c in (case, one)}
     assert t[case.plan.ep] < t[1]                     # every GPU gathering every expert is the slow corner
 
 
-def test_a_dense_row_with_a_blank_ep_is_left_alone(tmp_path):
-    case = _row(tmp_path, model="Llama3 70B", seq_len=8192, global_batch=128, micro_batch=1, cp=2, ep="")
+def test_a_dense_row_with_a_blank_ep_is_left_alone(row_case):
+    case = _row(row_case, model="Llama3 70B", seq_len=8192, global_batch=128, micro_batch=1, cp=2, ep="")
     assert case.plan.ep == 1 and "ep not stated" not in case.note
 
 
-def test_async_tp_is_torchtitans_tp_comm_overlap(tmp_path):
+def test_async_tp_is_torchtitans_tp_comm_overlap(row_case):
     """torchtitan's benchmarks say "async TP" (experimental.enable_async_tensor_parallel) where Megatron says
     --tp-comm-overlap: the row's TP collectives overlap by the stack's rule; "vanilla TP" or "no async TP" states none."""
     def case(settings):
@@ -91,7 +79,7 @@ def test_async_tp_is_torchtitans_tp_comm_overlap(tmp_path):
                "framework": "torchtitan", "gpu": "H100 80GB", "n_gpus": 64, "model": "Llama 3.1 8B", "tp": 8,
                "pp": 1, "dp": 8, "global_batch": 96, "micro_batch": 12, "recompute": "selective",
                "settings": settings, "tokens_per_s_per_gpu": 4378}
-        return _case(tmp_path, row)
+        return row_case(row)
     on = case("torch.compile; async TP")
     assert on.plan.overlap_tp == pytest.approx(7 / 8)
     for off in ("torch.compile; vanilla TP", "torch.compile; no async TP", ""):

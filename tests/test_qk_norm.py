@@ -1,8 +1,6 @@
 """QK-norm (model field qk_norm; Megatron-Core qk_layernorm, transformer/attention.py SelfAttention
 get_query_key_value_tensors q_layernorm / k_layernorm): one norm pass over each rank's queries and keys after the QKV
 GEMM, its input kept for the backward; off with MLA (whose latent norms are priced as mla_q_norm / mla_kv_norm)."""
-import csv
-
 import pytest
 import sympy as sp
 from hypothesis import given, settings, strategies as st
@@ -14,7 +12,6 @@ from roofline.model.predict import predict
 from roofline.spec import hardware, models
 from roofline.spec.config import Model, Plan
 from roofline.spec.resolve import resolve
-from roofline.views import validate as V
 
 H100 = hardware.load("h100-sxm")
 
@@ -76,15 +73,9 @@ def test_presets_and_the_cli():
 
 @pytest.mark.parametrize("cell, detail, expected", [("y", "", True), ("n", "GQA + QK-layernorm", False),
                                                     ("", "GQA + QK-layernorm", True), ("", "GQA", None)])
-def test_validate_reads_the_column_then_the_detail(tmp_path, cell, detail, expected):
+def test_validate_reads_the_column_then_the_detail(row_case, cell, detail, expected):
     row = {"case_id": "r", "framework": "megatron-core", "gpu_id": "h100-sxm", "model": "custom-qk", "n_layers": 4,
            "d_model": 2048, "n_heads": 16, "n_kv_heads": 4, "ffn_hidden": 8192, "mlp": "swiglu", "vocab": 32000,
            "seq_len": 2048, "global_batch": 8, "micro_batch": 1, "tp": 1, "pp": 1, "dp": 8, "precision": "bf16",
            "qk_layernorm": cell, "attention_detail": detail, "measured_iter_time_s": 1.0}
-    path = tmp_path / "runs.csv"
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(row))
-        w.writeheader()
-        w.writerow(row)
-    case = V.build_case(V.read(path)[0])
-    assert case.model.qk_norm is (bool(expected))
+    assert row_case(row).model.qk_norm is bool(expected)
