@@ -139,6 +139,7 @@ def test_every_flag_of_every_command_has_help():
     ("roofline.model.formulas.codegen", "roofline/model/_compiled.py"),
     ("roofline.views.uncertainty", "roofline/data/uncertainty.yaml"),
 ])
+@pytest.mark.filterwarnings("ignore:.*found in sys.modules after import of package:RuntimeWarning")
 def test_generators_print_usage_on_help_and_write_nothing(module, target, capsys, monkeypatch):
     """`python -m MODULE`: a real interpreter for the first generator; the others run their `__main__` block in
     this process (runpy, the same code path without the ~1 s start and imports of a new interpreter)."""

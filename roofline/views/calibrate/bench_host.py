@@ -69,6 +69,7 @@ def _jit_functions():
     import importlib.util
     import sys
     import tempfile
+    import warnings
     from pathlib import Path
 
     try:
@@ -77,7 +78,11 @@ def _jit_functions():
         spec = importlib.util.spec_from_file_location("roofline_host_jit", d / "roofline_host_jit.py")
         mod = importlib.util.module_from_spec(spec)
         sys.modules["roofline_host_jit"] = mod
-        spec.loader.exec_module(mod)
+        with warnings.catch_warnings():
+            # torch 2.10+ deprecates torch.jit.script; the benchmark keeps it on purpose, as the Megatron code whose
+            # host path it times scripted these functions
+            warnings.simplefilter("ignore", DeprecationWarning)
+            spec.loader.exec_module(mod)
         return mod.bias_gelu, mod.bias_gelu_back, mod.bias_dropout_add_fused_train, True
     except Exception:       # noqa: BLE001 - TorchScript unavailable: same arithmetic in eager mode
         import torch
