@@ -115,3 +115,45 @@ def test_gpt_oss_120b_components_of_the_model_card():
     assert r["params_expert"] + router == pytest.approx(114.71e9, abs=0.005e9)
     assert r["params_embedding"] == pytest.approx(1.16e9, abs=0.005e9)
     assert r["params"] == pytest.approx(116.83e9, abs=0.005e9)
+
+
+# ---- GLM-4.5 (Megatron arguments of THUDM/slime scripts/models/glm4.5-*.sh, typed in here) --------------------
+GLM = {
+    "glm4.5": dict(n_layers=92, d_model=5120, n_heads=96, n_kv_heads=8, head_dim=128, ffn_hidden=12288,
+                   moe_ffn_hidden=1536, shared_ffn_hidden=1536, n_experts=160, top_k=8, first_dense_layers=3,
+                   vocab=151552, tied_embeddings=False, qk_norm=True),
+    "glm4.5-air": dict(n_layers=46, d_model=4096, n_heads=96, n_kv_heads=8, head_dim=128, ffn_hidden=10944,
+                       moe_ffn_hidden=1408, shared_ffn_hidden=1408, n_experts=128, top_k=8, first_dense_layers=1,
+                       vocab=151552, tied_embeddings=False, qk_norm=False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GLM))
+def test_glm_presets_are_the_megatron_arguments(name):
+    m = models.load(name)
+    assert {k: getattr(m, k) for k in GLM[name]} == GLM[name]
+
+
+@pytest.mark.parametrize("name, total, active", [("glm4.5", 355e9, 32e9), ("glm4.5-air", 106e9, 12e9)])
+def test_glm_parameters_by_hand_and_published(name, total, active):
+    """Q 96 x 128 wide, K and V 8 x 128, O back to h; dense layers 3 x h x ffn, MoE layers E experts and one shared
+    expert of 3 x h x f_e and a router h x E; two RMSNorms a layer (QK-norm weights and QKV biases not counted);
+    untied V x h tables and the final norm. Published (Megatron-Bridge docs/models/glm/glm45.md): 355B / 32B and 106B
+    / 12B, the active count without the embedding tables; the total within 1 % (355B holds the MTP layer)."""
+    g = GLM[name]
+    h, V, L, d, E = g["d_model"], g["vocab"], g["n_layers"], g["first_dense_layers"], g["n_experts"]
+    attn = h * (96 * 128 + 2 * 8 * 128) + 96 * 128 * h
+    expert = 3 * h * g["moe_ffn_hidden"]
+    common = L * (attn + 2 * h) + d * 3 * h * g["ffn_hidden"] + (L - d) * (h * E + expert) + 2 * V * h + h
+    _, r = params(name)
+    assert r["params"] == common + (L - d) * E * expert
+    assert r["active_params"] == common + (L - d) * 8 * expert
+    assert r["params"] == pytest.approx(total, rel=0.01)
+    assert r["active_params"] - 2 * V * h == pytest.approx(active, rel=0.02)
+
+
+@pytest.mark.parametrize("spelling, preset", [("GLM-4.5", "glm4.5"), ("zai-org/GLM-4.5-Air", "glm4.5-air"),
+                                              ("GLM 4.5 Air", "glm4.5-air"), ("GLM-4.5 355B", "glm4.5")])
+def test_glm_names_as_people_write_them(spelling, preset):
+    from roofline.spec import families
+    assert families.preset_for(spelling) == preset
