@@ -102,3 +102,21 @@ def test_the_2025_stack_runs_rope_eagerly_in_its_own_moe_models_only():
     assert not now.plan.eager_elementwise and not now.plan.eager_rope
     assert stacks.get("automodel").id == "nemo-automodel"  # a name alone: the newest version
     assert stacks.get("automodel@2025").id == "nemo-automodel-2025"
+
+
+def test_a_stack_version_states_only_what_differs(tmp_path, monkeypatch):
+    """stacks/*.yaml ``base: ID``: the 2025 AutoModel file holds its id, version, era and the RoPE keys; every other key
+    is the 2026 stack's. A base that is missing or circular is one line."""
+    old, new = stacks.get("nemo-automodel-2025").to_dict(), stacks.get("nemo-automodel").to_dict()
+    for sect in ("model", "plan", "rules", "sources"):
+        assert {k: v for k, v in old[sect].items() if not k.startswith("eager_rope")} == new[sect]
+    assert (old["family"], old["aliases"], old["name"]) == (new["family"], new["aliases"], new["name"])
+    from roofline.base.errors import InputError
+    monkeypatch.setattr(stacks, "HERE", tmp_path)
+    (tmp_path / "a.yaml").write_text("id: a\nbase: b\n")
+    (tmp_path / "b.yaml").write_text("id: b\nbase: a\n")
+    (tmp_path / "c.yaml").write_text("id: c\nbase: nowhere\n")
+    with pytest.raises(InputError, match="circular base"):
+        stacks._read(tmp_path / "a.yaml")
+    with pytest.raises(InputError, match="'nowhere' is not a stack"):
+        stacks._read(tmp_path / "c.yaml")

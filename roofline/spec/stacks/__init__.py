@@ -6,6 +6,8 @@ model defaults (attention kernel, dropout), the plan defaults (dtypes, sequence 
 sharding, overlaps, recompute), the rules the resolver applies to unstated fields, and what the
 stack cannot run; every key has its source (the framework's flag and file, or a paper) under
 ``sources``. ``python -m roofline frameworks list|show``; docs/frameworks.md is generated from here.
+A version of a stack may state only what differs: ``base: ID`` takes every key of that stack's file, the
+``model``, ``plan``, ``rules`` and ``sources`` mappings key by key, under the file's own.
 
 Names: ``ID`` or ``ID@VERSION`` where VERSION is a year (``megatron-lm@2021``) or a release in the
 stack's family (``nemo@25.09`` -> the Megatron-Core entry whose era holds 2025).
@@ -92,12 +94,31 @@ def _check(d: dict, path: Path) -> Stack:
                  sources=MappingProxyType({k: str(v) for k, v in d["sources"].items()}))
 
 
+SECTIONS = ("model", "plan", "rules", "sources")
+
+
+def _read(path: Path, seen: tuple = ()) -> dict:
+    """A stack file's mapping, a ``base:`` stack's keys under its own (the sections merged key by key)."""
+    d = yaml_load(path.read_text(encoding="utf-8"))
+    if not isinstance(d, dict) or "base" not in d:
+        return d
+    ref, where = str(d["base"]), f"stack {path.name}"
+    base_path = HERE / f"{ref}.yaml"
+    if ref in seen or ref == path.stem:
+        raise InputError(f"{where}: circular base {ref!r}")
+    if not base_path.exists():
+        raise InputError(f"{where}: base {ref!r} is not a stack of this folder")
+    base = _read(base_path, seen + (path.stem,))
+    own = {k: v for k, v in d.items() if k != "base"}
+    return {**base, **own, **{s: {**(base.get(s) or {}), **(own.get(s) or {})} for s in SECTIONS}}
+
+
 @functools.lru_cache(maxsize=1)
 def registry() -> dict:
     """Every bundled stack by id (read once)."""
     out = {}
     for p in sorted(HERE.glob("*.yaml")):
-        s = _check(yaml_load(p.read_text(encoding="utf-8")), p)
+        s = _check(_read(p), p)
         if s.id != p.stem:
             raise InputError(f"stack {p.name}: id {s.id!r} differs from the file name")
         out[s.id] = s
