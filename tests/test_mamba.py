@@ -196,3 +196,30 @@ def test_a_row_that_names_another_models_architecture_takes_its_pattern():
     assert d["hybrid_pattern"] == nano.hybrid_pattern and d["mamba_num_heads"] == nano.mamba_num_heads == 64
     with pytest.raises(V.Skip, match="pattern"):
         V._hybrid_fields({"attention_detail": "same as Some Unknown Model (hybrid)"})
+
+
+def test_ssd_rate_is_the_measured_fraction_of_the_peak():
+    """The SSD scan is priced at SSD_PEAK_FRACTION of the 16-bit peak, not on the GEMM curve: with HBM free and no
+    launch cost its forward time is its FLOPs over that rate."""
+    ssd = _op("ssd_scan")
+    t = C.op_time(ssd, "fwd")
+    sub = dict(SMALL)
+    for s in t.free_symbols:
+        if s not in sub:
+            name = str(s)
+            sub[s] = {"peak_hp": 1e15, "clock": 1.0, "clock_spread": 0.0, "gpu_z": 0.0}.get(
+                name, 1e30 if ("hbm" in name or "EFF_MEM" in name or "mu_" in name) else 0.0)
+    got = float(t.xreplace(sub))
+    assert got == pytest.approx(_num(ssd.f_fwd) / (1e15 * float(MB.SSD_PEAK_FRACTION)), rel=1e-9)
+
+
+@pytest.mark.parametrize("chunk", [128, 256])
+def test_ssd_rate_matches_the_published_h100_throughput(chunk):
+    """vllm-project/vllm#27299: mamba_chunk_scan_combined's Triton kernels run 1.07-1.29e7 tokens/s forward on one
+    H100 (989 TFLOP/s BF16) for 128 heads of width 64, state 128, one group; SSD_PEAK_FRACTION of that peak over
+    ssd_flops per token lands in that range (15 % either side: the benchmark's chunk length is 128 or 256)."""
+    sizes = {S.mamba_hdim: 64, S.mamba_state: 128, S.mamba_chunk: chunk}
+    f_fwd, _ = MB.ssd_flops(1, 128, 1)
+    per_token = float(f_fwd.xreplace(sizes))
+    rate = 989e12 * float(MB.SSD_PEAK_FRACTION) / per_token
+    assert 1.07e7 / 1.15 <= rate <= 1.29e7 * 1.15

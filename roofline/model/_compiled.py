@@ -1322,796 +1322,795 @@ def evaluate(x):
     _x1087 = mamba_heads*(_x1085 + 4*_x1086)
     _x1088 = _x2*mamba_chunk
     _x1089 = _x1071*(_x1062*_x1088 + _x1087*_x2)
-    _x1090 = np.maximum(1, np.minimum(np.minimum(mamba_chunk, mamba_hdim), mamba_state))
-    _x1091 = (_x1090 + gemm_dhalf)/_x1090
-    _x1092 = _x1061*_x2
-    _x1093 = _x2*mamba_heads
-    _x1094 = _x1071*(_x1078*mamba_state*(_x179 + _x963)/mamba_chunk + act_bytes*(5*_x1078 + 4*_x1092) + f32_bytes*(2*_x1088*mamba_groups + 7*_x1093))
-    _x1095 = np.maximum(_x1089*_x1091*_x118, _x1094*_x93)
-    _x1096 = 2*attn_frac
-    _x1097 = _x1096*_x547
-    _x1098 = np.maximum(_x350*attn_frac, _x102*_x1097)
-    _x1099 = _x1096*_x573
-    _x1100 = np.maximum(_x385*attn_frac, _x102*_x1099)
-    _x1101 = np.maximum(_x436*attn_frac, _x442*attn_frac)
-    _x1102 = _x302*_x457
-    _x1103 = _x1096*_x1102
-    _x1104 = _x1103*_x474
-    _x1105 = np.maximum(_x470*attn_frac, _x102*_x1104)
-    _x1106 = attn_frac*t0_gemm_fwd
-    _x1107 = _x338*attn_frac
-    _x1108 = _x297*attn_frac
-    _x1109 = _x1108*_x75
-    _x1110 = _x1106 + np.maximum(_x1107*_x93, _x1109*_x341)
-    _x1111 = _x1096*_x58
-    _x1112 = _x1111*_x401
-    _x1113 = _x1112*_x403
-    _x1114 = _x393*attn_frac + np.maximum(_x399*attn_frac, _x102*_x1113)
-    _x1115 = _x320*mlp_frac
-    _x1116 = _x1115*_x831
-    _x1117 = _x1115*n_experts
-    _x1118 = _x1117*_x73
-    _x1119 = _x1118*_x835
-    _x1120 = _x828*mlp_frac + np.maximum(_x1116*_x94, _x1119*_x118)
-    _x1121 = _x1096*_x464
-    _x1122 = _x454*attn_frac + np.maximum(_x460*attn_frac, _x102*_x1121)
-    _x1123 = _x1076 + _x1084 + _x1095 + _x1098 + _x1100 + _x1101 + _x1105 + _x1110 + _x1114 + _x1120 + _x1122 + _x498*attn_frac + _x499*attn_frac + _x676*mamba_frac
-    _x1124 = _x1059 + _x1123
-    _x1125 = attn_frac*seq_par
-    _x1126 = _x1125*_x669
-    _x1127 = mamba_frac*seq_par
-    _x1128 = _x1127*_x656
-    _x1129 = _x840*mlp_frac
-    _x1130 = _x1129*_x656
-    _x1131 = _x1126 + _x1128 + _x1130
-    _x1132 = _x1131*_x687
-    _x1133 = _x1125*_x707
-    _x1134 = _x1127*_x705
-    _x1135 = _x1129*_x705
-    _x1136 = _x1069*_x250
-    _x1137 = _x1066*_x1074*_x541
-    _x1138 = _x1066*_x272
-    _x1139 = (1/2)*np.maximum(_x1136, _x1137) + (1/2)*np.maximum(_x1136 + _x1138, _x1137)
-    _x1140 = _x1139 + _x712
-    _x1141 = _x1038*_x862 + _x1041 + _x727*attn_frac + mamba_frac*(_x693 + tp_async*(_x689*np.maximum(-_x1140 - _x720, _x721) + seq_par*(_x656 + np.maximum(-_x1139 - _x713, _x716) + np.maximum(-_x1140 - _x717, _x719))))
-    _x1142 = _x1141 - np.maximum(0, -_x1043*_x647 + _x1141 - _x646*ov_tp*np.maximum(_x1043 - _x1124*_x703, _x1043*(_x683*(_x1132 + _x1133 + _x1134 + _x1135) + _x685*(_x1043 - _x1132 - _x1133 - _x1134 - _x1135))/np.maximum(1.0e-30, _x1043)))
-    _x1143 = _x1040 - np.maximum(0, -_x1040*_x647 + _x1040 - _x646*ov_tp*np.maximum(_x1036 + _x1037 + _x1039 - _x1124, _x1040*(_x1131*_x683 + _x685*(_x1040 - _x1126 - _x1128 - _x1130))/np.maximum(1.0e-30, _x1040)))
-    _x1144 = _x1142 + _x1143
-    _x1145 = act_bytes*attn_frac
-    _x1146 = _x1145*_x145
-    _x1147 = _x1146*_x141
-    _x1148 = np.maximum(_x1147*_x132, _x155*attn_frac)
-    _x1149 = _x1146*_x165
-    _x1150 = _x1146*_x140
-    _x1151 = _x1150*_x168
-    _x1152 = np.maximum(_x162*attn_frac, _x132*(_x1149 + _x1151*bmm_reread_fwd))
-    _x1153 = _x174*attn_frac + np.maximum(_x177*attn_frac, _x183*attn_frac)
-    _x1154 = _x1145*_x193
-    _x1155 = _x1154*_x196
-    _x1156 = _x187*attn_frac + np.maximum(_x1155*swa_frac, _x210*_x214*attn_frac)
-    _x1157 = _x218*attn_frac + np.maximum(_x1155*_x217, _x214*_x222*attn_frac)
-    _x1158 = _x1148 + _x1152 + _x1153 + _x1156 + _x1157 + _x173*attn_frac
-    _x1159 = ov_cp*np.maximum(-_x1158*_x131 + _x235, _x238)
-    _x1160 = _x1159 + _x240
-    _x1161 = _x1057*_x249
-    _x1162 = _x868*mlp_frac
-    _x1163 = np.maximum(_x1161, _x1162)
-    _x1164 = np.maximum(_x1161 + _x871*mlp_frac, _x1162)
-    _x1165 = _x1045*_x249
-    _x1166 = _x1047*_x253
-    _x1167 = np.maximum(_x1165, _x1166)
-    _x1168 = _x1049*_x249
-    _x1169 = _x1051*_x253
-    _x1170 = np.maximum(_x1168, _x1169)
-    _x1171 = _x1053*_x249
-    _x1172 = _x1171*_x795
-    _x1173 = _x880*mlp_frac
-    _x1174 = np.maximum(_x1172, _x1173)
-    _x1175 = _x1171*_x808
-    _x1176 = _x855*mlp_frac
-    _x1177 = np.maximum(_x1175, _x1176)
-    _x1178 = np.maximum(_x1165 + _x882*mlp_frac, _x1166)
-    _x1179 = np.maximum(_x1168 + _x849*mlp_frac, _x1169)
-    _x1180 = np.maximum(_x1172 + _x884*mlp_frac, _x1173)
-    _x1181 = np.maximum(_x1175 + _x857*mlp_frac, _x1176)
-    _x1182 = 2*_x1163 + 2*_x1164 + _x1167 + _x1170 + _x1174 + _x1177 + _x1178 + _x1179 + _x1180 + _x1181 + _x873*mlp_frac + _x874*mlp_frac + _x875*mlp_frac
-    _x1183 = _x1182*_x277
-    _x1184 = -1/2*_x320*_x913*mlp_frac
-    _x1185 = mlp_frac*t0_elem_fwd
-    _x1186 = _x103*_x1044
-    _x1187 = _x1186*_x280
-    _x1188 = _x769*mlp_frac
-    _x1189 = _x1188*_x765
-    _x1190 = np.maximum(_x1187*_x770, _x1189*_x283)
-    _x1191 = _x1185 + _x1190
-    _x1192 = _x918*mlp_frac
-    _x1193 = _x917*mlp_frac + np.maximum(_x1187*_x918, _x1192*_x283)
-    _x1194 = _x1059 + _x1193
-    _x1195 = (1/2)*mlp_frac
-    _x1196 = _x1195*_x320
-    _x1197 = _x1196*_x921
-    _x1198 = mlp_frac*t0_elem_bwd
-    _x1199 = _x1184 + _x1198
-    _x1200 = _x1044*_x291
-    _x1201 = _x1182 + _x923*mlp_frac + np.maximum(_x1200*_x770, _x1189*_x294) + np.maximum(_x1200*_x918, _x1192*_x294)
-    _x1202 = _x103*_x1145
-    _x1203 = attn_frac*t0_elem_fwd + np.maximum(_x486*attn_frac, _x1202*_x489)
-    _x1204 = mamba_frac*t0_elem_fwd
-    _x1205 = _x1060 + _x1062
-    _x1206 = _x1205*_x2
-    _x1207 = _x1071*_x1206
-    _x1208 = np.maximum(_x103*_x1207*_x179, _x108*_x1207*(2*mamba_conv + 4))
-    _x1209 = np.maximum(_x486*mamba_frac, _x490*mamba_frac)
-    _x1210 = mamba_frac*t0_gemm_fwd
-    _x1211 = mamba_frac*t0_norm_fwd
-    _x1212 = act_bytes*mamba_frac
-    _x1213 = _x83*mamba_frac
-    _x1214 = 8*_x84
-    _x1215 = np.maximum(_x1212*_x73*_x78, _x1213*_x1214)
-    _x1216 = _x1071*_x1078
-    _x1217 = _x1216*_x82
-    _x1218 = np.maximum(_x1216*_x446, _x1214*_x1217)
-    _x1219 = np.maximum(_x486*mlp_frac, _x1186*_x489)
-    _x1220 = _x1185 + _x1219
-    _x1221 = _x107*mamba_frac + _x1108 + _x1189 + _x1192 + _x1216 + _x299*attn_frac + _x301*attn_frac + _x303*attn_frac + _x304*attn_frac + _x308*attn_frac + _x309*attn_frac + _x768*mlp_frac + _x927*mlp_frac + _x928*mlp_frac + _x929*mlp_frac
-    _x1222 = np.maximum(_x105*_x1221, _x1221*_x313)
-    _x1223 = _x1222 + _x70
-    _x1224 = _x346*attn_frac
-    _x1225 = attn_frac*t0_norm_fwd
-    _x1226 = _x363*attn_frac
-    _x1227 = _x1226*_x228*_x358
-    _x1228 = _x1226*_x366
-    _x1229 = _x1225*_x358 + np.maximum(_x1227*_x332, _x1228*_x85)
-    _x1230 = _x1106*_x23
-    _x1231 = _x1185*_x371 + np.maximum(_x1186*_x375, _x377*mlp_frac)
-    _x1232 = _x172*attn_frac
-    _x1233 = _x332*_x80
-    _x1234 = _x1225 + np.maximum(_x1145*_x1233, _x86*attn_frac)
-    _x1235 = mlp_frac*t0_norm_fwd + np.maximum(_x1044*_x1233, _x86*mlp_frac)
-    _x1236 = _x418*attn_frac + np.maximum(_x423*attn_frac, _x1202*_x425)
-    _x1237 = _x445*attn_frac + np.maximum(_x448*attn_frac, _x450*attn_frac)
-    _x1238 = _x940*mlp_frac
-    _x1239 = _x1115*_x942
-    _x1240 = _x1115*_x763
-    _x1241 = _x1238 + np.maximum(_x1239*_x945, _x1240*_x947)
-    _x1242 = _x951*mlp_frac
-    _x1243 = _x955*mlp_frac
-    _x1244 = _x1118*_x76
-    _x1245 = _x961*mlp_frac + np.maximum(_x1244*_x964, _x1118*_x965)
-    _x1246 = _x1225*_x23 + np.maximum(_x480*attn_frac, _x482*attn_frac)
-    _x1247 = _x1238*_x967 + np.maximum(0, _x1240*_x969)
-    _x1248 = _x1110*_x129 + _x1114*_x392 + _x1120*_x960 + _x1122*_x428 + _x1153*_x409 + _x1156*_x409 + _x1157*_x409 + _x1191*_x936 + _x1193*_x939 + _x1203*_x129 + _x1220*_x129 + _x1223*_x129 + _x1229*_x129 + _x1231*_x129 + _x1234*_x416 + _x1235*_x937 + _x1236*_x428 + _x1237*_x428 + _x1241*_x950 + _x1245*_x950 + _x1246*_x428 + _x1247*_x950 + _x129*(_x1076 + _x1210) + _x129*(_x1084 + _x1210) + _x129*(_x1095 + _x1210) + _x129*(_x1098 + _x1224) + _x129*(_x1100 + _x1230) + _x129*(_x1204 + _x1208) + _x129*(_x1204 + _x1209) + _x129*(_x1211 + _x1215) + _x129*(_x1211 + _x1218) + _x409*(_x1148 + _x1232) + _x409*(_x1152 + _x1232) + _x428*(_x1101 + _x1224) + _x428*(_x1105 + _x1230) + _x953*(_x1048 + _x1242) + _x954*(_x1052 + _x1242) + _x958*(_x1055 + _x1243) + _x959*(_x1056 + _x1243) + _x972*(_x1058 + _x971*mlp_frac)
-    _x1249 = _x1123 + _x1158 + _x1203 + _x1208 + _x1209 + _x1215 + _x1218 + _x1229 + _x1231 + _x1234 + _x1235 + _x1236 + _x1237 + _x1241 + _x1245 + _x1246 + _x1247 + _x497*mamba_frac + _x502*mamba_frac
-    _x1250 = _x1223 + _x1249
-    _x1251 = attn_frac*t0_gemm_bwd
-    _x1252 = attn_frac*t0_norm_bwd
-    _x1253 = _x976*mlp_frac
-    _x1254 = _x977*mlp_frac
-    _x1255 = _x1107*_x249
-    _x1256 = _x1109*_x537
-    _x1257 = np.maximum(_x1255, _x1256)
-    _x1258 = _x1136*mamba_frac
-    _x1259 = _x1075*_x546
-    _x1260 = np.maximum(_x1258, _x1259)
-    _x1261 = _x1080*_x250*mamba_frac
-    _x1262 = _x1083*_x253
-    _x1263 = np.maximum(_x1261, _x1262)
-    _x1264 = _x556*attn_frac + _x557*attn_frac + _x559*attn_frac + _x560*attn_frac + _x561*attn_frac + _x562*attn_frac + _x984*mlp_frac + _x985*mlp_frac + _x986*mlp_frac + _x987*mlp_frac + _x988*attn_frac + _x989*mlp_frac + _x990*mlp_frac + mamba_frac*(_x1068 + _x554) + mamba_frac*(_x107 + _x1079*_x553)
-    _x1265 = _x540*attn_frac
-    _x1266 = _x1113*_x253
-    _x1267 = np.maximum(_x1265, _x1266)
-    _x1268 = _x545*attn_frac
-    _x1269 = _x1097*_x253
-    _x1270 = np.maximum(_x1268, _x1269)
-    _x1271 = _x550*attn_frac
-    _x1272 = _x551*attn_frac
-    _x1273 = np.maximum(_x1271, _x1272)
-    _x1274 = _x1116*_x250
-    _x1275 = _x1119*_x981
-    _x1276 = np.maximum(_x1274, _x1275)
-    _x1277 = _x568*attn_frac
-    _x1278 = _x1121*_x253
-    _x1279 = np.maximum(_x1277, _x1278)
-    _x1280 = _x572*attn_frac
-    _x1281 = _x1099*_x253
-    _x1282 = np.maximum(_x1280, _x1281)
-    _x1283 = _x576*attn_frac
-    _x1284 = _x1104*_x253
-    _x1285 = np.maximum(_x1283, _x1284)
-    _x1286 = _x1154*_x584
-    _x1287 = 16*_x517
-    _x1288 = _x228*mamba_frac
-    _x1289 = _x1145*_x80
-    _x1290 = _x1044*_x80
-    _x1291 = 3*mamba_heads
-    _x1292 = _x1071*(6*_x1092*mamba_chunk + _x1093*(2*_x1085 + 10*_x1086))
-    _x1293 = np.maximum(_x1091*_x1292*_x981, (5/2)*_x1094*_x249)
-    _x1294 = _x579*(_x1147 + _x1150*_x615)
-    _x1295 = np.maximum(_x1266, _x1265 + _x623*attn_frac)
-    _x1296 = np.maximum(_x1284, _x1283 + _x639*attn_frac)
-    _x1297 = np.maximum(_x1278, _x1277 + _x628*attn_frac)
-    _x1298 = np.maximum(_x1255 + _x630*attn_frac, _x1256)
-    _x1299 = np.maximum(_x1138*mamba_frac + _x1258, _x1259)
-    _x1300 = np.maximum(_x1077*_x272*mamba_frac + _x1261, _x1262)
-    _x1301 = np.maximum(_x1268 + _x632*attn_frac, _x1269)
-    _x1302 = np.maximum(_x1271 + _x635*attn_frac, _x1272)
-    _x1303 = np.maximum(_x1274 + _x997*mlp_frac, _x1275)
-    _x1304 = np.maximum(_x1280 + _x637*attn_frac, _x1281)
-    _x1305 = _x1198*_x371 + _x1251*_x458 + _x1251 + _x1252*_x23 + _x1252*_x358 + _x1252 + _x1253*_x967 + _x1253 + _x1254 + _x1257 + _x1260 + _x1263 + _x1267 + _x1270 + _x1273 + _x1276 + _x1279 + _x1282 + _x1285 + _x1293 + _x1295 + _x1296 + _x1297 + _x1298 + _x1299 + _x1300 + _x1301 + _x1302 + _x1303 + _x1304 + _x509*mamba_frac + _x521*attn_frac + _x522*attn_frac + _x523*attn_frac + _x524*attn_frac + _x525*attn_frac + _x526*attn_frac + _x528*attn_frac + _x529*attn_frac + _x535*attn_frac + _x642*mamba_frac + _x736*mamba_frac + _x978*mlp_frac + attn_frac*t0_elem_bwd + mlp_frac*t0_norm_bwd + np.maximum(0, _x1115*_x979) + np.maximum(_x1022*mamba_frac, _x1213*_x1287) + np.maximum(_x1096*_x609, _x1145*_x610) + np.maximum(_x1149*_x579, _x582*attn_frac) + np.maximum(_x1227*_x516, _x1228*_x518) + np.maximum(_x1239*_x994, _x1115*_x995) + np.maximum(_x1244*_x992, _x1118*_x993) + np.maximum(_x1264*_x565, _x1264*_x566) + np.maximum(_x1286*_x217, _x589*_x591*attn_frac) + np.maximum(_x1286*swa_frac, _x586*_x589*attn_frac) + np.maximum(_x1289*_x510, _x513*attn_frac) + np.maximum(_x1289*_x516, _x519*attn_frac) + np.maximum(_x1290*_x510, _x513*mlp_frac) + np.maximum(_x1290*_x516, _x519*mlp_frac) + np.maximum(_x511*mamba_frac, _x513*mamba_frac) + np.maximum(_x595*attn_frac, _x596*attn_frac) + np.maximum(_x599*attn_frac, _x601*attn_frac) + np.maximum(_x603*attn_frac, _x604*attn_frac) + np.maximum(_x614*attn_frac, _x1294) + np.maximum(_x619*attn_frac, _x579*(_x1149 + _x1151*bmm_reread_bwd)) + np.maximum(_x621*attn_frac, _x1294) + np.maximum(_x1044*_x290*_x375, _x607*mlp_frac) + np.maximum(5*_x1206*_x1288*_x290, _x1207*_x293*(4*mamba_conv + 8)) + np.maximum(_x1288*_x1291*_x2*_x515*mamba_hdim, _x1217*_x1287)
-    _x1306 = _x1305 + _x508
-    _x1307 = _x1001*_x1195*_x913*_x926 + _x1002*_x913*mlp_frac + ov_ep*np.maximum(-_x1199 - _x1306, _x1197) + ov_ep*np.maximum(-_x1248 + (1/2)*_x320*_x913*_x926*mlp_frac, _x1196*_x921*_x926) + ov_ep*np.maximum(_x1183 - _x1199 - _x1201, _x1197) + ov_ep*np.maximum(-_x1184 - _x1220 - _x1250, _x1197) + ov_ep*np.maximum(-_x1183 - _x1184 - _x1191 - _x1194, _x1197)
-    _x1308 = _x1160 + _x1307
-    _x1309 = _x1144 + _x1308
-    _x1310 = (1/2)*attn_frac
-    _x1311 = _x1195 + _x1310 + (1/2)*mamba_frac
-    _x1312 = _x1190 + _x1194 + _x1219 + _x497*mlp_frac
-    _x1313 = _x1250 + _x1312
-    _x1314 = -_x128*(_x1006*mlp_frac + _x1311*host_fwd) + _x1313
-    _x1315 = _x1201 + _x642*mlp_frac
-    _x1316 = _x1306 + _x1315
-    _x1317 = _x1248 + _x1316
-    _x1318 = -_x128*(_x1009*mlp_frac + _x1011*mlp_frac + _x130*_x1311) + _x1317
-    _x1319 = _x1015*_x1160
-    _x1320 = _x1018*_x1307
-    _x1321 = _x1142 + _x1319 + _x1320
-    _x1322 = _x741*(np.maximum(0, -_x1318 - _x1321) + np.maximum(0, -_x1143 - _x1308 - _x1314 + _x1319 + _x1320)) + _x742*np.maximum(0, -_x1309 - _x1314 - _x1318)
-    _x1323 = _x1309 + _x1313 + _x1317 + _x1322
-    _x1324 = _x1029 + _x112
-    _x1325 = layout_mid - layout_mid_dense
-    _x1326 = -_x1323*_x1325 - _x740*layout_mid_dense
-    _x1327 = -_x1028 + _x1034 - _x111 - t0_embed_bwd - t0_embed_fwd
-    _x1328 = layout_last - layout_last_dense
-    _x1329 = _x1323*_x1328 + _x1324*_x68 + _x740*layout_last_dense
-    _x1330 = np.heaviside(_x1034*_x68 + _x1035*_x1323 + _x1324 + _x1326 + _x740*layout_first_dense, 1)*np.heaviside(_x1034*_x68 + _x1035*_x1323 - _x1327 - _x1329 + _x740*layout_first_dense, 1)
-    _x1331 = (1 - _x1330)*np.heaviside(_x1034 + _x1326 + _x1329, 1)
-    _x1332 = _x1330*(_x112 + _x127*_x68) + _x1331*(_x112*_x68 + _x127)
-    _x1333 = 1 - pp_layout
-    _x1334 = np.heaviside(_x1327, 1)
-    _x1335 = 1 - _x1334
-    _x1336 = -_x38
-    _x1337 = _x38*dualpipev
-    _x1338 = _x1336 + _x1337
-    _x1339 = _x1338 + 1
-    _x1340 = _x112*_x1335 + _x127*_x1334 + _x1339*(_x112*_x1334 + _x127*_x1335)
-    _x1341 = -_x1330 - _x1331 + 1
-    _x1342 = np.minimum(dense_layers, _x17)
-    _x1343 = _x1336 + _x38*np.heaviside(-_x1144 - _x1159 - _x1222 - _x1248 - _x1249 - _x1305 - _x1307 - _x1312 - _x1315 - _x1322 + _x156 + _x171 + _x173 + _x174 + _x184 + _x187 + _x215 + _x218 + _x223 + _x239 + _x259 + _x271 + _x273 + _x274 + _x284 + _x286 + _x287 + _x289 + _x295 + _x296 + _x314 + _x316 + _x319 + _x326 + _x329 + _x335 + _x343 + _x345 + _x356 + _x357 + _x359 + _x368 + _x370 + _x372 + _x378 + _x380 + _x389 + _x390 + _x393 + _x405 + _x407 + _x410 + _x411 + _x412 + _x413 + _x414 + _x417 + _x418 + _x426 + _x429 + _x443 + _x444 + _x445 + _x451 + _x453 + _x454 + _x465 + _x467 + _x476 + _x477 + _x478 + _x483 + _x485 + _x493 + _x496 + _x498 + _x499 + _x502 + _x503 + _x504 + _x507 + _x509 + _x514 + _x520 + _x521 + _x522 + _x523 + _x524 + _x525 + _x526 + _x528 + _x529 + _x530 + _x531 + _x533 + _x534 + _x535 + _x539 + _x543 + _x549 + _x552 + _x567 + _x570 + _x575 + _x578 + _x583 + _x590 + _x592 + _x597 + _x602 + _x605 + _x606 + _x608 + _x611 + _x617 + _x620 + _x622 + _x624 + _x629 + _x631 + _x633 + _x636 + _x638 + _x640 + _x644 + _x676 - _x679 - _x686 + _x688 + _x693 + _x699 + _x722 + _x726 - _x729 + _x733 + _x735 + _x736 + _x739, 1) + 1
-    _x1344 = _x1333*_x1342*_x1343 + pp_layout*(_x1330*layout_first_dense + _x1331*layout_last_dense + _x1341*layout_mid_dense)
-    _x1345 = _x1333*(-_x1342*_x1343 + _x17) + pp_layout*(_x1035*_x1330 + _x1325*_x1341 + _x1328*_x1331)
-    _x1346 = _x1330*_x68 + _x1331
-    _x1347 = _x1333*mtp*(_x1334 + _x1335*_x1339) + _x1346*mtp*pp_layout
-    _x1348 = _x1007*_x1347 + _x1313*_x1345 + _x1332*pp_layout + _x1333*_x1340 + _x1344*_x734
-    _x1349 = _x1330*(_x1029 + _x1033*_x68) + _x1331*(_x1029*_x68 + _x1033)
-    _x1350 = _x1029*_x1335 + _x1033*_x1334 + _x1339*(_x1029*_x1334 + _x1033*_x1335)
-    _x1351 = _x1344*_x737
-    _x1352 = _x1316*_x1345
-    _x1353 = _x1012*_x1347
-    _x1354 = _x1333*_x1350 + _x1349*pp_layout + _x1351 + _x1352 + _x1353
-    _x1355 = _x1348 + _x1354
-    _x1356 = _x51*_x68
-    _x1357 = _x1356 + _x38
-    _x1358 = _x2*gpus_per_node
-    _x1359 = np.maximum(1, np.floor(_x1358))
-    _x1360 = _x1359**(-1.0)
-    _x1361 = dp_rep**(-1.0)
-    _x1362 = _x1361*_x61
-    _x1363 = np.ceil(_x1360*_x1362)
-    _x1364 = _x48*_x56
-    _x1365 = _x1364*dp_rep
-    _x1366 = _x1363*_x1365
-    _x1367 = _x1366*(_x1362/_x1363 - 1)
-    _x1368 = np.maximum(_x1366*_x648, _x1367*_x649)
-    _x1369 = biases*d_model
-    _x1370 = -_x1369*(1 - _x743) + _x791 + _x803 + biases*(_x805 + d_model)
-    _x1371 = _x755 + _x781 + biases*(_x754 + _x780)
-    _x1372 = _x758*n_experts
-    _x1373 = _x1371*_x1372*_x757
-    _x1374 = _x753*(_x819 + biases*(d_model + moe_latent)) + _x996
-    _x1375 = _x1370*_x2 + _x1373 + _x1374
-    _x1376 = _x18*_x75
-    _x1377 = n_heads*v_head
-    _x1378 = _x0*(_x1369 + _x1377*d_model + _x432 + _x455*_x665) + _x133*(_x361*d_model + _x394 + biases*(_x391 + d_model))
-    _x1379 = _x1378*_x2 + _x24
-    _x1380 = _x1376 + _x1379
-    _x1381 = _x114*_x68 + _x38*np.minimum(_x114, _x1375 + _x1380)
-    _x1382 = _x1362 - 1
-    _x1383 = _x1365*_x1382
-    _x1384 = _x1383*act_bytes
-    _x1385 = _x1381*_x1384
-    _x1386 = _x1363 - 1
-    _x1387 = _x1362 - _x1363
-    _x1388 = _x1386*alpha_ag_inter + _x1387*alpha_ag_intra + _x652
-    _x1389 = (_x1362 > _x1359)
-    _x1390 = np.minimum(1, _x1382)
-    _x1391 = _x1382*alpha_ag_intra + _x1390*call_ag_intra
-    _x1392 = np.maximum(_x1366*_x657, _x1367*_x658)
-    _x1393 = _x1381*grad_bytes
-    _x1394 = _x1383*_x1393
-    _x1395 = _x1386*alpha_rs_inter + _x1387*alpha_rs_intra + _x660
-    _x1396 = _x1382*alpha_rs_intra + _x1390*call_rs_intra
-    _x1397 = np.maximum(1, np.floor(_x1358*_x1365))
-    _x1398 = np.ceil(dp_rep/_x1397)
-    _x1399 = _x1361*_x1398
-    _x1400 = -1 + dp_rep/_x1398
-    _x1401 = _x1399*_x1400
-    _x1402 = np.maximum(_x1*_x1399, _x1401*_x7)
-    _x1403 = 2*dp_rep - 2
-    _x1404 = _x1364*_x1403
-    _x1405 = _x1393*_x1404
-    _x1406 = _x1400*_x30 + _x27 + _x29*(_x1398 - 1)
-    _x1407 = (dp_rep > _x1397)
-    _x1408 = np.minimum(1, dp_rep - 1)
-    _x1409 = _x1403*alpha_ar_intra + _x1408*call_ar_intra
-    _x1410 = _x1357*(np.where(_x1389, _x1368*_x1385 + _x1388, _x1385*_x649 + _x1391) + np.where(_x1389, _x1392*_x1394 + _x1395, _x1394*_x658 + _x1396) + np.where(_x1407, _x1402*_x1405 + _x1406, _x1405*_x7 + _x1409))
-    _x1411 = np.maximum(1, np.floor(_x758*_x888))
-    _x1412 = _x757*_x758
-    _x1413 = _x1412*_x43
-    _x1414 = np.ceil(_x1413/_x1411)
-    _x1415 = _x1414 - 1
-    _x1416 = _x1413 - _x1414
-    _x1417 = _x1364*_x2
-    _x1418 = _x1417*_x756*ep
-    _x1419 = _x1414*_x1418
-    _x1420 = _x1413/_x1414 - 1
-    _x1421 = _x1419*_x1420
-    _x1422 = _x1413 - 1
-    _x1423 = _x1422*grad_bytes
-    _x1424 = -_x1342 + _x17
-    _x1425 = _x1115*_x1373
-    _x1426 = _x1424*_x1425
-    _x1427 = _x1373*_x320*mtp
-    _x1428 = _x1339*_x1427
-    _x1429 = _x1426 + _x1428
-    _x1430 = _x1418*_x1429
-    _x1431 = _x1423*_x1430
-    _x1432 = (_x1413 > _x1411)
-    _x1433 = np.minimum(1, _x1422)
-    _x1434 = np.where(_x1432, _x1415*alpha_rs_inter + _x1416*alpha_rs_intra + _x1431*np.maximum(_x1419*_x657, _x1421*_x658) + _x660, _x1422*alpha_rs_intra + _x1431*_x658 + _x1433*call_rs_intra)
-    _x1435 = mamba_frac*(_x1060*d_model + _x1060 + _x1065 + _x1205*(mamba_conv + 1) + _x1291)
-    _x1436 = _x1311*_x1376
-    _x1437 = _x1375*mlp_frac + _x1379*attn_frac + _x1435*_x2 + _x1436
-    _x1438 = _x243 + _x261*d_model + biases*(_x261 + d_model)
-    _x1439 = _x1380 + _x1438*_x2
-    _x1440 = _x1342*_x1439
-    _x1441 = _x18*d_model
-    _x1442 = 5*_x1441
-    _x1443 = mtp*(_x1375 + _x1379 + _x1442 + _x90)
-    _x1444 = _x106*learned_pos
-    _x1445 = 1 - tied
-    _x1446 = _x114*(_x1339*_x1445 + 1) + _x1444
-    _x1447 = _x1339*_x1443 + _x1424*_x1437 + _x1440 + _x1446
-    _x1448 = -_x1426 - _x1428 + _x1447
-    _x1449 = _x1448*grad_bytes
-    _x1450 = _x1383*_x1449
-    _x1451 = _x1404*_x1449
-    _x1452 = np.where(_x1389, _x1392*_x1450 + _x1395, _x1396 + _x1450*_x658) + np.where(_x1407, _x1402*_x1451 + _x1406, _x1409 + _x1451*_x7)
-    _x1453 = 2*_x1356 + _x38
-    _x1454 = _x1422*act_bytes
-    _x1455 = _x1430*_x1454
-    _x1456 = _x1384*_x1448
-    _x1457 = _x320*np.where(_x1432, _x1415*alpha_ag_inter + _x1416*alpha_ag_intra + _x1455*np.maximum(_x1419*_x648, _x1421*_x649) + _x652, _x1422*alpha_ag_intra + _x1433*call_ag_intra + _x1455*_x649) + np.where(_x1389, _x1368*_x1456 + _x1388, _x1391 + _x1456*_x649)
-    _x1458 = _x1357*(_x1434*_x320 + _x1452) + _x1453*_x1457
-    _x1459 = -_x1410 + _x1458
-    _x1460 = (_x61 > _x1359)
-    _x1461 = np.where(_x1460, _x237, _x236)
-    _x1462 = 1 - ov_ag
-    _x1463 = 1 - z_param
-    _x1464 = _x1457*z_os
-    _x1465 = dualpipev - 1
-    _x1466 = -_x1465
-    _x1467 = interleave - 1
-    _x1468 = np.minimum(pp, _x51)
-    _x1469 = np.minimum(1, _x1467)
-    _x1470 = _x1469*_x38
-    _x1471 = _x1466*_x1470*(_x13*(_x1467*_x1468 + 1) - 1) + 1
-    _x1472 = _x13*_x1466
-    _x1473 = _x1470*_x1472
-    _x1474 = z_grad*(_x48*_x49*global_batch - 1)
-    _x1475 = _x1474 + 1
-    _x1476 = 1 - z_os
-    _x1477 = np.ceil(_x1360*_x61)
-    _x1478 = -1 + _x61/_x1477
-    _x1479 = _x1364*_x1477
-    _x1480 = _x1478*_x1479
-    _x1481 = 2*_x61 - 2
-    _x1482 = _x1364*_x1481
-    _x1483 = _x1449*_x1482
-    _x1484 = np.minimum(1, _x61 - 1)
-    _x1485 = _x1412*_x62 - 2
-    _x1486 = _x1485*grad_bytes
-    _x1487 = _x1430*_x1486
-    _x1488 = _x1452*z_os + _x1476*np.where(_x1460, _x1478*_x30 + _x1483*np.maximum(_x1*_x1479, _x1480*_x7) + _x27 + _x29*(_x1477 - 1), _x1481*alpha_ar_intra + _x1483*_x7 + _x1484*call_ar_intra) + _x320*(_x1434*z_os + _x1476*np.where(_x1432, _x1415*_x29 + _x1420*_x30 + _x1487*np.maximum(_x1*_x1419, _x1421*_x7) + _x27, _x1433*call_ar_intra + _x1485*alpha_ar_intra + _x1487*_x7))
-    _x1489 = _x1475*_x1488
-    _x1490 = _x1344*_x495
-    _x1491 = _x1248*_x1345
-    _x1492 = _x1347*_x973
-    _x1493 = _x1490 + _x1491 + _x1492
-    _x1494 = _x1016 + _x1018*_x645 + _x730
-    _x1495 = _x1020*_x1347 + _x1321*_x1345 + _x1344*_x1494
-    _x1496 = _x1354 + _x1493 + _x1495
-    _x1497 = fsdp_copy*z_param
-    _x1498 = _x1463*(_x1457*_x1462*z_os + _x1475*_x1488*(1 - ov_dp) + ov_ag*np.maximum(np.maximum(-_x1348*_x1471 + _x1464, _x1457*_x1461*z_os), _x1473*(-_x1348 + _x1457*z_os)) + ov_dp*np.maximum(np.maximum(_x1489 - _x1496*(_x1471 + _x1474), _x1461*_x1475*_x1488), _x1473*(_x1475*_x1488 - _x1496))) + _x1497*(_x1497*t0_elem_fwd + np.maximum(0, _x103*_x1447*(_x1357*(act_bytes + grad_bytes) + act_bytes*(4*_x1356 + _x53)))) + z_param*(_x1410 + _x1459*_x1462 + ov_ag*np.maximum(-_x1355*_x51 + _x1459, _x1459*_x1461))
-    _x1499 = np.minimum(1, offload_layers)
-    _x1500 = np.minimum(1, _x16*interleave - offload_layers - 1)
-    _x1501 = _x17 - 2
-    _x1502 = _x2*_x75
-    _x1503 = _x1502*seq_par + _x160
-    _x1504 = d_model*mlp_frac
-    _x1505 = _x424*f32_bytes
-    _x1506 = 1 - _x129
-    _x1507 = _x260*act_bytes + gin_bytes
-    _x1508 = _x1507*_x58
-    _x1509 = _x1508*shared_ffn
-    _x1510 = _x1508*_x764*moe_ffn + _x1509
-    _x1511 = act_bytes*(_x148 + _x191)
-    _x1512 = _x58*(_x137*_x358*act_bytes*(_x189 + n_heads) + _x1511 + _x336*gin_bytes)
-    _x1513 = _x107*(_x179 + 2*_x487 + 2*gin_bytes)
-    _x1514 = (1/2)*_x1513
-    _x1515 = _x0*_x228*(_x438 + _x471 + qk_rope)
-    _x1516 = _x179*_x58*_x753*moe_latent
-    _x1517 = _x179*_x928
-    _x1518 = _x80*gin_bytes
-    _x1519 = _x1518*rcm_norm
-    _x1520 = _x317*_x321*(_x1508*_x769 + _x1518) + _x320*rc_sel*(_x1519 + _x2*(1 - rcm_moe)*(_x1509*rcm_shared + _x765*gin_bytes*moe_ffn*rcm_moe_act) + rcm_moe*(_x1510*_x2 + _x1517))
-    _x1521 = _x415*(_x1519 + rcm_mla_up*(_x0*_x74*(_x302 + kv_lora) + _x1511*_x96))
-    _x1522 = 1 - _x408
-    _x1523 = act_bytes + dropout*(act_bytes + mask_bytes)
-    _x1524 = _x1522*_x1523*_x181
-    _x1525 = -_x1520*mlp_frac - _x1521*attn_frac + _x1524*attn_frac + _x2*(_x1288*(5*_x1060 + _x1063) + _x1510*mlp_frac + _x1512*attn_frac) + _x72*(_x1212*_x91 + attn_frac*(_x1514 + _x1515) + mlp_frac*(_x1514 + _x1516))
-    _x1526 = _x330*rc_full
-    _x1527 = _x1506*_x1525 + _x1526 + rc_op*(_x1505*attn_frac + _x228*(_x1117 + _x1188*_x321 + _x1196*_x806*gated + _x1226 + _x1311*_x79 + _x1503*attn_frac + _x1504*_x322 + _x1504*_x744*_x956))
-    _x1528 = _x1527*offload_layers/host_link_bw
-    _x1529 = _x1528*(1 - _x1500)
-    _x1530 = _x1499*(_x1500*np.maximum(0, -_x1313*_x1501 + _x1528) + _x1529)
-    _x1531 = _x1499*(_x1500*np.maximum(0, -_x1316*_x1501 + _x1528) + _x1529)
-    _x1532 = _x1530 + _x1531
-    _x1533 = 1 - graph_full
-    _x1534 = _x1533*host_mb
-    _x1535 = _x1333*np.maximum(0, -_x1340 - _x1350 + _x1533*(-_x1338*(_x1334*host_head + _x1335*host_emb) + _x1339*(host_emb + host_head))) + pp_layout*np.maximum(0, -_x1332 - _x1349 + _x1533*(_x1330*(_x68*host_head + host_emb) + _x1331*(_x68*host_emb + host_head)))
-    _x1536 = _x1021*_x1347 + _x1322*_x1345 + _x1344*_x739 + _x1534 + _x1535
-    _x1537 = _x1005*_x1347 + _x1309*_x1345 + _x1344*_x732 + _x1532 + _x1536
-    _x1538 = _x1355 + _x1493 + _x1537
-    _x1539 = (387420489/65536)*_x0**3*_x133*_x22*_x305*_x539*_x543*_x549*_x552*_x570*_x575*_x578*_x624*_x629*_x631*_x633*_x636*_x638*_x640*t0_gemm_bwd**4
-    _x1540 = (3/2)*t0_gemm_bwd
-    _x1541 = _x1472*_x1538*_x37 + (1/2)*_x37*dualpipev*(-729/32*_x1344*_x1539*_x259*_x271*_x273*_x274*t0_gemm_bwd - _x1345*(3*_x0*_x22*attn_frac*t0_gemm_bwd + (3/2)*_x0*_x305*attn_frac*t0_gemm_bwd + 3*_x0*attn_frac*t0_gemm_bwd + 3*_x1163 + 3*_x1164 + (3/2)*_x1167 + (3/2)*_x1170 + (3/2)*_x1174 + (3/2)*_x1177 + (3/2)*_x1178 + (3/2)*_x1179 + (3/2)*_x1180 + (3/2)*_x1181 + (3/2)*_x1257 + (3/2)*_x1260 + (3/2)*_x1263 + (3/2)*_x1267 + (3/2)*_x1270 + (3/2)*_x1273 + (3/2)*_x1276 + (3/2)*_x1279 + (3/2)*_x1282 + (3/2)*_x1285 + (3/2)*_x1293 + (3/2)*_x1295 + (3/2)*_x1296 + (3/2)*_x1297 + (3/2)*_x1298 + (3/2)*_x1299 + (3/2)*_x1300 + (3/2)*_x1301 + (3/2)*_x1302 + (3/2)*_x1303 + (3/2)*_x1304 + (3/2)*_x133*attn_frac*t0_gemm_bwd + 3*_x320*_x752*mlp_frac*t0_gemm_bwd + (3/2)*_x320*mlp_frac*t0_gemm_bwd + 3*_x743*mlp_frac*t0_gemm_bwd + 3*_x823*mlp_frac*t0_gemm_bwd + (3/2)*attn_frac*t0_gemm_bwd + (9/2)*mamba_frac*t0_gemm_bwd) - 43046721/2048*_x1347*_x1539*_x1540*_x320**2*_x743*_x752*_x823*_x848*_x850*_x856*_x858*_x869*_x872*_x878*_x881*_x883*_x885*_x983*_x998*t0_gemm_bwd**4 + _x1348 + 2*_x1349*pp_layout + _x1350*(2 - 2*pp_layout) + 2*_x1351 + 2*_x1352 + 2*_x1353 + 2*_x1490 + 2*_x1491 + 2*_x1492 + _x1495 + _x1537)
-    _x1542 = _x1538*_x51 + _x1541
-    _x1543 = _x1362**(-z_os)
-    _x1544 = np.minimum(d_model, _x360)
-    _x1545 = np.minimum(d_model, _x361)
-    _x1546 = np.minimum(kv_lora, _x431)
-    _x1547 = np.minimum(d_model, _x1377)
-    _x1548 = np.minimum(d_model, _x19)
-    _x1549 = np.minimum(q_lora, _x455)
-    _x1550 = np.minimum(d_model, q_lora)
-    _x1551 = np.minimum(d_model, _x455)
-    _x1552 = _x0*(5*_x1546**2*(2*_x1546 + 4*np.maximum(kv_lora, _x431)) + 5*_x1547**2*(2*_x1547 + 4*np.maximum(d_model, _x1377)) + 5*_x1548**2*(2*_x1548 + 4*np.maximum(d_model, _x19)) + 5*_x1551**2*_x305*(2*_x1551 + 4*np.maximum(d_model, _x455)) + _x23*(5*_x1549**2*(2*_x1549 + 4*np.maximum(q_lora, _x455)) + 5*_x1550**2*(2*_x1550 + 4*np.maximum(d_model, q_lora)))) + _x133*(10*_x1544**2*(2*_x1544 + 4*np.maximum(d_model, _x360)) + 10*_x1545**2*(2*_x1545 + 4*np.maximum(d_model, _x361)))
-    _x1553 = np.minimum(d_model, shared_ffn)
-    _x1554 = np.minimum(d_model, _x805)
-    _x1555 = np.minimum(d_model, n_experts)
-    _x1556 = np.minimum(d_model, moe_latent)
-    _x1557 = np.minimum(d_model, ffn_hidden)
-    _x1558 = np.minimum(d_model, _x261)
-    _x1559 = _x1413**(-z_os)
-    _x1560 = np.minimum(moe_ffn, _x754)
-    _x1561 = np.minimum(_x780, _x754)
-    _x1562 = muon*(_x1372*_x1424*_x1559*mlp_frac*(5*_x1560**2*(2*_x1560 + 4*np.maximum(moe_ffn, _x754)) + 5*_x1561**2*(2*_x1561 + 4*np.maximum(_x780, _x754))) + _x1543*(_x1342*(_x1552 + 5*_x1557**2*(2*_x1557 + 4*np.maximum(d_model, ffn_hidden)) + 5*_x1558**2*(2*_x1558 + 4*np.maximum(d_model, _x261))) + _x1424*(_x1115*(5*_x1555**2*(2*_x1555 + 4*np.maximum(d_model, n_experts)) + 10*_x1556**2*_x753*(2*_x1556 + 4*np.maximum(d_model, moe_latent)) + _x743*(5*_x1553**2*(2*_x1553 + 4*np.maximum(d_model, shared_ffn)) + 5*_x1554**2*(2*_x1554 + 4*np.maximum(d_model, _x805)))) + _x1552*attn_frac)))
-    _x1563 = _x1448*_x1543
-    _x1564 = _x1429*_x1559
-    _x1565 = _x1563 + _x1564
-    _x1566 = muon*t0_gemm_fwd + t0_optim_fwd + np.maximum(0, _x118*_x1562*(d_model + gemm_dhalf)/d_model) + np.maximum(_x1565*_x76*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd, _x82*(12*_x1563 + 12*_x1564)/eta_optim_fwd)
-    _x1567 = _x1498 + _x1542 + _x1566 + _x36 + _x67
-    _x1568 = _x36 + _x51*(_x1144*_x1345 + _x1344*_x731 + _x1347*_x866)
-    _x1569 = _x687 + 1
-    _x1570 = _x23*t0_gemm_bwd + _x532 + (1/2)*_x539 + (1/2)*_x549 + (1/2)*_x575 + (1/2)*_x631 + (1/2)*_x633 + (1/2)*_x638 + _x724
-    _x1571 = 2*seq_len
-    _x1572 = _x75*seq_len
-    _x1573 = _x163*_x75*n_heads
-    _x1574 = _x133*_x394
-    _x1575 = _x188*seq_len
-    _x1576 = _x1575*_x439
-    _x1577 = _x192*_x198
-    _x1578 = _x139*_x192*_x220
-    _x1579 = _x142*(_x1571*_x1577 + 2*_x1578)/_x190
-    _x1580 = _x1579*_x159
-    _x1581 = _x137*_x1579
-    _x1582 = _x151*_x1577*seq_len
-    _x1583 = _x151*_x1578
-    _x1584 = _x1580 + _x1581 + _x1582 + _x1583
-    _x1585 = _x1571*_x1574 + _x1571*_x354 + _x1571*_x387 + _x1571*_x626 + _x1573 + _x1576 + _x1584 + _x455*_x471*seq_len
-    _x1586 = _x1572*vocab
-    _x1587 = 4*seq_len
-    _x1588 = _x1571*_x743
-    _x1589 = _x1588*_x791
-    _x1590 = _x1588*_x803
-    _x1591 = _x1571*_x764*(_x320/np.maximum(1, capacity_factor) + _x745)
-    _x1592 = _x1591*_x755
-    _x1593 = _x1587*_x870
-    _x1594 = _x1591*_x781
-    _x1595 = -dense_layers + n_layers
-    _x1596 = mamba_frac*seq_len
-    _x1597 = _x1096*seq_len
-    _x1598 = _x1580*attn_frac + _x1581*attn_frac + _x1582*attn_frac + _x1583*attn_frac
-    _x1599 = global_batch*(_x1586 + _x1595*(_x1060*_x1596*_x75 + 2*_x1065*_x1596 + _x1096*_x1575*_x625 + _x1117*_x1572 + _x1573*attn_frac + _x1574*_x1597 + _x1576*attn_frac + _x1589*mlp_frac + _x1590*mlp_frac + _x1592*mlp_frac + _x1593*mlp_frac + _x1594*mlp_frac + _x1596*(_x1062*mamba_chunk + _x1087) + _x1597*_x302*_x455 + _x1597*_x354 + _x1597*_x387 + _x1598) + dense_layers*(_x1571*_x243 + _x1572*_x261 + _x1585) + mtp*(_x1572*_x320*n_experts + _x1585 + _x1586 + _x1587*_x88 + _x1589 + _x1590 + _x1592 + _x1593 + _x1594))
-    _x1600 = 3*_x1599
-    _x1601 = 3*_x152
-    _x1602 = _x1601*_x161
-    _x1603 = _x150*_x1601
-    _x1604 = 6*_x164*_x55*micro_batch*n_heads
-    _x1605 = _x376*_x401
-    _x1606 = 6*_x73
-    _x1607 = _x1606*_x354
-    _x1608 = _x152*_x409
-    _x1609 = _x1608*_x161
-    _x1610 = _x150*_x1608
-    _x1611 = _x129*_x75
-    _x1612 = _x392*_x401
-    _x1613 = _x492*_x73
-    _x1614 = _x1613*_x354
-    _x1615 = 6*_x2
-    _x1616 = _x1615*_x298*_x634
-    _x1617 = _x1606*_x387
-    _x1618 = _x428*_x440
-    _x1619 = _x1613*_x387
-    _x1620 = 6*_x1102
-    _x1621 = _x1615*_x462
-    _x1622 = 7*_x202
-    _x1623 = _x198*_x424
-    _x1624 = _x1622*_x1623
-    _x1625 = _x175*_x220
-    _x1626 = _x1622*_x1625
-    _x1627 = _x151*_x190*_x409
-    _x1628 = _x1623*_x1627
-    _x1629 = _x428*_x463
-    _x1630 = _x1625*_x1627
-    _x1631 = _x1602 + _x1603 + _x1604 + _x1605 + _x1607 + _x1609 + _x1610 + _x1611*_x297 + _x1612*_x400 + _x1614 + _x1616 + _x1617 + _x1618 + _x1619 + _x1620 + _x1621 + _x1624 + _x1626 + _x1628 + 2*_x1629 + _x1630 + _x428*_x472
-    _x1632 = 768*_x120
-    _x1633 = _x376*_x798
-    _x1634 = _x1606*_x996
-    _x1635 = 6*_x773
-    _x1636 = _x799*_x958
-    _x1637 = _x75*_x960
-    _x1638 = _x774*_x953
-    _x1639 = _x376*_x810
-    _x1640 = 6*_x785
-    _x1641 = _x73*_x870
-    _x1642 = 12*_x1641
-    _x1643 = _x811*_x959
-    _x1644 = _x786*_x954
-    _x1645 = 4*_x1641*_x950
-    _x1646 = _x1595*(6*_x1071*_x1077 + _x1072*_x492 + 6*_x1072 + _x1082*_x129 + _x1089*_x129 + _x1089 + _x1096*_x1629 + _x1103*_x428 + _x1108*_x1611 + _x1111*_x1612 + _x1118*_x1637 + _x1292 + _x1602*attn_frac + _x1603*attn_frac + _x1604*attn_frac + _x1605*attn_frac + _x1607*attn_frac + _x1609*attn_frac + _x1610*attn_frac + _x1614*attn_frac + _x1616*attn_frac + _x1617*attn_frac + _x1618*attn_frac + _x1619*attn_frac + _x1620*attn_frac + _x1621*attn_frac + _x1624*attn_frac + _x1626*attn_frac + _x1628*attn_frac + _x1630*attn_frac + _x1633*mlp_frac + _x1634*mlp_frac + _x1635*mlp_frac + _x1636*mlp_frac + _x1638*mlp_frac + _x1639*mlp_frac + _x1640*mlp_frac + _x1642*mlp_frac + _x1643*mlp_frac + _x1644*mlp_frac + _x1645*mlp_frac) + _x1632 + dense_layers*(_x1631 + 6*_x255 + _x256*_x325 + _x262*_x376 + _x268*_x328) + mtp*(_x1631 + _x1632 + _x1633 + _x1634 + _x1635 + _x1636 + _x1637*_x833 + _x1638 + _x1639 + _x1640 + _x1642 + _x1643 + _x1644 + _x1645 + 12*_x97)
-    _x1647 = 2*mtp
-    _x1648 = _x1584*dense_layers + _x1595*_x1598
-    _x1649 = 3*global_batch
-    _x1650 = _x1600 + _x1649*(_x139*_x190*n_heads*(_x1096*n_layers + _x1647) - _x1584*mtp - _x1648 + d_model*seq_len*(_x1647 + 2)*(_x113*tp - vocab))
-    _x1651 = _x14*dense_layers
-    _x1652 = np.maximum(0, _x9)
-    _x1653 = np.where(_x32, _x1652*_x651, _x651)
-    _x1654 = np.where(_x32, _x1652*_x668, _x668)
-    _x1655 = seq_par*(_x1653 + _x1654)
-    _x1656 = 2*seq_par
-    _x1657 = _x1653*_x1656
-    _x1658 = np.where(_x32, _x1652*_x672, _x672)
-    _x1659 = _x1658*_x671
-    _x1660 = _x1655 + _x1657 + _x1659
-    _x1661 = _x14*_x1595
-    _x1662 = _x1658*_x689
-    _x1663 = _x1655 + _x1662
-    _x1664 = _x1663*attn_frac
-    _x1665 = _x1657 + _x1662
-    _x1666 = _x1665*mamba_frac
-    _x1667 = _x1038*_x1665
-    _x1668 = _x1664 + _x1666 + _x1667
-    _x1669 = 2*_x1017*_x1115*_x1661/_x703
-    _x1670 = np.where(_x911, _x910*np.maximum(0, _x907), _x910)
-    _x1671 = _x5/tp**2
-    _x1672 = _x1671*_x33
-    _x1673 = np.where(_x32, _x109*_x1672, 0)
-    _x1674 = _x228*_x666
-    _x1675 = np.where(_x32, _x1672*_x1674, 0)
-    _x1676 = seq_par*(_x1673 + _x1675)
-    _x1677 = _x1656*_x1673
-    _x1678 = _x12*_x1671
-    _x1679 = np.where(_x32, _x109*_x1678, 0)
-    _x1680 = _x1679*_x671
-    _x1681 = _x1676 + _x1677 + _x1680
-    _x1682 = _x1679*_x689
-    _x1683 = _x1676 + _x1682
-    _x1684 = _x1683*attn_frac
-    _x1685 = _x1677 + _x1682
-    _x1686 = _x1685*mamba_frac
-    _x1687 = _x1038*_x1685
-    _x1688 = _x1684 + _x1686 + _x1687
-    _x1689 = np.where(_x911, _x910*np.maximum(0, _x906), 0)
-    _x1690 = _x51*(_x1651*_x1681 + _x1661*_x1688 + _x1669*_x1689)
-    _x1691 = _x1663*_x691 + tp_async*(_x689*np.where(_x32, _x1652*_x696, _x696) + seq_par*(_x1653 + 2*_x1654))
-    _x1692 = 3*seq_par
-    _x1693 = _x1665*_x691 + tp_async*(_x1653*_x1692 + _x1662)
-    _x1694 = _x1669*(rc_full + 1)
-    _x1695 = _x1683*_x691 + tp_async*(_x689*np.where(_x32, _x1674*_x1678, 0) + seq_par*(_x1673 + 2*_x1675))
-    _x1696 = _x1685*_x691 + tp_async*(_x1673*_x1692 + _x1682)
-    _x1697 = _x51*(_x1651*(_x1569*_x1681 - _x1676 - _x1677 - _x1680 + _x1695 + _x1696) + _x1661*(_x1038*_x1696 + _x1569*_x1688 - _x1684 - _x1686 - _x1687 + _x1695*attn_frac + _x1696*mamba_frac) + _x1689*_x1694)
-    _x1698 = global_batch*seq_len
-    _x1699 = _x1698*act_bytes
-    _x1700 = _x1417*_x1699*_x191*_x226*(_x1651 + _x1661*attn_frac)
-    _x1701 = _x1700*_x233
-    _x1702 = _x1700*_x703
-    _x1703 = _x1702*_x233
-    _x1704 = np.maximum(0, _x899)
-    _x1705 = _x1669*_x51
-    _x1706 = _x1704*_x1705
-    _x1707 = np.maximum(0, _x896)
-    _x1708 = _x1694*_x51
-    _x1709 = _x1704*_x1708
-    _x1710 = _x1364*_x14*_x1699*_x38*(interleave*pp - 1)
-    _x1711 = _x1710*_x55
-    _x1712 = _x1711*_x63 + _x1711*_x64
-    _x1713 = _x1463*z_os
-    _x1714 = np.maximum(0, _x1421)
-    _x1715 = _x1371*n_experts
-    _x1716 = _x1115*_x1715
-    _x1717 = _x1417*_x1661*_x1716
-    _x1718 = _x1454*_x1717
-    _x1719 = np.maximum(0, _x1367)
-    _x1720 = _x1595*_x1716
-    _x1721 = _x1370 + _x1374
-    _x1722 = _x1715 + _x1721
-    _x1723 = _x1378 + _x24
-    _x1724 = _x1435 + _x1436 + _x1723*attn_frac
-    _x1725 = d_model*vocab
-    _x1726 = _x1441 + _x1444 + _x1725*(2 - tied)
-    _x1727 = _x1726 + dense_layers*(_x1376 + _x1438 + _x1723)
-    _x1728 = _x1595*(_x1722*mlp_frac + _x1724) + _x1727
-    _x1729 = _x14*(-_x1720 + _x1728)
-    _x1730 = _x1729*_x2
-    _x1731 = _x1384*_x1730
-    _x1732 = _x320*np.where(_x1432, _x1714*_x1718, _x1718) + np.where(_x1389, _x1719*_x1731, _x1731)
-    _x1733 = _x1357*z_param
-    _x1734 = np.maximum(0, _x1419)
-    _x1735 = 1/(cp**2*dp**2)
-    _x1736 = _x1363*_x1382*dp_rep**2
-    _x1737 = _x320*np.where(_x1432, _x1718*_x1734, 0) + np.where(_x1389, _x1730*_x1735*_x1736*act_bytes, 0)
-    _x1738 = _x1713*_x1737 + _x1733*_x1737
-    _x1739 = _x1423*_x1717
-    _x1740 = np.where(_x1432, _x1714*_x1739, _x1739)
-    _x1741 = _x1729*_x25
-    _x1742 = _x1404*_x1741
-    _x1743 = _x1383*_x1741
-    _x1744 = np.where(_x1389, _x1719*_x1743, _x1743) + np.where(_x1407, _x1742*np.maximum(0, _x1401), _x1742)
-    _x1745 = _x1463*_x1475
-    _x1746 = _x1482*_x1741
-    _x1747 = _x1486*_x1717
-    _x1748 = np.where(_x1432, _x1734*_x1739, 0)
-    _x1749 = _x1735*_x1741
-    _x1750 = np.where(_x1407, _x1399*_x1742, 0) + np.where(_x1389, _x1736*_x1749, 0)
-    _x1751 = _x1745*(_x1476*np.where(_x1460, _x1477*_x1481*_x1749, 0) + _x1750*z_os + _x320*(_x1476*np.where(_x1432, _x1734*_x1747, 0) + _x1748*z_os)) + z_param*(-_x1357*_x1737 + _x1357*(_x1748*_x320 + _x1750) + _x1453*_x1737)
-    _x1752 = _x100*_x14
-    _x1753 = _x1417*_x1752
-    _x1754 = _x1567**(-1.0)
-    _x1755 = _x179*_x68*z_param*np.maximum(_x1439*np.minimum(1, dense_layers), _x1437)
-    _x1756 = _x1362**(-z_param)
-    _x1757 = _x1413**(-z_param)
-    _x1758 = _x38*z_param
-    _x1759 = _x1447*_x1758
-    _x1760 = _x1759*act_bytes + act_bytes*(_x1429*_x1757 + _x1448*_x1756)
-    _x1761 = _x1362**(-z_grad)
-    _x1762 = _x1413**(-z_grad)
-    _x1763 = _x1759*grad_bytes + grad_bytes*(_x1429*_x1762 + _x1448*_x1761)
-    _x1764 = _x1446*_x1543*(-opt_bytes + opt_bytes_emb)
-    _x1765 = _x1565*opt_bytes + _x1764
-    _x1766 = _x1510 + _x1512
-    _x1767 = _x1513 + _x1515 + _x1516
-    _x1768 = -_x1517 - _x1521 + _x1524 + _x1766*_x2 + _x1767*_x72 + _x2*(_x1507*_x56*ffn_hidden*micro_batch*seq_len - _x1510) - _x317*(_x1507*_x246 + _x1518)
-    _x1769 = (rc_any + rc_op)*np.maximum(_x1768, _x1525)
-    _x1770 = _x51*gpipe
-    _x1771 = _x1506*_x1768 + _x1526 + rc_op*(_x1505 + _x228*(_x1503 + _x245 + _x363 + _x79 + d_model*gated))
-    _x1772 = _x1342*_x1771
-    _x1773 = np.minimum(np.minimum(dense_layers, offload_layers), _x17)
-    _x1774 = mtp*(_x1526 + 5*_x330 + (1 - rc_full)*(_x139*_x142*_x1522*_x1523*_x2*_x56*micro_batch*n_heads - _x1520 - _x1521 + _x1766*_x2 + _x1767*_x72))
-    _x1775 = _x115*(_x963*ce_eager + act_bytes*(1 - ce_eager) + (act_bytes*ce_compiled + f32_bytes*(1 - ce_compiled))*(_x1770 - gpipe + 1))
-    _x1776 = (_x1775 + _x330)*(mtp + 1)
-    _x1777 = _x1337*_x1774 + _x1339*_x1776 + _x1769 + (_x1468*(-_x1465 - gpipe)*(_x1469*_x15*_x37 + 1) + _x1770 + dualpipev*(pp + 1/2))*(_x1424*_x1527 + _x1772 + _x1774*_x68 - _x68*(_x1527*(-_x1773 + offload_layers) + _x1771*_x1773))
-    _x1778 = _x1755 + _x1760 + _x1763 + _x1765 + _x1777
-    _x1779 = _x1342*_x68
-    _x1780 = _x17 - _x1779
-    _x1781 = _x1425*_x1780
-    _x1782 = _x114*_x1445*_x38*np.minimum(1, mtp) + _x1437*_x1780 + _x1440*_x68 + _x1443 - _x1444*_x38 + _x1446
-    _x1783 = -_x1427 - _x1781 + _x1782
-    _x1784 = _x1427 + _x1781
-    _x1785 = _x1758*_x1782
-    _x1786 = _x1785*act_bytes + act_bytes*(_x1756*_x1783 + _x1757*_x1784)
-    _x1787 = _x1785*grad_bytes + grad_bytes*(_x1761*_x1783 + _x1762*_x1784)
-    _x1788 = _x1764 + opt_bytes*(_x1543*_x1783 + _x1559*_x1784)
-    _x1789 = np.minimum(offload_layers, _x1779)
-    _x1790 = _x1769 + _x1776 + (_x1770 + (1 - gpipe)*np.minimum(_x51, _x13*(_x1467*pp + 1)))*(_x1527*_x1780 + _x1772*_x68 + _x1774 - _x68*(_x1527*(-_x1789 + offload_layers) + _x1771*_x1789))
-    _x1791 = _x1466*(_x1755 + _x1786 + _x1787 + _x1788 + _x1790) + _x1778*dualpipev
-    _x1792 = np.maximum(_x1778, _x1791)
-    _x1793 = np.where((_x1778 < _x1791), 1, 0)
-    _x1794 = 1 - _x1793
-    _x1795 = _x1792*alloc_frag
-    _x1796 = nccl_comm_bytes*(_x1408 + _x1433*_x320 + _x1484 + _x34) + nccl_peer_bytes*(_x320*_x901 + _x53 + 2*np.minimum(1, _x226))
+    _x1090 = (100/7)*_x117
+    _x1091 = _x1061*_x2
+    _x1092 = _x2*mamba_heads
+    _x1093 = _x1071*(_x1078*mamba_state*(_x179 + _x963)/mamba_chunk + act_bytes*(5*_x1078 + 4*_x1091) + f32_bytes*(2*_x1088*mamba_groups + 7*_x1092))
+    _x1094 = np.maximum(_x1089*_x1090, _x1093*_x93)
+    _x1095 = 2*attn_frac
+    _x1096 = _x1095*_x547
+    _x1097 = np.maximum(_x350*attn_frac, _x102*_x1096)
+    _x1098 = _x1095*_x573
+    _x1099 = np.maximum(_x385*attn_frac, _x102*_x1098)
+    _x1100 = np.maximum(_x436*attn_frac, _x442*attn_frac)
+    _x1101 = _x302*_x457
+    _x1102 = _x1095*_x1101
+    _x1103 = _x1102*_x474
+    _x1104 = np.maximum(_x470*attn_frac, _x102*_x1103)
+    _x1105 = attn_frac*t0_gemm_fwd
+    _x1106 = _x338*attn_frac
+    _x1107 = _x297*attn_frac
+    _x1108 = _x1107*_x75
+    _x1109 = _x1105 + np.maximum(_x1106*_x93, _x1108*_x341)
+    _x1110 = _x1095*_x58
+    _x1111 = _x1110*_x401
+    _x1112 = _x1111*_x403
+    _x1113 = _x393*attn_frac + np.maximum(_x399*attn_frac, _x102*_x1112)
+    _x1114 = _x320*mlp_frac
+    _x1115 = _x1114*_x831
+    _x1116 = _x1114*n_experts
+    _x1117 = _x1116*_x73
+    _x1118 = _x1117*_x835
+    _x1119 = _x828*mlp_frac + np.maximum(_x1115*_x94, _x1118*_x118)
+    _x1120 = _x1095*_x464
+    _x1121 = _x454*attn_frac + np.maximum(_x460*attn_frac, _x102*_x1120)
+    _x1122 = _x1076 + _x1084 + _x1094 + _x1097 + _x1099 + _x1100 + _x1104 + _x1109 + _x1113 + _x1119 + _x1121 + _x498*attn_frac + _x499*attn_frac + _x676*mamba_frac
+    _x1123 = _x1059 + _x1122
+    _x1124 = attn_frac*seq_par
+    _x1125 = _x1124*_x669
+    _x1126 = mamba_frac*seq_par
+    _x1127 = _x1126*_x656
+    _x1128 = _x840*mlp_frac
+    _x1129 = _x1128*_x656
+    _x1130 = _x1125 + _x1127 + _x1129
+    _x1131 = _x1130*_x687
+    _x1132 = _x1124*_x707
+    _x1133 = _x1126*_x705
+    _x1134 = _x1128*_x705
+    _x1135 = _x1069*_x250
+    _x1136 = _x1066*_x1074*_x541
+    _x1137 = _x1066*_x272
+    _x1138 = (1/2)*np.maximum(_x1135, _x1136) + (1/2)*np.maximum(_x1135 + _x1137, _x1136)
+    _x1139 = _x1138 + _x712
+    _x1140 = _x1038*_x862 + _x1041 + _x727*attn_frac + mamba_frac*(_x693 + tp_async*(_x689*np.maximum(-_x1139 - _x720, _x721) + seq_par*(_x656 + np.maximum(-_x1138 - _x713, _x716) + np.maximum(-_x1139 - _x717, _x719))))
+    _x1141 = _x1140 - np.maximum(0, -_x1043*_x647 + _x1140 - _x646*ov_tp*np.maximum(_x1043 - _x1123*_x703, _x1043*(_x683*(_x1131 + _x1132 + _x1133 + _x1134) + _x685*(_x1043 - _x1131 - _x1132 - _x1133 - _x1134))/np.maximum(1.0e-30, _x1043)))
+    _x1142 = _x1040 - np.maximum(0, -_x1040*_x647 + _x1040 - _x646*ov_tp*np.maximum(_x1036 + _x1037 + _x1039 - _x1123, _x1040*(_x1130*_x683 + _x685*(_x1040 - _x1125 - _x1127 - _x1129))/np.maximum(1.0e-30, _x1040)))
+    _x1143 = _x1141 + _x1142
+    _x1144 = act_bytes*attn_frac
+    _x1145 = _x1144*_x145
+    _x1146 = _x1145*_x141
+    _x1147 = np.maximum(_x1146*_x132, _x155*attn_frac)
+    _x1148 = _x1145*_x165
+    _x1149 = _x1145*_x140
+    _x1150 = _x1149*_x168
+    _x1151 = np.maximum(_x162*attn_frac, _x132*(_x1148 + _x1150*bmm_reread_fwd))
+    _x1152 = _x174*attn_frac + np.maximum(_x177*attn_frac, _x183*attn_frac)
+    _x1153 = _x1144*_x193
+    _x1154 = _x1153*_x196
+    _x1155 = _x187*attn_frac + np.maximum(_x1154*swa_frac, _x210*_x214*attn_frac)
+    _x1156 = _x218*attn_frac + np.maximum(_x1154*_x217, _x214*_x222*attn_frac)
+    _x1157 = _x1147 + _x1151 + _x1152 + _x1155 + _x1156 + _x173*attn_frac
+    _x1158 = ov_cp*np.maximum(-_x1157*_x131 + _x235, _x238)
+    _x1159 = _x1158 + _x240
+    _x1160 = _x1057*_x249
+    _x1161 = _x868*mlp_frac
+    _x1162 = np.maximum(_x1160, _x1161)
+    _x1163 = np.maximum(_x1160 + _x871*mlp_frac, _x1161)
+    _x1164 = _x1045*_x249
+    _x1165 = _x1047*_x253
+    _x1166 = np.maximum(_x1164, _x1165)
+    _x1167 = _x1049*_x249
+    _x1168 = _x1051*_x253
+    _x1169 = np.maximum(_x1167, _x1168)
+    _x1170 = _x1053*_x249
+    _x1171 = _x1170*_x795
+    _x1172 = _x880*mlp_frac
+    _x1173 = np.maximum(_x1171, _x1172)
+    _x1174 = _x1170*_x808
+    _x1175 = _x855*mlp_frac
+    _x1176 = np.maximum(_x1174, _x1175)
+    _x1177 = np.maximum(_x1164 + _x882*mlp_frac, _x1165)
+    _x1178 = np.maximum(_x1167 + _x849*mlp_frac, _x1168)
+    _x1179 = np.maximum(_x1171 + _x884*mlp_frac, _x1172)
+    _x1180 = np.maximum(_x1174 + _x857*mlp_frac, _x1175)
+    _x1181 = 2*_x1162 + 2*_x1163 + _x1166 + _x1169 + _x1173 + _x1176 + _x1177 + _x1178 + _x1179 + _x1180 + _x873*mlp_frac + _x874*mlp_frac + _x875*mlp_frac
+    _x1182 = _x1181*_x277
+    _x1183 = -1/2*_x320*_x913*mlp_frac
+    _x1184 = mlp_frac*t0_elem_fwd
+    _x1185 = _x103*_x1044
+    _x1186 = _x1185*_x280
+    _x1187 = _x769*mlp_frac
+    _x1188 = _x1187*_x765
+    _x1189 = np.maximum(_x1186*_x770, _x1188*_x283)
+    _x1190 = _x1184 + _x1189
+    _x1191 = _x918*mlp_frac
+    _x1192 = _x917*mlp_frac + np.maximum(_x1186*_x918, _x1191*_x283)
+    _x1193 = _x1059 + _x1192
+    _x1194 = (1/2)*mlp_frac
+    _x1195 = _x1194*_x320
+    _x1196 = _x1195*_x921
+    _x1197 = mlp_frac*t0_elem_bwd
+    _x1198 = _x1183 + _x1197
+    _x1199 = _x1044*_x291
+    _x1200 = _x1181 + _x923*mlp_frac + np.maximum(_x1199*_x770, _x1188*_x294) + np.maximum(_x1199*_x918, _x1191*_x294)
+    _x1201 = _x103*_x1144
+    _x1202 = attn_frac*t0_elem_fwd + np.maximum(_x486*attn_frac, _x1201*_x489)
+    _x1203 = mamba_frac*t0_elem_fwd
+    _x1204 = _x1060 + _x1062
+    _x1205 = _x1204*_x2
+    _x1206 = _x1071*_x1205
+    _x1207 = np.maximum(_x103*_x1206*_x179, _x108*_x1206*(2*mamba_conv + 4))
+    _x1208 = np.maximum(_x486*mamba_frac, _x490*mamba_frac)
+    _x1209 = mamba_frac*t0_gemm_fwd
+    _x1210 = mamba_frac*t0_norm_fwd
+    _x1211 = act_bytes*mamba_frac
+    _x1212 = _x83*mamba_frac
+    _x1213 = 8*_x84
+    _x1214 = np.maximum(_x1211*_x73*_x78, _x1212*_x1213)
+    _x1215 = _x1071*_x1078
+    _x1216 = _x1215*_x82
+    _x1217 = np.maximum(_x1215*_x446, _x1213*_x1216)
+    _x1218 = np.maximum(_x486*mlp_frac, _x1185*_x489)
+    _x1219 = _x1184 + _x1218
+    _x1220 = _x107*mamba_frac + _x1107 + _x1188 + _x1191 + _x1215 + _x299*attn_frac + _x301*attn_frac + _x303*attn_frac + _x304*attn_frac + _x308*attn_frac + _x309*attn_frac + _x768*mlp_frac + _x927*mlp_frac + _x928*mlp_frac + _x929*mlp_frac
+    _x1221 = np.maximum(_x105*_x1220, _x1220*_x313)
+    _x1222 = _x1221 + _x70
+    _x1223 = _x346*attn_frac
+    _x1224 = attn_frac*t0_norm_fwd
+    _x1225 = _x363*attn_frac
+    _x1226 = _x1225*_x228*_x358
+    _x1227 = _x1225*_x366
+    _x1228 = _x1224*_x358 + np.maximum(_x1226*_x332, _x1227*_x85)
+    _x1229 = _x1105*_x23
+    _x1230 = _x1184*_x371 + np.maximum(_x1185*_x375, _x377*mlp_frac)
+    _x1231 = _x172*attn_frac
+    _x1232 = _x332*_x80
+    _x1233 = _x1224 + np.maximum(_x1144*_x1232, _x86*attn_frac)
+    _x1234 = mlp_frac*t0_norm_fwd + np.maximum(_x1044*_x1232, _x86*mlp_frac)
+    _x1235 = _x418*attn_frac + np.maximum(_x423*attn_frac, _x1201*_x425)
+    _x1236 = _x445*attn_frac + np.maximum(_x448*attn_frac, _x450*attn_frac)
+    _x1237 = _x940*mlp_frac
+    _x1238 = _x1114*_x942
+    _x1239 = _x1114*_x763
+    _x1240 = _x1237 + np.maximum(_x1238*_x945, _x1239*_x947)
+    _x1241 = _x951*mlp_frac
+    _x1242 = _x955*mlp_frac
+    _x1243 = _x1117*_x76
+    _x1244 = _x961*mlp_frac + np.maximum(_x1243*_x964, _x1117*_x965)
+    _x1245 = _x1224*_x23 + np.maximum(_x480*attn_frac, _x482*attn_frac)
+    _x1246 = _x1237*_x967 + np.maximum(0, _x1239*_x969)
+    _x1247 = _x1109*_x129 + _x1113*_x392 + _x1119*_x960 + _x1121*_x428 + _x1152*_x409 + _x1155*_x409 + _x1156*_x409 + _x1190*_x936 + _x1192*_x939 + _x1202*_x129 + _x1219*_x129 + _x1222*_x129 + _x1228*_x129 + _x1230*_x129 + _x1233*_x416 + _x1234*_x937 + _x1235*_x428 + _x1236*_x428 + _x1240*_x950 + _x1244*_x950 + _x1245*_x428 + _x1246*_x950 + _x129*(_x1076 + _x1209) + _x129*(_x1084 + _x1209) + _x129*(_x1094 + _x1209) + _x129*(_x1097 + _x1223) + _x129*(_x1099 + _x1229) + _x129*(_x1203 + _x1207) + _x129*(_x1203 + _x1208) + _x129*(_x1210 + _x1214) + _x129*(_x1210 + _x1217) + _x409*(_x1147 + _x1231) + _x409*(_x1151 + _x1231) + _x428*(_x1100 + _x1223) + _x428*(_x1104 + _x1229) + _x953*(_x1048 + _x1241) + _x954*(_x1052 + _x1241) + _x958*(_x1055 + _x1242) + _x959*(_x1056 + _x1242) + _x972*(_x1058 + _x971*mlp_frac)
+    _x1248 = _x1122 + _x1157 + _x1202 + _x1207 + _x1208 + _x1214 + _x1217 + _x1228 + _x1230 + _x1233 + _x1234 + _x1235 + _x1236 + _x1240 + _x1244 + _x1245 + _x1246 + _x497*mamba_frac + _x502*mamba_frac
+    _x1249 = _x1222 + _x1248
+    _x1250 = attn_frac*t0_gemm_bwd
+    _x1251 = attn_frac*t0_norm_bwd
+    _x1252 = _x976*mlp_frac
+    _x1253 = _x977*mlp_frac
+    _x1254 = _x1106*_x249
+    _x1255 = _x1108*_x537
+    _x1256 = np.maximum(_x1254, _x1255)
+    _x1257 = _x1135*mamba_frac
+    _x1258 = _x1075*_x546
+    _x1259 = np.maximum(_x1257, _x1258)
+    _x1260 = _x1080*_x250*mamba_frac
+    _x1261 = _x1083*_x253
+    _x1262 = np.maximum(_x1260, _x1261)
+    _x1263 = _x556*attn_frac + _x557*attn_frac + _x559*attn_frac + _x560*attn_frac + _x561*attn_frac + _x562*attn_frac + _x984*mlp_frac + _x985*mlp_frac + _x986*mlp_frac + _x987*mlp_frac + _x988*attn_frac + _x989*mlp_frac + _x990*mlp_frac + mamba_frac*(_x1068 + _x554) + mamba_frac*(_x107 + _x1079*_x553)
+    _x1264 = _x540*attn_frac
+    _x1265 = _x1112*_x253
+    _x1266 = np.maximum(_x1264, _x1265)
+    _x1267 = _x545*attn_frac
+    _x1268 = _x1096*_x253
+    _x1269 = np.maximum(_x1267, _x1268)
+    _x1270 = _x550*attn_frac
+    _x1271 = _x551*attn_frac
+    _x1272 = np.maximum(_x1270, _x1271)
+    _x1273 = _x1115*_x250
+    _x1274 = _x1118*_x981
+    _x1275 = np.maximum(_x1273, _x1274)
+    _x1276 = _x568*attn_frac
+    _x1277 = _x1120*_x253
+    _x1278 = np.maximum(_x1276, _x1277)
+    _x1279 = _x572*attn_frac
+    _x1280 = _x1098*_x253
+    _x1281 = np.maximum(_x1279, _x1280)
+    _x1282 = _x576*attn_frac
+    _x1283 = _x1103*_x253
+    _x1284 = np.maximum(_x1282, _x1283)
+    _x1285 = _x1071*(6*_x1091*mamba_chunk + _x1092*(2*_x1085 + 10*_x1086))
+    _x1286 = np.maximum(_x1090*_x1285, (5/2)*_x1093*_x249)
+    _x1287 = _x1153*_x584
+    _x1288 = 16*_x517
+    _x1289 = _x228*mamba_frac
+    _x1290 = _x1144*_x80
+    _x1291 = _x1044*_x80
+    _x1292 = 3*mamba_heads
+    _x1293 = _x579*(_x1146 + _x1149*_x615)
+    _x1294 = np.maximum(_x1265, _x1264 + _x623*attn_frac)
+    _x1295 = np.maximum(_x1283, _x1282 + _x639*attn_frac)
+    _x1296 = np.maximum(_x1277, _x1276 + _x628*attn_frac)
+    _x1297 = np.maximum(_x1254 + _x630*attn_frac, _x1255)
+    _x1298 = np.maximum(_x1137*mamba_frac + _x1257, _x1258)
+    _x1299 = np.maximum(_x1077*_x272*mamba_frac + _x1260, _x1261)
+    _x1300 = np.maximum(_x1267 + _x632*attn_frac, _x1268)
+    _x1301 = np.maximum(_x1270 + _x635*attn_frac, _x1271)
+    _x1302 = np.maximum(_x1273 + _x997*mlp_frac, _x1274)
+    _x1303 = np.maximum(_x1279 + _x637*attn_frac, _x1280)
+    _x1304 = _x1197*_x371 + _x1250*_x458 + _x1250 + _x1251*_x23 + _x1251*_x358 + _x1251 + _x1252*_x967 + _x1252 + _x1253 + _x1256 + _x1259 + _x1262 + _x1266 + _x1269 + _x1272 + _x1275 + _x1278 + _x1281 + _x1284 + _x1286 + _x1294 + _x1295 + _x1296 + _x1297 + _x1298 + _x1299 + _x1300 + _x1301 + _x1302 + _x1303 + _x509*mamba_frac + _x521*attn_frac + _x522*attn_frac + _x523*attn_frac + _x524*attn_frac + _x525*attn_frac + _x526*attn_frac + _x528*attn_frac + _x529*attn_frac + _x535*attn_frac + _x642*mamba_frac + _x736*mamba_frac + _x978*mlp_frac + attn_frac*t0_elem_bwd + mlp_frac*t0_norm_bwd + np.maximum(0, _x1114*_x979) + np.maximum(_x1022*mamba_frac, _x1212*_x1288) + np.maximum(_x1095*_x609, _x1144*_x610) + np.maximum(_x1148*_x579, _x582*attn_frac) + np.maximum(_x1226*_x516, _x1227*_x518) + np.maximum(_x1238*_x994, _x1114*_x995) + np.maximum(_x1243*_x992, _x1117*_x993) + np.maximum(_x1263*_x565, _x1263*_x566) + np.maximum(_x1287*_x217, _x589*_x591*attn_frac) + np.maximum(_x1287*swa_frac, _x586*_x589*attn_frac) + np.maximum(_x1290*_x510, _x513*attn_frac) + np.maximum(_x1290*_x516, _x519*attn_frac) + np.maximum(_x1291*_x510, _x513*mlp_frac) + np.maximum(_x1291*_x516, _x519*mlp_frac) + np.maximum(_x511*mamba_frac, _x513*mamba_frac) + np.maximum(_x595*attn_frac, _x596*attn_frac) + np.maximum(_x599*attn_frac, _x601*attn_frac) + np.maximum(_x603*attn_frac, _x604*attn_frac) + np.maximum(_x614*attn_frac, _x1293) + np.maximum(_x619*attn_frac, _x579*(_x1148 + _x1150*bmm_reread_bwd)) + np.maximum(_x621*attn_frac, _x1293) + np.maximum(_x1044*_x290*_x375, _x607*mlp_frac) + np.maximum(5*_x1205*_x1289*_x290, _x1206*_x293*(4*mamba_conv + 8)) + np.maximum(_x1289*_x1292*_x2*_x515*mamba_hdim, _x1216*_x1288)
+    _x1305 = _x1304 + _x508
+    _x1306 = _x1001*_x1194*_x913*_x926 + _x1002*_x913*mlp_frac + ov_ep*np.maximum(-_x1198 - _x1305, _x1196) + ov_ep*np.maximum(-_x1247 + (1/2)*_x320*_x913*_x926*mlp_frac, _x1195*_x921*_x926) + ov_ep*np.maximum(_x1182 - _x1198 - _x1200, _x1196) + ov_ep*np.maximum(-_x1183 - _x1219 - _x1249, _x1196) + ov_ep*np.maximum(-_x1182 - _x1183 - _x1190 - _x1193, _x1196)
+    _x1307 = _x1159 + _x1306
+    _x1308 = _x1143 + _x1307
+    _x1309 = (1/2)*attn_frac
+    _x1310 = _x1194 + _x1309 + (1/2)*mamba_frac
+    _x1311 = _x1189 + _x1193 + _x1218 + _x497*mlp_frac
+    _x1312 = _x1249 + _x1311
+    _x1313 = -_x128*(_x1006*mlp_frac + _x1310*host_fwd) + _x1312
+    _x1314 = _x1200 + _x642*mlp_frac
+    _x1315 = _x1305 + _x1314
+    _x1316 = _x1247 + _x1315
+    _x1317 = -_x128*(_x1009*mlp_frac + _x1011*mlp_frac + _x130*_x1310) + _x1316
+    _x1318 = _x1015*_x1159
+    _x1319 = _x1018*_x1306
+    _x1320 = _x1141 + _x1318 + _x1319
+    _x1321 = _x741*(np.maximum(0, -_x1317 - _x1320) + np.maximum(0, -_x1142 - _x1307 - _x1313 + _x1318 + _x1319)) + _x742*np.maximum(0, -_x1308 - _x1313 - _x1317)
+    _x1322 = _x1308 + _x1312 + _x1316 + _x1321
+    _x1323 = _x1029 + _x112
+    _x1324 = layout_mid - layout_mid_dense
+    _x1325 = -_x1322*_x1324 - _x740*layout_mid_dense
+    _x1326 = -_x1028 + _x1034 - _x111 - t0_embed_bwd - t0_embed_fwd
+    _x1327 = layout_last - layout_last_dense
+    _x1328 = _x1322*_x1327 + _x1323*_x68 + _x740*layout_last_dense
+    _x1329 = np.heaviside(_x1034*_x68 + _x1035*_x1322 + _x1323 + _x1325 + _x740*layout_first_dense, 1)*np.heaviside(_x1034*_x68 + _x1035*_x1322 - _x1326 - _x1328 + _x740*layout_first_dense, 1)
+    _x1330 = (1 - _x1329)*np.heaviside(_x1034 + _x1325 + _x1328, 1)
+    _x1331 = _x1329*(_x112 + _x127*_x68) + _x1330*(_x112*_x68 + _x127)
+    _x1332 = 1 - pp_layout
+    _x1333 = np.heaviside(_x1326, 1)
+    _x1334 = 1 - _x1333
+    _x1335 = -_x38
+    _x1336 = _x38*dualpipev
+    _x1337 = _x1335 + _x1336
+    _x1338 = _x1337 + 1
+    _x1339 = _x112*_x1334 + _x127*_x1333 + _x1338*(_x112*_x1333 + _x127*_x1334)
+    _x1340 = -_x1329 - _x1330 + 1
+    _x1341 = np.minimum(dense_layers, _x17)
+    _x1342 = _x1335 + _x38*np.heaviside(-_x1143 - _x1158 - _x1221 - _x1247 - _x1248 - _x1304 - _x1306 - _x1311 - _x1314 - _x1321 + _x156 + _x171 + _x173 + _x174 + _x184 + _x187 + _x215 + _x218 + _x223 + _x239 + _x259 + _x271 + _x273 + _x274 + _x284 + _x286 + _x287 + _x289 + _x295 + _x296 + _x314 + _x316 + _x319 + _x326 + _x329 + _x335 + _x343 + _x345 + _x356 + _x357 + _x359 + _x368 + _x370 + _x372 + _x378 + _x380 + _x389 + _x390 + _x393 + _x405 + _x407 + _x410 + _x411 + _x412 + _x413 + _x414 + _x417 + _x418 + _x426 + _x429 + _x443 + _x444 + _x445 + _x451 + _x453 + _x454 + _x465 + _x467 + _x476 + _x477 + _x478 + _x483 + _x485 + _x493 + _x496 + _x498 + _x499 + _x502 + _x503 + _x504 + _x507 + _x509 + _x514 + _x520 + _x521 + _x522 + _x523 + _x524 + _x525 + _x526 + _x528 + _x529 + _x530 + _x531 + _x533 + _x534 + _x535 + _x539 + _x543 + _x549 + _x552 + _x567 + _x570 + _x575 + _x578 + _x583 + _x590 + _x592 + _x597 + _x602 + _x605 + _x606 + _x608 + _x611 + _x617 + _x620 + _x622 + _x624 + _x629 + _x631 + _x633 + _x636 + _x638 + _x640 + _x644 + _x676 - _x679 - _x686 + _x688 + _x693 + _x699 + _x722 + _x726 - _x729 + _x733 + _x735 + _x736 + _x739, 1) + 1
+    _x1343 = _x1332*_x1341*_x1342 + pp_layout*(_x1329*layout_first_dense + _x1330*layout_last_dense + _x1340*layout_mid_dense)
+    _x1344 = _x1332*(-_x1341*_x1342 + _x17) + pp_layout*(_x1035*_x1329 + _x1324*_x1340 + _x1327*_x1330)
+    _x1345 = _x1329*_x68 + _x1330
+    _x1346 = _x1332*mtp*(_x1333 + _x1334*_x1338) + _x1345*mtp*pp_layout
+    _x1347 = _x1007*_x1346 + _x1312*_x1344 + _x1331*pp_layout + _x1332*_x1339 + _x1343*_x734
+    _x1348 = _x1329*(_x1029 + _x1033*_x68) + _x1330*(_x1029*_x68 + _x1033)
+    _x1349 = _x1029*_x1334 + _x1033*_x1333 + _x1338*(_x1029*_x1333 + _x1033*_x1334)
+    _x1350 = _x1343*_x737
+    _x1351 = _x1315*_x1344
+    _x1352 = _x1012*_x1346
+    _x1353 = _x1332*_x1349 + _x1348*pp_layout + _x1350 + _x1351 + _x1352
+    _x1354 = _x1347 + _x1353
+    _x1355 = _x51*_x68
+    _x1356 = _x1355 + _x38
+    _x1357 = _x2*gpus_per_node
+    _x1358 = np.maximum(1, np.floor(_x1357))
+    _x1359 = _x1358**(-1.0)
+    _x1360 = dp_rep**(-1.0)
+    _x1361 = _x1360*_x61
+    _x1362 = np.ceil(_x1359*_x1361)
+    _x1363 = _x48*_x56
+    _x1364 = _x1363*dp_rep
+    _x1365 = _x1362*_x1364
+    _x1366 = _x1365*(_x1361/_x1362 - 1)
+    _x1367 = np.maximum(_x1365*_x648, _x1366*_x649)
+    _x1368 = biases*d_model
+    _x1369 = -_x1368*(1 - _x743) + _x791 + _x803 + biases*(_x805 + d_model)
+    _x1370 = _x755 + _x781 + biases*(_x754 + _x780)
+    _x1371 = _x758*n_experts
+    _x1372 = _x1370*_x1371*_x757
+    _x1373 = _x753*(_x819 + biases*(d_model + moe_latent)) + _x996
+    _x1374 = _x1369*_x2 + _x1372 + _x1373
+    _x1375 = _x18*_x75
+    _x1376 = n_heads*v_head
+    _x1377 = _x0*(_x1368 + _x1376*d_model + _x432 + _x455*_x665) + _x133*(_x361*d_model + _x394 + biases*(_x391 + d_model))
+    _x1378 = _x1377*_x2 + _x24
+    _x1379 = _x1375 + _x1378
+    _x1380 = _x114*_x68 + _x38*np.minimum(_x114, _x1374 + _x1379)
+    _x1381 = _x1361 - 1
+    _x1382 = _x1364*_x1381
+    _x1383 = _x1382*act_bytes
+    _x1384 = _x1380*_x1383
+    _x1385 = _x1362 - 1
+    _x1386 = _x1361 - _x1362
+    _x1387 = _x1385*alpha_ag_inter + _x1386*alpha_ag_intra + _x652
+    _x1388 = (_x1361 > _x1358)
+    _x1389 = np.minimum(1, _x1381)
+    _x1390 = _x1381*alpha_ag_intra + _x1389*call_ag_intra
+    _x1391 = np.maximum(_x1365*_x657, _x1366*_x658)
+    _x1392 = _x1380*grad_bytes
+    _x1393 = _x1382*_x1392
+    _x1394 = _x1385*alpha_rs_inter + _x1386*alpha_rs_intra + _x660
+    _x1395 = _x1381*alpha_rs_intra + _x1389*call_rs_intra
+    _x1396 = np.maximum(1, np.floor(_x1357*_x1364))
+    _x1397 = np.ceil(dp_rep/_x1396)
+    _x1398 = _x1360*_x1397
+    _x1399 = -1 + dp_rep/_x1397
+    _x1400 = _x1398*_x1399
+    _x1401 = np.maximum(_x1*_x1398, _x1400*_x7)
+    _x1402 = 2*dp_rep - 2
+    _x1403 = _x1363*_x1402
+    _x1404 = _x1392*_x1403
+    _x1405 = _x1399*_x30 + _x27 + _x29*(_x1397 - 1)
+    _x1406 = (dp_rep > _x1396)
+    _x1407 = np.minimum(1, dp_rep - 1)
+    _x1408 = _x1402*alpha_ar_intra + _x1407*call_ar_intra
+    _x1409 = _x1356*(np.where(_x1388, _x1367*_x1384 + _x1387, _x1384*_x649 + _x1390) + np.where(_x1388, _x1391*_x1393 + _x1394, _x1393*_x658 + _x1395) + np.where(_x1406, _x1401*_x1404 + _x1405, _x1404*_x7 + _x1408))
+    _x1410 = np.maximum(1, np.floor(_x758*_x888))
+    _x1411 = _x757*_x758
+    _x1412 = _x1411*_x43
+    _x1413 = np.ceil(_x1412/_x1410)
+    _x1414 = _x1413 - 1
+    _x1415 = _x1412 - _x1413
+    _x1416 = _x1363*_x2
+    _x1417 = _x1416*_x756*ep
+    _x1418 = _x1413*_x1417
+    _x1419 = _x1412/_x1413 - 1
+    _x1420 = _x1418*_x1419
+    _x1421 = _x1412 - 1
+    _x1422 = _x1421*grad_bytes
+    _x1423 = -_x1341 + _x17
+    _x1424 = _x1114*_x1372
+    _x1425 = _x1423*_x1424
+    _x1426 = _x1372*_x320*mtp
+    _x1427 = _x1338*_x1426
+    _x1428 = _x1425 + _x1427
+    _x1429 = _x1417*_x1428
+    _x1430 = _x1422*_x1429
+    _x1431 = (_x1412 > _x1410)
+    _x1432 = np.minimum(1, _x1421)
+    _x1433 = np.where(_x1431, _x1414*alpha_rs_inter + _x1415*alpha_rs_intra + _x1430*np.maximum(_x1418*_x657, _x1420*_x658) + _x660, _x1421*alpha_rs_intra + _x1430*_x658 + _x1432*call_rs_intra)
+    _x1434 = mamba_frac*(_x1060*d_model + _x1060 + _x1065 + _x1204*(mamba_conv + 1) + _x1292)
+    _x1435 = _x1310*_x1375
+    _x1436 = _x1374*mlp_frac + _x1378*attn_frac + _x1434*_x2 + _x1435
+    _x1437 = _x243 + _x261*d_model + biases*(_x261 + d_model)
+    _x1438 = _x1379 + _x1437*_x2
+    _x1439 = _x1341*_x1438
+    _x1440 = _x18*d_model
+    _x1441 = 5*_x1440
+    _x1442 = mtp*(_x1374 + _x1378 + _x1441 + _x90)
+    _x1443 = _x106*learned_pos
+    _x1444 = 1 - tied
+    _x1445 = _x114*(_x1338*_x1444 + 1) + _x1443
+    _x1446 = _x1338*_x1442 + _x1423*_x1436 + _x1439 + _x1445
+    _x1447 = -_x1425 - _x1427 + _x1446
+    _x1448 = _x1447*grad_bytes
+    _x1449 = _x1382*_x1448
+    _x1450 = _x1403*_x1448
+    _x1451 = np.where(_x1388, _x1391*_x1449 + _x1394, _x1395 + _x1449*_x658) + np.where(_x1406, _x1401*_x1450 + _x1405, _x1408 + _x1450*_x7)
+    _x1452 = 2*_x1355 + _x38
+    _x1453 = _x1421*act_bytes
+    _x1454 = _x1429*_x1453
+    _x1455 = _x1383*_x1447
+    _x1456 = _x320*np.where(_x1431, _x1414*alpha_ag_inter + _x1415*alpha_ag_intra + _x1454*np.maximum(_x1418*_x648, _x1420*_x649) + _x652, _x1421*alpha_ag_intra + _x1432*call_ag_intra + _x1454*_x649) + np.where(_x1388, _x1367*_x1455 + _x1387, _x1390 + _x1455*_x649)
+    _x1457 = _x1356*(_x1433*_x320 + _x1451) + _x1452*_x1456
+    _x1458 = -_x1409 + _x1457
+    _x1459 = (_x61 > _x1358)
+    _x1460 = np.where(_x1459, _x237, _x236)
+    _x1461 = 1 - ov_ag
+    _x1462 = 1 - z_param
+    _x1463 = _x1456*z_os
+    _x1464 = dualpipev - 1
+    _x1465 = -_x1464
+    _x1466 = interleave - 1
+    _x1467 = np.minimum(pp, _x51)
+    _x1468 = np.minimum(1, _x1466)
+    _x1469 = _x1468*_x38
+    _x1470 = _x1465*_x1469*(_x13*(_x1466*_x1467 + 1) - 1) + 1
+    _x1471 = _x13*_x1465
+    _x1472 = _x1469*_x1471
+    _x1473 = z_grad*(_x48*_x49*global_batch - 1)
+    _x1474 = _x1473 + 1
+    _x1475 = 1 - z_os
+    _x1476 = np.ceil(_x1359*_x61)
+    _x1477 = -1 + _x61/_x1476
+    _x1478 = _x1363*_x1476
+    _x1479 = _x1477*_x1478
+    _x1480 = 2*_x61 - 2
+    _x1481 = _x1363*_x1480
+    _x1482 = _x1448*_x1481
+    _x1483 = np.minimum(1, _x61 - 1)
+    _x1484 = _x1411*_x62 - 2
+    _x1485 = _x1484*grad_bytes
+    _x1486 = _x1429*_x1485
+    _x1487 = _x1451*z_os + _x1475*np.where(_x1459, _x1477*_x30 + _x1482*np.maximum(_x1*_x1478, _x1479*_x7) + _x27 + _x29*(_x1476 - 1), _x1480*alpha_ar_intra + _x1482*_x7 + _x1483*call_ar_intra) + _x320*(_x1433*z_os + _x1475*np.where(_x1431, _x1414*_x29 + _x1419*_x30 + _x1486*np.maximum(_x1*_x1418, _x1420*_x7) + _x27, _x1432*call_ar_intra + _x1484*alpha_ar_intra + _x1486*_x7))
+    _x1488 = _x1474*_x1487
+    _x1489 = _x1343*_x495
+    _x1490 = _x1247*_x1344
+    _x1491 = _x1346*_x973
+    _x1492 = _x1489 + _x1490 + _x1491
+    _x1493 = _x1016 + _x1018*_x645 + _x730
+    _x1494 = _x1020*_x1346 + _x1320*_x1344 + _x1343*_x1493
+    _x1495 = _x1353 + _x1492 + _x1494
+    _x1496 = fsdp_copy*z_param
+    _x1497 = _x1462*(_x1456*_x1461*z_os + _x1474*_x1487*(1 - ov_dp) + ov_ag*np.maximum(np.maximum(-_x1347*_x1470 + _x1463, _x1456*_x1460*z_os), _x1472*(-_x1347 + _x1456*z_os)) + ov_dp*np.maximum(np.maximum(_x1488 - _x1495*(_x1470 + _x1473), _x1460*_x1474*_x1487), _x1472*(_x1474*_x1487 - _x1495))) + _x1496*(_x1496*t0_elem_fwd + np.maximum(0, _x103*_x1446*(_x1356*(act_bytes + grad_bytes) + act_bytes*(4*_x1355 + _x53)))) + z_param*(_x1409 + _x1458*_x1461 + ov_ag*np.maximum(-_x1354*_x51 + _x1458, _x1458*_x1460))
+    _x1498 = np.minimum(1, offload_layers)
+    _x1499 = np.minimum(1, _x16*interleave - offload_layers - 1)
+    _x1500 = _x17 - 2
+    _x1501 = _x2*_x75
+    _x1502 = _x1501*seq_par + _x160
+    _x1503 = d_model*mlp_frac
+    _x1504 = _x424*f32_bytes
+    _x1505 = 1 - _x129
+    _x1506 = _x260*act_bytes + gin_bytes
+    _x1507 = _x1506*_x58
+    _x1508 = _x1507*shared_ffn
+    _x1509 = _x1507*_x764*moe_ffn + _x1508
+    _x1510 = act_bytes*(_x148 + _x191)
+    _x1511 = _x58*(_x137*_x358*act_bytes*(_x189 + n_heads) + _x1510 + _x336*gin_bytes)
+    _x1512 = _x107*(_x179 + 2*_x487 + 2*gin_bytes)
+    _x1513 = (1/2)*_x1512
+    _x1514 = _x0*_x228*(_x438 + _x471 + qk_rope)
+    _x1515 = _x179*_x58*_x753*moe_latent
+    _x1516 = _x179*_x928
+    _x1517 = _x80*gin_bytes
+    _x1518 = _x1517*rcm_norm
+    _x1519 = _x317*_x321*(_x1507*_x769 + _x1517) + _x320*rc_sel*(_x1518 + _x2*(1 - rcm_moe)*(_x1508*rcm_shared + _x765*gin_bytes*moe_ffn*rcm_moe_act) + rcm_moe*(_x1509*_x2 + _x1516))
+    _x1520 = _x415*(_x1518 + rcm_mla_up*(_x0*_x74*(_x302 + kv_lora) + _x1510*_x96))
+    _x1521 = 1 - _x408
+    _x1522 = act_bytes + dropout*(act_bytes + mask_bytes)
+    _x1523 = _x1521*_x1522*_x181
+    _x1524 = -_x1519*mlp_frac - _x1520*attn_frac + _x1523*attn_frac + _x2*(_x1289*(5*_x1060 + _x1063) + _x1509*mlp_frac + _x1511*attn_frac) + _x72*(_x1211*_x91 + attn_frac*(_x1513 + _x1514) + mlp_frac*(_x1513 + _x1515))
+    _x1525 = _x330*rc_full
+    _x1526 = _x1505*_x1524 + _x1525 + rc_op*(_x1504*attn_frac + _x228*(_x1116 + _x1187*_x321 + _x1195*_x806*gated + _x1225 + _x1310*_x79 + _x1502*attn_frac + _x1503*_x322 + _x1503*_x744*_x956))
+    _x1527 = _x1526*offload_layers/host_link_bw
+    _x1528 = _x1527*(1 - _x1499)
+    _x1529 = _x1498*(_x1499*np.maximum(0, -_x1312*_x1500 + _x1527) + _x1528)
+    _x1530 = _x1498*(_x1499*np.maximum(0, -_x1315*_x1500 + _x1527) + _x1528)
+    _x1531 = _x1529 + _x1530
+    _x1532 = 1 - graph_full
+    _x1533 = _x1532*host_mb
+    _x1534 = _x1332*np.maximum(0, -_x1339 - _x1349 + _x1532*(-_x1337*(_x1333*host_head + _x1334*host_emb) + _x1338*(host_emb + host_head))) + pp_layout*np.maximum(0, -_x1331 - _x1348 + _x1532*(_x1329*(_x68*host_head + host_emb) + _x1330*(_x68*host_emb + host_head)))
+    _x1535 = _x1021*_x1346 + _x1321*_x1344 + _x1343*_x739 + _x1533 + _x1534
+    _x1536 = _x1005*_x1346 + _x1308*_x1344 + _x1343*_x732 + _x1531 + _x1535
+    _x1537 = _x1354 + _x1492 + _x1536
+    _x1538 = (387420489/65536)*_x0**3*_x133*_x22*_x305*_x539*_x543*_x549*_x552*_x570*_x575*_x578*_x624*_x629*_x631*_x633*_x636*_x638*_x640*t0_gemm_bwd**4
+    _x1539 = (3/2)*t0_gemm_bwd
+    _x1540 = _x1471*_x1537*_x37 + (1/2)*_x37*dualpipev*(-729/32*_x1343*_x1538*_x259*_x271*_x273*_x274*t0_gemm_bwd - _x1344*(3*_x0*_x22*attn_frac*t0_gemm_bwd + (3/2)*_x0*_x305*attn_frac*t0_gemm_bwd + 3*_x0*attn_frac*t0_gemm_bwd + 3*_x1162 + 3*_x1163 + (3/2)*_x1166 + (3/2)*_x1169 + (3/2)*_x1173 + (3/2)*_x1176 + (3/2)*_x1177 + (3/2)*_x1178 + (3/2)*_x1179 + (3/2)*_x1180 + (3/2)*_x1256 + (3/2)*_x1259 + (3/2)*_x1262 + (3/2)*_x1266 + (3/2)*_x1269 + (3/2)*_x1272 + (3/2)*_x1275 + (3/2)*_x1278 + (3/2)*_x1281 + (3/2)*_x1284 + (3/2)*_x1286 + (3/2)*_x1294 + (3/2)*_x1295 + (3/2)*_x1296 + (3/2)*_x1297 + (3/2)*_x1298 + (3/2)*_x1299 + (3/2)*_x1300 + (3/2)*_x1301 + (3/2)*_x1302 + (3/2)*_x1303 + (3/2)*_x133*attn_frac*t0_gemm_bwd + 3*_x320*_x752*mlp_frac*t0_gemm_bwd + (3/2)*_x320*mlp_frac*t0_gemm_bwd + 3*_x743*mlp_frac*t0_gemm_bwd + 3*_x823*mlp_frac*t0_gemm_bwd + (3/2)*attn_frac*t0_gemm_bwd + (9/2)*mamba_frac*t0_gemm_bwd) - 43046721/2048*_x1346*_x1538*_x1539*_x320**2*_x743*_x752*_x823*_x848*_x850*_x856*_x858*_x869*_x872*_x878*_x881*_x883*_x885*_x983*_x998*t0_gemm_bwd**4 + _x1347 + 2*_x1348*pp_layout + _x1349*(2 - 2*pp_layout) + 2*_x1350 + 2*_x1351 + 2*_x1352 + 2*_x1489 + 2*_x1490 + 2*_x1491 + _x1494 + _x1536)
+    _x1541 = _x1537*_x51 + _x1540
+    _x1542 = _x1361**(-z_os)
+    _x1543 = np.minimum(d_model, _x360)
+    _x1544 = np.minimum(d_model, _x361)
+    _x1545 = np.minimum(kv_lora, _x431)
+    _x1546 = np.minimum(d_model, _x1376)
+    _x1547 = np.minimum(d_model, _x19)
+    _x1548 = np.minimum(q_lora, _x455)
+    _x1549 = np.minimum(d_model, q_lora)
+    _x1550 = np.minimum(d_model, _x455)
+    _x1551 = _x0*(5*_x1545**2*(2*_x1545 + 4*np.maximum(kv_lora, _x431)) + 5*_x1546**2*(2*_x1546 + 4*np.maximum(d_model, _x1376)) + 5*_x1547**2*(2*_x1547 + 4*np.maximum(d_model, _x19)) + 5*_x1550**2*_x305*(2*_x1550 + 4*np.maximum(d_model, _x455)) + _x23*(5*_x1548**2*(2*_x1548 + 4*np.maximum(q_lora, _x455)) + 5*_x1549**2*(2*_x1549 + 4*np.maximum(d_model, q_lora)))) + _x133*(10*_x1543**2*(2*_x1543 + 4*np.maximum(d_model, _x360)) + 10*_x1544**2*(2*_x1544 + 4*np.maximum(d_model, _x361)))
+    _x1552 = np.minimum(d_model, shared_ffn)
+    _x1553 = np.minimum(d_model, _x805)
+    _x1554 = np.minimum(d_model, n_experts)
+    _x1555 = np.minimum(d_model, moe_latent)
+    _x1556 = np.minimum(d_model, ffn_hidden)
+    _x1557 = np.minimum(d_model, _x261)
+    _x1558 = _x1412**(-z_os)
+    _x1559 = np.minimum(moe_ffn, _x754)
+    _x1560 = np.minimum(_x780, _x754)
+    _x1561 = muon*(_x1371*_x1423*_x1558*mlp_frac*(5*_x1559**2*(2*_x1559 + 4*np.maximum(moe_ffn, _x754)) + 5*_x1560**2*(2*_x1560 + 4*np.maximum(_x780, _x754))) + _x1542*(_x1341*(_x1551 + 5*_x1556**2*(2*_x1556 + 4*np.maximum(d_model, ffn_hidden)) + 5*_x1557**2*(2*_x1557 + 4*np.maximum(d_model, _x261))) + _x1423*(_x1114*(5*_x1554**2*(2*_x1554 + 4*np.maximum(d_model, n_experts)) + 10*_x1555**2*_x753*(2*_x1555 + 4*np.maximum(d_model, moe_latent)) + _x743*(5*_x1552**2*(2*_x1552 + 4*np.maximum(d_model, shared_ffn)) + 5*_x1553**2*(2*_x1553 + 4*np.maximum(d_model, _x805)))) + _x1551*attn_frac)))
+    _x1562 = _x1447*_x1542
+    _x1563 = _x1428*_x1558
+    _x1564 = _x1562 + _x1563
+    _x1565 = muon*t0_gemm_fwd + t0_optim_fwd + np.maximum(0, _x118*_x1561*(d_model + gemm_dhalf)/d_model) + np.maximum(_x1564*_x76*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd, _x82*(12*_x1562 + 12*_x1563)/eta_optim_fwd)
+    _x1566 = _x1497 + _x1541 + _x1565 + _x36 + _x67
+    _x1567 = _x36 + _x51*(_x1143*_x1344 + _x1343*_x731 + _x1346*_x866)
+    _x1568 = _x687 + 1
+    _x1569 = _x23*t0_gemm_bwd + _x532 + (1/2)*_x539 + (1/2)*_x549 + (1/2)*_x575 + (1/2)*_x631 + (1/2)*_x633 + (1/2)*_x638 + _x724
+    _x1570 = 2*seq_len
+    _x1571 = _x75*seq_len
+    _x1572 = _x163*_x75*n_heads
+    _x1573 = _x133*_x394
+    _x1574 = _x188*seq_len
+    _x1575 = _x1574*_x439
+    _x1576 = _x192*_x198
+    _x1577 = _x139*_x192*_x220
+    _x1578 = _x142*(_x1570*_x1576 + 2*_x1577)/_x190
+    _x1579 = _x1578*_x159
+    _x1580 = _x137*_x1578
+    _x1581 = _x151*_x1576*seq_len
+    _x1582 = _x151*_x1577
+    _x1583 = _x1579 + _x1580 + _x1581 + _x1582
+    _x1584 = _x1570*_x1573 + _x1570*_x354 + _x1570*_x387 + _x1570*_x626 + _x1572 + _x1575 + _x1583 + _x455*_x471*seq_len
+    _x1585 = _x1571*vocab
+    _x1586 = 4*seq_len
+    _x1587 = _x1570*_x743
+    _x1588 = _x1587*_x791
+    _x1589 = _x1587*_x803
+    _x1590 = _x1570*_x764*(_x320/np.maximum(1, capacity_factor) + _x745)
+    _x1591 = _x1590*_x755
+    _x1592 = _x1586*_x870
+    _x1593 = _x1590*_x781
+    _x1594 = -dense_layers + n_layers
+    _x1595 = mamba_frac*seq_len
+    _x1596 = _x1095*seq_len
+    _x1597 = _x1579*attn_frac + _x1580*attn_frac + _x1581*attn_frac + _x1582*attn_frac
+    _x1598 = global_batch*(_x1585 + _x1594*(_x1060*_x1595*_x75 + 2*_x1065*_x1595 + _x1095*_x1574*_x625 + _x1116*_x1571 + _x1572*attn_frac + _x1573*_x1596 + _x1575*attn_frac + _x1588*mlp_frac + _x1589*mlp_frac + _x1591*mlp_frac + _x1592*mlp_frac + _x1593*mlp_frac + _x1595*(_x1062*mamba_chunk + _x1087) + _x1596*_x302*_x455 + _x1596*_x354 + _x1596*_x387 + _x1597) + dense_layers*(_x1570*_x243 + _x1571*_x261 + _x1584) + mtp*(_x1571*_x320*n_experts + _x1584 + _x1585 + _x1586*_x88 + _x1588 + _x1589 + _x1591 + _x1592 + _x1593))
+    _x1599 = 3*_x1598
+    _x1600 = 3*_x152
+    _x1601 = _x1600*_x161
+    _x1602 = _x150*_x1600
+    _x1603 = 6*_x164*_x55*micro_batch*n_heads
+    _x1604 = _x376*_x401
+    _x1605 = 6*_x73
+    _x1606 = _x1605*_x354
+    _x1607 = _x152*_x409
+    _x1608 = _x1607*_x161
+    _x1609 = _x150*_x1607
+    _x1610 = _x129*_x75
+    _x1611 = _x392*_x401
+    _x1612 = _x492*_x73
+    _x1613 = _x1612*_x354
+    _x1614 = 6*_x2
+    _x1615 = _x1614*_x298*_x634
+    _x1616 = _x1605*_x387
+    _x1617 = _x428*_x440
+    _x1618 = _x1612*_x387
+    _x1619 = 6*_x1101
+    _x1620 = _x1614*_x462
+    _x1621 = 7*_x202
+    _x1622 = _x198*_x424
+    _x1623 = _x1621*_x1622
+    _x1624 = _x175*_x220
+    _x1625 = _x1621*_x1624
+    _x1626 = _x151*_x190*_x409
+    _x1627 = _x1622*_x1626
+    _x1628 = _x428*_x463
+    _x1629 = _x1624*_x1626
+    _x1630 = _x1601 + _x1602 + _x1603 + _x1604 + _x1606 + _x1608 + _x1609 + _x1610*_x297 + _x1611*_x400 + _x1613 + _x1615 + _x1616 + _x1617 + _x1618 + _x1619 + _x1620 + _x1623 + _x1625 + _x1627 + 2*_x1628 + _x1629 + _x428*_x472
+    _x1631 = 768*_x120
+    _x1632 = _x376*_x798
+    _x1633 = _x1605*_x996
+    _x1634 = 6*_x773
+    _x1635 = _x799*_x958
+    _x1636 = _x75*_x960
+    _x1637 = _x774*_x953
+    _x1638 = _x376*_x810
+    _x1639 = 6*_x785
+    _x1640 = _x73*_x870
+    _x1641 = 12*_x1640
+    _x1642 = _x811*_x959
+    _x1643 = _x786*_x954
+    _x1644 = 4*_x1640*_x950
+    _x1645 = _x1594*(6*_x1071*_x1077 + _x1072*_x492 + 6*_x1072 + _x1082*_x129 + _x1089*_x129 + _x1089 + _x1095*_x1628 + _x1102*_x428 + _x1107*_x1610 + _x1110*_x1611 + _x1117*_x1636 + _x1285 + _x1601*attn_frac + _x1602*attn_frac + _x1603*attn_frac + _x1604*attn_frac + _x1606*attn_frac + _x1608*attn_frac + _x1609*attn_frac + _x1613*attn_frac + _x1615*attn_frac + _x1616*attn_frac + _x1617*attn_frac + _x1618*attn_frac + _x1619*attn_frac + _x1620*attn_frac + _x1623*attn_frac + _x1625*attn_frac + _x1627*attn_frac + _x1629*attn_frac + _x1632*mlp_frac + _x1633*mlp_frac + _x1634*mlp_frac + _x1635*mlp_frac + _x1637*mlp_frac + _x1638*mlp_frac + _x1639*mlp_frac + _x1641*mlp_frac + _x1642*mlp_frac + _x1643*mlp_frac + _x1644*mlp_frac) + _x1631 + dense_layers*(_x1630 + 6*_x255 + _x256*_x325 + _x262*_x376 + _x268*_x328) + mtp*(_x1630 + _x1631 + _x1632 + _x1633 + _x1634 + _x1635 + _x1636*_x833 + _x1637 + _x1638 + _x1639 + _x1641 + _x1642 + _x1643 + _x1644 + 12*_x97)
+    _x1646 = 2*mtp
+    _x1647 = _x1583*dense_layers + _x1594*_x1597
+    _x1648 = 3*global_batch
+    _x1649 = _x1599 + _x1648*(_x139*_x190*n_heads*(_x1095*n_layers + _x1646) - _x1583*mtp - _x1647 + d_model*seq_len*(_x1646 + 2)*(_x113*tp - vocab))
+    _x1650 = _x14*dense_layers
+    _x1651 = np.maximum(0, _x9)
+    _x1652 = np.where(_x32, _x1651*_x651, _x651)
+    _x1653 = np.where(_x32, _x1651*_x668, _x668)
+    _x1654 = seq_par*(_x1652 + _x1653)
+    _x1655 = 2*seq_par
+    _x1656 = _x1652*_x1655
+    _x1657 = np.where(_x32, _x1651*_x672, _x672)
+    _x1658 = _x1657*_x671
+    _x1659 = _x1654 + _x1656 + _x1658
+    _x1660 = _x14*_x1594
+    _x1661 = _x1657*_x689
+    _x1662 = _x1654 + _x1661
+    _x1663 = _x1662*attn_frac
+    _x1664 = _x1656 + _x1661
+    _x1665 = _x1664*mamba_frac
+    _x1666 = _x1038*_x1664
+    _x1667 = _x1663 + _x1665 + _x1666
+    _x1668 = 2*_x1017*_x1114*_x1660/_x703
+    _x1669 = np.where(_x911, _x910*np.maximum(0, _x907), _x910)
+    _x1670 = _x5/tp**2
+    _x1671 = _x1670*_x33
+    _x1672 = np.where(_x32, _x109*_x1671, 0)
+    _x1673 = _x228*_x666
+    _x1674 = np.where(_x32, _x1671*_x1673, 0)
+    _x1675 = seq_par*(_x1672 + _x1674)
+    _x1676 = _x1655*_x1672
+    _x1677 = _x12*_x1670
+    _x1678 = np.where(_x32, _x109*_x1677, 0)
+    _x1679 = _x1678*_x671
+    _x1680 = _x1675 + _x1676 + _x1679
+    _x1681 = _x1678*_x689
+    _x1682 = _x1675 + _x1681
+    _x1683 = _x1682*attn_frac
+    _x1684 = _x1676 + _x1681
+    _x1685 = _x1684*mamba_frac
+    _x1686 = _x1038*_x1684
+    _x1687 = _x1683 + _x1685 + _x1686
+    _x1688 = np.where(_x911, _x910*np.maximum(0, _x906), 0)
+    _x1689 = _x51*(_x1650*_x1680 + _x1660*_x1687 + _x1668*_x1688)
+    _x1690 = _x1662*_x691 + tp_async*(_x689*np.where(_x32, _x1651*_x696, _x696) + seq_par*(_x1652 + 2*_x1653))
+    _x1691 = 3*seq_par
+    _x1692 = _x1664*_x691 + tp_async*(_x1652*_x1691 + _x1661)
+    _x1693 = _x1668*(rc_full + 1)
+    _x1694 = _x1682*_x691 + tp_async*(_x689*np.where(_x32, _x1673*_x1677, 0) + seq_par*(_x1672 + 2*_x1674))
+    _x1695 = _x1684*_x691 + tp_async*(_x1672*_x1691 + _x1681)
+    _x1696 = _x51*(_x1650*(_x1568*_x1680 - _x1675 - _x1676 - _x1679 + _x1694 + _x1695) + _x1660*(_x1038*_x1695 + _x1568*_x1687 - _x1683 - _x1685 - _x1686 + _x1694*attn_frac + _x1695*mamba_frac) + _x1688*_x1693)
+    _x1697 = global_batch*seq_len
+    _x1698 = _x1697*act_bytes
+    _x1699 = _x1416*_x1698*_x191*_x226*(_x1650 + _x1660*attn_frac)
+    _x1700 = _x1699*_x233
+    _x1701 = _x1699*_x703
+    _x1702 = _x1701*_x233
+    _x1703 = np.maximum(0, _x899)
+    _x1704 = _x1668*_x51
+    _x1705 = _x1703*_x1704
+    _x1706 = np.maximum(0, _x896)
+    _x1707 = _x1693*_x51
+    _x1708 = _x1703*_x1707
+    _x1709 = _x1363*_x14*_x1698*_x38*(interleave*pp - 1)
+    _x1710 = _x1709*_x55
+    _x1711 = _x1710*_x63 + _x1710*_x64
+    _x1712 = _x1462*z_os
+    _x1713 = np.maximum(0, _x1420)
+    _x1714 = _x1370*n_experts
+    _x1715 = _x1114*_x1714
+    _x1716 = _x1416*_x1660*_x1715
+    _x1717 = _x1453*_x1716
+    _x1718 = np.maximum(0, _x1366)
+    _x1719 = _x1594*_x1715
+    _x1720 = _x1369 + _x1373
+    _x1721 = _x1714 + _x1720
+    _x1722 = _x1377 + _x24
+    _x1723 = _x1434 + _x1435 + _x1722*attn_frac
+    _x1724 = d_model*vocab
+    _x1725 = _x1440 + _x1443 + _x1724*(2 - tied)
+    _x1726 = _x1725 + dense_layers*(_x1375 + _x1437 + _x1722)
+    _x1727 = _x1594*(_x1721*mlp_frac + _x1723) + _x1726
+    _x1728 = _x14*(-_x1719 + _x1727)
+    _x1729 = _x1728*_x2
+    _x1730 = _x1383*_x1729
+    _x1731 = _x320*np.where(_x1431, _x1713*_x1717, _x1717) + np.where(_x1388, _x1718*_x1730, _x1730)
+    _x1732 = _x1356*z_param
+    _x1733 = np.maximum(0, _x1418)
+    _x1734 = 1/(cp**2*dp**2)
+    _x1735 = _x1362*_x1381*dp_rep**2
+    _x1736 = _x320*np.where(_x1431, _x1717*_x1733, 0) + np.where(_x1388, _x1729*_x1734*_x1735*act_bytes, 0)
+    _x1737 = _x1712*_x1736 + _x1732*_x1736
+    _x1738 = _x1422*_x1716
+    _x1739 = np.where(_x1431, _x1713*_x1738, _x1738)
+    _x1740 = _x1728*_x25
+    _x1741 = _x1403*_x1740
+    _x1742 = _x1382*_x1740
+    _x1743 = np.where(_x1388, _x1718*_x1742, _x1742) + np.where(_x1406, _x1741*np.maximum(0, _x1400), _x1741)
+    _x1744 = _x1462*_x1474
+    _x1745 = _x1481*_x1740
+    _x1746 = _x1485*_x1716
+    _x1747 = np.where(_x1431, _x1733*_x1738, 0)
+    _x1748 = _x1734*_x1740
+    _x1749 = np.where(_x1406, _x1398*_x1741, 0) + np.where(_x1388, _x1735*_x1748, 0)
+    _x1750 = _x1744*(_x1475*np.where(_x1459, _x1476*_x1480*_x1748, 0) + _x1749*z_os + _x320*(_x1475*np.where(_x1431, _x1733*_x1746, 0) + _x1747*z_os)) + z_param*(-_x1356*_x1736 + _x1356*(_x1747*_x320 + _x1749) + _x1452*_x1736)
+    _x1751 = _x100*_x14
+    _x1752 = _x1416*_x1751
+    _x1753 = _x1566**(-1.0)
+    _x1754 = _x179*_x68*z_param*np.maximum(_x1438*np.minimum(1, dense_layers), _x1436)
+    _x1755 = _x1361**(-z_param)
+    _x1756 = _x1412**(-z_param)
+    _x1757 = _x38*z_param
+    _x1758 = _x1446*_x1757
+    _x1759 = _x1758*act_bytes + act_bytes*(_x1428*_x1756 + _x1447*_x1755)
+    _x1760 = _x1361**(-z_grad)
+    _x1761 = _x1412**(-z_grad)
+    _x1762 = _x1758*grad_bytes + grad_bytes*(_x1428*_x1761 + _x1447*_x1760)
+    _x1763 = _x1445*_x1542*(-opt_bytes + opt_bytes_emb)
+    _x1764 = _x1564*opt_bytes + _x1763
+    _x1765 = _x1509 + _x1511
+    _x1766 = _x1512 + _x1514 + _x1515
+    _x1767 = -_x1516 - _x1520 + _x1523 + _x1765*_x2 + _x1766*_x72 + _x2*(_x1506*_x56*ffn_hidden*micro_batch*seq_len - _x1509) - _x317*(_x1506*_x246 + _x1517)
+    _x1768 = (rc_any + rc_op)*np.maximum(_x1767, _x1524)
+    _x1769 = _x51*gpipe
+    _x1770 = _x1505*_x1767 + _x1525 + rc_op*(_x1504 + _x228*(_x1502 + _x245 + _x363 + _x79 + d_model*gated))
+    _x1771 = _x1341*_x1770
+    _x1772 = np.minimum(np.minimum(dense_layers, offload_layers), _x17)
+    _x1773 = mtp*(_x1525 + 5*_x330 + (1 - rc_full)*(_x139*_x142*_x1521*_x1522*_x2*_x56*micro_batch*n_heads - _x1519 - _x1520 + _x1765*_x2 + _x1766*_x72))
+    _x1774 = _x115*(_x963*ce_eager + act_bytes*(1 - ce_eager) + (act_bytes*ce_compiled + f32_bytes*(1 - ce_compiled))*(_x1769 - gpipe + 1))
+    _x1775 = (_x1774 + _x330)*(mtp + 1)
+    _x1776 = _x1336*_x1773 + _x1338*_x1775 + _x1768 + (_x1467*(-_x1464 - gpipe)*(_x1468*_x15*_x37 + 1) + _x1769 + dualpipev*(pp + 1/2))*(_x1423*_x1526 + _x1771 + _x1773*_x68 - _x68*(_x1526*(-_x1772 + offload_layers) + _x1770*_x1772))
+    _x1777 = _x1754 + _x1759 + _x1762 + _x1764 + _x1776
+    _x1778 = _x1341*_x68
+    _x1779 = _x17 - _x1778
+    _x1780 = _x1424*_x1779
+    _x1781 = _x114*_x1444*_x38*np.minimum(1, mtp) + _x1436*_x1779 + _x1439*_x68 + _x1442 - _x1443*_x38 + _x1445
+    _x1782 = -_x1426 - _x1780 + _x1781
+    _x1783 = _x1426 + _x1780
+    _x1784 = _x1757*_x1781
+    _x1785 = _x1784*act_bytes + act_bytes*(_x1755*_x1782 + _x1756*_x1783)
+    _x1786 = _x1784*grad_bytes + grad_bytes*(_x1760*_x1782 + _x1761*_x1783)
+    _x1787 = _x1763 + opt_bytes*(_x1542*_x1782 + _x1558*_x1783)
+    _x1788 = np.minimum(offload_layers, _x1778)
+    _x1789 = _x1768 + _x1775 + (_x1769 + (1 - gpipe)*np.minimum(_x51, _x13*(_x1466*pp + 1)))*(_x1526*_x1779 + _x1771*_x68 + _x1773 - _x68*(_x1526*(-_x1788 + offload_layers) + _x1770*_x1788))
+    _x1790 = _x1465*(_x1754 + _x1785 + _x1786 + _x1787 + _x1789) + _x1777*dualpipev
+    _x1791 = np.maximum(_x1777, _x1790)
+    _x1792 = np.where((_x1777 < _x1790), 1, 0)
+    _x1793 = 1 - _x1792
+    _x1794 = _x1791*alloc_frag
+    _x1795 = nccl_comm_bytes*(_x1407 + _x1432*_x320 + _x1483 + _x34) + nccl_peer_bytes*(_x320*_x901 + _x53 + 2*np.minimum(1, _x226))
     return {
-        'step_time': _x1567,
-        't_forward': _x1348*_x51,
-        't_backward': _x1354*_x51,
-        't_recompute': _x1493*_x51,
-        't_tp_comm': _x1568,
-        't_cp_comm': _x51*(_x1160*_x1345 + _x1344*_x241 + _x1347*_x241),
-        't_ep_comm': _x51*(_x1003*_x1347 + _x1307*_x1345 + _x1344*_x645),
-        't_host_overhead': _x1536*_x51,
-        't_offload': _x1532*_x51,
-        't_pp_bubble': _x1541,
+        'step_time': _x1566,
+        't_forward': _x1347*_x51,
+        't_backward': _x1353*_x51,
+        't_recompute': _x1492*_x51,
+        't_tp_comm': _x1567,
+        't_cp_comm': _x51*(_x1159*_x1344 + _x1343*_x241 + _x1346*_x241),
+        't_ep_comm': _x51*(_x1003*_x1346 + _x1306*_x1344 + _x1343*_x645),
+        't_host_overhead': _x1535*_x51,
+        't_offload': _x1531*_x51,
+        't_pp_bubble': _x1540,
         't_pp_comm': _x67,
-        't_dp_comm': _x1498,
-        't_optimizer': _x1566,
-        'tp_comm_total': _x36 + _x51*(_x1344*(_x1569*_x675 + _x701) + _x1345*(_x1040*_x1569 + _x1042) + _x1347*(_x1569*_x748 + _x750)),
-        'dp_comm_total': _x1458*z_param + _x1463*(_x1464 + _x1489),
-        'tp_comm': _x1568,
-        'dp_comm': _x1498,
+        't_dp_comm': _x1497,
+        't_optimizer': _x1565,
+        'tp_comm_total': _x36 + _x51*(_x1343*(_x1568*_x675 + _x701) + _x1344*(_x1040*_x1568 + _x1042) + _x1346*(_x1568*_x748 + _x750)),
+        'dp_comm_total': _x1457*z_param + _x1462*(_x1463 + _x1488),
+        'tp_comm': _x1567,
+        'dp_comm': _x1497,
         'pp_bubble': _x37/_x52,
         'pp_bubble_ratio': _x13*_x37*dp*micro_batch/global_batch,
-        'pp_bubble_share': _x1541/_x1542,
+        'pp_bubble_share': _x1540/_x1541,
         'micro_batches': _x51,
-        't_microbatch_stage': _x1538,
-        't_stage_wgrad': _x1344*(_x1540 + _x1570 + (1/2)*_x259 + (1/2)*_x273 + _x714) + _x1345*(_x0*_x1251 + _x1163 + _x1164 + (1/2)*_x1167 + (1/2)*_x1170 + (1/2)*_x1174 + (1/2)*_x1177 + (1/2)*_x1178 + (1/2)*_x1179 + (1/2)*_x1180 + (1/2)*_x1181 + _x1195*_x977 + _x1251*_x23 + _x1254*_x752 + (1/2)*_x1257 + (1/2)*_x1260 + (1/2)*_x1263 + (1/2)*_x1267 + (1/2)*_x1270 + (1/2)*_x1273 + (1/2)*_x1276 + (1/2)*_x1279 + (1/2)*_x1282 + (1/2)*_x1285 + (1/2)*_x1293 + (1/2)*_x1295 + (1/2)*_x1296 + (1/2)*_x1297 + (1/2)*_x1298 + (1/2)*_x1299 + (1/2)*_x1300 + (1/2)*_x1301 + (1/2)*_x1302 + (1/2)*_x1303 + (1/2)*_x1304 + _x1310*_x522 + _x1310*_x533 + _x1310*t0_gemm_bwd + _x1540*mamba_frac + _x845*mlp_frac + _x852*mlp_frac) + _x1347*(_x1570 + _x320*_x712 + _x712 + _x752*_x977 + _x845 + (1/2)*_x848 + (1/2)*_x850 + _x852 + (1/2)*_x856 + (1/2)*_x858 + _x869 + _x872 + (1/2)*_x878 + (1/2)*_x881 + (1/2)*_x883 + (1/2)*_x885 + (1/2)*_x983 + (1/2)*_x998),
-        't_layer_fwd': _x1313,
-        't_layer_bwd': _x1316,
-        't_layer_recompute': _x1248,
-        't_layer_tp_comm': _x1144,
-        't_layer_cp_comm': _x1160,
-        't_layer_ep_comm': _x1307,
-        't_layer_comm_bwd': _x1321,
-        't_layer_host': _x1322,
+        't_microbatch_stage': _x1537,
+        't_stage_wgrad': _x1343*(_x1539 + _x1569 + (1/2)*_x259 + (1/2)*_x273 + _x714) + _x1344*(_x0*_x1250 + _x1162 + _x1163 + (1/2)*_x1166 + (1/2)*_x1169 + (1/2)*_x1173 + (1/2)*_x1176 + (1/2)*_x1177 + (1/2)*_x1178 + (1/2)*_x1179 + (1/2)*_x1180 + _x1194*_x977 + _x1250*_x23 + _x1253*_x752 + (1/2)*_x1256 + (1/2)*_x1259 + (1/2)*_x1262 + (1/2)*_x1266 + (1/2)*_x1269 + (1/2)*_x1272 + (1/2)*_x1275 + (1/2)*_x1278 + (1/2)*_x1281 + (1/2)*_x1284 + (1/2)*_x1286 + (1/2)*_x1294 + (1/2)*_x1295 + (1/2)*_x1296 + (1/2)*_x1297 + (1/2)*_x1298 + (1/2)*_x1299 + (1/2)*_x1300 + (1/2)*_x1301 + (1/2)*_x1302 + (1/2)*_x1303 + _x1309*_x522 + _x1309*_x533 + _x1309*t0_gemm_bwd + _x1539*mamba_frac + _x845*mlp_frac + _x852*mlp_frac) + _x1346*(_x1569 + _x320*_x712 + _x712 + _x752*_x977 + _x845 + (1/2)*_x848 + (1/2)*_x850 + _x852 + (1/2)*_x856 + (1/2)*_x858 + _x869 + _x872 + (1/2)*_x878 + (1/2)*_x881 + (1/2)*_x883 + (1/2)*_x885 + (1/2)*_x983 + (1/2)*_x998),
+        't_layer_fwd': _x1312,
+        't_layer_bwd': _x1315,
+        't_layer_recompute': _x1247,
+        't_layer_tp_comm': _x1143,
+        't_layer_cp_comm': _x1159,
+        't_layer_ep_comm': _x1306,
+        't_layer_comm_bwd': _x1320,
+        't_layer_host': _x1321,
         't_dense_layer_fwd': _x734,
         't_dense_layer_bwd': _x737,
         't_dense_layer_recompute': _x495,
         't_dense_layer_tp_comm': _x731,
         't_dense_layer_cp_comm': _x241,
         't_dense_layer_ep_comm': _x645,
-        't_dense_layer_comm_bwd': _x1494,
+        't_dense_layer_comm_bwd': _x1493,
         't_dense_layer_host': _x739,
-        'stage_layers': _x1344 + _x1345,
-        'stage_dense_layers': _x1344,
-        'stage_mtp_layers': _x1347,
+        'stage_layers': _x1343 + _x1344,
+        'stage_dense_layers': _x1343,
+        'stage_mtp_layers': _x1346,
         't_tp_grad_reduce': _x36,
         't_embed_fwd': _x112,
         't_embed_bwd': _x1029,
         't_head_fwd': _x127,
         't_head_bwd': _x1033,
-        'head_stage_heavier': _x1333*_x1334 + _x1346*pp_layout,
-        't_edge_host': _x1535,
-        't_microbatch_host': _x1534,
-        't_offload_fwd': _x1530,
-        't_offload_bwd': _x1531,
+        'head_stage_heavier': _x1332*_x1333 + _x1345*pp_layout,
+        't_edge_host': _x1534,
+        't_microbatch_host': _x1533,
+        't_offload_fwd': _x1529,
+        't_offload_bwd': _x1530,
         't_pp_send_recv': _x47*_x66,
         't_embedding_grad_reduce': _x46,
-        'flops': _x1600,
-        'hardware_flops': _x1646*_x42*_x50,
-        'flops_megatron': _x1650,
-        'bytes_tp_fwd': _x1690 + _x51*(_x1651*_x1660 + _x1661*_x1668 + _x1669*_x1670),
-        'bytes_tp_bwd': _x1697 + _x51*(_x1651*(_x1569*_x1660 - _x1655 - _x1657 - _x1659 + _x1691 + _x1693) + _x1661*(_x1038*_x1693 + _x1569*_x1668 - _x1664 - _x1666 - _x1667 + _x1691*attn_frac + _x1693*mamba_frac) + _x1670*_x1694),
-        'bytes_tp_inter': _x1690 + _x1697,
-        'bytes_cp_fwd': _x1700*_x232 + _x1701,
-        'bytes_cp_bwd': _x1702*_x232 + _x1703,
-        'bytes_cp_inter': _x1701 + _x1703,
-        'bytes_ep_fwd': _x1705*_x1707 + _x1706,
-        'bytes_ep_bwd': _x1707*_x1708 + _x1709,
-        'bytes_ep_inter': _x1706 + _x1709,
-        'bytes_pp_fwd': _x1712,
-        'bytes_pp_bwd': _x1712,
-        'bytes_pp_inter': _x1502*_x1710*_x64,
-        'bytes_dp_fwd': _x1713*_x1732 + _x1732*_x1733 + _x1738,
-        'bytes_dp_bwd': _x1745*(_x1476*np.where(_x1460, _x1746*np.maximum(0, _x1480), _x1746) + _x1744*z_os + _x320*(_x1476*np.where(_x1432, _x1714*_x1747, _x1747) + _x1740*z_os)) + _x1751 + z_param*(-_x1357*_x1732 + _x1357*(_x1740*_x320 + _x1744) + _x1453*_x1732),
-        'bytes_dp_inter': _x1738 + _x1751,
-        'flops_forward': _x1599,
-        'flops_backward': 2*_x1599,
-        'flops_attention': _x1648*_x1649,
-        'flops_lm_head': 6*_x1698*_x1725,
-        'flops_optimizer_rank': _x1562,
-        'gemm_qkv_proj_flops': _x1112,
-        'gemm_qkv_proj_bytes': _x1145*_x398,
+        'flops': _x1599,
+        'hardware_flops': _x1645*_x42*_x50,
+        'flops_megatron': _x1649,
+        'bytes_tp_fwd': _x1689 + _x51*(_x1650*_x1659 + _x1660*_x1667 + _x1668*_x1669),
+        'bytes_tp_bwd': _x1696 + _x51*(_x1650*(_x1568*_x1659 - _x1654 - _x1656 - _x1658 + _x1690 + _x1692) + _x1660*(_x1038*_x1692 + _x1568*_x1667 - _x1663 - _x1665 - _x1666 + _x1690*attn_frac + _x1692*mamba_frac) + _x1669*_x1693),
+        'bytes_tp_inter': _x1689 + _x1696,
+        'bytes_cp_fwd': _x1699*_x232 + _x1700,
+        'bytes_cp_bwd': _x1701*_x232 + _x1702,
+        'bytes_cp_inter': _x1700 + _x1702,
+        'bytes_ep_fwd': _x1704*_x1706 + _x1705,
+        'bytes_ep_bwd': _x1706*_x1707 + _x1708,
+        'bytes_ep_inter': _x1705 + _x1708,
+        'bytes_pp_fwd': _x1711,
+        'bytes_pp_bwd': _x1711,
+        'bytes_pp_inter': _x1501*_x1709*_x64,
+        'bytes_dp_fwd': _x1712*_x1731 + _x1731*_x1732 + _x1737,
+        'bytes_dp_bwd': _x1744*(_x1475*np.where(_x1459, _x1745*np.maximum(0, _x1479), _x1745) + _x1743*z_os + _x320*(_x1475*np.where(_x1431, _x1713*_x1746, _x1746) + _x1739*z_os)) + _x1750 + z_param*(-_x1356*_x1731 + _x1356*(_x1739*_x320 + _x1743) + _x1452*_x1731),
+        'bytes_dp_inter': _x1737 + _x1750,
+        'flops_forward': _x1598,
+        'flops_backward': 2*_x1598,
+        'flops_attention': _x1647*_x1648,
+        'flops_lm_head': 6*_x1697*_x1724,
+        'flops_optimizer_rank': _x1561,
+        'gemm_qkv_proj_flops': _x1111,
+        'gemm_qkv_proj_bytes': _x1144*_x398,
         'gemm_qkv_proj_dmin': _x402,
-        'gemm_attn_out_proj_flops': _x1109,
-        'gemm_attn_out_proj_bytes': _x1107,
+        'gemm_attn_out_proj_flops': _x1108,
+        'gemm_attn_out_proj_bytes': _x1106,
         'gemm_attn_out_proj_dmin': _x339,
         'gemm_mlp_up_flops': _x1050,
         'gemm_mlp_up_bytes': _x1049,
@@ -2123,28 +2122,28 @@ def evaluate(x):
         'gemm_lm_head_bytes': _x116,
         'gemm_lm_head_dmin': _x119,
         'n_gpus': _x44,
-        'mfu': _x1600*_x1753*_x1754,
-        'mfu_megatron': _x1650*_x1753*_x1754,
-        'hfu': _x1646*_x1752*_x1754*_x51,
-        'tokens_per_s': _x1698*_x1754,
-        'memory': _x1792,
-        'mem_weights': _x1760*_x1794 + _x1786*_x1793,
-        'mem_gradients': _x1763*_x1794 + _x1787*_x1793,
-        'mem_optimizer': _x1765*_x1794 + _x1788*_x1793,
-        'mem_activations': _x1755 + _x1777*_x1794 + _x1790*_x1793,
-        'mem_logits': _x1775,
-        'mem_first_stage': _x1778,
-        'mem_last_stage': _x1791,
-        'mem_reserve': _x1795 + _x1796 + cuda_context,
+        'mfu': _x1599*_x1752*_x1753,
+        'mfu_megatron': _x1649*_x1752*_x1753,
+        'hfu': _x1645*_x1751*_x1753*_x51,
+        'tokens_per_s': _x1697*_x1753,
+        'memory': _x1791,
+        'mem_weights': _x1759*_x1793 + _x1785*_x1792,
+        'mem_gradients': _x1762*_x1793 + _x1786*_x1792,
+        'mem_optimizer': _x1764*_x1793 + _x1787*_x1792,
+        'mem_activations': _x1754 + _x1776*_x1793 + _x1789*_x1792,
+        'mem_logits': _x1774,
+        'mem_first_stage': _x1777,
+        'mem_last_stage': _x1790,
+        'mem_reserve': _x1794 + _x1795 + cuda_context,
         'mem_cuda_context': cuda_context,
-        'mem_nccl': _x1796,
-        'mem_fragmentation': _x1795,
-        'params': _x1728,
-        'active_params': _x1595*(_x1724 + mlp_frac*(_x1371*top_k + _x1721)) + _x1727,
-        'params_rank': _x1447,
-        'params_embedding': _x1726,
-        'params_expert': _x1720,
-        'params_mtp': mtp*(_x1442 + _x1722 + _x1723 + _x89),
+        'mem_nccl': _x1795,
+        'mem_fragmentation': _x1794,
+        'params': _x1727,
+        'active_params': _x1594*(_x1723 + mlp_frac*(_x1370*top_k + _x1720)) + _x1726,
+        'params_rank': _x1446,
+        'params_embedding': _x1725,
+        'params_expert': _x1719,
+        'params_mtp': mtp*(_x1441 + _x1721 + _x1722 + _x89),
     }
 
-SOURCE_DIGEST = 'db61b1b468e74539'
+SOURCE_DIGEST = '7527a3d28b09a66b'

@@ -181,6 +181,8 @@ class Op:
     q_elems: tuple = (sp.Integer(0), sp.Integer(0))   # elements a low-precision recipe quantizes (forward, backward)
     launches: sp.Expr = sp.Integer(1)      # fixed times t0 the op pays in sequence (grouped GEMM: per-expert GEMMs)
     wgrad_extra: sp.Expr = sp.Integer(0)   # GEMMs: HBM bytes the weight-gradient kernel adds to its half of b_bwd
+    peak_fraction: sp.Expr | None = None   # a measured kernel chain: its FLOPs at this fraction of the 16-bit peak
+                                           # (instead of the GEMM curve; mamba.SSD_PEAK_FRACTION)
 
 
 @dataclass(frozen=True)
@@ -642,6 +644,8 @@ def op_time(op: Op, direction: str) -> sp.Expr:
         shape = attention_shape(op.head_dim, op.ctas[i], op.kblock[i], S.sms,
                                 *[S.ATTN_SHAPE[k, direction] for k in ("d_soft", "d_reg", "uneven", "d_io")])
         compute = f * shape / (S.peak_hp * clock_eff * S.EFF_FLOP[key] * S.flash_speed)
+    elif op.peak_fraction is not None:
+        compute = f / (S.peak_hp * clock_eff * op.peak_fraction)
     elif op.cls in ("gemm", "attn"):
         sat = op.dmin / (op.dmin + S.gemm_dhalf) if op.dmin is not None else 1
         peak = S.peak_hp if (op.hp or op.cls == "attn") else S.peak      # attention core and 16-bit GEMMs

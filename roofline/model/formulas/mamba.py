@@ -63,6 +63,14 @@ def ssd_flops(tokens, heads, groups):
 # the states are each read by several kernels)
 SSD_BWD_BYTES = sp.Rational(5, 2)
 
+# The rate of the SSD chunked-scan kernels (mamba_ssm ops/triton/ssd_*.py: chunk cumsum, chunk state, state passing,
+# bmm chunk, chunk scan), as a fraction of the GPU's 16-bit tensor peak. MEASURED on one H100 (vllm-project/vllm#27299,
+# 2025-10, the same Triton kernels copied into vLLM, forward of mamba_chunk_scan_combined): 1.07-1.29e7 tokens/s at
+# 4k-262k tokens for 128 heads of width 64, state 128, one group; ssd_flops counts 5.3-6.4 MFLOP per token for those
+# sizes (chunk 128-256), 57-82 TFLOP/s, 0.06-0.08 of the 989 TFLOP/s BF16 peak: 0.07. ASSUMED: the backward kernels
+# run at the same fraction, and other GPUs at the same fraction of their own peak (no SSD microbenchmark here).
+SSD_PEAK_FRACTION = sp.Rational(7, 100)
+
 
 def ssd_bytes(tokens, heads, groups):
     """HBM bytes of the SSD forward kernels (bf16 operands of act_bytes, fp32 where the kernels keep fp32):
@@ -99,11 +107,12 @@ def mixer_ops() -> list[C.Op]:
     heads, groups = S.mamba_heads / t, S.mamba_groups / t
     f_fwd, f_bwd = ssd_flops(tok, heads, groups)
     b_fwd = ssd_bytes(tok, heads, groups)
-    # the SSD kernels: a chain of small batched matmuls (Triton, tiles of P, N and Q); priced on the calibrated GEMM
-    # curve at their smallest dimension min(P, N, Q) and at the 16-bit peak (the scan runs in bf16/fp32 under
-    # every FP8/FP4 recipe: Transformer Engine quantizes only the linear layers) (ASSUMED: no SSD microbenchmark)
+    # the SSD kernels: a chain of small batched matmuls and scans (Triton, tiles of P, N and Q) that runs far below the
+    # GEMM curve: its FLOPs at SSD_PEAK_FRACTION of the 16-bit peak (the scan runs in bf16/fp32 under every FP8/FP4
+    # recipe: Transformer Engine quantizes only the linear layers), or its bytes at the HBM rate where slower
     ssd = C.Op("ssd_scan", "gemm", f_fwd, b_fwd, f_bwd, SSD_BWD_BYTES * b_fwd, f_fwd,
-               dmin=sp.Max(1, sp.Min(S.mamba_hdim, S.mamba_state, S.mamba_chunk)), hp=True)
+               dmin=sp.Max(1, sp.Min(S.mamba_hdim, S.mamba_state, S.mamba_chunk)), hp=True,
+               peak_fraction=SSD_PEAK_FRACTION)
     drop = S.dropout * S.mask_bytes / S.act_bytes
     # causal conv1d + SiLU (causal_conv1d_fwd, fused in mamba_split_conv1d_scan_combined): 2 d_conv FLOP per element
     # for the taps + 4 for SiLU (ASSUMED, as the MLP activation); forward reads xBC, writes the conv output; the
