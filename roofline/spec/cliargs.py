@@ -144,7 +144,7 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
          "squared_relu")
     flag(g, "norm", choices=NORMS, help="normalisation layer (priced as a memory-bound kernel)")
     flag(g, "attention", choices=ATTENTION, help="attention kernel (framework default)")
-    flag(g, "position", choices=POSITIONS, help="position encoding: learned table (an embedding), rotary, or ALiBi (a bias inside attention: no table, no rotation)")
+    flag(g, "position", choices=POSITIONS, help="position encoding: learned table (an embedding), rotary, ALiBi (a bias inside attention: no table, no rotation), or none (Megatron-Core position_embedding_type none: the Mamba layers carry the order)")
     flag(g, "tied", dest="tied_embeddings", action="store_true", default=None,
          help="tie the embedding and LM-head weights (one V x h matrix; GPT-2/3 style)")
     flag(g, "untied", dest="tied_embeddings", action="store_false",

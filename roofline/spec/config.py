@@ -15,7 +15,8 @@ from ..base.precision import NAMES as PRECISION_NAMES
 # rules below import them.
 MLPS = ("gelu", "swiglu", "squared_relu")
 NORMS = ("layernorm", "rmsnorm")
-POSITIONS = ("learned", "rope", "alibi")   # alibi: no table, no rotation (a bias inside the attention kernel)
+POSITIONS = ("learned", "rope", "alibi", "none")   # alibi: no table, no rotation (a bias inside the attention kernel);
+# none: no position encoding at all (Megatron-Core position_embedding_type "none"; the hybrid Mamba models)
 ATTENTION = ("flash", "flash-triton", "flash-v1", "flash3", "te", "cudnn", "unfused")
 # The flash-attention kernels' throughput relative to FlashAttention-2, the kernel the profiles' attention curves were
 # fitted on (docs/calibration.md). Dao 2023, "FlashAttention-2" (arXiv 2307.08691) sec. 4.1, A100 forward + backward
