@@ -10,7 +10,8 @@ multi-stream path on SM100 at about 33 us per expert GEMM for 8 x 128 tokens). T
 - ``loop``: one stream, the experts' GEMMs one after the other (Megatron-Core SequentialMLP);
 - ``streams``: the same GEMMs round-robin over four CUDA streams, each joined back by an event (the pattern of
   Transformer Engine's nvte_multi_stream_cublas_gemm); on CPU it is the loop;
-- ``grouped``: torch._grouped_mm, one kernel for all experts, where torch has it for the device and dtype.
+- ``grouped``: torch._grouped_mm, one kernel for all experts, where torch has it for the device and dtype (the
+  backward's data gradient grouped, its weight gradients per expert: _grouped_mm has no per-group K split here).
 
 Forward: Y_e = X_e W_e; backward: dX_e = dY_e W_e^T and dW_e = X_e^T dY_e (two GEMMs per expert). Medians of
 ``--repeats`` timed calls after a warm-up; CUDA events on a GPU, perf_counter on CPU.
@@ -23,6 +24,7 @@ Prints one row per expert count: measured forward and backward per method, the m
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 import time
@@ -30,30 +32,25 @@ import time
 STREAMS = 4      # Transformer Engine's compute streams for grouped GEMMs (formulas/compute.py GEMM_STREAMS)
 
 
-def model_times(gpu: str, tokens: int, hidden: int, ffn: int, experts: int) -> tuple[float, float]:
-    """(forward, backward) seconds the model prices for the grouped GEMM on profile ``gpu`` in BF16 (no fused gradient
-    accumulation: the benchmark's weight gradients are written, as the script does)."""
-    import sympy as sp
-
-    from roofline.model.formulas import compute as C
-    from roofline.model.formulas import symbols as S
+@functools.lru_cache(maxsize=8)
+def _inputs(gpu: str) -> dict:
+    """The formula inputs of profile ``gpu`` for a BF16 expert GEMM whose weight gradients are written (no fused
+    gradient accumulation, as the script's backward does)."""
     from roofline.model.predict import hardware_inputs
     from roofline.spec import hardware
 
-    hw = hardware.load(gpu)
-    x = {**hardware_inputs(hw, "bf16"), "act_bytes": 2, "grad_bytes": 2, "wgrad_fusion": 0, "q_saved": 1,
-         "q_bytes": 0, "gpu_z": 0.0}
+    return {**hardware_inputs(hardware.load(gpu), "bf16"), "act_bytes": 2, "grad_bytes": 2, "wgrad_fusion": 0,
+            "q_saved": 1, "q_bytes": 0, "gpu_z": 0.0}
+
+
+def model_times(gpu: str, tokens: int, hidden: int, ffn: int, experts: int) -> tuple[float, float]:
+    """(forward, backward) seconds the model prices for the grouped GEMM on profile ``gpu`` in BF16."""
+    from roofline.model.formulas import compute as C
+    from roofline.model.predict import value_at
+
     op = C.gemm("experts", tokens, hidden, ffn, groups=experts)
-
-    def value(e) -> float:
-        e = sp.sympify(e)
-        free = sorted(e.free_symbols, key=str)
-        missing = [str(s) for s in free if str(s) not in x]
-        if missing:
-            raise KeyError(f"no value for {', '.join(missing)}")
-        return float(sp.lambdify(free, e, "math")(*[x[str(s)] for s in free])) if free else float(e)
-
-    return value(C.op_time(op, "fwd")), value(C.op_time(op, "bwd"))
+    x = _inputs(gpu)
+    return value_at(C.op_time(op, "fwd"), x), value_at(C.op_time(op, "bwd"), x)
 
 
 def _timer(device: str):

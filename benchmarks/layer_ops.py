@@ -22,7 +22,7 @@ def layer_ops(case) -> list[dict]:
 
     from roofline.model.formulas import compute as C
     from roofline.model.formulas import symbols as S
-    from roofline.model.predict import inputs
+    from roofline.model.predict import inputs, value_at
 
     x = inputs(case.model, case.plan, case.hw)
     moe = (case.model.n_experts or 1) > 1
@@ -31,9 +31,7 @@ def layer_ops(case) -> list[dict]:
                       S.shared_ffn if moe else sp.Integer(0), variants=True)
 
     def value(e) -> float:
-        e = sp.sympify(e)
-        free = sorted(e.free_symbols, key=str)
-        return float(sp.lambdify(free, e, "math")(*[x[str(s)] for s in free])) if free else float(e)
+        return value_at(e, x)
 
     out = []
     for op in ops:

@@ -247,6 +247,20 @@ def inputs(model: Model, plan: Plan, hw: Hardware) -> dict:
             **attention_inputs(model, hw)}
 
 
+def value_at(expr, x: dict) -> float:
+    """A formula expression (sympy; compute.op_time, an Op's FLOPs, ...) at the input values ``x`` (name -> number,
+    as :func:`inputs` gives them): the diagnostics' way to price one operator without the compiled step. A symbol
+    ``x`` has no value for is a KeyError naming it. sympy is imported here, off the CLI's path."""
+    import sympy as sp
+
+    e = sp.sympify(expr)
+    free = sorted(e.free_symbols, key=str)
+    missing = [str(s) for s in free if str(s) not in x]
+    if missing:
+        raise KeyError(f"no input value for {', '.join(missing)}")
+    return float(sp.lambdify(free, e, "math")(*[x[str(s)] for s in free])) if free else float(e)
+
+
 @functools.lru_cache(maxsize=16)
 def evaluator(outputs: tuple):
     """``_compiled.evaluate`` cut to ``outputs``: the same straight-line numpy code with only the assignments those

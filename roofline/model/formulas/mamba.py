@@ -110,8 +110,7 @@ def mixer_ops() -> list[C.Op]:
     # the SSD kernels: a chain of small batched matmuls and scans (Triton, tiles of P, N and Q) that runs far below the
     # GEMM curve: its FLOPs at SSD_PEAK_FRACTION of the 16-bit peak (the scan runs in bf16/fp32 under every FP8/FP4
     # recipe: Transformer Engine quantizes only the linear layers), or its bytes at the HBM rate where slower
-    ssd = C.Op("ssd_scan", "gemm", f_fwd, b_fwd, f_bwd, SSD_BWD_BYTES * b_fwd, f_fwd,
-               dmin=sp.Max(1, sp.Min(S.mamba_hdim, S.mamba_state, S.mamba_chunk)), hp=True,
+    ssd = C.Op("ssd_scan", "gemm", f_fwd, b_fwd, f_bwd, SSD_BWD_BYTES * b_fwd, f_fwd, hp=True,
                peak_fraction=SSD_PEAK_FRACTION)
     drop = S.dropout * S.mask_bytes / S.act_bytes
     # causal conv1d + SiLU (causal_conv1d_fwd, fused in mamba_split_conv1d_scan_combined): 2 d_conv FLOP per element
