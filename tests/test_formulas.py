@@ -50,16 +50,44 @@ def test_causal_flash_halves_attention_flops():
     assert full - half == pytest.approx(attn_full / 2, rel=1e-9)
 
 
+def _edges(r):
+    """(heavier, lighter) of the embedding's and the LM head's GPU time per micro-batch."""
+    emb, head = r["t_embed_fwd"] + r["t_embed_bwd"], r["t_head_fwd"] + r["t_head_bwd"]
+    return max(emb, head), min(emb, head)
+
+
 @pytest.mark.parametrize("p,m,v", [(8, 32, 1), (4, 16, 2), (16, 64, 4), (2, 8, 3)])
 def test_bubble_fractions(p, m, v):
     model = Model(n_layers=192, d_model=512, n_heads=8, vocab=1000, seq_len=256)
     plan = Plan(pp=p, dp=1, micro_batch=1, global_batch=m, interleave=v, schedule="interleaved" if v > 1 else "1f1b")
     pred = predict(model, plan, A100)
-    assert pred.raw["pp_bubble_ratio"] == pytest.approx((p - 1) / (v * m))      # Narayanan et al. 2021 sec 2.2
-    # the bubble time is that ratio of the ideal pipeline time m * t_mb ...
-    assert pred.raw["t_pp_bubble"] == pytest.approx((p - 1) / (v * m) * m * pred.raw["t_microbatch_stage"])
-    # ... and the bubble fraction is its share of the whole pipeline time (m + (p-1)/v) t_mb
-    assert pred.bubble_fraction == pytest.approx((p - 1) / v / (m + (p - 1) / v))
+    r = pred.raw
+    assert r["pp_bubble_ratio"] == pytest.approx((p - 1) / (v * m))      # Narayanan et al. 2021 sec 2.2
+    assert r["pp_bubble"] == pytest.approx((p - 1) / (v * m + p - 1))
+    # the fill and drain are (p-1)/v slots of the stages without the heavier edge (LM head or embedding), plus the
+    # lighter edge once (Alpa eq. 2)
+    heavy, light = _edges(r)
+    t_other = r["t_microbatch_stage"] - heavy - r["t_edge_host"]
+    assert r["t_pp_bubble"] == pytest.approx((p - 1) / v * t_other + light)
+    # ... and the bubble's share is of the whole pipeline time m t_mb + bubble
+    assert pred.bubble_fraction == pytest.approx(r["t_pp_bubble"] / (m * r["t_microbatch_stage"] + r["t_pp_bubble"]))
+
+
+@given(p=st.integers(2, 8), m=st.integers(1, 24), vocab=st.sampled_from([1000, 50257, 256000]))
+@settings(max_examples=25, deadline=None)
+def test_pipeline_with_one_heavy_stage_is_alpa_critical_path(p, m, vocab):
+    """1F1B with the LM head on the last stage only: the pipeline time is the sum of every stage's time plus m - 1 times
+    the slowest's (Zheng et al. 2022, Alpa, eq. 2), not (m + p - 1) times the slowest; never more than the textbook
+    count, equal to it when the head costs nothing more than the embedding."""
+    model = Model(n_layers=4 * p, d_model=1024, n_heads=16, vocab=vocab, seq_len=512)
+    r = predict(model, Plan(pp=p, dp=1, micro_batch=1, global_batch=m), A100).raw
+    t_mb = r["t_microbatch_stage"]
+    heavy, light = _edges(r)
+    t_layers = t_mb - heavy - r["t_edge_host"]
+    stages = [t_layers + light] + [t_layers] * (p - 2) + [t_mb]
+    assert max(stages) == t_mb
+    assert m * t_mb + r["t_pp_bubble"] == pytest.approx(sum(stages) + (m - 1) * max(stages), rel=1e-9)
+    assert r["t_pp_bubble"] <= (p - 1) * t_mb * (1 + 1e-12)
 
 
 def _layer_activation_bytes(tp, sp_on, recompute="none", attention="unfused"):

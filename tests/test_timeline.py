@@ -67,10 +67,11 @@ def test_replay_of_equal_stages_matches_the_closed_form(schedule, v):
 def test_replayed_makespan_is_close_to_the_formula(name):
     pred = pred_for(name)
     evs, makespan = timeline.events(pred)
-    # unequal stages (embedding, LM head) make the replay differ from the closed form, which charges
-    # every slot the slowest stage's forward + backward; in this tiny model the LM head is a third
-    # of a stage (a realistic model: test_replay_of_a_real_model)
-    assert makespan == pytest.approx(pred.raw["step_time"], rel=0.15)
+    # unequal stages (embedding, LM head): the closed form passes each stage once in the fill and drain and the
+    # slowest m - 1 more times (Alpa eq. 2), the replay runs Megatron's order slot by slot; they differ where one stage
+    # is slowest forward and another backward (in this tiny model the LM head is a third of a stage: up to 8 %, the
+    # textbook (m + (p-1)/v) t_mb was 15 % off; a realistic model: test_replay_of_a_real_model)
+    assert makespan == pytest.approx(pred.raw["step_time"], rel=0.09)
     if pred.plan.pp == 1:
         assert makespan == pytest.approx(pred.raw["step_time"], rel=1e-9)
     n_fwd = sum(1 for e in evs if e.kind == "forward")
@@ -122,3 +123,21 @@ def test_cli_per_stage_trace_and_timeline(tmp_path, cli_main):
     assert json.loads(trace.read_text())["traceEvents"] and png.exists()
     r = cli_main(*args)                 # the table: in-process (the real entry point ran above)
     assert r.returncode == 0 and "per pipeline stage" in r.stdout
+
+
+def test_docs_quote_the_pipeline_replay_benchmark():
+    """docs/timeline.md's figures are benchmarks/pipeline_replay.py's output: the closed form stays within a few % of
+    the replayed schedule where the textbook count was far off."""
+    import importlib.util
+    from pathlib import Path
+    root = Path(__file__).parents[1]
+    spec = importlib.util.spec_from_file_location("pipeline_replay", root / "benchmarks" / "pipeline_replay.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    s = bench.summary()
+    assert s["max"] < 5 < s["textbook_mean"]
+    text = " ".join((root / "docs" / "timeline.md").read_text().split())
+    quoted = (f"{s['mean']:.1f} % on average and {s['max']:.1f} % at most over {s['plans']} plans",
+              f"was {s['textbook_mean']:.0f} % off on average and up to {s['textbook_max']:.0f} %")
+    for q in quoted:
+        assert q in text, q

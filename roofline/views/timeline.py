@@ -10,8 +10,8 @@ never a second model, and never evaluate it twice:
 * stage i holds its layers (the heaviest stage ``stage_layers``, the others the rest, evenly), the
   first stage also the embedding, the last the LM head (p = 1: one stage holds both). Every stage's
   row adds up to the step time: busy time (compute, communication, optimizer) plus idle time = the
-  pipeline bubble (p-1)/v micro-batch slots of the slowest stage plus the time a lighter stage waits
-  on the slowest one. The slowest stage waits for nothing, so its busy time + bubble is exactly the
+  pipeline bubble (the fill and drain through the other stages, formulas/pipeline.py bubble_time) plus the time a
+  lighter stage waits on the slowest one. The slowest stage waits for nothing, so its busy time + bubble is exactly the
   formula's step time (for a dense model; a MoE's leading dense layers sit on the stages that hold
   them, which the formula folds into its heaviest stage);
 * the DP reduce/gather and the optimizer step are the heaviest stage's (what the formula uses)
@@ -21,9 +21,8 @@ The timeline replays the schedule (GPipe, 1F1B or interleaved 1F1B, Megatron's o
 these per-stage, per-micro-batch durations. Each forward/backward slot includes its exposed
 TP/CP/EP communication and one blocking pipeline send/recv (the formula's
 2 (m v + p - 1) transfers). With equal stages the replay reproduces the formula's step time; with
-unequal stages (embedding, LM head) it is the schedule's own makespan, close to the formula's
-(under 2 % for GPT-3 175B), which charges every slot the slowest stage's forward + backward. See
-docs/timeline.md.
+unequal stages (embedding, LM head) it is the schedule's own makespan, close to the formula's, which passes
+each other stage once in the fill and drain (Alpa eq. 2). See docs/timeline.md.
 """
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from . import comm as CM
 from . import compute as C
 from . import memory as M
 from . import pipeline as PL
+from . import symbols as S
 from . import dag, step
 from .export import MAX_SIMPLIFY_NODES, distinct_nodes, substitute, tidy
 from .symbols import SYMBOLS, latex_names
@@ -98,6 +99,13 @@ def text() -> str:
         tex(sp.factor_terms(sub(PL.step_time(t_mb), {"dualpipev": 0}))),
         tex(PL.bubble_ratio),
         tex(PL.bubble_fraction),
+        "That counts every bubble slot at the slowest stage's time. The stages are not equal: the LM head (or the",
+        "embedding) sits on one of them, so the fill and drain pass each of the other stages once and only the slowest",
+        "sets the pace, T = sum_i t_i + (m - 1) max_j t_j (Zheng et al. 2022, Alpa, eq. 2). The model's step uses",
+        "that: with t_o the time per micro-batch of a stage without the heavier edge and t_e the lighter edge",
+        "(the embedding when the head is heavier), the pipeline time of 1F1B, interleaved 1F1B and GPipe is",
+        tex(sp.factor_terms(sub(PL.step_time(t_mb, fill=(S.pp - 1) * sp.Symbol("t_o"), edge_fill=sp.Symbol("t_e")),
+                                {"dualpipev": 0}))),
         "DualPipeV (`--schedule dualpipev`: two stages per rank in a V; deepseek-ai/DualPipe README) pairs a",
         "forward and a backward chunk of different micro-batches; with B the slot's backward and W its",
         "weight-gradient GEMMs its bubble is (PP/2 - 1)(F&B + B - 3W) for PP = 2p stages, per rank:",

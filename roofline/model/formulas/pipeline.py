@@ -35,17 +35,27 @@ bubble_fraction = (S.pp - 1) / (S.interleave * micro_batches + S.pp - 1)
 both_edges = 1 - has_pp + has_pp * S.dualpipev
 
 
-def step_time(t_stage_mb: sp.Expr, b_full: sp.Expr = sp.Integer(0), w: sp.Expr = sp.Integer(0)) -> sp.Expr:
+def step_time(t_stage_mb: sp.Expr, b_full: sp.Expr = sp.Integer(0), w: sp.Expr = sp.Integer(0),
+              fill: sp.Expr | None = None, edge_fill: sp.Expr = sp.Integer(0)) -> sp.Expr:
     """m micro-batch slots of the slowest stage plus the bubble: (m + (p-1)/v) slots for 1F1B, interleaved 1F1B and
-    GPipe (Narayanan et al. 2021 sec 2.2)."""
-    return micro_batches * t_stage_mb + bubble_time(t_stage_mb, b_full, w)
+    GPipe (Narayanan et al. 2021 sec 2.2) when the stages are equal; else bubble_time's fill and drain."""
+    return micro_batches * t_stage_mb + bubble_time(t_stage_mb, b_full, w, fill, edge_fill)
 
 
-def bubble_time(t_stage_mb: sp.Expr, b_full: sp.Expr = sp.Integer(0), w: sp.Expr = sp.Integer(0)) -> sp.Expr:
+def bubble_time(t_stage_mb: sp.Expr, b_full: sp.Expr = sp.Integer(0), w: sp.Expr = sp.Integer(0),
+                fill: sp.Expr | None = None, edge_fill: sp.Expr = sp.Integer(0)) -> sp.Expr:
     """The fill and drain: (p-1)/v slots; DualPipeV (p - 1)(t + B - 3W)/2, ``b_full`` B the slot's backward (with
-    recomputation and its exposed communication), ``w`` W its weight-gradient GEMMs (module docstring)."""
+    recomputation and its exposed communication), ``w`` W its weight-gradient GEMMs (module docstring).
+
+    Stages of unequal time: the fill and the drain pass each stage once and only the slowest stage sets the pace of
+    the m micro-batches, T = sum_i t_i + (m - 1) max_j t_j (Zheng et al. 2022, "Alpa", OSDI'22, eq. 2; the same
+    critical path as PipeDream-Flush / 1F1B and GPipe). With the LM head (or the embedding) on one stage only, the
+    (p - 1)/v slots of the fill and drain are slots of the other stages: ``fill`` the sum of their times per
+    micro-batch without edges (default: p - 1 times the slowest stage's, the textbook (p - 1)/v t), each chunk of it
+    1/v of a rank, and ``edge_fill`` their edges (the lighter of embedding and LM head), passed once."""
+    fill = (S.pp - 1) * t_stage_mb if fill is None else fill
     dual = (S.pp - 1) * (t_stage_mb + b_full - 3 * w) / 2
-    return (1 - S.dualpipev) * (S.pp - 1) / S.interleave * t_stage_mb + S.dualpipev * dual
+    return (1 - S.dualpipev) * (fill / S.interleave + has_pp * edge_fill) + S.dualpipev * dual
 
 
 def in_flight() -> sp.Expr:

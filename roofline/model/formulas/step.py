@@ -380,8 +380,9 @@ def stated_layout(kinds: dict[str, Layer], edge: Edges, n_d, n_moe, n_mtp):
 
     def layers(n, n_dense):
         return n_dense * (dense.gpu + dense.host) + (n - n_dense) * (moe.gpu + moe.host)
-    t_first = layers(S.layout_first, S.layout_first_dense) + emb + single * head
-    t_last = layers(S.layout_last, S.layout_last_dense) + head + single * emb
+    l_first, l_last = layers(S.layout_first, S.layout_first_dense), layers(S.layout_last, S.layout_last_dense)
+    t_first = l_first + emb + single * head
+    t_last = l_last + head + single * emb
     t_mid = layers(S.layout_mid, S.layout_mid_dense)
     # unevaluated step functions, as in edges(): 1 when >= (ties go to the first rank, then the last)
     w_f = sp.Heaviside(t_first - t_last, 1, evaluate=False) * sp.Heaviside(t_first - t_mid, 1, evaluate=False)
@@ -401,7 +402,11 @@ def stated_layout(kinds: dict[str, Layer], edge: Edges, n_d, n_moe, n_mtp):
         return (1 - S.pp_layout) * derived + S.pp_layout * stated
     stated = Edges(ef, eb, hf, hb, blend(edge.head_heavier, w_l + single * w_f), blend(edge.fwd, fwd),
                    blend(edge.bwd, bwd), blend(edge.host, host))
-    return blend(n_d, lay_d), blend(n_moe, lay_moe), blend(n_mtp, lay_mtp), stated
+    # the pipeline's fill and drain pass every rank but the slowest once (pipeline.bubble_time, Alpa eq. 2): the layers
+    # of those ranks (the p - 2 ranks between the edges at the busiest one's count: an upper bound) and their edges
+    fill_layers = (1 - single) * (l_first + l_last + (S.pp - 2) * t_mid - (w_f * l_first + w_l * l_last + w_o * t_mid))
+    fill_edges = (1 - single) * (emb + head - w_f * emb - w_l * head)
+    return blend(n_d, lay_d), blend(n_moe, lay_moe), blend(n_mtp, lay_mtp), stated, fill_layers, fill_edges
 
 
 def offload_exposed(layer: Layer) -> tuple[sp.Expr, sp.Expr]:
@@ -493,7 +498,7 @@ def build() -> dict[str, sp.Expr]:
     # the D MTP layers sit on the last stage: on the heaviest stage when it holds the LM head (p = 1: always)
     n_mtp = S.mtp * (edge.head_heavier + PL.both_edges * (1 - edge.head_heavier))
     n_moe = PL.stage_layers - n_d
-    n_d, n_moe, n_mtp, edge = stated_layout(kinds, edge, n_d, n_moe, n_mtp)
+    n_d, n_moe, n_mtp, edge, fill_layers, fill_edges = stated_layout(kinds, edge, n_d, n_moe, n_mtp)
 
     def stage(term):
         """Sum over the layers of the heaviest stage (its MTP layers included) of one per-layer term."""
@@ -580,7 +585,21 @@ def build() -> dict[str, sp.Expr]:
     # W of the slot: the weight-gradient GEMMs of its layers (a zero-bubble/DualPipe schedule defers them into the
     # bubble); B the slot's backward with recomputation and its exposed communication
     stage_w = stage(lambda k: k.wgrad)
-    t_bubble = PL.bubble_time(t_microbatch, t_bwd_mb, stage_w)
+    # the fill and drain run through the other stages, which hold neither the heavier edge nor the MTP layers: each
+    # is the heaviest stage's slot less those, and the lighter edge (the first stage's embedding, or the last stage's
+    # head when the embedding is heavier) passes once (pipeline.bubble_time, Alpa eq. 2). A stated layout
+    # (stated_layout, pp_layout = 1): its ranks' own layers and edges; the framework's per-micro-batch host work and
+    # the offload waits on every rank
+    mtp_slot = n_mtp * (mtp.gpu + mtp.host)
+    edge_slot = edge.fwd + edge.bwd + edge.host + mtp_slot
+    lighter = (1 - PL.both_edges) * (edge.head_heavier * (edge.embed_fwd + edge.embed_bwd)
+                                     + (1 - edge.head_heavier) * (edge.head_fwd + edge.head_bwd
+                                                                  + S.mtp * (mtp.gpu + mtp.host)))
+    extras = (1 - S.graph_full) * S.host_mb + stage_offload
+    fill = ((1 - S.pp_layout) * (S.pp - 1) * (t_microbatch - edge_slot)
+            + S.pp_layout * (fill_layers + (S.pp - 1) * extras))
+    t_bubble = PL.bubble_time(t_microbatch, t_bwd_mb, stage_w, fill,
+                              (1 - S.pp_layout) * lighter + S.pp_layout * fill_edges)
     step = m * t_microbatch + t_bubble + pp_comm + dp_comm + zero3_comm + t_opt + tp_grad
     out: dict[str, sp.Expr] = {"step_time": step}
     # breakdown (sums to step_time)
