@@ -202,6 +202,25 @@ def composition(src, tmp, args, single, widths, tps) -> None:
             t_sum = t_max + layers * (issue - np.asarray(ev["t_layer_host"], dtype=float))
             cells.append(f"{100 * np.mean(t_max / meas - 1):+.0f} / {100 * np.mean(t_sum / meas - 1):+.0f} %")
         print(f"| h={w} | " + " | ".join(cells) + " |")
+    print(f"\nDiagnostic: the larger micro-batches (4 and 8, mostly GPU-bound) priced with the same host_layer: mean "
+          "signed error by width, micro-batch and TP size.\n")
+    print("| width, micro-batch | " + " | ".join(f"tp {t}" for t in tps) + " |")
+    print("|---|" + "---|" * len(tps))
+    for w in widths:
+        for mb in (4, 8):
+            cells = []
+            for t in tps:
+                sub = split_csv(src, tmp, f"gpu_{w}_{t}_{mb}", lambda r: single(r) and r["d_model"] == w
+                                and r["tp"] == t and r["micro_batch"] == mb)
+                rows = validate.read(sub)
+                if not rows:
+                    cells.append("")
+                    continue
+                cases = [validate.build_case({**r, "gpu_id": args.gpu}) for r in rows]
+                cases = [dc_replace(c, hw=fr.apply_terms(c.hw, v)) for c in cases]
+                pred = np.asarray(validate.evaluate_cases(cases)["step_time"], dtype=float)
+                cells.append(f"{100 * np.mean(pred / np.array([c.measured for c in cases]) - 1):+.0f} %")
+            print(f"| h={w}, mb {mb} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

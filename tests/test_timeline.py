@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import assume, given, settings, strategies as st
 
 from roofline.spec import hardware
 from roofline.views import timeline
@@ -141,3 +142,64 @@ def test_docs_quote_the_pipeline_replay_benchmark():
               f"was {s['textbook_mean']:.0f} % off on average and up to {s['textbook_max']:.0f} %")
     for q in quoted:
         assert q in text, q
+
+
+def _lockstep_pipeline(t_f, t_b, m):
+    """Makespan of DeepSpeed's pipeline schedule (deepspeed/runtime/pipe/schedule.py TrainSchedule, 2 (m + p - 1)
+    steps) with blocking send/recv pairs: at step t stage s runs the forward of micro-batch (t - s)/2 when t - s is
+    even, else the backward of micro-batch (t + s + 1)/2 - p (when that micro-batch exists); before a forward it
+    receives the activation from s - 1 and sends the previous step's input gradient to s - 1, before a backward it
+    sends the previous step's activation to s + 1 and receives the gradient from s + 1. A send or receive ends when
+    both partners have reached it."""
+    p = len(t_f)
+
+    def program(s):
+        ops, prev = [], -1
+        for t in range(2 * (m + p - 1)):
+            fwd = (t - s) % 2 == 0
+            mb = (t - s) // 2 if fwd else (t + s + 1) // 2 - p
+            ok, prev_ok = 0 <= mb < m, 0 <= prev < m
+            if fwd:
+                ops += [("recv_act", mb)] * (ok and s > 0) + [("send_grad", prev)] * (prev_ok and s > 0)
+            else:
+                ops += [("send_act", prev)] * (prev_ok and s < p - 1) + [("recv_grad", mb)] * (ok and s < p - 1)
+            ops += [("F" if fwd else "B", mb)] * ok
+            prev = mb
+        return ops
+    partner = {"send_act": (1, "recv_act"), "recv_act": (-1, "send_act"), "send_grad": (-1, "recv_grad"),
+               "recv_grad": (1, "send_grad")}
+    progs, pc, clock = [program(s) for s in range(p)], [0] * p, [0.0] * p
+    moved = True
+    while moved:
+        moved = False
+        for s in range(p):
+            while pc[s] < len(progs[s]):
+                op, mb = progs[s][pc[s]]
+                if op in ("F", "B"):
+                    clock[s] += t_f[s] if op == "F" else t_b[s]
+                    pc[s] += 1
+                    moved = True
+                    continue
+                d, other = partner[op]
+                o = s + d
+                if pc[o] < len(progs[o]) and progs[o][pc[o]] == (other, mb):
+                    clock[s] = clock[o] = max(clock[s], clock[o])
+                    pc[s], pc[o], moved = pc[s] + 1, pc[o] + 1, True
+                    continue
+                break
+    assert pc == [len(x) for x in progs]
+    return max(clock)
+
+
+@given(p=st.integers(2, 8), m=st.integers(1, 16), head=st.floats(0.0, 2.0), emb=st.floats(0.0, 0.3))
+@settings(max_examples=60, deadline=None)
+def test_deepspeed_schedule_runs_at_the_alpa_critical_path(p, m, head, emb):
+    """The closed form's pipeline time, sum of the stages + (m - 1) x the slowest (formulas/pipeline.py), is what
+    DeepSpeed's step-by-step schedule with blocking exchanges takes when the last stage carries an LM head and the
+    first a lighter embedding (forward 1 + e, backward 2 + 2e per stage part). (With the first stage the slowest, the
+    replay is shorter: its forwards fill the pipeline alone; the model's head is the heavier edge.)"""
+    assume(head >= emb)
+    t_f = [1.0 + emb] + [1.0] * (p - 2) + [1.0 + head]
+    t_b = [2.0 + 2 * emb] + [2.0] * (p - 2) + [2.0 + 2 * head]
+    stage = [f + b for f, b in zip(t_f, t_b)]
+    assert _lockstep_pipeline(t_f, t_b, m) == pytest.approx(sum(stage) + (m - 1) * max(stage), rel=1e-9)

@@ -92,7 +92,8 @@ def render(pred, band=..., mfu_convention: str = "roofline") -> str:
         f"  HFU                       {100 * d['hfu']:11.1f} %   (executed matmul FLOPs incl. recompute)",
         f"  tokens/s                  {d['tokens_per_s']:12.4g}",
         f"  pipeline bubble           {100 * d['pp_bubble_fraction']:11.1f} %   (share of pipeline time, "
-        + ("DualPipeV: (p-1)(t + B - 3W)/2 of (m t + bubble))" if p.schedule == "dualpipev" else "(p-1)/(v m + p - 1))"),
+        + ("DualPipeV: (p-1)(t + B - 3W)/2 of (m t + bubble))" if p.schedule == "dualpipev"
+           else "fill and drain through the lighter stages)"),
     ]
     if "run_days" in d:
         lines += ["", f"  run: {d['steps']:,.0f} steps, {d['tokens']:.4g} tokens",
