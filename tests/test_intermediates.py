@@ -77,14 +77,20 @@ def test_layer_and_edge_terms_put_the_breakdown_back_together(spec):
     assert r["t_host_overhead"] == pytest.approx(m * (layers("host") + host), **rel)
     t_mb = sum(layers(t) for t in TERMS) + edge["fwd"] + edge["bwd"] + host
     assert r["t_microbatch_stage"] == pytest.approx(t_mb, **rel)
-    # the step: m micro-batch slots of the heaviest stage, the fill and drain through the other stages ((p-1)/v slots
-    # without the heavier edge, the lighter edge once: Alpa eq. 2), exposed PP / DP, optimizer
+    # the step: m micro-batch slots of the heaviest stage, the fill and drain through the other stages (the layers the
+    # heaviest does not hold, 1/v of a rank per slot, each rank's per-micro-batch host work, the lighter edge once:
+    # Alpa eq. 2), exposed PP / DP, optimizer
     if single:
         bubble = 0.0
     else:
         light = sum(r[f"t_embed_{d}"] if head else r[f"t_head_{d}"] for d in ("fwd", "bwd"))
-        t_other = t_mb - edge["fwd"] - edge["bwd"] - r["t_edge_host"]
-        bubble = (plan.pp - 1) / plan.interleave * t_other + light
+        slot = {k: sum(r[f"{k}_{t}"] for t in TERMS) for k in ("t_layer", "t_dense_layer")}
+        # the layers the heaviest stage does not hold: its MoE count is an upper bound where the dense layers' stage
+        # is another, so the others' MoE layers are what is left of the model's, never fewer than 0
+        rest = model.n_layers - n
+        moe = min(rest, max(0, model.n_layers - model.dense_layers - (n - n_d)))
+        others = (rest - moe) * slot["t_dense_layer"] + moe * slot["t_layer"]
+        bubble = (others + (plan.pp - 1) * r["t_microbatch_host"]) / plan.interleave + light
     assert r["t_pp_bubble"] == pytest.approx(bubble, **rel)
     assert r["step_time"] == pytest.approx(m * t_mb + bubble + r["t_pp_comm"] + r["t_dp_comm"] + r["t_optimizer"],
                                            **rel)

@@ -129,10 +129,14 @@ def test_flops_per_token_near_six_times_active_parameters():
 def test_leading_dense_layers_sit_on_the_first_stage():
     """A dense layer much heavier than a MoE layer: with pp = 2 the first stage holds it, and the step follows
     that stage; moving the heavy MLP into the MoE experts' place changes the per-stage split, not the totals."""
-    base = Model(n_layers=4, d_model=256, n_heads=4, ffn_hidden=8192, moe_ffn_hidden=64, n_experts=4, top_k=1,
-                 vocab=1024, seq_len=256)
+    base = Model(n_layers=4, d_model=2048, n_heads=16, ffn_hidden=32768, moe_ffn_hidden=64, n_experts=4, top_k=1,
+                 vocab=1024, seq_len=4096)
     plan = Plan(pp=2, dp=4, ep=4, global_batch=64)
     none, one, two = (run(replace(base, first_dense_layers=k), plan) for k in (None, 1, 2))
+    slot = {k: sum(one[f"{k}_{t}"] for t in ("fwd", "bwd", "recompute", "tp_comm", "ep_comm", "host"))
+            for k in ("t_layer", "t_dense_layer")}
+    assert slot["t_dense_layer"] > 2 * slot["t_layer"]          # the premise: the dense layer is the heavy one
+    assert (none["stage_dense_layers"], one["stage_dense_layers"], two["stage_dense_layers"]) == (0, 1, 2)
     assert none["step_time"] < one["step_time"] < two["step_time"]
     assert one["mem_first_stage"] > none["mem_first_stage"]
     assert one["mem_last_stage"] == pytest.approx(none["mem_last_stage"], rel=1e-12)

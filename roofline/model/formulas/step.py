@@ -585,19 +585,25 @@ def build() -> dict[str, sp.Expr]:
     # W of the slot: the weight-gradient GEMMs of its layers (a zero-bubble/DualPipe schedule defers them into the
     # bubble); B the slot's backward with recomputation and its exposed communication
     stage_w = stage(lambda k: k.wgrad)
-    # the fill and drain run through the other stages, which hold neither the heavier edge nor the MTP layers: each
-    # is the heaviest stage's slot less those, and the lighter edge (the first stage's embedding, or the last stage's
-    # head when the embedding is heavier) passes once (pipeline.bubble_time, Alpa eq. 2). A stated layout
-    # (stated_layout, pp_layout = 1): its ranks' own layers and edges; the framework's per-micro-batch host work and
-    # the offload waits on every rank
-    mtp_slot = n_mtp * (mtp.gpu + mtp.host)
-    edge_slot = edge.fwd + edge.bwd + edge.host + mtp_slot
+    # the fill and drain run through the other stages, which hold neither the heavier edge nor the MTP layers: their
+    # layers, and the lighter edge (the first stage's embedding, or the last stage's head when the embedding is
+    # heavier) once (pipeline.bubble_time, Alpa eq. 2). A stated layout (stated_layout, pp_layout = 1): its ranks' own
+    # layers and edges; the framework's per-micro-batch host work and the offload waits on every rank
     lighter = (1 - PL.both_edges) * (edge.head_heavier * (edge.embed_fwd + edge.embed_bwd)
                                      + (1 - edge.head_heavier) * (edge.head_fwd + edge.head_bwd
                                                                   + S.mtp * (mtp.gpu + mtp.host)))
+    # the other stages hold the layers the slowest does not: l - its count (an uneven split's lighter stages with their
+    # own counts; p = 1: none), the MoE layers it does not hold and dense layers for the rest (the slowest stage's
+    # count of MoE layers is an upper bound where it holds the leading dense layers' stage's share: never below 0)
+    others = S.n_layers - PL.stage_layers
+    # min(others, max(0, x)) as others - max(0, others - max(0, x)), unevaluated (comm.unordered_max): sympy would
+    # otherwise try to decide the comparisons over whole layer expressions (n_moe holds stage_dense_layers' step)
+    moe_left = CM.unordered_max(0, S.n_layers - S.dense_layers - n_moe)
+    others_moe = others - CM.unordered_max(0, others - moe_left)
+    others_dense = others - others_moe
+    derived_fill = PL.has_pp * (others_dense * (dense.gpu + dense.host) + others_moe * (moe.gpu + moe.host))
     extras = (1 - S.graph_full) * S.host_mb + stage_offload
-    fill = ((1 - S.pp_layout) * (S.pp - 1) * (t_microbatch - edge_slot)
-            + S.pp_layout * (fill_layers + (S.pp - 1) * extras))
+    fill = ((1 - S.pp_layout) * derived_fill + S.pp_layout * fill_layers) + (S.pp - 1) * extras
     t_bubble = PL.bubble_time(t_microbatch, t_bwd_mb, stage_w, fill,
                               (1 - S.pp_layout) * lighter + S.pp_layout * fill_edges)
     step = m * t_microbatch + t_bubble + pp_comm + dp_comm + zero3_comm + t_opt + tp_grad
