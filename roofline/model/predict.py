@@ -181,6 +181,7 @@ def plan_inputs(p: Plan, model: Model | None = None) -> dict:
     # full recomputation of a share of each stage's layers (recompute_fraction): rc_full is that share
     return {**lay, "rc_full": lay["rc_full"] * float(p.recompute_fraction),
             **{sym: getattr(p, field) for field, sym in OVERLAP_INPUTS.items()}, "tp_async": float(p.tp_async_dgrad),
+            "tp_split_rs": float(p.tp_overlap_split_rs),
             "delay_wgrad": float(p.delay_wgrad),
             **recompute_module_inputs(p.recompute_module_set),
             "wgrad_fusion": float(p.wgrad_fusion), "eager_elem": float(p.eager_elementwise),

@@ -256,6 +256,11 @@ class Plan:
     # LinearWithGradAccumulationAndAsyncCommunication; on by default in Megatron-Core, the default stack); False: the
     # backward's collectives mirror the forward's and run synchronously (per stack: stacks/*.yaml tp_async_dgrad)
     tp_async_dgrad: bool = True
+    # the TP overlap (overlap_tp) pipelines a reduce-scatter only when one GEMM produces its input: torch's micro-pipeline
+    # TP (torch/_inductor/fx_passes/micro_pipeline_tp.py) on models whose q, k, v and gate, up projections are modules
+    # of their own leaves the backward reduce-scatter of their summed input gradients exposed (formulas/step.py layer);
+    # False: every TP collective is pipelined (Transformer Engine userbuffers). Per stack: stacks/*.yaml
+    tp_overlap_split_rs: bool = False
     # weight-gradient GEMMs accumulate into the main-grad buffer (Megatron-LM --no-gradient-accumulation-fusion,
     # store_false in megatron/training/arguments.py: on by default; Transformer Engine fuse_wgrad_accumulation; on in
     # Megatron-Core, the default stack); False: the GEMM writes its output (per stack: stacks/*.yaml wgrad_fusion)

@@ -85,6 +85,17 @@ def tp_block_comm(in_width, g_col):
     return fwd, bwd_raw, bwd, ring_fwd, ring_bwd
 
 
+def split_projections(names: dict) -> sp.Expr:
+    """1 when a TP block's input feeds separate column-parallel GEMMs in the stacks that build them as modules of
+    their own (torchtitan, OLMo-core, Hugging Face models: wq, wk, wv; w1, w3 of a gated MLP), else 0 (one GEMM: a
+    plain MLP's fc1, a Mamba mixer's in_proj). Read only under tp_split_rs."""
+    if "mamba_in_proj" in names:
+        return sp.Integer(0)
+    if "mlp_up" in names or "shared_up" in names:
+        return S.gated
+    return sp.Integer(1)
+
+
 def group_share(p, stride) -> sp.Expr:
     """SM share f of an NCCL collective over p ranks of rank stride ``stride``: inside one node its channels are
     nccl_sms, across nodes nccl_sms_inter (hardware/defaults.yaml overlap); the same node test as comm.collective."""
@@ -224,13 +235,15 @@ def layer(ops, blocks, ep, col_ops=None, moe_on=sp.Integer(0), moe_share=sp.Inte
     gemm_fwd = time_of([o for o in ops if o.cls == "gemm"], "fwd")
     # TP collectives per micro-batch: forward, backward before and after the default async overlap (tp_block_comm);
     # a column-parallel GEMM's dgrad and wgrad each take half its backward time (compute.gemm: 2x forward)
-    tp_f = tp_b_raw = tp_b = ring_f = ring_b = sp.Integer(0)
+    tp_f = tp_b_raw = tp_b = ring_f = ring_b = split_rs = sp.Integer(0)
     for count, names, width in blocks:
         g_col = sum((w * time_of([o for o in col_ops if o.name == n], "bwd") for n, w in names.items()),
                     sp.Integer(0)) / 2
         f_, br_, b_, rf_, rb_ = tp_block_comm(width, g_col)
         tp_f, tp_b_raw, tp_b = tp_f + count * f_, tp_b_raw + count * br_, tp_b + count * b_
         ring_f, ring_b = ring_f + count * rf_, ring_b + count * rb_
+        split_rs = split_rs + count * split_projections(names) * S.seq_par * CM.tp_group("rs", S.act_bytes * C.tokens
+                                                                                          * width)
     # forward, backward, and the recomputed forward: full recompute re-runs the forward collectives; torchtitan's op
     # policy saves the reduce-scatter outputs (compute.OP_SAVED) and re-runs the all-gathers (SP) or all-reduces
     rc_tp = S.rc_full + S.rc_op * (1 - S.seq_par / 2)
@@ -249,7 +262,14 @@ def layer(ops, blocks, ep, col_ops=None, moe_on=sp.Integer(0), moe_share=sp.Inte
             / sp.Max(raw, 1e-30, evaluate=False)
         return CM.exposed(raw, window, S.ov_tp * tp_in_domain, share)
     ub_f = userbuffers(tp_f, ring_f, gemm_fwd)
-    ub_b = userbuffers(rc_tp * tp_f + tp_b_raw, rc_tp * ring_f + ring_b, gemm_fwd * (2 + S.rc_full))
+    # torch's micro-pipeline TP (tp_split_rs = 1) pipelines a reduce-scatter only when one GEMM produces its input
+    # (torch/_inductor/fx_passes/micro_pipeline_tp.py fuse_matmul_reduce_scatter, _find_producer_matmul): the backward
+    # reduce-scatter of a block whose input feeds separate column-parallel GEMMs (q, k, v; gate, up) sums their
+    # dgrads first and stays exposed; the all-gathers, forward and backward, and the forward reduce-scatters are
+    # pipelined (fused_all_gather_matmul takes several B operands)
+    unpiped = S.tp_split_rs * split_rs
+    ub_b = userbuffers(rc_tp * tp_f + tp_b_raw - unpiped, rc_tp * ring_f + ring_b, gemm_fwd * (2 + S.rc_full)) \
+        + unpiped
     # Each pass keeps whichever leaves less exposed (userbuffers replace the async NCCL calls they cover): the forward
     # (async leaves its collectives exposed) and the backward with the recomputed forward. Per pass, so that
     # overlapping never lengthens a pass: the host's lead is compared with each pass's GPU time below. EP (1 + r) of

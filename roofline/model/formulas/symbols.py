@@ -307,6 +307,11 @@ tp_async = _s("tp_async", "", "1 when the TP backward runs the column-parallel l
               "async beside its wgrad GEMM and, under SP, re-gathers its input beside the dgrad GEMM (Megatron-LM "
               "LinearWithGradAccumulationAndAsyncCommunication); 0: the backward's collectives mirror the forward's, "
               "synchronous", "plan", r"\alpha_{t}")
+tp_split_rs = _s("tp_split_rs", "", "1 when the TP overlap pipelines only a reduce-scatter whose input is one GEMM's output "
+                 "(torch micro-pipeline TP, torch/_inductor/fx_passes/micro_pipeline_tp.py fuse_matmul_reduce_scatter) "
+                 "and the block's input feeds separate column-parallel GEMMs (q, k, v; gate, up): the backward "
+                 "reduce-scatter of their summed input gradients stays exposed; 0: every TP collective is pipelined "
+                 "(Transformer Engine userbuffers)", "plan", r"\sigma_{t}")
 
 # ---- low-precision GEMM inputs saved for backward (per stack: stacks/*.yaml plan quantized_saves) -------------
 q_saved = _s("q_saved", "", "1 when a low-precision GEMM saves its quantized input for the weight gradient (Transformer "
