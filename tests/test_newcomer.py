@@ -277,7 +277,7 @@ def test_uncertainty_table_is_current():
        nodes=st.sampled_from(["single-node", "multi-node"]))
 def test_band_groups_have_enough_runs_and_ordered_quantiles(errors, gpu, size, nodes):
     from roofline.views import uncertainty as U
-    runs = [{"dataset": "x", "error": e, "gpu": gpu, "size": size, "nodes": nodes} for e in errors]
+    runs = [{"dataset": "x", "error": e, "gpu": gpu, "arch": "dense", "size": size, "nodes": nodes} for e in errors]
     t = U.table(runs)
     assert all(g["n"] >= U.MIN_RUNS for g in t["groups"])
     assert (len(t["groups"]) == len(U.LEVELS)) == (len(errors) >= U.MIN_RUNS)
@@ -288,13 +288,28 @@ def test_band_groups_have_enough_runs_and_ordered_quantiles(errors, gpu, size, n
 
 def test_band_falls_back_to_coarser_groups_and_never_across_gpus(monkeypatch):
     from roofline.views import uncertainty as U
-    rows = [{"gpu": "a100", "size": "1B-10B", "nodes": "single-node", "n": 20, "p10": -0.2, "p50": 0.0, "p90": 0.1},
-            {"gpu": "a100", "size": "any", "nodes": "any", "n": 30, "p10": -0.3, "p50": 0.0, "p90": 0.2}]
-    monkeypatch.setattr(U, "_groups", lambda: {(g["gpu"], g["size"], g["nodes"]): g for g in rows})
+    rows = [{"gpu": "a100", "arch": "dense", "size": "1B-10B", "nodes": "single-node", "n": 20, "p10": -0.2,
+             "p50": 0.0, "p90": 0.1},
+            {"gpu": "a100", "arch": "moe", "size": "any", "nodes": "any", "n": 12, "p10": -0.4, "p50": -0.2,
+             "p90": 0.0},
+            {"gpu": "a100", "arch": "any", "size": "any", "nodes": "any", "n": 30, "p10": -0.3, "p50": 0.0, "p90": 0.2}]
+    monkeypatch.setattr(U, "_groups", lambda: {U._key(g): g for g in rows})
     assert U.band("a100-sxm4-80gb", 7e9, 8, 8)["n"] == 20
     assert U.band("a100-sxm4-80gb", 7e9, 64, 8)["n"] == 30          # multi-node: no such group, the GPU's pool
     assert U.band("a100-sxm4-80gb", 70e9, 8, 8)["n"] == 30
+    assert U.band("a100-sxm4-80gb", 7e9, 8, 8, moe=True)["n"] == 12  # an MoE run: the MoE group, not the dense one
+    assert U.band("a100-sxm4-80gb", 7e9, 8, 8, moe=True)["group"]["arch"] == "moe"
     assert U.band("h100-sxm", 7e9, 8, 8) is None
+
+
+def test_moe_and_dense_runs_are_banded_apart():
+    """The shipped table's MoE and dense groups of one GPU family differ: the split is not a relabelling."""
+    import yaml
+
+    from roofline.views import uncertainty as U
+    groups = {U._key(g): g for g in yaml.safe_load(U.TABLE.read_text())["groups"]}
+    moe, dense = groups[("h100", "moe", "any", "any")], groups[("h100", "dense", "any", "any")]
+    assert moe["p50"] < dense["p50"] and moe["n"] >= U.MIN_RUNS and dense["n"] >= U.MIN_RUNS
 
 
 def test_transformer_prints_the_band_it_puts_in_json(cli_main):
@@ -315,14 +330,15 @@ def test_band_names_the_profiles_it_was_measured_on(monkeypatch):
     """A band measured on the rows' own profiles says so when it is shown for another profile of the family (a
     node's calibration such as b200-simumax), and says nothing more for a profile it was measured on."""
     from roofline.views import uncertainty as U
-    rows = [{"gpu": "b200", "size": "any", "nodes": "any", "n": 40, "p10": -0.3, "p50": -0.2, "p90": 0.0,
-             "profiles": ["b200"]}]
-    monkeypatch.setattr(U, "_groups", lambda: {(g["gpu"], g["size"], g["nodes"]): g for g in rows})
+    rows = [{"gpu": "b200", "arch": "any", "size": "any", "nodes": "any", "n": 40, "p10": -0.3, "p50": -0.2,
+             "p90": 0.0, "profiles": ["b200"]}]
+    monkeypatch.setattr(U, "_groups", lambda: {U._key(g): g for g in rows})
     b = U.band("b200-simumax", 7e9, 8, 8)
     assert b["profiles"] == ["b200"]
     assert U.describe(b, "b200-simumax").endswith("; priced on b200, not on b200-simumax")
     assert "priced on" not in U.describe(U.band("b200", 7e9, 8, 8), "b200")
     # the generated table lists each group's profiles
-    t = U.table([{"dataset": "x", "error": 0.01 * i, "gpu": "b200", "size": "<1B", "nodes": "single-node",
+    t = U.table([{"dataset": "x", "error": 0.01 * i, "gpu": "b200", "arch": "dense", "size": "<1B",
+                  "nodes": "single-node",
                   "profile": "b200" if i % 2 else "b200-other"} for i in range(12)])
     assert all(g["profiles"] == ["b200", "b200-other"] for g in t["groups"])

@@ -659,6 +659,8 @@ RULES: tuple[Rule, ...] = (
          "a stated pipeline layout is Megatron-Core's (interleaved 1F1B); dualpipev places its chunks in a V",
          ("schedule", "pipeline_layout")),
     Rule(lambda m, p: m.seq_len % p.cp == 0, "seq-len ({m.seq_len}) must be divisible by cp ({p.cp})", ("cp",)),
+    Rule(lambda m, p: (m.n_experts > 1) | (p.ep == 1),
+         "ep ({p.ep}) splits routed experts, and the model is dense (n_experts = {m.n_experts}): use ep 1", ("ep",)),
     Rule(lambda m, p: (m.n_experts > 1) | (expert_tp(p) == p.tp),
          lambda m, p: (f"etp ({expert_tp(p)}) applies to routed experts only: a dense model splits its MLP over tp "
                        f"({p.tp})"), ("tp", "etp")),

@@ -5,9 +5,15 @@ of similar runs in the bundled validation sets (roofline/data/validation: publis
 the 10th, 50th and 90th percentiles of the signed error (predicted - measured) / measured, as the model
 predicts them today. A run is matched to the most specific group with at least ``MIN_RUNS`` runs:
 
-    1. the same GPU family, active-parameter decade and node scope (single-node or multi-node)
-    2. the same GPU family and active-parameter decade
-    3. the same GPU family
+    1. the same GPU family, architecture (dense, or MoE: routed experts), active-parameter decade and node scope
+       (single-node or multi-node)
+    2. the same GPU family, architecture and active-parameter decade
+    3. the same GPU family and architecture
+    4. the same GPU family
+
+The architecture splits the groups because the model errs differently on the two: on the bundled sets its MoE
+predictions are too fast by a wider margin than its dense ones on the same GPUs (the MoE step's host, dispatch and
+grouped-GEMM costs, docs/validation.md), and pooling them would print a band that fits neither.
 
 and gets no band when no group of its GPU family has that many runs (the error differs most between GPU
 generations: it is not carried from one to another). A prediction of ``t`` with error quantiles ``e10 .. e90``
@@ -36,7 +42,8 @@ QUANTILES = (0.1, 0.5, 0.9)            # the central 80 % of the errors, and the
 # smallest at n = 10)
 MIN_RUNS = 10
 ANY = "any"
-LEVELS = (("gpu", "size", "nodes"), ("gpu", "size"), ("gpu",))
+FIELDS = ("gpu", "arch", "size", "nodes")
+LEVELS = (("gpu", "arch", "size", "nodes"), ("gpu", "arch", "size"), ("gpu", "arch"), ("gpu",))
 
 
 def gpu_family(hardware_id: str) -> str:
@@ -57,9 +64,19 @@ def nodes_scope(n_gpus: int, gpus_per_node: int) -> str:
     return "single-node" if n_gpus <= gpus_per_node else "multi-node"
 
 
-def keys(hardware_id: str, active_params: float, n_gpus: int, gpus_per_node: int) -> dict:
-    return {"gpu": gpu_family(hardware_id), "size": size_bucket(active_params),
+def arch(moe: bool) -> str:
+    """'moe' for a model with routed experts (n_experts > 1), else 'dense'."""
+    return "moe" if moe else "dense"
+
+
+def keys(hardware_id: str, active_params: float, n_gpus: int, gpus_per_node: int, moe: bool = False) -> dict:
+    return {"gpu": gpu_family(hardware_id), "arch": arch(moe), "size": size_bucket(active_params),
             "nodes": nodes_scope(n_gpus, gpus_per_node)}
+
+
+def _key(g: dict) -> tuple:
+    """A table row's group key (FIELDS; a row without a field pools it: 'any')."""
+    return tuple(g.get(f, ANY) for f in FIELDS)
 
 
 # ---- reading (the prediction path) ----------------------------------------------------------------
@@ -67,21 +84,21 @@ def keys(hardware_id: str, active_params: float, n_gpus: int, gpus_per_node: int
 def _groups() -> dict:
     from ..base.schema import yaml_load
     d = yaml_load(TABLE.read_text())
-    return {(g["gpu"], g["size"], g["nodes"]): g for g in d["groups"]}
+    return {_key(g): g for g in d["groups"]}
 
 
-def band(hardware_id: str, active_params: float, n_gpus: int, gpus_per_node: int) -> dict | None:
+def band(hardware_id: str, active_params: float, n_gpus: int, gpus_per_node: int, moe: bool = False) -> dict | None:
     """The error quantiles of the most specific group of similar validated runs (``LEVELS``), or None.
 
-    Returns ``{"group": {gpu, size, nodes}, "n", "p10", "p50", "p90"}`` (errors as fractions).
+    Returns ``{"group": {gpu, arch, size, nodes}, "n", "p10", "p50", "p90"}`` (errors as fractions).
     """
-    k = keys(hardware_id, active_params, n_gpus, gpus_per_node)
+    k = keys(hardware_id, active_params, n_gpus, gpus_per_node, moe)
     table = _groups()
     for level in LEVELS:
-        key = tuple(k[f] if f in level else ANY for f in ("gpu", "size", "nodes"))
+        key = tuple(k[f] if f in level else ANY for f in FIELDS)
         g = table.get(key)
         if g is not None:
-            return {"group": dict(zip(("gpu", "size", "nodes"), key)), "n": g["n"],
+            return {"group": dict(zip(FIELDS, key)), "n": g["n"],
                     **{f"p{round(q * 100)}": g[f"p{round(q * 100)}"] for q in QUANTILES},
                     "profiles": list(g.get("profiles", ()))}
     return None
@@ -90,7 +107,8 @@ def band(hardware_id: str, active_params: float, n_gpus: int, gpus_per_node: int
 def of_prediction(pred) -> dict | None:
     """:func:`band` of a :class:`roofline.model.predict.Prediction`, with the measured step it implies
     (``low_s`` .. ``high_s``: the step time divided by 1 + the 90th and 1 + the 10th percentile error)."""
-    b = band(pred.hardware.id, pred.raw["active_params"], pred.n_gpus, pred.hardware.gpus_per_node)
+    b = band(pred.hardware.id, pred.raw["active_params"], pred.n_gpus, pred.hardware.gpus_per_node,
+             (pred.model.n_experts or 1) > 1)
     if b is None:
         return None
     t = float(pred.step_time.to("s").magnitude)
@@ -102,7 +120,8 @@ def describe(b: dict | None, hardware_id: str = "") -> str:
     if b is None:
         return f"no band: fewer than {MIN_RUNS} validated runs on {gpu_family(hardware_id)} GPUs"
     g = b["group"]
-    what = ", ".join(v for v in (g["gpu"], g["size"] + " active params" if g["size"] != ANY else "",
+    kind = {"moe": "MoE", "dense": "dense"}.get(g.get("arch", ANY), "")
+    what = ", ".join(v for v in (g["gpu"], kind, g["size"] + " active params" if g["size"] != ANY else "",
                                  g["nodes"] if g["nodes"] != ANY else "") if v)
     line = (f"validation error of similar runs: {100 * b['p10']:+.0f} % .. {100 * b['p90']:+.0f} %, "
             f"p10..p90 of n={b['n']}: {what}")
@@ -139,7 +158,8 @@ def measured_errors() -> list[dict]:
         for i, c in enumerate(cases):
             if np.isfinite(err[i]):
                 out.append({"dataset": name, "error": float(err[i]), "profile": c.hw.id,
-                            **keys(c.hw.id, float(r["active_params"][i]), c.plan.n_gpus, c.hw.gpus_per_node)})
+                            **keys(c.hw.id, float(r["active_params"][i]), c.plan.n_gpus, c.hw.gpus_per_node,
+                                   (c.model.n_experts or 1) > 1)})
     return out
 
 
@@ -150,7 +170,7 @@ def table(runs: list[dict]) -> dict:
     profiles: dict = {}
     for r in runs:
         for level in LEVELS:
-            key = tuple(r[f] if f in level else ANY for f in ("gpu", "size", "nodes"))
+            key = tuple(r[f] if f in level else ANY for f in FIELDS)
             groups.setdefault(key, []).append(r["error"])
             if r.get("profile"):
                 profiles.setdefault(key, set()).add(r["profile"])
@@ -160,7 +180,7 @@ def table(runs: list[dict]) -> dict:
         if len(e) < MIN_RUNS:
             continue
         q = np.quantile(e, QUANTILES)
-        rows.append({**dict(zip(("gpu", "size", "nodes"), key)), "n": int(len(e)),
+        rows.append({**dict(zip(FIELDS, key)), "n": int(len(e)),
                      **{f"p{round(p * 100)}": round(float(v), 3) for p, v in zip(QUANTILES, q)},
                      "profiles": sorted(profiles.get(key, ()))})
     counts: dict = {}
@@ -173,7 +193,8 @@ def text(t: dict) -> str:
     import yaml
     head = ("# generated by `python -m roofline.views.uncertainty` from the bundled validation sets; do not edit\n"
             "# signed error (predicted - measured) / measured of every timed run, quantiles per group of similar\n"
-            "# runs (GPU family, active-parameter decade, node scope; 'any' = pooled); roofline/views/uncertainty.py\n")
+            "# runs (GPU family, dense or MoE, active-parameter decade, node scope; 'any' = pooled);\n"
+            "# roofline/views/uncertainty.py\n")
     body = {k: v for k, v in t.items() if k != "groups"}
     return (head + yaml.safe_dump(body, sort_keys=False, default_flow_style=None) + "groups:\n"
             + "".join("  - " + yaml.safe_dump(g, sort_keys=False, default_flow_style=True, width=200)
@@ -183,8 +204,7 @@ def text(t: dict) -> str:
 def stale(current: dict, fresh: dict, tolerance: float = 0.005) -> list[str]:
     """Differences that would change the printed band: a group added or gone, another run count, or a quantile
     moved by more than ``tolerance`` (half of the whole percent the band prints)."""
-    key = lambda g: (g["gpu"], g["size"], g["nodes"])  # noqa: E731
-    a, b = {key(g): g for g in current["groups"]}, {key(g): g for g in fresh["groups"]}
+    a, b = {_key(g): g for g in current["groups"]}, {_key(g): g for g in fresh["groups"]}
     out = [f"group {k}: {'gone' if k in a else 'new'}" for k in sorted(set(a) ^ set(b))]
     for k in sorted(set(a) & set(b)):
         if a[k]["n"] != b[k]["n"]:
