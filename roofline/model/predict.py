@@ -30,7 +30,8 @@ MEMORY = ("weights", "gradients", "optimizer", "activations", "reserve")
 
 
 def hardware_inputs(hw: Hardware, dtype: str = "bf16") -> dict:
-    x = {"peak": hw.peak(dtype), "peak_hp": hw.peak_16bit(dtype), "peak_vec": hw.vector_peak(), "hbm_bw": hw.hbm_bandwidth, "clock": hw.sustained_clock,
+    x = {"peak": hw.peak(dtype), "peak_hp": hw.peak_16bit(dtype), "peak_vec": hw.vector_peak(),
+         "peak_fp8": hw.peak_flops.get("fp8") or hw.peak_16bit(dtype), "hbm_bw": hw.hbm_bandwidth, "clock": hw.sustained_clock,
          "clock_spread": hw.clock_spread,
          "gpus_per_node": hw.gpus_per_node, "sms": hw.sm_count, "gemm_dhalf": hw.dhalf, "host_fwd": hw.host_fwd, "host_bwd": hw.host_bwd,
          "host_rc": hw.host_rc, "host_emb": hw.host_emb, "host_head": hw.host_head, "host_mb": hw.host_mb,
@@ -181,7 +182,7 @@ def plan_inputs(p: Plan, model: Model | None = None) -> dict:
     # full recomputation of a share of each stage's layers (recompute_fraction): rc_full is that share
     return {**lay, "rc_full": lay["rc_full"] * float(p.recompute_fraction),
             **{sym: getattr(p, field) for field, sym in OVERLAP_INPUTS.items()}, "tp_async": float(p.tp_async_dgrad),
-            "tp_split_rs": float(p.tp_overlap_split_rs),
+            "tp_split_rs": float(p.tp_overlap_split_rs), "attn_fp8": float(p.fp8_attention),
             "delay_wgrad": float(p.delay_wgrad),
             **recompute_module_inputs(p.recompute_module_set),
             "wgrad_fusion": float(p.wgrad_fusion), "eager_elem": float(p.eager_elementwise),

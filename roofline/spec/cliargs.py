@@ -202,6 +202,9 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
     flag(g, "delay-wgrad", dest="delay_wgrad", action="store_true", default=None,
          help="with --overlap-ep: the experts' weight-gradient GEMMs run later, beside the dispatch backward "
               "(Megatron-Core --delay-wgrad-compute); default off")
+    flag(g, "fp8-attention", dest="fp8_attention", action="store_true", default=None,
+         help="the attention core in FP8 under a low-precision recipe (Megatron-Core --fp8-dot-product-attention: "
+              "Transformer Engine's cuDNN FP8 attention); default off")
     flag(g, "uneven-stages", dest="uneven_stages", action="store_true", default=None,
          help="allow layers not divisible by pp x interleave (the heaviest stage rounds up)")
     flag(g, "pipeline-layout", dest="pipeline_layout",
@@ -295,6 +298,7 @@ def build_spec(args):
     flags = {**{dest: getattr(args, dest) for _, dest, _, _ in PLAN_FLAGS}, "schedule": args.schedule,
              "sequence_parallel": args.sequence_parallel, "recompute": args.recompute, "sharding": sharding,
              "uneven_stages": args.uneven_stages, "delay_wgrad": getattr(args, "delay_wgrad", None),
+             "fp8_attention": getattr(args, "fp8_attention", None),
              "tp_async_dgrad": getattr(args, "tp_async_dgrad", None),
              "wgrad_fusion": getattr(args, "wgrad_fusion", None),
              "eager_elementwise": getattr(args, "eager_elementwise", None),

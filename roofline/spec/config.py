@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from ..base.errors import InputError
 from ..base.normalize import RECOMPUTE_MODULES   # what selective recomputation may recompute (Megatron-Core's names)
 from ..base.precision import NAMES as PRECISION_NAMES
+from ..base.precision import low_precision as _low_precision
 
 # The named choices of a Model/Plan, defined here once: cliargs (flag choices), search (its knobs) and the
 # rules below import them.
@@ -18,6 +19,10 @@ NORMS = ("layernorm", "rmsnorm")
 POSITIONS = ("learned", "rope", "alibi", "none")   # alibi: no table, no rotation (a bias inside the attention kernel);
 # none: no position encoding at all (Megatron-Core position_embedding_type "none"; the hybrid Mamba models)
 ATTENTION = ("flash", "flash-triton", "flash-v1", "flash3", "te", "cudnn", "unfused")
+# the attention kinds with an FP8 kernel: Transformer Engine's FusedAttention (cuDNN), which fp8_dpa runs
+# (transformer_engine/pytorch/attention/dot_product_attention: FlashAttention and the unfused path are disabled in FP8)
+FP8_ATTENTION_KERNELS = ("te", "cudnn")
+LOW_PRECISION_DTYPES = tuple(n for n in PRECISION_NAMES if _low_precision(n))   # the FP8 / FP4 recipes
 # The flash-attention kernels' throughput relative to FlashAttention-2, the kernel the profiles' attention curves were
 # fitted on (docs/calibration.md). Dao 2023, "FlashAttention-2" (arXiv 2307.08691) sec. 4.1, A100 forward + backward
 # over head dims 64/128, causal or not, sequence 512-16k: FlashAttention-2 is 1.3-2.5x faster than FlashAttention in
@@ -261,6 +266,10 @@ class Plan:
     # of their own leaves the backward reduce-scatter of their summed input gradients exposed (formulas/step.py layer);
     # False: every TP collective is pipelined (Transformer Engine userbuffers). Per stack: stacks/*.yaml
     tp_overlap_split_rs: bool = False
+    # the attention core in FP8: Megatron-Core --fp8-dot-product-attention (model_parallel_config.py
+    # fp8_dot_product_attention), Transformer Engine DotProductAttention under an FP8 recipe with fp8_dpa: cuDNN's FP8
+    # fused attention, forward and backward (formulas/compute.py attention_core); needs a low-precision recipe
+    fp8_attention: bool = False
     # weight-gradient GEMMs accumulate into the main-grad buffer (Megatron-LM --no-gradient-accumulation-fusion,
     # store_false in megatron/training/arguments.py: on by default; Transformer Engine fuse_wgrad_accumulation; on in
     # Megatron-Core, the default stack); False: the GEMM writes its output (per stack: stacks/*.yaml wgrad_fusion)
@@ -580,6 +589,14 @@ RULES: tuple[Rule, ...] = (
                              "overlap_cp", "overlap_ep")),
     # Megatron-Core transformer_config.py: "overlap_moe_expert_parallel_comm must be enabled when enabling
     # delay_wgrad_compute"
+    # FP8 attention is a low-precision recipe's (Megatron-Core applies fp8_dot_product_attention inside its FP8
+    # autocast) and TE's fused (cuDNN) attention's: no FP8 flash-attention kernel elsewhere in these stacks
+    Rule(lambda m, p: (p.fp8_attention == 0) | among(p.dtype, LOW_PRECISION_DTYPES),
+         "fp8_attention needs a low-precision recipe (fp8, fp8-cs, fp8-block, mxfp8, nvfp4), got dtype {p.dtype}",
+         ("fp8_attention", "dtype")),
+    Rule(lambda m, p: (p.fp8_attention == 0) | (m.attention in FP8_ATTENTION_KERNELS),
+         "fp8_attention runs in Transformer Engine's fused attention (cuDNN), got attention {m.attention!r}",
+         ("fp8_attention",)),
     Rule(lambda m, p: (p.delay_wgrad == 0) | (p.overlap_ep > 0),
          "delay_wgrad needs the EP overlap (overlap_ep > 0; Megatron-Core --delay-wgrad-compute needs "
          "--overlap-moe-expert-parallel-comm), got overlap_ep = {p.overlap_ep}"),

@@ -21,6 +21,8 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
 - Rows whose settings state the MoE all-to-all overlap (Megatron-Core ``--overlap-moe-expert-parallel-comm``,
   "EP A2A overlap"): overlap_ep = 1 (each all-to-all hidden behind the compute block Megatron-Core pairs it with,
   formulas/step.py ep_merged); with "delay_wgrad" (``--delay-wgrad-compute``) stated as well: delay_wgrad.
+- Low-precision rows whose settings state FP8 attention ("FP8 dot-product attention", "MXFP8 dot-product attention",
+  ``fp8_dot_product_attention=True``, ``fp8_dpa``; Megatron-Core ``--fp8-dot-product-attention``): fp8_attention.
 - Rows whose settings state 16-bit Adam moments ("BF16 Adam moments", ``exp_avg_dtype=torch.bfloat16``; Megatron-Core's
   precision-aware optimizer): moment_dtype. An ``optimizer`` column, or Muon named in the text: optimizer.
 - Megatron-Core rows whose notes or settings state TP communication overlap (``--tp-comm-overlap``,
@@ -68,6 +70,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..base import precision
 from ..base.errors import InputError
 from . import report
 from ..base.results import MappingResult, freeze
@@ -639,6 +642,11 @@ def _plan_fields(row: dict) -> dict:
         # Megatron-Core --delay-wgrad-compute ("+ delay_wgrad" in the recipes' summaries), which needs the overlap
         if re.search(r"delay[-_ ]wgrad(?:[-_ ]compute)?\b(?!\s*=\s*false)", text):
             d["delay_wgrad"] = True
+    # the attention core in FP8 (Megatron-Core --fp8-dot-product-attention; the recipes' summaries: "FP8 dot-product
+    # attention", "MXFP8 dot-product attention", fp8_dot_product_attention=True, TE fp8_dpa)
+    if re.search(r"(?<!no )(?:mx)?fp8 dot[-_ ]product attention|fp8_dot_product_attention\s*=\s*true|\bfp8_dpa\b(?!\s*=\s*false)",
+                 text) and precision.low_precision(d.get("dtype") or ""):
+        d["fp8_attention"] = True
     # Adam's moments in 16 bits (Megatron-Core --use-precision-aware-optimizer --exp-avg-dtype/--exp-avg-sq-dtype;
     # the recipes' summaries: "BF16 Adam moments", "exp_avg_dtype=torch.bfloat16")
     m = re.search(r"\b(bf16|fp16)\s+adam\s+moments|exp_avg(?:_sq)?_dtype\s*=\s*(?:torch\.)?(bfloat16|bf16|float16|fp16)", text)

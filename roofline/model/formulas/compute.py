@@ -241,6 +241,14 @@ clock_eff = S.clock / (1 + S.clock_spread * S.gpu_z)
 
 low_precision = sp.Min(1, S.q_bytes)     # 1 under an FP8/FP4 recipe (its quantization moves bytes), 0 in 16 bits
 
+# FP8 attention's rate against the FP8 peak, relative to 16-bit attention's against the 16-bit peak: FlashAttention-3
+# on H100 (Shah et al. 2024, "FlashAttention-3", arXiv 2407.08608, abstract and sec. 4.1) reaches 740 TFLOP/s in FP16,
+# 75 % of 989, and close to 1.2 PFLOP/s in FP8, 61 % of 1979: 0.606 / 0.748 = 0.81. One factor for forward and
+# backward (ASSUMED: FlashAttention-3's FP8 backward is not published; cuDNN's FP8 kernel runs both).
+FP8_ATTENTION_EFF = sp.Rational(81, 100)
+# the attention core's peak: 16-bit, or the FP8 peak at that relative efficiency (attn_fp8)
+peak_attention = S.peak_hp + S.attn_fp8 * (FP8_ATTENTION_EFF * S.peak_fp8 - S.peak_hp)
+
 
 def quantize_op(ops: list[Op]) -> Op:
     """The quantization kernels of a low-precision recipe for the GEMMs of ``ops``, as one memory-bound op: in
@@ -377,10 +385,16 @@ def attention_core(d_head=STD_HEAD, d_v=None, kv_heads=S.kv_heads, window=False)
     grid = S.micro_batch * heads_rank         # thread blocks: forward per query tile, backward per key block
     ctas = (grid * sp.ceiling(s_q / ATTN_TILE), grid * sp.ceiling(s_kv / kb_bwd))
 
+    # FP8 attention (attn_fp8): Transformer Engine casts Q, K and V to FP8 before cuDNN's FP8 kernel and, in backward,
+    # the output gradient dO (the saved Q, K, V stay FP8); counted with the recipe's other casts (quantize_op)
+    q_el, kv_el = S.micro_batch * s_q * heads_rank * d_qk, S.micro_batch * s_kv * kv_heads * (d_qk + d_v) / S.tp
+    do_el = S.micro_batch * s_q * heads_rank * d_v
+
     def flash(f, share):
         on = S.flash * share
         return Op("flash_attention", "attn", on * f, on * qkvo_bytes, on * sp.Rational(5, 2) * f, on * 2 * qkvo_bytes,
-                  on * f, sp.Min(s_q, d_qk), on, d_shape, ctas, (kb_fwd, kb_bwd))
+                  on * f, sp.Min(s_q, d_qk), on, d_shape, ctas, (kb_fwd, kb_bwd),
+                  q_elems=(on * S.attn_fp8 * (q_el + kv_el), on * S.attn_fp8 * do_el))
 
     ops_flash = flash(model_f, 1 - frac)
     # unfused path: two batched GEMMs (scores and context) + mask/softmax/dropout over the scores
@@ -643,7 +657,7 @@ def op_time(op: Op, direction: str) -> sp.Expr:
         i = ("fwd", "bwd").index(direction)
         shape = attention_shape(op.head_dim, op.ctas[i], op.kblock[i], S.sms,
                                 *[S.ATTN_SHAPE[k, direction] for k in ("d_soft", "d_reg", "uneven", "d_io")])
-        compute = f * shape / (S.peak_hp * clock_eff * S.EFF_FLOP[key] * S.flash_speed)
+        compute = f * shape / (peak_attention * clock_eff * S.EFF_FLOP[key] * S.flash_speed)
     elif op.peak_fraction is not None:
         compute = f / (S.peak_hp * clock_eff * op.peak_fraction)
     elif op.cls in ("gemm", "attn"):

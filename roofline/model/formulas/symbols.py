@@ -198,6 +198,8 @@ peak = _s("peak", "flop/time", "dense peak FLOP/s of the plan's matmul dtype (th
 peak_hp = _s("peak_hp", "flop/time", "dense peak FLOP/s of the GEMMs kept in 16 bits under a low-precision recipe "
              "(attention core, LM head, router); = P in 16-bit training", "hardware", "P_{16}")
 peak_vec = _s("peak_vec", "flop/time", "peak FLOP/s of non-matmul (vector) units", "hardware", "P_{v}")
+peak_fp8 = _s("peak_fp8", "flop/time", "dense FP8 peak FLOP/s (the FP8 attention core's; = P_16 on a GPU without "
+              "FP8 tensor cores, where FP8 attention is refused)", "hardware", "P_{8}")
 clock = _s("clock", "", "sustained/burst ratio of the compute rate under a power-capped training load (0..1]", "hardware",
            r"\kappa")
 clock_spread = _s("clock_spread", "", "relative standard deviation of the compute rate across the GPUs of a cluster "
@@ -307,6 +309,8 @@ tp_async = _s("tp_async", "", "1 when the TP backward runs the column-parallel l
               "async beside its wgrad GEMM and, under SP, re-gathers its input beside the dgrad GEMM (Megatron-LM "
               "LinearWithGradAccumulationAndAsyncCommunication); 0: the backward's collectives mirror the forward's, "
               "synchronous", "plan", r"\alpha_{t}")
+attn_fp8 = _s("attn_fp8", "", "1 when the attention core runs in FP8 (Megatron-Core --fp8-dot-product-attention, "
+              "Transformer Engine fp8_dpa: cuDNN's FP8 fused attention), 0: at the 16-bit peak", "plan", r"\phi_{a}")
 tp_split_rs = _s("tp_split_rs", "", "1 when the TP overlap pipelines only a reduce-scatter whose input is one GEMM's output "
                  "(torch micro-pipeline TP, torch/_inductor/fx_passes/micro_pipeline_tp.py fuse_matmul_reduce_scatter) "
                  "and the block's input feeds separate column-parallel GEMMs (q, k, v; gate, up): the backward "
