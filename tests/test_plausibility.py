@@ -84,3 +84,28 @@ def test_the_plausibility_line_reads_the_stored_table_not_the_validation_rows(mo
     finally:
         SE.measured_mfu.cache_clear()
     assert runs and runs == sorted(runs, reverse=True)
+
+
+def test_search_prints_the_top_plans_likely_measured_step_and_mfu(cli_main):
+    """Under the plausibility line: the top plan's step over 1 + the validation error quantiles of similar runs (the
+    band transformer prints) and the MFU that step implies; the JSON carries the same."""
+    import json
+
+    import pytest
+    args = ["search", "--model", "gpt3-175b", "--gpus", 1024, "--global-batch", 1536, "--top", 1]
+    d = json.loads(cli_main(*args, "--json").stdout)
+    b, top = d["top_plan_band"], d["plans"][0]
+    assert b["group"]["gpu"] == "a100" and b["group"]["arch"] == "dense" and b["n"] >= 10
+    t = top["step_time_s"]
+    assert b["low_s"] == pytest.approx(t / (1 + b["p90"])) and b["high_s"] == pytest.approx(t / (1 + b["p10"]))
+    assert b["mfu_low"] == pytest.approx(top["mfu"] * t / b["high_s"])
+    assert b["mfu_low"] <= b["mfu_high"] and (b["mfu_high"] < top["mfu"]) == (b["p10"] < 0 and b["p90"] < 0)
+    line = next(ln for ln in cli_main(*args).stdout.splitlines() if ln.startswith("likely measured"))
+    assert f"MFU {100 * b['mfu_low']:.1f} .. {100 * b['mfu_high']:.1f} %" in line and f"n={b['n']}" in line
+
+
+def test_no_likely_measured_line_without_similar_runs(cli_main):
+    import json
+    args = ["search", "--model", "llama3-8b", "--gpu", "mi300x", "--gpus", 8, "--global-batch", 64, "--top", 1]
+    assert json.loads(cli_main(*args, "--json").stdout)["top_plan_band"] is None
+    assert "likely measured" not in cli_main(*args).stdout

@@ -230,6 +230,32 @@ def plausibility(cand, hw, stack_id: str, moe: bool = False, dtype: str | None =
             f"{100 * best[0]:.1f} % ({best[1]}){flag}")
 
 
+def top_plan_band(model, cand, hw) -> dict | None:
+    """How far off the top plan's prediction is likely to be, as ``transformer`` prints under its step time: the
+    validation error quantiles of similar runs (uncertainty.band: GPU family, dense or MoE, active parameters, node
+    scope) and the step and MFU they imply (``low_s`` .. ``high_s``, ``mfu_low`` .. ``mfu_high``); None where the
+    bundled data has too few similar runs."""
+    from ..model.predict import evaluate, inputs
+    from .uncertainty import band
+
+    active = float(evaluate(inputs(model, cand.plan, hw))["active_params"])
+    b = band(hw.id, active, cand.n_gpus, hw.gpus_per_node, (model.n_experts or 1) > 1)
+    if b is None:
+        return None
+    t = cand.step_time_s
+    low, high = t / (1 + b["p90"]), t / (1 + b["p10"])
+    return {**b, "low_s": low, "high_s": high, "mfu_low": cand.mfu * t / high, "mfu_high": cand.mfu * t / low}
+
+
+def band_line(b: dict | None, hw_id: str) -> str | None:
+    """The search's line for :func:`top_plan_band`."""
+    if b is None:
+        return None
+    from .uncertainty import describe
+    return (f"likely measured: {b['low_s']:.3f} .. {b['high_s']:.3f} s, MFU {100 * b['mfu_low']:.1f} .. "
+            f"{100 * b['mfu_high']:.1f} % ({describe(b, hw_id)})")
+
+
 def top_plan_ep_hint(model, cands, hw, stack_id: str) -> str | None:
     """For an MoE search whose top plan leaves its EP all-to-all exposed: advice.ep_overlap_hint on that plan and how
     to search with the overlap (the search takes overlap_ep from the stack's default, off, unless it is pinned)."""
@@ -791,6 +817,8 @@ def cmd_search(args) -> int:
                  "plans": [c.to_dict() for c in cands]}
             if sens is not None:
                 d["sensitivity"] = sens.to_dict()
+            if cands:
+                d["top_plan_band"] = top_plan_band(model, cands[0], hw)
             if dom is not None:
                 d["tp_outside_nvlink_domain"] = {
                     "tp": dom.tp, "domain_gpus": dom.domain, "intra_link": dom.intra_kind,
@@ -809,6 +837,9 @@ def cmd_search(args) -> int:
               f"{fmt_bytes(hw.hbm_capacity, 0)}{kept}; top {len(cands)} (gap = % slower than best):")
         print(table(cands))
         line = plausibility(cands[0], hw, spec.stack.id, (model.n_experts or 1) > 1, spec.plan.dtype)
+        if line:
+            print(line)
+        line = band_line(top_plan_band(model, cands[0], hw), hw.id)
         if line:
             print(line)
         hint = top_plan_ep_hint(model, cands, hw, spec.stack.id)
