@@ -635,3 +635,14 @@ def _with_cell(path, lines, head, col, value):
     csv.writer(buf).writerow(row)
     path.write_text(lines[0] + "\n" + buf.getvalue())
     return path
+
+
+def test_by_arch_splits_dense_and_moe_rows():
+    """--by arch: dense vs MoE rows (the step time band's architecture split), every predicted row in one of the two."""
+    result = V.validate(V.read(V.dataset_path("nemo")))
+    groups = result.by["arch"]
+    assert set(groups) == {"dense", "MoE"}
+    assert sum(g["n"] for g in groups.values()) == len(result.cases)
+    moe = [c for c in result.cases if "deepseek" in c["case_id"] or "qwen3" in c["case_id"]]
+    dense = [c for c in result.cases if "llama" in c["case_id"]]
+    assert moe and dense and groups["MoE"]["n"] >= len(moe) and groups["dense"]["n"] >= len(dense)

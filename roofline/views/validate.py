@@ -95,7 +95,7 @@ INTS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "
         "moe_latent_size")
 FLOATS = ("net_gbps_per_gpu", "measured_iter_time_s", "derived_iter_time_s", "measured_peak_memory_gib",
           "flops_per_iter", "measured_tflops_per_gpu", "measured_mfu", "tokens_per_s", "tokens_per_s_per_gpu")
-BY = ("tier", "gpu", "layout", "micro_batch", "nodes", "source", "framework", "model", "precision")
+BY = ("tier", "gpu", "layout", "micro_batch", "nodes", "source", "framework", "model", "precision", "arch")
 
 
 DATASETS = {"published": "published.csv", "vtrain": "vtrain_measured.csv", "nemo": "nemo_perf.csv",
@@ -1431,7 +1431,9 @@ def group_key(case: Case, by: str) -> str:
             "source": lambda: (re.split(r"[(,;\[]", case.row.get("source") or "")[0].strip() or "?")[:48],
             "framework": lambda: case.framework,
             "model": lambda: case.row.get("model") or case.model.name,
-            "precision": lambda: (case.row.get("precision") or case.plan.dtype).split(" ")[0]}[by]()
+            "precision": lambda: (case.row.get("precision") or case.plan.dtype).split(" ")[0],
+            # dense or MoE (routed experts): the grouping of the step time's band (uncertainty.arch)
+            "arch": lambda: "MoE" if (case.model.n_experts or 1) > 1 else "dense"}[by]()
 
 
 @dataclass(frozen=True, eq=False)
