@@ -646,3 +646,23 @@ def test_by_arch_splits_dense_and_moe_rows():
     moe = [c for c in result.cases if "deepseek" in c["case_id"] or "qwen3" in c["case_id"]]
     dense = [c for c in result.cases if "llama" in c["case_id"]]
     assert moe and dense and groups["MoE"]["n"] >= len(moe) and groups["dense"]["n"] >= len(dense)
+
+
+@pytest.mark.parametrize("notes, off", [
+    ("mock data; 3 train iters; no TP/DP/PP comm overlap", {"overlap_grad_reduce", "overlap_param_gather",
+                                                           "overlap_tp", "overlap_pp"}),
+    ("no DP comm overlap", {"overlap_grad_reduce", "overlap_param_gather"}),
+    ("DP, TP and PP comm overlap on", set()),
+    ("", set()),
+])
+def test_a_row_that_ran_without_comm_overlap_is_priced_without_it(row_case, notes, off):
+    row = {"case_id": "r", "source": "s", "framework": "Megatron-LM", "gpu_id": "b200", "model": "llama3-70b",
+           "n_layers": 12, "seq_len": 4096, "global_batch": 16, "micro_batch": 1, "tp": 1, "pp": 2, "dp": 4,
+           "interleave": 2, "n_gpus": 8, "gpus_per_node": 8, "optimizer_sharding": "distributed",
+           "measured_iter_time_s": 0.8, "notes": notes}
+    plan = row_case(row).plan
+    fields = ("overlap_grad_reduce", "overlap_param_gather", "overlap_tp", "overlap_pp")
+    default = row_case({**row, "notes": ""}).plan
+    for f in fields:
+        assert getattr(plan, f) == (0.0 if f in off else getattr(default, f)), f
+    assert default.overlap_grad_reduce > 0 and default.overlap_pp > 0      # the stack's defaults are on here

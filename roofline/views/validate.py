@@ -21,6 +21,8 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
 - Rows whose settings state the MoE all-to-all overlap (Megatron-Core ``--overlap-moe-expert-parallel-comm``,
   "EP A2A overlap"): overlap_ep = 1 (each all-to-all hidden behind the compute block Megatron-Core pairs it with,
   formulas/step.py ep_merged); with "delay_wgrad" (``--delay-wgrad-compute``) stated as well: delay_wgrad.
+- Rows that say an axis ran without communication overlap ("no TP/DP/PP comm overlap"): that axis's overlap
+  fields 0 (dp: overlap_grad_reduce and overlap_param_gather; tp, pp, cp, ep: overlap_tp, overlap_pp, ...).
 - Low-precision rows whose settings state FP8 attention ("FP8 dot-product attention", "MXFP8 dot-product attention",
   ``fp8_dot_product_attention=True``, ``fp8_dpa``; Megatron-Core ``--fp8-dot-product-attention``): fp8_attention.
 - Rows whose settings state 16-bit Adam moments ("BF16 Adam moments", ``exp_avg_dtype=torch.bfloat16``; Megatron-Core's
@@ -95,6 +97,9 @@ INTS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "
         "moe_latent_size")
 FLOATS = ("net_gbps_per_gpu", "measured_iter_time_s", "derived_iter_time_s", "measured_peak_memory_gib",
           "flops_per_iter", "measured_tflops_per_gpu", "measured_mfu", "tokens_per_s", "tokens_per_s_per_gpu")
+# the plan's overlap fields of each parallel axis (a row stating "no <axes> comm overlap" turns them off)
+OVERLAP_OF_AXIS = {"dp": ("overlap_grad_reduce", "overlap_param_gather"), "pp": ("overlap_pp",),
+                   "tp": ("overlap_tp",), "cp": ("overlap_cp",), "ep": ("overlap_ep",)}
 BY = ("tier", "gpu", "layout", "micro_batch", "nodes", "source", "framework", "model", "precision", "arch")
 
 
@@ -642,6 +647,13 @@ def _plan_fields(row: dict) -> dict:
         # Megatron-Core --delay-wgrad-compute ("+ delay_wgrad" in the recipes' summaries), which needs the overlap
         if re.search(r"delay[-_ ]wgrad(?:[-_ ]compute)?\b(?!\s*=\s*false)", text):
             d["delay_wgrad"] = True
+    # a row that says a parallel axis ran without communication overlap ("no TP/DP/PP comm overlap": SimuMax's B200
+    # runs, launched without Megatron-LM's opt-in --overlap-grad-reduce / --overlap-param-gather / --tp-comm-overlap,
+    # megatron/training/arguments.py): those overlaps off, whatever the stack's default
+    for axes in re.findall(r"\bno ((?:tp|dp|pp|cp|ep)(?:\s*/\s*(?:tp|dp|pp|cp|ep))*) comm(?:unication)? overlap", text):
+        for axis in re.split(r"\s*/\s*", axes):
+            for field in OVERLAP_OF_AXIS[axis]:
+                d[field] = 0.0
     # the attention core in FP8 (Megatron-Core --fp8-dot-product-attention; the recipes' summaries: "FP8 dot-product
     # attention", "MXFP8 dot-product attention", fp8_dot_product_attention=True, TE fp8_dpa)
     if re.search(r"(?<!no )(?:mx)?fp8 dot[-_ ]product attention|fp8_dot_product_attention\s*=\s*true|\bfp8_dpa\b(?!\s*=\s*false)",
