@@ -40,7 +40,7 @@ def _inputs(gpu: str) -> dict:
     from roofline.spec import hardware
 
     return {**hardware_inputs(hardware.load(gpu), "bf16"), "act_bytes": 2, "grad_bytes": 2, "wgrad_fusion": 0,
-            "q_saved": 1, "q_bytes": 0, "gpu_z": 0.0}
+            "q_saved": 1, "q_bytes": 0, "gpu_z": 0.0, "hp_frac": 0.0}
 
 
 def model_times(gpu: str, tokens: int, hidden: int, ffn: int, experts: int) -> tuple[float, float]:

@@ -25,7 +25,9 @@ def _op(ops, name):
 
 
 def _peaks(op, direction="fwd"):
-    free = C.op_time(op, direction).free_symbols
+    """The peaks an op's time reads with every layer at the recipe's precision (hp_frac 0: no layer kept in 16 bits,
+    test_bf16_layers.py prices the rest)."""
+    free = C.op_time(op, direction).subs(S.hp_frac, 0).free_symbols
     return {s.name for s in free & {S.peak, S.peak_hp}}
 
 
@@ -47,7 +49,8 @@ def test_quantized_elements_of_a_dense_layer_by_hand():
     q = _op(ops, "quantize")
     h, a, g, dh, f, t, T = 4096, 32, 8, 128, 14336, 2, 8192
     vals = {S.d_model: h, S.n_heads: a, S.kv_heads: g, S.head_dim: dh, S.ffn_hidden: f, S.tp: t, S.micro_batch: 1,
-            S.seq_len: T, S.cp: 1, S.gated: 1, S.q_bytes: 6, S.kv_lora: 0, S.q_lora: 0, S.q_saved: 1, S.attn_fp8: 0}
+            S.seq_len: T, S.cp: 1, S.gated: 1, S.q_bytes: 6, S.kv_lora: 0, S.q_lora: 0, S.q_saved: 1, S.attn_fp8: 0,
+            S.hp_frac: 0}
     fwd_elems = T * (h + a * dh / t + h + f / t)
     bwd_elems = T * ((a + 2 * g) * dh / t + h + 2 * f / t + h)
     assert float(q.b_fwd.subs(vals)) == pytest.approx(6 * fwd_elems)

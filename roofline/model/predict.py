@@ -177,12 +177,14 @@ def plan_inputs(p: Plan, model: Model | None = None) -> dict:
                               model.mtp_layers or 0)
     act = ACT_BYTES.get(p.dtype, 2)
     low = precision.low_precision(p.dtype)
+    # the share of the layers a low-precision recipe keeps in 16 bits (needs the model's layer count)
+    hp_frac = min(1.0, p.bf16_layers / model.n_layers) if (p.bf16_layers and model is not None) else 0.0
     lay = layout_inputs(p.tp, p.pp, p.dp, p.cp, p.ep, p.micro_batch, p.batch, p.interleave, p.sequence_parallel,
                         RECOMPUTE.index(p.recompute), p.zero_stage, p.schedule, p.etp, stages)
     # full recomputation of a share of each stage's layers (recompute_fraction): rc_full is that share
     return {**lay, "rc_full": lay["rc_full"] * float(p.recompute_fraction),
             **{sym: getattr(p, field) for field, sym in OVERLAP_INPUTS.items()}, "tp_async": float(p.tp_async_dgrad),
-            "tp_split_rs": float(p.tp_overlap_split_rs), "attn_fp8": float(p.fp8_attention),
+            "tp_split_rs": float(p.tp_overlap_split_rs), "attn_fp8": float(p.fp8_attention), "hp_frac": hp_frac,
             "delay_wgrad": float(p.delay_wgrad),
             **recompute_module_inputs(p.recompute_module_set),
             "wgrad_fusion": float(p.wgrad_fusion), "eager_elem": float(p.eager_elementwise),
@@ -197,7 +199,10 @@ def plan_inputs(p: Plan, model: Model | None = None) -> dict:
             "opt_bytes": 4 + (1 if p.optimizer == "muon" else 2) * BYTES[p.moment_dtype],
             "opt_bytes_emb": 4 + 2 * BYTES[p.moment_dtype], "muon": float(p.optimizer == "muon"),
             "q_bytes": precision.get(p.dtype).q_bytes,
-            "gin_bytes": precision.get(p.dtype).saved_bytes if p.quantized_saves and low else act,
+            # the GEMM inputs saved for the weight gradient: quantized in the low-precision layers (where the stack
+            # saves them so), 16-bit in the hp_frac kept in 16 bits
+            "gin_bytes": ((1 - hp_frac) * precision.get(p.dtype).saved_bytes + hp_frac * act
+                          if p.quantized_saves and low else act),
             "ep_dedup": float(p.ep_dispatcher != "alltoall"),
             "mask_bytes": 1, "f32_bytes": 4}
 

@@ -205,6 +205,9 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
     flag(g, "fp8-attention", dest="fp8_attention", action="store_true", default=None,
          help="the attention core in FP8 under a low-precision recipe (Megatron-Core --fp8-dot-product-attention: "
               "Transformer Engine's cuDNN FP8 attention); default off")
+    flag(g, "bf16-layers", dest="bf16_layers", type=number(int, 0, strict=False), default=None,
+         help="transformer layers kept in 16 bits under a low-precision recipe (Megatron-Core --first-last-layers-bf16 "
+              "with --num-layers-at-start-in-bf16 / --num-layers-at-end-in-bf16: their sum); default 0")
     flag(g, "uneven-stages", dest="uneven_stages", action="store_true", default=None,
          help="allow layers not divisible by pp x interleave (the heaviest stage rounds up)")
     flag(g, "pipeline-layout", dest="pipeline_layout",
@@ -299,6 +302,7 @@ def build_spec(args):
              "sequence_parallel": args.sequence_parallel, "recompute": args.recompute, "sharding": sharding,
              "uneven_stages": args.uneven_stages, "delay_wgrad": getattr(args, "delay_wgrad", None),
              "fp8_attention": getattr(args, "fp8_attention", None),
+             "bf16_layers": getattr(args, "bf16_layers", None),
              "tp_async_dgrad": getattr(args, "tp_async_dgrad", None),
              "wgrad_fusion": getattr(args, "wgrad_fusion", None),
              "eager_elementwise": getattr(args, "eager_elementwise", None),

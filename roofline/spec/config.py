@@ -270,6 +270,12 @@ class Plan:
     # fp8_dot_product_attention), Transformer Engine DotProductAttention under an FP8 recipe with fp8_dpa: cuDNN's FP8
     # fused attention, forward and backward (formulas/compute.py attention_core); needs a low-precision recipe
     fp8_attention: bool = False
+    # transformer layers kept in 16 bits under a low-precision recipe: Megatron-Core --first-last-layers-bf16 with
+    # --num-layers-at-start-in-bf16 / --num-layers-at-end-in-bf16, their sum (megatron/core/model_parallel_config.py
+    # first_last_layers_bf16, num_layers_at_start_in_bf16, num_layers_at_end_in_bf16; Megatron-Bridge
+    # nemotron_3_super_bf16_with_nvfp4_mixed: the last 14). Priced as a share of the average layer (formulas/compute.py
+    # op_time): exact at pp = 1; with pp > 1 they sit on the first and last stages, which this under-states
+    bf16_layers: int = 0
     # weight-gradient GEMMs accumulate into the main-grad buffer (Megatron-LM --no-gradient-accumulation-fusion,
     # store_false in megatron/training/arguments.py: on by default; Transformer Engine fuse_wgrad_accumulation; on in
     # Megatron-Core, the default stack); False: the GEMM writes its output (per stack: stacks/*.yaml wgrad_fusion)
@@ -591,6 +597,11 @@ RULES: tuple[Rule, ...] = (
     # delay_wgrad_compute"
     # FP8 attention is a low-precision recipe's (Megatron-Core applies fp8_dot_product_attention inside its FP8
     # autocast) and TE's fused (cuDNN) attention's: no FP8 flash-attention kernel elsewhere in these stacks
+    Rule(lambda m, p: (p.bf16_layers >= 0) & (p.bf16_layers <= m.n_layers),
+         "bf16_layers ({p.bf16_layers}) must be between 0 and the layers ({m.n_layers})", ("bf16_layers",)),
+    Rule(lambda m, p: (p.bf16_layers == 0) | among(p.dtype, LOW_PRECISION_DTYPES),
+         "bf16_layers keeps layers in 16 bits under a low-precision recipe, got dtype {p.dtype}",
+         ("bf16_layers", "dtype")),
     Rule(lambda m, p: (p.fp8_attention == 0) | among(p.dtype, LOW_PRECISION_DTYPES),
          "fp8_attention needs a low-precision recipe (fp8, fp8-cs, fp8-block, mxfp8, nvfp4), got dtype {p.dtype}",
          ("fp8_attention", "dtype")),

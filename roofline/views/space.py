@@ -438,7 +438,7 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
     def inputs_of(knobs):
         """The formula inputs of the knobs (arrays), with the stack's per-layout overlap columns added to the knobs."""
         n = len(knobs["tp"])
-        x = {**model_inputs(model), **plan_inputs(Plan(**{k: getattr(base, k) for k in _FIXED})),
+        x = {**model_inputs(model), **plan_inputs(Plan(**{k: getattr(base, k) for k in _FIXED}), model),
              **hardware_inputs(hw, base.dtype), **attention_inputs(model, hw),
              **plan_arrays(knobs, global_batch, schedule)}
         if n:
@@ -710,7 +710,7 @@ def ladder_inputs(codes, base_modules: str, ladder: tuple) -> dict:
 _RULED = ("overlap_pp", "overlap_grad_reduce", "overlap_tp", "overlap_ep")
 # plan fields every searched plan takes from the base (the stack's defaults, or what the user stated)
 _FIXED = ("dtype", "grad_dtype", "overlap_grad_reduce", "overlap_param_gather", "overlap_tp", "overlap_pp",
-          "overlap_cp", "overlap_ep", "tp_async_dgrad", "tp_overlap_split_rs", "fp8_attention", "wgrad_fusion", "fsdp_copies", "quantized_saves", "ep_dispatcher", "loss_kernel",
+          "overlap_cp", "overlap_ep", "tp_async_dgrad", "tp_overlap_split_rs", "fp8_attention", "bf16_layers", "wgrad_fusion", "fsdp_copies", "quantized_saves", "ep_dispatcher", "loss_kernel",
           "cuda_graphs", "offload_layers", "recompute_modules", "delay_wgrad")
 
 

@@ -21,6 +21,9 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
 - Rows whose settings state the MoE all-to-all overlap (Megatron-Core ``--overlap-moe-expert-parallel-comm``,
   "EP A2A overlap"): overlap_ep = 1 (each all-to-all hidden behind the compute block Megatron-Core pairs it with,
   formulas/step.py ep_merged); with "delay_wgrad" (``--delay-wgrad-compute``) stated as well: delay_wgrad.
+- Low-precision rows naming a Megatron-Bridge precision recipe that keeps layers in 16 bits
+  (``nemotron_3_super_bf16_with_nvfp4_mixed``: the last 14, on an NVFP4 row), or stating the counts with
+  ``first_last_layers_bf16``: bf16_layers.
 - Rows that say an axis ran without communication overlap ("no TP/DP/PP comm overlap"): that axis's overlap
   fields 0 (dp: overlap_grad_reduce and overlap_param_gather; tp, pp, cp, ep: overlap_tp, overlap_pp, ...).
 - Low-precision rows whose settings state FP8 attention ("FP8 dot-product attention", "MXFP8 dot-product attention",
@@ -97,6 +100,10 @@ INTS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "
         "moe_latent_size")
 FLOATS = ("net_gbps_per_gpu", "measured_iter_time_s", "derived_iter_time_s", "measured_peak_memory_gib",
           "flops_per_iter", "measured_tflops_per_gpu", "measured_mfu", "tokens_per_s", "tokens_per_s_per_gpu")
+# Megatron-Bridge precision recipes that keep layers in 16 bits: name -> (the row precision they serve, layers at the
+# start, at the end) (src/megatron/bridge/training/mixed_precision.py nemotron_3_super_bf16_with_nvfp4_mixed:
+# first_last_layers_bf16 True, num_layers_at_end_in_bf16 14)
+BF16_LAYER_RECIPES = {"nemotron_3_super_bf16_with_nvfp4_mixed": ("nvfp4", 0, 14)}
 # the plan's overlap fields of each parallel axis (a row stating "no <axes> comm overlap" turns them off)
 OVERLAP_OF_AXIS = {"dp": ("overlap_grad_reduce", "overlap_param_gather"), "pp": ("overlap_pp",),
                    "tp": ("overlap_tp",), "cp": ("overlap_cp",), "ep": ("overlap_ep",)}
@@ -647,6 +654,17 @@ def _plan_fields(row: dict) -> dict:
         # Megatron-Core --delay-wgrad-compute ("+ delay_wgrad" in the recipes' summaries), which needs the overlap
         if re.search(r"delay[-_ ]wgrad(?:[-_ ]compute)?\b(?!\s*=\s*false)", text):
             d["delay_wgrad"] = True
+    # layers a low-precision recipe keeps in 16 bits: a named Megatron-Bridge precision recipe that sets them on a row of
+    # its precision (BF16_LAYER_RECIPES), or counts stated beside --first-last-layers-bf16 (Megatron-Core ignores the
+    # counts without it)
+    dtype = d.get("dtype") or ""
+    if precision.low_precision(dtype):
+        n16 = sum(start + end for name, (of, start, end) in BF16_LAYER_RECIPES.items() if name in text and of == dtype)
+        if re.search(r"first[-_]last[-_]layers[-_]bf16(?!\s*=\s*false)", text):
+            n16 = sum(int(m) for m in re.findall(r"num[-_]layers[-_]at[-_](?:start|end)[-_]in[-_]bf16\s*[= ]\s*(\d+)",
+                                                  text)) or n16
+        if n16:
+            d["bf16_layers"] = n16
     # a row that says a parallel axis ran without communication overlap ("no TP/DP/PP comm overlap": SimuMax's B200
     # runs, launched without Megatron-LM's opt-in --overlap-grad-reduce / --overlap-param-gather / --tp-comm-overlap,
     # megatron/training/arguments.py): those overlaps off, whatever the stack's default

@@ -258,8 +258,8 @@ def quantize_op(ops: list[Op]) -> Op:
     every FP8/FP4 GEMM; the weights are cast once per step and cached, left out), ``q_bytes`` of HBM traffic per
     element (roofline/base/precision.py, per recipe). 2 FLOP per element: the amax comparison and the scaling
     (HBM-bound, ~0.5 FLOP/B). Off (no time, no t0) in 16-bit training."""
-    n_f = sp.Add(*[o.q_elems[0] for o in ops])
-    n_b = sp.Add(*[o.q_elems[1] for o in ops])
+    n_f = sp.Add(*[o.q_elems[0] for o in ops]) * (1 - S.hp_frac)     # none in the layers kept in 16 bits
+    n_b = sp.Add(*[o.q_elems[1] for o in ops]) * (1 - S.hp_frac)
     on = low_precision
     return Op("quantize", "elem", on * 2 * n_f, on * S.q_bytes * n_f, on * 2 * n_b, on * S.q_bytes * n_b, on=on)
 
@@ -662,8 +662,10 @@ def op_time(op: Op, direction: str) -> sp.Expr:
         compute = f / (S.peak_hp * clock_eff * op.peak_fraction)
     elif op.cls in ("gemm", "attn"):
         sat = op.dmin / (op.dmin + S.gemm_dhalf) if op.dmin is not None else 1
-        peak = S.peak_hp if (op.hp or op.cls == "attn") else S.peak      # attention core and 16-bit GEMMs
-        compute = f / (peak * clock_eff * S.EFF_FLOP[key] * sat)
+        # attention core and 16-bit GEMMs at the 16-bit peak; a low-precision GEMM at the recipe's, except in the
+        # share hp_frac of the layers the recipe keeps in 16 bits (S.peak = S.peak_hp in 16-bit training)
+        inv_peak = 1 / S.peak_hp if (op.hp or op.cls == "attn") else (1 - S.hp_frac) / S.peak + S.hp_frac / S.peak_hp
+        compute = f * inv_peak / (clock_eff * S.EFF_FLOP[key] * sat)
     else:
         compute = f / (S.peak_vec * clock_eff * S.EFF_FLOP[key])
     memory = b / (S.hbm_bw * S.EFF_MEM[key])

@@ -309,6 +309,9 @@ tp_async = _s("tp_async", "", "1 when the TP backward runs the column-parallel l
               "async beside its wgrad GEMM and, under SP, re-gathers its input beside the dgrad GEMM (Megatron-LM "
               "LinearWithGradAccumulationAndAsyncCommunication); 0: the backward's collectives mirror the forward's, "
               "synchronous", "plan", r"\alpha_{t}")
+hp_frac = _s("hp_frac", "", "share of the transformer layers whose linear layers stay in 16 bits under a low-precision "
+             "recipe (Megatron-Core --first-last-layers-bf16 with --num-layers-at-start-in-bf16 / "
+             "--num-layers-at-end-in-bf16: their count over the layers)", "plan", r"\beta_{16}")
 attn_fp8 = _s("attn_fp8", "", "1 when the attention core runs in FP8 (Megatron-Core --fp8-dot-product-attention, "
               "Transformer Engine fp8_dpa: cuDNN's FP8 fused attention), 0: at the 16-bit peak", "plan", r"\phi_{a}")
 tp_split_rs = _s("tp_split_rs", "", "1 when the TP overlap pipelines only a reduce-scatter whose input is one GEMM's output "
