@@ -58,6 +58,20 @@ def row_case(tmp_path):
     return build
 
 
+@pytest.fixture
+def bridge_row(row_case):
+    """The validate Case of a Megatron-Bridge table row (Llama 3 8B on 8 B200s) in precision ``dtype`` whose settings
+    say ``settings``: how validate reads a recipe's switches."""
+    def build(dtype: str, settings: str):
+        return row_case({"case_id": "r", "source": "Megatron-Bridge performance summary",
+                         "framework": "Megatron-Bridge", "gpu_id": "b200", "n_gpus": 8, "gpus_per_node": 8,
+                         "precision": dtype, "model": "Llama3 8B", "n_layers": 32, "d_model": 4096, "n_heads": 32,
+                         "n_kv_heads": 8, "ffn_hidden": 14336, "mlp": "swiglu", "vocab": 128256, "seq_len": 8192,
+                         "global_batch": 128, "micro_batch": 2, "tp": 1, "pp": 1, "dp": 8, "settings": settings,
+                         "measured_iter_time_s": 4.4})
+    return build
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes more than ~10 s here (left out by default; `-m slow` runs them, "
                                        "`-m 'slow or not slow'` everything; .ci/run runs both selections)")

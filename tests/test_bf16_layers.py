@@ -66,10 +66,5 @@ def test_bf16_layers_are_refused_outside_a_low_precision_recipe_and_beyond_the_l
     ("FP8-CS", "num_layers_at_start_in_bf16=1; num_layers_at_end_in_bf16=2", 0),      # ignored without the switch
     ("FP8-CS", "first_last_layers_bf16=False; num_layers_at_end_in_bf16=2", 0),
 ])
-def test_validate_reads_the_layers_kept_in_16_bits(row_case, dtype, text, expected):
-    row = {"case_id": "r", "source": "Megatron-Bridge performance summary", "framework": "Megatron-Bridge",
-           "gpu_id": "b200", "n_gpus": 8, "gpus_per_node": 8, "precision": dtype, "model": "Llama3 8B",
-           "n_layers": 32, "d_model": 4096, "n_heads": 32, "n_kv_heads": 8, "ffn_hidden": 14336, "mlp": "swiglu",
-           "vocab": 128256, "seq_len": 8192, "global_batch": 128, "micro_batch": 2, "tp": 1, "pp": 1, "dp": 8,
-           "settings": text, "measured_iter_time_s": 4.4}
-    assert row_case(row).plan.bf16_layers == expected
+def test_validate_reads_the_layers_kept_in_16_bits(bridge_row, dtype, text, expected):
+    assert bridge_row(dtype, text).plan.bf16_layers == expected

@@ -82,10 +82,5 @@ def test_fp8_attention_is_refused_where_no_fp8_kernel_runs():
     ("FP8 dot-product attention", "BF16", False),         # a 16-bit row has no FP8 attention to run
     ("CUDA graphs: not set by preset", "MXFP8", False),
 ])
-def test_validate_reads_fp8_attention_from_the_settings(row_case, settings_text, dtype, expected):
-    row = {"case_id": "r", "source": "Megatron-Bridge performance summary", "framework": "Megatron-Bridge",
-           "gpu_id": "b200", "n_gpus": 8, "gpus_per_node": 8, "precision": dtype, "model": "Llama3 8B",
-           "n_layers": 32, "d_model": 4096, "n_heads": 32, "n_kv_heads": 8, "ffn_hidden": 14336, "mlp": "swiglu",
-           "vocab": 128256, "seq_len": 8192, "global_batch": 128, "micro_batch": 2, "tp": 1, "pp": 1, "dp": 8,
-           "settings": settings_text, "measured_iter_time_s": 4.4}
-    assert row_case(row).plan.fp8_attention is expected
+def test_validate_reads_fp8_attention_from_the_settings(bridge_row, settings_text, dtype, expected):
+    assert bridge_row(dtype, settings_text).plan.fp8_attention is expected
