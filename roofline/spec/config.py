@@ -593,21 +593,22 @@ RULES: tuple[Rule, ...] = (
     _choice("plan", "cuda_graphs", "cuda_graphs", CUDA_GRAPHS),
     *(_fraction(n) for n in ("overlap_grad_reduce", "overlap_param_gather", "overlap_tp", "overlap_pp",
                              "overlap_cp", "overlap_ep")),
-    # Megatron-Core transformer_config.py: "overlap_moe_expert_parallel_comm must be enabled when enabling
-    # delay_wgrad_compute"
-    # FP8 attention is a low-precision recipe's (Megatron-Core applies fp8_dot_product_attention inside its FP8
-    # autocast) and TE's fused (cuDNN) attention's: no FP8 flash-attention kernel elsewhere in these stacks
+    # layers kept in 16 bits (Megatron-Core first_last_layers_bf16) are a low-precision recipe's exception
     Rule(lambda m, p: (p.bf16_layers >= 0) & (p.bf16_layers <= m.n_layers),
          "bf16_layers ({p.bf16_layers}) must be between 0 and the layers ({m.n_layers})", ("bf16_layers",)),
     Rule(lambda m, p: (p.bf16_layers == 0) | among(p.dtype, LOW_PRECISION_DTYPES),
          "bf16_layers keeps layers in 16 bits under a low-precision recipe, got dtype {p.dtype}",
          ("bf16_layers", "dtype")),
+    # FP8 attention is a low-precision recipe's (Megatron-Core applies fp8_dot_product_attention inside its FP8
+    # autocast) and TE's fused (cuDNN) attention's: no FP8 flash-attention kernel elsewhere in these stacks
     Rule(lambda m, p: (p.fp8_attention == 0) | among(p.dtype, LOW_PRECISION_DTYPES),
          "fp8_attention needs a low-precision recipe (fp8, fp8-cs, fp8-block, mxfp8, nvfp4), got dtype {p.dtype}",
          ("fp8_attention", "dtype")),
     Rule(lambda m, p: (p.fp8_attention == 0) | (m.attention in FP8_ATTENTION_KERNELS),
          "fp8_attention runs in Transformer Engine's fused attention (cuDNN), got attention {m.attention!r}",
          ("fp8_attention",)),
+    # Megatron-Core transformer_config.py: "overlap_moe_expert_parallel_comm must be enabled when enabling
+    # delay_wgrad_compute"
     Rule(lambda m, p: (p.delay_wgrad == 0) | (p.overlap_ep > 0),
          "delay_wgrad needs the EP overlap (overlap_ep > 0; Megatron-Core --delay-wgrad-compute needs "
          "--overlap-moe-expert-parallel-comm), got overlap_ep = {p.overlap_ep}"),

@@ -236,15 +236,15 @@ def top_plan_band(model, cand, hw) -> dict | None:
     scope) and the step and MFU they imply (``low_s`` .. ``high_s``, ``mfu_low`` .. ``mfu_high``); None where the
     bundled data has too few similar runs."""
     from ..model.predict import evaluate, inputs
-    from .uncertainty import band
+    from .uncertainty import band, implied
 
     active = float(evaluate(inputs(model, cand.plan, hw))["active_params"])
-    b = band(hw.id, active, cand.n_gpus, hw.gpus_per_node, (model.n_experts or 1) > 1)
+    t = cand.step_time_s          # s
+    b = implied(band(hw.id, active, cand.n_gpus, hw.gpus_per_node, (model.n_experts or 1) > 1), t)
     if b is None:
         return None
-    t = cand.step_time_s
-    low, high = t / (1 + b["p90"]), t / (1 + b["p10"])
-    return {**b, "low_s": low, "high_s": high, "mfu_low": cand.mfu * t / high, "mfu_high": cand.mfu * t / low}
+    # MFU scales as 1 / step time: the band's slowest step gives the lowest MFU
+    return {**b, "mfu_low": cand.mfu * t / b["high_s"], "mfu_high": cand.mfu * t / b["low_s"]}
 
 
 def band_line(b: dict | None, hw_id: str) -> str | None:

@@ -109,10 +109,15 @@ def of_prediction(pred) -> dict | None:
     (``low_s`` .. ``high_s``: the step time divided by 1 + the 90th and 1 + the 10th percentile error)."""
     b = band(pred.hardware.id, pred.raw["active_params"], pred.n_gpus, pred.hardware.gpus_per_node,
              (pred.model.n_experts or 1) > 1)
+    return implied(b, float(pred.step_time.to("s").magnitude))
+
+
+def implied(b: dict | None, step_s: float) -> dict | None:
+    """A band with the measured step it implies for a predicted step of ``step_s`` seconds: ``low_s`` .. ``high_s``,
+    the step over 1 + the 90th and 1 + the 10th percentile error (None stays None)."""
     if b is None:
         return None
-    t = float(pred.step_time.to("s").magnitude)
-    return {**b, "low_s": t / (1 + b["p90"]), "high_s": t / (1 + b["p10"])}
+    return {**b, "low_s": step_s / (1 + b["p90"]), "high_s": step_s / (1 + b["p10"])}
 
 
 def describe(b: dict | None, hardware_id: str = "") -> str:

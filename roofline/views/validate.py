@@ -658,7 +658,8 @@ def _plan_fields(row: dict) -> dict:
     # its precision (BF16_LAYER_RECIPES), or counts stated beside --first-last-layers-bf16 (Megatron-Core ignores the
     # counts without it)
     dtype = d.get("dtype") or ""
-    if precision.low_precision(dtype):
+    low = precision.low_precision(dtype)
+    if low:
         n16 = sum(start + end for name, (of, start, end) in BF16_LAYER_RECIPES.items() if name in text and of == dtype)
         if re.search(r"first[-_]last[-_]layers[-_]bf16(?!\s*=\s*false)", text):
             n16 = sum(int(m) for m in re.findall(r"num[-_]layers[-_]at[-_](?:start|end)[-_]in[-_]bf16\s*[= ]\s*(\d+)",
@@ -675,7 +676,7 @@ def _plan_fields(row: dict) -> dict:
     # the attention core in FP8 (Megatron-Core --fp8-dot-product-attention; the recipes' summaries: "FP8 dot-product
     # attention", "MXFP8 dot-product attention", fp8_dot_product_attention=True, TE fp8_dpa)
     if re.search(r"(?<!no )(?:mx)?fp8 dot[-_ ]product attention|fp8_dot_product_attention\s*=\s*true|\bfp8_dpa\b(?!\s*=\s*false)",
-                 text) and precision.low_precision(d.get("dtype") or ""):
+                 text) and low:
         d["fp8_attention"] = True
     # Adam's moments in 16 bits (Megatron-Core --use-precision-aware-optimizer --exp-avg-dtype/--exp-avg-sq-dtype;
     # the recipes' summaries: "BF16 Adam moments", "exp_avg_dtype=torch.bfloat16")
