@@ -35,12 +35,13 @@ STREAMS = 4      # Transformer Engine's compute streams for grouped GEMMs (formu
 @functools.lru_cache(maxsize=8)
 def _inputs(gpu: str) -> dict:
     """The formula inputs of profile ``gpu`` for a BF16 expert GEMM whose weight gradients are written (no fused
-    gradient accumulation, as the script's backward does)."""
+    gradient accumulation, as the script's backward does), launched one expert at a time as Transformer Engine's
+    GroupedLinear does (exp_launch 1: a fixed time per GEMM, four streams at a time)."""
     from roofline.model.predict import hardware_inputs
     from roofline.spec import hardware
 
     return {**hardware_inputs(hardware.load(gpu), "bf16"), "act_bytes": 2, "grad_bytes": 2, "wgrad_fusion": 0,
-            "q_saved": 1, "q_bytes": 0, "gpu_z": 0.0, "hp_frac": 0.0}
+            "q_saved": 1, "q_bytes": 0, "gpu_z": 0.0, "hp_frac": 0.0, "exp_launch": 1.0}
 
 
 def model_times(gpu: str, tokens: int, hidden: int, ffn: int, experts: int) -> tuple[float, float]:

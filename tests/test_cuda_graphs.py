@@ -124,7 +124,8 @@ def test_moe_layers_issue_more_host_work_than_dense():
 
 
 def _host_only(hw, fwd, bwd, moe_f=0.0, moe_b=0.0):
-    return dataclasses.replace(hw, host_fwd=fwd, host_bwd=bwd, host_rc=0.0, host_moe_fwd=moe_f, host_moe_bwd=moe_b)
+    return dataclasses.replace(hw, host_fwd=fwd, host_bwd=bwd, host_rc=0.0, host_moe_fwd=moe_f, host_moe_bwd=moe_b,
+                               host_launch=0.0)
 
 
 def test_an_eager_moe_forward_cannot_hide_its_host_time_behind_the_backward():

@@ -32,6 +32,13 @@ FP8 blockwise, 1 + 1/32 B for MXFP8, 0.5 + 1/16 B for NVFP4. torchao's Float8Lin
 re-quantizes it in backward (torchao/float8/float8_linear.py ``ctx.save_for_backward(input_hp, weight_hp_t)``),
 which costs the cast again in backward time as well (compute.quantize_op, symbol ``q_saved``): the stack says which
 (stacks/*.yaml ``quantized_saves``).
+Cast kernels per routed expert (``expert_casts``, formulas/step.py ``expert_launches``): Transformer Engine's
+GroupedLinear quantizes its input (forward) and output gradient (backward) with ``tex.split_quantize``
+(transformer_engine/pytorch/csrc/extensions/cast.cpp, v2.8-v2.16): one fused kernel for all local experts under
+delayed scaling (``nvte_multi_cast_transpose``) and NVFP4 (``split_quantize_nvfp4_impl``), otherwise each expert's
+quantizer in turn (``multi_tensor_quantize_impl``, "Quantize kernels individually"): MXFP8 and FP8 blockwise one
+``nvte_quantize_v2`` each, FP8 current scaling three (``nvte_compute_amax_with_config``,
+``nvte_compute_scale_from_amax``, ``nvte_quantize_v2``; csrc/quantizer.cpp Float8CurrentScalingQuantizer::quantize_impl).
 ASSUMED: no fusion of the cast into the preceding norm (TE's LayerNormLinear can write FP8 directly for some
 recipes, saving the 2-byte read of QKV and fc1 inputs), so these are upper bounds of a few % of a layer.
 """
@@ -47,6 +54,7 @@ class Precision:
     q_bytes: float       # quantization HBM bytes per quantized element (0: no quantization)
     label: str           # how people write it
     saved_bytes: float = 0.0     # bytes per element of a GEMM input saved quantized for backward (0: 16-bit training)
+    expert_casts: int = 0        # cast kernels TE's split_quantize launches per routed expert for one operand (0: fused)
 
 
 PRECISIONS = {p.name: p for p in (
@@ -54,10 +62,11 @@ PRECISIONS = {p.name: p for p in (
     Precision("fp16", "fp16", 0.0, "FP16"),
     Precision("fp32", "fp32", 0.0, "FP32"),
     Precision("fp8", "fp8", 4.0, "FP8 delayed scaling (Megatron --fp8-recipe delayed, the default)", 1.0),
-    Precision("fp8-cs", "fp8", 6.0, "FP8 current (per-tensor) scaling, --fp8-recipe tensorwise", 1.0),
+    Precision("fp8-cs", "fp8", 6.0, "FP8 current (per-tensor) scaling, --fp8-recipe tensorwise", 1.0, 3),
     Precision("fp8-block", "fp8", 2 + 2 * (1 + 4 / 128), "FP8 blockwise scaling (DeepSeek-V3), --fp8-recipe blockwise",
-              1 + 4 / 128),
-    Precision("mxfp8", "fp8", 2 + 2 * (1 + 1 / 32), "MXFP8 (E8M0 scale per 32 elements), --fp8-recipe mxfp8", 1 + 1 / 32),
+              1 + 4 / 128, 1),
+    Precision("mxfp8", "fp8", 2 + 2 * (1 + 1 / 32), "MXFP8 (E8M0 scale per 32 elements), --fp8-recipe mxfp8", 1 + 1 / 32,
+              1),
     Precision("nvfp4", "fp4", 2 + 2 + 2 * (0.5 + 1 / 16), "NVFP4 (E4M3 scale per 16 elements + per-tensor scale)",
               0.5 + 1 / 16),
 )}

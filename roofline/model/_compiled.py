@@ -2,7 +2,7 @@
 # fmt: off
 import numpy as np
 
-INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_fp8', 'attn_frac', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'call_a2a_inter', 'call_a2a_intra', 'call_ag_inter', 'call_ag_intra', 'call_ar_inter', 'call_ar_intra', 'call_rs_inter', 'call_rs_intra', 'capacity_factor', 'causal', 'ce_compiled', 'ce_eager', 'clock', 'clock_spread', 'cp', 'cuda_context', 'd_model', 'delay_wgrad', 'dense_layers', 'dp', 'dp_rep', 'dropout', 'dualpipev', 'eager_elem', 'eager_rope', 'ep', 'ep_dedup', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'etp', 'f32_bytes', 'ffn_hidden', 'flash', 'flash_speed', 'fsdp_copy', 'gated', 'gemm_dhalf', 'gin_bytes', 'global_batch', 'gpipe', 'gpu_z', 'gpus_per_node', 'grad_bytes', 'graph_full', 'graph_layers', 'hbm_bw', 'head_dim', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_link_bw', 'host_mb', 'host_moe_bwd', 'host_moe_fwd', 'host_rc', 'hp_frac', 'interleave', 'kv_heads', 'kv_lora', 'layout_first', 'layout_first_dense', 'layout_last', 'layout_last_dense', 'layout_mid', 'layout_mid_dense', 'learned_pos', 'mamba_chunk', 'mamba_conv', 'mamba_frac', 'mamba_groups', 'mamba_hdim', 'mamba_heads', 'mamba_state', 'mask_bytes', 'micro_batch', 'mlp_frac', 'moe_ffn', 'moe_latent', 'mtp', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'muon', 'n_experts', 'n_heads', 'n_layers', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'nccl_sms_inter', 'offload_layers', 'opt_bytes', 'opt_bytes_emb', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_ep', 'ov_pp', 'ov_tp', 'peak', 'peak_fp8', 'peak_hp', 'peak_vec', 'pp', 'pp_layout', 'q_bytes', 'q_lora', 'q_saved', 'qk_nope', 'qk_norm', 'qk_rope', 'rc_any', 'rc_full', 'rc_op', 'rc_sel', 'rcm_core', 'rcm_mla_up', 'rcm_mlp', 'rcm_moe', 'rcm_moe_act', 'rcm_norm', 'rcm_shared', 'rms', 'rope_pos', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'sq_relu', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'tp_async', 'tp_split_rs', 'ub_ring_sms', 'ub_sms', 'v_head', 'vocab', 'wgrad_fusion', 'z_grad', 'z_os', 'z_param')
+INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_fp8', 'attn_frac', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'call_a2a_inter', 'call_a2a_intra', 'call_ag_inter', 'call_ag_intra', 'call_ar_inter', 'call_ar_intra', 'call_rs_inter', 'call_rs_intra', 'capacity_factor', 'causal', 'ce_compiled', 'ce_eager', 'clock', 'clock_spread', 'cp', 'cuda_context', 'd_model', 'delay_wgrad', 'dense_layers', 'dp', 'dp_rep', 'dropout', 'dualpipev', 'eager_elem', 'eager_rope', 'ep', 'ep_dedup', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'etp', 'exp_casts', 'exp_launch', 'f32_bytes', 'ffn_hidden', 'flash', 'flash_speed', 'fsdp_copy', 'gated', 'gemm_dhalf', 'gin_bytes', 'global_batch', 'gpipe', 'gpu_z', 'gpus_per_node', 'grad_bytes', 'graph_full', 'graph_layers', 'hbm_bw', 'head_dim', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_launch', 'host_link_bw', 'host_mb', 'host_moe_bwd', 'host_moe_fwd', 'host_rc', 'hp_frac', 'interleave', 'kv_heads', 'kv_lora', 'layout_first', 'layout_first_dense', 'layout_last', 'layout_last_dense', 'layout_mid', 'layout_mid_dense', 'learned_pos', 'mamba_chunk', 'mamba_conv', 'mamba_frac', 'mamba_groups', 'mamba_hdim', 'mamba_heads', 'mamba_state', 'mask_bytes', 'micro_batch', 'mlp_frac', 'moe_ffn', 'moe_latent', 'mtp', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'muon', 'n_experts', 'n_heads', 'n_layers', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'nccl_sms_inter', 'offload_layers', 'opt_bytes', 'opt_bytes_emb', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_ep', 'ov_pp', 'ov_tp', 'peak', 'peak_fp8', 'peak_hp', 'peak_vec', 'pp', 'pp_layout', 'q_bytes', 'q_lora', 'q_saved', 'qk_nope', 'qk_norm', 'qk_rope', 'rc_any', 'rc_full', 'rc_op', 'rc_sel', 'rcm_core', 'rcm_mla_up', 'rcm_mlp', 'rcm_moe', 'rcm_moe_act', 'rcm_norm', 'rcm_shared', 'rms', 'rope_pos', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'sq_relu', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'tp_async', 'tp_split_rs', 'ub_ring_sms', 'ub_sms', 'v_head', 'vocab', 'wgrad_fusion', 'z_grad', 'z_os', 'z_param')
 OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_host_overhead', 't_offload', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'pp_bubble_ratio', 'pp_bubble_share', 'micro_batches', 't_microbatch_stage', 't_stage_wgrad', 't_layer_fwd', 't_layer_bwd', 't_layer_recompute', 't_layer_tp_comm', 't_layer_cp_comm', 't_layer_ep_comm', 't_layer_comm_bwd', 't_layer_host', 't_dense_layer_fwd', 't_dense_layer_bwd', 't_dense_layer_recompute', 't_dense_layer_tp_comm', 't_dense_layer_cp_comm', 't_dense_layer_ep_comm', 't_dense_layer_comm_bwd', 't_dense_layer_host', 'stage_layers', 'stage_dense_layers', 'stage_mtp_layers', 't_tp_grad_reduce', 't_embed_fwd', 't_embed_bwd', 't_head_fwd', 't_head_bwd', 'head_stage_heavier', 't_edge_host', 't_microbatch_host', 't_offload_fwd', 't_offload_bwd', 't_pp_send_recv', 't_embedding_grad_reduce', 'flops', 'hardware_flops', 'flops_megatron', 'bytes_tp_fwd', 'bytes_tp_bwd', 'bytes_tp_inter', 'bytes_cp_fwd', 'bytes_cp_bwd', 'bytes_cp_inter', 'bytes_ep_fwd', 'bytes_ep_bwd', 'bytes_ep_inter', 'bytes_pp_fwd', 'bytes_pp_bwd', 'bytes_pp_inter', 'bytes_dp_fwd', 'bytes_dp_bwd', 'bytes_dp_inter', 'flops_forward', 'flops_backward', 'flops_attention', 'flops_lm_head', 'flops_optimizer_rank', 'gemm_qkv_proj_flops', 'gemm_qkv_proj_bytes', 'gemm_qkv_proj_dmin', 'gemm_attn_out_proj_flops', 'gemm_attn_out_proj_bytes', 'gemm_attn_out_proj_dmin', 'gemm_mlp_up_flops', 'gemm_mlp_up_bytes', 'gemm_mlp_up_dmin', 'gemm_mlp_down_flops', 'gemm_mlp_down_bytes', 'gemm_mlp_down_dmin', 'gemm_lm_head_flops', 'gemm_lm_head_bytes', 'gemm_lm_head_dmin', 'n_gpus', 'mfu', 'mfu_megatron', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'mem_logits', 'mem_first_stage', 'mem_last_stage', 'mem_reserve', 'mem_cuda_context', 'mem_nccl', 'mem_fragmentation', 'params', 'active_params', 'params_rank', 'params_embedding', 'params_expert', 'params_mtp')
 
 
@@ -90,6 +90,8 @@ def evaluate(x):
     eta_softmax_bwd = x['eta_softmax_bwd']
     eta_softmax_fwd = x['eta_softmax_fwd']
     etp = x['etp']
+    exp_casts = x['exp_casts']
+    exp_launch = x['exp_launch']
     f32_bytes = x['f32_bytes']
     ffn_hidden = x['ffn_hidden']
     flash = x['flash']
@@ -111,6 +113,7 @@ def evaluate(x):
     host_emb = x['host_emb']
     host_fwd = x['host_fwd']
     host_head = x['host_head']
+    host_launch = x['host_launch']
     host_link_bw = x['host_link_bw']
     host_mb = x['host_mb']
     host_moe_bwd = x['host_moe_bwd']
@@ -504,7 +507,7 @@ def evaluate(x):
     _x265 = _x195*_x264*_x72*(_x263 + gemm_dhalf)/_x263
     _x266 = _x103*_x265
     _x267 = np.maximum(_x262*_x93, _x266)
-    _x268 = np.maximum(1, (1/4)*_x202 + 1/4)
+    _x268 = exp_launch*(np.maximum(1, (1/4)*_x202 + 1/4) - 1) + 1
     _x269 = _x268*_x70
     _x270 = _x135*_x70
     _x271 = _x195*_x70
@@ -1166,1020 +1169,1023 @@ def evaluate(x):
     _x927 = _x616*_x786*_x924 + _x616*_x926 + ov_ep*np.maximum((1/2)*_x131*_x616*_x640 - _x785, _x630*_x786) + ov_ep*np.maximum(-_x617 - _x787 - _x792, _x631) + ov_ep*np.maximum(-_x617 - _x794 - _x923, _x631) + ov_ep*np.maximum(-_x590 - _x617 - _x625 - _x629, _x631) + ov_ep*np.maximum(_x590 - _x617 - _x638 - t0_elem_bwd, _x631)
     _x928 = _x567 + _x927
     _x929 = _x468 + _x928
-    _x930 = _x131*host_moe_fwd
-    _x931 = 3*t0_elem_fwd
-    _x932 = _x624 + _x629 + _x792 + _x931
-    _x933 = -_x130*(_x930 + host_fwd) + _x932
-    _x934 = _x131*host_moe_bwd
-    _x935 = _x639 + rc_full
-    _x936 = _x930*_x935
-    _x937 = _x641*host_rc + host_bwd
-    _x938 = 3*t0_elem_bwd
-    _x939 = _x638 + _x923 + _x938 + t0_gemm_bwd
-    _x940 = _x785 + _x939
-    _x941 = -_x130*(_x934 + _x936 + _x937) + _x940
-    _x942 = _x193/_x469
-    _x943 = _x567*_x942
-    _x944 = _x193 + _x639
-    _x945 = (_x935 + 1)/_x944
-    _x946 = _x927*_x945
-    _x947 = _x464 + _x943 + _x946
-    _x948 = _x132*(np.maximum(0, -_x941 - _x947) + np.maximum(0, -_x467 - _x928 - _x933 + _x943 + _x946)) + _x133*np.maximum(0, -_x929 - _x933 - _x941)
-    _x949 = _x79*_x851
-    _x950 = np.maximum(_x949, _x806)
-    _x951 = _x400*_x91
-    _x952 = _x403*_x97
-    _x953 = _x58 + _x894*_x90
-    _x954 = np.minimum(_x57, _x115)
-    _x955 = np.maximum(_x111/eta_embed_bwd, _x75*(_x112*(learned_pos + 1) + _x116*grad_bytes + _x39*_x954 + _x74*f32_bytes*((1/10)*_x57 + _x954))/mu_embed_bwd)
-    _x956 = _x955 + t0_embed_bwd
-    _x957 = _x118*_x399
-    _x958 = _x124*_x891
-    _x959 = t0_ce_bwd + np.maximum(_x957, _x958) + np.maximum(_x125/mu_ce_bwd, 256*_x127/eta_ce_bwd) + np.maximum(_x116*_x406 + _x957, _x958)
-    _x960 = _x950 + _x959 + mtp*(_x574 + _x795 + 3*_x950 + _x956 + _x959 + 3*t0_norm_bwd + np.maximum(_x951, _x952) + np.maximum(_x914*_x953, _x915*_x953) + np.maximum(_x406*_x89 + _x951, _x952)) + t0_gemm_bwd + t0_norm_bwd
-    _x961 = _x129 + _x960 + mtp*(_x929 + _x932 + _x940 + _x948)
-    _x962 = d_model*ffn_hidden
-    _x963 = _x2*_x962
-    _x964 = _x2*ffn_hidden
-    _x965 = _x57*_x964
-    _x966 = _x110 + _x965
-    _x967 = _x963 + _x966
-    _x968 = _x400*_x967
-    _x969 = np.minimum(np.minimum(d_model, _x964), _x57)
-    _x970 = _x57*_x963
-    _x971 = 2*_x970
-    _x972 = _x971*(_x969 + gemm_dhalf)/_x969
-    _x973 = _x403*_x972
-    _x974 = np.maximum(_x968, _x973)
-    _x975 = _x223*ffn_hidden
-    _x976 = _x54*_x975
-    _x977 = _x2*_x975
-    _x978 = _x57*_x977
-    _x979 = _x110 + _x976 + _x978
-    _x980 = _x400*_x979
-    _x981 = np.minimum(np.minimum(d_model, _x57), _x977)
-    _x982 = _x90*_x977
-    _x983 = _x982*(_x981 + gemm_dhalf)/_x981
-    _x984 = _x403*_x983
-    _x985 = np.maximum(_x980, _x984)
-    _x986 = np.maximum(_x406*_x963 + _x968, _x973)
-    _x987 = np.maximum(_x406*_x976 + _x980, _x984)
-    _x988 = _x974 + _x985 + _x986 + _x987
-    _x989 = _x574 + _x988
-    _x990 = _x589*_x989
-    _x991 = np.maximum(_x621*_x965, _x623*_x965)
-    _x992 = _x991 + t0_elem_fwd
-    _x993 = np.maximum(_x93*_x967, _x103*_x972)
-    _x994 = np.maximum(_x93*_x979, _x103*_x983)
-    _x995 = _x993 + _x994
-    _x996 = ov_ep*np.maximum(-_x70 - _x990 - _x992 - _x995, 0)
-    _x997 = np.maximum(_x635*_x965, _x637*_x965)
-    _x998 = ov_ep*np.maximum(-_x989 + _x990 - _x997 - t0_elem_bwd, 0)
-    _x999 = _x654 + _x966
-    _x1000 = np.maximum(_x107*_x999, _x657*_x999)
-    _x1001 = _x1000 + _x69
-    _x1002 = _x1001*_x641
-    _x1003 = rc_sel*rcm_mlp
-    _x1004 = _x1003 + _x641
-    _x1005 = _x1004*_x992
-    _x1006 = _x1003 + rc_full
-    _x1007 = _x1006 + _x685
-    _x1008 = _x1007*(_x993 + t0_gemm_fwd)
-    _x1009 = _x1006 + _x688
-    _x1010 = _x1009*(_x994 + t0_gemm_fwd)
-    _x1011 = _x1004*_x668
-    _x1012 = _x1002 + _x1005 + _x1008 + _x1010 + _x1011 + _x784
-    _x1013 = ov_ep*np.maximum(-_x1012, 0)
-    _x1014 = _x1001 + _x791
-    _x1015 = ov_ep*np.maximum(-_x1014 - _x380 - _x787, 0)
-    _x1016 = _x894*_x965 + _x896 + _x90 + _x901 + _x912 + _x978
-    _x1017 = np.maximum(_x1016*_x914, _x1016*_x915)
-    _x1018 = _x1017 + _x434 + _x438 + _x442 + _x446 + _x448 + _x452 + _x456 + _x458 + _x795 + _x796 + _x801 + _x807 + _x808 + _x809 + _x810 + _x811 + _x812 + _x813 + _x815 + _x816 + _x817 + _x818 + _x820 + _x821 + _x822 + _x826 + _x830 + _x834 + _x839 + _x847 + _x849 + _x854 + _x859 + _x862 + _x863 + _x865 + _x868 + _x874 + _x877 + _x879 + _x881 + _x883 + _x885
-    _x1019 = ov_ep*np.maximum(-_x1018 - _x794, 0)
-    _x1020 = _x1013 + _x1015 + _x1019 + _x996 + _x998
-    _x1021 = 2 - 2*seq_par
-    _x1022 = _x1021*_x158
-    _x1023 = _x1022 + _x155 + _x174
-    _x1024 = 3*t0_gemm_fwd
-    _x1025 = _x1024 + _x299 + _x379 + _x995
-    _x1026 = -_x1022 - _x155 + _x465
-    _x1027 = _x147*seq_par
-    _x1028 = _x1027 + _x386
-    _x1029 = np.maximum(0, -_x1023*_x179 + _x1023 - _x178*ov_tp*np.maximum(-_x1025 - _x1026, _x1023*(_x1028*_x394 + _x396*(_x1023 - _x1027 + _x466))/np.maximum(1.0e-30, _x1023)))
-    _x1030 = _x1023*_x134
-    _x1031 = _x182 + _x187
-    _x1032 = _x1030 - tp_split_rs*(_x154*_x190 + _x189)
-    _x1033 = _x1031 + _x1032
-    _x1034 = _x391*seq_par
-    _x1035 = _x1028*_x134
-    _x1036 = _x397 + _x429
-    _x1037 = (1/2)*_x985 + (1/2)*_x987
-    _x1038 = _x1037 + _x429
-    _x1039 = tp_async*(_x156*np.maximum(-_x1038 - _x426, _x427) + seq_par*(_x147 + np.maximum(-_x1036 - _x1037, _x423) + np.maximum(-_x1038 - _x424, _x425)))
-    _x1040 = _x1039 + _x181 + _x462
-    _x1041 = np.maximum(0, _x1032 - _x1033*_x179 + _x1040 - _x178*ov_tp*np.maximum(-_x1025*_x193 + _x1033, _x1033*(_x394*(_x1034 + _x1035 + _x385) + _x396*(_x1033 - _x1034 - _x1035 + _x395))/np.maximum(1.0e-30, _x1033)))
-    _x1042 = _x1030 + _x1040 - _x1041
-    _x1043 = _x1023 - _x1029 + _x1042
-    _x1044 = _x1020 + _x1043 + _x567
-    _x1045 = _x1014 + _x1025 + _x931 + _x991
-    _x1046 = 3*t0_gemm_bwd
-    _x1047 = _x1018 + _x1046 + _x938 + _x988 + _x997
-    _x1048 = _x1012 + _x1044 + _x1045 + _x1047
-    _x1049 = np.maximum(0, -_x1048 + _x130*_x937 + _x130*host_fwd)
-    _x1050 = _x1048 + _x1049
-    _x1051 = layout_first - layout_first_dense
-    _x1052 = _x175*attn_frac
-    _x1053 = _x160*mamba_frac
-    _x1054 = _x138*mlp_frac
-    _x1055 = _x1054*_x160
-    _x1056 = _x1052 + _x1053 + _x1055
-    _x1057 = _x1056*_x134
-    _x1058 = _x1054*_x182 + _x182*mamba_frac + _x187*attn_frac
-    _x1059 = attn_frac*seq_par
-    _x1060 = tp_split_rs*(_x1054*_x154*_x190 + _x1059*_x183)
-    _x1061 = _x1057 - _x1060
-    _x1062 = _x1058 + _x1061
-    _x1063 = act_bytes*mlp_frac
-    _x1064 = _x1063*_x215
-    _x1065 = _x217*mlp_frac
-    _x1066 = _x1065*_x220
-    _x1067 = np.maximum(_x1064*_x92, _x103*_x1066)
-    _x1068 = _x1063*_x228
-    _x1069 = _x230*mlp_frac
-    _x1070 = _x1069*_x232
+    _x930 = _x101*exp_casts
+    _x931 = 2*_x930
+    _x932 = _x201*n_experts
+    _x933 = _x932*exp_launch*host_launch
+    _x934 = _x131*(_x933*(_x931 + 2) + host_moe_fwd)
+    _x935 = 3*t0_elem_fwd
+    _x936 = _x624 + _x629 + _x792 + _x935
+    _x937 = -_x130*(_x934 + host_fwd) + _x936
+    _x938 = _x131*(_x933*(_x930*(2 - 2*q_saved) + _x931 + 4) + host_moe_bwd)
+    _x939 = _x639 + rc_full
+    _x940 = _x934*_x939
+    _x941 = _x641*host_rc + host_bwd
+    _x942 = 3*t0_elem_bwd
+    _x943 = _x638 + _x923 + _x942 + t0_gemm_bwd
+    _x944 = _x785 + _x943
+    _x945 = -_x130*(_x938 + _x940 + _x941) + _x944
+    _x946 = _x193/_x469
+    _x947 = _x567*_x946
+    _x948 = _x193 + _x639
+    _x949 = (_x939 + 1)/_x948
+    _x950 = _x927*_x949
+    _x951 = _x464 + _x947 + _x950
+    _x952 = _x132*(np.maximum(0, -_x945 - _x951) + np.maximum(0, -_x467 - _x928 - _x937 + _x947 + _x950)) + _x133*np.maximum(0, -_x929 - _x937 - _x945)
+    _x953 = _x79*_x851
+    _x954 = np.maximum(_x953, _x806)
+    _x955 = _x400*_x91
+    _x956 = _x403*_x97
+    _x957 = _x58 + _x894*_x90
+    _x958 = np.minimum(_x57, _x115)
+    _x959 = np.maximum(_x111/eta_embed_bwd, _x75*(_x112*(learned_pos + 1) + _x116*grad_bytes + _x39*_x958 + _x74*f32_bytes*((1/10)*_x57 + _x958))/mu_embed_bwd)
+    _x960 = _x959 + t0_embed_bwd
+    _x961 = _x118*_x399
+    _x962 = _x124*_x891
+    _x963 = t0_ce_bwd + np.maximum(_x961, _x962) + np.maximum(_x125/mu_ce_bwd, 256*_x127/eta_ce_bwd) + np.maximum(_x116*_x406 + _x961, _x962)
+    _x964 = _x954 + _x963 + mtp*(_x574 + _x795 + 3*_x954 + _x960 + _x963 + 3*t0_norm_bwd + np.maximum(_x955, _x956) + np.maximum(_x914*_x957, _x915*_x957) + np.maximum(_x406*_x89 + _x955, _x956)) + t0_gemm_bwd + t0_norm_bwd
+    _x965 = _x129 + _x964 + mtp*(_x929 + _x936 + _x944 + _x952)
+    _x966 = d_model*ffn_hidden
+    _x967 = _x2*_x966
+    _x968 = _x2*ffn_hidden
+    _x969 = _x57*_x968
+    _x970 = _x110 + _x969
+    _x971 = _x967 + _x970
+    _x972 = _x400*_x971
+    _x973 = np.minimum(np.minimum(d_model, _x968), _x57)
+    _x974 = _x57*_x967
+    _x975 = 2*_x974
+    _x976 = _x975*(_x973 + gemm_dhalf)/_x973
+    _x977 = _x403*_x976
+    _x978 = np.maximum(_x972, _x977)
+    _x979 = _x223*ffn_hidden
+    _x980 = _x54*_x979
+    _x981 = _x2*_x979
+    _x982 = _x57*_x981
+    _x983 = _x110 + _x980 + _x982
+    _x984 = _x400*_x983
+    _x985 = np.minimum(np.minimum(d_model, _x57), _x981)
+    _x986 = _x90*_x981
+    _x987 = _x986*(_x985 + gemm_dhalf)/_x985
+    _x988 = _x403*_x987
+    _x989 = np.maximum(_x984, _x988)
+    _x990 = np.maximum(_x406*_x967 + _x972, _x977)
+    _x991 = np.maximum(_x406*_x980 + _x984, _x988)
+    _x992 = _x978 + _x989 + _x990 + _x991
+    _x993 = _x574 + _x992
+    _x994 = _x589*_x993
+    _x995 = np.maximum(_x621*_x969, _x623*_x969)
+    _x996 = _x995 + t0_elem_fwd
+    _x997 = np.maximum(_x93*_x971, _x103*_x976)
+    _x998 = np.maximum(_x93*_x983, _x103*_x987)
+    _x999 = _x997 + _x998
+    _x1000 = ov_ep*np.maximum(-_x70 - _x994 - _x996 - _x999, 0)
+    _x1001 = np.maximum(_x635*_x969, _x637*_x969)
+    _x1002 = ov_ep*np.maximum(-_x1001 - _x993 + _x994 - t0_elem_bwd, 0)
+    _x1003 = _x654 + _x970
+    _x1004 = np.maximum(_x1003*_x107, _x1003*_x657)
+    _x1005 = _x1004 + _x69
+    _x1006 = _x1005*_x641
+    _x1007 = rc_sel*rcm_mlp
+    _x1008 = _x1007 + _x641
+    _x1009 = _x1008*_x996
+    _x1010 = _x1007 + rc_full
+    _x1011 = _x1010 + _x685
+    _x1012 = _x1011*(_x997 + t0_gemm_fwd)
+    _x1013 = _x1010 + _x688
+    _x1014 = _x1013*(_x998 + t0_gemm_fwd)
+    _x1015 = _x1008*_x668
+    _x1016 = _x1006 + _x1009 + _x1012 + _x1014 + _x1015 + _x784
+    _x1017 = ov_ep*np.maximum(-_x1016, 0)
+    _x1018 = _x1005 + _x791
+    _x1019 = ov_ep*np.maximum(-_x1018 - _x380 - _x787, 0)
+    _x1020 = _x894*_x969 + _x896 + _x90 + _x901 + _x912 + _x982
+    _x1021 = np.maximum(_x1020*_x914, _x1020*_x915)
+    _x1022 = _x1021 + _x434 + _x438 + _x442 + _x446 + _x448 + _x452 + _x456 + _x458 + _x795 + _x796 + _x801 + _x807 + _x808 + _x809 + _x810 + _x811 + _x812 + _x813 + _x815 + _x816 + _x817 + _x818 + _x820 + _x821 + _x822 + _x826 + _x830 + _x834 + _x839 + _x847 + _x849 + _x854 + _x859 + _x862 + _x863 + _x865 + _x868 + _x874 + _x877 + _x879 + _x881 + _x883 + _x885
+    _x1023 = ov_ep*np.maximum(-_x1022 - _x794, 0)
+    _x1024 = _x1000 + _x1002 + _x1017 + _x1019 + _x1023
+    _x1025 = 2 - 2*seq_par
+    _x1026 = _x1025*_x158
+    _x1027 = _x1026 + _x155 + _x174
+    _x1028 = 3*t0_gemm_fwd
+    _x1029 = _x1028 + _x299 + _x379 + _x999
+    _x1030 = -_x1026 - _x155 + _x465
+    _x1031 = _x147*seq_par
+    _x1032 = _x1031 + _x386
+    _x1033 = np.maximum(0, -_x1027*_x179 + _x1027 - _x178*ov_tp*np.maximum(-_x1029 - _x1030, _x1027*(_x1032*_x394 + _x396*(_x1027 - _x1031 + _x466))/np.maximum(1.0e-30, _x1027)))
+    _x1034 = _x1027*_x134
+    _x1035 = _x182 + _x187
+    _x1036 = _x1034 - tp_split_rs*(_x154*_x190 + _x189)
+    _x1037 = _x1035 + _x1036
+    _x1038 = _x391*seq_par
+    _x1039 = _x1032*_x134
+    _x1040 = _x397 + _x429
+    _x1041 = (1/2)*_x989 + (1/2)*_x991
+    _x1042 = _x1041 + _x429
+    _x1043 = tp_async*(_x156*np.maximum(-_x1042 - _x426, _x427) + seq_par*(_x147 + np.maximum(-_x1040 - _x1041, _x423) + np.maximum(-_x1042 - _x424, _x425)))
+    _x1044 = _x1043 + _x181 + _x462
+    _x1045 = np.maximum(0, _x1036 - _x1037*_x179 + _x1044 - _x178*ov_tp*np.maximum(-_x1029*_x193 + _x1037, _x1037*(_x394*(_x1038 + _x1039 + _x385) + _x396*(_x1037 - _x1038 - _x1039 + _x395))/np.maximum(1.0e-30, _x1037)))
+    _x1046 = _x1034 + _x1044 - _x1045
+    _x1047 = _x1027 - _x1033 + _x1046
+    _x1048 = _x1024 + _x1047 + _x567
+    _x1049 = _x1018 + _x1029 + _x935 + _x995
+    _x1050 = 3*t0_gemm_bwd
+    _x1051 = _x1001 + _x1022 + _x1050 + _x942 + _x992
+    _x1052 = _x1016 + _x1048 + _x1049 + _x1051
+    _x1053 = np.maximum(0, -_x1052 + _x130*_x941 + _x130*host_fwd)
+    _x1054 = _x1052 + _x1053
+    _x1055 = layout_first - layout_first_dense
+    _x1056 = _x175*attn_frac
+    _x1057 = _x160*mamba_frac
+    _x1058 = _x138*mlp_frac
+    _x1059 = _x1058*_x160
+    _x1060 = _x1056 + _x1057 + _x1059
+    _x1061 = _x1060*_x134
+    _x1062 = _x1058*_x182 + _x182*mamba_frac + _x187*attn_frac
+    _x1063 = attn_frac*seq_par
+    _x1064 = tp_split_rs*(_x1058*_x154*_x190 + _x1063*_x183)
+    _x1065 = _x1061 - _x1064
+    _x1066 = _x1062 + _x1065
+    _x1067 = act_bytes*mlp_frac
+    _x1068 = _x1067*_x215
+    _x1069 = _x217*mlp_frac
+    _x1070 = _x1069*_x220
     _x1071 = np.maximum(_x1068*_x92, _x103*_x1070)
-    _x1072 = _x1063*_x135
-    _x1073 = _x1072*_x92
-    _x1074 = np.maximum(_x1073*_x239, _x246*mlp_frac)
-    _x1075 = np.maximum(_x1073*_x253, _x258*mlp_frac)
-    _x1076 = _x1063*_x262
-    _x1077 = np.maximum(_x1076*_x92, _x266*mlp_frac)
-    _x1078 = _x1067 + _x1071 + _x1074 + _x1075 + 2*_x1077 + _x269*mlp_frac + _x270*mlp_frac + _x271*mlp_frac
-    _x1079 = mamba_hdim*mamba_heads
-    _x1080 = mamba_groups*mamba_state
-    _x1081 = 2*_x1080
-    _x1082 = _x1081 + mamba_heads
-    _x1083 = 2*_x1079 + _x1082
-    _x1084 = _x1083*d_model
-    _x1085 = _x1084*_x2
-    _x1086 = _x1083*_x2
-    _x1087 = _x1086*_x57
-    _x1088 = _x1085 + _x1087 + _x110
-    _x1089 = _x93*mamba_frac
-    _x1090 = _x57*mamba_frac
-    _x1091 = _x1085*_x1090
-    _x1092 = np.maximum(1, np.minimum(np.minimum(d_model, _x57), _x1086))
-    _x1093 = (_x1092 + gemm_dhalf)/_x1092
-    _x1094 = _x1091*_x1093
-    _x1095 = np.maximum(_x1088*_x1089, _x1094*_x305)
-    _x1096 = _x1079*_x54
-    _x1097 = _x1079*_x2
-    _x1098 = _x1097*_x57
-    _x1099 = _x1096 + _x1098 + _x110
-    _x1100 = np.maximum(1, np.minimum(np.minimum(d_model, _x57), _x1097))
-    _x1101 = _x1097*_x90*mamba_frac
-    _x1102 = _x1101*(_x1100 + gemm_dhalf)/_x1100
-    _x1103 = np.maximum(_x1089*_x1099, _x103*_x1102)
-    _x1104 = mamba_chunk*mamba_hdim
-    _x1105 = mamba_hdim*mamba_state
-    _x1106 = mamba_heads*(_x1104 + 4*_x1105)
-    _x1107 = _x2*mamba_chunk
-    _x1108 = _x1090*(_x1081*_x1107 + _x1106*_x2)
-    _x1109 = (100/7)*_x119
-    _x1110 = _x1080*_x2
-    _x1111 = _x2*mamba_heads
-    _x1112 = _x1090*(_x1097*mamba_state*(_x508 + _x698)/mamba_chunk + act_bytes*(5*_x1097 + 4*_x1110) + f32_bytes*(2*_x1107*mamba_groups + 7*_x1111))
-    _x1113 = np.maximum(_x1108*_x1109, _x1112*_x92)
-    _x1114 = 2*attn_frac
-    _x1115 = _x1114*_x828
-    _x1116 = np.maximum(_x304*attn_frac, _x103*_x1115)
-    _x1117 = _x1114*_x832
-    _x1118 = np.maximum(_x314*attn_frac, _x103*_x1117)
-    _x1119 = np.maximum(_x326*attn_frac, _x334*attn_frac)
-    _x1120 = _x166*_x340
-    _x1121 = _x1114*_x1120
-    _x1122 = _x1121*_x346
-    _x1123 = np.maximum(_x342*attn_frac, _x103*_x1122)
-    _x1124 = attn_frac*t0_gemm_fwd
-    _x1125 = _x293*attn_frac
-    _x1126 = _x292*attn_frac
-    _x1127 = _x1126*_x74
-    _x1128 = _x1124 + np.maximum(_x1125*_x92, _x1127*_x297)
-    _x1129 = _x1114*_x57
-    _x1130 = _x1129*_x361
-    _x1131 = _x1130*_x363
-    _x1132 = _x351*attn_frac + np.maximum(_x360*attn_frac, _x103*_x1131)
-    _x1133 = _x131*mlp_frac
-    _x1134 = _x1133*_x276
-    _x1135 = _x1133*n_experts
-    _x1136 = _x1135*_x72
-    _x1137 = _x1136*_x280
-    _x1138 = _x273*mlp_frac + np.maximum(_x1134*_x93, _x1137*_x120)
-    _x1139 = _x1114*_x376
-    _x1140 = _x368*attn_frac + np.maximum(_x371*attn_frac, _x103*_x1139)
-    _x1141 = _x1024*mamba_frac + _x1095 + _x1103 + _x1113 + _x1116 + _x1118 + _x1119 + _x1123 + _x1128 + _x1132 + _x1138 + _x1140 + _x349*attn_frac + _x350*attn_frac
-    _x1142 = _x1078 + _x1141
-    _x1143 = _x1059*_x173
-    _x1144 = mamba_frac*seq_par
-    _x1145 = _x1144*_x147
-    _x1146 = _x387*mlp_frac
-    _x1147 = _x1146*_x147
-    _x1148 = _x1143 + _x1145 + _x1147
-    _x1149 = _x1059*_x384 + _x1144*_x391 + _x1146*_x391 + _x1148*_x134
-    _x1150 = _x1088*_x400
-    _x1151 = _x1085*_x1093*_x432
-    _x1152 = _x1085*_x406
-    _x1153 = (1/2)*np.maximum(_x1150, _x1151) + (1/2)*np.maximum(_x1150 + _x1152, _x1151)
-    _x1154 = _x1153 + _x429
-    _x1155 = _x1054*_x428 + _x462*attn_frac + mamba_frac*(_x181 + tp_async*(_x156*np.maximum(-_x1154 - _x426, _x427) + seq_par*(_x147 + np.maximum(-_x1036 - _x1153, _x423) + np.maximum(-_x1154 - _x424, _x425))))
-    _x1156 = _x1057 + _x1155 - np.maximum(0, _x1061 - _x1062*_x179 + _x1155 - _x178*ov_tp*np.maximum(_x1062 - _x1142*_x193, _x1062*(_x1149*_x394 + _x396*(_x1057 - _x1060 - _x1149 + _x138*_x182*mlp_frac + _x182*mamba_frac + _x187*attn_frac))/np.maximum(1.0e-30, _x1062)))
-    _x1157 = _x1056 - np.maximum(0, -_x1056*_x179 + _x1056 - _x178*ov_tp*np.maximum(_x1052 + _x1053 + _x1055 - _x1142, _x1056*(_x1148*_x394 + _x396*(_x1056 - _x1143 - _x1145 - _x1147))/np.maximum(1.0e-30, _x1056)))
-    _x1158 = _x1156 + _x1157
-    _x1159 = act_bytes*attn_frac
-    _x1160 = _x1159*_x479
-    _x1161 = _x1160*_x477
-    _x1162 = np.maximum(_x1161*_x470, _x489*attn_frac)
-    _x1163 = _x1160*_x494
-    _x1164 = _x1160*_x475
-    _x1165 = _x1164*_x497
-    _x1166 = np.maximum(_x493*attn_frac, _x470*(_x1163 + _x1165*bmm_reread_fwd))
-    _x1167 = _x503*attn_frac + np.maximum(_x506*attn_frac, _x512*attn_frac)
-    _x1168 = _x1159*_x524
-    _x1169 = _x1168*_x518
-    _x1170 = _x516*attn_frac + np.maximum(_x1169*_x517, _x539*_x543*attn_frac)
-    _x1171 = _x547*attn_frac + np.maximum(_x1169*_x548, _x543*_x552*attn_frac)
-    _x1172 = _x1162 + _x1166 + _x1167 + _x1170 + _x1171 + _x502*attn_frac
-    _x1173 = ov_cp*np.maximum(-_x1172*_x469 + _x563, _x564)
-    _x1174 = _x1173 + _x566
-    _x1175 = _x1076*_x399
-    _x1176 = _x569*mlp_frac
-    _x1177 = np.maximum(_x1175, _x1176)
-    _x1178 = np.maximum(_x1175 + _x572*mlp_frac, _x1176)
-    _x1179 = _x1064*_x399
-    _x1180 = _x1066*_x403
+    _x1072 = _x1067*_x228
+    _x1073 = _x230*mlp_frac
+    _x1074 = _x1073*_x232
+    _x1075 = np.maximum(_x1072*_x92, _x103*_x1074)
+    _x1076 = _x1067*_x135
+    _x1077 = _x1076*_x92
+    _x1078 = np.maximum(_x1077*_x239, _x246*mlp_frac)
+    _x1079 = np.maximum(_x1077*_x253, _x258*mlp_frac)
+    _x1080 = _x1067*_x262
+    _x1081 = np.maximum(_x1080*_x92, _x266*mlp_frac)
+    _x1082 = _x1071 + _x1075 + _x1078 + _x1079 + 2*_x1081 + _x269*mlp_frac + _x270*mlp_frac + _x271*mlp_frac
+    _x1083 = mamba_hdim*mamba_heads
+    _x1084 = mamba_groups*mamba_state
+    _x1085 = 2*_x1084
+    _x1086 = _x1085 + mamba_heads
+    _x1087 = 2*_x1083 + _x1086
+    _x1088 = _x1087*d_model
+    _x1089 = _x1088*_x2
+    _x1090 = _x1087*_x2
+    _x1091 = _x1090*_x57
+    _x1092 = _x1089 + _x1091 + _x110
+    _x1093 = _x93*mamba_frac
+    _x1094 = _x57*mamba_frac
+    _x1095 = _x1089*_x1094
+    _x1096 = np.maximum(1, np.minimum(np.minimum(d_model, _x57), _x1090))
+    _x1097 = (_x1096 + gemm_dhalf)/_x1096
+    _x1098 = _x1095*_x1097
+    _x1099 = np.maximum(_x1092*_x1093, _x1098*_x305)
+    _x1100 = _x1083*_x54
+    _x1101 = _x1083*_x2
+    _x1102 = _x1101*_x57
+    _x1103 = _x110 + _x1100 + _x1102
+    _x1104 = np.maximum(1, np.minimum(np.minimum(d_model, _x57), _x1101))
+    _x1105 = _x1101*_x90*mamba_frac
+    _x1106 = _x1105*(_x1104 + gemm_dhalf)/_x1104
+    _x1107 = np.maximum(_x1093*_x1103, _x103*_x1106)
+    _x1108 = mamba_chunk*mamba_hdim
+    _x1109 = mamba_hdim*mamba_state
+    _x1110 = mamba_heads*(_x1108 + 4*_x1109)
+    _x1111 = _x2*mamba_chunk
+    _x1112 = _x1094*(_x1085*_x1111 + _x1110*_x2)
+    _x1113 = (100/7)*_x119
+    _x1114 = _x1084*_x2
+    _x1115 = _x2*mamba_heads
+    _x1116 = _x1094*(_x1101*mamba_state*(_x508 + _x698)/mamba_chunk + act_bytes*(5*_x1101 + 4*_x1114) + f32_bytes*(2*_x1111*mamba_groups + 7*_x1115))
+    _x1117 = np.maximum(_x1112*_x1113, _x1116*_x92)
+    _x1118 = 2*attn_frac
+    _x1119 = _x1118*_x828
+    _x1120 = np.maximum(_x304*attn_frac, _x103*_x1119)
+    _x1121 = _x1118*_x832
+    _x1122 = np.maximum(_x314*attn_frac, _x103*_x1121)
+    _x1123 = np.maximum(_x326*attn_frac, _x334*attn_frac)
+    _x1124 = _x166*_x340
+    _x1125 = _x1118*_x1124
+    _x1126 = _x1125*_x346
+    _x1127 = np.maximum(_x342*attn_frac, _x103*_x1126)
+    _x1128 = attn_frac*t0_gemm_fwd
+    _x1129 = _x293*attn_frac
+    _x1130 = _x292*attn_frac
+    _x1131 = _x1130*_x74
+    _x1132 = _x1128 + np.maximum(_x1129*_x92, _x1131*_x297)
+    _x1133 = _x1118*_x57
+    _x1134 = _x1133*_x361
+    _x1135 = _x1134*_x363
+    _x1136 = _x351*attn_frac + np.maximum(_x360*attn_frac, _x103*_x1135)
+    _x1137 = _x131*mlp_frac
+    _x1138 = _x1137*_x276
+    _x1139 = _x1137*n_experts
+    _x1140 = _x1139*_x72
+    _x1141 = _x1140*_x280
+    _x1142 = _x273*mlp_frac + np.maximum(_x1138*_x93, _x1141*_x120)
+    _x1143 = _x1118*_x376
+    _x1144 = _x368*attn_frac + np.maximum(_x371*attn_frac, _x103*_x1143)
+    _x1145 = _x1028*mamba_frac + _x1099 + _x1107 + _x1117 + _x1120 + _x1122 + _x1123 + _x1127 + _x1132 + _x1136 + _x1142 + _x1144 + _x349*attn_frac + _x350*attn_frac
+    _x1146 = _x1082 + _x1145
+    _x1147 = _x1063*_x173
+    _x1148 = mamba_frac*seq_par
+    _x1149 = _x1148*_x147
+    _x1150 = _x387*mlp_frac
+    _x1151 = _x1150*_x147
+    _x1152 = _x1147 + _x1149 + _x1151
+    _x1153 = _x1063*_x384 + _x1148*_x391 + _x1150*_x391 + _x1152*_x134
+    _x1154 = _x1092*_x400
+    _x1155 = _x1089*_x1097*_x432
+    _x1156 = _x1089*_x406
+    _x1157 = (1/2)*np.maximum(_x1154, _x1155) + (1/2)*np.maximum(_x1154 + _x1156, _x1155)
+    _x1158 = _x1157 + _x429
+    _x1159 = _x1058*_x428 + _x462*attn_frac + mamba_frac*(_x181 + tp_async*(_x156*np.maximum(-_x1158 - _x426, _x427) + seq_par*(_x147 + np.maximum(-_x1040 - _x1157, _x423) + np.maximum(-_x1158 - _x424, _x425))))
+    _x1160 = _x1061 + _x1159 - np.maximum(0, _x1065 - _x1066*_x179 + _x1159 - _x178*ov_tp*np.maximum(_x1066 - _x1146*_x193, _x1066*(_x1153*_x394 + _x396*(_x1061 - _x1064 - _x1153 + _x138*_x182*mlp_frac + _x182*mamba_frac + _x187*attn_frac))/np.maximum(1.0e-30, _x1066)))
+    _x1161 = _x1060 - np.maximum(0, -_x1060*_x179 + _x1060 - _x178*ov_tp*np.maximum(_x1056 + _x1057 + _x1059 - _x1146, _x1060*(_x1152*_x394 + _x396*(_x1060 - _x1147 - _x1149 - _x1151))/np.maximum(1.0e-30, _x1060)))
+    _x1162 = _x1160 + _x1161
+    _x1163 = act_bytes*attn_frac
+    _x1164 = _x1163*_x479
+    _x1165 = _x1164*_x477
+    _x1166 = np.maximum(_x1165*_x470, _x489*attn_frac)
+    _x1167 = _x1164*_x494
+    _x1168 = _x1164*_x475
+    _x1169 = _x1168*_x497
+    _x1170 = np.maximum(_x493*attn_frac, _x470*(_x1167 + _x1169*bmm_reread_fwd))
+    _x1171 = _x503*attn_frac + np.maximum(_x506*attn_frac, _x512*attn_frac)
+    _x1172 = _x1163*_x524
+    _x1173 = _x1172*_x518
+    _x1174 = _x516*attn_frac + np.maximum(_x1173*_x517, _x539*_x543*attn_frac)
+    _x1175 = _x547*attn_frac + np.maximum(_x1173*_x548, _x543*_x552*attn_frac)
+    _x1176 = _x1166 + _x1170 + _x1171 + _x1174 + _x1175 + _x502*attn_frac
+    _x1177 = ov_cp*np.maximum(-_x1176*_x469 + _x563, _x564)
+    _x1178 = _x1177 + _x566
+    _x1179 = _x1080*_x399
+    _x1180 = _x569*mlp_frac
     _x1181 = np.maximum(_x1179, _x1180)
-    _x1182 = _x1068*_x399
-    _x1183 = _x1070*_x403
-    _x1184 = np.maximum(_x1182, _x1183)
-    _x1185 = _x1072*_x399
-    _x1186 = _x1185*_x239
-    _x1187 = _x582*mlp_frac
+    _x1182 = np.maximum(_x1179 + _x572*mlp_frac, _x1180)
+    _x1183 = _x1068*_x399
+    _x1184 = _x1070*_x403
+    _x1185 = np.maximum(_x1183, _x1184)
+    _x1186 = _x1072*_x399
+    _x1187 = _x1074*_x403
     _x1188 = np.maximum(_x1186, _x1187)
-    _x1189 = _x1185*_x253
-    _x1190 = _x413*mlp_frac
-    _x1191 = np.maximum(_x1189, _x1190)
-    _x1192 = np.maximum(_x1179 + _x584*mlp_frac, _x1180)
-    _x1193 = np.maximum(_x1182 + _x407*mlp_frac, _x1183)
-    _x1194 = np.maximum(_x1186 + _x586*mlp_frac, _x1187)
-    _x1195 = np.maximum(_x1189 + _x415*mlp_frac, _x1190)
-    _x1196 = 2*_x1177 + 2*_x1178 + _x1181 + _x1184 + _x1188 + _x1191 + _x1192 + _x1193 + _x1194 + _x1195 + _x575*mlp_frac + _x576*mlp_frac + _x577*mlp_frac
-    _x1197 = _x1196*_x589
-    _x1198 = -1/2*_x131*_x616*mlp_frac
-    _x1199 = mlp_frac*t0_elem_fwd
-    _x1200 = _x104*_x1063
-    _x1201 = _x1200*_x619
-    _x1202 = _x212*mlp_frac
-    _x1203 = _x1202*_x208
-    _x1204 = np.maximum(_x1201*_x213, _x1203*_x623)
-    _x1205 = _x1199 + _x1204
-    _x1206 = _x627*mlp_frac
-    _x1207 = _x626*mlp_frac + np.maximum(_x1201*_x627, _x1206*_x623)
-    _x1208 = _x1078 + _x1207
-    _x1209 = (1/2)*mlp_frac
-    _x1210 = _x1209*_x131
-    _x1211 = _x1210*_x630
-    _x1212 = mlp_frac*t0_elem_bwd
-    _x1213 = _x1198 + _x1212
-    _x1214 = _x1063*_x634
-    _x1215 = _x1196 + _x632*mlp_frac + np.maximum(_x1214*_x213, _x1203*_x637) + np.maximum(_x1214*_x627, _x1206*_x637)
-    _x1216 = _x104*_x1159
-    _x1217 = attn_frac*t0_elem_fwd + np.maximum(_x776*attn_frac, _x1216*_x779)
-    _x1218 = mamba_frac*t0_elem_fwd
-    _x1219 = _x1079 + _x1081
-    _x1220 = _x1219*_x2
-    _x1221 = _x1090*_x1220
-    _x1222 = np.maximum(_x104*_x1221*_x508, _x1221*_x622*(2*mamba_conv + 4))
-    _x1223 = np.maximum(_x776*mamba_frac, _x780*mamba_frac)
-    _x1224 = mamba_frac*t0_gemm_fwd
-    _x1225 = mamba_frac*t0_norm_fwd
-    _x1226 = act_bytes*mamba_frac
-    _x1227 = _x82*mamba_frac
-    _x1228 = 8*_x83
-    _x1229 = np.maximum(_x1226*_x72*_x77, _x1227*_x1228)
-    _x1230 = _x1090*_x1097
-    _x1231 = _x1230*_x81
-    _x1232 = np.maximum(_x1230*_x758, _x1228*_x1231)
-    _x1233 = np.maximum(_x776*mlp_frac, _x1200*_x779)
-    _x1234 = _x1199 + _x1233
-    _x1235 = _x110*mamba_frac + _x1126 + _x1203 + _x1206 + _x1230 + _x211*mlp_frac + _x642*mlp_frac + _x643*mlp_frac + _x644*mlp_frac + _x646*attn_frac + _x647*attn_frac + _x648*attn_frac + _x649*attn_frac + _x650*attn_frac + _x651*attn_frac + _x652*attn_frac + _x653*attn_frac
-    _x1236 = np.maximum(_x107*_x1235, _x1235*_x657)
-    _x1237 = _x1236 + _x69
-    _x1238 = _x367*attn_frac
-    _x1239 = attn_frac*t0_norm_fwd
-    _x1240 = _x713*attn_frac
-    _x1241 = _x1240*_x169*_x710
-    _x1242 = _x1240*_x716
-    _x1243 = _x1239*_x710 + np.maximum(_x1241*_x666, _x1242*_x84)
-    _x1244 = _x1124*_x22
-    _x1245 = _x1199*_x721 + np.maximum(_x1200*_x725, _x727*mlp_frac)
-    _x1246 = _x501*attn_frac
-    _x1247 = _x666*_x79
-    _x1248 = _x1239 + np.maximum(_x1159*_x1247, _x85*attn_frac)
-    _x1249 = mlp_frac*t0_norm_fwd + np.maximum(_x1063*_x1247, _x85*mlp_frac)
-    _x1250 = _x745*attn_frac + np.maximum(_x749*attn_frac, _x1216*_x751)
-    _x1251 = _x757*attn_frac + np.maximum(_x760*attn_frac, _x762*attn_frac)
-    _x1252 = _x672*mlp_frac
-    _x1253 = _x1133*_x674
-    _x1254 = _x1133*_x206
-    _x1255 = _x1252 + np.maximum(_x1253*_x677, _x1254*_x679)
-    _x1256 = _x683*mlp_frac
-    _x1257 = _x690*mlp_frac
-    _x1258 = _x1136*_x75
-    _x1259 = _x696*mlp_frac + np.maximum(_x1258*_x699, _x1136*_x700)
-    _x1260 = _x1239*_x22 + np.maximum(_x770*attn_frac, _x772*attn_frac)
-    _x1261 = _x1252*_x702 + np.maximum(0, _x1254*_x704)
-    _x1262 = _x1128*_x641 + _x1132*_x733 + _x1138*_x695 + _x1140*_x754 + _x1167*_x736 + _x1170*_x736 + _x1171*_x736 + _x1205*_x663 + _x1207*_x671 + _x1217*_x641 + _x1234*_x641 + _x1237*_x641 + _x1243*_x641 + _x1245*_x641 + _x1248*_x743 + _x1249*_x669 + _x1250*_x754 + _x1251*_x754 + _x1255*_x682 + _x1259*_x682 + _x1260*_x754 + _x1261*_x682 + _x641*(_x1095 + _x1224) + _x641*(_x1103 + _x1224) + _x641*(_x1113 + _x1224) + _x641*(_x1116 + _x1238) + _x641*(_x1118 + _x1244) + _x641*(_x1218 + _x1222) + _x641*(_x1218 + _x1223) + _x641*(_x1225 + _x1229) + _x641*(_x1225 + _x1232) + _x687*(_x1067 + _x1256) + _x689*(_x1071 + _x1256) + _x693*(_x1074 + _x1257) + _x694*(_x1075 + _x1257) + _x707*(_x1077 + _x706*mlp_frac) + _x736*(_x1162 + _x1246) + _x736*(_x1166 + _x1246) + _x754*(_x1119 + _x1238) + _x754*(_x1123 + _x1244)
-    _x1263 = _x1141 + _x1172 + _x1217 + _x1222 + _x1223 + _x1229 + _x1232 + _x1243 + _x1245 + _x1248 + _x1249 + _x1250 + _x1251 + _x1255 + _x1259 + _x1260 + _x1261 + _x787*mamba_frac + _x788*mamba_frac
-    _x1264 = _x1237 + _x1263
-    _x1265 = attn_frac*t0_gemm_bwd
-    _x1266 = attn_frac*t0_norm_bwd
-    _x1267 = _x886*mlp_frac
-    _x1268 = _x887*mlp_frac
-    _x1269 = _x1125*_x399
-    _x1270 = _x1127*_x824
-    _x1271 = np.maximum(_x1269, _x1270)
-    _x1272 = _x1150*mamba_frac
-    _x1273 = _x1094*_x440
-    _x1274 = np.maximum(_x1272, _x1273)
-    _x1275 = _x1099*_x400*mamba_frac
-    _x1276 = _x1102*_x403
-    _x1277 = np.maximum(_x1275, _x1276)
-    _x1278 = _x431*attn_frac
-    _x1279 = _x1131*_x403
-    _x1280 = np.maximum(_x1278, _x1279)
-    _x1281 = _x827*attn_frac
-    _x1282 = _x1115*_x403
-    _x1283 = np.maximum(_x1281, _x1282)
-    _x1284 = _x436*attn_frac
-    _x1285 = _x437*attn_frac
-    _x1286 = np.maximum(_x1284, _x1285)
-    _x1287 = _x1134*_x400
-    _x1288 = _x1137*_x891
-    _x1289 = np.maximum(_x1287, _x1288)
-    _x1290 = _x1126*attn_fp8
-    _x1291 = _x1290*_x517 + _x1290*_x548 + _x895*mlp_frac + _x897*mlp_frac + _x899*mlp_frac + _x900*mlp_frac + _x902*attn_frac + _x903*mlp_frac + _x904*mlp_frac + _x905*attn_frac + _x906*attn_frac + _x907*attn_frac + _x908*attn_frac + _x909*attn_frac + _x910*attn_frac + mamba_frac*(_x1087 + _x896) + mamba_frac*(_x1098*_x894 + _x110)
-    _x1292 = _x439*attn_frac
-    _x1293 = _x1139*_x403
-    _x1294 = np.maximum(_x1292, _x1293)
-    _x1295 = _x831*attn_frac
-    _x1296 = _x1117*_x403
-    _x1297 = np.maximum(_x1295, _x1296)
-    _x1298 = _x444*attn_frac
-    _x1299 = _x1122*_x403
-    _x1300 = np.maximum(_x1298, _x1299)
-    _x1301 = _x1090*(6*_x1110*mamba_chunk + _x1111*(2*_x1104 + 10*_x1105))
-    _x1302 = np.maximum(_x1109*_x1301, (5/2)*_x1112*_x399)
-    _x1303 = _x1168*_x840
-    _x1304 = 16*_x804
-    _x1305 = _x169*mamba_frac
-    _x1306 = _x1159*_x79
-    _x1307 = _x1063*_x79
-    _x1308 = 3*mamba_heads
-    _x1309 = _x835*(_x1161 + _x1164*_x872)
-    _x1310 = np.maximum(_x1269 + _x880*attn_frac, _x1270)
-    _x1311 = np.maximum(_x1152*mamba_frac + _x1272, _x1273)
-    _x1312 = np.maximum(_x1096*_x406*mamba_frac + _x1275, _x1276)
-    _x1313 = np.maximum(_x1278 + _x447*attn_frac, _x1279)
-    _x1314 = np.maximum(_x1281 + _x882*attn_frac, _x1282)
-    _x1315 = np.maximum(_x1284 + _x451*attn_frac, _x1285)
-    _x1316 = np.maximum(_x1287 + _x921*mlp_frac, _x1288)
-    _x1317 = np.maximum(_x1292 + _x455*attn_frac, _x1293)
-    _x1318 = np.maximum(_x1295 + _x884*attn_frac, _x1296)
-    _x1319 = np.maximum(_x1298 + _x457*attn_frac, _x1299)
-    _x1320 = _x1046*mamba_frac + _x1212*_x721 + _x1265*_x369 + _x1265 + _x1266*_x22 + _x1266*_x710 + _x1266 + _x1267*_x702 + _x1267 + _x1268 + _x1271 + _x1274 + _x1277 + _x1280 + _x1283 + _x1286 + _x1289 + _x1294 + _x1297 + _x1300 + _x1302 + _x1310 + _x1311 + _x1312 + _x1313 + _x1314 + _x1315 + _x1316 + _x1317 + _x1318 + _x1319 + _x793*mamba_frac + _x796*mamba_frac + _x808*attn_frac + _x809*attn_frac + _x810*attn_frac + _x811*attn_frac + _x812*attn_frac + _x813*attn_frac + _x815*attn_frac + _x816*attn_frac + _x822*attn_frac + _x888*mlp_frac + attn_frac*t0_elem_bwd + mlp_frac*t0_norm_bwd + np.maximum(0, _x1133*_x889) + np.maximum(_x1114*_x866, _x1159*_x867) + np.maximum(_x1163*_x835, _x838*attn_frac) + np.maximum(_x1241*_x803, _x1242*_x805) + np.maximum(_x1253*_x918, _x1133*_x919) + np.maximum(_x1258*_x916, _x1136*_x917) + np.maximum(_x1291*_x914, _x1291*_x915) + np.maximum(_x1303*_x546, _x846*_x848*attn_frac) + np.maximum(_x1303*swa_frac, _x843*_x846*attn_frac) + np.maximum(_x1306*_x797, _x800*attn_frac) + np.maximum(_x1306*_x803, _x806*attn_frac) + np.maximum(_x1307*_x797, _x800*mlp_frac) + np.maximum(_x1307*_x803, _x806*mlp_frac) + np.maximum(_x798*mamba_frac, _x800*mamba_frac) + np.maximum(_x852*attn_frac, _x853*attn_frac) + np.maximum(_x856*attn_frac, _x858*attn_frac) + np.maximum(_x860*attn_frac, _x861*attn_frac) + np.maximum(_x871*attn_frac, _x1309) + np.maximum(_x876*attn_frac, _x835*(_x1163 + _x1165*bmm_reread_bwd)) + np.maximum(_x878*attn_frac, _x1309) + np.maximum(_x949*mamba_frac, _x1227*_x1304) + np.maximum(_x1063*_x633*_x725, _x864*mlp_frac) + np.maximum(5*_x1220*_x1305*_x633, _x1221*_x636*(4*mamba_conv + 8)) + np.maximum(_x1305*_x1308*_x2*_x802*mamba_hdim, _x1231*_x1304)
-    _x1321 = _x1320 + _x795
-    _x1322 = _x1209*_x616*_x640*_x925 + _x616*_x926*mlp_frac + ov_ep*np.maximum(-_x1213 - _x1321, _x1211) + ov_ep*np.maximum(-_x1262 + (1/2)*_x131*_x616*_x640*mlp_frac, _x1210*_x630*_x640) + ov_ep*np.maximum(_x1197 - _x1213 - _x1215, _x1211) + ov_ep*np.maximum(-_x1198 - _x1234 - _x1264, _x1211) + ov_ep*np.maximum(-_x1197 - _x1198 - _x1205 - _x1208, _x1211)
-    _x1323 = _x1174 + _x1322
-    _x1324 = _x1158 + _x1323
-    _x1325 = (1/2)*attn_frac
-    _x1326 = _x1209 + _x1325 + (1/2)*mamba_frac
-    _x1327 = _x1204 + _x1208 + _x1233 + _x787*mlp_frac
-    _x1328 = _x1264 + _x1327
-    _x1329 = -_x130*(_x1326*host_fwd + _x930*mlp_frac) + _x1328
-    _x1330 = _x1215 + _x793*mlp_frac
-    _x1331 = _x1321 + _x1330
-    _x1332 = _x1262 + _x1331
-    _x1333 = -_x130*(_x1326*_x937 + _x934*mlp_frac + _x936*mlp_frac) + _x1332
-    _x1334 = _x1174*_x942
-    _x1335 = _x1322*_x945
-    _x1336 = _x1156 + _x1334 + _x1335
-    _x1337 = _x132*(np.maximum(0, -_x1333 - _x1336) + np.maximum(0, -_x1157 - _x1323 - _x1329 + _x1334 + _x1335)) + _x133*np.maximum(0, -_x1324 - _x1329 - _x1333)
-    _x1338 = _x1324 + _x1328 + _x1332 + _x1337
-    _x1339 = _x1050*layout_first_dense + _x1051*_x1338
-    _x1340 = _x114 + _x956
-    _x1341 = _x1050*layout_mid_dense
-    _x1342 = layout_mid - layout_mid_dense
-    _x1343 = _x1338*_x1342
-    _x1344 = -_x1341 - _x1343
-    _x1345 = np.heaviside(_x1339 + _x1340 + _x1344 + _x67*_x961, 1)
-    _x1346 = -_x113 - _x955 + _x961 - t0_embed_bwd - t0_embed_fwd
-    _x1347 = layout_last - layout_last_dense
-    _x1348 = _x1050*layout_last_dense + _x1338*_x1347
-    _x1349 = _x1340*_x67 + _x1348
-    _x1350 = np.heaviside(_x1050*layout_first_dense + _x1051*_x1338 - _x1346 - _x1349 + _x67*_x961, 1)
-    _x1351 = _x1345*_x1350
-    _x1352 = 1 - _x1351
-    _x1353 = np.heaviside(_x1344 + _x1349 + _x961, 1)
-    _x1354 = _x1352*_x1353
-    _x1355 = _x1351*(_x114 + _x129*_x67) + _x1354*(_x114*_x67 + _x129)
-    _x1356 = 1 - pp_layout
-    _x1357 = np.heaviside(_x1346, 1)
-    _x1358 = 1 - _x1357
-    _x1359 = -_x37
-    _x1360 = _x37*dualpipev
-    _x1361 = _x1359 + _x1360
-    _x1362 = _x1361 + 1
-    _x1363 = _x114*_x1358 + _x129*_x1357 + _x1362*(_x114*_x1357 + _x129*_x1358)
-    _x1364 = -_x1351 - _x1354 + 1
-    _x1365 = np.minimum(dense_layers, _x16)
-    _x1366 = _x1359 + _x37*np.heaviside(_x1000 + _x1002 + _x1005 + _x1008 + _x1010 + _x1011 + _x1013 + _x1015 + _x1017 + _x1019 + _x1024 - _x1026 - _x1029 + _x1030 + _x1039 - _x1041 + _x1046 + _x1049 - _x1158 - _x1173 - _x1236 - _x1262 - _x1263 - _x1320 - _x1322 - _x1327 - _x1330 - _x1337 + _x181 + _x186 + _x299 + _x310 + _x318 + _x335 + _x348 + _x349 + _x350 + _x351 + _x365 + _x368 + _x377 + _x434 + _x438 + _x442 + _x446 + _x448 + _x452 + _x456 + _x458 + _x461 + _x490 + _x500 + _x502 + _x503 + _x513 + _x516 + _x544 + _x547 + _x553 + _x565 + _x708 + _x709 + _x711 + _x718 + _x720 + _x722 + _x728 + _x730 + _x732 + _x734 + _x737 + _x738 + _x739 + _x740 + _x741 + _x744 + _x745 + _x752 + _x755 + _x756 + _x757 + _x763 + _x765 + _x766 + _x767 + _x768 + _x773 + _x775 + _x783 + _x788 + _x789 + _x790 + _x796 + _x801 + _x807 + _x808 + _x809 + _x810 + _x811 + _x812 + _x813 + _x815 + _x816 + _x817 + _x818 + _x820 + _x821 + _x822 + _x826 + _x830 + _x834 + _x839 + _x847 + _x849 + _x854 + _x859 + _x862 + _x863 + _x865 + _x868 + _x874 + _x877 + _x879 + _x881 + _x883 + _x885 + _x931 + _x938 + _x974 + _x985 + _x986 + _x987 + _x991 + _x993 + _x994 + _x996 + _x997 + _x998, 1) + 1
-    _x1367 = _x1356*_x1365*_x1366 + pp_layout*(_x1351*layout_first_dense + _x1354*layout_last_dense + _x1364*layout_mid_dense)
-    _x1368 = _x1356*(-_x1365*_x1366 + _x16) + pp_layout*(_x1051*_x1351 + _x1342*_x1364 + _x1347*_x1354)
-    _x1369 = _x1351*_x67 + _x1354
-    _x1370 = _x1356*mtp*(_x1357 + _x1358*_x1362) + _x1369*mtp*pp_layout
-    _x1371 = _x1045*_x1367 + _x1328*_x1368 + _x1355*pp_layout + _x1356*_x1363 + _x1370*_x932
-    _x1372 = _x1351*(_x67*_x960 + _x956) + _x1354*(_x67*_x956 + _x960)
-    _x1373 = _x1357*_x960 + _x1358*_x956 + _x1362*(_x1357*_x956 + _x1358*_x960)
-    _x1374 = _x1047*_x1367
-    _x1375 = _x1331*_x1368
-    _x1376 = _x1370*_x939
-    _x1377 = _x1356*_x1373 + _x1372*pp_layout + _x1374 + _x1375 + _x1376
-    _x1378 = _x1371 + _x1377
-    _x1379 = _x50*_x67
-    _x1380 = _x1379 + _x37
-    _x1381 = _x2*gpus_per_node
-    _x1382 = np.maximum(1, np.floor(_x1381))
-    _x1383 = _x1382**(-1.0)
-    _x1384 = dp_rep**(-1.0)
-    _x1385 = _x1384*_x60
-    _x1386 = np.ceil(_x1383*_x1385)
-    _x1387 = _x47*_x55
-    _x1388 = _x1387*dp_rep
-    _x1389 = _x1386*_x1388
-    _x1390 = _x1389*(_x1385/_x1386 - 1)
-    _x1391 = np.maximum(_x1389*_x139, _x1390*_x140)
-    _x1392 = biases*d_model
-    _x1393 = -_x1392*(1 - _x135) + _x235 + _x248 + biases*(_x250 + d_model)
-    _x1394 = _x197 + _x225 + biases*(_x196 + _x224)
-    _x1395 = _x201*n_experts
-    _x1396 = _x1394*_x1395*_x200
-    _x1397 = _x195*(_x264 + biases*(d_model + moe_latent)) + _x920
-    _x1398 = _x1393*_x2 + _x1396 + _x1397
-    _x1399 = _x17*_x74
-    _x1400 = n_heads*v_head
-    _x1401 = _x0*(_x1392 + _x1400*d_model + _x167*_x338 + _x322) + _x162*(_x352*d_model + _x355 + biases*(_x354 + d_model))
-    _x1402 = _x1401*_x2 + _x23
-    _x1403 = _x1399 + _x1402
-    _x1404 = _x116*_x67 + _x37*np.minimum(_x116, _x1398 + _x1403)
-    _x1405 = _x1385 - 1
-    _x1406 = _x1388*_x1405
-    _x1407 = _x1406*act_bytes
-    _x1408 = _x1404*_x1407
-    _x1409 = _x1386 - 1
-    _x1410 = _x1385 - _x1386
-    _x1411 = _x1409*alpha_ag_inter + _x1410*alpha_ag_intra + _x143
-    _x1412 = (_x1385 > _x1382)
-    _x1413 = np.minimum(1, _x1405)
-    _x1414 = _x1405*alpha_ag_intra + _x1413*call_ag_intra
-    _x1415 = np.maximum(_x1389*_x148, _x1390*_x149)
-    _x1416 = _x1404*grad_bytes
-    _x1417 = _x1406*_x1416
-    _x1418 = _x1409*alpha_rs_inter + _x1410*alpha_rs_intra + _x151
-    _x1419 = _x1405*alpha_rs_intra + _x1413*call_rs_intra
-    _x1420 = np.maximum(1, np.floor(_x1381*_x1388))
-    _x1421 = np.ceil(dp_rep/_x1420)
-    _x1422 = _x1384*_x1421
-    _x1423 = -1 + dp_rep/_x1421
-    _x1424 = _x1422*_x1423
-    _x1425 = np.maximum(_x1*_x1422, _x1424*_x7)
-    _x1426 = 2*dp_rep - 2
-    _x1427 = _x1387*_x1426
-    _x1428 = _x1416*_x1427
-    _x1429 = _x1423*_x29 + _x26 + _x28*(_x1421 - 1)
-    _x1430 = (dp_rep > _x1420)
-    _x1431 = np.minimum(1, dp_rep - 1)
-    _x1432 = _x1426*alpha_ar_intra + _x1431*call_ar_intra
-    _x1433 = _x1380*(np.where(_x1412, _x1391*_x1408 + _x1411, _x140*_x1408 + _x1414) + np.where(_x1412, _x1415*_x1417 + _x1418, _x1417*_x149 + _x1419) + np.where(_x1430, _x1425*_x1428 + _x1429, _x1428*_x7 + _x1432))
-    _x1434 = np.maximum(1, np.floor(_x201*_x591))
-    _x1435 = _x200*_x201
-    _x1436 = _x1435*_x42
-    _x1437 = np.ceil(_x1436/_x1434)
-    _x1438 = _x1437 - 1
-    _x1439 = _x1436 - _x1437
-    _x1440 = _x1387*_x2
-    _x1441 = _x1440*_x199*ep
-    _x1442 = _x1437*_x1441
-    _x1443 = _x1436/_x1437 - 1
-    _x1444 = _x1442*_x1443
-    _x1445 = _x1436 - 1
-    _x1446 = _x1445*grad_bytes
-    _x1447 = -_x1365 + _x16
-    _x1448 = _x1133*_x1396
-    _x1449 = _x1447*_x1448
-    _x1450 = _x131*_x1396*mtp
-    _x1451 = _x1362*_x1450
-    _x1452 = _x1449 + _x1451
-    _x1453 = _x1441*_x1452
-    _x1454 = _x1446*_x1453
-    _x1455 = (_x1436 > _x1434)
-    _x1456 = np.minimum(1, _x1445)
-    _x1457 = np.where(_x1455, _x1438*alpha_rs_inter + _x1439*alpha_rs_intra + _x1454*np.maximum(_x1442*_x148, _x1444*_x149) + _x151, _x1445*alpha_rs_intra + _x1454*_x149 + _x1456*call_rs_intra)
-    _x1458 = mamba_frac*(_x1079*d_model + _x1079 + _x1084 + _x1219*(mamba_conv + 1) + _x1308)
-    _x1459 = _x1326*_x1399
-    _x1460 = _x1398*mlp_frac + _x1402*attn_frac + _x1458*_x2 + _x1459
-    _x1461 = _x962 + _x975*d_model + biases*(_x975 + d_model)
-    _x1462 = _x1403 + _x1461*_x2
-    _x1463 = _x1365*_x1462
-    _x1464 = _x17*d_model
-    _x1465 = 5*_x1464
-    _x1466 = mtp*(_x1398 + _x1402 + _x1465 + _x89)
-    _x1467 = _x109*learned_pos
-    _x1468 = 1 - tied
-    _x1469 = _x116*(_x1362*_x1468 + 1) + _x1467
-    _x1470 = _x1362*_x1466 + _x1447*_x1460 + _x1463 + _x1469
-    _x1471 = -_x1449 - _x1451 + _x1470
-    _x1472 = _x1471*grad_bytes
-    _x1473 = _x1406*_x1472
-    _x1474 = _x1427*_x1472
-    _x1475 = np.where(_x1412, _x1415*_x1473 + _x1418, _x1419 + _x1473*_x149) + np.where(_x1430, _x1425*_x1474 + _x1429, _x1432 + _x1474*_x7)
-    _x1476 = 2*_x1379 + _x37
-    _x1477 = _x1445*act_bytes
-    _x1478 = _x1453*_x1477
-    _x1479 = _x1407*_x1471
-    _x1480 = _x131*np.where(_x1455, _x143 + _x1438*alpha_ag_inter + _x1439*alpha_ag_intra + _x1478*np.maximum(_x139*_x1442, _x140*_x1444), _x140*_x1478 + _x1445*alpha_ag_intra + _x1456*call_ag_intra) + np.where(_x1412, _x1391*_x1479 + _x1411, _x140*_x1479 + _x1414)
-    _x1481 = _x1380*(_x131*_x1457 + _x1475) + _x1476*_x1480
-    _x1482 = -_x1433 + _x1481
-    _x1483 = (_x60 > _x1382)
-    _x1484 = np.where(_x1483, _x420, _x421)
-    _x1485 = 1 - ov_ag
-    _x1486 = 1 - z_param
-    _x1487 = _x1480*z_os
-    _x1488 = interleave - 1
-    _x1489 = np.minimum(pp, _x50)
-    _x1490 = dualpipev - 1
-    _x1491 = -_x1490
-    _x1492 = np.minimum(1, _x1488)
-    _x1493 = _x1491*_x1492*_x37
-    _x1494 = _x1493*(_x13*(_x1488*_x1489 + 1) - 1) + 1
-    _x1495 = _x13*_x1493
-    _x1496 = z_grad*(_x47*_x48*global_batch - 1)
-    _x1497 = _x1496 + 1
-    _x1498 = 1 - z_os
-    _x1499 = np.ceil(_x1383*_x60)
-    _x1500 = -1 + _x60/_x1499
-    _x1501 = _x1387*_x1499
-    _x1502 = _x1500*_x1501
-    _x1503 = 2*_x60 - 2
-    _x1504 = _x1387*_x1503
-    _x1505 = _x1472*_x1504
-    _x1506 = np.minimum(1, _x60 - 1)
-    _x1507 = _x1435*_x61 - 2
-    _x1508 = _x1507*grad_bytes
-    _x1509 = _x1453*_x1508
-    _x1510 = _x131*(_x1457*z_os + _x1498*np.where(_x1455, _x1438*_x28 + _x1443*_x29 + _x1509*np.maximum(_x1*_x1442, _x1444*_x7) + _x26, _x1456*call_ar_intra + _x1507*alpha_ar_intra + _x1509*_x7)) + _x1475*z_os + _x1498*np.where(_x1483, _x1500*_x29 + _x1505*np.maximum(_x1*_x1501, _x1502*_x7) + _x26 + _x28*(_x1499 - 1), _x1503*alpha_ar_intra + _x1505*_x7 + _x1506*call_ar_intra)
-    _x1511 = _x1497*_x1510
-    _x1512 = _x1012*_x1367
-    _x1513 = _x1262*_x1368
-    _x1514 = _x1370*_x785
-    _x1515 = _x1512 + _x1513 + _x1514
-    _x1516 = _x1020*_x945 + _x1042 + _x943
-    _x1517 = _x1336*_x1368 + _x1367*_x1516 + _x1370*_x947
-    _x1518 = _x1377 + _x1515 + _x1517
-    _x1519 = fsdp_copy*z_param
-    _x1520 = _x1486*(_x1480*_x1485*z_os + _x1497*_x1510*(1 - ov_dp) + ov_ag*np.maximum(np.maximum(-_x1371*_x1494 + _x1487, _x1480*_x1484*z_os), _x1495*(-_x1371 + _x1480*z_os)) + ov_dp*np.maximum(np.maximum(_x1511 - _x1518*(_x1494 + _x1496), _x1484*_x1497*_x1510), _x1495*(_x1497*_x1510 - _x1518))) + _x1519*(_x1519*t0_elem_fwd + np.maximum(0, _x104*_x1470*(_x1380*(act_bytes + grad_bytes) + act_bytes*(4*_x1379 + _x52)))) + z_param*(_x1433 + _x1482*_x1485 + ov_ag*np.maximum(-_x1378*_x50 + _x1482, _x1482*_x1484))
-    _x1521 = 1 - graph_full
-    _x1522 = _x1521*host_mb
-    _x1523 = np.minimum(1, offload_layers)
-    _x1524 = np.minimum(1, _x16 - offload_layers - 1)
-    _x1525 = _x16 - 2
-    _x1526 = _x2*_x74
-    _x1527 = _x1526*seq_par + _x294
-    _x1528 = d_model*mlp_frac
-    _x1529 = _x750*f32_bytes
-    _x1530 = 1 - _x641
-    _x1531 = _x223*act_bytes + gin_bytes
-    _x1532 = _x1531*_x57
-    _x1533 = _x1532*shared_ffn
-    _x1534 = _x1532*_x207*moe_ffn + _x1533
-    _x1535 = act_bytes*(_x482 + _x521)
-    _x1536 = _x57*(_x1535 + _x286*gin_bytes + _x472*_x710*act_bytes*(_x519 + n_heads))
-    _x1537 = _x110*(_x508 + 2*_x777 + 2*gin_bytes)
-    _x1538 = (1/2)*_x1537
-    _x1539 = _x0*_x169*(_x328 + _x343 + qk_rope)
-    _x1540 = _x195*_x508*_x57*moe_latent
-    _x1541 = _x508*_x643
-    _x1542 = _x79*gin_bytes
-    _x1543 = _x1542*rcm_norm
-    _x1544 = _x1003*_x198*(_x1532*_x212 + _x1542) + _x131*rc_sel*(_x1543 + _x2*(1 - rcm_moe)*(_x1533*rcm_shared + _x208*gin_bytes*moe_ffn*rcm_moe_act) + rcm_moe*(_x1534*_x2 + _x1541))
-    _x1545 = _x742*(_x1543 + rcm_mla_up*(_x0*_x73*(_x166 + kv_lora) + _x1535*_x95))
-    _x1546 = 1 - _x735
-    _x1547 = act_bytes + dropout*(act_bytes + mask_bytes)
-    _x1548 = _x1546*_x1547*_x510
-    _x1549 = -_x1544*mlp_frac - _x1545*attn_frac + _x1548*attn_frac + _x2*(_x1305*(5*_x1079 + _x1082) + _x1534*mlp_frac + _x1536*attn_frac) + _x71*(_x1226*_x90 + attn_frac*(_x1538 + _x1539) + mlp_frac*(_x1538 + _x1540))
-    _x1550 = _x664*rc_full
-    _x1551 = _x1530*_x1549 + _x1550 + rc_op*(_x1529*attn_frac + _x169*(_x1135 + _x1202*_x198 + _x1210*_x251*gated + _x1240 + _x1326*_x78 + _x136*_x1528*_x691 + _x1527*attn_frac + _x1528*_x684))
-    _x1552 = _x1551*offload_layers/host_link_bw
-    _x1553 = _x1552*(1 - _x1524)
-    _x1554 = _x1523*(_x1524*np.maximum(0, -_x1328*_x1525 + _x1552) + _x1553)
-    _x1555 = _x1523*(_x1524*np.maximum(0, -_x1331*_x1525 + _x1552) + _x1553)
-    _x1556 = _x1554 + _x1555
-    _x1557 = _x1522 + _x1556
-    _x1558 = -_x1361
-    _x1559 = _x1356*np.maximum(0, -_x1363 - _x1373 + _x1521*(_x1362*(host_emb + host_head) + _x1558*(_x1357*host_head + _x1358*host_emb))) + pp_layout*np.maximum(0, -_x1355 - _x1372 + _x1521*(_x1351*(_x67*host_head + host_emb) + _x1354*(_x67*host_emb + host_head)))
-    _x1560 = _x1049*_x1367 + _x1337*_x1368 + _x1370*_x948 + _x1559
-    _x1561 = _x1044*_x1367 + _x1324*_x1368 + _x1370*_x929 + _x1557 + _x1560
-    _x1562 = _x1378 + _x1515 + _x1561
-    _x1563 = _x37*pp_layout
-    _x1564 = _x1341 + _x1343
-    _x1565 = -n_layers
-    _x1566 = _x1565 + dense_layers
-    _x1567 = _x1565 + _x16
-    _x1568 = np.maximum(0, -_x1567 - np.maximum(0, -_x1368 - _x1566))
-    _x1569 = _x1356*_x1357 + _x1369*pp_layout
-    _x1570 = (387420489/65536)*_x0**3*_x162*_x164*_x21*_x434*_x438*_x442*_x446*_x448*_x452*_x456*_x458*_x826*_x830*_x834*_x881*_x883*_x885*t0_gemm_bwd**4
-    _x1571 = (3/2)*t0_gemm_bwd
-    _x1572 = _x1491*(_x13*(_x1356*_x37*(_x1050*_x1568 + _x1338*(-_x1567 - _x1568)) + _x1557*_x36 + _x1563*(-_x1339*_x1345*_x1350 + _x1339 - _x1348*_x1352*_x1353 + _x1348 - _x1364*_x1564 + _x1564*(pp - 2))) + _x37*(_x1356*_x1558*(_x1340*_x1569 + _x961*(1 - _x1569)) + _x1563*(-_x1340*_x1351 + _x1340 - _x1352*_x1353*_x961 + _x961))) + (1/2)*_x36*dualpipev*(-43046721/2048*_x131**2*_x135*_x1370*_x1570*_x1571*_x194*_x268*_x405*_x408*_x414*_x416*_x570*_x573*_x580*_x583*_x585*_x587*_x893*_x922*t0_gemm_bwd**4 - 729/32*_x1367*_x1570*_x974*_x985*_x986*_x987*t0_gemm_bwd - _x1368*((3/2)*_x0*_x164*attn_frac*t0_gemm_bwd + 3*_x0*_x21*attn_frac*t0_gemm_bwd + 3*_x0*attn_frac*t0_gemm_bwd + 3*_x1177 + 3*_x1178 + (3/2)*_x1181 + (3/2)*_x1184 + (3/2)*_x1188 + (3/2)*_x1191 + (3/2)*_x1192 + (3/2)*_x1193 + (3/2)*_x1194 + (3/2)*_x1195 + (3/2)*_x1271 + (3/2)*_x1274 + (3/2)*_x1277 + (3/2)*_x1280 + (3/2)*_x1283 + (3/2)*_x1286 + (3/2)*_x1289 + (3/2)*_x1294 + (3/2)*_x1297 + (3/2)*_x1300 + (3/2)*_x1302 + 3*_x131*_x194*mlp_frac*t0_gemm_bwd + (3/2)*_x131*mlp_frac*t0_gemm_bwd + (3/2)*_x1310 + (3/2)*_x1311 + (3/2)*_x1312 + (3/2)*_x1313 + (3/2)*_x1314 + (3/2)*_x1315 + (3/2)*_x1316 + (3/2)*_x1317 + (3/2)*_x1318 + (3/2)*_x1319 + 3*_x135*mlp_frac*t0_gemm_bwd + (3/2)*_x162*attn_frac*t0_gemm_bwd + 3*_x268*mlp_frac*t0_gemm_bwd + (3/2)*attn_frac*t0_gemm_bwd + (9/2)*mamba_frac*t0_gemm_bwd) + _x1371 + 2*_x1372*pp_layout + _x1373*(2 - 2*pp_layout) + 2*_x1374 + 2*_x1375 + 2*_x1376 + 2*_x1512 + 2*_x1513 + 2*_x1514 + _x1517 + _x1561)
-    _x1573 = _x1562*_x50 + _x1572
-    _x1574 = _x1385**(-z_os)
-    _x1575 = np.minimum(d_model, _x353)
-    _x1576 = np.minimum(d_model, _x352)
-    _x1577 = np.minimum(kv_lora, _x321)
-    _x1578 = np.minimum(d_model, _x1400)
-    _x1579 = np.minimum(d_model, _x18)
-    _x1580 = np.minimum(q_lora, _x338)
-    _x1581 = np.minimum(d_model, q_lora)
-    _x1582 = np.minimum(d_model, _x338)
-    _x1583 = _x0*(5*_x1577**2*(2*_x1577 + 4*np.maximum(kv_lora, _x321)) + 5*_x1578**2*(2*_x1578 + 4*np.maximum(d_model, _x1400)) + 5*_x1579**2*(2*_x1579 + 4*np.maximum(d_model, _x18)) + 5*_x1582**2*_x164*(2*_x1582 + 4*np.maximum(d_model, _x338)) + _x22*(5*_x1580**2*(2*_x1580 + 4*np.maximum(q_lora, _x338)) + 5*_x1581**2*(2*_x1581 + 4*np.maximum(d_model, q_lora)))) + _x162*(10*_x1575**2*(2*_x1575 + 4*np.maximum(d_model, _x353)) + 10*_x1576**2*(2*_x1576 + 4*np.maximum(d_model, _x352)))
-    _x1584 = np.minimum(d_model, shared_ffn)
-    _x1585 = np.minimum(d_model, _x250)
-    _x1586 = np.minimum(d_model, n_experts)
-    _x1587 = np.minimum(d_model, moe_latent)
-    _x1588 = np.minimum(d_model, ffn_hidden)
-    _x1589 = np.minimum(d_model, _x975)
-    _x1590 = _x1436**(-z_os)
-    _x1591 = np.minimum(moe_ffn, _x196)
-    _x1592 = np.minimum(_x224, _x196)
-    _x1593 = muon*(_x1395*_x1447*_x1590*mlp_frac*(5*_x1591**2*(2*_x1591 + 4*np.maximum(moe_ffn, _x196)) + 5*_x1592**2*(2*_x1592 + 4*np.maximum(_x224, _x196))) + _x1574*(_x1365*(_x1583 + 5*_x1588**2*(2*_x1588 + 4*np.maximum(d_model, ffn_hidden)) + 5*_x1589**2*(2*_x1589 + 4*np.maximum(d_model, _x975))) + _x1447*(_x1133*(_x135*(5*_x1584**2*(2*_x1584 + 4*np.maximum(d_model, shared_ffn)) + 5*_x1585**2*(2*_x1585 + 4*np.maximum(d_model, _x250))) + 5*_x1586**2*(2*_x1586 + 4*np.maximum(d_model, n_experts)) + 10*_x1587**2*_x195*(2*_x1587 + 4*np.maximum(d_model, moe_latent))) + _x1583*attn_frac)))
-    _x1594 = _x1471*_x1574
-    _x1595 = _x1452*_x1590
-    _x1596 = _x1594 + _x1595
-    _x1597 = muon*t0_gemm_fwd + t0_optim_fwd + np.maximum(0, _x120*_x1593*(d_model + gemm_dhalf)/d_model) + np.maximum(_x1596*_x75*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd, _x81*(12*_x1594 + 12*_x1595)/eta_optim_fwd)
-    _x1598 = _x1520 + _x1573 + _x1597 + _x35 + _x66
-    _x1599 = _x35 + _x50*(_x1043*_x1367 + _x1158*_x1368 + _x1370*_x468)
-    _x1600 = _x134 + 1
-    _x1601 = _x22*t0_gemm_bwd + _x459 + _x819 + (1/2)*_x826 + (1/2)*_x830 + (1/2)*_x834 + (1/2)*_x881 + (1/2)*_x883 + (1/2)*_x885
-    _x1602 = 2*seq_len
-    _x1603 = _x74*seq_len
-    _x1604 = _x288*_x74*n_heads
-    _x1605 = _x162*_x355
-    _x1606 = _x330*seq_len
-    _x1607 = _x1606*_x329
-    _x1608 = _x528*swa_frac
-    _x1609 = _x1608*_x523
-    _x1610 = _x546*_x549
-    _x1611 = _x1610*_x474*_x523
-    _x1612 = _x478*(_x1602*_x1609 + 2*_x1611)/_x520
-    _x1613 = _x1612*_x285
-    _x1614 = _x1612*_x472
-    _x1615 = _x1609*_x485*seq_len
-    _x1616 = _x1611*_x485
-    _x1617 = _x1613 + _x1614 + _x1615 + _x1616
-    _x1618 = _x1602*_x1605 + _x1602*_x308 + _x1602*_x316 + _x1602*_x454 + _x1604 + _x1607 + _x1617 + _x338*_x343*seq_len
-    _x1619 = _x1603*vocab
-    _x1620 = 4*seq_len
-    _x1621 = _x135*_x1602
-    _x1622 = _x1621*_x235
-    _x1623 = _x1621*_x248
-    _x1624 = _x1602*_x207*(_x131/np.maximum(1, capacity_factor) + _x137)
-    _x1625 = _x1624*_x197
-    _x1626 = _x1620*_x571
-    _x1627 = _x1624*_x225
-    _x1628 = -_x1566
-    _x1629 = mamba_frac*seq_len
-    _x1630 = _x1114*seq_len
-    _x1631 = _x1613*attn_frac + _x1614*attn_frac + _x1615*attn_frac + _x1616*attn_frac
-    _x1632 = global_batch*(_x1619 + _x1628*(_x1079*_x1629*_x74 + 2*_x1084*_x1629 + _x1114*_x1606*_x453 + _x1135*_x1603 + _x1604*attn_frac + _x1605*_x1630 + _x1607*attn_frac + _x1622*mlp_frac + _x1623*mlp_frac + _x1625*mlp_frac + _x1626*mlp_frac + _x1627*mlp_frac + _x1629*(_x1081*mamba_chunk + _x1106) + _x1630*_x166*_x338 + _x1630*_x308 + _x1630*_x316 + _x1631) + dense_layers*(_x1602*_x962 + _x1603*_x975 + _x1618) + mtp*(_x131*_x1603*n_experts + _x1618 + _x1619 + _x1620*_x87 + _x1622 + _x1623 + _x1625 + _x1626 + _x1627))
-    _x1633 = 3*_x1632
-    _x1634 = 3*_x486
-    _x1635 = _x1634*_x492
-    _x1636 = _x1634*_x484
-    _x1637 = 6*_x289*_x54*micro_batch*n_heads
-    _x1638 = _x361*_x726
-    _x1639 = 6*_x72
-    _x1640 = _x1639*_x308
-    _x1641 = _x486*_x736
-    _x1642 = _x1641*_x492
-    _x1643 = _x1641*_x484
-    _x1644 = _x641*_x74
-    _x1645 = _x361*_x733
-    _x1646 = _x72*_x782
-    _x1647 = _x1646*_x308
-    _x1648 = 6*_x2
-    _x1649 = _x1648*_x319*_x450
-    _x1650 = _x1639*_x316
-    _x1651 = _x332*_x754
-    _x1652 = _x1646*_x316
-    _x1653 = 6*_x1120
-    _x1654 = _x1648*_x374
-    _x1655 = 7*_x520
-    _x1656 = _x1655*_x529*_x750
-    _x1657 = _x1655*_x504*_x550
-    _x1658 = _x485*_x520*_x736
-    _x1659 = _x1608*_x1658*_x750
-    _x1660 = _x375*_x754
-    _x1661 = _x1610*_x1658*_x504
-    _x1662 = _x1635 + _x1636 + _x1637 + _x1638 + _x1640 + _x1642 + _x1643 + _x1644*_x292 + _x1645*_x243 + _x1647 + _x1649 + _x1650 + _x1651 + _x1652 + _x1653 + _x1654 + _x1656 + _x1657 + _x1659 + 2*_x1660 + _x1661 + _x344*_x754
-    _x1663 = 768*_x122
-    _x1664 = _x242*_x726
-    _x1665 = _x1639*_x920
-    _x1666 = 6*_x216
-    _x1667 = _x244*_x693
-    _x1668 = _x695*_x74
-    _x1669 = _x217*_x687
-    _x1670 = _x255*_x726
-    _x1671 = 6*_x229
-    _x1672 = _x571*_x72
-    _x1673 = 12*_x1672
-    _x1674 = _x256*_x694
-    _x1675 = _x230*_x689
-    _x1676 = 4*_x1672*_x682
-    _x1677 = _x1628*(6*_x1090*_x1096 + _x1091*_x782 + 6*_x1091 + _x1101*_x641 + _x1108*_x641 + _x1108 + _x1114*_x1660 + _x1121*_x754 + _x1126*_x1644 + _x1129*_x1645 + _x1136*_x1668 + _x1301 + _x1635*attn_frac + _x1636*attn_frac + _x1637*attn_frac + _x1638*attn_frac + _x1640*attn_frac + _x1642*attn_frac + _x1643*attn_frac + _x1647*attn_frac + _x1649*attn_frac + _x1650*attn_frac + _x1651*attn_frac + _x1652*attn_frac + _x1653*attn_frac + _x1654*attn_frac + _x1656*attn_frac + _x1657*attn_frac + _x1659*attn_frac + _x1661*attn_frac + _x1664*mlp_frac + _x1665*mlp_frac + _x1666*mlp_frac + _x1667*mlp_frac + _x1669*mlp_frac + _x1670*mlp_frac + _x1671*mlp_frac + _x1673*mlp_frac + _x1674*mlp_frac + _x1675*mlp_frac + _x1676*mlp_frac) + _x1663 + dense_layers*(_x1007*_x971 + _x1009*_x982 + _x1662 + _x726*_x976 + 6*_x970) + mtp*(_x1662 + _x1663 + _x1664 + _x1665 + _x1666 + _x1667 + _x1668*_x278 + _x1669 + _x1670 + _x1671 + _x1673 + _x1674 + _x1675 + _x1676 + 12*_x96)
-    _x1678 = 2*mtp
-    _x1679 = _x1617*dense_layers + _x1628*_x1631
-    _x1680 = 3*global_batch
-    _x1681 = _x1633 + _x1680*(-_x1617*mtp - _x1679 + _x474*_x520*n_heads*(_x1114*n_layers + _x1678) + d_model*seq_len*(_x1678 + 2)*(_x115*tp - vocab))
-    _x1682 = _x14*dense_layers
-    _x1683 = np.maximum(0, _x9)
-    _x1684 = np.where(_x31, _x142*_x1683, _x142)
-    _x1685 = np.where(_x31, _x1683*_x172, _x172)
-    _x1686 = seq_par*(_x1684 + _x1685)
-    _x1687 = 2*seq_par
-    _x1688 = _x1684*_x1687
-    _x1689 = np.where(_x31, _x157*_x1683, _x157)
-    _x1690 = _x1021*_x1689
-    _x1691 = _x1686 + _x1688 + _x1690
-    _x1692 = _x14*_x1628
-    _x1693 = _x156*_x1689
-    _x1694 = _x1686 + _x1693
-    _x1695 = _x1694*attn_frac
-    _x1696 = _x1688 + _x1693
-    _x1697 = _x1696*mamba_frac
-    _x1698 = _x1054*_x1696
-    _x1699 = _x1695 + _x1697 + _x1698
-    _x1700 = 2*_x1133*_x1692*_x944/_x193
-    _x1701 = np.where(_x614, _x613*np.maximum(0, _x610), _x613)
-    _x1702 = _x5/tp**2
-    _x1703 = _x1702*_x32
-    _x1704 = np.where(_x31, _x112*_x1703, 0)
-    _x1705 = _x168*_x169
-    _x1706 = np.where(_x31, _x1703*_x1705, 0)
-    _x1707 = seq_par*(_x1704 + _x1706)
-    _x1708 = _x1687*_x1704
-    _x1709 = _x12*_x1702
-    _x1710 = np.where(_x31, _x112*_x1709, 0)
-    _x1711 = _x1021*_x1710
-    _x1712 = _x1707 + _x1708 + _x1711
-    _x1713 = _x156*_x1710
-    _x1714 = _x1707 + _x1713
-    _x1715 = _x1714*attn_frac
-    _x1716 = _x1708 + _x1713
-    _x1717 = _x1716*mamba_frac
-    _x1718 = _x1054*_x1716
-    _x1719 = _x1715 + _x1717 + _x1718
-    _x1720 = np.where(_x614, _x613*np.maximum(0, _x609), 0)
-    _x1721 = _x50*(_x1682*_x1712 + _x1692*_x1719 + _x1700*_x1720)
-    _x1722 = _x1694*_x180 + tp_async*(_x156*np.where(_x31, _x1683*_x184, _x184) + seq_par*(_x1684 + 2*_x1685))
-    _x1723 = 3*seq_par
-    _x1724 = _x1696*_x180 + tp_async*(_x1684*_x1723 + _x1693)
-    _x1725 = _x1700*(rc_full + 1)
-    _x1726 = _x1714*_x180 + tp_async*(_x156*np.where(_x31, _x1705*_x1709, 0) + seq_par*(_x1704 + 2*_x1706))
-    _x1727 = _x1716*_x180 + tp_async*(_x1704*_x1723 + _x1713)
-    _x1728 = _x50*(_x1682*(_x1600*_x1712 - _x1707 - _x1708 - _x1711 + _x1726 + _x1727) + _x1692*(_x1054*_x1727 + _x1600*_x1719 - _x1715 - _x1717 - _x1718 + _x1726*attn_frac + _x1727*mamba_frac) + _x1720*_x1725)
-    _x1729 = global_batch*seq_len
-    _x1730 = _x1729*act_bytes
-    _x1731 = _x1440*_x1730*_x521*_x556*(_x1682 + _x1692*attn_frac)
-    _x1732 = _x1731*_x561
-    _x1733 = _x1731*_x193
-    _x1734 = _x1733*_x561
-    _x1735 = np.maximum(0, _x602)
-    _x1736 = _x1700*_x50
-    _x1737 = _x1735*_x1736
-    _x1738 = np.maximum(0, _x599)
-    _x1739 = _x1725*_x50
-    _x1740 = _x1735*_x1739
-    _x1741 = _x1387*_x14*_x1730*_x37*(interleave*pp - 1)
-    _x1742 = _x1741*_x54
-    _x1743 = _x1742*_x62 + _x1742*_x63
-    _x1744 = _x1486*z_os
-    _x1745 = np.maximum(0, _x1444)
-    _x1746 = _x1394*n_experts
-    _x1747 = _x1133*_x1746
-    _x1748 = _x1440*_x1692*_x1747
-    _x1749 = _x1477*_x1748
-    _x1750 = np.maximum(0, _x1390)
-    _x1751 = _x1628*_x1747
-    _x1752 = _x1393 + _x1397
-    _x1753 = _x1746 + _x1752
-    _x1754 = _x1401 + _x23
-    _x1755 = _x1458 + _x1459 + _x1754*attn_frac
-    _x1756 = d_model*vocab
-    _x1757 = _x1464 + _x1467 + _x1756*(2 - tied)
-    _x1758 = _x1757 + dense_layers*(_x1399 + _x1461 + _x1754)
-    _x1759 = _x1628*(_x1753*mlp_frac + _x1755) + _x1758
-    _x1760 = _x14*(-_x1751 + _x1759)
-    _x1761 = _x1760*_x2
-    _x1762 = _x1407*_x1761
-    _x1763 = _x131*np.where(_x1455, _x1745*_x1749, _x1749) + np.where(_x1412, _x1750*_x1762, _x1762)
-    _x1764 = _x1380*z_param
-    _x1765 = np.maximum(0, _x1442)
-    _x1766 = 1/(cp**2*dp**2)
-    _x1767 = _x1386*_x1405*dp_rep**2
-    _x1768 = _x131*np.where(_x1455, _x1749*_x1765, 0) + np.where(_x1412, _x1761*_x1766*_x1767*act_bytes, 0)
-    _x1769 = _x1744*_x1768 + _x1764*_x1768
-    _x1770 = _x1446*_x1748
-    _x1771 = np.where(_x1455, _x1745*_x1770, _x1770)
-    _x1772 = _x1760*_x24
-    _x1773 = _x1427*_x1772
-    _x1774 = _x1406*_x1772
-    _x1775 = np.where(_x1412, _x1750*_x1774, _x1774) + np.where(_x1430, _x1773*np.maximum(0, _x1424), _x1773)
-    _x1776 = _x1486*_x1497
-    _x1777 = _x1504*_x1772
-    _x1778 = _x1508*_x1748
-    _x1779 = np.where(_x1455, _x1765*_x1770, 0)
-    _x1780 = _x1766*_x1772
-    _x1781 = np.where(_x1430, _x1422*_x1773, 0) + np.where(_x1412, _x1767*_x1780, 0)
-    _x1782 = _x1776*(_x131*(_x1498*np.where(_x1455, _x1765*_x1778, 0) + _x1779*z_os) + _x1498*np.where(_x1483, _x1499*_x1503*_x1780, 0) + _x1781*z_os) + z_param*(-_x1380*_x1768 + _x1380*(_x131*_x1779 + _x1781) + _x1476*_x1768)
-    _x1783 = _x100*_x14
-    _x1784 = _x1440*_x1783
-    _x1785 = _x1598**(-1.0)
-    _x1786 = _x508*_x67*z_param*np.maximum(_x1462*np.minimum(1, dense_layers), _x1460)
-    _x1787 = _x1385**(-z_param)
-    _x1788 = _x1436**(-z_param)
-    _x1789 = _x37*z_param
-    _x1790 = _x1470*_x1789
-    _x1791 = _x1790*act_bytes + act_bytes*(_x1452*_x1788 + _x1471*_x1787)
-    _x1792 = _x1385**(-z_grad)
-    _x1793 = _x1436**(-z_grad)
-    _x1794 = _x1790*grad_bytes + grad_bytes*(_x1452*_x1793 + _x1471*_x1792)
-    _x1795 = _x1469*_x1574*(-opt_bytes + opt_bytes_emb)
-    _x1796 = _x1596*opt_bytes + _x1795
-    _x1797 = _x1534 + _x1536
-    _x1798 = _x1537 + _x1539 + _x1540
-    _x1799 = -_x1003*(_x1531*_x965 + _x1542) - _x1541 - _x1545 + _x1548 + _x1797*_x2 + _x1798*_x71 + _x2*(_x1531*_x55*ffn_hidden*micro_batch*seq_len - _x1534)
-    _x1800 = (rc_any + rc_op)*np.maximum(_x1799, _x1549)
-    _x1801 = _x50*gpipe
-    _x1802 = _x1530*_x1799 + _x1550 + rc_op*(_x1529 + _x169*(_x1527 + _x713 + _x78 + _x964 + d_model*gated))
-    _x1803 = _x1365*_x1802
-    _x1804 = np.minimum(np.minimum(dense_layers, offload_layers), _x16)
-    _x1805 = mtp*(_x1550 + 5*_x664 + (1 - rc_full)*(-_x1544 - _x1545 + _x1546*_x1547*_x2*_x474*_x478*_x55*micro_batch*n_heads + _x1797*_x2 + _x1798*_x71))
-    _x1806 = _x117*(_x698*ce_eager + act_bytes*(1 - ce_eager) + (act_bytes*ce_compiled + f32_bytes*(1 - ce_compiled))*(_x1801 - gpipe + 1))
-    _x1807 = (_x1806 + _x664)*(mtp + 1)
-    _x1808 = _x1360*_x1805 + _x1362*_x1807 + _x1800 + (_x1489*(-_x1490 - gpipe)*(_x1492*_x15*_x36 + 1) + _x1801 + dualpipev*(pp + 1/2))*(_x1447*_x1551 + _x1803 + _x1805*_x67 - _x67*(_x1551*(-_x1804 + offload_layers) + _x1802*_x1804))
-    _x1809 = _x1786 + _x1791 + _x1794 + _x1796 + _x1808
-    _x1810 = _x1365*_x67
-    _x1811 = _x16 - _x1810
-    _x1812 = _x1448*_x1811
-    _x1813 = _x116*_x1468*_x37*np.minimum(1, mtp) + _x1460*_x1811 + _x1463*_x67 + _x1466 - _x1467*_x37 + _x1469
-    _x1814 = -_x1450 - _x1812 + _x1813
-    _x1815 = _x1450 + _x1812
-    _x1816 = _x1789*_x1813
-    _x1817 = _x1816*act_bytes + act_bytes*(_x1787*_x1814 + _x1788*_x1815)
-    _x1818 = _x1816*grad_bytes + grad_bytes*(_x1792*_x1814 + _x1793*_x1815)
-    _x1819 = _x1795 + opt_bytes*(_x1574*_x1814 + _x1590*_x1815)
-    _x1820 = np.minimum(offload_layers, _x1810)
-    _x1821 = _x1800 + _x1807 + (_x1801 + (1 - gpipe)*np.minimum(_x50, _x13*(_x1488*pp + 1)))*(_x1551*_x1811 + _x1803*_x67 + _x1805 - _x67*(_x1551*(-_x1820 + offload_layers) + _x1802*_x1820))
-    _x1822 = _x1491*(_x1786 + _x1817 + _x1818 + _x1819 + _x1821) + _x1809*dualpipev
-    _x1823 = np.maximum(_x1809, _x1822)
-    _x1824 = np.where((_x1809 < _x1822), 1, 0)
-    _x1825 = 1 - _x1824
-    _x1826 = _x1823*alloc_frag
-    _x1827 = nccl_comm_bytes*(_x131*_x1456 + _x1431 + _x1506 + _x33) + nccl_peer_bytes*(_x131*_x604 + _x52 + 2*np.minimum(1, _x556))
+    _x1189 = _x1076*_x399
+    _x1190 = _x1189*_x239
+    _x1191 = _x582*mlp_frac
+    _x1192 = np.maximum(_x1190, _x1191)
+    _x1193 = _x1189*_x253
+    _x1194 = _x413*mlp_frac
+    _x1195 = np.maximum(_x1193, _x1194)
+    _x1196 = np.maximum(_x1183 + _x584*mlp_frac, _x1184)
+    _x1197 = np.maximum(_x1186 + _x407*mlp_frac, _x1187)
+    _x1198 = np.maximum(_x1190 + _x586*mlp_frac, _x1191)
+    _x1199 = np.maximum(_x1193 + _x415*mlp_frac, _x1194)
+    _x1200 = 2*_x1181 + 2*_x1182 + _x1185 + _x1188 + _x1192 + _x1195 + _x1196 + _x1197 + _x1198 + _x1199 + _x575*mlp_frac + _x576*mlp_frac + _x577*mlp_frac
+    _x1201 = _x1200*_x589
+    _x1202 = -1/2*_x131*_x616*mlp_frac
+    _x1203 = mlp_frac*t0_elem_fwd
+    _x1204 = _x104*_x1067
+    _x1205 = _x1204*_x619
+    _x1206 = _x212*mlp_frac
+    _x1207 = _x1206*_x208
+    _x1208 = np.maximum(_x1205*_x213, _x1207*_x623)
+    _x1209 = _x1203 + _x1208
+    _x1210 = _x627*mlp_frac
+    _x1211 = _x626*mlp_frac + np.maximum(_x1205*_x627, _x1210*_x623)
+    _x1212 = _x1082 + _x1211
+    _x1213 = (1/2)*mlp_frac
+    _x1214 = _x1213*_x131
+    _x1215 = _x1214*_x630
+    _x1216 = mlp_frac*t0_elem_bwd
+    _x1217 = _x1202 + _x1216
+    _x1218 = _x1067*_x634
+    _x1219 = _x1200 + _x632*mlp_frac + np.maximum(_x1218*_x213, _x1207*_x637) + np.maximum(_x1218*_x627, _x1210*_x637)
+    _x1220 = _x104*_x1163
+    _x1221 = attn_frac*t0_elem_fwd + np.maximum(_x776*attn_frac, _x1220*_x779)
+    _x1222 = mamba_frac*t0_elem_fwd
+    _x1223 = _x1083 + _x1085
+    _x1224 = _x1223*_x2
+    _x1225 = _x1094*_x1224
+    _x1226 = np.maximum(_x104*_x1225*_x508, _x1225*_x622*(2*mamba_conv + 4))
+    _x1227 = np.maximum(_x776*mamba_frac, _x780*mamba_frac)
+    _x1228 = mamba_frac*t0_gemm_fwd
+    _x1229 = mamba_frac*t0_norm_fwd
+    _x1230 = act_bytes*mamba_frac
+    _x1231 = _x82*mamba_frac
+    _x1232 = 8*_x83
+    _x1233 = np.maximum(_x1230*_x72*_x77, _x1231*_x1232)
+    _x1234 = _x1094*_x1101
+    _x1235 = _x1234*_x81
+    _x1236 = np.maximum(_x1234*_x758, _x1232*_x1235)
+    _x1237 = np.maximum(_x776*mlp_frac, _x1204*_x779)
+    _x1238 = _x1203 + _x1237
+    _x1239 = _x110*mamba_frac + _x1130 + _x1207 + _x1210 + _x1234 + _x211*mlp_frac + _x642*mlp_frac + _x643*mlp_frac + _x644*mlp_frac + _x646*attn_frac + _x647*attn_frac + _x648*attn_frac + _x649*attn_frac + _x650*attn_frac + _x651*attn_frac + _x652*attn_frac + _x653*attn_frac
+    _x1240 = np.maximum(_x107*_x1239, _x1239*_x657)
+    _x1241 = _x1240 + _x69
+    _x1242 = _x367*attn_frac
+    _x1243 = attn_frac*t0_norm_fwd
+    _x1244 = _x713*attn_frac
+    _x1245 = _x1244*_x169*_x710
+    _x1246 = _x1244*_x716
+    _x1247 = _x1243*_x710 + np.maximum(_x1245*_x666, _x1246*_x84)
+    _x1248 = _x1128*_x22
+    _x1249 = _x1203*_x721 + np.maximum(_x1204*_x725, _x727*mlp_frac)
+    _x1250 = _x501*attn_frac
+    _x1251 = _x666*_x79
+    _x1252 = _x1243 + np.maximum(_x1163*_x1251, _x85*attn_frac)
+    _x1253 = mlp_frac*t0_norm_fwd + np.maximum(_x1067*_x1251, _x85*mlp_frac)
+    _x1254 = _x745*attn_frac + np.maximum(_x749*attn_frac, _x1220*_x751)
+    _x1255 = _x757*attn_frac + np.maximum(_x760*attn_frac, _x762*attn_frac)
+    _x1256 = _x672*mlp_frac
+    _x1257 = _x1137*_x674
+    _x1258 = _x1137*_x206
+    _x1259 = _x1256 + np.maximum(_x1257*_x677, _x1258*_x679)
+    _x1260 = _x683*mlp_frac
+    _x1261 = _x690*mlp_frac
+    _x1262 = _x1140*_x75
+    _x1263 = _x696*mlp_frac + np.maximum(_x1262*_x699, _x1140*_x700)
+    _x1264 = _x1243*_x22 + np.maximum(_x770*attn_frac, _x772*attn_frac)
+    _x1265 = _x1256*_x702 + np.maximum(0, _x1258*_x704)
+    _x1266 = _x1132*_x641 + _x1136*_x733 + _x1142*_x695 + _x1144*_x754 + _x1171*_x736 + _x1174*_x736 + _x1175*_x736 + _x1209*_x663 + _x1211*_x671 + _x1221*_x641 + _x1238*_x641 + _x1241*_x641 + _x1247*_x641 + _x1249*_x641 + _x1252*_x743 + _x1253*_x669 + _x1254*_x754 + _x1255*_x754 + _x1259*_x682 + _x1263*_x682 + _x1264*_x754 + _x1265*_x682 + _x641*(_x1099 + _x1228) + _x641*(_x1107 + _x1228) + _x641*(_x1117 + _x1228) + _x641*(_x1120 + _x1242) + _x641*(_x1122 + _x1248) + _x641*(_x1222 + _x1226) + _x641*(_x1222 + _x1227) + _x641*(_x1229 + _x1233) + _x641*(_x1229 + _x1236) + _x687*(_x1071 + _x1260) + _x689*(_x1075 + _x1260) + _x693*(_x1078 + _x1261) + _x694*(_x1079 + _x1261) + _x707*(_x1081 + _x706*mlp_frac) + _x736*(_x1166 + _x1250) + _x736*(_x1170 + _x1250) + _x754*(_x1123 + _x1242) + _x754*(_x1127 + _x1248)
+    _x1267 = _x1145 + _x1176 + _x1221 + _x1226 + _x1227 + _x1233 + _x1236 + _x1247 + _x1249 + _x1252 + _x1253 + _x1254 + _x1255 + _x1259 + _x1263 + _x1264 + _x1265 + _x787*mamba_frac + _x788*mamba_frac
+    _x1268 = _x1241 + _x1267
+    _x1269 = attn_frac*t0_gemm_bwd
+    _x1270 = attn_frac*t0_norm_bwd
+    _x1271 = _x886*mlp_frac
+    _x1272 = _x887*mlp_frac
+    _x1273 = _x1129*_x399
+    _x1274 = _x1131*_x824
+    _x1275 = np.maximum(_x1273, _x1274)
+    _x1276 = _x1154*mamba_frac
+    _x1277 = _x1098*_x440
+    _x1278 = np.maximum(_x1276, _x1277)
+    _x1279 = _x1103*_x400*mamba_frac
+    _x1280 = _x1106*_x403
+    _x1281 = np.maximum(_x1279, _x1280)
+    _x1282 = _x431*attn_frac
+    _x1283 = _x1135*_x403
+    _x1284 = np.maximum(_x1282, _x1283)
+    _x1285 = _x827*attn_frac
+    _x1286 = _x1119*_x403
+    _x1287 = np.maximum(_x1285, _x1286)
+    _x1288 = _x436*attn_frac
+    _x1289 = _x437*attn_frac
+    _x1290 = np.maximum(_x1288, _x1289)
+    _x1291 = _x1138*_x400
+    _x1292 = _x1141*_x891
+    _x1293 = np.maximum(_x1291, _x1292)
+    _x1294 = _x1130*attn_fp8
+    _x1295 = _x1294*_x517 + _x1294*_x548 + _x895*mlp_frac + _x897*mlp_frac + _x899*mlp_frac + _x900*mlp_frac + _x902*attn_frac + _x903*mlp_frac + _x904*mlp_frac + _x905*attn_frac + _x906*attn_frac + _x907*attn_frac + _x908*attn_frac + _x909*attn_frac + _x910*attn_frac + mamba_frac*(_x1091 + _x896) + mamba_frac*(_x110 + _x1102*_x894)
+    _x1296 = _x439*attn_frac
+    _x1297 = _x1143*_x403
+    _x1298 = np.maximum(_x1296, _x1297)
+    _x1299 = _x831*attn_frac
+    _x1300 = _x1121*_x403
+    _x1301 = np.maximum(_x1299, _x1300)
+    _x1302 = _x444*attn_frac
+    _x1303 = _x1126*_x403
+    _x1304 = np.maximum(_x1302, _x1303)
+    _x1305 = _x1094*(6*_x1114*mamba_chunk + _x1115*(2*_x1108 + 10*_x1109))
+    _x1306 = np.maximum(_x1113*_x1305, (5/2)*_x1116*_x399)
+    _x1307 = _x1172*_x840
+    _x1308 = 16*_x804
+    _x1309 = _x169*mamba_frac
+    _x1310 = _x1163*_x79
+    _x1311 = _x1067*_x79
+    _x1312 = 3*mamba_heads
+    _x1313 = _x835*(_x1165 + _x1168*_x872)
+    _x1314 = np.maximum(_x1273 + _x880*attn_frac, _x1274)
+    _x1315 = np.maximum(_x1156*mamba_frac + _x1276, _x1277)
+    _x1316 = np.maximum(_x1100*_x406*mamba_frac + _x1279, _x1280)
+    _x1317 = np.maximum(_x1282 + _x447*attn_frac, _x1283)
+    _x1318 = np.maximum(_x1285 + _x882*attn_frac, _x1286)
+    _x1319 = np.maximum(_x1288 + _x451*attn_frac, _x1289)
+    _x1320 = np.maximum(_x1291 + _x921*mlp_frac, _x1292)
+    _x1321 = np.maximum(_x1296 + _x455*attn_frac, _x1297)
+    _x1322 = np.maximum(_x1299 + _x884*attn_frac, _x1300)
+    _x1323 = np.maximum(_x1302 + _x457*attn_frac, _x1303)
+    _x1324 = _x1050*mamba_frac + _x1216*_x721 + _x1269*_x369 + _x1269 + _x1270*_x22 + _x1270*_x710 + _x1270 + _x1271*_x702 + _x1271 + _x1272 + _x1275 + _x1278 + _x1281 + _x1284 + _x1287 + _x1290 + _x1293 + _x1298 + _x1301 + _x1304 + _x1306 + _x1314 + _x1315 + _x1316 + _x1317 + _x1318 + _x1319 + _x1320 + _x1321 + _x1322 + _x1323 + _x793*mamba_frac + _x796*mamba_frac + _x808*attn_frac + _x809*attn_frac + _x810*attn_frac + _x811*attn_frac + _x812*attn_frac + _x813*attn_frac + _x815*attn_frac + _x816*attn_frac + _x822*attn_frac + _x888*mlp_frac + attn_frac*t0_elem_bwd + mlp_frac*t0_norm_bwd + np.maximum(0, _x1137*_x889) + np.maximum(_x1118*_x866, _x1163*_x867) + np.maximum(_x1167*_x835, _x838*attn_frac) + np.maximum(_x1245*_x803, _x1246*_x805) + np.maximum(_x1257*_x918, _x1137*_x919) + np.maximum(_x1262*_x916, _x1140*_x917) + np.maximum(_x1295*_x914, _x1295*_x915) + np.maximum(_x1307*_x546, _x846*_x848*attn_frac) + np.maximum(_x1307*swa_frac, _x843*_x846*attn_frac) + np.maximum(_x1310*_x797, _x800*attn_frac) + np.maximum(_x1310*_x803, _x806*attn_frac) + np.maximum(_x1311*_x797, _x800*mlp_frac) + np.maximum(_x1311*_x803, _x806*mlp_frac) + np.maximum(_x798*mamba_frac, _x800*mamba_frac) + np.maximum(_x852*attn_frac, _x853*attn_frac) + np.maximum(_x856*attn_frac, _x858*attn_frac) + np.maximum(_x860*attn_frac, _x861*attn_frac) + np.maximum(_x871*attn_frac, _x1313) + np.maximum(_x876*attn_frac, _x835*(_x1167 + _x1169*bmm_reread_bwd)) + np.maximum(_x878*attn_frac, _x1313) + np.maximum(_x953*mamba_frac, _x1231*_x1308) + np.maximum(_x1067*_x633*_x725, _x864*mlp_frac) + np.maximum(5*_x1224*_x1309*_x633, _x1225*_x636*(4*mamba_conv + 8)) + np.maximum(_x1309*_x1312*_x2*_x802*mamba_hdim, _x1235*_x1308)
+    _x1325 = _x1324 + _x795
+    _x1326 = _x1213*_x616*_x640*_x925 + _x616*_x926*mlp_frac + ov_ep*np.maximum(-_x1217 - _x1325, _x1215) + ov_ep*np.maximum(-_x1266 + (1/2)*_x131*_x616*_x640*mlp_frac, _x1214*_x630*_x640) + ov_ep*np.maximum(_x1201 - _x1217 - _x1219, _x1215) + ov_ep*np.maximum(-_x1202 - _x1238 - _x1268, _x1215) + ov_ep*np.maximum(-_x1201 - _x1202 - _x1209 - _x1212, _x1215)
+    _x1327 = _x1178 + _x1326
+    _x1328 = _x1162 + _x1327
+    _x1329 = (1/2)*attn_frac
+    _x1330 = _x1213 + _x1329 + (1/2)*mamba_frac
+    _x1331 = _x1208 + _x1212 + _x1237 + _x787*mlp_frac
+    _x1332 = _x1268 + _x1331
+    _x1333 = -_x130*(_x1330*host_fwd + _x934*mlp_frac) + _x1332
+    _x1334 = _x1219 + _x793*mlp_frac
+    _x1335 = _x1325 + _x1334
+    _x1336 = _x1266 + _x1335
+    _x1337 = -_x130*(_x1330*_x941 + _x938*mlp_frac + _x940*mlp_frac) + _x1336
+    _x1338 = _x1178*_x946
+    _x1339 = _x1326*_x949
+    _x1340 = _x1160 + _x1338 + _x1339
+    _x1341 = _x132*(np.maximum(0, -_x1337 - _x1340) + np.maximum(0, -_x1161 - _x1327 - _x1333 + _x1338 + _x1339)) + _x133*np.maximum(0, -_x1328 - _x1333 - _x1337)
+    _x1342 = _x1328 + _x1332 + _x1336 + _x1341
+    _x1343 = _x1054*layout_first_dense + _x1055*_x1342
+    _x1344 = _x114 + _x960
+    _x1345 = _x1054*layout_mid_dense
+    _x1346 = layout_mid - layout_mid_dense
+    _x1347 = _x1342*_x1346
+    _x1348 = -_x1345 - _x1347
+    _x1349 = np.heaviside(_x1343 + _x1344 + _x1348 + _x67*_x965, 1)
+    _x1350 = -_x113 - _x959 + _x965 - t0_embed_bwd - t0_embed_fwd
+    _x1351 = layout_last - layout_last_dense
+    _x1352 = _x1054*layout_last_dense + _x1342*_x1351
+    _x1353 = _x1344*_x67 + _x1352
+    _x1354 = np.heaviside(_x1054*layout_first_dense + _x1055*_x1342 - _x1350 - _x1353 + _x67*_x965, 1)
+    _x1355 = _x1349*_x1354
+    _x1356 = 1 - _x1355
+    _x1357 = np.heaviside(_x1348 + _x1353 + _x965, 1)
+    _x1358 = _x1356*_x1357
+    _x1359 = _x1355*(_x114 + _x129*_x67) + _x1358*(_x114*_x67 + _x129)
+    _x1360 = 1 - pp_layout
+    _x1361 = np.heaviside(_x1350, 1)
+    _x1362 = 1 - _x1361
+    _x1363 = -_x37
+    _x1364 = _x37*dualpipev
+    _x1365 = _x1363 + _x1364
+    _x1366 = _x1365 + 1
+    _x1367 = _x114*_x1362 + _x129*_x1361 + _x1366*(_x114*_x1361 + _x129*_x1362)
+    _x1368 = -_x1355 - _x1358 + 1
+    _x1369 = np.minimum(dense_layers, _x16)
+    _x1370 = _x1363 + _x37*np.heaviside(_x1000 + _x1001 + _x1002 + _x1004 + _x1006 + _x1009 + _x1012 + _x1014 + _x1015 + _x1017 + _x1019 + _x1021 + _x1023 + _x1028 - _x1030 - _x1033 + _x1034 + _x1043 - _x1045 + _x1050 + _x1053 - _x1162 - _x1177 - _x1240 - _x1266 - _x1267 - _x1324 - _x1326 - _x1331 - _x1334 - _x1341 + _x181 + _x186 + _x299 + _x310 + _x318 + _x335 + _x348 + _x349 + _x350 + _x351 + _x365 + _x368 + _x377 + _x434 + _x438 + _x442 + _x446 + _x448 + _x452 + _x456 + _x458 + _x461 + _x490 + _x500 + _x502 + _x503 + _x513 + _x516 + _x544 + _x547 + _x553 + _x565 + _x708 + _x709 + _x711 + _x718 + _x720 + _x722 + _x728 + _x730 + _x732 + _x734 + _x737 + _x738 + _x739 + _x740 + _x741 + _x744 + _x745 + _x752 + _x755 + _x756 + _x757 + _x763 + _x765 + _x766 + _x767 + _x768 + _x773 + _x775 + _x783 + _x788 + _x789 + _x790 + _x796 + _x801 + _x807 + _x808 + _x809 + _x810 + _x811 + _x812 + _x813 + _x815 + _x816 + _x817 + _x818 + _x820 + _x821 + _x822 + _x826 + _x830 + _x834 + _x839 + _x847 + _x849 + _x854 + _x859 + _x862 + _x863 + _x865 + _x868 + _x874 + _x877 + _x879 + _x881 + _x883 + _x885 + _x935 + _x942 + _x978 + _x989 + _x990 + _x991 + _x995 + _x997 + _x998, 1) + 1
+    _x1371 = _x1360*_x1369*_x1370 + pp_layout*(_x1355*layout_first_dense + _x1358*layout_last_dense + _x1368*layout_mid_dense)
+    _x1372 = _x1360*(-_x1369*_x1370 + _x16) + pp_layout*(_x1055*_x1355 + _x1346*_x1368 + _x1351*_x1358)
+    _x1373 = _x1355*_x67 + _x1358
+    _x1374 = _x1360*mtp*(_x1361 + _x1362*_x1366) + _x1373*mtp*pp_layout
+    _x1375 = _x1049*_x1371 + _x1332*_x1372 + _x1359*pp_layout + _x1360*_x1367 + _x1374*_x936
+    _x1376 = _x1355*(_x67*_x964 + _x960) + _x1358*(_x67*_x960 + _x964)
+    _x1377 = _x1361*_x964 + _x1362*_x960 + _x1366*(_x1361*_x960 + _x1362*_x964)
+    _x1378 = _x1051*_x1371
+    _x1379 = _x1335*_x1372
+    _x1380 = _x1374*_x943
+    _x1381 = _x1360*_x1377 + _x1376*pp_layout + _x1378 + _x1379 + _x1380
+    _x1382 = _x1375 + _x1381
+    _x1383 = _x50*_x67
+    _x1384 = _x1383 + _x37
+    _x1385 = _x2*gpus_per_node
+    _x1386 = np.maximum(1, np.floor(_x1385))
+    _x1387 = _x1386**(-1.0)
+    _x1388 = dp_rep**(-1.0)
+    _x1389 = _x1388*_x60
+    _x1390 = np.ceil(_x1387*_x1389)
+    _x1391 = _x47*_x55
+    _x1392 = _x1391*dp_rep
+    _x1393 = _x1390*_x1392
+    _x1394 = _x1393*(_x1389/_x1390 - 1)
+    _x1395 = np.maximum(_x139*_x1393, _x1394*_x140)
+    _x1396 = biases*d_model
+    _x1397 = -_x1396*(1 - _x135) + _x235 + _x248 + biases*(_x250 + d_model)
+    _x1398 = _x197 + _x225 + biases*(_x196 + _x224)
+    _x1399 = _x1398*_x200*_x932
+    _x1400 = _x195*(_x264 + biases*(d_model + moe_latent)) + _x920
+    _x1401 = _x1397*_x2 + _x1399 + _x1400
+    _x1402 = _x17*_x74
+    _x1403 = n_heads*v_head
+    _x1404 = _x0*(_x1396 + _x1403*d_model + _x167*_x338 + _x322) + _x162*(_x352*d_model + _x355 + biases*(_x354 + d_model))
+    _x1405 = _x1404*_x2 + _x23
+    _x1406 = _x1402 + _x1405
+    _x1407 = _x116*_x67 + _x37*np.minimum(_x116, _x1401 + _x1406)
+    _x1408 = _x1389 - 1
+    _x1409 = _x1392*_x1408
+    _x1410 = _x1409*act_bytes
+    _x1411 = _x1407*_x1410
+    _x1412 = _x1390 - 1
+    _x1413 = _x1389 - _x1390
+    _x1414 = _x1412*alpha_ag_inter + _x1413*alpha_ag_intra + _x143
+    _x1415 = (_x1389 > _x1386)
+    _x1416 = np.minimum(1, _x1408)
+    _x1417 = _x1408*alpha_ag_intra + _x1416*call_ag_intra
+    _x1418 = np.maximum(_x1393*_x148, _x1394*_x149)
+    _x1419 = _x1407*grad_bytes
+    _x1420 = _x1409*_x1419
+    _x1421 = _x1412*alpha_rs_inter + _x1413*alpha_rs_intra + _x151
+    _x1422 = _x1408*alpha_rs_intra + _x1416*call_rs_intra
+    _x1423 = np.maximum(1, np.floor(_x1385*_x1392))
+    _x1424 = np.ceil(dp_rep/_x1423)
+    _x1425 = _x1388*_x1424
+    _x1426 = -1 + dp_rep/_x1424
+    _x1427 = _x1425*_x1426
+    _x1428 = np.maximum(_x1*_x1425, _x1427*_x7)
+    _x1429 = 2*dp_rep - 2
+    _x1430 = _x1391*_x1429
+    _x1431 = _x1419*_x1430
+    _x1432 = _x1426*_x29 + _x26 + _x28*(_x1424 - 1)
+    _x1433 = (dp_rep > _x1423)
+    _x1434 = np.minimum(1, dp_rep - 1)
+    _x1435 = _x1429*alpha_ar_intra + _x1434*call_ar_intra
+    _x1436 = _x1384*(np.where(_x1415, _x1395*_x1411 + _x1414, _x140*_x1411 + _x1417) + np.where(_x1415, _x1418*_x1420 + _x1421, _x1420*_x149 + _x1422) + np.where(_x1433, _x1428*_x1431 + _x1432, _x1431*_x7 + _x1435))
+    _x1437 = np.maximum(1, np.floor(_x201*_x591))
+    _x1438 = _x200*_x201
+    _x1439 = _x1438*_x42
+    _x1440 = np.ceil(_x1439/_x1437)
+    _x1441 = _x1440 - 1
+    _x1442 = _x1439 - _x1440
+    _x1443 = _x1391*_x2
+    _x1444 = _x1443*_x199*ep
+    _x1445 = _x1440*_x1444
+    _x1446 = _x1439/_x1440 - 1
+    _x1447 = _x1445*_x1446
+    _x1448 = _x1439 - 1
+    _x1449 = _x1448*grad_bytes
+    _x1450 = -_x1369 + _x16
+    _x1451 = _x1137*_x1399
+    _x1452 = _x1450*_x1451
+    _x1453 = _x131*_x1399*mtp
+    _x1454 = _x1366*_x1453
+    _x1455 = _x1452 + _x1454
+    _x1456 = _x1444*_x1455
+    _x1457 = _x1449*_x1456
+    _x1458 = (_x1439 > _x1437)
+    _x1459 = np.minimum(1, _x1448)
+    _x1460 = np.where(_x1458, _x1441*alpha_rs_inter + _x1442*alpha_rs_intra + _x1457*np.maximum(_x1445*_x148, _x1447*_x149) + _x151, _x1448*alpha_rs_intra + _x1457*_x149 + _x1459*call_rs_intra)
+    _x1461 = mamba_frac*(_x1083*d_model + _x1083 + _x1088 + _x1223*(mamba_conv + 1) + _x1312)
+    _x1462 = _x1330*_x1402
+    _x1463 = _x1401*mlp_frac + _x1405*attn_frac + _x1461*_x2 + _x1462
+    _x1464 = _x966 + _x979*d_model + biases*(_x979 + d_model)
+    _x1465 = _x1406 + _x1464*_x2
+    _x1466 = _x1369*_x1465
+    _x1467 = _x17*d_model
+    _x1468 = 5*_x1467
+    _x1469 = mtp*(_x1401 + _x1405 + _x1468 + _x89)
+    _x1470 = _x109*learned_pos
+    _x1471 = 1 - tied
+    _x1472 = _x116*(_x1366*_x1471 + 1) + _x1470
+    _x1473 = _x1366*_x1469 + _x1450*_x1463 + _x1466 + _x1472
+    _x1474 = -_x1452 - _x1454 + _x1473
+    _x1475 = _x1474*grad_bytes
+    _x1476 = _x1409*_x1475
+    _x1477 = _x1430*_x1475
+    _x1478 = np.where(_x1415, _x1418*_x1476 + _x1421, _x1422 + _x1476*_x149) + np.where(_x1433, _x1428*_x1477 + _x1432, _x1435 + _x1477*_x7)
+    _x1479 = 2*_x1383 + _x37
+    _x1480 = _x1448*act_bytes
+    _x1481 = _x1456*_x1480
+    _x1482 = _x1410*_x1474
+    _x1483 = _x131*np.where(_x1458, _x143 + _x1441*alpha_ag_inter + _x1442*alpha_ag_intra + _x1481*np.maximum(_x139*_x1445, _x140*_x1447), _x140*_x1481 + _x1448*alpha_ag_intra + _x1459*call_ag_intra) + np.where(_x1415, _x1395*_x1482 + _x1414, _x140*_x1482 + _x1417)
+    _x1484 = _x1384*(_x131*_x1460 + _x1478) + _x1479*_x1483
+    _x1485 = -_x1436 + _x1484
+    _x1486 = (_x60 > _x1386)
+    _x1487 = np.where(_x1486, _x420, _x421)
+    _x1488 = 1 - ov_ag
+    _x1489 = 1 - z_param
+    _x1490 = _x1483*z_os
+    _x1491 = interleave - 1
+    _x1492 = np.minimum(pp, _x50)
+    _x1493 = dualpipev - 1
+    _x1494 = -_x1493
+    _x1495 = np.minimum(1, _x1491)
+    _x1496 = _x1494*_x1495*_x37
+    _x1497 = _x1496*(_x13*(_x1491*_x1492 + 1) - 1) + 1
+    _x1498 = _x13*_x1496
+    _x1499 = z_grad*(_x47*_x48*global_batch - 1)
+    _x1500 = _x1499 + 1
+    _x1501 = 1 - z_os
+    _x1502 = np.ceil(_x1387*_x60)
+    _x1503 = -1 + _x60/_x1502
+    _x1504 = _x1391*_x1502
+    _x1505 = _x1503*_x1504
+    _x1506 = 2*_x60 - 2
+    _x1507 = _x1391*_x1506
+    _x1508 = _x1475*_x1507
+    _x1509 = np.minimum(1, _x60 - 1)
+    _x1510 = _x1438*_x61 - 2
+    _x1511 = _x1510*grad_bytes
+    _x1512 = _x1456*_x1511
+    _x1513 = _x131*(_x1460*z_os + _x1501*np.where(_x1458, _x1441*_x28 + _x1446*_x29 + _x1512*np.maximum(_x1*_x1445, _x1447*_x7) + _x26, _x1459*call_ar_intra + _x1510*alpha_ar_intra + _x1512*_x7)) + _x1478*z_os + _x1501*np.where(_x1486, _x1503*_x29 + _x1508*np.maximum(_x1*_x1504, _x1505*_x7) + _x26 + _x28*(_x1502 - 1), _x1506*alpha_ar_intra + _x1508*_x7 + _x1509*call_ar_intra)
+    _x1514 = _x1500*_x1513
+    _x1515 = _x1016*_x1371
+    _x1516 = _x1266*_x1372
+    _x1517 = _x1374*_x785
+    _x1518 = _x1515 + _x1516 + _x1517
+    _x1519 = _x1024*_x949 + _x1046 + _x947
+    _x1520 = _x1340*_x1372 + _x1371*_x1519 + _x1374*_x951
+    _x1521 = _x1381 + _x1518 + _x1520
+    _x1522 = fsdp_copy*z_param
+    _x1523 = _x1489*(_x1483*_x1488*z_os + _x1500*_x1513*(1 - ov_dp) + ov_ag*np.maximum(np.maximum(-_x1375*_x1497 + _x1490, _x1483*_x1487*z_os), _x1498*(-_x1375 + _x1483*z_os)) + ov_dp*np.maximum(np.maximum(_x1514 - _x1521*(_x1497 + _x1499), _x1487*_x1500*_x1513), _x1498*(_x1500*_x1513 - _x1521))) + _x1522*(_x1522*t0_elem_fwd + np.maximum(0, _x104*_x1473*(_x1384*(act_bytes + grad_bytes) + act_bytes*(4*_x1383 + _x52)))) + z_param*(_x1436 + _x1485*_x1488 + ov_ag*np.maximum(-_x1382*_x50 + _x1485, _x1485*_x1487))
+    _x1524 = 1 - graph_full
+    _x1525 = _x1524*host_mb
+    _x1526 = np.minimum(1, offload_layers)
+    _x1527 = np.minimum(1, _x16 - offload_layers - 1)
+    _x1528 = _x16 - 2
+    _x1529 = _x2*_x74
+    _x1530 = _x1529*seq_par + _x294
+    _x1531 = d_model*mlp_frac
+    _x1532 = _x750*f32_bytes
+    _x1533 = 1 - _x641
+    _x1534 = _x223*act_bytes + gin_bytes
+    _x1535 = _x1534*_x57
+    _x1536 = _x1535*shared_ffn
+    _x1537 = _x1535*_x207*moe_ffn + _x1536
+    _x1538 = act_bytes*(_x482 + _x521)
+    _x1539 = _x57*(_x1538 + _x286*gin_bytes + _x472*_x710*act_bytes*(_x519 + n_heads))
+    _x1540 = _x110*(_x508 + 2*_x777 + 2*gin_bytes)
+    _x1541 = (1/2)*_x1540
+    _x1542 = _x0*_x169*(_x328 + _x343 + qk_rope)
+    _x1543 = _x195*_x508*_x57*moe_latent
+    _x1544 = _x508*_x643
+    _x1545 = _x79*gin_bytes
+    _x1546 = _x1545*rcm_norm
+    _x1547 = _x1007*_x198*(_x1535*_x212 + _x1545) + _x131*rc_sel*(_x1546 + _x2*(1 - rcm_moe)*(_x1536*rcm_shared + _x208*gin_bytes*moe_ffn*rcm_moe_act) + rcm_moe*(_x1537*_x2 + _x1544))
+    _x1548 = _x742*(_x1546 + rcm_mla_up*(_x0*_x73*(_x166 + kv_lora) + _x1538*_x95))
+    _x1549 = 1 - _x735
+    _x1550 = act_bytes + dropout*(act_bytes + mask_bytes)
+    _x1551 = _x1549*_x1550*_x510
+    _x1552 = -_x1547*mlp_frac - _x1548*attn_frac + _x1551*attn_frac + _x2*(_x1309*(5*_x1083 + _x1086) + _x1537*mlp_frac + _x1539*attn_frac) + _x71*(_x1230*_x90 + attn_frac*(_x1541 + _x1542) + mlp_frac*(_x1541 + _x1543))
+    _x1553 = _x664*rc_full
+    _x1554 = _x1533*_x1552 + _x1553 + rc_op*(_x1532*attn_frac + _x169*(_x1139 + _x1206*_x198 + _x1214*_x251*gated + _x1244 + _x1330*_x78 + _x136*_x1531*_x691 + _x1530*attn_frac + _x1531*_x684))
+    _x1555 = _x1554*offload_layers/host_link_bw
+    _x1556 = _x1555*(1 - _x1527)
+    _x1557 = _x1526*(_x1527*np.maximum(0, -_x1332*_x1528 + _x1555) + _x1556)
+    _x1558 = _x1526*(_x1527*np.maximum(0, -_x1335*_x1528 + _x1555) + _x1556)
+    _x1559 = _x1557 + _x1558
+    _x1560 = _x1525 + _x1559
+    _x1561 = -_x1365
+    _x1562 = _x1360*np.maximum(0, -_x1367 - _x1377 + _x1524*(_x1366*(host_emb + host_head) + _x1561*(_x1361*host_head + _x1362*host_emb))) + pp_layout*np.maximum(0, -_x1359 - _x1376 + _x1524*(_x1355*(_x67*host_head + host_emb) + _x1358*(_x67*host_emb + host_head)))
+    _x1563 = _x1053*_x1371 + _x1341*_x1372 + _x1374*_x952 + _x1562
+    _x1564 = _x1048*_x1371 + _x1328*_x1372 + _x1374*_x929 + _x1560 + _x1563
+    _x1565 = _x1382 + _x1518 + _x1564
+    _x1566 = _x37*pp_layout
+    _x1567 = _x1345 + _x1347
+    _x1568 = -n_layers
+    _x1569 = _x1568 + dense_layers
+    _x1570 = _x1568 + _x16
+    _x1571 = np.maximum(0, -_x1570 - np.maximum(0, -_x1372 - _x1569))
+    _x1572 = _x1360*_x1361 + _x1373*pp_layout
+    _x1573 = (387420489/65536)*_x0**3*_x162*_x164*_x21*_x434*_x438*_x442*_x446*_x448*_x452*_x456*_x458*_x826*_x830*_x834*_x881*_x883*_x885*t0_gemm_bwd**4
+    _x1574 = (3/2)*t0_gemm_bwd
+    _x1575 = _x1494*(_x13*(_x1360*_x37*(_x1054*_x1571 + _x1342*(-_x1570 - _x1571)) + _x1560*_x36 + _x1566*(-_x1343*_x1349*_x1354 + _x1343 - _x1352*_x1356*_x1357 + _x1352 - _x1368*_x1567 + _x1567*(pp - 2))) + _x37*(_x1360*_x1561*(_x1344*_x1572 + _x965*(1 - _x1572)) + _x1566*(-_x1344*_x1355 + _x1344 - _x1356*_x1357*_x965 + _x965))) + (1/2)*_x36*dualpipev*(-43046721/2048*_x131**2*_x135*_x1374*_x1573*_x1574*_x194*_x268*_x405*_x408*_x414*_x416*_x570*_x573*_x580*_x583*_x585*_x587*_x893*_x922*t0_gemm_bwd**4 - 729/32*_x1371*_x1573*_x978*_x989*_x990*_x991*t0_gemm_bwd - _x1372*((3/2)*_x0*_x164*attn_frac*t0_gemm_bwd + 3*_x0*_x21*attn_frac*t0_gemm_bwd + 3*_x0*attn_frac*t0_gemm_bwd + 3*_x1181 + 3*_x1182 + (3/2)*_x1185 + (3/2)*_x1188 + (3/2)*_x1192 + (3/2)*_x1195 + (3/2)*_x1196 + (3/2)*_x1197 + (3/2)*_x1198 + (3/2)*_x1199 + (3/2)*_x1275 + (3/2)*_x1278 + (3/2)*_x1281 + (3/2)*_x1284 + (3/2)*_x1287 + (3/2)*_x1290 + (3/2)*_x1293 + (3/2)*_x1298 + (3/2)*_x1301 + (3/2)*_x1304 + (3/2)*_x1306 + 3*_x131*_x194*mlp_frac*t0_gemm_bwd + (3/2)*_x131*mlp_frac*t0_gemm_bwd + (3/2)*_x1314 + (3/2)*_x1315 + (3/2)*_x1316 + (3/2)*_x1317 + (3/2)*_x1318 + (3/2)*_x1319 + (3/2)*_x1320 + (3/2)*_x1321 + (3/2)*_x1322 + (3/2)*_x1323 + 3*_x135*mlp_frac*t0_gemm_bwd + (3/2)*_x162*attn_frac*t0_gemm_bwd + 3*_x268*mlp_frac*t0_gemm_bwd + (3/2)*attn_frac*t0_gemm_bwd + (9/2)*mamba_frac*t0_gemm_bwd) + _x1375 + 2*_x1376*pp_layout + _x1377*(2 - 2*pp_layout) + 2*_x1378 + 2*_x1379 + 2*_x1380 + 2*_x1515 + 2*_x1516 + 2*_x1517 + _x1520 + _x1564)
+    _x1576 = _x1565*_x50 + _x1575
+    _x1577 = _x1389**(-z_os)
+    _x1578 = np.minimum(d_model, _x353)
+    _x1579 = np.minimum(d_model, _x352)
+    _x1580 = np.minimum(kv_lora, _x321)
+    _x1581 = np.minimum(d_model, _x1403)
+    _x1582 = np.minimum(d_model, _x18)
+    _x1583 = np.minimum(q_lora, _x338)
+    _x1584 = np.minimum(d_model, q_lora)
+    _x1585 = np.minimum(d_model, _x338)
+    _x1586 = _x0*(5*_x1580**2*(2*_x1580 + 4*np.maximum(kv_lora, _x321)) + 5*_x1581**2*(2*_x1581 + 4*np.maximum(d_model, _x1403)) + 5*_x1582**2*(2*_x1582 + 4*np.maximum(d_model, _x18)) + 5*_x1585**2*_x164*(2*_x1585 + 4*np.maximum(d_model, _x338)) + _x22*(5*_x1583**2*(2*_x1583 + 4*np.maximum(q_lora, _x338)) + 5*_x1584**2*(2*_x1584 + 4*np.maximum(d_model, q_lora)))) + _x162*(10*_x1578**2*(2*_x1578 + 4*np.maximum(d_model, _x353)) + 10*_x1579**2*(2*_x1579 + 4*np.maximum(d_model, _x352)))
+    _x1587 = np.minimum(d_model, shared_ffn)
+    _x1588 = np.minimum(d_model, _x250)
+    _x1589 = np.minimum(d_model, n_experts)
+    _x1590 = np.minimum(d_model, moe_latent)
+    _x1591 = np.minimum(d_model, ffn_hidden)
+    _x1592 = np.minimum(d_model, _x979)
+    _x1593 = _x1439**(-z_os)
+    _x1594 = np.minimum(moe_ffn, _x196)
+    _x1595 = np.minimum(_x224, _x196)
+    _x1596 = muon*(_x1450*_x1593*_x932*mlp_frac*(5*_x1594**2*(2*_x1594 + 4*np.maximum(moe_ffn, _x196)) + 5*_x1595**2*(2*_x1595 + 4*np.maximum(_x224, _x196))) + _x1577*(_x1369*(_x1586 + 5*_x1591**2*(2*_x1591 + 4*np.maximum(d_model, ffn_hidden)) + 5*_x1592**2*(2*_x1592 + 4*np.maximum(d_model, _x979))) + _x1450*(_x1137*(_x135*(5*_x1587**2*(2*_x1587 + 4*np.maximum(d_model, shared_ffn)) + 5*_x1588**2*(2*_x1588 + 4*np.maximum(d_model, _x250))) + 5*_x1589**2*(2*_x1589 + 4*np.maximum(d_model, n_experts)) + 10*_x1590**2*_x195*(2*_x1590 + 4*np.maximum(d_model, moe_latent))) + _x1586*attn_frac)))
+    _x1597 = _x1474*_x1577
+    _x1598 = _x1455*_x1593
+    _x1599 = _x1597 + _x1598
+    _x1600 = muon*t0_gemm_fwd + t0_optim_fwd + np.maximum(0, _x120*_x1596*(d_model + gemm_dhalf)/d_model) + np.maximum(_x1599*_x75*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd, _x81*(12*_x1597 + 12*_x1598)/eta_optim_fwd)
+    _x1601 = _x1523 + _x1576 + _x1600 + _x35 + _x66
+    _x1602 = _x35 + _x50*(_x1047*_x1371 + _x1162*_x1372 + _x1374*_x468)
+    _x1603 = _x134 + 1
+    _x1604 = _x22*t0_gemm_bwd + _x459 + _x819 + (1/2)*_x826 + (1/2)*_x830 + (1/2)*_x834 + (1/2)*_x881 + (1/2)*_x883 + (1/2)*_x885
+    _x1605 = 2*seq_len
+    _x1606 = _x74*seq_len
+    _x1607 = _x288*_x74*n_heads
+    _x1608 = _x162*_x355
+    _x1609 = _x330*seq_len
+    _x1610 = _x1609*_x329
+    _x1611 = _x528*swa_frac
+    _x1612 = _x1611*_x523
+    _x1613 = _x546*_x549
+    _x1614 = _x1613*_x474*_x523
+    _x1615 = _x478*(_x1605*_x1612 + 2*_x1614)/_x520
+    _x1616 = _x1615*_x285
+    _x1617 = _x1615*_x472
+    _x1618 = _x1612*_x485*seq_len
+    _x1619 = _x1614*_x485
+    _x1620 = _x1616 + _x1617 + _x1618 + _x1619
+    _x1621 = _x1605*_x1608 + _x1605*_x308 + _x1605*_x316 + _x1605*_x454 + _x1607 + _x1610 + _x1620 + _x338*_x343*seq_len
+    _x1622 = _x1606*vocab
+    _x1623 = 4*seq_len
+    _x1624 = _x135*_x1605
+    _x1625 = _x1624*_x235
+    _x1626 = _x1624*_x248
+    _x1627 = _x1605*_x207*(_x131/np.maximum(1, capacity_factor) + _x137)
+    _x1628 = _x1627*_x197
+    _x1629 = _x1623*_x571
+    _x1630 = _x1627*_x225
+    _x1631 = -_x1569
+    _x1632 = mamba_frac*seq_len
+    _x1633 = _x1118*seq_len
+    _x1634 = _x1616*attn_frac + _x1617*attn_frac + _x1618*attn_frac + _x1619*attn_frac
+    _x1635 = global_batch*(_x1622 + _x1631*(_x1083*_x1632*_x74 + 2*_x1088*_x1632 + _x1118*_x1609*_x453 + _x1139*_x1606 + _x1607*attn_frac + _x1608*_x1633 + _x1610*attn_frac + _x1625*mlp_frac + _x1626*mlp_frac + _x1628*mlp_frac + _x1629*mlp_frac + _x1630*mlp_frac + _x1632*(_x1085*mamba_chunk + _x1110) + _x1633*_x166*_x338 + _x1633*_x308 + _x1633*_x316 + _x1634) + dense_layers*(_x1605*_x966 + _x1606*_x979 + _x1621) + mtp*(_x131*_x1606*n_experts + _x1621 + _x1622 + _x1623*_x87 + _x1625 + _x1626 + _x1628 + _x1629 + _x1630))
+    _x1636 = 3*_x1635
+    _x1637 = 3*_x486
+    _x1638 = _x1637*_x492
+    _x1639 = _x1637*_x484
+    _x1640 = 6*_x289*_x54*micro_batch*n_heads
+    _x1641 = _x361*_x726
+    _x1642 = 6*_x72
+    _x1643 = _x1642*_x308
+    _x1644 = _x486*_x736
+    _x1645 = _x1644*_x492
+    _x1646 = _x1644*_x484
+    _x1647 = _x641*_x74
+    _x1648 = _x361*_x733
+    _x1649 = _x72*_x782
+    _x1650 = _x1649*_x308
+    _x1651 = 6*_x2
+    _x1652 = _x1651*_x319*_x450
+    _x1653 = _x1642*_x316
+    _x1654 = _x332*_x754
+    _x1655 = _x1649*_x316
+    _x1656 = 6*_x1124
+    _x1657 = _x1651*_x374
+    _x1658 = 7*_x520
+    _x1659 = _x1658*_x529*_x750
+    _x1660 = _x1658*_x504*_x550
+    _x1661 = _x485*_x520*_x736
+    _x1662 = _x1611*_x1661*_x750
+    _x1663 = _x375*_x754
+    _x1664 = _x1613*_x1661*_x504
+    _x1665 = _x1638 + _x1639 + _x1640 + _x1641 + _x1643 + _x1645 + _x1646 + _x1647*_x292 + _x1648*_x243 + _x1650 + _x1652 + _x1653 + _x1654 + _x1655 + _x1656 + _x1657 + _x1659 + _x1660 + _x1662 + 2*_x1663 + _x1664 + _x344*_x754
+    _x1666 = 768*_x122
+    _x1667 = _x242*_x726
+    _x1668 = _x1642*_x920
+    _x1669 = 6*_x216
+    _x1670 = _x244*_x693
+    _x1671 = _x695*_x74
+    _x1672 = _x217*_x687
+    _x1673 = _x255*_x726
+    _x1674 = 6*_x229
+    _x1675 = _x571*_x72
+    _x1676 = 12*_x1675
+    _x1677 = _x256*_x694
+    _x1678 = _x230*_x689
+    _x1679 = 4*_x1675*_x682
+    _x1680 = _x1631*(6*_x1094*_x1100 + _x1095*_x782 + 6*_x1095 + _x1105*_x641 + _x1112*_x641 + _x1112 + _x1118*_x1663 + _x1125*_x754 + _x1130*_x1647 + _x1133*_x1648 + _x1140*_x1671 + _x1305 + _x1638*attn_frac + _x1639*attn_frac + _x1640*attn_frac + _x1641*attn_frac + _x1643*attn_frac + _x1645*attn_frac + _x1646*attn_frac + _x1650*attn_frac + _x1652*attn_frac + _x1653*attn_frac + _x1654*attn_frac + _x1655*attn_frac + _x1656*attn_frac + _x1657*attn_frac + _x1659*attn_frac + _x1660*attn_frac + _x1662*attn_frac + _x1664*attn_frac + _x1667*mlp_frac + _x1668*mlp_frac + _x1669*mlp_frac + _x1670*mlp_frac + _x1672*mlp_frac + _x1673*mlp_frac + _x1674*mlp_frac + _x1676*mlp_frac + _x1677*mlp_frac + _x1678*mlp_frac + _x1679*mlp_frac) + _x1666 + dense_layers*(_x1011*_x975 + _x1013*_x986 + _x1665 + _x726*_x980 + 6*_x974) + mtp*(_x1665 + _x1666 + _x1667 + _x1668 + _x1669 + _x1670 + _x1671*_x278 + _x1672 + _x1673 + _x1674 + _x1676 + _x1677 + _x1678 + _x1679 + 12*_x96)
+    _x1681 = 2*mtp
+    _x1682 = _x1620*dense_layers + _x1631*_x1634
+    _x1683 = 3*global_batch
+    _x1684 = _x1636 + _x1683*(-_x1620*mtp - _x1682 + _x474*_x520*n_heads*(_x1118*n_layers + _x1681) + d_model*seq_len*(_x1681 + 2)*(_x115*tp - vocab))
+    _x1685 = _x14*dense_layers
+    _x1686 = np.maximum(0, _x9)
+    _x1687 = np.where(_x31, _x142*_x1686, _x142)
+    _x1688 = np.where(_x31, _x1686*_x172, _x172)
+    _x1689 = seq_par*(_x1687 + _x1688)
+    _x1690 = 2*seq_par
+    _x1691 = _x1687*_x1690
+    _x1692 = np.where(_x31, _x157*_x1686, _x157)
+    _x1693 = _x1025*_x1692
+    _x1694 = _x1689 + _x1691 + _x1693
+    _x1695 = _x14*_x1631
+    _x1696 = _x156*_x1692
+    _x1697 = _x1689 + _x1696
+    _x1698 = _x1697*attn_frac
+    _x1699 = _x1691 + _x1696
+    _x1700 = _x1699*mamba_frac
+    _x1701 = _x1058*_x1699
+    _x1702 = _x1698 + _x1700 + _x1701
+    _x1703 = 2*_x1137*_x1695*_x948/_x193
+    _x1704 = np.where(_x614, _x613*np.maximum(0, _x610), _x613)
+    _x1705 = _x5/tp**2
+    _x1706 = _x1705*_x32
+    _x1707 = np.where(_x31, _x112*_x1706, 0)
+    _x1708 = _x168*_x169
+    _x1709 = np.where(_x31, _x1706*_x1708, 0)
+    _x1710 = seq_par*(_x1707 + _x1709)
+    _x1711 = _x1690*_x1707
+    _x1712 = _x12*_x1705
+    _x1713 = np.where(_x31, _x112*_x1712, 0)
+    _x1714 = _x1025*_x1713
+    _x1715 = _x1710 + _x1711 + _x1714
+    _x1716 = _x156*_x1713
+    _x1717 = _x1710 + _x1716
+    _x1718 = _x1717*attn_frac
+    _x1719 = _x1711 + _x1716
+    _x1720 = _x1719*mamba_frac
+    _x1721 = _x1058*_x1719
+    _x1722 = _x1718 + _x1720 + _x1721
+    _x1723 = np.where(_x614, _x613*np.maximum(0, _x609), 0)
+    _x1724 = _x50*(_x1685*_x1715 + _x1695*_x1722 + _x1703*_x1723)
+    _x1725 = _x1697*_x180 + tp_async*(_x156*np.where(_x31, _x1686*_x184, _x184) + seq_par*(_x1687 + 2*_x1688))
+    _x1726 = 3*seq_par
+    _x1727 = _x1699*_x180 + tp_async*(_x1687*_x1726 + _x1696)
+    _x1728 = _x1703*(rc_full + 1)
+    _x1729 = _x1717*_x180 + tp_async*(_x156*np.where(_x31, _x1708*_x1712, 0) + seq_par*(_x1707 + 2*_x1709))
+    _x1730 = _x1719*_x180 + tp_async*(_x1707*_x1726 + _x1716)
+    _x1731 = _x50*(_x1685*(_x1603*_x1715 - _x1710 - _x1711 - _x1714 + _x1729 + _x1730) + _x1695*(_x1058*_x1730 + _x1603*_x1722 - _x1718 - _x1720 - _x1721 + _x1729*attn_frac + _x1730*mamba_frac) + _x1723*_x1728)
+    _x1732 = global_batch*seq_len
+    _x1733 = _x1732*act_bytes
+    _x1734 = _x1443*_x1733*_x521*_x556*(_x1685 + _x1695*attn_frac)
+    _x1735 = _x1734*_x561
+    _x1736 = _x1734*_x193
+    _x1737 = _x1736*_x561
+    _x1738 = np.maximum(0, _x602)
+    _x1739 = _x1703*_x50
+    _x1740 = _x1738*_x1739
+    _x1741 = np.maximum(0, _x599)
+    _x1742 = _x1728*_x50
+    _x1743 = _x1738*_x1742
+    _x1744 = _x1391*_x14*_x1733*_x37*(interleave*pp - 1)
+    _x1745 = _x1744*_x54
+    _x1746 = _x1745*_x62 + _x1745*_x63
+    _x1747 = _x1489*z_os
+    _x1748 = np.maximum(0, _x1447)
+    _x1749 = _x1398*n_experts
+    _x1750 = _x1137*_x1749
+    _x1751 = _x1443*_x1695*_x1750
+    _x1752 = _x1480*_x1751
+    _x1753 = np.maximum(0, _x1394)
+    _x1754 = _x1631*_x1750
+    _x1755 = _x1397 + _x1400
+    _x1756 = _x1749 + _x1755
+    _x1757 = _x1404 + _x23
+    _x1758 = _x1461 + _x1462 + _x1757*attn_frac
+    _x1759 = d_model*vocab
+    _x1760 = _x1467 + _x1470 + _x1759*(2 - tied)
+    _x1761 = _x1760 + dense_layers*(_x1402 + _x1464 + _x1757)
+    _x1762 = _x1631*(_x1756*mlp_frac + _x1758) + _x1761
+    _x1763 = _x14*(-_x1754 + _x1762)
+    _x1764 = _x1763*_x2
+    _x1765 = _x1410*_x1764
+    _x1766 = _x131*np.where(_x1458, _x1748*_x1752, _x1752) + np.where(_x1415, _x1753*_x1765, _x1765)
+    _x1767 = _x1384*z_param
+    _x1768 = np.maximum(0, _x1445)
+    _x1769 = 1/(cp**2*dp**2)
+    _x1770 = _x1390*_x1408*dp_rep**2
+    _x1771 = _x131*np.where(_x1458, _x1752*_x1768, 0) + np.where(_x1415, _x1764*_x1769*_x1770*act_bytes, 0)
+    _x1772 = _x1747*_x1771 + _x1767*_x1771
+    _x1773 = _x1449*_x1751
+    _x1774 = np.where(_x1458, _x1748*_x1773, _x1773)
+    _x1775 = _x1763*_x24
+    _x1776 = _x1430*_x1775
+    _x1777 = _x1409*_x1775
+    _x1778 = np.where(_x1415, _x1753*_x1777, _x1777) + np.where(_x1433, _x1776*np.maximum(0, _x1427), _x1776)
+    _x1779 = _x1489*_x1500
+    _x1780 = _x1507*_x1775
+    _x1781 = _x1511*_x1751
+    _x1782 = np.where(_x1458, _x1768*_x1773, 0)
+    _x1783 = _x1769*_x1775
+    _x1784 = np.where(_x1433, _x1425*_x1776, 0) + np.where(_x1415, _x1770*_x1783, 0)
+    _x1785 = _x1779*(_x131*(_x1501*np.where(_x1458, _x1768*_x1781, 0) + _x1782*z_os) + _x1501*np.where(_x1486, _x1502*_x1506*_x1783, 0) + _x1784*z_os) + z_param*(-_x1384*_x1771 + _x1384*(_x131*_x1782 + _x1784) + _x1479*_x1771)
+    _x1786 = _x100*_x14
+    _x1787 = _x1443*_x1786
+    _x1788 = _x1601**(-1.0)
+    _x1789 = _x508*_x67*z_param*np.maximum(_x1465*np.minimum(1, dense_layers), _x1463)
+    _x1790 = _x1389**(-z_param)
+    _x1791 = _x1439**(-z_param)
+    _x1792 = _x37*z_param
+    _x1793 = _x1473*_x1792
+    _x1794 = _x1793*act_bytes + act_bytes*(_x1455*_x1791 + _x1474*_x1790)
+    _x1795 = _x1389**(-z_grad)
+    _x1796 = _x1439**(-z_grad)
+    _x1797 = _x1793*grad_bytes + grad_bytes*(_x1455*_x1796 + _x1474*_x1795)
+    _x1798 = _x1472*_x1577*(-opt_bytes + opt_bytes_emb)
+    _x1799 = _x1599*opt_bytes + _x1798
+    _x1800 = _x1537 + _x1539
+    _x1801 = _x1540 + _x1542 + _x1543
+    _x1802 = -_x1007*(_x1534*_x969 + _x1545) - _x1544 - _x1548 + _x1551 + _x1800*_x2 + _x1801*_x71 + _x2*(_x1534*_x55*ffn_hidden*micro_batch*seq_len - _x1537)
+    _x1803 = (rc_any + rc_op)*np.maximum(_x1802, _x1552)
+    _x1804 = _x50*gpipe
+    _x1805 = _x1533*_x1802 + _x1553 + rc_op*(_x1532 + _x169*(_x1530 + _x713 + _x78 + _x968 + d_model*gated))
+    _x1806 = _x1369*_x1805
+    _x1807 = np.minimum(np.minimum(dense_layers, offload_layers), _x16)
+    _x1808 = mtp*(_x1553 + 5*_x664 + (1 - rc_full)*(-_x1547 - _x1548 + _x1549*_x1550*_x2*_x474*_x478*_x55*micro_batch*n_heads + _x1800*_x2 + _x1801*_x71))
+    _x1809 = _x117*(_x698*ce_eager + act_bytes*(1 - ce_eager) + (act_bytes*ce_compiled + f32_bytes*(1 - ce_compiled))*(_x1804 - gpipe + 1))
+    _x1810 = (_x1809 + _x664)*(mtp + 1)
+    _x1811 = _x1364*_x1808 + _x1366*_x1810 + _x1803 + (_x1492*(-_x1493 - gpipe)*(_x1495*_x15*_x36 + 1) + _x1804 + dualpipev*(pp + 1/2))*(_x1450*_x1554 + _x1806 + _x1808*_x67 - _x67*(_x1554*(-_x1807 + offload_layers) + _x1805*_x1807))
+    _x1812 = _x1789 + _x1794 + _x1797 + _x1799 + _x1811
+    _x1813 = _x1369*_x67
+    _x1814 = _x16 - _x1813
+    _x1815 = _x1451*_x1814
+    _x1816 = _x116*_x1471*_x37*np.minimum(1, mtp) + _x1463*_x1814 + _x1466*_x67 + _x1469 - _x1470*_x37 + _x1472
+    _x1817 = -_x1453 - _x1815 + _x1816
+    _x1818 = _x1453 + _x1815
+    _x1819 = _x1792*_x1816
+    _x1820 = _x1819*act_bytes + act_bytes*(_x1790*_x1817 + _x1791*_x1818)
+    _x1821 = _x1819*grad_bytes + grad_bytes*(_x1795*_x1817 + _x1796*_x1818)
+    _x1822 = _x1798 + opt_bytes*(_x1577*_x1817 + _x1593*_x1818)
+    _x1823 = np.minimum(offload_layers, _x1813)
+    _x1824 = _x1803 + _x1810 + (_x1804 + (1 - gpipe)*np.minimum(_x50, _x13*(_x1491*pp + 1)))*(_x1554*_x1814 + _x1806*_x67 + _x1808 - _x67*(_x1554*(-_x1823 + offload_layers) + _x1805*_x1823))
+    _x1825 = _x1494*(_x1789 + _x1820 + _x1821 + _x1822 + _x1824) + _x1812*dualpipev
+    _x1826 = np.maximum(_x1812, _x1825)
+    _x1827 = np.where((_x1812 < _x1825), 1, 0)
+    _x1828 = 1 - _x1827
+    _x1829 = _x1826*alloc_frag
+    _x1830 = nccl_comm_bytes*(_x131*_x1459 + _x1434 + _x1509 + _x33) + nccl_peer_bytes*(_x131*_x604 + _x52 + 2*np.minimum(1, _x556))
     return {
-        'step_time': _x1598,
-        't_forward': _x1371*_x50,
-        't_backward': _x1377*_x50,
-        't_recompute': _x1515*_x50,
-        't_tp_comm': _x1599,
-        't_cp_comm': _x50*(_x1174*_x1368 + _x1367*_x567 + _x1370*_x567),
-        't_ep_comm': _x50*(_x1020*_x1367 + _x1322*_x1368 + _x1370*_x927),
-        't_host_overhead': _x50*(_x1522 + _x1560),
-        't_offload': _x1556*_x50,
-        't_pp_bubble': _x1572,
+        'step_time': _x1601,
+        't_forward': _x1375*_x50,
+        't_backward': _x1381*_x50,
+        't_recompute': _x1518*_x50,
+        't_tp_comm': _x1602,
+        't_cp_comm': _x50*(_x1178*_x1372 + _x1371*_x567 + _x1374*_x567),
+        't_ep_comm': _x50*(_x1024*_x1371 + _x1326*_x1372 + _x1374*_x927),
+        't_host_overhead': _x50*(_x1525 + _x1563),
+        't_offload': _x1559*_x50,
+        't_pp_bubble': _x1575,
         't_pp_comm': _x66,
-        't_dp_comm': _x1520,
-        't_optimizer': _x1597,
-        'tp_comm_total': _x35 + _x50*(_x1367*(_x1023*_x1600 + _x1031) + _x1368*(_x1056*_x1600 + _x1058) + _x1370*(_x1600*_x176 + _x188)),
-        'dp_comm_total': _x1481*z_param + _x1486*(_x1487 + _x1511),
-        'tp_comm': _x1599,
-        'dp_comm': _x1520,
+        't_dp_comm': _x1523,
+        't_optimizer': _x1600,
+        'tp_comm_total': _x35 + _x50*(_x1371*(_x1027*_x1603 + _x1035) + _x1372*(_x1060*_x1603 + _x1062) + _x1374*(_x1603*_x176 + _x188)),
+        'dp_comm_total': _x1484*z_param + _x1489*(_x1490 + _x1514),
+        'tp_comm': _x1602,
+        'dp_comm': _x1523,
         'pp_bubble': _x36/_x51,
         'pp_bubble_ratio': _x13*_x36*dp*micro_batch/global_batch,
-        'pp_bubble_share': _x1572/_x1573,
+        'pp_bubble_share': _x1575/_x1576,
         'micro_batches': _x50,
-        't_microbatch_stage': _x1562,
-        't_stage_wgrad': _x1367*(_x1037 + _x1571 + _x1601 + (1/2)*_x974 + (1/2)*_x986) + _x1368*(_x0*_x1265 + _x1177 + _x1178 + (1/2)*_x1181 + (1/2)*_x1184 + (1/2)*_x1188 + (1/2)*_x1191 + (1/2)*_x1192 + (1/2)*_x1193 + (1/2)*_x1194 + (1/2)*_x1195 + _x1209*_x887 + _x1265*_x22 + _x1268*_x194 + (1/2)*_x1271 + (1/2)*_x1274 + (1/2)*_x1277 + (1/2)*_x1280 + (1/2)*_x1283 + (1/2)*_x1286 + (1/2)*_x1289 + (1/2)*_x1294 + (1/2)*_x1297 + (1/2)*_x1300 + (1/2)*_x1302 + (1/2)*_x1310 + (1/2)*_x1311 + (1/2)*_x1312 + (1/2)*_x1313 + (1/2)*_x1314 + (1/2)*_x1315 + (1/2)*_x1316 + (1/2)*_x1317 + (1/2)*_x1318 + (1/2)*_x1319 + _x1325*_x809 + _x1325*_x820 + _x1325*t0_gemm_bwd + _x1571*mamba_frac + _x398*mlp_frac + _x410*mlp_frac) + _x1370*(_x131*_x429 + _x1601 + _x194*_x887 + _x398 + (1/2)*_x405 + (1/2)*_x408 + _x410 + (1/2)*_x414 + (1/2)*_x416 + _x429 + _x570 + _x573 + (1/2)*_x580 + (1/2)*_x583 + (1/2)*_x585 + (1/2)*_x587 + (1/2)*_x893 + (1/2)*_x922),
-        't_layer_fwd': _x1328,
-        't_layer_bwd': _x1331,
-        't_layer_recompute': _x1262,
-        't_layer_tp_comm': _x1158,
-        't_layer_cp_comm': _x1174,
-        't_layer_ep_comm': _x1322,
-        't_layer_comm_bwd': _x1336,
-        't_layer_host': _x1337,
-        't_dense_layer_fwd': _x1045,
-        't_dense_layer_bwd': _x1047,
-        't_dense_layer_recompute': _x1012,
-        't_dense_layer_tp_comm': _x1043,
+        't_microbatch_stage': _x1565,
+        't_stage_wgrad': _x1371*(_x1041 + _x1574 + _x1604 + (1/2)*_x978 + (1/2)*_x990) + _x1372*(_x0*_x1269 + _x1181 + _x1182 + (1/2)*_x1185 + (1/2)*_x1188 + (1/2)*_x1192 + (1/2)*_x1195 + (1/2)*_x1196 + (1/2)*_x1197 + (1/2)*_x1198 + (1/2)*_x1199 + _x1213*_x887 + _x1269*_x22 + _x1272*_x194 + (1/2)*_x1275 + (1/2)*_x1278 + (1/2)*_x1281 + (1/2)*_x1284 + (1/2)*_x1287 + (1/2)*_x1290 + (1/2)*_x1293 + (1/2)*_x1298 + (1/2)*_x1301 + (1/2)*_x1304 + (1/2)*_x1306 + (1/2)*_x1314 + (1/2)*_x1315 + (1/2)*_x1316 + (1/2)*_x1317 + (1/2)*_x1318 + (1/2)*_x1319 + (1/2)*_x1320 + (1/2)*_x1321 + (1/2)*_x1322 + (1/2)*_x1323 + _x1329*_x809 + _x1329*_x820 + _x1329*t0_gemm_bwd + _x1574*mamba_frac + _x398*mlp_frac + _x410*mlp_frac) + _x1374*(_x131*_x429 + _x1604 + _x194*_x887 + _x398 + (1/2)*_x405 + (1/2)*_x408 + _x410 + (1/2)*_x414 + (1/2)*_x416 + _x429 + _x570 + _x573 + (1/2)*_x580 + (1/2)*_x583 + (1/2)*_x585 + (1/2)*_x587 + (1/2)*_x893 + (1/2)*_x922),
+        't_layer_fwd': _x1332,
+        't_layer_bwd': _x1335,
+        't_layer_recompute': _x1266,
+        't_layer_tp_comm': _x1162,
+        't_layer_cp_comm': _x1178,
+        't_layer_ep_comm': _x1326,
+        't_layer_comm_bwd': _x1340,
+        't_layer_host': _x1341,
+        't_dense_layer_fwd': _x1049,
+        't_dense_layer_bwd': _x1051,
+        't_dense_layer_recompute': _x1016,
+        't_dense_layer_tp_comm': _x1047,
         't_dense_layer_cp_comm': _x567,
-        't_dense_layer_ep_comm': _x1020,
-        't_dense_layer_comm_bwd': _x1516,
-        't_dense_layer_host': _x1049,
-        'stage_layers': _x1367 + _x1368,
-        'stage_dense_layers': _x1367,
-        'stage_mtp_layers': _x1370,
+        't_dense_layer_ep_comm': _x1024,
+        't_dense_layer_comm_bwd': _x1519,
+        't_dense_layer_host': _x1053,
+        'stage_layers': _x1371 + _x1372,
+        'stage_dense_layers': _x1371,
+        'stage_mtp_layers': _x1374,
         't_tp_grad_reduce': _x35,
         't_embed_fwd': _x114,
-        't_embed_bwd': _x956,
+        't_embed_bwd': _x960,
         't_head_fwd': _x129,
-        't_head_bwd': _x960,
-        'head_stage_heavier': _x1569,
-        't_edge_host': _x1559,
-        't_microbatch_host': _x1522,
-        't_offload_fwd': _x1554,
-        't_offload_bwd': _x1555,
+        't_head_bwd': _x964,
+        'head_stage_heavier': _x1572,
+        't_edge_host': _x1562,
+        't_microbatch_host': _x1525,
+        't_offload_fwd': _x1557,
+        't_offload_bwd': _x1558,
         't_pp_send_recv': _x46*_x65,
         't_embedding_grad_reduce': _x45,
-        'flops': _x1633,
-        'hardware_flops': _x1677*_x41*_x49,
-        'flops_megatron': _x1681,
-        'bytes_tp_fwd': _x1721 + _x50*(_x1682*_x1691 + _x1692*_x1699 + _x1700*_x1701),
-        'bytes_tp_bwd': _x1728 + _x50*(_x1682*(_x1600*_x1691 - _x1686 - _x1688 - _x1690 + _x1722 + _x1724) + _x1692*(_x1054*_x1724 + _x1600*_x1699 - _x1695 - _x1697 - _x1698 + _x1722*attn_frac + _x1724*mamba_frac) + _x1701*_x1725),
-        'bytes_tp_inter': _x1721 + _x1728,
-        'bytes_cp_fwd': _x1731*_x560 + _x1732,
-        'bytes_cp_bwd': _x1733*_x560 + _x1734,
-        'bytes_cp_inter': _x1732 + _x1734,
-        'bytes_ep_fwd': _x1736*_x1738 + _x1737,
-        'bytes_ep_bwd': _x1738*_x1739 + _x1740,
-        'bytes_ep_inter': _x1737 + _x1740,
-        'bytes_pp_fwd': _x1743,
-        'bytes_pp_bwd': _x1743,
-        'bytes_pp_inter': _x1526*_x1741*_x63,
-        'bytes_dp_fwd': _x1744*_x1763 + _x1763*_x1764 + _x1769,
-        'bytes_dp_bwd': _x1776*(_x131*(_x1498*np.where(_x1455, _x1745*_x1778, _x1778) + _x1771*z_os) + _x1498*np.where(_x1483, _x1777*np.maximum(0, _x1502), _x1777) + _x1775*z_os) + _x1782 + z_param*(-_x1380*_x1763 + _x1380*(_x131*_x1771 + _x1775) + _x1476*_x1763),
-        'bytes_dp_inter': _x1769 + _x1782,
-        'flops_forward': _x1632,
-        'flops_backward': 2*_x1632,
-        'flops_attention': _x1679*_x1680,
-        'flops_lm_head': 6*_x1729*_x1756,
-        'flops_optimizer_rank': _x1593,
-        'gemm_qkv_proj_flops': _x1130,
-        'gemm_qkv_proj_bytes': _x1159*_x359,
+        'flops': _x1636,
+        'hardware_flops': _x1680*_x41*_x49,
+        'flops_megatron': _x1684,
+        'bytes_tp_fwd': _x1724 + _x50*(_x1685*_x1694 + _x1695*_x1702 + _x1703*_x1704),
+        'bytes_tp_bwd': _x1731 + _x50*(_x1685*(_x1603*_x1694 - _x1689 - _x1691 - _x1693 + _x1725 + _x1727) + _x1695*(_x1058*_x1727 + _x1603*_x1702 - _x1698 - _x1700 - _x1701 + _x1725*attn_frac + _x1727*mamba_frac) + _x1704*_x1728),
+        'bytes_tp_inter': _x1724 + _x1731,
+        'bytes_cp_fwd': _x1734*_x560 + _x1735,
+        'bytes_cp_bwd': _x1736*_x560 + _x1737,
+        'bytes_cp_inter': _x1735 + _x1737,
+        'bytes_ep_fwd': _x1739*_x1741 + _x1740,
+        'bytes_ep_bwd': _x1741*_x1742 + _x1743,
+        'bytes_ep_inter': _x1740 + _x1743,
+        'bytes_pp_fwd': _x1746,
+        'bytes_pp_bwd': _x1746,
+        'bytes_pp_inter': _x1529*_x1744*_x63,
+        'bytes_dp_fwd': _x1747*_x1766 + _x1766*_x1767 + _x1772,
+        'bytes_dp_bwd': _x1779*(_x131*(_x1501*np.where(_x1458, _x1748*_x1781, _x1781) + _x1774*z_os) + _x1501*np.where(_x1486, _x1780*np.maximum(0, _x1505), _x1780) + _x1778*z_os) + _x1785 + z_param*(-_x1384*_x1766 + _x1384*(_x131*_x1774 + _x1778) + _x1479*_x1766),
+        'bytes_dp_inter': _x1772 + _x1785,
+        'flops_forward': _x1635,
+        'flops_backward': 2*_x1635,
+        'flops_attention': _x1682*_x1683,
+        'flops_lm_head': 6*_x1732*_x1759,
+        'flops_optimizer_rank': _x1596,
+        'gemm_qkv_proj_flops': _x1134,
+        'gemm_qkv_proj_bytes': _x1163*_x359,
         'gemm_qkv_proj_dmin': _x362,
-        'gemm_attn_out_proj_flops': _x1127,
-        'gemm_attn_out_proj_bytes': _x1125,
+        'gemm_attn_out_proj_flops': _x1131,
+        'gemm_attn_out_proj_bytes': _x1129,
         'gemm_attn_out_proj_dmin': _x295,
-        'gemm_mlp_up_flops': _x1069,
-        'gemm_mlp_up_bytes': _x1068,
+        'gemm_mlp_up_flops': _x1073,
+        'gemm_mlp_up_bytes': _x1072,
         'gemm_mlp_up_dmin': _x231,
-        'gemm_mlp_down_flops': _x1065,
-        'gemm_mlp_down_bytes': _x1064,
+        'gemm_mlp_down_flops': _x1069,
+        'gemm_mlp_down_bytes': _x1068,
         'gemm_mlp_down_dmin': _x219,
         'gemm_lm_head_flops': _x123,
         'gemm_lm_head_bytes': _x118,
         'gemm_lm_head_dmin': _x121,
         'n_gpus': _x43,
-        'mfu': _x1633*_x1784*_x1785,
-        'mfu_megatron': _x1681*_x1784*_x1785,
-        'hfu': _x1677*_x1783*_x1785*_x50,
-        'tokens_per_s': _x1729*_x1785,
-        'memory': _x1823,
-        'mem_weights': _x1791*_x1825 + _x1817*_x1824,
-        'mem_gradients': _x1794*_x1825 + _x1818*_x1824,
-        'mem_optimizer': _x1796*_x1825 + _x1819*_x1824,
-        'mem_activations': _x1786 + _x1808*_x1825 + _x1821*_x1824,
-        'mem_logits': _x1806,
-        'mem_first_stage': _x1809,
-        'mem_last_stage': _x1822,
-        'mem_reserve': _x1826 + _x1827 + cuda_context,
+        'mfu': _x1636*_x1787*_x1788,
+        'mfu_megatron': _x1684*_x1787*_x1788,
+        'hfu': _x1680*_x1786*_x1788*_x50,
+        'tokens_per_s': _x1732*_x1788,
+        'memory': _x1826,
+        'mem_weights': _x1794*_x1828 + _x1820*_x1827,
+        'mem_gradients': _x1797*_x1828 + _x1821*_x1827,
+        'mem_optimizer': _x1799*_x1828 + _x1822*_x1827,
+        'mem_activations': _x1789 + _x1811*_x1828 + _x1824*_x1827,
+        'mem_logits': _x1809,
+        'mem_first_stage': _x1812,
+        'mem_last_stage': _x1825,
+        'mem_reserve': _x1829 + _x1830 + cuda_context,
         'mem_cuda_context': cuda_context,
-        'mem_nccl': _x1827,
-        'mem_fragmentation': _x1826,
-        'params': _x1759,
-        'active_params': _x1628*(_x1755 + mlp_frac*(_x1394*top_k + _x1752)) + _x1758,
-        'params_rank': _x1470,
-        'params_embedding': _x1757,
-        'params_expert': _x1751,
-        'params_mtp': mtp*(_x1465 + _x1753 + _x1754 + _x88),
+        'mem_nccl': _x1830,
+        'mem_fragmentation': _x1829,
+        'params': _x1762,
+        'active_params': _x1631*(_x1758 + mlp_frac*(_x1398*top_k + _x1755)) + _x1761,
+        'params_rank': _x1473,
+        'params_embedding': _x1760,
+        'params_expert': _x1754,
+        'params_mtp': mtp*(_x1468 + _x1756 + _x1757 + _x88),
     }
 
-SOURCE_DIGEST = '7e4acdb38c9f38ac'
+SOURCE_DIGEST = '21341aee7129308a'

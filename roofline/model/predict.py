@@ -35,7 +35,7 @@ def hardware_inputs(hw: Hardware, dtype: str = "bf16") -> dict:
          "clock_spread": hw.clock_spread,
          "gpus_per_node": hw.gpus_per_node, "sms": hw.sm_count, "gemm_dhalf": hw.dhalf, "host_fwd": hw.host_fwd, "host_bwd": hw.host_bwd,
          "host_rc": hw.host_rc, "host_emb": hw.host_emb, "host_head": hw.host_head, "host_mb": hw.host_mb,
-         "host_moe_fwd": hw.host_moe_fwd, "host_moe_bwd": hw.host_moe_bwd,
+         "host_moe_fwd": hw.host_moe_fwd, "host_moe_bwd": hw.host_moe_bwd, "host_launch": hw.host_launch,
          # no stated host link: a placeholder that only a plan with offload_layers > 0 would read (inputs() refuses it)
          "host_link_bw": hw.host_link.bandwidth if hw.host_link else 1.0,
          # SMs each kind of communication kernel holds beside compute (formulas/comm.py interference): the profile's
@@ -184,7 +184,8 @@ def plan_inputs(p: Plan, model: Model | None = None) -> dict:
     # full recomputation of a share of each stage's layers (recompute_fraction): rc_full is that share
     return {**lay, "rc_full": lay["rc_full"] * float(p.recompute_fraction),
             **{sym: getattr(p, field) for field, sym in OVERLAP_INPUTS.items()}, "tp_async": float(p.tp_async_dgrad),
-            "tp_split_rs": float(p.tp_overlap_split_rs), "attn_fp8": float(p.fp8_attention), "hp_frac": hp_frac,
+            "tp_split_rs": float(p.tp_overlap_split_rs), "exp_launch": float(p.per_expert_kernels),
+            "exp_casts": float(precision.get(p.dtype).expert_casts) if p.dtype in precision.PRECISIONS else 0.0, "attn_fp8": float(p.fp8_attention), "hp_frac": hp_frac,
             "delay_wgrad": float(p.delay_wgrad),
             **recompute_module_inputs(p.recompute_module_set),
             "wgrad_fusion": float(p.wgrad_fusion), "eager_elem": float(p.eager_elementwise),

@@ -170,6 +170,11 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
               "TE fuse_wgrad_accumulation); default: the stack's")
     flag(g, "no-wgrad-fusion", dest="wgrad_fusion", action="store_false",
          help="weight-gradient GEMMs write their output (torch autograd, DeepSpeed, FSDP, --no-gradient-accumulation-fusion)")
+    flag(g, "per-expert-kernels", dest="per_expert_kernels", action="store_true", default=None,
+         help="the routed experts' GEMMs and casts launch one local expert at a time (Transformer Engine GroupedLinear, "
+              "Megatron-Core); default: the stack's")
+    flag(g, "no-per-expert-kernels", dest="per_expert_kernels", action="store_false",
+         help="one grouped kernel for all local experts (torch._grouped_mm: torchtitan, NeMo AutoModel; a fused grouped MLP)")
     flag(g, "eager-elementwise", dest="eager_elementwise", action="store_true", default=None,
          help="RMSNorm, SwiGLU and RoPE run as separate eager PyTorch ops (no torch.compile, no fused kernels); "
               "default: the stack's")
@@ -305,6 +310,7 @@ def build_spec(args):
              "bf16_layers": getattr(args, "bf16_layers", None),
              "tp_async_dgrad": getattr(args, "tp_async_dgrad", None),
              "wgrad_fusion": getattr(args, "wgrad_fusion", None),
+             "per_expert_kernels": getattr(args, "per_expert_kernels", None),
              "eager_elementwise": getattr(args, "eager_elementwise", None),
              "eager_rope": getattr(args, "eager_rope", None),
              "fsdp_copies": getattr(args, "fsdp_copies", None),

@@ -266,6 +266,12 @@ class Plan:
     # of their own leaves the backward reduce-scatter of their summed input gradients exposed (formulas/step.py layer);
     # False: every TP collective is pipelined (Transformer Engine userbuffers). Per stack: stacks/*.yaml
     tp_overlap_split_rs: bool = False
+    # the routed experts' GEMMs, and the recipe's casts of their operands, launch one local expert at a time: Transformer
+    # Engine's GroupedLinear (Megatron-Core TEGroupedMLP; common/gemm/cublaslt_gemm.cu multi_stream_cublas_gemm, one
+    # cublasLt call per expert; csrc/extensions/cast.cpp split_quantize), each launch host time and a GEMM's fixed time
+    # (formulas/step.py expert_launches, compute.gemm); False: one grouped kernel for all local experts
+    # (torch._grouped_mm, grouped_gemm's gmm, a fused grouped MLP). Per stack: stacks/*.yaml
+    per_expert_kernels: bool = True
     # the attention core in FP8: Megatron-Core --fp8-dot-product-attention (model_parallel_config.py
     # fp8_dot_product_attention), Transformer Engine DotProductAttention under an FP8 recipe with fp8_dpa: cuDNN's FP8
     # fused attention, forward and backward (formulas/compute.py attention_core); needs a low-precision recipe

@@ -694,6 +694,11 @@ def _plan_fields(row: dict) -> dict:
         d["eager_rope"] = False
     if wgrad_fusion_off(text, d["sharding"] == "fsdp"):
         d["wgrad_fusion"] = False
+    # a fused grouped MLP runs the routed experts in one kernel per pass, not one GEMM and cast per local expert (the
+    # Megatron-Bridge 26.06 summaries: "CuteDSL fused grouped MLP"; Megatron-Bridge#2885: GroupGEMM + (d)SwiGLU +
+    # quant + swizzle fused); a text that says the expert GEMMs run through torch._grouped_mm reads the same
+    if re.search(r"(?<!no )(?<!un)fused grouped (?:mlp|gemm)|torch\._grouped_mm", text):
+        d["per_expert_kernels"] = False
     graphs = cuda_graphs(row)
     if graphs != "none":
         d["cuda_graphs"] = graphs

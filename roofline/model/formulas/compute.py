@@ -211,7 +211,8 @@ def gemm(name: str, m, k, n, batch=1, model=1, on=sp.Integer(1), hp=False, group
     Megatron-Core TEGroupedMLP) issues them through nvte_multi_stream_cublas_gemm, one cublasLt GEMM per expert
     round-robin over num_streams = 4 compute streams (TransformerEngine common/gemm/cublaslt_gemm.cu,
     common/include/transformer_engine/gemm.h): the fixed time t0 of each GEMM (launch, tail) overlaps four at a
-    time, max(1, groups / 4) in sequence.
+    time, max(1, groups / 4) in sequence. A stack that runs one grouped kernel for all local experts (``exp_launch``
+    0: torch._grouped_mm, a fused grouped MLP) pays t0 once.
 
     The backward is two kernels of f FLOPs and b bytes each: the data gradient (reads dY and W, writes dX) and the
     weight gradient (reads X and dY, writes dW). With fused gradient accumulation (``wgrad_fusion``: Megatron-LM
@@ -226,7 +227,7 @@ def gemm(name: str, m, k, n, batch=1, model=1, on=sp.Integer(1), hp=False, group
     q = (sp.Integer(0), sp.Integer(0)) if hp else (on * m * k * batch, on * (m * n + (1 - S.q_saved) * m * k) * batch)
     extra = on * S.wgrad_fusion * groups * k * n * batch * (2 * S.grad_bytes - S.act_bytes)
     return Op(name, "gemm", f, b, 2 * f, 2 * b, f * model, sp.Min(m / groups, k, n), on, hp=hp, q_elems=q,
-              launches=sp.Max(1, groups / GEMM_STREAMS), wgrad_extra=extra)
+              launches=1 + S.exp_launch * (sp.Max(1, groups / GEMM_STREAMS) - 1), wgrad_extra=extra)
 
 
 GEMM_STREAMS = 4   # Transformer Engine's compute streams for grouped GEMMs (gemm.h num_streams)

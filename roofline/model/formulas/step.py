@@ -221,6 +221,27 @@ def ep_merged(ep, ops, fwd, bwd, recompute) -> sp.Expr:
             + CM.exposed(2 * RC_MOE * one, recompute, S.ov_ep, share))
 
 
+def expert_launches() -> tuple:
+    """Kernels an MoE layer launches one routed expert at a time, forward and backward (times host_launch: host time).
+
+    Transformer Engine's GroupedLinear (Megatron-Core TEGroupedMLP, v2.8-v2.16) runs its GEMMs through
+    nvte_multi_stream_cublas_gemm, one cublasLt call per local expert (common/gemm/cublaslt_gemm.cu
+    multi_stream_cublas_gemm; the CUTLASS grouped GEMM only on Hopper under NVTE_USE_CUTLASS_GROUPED_GEMM): fc1 and fc2
+    in forward, their dgrad and wgrad in backward. Under a low-precision recipe it quantizes each GEMM's input
+    (forward) and output gradient (backward) with split_quantize, one quantizer per expert where the recipe has no
+    fused split kernel (``exp_casts``, base/precision.py), and the input again in backward where the stack saves it in
+    16 bits (q_saved 0). The kernels of layers kept in 16 bits (hp_frac) cast nothing. The scale swizzles of a
+    block-scaled recipe are one multi-tensor kernel per grouped GEMM (csrc/extensions/gemm.cpp
+    multi_tensor_swizzle_scales_for_gemm), left out. The Python and C++ work around each launch (tensor wrappers,
+    output allocation, cuBLAS heuristics) is not counted: a lower bound. ``exp_launch`` 0: one grouped kernel, no
+    per-expert launches."""
+    local = S.n_experts / S.ep
+    casts = S.exp_casts * (1 - S.hp_frac)
+    fwd = 2 + 2 * casts
+    bwd = 4 + 2 * casts + 2 * (1 - S.q_saved) * casts
+    return S.exp_launch * local * fwd, S.exp_launch * local * bwd
+
+
 def layer(ops, blocks, ep, col_ops=None, moe_on=sp.Integer(0), moe_share=sp.Integer(1),
           host_share=sp.Integer(1)) -> Layer:
     """Times of one layer with operators ``ops``, TP ``blocks`` (tp_blocks) and EP time ``ep``; ``col_ops``: the
@@ -294,7 +315,9 @@ def layer(ops, blocks, ep, col_ops=None, moe_on=sp.Integer(0), moe_share=sp.Inte
     # forward of full recomputation re-issues them); a layer replayed as a CUDA graph issues nothing one by one
     gpu = fwd + bwd + recompute + tp + cp + ep
     eager = 1 - S.graph_layers
-    moe_f, moe_b = moe_on * moe_share * S.host_moe_fwd, moe_on * moe_share * S.host_moe_bwd
+    exp_f, exp_b = expert_launches()
+    moe_f = moe_on * moe_share * (S.host_moe_fwd + exp_f * S.host_launch)
+    moe_b = moe_on * moe_share * (S.host_moe_bwd + exp_b * S.host_launch)
     host_f = eager * (host_share * S.host_fwd + moe_f)
     host_b = eager * (host_share * (S.host_bwd + (S.rc_full + S.rc_op) * S.host_rc) + moe_b + RC_MOE * moe_f)
     # An eager dropless MoE forward blocks the host on the GPU once per layer: the token counts per expert go to the

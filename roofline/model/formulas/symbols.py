@@ -222,6 +222,8 @@ host_moe_fwd = _s("host_moe_fwd", "time", "extra host time an MoE layer's forwar
                   "token-dispatcher bookkeeping, permutation)", "hardware", r"h_{ef}")
 host_moe_bwd = _s("host_moe_bwd", "time", "extra host time an MoE layer's backward adds to a dense layer's", "hardware",
                   r"h_{eb}")
+host_launch = _s("host_launch", "time", "host time of one CUDA kernel launch (profile host.launch): what each kernel "
+                 "issued one routed expert at a time adds to an MoE layer's host time", "hardware", r"h_{k}", zero=True)
 gpus_per_node = _s("gpus_per_node", "", "GPUs per node G", "hardware", "G")
 host_link_bw = _s("host_link_bw", "bytes/time", "GPU-host copy bandwidth per direction (PCIe, NVLink-C2C): what activations offloaded to host memory move at", "hardware", r"W_{h}")
 sms = _s("sms", "", "streaming multiprocessors: thread blocks of one wave (one flash-attention block per SM); "
@@ -319,6 +321,14 @@ tp_split_rs = _s("tp_split_rs", "", "1 when the TP overlap pipelines only a redu
                  "and the block's input feeds separate column-parallel GEMMs (q, k, v; gate, up): the backward "
                  "reduce-scatter of their summed input gradients stays exposed; 0: every TP collective is pipelined "
                  "(Transformer Engine userbuffers)", "plan", r"\sigma_{t}")
+
+exp_launch = _s("exp_launch", "", "1 when the routed experts' GEMMs, and the recipe's casts of their operands, are "
+                "launched one local expert at a time (Transformer Engine GroupedLinear: nvte_multi_stream_cublas_gemm, "
+                "split_quantize); 0: one grouped kernel for all local experts (torch._grouped_mm, a fused grouped MLP)",
+                "plan", r"\epsilon_{k}", zero=True)
+exp_casts = _s("exp_casts", "", "cast kernels the recipe launches per routed expert for one quantized GEMM operand "
+               "(base/precision.py expert_casts: FP8 current scaling 3, MXFP8 and FP8 blockwise 1, delayed scaling and "
+               "NVFP4 fused: 0)", "plan", r"n_{q}", zero=True)
 
 # ---- low-precision GEMM inputs saved for backward (per stack: stacks/*.yaml plan quantized_saves) -------------
 q_saved = _s("q_saved", "", "1 when a low-precision GEMM saves its quantized input for the weight gradient (Transformer "

@@ -94,6 +94,7 @@ class Hardware:
     host_mb: float = 0.0                        # s, framework per-micro-batch work outside the model
     host_moe_fwd: float = 0.0                   # s, extra host time of an MoE layer's forward (router, dispatcher, permute)
     host_moe_bwd: float = 0.0                   # s, ... backward
+    host_launch: float = 0.0                    # s, host cost of one CUDA kernel launch (host.launch): per-expert kernels
     sustained_clock: float = 1.0                # sustained / burst compute rate under a power-capped load
     clock_spread: float = 0.0                   # relative std of the compute rate across the GPUs of a cluster
     matmul_ceiling: float = 1.0                 # max achievable matmul rate / peak (mamf-finder); caps gemm, bmm eta
@@ -130,7 +131,8 @@ class Hardware:
         _clock(self.sustained_clock, w)
         _spread(self.clock_spread, w)
         S.fraction(self.matmul_ceiling, f"{w}: matmul_ceiling")
-        for k in ("host_fwd", "host_bwd", "host_rc", "host_emb", "host_head", "host_mb", "host_moe_fwd", "host_moe_bwd"):
+        for k in ("host_fwd", "host_bwd", "host_rc", "host_emb", "host_head", "host_mb", "host_moe_fwd", "host_moe_bwd",
+                  "host_launch"):
             S.number(getattr(self, k), f"{w}: {k} (s)", low=0.0)
         for (c, link), (alpha, bw) in self.collectives.items():
             S.number(alpha, f"{w}: collectives.{link}.{c}.alpha (s)", low=0.0)
@@ -511,7 +513,8 @@ def _host_times(host: dict, where: str) -> dict:
             "host_emb": t("embed_fwd", "kernels_embed_fwd") + t("embed_bwd", "kernels_embed_bwd"),
             "host_head": t("head_fwd", "kernels_head_fwd") + t("head_bwd", "kernels_head_bwd"),
             "host_mb": t("microbatch", "kernels_microbatch"),
-            "host_moe_fwd": t("moe_fwd", "kernels_moe_fwd"), "host_moe_bwd": t("moe_bwd", "kernels_moe_bwd")}
+            "host_moe_fwd": t("moe_fwd", "kernels_moe_fwd"), "host_moe_bwd": t("moe_bwd", "kernels_moe_bwd"),
+            "host_launch": launch}
 
 
 # A GPU as papers and tables write it ("A100-80GB (SXM4)", "H100 (80GB)", "NVIDIA GB200 NVL72") -> the bundled profile,

@@ -115,7 +115,8 @@ def _split(total_base: float, parts: tuple, v: float) -> tuple:
 
 def _host_layer_apply(hw, v):
     """A host that issues a dense layer in ``v``: forward and backward split in BASE's ratio; the recomputation and an
-    MoE layer's extra host work scale alike (the same host issues them)."""
+    MoE layer's extra host work scale alike (the same host issues them). The launches an MoE layer makes one routed
+    expert at a time keep BASE's cost per launch (host.launch, which the written profile's other host keys also read)."""
     f, b = _split(hw.host_fwd + hw.host_bwd, (hw.host_fwd, hw.host_bwd), v)
     if hw.host_fwd + hw.host_bwd <= 0:
         return dc_replace(hw, host_fwd=f, host_bwd=b, host_rc=f)
