@@ -314,6 +314,11 @@ def main() -> int:
          "SXM, the same run as the ceiling); the other Hopper and Blackwell datasheet profiles (GH200, the PCIe "
          "and NVL cards, B200/GB200/B300/GB300) take that ratio as an assumption; A100 has no such measurement and "
          "keeps 1.",
+         "- **Low-precision GEMM kernels** (properties of the recipe and the GPU, not of a row): an FP8 or FP4 GEMM "
+         "runs at its peak times the 16-bit efficiency times its kernels' measured rate (`base/precision.py` "
+         "`gemm_rate`: per-tensor FP8 0.957, MXFP8 0.915, from Transformer Engine's published GEMM benchmark on B300 "
+         "and H200); on Blackwell Ultra (B300, GB300) NVFP4 GEMMs reach `max_matmul_fp4`, not the FP4 peak "
+         "(docs/calibration.md, \"Low-precision GEMM kernels\"). Not fitted on rows.",
          slowest_gpu_line(),
          "- **TP overlap** (Megatron-Core rows whose notes or settings state it, however spelled: `--tp-comm-overlap`, "
          "`tp_comm_overlap=True`, \"userbuffer TP comm-overlap\"; not after false/off, nor on an NVFP4 row that says "

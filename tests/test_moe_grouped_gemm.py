@@ -37,7 +37,7 @@ def test_grouped_gemm_by_hand():
 def test_grouped_gemm_fixed_time_by_hand():
     """With compute and memory times negligible, a 16-expert GEMM pays 4 fixed times, a plain one 1."""
     fast = dict(peak=1e30, peak_hp=1e30, clock=1, clock_spread=0, gpu_z=0, hbm_bw=1e30, gemm_dhalf=1, act_bytes=2,
-                exp_launch=1)
+                exp_launch=1, lp_rate=1)
     sub = {getattr(S, k): v for k, v in fast.items()}
     sub.update({S.EFF_FLOP["gemm", "fwd"]: 1, S.EFF_MEM["gemm", "fwd"]: 1, S.T0["gemm", "fwd"]: 5e-6})
     g16 = float(C.op_time(C.gemm("g", 4096, 1024, 1024, groups=16), "fwd").subs(sub))
@@ -50,7 +50,8 @@ _T = sp.lambdify([sp.Symbol("m"), sp.Symbol("k"), sp.Symbol("n"), sp.Symbol("g")
                  C.op_time(C.gemm("x", sp.Symbol("m"), sp.Symbol("k"), sp.Symbol("n"), groups=sp.Symbol("g")), "bwd")
                  .subs({S.peak: 1e15, S.peak_hp: 1e15, S.clock: 0.85, S.clock_spread: 0, S.gpu_z: 0, S.hbm_bw: 3e12, S.gemm_dhalf: 64, S.act_bytes: 2,
                         S.EFF_FLOP["gemm", "bwd"]: 0.8, S.EFF_MEM["gemm", "bwd"]: 0.8, S.T0["gemm", "bwd"]: 1e-5,
-                        S.wgrad_fusion: 1, S.grad_bytes: 4, S.exp_launch: 1}))
+                        S.wgrad_fusion: 1, S.grad_bytes: 4, S.exp_launch: 1,
+                        S.lp_rate: 1}))
 
 
 @settings(max_examples=60, deadline=None)
@@ -60,7 +61,7 @@ def test_splitting_a_gemm_over_experts_never_makes_it_faster(m, k, n, g):
 
 
 # a backward with rates of its own: peak 1e15 x clock 1 x eta 0.5, HBM 2e12 x mu 0.5, t0 10 us
-_BWD = {S.exp_launch: 1, S.peak: 1e15, S.peak_hp: 1e15, S.clock: 1, S.clock_spread: 0, S.gpu_z: 0, S.hbm_bw: 2e12, S.gemm_dhalf: 1e-9, S.act_bytes: 2,
+_BWD = {S.exp_launch: 1, S.lp_rate: 1, S.peak: 1e15, S.peak_hp: 1e15, S.clock: 1, S.clock_spread: 0, S.gpu_z: 0, S.hbm_bw: 2e12, S.gemm_dhalf: 1e-9, S.act_bytes: 2,
         S.EFF_FLOP["gemm", "bwd"]: 0.5, S.EFF_MEM["gemm", "bwd"]: 0.5, S.T0["gemm", "bwd"]: 1e-5}
 
 

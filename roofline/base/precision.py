@@ -39,6 +39,18 @@ delayed scaling (``nvte_multi_cast_transpose``) and NVFP4 (``split_quantize_nvfp
 quantizer in turn (``multi_tensor_quantize_impl``, "Quantize kernels individually"): MXFP8 and FP8 blockwise one
 ``nvte_quantize_v2`` each, FP8 current scaling three (``nvte_compute_amax_with_config``,
 ``nvte_compute_scale_from_amax``, ``nvte_quantize_v2``; csrc/quantizer.cpp Float8CurrentScalingQuantizer::quantize_impl).
+Rate of the recipe's GEMM kernels (``gemm_rate``, formulas/compute.py ``op_time``, symbol ``lp_rate``): a
+low-precision GEMM reaches a smaller fraction of its own peak than a 16-bit GEMM of the same shape. Transformer
+Engine's GEMM benchmark (docs/examples/gemm_profiling/gemm_profiling.rst @1609c890, benchmarks/gemm/benchmark_gemm.py
+``--pre-quantize``: the 12 GEMMs of a transformer layer, M = 15872 tokens, hidden 4096, FFN 16384, kernels only)
+measures per layer on a B300 SXM6: BF16 13.102 ms, FP8 current scaling 6.812, MXFP8 7.161, NVFP4 3.764; on an H200
+NVL: BF16 31.968, FP8 current scaling 16.785. Over the peak ratio (2 for FP8): per-tensor FP8 0.962 (B300) and 0.952
+(H200), their mean 0.957 for ``fp8`` and ``fp8-cs`` (delayed scaling runs the same kernels; the benchmark cannot
+pre-quantize it); MXFP8 0.915 (B300; Blackwell only). FP8 blockwise: ASSUMED per-tensor FP8's (no pre-quantized
+figure; on Blackwell it runs as MXFP8). NVFP4: 1, its GEMMs reach the 16-bit fraction of the FP4 peak on B200
+(torchao benchmarks/float8/bench_matmul.py on a B200, pytorch/ao#2427: 4.46-5.50 PFLOP/s at 4096-8192 cubed, which
+the b200 profile prices within 1-5 %); a GPU whose FP4 peak its GEMMs do not reach says so in its profile
+(``max_matmul_fp4``: Blackwell Ultra, b300.yaml).
 ASSUMED: no fusion of the cast into the preceding norm (TE's LayerNormLinear can write FP8 directly for some
 recipes, saving the 2-byte read of QKV and fc1 inputs), so these are upper bounds of a few % of a layer.
 """
@@ -55,18 +67,26 @@ class Precision:
     label: str           # how people write it
     saved_bytes: float = 0.0     # bytes per element of a GEMM input saved quantized for backward (0: 16-bit training)
     expert_casts: int = 0        # cast kernels TE's split_quantize launches per routed expert for one operand (0: fused)
+    gemm_rate: float = 1.0       # the recipe's GEMM kernels' fraction of peak over a 16-bit GEMM's (TE benchmark, above)
 
+
+# Transformer Engine's GEMM benchmark, pre-quantized (kernels only), ms per layer of its 5B config (module docstring)
+TE_GEMM_BENCHMARK = {"b300": {"bf16": 13.102, "fp8-cs": 6.812, "mxfp8": 7.161, "nvfp4": 3.764},
+                     "h200-nvl": {"bf16": 31.968, "fp8-cs": 16.785}}
+# per-tensor FP8 kernels: the mean of the two GPUs' (BF16 time / FP8 time) / 2
+GEMM_RATE_FP8 = sum(TE_GEMM_BENCHMARK[g]["bf16"] / TE_GEMM_BENCHMARK[g]["fp8-cs"] / 2 for g in ("b300", "h200-nvl")) / 2
 
 PRECISIONS = {p.name: p for p in (
     Precision("bf16", "bf16", 0.0, "BF16"),
     Precision("fp16", "fp16", 0.0, "FP16"),
     Precision("fp32", "fp32", 0.0, "FP32"),
-    Precision("fp8", "fp8", 4.0, "FP8 delayed scaling (Megatron --fp8-recipe delayed, the default)", 1.0),
-    Precision("fp8-cs", "fp8", 6.0, "FP8 current (per-tensor) scaling, --fp8-recipe tensorwise", 1.0, 3),
+    Precision("fp8", "fp8", 4.0, "FP8 delayed scaling (Megatron --fp8-recipe delayed, the default)", 1.0, 0,
+              GEMM_RATE_FP8),
+    Precision("fp8-cs", "fp8", 6.0, "FP8 current (per-tensor) scaling, --fp8-recipe tensorwise", 1.0, 3, GEMM_RATE_FP8),
     Precision("fp8-block", "fp8", 2 + 2 * (1 + 4 / 128), "FP8 blockwise scaling (DeepSeek-V3), --fp8-recipe blockwise",
-              1 + 4 / 128, 1),
+              1 + 4 / 128, 1, GEMM_RATE_FP8),
     Precision("mxfp8", "fp8", 2 + 2 * (1 + 1 / 32), "MXFP8 (E8M0 scale per 32 elements), --fp8-recipe mxfp8", 1 + 1 / 32,
-              1),
+              1, TE_GEMM_BENCHMARK["b300"]["bf16"] / TE_GEMM_BENCHMARK["b300"]["mxfp8"] / 2),
     Precision("nvfp4", "fp4", 2 + 2 + 2 * (0.5 + 1 / 16), "NVFP4 (E4M3 scale per 16 elements + per-tensor scale)",
               0.5 + 1 / 16),
 )}

@@ -30,7 +30,7 @@ MEMORY = ("weights", "gradients", "optimizer", "activations", "reserve")
 
 
 def hardware_inputs(hw: Hardware, dtype: str = "bf16") -> dict:
-    x = {"peak": hw.peak(dtype), "peak_hp": hw.peak_16bit(dtype), "peak_vec": hw.vector_peak(),
+    x = {"peak": hw.peak(dtype), "lp_rate": hw.lp_rate(dtype), "peak_hp": hw.peak_16bit(dtype), "peak_vec": hw.vector_peak(),
          "peak_fp8": hw.peak_flops.get("fp8") or hw.peak_16bit(dtype), "hbm_bw": hw.hbm_bandwidth, "clock": hw.sustained_clock,
          "clock_spread": hw.clock_spread,
          "gpus_per_node": hw.gpus_per_node, "sms": hw.sm_count, "gemm_dhalf": hw.dhalf, "host_fwd": hw.host_fwd, "host_bwd": hw.host_bwd,

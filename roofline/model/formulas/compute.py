@@ -664,8 +664,10 @@ def op_time(op: Op, direction: str) -> sp.Expr:
     elif op.cls in ("gemm", "attn"):
         sat = op.dmin / (op.dmin + S.gemm_dhalf) if op.dmin is not None else 1
         # attention core and 16-bit GEMMs at the 16-bit peak; a low-precision GEMM at the recipe's, except in the
-        # share hp_frac of the layers the recipe keeps in 16 bits (S.peak = S.peak_hp in 16-bit training)
-        inv_peak = 1 / S.peak_hp if (op.hp or op.cls == "attn") else (1 - S.hp_frac) / S.peak + S.hp_frac / S.peak_hp
+        # share hp_frac of the layers the recipe keeps in 16 bits (S.peak = S.peak_hp in 16-bit training); the recipe's
+        # kernels at lp_rate of a 16-bit GEMM's fraction of peak (precision.py gemm_rate, hardware max_matmul_fp4)
+        inv_peak = 1 / S.peak_hp if (op.hp or op.cls == "attn") else ((1 - S.hp_frac) / (S.peak * S.lp_rate)
+                                                                        + S.hp_frac / S.peak_hp)
         compute = f * inv_peak / (clock_eff * S.EFF_FLOP[key] * sat)
     else:
         compute = f / (S.peak_vec * clock_eff * S.EFF_FLOP[key])

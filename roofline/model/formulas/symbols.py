@@ -200,6 +200,10 @@ peak_hp = _s("peak_hp", "flop/time", "dense peak FLOP/s of the GEMMs kept in 16 
 peak_vec = _s("peak_vec", "flop/time", "peak FLOP/s of non-matmul (vector) units", "hardware", "P_{v}")
 peak_fp8 = _s("peak_fp8", "flop/time", "dense FP8 peak FLOP/s (the FP8 attention core's; = P_16 on a GPU without "
               "FP8 tensor cores, where FP8 attention is refused)", "hardware", "P_{8}")
+lp_rate = _s("lp_rate", "", "rate of the recipe's low-precision GEMM kernels relative to a 16-bit GEMM at the same "
+             "fraction of its own peak (base/precision.py gemm_rate, measured by Transformer Engine's GEMM benchmark; "
+             "and the profile's max_matmul_fp4 where the FP4 peak is not reached): 1 in 16-bit training", "hardware",
+             r"\rho_{q}")
 clock = _s("clock", "", "sustained/burst ratio of the compute rate under a power-capped training load (0..1]", "hardware",
            r"\kappa")
 clock_spread = _s("clock_spread", "", "relative standard deviation of the compute rate across the GPUs of a cluster "

@@ -98,6 +98,9 @@ class Hardware:
     sustained_clock: float = 1.0                # sustained / burst compute rate under a power-capped load
     clock_spread: float = 0.0                   # relative std of the compute rate across the GPUs of a cluster
     matmul_ceiling: float = 1.0                 # max achievable matmul rate / peak (mamf-finder); caps gemm, bmm eta
+    # maximum achievable FP4 (NVFP4) matmul rate, FLOP/s, where a GPU's FP4 GEMMs do not reach the 16-bit GEMMs'
+    # fraction of its FP4 peak (profile key max_matmul_fp4; None: they do); lp_rate reads it
+    matmul_fp4: float | None = None
     # GPU <-> host memory copies (PCIe, NVLink-C2C), per direction per GPU: what CPU activation offload moves at;
     # None where the profile does not state it (a plan that offloads is then refused)
     host_link: Link | None = None
@@ -131,6 +134,8 @@ class Hardware:
         _clock(self.sustained_clock, w)
         _spread(self.clock_spread, w)
         S.fraction(self.matmul_ceiling, f"{w}: matmul_ceiling")
+        if self.matmul_fp4 is not None:
+            S.positive(self.matmul_fp4, f"{w}: max_matmul_fp4 (FLOP/s)")
         for k in ("host_fwd", "host_bwd", "host_rc", "host_emb", "host_head", "host_mb", "host_moe_fwd", "host_moe_bwd",
                   "host_launch"):
             S.number(getattr(self, k), f"{w}: {k} (s)", low=0.0)
@@ -170,6 +175,18 @@ class Hardware:
         if not p:
             raise InputError(f"{self.id} has no {key} peak FLOP/s in its profile" + (f" (needed by {dtype})" if key != dtype else ""))
         return p
+
+    def lp_rate(self, dtype: str) -> float:
+        """Rate of a precision's low-precision GEMM kernels relative to a 16-bit GEMM at the same fraction of its own
+        peak (formula input lp_rate): the recipe's measured kernel rate (precision.py gemm_rate) and, for FP4 on a
+        profile with max_matmul_fp4, the share of the FP4 peak its GEMMs reach where a 16-bit GEMM reaches max_matmul
+        (the curves' ceiling): min(1, max_matmul_fp4 / (ceiling x fp4 peak)). 1 for a 16-bit dtype."""
+        if not precision.low_precision(dtype):
+            return 1.0
+        rate = precision.get(dtype).gemm_rate
+        if precision.peak_key(dtype) == "fp4" and self.matmul_fp4:
+            rate *= min(1.0, self.matmul_fp4 / (self.matmul_ceiling * self.peak(dtype)))
+        return rate
 
     def peak_16bit(self, dtype: str) -> float:
         """Peak FLOP/s of the GEMMs a precision keeps in 16 bits (attention core, LM head, router: precision.py)."""
@@ -259,12 +276,12 @@ def _merge(a: dict, b: dict) -> dict:
 
 # ---- the profile schema: every key a file may hold, its type, unit and range ---------------------
 REFS = ("base", "efficiency_from", "collectives_from", "host_from", "overlap_from")  # keys that name another profile
-TOP_KEYS = ("id", "name", "kind", "vendor", *REFS, "peak_flops", "max_matmul",
+TOP_KEYS = ("id", "name", "kind", "vendor", *REFS, "peak_flops", "max_matmul", "max_matmul_fp4",
             "hbm_bandwidth", "hbm_capacity", "board_power", "sm_count", "gpus_per_node", "links", "efficiency",
             "collectives", "host", "overlap", "sustained_clock", "clock_spread", "attention_speed", "sources",
             "provenance")
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8")
-QUANTITIES = {"max_matmul": "flop/s", "hbm_bandwidth": "B/s", "hbm_capacity": "B", "board_power": "W"}
+QUANTITIES = {"max_matmul": "flop/s", "max_matmul_fp4": "flop/s", "hbm_bandwidth": "B/s", "hbm_capacity": "B", "board_power": "W"}
 LINK_KEYS = ("kind", "bandwidth", "latency")
 ROOFLINE_KEYS = ("eta", "mu", "t0")
 SHAPE_KEYS = {"attn": ("d_soft", "d_reg", "uneven", "d_io"), "bmm": ("dhalf", "reread")}
@@ -669,13 +686,19 @@ def _load(ref: str) -> Hardware:
         # no fitted or assumed GEMM efficiency can beat the measured maximum achievable matmul rate
         for c in ("gemm", "bmm"):
             eff[c] = {k: (min(eta, ceiling), mu, t0) for k, (eta, mu, t0) in eff[c].items()}
+    matmul_fp4 = None
+    if d.get("max_matmul_fp4") is not None:
+        matmul_fp4 = S.quantity(d["max_matmul_fp4"], "flop/s", f"profile {where}: max_matmul_fp4")
+        if not peaks.get("fp4") or not 0 < matmul_fp4 <= peaks["fp4"]:
+            raise InputError(f"profile {where}: max_matmul_fp4 must be positive and at most the fp4 peak "
+                             f"({peaks.get('fp4') or 'none stated'}), got {matmul_fp4:.4g} FLOP/s")
     clock = _clock(d.get("sustained_clock", 1.0), f"profile {where}")
     spread = _spread(d.get("clock_spread", dflt["clock_spread"]), f"profile {where}")
     overlap = {k: S.number(v, f"profile {where}: overlap.{k} (SMs)", low=0.0)
                for k, v in _merge(dflt["overlap"], d.get("overlap") or {}).items()}
     dhalf = S.number(eff_raw.get("dhalf", dflt["efficiency"]["dhalf"]), f"profile {where}: efficiency.dhalf", low=0.0)
     return Hardware(
-        sustained_clock=clock, clock_spread=spread, matmul_ceiling=ceiling,
+        sustained_clock=clock, clock_spread=spread, matmul_ceiling=ceiling, matmul_fp4=matmul_fp4,
         **_host_times(host, where),
         id=str(d.get("id", Path(where).stem)), name=str(d.get("name", d.get("id", ""))), kind=str(d.get("kind", "datasheet")),
         peak_flops=peaks,

@@ -96,7 +96,7 @@ CLUSTERS = {  # cluster -> (folder, GPU file prefix, base profile, GPUs per node
 ABSENT = {s.symbol: 0 for s in S.SYMBOLS.values() if s.group == "model" and s.default == 0}
 FIXED = {  # upstream samples: fp16, plain GPT block, no dropout/SP/CP/MoE (target_functions.py)
     **ABSENT,
-    S.act_bytes: 2, S.grad_bytes: 2, S.f32_bytes: 4, S.wgrad_fusion: 0, S.exp_launch: 1, S.gated: 0, S.eager_elem: 0, S.eager_rope: 0, S.qk_norm: 0, S.rms: 0, S.sq_relu: 0, S.flash: 1, S.flash_speed: 1, S.causal: 1, S.dropout: 0, S.cp: 1, S.seq_par: 0,
+    S.act_bytes: 2, S.grad_bytes: 2, S.f32_bytes: 4, S.wgrad_fusion: 0, S.exp_launch: 1, S.lp_rate: 1, S.gated: 0, S.eager_elem: 0, S.eager_rope: 0, S.qk_norm: 0, S.rms: 0, S.sq_relu: 0, S.flash: 1, S.flash_speed: 1, S.causal: 1, S.dropout: 0, S.cp: 1, S.seq_par: 0,
     S.n_experts: 1, S.ep: 1, S.top_k: 1, S.capacity_factor: 1, S.learned_pos: 0, S.rope_pos: 1, S.biases: 1, S.tied: 0,
     S.vocab: VOCAB, S.kv_heads: S.n_heads, S.ffn_hidden: 4 * S.d_model,
     # attention width = d_model, dense MLP only (the MoE/shared-expert sizes of the issue-20 model are unused)

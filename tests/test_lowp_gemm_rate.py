@@ -1,0 +1,87 @@
+"""Low-precision GEMM kernel rates (formula input lp_rate): the recipe's kernels against a 16-bit GEMM at the same
+fraction of peak, from Transformer Engine's published GEMM benchmark (base/precision.py TE_GEMM_BENCHMARK), and the
+FP4 ceiling of Blackwell Ultra (profile key max_matmul_fp4)."""
+import dataclasses
+import importlib.util
+from pathlib import Path
+
+import pytest
+import yaml
+
+from roofline.base import precision
+from roofline.base.errors import InputError
+from roofline.model.formulas import compute as C
+from roofline.model.predict import hardware_inputs, inputs, evaluate, value_at
+from roofline.spec import hardware
+from roofline.spec.resolve import resolve
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("te_gemm_benchmark", ROOT / "benchmarks" / "te_gemm_benchmark.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_kernel_rates_are_the_benchmarks_ratios_by_hand():
+    # B300: BF16 13.102 ms, FP8 current scaling 6.812, MXFP8 7.161; H200 NVL: BF16 31.968, FP8 current 16.785 (per layer)
+    fp8 = (13.102 / 6.812 / 2 + 31.968 / 16.785 / 2) / 2
+    assert precision.get("fp8").gemm_rate == pytest.approx(fp8) == precision.get("fp8-cs").gemm_rate
+    assert precision.get("fp8-block").gemm_rate == pytest.approx(fp8)      # ASSUMED: per-tensor FP8's
+    assert precision.get("mxfp8").gemm_rate == pytest.approx(13.102 / 7.161 / 2)
+    assert precision.get("nvfp4").gemm_rate == 1.0
+    hw = hardware.load("b200")
+    assert [hw.lp_rate(d) for d in ("bf16", "fp16", "nvfp4")] == [1.0, 1.0, 1.0]
+    assert hw.lp_rate("mxfp8") == pytest.approx(0.9148, abs=1e-4)
+
+
+def test_blackwell_ultra_fp4_gemms_reach_their_ceiling_not_the_peak():
+    b300 = hardware.load("b300")
+    ceiling = 1769.0 / 2250.0                                   # max_matmul / bf16 peak
+    assert b300.matmul_ceiling == pytest.approx(ceiling)
+    assert b300.lp_rate("nvfp4") == pytest.approx(6220.0 / (ceiling * 13500.0))
+    assert b300.lp_rate("mxfp8") == pytest.approx(precision.get("mxfp8").gemm_rate)   # the FP4 cap is FP4's only
+    # a large NVFP4 GEMM at the ceiling runs at max_matmul_fp4 (x the sustained clock), BF16 at max_matmul
+    x4, x16 = ({**hardware_inputs(b300, d), "gpu_z": 0.0, "hp_frac": 0.0, "exp_launch": 1.0, "act_bytes": 2,
+                "t0_gemm_fwd": 0.0} for d in ("nvfp4", "bf16"))
+    g = C.gemm("g", 65536, 16384, 16384)
+    rate = lambda x: g.f_fwd / value_at(C.op_time(g, "fwd"), x)          # noqa: E731
+    assert rate(x4) / rate(x16) == pytest.approx(6220.0 / 1769.0, rel=0.02)
+
+
+def test_b300s_fp4_ceiling_is_the_one_the_benchmark_fits():
+    bench = _bench()
+    stated = yaml.safe_load((ROOT / "roofline/spec/hardware/profiles/b300.yaml").read_text())["max_matmul_fp4"]
+    assert stated == "6220 TFLOP/s"
+    assert bench.fit_fp4("b300") == pytest.approx(6220e12, rel=1e-3)
+    for gpu, dtype, measured, model in bench.rows():                        # the model on the benchmark's kernels
+        assert model == pytest.approx(measured, rel=0.04), (gpu, dtype)
+
+
+def test_a_low_precision_gemm_takes_longer_by_one_over_its_kernel_rate_and_mfu_keeps_the_datasheet_peak():
+    spec = resolve("llama3-70b", {"tp": 4, "dp": 2, "micro_batch": 1, "global_batch": 16, "dtype": "mxfp8"}, "b200",
+                   "megatron-core")
+    x = {**inputs(spec.model, spec.plan, spec.hardware), "t0_gemm_fwd": 0.0}     # the fixed time does not scale
+    g = C.gemm("g", 65536, 8192, 8192)
+    t = value_at(C.op_time(g, "fwd"), x)
+    assert value_at(C.op_time(g, "fwd"), {**x, "lp_rate": 1.0}) == pytest.approx(t * x["lp_rate"], rel=1e-9)
+    out = evaluate(inputs(spec.model, spec.plan, spec.hardware))
+    n = spec.plan.n_gpus
+    assert float(out["mfu"]) == pytest.approx(float(out["flops"]) / (float(out["step_time"]) * n * 4.5e15), rel=1e-9)
+
+
+def test_profile_checks_max_matmul_fp4(tmp_path):
+    base = yaml.safe_load((ROOT / "roofline/spec/hardware/profiles/b300.yaml").read_text())
+    too_high = {**base, "id": "x", "max_matmul_fp4": "14 PFLOP/s"}
+    p = tmp_path / "x.yaml"
+    p.write_text(yaml.safe_dump(too_high))
+    with pytest.raises(InputError, match=r"max_matmul_fp4 must be positive and at most the fp4 peak"):
+        hardware.load(str(p))
+    no_fp4 = {**base, "id": "y", "peak_flops": {k: v for k, v in base["peak_flops"].items() if k != "fp4"}}
+    p.write_text(yaml.safe_dump(no_fp4))
+    with pytest.raises(InputError, match=r"none stated"):
+        hardware.load(str(p))
+    with pytest.raises(InputError, match="max_matmul_fp4"):
+        dataclasses.replace(hardware.load("b300"), matmul_fp4=-1.0)
