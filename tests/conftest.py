@@ -8,6 +8,15 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 
 
+def load_benchmark(name: str):
+    """The module of the script benchmarks/NAME.py (benchmarks/ is not a package)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def run_cli(*args, check=None):
     """Run `python -m roofline ARGS` in a subprocess; returns CompletedProcess."""
     import subprocess

@@ -2,12 +2,12 @@
 fraction of peak, from Transformer Engine's published GEMM benchmark (base/precision.py TE_GEMM_BENCHMARK), and the
 FP4 ceiling of Blackwell Ultra (profile key max_matmul_fp4)."""
 import dataclasses
-import importlib.util
 from pathlib import Path
 
 import pytest
 import yaml
 
+from conftest import load_benchmark
 from roofline.base import precision
 from roofline.base.errors import InputError
 from roofline.model.formulas import compute as C
@@ -19,10 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("te_gemm_benchmark", ROOT / "benchmarks" / "te_gemm_benchmark.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("te_gemm_benchmark")
 
 
 def test_the_kernel_rates_are_the_benchmarks_ratios_by_hand():

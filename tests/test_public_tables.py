@@ -1,19 +1,13 @@
 """The bundled public tables (public_tables.csv): every row is priced from what its table states, the file is read by
 name, and docs/validation.md's line about it states today's figures."""
-import importlib.util
 import json
-from pathlib import Path
 
+from conftest import ROOT, load_benchmark
 from roofline.views import validate as V
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _report():
-    spec = importlib.util.spec_from_file_location("validation_report", ROOT / "benchmarks" / "validation_report.py")
-    report = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(report)
-    return report
+    return load_benchmark("validation_report")
 
 
 def test_every_row_of_the_public_tables_is_priced():
