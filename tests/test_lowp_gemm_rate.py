@@ -5,6 +5,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+import sympy as sp
 import yaml
 
 from conftest import load_benchmark
@@ -82,3 +83,22 @@ def test_profile_checks_max_matmul_fp4(tmp_path):
         hardware.load(str(p))
     with pytest.raises(InputError, match="max_matmul_fp4"):
         dataclasses.replace(hardware.load("b300"), matmul_fp4=-1.0)
+
+
+def test_blackwell_writes_no_transposed_fp8_copy_for_per_tensor_recipes():
+    """Transformer Engine's per-tensor FP8 quantizers write a transposed copy only where the FP8 GEMMs take TN layouts
+    only (csrc/quantizer.cpp with_transpose); Blackwell's take any layout: one byte per element less."""
+    assert [hardware.load(g).fp8_non_tn for g in ("b200", "gb200", "b300", "gb300", "h100-sxm", "h200", "gh200")] == \
+        [True] * 4 + [False] * 3
+    assert {n: precision.get(n).transpose_bytes for n in ("fp8", "fp8-cs", "fp8-block", "mxfp8", "nvfp4", "bf16")} == \
+        {"fp8": 1.0, "fp8-cs": 1.0, "fp8-block": 0.0, "mxfp8": 0.0, "nvfp4": 0.0, "bf16": 0.0}
+    ops = C.layer_ops(C.d_head, sp.Symbol("ffn_hidden"), sp.Integer(0), variants=True)
+    q = next(o for o in ops if o.name == "quantize")
+    for dtype, hopper_bytes, blackwell_bytes in (("fp8", 4, 3), ("fp8-cs", 6, 5), ("mxfp8", 4.0625, 4.0625)):
+        spec = {g: resolve("llama3-8b", {"tp": 1, "dp": 8, "micro_batch": 1, "global_batch": 8, "dtype": dtype}, g,
+                           "megatron-core") for g in ("h100-sxm", "b200")}
+        x = {g: inputs(s.model, s.plan, s.hardware) for g, s in spec.items()}
+        elems = value_at(q.f_fwd, x["b200"]) / 2                       # 2 FLOP per quantized element
+        assert value_at(q.b_fwd, x["h100-sxm"]) == pytest.approx(hopper_bytes * elems)
+        assert value_at(q.b_fwd, x["b200"]) == pytest.approx(blackwell_bytes * elems)
+

@@ -50,7 +50,7 @@ def test_quantized_elements_of_a_dense_layer_by_hand():
     h, a, g, dh, f, t, T = 4096, 32, 8, 128, 14336, 2, 8192
     vals = {S.d_model: h, S.n_heads: a, S.kv_heads: g, S.head_dim: dh, S.ffn_hidden: f, S.tp: t, S.micro_batch: 1,
             S.seq_len: T, S.cp: 1, S.gated: 1, S.q_bytes: 6, S.kv_lora: 0, S.q_lora: 0, S.q_saved: 1, S.attn_fp8: 0,
-            S.hp_frac: 0}
+            S.hp_frac: 0, S.q_trans: 1, S.fp8_tn: 1}       # Hopper: the transposed FP8 copy is written
     fwd_elems = T * (h + a * dh / t + h + f / t)
     bwd_elems = T * ((a + 2 * g) * dh / t + h + 2 * f / t + h)
     assert float(q.b_fwd.subs(vals)) == pytest.approx(6 * fwd_elems)
@@ -61,6 +61,8 @@ def test_quantized_elements_of_a_dense_layer_by_hand():
     fa = {**vals, S.attn_fp8: 1, S.flash: 1, S.swa_frac: sp.Rational(1, 2)}
     assert float(q.b_fwd.subs(fa)) == pytest.approx(6 * (fwd_elems + T * (a + 2 * g) * dh / t))
     assert float(q.b_bwd.subs(fa)) == pytest.approx(6 * (bwd_elems + T * a * dh / t))
+    # Blackwell's FP8 GEMMs take any layout: no transposed copy, a byte less per element
+    assert float(q.b_fwd.subs({**vals, S.fp8_tn: 0})) == pytest.approx(5 * fwd_elems)
 
 
 def test_recipes_name_their_peak_and_16_bit_moves_no_quantization_bytes():

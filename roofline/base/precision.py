@@ -14,7 +14,13 @@ TE ``is_first_microbatch``, amortised over the micro-batches and left out). Per 
 quantizers (transformer_engine/pytorch/tensor/*):
 - ``fp8`` (DelayedScaling, Megatron's default ``--fp8-recipe delayed``): one fused cast-transpose kernel, read the
   16-bit tensor (2 B), write the FP8 row-wise copy (1 B) and the transposed copy the other GEMM needs (1 B); the
-  amax is taken in the same pass and the scale comes from the amax history: 4 B.
+  amax is taken in the same pass and the scale comes from the amax history: 4 B. A GPU whose FP8 GEMMs take any
+  layout (Blackwell datacenter parts; Transformer Engine ``is_non_tn_fp8_gemm_supported``: compute capability 10.x)
+  gets no transposed copy (csrc/quantizer.cpp: ``with_transpose = columnwise_usage &&
+  !nvte_is_non_tn_fp8_gemm_supported()``): 3 B there, and 5 B for current scaling (``transpose_bytes``, hardware
+  profile ``fp8_non_tn``). Transformer Engine's GEMM benchmark on B300 (gemm_profiling.rst, autocast minus
+  pre-quantized, x and W cast on every call) spends 0.99 ms on delayed scaling's casts against 2.33 ms for current
+  scaling and 1.82 ms for MXFP8, in the order of these byte counts.
 - ``fp8-cs`` (Float8CurrentScaling, ``--fp8-recipe tensorwise``): the scale needs this tensor's amax first, an
   extra read pass (2 B) before the cast-transpose: 6 B.
 - ``fp8-block`` (Float8BlockScaling, ``--fp8-recipe blockwise``, DeepSeek-V3's 1x128 / 128x128 tiles): amax per
@@ -68,6 +74,7 @@ class Precision:
     saved_bytes: float = 0.0     # bytes per element of a GEMM input saved quantized for backward (0: 16-bit training)
     expert_casts: int = 0        # cast kernels TE's split_quantize launches per routed expert for one operand (0: fused)
     gemm_rate: float = 1.0       # the recipe's GEMM kernels' fraction of peak over a 16-bit GEMM's (TE benchmark, above)
+    transpose_bytes: float = 0.0  # of q_bytes, the transposed FP8 copy a GPU with TN-only FP8 GEMMs needs (per-tensor)
 
 
 # Transformer Engine's GEMM benchmark, pre-quantized (kernels only), ms per layer of its 5B config (module docstring)
@@ -81,8 +88,9 @@ PRECISIONS = {p.name: p for p in (
     Precision("fp16", "fp16", 0.0, "FP16"),
     Precision("fp32", "fp32", 0.0, "FP32"),
     Precision("fp8", "fp8", 4.0, "FP8 delayed scaling (Megatron --fp8-recipe delayed, the default)", 1.0, 0,
-              GEMM_RATE_FP8),
-    Precision("fp8-cs", "fp8", 6.0, "FP8 current (per-tensor) scaling, --fp8-recipe tensorwise", 1.0, 3, GEMM_RATE_FP8),
+              GEMM_RATE_FP8, 1.0),
+    Precision("fp8-cs", "fp8", 6.0, "FP8 current (per-tensor) scaling, --fp8-recipe tensorwise", 1.0, 3, GEMM_RATE_FP8,
+              1.0),
     Precision("fp8-block", "fp8", 2 + 2 * (1 + 4 / 128), "FP8 blockwise scaling (DeepSeek-V3), --fp8-recipe blockwise",
               1 + 4 / 128, 1, GEMM_RATE_FP8),
     Precision("mxfp8", "fp8", 2 + 2 * (1 + 1 / 32), "MXFP8 (E8M0 scale per 32 elements), --fp8-recipe mxfp8", 1 + 1 / 32,

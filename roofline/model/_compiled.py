@@ -2,7 +2,7 @@
 # fmt: off
 import numpy as np
 
-INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_fp8', 'attn_frac', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'call_a2a_inter', 'call_a2a_intra', 'call_ag_inter', 'call_ag_intra', 'call_ar_inter', 'call_ar_intra', 'call_rs_inter', 'call_rs_intra', 'capacity_factor', 'causal', 'ce_compiled', 'ce_eager', 'clock', 'clock_spread', 'cp', 'cuda_context', 'd_model', 'delay_wgrad', 'dense_layers', 'dp', 'dp_rep', 'dropout', 'dualpipev', 'eager_elem', 'eager_rope', 'ep', 'ep_dedup', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'etp', 'exp_casts', 'exp_launch', 'f32_bytes', 'ffn_hidden', 'flash', 'flash_speed', 'fsdp_copy', 'gated', 'gemm_dhalf', 'gin_bytes', 'global_batch', 'gpipe', 'gpu_z', 'gpus_per_node', 'grad_bytes', 'graph_full', 'graph_layers', 'hbm_bw', 'head_dim', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_launch', 'host_link_bw', 'host_mb', 'host_moe_bwd', 'host_moe_fwd', 'host_rc', 'hp_frac', 'interleave', 'kv_heads', 'kv_lora', 'layout_first', 'layout_first_dense', 'layout_last', 'layout_last_dense', 'layout_mid', 'layout_mid_dense', 'learned_pos', 'lp_rate', 'mamba_chunk', 'mamba_conv', 'mamba_frac', 'mamba_groups', 'mamba_hdim', 'mamba_heads', 'mamba_state', 'mask_bytes', 'micro_batch', 'mlp_frac', 'moe_ffn', 'moe_latent', 'mtp', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'muon', 'n_experts', 'n_heads', 'n_layers', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'nccl_sms_inter', 'offload_layers', 'opt_bytes', 'opt_bytes_emb', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_ep', 'ov_pp', 'ov_tp', 'peak', 'peak_fp8', 'peak_hp', 'peak_vec', 'pp', 'pp_layout', 'q_bytes', 'q_lora', 'q_saved', 'qk_nope', 'qk_norm', 'qk_rope', 'rc_any', 'rc_full', 'rc_op', 'rc_sel', 'rcm_core', 'rcm_mla_up', 'rcm_mlp', 'rcm_moe', 'rcm_moe_act', 'rcm_norm', 'rcm_shared', 'rms', 'rope_pos', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'sq_relu', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'tp_async', 'tp_split_rs', 'ub_ring_sms', 'ub_sms', 'v_head', 'vocab', 'wgrad_fusion', 'z_grad', 'z_os', 'z_param')
+INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_fp8', 'attn_frac', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'call_a2a_inter', 'call_a2a_intra', 'call_ag_inter', 'call_ag_intra', 'call_ar_inter', 'call_ar_intra', 'call_rs_inter', 'call_rs_intra', 'capacity_factor', 'causal', 'ce_compiled', 'ce_eager', 'clock', 'clock_spread', 'cp', 'cuda_context', 'd_model', 'delay_wgrad', 'dense_layers', 'dp', 'dp_rep', 'dropout', 'dualpipev', 'eager_elem', 'eager_rope', 'ep', 'ep_dedup', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'etp', 'exp_casts', 'exp_launch', 'f32_bytes', 'ffn_hidden', 'flash', 'flash_speed', 'fp8_tn', 'fsdp_copy', 'gated', 'gemm_dhalf', 'gin_bytes', 'global_batch', 'gpipe', 'gpu_z', 'gpus_per_node', 'grad_bytes', 'graph_full', 'graph_layers', 'hbm_bw', 'head_dim', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_launch', 'host_link_bw', 'host_mb', 'host_moe_bwd', 'host_moe_fwd', 'host_rc', 'hp_frac', 'interleave', 'kv_heads', 'kv_lora', 'layout_first', 'layout_first_dense', 'layout_last', 'layout_last_dense', 'layout_mid', 'layout_mid_dense', 'learned_pos', 'lp_rate', 'mamba_chunk', 'mamba_conv', 'mamba_frac', 'mamba_groups', 'mamba_hdim', 'mamba_heads', 'mamba_state', 'mask_bytes', 'micro_batch', 'mlp_frac', 'moe_ffn', 'moe_latent', 'mtp', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'muon', 'n_experts', 'n_heads', 'n_layers', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'nccl_sms_inter', 'offload_layers', 'opt_bytes', 'opt_bytes_emb', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_ep', 'ov_pp', 'ov_tp', 'peak', 'peak_fp8', 'peak_hp', 'peak_vec', 'pp', 'pp_layout', 'q_bytes', 'q_lora', 'q_saved', 'q_trans', 'qk_nope', 'qk_norm', 'qk_rope', 'rc_any', 'rc_full', 'rc_op', 'rc_sel', 'rcm_core', 'rcm_mla_up', 'rcm_mlp', 'rcm_moe', 'rcm_moe_act', 'rcm_norm', 'rcm_shared', 'rms', 'rope_pos', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'sq_relu', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'tp_async', 'tp_split_rs', 'ub_ring_sms', 'ub_sms', 'v_head', 'vocab', 'wgrad_fusion', 'z_grad', 'z_os', 'z_param')
 OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_host_overhead', 't_offload', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'pp_bubble_ratio', 'pp_bubble_share', 'micro_batches', 't_microbatch_stage', 't_stage_wgrad', 't_layer_fwd', 't_layer_bwd', 't_layer_recompute', 't_layer_tp_comm', 't_layer_cp_comm', 't_layer_ep_comm', 't_layer_comm_bwd', 't_layer_host', 't_dense_layer_fwd', 't_dense_layer_bwd', 't_dense_layer_recompute', 't_dense_layer_tp_comm', 't_dense_layer_cp_comm', 't_dense_layer_ep_comm', 't_dense_layer_comm_bwd', 't_dense_layer_host', 'stage_layers', 'stage_dense_layers', 'stage_mtp_layers', 't_tp_grad_reduce', 't_embed_fwd', 't_embed_bwd', 't_head_fwd', 't_head_bwd', 'head_stage_heavier', 't_edge_host', 't_microbatch_host', 't_offload_fwd', 't_offload_bwd', 't_pp_send_recv', 't_embedding_grad_reduce', 'flops', 'hardware_flops', 'flops_megatron', 'bytes_tp_fwd', 'bytes_tp_bwd', 'bytes_tp_inter', 'bytes_cp_fwd', 'bytes_cp_bwd', 'bytes_cp_inter', 'bytes_ep_fwd', 'bytes_ep_bwd', 'bytes_ep_inter', 'bytes_pp_fwd', 'bytes_pp_bwd', 'bytes_pp_inter', 'bytes_dp_fwd', 'bytes_dp_bwd', 'bytes_dp_inter', 'flops_forward', 'flops_backward', 'flops_attention', 'flops_lm_head', 'flops_optimizer_rank', 'gemm_qkv_proj_flops', 'gemm_qkv_proj_bytes', 'gemm_qkv_proj_dmin', 'gemm_attn_out_proj_flops', 'gemm_attn_out_proj_bytes', 'gemm_attn_out_proj_dmin', 'gemm_mlp_up_flops', 'gemm_mlp_up_bytes', 'gemm_mlp_up_dmin', 'gemm_mlp_down_flops', 'gemm_mlp_down_bytes', 'gemm_mlp_down_dmin', 'gemm_lm_head_flops', 'gemm_lm_head_bytes', 'gemm_lm_head_dmin', 'n_gpus', 'mfu', 'mfu_megatron', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'mem_logits', 'mem_first_stage', 'mem_last_stage', 'mem_reserve', 'mem_cuda_context', 'mem_nccl', 'mem_fragmentation', 'params', 'active_params', 'params_rank', 'params_embedding', 'params_expert', 'params_mtp')
 
 
@@ -96,6 +96,7 @@ def evaluate(x):
     ffn_hidden = x['ffn_hidden']
     flash = x['flash']
     flash_speed = x['flash_speed']
+    fp8_tn = x['fp8_tn']
     fsdp_copy = x['fsdp_copy']
     gated = x['gated']
     gemm_dhalf = x['gemm_dhalf']
@@ -187,6 +188,7 @@ def evaluate(x):
     q_bytes = x['q_bytes']
     q_lora = x.get('q_lora', 0.0)
     q_saved = x['q_saved']
+    q_trans = x['q_trans']
     qk_nope = x.get('qk_nope', 0.0)
     qk_norm = x['qk_norm']
     qk_rope = x.get('qk_rope', 0.0)
@@ -344,32 +346,32 @@ def evaluate(x):
     _x101 = 1 - hp_frac
     _x102 = _x80*(_x100*_x101/lp_rate + _x99*hp_frac)
     _x103 = _x102*_x98
-    _x104 = _x75/mu_elem_fwd
+    _x104 = eta_elem_fwd**(-1.0)
     _x105 = _x101*_x68
-    _x106 = _x105*q_bytes
-    _x107 = _x104*_x106
-    _x108 = eta_elem_fwd**(-1.0)
-    _x109 = d_model*seq_len
-    _x110 = _x109*_x55*micro_batch
-    _x111 = _x110*_x81
-    _x112 = _x110*act_bytes
-    _x113 = np.maximum(_x112*_x75*(learned_pos + 2)/mu_embed_fwd, _x111/eta_embed_fwd)
+    _x106 = d_model*seq_len
+    _x107 = _x106*_x55*micro_batch
+    _x108 = _x107*_x81
+    _x109 = _x75/mu_elem_fwd
+    _x110 = _x105*(q_bytes - q_trans*(1 - fp8_tn))
+    _x111 = _x109*_x110
+    _x112 = _x107*act_bytes
+    _x113 = np.maximum(_x112*_x75*(learned_pos + 2)/mu_embed_fwd, _x108/eta_embed_fwd)
     _x114 = _x113 + t0_embed_fwd
     _x115 = 128*_x38
     _x116 = _x115*d_model
     _x117 = _x115*_x57
-    _x118 = act_bytes*(_x110 + _x116 + _x117)
+    _x118 = act_bytes*(_x107 + _x116 + _x117)
     _x119 = _x80*_x99
     _x120 = _x119*_x98
     _x121 = np.minimum(np.minimum(d_model, _x57), _x115)
-    _x122 = _x110*_x38
+    _x122 = _x107*_x38
     _x123 = 256*_x122
     _x124 = _x123*(_x121 + gemm_dhalf)/_x121
     _x125 = _x117*_x75*(act_bytes + f32_bytes)
     _x126 = _x57*_x81
     _x127 = _x126*_x38
     _x128 = t0_ce_fwd + np.maximum(_x118*_x92, _x120*_x124) + np.maximum(_x125/mu_ce_fwd, 640*_x127/eta_ce_fwd)
-    _x129 = _x128 + _x86 + mtp*(_x114 + _x128 + _x69 + _x70 + 3*_x86 + 3*t0_norm_fwd + np.maximum(_x107*_x90, 4*_x105*_x108*_x111) + np.maximum(_x91*_x93, _x103*_x97)) + t0_gemm_fwd + t0_norm_fwd
+    _x129 = _x128 + _x86 + mtp*(_x114 + _x128 + _x69 + _x70 + 3*_x86 + 3*t0_norm_fwd + np.maximum(_x91*_x93, _x103*_x97) + np.maximum(4*_x104*_x105*_x108, _x111*_x90)) + t0_gemm_fwd + t0_norm_fwd
     _x130 = 1 - graph_layers
     _x131 = np.minimum(1, n_experts - 1)
     _x132 = _x130*_x131
@@ -479,7 +481,7 @@ def evaluate(x):
     _x236 = _x2*_x235
     _x237 = _x2*shared_ffn
     _x238 = _x237*_x57
-    _x239 = _x110 + _x236 + _x238
+    _x239 = _x107 + _x236 + _x238
     _x240 = _x135*_x93
     _x241 = np.maximum(1, np.minimum(np.minimum(d_model, _x237), _x57))
     _x242 = _x135*_x236
@@ -493,7 +495,7 @@ def evaluate(x):
     _x250 = _x223*shared_ffn
     _x251 = _x2*_x250
     _x252 = _x251*_x57
-    _x253 = _x110 + _x249 + _x252
+    _x253 = _x107 + _x249 + _x252
     _x254 = np.maximum(1, np.minimum(np.minimum(d_model, _x57), _x251))
     _x255 = _x135*_x249
     _x256 = _x243*_x255
@@ -533,7 +535,7 @@ def evaluate(x):
     _x290 = _x2*n_heads
     _x291 = _x290*micro_batch
     _x292 = _x289*_x291
-    _x293 = act_bytes*(_x110 + _x287 + _x292)
+    _x293 = act_bytes*(_x107 + _x287 + _x292)
     _x294 = _x285*_x290
     _x295 = np.minimum(np.minimum(d_model, _x57), _x294)
     _x296 = (_x295 + gemm_dhalf)/_x295
@@ -599,7 +601,7 @@ def evaluate(x):
     _x356 = _x2*_x355
     _x357 = _x2*_x354
     _x358 = _x357*_x57
-    _x359 = _x162*(_x110 + _x356 + _x358)
+    _x359 = _x162*(_x107 + _x356 + _x358)
     _x360 = _x359*_x93
     _x361 = _x162*_x356
     _x362 = np.maximum(1, np.minimum(np.minimum(d_model, _x57), _x357))
@@ -610,7 +612,7 @@ def evaluate(x):
     _x367 = _x0*t0_gemm_fwd
     _x368 = _x164*_x367
     _x369 = _x0*_x164
-    _x370 = _x369*(_x110 + _x338*_x54 + _x340)
+    _x370 = _x369*(_x107 + _x338*_x54 + _x340)
     _x371 = _x370*_x93
     _x372 = np.maximum(1, np.minimum(np.minimum(d_model, _x57), _x339))
     _x373 = _x165*_x57
@@ -860,9 +862,9 @@ def evaluate(x):
     _x617 = -1/2*_x131*_x616
     _x618 = 2*gated
     _x619 = _x618*eager_elem + gated + 2
-    _x620 = _x104*act_bytes
+    _x620 = _x109*act_bytes
     _x621 = _x619*_x620
-    _x622 = _x108*_x81
+    _x622 = _x104*_x81
     _x623 = _x622*(8 - 6*sq_relu)
     _x624 = np.maximum(_x213*_x621, _x213*_x623)
     _x625 = _x624 + t0_elem_fwd
@@ -882,7 +884,7 @@ def evaluate(x):
     _x639 = rc_sel*rcm_moe
     _x640 = 2*_x639 + 2*rc_full
     _x641 = rc_full + rc_op
-    _x642 = _x110*_x135
+    _x642 = _x107*_x135
     _x643 = _x195*_x261
     _x644 = _x195*_x79
     _x645 = attn_fp8*(_x291*_x476 + _x483*_x522)
@@ -898,7 +900,7 @@ def evaluate(x):
     _x655 = _x214 + _x627 + _x642 + _x643 + _x644 + _x654
     _x656 = 2*_x105
     _x657 = _x622*_x656
-    _x658 = _x69 + np.maximum(_x107*_x655, _x655*_x657)
+    _x658 = _x69 + np.maximum(_x655*_x657, _x111*_x655)
     _x659 = -_x198*rcm_mlp + 1
     _x660 = _x131*rcm_moe
     _x661 = 1 - _x660
@@ -1135,14 +1137,14 @@ def evaluate(x):
     _x892 = _x281*_x891
     _x893 = np.maximum(_x890, _x892)
     _x894 = 1 - q_saved
-    _x895 = _x135*(_x110 + _x238*_x894)
-    _x896 = _x110*_x894
+    _x895 = _x135*(_x107 + _x238*_x894)
+    _x896 = _x107*_x894
     _x897 = _x135*(_x252 + _x896)
     _x898 = _x79*_x894
     _x899 = _x195*(_x261 + _x898)
     _x900 = _x195*(_x261*_x894 + _x79)
     _x901 = _x292*_x894
-    _x902 = _x110 + _x901
+    _x902 = _x107 + _x901
     _x903 = _x211*_x894 + _x227
     _x904 = _x211 + _x213*_x894
     _x905 = _x162*(_x358 + _x896)
@@ -1154,8 +1156,8 @@ def evaluate(x):
     _x911 = _x292*attn_fp8
     _x912 = _x517*_x911 + _x548*_x911 + _x905 + _x906 + _x907 + _x908 + _x909 + _x910
     _x913 = _x895 + _x897 + _x899 + _x900 + _x902 + _x903 + _x904 + _x912
-    _x914 = _x106*_x633
-    _x915 = _x636*_x656
+    _x914 = _x636*_x656
+    _x915 = _x110*_x633
     _x916 = 3*_x857*f32_bytes
     _x917 = 8*_x855
     _x918 = _x598*_x633
@@ -1199,7 +1201,7 @@ def evaluate(x):
     _x956 = _x403*_x97
     _x957 = _x58 + _x894*_x90
     _x958 = np.minimum(_x57, _x115)
-    _x959 = np.maximum(_x111/eta_embed_bwd, _x75*(_x112*(learned_pos + 1) + _x116*grad_bytes + _x39*_x958 + _x74*f32_bytes*((1/10)*_x57 + _x958))/mu_embed_bwd)
+    _x959 = np.maximum(_x108/eta_embed_bwd, _x75*(_x112*(learned_pos + 1) + _x116*grad_bytes + _x39*_x958 + _x74*f32_bytes*((1/10)*_x57 + _x958))/mu_embed_bwd)
     _x960 = _x959 + t0_embed_bwd
     _x961 = _x118*_x399
     _x962 = _x124*_x891
@@ -1210,7 +1212,7 @@ def evaluate(x):
     _x967 = _x2*_x966
     _x968 = _x2*ffn_hidden
     _x969 = _x57*_x968
-    _x970 = _x110 + _x969
+    _x970 = _x107 + _x969
     _x971 = _x967 + _x970
     _x972 = _x400*_x971
     _x973 = np.minimum(np.minimum(d_model, _x968), _x57)
@@ -1223,7 +1225,7 @@ def evaluate(x):
     _x980 = _x54*_x979
     _x981 = _x2*_x979
     _x982 = _x57*_x981
-    _x983 = _x110 + _x980 + _x982
+    _x983 = _x107 + _x980 + _x982
     _x984 = _x400*_x983
     _x985 = np.minimum(np.minimum(d_model, _x57), _x981)
     _x986 = _x90*_x981
@@ -1244,7 +1246,7 @@ def evaluate(x):
     _x1001 = np.maximum(_x635*_x969, _x637*_x969)
     _x1002 = ov_ep*np.maximum(-_x1001 - _x993 + _x994 - t0_elem_bwd, 0)
     _x1003 = _x654 + _x970
-    _x1004 = np.maximum(_x1003*_x107, _x1003*_x657)
+    _x1004 = np.maximum(_x1003*_x657, _x1003*_x111)
     _x1005 = _x1004 + _x69
     _x1006 = _x1005*_x641
     _x1007 = rc_sel*rcm_mlp
@@ -1332,7 +1334,7 @@ def evaluate(x):
     _x1089 = _x1088*_x2
     _x1090 = _x1087*_x2
     _x1091 = _x1090*_x57
-    _x1092 = _x1089 + _x1091 + _x110
+    _x1092 = _x107 + _x1089 + _x1091
     _x1093 = _x93*mamba_frac
     _x1094 = _x57*mamba_frac
     _x1095 = _x1089*_x1094
@@ -1343,7 +1345,7 @@ def evaluate(x):
     _x1100 = _x1083*_x54
     _x1101 = _x1083*_x2
     _x1102 = _x1101*_x57
-    _x1103 = _x110 + _x1100 + _x1102
+    _x1103 = _x107 + _x1100 + _x1102
     _x1104 = np.maximum(1, np.minimum(np.minimum(d_model, _x57), _x1101))
     _x1105 = _x1101*_x90*mamba_frac
     _x1106 = _x1105*(_x1104 + gemm_dhalf)/_x1104
@@ -1444,7 +1446,7 @@ def evaluate(x):
     _x1201 = _x1200*_x589
     _x1202 = -1/2*_x131*_x616*mlp_frac
     _x1203 = mlp_frac*t0_elem_fwd
-    _x1204 = _x104*_x1067
+    _x1204 = _x1067*_x109
     _x1205 = _x1204*_x619
     _x1206 = _x212*mlp_frac
     _x1207 = _x1206*_x208
@@ -1460,13 +1462,13 @@ def evaluate(x):
     _x1217 = _x1202 + _x1216
     _x1218 = _x1067*_x634
     _x1219 = _x1200 + _x632*mlp_frac + np.maximum(_x1218*_x213, _x1207*_x637) + np.maximum(_x1218*_x627, _x1210*_x637)
-    _x1220 = _x104*_x1163
+    _x1220 = _x109*_x1163
     _x1221 = attn_frac*t0_elem_fwd + np.maximum(_x776*attn_frac, _x1220*_x779)
     _x1222 = mamba_frac*t0_elem_fwd
     _x1223 = _x1083 + _x1085
     _x1224 = _x1223*_x2
     _x1225 = _x1094*_x1224
-    _x1226 = np.maximum(_x104*_x1225*_x508, _x1225*_x622*(2*mamba_conv + 4))
+    _x1226 = np.maximum(_x109*_x1225*_x508, _x1225*_x622*(2*mamba_conv + 4))
     _x1227 = np.maximum(_x776*mamba_frac, _x780*mamba_frac)
     _x1228 = mamba_frac*t0_gemm_fwd
     _x1229 = mamba_frac*t0_norm_fwd
@@ -1479,8 +1481,8 @@ def evaluate(x):
     _x1236 = np.maximum(_x1234*_x758, _x1232*_x1235)
     _x1237 = np.maximum(_x776*mlp_frac, _x1204*_x779)
     _x1238 = _x1203 + _x1237
-    _x1239 = _x110*mamba_frac + _x1130 + _x1207 + _x1210 + _x1234 + _x211*mlp_frac + _x642*mlp_frac + _x643*mlp_frac + _x644*mlp_frac + _x646*attn_frac + _x647*attn_frac + _x648*attn_frac + _x649*attn_frac + _x650*attn_frac + _x651*attn_frac + _x652*attn_frac + _x653*attn_frac
-    _x1240 = np.maximum(_x107*_x1239, _x1239*_x657)
+    _x1239 = _x107*mamba_frac + _x1130 + _x1207 + _x1210 + _x1234 + _x211*mlp_frac + _x642*mlp_frac + _x643*mlp_frac + _x644*mlp_frac + _x646*attn_frac + _x647*attn_frac + _x648*attn_frac + _x649*attn_frac + _x650*attn_frac + _x651*attn_frac + _x652*attn_frac + _x653*attn_frac
+    _x1240 = np.maximum(_x1239*_x657, _x111*_x1239)
     _x1241 = _x1240 + _x69
     _x1242 = _x367*attn_frac
     _x1243 = attn_frac*t0_norm_fwd
@@ -1534,17 +1536,17 @@ def evaluate(x):
     _x1291 = _x1138*_x400
     _x1292 = _x1141*_x891
     _x1293 = np.maximum(_x1291, _x1292)
-    _x1294 = _x1130*attn_fp8
-    _x1295 = _x1294*_x517 + _x1294*_x548 + _x895*mlp_frac + _x897*mlp_frac + _x899*mlp_frac + _x900*mlp_frac + _x902*attn_frac + _x903*mlp_frac + _x904*mlp_frac + _x905*attn_frac + _x906*attn_frac + _x907*attn_frac + _x908*attn_frac + _x909*attn_frac + _x910*attn_frac + mamba_frac*(_x1091 + _x896) + mamba_frac*(_x110 + _x1102*_x894)
-    _x1296 = _x439*attn_frac
-    _x1297 = _x1143*_x403
-    _x1298 = np.maximum(_x1296, _x1297)
-    _x1299 = _x831*attn_frac
-    _x1300 = _x1121*_x403
-    _x1301 = np.maximum(_x1299, _x1300)
-    _x1302 = _x444*attn_frac
-    _x1303 = _x1126*_x403
-    _x1304 = np.maximum(_x1302, _x1303)
+    _x1294 = _x439*attn_frac
+    _x1295 = _x1143*_x403
+    _x1296 = np.maximum(_x1294, _x1295)
+    _x1297 = _x831*attn_frac
+    _x1298 = _x1121*_x403
+    _x1299 = np.maximum(_x1297, _x1298)
+    _x1300 = _x444*attn_frac
+    _x1301 = _x1126*_x403
+    _x1302 = np.maximum(_x1300, _x1301)
+    _x1303 = _x1130*attn_fp8
+    _x1304 = _x1303*_x517 + _x1303*_x548 + _x895*mlp_frac + _x897*mlp_frac + _x899*mlp_frac + _x900*mlp_frac + _x902*attn_frac + _x903*mlp_frac + _x904*mlp_frac + _x905*attn_frac + _x906*attn_frac + _x907*attn_frac + _x908*attn_frac + _x909*attn_frac + _x910*attn_frac + mamba_frac*(_x107 + _x1102*_x894) + mamba_frac*(_x1091 + _x896)
     _x1305 = _x1094*(6*_x1114*mamba_chunk + _x1115*(2*_x1108 + 10*_x1109))
     _x1306 = np.maximum(_x1113*_x1305, (5/2)*_x1116*_x399)
     _x1307 = _x1172*_x840
@@ -1561,10 +1563,10 @@ def evaluate(x):
     _x1318 = np.maximum(_x1285 + _x882*attn_frac, _x1286)
     _x1319 = np.maximum(_x1288 + _x451*attn_frac, _x1289)
     _x1320 = np.maximum(_x1291 + _x921*mlp_frac, _x1292)
-    _x1321 = np.maximum(_x1296 + _x455*attn_frac, _x1297)
-    _x1322 = np.maximum(_x1299 + _x884*attn_frac, _x1300)
-    _x1323 = np.maximum(_x1302 + _x457*attn_frac, _x1303)
-    _x1324 = _x1050*mamba_frac + _x1216*_x721 + _x1269*_x369 + _x1269 + _x1270*_x22 + _x1270*_x710 + _x1270 + _x1271*_x702 + _x1271 + _x1272 + _x1275 + _x1278 + _x1281 + _x1284 + _x1287 + _x1290 + _x1293 + _x1298 + _x1301 + _x1304 + _x1306 + _x1314 + _x1315 + _x1316 + _x1317 + _x1318 + _x1319 + _x1320 + _x1321 + _x1322 + _x1323 + _x793*mamba_frac + _x796*mamba_frac + _x808*attn_frac + _x809*attn_frac + _x810*attn_frac + _x811*attn_frac + _x812*attn_frac + _x813*attn_frac + _x815*attn_frac + _x816*attn_frac + _x822*attn_frac + _x888*mlp_frac + attn_frac*t0_elem_bwd + mlp_frac*t0_norm_bwd + np.maximum(0, _x1137*_x889) + np.maximum(_x1118*_x866, _x1163*_x867) + np.maximum(_x1167*_x835, _x838*attn_frac) + np.maximum(_x1245*_x803, _x1246*_x805) + np.maximum(_x1257*_x918, _x1137*_x919) + np.maximum(_x1262*_x916, _x1140*_x917) + np.maximum(_x1295*_x914, _x1295*_x915) + np.maximum(_x1307*_x546, _x846*_x848*attn_frac) + np.maximum(_x1307*swa_frac, _x843*_x846*attn_frac) + np.maximum(_x1310*_x797, _x800*attn_frac) + np.maximum(_x1310*_x803, _x806*attn_frac) + np.maximum(_x1311*_x797, _x800*mlp_frac) + np.maximum(_x1311*_x803, _x806*mlp_frac) + np.maximum(_x798*mamba_frac, _x800*mamba_frac) + np.maximum(_x852*attn_frac, _x853*attn_frac) + np.maximum(_x856*attn_frac, _x858*attn_frac) + np.maximum(_x860*attn_frac, _x861*attn_frac) + np.maximum(_x871*attn_frac, _x1313) + np.maximum(_x876*attn_frac, _x835*(_x1167 + _x1169*bmm_reread_bwd)) + np.maximum(_x878*attn_frac, _x1313) + np.maximum(_x953*mamba_frac, _x1231*_x1308) + np.maximum(_x1067*_x633*_x725, _x864*mlp_frac) + np.maximum(5*_x1224*_x1309*_x633, _x1225*_x636*(4*mamba_conv + 8)) + np.maximum(_x1309*_x1312*_x2*_x802*mamba_hdim, _x1235*_x1308)
+    _x1321 = np.maximum(_x1294 + _x455*attn_frac, _x1295)
+    _x1322 = np.maximum(_x1297 + _x884*attn_frac, _x1298)
+    _x1323 = np.maximum(_x1300 + _x457*attn_frac, _x1301)
+    _x1324 = _x1050*mamba_frac + _x1216*_x721 + _x1269*_x369 + _x1269 + _x1270*_x22 + _x1270*_x710 + _x1270 + _x1271*_x702 + _x1271 + _x1272 + _x1275 + _x1278 + _x1281 + _x1284 + _x1287 + _x1290 + _x1293 + _x1296 + _x1299 + _x1302 + _x1306 + _x1314 + _x1315 + _x1316 + _x1317 + _x1318 + _x1319 + _x1320 + _x1321 + _x1322 + _x1323 + _x793*mamba_frac + _x796*mamba_frac + _x808*attn_frac + _x809*attn_frac + _x810*attn_frac + _x811*attn_frac + _x812*attn_frac + _x813*attn_frac + _x815*attn_frac + _x816*attn_frac + _x822*attn_frac + _x888*mlp_frac + attn_frac*t0_elem_bwd + mlp_frac*t0_norm_bwd + np.maximum(0, _x1137*_x889) + np.maximum(_x1118*_x866, _x1163*_x867) + np.maximum(_x1167*_x835, _x838*attn_frac) + np.maximum(_x1245*_x803, _x1246*_x805) + np.maximum(_x1257*_x918, _x1137*_x919) + np.maximum(_x1262*_x916, _x1140*_x917) + np.maximum(_x1304*_x914, _x1304*_x915) + np.maximum(_x1307*_x546, _x846*_x848*attn_frac) + np.maximum(_x1307*swa_frac, _x843*_x846*attn_frac) + np.maximum(_x1310*_x797, _x800*attn_frac) + np.maximum(_x1310*_x803, _x806*attn_frac) + np.maximum(_x1311*_x797, _x800*mlp_frac) + np.maximum(_x1311*_x803, _x806*mlp_frac) + np.maximum(_x798*mamba_frac, _x800*mamba_frac) + np.maximum(_x852*attn_frac, _x853*attn_frac) + np.maximum(_x856*attn_frac, _x858*attn_frac) + np.maximum(_x860*attn_frac, _x861*attn_frac) + np.maximum(_x871*attn_frac, _x1313) + np.maximum(_x876*attn_frac, _x835*(_x1167 + _x1169*bmm_reread_bwd)) + np.maximum(_x878*attn_frac, _x1313) + np.maximum(_x953*mamba_frac, _x1231*_x1308) + np.maximum(_x1067*_x633*_x725, _x864*mlp_frac) + np.maximum(5*_x1224*_x1309*_x633, _x1225*_x636*(4*mamba_conv + 8)) + np.maximum(_x1309*_x1312*_x2*_x802*mamba_hdim, _x1235*_x1308)
     _x1325 = _x1324 + _x795
     _x1326 = _x1213*_x616*_x640*_x925 + _x616*_x926*mlp_frac + ov_ep*np.maximum(-_x1217 - _x1325, _x1215) + ov_ep*np.maximum(-_x1266 + (1/2)*_x131*_x616*_x640*mlp_frac, _x1214*_x630*_x640) + ov_ep*np.maximum(_x1201 - _x1217 - _x1219, _x1215) + ov_ep*np.maximum(-_x1202 - _x1238 - _x1268, _x1215) + ov_ep*np.maximum(-_x1201 - _x1202 - _x1209 - _x1212, _x1215)
     _x1327 = _x1178 + _x1326
@@ -1710,7 +1712,7 @@ def evaluate(x):
     _x1467 = _x17*d_model
     _x1468 = 5*_x1467
     _x1469 = mtp*(_x1401 + _x1405 + _x1468 + _x89)
-    _x1470 = _x109*learned_pos
+    _x1470 = _x106*learned_pos
     _x1471 = 1 - tied
     _x1472 = _x116*(_x1366*_x1471 + 1) + _x1470
     _x1473 = _x1366*_x1469 + _x1450*_x1463 + _x1466 + _x1472
@@ -1763,7 +1765,7 @@ def evaluate(x):
     _x1520 = _x1340*_x1372 + _x1371*_x1519 + _x1374*_x951
     _x1521 = _x1381 + _x1518 + _x1520
     _x1522 = fsdp_copy*z_param
-    _x1523 = _x1489*(_x1483*_x1488*z_os + _x1500*_x1513*(1 - ov_dp) + ov_ag*np.maximum(np.maximum(-_x1375*_x1497 + _x1490, _x1483*_x1487*z_os), _x1498*(-_x1375 + _x1483*z_os)) + ov_dp*np.maximum(np.maximum(_x1514 - _x1521*(_x1497 + _x1499), _x1487*_x1500*_x1513), _x1498*(_x1500*_x1513 - _x1521))) + _x1522*(_x1522*t0_elem_fwd + np.maximum(0, _x104*_x1473*(_x1384*(act_bytes + grad_bytes) + act_bytes*(4*_x1383 + _x52)))) + z_param*(_x1436 + _x1485*_x1488 + ov_ag*np.maximum(-_x1382*_x50 + _x1485, _x1485*_x1487))
+    _x1523 = _x1489*(_x1483*_x1488*z_os + _x1500*_x1513*(1 - ov_dp) + ov_ag*np.maximum(np.maximum(-_x1375*_x1497 + _x1490, _x1483*_x1487*z_os), _x1498*(-_x1375 + _x1483*z_os)) + ov_dp*np.maximum(np.maximum(_x1514 - _x1521*(_x1497 + _x1499), _x1487*_x1500*_x1513), _x1498*(_x1500*_x1513 - _x1521))) + _x1522*(_x1522*t0_elem_fwd + np.maximum(0, _x109*_x1473*(_x1384*(act_bytes + grad_bytes) + act_bytes*(4*_x1383 + _x52)))) + z_param*(_x1436 + _x1485*_x1488 + ov_ag*np.maximum(-_x1382*_x50 + _x1485, _x1485*_x1487))
     _x1524 = 1 - graph_full
     _x1525 = _x1524*host_mb
     _x1526 = np.minimum(1, offload_layers)
@@ -1780,7 +1782,7 @@ def evaluate(x):
     _x1537 = _x1535*_x207*moe_ffn + _x1536
     _x1538 = act_bytes*(_x482 + _x521)
     _x1539 = _x57*(_x1538 + _x286*gin_bytes + _x472*_x710*act_bytes*(_x519 + n_heads))
-    _x1540 = _x110*(_x508 + 2*_x777 + 2*gin_bytes)
+    _x1540 = _x107*(_x508 + 2*_x777 + 2*gin_bytes)
     _x1541 = (1/2)*_x1540
     _x1542 = _x0*_x169*(_x328 + _x343 + qk_rope)
     _x1543 = _x195*_x508*_x57*moe_latent
@@ -1815,7 +1817,7 @@ def evaluate(x):
     _x1572 = _x1360*_x1361 + _x1373*pp_layout
     _x1573 = (387420489/65536)*_x0**3*_x162*_x164*_x21*_x434*_x438*_x442*_x446*_x448*_x452*_x456*_x458*_x826*_x830*_x834*_x881*_x883*_x885*t0_gemm_bwd**4
     _x1574 = (3/2)*t0_gemm_bwd
-    _x1575 = _x1494*(_x13*(_x1360*_x37*(_x1054*_x1571 + _x1342*(-_x1570 - _x1571)) + _x1560*_x36 + _x1566*(-_x1343*_x1349*_x1354 + _x1343 - _x1352*_x1356*_x1357 + _x1352 - _x1368*_x1567 + _x1567*(pp - 2))) + _x37*(_x1360*_x1561*(_x1344*_x1572 + _x965*(1 - _x1572)) + _x1566*(-_x1344*_x1355 + _x1344 - _x1356*_x1357*_x965 + _x965))) + (1/2)*_x36*dualpipev*(-43046721/2048*_x131**2*_x135*_x1374*_x1573*_x1574*_x194*_x268*_x405*_x408*_x414*_x416*_x570*_x573*_x580*_x583*_x585*_x587*_x893*_x922*t0_gemm_bwd**4 - 729/32*_x1371*_x1573*_x978*_x989*_x990*_x991*t0_gemm_bwd - _x1372*((3/2)*_x0*_x164*attn_frac*t0_gemm_bwd + 3*_x0*_x21*attn_frac*t0_gemm_bwd + 3*_x0*attn_frac*t0_gemm_bwd + 3*_x1181 + 3*_x1182 + (3/2)*_x1185 + (3/2)*_x1188 + (3/2)*_x1192 + (3/2)*_x1195 + (3/2)*_x1196 + (3/2)*_x1197 + (3/2)*_x1198 + (3/2)*_x1199 + (3/2)*_x1275 + (3/2)*_x1278 + (3/2)*_x1281 + (3/2)*_x1284 + (3/2)*_x1287 + (3/2)*_x1290 + (3/2)*_x1293 + (3/2)*_x1298 + (3/2)*_x1301 + (3/2)*_x1304 + (3/2)*_x1306 + 3*_x131*_x194*mlp_frac*t0_gemm_bwd + (3/2)*_x131*mlp_frac*t0_gemm_bwd + (3/2)*_x1314 + (3/2)*_x1315 + (3/2)*_x1316 + (3/2)*_x1317 + (3/2)*_x1318 + (3/2)*_x1319 + (3/2)*_x1320 + (3/2)*_x1321 + (3/2)*_x1322 + (3/2)*_x1323 + 3*_x135*mlp_frac*t0_gemm_bwd + (3/2)*_x162*attn_frac*t0_gemm_bwd + 3*_x268*mlp_frac*t0_gemm_bwd + (3/2)*attn_frac*t0_gemm_bwd + (9/2)*mamba_frac*t0_gemm_bwd) + _x1375 + 2*_x1376*pp_layout + _x1377*(2 - 2*pp_layout) + 2*_x1378 + 2*_x1379 + 2*_x1380 + 2*_x1515 + 2*_x1516 + 2*_x1517 + _x1520 + _x1564)
+    _x1575 = _x1494*(_x13*(_x1360*_x37*(_x1054*_x1571 + _x1342*(-_x1570 - _x1571)) + _x1560*_x36 + _x1566*(-_x1343*_x1349*_x1354 + _x1343 - _x1352*_x1356*_x1357 + _x1352 - _x1368*_x1567 + _x1567*(pp - 2))) + _x37*(_x1360*_x1561*(_x1344*_x1572 + _x965*(1 - _x1572)) + _x1566*(-_x1344*_x1355 + _x1344 - _x1356*_x1357*_x965 + _x965))) + (1/2)*_x36*dualpipev*(-43046721/2048*_x131**2*_x135*_x1374*_x1573*_x1574*_x194*_x268*_x405*_x408*_x414*_x416*_x570*_x573*_x580*_x583*_x585*_x587*_x893*_x922*t0_gemm_bwd**4 - 729/32*_x1371*_x1573*_x978*_x989*_x990*_x991*t0_gemm_bwd - _x1372*((3/2)*_x0*_x164*attn_frac*t0_gemm_bwd + 3*_x0*_x21*attn_frac*t0_gemm_bwd + 3*_x0*attn_frac*t0_gemm_bwd + 3*_x1181 + 3*_x1182 + (3/2)*_x1185 + (3/2)*_x1188 + (3/2)*_x1192 + (3/2)*_x1195 + (3/2)*_x1196 + (3/2)*_x1197 + (3/2)*_x1198 + (3/2)*_x1199 + (3/2)*_x1275 + (3/2)*_x1278 + (3/2)*_x1281 + (3/2)*_x1284 + (3/2)*_x1287 + (3/2)*_x1290 + (3/2)*_x1293 + (3/2)*_x1296 + (3/2)*_x1299 + (3/2)*_x1302 + (3/2)*_x1306 + 3*_x131*_x194*mlp_frac*t0_gemm_bwd + (3/2)*_x131*mlp_frac*t0_gemm_bwd + (3/2)*_x1314 + (3/2)*_x1315 + (3/2)*_x1316 + (3/2)*_x1317 + (3/2)*_x1318 + (3/2)*_x1319 + (3/2)*_x1320 + (3/2)*_x1321 + (3/2)*_x1322 + (3/2)*_x1323 + 3*_x135*mlp_frac*t0_gemm_bwd + (3/2)*_x162*attn_frac*t0_gemm_bwd + 3*_x268*mlp_frac*t0_gemm_bwd + (3/2)*attn_frac*t0_gemm_bwd + (9/2)*mamba_frac*t0_gemm_bwd) + _x1375 + 2*_x1376*pp_layout + _x1377*(2 - 2*pp_layout) + 2*_x1378 + 2*_x1379 + 2*_x1380 + 2*_x1515 + 2*_x1516 + 2*_x1517 + _x1520 + _x1564)
     _x1576 = _x1565*_x50 + _x1575
     _x1577 = _x1389**(-z_os)
     _x1578 = np.minimum(d_model, _x353)
@@ -2094,7 +2096,7 @@ def evaluate(x):
         'pp_bubble_share': _x1575/_x1576,
         'micro_batches': _x50,
         't_microbatch_stage': _x1565,
-        't_stage_wgrad': _x1371*(_x1041 + _x1574 + _x1604 + (1/2)*_x978 + (1/2)*_x990) + _x1372*(_x0*_x1269 + _x1181 + _x1182 + (1/2)*_x1185 + (1/2)*_x1188 + (1/2)*_x1192 + (1/2)*_x1195 + (1/2)*_x1196 + (1/2)*_x1197 + (1/2)*_x1198 + (1/2)*_x1199 + _x1213*_x887 + _x1269*_x22 + _x1272*_x194 + (1/2)*_x1275 + (1/2)*_x1278 + (1/2)*_x1281 + (1/2)*_x1284 + (1/2)*_x1287 + (1/2)*_x1290 + (1/2)*_x1293 + (1/2)*_x1298 + (1/2)*_x1301 + (1/2)*_x1304 + (1/2)*_x1306 + (1/2)*_x1314 + (1/2)*_x1315 + (1/2)*_x1316 + (1/2)*_x1317 + (1/2)*_x1318 + (1/2)*_x1319 + (1/2)*_x1320 + (1/2)*_x1321 + (1/2)*_x1322 + (1/2)*_x1323 + _x1329*_x809 + _x1329*_x820 + _x1329*t0_gemm_bwd + _x1574*mamba_frac + _x398*mlp_frac + _x410*mlp_frac) + _x1374*(_x131*_x429 + _x1604 + _x194*_x887 + _x398 + (1/2)*_x405 + (1/2)*_x408 + _x410 + (1/2)*_x414 + (1/2)*_x416 + _x429 + _x570 + _x573 + (1/2)*_x580 + (1/2)*_x583 + (1/2)*_x585 + (1/2)*_x587 + (1/2)*_x893 + (1/2)*_x922),
+        't_stage_wgrad': _x1371*(_x1041 + _x1574 + _x1604 + (1/2)*_x978 + (1/2)*_x990) + _x1372*(_x0*_x1269 + _x1181 + _x1182 + (1/2)*_x1185 + (1/2)*_x1188 + (1/2)*_x1192 + (1/2)*_x1195 + (1/2)*_x1196 + (1/2)*_x1197 + (1/2)*_x1198 + (1/2)*_x1199 + _x1213*_x887 + _x1269*_x22 + _x1272*_x194 + (1/2)*_x1275 + (1/2)*_x1278 + (1/2)*_x1281 + (1/2)*_x1284 + (1/2)*_x1287 + (1/2)*_x1290 + (1/2)*_x1293 + (1/2)*_x1296 + (1/2)*_x1299 + (1/2)*_x1302 + (1/2)*_x1306 + (1/2)*_x1314 + (1/2)*_x1315 + (1/2)*_x1316 + (1/2)*_x1317 + (1/2)*_x1318 + (1/2)*_x1319 + (1/2)*_x1320 + (1/2)*_x1321 + (1/2)*_x1322 + (1/2)*_x1323 + _x1329*_x809 + _x1329*_x820 + _x1329*t0_gemm_bwd + _x1574*mamba_frac + _x398*mlp_frac + _x410*mlp_frac) + _x1374*(_x131*_x429 + _x1604 + _x194*_x887 + _x398 + (1/2)*_x405 + (1/2)*_x408 + _x410 + (1/2)*_x414 + (1/2)*_x416 + _x429 + _x570 + _x573 + (1/2)*_x580 + (1/2)*_x583 + (1/2)*_x585 + (1/2)*_x587 + (1/2)*_x893 + (1/2)*_x922),
         't_layer_fwd': _x1332,
         't_layer_bwd': _x1335,
         't_layer_recompute': _x1266,
@@ -2189,4 +2191,4 @@ def evaluate(x):
         'params_mtp': mtp*(_x1468 + _x1756 + _x1757 + _x88),
     }
 
-SOURCE_DIGEST = 'a38d1810819562b5'
+SOURCE_DIGEST = '5634776e76500b3c'

@@ -30,7 +30,7 @@ MEMORY = ("weights", "gradients", "optimizer", "activations", "reserve")
 
 
 def hardware_inputs(hw: Hardware, dtype: str = "bf16") -> dict:
-    x = {"peak": hw.peak(dtype), "lp_rate": hw.lp_rate(dtype), "peak_hp": hw.peak_16bit(dtype), "peak_vec": hw.vector_peak(),
+    x = {"peak": hw.peak(dtype), "lp_rate": hw.lp_rate(dtype), "fp8_tn": 0.0 if hw.fp8_non_tn else 1.0, "peak_hp": hw.peak_16bit(dtype), "peak_vec": hw.vector_peak(),
          "peak_fp8": hw.peak_flops.get("fp8") or hw.peak_16bit(dtype), "hbm_bw": hw.hbm_bandwidth, "clock": hw.sustained_clock,
          "clock_spread": hw.clock_spread,
          "gpus_per_node": hw.gpus_per_node, "sms": hw.sm_count, "gemm_dhalf": hw.dhalf, "host_fwd": hw.host_fwd, "host_bwd": hw.host_bwd,
@@ -199,7 +199,7 @@ def plan_inputs(p: Plan, model: Model | None = None) -> dict:
             # master copy and one momentum (8), on the weight matrices only (the embedding tables keep Adam's)
             "opt_bytes": 4 + (1 if p.optimizer == "muon" else 2) * BYTES[p.moment_dtype],
             "opt_bytes_emb": 4 + 2 * BYTES[p.moment_dtype], "muon": float(p.optimizer == "muon"),
-            "q_bytes": precision.get(p.dtype).q_bytes,
+            "q_bytes": precision.get(p.dtype).q_bytes, "q_trans": precision.get(p.dtype).transpose_bytes,
             # the GEMM inputs saved for the weight gradient: quantized in the low-precision layers (where the stack
             # saves them so), 16-bit in the hp_frac kept in 16 bits
             "gin_bytes": ((1 - hp_frac) * precision.get(p.dtype).saved_bytes + hp_frac * act

@@ -257,12 +257,17 @@ def quantize_op(ops: list[Op]) -> Op:
     saved it in 16 bits (``q_saved`` 0: torchao Float8Linear's backward casts input_hp with hp_tensor_to_float8_dynamic
     for the weight gradient, torchao/float8/float8_linear.py matmul_with_hp_or_float8_args) (Transformer Engine casts before
     every FP8/FP4 GEMM; the weights are cast once per step and cached, left out), ``q_bytes`` of HBM traffic per
-    element (roofline/base/precision.py, per recipe). 2 FLOP per element: the amax comparison and the scaling
+    element (roofline/base/precision.py, per recipe), less the transposed copy of a per-tensor FP8 recipe (``q_trans``)
+    on a GPU whose FP8 GEMMs take any layout (``fp8_tn`` 0: Transformer Engine's quantizers then write the row-wise
+    data only, csrc/quantizer.cpp ``with_transpose = columnwise_usage && !nvte_is_non_tn_fp8_gemm_supported()``).
+    2 FLOP per element: the amax comparison and the scaling
     (HBM-bound, ~0.5 FLOP/B). Off (no time, no t0) in 16-bit training."""
     n_f = sp.Add(*[o.q_elems[0] for o in ops]) * (1 - S.hp_frac)     # none in the layers kept in 16 bits
     n_b = sp.Add(*[o.q_elems[1] for o in ops]) * (1 - S.hp_frac)
     on = low_precision
-    return Op("quantize", "elem", on * 2 * n_f, on * S.q_bytes * n_f, on * 2 * n_b, on * S.q_bytes * n_b, on=on)
+    # a GPU whose FP8 GEMMs take any layout (Blackwell) needs no transposed copy of a per-tensor FP8 operand
+    q = S.q_bytes - S.q_trans * (1 - S.fp8_tn)
+    return Op("quantize", "elem", on * 2 * n_f, on * q * n_f, on * 2 * n_b, on * q * n_b, on=on)
 
 
 def elementwise(name: str, cls: str, n_elems, reads_fwd, writes_fwd, reads_bwd, writes_bwd, flops_per_elem=1) -> Op:

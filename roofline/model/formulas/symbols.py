@@ -188,6 +188,13 @@ mask_bytes = _s("mask_bytes", "bytes", "bytes per dropout-mask element (1)", "pl
 f32_bytes = _s("f32_bytes", "bytes", "bytes per fp32 element (4): logits in the loss", "plan", r"\beta_{32}")
 q_bytes = _s("q_bytes", "bytes", "HBM bytes the low-precision recipe's quantization kernels move per quantized GEMM "
              "operand element (0 in 16-bit training; roofline/base/precision.py)", "plan", r"\beta_{q}")
+q_trans = _s("q_trans", "", "bytes per element of the transposed copy a per-tensor FP8 recipe's cast writes for the "
+             "GEMMs that read the operand transposed, counted in q_bytes (1 for delayed and current scaling, 0 for the "
+             "block-scaled recipes, whose row-wise and column-wise copies both stay)", "plan", r"\beta_{t}", zero=True)
+fp8_tn = _s("fp8_tn", "", "1 when the GPU's FP8 GEMMs take only TN layouts, so a per-tensor FP8 operand needs a transposed "
+            "copy (Hopper, Ada); 0 where they take any layout (Blackwell datacenter parts: Transformer Engine "
+            "is_non_tn_fp8_gemm_supported, compute capability 10.x; hardware profile fp8_non_tn)", "hardware",
+            r"\tau_{8}", zero=True)
 gin_bytes = _s("gin_bytes", "bytes", "bytes per element of a GEMM input saved for the weight gradient: the activation dtype, or the quantized copy Transformer Engine keeps under an FP8/FP4 recipe (base/precision.py saved_bytes; per stack: quantized_saves)", "plan", r"\beta_{g}")
 opt_bytes = _s("opt_bytes", "bytes", "optimizer-state bytes per parameter of the weight matrices (Adam: fp32 master + 2 moments = 12, 8 with 16-bit moments; Muon: fp32 master + 1 momentum = 8)", "plan", r"\beta_{o}")
 opt_bytes_emb = _s("opt_bytes_emb", "bytes", "optimizer-state bytes per embedding / output-layer parameter: Adam's (Muon leaves them to Adam: Megatron-Core emerging_optimizers.py muon_scalar_optimizer)", "plan", r"\beta_{oe}")

@@ -101,6 +101,10 @@ class Hardware:
     # maximum achievable FP4 (NVFP4) matmul rate, FLOP/s, where a GPU's FP4 GEMMs do not reach the 16-bit GEMMs'
     # fraction of its FP4 peak (profile key max_matmul_fp4; None: they do); lp_rate reads it
     matmul_fp4: float | None = None
+    # FP8 GEMMs take any operand layout (profile key fp8_non_tn: Blackwell datacenter parts, compute capability 10.x;
+    # Transformer Engine is_non_tn_fp8_gemm_supported), so per-tensor FP8 casts write no transposed copy; False: TN
+    # only (Hopper, Ada)
+    fp8_non_tn: bool = False
     # GPU <-> host memory copies (PCIe, NVLink-C2C), per direction per GPU: what CPU activation offload moves at;
     # None where the profile does not state it (a plan that offloads is then refused)
     host_link: Link | None = None
@@ -276,7 +280,7 @@ def _merge(a: dict, b: dict) -> dict:
 
 # ---- the profile schema: every key a file may hold, its type, unit and range ---------------------
 REFS = ("base", "efficiency_from", "collectives_from", "host_from", "overlap_from")  # keys that name another profile
-TOP_KEYS = ("id", "name", "kind", "vendor", *REFS, "peak_flops", "max_matmul", "max_matmul_fp4",
+TOP_KEYS = ("id", "name", "kind", "vendor", *REFS, "peak_flops", "max_matmul", "max_matmul_fp4", "fp8_non_tn",
             "hbm_bandwidth", "hbm_capacity", "board_power", "sm_count", "gpus_per_node", "links", "efficiency",
             "collectives", "host", "overlap", "sustained_clock", "clock_spread", "attention_speed", "sources",
             "provenance")
@@ -513,6 +517,12 @@ def _own(ref: str, by: str = "", folder: Path | None = None) -> dict:
     return d
 
 
+def _flag(v, where: str) -> bool:
+    if not isinstance(v, bool):
+        raise InputError(f"{where} must be true or false, got {v!r}")
+    return v
+
+
 def _get(d: dict, key: str, where: str):
     if not isinstance(d, dict) or key not in d or d[key] is None:
         raise InputError(f"profile {where}: missing field '{key}'")
@@ -699,6 +709,7 @@ def _load(ref: str) -> Hardware:
     dhalf = S.number(eff_raw.get("dhalf", dflt["efficiency"]["dhalf"]), f"profile {where}: efficiency.dhalf", low=0.0)
     return Hardware(
         sustained_clock=clock, clock_spread=spread, matmul_ceiling=ceiling, matmul_fp4=matmul_fp4,
+        fp8_non_tn=_flag(d.get("fp8_non_tn", False), f"profile {where}: fp8_non_tn"),
         **_host_times(host, where),
         id=str(d.get("id", Path(where).stem)), name=str(d.get("name", d.get("id", ""))), kind=str(d.get("kind", "datasheet")),
         peak_flops=peaks,
