@@ -102,3 +102,31 @@ def test_blackwell_writes_no_transposed_fp8_copy_for_per_tensor_recipes():
         assert value_at(q.b_fwd, x["h100-sxm"]) == pytest.approx(hopper_bytes * elems)
         assert value_at(q.b_fwd, x["b200"]) == pytest.approx(blackwell_bytes * elems)
 
+
+
+def test_fp8_param_gather_halves_the_parameter_all_gather_of_per_tensor_fp8_only():
+    """Megatron-Core --fp8-param-gather: the distributed optimizer all-gathers FP8 weights (1 B) under delayed or current
+    scaling; MXFP8 weights are gathered in BF16 through the gradient buffer and cast after (2 B)."""
+    from roofline.model.formulas import step as ST
+    base = {"tp": 1, "pp": 1, "dp": 8, "micro_batch": 1, "global_batch": 8, "sharding": "distributed"}
+    for dtype, pg in (("fp8-cs", 1.0), ("fp8", 1.0), ("mxfp8", 2.0), ("nvfp4", 2.0)):
+        on = resolve("llama3-8b", {**base, "dtype": dtype, "fp8_param_gather": True}, "b200", "megatron-core")
+        off = resolve("llama3-8b", {**base, "dtype": dtype}, "b200", "megatron-core")
+        # the bytes alone: no per-step latency or per-call time
+        x_on, x_off = ({k: (0.0 if k.startswith(("alpha_", "call_")) else v)
+                        for k, v in inputs(s.model, s.plan, s.hardware).items()} for s in (on, off))
+        assert (x_on["pg_bytes"], x_off["pg_bytes"]) == (pg, 2.0), dtype
+        _, _, gather, _ = ST.dp_volumes()
+        assert value_at(gather, x_on) == pytest.approx(value_at(gather, x_off) * pg / 2)
+    with pytest.raises(InputError, match=r"fp8_param_gather needs a low-precision recipe .*got dtype bf16"):
+        resolve("llama3-8b", {**base, "fp8_param_gather": True}, "b200", "megatron-core")
+
+
+@pytest.mark.parametrize("dtype, settings, expected", [
+    ("FP8-CS", "recipe v0.4.0(0fbfe7d3):scripts/performance/configs/llama/llama3_workload_base_configs.py::X", True),
+    ("FP8-CS", "fp8_param_gather=False", False),
+    ("FP8-CS", "", True),                      # the fixture's framework column names Megatron-Bridge
+    ("BF16", "recipe v0.4.0:scripts/performance/configs/llama/x.py::Y", False),
+])
+def test_validate_reads_the_fp8_parameter_gather(bridge_row, dtype, settings, expected):
+    assert bridge_row(dtype, settings).plan.fp8_param_gather is expected

@@ -2,7 +2,7 @@
 # fmt: off
 import numpy as np
 
-INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_fp8', 'attn_frac', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'call_a2a_inter', 'call_a2a_intra', 'call_ag_inter', 'call_ag_intra', 'call_ar_inter', 'call_ar_intra', 'call_rs_inter', 'call_rs_intra', 'capacity_factor', 'causal', 'ce_compiled', 'ce_eager', 'clock', 'clock_spread', 'cp', 'cuda_context', 'd_model', 'delay_wgrad', 'dense_layers', 'dp', 'dp_rep', 'dropout', 'dualpipev', 'eager_elem', 'eager_rope', 'ep', 'ep_dedup', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'etp', 'exp_casts', 'exp_launch', 'f32_bytes', 'ffn_hidden', 'flash', 'flash_speed', 'fp8_tn', 'fsdp_copy', 'gated', 'gemm_dhalf', 'gin_bytes', 'global_batch', 'gpipe', 'gpu_z', 'gpus_per_node', 'grad_bytes', 'graph_full', 'graph_layers', 'hbm_bw', 'head_dim', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_launch', 'host_link_bw', 'host_mb', 'host_moe_bwd', 'host_moe_fwd', 'host_rc', 'hp_frac', 'interleave', 'kv_heads', 'kv_lora', 'layout_first', 'layout_first_dense', 'layout_last', 'layout_last_dense', 'layout_mid', 'layout_mid_dense', 'learned_pos', 'lp_rate', 'mamba_chunk', 'mamba_conv', 'mamba_frac', 'mamba_groups', 'mamba_hdim', 'mamba_heads', 'mamba_state', 'mask_bytes', 'micro_batch', 'mlp_frac', 'moe_ffn', 'moe_latent', 'mtp', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'muon', 'n_experts', 'n_heads', 'n_layers', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'nccl_sms_inter', 'offload_layers', 'opt_bytes', 'opt_bytes_emb', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_ep', 'ov_pp', 'ov_tp', 'peak', 'peak_fp8', 'peak_hp', 'peak_vec', 'pp', 'pp_layout', 'q_bytes', 'q_lora', 'q_saved', 'q_trans', 'qk_nope', 'qk_norm', 'qk_rope', 'rc_any', 'rc_full', 'rc_op', 'rc_sel', 'rcm_core', 'rcm_mla_up', 'rcm_mlp', 'rcm_moe', 'rcm_moe_act', 'rcm_norm', 'rcm_shared', 'rms', 'rope_pos', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'sq_relu', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'tp_async', 'tp_split_rs', 'ub_ring_sms', 'ub_sms', 'v_head', 'vocab', 'wgrad_fusion', 'z_grad', 'z_os', 'z_param')
+INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_fp8', 'attn_frac', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'call_a2a_inter', 'call_a2a_intra', 'call_ag_inter', 'call_ag_intra', 'call_ar_inter', 'call_ar_intra', 'call_rs_inter', 'call_rs_intra', 'capacity_factor', 'causal', 'ce_compiled', 'ce_eager', 'clock', 'clock_spread', 'cp', 'cuda_context', 'd_model', 'delay_wgrad', 'dense_layers', 'dp', 'dp_rep', 'dropout', 'dualpipev', 'eager_elem', 'eager_rope', 'ep', 'ep_dedup', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'etp', 'exp_casts', 'exp_launch', 'f32_bytes', 'ffn_hidden', 'flash', 'flash_speed', 'fp8_tn', 'fsdp_copy', 'gated', 'gemm_dhalf', 'gin_bytes', 'global_batch', 'gpipe', 'gpu_z', 'gpus_per_node', 'grad_bytes', 'graph_full', 'graph_layers', 'hbm_bw', 'head_dim', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_launch', 'host_link_bw', 'host_mb', 'host_moe_bwd', 'host_moe_fwd', 'host_rc', 'hp_frac', 'interleave', 'kv_heads', 'kv_lora', 'layout_first', 'layout_first_dense', 'layout_last', 'layout_last_dense', 'layout_mid', 'layout_mid_dense', 'learned_pos', 'lp_rate', 'mamba_chunk', 'mamba_conv', 'mamba_frac', 'mamba_groups', 'mamba_hdim', 'mamba_heads', 'mamba_state', 'mask_bytes', 'micro_batch', 'mlp_frac', 'moe_ffn', 'moe_latent', 'mtp', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'muon', 'n_experts', 'n_heads', 'n_layers', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'nccl_sms_inter', 'offload_layers', 'opt_bytes', 'opt_bytes_emb', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_ep', 'ov_pp', 'ov_tp', 'peak', 'peak_fp8', 'peak_hp', 'peak_vec', 'pg_bytes', 'pp', 'pp_layout', 'q_bytes', 'q_lora', 'q_saved', 'q_trans', 'qk_nope', 'qk_norm', 'qk_rope', 'rc_any', 'rc_full', 'rc_op', 'rc_sel', 'rcm_core', 'rcm_mla_up', 'rcm_mlp', 'rcm_moe', 'rcm_moe_act', 'rcm_norm', 'rcm_shared', 'rms', 'rope_pos', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'sq_relu', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tied', 'top_k', 'tp', 'tp_async', 'tp_split_rs', 'ub_ring_sms', 'ub_sms', 'v_head', 'vocab', 'wgrad_fusion', 'z_grad', 'z_os', 'z_param')
 OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_host_overhead', 't_offload', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'pp_bubble_ratio', 'pp_bubble_share', 'micro_batches', 't_microbatch_stage', 't_stage_wgrad', 't_layer_fwd', 't_layer_bwd', 't_layer_recompute', 't_layer_tp_comm', 't_layer_cp_comm', 't_layer_ep_comm', 't_layer_comm_bwd', 't_layer_host', 't_dense_layer_fwd', 't_dense_layer_bwd', 't_dense_layer_recompute', 't_dense_layer_tp_comm', 't_dense_layer_cp_comm', 't_dense_layer_ep_comm', 't_dense_layer_comm_bwd', 't_dense_layer_host', 'stage_layers', 'stage_dense_layers', 'stage_mtp_layers', 't_tp_grad_reduce', 't_embed_fwd', 't_embed_bwd', 't_head_fwd', 't_head_bwd', 'head_stage_heavier', 't_edge_host', 't_microbatch_host', 't_offload_fwd', 't_offload_bwd', 't_pp_send_recv', 't_embedding_grad_reduce', 'flops', 'hardware_flops', 'flops_megatron', 'bytes_tp_fwd', 'bytes_tp_bwd', 'bytes_tp_inter', 'bytes_cp_fwd', 'bytes_cp_bwd', 'bytes_cp_inter', 'bytes_ep_fwd', 'bytes_ep_bwd', 'bytes_ep_inter', 'bytes_pp_fwd', 'bytes_pp_bwd', 'bytes_pp_inter', 'bytes_dp_fwd', 'bytes_dp_bwd', 'bytes_dp_inter', 'flops_forward', 'flops_backward', 'flops_attention', 'flops_lm_head', 'flops_optimizer_rank', 'gemm_qkv_proj_flops', 'gemm_qkv_proj_bytes', 'gemm_qkv_proj_dmin', 'gemm_attn_out_proj_flops', 'gemm_attn_out_proj_bytes', 'gemm_attn_out_proj_dmin', 'gemm_mlp_up_flops', 'gemm_mlp_up_bytes', 'gemm_mlp_up_dmin', 'gemm_mlp_down_flops', 'gemm_mlp_down_bytes', 'gemm_mlp_down_dmin', 'gemm_lm_head_flops', 'gemm_lm_head_bytes', 'gemm_lm_head_dmin', 'n_gpus', 'mfu', 'mfu_megatron', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'mem_logits', 'mem_first_stage', 'mem_last_stage', 'mem_reserve', 'mem_cuda_context', 'mem_nccl', 'mem_fragmentation', 'params', 'active_params', 'params_rank', 'params_embedding', 'params_expert', 'params_mtp')
 
 
@@ -183,6 +183,7 @@ def evaluate(x):
     peak_fp8 = x['peak_fp8']
     peak_hp = x['peak_hp']
     peak_vec = x['peak_vec']
+    pg_bytes = x['pg_bytes']
     pp = x['pp']
     pp_layout = x.get('pp_layout', 0.0)
     q_bytes = x['q_bytes']
@@ -1637,34 +1638,34 @@ def evaluate(x):
     _x1392 = _x1391*dp_rep
     _x1393 = _x1390*_x1392
     _x1394 = _x1393*(_x1389/_x1390 - 1)
-    _x1395 = np.maximum(_x139*_x1393, _x1394*_x140)
-    _x1396 = biases*d_model
-    _x1397 = -_x1396*(1 - _x135) + _x235 + _x248 + biases*(_x250 + d_model)
-    _x1398 = _x197 + _x225 + biases*(_x196 + _x224)
-    _x1399 = _x1398*_x200*_x932
-    _x1400 = _x195*(_x264 + biases*(d_model + moe_latent)) + _x920
-    _x1401 = _x1397*_x2 + _x1399 + _x1400
-    _x1402 = _x17*_x74
-    _x1403 = n_heads*v_head
-    _x1404 = _x0*(_x1396 + _x1403*d_model + _x167*_x338 + _x322) + _x162*(_x352*d_model + _x355 + biases*(_x354 + d_model))
-    _x1405 = _x1404*_x2 + _x23
-    _x1406 = _x1402 + _x1405
-    _x1407 = _x116*_x67 + _x37*np.minimum(_x116, _x1401 + _x1406)
-    _x1408 = _x1389 - 1
-    _x1409 = _x1392*_x1408
+    _x1395 = _x1389 - 1
+    _x1396 = _x1392*_x1395
+    _x1397 = _x1396*np.maximum(_x139*_x1393, _x1394*_x140)
+    _x1398 = biases*d_model
+    _x1399 = -_x1398*(1 - _x135) + _x235 + _x248 + biases*(_x250 + d_model)
+    _x1400 = _x197 + _x225 + biases*(_x196 + _x224)
+    _x1401 = _x1400*_x200*_x932
+    _x1402 = _x195*(_x264 + biases*(d_model + moe_latent)) + _x920
+    _x1403 = _x1399*_x2 + _x1401 + _x1402
+    _x1404 = _x17*_x74
+    _x1405 = n_heads*v_head
+    _x1406 = _x0*(_x1398 + _x1405*d_model + _x167*_x338 + _x322) + _x162*(_x352*d_model + _x355 + biases*(_x354 + d_model))
+    _x1407 = _x1406*_x2 + _x23
+    _x1408 = _x1404 + _x1407
+    _x1409 = _x116*_x67 + _x37*np.minimum(_x116, _x1403 + _x1408)
     _x1410 = _x1409*act_bytes
-    _x1411 = _x1407*_x1410
-    _x1412 = _x1390 - 1
-    _x1413 = _x1389 - _x1390
-    _x1414 = _x1412*alpha_ag_inter + _x1413*alpha_ag_intra + _x143
-    _x1415 = (_x1389 > _x1386)
-    _x1416 = np.minimum(1, _x1408)
-    _x1417 = _x1408*alpha_ag_intra + _x1416*call_ag_intra
+    _x1411 = _x1390 - 1
+    _x1412 = _x1389 - _x1390
+    _x1413 = _x1411*alpha_ag_inter + _x1412*alpha_ag_intra + _x143
+    _x1414 = (_x1389 > _x1386)
+    _x1415 = _x1396*_x140
+    _x1416 = np.minimum(1, _x1395)
+    _x1417 = _x1395*alpha_ag_intra + _x1416*call_ag_intra
     _x1418 = np.maximum(_x1393*_x148, _x1394*_x149)
-    _x1419 = _x1407*grad_bytes
-    _x1420 = _x1409*_x1419
-    _x1421 = _x1412*alpha_rs_inter + _x1413*alpha_rs_intra + _x151
-    _x1422 = _x1408*alpha_rs_intra + _x1416*call_rs_intra
+    _x1419 = _x1409*grad_bytes
+    _x1420 = _x1396*_x1419
+    _x1421 = _x1411*alpha_rs_inter + _x1412*alpha_rs_intra + _x151
+    _x1422 = _x1395*alpha_rs_intra + _x1416*call_rs_intra
     _x1423 = np.maximum(1, np.floor(_x1385*_x1392))
     _x1424 = np.ceil(dp_rep/_x1423)
     _x1425 = _x1388*_x1424
@@ -1678,7 +1679,7 @@ def evaluate(x):
     _x1433 = (dp_rep > _x1423)
     _x1434 = np.minimum(1, dp_rep - 1)
     _x1435 = _x1429*alpha_ar_intra + _x1434*call_ar_intra
-    _x1436 = _x1384*(np.where(_x1415, _x1395*_x1411 + _x1414, _x140*_x1411 + _x1417) + np.where(_x1415, _x1418*_x1420 + _x1421, _x1420*_x149 + _x1422) + np.where(_x1433, _x1428*_x1431 + _x1432, _x1431*_x7 + _x1435))
+    _x1436 = _x1384*(np.where(_x1414, _x1397*_x1410 + _x1413, _x1410*_x1415 + _x1417) + np.where(_x1414, _x1418*_x1420 + _x1421, _x1420*_x149 + _x1422) + np.where(_x1433, _x1428*_x1431 + _x1432, _x1431*_x7 + _x1435))
     _x1437 = np.maximum(1, np.floor(_x201*_x591))
     _x1438 = _x200*_x201
     _x1439 = _x1438*_x42
@@ -1693,9 +1694,9 @@ def evaluate(x):
     _x1448 = _x1439 - 1
     _x1449 = _x1448*grad_bytes
     _x1450 = -_x1369 + _x16
-    _x1451 = _x1137*_x1399
+    _x1451 = _x1137*_x1401
     _x1452 = _x1450*_x1451
-    _x1453 = _x131*_x1399*mtp
+    _x1453 = _x131*_x1401*mtp
     _x1454 = _x1366*_x1453
     _x1455 = _x1452 + _x1454
     _x1456 = _x1444*_x1455
@@ -1704,28 +1705,28 @@ def evaluate(x):
     _x1459 = np.minimum(1, _x1448)
     _x1460 = np.where(_x1458, _x1441*alpha_rs_inter + _x1442*alpha_rs_intra + _x1457*np.maximum(_x1445*_x148, _x1447*_x149) + _x151, _x1448*alpha_rs_intra + _x1457*_x149 + _x1459*call_rs_intra)
     _x1461 = mamba_frac*(_x1083*d_model + _x1083 + _x1088 + _x1223*(mamba_conv + 1) + _x1312)
-    _x1462 = _x1330*_x1402
-    _x1463 = _x1401*mlp_frac + _x1405*attn_frac + _x1461*_x2 + _x1462
+    _x1462 = _x1330*_x1404
+    _x1463 = _x1403*mlp_frac + _x1407*attn_frac + _x1461*_x2 + _x1462
     _x1464 = _x966 + _x979*d_model + biases*(_x979 + d_model)
-    _x1465 = _x1406 + _x1464*_x2
+    _x1465 = _x1408 + _x1464*_x2
     _x1466 = _x1369*_x1465
     _x1467 = _x17*d_model
     _x1468 = 5*_x1467
-    _x1469 = mtp*(_x1401 + _x1405 + _x1468 + _x89)
+    _x1469 = mtp*(_x1403 + _x1407 + _x1468 + _x89)
     _x1470 = _x106*learned_pos
     _x1471 = 1 - tied
     _x1472 = _x116*(_x1366*_x1471 + 1) + _x1470
     _x1473 = _x1366*_x1469 + _x1450*_x1463 + _x1466 + _x1472
     _x1474 = -_x1452 - _x1454 + _x1473
     _x1475 = _x1474*grad_bytes
-    _x1476 = _x1409*_x1475
+    _x1476 = _x1396*_x1475
     _x1477 = _x1430*_x1475
-    _x1478 = np.where(_x1415, _x1418*_x1476 + _x1421, _x1422 + _x1476*_x149) + np.where(_x1433, _x1428*_x1477 + _x1432, _x1435 + _x1477*_x7)
+    _x1478 = np.where(_x1414, _x1418*_x1476 + _x1421, _x1422 + _x1476*_x149) + np.where(_x1433, _x1428*_x1477 + _x1432, _x1435 + _x1477*_x7)
     _x1479 = 2*_x1383 + _x37
-    _x1480 = _x1448*act_bytes
+    _x1480 = _x1448*pg_bytes
     _x1481 = _x1456*_x1480
-    _x1482 = _x1410*_x1474
-    _x1483 = _x131*np.where(_x1458, _x143 + _x1441*alpha_ag_inter + _x1442*alpha_ag_intra + _x1481*np.maximum(_x139*_x1445, _x140*_x1447), _x140*_x1481 + _x1448*alpha_ag_intra + _x1459*call_ag_intra) + np.where(_x1415, _x1395*_x1482 + _x1414, _x140*_x1482 + _x1417)
+    _x1482 = _x1474*pg_bytes
+    _x1483 = _x131*np.where(_x1458, _x143 + _x1441*alpha_ag_inter + _x1442*alpha_ag_intra + _x1481*np.maximum(_x139*_x1445, _x140*_x1447), _x140*_x1481 + _x1448*alpha_ag_intra + _x1459*call_ag_intra) + np.where(_x1414, _x1397*_x1482 + _x1413, _x1415*_x1482 + _x1417)
     _x1484 = _x1384*(_x131*_x1460 + _x1478) + _x1479*_x1483
     _x1485 = -_x1436 + _x1484
     _x1486 = (_x60 > _x1386)
@@ -1823,12 +1824,12 @@ def evaluate(x):
     _x1578 = np.minimum(d_model, _x353)
     _x1579 = np.minimum(d_model, _x352)
     _x1580 = np.minimum(kv_lora, _x321)
-    _x1581 = np.minimum(d_model, _x1403)
+    _x1581 = np.minimum(d_model, _x1405)
     _x1582 = np.minimum(d_model, _x18)
     _x1583 = np.minimum(q_lora, _x338)
     _x1584 = np.minimum(d_model, q_lora)
     _x1585 = np.minimum(d_model, _x338)
-    _x1586 = _x0*(5*_x1580**2*(2*_x1580 + 4*np.maximum(kv_lora, _x321)) + 5*_x1581**2*(2*_x1581 + 4*np.maximum(d_model, _x1403)) + 5*_x1582**2*(2*_x1582 + 4*np.maximum(d_model, _x18)) + 5*_x1585**2*_x164*(2*_x1585 + 4*np.maximum(d_model, _x338)) + _x22*(5*_x1583**2*(2*_x1583 + 4*np.maximum(q_lora, _x338)) + 5*_x1584**2*(2*_x1584 + 4*np.maximum(d_model, q_lora)))) + _x162*(10*_x1578**2*(2*_x1578 + 4*np.maximum(d_model, _x353)) + 10*_x1579**2*(2*_x1579 + 4*np.maximum(d_model, _x352)))
+    _x1586 = _x0*(5*_x1580**2*(2*_x1580 + 4*np.maximum(kv_lora, _x321)) + 5*_x1581**2*(2*_x1581 + 4*np.maximum(d_model, _x1405)) + 5*_x1582**2*(2*_x1582 + 4*np.maximum(d_model, _x18)) + 5*_x1585**2*_x164*(2*_x1585 + 4*np.maximum(d_model, _x338)) + _x22*(5*_x1583**2*(2*_x1583 + 4*np.maximum(q_lora, _x338)) + 5*_x1584**2*(2*_x1584 + 4*np.maximum(d_model, q_lora)))) + _x162*(10*_x1578**2*(2*_x1578 + 4*np.maximum(d_model, _x353)) + 10*_x1579**2*(2*_x1579 + 4*np.maximum(d_model, _x352)))
     _x1587 = np.minimum(d_model, shared_ffn)
     _x1588 = np.minimum(d_model, _x250)
     _x1589 = np.minimum(d_model, n_experts)
@@ -1991,42 +1992,42 @@ def evaluate(x):
     _x1746 = _x1745*_x62 + _x1745*_x63
     _x1747 = _x1489*z_os
     _x1748 = np.maximum(0, _x1447)
-    _x1749 = _x1398*n_experts
+    _x1749 = _x1400*n_experts
     _x1750 = _x1137*_x1749
     _x1751 = _x1443*_x1695*_x1750
     _x1752 = _x1480*_x1751
     _x1753 = np.maximum(0, _x1394)
     _x1754 = _x1631*_x1750
-    _x1755 = _x1397 + _x1400
+    _x1755 = _x1399 + _x1402
     _x1756 = _x1749 + _x1755
-    _x1757 = _x1404 + _x23
+    _x1757 = _x1406 + _x23
     _x1758 = _x1461 + _x1462 + _x1757*attn_frac
     _x1759 = d_model*vocab
     _x1760 = _x1467 + _x1470 + _x1759*(2 - tied)
-    _x1761 = _x1760 + dense_layers*(_x1402 + _x1464 + _x1757)
+    _x1761 = _x1760 + dense_layers*(_x1404 + _x1464 + _x1757)
     _x1762 = _x1631*(_x1756*mlp_frac + _x1758) + _x1761
     _x1763 = _x14*(-_x1754 + _x1762)
-    _x1764 = _x1763*_x2
-    _x1765 = _x1410*_x1764
-    _x1766 = _x131*np.where(_x1458, _x1748*_x1752, _x1752) + np.where(_x1415, _x1753*_x1765, _x1765)
+    _x1764 = _x1763*_x2*pg_bytes
+    _x1765 = _x1396*_x1764
+    _x1766 = _x131*np.where(_x1458, _x1748*_x1752, _x1752) + np.where(_x1414, _x1753*_x1765, _x1765)
     _x1767 = _x1384*z_param
     _x1768 = np.maximum(0, _x1445)
     _x1769 = 1/(cp**2*dp**2)
-    _x1770 = _x1390*_x1408*dp_rep**2
-    _x1771 = _x131*np.where(_x1458, _x1752*_x1768, 0) + np.where(_x1415, _x1764*_x1769*_x1770*act_bytes, 0)
+    _x1770 = _x1390*_x1395*dp_rep**2
+    _x1771 = _x131*np.where(_x1458, _x1752*_x1768, 0) + np.where(_x1414, _x1764*_x1769*_x1770, 0)
     _x1772 = _x1747*_x1771 + _x1767*_x1771
     _x1773 = _x1449*_x1751
     _x1774 = np.where(_x1458, _x1748*_x1773, _x1773)
     _x1775 = _x1763*_x24
     _x1776 = _x1430*_x1775
-    _x1777 = _x1409*_x1775
-    _x1778 = np.where(_x1415, _x1753*_x1777, _x1777) + np.where(_x1433, _x1776*np.maximum(0, _x1427), _x1776)
+    _x1777 = _x1396*_x1775
+    _x1778 = np.where(_x1414, _x1753*_x1777, _x1777) + np.where(_x1433, _x1776*np.maximum(0, _x1427), _x1776)
     _x1779 = _x1489*_x1500
     _x1780 = _x1507*_x1775
     _x1781 = _x1511*_x1751
     _x1782 = np.where(_x1458, _x1768*_x1773, 0)
     _x1783 = _x1769*_x1775
-    _x1784 = np.where(_x1433, _x1425*_x1776, 0) + np.where(_x1415, _x1770*_x1783, 0)
+    _x1784 = np.where(_x1433, _x1425*_x1776, 0) + np.where(_x1414, _x1770*_x1783, 0)
     _x1785 = _x1779*(_x131*(_x1501*np.where(_x1458, _x1768*_x1781, 0) + _x1782*z_os) + _x1501*np.where(_x1486, _x1502*_x1506*_x1783, 0) + _x1784*z_os) + z_param*(-_x1384*_x1771 + _x1384*(_x131*_x1782 + _x1784) + _x1479*_x1771)
     _x1786 = _x100*_x14
     _x1787 = _x1443*_x1786
@@ -2184,11 +2185,11 @@ def evaluate(x):
         'mem_nccl': _x1830,
         'mem_fragmentation': _x1829,
         'params': _x1762,
-        'active_params': _x1631*(_x1758 + mlp_frac*(_x1398*top_k + _x1755)) + _x1761,
+        'active_params': _x1631*(_x1758 + mlp_frac*(_x1400*top_k + _x1755)) + _x1761,
         'params_rank': _x1473,
         'params_embedding': _x1760,
         'params_expert': _x1754,
         'params_mtp': mtp*(_x1468 + _x1756 + _x1757 + _x88),
     }
 
-SOURCE_DIGEST = '5634776e76500b3c'
+SOURCE_DIGEST = 'd694ad76e23c294e'

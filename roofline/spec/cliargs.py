@@ -210,6 +210,9 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
     flag(g, "fp8-attention", dest="fp8_attention", action="store_true", default=None,
          help="the attention core in FP8 under a low-precision recipe (Megatron-Core --fp8-dot-product-attention: "
               "Transformer Engine's cuDNN FP8 attention); default off")
+    flag(g, "fp8-param-gather", dest="fp8_param_gather", action="store_true", default=None,
+         help="the sharded parameters are all-gathered in FP8 under a per-tensor FP8 recipe (Megatron-Core "
+              "--fp8-param-gather; Megatron-Bridge's FP8 presets set it); default off")
     flag(g, "bf16-layers", dest="bf16_layers", type=number(int, 0, strict=False), default=None,
          help="transformer layers kept in 16 bits under a low-precision recipe (Megatron-Core --first-last-layers-bf16 "
               "with --num-layers-at-start-in-bf16 / --num-layers-at-end-in-bf16: their sum); default 0")
@@ -307,6 +310,7 @@ def build_spec(args):
              "sequence_parallel": args.sequence_parallel, "recompute": args.recompute, "sharding": sharding,
              "uneven_stages": args.uneven_stages, "delay_wgrad": getattr(args, "delay_wgrad", None),
              "fp8_attention": getattr(args, "fp8_attention", None),
+             "fp8_param_gather": getattr(args, "fp8_param_gather", None),
              "bf16_layers": getattr(args, "bf16_layers", None),
              "tp_async_dgrad": getattr(args, "tp_async_dgrad", None),
              "wgrad_fusion": getattr(args, "wgrad_fusion", None),

@@ -276,6 +276,12 @@ class Plan:
     # fp8_dot_product_attention), Transformer Engine DotProductAttention under an FP8 recipe with fp8_dpa: cuDNN's FP8
     # fused attention, forward and backward (formulas/compute.py attention_core); needs a low-precision recipe
     fp8_attention: bool = False
+    # the distributed optimizer's (and FSDP's) parameter all-gather moves FP8 weights, 1 byte each, under a per-tensor FP8
+    # recipe (Megatron-Core --fp8-param-gather, megatron/core/distributed/param_and_grad_buffer.py; Megatron-Bridge's
+    # FP8 precision presets set it, training/mixed_precision.py): formulas/step.py dp_volumes. MXFP8 parameters are
+    # gathered in BF16 through the gradient buffer and cast after (reuse_grad_buf_for_mxfp8_param_ag), NVFP4's are
+    # priced the same (not modelled): 2 bytes
+    fp8_param_gather: bool = False
     # transformer layers kept in 16 bits under a low-precision recipe: Megatron-Core --first-last-layers-bf16 with
     # --num-layers-at-start-in-bf16 / --num-layers-at-end-in-bf16, their sum (megatron/core/model_parallel_config.py
     # first_last_layers_bf16, num_layers_at_start_in_bf16, num_layers_at_end_in_bf16; Megatron-Bridge
@@ -607,6 +613,9 @@ RULES: tuple[Rule, ...] = (
          ("bf16_layers", "dtype")),
     # FP8 attention is a low-precision recipe's (Megatron-Core applies fp8_dot_product_attention inside its FP8
     # autocast) and TE's fused (cuDNN) attention's: no FP8 flash-attention kernel elsewhere in these stacks
+    Rule(lambda m, p: (p.fp8_param_gather == 0) | among(p.dtype, LOW_PRECISION_DTYPES),
+         "fp8_param_gather needs a low-precision recipe (fp8, fp8-cs, fp8-block, mxfp8, nvfp4), got dtype {p.dtype}",
+         ("fp8_param_gather", "dtype")),
     Rule(lambda m, p: (p.fp8_attention == 0) | among(p.dtype, LOW_PRECISION_DTYPES),
          "fp8_attention needs a low-precision recipe (fp8, fp8-cs, fp8-block, mxfp8, nvfp4), got dtype {p.dtype}",
          ("fp8_attention", "dtype")),

@@ -28,6 +28,9 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   fields 0 (dp: overlap_grad_reduce and overlap_param_gather; tp, pp, cp, ep: overlap_tp, overlap_pp, ...).
 - Low-precision rows whose settings state FP8 attention ("FP8 dot-product attention", "MXFP8 dot-product attention",
   ``fp8_dot_product_attention=True``, ``fp8_dpa``; Megatron-Core ``--fp8-dot-product-attention``): fp8_attention.
+- Low-precision rows run with Megatron-Bridge (framework column, or settings citing a Bridge recipe), or stating
+  ``fp8_param_gather``: fp8_param_gather (Bridge's FP8 presets set it; the all-gather moves FP8 weights under a
+  per-tensor recipe).
 - Rows whose settings state 16-bit Adam moments ("BF16 Adam moments", ``exp_avg_dtype=torch.bfloat16``; Megatron-Core's
   precision-aware optimizer): moment_dtype. An ``optimizer`` column, or Muon named in the text: optimizer.
 - Megatron-Core rows whose notes or settings state TP communication overlap (``--tp-comm-overlap``,
@@ -100,6 +103,8 @@ INTS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "
         "moe_latent_size")
 FLOATS = ("net_gbps_per_gpu", "measured_iter_time_s", "derived_iter_time_s", "measured_peak_memory_gib",
           "flops_per_iter", "measured_tflops_per_gpu", "measured_mfu", "tokens_per_s", "tokens_per_s_per_gpu")
+# a row run with Megatron-Bridge: its framework column, or settings that cite a Bridge recipe file
+BRIDGE_FRAMEWORK = re.compile(r"megatron[- ]bridge|megatron/bridge|scripts/performance/configs")
 # Megatron-Bridge precision recipes that keep layers in 16 bits: name -> (the row precision they serve, layers at the
 # start, at the end) (src/megatron/bridge/training/mixed_precision.py nemotron_3_super_bf16_with_nvfp4_mixed:
 # first_last_layers_bf16 True, num_layers_at_end_in_bf16 14)
@@ -678,6 +683,13 @@ def _plan_fields(row: dict) -> dict:
     if re.search(r"(?<!no )(?:mx)?fp8 dot[-_ ]product attention|fp8_dot_product_attention\s*=\s*true|\bfp8_dpa\b(?!\s*=\s*false)",
                  text) and low:
         d["fp8_attention"] = True
+    # the parameter all-gather in FP8 (Megatron-Core --fp8-param-gather): Megatron-Bridge's FP8 precision presets set it
+    # (src/megatron/bridge/training/mixed_precision.py v0.3.0-v0.6.0: bf16_with_fp8_delayed_scaling_mixed,
+    # bf16_with_fp8_current_scaling_mixed, bf16_with_mxfp8_mixed fp8_param_gather = True; the blockwise presets False);
+    # a row that states it either way says so
+    stated = re.search(r"fp8[_ ]param[_ ]gather\s*(?:=\s*(true|false))?", text)
+    if low and (stated or BRIDGE_FRAMEWORK.search(f"{row.get('framework', '')} {row.get('settings', '')}".lower())):
+        d["fp8_param_gather"] = not (stated and stated.group(1) == "false")
     # Adam's moments in 16 bits (Megatron-Core --use-precision-aware-optimizer --exp-avg-dtype/--exp-avg-sq-dtype;
     # the recipes' summaries: "BF16 Adam moments", "exp_avg_dtype=torch.bfloat16")
     m = re.search(r"\b(bf16|fp16)\s+adam\s+moments|exp_avg(?:_sq)?_dtype\s*=\s*(?:torch\.)?(bfloat16|bf16|float16|fp16)", text)

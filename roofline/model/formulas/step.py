@@ -492,7 +492,8 @@ def dp_volumes(dense=None, expert=None):
     dense = M.dense_params_rank if dense is None else dense
     expert = M.expert_params_rank if expert is None else expert
     g_dense, g_exp = dense * S.grad_bytes, expert * S.grad_bytes
-    w_dense, w_exp = dense * S.act_bytes, expert * S.act_bytes
+    # the parameter all-gather moves pg_bytes per parameter (the activation dtype; FP8 with --fp8-param-gather)
+    w_dense, w_exp = dense * S.pg_bytes, expert * S.pg_bytes
     reduces = 1 + S.z_grad * (PL.micro_batches - 1)
     # sharded: reduce-scatter within the shard group, then all-reduce the shard across the r replicas (HSDP:
     # torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py foreach_reduce, reduce_scatter then all_reduce over the

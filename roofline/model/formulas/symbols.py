@@ -195,6 +195,9 @@ fp8_tn = _s("fp8_tn", "", "1 when the GPU's FP8 GEMMs take only TN layouts, so a
             "copy (Hopper, Ada); 0 where they take any layout (Blackwell datacenter parts: Transformer Engine "
             "is_non_tn_fp8_gemm_supported, compute capability 10.x; hardware profile fp8_non_tn)", "hardware",
             r"\tau_{8}", zero=True)
+pg_bytes = _s("pg_bytes", "bytes", "bytes per parameter in the sharded parameter all-gather (distributed optimizer, "
+              "ZeRO-3 / FSDP): the activation dtype, 1 under a per-tensor FP8 recipe with fp8_param_gather "
+              "(Megatron-Core --fp8-param-gather)", "plan", r"\beta_{w}")
 gin_bytes = _s("gin_bytes", "bytes", "bytes per element of a GEMM input saved for the weight gradient: the activation dtype, or the quantized copy Transformer Engine keeps under an FP8/FP4 recipe (base/precision.py saved_bytes; per stack: quantized_saves)", "plan", r"\beta_{g}")
 opt_bytes = _s("opt_bytes", "bytes", "optimizer-state bytes per parameter of the weight matrices (Adam: fp32 master + 2 moments = 12, 8 with 16-bit moments; Muon: fp32 master + 1 momentum = 8)", "plan", r"\beta_{o}")
 opt_bytes_emb = _s("opt_bytes_emb", "bytes", "optimizer-state bytes per embedding / output-layer parameter: Adam's (Muon leaves them to Adam: Megatron-Core emerging_optimizers.py muon_scalar_optimizer)", "plan", r"\beta_{oe}")
