@@ -249,6 +249,12 @@ def cmd_hardware(args) -> int:
         eta = {k: round(v[0], 4) for k, v in h.efficiency["gemm"].items()}
         print(f"# as used: gemm eta capped at max_matmul / bf16 peak = {h.matmul_ceiling:.4f} -> {eta}; "
               f"compute rates x sustained_clock {h.sustained_clock:g}")
+    from ..base import precision
+    rates = {dt: h.lp_rate(dt) for dt in ("fp8", "mxfp8", "nvfp4") if h.peak_flops.get(precision.peak_key(dt))}
+    if rates:
+        print("# as used: low-precision GEMM kernel rate over a 16-bit GEMM's (lp_rate; precision.py gemm_rate"
+              + (", max_matmul_fp4" if h.matmul_fp4 else "") + "): "
+              + ", ".join(f"{dt} {v:.3f}" for dt, v in rates.items()))
     own = set((d.get("overlap") or {}))
     print("# as used: SMs a communication kernel holds beside compute (overlap): "
           + ", ".join(f"{k} {v:g}" + ("" if k in own else " (default)") for k, v in h.overlap.items()))

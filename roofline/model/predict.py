@@ -30,7 +30,9 @@ MEMORY = ("weights", "gradients", "optimizer", "activations", "reserve")
 
 
 def hardware_inputs(hw: Hardware, dtype: str = "bf16") -> dict:
-    x = {"peak": hw.peak(dtype), "lp_rate": hw.lp_rate(dtype), "fp8_tn": 0.0 if hw.fp8_non_tn else 1.0, "peak_hp": hw.peak_16bit(dtype), "peak_vec": hw.vector_peak(),
+    x = {"peak": hw.peak(dtype), "peak_hp": hw.peak_16bit(dtype), "peak_vec": hw.vector_peak(),
+         # the recipe's GEMM kernel rate; whether per-tensor FP8 operands need a transposed copy (TN-only FP8 GEMMs)
+         "lp_rate": hw.lp_rate(dtype), "fp8_tn": 0.0 if hw.fp8_non_tn else 1.0,
          "peak_fp8": hw.peak_flops.get("fp8") or hw.peak_16bit(dtype), "hbm_bw": hw.hbm_bandwidth, "clock": hw.sustained_clock,
          "clock_spread": hw.clock_spread,
          "gpus_per_node": hw.gpus_per_node, "sms": hw.sm_count, "gemm_dhalf": hw.dhalf, "host_fwd": hw.host_fwd, "host_bwd": hw.host_bwd,
@@ -184,8 +186,9 @@ def plan_inputs(p: Plan, model: Model | None = None) -> dict:
     # full recomputation of a share of each stage's layers (recompute_fraction): rc_full is that share
     return {**lay, "rc_full": lay["rc_full"] * float(p.recompute_fraction),
             **{sym: getattr(p, field) for field, sym in OVERLAP_INPUTS.items()}, "tp_async": float(p.tp_async_dgrad),
-            "tp_split_rs": float(p.tp_overlap_split_rs), "exp_launch": float(p.per_expert_kernels),
-            "exp_casts": float(precision.get(p.dtype).expert_casts) if p.dtype in precision.PRECISIONS else 0.0, "attn_fp8": float(p.fp8_attention), "hp_frac": hp_frac,
+            "tp_split_rs": float(p.tp_overlap_split_rs), "attn_fp8": float(p.fp8_attention), "hp_frac": hp_frac,
+            # routed experts launched one at a time (TE GroupedLinear), with the recipe's cast kernels per expert
+            "exp_launch": float(p.per_expert_kernels), "exp_casts": float(precision.get(p.dtype).expert_casts),
             "delay_wgrad": float(p.delay_wgrad),
             **recompute_module_inputs(p.recompute_module_set),
             "wgrad_fusion": float(p.wgrad_fusion), "eager_elem": float(p.eager_elementwise),
