@@ -82,6 +82,7 @@ TE_GEMM_BENCHMARK = {"b300": {"bf16": 13.102, "fp8-cs": 6.812, "mxfp8": 7.161, "
                      "h200-nvl": {"bf16": 31.968, "fp8-cs": 16.785}}
 # per-tensor FP8 kernels: the mean of the two GPUs' (BF16 time / FP8 time) / 2
 GEMM_RATE_FP8 = sum(TE_GEMM_BENCHMARK[g]["bf16"] / TE_GEMM_BENCHMARK[g]["fp8-cs"] / 2 for g in ("b300", "h200-nvl")) / 2
+GEMM_RATE_MXFP8 = TE_GEMM_BENCHMARK["b300"]["bf16"] / TE_GEMM_BENCHMARK["b300"]["mxfp8"] / 2   # B300 only (Blackwell)
 
 PRECISIONS = {p.name: p for p in (
     Precision("bf16", "bf16", 0.0, "BF16"),
@@ -94,7 +95,7 @@ PRECISIONS = {p.name: p for p in (
     Precision("fp8-block", "fp8", 2 + 2 * (1 + 4 / 128), "FP8 blockwise scaling (DeepSeek-V3), --fp8-recipe blockwise",
               1 + 4 / 128, 1, GEMM_RATE_FP8),
     Precision("mxfp8", "fp8", 2 + 2 * (1 + 1 / 32), "MXFP8 (E8M0 scale per 32 elements), --fp8-recipe mxfp8", 1 + 1 / 32,
-              1, TE_GEMM_BENCHMARK["b300"]["bf16"] / TE_GEMM_BENCHMARK["b300"]["mxfp8"] / 2),
+              1, GEMM_RATE_MXFP8),
     Precision("nvfp4", "fp4", 2 + 2 + 2 * (0.5 + 1 / 16), "NVFP4 (E4M3 scale per 16 elements + per-tensor scale)",
               0.5 + 1 / 16),
 )}
@@ -119,3 +120,11 @@ def high_key(name: str) -> str:
 
 def low_precision(name: str) -> bool:
     return name in PRECISIONS and name not in HIGH
+
+
+def param_gather_bytes(name: str, act_bytes: float, fp8_param_gather: bool) -> float:
+    """Bytes per parameter the sharded parameter all-gather moves: 1 for a per-tensor FP8 recipe (delayed or current
+    scaling, the recipes with a transposed copy) under Megatron-Core --fp8-param-gather; MXFP8 parameters are gathered
+    in BF16 through the gradient buffer and cast after (Megatron-Core reuse_grad_buf_for_mxfp8_param_ag), NVFP4 and
+    blockwise priced alike: the activation dtype."""
+    return 1.0 if fp8_param_gather and get(name).transpose_bytes else act_bytes

@@ -198,8 +198,7 @@ def plan_inputs(p: Plan, model: Model | None = None) -> dict:
             "ce_eager": float(p.loss_kernel == "eager"), "ce_compiled": float(p.loss_kernel == "compiled"),
             "graph_layers": float(p.cuda_graphs != "none"), "graph_full": float(p.cuda_graphs == "full"),
             "act_bytes": act, "grad_bytes": BYTES[p.grad_dtype],
-            # per-tensor FP8 weights gathered in FP8 (1 B); MXFP8 / NVFP4 / blockwise gather 16-bit weights
-            "pg_bytes": 1.0 if (p.fp8_param_gather and precision.get(p.dtype).transpose_bytes) else act,
+            "pg_bytes": precision.param_gather_bytes(p.dtype, act, p.fp8_param_gather),
             # Adam: the fp32 master copy and two moments of the plan's dtype (12 bytes per parameter in fp32); Muon: the
             # master copy and one momentum (8), on the weight matrices only (the embedding tables keep Adam's)
             "opt_bytes": 4 + (1 if p.optimizer == "muon" else 2) * BYTES[p.moment_dtype],
