@@ -171,7 +171,7 @@ def test_recompute_spellings(text, want):
                                        ("bf16 (TE), softmax fp32", "bf16"),
                                        ("bf16 + torch.compile + Float8 linear", "fp8-cs"),
                                        ("mixed precision (bf16)", "bf16"), ("AMP (fp16)", "fp16"), ("mixed", None),
-                                       ("FP8 rowwise", "fp8-cs"), ("float8 rowwise", "fp8-cs")])
+                                       ("FP8 rowwise", "fp8-row"), ("float8 rowwise", "fp8-row")])
 def test_precision_spellings(text, want):
     assert normalize.precision(text) == want
 

@@ -70,8 +70,8 @@ PRECISION = [
     (r"mxfp8|fp8[- ]?mx\b", "mxfp8"),
     (r"fp8[- ]?(cs|current)|current[- ]scaling|tensorwise|per-tensor", "fp8-cs"),
     # torchao's rowwise recipe (Float8LinearRecipeName.ROWWISE, torchao/float8/config.py): dynamic scales per row,
-    # from this tensor's own amax like current scaling (an amax pass before the cast), not from an amax history
-    (r"row-?wise|per-row", "fp8-cs"),
+    # from each row's own amax (base/precision.py fp8-row)
+    (r"fp8[- ]?row\b|row-?wise|per-row", "fp8-row"),
     (r"fp8[- ]?(block|bs\b)|blockwise", "fp8-block"),
     (r"float8", "fp8-cs"),   # torchao Float8Linear (torchtitan): dynamic tensorwise scaling by default (torchao/float8/config.py)
     (r"fp8", "fp8"),
@@ -130,7 +130,7 @@ def precision(text):
         inner = " ".join(re.findall(r"\(([^()]*)\)", str(text).lower()))
         hits = [value for pattern, value in PRECISION if re.search(pattern, inner)]
         return hits[0] if hits else None
-    return _pick("precision", text, PRECISION, "bf16, fp16, fp32, fp8 (delayed scaling), fp8-cs (current/tensorwise), fp8-block, mxfp8, nvfp4")
+    return _pick("precision", text, PRECISION, "bf16, fp16, fp32, fp8 (delayed scaling), fp8-cs (current/tensorwise), fp8-row (torchao rowwise), fp8-block, mxfp8, nvfp4")
 
 
 def mlp(text):

@@ -30,6 +30,24 @@ quantizers (transformer_engine/pytorch/tensor/*):
   E8M0 scale byte per 32 elements: 2 + 2 x (1 + 1/32) = 4.0625 B.
 - ``nvfp4`` (NVFP4BlockScaling): the per-tensor amax of the two-level scaling (an extra read, 2 B), then row-wise
   and column-wise 4-bit copies with one E4M3 scale per 16 elements: 2 + 2 + 2 x (0.5 + 1/16) = 5.125 B.
+- ``fp8-row`` (torchao's Float8 recipe "rowwise", torchtitan ``--quantize.linear.float8.recipe_name rowwise``;
+  no Transformer Engine recipe): one scale per row, from that row's amax. torchao's own cost model
+  (torchao/testing/training/roofline_utils.py ``get_tensor_memory_traffic_ovhd_s``, recipe "rowwise") counts, per
+  input or output-gradient element, a kernel that reads the 16-bit tensor and writes the row-wise FP8 copy and a
+  16-bit transposed copy (2 + 1 + 2 B), then one casting that copy column-wise (2 + 1 B): 8 B, against 6 for
+  tensorwise. Its GEMMs: PyTorch's row-wise scaled GEMM, a CUTLASS kernel on H100 (pytorch/pytorch#147971: "most
+  shapes are within 90-100 % of tensor-wise efficiency" with fast accumulation, a long tail to 50 %); ASSUMED at
+  per-tensor FP8's rate. Never gathered quantized (``tp_gather`` False): torchtitan applies its FP8 TP styles to
+  tensorwise scaling only (models/llama3/parallelize.py: "For rowwise recipes, we use regular TP and all-gather
+  happens in high precision"). Not modelled: torchao's fall-back for small linears, which the row-wise recipe makes
+  slower than BF16 (pytorch/ao#2410 "_auto_filter_for_recipe": "attention.wk and attention.wv layers were so small
+  that float8 rowwise conversion resulted in significant slowdown (approx 40%)"; torchtitan#1207), and the rescaling
+  pass after the backward GEMMs that torchao runs as a cuBLAS tensor-wise GEMM (pytorch/ao#1325).
+TP all-gathers (``tp_gather_bytes``, formulas/step.py ``tp_block_comm``, symbols ``tg_in`` / ``tg_out``): where the
+stack quantizes before gathering (plan ``quantized_tp_gather``), a column-parallel input moves one quantized copy
+per element and a row-parallel output gradient one (per-tensor FP8) or two (the block-scaled recipes); the
+reduce-scatters stay 16-bit. ASSUMED: the cast kernels are priced on the gathered tensor as without the quantized
+gather (Transformer Engine casts the s/t shard before gathering, and on Hopper transposes the gathered FP8 data after).
 Saved GEMM inputs (``saved_bytes``, formulas/memory.py): Transformer Engine's Linear keeps, for the weight gradient,
 the quantized input it made in forward with its row-wise data discarded (transformer_engine/pytorch/module/linear.py:
 ``inputmat.update_usage(rowwise_usage=False, columnwise_usage=True)``; the row-wise copy instead where the input is
@@ -75,6 +93,7 @@ class Precision:
     expert_casts: int = 0        # cast kernels TE's split_quantize launches per routed expert for one operand (0: fused)
     gemm_rate: float = 1.0       # the recipe's GEMM kernels' fraction of peak over a 16-bit GEMM's (TE benchmark, above)
     transpose_bytes: float = 0.0  # of q_bytes, the transposed FP8 copy a GPU with TN-only FP8 GEMMs needs (per-tensor)
+    tp_gather: bool = True       # a stack may all-gather TP inputs quantized (tp_gather_bytes); False: always 16-bit
 
 
 # Transformer Engine's GEMM benchmark, pre-quantized (kernels only), ms per layer of its 5B config (module docstring)
@@ -98,6 +117,8 @@ PRECISIONS = {p.name: p for p in (
               1, GEMM_RATE_MXFP8),
     Precision("nvfp4", "fp4", 2 + 2 + 2 * (0.5 + 1 / 16), "NVFP4 (E4M3 scale per 16 elements + per-tensor scale)",
               0.5 + 1 / 16),
+    Precision("fp8-row", "fp8", 8.0, "FP8 row-wise dynamic scaling (torchao Float8 recipe 'rowwise')", 1.0, 0,
+              GEMM_RATE_FP8, 0.0, False),
 )}
 NAMES = tuple(PRECISIONS)
 HIGH = ("bf16", "fp16", "fp32")          # no quantization: every GEMM at this dtype's peak
@@ -120,6 +141,26 @@ def high_key(name: str) -> str:
 
 def low_precision(name: str) -> bool:
     return name in PRECISIONS and name not in HIGH
+
+
+def tp_gather_bytes(name: str, act_bytes: float, quantized: bool, hp_frac: float = 0.0) -> tuple[float, float]:
+    """Bytes per element of the TP all-gathers (column-parallel input, row-parallel output gradient) under sequence
+    parallelism: the activation dtype, or, where the stack quantizes before gathering (``quantized``: plan
+    quantized_tp_gather) and the recipe allows it, the quantized copy with its scales, in the share 1 - hp_frac of the
+    layers the recipe quantizes. Transformer Engine (distributed.py gather_along_first_dim with a quantizer,
+    v2.x): the input is gathered with one usage (the row-wise data in forward, layernorm_linear.py
+    ``set_usage(rowwise=True, columnwise=False)``; one usage again when re-gathered for the weight gradient) and the
+    output gradient (module/base.py grad_output_preprocess) with the usages its quantizer holds: one for a per-tensor
+    FP8 recipe, whose transpose is made after the gather (``supports_only_rowwise_all_gather``), both the row-wise and
+    the column-wise copy for the block-scaled recipes (MXFP8, NVFP4, FP8 blockwise), whose column-wise scales cannot
+    come from the row-wise data. torchao's tensorwise TP styles gather FP8 input and FP8 output gradient
+    (float8_tensor_parallel.py)."""
+    p = get(name)
+    if not (quantized and low_precision(name) and p.tp_gather):
+        return act_bytes, act_bytes
+    one = p.saved_bytes
+    both = one if p.transpose_bytes else 2 * one
+    return ((1 - hp_frac) * one + hp_frac * act_bytes, (1 - hp_frac) * both + hp_frac * act_bytes)
 
 
 def param_gather_bytes(name: str, act_bytes: float, fp8_param_gather: bool) -> float:

@@ -199,6 +199,7 @@ def plan_inputs(p: Plan, model: Model | None = None) -> dict:
             "graph_layers": float(p.cuda_graphs != "none"), "graph_full": float(p.cuda_graphs == "full"),
             "act_bytes": act, "grad_bytes": BYTES[p.grad_dtype],
             "pg_bytes": precision.param_gather_bytes(p.dtype, act, p.fp8_param_gather),
+            **dict(zip(("tg_in", "tg_out"), precision.tp_gather_bytes(p.dtype, act, p.quantized_tp_gather, hp_frac))),
             # Adam: the fp32 master copy and two moments of the plan's dtype (12 bytes per parameter in fp32); Muon: the
             # master copy and one momentum (8), on the weight matrices only (the embedding tables keep Adam's)
             "opt_bytes": 4 + (1 if p.optimizer == "muon" else 2) * BYTES[p.moment_dtype],

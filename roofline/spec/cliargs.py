@@ -213,6 +213,11 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
     flag(g, "fp8-param-gather", dest="fp8_param_gather", action="store_true", default=None,
          help="the sharded parameters are all-gathered in FP8 under a per-tensor FP8 recipe (Megatron-Core "
               "--fp8-param-gather; Megatron-Bridge's FP8 presets set it); default off")
+    flag(g, "quantized-tp-gather", dest="quantized_tp_gather", action="store_true", default=None,
+         help="under a low-precision recipe with SP, the TP all-gathers move quantized data (Transformer Engine; torchao "
+              "tensorwise TP styles); default: the stack's")
+    flag(g, "no-quantized-tp-gather", dest="quantized_tp_gather", action="store_false",
+         help="the TP all-gathers move 16-bit data, cast after")
     flag(g, "bf16-layers", dest="bf16_layers", type=number(int, 0, strict=False), default=None,
          help="transformer layers kept in 16 bits under a low-precision recipe (Megatron-Core --first-last-layers-bf16 "
               "with --num-layers-at-start-in-bf16 / --num-layers-at-end-in-bf16: their sum); default 0")
@@ -311,6 +316,7 @@ def build_spec(args):
              "uneven_stages": args.uneven_stages, "delay_wgrad": getattr(args, "delay_wgrad", None),
              "fp8_attention": getattr(args, "fp8_attention", None),
              "fp8_param_gather": getattr(args, "fp8_param_gather", None),
+             "quantized_tp_gather": getattr(args, "quantized_tp_gather", None),
              "bf16_layers": getattr(args, "bf16_layers", None),
              "tp_async_dgrad": getattr(args, "tp_async_dgrad", None),
              "wgrad_fusion": getattr(args, "wgrad_fusion", None),

@@ -282,6 +282,11 @@ class Plan:
     # gathered in BF16 through the gradient buffer and cast after (reuse_grad_buf_for_mxfp8_param_ag), NVFP4's are
     # priced the same (not modelled): 2 bytes
     fp8_param_gather: bool = False
+    # under a low-precision recipe with SP, the TP all-gathers of the column-parallel inputs and of the row-parallel
+    # output gradients move quantized data (Transformer Engine: gather_along_first_dim with the module's quantizer;
+    # torchao Float8ColwiseParallel / Float8RowwiseParallel under tensorwise scaling): base/precision.py
+    # tp_gather_bytes, formulas/step.py tp_block_comm. False: 16-bit gathers, cast after. Per stack: stacks/*.yaml
+    quantized_tp_gather: bool = False
     # transformer layers kept in 16 bits under a low-precision recipe: Megatron-Core --first-last-layers-bf16 with
     # --num-layers-at-start-in-bf16 / --num-layers-at-end-in-bf16, their sum (megatron/core/model_parallel_config.py
     # first_last_layers_bf16, num_layers_at_start_in_bf16, num_layers_at_end_in_bf16; Megatron-Bridge

@@ -288,6 +288,10 @@ def resolve(model=None, plan=None, hardware=None, stack=None, *, model_fields: d
     if st.rule("eager_rope_moe_only") and p.get("eager_rope") and model_obj.n_experts <= 1:
         rule("eager_rope", False, f"{st.id}: its torch-op RoPE is in the MoE models it implements; a dense model runs "
                                   "Hugging Face code with fused kernels")
+    recipes = st.rule("quantized_tp_gather_recipes")
+    if recipes and p.get("quantized_tp_gather") and p["dtype"] not in recipes:
+        rule("quantized_tp_gather", False, f"{st.id} gathers TP inputs quantized under {', '.join(recipes)} only: "
+                                           f"16-bit gathers under {p['dtype']}")
     if "dtype" in stated and st.rule("grad_dtype_bf16") and p["dtype"] not in ("fp16", "fp32"):
         rule("grad_dtype", st.rule("grad_dtype_bf16"), f"{st.id}: bf16 runs reduce fp32 main grads")
     if "interleave" not in stated and (stated.get("schedule") == "interleaved"

@@ -66,8 +66,14 @@ def tp_block_comm(in_width, g_col):
     reduce-scatter, Korthikanti et al. 2022 sec 4.2.2), nothing hidden: the backward before c934145."""
     act = S.act_bytes * C.tokens
     sp_on = S.seq_par
-    ar_out, ag_out, rs_out = (CM.tp_group(k, act * h) for k in ("ar", "ag", "rs"))
-    ag_in, rs_in, ar_in = (CM.tp_group(k, act * in_width) for k in ("ag", "rs", "ar"))
+    # the all-gathers move tg_in / tg_out bytes per element: 16-bit, or quantized before the gather under a
+    # low-precision recipe where the stack does so (Transformer Engine: layernorm_linear.py / linear.py gather the
+    # quantized input, base.py grad_output_preprocess the quantized output gradient; torchao Float8ColwiseParallel /
+    # Float8RowwiseParallel under tensorwise scaling; base/precision.py tp_gather_bytes); reductions stay 16-bit
+    ar_out, rs_out = (CM.tp_group(k, act * h) for k in ("ar", "rs"))
+    ag_out = CM.tp_group("ag", S.tg_out * C.tokens * h)
+    rs_in, ar_in = (CM.tp_group(k, act * in_width) for k in ("rs", "ar"))
+    ag_in = CM.tp_group("ag", S.tg_in * C.tokens * in_width)
     fwd = (1 - sp_on) * ar_out + sp_on * (ag_in + rs_out)
     bwd_raw_async = (1 - sp_on) * ar_in + sp_on * (ag_out + ag_in + rs_in)
     share = tp_nccl_share()

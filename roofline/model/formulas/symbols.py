@@ -198,6 +198,14 @@ fp8_tn = _s("fp8_tn", "", "1 when the GPU's FP8 GEMMs take only TN layouts, so a
 pg_bytes = _s("pg_bytes", "bytes", "bytes per parameter in the sharded parameter all-gather (distributed optimizer, "
               "ZeRO-3 / FSDP): the activation dtype, 1 under a per-tensor FP8 recipe with fp8_param_gather "
               "(Megatron-Core --fp8-param-gather)", "plan", r"\beta_{w}")
+tg_in = _s("tg_in", "bytes", "bytes per element of the TP all-gather of a column-parallel linear's input (forward, and its "
+            "re-gather for the weight gradient): the activation dtype, or one quantized copy with its scales where the "
+            "stack quantizes before gathering (Transformer Engine gather_along_first_dim with a quantizer; torchao "
+            "Float8ColwiseParallel; base/precision.py tp_gather_bytes; plan quantized_tp_gather)", "plan", r"\beta_{ti}")
+tg_out = _s("tg_out", "bytes", "bytes per element of the TP all-gather of a row-parallel linear's output gradient "
+             "(backward, under SP): the activation dtype, or the quantized gradient with its scales, both copies where "
+             "the recipe cannot derive the column-wise one from the row-wise (base/precision.py tp_gather_bytes)",
+             "plan", r"\beta_{to}")
 gin_bytes = _s("gin_bytes", "bytes", "bytes per element of a GEMM input saved for the weight gradient: the activation dtype, or the quantized copy Transformer Engine keeps under an FP8/FP4 recipe (base/precision.py saved_bytes; per stack: quantized_saves)", "plan", r"\beta_{g}")
 opt_bytes = _s("opt_bytes", "bytes", "optimizer-state bytes per parameter of the weight matrices (Adam: fp32 master + 2 moments = 12, 8 with 16-bit moments; Muon: fp32 master + 1 momentum = 8)", "plan", r"\beta_{o}")
 opt_bytes_emb = _s("opt_bytes_emb", "bytes", "optimizer-state bytes per embedding / output-layer parameter: Adam's (Muon leaves them to Adam: Megatron-Core emerging_optimizers.py muon_scalar_optimizer)", "plan", r"\beta_{oe}")

@@ -32,13 +32,14 @@ KEYS = ("id", "family", "version", "name", "era", "aliases", "model", "plan", "r
 MODEL_KEYS = ("attention", "dropout")
 PLAN_KEYS = ("dtype", "grad_dtype", "sequence_parallel", "sharding", "recompute", "overlap_grad_reduce",
              "overlap_param_gather", "overlap_tp", "tp_async_dgrad", "tp_overlap_split_rs", "per_expert_kernels", "wgrad_fusion", "eager_elementwise", "eager_rope", "fsdp_copies", "quantized_saves",
+             "quantized_tp_gather",
              "loss_kernel",
              "cuda_graphs", "ep_dispatcher")
 RULE_KEYS = ("interleaved_schedule", "interleave_when_pp", "no_overlap_with_pp", "overlap_pp_interleaved", "tp_comm_overlap", "uneven_stages", "shardings",
              "max_zero_with_pp", "grad_dtype_bf16", "kv_heads_below_tp", "compiled_loss_since",
              "recomputes", "recompute_names", "schedules", "micro_batch_unstated", "builds_on", "recompute_modules",
              "moment_dtypes", "optimizers", "seq_len_unstated", "combines", "pipeline", "context_parallel",
-             "replicas", "partial_recompute", "eager_rope_moe_only")
+             "replicas", "partial_recompute", "eager_rope_moe_only", "quantized_tp_gather_recipes", "precisions")
 DEFAULT = "megatron-core"           # DESIGN.md: Megatron-Core is the default stack of the CLI, configs and API
 
 
@@ -228,7 +229,12 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
     replicas = bool(stack.rule("replicas", False))
     # full recomputation of a share of the layers (plan recompute_fraction < 1): only a stack with such a mode
     partial = bool(stack.rule("partial_recompute"))
+    # training precisions: every recipe of base/precision.py unless the stack lists its own
+    dtypes = stack.rule("precisions")
     return (
+        Rule(lambda m, p: dtypes is None or among(p.dtype, tuple(dtypes)),
+             f"stack {stack.id} cannot train in {{p.dtype}} (it runs {', '.join(dtypes or ())})"
+             + (f": {src['precisions']}" if "precisions" in src else ""), ("dtype",)),
         Rule(lambda m, p: among(p.optimizer, opts),
              f"stack {stack.id} trains with {', '.join(opts)}, not {{p.optimizer!r}}"
              + (f": {src['optimizers']}" if "optimizers" in src else
