@@ -75,8 +75,12 @@ figure; on Blackwell it runs as MXFP8). NVFP4: 1, its GEMMs reach the 16-bit fra
 (torchao benchmarks/float8/bench_matmul.py on a B200, pytorch/ao#2427: 4.46-5.50 PFLOP/s at 4096-8192 cubed, which
 the b200 profile prices within 1-5 %); a GPU whose FP4 peak its GEMMs do not reach says so in its profile
 (``max_matmul_fp4``: Blackwell Ultra, b300.yaml).
-ASSUMED: no fusion of the cast into the preceding norm (TE's LayerNormLinear can write FP8 directly for some
-recipes, saving the 2-byte read of QKV and fc1 inputs), so these are upper bounds of a few % of a layer.
+Not modelled: the cast fused into the preceding norm. Transformer Engine's LayerNormLinear (Megatron-Core's QKV and
+dense fc1) normalizes straight into FP8 under delayed scaling and takes the amax in the norm kernel under current
+scaling and NVFP4 without the Hadamard transform (csrc/extensions/normalization.cpp rmsnorm_fwd: FULLY_FUSED,
+FUSED_NORM_AMAX_FP8, FUSED_NORM_AMAX_NVFP4; MXFP8 unfused unless NVTE_NORM_FWD_USE_CUDNN). That saves 2-4 B per
+element of those two inputs, under 1 % of a layer at the shapes of the validation rows; these casts are upper bounds
+by that much.
 """
 from __future__ import annotations
 
