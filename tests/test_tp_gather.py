@@ -84,3 +84,11 @@ def test_row_wise_casts_move_torchaos_eight_bytes_against_six():
                        "h100-sxm", "torchtitan")
         times[dtype] = value_at(C.op_time(quant, "fwd"), inputs(spec.model, spec.plan, spec.hardware))
     assert times["fp8-row"] / times["fp8-cs"] == pytest.approx(8 / 6, rel=0.02)
+
+
+def test_a_row_wise_row_naming_no_stack_is_priced_on_torchtitan():
+    from roofline.spec import hardware, stacks
+    stack, why = stacks.infer(text="a 2025 blog post", hw=hardware.load("h100-sxm"), dtype="fp8-row")
+    assert stack.id == "torchtitan" and "fp8-row is no recipe of megatron-core" in why
+    stack, _ = stacks.infer(text="a 2025 blog post", hw=hardware.load("h100-sxm"), dtype="fp8-cs")
+    assert stack.id == "megatron-core"

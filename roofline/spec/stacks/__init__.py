@@ -419,7 +419,13 @@ def _era(text: str, model, hw, dtype: str | None) -> tuple[Stack, str]:
     """The era rule of :func:`infer` (step 3): the stack of a row that names none."""
     feats = modern_features(model, hw, dtype)
     if feats:
-        return registry()["megatron-core"], "era rule: " + ", ".join(feats) + " -> megatron-core"
+        core = registry()["megatron-core"]
+        runs = core.rule("precisions")
+        if dtype and runs and dtype not in runs:
+            # a recipe Transformer Engine has not (torchao's row-wise FP8): the PyTorch-native trainer that runs it
+            return registry()["torchtitan"], (f"era rule: {', '.join(feats)}, and {dtype} is no recipe of megatron-core "
+                                              f"({core.sources.get('precisions', '')}) -> torchtitan")
+        return core, "era rule: " + ", ".join(feats) + " -> megatron-core"
     ys = years_in((text or "").lower())
     if ys:          # the Megatron-LM of the source's own date (Korthikanti et al. arXiv:2205.05198 -> the 2022 code)
         stack = by_year("megatron-lm", min(ys))
