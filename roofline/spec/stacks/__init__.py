@@ -401,7 +401,7 @@ def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | No
     family's version picked by the earliest year the text mentions (a source cites the run's own
     date first; later years are reprints and commits), or without one by the signs of (3) when the family has a
     version that ended before 2023 (else its earliest version: llm-foundry's two are both 2023+); (3) era rules:
-    Hopper-or-newer hardware, bf16, GQA, RoPE or a gated MLP imply a current stack (Megatron-Core); otherwise the
+    Hopper-or-newer hardware, bf16, GQA, RoPE or a gated MLP imply a current stack (Megatron-Core; torchtitan for a recipe Megatron-Core has not, torchao's row-wise FP8); otherwise the
     Megatron-LM stack of the earliest year the source text mentions (the 2020-2021 one when it mentions none), with
     that reason printed.
     """
