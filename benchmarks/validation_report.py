@@ -357,7 +357,11 @@ def main() -> int:
          "the whole layer).",
          "- **micro_batch** blank -> the stack's: 1 for the Megatron stacks (Megatron's GPT-3 175B example script); "
          "global batch / dp for DeepSpeed ZeRO, PyTorch FSDP and torchtitan without PP (no gradient accumulation "
-         "unless told; docs/frameworks.md `micro_batch_unstated`).",
+         "unless told; docs/frameworks.md `micro_batch_unstated`); with PP, torchtitan's pipeline micro-batch is 1 "
+         "since 2025-04 and the local batch over pp micro-batches before (`torchtitan-2024`, `microbatches_with_pp`; "
+         "the row's source dates the version, month included).",
+         "- **interleave** blank with pp > 1 -> a schedule the settings or notes name (\"Interleaved 1F1B\", \"1F1B\", "
+         "\"GPipe\", \"DualPipeV\"; `validate.schedule_from_text`), else the stack's rule.",
          "- **global_batch** within 5 % of a multiple of micro-batch x dp but not one (a rounded figure: GPT-NeoX-20B's "
          "1538 for 4 x 32 x 12 = 1536) -> that multiple, noted per row; further off -> skipped.",
          "- **precision** blank or no such column -> a recipe the notes or settings state (FP8, Float8, MXFP8, NVFP4; not "

@@ -333,12 +333,15 @@ def test_a_global_batch_far_from_any_multiple_is_still_skipped(tmp_path):
 
 
 @pytest.mark.parametrize("framework, pp, want", [("deepspeed", 1, 16), ("fsdp", 1, 16), ("torchtitan", 1, 16),
-                                                 ("torchtitan", 2, 1), ("megatron-lm", 1, 1)])
+                                                 ("torchtitan@2025", 2, 1), ("torchtitan@2024", 2, 16),
+                                                 ("megatron-lm", 1, 1)])
 def test_an_unstated_micro_batch_is_the_stacks(tmp_path, framework, pp, want):
     """DeepSpeed (train_micro_batch_size_per_gpu defaults to the batch, no accumulation), FSDP and torchtitan without
-    PP run the rank's whole batch at once; Megatron's default is 1, and so is a pipeline's micro-batch."""
-    row = _rows(tmp_path, framework=framework, pp=pp, dp=16 // pp, optimizer_sharding="" if framework == "megatron-lm"
-                else "FSDP" if framework != "deepspeed" else "ZeRO-1")
+    PP run the rank's whole batch at once; Megatron's default is 1, and so is a pipeline's micro-batch in torchtitan
+    since 2025-04; before, torchtitan split the local batch into pp micro-batches."""
+    name, _, year = framework.partition("@")
+    row = _rows(tmp_path, framework=name, pp=pp, dp=16 // pp, optimizer_sharding="" if name == "megatron-lm"
+                else "FSDP" if name != "deepspeed" else "ZeRO-1", **({"source": f"a run, {year}"} if year else {}))
     case = V.build_case(row)
     assert case.plan.micro_batch == want
 
@@ -569,7 +572,8 @@ def test_blank_recompute_is_the_stacks_default_and_early_fsdp_with_tp_is_metaseq
     case = V.build_case(_row(**base))
     assert case.framework == "metaseq" and "metaseq (with TP, earliest year 2022)" in case.stack_reason
     assert case.plan.recompute == "full"
-    assert V.build_case(_row(**{**base, "source": "a 2024 run"})).framework == "torchtitan"
+    assert V.build_case(_row(**{**base, "source": "a 2024 run"})).framework == "torchtitan-2024"
+    assert V.build_case(_row(**{**base, "source": "a 2025-06 run"})).framework == "torchtitan"
     meg = V.build_case(_row(n_layers=4, d_model=1024, n_heads=8, n_gpus=8, tp=1, pp=1, dp=8, recompute=""))
     assert meg.framework == "megatron-core" and meg.plan.recompute == "none"
 

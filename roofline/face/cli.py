@@ -310,7 +310,7 @@ def cmd_frameworks(args) -> int:
             print(json.dumps([s.to_dict() for s in rows], indent=1))
             return 0
         for s in rows:
-            print(f"{s.id:<20}{s.era[0]}-{s.era[1]}  {s.name}  [aliases: {', '.join(s.aliases)}]")
+            print(f"{s.id:<20}{s.era_text():<14}{s.name}  [aliases: {', '.join(s.aliases)}]")
         return 0
     if not args.id:
         raise InputError("frameworks show needs a stack NAME[@VERSION] (see `frameworks list`)")
@@ -324,7 +324,7 @@ def cmd_frameworks(args) -> int:
 
 def render_stack(s) -> str:
     """A stack's entry as text: every default and rule with its source."""
-    lines = [f"{s.id}: {s.name}", f"  version {s.version}; era {s.era[0]}-{s.era[1]}; family {s.family}",
+    lines = [f"{s.id}: {s.name}", f"  version {s.version}; era {s.era_text()}; family {s.family}",
              f"  aliases: {', '.join(s.aliases)}"]
     for title, d in (("model defaults", s.model), ("plan defaults", s.plan), ("rules", s.rules)):
         lines.append(f"  {title}:")

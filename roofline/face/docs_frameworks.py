@@ -27,7 +27,7 @@ def render() -> str:
            "## Stacks", "",
            "| id | name | era | aliases |", "|---|---|---|---|"]
     for s in reg.values():
-        out.append(f"| `{s.id}` | {s.name} | {s.era[0]}-{s.era[1]} | {', '.join(s.aliases)} |")
+        out.append(f"| `{s.id}` | {s.name} | {s.era_text()} | {', '.join(s.aliases)} |")
     for s in reg.values():
         out += ["", f"### `{s.id}`", "", f"{s.name}; version {s.version}.", "",
                 "| key | value | source |", "|---|---|---|"]

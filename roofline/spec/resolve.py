@@ -271,6 +271,15 @@ def resolve(model=None, plan=None, hardware=None, stack=None, *, model_fields: d
             rule("micro_batch", p["global_batch"] // dp_, f"{st.id} accumulates no gradients unless told: "
                  "global batch / dp")
 
+    if "micro_batch" not in stated and st.rule("microbatches_with_pp") == "pp" and p["pp"] > 1 and p["global_batch"]:
+        # the local batch split into as many micro-batches as pipeline stages (torchtitan before 2025-04)
+        dp_ = stated.get("dp") or (n_gpus // (p["tp"] * p["pp"] * p["cp"])
+                                   if n_gpus and n_gpus % (p["tp"] * p["pp"] * p["cp"]) == 0 else p["dp"])
+        local = p["global_batch"] // dp_ if dp_ and p["global_batch"] % dp_ == 0 else 0
+        if local and local % p["pp"] == 0:
+            rule("micro_batch", local // p["pp"], f"{st.id} splits the local batch ({local}) into pp = {p['pp']} "
+                                                  "micro-batches unless told")
+
     if "dp" not in stated and n_gpus is not None:
         per = p["tp"] * p["pp"] * p["cp"]
         if n_gpus % per:

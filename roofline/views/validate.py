@@ -45,7 +45,12 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
 - a row stating torch.compile: fused elementwise kernels (eager_elementwise off) whatever the stack's default.
 - micro_batch blank -> the stack's: 1 for the Megatron stacks (the micro-batch of Megatron-LM's GPT-3 175B example
   script); global batch / dp (no gradient accumulation) for the DeepSpeed ZeRO, PyTorch FSDP and torchtitan stacks
-  without PP (their configs accumulate only when told; stacks/*.yaml micro_batch_unstated).
+  without PP (their configs accumulate only when told; stacks/*.yaml micro_batch_unstated); with PP, torchtitan's
+  pipeline micro-batch of 1 since 2025-04, before it the local batch over pp micro-batches (torchtitan-2024,
+  microbatches_with_pp; a row's torchtitan version is dated by its source text, month included).
+- pp > 1, interleave blank: a schedule the settings or notes name ("Interleaved 1F1B", "1F1B", "GPipe", "DualPipeV":
+  ``schedule_from_text``); a stated FSDP float8 all-gather (torchtitan enable_fsdp_float8_all_gather, "float8
+  all-gather") -> fp8_param_gather.
 - a global batch that is no multiple of micro-batch x dp but within 5 % of one (a rounded figure of the source:
   GPT-NeoX-20B's 1538 for its 4 x 32 x 12 = 1536) -> that multiple, noted; further off -> skipped.
 - interleave blank -> 1 when pp = 1 or the framework has no interleaved schedule (DeepSpeed); otherwise
@@ -329,9 +334,10 @@ def infer_stack(row: dict, model=None, hw=None):
         # pipeline is metaseq's combination (Zhang et al. 2022, OPT, sec 2.4)
         tp, pp = (row.get("tp") or 1), (row.get("pp") or 1)
         ys = stacks.years_in(f"{row.get('source', '')} {row.get('notes', '')}".lower())
-        early = bool(ys) and min(ys) < stacks.get("torchtitan").era[0]
+        titan = [s for s in stacks.registry().values() if s.family == stacks.get("torchtitan").family]
+        early = bool(ys) and min(ys) < min(s.era[0] for s in titan)
         pick = "fsdp" if tp == pp == 1 else "metaseq" if early and pp == 1 else "torchtitan"
-        stack = stacks.get(pick)
+        stack = stacks.get(pick if pick != "torchtitan" or not ys else f"torchtitan@{min(ys)}")
         reason = (reason.split("era rule")[0] + f"era rule: fully sharded, no stack named -> {stack.id}"
                   + {"fsdp": "", "metaseq": f" (with TP, earliest year {min(ys) if ys else ''})",
                      "torchtitan": " (with TP/PP)"}[pick])
@@ -587,6 +593,27 @@ def wgrad_fusion_off(text: str, fsdp: bool) -> bool:
     return False
 
 
+def schedule_from_text(text: str) -> str | None:
+    """The pipeline schedule a row's lower-cased settings or notes name (torchtitan pipeline_parallel_schedule
+    "Interleaved1F1B", "1F1B", "GPipe", "DualPipeV"; Megatron's "interleaved schedule"), or None.
+
+    >>> [schedule_from_text(t) for t in ("pp interleaved 1f1b + asynctp", "fsdp + pp 1f1b", "interleaved1f1b", "gpipe",
+    ...                                  "dualpipev", "torch.compile")]
+    ['interleaved', '1f1b', 'interleaved', 'gpipe', 'dualpipev', None]
+    """
+    for pattern, name in ((r"interleaved[ -]?1f1b|interleaved (?:pipeline )?schedule", "interleaved"),
+                          (r"dual[- ]?pipe[- ]?v", "dualpipev"), (r"\bgpipe\b", "gpipe"), (r"\b1f1b\b", "1f1b")):
+        if re.search(pattern, text or ""):
+            return name
+    return None
+
+
+def low_text_fp8_all_gather(text: str) -> bool:
+    """A row's lower-cased settings or notes say FSDP gathers the parameters in float8 (torchtitan
+    --float8.enable_fsdp_float8_all_gather / quantize.linear.float8.enable_fsdp_float8_all_gather, "float8 all-gather")."""
+    return bool(re.search(r"enable_fsdp_float8_all_gather(?!\s*=\s*false)|(?<!no )(?:fp8|float8) all[- ]gather", text or ""))
+
+
 def _plan_fields(row: dict) -> dict:
     from ..base import normalize
 
@@ -714,6 +741,13 @@ def _plan_fields(row: dict) -> dict:
     graphs = cuda_graphs(row)
     if graphs != "none":
         d["cuda_graphs"] = graphs
+    sched = schedule_from_text(text)
+    if sched and (row.get("pp") or 1) > 1 and not row.get("interleave"):
+        d["schedule"] = sched
+    # FSDP's parameter all-gather in FP8 (torchtitan float8.enable_fsdp_float8_all_gather, torchao
+    # WeightWithDynamicFloat8CastTensor): the same field as Megatron-Core's --fp8-param-gather
+    if low_text_fp8_all_gather(text) and precision.low_precision(d.get("dtype") or ""):
+        d["fp8_param_gather"] = True
     d.update(_pipeline_layout(row))
     d.update(_offload(row, d))
     d.update(bridge_launcher(row))
@@ -1073,7 +1107,7 @@ def block_recompute_fraction(found, fields: dict, n_layers: int, stack) -> tuple
     what to say; None when the statement leaves it to a stack that has no such mode."""
     kind, value, phrase = found
     if kind == "selective layer":
-        if stack.id != "torchtitan":
+        if stack.family != "torchtitan":
             return None, ""
         # torchtitan's 'selective' layer mode checkpoints every selective_ac_option-th block, default '2'
         # (torchtitan/config_manager.py ActivationCheckpoint.selective_ac_option, "2 = checkpoint every other layer")

@@ -39,7 +39,8 @@ RULE_KEYS = ("interleaved_schedule", "interleave_when_pp", "no_overlap_with_pp",
              "max_zero_with_pp", "grad_dtype_bf16", "kv_heads_below_tp", "compiled_loss_since",
              "recomputes", "recompute_names", "schedules", "micro_batch_unstated", "builds_on", "recompute_modules",
              "moment_dtypes", "optimizers", "seq_len_unstated", "combines", "pipeline", "context_parallel",
-             "replicas", "partial_recompute", "eager_rope_moe_only", "quantized_tp_gather_recipes", "precisions")
+             "replicas", "partial_recompute", "eager_rope_moe_only", "quantized_tp_gather_recipes", "precisions",
+             "microbatches_with_pp", "undated_version")
 DEFAULT = "megatron-core"           # DESIGN.md: Megatron-Core is the default stack of the CLI, configs and API
 
 
@@ -56,16 +57,24 @@ class Stack:
     rules: MappingProxyType
     sources: MappingProxyType
     requested: str = ""             # the name it was asked by (``megatron-lm@2021``), for the output
+    months: tuple = ()              # (first (year, month), last (year, month)): an era bound given as "YYYY-MM"
 
     def rule(self, key: str, default=None):
         return self.rules.get(key, default)
+
+    def era_text(self) -> str:
+        """The era as written: "2023-2026", or with the month where a bound has one ("2024..2025-03")."""
+        (y0, m0), (y1, m1) = self.months or ((self.era[0], 1), (self.era[1], 12))
+        if m0 == 1 and m1 == 12:
+            return f"{y0}-{y1}"
+        return f"{y0}{'' if m0 == 1 else f'-{m0:02d}'}..{y1}{'' if m1 == 12 else f'-{m1:02d}'}"
 
     def label(self) -> str:
         return self.id if not self.requested or self.requested == self.id else f"{self.id} (as {self.requested})"
 
     def to_dict(self) -> dict:
         return {"id": self.id, "family": self.family, "version": self.version, "name": self.name,
-                "era": list(self.era), "aliases": list(self.aliases), "model": dict(self.model),
+                "era": list(self.era), "era_text": self.era_text(), "aliases": list(self.aliases), "model": dict(self.model),
                 "plan": dict(self.plan), "rules": {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.rules.items()},
                 "sources": dict(self.sources)}
 
@@ -85,13 +94,17 @@ def _check(d: dict, path: Path) -> Stack:
     unsourced = [k for s in ("model", "plan", "rules") for k in d[s] if not str(d["sources"].get(k, "")).strip()]
     if unsourced:
         raise InputError(f"{where}: no source for {unsourced}")
-    era = tuple(int(y) for y in d["era"])
-    if len(era) != 2 or era[0] > era[1]:
-        raise InputError(f"{where}: era must be [first year, last year], got {d['era']}")
+    try:
+        bounds = [_era_bound(v, end=i == 1) for i, v in enumerate(d["era"])]
+    except (TypeError, ValueError):
+        bounds = []
+    if len(bounds) != 2 or bounds[0] > bounds[1]:
+        raise InputError(f"{where}: era must be [first year, last year] (a year or \"YYYY-MM\"), got {d['era']}")
+    era = (bounds[0][0], bounds[1][0])
     rules = {k: (tuple(v) if isinstance(v, list) else v) for k, v in d["rules"].items()}
     return Stack(id=str(d["id"]), family=str(d["family"]), version=str(d["version"]), name=str(d["name"]), era=era,
                  aliases=tuple(str(a).lower() for a in d["aliases"]), model=MappingProxyType(dict(d["model"])),
-                 plan=MappingProxyType(dict(d["plan"])), rules=MappingProxyType(rules),
+                 plan=MappingProxyType(dict(d["plan"])), rules=MappingProxyType(rules), months=tuple(bounds),
                  sources=MappingProxyType({k: str(v) for k, v in d["sources"].items()}))
 
 
@@ -141,14 +154,33 @@ def _year(version: str) -> int | None:
     return None
 
 
-def by_year(family: str, year: int) -> Stack | None:
-    """The stack of ``family`` whose era holds ``year`` (the nearest era when none does)."""
+def _era_bound(v, end: bool) -> tuple:
+    """(year, month) of an era bound: a year (January, or December for the last) or "YYYY-MM"."""
+    text = str(v).strip()
+    m = re.fullmatch(r"(\d{4})-(\d{2})", text)
+    if m and 1 <= int(m.group(2)) <= 12:
+        return int(m.group(1)), int(m.group(2))
+    if re.fullmatch(r"\d{4}", text):
+        return int(text), 12 if end else 1
+    raise ValueError(text)
+
+
+def by_year(family: str, year: int, month: int | None = None) -> Stack | None:
+    """The stack of ``family`` whose era holds ``year`` (and ``month``, for a family whose versions change within a
+    year); without a month, the version that holds most of that year; the nearest era when none holds it."""
     cands = [s for s in registry().values() if s.family == family]
     if not cands:
         return None
     inside = [s for s in cands if s.era[0] <= year <= s.era[1]]
+    if month is not None:
+        exact = [s for s in inside if s.months[0] <= (year, month) <= s.months[1]]
+        inside = exact or inside
     if inside:
-        return inside[0]
+        def months_held(s):
+            first = s.months[0][1] if s.months[0][0] == year else 1
+            last = s.months[1][1] if s.months[1][0] == year else 12
+            return last - first
+        return max(inside, key=months_held)
     return min(cands, key=lambda s: min(abs(year - s.era[0]), abs(year - s.era[1])))
 
 
@@ -172,8 +204,10 @@ def get(name) -> Stack:
         y = _year(version.strip())
         if y is None:
             raise InputError(f"framework {text!r}: version {version!r} is not a year (2021) or a release (25.09)")
-        if not stack.era[0] <= y <= stack.era[1]:
-            stack = by_year(stack.family, y)
+        m = re.fullmatch(r"\d{2}\.(\d{2})(?:\.\d+)*|\d{4}-(\d{2})", version.strip())
+        month = int(m.group(1) or m.group(2)) if m else None
+        if not stack.months[0] <= (y, month or (12 if y == stack.era[1] else 1)) <= stack.months[1]:
+            stack = by_year(stack.family, y, month)
     return dataclasses.replace(stack, requested=text)
 
 
@@ -307,6 +341,22 @@ def years_in(text: str) -> list[int]:
     return [y for y in ys if 2015 <= y <= 2030]
 
 
+MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+
+
+def earliest_date(text: str) -> tuple:
+    """(year, month or None) of the earliest year a source text mentions (years_in), with the earliest month it gives
+    for that year ("2024-01-06", "2024/12", "June 2025", "Dec 2024"), or (None, None)."""
+    t = (text or "").lower()
+    ys = years_in(t)
+    if not ys:
+        return None, None
+    y = min(ys)
+    months = [int(m) for m in re.findall(rf"(?<!\d){y}[-/](0[1-9]|1[0-2])(?!\d)", t)]
+    months += [MONTHS.index(m[:3]) + 1 for m in re.findall(rf"\b({'|'.join(MONTHS)})[a-z]*\.?\s+(?:\d{{1,2}},?\s+)?{y}\b", t)]
+    return y, (min(months) if months else None)
+
+
 MODERN_SINCE = 2023     # the year modern_features date a run to
 
 
@@ -330,10 +380,13 @@ def modern_features(model, hw, dtype: str | None) -> list[str]:
 COMBINED = 1000      # rank of a combination both of whose names the text holds: above any single alias's length
 
 
-def _named(where: str, text: str, model=None, hw=None, dtype: str | None = None) -> list[tuple[Stack, str]]:
+def _named(where: str, text: str, model=None, hw=None, dtype: str | None = None,
+           date_text: str | None = None) -> list[tuple[Stack, str]]:
     """Every stack ``text`` names, best first (the longest alias, then the latest era), each at the version the
-    text's earliest year picks (or its model's features when it mentions none), with why."""
+    earliest date of ``date_text`` (default ``text``) picks (or its model's features when it mentions none), with
+    why."""
     t = (text or "").lower()
+    dt = t if date_text is None else date_text.lower()
     if not t.strip():
         return []
     out, seen = [], set()
@@ -357,14 +410,19 @@ def _named(where: str, text: str, model=None, hw=None, dtype: str | None = None)
         generic = alias == stack.family or sum(alias in s.aliases for s in family) > 1
         version_note = ""
         if generic and len(family) > 1:
-            ys = years_in(t)
+            ys = years_in(dt)
             # a release number after the name dates it when no year does ("NeMo Automodel 26.02": 2026, as get's
             # NAME@YY.MM)
             rel = re.search(re.escape(alias) + r"\W{0,3}v?(\d{2}\.\d{2})(?!\d)", t)
+            released = None
             if not ys and rel and _year(rel.group(1)):
-                ys = [_year(rel.group(1))]
+                ys, released = [_year(rel.group(1))], int(rel.group(1)[3:5])
             if ys:
-                stack, version_note = by_year(stack.family, min(ys)), f", earliest year {min(ys)}"
+                y, month = earliest_date(dt)
+                if y != min(ys):                      # dated by a release number (YY.MM), no year in the text
+                    y, month = min(ys), released
+                stack = by_year(stack.family, y, month)
+                version_note = f", earliest year {y}" + (f" (month {month})" if month else "")
             else:
                 feats = modern_features(model, hw, dtype)
                 # the features date a run to 2023 or later: they pick the family's latest version only when the
@@ -373,7 +431,8 @@ def _named(where: str, text: str, model=None, hw=None, dtype: str | None = None)
                 # a row without them does (llm-foundry's published benchmark tables, scripts/train/benchmarking/
                 # README.md, were all measured before its attention default changed, 2024-03-26: see its stack)
                 older = [s for s in family if s.era[1] < MODERN_SINCE]
-                stack = max(family, key=lambda s: s.era[1]) if feats and older else \
+                newest = any(s.rule("undated_version") == "newest" for s in family)
+                stack = max(family, key=lambda s: s.era[1]) if (feats and older) or newest else \
                     min(family, key=lambda s: s.era[0])
                 version_note = f", no year; {'; '.join(feats) if feats else 'no 2023+ feature'}"
                 if feats and not older:
@@ -405,8 +464,10 @@ def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | No
     Megatron-LM stack of the earliest year the source text mentions (the 2020-2021 one when it mentions none), with
     that reason printed.
     """
-    for where, t in (("framework column", column), ("source text", text)):
-        named = _named(where, t, model, hw, dtype)
+    # a framework column without a date is dated by the source text (a "torchtitan" column on a 2024-12 benchmark)
+    for where, t, dates in (("framework column", column, column if years_in((column or "").lower()) else text),
+                            ("source text", text, text)):
+        named = _named(where, t, model, hw, dtype, dates)
         if named:
             return named[0]
     stack, why = _era(text, model, hw, dtype)
