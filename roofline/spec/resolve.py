@@ -262,23 +262,18 @@ def resolve(model=None, plan=None, hardware=None, stack=None, *, model_fields: d
             p[k] = v
             origin[k] = f"rule: {why}"
 
-    if "micro_batch" not in stated and st.rule("micro_batch_unstated") == "local" and p["pp"] == 1 \
-            and p["global_batch"]:
+    # the batch of one data-parallel rank, when the stated dp (or n_gpus) and global batch give it
+    model_par = p["tp"] * p["pp"] * p["cp"]
+    dp_ = stated.get("dp") or (n_gpus // model_par if n_gpus and n_gpus % model_par == 0 else p["dp"])
+    local = p["global_batch"] // dp_ if p["global_batch"] and dp_ and p["global_batch"] % dp_ == 0 else 0
+    if "micro_batch" not in stated and local and st.rule("micro_batch_unstated") == "local" and p["pp"] == 1:
         # a data-parallel stack accumulates no gradients unless told: one micro-batch of the rank's whole batch
-        dp_ = stated.get("dp") or (n_gpus // (p["tp"] * p["cp"]) if n_gpus and n_gpus % (p["tp"] * p["cp"]) == 0
-                                   else p["dp"])
-        if dp_ and p["global_batch"] % dp_ == 0:
-            rule("micro_batch", p["global_batch"] // dp_, f"{st.id} accumulates no gradients unless told: "
-                 "global batch / dp")
-
-    if "micro_batch" not in stated and st.rule("microbatches_with_pp") == "pp" and p["pp"] > 1 and p["global_batch"]:
+        rule("micro_batch", local, f"{st.id} accumulates no gradients unless told: global batch / dp")
+    if "micro_batch" not in stated and local and st.rule("microbatches_with_pp") == "pp" and p["pp"] > 1 \
+            and local % p["pp"] == 0:
         # the local batch split into as many micro-batches as pipeline stages (torchtitan before 2025-04)
-        dp_ = stated.get("dp") or (n_gpus // (p["tp"] * p["pp"] * p["cp"])
-                                   if n_gpus and n_gpus % (p["tp"] * p["pp"] * p["cp"]) == 0 else p["dp"])
-        local = p["global_batch"] // dp_ if dp_ and p["global_batch"] % dp_ == 0 else 0
-        if local and local % p["pp"] == 0:
-            rule("micro_batch", local // p["pp"], f"{st.id} splits the local batch ({local}) into pp = {p['pp']} "
-                                                  "micro-batches unless told")
+        rule("micro_batch", local // p["pp"], f"{st.id} splits the local batch ({local}) into pp = {p['pp']} "
+                                              "micro-batches unless told")
 
     if "dp" not in stated and n_gpus is not None:
         per = p["tp"] * p["pp"] * p["cp"]
