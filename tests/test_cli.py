@@ -223,3 +223,16 @@ def test_validate_unknown_tier_is_an_error(capsys, tmp_path):
     f.write_text(",".join(REQUIRED + ("tier",)) + "\n" + ",".join(["1"] * len(REQUIRED) + ["A"]) + "\n")
     rc, err = _main(capsys, "validate", f, "--tier", "Z")
     assert rc == 2 and f"--tier Z: no row of {f} is in that tier (tiers there: A)" in err
+
+
+@pytest.mark.parametrize("typed, meant", [("llama3-405b", "llama3.1-405b"), ("Llama 3 70B", "llama3-70b"),
+                                          ("qwen3-30b", "qwen3-30b-a3b"), ("mixtral-8x7", "mixtral-8x7b")])
+def test_a_mistyped_model_gets_one_line_naming_the_preset_it_likely_means(cli_main, typed, meant):
+    r = cli_main("transformer", "--model", typed, "--gpu", "h100-sxm")
+    assert r.returncode == 2 and f"unknown model {typed!r} (did you mean {meant}?)" in r.stderr
+    assert r.stderr.count("\n") == 1
+
+
+def test_an_unguessable_model_names_no_preset():
+    from roofline.spec import models
+    assert models.suggest("zzz-nothing") is None

@@ -61,6 +61,23 @@ def list_ids() -> list[str]:
     return sorted(p.stem for p in PRESETS.glob("*.yaml"))
 
 
+def suggest(ref: str) -> str | None:
+    """The preset a mistyped or spelled-out model name most likely means ("llama3-405b", "Llama 3 405B" ->
+    llama3.1-405b; "qwen3-30b" -> qwen3-30b-a3b): the family table's reading of the name, else the closest id."""
+    import difflib
+
+    from ..families import preset_for
+    hit = preset_for(str(ref))
+    if hit:
+        return hit
+    key = str(ref).lower()
+    longer = [i for i in list_ids() if i.startswith(key + "-")]     # the id with its suffix left off (qwen3-30b-a3b)
+    if len(longer) == 1:
+        return longer[0]
+    close = difflib.get_close_matches(key, list_ids(), n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
 def raw(ref) -> dict:
     """A preset's YAML as a dict (a copy), by id or path."""
     return dict(_raw(S.ref(ref, "model: expected a preset id")))
@@ -71,7 +88,9 @@ def _raw(ref: str) -> dict:
     p = Path(ref)
     path = p if p.suffix in (".yaml", ".yml") and p.exists() else PRESETS / f"{ref}.yaml"
     if not path.exists():
-        raise InputError(f"unknown model {ref!r}; known: {', '.join(list_ids())} (or a path to a .yaml)")
+        hint = suggest(ref)
+        raise InputError(f"unknown model {ref!r}" + (f" (did you mean {hint}?)" if hint else "")
+                         + f"; known: {', '.join(list_ids())} (or a path to a .yaml)")
     d = S.load_yaml(path, "model preset")
     if not isinstance(d, dict):
         raise InputError(f"model preset {path}: expected a mapping, got {type(d).__name__}")
