@@ -38,3 +38,20 @@ def test_the_versions_are_one_family():
     assert stacks.get("torchtitan@2024").family == stacks.get("torchtitan").family
     assert stacks.get("torchtitan@2024").rule("microbatches_with_pp") == "pp"
     assert stacks.get("torchtitan").rule("microbatches_with_pp") is None
+
+
+@pytest.mark.parametrize("text, date", [("torchtitan 9dec370 (2024-12-26); FSDP2", (2024, 12)),
+                                        ("a benchmark of June 2025, rerun 2026-01", (2025, 6)),
+                                        ("added 5e85bd62d, 2024-01-06; later 2024-03", (2024, 1)),
+                                        ("llama3_h100_202412_torchtitan.md", (None, None)),
+                                        ("Narayanan et al. SC21", (2021, None))])
+def test_a_source_is_dated_by_its_earliest_year_and_that_years_earliest_month(text, date):
+    assert stacks.earliest_date(text) == date
+
+
+def test_month_bounds_pick_the_version_inside_a_year():
+    assert stacks.by_year("llm-foundry", 2024, 1).id == "llm-foundry-2023"     # before the 2024-03 attention switch
+    assert stacks.by_year("llm-foundry", 2024, 6).id == "llm-foundry"
+    assert stacks.by_year("llm-foundry", 2024).id == "llm-foundry"             # no month: the version of most of 2024
+    assert stacks.by_year("torchtitan", 2025, 3).id == "torchtitan-2024"
+    assert stacks.get("torchtitan@25.03").id == "torchtitan-2024" and stacks.get("torchtitan@25.06").id == "torchtitan"
