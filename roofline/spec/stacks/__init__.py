@@ -342,6 +342,8 @@ def years_in(text: str) -> list[int]:
 
 
 MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+MONTH_WORD = (r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?"
+              r"|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)")
 
 
 def earliest_date(text: str) -> tuple:
@@ -353,7 +355,7 @@ def earliest_date(text: str) -> tuple:
         return None, None
     y = min(ys)
     months = [int(m) for m in re.findall(rf"(?<!\d){y}[-/](0[1-9]|1[0-2])(?!\d)", t)]
-    months += [MONTHS.index(m[:3]) + 1 for m in re.findall(rf"\b({'|'.join(MONTHS)})[a-z]*\.?\s+(?:\d{{1,2}},?\s+)?{y}\b", t)]
+    months += [MONTHS.index(m[:3]) + 1 for m in re.findall(rf"\b{MONTH_WORD}\.?\s+(?:\d{{1,2}},?\s+)?{y}\b", t)]
     return y, (min(months) if months else None)
 
 
