@@ -9,6 +9,7 @@ import roofline
 import roofline.views.calibrate.bench_comm
 import roofline.views.calibrate.bench_compute
 import roofline.views.calibrate.fit
+import roofline.views.validate
 import roofline.model.formulas.export
 import roofline.base.units
 import roofline.views.sensitivity
@@ -19,7 +20,7 @@ EXAMPLE = ["transformer", "--layers", 96, "--d-model", 12288, "--heads", 96, "--
 
 @pytest.mark.parametrize("module", [roofline, roofline.base.units, roofline.model.formulas.export, roofline.views.calibrate.fit,
                                     roofline.views.calibrate.bench_compute, roofline.views.calibrate.bench_comm,
-                                    roofline.views.sensitivity])
+                                    roofline.views.sensitivity, roofline.views.validate])
 def test_doctests(module):
     assert doctest.testmod(module).failed == 0
 

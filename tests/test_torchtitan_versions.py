@@ -55,3 +55,13 @@ def test_month_bounds_pick_the_version_inside_a_year():
     assert stacks.by_year("llm-foundry", 2024).id == "llm-foundry"             # no month: the version of most of 2024
     assert stacks.by_year("torchtitan", 2025, 3).id == "torchtitan-2024"
     assert stacks.get("torchtitan@25.03").id == "torchtitan-2024" and stacks.get("torchtitan@25.06").id == "torchtitan"
+
+
+@pytest.mark.parametrize("text, stated", [("quantize.linear.float8 with enable_fsdp_float8_all_gather", True),
+                                          ("tensorwise with float8 all-gather", True),
+                                          ("rowwise with bfloat16 all-gather", False),
+                                          ("enable_fsdp_float8_all_gather=false", False),
+                                          ("no float8 all-gather", False)])
+def test_a_stated_fsdp_float8_all_gather_is_read(text, stated):
+    from roofline.views import validate as V
+    assert V.fp8_all_gather_stated(text) is stated

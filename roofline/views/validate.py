@@ -337,7 +337,8 @@ def infer_stack(row: dict, model=None, hw=None):
         titan = [s for s in stacks.registry().values() if s.family == stacks.get("torchtitan").family]
         early = bool(ys) and min(ys) < min(s.era[0] for s in titan)
         pick = "fsdp" if tp == pp == 1 else "metaseq" if early and pp == 1 else "torchtitan"
-        stack = stacks.get(pick if pick != "torchtitan" or not ys else f"torchtitan@{min(ys)}")
+        y, month = stacks.earliest_date(f"{row.get('source', '')} {row.get('notes', '')}")
+        stack = stacks.get(pick if pick != "torchtitan" or not y else f"torchtitan@{y}" + (f"-{month:02d}" if month else ""))
         reason = (reason.split("era rule")[0] + f"era rule: fully sharded, no stack named -> {stack.id}"
                   + {"fsdp": "", "metaseq": f" (with TP, earliest year {min(ys) if ys else ''})",
                      "torchtitan": " (with TP/PP)"}[pick])
@@ -608,7 +609,7 @@ def schedule_from_text(text: str) -> str | None:
     return None
 
 
-def low_text_fp8_all_gather(text: str) -> bool:
+def fp8_all_gather_stated(text: str) -> bool:
     """A row's lower-cased settings or notes say FSDP gathers the parameters in float8 (torchtitan
     --float8.enable_fsdp_float8_all_gather / quantize.linear.float8.enable_fsdp_float8_all_gather, "float8 all-gather")."""
     return bool(re.search(r"enable_fsdp_float8_all_gather(?!\s*=\s*false)|(?<!no )(?:fp8|float8) all[- ]gather", text or ""))
@@ -746,7 +747,7 @@ def _plan_fields(row: dict) -> dict:
         d["schedule"] = sched
     # FSDP's parameter all-gather in FP8 (torchtitan float8.enable_fsdp_float8_all_gather, torchao
     # WeightWithDynamicFloat8CastTensor): the same field as Megatron-Core's --fp8-param-gather
-    if low_text_fp8_all_gather(text) and precision.low_precision(d.get("dtype") or ""):
+    if fp8_all_gather_stated(text) and precision.low_precision(d.get("dtype") or ""):
         d["fp8_param_gather"] = True
     d.update(_pipeline_layout(row))
     d.update(_offload(row, d))
