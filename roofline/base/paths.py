@@ -6,3 +6,9 @@ PACKAGE = Path(__file__).resolve().parents[1]
 DATA = PACKAGE / "data"
 EXAMPLES = PACKAGE / "examples"
 DOCS = PACKAGE.parent / "docs"
+MODEL_PRESETS = PACKAGE / "spec" / "models" / "presets"
+
+
+def model_preset_ids() -> list[str]:
+    """The bundled model preset ids (the YAML files' stems), sorted."""
+    return sorted(p.stem for p in MODEL_PRESETS.glob("*.yaml"))

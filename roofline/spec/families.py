@@ -87,10 +87,10 @@ def preset_for(name: str | None, family: bool = False) -> str | None:
     name without its size ('Nemotron 3 Nano') also denotes the one preset whose id it begins, when exactly one does."""
     if not name:
         return None
-    from . import models
+    from ..base.paths import model_preset_ids
     spelled = _spelled(name)
     k = _key(spelled)
-    ids = models.list_ids()
+    ids = model_preset_ids()
     exact = [pid for pid in ids if _key(pid) == k]
     if not exact:
         # a trailing total-parameter count the preset id leaves out ('DeepSeek V3 671B' -> deepseek-v3), only when

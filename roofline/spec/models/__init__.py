@@ -16,7 +16,7 @@ from ..config import ATTENTION, MLPS, NORMS, POSITIONS, Model
 from ..config import MODEL_ALIASES as ALIASES
 from ...base.errors import InputError
 
-PRESETS = Path(__file__).with_name("presets")
+from ...base.paths import MODEL_PRESETS as PRESETS, model_preset_ids
 _FIELDS = {f.name for f in dataclasses.fields(Model)}
 CHOICES = {"mlp": MLPS, "norm": NORMS, "attention": ATTENTION, "position": POSITIONS}
 INFO_KEYS = ("id", "source", "notes", "family")     # descriptive keys of a preset file, not model fields
@@ -58,7 +58,7 @@ def check_value(key: str, v, where: str):
 
 
 def list_ids() -> list[str]:
-    return sorted(p.stem for p in PRESETS.glob("*.yaml"))
+    return model_preset_ids()
 
 
 def suggest(ref: str) -> str | None:
