@@ -99,6 +99,12 @@ class Precision:
     transpose_bytes: float = 0.0  # of q_bytes, the transposed FP8 copy a GPU with TN-only FP8 GEMMs needs (per-tensor)
     tp_gather: bool = True       # a stack may all-gather TP inputs quantized (tp_gather_bytes); False: always 16-bit
 
+    @property
+    def per_tensor(self) -> bool:
+        """One scale per tensor (delayed or current scaling): the recipes whose FP8 data has a transposed copy, so a
+        row-wise gather serves both GEMM layouts and the parameter gather can move FP8 weights."""
+        return self.transpose_bytes > 0
+
 
 # Transformer Engine's GEMM benchmark, pre-quantized (kernels only), ms per layer of its 5B config (module docstring)
 TE_GEMM_BENCHMARK = {"b300": {"bf16": 13.102, "fp8-cs": 6.812, "mxfp8": 7.161, "nvfp4": 3.764},
@@ -163,7 +169,7 @@ def tp_gather_bytes(name: str, act_bytes: float, quantized: bool, hp_frac: float
     if not (quantized and low_precision(name) and p.tp_gather):
         return act_bytes, act_bytes
     one = p.saved_bytes
-    both = one if p.transpose_bytes else 2 * one
+    both = one if p.per_tensor else 2 * one
     return ((1 - hp_frac) * one + hp_frac * act_bytes, (1 - hp_frac) * both + hp_frac * act_bytes)
 
 
@@ -172,4 +178,4 @@ def param_gather_bytes(name: str, act_bytes: float, fp8_param_gather: bool) -> f
     scaling, the recipes with a transposed copy) under Megatron-Core --fp8-param-gather; MXFP8 parameters are gathered
     in BF16 through the gradient buffer and cast after (Megatron-Core reuse_grad_buf_for_mxfp8_param_ag), NVFP4 and
     blockwise priced alike: the activation dtype."""
-    return 1.0 if fp8_param_gather and get(name).transpose_bytes else act_bytes
+    return 1.0 if fp8_param_gather and get(name).per_tensor else act_bytes

@@ -334,8 +334,7 @@ def infer_stack(row: dict, model=None, hw=None):
         # pipeline is metaseq's combination (Zhang et al. 2022, OPT, sec 2.4)
         tp, pp = (row.get("tp") or 1), (row.get("pp") or 1)
         ys = stacks.years_in(f"{row.get('source', '')} {row.get('notes', '')}".lower())
-        titan = [s for s in stacks.registry().values() if s.family == stacks.get("torchtitan").family]
-        early = bool(ys) and min(ys) < min(s.era[0] for s in titan)
+        early = bool(ys) and min(ys) < min(s.era[0] for s in stacks.versions(stacks.get("torchtitan").family))
         pick = "fsdp" if tp == pp == 1 else "metaseq" if early and pp == 1 else "torchtitan"
         y, month = stacks.earliest_date(f"{row.get('source', '')} {row.get('notes', '')}")
         stack = stacks.get(pick if pick != "torchtitan" or not y else f"torchtitan@{y}" + (f"-{month:02d}" if month else ""))

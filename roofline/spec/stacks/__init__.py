@@ -165,10 +165,16 @@ def _era_bound(v, end: bool) -> tuple:
     raise ValueError(text)
 
 
+def versions(family: str) -> list[Stack]:
+    """The stacks of one family (its versions: megatron-lm-2021, megatron-lm-2022, megatron-core; torchtitan-2024,
+    torchtitan), in registry order."""
+    return [s for s in registry().values() if s.family == family]
+
+
 def by_year(family: str, year: int, month: int | None = None) -> Stack | None:
     """The stack of ``family`` whose era holds ``year`` (and ``month``, for a family whose versions change within a
     year); without a month, the version that holds most of that year; the nearest era when none holds it."""
-    cands = [s for s in registry().values() if s.family == family]
+    cands = versions(family)
     if not cands:
         return None
     inside = [s for s in cands if s.era[0] <= year <= s.era[1]]
@@ -408,7 +414,7 @@ def _named(where: str, text: str, model=None, hw=None, dtype: str | None = None,
     engines = {h[1].rule("builds_on") for h in hits} - {None}
     ranked = sorted(hits, key=lambda h: (h[1].family not in engines, h[0], h[1].era[1]), reverse=True)
     for _, stack, alias in ranked:
-        family = [s for s in registry().values() if s.family == stack.family]
+        family = versions(stack.family)
         generic = alias == stack.family or sum(alias in s.aliases for s in family) > 1
         version_note = ""
         if generic and len(family) > 1:
