@@ -12,13 +12,14 @@ import roofline.views.calibrate.fit
 import roofline.views.validate
 import roofline.model.formulas.export
 import roofline.base.units
+import roofline.base.normalize
 import roofline.views.sensitivity
 
 EXAMPLE = ["transformer", "--layers", 96, "--d-model", 12288, "--heads", 96, "--seq-len", 2048, "--global-batch", 1536,
            "--micro-batch", 1, "--tp", 8, "--pp", 8, "--dp", 16, "--gpu", "a100-sxm4-80gb"]
 
 
-@pytest.mark.parametrize("module", [roofline, roofline.base.units, roofline.model.formulas.export, roofline.views.calibrate.fit,
+@pytest.mark.parametrize("module", [roofline, roofline.base.units, roofline.base.normalize, roofline.model.formulas.export, roofline.views.calibrate.fit,
                                     roofline.views.calibrate.bench_compute, roofline.views.calibrate.bench_comm,
                                     roofline.views.sensitivity, roofline.views.validate])
 def test_doctests(module):

@@ -122,14 +122,25 @@ def recompute_modules(text):
     return ",".join(m for m in RECOMPUTE_MODULES if m in names)
 
 
+# a recipe cell that names no low-precision recipe outside its bracket: torchao's benchmark tables write the BF16
+# baseline as "none (bfloat16)" in their Scaling column (pytorch/ao docs/source/workflows/training.md)
+NO_RECIPE = r"none|no|baseline|no scaling|no fp8|no quantization|off"
+
+
 def precision(text):
     """A recipe name -> the model's; "AMP" / "mixed precision" alone names no 16-bit type: None (the stack's default,
-    as for a blank cell)."""
-    if re.fullmatch(r"(torch )?amp|(automatic )?mixed([- ]precision)?", _clean(text)) or _clean(text) in UNSTATED:
+    as for a blank cell); "none (bfloat16)", a scaling column's baseline, is the type in its bracket.
+
+    >>> precision("none (bfloat16)"), precision("mixed precision (bf16)"), precision("AMP"), precision("float8 rowwise")
+    ('bf16', 'bf16', None, 'fp8-row')
+    """
+    bare = _clean(text)
+    if re.fullmatch(r"(torch )?amp|(automatic )?mixed([- ]precision)?|" + NO_RECIPE, bare) or bare in UNSTATED:
         # "mixed precision (bf16)": the type in the bracket _clean drops, when one is named there
         inner = " ".join(re.findall(r"\(([^()]*)\)", str(text).lower()))
         hits = [value for pattern, value in PRECISION if re.search(pattern, inner)]
-        return hits[0] if hits else None
+        if hits or not re.fullmatch(NO_RECIPE, bare):
+            return hits[0] if hits else None
     return _pick("precision", text, PRECISION, "bf16, fp16, fp32, fp8 (delayed scaling), fp8-cs (current/tensorwise), fp8-row (torchao rowwise), fp8-block, mxfp8, nvfp4")
 
 
