@@ -40,6 +40,45 @@ def layer_ms(hw, dtype: str) -> float:
     return 1e3 * sum(value_at(C.op_time(C.gemm("g", m, k, n), "fwd"), x) for m, k, n in FPROP + DGRAD + WGRAD)
 
 
+def autocast_ms(hw, dtype: str, rate: float | None = None) -> float:
+    """The model's time of the benchmark's autocast mode (ms): each of the 12 GEMMs timed as one te.Linear forward of
+    its shape under te.autocast (benchmarks/gemm/benchmark_gemm.py benchmark_fp8_current, _fp8_delayed, _fp8,
+    _fp8_block): the kernel, and the casts of its M x K input and K x N weight (neither cached between calls; both
+    usages made, as a Linear whose weight requires a gradient keeps them), priced as the model prices a recipe's casts
+    (formulas/compute.py quantize_op: ``q_bytes`` per element at the elementwise roofline). ``rate``: the recipe's
+    kernel rate instead of the profile's (lp_rate)."""
+    x = {**hardware_inputs(hw, dtype), "act_bytes": 2, "grad_bytes": 2, "wgrad_fusion": 0, "q_saved": 1,
+         "gpu_z": 0.0, "hp_frac": 0.0, "exp_launch": 1.0, "q_bytes": precision.get(dtype).q_bytes,
+         "q_trans": precision.get(dtype).transpose_bytes}
+    if rate is not None:
+        x["lp_rate"] = rate
+    total = 0.0
+    for m, k, n in FPROP + DGRAD + WGRAD:
+        g = C.gemm("g", m, k, n)
+        total += value_at(C.op_time(g, "fwd"), x) + value_at(C.op_time(C.quantize_op([g, C.gemm("w", k, n, 1)]),
+                                                                         "fwd"), x)
+    return 1e3 * total
+
+
+def fit_block_rate(gpu: str = "h200-nvl") -> float:
+    """The kernel rate (lp_rate) of FP8 blockwise GEMMs for which the model's autocast layer equals the benchmark's on
+    ``gpu`` (Hopper, where the recipe runs natively through cuBLASLt's VEC128 / BLK128x128 scale modes; its
+    pre-quantized figure is not published: "Hopper's cuBLAS does not support" the 2D-by-2D inputs that mode makes)."""
+    hw = hardware.load(PROFILES[gpu])
+    target = precision.TE_GEMM_AUTOCAST[gpu]["fp8-block"]
+    return brentq(lambda r: autocast_ms(hw, "fp8-block", r) - target, 0.2, 1.0, xtol=1e-6)
+
+
+def autocast_rows() -> list[tuple]:
+    """(gpu, precision, measured ms, model ms) for every autocast figure (casts included)."""
+    out = []
+    for gpu, figures in precision.TE_GEMM_AUTOCAST.items():
+        hw = hardware.load(PROFILES[gpu])
+        for dtype, ms in figures.items():
+            out.append((gpu, dtype, ms, autocast_ms(hw, dtype)))
+    return out
+
+
 def fit_fp4(gpu: str = "b300") -> float:
     """max_matmul_fp4 (FLOP/s) for which the model's NVFP4 layer equals the benchmark's on ``gpu``."""
     hw = hardware.load(PROFILES[gpu])
@@ -65,6 +104,15 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for gpu, dtype, ms, model in rows():
         print(f"| {gpu} ({PROFILES[gpu]}) | {dtype} | {ms:.3f} | {model:.3f} | {model / ms:.3f} |")
+    print("\nAutocast (casts of each GEMM's input and weight included, neither cached between calls):")
+    print("| GPU (profile) | precision | measured ms | model ms | model / measured |")
+    print("|---|---|---|---|---|")
+    for gpu, dtype, ms, model in autocast_rows():
+        print(f"| {gpu} ({PROFILES[gpu]}) | {dtype} | {ms:.3f} | {model:.3f} | {model / ms:.3f} |")
+    rb = fit_block_rate("h200-nvl")
+    print(f"\nFP8 blockwise kernel rate on Hopper fitted to the h200-nvl autocast figure: {rb:.3f} "
+          f"(precision.py GEMM_RATE_FP8_BLOCK states {precision.GEMM_RATE_FP8_BLOCK:.3f}; per-tensor FP8 "
+          f"{precision.GEMM_RATE_FP8:.3f})")
     r = fit_fp4("b300")
     print(f"\nb300 max_matmul_fp4 fitted to the NVFP4 figure: {r / 1e12:.0f} TFLOP/s "
           f"(the profile states {hardware.load('b300').matmul_fp4 / 1e12:.0f}; FP4 peak "

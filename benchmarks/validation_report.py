@@ -380,8 +380,8 @@ def main() -> int:
          "keeps 1.",
          "- **Low-precision GEMM kernels** (properties of the recipe and the GPU, not of a row): an FP8 or FP4 GEMM "
          "runs at its peak times the 16-bit efficiency times its kernels' measured rate (`base/precision.py` "
-         "`gemm_rate`: per-tensor FP8 0.957, MXFP8 0.915, from Transformer Engine's published GEMM benchmark on B300 "
-         "and H200); on Blackwell Ultra (B300, GB300) NVFP4 GEMMs reach `max_matmul_fp4`, not the FP4 peak "
+         "`gemm_rate`: per-tensor FP8 0.957, MXFP8 0.915, FP8 blockwise 0.846 on Hopper (MXFP8's on Blackwell, "
+         "where it is emulated), from Transformer Engine's published GEMM benchmark on B300 and H200); on Blackwell Ultra (B300, GB300) NVFP4 GEMMs reach `max_matmul_fp4`, not the FP4 peak "
          "(docs/calibration.md, \"Low-precision GEMM kernels\"). Not fitted on rows.",
          slowest_gpu_line(),
          "- **TP overlap** (Megatron-Core rows whose notes or settings state it, however spelled: `--tp-comm-overlap`, "

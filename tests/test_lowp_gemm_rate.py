@@ -27,12 +27,26 @@ def test_the_kernel_rates_are_the_benchmarks_ratios_by_hand():
     # B300: BF16 13.102 ms, FP8 current scaling 6.812, MXFP8 7.161; H200 NVL: BF16 31.968, FP8 current 16.785 (per layer)
     fp8 = (13.102 / 6.812 / 2 + 31.968 / 16.785 / 2) / 2
     assert precision.get("fp8").gemm_rate == pytest.approx(fp8) == precision.get("fp8-cs").gemm_rate
-    assert precision.get("fp8-block").gemm_rate == pytest.approx(fp8)      # ASSUMED: per-tensor FP8's
+    assert precision.get("fp8-block").gemm_rate < fp8                      # Hopper blockwise: slower kernels
+    assert precision.get("fp8-block").gemm_rate <= 1.75 / 2                # cuBLAS 12.9: "up to 1.75x" over BF16
     assert precision.get("mxfp8").gemm_rate == pytest.approx(13.102 / 7.161 / 2)
     assert precision.get("nvfp4").gemm_rate == 1.0
     hw = hardware.load("b200")
     assert [hw.lp_rate(d) for d in ("bf16", "fp16", "nvfp4")] == [1.0, 1.0, 1.0]
     assert hw.lp_rate("mxfp8") == pytest.approx(0.9148, abs=1e-4)
+
+
+def test_fp8_blockwise_rate_is_the_autocast_fit_on_hopper_and_mxfp8s_on_blackwell():
+    bench = _bench()
+    assert bench.fit_block_rate("h200-nvl") == pytest.approx(precision.GEMM_RATE_FP8_BLOCK, abs=1e-3)
+    assert hardware.load("h100-sxm").lp_rate("fp8-block") == pytest.approx(precision.GEMM_RATE_FP8_BLOCK)
+    assert hardware.load("b200").lp_rate("fp8-block") == pytest.approx(precision.GEMM_RATE_MXFP8)   # emulated
+    assert hardware.load("b200").lp_rate("fp8-cs") == pytest.approx(precision.GEMM_RATE_FP8)         # unchanged
+
+
+def test_the_autocast_figures_are_priced_within_ten_percent():
+    for gpu, dtype, measured, model in _bench().autocast_rows():      # kernels and the casts of input and weight
+        assert model == pytest.approx(measured, rel=0.10), (gpu, dtype)
 
 
 def test_blackwell_ultra_fp4_gemms_reach_their_ceiling_not_the_peak():

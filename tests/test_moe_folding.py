@@ -3,6 +3,7 @@ pipeline split that lets the embedding and the loss fill a virtual stage each. E
 import math
 
 import pytest
+from hypothesis import given, strategies as st
 
 from roofline.spec import hardware, models
 from roofline.spec.config import Plan, check
@@ -71,7 +72,9 @@ def test_embedding_and_loss_fill_a_virtual_stage_each_with_uneven_stages():
 
 def test_node_deduplicating_dispatch_by_hand():
     """EP 32 over 4 nodes of 8 (stride 1), top-8 routing: NCCL all-to-all sends 8 x 24/32 = 6 copies of each token
-    across nodes; DeepEP sends it once to each other node its copies land on, 3 x (1 - (3/4)^8) = 2.6997 nodes."""
+    across nodes; DeepEP sends it once to each other node its copies land on, 3 x (1 - (3/4)^8) = 2.6997 nodes. Inside
+    one node of 8 (EP 8), all-to-all sends 8 x 7/8 = 7 copies over NVLink, DeepEP one per other rank that holds one of
+    the token's experts: 7 x (1 - (7/8)^8) = 4.5938 (DeepEP Buffer.dispatch is_token_in_rank)."""
     import sympy as sp
 
     from roofline.model.formulas import comm as CM, symbols as S
@@ -82,10 +85,31 @@ def test_node_deduplicating_dispatch_by_hand():
     dedup = CM.dispatch_a2a(sp.Integer(1), 8, 32, 1, 1).subs(vals)
     assert float(naive) == pytest.approx(6.0)
     assert float(dedup) == pytest.approx(3 * (1 - 0.75 ** 8))
-    # inside one node there is nothing to deduplicate: the same time either way
     vals8 = {**vals, S.BUSBW["a2a", "intra"]: 1.0}
-    assert float(CM.dispatch_a2a(sp.Integer(1), 8, 8, 1, 1).subs(vals8)) == \
-        pytest.approx(float(CM.dispatch_a2a(sp.Integer(1), 8, 8, 1, 0).subs(vals8))) == pytest.approx(8 * 7 / 8)
+    assert float(CM.dispatch_a2a(sp.Integer(1), 8, 8, 1, 0).subs(vals8)) == pytest.approx(8 * 7 / 8)
+    assert float(CM.dispatch_a2a(sp.Integer(1), 8, 8, 1, 1).subs(vals8)) == pytest.approx(7 * (1 - (7 / 8) ** 8))
+
+
+@given(copies=st.integers(1, 16), nodes=st.sampled_from([1, 2, 4, 8, 16]), per_node=st.sampled_from([2, 4, 8]))
+def test_deduplicated_dispatch_never_moves_more_than_all_to_all(copies, nodes, per_node):
+    """At most one copy per destination node over the network, and inside one node at most one per other rank: never
+    more than one copy per routed expert, the same with one copy. (Across nodes DeepEP also forwards the arrivals over
+    NVLink, which NCCL's all-to-all sends over the network instead: that NVLink part may exceed all-to-all's.)"""
+    import sympy as sp
+
+    from roofline.model.formulas import comm as CM, symbols as S
+    p = nodes * per_node
+    base = {S.gpus_per_node: per_node, S.ALPHA["a2a", "intra"]: 0, S.ALPHA["a2a", "inter"]: 0,
+            S.CALL["a2a", "intra"]: 0, S.CALL["a2a", "inter"]: 0}
+    parts = [("network", {S.BUSBW["a2a", "intra"]: 1e30, S.BUSBW["a2a", "inter"]: 1.0})] if nodes > 1 else \
+        [("nvlink", {S.BUSBW["a2a", "intra"]: 1.0, S.BUSBW["a2a", "inter"]: 1e30})]
+    for _, bw in parts:
+        vals = {**base, **bw}
+        naive = float(CM.dispatch_a2a(sp.Integer(1), copies, p, 1, 0).subs(vals))
+        dedup = float(CM.dispatch_a2a(sp.Integer(1), copies, p, 1, 1).subs(vals))
+        assert dedup <= naive * (1 + 1e-12)
+        if copies == 1:
+            assert dedup == pytest.approx(naive)
 
 
 def test_deepep_never_slower_than_all_to_all():

@@ -70,11 +70,18 @@ Engine's GEMM benchmark (docs/examples/gemm_profiling/gemm_profiling.rst @1609c8
 measures per layer on a B300 SXM6: BF16 13.102 ms, FP8 current scaling 6.812, MXFP8 7.161, NVFP4 3.764; on an H200
 NVL: BF16 31.968, FP8 current scaling 16.785. Over the peak ratio (2 for FP8): per-tensor FP8 0.962 (B300) and 0.952
 (H200), their mean 0.957 for ``fp8`` and ``fp8-cs`` (delayed scaling runs the same kernels; the benchmark cannot
-pre-quantize it); MXFP8 0.915 (B300; Blackwell only). FP8 blockwise: ASSUMED per-tensor FP8's (no pre-quantized
-figure; on Blackwell it runs as MXFP8). NVFP4: 1, its GEMMs reach the 16-bit fraction of the FP4 peak on B200
-(torchao benchmarks/float8/bench_matmul.py on a B200, pytorch/ao#2427: 4.46-5.50 PFLOP/s at 4096-8192 cubed, which
-the b200 profile prices within 1-5 %); a GPU whose FP4 peak its GEMMs do not reach says so in its profile
-(``max_matmul_fp4``: Blackwell Ultra, b300.yaml).
+pre-quantize it); MXFP8 0.915 (B300; Blackwell only). FP8 blockwise on Hopper, where Transformer Engine runs it
+natively through cuBLASLt's VEC128 / BLK128x128 scale modes (common/gemm/cublaslt_gemm.cu): 0.846, the rate at which
+the model prices the benchmark's autocast mode (each GEMM a te.Linear forward under te.autocast, its input and weight
+cast every call) at its H200 NVL figure, 22.882 ms per layer (no pre-quantized figure is published: Hopper's cuBLAS
+takes no 2D-by-2D block-scaled pair); the same pricing puts the other autocast figures within -2 to +10 % (benchmarks/
+te_gemm_benchmark.py), and cuBLAS 12.9's release notes bound it ("up to 1.75x" over BF16 on large Hopper matmuls, i.e.
+at most 0.875: NVIDIA technical blog "Boosting Matrix Multiplication Speed and Flexibility with NVIDIA cuBLAS 12.9").
+On Blackwell the recipe is emulated with MXFP8 (pytorch/csrc/extensions/gemm.cpp "Emulate the FP8 block scaling
+recipe with MXFP8 on Blackwell and newer"): MXFP8's rate there (``gemm_rate_non_tn``). NVFP4: 1, its GEMMs reach the
+16-bit fraction of the FP4 peak on B200 (torchao benchmarks/float8/bench_matmul.py on a B200, pytorch/ao#2427:
+4.46-5.50 PFLOP/s at 4096-8192 cubed, which the b200 profile prices within 1-5 %); a GPU whose FP4 peak its GEMMs
+do not reach says so in its profile (``max_matmul_fp4``: Blackwell Ultra, b300.yaml).
 Not modelled: the cast fused into the preceding norm. Transformer Engine's LayerNormLinear (Megatron-Core's QKV and
 dense fc1) normalizes straight into FP8 under delayed scaling and takes the amax in the norm kernel under current
 scaling and NVFP4 without the Hadamard transform (csrc/extensions/normalization.cpp rmsnorm_fwd: FULLY_FUSED,
@@ -98,6 +105,7 @@ class Precision:
     gemm_rate: float = 1.0       # the recipe's GEMM kernels' fraction of peak over a 16-bit GEMM's (TE benchmark, above)
     transpose_bytes: float = 0.0  # of q_bytes, the transposed FP8 copy a GPU with TN-only FP8 GEMMs needs (per-tensor)
     tp_gather: bool = True       # a stack may all-gather TP inputs quantized (tp_gather_bytes); False: always 16-bit
+    gemm_rate_non_tn: float | None = None   # gemm_rate on a GPU whose FP8 GEMMs take any layout (Blackwell); None: same
 
     @property
     def per_tensor(self) -> bool:
@@ -109,9 +117,16 @@ class Precision:
 # Transformer Engine's GEMM benchmark, pre-quantized (kernels only), ms per layer of its 5B config (module docstring)
 TE_GEMM_BENCHMARK = {"b300": {"bf16": 13.102, "fp8-cs": 6.812, "mxfp8": 7.161, "nvfp4": 3.764},
                      "h200-nvl": {"bf16": 31.968, "fp8-cs": 16.785}}
+# the same benchmark in autocast mode (each GEMM a te.Linear forward under te.autocast: casts included), ms per layer
+TE_GEMM_AUTOCAST = {"b300": {"bf16": 12.758, "fp8-cs": 9.147, "fp8": 7.802, "mxfp8": 8.984, "nvfp4": 6.453},
+                    "h200-nvl": {"bf16": 32.014, "fp8-cs": 20.285, "fp8": 18.978, "fp8-block": 22.882}}
 # per-tensor FP8 kernels: the mean of the two GPUs' (BF16 time / FP8 time) / 2
 GEMM_RATE_FP8 = sum(TE_GEMM_BENCHMARK[g]["bf16"] / TE_GEMM_BENCHMARK[g]["fp8-cs"] / 2 for g in ("b300", "h200-nvl")) / 2
 GEMM_RATE_MXFP8 = TE_GEMM_BENCHMARK["b300"]["bf16"] / TE_GEMM_BENCHMARK["b300"]["mxfp8"] / 2   # B300 only (Blackwell)
+# FP8 blockwise kernels on Hopper: the rate for which the model's autocast layer (kernels and casts) equals the H200
+# NVL autocast figure (benchmarks/te_gemm_benchmark.py fit_block_rate; tests/test_lowp_gemm_rate.py checks the two
+# agree). On Blackwell the recipe runs as MXFP8 (gemm_rate_non_tn)
+GEMM_RATE_FP8_BLOCK = 0.846
 
 PRECISIONS = {p.name: p for p in (
     Precision("bf16", "bf16", 0.0, "BF16"),
@@ -122,7 +137,7 @@ PRECISIONS = {p.name: p for p in (
     Precision("fp8-cs", "fp8", 6.0, "FP8 current (per-tensor) scaling, --fp8-recipe tensorwise", 1.0, 3, GEMM_RATE_FP8,
               1.0),
     Precision("fp8-block", "fp8", 2 + 2 * (1 + 4 / 128), "FP8 blockwise scaling (DeepSeek-V3), --fp8-recipe blockwise",
-              1 + 4 / 128, 1, GEMM_RATE_FP8),
+              1 + 4 / 128, 1, GEMM_RATE_FP8_BLOCK, gemm_rate_non_tn=GEMM_RATE_MXFP8),
     Precision("mxfp8", "fp8", 2 + 2 * (1 + 1 / 32), "MXFP8 (E8M0 scale per 32 elements), --fp8-recipe mxfp8", 1 + 1 / 32,
               1, GEMM_RATE_MXFP8),
     Precision("nvfp4", "fp4", 2 + 2 + 2 * (0.5 + 1 / 16), "NVFP4 (E4M3 scale per 16 elements + per-tensor scale)",

@@ -250,7 +250,7 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
     flag(g, "framework", help="training stack whose defaults fill unset switches: NAME[@VERSION] from "
          "`frameworks list` (default: the config's, else megatron-core); wins over a config file's")
     flag(g, "ep-dispatcher", dest="ep_dispatcher", choices=DISPATCHERS,
-         help="MoE token dispatcher: NCCL all-to-all (default) or a node-deduplicating one (DeepEP, HybridEP)")
+         help="MoE token dispatcher: NCCL all-to-all (default) or a deduplicating one (DeepEP, HybridEP: once per destination rank and node)")
     flag(g, "cuda-graphs", dest="cuda_graphs", choices=CUDA_GRAPHS,
          help="CUDA graphs: none (eager, default), layers (every layer replayed as a graph: Megatron-Core "
               "--cuda-graph-impl local|transformer_engine over the whole layer), full (--cuda-graph-impl full_iteration); "

@@ -118,19 +118,24 @@ def collective(kind: str, p, size, stride) -> sp.Expr:
 
 def dispatch_a2a(token_bytes, copies, p, stride, dedup) -> sp.Expr:
     """MoE dispatch (or combine) of ``copies`` routed copies of each token (``token_bytes`` for all of a rank's tokens,
-    one copy) over p EP ranks. NCCL all-to-all (dedup 0): the collective above on copies x token_bytes. A
-    node-deduplicating dispatcher (dedup 1: DeepEP normal kernels, HybridEP; DeepSeek-V3 report sec 3.2.2: a token goes
-    over InfiniBand once to each destination node, to the GPU of the same in-node index, then NVLink forwards it)
-    sends a token to the expected number of other nodes its copies land on, (n-1)(1-(1-1/n)^copies) for balanced
-    routing over n nodes, instead of copies x (p-k)/p; the NVLink share is the same."""
+    one copy) over p EP ranks, k per node. NCCL all-to-all (dedup 0, Megatron-Core's alltoall dispatcher: the permuted
+    tokens, one row per routed copy): the collective above on copies x token_bytes, copies (k-1)/p of it over NVLink and
+    copies (p-k)/p over the network. A deduplicating dispatcher (dedup 1: DeepEP normal kernels, HybridEP) sends a token
+    once to each rank that holds one of its experts (DeepEP Buffer.dispatch: ``is_token_in_rank`` [tokens, ranks], the
+    receiver expanding it to its local experts), and across nodes once to each destination node, to the GPU of the same
+    in-node index, which forwards it over NVLink (DeepSeek-V3 report sec 3.2.2). For balanced routing (each copy on any
+    rank with probability 1/p, drawn independently): the network carries (n-1)(1-(1-1/n)^copies) copies, one per other
+    node reached, and each GPU's NVLink (k-1) q per node, own and forwarded, q = 1-(1-1/p)^copies the chance that a given
+    rank holds one of the token's experts (with k = p = 8 and 8 copies: 4.6 instead of 7)."""
     k = members_per_node(p, stride)
     n = p / k
     naive = copies * (p - k) / p
     remote_nodes = (n - 1) * (1 - (1 - 1 / n) ** copies)
     inter = (1 - dedup) * naive + dedup * remote_nodes
+    intra = (1 - dedup) * copies * (k - 1) / p + dedup * n * (k - 1) * (1 - (1 - 1 / p) ** copies)
     call = sp.Piecewise((_call_across("a2a"), p > node_fit(stride)), (called(p) * S.CALL["a2a", "intra"], True))
     return (call + (k - 1) * S.ALPHA["a2a", "intra"] + (n - 1) * S.ALPHA["a2a", "inter"]
-            + sp.Max(copies * (k - 1) / p * token_bytes / S.BUSBW["a2a", "intra"],
+            + sp.Max(intra * token_bytes / S.BUSBW["a2a", "intra"],
                      inter * token_bytes / S.BUSBW["a2a", "inter"]))
 
 

@@ -130,8 +130,9 @@ cp = _s("cp", "", "context-parallel degree c", "plan", "c")
 ep = _s("ep", "", "expert-parallel degree (carved out of dp)", "plan", "e")
 micro_batch = _s("micro_batch", "", "micro-batch size b (sequences)", "plan", "b")
 global_batch = _s("global_batch", "", "global batch B (sequences)", "plan", "B")
-ep_dedup = _s("ep_dedup", "", "1 with a node-deduplicating MoE dispatcher (DeepEP / HybridEP: a token crosses the "
-              "network once per destination node, then NVLink), 0 with NCCL all-to-all", "plan", r"\delta_{e}")
+ep_dedup = _s("ep_dedup", "", "1 with a deduplicating MoE dispatcher (DeepEP / HybridEP: a token goes once to each "
+              "rank holding one of its experts, and crosses the network once per destination node, then NVLink), 0 "
+              "with NCCL all-to-all (one copy per routed expert)", "plan", r"\delta_{e}")
 etp = _s("etp", "", "expert tensor-parallel degree (Megatron-Core --expert-tensor-parallel-size; default tp)", "plan",
          r"t_{e}")
 interleave = _s("interleave", "", "virtual pipeline stages per GPU v (1 = plain 1F1B)", "plan", "v")

@@ -187,7 +187,9 @@ class Hardware:
         (the curves' ceiling): min(1, max_matmul_fp4 / (ceiling x fp4 peak)). 1 for a 16-bit dtype."""
         if not precision.low_precision(dtype):
             return 1.0
-        rate = precision.get(dtype).gemm_rate
+        p = precision.get(dtype)
+        # a recipe whose kernels differ where FP8 GEMMs take any layout (FP8 blockwise runs as MXFP8 on Blackwell)
+        rate = p.gemm_rate_non_tn if (self.fp8_non_tn and p.gemm_rate_non_tn is not None) else p.gemm_rate
         if precision.peak_key(dtype) == "fp4" and self.matmul_fp4:
             rate *= min(1.0, self.matmul_fp4 / (self.matmul_ceiling * self.peak(dtype)))
         return rate
