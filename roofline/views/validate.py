@@ -58,7 +58,9 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   (or (layers + 2) % (pp v) == 0 in a stack that splits uneven stages: the embedding and the loss each fill a
   virtual stage, Megatron-Core account_for_embedding/loss_in_pipeline_split) and micro-batches % pp == 0, or 1
   when no such v exists.
-- cp blank -> 1; recompute blank -> the stack's default (Megatron: none; GPT-NeoX, metaseq: full; torchtitan: op); n_kv_heads blank -> MHA; ffn_hidden blank -> 4h (gelu).
+- cp blank -> 1; recompute blank -> the stack's default (Megatron: none; GPT-NeoX, metaseq: full; torchtitan: op),
+  unless the plan then cannot fit (``unstated_recompute``); fsdp column -> FSDP on (a flag) or HSDP (a shard size,
+  ``fsdp_column``); n_kv_heads blank -> MHA; ffn_hidden blank -> 4h (gelu).
 - exactly one of tp/pp/dp blank -> n_gpus / (the other two); more than one blank -> tp = pp = 1 when that fits in memory,
   else tp up to the node, then the fewest pipeline stages that fit (MoE: EP x TP inside the node, the smallest tp,
   then the fewest stages; ``complete_layout``).
@@ -105,7 +107,7 @@ INTS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "
         "micro_batch", "tp", "pp", "dp", "cp", "ep", "interleave", "n_gpus", "gpus_per_node", "n_experts", "top_k",
         "moe_ffn_hidden", "head_dim", "n_shared_experts", "first_dense_layers", "mtp", "mla_q_lora_rank",
         "mla_kv_lora_rank", "mla_qk_nope_head_dim", "mla_qk_rope_head_dim", "mla_v_head_dim", "swa_window", "swa_every",
-        "moe_latent_size")
+        "moe_latent_size", "fsdp")
 FLOATS = ("net_gbps_per_gpu", "measured_iter_time_s", "derived_iter_time_s", "measured_peak_memory_gib",
           "flops_per_iter", "measured_tflops_per_gpu", "measured_mfu", "tokens_per_s", "tokens_per_s_per_gpu")
 # a row run with Megatron-Bridge: its framework column, or settings that cite a Bridge recipe file
@@ -651,6 +653,10 @@ def _plan_fields(row: dict) -> dict:
     hsdp = hsdp_from_text(f"{row.get('optimizer_sharding', '')}; {text}")
     if hsdp:
         d[HSDP] = hsdp
+    fsdp, said = fsdp_column(row.get("fsdp"), d)
+    if fsdp:
+        d.update(fsdp)
+        d[FSDP_NOTE] = said
     # a blank column that the row's notes or settings answer: "ZeRO stage 1", "activation checkpointing" (FROM_TEXT)
     read = {key: found for key, found in (("sharding", sharding_from_text(text)),
                                           ("recompute", recompute_from_text(text)),
@@ -1009,6 +1015,37 @@ def hsdp_from_text(text: str):
     return (m.group(0), None) if m else None
 
 
+FSDP_NOTE = "_fsdp_column"          # plan-field key: how the fsdp column was read (a note, dropped before resolving)
+
+
+def fsdp_column(value, fields: dict) -> tuple[dict, str]:
+    """(plan fields, note) from a row's ``fsdp`` column where its sharding is not stated otherwise. The tables that
+    have the column write either a flag (NVIDIA's NeMo / Megatron-Bridge performance summaries: "FSDP = 1: use FSDP;
+    FSDP = 0: use DDP") or the FSDP shard size (NeMo AutoModel's, the DGX Cloud MaxText recipes'): 0 is off, any
+    other number fully sharded data parallelism; a shard size that divides the data-parallel ranks into several
+    groups (2 <= fsdp < dp) shards within each and replicates across them, HSDP with dp / fsdp replicas.
+
+    >>> fsdp_column(1, {"dp": 64})
+    ({'sharding': 'fsdp'}, 'fsdp column 1: fully sharded data parallel')
+    >>> fsdp_column(0, {"dp": 8})[0], fsdp_column(8, {"dp": 8, "sharding": "fsdp"})[0]
+    ({}, {})
+    >>> fsdp_column(128, {"dp": 512, "sharding": "fsdp"})
+    ({'sharding': 'fsdp', '_hsdp': ('fsdp shard size 128', 4)}, 'fsdp column 128: sharded over 128 ranks, 4 replicas (HSDP)')
+    """
+    if not value or fields.get("sharding") not in (None, "fsdp") or HSDP in fields:
+        return {}, ""
+    out = {"sharding": "fsdp"}
+    dp = fields.get("dp")
+    if dp is None and fields.get("tp") and fields.get("pp") and fields.get("n_gpus"):
+        dp = fields["n_gpus"] // (fields["tp"] * fields["pp"] * (fields.get("cp") or 1))     # the resolver's dp
+    if value > 1 and dp and dp > value and dp % value == 0:
+        out[HSDP] = (f"fsdp shard size {value}", dp // value)
+        return out, f"fsdp column {value}: sharded over {value} ranks, {dp // value} replicas (HSDP)"
+    if fields.get("sharding") == "fsdp":
+        return {}, ""
+    return out, f"fsdp column {value}: fully sharded data parallel"
+
+
 def hsdp_replicas(fields: dict, gpus_per_node: int):
     """(dp_replicas, note) for a row stating HSDP without its degrees: one replica per node, each sharding over its
     node's data-parallel ranks (OLMo-core DataParallelConfig.get_replicate_and_shard_degree: 'Defaults to one replica
@@ -1025,7 +1062,8 @@ def hsdp_replicas(fields: dict, gpus_per_node: int):
     phrase, stated = fields[HSDP]
     if stated:
         if dpc % stated == 0:
-            return stated, f"{stated} replicas of the sharded state from the text ({phrase!r})"
+            where = "the fsdp column" if phrase.startswith("fsdp shard size") else "the text"
+            return stated, f"{stated} replicas of the sharded state from {where} ({phrase!r})"
         return 1, f"{phrase!r} does not divide dp x cp = {dpc}: priced as one replica"
     nodes = max(1, world // max(1, gpus_per_node))
     if nodes > 1 and dpc % nodes == 0:
@@ -1132,6 +1170,53 @@ def layout_stated(row: dict) -> bool:
     (False, True)
     """
     return sum(row.get(k) is None for k in ("tp", "pp", "dp")) <= 1
+
+
+# The largest error of the model's peak memory per GPU on the bundled measurements (docs/validation.md, "Peak memory per
+# GPU": 22.5 % over 63 runs; tests/test_validate_rules.py keeps this at least that): a plan whose memory exceeds the GPU
+# by more than this cannot have run as the row states it
+MEMORY_ERROR_MAX = 0.25
+
+
+def unstated_recompute(spec, fields: dict, stack, resolve_fields):
+    """(spec, note) of a row whose recompute is not stated: the stack's default, unless the plan then needs more
+    memory than the GPU has by more than the memory model's largest validated error (MEMORY_ERROR_MAX). A run that
+    happened fit, so it saved memory somewhere: the first of these, in order of what they cost in time, with which the
+    plan fits is priced, noted: the optimizer state sharded over the data-parallel ranks (ZeRO-1, the distributed
+    optimizer: the same bytes reduce-scattered and gathered as all-reduced) where the sharding is not stated either and
+    the stack's default shards nothing, then the stack's recomputation kinds (selective, op, full), each without and
+    then with that sharding. Within that error the default stands (the memory model, not the run, may be what is
+    over), and so it does on a stand-in stack (a framework column naming a framework outside the registry, MaxText's
+    remat policies, whose kinds are not the stand-in's)."""
+    from ..model.predict import evaluate, inputs, usable_memory
+
+    def over(sp_):
+        out = evaluate(inputs(sp_.model, sp_.plan, sp_.hardware))
+        return float((out["memory"] + out["mem_reserve"]) / usable_memory(sp_.hardware)) - 1
+    need = over(spec)
+    if need <= MEMORY_ERROR_MAX:
+        return spec, ""
+    kinds = tuple(stack.rule("recomputes") or ("none", "selective", "full"))
+    shard = fields.get("sharding") is None and spec.plan.sharding == "none" and \
+        any(k in (stack.rule("shardings") or ()) for k in ("distributed", "zero1"))
+    tries = [{"sharding": "distributed"}] if shard else []
+    for kind in ("selective", "op", "full"):
+        if kind in kinds and kind != spec.plan.recompute:
+            tries += [{"recompute": kind}] + ([{"recompute": kind, "sharding": "distributed"}] if shard else [])
+    for t in tries:
+        try:
+            alt = resolve_fields({**fields, **t})
+        except InputError:
+            continue
+        if over(alt) <= 0:
+            what = " and ".join(([f"{t['recompute']} recomputation"] if "recompute" in t else [])
+                                + (["the optimizer state sharded over the data-parallel ranks (ZeRO-1)"]
+                                   if "sharding" in t else []))
+            return alt, (f"recompute not stated, and with {stack.id}'s defaults the plan needs {100 * need:.0f} % more "
+                         f"memory than the GPU's {spec.hardware.hbm_capacity / 2 ** 30:.0f} GiB: priced with {what}, "
+                         "the least that fits")
+    return spec, (f"recompute not stated; the plan needs {100 * need:.0f} % more memory than the GPU has and nothing "
+                  f"{stack.id} runs makes it fit: priced at its defaults")
 
 
 def complete_layout(fields: dict, stack, resolve_fields) -> tuple[dict, str]:
@@ -1298,6 +1383,8 @@ def build_case(row: dict, hardware=None) -> Case:
     if FROM_TEXT in plan_fields:
         said, text_keys = plan_fields.pop(FROM_TEXT)
         note = "; ".join(x for x in (note, said) if x)
+    if FSDP_NOTE in plan_fields:
+        note = "; ".join(x for x in (note, plan_fields.pop(FSDP_NOTE)) if x)
     if DP_WITH_EP in plan_fields:
         dp, ep = plan_fields.pop(DP_WITH_EP)
         note = "; ".join(x for x in (note, f"dp {dp} counts the EP ranks out (tp x pp x dp x cp x ep = n_gpus): "
@@ -1363,7 +1450,13 @@ def build_case(row: dict, hardware=None) -> Case:
                 fields, said = unstated_ep(plan_fields, resolved)
                 if said:
                     layout_notes.append(said)
-                return resolved(fields)
+                spec = resolved(fields)
+                if fields.get("recompute") is None and BLOCK_RC not in fields and (
+                        stacks.names_stack(row.get("framework", "")) or not (row.get("framework") or "").strip()):
+                    spec, said = unstated_recompute(spec, fields, st, resolved)
+                    if said:
+                        rc_notes[:] = [said]
+                return spec
             fields, said = complete_layout(plan_fields, st, resolved)
             layout_notes.append(said)
             return resolved(fields)

@@ -458,6 +458,12 @@ def alternatives(text: str = "", model=None, hw=None, dtype: str | None = None) 
     return _named("source text", text, model, hw, dtype)[1:]
 
 
+def names_stack(column: str) -> bool:
+    """Whether a framework column names a stack of the registry (an id or alias as a whole word); a blank one does
+    not. A row whose column names another framework (MaxText, Colossal-AI) is priced on a stand-in stack."""
+    return bool(_alias_hits((column or "").strip().lower()))
+
+
 def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | None = None) -> tuple[Stack, str]:
     """The stack of a row or file that may name none, and why (printed per row by ``validate``).
 
@@ -477,7 +483,10 @@ def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | No
                             ("source text", text, text)):
         named = _named(where, t, model, hw, dtype, dates)
         if named:
-            return named[0]
+            stack, why = named[0]
+            if where == "source text" and (column or "").strip():
+                why = f"framework column {column.strip()!r} names no stack of the registry; {why}"
+            return stack, why
     stack, why = _era(text, model, hw, dtype)
     if (column or "").strip():      # a framework the registry does not hold (MaxText, Colossal-AI): say so, not silently
         why = f"framework column {column.strip()!r} names no stack of the registry (roofline frameworks list); {why}"

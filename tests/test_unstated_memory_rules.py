@@ -1,0 +1,68 @@
+"""A row that leaves its recomputation (and sharding) unstated while its plan cannot fit the GPU: the run happened, so
+it saved memory; and the `fsdp` column, written as a flag by NVIDIA's tables and as a shard size by others."""
+import csv
+
+import pytest
+
+from roofline.views import validate as V
+
+
+def _rows(tmp_path, **over):
+    cols = ["case_id", "source", "model", "gpu", "n_gpus", "gpus_per_node", "seq_len", "global_batch", "tp", "pp",
+            "measured_iter_time_s", "tier", "framework", "optimizer_sharding", "recompute", "fsdp", "cp", "micro_batch"]
+    row = {"case_id": "mtnlg", "source": "Smith et al. 2022, Using DeepSpeed and Megatron to Train Megatron-Turing NLG "
+           "530B (arXiv:2201.11990) sec 2.4", "model": "MT-NLG 530B", "gpu": "A100 SXM 40GB (DGX A100)",
+           "n_gpus": "2240", "gpus_per_node": "8", "seq_len": "2048", "global_batch": "1920", "tp": "8", "pp": "35",
+           "measured_iter_time_s": "60.1", "tier": "B", "framework": "", "optimizer_sharding": "", "recompute": "",
+           "fsdp": "", "cp": "", "micro_batch": ""}
+    row.update(over)
+    path = tmp_path / "rows.csv"
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        w.writerow(row)
+    return V.read(path)
+
+
+def test_a_plan_far_over_the_gpu_recomputes_and_shards_what_the_stack_can(tmp_path):
+    """MT-NLG 530B on 40 GB A100s (tp 8, pp 35): Megatron-DeepSpeed's defaults (no recomputation, no ZeRO) need about
+    three times the GPU; the first saving that fits, in order of its time cost, is priced and said."""
+    c = V.build_case(_rows(tmp_path)[0])
+    assert c.plan.recompute == "full" and c.plan.sharding == "distributed"
+    assert "more memory than the GPU's 40 GiB" in c.note and "the least that fits" in c.note
+    stated = V.build_case(_rows(tmp_path, optimizer_sharding="ZeRO-1")[0])      # a stated sharding stays
+    assert stated.plan.recompute == "full" and stated.plan.sharding == "distributed"
+    kept = V.build_case(_rows(tmp_path, recompute="none")[0])                    # a stated recompute is never changed
+    assert kept.plan.recompute == "none" and "more memory" not in kept.note
+
+
+def test_within_the_memory_models_error_the_default_stands(tmp_path):
+    """Llama 3.1 8B on 8 H100s (CP 2, micro-batch 1) without recomputation sits within the memory model's error of
+    80 GiB: the row's plan is believed (NVIDIA ran it), not the model's memory."""
+    c = V.build_case(_rows(tmp_path, model="Llama 3.1 8B", gpu="H100", n_gpus="8", seq_len="8192",
+                           global_batch="128", tp="1", pp="1", cp="2", micro_batch="1", source="NVIDIA/dgxc-benchmarking llama3.1/README_8b.md",
+                           framework="NeMo 24.12", measured_iter_time_s="12.78")[0])
+    assert c.plan.recompute == "none" and "more memory" not in c.note
+
+
+def test_a_stand_in_stack_keeps_its_default(tmp_path):
+    """A framework outside the registry (MaxText) is priced on a stand-in whose recomputation kinds are not its own:
+    no inference, whatever the memory."""
+    c = V.build_case(_rows(tmp_path, framework="MaxText", source="FSDP run")[0])
+    assert c.plan.recompute == "none" and "more memory" not in c.note
+    assert "names no stack of the registry" in c.stack_reason
+
+
+def test_the_tolerance_covers_the_memory_models_validated_error():
+    res = V.validate(V.read(V.dataset_path("memory")))
+    assert res["memory"]["max_abs_error"] <= V.MEMORY_ERROR_MAX
+
+
+@pytest.mark.parametrize("value, sharding", [("1", "fsdp"), ("0", "distributed")])
+def test_the_fsdp_column_as_nvidias_tables_write_it(tmp_path, value, sharding):
+    """NeMo's performance summaries: FSDP = 1 runs Megatron-FSDP, 0 the distributed optimizer (Megatron-Core's
+    default)."""
+    rows = _rows(tmp_path, model="Llama 3 70B", gpu="DGX-GB200", n_gpus="64", seq_len="8192", global_batch="128",
+                 tp="1", pp="1", source="NeMo Framework performance summary 25.04", framework="NeMo 25.04",
+                 measured_iter_time_s="4.06", fsdp=value, recompute="none")
+    assert V.build_case(rows[0]).plan.sharding == sharding
