@@ -158,7 +158,8 @@ TABLE_SETS = (("llm-foundry", "llmfoundry_"), ("NeMo 25.x", "nemo25"), ("NeMo 24
               ("torchtitan performance page", "tt_perf_"), ("fms-fsdp", "fms_fsdp_"),
               ("torchtitan end-2024 benchmark", "tt_h100_2412_"), ("torchtitan H200 (Trainy)", "tt_h200_2506_"),
               ("torchao float8 / MX", "ao_"),
-              ("Megatron-LM Llama 3 FP8 example", "mlm_"))
+              ("Megatron-LM Llama 3 FP8 example", "mlm_"),
+              ("MT-NLG 530B paper", "mtnlg_"))
 # (label, case_id prefix)
 
 
@@ -243,7 +244,9 @@ def tables_section(csv) -> list[str]:
             "fms-fsdp's 7B rows (FSDP1 HSDP, torch.compile), torchtitan's end-2024 H100 benchmark (FSDP, CP to 262k "
             "tokens, TP, 1F1B and interleaved PP, 8-512 GPUs), Trainy's torchtitan run on 32-64 H200s and torchao's "
             "float8 / MX training benchmarks (torchtitan on 8 H100, 8 power-limited B200 and 8 MI300X) and "
-            "Megatron-LM's Llama 3 FP8 example (8-1024 H100, CP and interleaved PP).",
+            "Megatron-LM's Llama 3 FP8 example (8-1024 H100, CP and interleaved PP) and the MT-NLG 530B paper's "
+            "iteration times (2240-3360 A100 40GB, tp 8 x pp 35; the row that brought in the rule for a plan that "
+            "cannot fit, in the input rules above).",
             "", tables_summary(r), "",
             *titan_cp_note(r),
             *ao_note(r, csv),

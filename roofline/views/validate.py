@@ -277,13 +277,24 @@ _LOWP_NOT = re.compile(rf"\b(?:{_NOT}|peak|basis|tflop/?s|pflop/?s)\b")
 _CLAUSE_NOT = re.compile(rf"\b(?:{_NOT})\b")
 
 
+# a clause that says its source is silent about something ("activation checkpointing not stated"): neither stated
+# nor negated
+_SILENT = re.compile(r"\b(?:not (?:stated|given|specified|reported|mentioned|known|listed)|unstated|unspecified|"
+                     r"unknown|unreported)\b")
+
+
 def stated_in_text(text: str, pattern, negation=_CLAUSE_NOT):
     """(match, negated match) of ``pattern`` in a row's lower-cased free text, clause by clause (split at ; | ( ) and
-    sentence ends): the first match in a clause without a negating word, and the first in one with (either None)."""
+    sentence ends): the first match in a clause without a negating word, and the first in one with (either None). A
+    clause that says the source does not state it (``_SILENT``) is neither.
+
+    >>> [bool(m) for m in stated_in_text("micro-batch and activation checkpointing not stated", "activation")]
+    [False, False]
+    """
     negated = None
     for clause in re.split(r"[;|()\n]|\.\s", (text or "").lower()):
         m = re.search(pattern, clause)
-        if not m:
+        if not m or _SILENT.search(clause):
             continue
         if negation.search(clause):
             negated = negated or m
