@@ -79,6 +79,15 @@ def autocast_rows() -> list[tuple]:
     return out
 
 
+def fit_clock(gpu: str = "b300") -> float:
+    """The sustained clock ratio for which the model's BF16 layer equals the benchmark's on ``gpu``: its GEMMs ran back
+    to back (100 timed iterations of each shape) at the power-capped clock a training run sees."""
+    hw = hardware.load(PROFILES[gpu])
+    target = precision.TE_GEMM_BENCHMARK[gpu]["bf16"]
+    return brentq(lambda k: layer_ms(dataclasses.replace(hw, sustained_clock=k), "bf16") - target, 0.3, 1.0,
+                  xtol=1e-6)
+
+
 def fit_fp4(gpu: str = "b300") -> float:
     """max_matmul_fp4 (FLOP/s) for which the model's NVFP4 layer equals the benchmark's on ``gpu``."""
     hw = hardware.load(PROFILES[gpu])
@@ -113,6 +122,9 @@ def main() -> None:
     print(f"\nFP8 blockwise kernel rate on Hopper fitted to the h200-nvl autocast figure: {rb:.3f} "
           f"(precision.py GEMM_RATE_FP8_BLOCK states {precision.GEMM_RATE_FP8_BLOCK:.3f}; per-tensor FP8 "
           f"{precision.GEMM_RATE_FP8:.3f})")
+    k = fit_clock("b300")
+    print(f"\nb300 sustained_clock fitted to the BF16 figure: {k:.3f} (the profile states "
+          f"{hardware.load('b300').sustained_clock:.3f}; B200 measured 0.8145)")
     r = fit_fp4("b300")
     print(f"\nb300 max_matmul_fp4 fitted to the NVFP4 figure: {r / 1e12:.0f} TFLOP/s "
           f"(the profile states {hardware.load('b300').matmul_fp4 / 1e12:.0f}; FP4 peak "

@@ -535,6 +535,7 @@ def test_host_layer_scales_the_moe_extra_and_host_moe_then_sets_it(base_hw):
         assert hw.host_fwd == pytest.approx(k * base_hw.host_fwd)
 
 
+@pytest.mark.slow                       # five terms fitted on 74 GB200 runs, and once per held-out model (about a minute)
 def test_a_fit_that_does_not_carry_over_is_flagged(tmp_path):
     """nemo_perf's GB200 rows: the default terms fit, but leave-one-model-out is worse than BASE: the report says so."""
     src = validate.dataset_path("nemo")

@@ -44,30 +44,34 @@ def test_fp8_blockwise_rate_is_the_autocast_fit_on_hopper_and_mxfp8s_on_blackwel
     assert hardware.load("b200").lp_rate("fp8-cs") == pytest.approx(precision.GEMM_RATE_FP8)         # unchanged
 
 
-def test_the_autocast_figures_are_priced_within_ten_percent():
+def test_the_autocast_figures_are_priced_within_twelve_percent():
     for gpu, dtype, measured, model in _bench().autocast_rows():      # kernels and the casts of input and weight
-        assert model == pytest.approx(measured, rel=0.10), (gpu, dtype)
+        assert model == pytest.approx(measured, rel=0.12), (gpu, dtype)
 
 
 def test_blackwell_ultra_fp4_gemms_reach_their_ceiling_not_the_peak():
     b300 = hardware.load("b300")
     ceiling = 1769.0 / 2250.0                                   # max_matmul / bf16 peak
     assert b300.matmul_ceiling == pytest.approx(ceiling)
-    assert b300.lp_rate("nvfp4") == pytest.approx(6220.0 / (ceiling * 13500.0))
+    assert b300.lp_rate("nvfp4") == pytest.approx(6266.0 / (ceiling * 13500.0))
     assert b300.lp_rate("mxfp8") == pytest.approx(precision.get("mxfp8").gemm_rate)   # the FP4 cap is FP4's only
     # a large NVFP4 GEMM at the ceiling runs at max_matmul_fp4 (x the sustained clock), BF16 at max_matmul
     x4, x16 = ({**hardware_inputs(b300, d), "gpu_z": 0.0, "hp_frac": 0.0, "exp_launch": 1.0, "act_bytes": 2,
                 "t0_gemm_fwd": 0.0} for d in ("nvfp4", "bf16"))
     g = C.gemm("g", 65536, 16384, 16384)
     rate = lambda x: g.f_fwd / value_at(C.op_time(g, "fwd"), x)          # noqa: E731
-    assert rate(x4) / rate(x16) == pytest.approx(6220.0 / 1769.0, rel=0.02)
+    assert rate(x4) / rate(x16) == pytest.approx(6266.0 / 1769.0, rel=0.02)
+
+
+def test_b300s_sustained_clock_is_the_one_the_benchmark_fits():
+    assert _bench().fit_clock("b300") == pytest.approx(hardware.load("b300").sustained_clock, abs=1e-3)
 
 
 def test_b300s_fp4_ceiling_is_the_one_the_benchmark_fits():
     bench = _bench()
     stated = yaml.safe_load((ROOT / "roofline/spec/hardware/profiles/b300.yaml").read_text())["max_matmul_fp4"]
-    assert stated == "6220 TFLOP/s"
-    assert bench.fit_fp4("b300") == pytest.approx(6220e12, rel=1e-3)
+    assert stated == "6266 TFLOP/s"
+    assert bench.fit_fp4("b300") == pytest.approx(6266e12, rel=1e-3)
     for gpu, dtype, measured, model in bench.rows():                        # the model on the benchmark's kernels
         assert model == pytest.approx(measured, rel=0.04), (gpu, dtype)
 

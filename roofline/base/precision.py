@@ -74,8 +74,8 @@ pre-quantize it); MXFP8 0.915 (B300; Blackwell only). FP8 blockwise on Hopper, w
 natively through cuBLASLt's VEC128 / BLK128x128 scale modes (common/gemm/cublaslt_gemm.cu): 0.846, the rate at which
 the model prices the benchmark's autocast mode (each GEMM a te.Linear forward under te.autocast, its input and weight
 cast every call) at its H200 NVL figure, 22.882 ms per layer (no pre-quantized figure is published: Hopper's cuBLAS
-takes no 2D-by-2D block-scaled pair); the same pricing puts the other autocast figures within -2 to +10 % (benchmarks/
-te_gemm_benchmark.py), and cuBLAS 12.9's release notes bound it ("up to 1.75x" over BF16 on large Hopper matmuls, i.e.
+takes no 2D-by-2D block-scaled pair); the same pricing puts the other autocast figures within about a tenth
+(benchmarks/te_gemm_benchmark.py), and cuBLAS 12.9's release notes bound it ("up to 1.75x" over BF16 on large Hopper matmuls, i.e.
 at most 0.875: NVIDIA technical blog "Boosting Matrix Multiplication Speed and Flexibility with NVIDIA cuBLAS 12.9").
 On Blackwell the recipe is emulated with MXFP8 (pytorch/csrc/extensions/gemm.cpp "Emulate the FP8 block scaling
 recipe with MXFP8 on Blackwell and newer"): MXFP8's rate there (``gemm_rate_non_tn``). NVFP4: 1, its GEMMs reach the

@@ -70,6 +70,9 @@ from ...base.errors import InputError
 # (docs/calibration.md: 4-8 % per class on A100), so a run missing by much more is more likely a defect of
 # that run (a slow node, an allocator retry) than information about the cluster.
 LOSS, F_SCALE = "soft_l1", 0.05
+# evaluations of the step times scipy's least_squares may spend per fitted term (plus one): the max(GPU, host) kinks of
+# the host terms make the trust region shrink and regrow, and 100 ran out on NVIDIA's GB200 MoE runs (five terms)
+MAX_NFEV_PER_TERM = 300
 # A run is set aside as an outlier after a first fit when its residual is further from the median than 3.5 robust
 # standard deviations (1.4826 MAD: the modified z-score rule of Iglewicz & Hoaglin 1993, "How to Detect and Handle
 # Outliers", ASQC vol. 16) and more than OUTLIER_FLOOR (twice F_SCALE: twice the per-operator held-out error) in log
@@ -606,7 +609,7 @@ def _fit_terms(pricer: Pricer, measured: np.ndarray, terms: tuple, base_hw, idx=
             x_start[j] = v
     try:
         res = least_squares(resid, x_start, bounds=(space.lo, space.hi), loss=LOSS, f_scale=F_SCALE,
-                            diff_step=1e-3, x_scale=1.0, max_nfev=100 * (len(terms) + 1))
+                            diff_step=1e-3, x_scale=1.0, max_nfev=MAX_NFEV_PER_TERM * (len(terms) + 1))
     except FloatingPointError:
         raise InputError("from-runs: a trial value of the terms gave a non-finite step time; the fit did not converge") from None
     if res.status <= 0 or not np.isfinite(res.cost):
