@@ -215,6 +215,9 @@ def ao_note(r: dict, csv) -> list[str]:
                            f"{base['predicted_s'] / c['predicted_s']:.2f}")
         if ups:
             speed.append(f"{name}: {', '.join(ups)}")
+    from roofline.spec import hardware
+    mi = hardware.load("mi300x")
+    mi300x_ceiling = mi.matmul_ceiling * mi.peak("bf16") / 1e12
     rows = [dict(x, gpu_id="h100-hbm2e-96gb-500w") for x in V.read(csv) if x["case_id"].startswith("ao_h100_")]
     alt = V.validate(rows).to_dict()["cases"] if rows else []
     alt_txt = ", ".join(pct(c["error"], True) for c in alt)
@@ -223,7 +226,7 @@ def ao_note(r: dict, csv) -> list[str]:
             f"700 W; on Meta's Grand Teton profile, h100-hbm2e-96gb-500w, the same rows are {alt_txt}), the B200s ran "
             "power-limited at a limit the table does not state (priced at 1000 W), and the MI300X profile is a datasheet "
             "one, never calibrated: its kernels take the generic efficiencies of hardware/defaults.yaml (GEMMs capped at "
-            "mamf-finder's 781.9 TFLOP/s, flash attention at 0.60 / 0.50 of peak), which no ROCm measurement backs. Speed-up of each recipe over the same GPU's BF16 "
+            f"mamf-finder's {mi300x_ceiling:.1f} TFLOP/s, flash attention at 0.60 / 0.50 of peak), which no ROCm measurement backs. Speed-up of each recipe over the same GPU's BF16 "
             f"row, measured / predicted: {'; '.join(speed)}. The row-wise recipe gains less than the model gives it "
             "on every GPU: its GEMMs are PyTorch's row-wise scaled kernel (CUTLASS) in forward and a tensor-wise one "
             "plus a rescaling pass in backward (pytorch/ao float8_ops.py addmm_float8_unwrapped), priced at the "
