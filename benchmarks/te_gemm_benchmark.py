@@ -71,12 +71,7 @@ def fit_block_rate(gpu: str = "h200-nvl") -> float:
 
 def autocast_rows() -> list[tuple]:
     """(gpu, precision, measured ms, model ms) for every autocast figure (casts included)."""
-    out = []
-    for gpu, figures in precision.TE_GEMM_AUTOCAST.items():
-        hw = hardware.load(PROFILES[gpu])
-        for dtype, ms in figures.items():
-            out.append((gpu, dtype, ms, autocast_ms(hw, dtype)))
-    return out
+    return rows(precision.TE_GEMM_AUTOCAST, autocast_ms)
 
 
 def fit_clock(gpu: str = "b300") -> float:
@@ -96,13 +91,15 @@ def fit_fp4(gpu: str = "b300") -> float:
     return brentq(f, 1e13, hw.peak_flops["fp4"], xtol=1e9)
 
 
-def rows() -> list[tuple]:
-    """(gpu, precision, measured ms, model ms) for every figure of the benchmark."""
+def rows(table: dict | None = None, price=None) -> list[tuple]:
+    """(gpu, precision, measured ms, model ms) for every figure of the benchmark: ``table`` (default the pre-quantized
+    one) priced by ``price`` (default ``layer_ms``)."""
+    table, price = table or precision.TE_GEMM_BENCHMARK, price or layer_ms
     out = []
-    for gpu, figures in precision.TE_GEMM_BENCHMARK.items():
+    for gpu, figures in table.items():
         hw = hardware.load(PROFILES[gpu])
         for dtype, ms in figures.items():
-            out.append((gpu, dtype, ms, layer_ms(hw, dtype)))
+            out.append((gpu, dtype, ms, price(hw, dtype)))
     return out
 
 
