@@ -1184,7 +1184,7 @@ def layout_stated(row: dict) -> bool:
 
 
 # The largest error of the model's peak memory per GPU on the bundled measurements (docs/validation.md, "Peak memory per
-# GPU": 22.5 % over 63 runs; tests/test_validate_rules.py keeps this at least that): a plan whose memory exceeds the GPU
+# GPU": 22.5 % over 63 runs; tests/test_unstated_memory_rules.py keeps this at least that): a plan whose memory exceeds the GPU
 # by more than this cannot have run as the row states it
 MEMORY_ERROR_MAX = 0.25
 
