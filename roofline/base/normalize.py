@@ -59,7 +59,9 @@ SHARDING = [
 RECOMPUTE = [
     (r"^(none|no|off|n|false|0)\b", "none"),
     (r"\bop\b|op[- ]level|op[- ]policy", "op"),           # torchtitan selective_ac_option = 'op'
-    (r"selective|core-attn|sel\b|^(attention|attn|core attention) only\b", "selective"),
+    # "SAC": selective activation checkpointing (PyTorch's torch.utils.checkpoint selective policies; torchtitan's
+    # "selective", which its stack reads as op-level)
+    (r"selective|core-attn|sel\b|\bsac\b|^(attention|attn|core attention) only\b", "selective"),
     (r"full|block|uniform|^(yes|y|on|true|1)$|checkpoint|^(all|every) layers?\b", "full"),
 ]
 # The recipes of roofline/base/precision.py. A bare "fp8" is delayed scaling, Megatron-LM's default --fp8-recipe
@@ -67,7 +69,7 @@ RECOMPUTE = [
 # MXFP4 is priced as NVFP4 (the same FP4 tensor-core peak; its E8M0 scale per 32 elements moves a little less).
 PRECISION = [
     (r"nvfp4|mxfp4|\bfp4\b", "nvfp4"),
-    (r"mxfp8|fp8[- ]?mx\b", "mxfp8"),
+    (r"mx[- ]?fp8|fp8[- ]?mx\b", "mxfp8"),
     (r"fp8[- ]?(cs|current)|current[- ]scaling|tensorwise|per-tensor", "fp8-cs"),
     # torchao's rowwise recipe (Float8LinearRecipeName.ROWWISE, torchao/float8/config.py): dynamic scales per row,
     # from each row's own amax (base/precision.py fp8-row)
@@ -95,6 +97,11 @@ def sharding(text):
 
 
 def recompute(text):
+    """A recomputation cell -> none / selective / op / full.
+
+    >>> recompute("per-op SAC"), recompute("SAC"), recompute("full AC"), recompute("no")
+    ('op', 'selective', 'full', 'none')
+    """
     return _pick("recompute", text, RECOMPUTE, "none, selective (Megatron selective, core_attn), op (torchtitan "
                  "op-level selective AC), full (full, block, uniform, activation checkpointing)")
 
@@ -133,6 +140,8 @@ def precision(text):
 
     >>> precision("none (bfloat16)"), precision("mixed precision (bf16)"), precision("AMP"), precision("float8 rowwise")
     ('bf16', 'bf16', None, 'fp8-row')
+    >>> precision("MX-FP8"), precision("mxfp8_cublas"), precision("FP8 (delayed)")
+    ('mxfp8', 'mxfp8', 'fp8')
     """
     bare = _clean(text)
     if re.fullmatch(r"(torch )?amp|(automatic )?mixed([- ]precision)?|" + NO_RECIPE, bare) or bare in UNSTATED:
