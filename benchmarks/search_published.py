@@ -43,7 +43,7 @@ CASES = [
           recompute_modules="layernorm,mla_up_proj", sharding="distributed", pipeline_layout="Et*4|(t*4|)*14tmL"),
      "DeepSeek-AI 2024 (arXiv:2412.19437) sec 3.2: PP 16 (DualPipe), EP 64 over 8 nodes, ZeRO-1 DP, no TP; "
      "FP8 on 1x128 / 128x128 tiles (fp8-block); batch 15360 x 4096 after the warm-up (sec 4.2). Every row, the "
-     "search's too, runs their FP8 recipe, DeepEP's node-deduplicated dispatch with the all-to-all hidden behind "
+     "search's too, runs their FP8 recipe, DeepEP's dispatch, deduplicated per destination rank and node, with the all-to-all hidden behind "
      "the other micro-batch (dispatcher deepep, overlap-ep 1), keeps AdamW's moments in BF16 (sec 3.3.3; "
      "moment-dtype bf16) and may split stages unevenly. Not modelled: "
      "DualPipe (the published row is priced as 1F1B on Megatron-Bridge's 16-stage layout of DeepSeek-V3) and their FP8 "

@@ -50,7 +50,8 @@ RECOMPUTE = ("none", "selective", "full", "op")
 SCHEDULES = ("1f1b", "interleaved", "gpipe", "dualpipev")
 DTYPES = PRECISION_NAMES                # roofline/base/precision.py: bf16, fp16, fp32 and the FP8/FP4 recipes
 # MoE token dispatchers: NCCL all-to-all (Megatron-Core --moe-token-dispatcher-type alltoall), or the flex dispatcher's
-# node-deduplicating backends (--moe-flex-dispatcher-backend deepep | hybridep; formulas/comm.py dispatch_a2a)
+# deduplicating backends, once per destination rank and node (--moe-flex-dispatcher-backend deepep | hybridep;
+# formulas/comm.py dispatch_a2a)
 DISPATCHERS = ("alltoall", "deepep", "hybridep")
 # the loss over the vocabulary: "fused", Megatron's vocab-parallel cross entropy (tensor_parallel/cross_entropy.py:
 # bf16 logits + one fp32 exp copy, gradient computed in place); "eager", torch F.cross_entropy on fp32-upcast logits
@@ -240,7 +241,7 @@ class Plan:
     dp: int = 1
     cp: int = 1
     ep: int = 1
-    ep_dispatcher: str = "alltoall"     # alltoall (NCCL) | deepep | hybridep (node-deduplicating, Megatron-Core flex)
+    ep_dispatcher: str = "alltoall"     # alltoall (NCCL) | deepep | hybridep (deduplicating, Megatron-Core flex)
     etp: int | None = None              # expert tensor parallelism; None: = tp (Megatron-Core --expert-tensor-parallel-size default)
     micro_batch: int = 1
     global_batch: int | None = None     # None: micro_batch * dp (one micro-batch per step)
