@@ -112,12 +112,14 @@ def test_blackwell_writes_no_transposed_fp8_copy_for_per_tensor_recipes():
         {"fp8": 1.0, "fp8-cs": 1.0, "fp8-block": 0.0, "mxfp8": 0.0, "nvfp4": 0.0, "bf16": 0.0}
     ops = C.layer_ops(C.d_head, sp.Symbol("ffn_hidden"), sp.Integer(0), variants=True)
     q = next(o for o in ops if o.name == "quantize")
-    for dtype, hopper_bytes, blackwell_bytes in (("fp8", 4, 3), ("fp8-cs", 6, 5), ("mxfp8", 4.0625, 4.0625)):
+    for dtype, hopper_bytes, blackwell_bytes in (("fp8", 4, 3), ("fp8-cs", 6, 5), ("mxfp8", None, 4.0625)):
+        gpus = ("h100-sxm", "b200") if hopper_bytes else ("b200",)     # MXFP8 runs on Blackwell only
         spec = {g: resolve("llama3-8b", {"tp": 1, "dp": 8, "micro_batch": 1, "global_batch": 8, "dtype": dtype}, g,
-                           "megatron-core") for g in ("h100-sxm", "b200")}
+                           "megatron-core") for g in gpus}
         x = {g: inputs(s.model, s.plan, s.hardware) for g, s in spec.items()}
         elems = value_at(q.f_fwd, x["b200"]) / 2                       # 2 FLOP per quantized element
-        assert value_at(q.b_fwd, x["h100-sxm"]) == pytest.approx(hopper_bytes * elems)
+        if hopper_bytes:
+            assert value_at(q.b_fwd, x["h100-sxm"]) == pytest.approx(hopper_bytes * elems)
         assert value_at(q.b_fwd, x["b200"]) == pytest.approx(blackwell_bytes * elems)
 
 
@@ -148,3 +150,16 @@ def test_fp8_param_gather_halves_the_parameter_all_gather_of_per_tensor_fp8_only
 ])
 def test_validate_reads_the_fp8_parameter_gather(bridge_row, dtype, settings, expected):
     assert bridge_row(dtype, settings).plan.fp8_param_gather is expected
+
+
+@pytest.mark.parametrize("gpu, ok", [("h100-sxm", False), ("h200", False), ("mi300x", False), ("a100-sxm4-80gb", False),
+                                     ("b200", True), ("gb200", True), ("b300", True), ("gb300", True), ("mi355x", True)])
+def test_mxfp8_needs_mx_block_scaled_tensor_cores(gpu, ok):
+    """MXFP8 runs on Blackwell and CDNA 4 only (Transformer Engine: "MXFP8 and NVFP4 require Blackwell"); elsewhere the
+    plan is refused in one line naming the profile key, not priced at the FP8 peak."""
+    hw = hardware.load(gpu)
+    if ok:
+        assert hw.peak("mxfp8") == hw.peak_flops["fp8"]
+    else:
+        with pytest.raises(InputError, match="mx_formats"):
+            hw.peak("mxfp8")

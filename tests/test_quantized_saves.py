@@ -17,7 +17,7 @@ PLAN = Plan(micro_batch=2, global_batch=2)
 
 
 def _act(dtype, saves=True, model=GPT, plan=PLAN):
-    hw = B200 if dtype == "nvfp4" else H100         # an FP4 plan needs an fp4 peak
+    hw = B200 if dtype in ("nvfp4", "mxfp8") else H100     # FP4 and MX block-scaled plans need Blackwell
     return predict(model, dataclasses.replace(plan, dtype=dtype, quantized_saves=saves), hw).raw["mem_activations"]
 
 

@@ -105,6 +105,10 @@ class Hardware:
     # Transformer Engine is_non_tn_fp8_gemm_supported), so per-tensor FP8 casts write no transposed copy; False: TN
     # only (Hopper, Ada)
     fp8_non_tn: bool = False
+    # tensor cores that read MX block-scaled operands (E8M0 scale per 32 elements: MXFP8; profile key mx_formats:
+    # NVIDIA Blackwell, compute capability 10.x, "MXFP8 and NVFP4 require Blackwell", Transformer Engine
+    # docs/examples/gemm_profiling; AMD CDNA 4, MI355X's MXFP8/MXFP4). False: an MXFP8 plan is refused
+    mx_formats: bool = False
     # GPU <-> host memory copies (PCIe, NVLink-C2C), per direction per GPU: what CPU activation offload moves at;
     # None where the profile does not state it (a plan that offloads is then refused)
     host_link: Link | None = None
@@ -175,6 +179,9 @@ class Hardware:
     def peak(self, dtype: str) -> float:
         """Dense peak FLOP/s of a dtype or of a training precision's low-precision GEMMs ('mxfp8' -> fp8)."""
         key = precision.peak_key(dtype)
+        if dtype == "mxfp8" and not self.mx_formats:
+            raise InputError(f"{self.id} has no MX block-scaled tensor cores: mxfp8 needs NVIDIA Blackwell or AMD CDNA 4 "
+                             "(profile key mx_formats); Hopper-class GPUs run fp8-cs, fp8 or fp8-block")
         p = self.peak_flops.get(key)
         if not p:
             raise InputError(f"{self.id} has no {key} peak FLOP/s in its profile" + (f" (needed by {dtype})" if key != dtype else ""))
@@ -282,7 +289,7 @@ def _merge(a: dict, b: dict) -> dict:
 
 # ---- the profile schema: every key a file may hold, its type, unit and range ---------------------
 REFS = ("base", "efficiency_from", "collectives_from", "host_from", "overlap_from")  # keys that name another profile
-TOP_KEYS = ("id", "name", "kind", "vendor", *REFS, "peak_flops", "max_matmul", "max_matmul_fp4", "fp8_non_tn",
+TOP_KEYS = ("id", "name", "kind", "vendor", *REFS, "peak_flops", "max_matmul", "max_matmul_fp4", "fp8_non_tn", "mx_formats",
             "hbm_bandwidth", "hbm_capacity", "board_power", "sm_count", "gpus_per_node", "links", "efficiency",
             "collectives", "host", "overlap", "sustained_clock", "clock_spread", "attention_speed", "sources",
             "provenance")
@@ -712,6 +719,7 @@ def _load(ref: str) -> Hardware:
     return Hardware(
         sustained_clock=clock, clock_spread=spread, matmul_ceiling=ceiling, matmul_fp4=matmul_fp4,
         fp8_non_tn=_flag(d.get("fp8_non_tn", False), f"profile {where}: fp8_non_tn"),
+        mx_formats=_flag(d.get("mx_formats", False), f"profile {where}: mx_formats"),
         **_host_times(host, where),
         id=str(d.get("id", Path(where).stem)), name=str(d.get("name", d.get("id", ""))), kind=str(d.get("kind", "datasheet")),
         peak_flops=peaks,
