@@ -66,3 +66,25 @@ def test_the_fsdp_column_as_nvidias_tables_write_it(tmp_path, value, sharding):
                  tp="1", pp="1", source="NeMo Framework performance summary 25.04", framework="NeMo 25.04",
                  measured_iter_time_s="4.06", fsdp=value, recompute="none")
     assert V.build_case(rows[0]).plan.sharding == sharding
+
+
+def test_headers_as_tables_print_them_read_as_the_columns(tmp_path):
+    """A stranger's file with NVIDIA's table headers ("#-GPUs", "GBS", "Seq Length", "Tokens / sec / GPU") is read
+    as the same file with the column names would be: same plan, same measured step."""
+    rows = {"case_id": "x", "source": "NeMo performance summary 25.04", "framework": "NeMo 25.04"}
+    vals = {"model": "Llama 3 8B", "gpu": "H100", "n_gpus": "8", "tp": "1", "pp": "1", "global_batch": "128",
+            "micro_batch": "1", "seq_len": "8192", "tokens_per_s_per_gpu": "13000", "precision": "BF16"}
+    printed = {"model": "Model", "gpu": "GPU", "n_gpus": "#-GPUs", "tp": "TP", "pp": "PP", "global_batch": "GBS",
+               "micro_batch": "MBS", "seq_len": "Seq Length", "tokens_per_s_per_gpu": "Tokens / sec / GPU",
+               "precision": "Precision"}
+    cases = []
+    for names in ({k: k for k in vals}, printed):
+        path = tmp_path / f"{len(cases)}.csv"
+        with path.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=[*rows, *(names[k] for k in vals)])
+            w.writeheader()
+            w.writerow({**rows, **{names[k]: v for k, v in vals.items()}})
+        cases.append(V.build_case(V.read(path)[0]))
+    a, b = cases
+    assert (a.plan, a.model, a.measured) == (b.plan, b.model, b.measured)
+    assert b.plan.n_gpus == 8 and b.plan.micro_batch == 1 and b.model.seq_len == 8192

@@ -187,6 +187,52 @@ MISSING = frozenset(x.lower() for x in (
 UNREADABLE = "_unreadable"      # row key: why a number cell of the row could not be read (build_case skips the row)
 
 
+TEXT_COLUMNS = ("model", "gpu", "precision", "framework", "source", "notes", "settings", "tier", "optimizer_sharding",
+                "recompute", "seq_parallel", "mlp", "attention", "optimizer", "flop_basis")
+# Headers as performance tables print them -> the file's column names (compared lower-cased, letters and digits only):
+# NVIDIA's summaries ("#-GPUs", "GBS", "MBS", "Sequence Length", "TP", "VP", "Tokens / sec / GPU"), papers' tables
+# ("Model", "GPUs", "Seq. Len.", "Step time (s)"). A header that is already a column name keeps it; "Model TFLOP / sec /
+# GPU" is not read as a measurement (its FLOP count is the publisher's, the row would need its flop_basis).
+HEADER_ALIASES = {
+    "gpus": "n_gpus", "numgpus": "n_gpus", "ngpus": "n_gpus", "gpucount": "n_gpus", "ofgpus": "n_gpus",
+    "tensorparallel": "tp", "tensorparallelsize": "tp", "pipelineparallel": "pp", "pipelineparallelsize": "pp",
+    "dataparallel": "dp", "dataparallelsize": "dp", "contextparallel": "cp", "contextparallelsize": "cp",
+    "expertparallel": "ep", "expertparallelsize": "ep", "vp": "interleave", "vpp": "interleave",
+    "virtualpipeline": "interleave", "virtualpipelinestages": "interleave",
+    "gbs": "global_batch", "globalbatch": "global_batch", "globalbatchsize": "global_batch",
+    "mbs": "micro_batch", "microbatch": "micro_batch", "microbatchsize": "micro_batch",
+    "seqlen": "seq_len", "seqlength": "seq_len", "sequencelength": "seq_len",
+    "tokenssecgpu": "tokens_per_s_per_gpu", "tokenspersecpergpu": "tokens_per_s_per_gpu",
+    "tokenspersecondpergpu": "tokens_per_s_per_gpu", "tokensspergpu": "tokens_per_s_per_gpu",
+    "steptime": "measured_iter_time_s", "steptimes": "measured_iter_time_s", "iterationtime": "measured_iter_time_s",
+    "iterationtimes": "measured_iter_time_s", "secondsperstep": "measured_iter_time_s",
+    "dtype": "precision", "numlayers": "n_layers", "layers": "n_layers", "hiddensize": "d_model",
+}
+
+
+def _header_key(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", (name or "").lower())
+
+
+def canonical_headers(fieldnames) -> dict:
+    """{header: column name} for a file's headers: a column name as it is (any case), else HEADER_ALIASES, unless that
+    column is in the file already.
+
+    >>> canonical_headers(["case_id", "Model", "GPU", "#-GPUs", "TP", "GBS", "Seq Length", "Tokens / sec / GPU"])
+    {'Model': 'model', 'GPU': 'gpu', '#-GPUs': 'n_gpus', 'TP': 'tp', 'GBS': 'global_batch', 'Seq Length': 'seq_len', 'Tokens / sec / GPU': 'tokens_per_s_per_gpu'}
+    """
+    names = set(fieldnames)
+    out = {}
+    for h in fieldnames:
+        low = (h or "").strip().lower().replace(" ", "_")
+        if low == h:
+            continue
+        col = low if low in REQUIRED + INTS + FLOATS + TEXT_COLUMNS else HEADER_ALIASES.get(_header_key(h))
+        if col and col not in names and col not in out.values():
+            out[h] = col
+    return out
+
+
 def read(path, require: tuple = ()) -> list[dict]:
     """Rows of a validation CSV, numbers parsed (blank or a missing-value spelling, ``MISSING`` -> None); InputError on
     a malformed file. A number cell that is neither a number nor missing makes its row a skip with the reason (the
@@ -198,6 +244,9 @@ def read(path, require: tuple = ()) -> list[dict]:
     reader = csv.DictReader(text.splitlines())
     if not reader.fieldnames:
         raise InputError(f"{path}: empty file (expected a header with {', '.join(REQUIRED)})")
+    renamed = canonical_headers(reader.fieldnames)
+    if renamed:                                      # "GBS", "Seq Length", "#-GPUs": the columns they mean
+        reader.fieldnames = [renamed.get(h, h) for h in reader.fieldnames]
     missing = [c for c in require if c not in reader.fieldnames]
     if missing:
         raise InputError(f"{path}: missing required column(s) {', '.join(missing)}")
