@@ -15,9 +15,6 @@ the NeMo rows), so they are priced exactly as a validation row would be. Nothing
 """
 from __future__ import annotations
 
-import csv
-import tempfile
-from pathlib import Path
 
 from roofline.views import validate as V
 
@@ -44,15 +41,8 @@ def rows() -> list[dict]:
 
 
 def read() -> list[dict]:
-    """The runs as validate reads a CSV of them (views/validate.py read: numbers parsed, blanks None)."""
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "runs.csv"
-        rs = rows()
-        with path.open("w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rs[0]))
-            w.writeheader()
-            w.writerows(rs)
-        return V.read(path)
+    """The runs as validate reads a CSV of them (views/validate.py read_dicts: numbers parsed, blanks None)."""
+    return V.read_dicts(rows(), "runs.csv")
 
 
 def main() -> None:

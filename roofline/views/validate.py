@@ -233,6 +233,19 @@ def canonical_headers(fieldnames) -> dict:
     return out
 
 
+def read_dicts(rows: list[dict], name: str = "rows.csv") -> list[dict]:
+    """Rows written as dicts of text cells (a benchmark's published runs), read exactly as ``read`` reads a CSV of
+    them: through a temporary file, every column any row has, blank where a row has none."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / name
+        with path.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)), restval="")
+            w.writeheader()
+            w.writerows(rows)
+        return read(path)
+
+
 def read(path, require: tuple = ()) -> list[dict]:
     """Rows of a validation CSV, numbers parsed (blank or a missing-value spelling, ``MISSING`` -> None); InputError on
     a malformed file. A number cell that is neither a number nor missing makes its row a skip with the reason (the
