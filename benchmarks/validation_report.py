@@ -253,11 +253,25 @@ def tables_section(csv) -> list[str]:
             "", tables_summary(r), "",
             *titan_cp_note(r),
             *ao_note(r, csv),
-            "A caveat on the AutoModel rows (tier C): the table does not state activation checkpointing, so they are "
-            "priced without it (the stack's default), while AutoModel's benchmark configs (examples/llm_benchmark) turn "
-            "it on for the MoE models but GPT-OSS. Given those configs' recomputation, the model prices these MoE rows "
-            "too slow, where it prices the same models' Megatron-Bridge rows (nemo_perf.csv) too fast: the MoE "
-            "step's structure, not one rate, is what differs between the two stacks (issue 20).", ""]
+            *automodel_note(r), ""]
+
+
+def automodel_note(r: dict) -> list[str]:
+    """What the NeMo AutoModel rows show (read from ``r``): their recomputation comes from the benchmark config of the
+    commit that added each row (public_tables.csv notes), and with it the MoE rows are priced slow."""
+    cases = [c for c in r["cases"] if c["case_id"].startswith("automodel_")]
+    moe = [c for c in cases if c["plan"]["recompute"] == "full" and "Llama" not in c["case_id"]]
+    if not moe:
+        return []
+    errs = [c["error"] for c in moe]
+    return [f"The AutoModel rows (tier C) take their activation checkpointing from the benchmark config of the commit "
+            "that added each row to the table (the table does not state it; the config's batch, local batch and EP are "
+            "the row's): whole-block checkpointing, but for GPT-OSS 120B and the 1024-GPU DeepSeek-V3 row, whose "
+            "configs at that commit are another run's (the rule for an unstated recompute prices those). With it the "
+            f"model prices the {len(moe)} MoE rows with checkpointing {pct(min(errs), True)} to {pct(max(errs), True)} "
+            f"(mean signed {pct(float(np.mean(errs)), True)}), where it prices the same models' Megatron-Bridge rows "
+            "(nemo_perf.csv) too fast: the MoE step's structure under the two stacks, not one rate, is what differs "
+            "(issue 20)."]
 
 
 def stage_section(csv) -> list[str]:
@@ -447,7 +461,8 @@ def main() -> int:
          "(112 / 16) and 23 for the H100 119B (92 / 4, one layer per virtual stage).",
          "- **cp** blank -> 1; **recompute** blank -> what the notes or settings state (\"activation checkpointing\", "
          "\"--checkpoint-activations\", \"gradient checkpointing\" -> full; \"selective activation recomputation\" -> "
-         "selective; negated, \"without activation checkpointing\" -> none: `validate.recompute_from_text`), else the "
+         "selective; negated, \"without activation checkpointing\" -> none: `validate.recompute_from_text`; a clause "
+         "that says its source is silent, \"not stated\", \"not in the table\", is neither), else the "
          "stack's default (Megatron: none; GPT-NeoX, metaseq: full; torchtitan: op), unless with it the plan needs "
          f"more memory than the GPU by more than {100 * V.MEMORY_ERROR_MAX:.0f} % (above the memory model's largest "
          "validated error, so the run cannot have been that plan): then the first that fits of, in order of its time "
@@ -501,6 +516,10 @@ def main() -> int:
          "papers' tables use; `validate.MISSING`) reads as a blank cell. Any other text in a number column makes that "
          "row a skip naming the column and the cell; the file's other rows are still priced (`calibrate from-runs`, "
          "which fits on stated columns, stops on it instead).",
+         "- **A stated plan that cannot fit**: a row whose plan, as read, needs more memory than its GPU by more than "
+         f"the memory model's largest validated error ({100 * V.MEMORY_ERROR_MAX:.0f} %) is priced as read, but the run "
+         "cannot have been that plan (it left out a memory saving, or its batch was misread): its note says so, "
+         "`--json` gives the overshoot (`over_memory`), and the summary lists such rows under the breakdowns.",
          "- **Columns**: a file needs a `case_id`, a model (`model` or the shape columns), a GPU (`gpu_id` or `gpu`) and "
          "a measurement (a time, a rate or a peak memory); a column it leaves out reads as blank in every row, with the "
          "rules above. Rows the model rejects (n_gpus != tp pp dp cp, heads not divisible by tp, unknown gpu_id, ...) "

@@ -9,12 +9,12 @@ from roofline.views import validate as V
 
 def _rows(tmp_path, **over):
     cols = ["case_id", "source", "model", "gpu", "n_gpus", "gpus_per_node", "seq_len", "global_batch", "tp", "pp",
-            "measured_iter_time_s", "tier", "framework", "optimizer_sharding", "recompute", "fsdp", "cp", "micro_batch"]
+            "measured_iter_time_s", "tier", "framework", "optimizer_sharding", "recompute", "fsdp", "cp", "micro_batch", "notes"]
     row = {"case_id": "mtnlg", "source": "Smith et al. 2022, Using DeepSpeed and Megatron to Train Megatron-Turing NLG "
            "530B (arXiv:2201.11990) sec 2.4", "model": "MT-NLG 530B", "gpu": "A100 SXM 40GB (DGX A100)",
            "n_gpus": "2240", "gpus_per_node": "8", "seq_len": "2048", "global_batch": "1920", "tp": "8", "pp": "35",
            "measured_iter_time_s": "60.1", "tier": "B", "framework": "", "optimizer_sharding": "", "recompute": "",
-           "fsdp": "", "cp": "", "micro_batch": ""}
+           "fsdp": "", "cp": "", "micro_batch": "", "notes": ""}
     row.update(over)
     path = tmp_path / "rows.csv"
     with path.open("w", newline="") as f:
@@ -88,3 +88,28 @@ def test_headers_as_tables_print_them_read_as_the_columns(tmp_path):
     a, b = cases
     assert (a.plan, a.model, a.measured) == (b.plan, b.model, b.measured)
     assert b.plan.n_gpus == 8 and b.plan.micro_batch == 1 and b.model.seq_len == 8192
+
+
+def test_a_stated_plan_over_the_gpu_is_flagged_not_changed(tmp_path):
+    """A row that states no recomputation for MT-NLG 530B on 40 GB A100s keeps its plan (a stated recompute is never
+    changed) and is priced as read, but validate says the plan cannot have run as read: the case carries over_memory
+    and the note says it, and the summary lists it. The same row with full recomputation and ZeRO-1 fits and is not
+    flagged."""
+    res = V.validate(_rows(tmp_path, recompute="none"))
+    case = res["cases"][0]
+    assert case["plan"]["recompute"] == "none"
+    assert case["over_memory"] > V.MEMORY_ERROR_MAX and "as read, the plan needs" in case["note"]
+    assert "whose plan, as read, needs more memory" in V.render(res, by=("tier",), table=False)
+    fits = V.validate(_rows(tmp_path, recompute="full", optimizer_sharding="ZeRO-1"))["cases"][0]
+    assert "over_memory" not in fits and "as read" not in fits["note"]
+
+
+def test_a_clause_saying_the_source_is_silent_states_nothing(tmp_path):
+    """'activation checkpointing not in the table' says the table is silent, not that checkpointing was off: the row's
+    recomputation is unstated (here: the MT-NLG plan does not fit, so the memory rule picks one), where 'activation
+    checkpointing not in use' negates it."""
+    silent = V.build_case(_rows(tmp_path, notes="iteration time from sec 2.4; activation checkpointing not in the "
+                                                "table")[0])
+    assert silent.plan.recompute == "full" and "recompute not stated" in silent.note
+    off = V.build_case(_rows(tmp_path, notes="iteration time from sec 2.4; activation checkpointing not in use")[0])
+    assert off.plan.recompute == "none" and "recompute none from the text" in off.note

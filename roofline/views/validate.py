@@ -341,8 +341,9 @@ _CLAUSE_NOT = re.compile(rf"\b(?:{_NOT})\b")
 
 # a clause that says its source is silent about something ("activation checkpointing not stated"): neither stated
 # nor negated
-_SILENT = re.compile(r"\b(?:not (?:stated|given|specified|reported|mentioned|known|listed)|unstated|unspecified|"
-                     r"unknown|unreported)\b")
+_SILENT = re.compile(r"\b(?:not (?:stated|given|specified|reported|mentioned|known|listed|shown|provided|published|"
+                     r"documented|disclosed)|not in (?:the |its |their )?(?:table|source|paper|report|readme|docs?|"
+                     r"text|post|blog|config)s?|unstated|unspecified|unknown|unreported|undocumented|undisclosed)\b")
 
 
 def stated_in_text(text: str, pattern, negation=_CLAUSE_NOT):
@@ -352,6 +353,10 @@ def stated_in_text(text: str, pattern, negation=_CLAUSE_NOT):
 
     >>> [bool(m) for m in stated_in_text("micro-batch and activation checkpointing not stated", "activation")]
     [False, False]
+    >>> [bool(m) for m in stated_in_text("activation checkpointing not in the table", "activation")]
+    [False, False]
+    >>> [bool(m) for m in stated_in_text("activation checkpointing not in use", "activation")]
+    [False, True]
     """
     negated = None
     for clause in re.split(r"[;|()\n]|\.\s", (text or "").lower()):
@@ -1251,6 +1256,20 @@ def layout_stated(row: dict) -> bool:
 MEMORY_ERROR_MAX = 0.25
 
 
+def over_memory_note(over: float, capacity: float) -> str:
+    """What a row's note says when its plan, as read, needs more memory than the GPU has by more than the memory
+    model's largest validated error: the run happened, so the row likely leaves out a memory saving or misstates its
+    batch. The time is priced as read.
+
+    >>> over_memory_note(1.0, 80 * 2 ** 30)[:73]
+    "as read, the plan needs 100 % more memory than the GPU's 80 GiB (over the"
+    """
+    return (f"as read, the plan needs {100 * over:.0f} % more memory than the GPU's {capacity / 2 ** 30:.0f} GiB (over the "
+            f"memory model's largest validated error, {100 * MEMORY_ERROR_MAX:.0f} %): the run cannot have been this "
+            "plan, so the row likely leaves out a memory saving it used (recomputation, sharding, offload) or misstates "
+            "its batch; priced as read")
+
+
 def unstated_recompute(spec, fields: dict, stack, resolve_fields):
     """(spec, note) of a row whose recompute is not stated: the stack's default, unless the plan then needs more
     memory than the GPU has by more than the memory model's largest validated error (MEMORY_ERROR_MAX). A run that
@@ -1716,6 +1735,7 @@ class Validation(MappingResult):
 def validate(rows: list[dict], tiers=None) -> Validation:
     """Predict every row; ``to_dict()`` of the result is what ``--json`` prints (errors are fractions, not %)."""
     from ..base import progress
+    from ..model.predict import usable_memory
 
     cases, skipped = [], []
     for row in progress.track(rows, "predict validation rows", unit="row"):
@@ -1742,6 +1762,10 @@ def validate(rows: list[dict], tiers=None) -> Validation:
             "breakdown_s": {k[2:]: float(out[k][i]) for k in out if k.startswith("t_") and k != "t_microbatch_stage"},
             "predicted_memory_bytes": float(out["memory"][i]),
         })
+        over = float(out["memory"][i] + out["mem_reserve"][i]) / usable_memory(c.hw) - 1
+        if over > MEMORY_ERROR_MAX and "more memory than the GPU" not in c.note:
+            result["cases"][-1].update(over_memory=over, note="; ".join(x for x in (c.note, over_memory_note(
+                over, c.hw.hbm_capacity)) if x))
         if c.row.get("measured_peak_memory_gib"):
             mm = c.row["measured_peak_memory_gib"] * GiB
             measure = memory_measure(c.row)
@@ -1927,6 +1951,9 @@ def _summary_line(name: str, s: dict) -> str:
             f"  max {100 * s['max_abs_error']:5.1f} %  mean signed {100 * s['mean_error']:+6.1f} %")
 
 
+OVER_LISTED = 10      # rows listed by name under the summary whose plan as read does not fit (render)
+
+
 def render(result: Validation, by=("tier", "gpu", "nodes"), table: bool = True) -> str:
     lines = []
     if table:
@@ -1949,6 +1976,14 @@ def render(result: Validation, by=("tier", "gpu", "nodes"), table: bool = True) 
         lines += [_summary_line(k, s) for k, s in result[f"by_{b}"].items()]
     if result.get("memory"):
         lines.append(_summary_line("peak memory per GPU", result["memory"]))
+    over = [c for c in result["cases"] if c.get("over_memory")]
+    if over:
+        lines.append(f" {len(over)} row{'s' if len(over) > 1 else ''} whose plan, as read, needs more memory than the "
+                     f"GPU by over {100 * MEMORY_ERROR_MAX:.0f} % (a memory saving the row leaves out, or a misread "
+                     "batch; priced as read):")
+        lines += [f"  {c['case_id']}: +{100 * c['over_memory']:.0f} %" for c in over[:OVER_LISTED]]
+        if len(over) > OVER_LISTED:
+            lines.append(f"  ... and {len(over) - OVER_LISTED} more (--json: each case's over_memory and note)")
     if result["skipped"]:
         lines.append(f" skipped {len(result['skipped'])}:")
         lines += [f"  {s['case_id']}: {s['reason']}" for s in result["skipped"]]
