@@ -518,7 +518,8 @@ def main() -> int:
          "which fits on stated columns, stops on it instead).",
          "- **A stated plan that cannot fit**: a row whose plan, as read, needs more memory than its GPU by more than "
          f"the memory model's largest validated error ({100 * V.MEMORY_ERROR_MAX:.0f} %) is priced as read, but the run "
-         "cannot have been that plan (it left out a memory saving, or its batch was misread): its note says so, "
+         "cannot have been that plan (it left out a memory saving, its batch was misread, or the memory model misses a "
+         "saving of the stack's): its note says so, "
          "`--json` gives the overshoot (`over_memory`), and the summary lists such rows under the breakdowns.",
          "- **Columns**: a file needs a `case_id`, a model (`model` or the shape columns), a GPU (`gpu_id` or `gpu`) and "
          "a measurement (a time, a rate or a peak memory); a column it leaves out reads as blank in every row, with the "

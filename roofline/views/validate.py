@@ -1259,15 +1259,15 @@ MEMORY_ERROR_MAX = 0.25
 def over_memory_note(over: float, capacity: float) -> str:
     """What a row's note says when its plan, as read, needs more memory than the GPU has by more than the memory
     model's largest validated error: the run happened, so the row likely leaves out a memory saving or misstates its
-    batch. The time is priced as read.
+    batch (or the memory model misses one of the stack's). The time is priced as read.
 
     >>> over_memory_note(1.0, 80 * 2 ** 30)[:73]
     "as read, the plan needs 100 % more memory than the GPU's 80 GiB (over the"
     """
     return (f"as read, the plan needs {100 * over:.0f} % more memory than the GPU's {capacity / 2 ** 30:.0f} GiB (over the "
-            f"memory model's largest validated error, {100 * MEMORY_ERROR_MAX:.0f} %): the run cannot have been this "
-            "plan, so the row likely leaves out a memory saving it used (recomputation, sharding, offload) or misstates "
-            "its batch; priced as read")
+            f"memory model's largest validated error, {100 * MEMORY_ERROR_MAX:.0f} %): the row likely leaves out a "
+            "memory saving the run used (recomputation, sharding, offload) or misstates its batch, unless the memory "
+            "model misses a saving of the stack's; priced as read")
 
 
 def unstated_recompute(spec, fields: dict, stack, resolve_fields):
@@ -1979,8 +1979,8 @@ def render(result: Validation, by=("tier", "gpu", "nodes"), table: bool = True) 
     over = [c for c in result["cases"] if c.get("over_memory")]
     if over:
         lines.append(f" {len(over)} row{'s' if len(over) > 1 else ''} whose plan, as read, needs more memory than the "
-                     f"GPU by over {100 * MEMORY_ERROR_MAX:.0f} % (a memory saving the row leaves out, or a misread "
-                     "batch; priced as read):")
+                     f"GPU by over {100 * MEMORY_ERROR_MAX:.0f} % (a memory saving the row leaves out, a misread batch, "
+                     "or one the memory model misses; priced as read):")
         lines += [f"  {c['case_id']}: +{100 * c['over_memory']:.0f} %" for c in over[:OVER_LISTED]]
         if len(over) > OVER_LISTED:
             lines.append(f"  ... and {len(over) - OVER_LISTED} more (--json: each case's over_memory and note)")
