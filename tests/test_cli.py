@@ -14,6 +14,7 @@ import roofline.model.formulas.export
 import roofline.base.units
 import roofline.base.normalize
 import roofline.views.sensitivity
+import roofline.views.uncertainty
 
 EXAMPLE = ["transformer", "--layers", 96, "--d-model", 12288, "--heads", 96, "--seq-len", 2048, "--global-batch", 1536,
            "--micro-batch", 1, "--tp", 8, "--pp", 8, "--dp", 16, "--gpu", "a100-sxm4-80gb"]
@@ -21,7 +22,8 @@ EXAMPLE = ["transformer", "--layers", 96, "--d-model", 12288, "--heads", 96, "--
 
 @pytest.mark.parametrize("module", [roofline, roofline.base.units, roofline.base.normalize, roofline.model.formulas.export, roofline.views.calibrate.fit,
                                     roofline.views.calibrate.bench_compute, roofline.views.calibrate.bench_comm,
-                                    roofline.views.sensitivity, roofline.views.validate])
+                                    roofline.views.sensitivity, roofline.views.validate,
+                                    roofline.views.uncertainty])
 def test_doctests(module):
     assert doctest.testmod(module).failed == 0
 

@@ -280,7 +280,8 @@ def test_band_groups_have_enough_runs_and_ordered_quantiles(errors, gpu, size, n
     runs = [{"dataset": "x", "error": e, "gpu": gpu, "arch": "dense", "size": size, "nodes": nodes} for e in errors]
     t = U.table(runs)
     assert all(g["n"] >= U.MIN_RUNS for g in t["groups"])
-    assert (len(t["groups"]) == len(U.LEVELS)) == (len(errors) >= U.MIN_RUNS)
+    pools = 1 + (U.generation(gpu) is not None)           # the family's groups and its generation's
+    assert (len(t["groups"]) == pools * len(U.LEVELS)) == (len(errors) >= U.MIN_RUNS)
     for g in t["groups"]:
         assert g["n"] == len(errors)
         assert min(errors) - 1e-3 <= g["p10"] <= g["p50"] <= g["p90"] <= max(errors) + 1e-3
@@ -342,3 +343,25 @@ def test_band_names_the_profiles_it_was_measured_on(monkeypatch):
                   "nodes": "single-node",
                   "profile": "b200" if i % 2 else "b200-other"} for i in range(12)])
     assert all(g["profiles"] == ["b200", "b200-other"] for g in t["groups"])
+
+
+def test_a_gpu_without_validated_runs_takes_its_generations_band_never_another_generations(monkeypatch):
+    """GB300 has no validated run: its band is the Blackwell pool (B200, GB200 runs), said in the line; an H100 row never
+    lends to a Blackwell part, and a family outside GENERATION gets none."""
+    from roofline.views import uncertainty as U
+    runs = ([{"dataset": "x", "error": -0.3 + 0.01 * i, "gpu": "b200", "arch": "moe", "size": "1B-10B",
+              "nodes": "single-node", "profile": "b200"} for i in range(6)]
+            + [{"dataset": "x", "error": -0.2 + 0.01 * i, "gpu": "gb200", "arch": "moe", "size": "1B-10B",
+                "nodes": "single-node", "profile": "gb200"} for i in range(6)]
+            + [{"dataset": "x", "error": 0.05 + 0.01 * i, "gpu": "h100", "arch": "moe", "size": "1B-10B",
+                "nodes": "single-node", "profile": "h100-sxm"} for i in range(20)])
+    t = U.table(runs)
+    monkeypatch.setattr(U, "_groups", lambda: {U._key(g): g for g in t["groups"]})
+    b = U.band("gb300", 3e9, 8, 72, moe=True)
+    assert b["group"]["gpu"] == "blackwell" and b["n"] == 12 and b["generation_of"] == "gb300"
+    assert b["p90"] < 0                                      # the Blackwell runs' errors, none of the H100 ones
+    line = U.describe(b, "gb300")
+    assert "blackwell GPUs" in line and "gb300 runs are validated" in line and "b200, gb200" in line
+    assert U.band("b200", 3e9, 8, 8, moe=True)["group"]["gpu"] == "blackwell"   # six B200 runs: too few of its own
+    assert U.band("h100-sxm", 3e9, 8, 8, moe=True)["group"]["gpu"] == "h100"
+    assert U.band("tpu-v5p", 3e9, 8, 8, moe=True) is None and "no band" in U.describe(None, "tpu-v5p")

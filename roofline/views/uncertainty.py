@@ -15,8 +15,12 @@ The architecture splits the groups because the model errs differently on the two
 predictions are too fast by a wider margin than its dense ones on the same GPUs (the MoE step's host, dispatch and
 grouped-GEMM costs, docs/validation.md), and pooling them would print a band that fits neither.
 
-and gets no band when no group of its GPU family has that many runs (the error differs most between GPU
-generations: it is not carried from one to another). A prediction of ``t`` with error quantiles ``e10 .. e90``
+and, when no group of its GPU family has that many runs (a part no bundled row ran: H200, B300, GB300), the same
+levels over the runs of its architecture generation (``GENERATION``: Hopper, Blackwell, ...), said in the band's
+line: those parts' profiles take their efficiency priors from their generation's measured parts (``efficiency_from``,
+the sustained clock), so that generation's errors are the evidence there is. A family without a generation here, or
+whose generation has no group either, gets no band: the error differs most between GPU generations, so it is never
+carried from one to another. A prediction of ``t`` with error quantiles ``e10 .. e90``
 means the measured step would lie in ``t / (1 + e90) .. t / (1 + e10)`` for 80 % of such runs.
 
     python -m roofline.views.uncertainty            # regenerate the table (a test checks it is current)
@@ -50,6 +54,23 @@ def gpu_family(hardware_id: str) -> str:
     """The chip a profile id names: its first dash-separated token (``a100-sxm4-80gb``, ``a100-perlmutter`` ->
     ``a100``; ``h100-sxm-measured`` -> ``h100``); bundled ids start with the chip's name (hardware/profiles)."""
     return Path(str(hardware_id)).stem.split("-")[0].lower()
+
+
+# The architecture generation of a GPU family (the chip names of NVIDIA's and AMD's datasheets: A100 "NVIDIA Ampere",
+# H100 / H200 / H800 / H20 / GH200 "NVIDIA Hopper", B200 / GB200 "NVIDIA Blackwell", B300 / GB300 "Blackwell Ultra",
+# MI300X / MI325X "AMD CDNA 3", MI355X "AMD CDNA 4", V100 "NVIDIA Volta"). A family missing here is never pooled.
+GENERATION = {"v100": "volta", "a100": "ampere", "a800": "ampere", "h100": "hopper", "h200": "hopper", "h800": "hopper",
+              "h20": "hopper", "gh200": "hopper", "b200": "blackwell", "gb200": "blackwell", "b300": "blackwell",
+              "gb300": "blackwell", "mi300x": "cdna3", "mi325x": "cdna3", "mi355x": "cdna4"}
+
+
+def generation(family: str) -> str | None:
+    """The pool of a GPU family's architecture generation in the table (``GENERATION``), or None.
+
+    >>> generation("gb300"), generation("h200"), generation("tpu")
+    ('blackwell', 'hopper', None)
+    """
+    return GENERATION.get(family)
 
 
 def size_bucket(active_params: float) -> str:
@@ -94,13 +115,16 @@ def band(hardware_id: str, active_params: float, n_gpus: int, gpus_per_node: int
     """
     k = keys(hardware_id, active_params, n_gpus, gpus_per_node, moe)
     table = _groups()
-    for level in LEVELS:
-        key = tuple(k[f] if f in level else ANY for f in FIELDS)
-        g = table.get(key)
-        if g is not None:
-            return {"group": dict(zip(FIELDS, key)), "n": g["n"],
-                    **{f"p{round(q * 100)}": g[f"p{round(q * 100)}"] for q in QUANTILES},
-                    "profiles": list(g.get("profiles", ()))}
+    pooled = generation(k["gpu"])
+    for gpu in (k["gpu"], pooled):
+        for level in LEVELS if gpu else ():
+            key = tuple((gpu if f == "gpu" else k[f]) if f in level else ANY for f in FIELDS)
+            g = table.get(key)
+            if g is not None:
+                return {"group": dict(zip(FIELDS, key)), "n": g["n"],
+                        **{f"p{round(q * 100)}": g[f"p{round(q * 100)}"] for q in QUANTILES},
+                        "profiles": list(g.get("profiles", ())),
+                        **({"generation_of": k["gpu"]} if gpu != k["gpu"] else {})}
     return None
 
 
@@ -123,16 +147,22 @@ def implied(b: dict | None, step_s: float) -> dict | None:
 def describe(b: dict | None, hardware_id: str = "") -> str:
     """One line for the table: the error band and the group it comes from."""
     if b is None:
-        return f"no band: fewer than {MIN_RUNS} validated runs on {gpu_family(hardware_id)} GPUs"
+        fam = gpu_family(hardware_id)
+        gen = generation(fam)
+        return (f"no band: fewer than {MIN_RUNS} validated runs on {fam} GPUs"
+                + (f" or on any {gen} GPU" if gen else ""))
     g = b["group"]
     kind = {"moe": "MoE", "dense": "dense"}.get(g.get("arch", ANY), "")
-    what = ", ".join(v for v in (g["gpu"], kind, g["size"] + " active params" if g["size"] != ANY else "",
+    what = ", ".join(v for v in (g["gpu"] + (" GPUs" if b.get("generation_of") else ""), kind, g["size"] + " active params" if g["size"] != ANY else "",
                                  g["nodes"] if g["nodes"] != ANY else "") if v)
     line = (f"validation error of similar runs: {100 * b['p10']:+.0f} % .. {100 * b['p90']:+.0f} %, "
             f"p10..p90 of n={b['n']}: {what}")
     # the band was measured on the profiles the validation rows name; another profile of the family (a calibration
     # of one node, a user's fitted profile) may err differently: say which profiles the band is from
     profiles = b.get("profiles") or []
+    if b.get("generation_of"):
+        return (line + f"; fewer than {MIN_RUNS} {b['generation_of']} runs are validated: its generation's band"
+                + (f", priced on {', '.join(profiles)}" if profiles else ""))
     if hardware_id and profiles and Path(str(hardware_id)).stem not in profiles:
         line += f"; priced on {', '.join(profiles)}, not on {Path(str(hardware_id)).stem}"
     return line
@@ -174,11 +204,13 @@ def table(runs: list[dict]) -> dict:
     groups: dict = {}
     profiles: dict = {}
     for r in runs:
-        for level in LEVELS:
-            key = tuple(r[f] if f in level else ANY for f in FIELDS)
-            groups.setdefault(key, []).append(r["error"])
-            if r.get("profile"):
-                profiles.setdefault(key, set()).add(r["profile"])
+        # each run counts in its GPU family's groups and in its generation's (read only for a family without a group)
+        for gpu in (r["gpu"], generation(r["gpu"])):
+            for level in LEVELS if gpu else ():
+                key = tuple((gpu if f == "gpu" else r[f]) if f in level else ANY for f in FIELDS)
+                groups.setdefault(key, []).append(r["error"])
+                if r.get("profile"):
+                    profiles.setdefault(key, set()).add(r["profile"])
     rows = []
     for key in sorted(groups):
         e = np.array(groups[key])
@@ -198,7 +230,8 @@ def text(t: dict) -> str:
     import yaml
     head = ("# generated by `python -m roofline.views.uncertainty` from the bundled validation sets; do not edit\n"
             "# signed error (predicted - measured) / measured of every timed run, quantiles per group of similar\n"
-            "# runs (GPU family, dense or MoE, active-parameter decade, node scope; 'any' = pooled);\n"
+            "# runs (GPU family, or its generation: ampere, hopper, blackwell, ...; dense or MoE, active-parameter\n"
+            "# decade, node scope; 'any' = pooled);\n"
             "# roofline/views/uncertainty.py\n")
     body = {k: v for k, v in t.items() if k != "groups"}
     return (head + yaml.safe_dump(body, sort_keys=False, default_flow_style=None) + "groups:\n"
