@@ -109,3 +109,13 @@ def test_no_likely_measured_line_without_similar_runs(cli_main):
     args = ["search", "--model", "llama3-8b", "--gpu", "mi300x", "--gpus", 8, "--global-batch", 64, "--top", 1]
     assert json.loads(cli_main(*args, "--json").stdout)["top_plan_band"] is None
     assert "likely measured" not in cli_main(*args).stdout
+
+
+def test_a_part_without_measured_runs_is_held_against_its_generations():
+    """GB300 has no measured run in the bundled data: its plan is compared with the best Blackwell run (B200, GB200),
+    and the line says which parts those are; an H100 run never stands in for a Blackwell part."""
+    blackwell = [r for f in ("b200", "gb200") for r in SE.measured_mfu(f) if r[3] and r[2] == "megatron-core"]
+    best = max(blackwell)
+    line = SE.plausibility(SimpleNamespace(mfu=0.01), hardware.load("gb300"), "megatron-core", moe=True)
+    assert "blackwell GPUs (b200, gb200; none on gb300)" in line and best[1] in line
+    assert not any(r[1] in line for r in SE.measured_mfu("h100"))

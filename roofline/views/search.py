@@ -154,6 +154,16 @@ def measured_mfu(family: str) -> list[tuple[float, str, str, bool, str]]:
     return compute_measured_mfu(family)
 
 
+@functools.lru_cache(maxsize=1)
+def _mfu_families() -> tuple[str, ...]:
+    """The GPU families MEASURED_MFU_FILE holds (measured_families when it cannot be read)."""
+    import json
+    try:
+        return tuple(json.loads(MEASURED_MFU_FILE.read_text()))
+    except (OSError, ValueError):
+        return tuple(measured_families())
+
+
 def measured_families() -> list[str]:
     """The GPU families of the bundled published and nemo rows."""
     from . import validate as V
@@ -206,13 +216,22 @@ def compute_measured_mfu(family: str) -> list[tuple[float, str, str, bool, str]]
 
 
 def plausibility(cand, hw, stack_id: str, moe: bool = False, dtype: str | None = None) -> str | None:
-    """One line comparing a plan's predicted MFU with the best measured MFU on that GPU family: of the runs of the
+    """One line comparing a plan's predicted MFU with the best measured MFU on that GPU family (on its architecture
+    generation's families where it has no measured run: uncertainty.GENERATION): of the runs of the
     same kind of model (MoE or dense) where the bundled data has some, of the same GEMM peak (``dtype``: the plan's
     precision; an MFU over the FP8 peak is not comparable with one over the BF16 peak) where it has some, and of the
     same stack where it has some."""
     from ..base import precision
 
-    runs = measured_mfu(_family(hw.id))
+    family = _family(hw.id)
+    runs, where = measured_mfu(family), family
+    if not runs:
+        # no measured run on this part (H200, B300, GB300): its architecture generation's, said (uncertainty.GENERATION)
+        from .uncertainty import generation
+        gen = generation(family)
+        fams = [f for f in _mfu_families() if gen and generation(f) == gen]
+        runs = sorted((r for f in fams for r in measured_mfu(f)), reverse=True)
+        where = f"{gen} GPUs ({', '.join(fams)}; none on {family})"
     if not runs:
         return None
     kind = [r for r in runs if r[3] == moe]
@@ -226,7 +245,7 @@ def plausibility(cand, hw, stack_id: str, moe: bool = False, dtype: str | None =
     what = (" MoE" if moe else " dense") if kind else ""
     peak = f" {key.upper()}" if at_peak else ""
     return (f"plausibility: predicted MFU {100 * cand.mfu:.1f} % vs the best measured{peak}{what} run on "
-            f"{_family(hw.id)} in the bundled validation data{' with ' + stack_id if same else ''}: "
+            f"{where} in the bundled validation data{' with ' + stack_id if same else ''}: "
             f"{100 * best[0]:.1f} % ({best[1]}){flag}")
 
 
