@@ -8,6 +8,12 @@ search run). Their rank-0 Nsight comparison (skills/nemo-mbridge-perf-moe-comm-o
 communication beside GEMM and attention rose from 9.079 ms (0.11 % of the communication time) to 3,958.997 ms
 (36.55 %), and the GPU-active interval union fell from 22.821 s to 21.221 s.
 
+The same model, GPUs and batch with Megatron-Core's all-to-all dispatcher instead (docs/training/communication-overlap.md
+in NVIDIA-NeMo/Megatron-Bridge @067f987df: "a 2026-05-18 current-main H100 x16 Qwen3 30B-A3B mock-data rerun with EP=16,
+alltoall, CUDA graphs disabled, and moe_permute_fusion=false"): overlap off 41.25 s, on 31.31 s, on with
+delay_wgrad_compute 31.20 s (steady state). The unfused permutation (moe_permute_fusion false: the permute and unpermute
+as separate torch index ops) is not modelled: those rows are priced with the fused one.
+
 The rows go through `validate`'s own input handling (views/validate.py build_case: the settings text is read as for
 the NeMo rows), so they are priced exactly as a validation row would be. Nothing is fitted to them.
 
@@ -35,14 +41,23 @@ NSIGHT = {"beside": (9.079e-3, 3958.997e-3), "share": (0.0011, 0.3655), "active"
 RUNS = (("overlap off", "", 24.7138), ("overlap on", " | EP A2A overlap (delay_wgrad_compute=False)", 20.9920))
 
 
-def rows() -> list[dict]:
-    return [dict(ROW, case_id=f"mbridge_qwen3_30b_h100_ep16_{name.replace(' ', '_')}",
-                 settings=ROW["settings"] + extra, measured_iter_time_s=str(t)) for name, extra, t in RUNS]
+A2A_SOURCE = ("NVIDIA-NeMo/Megatron-Bridge docs/training/communication-overlap.md 'Measured repo evidence' @ 067f987df")
+A2A_SETTINGS = "MoE token dispatcher alltoall | CUDA graphs: none | moe_permute_fusion=false | force-balanced routing"
+A2A_RUNS = (("overlap off", "", 41.25), ("overlap on", " | EP A2A overlap (delay_wgrad_compute=False)", 31.31),
+            ("overlap on, delay wgrad", " | EP A2A overlap + delay_wgrad", 31.20))
 
 
-def read() -> list[dict]:
+def rows(a2a: bool = False) -> list[dict]:
+    """The runs as CSV rows: HybridEP (RUNS) or, with ``a2a``, the all-to-all dispatcher's (A2A_RUNS)."""
+    runs, base, source, tag = ((A2A_RUNS, A2A_SETTINGS, A2A_SOURCE, "a2a") if a2a
+                               else (RUNS, ROW["settings"], SOURCE, "hybridep"))
+    return [dict(ROW, case_id=f"mbridge_qwen3_30b_h100_ep16_{tag}_{name.replace(' ', '_').replace(',', '')}",
+                 source=source, settings=base + extra, measured_iter_time_s=str(t)) for name, extra, t in runs]
+
+
+def read(a2a: bool = False) -> list[dict]:
     """The runs as validate reads a CSV of them (views/validate.py read_dicts: numbers parsed, blanks None)."""
-    return V.read_dicts(rows(), "runs.csv")
+    return V.read_dicts(rows(a2a), "runs.csv")
 
 
 def main() -> None:
@@ -69,6 +84,17 @@ def main() -> None:
           f"predicted (step less host waits) {busy[0]:.2f} s and {busy[1]:.2f} s")
     print(f"share of it beside compute with the overlap: measured {100 * NSIGHT['share'][1]:.2f} %, predicted {100 * (1 - ep[1] / raw):.1f} % "
           f"hidden (each all-to-all behind its paired block: an upper bound that ignores the host)")
+    cases = [V.build_case(r) for r in read(a2a=True)]
+    out = V.evaluate_cases(cases)
+    step = [float(v) for v in out["step_time"]]
+    print(f"\nThe same with the all-to-all dispatcher, CUDA graphs off: {A2A_SOURCE}\n")
+    print("| run | dispatcher | measured | predicted | error | exposed EP all-to-all (predicted) |")
+    print("|---|---|---|---|---|---|")
+    for (name, _, meas), c, t, e in zip(A2A_RUNS, cases, step, out["t_ep_comm"]):
+        print(f"| {name} (overlap_ep {c.plan.overlap_ep:g}, delay_wgrad {c.plan.delay_wgrad}) | {c.plan.ep_dispatcher} "
+              f"| {meas:.2f} s | {t:.2f} s | {100 * (t / meas - 1):+.1f} % | {float(e):.2f} s |")
+    print(f"\nspeed-up from the overlap: measured {A2A_RUNS[0][2] / A2A_RUNS[1][2]:.3f}x, predicted {step[0] / step[1]:.3f}x; "
+          f"time the overlap saves: measured {A2A_RUNS[0][2] - A2A_RUNS[1][2]:.2f} s, predicted {step[0] - step[1]:.2f} s")
 
 
 if __name__ == "__main__":
