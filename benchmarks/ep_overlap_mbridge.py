@@ -83,7 +83,7 @@ def main() -> None:
           f"{NSIGHT['active'][1]:.2f} s on; "
           f"predicted (step less host waits) {busy[0]:.2f} s and {busy[1]:.2f} s")
     print(f"share of it beside compute with the overlap: measured {100 * NSIGHT['share'][1]:.2f} %, predicted {100 * (1 - ep[1] / raw):.1f} % "
-          f"hidden (each all-to-all behind its paired block: an upper bound that ignores the host)")
+          f"hidden (each all-to-all behind its paired block, the measured share EP_OVERLAP_HIDDEN of it)")
     cases = [V.build_case(r) for r in read(a2a=True)]
     out = V.evaluate_cases(cases)
     step = [float(v) for v in out["step_time"]]
