@@ -1763,9 +1763,10 @@ def validate(rows: list[dict], tiers=None) -> Validation:
             "predicted_memory_bytes": float(out["memory"][i]),
         })
         over = float(out["memory"][i] + out["mem_reserve"][i]) / usable_memory(c.hw) - 1
-        if over > MEMORY_ERROR_MAX and "more memory than the GPU" not in c.note:
-            result["cases"][-1].update(over_memory=over, note="; ".join(x for x in (c.note, over_memory_note(
-                over, c.hw.hbm_capacity)) if x))
+        if over > MEMORY_ERROR_MAX:       # noted once: the unstated-recompute rule may have said it already
+            said = "more memory than the GPU" in c.note
+            result["cases"][-1].update(over_memory=over, note=c.note if said else "; ".join(
+                x for x in (c.note, over_memory_note(over, c.hw.hbm_capacity)) if x))
         if c.row.get("measured_peak_memory_gib"):
             mm = c.row["measured_peak_memory_gib"] * GiB
             measure = memory_measure(c.row)
