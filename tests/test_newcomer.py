@@ -365,3 +365,18 @@ def test_a_gpu_without_validated_runs_takes_its_generations_band_never_another_g
     assert U.band("b200", 3e9, 8, 8, moe=True)["group"]["gpu"] == "blackwell"   # six B200 runs: too few of its own
     assert U.band("h100-sxm", 3e9, 8, 8, moe=True)["group"]["gpu"] == "h100"
     assert U.band("tpu-v5p", 3e9, 8, 8, moe=True) is None and "no band" in U.describe(None, "tpu-v5p")
+
+
+def test_a_plan_that_cannot_have_run_as_read_lends_no_error_to_the_band():
+    """Rows validate flags as needing more memory than their GPU as read (over_memory) measure a misread plan, not the
+    model: the band's runs leave them out, and keep the others."""
+    from roofline.views import uncertainty as U
+    from roofline.views import validate as V
+    rows = V.read(V.dataset_path("tables"))
+    res = V.validate(rows)
+    flagged = {c["case_id"] for c in res["cases"] if c.get("over_memory")}
+    stated = {r["case_id"] for r in rows if V.layout_stated(r)}       # rows whose layout validate chose are out too
+    timed = {c["case_id"] for c in res["cases"] if c["error"] is not None}
+    used = {r["case_id"] for r in U.measured_errors() if r["dataset"] == "tables"}
+    assert flagged and not flagged & used
+    assert used == (timed & stated) - flagged

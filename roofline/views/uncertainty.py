@@ -170,10 +170,14 @@ def describe(b: dict | None, hardware_id: str = "") -> str:
 
 # ---- generating (python -m roofline.views.uncertainty) --------------------------------------------------
 def measured_errors() -> list[dict]:
-    """Every timed run of the bundled validation sets: its keys and its signed error."""
+    """Every timed run of the bundled validation sets: its keys and its signed error. Left out, as the error of a
+    misread plan rather than of the model: rows whose layout validate chose (``layout_stated``) and rows whose plan,
+    as read, needs more memory than the GPU by more than the memory model's largest validated error
+    (validate.MEMORY_ERROR_MAX: the run cannot have been that plan)."""
     import numpy as np
 
     from ..base import progress
+    from ..model.predict import usable_memory
     from . import validate as V
     out = []
     for name in V.DATASETS:
@@ -190,9 +194,10 @@ def measured_errors() -> list[dict]:
                 continue
             r = V.evaluate_cases(cases)
             err = r["step_time"] / np.array([c.measured for c in cases]) - 1
+        need = (r["memory"] + r["mem_reserve"]) / np.array([usable_memory(c.hw) for c in cases]) - 1
         for i, c in enumerate(cases):
-            if np.isfinite(err[i]):
-                out.append({"dataset": name, "error": float(err[i]), "profile": c.hw.id,
+            if np.isfinite(err[i]) and need[i] <= V.MEMORY_ERROR_MAX:
+                out.append({"dataset": name, "case_id": c.row["case_id"], "error": float(err[i]), "profile": c.hw.id,
                             **keys(c.hw.id, float(r["active_params"][i]), c.plan.n_gpus, c.hw.gpus_per_node,
                                    (c.model.n_experts or 1) > 1)})
     return out
