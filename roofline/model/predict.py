@@ -244,6 +244,14 @@ def fits(memory, reserve, hw: Hardware, margin: float = 0.0):
     return memory + reserve <= usable_memory(hw, margin)
 
 
+def overshoot(memory, reserve, hws) -> "np.ndarray | float":
+    """How far a plan's tensors plus the reserve exceed the usable memory, as a fraction of it (negative: headroom);
+    ``hws`` one Hardware, or one per element of the ``memory`` / ``reserve`` arrays (bytes)."""
+    usable = (usable_memory(hws) if isinstance(hws, Hardware)
+              else np.array([usable_memory(h) for h in hws], dtype=float))
+    return (memory + reserve) / usable - 1
+
+
 def attention_inputs(m: Model, hw: Hardware) -> dict:
     """The attention kernel's speed over FlashAttention-2 on this GPU: the kind's own factor (config.FLASH_SPEED) times
     the architecture's for the kernel it runs there (the profile's attention_speed, e.g. cuDNN's on Hopper)."""

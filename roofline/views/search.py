@@ -138,30 +138,30 @@ def _family(hw_id: str) -> str:
 MEASURED_MFU_FILE = DATA / "measured_mfu.json"
 
 
+@functools.lru_cache(maxsize=1)
+def _mfu_table() -> dict:
+    """MEASURED_MFU_FILE as read ({} when it cannot be)."""
+    import json
+    try:
+        return json.loads(MEASURED_MFU_FILE.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
 @functools.lru_cache(maxsize=None)
 def measured_mfu(family: str) -> list[tuple[float, str, str, bool, str]]:
     """(MFU, case_id, stack, MoE, peak) of every measured run of a GPU family in the bundled validation sets
     (published, nemo), best first (``compute_measured_mfu``), read from ``MEASURED_MFU_FILE`` when it has the
     family."""
-    import json
-
-    try:
-        table = json.loads(MEASURED_MFU_FILE.read_text())
-    except (OSError, ValueError):
-        table = {}
+    table = _mfu_table()
     if family in table:
         return [tuple(x) for x in table[family]]
     return compute_measured_mfu(family)
 
 
-@functools.lru_cache(maxsize=1)
 def _mfu_families() -> tuple[str, ...]:
     """The GPU families MEASURED_MFU_FILE holds (measured_families when it cannot be read)."""
-    import json
-    try:
-        return tuple(json.loads(MEASURED_MFU_FILE.read_text()))
-    except (OSError, ValueError):
-        return tuple(measured_families())
+    return tuple(_mfu_table()) or tuple(measured_families())
 
 
 def measured_families() -> list[str]:

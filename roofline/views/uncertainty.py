@@ -177,7 +177,7 @@ def measured_errors() -> list[dict]:
     import numpy as np
 
     from ..base import progress
-    from ..model.predict import usable_memory
+    from ..model.predict import overshoot
     from . import validate as V
     out = []
     for name in V.DATASETS:
@@ -194,7 +194,7 @@ def measured_errors() -> list[dict]:
                 continue
             r = V.evaluate_cases(cases)
             err = r["step_time"] / np.array([c.measured for c in cases]) - 1
-        need = (r["memory"] + r["mem_reserve"]) / np.array([usable_memory(c.hw) for c in cases]) - 1
+        need = overshoot(r["memory"], r["mem_reserve"], [c.hw for c in cases])
         for i, c in enumerate(cases):
             if np.isfinite(err[i]) and need[i] <= V.MEMORY_ERROR_MAX:
                 out.append({"dataset": name, "case_id": c.row["case_id"], "error": float(err[i]), "profile": c.hw.id,

@@ -1280,11 +1280,11 @@ def unstated_recompute(spec, fields: dict, stack, resolve_fields):
     then with that sharding. Within that error the default stands (the memory model, not the run, may be what is
     over), and so it does on a stand-in stack (a framework column naming a framework outside the registry, MaxText's
     remat policies, whose kinds are not the stand-in's)."""
-    from ..model.predict import evaluate, inputs, usable_memory
+    from ..model.predict import evaluate, inputs, overshoot
 
     def over(sp_):
         out = evaluate(inputs(sp_.model, sp_.plan, sp_.hardware))
-        return float((out["memory"] + out["mem_reserve"]) / usable_memory(sp_.hardware)) - 1
+        return float(overshoot(out["memory"], out["mem_reserve"], sp_.hardware))
     need = over(spec)
     if need <= MEMORY_ERROR_MAX:
         return spec, ""
@@ -1735,7 +1735,7 @@ class Validation(MappingResult):
 def validate(rows: list[dict], tiers=None) -> Validation:
     """Predict every row; ``to_dict()`` of the result is what ``--json`` prints (errors are fractions, not %)."""
     from ..base import progress
-    from ..model.predict import usable_memory
+    from ..model.predict import overshoot
 
     cases, skipped = [], []
     for row in progress.track(rows, "predict validation rows", unit="row"):
@@ -1749,6 +1749,7 @@ def validate(rows: list[dict], tiers=None) -> Validation:
     pred = out.get("step_time", np.zeros(0))
     err = pred / np.array([c.measured for c in cases]) - 1 if cases else np.zeros(0)
     timed = np.isfinite(err)                     # memory-only rows carry no time error
+    need = overshoot(out["memory"], out["mem_reserve"], [c.hw for c in cases]) if cases else np.zeros(0)
     result = {"cases": [], **{k: stats(err[timed]).get(k) for k in ("mape", "median_abs_error", "max_abs_error")}}
     for i, c in enumerate(cases):
         p = c.plan
@@ -1762,7 +1763,7 @@ def validate(rows: list[dict], tiers=None) -> Validation:
             "breakdown_s": {k[2:]: float(out[k][i]) for k in out if k.startswith("t_") and k != "t_microbatch_stage"},
             "predicted_memory_bytes": float(out["memory"][i]),
         })
-        over = float(out["memory"][i] + out["mem_reserve"][i]) / usable_memory(c.hw) - 1
+        over = float(need[i])
         if over > MEMORY_ERROR_MAX:       # noted once: the unstated-recompute rule may have said it already
             said = "more memory than the GPU" in c.note
             result["cases"][-1].update(over_memory=over, note=c.note if said else "; ".join(
