@@ -14,13 +14,20 @@ alltoall, CUDA graphs disabled, and moe_permute_fusion=false"): overlap off 41.2
 delay_wgrad_compute 31.20 s (steady state). The unfused permutation (moe_permute_fusion false: the permute and unpermute
 as separate torch index ops) is not modelled: those rows are priced with the fused one.
 
+The HybridEP pair's overlap-off Nsight figures also fit the profile default ``host.moe_sync`` (hardware/defaults.yaml):
+the GPU idle they leave (the step less the GPU-active union) beyond what the rest of the host model prices, per MoE
+layer forward; the all-to-all dispatcher's runs judge it.
+
 The rows go through `validate`'s own input handling (views/validate.py build_case: the settings text is read as for
-the NeMo rows), so they are priced exactly as a validation row would be. Nothing is fitted to them.
+the NeMo rows), so they are priced exactly as a validation row would be. Nothing is fitted to them
+but that one default, fitted as said above.
 
     python benchmarks/ep_overlap_mbridge.py
 """
 from __future__ import annotations
 
+
+from dataclasses import replace
 
 from roofline.views import validate as V
 
@@ -60,6 +67,25 @@ def read(a2a: bool = False) -> list[dict]:
     return V.read_dicts(rows(a2a), "runs.csv")
 
 
+def idle(cases, host_sync: float | None = None) -> list[float]:
+    """Predicted time each case's GPU waits for the host (the step less its GPU-active time), with the profile's
+    ``host.moe_sync`` or ``host_sync`` seconds in its place."""
+    from dataclasses import replace
+    if host_sync is not None:
+        cases = [replace(c, hw=replace(c.hw, host_sync=host_sync)) for c in cases]
+    return [float(v) for v in V.evaluate_cases(cases)["t_host_overhead"]]
+
+
+def fit_moe_sync() -> tuple[float, float]:
+    """``host.moe_sync`` fitted to the overlap-off HybridEP run: the GPU idle its Nsight comparison leaves (the step
+    less the GPU-active interval union) less what the rest of the host model prices, over the run's synchronizations
+    (the predicted idle is linear in moe_sync while the run stays GPU-bound). Returns (seconds, synchronizations)."""
+    cases = [V.build_case(r) for r in read()][:1]
+    base, one = idle(cases, 0.0)[0], idle(cases, 1e-3)[0]
+    syncs = (one - base) / 1e-3
+    return (RUNS[0][2] - NSIGHT["active"][0] - base) / syncs, syncs
+
+
 def main() -> None:
     cases = [V.build_case(r) for r in read()]
     out = V.evaluate_cases(cases)
@@ -84,6 +110,11 @@ def main() -> None:
           f"predicted (step less host waits) {busy[0]:.2f} s and {busy[1]:.2f} s")
     print(f"share of it beside compute with the overlap: measured {100 * NSIGHT['share'][1]:.2f} %, predicted {100 * (1 - ep[1] / raw):.1f} % "
           f"hidden (each all-to-all behind its paired block, the measured share EP_OVERLAP_HIDDEN of it)")
+    fit, syncs = fit_moe_sync()
+    print(f"GPU idle (step less GPU-active), overlap off: measured {RUNS[0][2] - NSIGHT['active'][0]:.3f} s; predicted "
+          f"{float(out['t_host_overhead'][0]):.3f} s, {idle(cases[:1], 0.0)[0]:.3f} s of it without the MoE forward's "
+          f"synchronization; host.moe_sync fitted here: {1e6 * fit:.0f} us over {syncs:.0f} synchronizations "
+          f"(48 MoE layers x 64 micro-batches)")
     cases = [V.build_case(r) for r in read(a2a=True)]
     out = V.evaluate_cases(cases)
     step = [float(v) for v in out["step_time"]]
@@ -95,6 +126,9 @@ def main() -> None:
               f"| {meas:.2f} s | {t:.2f} s | {100 * (t / meas - 1):+.1f} % | {float(e):.2f} s |")
     print(f"\nspeed-up from the overlap: measured {A2A_RUNS[0][2] / A2A_RUNS[1][2]:.3f}x, predicted {step[0] / step[1]:.3f}x; "
           f"time the overlap saves: measured {A2A_RUNS[0][2] - A2A_RUNS[1][2]:.2f} s, predicted {step[0] - step[1]:.2f} s")
+    base = [float(v) for v in V.evaluate_cases([replace(c, hw=replace(c.hw, host_sync=0.0)) for c in cases])["step_time"]]
+    print("error without the MoE forward's synchronization (host.moe_sync 0): "
+          + ", ".join(f"{100 * (t / m - 1):+.1f} %" for t, (_, _, m) in zip(base, A2A_RUNS)))
 
 
 if __name__ == "__main__":

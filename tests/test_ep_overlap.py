@@ -85,6 +85,41 @@ def test_the_hidden_share_is_fitted_on_one_measured_pair_and_judged_on_the_other
         assert saving(a2a) == pytest.approx(measured, rel=tol)
 
 
+def test_moe_sync_default_is_fitted_on_the_hybridep_run_and_judged_on_the_alltoall_runs():
+    """hardware/defaults.yaml host.moe_sync is the GPU idle per eager MoE forward that Megatron-Bridge's Nsight comparison
+    leaves beyond the rest of the host model (the fitted run then prices its measured idle); on the all-to-all
+    dispatcher's runs of the same job, which the fit never saw, every step is priced closer than without it."""
+    from conftest import load_benchmark
+    from roofline.spec import hardware
+    B = load_benchmark("ep_overlap_mbridge")
+    fit, syncs = B.fit_moe_sync()
+    assert syncs == pytest.approx(48 * 64)
+    assert hardware.load("h100-sxm").host_sync == pytest.approx(fit, abs=1e-6)
+    cases = [V.build_case(r) for r in B.read()]
+    assert B.idle(cases[:1])[0] == pytest.approx(B.RUNS[0][2] - B.NSIGHT["active"][0], rel=0.01)
+    a2a = [V.build_case(r) for r in B.read(a2a=True)]
+    with_sync = V.evaluate_cases(a2a)["step_time"]
+    from dataclasses import replace
+    without = V.evaluate_cases([replace(c, hw=replace(c.hw, host_sync=0.0)) for c in a2a])["step_time"]
+    for t1, t0, (_, _, meas) in zip(with_sync, without, B.A2A_RUNS):
+        assert abs(t1 / meas - 1) < abs(t0 / meas - 1)
+        assert abs(t1 / meas - 1) < 0.12
+
+
+def test_moe_sync_idles_only_an_eager_moe_forward():
+    """Layers replayed as CUDA graphs need a sync-free MoE (no synchronization, no idle); a dense model has none; an
+    eager MoE run's GPU-bound step grows by host.moe_sync per MoE layer forward exactly."""
+    from conftest import load_benchmark
+    from dataclasses import replace
+    B = load_benchmark("ep_overlap_mbridge")
+    c = V.build_case(B.read()[0])
+    graphed = replace(c, plan=replace(c.plan, cuda_graphs="layers"))
+    assert B.idle([graphed], 0.0) == pytest.approx(B.idle([graphed], 1e-3))
+    dense = replace(c, model=replace(c.model, n_experts=1, top_k=1, moe_ffn_hidden=None), plan=replace(c.plan, ep=1))
+    assert B.idle([dense], 0.0) == pytest.approx(B.idle([dense], 1e-3))
+    assert B.idle([c], 1e-3)[0] - B.idle([c], 0.0)[0] == pytest.approx(1e-3 * 48 * 64, rel=1e-9)
+
+
 @settings(max_examples=200, deadline=None)
 @given(a=st.floats(0, 5), ov=st.floats(0, 1), sms=st.sampled_from([1, 132, 240]), delay=st.sampled_from([0, 1]),
        t=st.lists(st.floats(0, 5), min_size=8, max_size=8))

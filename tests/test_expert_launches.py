@@ -79,6 +79,9 @@ def test_an_eager_host_bound_moe_step_pays_each_launch_and_a_grouped_kernel_does
     spec = _spec(dtype="mxfp8")
     hl = spec.hardware.host_launch
     assert hl == pytest.approx(5e-6)                             # defaults.yaml host.launch
+
+    def _step(spec, **over):        # the launches alone: without the GPU idle after the forward's sync (host.moe_sync)
+        return float(evaluate(_x(spec, host_sync=0.0, **over))["step_time"])
     slow = _step(spec, host_launch=10 * hl)
     assert slow > _step(spec) > _step(spec, host_launch=0.0)     # host-bound: every launch shows
     grouped = _spec(dtype="mxfp8", per_expert_kernels=False)

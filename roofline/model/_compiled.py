@@ -2,7 +2,7 @@
 # fmt: off
 import numpy as np
 
-INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_fp8', 'attn_frac', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'call_a2a_inter', 'call_a2a_intra', 'call_ag_inter', 'call_ag_intra', 'call_ar_inter', 'call_ar_intra', 'call_rs_inter', 'call_rs_intra', 'capacity_factor', 'causal', 'ce_compiled', 'ce_eager', 'clock', 'clock_spread', 'cp', 'cuda_context', 'd_model', 'delay_wgrad', 'dense_layers', 'dp', 'dp_rep', 'dropout', 'dualpipev', 'eager_elem', 'eager_rope', 'ep', 'ep_dedup', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'etp', 'exp_casts', 'exp_launch', 'f32_bytes', 'ffn_hidden', 'flash', 'flash_speed', 'fp8_tn', 'fsdp_copy', 'gated', 'gemm_dhalf', 'gin_bytes', 'global_batch', 'gpipe', 'gpu_z', 'gpus_per_node', 'grad_bytes', 'graph_full', 'graph_layers', 'hbm_bw', 'head_dim', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_launch', 'host_link_bw', 'host_mb', 'host_moe_bwd', 'host_moe_fwd', 'host_rc', 'hp_frac', 'interleave', 'kv_heads', 'kv_lora', 'layout_first', 'layout_first_dense', 'layout_last', 'layout_last_dense', 'layout_mid', 'layout_mid_dense', 'learned_pos', 'lp_rate', 'mamba_chunk', 'mamba_conv', 'mamba_frac', 'mamba_groups', 'mamba_hdim', 'mamba_heads', 'mamba_state', 'mask_bytes', 'micro_batch', 'mlp_frac', 'moe_ffn', 'moe_latent', 'mtp', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'muon', 'n_experts', 'n_heads', 'n_layers', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'nccl_sms_inter', 'offload_layers', 'opt_bytes', 'opt_bytes_emb', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_ep', 'ov_pp', 'ov_tp', 'peak', 'peak_fp8', 'peak_hp', 'peak_vec', 'pg_bytes', 'pp', 'pp_layout', 'q_bytes', 'q_lora', 'q_saved', 'q_trans', 'qk_nope', 'qk_norm', 'qk_rope', 'rc_any', 'rc_full', 'rc_op', 'rc_sel', 'rcm_core', 'rcm_mla_up', 'rcm_mlp', 'rcm_moe', 'rcm_moe_act', 'rcm_norm', 'rcm_shared', 'rms', 'rope_pos', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'sq_relu', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tg_in', 'tg_out', 'tied', 'top_k', 'tp', 'tp_async', 'tp_split_rs', 'ub_ring_sms', 'ub_sms', 'v_head', 'vocab', 'wgrad_fusion', 'z_grad', 'z_os', 'z_param')
+INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_fp8', 'attn_frac', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'call_a2a_inter', 'call_a2a_intra', 'call_ag_inter', 'call_ag_intra', 'call_ar_inter', 'call_ar_intra', 'call_rs_inter', 'call_rs_intra', 'capacity_factor', 'causal', 'ce_compiled', 'ce_eager', 'clock', 'clock_spread', 'cp', 'cuda_context', 'd_model', 'delay_wgrad', 'dense_layers', 'dp', 'dp_rep', 'dropout', 'dualpipev', 'eager_elem', 'eager_rope', 'ep', 'ep_dedup', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'etp', 'exp_casts', 'exp_launch', 'f32_bytes', 'ffn_hidden', 'flash', 'flash_speed', 'fp8_tn', 'fsdp_copy', 'gated', 'gemm_dhalf', 'gin_bytes', 'global_batch', 'gpipe', 'gpu_z', 'gpus_per_node', 'grad_bytes', 'graph_full', 'graph_layers', 'hbm_bw', 'head_dim', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_launch', 'host_link_bw', 'host_mb', 'host_moe_bwd', 'host_moe_fwd', 'host_rc', 'host_sync', 'hp_frac', 'interleave', 'kv_heads', 'kv_lora', 'layout_first', 'layout_first_dense', 'layout_last', 'layout_last_dense', 'layout_mid', 'layout_mid_dense', 'learned_pos', 'lp_rate', 'mamba_chunk', 'mamba_conv', 'mamba_frac', 'mamba_groups', 'mamba_hdim', 'mamba_heads', 'mamba_state', 'mask_bytes', 'micro_batch', 'mlp_frac', 'moe_ffn', 'moe_latent', 'mtp', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'muon', 'n_experts', 'n_heads', 'n_layers', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'nccl_sms_inter', 'offload_layers', 'opt_bytes', 'opt_bytes_emb', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_ep', 'ov_pp', 'ov_tp', 'peak', 'peak_fp8', 'peak_hp', 'peak_vec', 'pg_bytes', 'pp', 'pp_layout', 'q_bytes', 'q_lora', 'q_saved', 'q_trans', 'qk_nope', 'qk_norm', 'qk_rope', 'rc_any', 'rc_full', 'rc_op', 'rc_sel', 'rcm_core', 'rcm_mla_up', 'rcm_mlp', 'rcm_moe', 'rcm_moe_act', 'rcm_norm', 'rcm_shared', 'rms', 'rope_pos', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'sq_relu', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tg_in', 'tg_out', 'tied', 'top_k', 'tp', 'tp_async', 'tp_split_rs', 'ub_ring_sms', 'ub_sms', 'v_head', 'vocab', 'wgrad_fusion', 'z_grad', 'z_os', 'z_param')
 OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_host_overhead', 't_offload', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'pp_bubble_ratio', 'pp_bubble_share', 'micro_batches', 't_microbatch_stage', 't_stage_wgrad', 't_layer_fwd', 't_layer_bwd', 't_layer_recompute', 't_layer_tp_comm', 't_layer_cp_comm', 't_layer_ep_comm', 't_layer_comm_bwd', 't_layer_host', 't_dense_layer_fwd', 't_dense_layer_bwd', 't_dense_layer_recompute', 't_dense_layer_tp_comm', 't_dense_layer_cp_comm', 't_dense_layer_ep_comm', 't_dense_layer_comm_bwd', 't_dense_layer_host', 'stage_layers', 'stage_dense_layers', 'stage_mtp_layers', 't_tp_grad_reduce', 't_embed_fwd', 't_embed_bwd', 't_head_fwd', 't_head_bwd', 'head_stage_heavier', 't_edge_host', 't_microbatch_host', 't_offload_fwd', 't_offload_bwd', 't_pp_send_recv', 't_embedding_grad_reduce', 'flops', 'hardware_flops', 'flops_megatron', 'bytes_tp_fwd', 'bytes_tp_bwd', 'bytes_tp_inter', 'bytes_cp_fwd', 'bytes_cp_bwd', 'bytes_cp_inter', 'bytes_ep_fwd', 'bytes_ep_bwd', 'bytes_ep_inter', 'bytes_pp_fwd', 'bytes_pp_bwd', 'bytes_pp_inter', 'bytes_dp_fwd', 'bytes_dp_bwd', 'bytes_dp_inter', 'flops_forward', 'flops_backward', 'flops_attention', 'flops_lm_head', 'flops_optimizer_rank', 'gemm_qkv_proj_flops', 'gemm_qkv_proj_bytes', 'gemm_qkv_proj_dmin', 'gemm_attn_out_proj_flops', 'gemm_attn_out_proj_bytes', 'gemm_attn_out_proj_dmin', 'gemm_mlp_up_flops', 'gemm_mlp_up_bytes', 'gemm_mlp_up_dmin', 'gemm_mlp_down_flops', 'gemm_mlp_down_bytes', 'gemm_mlp_down_dmin', 'gemm_lm_head_flops', 'gemm_lm_head_bytes', 'gemm_lm_head_dmin', 'n_gpus', 'mfu', 'mfu_megatron', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'mem_logits', 'mem_first_stage', 'mem_last_stage', 'mem_reserve', 'mem_cuda_context', 'mem_nccl', 'mem_fragmentation', 'params', 'active_params', 'params_rank', 'params_embedding', 'params_expert', 'params_mtp')
 
 
@@ -120,6 +120,7 @@ def evaluate(x):
     host_moe_bwd = x['host_moe_bwd']
     host_moe_fwd = x['host_moe_fwd']
     host_rc = x['host_rc']
+    host_sync = x['host_sync']
     hp_frac = x['hp_frac']
     interleave = x['interleave']
     kv_heads = x['kv_heads']
@@ -1204,1003 +1205,1004 @@ def evaluate(x):
     _x956 = _x201 + _x648
     _x957 = (_x947 + 1)/_x956
     _x958 = _x935*_x957
-    _x959 = _x472 + _x955 + _x958
-    _x960 = _x132*(np.maximum(0, -_x953 - _x959) + np.maximum(0, -_x475 - _x936 - _x945 + _x955 + _x958)) + _x133*np.maximum(0, -_x937 - _x945 - _x953)
-    _x961 = _x79*_x859
-    _x962 = np.maximum(_x961, _x814)
-    _x963 = _x408*_x91
-    _x964 = _x411*_x97
-    _x965 = _x58 + _x90*_x902
-    _x966 = np.minimum(_x57, _x115)
-    _x967 = np.maximum(_x108/eta_embed_bwd, _x75*(_x112*(learned_pos + 1) + _x116*grad_bytes + _x39*_x966 + _x74*f32_bytes*((1/10)*_x57 + _x966))/mu_embed_bwd)
-    _x968 = _x967 + t0_embed_bwd
-    _x969 = _x118*_x407
-    _x970 = _x124*_x899
-    _x971 = t0_ce_bwd + np.maximum(_x969, _x970) + np.maximum(_x125/mu_ce_bwd, 256*_x127/eta_ce_bwd) + np.maximum(_x116*_x414 + _x969, _x970)
-    _x972 = _x962 + _x971 + mtp*(_x583 + _x803 + 3*_x962 + _x968 + _x971 + 3*t0_norm_bwd + np.maximum(_x963, _x964) + np.maximum(_x922*_x965, _x923*_x965) + np.maximum(_x414*_x89 + _x963, _x964)) + t0_gemm_bwd + t0_norm_bwd
-    _x973 = _x129 + _x972 + mtp*(_x937 + _x944 + _x952 + _x960)
-    _x974 = d_model*ffn_hidden
-    _x975 = _x2*_x974
-    _x976 = _x2*ffn_hidden
-    _x977 = _x57*_x976
-    _x978 = _x107 + _x977
-    _x979 = _x975 + _x978
-    _x980 = _x408*_x979
-    _x981 = np.minimum(np.minimum(d_model, _x976), _x57)
-    _x982 = _x57*_x975
-    _x983 = 2*_x982
-    _x984 = _x983*(_x981 + gemm_dhalf)/_x981
-    _x985 = _x411*_x984
-    _x986 = np.maximum(_x980, _x985)
-    _x987 = _x231*ffn_hidden
-    _x988 = _x54*_x987
-    _x989 = _x2*_x987
-    _x990 = _x57*_x989
-    _x991 = _x107 + _x988 + _x990
-    _x992 = _x408*_x991
-    _x993 = np.minimum(np.minimum(d_model, _x57), _x989)
-    _x994 = _x90*_x989
-    _x995 = _x994*(_x993 + gemm_dhalf)/_x993
-    _x996 = _x411*_x995
-    _x997 = np.maximum(_x992, _x996)
-    _x998 = np.maximum(_x414*_x975 + _x980, _x985)
-    _x999 = np.maximum(_x414*_x988 + _x992, _x996)
-    _x1000 = _x986 + _x997 + _x998 + _x999
-    _x1001 = _x1000 + _x583
-    _x1002 = _x1001*_x598
-    _x1003 = np.maximum(_x630*_x977, _x632*_x977)
-    _x1004 = _x1003 + t0_elem_fwd
-    _x1005 = np.maximum(_x93*_x979, _x103*_x984)
-    _x1006 = np.maximum(_x93*_x991, _x103*_x995)
-    _x1007 = _x1005 + _x1006
-    _x1008 = _x576*np.maximum(-_x1002 - _x1004 - _x1007 - _x70, 0)
-    _x1009 = np.maximum(_x644*_x977, _x646*_x977)
-    _x1010 = _x576*np.maximum(-_x1001 + _x1002 - _x1009 - t0_elem_bwd, 0)
-    _x1011 = _x663 + _x978
-    _x1012 = np.maximum(_x1011*_x666, _x1011*_x111)
-    _x1013 = _x1012 + _x69
-    _x1014 = _x1013*_x650
-    _x1015 = rc_sel*rcm_mlp
-    _x1016 = _x1015 + _x650
-    _x1017 = _x1004*_x1016
-    _x1018 = _x1015 + rc_full
-    _x1019 = _x1018 + _x693
-    _x1020 = _x1019*(_x1005 + t0_gemm_fwd)
-    _x1021 = _x1018 + _x696
-    _x1022 = _x1021*(_x1006 + t0_gemm_fwd)
-    _x1023 = _x1016*_x676
-    _x1024 = _x1014 + _x1017 + _x1020 + _x1022 + _x1023 + _x792
-    _x1025 = _x576*np.maximum(-_x1024, 0)
-    _x1026 = _x1013 + _x799
-    _x1027 = _x576*np.maximum(-_x1026 - _x388 - _x795, 0)
-    _x1028 = _x90 + _x902*_x977 + _x904 + _x909 + _x920 + _x990
-    _x1029 = np.maximum(_x1028*_x922, _x1028*_x923)
-    _x1030 = _x1029 + _x442 + _x446 + _x450 + _x454 + _x456 + _x460 + _x464 + _x466 + _x803 + _x804 + _x809 + _x815 + _x816 + _x817 + _x818 + _x819 + _x820 + _x821 + _x823 + _x824 + _x825 + _x826 + _x828 + _x829 + _x830 + _x834 + _x838 + _x842 + _x847 + _x855 + _x857 + _x862 + _x867 + _x870 + _x871 + _x873 + _x876 + _x882 + _x885 + _x887 + _x889 + _x891 + _x893
-    _x1031 = _x576*np.maximum(-_x1030 - _x802, 0)
-    _x1032 = _x1008 + _x1010 + _x1025 + _x1027 + _x1031
-    _x1033 = 2 - 2*seq_par
-    _x1034 = _x1033*_x161
-    _x1035 = _x1034 + _x158 + _x175
-    _x1036 = 3*t0_gemm_fwd
-    _x1037 = _x1007 + _x1036 + _x307 + _x387
-    _x1038 = -_x1034 - _x158 + _x473
-    _x1039 = _x148*seq_par
-    _x1040 = _x1039 + _x394
-    _x1041 = np.maximum(0, -_x1035*_x180 + _x1035 - _x179*ov_tp*np.maximum(-_x1037 - _x1038, _x1035*(_x1040*_x402 + _x404*(_x1035 - _x1039 + _x474))/np.maximum(1.0e-30, _x1035)))
-    _x1042 = _x1035*_x134
-    _x1043 = _x186 + _x195
-    _x1044 = _x1042 - tp_split_rs*(_x156*_x198 + _x197)
-    _x1045 = _x1043 + _x1044
-    _x1046 = _x399*seq_par
-    _x1047 = _x1040*_x134
-    _x1048 = _x405 + _x437
-    _x1049 = (1/2)*_x997 + (1/2)*_x999
-    _x1050 = _x1049 + _x437
-    _x1051 = tp_async*(_x159*np.maximum(-_x1050 - _x434, _x435) + seq_par*(_x183 + np.maximum(-_x1048 - _x1049, _x431) + np.maximum(-_x1050 - _x432, _x433)))
-    _x1052 = _x1051 + _x185 + _x470
-    _x1053 = np.maximum(0, _x1044 - _x1045*_x180 + _x1052 - _x179*ov_tp*np.maximum(-_x1037*_x201 + _x1045, _x1045*(_x402*(_x1046 + _x1047 + _x393) + _x404*(_x1045 - _x1046 - _x1047 + _x403))/np.maximum(1.0e-30, _x1045)))
-    _x1054 = _x1042 + _x1052 - _x1053
-    _x1055 = _x1035 - _x1041 + _x1054
-    _x1056 = _x1032 + _x1055 + _x575
-    _x1057 = _x1003 + _x1026 + _x1037 + _x943
-    _x1058 = 3*t0_gemm_bwd
-    _x1059 = _x1000 + _x1009 + _x1030 + _x1058 + _x950
-    _x1060 = _x1024 + _x1056 + _x1057 + _x1059
-    _x1061 = np.maximum(0, -_x1060 + _x130*_x949 + _x130*host_fwd)
-    _x1062 = _x1060 + _x1061
-    _x1063 = layout_first - layout_first_dense
-    _x1064 = _x176*attn_frac
-    _x1065 = _x163*mamba_frac
-    _x1066 = _x138*mlp_frac
-    _x1067 = _x1066*_x163
-    _x1068 = _x1064 + _x1065 + _x1067
-    _x1069 = _x1068*_x134
-    _x1070 = _x1066*_x186 + _x186*mamba_frac + _x195*attn_frac
-    _x1071 = attn_frac*seq_par
-    _x1072 = tp_split_rs*(_x1066*_x156*_x198 + _x1071*_x191)
-    _x1073 = _x1069 - _x1072
-    _x1074 = _x1070 + _x1073
-    _x1075 = act_bytes*mlp_frac
-    _x1076 = _x1075*_x223
-    _x1077 = _x225*mlp_frac
-    _x1078 = _x1077*_x228
-    _x1079 = np.maximum(_x1076*_x92, _x103*_x1078)
-    _x1080 = _x1075*_x236
-    _x1081 = _x238*mlp_frac
-    _x1082 = _x1081*_x240
-    _x1083 = np.maximum(_x1080*_x92, _x103*_x1082)
-    _x1084 = _x1075*_x135
-    _x1085 = _x1084*_x92
-    _x1086 = np.maximum(_x1085*_x247, _x254*mlp_frac)
-    _x1087 = np.maximum(_x1085*_x261, _x266*mlp_frac)
-    _x1088 = _x1075*_x270
-    _x1089 = np.maximum(_x1088*_x92, _x274*mlp_frac)
-    _x1090 = _x1079 + _x1083 + _x1086 + _x1087 + 2*_x1089 + _x277*mlp_frac + _x278*mlp_frac + _x279*mlp_frac
-    _x1091 = mamba_hdim*mamba_heads
-    _x1092 = mamba_groups*mamba_state
-    _x1093 = 2*_x1092
-    _x1094 = _x1093 + mamba_heads
-    _x1095 = 2*_x1091 + _x1094
-    _x1096 = _x1095*d_model
-    _x1097 = _x1096*_x2
-    _x1098 = _x1095*_x2
-    _x1099 = _x1098*_x57
-    _x1100 = _x107 + _x1097 + _x1099
-    _x1101 = _x93*mamba_frac
-    _x1102 = _x57*mamba_frac
-    _x1103 = _x1097*_x1102
-    _x1104 = np.maximum(1, np.minimum(np.minimum(d_model, _x57), _x1098))
-    _x1105 = (_x1104 + gemm_dhalf)/_x1104
-    _x1106 = _x1103*_x1105
-    _x1107 = np.maximum(_x1100*_x1101, _x1106*_x313)
-    _x1108 = _x1091*_x54
-    _x1109 = _x1091*_x2
-    _x1110 = _x1109*_x57
-    _x1111 = _x107 + _x1108 + _x1110
-    _x1112 = np.maximum(1, np.minimum(np.minimum(d_model, _x57), _x1109))
-    _x1113 = _x1109*_x90*mamba_frac
-    _x1114 = _x1113*(_x1112 + gemm_dhalf)/_x1112
-    _x1115 = np.maximum(_x1101*_x1111, _x103*_x1114)
-    _x1116 = mamba_chunk*mamba_hdim
-    _x1117 = mamba_hdim*mamba_state
-    _x1118 = mamba_heads*(_x1116 + 4*_x1117)
-    _x1119 = _x2*mamba_chunk
-    _x1120 = _x1102*(_x1093*_x1119 + _x1118*_x2)
-    _x1121 = (100/7)*_x119
-    _x1122 = _x1092*_x2
-    _x1123 = _x2*mamba_heads
-    _x1124 = _x1102*(_x1109*mamba_state*(_x516 + _x706)/mamba_chunk + act_bytes*(5*_x1109 + 4*_x1122) + f32_bytes*(2*_x1119*mamba_groups + 7*_x1123))
-    _x1125 = np.maximum(_x1120*_x1121, _x1124*_x92)
-    _x1126 = 2*attn_frac
-    _x1127 = _x1126*_x836
-    _x1128 = np.maximum(_x312*attn_frac, _x103*_x1127)
-    _x1129 = _x1126*_x840
-    _x1130 = np.maximum(_x322*attn_frac, _x103*_x1129)
-    _x1131 = np.maximum(_x334*attn_frac, _x342*attn_frac)
-    _x1132 = _x169*_x348
-    _x1133 = _x1126*_x1132
-    _x1134 = _x1133*_x354
-    _x1135 = np.maximum(_x350*attn_frac, _x103*_x1134)
-    _x1136 = attn_frac*t0_gemm_fwd
-    _x1137 = _x301*attn_frac
-    _x1138 = _x300*attn_frac
-    _x1139 = _x1138*_x74
-    _x1140 = _x1136 + np.maximum(_x1137*_x92, _x1139*_x305)
-    _x1141 = _x1126*_x57
-    _x1142 = _x1141*_x370
-    _x1143 = _x1142*_x372
-    _x1144 = _x360*attn_frac + np.maximum(_x369*attn_frac, _x103*_x1143)
-    _x1145 = _x131*mlp_frac
-    _x1146 = _x1145*_x284
-    _x1147 = _x1145*n_experts
-    _x1148 = _x1147*_x72
-    _x1149 = _x1148*_x288
-    _x1150 = _x281*mlp_frac + np.maximum(_x1146*_x93, _x1149*_x120)
-    _x1151 = _x1126*_x384
-    _x1152 = _x376*attn_frac + np.maximum(_x379*attn_frac, _x103*_x1151)
-    _x1153 = _x1036*mamba_frac + _x1107 + _x1115 + _x1125 + _x1128 + _x1130 + _x1131 + _x1135 + _x1140 + _x1144 + _x1150 + _x1152 + _x358*attn_frac + _x359*attn_frac
-    _x1154 = _x1090 + _x1153
-    _x1155 = _x1071*_x174
-    _x1156 = mamba_frac*seq_par
-    _x1157 = _x1156*_x148
-    _x1158 = _x395*mlp_frac
-    _x1159 = _x1158*_x148
-    _x1160 = _x1155 + _x1157 + _x1159
-    _x1161 = _x1071*_x392 + _x1156*_x399 + _x1158*_x399 + _x1160*_x134
-    _x1162 = _x1100*_x408
-    _x1163 = _x1097*_x1105*_x440
-    _x1164 = _x1097*_x414
-    _x1165 = (1/2)*np.maximum(_x1162, _x1163) + (1/2)*np.maximum(_x1162 + _x1164, _x1163)
-    _x1166 = _x1165 + _x437
-    _x1167 = _x1066*_x436 + _x470*attn_frac + mamba_frac*(_x185 + tp_async*(_x159*np.maximum(-_x1166 - _x434, _x435) + seq_par*(_x183 + np.maximum(-_x1048 - _x1165, _x431) + np.maximum(-_x1166 - _x432, _x433))))
-    _x1168 = _x1069 + _x1167 - np.maximum(0, _x1073 - _x1074*_x180 + _x1167 - _x179*ov_tp*np.maximum(_x1074 - _x1154*_x201, _x1074*(_x1161*_x402 + _x404*(_x1069 - _x1072 - _x1161 + _x138*_x186*mlp_frac + _x186*mamba_frac + _x195*attn_frac))/np.maximum(1.0e-30, _x1074)))
-    _x1169 = _x1068 - np.maximum(0, -_x1068*_x180 + _x1068 - _x179*ov_tp*np.maximum(_x1064 + _x1065 + _x1067 - _x1154, _x1068*(_x1160*_x402 + _x404*(_x1068 - _x1155 - _x1157 - _x1159))/np.maximum(1.0e-30, _x1068)))
-    _x1170 = _x1168 + _x1169
-    _x1171 = act_bytes*attn_frac
-    _x1172 = _x1171*_x487
-    _x1173 = _x1172*_x485
-    _x1174 = np.maximum(_x1173*_x478, _x497*attn_frac)
-    _x1175 = _x1172*_x502
-    _x1176 = _x1172*_x483
-    _x1177 = _x1176*_x505
-    _x1178 = np.maximum(_x501*attn_frac, _x478*(_x1175 + _x1177*bmm_reread_fwd))
-    _x1179 = _x511*attn_frac + np.maximum(_x514*attn_frac, _x520*attn_frac)
-    _x1180 = _x1171*_x532
-    _x1181 = _x1180*_x526
-    _x1182 = _x524*attn_frac + np.maximum(_x1181*_x525, _x547*_x551*attn_frac)
-    _x1183 = _x555*attn_frac + np.maximum(_x1181*_x556, _x551*_x560*attn_frac)
-    _x1184 = _x1174 + _x1178 + _x1179 + _x1182 + _x1183 + _x510*attn_frac
-    _x1185 = ov_cp*np.maximum(-_x1184*_x477 + _x571, _x572)
-    _x1186 = _x1185 + _x574
-    _x1187 = _x1088*_x407
-    _x1188 = _x578*mlp_frac
-    _x1189 = np.maximum(_x1187, _x1188)
-    _x1190 = np.maximum(_x1187 + _x581*mlp_frac, _x1188)
-    _x1191 = _x1076*_x407
-    _x1192 = _x1078*_x411
-    _x1193 = np.maximum(_x1191, _x1192)
-    _x1194 = _x1080*_x407
-    _x1195 = _x1082*_x411
-    _x1196 = np.maximum(_x1194, _x1195)
-    _x1197 = _x1084*_x407
-    _x1198 = _x1197*_x247
-    _x1199 = _x591*mlp_frac
-    _x1200 = np.maximum(_x1198, _x1199)
-    _x1201 = _x1197*_x261
-    _x1202 = _x421*mlp_frac
-    _x1203 = np.maximum(_x1201, _x1202)
-    _x1204 = np.maximum(_x1191 + _x593*mlp_frac, _x1192)
-    _x1205 = np.maximum(_x1194 + _x415*mlp_frac, _x1195)
-    _x1206 = np.maximum(_x1198 + _x595*mlp_frac, _x1199)
-    _x1207 = np.maximum(_x1201 + _x423*mlp_frac, _x1202)
-    _x1208 = 2*_x1189 + 2*_x1190 + _x1193 + _x1196 + _x1200 + _x1203 + _x1204 + _x1205 + _x1206 + _x1207 + _x584*mlp_frac + _x585*mlp_frac + _x586*mlp_frac
-    _x1209 = _x1208*_x598
-    _x1210 = -1/2*_x131*_x625*mlp_frac
-    _x1211 = mlp_frac*t0_elem_fwd
-    _x1212 = _x1075*_x109
-    _x1213 = _x1212*_x628
-    _x1214 = _x220*mlp_frac
-    _x1215 = _x1214*_x216
-    _x1216 = np.maximum(_x1213*_x221, _x1215*_x632)
-    _x1217 = _x1211 + _x1216
-    _x1218 = _x636*mlp_frac
-    _x1219 = _x635*mlp_frac + np.maximum(_x1213*_x636, _x1218*_x632)
-    _x1220 = _x1090 + _x1219
-    _x1221 = (1/2)*mlp_frac
-    _x1222 = _x1221*_x131
-    _x1223 = _x1222*_x639
-    _x1224 = mlp_frac*t0_elem_bwd
-    _x1225 = _x1210 + _x1224
-    _x1226 = _x1075*_x643
-    _x1227 = _x1208 + _x641*mlp_frac + np.maximum(_x1226*_x221, _x1215*_x646) + np.maximum(_x1226*_x636, _x1218*_x646)
-    _x1228 = _x109*_x1171
-    _x1229 = attn_frac*t0_elem_fwd + np.maximum(_x784*attn_frac, _x1228*_x787)
-    _x1230 = mamba_frac*t0_elem_fwd
-    _x1231 = _x1091 + _x1093
-    _x1232 = _x1231*_x2
-    _x1233 = _x1102*_x1232
-    _x1234 = np.maximum(_x109*_x1233*_x516, _x1233*_x631*(2*mamba_conv + 4))
-    _x1235 = np.maximum(_x784*mamba_frac, _x788*mamba_frac)
-    _x1236 = mamba_frac*t0_gemm_fwd
-    _x1237 = mamba_frac*t0_norm_fwd
-    _x1238 = act_bytes*mamba_frac
-    _x1239 = _x82*mamba_frac
-    _x1240 = 8*_x83
-    _x1241 = np.maximum(_x1238*_x72*_x77, _x1239*_x1240)
-    _x1242 = _x1102*_x1109
-    _x1243 = _x1242*_x81
-    _x1244 = np.maximum(_x1242*_x766, _x1240*_x1243)
-    _x1245 = np.maximum(_x784*mlp_frac, _x1212*_x787)
-    _x1246 = _x1211 + _x1245
-    _x1247 = _x107*mamba_frac + _x1138 + _x1215 + _x1218 + _x1242 + _x219*mlp_frac + _x651*mlp_frac + _x652*mlp_frac + _x653*mlp_frac + _x655*attn_frac + _x656*attn_frac + _x657*attn_frac + _x658*attn_frac + _x659*attn_frac + _x660*attn_frac + _x661*attn_frac + _x662*attn_frac
-    _x1248 = np.maximum(_x1247*_x666, _x111*_x1247)
-    _x1249 = _x1248 + _x69
-    _x1250 = _x357*attn_frac
-    _x1251 = attn_frac*t0_norm_fwd
-    _x1252 = _x721*attn_frac
-    _x1253 = _x1252*_x187*_x718
-    _x1254 = _x1252*_x724
-    _x1255 = _x1251*_x718 + np.maximum(_x1253*_x674, _x1254*_x84)
-    _x1256 = _x1136*_x22
-    _x1257 = _x1211*_x729 + np.maximum(_x1212*_x733, _x735*mlp_frac)
-    _x1258 = _x509*attn_frac
-    _x1259 = _x1171*_x79
-    _x1260 = _x1251 + np.maximum(_x1259*_x674, _x85*attn_frac)
-    _x1261 = _x1075*_x79
-    _x1262 = mlp_frac*t0_norm_fwd + np.maximum(_x1261*_x674, _x85*mlp_frac)
-    _x1263 = _x753*attn_frac + np.maximum(_x757*attn_frac, _x1228*_x759)
-    _x1264 = _x765*attn_frac + np.maximum(_x768*attn_frac, _x770*attn_frac)
-    _x1265 = _x680*mlp_frac
-    _x1266 = _x1145*_x682
-    _x1267 = _x1145*_x214
-    _x1268 = _x1265 + np.maximum(_x1266*_x685, _x1267*_x687)
-    _x1269 = _x691*mlp_frac
-    _x1270 = _x698*mlp_frac
-    _x1271 = _x1148*_x75
-    _x1272 = _x704*mlp_frac + np.maximum(_x1271*_x707, _x1148*_x708)
-    _x1273 = _x1251*_x22 + np.maximum(_x778*attn_frac, _x780*attn_frac)
-    _x1274 = _x1265*_x710 + np.maximum(0, _x1267*_x712)
-    _x1275 = _x1140*_x650 + _x1144*_x741 + _x1150*_x703 + _x1152*_x762 + _x1179*_x744 + _x1182*_x744 + _x1183*_x744 + _x1217*_x671 + _x1219*_x679 + _x1229*_x650 + _x1246*_x650 + _x1249*_x650 + _x1255*_x650 + _x1257*_x650 + _x1260*_x751 + _x1262*_x677 + _x1263*_x762 + _x1264*_x762 + _x1268*_x690 + _x1272*_x690 + _x1273*_x762 + _x1274*_x690 + _x650*(_x1107 + _x1236) + _x650*(_x1115 + _x1236) + _x650*(_x1125 + _x1236) + _x650*(_x1128 + _x1250) + _x650*(_x1130 + _x1256) + _x650*(_x1230 + _x1234) + _x650*(_x1230 + _x1235) + _x650*(_x1237 + _x1241) + _x650*(_x1237 + _x1244) + _x695*(_x1079 + _x1269) + _x697*(_x1083 + _x1269) + _x701*(_x1086 + _x1270) + _x702*(_x1087 + _x1270) + _x715*(_x1089 + _x714*mlp_frac) + _x744*(_x1174 + _x1258) + _x744*(_x1178 + _x1258) + _x762*(_x1131 + _x1250) + _x762*(_x1135 + _x1256)
-    _x1276 = _x1153 + _x1184 + _x1229 + _x1234 + _x1235 + _x1241 + _x1244 + _x1255 + _x1257 + _x1260 + _x1262 + _x1263 + _x1264 + _x1268 + _x1272 + _x1273 + _x1274 + _x795*mamba_frac + _x796*mamba_frac
-    _x1277 = _x1249 + _x1276
-    _x1278 = attn_frac*t0_gemm_bwd
-    _x1279 = attn_frac*t0_norm_bwd
-    _x1280 = _x894*mlp_frac
-    _x1281 = _x895*mlp_frac
-    _x1282 = _x1137*_x407
-    _x1283 = _x1139*_x832
-    _x1284 = np.maximum(_x1282, _x1283)
-    _x1285 = _x1162*mamba_frac
-    _x1286 = _x1106*_x448
-    _x1287 = np.maximum(_x1285, _x1286)
-    _x1288 = _x1111*_x408*mamba_frac
-    _x1289 = _x1114*_x411
-    _x1290 = np.maximum(_x1288, _x1289)
-    _x1291 = _x439*attn_frac
-    _x1292 = _x1143*_x411
-    _x1293 = np.maximum(_x1291, _x1292)
-    _x1294 = _x835*attn_frac
-    _x1295 = _x1127*_x411
-    _x1296 = np.maximum(_x1294, _x1295)
-    _x1297 = _x444*attn_frac
-    _x1298 = _x445*attn_frac
-    _x1299 = np.maximum(_x1297, _x1298)
-    _x1300 = _x1146*_x408
-    _x1301 = _x1149*_x899
-    _x1302 = np.maximum(_x1300, _x1301)
-    _x1303 = _x447*attn_frac
-    _x1304 = _x1151*_x411
-    _x1305 = np.maximum(_x1303, _x1304)
-    _x1306 = _x839*attn_frac
-    _x1307 = _x1129*_x411
-    _x1308 = np.maximum(_x1306, _x1307)
-    _x1309 = _x452*attn_frac
-    _x1310 = _x1134*_x411
-    _x1311 = np.maximum(_x1309, _x1310)
-    _x1312 = _x1138*attn_fp8
-    _x1313 = _x1312*_x525 + _x1312*_x556 + _x903*mlp_frac + _x905*mlp_frac + _x907*mlp_frac + _x908*mlp_frac + _x910*attn_frac + _x911*mlp_frac + _x912*mlp_frac + _x913*attn_frac + _x914*attn_frac + _x915*attn_frac + _x916*attn_frac + _x917*attn_frac + _x918*attn_frac + mamba_frac*(_x107 + _x1110*_x902) + mamba_frac*(_x1099 + _x904)
-    _x1314 = _x1102*(6*_x1122*mamba_chunk + _x1123*(2*_x1116 + 10*_x1117))
-    _x1315 = np.maximum(_x1121*_x1314, (5/2)*_x1124*_x407)
-    _x1316 = _x1180*_x848
-    _x1317 = 16*_x812
-    _x1318 = _x187*mamba_frac
-    _x1319 = 3*mamba_heads
-    _x1320 = _x843*(_x1173 + _x1176*_x880)
-    _x1321 = np.maximum(_x1282 + _x888*attn_frac, _x1283)
-    _x1322 = np.maximum(_x1164*mamba_frac + _x1285, _x1286)
-    _x1323 = np.maximum(_x1108*_x414*mamba_frac + _x1288, _x1289)
-    _x1324 = np.maximum(_x1291 + _x455*attn_frac, _x1292)
-    _x1325 = np.maximum(_x1294 + _x890*attn_frac, _x1295)
-    _x1326 = np.maximum(_x1297 + _x459*attn_frac, _x1298)
-    _x1327 = np.maximum(_x1300 + _x929*mlp_frac, _x1301)
-    _x1328 = np.maximum(_x1303 + _x463*attn_frac, _x1304)
-    _x1329 = np.maximum(_x1306 + _x892*attn_frac, _x1307)
-    _x1330 = np.maximum(_x1309 + _x465*attn_frac, _x1310)
-    _x1331 = _x1058*mamba_frac + _x1224*_x729 + _x1278*_x377 + _x1278 + _x1279*_x22 + _x1279*_x718 + _x1279 + _x1280*_x710 + _x1280 + _x1281 + _x1284 + _x1287 + _x1290 + _x1293 + _x1296 + _x1299 + _x1302 + _x1305 + _x1308 + _x1311 + _x1315 + _x1321 + _x1322 + _x1323 + _x1324 + _x1325 + _x1326 + _x1327 + _x1328 + _x1329 + _x1330 + _x801*mamba_frac + _x804*mamba_frac + _x816*attn_frac + _x817*attn_frac + _x818*attn_frac + _x819*attn_frac + _x820*attn_frac + _x821*attn_frac + _x823*attn_frac + _x824*attn_frac + _x830*attn_frac + _x896*mlp_frac + attn_frac*t0_elem_bwd + mlp_frac*t0_norm_bwd + np.maximum(0, _x1145*_x897) + np.maximum(_x1126*_x874, _x1171*_x875) + np.maximum(_x1175*_x843, _x846*attn_frac) + np.maximum(_x1253*_x811, _x1254*_x813) + np.maximum(_x1259*_x805, _x808*attn_frac) + np.maximum(_x1259*_x811, _x814*attn_frac) + np.maximum(_x1261*_x805, _x808*mlp_frac) + np.maximum(_x1261*_x811, _x814*mlp_frac) + np.maximum(_x1266*_x926, _x1145*_x927) + np.maximum(_x1271*_x924, _x1148*_x925) + np.maximum(_x1313*_x922, _x1313*_x923) + np.maximum(_x1316*_x554, _x854*_x856*attn_frac) + np.maximum(_x1316*swa_frac, _x851*_x854*attn_frac) + np.maximum(_x806*mamba_frac, _x808*mamba_frac) + np.maximum(_x860*attn_frac, _x861*attn_frac) + np.maximum(_x864*attn_frac, _x866*attn_frac) + np.maximum(_x868*attn_frac, _x869*attn_frac) + np.maximum(_x879*attn_frac, _x1320) + np.maximum(_x884*attn_frac, _x843*(_x1175 + _x1177*bmm_reread_bwd)) + np.maximum(_x886*attn_frac, _x1320) + np.maximum(_x961*mamba_frac, _x1239*_x1317) + np.maximum(_x1075*_x642*_x733, _x872*mlp_frac) + np.maximum(5*_x1232*_x1318*_x642, _x1233*_x645*(4*mamba_conv + 8)) + np.maximum(_x1318*_x1319*_x2*_x810*mamba_hdim, _x1243*_x1317)
-    _x1332 = _x1331 + _x803
-    _x1333 = _x1221*_x625*_x649*_x933 + _x576*np.maximum(-_x1225 - _x1332, _x1223) + _x576*np.maximum(-_x1275 + (1/2)*_x131*_x625*_x649*mlp_frac, _x1222*_x639*_x649) + _x576*np.maximum(_x1209 - _x1225 - _x1227, _x1223) + _x576*np.maximum(-_x1210 - _x1246 - _x1277, _x1223) + _x576*np.maximum(-_x1209 - _x1210 - _x1217 - _x1220, _x1223) + _x625*_x934*mlp_frac
-    _x1334 = _x1186 + _x1333
-    _x1335 = _x1170 + _x1334
-    _x1336 = (1/2)*attn_frac
-    _x1337 = _x1221 + _x1336 + (1/2)*mamba_frac
-    _x1338 = _x1216 + _x1220 + _x1245 + _x795*mlp_frac
-    _x1339 = _x1277 + _x1338
-    _x1340 = -_x130*(_x1337*host_fwd + _x942*mlp_frac) + _x1339
-    _x1341 = _x1227 + _x801*mlp_frac
-    _x1342 = _x1332 + _x1341
-    _x1343 = _x1275 + _x1342
-    _x1344 = -_x130*(_x1337*_x949 + _x946*mlp_frac + _x948*mlp_frac) + _x1343
-    _x1345 = _x1186*_x954
-    _x1346 = _x1333*_x957
-    _x1347 = _x1168 + _x1345 + _x1346
-    _x1348 = _x132*(np.maximum(0, -_x1344 - _x1347) + np.maximum(0, -_x1169 - _x1334 - _x1340 + _x1345 + _x1346)) + _x133*np.maximum(0, -_x1335 - _x1340 - _x1344)
-    _x1349 = _x1335 + _x1339 + _x1343 + _x1348
-    _x1350 = _x1062*layout_first_dense + _x1063*_x1349
-    _x1351 = _x114 + _x968
-    _x1352 = _x1062*layout_mid_dense
-    _x1353 = layout_mid - layout_mid_dense
-    _x1354 = _x1349*_x1353
-    _x1355 = -_x1352 - _x1354
-    _x1356 = np.heaviside(_x1350 + _x1351 + _x1355 + _x67*_x973, 1)
-    _x1357 = -_x113 - _x967 + _x973 - t0_embed_bwd - t0_embed_fwd
-    _x1358 = layout_last - layout_last_dense
-    _x1359 = _x1062*layout_last_dense + _x1349*_x1358
-    _x1360 = _x1351*_x67 + _x1359
-    _x1361 = np.heaviside(_x1062*layout_first_dense + _x1063*_x1349 - _x1357 - _x1360 + _x67*_x973, 1)
-    _x1362 = _x1356*_x1361
-    _x1363 = 1 - _x1362
-    _x1364 = np.heaviside(_x1355 + _x1360 + _x973, 1)
-    _x1365 = _x1363*_x1364
-    _x1366 = _x1362*(_x114 + _x129*_x67) + _x1365*(_x114*_x67 + _x129)
-    _x1367 = 1 - pp_layout
-    _x1368 = np.heaviside(_x1357, 1)
-    _x1369 = 1 - _x1368
-    _x1370 = -_x37
-    _x1371 = _x37*dualpipev
-    _x1372 = _x1370 + _x1371
-    _x1373 = _x1372 + 1
-    _x1374 = _x114*_x1369 + _x129*_x1368 + _x1373*(_x114*_x1368 + _x129*_x1369)
-    _x1375 = -_x1362 - _x1365 + 1
-    _x1376 = np.minimum(dense_layers, _x16)
-    _x1377 = _x1370 + _x37*np.heaviside(_x1003 + _x1005 + _x1006 + _x1008 + _x1009 + _x1010 + _x1012 + _x1014 + _x1017 + _x1020 + _x1022 + _x1023 + _x1025 + _x1027 + _x1029 + _x1031 + _x1036 - _x1038 - _x1041 + _x1042 + _x1051 - _x1053 + _x1058 + _x1061 - _x1170 - _x1185 - _x1248 - _x1275 - _x1276 - _x1331 - _x1333 - _x1338 - _x1341 - _x1348 + _x185 + _x194 + _x307 + _x318 + _x326 + _x343 + _x356 + _x358 + _x359 + _x360 + _x374 + _x376 + _x385 + _x442 + _x446 + _x450 + _x454 + _x456 + _x460 + _x464 + _x466 + _x469 + _x498 + _x508 + _x510 + _x511 + _x521 + _x524 + _x552 + _x555 + _x561 + _x573 + _x716 + _x717 + _x719 + _x726 + _x728 + _x730 + _x736 + _x738 + _x740 + _x742 + _x745 + _x746 + _x747 + _x748 + _x749 + _x752 + _x753 + _x760 + _x763 + _x764 + _x765 + _x771 + _x773 + _x774 + _x775 + _x776 + _x781 + _x783 + _x791 + _x796 + _x797 + _x798 + _x804 + _x809 + _x815 + _x816 + _x817 + _x818 + _x819 + _x820 + _x821 + _x823 + _x824 + _x825 + _x826 + _x828 + _x829 + _x830 + _x834 + _x838 + _x842 + _x847 + _x855 + _x857 + _x862 + _x867 + _x870 + _x871 + _x873 + _x876 + _x882 + _x885 + _x887 + _x889 + _x891 + _x893 + _x943 + _x950 + _x986 + _x997 + _x998 + _x999, 1) + 1
-    _x1378 = _x1367*_x1376*_x1377 + pp_layout*(_x1362*layout_first_dense + _x1365*layout_last_dense + _x1375*layout_mid_dense)
-    _x1379 = _x1367*(-_x1376*_x1377 + _x16) + pp_layout*(_x1063*_x1362 + _x1353*_x1375 + _x1358*_x1365)
-    _x1380 = _x1362*_x67 + _x1365
-    _x1381 = _x1367*mtp*(_x1368 + _x1369*_x1373) + _x1380*mtp*pp_layout
-    _x1382 = _x1057*_x1378 + _x1339*_x1379 + _x1366*pp_layout + _x1367*_x1374 + _x1381*_x944
-    _x1383 = _x1362*(_x67*_x972 + _x968) + _x1365*(_x67*_x968 + _x972)
-    _x1384 = _x1368*_x972 + _x1369*_x968 + _x1373*(_x1368*_x968 + _x1369*_x972)
-    _x1385 = _x1059*_x1378
-    _x1386 = _x1342*_x1379
-    _x1387 = _x1381*_x951
-    _x1388 = _x1367*_x1384 + _x1383*pp_layout + _x1385 + _x1386 + _x1387
-    _x1389 = _x1382 + _x1388
-    _x1390 = _x50*_x67
-    _x1391 = _x1390 + _x37
-    _x1392 = _x2*gpus_per_node
-    _x1393 = np.maximum(1, np.floor(_x1392))
-    _x1394 = _x1393**(-1.0)
-    _x1395 = dp_rep**(-1.0)
-    _x1396 = _x1395*_x60
-    _x1397 = np.ceil(_x1394*_x1396)
-    _x1398 = _x47*_x55
-    _x1399 = _x1398*dp_rep
-    _x1400 = _x1397*_x1399
-    _x1401 = _x1400*(_x1396/_x1397 - 1)
-    _x1402 = _x1396 - 1
-    _x1403 = _x1399*_x1402
-    _x1404 = _x1403*np.maximum(_x139*_x1400, _x140*_x1401)
-    _x1405 = biases*d_model
-    _x1406 = -_x1405*(1 - _x135) + _x243 + _x256 + biases*(_x258 + d_model)
-    _x1407 = _x205 + _x233 + biases*(_x204 + _x232)
-    _x1408 = _x1407*_x208*_x940
-    _x1409 = _x203*(_x272 + biases*(d_model + moe_latent)) + _x928
-    _x1410 = _x1406*_x2 + _x1408 + _x1409
-    _x1411 = _x17*_x74
-    _x1412 = n_heads*v_head
-    _x1413 = _x0*(_x1405 + _x1412*d_model + _x170*_x346 + _x330) + _x165*(_x361*d_model + _x364 + biases*(_x363 + d_model))
-    _x1414 = _x1413*_x2 + _x23
-    _x1415 = _x1411 + _x1414
-    _x1416 = _x116*_x67 + _x37*np.minimum(_x116, _x1410 + _x1415)
-    _x1417 = _x1416*act_bytes
-    _x1418 = _x1397 - 1
-    _x1419 = _x1396 - _x1397
-    _x1420 = _x1418*alpha_ag_inter + _x1419*alpha_ag_intra + _x144
-    _x1421 = (_x1396 > _x1393)
-    _x1422 = _x140*_x1403
-    _x1423 = np.minimum(1, _x1402)
-    _x1424 = _x1402*alpha_ag_intra + _x1423*call_ag_intra
-    _x1425 = np.maximum(_x1400*_x149, _x1401*_x150)
-    _x1426 = _x1416*grad_bytes
-    _x1427 = _x1403*_x1426
-    _x1428 = _x1418*alpha_rs_inter + _x1419*alpha_rs_intra + _x153
-    _x1429 = _x1402*alpha_rs_intra + _x1423*call_rs_intra
-    _x1430 = np.maximum(1, np.floor(_x1392*_x1399))
-    _x1431 = np.ceil(dp_rep/_x1430)
-    _x1432 = _x1395*_x1431
-    _x1433 = -1 + dp_rep/_x1431
-    _x1434 = _x1432*_x1433
-    _x1435 = np.maximum(_x1*_x1432, _x1434*_x7)
-    _x1436 = 2*dp_rep - 2
-    _x1437 = _x1398*_x1436
-    _x1438 = _x1426*_x1437
-    _x1439 = _x1433*_x29 + _x26 + _x28*(_x1431 - 1)
-    _x1440 = (dp_rep > _x1430)
-    _x1441 = np.minimum(1, dp_rep - 1)
-    _x1442 = _x1436*alpha_ar_intra + _x1441*call_ar_intra
-    _x1443 = _x1391*(np.where(_x1421, _x1404*_x1417 + _x1420, _x1417*_x1422 + _x1424) + np.where(_x1421, _x1425*_x1427 + _x1428, _x1427*_x150 + _x1429) + np.where(_x1440, _x1435*_x1438 + _x1439, _x1438*_x7 + _x1442))
-    _x1444 = np.maximum(1, np.floor(_x209*_x600))
-    _x1445 = _x208*_x209
-    _x1446 = _x1445*_x42
-    _x1447 = np.ceil(_x1446/_x1444)
-    _x1448 = _x1447 - 1
-    _x1449 = _x1446 - _x1447
-    _x1450 = _x1398*_x2
-    _x1451 = _x1450*_x207*ep
-    _x1452 = _x1447*_x1451
-    _x1453 = _x1446/_x1447 - 1
-    _x1454 = _x1452*_x1453
-    _x1455 = _x1446 - 1
-    _x1456 = _x1455*grad_bytes
-    _x1457 = -_x1376 + _x16
-    _x1458 = _x1145*_x1408
-    _x1459 = _x1457*_x1458
-    _x1460 = _x131*_x1408*mtp
-    _x1461 = _x1373*_x1460
-    _x1462 = _x1459 + _x1461
-    _x1463 = _x1451*_x1462
-    _x1464 = _x1456*_x1463
-    _x1465 = (_x1446 > _x1444)
-    _x1466 = np.minimum(1, _x1455)
-    _x1467 = np.where(_x1465, _x1448*alpha_rs_inter + _x1449*alpha_rs_intra + _x1464*np.maximum(_x1452*_x149, _x1454*_x150) + _x153, _x1455*alpha_rs_intra + _x1464*_x150 + _x1466*call_rs_intra)
-    _x1468 = mamba_frac*(_x1091*d_model + _x1091 + _x1096 + _x1231*(mamba_conv + 1) + _x1319)
-    _x1469 = _x1337*_x1411
-    _x1470 = _x1410*mlp_frac + _x1414*attn_frac + _x1468*_x2 + _x1469
-    _x1471 = _x974 + _x987*d_model + biases*(_x987 + d_model)
-    _x1472 = _x1415 + _x1471*_x2
-    _x1473 = _x1376*_x1472
-    _x1474 = _x17*d_model
-    _x1475 = 5*_x1474
-    _x1476 = mtp*(_x1410 + _x1414 + _x1475 + _x89)
-    _x1477 = _x106*learned_pos
-    _x1478 = 1 - tied
-    _x1479 = _x116*(_x1373*_x1478 + 1) + _x1477
-    _x1480 = _x1373*_x1476 + _x1457*_x1470 + _x1473 + _x1479
-    _x1481 = -_x1459 - _x1461 + _x1480
-    _x1482 = _x1481*grad_bytes
-    _x1483 = _x1403*_x1482
-    _x1484 = _x1437*_x1482
-    _x1485 = np.where(_x1421, _x1425*_x1483 + _x1428, _x1429 + _x1483*_x150) + np.where(_x1440, _x1435*_x1484 + _x1439, _x1442 + _x1484*_x7)
-    _x1486 = 2*_x1390 + _x37
-    _x1487 = _x1455*pg_bytes
-    _x1488 = _x1463*_x1487
-    _x1489 = _x1481*pg_bytes
-    _x1490 = _x131*np.where(_x1465, _x144 + _x1448*alpha_ag_inter + _x1449*alpha_ag_intra + _x1488*np.maximum(_x139*_x1452, _x140*_x1454), _x140*_x1488 + _x1455*alpha_ag_intra + _x1466*call_ag_intra) + np.where(_x1421, _x1404*_x1489 + _x1420, _x1422*_x1489 + _x1424)
-    _x1491 = _x1391*(_x131*_x1467 + _x1485) + _x1486*_x1490
-    _x1492 = -_x1443 + _x1491
-    _x1493 = (_x60 > _x1393)
-    _x1494 = np.where(_x1493, _x428, _x429)
-    _x1495 = 1 - ov_ag
-    _x1496 = 1 - z_param
-    _x1497 = _x1490*z_os
-    _x1498 = interleave - 1
-    _x1499 = np.minimum(pp, _x50)
-    _x1500 = dualpipev - 1
-    _x1501 = -_x1500
-    _x1502 = np.minimum(1, _x1498)
-    _x1503 = _x1501*_x1502*_x37
-    _x1504 = _x1503*(_x13*(_x1498*_x1499 + 1) - 1) + 1
-    _x1505 = _x13*_x1503
-    _x1506 = z_grad*(_x47*_x48*global_batch - 1)
-    _x1507 = _x1506 + 1
-    _x1508 = 1 - z_os
-    _x1509 = np.ceil(_x1394*_x60)
-    _x1510 = -1 + _x60/_x1509
-    _x1511 = _x1398*_x1509
-    _x1512 = _x1510*_x1511
-    _x1513 = 2*_x60 - 2
-    _x1514 = _x1398*_x1513
-    _x1515 = _x1482*_x1514
-    _x1516 = np.minimum(1, _x60 - 1)
-    _x1517 = _x1445*_x61 - 2
-    _x1518 = _x1517*grad_bytes
-    _x1519 = _x1463*_x1518
-    _x1520 = _x131*(_x1467*z_os + _x1508*np.where(_x1465, _x1448*_x28 + _x1453*_x29 + _x1519*np.maximum(_x1*_x1452, _x1454*_x7) + _x26, _x1466*call_ar_intra + _x1517*alpha_ar_intra + _x1519*_x7)) + _x1485*z_os + _x1508*np.where(_x1493, _x1510*_x29 + _x1515*np.maximum(_x1*_x1511, _x1512*_x7) + _x26 + _x28*(_x1509 - 1), _x1513*alpha_ar_intra + _x1515*_x7 + _x1516*call_ar_intra)
-    _x1521 = _x1507*_x1520
-    _x1522 = _x1024*_x1378
-    _x1523 = _x1275*_x1379
-    _x1524 = _x1381*_x793
-    _x1525 = _x1522 + _x1523 + _x1524
-    _x1526 = _x1032*_x957 + _x1054 + _x955
-    _x1527 = _x1347*_x1379 + _x1378*_x1526 + _x1381*_x959
-    _x1528 = _x1388 + _x1525 + _x1527
-    _x1529 = fsdp_copy*z_param
-    _x1530 = _x1496*(_x1490*_x1495*z_os + _x1507*_x1520*(1 - ov_dp) + ov_ag*np.maximum(np.maximum(-_x1382*_x1504 + _x1497, _x1490*_x1494*z_os), _x1505*(-_x1382 + _x1490*z_os)) + ov_dp*np.maximum(np.maximum(_x1521 - _x1528*(_x1504 + _x1506), _x1494*_x1507*_x1520), _x1505*(_x1507*_x1520 - _x1528))) + _x1529*(_x1529*t0_elem_fwd + np.maximum(0, _x109*_x1480*(_x1391*(act_bytes + grad_bytes) + act_bytes*(4*_x1390 + _x52)))) + z_param*(_x1443 + _x1492*_x1495 + ov_ag*np.maximum(-_x1389*_x50 + _x1492, _x1492*_x1494))
-    _x1531 = 1 - graph_full
-    _x1532 = _x1531*host_mb
-    _x1533 = np.minimum(1, offload_layers)
-    _x1534 = np.minimum(1, _x16 - offload_layers - 1)
-    _x1535 = _x16 - 2
-    _x1536 = _x2*_x74
-    _x1537 = _x1536*seq_par + _x302
-    _x1538 = d_model*mlp_frac
-    _x1539 = _x758*f32_bytes
-    _x1540 = 1 - _x650
-    _x1541 = _x231*act_bytes + gin_bytes
-    _x1542 = _x1541*_x57
-    _x1543 = _x1542*shared_ffn
-    _x1544 = _x1542*_x215*moe_ffn + _x1543
-    _x1545 = act_bytes*(_x490 + _x529)
-    _x1546 = _x57*(_x1545 + _x294*gin_bytes + _x480*_x718*act_bytes*(_x527 + n_heads))
-    _x1547 = _x107*(_x516 + 2*_x785 + 2*gin_bytes)
-    _x1548 = (1/2)*_x1547
-    _x1549 = _x0*_x187*(_x336 + _x351 + qk_rope)
-    _x1550 = _x203*_x516*_x57*moe_latent
-    _x1551 = _x516*_x652
-    _x1552 = _x79*gin_bytes
-    _x1553 = _x1552*rcm_norm
-    _x1554 = _x1015*_x206*(_x1542*_x220 + _x1552) + _x131*rc_sel*(_x1553 + _x2*(1 - rcm_moe)*(_x1543*rcm_shared + _x216*gin_bytes*moe_ffn*rcm_moe_act) + rcm_moe*(_x1544*_x2 + _x1551))
-    _x1555 = _x750*(_x1553 + rcm_mla_up*(_x0*_x73*(_x169 + kv_lora) + _x1545*_x95))
-    _x1556 = 1 - _x743
-    _x1557 = act_bytes + dropout*(act_bytes + mask_bytes)
-    _x1558 = _x1556*_x1557*_x518
-    _x1559 = -_x1554*mlp_frac - _x1555*attn_frac + _x1558*attn_frac + _x2*(_x1318*(5*_x1091 + _x1094) + _x1544*mlp_frac + _x1546*attn_frac) + _x71*(_x1238*_x90 + attn_frac*(_x1548 + _x1549) + mlp_frac*(_x1548 + _x1550))
-    _x1560 = _x672*rc_full
-    _x1561 = _x1540*_x1559 + _x1560 + rc_op*(_x1539*attn_frac + _x187*(_x1147 + _x1214*_x206 + _x1222*_x259*gated + _x1252 + _x1337*_x78 + _x136*_x1538*_x699 + _x1537*attn_frac + _x1538*_x692))
-    _x1562 = _x1561*offload_layers/host_link_bw
-    _x1563 = _x1562*(1 - _x1534)
-    _x1564 = _x1533*(_x1534*np.maximum(0, -_x1339*_x1535 + _x1562) + _x1563)
-    _x1565 = _x1533*(_x1534*np.maximum(0, -_x1342*_x1535 + _x1562) + _x1563)
-    _x1566 = _x1564 + _x1565
-    _x1567 = _x1532 + _x1566
-    _x1568 = -_x1372
-    _x1569 = _x1367*np.maximum(0, -_x1374 - _x1384 + _x1531*(_x1373*(host_emb + host_head) + _x1568*(_x1368*host_head + _x1369*host_emb))) + pp_layout*np.maximum(0, -_x1366 - _x1383 + _x1531*(_x1362*(_x67*host_head + host_emb) + _x1365*(_x67*host_emb + host_head)))
-    _x1570 = _x1061*_x1378 + _x1348*_x1379 + _x1381*_x960 + _x1569
-    _x1571 = _x1056*_x1378 + _x1335*_x1379 + _x1381*_x937 + _x1567 + _x1570
-    _x1572 = _x1389 + _x1525 + _x1571
-    _x1573 = _x37*pp_layout
-    _x1574 = _x1352 + _x1354
-    _x1575 = -n_layers
-    _x1576 = _x1575 + dense_layers
-    _x1577 = _x1575 + _x16
-    _x1578 = np.maximum(0, -_x1577 - np.maximum(0, -_x1379 - _x1576))
-    _x1579 = _x1367*_x1368 + _x1380*pp_layout
-    _x1580 = (387420489/65536)*_x0**3*_x165*_x167*_x21*_x442*_x446*_x450*_x454*_x456*_x460*_x464*_x466*_x834*_x838*_x842*_x889*_x891*_x893*t0_gemm_bwd**4
-    _x1581 = (3/2)*t0_gemm_bwd
-    _x1582 = _x1501*(_x13*(_x1367*_x37*(_x1062*_x1578 + _x1349*(-_x1577 - _x1578)) + _x1567*_x36 + _x1573*(-_x1350*_x1356*_x1361 + _x1350 - _x1359*_x1363*_x1364 + _x1359 - _x1375*_x1574 + _x1574*(pp - 2))) + _x37*(_x1367*_x1568*(_x1351*_x1579 + _x973*(1 - _x1579)) + _x1573*(-_x1351*_x1362 + _x1351 - _x1363*_x1364*_x973 + _x973))) + (1/2)*_x36*dualpipev*(-43046721/2048*_x131**2*_x135*_x1381*_x1580*_x1581*_x202*_x276*_x413*_x416*_x422*_x424*_x579*_x582*_x589*_x592*_x594*_x596*_x901*_x930*t0_gemm_bwd**4 - 729/32*_x1378*_x1580*_x986*_x997*_x998*_x999*t0_gemm_bwd - _x1379*((3/2)*_x0*_x167*attn_frac*t0_gemm_bwd + 3*_x0*_x21*attn_frac*t0_gemm_bwd + 3*_x0*attn_frac*t0_gemm_bwd + 3*_x1189 + 3*_x1190 + (3/2)*_x1193 + (3/2)*_x1196 + (3/2)*_x1200 + (3/2)*_x1203 + (3/2)*_x1204 + (3/2)*_x1205 + (3/2)*_x1206 + (3/2)*_x1207 + (3/2)*_x1284 + (3/2)*_x1287 + (3/2)*_x1290 + (3/2)*_x1293 + (3/2)*_x1296 + (3/2)*_x1299 + (3/2)*_x1302 + (3/2)*_x1305 + (3/2)*_x1308 + 3*_x131*_x202*mlp_frac*t0_gemm_bwd + (3/2)*_x131*mlp_frac*t0_gemm_bwd + (3/2)*_x1311 + (3/2)*_x1315 + (3/2)*_x1321 + (3/2)*_x1322 + (3/2)*_x1323 + (3/2)*_x1324 + (3/2)*_x1325 + (3/2)*_x1326 + (3/2)*_x1327 + (3/2)*_x1328 + (3/2)*_x1329 + (3/2)*_x1330 + 3*_x135*mlp_frac*t0_gemm_bwd + (3/2)*_x165*attn_frac*t0_gemm_bwd + 3*_x276*mlp_frac*t0_gemm_bwd + (3/2)*attn_frac*t0_gemm_bwd + (9/2)*mamba_frac*t0_gemm_bwd) + _x1382 + 2*_x1383*pp_layout + _x1384*(2 - 2*pp_layout) + 2*_x1385 + 2*_x1386 + 2*_x1387 + 2*_x1522 + 2*_x1523 + 2*_x1524 + _x1527 + _x1571)
-    _x1583 = _x1572*_x50 + _x1582
-    _x1584 = _x1396**(-z_os)
-    _x1585 = np.minimum(d_model, _x362)
-    _x1586 = np.minimum(d_model, _x361)
-    _x1587 = np.minimum(kv_lora, _x329)
-    _x1588 = np.minimum(d_model, _x1412)
-    _x1589 = np.minimum(d_model, _x18)
-    _x1590 = np.minimum(q_lora, _x346)
-    _x1591 = np.minimum(d_model, q_lora)
-    _x1592 = np.minimum(d_model, _x346)
-    _x1593 = _x0*(5*_x1587**2*(2*_x1587 + 4*np.maximum(kv_lora, _x329)) + 5*_x1588**2*(2*_x1588 + 4*np.maximum(d_model, _x1412)) + 5*_x1589**2*(2*_x1589 + 4*np.maximum(d_model, _x18)) + 5*_x1592**2*_x167*(2*_x1592 + 4*np.maximum(d_model, _x346)) + _x22*(5*_x1590**2*(2*_x1590 + 4*np.maximum(q_lora, _x346)) + 5*_x1591**2*(2*_x1591 + 4*np.maximum(d_model, q_lora)))) + _x165*(10*_x1585**2*(2*_x1585 + 4*np.maximum(d_model, _x362)) + 10*_x1586**2*(2*_x1586 + 4*np.maximum(d_model, _x361)))
-    _x1594 = np.minimum(d_model, shared_ffn)
-    _x1595 = np.minimum(d_model, _x258)
-    _x1596 = np.minimum(d_model, n_experts)
-    _x1597 = np.minimum(d_model, moe_latent)
-    _x1598 = np.minimum(d_model, ffn_hidden)
-    _x1599 = np.minimum(d_model, _x987)
-    _x1600 = _x1446**(-z_os)
-    _x1601 = np.minimum(moe_ffn, _x204)
-    _x1602 = np.minimum(_x232, _x204)
-    _x1603 = muon*(_x1457*_x1600*_x940*mlp_frac*(5*_x1601**2*(2*_x1601 + 4*np.maximum(moe_ffn, _x204)) + 5*_x1602**2*(2*_x1602 + 4*np.maximum(_x232, _x204))) + _x1584*(_x1376*(_x1593 + 5*_x1598**2*(2*_x1598 + 4*np.maximum(d_model, ffn_hidden)) + 5*_x1599**2*(2*_x1599 + 4*np.maximum(d_model, _x987))) + _x1457*(_x1145*(_x135*(5*_x1594**2*(2*_x1594 + 4*np.maximum(d_model, shared_ffn)) + 5*_x1595**2*(2*_x1595 + 4*np.maximum(d_model, _x258))) + 5*_x1596**2*(2*_x1596 + 4*np.maximum(d_model, n_experts)) + 10*_x1597**2*_x203*(2*_x1597 + 4*np.maximum(d_model, moe_latent))) + _x1593*attn_frac)))
-    _x1604 = _x1481*_x1584
-    _x1605 = _x1462*_x1600
-    _x1606 = _x1604 + _x1605
-    _x1607 = muon*t0_gemm_fwd + t0_optim_fwd + np.maximum(0, _x120*_x1603*(d_model + gemm_dhalf)/d_model) + np.maximum(_x1606*_x75*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd, _x81*(12*_x1604 + 12*_x1605)/eta_optim_fwd)
-    _x1608 = _x1530 + _x1583 + _x1607 + _x35 + _x66
-    _x1609 = _x35 + _x50*(_x1055*_x1378 + _x1170*_x1379 + _x1381*_x476)
-    _x1610 = _x134 + 1
-    _x1611 = _x22*t0_gemm_bwd + _x467 + _x827 + (1/2)*_x834 + (1/2)*_x838 + (1/2)*_x842 + (1/2)*_x889 + (1/2)*_x891 + (1/2)*_x893
-    _x1612 = 2*seq_len
-    _x1613 = _x74*seq_len
-    _x1614 = _x296*_x74*n_heads
-    _x1615 = _x165*_x364
-    _x1616 = _x338*seq_len
-    _x1617 = _x1616*_x337
-    _x1618 = _x536*swa_frac
-    _x1619 = _x1618*_x531
-    _x1620 = _x554*_x557
-    _x1621 = _x1620*_x482*_x531
-    _x1622 = _x486*(_x1612*_x1619 + 2*_x1621)/_x528
-    _x1623 = _x1622*_x293
-    _x1624 = _x1622*_x480
-    _x1625 = _x1619*_x493*seq_len
-    _x1626 = _x1621*_x493
-    _x1627 = _x1623 + _x1624 + _x1625 + _x1626
-    _x1628 = _x1612*_x1615 + _x1612*_x316 + _x1612*_x324 + _x1612*_x462 + _x1614 + _x1617 + _x1627 + _x346*_x351*seq_len
-    _x1629 = _x1613*vocab
-    _x1630 = 4*seq_len
-    _x1631 = _x135*_x1612
-    _x1632 = _x1631*_x243
-    _x1633 = _x1631*_x256
-    _x1634 = _x1612*_x215*(_x131/np.maximum(1, capacity_factor) + _x137)
-    _x1635 = _x1634*_x205
-    _x1636 = _x1630*_x580
-    _x1637 = _x1634*_x233
-    _x1638 = -_x1576
-    _x1639 = mamba_frac*seq_len
-    _x1640 = _x1126*seq_len
-    _x1641 = _x1623*attn_frac + _x1624*attn_frac + _x1625*attn_frac + _x1626*attn_frac
-    _x1642 = global_batch*(_x1629 + _x1638*(_x1091*_x1639*_x74 + 2*_x1096*_x1639 + _x1126*_x1616*_x461 + _x1147*_x1613 + _x1614*attn_frac + _x1615*_x1640 + _x1617*attn_frac + _x1632*mlp_frac + _x1633*mlp_frac + _x1635*mlp_frac + _x1636*mlp_frac + _x1637*mlp_frac + _x1639*(_x1093*mamba_chunk + _x1118) + _x1640*_x169*_x346 + _x1640*_x316 + _x1640*_x324 + _x1641) + dense_layers*(_x1612*_x974 + _x1613*_x987 + _x1628) + mtp*(_x131*_x1613*n_experts + _x1628 + _x1629 + _x1630*_x87 + _x1632 + _x1633 + _x1635 + _x1636 + _x1637))
-    _x1643 = 3*_x1642
-    _x1644 = 3*_x494
-    _x1645 = _x1644*_x500
-    _x1646 = _x1644*_x492
-    _x1647 = 6*_x297*_x54*micro_batch*n_heads
-    _x1648 = _x370*_x734
-    _x1649 = 6*_x72
-    _x1650 = _x1649*_x316
-    _x1651 = _x494*_x744
-    _x1652 = _x1651*_x500
-    _x1653 = _x1651*_x492
-    _x1654 = _x650*_x74
-    _x1655 = _x370*_x741
-    _x1656 = _x72*_x790
-    _x1657 = _x1656*_x316
-    _x1658 = 6*_x2
-    _x1659 = _x1658*_x327*_x458
-    _x1660 = _x1649*_x324
-    _x1661 = _x340*_x762
-    _x1662 = _x1656*_x324
-    _x1663 = 6*_x1132
-    _x1664 = _x1658*_x382
-    _x1665 = 7*_x528
-    _x1666 = _x1665*_x537*_x758
-    _x1667 = _x1665*_x512*_x558
-    _x1668 = _x493*_x528*_x744
-    _x1669 = _x1618*_x1668*_x758
-    _x1670 = _x383*_x762
-    _x1671 = _x1620*_x1668*_x512
-    _x1672 = _x1645 + _x1646 + _x1647 + _x1648 + _x1650 + _x1652 + _x1653 + _x1654*_x300 + _x1655*_x251 + _x1657 + _x1659 + _x1660 + _x1661 + _x1662 + _x1663 + _x1664 + _x1666 + _x1667 + _x1669 + 2*_x1670 + _x1671 + _x352*_x762
-    _x1673 = 768*_x122
-    _x1674 = _x250*_x734
-    _x1675 = _x1649*_x928
-    _x1676 = 6*_x224
-    _x1677 = _x252*_x701
-    _x1678 = _x703*_x74
-    _x1679 = _x225*_x695
-    _x1680 = _x263*_x734
-    _x1681 = 6*_x237
-    _x1682 = _x580*_x72
-    _x1683 = 12*_x1682
-    _x1684 = _x264*_x702
-    _x1685 = _x238*_x697
-    _x1686 = 4*_x1682*_x690
-    _x1687 = _x1638*(6*_x1102*_x1108 + _x1103*_x790 + 6*_x1103 + _x1113*_x650 + _x1120*_x650 + _x1120 + _x1126*_x1670 + _x1133*_x762 + _x1138*_x1654 + _x1141*_x1655 + _x1148*_x1678 + _x1314 + _x1645*attn_frac + _x1646*attn_frac + _x1647*attn_frac + _x1648*attn_frac + _x1650*attn_frac + _x1652*attn_frac + _x1653*attn_frac + _x1657*attn_frac + _x1659*attn_frac + _x1660*attn_frac + _x1661*attn_frac + _x1662*attn_frac + _x1663*attn_frac + _x1664*attn_frac + _x1666*attn_frac + _x1667*attn_frac + _x1669*attn_frac + _x1671*attn_frac + _x1674*mlp_frac + _x1675*mlp_frac + _x1676*mlp_frac + _x1677*mlp_frac + _x1679*mlp_frac + _x1680*mlp_frac + _x1681*mlp_frac + _x1683*mlp_frac + _x1684*mlp_frac + _x1685*mlp_frac + _x1686*mlp_frac) + _x1673 + dense_layers*(_x1019*_x983 + _x1021*_x994 + _x1672 + _x734*_x988 + 6*_x982) + mtp*(_x1672 + _x1673 + _x1674 + _x1675 + _x1676 + _x1677 + _x1678*_x286 + _x1679 + _x1680 + _x1681 + _x1683 + _x1684 + _x1685 + _x1686 + 12*_x96)
-    _x1688 = 2*mtp
-    _x1689 = _x1627*dense_layers + _x1638*_x1641
-    _x1690 = 3*global_batch
-    _x1691 = _x1643 + _x1690*(-_x1627*mtp - _x1689 + _x482*_x528*n_heads*(_x1126*n_layers + _x1688) + d_model*seq_len*(_x1688 + 2)*(_x115*tp - vocab))
-    _x1692 = _x14*dense_layers
-    _x1693 = np.maximum(0, _x9)
-    _x1694 = np.where(_x31, _x152*_x1693, _x152)
-    _x1695 = _x1694 + np.where(_x31, _x143*_x1693, _x143)
-    _x1696 = _x1695*seq_par
-    _x1697 = np.where(_x31, _x1693*_x173, _x173)
-    _x1698 = seq_par*(_x1694 + _x1697)
-    _x1699 = np.where(_x31, _x160*_x1693, _x160)
-    _x1700 = _x1033*_x1699
-    _x1701 = _x1696 + _x1698 + _x1700
-    _x1702 = _x14*_x1638
-    _x1703 = _x159*_x1699
-    _x1704 = _x1698 + _x1703
-    _x1705 = _x1704*attn_frac
-    _x1706 = _x1696 + _x1703
-    _x1707 = _x1706*mamba_frac
-    _x1708 = _x1066*_x1706
-    _x1709 = _x1705 + _x1707 + _x1708
-    _x1710 = 2*_x1145*_x1702*_x956/_x201
-    _x1711 = np.where(_x623, _x622*np.maximum(0, _x619), _x622)
-    _x1712 = _x5/tp**2
-    _x1713 = _x112*_x1712
-    _x1714 = np.where(_x31, _x1713*_x32, 0)
-    _x1715 = _x107*_x1712
-    _x1716 = _x1714 + np.where(_x31, _x142*_x1715, 0)
-    _x1717 = _x1716*seq_par
-    _x1718 = np.where(_x31, _x1712*_x172*_x57, 0)
-    _x1719 = seq_par*(_x1714 + _x1718)
-    _x1720 = np.where(_x31, _x12*_x1713, 0)
-    _x1721 = _x1033*_x1720
-    _x1722 = _x1717 + _x1719 + _x1721
-    _x1723 = _x159*_x1720
-    _x1724 = _x1719 + _x1723
-    _x1725 = _x1724*attn_frac
-    _x1726 = _x1717 + _x1723
-    _x1727 = _x1726*mamba_frac
-    _x1728 = _x1066*_x1726
-    _x1729 = _x1725 + _x1727 + _x1728
-    _x1730 = np.where(_x623, _x622*np.maximum(0, _x618), 0)
-    _x1731 = _x50*(_x1692*_x1722 + _x1702*_x1729 + _x1710*_x1730)
-    _x1732 = np.where(_x31, _x1693*_x182, _x182)
-    _x1733 = _x1704*_x184 + tp_async*(_x159*np.where(_x31, _x1693*_x192, _x192) + seq_par*(_x1697 + _x1732 + np.where(_x31, _x1693*_x190, _x190)))
-    _x1734 = _x1706*_x184 + tp_async*(_x1703 + seq_par*(_x1695 + _x1732))
-    _x1735 = _x1710*(rc_full + 1)
-    _x1736 = _x171*_x1712*_x187
-    _x1737 = np.where(_x31, _x1715*_x181, 0)
-    _x1738 = _x1724*_x184 + tp_async*(_x159*np.where(_x31, _x12*_x1736, 0) + seq_par*(_x1718 + _x1737 + np.where(_x31, _x1736*_x32, 0)))
-    _x1739 = _x1726*_x184 + tp_async*(_x1723 + seq_par*(_x1716 + _x1737))
-    _x1740 = _x50*(_x1692*(_x1610*_x1722 - _x1717 - _x1719 - _x1721 + _x1738 + _x1739) + _x1702*(_x1066*_x1739 + _x1610*_x1729 - _x1725 - _x1727 - _x1728 + _x1738*attn_frac + _x1739*mamba_frac) + _x1730*_x1735)
-    _x1741 = global_batch*seq_len
-    _x1742 = _x1741*act_bytes
-    _x1743 = _x1450*_x1742*_x529*_x564*(_x1692 + _x1702*attn_frac)
-    _x1744 = _x1743*_x569
-    _x1745 = _x1743*_x201
-    _x1746 = _x1745*_x569
-    _x1747 = np.maximum(0, _x609)
-    _x1748 = _x1710*_x50
-    _x1749 = _x1747*_x1748
-    _x1750 = np.maximum(0, _x611)
-    _x1751 = _x1735*_x50
-    _x1752 = _x1747*_x1751
-    _x1753 = _x1398*_x14*_x1742*_x37*(interleave*pp - 1)
-    _x1754 = _x1753*_x54
-    _x1755 = _x1754*_x62 + _x1754*_x63
-    _x1756 = _x1496*z_os
-    _x1757 = np.maximum(0, _x1454)
-    _x1758 = _x1407*n_experts
-    _x1759 = _x1145*_x1758
-    _x1760 = _x1450*_x1702*_x1759
-    _x1761 = _x1487*_x1760
-    _x1762 = np.maximum(0, _x1401)
-    _x1763 = _x1638*_x1759
-    _x1764 = _x1406 + _x1409
-    _x1765 = _x1758 + _x1764
-    _x1766 = _x1413 + _x23
-    _x1767 = _x1468 + _x1469 + _x1766*attn_frac
-    _x1768 = d_model*vocab
-    _x1769 = _x1474 + _x1477 + _x1768*(2 - tied)
-    _x1770 = _x1769 + dense_layers*(_x1411 + _x1471 + _x1766)
-    _x1771 = _x1638*(_x1765*mlp_frac + _x1767) + _x1770
-    _x1772 = _x14*(-_x1763 + _x1771)
-    _x1773 = _x1772*_x2*pg_bytes
-    _x1774 = _x1403*_x1773
-    _x1775 = _x131*np.where(_x1465, _x1757*_x1761, _x1761) + np.where(_x1421, _x1762*_x1774, _x1774)
-    _x1776 = _x1391*z_param
-    _x1777 = np.maximum(0, _x1452)
-    _x1778 = 1/(cp**2*dp**2)
-    _x1779 = _x1397*_x1402*dp_rep**2
-    _x1780 = _x131*np.where(_x1465, _x1761*_x1777, 0) + np.where(_x1421, _x1773*_x1778*_x1779, 0)
-    _x1781 = _x1756*_x1780 + _x1776*_x1780
-    _x1782 = _x1456*_x1760
-    _x1783 = np.where(_x1465, _x1757*_x1782, _x1782)
-    _x1784 = _x1772*_x24
-    _x1785 = _x1437*_x1784
-    _x1786 = _x1403*_x1784
-    _x1787 = np.where(_x1421, _x1762*_x1786, _x1786) + np.where(_x1440, _x1785*np.maximum(0, _x1434), _x1785)
-    _x1788 = _x1496*_x1507
-    _x1789 = _x1514*_x1784
-    _x1790 = _x1518*_x1760
-    _x1791 = np.where(_x1465, _x1777*_x1782, 0)
-    _x1792 = _x1778*_x1784
-    _x1793 = np.where(_x1440, _x1432*_x1785, 0) + np.where(_x1421, _x1779*_x1792, 0)
-    _x1794 = _x1788*(_x131*(_x1508*np.where(_x1465, _x1777*_x1790, 0) + _x1791*z_os) + _x1508*np.where(_x1493, _x1509*_x1513*_x1792, 0) + _x1793*z_os) + z_param*(-_x1391*_x1780 + _x1391*(_x131*_x1791 + _x1793) + _x1486*_x1780)
-    _x1795 = _x100*_x14
-    _x1796 = _x1450*_x1795
-    _x1797 = _x1608**(-1.0)
-    _x1798 = _x516*_x67*z_param*np.maximum(_x1472*np.minimum(1, dense_layers), _x1470)
-    _x1799 = _x1396**(-z_param)
-    _x1800 = _x1446**(-z_param)
-    _x1801 = _x37*z_param
-    _x1802 = _x1480*_x1801
-    _x1803 = _x1802*act_bytes + act_bytes*(_x1462*_x1800 + _x1481*_x1799)
-    _x1804 = _x1396**(-z_grad)
-    _x1805 = _x1446**(-z_grad)
-    _x1806 = _x1802*grad_bytes + grad_bytes*(_x1462*_x1805 + _x1481*_x1804)
-    _x1807 = _x1479*_x1584*(-opt_bytes + opt_bytes_emb)
-    _x1808 = _x1606*opt_bytes + _x1807
-    _x1809 = _x1544 + _x1546
-    _x1810 = _x1547 + _x1549 + _x1550
-    _x1811 = -_x1015*(_x1541*_x977 + _x1552) - _x1551 - _x1555 + _x1558 + _x1809*_x2 + _x1810*_x71 + _x2*(_x1541*_x55*ffn_hidden*micro_batch*seq_len - _x1544)
-    _x1812 = (rc_any + rc_op)*np.maximum(_x1811, _x1559)
-    _x1813 = _x50*gpipe
-    _x1814 = _x1540*_x1811 + _x1560 + rc_op*(_x1539 + _x187*(_x1537 + _x721 + _x78 + _x976 + d_model*gated))
-    _x1815 = _x1376*_x1814
-    _x1816 = np.minimum(np.minimum(dense_layers, offload_layers), _x16)
-    _x1817 = mtp*(_x1560 + 5*_x672 + (1 - rc_full)*(-_x1554 - _x1555 + _x1556*_x1557*_x2*_x482*_x486*_x55*micro_batch*n_heads + _x1809*_x2 + _x1810*_x71))
-    _x1818 = _x117*(_x706*ce_eager + act_bytes*(1 - ce_eager) + (act_bytes*ce_compiled + f32_bytes*(1 - ce_compiled))*(_x1813 - gpipe + 1))
-    _x1819 = (_x1818 + _x672)*(mtp + 1)
-    _x1820 = _x1371*_x1817 + _x1373*_x1819 + _x1812 + (_x1499*(-_x1500 - gpipe)*(_x15*_x1502*_x36 + 1) + _x1813 + dualpipev*(pp + 1/2))*(_x1457*_x1561 + _x1815 + _x1817*_x67 - _x67*(_x1561*(-_x1816 + offload_layers) + _x1814*_x1816))
-    _x1821 = _x1798 + _x1803 + _x1806 + _x1808 + _x1820
-    _x1822 = _x1376*_x67
-    _x1823 = _x16 - _x1822
-    _x1824 = _x1458*_x1823
-    _x1825 = _x116*_x1478*_x37*np.minimum(1, mtp) + _x1470*_x1823 + _x1473*_x67 + _x1476 - _x1477*_x37 + _x1479
-    _x1826 = -_x1460 - _x1824 + _x1825
-    _x1827 = _x1460 + _x1824
-    _x1828 = _x1801*_x1825
-    _x1829 = _x1828*act_bytes + act_bytes*(_x1799*_x1826 + _x1800*_x1827)
-    _x1830 = _x1828*grad_bytes + grad_bytes*(_x1804*_x1826 + _x1805*_x1827)
-    _x1831 = _x1807 + opt_bytes*(_x1584*_x1826 + _x1600*_x1827)
-    _x1832 = np.minimum(offload_layers, _x1822)
-    _x1833 = _x1812 + _x1819 + (_x1813 + (1 - gpipe)*np.minimum(_x50, _x13*(_x1498*pp + 1)))*(_x1561*_x1823 + _x1815*_x67 + _x1817 - _x67*(_x1561*(-_x1832 + offload_layers) + _x1814*_x1832))
-    _x1834 = _x1501*(_x1798 + _x1829 + _x1830 + _x1831 + _x1833) + _x1821*dualpipev
-    _x1835 = np.maximum(_x1821, _x1834)
-    _x1836 = np.where((_x1821 < _x1834), 1, 0)
-    _x1837 = 1 - _x1836
-    _x1838 = _x1835*alloc_frag
-    _x1839 = nccl_comm_bytes*(_x131*_x1466 + _x1441 + _x1516 + _x33) + nccl_peer_bytes*(_x131*_x613 + _x52 + 2*np.minimum(1, _x564))
+    _x959 = _x947*host_sync
+    _x960 = _x472 + _x955 + _x958
+    _x961 = _x132*(np.maximum(_x959, -_x953 - _x960) + np.maximum(host_sync, -_x475 - _x936 - _x945 + _x955 + _x958)) + _x133*np.maximum(0, -_x937 - _x945 - _x953)
+    _x962 = _x79*_x859
+    _x963 = np.maximum(_x962, _x814)
+    _x964 = _x408*_x91
+    _x965 = _x411*_x97
+    _x966 = _x58 + _x90*_x902
+    _x967 = np.minimum(_x57, _x115)
+    _x968 = np.maximum(_x108/eta_embed_bwd, _x75*(_x112*(learned_pos + 1) + _x116*grad_bytes + _x39*_x967 + _x74*f32_bytes*((1/10)*_x57 + _x967))/mu_embed_bwd)
+    _x969 = _x968 + t0_embed_bwd
+    _x970 = _x118*_x407
+    _x971 = _x124*_x899
+    _x972 = t0_ce_bwd + np.maximum(_x970, _x971) + np.maximum(_x125/mu_ce_bwd, 256*_x127/eta_ce_bwd) + np.maximum(_x116*_x414 + _x970, _x971)
+    _x973 = _x963 + _x972 + mtp*(_x583 + _x803 + 3*_x963 + _x969 + _x972 + 3*t0_norm_bwd + np.maximum(_x964, _x965) + np.maximum(_x922*_x966, _x923*_x966) + np.maximum(_x414*_x89 + _x964, _x965)) + t0_gemm_bwd + t0_norm_bwd
+    _x974 = _x129 + _x973 + mtp*(_x937 + _x944 + _x952 + _x961)
+    _x975 = d_model*ffn_hidden
+    _x976 = _x2*_x975
+    _x977 = _x2*ffn_hidden
+    _x978 = _x57*_x977
+    _x979 = _x107 + _x978
+    _x980 = _x976 + _x979
+    _x981 = _x408*_x980
+    _x982 = np.minimum(np.minimum(d_model, _x977), _x57)
+    _x983 = _x57*_x976
+    _x984 = 2*_x983
+    _x985 = _x984*(_x982 + gemm_dhalf)/_x982
+    _x986 = _x411*_x985
+    _x987 = np.maximum(_x981, _x986)
+    _x988 = _x231*ffn_hidden
+    _x989 = _x54*_x988
+    _x990 = _x2*_x988
+    _x991 = _x57*_x990
+    _x992 = _x107 + _x989 + _x991
+    _x993 = _x408*_x992
+    _x994 = np.minimum(np.minimum(d_model, _x57), _x990)
+    _x995 = _x90*_x990
+    _x996 = _x995*(_x994 + gemm_dhalf)/_x994
+    _x997 = _x411*_x996
+    _x998 = np.maximum(_x993, _x997)
+    _x999 = np.maximum(_x414*_x976 + _x981, _x986)
+    _x1000 = np.maximum(_x414*_x989 + _x993, _x997)
+    _x1001 = _x1000 + _x987 + _x998 + _x999
+    _x1002 = _x1001 + _x583
+    _x1003 = _x1002*_x598
+    _x1004 = np.maximum(_x630*_x978, _x632*_x978)
+    _x1005 = _x1004 + t0_elem_fwd
+    _x1006 = np.maximum(_x93*_x980, _x103*_x985)
+    _x1007 = np.maximum(_x93*_x992, _x103*_x996)
+    _x1008 = _x1006 + _x1007
+    _x1009 = _x576*np.maximum(-_x1003 - _x1005 - _x1008 - _x70, 0)
+    _x1010 = np.maximum(_x644*_x978, _x646*_x978)
+    _x1011 = _x576*np.maximum(-_x1002 + _x1003 - _x1010 - t0_elem_bwd, 0)
+    _x1012 = _x663 + _x979
+    _x1013 = np.maximum(_x1012*_x666, _x1012*_x111)
+    _x1014 = _x1013 + _x69
+    _x1015 = _x1014*_x650
+    _x1016 = rc_sel*rcm_mlp
+    _x1017 = _x1016 + _x650
+    _x1018 = _x1005*_x1017
+    _x1019 = _x1016 + rc_full
+    _x1020 = _x1019 + _x693
+    _x1021 = _x1020*(_x1006 + t0_gemm_fwd)
+    _x1022 = _x1019 + _x696
+    _x1023 = _x1022*(_x1007 + t0_gemm_fwd)
+    _x1024 = _x1017*_x676
+    _x1025 = _x1015 + _x1018 + _x1021 + _x1023 + _x1024 + _x792
+    _x1026 = _x576*np.maximum(-_x1025, 0)
+    _x1027 = _x1014 + _x799
+    _x1028 = _x576*np.maximum(-_x1027 - _x388 - _x795, 0)
+    _x1029 = _x90 + _x902*_x978 + _x904 + _x909 + _x920 + _x991
+    _x1030 = np.maximum(_x1029*_x922, _x1029*_x923)
+    _x1031 = _x1030 + _x442 + _x446 + _x450 + _x454 + _x456 + _x460 + _x464 + _x466 + _x803 + _x804 + _x809 + _x815 + _x816 + _x817 + _x818 + _x819 + _x820 + _x821 + _x823 + _x824 + _x825 + _x826 + _x828 + _x829 + _x830 + _x834 + _x838 + _x842 + _x847 + _x855 + _x857 + _x862 + _x867 + _x870 + _x871 + _x873 + _x876 + _x882 + _x885 + _x887 + _x889 + _x891 + _x893
+    _x1032 = _x576*np.maximum(-_x1031 - _x802, 0)
+    _x1033 = _x1009 + _x1011 + _x1026 + _x1028 + _x1032
+    _x1034 = 2 - 2*seq_par
+    _x1035 = _x1034*_x161
+    _x1036 = _x1035 + _x158 + _x175
+    _x1037 = 3*t0_gemm_fwd
+    _x1038 = _x1008 + _x1037 + _x307 + _x387
+    _x1039 = -_x1035 - _x158 + _x473
+    _x1040 = _x148*seq_par
+    _x1041 = _x1040 + _x394
+    _x1042 = np.maximum(0, -_x1036*_x180 + _x1036 - _x179*ov_tp*np.maximum(-_x1038 - _x1039, _x1036*(_x1041*_x402 + _x404*(_x1036 - _x1040 + _x474))/np.maximum(1.0e-30, _x1036)))
+    _x1043 = _x1036*_x134
+    _x1044 = _x186 + _x195
+    _x1045 = _x1043 - tp_split_rs*(_x156*_x198 + _x197)
+    _x1046 = _x1044 + _x1045
+    _x1047 = _x399*seq_par
+    _x1048 = _x1041*_x134
+    _x1049 = _x405 + _x437
+    _x1050 = (1/2)*_x1000 + (1/2)*_x998
+    _x1051 = _x1050 + _x437
+    _x1052 = tp_async*(_x159*np.maximum(-_x1051 - _x434, _x435) + seq_par*(_x183 + np.maximum(-_x1049 - _x1050, _x431) + np.maximum(-_x1051 - _x432, _x433)))
+    _x1053 = _x1052 + _x185 + _x470
+    _x1054 = np.maximum(0, _x1045 - _x1046*_x180 + _x1053 - _x179*ov_tp*np.maximum(-_x1038*_x201 + _x1046, _x1046*(_x402*(_x1047 + _x1048 + _x393) + _x404*(_x1046 - _x1047 - _x1048 + _x403))/np.maximum(1.0e-30, _x1046)))
+    _x1055 = _x1043 + _x1053 - _x1054
+    _x1056 = _x1036 - _x1042 + _x1055
+    _x1057 = _x1033 + _x1056 + _x575
+    _x1058 = _x1004 + _x1027 + _x1038 + _x943
+    _x1059 = 3*t0_gemm_bwd
+    _x1060 = _x1001 + _x1010 + _x1031 + _x1059 + _x950
+    _x1061 = _x1025 + _x1057 + _x1058 + _x1060
+    _x1062 = np.maximum(0, -_x1061 + _x130*_x949 + _x130*host_fwd)
+    _x1063 = _x1061 + _x1062
+    _x1064 = layout_first - layout_first_dense
+    _x1065 = _x176*attn_frac
+    _x1066 = _x163*mamba_frac
+    _x1067 = _x138*mlp_frac
+    _x1068 = _x1067*_x163
+    _x1069 = _x1065 + _x1066 + _x1068
+    _x1070 = _x1069*_x134
+    _x1071 = _x1067*_x186 + _x186*mamba_frac + _x195*attn_frac
+    _x1072 = attn_frac*seq_par
+    _x1073 = tp_split_rs*(_x1067*_x156*_x198 + _x1072*_x191)
+    _x1074 = _x1070 - _x1073
+    _x1075 = _x1071 + _x1074
+    _x1076 = act_bytes*mlp_frac
+    _x1077 = _x1076*_x223
+    _x1078 = _x225*mlp_frac
+    _x1079 = _x1078*_x228
+    _x1080 = np.maximum(_x1077*_x92, _x103*_x1079)
+    _x1081 = _x1076*_x236
+    _x1082 = _x238*mlp_frac
+    _x1083 = _x1082*_x240
+    _x1084 = np.maximum(_x1081*_x92, _x103*_x1083)
+    _x1085 = _x1076*_x135
+    _x1086 = _x1085*_x92
+    _x1087 = np.maximum(_x1086*_x247, _x254*mlp_frac)
+    _x1088 = np.maximum(_x1086*_x261, _x266*mlp_frac)
+    _x1089 = _x1076*_x270
+    _x1090 = np.maximum(_x1089*_x92, _x274*mlp_frac)
+    _x1091 = _x1080 + _x1084 + _x1087 + _x1088 + 2*_x1090 + _x277*mlp_frac + _x278*mlp_frac + _x279*mlp_frac
+    _x1092 = mamba_hdim*mamba_heads
+    _x1093 = mamba_groups*mamba_state
+    _x1094 = 2*_x1093
+    _x1095 = _x1094 + mamba_heads
+    _x1096 = 2*_x1092 + _x1095
+    _x1097 = _x1096*d_model
+    _x1098 = _x1097*_x2
+    _x1099 = _x1096*_x2
+    _x1100 = _x1099*_x57
+    _x1101 = _x107 + _x1098 + _x1100
+    _x1102 = _x93*mamba_frac
+    _x1103 = _x57*mamba_frac
+    _x1104 = _x1098*_x1103
+    _x1105 = np.maximum(1, np.minimum(np.minimum(d_model, _x57), _x1099))
+    _x1106 = (_x1105 + gemm_dhalf)/_x1105
+    _x1107 = _x1104*_x1106
+    _x1108 = np.maximum(_x1101*_x1102, _x1107*_x313)
+    _x1109 = _x1092*_x54
+    _x1110 = _x1092*_x2
+    _x1111 = _x1110*_x57
+    _x1112 = _x107 + _x1109 + _x1111
+    _x1113 = np.maximum(1, np.minimum(np.minimum(d_model, _x57), _x1110))
+    _x1114 = _x1110*_x90*mamba_frac
+    _x1115 = _x1114*(_x1113 + gemm_dhalf)/_x1113
+    _x1116 = np.maximum(_x1102*_x1112, _x103*_x1115)
+    _x1117 = mamba_chunk*mamba_hdim
+    _x1118 = mamba_hdim*mamba_state
+    _x1119 = mamba_heads*(_x1117 + 4*_x1118)
+    _x1120 = _x2*mamba_chunk
+    _x1121 = _x1103*(_x1094*_x1120 + _x1119*_x2)
+    _x1122 = (100/7)*_x119
+    _x1123 = _x1093*_x2
+    _x1124 = _x2*mamba_heads
+    _x1125 = _x1103*(_x1110*mamba_state*(_x516 + _x706)/mamba_chunk + act_bytes*(5*_x1110 + 4*_x1123) + f32_bytes*(2*_x1120*mamba_groups + 7*_x1124))
+    _x1126 = np.maximum(_x1121*_x1122, _x1125*_x92)
+    _x1127 = 2*attn_frac
+    _x1128 = _x1127*_x836
+    _x1129 = np.maximum(_x312*attn_frac, _x103*_x1128)
+    _x1130 = _x1127*_x840
+    _x1131 = np.maximum(_x322*attn_frac, _x103*_x1130)
+    _x1132 = np.maximum(_x334*attn_frac, _x342*attn_frac)
+    _x1133 = _x169*_x348
+    _x1134 = _x1127*_x1133
+    _x1135 = _x1134*_x354
+    _x1136 = np.maximum(_x350*attn_frac, _x103*_x1135)
+    _x1137 = attn_frac*t0_gemm_fwd
+    _x1138 = _x301*attn_frac
+    _x1139 = _x300*attn_frac
+    _x1140 = _x1139*_x74
+    _x1141 = _x1137 + np.maximum(_x1138*_x92, _x1140*_x305)
+    _x1142 = _x1127*_x57
+    _x1143 = _x1142*_x370
+    _x1144 = _x1143*_x372
+    _x1145 = _x360*attn_frac + np.maximum(_x369*attn_frac, _x103*_x1144)
+    _x1146 = _x131*mlp_frac
+    _x1147 = _x1146*_x284
+    _x1148 = _x1146*n_experts
+    _x1149 = _x1148*_x72
+    _x1150 = _x1149*_x288
+    _x1151 = _x281*mlp_frac + np.maximum(_x1147*_x93, _x1150*_x120)
+    _x1152 = _x1127*_x384
+    _x1153 = _x376*attn_frac + np.maximum(_x379*attn_frac, _x103*_x1152)
+    _x1154 = _x1037*mamba_frac + _x1108 + _x1116 + _x1126 + _x1129 + _x1131 + _x1132 + _x1136 + _x1141 + _x1145 + _x1151 + _x1153 + _x358*attn_frac + _x359*attn_frac
+    _x1155 = _x1091 + _x1154
+    _x1156 = _x1072*_x174
+    _x1157 = mamba_frac*seq_par
+    _x1158 = _x1157*_x148
+    _x1159 = _x395*mlp_frac
+    _x1160 = _x1159*_x148
+    _x1161 = _x1156 + _x1158 + _x1160
+    _x1162 = _x1072*_x392 + _x1157*_x399 + _x1159*_x399 + _x1161*_x134
+    _x1163 = _x1101*_x408
+    _x1164 = _x1098*_x1106*_x440
+    _x1165 = _x1098*_x414
+    _x1166 = (1/2)*np.maximum(_x1163, _x1164) + (1/2)*np.maximum(_x1163 + _x1165, _x1164)
+    _x1167 = _x1166 + _x437
+    _x1168 = _x1067*_x436 + _x470*attn_frac + mamba_frac*(_x185 + tp_async*(_x159*np.maximum(-_x1167 - _x434, _x435) + seq_par*(_x183 + np.maximum(-_x1049 - _x1166, _x431) + np.maximum(-_x1167 - _x432, _x433))))
+    _x1169 = _x1070 + _x1168 - np.maximum(0, _x1074 - _x1075*_x180 + _x1168 - _x179*ov_tp*np.maximum(_x1075 - _x1155*_x201, _x1075*(_x1162*_x402 + _x404*(_x1070 - _x1073 - _x1162 + _x138*_x186*mlp_frac + _x186*mamba_frac + _x195*attn_frac))/np.maximum(1.0e-30, _x1075)))
+    _x1170 = _x1069 - np.maximum(0, -_x1069*_x180 + _x1069 - _x179*ov_tp*np.maximum(_x1065 + _x1066 + _x1068 - _x1155, _x1069*(_x1161*_x402 + _x404*(_x1069 - _x1156 - _x1158 - _x1160))/np.maximum(1.0e-30, _x1069)))
+    _x1171 = _x1169 + _x1170
+    _x1172 = act_bytes*attn_frac
+    _x1173 = _x1172*_x487
+    _x1174 = _x1173*_x485
+    _x1175 = np.maximum(_x1174*_x478, _x497*attn_frac)
+    _x1176 = _x1173*_x502
+    _x1177 = _x1173*_x483
+    _x1178 = _x1177*_x505
+    _x1179 = np.maximum(_x501*attn_frac, _x478*(_x1176 + _x1178*bmm_reread_fwd))
+    _x1180 = _x511*attn_frac + np.maximum(_x514*attn_frac, _x520*attn_frac)
+    _x1181 = _x1172*_x532
+    _x1182 = _x1181*_x526
+    _x1183 = _x524*attn_frac + np.maximum(_x1182*_x525, _x547*_x551*attn_frac)
+    _x1184 = _x555*attn_frac + np.maximum(_x1182*_x556, _x551*_x560*attn_frac)
+    _x1185 = _x1175 + _x1179 + _x1180 + _x1183 + _x1184 + _x510*attn_frac
+    _x1186 = ov_cp*np.maximum(-_x1185*_x477 + _x571, _x572)
+    _x1187 = _x1186 + _x574
+    _x1188 = _x1089*_x407
+    _x1189 = _x578*mlp_frac
+    _x1190 = np.maximum(_x1188, _x1189)
+    _x1191 = np.maximum(_x1188 + _x581*mlp_frac, _x1189)
+    _x1192 = _x1077*_x407
+    _x1193 = _x1079*_x411
+    _x1194 = np.maximum(_x1192, _x1193)
+    _x1195 = _x1081*_x407
+    _x1196 = _x1083*_x411
+    _x1197 = np.maximum(_x1195, _x1196)
+    _x1198 = _x1085*_x407
+    _x1199 = _x1198*_x247
+    _x1200 = _x591*mlp_frac
+    _x1201 = np.maximum(_x1199, _x1200)
+    _x1202 = _x1198*_x261
+    _x1203 = _x421*mlp_frac
+    _x1204 = np.maximum(_x1202, _x1203)
+    _x1205 = np.maximum(_x1192 + _x593*mlp_frac, _x1193)
+    _x1206 = np.maximum(_x1195 + _x415*mlp_frac, _x1196)
+    _x1207 = np.maximum(_x1199 + _x595*mlp_frac, _x1200)
+    _x1208 = np.maximum(_x1202 + _x423*mlp_frac, _x1203)
+    _x1209 = 2*_x1190 + 2*_x1191 + _x1194 + _x1197 + _x1201 + _x1204 + _x1205 + _x1206 + _x1207 + _x1208 + _x584*mlp_frac + _x585*mlp_frac + _x586*mlp_frac
+    _x1210 = _x1209*_x598
+    _x1211 = -1/2*_x131*_x625*mlp_frac
+    _x1212 = mlp_frac*t0_elem_fwd
+    _x1213 = _x1076*_x109
+    _x1214 = _x1213*_x628
+    _x1215 = _x220*mlp_frac
+    _x1216 = _x1215*_x216
+    _x1217 = np.maximum(_x1214*_x221, _x1216*_x632)
+    _x1218 = _x1212 + _x1217
+    _x1219 = _x636*mlp_frac
+    _x1220 = _x635*mlp_frac + np.maximum(_x1214*_x636, _x1219*_x632)
+    _x1221 = _x1091 + _x1220
+    _x1222 = (1/2)*mlp_frac
+    _x1223 = _x1222*_x131
+    _x1224 = _x1223*_x639
+    _x1225 = mlp_frac*t0_elem_bwd
+    _x1226 = _x1211 + _x1225
+    _x1227 = _x1076*_x643
+    _x1228 = _x1209 + _x641*mlp_frac + np.maximum(_x1227*_x221, _x1216*_x646) + np.maximum(_x1227*_x636, _x1219*_x646)
+    _x1229 = _x109*_x1172
+    _x1230 = attn_frac*t0_elem_fwd + np.maximum(_x784*attn_frac, _x1229*_x787)
+    _x1231 = mamba_frac*t0_elem_fwd
+    _x1232 = _x1092 + _x1094
+    _x1233 = _x1232*_x2
+    _x1234 = _x1103*_x1233
+    _x1235 = np.maximum(_x109*_x1234*_x516, _x1234*_x631*(2*mamba_conv + 4))
+    _x1236 = np.maximum(_x784*mamba_frac, _x788*mamba_frac)
+    _x1237 = mamba_frac*t0_gemm_fwd
+    _x1238 = mamba_frac*t0_norm_fwd
+    _x1239 = act_bytes*mamba_frac
+    _x1240 = _x82*mamba_frac
+    _x1241 = 8*_x83
+    _x1242 = np.maximum(_x1239*_x72*_x77, _x1240*_x1241)
+    _x1243 = _x1103*_x1110
+    _x1244 = _x1243*_x81
+    _x1245 = np.maximum(_x1243*_x766, _x1241*_x1244)
+    _x1246 = np.maximum(_x784*mlp_frac, _x1213*_x787)
+    _x1247 = _x1212 + _x1246
+    _x1248 = _x107*mamba_frac + _x1139 + _x1216 + _x1219 + _x1243 + _x219*mlp_frac + _x651*mlp_frac + _x652*mlp_frac + _x653*mlp_frac + _x655*attn_frac + _x656*attn_frac + _x657*attn_frac + _x658*attn_frac + _x659*attn_frac + _x660*attn_frac + _x661*attn_frac + _x662*attn_frac
+    _x1249 = np.maximum(_x1248*_x666, _x111*_x1248)
+    _x1250 = _x1249 + _x69
+    _x1251 = _x357*attn_frac
+    _x1252 = attn_frac*t0_norm_fwd
+    _x1253 = _x721*attn_frac
+    _x1254 = _x1253*_x187*_x718
+    _x1255 = _x1253*_x724
+    _x1256 = _x1252*_x718 + np.maximum(_x1254*_x674, _x1255*_x84)
+    _x1257 = _x1137*_x22
+    _x1258 = _x1212*_x729 + np.maximum(_x1213*_x733, _x735*mlp_frac)
+    _x1259 = _x509*attn_frac
+    _x1260 = _x1172*_x79
+    _x1261 = _x1252 + np.maximum(_x1260*_x674, _x85*attn_frac)
+    _x1262 = _x1076*_x79
+    _x1263 = mlp_frac*t0_norm_fwd + np.maximum(_x1262*_x674, _x85*mlp_frac)
+    _x1264 = _x753*attn_frac + np.maximum(_x757*attn_frac, _x1229*_x759)
+    _x1265 = _x765*attn_frac + np.maximum(_x768*attn_frac, _x770*attn_frac)
+    _x1266 = _x680*mlp_frac
+    _x1267 = _x1146*_x682
+    _x1268 = _x1146*_x214
+    _x1269 = _x1266 + np.maximum(_x1267*_x685, _x1268*_x687)
+    _x1270 = _x691*mlp_frac
+    _x1271 = _x698*mlp_frac
+    _x1272 = _x1149*_x75
+    _x1273 = _x704*mlp_frac + np.maximum(_x1272*_x707, _x1149*_x708)
+    _x1274 = _x1252*_x22 + np.maximum(_x778*attn_frac, _x780*attn_frac)
+    _x1275 = _x1266*_x710 + np.maximum(0, _x1268*_x712)
+    _x1276 = _x1141*_x650 + _x1145*_x741 + _x1151*_x703 + _x1153*_x762 + _x1180*_x744 + _x1183*_x744 + _x1184*_x744 + _x1218*_x671 + _x1220*_x679 + _x1230*_x650 + _x1247*_x650 + _x1250*_x650 + _x1256*_x650 + _x1258*_x650 + _x1261*_x751 + _x1263*_x677 + _x1264*_x762 + _x1265*_x762 + _x1269*_x690 + _x1273*_x690 + _x1274*_x762 + _x1275*_x690 + _x650*(_x1108 + _x1237) + _x650*(_x1116 + _x1237) + _x650*(_x1126 + _x1237) + _x650*(_x1129 + _x1251) + _x650*(_x1131 + _x1257) + _x650*(_x1231 + _x1235) + _x650*(_x1231 + _x1236) + _x650*(_x1238 + _x1242) + _x650*(_x1238 + _x1245) + _x695*(_x1080 + _x1270) + _x697*(_x1084 + _x1270) + _x701*(_x1087 + _x1271) + _x702*(_x1088 + _x1271) + _x715*(_x1090 + _x714*mlp_frac) + _x744*(_x1175 + _x1259) + _x744*(_x1179 + _x1259) + _x762*(_x1132 + _x1251) + _x762*(_x1136 + _x1257)
+    _x1277 = _x1154 + _x1185 + _x1230 + _x1235 + _x1236 + _x1242 + _x1245 + _x1256 + _x1258 + _x1261 + _x1263 + _x1264 + _x1265 + _x1269 + _x1273 + _x1274 + _x1275 + _x795*mamba_frac + _x796*mamba_frac
+    _x1278 = _x1250 + _x1277
+    _x1279 = attn_frac*t0_gemm_bwd
+    _x1280 = attn_frac*t0_norm_bwd
+    _x1281 = _x894*mlp_frac
+    _x1282 = _x895*mlp_frac
+    _x1283 = _x1138*_x407
+    _x1284 = _x1140*_x832
+    _x1285 = np.maximum(_x1283, _x1284)
+    _x1286 = _x1163*mamba_frac
+    _x1287 = _x1107*_x448
+    _x1288 = np.maximum(_x1286, _x1287)
+    _x1289 = _x1112*_x408*mamba_frac
+    _x1290 = _x1115*_x411
+    _x1291 = np.maximum(_x1289, _x1290)
+    _x1292 = _x439*attn_frac
+    _x1293 = _x1144*_x411
+    _x1294 = np.maximum(_x1292, _x1293)
+    _x1295 = _x835*attn_frac
+    _x1296 = _x1128*_x411
+    _x1297 = np.maximum(_x1295, _x1296)
+    _x1298 = _x444*attn_frac
+    _x1299 = _x445*attn_frac
+    _x1300 = np.maximum(_x1298, _x1299)
+    _x1301 = _x1147*_x408
+    _x1302 = _x1150*_x899
+    _x1303 = np.maximum(_x1301, _x1302)
+    _x1304 = _x447*attn_frac
+    _x1305 = _x1152*_x411
+    _x1306 = np.maximum(_x1304, _x1305)
+    _x1307 = _x839*attn_frac
+    _x1308 = _x1130*_x411
+    _x1309 = np.maximum(_x1307, _x1308)
+    _x1310 = _x452*attn_frac
+    _x1311 = _x1135*_x411
+    _x1312 = np.maximum(_x1310, _x1311)
+    _x1313 = _x1139*attn_fp8
+    _x1314 = _x1313*_x525 + _x1313*_x556 + _x903*mlp_frac + _x905*mlp_frac + _x907*mlp_frac + _x908*mlp_frac + _x910*attn_frac + _x911*mlp_frac + _x912*mlp_frac + _x913*attn_frac + _x914*attn_frac + _x915*attn_frac + _x916*attn_frac + _x917*attn_frac + _x918*attn_frac + mamba_frac*(_x107 + _x1111*_x902) + mamba_frac*(_x1100 + _x904)
+    _x1315 = _x1103*(6*_x1123*mamba_chunk + _x1124*(2*_x1117 + 10*_x1118))
+    _x1316 = np.maximum(_x1122*_x1315, (5/2)*_x1125*_x407)
+    _x1317 = _x1181*_x848
+    _x1318 = 16*_x812
+    _x1319 = _x187*mamba_frac
+    _x1320 = 3*mamba_heads
+    _x1321 = _x843*(_x1174 + _x1177*_x880)
+    _x1322 = np.maximum(_x1283 + _x888*attn_frac, _x1284)
+    _x1323 = np.maximum(_x1165*mamba_frac + _x1286, _x1287)
+    _x1324 = np.maximum(_x1109*_x414*mamba_frac + _x1289, _x1290)
+    _x1325 = np.maximum(_x1292 + _x455*attn_frac, _x1293)
+    _x1326 = np.maximum(_x1295 + _x890*attn_frac, _x1296)
+    _x1327 = np.maximum(_x1298 + _x459*attn_frac, _x1299)
+    _x1328 = np.maximum(_x1301 + _x929*mlp_frac, _x1302)
+    _x1329 = np.maximum(_x1304 + _x463*attn_frac, _x1305)
+    _x1330 = np.maximum(_x1307 + _x892*attn_frac, _x1308)
+    _x1331 = np.maximum(_x1310 + _x465*attn_frac, _x1311)
+    _x1332 = _x1059*mamba_frac + _x1225*_x729 + _x1279*_x377 + _x1279 + _x1280*_x22 + _x1280*_x718 + _x1280 + _x1281*_x710 + _x1281 + _x1282 + _x1285 + _x1288 + _x1291 + _x1294 + _x1297 + _x1300 + _x1303 + _x1306 + _x1309 + _x1312 + _x1316 + _x1322 + _x1323 + _x1324 + _x1325 + _x1326 + _x1327 + _x1328 + _x1329 + _x1330 + _x1331 + _x801*mamba_frac + _x804*mamba_frac + _x816*attn_frac + _x817*attn_frac + _x818*attn_frac + _x819*attn_frac + _x820*attn_frac + _x821*attn_frac + _x823*attn_frac + _x824*attn_frac + _x830*attn_frac + _x896*mlp_frac + attn_frac*t0_elem_bwd + mlp_frac*t0_norm_bwd + np.maximum(0, _x1146*_x897) + np.maximum(_x1127*_x874, _x1172*_x875) + np.maximum(_x1176*_x843, _x846*attn_frac) + np.maximum(_x1254*_x811, _x1255*_x813) + np.maximum(_x1260*_x805, _x808*attn_frac) + np.maximum(_x1260*_x811, _x814*attn_frac) + np.maximum(_x1262*_x805, _x808*mlp_frac) + np.maximum(_x1262*_x811, _x814*mlp_frac) + np.maximum(_x1267*_x926, _x1146*_x927) + np.maximum(_x1272*_x924, _x1149*_x925) + np.maximum(_x1314*_x922, _x1314*_x923) + np.maximum(_x1317*_x554, _x854*_x856*attn_frac) + np.maximum(_x1317*swa_frac, _x851*_x854*attn_frac) + np.maximum(_x806*mamba_frac, _x808*mamba_frac) + np.maximum(_x860*attn_frac, _x861*attn_frac) + np.maximum(_x864*attn_frac, _x866*attn_frac) + np.maximum(_x868*attn_frac, _x869*attn_frac) + np.maximum(_x879*attn_frac, _x1321) + np.maximum(_x884*attn_frac, _x843*(_x1176 + _x1178*bmm_reread_bwd)) + np.maximum(_x886*attn_frac, _x1321) + np.maximum(_x962*mamba_frac, _x1240*_x1318) + np.maximum(_x1076*_x642*_x733, _x872*mlp_frac) + np.maximum(5*_x1233*_x1319*_x642, _x1234*_x645*(4*mamba_conv + 8)) + np.maximum(_x1319*_x1320*_x2*_x810*mamba_hdim, _x1244*_x1318)
+    _x1333 = _x1332 + _x803
+    _x1334 = _x1222*_x625*_x649*_x933 + _x576*np.maximum(-_x1226 - _x1333, _x1224) + _x576*np.maximum(-_x1276 + (1/2)*_x131*_x625*_x649*mlp_frac, _x1223*_x639*_x649) + _x576*np.maximum(_x1210 - _x1226 - _x1228, _x1224) + _x576*np.maximum(-_x1211 - _x1247 - _x1278, _x1224) + _x576*np.maximum(-_x1210 - _x1211 - _x1218 - _x1221, _x1224) + _x625*_x934*mlp_frac
+    _x1335 = _x1187 + _x1334
+    _x1336 = _x1171 + _x1335
+    _x1337 = (1/2)*attn_frac
+    _x1338 = _x1222 + _x1337 + (1/2)*mamba_frac
+    _x1339 = _x1217 + _x1221 + _x1246 + _x795*mlp_frac
+    _x1340 = _x1278 + _x1339
+    _x1341 = -_x130*(_x1338*host_fwd + _x942*mlp_frac) + _x1340
+    _x1342 = _x1228 + _x801*mlp_frac
+    _x1343 = _x1333 + _x1342
+    _x1344 = _x1276 + _x1343
+    _x1345 = -_x130*(_x1338*_x949 + _x946*mlp_frac + _x948*mlp_frac) + _x1344
+    _x1346 = _x1187*_x954
+    _x1347 = _x1334*_x957
+    _x1348 = _x1169 + _x1346 + _x1347
+    _x1349 = _x132*(np.maximum(_x959*mlp_frac, -_x1345 - _x1348) + np.maximum(host_sync*mlp_frac, -_x1170 - _x1335 - _x1341 + _x1346 + _x1347)) + _x133*np.maximum(0, -_x1336 - _x1341 - _x1345)
+    _x1350 = _x1336 + _x1340 + _x1344 + _x1349
+    _x1351 = _x1063*layout_first_dense + _x1064*_x1350
+    _x1352 = _x114 + _x969
+    _x1353 = _x1063*layout_mid_dense
+    _x1354 = layout_mid - layout_mid_dense
+    _x1355 = _x1350*_x1354
+    _x1356 = -_x1353 - _x1355
+    _x1357 = np.heaviside(_x1351 + _x1352 + _x1356 + _x67*_x974, 1)
+    _x1358 = -_x113 - _x968 + _x974 - t0_embed_bwd - t0_embed_fwd
+    _x1359 = layout_last - layout_last_dense
+    _x1360 = _x1063*layout_last_dense + _x1350*_x1359
+    _x1361 = _x1352*_x67 + _x1360
+    _x1362 = np.heaviside(_x1063*layout_first_dense + _x1064*_x1350 - _x1358 - _x1361 + _x67*_x974, 1)
+    _x1363 = _x1357*_x1362
+    _x1364 = 1 - _x1363
+    _x1365 = np.heaviside(_x1356 + _x1361 + _x974, 1)
+    _x1366 = _x1364*_x1365
+    _x1367 = _x1363*(_x114 + _x129*_x67) + _x1366*(_x114*_x67 + _x129)
+    _x1368 = 1 - pp_layout
+    _x1369 = np.heaviside(_x1358, 1)
+    _x1370 = 1 - _x1369
+    _x1371 = -_x37
+    _x1372 = _x37*dualpipev
+    _x1373 = _x1371 + _x1372
+    _x1374 = _x1373 + 1
+    _x1375 = _x114*_x1370 + _x129*_x1369 + _x1374*(_x114*_x1369 + _x129*_x1370)
+    _x1376 = -_x1363 - _x1366 + 1
+    _x1377 = np.minimum(dense_layers, _x16)
+    _x1378 = _x1371 + _x37*np.heaviside(_x1000 + _x1004 + _x1006 + _x1007 + _x1009 + _x1010 + _x1011 + _x1013 + _x1015 + _x1018 + _x1021 + _x1023 + _x1024 + _x1026 + _x1028 + _x1030 + _x1032 + _x1037 - _x1039 - _x1042 + _x1043 + _x1052 - _x1054 + _x1059 + _x1062 - _x1171 - _x1186 - _x1249 - _x1276 - _x1277 - _x1332 - _x1334 - _x1339 - _x1342 - _x1349 + _x185 + _x194 + _x307 + _x318 + _x326 + _x343 + _x356 + _x358 + _x359 + _x360 + _x374 + _x376 + _x385 + _x442 + _x446 + _x450 + _x454 + _x456 + _x460 + _x464 + _x466 + _x469 + _x498 + _x508 + _x510 + _x511 + _x521 + _x524 + _x552 + _x555 + _x561 + _x573 + _x716 + _x717 + _x719 + _x726 + _x728 + _x730 + _x736 + _x738 + _x740 + _x742 + _x745 + _x746 + _x747 + _x748 + _x749 + _x752 + _x753 + _x760 + _x763 + _x764 + _x765 + _x771 + _x773 + _x774 + _x775 + _x776 + _x781 + _x783 + _x791 + _x796 + _x797 + _x798 + _x804 + _x809 + _x815 + _x816 + _x817 + _x818 + _x819 + _x820 + _x821 + _x823 + _x824 + _x825 + _x826 + _x828 + _x829 + _x830 + _x834 + _x838 + _x842 + _x847 + _x855 + _x857 + _x862 + _x867 + _x870 + _x871 + _x873 + _x876 + _x882 + _x885 + _x887 + _x889 + _x891 + _x893 + _x943 + _x950 + _x987 + _x998 + _x999, 1) + 1
+    _x1379 = _x1368*_x1377*_x1378 + pp_layout*(_x1363*layout_first_dense + _x1366*layout_last_dense + _x1376*layout_mid_dense)
+    _x1380 = _x1368*(-_x1377*_x1378 + _x16) + pp_layout*(_x1064*_x1363 + _x1354*_x1376 + _x1359*_x1366)
+    _x1381 = _x1363*_x67 + _x1366
+    _x1382 = _x1368*mtp*(_x1369 + _x1370*_x1374) + _x1381*mtp*pp_layout
+    _x1383 = _x1058*_x1379 + _x1340*_x1380 + _x1367*pp_layout + _x1368*_x1375 + _x1382*_x944
+    _x1384 = _x1363*(_x67*_x973 + _x969) + _x1366*(_x67*_x969 + _x973)
+    _x1385 = _x1369*_x973 + _x1370*_x969 + _x1374*(_x1369*_x969 + _x1370*_x973)
+    _x1386 = _x1060*_x1379
+    _x1387 = _x1343*_x1380
+    _x1388 = _x1382*_x951
+    _x1389 = _x1368*_x1385 + _x1384*pp_layout + _x1386 + _x1387 + _x1388
+    _x1390 = _x1383 + _x1389
+    _x1391 = _x50*_x67
+    _x1392 = _x1391 + _x37
+    _x1393 = _x2*gpus_per_node
+    _x1394 = np.maximum(1, np.floor(_x1393))
+    _x1395 = _x1394**(-1.0)
+    _x1396 = dp_rep**(-1.0)
+    _x1397 = _x1396*_x60
+    _x1398 = np.ceil(_x1395*_x1397)
+    _x1399 = _x47*_x55
+    _x1400 = _x1399*dp_rep
+    _x1401 = _x1398*_x1400
+    _x1402 = _x1401*(_x1397/_x1398 - 1)
+    _x1403 = _x1397 - 1
+    _x1404 = _x1400*_x1403
+    _x1405 = _x1404*np.maximum(_x139*_x1401, _x140*_x1402)
+    _x1406 = biases*d_model
+    _x1407 = -_x1406*(1 - _x135) + _x243 + _x256 + biases*(_x258 + d_model)
+    _x1408 = _x205 + _x233 + biases*(_x204 + _x232)
+    _x1409 = _x1408*_x208*_x940
+    _x1410 = _x203*(_x272 + biases*(d_model + moe_latent)) + _x928
+    _x1411 = _x1407*_x2 + _x1409 + _x1410
+    _x1412 = _x17*_x74
+    _x1413 = n_heads*v_head
+    _x1414 = _x0*(_x1406 + _x1413*d_model + _x170*_x346 + _x330) + _x165*(_x361*d_model + _x364 + biases*(_x363 + d_model))
+    _x1415 = _x1414*_x2 + _x23
+    _x1416 = _x1412 + _x1415
+    _x1417 = _x116*_x67 + _x37*np.minimum(_x116, _x1411 + _x1416)
+    _x1418 = _x1417*act_bytes
+    _x1419 = _x1398 - 1
+    _x1420 = _x1397 - _x1398
+    _x1421 = _x1419*alpha_ag_inter + _x1420*alpha_ag_intra + _x144
+    _x1422 = (_x1397 > _x1394)
+    _x1423 = _x140*_x1404
+    _x1424 = np.minimum(1, _x1403)
+    _x1425 = _x1403*alpha_ag_intra + _x1424*call_ag_intra
+    _x1426 = np.maximum(_x1401*_x149, _x1402*_x150)
+    _x1427 = _x1417*grad_bytes
+    _x1428 = _x1404*_x1427
+    _x1429 = _x1419*alpha_rs_inter + _x1420*alpha_rs_intra + _x153
+    _x1430 = _x1403*alpha_rs_intra + _x1424*call_rs_intra
+    _x1431 = np.maximum(1, np.floor(_x1393*_x1400))
+    _x1432 = np.ceil(dp_rep/_x1431)
+    _x1433 = _x1396*_x1432
+    _x1434 = -1 + dp_rep/_x1432
+    _x1435 = _x1433*_x1434
+    _x1436 = np.maximum(_x1*_x1433, _x1435*_x7)
+    _x1437 = 2*dp_rep - 2
+    _x1438 = _x1399*_x1437
+    _x1439 = _x1427*_x1438
+    _x1440 = _x1434*_x29 + _x26 + _x28*(_x1432 - 1)
+    _x1441 = (dp_rep > _x1431)
+    _x1442 = np.minimum(1, dp_rep - 1)
+    _x1443 = _x1437*alpha_ar_intra + _x1442*call_ar_intra
+    _x1444 = _x1392*(np.where(_x1422, _x1405*_x1418 + _x1421, _x1418*_x1423 + _x1425) + np.where(_x1422, _x1426*_x1428 + _x1429, _x1428*_x150 + _x1430) + np.where(_x1441, _x1436*_x1439 + _x1440, _x1439*_x7 + _x1443))
+    _x1445 = np.maximum(1, np.floor(_x209*_x600))
+    _x1446 = _x208*_x209
+    _x1447 = _x1446*_x42
+    _x1448 = np.ceil(_x1447/_x1445)
+    _x1449 = _x1448 - 1
+    _x1450 = _x1447 - _x1448
+    _x1451 = _x1399*_x2
+    _x1452 = _x1451*_x207*ep
+    _x1453 = _x1448*_x1452
+    _x1454 = _x1447/_x1448 - 1
+    _x1455 = _x1453*_x1454
+    _x1456 = _x1447 - 1
+    _x1457 = _x1456*grad_bytes
+    _x1458 = -_x1377 + _x16
+    _x1459 = _x1146*_x1409
+    _x1460 = _x1458*_x1459
+    _x1461 = _x131*_x1409*mtp
+    _x1462 = _x1374*_x1461
+    _x1463 = _x1460 + _x1462
+    _x1464 = _x1452*_x1463
+    _x1465 = _x1457*_x1464
+    _x1466 = (_x1447 > _x1445)
+    _x1467 = np.minimum(1, _x1456)
+    _x1468 = np.where(_x1466, _x1449*alpha_rs_inter + _x1450*alpha_rs_intra + _x1465*np.maximum(_x1453*_x149, _x1455*_x150) + _x153, _x1456*alpha_rs_intra + _x1465*_x150 + _x1467*call_rs_intra)
+    _x1469 = mamba_frac*(_x1092*d_model + _x1092 + _x1097 + _x1232*(mamba_conv + 1) + _x1320)
+    _x1470 = _x1338*_x1412
+    _x1471 = _x1411*mlp_frac + _x1415*attn_frac + _x1469*_x2 + _x1470
+    _x1472 = _x975 + _x988*d_model + biases*(_x988 + d_model)
+    _x1473 = _x1416 + _x1472*_x2
+    _x1474 = _x1377*_x1473
+    _x1475 = _x17*d_model
+    _x1476 = 5*_x1475
+    _x1477 = mtp*(_x1411 + _x1415 + _x1476 + _x89)
+    _x1478 = _x106*learned_pos
+    _x1479 = 1 - tied
+    _x1480 = _x116*(_x1374*_x1479 + 1) + _x1478
+    _x1481 = _x1374*_x1477 + _x1458*_x1471 + _x1474 + _x1480
+    _x1482 = -_x1460 - _x1462 + _x1481
+    _x1483 = _x1482*grad_bytes
+    _x1484 = _x1404*_x1483
+    _x1485 = _x1438*_x1483
+    _x1486 = np.where(_x1422, _x1426*_x1484 + _x1429, _x1430 + _x1484*_x150) + np.where(_x1441, _x1436*_x1485 + _x1440, _x1443 + _x1485*_x7)
+    _x1487 = 2*_x1391 + _x37
+    _x1488 = _x1456*pg_bytes
+    _x1489 = _x1464*_x1488
+    _x1490 = _x1482*pg_bytes
+    _x1491 = _x131*np.where(_x1466, _x144 + _x1449*alpha_ag_inter + _x1450*alpha_ag_intra + _x1489*np.maximum(_x139*_x1453, _x140*_x1455), _x140*_x1489 + _x1456*alpha_ag_intra + _x1467*call_ag_intra) + np.where(_x1422, _x1405*_x1490 + _x1421, _x1423*_x1490 + _x1425)
+    _x1492 = _x1392*(_x131*_x1468 + _x1486) + _x1487*_x1491
+    _x1493 = -_x1444 + _x1492
+    _x1494 = (_x60 > _x1394)
+    _x1495 = np.where(_x1494, _x428, _x429)
+    _x1496 = 1 - ov_ag
+    _x1497 = 1 - z_param
+    _x1498 = _x1491*z_os
+    _x1499 = interleave - 1
+    _x1500 = np.minimum(pp, _x50)
+    _x1501 = dualpipev - 1
+    _x1502 = -_x1501
+    _x1503 = np.minimum(1, _x1499)
+    _x1504 = _x1502*_x1503*_x37
+    _x1505 = _x1504*(_x13*(_x1499*_x1500 + 1) - 1) + 1
+    _x1506 = _x13*_x1504
+    _x1507 = z_grad*(_x47*_x48*global_batch - 1)
+    _x1508 = _x1507 + 1
+    _x1509 = 1 - z_os
+    _x1510 = np.ceil(_x1395*_x60)
+    _x1511 = -1 + _x60/_x1510
+    _x1512 = _x1399*_x1510
+    _x1513 = _x1511*_x1512
+    _x1514 = 2*_x60 - 2
+    _x1515 = _x1399*_x1514
+    _x1516 = _x1483*_x1515
+    _x1517 = np.minimum(1, _x60 - 1)
+    _x1518 = _x1446*_x61 - 2
+    _x1519 = _x1518*grad_bytes
+    _x1520 = _x1464*_x1519
+    _x1521 = _x131*(_x1468*z_os + _x1509*np.where(_x1466, _x1449*_x28 + _x1454*_x29 + _x1520*np.maximum(_x1*_x1453, _x1455*_x7) + _x26, _x1467*call_ar_intra + _x1518*alpha_ar_intra + _x1520*_x7)) + _x1486*z_os + _x1509*np.where(_x1494, _x1511*_x29 + _x1516*np.maximum(_x1*_x1512, _x1513*_x7) + _x26 + _x28*(_x1510 - 1), _x1514*alpha_ar_intra + _x1516*_x7 + _x1517*call_ar_intra)
+    _x1522 = _x1508*_x1521
+    _x1523 = _x1025*_x1379
+    _x1524 = _x1276*_x1380
+    _x1525 = _x1382*_x793
+    _x1526 = _x1523 + _x1524 + _x1525
+    _x1527 = _x1033*_x957 + _x1055 + _x955
+    _x1528 = _x1348*_x1380 + _x1379*_x1527 + _x1382*_x960
+    _x1529 = _x1389 + _x1526 + _x1528
+    _x1530 = fsdp_copy*z_param
+    _x1531 = _x1497*(_x1491*_x1496*z_os + _x1508*_x1521*(1 - ov_dp) + ov_ag*np.maximum(np.maximum(-_x1383*_x1505 + _x1498, _x1491*_x1495*z_os), _x1506*(-_x1383 + _x1491*z_os)) + ov_dp*np.maximum(np.maximum(_x1522 - _x1529*(_x1505 + _x1507), _x1495*_x1508*_x1521), _x1506*(_x1508*_x1521 - _x1529))) + _x1530*(_x1530*t0_elem_fwd + np.maximum(0, _x109*_x1481*(_x1392*(act_bytes + grad_bytes) + act_bytes*(4*_x1391 + _x52)))) + z_param*(_x1444 + _x1493*_x1496 + ov_ag*np.maximum(-_x1390*_x50 + _x1493, _x1493*_x1495))
+    _x1532 = 1 - graph_full
+    _x1533 = _x1532*host_mb
+    _x1534 = np.minimum(1, offload_layers)
+    _x1535 = np.minimum(1, _x16 - offload_layers - 1)
+    _x1536 = _x16 - 2
+    _x1537 = _x2*_x74
+    _x1538 = _x1537*seq_par + _x302
+    _x1539 = d_model*mlp_frac
+    _x1540 = _x758*f32_bytes
+    _x1541 = 1 - _x650
+    _x1542 = _x231*act_bytes + gin_bytes
+    _x1543 = _x1542*_x57
+    _x1544 = _x1543*shared_ffn
+    _x1545 = _x1543*_x215*moe_ffn + _x1544
+    _x1546 = act_bytes*(_x490 + _x529)
+    _x1547 = _x57*(_x1546 + _x294*gin_bytes + _x480*_x718*act_bytes*(_x527 + n_heads))
+    _x1548 = _x107*(_x516 + 2*_x785 + 2*gin_bytes)
+    _x1549 = (1/2)*_x1548
+    _x1550 = _x0*_x187*(_x336 + _x351 + qk_rope)
+    _x1551 = _x203*_x516*_x57*moe_latent
+    _x1552 = _x516*_x652
+    _x1553 = _x79*gin_bytes
+    _x1554 = _x1553*rcm_norm
+    _x1555 = _x1016*_x206*(_x1543*_x220 + _x1553) + _x131*rc_sel*(_x1554 + _x2*(1 - rcm_moe)*(_x1544*rcm_shared + _x216*gin_bytes*moe_ffn*rcm_moe_act) + rcm_moe*(_x1545*_x2 + _x1552))
+    _x1556 = _x750*(_x1554 + rcm_mla_up*(_x0*_x73*(_x169 + kv_lora) + _x1546*_x95))
+    _x1557 = 1 - _x743
+    _x1558 = act_bytes + dropout*(act_bytes + mask_bytes)
+    _x1559 = _x1557*_x1558*_x518
+    _x1560 = -_x1555*mlp_frac - _x1556*attn_frac + _x1559*attn_frac + _x2*(_x1319*(5*_x1092 + _x1095) + _x1545*mlp_frac + _x1547*attn_frac) + _x71*(_x1239*_x90 + attn_frac*(_x1549 + _x1550) + mlp_frac*(_x1549 + _x1551))
+    _x1561 = _x672*rc_full
+    _x1562 = _x1541*_x1560 + _x1561 + rc_op*(_x1540*attn_frac + _x187*(_x1148 + _x1215*_x206 + _x1223*_x259*gated + _x1253 + _x1338*_x78 + _x136*_x1539*_x699 + _x1538*attn_frac + _x1539*_x692))
+    _x1563 = _x1562*offload_layers/host_link_bw
+    _x1564 = _x1563*(1 - _x1535)
+    _x1565 = _x1534*(_x1535*np.maximum(0, -_x1340*_x1536 + _x1563) + _x1564)
+    _x1566 = _x1534*(_x1535*np.maximum(0, -_x1343*_x1536 + _x1563) + _x1564)
+    _x1567 = _x1565 + _x1566
+    _x1568 = _x1533 + _x1567
+    _x1569 = -_x1373
+    _x1570 = _x1368*np.maximum(0, -_x1375 - _x1385 + _x1532*(_x1374*(host_emb + host_head) + _x1569*(_x1369*host_head + _x1370*host_emb))) + pp_layout*np.maximum(0, -_x1367 - _x1384 + _x1532*(_x1363*(_x67*host_head + host_emb) + _x1366*(_x67*host_emb + host_head)))
+    _x1571 = _x1062*_x1379 + _x1349*_x1380 + _x1382*_x961 + _x1570
+    _x1572 = _x1057*_x1379 + _x1336*_x1380 + _x1382*_x937 + _x1568 + _x1571
+    _x1573 = _x1390 + _x1526 + _x1572
+    _x1574 = _x37*pp_layout
+    _x1575 = _x1353 + _x1355
+    _x1576 = -n_layers
+    _x1577 = _x1576 + dense_layers
+    _x1578 = _x1576 + _x16
+    _x1579 = np.maximum(0, -_x1578 - np.maximum(0, -_x1380 - _x1577))
+    _x1580 = _x1368*_x1369 + _x1381*pp_layout
+    _x1581 = (387420489/65536)*_x0**3*_x165*_x167*_x21*_x442*_x446*_x450*_x454*_x456*_x460*_x464*_x466*_x834*_x838*_x842*_x889*_x891*_x893*t0_gemm_bwd**4
+    _x1582 = (3/2)*t0_gemm_bwd
+    _x1583 = _x1502*(_x13*(_x1368*_x37*(_x1063*_x1579 + _x1350*(-_x1578 - _x1579)) + _x1568*_x36 + _x1574*(-_x1351*_x1357*_x1362 + _x1351 - _x1360*_x1364*_x1365 + _x1360 - _x1376*_x1575 + _x1575*(pp - 2))) + _x37*(_x1368*_x1569*(_x1352*_x1580 + _x974*(1 - _x1580)) + _x1574*(-_x1352*_x1363 + _x1352 - _x1364*_x1365*_x974 + _x974))) + (1/2)*_x36*dualpipev*(-729/32*_x1000*_x1379*_x1581*_x987*_x998*_x999*t0_gemm_bwd - 43046721/2048*_x131**2*_x135*_x1382*_x1581*_x1582*_x202*_x276*_x413*_x416*_x422*_x424*_x579*_x582*_x589*_x592*_x594*_x596*_x901*_x930*t0_gemm_bwd**4 - _x1380*((3/2)*_x0*_x167*attn_frac*t0_gemm_bwd + 3*_x0*_x21*attn_frac*t0_gemm_bwd + 3*_x0*attn_frac*t0_gemm_bwd + 3*_x1190 + 3*_x1191 + (3/2)*_x1194 + (3/2)*_x1197 + (3/2)*_x1201 + (3/2)*_x1204 + (3/2)*_x1205 + (3/2)*_x1206 + (3/2)*_x1207 + (3/2)*_x1208 + (3/2)*_x1285 + (3/2)*_x1288 + (3/2)*_x1291 + (3/2)*_x1294 + (3/2)*_x1297 + (3/2)*_x1300 + (3/2)*_x1303 + (3/2)*_x1306 + (3/2)*_x1309 + 3*_x131*_x202*mlp_frac*t0_gemm_bwd + (3/2)*_x131*mlp_frac*t0_gemm_bwd + (3/2)*_x1312 + (3/2)*_x1316 + (3/2)*_x1322 + (3/2)*_x1323 + (3/2)*_x1324 + (3/2)*_x1325 + (3/2)*_x1326 + (3/2)*_x1327 + (3/2)*_x1328 + (3/2)*_x1329 + (3/2)*_x1330 + (3/2)*_x1331 + 3*_x135*mlp_frac*t0_gemm_bwd + (3/2)*_x165*attn_frac*t0_gemm_bwd + 3*_x276*mlp_frac*t0_gemm_bwd + (3/2)*attn_frac*t0_gemm_bwd + (9/2)*mamba_frac*t0_gemm_bwd) + _x1383 + 2*_x1384*pp_layout + _x1385*(2 - 2*pp_layout) + 2*_x1386 + 2*_x1387 + 2*_x1388 + 2*_x1523 + 2*_x1524 + 2*_x1525 + _x1528 + _x1572)
+    _x1584 = _x1573*_x50 + _x1583
+    _x1585 = _x1397**(-z_os)
+    _x1586 = np.minimum(d_model, _x362)
+    _x1587 = np.minimum(d_model, _x361)
+    _x1588 = np.minimum(kv_lora, _x329)
+    _x1589 = np.minimum(d_model, _x1413)
+    _x1590 = np.minimum(d_model, _x18)
+    _x1591 = np.minimum(q_lora, _x346)
+    _x1592 = np.minimum(d_model, q_lora)
+    _x1593 = np.minimum(d_model, _x346)
+    _x1594 = _x0*(5*_x1588**2*(2*_x1588 + 4*np.maximum(kv_lora, _x329)) + 5*_x1589**2*(2*_x1589 + 4*np.maximum(d_model, _x1413)) + 5*_x1590**2*(2*_x1590 + 4*np.maximum(d_model, _x18)) + 5*_x1593**2*_x167*(2*_x1593 + 4*np.maximum(d_model, _x346)) + _x22*(5*_x1591**2*(2*_x1591 + 4*np.maximum(q_lora, _x346)) + 5*_x1592**2*(2*_x1592 + 4*np.maximum(d_model, q_lora)))) + _x165*(10*_x1586**2*(2*_x1586 + 4*np.maximum(d_model, _x362)) + 10*_x1587**2*(2*_x1587 + 4*np.maximum(d_model, _x361)))
+    _x1595 = np.minimum(d_model, shared_ffn)
+    _x1596 = np.minimum(d_model, _x258)
+    _x1597 = np.minimum(d_model, n_experts)
+    _x1598 = np.minimum(d_model, moe_latent)
+    _x1599 = np.minimum(d_model, ffn_hidden)
+    _x1600 = np.minimum(d_model, _x988)
+    _x1601 = _x1447**(-z_os)
+    _x1602 = np.minimum(moe_ffn, _x204)
+    _x1603 = np.minimum(_x232, _x204)
+    _x1604 = muon*(_x1458*_x1601*_x940*mlp_frac*(5*_x1602**2*(2*_x1602 + 4*np.maximum(moe_ffn, _x204)) + 5*_x1603**2*(2*_x1603 + 4*np.maximum(_x232, _x204))) + _x1585*(_x1377*(_x1594 + 5*_x1599**2*(2*_x1599 + 4*np.maximum(d_model, ffn_hidden)) + 5*_x1600**2*(2*_x1600 + 4*np.maximum(d_model, _x988))) + _x1458*(_x1146*(_x135*(5*_x1595**2*(2*_x1595 + 4*np.maximum(d_model, shared_ffn)) + 5*_x1596**2*(2*_x1596 + 4*np.maximum(d_model, _x258))) + 5*_x1597**2*(2*_x1597 + 4*np.maximum(d_model, n_experts)) + 10*_x1598**2*_x203*(2*_x1598 + 4*np.maximum(d_model, moe_latent))) + _x1594*attn_frac)))
+    _x1605 = _x1482*_x1585
+    _x1606 = _x1463*_x1601
+    _x1607 = _x1605 + _x1606
+    _x1608 = muon*t0_gemm_fwd + t0_optim_fwd + np.maximum(0, _x120*_x1604*(d_model + gemm_dhalf)/d_model) + np.maximum(_x1607*_x75*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd, _x81*(12*_x1605 + 12*_x1606)/eta_optim_fwd)
+    _x1609 = _x1531 + _x1584 + _x1608 + _x35 + _x66
+    _x1610 = _x35 + _x50*(_x1056*_x1379 + _x1171*_x1380 + _x1382*_x476)
+    _x1611 = _x134 + 1
+    _x1612 = _x22*t0_gemm_bwd + _x467 + _x827 + (1/2)*_x834 + (1/2)*_x838 + (1/2)*_x842 + (1/2)*_x889 + (1/2)*_x891 + (1/2)*_x893
+    _x1613 = 2*seq_len
+    _x1614 = _x74*seq_len
+    _x1615 = _x296*_x74*n_heads
+    _x1616 = _x165*_x364
+    _x1617 = _x338*seq_len
+    _x1618 = _x1617*_x337
+    _x1619 = _x536*swa_frac
+    _x1620 = _x1619*_x531
+    _x1621 = _x554*_x557
+    _x1622 = _x1621*_x482*_x531
+    _x1623 = _x486*(_x1613*_x1620 + 2*_x1622)/_x528
+    _x1624 = _x1623*_x293
+    _x1625 = _x1623*_x480
+    _x1626 = _x1620*_x493*seq_len
+    _x1627 = _x1622*_x493
+    _x1628 = _x1624 + _x1625 + _x1626 + _x1627
+    _x1629 = _x1613*_x1616 + _x1613*_x316 + _x1613*_x324 + _x1613*_x462 + _x1615 + _x1618 + _x1628 + _x346*_x351*seq_len
+    _x1630 = _x1614*vocab
+    _x1631 = 4*seq_len
+    _x1632 = _x135*_x1613
+    _x1633 = _x1632*_x243
+    _x1634 = _x1632*_x256
+    _x1635 = _x1613*_x215*(_x131/np.maximum(1, capacity_factor) + _x137)
+    _x1636 = _x1635*_x205
+    _x1637 = _x1631*_x580
+    _x1638 = _x1635*_x233
+    _x1639 = -_x1577
+    _x1640 = mamba_frac*seq_len
+    _x1641 = _x1127*seq_len
+    _x1642 = _x1624*attn_frac + _x1625*attn_frac + _x1626*attn_frac + _x1627*attn_frac
+    _x1643 = global_batch*(_x1630 + _x1639*(_x1092*_x1640*_x74 + 2*_x1097*_x1640 + _x1127*_x1617*_x461 + _x1148*_x1614 + _x1615*attn_frac + _x1616*_x1641 + _x1618*attn_frac + _x1633*mlp_frac + _x1634*mlp_frac + _x1636*mlp_frac + _x1637*mlp_frac + _x1638*mlp_frac + _x1640*(_x1094*mamba_chunk + _x1119) + _x1641*_x169*_x346 + _x1641*_x316 + _x1641*_x324 + _x1642) + dense_layers*(_x1613*_x975 + _x1614*_x988 + _x1629) + mtp*(_x131*_x1614*n_experts + _x1629 + _x1630 + _x1631*_x87 + _x1633 + _x1634 + _x1636 + _x1637 + _x1638))
+    _x1644 = 3*_x1643
+    _x1645 = 3*_x494
+    _x1646 = _x1645*_x500
+    _x1647 = _x1645*_x492
+    _x1648 = 6*_x297*_x54*micro_batch*n_heads
+    _x1649 = _x370*_x734
+    _x1650 = 6*_x72
+    _x1651 = _x1650*_x316
+    _x1652 = _x494*_x744
+    _x1653 = _x1652*_x500
+    _x1654 = _x1652*_x492
+    _x1655 = _x650*_x74
+    _x1656 = _x370*_x741
+    _x1657 = _x72*_x790
+    _x1658 = _x1657*_x316
+    _x1659 = 6*_x2
+    _x1660 = _x1659*_x327*_x458
+    _x1661 = _x1650*_x324
+    _x1662 = _x340*_x762
+    _x1663 = _x1657*_x324
+    _x1664 = 6*_x1133
+    _x1665 = _x1659*_x382
+    _x1666 = 7*_x528
+    _x1667 = _x1666*_x537*_x758
+    _x1668 = _x1666*_x512*_x558
+    _x1669 = _x493*_x528*_x744
+    _x1670 = _x1619*_x1669*_x758
+    _x1671 = _x383*_x762
+    _x1672 = _x1621*_x1669*_x512
+    _x1673 = _x1646 + _x1647 + _x1648 + _x1649 + _x1651 + _x1653 + _x1654 + _x1655*_x300 + _x1656*_x251 + _x1658 + _x1660 + _x1661 + _x1662 + _x1663 + _x1664 + _x1665 + _x1667 + _x1668 + _x1670 + 2*_x1671 + _x1672 + _x352*_x762
+    _x1674 = 768*_x122
+    _x1675 = _x250*_x734
+    _x1676 = _x1650*_x928
+    _x1677 = 6*_x224
+    _x1678 = _x252*_x701
+    _x1679 = _x703*_x74
+    _x1680 = _x225*_x695
+    _x1681 = _x263*_x734
+    _x1682 = 6*_x237
+    _x1683 = _x580*_x72
+    _x1684 = 12*_x1683
+    _x1685 = _x264*_x702
+    _x1686 = _x238*_x697
+    _x1687 = 4*_x1683*_x690
+    _x1688 = _x1639*(6*_x1103*_x1109 + _x1104*_x790 + 6*_x1104 + _x1114*_x650 + _x1121*_x650 + _x1121 + _x1127*_x1671 + _x1134*_x762 + _x1139*_x1655 + _x1142*_x1656 + _x1149*_x1679 + _x1315 + _x1646*attn_frac + _x1647*attn_frac + _x1648*attn_frac + _x1649*attn_frac + _x1651*attn_frac + _x1653*attn_frac + _x1654*attn_frac + _x1658*attn_frac + _x1660*attn_frac + _x1661*attn_frac + _x1662*attn_frac + _x1663*attn_frac + _x1664*attn_frac + _x1665*attn_frac + _x1667*attn_frac + _x1668*attn_frac + _x1670*attn_frac + _x1672*attn_frac + _x1675*mlp_frac + _x1676*mlp_frac + _x1677*mlp_frac + _x1678*mlp_frac + _x1680*mlp_frac + _x1681*mlp_frac + _x1682*mlp_frac + _x1684*mlp_frac + _x1685*mlp_frac + _x1686*mlp_frac + _x1687*mlp_frac) + _x1674 + dense_layers*(_x1020*_x984 + _x1022*_x995 + _x1673 + _x734*_x989 + 6*_x983) + mtp*(_x1673 + _x1674 + _x1675 + _x1676 + _x1677 + _x1678 + _x1679*_x286 + _x1680 + _x1681 + _x1682 + _x1684 + _x1685 + _x1686 + _x1687 + 12*_x96)
+    _x1689 = 2*mtp
+    _x1690 = _x1628*dense_layers + _x1639*_x1642
+    _x1691 = 3*global_batch
+    _x1692 = _x1644 + _x1691*(-_x1628*mtp - _x1690 + _x482*_x528*n_heads*(_x1127*n_layers + _x1689) + d_model*seq_len*(_x1689 + 2)*(_x115*tp - vocab))
+    _x1693 = _x14*dense_layers
+    _x1694 = np.maximum(0, _x9)
+    _x1695 = np.where(_x31, _x152*_x1694, _x152)
+    _x1696 = _x1695 + np.where(_x31, _x143*_x1694, _x143)
+    _x1697 = _x1696*seq_par
+    _x1698 = np.where(_x31, _x1694*_x173, _x173)
+    _x1699 = seq_par*(_x1695 + _x1698)
+    _x1700 = np.where(_x31, _x160*_x1694, _x160)
+    _x1701 = _x1034*_x1700
+    _x1702 = _x1697 + _x1699 + _x1701
+    _x1703 = _x14*_x1639
+    _x1704 = _x159*_x1700
+    _x1705 = _x1699 + _x1704
+    _x1706 = _x1705*attn_frac
+    _x1707 = _x1697 + _x1704
+    _x1708 = _x1707*mamba_frac
+    _x1709 = _x1067*_x1707
+    _x1710 = _x1706 + _x1708 + _x1709
+    _x1711 = 2*_x1146*_x1703*_x956/_x201
+    _x1712 = np.where(_x623, _x622*np.maximum(0, _x619), _x622)
+    _x1713 = _x5/tp**2
+    _x1714 = _x112*_x1713
+    _x1715 = np.where(_x31, _x1714*_x32, 0)
+    _x1716 = _x107*_x1713
+    _x1717 = _x1715 + np.where(_x31, _x142*_x1716, 0)
+    _x1718 = _x1717*seq_par
+    _x1719 = np.where(_x31, _x1713*_x172*_x57, 0)
+    _x1720 = seq_par*(_x1715 + _x1719)
+    _x1721 = np.where(_x31, _x12*_x1714, 0)
+    _x1722 = _x1034*_x1721
+    _x1723 = _x1718 + _x1720 + _x1722
+    _x1724 = _x159*_x1721
+    _x1725 = _x1720 + _x1724
+    _x1726 = _x1725*attn_frac
+    _x1727 = _x1718 + _x1724
+    _x1728 = _x1727*mamba_frac
+    _x1729 = _x1067*_x1727
+    _x1730 = _x1726 + _x1728 + _x1729
+    _x1731 = np.where(_x623, _x622*np.maximum(0, _x618), 0)
+    _x1732 = _x50*(_x1693*_x1723 + _x1703*_x1730 + _x1711*_x1731)
+    _x1733 = np.where(_x31, _x1694*_x182, _x182)
+    _x1734 = _x1705*_x184 + tp_async*(_x159*np.where(_x31, _x1694*_x192, _x192) + seq_par*(_x1698 + _x1733 + np.where(_x31, _x1694*_x190, _x190)))
+    _x1735 = _x1707*_x184 + tp_async*(_x1704 + seq_par*(_x1696 + _x1733))
+    _x1736 = _x1711*(rc_full + 1)
+    _x1737 = _x171*_x1713*_x187
+    _x1738 = np.where(_x31, _x1716*_x181, 0)
+    _x1739 = _x1725*_x184 + tp_async*(_x159*np.where(_x31, _x12*_x1737, 0) + seq_par*(_x1719 + _x1738 + np.where(_x31, _x1737*_x32, 0)))
+    _x1740 = _x1727*_x184 + tp_async*(_x1724 + seq_par*(_x1717 + _x1738))
+    _x1741 = _x50*(_x1693*(_x1611*_x1723 - _x1718 - _x1720 - _x1722 + _x1739 + _x1740) + _x1703*(_x1067*_x1740 + _x1611*_x1730 - _x1726 - _x1728 - _x1729 + _x1739*attn_frac + _x1740*mamba_frac) + _x1731*_x1736)
+    _x1742 = global_batch*seq_len
+    _x1743 = _x1742*act_bytes
+    _x1744 = _x1451*_x1743*_x529*_x564*(_x1693 + _x1703*attn_frac)
+    _x1745 = _x1744*_x569
+    _x1746 = _x1744*_x201
+    _x1747 = _x1746*_x569
+    _x1748 = np.maximum(0, _x609)
+    _x1749 = _x1711*_x50
+    _x1750 = _x1748*_x1749
+    _x1751 = np.maximum(0, _x611)
+    _x1752 = _x1736*_x50
+    _x1753 = _x1748*_x1752
+    _x1754 = _x1399*_x14*_x1743*_x37*(interleave*pp - 1)
+    _x1755 = _x1754*_x54
+    _x1756 = _x1755*_x62 + _x1755*_x63
+    _x1757 = _x1497*z_os
+    _x1758 = np.maximum(0, _x1455)
+    _x1759 = _x1408*n_experts
+    _x1760 = _x1146*_x1759
+    _x1761 = _x1451*_x1703*_x1760
+    _x1762 = _x1488*_x1761
+    _x1763 = np.maximum(0, _x1402)
+    _x1764 = _x1639*_x1760
+    _x1765 = _x1407 + _x1410
+    _x1766 = _x1759 + _x1765
+    _x1767 = _x1414 + _x23
+    _x1768 = _x1469 + _x1470 + _x1767*attn_frac
+    _x1769 = d_model*vocab
+    _x1770 = _x1475 + _x1478 + _x1769*(2 - tied)
+    _x1771 = _x1770 + dense_layers*(_x1412 + _x1472 + _x1767)
+    _x1772 = _x1639*(_x1766*mlp_frac + _x1768) + _x1771
+    _x1773 = _x14*(-_x1764 + _x1772)
+    _x1774 = _x1773*_x2*pg_bytes
+    _x1775 = _x1404*_x1774
+    _x1776 = _x131*np.where(_x1466, _x1758*_x1762, _x1762) + np.where(_x1422, _x1763*_x1775, _x1775)
+    _x1777 = _x1392*z_param
+    _x1778 = np.maximum(0, _x1453)
+    _x1779 = 1/(cp**2*dp**2)
+    _x1780 = _x1398*_x1403*dp_rep**2
+    _x1781 = _x131*np.where(_x1466, _x1762*_x1778, 0) + np.where(_x1422, _x1774*_x1779*_x1780, 0)
+    _x1782 = _x1757*_x1781 + _x1777*_x1781
+    _x1783 = _x1457*_x1761
+    _x1784 = np.where(_x1466, _x1758*_x1783, _x1783)
+    _x1785 = _x1773*_x24
+    _x1786 = _x1438*_x1785
+    _x1787 = _x1404*_x1785
+    _x1788 = np.where(_x1422, _x1763*_x1787, _x1787) + np.where(_x1441, _x1786*np.maximum(0, _x1435), _x1786)
+    _x1789 = _x1497*_x1508
+    _x1790 = _x1515*_x1785
+    _x1791 = _x1519*_x1761
+    _x1792 = np.where(_x1466, _x1778*_x1783, 0)
+    _x1793 = _x1779*_x1785
+    _x1794 = np.where(_x1441, _x1433*_x1786, 0) + np.where(_x1422, _x1780*_x1793, 0)
+    _x1795 = _x1789*(_x131*(_x1509*np.where(_x1466, _x1778*_x1791, 0) + _x1792*z_os) + _x1509*np.where(_x1494, _x1510*_x1514*_x1793, 0) + _x1794*z_os) + z_param*(-_x1392*_x1781 + _x1392*(_x131*_x1792 + _x1794) + _x1487*_x1781)
+    _x1796 = _x100*_x14
+    _x1797 = _x1451*_x1796
+    _x1798 = _x1609**(-1.0)
+    _x1799 = _x516*_x67*z_param*np.maximum(_x1473*np.minimum(1, dense_layers), _x1471)
+    _x1800 = _x1397**(-z_param)
+    _x1801 = _x1447**(-z_param)
+    _x1802 = _x37*z_param
+    _x1803 = _x1481*_x1802
+    _x1804 = _x1803*act_bytes + act_bytes*(_x1463*_x1801 + _x1482*_x1800)
+    _x1805 = _x1397**(-z_grad)
+    _x1806 = _x1447**(-z_grad)
+    _x1807 = _x1803*grad_bytes + grad_bytes*(_x1463*_x1806 + _x1482*_x1805)
+    _x1808 = _x1480*_x1585*(-opt_bytes + opt_bytes_emb)
+    _x1809 = _x1607*opt_bytes + _x1808
+    _x1810 = _x1545 + _x1547
+    _x1811 = _x1548 + _x1550 + _x1551
+    _x1812 = -_x1016*(_x1542*_x978 + _x1553) - _x1552 - _x1556 + _x1559 + _x1810*_x2 + _x1811*_x71 + _x2*(_x1542*_x55*ffn_hidden*micro_batch*seq_len - _x1545)
+    _x1813 = (rc_any + rc_op)*np.maximum(_x1812, _x1560)
+    _x1814 = _x50*gpipe
+    _x1815 = _x1541*_x1812 + _x1561 + rc_op*(_x1540 + _x187*(_x1538 + _x721 + _x78 + _x977 + d_model*gated))
+    _x1816 = _x1377*_x1815
+    _x1817 = np.minimum(np.minimum(dense_layers, offload_layers), _x16)
+    _x1818 = mtp*(_x1561 + 5*_x672 + (1 - rc_full)*(-_x1555 - _x1556 + _x1557*_x1558*_x2*_x482*_x486*_x55*micro_batch*n_heads + _x1810*_x2 + _x1811*_x71))
+    _x1819 = _x117*(_x706*ce_eager + act_bytes*(1 - ce_eager) + (act_bytes*ce_compiled + f32_bytes*(1 - ce_compiled))*(_x1814 - gpipe + 1))
+    _x1820 = (_x1819 + _x672)*(mtp + 1)
+    _x1821 = _x1372*_x1818 + _x1374*_x1820 + _x1813 + (_x1500*(-_x1501 - gpipe)*(_x15*_x1503*_x36 + 1) + _x1814 + dualpipev*(pp + 1/2))*(_x1458*_x1562 + _x1816 + _x1818*_x67 - _x67*(_x1562*(-_x1817 + offload_layers) + _x1815*_x1817))
+    _x1822 = _x1799 + _x1804 + _x1807 + _x1809 + _x1821
+    _x1823 = _x1377*_x67
+    _x1824 = _x16 - _x1823
+    _x1825 = _x1459*_x1824
+    _x1826 = _x116*_x1479*_x37*np.minimum(1, mtp) + _x1471*_x1824 + _x1474*_x67 + _x1477 - _x1478*_x37 + _x1480
+    _x1827 = -_x1461 - _x1825 + _x1826
+    _x1828 = _x1461 + _x1825
+    _x1829 = _x1802*_x1826
+    _x1830 = _x1829*act_bytes + act_bytes*(_x1800*_x1827 + _x1801*_x1828)
+    _x1831 = _x1829*grad_bytes + grad_bytes*(_x1805*_x1827 + _x1806*_x1828)
+    _x1832 = _x1808 + opt_bytes*(_x1585*_x1827 + _x1601*_x1828)
+    _x1833 = np.minimum(offload_layers, _x1823)
+    _x1834 = _x1813 + _x1820 + (_x1814 + (1 - gpipe)*np.minimum(_x50, _x13*(_x1499*pp + 1)))*(_x1562*_x1824 + _x1816*_x67 + _x1818 - _x67*(_x1562*(-_x1833 + offload_layers) + _x1815*_x1833))
+    _x1835 = _x1502*(_x1799 + _x1830 + _x1831 + _x1832 + _x1834) + _x1822*dualpipev
+    _x1836 = np.maximum(_x1822, _x1835)
+    _x1837 = np.where((_x1822 < _x1835), 1, 0)
+    _x1838 = 1 - _x1837
+    _x1839 = _x1836*alloc_frag
+    _x1840 = nccl_comm_bytes*(_x131*_x1467 + _x1442 + _x1517 + _x33) + nccl_peer_bytes*(_x131*_x613 + _x52 + 2*np.minimum(1, _x564))
     return {
-        'step_time': _x1608,
-        't_forward': _x1382*_x50,
-        't_backward': _x1388*_x50,
-        't_recompute': _x1525*_x50,
-        't_tp_comm': _x1609,
-        't_cp_comm': _x50*(_x1186*_x1379 + _x1378*_x575 + _x1381*_x575),
-        't_ep_comm': _x50*(_x1032*_x1378 + _x1333*_x1379 + _x1381*_x935),
-        't_host_overhead': _x50*(_x1532 + _x1570),
-        't_offload': _x1566*_x50,
-        't_pp_bubble': _x1582,
+        'step_time': _x1609,
+        't_forward': _x1383*_x50,
+        't_backward': _x1389*_x50,
+        't_recompute': _x1526*_x50,
+        't_tp_comm': _x1610,
+        't_cp_comm': _x50*(_x1187*_x1380 + _x1379*_x575 + _x1382*_x575),
+        't_ep_comm': _x50*(_x1033*_x1379 + _x1334*_x1380 + _x1382*_x935),
+        't_host_overhead': _x50*(_x1533 + _x1571),
+        't_offload': _x1567*_x50,
+        't_pp_bubble': _x1583,
         't_pp_comm': _x66,
-        't_dp_comm': _x1530,
-        't_optimizer': _x1607,
-        'tp_comm_total': _x35 + _x50*(_x1378*(_x1035*_x1610 + _x1043) + _x1379*(_x1068*_x1610 + _x1070) + _x1381*(_x1610*_x177 + _x196)),
-        'dp_comm_total': _x1491*z_param + _x1496*(_x1497 + _x1521),
-        'tp_comm': _x1609,
-        'dp_comm': _x1530,
+        't_dp_comm': _x1531,
+        't_optimizer': _x1608,
+        'tp_comm_total': _x35 + _x50*(_x1379*(_x1036*_x1611 + _x1044) + _x1380*(_x1069*_x1611 + _x1071) + _x1382*(_x1611*_x177 + _x196)),
+        'dp_comm_total': _x1492*z_param + _x1497*(_x1498 + _x1522),
+        'tp_comm': _x1610,
+        'dp_comm': _x1531,
         'pp_bubble': _x36/_x51,
         'pp_bubble_ratio': _x13*_x36*dp*micro_batch/global_batch,
-        'pp_bubble_share': _x1582/_x1583,
+        'pp_bubble_share': _x1583/_x1584,
         'micro_batches': _x50,
-        't_microbatch_stage': _x1572,
-        't_stage_wgrad': _x1378*(_x1049 + _x1581 + _x1611 + (1/2)*_x986 + (1/2)*_x998) + _x1379*(_x0*_x1278 + _x1189 + _x1190 + (1/2)*_x1193 + (1/2)*_x1196 + (1/2)*_x1200 + (1/2)*_x1203 + (1/2)*_x1204 + (1/2)*_x1205 + (1/2)*_x1206 + (1/2)*_x1207 + _x1221*_x895 + _x1278*_x22 + _x1281*_x202 + (1/2)*_x1284 + (1/2)*_x1287 + (1/2)*_x1290 + (1/2)*_x1293 + (1/2)*_x1296 + (1/2)*_x1299 + (1/2)*_x1302 + (1/2)*_x1305 + (1/2)*_x1308 + (1/2)*_x1311 + (1/2)*_x1315 + (1/2)*_x1321 + (1/2)*_x1322 + (1/2)*_x1323 + (1/2)*_x1324 + (1/2)*_x1325 + (1/2)*_x1326 + (1/2)*_x1327 + (1/2)*_x1328 + (1/2)*_x1329 + (1/2)*_x1330 + _x1336*_x817 + _x1336*_x828 + _x1336*t0_gemm_bwd + _x1581*mamba_frac + _x406*mlp_frac + _x418*mlp_frac) + _x1381*(_x131*_x437 + _x1611 + _x202*_x895 + _x406 + (1/2)*_x413 + (1/2)*_x416 + _x418 + (1/2)*_x422 + (1/2)*_x424 + _x437 + _x579 + _x582 + (1/2)*_x589 + (1/2)*_x592 + (1/2)*_x594 + (1/2)*_x596 + (1/2)*_x901 + (1/2)*_x930),
-        't_layer_fwd': _x1339,
-        't_layer_bwd': _x1342,
-        't_layer_recompute': _x1275,
-        't_layer_tp_comm': _x1170,
-        't_layer_cp_comm': _x1186,
-        't_layer_ep_comm': _x1333,
-        't_layer_comm_bwd': _x1347,
-        't_layer_host': _x1348,
-        't_dense_layer_fwd': _x1057,
-        't_dense_layer_bwd': _x1059,
-        't_dense_layer_recompute': _x1024,
-        't_dense_layer_tp_comm': _x1055,
+        't_microbatch_stage': _x1573,
+        't_stage_wgrad': _x1379*(_x1050 + _x1582 + _x1612 + (1/2)*_x987 + (1/2)*_x999) + _x1380*(_x0*_x1279 + _x1190 + _x1191 + (1/2)*_x1194 + (1/2)*_x1197 + (1/2)*_x1201 + (1/2)*_x1204 + (1/2)*_x1205 + (1/2)*_x1206 + (1/2)*_x1207 + (1/2)*_x1208 + _x1222*_x895 + _x1279*_x22 + _x1282*_x202 + (1/2)*_x1285 + (1/2)*_x1288 + (1/2)*_x1291 + (1/2)*_x1294 + (1/2)*_x1297 + (1/2)*_x1300 + (1/2)*_x1303 + (1/2)*_x1306 + (1/2)*_x1309 + (1/2)*_x1312 + (1/2)*_x1316 + (1/2)*_x1322 + (1/2)*_x1323 + (1/2)*_x1324 + (1/2)*_x1325 + (1/2)*_x1326 + (1/2)*_x1327 + (1/2)*_x1328 + (1/2)*_x1329 + (1/2)*_x1330 + (1/2)*_x1331 + _x1337*_x817 + _x1337*_x828 + _x1337*t0_gemm_bwd + _x1582*mamba_frac + _x406*mlp_frac + _x418*mlp_frac) + _x1382*(_x131*_x437 + _x1612 + _x202*_x895 + _x406 + (1/2)*_x413 + (1/2)*_x416 + _x418 + (1/2)*_x422 + (1/2)*_x424 + _x437 + _x579 + _x582 + (1/2)*_x589 + (1/2)*_x592 + (1/2)*_x594 + (1/2)*_x596 + (1/2)*_x901 + (1/2)*_x930),
+        't_layer_fwd': _x1340,
+        't_layer_bwd': _x1343,
+        't_layer_recompute': _x1276,
+        't_layer_tp_comm': _x1171,
+        't_layer_cp_comm': _x1187,
+        't_layer_ep_comm': _x1334,
+        't_layer_comm_bwd': _x1348,
+        't_layer_host': _x1349,
+        't_dense_layer_fwd': _x1058,
+        't_dense_layer_bwd': _x1060,
+        't_dense_layer_recompute': _x1025,
+        't_dense_layer_tp_comm': _x1056,
         't_dense_layer_cp_comm': _x575,
-        't_dense_layer_ep_comm': _x1032,
-        't_dense_layer_comm_bwd': _x1526,
-        't_dense_layer_host': _x1061,
-        'stage_layers': _x1378 + _x1379,
-        'stage_dense_layers': _x1378,
-        'stage_mtp_layers': _x1381,
+        't_dense_layer_ep_comm': _x1033,
+        't_dense_layer_comm_bwd': _x1527,
+        't_dense_layer_host': _x1062,
+        'stage_layers': _x1379 + _x1380,
+        'stage_dense_layers': _x1379,
+        'stage_mtp_layers': _x1382,
         't_tp_grad_reduce': _x35,
         't_embed_fwd': _x114,
-        't_embed_bwd': _x968,
+        't_embed_bwd': _x969,
         't_head_fwd': _x129,
-        't_head_bwd': _x972,
-        'head_stage_heavier': _x1579,
-        't_edge_host': _x1569,
-        't_microbatch_host': _x1532,
-        't_offload_fwd': _x1564,
-        't_offload_bwd': _x1565,
+        't_head_bwd': _x973,
+        'head_stage_heavier': _x1580,
+        't_edge_host': _x1570,
+        't_microbatch_host': _x1533,
+        't_offload_fwd': _x1565,
+        't_offload_bwd': _x1566,
         't_pp_send_recv': _x46*_x65,
         't_embedding_grad_reduce': _x45,
-        'flops': _x1643,
-        'hardware_flops': _x1687*_x41*_x49,
-        'flops_megatron': _x1691,
-        'bytes_tp_fwd': _x1731 + _x50*(_x1692*_x1701 + _x1702*_x1709 + _x1710*_x1711),
-        'bytes_tp_bwd': _x1740 + _x50*(_x1692*(_x1610*_x1701 - _x1696 - _x1698 - _x1700 + _x1733 + _x1734) + _x1702*(_x1066*_x1734 + _x1610*_x1709 - _x1705 - _x1707 - _x1708 + _x1733*attn_frac + _x1734*mamba_frac) + _x1711*_x1735),
-        'bytes_tp_inter': _x1731 + _x1740,
-        'bytes_cp_fwd': _x1743*_x568 + _x1744,
-        'bytes_cp_bwd': _x1745*_x568 + _x1746,
-        'bytes_cp_inter': _x1744 + _x1746,
-        'bytes_ep_fwd': _x1748*_x1750 + _x1749,
-        'bytes_ep_bwd': _x1750*_x1751 + _x1752,
-        'bytes_ep_inter': _x1749 + _x1752,
-        'bytes_pp_fwd': _x1755,
-        'bytes_pp_bwd': _x1755,
-        'bytes_pp_inter': _x1536*_x1753*_x63,
-        'bytes_dp_fwd': _x1756*_x1775 + _x1775*_x1776 + _x1781,
-        'bytes_dp_bwd': _x1788*(_x131*(_x1508*np.where(_x1465, _x1757*_x1790, _x1790) + _x1783*z_os) + _x1508*np.where(_x1493, _x1789*np.maximum(0, _x1512), _x1789) + _x1787*z_os) + _x1794 + z_param*(-_x1391*_x1775 + _x1391*(_x131*_x1783 + _x1787) + _x1486*_x1775),
-        'bytes_dp_inter': _x1781 + _x1794,
-        'flops_forward': _x1642,
-        'flops_backward': 2*_x1642,
-        'flops_attention': _x1689*_x1690,
-        'flops_lm_head': 6*_x1741*_x1768,
-        'flops_optimizer_rank': _x1603,
-        'gemm_qkv_proj_flops': _x1142,
-        'gemm_qkv_proj_bytes': _x1171*_x368,
+        'flops': _x1644,
+        'hardware_flops': _x1688*_x41*_x49,
+        'flops_megatron': _x1692,
+        'bytes_tp_fwd': _x1732 + _x50*(_x1693*_x1702 + _x1703*_x1710 + _x1711*_x1712),
+        'bytes_tp_bwd': _x1741 + _x50*(_x1693*(_x1611*_x1702 - _x1697 - _x1699 - _x1701 + _x1734 + _x1735) + _x1703*(_x1067*_x1735 + _x1611*_x1710 - _x1706 - _x1708 - _x1709 + _x1734*attn_frac + _x1735*mamba_frac) + _x1712*_x1736),
+        'bytes_tp_inter': _x1732 + _x1741,
+        'bytes_cp_fwd': _x1744*_x568 + _x1745,
+        'bytes_cp_bwd': _x1746*_x568 + _x1747,
+        'bytes_cp_inter': _x1745 + _x1747,
+        'bytes_ep_fwd': _x1749*_x1751 + _x1750,
+        'bytes_ep_bwd': _x1751*_x1752 + _x1753,
+        'bytes_ep_inter': _x1750 + _x1753,
+        'bytes_pp_fwd': _x1756,
+        'bytes_pp_bwd': _x1756,
+        'bytes_pp_inter': _x1537*_x1754*_x63,
+        'bytes_dp_fwd': _x1757*_x1776 + _x1776*_x1777 + _x1782,
+        'bytes_dp_bwd': _x1789*(_x131*(_x1509*np.where(_x1466, _x1758*_x1791, _x1791) + _x1784*z_os) + _x1509*np.where(_x1494, _x1790*np.maximum(0, _x1513), _x1790) + _x1788*z_os) + _x1795 + z_param*(-_x1392*_x1776 + _x1392*(_x131*_x1784 + _x1788) + _x1487*_x1776),
+        'bytes_dp_inter': _x1782 + _x1795,
+        'flops_forward': _x1643,
+        'flops_backward': 2*_x1643,
+        'flops_attention': _x1690*_x1691,
+        'flops_lm_head': 6*_x1742*_x1769,
+        'flops_optimizer_rank': _x1604,
+        'gemm_qkv_proj_flops': _x1143,
+        'gemm_qkv_proj_bytes': _x1172*_x368,
         'gemm_qkv_proj_dmin': _x371,
-        'gemm_attn_out_proj_flops': _x1139,
-        'gemm_attn_out_proj_bytes': _x1137,
+        'gemm_attn_out_proj_flops': _x1140,
+        'gemm_attn_out_proj_bytes': _x1138,
         'gemm_attn_out_proj_dmin': _x303,
-        'gemm_mlp_up_flops': _x1081,
-        'gemm_mlp_up_bytes': _x1080,
+        'gemm_mlp_up_flops': _x1082,
+        'gemm_mlp_up_bytes': _x1081,
         'gemm_mlp_up_dmin': _x239,
-        'gemm_mlp_down_flops': _x1077,
-        'gemm_mlp_down_bytes': _x1076,
+        'gemm_mlp_down_flops': _x1078,
+        'gemm_mlp_down_bytes': _x1077,
         'gemm_mlp_down_dmin': _x227,
         'gemm_lm_head_flops': _x123,
         'gemm_lm_head_bytes': _x118,
         'gemm_lm_head_dmin': _x121,
         'n_gpus': _x43,
-        'mfu': _x1643*_x1796*_x1797,
-        'mfu_megatron': _x1691*_x1796*_x1797,
-        'hfu': _x1687*_x1795*_x1797*_x50,
-        'tokens_per_s': _x1741*_x1797,
-        'memory': _x1835,
-        'mem_weights': _x1803*_x1837 + _x1829*_x1836,
-        'mem_gradients': _x1806*_x1837 + _x1830*_x1836,
-        'mem_optimizer': _x1808*_x1837 + _x1831*_x1836,
-        'mem_activations': _x1798 + _x1820*_x1837 + _x1833*_x1836,
-        'mem_logits': _x1818,
-        'mem_first_stage': _x1821,
-        'mem_last_stage': _x1834,
-        'mem_reserve': _x1838 + _x1839 + cuda_context,
+        'mfu': _x1644*_x1797*_x1798,
+        'mfu_megatron': _x1692*_x1797*_x1798,
+        'hfu': _x1688*_x1796*_x1798*_x50,
+        'tokens_per_s': _x1742*_x1798,
+        'memory': _x1836,
+        'mem_weights': _x1804*_x1838 + _x1830*_x1837,
+        'mem_gradients': _x1807*_x1838 + _x1831*_x1837,
+        'mem_optimizer': _x1809*_x1838 + _x1832*_x1837,
+        'mem_activations': _x1799 + _x1821*_x1838 + _x1834*_x1837,
+        'mem_logits': _x1819,
+        'mem_first_stage': _x1822,
+        'mem_last_stage': _x1835,
+        'mem_reserve': _x1839 + _x1840 + cuda_context,
         'mem_cuda_context': cuda_context,
-        'mem_nccl': _x1839,
-        'mem_fragmentation': _x1838,
-        'params': _x1771,
-        'active_params': _x1638*(_x1767 + mlp_frac*(_x1407*top_k + _x1764)) + _x1770,
-        'params_rank': _x1480,
-        'params_embedding': _x1769,
-        'params_expert': _x1763,
-        'params_mtp': mtp*(_x1475 + _x1765 + _x1766 + _x88),
+        'mem_nccl': _x1840,
+        'mem_fragmentation': _x1839,
+        'params': _x1772,
+        'active_params': _x1639*(_x1768 + mlp_frac*(_x1408*top_k + _x1765)) + _x1771,
+        'params_rank': _x1481,
+        'params_embedding': _x1770,
+        'params_expert': _x1764,
+        'params_mtp': mtp*(_x1476 + _x1766 + _x1767 + _x88),
     }
 
-SOURCE_DIGEST = '02600140c3006e0c'
+SOURCE_DIGEST = '141f92f039b742a4'

@@ -37,7 +37,7 @@ def hardware_inputs(hw: Hardware, dtype: str = "bf16") -> dict:
          "clock_spread": hw.clock_spread,
          "gpus_per_node": hw.gpus_per_node, "sms": hw.sm_count, "gemm_dhalf": hw.dhalf, "host_fwd": hw.host_fwd, "host_bwd": hw.host_bwd,
          "host_rc": hw.host_rc, "host_emb": hw.host_emb, "host_head": hw.host_head, "host_mb": hw.host_mb,
-         "host_moe_fwd": hw.host_moe_fwd, "host_moe_bwd": hw.host_moe_bwd, "host_launch": hw.host_launch,
+         "host_moe_fwd": hw.host_moe_fwd, "host_moe_bwd": hw.host_moe_bwd, "host_launch": hw.host_launch, "host_sync": hw.host_sync,
          # no stated host link: a placeholder that only a plan with offload_layers > 0 would read (inputs() refuses it)
          "host_link_bw": hw.host_link.bandwidth if hw.host_link else 1.0,
          # SMs each kind of communication kernel holds beside compute (formulas/comm.py interference): the profile's

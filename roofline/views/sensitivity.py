@@ -57,7 +57,7 @@ RESOURCES = (
              ("t0_",)),
     Resource("host", "host CPU", "CPU time to issue the kernels of eager PyTorch (host_* issue times)", False,
              ("host_fwd", "host_bwd", "host_rc", "host_emb", "host_head", "host_mb", "host_moe_fwd",
-              "host_moe_bwd", "host_launch")),
+              "host_moe_bwd", "host_launch", "host_sync")),
     Resource("host_link", "host link", "GPU-host copy bandwidth of CPU activation offload (host_link_bw)", True,
              ("host_link_bw",)),
 )

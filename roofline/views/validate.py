@@ -905,7 +905,7 @@ def cuda_graphs(row: dict) -> str:
     "cuda_graphs=True", "CUDA graphs [attn, mamba]").
 
     - impl none (whatever the scope), "cuda_graphs=False", "not set by preset" (Megatron-Core's default impl is none),
-      no mention: ``none``;
+      "CUDA graphs: none / off / no / disabled", no mention: ``none``;
     - impl full_iteration, a scope of full_iteration (the deprecated spelling with impl local), or "full-iteration":
       ``full``;
     - per-layer graphs whose modules cover every module kind the layer has (attn, and mlp / moe / mamba as the model
@@ -926,7 +926,8 @@ def cuda_graphs(row: dict) -> str:
     if re.search(r"(?:\bno|without)\s+(?:full[-_ ]iteration\s+)?cuda[-_ ]graphs?|cuda[-_ ]graphs?\s+(?:off|disabled)"
                  r"|enable_cuda_graph\s*=\s*false", text):
         return "none"
-    if re.search(r"cuda[-_ ]graphs?\s*(?:impl\s*=\s*['\"]?none|=\s*false|:\s*not set)", text):
+    # "CUDA graphs: none", "cuda graph impl: none", "CUDA graphs = false", "cuda graphs off", "...: not set"
+    if re.search(r"cuda[-_ ]graphs?(?:\s+impl)?\s*[:=]?\s*['\"]?(?:none|off|false|no|disabled|not set)\b", text):
         return "none"
     if re.search(r"full[-_ ]iteration", text):
         return "full"

@@ -344,10 +344,15 @@ def layer(ops, blocks, ep, col_ops=None, moe_on=sp.Integer(0), moe_share=sp.Inte
     # tokens_per_expert.tolist() for the GEMM splits). The host then cannot run ahead into the forward while the GPU
     # runs a backward, so forward and backward each take their own max(GPU, host); without the sync (a dense layer,
     # CUDA graphs, which need a sync-free MoE) the host's lead carries across, max over the whole layer
+    # The synchronization drains the GPU's queue, and the GPU then idles until the host issues the next kernel: at least
+    # host_sync per MoE forward (profile host.moe_sync, FITTED to Megatron-Bridge's Nsight GPU-active time of an eager
+    # Qwen3-30B-A3B run outside every validation file, benchmarks/ep_overlap_mbridge.py), the recomputed forward's too;
+    # a host-bound pass waits host - GPU, which already holds it
     gpu_b = bwd + recompute + comm_bwd
     gpu_f = gpu - gpu_b
     sync = moe_on * eager
-    host = (sync * (sp.Max(0, host_f - gpu_f, evaluate=False) + sp.Max(0, host_b - gpu_b, evaluate=False))
+    idle = moe_share * S.host_sync
+    host = (sync * (sp.Max(idle, host_f - gpu_f, evaluate=False) + sp.Max(RC_MOE * idle, host_b - gpu_b, evaluate=False))
             + (1 - sync) * sp.Max(0, host_f + host_b - gpu, evaluate=False))
     # W: a GEMM's backward is its dgrad and wgrad kernels, half the backward each (compute.gemm, op_time)
     wgrad = time_of([o for o in ops if o.cls == "gemm"], "bwd") / 2

@@ -245,6 +245,9 @@ host_moe_fwd = _s("host_moe_fwd", "time", "extra host time an MoE layer's forwar
                   "token-dispatcher bookkeeping, permutation)", "hardware", r"h_{ef}")
 host_moe_bwd = _s("host_moe_bwd", "time", "extra host time an MoE layer's backward adds to a dense layer's", "hardware",
                   r"h_{eb}")
+host_sync = _s("host_sync", "time", "time the GPU idles after an eager MoE forward's token-count synchronization until the "
+               "host issues the next kernel (profile host.moe_sync), per MoE layer forward", "hardware", r"h_{s}",
+               zero=True)
 host_launch = _s("host_launch", "time", "host time of one CUDA kernel launch (profile host.launch): what each kernel "
                  "issued one routed expert at a time adds to an MoE layer's host time", "hardware", r"h_{k}", zero=True)
 gpus_per_node = _s("gpus_per_node", "", "GPUs per node G", "hardware", "G")

@@ -95,6 +95,7 @@ class Hardware:
     host_moe_fwd: float = 0.0                   # s, extra host time of an MoE layer's forward (router, dispatcher, permute)
     host_moe_bwd: float = 0.0                   # s, ... backward
     host_launch: float = 0.0                    # s, host cost of one CUDA kernel launch (host.launch): per-expert kernels
+    host_sync: float = 0.0                      # s, GPU idle after an eager MoE forward's host sync (host.moe_sync)
     sustained_clock: float = 1.0                # sustained / burst compute rate under a power-capped load
     clock_spread: float = 0.0                   # relative std of the compute rate across the GPUs of a cluster
     matmul_ceiling: float = 1.0                 # max achievable matmul rate / peak (mamf-finder); caps gemm, bmm eta
@@ -145,7 +146,7 @@ class Hardware:
         if self.matmul_fp4 is not None:
             S.positive(self.matmul_fp4, f"{w}: max_matmul_fp4 (FLOP/s)")
         for k in ("host_fwd", "host_bwd", "host_rc", "host_emb", "host_head", "host_mb", "host_moe_fwd", "host_moe_bwd",
-                  "host_launch"):
+                  "host_launch", "host_sync"):
             S.number(getattr(self, k), f"{w}: {k} (s)", low=0.0)
         for (c, link), (alpha, bw) in self.collectives.items():
             S.number(alpha, f"{w}: collectives.{link}.{c}.alpha (s)", low=0.0)
@@ -299,7 +300,7 @@ LINK_KEYS = ("kind", "bandwidth", "latency")
 ROOFLINE_KEYS = ("eta", "mu", "t0")
 SHAPE_KEYS = {"attn": ("d_soft", "d_reg", "uneven", "d_io"), "bmm": ("dhalf", "reread")}
 HOST_TIMES = ("layer_fwd", "layer_bwd", "recompute_extra", "embed_fwd", "embed_bwd", "head_fwd", "head_bwd",
-              "microbatch", "launch", "moe_fwd", "moe_bwd")
+              "microbatch", "launch", "moe_fwd", "moe_bwd", "moe_sync")
 # SMs each kind of communication kernel holds beside compute (defaults.yaml overlap, sourced there; formulas/comm.py
 # interference); a profile's overlap: block, or the one calibrate overlap measures, replaces the defaults it names
 OVERLAP_KEYS = ("nccl_sms", "nccl_sms_inter", "ub_sms", "ub_ring_sms")
@@ -550,7 +551,7 @@ def _host_times(host: dict, where: str) -> dict:
             "host_head": t("head_fwd", "kernels_head_fwd") + t("head_bwd", "kernels_head_bwd"),
             "host_mb": t("microbatch", "kernels_microbatch"),
             "host_moe_fwd": t("moe_fwd", "kernels_moe_fwd"), "host_moe_bwd": t("moe_bwd", "kernels_moe_bwd"),
-            "host_launch": launch}
+            "host_launch": launch, "host_sync": get("moe_sync") if "moe_sync" in host else 0.0}
 
 
 # A GPU as papers and tables write it ("A100-80GB (SXM4)", "H100 (80GB)", "NVIDIA GB200 NVL72") -> the bundled profile,
