@@ -151,6 +151,11 @@ from roofline.views import validate as V  # noqa: E402
     ("overlap_moe_expert_parallel_comm=True, delay_wgrad_compute=True", 1.0, True),
     ("overlap_moe_expert_parallel_comm=False | delay_wgrad", None, None),
     ("MoE alltoall dispatcher", None, None),
+    # negations as prose writes them (read as the overlap on before 2026-11-29)
+    ("EP A2A overlap: off | delay_wgrad", None, None),
+    ("no EP A2A overlap", None, None),
+    ("EP A2A overlap disabled", None, None),
+    ("EP A2A overlap + delay_wgrad: off", 1.0, None),
 ])
 def test_validate_reads_the_overlap_and_the_delayed_wgrad(settings, overlap, delay):
     row = {"tp": 1, "pp": 1, "dp": 8, "n_gpus": 8, "global_batch": 8, "micro_batch": 1, "n_experts": 8, "top_k": 2,

@@ -79,6 +79,8 @@ def test_fp8_attention_is_refused_where_no_fp8_kernel_runs():
     ("fp8_dot_product_attention=True", "FP8-CS", True),
     ("fp8_dot_product_attention=False", "FP8-CS", False),
     ("no FP8 dot-product attention", "MXFP8", False),
+    ("FP8 dot-product attention: off", "MXFP8", False),
+    ("fp8_dpa=false", "MXFP8", False),
     ("FP8 dot-product attention", "BF16", False),         # a 16-bit row has no FP8 attention to run
     ("CUDA graphs: not set by preset", "MXFP8", False),
 ])

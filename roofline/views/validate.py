@@ -625,6 +625,24 @@ _TP_OVERLAP_NOT = re.compile(r"(?:\bno|\bwithout|\bnon)[-_ ]*(?:enable_)?$")
 _TP_OVERLAP_OFF = re.compile(r"\s*(?:[=:]\s*(?:false|0|off)\b|(?:off|disabled|false)\b)")
 
 
+_SWITCH_OFF = re.compile(r"\s*(?:[=:]\s*['\"]?(?:false|0|off|none|no|disabled)\b|(?:off|disabled|false)\b)")
+
+
+def switch_stated(pattern: str, text: str) -> bool:
+    """Whether lower-cased row text states the switch ``pattern`` on: a match that neither follows "no", "without" or
+    "non" nor is followed by "= false", ": off", ": none", "disabled" and the like.
+
+    >>> [switch_stated(r"ep a2a overlap", t) for t in ("ep a2a overlap + delay_wgrad", "ep a2a overlap: off",
+    ...     "no ep a2a overlap", "ep a2a overlap disabled", "ep a2a overlap=false", "without ep a2a overlap")]
+    [True, False, False, False, False, False]
+    """
+    for m in re.finditer(pattern, text):
+        if _TP_OVERLAP_NOT.search(text[max(0, m.start() - 12):m.start()]) or _SWITCH_OFF.match(text, m.end()):
+            continue
+        return True
+    return False
+
+
 def tp_comm_overlap_stated(text: str, dtype: str | None = None) -> bool:
     """Whether lower-cased row text states TP communication overlap on (for this row's precision ``dtype``).
 
@@ -765,10 +783,10 @@ def _plan_fields(row: dict) -> dict:
     m = re.search(r"\betp\s*=\s*(\d+)", text)
     if m and (row.get("n_experts") or 1) > 1:
         d["etp"] = int(m.group(1))          # Megatron-Core --expert-tensor-parallel-size, stated by the recipe
-    if re.search(r"ep a2a overlap|overlap[-_ ]moe[-_ ]expert[-_ ]parallel[-_ ]comm(?!\s*=\s*false)", text):
+    if switch_stated(r"ep a2a overlap|overlap[-_ ]moe[-_ ]expert[-_ ]parallel[-_ ]comm", text):
         d["overlap_ep"] = 1.0
         # Megatron-Core --delay-wgrad-compute ("+ delay_wgrad" in the recipes' summaries), which needs the overlap
-        if re.search(r"delay[-_ ]wgrad(?:[-_ ]compute)?\b(?!\s*=\s*false)", text):
+        if switch_stated(r"delay[-_ ]wgrad(?:[-_ ]compute)?\b", text):
             d["delay_wgrad"] = True
     # layers a low-precision recipe keeps in 16 bits: a named Megatron-Bridge precision recipe that sets them on a row of
     # its precision (BF16_LAYER_RECIPES), or counts stated beside --first-last-layers-bf16 (Megatron-Core ignores the
@@ -791,8 +809,7 @@ def _plan_fields(row: dict) -> dict:
                 d[field] = 0.0
     # the attention core in FP8 (Megatron-Core --fp8-dot-product-attention; the recipes' summaries: "FP8 dot-product
     # attention", "MXFP8 dot-product attention", fp8_dot_product_attention=True, TE fp8_dpa)
-    if re.search(r"(?<!no )(?:mx)?fp8 dot[-_ ]product attention|fp8_dot_product_attention\s*=\s*true|\bfp8_dpa\b(?!\s*=\s*false)",
-                 text) and low:
+    if switch_stated(r"(?:mx)?fp8 dot[-_ ]product attention|fp8_dot_product_attention(?=\s*=\s*true)|\bfp8_dpa\b", text) and low:
         d["fp8_attention"] = True
     # the parameter all-gather in FP8 (Megatron-Core --fp8-param-gather): Megatron-Bridge's FP8 precision presets set it
     # (src/megatron/bridge/training/mixed_precision.py v0.3.0-v0.6.0: bf16_with_fp8_delayed_scaling_mixed,
