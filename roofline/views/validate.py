@@ -334,7 +334,7 @@ def read(path, require: tuple = ()) -> list[dict]:
 _LOWP = re.compile(r"\b(?:nvfp4|mxfp4|fp4|mxfp8|fp8(?:[- ]?(?:cs|current|block|delayed|mx))?|float8)\b")
 # a clause that negates what it names, or speaks of another run ("no FP8", "without activation checkpointing",
 # "unlike ZeRO-3", "FP8 off"); a precision also not when the clause only quotes a peak rate
-_NOT = r"no|not|without|would|instead|disabled?|off|rather|unlike|versus|vs|except"
+_NOT = r"no|not|none|false|without|would|instead|disabled?|off|rather|unlike|versus|vs|except"
 _LOWP_NOT = re.compile(rf"\b(?:{_NOT}|peak|basis|tflop/?s|pflop/?s)\b")
 _CLAUSE_NOT = re.compile(rf"\b(?:{_NOT})\b")
 
@@ -1189,6 +1189,8 @@ def recompute_from_text(text: str):
     (('full', 'activation checkpointing'), ('selective', 'selective activation recomputation'))
     >>> recompute_from_text("trained without activation checkpointing")
     ('none', 'activation checkpointing')
+    >>> recompute_from_text("activation checkpointing: none"), recompute_from_text("gradient checkpointing=False")
+    (('none', 'activation checkpointing'), ('none', 'gradient checkpointing'))
     """
     pattern = (r"(selective )?(?:activation (?:checkpointing|recomputation|recompute)|checkpoint[-_ ]activations|"
                r"gradient checkpointing|full recompute|recompute[-_ ]granularity[ =:]*(full|selective))")
