@@ -1077,8 +1077,10 @@ def sharding_from_text(text: str):
     (('zero1', 'zero stage 1'), None)
     >>> sharding_from_text("we did not use zero-3"), sharding_from_text("shard_grad_op")
     (None, ('zero2', 'shard_grad_op'))
+    >>> sharding_from_text("zero_stage: 0"), sharding_from_text("ZeRO stage=3"), sharding_from_text("zero-bubble 1f1b")
+    (('none', 'zero_stage: 0'), ('zero3', 'zero stage=3'), None)
     """
-    m, _ = stated_in_text(text, r"\bzero[-_ ]?(?:stage[-_ ]?)?([0-3])\b|\bdistributed optimi[sz]er\b|\bshard_grad_op\b|"
+    m, _ = stated_in_text(text, r"\bzero[-_ ]?(?:stage)?[-_ :=]{0,3}([0-3])\b|\bdistributed optimi[sz]er\b|\bshard_grad_op\b|"
                         r"\bhybrid_shard\b|\bfull_shard\b")
     if not m:
         return None
