@@ -256,6 +256,43 @@ def tables_section(csv) -> list[str]:
             *automodel_note(r), ""]
 
 
+def nemo_section(csv) -> list[str]:
+    """NVIDIA's Megatron-Bridge performance tables (nemo_perf.csv): the error overall, by GPU, model and precision, and
+    across architecture x CUDA graphs (the plan's, validate.cuda_graphs), where the MoE rows' error sits."""
+    r = cli_json(csv, "--by", "tier,gpu,model,precision")
+    err = {c["case_id"]: c["error"] for c in r["cases"]}
+    cross: dict = {}
+    for row in V.read(csv):
+        if row["case_id"] not in err:
+            continue
+        c = V.build_case(row)
+        arch = "MoE" if (c.model.n_experts or 1) > 1 else "dense"
+        cross.setdefault((arch, V.GRAPHS[c.plan.cuda_graphs]), []).append(err[row["case_id"]])
+    groups = {f"{a}, {g}": {"n": len(e), "mape": mape(e), "median_abs_error": float(np.median(np.abs(e))),
+                            "max_abs_error": float(np.max(np.abs(e))), "mean_error": float(np.mean(e))}
+              for (a, g), e in sorted(cross.items())}
+    s = overall(r)["all"]
+    tier_a = r["by_tier"].get("A", {})
+    moe = {g: groups[k]["mean_error"] for k in groups for a, g in [k.split(", ", 1)] if a == "MoE"}
+    line = ""
+    if "eager" in moe and "full-iteration CUDA graph" in moe:
+        line = (f"MoE rows run eagerly are priced {pct(moe['eager'], True)} on average, against "
+                f"{pct(moe['full-iteration CUDA graph'], True)} under a full-iteration CUDA graph. What a graph takes "
+                "away is the step's host issue and its synchronizations (docs/models.md, \"The host side of MoE "
+                "layers\"), which the model prices in part; the graphed recipes also differ in other switches. A "
+                "partial graph scope (router, preprocess, attention) is priced eager.")
+    return ["## NVIDIA's Megatron-Bridge performance tables", "",
+            "`python -m roofline validate --dataset nemo --by gpu,model,precision,arch,graphs` (the bundled "
+            "`nemo_perf.csv`: NeMo 25.09-26.08 pre-training tables, H100 / B200 / GB200, BF16 to NVFP4, dense and MoE, "
+            "each row's recipe switches in its settings; README and SOURCES.md there). Goal (issue 20): tier A "
+            "MAPE <= 10 %, every model family <= 15 %, every precision <= 12 %.", "",
+            f"- nemo_perf.csv: **MAPE {pct(s['mape'])}** over {s['n']} rows ({len(r['skipped'])} skipped), mean signed "
+            f"{pct(s['mean_error'], True)}; tier A {pct(tier_a.get('mape'))} over {tier_a.get('n', 0)}.", "",
+            *stats_table(r["by_gpu"], "GPU"), "", *stats_table(r["by_model"], "model"), "",
+            *stats_table(r["by_precision"], "precision"), "", *stats_table(groups, "architecture, CUDA graphs"), "",
+            *([line, ""] if line else [])]
+
+
 def automodel_note(r: dict) -> list[str]:
     """What the NeMo AutoModel rows show (read from ``r``): their recomputation comes from the benchmark config of the
     commit that added each row (public_tables.csv notes), and with it the MoE rows are priced slow."""
@@ -377,7 +414,9 @@ def main() -> int:
          f" max {pct(s_single['max_abs_error'])} (goal: MAPE <= 10 %; vTrain itself reports 8.37 %).",
          f"- vtrain multi-node (26 rows, 3.6B on 64 A100): MAPE {pct(s_multi['mape'])}, max {pct(s_multi['max_abs_error'])}.",
          f"- Korthikanti 2022 Table 4 (one 22B layer, TP=8): total-time MAPE "
-         f"{pct(mape([r['error'] for r in t4]))}.", "",
+         f"{pct(mape([r['error'] for r in t4]))}.",
+         "- NVIDIA's Megatron-Bridge tables (nemo_perf.csv, dense and MoE, BF16 to NVFP4): below, \"NVIDIA's "
+         "Megatron-Bridge performance tables\".", "",
          "Reproduce: `python -m roofline validate --dataset published --tier A,B --by tier,gpu,layout` and",
          "`python -m roofline validate --dataset vtrain --summary --by nodes,layout,micro_batch`;",
          "`--plot out.png` draws predicted vs measured (log-log, y = x and +-10 % bands).", "",
@@ -714,6 +753,7 @@ def main() -> int:
     L += memory_section(shared / "memory_measured.csv")
     L += stage_section(shared / "memory_per_rank_simumax_b200.csv")
     L += tables_section(V.dataset_path("tables"))
+    L += nemo_section(shared / "nemo_perf.csv")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(L))
     print(f"wrote {args.out}")

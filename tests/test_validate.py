@@ -652,6 +652,23 @@ def test_by_arch_splits_dense_and_moe_rows():
     assert moe and dense and groups["MoE"]["n"] >= len(moe) and groups["dense"]["n"] >= len(dense)
 
 
+def test_by_graphs_groups_rows_by_the_cuda_graphs_they_are_priced_with():
+    """--by graphs: the plan's CUDA graphs (validate.cuda_graphs), every predicted row in one group, each group's rows
+    the ones whose settings read so."""
+    rows = V.read(V.dataset_path("nemo"))
+    result = V.validate(rows)
+    groups = result.by["graphs"]
+    assert set(groups) == set(V.GRAPHS.values())
+    assert sum(g["n"] for g in groups.values()) == len(result.cases)
+    priced = {c["case_id"] for c in result.cases}
+    want = {}
+    for r in rows:
+        if r["case_id"] in priced:
+            key = V.GRAPHS[V.cuda_graphs(r)]
+            want[key] = want.get(key, 0) + 1
+    assert {k: g["n"] for k, g in groups.items()} == want
+
+
 @pytest.mark.parametrize("notes, off", [
     ("mock data; 3 train iters; no TP/DP/PP comm overlap", {"overlap_grad_reduce", "overlap_param_gather",
                                                            "overlap_tp", "overlap_pp"}),

@@ -119,7 +119,8 @@ BF16_LAYER_RECIPES = {"nemotron_3_super_bf16_with_nvfp4_mixed": ("nvfp4", 0, 14)
 # the plan's overlap fields of each parallel axis (a row stating "no <axes> comm overlap" turns them off)
 OVERLAP_OF_AXIS = {"dp": ("overlap_grad_reduce", "overlap_param_gather"), "pp": ("overlap_pp",),
                    "tp": ("overlap_tp",), "cp": ("overlap_cp",), "ep": ("overlap_ep",)}
-BY = ("tier", "gpu", "layout", "micro_batch", "nodes", "source", "framework", "model", "precision", "arch")
+BY = ("tier", "gpu", "layout", "micro_batch", "nodes", "source", "framework", "model", "precision", "arch", "graphs")
+GRAPHS = {"none": "eager", "layers": "per-layer CUDA graphs", "full": "full-iteration CUDA graph"}
 
 
 DATASETS = {"published": "published.csv", "vtrain": "vtrain_measured.csv", "nemo": "nemo_perf.csv",
@@ -1722,7 +1723,9 @@ def group_key(case: Case, by: str) -> str:
             "model": lambda: case.row.get("model") or case.model.name,
             "precision": lambda: (case.row.get("precision") or case.plan.dtype).split(" ")[0],
             # dense or MoE (routed experts): the grouping of the step time's band (uncertainty.arch)
-            "arch": lambda: "MoE" if (case.model.n_experts or 1) > 1 else "dense"}[by]()
+            "arch": lambda: "MoE" if (case.model.n_experts or 1) > 1 else "dense",
+            # the plan's CUDA graphs (validate.cuda_graphs): a partial scope is priced eager and grouped so
+            "graphs": lambda: GRAPHS[p.cuda_graphs]}[by]()
 
 
 @dataclass(frozen=True, eq=False)
