@@ -259,7 +259,8 @@ def top_plan_band(model, cand, hw) -> dict | None:
 
     active = float(evaluate(inputs(model, cand.plan, hw))["active_params"])
     t = cand.step_time_s          # s
-    b = implied(band(hw.id, active, cand.n_gpus, hw.gpus_per_node, (model.n_experts or 1) > 1), t)
+    b = implied(band(hw.id, active, cand.n_gpus, hw.gpus_per_node, (model.n_experts or 1) > 1,
+                     cand.plan.cuda_graphs != "none"), t)
     if b is None:
         return None
     # MFU scales as 1 / step time: the band's slowest step gives the lowest MFU

@@ -13,7 +13,11 @@ predicts them today. A run is matched to the most specific group with at least `
 
 The architecture splits the groups because the model errs differently on the two: on the bundled sets its MoE
 predictions are too fast by a wider margin than its dense ones on the same GPUs (the MoE step's host, dispatch and
-grouped-GEMM costs, docs/validation.md), and pooling them would print a band that fits neither.
+grouped-GEMM costs, docs/validation.md), and pooling them would print a band that fits neither. An MoE run whose
+layers are replayed as CUDA graphs (per layer or the whole iteration) is its own architecture, ``moe-graphs``: the
+graphs take away the eager step's host issue and synchronizations, which the model prices in part, and the bundled
+MoE rows err by -17.5 % on average eager against -4.4 % under a full-iteration graph (docs/validation.md, NVIDIA's
+Megatron-Bridge tables). Dense runs are not split: their error is within a few percent either way.
 
 and, when no group of its GPU family has that many runs (a part no bundled row ran: H200, B300, GB300), the same
 levels over the runs of its architecture generation (``GENERATION``: Hopper, Blackwell, ...), said in the band's
@@ -85,13 +89,15 @@ def nodes_scope(n_gpus: int, gpus_per_node: int) -> str:
     return "single-node" if n_gpus <= gpus_per_node else "multi-node"
 
 
-def arch(moe: bool) -> str:
-    """'moe' for a model with routed experts (n_experts > 1), else 'dense'."""
-    return "moe" if moe else "dense"
+def arch(moe: bool, graphs: bool = False) -> str:
+    """'moe' for a model with routed experts (n_experts > 1) run eagerly, 'moe-graphs' for one whose layers are CUDA
+    graphs (the plan's cuda_graphs layers or full), else 'dense'."""
+    return ("moe-graphs" if graphs else "moe") if moe else "dense"
 
 
-def keys(hardware_id: str, active_params: float, n_gpus: int, gpus_per_node: int, moe: bool = False) -> dict:
-    return {"gpu": gpu_family(hardware_id), "arch": arch(moe), "size": size_bucket(active_params),
+def keys(hardware_id: str, active_params: float, n_gpus: int, gpus_per_node: int, moe: bool = False,
+         graphs: bool = False) -> dict:
+    return {"gpu": gpu_family(hardware_id), "arch": arch(moe, graphs), "size": size_bucket(active_params),
             "nodes": nodes_scope(n_gpus, gpus_per_node)}
 
 
@@ -108,12 +114,13 @@ def _groups() -> dict:
     return {_key(g): g for g in d["groups"]}
 
 
-def band(hardware_id: str, active_params: float, n_gpus: int, gpus_per_node: int, moe: bool = False) -> dict | None:
+def band(hardware_id: str, active_params: float, n_gpus: int, gpus_per_node: int, moe: bool = False,
+         graphs: bool = False) -> dict | None:
     """The error quantiles of the most specific group of similar validated runs (``LEVELS``), or None.
 
     Returns ``{"group": {gpu, arch, size, nodes}, "n", "p10", "p50", "p90"}`` (errors as fractions).
     """
-    k = keys(hardware_id, active_params, n_gpus, gpus_per_node, moe)
+    k = keys(hardware_id, active_params, n_gpus, gpus_per_node, moe, graphs)
     table = _groups()
     pooled = generation(k["gpu"])
     for gpu in (k["gpu"], pooled):
@@ -132,7 +139,7 @@ def of_prediction(pred) -> dict | None:
     """:func:`band` of a :class:`roofline.model.predict.Prediction`, with the measured step it implies
     (``low_s`` .. ``high_s``: the step time divided by 1 + the 90th and 1 + the 10th percentile error)."""
     b = band(pred.hardware.id, pred.raw["active_params"], pred.n_gpus, pred.hardware.gpus_per_node,
-             (pred.model.n_experts or 1) > 1)
+             (pred.model.n_experts or 1) > 1, pred.plan.cuda_graphs != "none")
     return implied(b, float(pred.step_time.to("s").magnitude))
 
 
@@ -152,7 +159,7 @@ def describe(b: dict | None, hardware_id: str = "") -> str:
         return (f"no band: fewer than {MIN_RUNS} validated runs on {fam} GPUs"
                 + (f" or on any {gen} GPU" if gen else ""))
     g = b["group"]
-    kind = {"moe": "MoE", "dense": "dense"}.get(g.get("arch", ANY), "")
+    kind = {"moe": "MoE", "moe-graphs": "MoE under CUDA graphs", "dense": "dense"}.get(g.get("arch", ANY), "")
     what = ", ".join(v for v in (g["gpu"] + (" GPUs" if b.get("generation_of") else ""), kind, g["size"] + " active params" if g["size"] != ANY else "",
                                  g["nodes"] if g["nodes"] != ANY else "") if v)
     line = (f"validation error of similar runs: {100 * b['p10']:+.0f} % .. {100 * b['p90']:+.0f} %, "
@@ -199,7 +206,7 @@ def measured_errors() -> list[dict]:
             if np.isfinite(err[i]) and need[i] <= V.MEMORY_ERROR_MAX:
                 out.append({"dataset": name, "case_id": c.row["case_id"], "error": float(err[i]), "profile": c.hw.id,
                             **keys(c.hw.id, float(r["active_params"][i]), c.plan.n_gpus, c.hw.gpus_per_node,
-                                   (c.model.n_experts or 1) > 1)})
+                                   (c.model.n_experts or 1) > 1, c.plan.cuda_graphs != "none")})
     return out
 
 
