@@ -54,6 +54,30 @@ A2A_RUNS = (("overlap off", "", 41.25), ("overlap on", " | EP A2A overlap (delay
             ("overlap on, delay wgrad", " | EP A2A overlap + delay_wgrad", 31.20))
 
 
+# further runs of the same job (16 H100, BF16, GBS 1024, MBS 1, sequence 4096, EP 16) in the same repository @067f987df:
+# the canonical recipe (skills/nemo-mbridge-perf-moe-dispatcher-selection/SKILL.md "Qwen3 30B A3B on H100": HybridEP with
+# 32 SMs and 64-token combine chunks, EP overlap, delayed wgrad off, graphs over moe_router and moe_preprocess, 20.14729 s
+# at 299.352 model TFLOP/s per GPU: the same FLOPs per step as the 287.305 at 20.9920 s above) and the all-to-all job
+# with and without Transformer Engine graphs over attention, router and preprocess (skills/nemo-mbridge-perf-cuda-graphs/
+# SKILL.md item 13, 2026-05-18: 42.00 s vs 41.36 s eager)
+OTHER_RUNS = (
+    ("canonical recipe: HybridEP, EP overlap, router and preprocess graphs",
+     "skills/nemo-mbridge-perf-moe-dispatcher-selection/SKILL.md", ROW["settings"] + " | EP A2A overlap "
+     "(delay_wgrad_compute=False)", 20.14729),
+    ("all-to-all, eager", "skills/nemo-mbridge-perf-cuda-graphs/SKILL.md",
+     "MoE token dispatcher alltoall | CUDA graphs: none | force-balanced routing", 41.36),
+    ("all-to-all, attention, router and preprocess graphs", "skills/nemo-mbridge-perf-cuda-graphs/SKILL.md",
+     "MoE token dispatcher alltoall | CUDA graph impl=transformer_engine scope=['attn', 'moe_router', "
+     "'moe_preprocess'] | force-balanced routing", 42.00),
+)
+
+
+def other_rows() -> list[dict]:
+    """OTHER_RUNS as validate reads them."""
+    return V.read_dicts([dict(ROW, case_id=f"mbridge_qwen3_30b_h100_ep16_other_{i}", source=src, settings=s,
+                              measured_iter_time_s=str(t)) for i, (_, src, s, t) in enumerate(OTHER_RUNS)], "runs.csv")
+
+
 def rows(a2a: bool = False) -> list[dict]:
     """The runs as CSV rows: HybridEP (RUNS) or, with ``a2a``, the all-to-all dispatcher's (A2A_RUNS)."""
     runs, base, source, tag = ((A2A_RUNS, A2A_SETTINGS, A2A_SOURCE, "a2a") if a2a
@@ -129,6 +153,14 @@ def main() -> None:
     base = [float(v) for v in V.evaluate_cases([replace(c, hw=replace(c.hw, host_sync=0.0)) for c in cases])["step_time"]]
     print("error without the MoE forward's synchronization (host.moe_sync 0): "
           + ", ".join(f"{100 * (t / m - 1):+.1f} %" for t, (_, _, m) in zip(base, A2A_RUNS)))
+    cases = [V.build_case(r) for r in other_rows()]
+    step = [float(v) for v in V.evaluate_cases(cases)["step_time"]]
+    base = [float(v) for v in V.evaluate_cases([replace(c, hw=replace(c.hw, host_sync=0.0)) for c in cases])["step_time"]]
+    print("\nOther runs of the same job, NVIDIA-NeMo/Megatron-Bridge @ 067f987df (never fitted):\n")
+    print("| run | source | measured | predicted | error | error without host.moe_sync |")
+    print("|---|---|---|---|---|---|")
+    for (name, src, _, meas), t, b in zip(OTHER_RUNS, step, base):
+        print(f"| {name} | {src} | {meas:.2f} s | {t:.2f} s | {100 * (t / meas - 1):+.1f} % | {100 * (b / meas - 1):+.1f} % |")
 
 
 if __name__ == "__main__":
