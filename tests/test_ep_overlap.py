@@ -118,6 +118,14 @@ def test_moe_sync_idles_only_an_eager_moe_forward():
     dense = replace(c, model=replace(c.model, n_experts=1, top_k=1, moe_ffn_hidden=None), plan=replace(c.plan, ep=1))
     assert B.idle([dense], 0.0) == pytest.approx(B.idle([dense], 1e-3))
     assert B.idle([c], 1e-3)[0] - B.idle([c], 0.0)[0] == pytest.approx(1e-3 * 48 * 64, rel=1e-9)
+    # one EP rank: only experts that take host-side splits wait (per-expert kernels); a grouped kernel reading its
+    # offsets on the GPU (torch._grouped_mm) never does; over EP ranks every dispatcher does
+    one = replace(c, plan=replace(c.plan, ep=1, dp=16))
+    grouped = replace(one, plan=replace(one.plan, per_expert_kernels=False))
+    assert B.idle([grouped], 0.0) == pytest.approx(B.idle([grouped], 1e-3))
+    assert B.idle([one], 1e-3)[0] > B.idle([one], 0.0)[0]
+    ep_grouped = replace(c, plan=replace(c.plan, per_expert_kernels=False))
+    assert B.idle([ep_grouped], 1e-3)[0] > B.idle([ep_grouped], 0.0)[0]
 
 
 @settings(max_examples=200, deadline=None)

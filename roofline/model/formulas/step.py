@@ -350,7 +350,10 @@ def layer(ops, blocks, ep, col_ops=None, moe_on=sp.Integer(0), moe_share=sp.Inte
     # a host-bound pass waits host - GPU, which already holds it
     gpu_b = bwd + recompute + comm_bwd
     gpu_f = gpu - gpu_b
-    sync = moe_on * eager
+    # every dispatcher over EP > 1 needs the counts on the host (the all-to-all splits, DeepEP's buffer sizes); with one
+    # EP rank only experts that take host-side splits do (TEGroupedMLP's m_splits, the per-expert kernels): a grouped
+    # kernel reading the offsets on the GPU (torch._grouped_mm, torchtitan's MoE without EP) never waits
+    sync = moe_on * eager * sp.Piecewise((1, S.ep > 1), (S.exp_launch, True))
     idle = moe_share * S.host_sync
     host = (sync * (sp.Max(idle, host_f - gpu_f, evaluate=False) + sp.Max(RC_MOE * idle, host_b - gpu_b, evaluate=False))
             + (1 - sync) * sp.Max(0, host_f + host_b - gpu, evaluate=False))
