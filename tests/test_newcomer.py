@@ -308,8 +308,8 @@ def test_band_falls_back_to_coarser_groups_and_never_across_gpus(monkeypatch):
 
 
 def test_the_band_of_an_moe_run_follows_its_cuda_graphs():
-    """The bundled table keeps MoE runs under CUDA graphs apart from eager ones (the model errs by -17.5 % on eager
-    NeMo MoE rows, -4.4 % under full-iteration graphs); a prediction takes the group of its own plan."""
+    """The bundled table keeps MoE runs under CUDA graphs apart from eager ones (the model prices eager NeMo MoE rows
+    too fast by a wider margin, docs/validation.md); a prediction takes the group of its own plan."""
     from roofline.views import uncertainty as U
     from roofline.model.predict import predict
     from roofline.spec import hardware, models

@@ -16,8 +16,8 @@ predictions are too fast by a wider margin than its dense ones on the same GPUs 
 grouped-GEMM costs, docs/validation.md), and pooling them would print a band that fits neither. An MoE run whose
 layers are replayed as CUDA graphs (per layer or the whole iteration) is its own architecture, ``moe-graphs``: the
 graphs take away the eager step's host issue and synchronizations, which the model prices in part, and the bundled
-MoE rows err by -17.5 % on average eager against -4.4 % under a full-iteration graph (docs/validation.md, NVIDIA's
-Megatron-Bridge tables). Dense runs are not split: their error is within a few percent either way.
+eager MoE rows are priced too fast by a wider margin than graphed ones (docs/validation.md, NVIDIA's Megatron-Bridge
+tables, "architecture, CUDA graphs"). Dense runs are not split: their error differs little either way.
 
 and, when no group of its GPU family has that many runs (a part no bundled row ran: H200, B300, GB300), the same
 levels over the runs of its architecture generation (``GENERATION``: Hopper, Blackwell, ...), said in the band's
