@@ -4,7 +4,8 @@ say about those hosts, judged leave-one-model-out (the figures of docs/from-runs
     python benchmarks/from_runs_nemo.py
 
 For each GPU (H100, GB200), the tier-A rows of that GPU are written to a temporary runs file and fitted on that
-GPU's bundled profile: the default terms, then `--fit host_moe` (an MoE layer's extra host time). Every figure is
+GPU's bundled profile: the default terms, then `--fit host_moe` (an MoE layer's extra host time), then `--fit
+moe_sync` (the GPU idle after each eager MoE forward's synchronization). Every figure is
 the command's own report: the cross-validated error leaves one model out at a time (the held-out model's rows never
 enter its fold's fit), beside BASE's error on the same rows. A fit that no probed value improves is refused by the
 command; the table says so. Bundled profiles are never changed.
@@ -26,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from from_runs_report import split_csv  # noqa: E402
 
 GPUS = ("h100-sxm", "gb200")
-FITS = (None, "host_moe")
+FITS = (None, "host_moe", "moe_sync")
 
 
 def pct(x) -> str:

@@ -522,6 +522,29 @@ def test_planted_moe_host_is_recovered_from_moe_runs_and_dense_runs_cannot_see_i
         fr.calibrate(dense, BASE, fit="host_moe")
 
 
+def test_planted_moe_sync_is_recovered_from_eager_moe_runs_and_round_trips(tmp_path, base_hw):
+    """moe_sync (host.moe_sync): recovered from eager MoE runs whose times carry a planted idle; the term sets only
+    host_sync and its fragment loads back; dense runs cannot see it."""
+    cols = COLS + ["n_experts", "top_k", "ep", "moe_ffn_hidden"]
+    rows = synthetic_rows(models=[(12, 1024, 16), (24, 2048, 16)], multi=False, mbs=(1, 2, 4))
+    for r in rows:
+        r.update(n_experts=8, top_k=2, ep=r["dp"], moe_ffn_hidden=r["d_model"])
+    runs = fr.load_runs(write_csv(tmp_path / "moe.csv", rows, cols), BASE)
+    pr = fr.Pricer(runs.cases)
+    truth = 3 * base_hw.host_sync
+    f = fr.fit_terms(pr, planted_times(pr, {"moe_sync": truth}), ("moe_sync",), base_hw)
+    assert f.values["moe_sync"] == pytest.approx(truth, rel=0.02)
+    hw = fr.apply_terms(base_hw, {"moe_sync": truth})
+    assert hw.host_sync == pytest.approx(truth)
+    assert (hw.host_fwd, hw.host_moe_fwd, hw.host_mb) == (base_hw.host_fwd, base_hw.host_moe_fwd, base_hw.host_mb)
+    p = tmp_path / "sync.yaml"
+    p.write_text(yaml.safe_dump({"base": BASE, "id": "sync", **fr.TERMS["moe_sync"].yaml(hw)}))
+    assert hardware.load(str(p)).host_sync == pytest.approx(truth, rel=1e-6)
+    dense = plant(tmp_path, synthetic_rows(models=[(12, 1024, 16), (24, 1024, 16)], multi=False), {}, name="dense.csv")
+    with pytest.raises(InputError, match="moe_sync.*do not depend"):
+        fr.calibrate(dense, BASE, fit="moe_sync")
+
+
 def test_host_layer_scales_the_moe_extra_and_host_moe_then_sets_it(base_hw):
     k = 3.0
     v = k * (base_hw.host_fwd + base_hw.host_bwd)

@@ -17,6 +17,9 @@ The terms (``TERMS``; ``--fit`` picks, ``DEFAULT`` otherwise), each a quantity o
 - ``host_moe`` (s): what an MoE layer's router, dispatcher and permutation add to its host time, forward +
   backward (``host_moe_fwd + host_moe_bwd``, split in BASE's ratio). In [0, 100 ms]. Not in the default set:
   only MoE runs depend on it (opt in with ``--fit``).
+- ``moe_sync`` (s): the time the GPU idles after each eager MoE forward's synchronization on the token counts until
+  the host issues again (``host_sync``, profile ``host.moe_sync``; docs/models.md "The host side of MoE layers"). In
+  [0, 100 ms]. Not in the default set: only eager MoE runs depend on it.
 - ``host_edge`` (s): host time of the embedding + LM head and loss per micro-batch (``host_emb + host_head``,
   split in BASE's ratio). In [0, 100 ms]. Not in the default set: it moves the same rows as ``host_mb``.
 - ``gemm_eff`` (x BASE): scale of the GEMM efficiency eta, forward and backward alike, at most the GPU's
@@ -227,6 +230,9 @@ TERMS = {t.name: t for t in (
     Term("host_moe", "s", "extra host time of an MoE layer's forward + backward (router, dispatcher, permutation; "
          "host_moe_fwd + host_moe_bwd)", lambda hw: hw.host_moe_fwd + hw.host_moe_bwd, _host_moe_apply,
          lambda hw: (0.0, HOST_MAX), _host_moe_yaml, 1e-3),
+    Term("moe_sync", "s", "GPU idle after each eager MoE forward's synchronization on the token counts (host_sync)",
+         lambda hw: hw.host_sync, lambda hw, v: dc_replace(hw, host_sync=v), lambda hw: (0.0, HOST_MAX),
+         lambda hw: {"host": {"moe_sync": _us(hw.host_sync)}}, 1e-4),
     Term("host_mb", "s", "framework host work per micro-batch outside the model (host_mb)",
          lambda hw: hw.host_mb, lambda hw, v: dc_replace(hw, host_mb=v), lambda hw: (0.0, HOST_MAX),
          lambda hw: {"host": {"microbatch": _us(hw.host_mb), "kernels_microbatch": 0}}, 1e-4),
