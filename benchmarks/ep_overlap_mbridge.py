@@ -91,13 +91,15 @@ def read(a2a: bool = False) -> list[dict]:
     return V.read_dicts(rows(a2a), "runs.csv")
 
 
+def with_sync(cases, host_sync: float | None):
+    """The cases with ``host_sync`` seconds in place of their profile's ``host.moe_sync`` (None: as they are)."""
+    return cases if host_sync is None else [replace(c, hw=replace(c.hw, host_sync=host_sync)) for c in cases]
+
+
 def idle(cases, host_sync: float | None = None) -> list[float]:
     """Predicted time each case's GPU waits for the host (the step less its GPU-active time), with the profile's
     ``host.moe_sync`` or ``host_sync`` seconds in its place."""
-    from dataclasses import replace
-    if host_sync is not None:
-        cases = [replace(c, hw=replace(c.hw, host_sync=host_sync)) for c in cases]
-    return [float(v) for v in V.evaluate_cases(cases)["t_host_overhead"]]
+    return [float(v) for v in V.evaluate_cases(with_sync(cases, host_sync))["t_host_overhead"]]
 
 
 def fit_moe_sync() -> tuple[float, float]:
@@ -150,12 +152,12 @@ def main() -> None:
               f"| {meas:.2f} s | {t:.2f} s | {100 * (t / meas - 1):+.1f} % | {float(e):.2f} s |")
     print(f"\nspeed-up from the overlap: measured {A2A_RUNS[0][2] / A2A_RUNS[1][2]:.3f}x, predicted {step[0] / step[1]:.3f}x; "
           f"time the overlap saves: measured {A2A_RUNS[0][2] - A2A_RUNS[1][2]:.2f} s, predicted {step[0] - step[1]:.2f} s")
-    base = [float(v) for v in V.evaluate_cases([replace(c, hw=replace(c.hw, host_sync=0.0)) for c in cases])["step_time"]]
+    base = [float(v) for v in V.evaluate_cases(with_sync(cases, 0.0))["step_time"]]
     print("error without the MoE forward's synchronization (host.moe_sync 0): "
           + ", ".join(f"{100 * (t / m - 1):+.1f} %" for t, (_, _, m) in zip(base, A2A_RUNS)))
     cases = [V.build_case(r) for r in other_rows()]
     step = [float(v) for v in V.evaluate_cases(cases)["step_time"]]
-    base = [float(v) for v in V.evaluate_cases([replace(c, hw=replace(c.hw, host_sync=0.0)) for c in cases])["step_time"]]
+    base = [float(v) for v in V.evaluate_cases(with_sync(cases, 0.0))["step_time"]]
     print("\nOther runs of the same job, NVIDIA-NeMo/Megatron-Bridge @ 067f987df (never fitted):\n")
     print("| run | source | measured | predicted | error | error without host.moe_sync |")
     print("|---|---|---|---|---|---|")

@@ -266,8 +266,7 @@ def nemo_section(csv) -> list[str]:
         if row["case_id"] not in err:
             continue
         c = V.build_case(row)
-        arch = "MoE" if (c.model.n_experts or 1) > 1 else "dense"
-        cross.setdefault((arch, V.GRAPHS[c.plan.cuda_graphs]), []).append(err[row["case_id"]])
+        cross.setdefault((V.group_key(c, "arch"), V.group_key(c, "graphs")), []).append(err[row["case_id"]])
     groups = {f"{a}, {g}": {"n": len(e), "mape": mape(e), "median_abs_error": float(np.median(np.abs(e))),
                             "max_abs_error": float(np.max(np.abs(e))), "mean_error": float(np.mean(e))}
               for (a, g), e in sorted(cross.items())}

@@ -255,12 +255,11 @@ def top_plan_band(model, cand, hw) -> dict | None:
     scope) and the step and MFU they imply (``low_s`` .. ``high_s``, ``mfu_low`` .. ``mfu_high``); None where the
     bundled data has too few similar runs."""
     from ..model.predict import evaluate, inputs
-    from .uncertainty import band, implied
+    from .uncertainty import band, implied, kind_of
 
     active = float(evaluate(inputs(model, cand.plan, hw))["active_params"])
     t = cand.step_time_s          # s
-    b = implied(band(hw.id, active, cand.n_gpus, hw.gpus_per_node, (model.n_experts or 1) > 1,
-                     cand.plan.cuda_graphs != "none"), t)
+    b = implied(band(hw.id, active, cand.n_gpus, hw.gpus_per_node, **kind_of(model, cand.plan)), t)
     if b is None:
         return None
     # MFU scales as 1 / step time: the band's slowest step gives the lowest MFU

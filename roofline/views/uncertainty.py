@@ -95,6 +95,11 @@ def arch(moe: bool, graphs: bool = False) -> str:
     return ("moe-graphs" if graphs else "moe") if moe else "dense"
 
 
+def kind_of(model, plan) -> dict:
+    """``band``'s architecture arguments of a run: ``moe`` (routed experts) and ``graphs`` (its layers CUDA graphs)."""
+    return {"moe": (model.n_experts or 1) > 1, "graphs": plan.cuda_graphs != "none"}
+
+
 def keys(hardware_id: str, active_params: float, n_gpus: int, gpus_per_node: int, moe: bool = False,
          graphs: bool = False) -> dict:
     return {"gpu": gpu_family(hardware_id), "arch": arch(moe, graphs), "size": size_bucket(active_params),
@@ -139,7 +144,7 @@ def of_prediction(pred) -> dict | None:
     """:func:`band` of a :class:`roofline.model.predict.Prediction`, with the measured step it implies
     (``low_s`` .. ``high_s``: the step time divided by 1 + the 90th and 1 + the 10th percentile error)."""
     b = band(pred.hardware.id, pred.raw["active_params"], pred.n_gpus, pred.hardware.gpus_per_node,
-             (pred.model.n_experts or 1) > 1, pred.plan.cuda_graphs != "none")
+             **kind_of(pred.model, pred.plan))
     return implied(b, float(pred.step_time.to("s").magnitude))
 
 
@@ -206,7 +211,7 @@ def measured_errors() -> list[dict]:
             if np.isfinite(err[i]) and need[i] <= V.MEMORY_ERROR_MAX:
                 out.append({"dataset": name, "case_id": c.row["case_id"], "error": float(err[i]), "profile": c.hw.id,
                             **keys(c.hw.id, float(r["active_params"][i]), c.plan.n_gpus, c.hw.gpus_per_node,
-                                   (c.model.n_experts or 1) > 1, c.plan.cuda_graphs != "none")})
+                                   **kind_of(c.model, c.plan))})
     return out
 
 

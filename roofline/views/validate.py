@@ -622,11 +622,14 @@ def _model_fields(row: dict) -> tuple[dict, str]:
 # "non-" before it turns it off ("vanilla TP" states nothing).
 _TP_OVERLAP = re.compile(r"(?:tp[-_ ]comm(?:unication)?[-_ ]overlap|async(?:hronous)?[-_ ]?(?:tp|tensor[-_ ]parallel(?:ism)?)"
                          r"\b|micro[-_ ]?pipeline[-_ ]tp)(?P<tail>[^|;]{0,80})")
-_TP_OVERLAP_NOT = re.compile(r"(?:\bno|\bwithout|\bnon)[-_ ]*(?:enable_)?$")
-_TP_OVERLAP_OFF = re.compile(r"\s*(?:[=:]\s*(?:false|0|off)\b|(?:off|disabled|false)\b)")
-
-
+# a switch turned off: "no", "without" or "non" before it; "= false", ": off", ": none", "disabled" after it
+_SWITCH_NOT = re.compile(r"(?:\bno|\bwithout|\bnon)[-_ ]*(?:enable_)?$")
 _SWITCH_OFF = re.compile(r"\s*(?:[=:]\s*['\"]?(?:false|0|off|none|no|disabled)\b|(?:off|disabled|false)\b)")
+
+
+def _switched_off(text: str, start: int, end: int) -> bool:
+    """Whether the switch phrase at ``text[start:end]`` is negated before or after it."""
+    return bool(_SWITCH_NOT.search(text[max(0, start - 12):start]) or _SWITCH_OFF.match(text, end))
 
 
 def switch_stated(pattern: str, text: str) -> bool:
@@ -637,11 +640,7 @@ def switch_stated(pattern: str, text: str) -> bool:
     ...     "no ep a2a overlap", "ep a2a overlap disabled", "ep a2a overlap=false", "without ep a2a overlap")]
     [True, False, False, False, False, False]
     """
-    for m in re.finditer(pattern, text):
-        if _TP_OVERLAP_NOT.search(text[max(0, m.start() - 12):m.start()]) or _SWITCH_OFF.match(text, m.end()):
-            continue
-        return True
-    return False
+    return any(not _switched_off(text, m.start(), m.end()) for m in re.finditer(pattern, text))
 
 
 def tp_comm_overlap_stated(text: str, dtype: str | None = None) -> bool:
@@ -658,7 +657,7 @@ def tp_comm_overlap_stated(text: str, dtype: str | None = None) -> bool:
     """
     for m in _TP_OVERLAP.finditer(text):
         tail = m.group("tail")
-        if _TP_OVERLAP_OFF.match(tail) or _TP_OVERLAP_NOT.search(text[max(0, m.start() - 12):m.start()]):
+        if _switched_off(text, m.start(), m.start("tail")):
             continue
         off_for = re.search(r"off for ([a-z0-9_\-/ ]+?)\)", tail)
         if off_for and dtype and dtype.replace("-", "") in off_for.group(1).replace("-", ""):
