@@ -190,3 +190,51 @@ def test_a_bad_attention_speed_is_one_line_naming_it(tmp_path, bad, msg):
     p.write_text(yaml.safe_dump({"id": "g", "base": "h100-sxm", "attention_speed": bad}))
     with pytest.raises(InputError, match=msg):
         hardware.load(str(p))
+
+
+def test_mla_attention_takes_the_kernels_head_width_and_matches_simumaxs_mla_rows():
+    """MLA's core attention runs queries and keys of qk_nope + qk_rope (DeepSeek-V3: 192) and values of v_head (128),
+    so the architecture's kernel factor is read at 192, not at d_model / heads (56). SimuMax's B200 table measures six
+    MLA shapes (192/128, 16-128 heads, sequence 4k-128k): the prior's time over theirs has its median within 5 % of the
+    b200 profile's cuDNN factor at the kernel's width, where the width d_model / heads is 9 % off (it reads 1.44)."""
+    import dataclasses
+    import json
+    import statistics
+    from pathlib import Path
+
+    from roofline.model.predict import attention_inputs, inputs
+    from roofline.spec import models
+
+    ds = models.load("deepseek-v3")
+    assert (ds.kernel_head_dim, ds.head_size) == (192, 56)
+    assert models.load("llama3-8b").kernel_head_dim == models.load("llama3-8b").head_size == 128
+    root = Path(__file__).resolve().parents[1]
+    op = json.loads((root / "roofline/data/simumax-b200/b200_bf16_ceperm.json").read_text())["accelerator"]["op"]
+    fwd, bwd = op["sdp_fwd"]["accurate_efficient_factor"], op["sdp_bwd"]["accurate_efficient_factor"]
+    hw = hardware.load("b200")
+    prior = dataclasses.replace(hw, attention_speed={})
+    att = next(o for o in C.attention_core(C.mla_qk, S.v_head) if o.name == "flash_attention")
+    exprs = [sp.sympify(e) for e in (C.op_time(att, "fwd"), C.op_time(att, "bwd"))]
+    free = sorted(set().union(*(e.free_symbols for e in exprs)), key=str)
+    fns = [sp.lambdify(free, e, "math") for e in exprs]
+    ratios = []
+    for key in fwd:
+        kv = dict(x.split("=") for x in key.split(", "))
+        if kv["qkv_contiguous"] != "True" or (kv["qk_head_dim"], kv["v_head_dim"]) != ("192", "128"):
+            continue
+        a, s, b = (int(kv[k]) for k in ("head_num", "seq_len", "batch"))
+        x = inputs(dataclasses.replace(ds, n_heads=a, seq_len=s), Plan(tp=1, pp=1, dp=1, micro_batch=b,
+                                                                       global_batch=b), prior)
+        t_f, t_b = (float(fn(*[x[str(sym)] for sym in free])) for fn in fns)
+        # SimuMax's MLA FLOPs (dense_module.py MLA core attention): 2 b a s^2 (192 + 128) forward, 2.5x backward,
+        # over the full score matrix
+        base = b * a * s * s * (192 + 128)
+        peak = op["sdp_fwd"]["tflops"] * 1e12
+        measured = 2 * base / (fwd[key] * peak) + 5 * base / (bwd[key] * peak)
+        ratios.append((t_f + t_b) / measured)
+    assert len(ratios) == 6
+    med = statistics.median(ratios)
+    te = dataclasses.replace(ds, attention="te")
+    assert attention_inputs(te, hw)["flash_speed"] == pytest.approx(hw.attention_factor("cudnn", 192))
+    assert abs(hw.attention_factor("cudnn", 192) / med - 1) < 0.05
+    assert abs(hw.attention_factor("cudnn", 56) / med - 1) > 0.08

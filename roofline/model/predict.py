@@ -254,9 +254,10 @@ def overshoot(memory, reserve, hws) -> "np.ndarray | float":
 
 def attention_inputs(m: Model, hw: Hardware) -> dict:
     """The attention kernel's speed over FlashAttention-2 on this GPU: the kind's own factor (config.FLASH_SPEED) times
-    the architecture's for the kernel it runs there (the profile's attention_speed, e.g. cuDNN's on Hopper)."""
+    the architecture's for the kernel it runs there (the profile's attention_speed, e.g. cuDNN's on Hopper), at the
+    kernel's query/key head width (MLA: qk_nope + qk_rope, not d_model / heads)."""
     return {"flash_speed": FLASH_SPEED.get(m.attention, 1.0)
-            * hw.attention_factor(ATTENTION_KERNEL.get(m.attention), m.head_size)}
+            * hw.attention_factor(ATTENTION_KERNEL.get(m.attention), m.kernel_head_dim)}
 
 
 def inputs(model: Model, plan: Plan, hw: Hardware) -> dict:

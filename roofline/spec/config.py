@@ -171,6 +171,14 @@ class Model:
         return self.head_dim or self.d_model // self.n_heads
 
     @property
+    def kernel_head_dim(self) -> int:
+        """Query/key width per head of the attention kernel: MLA's qk_nope + qk_rope (DeepSeek-V3: 128 + 64 = 192,
+        Megatron-Core MLASelfAttention hands the core attention queries and keys of that width), else head_size."""
+        if self.mla and self.qk_nope_head_dim and self.qk_rope_head_dim:
+            return self.qk_nope_head_dim + self.qk_rope_head_dim
+        return self.head_size
+
+    @property
     def expert_ffn(self) -> int:
         """Inner size of one routed expert (Megatron-Core moe_ffn_hidden_size; the dense ffn unless stated)."""
         return self.moe_ffn_hidden or self.ffn
