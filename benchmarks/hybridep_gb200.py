@@ -2,7 +2,7 @@
 
 deepseek-ai/DeepEP docs/README_Hybrid-EP.md (MIT, commit 41cad94) times Hybrid-EP's dispatch and combine inside one
 GB200 NVL72 NVLink domain: 4096 tokens per rank of hidden 7168, top-8 over 8 local experts per rank (random uniform
-routing), 8-36 ranks, 16 or 32 SMs. The numbers are bundled in roofline/data/hybridep-gb200 (NOTICE.md there says how
+routing), 8-36 ranks, 16 or 32 SMs. The numbers are bundled in roofline/data/hybridep (NOTICE.md there says how
 the source counts its bandwidth). Megatron-Bridge's performance recipes run Hybrid-EP on 32 SMs
 (scripts/performance/utils/overrides.py and src/megatron/bridge/perf_recipes/_common.py set moe_hybridep_num_sms = 32),
 so the 32-SM rows through the torch API (what a training step calls: the kernels with their metadata preprocessing)
@@ -10,6 +10,10 @@ fit the profile's all-to-all over NVLink: t = call + (p - 1) alpha + (p - 1)/p S
 every other collective (calibrate/fit.py fit_alpha_beta, robust least squares, k-fold error), where (p - 1)/p S are the
 bytes a rank sends to the other ranks, each token once per rank that holds one of its experts (the dedup geometry of
 formulas/comm.py dispatch_a2a). gb200.yaml carries the fitted values; a test holds them to this fit.
+
+The same file times Hybrid-EP on one DGX B200 node (8 ranks, 16 SMs): the GB200 fit prices its BF16 calls 4-5 % and
+its FP8 dispatch 11 % fast, where the link prior is 24-35 % fast, so b200.yaml takes the same values (NVLink 5 at
+900 GB/s per GPU both; B200's through NVSwitch).
 
 The datasheet prior it replaces (the link latency 8 us per peer, 78 % of NVLink 5's 900 GB/s) priced these calls 2-28 %
 faster than measured, most at 8 ranks, where the fixed cost of a call (metadata, the torch API) weighs most.
@@ -24,16 +28,20 @@ from pathlib import Path
 
 import numpy as np
 
-DATA = Path(__file__).resolve().parents[1] / "roofline" / "data" / "hybridep-gb200" / "hybridep_gb200.csv"
+DATA = Path(__file__).resolve().parents[1] / "roofline" / "data" / "hybridep" / "hybridep_gb200.csv"
 TOKENS, HIDDEN, TOPK, LOCAL = 4096, 7168, 8, 8
 FP8_BYTES = (1 + 4 / 128) / 2          # the source's FP8 bytes per BF16 byte: 1-byte payload + a float scale per 128
 SMS = 32                               # Megatron-Bridge's moe_hybridep_num_sms
 DATASHEET = (8e-6, 0.78 * 900e9, 0.0)  # the gb200 link prior: latency, link_efficiency x NVLink 5, no call time
 
 
-def rows(sms: int = SMS, measurement: str = "torch_api") -> list[dict]:
-    with open(DATA, newline="") as f:
-        return [r for r in csv.DictReader(f) if int(r["sms"]) == sms and r["measurement"] == measurement]
+B200 = DATA.with_name("hybridep_b200.csv")
+
+
+def rows(sms: int = SMS, measurement: str = "torch_api", path: Path = DATA) -> list[dict]:
+    with open(path, newline="") as f:
+        return [r for r in csv.DictReader(f) if int(r["sms"]) == sms and r["measurement"] == measurement
+                and r.get("backend", "hybridep") == "hybridep"]
 
 
 def hit(p: int) -> float:
@@ -74,6 +82,18 @@ def table(sms: int = SMS) -> list[tuple]:
     return [(int(r["ranks"]), r["op"], r["dtype"], a * 1e6, b * 1e6, c * 1e6) for r, a, b, c in zip(rs, t, got, prior)]
 
 
+def b200_check() -> list[tuple]:
+    """The B200 node's Hybrid-EP calls (8 ranks, 16 SMs, torch API) against the GB200 fit: ranks, op, dtype,
+    measured us, fitted us."""
+    from roofline.views.calibrate.fit import alpha_beta_time
+
+    f = fit()
+    rs = rows(16, path=B200)
+    size, p, t = samples(rs)
+    got = alpha_beta_time(size, p, "a2a", f.alpha, f.busbw, f.call)
+    return [(int(r["ranks"]), r["op"], r["dtype"], a * 1e6, b * 1e6) for r, a, b in zip(rs, t, got)]
+
+
 def main() -> None:
     f = fit()
     print(f"Hybrid-EP on GB200 NVL72, {SMS} SMs, torch API (deepseek-ai/DeepEP docs/README_Hybrid-EP.md @41cad94)")
@@ -84,6 +104,13 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for n, op, dt, a, b, c in table():
         print(f"| {n} | {op} {dt} | {a:.0f} us | {b:.0f} us | {b / a - 1:+.1%} | {c:.0f} us | {c / a - 1:+.1%} |")
+    print()
+    print("DGX B200, 8 ranks, 16 SMs, torch API, against the GB200 fit (b200.yaml takes its values):")
+    print()
+    print("| ranks | call | measured | GB200 fit | error |")
+    print("|---|---|---|---|---|")
+    for n, op, dt, a, b in b200_check():
+        print(f"| {n} | {op} {dt} | {a:.0f} us | {b:.0f} us | {b / a - 1:+.1%} |")
 
 
 if __name__ == "__main__":

@@ -42,3 +42,18 @@ def test_the_dispatch_formula_prices_the_benchmark_call_as_the_fit_does():
                       S.ALPHA["a2a", "inter"]: 1.0, S.BUSBW["a2a", "inter"]: 1.0, S.CALL["a2a", "inter"]: 1.0}))
     measured = next(a for n, op, dt, a, _, _ in B.table() if (n, op, dt) == (p, "dispatch", "bf16")) * 1e-6
     assert abs(t / measured - 1) < 0.03
+
+
+def test_b200_takes_the_fit_and_its_own_node_sits_closer_to_it_than_to_the_link_prior():
+    from roofline.views.calibrate.fit import alpha_beta_time
+
+    b200, gb200 = hardware.load("b200"), hardware.load("gb200")
+    assert b200.collectives["a2a", "intra"] == gb200.collectives["a2a", "intra"]
+    assert b200.collective_calls["a2a", "intra"] == gb200.collective_calls["a2a", "intra"]
+    rows = B.b200_check()
+    assert len(rows) == 3
+    for n, op, dt, measured, fitted in rows:
+        assert abs(fitted / measured - 1) < (0.12 if dt == "fp8" else 0.06), (op, dt)
+    size, p, t = B.samples(B.rows(16, path=B.B200))
+    prior = alpha_beta_time(size, p, "a2a", *B.DATASHEET)
+    assert all(pr / m - 1 < -0.2 for pr, m in zip(prior, t))
