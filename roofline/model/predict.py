@@ -188,7 +188,7 @@ def plan_inputs(p: Plan, model: Model | None = None) -> dict:
             **{sym: getattr(p, field) for field, sym in OVERLAP_INPUTS.items()}, "tp_async": float(p.tp_async_dgrad),
             "tp_split_rs": float(p.tp_overlap_split_rs), "attn_fp8": float(p.fp8_attention), "hp_frac": hp_frac,
             # routed experts launched one at a time (TE GroupedLinear), with the recipe's cast kernels per expert
-            "exp_launch": float(p.per_expert_kernels), "exp_casts": float(precision.get(p.dtype).expert_casts),
+            "exp_launch": float(p.per_expert_kernels), "moe_mlp_fused": float(p.fused_moe_mlp), "exp_casts": float(precision.get(p.dtype).expert_casts),
             "delay_wgrad": float(p.delay_wgrad),
             **recompute_module_inputs(p.recompute_module_set),
             "wgrad_fusion": float(p.wgrad_fusion), "eager_elem": float(p.eager_elementwise),

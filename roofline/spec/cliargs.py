@@ -175,6 +175,10 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
               "Megatron-Core); default: the stack's")
     flag(g, "no-per-expert-kernels", dest="per_expert_kernels", action="store_false",
          help="one grouped kernel for all local experts (torch._grouped_mm: torchtitan, NeMo AutoModel; a fused grouped MLP)")
+    flag(g, "fused-moe-mlp", dest="fused_moe_mlp", action="store_true", default=None,
+         help="the routed experts run Transformer Engine's fused grouped MLP (MXFP8/NVFP4): activation and casts in "
+              "the GEMMs' epilogues (Megatron-Bridge 'CuteDSL fused grouped MLP', Megatron-Core's TE op fuser); "
+              "implies --no-per-expert-kernels")
     flag(g, "eager-elementwise", dest="eager_elementwise", action="store_true", default=None,
          help="RMSNorm, SwiGLU and RoPE run as separate eager PyTorch ops (no torch.compile, no fused kernels); "
               "default: the stack's")
@@ -320,7 +324,11 @@ def build_spec(args):
              "bf16_layers": getattr(args, "bf16_layers", None),
              "tp_async_dgrad": getattr(args, "tp_async_dgrad", None),
              "wgrad_fusion": getattr(args, "wgrad_fusion", None),
-             "per_expert_kernels": getattr(args, "per_expert_kernels", None),
+             # a fused grouped MLP runs one kernel per GEMM: it implies no per-expert launches unless stated
+             "per_expert_kernels": (False if getattr(args, "fused_moe_mlp", None)
+                                    and getattr(args, "per_expert_kernels", None) is None
+                                    else getattr(args, "per_expert_kernels", None)),
+             "fused_moe_mlp": getattr(args, "fused_moe_mlp", None),
              "eager_elementwise": getattr(args, "eager_elementwise", None),
              "eager_rope": getattr(args, "eager_rope", None),
              "fsdp_copies": getattr(args, "fsdp_copies", None),

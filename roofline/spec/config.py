@@ -281,6 +281,13 @@ class Plan:
     # (formulas/step.py expert_launches, compute.gemm); False: one grouped kernel for all local experts
     # (torch._grouped_mm, grouped_gemm's gmm, a fused grouped MLP). Per stack: stacks/*.yaml
     per_expert_kernels: bool = True
+    # a fused grouped MLP for the routed experts: the first GEMM's epilogue applies the gated activation and writes the
+    # second GEMM's quantized input, the second GEMM's data gradient applies the activation's backward and quantizes the
+    # first's output gradient (Transformer Engine ForwardGroupedMLP_CuTeGEMMSwiGLU_MXFP8 / BackwardGroupedMLP_CuTeGEMM
+    # DSwiGLU_MXFP8, TransformerEngine#2769; transformer_engine/pytorch/ops/fused/grouped_mlp.py, MXFP8 and NVFP4 on
+    # Blackwell; Megatron-Bridge 26.06's "CuteDSL fused grouped MLP", Megatron-Core's TE op fuser; cuDNN's grouped MLP,
+    # torchtitan#4257): formulas/compute.py layer_ops. One kernel per GEMM, so per_expert_kernels False
+    fused_moe_mlp: bool = False
     # the attention core in FP8: Megatron-Core --fp8-dot-product-attention (model_parallel_config.py
     # fp8_dot_product_attention), Transformer Engine DotProductAttention under an FP8 recipe with fp8_dpa: cuDNN's FP8
     # fused attention, forward and backward (formulas/compute.py attention_core); needs a low-precision recipe
@@ -630,6 +637,16 @@ RULES: tuple[Rule, ...] = (
     Rule(lambda m, p: (p.fp8_param_gather == 0) | among(p.dtype, LOW_PRECISION_DTYPES),
          "fp8_param_gather needs a low-precision recipe (fp8, fp8-cs, fp8-block, mxfp8, nvfp4), got dtype {p.dtype}",
          ("fp8_param_gather", "dtype")),
+    Rule(lambda m, p: (p.fused_moe_mlp == 0) | among(p.dtype, ("mxfp8", "nvfp4")),
+         "fused_moe_mlp is Transformer Engine's block-scaled grouped MLP (grouped GEMM + activation + cast fused, "
+         "transformer_engine/pytorch/ops/fused/grouped_mlp.py): it needs dtype mxfp8 or nvfp4, got {p.dtype}",
+         ("fused_moe_mlp", "dtype")),
+    Rule(lambda m, p: (p.fused_moe_mlp == 0) | bool(m.n_experts > 1 and m.mlp in ("swiglu", "squared_relu")),
+         "fused_moe_mlp fuses the routed experts' activation into their GEMMs: it needs an MoE model with a swiglu "
+         "or squared_relu MLP, got {m.n_experts} experts and mlp {m.mlp!r}", ("fused_moe_mlp",)),
+    Rule(lambda m, p: (p.fused_moe_mlp == 0) | (p.per_expert_kernels == 0),
+         "fused_moe_mlp runs each GEMM as one kernel for all local experts: it needs per_expert_kernels false "
+         "(--no-per-expert-kernels)", ("fused_moe_mlp", "per_expert_kernels")),
     Rule(lambda m, p: (p.fp8_attention == 0) | among(p.dtype, LOW_PRECISION_DTYPES),
          "fp8_attention needs a low-precision recipe (fp8, fp8-cs, fp8-block, mxfp8, nvfp4), got dtype {p.dtype}",
          ("fp8_attention", "dtype")),

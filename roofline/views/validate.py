@@ -839,6 +839,20 @@ def _plan_fields(row: dict) -> dict:
     # quant + swizzle fused); a text that says the expert GEMMs run through torch._grouped_mm reads the same
     if re.search(r"(?<!no )(?<!un)fused grouped (?:mlp|gemm)|torch\._grouped_mm", text):
         d["per_expert_kernels"] = False
+    # the fused grouped MLP also takes the experts' activation and casts into the GEMMs (Transformer Engine's MXFP8
+    # CuTe kernels, TransformerEngine#2769; Megatron-Bridge 26.06 summaries "CuteDSL fused grouped MLP"). Megatron-Core
+    # builds it from Transformer Engine's op fuser: under use_transformer_engine_op_fuser an MoE layer's TEGroupedMLP
+    # runs te.ops GroupedLinear + ScaledSwiGLU / ScaledClampedQGeGLU + GroupedLinear (megatron/core/transformer/moe/
+    # experts.py _with_fused_impl), which Transformer Engine fuses into its block-scaled grouped MLP
+    # (transformer_engine/pytorch/ops/fused/grouped_mlp.py, MXFP8 and NVFP4 on compute capability 10)
+    # (read from the settings, what the row ran: a note may name a switch a later recipe version adds)
+    ran = str(row.get("settings") or "").lower()
+    fused_mlp = re.search(r"(?<!no )(?<!un)fused grouped mlp", ran) or re.search(
+        r"(?<!no )\b(?:te|transformer engine) op[ -]fuser|use_transformer_engine_op_fuser(?!\s*[=:]\s*false)", ran)
+    if (fused_mlp and d.get("dtype") in ("mxfp8", "nvfp4") and int(row.get("n_experts") or 0) > 1
+            and str(row.get("mlp") or "swiglu").lower() in ("swiglu", "squared_relu")):
+        d["fused_moe_mlp"] = True
+        d["per_expert_kernels"] = False
     graphs = cuda_graphs(row)
     if graphs != "none":
         d["cuda_graphs"] = graphs

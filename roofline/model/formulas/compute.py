@@ -14,7 +14,7 @@ streams all keys/values through every rank).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import sympy as sp
 
@@ -194,7 +194,8 @@ class Kernel:
     k: sp.Expr              # reduction length K
 
 
-def gemm(name: str, m, k, n, batch=1, model=1, on=sp.Integer(1), hp=False, groups=sp.Integer(1)) -> Op:
+def gemm(name: str, m, k, n, batch=1, model=1, on=sp.Integer(1), hp=False, groups=sp.Integer(1),
+         q_own=(sp.Integer(1), sp.Integer(1))) -> Op:
     """C[m,n] = A[m,k] B[k,n]: 2mkn FLOPs; backward = dgrad + wgrad = 2x (Narayanan et al. 2021 sec 5.1).
 
     ``hp``: the GEMM stays at the 16-bit peak under an FP8/FP4 recipe (LM head, router: roofline/base/precision.py);
@@ -214,6 +215,9 @@ def gemm(name: str, m, k, n, batch=1, model=1, on=sp.Integer(1), hp=False, group
     time, max(1, groups / 4) in sequence. A stack that runs one grouped kernel for all local experts (``exp_launch``
     0: torch._grouped_mm, a fused grouped MLP) pays t0 once.
 
+    ``q_own``: the share of the forward input's and of the backward output gradient's quantization that a kernel of
+    its own does (0 where another GEMM's epilogue writes the operand already quantized: a fused grouped MLP).
+
     The backward is two kernels of f FLOPs and b bytes each: the data gradient (reads dY and W, writes dX) and the
     weight gradient (reads X and dY, writes dW). With fused gradient accumulation (``wgrad_fusion``: Megatron-LM
     --no-gradient-accumulation-fusion unset, Transformer Engine fuse_wgrad_accumulation) the weight gradient adds
@@ -224,7 +228,8 @@ def gemm(name: str, m, k, n, batch=1, model=1, on=sp.Integer(1), hp=False, group
     f = on * 2 * m * k * n * batch
     b = on * S.act_bytes * (m * k + groups * k * n + m * n) * batch
     # backward: the output gradient, and the input again where the recipe saved it in 16 bits (q_saved 0)
-    q = (sp.Integer(0), sp.Integer(0)) if hp else (on * m * k * batch, on * (m * n + (1 - S.q_saved) * m * k) * batch)
+    q = (sp.Integer(0), sp.Integer(0)) if hp else (on * q_own[0] * m * k * batch,
+                                                   on * (q_own[1] * m * n + (1 - S.q_saved) * m * k) * batch)
     extra = on * S.wgrad_fusion * groups * k * n * batch * (2 * S.grad_bytes - S.act_bytes)
     return Op(name, "gemm", f, b, 2 * f, 2 * b, f * model, sp.Min(m / groups, k, n), on, hp=hp, q_elems=q,
               launches=1 + S.exp_launch * (sp.Max(1, groups / GEMM_STREAMS) - 1), wgrad_extra=extra)
@@ -268,6 +273,11 @@ def quantize_op(ops: list[Op]) -> Op:
     # a GPU whose FP8 GEMMs take any layout (Blackwell) needs no transposed copy of a per-tensor FP8 operand
     q = S.q_bytes - S.q_trans * (1 - S.fp8_tn)
     return Op("quantize", "elem", on * 2 * n_f, on * q * n_f, on * 2 * n_b, on * q * n_b, on=on)
+
+
+def _fwd_scaled(op: Op, share) -> Op:
+    """``op`` with its forward FLOPs scaled by ``share`` (its forward bytes the caller scales)."""
+    return replace(op, f_fwd=share * op.f_fwd)
 
 
 def elementwise(name: str, cls: str, n_elems, reads_fwd, writes_fwd, reads_bwd, writes_bwd, flops_per_elem=1) -> Op:
@@ -498,6 +508,9 @@ def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0
     # the routed experts a rank holds, E/e (each rank of the EP group holds E/e experts; Megatron-Core
     # num_local_experts = num_moe_experts // expert_model_parallel_size), one GEMM each; 1 in a dense MLP
     local = 1 + moe_on * (S.n_experts / S.ep - 1)
+    # a fused grouped MLP runs the routed experts' activation and casts in the GEMMs' epilogues (moe_mlp_fused; the
+    # calibration samples' layer has none)
+    fused = moe_on * S.moe_mlp_fused if variants else sp.Integer(0)
     # norms: NORM_FLOPS per element (LayerNorm 8, RMSNorm 4); eager RMSNorm and SwiGLU move more (EAGER_*)
     er, eg = S.eager_elem * S.rms, S.eager_elem * S.gated
     norm = (1 + er * EAGER_RMS[0], 1 + er * EAGER_RMS[1], 2 + er * EAGER_RMS[2], 1 + er * EAGER_RMS[3])
@@ -516,12 +529,20 @@ def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0
         # the router runs on the tokens a rank holds before the dispatcher gathers them (SP-split under TP;
         # Megatron-Core moe_layer.py: router(hidden_states), then token_dispatcher)
         gemm("router", tok_sp, h, S.n_experts, on=moe_on, hp=True),
-        gemm("mlp_up", tok_mlp * rt, hx, f * (1 + S.gated) / t_mlp, model=mlp_model, groups=local),
+        gemm("mlp_up", tok_mlp * rt, hx, f * (1 + S.gated) / t_mlp, model=mlp_model, groups=local,
+             q_own=(sp.Integer(1), 1 - fused)),
         # GELU / squared ReLU: read 1 write 1; SwiGLU: read 2 write 1 (backward: read inputs and grad, write input
-        # grads); ACT_FLOPS per element
-        elementwise("mlp_activation", "elem", tok_mlp * rt * f / t_mlp, 1 + S.gated + eg * EAGER_GLU[0],
-                    1 + eg * EAGER_GLU[1], 2 + S.gated + eg * EAGER_GLU[2], 1 + S.gated + eg * EAGER_GLU[3], ACT_FLOPS),
-        gemm("mlp_down", tok_mlp * rt, f / t_mlp, hx, model=mlp_model, groups=local),
+        # grads); ACT_FLOPS per element. A fused grouped MLP (``fused``) applies the activation in the first GEMM's
+        # epilogue and its backward in the second GEMM's data gradient; what stays is the backward kernel that
+        # recomputes the activation from the saved first-GEMM output, column-wise quantized for the second GEMM's
+        # weight gradient (TransformerEngine#3315 group_scaled_swiglu: read 2 elements, write 1 at ~1 byte, half a
+        # 16-bit element)
+        _fwd_scaled(elementwise("mlp_activation", "elem", tok_mlp * rt * f / t_mlp,
+                                (1 - fused) * (1 + S.gated + eg * EAGER_GLU[0]), (1 - fused) * (1 + eg * EAGER_GLU[1]),
+                                (1 - fused) * (2 + S.gated + eg * EAGER_GLU[2]) + fused * (1 + S.gated),
+                                (1 - fused) * (1 + S.gated + eg * EAGER_GLU[3]) + fused * sp.Rational(1, 2),
+                                ACT_FLOPS), 1 - fused),
+        gemm("mlp_down", tok_mlp * rt, f / t_mlp, hx, model=mlp_model, groups=local, q_own=(1 - fused, sp.Integer(1))),
         elementwise("dropout_residual_mlp", "elem", hid, 2 + S.dropout * S.mask_bytes / S.act_bytes, 1, 1 + S.dropout * S.mask_bytes / S.act_bytes, 2),
     ]
     if variants:
@@ -577,7 +598,6 @@ def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0
 def _on(op: Op, on) -> Op:
     """``op`` switched by the 0/1 expression ``on`` (FLOPs, bytes and t0 all vanish when off; a GEMM's size
     saturation is kept finite for a zero-sized GEMM that is off)."""
-    from dataclasses import replace
     dmin = sp.Max(1, op.dmin) if op.dmin is not None else None
     return replace(op, f_fwd=on * op.f_fwd, b_fwd=on * op.b_fwd, f_bwd=on * op.f_bwd, b_bwd=on * op.b_bwd,
                    model_f_fwd=on * op.model_f_fwd, on=on * op.on, dmin=dmin,

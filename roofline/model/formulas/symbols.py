@@ -352,6 +352,12 @@ exp_launch = _s("exp_launch", "", "1 when the routed experts' GEMMs, and the rec
                 "launched one local expert at a time (Transformer Engine GroupedLinear: nvte_multi_stream_cublas_gemm, "
                 "split_quantize); 0: one grouped kernel for all local experts (torch._grouped_mm, a fused grouped MLP)",
                 "plan", r"\epsilon_{k}", zero=True)
+moe_mlp_fused = _s("moe_mlp_fused", "", "1 when the routed experts run a fused grouped MLP: the first GEMM's epilogue "
+                   "applies the gated activation and quantizes its output for the second, and the second GEMM's data "
+                   "gradient applies the activation's backward and quantizes the first's output gradient (Transformer "
+                   "Engine ForwardGroupedMLP_CuTeGEMMSwiGLU_MXFP8 / BackwardGroupedMLP_CuTeGEMMDSwiGLU_MXFP8, "
+                   "TransformerEngine#2769; cuDNN's grouped MLP, torchtitan#4257); 0: separate activation and cast "
+                   "kernels", "plan", r"\phi_{mlp}", zero=True)
 exp_casts = _s("exp_casts", "", "cast kernels the recipe launches per routed expert for one quantized GEMM operand "
                "(base/precision.py expert_casts: FP8 current scaling 3, MXFP8 and FP8 blockwise 1, delayed scaling and "
                "NVFP4 fused: 0)", "plan", r"n_{q}", zero=True)
