@@ -40,8 +40,7 @@ B200 = DATA.with_name("hybridep_b200.csv")
 
 def rows(sms: int = SMS, measurement: str = "torch_api", path: Path = DATA) -> list[dict]:
     with open(path, newline="") as f:
-        return [r for r in csv.DictReader(f) if int(r["sms"]) == sms and r["measurement"] == measurement
-                and r.get("backend", "hybridep") == "hybridep"]
+        return [r for r in csv.DictReader(f) if int(r["sms"]) == sms and r["measurement"] == measurement]
 
 
 def hit(p: int) -> float:
