@@ -99,3 +99,23 @@ def test_the_cli_flag_implies_one_kernel_for_all_local_experts():
     assert '"fused_moe_mlp": true' in on.stdout and '"per_expert_kernels": false' in on.stdout
     bad = run_cli(*base, "--fused-moe-mlp", "--per-expert-kernels")
     assert bad.returncode == 2 and "needs per_expert_kernels false" in bad.stderr
+
+
+def test_expert_biases_cost_a_pass_outside_the_gemm_unless_the_fused_mlp_adds_them():
+    """GPT-OSS's experts carry biases: Megatron-Core adds the second GEMM's bias, times the fp32 routing probability,
+    after the GEMM (TEGroupedMLP._apply_bias: 14 16-bit units per element forward, 10 backward); one grouped kernel
+    (torchtitan) adds it in 16 bits; the fused grouped MLP does it in the GEMM."""
+    op = MOE["expert_bias"]
+    bf = dict(model="gpt-oss-120b", ep=8, dp=8)
+    megatron = _x(**bf, dtype="bf16", per_expert_kernels=True)
+    grouped = _x(**bf, dtype="bf16")
+    fused = _x(**bf, fused_moe_mlp=True)
+    elems = value_at(op.f_fwd, megatron) / 2            # 2 FLOP per element
+    # one element per output element of the experts' second GEMM (2 m k n FLOPs, k the expert width)
+    assert elems > 0 and elems == pytest.approx(value_at(MOE["mlp_down"].f_fwd, megatron) / (2 * megatron["moe_ffn"]))
+    assert value_at(op.b_fwd, megatron) == pytest.approx(14 * 2 * elems)
+    assert value_at(op.b_bwd, megatron) == pytest.approx(10 * 2 * elems)
+    assert value_at(op.b_fwd, grouped) == pytest.approx(2 * 2 * elems)
+    assert value_at(op.b_fwd, fused) == 0 and value_at(op.b_bwd, fused) == 0
+    # no biases (Qwen3), no pass
+    assert value_at(op.b_fwd, _x(dtype="bf16", per_expert_kernels=True)) == 0

@@ -127,7 +127,7 @@ OP_SAVED = {"qkv_proj": (q_width + _kv) / (q_width + 2 * _kv),                 #
 # The quantize kernels of a low-precision recipe are not recomputed here (ASSUMED: a small share of a module).
 # the operators of an MoE layer's experts, shared experts included (Megatron-Core's "mlp" schedule node of the EP
 # overlap, step.ep_merged; inside the moe recompute module below, with the router and the permutation)
-EXPERT_OPS = ("mlp_up", "mlp_activation", "mlp_down", "moe_latent_down", "moe_latent_up", "shared_up",
+EXPERT_OPS = ("mlp_up", "mlp_activation", "mlp_down", "expert_bias", "moe_latent_down", "moe_latent_up", "shared_up",
               "shared_activation", "shared_down")
 _MODULE_OPS = (
     (S.rcm_core, lambda on: {n: 1 for n in ATTENTION_CORE}),
@@ -579,6 +579,18 @@ def layer_ops(d_head=STD_HEAD, ffn=S.ffn_hidden, moe_on=moe, shared=sp.Integer(0
             # moe_permute pair above) and HybridEP fuses it into the dispatch: neither adds a pass.
             _on(elementwise("moe_sort_chunks", "elem", tok_sp * hx, 2 * routed, 2 * routed, 2 * routed, 2 * routed,
                             0), moe_on * (1 - S.ep_dedup) * sp.Min(1, S.ep - 1) * sp.Min(1, local - 1)),
+            # an expert MLP with biases (GPT-OSS): the second GEMM's bias, scaled by each copy's routing probability,
+            # added outside the GEMM. Megatron-Core TEGroupedMLP._apply_bias (megatron/core/transformer/moe/
+            # experts.py, 2025-09 "Enable bias in expert mlp [gpt-oss 5/5]" a329dd6da5): per local expert t + b * p
+            # with the flex dispatcher's fp32 probabilities, so b * p and the sum are fp32, then torch.cat and the
+            # cast back; in 16-bit units per element of the expert output, forward reads 7 (t, the fp32 product and
+            # sum, the cat) and writes 7, backward reads 7 and writes 3 (the casts of the gradient, the probability
+            # and bias gradients). A stack with one grouped kernel (exp_launch 0: torchtitan) adds the bias in 16
+            # bits: read 1, write 1; backward reads the gradient once for the bias gradient. A fused grouped MLP
+            # scales and adds it in the GEMM (Transformer Engine GroupedLinear scale_bias): nothing here
+            _on(elementwise("expert_bias", "elem", tok_mlp * rt * hx, 1 + 6 * S.exp_launch, 1 + 6 * S.exp_launch,
+                            1 + 6 * S.exp_launch, 3 * S.exp_launch, 2),
+                moe_on * S.biases * (1 - S.moe_mlp_fused)),
         ]
     if lat is not sp.S.Zero:
         ops += [_on(gemm("moe_latent_down", tok_sp, h, S.moe_latent), lat),
