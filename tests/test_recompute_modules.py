@@ -62,8 +62,8 @@ def test_the_modules_are_megatron_cores_and_each_has_a_switch():
     ("mlp", 0, {"norm_mlp", "mlp_up", "mlp_activation", "mlp_down"}),
     ("mlp", 1, set()),                                    # Megatron-Core: mlp is not for an MoE layer
     ("shared_experts", 1, {"shared_up", "shared_activation", "shared_down"}),
-    ("moe", 1, {"router", "router_topk", "moe_permute", "moe_sort_chunks", "mlp_up", "mlp_activation", "mlp_down", "moe_latent_down",
-                "moe_latent_up", "shared_up", "shared_activation", "shared_down"}),
+    ("moe", 1, {"router", "router_topk", "moe_permute", "moe_sort_chunks", "mlp_up", "mlp_activation", "mlp_down", "expert_bias",
+                "moe_latent_down", "moe_latent_up", "shared_up", "shared_activation", "shared_down"}),
 ])
 def test_each_module_recomputes_its_operators(module, moe_on, ops):
     names = {o.name for o in C.layer_ops(C.d_head, S.moe_ffn, sp.Integer(moe_on), S.shared_ffn, variants=True)}
