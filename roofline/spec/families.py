@@ -69,6 +69,10 @@ SPELLINGS = (
     # Nemotron 3 Nano 30B-A3B / Super 120B-A12B, 'Qwen3 MoE 30B' for Qwen3-30B-A3B
     (r"^nemotron[\s-]*v?3[\s-]*nano[\s-]*30b$", "nemotron-3-nano-30b-a3b"),
     (r"^nemotron[\s-]*v?3[\s-]*super[\s-]*120b$", "nemotron-3-super-120b-a12b"),
+    # Nemotron 3.5 Lightning 30B-A3B "uses the same architecture as Nemotron 3 Nano" (Megatron-Bridge
+    # examples/models/nemotron/nemotron_3/lightning/README.md): what a row leaves unstated (no linear biases, RMSNorm,
+    # untied head) is the Nano preset's
+    (r"^nemotron[\s-]*3\.5[\s-]*lightning[\s-]*30b([\s-]*a3b)?$", "nemotron-3-nano-30b-a3b"),
     (r"^qwen[\s-]*3[\s-]*moe[\s-]*30b$", "qwen3-30b-a3b"),
     (r"^qwen[\s-]*3[\s-]*moe[\s-]*235b$", "qwen3-235b-a22b"),
     (r"[\s-]+(hf|base|v0\.1)$", ""),                    # -hf conversions, base checkpoints, Mistral/Mixtral v0.1
