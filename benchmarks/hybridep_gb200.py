@@ -32,7 +32,15 @@ DATA = Path(__file__).resolve().parents[1] / "roofline" / "data" / "hybridep" / 
 TOKENS, HIDDEN, TOPK, LOCAL = 4096, 7168, 8, 8
 FP8_BYTES = (1 + 4 / 128) / 2          # the source's FP8 bytes per BF16 byte: 1-byte payload + a float scale per 128
 SMS = 32                               # Megatron-Bridge's moe_hybridep_num_sms
-DATASHEET = (8e-6, 0.78 * 900e9, 0.0)  # the gb200 link prior: latency, link_efficiency x NVLink 5, no call time
+
+
+def datasheet() -> tuple:
+    """The link prior the fit replaces: what gb200 prices a collective it does not fit with (its all-reduce over
+    NVLink: the link's latency per ring step, its bandwidth times defaults.yaml link_efficiency.intra), no call time."""
+    from roofline.spec import hardware
+
+    alpha, busbw = hardware.load("gb200").collectives["ar", "intra"]
+    return alpha, busbw, 0.0
 
 
 B200 = DATA.with_name("hybridep_b200.csv")
@@ -69,27 +77,29 @@ def fit(sms: int = SMS):
     return fit_alpha_beta(size, p, t, "a2a")
 
 
-def table(sms: int = SMS) -> list[tuple]:
-    """Per row: ranks, op, dtype, measured us, fitted us, datasheet-prior us."""
+def _priced(rs: list[dict], *abc) -> tuple:
+    """(measured s, model s) per row of ``rs`` at alpha, busbw, call ``abc``."""
     from roofline.views.calibrate.fit import alpha_beta_time
 
+    size, p, t = samples(rs)
+    return t, alpha_beta_time(size, p, "a2a", *abc)
+
+
+def table(sms: int = SMS) -> list[tuple]:
+    """Per row: ranks, op, dtype, measured us, fitted us, datasheet-prior us."""
     f = fit(sms)
     rs = rows(sms)
-    size, p, t = samples(rs)
-    got = alpha_beta_time(size, p, "a2a", f.alpha, f.busbw, f.call)
-    prior = alpha_beta_time(size, p, "a2a", *DATASHEET)
+    t, got = _priced(rs, f.alpha, f.busbw, f.call)
+    prior = _priced(rs, *datasheet())[1]
     return [(int(r["ranks"]), r["op"], r["dtype"], a * 1e6, b * 1e6, c * 1e6) for r, a, b, c in zip(rs, t, got, prior)]
 
 
 def b200_check() -> list[tuple]:
     """The B200 node's Hybrid-EP calls (8 ranks, 16 SMs, torch API) against the GB200 fit: ranks, op, dtype,
     measured us, fitted us."""
-    from roofline.views.calibrate.fit import alpha_beta_time
-
     f = fit()
     rs = rows(16, path=B200)
-    size, p, t = samples(rs)
-    got = alpha_beta_time(size, p, "a2a", f.alpha, f.busbw, f.call)
+    t, got = _priced(rs, f.alpha, f.busbw, f.call)
     return [(int(r["ranks"]), r["op"], r["dtype"], a * 1e6, b * 1e6) for r, a, b in zip(rs, t, got)]
 
 

@@ -55,5 +55,5 @@ def test_b200_takes_the_fit_and_its_own_node_sits_closer_to_it_than_to_the_link_
     for n, op, dt, measured, fitted in rows:
         assert abs(fitted / measured - 1) < (0.12 if dt == "fp8" else 0.06), (op, dt)
     size, p, t = B.samples(B.rows(16, path=B.B200))
-    prior = alpha_beta_time(size, p, "a2a", *B.DATASHEET)
+    prior = alpha_beta_time(size, p, "a2a", *B.datasheet())
     assert all(pr / m - 1 < -0.2 for pr, m in zip(prior, t))
