@@ -103,10 +103,10 @@ def measure(device: str, tokens: int, hidden: int, ffn: int, experts: int, repea
 
     if device.startswith("cuda"):
         streams = [torch.cuda.Stream(device=device) for _ in range(STREAMS)]
-        main = torch.cuda.current_stream(device)
 
         def on_streams(body):
             def call():
+                main = torch.cuda.current_stream(device)     # the capture stream when a graph records the call
                 start = torch.cuda.Event()
                 start.record(main)
                 for i in range(experts):
@@ -127,6 +127,22 @@ def measure(device: str, tokens: int, hidden: int, ffn: int, experts: int, repea
             dys[i] @ ws[i].t()
             xs[i].t() @ dys[i]
         out["streams"] = (run(on_streams(fwd_one), repeats), run(on_streams(bwd_one), repeats))
+
+        def graphed(fn):
+            """``fn`` recorded once as a CUDA graph: its replay times the GPU alone, without Python's issue time
+            (Transformer Engine issues its per-expert GEMMs from C++, a few us each)."""
+            fn()
+            torch.cuda.synchronize(device)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                fn()
+            return g.replay
+        try:
+            out["loop graph"] = (run(graphed(fwd_loop), repeats), run(graphed(bwd_loop), repeats))
+            out["streams graph"] = (run(graphed(on_streams(fwd_one)), repeats),
+                                    run(graphed(on_streams(bwd_one)), repeats))
+        except RuntimeError:
+            pass                        # no graph capture on this build
 
         grouped = getattr(torch, "_grouped_mm", None)
         if grouped is not None:

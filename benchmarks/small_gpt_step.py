@@ -167,6 +167,35 @@ def steps_table(paths) -> str:
     return "\n".join(out) + "\n"
 
 
+def reprice(paths, profiles) -> None:
+    """Rewrite each ``--csv`` file with one row per size and profile in ``profiles``: the measured columns of its
+    first row for that size, the prediction from the current model on each profile. A measurement made before a
+    profile existed (a calibration from the same session) is priced on it without a second run on the device."""
+    fields = ["predicted_s", "predicted_host_s", "error", "measured_mfu", "params_model", "profile"]
+    for path in paths:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+        if not rows:
+            raise InputError(f"{path}: no rows to reprice")
+        first = {}
+        for r in rows:
+            first.setdefault(r["size"], r)
+        out = []
+        for r in first.values():
+            meas = float(r["measured_s"])
+            for prof in profiles:
+                pred = predict(r["size"], int(r["layers"]), int(r["d_model"]), int(r["heads"]), int(r["vocab_padded"]),
+                               int(r["seq_len"]), int(r["micro_batch"]), prof)
+                out.append({**{k: v for k, v in r.items() if k not in fields}, "profile": pred["hardware"],
+                            "predicted_s": pred["predicted_s"], "predicted_host_s": pred["predicted_host_s"],
+                            "error": pred["predicted_s"] / meas - 1, "measured_mfu": pred["flops"] / meas / pred["peak"],
+                            "params_model": pred["params"]})
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(out)
+
+
 def fit_table(profile: str) -> str:
     """Markdown table of a calibrated profile's fit (``profile``: a YAML path): per class and direction eta, mu, t0 and the 5-fold held-out
     MAPE, with the class's sample count and flagged samples (from the profile's provenance.fit_error)."""
@@ -204,7 +233,20 @@ def main(argv=None) -> int:
     ap.add_argument("--csv", help="also write the rows to this CSV")
     ap.add_argument("--table", nargs="+", metavar="CSV", help="print the markdown table of --csv files and exit")
     ap.add_argument("--fit-table", metavar="PROFILE", help="print a calibrated profile's fit table and exit")
+    ap.add_argument("--reprice", nargs="+", metavar="CSV", help="re-predict the measured rows of --csv files on "
+                    "--profile (every size once per profile), rewrite the files and exit; no device needed")
     args = ap.parse_args(argv)
+    if args.reprice:
+        if not args.profile:
+            print("small_gpt_step: --reprice needs --profile (the profiles to price the measured rows on)",
+                  file=sys.stderr)
+            return 2
+        try:
+            reprice(args.reprice, args.profile.split(","))
+        except (OSError, KeyError, ValueError, InputError) as exc:
+            print(f"small_gpt_step: {exc}", file=sys.stderr)
+            return 2
+        return 0
     if args.table or args.fit_table:
         try:
             print(steps_table(args.table) if args.table else fit_table(args.fit_table), end="")

@@ -296,20 +296,33 @@ def sustained_ratio(device: str, dtype: str, seconds: float) -> float:
 
     The sweep times short bursts; a training run keeps a power-capped GPU at its saturated clock
     (docs/calibration.md). Clamped to (0, 1]: on a CPU or an unthrottled GPU it is ~1.
+
+    On a GPU both rates are timed by CUDA events behind a queued busy-wait (``GPU_LEAD_CYCLES``), so neither
+    includes the host's issue and synchronize time. Timing the burst on the host clock did: a burst of five
+    4096^3 products lasts under a millisecond, and the ~0.1 ms around it made the burst look slow and kappa high
+    (0.881 on the lent H200, where an event-timed 8192^3 burst gives 0.839; roofline/data/h200-measured).
     """
     import torch
-    n = 4096 if device.startswith("cuda") else 256
-    dt = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(dtype, torch.float32) if device.startswith("cuda") \
-        else torch.float32
+    cuda = device.startswith("cuda")
+    n = 8192 if cuda else 256
+    dt = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(dtype, torch.float32) if cuda else torch.float32
     a, b = (torch.randn(n, n, device=device, dtype=dt) for _ in range(2))
 
     def rate(iters: int) -> float:
-        _sync(device)
-        t = time.perf_counter()
+        """Products per second over ``iters`` back-to-back products."""
+        if not cuda:
+            t = time.perf_counter()
+            for _ in range(iters):
+                a @ b
+            return iters / (time.perf_counter() - t)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(GPU_LEAD_CYCLES)
+        start.record()
         for _ in range(iters):
             a @ b
-        _sync(device)
-        return iters / (time.perf_counter() - t)
+        end.record()
+        end.synchronize()
+        return iters / (start.elapsed_time(end) / 1e3)
 
     rate(3)
     time.sleep(1.0)                                     # let the clock recover, then a short burst
