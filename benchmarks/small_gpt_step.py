@@ -102,18 +102,31 @@ def measure(torch, layers, d, heads, vocab, seq, batch, device, warmup: int, ste
 
     for i in range(warmup):
         step(i)
-    times, gpu = [], []
+    times, gpu, clocks = [], [], []
     for i in range(steps):
         if dev.type == "cuda":
             times.append(timed(i, False))
+            clocks.append(_sm_clock(torch, dev))    # read just after a step: the clock that step ran at
             gpu.append(timed(i, True))
         else:
             t = time.perf_counter()
             step(i)
             times.append(time.perf_counter() - t)
     params = sum(p.numel() for p in model.parameters())
+    clocks = [c for c in clocks if c]
     return {"measured_s": statistics.median(times), "spread": (max(times) - min(times)) / statistics.median(times),
-            "gpu_s": statistics.median(gpu) if gpu else None, "params_torch": params}
+            "gpu_s": statistics.median(gpu) if gpu else None, "params_torch": params,
+            "sm_clock_mhz": statistics.median(clocks) if clocks else None}
+
+
+def _sm_clock(torch, dev) -> float | None:
+    """The GPU's current SM clock in MHz (NVML through torch.cuda.clock_rate), or None where it cannot be read.
+    Against the profile's sustained_clock it shows whether the step ran at the power-capped clock of GEMMs alone
+    (docs/calibration.md, "Measured on an H200")."""
+    try:
+        return float(torch.cuda.clock_rate(dev))
+    except Exception:       # no NVML (pynvml missing, a GPU without it): the step is still timed
+        return None
 
 
 def predict(name, layers, d, heads, vocab, seq, batch, profile) -> dict:
@@ -297,6 +310,7 @@ def main(argv=None) -> int:
             if not args.json:
                 r = rows[-1]
                 gpu = "" if r["gpu_s"] is None else f" (GPU alone {r['gpu_s'] * 1e3:.2f})"
+                gpu += "" if r["sm_clock_mhz"] is None else f" (SM clock {r['sm_clock_mhz']:.0f} MHz)"
                 print(f"{n:10s} {r['params_torch'] / 1e6:7.1f} M  measured {r['measured_s'] * 1e3:9.2f} ms{gpu} "
                       f"(spread {r['spread']:.1%})  {r['profile']}: predicted {r['predicted_s'] * 1e3:9.2f} ms "
                       f"(host {r['predicted_host_s'] * 1e3:.2f})  error {r['error']:+.1%}  MFU {r['measured_mfu']:.1%}",

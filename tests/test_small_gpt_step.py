@@ -36,6 +36,7 @@ def test_tiny_run_on_cpu(tmp_path, capsys):
         assert r["measured_s"] > 0 and r["predicted_s"] > 0 and r["params_torch"] == r["params_model"]
         assert r["error"] == pytest.approx(r["predicted_s"] / r["measured_s"] - 1)
         assert r["gpu_s"] is None and 0 <= r["predicted_host_s"] < r["predicted_s"]   # GPU alone: CUDA only
+        assert r["sm_clock_mhz"] is None                                             # the SM clock: CUDA only
     assert out.read_text().splitlines()[0].startswith("size,layers,d_model,heads")
     assert len(out.read_text().splitlines()) == 3
 
