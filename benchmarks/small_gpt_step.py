@@ -180,11 +180,22 @@ def steps_table(paths) -> str:
     return "\n".join(out) + "\n"
 
 
+PRICED = ("predicted_s", "predicted_host_s", "error", "measured_mfu", "params_model")   # _priced's columns
+
+
+def _priced(pred: dict, measured_s: float) -> dict:
+    """The prediction columns of a CSV row: predicted step and host term (s), error against the measured step,
+    the MFU the measured step implies, the model's parameter count."""
+    return {"predicted_s": pred["predicted_s"], "predicted_host_s": pred["predicted_host_s"],
+            "error": pred["predicted_s"] / measured_s - 1, "measured_mfu": pred["flops"] / measured_s / pred["peak"],
+            "params_model": pred["params"]}
+
+
 def reprice(paths, profiles) -> None:
     """Rewrite each ``--csv`` file with one row per size and profile in ``profiles``: the measured columns of its
     first row for that size, the prediction from the current model on each profile. A measurement made before a
     profile existed (a calibration from the same session) is priced on it without a second run on the device."""
-    fields = ["predicted_s", "predicted_host_s", "error", "measured_mfu", "params_model", "profile"]
+    fields = ("profile", *PRICED)
     for path in paths:
         with open(path, newline="") as f:
             rows = list(csv.DictReader(f))
@@ -200,9 +211,7 @@ def reprice(paths, profiles) -> None:
                 pred = predict(r["size"], int(r["layers"]), int(r["d_model"]), int(r["heads"]), int(r["vocab_padded"]),
                                int(r["seq_len"]), int(r["micro_batch"]), prof)
                 out.append({**{k: v for k, v in r.items() if k not in fields}, "profile": pred["hardware"],
-                            "predicted_s": pred["predicted_s"], "predicted_host_s": pred["predicted_host_s"],
-                            "error": pred["predicted_s"] / meas - 1, "measured_mfu": pred["flops"] / meas / pred["peak"],
-                            "params_model": pred["params"]})
+                            **_priced(pred, meas)})
         with open(path, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))
             w.writeheader()
@@ -303,10 +312,7 @@ def main(argv=None) -> int:
             rows.append({"size": n, "layers": layers, "d_model": d, "heads": heads, "seq_len": args.seq_len,
                          "micro_batch": args.micro_batch, "vocab_padded": vocab, "device": where,
                          "torch": torch.__version__, "profile": pred["hardware"], **meas,
-                         "predicted_s": pred["predicted_s"], "predicted_host_s": pred["predicted_host_s"],
-                         "error": pred["predicted_s"] / meas["measured_s"] - 1,
-                         "measured_mfu": pred["flops"] / meas["measured_s"] / pred["peak"],
-                         "params_model": pred["params"], "top_terms": pred["top_terms"]})
+                         **_priced(pred, meas["measured_s"]), "top_terms": pred["top_terms"]})
             if not args.json:
                 r = rows[-1]
                 gpu = "" if r["gpu_s"] is None else f" (GPU alone {r['gpu_s'] * 1e3:.2f})"

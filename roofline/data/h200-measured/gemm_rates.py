@@ -96,8 +96,10 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--seconds", type=float, default=30.0)
     args = ap.parse_args()
-    import torch
-
+    try:
+        import torch
+    except ImportError:
+        raise SystemExit("gemm_rates.py: needs torch (pip install 'roofline[calibrate]') and a CUDA device")
     if not torch.cuda.is_available():
         raise SystemExit("gemm_rates.py: needs a CUDA device; none is visible")
     if args.what == "sustained":

@@ -13,7 +13,21 @@ import statistics
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-FP8_OVER_BF16_PEAK = 2.0            # H200 dense FP8 1979 / BF16 989 TFLOP/s (h200.yaml)
+
+
+def _fp8_over_bf16_peak() -> float:
+    """Dense FP8 over BF16 peak of the H200 (h200.yaml: 1979 / 989 TFLOP/s)."""
+    from roofline.spec import hardware
+
+    hw = hardware.load("h200")
+    return hw.peak("fp8") / hw.peak("bf16")
+
+
+def _max_sm_clock_mhz() -> float:
+    """The GPU's maximum SM clock, MHz, as nvidia-smi reported it (gpu.txt)."""
+    head, row = (HERE / "gpu.txt").read_text().splitlines()[:2]
+    return float(dict(zip((h.strip() for h in head.split(",")), (v.strip() for v in row.split(","))))
+                 ["clocks.max.sm [MHz]"].split()[0])
 
 
 def fp8_table() -> str:
@@ -25,7 +39,7 @@ def fp8_table() -> str:
     ratios = []
     for m, k, n in dict.fromkeys((r["m"], r["k"], r["n"]) for r in rows):
         b, e = rate[(m, k, n, "bf16")], rate[(m, k, n, "fp8_e4m3_tensor")]
-        ratios.append((int(m), e / b / FP8_OVER_BF16_PEAK))
+        ratios.append((int(m), e / b / _fp8_over_bf16_peak()))
         out.append(f"| {m} x {k} x {n} | {b:.1f} | {e:.1f} | {ratios[-1][1]:.3f} |")
     layer = [r for m, r in ratios if m >= 16384]
     out.append(f"| mean of the layer-sized shapes (m = 16384) | | | {statistics.mean(layer):.3f} |")
@@ -44,7 +58,7 @@ def fp8_sweep_table() -> str:
     by_k = {}
     for (m, k, n, dtype), tb in t.items():
         if dtype == "bf16" and m >= 2048:
-            implied = tb / (FP8_OVER_BF16_PEAK * GEMM_RATE_FP8)
+            implied = tb / (_fp8_over_bf16_peak() * GEMM_RATE_FP8)
             by_k.setdefault(k, []).append(t[(m, k, n, "fp8_e4m3_tensor")] / implied - 1)
     out = [f"| K | shapes | FP8 time over the model's (lp_rate {GEMM_RATE_FP8:.3f}), median | excess x K |",
            "|---:|---:|---:|---:|"]
@@ -70,23 +84,29 @@ def _clock_log():
 def clock_table() -> str:
     """Median SM clock, board power and utilisation over the last two thirds of each busy phase (samples every
     100 ms with the GPU more than half busy), and the rate a GEMM-bound phase keeps."""
-    marks, samples = _clock_log()
     phases = [("GPT 1.3B step (seq 1024, micro-batch 8)", "gpt-1.3b"), ("GPT 350M step (seq 1024, micro-batch 8)",
               "gpt-350m"), ("8192^3 BF16 GEMM back to back", "gemm")]
-    out = ["| phase | samples | SM clock (MHz) | clock / 1980 | board power (W) |", "|---|---:|---:|---:|---:|"]
+    top = _max_sm_clock_mhz()
+    out = [f"| phase | samples | SM clock (MHz) | clock / {top:.0f} | board power (W) |", "|---|---:|---:|---:|---:|"]
     for label, key in phases:
-        busy = [s for s in samples if marks[f"start {key}"] <= s[0] <= marks[f"end {key}"] and s[3] > 50]
-        tail = busy[len(busy) // 3:]
+        tail = _phase(key)
         clock = statistics.median(s[1] for s in tail)
-        out.append(f"| {label} | {len(tail)} | {clock:.0f} | {clock / 1980:.3f} | "
+        out.append(f"| {label} | {len(tail)} | {clock:.0f} | {clock / top:.3f} | "
                    f"{statistics.median(s[2] for s in tail):.0f} |")
     return "\n".join(out) + "\n"
 
 
-def _step_clock(key: str) -> float:
+def _phase(key: str) -> list:
+    """The samples (time, SM clock MHz, board power W, utilisation %) of the last two thirds of phase ``key``,
+    those with the GPU more than half busy: the settled state of the phase."""
     marks, samples = _clock_log()
     busy = [s for s in samples if marks[f"start {key}"] <= s[0] <= marks[f"end {key}"] and s[3] > 50]
-    return statistics.median(s[1] for s in busy[len(busy) // 3:]) / 1980
+    return busy[len(busy) // 3:]
+
+
+def _step_clock(key: str) -> float:
+    """Median SM clock of phase ``key`` over the maximum SM clock."""
+    return statistics.median(s[1] for s in _phase(key)) / _max_sm_clock_mhz()
 
 
 def kappa_table() -> str:
