@@ -119,7 +119,9 @@ class Hardware:
     # attention kernel -> ((head dim, speed over FlashAttention-2), ...) on this GPU's architecture (attention_speed:
     # in the profile; config.ATTENTION_KERNEL names which attention kinds read it); none: 1 (FlashAttention-2's speed)
     attention_speed: dict = field(default_factory=dict)
-    calibrated: tuple = ()                      # which parts are fitted: "compute", "intra", "inter"
+    # which parts are measured rather than assumed, for the reader: "compute", "host", "overlap", and per link either
+    # the link ("intra": every collective fitted) or the link with the collectives fitted on it ("intra (a2a)")
+    calibrated: tuple = ()
     # (collective, link) -> s: the fixed time of one collective call whatever its group size (comm.py ``flat``), where
     # a fit of nccl-tests tables over several group sizes found one; 0 for the others (their latency is per step)
     collective_calls: dict = field(default_factory=dict)
@@ -213,11 +215,10 @@ class Hardware:
         """The same profile with another inter-node line rate (Gbit/s per GPU); busbw scales with it."""
         gbps = S.positive(gbps_per_gpu, "network line rate (Gbit/s per GPU)")
         bw = gbps * 1e9 / 8
-        eff = _defaults()["link_efficiency"]["inter"]
         coll = dict(self.collectives)
-        for c in COLLECTIVES:
+        for c in COLLECTIVES:       # fitted or the prior (line rate x link efficiency), bus bandwidth scales with the line
             alpha, busbw = coll[c, "inter"]
-            coll[c, "inter"] = (alpha, bw * eff if "inter" not in self.calibrated else busbw * bw / self.inter.bandwidth)
+            coll[c, "inter"] = (alpha, busbw * bw / self.inter.bandwidth)
         return replace(self, inter=replace(self.inter, bandwidth=bw), collectives=coll)
 
 
@@ -527,6 +528,19 @@ def _own(ref: str, by: str = "", folder: Path | None = None) -> dict:
     return d
 
 
+def _calibrated_parts(d: dict, fitted: set) -> tuple:
+    """The measured parts of a resolved profile, as the CLI and JSON name them: fitted compute curves, a host or
+    overlap block (written by ``calibrate host`` / ``overlap`` / ``from-runs``; a datasheet profile has none), and per
+    link its fitted collectives: the link alone when all of them are fitted, else the link and the fitted ones."""
+    parts = ["compute"] if "compute" in d.get("_calibrated", []) else []
+    parts += [block for block in ("host", "overlap") if d.get(block)]
+    for link in ("intra", "inter"):
+        names = [c for c in COLLECTIVES if (c, link) in fitted]
+        if names:
+            parts.append(link if len(names) == len(COLLECTIVES) else f"{link} ({', '.join(names)})")
+    return tuple(parts)
+
+
 def _flag(v, where: str) -> bool:
     if not isinstance(v, bool):
         raise InputError(f"{where} must be true or false, got {v!r}")
@@ -678,7 +692,7 @@ def _load(ref: str) -> Hardware:
                            for n in SHAPE_KEYS["attn"]) for k in ("fwd", "bwd")}
     bmm_shape = {k: tuple(_shape_value("bmm", n, eff_raw["bmm"][k][n], f"profile {where}: efficiency.bmm.{k}.{n}")
                           for n in SHAPE_KEYS["bmm"]) for k in ("fwd", "bwd")}
-    coll, calls = {}, {}
+    coll, calls, fitted = {}, {}, set()
     craw = d.get("collectives") or {}
     for link in ("intra", "inter"):
         for c in COLLECTIVES:
@@ -686,6 +700,7 @@ def _load(ref: str) -> Hardware:
             if e is None and c in ("rs", "ag") and (craw.get(link) or {}).get("ar"):
                 e = craw[link]["ar"]            # ring RS/AG run at the all-reduce's bus bandwidth
             if e:
+                fitted.add((c, link))
                 w = f"profile {where}: collectives.{link}.{c}"
                 coll[c, link] = (S.quantity(e["alpha"], "s", f"{w}.alpha", low=0.0, low_open=False),
                                  S.quantity(e["busbw"], "B/s", f"{w}.busbw"))
@@ -732,6 +747,6 @@ def _load(ref: str) -> Hardware:
         dhalf=dhalf, attn_shape=attn_shape, bmm_shape=bmm_shape,
         attention_speed=_attention_speed(d["attention_speed"], f"profile {where}") if d.get("attention_speed") else {},
         collectives=coll, collective_calls=calls,
-        calibrated=tuple(sorted(set(d.get("_calibrated", [])))), provenance=dict(d.get("provenance") or {}),
+        calibrated=_calibrated_parts(d, fitted), provenance=dict(d.get("provenance") or {}),
         sources=tuple([d["sources"]] if isinstance(d.get("sources"), str) else (d.get("sources") or ())), path=where,
     )
