@@ -207,7 +207,7 @@ def main(args) -> int:
         dist.destroy_process_group()
     if rank != 0:
         return 0
-    links, lines = {}, []
+    links, lines, measured = {}, [], {}
     for lay in plan:
         for kind in kinds:
             r = [(pk, s, t) for lk, k, pk, s, t in rows if k == kind and lk == lay.link]
@@ -215,6 +215,7 @@ def main(args) -> int:
                 continue
             pk, s, t = np.array(r).T
             links[kind, lay.link] = fit.fit_alpha_beta(s, pk, t, kind)
+            measured[kind, lay.link] = (s, pk, t)
             for pi, si, ti in r:
                 lines.append(f"{kind},{lay.link},{pi},{si},{ti:.6g},{fit.algbw(si, ti):.6g},{fit.busbw(si, ti, kind, pi):.6g}")
     _, _, pid = outputs.out_paths(args.out)
@@ -234,4 +235,8 @@ def main(args) -> int:
     for (kind, lk), f in links.items():
         print(f"{kind:4} {lk:5} call {f.call * 1e6:7.2f} us  alpha {f.alpha * 1e6:8.2f} us  busbw {f.busbw / 1e9:8.3f} GB/s  "
               f"MAPE {f.mape:6.1%}")
+    if getattr(args, "plot", None) and links:
+        from . import fit_plot
+        fit_plot.plot(args.plot, links=fit_plot.link_panels(measured, links),
+                      title=f"calibrate comm: {p} ranks, {p // per_node} node(s) of {per_node}, {backend}")
     return 0

@@ -414,6 +414,10 @@ def main(args) -> int:
     text = profile.profile_text(header, profile.efficiency_section(compute), None, prov)
     outputs.write_outputs(args.out, text, profile.samples_csv(ops))
     outputs.print_report({"compute": compute})
+    if getattr(args, "plot", None):
+        from . import fit_plot
+        fit_plot.plot(args.plot, fit_plot.compute_panels(ops, compute, peaks),
+                      title=f"calibrate compute --device {device} --dtype {args.dtype}")
     return 0
 
 

@@ -33,6 +33,7 @@ def register(subparsers) -> None:
     c.add_argument("--quick", action="store_true", help="small sweep (seconds)")
     c.add_argument("--base", help="datasheet profile whose peaks the efficiencies refer to (default: measured peaks)")
     c.add_argument("--repeats", type=number(int), default=None, help="timed repeats per shape (median)")
+    c.add_argument("--plot", metavar="PNG", help="also draw the fit: each class's samples, measured vs fitted (needs matplotlib)")
 
     m = sub.add_parser("comm", help="torch.distributed collectives (run under torchrun) -> alpha-beta fits")
     m.add_argument("--out", required=True, help="output NAME (NAME.yaml with the fitted collectives, "
@@ -44,6 +45,7 @@ def register(subparsers) -> None:
                    help="ranks per node for the intra/inter group layouts (default: torchrun's LOCAL_WORLD_SIZE)")
     m.add_argument("--repeats", type=number(int), default=None,
                    help="timed repeats per message size, median of the max over ranks (default 20 on GPU, 5 on CPU)")
+    m.add_argument("--plot", metavar="PNG", help="also draw the fit: each collective's bus bandwidth vs message size, measured and fitted (needs matplotlib)")
 
     o = sub.add_parser("overlap", help="a GEMM timed alone and beside a running collective (run under torchrun) -> "
                        "the profile's overlap: block (SMs a collective effectively takes from compute)")
@@ -90,6 +92,7 @@ def register(subparsers) -> None:
     e.add_argument("--out", required=True, help="output NAME (NAME.yaml, NAME.samples.csv) or folder/")
     e.add_argument("--folds", type=number(int, low=2, strict=False), default=5,
                    help="k of the k-fold held-out fit error reported in the profile (default 5)")
+    e.add_argument("--plot", metavar="PNG", help="also draw the fit: each class's samples, measured vs fitted; each collective's bus bandwidth vs message size, measured and fitted (needs matplotlib)")
     n = isub.add_parser("nccl-tests", help="nccl-tests all_reduce_perf tables of one node")
     n.add_argument("files", nargs="+", help="all_reduce_perf output tables (text or CSV), one per rank count")
     n.add_argument("--out", required=True, help="output NAME (NAME.yaml, NAME.samples.csv) or folder/")
@@ -102,6 +105,7 @@ def register(subparsers) -> None:
     sm.add_argument("--out", required=True, help="output NAME (NAME.yaml, NAME.samples.csv) or folder/")
     sm.add_argument("--folds", type=number(int, low=2, strict=False), default=5,
                     help="k of the k-fold held-out fit error reported in the profile (default 5)")
+    sm.add_argument("--plot", metavar="PNG", help="also draw the fit: each class's samples, measured vs fitted (needs matplotlib)")
 
     r = sub.add_parser("from-runs", help="fit host/efficiency/bandwidth terms of a profile to measured steps (CSV)")
     r.add_argument("runs", help="CSV of measured steps with validate's columns (shared/validation/README.md)")
@@ -166,6 +170,9 @@ def _host(args) -> int:
 
 def run(args) -> int:
     cmd = args.calibrate_command
+    if getattr(args, "plot", None):
+        from ..plotting import check
+        check(args.plot, "--plot")          # before the benchmarks or the fit: a bad path costs nothing
     if cmd == "host":
         return _host(args)
     if cmd == "import" and args.import_format == "estimate-train-time":
@@ -177,6 +184,11 @@ def run(args) -> int:
             text, csv_text, rep = profile.imported_profile(im, out_paths(args.out)[2], k=args.folds)
         write_outputs(args.out, text, csv_text)
         print_report(rep, im.defects)
+        if args.plot:
+            from . import fit_plot
+            fit_plot.plot(args.plot, fit_plot.compute_panels(im.ops, rep["compute"], rep["peaks"]),
+                          fit_plot.link_panels(profile.link_samples(im.colls), rep["links"]),
+                          title=f"calibrate import estimate-train-time --cluster {args.cluster}")
         return 0
     if cmd == "import" and args.import_format == "simumax":
         from . import importers, profile
@@ -185,6 +197,10 @@ def run(args) -> int:
         text, csv_text, rep = profile.simumax_profile(im, out_paths(args.out, create=False)[2], k=args.folds)
         write_outputs(args.out, text, csv_text)
         print_report(rep, im.defects)
+        if args.plot:
+            from . import fit_plot
+            fit_plot.plot(args.plot, fit_plot.compute_panels(im.ops, rep["compute"], rep["peaks"]),
+                          title=f"calibrate import simumax {args.file} --base {args.base}")
         return 0
     if cmd == "import":
         from . import importers, profile

@@ -142,10 +142,10 @@ def transfer_errors(ops, compute: dict, peaks: Peaks) -> dict:
     return out
 
 
-def fit_links(colls, k: int = 5) -> dict:
-    """(kind, link) -> fit.LinkFit. Inter: files with one GPU per node (a mixed group is hierarchical,
-    comm.py ``collective``), all node counts jointly. Intra: the largest group in the node only (the
-    busbw of a 2-GPU ring over one NVLink pair is not that of the full node; see ``link_fits_by_p``)."""
+def link_samples(colls) -> dict:
+    """(kind, link) -> (size, ranks, t) of the kept samples a link fit uses. Inter: files with one GPU per node (a
+    mixed group is hierarchical, comm.py ``collective``), all node counts jointly. Intra: the largest group in the
+    node only (the busbw of a 2-GPU ring over one NVLink pair is not that of the full node; see ``link_fits_by_p``)."""
     out = {}
     for link in ("intra", "inter"):
         for kind in ("ar", "ag", "rs", "a2a", "p2p"):
@@ -154,13 +154,16 @@ def fit_links(colls, k: int = 5) -> dict:
             if link == "intra" and sel:
                 pmax = max(c.p for c in sel)
                 sel = [c for c in sel if c.p == pmax]
-            if not sel:
-                continue
-            size = np.concatenate([c.size[c.keep] for c in sel])
-            p = np.concatenate([np.full(int(c.keep.sum()), c.p) for c in sel])
-            t = np.concatenate([c.t[c.keep] for c in sel])
-            out[kind, link] = fit.fit_alpha_beta(size, p, t, kind, k=k)
+            if sel:
+                out[kind, link] = (np.concatenate([c.size[c.keep] for c in sel]),
+                                   np.concatenate([np.full(int(c.keep.sum()), c.p) for c in sel]),
+                                   np.concatenate([c.t[c.keep] for c in sel]))
     return out
+
+
+def fit_links(colls, k: int = 5) -> dict:
+    """(kind, link) -> fit.LinkFit on ``link_samples``."""
+    return {key: fit.fit_alpha_beta(size, p, t, key[0], k=k) for key, (size, p, t) in link_samples(colls).items()}
 
 
 def link_fits_by_p(colls, k: int = 5) -> dict:
@@ -331,7 +334,7 @@ def imported_profile(im, out_id: str, k: int = 5) -> tuple[str, str, dict]:
         prov["assumptions"].append(f"{', '.join(missing)}: every sample excluded as a defect (see defects); priced "
                                    "with the assumed efficiencies of roofline/spec/hardware/defaults.yaml")
     text = profile_text(header, efficiency_section(compute), coll, prov)
-    return text, samples_csv(im.ops, im.colls), {"compute": compute, "links": links, "by_p": by_p}
+    return text, samples_csv(im.ops, im.colls), {"compute": compute, "links": links, "by_p": by_p, "peaks": peaks}
 
 
 def nccl_tests_profile(tables, out_id: str, base: str = "a100-sxm4-80gb", k: int = 5) -> tuple[str, str, dict]:
@@ -399,4 +402,4 @@ def simumax_profile(im, out_id: str, k: int = 5) -> tuple[str, str, dict]:
         ],
     }
     text = profile_text(header, efficiency_section(compute), None, prov)
-    return text, samples_csv(im.ops), {"compute": compute, "links": {}}
+    return text, samples_csv(im.ops), {"compute": compute, "links": {}, "peaks": peaks}
