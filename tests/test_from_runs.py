@@ -313,16 +313,20 @@ def test_fit_beats_base_on_held_out_groups(planted):
     path, _ = planted
     res = fr.calibrate(path, BASE)
     assert res.cv["mape"] < 0.5 * res.base_error["mape"]
+    assert np.mean(np.abs(res.base_predicted / res.runs.measured - 1)) == pytest.approx(res.base_error["mape"])
     assert res.in_sample["mape"] <= res.cv["mape"] + 1e-9
 
 
 def test_cli_writes_profile_and_reports(planted, tmp_path, cli):
+    pytest.importorskip("matplotlib")
     path, _ = planted
-    out = tmp_path / "c.yaml"
-    r = cli("calibrate", "from-runs", path, "--gpu", BASE, "--out", out, "--fit", "host_layer,gemm_eff", "--folds", "2")
+    out, png = tmp_path / "c.yaml", tmp_path / "c.png"
+    r = cli("calibrate", "from-runs", path, "--gpu", BASE, "--out", out, "--fit", "host_layer,gemm_eff", "--folds", "2",
+            "--plot", png)
     assert r.returncode == 0, r.stderr
     assert "cross-validated" in r.stdout and "host_layer" in r.stdout
     assert "fold 2/2" in r.stderr and out.exists()
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 # ---- error paths: one line, nothing written ---------------------------------------------------------

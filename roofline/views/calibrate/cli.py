@@ -119,6 +119,8 @@ def register(subparsers) -> None:
     r.add_argument("--group-by", "--group_by", dest="group_by",
                    help="column whose values are held out together (default: model, else a model-size bucket)")
     r.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    r.add_argument("--plot", metavar="PNG", help="also draw each run's measured step time against BASE's and the "
+                   "cross-validated prediction, and the MAPE per held-out group (needs matplotlib)")
     p.set_defaults(func=run)
 
 
@@ -217,6 +219,11 @@ def run(args) -> int:
         from_runs.out_path(args.out)                # a bad --out fails before the fit
         res = from_runs.calibrate(args.runs, args.gpu, fit=args.fit, k=args.folds, group_by=args.group_by)
         from_runs.write(res, args.out)
+        if args.plot:
+            from . import fit_plot
+            fit_plot.plot_runs(args.plot, res.runs.measured, res.base_predicted, res.cv["predicted"], res.runs.groups,
+                               title=f"calibrate from-runs {args.runs} --gpu {args.gpu}: BASE "
+                                     f"{100 * res.base_error['mape']:.1f} %, cross-validated {100 * res.cv['mape']:.1f} %")
         if args.json:
             import json
             print(json.dumps(from_runs.to_dict(res), indent=1))

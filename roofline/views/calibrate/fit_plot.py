@@ -104,6 +104,47 @@ def plot(path: str, compute: list[ComputePanel] = (), links: list[LinkPanel] = (
     save(fig, path, flag)
 
 
+def plot_runs(path: str, measured, base, held_out, groups, title: str = "", flag: str = "--plot") -> None:
+    """``calibrate from-runs --plot``: each run's measured step time against BASE's prediction and the prediction of
+    the fit that never saw the run's group (the cross-validated error the report prints), log-log; and per group,
+    the two errors side by side."""
+    plt = pyplot(flag)
+    measured, base, held_out = (np.asarray(a, float) for a in (measured, base, held_out))
+    groups = np.asarray([str(g) for g in groups], dtype=object)
+    names = sorted(set(groups))
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.3), gridspec_kw={"width_ratios": [1, 1.2]})
+    both = np.r_[measured, base, held_out[np.isfinite(held_out)]]
+    span = np.array([both.min() / 1.3, both.max() * 1.3])
+    ax.plot(span, span, color="0.3", lw=0.8)
+    for k in (1 - BAND, 1 + BAND):
+        ax.plot(span, span * k, color="0.6", lw=0.6, ls="--")
+    ax.scatter(measured, base, s=10, c="0.6", marker="o", alpha=0.6, label="BASE")
+    ax.scatter(measured, held_out, s=10, c="tab:blue", marker="^", alpha=0.7,
+               label="fitted without the run's group (cross-validated)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(*span)
+    ax.set_ylim(*span)
+    ax.set_xlabel("measured step time (s)")
+    ax.set_ylabel("predicted step time (s)")
+    ax.legend(fontsize=7, loc="upper left")
+    mape = lambda pred, m: float(np.nanmean(np.abs(pred[m] / measured[m] - 1)))  # noqa: E731
+    x = np.arange(len(names))
+    bx.bar(x - 0.2, [100 * mape(base, groups == g) for g in names], 0.4, color="0.6", label="BASE")
+    bx.bar(x + 0.2, [100 * mape(held_out, groups == g) for g in names], 0.4, color="tab:blue",
+           label="cross-validated")
+    bx.set_xticks(x)
+    bx.set_xticklabels(names, rotation=30 if len(names) > 4 else 0, ha="right" if len(names) > 4 else "center",
+                       fontsize=7)
+    bx.set_ylabel("MAPE of the group's runs (%)")
+    bx.set_title("per held-out group", fontsize=9)
+    bx.legend(fontsize=7)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1, 0.94 if title else 1))
+    save(fig, path, flag)
+
+
 def _no_labels():
     from matplotlib.ticker import NullFormatter
     return NullFormatter()

@@ -731,6 +731,7 @@ class Result:
     base_error: dict
     fitted_hw: object
     predicted: np.ndarray           # in-sample step times of the fitted terms, per usable row
+    base_predicted: np.ndarray      # BASE's step times, per usable row
 
 
 def calibrate(path, base: str, fit: str | None = None, k: int | None = None, group_by: str | None = None) -> Result:
@@ -785,7 +786,7 @@ def calibrate(path, base: str, fit: str | None = None, k: int | None = None, gro
         _log(f"from-runs: warning: {w}")
         warnings = warnings + [w]
     return Result(runs, base_hw, f, terms, warnings + f.warnings, stats(in_pred / runs.measured - 1), cv,
-                  base_err, apply_terms(base_hw, f.values), in_pred)
+                  base_err, apply_terms(base_hw, f.values), in_pred, base_pred)
 
 
 def undetermined(f: Fit) -> dict:
