@@ -60,6 +60,19 @@ def price(path: Path, gpu: str) -> tuple[np.ndarray, list]:
     return pred / np.array([c.measured for c in cases]) - 1, cases
 
 
+def ranked(path: Path, gpu: str) -> dict:
+    """validate --ranking of the rows of ``path`` priced on ``gpu``: regret and Kendall's tau within the groups
+    of rows that differ only in the plan."""
+    rows = [{**r, "gpu_id": gpu} for r in validate.read(path)]
+    return validate.ranking(rows, validate.validate(rows))
+
+
+def rank_text(base: dict, fitted: dict) -> str:
+    return (f"{100 * base['mean_regret']:.1f} % -> {100 * fitted['mean_regret']:.1f} % "
+            f"(tau {base['tau_median']:.2f} -> {fitted['tau_median']:.2f}, {base['groups']} group"
+            f"{'s' if base['groups'] != 1 else ''})")
+
+
 def pct(e) -> str:
     return f"{100 * np.mean(np.abs(e)):.1f} %"
 
@@ -86,7 +99,7 @@ def report(args) -> None:
               ("single-node -> multi-node", single, lambda r: not single(r))]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        summary, terms_rows, judged = [], [], []
+        summary, terms_rows, judged, ranks = [], [], [], []
         for i, (name, train_rule, judge_rule) in enumerate(splits):
             train = split_csv(src, tmp, f"train{i}", train_rule)
             judge = split_csv(src, tmp, f"judge{i}", judge_rule)
@@ -100,6 +113,10 @@ def report(args) -> None:
             mb = np.array([c.plan.micro_batch for c in cases])
             by_mb = ", ".join(f"mb {m}: {pct(e_base[mb == m])} -> {pct(e_fit[mb == m])}" for m in sorted(set(mb)))
             judged.append(f"{pct(e_fit)} (mean signed {100 * np.mean(e_fit):+.1f} %)")
+            r_base, r_fit = ranked(judge, args.gpu), ranked(judge, str(prof))
+            if r_base.get("groups"):
+                ranks.append(f"| {name} | {rank_text(r_base, r_fit)} | {100 * r_base['max_regret']:.1f} % -> "
+                             f"{100 * r_fit['max_regret']:.1f} % |")
             summary.append(f"| {name} | {len(train_ids)} | {len(judge_ids)} | {100 * res.in_sample['mape']:.1f} % | "
                            f"{100 * res.cv['mape']:.1f} % | {pct(e_base)} | **{pct(e_fit)}** | "
                            f"{100 * np.mean(e_fit):+.1f} % | {by_mb} |")
@@ -123,6 +140,12 @@ def report(args) -> None:
         print("\n| split | term | BASE | fitted +- 95 % (approx.) |")
         print("|---|---|---|---|")
         print("\n".join(terms_rows))
+        if ranks:
+            print("\nThe order of plans on the judge rows (validate --ranking: groups of rows that differ only in the "
+                  "plan), BASE -> fitted:\n")
+            print("| split | mean regret (Kendall tau median) | worst group's regret |")
+            print("|---|---|---|")
+            print("\n".join(ranks))
         diagnostics(src, tmp, args, splits, judged)
 
 
