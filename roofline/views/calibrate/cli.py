@@ -20,6 +20,10 @@ from ...base.errors import InputError
 from .outputs import out_paths, print_report, torch_device, write_outputs  # noqa: F401  (out_paths: tests)
 
 
+PLOT_COMPUTE = "also draw the fit (needs matplotlib): each class's samples, measured vs fitted"
+PLOT_LINKS = "each collective's bus bandwidth vs message size, measured and fitted"
+
+
 def register(subparsers) -> None:
     from ...spec.cliargs import number
     p = subparsers.add_parser("calibrate", help="fit a hardware profile from microbenchmarks or sample data")
@@ -33,7 +37,7 @@ def register(subparsers) -> None:
     c.add_argument("--quick", action="store_true", help="small sweep (seconds)")
     c.add_argument("--base", help="datasheet profile whose peaks the efficiencies refer to (default: measured peaks)")
     c.add_argument("--repeats", type=number(int), default=None, help="timed repeats per shape (median)")
-    c.add_argument("--plot", metavar="PNG", help="also draw the fit: each class's samples, measured vs fitted (needs matplotlib)")
+    c.add_argument("--plot", metavar="PNG", help=PLOT_COMPUTE)
 
     m = sub.add_parser("comm", help="torch.distributed collectives (run under torchrun) -> alpha-beta fits")
     m.add_argument("--out", required=True, help="output NAME (NAME.yaml with the fitted collectives, "
@@ -45,7 +49,7 @@ def register(subparsers) -> None:
                    help="ranks per node for the intra/inter group layouts (default: torchrun's LOCAL_WORLD_SIZE)")
     m.add_argument("--repeats", type=number(int), default=None,
                    help="timed repeats per message size, median of the max over ranks (default 20 on GPU, 5 on CPU)")
-    m.add_argument("--plot", metavar="PNG", help="also draw the fit: each collective's bus bandwidth vs message size, measured and fitted (needs matplotlib)")
+    m.add_argument("--plot", metavar="PNG", help=f"also draw the fit (needs matplotlib): {PLOT_LINKS}")
 
     o = sub.add_parser("overlap", help="a GEMM timed alone and beside a running collective (run under torchrun) -> "
                        "the profile's overlap: block (SMs a collective effectively takes from compute)")
@@ -92,7 +96,7 @@ def register(subparsers) -> None:
     e.add_argument("--out", required=True, help="output NAME (NAME.yaml, NAME.samples.csv) or folder/")
     e.add_argument("--folds", type=number(int, low=2, strict=False), default=5,
                    help="k of the k-fold held-out fit error reported in the profile (default 5)")
-    e.add_argument("--plot", metavar="PNG", help="also draw the fit: each class's samples, measured vs fitted; each collective's bus bandwidth vs message size, measured and fitted (needs matplotlib)")
+    e.add_argument("--plot", metavar="PNG", help=f"{PLOT_COMPUTE}; {PLOT_LINKS}")
     n = isub.add_parser("nccl-tests", help="nccl-tests all_reduce_perf tables of one node")
     n.add_argument("files", nargs="+", help="all_reduce_perf output tables (text or CSV), one per rank count")
     n.add_argument("--out", required=True, help="output NAME (NAME.yaml, NAME.samples.csv) or folder/")
@@ -105,7 +109,7 @@ def register(subparsers) -> None:
     sm.add_argument("--out", required=True, help="output NAME (NAME.yaml, NAME.samples.csv) or folder/")
     sm.add_argument("--folds", type=number(int, low=2, strict=False), default=5,
                     help="k of the k-fold held-out fit error reported in the profile (default 5)")
-    sm.add_argument("--plot", metavar="PNG", help="also draw the fit: each class's samples, measured vs fitted (needs matplotlib)")
+    sm.add_argument("--plot", metavar="PNG", help=PLOT_COMPUTE)
 
     r = sub.add_parser("from-runs", help="fit host/efficiency/bandwidth terms of a profile to measured steps (CSV)")
     r.add_argument("runs", help="CSV of measured steps with validate's columns (shared/validation/README.md)")
@@ -223,7 +227,8 @@ def run(args) -> int:
             from . import fit_plot
             fit_plot.plot_runs(args.plot, res.runs.measured, res.base_predicted, res.cv["predicted"], res.runs.groups,
                                title=f"calibrate from-runs {args.runs} --gpu {args.gpu}: BASE "
-                                     f"{100 * res.base_error['mape']:.1f} %, cross-validated {100 * res.cv['mape']:.1f} %")
+                                     f"{100 * res.base_error['mape']:.1f} %, "
+                                     f"cross-validated {100 * res.cv['mape']:.1f} %")
         if args.json:
             import json
             print(json.dumps(from_runs.to_dict(res), indent=1))
