@@ -177,6 +177,8 @@ def _draw_compute(ax, cls: str, panels: list[ComputePanel]) -> None:
     ax.set_yscale("log")
     ax.set_xlim(*span)
     ax.set_ylim(*span)
+    ax.xaxis.set_minor_formatter(_no_labels())      # a narrow span labels its minor ticks over each other
+    ax.yaxis.set_minor_formatter(_no_labels())
     ax.set_xlabel("measured (s)")
     ax.set_ylabel("fitted roofline (s)")
     ax.set_title(f"{cls}: held-out MAPE {', '.join(errs)}", fontsize=9)
@@ -192,7 +194,7 @@ def _draw_link(ax, panel: LinkPanel) -> None:
         ax.plot(sizes, fitted_busbw(panel, q, sizes) / 1e9, color=colour, lw=1)
     f = panel.fit
     ax.set_xscale("log")
-    ax.xaxis.set_minor_formatter(_no_labels())      # a narrow size range labels its minor ticks over each other
+    ax.xaxis.set_minor_formatter(_no_labels())
     ax.set_xlabel("message size (bytes, nccl-tests convention)")
     ax.set_ylabel("bus bandwidth (GB/s)")
     ax.set_title(f"{panel.kind} {panel.link}: busbw {f.busbw / 1e9:.1f} GB/s, alpha {f.alpha * 1e6:.2f} us, "
