@@ -17,22 +17,14 @@ def _env():
     return env
 
 
-def _has_matplotlib() -> bool:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def test_compute_cpu_quick(tmp_path):
     pytest.importorskip("torch")
     from roofline.face.cli import main
     out = tmp_path / "cpu"
-    plot = ["--plot", str(tmp_path / "fit.png")] if _has_matplotlib() else []
-    assert main(["calibrate", "compute", "--device", "cpu", "--dtype", "fp32", "--quick", "--out", str(out), *plot]) == 0
-    if plot:            # the figure of the fit beside the profile (views/calibrate/fit_plot.py)
-        assert (tmp_path / "fit.png").read_bytes()[:4] == b"\x89PNG"
+    # with the figure of the fit beside the profile (views/calibrate/fit_plot.py; matplotlib is in the test extra)
+    assert main(["calibrate", "compute", "--device", "cpu", "--dtype", "fp32", "--quick", "--out", str(out),
+                 "--plot", str(tmp_path / "fit.png")]) == 0
+    assert (tmp_path / "fit.png").read_bytes()[:4] == b"\x89PNG"
     doc = yaml.safe_load((tmp_path / "cpu.yaml").read_text())
     eff = doc["efficiency"]
     from roofline.base.units import parse

@@ -56,7 +56,6 @@ def test_link_panel_busbw_is_the_nccl_tests_convention_and_the_fit_curve_passes_
 
 
 def test_plot_writes_the_figure(planted, tmp_path):
-    pytest.importorskip("matplotlib")
     im, peaks, compute = planted
     size = np.geomspace(1e5, 1e9, 12)
     t = fit.alpha_beta_time(size, 8, "ar", 5e-6, 200e9)
@@ -68,7 +67,6 @@ def test_plot_writes_the_figure(planted, tmp_path):
 
 
 def test_cli_plot_and_bad_plot_path(planted, tmp_path, cli_main):
-    pytest.importorskip("matplotlib")
     p = tmp_path / "sys.json"
     p.write_text(json.dumps(_table(0.5, 50.0, 5e-6, 2)))
     png = tmp_path / "fit.png"

@@ -318,7 +318,6 @@ def test_fit_beats_base_on_held_out_groups(planted):
 
 
 def test_cli_writes_profile_and_reports(planted, tmp_path, cli):
-    pytest.importorskip("matplotlib")
     path, _ = planted
     out, png = tmp_path / "c.yaml", tmp_path / "c.png"
     r = cli("calibrate", "from-runs", path, "--gpu", BASE, "--out", out, "--fit", "host_layer,gemm_eff", "--folds", "2",
