@@ -46,14 +46,17 @@ CASES = [
      "search's too, runs their FP8 recipe, DeepEP's dispatch, deduplicated per destination rank and node, with the all-to-all hidden behind "
      "the other micro-batch (dispatcher deepep, overlap-ep 1), keeps AdamW's moments in BF16 (sec 3.3.3; "
      "moment-dtype bf16) and may split stages unevenly. Not modelled: "
-     "DualPipe (the published row is priced as 1F1B on Megatron-Bridge's 16-stage layout of DeepSeek-V3) and their FP8 "
+     "DualPipe's own stage split (the published row is priced as 1F1B on Megatron-Bridge's 16-stage layout of "
+     "DeepSeek-V3, the row after it as DualPipe on the derived split, ceil(61/16) = 4 layers a stage) and their FP8 "
      "caching of the activations beyond the GEMM inputs (those are saved quantized, as Transformer Engine does); "
      "their recomputation of only RMSNorm and the MLA up-projections (sec 3.2.3) is priced "
      "as Megatron-Core's selective modules layernorm and mla_up_proj; the micro-batch is not stated (1 assumed)",
      dict(dtype="fp8-block", ep_dispatcher="deepep", overlap_ep=1.0, moment_dtype="bf16", uneven_stages=True),
      # tokens per step / (tokens per GPU-second = 1e12 tokens / 180e3 GPU-hours) / GPUs
      (15360 * 4096 / (1e12 / (180e3 * HOUR)) / 2048,
-      "the report's 180K H800 GPU-hours per trillion tokens (sec 1, Table 1), as a step of 15360 x 4096")),
+      "the report's 180K H800 GPU-hours per trillion tokens (sec 1, Table 1), as a step of 15360 x 4096"),
+     # the published plan under its own schedule, DualPipe (no registry stack runs it: priced with predict directly)
+     [("published plan as DualPipe, derived split", dict(schedule="dualpipe", pipeline_layout=None))]),
 ]
 
 
@@ -69,7 +72,7 @@ def row(label, c_or_pred, best_t, n):
 
 def main() -> None:
     for title, m, gpu, n, batch, pub, note, *extra in CASES:
-        shared, measured = (extra + [{}, None])[:2]
+        shared, measured, variants = (extra + [{}, None, []])[:3]
         hw = hardware.load(gpu)
         m = default_model(m, FRAMEWORK)
         base = dataclasses.replace(default_base(FRAMEWORK), **shared)
@@ -84,6 +87,9 @@ def main() -> None:
         theirs = dataclasses.replace(base, global_batch=batch, **pub)
         pred = predict(m, theirs, hw)
         print(row("published plan" + ("" if pred.fits_in_memory else " (does NOT fit)"), pred, t, n))
+        for label, change in variants:
+            alt = predict(m, dataclasses.replace(theirs, **change), hw)
+            print(row(label + ("" if alt.fits_in_memory else " (does NOT fit)"), alt, t, n))
         if measured:
             s, how = measured
             mfu = pred.mfu * pred.step_time.to("s").magnitude / s        # the same FLOPs over the measured time

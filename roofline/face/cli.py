@@ -93,6 +93,7 @@ def render(pred, band=..., mfu_convention: str = "roofline") -> str:
         f"  tokens/s                  {d['tokens_per_s']:12.4g}",
         f"  pipeline bubble           {100 * d['pp_bubble_fraction']:11.1f} %   (share of pipeline time, "
         + ("DualPipeV: (p-1)(t + B - 3W)/2 of (m t + bubble))" if p.schedule == "dualpipev"
+           else "DualPipe: (p/2-1)(t + B - 3W) of (m t + bubble))" if p.schedule == "dualpipe"
            else "fill and drain through the lighter stages)"),
     ]
     if "run_days" in d:

@@ -46,8 +46,10 @@ RECOMPUTE = ("none", "selective", "full", "op")
 # pipeline schedules: 1F1B (PipeDream-Flush), interleaved 1F1B (v > 1), GPipe, and DualPipeV, DeepSeek's V-shaped
 # "cut-in-half" DualPipe (deepseek-ai/DualPipe dualpipe/dualpipev.py; torch.distributed.pipelining ScheduleDualPipeV,
 # torchtitan parallelism.pipeline_parallel_schedule = "DualPipeV"): two model chunks per rank in a V (rank 0 holds the
-# first and the last), forward and backward chunks of different micro-batches paired (formulas/pipeline.py)
-SCHEDULES = ("1f1b", "interleaved", "gpipe", "dualpipev")
+# first and the last), forward and backward chunks of different micro-batches paired (formulas/pipeline.py); and
+# DualPipe, the bidirectional original (deepseek-ai/DualPipe dualpipe/dualpipe.py; DeepSeek-V3 report sec 3.2.1):
+# each rank holds two stages, i and p-1-i, and half the micro-batches enter at each end
+SCHEDULES = ("1f1b", "interleaved", "gpipe", "dualpipev", "dualpipe")
 DTYPES = PRECISION_NAMES                # roofline/base/precision.py: bf16, fp16, fp32 and the FP8/FP4 recipes
 # MoE token dispatchers: NCCL all-to-all (Megatron-Core --moe-token-dispatcher-type alltoall), or the flex dispatcher's
 # deduplicating backends, once per destination rank and node (--moe-flex-dispatcher-backend deepep | hybridep;
@@ -254,7 +256,7 @@ class Plan:
     micro_batch: int = 1
     global_batch: int | None = None     # None: micro_batch * dp (one micro-batch per step)
     interleave: int = 1
-    schedule: str = "1f1b"              # 1f1b | interleaved (interleave > 1) | gpipe | dualpipev (interleave 2)
+    schedule: str = "1f1b"              # 1f1b | interleaved (interleave > 1) | gpipe | dualpipev (interleave 2) | dualpipe
     sequence_parallel: bool = False
     recompute: str = "none"
     sharding: str = "none"              # none | distributed (= zero1) | zero2 | zero3 | fsdp
@@ -732,6 +734,19 @@ RULES: tuple[Rule, ...] = (
          "num_chunks >= num_ranks * 2)", ("schedule", "pp", "global_batch", "micro_batch", "dp")),
     Rule(lambda m, p: (p.schedule != "dualpipev") | (p.pipeline_layout is None),
          "a stated pipeline layout is Megatron-Core's (interleaved 1F1B); dualpipev places its chunks in a V",
+         ("schedule", "pipeline_layout")),
+    # DualPipe (deepseek-ai/DualPipe dualpipe/dualpipe.py DualPipe.step: "assert num_ranks % 2 == 0", "assert
+    # num_chunks > 0 and num_chunks % 2 == 0 and num_chunks >= num_ranks * 2"; one stage per direction per rank)
+    Rule(lambda m, p: (p.schedule != "dualpipe") | ((p.pp > 1) & (p.pp % 2 == 0) & (p.interleave == 1)),
+         "dualpipe holds stages i and pp-1-i on rank i: it needs an even pp and interleave 1, got pp {p.pp} and "
+         "interleave {p.interleave}", ("schedule", "pp", "interleave")),
+    Rule(lambda m, p: (p.schedule != "dualpipe") | ((p.batch // (p.micro_batch * p.dp)) % 2 == 0)
+         & ((p.batch // (p.micro_batch * p.dp)) >= 2 * p.pp),
+         "dualpipe needs an even number of micro-batches per step, at least 2 x pp ({micro_batches}, pp {p.pp}; "
+         "DualPipe.step asserts num_chunks % 2 == 0 and num_chunks >= num_ranks * 2)",
+         ("schedule", "pp", "global_batch", "micro_batch", "dp")),
+    Rule(lambda m, p: (p.schedule != "dualpipe") | (p.pipeline_layout is None),
+         "a stated pipeline layout is Megatron-Core's (interleaved 1F1B); dualpipe mirrors its stages",
          ("schedule", "pipeline_layout")),
     Rule(lambda m, p: m.seq_len % p.cp == 0, "seq-len ({m.seq_len}) must be divisible by cp ({p.cp})", ("cp",)),
     Rule(lambda m, p: (m.n_experts > 1) | (p.ep == 1),

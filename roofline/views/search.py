@@ -661,8 +661,8 @@ def _setup(args) -> _Setup:
     if framework:
         args.framework = None
     schedule = args.schedule if args.schedule in PINNED_SCHEDULES else None
-    if schedule == "dualpipev":
-        # the base plan is a template at pp 1, where DualPipeV cannot run: each enumerated plan takes the schedule
+    if schedule in ("dualpipev", "dualpipe"):
+        # the base plan is a template at pp 1, where DualPipe(V) cannot run: each enumerated plan takes the schedule
         args.schedule = None
     # --dp-replicas R pins the HSDP replica count of every plan (space.with_replicas keeps the plans R divides); the
     # template plan at dp 1 cannot hold it, so it is checked against the stack here and set after resolving

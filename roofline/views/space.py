@@ -123,12 +123,13 @@ class _Rows:
         raise AttributeError(name)
 
 
-# pinned schedules (--schedule): the interleave each one runs (gpipe 1, dualpipev its two chunks per rank)
-PINNED_SCHEDULES = {"gpipe": 1, "dualpipev": 2}
+# pinned schedules (--schedule): the interleave each one runs (gpipe 1, dualpipev its two chunks per rank, dualpipe
+# one stage per direction)
+PINNED_SCHEDULES = {"gpipe": 1, "dualpipev": 2, "dualpipe": 1}
 
 
 def _schedule(v, schedule: str | None):
-    """The schedule of interleave v (a number or an array): a pinned one (gpipe, dualpipev) as asked, else 1F1B,
+    """The schedule of interleave v (a number or an array): a pinned one (gpipe, dualpipev, dualpipe) as asked, else 1F1B,
     interleaved for v > 1."""
     import numpy as np
 

@@ -189,10 +189,11 @@ class Event:
 
 
 def replayable(plan) -> None:
-    """InputError (one line) for a schedule the replay does not draw: DualPipeV."""
-    if plan.schedule == "dualpipev":
+    """InputError (one line) for a schedule the replay does not draw: DualPipeV and DualPipe."""
+    if plan.schedule in ("dualpipev", "dualpipe"):
         from ..base.errors import InputError
-        raise InputError("timeline: the replay draws 1F1B, interleaved 1F1B and GPipe; DualPipeV's V of paired forward "
+        name = {"dualpipev": "DualPipeV's V", "dualpipe": "DualPipe's two directions"}[plan.schedule]
+        raise InputError(f"timeline: the replay draws 1F1B, interleaved 1F1B and GPipe; {name} of paired forward "
                          "and backward chunks is not drawn (its step time and bubble are in the table)")
 
 

@@ -693,14 +693,15 @@ def wgrad_fusion_off(text: str, fsdp: bool) -> bool:
 
 def schedule_from_text(text: str) -> str | None:
     """The pipeline schedule a row's lower-cased settings or notes name (torchtitan pipeline_parallel_schedule
-    "Interleaved1F1B", "1F1B", "GPipe", "DualPipeV"; Megatron's "interleaved schedule"), or None.
+    "Interleaved1F1B", "1F1B", "GPipe", "DualPipeV"; Megatron's "interleaved schedule"; DeepSeek's "DualPipe"), or None.
 
     >>> [schedule_from_text(t) for t in ("pp interleaved 1f1b + asynctp", "fsdp + pp 1f1b", "interleaved1f1b", "gpipe",
-    ...                                  "dualpipev", "torch.compile")]
-    ['interleaved', '1f1b', 'interleaved', 'gpipe', 'dualpipev', None]
+    ...                                  "dualpipev", "pp 16 (dualpipe)", "torch.compile")]
+    ['interleaved', '1f1b', 'interleaved', 'gpipe', 'dualpipev', 'dualpipe', None]
     """
     for pattern, name in ((r"interleaved[ -]?1f1b|interleaved (?:pipeline )?schedule", "interleaved"),
-                          (r"dual[- ]?pipe[- ]?v", "dualpipev"), (r"\bgpipe\b", "gpipe"), (r"\b1f1b\b", "1f1b")):
+                          (r"dual[- ]?pipe[- ]?v", "dualpipev"), (r"dual[- ]?pipe\b", "dualpipe"),
+                          (r"\bgpipe\b", "gpipe"), (r"\b1f1b\b", "1f1b")):
         if re.search(pattern, text or ""):
             return name
     return None

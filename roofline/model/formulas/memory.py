@@ -100,12 +100,14 @@ layer_params_rank = hybrid_layer_params_rank.xreplace(MB.TRANSFORMER)  # a trans
 mtp_rank = S.mtp * (layer_params_rank + 2 * h * h / S.tp + 3 * h * (1 + S.biases))       # on the last stage
 mtp_expert_rank = S.mtp * C.moe * S.n_experts / S.ep * expert_params / C.etp
 mtp_embedding_rank = sp.Min(1, S.mtp) * PL.has_pp * (1 - S.tied) * C.vocab_pad * h / S.tp
-expert_params_rank = (C.moe * (PL.stage_layers - dense_first) * fm * S.n_experts / S.ep * expert_params / C.etp
+# DualPipe: rank 0 also holds the mirror stage p - 1 (pipeline.py ``copies``), its layers without the leading dense ones
+mirror = S.dualpipe * PL.stage_layers
+expert_params_rank = (C.moe * (PL.stage_layers - dense_first + mirror) * fm * S.n_experts / S.ep * expert_params / C.etp
                       + PL.both_edges * mtp_expert_rank)
 expert_last_rank = C.moe * (PL.stage_layers - dense_last) * fm * S.n_experts / S.ep * expert_params / C.etp + mtp_expert_rank
 embedding_params_rank = (C.vocab_pad * h / S.tp * (1 + (1 - S.tied) * PL.both_edges)
                          + S.learned_pos * S.seq_len * h)
-stage_params_rank = ((PL.stage_layers - dense_first) * hybrid_layer_params_rank + dense_first * dense_layer_rank
+stage_params_rank = ((PL.stage_layers - dense_first + mirror) * hybrid_layer_params_rank + dense_first * dense_layer_rank
                      + embedding_params_rank + PL.both_edges * mtp_rank)                   # first stage
 last_params_rank = ((PL.stage_layers - dense_last) * hybrid_layer_params_rank + dense_last * dense_layer_rank
                     + embedding_params_rank - PL.has_pp * S.learned_pos * S.seq_len * h   # last stage
@@ -164,7 +166,7 @@ _ns_attn = ((1 - C.mla) * (ns_flops(C.q_width, h) + 2 * ns_flops(_gqa_kv, h) + n
 _ns_layer_dense = (fa * _ns_attn + fm * C.moe * (ns_flops(S.n_experts, h) + C.latent * 2 * ns_flops(S.moe_latent, h)
                                                  + sp.Min(1, S.shared_ffn) * _ns_mlp(S.shared_ffn)))
 _ns_layer_expert = fm * S.n_experts / S.ep * _ns_mlp(S.moe_ffn, C.h_routed)   # this rank's routed experts (dense: the MLP)
-_moe_layers = PL.stage_layers - dense_first
+_moe_layers = PL.stage_layers - dense_first + mirror
 muon_flops_rank = S.muon * sharded(_moe_layers * _ns_layer_dense + dense_first * (_ns_attn + _ns_mlp(f)),
                                    _moe_layers * _ns_layer_expert, S.z_os)
 
@@ -331,9 +333,9 @@ gradients_last = gradients_last + _held * last_params_rank * S.grad_bytes
 
 first_total = weights_first + gradients_first + optimizer_first + activations_first + zero3_buffers
 # DualPipeV: rank 0 holds the first and the last stage (the "first" totals above); the rank of the V's bottom holds
-# two middle stages, neither edge: the first rank is the heaviest
-last_total = (1 - S.dualpipev) * (weights_last + gradients_last + optimizer_last + activations_last + zero3_buffers) \
-    + S.dualpipev * first_total
+# two middle stages, neither edge: the first rank is the heaviest. DualPipe: ranks 0 and p - 1 hold the same two stages
+last_total = (1 - PL.dual) * (weights_last + gradients_last + optimizer_last + activations_last + zero3_buffers) \
+    + PL.dual * first_total
 last_heavier = sp.Piecewise((1, last_total > first_total), (0, True))
 pick = lambda a_first, a_last: last_heavier * a_last + (1 - last_heavier) * a_first   # noqa: E731
 

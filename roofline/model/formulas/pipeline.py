@@ -11,6 +11,13 @@ holds the embedding and the LM head. Its bubble is (PP/2 - 1)(F&B + B - 3W) for 
 (their communication beside each other's compute; their compute adds up: F&B = F + B); its activations PP + 1
 stage-units per rank. Per rank (two stages): bubble (p - 1)(t + B - 3W)/2 with t = F + B of the rank's micro-batch
 slot, and (2p + 1)/2 micro-batches of the rank's layers in flight.
+
+DualPipe, the bidirectional original (deepseek-ai/DualPipe dualpipe/dualpipe.py, the README's same table; DeepSeek-V3
+report sec 3.2.1, Table 2): p ranks (p even) hold p stages twice, rank i the stages i and p-1-i, and half the
+micro-batches enter at each end (DualPipe.step scatters num_chunks/2 to each direction), so every rank runs l/p layers
+per micro-batch, as 1F1B does, with twice the parameters, and ranks 0 and p-1 hold both the embedding and the LM head,
+each micro-batch passing one of them. Its bubble is (PP/2 - 1)(F&B + B - 3W) with PP = p stages of one rank's slot:
+(p/2 - 1)(t + B - 3W); its activations PP + 1 = p + 1 micro-batches of the rank's l/p layers.
 """
 from __future__ import annotations
 
@@ -31,8 +38,12 @@ bubble_ratio = (S.pp - 1) / (S.interleave * micro_batches)
 bubble_fraction = (S.pp - 1) / (S.interleave * micro_batches + S.pp - 1)
 
 
-# the rank that sets the pace holds both the embedding and the LM head: p = 1, or DualPipeV's rank 0
-both_edges = 1 - has_pp + has_pp * S.dualpipev
+# the rank that sets the pace holds both the embedding and the LM head: p = 1, DualPipeV's rank 0, or DualPipe's
+# ranks 0 and p - 1 (each holding the first and the last stage)
+dual = S.dualpipev + S.dualpipe                                # 1 for either DualPipe schedule
+both_edges = 1 - has_pp + has_pp * dual
+# the stage copies a rank holds: two under DualPipe (stages i and p-1-i), one otherwise
+copies = 1 + S.dualpipe
 
 
 def step_time(t_stage_mb: sp.Expr, b_full: sp.Expr = sp.Integer(0), w: sp.Expr = sp.Integer(0),
@@ -44,7 +55,8 @@ def step_time(t_stage_mb: sp.Expr, b_full: sp.Expr = sp.Integer(0), w: sp.Expr =
 
 def bubble_time(t_stage_mb: sp.Expr, b_full: sp.Expr = sp.Integer(0), w: sp.Expr = sp.Integer(0),
                 fill: sp.Expr | None = None, edge_fill: sp.Expr = sp.Integer(0)) -> sp.Expr:
-    """The fill and drain: (p-1)/v slots; DualPipeV (p - 1)(t + B - 3W)/2, ``b_full`` B the slot's backward (with
+    """The fill and drain: (p-1)/v slots; DualPipeV (p - 1)(t + B - 3W)/2, DualPipe (p/2 - 1)(t + B - 3W), ``b_full``
+    B the slot's backward (with
     recomputation and its exposed communication), ``w`` W its weight-gradient GEMMs (module docstring).
 
     Stages of unequal time: the fill and the drain pass each stage once and only the slowest stage sets the pace of
@@ -54,18 +66,19 @@ def bubble_time(t_stage_mb: sp.Expr, b_full: sp.Expr = sp.Integer(0), w: sp.Expr
     micro-batch without edges (default: p - 1 times the slowest stage's, the textbook (p - 1)/v t), each chunk of it
     1/v of a rank, and ``edge_fill`` their edges (the lighter of embedding and LM head), passed once."""
     fill = (S.pp - 1) * t_stage_mb if fill is None else fill
-    dual = (S.pp - 1) * (t_stage_mb + b_full - 3 * w) / 2
-    return (1 - S.dualpipev) * (fill / S.interleave + has_pp * edge_fill) + S.dualpipev * dual
+    paired = (S.dualpipev * (S.pp - 1) / 2 + S.dualpipe * (S.pp / 2 - 1)) * (t_stage_mb + b_full - 3 * w)
+    return (1 - dual) * (fill / S.interleave + has_pp * edge_fill) + paired
 
 
 def in_flight() -> sp.Expr:
     """Micro-batches whose activations the first stage holds at its peak, in units of one
     micro-batch through all its layers: GPipe m; 1F1B min(m, p); interleaved 1F1B
     p (1 + (p-1)/(p v)) (Korthikanti et al. 2022 sec 4.2.3); DualPipeV (2p + 1)/2 (2p + 1 stages of l/(2p) layers:
-    "Activation Per Device PP+1" for PP = 2p stages, deepseek-ai/DualPipe README)."""
+    "Activation Per Device PP+1" for PP = 2p stages, deepseek-ai/DualPipe README); DualPipe p + 1 (PP = p stages of
+    l/p layers, the same table)."""
     one_f_one_b = sp.Min(micro_batches, S.pp) * (1 + (S.pp - 1) / (S.pp * S.interleave) * sp.Min(1, S.interleave - 1))
-    dual = (2 * S.pp + 1) / 2
-    return S.gpipe * micro_batches + (1 - S.gpipe - S.dualpipev) * one_f_one_b + S.dualpipev * dual
+    return (S.gpipe * micro_batches + (1 - S.gpipe - dual) * one_f_one_b + S.dualpipev * (2 * S.pp + 1) / 2
+            + S.dualpipe * (S.pp + 1))
 
 
 def in_flight_last() -> sp.Expr:

@@ -384,10 +384,11 @@ def stage_dense_layers(dense: Layer, moe: Layer) -> sp.Expr:
     """n_d, dense layers of the stage that sets the pace: the first stage holds min(l_d, l/p) dense layers,
     the others MoE layers only; the first stage is the heaviest when a dense layer is slower (all of them
     when p = 1). A step function, not a Piecewise: sympy would try to decide the comparison over whole
-    layer expressions."""
+    layer expressions. DualPipe: rank 0 (holding both edges, the heaviest) runs stage 0 for half the micro-batches
+    and the mirror stage p - 1 for the other half, dense_first / 2 dense layers per micro-batch on average."""
     dense_first = sp.Min(S.dense_layers, PL.stage_layers)
     dense_slower = sp.Heaviside(dense.gpu + dense.host - moe.gpu - moe.host, 1, evaluate=False)
-    return dense_first * (1 - PL.has_pp + PL.has_pp * dense_slower)
+    return dense_first * ((1 - PL.has_pp + PL.has_pp * dense_slower) * (1 - S.dualpipe) + S.dualpipe / 2)
 
 
 @dataclass(frozen=True)
@@ -426,10 +427,13 @@ def edges(mtp_layer: Layer | None = None) -> Edges:
     # unevaluated: sympy would try to decide the comparison over whole layer expressions (stage_dense_layers)
     head_heavier = sp.Heaviside(hf + hb + mtp_gpu - ef - eb, 1, evaluate=False)   # 1 when >= (H(0) = 1)
     single = PL.both_edges                                 # p = 1 (or DualPipeV's rank 0): one rank carries both
-    fwd = head_heavier * hf + (1 - head_heavier) * ef + single * (head_heavier * ef + (1 - head_heavier) * hf)
-    bwd = head_heavier * hb + (1 - head_heavier) * eb + single * (head_heavier * eb + (1 - head_heavier) * hb)
-    host_issue = (1 - S.graph_full) * ((1 - single) * (head_heavier * S.host_head + (1 - head_heavier) * S.host_emb)
-                                       + single * (S.host_emb + S.host_head))
+    # DualPipe's ranks 0 and p - 1 hold both edges, and each micro-batch passes one of them there: half of each
+    half = 1 - S.dualpipe / 2
+    fwd = half * (head_heavier * hf + (1 - head_heavier) * ef + single * (head_heavier * ef + (1 - head_heavier) * hf))
+    bwd = half * (head_heavier * hb + (1 - head_heavier) * eb + single * (head_heavier * eb + (1 - head_heavier) * hb))
+    host_issue = half * (1 - S.graph_full) * ((1 - single) * (head_heavier * S.host_head
+                                                              + (1 - head_heavier) * S.host_emb)
+                                              + single * (S.host_emb + S.host_head))
     host = CM.unordered_max(0, host_issue - (fwd + bwd))
     return Edges(ef, eb, hf, hb, head_heavier, fwd, bwd, host)
 
@@ -528,6 +532,13 @@ def dp_volumes(dense=None, expert=None):
     rs_dense = CM.shard_group("rs", g_dense) + CM.replica_group("ar", g_dense / CM.shard_size())
     reduce_dense = (1 - S.z_os) * CM.dp_group("ar", g_dense) + S.z_os * rs_dense
     reduce_exp = C.moe * ((1 - S.z_os) * CM.expert_dp_group("ar", g_exp) + S.z_os * CM.expert_dp_group("rs", g_exp))
+    # DualPipe: each stage lives on two ranks of the pipeline, i and p-1-i, whose gradients are summed (deepseek-ai/
+    # DualPipe examples/example_dualpipe.py adds the mirror rank's gradient of each stage): an all-reduce of the rank's
+    # (reduced, and under a sharded optimizer its shard of the) gradients with the rank p - 1 pipeline strides away: on
+    # one node when the whole model replica is (p t c d <= G), else across nodes (as the tied embedding's reduce below)
+    pair = M.sharded(g_dense, g_exp, S.z_os)
+    same = sp.Piecewise((1, S.pp * S.tp * S.cp * S.dp <= S.gpus_per_node), (0, True))
+    mirror = S.dualpipe * (same * CM.flat("ar", 2, pair, "intra") + (1 - same) * CM.flat("ar", 2, pair, "inter"))
     gather = S.z_os * (CM.shard_group("ag", w_dense) + C.moe * CM.expert_dp_group("ag", w_exp))
     # ZeRO-3 / FSDP: all-gather the stage's parameters in forward and again in backward, and
     # reduce-scatter its gradients, every micro-batch (Rajbhandari et al. 2020 sec 5.3); under pipelining once per
@@ -535,7 +546,7 @@ def dp_volumes(dense=None, expert=None):
     # each reduce-scatter's shard across the replicas (FSDP2's default, set_requires_all_reduce True)
     zero3 = ((2 * zero3_passes() - PL.has_pp) * (CM.shard_group("ag", w_dense) + C.moe * CM.expert_dp_group("ag", w_exp))
              + zero3_passes() * (rs_dense + C.moe * CM.expert_dp_group("rs", g_exp)))
-    return reduces, reduce_dense + reduce_exp, gather, zero3
+    return reduces, reduce_dense + reduce_exp + mirror / reduces, gather, zero3 + mirror
 
 
 def fsdp_copies() -> sp.Expr:
@@ -566,7 +577,7 @@ def build() -> dict[str, sp.Expr]:
     n_d = stage_dense_layers(dense, moe)
     edge = edges(mtp)
     # the D MTP layers sit on the last stage: on the heaviest stage when it holds the LM head (p = 1: always)
-    n_mtp = S.mtp * (edge.head_heavier + PL.both_edges * (1 - edge.head_heavier))
+    n_mtp = S.mtp * (edge.head_heavier + PL.both_edges * (1 - edge.head_heavier)) * (1 - S.dualpipe / 2)
     n_moe = PL.stage_layers - n_d
     n_d, n_moe, n_mtp, edge, fill_layers, fill_edges = stated_layout(kinds, edge, n_d, n_moe, n_mtp)
 
@@ -624,7 +635,7 @@ def build() -> dict[str, sp.Expr]:
     # account of the same overlap: "exposes only one DP communication chunk ... with pipeline-parallelism, the
     # granularity of DP communication becomes the Transformer layers per virtual pipeline stage" (NeMo / Megatron
     # Bridge docs, training/communication-overlap, Data-parallel Communication Overlap).
-    interleaved = (1 - S.dualpipev) * sp.Min(1, S.interleave - 1) * PL.has_pp
+    interleaved = (1 - PL.dual) * sp.Min(1, S.interleave - 1) * PL.has_pp
     ilv = 1 + interleaved * ((1 + (S.interleave - 1) * sp.Min(m, S.pp)) / S.interleave - 1)
     dp_reduce = CM.exposed(reduces * reduce, (reduces - 1 + ilv) * t_bwd_mb, S.ov_dp, dp_share,
                            floor=interleaved * (reduces * reduce - t_bwd_mb) / S.interleave)

@@ -166,6 +166,9 @@ rc_op = _s("rc_op", "", "1 with torchtitan's op-level selective checkpointing (b
 gpipe = _s("gpipe", "", "1 for the GPipe schedule (all forwards, then all backwards)", "plan", r"\gamma")
 dualpipev = _s("dualpipev", "", "1 for the DualPipeV schedule (two chunks per rank in a V, forward and backward chunks "
                "paired; deepseek-ai/DualPipe)", "plan", r"\delta_{V}")
+dualpipe = _s("dualpipe", "", "1 for the bidirectional DualPipe schedule (each rank holds two stages, i and p-1-i, and "
+              "runs half the micro-batches from each end; deepseek-ai/DualPipe dualpipe/dualpipe.py)", "plan",
+              r"\delta_{D}", default=0.0)
 z_os = _s("z_os", "", "1 when optimizer state is sharded over dp (distributed optimizer / ZeRO>=1)", "plan", "z_1")
 z_grad = _s("z_grad", "", "1 when gradients are sharded over dp (ZeRO>=2)", "plan", "z_2")
 z_param = _s("z_param", "", "1 when parameters are sharded over dp (ZeRO-3 / FSDP)", "plan", "z_3")

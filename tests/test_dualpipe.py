@@ -1,0 +1,166 @@
+"""DualPipe, DeepSeek's bidirectional pipeline schedule (deepseek-ai/DualPipe dualpipe/dualpipe.py; DeepSeek-V3 report
+sec 3.2.1): its bubble, parameters and activations against the README's table, the gradient sum of a stage's two
+copies, and the rules of who can run it."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from roofline import InputError, predict
+from roofline.face.cli import main
+from roofline.spec import hardware, models
+from roofline.spec.config import Model, Plan
+from roofline.spec.resolve import resolve
+from roofline.views.validate import schedule_from_text
+
+DENSE = Model(name="dense", n_layers=32, d_model=4096, n_heads=32, n_kv_heads=8, ffn_hidden=14336, mlp="swiglu", norm="rmsnorm",
+              vocab=128256, seq_len=4096, tied_embeddings=False, position="rope", biases=False)
+H100 = hardware.load("h100-sxm")
+
+
+def _plan(**kw) -> Plan:
+    base = dict(tp=1, pp=4, dp=2, micro_batch=1, global_batch=64, interleave=1, schedule="dualpipe",
+                recompute="none", sharding="distributed")
+    return Plan(**{**base, **kw})
+
+
+def _raw(plan: Plan, model: Model = DENSE, hw=H100) -> dict:
+    return predict(model, plan, hw).raw
+
+
+def test_bubble_is_the_readme_formula():
+    """Bubble (PP/2 - 1)(F&B + B - 3W) for PP = p stages (deepseek-ai/DualPipe README), F&B = F + B: per rank
+    (p/2 - 1)(t + B - 3W), t the rank's micro-batch slot, B its backward, W its weight-gradient GEMMs (no recomputation,
+    tp = cp = ep = 1: B is the backward compute alone)."""
+    for p in (4, 8):
+        r = _raw(_plan(pp=p, global_batch=64 * p // 4))
+        m = r["micro_batches"]
+        t, w, b = r["t_microbatch_stage"], r["t_stage_wgrad"], r["t_backward"] / m
+        assert 0 < w < b / 2 + 1e-15
+        assert r["t_pp_bubble"] == pytest.approx((p / 2 - 1) * (t + b - 3 * w), rel=1e-12)
+        assert r["pp_bubble_share"] == pytest.approx(r["t_pp_bubble"] / (m * t + r["t_pp_bubble"]), rel=1e-12)
+    assert _raw(_plan(pp=2))["t_pp_bubble"] == 0          # the table's (PP/2 - 1) = 0 at two ranks
+
+
+def test_twice_the_parameters_same_layers_per_micro_batch():
+    """Rank 0 holds its stage and the mirror stage p - 1 (two copies of l/p layers), the embedding and the LM head;
+    per micro-batch it runs l/p layers and half of each edge (each micro-batch enters at one end). Against DualPipeV
+    on the same ranks (two chunks of l/(2p) layers, both edges on every micro-batch): the same layers per
+    micro-batch, one more stage of layers' parameters."""
+    dual, v = _raw(_plan()), _raw(_plan(schedule="dualpipev", interleave=2))
+    layer = (dual["params_rank"] - v["params_rank"]) / (DENSE.n_layers // 4)
+    assert layer > 0
+    # the layer's parameters: attention (q, o: h x h; k, v: h x 1024) + SwiGLU MLP (3 h f) + 2 norms
+    h, f = DENSE.d_model, DENSE.ffn_hidden
+    assert layer == pytest.approx(2 * h * h + 2 * h * 1024 + 3 * h * f + 2 * h, rel=1e-9)
+    edges = v["t_embed_fwd"] + v["t_head_fwd"]
+    assert dual["t_forward"] / dual["micro_batches"] == pytest.approx(
+        v["t_forward"] / v["micro_batches"] - edges / 2, rel=1e-9)
+    # weights, gradients and optimizer state scale with the parameters; the sharded state over the same d ranks
+    assert dual["mem_weights"] / v["mem_weights"] == pytest.approx(dual["params_rank"] / v["params_rank"], rel=1e-9)
+
+
+def test_activations_p_plus_one_stages():
+    """"Activation Per Device PP+1" for PP = p stages of l/p layers (README): p + 1 micro-batches of the rank's layers
+    in flight, against DualPipeV's (2p + 1)/2 (2p + 1 stages of l/(2p)); the LM head's logits are each's own."""
+    p = 4
+    dual, v = _raw(_plan()), _raw(_plan(schedule="dualpipev", interleave=2))
+    ratio = (dual["mem_activations"] - dual["mem_logits"]) / (v["mem_activations"] - v["mem_logits"])
+    assert ratio == pytest.approx((p + 1) / ((2 * p + 1) / 2), rel=0.02)
+
+
+def test_mirror_gradient_sum():
+    """The two copies of a stage sum their gradients (examples/example_dualpipe.py): with dp 1 the data-parallel
+    traffic is that pair's all-reduce alone, of the rank's gradients (fp32 here), across nodes when the pipeline
+    spans them; the other schedules have none at dp 1."""
+    one = _raw(_plan(dp=1, global_batch=32))
+    assert _raw(_plan(dp=1, global_batch=32, schedule="1f1b"))["dp_comm_total"] == 0
+    grads = one["params_rank"] * 4
+    bw = H100.intra.bandwidth                                   # pp 4 x dp 1 fits one 8-GPU node: NVLink (B/s)
+    assert one["dp_comm_total"] >= grads / bw                   # the ring factor of 2 ranks is 1
+    assert one["dp_comm_total"] < 3 * grads / bw
+
+
+@st.composite
+def plans(draw):
+    pp = draw(st.sampled_from([2, 4, 8]))
+    m = 2 * draw(st.sampled_from([1, 2, 3])) * pp
+    return dict(tp=draw(st.sampled_from([1, 2, 4])), pp=pp, dp=1, micro_batch=draw(st.sampled_from([1, 2])),
+                recompute=draw(st.sampled_from(["none", "full", "selective"])), mbs=m)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plans())
+def test_bubble_between_zero_and_1f1b(kw):
+    """0 <= (p/2 - 1)(t + B - 3W) <= (p - 1) t for every plan (B <= t, 0 <= W <= B/2): never above 1F1B's bubble on
+    the same ranks, and the step is at least its m slots."""
+    m = kw.pop("mbs")
+    plan = _plan(**kw, global_batch=m * kw["micro_batch"])
+    r = _raw(plan)
+    assert 0 <= r["t_pp_bubble"] <= (plan.pp - 1) * r["t_microbatch_stage"] * (1 + 1e-12)
+    assert r["step_time"] >= r["micro_batches"] * r["t_microbatch_stage"]
+
+
+def test_rules_and_stacks():
+    """DualPipe.step asserts an even rank count and an even number of micro-batches, at least 2 x ranks; one stage per
+    direction (interleave 1). No registry stack runs it: one line naming the stack."""
+    with pytest.raises(InputError, match="dualpipe holds stages i and pp-1-i on rank i: it needs an even pp and "
+                                         "interleave 1, got pp 3 and interleave 1"):
+        predict(dataclasses.replace(DENSE, n_layers=30), _plan(pp=3, global_batch=48), H100)
+    with pytest.raises(InputError, match=r"even number of micro-batches per step, at least 2 x pp \(6, pp 4"):
+        predict(DENSE, _plan(global_batch=6, dp=1), H100)
+    with pytest.raises(InputError, match=r"\(7, pp 4"):
+        predict(DENSE, _plan(global_batch=14, dp=2), H100)
+    for fw in ("megatron-core", "torchtitan"):
+        with pytest.raises(InputError, match=f"stack {fw} cannot run the dualpipe pipeline schedule"):
+            resolve(DENSE, _plan(), H100, fw)
+
+
+def test_rows_name_it():
+    """A validation row whose settings say DualPipe (not DualPipeV) is read with that schedule."""
+    assert [schedule_from_text(t) for t in ("pp 16 (dualpipe), ep 64", "dual-pipe", "dualpipev", "dualpipe-v")] == [
+        "dualpipe", "dualpipe", "dualpipev", "dualpipev"]
+
+
+def test_search_any_and_cli(capsys):
+    """`search --framework any --schedule dualpipe` lists DualPipe plans only (even pp, interleave 1); the command
+    line refuses it under a registry stack, and the timeline refuses to draw it, one line each, exit 2."""
+    args = ["--model", "llama3-8b", "--gpu", "h100-sxm"]
+    assert main(["search", *args, "--framework", "any", "--schedule", "dualpipe", "--gpus", "32",
+                 "--global-batch", "256", "--top", "5"]) == 0
+    out = capsys.readouterr().out
+    rows = [ln for ln in out.splitlines() if ln.split()[:1] and ln.split()[0].isdigit() and "tp=" in ln]
+    assert len(rows) == 5
+    for ln in rows:
+        pp = int(ln.split("pp=")[1].split()[0])
+        assert "dualpipe" in ln and "v=" not in ln and pp % 2 == 0
+    rc = main(["transformer", *args, "--pp", "4", "--dp", "2", "--global-batch", "64", "--schedule", "dualpipe"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "cannot run the dualpipe pipeline schedule" in err[0]
+
+
+def test_timeline_refuses():
+    from roofline.views.timeline import replayable
+    with pytest.raises(InputError, match="DualPipe's two directions"):
+        replayable(_plan())
+
+
+def test_deepseek_v3_mirror_stage():
+    """DeepSeek-V3 (61 layers, the first 3 dense, MTP 1) on 16 ranks, ceil(61/16) = 4 layers a stage: rank 0's own
+    stage holds the embedding and 3 dense + 1 MoE layers; the mirror stage p - 1 adds 4 MoE layers (each 256/ep
+    experts of 3 x 7168 x 2048 on the rank, plus attention, router and shared expert), the LM head and the MTP layer
+    (report sec 3.2.1: "two copies of the model parameters")."""
+    m = models.load("deepseek-v3")
+    base = dict(tp=1, pp=16, dp=8, ep=8, micro_batch=1, global_batch=256, recompute="selective",
+                sharding="distributed", uneven_stages=True)
+    one = predict(m, Plan(**base), H100).raw
+    dual = predict(m, Plan(**base, schedule="dualpipe"), H100).raw
+    experts = 4 * (256 // 8) * 3 * 7168 * 2048
+    head = 129280 * 7168
+    rest = dual["params_rank"] - one["params_rank"] - experts - head
+    # 4 layers' attention (MLA ~0.19 B), shared expert (44 M) and router, and the MTP layer (its experts alone 1.4 B)
+    assert 4 * 0.2e9 + 1.4e9 < rest < 4 * 0.3e9 + 2.5e9
+    assert dual["t_pp_bubble"] < one["t_pp_bubble"]
