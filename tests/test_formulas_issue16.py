@@ -128,6 +128,23 @@ def test_dropped_tokens_are_not_model_work():
     assert half.mfu <= half.hfu <= 1
 
 
+def test_padding_is_executed_not_model_work():
+    """Capacity factor 1.5 (docs/models.md "Capacity and routing imbalance"): the expert GEMMs and the all-to-all run
+    1.5 times the even share of routed tokens, the model FLOPs stay the dropless ones."""
+    base = Model(n_layers=4, d_model=1024, n_heads=16, vocab=32000, seq_len=1024, mlp="swiglu", n_experts=8, top_k=2)
+    plan = Plan(tp=1, pp=1, dp=8, ep=8, micro_batch=1, global_batch=8)
+    from dataclasses import replace
+    one = predict(replace(base, capacity_factor=1.0), plan, H100).raw
+    pad = predict(replace(base, capacity_factor=1.5), plan, H100).raw
+    assert pad["flops"] == pytest.approx(one["flops"], rel=1e-12)
+    B, s, h, f, l, K = 8, 1024, 1024, base.ffn, 4, 2
+    mlp = 3 * B * l * 2 * s * h * f * 3 * K                     # fwd + bwd, SwiGLU's 3 GEMMs, K experts per token
+    assert pad["hardware_flops"] - one["hardware_flops"] == pytest.approx(0.5 * mlp, rel=1e-9)
+    # the all-to-all's bytes grow by half; its per-peer latency does not
+    assert one["t_ep_comm"] < pad["t_ep_comm"] < 1.5 * one["t_ep_comm"]
+    assert one["t_forward"] < pad["t_forward"] < 1.5 * one["t_forward"]
+
+
 # ---- 5. the TP overlap window with full recomputation --------------------------------------------------------
 def _tp_window(recompute):
     """The compute window TP hides behind, per layer: (tp_comm_total - exposed) / (m l) when TP comm is larger."""
