@@ -119,10 +119,21 @@ def test_rules_and_stacks():
             resolve(DENSE, _plan(), H100, fw)
 
 
-def test_rows_name_it():
-    """A validation row whose settings say DualPipe (not DualPipeV) is read with that schedule."""
+def test_rows_name_it(tmp_path):
+    """A validation row's text naming DualPipe (not DualPipeV) is recognised, and priced as the 1F1B family on the
+    recipe's layout with a note: DualPipe's own stage split is not published, and the derived even split would put
+    ceil(l/p) layers beside the LM head on the edge ranks."""
     assert [schedule_from_text(t) for t in ("pp 16 (dualpipe), ep 64", "dual-pipe", "dualpipev", "dualpipe-v")] == [
         "dualpipe", "dualpipe", "dualpipev", "dualpipev"]
+    from roofline.views import validate as V
+    cols = dict(case_id="dp_row", source="a test", model="dense", n_layers=32, d_model=4096, n_heads=32,
+                vocab=128256, seq_len=4096, global_batch=64, micro_batch=1, tp=1, pp=4, dp=2, gpu_id="h100-sxm",
+                n_gpus=8, gpus_per_node=8, measured_iter_time_s=10.0, notes="PP 4 with DualPipe", tier="B")
+    path = tmp_path / "rows.csv"
+    path.write_text(",".join(cols) + "\n" + ",".join(str(v) for v in cols.values()) + "\n")
+    case = V.build_case(V.read(str(path))[0])
+    assert case.plan.schedule in ("1f1b", "interleaved")          # the stack's default for an unstated v
+    assert "the text's DualPipe priced as 1F1B" in case.note
 
 
 def test_search_any_and_cli(capsys):

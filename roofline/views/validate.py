@@ -858,13 +858,20 @@ def _plan_fields(row: dict) -> dict:
     if graphs != "none":
         d["cuda_graphs"] = graphs
     sched = schedule_from_text(text)
-    if sched and (row.get("pp") or 1) > 1 and not row.get("interleave"):
+    if sched == "dualpipe" and (row.get("pp") or 1) > 1:
+        # DualPipe's own stage split is not published (DeepSeek-V3 report sec 3.2.1), and on the derived even split
+        # its edge ranks would hold ceil(l/p) layers beside the LM head and the MTP layers, which no run would choose;
+        # no registry stack runs it either: priced as the 1F1B family on the recipe layout, noted
+        d[SCHEDULE_NOTE] = ("the text's DualPipe priced as 1F1B on the recipe's stage layout (DualPipe's own split is "
+                            "not published; --schedule dualpipe prices the derived split)")
+    elif sched and (row.get("pp") or 1) > 1 and not row.get("interleave"):
         d["schedule"] = sched
     # FSDP's parameter all-gather in FP8 (torchtitan float8.enable_fsdp_float8_all_gather, torchao
     # WeightWithDynamicFloat8CastTensor): the same field as Megatron-Core's --fp8-param-gather
     if fp8_all_gather_stated(text) and precision.low_precision(d.get("dtype") or ""):
         d["fp8_param_gather"] = True
-    d.update(_pipeline_layout(row))
+    if d.get("schedule") != "dualpipev":          # Megatron-Core's layouts are the 1F1B family's
+        d.update(_pipeline_layout(row))
     d.update(_offload(row, d))
     d.update(bridge_launcher(row))
     return d
@@ -1129,6 +1136,7 @@ def hsdp_from_text(text: str):
 
 
 FSDP_NOTE = "_fsdp_column"          # plan-field key: how the fsdp column was read (a note, dropped before resolving)
+SCHEDULE_NOTE = "_schedule_note"     # plan-field key: how a schedule the text names was priced (a note, dropped)
 
 
 def fsdp_column(value, fields: dict) -> tuple[dict, str]:
@@ -1514,6 +1522,8 @@ def build_case(row: dict, hardware=None) -> Case:
         note = "; ".join(x for x in (note, said) if x)
     if FSDP_NOTE in plan_fields:
         note = "; ".join(x for x in (note, plan_fields.pop(FSDP_NOTE)) if x)
+    if SCHEDULE_NOTE in plan_fields:
+        note = "; ".join(x for x in (note, plan_fields.pop(SCHEDULE_NOTE)) if x)
     if DP_WITH_EP in plan_fields:
         dp, ep = plan_fields.pop(DP_WITH_EP)
         note = "; ".join(x for x in (note, f"dp {dp} counts the EP ranks out (tp x pp x dp x cp x ep = n_gpus): "
