@@ -100,7 +100,7 @@ layer_params_rank = hybrid_layer_params_rank.xreplace(MB.TRANSFORMER)  # a trans
 mtp_rank = S.mtp * (layer_params_rank + 2 * h * h / S.tp + 3 * h * (1 + S.biases))       # on the last stage
 mtp_expert_rank = S.mtp * C.moe * S.n_experts / S.ep * expert_params / C.etp
 mtp_embedding_rank = sp.Min(1, S.mtp) * PL.has_pp * (1 - S.tied) * C.vocab_pad * h / S.tp
-# DualPipe: rank 0 also holds the mirror stage p - 1 (pipeline.py ``copies``), its layers without the leading dense ones
+# DualPipe: rank 0 also holds the mirror stage p - 1 (pipeline.py), its layers without the leading dense ones
 mirror = S.dualpipe * PL.stage_layers
 expert_params_rank = (C.moe * (PL.stage_layers - dense_first + mirror) * fm * S.n_experts / S.ep * expert_params / C.etp
                       + PL.both_edges * mtp_expert_rank)

@@ -42,8 +42,6 @@ bubble_fraction = (S.pp - 1) / (S.interleave * micro_batches + S.pp - 1)
 # ranks 0 and p - 1 (each holding the first and the last stage)
 dual = S.dualpipev + S.dualpipe                                # 1 for either DualPipe schedule
 both_edges = 1 - has_pp + has_pp * dual
-# the stage copies a rank holds: two under DualPipe (stages i and p-1-i), one otherwise
-copies = 1 + S.dualpipe
 
 
 def step_time(t_stage_mb: sp.Expr, b_full: sp.Expr = sp.Integer(0), w: sp.Expr = sp.Integer(0),
