@@ -576,3 +576,18 @@ def test_a_fit_that_does_not_carry_over_is_flagged(tmp_path):
     worse = res.cv["mape"] > res.base_error["mape"]
     flagged = any("do not carry over" in w for w in res.warnings)
     assert worse == flagged and flagged
+
+
+def test_a_link_term_keeps_the_calibrated_call_times(base_hw, tmp_path):
+    """Writing a link's collectives must carry BASE's fitted per-call times: hardware.load replaces a kind's entry
+    whole, so an entry of alpha and busbw alone would drop the call time (the A100 profile's intra all-gather
+    52.7 us) and the written profile would price scatter/gather pipeline messages differently from the fit."""
+    assert base_hw.collective_calls, "BASE has calibrated call times"
+    fitted = fr.apply_terms(base_hw, {"intra_bw": 0.5})
+    doc = {"id": "linkfit", "base": BASE, **fr.TERMS["intra_bw"].yaml(fitted)}
+    path = tmp_path / "linkfit.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    hw = hardware.load(str(path))
+    assert hw.collective_calls == pytest.approx(base_hw.collective_calls)
+    for (c, link), (a, b) in base_hw.collectives.items():
+        assert hw.collectives[c, link][1] == pytest.approx(b * (0.5 if link == "intra" else 1.0), rel=1e-6)

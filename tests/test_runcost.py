@@ -43,10 +43,15 @@ def test_gpt3_175b_volumes_by_hand():
     assert per_step(rc, "tp", "tx_fwd") == pytest.approx(m * layers * tp_layer, rel=1e-12)
     assert per_step(rc, "tp", "tx_bwd") == pytest.approx(m * layers * tp_layer, rel=1e-12)
     assert rc["bytes_per_gpu"]["tp"]["inter"] == 0                   # t = 8 GPUs of one node
-    # PP: p - 1 = 7 boundaries per micro-batch, each t ranks send act / t; averaged over p GPUs; across nodes
-    pp = m * (p - 1) / p * act / t
+    # PP: p - 1 = 7 boundaries per micro-batch, averaged over p GPUs, across nodes. Without SP every TP rank sends the
+    # whole activation under Megatron-Core (get_tensor_shapes); under Megatron-LM 2021's scatter/gather each sends
+    # act / t and the TP group all-gathers it over NVLink, (t-1)/t x act per rank
+    pp = m * (p - 1) / p * act
     assert per_step(rc, "pp", "tx_fwd") == pytest.approx(pp, rel=1e-12) == per_step(rc, "pp", "tx_bwd")
     assert per_step(rc, "pp", "inter") == pytest.approx(2 * pp, rel=1e-12)
+    sg = run_cost(G3, dataclasses.replace(G3_PLAN, pp_scatter_gather=True), HW, 300e9)
+    assert per_step(sg, "pp", "tx_fwd") == pytest.approx(pp / t + pp * (t - 1) / t, rel=1e-12)
+    assert per_step(sg, "pp", "inter") == pytest.approx(2 * pp / t, rel=1e-12)
     # DP: all-reduce of the fp32 gradients of the GPU's 1/(t p) of the parameters, 2(d-1)/d, once per step;
     # parameters 12 l h^2 + 13 l h + (V + s + 2) h (tied embeddings, learned positions, final norm)
     params = L * (12 * h * h + 13 * h) + (50257 + s + 2) * h

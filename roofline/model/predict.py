@@ -193,7 +193,7 @@ def plan_inputs(p: Plan, model: Model | None = None) -> dict:
             **recompute_module_inputs(p.recompute_module_set),
             "wgrad_fusion": float(p.wgrad_fusion), "eager_elem": float(p.eager_elementwise),
             "eager_rope": float(p.eager_elementwise if p.eager_rope is None else p.eager_rope),
-            "fsdp_copy": float(p.fsdp_copies), "dp_rep": float(p.dp_replicas),
+            "fsdp_copy": float(p.fsdp_copies), "pp_scatter": float(p.pp_scatter_gather), "dp_rep": float(p.dp_replicas),
             "q_saved": float(p.quantized_saves), "offload_layers": float(p.offload_layers),
             "ce_eager": float(p.loss_kernel == "eager"), "ce_compiled": float(p.loss_kernel == "compiled"),
             "graph_layers": float(p.cuda_graphs != "none"), "graph_full": float(p.cuda_graphs == "full"),

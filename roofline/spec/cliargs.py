@@ -193,6 +193,11 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
               "stream (PyTorch FSDP2 fully_shard); default: the stack's")
     flag(g, "no-fsdp-copies", dest="fsdp_copies", action="store_false",
          help="ZeRO-3/FSDP collectives work in place on flat buffers (FSDP1, DeepSpeed ZeRO-3, Megatron-FSDP)")
+    flag(g, "pp-scatter-gather", dest="pp_scatter_gather", action="store_true", default=None,
+         help="without SP, each TP rank sends 1/tp of a pipeline message and the receiving TP group all-gathers it "
+              "(Megatron-LM <= 3.x scatter/gather, DeepSpeed pipe_partitioned); default: the stack's")
+    flag(g, "no-pp-scatter-gather", dest="pp_scatter_gather", action="store_false",
+         help="every TP rank sends the whole pipeline message without SP (Megatron-Core)")
     flag(g, "recompute-fraction", dest="recompute_fraction", type=number(float, 0.0, strict=True), default=None,
          help="with --recompute full: the share of each stage's layers recomputed (Megatron-Core --recompute-method "
               "block --recompute-num-layers N of a stage's L/(pp v): N p v / L; torchtitan selective_ac_option n: 1/n); "
@@ -332,6 +337,7 @@ def build_spec(args):
              "eager_elementwise": getattr(args, "eager_elementwise", None),
              "eager_rope": getattr(args, "eager_rope", None),
              "fsdp_copies": getattr(args, "fsdp_copies", None),
+             "pp_scatter_gather": getattr(args, "pp_scatter_gather", None),
              "dp_replicas": getattr(args, "dp_replicas", None),
              "recompute_fraction": getattr(args, "recompute_fraction", None),
              "offload_layers": getattr(args, "offload_layers", None),

@@ -325,6 +325,12 @@ class Plan:
     # reduce-scatter buffer on the compute stream (PyTorch FSDP2 fully_shard; formulas/step.py fsdp_copies); False:
     # the collectives work in place on flat buffers (FSDP1, DeepSpeed, Megatron-FSDP). Per stack: stacks/*.yaml
     fsdp_copies: bool = False
+    # a pipeline message (the activation, or its gradient) leaves each TP rank as a 1/t slice and is all-gathered over
+    # the TP group on arrival (Megatron-LM <= 3.x --scatter-gather-tensors-in-pipeline, on by default without SP;
+    # DeepSpeed's PipelineEngine pipe_partitioned / grad_partitioned); False: the message is the activation as the
+    # layer holds it, sequence-sharded with SP and whole without (Megatron-Core get_tensor_shapes; torch pipelining).
+    # formulas/step.py pp_message. Per stack: stacks/*.yaml
+    pp_scatter_gather: bool = False
     # replicas of the sharded state (HSDP): the dp x cp ranks form this many groups, each sharding one copy of what the
     # ZeRO stage shards, the shards all-reduced across groups (PyTorch FSDP2 on a (replicate, shard) mesh; OLMo-core
     # DataParallelType.hsdp, one replica per node by default; torchtitan data_parallel_replicate_degree; Megatron-Core

@@ -549,6 +549,24 @@ def dp_volumes(dense=None, expert=None):
     return reduces, reduce_dense + reduce_exp + mirror / reduces, gather, zero3 + mirror
 
 
+def pp_message(whole) -> sp.Expr:
+    """One pipeline message on one TP rank: the b (s/c) h activation of a micro-batch (``whole`` bytes), or its
+    gradient, sent to the neighbouring stage.
+
+    - With SP the layer's output is already sequence-sharded: each TP rank sends its 1/t share (Megatron-Core
+      pipeline_parallel/schedules.py get_tensor_shapes: seq_length // tp_size when sequence_parallel).
+    - Without SP every TP rank holds the whole activation. Megatron-Core sends it whole from every rank (the same
+      get_tensor_shapes); so does torch.distributed.pipelining.
+    - Megatron-LM up to 3.x (``--scatter-gather-tensors-in-pipeline``, on by default, skipped under SP:
+      p2p_communication.py _communicate) and DeepSpeed's PipelineEngine (pipe_partitioned / grad_partitioned when
+      the model is tensor-parallel: runtime/pipe/engine.py) send 1/t from each rank and all-gather the t slices on
+      arrival over the TP group (Narayanan et al. 2021 sec 4.1, "scatter/gather communication optimization"): the
+      send shrinks t-fold and an all-gather of the whole message follows, on the critical path (pp_scatter 1)."""
+    shard = 1 - (1 - S.seq_par) * (1 - S.pp_scatter)          # 1: the message travels as t slices
+    gather = S.pp_scatter * (1 - S.seq_par) * CM.tp_group("ag", whole)
+    return CM.p2p(whole / (1 + (S.tp - 1) * shard), CM.pp_same_node()) + gather
+
+
 def fsdp_copies() -> sp.Expr:
     """FSDP2's copies around its collectives, per step on one rank: memory-bound kernels on the compute stream that no
     overlap hides. After each all-gather, foreach_all_gather_copy_out splits the gathered buffer into the unsharded
@@ -598,8 +616,9 @@ def build() -> dict[str, sp.Expr]:
     stage_offload = offload_fwd + offload_bwd
     t_microbatch = stage_fwd + stage_bwd + stage_recompute + stage_comm + stage_host + edge_host + stage_offload
 
-    # PP send/recv: b (s/c) h activations, split over t (scatter/gather or SP)
-    send_recv = (1 - S.ov_pp) * CM.p2p(S.act_bytes * C.tokens * h / S.tp, CM.pp_same_node())
+    # PP send/recv of one micro-batch's b (s/c) h activations (or their gradients) per TP rank, with the all-gather
+    # that reassembles a scattered message (pp_message)
+    send_recv = (1 - S.ov_pp) * pp_message(S.act_bytes * C.tokens * h)
     pp_comm = PL.p2p_transfers() * send_recv
     # tied embeddings (or MTP, whose last stage holds the main model's embedding) with p > 1: the first and the last
     # stage all-reduce the word-embedding gradient, V_pad h / t elements in the gradient dtype, once per step after
@@ -842,7 +861,7 @@ def volumes(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
                  scale(etp_pass, moe_mlp * (1 + rc)))
     cp_pass = scale(per_pass(cp_layer()), attn_layers / (3 + rc))
     # pipeline: p v - 1 boundaries per micro-batch, each crossed by the t ranks' 1/t shares, over p GPUs
-    pp_pass = scale(per_pass(CM.p2p(S.act_bytes * C.tokens * h / S.tp, CM.pp_same_node())),
+    pp_pass = scale(per_pass(pp_message(S.act_bytes * C.tokens * h)),
                     PL.has_pp * (S.pp * S.interleave - 1) / S.pp)
     # DP: the parameters of the average GPU, dense over t p, routed experts over t p e
     expert = C.moe * (S.n_layers - S.dense_layers) * S.mlp_frac * S.n_experts * M.expert_params

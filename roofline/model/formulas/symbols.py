@@ -377,6 +377,13 @@ fsdp_copy = _s("fsdp_copy", "", "1 when the ZeRO-3 / FSDP implementation copies 
                "work in place on flat buffers (FSDP1 FlatParameter, DeepSpeed ZeRO-3, Megatron-FSDP)", "plan",
                r"\phi_{c}")
 
+# ---- pipeline messages split over the TP ranks (per stack: stacks/*.yaml plan pp_scatter_gather -> config.Plan) ----
+pp_scatter = _s("pp_scatter", "", "1 when each TP rank sends 1/t of a pipeline message and the receiving TP group "
+                "all-gathers it (Megatron-LM <= 3.x scatter_gather_tensors_in_pipeline without SP; DeepSpeed's "
+                "PipelineEngine pipe_partitioned); 0: the message is the activation as the layer holds it, sequence-"
+                "sharded with SP, whole without (Megatron-Core pipeline_parallel/schedules.py get_tensor_shapes)", "plan",
+                r"\phi_{sg}")
+
 # ---- weight-gradient accumulation (per stack: stacks/*.yaml plan wgrad_fusion -> config.Plan -> predict.plan_inputs) ---
 wgrad_fusion = _s("wgrad_fusion", "", "1 when each weight-gradient GEMM accumulates straight into the main-grad buffer "
                   "(reads and writes it, grad_bytes per element each way) instead of writing a 16-bit gradient (Megatron "

@@ -196,8 +196,12 @@ def _link_bounds(link):
 
 def _link_yaml(link):
     def frag(hw):
-        return {"collectives": {link: {c: {"alpha": _us(a), "busbw": f"{b / 1e9:.7g} GB/s"}
-                                       for (c, lk), (a, b) in hw.collectives.items() if lk == link}}}
+        # a kind written without its fitted per-call time would lose the one BASE inherits (hardware.load replaces
+        # a kind's entry whole), so a calibrated link's call time is written back beside alpha and busbw
+        def entry(c, a, b):
+            call = hw.collective_calls.get((c, link))
+            return {"alpha": _us(a), "busbw": f"{b / 1e9:.7g} GB/s", **({"call": _us(call)} if call else {})}
+        return {"collectives": {link: {c: entry(c, a, b) for (c, lk), (a, b) in hw.collectives.items() if lk == link}}}
     return frag
 
 
