@@ -860,7 +860,7 @@ def volumes(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
     tp_bwd = add(*[scale(per_pass(kinds[k].tp_raw - kinds[k].tp_fwd_raw), layers[k]) for k in layers],
                  scale(etp_pass, moe_mlp * (1 + rc)))
     cp_pass = scale(per_pass(cp_layer()), attn_layers / (3 + rc))
-    # pipeline: p v - 1 boundaries per micro-batch, each crossed by the t ranks' 1/t shares, over p GPUs
+    # pipeline: p v - 1 boundaries per micro-batch, each crossed by every TP rank's message (pp_message), over p GPUs
     pp_pass = scale(per_pass(pp_message(S.act_bytes * C.tokens * h)),
                     PL.has_pp * (S.pp * S.interleave - 1) / S.pp)
     # DP: the parameters of the average GPU, dense over t p, routed experts over t p e
