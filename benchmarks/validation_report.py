@@ -248,7 +248,7 @@ def tables_section(csv) -> list[str]:
             "tokens, TP, 1F1B and interleaved PP, 8-512 GPUs), Trainy's torchtitan run on 32-64 H200s and torchao's "
             "float8 / MX training benchmarks (torchtitan on 8 H100, 8 power-limited B200 and 8 MI300X) and "
             "Megatron-LM's Llama 3 FP8 example (8-1024 H100, CP and interleaved PP) and the MT-NLG 530B paper's "
-            "iteration times (2240-3360 A100 40GB, tp 8 x pp 35; the row that brought in the rule for a plan that "
+            "iteration times (2240-3360 A100 80GB, tp 8 x pp 35; the row that brought in the rule for a plan that "
             "cannot fit, in the input rules above).",
             "", tables_summary(r), "",
             *titan_cp_note(r),
@@ -426,7 +426,11 @@ def main() -> int:
          "(Narayanan SC21 -> `megatron-lm-2021`: unfused attention, dropout, fp16, no SP, no distributed optimizer, "
          "no overlap, fp16 gradient reduce; Korthikanti 2022 -> `megatron-lm-2022`, the same defaults; the "
          "Megatron-LM README naming Megatron-Core -> `megatron-core`; vTrain's Megatron-DeepSpeed -> "
-         "`megatron-deepspeed`); else era rules (Hopper or newer, bf16, GQA, RoPE, gated MLP -> `megatron-core`). "
+         "`megatron-deepspeed`; MT-NLG's 2022 paper naming DeepSpeed and Megatron -> `megatron-deepspeed-2022`); else "
+         "era rules (Hopper or newer, bf16, GQA, RoPE, gated MLP -> `megatron-core`). A version picked by a date, the "
+         "features or the era rule that cannot run what the row states (selective recomputation, which Megatron-LM has "
+         "since 2022-05 and Megatron-DeepSpeed since 2023-07) gives way to the first later version of its family that "
+         "can; a framework column, or a row naming a version by its id, is refused instead. "
          "`validate --json` prints the stack and the reason per row; stated columns override the stack.",
          "- **Matmul ceiling and sustained clock** (properties of the GPU, not of a row): every profile with a "
          "published maximum achievable matmul rate (`max_matmul`, mamf-finder: A100 SXM 267.9, H100/H200 SXM 828.0 "

@@ -20,7 +20,9 @@ def test_a_source_naming_deepspeed_and_megatron_ran_megatron_deepspeed():
     hw = hardware.load("a100-sxm4-80gb")
     st, why = stacks.infer(text="Smith et al. 2022, Using DeepSpeed and Megatron to Train Megatron-Turing NLG 530B",
                            hw=hw)
-    assert st.id == "megatron-deepspeed" and "deepspeed and megatron" in why
+    assert st.id == "megatron-deepspeed-2022" and "deepspeed and megatron" in why and "2022" in why
+    # the combination is dated like a family name: a 2024 source ran the fork after its 2023-07 merge
+    assert stacks.infer(text="A 2024 run with DeepSpeed and Megatron", hw=hw)[0].id == "megatron-deepspeed"
     assert stacks.infer(text="DeepSpeed ZeRO-3, 2022", hw=hw)[0].family == "deepspeed"
     assert stacks.infer(text="Megatron-LM 2021", hw=hw)[0].family == "megatron-lm"
 
@@ -29,7 +31,7 @@ def test_deepspeed_megatron_spelled_either_way_is_megatron_deepspeed():
     """'DeepSpeed-Megatron' names the same fork as 'Megatron-DeepSpeed' (a hyphen before 'Megatron' hid it from the
     whole-word match, so DeepSpeed ZeRO alone, which has no TP, was picked)."""
     for col in ("DeepSpeed-Megatron", "deepspeed megatron", "Megatron-DeepSpeed"):
-        assert stacks.infer(column=col, dtype="fp16")[0].id == "megatron-deepspeed", col
+        assert stacks.infer(column=col, dtype="fp16")[0].family == "megatron-deepspeed", col
 
 
 def test_a_framework_the_registry_lacks_is_named_in_the_reason():
@@ -59,3 +61,65 @@ def test_metaseq_runs_no_pipeline():
                                                                                          "unfused")
     with pytest.raises(InputError, match="metaseq has no pipeline parallelism"):
         resolve("opt-175b", {"tp": 8, "pp": 2, "dp": 2, "global_batch": 64}, "a100-sxm4-80gb", "metaseq")
+
+
+@pytest.mark.parametrize("stack,runs", [
+    ("megatron-lm-2021", False), ("megatron-lm-2022", True), ("megatron-core", True),
+    ("megatron-deepspeed-2022", False), ("megatron-deepspeed", True), ("gpt-neox", False), ("gpt-neox-2022", False),
+    ("deepspeed-zero", False), ("fsdp", False), ("llm-foundry", False), ("llm-foundry-2023", False), ("plain", False)])
+def test_attention_core_recomputation_only_where_the_stack_has_it(stack, runs):
+    """Megatron's selective recomputation (the attention core) came with Megatron-LM bbab79f869 (2022-05) and reached
+    Megatron-DeepSpeed with its 2023-07 merge; the FSDP/DeepSpeed/NeoX stacks checkpoint whole blocks. A stack that
+    lacks it refuses it in one line naming its source, and runs full recomputation."""
+    from roofline.base.errors import InputError
+    from roofline.spec.resolve import resolve
+
+    plan = {"tp": 1, "pp": 1, "dp": 8, "global_batch": 64, "micro_batch": 1}
+    assert resolve("gpt3-1.3b", {**plan, "recompute": "full"}, "a100-sxm4-80gb", stack).plan.recompute == "full"
+    if runs:
+        assert resolve("gpt3-1.3b", {**plan, "recompute": "selective"}, "a100-sxm4-80gb", stack).plan.recompute \
+            == "selective"
+    else:
+        with pytest.raises(InputError, match=f"stack {stack} cannot run recompute 'selective' .*none, full"):
+            resolve("gpt3-1.3b", {**plan, "recompute": "selective"}, "a100-sxm4-80gb", stack)
+
+
+def test_an_unstated_recompute_on_2021_megatron_deepspeed_is_full_not_selective():
+    """MT-NLG 530B (2021, 80 GB A100s, tp 8 x pp 35, recomputation unstated) does not fit without recomputation; the
+    least recomputation that fits is picked among what the stack of its year runs: full (selective would fit but
+    the fork had no selective mode before its 2023-07 merge)."""
+    from roofline.views import validate as V
+
+    rows = [r for r in V.read(V.dataset_path("tables")) if r["case_id"].startswith("mtnlg_530b")]
+    assert len(rows) == 3
+    for r in rows:
+        case = V.build_case(r)
+        assert case.framework == "megatron-deepspeed-2022" and case.hw.hbm_capacity == 80 * 2 ** 30
+        assert case.plan.recompute == "full" and "full recomputation, the least that fits" in case.note
+
+
+def test_bf16_on_megatron_deepspeed_reduces_fp32_gradients():
+    """DeepSpeed's BF16_Optimizer hands its fp32 accumulation buffers to the gradient all-reduce (pipe/engine.py
+    _bf16_reduce_grads): a bf16 run's DP bytes are those of fp32 gradients; fp16 keeps fp16."""
+    from roofline.spec.resolve import resolve
+
+    plan = {"tp": 2, "pp": 2, "dp": 2, "global_batch": 64}
+    for stack in ("megatron-deepspeed", "megatron-deepspeed-2022"):
+        assert resolve("gpt3-13b", {**plan, "dtype": "bf16"}, "a100-sxm4-80gb", stack).plan.grad_dtype == "fp32"
+        assert resolve("gpt3-13b", {**plan, "dtype": "fp16"}, "a100-sxm4-80gb", stack).plan.grad_dtype == "fp16"
+
+
+def test_a_stated_feature_dates_an_undated_row_to_the_version_that_has_it():
+    """A row naming no stack (the era rule: Megatron-LM 2.x for fp16 GELU MHA on Ampere) that states selective
+    recomputation ran Megatron-LM 2022 or later; a row naming megatron-lm-2021 by its id is refused instead."""
+    from roofline.views import validate as V
+
+    row = {"case_id": "x", "n_layers": 48, "d_model": 6144, "n_heads": 64, "vocab": 51200, "seq_len": 2048,
+           "global_batch": 4, "micro_batch": 1, "tp": 8, "pp": 1, "dp": 1, "n_gpus": 8, "gpu_id": "a100-sxm4-80gb",
+           "measured_iter_time_s": 1.0, "recompute": "selective", "seq_parallel": "y"}
+    case = V.build_case(row)
+    assert case.framework == "megatron-lm-2022" and case.plan.recompute == "selective"
+    assert case.stack_reason.startswith("era rule") and "megatron-lm-2021 cannot run the row" in case.stack_reason
+    assert V.build_case({**row, "recompute": "full"}).framework == "megatron-lm-2021"
+    with pytest.raises(V.Skip, match="megatron-lm-2021 cannot run recompute 'selective'"):
+        V.build_case({**row, "framework": "megatron-lm-2021"})

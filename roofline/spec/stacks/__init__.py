@@ -171,6 +171,12 @@ def versions(family: str) -> list[Stack]:
     return [s for s in registry().values() if s.family == family]
 
 
+def later_versions(stack: Stack) -> list[Stack]:
+    """The versions of ``stack``'s family that begin after it, earliest first: where a row states what the version its
+    date or the era rule picked cannot run (selective recomputation on Megatron-LM 2.x), the run used a later one."""
+    return sorted((s for s in versions(stack.family) if s.months[0] > stack.months[0]), key=lambda s: s.months[0])
+
+
 def by_year(family: str, year: int, month: int | None = None) -> Stack | None:
     """The stack of ``family`` whose era holds ``year`` (and ``month``, for a family whose versions change within a
     year); without a month, the version that holds most of that year; the nearest era when none holds it."""
@@ -404,7 +410,7 @@ def _named(where: str, text: str, model=None, hw=None, dtype: str | None = None,
     # (each name an alias the text holds or the family of a stack it names), when the text's earliest year, if any,
     # falls in that stack's era (a 2024 source naming FSDP and Megatron ran torchtitan, not 2022's metaseq)
     named = {a for _, _, a in hits} | {h[1].family for h in hits}
-    ys = years_in(t)
+    ys = years_in(dt)
     for s in registry().values():
         both = s.rule("combines")
         if both and set(both) <= named and all(h[1].id != s.id for h in hits) \
@@ -412,10 +418,12 @@ def _named(where: str, text: str, model=None, hw=None, dtype: str | None = None,
             hits.append((COMBINED + sum(map(len, both)), s, " and ".join(both)))   # ahead of either name alone
     # a framework built on another one the text also names (llm-foundry on PyTorch FSDP) is the one that ran
     engines = {h[1].rule("builds_on") for h in hits} - {None}
+    combined = {a for r, _, a in hits if r >= COMBINED}
     ranked = sorted(hits, key=lambda h: (h[1].family not in engines, h[0], h[1].era[1]), reverse=True)
     for _, stack, alias in ranked:
         family = versions(stack.family)
-        generic = alias == stack.family or sum(alias in s.aliases for s in family) > 1
+        # a combination ("deepspeed and megatron") names the family, not a version: dated like a generic alias
+        generic = alias == stack.family or sum(alias in s.aliases for s in family) > 1 or alias in combined
         version_note = ""
         if generic and len(family) > 1:
             ys = years_in(dt)
