@@ -428,8 +428,8 @@ def main() -> int:
          "Megatron-LM README naming Megatron-Core -> `megatron-core`; vTrain's Megatron-DeepSpeed -> "
          "`megatron-deepspeed`; MT-NLG's 2022 paper naming DeepSpeed and Megatron -> `megatron-deepspeed-2022`); else "
          "era rules (Hopper or newer, bf16, GQA, RoPE, gated MLP -> `megatron-core`). A version picked by a date, the "
-         "features or the era rule that cannot run what the row states (selective recomputation, which Megatron-LM has "
-         "since 2022-05 and Megatron-DeepSpeed since 2023-07) gives way to the first later version of its family that "
+         "features or the era rule that cannot run what the row states (selective recomputation or sequence parallelism, "
+         "which Megatron-LM has since 2022-04 and Megatron-DeepSpeed since 2023-07) gives way to the first later version of its family that "
          "can; a framework column, or a row naming a version by its id, is refused instead. "
          "`validate --json` prints the stack and the reason per row; stated columns override the stack.",
          "- **Matmul ceiling and sustained clock** (properties of the GPU, not of a row): every profile with a "

@@ -120,6 +120,33 @@ def test_a_stated_feature_dates_an_undated_row_to_the_version_that_has_it():
     case = V.build_case(row)
     assert case.framework == "megatron-lm-2022" and case.plan.recompute == "selective"
     assert case.stack_reason.startswith("era rule") and "megatron-lm-2021 cannot run the row" in case.stack_reason
-    assert V.build_case({**row, "recompute": "full"}).framework == "megatron-lm-2021"
+    assert V.build_case({**row, "recompute": "full", "seq_parallel": "n"}).framework == "megatron-lm-2021"
+    assert V.build_case({**row, "recompute": "full"}).framework == "megatron-lm-2022"     # SP: 2022-04 or later
     with pytest.raises(V.Skip, match="megatron-lm-2021 cannot run recompute 'selective'"):
-        V.build_case({**row, "framework": "megatron-lm-2021"})
+        V.build_case({**row, "seq_parallel": "n", "framework": "megatron-lm-2021"})
+
+
+@pytest.mark.parametrize("stack,sp,cp", [
+    ("megatron-lm-2021", False, False), ("megatron-lm-2022", True, False), ("megatron-core", True, True),
+    ("megatron-deepspeed-2022", False, False), ("megatron-deepspeed", True, False), ("gpt-neox-2022", False, True),
+    ("gpt-neox", True, True)])
+def test_sequence_and_context_parallelism_only_where_the_stack_has_them(stack, sp, cp):
+    """Megatron's sequence parallelism came with Megatron-LM cfd2e21607 (2022-04), to Megatron-DeepSpeed with its
+    2023-07 merge and to GPT-NeoX in 2024-08; the DeepSpeed fork never had ring context parallelism. resolve refuses
+    what a stack lacks in one line, and the search never returns it."""
+    from roofline.base.errors import InputError
+    from roofline.spec.resolve import resolve
+    from roofline.spec import hardware, models
+    from roofline.views.search import search
+
+    plan = {"tp": 2, "pp": 1, "dp": 4, "global_batch": 64, "micro_batch": 1}
+    for knob, has, extra in (("sequence parallelism", sp, {"sequence_parallel": True}),
+                             ("context parallelism", cp, {"cp": 2, "dp": 2})):
+        if has:
+            resolve("gpt3-1.3b", {**plan, **extra}, "a100-sxm4-80gb", stack)
+        else:
+            with pytest.raises(InputError, match=f"stack {stack} has no {knob}"):
+                resolve("gpt3-1.3b", {**plan, **extra}, "a100-sxm4-80gb", stack)
+    plans = [c.plan for c in search(models.load("gpt3-1.3b"), hardware.load("a100-sxm4-80gb"), 16, 64,
+                                    framework=stack, top=None)]
+    assert plans and (sp or not any(p.sequence_parallel for p in plans)) and (cp or all(p.cp == 1 for p in plans))

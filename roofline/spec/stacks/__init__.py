@@ -39,6 +39,7 @@ RULE_KEYS = ("interleaved_schedule", "interleave_when_pp", "no_overlap_with_pp",
              "max_zero_with_pp", "grad_dtype_bf16", "kv_heads_below_tp", "compiled_loss_since",
              "recomputes", "recompute_names", "schedules", "micro_batch_unstated", "builds_on", "recompute_modules",
              "moment_dtypes", "optimizers", "seq_len_unstated", "combines", "pipeline", "context_parallel",
+             "sequence_parallelism",
              "replicas", "partial_recompute", "eager_rope_moe_only", "quantized_tp_gather_recipes", "precisions",
              "microbatches_with_pp", "undated_version")
 DEFAULT = "megatron-core"           # DESIGN.md: Megatron-Core is the default stack of the CLI, configs and API
@@ -267,6 +268,9 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
     pipelined = bool(stack.rule("pipeline", True))
     # context parallelism (ring attention over a cp group): every stack unless it says not (Megatron-LM before 2023-10)
     ring_cp = bool(stack.rule("context_parallel", True))
+    # Megatron-style sequence parallelism (the TP all-reduce split into reduce-scatter + all-gather): every stack
+    # unless it says not (Megatron-LM before 2022-05)
+    seq_par = bool(stack.rule("sequence_parallelism", True))
     # Adam's moment dtypes: fp32 unless the stack has a precision-aware optimizer (Megatron-Core's)
     moments = tuple(stack.rule("moment_dtypes") or ("fp32",))
     # optimizers of the weight matrices: Adam unless the stack lists more (Megatron-Core: Muon)
@@ -301,6 +305,9 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
              f"stack {stack.id} has no pipeline parallelism (pp {{p.pp}}): {src.get('pipeline', '')}", ("pp",)),
         Rule(lambda m, p: ring_cp | (p.cp <= 1),
              f"stack {stack.id} has no context parallelism (cp {{p.cp}}): {src.get('context_parallel', '')}", ("cp",)),
+        Rule(lambda m, p: seq_par | np.logical_not(p.sequence_parallel),
+             f"stack {stack.id} has no sequence parallelism: {src.get('sequence_parallelism', '')}",
+             ("sequence_parallel",)),
         Rule(lambda m, p: among(p.recompute, recs),
              f"stack {stack.id} cannot run recompute {{p.recompute!r}} (it runs {', '.join(recs)}): "
              f"{src.get('recomputes', 'Megatron-LM --recompute-granularity selective | full, or none')}", ("recompute",)),
