@@ -269,7 +269,7 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
     # context parallelism (ring attention over a cp group): every stack unless it says not (Megatron-LM before 2023-10)
     ring_cp = bool(stack.rule("context_parallel", True))
     # Megatron-style sequence parallelism (the TP all-reduce split into reduce-scatter + all-gather): every stack
-    # unless it says not (Megatron-LM before 2022-05)
+    # unless it says not (Megatron-LM before 2022-04)
     seq_par = bool(stack.rule("sequence_parallelism", True))
     # Adam's moment dtypes: fp32 unless the stack has a precision-aware optimizer (Megatron-Core's)
     moments = tuple(stack.rule("moment_dtypes") or ("fp32",))
