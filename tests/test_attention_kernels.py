@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 from roofline.model.formulas import compute as C
 from roofline.model.formulas import symbols as S
-from roofline.model.predict import predict
+from roofline.model.predict import predict, value_at
 from roofline.spec import hardware, stacks
 from roofline.spec.config import FLASH_SPEED, Model, Plan
 from roofline.views import validate as V
@@ -165,7 +165,7 @@ def test_simumaxs_older_b200_table_restated_at_the_same_clock_is_what_b200_yaml_
         x = inputs(m, Plan(tp=1, pp=1, dp=1, micro_batch=b, global_batch=b), prior)
         t_f, t_b, f = (float(fn(*[x[str(sym)] for sym in free])) for fn in fns)
         measured = f / (fwd[key] / 2 * hw.peak("bf16")) + 2.5 * f / (bwd[key] / 2 * hw.peak("bf16"))
-        clock = x["clock"] / (1 + x["clock_spread"] * x["gpu_z"])     # the prior back at boost clock, as measured
+        clock = value_at(C.clock_eff, x)     # the prior back at boost clock, as measured
         ratios.append((t_f + t_b) * clock / measured)
     assert len(ratios) == 12
     med = statistics.median(ratios)
@@ -236,7 +236,7 @@ def test_mla_attention_takes_the_kernels_head_width_and_matches_simumaxs_mla_row
         base = b * a * s * s * (192 + 128)
         peak = op["sdp_fwd"]["tflops"] * 1e12
         measured = 2 * base / (fwd[key] * peak) + 5 * base / (bwd[key] * peak)
-        clock = x["clock"] / (1 + x["clock_spread"] * x["gpu_z"])
+        clock = value_at(C.clock_eff, x)
         ratios.append((t_f + t_b) * clock / measured)
     assert len(ratios) == 6
     med = statistics.median(ratios)

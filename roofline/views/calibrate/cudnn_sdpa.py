@@ -46,7 +46,8 @@ class Shape:
     bwd_s: float
 
 
-def load() -> list[Shape]:
+@lru_cache(maxsize=None)
+def load() -> tuple[Shape, ...]:
     """Every successful, non-deterministic-backward shape of the bundled files (two CSV layouts: one row per pass, or
     one row with both)."""
     rows: dict[tuple, dict] = {}
@@ -64,26 +65,24 @@ def load() -> list[Shape]:
                     d[r["profile_pass"]] = float(r["time_ms"]) / 1e3
                 else:
                     d["fwd"], d["bwd"] = float(r["fwd_time_ms"]) / 1e3, float(r["bwd_time_ms"]) / 1e3
-    return [Shape(*k, v["fwd"], v["bwd"]) for k, v in sorted(rows.items()) if "fwd" in v and "bwd" in v]
+    return tuple(Shape(*k, v["fwd"], v["bwd"]) for k, v in sorted(rows.items()) if "fwd" in v and "bwd" in v)
 
 
 @lru_cache(maxsize=None)
-def _prior_fns(mla: bool, window: bool):
-    import sympy as sp
-
+def _prior_exprs(mla: bool, window: bool):
+    """The flash-attention ops' forward and backward time (compute.op_time, summed over the full and windowed kinds)."""
     from ...model.formulas import compute as C
     from ...model.formulas import symbols as S
     core = C.attention_core(C.mla_qk, S.v_head, window=window) if mla else C.attention_core(window=window)
     att = [o for o in core if o.name == "flash_attention"]
-    exprs = [sum(C.op_time(o, d) for o in att) for d in ("fwd", "bwd")]
-    free = sorted(set().union(*(e.free_symbols for e in exprs)), key=str)
-    return [str(s) for s in free], [sp.lambdify(free, e, "math") for e in exprs]
+    return tuple(sum(C.op_time(o, d) for o in att) for d in ("fwd", "bwd"))
 
 
 def prior_times(sh: Shape, profile=None) -> tuple[float, float]:
     """The profile's FlashAttention-2 prior (attention_speed set aside) for this shape, forward and backward seconds at
-    boost clock (the prior's sustained-clock time times the clock it ran at)."""
-    from ...model.predict import inputs
+    boost clock (the prior's time at the job's clock, compute.clock_eff, times that clock)."""
+    from ...model.formulas import compute as C
+    from ...model.predict import inputs, value_at
     from ...spec import hardware, models
     from ...spec.config import Plan
     hw = dataclasses.replace(profile or hardware.load(sh.gpu), attention_speed={})
@@ -95,10 +94,8 @@ def prior_times(sh: Shape, profile=None) -> tuple[float, float]:
                                 d_model=sh.heads * sh.d_qk, head_dim=sh.d_qk, seq_len=sh.seq)
     m = dataclasses.replace(m, causal=sh.causal, swa_window=sh.window, swa_every=None)
     x = inputs(m, Plan(tp=1, pp=1, dp=1, micro_batch=sh.batch, global_batch=sh.batch), hw)
-    names, fns = _prior_fns(mla, sh.window is not None)
-    clock = x["clock"] / (1 + x["clock_spread"] * x["gpu_z"])
-    vals = [x[n] for n in names]
-    return tuple(float(f(*vals)) * clock for f in fns)
+    clock = value_at(C.clock_eff, x)
+    return tuple(value_at(e, x) * clock for e in _prior_exprs(mla, sh.window is not None))
 
 
 def factor(sh: Shape) -> float:
