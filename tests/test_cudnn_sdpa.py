@@ -71,6 +71,38 @@ def test_the_speed_of_a_shape_is_prior_over_measured_and_blackwell_ultra_is_fast
         assert C.factor(a) == pytest.approx((f + w) / (a.fwd_s + a.bwd_s))
 
 
+@pytest.mark.parametrize("gpu, recipe", [("gb200", "fp8"), ("gb200", "mxfp8"), ("gb300", "fp8"), ("gb300", "mxfp8"),
+                                         ("h200", "fp8")])
+def test_each_measured_profiles_fp8_attention_speed_is_the_median_over_bf16(gpu, recipe):
+    ratios = C.fp8_over_bf16()
+    fwd, bwd, _ = hardware.load(gpu).fp8_attention_speed[recipe]
+    assert fwd == pytest.approx(ratios[(gpu, recipe, "fwd")], abs=0.01)
+    assert bwd == pytest.approx(ratios[(gpu, recipe, "bwd")], abs=0.01)
+
+
+def test_window_bwd_is_false_exactly_where_the_windowed_fp8_backward_grows_as_the_whole_triangle():
+    """BF16's windowed backward grows as s (it skips the blocks outside the window); the FP8 and MXFP8 backward on
+    GB200 / GB300 grow as s^2 (every causal block): the profiles' window_bwd says which."""
+    growth = C.window_bwd_growth()
+    assert all(0.8 < k < 1.2 for (g, dt), k in growth.items() if dt == "bfloat16")
+    fp8 = {k: v for k, v in growth.items() if k[1] != "bfloat16"}
+    assert set(fp8) == {("gb200", "fp8"), ("gb200", "mxfp8"), ("gb300", "fp8"), ("gb300", "mxfp8")}
+    for (gpu, recipe), k in fp8.items():
+        assert k > 1.7
+        assert hardware.load(gpu).fp8_attention_speed[recipe][2] is False
+
+
+@pytest.mark.parametrize("sibling, measured", [("b200", "gb200"), ("b300", "gb300"), ("h100-sxm", "h200"),
+                                               ("gh200", "h200"), ("h100-pcie", "h200"), ("h20", "h200"),
+                                               ("h800", "h200"), ("h200-nvl", "h200")])
+def test_the_same_die_takes_the_measured_parts_fp8_attention(sibling, measured):
+    for dtype in ("fp8-cs", "mxfp8"):
+        a, b = hardware.load(sibling), hardware.load(measured)
+        if dtype == "mxfp8" and not b.mx_formats:
+            continue
+        assert a.fp8_attention_factors(dtype) == b.fp8_attention_factors(dtype)
+
+
 def test_the_table_lists_every_shape_and_the_profiles_values():
     t = C.table()
     assert t.count("| gb300 | llama3.1 |") == 5 and t.count("| h200 | llama3.1 |") == 5

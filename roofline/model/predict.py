@@ -33,11 +33,14 @@ def hardware_inputs(hw: Hardware, dtype: str = "bf16") -> dict:
     x = {"peak": hw.peak(dtype), "peak_hp": hw.peak_16bit(dtype), "peak_vec": hw.vector_peak(),
          # the recipe's GEMM kernel rate; whether per-tensor FP8 operands need a transposed copy (TN-only FP8 GEMMs)
          "lp_rate": hw.lp_rate(dtype), "fp8_tn": 0.0 if hw.fp8_non_tn else 1.0,
-         "peak_fp8": hw.peak_flops.get("fp8") or hw.peak_16bit(dtype), "hbm_bw": hw.hbm_bandwidth, "clock": hw.sustained_clock,
+         "hbm_bw": hw.hbm_bandwidth, "clock": hw.sustained_clock,
          "clock_spread": hw.clock_spread,
          "gpus_per_node": hw.gpus_per_node, "sms": hw.sm_count, "gemm_dhalf": hw.dhalf, "host_fwd": hw.host_fwd, "host_bwd": hw.host_bwd,
          "host_rc": hw.host_rc, "host_emb": hw.host_emb, "host_head": hw.host_head, "host_mb": hw.host_mb,
          "host_moe_fwd": hw.host_moe_fwd, "host_moe_bwd": hw.host_moe_bwd, "host_launch": hw.host_launch, "host_sync": hw.host_sync,
+         # FP8 attention's speed over 16-bit attention, forward and backward, and whether its backward skips a
+         # sliding window's masked blocks, under this recipe (read where attn_fp8)
+         **dict(zip(("fp8_attn_fwd", "fp8_attn_bwd", "fp8_window_bwd"), map(float, hw.fp8_attention_factors(dtype)))),
          # no stated host link: a placeholder that only a plan with offload_layers > 0 would read (inputs() refuses it)
          "host_link_bw": hw.host_link.bandwidth if hw.host_link else 1.0,
          # SMs each kind of communication kernel holds beside compute (formulas/comm.py interference): the profile's

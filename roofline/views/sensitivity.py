@@ -42,8 +42,8 @@ class Resource:
 
 
 RESOURCES = (
-    Resource("tensor", "tensor cores", "matmul FLOP/s of every dtype (peak, peak_hp, peak_fp8)", True,
-             ("peak", "peak_hp", "peak_fp8")),
+    Resource("tensor", "tensor cores", "matmul FLOP/s of every dtype (peak, peak_hp)", True,
+             ("peak", "peak_hp")),
     Resource("vector", "vector units", "non-matmul FLOP/s: softmax exponentials, norms, optimizer arithmetic "
              "(peak_vec)", True, ("peak_vec",)),
     Resource("hbm", "HBM", "memory bandwidth of the memory-bound kernels (hbm_bw)", True, ("hbm_bw",)),

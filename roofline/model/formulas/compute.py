@@ -247,13 +247,10 @@ clock_eff = S.clock / (1 + S.clock_spread * S.gpu_z)
 
 low_precision = sp.Min(1, S.q_bytes)     # 1 under an FP8/FP4 recipe (its quantization moves bytes), 0 in 16 bits
 
-# FP8 attention's rate against the FP8 peak, relative to 16-bit attention's against the 16-bit peak: FlashAttention-3
-# on H100 (Shah et al. 2024, "FlashAttention-3", arXiv 2407.08608, abstract and sec. 4.1) reaches 740 TFLOP/s in FP16,
-# 75 % of 989, and close to 1.2 PFLOP/s in FP8, 61 % of 1979: 0.606 / 0.748 = 0.81. One factor for forward and
-# backward (ASSUMED: FlashAttention-3's FP8 backward is not published; cuDNN's FP8 kernel runs both).
-FP8_ATTENTION_EFF = sp.Rational(81, 100)
-# the attention core's peak: 16-bit, or the FP8 peak at that relative efficiency (attn_fp8)
-peak_attention = S.peak_hp + S.attn_fp8 * (FP8_ATTENTION_EFF * S.peak_fp8 - S.peak_hp)
+# the attention core's peak per direction: 16-bit, or faster by FP8 attention's measured speed over 16-bit attention
+# where the plan runs it in FP8 (attn_fp8; the profile's fp8_attention_speed, spec/hardware fp8_attention_factors)
+peak_attention = {d: S.peak_hp * (1 + S.attn_fp8 * (speed - 1))
+                  for d, speed in (("fwd", S.fp8_attn_fwd), ("bwd", S.fp8_attn_bwd))}
 
 
 def quantize_op(ops: list[Op]) -> Op:
@@ -406,9 +403,10 @@ def attention_core(d_head=STD_HEAD, d_v=None, kv_heads=S.kv_heads, window=False)
     q_el, kv_el = S.micro_batch * s_q * heads_rank * d_qk, S.micro_batch * s_kv * kv_heads * (d_qk + d_v) / S.tp
     do_el = S.micro_batch * s_q * heads_rank * d_v
 
-    def flash(f, share):
+    def flash(f, share, f_bwd=None):
         on = S.flash * share
-        return Op("flash_attention", "attn", on * f, on * qkvo_bytes, on * sp.Rational(5, 2) * f, on * 2 * qkvo_bytes,
+        f_bwd = f if f_bwd is None else f_bwd
+        return Op("flash_attention", "attn", on * f, on * qkvo_bytes, on * sp.Rational(5, 2) * f_bwd, on * 2 * qkvo_bytes,
                   on * f, sp.Min(s_q, d_qk), on, d_shape, ctas, (kb_fwd, kb_bwd),
                   q_elems=(on * S.attn_fp8 * (q_el + kv_el), on * S.attn_fp8 * do_el))
 
@@ -438,7 +436,11 @@ def attention_core(d_head=STD_HEAD, d_v=None, kv_heads=S.kv_heads, window=False)
                  on=unf)
     ops = [ops_flash, bmm_qk, bmm_av, softmax]
     if window:
-        ops.append(flash(model_f_win, frac))
+        # an FP8 backward kernel that does not skip the key blocks outside the window (fp8_window_bwd = 0: cuDNN 9.22's
+        # FP8 and MXFP8 backward on GB200 / GB300, whose windowed time grows as s^2, the whole causal triangle) works
+        # as a full causal layer; its forward still skips them
+        full_bwd = S.attn_fp8 * (1 - S.fp8_window_bwd)
+        ops.append(flash(model_f_win, frac, model_f_win + full_bwd * (model_f - model_f_win)))
     return ops
 
 
@@ -695,7 +697,7 @@ def op_time(op: Op, direction: str) -> sp.Expr:
         i = ("fwd", "bwd").index(direction)
         shape = attention_shape(op.head_dim, op.ctas[i], op.kblock[i], S.sms,
                                 *[S.ATTN_SHAPE[k, direction] for k in ("d_soft", "d_reg", "uneven", "d_io")])
-        compute = f * shape / (peak_attention * clock_eff * S.EFF_FLOP[key] * S.flash_speed)
+        compute = f * shape / (peak_attention[direction] * clock_eff * S.EFF_FLOP[key] * S.flash_speed)
     elif op.peak_fraction is not None:
         compute = f / (S.peak_hp * clock_eff * op.peak_fraction)
     elif op.cls in ("gemm", "attn"):

@@ -220,8 +220,16 @@ peak = _s("peak", "flop/time", "dense peak FLOP/s of the plan's matmul dtype (th
 peak_hp = _s("peak_hp", "flop/time", "dense peak FLOP/s of the GEMMs kept in 16 bits under a low-precision recipe "
              "(attention core, LM head, router); = P in 16-bit training", "hardware", "P_{16}")
 peak_vec = _s("peak_vec", "flop/time", "peak FLOP/s of non-matmul (vector) units", "hardware", "P_{v}")
-peak_fp8 = _s("peak_fp8", "flop/time", "dense FP8 peak FLOP/s (the FP8 attention core's; = P_16 on a GPU without "
-              "FP8 tensor cores, where FP8 attention is refused)", "hardware", "P_{8}")
+fp8_attn_fwd = _s("fp8_attn_fwd", "", "FP8 attention's forward speed over 16-bit attention on this GPU under the plan's "
+                  "recipe (the profile's fp8_attention_speed for the recipe's kernel, per-tensor fp8 or mxfp8, measured "
+                  "by NVIDIA cudnn-frontend's SDPA benchmark; else FlashAttention-3's 0.81 x P_8 / P_16); read where "
+                  "the attention core runs in FP8", "hardware", r"\sigma_{8f}")
+fp8_attn_bwd = _s("fp8_attn_bwd", "", "FP8 attention's backward speed over 16-bit attention (as fp8_attn_fwd, for the "
+                  "backward kernel)", "hardware", r"\sigma_{8b}")
+fp8_window_bwd = _s("fp8_window_bwd", "", "1 when FP8 attention's backward kernel skips the key blocks outside a "
+                    "sliding window (as 16-bit attention does), 0 when it computes every causal block (the profile's "
+                    "fp8_attention_speed window_bwd: cuDNN 9.22's FP8 and MXFP8 backward on GB200 / GB300, measured)",
+                    "hardware", r"\omega_{8}", zero=True)
 lp_rate = _s("lp_rate", "", "rate of the recipe's low-precision GEMM kernels relative to a 16-bit GEMM at the same "
              "fraction of its own peak (base/precision.py gemm_rate, measured by Transformer Engine's GEMM benchmark; "
              "and the profile's max_matmul_fp4 where the FP4 peak is not reached): 1 in 16-bit training", "hardware",

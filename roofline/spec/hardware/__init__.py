@@ -119,6 +119,11 @@ class Hardware:
     # attention kernel -> ((head dim, speed over FlashAttention-2), ...) on this GPU's architecture (attention_speed:
     # in the profile; config.ATTENTION_KERNEL names which attention kinds read it); none: 1 (FlashAttention-2's speed)
     attention_speed: dict = field(default_factory=dict)
+    # FP8 attention kernel ("fp8": per-tensor scaled, "mxfp8": MX block-scaled) -> (forward, backward) speed over the
+    # same kernel in BF16 at the same shape, and whether its backward skips a sliding window's masked blocks
+    # (fp8_attention_speed: in the profile, measured by NVIDIA cudnn-frontend's SDPA benchmark where one exists); a
+    # kernel not listed takes the FlashAttention-3 rule (fp8_attention_factors)
+    fp8_attention_speed: dict = field(default_factory=dict)
     # which parts are measured rather than assumed, for the reader: "compute", "host", "overlap", and per link either
     # the link ("intra": every collective fitted) or the link with the collectives fitted on it ("intra (a2a)")
     calibrated: tuple = ()
@@ -178,6 +183,23 @@ class Hardware:
             if x <= xb:
                 return float(va + (vb - va) * (x - xa) / (xb - xa))
         return float(v1)
+
+    def fp8_attention_factors(self, dtype: str) -> tuple[float, float, bool]:
+        """(forward speed, backward speed, backward skips a window's masked blocks) of FP8 attention over 16-bit
+        attention on this GPU under precision ``dtype`` (the formula inputs fp8_attn_fwd, fp8_attn_bwd and
+        fp8_window_bwd, read only where the plan runs attention in FP8). The recipe picks the kernel
+        (:func:`fp8_attention_kernel`); the profile's measured fp8_attention_speed for it where stated, else
+        FlashAttention-3's rule: the FP8 peak at 0.81 of 16-bit attention's share of the 16-bit peak
+        (FP8_ATTENTION_EFF), both directions, the window honoured; 1 on a GPU without an FP8 peak (where FP8 attention
+        has no kernel)."""
+        got = self.fp8_attention_speed.get(fp8_attention_kernel(dtype))
+        if got:
+            return got
+        fp8 = self.peak_flops.get("fp8")
+        if not fp8 or not precision.low_precision(dtype):
+            return (1.0, 1.0, True)
+        r = FP8_ATTENTION_EFF * fp8 / self.peak_16bit(dtype)
+        return (r, r, True)
 
     def peak(self, dtype: str) -> float:
         """Dense peak FLOP/s of a dtype or of a training precision's low-precision GEMMs ('mxfp8' -> fp8)."""
@@ -293,7 +315,7 @@ def _merge(a: dict, b: dict) -> dict:
 REFS = ("base", "efficiency_from", "collectives_from", "host_from", "overlap_from")  # keys that name another profile
 TOP_KEYS = ("id", "name", "kind", "vendor", *REFS, "peak_flops", "max_matmul", "max_matmul_fp4", "fp8_non_tn", "mx_formats",
             "hbm_bandwidth", "hbm_capacity", "board_power", "sm_count", "gpus_per_node", "links", "efficiency",
-            "collectives", "host", "overlap", "sustained_clock", "clock_spread", "attention_speed", "sources",
+            "collectives", "host", "overlap", "sustained_clock", "clock_spread", "attention_speed", "fp8_attention_speed", "sources",
             "provenance")
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8")
 QUANTITIES = {"max_matmul": "flop/s", "max_matmul_fp4": "flop/s", "hbm_bandwidth": "B/s", "hbm_capacity": "B", "board_power": "W"}
@@ -319,6 +341,42 @@ def _shape_value(cls: str, key: str, v, where: str) -> float:
 
 
 ATTENTION_KERNELS = ("cudnn", "flash3")      # kernels a profile's attention_speed may list (config.ATTENTION_KERNEL)
+# FP8 attention's rate against the FP8 peak, relative to 16-bit attention's against the 16-bit peak, where a profile
+# measures no FP8 attention kernel (Hardware.fp8_attention_factors): FlashAttention-3 on H100 (Shah et al. 2024,
+# "FlashAttention-3", arXiv 2407.08608, abstract and sec. 4.1) reaches 740 TFLOP/s in FP16, 75 % of 989, and close to
+# 1.2 PFLOP/s in FP8, 61 % of 1979: 0.606 / 0.748 = 0.81. One factor for forward and backward (ASSUMED: FlashAttention-3's
+# FP8 backward is not published).
+FP8_ATTENTION_EFF = 0.81
+# cuDNN's FP8 attention kernels (NVIDIA cudnn-frontend benchmark/sdpa_benchmark_training data_type fp8 / mxfp8): the
+# per-tensor scaled one (Transformer Engine's DelayedScaling and Float8CurrentScaling recipes) and, on Blackwell, the MX
+# block-scaled one (MXFP8BlockScaling)
+FP8_ATTENTION_KERNELS = ("fp8", "mxfp8")
+
+
+def fp8_attention_kernel(dtype: str) -> str:
+    """The FP8 attention kernel a training precision runs: MX block-scaled under mxfp8, the per-tensor scaled kernel
+    under every other low-precision recipe (fp8, fp8-cs; fp8-block, fp8-row and nvfp4 ASSUMED: cuDNN has no blockwise or
+    FP4 attention kernel, so their FP8 attention is per-tensor scaled)."""
+    return "mxfp8" if dtype == "mxfp8" else "fp8"
+
+
+def _fp8_attention_speed(v, where: str) -> dict:
+    """fp8_attention_speed: {fp8|mxfp8: {fwd: speed, bwd: speed, window_bwd: bool}} -> {kernel: (fwd, bwd,
+    window_bwd)}: the FP8 kernel's speed over the same kernel in BF16 at the same shape (positive numbers), and whether
+    its backward skips the key blocks outside a sliding window (default true, as 16-bit attention does)."""
+    m = S.mapping(v, f"{where}: fp8_attention_speed", "a mapping kernel (fp8, mxfp8) -> {fwd: speed, bwd: speed}")
+    S.check_keys(m, FP8_ATTENTION_KERNELS, f"{where}: fp8_attention_speed")
+    out = {}
+    for kernel, dirs in m.items():
+        w = f"{where}: fp8_attention_speed.{kernel}"
+        dirs = S.mapping(dirs, w, "a mapping {fwd: speed, bwd: speed, window_bwd: true|false} over BF16 attention")
+        S.check_keys(dirs, ("fwd", "bwd", "window_bwd"), w)
+        for d in ("fwd", "bwd"):
+            if d not in dirs:
+                raise InputError(f"{w} needs fwd and bwd (speed over BF16 attention), got {sorted(dirs)}")
+        out[kernel] = (*(S.positive(dirs[d], f"{w}.{d}") for d in ("fwd", "bwd")),
+                       _flag(dirs.get("window_bwd", True), f"{w}.window_bwd"))
+    return out
 
 
 def _attention_speed(v, where: str) -> dict:
@@ -365,6 +423,8 @@ def check_profile(d: dict, where: str) -> None:
         _spread(d["clock_spread"], where)
     if d.get("attention_speed") is not None:
         _attention_speed(d["attention_speed"], where)
+    if d.get("fp8_attention_speed") is not None:
+        _fp8_attention_speed(d["fp8_attention_speed"], where)
     if "links" in d:
         links = S.mapping(d["links"], f"{where}: links", "a mapping with intra and inter")
         S.check_keys(links, ("intra", "inter", "host"), f"{where}: links")
@@ -746,6 +806,8 @@ def _load(ref: str) -> Hardware:
         overlap=overlap,
         dhalf=dhalf, attn_shape=attn_shape, bmm_shape=bmm_shape,
         attention_speed=_attention_speed(d["attention_speed"], f"profile {where}") if d.get("attention_speed") else {},
+        fp8_attention_speed=(_fp8_attention_speed(d["fp8_attention_speed"], f"profile {where}")
+                             if d.get("fp8_attention_speed") else {}),
         collectives=coll, collective_calls=calls,
         calibrated=_calibrated_parts(d, fitted), provenance=dict(d.get("provenance") or {}),
         sources=tuple([d["sources"]] if isinstance(d.get("sources"), str) else (d.get("sources") or ())), path=where,

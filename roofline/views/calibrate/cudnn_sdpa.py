@@ -13,8 +13,12 @@ kernel (median of the last five): a burst at boost clock. The prior carries the 
 step's compute runs power-capped, attention kernels included: b200.yaml's notes on FlashAttention-4 throttling at
 1000 W), so the prior's time is taken back to boost clock (times the sustained clock) before the ratio.
 
+FP8 attention (Transformer Engine fp8_dpa) is restated against the same kernel in BF16 at the same shapes
+(:func:`fp8_over_bf16`: the profiles' ``fp8_attention_speed``), and the windowed backward's growth with the sequence
+(:func:`window_bwd_growth`) tells whether a kernel skips the key blocks outside a sliding window (its ``window_bwd``).
+
 ``python -m roofline.views.calibrate.cudnn_sdpa`` prints the table docs/calibration.md quotes; tests check the
-profiles' factors against :func:`medians`.
+profiles' factors against :func:`medians` and :func:`fp8_over_bf16`.
 """
 from __future__ import annotations
 
@@ -128,6 +132,24 @@ def fp8_over_bf16() -> dict[tuple[str, str, str], float]:
     return {k: statistics.median(v) for k, v in sorted(out.items())}
 
 
+def window_bwd_growth() -> dict[tuple[str, str], float]:
+    """(profile, data type) -> the exponent of the windowed backward time in the sequence (least squares of log time on
+    log sequence over the sliding-window shapes): about 1 where the kernel skips the key blocks outside the window
+    (work s x w), 2 where it computes every causal block (s^2 / 2), whatever the window."""
+    import math
+    pts: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for sh in load():
+        if sh.causal and sh.window is not None:
+            pts.setdefault((sh.gpu, sh.dtype), []).append((math.log(sh.seq), math.log(sh.bwd_s)))
+    out = {}
+    for k, xy in sorted(pts.items()):
+        if len(xy) < 2:
+            continue
+        mx, my = (sum(v) / len(xy) for v in zip(*xy))
+        out[k] = sum((x - mx) * (y - my) for x, y in xy) / sum((x - mx) ** 2 for x, _ in xy)
+    return out
+
+
 def table() -> str:
     from ...spec import hardware
     lines = ["cuDNN fused attention (NVIDIA cudnn-frontend sdpa_benchmark_training, BF16, causal) over each profile's",
@@ -145,11 +167,21 @@ def table() -> str:
               "|---|---:|---:|---:|---:|"]
     for (gpu, d), (med, n) in medians().items():
         lines.append(f"| {gpu} | {d} | {n} | {med:.2f} | {hardware.load(gpu).attention_factor('cudnn', d):.2f} |")
-    lines += ["", "FP8 attention over BF16 attention at the same shapes (median speed ratio):", "",
-              "| profile | recipe | forward | backward |", "|---|---|---:|---:|"]
-    fr = fp8_over_bf16()
+    lines += ["", "FP8 attention over BF16 attention at the same causal, unwindowed shapes (median speed ratio), beside the",
+              "profile's fp8_attention_speed; the growth of the windowed backward time with the sequence (s^k: 1 when",
+              "the kernel skips the blocks outside the window, 2 when it computes the whole causal triangle) beside its",
+              "window_bwd:", "",
+              "| profile | recipe | forward | backward | profile fwd / bwd | windowed backward ~ s^k | window_bwd |",
+              "|---|---|---:|---:|---:|---:|---|"]
+    fr, growth = fp8_over_bf16(), window_bwd_growth()
     for gpu, dt in sorted({(g, d) for g, d, _ in fr}):
-        lines.append(f"| {gpu} | {dt} | {fr[(gpu, dt, 'fwd')]:.2f} | {fr[(gpu, dt, 'bwd')]:.2f} |")
+        fwd, bwd, skips = hardware.load(gpu).fp8_attention_speed.get(dt, (None, None, None))
+        k = growth.get((gpu, dt))
+        lines.append(f"| {gpu} | {dt} | {fr[(gpu, dt, 'fwd')]:.2f} | {fr[(gpu, dt, 'bwd')]:.2f} | "
+                     + (f"{fwd:.2f} / {bwd:.2f} | " if fwd else "(none) | ") + (f"{k:.2f} | " if k else "(not measured) | ")
+                     + ("(none)" if skips is None else str(skips).lower()) + " |")
+    bf = ", ".join(f"{gpu} s^{k:.2f}" for (gpu, dt), k in growth.items() if dt == "bfloat16")
+    lines += ["", f"BF16's windowed backward for comparison: {bf}."]
     return "\n".join(lines)
 
 
