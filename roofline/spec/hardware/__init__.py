@@ -360,15 +360,20 @@ def fp8_attention_kernel(dtype: str) -> str:
     return "mxfp8" if dtype == "mxfp8" else "fp8"
 
 
+def _per_kernel(v, where: str, key: str, kernels: tuple, what: str):
+    """(kernel, its place for messages, its value) of a profile's per-kernel mapping ``key``, the kernels checked."""
+    m = S.mapping(v, f"{where}: {key}", what)
+    S.check_keys(m, kernels, f"{where}: {key}")
+    return [(kernel, f"{where}: {key}.{kernel}", inner) for kernel, inner in m.items()]
+
+
 def _fp8_attention_speed(v, where: str) -> dict:
     """fp8_attention_speed: {fp8|mxfp8: {fwd: speed, bwd: speed, window_bwd: bool}} -> {kernel: (fwd, bwd,
     window_bwd)}: the FP8 kernel's speed over the same kernel in BF16 at the same shape (positive numbers), and whether
     its backward skips the key blocks outside a sliding window (default true, as 16-bit attention does)."""
-    m = S.mapping(v, f"{where}: fp8_attention_speed", "a mapping kernel (fp8, mxfp8) -> {fwd: speed, bwd: speed}")
-    S.check_keys(m, FP8_ATTENTION_KERNELS, f"{where}: fp8_attention_speed")
     out = {}
-    for kernel, dirs in m.items():
-        w = f"{where}: fp8_attention_speed.{kernel}"
+    for kernel, w, dirs in _per_kernel(v, where, "fp8_attention_speed", FP8_ATTENTION_KERNELS,
+                                       "a mapping kernel (fp8, mxfp8) -> {fwd: speed, bwd: speed}"):
         dirs = S.mapping(dirs, w, "a mapping {fwd: speed, bwd: speed, window_bwd: true|false} over BF16 attention")
         S.check_keys(dirs, ("fwd", "bwd", "window_bwd"), w)
         for d in ("fwd", "bwd"):
@@ -382,11 +387,9 @@ def _fp8_attention_speed(v, where: str) -> dict:
 def _attention_speed(v, where: str) -> dict:
     """attention_speed: {kernel: {head_dim: speed}} -> {kernel: ((head_dim, speed), ...)} sorted by head dim; each
     speed a positive number (throughput over FlashAttention-2), each head dim a positive integer."""
-    m = S.mapping(v, f"{where}: attention_speed", "a mapping kernel -> {head_dim: speed over FlashAttention-2}")
-    S.check_keys(m, ATTENTION_KERNELS, f"{where}: attention_speed")
     out = {}
-    for kernel, pts in m.items():
-        w = f"{where}: attention_speed.{kernel}"
+    for kernel, w, pts in _per_kernel(v, where, "attention_speed", ATTENTION_KERNELS,
+                                      "a mapping kernel -> {head_dim: speed over FlashAttention-2}"):
         pts = S.mapping(pts, w, "a mapping head_dim -> speed over FlashAttention-2")
         if not pts:
             raise InputError(f"{w} must list at least one head_dim: speed pair, got {{}}")
