@@ -136,18 +136,12 @@ def window_bwd_growth() -> dict[tuple[str, str], float]:
     """(profile, data type) -> the exponent of the windowed backward time in the sequence (least squares of log time on
     log sequence over the sliding-window shapes): about 1 where the kernel skips the key blocks outside the window
     (work s x w), 2 where it computes every causal block (s^2 / 2), whatever the window."""
-    import math
+    import numpy as np
     pts: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for sh in load():
         if sh.causal and sh.window is not None:
-            pts.setdefault((sh.gpu, sh.dtype), []).append((math.log(sh.seq), math.log(sh.bwd_s)))
-    out = {}
-    for k, xy in sorted(pts.items()):
-        if len(xy) < 2:
-            continue
-        mx, my = (sum(v) / len(xy) for v in zip(*xy))
-        out[k] = sum((x - mx) * (y - my) for x, y in xy) / sum((x - mx) ** 2 for x, _ in xy)
-    return out
+            pts.setdefault((sh.gpu, sh.dtype), []).append((sh.seq, sh.bwd_s))
+    return {k: float(np.polyfit(*np.log(np.array(xy).T), 1)[0]) for k, xy in sorted(pts.items()) if len(xy) >= 2}
 
 
 def table() -> str:
