@@ -106,6 +106,21 @@ def test_summaries_and_tier_filter(fixture_result):
     assert {c["tier"] for c in ab["cases"]} == {"A", "B"} and ab["skipped"] == []   # the tier C row is filtered out
 
 
+def test_by_parallel_degree(fixture_result):
+    """validate --by tp|pp|dp|cp|ep: one group per degree, the groups partition the timed rows, and each group's
+    errors are exactly those of its rows (the plan's degree, as priced)."""
+    r = fixture_result
+    rows = {row["case_id"]: row for row in V.read(FIXTURE)}
+    for axis in V.PARALLEL_BY:
+        groups = r[f"by_{axis}"]
+        assert sum(g["n"] for g in groups.values()) == len(r["cases"]), axis
+        for degree, g in groups.items():
+            errs = [c["error"] for c in r["cases"]
+                    if str(getattr(V.build_case(rows[c["case_id"]]).plan, axis)) == degree]
+            assert g["n"] == len(errs) and g["mean_error"] == pytest.approx(sum(errs) / len(errs)), (axis, degree)
+    assert {"1", "2"} <= set(r["by_tp"])         # the fixture holds tp 1 and tp 2 rows
+
+
 def test_cli_json_and_plot(cli, tmp_path):
     png = tmp_path / "v.png"
     p = cli("validate", FIXTURE, "--json", "--plot", png, "--tier", "A,B")

@@ -119,7 +119,10 @@ BF16_LAYER_RECIPES = {"nemotron_3_super_bf16_with_nvfp4_mixed": ("nvfp4", 0, 14)
 # the plan's overlap fields of each parallel axis (a row stating "no <axes> comm overlap" turns them off)
 OVERLAP_OF_AXIS = {"dp": ("overlap_grad_reduce", "overlap_param_gather"), "pp": ("overlap_pp",),
                    "tp": ("overlap_tp",), "cp": ("overlap_cp",), "ep": ("overlap_ep",)}
-BY = ("tier", "gpu", "layout", "micro_batch", "nodes", "source", "framework", "model", "precision", "arch", "graphs")
+# the parallel degrees group one at a time too (tp, pp, dp, cp, ep: an error that grows with one axis shows across layouts)
+PARALLEL_BY = ("tp", "pp", "dp", "cp", "ep")
+BY = ("tier", "gpu", "layout", "micro_batch", "nodes", "source", "framework", "model", "precision", "arch", "graphs") \
+    + PARALLEL_BY
 GRAPHS = {"none": "eager", "layers": "per-layer CUDA graphs", "full": "full-iteration CUDA graph"}
 
 
@@ -1744,6 +1747,8 @@ def stats(errors) -> dict:
 
 def group_key(case: Case, by: str) -> str:
     p = case.plan
+    if by in PARALLEL_BY:
+        return str(getattr(p, by))
     return {"tier": lambda: case.row.get("tier") or "?",
             "gpu": lambda: case.row["gpu_id"],
             "layout": lambda: f"tp{p.tp}-pp{p.pp}-dp{p.dp}" + (f"-cp{p.cp}" if p.cp > 1 else ""),
