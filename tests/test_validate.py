@@ -119,6 +119,9 @@ def test_by_parallel_degree(fixture_result):
                     if str(getattr(V.build_case(rows[c["case_id"]]).plan, axis)) == degree]
             assert g["n"] == len(errs) and g["mean_error"] == pytest.approx(sum(errs) / len(errs)), (axis, degree)
     assert {"1", "2"} <= set(r["by_tp"])         # the fixture holds tp 1 and tp 2 rows
+    # precision groups by the recipe priced, however the row spells it
+    from roofline.spec.config import DTYPES
+    assert set(r["by_precision"]) <= set(DTYPES) and sum(g["n"] for g in r["by_precision"].values()) == len(r["cases"])
 
 
 def test_cli_json_and_plot(cli, tmp_path):

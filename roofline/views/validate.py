@@ -1757,7 +1757,8 @@ def group_key(case: Case, by: str) -> str:
             "source": lambda: (re.split(r"[(,;\[]", case.row.get("source") or "")[0].strip() or "?")[:48],
             "framework": lambda: case.framework,
             "model": lambda: case.row.get("model") or case.model.name,
-            "precision": lambda: (case.row.get("precision") or case.plan.dtype).split(" ")[0],
+            # the recipe priced (the plan's dtype), however the row spells it ("BF16", "none (bfloat16)", "Float8")
+            "precision": lambda: case.plan.dtype,
             # dense or MoE (routed experts): the grouping of the step time's band (uncertainty.arch)
             "arch": lambda: "MoE" if (case.model.n_experts or 1) > 1 else "dense",
             # the plan's CUDA graphs (validate.cuda_graphs): a partial scope is priced eager and grouped so
