@@ -124,6 +124,26 @@ def test_by_parallel_degree(fixture_result):
     assert set(r["by_precision"]) <= set(DTYPES) and sum(g["n"] for g in r["by_precision"].values()) == len(r["cases"])
 
 
+def test_by_composite(fixture_result, cli_main):
+    """--by tp+micro_batch: one group per pair of values, labelled key=value; the groups partition the timed rows and
+    each pair's group holds exactly the rows of that tp and that micro-batch."""
+    rows = V.read(FIXTURE)
+    r = V.validate(rows, by=("tp+micro_batch",))
+    groups = r["by_tp+micro_batch"]
+    assert sum(g["n"] for g in groups.values()) == len(r["cases"])
+    by_id = {row["case_id"]: row for row in rows}
+    for label, g in groups.items():
+        tp, mb = (int(part.split("=")[1]) for part in label.split(" "))
+        assert label == f"tp={tp} micro_batch={mb}"
+        plans = [V.build_case(by_id[c["case_id"]]).plan for c in r["cases"]]
+        assert g["n"] == sum(p.tp == tp and p.micro_batch == mb for p in plans), label
+    p = cli_main("validate", FIXTURE, "--summary", "--by", "tp+micro_batch")
+    assert p.returncode == 0 and " by tp+micro_batch:" in p.stdout and "tp=1 micro_batch=" in p.stdout
+    for bad in ("tp+colour", "tp+"):
+        p = cli_main("validate", FIXTURE, "--by", bad)
+        assert p.returncode == 2 and bad in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
 def test_cli_json_and_plot(cli, tmp_path):
     png = tmp_path / "v.png"
     p = cli("validate", FIXTURE, "--json", "--plot", png, "--tier", "A,B")

@@ -1794,8 +1794,9 @@ class Validation(MappingResult):
         return out
 
 
-def validate(rows: list[dict], tiers=None) -> Validation:
-    """Predict every row; ``to_dict()`` of the result is what ``--json`` prints (errors are fractions, not %)."""
+def validate(rows: list[dict], tiers=None, by=()) -> Validation:
+    """Predict every row; ``to_dict()`` of the result is what ``--json`` prints (errors are fractions, not %).
+    Groups: every key of BY, and any composite of them in ``by`` ("tp+micro_batch": one group per pair of values)."""
     from ..base import progress
     from ..model.predict import overshoot
 
@@ -1837,12 +1838,14 @@ def validate(rows: list[dict], tiers=None) -> Validation:
             result["cases"][-1].update(measured_memory_bytes=mm, memory_measure=measure,
                                        compared_memory_bytes=compared, memory_error=compared / mm - 1)
     by_key = {}
-    for by in BY:
+    for key in dict.fromkeys((*BY, *by)):
         groups: dict[str, list] = {}
         for i, c in enumerate(cases):
             if timed[i]:
-                groups.setdefault(group_key(c, by), []).append(err[i])
-        by_key[by] = {k: stats(v) for k, v in sorted(groups.items(), key=lambda kv: _natural(kv[0]))}
+                label = group_key(c, key) if "+" not in key else \
+                    " ".join(f"{b}={group_key(c, b)}" for b in key.split("+"))
+                groups.setdefault(label, []).append(err[i])
+        by_key[key] = {k: stats(v) for k, v in sorted(groups.items(), key=lambda kv: _natural(kv[0]))}
     mem = [c["memory_error"] for c in result["cases"] if "memory_error" in c]
     # peak memory per GPU (the heavier pipeline stage) against measured peaks, where a row has one
     return Validation(cases=freeze(result["cases"]), mape=result["mape"], median_abs_error=result["median_abs_error"],
@@ -2106,9 +2109,9 @@ def cmd_validate(args) -> int:
         raise InputError("validate needs a CSV file, --dataset NAME or --korthikanti-table4")
     tiers = {t.strip().upper() for t in args.tier.split(",")} if args.tier else None
     by = [b.strip() for b in args.by.split(",")] if args.by else ["tier", "gpu", "nodes"]
-    bad = [b for b in by if b not in BY]
+    bad = [b for b in by if not b or any(part not in BY for part in b.split("+"))]
     if bad:
-        raise InputError(f"--by takes {', '.join(BY)}, got {', '.join(bad)}")
+        raise InputError(f"--by takes {', '.join(BY)} (or two joined by +, e.g. tp+micro_batch), got {', '.join(bad)}")
     if args.plot:
         from . import plotting
         plotting.check(args.plot, "--plot")
@@ -2135,7 +2138,7 @@ def cmd_validate(args) -> int:
     if tiers and not any((r.get("tier") or "") in tiers for r in rows):
         have = sorted({r.get("tier") or "" for r in rows} - {""})
         raise InputError(f"--tier {args.tier}: no row of {args.file} is in that tier (tiers there: {', '.join(have) or 'none'})")
-    result = validate(rows, tiers)
+    result = validate(rows, tiers, by=tuple(b for b in by if "+" in b))
     if args.ranking:
         result = dc_replace(result, ranking=freeze(ranking(rows, result)))
     if args.plot:
@@ -2159,7 +2162,8 @@ def register(subparsers) -> None:
     p.add_argument("--gpu", help="price every row on this hardware profile (id or YAML) instead of its gpu_id")
     p.add_argument("--plot", metavar="PNG", help="predicted vs measured, log-log, one marker per gpu_id")
     p.add_argument("--tier", help="only these tiers, e.g. A,B")
-    p.add_argument("--by", help=f"summary breakdowns, comma-separated from {', '.join(BY)} (default tier,gpu,nodes)")
+    p.add_argument("--by", help=f"summary breakdowns, comma-separated from {', '.join(BY)}; keys joined by + group by "
+                   "both (tp+micro_batch) (default tier,gpu,nodes)")
     p.add_argument("--summary", action="store_true", help="summary lines only, no per-case table")
     p.add_argument("--ranking", action="store_true", help="regret and Kendall's tau of the predicted plan order "
                    "within groups of rows that differ only in the plan, and (without --summary) the groups of largest "
