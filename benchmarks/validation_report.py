@@ -259,17 +259,11 @@ def tables_section(csv) -> list[str]:
 def nemo_section(csv) -> list[str]:
     """NVIDIA's Megatron-Bridge performance tables (nemo_perf.csv): the error overall, by GPU, model and precision, and
     across architecture x CUDA graphs (the plan's, validate.cuda_graphs), where the MoE rows' error sits."""
-    r = cli_json(csv, "--by", "tier,gpu,model,precision")
-    err = {c["case_id"]: c["error"] for c in r["cases"]}
-    cross: dict = {}
-    for row in V.read(csv):
-        if row["case_id"] not in err:
-            continue
-        c = V.build_case(row)
-        cross.setdefault((V.group_key(c, "arch"), V.group_key(c, "graphs")), []).append(err[row["case_id"]])
-    groups = {f"{a}, {g}": {"n": len(e), "mape": mape(e), "median_abs_error": float(np.median(np.abs(e))),
-                            "max_abs_error": float(np.max(np.abs(e))), "mean_error": float(np.mean(e))}
-              for (a, g), e in sorted(cross.items())}
+    r = cli_json(csv, "--by", "tier,gpu,model,precision,arch+graphs,ep+gpu")
+    # validate's composite groups are labelled "arch=MoE graphs=eager": the table writes "MoE, eager"
+    groups = {", ".join(part.split("=", 1)[1] for part in k.split(" ", 1)): v
+              for k, v in sorted(r["by_arch+graphs"].items())}
+    ep_gpu = {k.replace("ep=", "EP ").replace(" gpu=", ", "): v for k, v in r["by_ep+gpu"].items()}
     s = overall(r)["all"]
     tier_a = r["by_tier"].get("A", {})
     moe = {g: groups[k]["mean_error"] for k in groups for a, g in [k.split(", ", 1)] if a == "MoE"}
@@ -289,7 +283,11 @@ def nemo_section(csv) -> list[str]:
             f"{pct(s['mean_error'], True)}; tier A {pct(tier_a.get('mape'))} over {tier_a.get('n', 0)}.", "",
             *stats_table(r["by_gpu"], "GPU"), "", *stats_table(r["by_model"], "model"), "",
             *stats_table(r["by_precision"], "precision"), "", *stats_table(groups, "architecture, CUDA graphs"), "",
-            *([line, ""] if line else [])]
+            *([line, ""] if line else []),
+            "By the expert-parallel degree and GPU (`--by ep+gpu`; EP 1 is the dense models and the MoE rows without "
+            "EP): where the MoE error sits against the size of the all-to-all group and the link it runs on (an "
+            "NVL72 domain on GB200, 8-GPU nodes on B200 and H100).", "",
+            *stats_table(ep_gpu, "EP, GPU"), ""]
 
 
 def automodel_note(r: dict) -> list[str]:
