@@ -1796,7 +1796,8 @@ class Validation(MappingResult):
 
 def validate(rows: list[dict], tiers=None, by=()) -> Validation:
     """Predict every row; ``to_dict()`` of the result is what ``--json`` prints (errors are fractions, not %).
-    Groups: every key of BY, and any composite of them in ``by`` ("tp+micro_batch": one group per pair of values)."""
+    Groups: every key of BY, and any composite of them in ``by`` ("tp+micro_batch": one group per combination of
+    values, labelled "tp=2 micro_batch=1")."""
     from ..base import progress
     from ..model.predict import overshoot
 
@@ -2111,7 +2112,7 @@ def cmd_validate(args) -> int:
     by = [b.strip() for b in args.by.split(",")] if args.by else ["tier", "gpu", "nodes"]
     bad = [b for b in by if not b or any(part not in BY for part in b.split("+"))]
     if bad:
-        raise InputError(f"--by takes {', '.join(BY)} (or two joined by +, e.g. tp+micro_batch), got {', '.join(bad)}")
+        raise InputError(f"--by takes {', '.join(BY)} (or several joined by +, e.g. tp+micro_batch), got {', '.join(bad)}")
     if args.plot:
         from . import plotting
         plotting.check(args.plot, "--plot")
