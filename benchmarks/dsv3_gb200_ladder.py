@@ -10,7 +10,8 @@ kernels slower than the GPU runs them) as the first bottleneck of the eager base
 
 Each step is priced with the switches the model has (dispatcher, recompute modules); a step the model has no switch
 for (a kernel fusion, CPU binding, tuning) is priced as the step before it. The partial CUDA graphs of the source
-(attention, router, preprocess) leave the experts and the dispatcher eager: priced eager (validate.cuda_graphs).
+(attention, router, preprocess) take the captured modules' host time (validate.graph_scope, plan graph_modules); the
+experts, the dispatcher and the token-count synchronization stay eager.
 TFLOP/s become step times on this model's FLOP count per step (the source's own count may differ by a few percent;
 the ratios between steps do not depend on it). Nothing is fitted to these runs.
 
@@ -40,7 +41,7 @@ STEPS = (
     ("router fusion", 540.00, "alltoall", "mlp,mla_up_proj", "", ""),
     ("DeepEP", 566.07, "deepep", "mlp,mla_up_proj", "", "dispatcher"),
     ("no MLA up-projection recompute", 610.71, "deepep", "mlp,moe_act", "", "recompute modules"),
-    ("CUDA graphs (attention, router, preprocess)", 663.27, "deepep", "mlp,moe_act", G, ""),
+    ("CUDA graphs (attention, router, preprocess)", 663.27, "deepep", "mlp,moe_act", G, "CUDA graph modules"),
     ("tune DeepEP", 691.49, "deepep", "mlp,moe_act", G, ""),
     ("CPU-side optimization (bindpcie)", 762.12, "deepep", "mlp,moe_act", G, ""),
     ("PDL for quantization, fused swizzle", 797.67, "deepep", "mlp,moe_act", G, ""),

@@ -273,7 +273,8 @@ def nemo_section(csv) -> list[str]:
                 f"{pct(moe['full-iteration CUDA graph'], True)} under a full-iteration CUDA graph. What a graph takes "
                 "away is the step's host issue and its synchronizations (docs/models.md, \"The host side of MoE "
                 "layers\"), which the model prices in part; the graphed recipes also differ in other switches. A "
-                "partial graph scope (router, preprocess, attention) is priced eager.")
+                "partial graph scope (router, preprocess, attention) takes only the captured blocks' host time, and "
+                "its rows are grouped with their modules.")
     return ["## NVIDIA's Megatron-Bridge performance tables", "",
             "`python -m roofline validate --dataset nemo --by gpu,model,precision,arch,graphs` (the bundled "
             "`nemo_perf.csv`: NeMo 25.09-26.08 pre-training tables, H100 / B200 / GB200, BF16 to NVFP4, dense and MoE, "
@@ -476,10 +477,11 @@ def main() -> int:
          "(the README: 'PP comm overlap on'): `overlap_pp = 1` when v > 1; other frameworks 0.",
          "- **CUDA graphs** (`validate.cuda_graphs`, from the row's settings): `cuda_graph_impl` full_iteration (or "
          "the older spelling `scope=full_iteration` with impl local) -> `full`; per-layer graphs whose modules cover "
-         "every module kind the layer has (attn; mlp, moe, mamba as the model has them) -> `layers`; impl none, \"not "
-         "set by preset\" (Megatron-Core's default impl is none), a partial scope (moe_router + moe_preprocess leave "
-         "the experts eager) -> `none`; graphs stated without modules -> `layers` (Megatron-Core's default modules: "
-         "the whole layer).",
+         "every module kind the layer has (attn; mlp, moe, mamba as the model has them) -> `layers`; a partial scope "
+         "-> `layers` with its modules (`validate.graph_scope`, plan `graph_modules`: moe_router + moe_preprocess "
+         "leave the experts, the dispatcher and the token-count sync eager); impl none, \"not set by preset\" "
+         "(Megatron-Core's default impl is none) -> `none`; graphs stated without modules -> `layers` "
+         "(Megatron-Core's default modules: the whole layer).",
          "- **micro_batch** blank -> the stack's: 1 for the Megatron stacks (Megatron's GPT-3 175B example script); "
          "global batch / dp for DeepSpeed ZeRO, PyTorch FSDP and torchtitan without PP (no gradient accumulation "
          "unless told; docs/frameworks.md `micro_batch_unstated`); with PP, torchtitan's pipeline micro-batch is 1 "

@@ -70,22 +70,23 @@ ROW = {"attention": "gqa", "n_experts": 128, "first_dense_layers": 0, "attention
     ("CUDA graphs: not set by preset (recipe default) | ETP=1", ROW, "none"),
     ("cuda_graphs=False", ROW, "none"),
     ("no graphs mentioned", ROW, "none"),
-    # the router and preprocess graphs leave the experts and the dispatcher eager
-    ("CUDA graph impl=transformer_engine scope=['attn', 'moe_router', 'moe_preprocess'] ", ROW, "none"),
+    # per-layer graphs over part of the layer: the router and preprocess graphs leave the experts and the dispatcher
+    # eager (graph_scope names what they capture)
+    ("CUDA graph impl=transformer_engine scope=['attn', 'moe_router', 'moe_preprocess'] ", ROW, "layers"),
     ("CUDA graph impl=transformer_engine scope=['attn', 'moe'] ", ROW, "layers"),
     ("CUDA graph impl=transformer_engine scope=['attn', 'mlp'] ", {**ROW, "n_experts": 1}, "layers"),
     # a hybrid model's Mamba layers must be captured too
-    ("CUDA graphs [attn, moe]", {**ROW, "attention": "hybrid-mamba", "attention_detail": "pattern MEM*E"}, "none"),
+    ("CUDA graphs [attn, moe]", {**ROW, "attention": "hybrid-mamba", "attention_detail": "pattern MEM*E"}, "layers"),
     ("CUDA graphs [attn, moe, mamba]", {**ROW, "attention": "hybrid-mamba", "attention_detail": "pattern MEM*E"},
      "layers"),
     # leading dense layers have a dense MLP: 'moe' alone does not cover them
-    ("CUDA graph impl=transformer_engine scope=['attn', 'moe'] ", {**ROW, "first_dense_layers": 3}, "none"),
+    ("CUDA graph impl=transformer_engine scope=['attn', 'moe'] ", {**ROW, "first_dense_layers": 3}, "layers"),
     # stated without modules: Megatron-Core's default cuda_graph_modules, the whole layer
     ("cuda_graphs=True", ROW, "layers"),
     # command-line spellings, and negations
     ("--cuda-graph-impl full_iteration", ROW, "full"),
     ("--cuda-graph-impl transformer_engine --cuda-graph-scope attn moe", ROW, "layers"),
-    ("--cuda-graph-impl transformer_engine --cuda-graph-modules attn moe_router moe_preprocess", ROW, "none"),
+    ("--cuda-graph-impl transformer_engine --cuda-graph-modules attn moe_router moe_preprocess", ROW, "layers"),
     ("--enable-cuda-graph", ROW, "layers"),
     ("enable_cuda_graph=False", ROW, "none"),
     ("no CUDA graphs; HybridEP", ROW, "none"),
@@ -99,6 +100,110 @@ ROW = {"attention": "gqa", "n_experts": 128, "first_dense_layers": 0, "attention
 ])
 def test_validate_reads_the_rows_cuda_graphs(settings_text, row, want):
     assert V.cuda_graphs({**row, "settings": settings_text}) == want
+
+
+@pytest.mark.parametrize("settings_text, row, want", [
+    ("CUDA graph impl=transformer_engine scope=['attn', 'moe_router', 'moe_preprocess'] ", ROW,
+     "attn,moe_router,moe_preprocess"),
+    ("CUDA graph impl=transformer_engine scope=['moe_router', 'attn'] ", ROW, "attn,moe_router"),
+    # every module kind the layer has: the whole layer, no scope
+    ("CUDA graph impl=transformer_engine scope=['attn', 'moe'] ", ROW, ""),
+    ("CUDA graphs [attn, moe]", {**ROW, "attention": "hybrid-mamba", "attention_detail": "pattern MEM*E"}, "attn,moe"),
+    ("CUDA graphs [attn, moe, mamba]", {**ROW, "attention": "hybrid-mamba", "attention_detail": "pattern MEM*E"}, ""),
+    ("CUDA graph impl=transformer_engine scope=['attn', 'moe'] ", {**ROW, "first_dense_layers": 3}, "attn,moe"),
+    ("--cuda-graph-impl transformer_engine --cuda-graph-modules moe_preprocess moe_router", ROW,
+     "moe_router,moe_preprocess"),
+    ("cuda_graphs=True", ROW, ""),
+    ("no graphs mentioned", ROW, ""),
+])
+def test_validate_reads_the_modules_a_partial_scope_captures(settings_text, row, want):
+    assert V.graph_scope({**row, "settings": settings_text}) == want
+
+
+def test_a_partial_scope_row_is_priced_with_its_modules():
+    row = next(r for r in V.read(V.dataset_path("nemo")) if "scope=['attn', 'moe_router', 'moe_preprocess']"
+               in (r.get("settings") or "") and (r.get("n_experts") or 1) > 1 and not r.get("attention", "").startswith("hybrid"))
+    case = V.build_case(row)
+    assert case.plan.cuda_graphs == "layers" and case.plan.graph_modules == "attn,moe_router,moe_preprocess"
+
+
+# ---- per-layer graphs over some modules (Megatron-Core cuda_graph_modules) --------------------------------------
+SUBSETS = ("", "attn", "moe_router", "moe_router,moe_preprocess", "attn,moe_router,moe_preprocess", "moe", "attn,moe")
+
+
+@settings(max_examples=30, deadline=None)
+@given(a=st.sampled_from(SUBSETS), b=st.sampled_from(SUBSETS), mb=st.sampled_from([1, 4]),
+       d=st.sampled_from([256, 1024]))
+def test_capturing_more_modules_never_makes_a_step_slower(a, b, mb, d):
+    """The host issue time of the captured blocks goes, nothing else: a superset of modules is never slower, and the
+    GPU terms do not move."""
+    from roofline.spec.config import module_set
+    m = dataclasses.replace(MOE, d_model=d)
+    p = Plan(micro_batch=mb, global_batch=mb * 2)
+    hw = hardware.load("gb200")
+
+    def run(mods):
+        plan = dataclasses.replace(p, cuda_graphs="layers", graph_modules=mods) if mods else \
+            dataclasses.replace(p, cuda_graphs="none")
+        return predict(m, plan, hw).raw
+    ra, rb = run(a), run(b)
+    if a and b and module_set(a) <= module_set(b):
+        assert rb["step_time"] <= ra["step_time"] + 1e-12
+    if not a and b:
+        assert rb["step_time"] <= ra["step_time"] + 1e-12
+    for k in ("t_forward", "t_backward", "t_ep_comm", "t_dp_comm"):
+        assert ra[k] == rb[k], k
+
+
+def test_modules_covering_the_layer_equal_the_whole_layer_and_attention_alone_sits_between():
+    hw = _host_only(hardware.load("h100-sxm"), 4e-3, 4e-3, 2e-3, 2e-3)
+    p = Plan(global_batch=1)
+    t = {g: predict(MOE, dataclasses.replace(p, cuda_graphs="layers" if g != "eager" else "none",
+                                              graph_modules="" if g in ("whole", "eager") else g), hw).raw
+         for g in ("eager", "whole", "attn,moe", "attn")}
+    assert t["attn,moe"]["step_time"] == pytest.approx(t["whole"]["step_time"], rel=1e-12)
+    assert t["whole"]["t_layer_host"] == 0
+    assert t["eager"]["t_layer_host"] > t["attn"]["t_layer_host"] > 0
+
+
+def test_router_and_preprocess_graphs_take_their_measured_share_of_the_moe_host_work():
+    """An MoE layer host-bound on its own host work (no dense host time, no sync): the router and preprocess graphs
+    leave (1 - ROUTER_HOST - PREPROC_HOST) of it."""
+    from roofline.model.formulas.step import PREPROC_HOST, ROUTER_HOST
+    hw = _host_only(hardware.load("h100-sxm"), 0.0, 0.0, 0.5, 0.5)     # seconds: far above any GPU time
+    p = Plan(global_batch=1)
+    eager = predict(MOE, p, hw).raw["t_layer_host"]
+    part = predict(MOE, dataclasses.replace(p, cuda_graphs="layers", graph_modules="moe_router,moe_preprocess"),
+                   hw).raw["t_layer_host"]
+    gpu = predict(MOE, p, _host_only(hw, 0.0, 0.0)).raw
+    layer_gpu = sum(gpu[k] for k in ("t_layer_fwd", "t_layer_bwd", "t_layer_recompute", "t_layer_tp_comm",
+                                     "t_layer_cp_comm", "t_layer_ep_comm"))
+    assert eager + layer_gpu == pytest.approx(1.0, rel=1e-9)
+    assert part + layer_gpu == pytest.approx(1.0 - ROUTER_HOST - PREPROC_HOST, rel=1e-9)
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--cuda-graphs", "layers", "--cuda-graph-modules", "attn,router"], ("cuda-graph-modules", "router")),
+    (["--cuda-graphs", "layers", "--cuda-graph-modules", "moe_preprocess"], ("moe_preprocess", "moe_router")),
+    (["--cuda-graph-modules", "attn"], ("cuda-graph-modules", "layers")),
+    (["--cuda-graphs", "full", "--cuda-graph-modules", "attn"], ("cuda-graph-modules", "full")),
+])
+def test_graph_modules_errors_are_one_line(flags, words):
+    r = subprocess.run([sys.executable, "-m", "roofline", "transformer", "--model", "gpt3-1.3b", *flags],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert all(w in r.stderr for w in words), r.stderr
+
+
+def test_graph_modules_flag_reaches_the_plan():
+    from roofline.face.cli import main
+    import io
+    import contextlib
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main(["transformer", "--model", "mixtral-8x7b", "--cuda-graphs", "layers", "--cuda-graph-modules",
+              "moe-router attn", "--json"])
+    assert '"graph_modules": "attn,moe_router"' in out.getvalue()
 
 
 def test_nemo_rows_with_full_iteration_graphs_price_no_host_time():
@@ -167,3 +272,19 @@ def test_the_moe_sync_never_hides_more_than_the_joint_max(hf, hb, mf, mb, sync, 
     assert r["t_layer_host"] >= max(sync, hf + hb + mf + mb - gpu) - 1e-12
     no_sync = predict(MOE, Plan(micro_batch=mbatch, global_batch=mbatch), dataclasses.replace(hw, host_sync=0.0)).raw
     assert no_sync["t_layer_host"] - 1e-12 <= r["t_layer_host"] <= no_sync["t_layer_host"] + sync + 1e-12
+
+
+def test_search_prices_every_plan_with_the_stated_graph_modules():
+    """search takes --cuda-graph-modules as a fixed switch of every plan: graphs over the attention alone are never
+    faster than over the whole layer, nor slower than eager."""
+    import json
+
+    def best(*flags):
+        r = subprocess.run([sys.executable, "-m", "roofline", "search", "--model", "qwen3-30b-a3b", "--gpus", "16",
+                            "--global-batch", "256", "--gpu", "gb200", "--top", "1", "--json", *flags],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)["plans"][0]["step_time_s"]
+    eager, attn, whole = best(), best("--cuda-graphs", "layers", "--cuda-graph-modules", "attn"), \
+        best("--cuda-graphs", "layers")
+    assert whole < attn <= eager

@@ -3,7 +3,7 @@ what it removes from a step, the rules it needs, and how validate and the CLI re
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from conftest import run_cli
+from conftest import gpu_only, run_cli
 from roofline.base.errors import InputError
 from roofline.model.formulas import compute as C
 from roofline.model.predict import evaluate, inputs, value_at
@@ -51,7 +51,12 @@ def test_fusing_never_makes_a_step_slower_and_leaves_dense_layers_alone(model, m
         plan.update(ep=8, dp=8)
     off = float(evaluate(_x(model, gpu, **plan))["step_time"])
     on = float(evaluate(_x(model, gpu, fused_moe_mlp=True, **plan))["step_time"])
-    assert on < off
+    # fusing takes GPU work away: never slower, and faster where the host does not set the pace (a Grace host,
+    # host_slowdown, can leave an eager MoE layer host-bound, where the GPU's saving does not show)
+    assert on <= off * (1 + 1e-12)
+    off_gpu = float(evaluate(gpu_only(_x(model, gpu, **plan)))["step_time"])
+    on_gpu = float(evaluate(gpu_only(_x(model, gpu, fused_moe_mlp=True, **plan)))["step_time"])
+    assert on_gpu < off_gpu
     dense = {o.name: o for o in C.layer_ops(C.d_head, C.S.ffn_hidden, 0, variants=True)}["mlp_activation"]
     x_on, x_off = _x(model, gpu, fused_moe_mlp=True, **plan), _x(model, gpu, **plan)
     assert value_at(dense.b_fwd, x_on) == value_at(dense.b_fwd, x_off) > 0

@@ -110,6 +110,8 @@ def recompute(text):
 # recompute_modules, default ["core_attn"]; priced in model/formulas/compute.py _MODULE_OPS and formulas/memory.py):
 # the modules Megatron-Core allows for a transformer, in its docstring's order. Its Gated-DeltaNet and mHC modules are
 # not modelled (those layers are not). The plan field config.Plan.recompute_modules holds them comma-joined.
+# what per-layer CUDA graphs may capture (Megatron-Core transformer_config.py cuda_graph_modules)
+GRAPH_MODULES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba")
 RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
 
 
@@ -117,16 +119,28 @@ def recompute_modules(text):
     """Megatron-Core recompute module names, however a list spells them ("mla_up_proj,mlp", "['moe_act', 'layernorm']",
     "core-attn mlp", a Python or YAML list) -> the canonical comma-joined names in RECOMPUTE_MODULES order; blank or
     empty -> None."""
+    return _module_names(text, RECOMPUTE_MODULES, "recompute-modules")
+
+
+def _module_names(text, allowed: tuple, flag: str):
+    """Module names however a list spells them -> the canonical comma-joined names in ``allowed`` order; blank or
+    empty -> None; a name outside ``allowed``: a one-line error naming ``flag``."""
     if isinstance(text, (list, tuple)):
         text = ",".join(map(str, text))
     names = [w.replace("-", "_") for w in re.findall(r"[a-z_-]+", str(text or "").lower())]
     if not names:
         return None
-    bad = [w for w in names if w not in RECOMPUTE_MODULES]
+    bad = [w for w in names if w not in allowed]
     if bad:
-        raise InputError(f"recompute-modules: cannot read {', '.join(bad)} in {str(text)!r}; accepted: "
-                         f"{', '.join(RECOMPUTE_MODULES)}")
-    return ",".join(m for m in RECOMPUTE_MODULES if m in names)
+        raise InputError(f"{flag}: cannot read {', '.join(bad)} in {str(text)!r}; accepted: {', '.join(allowed)}")
+    return ",".join(m for m in allowed if m in names)
+
+
+def graph_modules(text):
+    """Megatron-Core cuda_graph_modules however a list spells them ("['attn', 'moe_router']", "attn moe-router", a
+    Python or YAML list) -> the canonical comma-joined names in GRAPH_MODULES order; blank or empty -> "" (the whole
+    layer)."""
+    return _module_names(text, GRAPH_MODULES, "cuda-graph-modules") or ""
 
 
 # a recipe cell that names no low-precision recipe outside its bracket: torchao's benchmark tables write the BF16

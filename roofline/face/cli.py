@@ -58,7 +58,8 @@ def render(pred, band=..., mfu_convention: str = "roofline") -> str:
            else "")
         + (f" | CPU offload {p.offload_layers} layers" if p.offload_layers else "")
         + f" | sharding {p.sharding}" + (f" in {p.dp_replicas} replicas (HSDP)" if p.dp_replicas > 1 else "")
-        + f" | {p.dtype}" + (f" | CUDA graphs {p.cuda_graphs}" if p.cuda_graphs != "none" else "")
+        + f" | {p.dtype}" + (f" | CUDA graphs {p.cuda_graphs}" + (f" ({p.graph_modules})" if p.graph_modules else "")
+              if p.cuda_graphs != "none" else "")
         + (f" | optimizer {p.optimizer}" if p.optimizer != "adam" else "")
         + (f" | stack {pred.stack}" if getattr(pred, "stack", "") else ""),
         f"profile: {hw.id} ({hw.kind}; calibrated: {', '.join(hw.calibrated) or 'nothing - datasheet peaks with assumed efficiencies'}"

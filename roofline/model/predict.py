@@ -169,6 +169,19 @@ def recompute_module_inputs(modules) -> dict:
     return {sym: float(name in modules) for name, sym in RECOMPUTE_MODULE_SYMBOLS.items()}
 
 
+
+def graph_inputs(cuda_graphs: str, modules: str) -> dict:
+    """The CUDA-graph inputs of a plan: which blocks of each layer replay as graphs (formulas/symbols.py graph_*).
+    Per-layer graphs over no named modules capture the whole layer (Megatron-Core: an empty cuda_graph_modules);
+    a full-iteration graph captures the layers and the rest of the forward-backward."""
+    from ..spec.config import module_set
+    whole = cuda_graphs == "full" or (cuda_graphs == "layers" and not module_set(modules))
+    mods = module_set(modules) if cuda_graphs == "layers" else frozenset()
+    g = lambda *names: float(whole or any(n in mods for n in names))  # noqa: E731
+    return {"graph_attn": g("attn"), "graph_mlp": g("mlp"), "graph_moe": g("moe"), "graph_router": g("moe", "moe_router"),
+            "graph_preproc": g("moe", "moe_preprocess"), "graph_mamba": g("mamba"),
+            "graph_full": float(cuda_graphs == "full")}
+
 def plan_inputs(p: Plan, model: Model | None = None) -> dict:
     """A plan's formula inputs; a stated pipeline_layout needs the ``model`` (its layers, MTP layers and leading
     dense layers)."""
@@ -199,7 +212,7 @@ def plan_inputs(p: Plan, model: Model | None = None) -> dict:
             "fsdp_copy": float(p.fsdp_copies), "pp_scatter": float(p.pp_scatter_gather), "dp_rep": float(p.dp_replicas),
             "q_saved": float(p.quantized_saves), "offload_layers": float(p.offload_layers),
             "ce_eager": float(p.loss_kernel == "eager"), "ce_compiled": float(p.loss_kernel == "compiled"),
-            "graph_layers": float(p.cuda_graphs != "none"), "graph_full": float(p.cuda_graphs == "full"),
+            **graph_inputs(p.cuda_graphs, p.graph_modules),
             "act_bytes": act, "grad_bytes": BYTES[p.grad_dtype],
             "pg_bytes": precision.param_gather_bytes(p.dtype, act, p.fp8_param_gather),
             **dict(zip(("tg_in", "tg_out"), precision.tp_gather_bytes(p.dtype, act, p.quantized_tp_gather, hp_frac))),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from .config import MODEL_ALIASES, ATTENTION, CUDA_GRAPHS, DISPATCHERS, DTYPES, GRAD_DTYPES, MOMENT_DTYPES, OPTIMIZERS, LOSS_KERNELS, MLPS, NORMS, POSITIONS, RECOMPUTE, RECOMPUTE_MODULES, SCHEDULES, SHARDING, SHARDING_BY_STAGE
+from .config import MODEL_ALIASES, ATTENTION, CUDA_GRAPHS, DISPATCHERS, DTYPES, GRAD_DTYPES, MOMENT_DTYPES, OPTIMIZERS, LOSS_KERNELS, MLPS, NORMS, POSITIONS, RECOMPUTE, RECOMPUTE_MODULES, GRAPH_MODULES, SCHEDULES, SHARDING, SHARDING_BY_STAGE
 
 # (flag, dest, type, help) of the model shape: the flag is the field's name; config.MODEL_ALIASES adds the short
 # spellings (--layers, --heads, --kv-heads, --experts, --capacity)
@@ -264,6 +264,9 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
          help="CUDA graphs: none (eager, default), layers (every layer replayed as a graph: Megatron-Core "
               "--cuda-graph-impl local|transformer_engine over the whole layer), full (--cuda-graph-impl full_iteration); "
               "a graph removes the host's kernel-by-kernel issue time")
+    flag(g, "cuda-graph-modules", dest="graph_modules",
+         help="with --cuda-graphs layers, the modules each layer's graphs capture, comma-separated (Megatron-Core "
+              f"--cuda-graph-modules): {', '.join(GRAPH_MODULES)}; default: the whole layer; the rest stays eager")
     flag(g, "tp-comm-overlap", dest="tp_comm_overlap", action="store_true", default=None,
          help="the stack's TP communication overlap (Megatron --tp-comm-overlap, torchtitan async TP)")
     flag(g, "memory-margin", dest="memory_margin", type=number(float, 0.0, strict=False), default=None,
@@ -348,6 +351,7 @@ def build_spec(args):
              "optimizer": getattr(args, "optimizer", None),
              "ep_dispatcher": getattr(args, "ep_dispatcher", None),
              "cuda_graphs": getattr(args, "cuda_graphs", None),
+             "graph_modules": _graph_modules(getattr(args, "graph_modules", None)),
              "tp_comm_overlap": getattr(args, "tp_comm_overlap", None),
              "n_gpus": getattr(args, "n_gpus", None)}
     plan.update({k: v for k, v in flags.items() if v is not None})
@@ -358,6 +362,14 @@ def build_spec(args):
                    net_gbps=args.net_gbps, clock_spread=getattr(args, "clock_spread", None),
                    stack_reason="--framework" if args.framework else ("the config's framework" if base.get("framework") else ""))
 
+
+
+def _graph_modules(text):
+    """--cuda-graph-modules in Megatron-Core's names, canonical (base/normalize.graph_modules); None when not given."""
+    if text is None:
+        return None
+    from ..base.normalize import graph_modules
+    return graph_modules(text)
 
 def build(args) -> tuple:
     """(Model, Plan, Hardware) of parsed flags; see :func:`build_spec`."""

@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from ..base.errors import InputError
-from ..base.normalize import RECOMPUTE_MODULES   # what selective recomputation may recompute (Megatron-Core's names)
+from ..base.normalize import GRAPH_MODULES, RECOMPUTE_MODULES   # what selective recomputation may recompute (Megatron-Core's names)
 from ..base.precision import NAMES as PRECISION_NAMES
 from ..base.precision import low_precision as _low_precision
 
@@ -346,6 +346,9 @@ class Plan:
     quantized_saves: bool = True
     loss_kernel: str = "fused"          # fused | eager | compiled (LOSS_KERNELS; per stack: stacks/*.yaml loss_kernel)
     cuda_graphs: str = "none"           # none | layers | full (CUDA_GRAPHS): which host issue time CUDA graphs remove
+    # with per-layer graphs, the modules they capture, comma-separated (GRAPH_MODULES; Megatron-Core cuda_graph_modules):
+    # blank = the whole layer; the blocks left out stay eager
+    graph_modules: str = ""
     overlap_ep: float = 0.0             # fraction of the MoE all-to-all hidden (Megatron-Core --overlap-moe-expert-parallel-comm, default off)
     # the EP overlap runs the experts' weight-gradient GEMMs later, beside the dispatch backward (Megatron-Core
     # --delay-wgrad-compute, default off; transformer_config.py refuses it without the EP overlap)
@@ -389,10 +392,15 @@ def module_set(text: str) -> frozenset:
     return frozenset(x.strip() for x in str(text).split(",") if x.strip())
 
 
-def modules_hold(p, test):
-    """``test`` of a plan's recompute module set: a bool, or a bool array when the plan's fields are arrays (search,
-    the rules' tests)."""
-    v = p.recompute_modules
+def graph_modules_hold(p, test):
+    """``test`` of a plan's CUDA-graph module set, as modules_hold."""
+    return modules_hold(p, test, "graph_modules")
+
+
+def modules_hold(p, test, field: str = "recompute_modules"):
+    """``test`` of a plan's recompute module set (or another comma-separated module ``field``): a bool, or a bool array
+    when the plan's fields are arrays (search, the rules' tests)."""
+    v = getattr(p, field)
     if hasattr(v, "shape"):
         import numpy as np
         return np.array([bool(test(module_set(x))) for x in np.ravel(v)]).reshape(np.shape(v))
@@ -632,6 +640,17 @@ RULES: tuple[Rule, ...] = (
     _choice("plan", "ep_dispatcher", "ep_dispatcher", DISPATCHERS),
     _choice("plan", "loss_kernel", "loss_kernel", LOSS_KERNELS),
     _choice("plan", "cuda_graphs", "cuda_graphs", CUDA_GRAPHS),
+    # Megatron-Core transformer_config.py: cuda_graph_modules are named modules, "moe_preprocess" only with
+    # "moe_router", and they select per-layer graphs only (they must be empty with the full-iteration graph)
+    Rule(lambda m, p: graph_modules_hold(p, lambda s: s <= set(GRAPH_MODULES)),
+         lambda m, p: (f"cuda-graph-modules: unknown {', '.join(sorted(module_set(p.graph_modules) - set(GRAPH_MODULES)))}"
+                       f" in {p.graph_modules!r}; Megatron-Core's: {', '.join(GRAPH_MODULES)}"), ("graph_modules",)),
+    Rule(lambda m, p: graph_modules_hold(p, lambda s: "moe_preprocess" not in s or "moe_router" in s),
+         "cuda-graph-modules: moe_preprocess needs moe_router (Megatron-Core transformer_config.py), got {p.graph_modules!r}",
+         ("graph_modules",)),
+    Rule(lambda m, p: graph_modules_hold(p, lambda s: not s) | (p.cuda_graphs == "layers"),
+         "cuda-graph-modules ({p.graph_modules!r}) selects per-layer CUDA graphs: it needs cuda-graphs layers, "
+         "got {p.cuda_graphs!r}", ("graph_modules", "cuda_graphs")),
     *(_fraction(n) for n in ("overlap_grad_reduce", "overlap_param_gather", "overlap_tp", "overlap_pp",
                              "overlap_cp", "overlap_ep")),
     # layers kept in 16 bits (Megatron-Core first_last_layers_bf16) are a low-precision recipe's exception

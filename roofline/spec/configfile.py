@@ -136,6 +136,9 @@ def _plan(spec, where: str) -> tuple[Plan, set]:
             raise InputError(f"{where}: unknown key 'plan.{k}' (known: micro_batches, {', '.join(sorted(PLAN_FIELDS))})")
         if types.get(k) and v is not None:
             spec[k] = _number(v, f"{where}: plan.{k}", types[k])
+        elif k == "graph_modules" and v is not None:          # a YAML list or a comma-separated string
+            from ..base.normalize import graph_modules
+            spec[k] = graph_modules(v)
         elif k == "recompute_modules" and v is not None:      # a YAML list or a comma-separated string
             from ..base.normalize import recompute_modules
             spec[k] = recompute_modules(v) or ""

@@ -848,7 +848,9 @@ def cmd_search(args) -> int:
             return 0
         print(f"search: {model.name} on {counts[0]} x {hw.id} ({hw.kind}), global batch {args.global_batch} x seq "
               f"{model.seq_len}, objective {args.objective}"
-              + (f", CUDA graphs {space.base.cuda_graphs}" if space.base.cuda_graphs != "none" else "")
+              + (f", CUDA graphs {space.base.cuda_graphs}"
+                 + (f" ({space.base.graph_modules})" if space.base.graph_modules else "")
+                 if space.base.cuda_graphs != "none" else "")
               + (f", optimizer {space.base.optimizer}" if space.base.optimizer != "adam" else ""))
         kept = (f" with {100 * space.memory_margin:g} % of it kept free (--memory-margin)" if space.memory_margin
                 else "")

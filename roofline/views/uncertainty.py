@@ -90,14 +90,17 @@ def nodes_scope(n_gpus: int, gpus_per_node: int) -> str:
 
 
 def arch(moe: bool, graphs: bool = False) -> str:
-    """'moe' for a model with routed experts (n_experts > 1) run eagerly, 'moe-graphs' for one whose layers are CUDA
-    graphs (the plan's cuda_graphs layers or full), else 'dense'."""
+    """'moe' for a model with routed experts (n_experts > 1) run eagerly, 'moe-graphs' for one whose MoE blocks are CUDA
+    graphs (the plan's cuda_graphs full, or layers over the whole layer or the moe module), else 'dense'."""
     return ("moe-graphs" if graphs else "moe") if moe else "dense"
 
 
 def kind_of(model, plan) -> dict:
     """``band``'s architecture arguments of a run: ``moe`` (routed experts) and ``graphs`` (its layers CUDA graphs)."""
-    return {"moe": (model.n_experts or 1) > 1, "graphs": plan.cuda_graphs != "none"}
+    from ..model.predict import graph_inputs
+    # a partial scope (router, preprocess, attention) leaves the MoE block and its synchronization eager: 'moe'
+    return {"moe": (model.n_experts or 1) > 1,
+            "graphs": graph_inputs(plan.cuda_graphs, plan.graph_modules)["graph_moe"] == 1.0}
 
 
 def keys(hardware_id: str, active_params: float, n_gpus: int, gpus_per_node: int, moe: bool = False,

@@ -860,6 +860,8 @@ def _plan_fields(row: dict) -> dict:
     graphs = cuda_graphs(row)
     if graphs != "none":
         d["cuda_graphs"] = graphs
+        if graphs == "layers" and graph_scope(row):
+            d["graph_modules"] = graph_scope(row)
     sched = schedule_from_text(text)
     if sched == "dualpipe" and (row.get("pp") or 1) > 1:
         # DualPipe's own stage split is not published (DeepSeek-V3 report sec 3.2.1), and on the derived even split
@@ -939,6 +941,23 @@ def _graph_modules(row: dict) -> set:
     return kinds
 
 
+def graph_scope(row: dict) -> str:
+    """The modules a row's per-layer CUDA graphs capture (Megatron-Core cuda_graph_modules, canonical, in
+    normalize.GRAPH_MODULES order) when they leave part of its layers eager; "" when they cover every module kind the
+    layer has (the whole layer), name none, or the row has no per-layer graphs (``cuda_graphs``)."""
+    from ..base.normalize import GRAPH_MODULES
+    text = f"{row.get('settings') or ''} | {row.get('notes') or ''}".lower()
+    text = re.sub(r"--cuda-graph-(?:scope|modules)[\s=]+", "cuda graph scope=", text)
+    text = text.replace("cuda_graph_modules=", "cuda graph scope=").replace("cuda_graph_scope=", "cuda graph scope=")
+    m = re.search(r"cuda[-_ ]graphs?[^|;]*?(?:scope\s*=\s*|\[)\[?([^\]|;]*)\]?", text)
+    if not m:
+        return ""
+    scope = set(re.findall(r"[a-z_]+", m.group(1)))
+    if _graph_modules(row) <= scope:
+        return ""
+    return ",".join(x for x in GRAPH_MODULES if x in scope)
+
+
 def cuda_graphs(row: dict) -> str:
     """The row's CUDA graphs (config.CUDA_GRAPHS) from its settings, in the words of Megatron-Core's
     transformer_config.py: ``cuda_graph_impl`` none / local / transformer_engine / full_iteration and the
@@ -952,7 +971,8 @@ def cuda_graphs(row: dict) -> str:
       ``full``;
     - per-layer graphs whose modules cover every module kind the layer has (attn, and mlp / moe / mamba as the model
       has them; moe_router and moe_preprocess leave the experts and the dispatcher eager): ``layers``; a partial
-      scope: ``none`` (the captured part's host time is not split out: the layer is priced eager, an upper bound);
+      scope: ``layers`` too, with the captured modules in the plan's ``graph_modules`` (``graph_scope``): the other
+      blocks stay eager;
     - graphs stated without modules: Megatron-Core's default modules, the whole layer: ``layers``.
 
     The command-line spellings read the same (``--cuda-graph-impl X``, ``--cuda-graph-scope`` / ``--cuda-graph-modules
@@ -973,10 +993,11 @@ def cuda_graphs(row: dict) -> str:
         return "none"
     if re.search(r"full[-_ ]iteration", text):
         return "full"
+    if graph_scope(row):
+        return "layers"
     m = re.search(r"cuda[-_ ]graphs?[^|;]*?(?:scope\s*=\s*|\[)\[?([^\]|;]*)\]?", text)
     if m:
-        scope = set(re.findall(r"[a-z_]+", m.group(1)))
-        return "layers" if _graph_modules(row) <= scope else "none"
+        return "layers"
     if re.search(r"cuda[-_ ]graphs?(?:\s*=\s*true)?\b|enable_cuda_graph", text):
         return "layers"
     return "none"
@@ -1761,8 +1782,8 @@ def group_key(case: Case, by: str) -> str:
             "precision": lambda: case.plan.dtype,
             # dense or MoE (routed experts): the grouping of the step time's band (uncertainty.arch)
             "arch": lambda: "MoE" if (case.model.n_experts or 1) > 1 else "dense",
-            # the plan's CUDA graphs (validate.cuda_graphs): a partial scope is priced eager and grouped so
-            "graphs": lambda: GRAPHS[p.cuda_graphs]}[by]()
+            # the plan's CUDA graphs (validate.cuda_graphs), a partial scope labelled with its modules (graph_scope)
+            "graphs": lambda: GRAPHS[p.cuda_graphs] + (f" ({p.graph_modules})" if p.graph_modules else "")}[by]()
 
 
 @dataclass(frozen=True, eq=False)

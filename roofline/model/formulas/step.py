@@ -156,6 +156,15 @@ def cp_layer():
 # recomputation that runs an MoE layer's forward again, its all-to-all and host work included: full, or the selective
 # module moe (Megatron-Core moe/moe_layer.py checkpoints route, dispatch, experts and combine together)
 RC_MOE = S.rc_full + S.rc_sel * S.rcm_moe
+# The shares of an MoE layer's own host work (profile host.moe_fwd / moe_bwd: router, dispatcher bookkeeping,
+# permutation) that per-layer CUDA graphs over Megatron-Core's cuda_graph_modules moe_router (MoELayer.route) and
+# moe_preprocess (MoELayer.preprocess) take away. MEASURED on the development host with Megatron-Core 0.16.1's own
+# layers (calibrate/bench_host_moe.py PARTS; benchmarks/moe_host_megatron_core.py prints them): the forward host time
+# inside each over the forward intercept, medians of three runs (route 0.57-0.75, preprocess 0.20-0.26; alltoall
+# dispatcher, aux-loss top-2 router); the backward ASSUMED in the same shares (the graphs replay the captured modules'
+# backward too).
+ROUTER_HOST = 0.69
+PREPROC_HOST = 0.24
 
 
 def ep_layer():
@@ -261,12 +270,14 @@ def expert_launches() -> tuple:
 
 
 def layer(ops, blocks, ep, col_ops=None, moe_on=sp.Integer(0), moe_share=sp.Integer(1),
-          host_share=sp.Integer(1)) -> Layer:
+          host_parts=(sp.Integer(1), sp.Integer(1), sp.Integer(0))) -> Layer:
     """Times of one layer with operators ``ops``, TP ``blocks`` (tp_blocks) and EP time ``ep``; ``col_ops``: the
     operators whose column-parallel GEMMs the blocks name, unscaled by a hybrid pattern's shares (default ``ops``);
     ``moe_on``: 1 for a MoE layer (its router, dispatcher and permutation add host time, and its forward syncs the
     host, see the host term below); ``moe_share``: the share of the kind's layers that are MoE (a hybrid pattern);
-    ``host_share``: the kind's dense host issue time in transformer layers (a hybrid pattern's layer is one block)."""
+    ``host_parts``: the kind's attention, MLP / MoE and Mamba blocks per layer (1, 1, 0 for a transformer; a hybrid
+    pattern's shares), each ASSUMED half a transformer layer's dense host issue time (a hybrid pattern's layer is one
+    block), and each eager unless CUDA graphs capture it."""
     col_ops = ops if col_ops is None else col_ops
     core = [o for o in ops if o.name in ATTENTION_CORE]
     fwd, bwd = time_of(ops, "fwd"), time_of(ops, "bwd")
@@ -331,13 +342,20 @@ def layer(ops, blocks, ep, col_ops=None, moe_on=sp.Integer(0), moe_share=sp.Inte
     # the host issues kernels asynchronously: a layer takes max(GPU time, host issue time) (calibrate/bench_host.py);
     # an MoE layer's router, dispatcher bookkeeping and permutation add host_moe_fwd / host_moe_bwd (the recomputed
     # forward of full recomputation re-issues them); a layer replayed as a CUDA graph issues nothing one by one
+    # (per-layer graphs over some modules, Megatron-Core cuda_graph_modules: the captured blocks' host work only)
     gpu = fwd + bwd + recompute + tp + cp + ep
-    eager = 1 - S.graph_layers
+    attn_p, mlp_p, mamba_p = host_parts
+    g_mlp = moe_on * S.graph_moe + (1 - moe_on) * S.graph_mlp
+    dense_share = (attn_p * (1 - S.graph_attn) + mlp_p * (1 - g_mlp) + mamba_p * (1 - S.graph_mamba)) / 2
     exp_f, exp_b = expert_launches()
-    moe_f = moe_on * moe_share * (S.host_moe_fwd + exp_f * S.host_launch)
-    moe_b = moe_on * moe_share * (S.host_moe_bwd + exp_b * S.host_launch)
-    host_f = eager * (host_share * S.host_fwd + moe_f)
-    host_b = eager * (host_share * (S.host_bwd + (S.rc_full + S.rc_op) * S.host_rc) + moe_b + RC_MOE * moe_f)
+    # the router and the dispatcher's preprocess, as graphs, take their share of the MoE host work (ROUTER_HOST,
+    # PREPROC_HOST); the rest (dispatch, permutation, experts, combine) stays eager unless the whole MoE block is captured
+    moe_eager = moe_on * moe_share * (1 - S.graph_moe)
+    kept = 1 - ROUTER_HOST * S.graph_router - PREPROC_HOST * S.graph_preproc
+    moe_f = moe_eager * (kept * S.host_moe_fwd + exp_f * S.host_launch)
+    moe_b = moe_eager * (kept * S.host_moe_bwd + exp_b * S.host_launch)
+    host_f = dense_share * S.host_fwd + moe_f
+    host_b = dense_share * (S.host_bwd + (S.rc_full + S.rc_op) * S.host_rc) + moe_b + RC_MOE * moe_f
     # An eager dropless MoE forward blocks the host on the GPU once per layer: the token counts per expert go to the
     # host before the dispatch (Megatron-Core token_dispatcher.py _maybe_dtoh_and_synchronize before the EP all-to-all;
     # the flex dispatcher's DeepEP / HybridEP kernels wait for the received-token count; TEGroupedMLP
@@ -353,7 +371,7 @@ def layer(ops, blocks, ep, col_ops=None, moe_on=sp.Integer(0), moe_share=sp.Inte
     # every dispatcher over EP > 1 needs the counts on the host (the all-to-all splits, DeepEP's buffer sizes); with one
     # EP rank only experts that take host-side splits do (TEGroupedMLP's m_splits, the per-expert kernels): a grouped
     # kernel reading the offsets on the GPU (torch._grouped_mm, torchtitan's MoE without EP) never waits
-    sync = moe_on * eager * sp.Piecewise((1, S.ep > 1), (S.exp_launch, True))
+    sync = moe_on * (1 - S.graph_moe) * sp.Piecewise((1, S.ep > 1), (S.exp_launch, True))
     idle = moe_share * S.host_sync
     host = (sync * (sp.Max(idle, host_f - gpu_f, evaluate=False) + sp.Max(RC_MOE * idle, host_b - gpu_b, evaluate=False))
             + (1 - sync) * sp.Max(0, host_f + host_b - gpu, evaluate=False))
@@ -374,7 +392,7 @@ def layer_kinds() -> dict[str, Layer]:
                          col_ops=[*moe_ops, *MB.mixer_ops()], moe_on=C.moe, moe_share=S.mlp_frac,
                          # a transformer layer issues two blocks (attention, MLP); a hybrid pattern's layer one
                          # (attention, MLP / MoE or Mamba): ASSUMED half a transformer layer's host work each
-                         host_share=(S.attn_frac + S.mlp_frac + S.mamba_frac) / 2),
+                         host_parts=(S.attn_frac, S.mlp_frac, S.mamba_frac)),
             "dense": layer(C.layer_ops(C.d_head, S.ffn_hidden, sp.Integer(0), variants=True), tp_blocks(False),
                            sp.Integer(0)),
             "mtp": layer(moe_ops, tp_blocks(True), ep_layer(), moe_on=C.moe)}

@@ -420,8 +420,21 @@ ce_compiled = _s("ce_compiled", "", "1 when the loss is torch's cross entropy un
 # Megatron-Core megatron/core/transformer/transformer_config.py cuda_graph_impl ('local' / 'transformer_engine': per-layer
 # graphs over cuda_graph_modules, empty = the whole layer; 'full_iteration': one graph for the forward-backward of the
 # iteration, optimizer excluded): a replayed graph issues its kernels with one host call
-graph_layers = _s("graph_layers", "", "1 when every transformer layer's forward and backward replay as CUDA graphs (the "
-                  "layers' host issue time gone); 0: eager", "plan", r"\gamma_{l}")
+# Per-layer graphs over part of the layer (cuda_graph_modules attn, mlp, moe, moe_router, moe_preprocess, mamba) take the
+# host issue time of the captured parts only; 1 for each when the whole layer is captured
+graph_attn = _s("graph_attn", "", "1 when each layer's attention block replays as a CUDA graph (its host issue time gone; "
+                "Megatron-Core cuda_graph_modules attn, or the whole layer); 0: eager", "plan", r"\gamma_{a}")
+graph_mlp = _s("graph_mlp", "", "1 when each dense layer's MLP block replays as a CUDA graph (cuda_graph_modules mlp, or the "
+               "whole layer)", "plan", r"\gamma_{f}")
+graph_moe = _s("graph_moe", "", "1 when each MoE layer's whole MoE block replays as a CUDA graph (cuda_graph_modules moe, or "
+               "the whole layer): its host work, per-expert launches and token-count synchronization gone", "plan",
+               r"\gamma_{e}")
+graph_router = _s("graph_router", "", "1 when the MoE router (the MLP block up to MoELayer.router) replays as a CUDA graph "
+                  "(cuda_graph_modules moe_router, or moe, or the whole layer)", "plan", r"\gamma_{r}")
+graph_preproc = _s("graph_preproc", "", "1 when the MoE dispatcher's preprocess (MoELayer.preprocess) replays as a CUDA "
+                   "graph (cuda_graph_modules moe_preprocess, or moe, or the whole layer)", "plan", r"\gamma_{p}")
+graph_mamba = _s("graph_mamba", "", "1 when each Mamba-2 mixer replays as a CUDA graph (cuda_graph_modules mamba, or the whole "
+                 "layer)", "plan", r"\gamma_{m}")
 graph_full = _s("graph_full", "", "1 with a full-iteration CUDA graph (the embedding, LM head, loss and the per-micro-batch "
                 "work replay too: no host issue time in the forward-backward)", "plan", r"\gamma_{i}")
 

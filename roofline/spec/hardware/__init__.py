@@ -315,7 +315,7 @@ def _merge(a: dict, b: dict) -> dict:
 REFS = ("base", "efficiency_from", "collectives_from", "host_from", "overlap_from")  # keys that name another profile
 TOP_KEYS = ("id", "name", "kind", "vendor", *REFS, "peak_flops", "max_matmul", "max_matmul_fp4", "fp8_non_tn", "mx_formats",
             "hbm_bandwidth", "hbm_capacity", "board_power", "sm_count", "gpus_per_node", "links", "efficiency",
-            "collectives", "host", "overlap", "sustained_clock", "clock_spread", "attention_speed", "fp8_attention_speed", "sources",
+            "collectives", "host", "host_slowdown", "overlap", "sustained_clock", "clock_spread", "attention_speed", "fp8_attention_speed", "sources",
             "provenance")
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8")
 QUANTITIES = {"max_matmul": "flop/s", "max_matmul_fp4": "flop/s", "hbm_bandwidth": "B/s", "hbm_capacity": "B", "board_power": "W"}
@@ -422,6 +422,8 @@ def check_profile(d: dict, where: str) -> None:
             S.number(d[k], f"{where}: {k}", int, low=1)
     if "sustained_clock" in d:
         _clock(d["sustained_clock"], where)
+    if "host_slowdown" in d:
+        S.number(d["host_slowdown"], f"{where}: host_slowdown", low=0.0)
     if "clock_spread" in d:
         _spread(d["clock_spread"], where)
     if d.get("attention_speed") is not None:
@@ -616,6 +618,11 @@ def _get(d: dict, key: str, where: str):
     return d[key]
 
 
+def _scaled(v, factor: float):
+    """A defaults.yaml time ("520 us") times ``factor``, as a quantity string."""
+    return f"{factor * S.quantity(v, 's', 'defaults.yaml host', low=0.0, low_open=False)!r} s" if factor != 1.0 else v
+
+
 def _host_times(host: dict, where: str) -> dict:
     """Host issue time per layer: measured CPU time + kernels x CUDA launch cost."""
     get = lambda k: S.quantity(host[k], "s", f"profile {where}: host.{k}", low=0.0, low_open=False)  # noqa: E731
@@ -775,7 +782,13 @@ def _load(ref: str) -> Hardware:
     gpn = S.number(_get(d, "gpus_per_node", where), f"profile {where}: gpus_per_node", int, low=1)
     sm_count = S.number(d.get("sm_count", 1), f"profile {where}: sm_count", int, low=1)
     power = d.get("board_power")
-    host = _merge(dflt["host"], d.get("host") or {})
+    # The defaults' host times stand for an x86 DGX host; a system whose CPU issues work more slowly (Grace) states
+    # host_slowdown, which scales only the times it takes from the defaults: a host block the profile (or its base, a
+    # host_from file, calibrate host, from-runs) states was measured on that host and stands as written.
+    own_host = d.get("host") or {}
+    slow = S.number(d.get("host_slowdown", 1.0), f"profile {where}: host_slowdown", low=0.0)
+    host = _merge({k: (_scaled(v, slow) if k in HOST_TIMES and k not in own_host else v)
+                   for k, v in dflt["host"].items()}, own_host)
     ceiling = 1.0
     if d.get("max_matmul") is not None:
         ceiling = S.quantity(d["max_matmul"], "flop/s", f"profile {where}: max_matmul") / peaks["bf16"]

@@ -97,10 +97,24 @@ def _layer(experts: int, device: str):
     return TransformerLayer(config=cfg, submodules=spec.submodules, layer_number=1).to(device)
 
 
-def _one(torch, experts: int, device: str, repeats: int, seq: int = 16) -> tuple:
-    """(forward s, backward s, forward kernels, backward kernels) of one layer: medians of ``repeats``."""
+PARTS = ("route", "preprocess")   # MoELayer methods that CUDA graphs capture (cuda_graph_modules moe_router, moe_preprocess)
+
+
+def _one(torch, experts: int, device: str, repeats: int, seq: int = 16, parts: dict | None = None) -> tuple:
+    """(forward s, backward s, forward kernels, backward kernels) of one layer: medians of ``repeats``; with ``parts``,
+    an MoE layer's forward host time inside each of PARTS, medians per call, added to lists in ``parts``."""
     from .bench_host import _count_kernels
     layer = _layer(experts, device)
+    spent = {}
+    if experts and parts is not None:
+        for name in PARTS:
+            def timed(*a, _f=getattr(layer.mlp, name), _n=name, **k):
+                t = time.perf_counter()
+                r = _f(*a, **k)
+                spent[_n] = spent.get(_n, 0.0) + time.perf_counter() - t
+                return r
+            setattr(layer.mlp, name, timed)
+    inside = {name: [] for name in PARTS}
     x = torch.randn(seq, 2, HIDDEN, device=device, requires_grad=True)
     mask = torch.ones(2, 1, seq, seq, dtype=torch.bool, device=device).triu(1)
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
@@ -112,6 +126,7 @@ def _one(torch, experts: int, device: str, repeats: int, seq: int = 16) -> tuple
     fwd, bwd = [], []
     for i in range(repeats + WARMUP):
         sync()
+        spent.clear()
         t0 = time.perf_counter()
         y = forward()
         t1 = time.perf_counter()
@@ -121,6 +136,12 @@ def _one(torch, experts: int, device: str, repeats: int, seq: int = 16) -> tuple
         if i >= WARMUP:
             fwd.append(t1 - t0)
             bwd.append(t2 - t1)
+            for name in spent:
+                inside[name].append(spent[name])
+    if parts is not None:
+        for name, v in inside.items():
+            if v:
+                parts.setdefault(name, []).append(statistics.median(v))
     held = {}
     k_fwd = _count_kernels(torch, lambda: held.setdefault("y", forward()))
     k_bwd = _count_kernels(torch, lambda: held["y"].backward())
@@ -136,9 +157,9 @@ def measure(device: str = "cpu", repeats: int = 200, tick=None) -> dict:
     version = require()
     warnings.filterwarnings("ignore", module="megatron")
     _init(torch, device)
-    rows = {}
+    rows, parts = {}, {}
     for e in EXPERTS:
-        rows[e] = _one(torch, e, device, repeats)
+        rows[e] = _one(torch, e, device, repeats, parts=parts)
         if tick:
             tick("dense layer" if e == 0 else f"MoE layer, {e} local experts")
     e = np.array([k for k in EXPERTS if k], dtype=float)
@@ -148,6 +169,11 @@ def measure(device: str = "cpu", repeats: int = 200, tick=None) -> dict:
         k_slope, k_icpt = np.polyfit(e, [rows[k][2 + i] - rows[0][2 + i] for k in EXPERTS if k], 1)
         out[f"moe_{d}"], out[f"per_expert_{d}"] = max(0.0, float(icpt)), float(slope)
         out[f"kernels_moe_{d}"], out[f"per_expert_kernels_{d}"] = max(0, int(round(k_icpt))), float(k_slope)
+    # the forward host time of the router and of the dispatcher's preprocess (medians over the MoE layers), as shares
+    # of what an MoE layer adds to a dense one: what per-layer graphs over moe_router / moe_preprocess take away
+    for name in PARTS:
+        t = statistics.median(parts[name]) if parts.get(name) else 0.0
+        out[f"{name}_fwd"], out[f"{name}_share"] = t, (t / out["moe_fwd"] if out["moe_fwd"] > 0 else 0.0)
     return out
 
 
@@ -164,4 +190,8 @@ def table(r: dict) -> str:
         lines.append(f"MoE - dense, {what}: {r[f'moe_{d}'] * 1e6:.0f} us + {r[f'per_expert_{d}'] * 1e6:.0f} us per "
                      f"local expert; {r[f'kernels_moe_{d}']} + {r[f'per_expert_kernels_{d}']:.1f} kernels per local "
                      "expert")
+    for name, module in zip(PARTS, ("moe_router", "moe_preprocess")):
+        if f"{name}_share" in r:
+            lines.append(f"inside the forward, MoELayer.{name} ({module} graphs): {r[f'{name}_fwd'] * 1e6:.0f} us, "
+                         f"{r[f'{name}_share']:.2f} of the MoE forward's intercept")
     return "\n".join(lines)
