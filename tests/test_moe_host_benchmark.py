@@ -18,6 +18,9 @@ def test_moe_layers_cost_more_host_time_than_dense_and_grow_with_local_experts()
     total = [float(row[-3]) for row in rows]          # fwd+bwd, us
     assert len(total) == 5 and total[1] > total[0] and total[-1] > total[1]
     assert "MoE - dense, forward:" in r.stdout
+    # the router's and the preprocess's shares of the MoE host work (what their CUDA graphs take away), each a share
+    shares = [float(line.split(", ")[-1].split()[0]) for line in r.stdout.splitlines() if "of the MoE forward" in line]
+    assert len(shares) == 2 and all(0 < x for x in shares)
 
 
 def _hide_megatron():
