@@ -40,3 +40,12 @@ def test_a_bad_host_slowdown_is_one_line(tmp_path, value):
     with pytest.raises(InputError) as e:
         hardware.load(str(p))
     assert "host_slowdown" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_transformer_report_says_when_the_host_times_are_scaled():
+    from conftest import run_cli
+    args = ("transformer", "--model", "qwen3-30b-a3b", "--dp", "8", "--ep", "8", "--global-batch", "64", "--gpu")
+    grace, x86 = run_cli(*args, "gb200").stdout, run_cli(*args, "h100-sxm").stdout
+    line = next(x for x in grace.splitlines() if x.startswith("profile:"))
+    assert "default host times x2.75" in line and "host_slowdown" in line
+    assert "host_slowdown" not in x86

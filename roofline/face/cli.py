@@ -64,7 +64,9 @@ def render(pred, band=..., mfu_convention: str = "roofline") -> str:
         + (f" | stack {pred.stack}" if getattr(pred, "stack", "") else ""),
         f"profile: {hw.id} ({hw.kind}; calibrated: {', '.join(hw.calibrated) or 'nothing - datasheet peaks with assumed efficiencies'}"
         + (f"; compute curves borrowed from {hw.provenance['compute_curves_from'].split(':')[0]}"
-           if hw.provenance.get("compute_curves_from") else "") + ")",
+           if hw.provenance.get("compute_curves_from") else "")
+        + (f"; default host times x{hw.host_slowdown:g}, a slower host CPU (host_slowdown)" if hw.host_slowdown != 1 else "")
+        + ")",
         *_slowest_line(hw, pred.n_gpus),
         "",
         f"  step time                 {fmt_time(step):>12}",

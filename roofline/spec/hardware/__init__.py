@@ -96,6 +96,7 @@ class Hardware:
     host_moe_bwd: float = 0.0                   # s, ... backward
     host_launch: float = 0.0                    # s, host cost of one CUDA kernel launch (host.launch): per-expert kernels
     host_sync: float = 0.0                      # s, GPU idle after an eager MoE forward's host sync (host.moe_sync)
+    host_slowdown: float = 1.0                  # the host CPU's issue time over defaults.yaml's x86 host (Grace: 2.46-2.75)
     sustained_clock: float = 1.0                # sustained / burst compute rate under a power-capped load
     clock_spread: float = 0.0                   # relative std of the compute rate across the GPUs of a cluster
     matmul_ceiling: float = 1.0                 # max achievable matmul rate / peak (mamf-finder); caps gemm, bmm eta
@@ -812,7 +813,7 @@ def _load(ref: str) -> Hardware:
         sustained_clock=clock, clock_spread=spread, matmul_ceiling=ceiling, matmul_fp4=matmul_fp4,
         fp8_non_tn=_flag(d.get("fp8_non_tn", False), f"profile {where}: fp8_non_tn"),
         mx_formats=_flag(d.get("mx_formats", False), f"profile {where}: mx_formats"),
-        **_host_times(host, where),
+        **_host_times(host, where), host_slowdown=slow,
         id=str(d.get("id", Path(where).stem)), name=str(d.get("name", d.get("id", ""))), kind=str(d.get("kind", "datasheet")),
         peak_flops=peaks,
         hbm_bandwidth=S.quantity(_get(d, "hbm_bandwidth", where), "B/s", f"profile {where}: hbm_bandwidth"),
