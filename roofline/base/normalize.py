@@ -110,9 +110,9 @@ def recompute(text):
 # recompute_modules, default ["core_attn"]; priced in model/formulas/compute.py _MODULE_OPS and formulas/memory.py):
 # the modules Megatron-Core allows for a transformer, in its docstring's order. Its Gated-DeltaNet and mHC modules are
 # not modelled (those layers are not). The plan field config.Plan.recompute_modules holds them comma-joined.
+RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
 # what per-layer CUDA graphs may capture (Megatron-Core transformer_config.py cuda_graph_modules)
 GRAPH_MODULES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba")
-RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
 
 
 def recompute_modules(text):

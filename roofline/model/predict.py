@@ -169,7 +169,6 @@ def recompute_module_inputs(modules) -> dict:
     return {sym: float(name in modules) for name, sym in RECOMPUTE_MODULE_SYMBOLS.items()}
 
 
-
 def graph_inputs(cuda_graphs: str, modules: str) -> dict:
     """The CUDA-graph inputs of a plan: which blocks of each layer replay as graphs (formulas/symbols.py graph_*).
     Per-layer graphs over no named modules capture the whole layer (Megatron-Core: an empty cuda_graph_modules);
@@ -181,6 +180,7 @@ def graph_inputs(cuda_graphs: str, modules: str) -> dict:
     return {"graph_attn": g("attn"), "graph_mlp": g("mlp"), "graph_moe": g("moe"), "graph_router": g("moe", "moe_router"),
             "graph_preproc": g("moe", "moe_preprocess"), "graph_mamba": g("mamba"),
             "graph_full": float(cuda_graphs == "full")}
+
 
 def plan_inputs(p: Plan, model: Model | None = None) -> dict:
     """A plan's formula inputs; a stated pipeline_layout needs the ``model`` (its layers, MTP layers and leading

@@ -8,7 +8,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from ..base.errors import InputError
-from ..base.normalize import GRAPH_MODULES, RECOMPUTE_MODULES   # what selective recomputation may recompute (Megatron-Core's names)
+# what selective recomputation may recompute and what per-layer CUDA graphs may capture (Megatron-Core's names)
+from ..base.normalize import GRAPH_MODULES, RECOMPUTE_MODULES
 from ..base.precision import NAMES as PRECISION_NAMES
 from ..base.precision import low_precision as _low_precision
 
@@ -392,11 +393,6 @@ def module_set(text: str) -> frozenset:
     return frozenset(x.strip() for x in str(text).split(",") if x.strip())
 
 
-def graph_modules_hold(p, test):
-    """``test`` of a plan's CUDA-graph module set, as modules_hold."""
-    return modules_hold(p, test, "graph_modules")
-
-
 def modules_hold(p, test, field: str = "recompute_modules"):
     """``test`` of a plan's recompute module set (or another comma-separated module ``field``): a bool, or a bool array
     when the plan's fields are arrays (search, the rules' tests)."""
@@ -642,13 +638,13 @@ RULES: tuple[Rule, ...] = (
     _choice("plan", "cuda_graphs", "cuda_graphs", CUDA_GRAPHS),
     # Megatron-Core transformer_config.py: cuda_graph_modules are named modules, "moe_preprocess" only with
     # "moe_router", and they select per-layer graphs only (they must be empty with the full-iteration graph)
-    Rule(lambda m, p: graph_modules_hold(p, lambda s: s <= set(GRAPH_MODULES)),
+    Rule(lambda m, p: modules_hold(p, lambda s: s <= set(GRAPH_MODULES), "graph_modules"),
          lambda m, p: (f"cuda-graph-modules: unknown {', '.join(sorted(module_set(p.graph_modules) - set(GRAPH_MODULES)))}"
                        f" in {p.graph_modules!r}; Megatron-Core's: {', '.join(GRAPH_MODULES)}"), ("graph_modules",)),
-    Rule(lambda m, p: graph_modules_hold(p, lambda s: "moe_preprocess" not in s or "moe_router" in s),
+    Rule(lambda m, p: modules_hold(p, lambda s: "moe_preprocess" not in s or "moe_router" in s, "graph_modules"),
          "cuda-graph-modules: moe_preprocess needs moe_router (Megatron-Core transformer_config.py), got {p.graph_modules!r}",
          ("graph_modules",)),
-    Rule(lambda m, p: graph_modules_hold(p, lambda s: not s) | (p.cuda_graphs == "layers"),
+    Rule(lambda m, p: modules_hold(p, lambda s: not s, "graph_modules") | (p.cuda_graphs == "layers"),
          "cuda-graph-modules ({p.graph_modules!r}) selects per-layer CUDA graphs: it needs cuda-graphs layers, "
          "got {p.cuda_graphs!r}", ("graph_modules", "cuda_graphs")),
     *(_fraction(n) for n in ("overlap_grad_reduce", "overlap_param_gather", "overlap_tp", "overlap_pp",

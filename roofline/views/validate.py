@@ -860,8 +860,9 @@ def _plan_fields(row: dict) -> dict:
     graphs = cuda_graphs(row)
     if graphs != "none":
         d["cuda_graphs"] = graphs
-        if graphs == "layers" and graph_scope(row):
-            d["graph_modules"] = graph_scope(row)
+        scope = graph_scope(row) if graphs == "layers" else ""
+        if scope:
+            d["graph_modules"] = scope
     sched = schedule_from_text(text)
     if sched == "dualpipe" and (row.get("pp") or 1) > 1:
         # DualPipe's own stage split is not published (DeepSeek-V3 report sec 3.2.1), and on the derived even split
@@ -941,15 +942,27 @@ def _graph_modules(row: dict) -> set:
     return kinds
 
 
+# a CUDA-graph module list as the summaries and the command line write it ("scope=['attn', 'moe_router']", "CUDA graphs
+# [attn, mamba]", "--cuda-graph-modules attn moe"), in _graph_text's spelling
+_GRAPH_SCOPE = re.compile(r"cuda[-_ ]graphs?[^|;]*?(?:scope\s*=\s*|\[)\[?([^\]|;]*)\]?")
+
+
+def _graph_text(row: dict) -> str:
+    """A row's settings and notes, lower-cased, with the command-line spellings of Megatron-Core's CUDA-graph flags
+    written as the recipe summaries write them ("cuda graph impl=", "cuda graph scope=", "enable_cuda_graph")."""
+    text = f"{row.get('settings') or ''} | {row.get('notes') or ''}".lower()
+    text = re.sub(r"--(cuda|enable)-cuda-graph|--enable-cuda-graph", "enable_cuda_graph", text)
+    text = re.sub(r"--cuda-graph-(impl|scope|modules)[\s=]+", lambda m: f"cuda_graph_{m.group(1)}=", text)
+    return text.replace("cuda_graph_impl=", "cuda graph impl=").replace("cuda_graph_modules=", "cuda graph scope=")\
+        .replace("cuda_graph_scope=", "cuda graph scope=")
+
+
 def graph_scope(row: dict) -> str:
     """The modules a row's per-layer CUDA graphs capture (Megatron-Core cuda_graph_modules, canonical, in
     normalize.GRAPH_MODULES order) when they leave part of its layers eager; "" when they cover every module kind the
     layer has (the whole layer), name none, or the row has no per-layer graphs (``cuda_graphs``)."""
     from ..base.normalize import GRAPH_MODULES
-    text = f"{row.get('settings') or ''} | {row.get('notes') or ''}".lower()
-    text = re.sub(r"--cuda-graph-(?:scope|modules)[\s=]+", "cuda graph scope=", text)
-    text = text.replace("cuda_graph_modules=", "cuda graph scope=").replace("cuda_graph_scope=", "cuda graph scope=")
-    m = re.search(r"cuda[-_ ]graphs?[^|;]*?(?:scope\s*=\s*|\[)\[?([^\]|;]*)\]?", text)
+    m = _GRAPH_SCOPE.search(_graph_text(row))
     if not m:
         return ""
     scope = set(re.findall(r"[a-z_]+", m.group(1)))
@@ -978,13 +991,9 @@ def cuda_graphs(row: dict) -> str:
     The command-line spellings read the same (``--cuda-graph-impl X``, ``--cuda-graph-scope`` / ``--cuda-graph-modules
     a b``, ``--enable-cuda-graph``, ``enable_cuda_graph=True``), in the settings or the notes; "no CUDA graphs",
     "without CUDA graphs", "CUDA graphs off / disabled" are ``none``."""
-    text = f"{row.get('settings') or ''} | {row.get('notes') or ''}".lower()
+    text = _graph_text(row)
     if "graph" not in text:
         return "none"
-    text = re.sub(r"--(cuda|enable)-cuda-graph|--enable-cuda-graph", "enable_cuda_graph", text)
-    text = re.sub(r"--cuda-graph-(impl|scope|modules)[\s=]+", lambda m: f"cuda_graph_{m.group(1)}=", text)
-    text = text.replace("cuda_graph_impl=", "cuda graph impl=").replace("cuda_graph_modules=", "cuda graph scope=")\
-        .replace("cuda_graph_scope=", "cuda graph scope=")
     if re.search(r"(?:\bno|without)\s+(?:full[-_ ]iteration\s+)?cuda[-_ ]graphs?|cuda[-_ ]graphs?\s+(?:off|disabled)"
                  r"|enable_cuda_graph\s*=\s*false", text):
         return "none"
@@ -993,10 +1002,7 @@ def cuda_graphs(row: dict) -> str:
         return "none"
     if re.search(r"full[-_ ]iteration", text):
         return "full"
-    if graph_scope(row):
-        return "layers"
-    m = re.search(r"cuda[-_ ]graphs?[^|;]*?(?:scope\s*=\s*|\[)\[?([^\]|;]*)\]?", text)
-    if m:
+    if _GRAPH_SCOPE.search(text):     # a module list: the whole layer or part of it (graph_scope)
         return "layers"
     if re.search(r"cuda[-_ ]graphs?(?:\s*=\s*true)?\b|enable_cuda_graph", text):
         return "layers"

@@ -619,14 +619,11 @@ def _get(d: dict, key: str, where: str):
     return d[key]
 
 
-def _scaled(v, factor: float):
-    """A defaults.yaml time ("520 us") times ``factor``, as a quantity string."""
-    return f"{factor * S.quantity(v, 's', 'defaults.yaml host', low=0.0, low_open=False)!r} s" if factor != 1.0 else v
-
-
-def _host_times(host: dict, where: str) -> dict:
-    """Host issue time per layer: measured CPU time + kernels x CUDA launch cost."""
-    get = lambda k: S.quantity(host[k], "s", f"profile {where}: host.{k}", low=0.0, low_open=False)  # noqa: E731
+def _host_times(host: dict, where: str, scaled=frozenset(), slowdown: float = 1.0) -> dict:
+    """Host issue time per layer: measured CPU time + kernels x CUDA launch cost; the times named in ``scaled`` (those
+    taken from defaults.yaml) times ``slowdown``."""
+    get = lambda k: (slowdown if k in scaled else 1.0) * S.quantity(  # noqa: E731
+        host[k], "s", f"profile {where}: host.{k}", low=0.0, low_open=False)
     launch = get("launch")
     n = lambda k: S.number(host[k], f"profile {where}: host.{k}", int, low=0)  # noqa: E731
     t = lambda k, kernels: get(k) + n(kernels) * launch  # noqa: E731
@@ -788,8 +785,7 @@ def _load(ref: str) -> Hardware:
     # host_from file, calibrate host, from-runs) states was measured on that host and stands as written.
     own_host = d.get("host") or {}
     slow = S.number(d.get("host_slowdown", 1.0), f"profile {where}: host_slowdown", low=0.0)
-    host = _merge({k: (_scaled(v, slow) if k in HOST_TIMES and k not in own_host else v)
-                   for k, v in dflt["host"].items()}, own_host)
+    host = _merge(dflt["host"], own_host)
     ceiling = 1.0
     if d.get("max_matmul") is not None:
         ceiling = S.quantity(d["max_matmul"], "flop/s", f"profile {where}: max_matmul") / peaks["bf16"]
@@ -813,7 +809,7 @@ def _load(ref: str) -> Hardware:
         sustained_clock=clock, clock_spread=spread, matmul_ceiling=ceiling, matmul_fp4=matmul_fp4,
         fp8_non_tn=_flag(d.get("fp8_non_tn", False), f"profile {where}: fp8_non_tn"),
         mx_formats=_flag(d.get("mx_formats", False), f"profile {where}: mx_formats"),
-        **_host_times(host, where), host_slowdown=slow,
+        **_host_times(host, where, frozenset(dflt["host"]) - frozenset(own_host), slow), host_slowdown=slow,
         id=str(d.get("id", Path(where).stem)), name=str(d.get("name", d.get("id", ""))), kind=str(d.get("kind", "datasheet")),
         peak_flops=peaks,
         hbm_bandwidth=S.quantity(_get(d, "hbm_bandwidth", where), "B/s", f"profile {where}: hbm_bandwidth"),
