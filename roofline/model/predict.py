@@ -124,7 +124,8 @@ def layout_inputs(tp, pp, dp, cp, ep, micro_batch, global_batch, interleave, seq
     ``recompute``: 0 none, 1 selective, 2 full, 3 op (``config.RECOMPUTE`` order), len(RECOMPUTE) + k selective with the search's
     k-th module set (views/space.py selective_ladder; its rcm_* switches come from space.ladder_inputs);
     ``zero``: the ZeRO stage 0-3;
-    ``sequence_parallel``: truth values; ``schedule``: a name of config.SCHEDULES (one for all rows); ``etp`` None:
+    ``sequence_parallel``: truth values; ``schedule``: a name of config.SCHEDULES (one for all rows; GPipe only where
+    pp > 1: without stages, each micro-batch runs its forward and backward in turn, as gradient accumulation does); ``etp`` None:
     = tp (Megatron-Core's default expert TP);
     ``stages``: a stated pipeline layout's per-rank counts (layout.stage_counts), None: derived (pp_layout = 0).
     The one mapping from plan knobs to formula symbols."""
@@ -134,7 +135,7 @@ def layout_inputs(tp, pp, dp, cp, ep, micro_batch, global_batch, interleave, seq
             "micro_batch": f(micro_batch),
             "global_batch": f(global_batch), "interleave": f(interleave),
             "seq_par": f((np.asarray(sequence_parallel) != 0) & (tp > 1)),
-            "rc_full": f(recompute == 2), "rc_any": f(recompute == 2), "rc_sel": f((recompute == 1) | (recompute >= len(RECOMPUTE))), "rc_op": f(recompute == 3), "gpipe": f(schedule == "gpipe"),
+            "rc_full": f(recompute == 2), "rc_any": f(recompute == 2), "rc_sel": f((recompute == 1) | (recompute >= len(RECOMPUTE))), "rc_op": f(recompute == 3), "gpipe": f((schedule == "gpipe") & (np.asarray(pp) > 1)),
             "dualpipev": f(schedule == "dualpipev"), "dualpipe": f(schedule == "dualpipe"),
             "z_os": f(zero >= 1), "z_grad": f(zero >= 2), "z_param": f(zero >= 3),
             "gpu_z": f(slowest_z(np.asarray(tp) * np.asarray(pp) * np.asarray(dp) * np.asarray(cp))),

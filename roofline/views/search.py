@@ -29,6 +29,7 @@ from ..base.results import Result
 from ..base.units import KILO, GiB, fmt_bytes, fmt_time
 from .space import (  # noqa: F401  (the space API, re-exported as the search API)
     CHUNK, KNOBS, LADDER, OBJECTIVES, PINNED_SCHEDULES, SEARCH_MEMORY_MARGIN, SELECTIVE_RUNGS, Space, _int,
+    stack_schedule,
     default_base, default_model, divisors, enumerate_plans, evaluate_arrays, evaluate_space, ladder_inputs,
     node_tiling_tp, plan_arrays, plan_of, searches_ep_overlap, selective_ladder, try_delay_wgrad, with_ep_overlap)
 
@@ -391,6 +392,7 @@ def search(model, hw, n_gpus: int, global_batch: int, seq_len: int | None = None
     """
     if seq_len is not None:
         model = dataclasses.replace(model, seq_len=_int("seq-len", seq_len))
+    schedule = stack_schedule(framework, schedule)
     space = evaluate_space(model, hw, n_gpus, global_batch, base=base, framework=framework, schedule=schedule, **pins)
     return rank(space, objective=objective, top=top, tokens=tokens, gpu_hour_price=gpu_hour_price, schedule=schedule)
 
@@ -449,7 +451,7 @@ def pareto(cands: list[Candidate]) -> list[Candidate]:
 def _plan_text(p) -> str:
     s = f"tp={p.tp} pp={p.pp} dp={p.dp} cp={p.cp}" + (f" ep={p.ep}" if p.ep > 1 else "")
     s += f" mb={p.micro_batch}" + (f" v={p.interleave}" if p.interleave > 1 else "") \
-        + (f" {p.schedule}" if p.schedule in PINNED_SCHEDULES else "")
+        + (f" {p.schedule}" if p.schedule in PINNED_SCHEDULES and p.pp > 1 else "")    # no pipeline at pp 1
     s += f" SP={'on' if p.sequence_parallel and p.tp > 1 else 'off'} rc={p.recompute}" \
         + (f"({p.recompute_fraction:.2g})" if p.recompute == "full" and p.recompute_fraction < 1 else "") \
         + (f"({p.recompute_modules})" if p.recompute == "selective" and p.recompute_modules != "core_attn" else "") \
@@ -669,6 +671,7 @@ def _setup(args) -> _Setup:
     replicas = getattr(args, "dp_replicas", None)
     args.dp_replicas = None
     spec = build_spec(args)
+    schedule = stack_schedule(framework or spec.stack.id, schedule)
     if schedule and not framework:
         from ..spec import stacks
         why = stacks.schedule_refusal(spec.stack, schedule)

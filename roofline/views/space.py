@@ -725,6 +725,19 @@ def _stack(framework):
     return stacks.get(framework)
 
 
+def stack_schedule(framework, schedule: str | None) -> str | None:
+    """The schedule every plan of a search takes: the pinned one, else the stack's own where the stack runs no 1F1B
+    (MaxText: GPipe, stacks/maxtext.yaml); None: 1F1B, interleaved where v > 1. A pinned GPipe at pp 1 prices as no
+    pipeline (predict.layout_inputs)."""
+    from ..spec import stacks
+
+    st = _stack(framework)
+    if schedule or st is None:
+        return schedule
+    own = stacks.schedules_of(st)
+    return own[0] if "1f1b" not in own and own[0] in PINNED_SCHEDULES else None
+
+
 def default_base(framework: str = "megatron-core"):
     """The Plan whose fixed fields (dtype, overlaps) the searched plans share: the stack's defaults."""
     from ..spec.config import Plan, replace

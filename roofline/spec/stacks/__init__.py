@@ -300,7 +300,7 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
         Rule(lambda m, p: modules | modules_hold(p, lambda s: s == {"core_attn"}),
              f"stack {stack.id} recomputes the attention core only, not the modules {{p.recompute_modules!r}} "
              "(Megatron-Core's --recompute-modules; run it with --framework megatron-core)", ("recompute_modules",)),
-        Rule(lambda m, p: among(p.schedule, scheds), _schedule_message(stack), ("schedule",)),
+        Rule(lambda m, p: (p.pp <= 1) | among(p.schedule, scheds), _schedule_message(stack), ("pp", "schedule")),
         Rule(lambda m, p: pipelined | (p.pp <= 1),
              f"stack {stack.id} has no pipeline parallelism (pp {{p.pp}}): {src.get('pipeline', '')}", ("pp",)),
         Rule(lambda m, p: ring_cp | (p.cp <= 1),
