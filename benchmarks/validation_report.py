@@ -218,6 +218,10 @@ def ao_note(r: dict, csv) -> list[str]:
     from roofline.spec import hardware
     mi = hardware.load("mi300x")
     mi300x_ceiling = mi.matmul_ceiling * mi.peak("bf16") / 1e12
+    from roofline.views.calibrate.cudnn_sdpa import Shape, prior_times
+    fl = 4 * 16 * 16384 ** 2 * 128          # the measured shape's forward FLOPs (batch 1, 16 heads, not causal)
+    mi_attn = tuple(k * fl / t / 1e12 for k, t in zip((1, 2.5), prior_times(
+        Shape("mi300x", "", "bfloat16", False, 1, 16384, 16, 16, 128, 128, None, 0, 0), mi)))
     rows = [dict(x, gpu_id="h100-hbm2e-96gb-500w") for x in V.read(csv) if x["case_id"].startswith("ao_h100_")]
     alt = V.validate(rows).to_dict()["cases"] if rows else []
     alt_txt = ", ".join(pct(c["error"], True) for c in alt)
@@ -225,8 +229,10 @@ def ao_note(r: dict, csv) -> list[str]:
             "Their GPUs are not what the profiles price: the H100 table names no variant (priced as the 80 GB SXM5 at "
             f"700 W; on Meta's Grand Teton profile, h100-hbm2e-96gb-500w, the same rows are {alt_txt}), the B200s ran "
             "power-limited at a limit the table does not state (priced at 1000 W), and the MI300X profile is a datasheet "
-            "one, never calibrated: its kernels take the generic efficiencies of hardware/defaults.yaml (GEMMs capped at "
-            f"mamf-finder's {mi300x_ceiling:.1f} TFLOP/s, flash attention at 0.60 / 0.50 of peak), which no ROCm measurement backs. Speed-up of each recipe over the same GPU's BF16 "
+            "one, never calibrated: its GEMMs and memory-bound kernels take the generic efficiencies of "
+            f"hardware/defaults.yaml (GEMMs capped at mamf-finder's {mi300x_ceiling:.1f} TFLOP/s), and only its flash "
+            f"attention is set from a ROCm measurement (forward {mi_attn[0]:.0f}, backward {mi_attn[1]:.0f} TFLOP/s at "
+            "head dim 128, sequence 16384: ROCm/flash-attention#142, mi300x.yaml). Speed-up of each recipe over the same GPU's BF16 "
             f"row, measured / predicted: {'; '.join(speed)}. The row-wise recipe gains less than the model gives it "
             "on every GPU: its GEMMs are PyTorch's row-wise scaled kernel (CUTLASS) in forward and a tensor-wise one "
             "plus a rescaling pass in backward (pytorch/ao float8_ops.py addmm_float8_unwrapped), priced at the "
