@@ -10,7 +10,8 @@ from roofline import one_batch_time, predict_config
 from roofline.base.errors import InputError
 
 EXAMPLES = ["llemma_7b_4_2_2_P", "llemma_7b_4_2_2_V", "gpt3_175b_a100", "megatron_gpt_39b_a100",
-            "llama2_7b_fsdp_a100", "llama3_70b_h100", "mixtral_8x7b_h100", "nemotron_4_15b_h100"]
+            "llama2_7b_fsdp_a100", "llama3_70b_h100", "mixtral_8x7b_h100", "nemotron_4_15b_h100",
+            "llama3_70b_maxtext_h100"]
 
 
 def _load(name):
