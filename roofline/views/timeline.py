@@ -199,7 +199,7 @@ def replayable(plan) -> None:
 
 def _order(schedule: str, p: int, m: int, v: int, i: int) -> list[tuple[str, int, int]]:
     """Stage i's ops in execution order: ("F"|"B", micro-batch, model chunk)."""
-    if schedule == "gpipe":
+    if schedule == "gpipe" and p > 1:        # at pp 1 no pipeline: each micro-batch's forward, then its backward
         return [("F", j, 0) for j in range(m)] + [("B", j, 0) for j in range(m)]
     if v == 1:
         warm = min(p - i - 1, m)
