@@ -219,7 +219,9 @@ def ao_note(r: dict, csv) -> list[str]:
     mi = hardware.load("mi300x")
     mi300x_ceiling = mi.matmul_ceiling * mi.peak("bf16") / 1e12
     from roofline.views.calibrate.cudnn_sdpa import Shape, prior_times
-    fl = 4 * 16 * 16384 ** 2 * 128          # the measured shape's forward FLOPs (batch 1, 16 heads, not causal)
+    # the measured shape's forward FLOPs, 4 b h s^2 d (batch 1, 16 heads, not causal; the backward counted as 2.5x),
+    # the convention of flash-attention's benchmarks/benchmark_flash_attention.py that ROCm/flash-attention#142 ran
+    fl = 4 * 16 * 16384 ** 2 * 128
     mi_attn = tuple(k * fl / t / 1e12 for k, t in zip((1, 2.5), prior_times(
         Shape("mi300x", "", "bfloat16", False, 1, 16384, 16, 16, 128, 128, None, 0, 0), mi)))
     rows = [dict(x, gpu_id="h100-hbm2e-96gb-500w") for x in V.read(csv) if x["case_id"].startswith("ao_h100_")]

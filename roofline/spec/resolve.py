@@ -298,10 +298,9 @@ def resolve(model=None, plan=None, hardware=None, stack=None, *, model_fields: d
                                            f"16-bit gathers under {p['dtype']}")
     if "dtype" in stated and st.rule("grad_dtype_bf16") and p["dtype"] not in ("fp16", "fp32"):
         rule("grad_dtype", st.rule("grad_dtype_bf16"), f"{st.id}: bf16 runs reduce fp32 main grads")
-    own = stacks.schedules_of(st)
-    if "schedule" not in stated and p["pp"] > 1 and p["interleave"] == 1 and p["schedule"] not in own:
-        # a stack without 1F1B pipelines with its own schedule (MaxText: GPipe-style, stacks/maxtext.yaml)
-        rule("schedule", own[0], f"{st.id} runs {own[0]} pipelines (it runs {', '.join(own)})")
+    own = stacks.own_schedule(st)
+    if own and "schedule" not in stated and p["pp"] > 1 and p["interleave"] == 1:
+        rule("schedule", own, f"{st.id} runs {own} pipelines (it runs {', '.join(stacks.schedules_of(st))})")
     if "interleave" not in stated and (stated.get("schedule") == "interleaved"
                                        or (st.rule("interleave_when_pp") and p["pp"] > 1 and "schedule" not in stated)):
         gb = p["global_batch"] or p["micro_batch"] * p["dp"]

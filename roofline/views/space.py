@@ -734,8 +734,8 @@ def stack_schedule(framework, schedule: str | None) -> str | None:
     st = _stack(framework)
     if schedule or st is None:
         return schedule
-    own = stacks.schedules_of(st)
-    return own[0] if "1f1b" not in own and own[0] in PINNED_SCHEDULES else None
+    own = stacks.own_schedule(st)
+    return own if own in PINNED_SCHEDULES else None
 
 
 def default_base(framework: str = "megatron-core"):

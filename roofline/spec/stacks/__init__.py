@@ -229,6 +229,13 @@ def schedules_of(stack: Stack) -> tuple[str, ...]:
     return tuple(stack.rule("schedules") or ("1f1b", "interleaved", "gpipe"))
 
 
+def own_schedule(stack: Stack) -> str | None:
+    """The schedule a pipelined run of ``stack`` takes when none is stated: the stack's first where it runs no 1F1B
+    (MaxText: GPipe, stacks/maxtext.yaml), else None (1F1B, interleaved where v > 1)."""
+    own = schedules_of(stack)
+    return None if "1f1b" in own else own[0]
+
+
 def _schedule_message(stack: Stack) -> str:
     """The refusal of a schedule ``stack`` does not run, a template of the plan ``p`` (a Rule message)."""
     src = stack.sources.get("schedules", "").replace("{", "{{").replace("}", "}}")
