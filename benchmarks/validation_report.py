@@ -159,7 +159,9 @@ TABLE_SETS = (("llm-foundry", "llmfoundry_"), ("NeMo 25.x", "nemo25"), ("NeMo 24
               ("torchtitan end-2024 benchmark", "tt_h100_2412_"), ("torchtitan H200 (Trainy)", "tt_h200_2506_"),
               ("torchao float8 / MX", "ao_"),
               ("Megatron-LM Llama 3 FP8 example", "mlm_"),
-              ("MT-NLG 530B paper", "mtnlg_"))
+              ("MT-NLG 530B paper", "mtnlg_"),
+              ("Colossal-AI README", "colossalai_"),
+              ("InternLM training performance", "internlm_"))
 # (label, case_id prefix)
 
 
@@ -257,7 +259,10 @@ def tables_section(csv) -> list[str]:
             "float8 / MX training benchmarks (torchtitan on 8 H100, 8 power-limited B200 and 8 MI300X) and "
             "Megatron-LM's Llama 3 FP8 example (8-1024 H100, CP and interleaved PP) and the MT-NLG 530B paper's "
             "iteration times (2240-3360 A100 80GB, tp 8 x pp 35; the row that brought in the rule for a plan that "
-            "cannot fit, in the input rules above).",
+            "cannot fit, in the input rules above) and Colossal-AI's README benchmark (Llama 2 7B on 8 H200 under "
+            "ZeRO-2; Llama 2 70B on 16 B200 with TP 2 x PP 4 and ZeRO-1) and the InternLM training framework's tables "
+            "(InternLM 7B on 8-1024 A100 80GB over 50 Gb/s of RoCE per GPU, its Hybrid ZeRO-1 sharded over every rank "
+            "or per node, FlashAttention v1).",
             "", tables_summary(r), "",
             *titan_cp_note(r),
             *ao_note(r, csv),

@@ -11,7 +11,10 @@ command. Precedence, lowest first:
 3. the stack's rules for fields still unstated (sequence parallelism only with tp > 1, bf16 grads
    reduced in fp32 on Megatron, overlapped p2p only in the interleaved schedule, the TP-overlap
    fraction when ``tp_comm_overlap`` is stated, no overlapped gradient reduce in a pipeline engine that
-   reduces after the last micro-batch, uneven stages where the stack splits them, dp from
+   reduces after the last micro-batch (or an expert-parallel optimizer that reduces after the backward),
+   a default sharding the layout cannot run lowered to the deepest ZeRO stage the stack runs with that
+   pp or ep (DeepSpeed's pipeline engine, Colossal-AI's hybrid plugins: ZeRO-1), uneven stages where the
+   stack splits them, dp from
    ``n_gpus``, the smallest valid interleave when only "interleaved" is stated);
 4. stated values: whatever the caller gives explicitly (``None`` means unset, never a default).
 
@@ -31,7 +34,7 @@ from types import MappingProxyType
 
 from ..base import normalize
 from . import stacks
-from .config import ALIASES, EDGE_SLOTS, Model, Plan, check
+from .config import ALIASES, EDGE_SLOTS, SHARDING, ZERO_STAGE, Model, Plan, check
 from ..base.errors import InputError
 
 PLAN_FIELDS = tuple(f.name for f in dataclasses.fields(Plan))
@@ -177,20 +180,24 @@ def smallest_interleave(layers: int, pp: int, micro_batches: int, edge_slots: in
     return 1
 
 
-def layout_rules(st, tp, pp, interleave, tp_comm_overlap: bool = False) -> dict:
+def layout_rules(st, tp, pp, interleave, tp_comm_overlap: bool = False, ep=1) -> dict:
     """The overlap fields that follow from the layout by the stack's rules: {field: (applies, value, why)}.
 
     ``tp``, ``pp`` and ``interleave`` are integers or numpy arrays (broadcast), so :func:`resolve` applies the
     rules to one plan and ``search`` to every enumerated plan: one place for each rule."""
     import numpy as np
 
-    tp, pp, v = np.asarray(tp), np.asarray(pp), np.asarray(interleave)
+    tp, pp, v, ep = np.asarray(tp), np.asarray(pp), np.asarray(interleave), np.asarray(ep)
     ov_pp = float(st.rule("overlap_pp_interleaved", 0.0))
     out = {"overlap_pp": (np.ones_like(v, dtype=bool), np.where(v > 1, ov_pp, 0.0),
                           f"{st.id}: p2p overlap in the interleaved schedule, none without interleaving")}
     if st.rule("no_overlap_with_pp"):
         out["overlap_grad_reduce"] = (pp > 1, 0.0, f"{st.id}: the pipeline engine reduces gradients after the "
                                                    "last micro-batch")
+    if st.rule("no_overlap_with_ep"):
+        where = ep > 1 if "overlap_grad_reduce" not in out else (ep > 1) | out["overlap_grad_reduce"][0]
+        out["overlap_grad_reduce"] = (where, 0.0, f"{st.id}: the expert-parallel optimizer reduces gradients after "
+                                                  "the backward")
     if tp_comm_overlap and st.rule("tp_comm_overlap") == "ring":
         out["overlap_tp"] = (tp > 1, (tp - 1) / tp, "tp_comm_overlap stated: (tp-1)/tp hidden")
     return out
@@ -315,7 +322,19 @@ def resolve(model=None, plan=None, hardware=None, stack=None, *, model_fields: d
     if p["schedule"] == "interleaved" and p["interleave"] == 1:
         p["schedule"] = "1f1b"
         origin["schedule"] = "rule: no valid interleave"
-    for k, (where, v, why) in layout_rules(st, p["tp"], p["pp"], p["interleave"], bool(tp_overlap)).items():
+    if "sharding" not in stated:
+        # the stack's default sharding where the layout allows it; else the deepest stage it runs within the limit
+        # (DeepSpeed's pipeline engine: ZeRO-1; Colossal-AI's hybrid plugins: ZeRO-1 with pp or ep)
+        limits = [(st.rule(key, 3), f"{axis} {p[axis]}") for key, axis in (("max_zero_with_pp", "pp"),
+                                                                            ("max_zero_with_ep", "ep")) if p[axis] > 1]
+        cap = min((lim for lim, _ in limits), default=3)
+        if ZERO_STAGE.get(p["sharding"], 0) > cap:
+            runs = [s for s in (st.rule("shardings") or SHARDING) if ZERO_STAGE.get(s, 9) <= cap]
+            lowered = max(runs, key=lambda s: ZERO_STAGE[s], default=None)
+            if lowered is not None:
+                rule("sharding", lowered, f"{st.id} runs at most ZeRO-{cap} with "
+                     + " and ".join(w for lim, w in limits if lim == cap) + f": its default {p['sharding']} lowered")
+    for k, (where, v, why) in layout_rules(st, p["tp"], p["pp"], p["interleave"], bool(tp_overlap), p["ep"]).items():
         if where:
             rule(k, float(v), why)
     rule("uneven_stages", bool(st.rule("uneven_stages", False)), f"{st.id} splits uneven layer counts"

@@ -451,7 +451,7 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
         if "overlap_ep" in knobs and n:
             x[OVERLAP_INPUTS["overlap_ep"]] = knobs["overlap_ep"]
         if st is not None and n:
-            rules = layout_rules(st, knobs["tp"], knobs["pp"], knobs["interleave"], tp_comm_overlap)
+            rules = layout_rules(st, knobs["tp"], knobs["pp"], knobs["interleave"], tp_comm_overlap, knobs["ep"])
             for field, (where, v, _why) in rules.items():
                 if field not in stated:
                     knobs[field] = np.broadcast_to(np.where(where, v, getattr(base, field)), (n,)).astype(float)

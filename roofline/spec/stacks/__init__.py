@@ -36,7 +36,7 @@ PLAN_KEYS = ("dtype", "grad_dtype", "sequence_parallel", "sharding", "recompute"
              "loss_kernel",
              "cuda_graphs", "ep_dispatcher")
 RULE_KEYS = ("interleaved_schedule", "interleave_when_pp", "no_overlap_with_pp", "overlap_pp_interleaved", "tp_comm_overlap", "uneven_stages", "shardings",
-             "max_zero_with_pp", "grad_dtype_bf16", "kv_heads_below_tp", "compiled_loss_since",
+             "max_zero_with_pp", "max_zero_with_ep", "no_overlap_with_ep", "grad_dtype_bf16", "kv_heads_below_tp", "compiled_loss_since",
              "recomputes", "recompute_names", "schedules", "micro_batch_unstated", "builds_on", "recompute_modules",
              "moment_dtypes", "optimizers", "seq_len_unstated", "combines", "pipeline", "context_parallel",
              "sequence_parallelism",
@@ -260,6 +260,7 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
     runs = stack.rule("shardings")
     names = None if not runs else tuple(s for s in SHARDING if stage_name(s) in {stage_name(r) for r in runs})
     max_zero = stack.rule("max_zero_with_pp", 3)
+    max_zero_ep = stack.rule("max_zero_with_ep", 3)
     # GQA under TP: a stack that does not say it replicates or sub-shards K/V splits the kv-heads over the TP ranks
     # (megatron/legacy/model/transformer.py, and megatron/core/transformer/attention.py before core_v0.16:
     # divide(num_query_groups, world_size); torchtitan's colwise wk/wv); config.RULES holds the looser rule of
@@ -327,6 +328,9 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
         Rule(lambda m, p: (p.pp <= 1) | (p.zero_stage <= max_zero),
              f"stack {stack.id} cannot run ZeRO-{{p.zero_stage}} ({{p.sharding}}) with pp {{p.pp}}: "
              f"{src.get('max_zero_with_pp', '')}", ("pp", "zero_stage")),
+        Rule(lambda m, p: (p.ep <= 1) | (p.zero_stage <= max_zero_ep),
+             f"stack {stack.id} cannot run ZeRO-{{p.zero_stage}} ({{p.sharding}}) with ep {{p.ep}}: "
+             f"{src.get('max_zero_with_ep', '')}", ("ep", "zero_stage")),
         Rule(lambda m, p: replicas | (p.dp_replicas <= 1),
              f"stack {stack.id} keeps one sharded copy of the state over all dp x cp ranks, not {{p.dp_replicas}} "
              "replicated shard groups (HSDP: torchtitan, OLMo-core, PyTorch FSDP HYBRID_SHARD, NeMo AutoModel, "
@@ -482,7 +486,7 @@ def alternatives(text: str = "", model=None, hw=None, dtype: str | None = None) 
 
 def names_stack(column: str) -> bool:
     """Whether a framework column names a stack of the registry (an id or alias as a whole word); a blank one does
-    not. A row whose column names another framework (MaxText, Colossal-AI) is priced on a stand-in stack."""
+    not. A row whose column names another framework (Levanter, veScale) is priced on a stand-in stack."""
     return bool(_alias_hits((column or "").strip().lower()))
 
 
@@ -510,7 +514,7 @@ def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | No
                 why = f"framework column {column.strip()!r} names no stack of the registry; {why}"
             return stack, why
     stack, why = _era(text, model, hw, dtype)
-    if (column or "").strip():      # a framework the registry does not hold (MaxText, Colossal-AI): say so, not silently
+    if (column or "").strip():      # a framework the registry does not hold (Levanter, veScale): say so, not silently
         why = f"framework column {column.strip()!r} names no stack of the registry (roofline frameworks list); {why}"
     return stack, why
 
