@@ -120,3 +120,14 @@ def test_a_default_sharding_the_layout_cannot_run_is_lowered_a_stated_one_refuse
     assert resolve("llama2-7b", dict(dp=8, global_batch=16), "h100-sxm", stack).plan.zero_stage == 3
     with pytest.raises(InputError, match="cannot run ZeRO-3"):
         resolve("llama2-7b", dict(plan, sharding="zero3"), "h100-sxm", stack)
+
+
+def test_a_samples_per_second_rate_gives_the_step_time(tmp_path):
+    """Colossal-AI's benchmark prints samples/s: a row stating only that rate is priced against global batch / rate,
+    and a header written as the table writes it reads as that column."""
+    f = tmp_path / "rows.csv"
+    f.write_text("case_id,framework,model,gpu,n_gpus,tp,pp,global_batch,micro_batch,seq_len,optimizer_sharding,"
+                 "Throughput (samples/s)\n"
+                 "c,Colossal-AI,Llama 2 7B,H200,8,1,1,288,36,4096,zero2,17.13\n")
+    case = V.build_case(V.read(f)[0])
+    assert case.measured == pytest.approx(288 / 17.13) and case.spec.stack.id == "colossalai"

@@ -102,14 +102,15 @@ REQUIRED = ("case_id", "n_layers", "d_model", "n_heads", "vocab", "seq_len", "gl
 # its reason.
 AT_LEAST = (("case_id",), ("model", "n_layers"), ("gpu_id", "gpu"),
             ("measured_iter_time_s", "derived_iter_time_s", "measured_peak_memory_gib", "tokens_per_s",
-             "tokens_per_s_per_gpu", "measured_tflops_per_gpu", "measured_mfu"))
+             "tokens_per_s_per_gpu", "samples_per_s", "measured_tflops_per_gpu", "measured_mfu"))
 INTS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "seq_len", "global_batch",
         "micro_batch", "tp", "pp", "dp", "cp", "ep", "interleave", "n_gpus", "gpus_per_node", "n_experts", "top_k",
         "moe_ffn_hidden", "head_dim", "n_shared_experts", "first_dense_layers", "mtp", "mla_q_lora_rank",
         "mla_kv_lora_rank", "mla_qk_nope_head_dim", "mla_qk_rope_head_dim", "mla_v_head_dim", "swa_window", "swa_every",
         "moe_latent_size", "fsdp")
 FLOATS = ("net_gbps_per_gpu", "measured_iter_time_s", "derived_iter_time_s", "measured_peak_memory_gib",
-          "flops_per_iter", "measured_tflops_per_gpu", "measured_mfu", "tokens_per_s", "tokens_per_s_per_gpu")
+          "flops_per_iter", "measured_tflops_per_gpu", "measured_mfu", "tokens_per_s", "tokens_per_s_per_gpu",
+          "samples_per_s")
 # a row run with Megatron-Bridge: its framework column, or settings that cite a Bridge recipe file
 BRIDGE_FRAMEWORK = re.compile(r"megatron[- ]bridge|megatron/bridge|scripts/performance/configs")
 # Megatron-Bridge precision recipes that keep layers in 16 bits: name -> (the row precision they serve, layers at the
@@ -208,6 +209,9 @@ HEADER_ALIASES = {
     "seqlen": "seq_len", "seqlength": "seq_len", "sequencelength": "seq_len",
     "tokenssecgpu": "tokens_per_s_per_gpu", "tokenspersecpergpu": "tokens_per_s_per_gpu",
     "tokenspersecondpergpu": "tokens_per_s_per_gpu", "tokensspergpu": "tokens_per_s_per_gpu",
+    "tgs": "tokens_per_s_per_gpu", "tgstokensgpusecond": "tokens_per_s_per_gpu",   # InternEvo's "TGS (Tokens/GPU/Second)"
+    "samplespersec": "samples_per_s", "samplespersecond": "samples_per_s", "sampless": "samples_per_s",
+    "throughputsampless": "samples_per_s", "throughputsamplespersec": "samples_per_s",
     "steptime": "measured_iter_time_s", "steptimes": "measured_iter_time_s", "iterationtime": "measured_iter_time_s",
     "iterationtimes": "measured_iter_time_s", "secondsperstep": "measured_iter_time_s",
     "dtype": "precision", "numlayers": "n_layers", "layers": "n_layers", "hiddensize": "d_model",
@@ -1535,12 +1539,12 @@ def build_case(row: dict, hardware=None) -> Case:
     measured = row.get("measured_iter_time_s") or row.get("derived_iter_time_s")
     flops_known = row.get("flops_per_iter") or flop_basis(row.get("flop_basis"))
     rate = (flops_known and (row.get("measured_tflops_per_gpu") or row.get("measured_mfu"))) or row.get(
-        "tokens_per_s") or row.get("tokens_per_s_per_gpu")
+        "tokens_per_s") or row.get("tokens_per_s_per_gpu") or row.get("samples_per_s")
     from_rate = (not measured or measured <= 0) and bool(rate and rate > 0)   # time_from_rate, once the plan resolves
     if (not measured or measured <= 0) and not from_rate and not row.get("measured_peak_memory_gib"):
         raise Skip("no measured or derived iteration time, no rate to derive one from (flops_per_iter, or a "
                    "flop_basis HFU96 / MFU72, with measured_tflops_per_gpu or measured_mfu; tokens_per_s; "
-                   "tokens_per_s_per_gpu), and no measured peak memory")
+                   "tokens_per_s_per_gpu; samples_per_s), and no measured peak memory")
     measured = measured if measured and measured > 0 else float("nan")     # memory-only row
     if row["global_batch"] is None:
         raise Skip("global_batch not stated")
@@ -1732,7 +1736,8 @@ def time_from_rate(row: dict, seq_len: int, global_batch: int, n_gpus: int, peak
     F / (n_gpus x X) with F the source's own FLOP count): flops_per_iter / (n_gpus x measured_tflops_per_gpu), or
     with X = measured_mfu x ``peak`` (FLOP/s: the GPU's dense 16-bit peak, the denominator sources quote MFU against:
     312 on A100, 989 on H100 SXM), else global_batch x seq_len / tokens_per_s (all GPUs), else
-    / (tokens_per_s_per_gpu x n_gpus).
+    / (tokens_per_s_per_gpu x n_gpus), else global_batch / samples_per_s (sequences per second, all GPUs: Colossal-AI's
+    and DeepSpeed's benchmark logs).
 
     >>> time_from_rate({"tokens_per_s_per_gpu": 2000.0}, 4096, 512, 8)
     (131.072, 'iteration time = global_batch x seq_len / (tokens_per_s_per_gpu x n_gpus) = 131.1 s')
@@ -1745,6 +1750,8 @@ def time_from_rate(row: dict, seq_len: int, global_batch: int, n_gpus: int, peak
         how = f"flops_per_iter / (n_gpus x measured_mfu x the dense 16-bit peak {peak / 1e12:.0f} TFLOP/s)"
     elif row.get("tokens_per_s"):
         t, how = global_batch * seq_len / row["tokens_per_s"], "global_batch x seq_len / tokens_per_s"
+    elif row.get("samples_per_s") and not row.get("tokens_per_s_per_gpu"):
+        t, how = global_batch / row["samples_per_s"], "global_batch / samples_per_s"
     else:
         t = global_batch * seq_len / (row["tokens_per_s_per_gpu"] * n_gpus)
         how = "global_batch x seq_len / (tokens_per_s_per_gpu x n_gpus)"
