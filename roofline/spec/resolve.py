@@ -183,7 +183,7 @@ def smallest_interleave(layers: int, pp: int, micro_batches: int, edge_slots: in
 def layout_rules(st, tp, pp, interleave, tp_comm_overlap: bool = False, ep=1) -> dict:
     """The overlap fields that follow from the layout by the stack's rules: {field: (applies, value, why)}.
 
-    ``tp``, ``pp`` and ``interleave`` are integers or numpy arrays (broadcast), so :func:`resolve` applies the
+    ``tp``, ``pp``, ``interleave`` and ``ep`` are integers or numpy arrays (broadcast), so :func:`resolve` applies the
     rules to one plan and ``search`` to every enumerated plan: one place for each rule."""
     import numpy as np
 
