@@ -442,7 +442,9 @@ def main() -> int:
          "era rules (Hopper or newer, bf16, GQA, RoPE, gated MLP -> `megatron-core`). A version picked by a date, the "
          "features or the era rule that cannot run what the row states (selective recomputation or sequence parallelism, "
          "which Megatron-LM has since 2022-04 and Megatron-DeepSpeed since 2023-07) gives way to the first later version of its family that "
-         "can; a framework column, or a row naming a version by its id, is refused instead. "
+         "can; where the era rule's stack (nothing named, or a framework the registry lacks) cannot run the stated "
+         "plan, the reference implementation of what it refuses stands in (ZeRO-2 on Megatron-Core -> `deepspeed-zero`; "
+         "`stacks.STAND_INS`); a framework column, or a row naming a version by its id, is refused instead. "
          "`validate --json` prints the stack and the reason per row; stated columns override the stack.",
          "- **Matmul ceiling and sustained clock** (properties of the GPU, not of a row): every profile with a "
          "published maximum achievable matmul rate (`max_matmul`, mamf-finder: A100 SXM 267.9, H100/H200 SXM 828.0 "

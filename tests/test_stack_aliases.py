@@ -20,3 +20,28 @@ def test_a_trainers_name_finds_its_stack(column, want):
 def test_an_unknown_modern_trainer_still_falls_to_the_era_rule():
     stack, why = stacks.infer(column="Levanter", model=LLAMA, hw=H100, dtype="bf16")
     assert stack.id == "megatron-core" and "era rule" in why
+
+
+def _row(**over):
+    row = {"case_id": "r", "framework": "SomeTrainer", "source": "a README table (2025)", "model": "llama2-7b",
+           "gpu_id": "h100-sxm", "n_gpus": "8", "tp": "1", "pp": "1", "global_batch": "64", "micro_batch": "8",
+           "seq_len": "4096", "precision": "bf16", "measured_iter_time_s": "10"}
+    row.update(over)
+    from roofline.views import validate as V
+    return V.build_case(V.read_dicts([row])[0])
+
+
+def test_an_unknown_trainers_zero2_run_is_priced_on_the_stand_in_that_runs_it():
+    """Megatron-Core (the era rule's pick) has no ZeRO-2: a row of a framework the registry lacks that states ZeRO-2 is
+    priced on DeepSpeed ZeRO, the stages' reference implementation, with the reason, instead of being skipped."""
+    case = _row(optimizer_sharding="zero2")
+    assert case.spec.stack.id == "deepspeed-zero" and case.plan.zero_stage == 2
+    assert "stand-in that runs the row's plan" in case.stack_reason and "megatron-core cannot run" in case.stack_reason
+    assert _row(optimizer_sharding="distributed").spec.stack.id == "megatron-core"     # what it runs stays on it
+
+
+def test_a_named_stack_is_not_second_guessed():
+    """A framework column naming a registry stack keeps it: its refusal skips the row with the stack's reason."""
+    from roofline.views import validate as V
+    with pytest.raises(V.Skip, match="megatron-core cannot run sharding 'zero2'"):
+        _row(framework="Megatron-Core", optimizer_sharding="zero2")

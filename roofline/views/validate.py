@@ -1657,6 +1657,10 @@ def build_case(row: dict, hardware=None) -> Case:
             if not reason.startswith("framework column") and f"names {stack.id!r}" not in reason:
                 tries += [(s, f"{reason}; {s.id}, the first later {s.family} version that runs the row's plan")
                           for s in stacks.later_versions(stack)]
+            # the era rule's stack (nothing named, or a framework the registry lacks) cannot run the stated plan
+            # (ZeRO-2 on Megatron-Core): the reference implementation of what it refuses (stacks.STAND_INS)
+            if "era rule" in reason:
+                tries += [(s, f"{reason}; {s.id}, the stand-in that runs the row's plan") for s in stacks.stand_ins(stack)]
             if not tries:
                 raise
             for alt, why in tries:

@@ -178,6 +178,22 @@ def later_versions(stack: Stack) -> list[Stack]:
     return sorted((s for s in versions(stack.family) if s.months[0] > stack.months[0]), key=lambda s: s.months[0])
 
 
+# Where the era rule's stack (no stack named, or a framework the registry does not hold) cannot run a row's stated
+# plan, the stand-ins tried next, in order: the reference implementation of what the era's stack refuses. ZeRO-2 and
+# ZeRO-3 with pipeline-free data parallelism are DeepSpeed's (Rajbhandari et al. 2020, arXiv:1910.02054, the papers
+# that named the stages); FSDP composed with pipeline or context parallelism is torchtitan's (FSDP2 + TP + PP + CP).
+STAND_INS = {"megatron-core": ("deepspeed-zero", "torchtitan"),
+             "megatron-lm-2022": ("deepspeed-zero-2021", "megatron-deepspeed-2022"),
+             "megatron-lm-2021": ("deepspeed-zero-2021", "megatron-deepspeed-2022")}
+
+
+def stand_ins(stack: Stack) -> list[Stack]:
+    """The stacks to try, in order, for a row the era rule priced on ``stack`` and that ``stack`` cannot run
+    (:data:`STAND_INS`)."""
+    reg = registry()
+    return [reg[i] for i in STAND_INS.get(stack.id, ()) if i in reg]
+
+
 def by_year(family: str, year: int, month: int | None = None) -> Stack | None:
     """The stack of ``family`` whose era holds ``year`` (and ``month``, for a family whose versions change within a
     year); without a month, the version that holds most of that year; the nearest era when none holds it."""
