@@ -329,7 +329,7 @@ def resolve(model=None, plan=None, hardware=None, stack=None, *, model_fields: d
                                                                             ("max_zero_with_ep", "ep")) if p[axis] > 1]
         cap = min((lim for lim, _ in limits), default=3)
         if ZERO_STAGE.get(p["sharding"], 0) > cap:
-            runs = [s for s in (st.rule("shardings") or SHARDING) if ZERO_STAGE.get(s, 9) <= cap]
+            runs = [s for s in (st.rule("shardings") or SHARDING) if ZERO_STAGE[s] <= cap]
             lowered = max(runs, key=lambda s: ZERO_STAGE[s], default=None)
             if lowered is not None:
                 rule("sharding", lowered, f"{st.id} runs at most ZeRO-{cap} with "

@@ -1754,11 +1754,11 @@ def time_from_rate(row: dict, seq_len: int, global_batch: int, n_gpus: int, peak
         how = f"flops_per_iter / (n_gpus x measured_mfu x the dense 16-bit peak {peak / 1e12:.0f} TFLOP/s)"
     elif row.get("tokens_per_s"):
         t, how = global_batch * seq_len / row["tokens_per_s"], "global_batch x seq_len / tokens_per_s"
-    elif row.get("samples_per_s") and not row.get("tokens_per_s_per_gpu"):
-        t, how = global_batch / row["samples_per_s"], "global_batch / samples_per_s"
-    else:
+    elif row.get("tokens_per_s_per_gpu"):
         t = global_batch * seq_len / (row["tokens_per_s_per_gpu"] * n_gpus)
         how = "global_batch x seq_len / (tokens_per_s_per_gpu x n_gpus)"
+    else:
+        t, how = global_batch / row["samples_per_s"], "global_batch / samples_per_s"
     return t, f"iteration time = {how} = {t:.4g} s"
 
 

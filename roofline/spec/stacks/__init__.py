@@ -182,9 +182,9 @@ def later_versions(stack: Stack) -> list[Stack]:
 # plan, the stand-ins tried next, in order: the reference implementation of what the era's stack refuses. ZeRO-2 and
 # ZeRO-3 with pipeline-free data parallelism are DeepSpeed's (Rajbhandari et al. 2020, arXiv:1910.02054, the papers
 # that named the stages); FSDP composed with pipeline or context parallelism is torchtitan's (FSDP2 + TP + PP + CP).
+_PRE_FLASH_STAND_INS = ("deepspeed-zero-2021", "megatron-deepspeed-2022")
 STAND_INS = {"megatron-core": ("deepspeed-zero", "torchtitan"),
-             "megatron-lm-2022": ("deepspeed-zero-2021", "megatron-deepspeed-2022"),
-             "megatron-lm-2021": ("deepspeed-zero-2021", "megatron-deepspeed-2022")}
+             "megatron-lm-2022": _PRE_FLASH_STAND_INS, "megatron-lm-2021": _PRE_FLASH_STAND_INS}
 
 
 def stand_ins(stack: Stack) -> list[Stack]:
