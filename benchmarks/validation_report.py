@@ -161,7 +161,8 @@ TABLE_SETS = (("llm-foundry", "llmfoundry_"), ("NeMo 25.x", "nemo25"), ("NeMo 24
               ("Megatron-LM Llama 3 FP8 example", "mlm_"),
               ("MT-NLG 530B paper", "mtnlg_"),
               ("Colossal-AI README", "colossalai_"),
-              ("InternLM training performance", "internlm_"))
+              ("InternLM training performance", "internlm_"),
+              ("DeepSeek-V3 report", "deepseek_v3_"))
 # (label, case_id prefix)
 
 
@@ -262,7 +263,8 @@ def tables_section(csv) -> list[str]:
             "cannot fit, in the input rules above) and Colossal-AI's README benchmark (Llama 2 7B on 8 H200 under "
             "ZeRO-2; Llama 2 70B on 16 B200 with TP 2 x PP 4 and ZeRO-1) and the InternLM training framework's tables "
             "(InternLM 7B on 8-1024 A100 80GB over 50 Gb/s of RoCE per GPU, its Hybrid ZeRO-1 sharded over every rank "
-            "or per node, FlashAttention v1).",
+            "or per node, FlashAttention v1) and the DeepSeek-V3 report's training cost (2048 H800 on HAI-LLM: DualPipe, "
+            "EP 64 over 8 nodes, fine-grained FP8; a tokens-per-GPU-hour average, not a timed step).",
             "", tables_summary(r), "",
             *titan_cp_note(r),
             *ao_note(r, csv),

@@ -175,3 +175,43 @@ def test_deepseek_v3_mirror_stage():
     # 4 layers' attention (MLA ~0.19 B), shared expert (44 M) and router, and the MTP layer (its experts alone 1.4 B)
     assert 4 * 0.2e9 + 1.4e9 < rest < 4 * 0.3e9 + 2.5e9
     assert dual["t_pp_bubble"] < one["t_pp_bubble"]
+
+
+def _balanced_and_derived(model, plan, hw=H100):
+    """The raw outputs of a DualPipe plan with uneven stages, balanced (dp_balance = 1, what predict prices) and on the
+    derived ceil(l/p) split (the same inputs with dp_balance = 0)."""
+    from roofline.model.predict import evaluate, inputs
+    x = inputs(model, plan, hw)
+    assert x["dp_balance"] == 1
+    return evaluate(x), evaluate({**x, "dp_balance": 0.0})
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pp=st.sampled_from([4, 8]), layers=st.sampled_from([32, 30, 27]), vocab=st.sampled_from([32000, 256000]))
+def test_uneven_stages_balance_the_edge_rank(pp, layers, vocab):
+    """With uneven stages a DualPipe run moves layers off the rank holding both edges (step.py balanced_dualpipe): its
+    pace-setting slot is never slower than the derived ceil(l/p) split, and never faster than the micro-batch's whole
+    work (every layer and both edges) spread evenly over the p ranks."""
+    m = dataclasses.replace(DENSE, n_layers=layers, vocab=vocab)
+    plan = _plan(pp=pp, global_batch=16 * pp, uneven_stages=True)
+    bal, der = _balanced_and_derived(m, plan)
+    assert float(bal["step_time"]) == pytest.approx(float(_raw(plan, m)["step_time"]), rel=1e-12)
+    layer = sum(float(bal[f"t_layer_{k}"]) for k in ("fwd", "bwd", "recompute", "tp_comm", "cp_comm", "ep_comm",
+                                                      "host"))
+    work = layers * layer + sum(float(bal[k]) for k in ("t_embed_fwd", "t_embed_bwd", "t_head_fwd", "t_head_bwd"))
+    assert float(bal["t_microbatch_stage"]) >= work / pp * (1 - 1e-9)
+    assert float(bal["t_microbatch_stage"]) <= float(der["t_microbatch_stage"]) * (1 + 1e-12)
+    assert float(der["stage_layers"]) == -(-layers // pp)
+
+
+def test_deepseek_v3_balanced_is_four_layers_a_chunk():
+    """DeepSeek-V3 on 16 DualPipe ranks (EP 64 over 8 nodes, 120 micro-batches, the hai-llm stack): the balanced split
+    paces at a middle rank of four MoE layers, the chunk of DeepSeek's pre-training profile (deepseek-ai/profile-data
+    README: "Each chunk contains 4 MoE layers"); on the derived split rank 0 adds half of the LM head, the MTP layer
+    and the embedding to its four layers."""
+    s = resolve("deepseek-v3", dict(pp=16, ep=64, dp=128, global_batch=15360), "h800", "hai-llm")
+    assert s.plan.uneven_stages and s.plan.schedule == "dualpipe"
+    bal, der = _balanced_and_derived(s.model, s.plan, s.hardware)
+    assert [float(bal[k]) for k in ("stage_layers", "stage_dense_layers", "stage_mtp_layers")] == [4, 0, 0]
+    assert float(der["stage_mtp_layers"]) == 0.5
+    assert float(bal["t_microbatch_stage"]) < 0.9 * float(der["t_microbatch_stage"])

@@ -74,7 +74,10 @@ PRECISION = [
     # torchao's rowwise recipe (Float8LinearRecipeName.ROWWISE, torchao/float8/config.py): dynamic scales per row,
     # from each row's own amax (base/precision.py fp8-row)
     (r"fp8[- ]?row\b|row-?wise|per-row", "fp8-row"),
-    (r"fp8[- ]?(block|bs\b)|blockwise", "fp8-block"),
+    # DeepSeek-V3's fine-grained FP8 (1x128 activation tiles, 128x128 weight blocks; arXiv:2412.19437 sec 3.3.2) is the
+    # block-scaled recipe (Transformer Engine Float8BlockScaling, Megatron-Core --fp8-recipe blockwise)
+    (r"fp8[- ]?(block|bs\b)|block[- ]?wise|fp8.*block[- ]scal|block[- ]scal.*fp8|fine[- ]grained.*fp8|fp8.*fine[- ]grained"
+     r"|1x128|128x128", "fp8-block"),
     (r"float8", "fp8-cs"),   # torchao Float8Linear (torchtitan): dynamic tensorwise scaling by default (torchao/float8/config.py)
     (r"fp8", "fp8"),
     (r"bf16|bfloat16", "bf16"),
@@ -156,6 +159,8 @@ def precision(text):
     ('bf16', 'bf16', None, 'fp8-row')
     >>> precision("MX-FP8"), precision("mxfp8_cublas"), precision("FP8 (delayed)")
     ('mxfp8', 'mxfp8', 'fp8')
+    >>> precision("FP8 (fine-grained: 1x128 tiles, 128x128 blocks)"), precision("block-wise FP8"), precision("MXFP8 block scaling")
+    ('fp8-block', 'fp8-block', 'mxfp8')
     """
     bare = _clean(text)
     if re.fullmatch(r"(torch )?amp|(automatic )?mixed([- ]precision)?|" + NO_RECIPE, bare) or bare in UNSTATED:
@@ -164,7 +169,13 @@ def precision(text):
         hits = [value for pattern, value in PRECISION if re.search(pattern, inner)]
         if hits or not re.fullmatch(NO_RECIPE, bare):
             return hits[0] if hits else None
-    return _pick("precision", text, PRECISION, "bf16, fp16, fp32, fp8 (delayed scaling), fp8-cs (current/tensorwise), fp8-row (torchao rowwise), fp8-block, mxfp8, nvfp4")
+    found = _pick("precision", text, PRECISION, "bf16, fp16, fp32, fp8 (delayed scaling), fp8-cs (current/tensorwise), fp8-row (torchao rowwise), fp8-block, mxfp8, nvfp4")
+    if found == "fp8":
+        # a bare "FP8" whose bracket names the scaling ("FP8 (fine-grained 1x128 tiles / 128x128 blocks)")
+        inner = " ".join(re.findall(r"\(([^()]*)\)", "fp8 " + str(text).lower()))
+        hits = [value for pattern, value in PRECISION if re.search(pattern, "fp8 " + inner)]
+        return hits[0] if hits and hits[0] != "bf16" else found
+    return found
 
 
 def mlp(text):

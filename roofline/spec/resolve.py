@@ -252,6 +252,11 @@ def resolve(model=None, plan=None, hardware=None, stack=None, *, model_fields: d
         origin[k] = f"stack {st.id}"
     p.update(stated)
     origin.update({k: "stated" for k in stated})
+    dnames = st.rule("precision_names") or {}
+    if stated.get("dtype") in dnames:
+        # the stack's own recipe for the stated name (HAI-LLM's "FP8" is its fine-grained block scaling)
+        p["dtype"] = dnames[stated["dtype"]]
+        origin["dtype"] = f"stated {stated['dtype']!r}: {st.id}'s recipe of that name is {p['dtype']!r}"
     names = st.rule("recompute_names") or {}
     if stated.get("recompute") in names:
         # the stack's own meaning of the stated name (torchtitan: "selective" is its op-level SAC)
@@ -308,6 +313,15 @@ def resolve(model=None, plan=None, hardware=None, stack=None, *, model_fields: d
     own = stacks.own_schedule(st)
     if own and "schedule" not in stated and p["pp"] > 1 and p["interleave"] == 1:
         rule("schedule", own, f"{st.id} runs {own} pipelines (it runs {', '.join(stacks.schedules_of(st))})")
+    unstated = stacks.unstated_schedule(st)
+    if unstated and "schedule" not in stated and "interleave" not in stated and p["pp"] > 1:
+        gb = p["global_batch"] or p["micro_batch"] * p["dp"]
+        m_count = gb // (p["micro_batch"] * p["dp"]) if gb % (p["micro_batch"] * p["dp"]) == 0 else 0
+        # the stack's own schedule where the layout runs it (DualPipe: an even pp, an even micro-batch count of at
+        # least 2 pp; config.RULES), else 1F1B, which the stack also runs
+        if unstated != "dualpipe" or (p["pp"] % 2 == 0 and m_count % 2 == 0 and m_count >= 2 * p["pp"]):
+            rule("schedule", unstated, f"{st.id} runs {unstated} pipelines unless told (it runs "
+                                       f"{', '.join(stacks.schedules_of(st))})")
     if "interleave" not in stated and (stated.get("schedule") == "interleaved"
                                        or (st.rule("interleave_when_pp") and p["pp"] > 1 and "schedule" not in stated)):
         gb = p["global_batch"] or p["micro_batch"] * p["dp"]

@@ -535,7 +535,8 @@ def _model_fields(row: dict) -> tuple[dict, str]:
         if d.get("n_kv_heads") not in (None, d["n_heads"]):
             d["n_kv_heads"] = None          # MLA has one key/value per head
     # multi-token-prediction layers as the row states them; unstated: none (Megatron-Core mtp_num_layers defaults to
-    # None, a run turns MTP on with --mtp-num-layers), whatever the named preset's architecture has
+    # None, a run turns MTP on with --mtp-num-layers), whatever the named preset's architecture has, unless the stack
+    # trains the architecture as designed (build_case fields_on: stacks rule mtp_unstated)
     try:
         d["mtp_layers"] = int(row.get("mtp") or 0)
     except (TypeError, ValueError):
@@ -1556,8 +1557,8 @@ def build_case(row: dict, hardware=None) -> Case:
         note = "; ".join(x for x in (note, said) if x)
     if FSDP_NOTE in plan_fields:
         note = "; ".join(x for x in (note, plan_fields.pop(FSDP_NOTE)) if x)
-    if SCHEDULE_NOTE in plan_fields:
-        note = "; ".join(x for x in (note, plan_fields.pop(SCHEDULE_NOTE)) if x)
+    # how the text's DualPipe is priced: said only where the stack does not run it (HAI-LLM does, stacks/hai-llm.yaml)
+    schedule_note = plan_fields.pop(SCHEDULE_NOTE, "")
     if DP_WITH_EP in plan_fields:
         dp, ep = plan_fields.pop(DP_WITH_EP)
         note = "; ".join(x for x in (note, f"dp {dp} counts the EP ranks out (tp x pp x dp x cp x ep = n_gpus): "
@@ -1588,6 +1589,13 @@ def build_case(row: dict, hardware=None) -> Case:
             return model_fields.get("n_layers") or resolve(base_model, None, hw, "plain",
                                                            model_fields=model_fields).model.n_layers
 
+        def fields_on(st):
+            # MTP unstated: none where the stack turns it on by a flag (Megatron-Core's --mtp-num-layers), the named
+            # architecture's own where the stack trains the model as designed (HAI-LLM: stacks rule mtp_unstated)
+            if row.get("mtp") in (None, "") and st.rule("mtp_unstated") == "model":
+                return {k: v for k, v in model_fields.items() if k != "mtp_layers"}
+            return model_fields
+
         def priced(st, why):
             st = stacks.get(st) if isinstance(st, str) else st
 
@@ -1608,7 +1616,7 @@ def build_case(row: dict, hardware=None) -> Case:
                     if "hsdp" in phrase or "hybrid" in phrase:          # HSDP shards the parameters in a replica
                         f["sharding"] = f.get("sharding") or "fsdp"
                     try:
-                        spec = resolve(base_model, {**f, "dp_replicas": reps}, hw, st, model_fields=model_fields,
+                        spec = resolve(base_model, {**f, "dp_replicas": reps}, hw, st, model_fields=fields_on(st),
                                        stack_reason=why, gpus_per_node=row.get("gpus_per_node"),
                                        net_gbps=row.get("net_gbps_per_gpu"))
                         hsdp_notes[:] = [said]
@@ -1617,7 +1625,7 @@ def build_case(row: dict, hardware=None) -> Case:
                         if "dp-replicas" not in str(exc):
                             raise
                         hsdp_notes[:] = [f"the text's replicas dropped: {exc}"]
-                return resolve(base_model, f, hw, st, model_fields=model_fields, stack_reason=why,
+                return resolve(base_model, f, hw, st, model_fields=fields_on(st), stack_reason=why,
                                gpus_per_node=row.get("gpus_per_node"), net_gbps=row.get("net_gbps_per_gpu"))
             if LAYOUT_UNSTATED not in plan_fields:
                 fields, said = unstated_ep(plan_fields, resolved)
@@ -1688,6 +1696,8 @@ def build_case(row: dict, hardware=None) -> Case:
     if row.get(GPU_ID_SPELLED):
         note = "; ".join(x for x in (note, f"gpu_id {row[GPU_ID_SPELLED]!r} is no profile id: read as {row['gpu_id']} "
                                            "(hardware.from_text)") if x)
+    if schedule_note and spec.plan.schedule != "dualpipe":
+        note = "; ".join(x for x in (note, schedule_note) if x)
     if from_rate:
         basis = "" if row.get("flops_per_iter") else flop_basis(row.get("flop_basis"))
         if basis:

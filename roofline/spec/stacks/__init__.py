@@ -34,14 +34,15 @@ PLAN_KEYS = ("dtype", "grad_dtype", "sequence_parallel", "sharding", "recompute"
              "overlap_param_gather", "overlap_tp", "tp_async_dgrad", "tp_overlap_split_rs", "per_expert_kernels", "fused_moe_mlp", "wgrad_fusion", "eager_elementwise", "eager_rope", "fsdp_copies", "pp_scatter_gather", "quantized_saves",
              "quantized_tp_gather",
              "loss_kernel",
-             "cuda_graphs", "ep_dispatcher")
+             "cuda_graphs", "ep_dispatcher", "overlap_ep", "recompute_modules", "moment_dtype")
 RULE_KEYS = ("interleaved_schedule", "interleave_when_pp", "no_overlap_with_pp", "overlap_pp_interleaved", "tp_comm_overlap", "uneven_stages", "shardings",
              "max_zero_with_pp", "max_zero_with_ep", "no_overlap_with_ep", "grad_dtype_bf16", "kv_heads_below_tp", "compiled_loss_since",
              "recomputes", "recompute_names", "schedules", "micro_batch_unstated", "builds_on", "recompute_modules",
              "moment_dtypes", "optimizers", "seq_len_unstated", "combines", "pipeline", "context_parallel",
              "sequence_parallelism",
              "replicas", "partial_recompute", "eager_rope_moe_only", "quantized_tp_gather_recipes", "precisions",
-             "microbatches_with_pp", "undated_version")
+             "microbatches_with_pp", "undated_version", "schedule_unstated", "precision_names",
+             "mtp_unstated")
 DEFAULT = "megatron-core"           # DESIGN.md: Megatron-Core is the default stack of the CLI, configs and API
 
 
@@ -252,6 +253,14 @@ def own_schedule(stack: Stack) -> str | None:
     return None if "1f1b" in own else own[0]
 
 
+def unstated_schedule(stack: Stack) -> str | None:
+    """The schedule ``resolve`` gives a pipelined run of ``stack`` whose schedule and interleave are not stated, where
+    the stack's own differs from 1F1B but 1F1B stays one it runs (HAI-LLM: DualPipe, stacks/hai-llm.yaml
+    ``schedule_unstated``); None otherwise. The search keeps 1F1B for such a stack unless ``--schedule`` pins one."""
+    own = stack.rule("schedule_unstated")
+    return own if own in schedules_of(stack) else None
+
+
 def _schedule_message(stack: Stack) -> str:
     """The refusal of a schedule ``stack`` does not run, a template of the plan ``p`` (a Rule message)."""
     src = stack.sources.get("schedules", "").replace("{", "{{").replace("}", "}}")
@@ -394,13 +403,19 @@ MONTH_WORD = (r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july
 
 def earliest_date(text: str) -> tuple:
     """(year, month or None) of the earliest year a source text mentions (years_in), with the earliest month it gives
-    for that year ("2024-01-06", "2024/12", "June 2025", "Dec 2024"), or (None, None)."""
+    for that year ("2024-01-06", "2024/12", "June 2025", "Dec 2024", "arXiv:2412.19437"), or (None, None).
+
+    >>> earliest_date("DeepSeek-V3 Technical Report, arXiv:2412.19437"), earliest_date("Narayanan et al. SC21")
+    ((2024, 12), (2021, None))
+    """
     t = (text or "").lower()
     ys = years_in(t)
     if not ys:
         return None, None
     y = min(ys)
     months = [int(m) for m in re.findall(rf"(?<!\d){y}[-/](0[1-9]|1[0-2])(?!\d)", t)]
+    # an arXiv id's first four digits are the year and month of its submission (2412.19437: December 2024)
+    months += [int(mm) for yy, mm in re.findall(r"arxiv[:\s]*([12]\d)(0[1-9]|1[0-2])\.\d{4,5}", t) if 2000 + int(yy) == y]
     months += [MONTHS.index(m[:3]) + 1 for m in re.findall(rf"\b{MONTH_WORD}\.?\s+(?:\d{{1,2}},?\s+)?{y}\b", t)]
     return y, (min(months) if months else None)
 

@@ -1,0 +1,116 @@
+"""HAI-LLM, DeepSeek's trainer, as a registry stack (stacks/hai-llm.yaml, hai-llm-2024.yaml): what the DeepSeek-V3 report
+says of its run (DualPipe, node-deduplicated all-to-all hidden behind compute, fine-grained FP8, BF16 moments,
+RMSNorm / MLA up-projection recomputation, ZeRO-1), and the 2023-2024 version before those."""
+import collections
+import glob
+
+import pytest
+import yaml
+
+from roofline.base import normalize
+from roofline.base.errors import InputError
+from roofline.model.predict import predict
+from roofline.spec import stacks
+from roofline.spec.resolve import resolve
+from roofline.views import validate as V
+
+V3 = dict(pp=16, ep=64, dp=128, global_batch=15360, micro_batch=1)     # arXiv:2412.19437 sec 3.2, 2048 H800
+
+
+def _spec(stack="hai-llm", model="deepseek-v3", hw="h800", **plan):
+    return resolve(model, {**V3, **plan}, hw, stack)
+
+
+def test_defaults_are_what_the_v3_report_states():
+    s = _spec()
+    p = s.plan
+    assert (p.schedule, p.ep_dispatcher, p.overlap_ep, p.dtype, p.sharding) == ("dualpipe", "deepep", 1.0, "fp8-block",
+                                                                             "zero1")
+    assert (p.recompute, p.recompute_module_set, p.moment_dtype) == ("selective", {"layernorm", "mla_up_proj"}, "bf16")
+    assert not p.per_expert_kernels
+    assert s.origin["schedule"].startswith("rule: hai-llm runs dualpipe")
+    assert all(s.origin[k] == "stack hai-llm" for k in ("ep_dispatcher", "overlap_ep", "dtype", "moment_dtype"))
+
+
+@pytest.mark.parametrize("plan, why", [
+    (dict(pp=15, dp=136, ep=8, global_batch=15232), "odd pp"),
+    (dict(global_batch=3072, dp=128), "24 micro-batches < 2 pp = 32"),
+])
+def test_dualpipe_only_where_the_layout_runs_it(plan, why):
+    """DualPipe.step asserts an even pp and an even micro-batch count of at least 2 pp (deepseek-ai/DualPipe); elsewhere
+    the stack's 1F1B."""
+    assert _spec(**plan).plan.schedule == "1f1b", why
+
+
+def test_a_stated_schedule_or_fp8_keeps_the_stack_meaning():
+    assert _spec(schedule="1f1b").plan.schedule == "1f1b"
+    # the report's "FP8" is its fine-grained recipe; on Megatron-Core a bare FP8 stays delayed scaling
+    assert _spec(dtype="fp8").plan.dtype == "fp8-block"
+    assert resolve("deepseek-v3", {**V3, "dtype": "fp8"}, "h800", "megatron-core").plan.dtype == "fp8"
+    with pytest.raises(InputError, match="stack hai-llm cannot run the interleaved pipeline schedule"):
+        _spec(interleave=2, schedule="interleaved")
+    with pytest.raises(InputError, match="stack hai-llm cannot train in mxfp8"):
+        _spec(dtype="mxfp8")
+
+
+def test_the_2024_version_is_1f1b_bf16_without_the_overlap():
+    p = _spec("hai-llm-2024", model="deepseek-v2", ep=8, dp=128).plan
+    assert (p.schedule, p.dtype, p.overlap_ep, p.ep_dispatcher, p.moment_dtype) == ("1f1b", "bf16", 0.0, "alltoall",
+                                                                                    "fp32")
+    with pytest.raises(InputError, match="stack hai-llm-2024 cannot run the dualpipe pipeline schedule"):
+        _spec("hai-llm-2024", model="deepseek-v2", ep=8, schedule="dualpipe")
+
+
+def test_the_v3_stack_hides_what_megatron_core_defaults_expose():
+    """The same layout on Megatron-Core's defaults (1F1B, NCCL all-to-all, no EP overlap) exposes more all-to-all and
+    a longer step: the stack's overlap and deduplication are what the report describes."""
+    ours, core = predict(_spec()), predict(_spec("megatron-core", dtype="fp8-block"))
+    assert ours.breakdown["ep_comm"] < 0.5 * core.breakdown["ep_comm"]
+    assert ours.step_time < core.step_time
+
+
+@pytest.mark.parametrize("column, text, expected", [
+    ("HAI-LLM", "DeepSeek-V3 Technical Report (arXiv:2412.19437)", "hai-llm"),
+    ("", "DeepSeek-AI, DeepSeek-V3 Technical Report, arXiv:2412.19437", "hai-llm"),
+    ("HAI-LLM", "DeepSeek-V2 (arXiv:2405.04434), 2024", "hai-llm-2024"),
+    ("hai-llm", "DeepSeek LLM, January 2024", "hai-llm-2024"),
+])
+def test_a_row_is_dated_by_its_source(column, text, expected):
+    """An arXiv id dates the source to its month (2412 -> December 2024, the V3 version's first month)."""
+    assert stacks.infer(column=column, text=text, dtype="bf16")[0].id == expected
+
+
+def test_validate_prices_a_deepseek_v3_row_on_the_stack():
+    row = {"case_id": "dsv3", "source": "DeepSeek-V3 Technical Report (arXiv:2412.19437)", "model": "DeepSeek-V3",
+           "seq_len": "4096", "global_batch": "15360", "tp": "1", "pp": "16", "dp": "128", "ep": "64",
+           "n_gpus": "2048", "gpu": "H800", "precision": "FP8 (fine-grained)", "tokens_per_s_per_gpu": "1543",
+           "notes": "DualPipe"}
+    case = V.build_case(V.read_dicts([row])[0])
+    assert case.framework == "hai-llm" and case.plan.schedule == "dualpipe" and case.plan.dtype == "fp8-block"
+    assert "priced as 1F1B" not in case.note          # the stack runs the DualPipe the text names
+
+
+def test_fine_grained_fp8_is_the_block_recipe():
+    assert normalize.precision("FP8 (fine-grained 1x128 tiles, 128x128 blocks)") == "fp8-block"
+    assert normalize.precision("block-wise FP8") == "fp8-block"
+    assert normalize.precision("FP8 (delayed scaling)") == "fp8"
+    assert normalize.precision("MXFP8 (32-element block scaling)") == "mxfp8"
+
+
+def test_no_registry_file_states_a_key_twice():
+    """A key written twice in a mapping is silently the last one to YAML: a source that a second entry replaced."""
+    class Loader(yaml.SafeLoader):
+        pass
+
+    twice = []
+
+    def mapping(loader, node, deep=False):
+        keys = [loader.construct_object(k) for k, _ in node.value]
+        twice.extend(k for k, n in collections.Counter(keys).items() if n > 1)
+        return loader.construct_mapping(node, deep)
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    for path in sorted(glob.glob(str(stacks.HERE / "*.yaml"))):
+        with open(path, encoding="utf-8") as f:
+            yaml.load(f, Loader)
+    assert twice == []
