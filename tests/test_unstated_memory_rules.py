@@ -1,8 +1,11 @@
 """A row that leaves its recomputation (and sharding) unstated while its plan cannot fit the GPU: the run happened, so
 it saved memory; and the `fsdp` column, written as a flag by NVIDIA's tables and as a shard size by others."""
 import csv
+import dataclasses
 
 import pytest
+
+from roofline.model.predict import evaluate, inputs, overshoot
 
 from roofline.views import validate as V
 
@@ -113,3 +116,23 @@ def test_a_clause_saying_the_source_is_silent_states_nothing(tmp_path):
     assert silent.plan.recompute == "full" and "recompute not stated" in silent.note
     off = V.build_case(_rows(tmp_path, notes="iteration time from sec 2.4; activation checkpointing not in use")[0])
     assert off.plan.recompute == "none" and "recompute none from the text" in off.note
+
+
+def test_a_stack_with_partial_recomputation_recomputes_only_a_share_first(tmp_path):
+    """Llama 3.1 405B on 8,192 H100s (tp 8, pp 16; Llama 3 report Table 4), no stack named: Megatron-Core's defaults
+    need half again the GPU; before recomputing every layer, the shares its --recompute-method block can state
+    (a quarter, a half, three quarters of a chunk's layers) are tried, the fewest first, and the first that fits is
+    priced. Megatron-DeepSpeed before its 2023 merge recomputes every layer or none: MT-NLG stays at full."""
+    rows = _rows(tmp_path, case_id="l3", source="Llama Team 2024 (arXiv:2407.21783) Table 4", model="Llama 3.1 405B",
+                 gpu="H100 80GB HBM3", n_gpus="8192", seq_len="8192", global_batch="2048", tp="8", pp="16",
+                 micro_batch="1")
+    c = V.build_case(rows[0])
+    assert c.framework == "megatron-core" and c.plan.recompute == "full" and 0 < c.plan.recompute_fraction < 1
+    assert f"full recomputation of {100 * c.plan.recompute_fraction:.0f} % of the layers" in c.note
+    fewer = [f for f in V._partial_shares(c.spec.stack, c.spec) if f < c.plan.recompute_fraction]
+    assert fewer                                      # a smaller share was tried first, and did not fit
+    for f in fewer:
+        out = evaluate(inputs(c.model, dataclasses.replace(c.plan, recompute_fraction=f), c.hw))
+        assert float(overshoot(out["memory"], out["mem_reserve"], c.hw)) > 0
+    m = V.build_case(_rows(tmp_path, gpu="A100 SXM 80GB (DGX A100)")[0])
+    assert m.framework == "megatron-deepspeed-2022" and m.plan.recompute_fraction == 1.0

@@ -1350,6 +1350,24 @@ def over_memory_note(over: float, capacity: float) -> str:
             "model misses a saving of the stack's; priced as read")
 
 
+def _partial_shares(stack, spec) -> list[float]:
+    """The shares of the layers a partial full recomputation of ``stack`` can state for ``spec``'s layout, fewest
+    first: a quarter, a half, three quarters of a pipeline chunk's layers (rounded to whole layers) for "block"
+    (Megatron-Core --recompute-method block), one block in 4, 3, 2 for "every" (torchtitan, OLMo-core); none without
+    the rule. The search's shares (space.PARTIAL_SHARES, space.EVERY_NTH)."""
+    from .space import EVERY_NTH, PARTIAL_SHARES
+
+    kind = stack.rule("partial_recompute")
+    chunk = spec.model.n_layers / (spec.plan.pp * spec.plan.interleave)
+    if kind == "block":
+        out = [round(f * chunk) / chunk for f in PARTIAL_SHARES if 1 <= round(f * chunk) < chunk]
+    elif kind == "every":
+        out = [1.0 / n for n in sorted(EVERY_NTH, reverse=True) if chunk >= n]
+    else:
+        out = []
+    return sorted(set(out))
+
+
 def unstated_recompute(spec, fields: dict, stack, resolve_fields):
     """(spec, note) of a row whose recompute is not stated: the stack's default, unless the plan then needs more
     memory than the GPU has by more than the memory model's largest validated error (MEMORY_ERROR_MAX). A run that
@@ -1373,6 +1391,12 @@ def unstated_recompute(spec, fields: dict, stack, resolve_fields):
         any(k in (stack.rule("shardings") or ()) for k in ("distributed", "zero1"))
     tries = [{"sharding": "distributed"}] if shard else []
     for kind in ("selective", "op", "full"):
+        if kind == "full" and kind in kinds:
+            # full recomputation of a share of the layers first where the stack can state one (the search's shares,
+            # space.with_recompute_fraction): a run that recomputed only what it had to
+            for share in _partial_shares(stack, spec):
+                f = {"recompute": "full", "recompute_fraction": share}
+                tries += [f] + ([{**f, "sharding": "distributed"}] if shard else [])
         if kind in kinds and kind != spec.plan.recompute:
             tries += [{"recompute": kind}] + ([{"recompute": kind, "sharding": "distributed"}] if shard else [])
     for t in tries:
@@ -1381,7 +1405,10 @@ def unstated_recompute(spec, fields: dict, stack, resolve_fields):
         except InputError:
             continue
         if over(alt) <= 0:
-            what = " and ".join(([f"{t['recompute']} recomputation"] if "recompute" in t else [])
+            rc = t.get("recompute", "")
+            rc = f"full recomputation of {100 * t['recompute_fraction']:.0f} % of the layers" \
+                if "recompute_fraction" in t else f"{rc} recomputation"
+            what = " and ".join(([rc] if "recompute" in t else [])
                                 + (["the optimizer state sharded over the data-parallel ranks (ZeRO-1)"]
                                    if "sharding" in t else []))
             return alt, (f"recompute not stated, and with {stack.id}'s defaults the plan needs {100 * need:.0f} % more "
