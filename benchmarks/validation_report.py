@@ -583,9 +583,9 @@ def main() -> int:
          "cannot have been that plan (it left out a memory saving, its batch was misread, or the memory model misses a "
          "saving of the stack's): its note says so, "
          "`--json` gives the overshoot (`over_memory`), and the summary lists such rows under the breakdowns.",
-         "- **Columns**: a file needs a `case_id`, a model (`model` or the shape columns), a GPU (`gpu_id` or `gpu`) and "
+         "- **Columns**: a file needs a model (`model` or the shape columns), a GPU (`gpu_id` or `gpu`) and "
          "a measurement (a time, a rate or a peak memory); a column it leaves out reads as blank in every row, with the "
-         "rules above. Rows the model rejects (n_gpus != tp pp dp cp, heads not divisible by tp, unknown gpu_id, ...) "
+         "rules above, and a row without a `case_id` is named by its line (`row 7`). Rows the model rejects (n_gpus != tp pp dp cp, heads not divisible by tp, unknown gpu_id, ...) "
          "are listed as skipped with the reason; a malformed file (none of a needed kind of column, no data rows, empty) "
          "is a one-line error, exit 2.",
          "- Single-node vs multi-node: n_gpus <= gpus_per_node.", ""]

@@ -136,3 +136,16 @@ def test_a_stack_with_partial_recomputation_recomputes_only_a_share_first(tmp_pa
         assert float(overshoot(out["memory"], out["mem_reserve"], c.hw)) > 0
     m = V.build_case(_rows(tmp_path, gpu="A100 SXM 80GB (DGX A100)")[0])
     assert m.framework == "megatron-deepspeed-2022" and m.plan.recompute_fraction == 1.0
+
+
+def test_a_table_without_ids_and_with_a_percent_mfu(tmp_path):
+    """A table as papers print it: no case_id column (each row named by its line), the MFU as a percentage."""
+    path = tmp_path / "t.csv"
+    path.write_text("Model,#GPUs,GPU,TP,PP,DP,GBS,MBS,Seq Len,measured_mfu,flop_basis\n"
+                    "GPT-3 175B,64,A100 80GB,8,8,1,64,1,2048,51.4 %,MFU72\n"
+                    "GPT-3 175B,64,A100 80GB,8,8,1,64,1,2048,0.514,MFU72\n")
+    rows = V.read(path)
+    assert [r["case_id"] for r in rows] == ["row 2", "row 3"]
+    assert rows[0]["measured_mfu"] == pytest.approx(0.514) == rows[1]["measured_mfu"]
+    a, b = (V.build_case(r) for r in rows)
+    assert a.measured == pytest.approx(b.measured) and a.measured > 0

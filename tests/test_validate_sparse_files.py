@@ -28,7 +28,7 @@ def test_a_file_with_a_preset_a_gpu_text_and_a_rate_needs_no_shape_or_layout_col
     assert case.measured == pytest.approx(64 * 4096 / (3000 * 8))       # LLaMA-2's 4096 context, time from the rate
 
 
-@pytest.mark.parametrize("drop, named", [("case_id", "case_id"), ("model", "model or n_layers"),
+@pytest.mark.parametrize("drop, named", [("model", "model or n_layers"),
                                          ("gpu", "gpu_id or gpu"), ("tokens_per_s_per_gpu", "measured_iter_time_s or")])
 def test_a_file_missing_a_whole_kind_of_column_is_one_line(tmp_path, drop, named):
     row = {"case_id": "r1", "model": "llama2-7b", "gpu": "A100 80GB", "global_batch": 64, "tokens_per_s_per_gpu": 3000}

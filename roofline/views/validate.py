@@ -95,12 +95,13 @@ from ..spec.config import MAMBA_FIELDS
 
 REQUIRED = ("case_id", "n_layers", "d_model", "n_heads", "vocab", "seq_len", "global_batch", "tp", "pp", "dp",
             "gpu_id", "measured_iter_time_s")
-# What a file needs at the least: a case_id; a model (a preset's name, or its shape); a GPU (a profile id, or a free
+# What a file needs at the least (a row without a case_id is named by its line, "row 7"): a model (a preset's name, or
+# its shape); a GPU (a profile id, or a free
 # text naming one); a measurement (a step time, or a rate that gives one: time_from_rate; or a peak memory). The other
 # columns of REQUIRED a file may leave out: each row then reads them as blank, and what a blank means there applies
 # (a preset's shape and pretraining context, the practitioners' layout, complete_layout), or the row is skipped with
 # its reason.
-AT_LEAST = (("case_id",), ("model", "n_layers"), ("gpu_id", "gpu"),
+AT_LEAST = (("model", "n_layers"), ("gpu_id", "gpu"),
             ("measured_iter_time_s", "derived_iter_time_s", "measured_peak_memory_gib", "tokens_per_s",
              "tokens_per_s_per_gpu", "samples_per_s", "measured_tflops_per_gpu", "measured_mfu"))
 INTS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "seq_len", "global_batch",
@@ -167,10 +168,16 @@ def _number(v: str, col: str) -> float:
     """A number cell as sources write it: '1,536' / '1 536' / '1_536' (digit groups), a leading '~' or '≈' (the source's
     own rounding), and on a seconds column (``*_s``) a trailing 's' / 'sec' or 'ms'. Anything else: ValueError.
 
+    A fraction column (``measured_mfu``) also reads a percentage: '42.5 %' is 0.425.
+
     >>> _number("1,536", "global_batch"), _number("~5.39 s", "measured_iter_time_s"), _number("850 ms", "derived_iter_time_s")
     (1536.0, 5.39, 0.85)
+    >>> _number("42.5 %", "measured_mfu"), _number("0.425", "measured_mfu")
+    (0.425, 0.425)
     """
     t = v.strip().lstrip("~≈").strip()
+    if col in FRACTIONS and t.endswith("%"):
+        return float(t[:-1].strip()) / 100
     if re.fullmatch(r"\d{1,3}([, _]\d{3})+(\.\d+)?", t):
         t = re.sub(r"[, _]", "", t)
     scale = 1.0
@@ -189,6 +196,7 @@ MISSING = frozenset(x.lower() for x in (
     "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>", "N/A", "NA", "NULL",
     "NaN", "None", "n/a", "nan", "null",
     "-", "--", "\u2013", "\u2014", "?", "unknown", "not stated", "not reported", "n.r.", "n/r", "tbd"))
+FRACTIONS = ("measured_mfu",)     # number columns that hold a fraction (a cell may write it as a percentage)
 UNREADABLE = "_unreadable"      # row key: why a number cell of the row could not be read (build_case skips the row)
 
 
@@ -273,7 +281,7 @@ def read(path, require: tuple = ()) -> list[dict]:
         raise InputError(f"{path}: missing required column(s) {', '.join(missing)}")
     lacking = [" or ".join(group) for group in AT_LEAST if not any(c in reader.fieldnames for c in group)]
     if lacking:
-        raise InputError(f"{path}: needs the column(s) {'; '.join(lacking)} (README: a case_id, a model, a GPU and a "
+        raise InputError(f"{path}: needs the column(s) {'; '.join(lacking)} (README: a model, a GPU and a "
                          "measurement at the least)")
     absent = [c for c in REQUIRED if c not in reader.fieldnames]     # read as blank in every row
     from ..spec import hardware as hwmod
@@ -283,6 +291,8 @@ def read(path, require: tuple = ()) -> list[dict]:
         if None in raw:
             raise InputError(f"{path} line {line}: more fields than the header has columns")
         row = {**dict.fromkeys(absent, ""), **{k: (v or "").strip() for k, v in raw.items()}}
+        if not row["case_id"]:
+            row["case_id"] = f"row {line}"          # a table without ids: each row named by its line in the file
         if not row.get("gpu_id") and row.get("gpu"):
             # a blank gpu_id with a free-text gpu naming one bundled part ("A100-80GB (SXM4)"): that profile, noted
             found = hwmod.from_text(row["gpu"])
