@@ -313,8 +313,10 @@ def cmd_frameworks(args) -> int:
         if args.json:
             print(json.dumps([s.to_dict() for s in rows], indent=1))
             return 0
+        w_id = max(len(s.id) for s in rows) + 2             # columns as wide as the longest id and era
+        w_era = max(len(s.era_text()) for s in rows) + 2
         for s in rows:
-            print(f"{s.id:<20}{s.era_text():<14}{s.name}  [aliases: {', '.join(s.aliases)}]")
+            print(f"{s.id:<{w_id}}{s.era_text():<{w_era}}{s.name}  [aliases: {', '.join(s.aliases)}]")
         return 0
     if not args.id:
         raise InputError("frameworks show needs a stack NAME[@VERSION] (see `frameworks list`)")
