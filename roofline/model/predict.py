@@ -118,7 +118,7 @@ def slowest_pace(clock_spread: float, n_gpus) -> float:
 
 
 def layout_inputs(tp, pp, dp, cp, ep, micro_batch, global_batch, interleave, sequence_parallel, recompute, zero,
-                  schedule, etp=None, stages=None, uneven=False) -> dict:
+                  schedule, etp=None, stages=None) -> dict:
     """The formula inputs of a plan's layout: one plan's numbers, or numpy arrays of many (``search``).
 
     ``recompute``: 0 none, 1 selective, 2 full, 3 op (``config.RECOMPUTE`` order), len(RECOMPUTE) + k selective with the search's
@@ -127,8 +127,7 @@ def layout_inputs(tp, pp, dp, cp, ep, micro_batch, global_batch, interleave, seq
     ``sequence_parallel``: truth values; ``schedule``: a name of config.SCHEDULES (one for all rows; GPipe only where
     pp > 1: without stages, each micro-batch runs its forward and backward in turn, as gradient accumulation does); ``etp`` None:
     = tp (Megatron-Core's default expert TP);
-    ``stages``: a stated pipeline layout's per-rank counts (layout.stage_counts), None: derived (pp_layout = 0);
-    ``uneven``: the plan's uneven_stages (a DualPipe run then balances its edge rank: dp_balance).
+    ``stages``: a stated pipeline layout's per-rank counts (layout.stage_counts), None: derived (pp_layout = 0).
     The one mapping from plan knobs to formula symbols."""
     tp, recompute, zero = np.asarray(tp), np.asarray(recompute), np.asarray(zero)
     f = lambda a: np.asarray(a, dtype=np.float64)[()]       # 0-d arrays back to numpy scalars
@@ -138,7 +137,6 @@ def layout_inputs(tp, pp, dp, cp, ep, micro_batch, global_batch, interleave, seq
             "seq_par": f((np.asarray(sequence_parallel) != 0) & (tp > 1)),
             "rc_full": f(recompute == 2), "rc_any": f(recompute == 2), "rc_sel": f((recompute == 1) | (recompute >= len(RECOMPUTE))), "rc_op": f(recompute == 3), "gpipe": f((schedule == "gpipe") & (np.asarray(pp) > 1)),
             "dualpipev": f(schedule == "dualpipev"), "dualpipe": f(schedule == "dualpipe"),
-            "dp_balance": f((schedule == "dualpipe") & (np.asarray(uneven) != 0) & (np.asarray(pp) > 1)),
             "z_os": f(zero >= 1), "z_grad": f(zero >= 2), "z_param": f(zero >= 3),
             "gpu_z": f(slowest_z(np.asarray(tp) * np.asarray(pp) * np.asarray(dp) * np.asarray(cp))),
             **pipeline_layout_inputs(stages)}
@@ -201,7 +199,7 @@ def plan_inputs(p: Plan, model: Model | None = None) -> dict:
     # the share of the layers a low-precision recipe keeps in 16 bits (needs the model's layer count)
     hp_frac = min(1.0, p.bf16_layers / model.n_layers) if (p.bf16_layers and model is not None) else 0.0
     lay = layout_inputs(p.tp, p.pp, p.dp, p.cp, p.ep, p.micro_batch, p.batch, p.interleave, p.sequence_parallel,
-                        RECOMPUTE.index(p.recompute), p.zero_stage, p.schedule, p.etp, stages, p.uneven_stages)
+                        RECOMPUTE.index(p.recompute), p.zero_stage, p.schedule, p.etp, stages)
     # full recomputation of a share of each stage's layers (recompute_fraction): rc_full is that share
     return {**lay, "rc_full": lay["rc_full"] * float(p.recompute_fraction),
             **{sym: getattr(p, field) for field, sym in OVERLAP_INPUTS.items()}, "tp_async": float(p.tp_async_dgrad),

@@ -343,14 +343,14 @@ def selective_ladder(model, base_modules: str) -> tuple:
 # ----------------------------------------------------------------------------------------------
 # evaluation
 
-def plan_arrays(knobs: dict, global_batch: int, schedule: str | None = None, uneven: bool = False) -> dict:
+def plan_arrays(knobs: dict, global_batch: int, schedule: str | None = None) -> dict:
     """The formula inputs of the plan knobs (arrays): :func:`roofline.model.predict.layout_inputs`, the one mapping.
     ``knobs["sharding"]`` indexes ``config.SHARDING_BY_STAGE``, whose index is the ZeRO stage."""
     from ..model.predict import layout_inputs
 
     k = knobs
     return layout_inputs(k["tp"], k["pp"], k["dp"], k["cp"], k["ep"], k["micro_batch"], global_batch, k["interleave"],
-                         k["sequence_parallel"] == 1, k["recompute"], k["sharding"], schedule or "1f1b", uneven=uneven)
+                         k["sequence_parallel"] == 1, k["recompute"], k["sharding"], schedule or "1f1b")
 
 
 def evaluate_arrays(x: dict, n: int, outputs=_OUT, chunk: int = CHUNK, desc: str = "search: pricing plans",
@@ -441,7 +441,7 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
         n = len(knobs["tp"])
         x = {**model_inputs(model), **plan_inputs(Plan(**{k: getattr(base, k) for k in _FIXED}), model),
              **hardware_inputs(hw, base.dtype), **attention_inputs(model, hw),
-             **plan_arrays(knobs, global_batch, schedule, base.uneven_stages)}
+             **plan_arrays(knobs, global_batch, schedule)}
         if n:
             x["dp_rep"] = np.asarray(knobs["dp_replicas"], dtype=float)
             # full recomputation of a share of the layers: rc_full is that share (predict.plan_inputs)

@@ -22,7 +22,7 @@ from ...base.paths import DOCS
 TARGET = DOCS / "concepts.md"
 DENSE = {"n_experts": 1, "top_k": 1, "capacity_factor": 1, "gated": 0, "ep": 1, "cp": 1, "shared_ffn": 0, "dense_layers": 0,
          "kv_lora": 0, "q_lora": 0, "qk_nope": 0, "qk_rope": 0, "v_head": 0, "swa_frac": 0, "swa_window": 0, "mtp": 0, "moe_latent": 0,
-         "pp_layout": 0, "dp_balance": 0}
+         "pp_layout": 0}
 
 
 def tex(e) -> str:

@@ -456,41 +456,6 @@ def edges(mtp_layer: Layer | None = None) -> Edges:
     return Edges(ef, eb, hf, hb, head_heavier, fwd, bwd, host)
 
 
-def balanced_dualpipe(kinds: dict[str, Layer], edge: Edges, n_d, n_moe, n_mtp):
-    """The pace-setting rank of a DualPipe run whose stages may hold unequal layer counts (dp_balance = 1): rank 0 holds
-    the first and the last stage, so the embedding, the LM head and the D MTP layers, and every other rank two middle
-    stages. A run splits the layers so that no rank is much slower: the p - 2 middle stages hold c layers each and the
-    edge rank's two stages the rest, r = l - (p - 2) c (DeepSeek-V3's run: four MoE layers in each chunk,
-    deepseek-ai/profile-data README, "Each chunk contains 4 MoE layers", EP64 as in pre-training: 14 x 4 of its 61
-    layers, the other 5 with the edges). Per micro-batch a middle rank runs c layers and the edge rank half of its
-    r layers and of its edges (each micro-batch passes it in one of its two stages). With t one MoE layer's time and W
-    the work of one micro-batch over all stages (its layers, the leading dense layers at their own time, the edges),
-    c1 = ceil(W / (p t)) is the fewest layers per middle stage that leaves the edge rank no slower than them; one
-    layer fewer makes the edge rank the slowest: the pace is min(c1 t, R0(c1 - 1)), the cheaper of the two splits.
-    The leading dense layers stay on the edge rank (they precede the MoE layers), up to its r. Returns (n_d, n_moe,
-    n_mtp, edge) of the pace-setting rank, blended with the derived ones by dp_balance (0: unchanged)."""
-    dense, moe, mtp = kinds["dense"], kinds["moe"], kinds["mtp"]
-    t = moe.gpu + moe.host
-    t_d = dense.gpu + dense.host
-    e = edge.embed_fwd + edge.embed_bwd + edge.head_fwd + edge.head_bwd + S.mtp * (mtp.gpu + mtp.host)
-    work = (S.n_layers - S.dense_layers) * t + S.dense_layers * t_d + e
-    c1 = sp.ceiling(work / (S.pp * t))
-    rest = CM.unordered_max(0, S.n_layers - (S.pp - 2) * (c1 - 1))       # the edge rank's layers at c1 - 1
-    rest_d = sp.Min(S.dense_layers, rest)
-    r0 = (rest_d * t_d + (rest - rest_d) * t + e) / 2
-    edge_slower = sp.Heaviside(c1 * t - r0, 1, evaluate=False)         # 1: the split at c1 - 1, the edge rank paces
-    b = S.dp_balance
-
-    def blend(derived, balanced):
-        return (1 - b) * derived + b * balanced
-    bal = Edges(edge.embed_fwd, edge.embed_bwd, edge.head_fwd, edge.head_bwd, edge.head_heavier,
-                blend(edge.fwd, edge_slower * edge.fwd), blend(edge.bwd, edge_slower * edge.bwd),
-                blend(edge.host, edge_slower * edge.host))
-    return (blend(n_d, edge_slower * rest_d / 2),
-            blend(n_moe, edge_slower * (rest - rest_d) / 2 + (1 - edge_slower) * c1),
-            blend(n_mtp, edge_slower * S.mtp / 2), bal)
-
-
 def stated_layout(kinds: dict[str, Layer], edge: Edges, n_d, n_moe, n_mtp):
     """The heaviest stage under a stated pipeline layout (Megatron-Core --pipeline-model-parallel-layout,
     roofline/spec/layout.py): the slowest of three rank kinds, each with its own edge: the rank holding the embedding
@@ -650,7 +615,6 @@ def build() -> dict[str, sp.Expr]:
     # the D MTP layers sit on the last stage: on the heaviest stage when it holds the LM head (p = 1: always)
     n_mtp = S.mtp * (edge.head_heavier + PL.both_edges * (1 - edge.head_heavier)) * (1 - S.dualpipe / 2)
     n_moe = PL.stage_layers - n_d
-    n_d, n_moe, n_mtp, edge = balanced_dualpipe(kinds, edge, n_d, n_moe, n_mtp)
     n_d, n_moe, n_mtp, edge, fill_layers, fill_edges = stated_layout(kinds, edge, n_d, n_moe, n_mtp)
 
     def stage(term):

@@ -169,10 +169,6 @@ dualpipev = _s("dualpipev", "", "1 for the DualPipeV schedule (two chunks per ra
 dualpipe = _s("dualpipe", "", "1 for the bidirectional DualPipe schedule (each rank holds two stages, i and p-1-i, and "
               "runs half the micro-batches from each end; deepseek-ai/DualPipe dualpipe/dualpipe.py)", "plan",
               r"\delta_{D}", default=0.0)
-dp_balance = _s("dp_balance", "", "1 when a DualPipe run splits its layers unevenly to balance the rank holding both "
-                "edges (uneven stages): the middle stages hold c layers each, the edge rank the rest beside the "
-                "embedding, the LM head and the MTP layers (step.py balanced_dualpipe)", "plan", r"\beta_{D}", 0.0,
-                zero=True)
 z_os = _s("z_os", "", "1 when optimizer state is sharded over dp (distributed optimizer / ZeRO>=1)", "plan", "z_1")
 z_grad = _s("z_grad", "", "1 when gradients are sharded over dp (ZeRO>=2)", "plan", "z_2")
 z_param = _s("z_param", "", "1 when parameters are sharded over dp (ZeRO-3 / FSDP)", "plan", "z_3")
