@@ -99,9 +99,7 @@ def test_fine_grained_fp8_is_the_block_recipe():
 
 def test_no_registry_file_states_a_key_twice():
     """A key written twice in a mapping is silently the last one to YAML: a source that a second entry replaced."""
-    class Loader(yaml.SafeLoader):
-        pass
-
+    Loader = type("Loader", (yaml.SafeLoader,), {})          # a loader of its own: the constructor below stays local
     twice = []
 
     def mapping(loader, node, deep=False):

@@ -545,8 +545,7 @@ def _model_fields(row: dict) -> tuple[dict, str]:
         if d.get("n_kv_heads") not in (None, d["n_heads"]):
             d["n_kv_heads"] = None          # MLA has one key/value per head
     # multi-token-prediction layers as the row states them; unstated: none (Megatron-Core mtp_num_layers defaults to
-    # None, a run turns MTP on with --mtp-num-layers), whatever the named preset's architecture has, unless the stack
-    # trains the architecture as designed (build_case fields_on: stacks rule mtp_unstated)
+    # None, a run turns MTP on with --mtp-num-layers), whatever the named preset's architecture has
     try:
         d["mtp_layers"] = int(row.get("mtp") or 0)
     except (TypeError, ValueError):
@@ -1626,13 +1625,6 @@ def build_case(row: dict, hardware=None) -> Case:
             return model_fields.get("n_layers") or resolve(base_model, None, hw, "plain",
                                                            model_fields=model_fields).model.n_layers
 
-        def fields_on(st):
-            # MTP unstated: none where the stack turns it on by a flag (Megatron-Core's --mtp-num-layers), the named
-            # architecture's own where the stack trains the model as designed (HAI-LLM: stacks rule mtp_unstated)
-            if row.get("mtp") in (None, "") and st.rule("mtp_unstated") == "model":
-                return {k: v for k, v in model_fields.items() if k != "mtp_layers"}
-            return model_fields
-
         def priced(st, why):
             st = stacks.get(st) if isinstance(st, str) else st
 
@@ -1653,7 +1645,7 @@ def build_case(row: dict, hardware=None) -> Case:
                     if "hsdp" in phrase or "hybrid" in phrase:          # HSDP shards the parameters in a replica
                         f["sharding"] = f.get("sharding") or "fsdp"
                     try:
-                        spec = resolve(base_model, {**f, "dp_replicas": reps}, hw, st, model_fields=fields_on(st),
+                        spec = resolve(base_model, {**f, "dp_replicas": reps}, hw, st, model_fields=model_fields,
                                        stack_reason=why, gpus_per_node=row.get("gpus_per_node"),
                                        net_gbps=row.get("net_gbps_per_gpu"))
                         hsdp_notes[:] = [said]
@@ -1662,7 +1654,7 @@ def build_case(row: dict, hardware=None) -> Case:
                         if "dp-replicas" not in str(exc):
                             raise
                         hsdp_notes[:] = [f"the text's replicas dropped: {exc}"]
-                return resolve(base_model, f, hw, st, model_fields=fields_on(st), stack_reason=why,
+                return resolve(base_model, f, hw, st, model_fields=model_fields, stack_reason=why,
                                gpus_per_node=row.get("gpus_per_node"), net_gbps=row.get("net_gbps_per_gpu"))
             if LAYOUT_UNSTATED not in plan_fields:
                 fields, said = unstated_ep(plan_fields, resolved)
