@@ -221,13 +221,18 @@ def test_deepseek_v2_by_hand(pid, shape):
     ("OLMo-2-13B", "olmo2-13b"), ("allenai/OLMo-2-1124-13B", "olmo2-13b"),
     # the hub spelling of the existing Maverick preset reads the same way as Scout's
     ("meta-llama/Llama-4-Maverick-17B-128E", "llama4-maverick"),
+    # releases that reuse an architecture unchanged (their config.json), instruction-tuned checkpoints, BLOOM itself
+    ("Llama 3.3 70B", "llama3.1-70b"), ("meta-llama/Llama-3.3-70B-Instruct", "llama3.1-70b"),
+    ("Qwen2-72B", "qwen2.5-72b"), ("Qwen/Qwen2-7B-Instruct", "qwen2.5-7b"), ("Llama-2-70b-chat-hf", "llama2-70b"),
+    ("mistralai/Mistral-7B-Instruct-v0.1", "mistral-7b"), ("BLOOM", "bloom-176b"),
 ])
 def test_a_row_naming_the_model_finds_its_preset(name, pid):
     assert families.preset_for(name) == pid
 
 
 @pytest.mark.parametrize("name", ["Falcon3-7B", "Gemma 2 2B", "Qwen2.5-Coder-7B", "Qwen3-4B", "DeepSeek-V2.5",
-                                  "Mistral-Large-Instruct-2411", "Llama 4 Behemoth", "Yi-6B", "Gemma 27B"])
+                                  "Mistral-Large-Instruct-2411", "Llama 4 Behemoth", "Yi-6B", "Gemma 27B",
+                                  "Qwen2-1.5B", "Qwen2-57B-A14B", "bloom-7b1", "Llama 3.3 8B"])
 def test_neighbouring_names_find_none(name):
     """Other sizes and versions of these families have other shapes: no preset, rather than a neighbour."""
     assert families.preset_for(name) is None

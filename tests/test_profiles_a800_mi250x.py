@@ -64,6 +64,23 @@ def test_a_short_name_matches_ids_that_extend_it_at_a_separator_only():
         hardware.load("v100")
 
 
+@pytest.mark.parametrize("text,pid", [
+    ("V100 (16 GB)", "v100-sxm2-16gb"), ("Tesla V100 16GB", "v100-sxm2-16gb"), ("DGX-2H (V100)", "v100-sxm3-32gb"),
+    ("V100 PCIe 16GB", None), ("V100", None), ("V100 32GB", None)])
+def test_v100_texts_name_their_part_or_none(text, pid):
+    """A 16 GB V100 is an SXM2 part unless it says PCIe (no profile); DGX-2 nodes carry SXM3; a V100 without its
+    memory or form factor names no one part."""
+    assert hardware.from_text(text) == pid
+
+
+def test_a_bare_v100_in_a_table_reads_as_the_dgx1_sxm2_32gb_part_and_says_so():
+    for text in ("V100", "512 V100 GPUs", "V100 32GB"):
+        pid, why = hardware.bare_part(text)
+        assert pid == "v100-sxm2-32gb" and "16GB, SXM3 or DGX-2" in why
+    assert hardware.bare_part("V100 PCIe") is None and hardware.bare_part("V100 16GB") is None
+    assert hardware.bare_part("DGX-2 V100") is None
+
+
 def test_dgx2_v100_profile():
     """DGX-2: 16 V100 SXM3 32GB on NVSwitch (one NVLink domain of 16), fp16 tensor cores at 2 PFLOPS / 16."""
     h = hardware.load("Tesla V100-SXM3-32GB")

@@ -75,7 +75,16 @@ SPELLINGS = (
     (r"^nemotron[\s-]*3\.5[\s-]*lightning[\s-]*30b([\s-]*a3b)?$", "nemotron-3-nano-30b-a3b"),
     (r"^qwen[\s-]*3[\s-]*moe[\s-]*30b$", "qwen3-30b-a3b"),
     (r"^qwen[\s-]*3[\s-]*moe[\s-]*235b$", "qwen3-235b-a22b"),
-    (r"[\s-]+(hf|base|v0\.1)$", ""),                    # -hf conversions, base checkpoints, Mistral/Mixtral v0.1
+    # releases that reuse an earlier architecture unchanged, by their config.json: Llama 3.3 70B is Llama 3.1 70B's
+    # (meta-llama/Llama-3.3-70B-Instruct: hidden 8192, 80 layers, 64 heads, 8 KV heads, intermediate 28672, vocab
+    # 128256); Qwen2 7B and 72B are Qwen2.5's (Qwen/Qwen2-72B: hidden 8192, 80 layers, 64 heads, 8 KV heads,
+    # intermediate 29568, vocab 152064; Qwen/Qwen2-7B: 3584, 28, 28, 4, 18944, 152064)
+    (r"^llama[\s-]*3\.3[\s-]*70b", "llama3.1-70b"),
+    (r"^qwen[\s-]*2[\s-]*(7|72)b", r"qwen2.5-\1b"),
+    # BigScience's BLOOM is the 176B model (bigscience/bloom); its smaller siblings carry their size (bloom-7b1)
+    (r"^bloom$", "bloom-176b"),
+    # -hf conversions, base checkpoints, Mistral/Mixtral v0.1, and the instruction-tuned checkpoints (the same network)
+    (r"([\s-]+(hf|base|v0\.1|instruct|chat))+$", ""),
 )
 
 

@@ -69,8 +69,8 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
 - seq_len blank -> the stack's shipped training config for the model family, else the named preset's pretraining
   context (``unstated_seq_len``), else skipped.
 - gpu_id -> the hardware profile of that id; gpus_per_node and net_gbps_per_gpu override it when given; gpu_id blank ->
-  the profile the free-text gpu column names when it names exactly one (hardware.from_text); a bare 'H100' / 'A100'
-  (no variant named) -> h100-sxm / a100-sxm4-80gb, the part of DGX/HGX nodes, noted (hardware.bare_part); else skipped.
+  the profile the free-text gpu column names when it names exactly one (hardware.from_text); a bare 'H100' / 'A100' / 'V100'
+  (no variant named) -> h100-sxm / a100-sxm4-80gb / v100-sxm2-32gb, the part of DGX/HGX nodes, noted (hardware.bare_part); else skipped.
 - measured time = measured_iter_time_s, else derived_iter_time_s (the source's own FLOP formula).
 """
 from __future__ import annotations

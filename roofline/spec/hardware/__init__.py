@@ -649,14 +649,16 @@ GPU_TEXT = (
     (r"h100.*(sxm|80g|dgx|hgx)|(sxm|dgx|hgx).*h100", "h100-sxm"),
     (r"a100.*pcie.*80|a100.*80.*pcie", "a100-pcie-80gb"), (r"a100.*pcie.*40|a100.*40.*pcie", "a100-pcie-40gb"),
     (r"^(?!.*pcie).*a100.*40g", "a100-sxm4-40gb"), (r"^(?!.*pcie).*a100.*80g", "a100-sxm4-80gb"),
-    (r"v100.*sxm3", "v100-sxm3-32gb"), (r"v100.*sxm2.*32|v100.*32.*sxm2", "v100-sxm2-32gb"),
-    (r"v100.*sxm2.*16|v100.*16.*sxm2", "v100-sxm2-16gb"),
+    # DGX-2 (and DGX-2H) carry the V100 SXM3 32 GB part, 16 to a node (NVIDIA DGX-2 announcement, GTC 2018)
+    (r"v100.*(sxm3|dgx2)|dgx2.*v100", "v100-sxm3-32gb"), (r"v100.*sxm2.*32|v100.*32.*sxm2", "v100-sxm2-32gb"),
+    # the 16 GB V100 is an SXM2 or a PCIe part (V100 datasheet); without 'PCIe' the SXM2 one (DGX-1, p3.16xlarge)
+    (r"v100.*sxm2.*16|v100.*16.*sxm2|^(?!.*pcie).*v100.*16g", "v100-sxm2-16gb"),
     (r"l40s", "l40s"), (r"mi355x", "mi355x"), (r"mi325x", "mi325x"), (r"mi300x", "mi300x"), (r"mi250x", "mi250x"),
     (r"h20(?!0)", "h20"),   # after h200 and gh200; "H20 96GB" squashes to h2096gb
 )
 
 
-# A bare "H100" or "A100" in a table of training runs (no memory size, form factor or power): the part such tables
+# A bare "H100", "A100" or "V100" in a table of training runs (no memory size, form factor or power): the part such tables
 # mean when they name no variant, as an assumption the caller states (validate notes it per row); the CLI still refuses
 # "h100" and asks for one. H100: NVIDIA's variants other than the SXM5 80 GB part name themselves ("H100 PCIe",
 # "H100 NVL", the 96 GB HBM2e part), and every DGX/HGX H100 system (the 8-GPU NVLink nodes training clusters are
@@ -668,6 +670,12 @@ BARE_PARTS = (
      "a bare 'H100' read as the SXM5 80 GB part of DGX/HGX H100 nodes (PCIe, NVL and 96 GB variants name themselves)"),
     (r"a100", r"pcie|40g", "a100-sxm4-80gb",
      "a bare 'A100' read as the SXM4 80 GB part of DGX/HGX A100 nodes (state '40GB' for the 2020 part)"),
+    # V100: SXM2 16/32 GB (DGX-1, 8 to a node), SXM3 32 GB (DGX-2, 16 to a node) and PCIe parts share one tensor-core
+    # peak (125 TFLOP/s at 300-350 W; V100 datasheet); the 8-GPU SXM2 32 GB node is taken, the later SXM2 memory size
+    # (2018-03) and the node of DGX-1 and the cloud's p3dn.24xlarge; a row naming 16GB, SXM3 or DGX-2 gets that
+    # profile (GPU_TEXT), and its gpus_per_node column the node size
+    (r"v100", r"pcie|16g|sxm3|dgx2", "v100-sxm2-32gb",
+     "a bare 'V100' read as the SXM2 32 GB part of 8-GPU DGX-1/HGX-1 nodes (state 16GB, SXM3 or DGX-2 for the others)"),
 )
 
 
@@ -679,10 +687,11 @@ def _squash(text) -> str:
 
 
 def bare_part(text: str) -> tuple[str, str] | None:
-    """(profile id, the assumption in words) for a GPU text that names H100 or A100 and no variant, else None.
+    """(profile id, the assumption in words) for a GPU text that names H100, A100 or V100 and no variant, else None.
 
-    >>> [bare_part(t) and bare_part(t)[0] for t in ("NVIDIA H100 GPUs", "8x A100", "H100 NVL", "A100 40GB", "H200")]
-    ['h100-sxm', 'a100-sxm4-80gb', None, None, None]
+    >>> [bare_part(t) and bare_part(t)[0] for t in ("NVIDIA H100 GPUs", "8x A100", "H100 NVL", "A100 40GB", "H200",
+    ...                                             "V100 32GB")]
+    ['h100-sxm', 'a100-sxm4-80gb', None, None, None, 'v100-sxm2-32gb']
     """
     import re
 
