@@ -46,9 +46,9 @@ CASES = [
      "search's too, runs their FP8 recipe, DeepEP's dispatch, deduplicated per destination rank and node, with the all-to-all hidden behind "
      "the other micro-batch (dispatcher deepep, overlap-ep 1), keeps AdamW's moments in BF16 (sec 3.3.3; "
      "moment-dtype bf16) and may split stages unevenly. The published row is priced as 1F1B on Megatron-Bridge's "
-     "16-stage layout of DeepSeek-V3, the row after it as DualPipe (the hai-llm stack's schedule) on the derived "
-     "split, ceil(61/16) = 4 layers on every stage beside the edges (DeepSeek's own split, four MoE layers per middle "
-     "chunk and the other 5 with the edges, is not modelled). Not modelled: their FP8 "
+     "16-stage layout of DeepSeek-V3, the row after it as DualPipe (the hai-llm stack's schedule) on DeepSeek's "
+     "split: four MoE layers on each of the 14 middle stages and the other 5 with the edges, 3 and 2 (DualPipe's "
+     "balanced split, spec/layout.py dualpipe_balanced). Not modelled: their FP8 "
      "caching of the activations beyond the GEMM inputs (those are saved quantized, as Transformer Engine does); "
      "their recomputation of only RMSNorm and the MLA up-projections (sec 3.2.3) is priced "
      "as Megatron-Core's selective modules layernorm and mla_up_proj; the micro-batch is not stated (1 assumed)",
@@ -57,7 +57,7 @@ CASES = [
      (15360 * 4096 / (1e12 / (180e3 * HOUR)) / 2048,
       "the report's 180K H800 GPU-hours per trillion tokens (sec 1, Table 1), as a step of 15360 x 4096"),
      # the published plan under its own schedule, DualPipe (priced with predict directly, on the plan above)
-     [("published plan as DualPipe, derived split", dict(schedule="dualpipe", pipeline_layout=None))]),
+     [("published plan as DualPipe, DeepSeek's split", dict(schedule="dualpipe", pipeline_layout=None))]),
 ]
 
 

@@ -120,9 +120,8 @@ def test_rules_and_stacks():
 
 
 def test_rows_name_it(tmp_path):
-    """A validation row's text naming DualPipe (not DualPipeV) is recognised, and priced as the 1F1B family on the
-    recipe's layout with a note: DualPipe's own stage split is not published, and the derived even split would put
-    ceil(l/p) layers beside the LM head on the edge ranks."""
+    """A validation row's text naming DualPipe (not DualPipeV) is recognised; on a stack that runs no DualPipe (the
+    era rule's Megatron-Core here) it is priced as the 1F1B family on the recipe's layout, with a note."""
     assert [schedule_from_text(t) for t in ("pp 16 (dualpipe), ep 64", "dual-pipe", "dualpipev", "dualpipe-v")] == [
         "dualpipe", "dualpipe", "dualpipev", "dualpipev"]
     from roofline.views import validate as V
@@ -160,18 +159,77 @@ def test_timeline_refuses():
 
 
 def test_deepseek_v3_mirror_stage():
-    """DeepSeek-V3 (61 layers, the first 3 dense, MTP 1) on 16 ranks, ceil(61/16) = 4 layers a stage: rank 0's own
-    stage holds the embedding and 3 dense + 1 MoE layers; the mirror stage p - 1 adds 4 MoE layers (each 256/ep
-    experts of 3 x 7168 x 2048 on the rank, plus attention, router and shared expert), the LM head and the MTP layer
-    (report sec 3.2.1: "two copies of the model parameters")."""
+    """DeepSeek-V3 (61 layers, the first 3 dense, MTP 1) on 16 ranks under DualPipe's balanced split (layout
+    dualpipe_balanced: 4 layers on each middle stage, 3 and 2 on the edges): rank 0's own stage holds the embedding
+    and the 3 dense layers, where 1F1B's derived split holds ceil(61/16) = 4 (3 dense + 1 MoE); the mirror stage
+    p - 1 adds 2 MoE layers (each 256/ep experts of 3 x 7168 x 2048 on the rank, plus attention, router and shared
+    expert), the LM head and the MTP layer (report sec 3.2.1: "two copies of the model parameters")."""
     m = models.load("deepseek-v3")
     base = dict(tp=1, pp=16, dp=8, ep=8, micro_batch=1, global_batch=256, recompute="selective",
                 sharding="distributed", uneven_stages=True)
     one = predict(m, Plan(**base), H100).raw
     dual = predict(m, Plan(**base, schedule="dualpipe"), H100).raw
-    experts = 4 * (256 // 8) * 3 * 7168 * 2048
+    expert_layer = (256 // 8) * 3 * 7168 * 2048
     head = 129280 * 7168
-    rest = dual["params_rank"] - one["params_rank"] - experts - head
-    # 4 layers' attention (MLA ~0.19 B), shared expert (44 M) and router, and the MTP layer (its experts alone 1.4 B)
-    assert 4 * 0.2e9 + 1.4e9 < rest < 4 * 0.3e9 + 2.5e9
+    # + 2 MoE layers of the mirror stage - 1 MoE layer 1F1B's stage 0 holds = 1 MoE layer's experts and the rest
+    rest = dual["params_rank"] - one["params_rank"] - expert_layer - head
+    # 1 layer's attention (MLA ~0.19 B), shared expert (44 M) and router, and the MTP layer (its experts alone 1.4 B)
+    assert 0.2e9 + 1.4e9 < rest < 0.3e9 + 2.5e9
     assert dual["t_pp_bubble"] < one["t_pp_bubble"]
+
+
+def test_a_layout_pairs_the_mirror_stages():
+    """Under DualPipe a layout's stages pair up on the ranks, i with pp-1-i: the edge rank holds the first and the
+    last stage; the busiest other rank is the pair with the most layers, given per stage (its mean)."""
+    from roofline.spec.layout import stage_counts
+
+    c = stage_counts("Ett|ttt|tt|tL", 4, layers=8, schedule="dualpipe")
+    assert (c["layout_first"], c["layout_last"], c["layout_mid"]) == (2, 1, 2.5)
+    one = stage_counts("Ett|ttt|tt|tL", 4, layers=8)                 # 1F1B: the busiest other rank, whole
+    assert one["layout_mid"] == 3
+
+
+@given(layers=st.integers(4, 130), half=st.integers(1, 16), mtp=st.integers(0, 2))
+@settings(max_examples=150, deadline=None)
+def test_balanced_split_holds_every_layer_and_spares_the_edges(layers, half, mtp):
+    """dualpipe_balanced: every decoder layer and MTP layer once, the middle stages even, and the edge rank (both edge
+    stages, which also carry the embedding, the LM head and the MTP layers) never more layers than a middle rank
+    once there are at least as many layers as stages."""
+    from roofline.spec.layout import dualpipe_balanced, ranks, stage_counts
+
+    pp = 2 * half
+    text = dualpipe_balanced(layers, pp, mtp)
+    rs = ranks(text, pp, 1, layers, mtp)                               # Megatron-Core's validity rules hold
+    assert sum(r.layers for r in rs) == layers and len({r.layers for r in rs[1:-1]}) <= 1
+    c = stage_counts(text, pp, 1, 0, layers, mtp, "dualpipe")
+    if pp > 2 and -(-layers // pp) * (pp - 2) <= layers:
+        assert c["layout_first"] + c["layout_last"] <= 2 * c["layout_mid"]
+
+
+def test_deepseek_v3_dualpipe_fits_and_a_middle_rank_is_the_busiest():
+    """DeepSeek-V3's own run (report sec 3.2: PP 16 DualPipe, EP 64, ZeRO-1, BF16 moments, FP8) on 80 GB H800s: on
+    the balanced split the rank with the most memory is a middle one (two stages of 4 MoE layers), not rank 0 (the
+    edges' 3 + 2 layers with the embedding, the LM head and the MTP layer), and the plan fits."""
+    m = models.load("deepseek-v3")
+    p = Plan(tp=1, pp=16, dp=128, ep=64, micro_batch=1, global_batch=15360, schedule="dualpipe", dtype="fp8-block",
+             moment_dtype="bf16", sharding="zero1", recompute="selective", recompute_modules="layernorm,mla_up_proj",
+             uneven_stages=True)
+    raw = predict(m, p, hardware.load("h800")).raw
+    assert raw["mem_last_stage"] > raw["mem_first_stage"]
+    assert raw["memory"] < 80 * 2 ** 30
+    stated = predict(m, dataclasses.replace(p, pipeline_layout="Ettt|(tttt|)*14ttmL"), hardware.load("h800")).raw
+    assert stated["step_time"] == pytest.approx(raw["step_time"]) and stated["memory"] == pytest.approx(raw["memory"])
+
+
+def test_search_prices_dualpipe_on_the_balanced_split_as_predict_does():
+    """The search's arrays and predict give one step time for a DualPipe plan of a model whose layers pp does not
+    divide (the balanced split, not the even one)."""
+    from roofline.views.search import search
+
+    m = dataclasses.replace(DENSE, n_layers=30)
+    best = search(m, H100, 32, 256, top=3, framework="any", schedule="dualpipe", base=Plan(uneven_stages=True))
+    assert best
+    for r in best:
+        assert r.plan.schedule == "dualpipe"
+        one = predict(m, r.plan, H100).raw
+        assert one["step_time"] == pytest.approx(r.step_time_s, rel=1e-9) and one["memory"] == pytest.approx(r.memory_bytes)

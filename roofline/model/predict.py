@@ -148,10 +148,27 @@ LAYOUT_SYMBOLS = ("layout_first", "layout_first_dense", "layout_last", "layout_l
 
 def pipeline_layout_inputs(stages: dict | None) -> dict:
     """pp_layout and the layout_* counts (formulas/symbols.py): the sentinel pp_layout = 0 (counts 0, unused) when
-    no layout is stated."""
+    no layout is stated. ``stages``' counts may be arrays (search: one per plan), with pp_layout 1 for all."""
     if stages is None:
         return {"pp_layout": 0.0, **{k: 0.0 for k in LAYOUT_SYMBOLS}}
-    return {"pp_layout": 1.0, **{k: float(stages[k]) for k in LAYOUT_SYMBOLS}}
+    return {"pp_layout": 1.0, **{k: np.asarray(stages[k], dtype=np.float64)[()] for k in LAYOUT_SYMBOLS}}
+
+
+def dualpipe_stages(model: Model, pp) -> dict:
+    """The layout_* counts of DualPipe's balanced split (spec/layout.py dualpipe_balanced) for a model on pp stages (a
+    number or an array of even numbers): the split a DualPipe plan without a stated layout is priced on."""
+    from ..spec.layout import dualpipe_balanced, stage_counts
+
+    pps = np.asarray(pp)
+    out = {k: np.zeros(pps.shape) for k in LAYOUT_SYMBOLS}
+    for v in np.unique(pps):
+        v = int(v)
+        mtp = model.mtp_layers or 0
+        c = stage_counts(dualpipe_balanced(model.n_layers, v, mtp), v, 1, model.dense_layers, model.n_layers, mtp,
+                         "dualpipe")
+        for k in LAYOUT_SYMBOLS:
+            out[k][pps == v] = c[k]
+    return {k: a[()] for k, a in out.items()}
 
 
 # the overlap fractions of a plan -> their formula inputs (symbols ov_*); search sets the layout-ruled ones per plan
@@ -193,7 +210,9 @@ def plan_inputs(p: Plan, model: Model | None = None) -> dict:
         if model is None:
             raise InputError("plan.pipeline_layout needs the model (its layers and MTP layers) to map it to stages")
         stages = stage_counts(p.pipeline_layout, p.pp, p.interleave, model.dense_layers, model.n_layers,
-                              model.mtp_layers or 0)
+                              model.mtp_layers or 0, p.schedule)
+    elif p.schedule == "dualpipe" and model is not None and p.pp > 1:
+        stages = dualpipe_stages(model, p.pp)         # DualPipe without a stated layout: the balanced split
     act = ACT_BYTES.get(p.dtype, 2)
     low = precision.low_precision(p.dtype)
     # the share of the layers a low-precision recipe keeps in 16 bits (needs the model's layer count)

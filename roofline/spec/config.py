@@ -766,9 +766,7 @@ RULES: tuple[Rule, ...] = (
          "dualpipe needs an even number of micro-batches per step, at least 2 x pp ({micro_batches}, pp {p.pp}; "
          "DualPipe.step asserts num_chunks % 2 == 0 and num_chunks >= num_ranks * 2)",
          ("schedule", "pp", "global_batch", "micro_batch", "dp")),
-    Rule(lambda m, p: (p.schedule != "dualpipe") | (p.pipeline_layout is None),
-         "a stated pipeline layout is Megatron-Core's (interleaved 1F1B); dualpipe mirrors its stages",
-         ("schedule", "pipeline_layout")),
+    # DualPipe reads a stated layout as its pp stages in order, rank i holding stages i and pp-1-i (layout.stage_counts)
     Rule(lambda m, p: m.seq_len % p.cp == 0, "seq-len ({m.seq_len}) must be divisible by cp ({p.cp})", ("cp",)),
     Rule(lambda m, p: (m.n_experts > 1) | (p.ep == 1),
          "ep ({p.ep}) splits routed experts, and the model is dense (n_experts = {m.n_experts}): use ep 1", ("ep",)),

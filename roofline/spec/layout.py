@@ -89,20 +89,52 @@ def ranks(text: str, pp: int, interleave: int = 1, layers: int | None = None, mt
 
 
 def stage_counts(text: str, pp: int, interleave: int = 1, first_dense: int = 0, layers: int | None = None,
-                 mtp: int | None = None) -> dict[str, int]:
+                 mtp: int | None = None, schedule: str = "1f1b") -> dict[str, float]:
     """The formula inputs of a layout (formulas/symbols.py ``layout_*``): decoder layers and, of them, leading
     dense layers on the rank holding the embedding, on the rank holding the loss, and on the busiest other rank
     (the most decoder layers; among equals the one with the fewest dense layers: a MoE layer carries a dense
     layer's attention plus routed experts and the EP all-to-all). With pp = 1 the one rank is first and last;
-    "other" is then empty (0 layers)."""
+    "other" is then empty (0 layers).
+
+    DualPipe (``schedule`` "dualpipe"): the layout's pp stages in order, rank i holding stages i and pp-1-i
+    (deepseek-ai/DualPipe dualpipe/dualpipe.py); first and last are the stages of the edge rank (both on it), and the
+    busiest other rank is the pair of stages with the most layers, given as its mean per stage (each micro-batch
+    passes one of the two)."""
     rs = ranks(text, pp, interleave, layers, mtp)
     first = next(r for r in rs if r.embedding)
     last = next(r for r in rs if r.loss)
     if any(r.mtp and not r.loss for r in rs):
         raise InputError(f"pipeline_layout with the MTP layers (m) on a rank other than the loss's (L) (Megatron-Core "
                          f"mtp_standalone) is not modelled, got {text!r}")
+    if schedule == "dualpipe":
+        pairs = [(rs[i].layers + rs[pp - 1 - i].layers, rs[i].dense(first_dense) + rs[pp - 1 - i].dense(first_dense))
+                 for i in range(1, pp // 2)]
+        n, d = max(pairs, key=lambda x: (x[0], -x[1]), default=(0, 0))
+        return {"layout_first": first.layers, "layout_first_dense": first.dense(first_dense),
+                "layout_last": last.layers, "layout_last_dense": last.dense(first_dense),
+                "layout_mid": n / 2, "layout_mid_dense": d / 2}
     others = [r for r in rs if not r.embedding and not r.loss]
     mid = max(others, key=lambda r: (r.layers, -r.dense(first_dense)), default=None)
     return {"layout_first": first.layers, "layout_first_dense": first.dense(first_dense),
             "layout_last": last.layers, "layout_last_dense": last.dense(first_dense),
             "layout_mid": mid.layers if mid else 0, "layout_mid_dense": mid.dense(first_dense) if mid else 0}
+
+
+def dualpipe_balanced(layers: int, pp: int, mtp: int = 0) -> str:
+    """DualPipe's stage split as DeepSeek-V3 ran it, for a model of ``layers`` decoder layers on ``pp`` (even) stages: the
+    middle stages take ceil(layers / pp) layers each (fewer when that leaves the edges none), and the first and the
+    last stage share the rest, the first the larger half, the last the MTP layers and the loss. DeepSeek-V3's 61 layers
+    on 16 stages: 4 layers on each middle stage (deepseek-ai/profile-data, training: "Each chunk contains 4 MoE layers",
+    its parallel configuration "aligns with DeepSeek-V3 pretraining settings"), 3 and 2 on the edges, which also
+    hold the embedding, the LM head and the MTP layer (rank 0 holds both edge stages under DualPipe). The even split
+    (ceil(layers / pp) on every stage) would put the edges on top of a full stage, which no run would choose.
+
+    >>> dualpipe_balanced(61, 16, 1)
+    'Ettt|tttt|tttt|tttt|tttt|tttt|tttt|tttt|tttt|tttt|tttt|tttt|tttt|tttt|tttt|ttmL'
+    """
+    mid = -(-layers // pp) if pp > 2 else 0
+    if pp > 2 and (pp - 2) * mid > layers:
+        mid = layers // (pp - 2)
+    rest = layers - (pp - 2) * mid
+    first = -(-rest // 2)
+    return "|".join(["E" + "t" * first] + ["t" * mid] * (pp - 2) + ["t" * (rest - first) + "m" * mtp + "L"])

@@ -343,14 +343,18 @@ def selective_ladder(model, base_modules: str) -> tuple:
 # ----------------------------------------------------------------------------------------------
 # evaluation
 
-def plan_arrays(knobs: dict, global_batch: int, schedule: str | None = None) -> dict:
+def plan_arrays(knobs: dict, global_batch: int, schedule: str | None = None, model=None) -> dict:
     """The formula inputs of the plan knobs (arrays): :func:`roofline.model.predict.layout_inputs`, the one mapping.
-    ``knobs["sharding"]`` indexes ``config.SHARDING_BY_STAGE``, whose index is the ZeRO stage."""
-    from ..model.predict import layout_inputs
+    ``knobs["sharding"]`` indexes ``config.SHARDING_BY_STAGE``, whose index is the ZeRO stage. A pinned DualPipe
+    prices each plan on the balanced split of its pp (predict.dualpipe_stages; needs the ``model``), as
+    predict.plan_inputs does a single plan."""
+    from ..model.predict import dualpipe_stages, layout_inputs
 
     k = knobs
+    stages = dualpipe_stages(model, k["pp"]) if schedule == "dualpipe" and model is not None and len(k["pp"]) else None
     return layout_inputs(k["tp"], k["pp"], k["dp"], k["cp"], k["ep"], k["micro_batch"], global_batch, k["interleave"],
-                         k["sequence_parallel"] == 1, k["recompute"], k["sharding"], schedule or "1f1b")
+                         k["sequence_parallel"] == 1, k["recompute"], k["sharding"], schedule or "1f1b",
+                         stages=stages)
 
 
 def evaluate_arrays(x: dict, n: int, outputs=_OUT, chunk: int = CHUNK, desc: str = "search: pricing plans",
@@ -441,7 +445,7 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
         n = len(knobs["tp"])
         x = {**model_inputs(model), **plan_inputs(Plan(**{k: getattr(base, k) for k in _FIXED}), model),
              **hardware_inputs(hw, base.dtype), **attention_inputs(model, hw),
-             **plan_arrays(knobs, global_batch, schedule)}
+             **plan_arrays(knobs, global_batch, schedule, model)}
         if n:
             x["dp_rep"] = np.asarray(knobs["dp_replicas"], dtype=float)
             # full recomputation of a share of the layers: rc_full is that share (predict.plan_inputs)

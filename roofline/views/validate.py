@@ -879,11 +879,11 @@ def _plan_fields(row: dict) -> dict:
             d["graph_modules"] = scope
     sched = schedule_from_text(text)
     if sched == "dualpipe" and (row.get("pp") or 1) > 1:
-        # DualPipe's own stage split is not published (DeepSeek-V3 report sec 3.2.1), and on the derived even split
-        # its edge ranks would hold ceil(l/p) layers beside the LM head and the MTP layers, which no run would choose;
-        # no registry stack runs it either: priced as the 1F1B family on the recipe layout, noted
-        d[SCHEDULE_NOTE] = ("the text's DualPipe priced as 1F1B on the recipe's stage layout (DualPipe's own split is "
-                            "not published; --schedule dualpipe prices the derived split)")
+        # DualPipe is HAI-LLM's (DeepSeek-V3 report sec 3.2.1), which the hai-llm stack prices on the balanced split
+        # (spec/layout.py dualpipe_balanced); a row on a stack without it (Megatron-Core runs the 1F1B family) is
+        # priced as that family on the recipe layout, noted (the note shows only when the plan is not DualPipe)
+        d[SCHEDULE_NOTE] = ("the text's DualPipe priced as 1F1B on the recipe's stage layout (the row's stack runs no "
+                            "DualPipe; the hai-llm stack and --schedule dualpipe price it on the balanced split)")
     elif sched and (row.get("pp") or 1) > 1 and not row.get("interleave"):
         d["schedule"] = sched
     # FSDP's parameter all-gather in FP8 (torchtitan float8.enable_fsdp_float8_all_gather, torchao

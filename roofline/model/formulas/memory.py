@@ -102,16 +102,28 @@ mtp_expert_rank = S.mtp * C.moe * S.n_experts / S.ep * expert_params / C.etp
 mtp_embedding_rank = sp.Min(1, S.mtp) * PL.has_pp * (1 - S.tied) * C.vocab_pad * h / S.tp
 # DualPipe: rank 0 also holds the mirror stage p - 1 (pipeline.py), its layers without the leading dense ones
 mirror = S.dualpipe * PL.stage_layers
-expert_params_rank = (C.moe * (PL.stage_layers - dense_first + mirror) * fm * S.n_experts / S.ep * expert_params / C.etp
+# DualPipe with a pipeline layout (pp_layout = 1; layout.stage_counts, the balanced split of stacks that state one):
+# the edge rank holds the first stage's l_E layers (l_E,d dense) and the last stage's l_L (l_L,d); the other ranks
+# hold two stages of l_o layers on average (the "last" totals below). dual_lay = 1 in that case, 0 otherwise
+dual_lay = S.dualpipe * S.pp_layout
+edge_layers = (1 - dual_lay) * (PL.stage_layers + mirror) + dual_lay * (S.layout_first + S.layout_last)
+dense_edge = (1 - dual_lay) * dense_first + dual_lay * (S.layout_first_dense + S.layout_last_dense)
+expert_params_rank = (C.moe * (edge_layers - dense_edge) * fm * S.n_experts / S.ep * expert_params / C.etp
                       + PL.both_edges * mtp_expert_rank)
 expert_last_rank = C.moe * (PL.stage_layers - dense_last) * fm * S.n_experts / S.ep * expert_params / C.etp + mtp_expert_rank
 embedding_params_rank = (C.vocab_pad * h / S.tp * (1 + (1 - S.tied) * PL.both_edges)
                          + S.learned_pos * S.seq_len * h)
-stage_params_rank = ((PL.stage_layers - dense_first + mirror) * hybrid_layer_params_rank + dense_first * dense_layer_rank
+stage_params_rank = ((edge_layers - dense_edge) * hybrid_layer_params_rank + dense_edge * dense_layer_rank
                      + embedding_params_rank + PL.both_edges * mtp_rank)                   # first stage
 last_params_rank = ((PL.stage_layers - dense_last) * hybrid_layer_params_rank + dense_last * dense_layer_rank
                     + embedding_params_rank - PL.has_pp * S.learned_pos * S.seq_len * h   # last stage
                     + mtp_rank + mtp_embedding_rank)
+# DualPipe with a layout: the busiest other rank, its two stages of 2 l_o layers (2 l_o,d dense), no edge
+mid_dense = 2 * S.layout_mid_dense
+mid_params_rank = (2 * S.layout_mid - mid_dense) * hybrid_layer_params_rank + mid_dense * dense_layer_rank
+expert_mid_rank = C.moe * (2 * S.layout_mid - mid_dense) * fm * S.n_experts / S.ep * expert_params / C.etp
+last_params_rank = (1 - dual_lay) * last_params_rank + dual_lay * mid_params_rank
+expert_last_rank = (1 - dual_lay) * expert_last_rank + dual_lay * expert_mid_rank
 dense_params_rank = stage_params_rank - expert_params_rank
 dense_last_rank = last_params_rank - expert_last_rank
 
@@ -166,8 +178,8 @@ _ns_attn = ((1 - C.mla) * (ns_flops(C.q_width, h) + 2 * ns_flops(_gqa_kv, h) + n
 _ns_layer_dense = (fa * _ns_attn + fm * C.moe * (ns_flops(S.n_experts, h) + C.latent * 2 * ns_flops(S.moe_latent, h)
                                                  + sp.Min(1, S.shared_ffn) * _ns_mlp(S.shared_ffn)))
 _ns_layer_expert = fm * S.n_experts / S.ep * _ns_mlp(S.moe_ffn, C.h_routed)   # this rank's routed experts (dense: the MLP)
-_moe_layers = PL.stage_layers - dense_first + mirror
-muon_flops_rank = S.muon * sharded(_moe_layers * _ns_layer_dense + dense_first * (_ns_attn + _ns_mlp(f)),
+_moe_layers = edge_layers - dense_edge
+muon_flops_rank = S.muon * sharded(_moe_layers * _ns_layer_dense + dense_edge * (_ns_attn + _ns_mlp(f)),
                                    _moe_layers * _ns_layer_expert, S.z_os)
 
 
@@ -276,9 +288,9 @@ stored_dense = S.rc_full * layer_input + S.rc_op * op_stored_dense + (1 - S.rc_f
 working_set = (S.rc_any + S.rc_op) * sp.Max(hybrid_layer_activations, dense_layer_activations)
 
 
-def stage_stored(n_dense):
-    """Activations one micro-batch leaves on a stage of l/p layers, n_dense of them dense."""
-    return (PL.stage_layers - n_dense) * stored_per_layer + n_dense * stored_dense
+def stage_stored(n_dense, n=PL.stage_layers):
+    """Activations one micro-batch leaves on a stage of n layers (default l/p), n_dense of them dense."""
+    return (n - n_dense) * stored_per_layer + n_dense * stored_dense
 
 # LM head (vocab-parallel, Megatron tensor_parallel/cross_entropy.py): the (s/c) b V_pad / t logits in
 # the activation dtype, and their fp32 copy (exp_logits, saved for the backward) for every micro-batch
@@ -312,8 +324,13 @@ def offloaded(n_dense):
     return only * (off_dense * stored_dense + (S.offload_layers - off_dense) * stored_per_layer)
 
 
-activations_first = (PL.in_flight() * (stage_stored(dense_first) - offloaded(dense_first) + only * mtp_stored)
+# DualPipe with a layout: p + 1 micro-batches in flight (pipeline.in_flight) of the edge rank's mean stage, (l_E + l_L)/2
+# layers; its busiest other rank (the "last" totals) holds p + 1 of its mean stage, l_o layers, and no edge
+_edge_stage = stage_stored((S.layout_first_dense + S.layout_last_dense) / 2, (S.layout_first + S.layout_last) / 2)
+activations_first = (PL.in_flight() * ((1 - dual_lay) * (stage_stored(dense_first) - offloaded(dense_first))
+                                       + dual_lay * _edge_stage + only * mtp_stored)
                      + (both - only) * mtp_stored + working_set + both * (1 + S.mtp) * (logits + head_input))
+activations_mid = PL.in_flight() * stage_stored(S.layout_mid_dense, S.layout_mid) + working_set
 activations_last = (PL.in_flight_last() * (stage_stored(dense_last) - offloaded(dense_last) + mtp_stored) + working_set
                     + (1 + S.mtp) * (logits + head_input))
 # ZeRO-3 without pipelining: the gathered parameters of the layer being computed (and the next, prefetched).
@@ -334,8 +351,12 @@ gradients_last = gradients_last + _held * last_params_rank * S.grad_bytes
 first_total = weights_first + gradients_first + optimizer_first + activations_first + zero3_buffers
 # DualPipeV: rank 0 holds the first and the last stage (the "first" totals above); the rank of the V's bottom holds
 # two middle stages, neither edge: the first rank is the heaviest. DualPipe: ranks 0 and p - 1 hold the same two stages
+# DualPipe with a layout: the busiest other rank instead (its weights, gradients and optimizer state are the "last" ones
+# above, through last_params_rank)
+activations_last = (1 - dual_lay) * activations_last + dual_lay * activations_mid
 last_total = (1 - PL.dual) * (weights_last + gradients_last + optimizer_last + activations_last + zero3_buffers) \
-    + PL.dual * first_total
+    + (PL.dual - dual_lay) * first_total \
+    + dual_lay * (weights_last + gradients_last + optimizer_last + activations_last + zero3_buffers)
 last_heavier = sp.Piecewise((1, last_total > first_total), (0, True))
 pick = lambda a_first, a_last: last_heavier * a_last + (1 - last_heavier) * a_first   # noqa: E731
 

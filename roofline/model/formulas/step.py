@@ -466,26 +466,34 @@ def stated_layout(kinds: dict[str, Layer], edge: Edges, n_d, n_moe, n_mtp):
     unchanged). The comparison uses GPU + host time of the layers and the edges' GPU time, as edges() does."""
     dense, moe, mtp = kinds["dense"], kinds["moe"], kinds["mtp"]
     single = 1 - PL.has_pp
+    # DualPipe (pipeline.py): ranks 0 and p - 1 both hold the first stage (l_E layers, the embedding) and the last (l_L,
+    # the LM head and the MTP layers), and each micro-batch passes one of the two there: per micro-batch slot the edge
+    # rank runs half of both stages; l_o is then the busiest other rank's mean over its two stages (layout.stage_counts)
+    dual = S.dualpipe
     ef, eb, hf, hb = edge.embed_fwd, edge.embed_bwd, edge.head_fwd, edge.head_bwd
     emb, head = ef + eb, hf + hb + S.mtp * (mtp.gpu + mtp.host)
 
     def layers(n, n_dense):
         return n_dense * (dense.gpu + dense.host) + (n - n_dense) * (moe.gpu + moe.host)
     l_first, l_last = layers(S.layout_first, S.layout_first_dense), layers(S.layout_last, S.layout_last_dense)
-    t_first = l_first + emb + single * head
-    t_last = l_last + head + single * emb
+    t_pair = (l_first + l_last + emb + head) / 2                          # DualPipe's edge rank, per micro-batch
+    t_first = (1 - dual) * (l_first + emb + single * head) + dual * t_pair
+    t_last = (1 - dual) * (l_last + head + single * emb) + dual * t_pair
     t_mid = layers(S.layout_mid, S.layout_mid_dense)
     # unevaluated step functions, as in edges(): 1 when >= (ties go to the first rank, then the last)
     w_f = sp.Heaviside(t_first - t_last, 1, evaluate=False) * sp.Heaviside(t_first - t_mid, 1, evaluate=False)
     w_l = (1 - w_f) * sp.Heaviside(t_last - t_mid, 1, evaluate=False)
     w_o = 1 - w_f - w_l
-    lay_d = w_f * S.layout_first_dense + w_l * S.layout_last_dense + w_o * S.layout_mid_dense
-    lay_moe = (w_f * (S.layout_first - S.layout_first_dense) + w_l * (S.layout_last - S.layout_last_dense)
+    first_d = (1 - dual) * S.layout_first_dense + dual * (S.layout_first_dense + S.layout_last_dense) / 2
+    first_n = (1 - dual) * S.layout_first + dual * (S.layout_first + S.layout_last) / 2
+    lay_d = w_f * first_d + w_l * S.layout_last_dense + w_o * S.layout_mid_dense
+    lay_moe = (w_f * (first_n - first_d) + w_l * (S.layout_last - S.layout_last_dense)
                + w_o * (S.layout_mid - S.layout_mid_dense))
-    lay_mtp = S.mtp * (w_l + single * w_f)
-    fwd = w_f * (ef + single * hf) + w_l * (hf + single * ef)
-    bwd = w_f * (eb + single * hb) + w_l * (hb + single * eb)
-    host_issue = (1 - S.graph_full) * (w_f * (S.host_emb + single * S.host_head)
+    lay_mtp = S.mtp * (w_l + single * w_f + dual * w_f / 2)
+    fwd = w_f * ((1 - dual) * (ef + single * hf) + dual * (ef + hf) / 2) + w_l * (hf + single * ef)
+    bwd = w_f * ((1 - dual) * (eb + single * hb) + dual * (eb + hb) / 2) + w_l * (hb + single * eb)
+    host_issue = (1 - S.graph_full) * (w_f * ((1 - dual) * (S.host_emb + single * S.host_head)
+                                              + dual * (S.host_emb + S.host_head) / 2)
                                        + w_l * (S.host_head + single * S.host_emb))
     host = CM.unordered_max(0, host_issue - (fwd + bwd))
 
@@ -1047,7 +1055,8 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "mem_activations": ("bytes", "activations per GPU (peak, in-flight micro-batches; logits on the head's stage)"),
     "mem_logits": ("bytes", "LM-head logits held by the last stage: activation dtype + fp32 for the loss"),
     "mem_first_stage": ("bytes", "memory per GPU of the first pipeline stage (embedding, most in-flight micro-batches)"),
-    "mem_last_stage": ("bytes", "memory per GPU of the last pipeline stage (LM head and its logits)"),
+    "mem_last_stage": ("bytes", "memory per GPU of the last pipeline stage (LM head and its logits; DualPipe with a "
+                                "layout: the busiest rank between the edges)"),
     "mem_reserve": ("bytes", "memory outside the tensors: CUDA context + NCCL buffers + allocator fragmentation "
                     "(not in 'memory')"),
     "mem_cuda_context": ("bytes", "CUDA context (part of mem_reserve)"),
