@@ -43,8 +43,9 @@ CASES = [
           recompute_modules="layernorm,mla_up_proj", sharding="distributed", pipeline_layout="Et*4|(t*4|)*14tmL"),
      "DeepSeek-AI 2024 (arXiv:2412.19437) sec 3.2: PP 16 (DualPipe), EP 64 over 8 nodes, ZeRO-1 DP, no TP; "
      "FP8 on 1x128 / 128x128 tiles (fp8-block); batch 15360 x 4096 after the warm-up (sec 4.2). Every row, the "
-     "search's too, runs their FP8 recipe, DeepEP's dispatch, deduplicated per destination rank and node, with the all-to-all hidden behind "
-     "the other micro-batch (dispatcher deepep, overlap-ep 1), keeps AdamW's moments in BF16 (sec 3.3.3; "
+     "search's too, runs their FP8 recipe, DeepEP's dispatch, deduplicated per destination rank and node and in FP8 "
+     "(sec 3.3.2: the combine in BF16), with the all-to-all hidden behind "
+     "the other micro-batch (dispatcher deepep, fp8-dispatch, overlap-ep 1), keeps AdamW's moments in BF16 (sec 3.3.3; "
      "moment-dtype bf16) and may split stages unevenly. The published row is priced as 1F1B on Megatron-Bridge's "
      "16-stage layout of DeepSeek-V3, the row after it as DualPipe (the hai-llm stack's schedule) on DeepSeek's "
      "split: four MoE layers on each of the 14 middle stages and the other 5 with the edges, 3 and 2 (DualPipe's "
@@ -52,7 +53,8 @@ CASES = [
      "caching of the activations beyond the GEMM inputs (those are saved quantized, as Transformer Engine does); "
      "their recomputation of only RMSNorm and the MLA up-projections (sec 3.2.3) is priced "
      "as Megatron-Core's selective modules layernorm and mla_up_proj; the micro-batch is not stated (1 assumed)",
-     dict(dtype="fp8-block", ep_dispatcher="deepep", overlap_ep=1.0, moment_dtype="bf16", uneven_stages=True),
+     dict(dtype="fp8-block", ep_dispatcher="deepep", fp8_dispatch=True, overlap_ep=1.0, moment_dtype="bf16",
+          uneven_stages=True),
      # tokens per step / (tokens per GPU-second = 1e12 tokens / 180e3 GPU-hours) / GPUs
      (15360 * 4096 / (1e12 / (180e3 * HOUR)) / 2048,
       "the report's 180K H800 GPU-hours per trillion tokens (sec 1, Table 1), as a step of 15360 x 4096"),

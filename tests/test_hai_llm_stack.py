@@ -112,3 +112,31 @@ def test_no_registry_file_states_a_key_twice():
         with open(path, encoding="utf-8") as f:
             yaml.load(f, Loader)
     assert twice == []
+
+
+def test_fp8_dispatch_moves_quantized_tokens_one_way_and_16_bit_the_other():
+    """FP8 dispatch (DeepSeek-V3 sec 3.3.2; DeepEP's "FP8 dispatching and BF16 combining"): of each pass's two
+    all-to-alls, the dispatch-direction one carries the recipe's quantized data and scales (fp8-block: 1 + 4/128 bytes
+    an element), the combine-direction one 16-bit: the EP bytes scale by (1 + 4/128 + 2) / (2 + 2). It needs a
+    low-precision recipe, and the hai-llm stack (the V3 run) sets it, its 2024 version (BF16) does not."""
+    import dataclasses
+
+    from roofline import InputError, predict
+    from roofline.base import precision
+    from roofline.spec import hardware, models, stacks
+    from roofline.spec.config import Plan
+
+    m, hw = models.load("deepseek-v3"), hardware.load("h800")
+    p = Plan(tp=1, pp=4, dp=16, ep=16, micro_batch=1, global_batch=256, dtype="fp8-block", ep_dispatcher="deepep",
+             recompute="selective", uneven_stages=True)
+    off = predict(m, p, hw).raw
+    on = predict(m, dataclasses.replace(p, fp8_dispatch=True), hw).raw
+    q = precision.get("fp8-block").saved_bytes
+    assert q == pytest.approx(1 + 4 / 128)
+    for k in ("bytes_ep_fwd", "bytes_ep_bwd"):
+        assert on[k] / off[k] == pytest.approx((q + 2) / 4, rel=1e-9)
+    assert on["t_ep_comm"] < off["t_ep_comm"]
+    with pytest.raises(InputError, match="fp8_dispatch needs a low-precision recipe"):
+        predict(m, dataclasses.replace(p, dtype="bf16", fp8_dispatch=True), hw)
+    assert stacks.get("hai-llm").plan["fp8_dispatch"] is True
+    assert stacks.get("hai-llm-2024").plan["fp8_dispatch"] is False

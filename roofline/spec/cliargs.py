@@ -219,6 +219,9 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
     flag(g, "fp8-attention", dest="fp8_attention", action="store_true", default=None,
          help="the attention core in FP8 under a low-precision recipe (Megatron-Core --fp8-dot-product-attention: "
               "Transformer Engine's cuDNN FP8 attention); default off")
+    flag(g, "fp8-dispatch", dest="fp8_dispatch", action="store_true", default=None,
+         help="the MoE dispatch all-to-all moves the recipe's quantized activations, the combine 16-bit ones "
+              "(DeepSeek-V3's run, DeepEP's FP8 dispatch; needs a low-precision recipe); default: the stack's")
     flag(g, "fp8-param-gather", dest="fp8_param_gather", action="store_true", default=None,
          help="the sharded parameters are all-gathered in FP8 under a per-tensor FP8 recipe (Megatron-Core "
               "--fp8-param-gather; Megatron-Bridge's FP8 presets set it); default off")
@@ -328,6 +331,7 @@ def build_spec(args):
              "uneven_stages": args.uneven_stages, "delay_wgrad": getattr(args, "delay_wgrad", None),
              "fp8_attention": getattr(args, "fp8_attention", None),
              "fp8_param_gather": getattr(args, "fp8_param_gather", None),
+             "fp8_dispatch": getattr(args, "fp8_dispatch", None),
              "quantized_tp_gather": getattr(args, "quantized_tp_gather", None),
              "bf16_layers": getattr(args, "bf16_layers", None),
              "tp_async_dgrad": getattr(args, "tp_async_dgrad", None),

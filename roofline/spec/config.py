@@ -301,6 +301,13 @@ class Plan:
     # gathered in BF16 through the gradient buffer and cast after (reuse_grad_buf_for_mxfp8_param_ag), NVFP4's are
     # priced the same (not modelled): 2 bytes
     fp8_param_gather: bool = False
+    # the MoE dispatch all-to-all (forward, and the backward's of the combine's gradient) moves the recipe's quantized
+    # activations with their scales, the combine stays in 16 bits: DeepSeek-V3 (arXiv:2412.19437 sec 3.3.2: the
+    # activations before the MoE up-projections and the activation gradients before the down-projections are
+    # quantized to FP8 before dispatch; "the forward and backward combine components" are kept in BF16), DeepEP's
+    # "FP8 dispatching and BF16 combining" (deepseek-ai/DeepEP README). Needs a low-precision recipe:
+    # formulas/step.py ep_layer
+    fp8_dispatch: bool = False
     # under a low-precision recipe with SP, the TP all-gathers of the column-parallel inputs and of the row-parallel
     # output gradients move quantized data (Transformer Engine: gather_along_first_dim with the module's quantizer;
     # torchao Float8ColwiseParallel / Float8RowwiseParallel under tensorwise scaling): base/precision.py
@@ -673,6 +680,9 @@ RULES: tuple[Rule, ...] = (
     Rule(lambda m, p: (p.fp8_attention == 0) | among(p.dtype, LOW_PRECISION_DTYPES),
          "fp8_attention needs a low-precision recipe (fp8, fp8-cs, fp8-block, mxfp8, nvfp4), got dtype {p.dtype}",
          ("fp8_attention", "dtype")),
+    Rule(lambda m, p: (p.fp8_dispatch == 0) | among(p.dtype, LOW_PRECISION_DTYPES),
+         "fp8_dispatch needs a low-precision recipe (fp8, fp8-cs, fp8-block, mxfp8, nvfp4), got dtype {p.dtype}",
+         ("fp8_dispatch", "dtype")),
     Rule(lambda m, p: (p.fp8_attention == 0) | (m.attention in FP8_ATTENTION_KERNELS),
          "fp8_attention runs in Transformer Engine's fused attention (cuDNN), got attention {m.attention!r}",
          ("fp8_attention",)),

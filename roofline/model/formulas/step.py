@@ -176,7 +176,11 @@ def ep_layer():
     / reduce_scatter_to_sequence_parallel_region over the tp group); p = 1 groups cost nothing."""
     token_bytes = S.act_bytes * C.tok_sp * C.h_routed          # l wide for a LatentMoE (compute.h_routed)
     etp_bytes = S.act_bytes * C.tok_sp * C.etp * C.routed * C.h_routed
-    one = 2 * CM.ep_dispatch(token_bytes, C.routed) + CM.etp_group("ag", etp_bytes) + CM.etp_group("rs", etp_bytes)
+    # each pass moves one all-to-all in the dispatch direction (forward: the tokens; backward: the combine's gradient)
+    # and one in the combine direction; under FP8 dispatch (plan fp8_dispatch) the first carries the recipe's
+    # quantized data (disp_bytes), the second stays 16-bit (DeepSeek-V3 sec 3.3.2)
+    disp = CM.ep_dispatch(token_bytes * S.disp_bytes / S.act_bytes, C.routed)
+    one = disp + CM.ep_dispatch(token_bytes, C.routed) + CM.etp_group("ag", etp_bytes) + CM.etp_group("rs", etp_bytes)
     return C.moe * one * (2 + RC_MOE)
 
 
@@ -240,7 +244,8 @@ def ep_merged(ep, ops, fwd, bwd, recompute) -> sp.Expr:
     experts = [o for o in ops if o.name in C.EXPERT_OPS]   # the "mlp" node; the rest is "pre_dispatch_computation"
     mlp_f, mlp_b = time_of(experts, "fwd"), time_of(experts, "bwd")
     mlp_w = S.delay_wgrad * time_of([o for o in experts if o.cls == "gemm"], "bwd") / 2
-    one = ep / (2 + RC_MOE) / 2                   # one all-to-all: a pass's dispatch or combine
+    # one all-to-all: a pass's dispatch or combine (their mean under FP8 dispatch, where the dispatch is the smaller)
+    one = ep / (2 + RC_MOE) / 2
     share = group_share(S.ep, C.etp)
     blocks = (fwd - mlp_f, mlp_b - mlp_w, mlp_w + mlp_f, bwd - mlp_b)
     ov = S.ov_ep * EP_OVERLAP_HIDDEN

@@ -211,6 +211,7 @@ tg_out = _s("tg_out", "bytes", "bytes per element of the TP all-gather of a row-
              "the recipe cannot derive the column-wise one from the row-wise (base/precision.py tp_gather_bytes)",
              "plan", r"\beta_{to}")
 gin_bytes = _s("gin_bytes", "bytes", "bytes per element of a GEMM input saved for the weight gradient: the activation dtype, or the quantized copy Transformer Engine keeps under an FP8/FP4 recipe (base/precision.py saved_bytes; per stack: quantized_saves)", "plan", r"\beta_{g}")
+disp_bytes = _s("disp_bytes", "bytes", "bytes per element of the MoE dispatch all-to-all (and of the backward's all-to-all of the combine's gradient): the activation dtype, or the recipe's quantized data with its scales under FP8 dispatch (plan fp8_dispatch; base/precision.py saved_bytes)", "plan", r"\beta_{x}")
 opt_bytes = _s("opt_bytes", "bytes", "optimizer-state bytes per parameter of the weight matrices (Adam: fp32 master + 2 moments = 12, 8 with 16-bit moments; Muon: fp32 master + 1 momentum = 8)", "plan", r"\beta_{o}")
 opt_bytes_emb = _s("opt_bytes_emb", "bytes", "optimizer-state bytes per embedding / output-layer parameter: Adam's (Muon leaves them to Adam: Megatron-Core emerging_optimizers.py muon_scalar_optimizer)", "plan", r"\beta_{oe}")
 muon = _s("muon", "", "1 with the Muon optimizer (Newton-Schulz orthogonalized momentum on the weight matrices), 0 with Adam", "plan", r"\mu_{o}", zero=True)

@@ -34,7 +34,7 @@ PLAN_KEYS = ("dtype", "grad_dtype", "sequence_parallel", "sharding", "recompute"
              "overlap_param_gather", "overlap_tp", "tp_async_dgrad", "tp_overlap_split_rs", "per_expert_kernels", "fused_moe_mlp", "wgrad_fusion", "eager_elementwise", "eager_rope", "fsdp_copies", "pp_scatter_gather", "quantized_saves",
              "quantized_tp_gather",
              "loss_kernel",
-             "cuda_graphs", "ep_dispatcher", "overlap_ep", "recompute_modules", "moment_dtype")
+             "cuda_graphs", "ep_dispatcher", "overlap_ep", "recompute_modules", "moment_dtype", "fp8_dispatch")
 RULE_KEYS = ("interleaved_schedule", "interleave_when_pp", "no_overlap_with_pp", "overlap_pp_interleaved", "tp_comm_overlap", "uneven_stages", "shardings",
              "max_zero_with_pp", "max_zero_with_ep", "no_overlap_with_ep", "grad_dtype_bf16", "kv_heads_below_tp", "compiled_loss_since",
              "recomputes", "recompute_names", "schedules", "micro_batch_unstated", "builds_on", "recompute_modules",
@@ -514,16 +514,41 @@ def alternatives(text: str = "", model=None, hw=None, dtype: str | None = None) 
     return _named("source text", text, model, hw, dtype)[1:]
 
 
+# Aliases that name a sharding technique many frameworks implement, not one framework: a framework column naming one
+# beside the name of a framework the registry lacks ("Meta internal (FSDP + TP + PP + CP)", Llama 3's 4D stack)
+# describes that framework's parallelism, and names no stack of the registry (technique_only)
+TECHNIQUES = frozenset({"fsdp", "full_shard", "fully sharded data parallel", "fsdp2", "fully_shard", "zero-3", "zero3",
+                        "zero-2", "zero2", "zero-infinity"})
+# the words a column may add to techniques and still name nothing else: other parallelisms and their notation
+_PARALLEL_WORDS = re.compile(r"\b(?:[tpcesd]p|hsdp|ddp|zero[- ]?\d|[2-5]d|data|tensor|pipeline|context|sequence|expert|"
+                             r"parallel(?:ism)?|sharded|sharding|with|and|plus|x)\b|\d+|[-+/(),&;:]")
+
+
+def _technique_only(column: str) -> bool:
+    """A framework column whose registry names are all sharding techniques (TECHNIQUES) while it also names something
+    else: another framework's name (the column's words beyond the techniques and parallelism notation)."""
+    t = (column or "").strip().lower()
+    hits = _alias_hits(t)
+    if not hits or any(a not in TECHNIQUES for _, _, a in hits):
+        return False
+    rest = t
+    for a in sorted(TECHNIQUES, key=len, reverse=True):
+        rest = re.sub(rf"(?<![\w-]){re.escape(a)}(?![a-z0-9_])", " ", rest)
+    return bool(re.sub(r"\s+", "", _PARALLEL_WORDS.sub(" ", rest)))
+
+
 def names_stack(column: str) -> bool:
-    """Whether a framework column names a stack of the registry (an id or alias as a whole word); a blank one does
-    not. A row whose column names another framework (Levanter, veScale) is priced on a stand-in stack."""
-    return bool(_alias_hits((column or "").strip().lower()))
+    """Whether a framework column names a stack of the registry (an id or alias as a whole word, not only a sharding
+    technique beside another framework's name: _technique_only); a blank one does not. A row whose column names
+    another framework (Levanter, veScale, Meta's internal stack) is priced on a stand-in stack."""
+    return bool(_alias_hits((column or "").strip().lower())) and not _technique_only(column)
 
 
 def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | None = None) -> tuple[Stack, str]:
     """The stack of a row or file that may name none, and why (printed per row by ``validate``).
 
-    Order: (1) a ``framework`` column/field naming a registry id or alias; (2) aliases found in the
+    Order: (1) a ``framework`` column/field naming a registry id or alias (not only a sharding technique beside the
+    name of a framework the registry lacks: "Meta internal (FSDP + TP + PP + CP)" names none); (2) aliases found in the
     source/notes text, a stack that ``combines`` two the text names (DeepSpeed and Megatron: Megatron-DeepSpeed),
     a framework over the engine it ``builds_on`` (llm-foundry over PyTorch FSDP), then the
     longest match (``Megatron-DeepSpeed`` over ``DeepSpeed``), the
@@ -537,7 +562,8 @@ def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | No
     # a framework column without a date is dated by the source text (a "torchtitan" column on a 2024-12 benchmark)
     for where, t, dates in (("framework column", column, column if years_in((column or "").lower()) else text),
                             ("source text", text, text)):
-        named = _named(where, t, model, hw, dtype, dates)
+        # a column naming only a sharding technique beside another framework's name names no stack (_technique_only)
+        named = [] if where == "framework column" and _technique_only(t) else _named(where, t, model, hw, dtype, dates)
         if named:
             stack, why = named[0]
             if where == "source text" and (column or "").strip():
