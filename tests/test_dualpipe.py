@@ -233,3 +233,11 @@ def test_search_prices_dualpipe_on_the_balanced_split_as_predict_does():
         assert r.plan.schedule == "dualpipe"
         one = predict(m, r.plan, H100).raw
         assert one["step_time"] == pytest.approx(r.step_time_s, rel=1e-9) and one["memory"] == pytest.approx(r.memory_bytes)
+
+
+def test_the_plan_line_names_the_split_it_is_priced_on(capsys):
+    """The command's plan line shows DualPipe's balanced split (stage layers) and the FP8 dispatch the stack runs."""
+    rc = main(["transformer", "--model", "deepseek-v3", "--gpu", "h800", "--gpus", "2048", "--tp", "1", "--pp", "16",
+               "--ep", "64", "--global-batch", "15360", "--framework", "hai-llm"])
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("plan:"))
+    assert rc == 0 and "dualpipe (balanced split: 3 | 4 x 14 | 2 layers)" in line and "(FP8 dispatch)" in line

@@ -42,6 +42,22 @@ def _slowest_line(hw, n_gpus: int) -> list[str]:
             f"the profile's (clock_spread {100 * hw.clock_spread:g} %; docs/calibration.md)"]
 
 
+def _layout_text(p, m) -> str:
+    """The plan's pipeline layout for the plan line: a stated one, or DualPipe's balanced split it is priced on
+    (predict.plan_inputs), as its layers per stage."""
+    if p.pp <= 1:
+        return ""
+    if p.pipeline_layout is not None:
+        return f" layout {p.pipeline_layout}"
+    if p.schedule == "dualpipe":
+        from ..spec.layout import dualpipe_balanced, ranks
+        rs = ranks(dualpipe_balanced(m.n_layers, p.pp, m.mtp_layers or 0), p.pp, 1)
+        counts = [r.layers for r in rs]
+        mid = f" | {counts[1]} x {p.pp - 2}" if p.pp > 2 else ""
+        return f" (balanced split: {counts[0]}{mid} | {counts[-1]} layers)"
+    return ""
+
+
 def render(pred, band=..., mfu_convention: str = "roofline") -> str:
     """The prediction as a table; ``band`` (roofline.views.uncertainty.of_prediction) adds the step time's
     validation-error band under the step time; ``mfu_convention`` names the model-FLOP count of the MFU line."""
@@ -52,13 +68,13 @@ def render(pred, band=..., mfu_convention: str = "roofline") -> str:
         f"roofline: {m.name} ({count_text(pred.params)}) on {pred.n_gpus} x {hw.name}",
         f"plan: tp={p.tp} pp={p.pp} dp={p.dp} cp={p.cp}" + (f" ep={p.ep}" if p.ep > 1 else "")
         + f" | micro-batch {p.micro_batch} x {pred.micro_batches} micro-batches, global batch {p.batch}"
-        + f" | {p.schedule}" + (f" v={p.interleave}" if p.interleave > 1 else "")
+        + f" | {p.schedule}" + (f" v={p.interleave}" if p.interleave > 1 else "") + _layout_text(p, m)
         + f" | SP {'on' if p.sequence_parallel and p.tp > 1 else 'off'} | recompute {p.recompute}"
         + (f" ({p.recompute_modules or 'no modules'})" if p.recompute == "selective" and p.recompute_modules != "core_attn"
            else "")
         + (f" | CPU offload {p.offload_layers} layers" if p.offload_layers else "")
         + f" | sharding {p.sharding}" + (f" in {p.dp_replicas} replicas (HSDP)" if p.dp_replicas > 1 else "")
-        + f" | {p.dtype}" + (f" | CUDA graphs {p.cuda_graphs}" + (f" ({p.graph_modules})" if p.graph_modules else "")
+        + f" | {p.dtype}" + (" (FP8 dispatch)" if p.fp8_dispatch and p.ep > 1 else "") + (f" | CUDA graphs {p.cuda_graphs}" + (f" ({p.graph_modules})" if p.graph_modules else "")
               if p.cuda_graphs != "none" else "")
         + (f" | optimizer {p.optimizer}" if p.optimizer != "adam" else "")
         + (f" | stack {pred.stack}" if getattr(pred, "stack", "") else ""),
