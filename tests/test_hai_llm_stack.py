@@ -140,3 +140,32 @@ def test_fp8_dispatch_moves_quantized_tokens_one_way_and_16_bit_the_other():
         predict(m, dataclasses.replace(p, dtype="bf16", fp8_dispatch=True), hw)
     assert stacks.get("hai-llm").plan["fp8_dispatch"] is True
     assert stacks.get("hai-llm-2024").plan["fp8_dispatch"] is False
+
+
+def test_the_search_ranks_hai_llms_own_dualpipe_beside_1f1b(capsys):
+    """A stack whose unstated schedule is its own (HAI-LLM: DualPipe) has its DualPipe plans searched beside the 1F1B
+    family and ranked with them, gaps against the joint best; pinning a schedule (--schedule 1f1b) searches that
+    one only. On DeepSeek-V3's own cluster the search's best plan is DeepSeek's kind of plan: DualPipe over 16 stages."""
+    import json
+
+    from roofline.face.cli import main
+    from roofline.spec import hardware, models
+    import dataclasses
+
+    from roofline.views.search import default_base, search
+
+    m, hw = models.load("deepseek-v3"), hardware.load("h800")
+    base = dataclasses.replace(default_base("hai-llm"), uneven_stages=True)     # 61 layers: the stack's uneven rule
+    best = search(m, hw, 2048, 15360, top=8, framework="hai-llm", base=base)
+    scheds = {c.plan.schedule for c in best}
+    assert best[0].plan.schedule == "dualpipe" and best[0].plan.pp == 16
+    assert [c.step_time_s for c in best] == sorted(c.step_time_s for c in best)
+    assert best[0].slower_than_best == 0 and all(c.slower_than_best >= 0 for c in best)
+    only = search(m, hw, 2048, 15360, top=8, framework="hai-llm", schedule="1f1b", base=base)
+    assert all(c.plan.schedule != "dualpipe" for c in only) and "dualpipe" in scheds
+    assert only[0].step_time_s > best[0].step_time_s
+    args = ["search", "--model", "deepseek-v3", "--gpu", "h800", "--gpus", "2048", "--global-batch", "15360",
+            "--framework", "hai-llm", "--top", "3", "--json"]
+    assert main(args) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["own_schedule"]["schedule"] == "dualpipe" and d["own_schedule"]["fit"] > 0

@@ -392,9 +392,40 @@ def search(model, hw, n_gpus: int, global_batch: int, seq_len: int | None = None
     """
     if seq_len is not None:
         model = dataclasses.replace(model, seq_len=_int("seq-len", seq_len))
+    pinned = schedule
     schedule = stack_schedule(framework, schedule)
     space = evaluate_space(model, hw, n_gpus, global_batch, base=base, framework=framework, schedule=schedule, **pins)
-    return rank(space, objective=objective, top=top, tokens=tokens, gpu_hour_price=gpu_hour_price, schedule=schedule)
+    cands = rank(space, objective=objective, top=top, tokens=tokens, gpu_hour_price=gpu_hour_price, schedule=schedule)
+    own = own_schedule_space(model, hw, n_gpus, global_batch, framework, pinned, base=base, **pins)
+    if own is not None:
+        cands = merge_ranked(cands, rank(own[0], objective=objective, top=top, tokens=tokens,
+                                         gpu_hour_price=gpu_hour_price, schedule=own[1]), top)
+    return cands
+
+
+def own_schedule_space(model, hw, n_gpus, global_batch, framework, pinned, **kw):
+    """The space of a stack's own schedule for a pipeline whose schedule is not stated, where it differs from the 1F1B
+    family the search enumerates (HAI-LLM: DualPipe, stacks.unstated_schedule), priced beside it when no schedule is
+    pinned: (its Space, the schedule); None otherwise, or when none of its plans fits."""
+    from ..spec import stacks
+
+    st = None if pinned or framework in (None, "any") else stacks.get(framework)
+    own = stacks.unstated_schedule(st) if st is not None else None
+    if own not in PINNED_SCHEDULES:
+        return None
+    try:
+        sp = evaluate_space(model, hw, n_gpus, global_batch, framework=framework, schedule=own, **kw)
+    except InputError:                      # no valid plan runs it (an odd pp only, too few micro-batches)
+        return None
+    return (sp, own) if sp.n_fit else None
+
+
+def merge_ranked(a: list[Candidate], b: list[Candidate], top: int | None) -> list[Candidate]:
+    """Two ranked lists of one GPU count as one, best first (every objective orders plans of one GPU count as their
+    step time does; ties: less memory first), each plan's gap measured against the new best."""
+    both = sorted(a + b, key=lambda c: (c.step_time_s, c.memory_bytes))[:top]
+    best = both[0].step_time_s
+    return [dataclasses.replace(c, slower_than_best=(c.step_time_s - best) / best) for c in both]
 
 
 def gpu_range(text: str) -> list[int]:
@@ -691,13 +722,21 @@ def _setup(args) -> _Setup:
 
 
 def _search_one(args, n_gpus: int, price):
-    """(spec, space, candidates, the pinned schedule they were built with) of one profile at one GPU count."""
+    """(spec, space, candidates, the pinned schedule they were built with, (space, schedule) of the stack's own
+    schedule ranked beside them or None) of one profile at one GPU count."""
+    pinned = args.schedule
     st = _setup(args)
     space = evaluate_space(st.spec.model, st.spec.hardware, n_gpus, args.global_batch, base=st.base,
                            schedule=st.schedule, framework=st.framework, **st.pins)     # pins carry memory_margin
     cands = rank(space, top=args.top, objective=args.objective, tokens=args.tokens, gpu_hour_price=price,
                  schedule=st.schedule)
-    return st.spec, space, cands, st.schedule
+    # the stack's own schedule for an unstated one (HAI-LLM: DualPipe), ranked beside the 1F1B family
+    own = own_schedule_space(st.spec.model, st.spec.hardware, n_gpus, args.global_batch, st.framework, pinned,
+                             base=st.base, **st.pins)
+    if own is not None:
+        cands = merge_ranked(cands, rank(own[0], top=args.top, objective=args.objective, tokens=args.tokens,
+                                         gpu_hour_price=price, schedule=own[1]), args.top)
+    return st.spec, space, cands, st.schedule, own
 
 
 def _sensitivity_of(space, cand, factor):
@@ -734,7 +773,7 @@ def compare(args, gpus: list[str], counts: list[int]) -> list[dict]:
         a = copy.copy(args)
         a.gpu = gpu
         try:
-            spec, space, cands, _ = _search_one(a, n_gpus, price)
+            spec, space, cands, _, _ = _search_one(a, n_gpus, price)
         except InputError as exc:
             rows.append({"gpu": gpu, "n_gpus": n_gpus, "error": str(exc)})
             continue
@@ -825,7 +864,7 @@ def cmd_search(args) -> int:
         plotting.check(args.plot, "--plot")
     price = _prices(args.gpu_hour_price, 1)[0]
     if len(counts) == 1:
-        spec, space, cands, schedule = _search_one(args, counts[0], price)
+        spec, space, cands, schedule, own = _search_one(args, counts[0], price)
         model, hw = spec.model, spec.hardware
         dom = domain_note(space, cands, objective=args.objective, schedule=schedule, tokens=args.tokens,
                           gpu_hour_price=price)
@@ -837,6 +876,8 @@ def cmd_search(args) -> int:
                  "global_batch": args.global_batch, "seq_len": model.seq_len, "objective": args.objective,
                  "enumerated": space.enumerated, "valid": space.valid, "fit": space.n_fit,
                  "plans": [c.to_dict() for c in cands]}
+            if own is not None:          # the stack's own schedule, ranked with the plans above
+                d["own_schedule"] = {"schedule": own[1], "valid": own[0].valid, "fit": own[0].n_fit}
             if sens is not None:
                 d["sensitivity"] = sens.to_dict()
             if cands:
@@ -857,8 +898,10 @@ def cmd_search(args) -> int:
               + (f", optimizer {space.base.optimizer}" if space.base.optimizer != "adam" else ""))
         kept = (f" with {100 * space.memory_margin:g} % of it kept free (--memory-margin)" if space.memory_margin
                 else "")
+        also = (f"; and {own[0].valid} valid, {own[0].n_fit} fit under {own[1]}, {spec.stack.id}'s schedule for a "
+                f"pipeline that states none" if own is not None else "")
         print(f"  {space.enumerated} knob combinations, {space.valid} valid, {space.n_fit} fit in "
-              f"{fmt_bytes(hw.hbm_capacity, 0)}{kept}; top {len(cands)} (gap = % slower than best):")
+              f"{fmt_bytes(hw.hbm_capacity, 0)}{kept}{also}; top {len(cands)} (gap = % slower than best):")
         print(table(cands))
         line = plausibility(cands[0], hw, spec.stack.id, (model.n_experts or 1) > 1, spec.plan.dtype)
         if line:

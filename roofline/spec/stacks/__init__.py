@@ -255,7 +255,8 @@ def own_schedule(stack: Stack) -> str | None:
 def unstated_schedule(stack: Stack) -> str | None:
     """The schedule ``resolve`` gives a pipelined run of ``stack`` whose schedule and interleave are not stated, where
     the stack's own differs from 1F1B but 1F1B stays one it runs (HAI-LLM: DualPipe, stacks/hai-llm.yaml
-    ``schedule_unstated``); None otherwise. The search keeps 1F1B for such a stack unless ``--schedule`` pins one."""
+    ``schedule_unstated``); None otherwise. The search ranks such a stack's plans under it beside the 1F1B family
+    unless ``--schedule`` pins one (views/search.py own_schedule_space)."""
     own = stack.rule("schedule_unstated")
     return own if own in schedules_of(stack) else None
 
