@@ -48,14 +48,17 @@ def test_a_named_stack_is_not_second_guessed():
 
 
 @pytest.mark.parametrize("column, named", [
-    ("Meta internal (FSDP + TP + PP + CP)", False), ("veScale FSDP", False), ("our trainer with ZeRO-3", False),
+    ("Meta internal (FSDP + TP + PP + CP)", False), ("our 4D trainer: FSDP, TP, PP", False),
+    ("veScale with ZeRO-3, TP 8 and PP 4", False),
     ("FSDP", True), ("FSDP + TP", True), ("fsdp, tp 8, pp 16", True), ("ZeRO-3", True), ("DeepSpeed ZeRO-3", True),
-    ("torchtitan (FSDP2 + TP)", True), ("PyTorch FSDP", True),
+    ("torchtitan (FSDP2 + TP)", True), ("PyTorch FSDP", True), ("Hugging Face Accelerate (FSDP)", True),
+    ("our trainer with ZeRO-3", True),
 ])
 def test_a_sharding_technique_beside_another_frameworks_name_names_no_stack(column, named):
-    """FSDP or ZeRO-3 are techniques many trainers implement: a column naming one beside a framework the registry
-    lacks (Llama 3's "Meta internal (FSDP + TP + PP + CP)") describes that framework and falls to the era rule, as
-    the framework's bare name would; alone or with other parallelisms only, the technique names its stack."""
+    """FSDP or ZeRO-3 are techniques many trainers implement: a column naming one with model parallelisms (TP, PP,
+    CP) beside a framework the registry lacks (Llama 3's "Meta internal (FSDP + TP + PP + CP)") describes that
+    framework and falls to the era rule, as the framework's bare name would; alone, with other parallelisms only, or
+    as what a trainer shards with (Hugging Face Accelerate's FSDP), the technique names its stack."""
     stack, why = stacks.infer(column=column, model=LLAMA, hw=H100, dtype="bf16")
     assert stacks.names_stack(column) is named
     assert ("era rule" in why and "names no stack of the registry" in why) is not named, why

@@ -516,8 +516,8 @@ def alternatives(text: str = "", model=None, hw=None, dtype: str | None = None) 
 
 
 # Aliases that name a sharding technique many frameworks implement, not one framework: a framework column naming one
-# beside the name of a framework the registry lacks ("Meta internal (FSDP + TP + PP + CP)", Llama 3's 4D stack)
-# describes that framework's parallelism, and names no stack of the registry (technique_only)
+# with model parallelisms beside the name of a framework the registry lacks ("Meta internal (FSDP + TP + PP + CP)",
+# Llama 3's 4D stack) describes that framework's parallelism, and names no stack of the registry (_technique_only)
 TECHNIQUES = frozenset({"fsdp", "full_shard", "fully sharded data parallel", "fsdp2", "fully_shard", "zero-3", "zero3",
                         "zero-2", "zero2", "zero-infinity"})
 # the words a column may add to techniques and still name nothing else: other parallelisms and their notation
@@ -525,12 +525,18 @@ _PARALLEL_WORDS = re.compile(r"\b(?:[tpcesd]p|hsdp|ddp|zero[- ]?\d|[2-5]d|data|t
                              r"parallel(?:ism)?|sharded|sharding|with|and|plus|x)\b|\d+|[-+/(),&;:]")
 
 
+# parallelisms beyond data parallelism, which the technique's own stack may not run (PyTorch FSDP1: no TP, PP or CP)
+_MODEL_PARALLEL = re.compile(r"\b(?:[tpce]p|tensor|pipeline|context|expert|[3-5]d)\b")
+
+
 def _technique_only(column: str) -> bool:
-    """A framework column whose registry names are all sharding techniques (TECHNIQUES) while it also names something
-    else: another framework's name (the column's words beyond the techniques and parallelism notation)."""
+    """A framework column whose registry names are all sharding techniques (TECHNIQUES) while it also lists model
+    parallelisms (TP, PP, CP, EP, "4D") and names something else: another framework's name (the column's words beyond
+    the techniques and the parallelism notation). "Hugging Face Accelerate (FSDP)" keeps the FSDP stack: no model
+    parallelism listed, the technique is the trainer's."""
     t = (column or "").strip().lower()
     hits = _alias_hits(t)
-    if not hits or any(a not in TECHNIQUES for _, _, a in hits):
+    if not hits or any(a not in TECHNIQUES for _, _, a in hits) or not _MODEL_PARALLEL.search(t):
         return False
     rest = t
     for a in sorted(TECHNIQUES, key=len, reverse=True):
