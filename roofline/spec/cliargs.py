@@ -155,7 +155,8 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("parallel plan")
     for name, dest, typ, hlp in PLAN_FLAGS:
         flag(g, name, dest=dest, type=typ, help=hlp)
-    flag(g, "schedule", choices=SCHEDULES, help="pipeline schedule (default 1f1b)")
+    flag(g, "schedule", choices=SCHEDULES, help="pipeline schedule (default: the stack's for an unstated one: 1f1b, interleaved where "
+         "v > 1; dualpipe under hai-llm, gpipe under maxtext)")
     flag(g, "sequence-parallel", dest="sequence_parallel", action="store_true", default=None,
          help="Megatron sequence parallelism (norms and dropout split over TP; all-gather/reduce-scatter "
               "instead of all-reduce); default: the stack's, only with tp > 1")
