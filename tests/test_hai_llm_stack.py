@@ -169,3 +169,16 @@ def test_the_search_ranks_hai_llms_own_dualpipe_beside_1f1b(capsys):
     assert main(args) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["own_schedule"]["schedule"] == "dualpipe" and d["own_schedule"]["fit"] > 0
+
+
+def test_hai_llm_on_a_model_without_mla_recomputes_its_norms_only():
+    """HAI-LLM's recompute modules (RMSNorm and the MLA up-projections) on a GQA model: the stack's default loses
+    the module the model has none of (Megatron-Core refuses mla_up_proj without MLA), with the reason; stated, it is
+    still refused in one line."""
+    from roofline.spec import hardware, models
+
+    m, hw = models.load("llama3-8b"), hardware.load("h800")
+    spec = resolve(m, {"tp": 1, "pp": 1, "dp": 8, "global_batch": 64}, hw, "hai-llm")
+    assert spec.plan.recompute_modules == "layernorm" and "has none of" in spec.origin["recompute_modules"]
+    with pytest.raises(InputError, match="mla_up_proj needs MLA attention"):
+        resolve(m, {"tp": 1, "dp": 8, "global_batch": 64, "recompute_modules": "mla_up_proj"}, hw, "hai-llm")

@@ -168,12 +168,19 @@ def test_brute_force_agrees(layers, heads, kv, head_dim, seq, n, batch, gated, h
         assert c.step_time_s == pytest.approx(expect[c.plan], rel=1e-9)
 
 
-@pytest.mark.parametrize("stack", ["megatron-core", "megatron-deepspeed", "deepspeed-zero", "torchtitan", "any"])
+@pytest.mark.parametrize("stack", ["megatron-core", "megatron-deepspeed", "deepspeed-zero", "torchtitan", "hai-llm",
+                                   "any"])
 def test_search_enumerates_only_what_the_stack_runs(stack):
     from roofline.spec import stacks
+    from roofline.spec.config import check
     model = Model(n_layers=8, d_model=512, n_heads=8, vocab=512, seq_len=256)
-    got = search(model, A100, 16, 64, top=None, framework=stack)
+    hw = hardware.load("h100-sxm") if stack == "hai-llm" else A100     # HAI-LLM's FP8 needs FP8 tensor cores
+    got = search(model, hw, 16, 64, top=None, framework=stack)
     assert got
+    for c in got:                       # every plan passes the model's rules and, under a stack, the stack's own
+        check(model, c.plan)
+        for rule in (stacks.plan_rules(stacks.get(stack)) if stack != "any" else ()):
+            assert rule.ok(model, c.plan), (stack, rule.text(model, c.plan))
     if stack == "any":
         assert {c.plan.sharding for c in got} == set(SHARDING)
         return

@@ -400,6 +400,15 @@ def module_set(text: str) -> frozenset:
     return frozenset(x.strip() for x in str(text).split(",") if x.strip())
 
 
+def modules_for(model, modules: str) -> str:
+    """A stack's default recompute modules without those the model has no use for (Megatron-Core refuses mla_up_proj
+    without MLA and moe_act without an MoE: the RULES below): HAI-LLM's RMSNorm and MLA up-projections on a model
+    without MLA recompute the norms; Megatron-Core's default core_attn when none is left. Kept in their order."""
+    drop = ({"mla_up_proj"} if not model.mla else set()) | ({"moe_act"} if model.n_experts <= 1 else set())
+    kept = [x.strip() for x in str(modules).split(",") if x.strip() and x.strip() not in drop]
+    return ",".join(kept) or "core_attn"
+
+
 def modules_hold(p, test, field: str = "recompute_modules"):
     """``test`` of a plan's recompute module set (or another comma-separated module ``field``): a bool, or a bool array
     when the plan's fields are arrays (search, the rules' tests)."""

@@ -34,7 +34,7 @@ from types import MappingProxyType
 
 from ..base import normalize
 from . import stacks
-from .config import ALIASES, EDGE_SLOTS, SHARDING, ZERO_STAGE, Model, Plan, check
+from .config import ALIASES, EDGE_SLOTS, SHARDING, ZERO_STAGE, Model, Plan, check, modules_for
 from ..base.errors import InputError
 
 PLAN_FIELDS = tuple(f.name for f in dataclasses.fields(Plan))
@@ -357,6 +357,11 @@ def resolve(model=None, plan=None, hardware=None, stack=None, *, model_fields: d
     # selective (search still enumerates recompute; its selective plans recompute these modules)
     if "recompute_modules" in stated:
         rule("recompute", "selective", "recompute-modules stated: Megatron-Core reads them under selective granularity")
+    else:       # the stack's default modules that the model cannot use (HAI-LLM's MLA up-projections on a GQA model)
+        kept = modules_for(model_obj, p["recompute_modules"])
+        if kept != p["recompute_modules"]:
+            rule("recompute_modules", kept, f"{st.id}'s recompute modules {p['recompute_modules']} without those "
+                                            f"{model_obj.name} has none of (no MLA or no MoE)")
     if "recompute_modules" in stated and p["recompute"] != "selective" and p["recompute_modules"] != "core_attn":
         raise InputError(f"recompute-modules ({p['recompute_modules']}) needs recompute selective, got "
                          f"{p['recompute']!r} (Megatron-Core reads recompute_modules under selective granularity only)")

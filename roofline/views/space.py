@@ -418,13 +418,15 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
     stack's rules per plan, as :func:`roofline.spec.resolve.resolve` applies them, unless ``stated`` names the field."""
     import numpy as np
 
-    from ..spec.config import Plan, check
+    from ..spec.config import Plan, check, modules_for
     from ..model.predict import OVERLAP_INPUTS, check_margin, fits as fits_memory, attention_inputs, hardware_inputs, model_inputs, plan_inputs
     from ..spec.resolve import layout_rules
 
     memory_margin = check_margin(memory_margin)
 
-    base = base if base is not None else default_base(framework)
+    if base is None:        # the stack's defaults, its recompute modules those the model can use (config.modules_for)
+        base = default_base(framework)
+        base = dataclasses.replace(base, recompute_modules=modules_for(model, base.recompute_modules))
     check(model, dataclasses.replace(base, tp=1, pp=1, dp=1, cp=1, ep=1, micro_batch=1, global_batch=None,
                                      interleave=1, schedule="1f1b", dp_replicas=1))   # model and fixed plan fields
     st = _stack(framework)
