@@ -160,10 +160,10 @@ def dualpipe_stages(model: Model, pp) -> dict:
     from ..spec.layout import dualpipe_balanced, stage_counts
 
     pps = np.asarray(pp)
+    mtp = model.mtp_layers or 0
     out = {k: np.zeros(pps.shape) for k in LAYOUT_SYMBOLS}
     for v in np.unique(pps):
         v = int(v)
-        mtp = model.mtp_layers or 0
         c = stage_counts(dualpipe_balanced(model.n_layers, v, mtp), v, 1, model.dense_layers, model.n_layers, mtp,
                          "dualpipe")
         for k in LAYOUT_SYMBOLS:

@@ -397,10 +397,7 @@ def search(model, hw, n_gpus: int, global_batch: int, seq_len: int | None = None
     space = evaluate_space(model, hw, n_gpus, global_batch, base=base, framework=framework, schedule=schedule, **pins)
     cands = rank(space, objective=objective, top=top, tokens=tokens, gpu_hour_price=gpu_hour_price, schedule=schedule)
     own = own_schedule_space(model, hw, n_gpus, global_batch, framework, pinned, base=base, **pins)
-    if own is not None:
-        cands = merge_ranked(cands, rank(own[0], objective=objective, top=top, tokens=tokens,
-                                         gpu_hour_price=gpu_hour_price, schedule=own[1]), top)
-    return cands
+    return with_own_schedule(cands, own, objective=objective, top=top, tokens=tokens, gpu_hour_price=gpu_hour_price)
 
 
 def own_schedule_space(model, hw, n_gpus, global_batch, framework, pinned, **kw):
@@ -418,6 +415,14 @@ def own_schedule_space(model, hw, n_gpus, global_batch, framework, pinned, **kw)
     except InputError:                      # no valid plan runs it (an odd pp only, too few micro-batches)
         return None
     return (sp, own) if sp.n_fit else None
+
+
+def with_own_schedule(cands: list[Candidate], own, *, objective: str, top: int | None, tokens, gpu_hour_price):
+    """``cands`` with the ranked plans of ``own`` (own_schedule_space's (Space, schedule), or None) merged in."""
+    if own is None:
+        return cands
+    return merge_ranked(cands, rank(own[0], objective=objective, top=top, tokens=tokens,
+                                    gpu_hour_price=gpu_hour_price, schedule=own[1]), top)
 
 
 def merge_ranked(a: list[Candidate], b: list[Candidate], top: int | None) -> list[Candidate]:
@@ -733,9 +738,8 @@ def _search_one(args, n_gpus: int, price):
     # the stack's own schedule for an unstated one (HAI-LLM: DualPipe), ranked beside the 1F1B family
     own = own_schedule_space(st.spec.model, st.spec.hardware, n_gpus, args.global_batch, st.framework, pinned,
                              base=st.base, **st.pins)
-    if own is not None:
-        cands = merge_ranked(cands, rank(own[0], top=args.top, objective=args.objective, tokens=args.tokens,
-                                         gpu_hour_price=price, schedule=own[1]), args.top)
+    cands = with_own_schedule(cands, own, objective=args.objective, top=args.top, tokens=args.tokens,
+                              gpu_hour_price=price)
     return st.spec, space, cands, st.schedule, own
 
 
