@@ -62,3 +62,26 @@ def test_a_sharding_technique_beside_another_frameworks_name_names_no_stack(colu
     stack, why = stacks.infer(column=column, model=LLAMA, hw=H100, dtype="bf16")
     assert stacks.names_stack(column) is named
     assert ("era rule" in why and "names no stack of the registry" in why) is not named, why
+
+
+@pytest.mark.parametrize("framework", ["", "Meta internal (FSDP + TP + PP + CP)"])
+def test_a_technique_in_the_notes_that_names_a_stack_unable_to_run_the_row_falls_to_the_era_rule(framework):
+    """The Llama 3 report's 4D run as a row: its notes' "ZeRO-2-like" names DeepSpeed ZeRO, which runs neither the
+    interleaved pipeline they also state nor ZeRO-2 beside it. The column names no registry stack, so the row is
+    priced like one whose text names nothing (the era rule's stack, then its stand-ins) rather than skipped; what
+    that stack refuses of the notes is dropped and said, the row's own columns kept."""
+    case = _row(framework=framework, source="Llama Team 2024, The Llama 3 Herd of Models (arXiv:2407.21783)",
+                model="llama3-70b", n_gpus="64", tp="8", pp="4", dp="2", global_batch="64", micro_batch="1",
+                notes="FSDP (ZeRO-2-like), TP, PP; interleaved pipeline schedule")
+    assert case.spec.stack.id == "megatron-core", case.stack_reason
+    assert "source text names 'zero-2'" in case.stack_reason and "deepspeed-zero cannot run the row" in case.stack_reason
+    assert (case.plan.tp, case.plan.pp, case.plan.dp) == (8, 4, 2) and case.plan.interleave > 1
+    assert case.plan.sharding == "distributed" and "the text's sharding dropped" in case.note
+
+
+def test_a_named_framework_whose_notes_name_an_unrunnable_technique_is_still_skipped():
+    """The fallback is for rows whose column names no stack: a column naming DeepSpeed keeps DeepSpeed's refusal."""
+    from roofline.views import validate as V
+    with pytest.raises(V.Skip, match="interleaved schedule"):
+        _row(framework="DeepSpeed", model="llama3-70b", n_gpus="64", tp="1", pp="4", dp="16", global_batch="64",
+             micro_batch="1", optimizer_sharding="zero1", interleave="2")

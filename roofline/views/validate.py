@@ -1670,6 +1670,7 @@ def build_case(row: dict, hardware=None) -> Case:
             fields, said = complete_layout(plan_fields, st, resolved)
             layout_notes.append(said)
             return resolved(fields)
+        read_fields = dict(plan_fields)         # as read, before a refusal drops what the text said
         try:
             try:
                 spec = priced(stack, reason)
@@ -1686,8 +1687,9 @@ def build_case(row: dict, hardware=None) -> Case:
         except InputError as first:
             # the stack the text names first cannot run what the row states (a source naming "FSDP + Megatron TP":
             # Megatron-LM has no FSDP): the next stack the text names that can
-            tries = list(stacks.alternatives(f"{row.get('source', '')} {row.get('notes', '')}", None, hw,
-                                             plan_fields.get("dtype"))) if reason.startswith("source text") else []
+            text = f"{row.get('source', '')} {row.get('notes', '')}"
+            from_text = reason.startswith("source text") or "; source text names" in reason
+            tries = list(stacks.alternatives(text, None, hw, plan_fields.get("dtype"))) if from_text else []
             # a version the source text's date, the features or the era rule picked that lacks what the row states
             # (selective recomputation, Megatron-LM 2022+): the family's next version that runs it (a framework
             # column is not second-guessed)
@@ -1698,7 +1700,17 @@ def build_case(row: dict, hardware=None) -> Case:
             # (ZeRO-2 on Megatron-Core): the reference implementation of what it refuses (stacks.STAND_INS)
             if "era rule" in reason:
                 tries += [(s, f"{reason}; {s.id}, the stand-in that runs the row's plan") for s in stacks.stand_ins(stack)]
-            if not tries:
+            era_tries = []
+            if from_text and "era rule" not in reason and not stacks.names_stack(row.get("framework", "")):
+                # no stack named by the column (blank, or a framework the registry lacks: Meta's internal 4D stack)
+                # and none the text names runs the row ("ZeRO-2-like" names DeepSpeed, which runs no TP beside it):
+                # the era rule's stack, then its stand-ins, as for a row whose text names nothing; each on the row as
+                # read, and where it refuses what only the text said, without that (noted), as for the first stack
+                era, era_why = stacks.era_rule(text, base_model, hw, read_fields.get("dtype"))
+                era_tries = [(s, f"{reason}; {era_why}" + ("" if s.id == era.id else
+                                                          f"; {s.id}, the stand-in that runs the row's plan"))
+                             for s in (era, *stacks.stand_ins(era)) if s.id != stack.id]
+            if not tries and not era_tries:
                 raise
             for alt, why in tries:
                 try:
@@ -1708,7 +1720,27 @@ def build_case(row: dict, hardware=None) -> Case:
                 stack, reason = alt, spec.stack_reason
                 break
             else:
-                raise first from None
+                for alt, why in era_tries:
+                    why = f"{why} ({stack.id} cannot run the row: {first})"
+                    plan_fields.clear()
+                    plan_fields.update(read_fields)
+                    try:
+                        spec = priced(alt, why)
+                    except InputError as exc:
+                        drop = [k for k in text_keys if k in str(exc)] or list(text_keys)
+                        if not drop:
+                            continue
+                        for k in drop:
+                            plan_fields.pop(k, None)
+                        try:
+                            spec = priced(alt, why)
+                        except InputError:
+                            continue
+                        note = "; ".join(x for x in (note, f"the text's {'/'.join(drop)} dropped: {exc}") if x)
+                    stack, reason = alt, spec.stack_reason
+                    break
+                else:
+                    raise first from None
     except InputError as exc:
         raise Skip(str(exc)) from None
     if layout_notes:

@@ -576,14 +576,16 @@ def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | No
             if where == "source text" and (column or "").strip():
                 why = f"framework column {column.strip()!r} names no stack of the registry; {why}"
             return stack, why
-    stack, why = _era(text, model, hw, dtype)
+    stack, why = era_rule(text, model, hw, dtype)
     if (column or "").strip():      # a framework the registry does not hold (Levanter, veScale): say so, not silently
         why = f"framework column {column.strip()!r} names no stack of the registry (roofline frameworks list); {why}"
     return stack, why
 
 
-def _era(text: str, model, hw, dtype: str | None) -> tuple[Stack, str]:
-    """The era rule of :func:`infer` (step 3): the stack of a row that names none."""
+def era_rule(text: str, model, hw, dtype: str | None) -> tuple[Stack, str]:
+    """The era rule of :func:`infer` (step 3): the stack of a row that names none (``validate`` also reads it for a
+    row of a framework the registry lacks whose text names a stack that cannot run the row: the era stack's
+    :func:`stand_ins`)."""
     feats = modern_features(model, hw, dtype)
     if feats:
         core = registry()["megatron-core"]
