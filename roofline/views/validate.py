@@ -1670,20 +1670,23 @@ def build_case(row: dict, hardware=None) -> Case:
             fields, said = complete_layout(plan_fields, st, resolved)
             layout_notes.append(said)
             return resolved(fields)
-        read_fields = dict(plan_fields)         # as read, before a refusal drops what the text said
-        try:
+        def priced_or_without_text(st, why):
+            """(spec, note): priced on ``st``; where ``st`` refuses what only the notes said (read because the column
+            is blank: the notes may speak of another run), priced without it, on the stack's default, noted."""
             try:
-                spec = priced(stack, reason)
+                return priced(st, why), ""
             except InputError as exc:
-                # what the notes said (read because the column is blank) is not what this stack runs: the notes may
-                # speak of another run; the stack's default instead, noted
-                if not text_keys:
-                    raise
                 drop = [k for k in text_keys if k in str(exc)] or list(text_keys)    # the ones the refusal names
+                if not drop:
+                    raise
                 for k in drop:
                     plan_fields.pop(k, None)
-                spec = priced(stack, reason)
-                note = "; ".join(x for x in (note, f"the text's {'/'.join(drop)} dropped: {exc}") if x)
+                return priced(st, why), f"the text's {'/'.join(drop)} dropped: {exc}"
+
+        read_fields = dict(plan_fields)         # as read, before a refusal drops what the text said
+        try:
+            spec, said = priced_or_without_text(stack, reason)
+            note = "; ".join(x for x in (note, said) if x)
         except InputError as first:
             # the stack the text names first cannot run what the row states (a source naming "FSDP + Megatron TP":
             # Megatron-LM has no FSDP): the next stack the text names that can
@@ -1721,22 +1724,13 @@ def build_case(row: dict, hardware=None) -> Case:
                 break
             else:
                 for alt, why in era_tries:
-                    why = f"{why} ({stack.id} cannot run the row: {first})"
                     plan_fields.clear()
                     plan_fields.update(read_fields)
                     try:
-                        spec = priced(alt, why)
-                    except InputError as exc:
-                        drop = [k for k in text_keys if k in str(exc)] or list(text_keys)
-                        if not drop:
-                            continue
-                        for k in drop:
-                            plan_fields.pop(k, None)
-                        try:
-                            spec = priced(alt, why)
-                        except InputError:
-                            continue
-                        note = "; ".join(x for x in (note, f"the text's {'/'.join(drop)} dropped: {exc}") if x)
+                        spec, said = priced_or_without_text(alt, f"{why} ({stack.id} cannot run the row: {first})")
+                    except InputError:
+                        continue
+                    note = "; ".join(x for x in (note, said) if x)
                     stack, reason = alt, spec.stack_reason
                     break
                 else:
