@@ -50,9 +50,9 @@ def _pick(what: str, text, table: list[tuple[str, str]], accepted: str):
 SHARDING = [
     (r"hybrid-shard|hybrid shard|hsdp", "fsdp"),          # shards within a node group, replicates across (FSDP HYBRID_SHARD)
     (r"zero\+\+|zeropp", "fsdp"),                          # ZeRO++: ZeRO-3 with quantized/hierarchical collectives
-    (r"shard-grad-op|zero-?2\b|zero stage 2|stage-?2", "zero2"),
-    (r"full-shard|fsdp|zero-?3\b|zero stage 3|stage-?3|fully-shard|megatron-fsdp", "fsdp"),
-    (r"distributed|dist-?opt|zero-?1\b|zero stage 1|stage-?1", "distributed"),
+    (r"shard-grad-op|zero-?2\b|zero stage 2|stage[- ]?2\b", "zero2"),
+    (r"full-shard|fsdp|zero-?3\b|zero stage 3|stage[- ]?3\b|fully-shard|megatron-fsdp", "fsdp"),
+    (r"distributed|dist-?opt|zero-?1\b|zero stage 1|stage[- ]?1\b", "distributed"),
     (r"^(none|no|no-shard|no sharding|ddp|zero-?0|0|n)$|^none\b|^no-shard\b|^no sharding\b", "none"),
     (r"^1$", "distributed"), (r"^2$", "zero2"), (r"^3$", "fsdp"),     # a bare ZeRO stage number (--zero 0-3)
 ]
@@ -84,8 +84,11 @@ PRECISION = [
     (r"fp16|float16|half", "fp16"),
     (r"fp32|float32|tf32", "fp32"),
 ]
-MLP = [(r"swiglu|silu|geglu|gated", "swiglu"), (r"squared-relu|relu2|relu\^2|sq-relu", "squared_relu"),
-       (r"gelu", "gelu")]
+# The MLP's shape: gated (three GEMMs: SwiGLU, GeGLU, ReGLU; Shazeer 2020 "GLU Variants Improve Transformer"), squared
+# ReLU (Primer; Nemotron), or one activation between two GEMMs (GELU, and plain ReLU as OPT / metaseq and T5 run it:
+# the same two GEMMs, an activation kernel that moves the same bytes, priced as gelu)
+MLP = [(r"swiglu|silu|geglu|reglu|gated|\bglu\b", "swiglu"), (r"squared-relu|relu2|relu\^2|sq-relu", "squared_relu"),
+       (r"gelu|^relu$|\brelu\b(?!\^)", "gelu")]
 BOOL = [(r"^(y|yes|true|on|1|enabled?|sp|\u2713|\u2714)(\b|$)", True), (r"^(n|no|false|off|0|disabled?|\u2717|\u2718)(\b|$)", False)]
 
 
@@ -179,7 +182,8 @@ def precision(text):
 
 
 def mlp(text):
-    return _pick("mlp", text, MLP, "gelu, swiglu (SiLU-gated), squared_relu")
+    return _pick("mlp", text, MLP, "gelu (or relu: one activation, two GEMMs), swiglu (gated: SwiGLU, GeGLU, "
+                 "ReGLU), squared_relu")
 
 
 def flag(text):

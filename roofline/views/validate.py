@@ -712,11 +712,18 @@ def schedule_from_text(text: str) -> str | None:
     """The pipeline schedule a row's lower-cased settings or notes name (torchtitan pipeline_parallel_schedule
     "Interleaved1F1B", "1F1B", "GPipe", "DualPipeV"; Megatron's "interleaved schedule"; DeepSeek's "DualPipe"), or None.
 
+    Zero-bubble schedules (Qi et al. 2024, ICLR, "Zero Bubble Pipeline Parallelism": ZB-H1, ZB-H2, ZB-1p, ZB-2p; ZB-V;
+    torch.distributed.pipelining ScheduleZBVZeroBubble / ScheduleInterleavedZeroBubble, torchtitan's "ZBVZeroBubble")
+    are 'zero-bubble', which no stack here prices (_plan_fields notes it and prices the row as 1F1B).
+
     >>> [schedule_from_text(t) for t in ("pp interleaved 1f1b + asynctp", "fsdp + pp 1f1b", "interleaved1f1b", "gpipe",
-    ...                                  "dualpipev", "pp 16 (dualpipe)", "torch.compile")]
-    ['interleaved', '1f1b', 'interleaved', 'gpipe', 'dualpipev', 'dualpipe', None]
+    ...                                  "dualpipev", "pp 16 (dualpipe)", "torch.compile", "1f1b-i schedule",
+    ...                                  "zb-1p schedule", "zbvzerobubble")]
+    ['interleaved', '1f1b', 'interleaved', 'gpipe', 'dualpipev', 'dualpipe', None, 'interleaved', 'zero-bubble', 'zero-bubble']
     """
-    for pattern, name in ((r"interleaved[ -]?1f1b|interleaved (?:pipeline )?schedule", "interleaved"),
+    for pattern, name in ((r"zero[- ]?bubble|\bzb[- ]?(?:h[12]|[12]p|v)\b|\bzbv", "zero-bubble"),
+                          (r"interleaved[ -]?1f1b|1f1b[- ]?(?:i\b|interleaved)|interleaved (?:pipeline )?schedule|"
+                           r"virtual pipeline", "interleaved"),
                           (r"dual[- ]?pipe[- ]?v", "dualpipev"), (r"dual[- ]?pipe\b", "dualpipe"),
                           (r"\bgpipe\b", "gpipe"), (r"\b1f1b\b", "1f1b")):
         if re.search(pattern, text or ""):
@@ -754,9 +761,12 @@ def _plan_fields(row: dict) -> dict:
         d["dp"] = dp * row["ep"]
         d[DP_WITH_EP] = (dp, row["ep"])
     text = f"{row.get('notes', '')} {row.get('settings', '')}".lower()
+    # a recompute column stating recomputation of some of the blocks ("every other layer", "selective_ac_option 2"):
+    # full recomputation of that share (BLOCK_RC below), not a kind the column's reader knows
+    block_column = block_recompute_from_text(row.get("recompute", ""))
     try:
         d["sequence_parallel"] = normalize.flag(row.get("seq_parallel", ""))
-        d["recompute"] = normalize.recompute(row.get("recompute", ""))      # blank: None, the stack's default
+        d["recompute"] = None if block_column else normalize.recompute(row.get("recompute", ""))   # blank: None, the stack's default
         d["sharding"] = normalize.sharding(row.get("optimizer_sharding", ""))
         d["dtype"] = row_precision(row)[0]
     except InputError as exc:
@@ -884,6 +894,14 @@ def _plan_fields(row: dict) -> dict:
         # priced as that family on the recipe layout, noted (the note shows only when the plan is not DualPipe)
         d[SCHEDULE_NOTE] = ("the text's DualPipe priced as 1F1B on the recipe's stage layout (the row's stack runs no "
                             "DualPipe; the hai-llm stack and --schedule dualpipe price it on the balanced split)")
+    elif sched == "zero-bubble" and (row.get("pp") or 1) > 1:
+        # a zero-bubble schedule splits each backward into its input and weight gradients and fills the bubble with the
+        # latter (Qi et al. 2024); not modelled: priced as 1F1B, the schedule it reorders, whose bubble bounds its own
+        # from above (ZB-H1 (p-1)(F+B-W) <= 1F1B's (p-1)(F+B+W), the paper's sec 3), said in the note
+        d["schedule"] = "1f1b" if not row.get("interleave") or row["interleave"] == 1 else "interleaved"
+        d[SCHEDULE_NOTE] = ("the text's zero-bubble schedule is not modelled: priced as "
+                            f"{'1F1B' if d['schedule'] == '1f1b' else 'interleaved 1F1B'}, whose bubble is an upper "
+                            "bound of its own")
     elif sched and (row.get("pp") or 1) > 1 and not row.get("interleave"):
         d["schedule"] = sched
     # FSDP's parameter all-gather in FP8 (torchtitan float8.enable_fsdp_float8_all_gather, torchao
@@ -1562,6 +1580,15 @@ def practice_rank(tp, pp, ok, gpus_per_node: int, ep=None):
                              np.where(tp == top, big + pp, 2 * big + pp * 64 + (64 - np.minimum(tp, 63)))))
 
 
+def kv_replicated(stack):
+    """``stack`` with its key/value heads replicated over TP ranks beyond their number (rule kv_heads_below_tp), as
+    Megatron-Core since core_v0.16 and the forks that trained multi-query models under TP did."""
+    import dataclasses
+    from types import MappingProxyType
+
+    return dataclasses.replace(stack, rules=MappingProxyType({**stack.rules, "kv_heads_below_tp": True}))
+
+
 def build_case(row: dict, hardware=None) -> Case:
     """The row's Spec through the one resolver; raises Skip with the reason when it cannot be predicted.
 
@@ -1713,6 +1740,13 @@ def build_case(row: dict, hardware=None) -> Case:
                 era_tries = [(s, f"{reason}; {era_why}" + ("" if s.id == era.id else
                                                           f"; {s.id}, the stand-in that runs the row's plan"))
                              for s in (era, *stacks.stand_ins(era)) if s.id != stack.id]
+            if "needs kv-heads" in str(first):
+                # a measured run that split fewer key/value heads than TP ranks (StarCoder's MQA at TP 4 on BigCode's
+                # Megatron-LM fork, arXiv:2305.06161 sec 5) ran on a version that replicates them over the TP ranks,
+                # as Megatron-Core does since core_v0.16 (megatron-core.yaml kv_heads_below_tp): the same stack with
+                # that rule, said in the reason
+                tries += [(kv_replicated(stack), f"{reason}; its key/value heads replicated over the TP ranks (as "
+                                                 "the run's own version must have: upstream splits them)")]
             if not tries and not era_tries:
                 raise
             for alt, why in tries:
