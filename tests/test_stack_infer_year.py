@@ -150,3 +150,22 @@ def test_sequence_and_context_parallelism_only_where_the_stack_has_them(stack, s
     plans = [c.plan for c in search(models.load("gpt3-1.3b"), hardware.load("a100-sxm4-80gb"), 16, 64,
                                     framework=stack, top=None)]
     assert plans and (sp or not any(p.sequence_parallel for p in plans)) and (cp or all(p.cp == 1 for p in plans))
+
+
+@pytest.mark.parametrize("column, stack", [
+    ("Megatron-LM core_r0.9.0", "megatron-core"),          # tagged 2024-10-24
+    ("Megatron-LM (core_v0.12.1)", "megatron-core"),
+    ("Megatron-LM r0.8.0", "megatron-core"),
+    ("Megatron-LM v2.6", "megatron-lm-2021"),              # tagged 2021-08
+    ("Megatron-LM v3.0", "megatron-lm-2022"),
+    ("Megatron-LM core_v0.3.0", "megatron-lm-2022"),       # Megatron-Core before its 0.4 tag: 2023
+    ("Megatron-LM, 2 nodes", "megatron-lm-2021"),           # a count after the name is no release: undated
+    ("Megatron-LM", "megatron-lm-2021")])
+def test_a_megatron_release_tag_dates_the_run(column, stack):
+    assert stacks.infer(column, "", None, None, "fp16")[0].id == stack
+
+
+def test_a_release_tag_newer_than_the_table_is_dated_by_its_last_entry():
+    last = max((k for k in stacks.MEGATRON_RELEASES if k.startswith("0.")), key=lambda k: int(k[2:]))
+    assert stacks.megatron_release("core_v0.99.0") == stacks.MEGATRON_RELEASES[last]
+    assert stacks.megatron_release("megatron-lm, 3 nodes") is None

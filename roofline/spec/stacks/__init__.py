@@ -155,6 +155,36 @@ def _year(version: str) -> int | None:
     return None
 
 
+# Megatron-LM's release tags and the month each minor release was tagged (git tags of NVIDIA/Megatron-LM, their commit
+# dates: v1.0 2020-04, v2.0 2021-01, v2.6 2021-08; core_v0.4.0 2023-12-11, core_v0.5.0 2024-02-26, ..., core_v0.16.0
+# 2026-02-26; "core_r0.N" tags the same commits from 0.8 to 0.11). v3.x (2022, the Korthikanti et al. release) and
+# Megatron-Core 0.1-0.3 (2023, beside the 23.04 / 23.06 tags) are not tagged in that history: dated by their year
+MEGATRON_RELEASES = {"1": (2020, 4), "2": (2021, 1), "3": (2022, None),
+                     "0.1": (2023, None), "0.2": (2023, None), "0.3": (2023, None), "0.4": (2023, 12), "0.5": (2024, 2), "0.6": (2024, 4), "0.7": (2024, 5), "0.8": (2024, 8),
+                     "0.9": (2024, 10), "0.10": (2025, 2), "0.11": (2025, 3), "0.12": (2025, 5), "0.13": (2025, 7),
+                     "0.14": (2025, 10), "0.15": (2025, 12), "0.16": (2026, 2), "0.17": (2026, 4), "0.18": (2026, 6),
+                     "0.19": (2026, 8)}
+
+
+def megatron_release(text: str) -> tuple | None:
+    """(year, month or None) of the Megatron-LM release a lower-cased text names by its tag ("core_r0.9.0",
+    "core_v0.12", "Megatron-LM v2.6", "Megatron-Core 0.13"), or None; a minor release newer than the table's last is
+    dated by the last.
+
+    >>> megatron_release("megatron-lm core_r0.9.0"), megatron_release("megatron-lm v2.6"), megatron_release("mcore 0.13")
+    ((2024, 10), (2021, 1), (2025, 7))
+    """
+    m = re.search(r"\bcore_[rv](0\.\d+)|(?:megatron[- ]?(?:lm|core)|mcore)[ -]?(?:v|r|version\s*)(0\.\d+|[123])\b"
+                  r"|(?:megatron[- ]?core|mcore)[ -]?(0\.\d+)", text or "")
+    if not m:
+        return None
+    tag = m.group(1) or m.group(2) or m.group(3)
+    tag = tag if tag in MEGATRON_RELEASES or not tag.startswith("0.") else (
+        max((k for k in MEGATRON_RELEASES if k.startswith("0.")), key=lambda k: int(k[2:]))
+        if int(tag[2:]) > 19 else None)
+    return MEGATRON_RELEASES.get(tag) if tag else None
+
+
 def _era_bound(v, end: bool) -> tuple:
     """(year, month) of an era bound: a year (January, or December for the last) or "YYYY-MM"."""
     text = str(v).strip()
@@ -482,6 +512,10 @@ def _named(where: str, text: str, model=None, hw=None, dtype: str | None = None,
             released = None
             if not ys and rel and _year(rel.group(1)):
                 ys, released = [_year(rel.group(1))], int(rel.group(1)[3:5])
+            elif not ys and stack.family == "megatron-lm" and megatron_release(t):
+                # a Megatron-LM release tag ("Megatron-LM core_r0.9.0") dates the run as a year would: MEGATRON_RELEASES
+                (y, released) = megatron_release(t)
+                ys = [y]
             if ys:
                 y, month = earliest_date(dt)
                 if y != min(ys):                      # dated by a release number (YY.MM), no year in the text
@@ -560,7 +594,8 @@ def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | No
     a framework over the engine it ``builds_on`` (llm-foundry over PyTorch FSDP), then the
     longest match (``Megatron-DeepSpeed`` over ``DeepSpeed``), the
     family's version picked by the earliest year the text mentions (a source cites the run's own
-    date first; later years are reprints and commits), or without one by the signs of (3) when the family has a
+    date first; later years are reprints and commits), or by a release the text names after the stack's name (NeMo's
+    YY.MM; Megatron-LM's tags, core_r0.9.0 or v2.6: MEGATRON_RELEASES), or without either by the signs of (3) when the family has a
     version that ended before 2023 (else its earliest version: llm-foundry's two are both 2023+); (3) era rules:
     Hopper-or-newer hardware, bf16, GQA, RoPE or a gated MLP imply a current stack (Megatron-Core; torchtitan for a recipe Megatron-Core has not, torchao's row-wise FP8); otherwise the
     Megatron-LM stack of the earliest year the source text mentions (the 2020-2021 one when it mentions none), with
