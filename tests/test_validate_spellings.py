@@ -48,11 +48,31 @@ def test_1f1b_i_is_the_interleaved_schedule():
     assert plain.plan.schedule == "1f1b" and plain.plan.interleave == 1
 
 
-@pytest.mark.parametrize("text", ["ZB-1p schedule", "zero bubble pipeline (ZB-H1)", "ZBVZeroBubble"])
-def test_a_zero_bubble_schedule_is_priced_as_1f1b_and_said(text):
+@pytest.mark.parametrize("text, zb", [("ZB-1p schedule", "ZB1P"), ("zero bubble pipeline (ZB-H1)", "ZB1P"),
+                                      ("ZB-2p schedule", "ZB2P")])
+def test_a_zero_bubble_schedule_on_a_stack_without_one_is_priced_as_1f1b_and_said(text, zb):
+    # the framework column names Megatron-LM, whose upstream runs no zero-bubble schedule
     case = V.build_case(V.read_dicts([{**ROW, "notes": text}])[0])
     assert case.plan.schedule == "1f1b" and case.plan.interleave == 1
-    assert "zero-bubble schedule is not modelled" in case.note
+    assert f"the text's {zb} schedule priced as 1F1B" in case.note
+
+
+@pytest.mark.parametrize("text, schedule", [("ZB-H1 schedule", "zb1p"), ("zero bubble pipeline parallelism", "zb1p"),
+                                            ("ZB-2p, max pending backward 2p", "zb2p")])
+def test_a_zero_bubble_row_naming_no_framework_runs_on_the_zero_bubble_stack(text, schedule):
+    row = {**ROW, "framework": "", "notes": text}
+    case = V.build_case(V.read_dicts([row])[0])
+    assert case.framework == "zero-bubble" and case.plan.schedule == schedule and case.plan.interleave == 1
+    # and it is faster than the 1F1B the same row prices on its upstream, by the bubble alone
+    upstream = V.build_case(V.read_dicts([{**row, "framework": "zero-bubble", "notes": "1F1B schedule"}])[0])
+    res = V.evaluate_cases([case, upstream])
+    assert res["t_pp_bubble"][0] < res["t_pp_bubble"][1]
+    assert res["step_time"][0] - res["t_pp_bubble"][0] == pytest.approx(res["step_time"][1] - res["t_pp_bubble"][1])
+
+
+def test_zb_v_is_not_modelled_and_said():
+    case = V.build_case(V.read_dicts([{**ROW, "framework": "", "notes": "ZBV schedule"}])[0])
+    assert case.plan.schedule == "1f1b" and "ZB-V, or interleaved" in case.note
 
 
 def test_a_recompute_column_of_every_other_layer_recomputes_half_the_layers():
@@ -73,3 +93,37 @@ def test_multi_query_attention_under_wider_tp_is_priced_with_replicated_kv_heads
     # a model whose kv-heads the TP ranks divide is priced as before, with no such reason
     gqa = V.build_case(V.read_dicts([{**row, "n_kv_heads": 8}])[0])
     assert "replicated" not in gqa.stack_reason
+
+
+def test_hai_llm_2024_prices_a_stated_zero_bubble_pipeline_as_zb1p():
+    # DeepSeek-V2 (arXiv:2405.04434 sec 3.1.3): "16-way zero-bubble pipeline parallelism", variant unstated
+    row = {**ROW, "framework": "HAI-LLM", "source": "DeepSeek-V2 report, arXiv:2405.04434", "model": "deepseek-llm-7b",
+           "gpu": "H800", "tp": 1, "pp": 4, "dp": 16, "notes": "zero-bubble pipeline parallelism"}
+    case = V.build_case(V.read_dicts([row])[0])
+    assert case.framework == "hai-llm-2024" and case.plan.schedule == "zb1p"
+    plain = V.build_case(V.read_dicts([{**row, "notes": ""}])[0])
+    assert plain.plan.schedule == "1f1b"                 # the stack's own when a row states none
+
+
+@pytest.mark.parametrize("cell, col, value", [("8K", "seq_len", 8192), ("128K", "seq_len", 131072),
+                                              ("1.5k", "global_batch", 1536), ("3.2k", "tokens_per_s_per_gpu", 3200),
+                                              ("1.2M", "tokens_per_s", 1.2e6)])
+def test_magnitude_suffixes(cell, col, value):
+    assert V._number(cell, col) == value
+
+
+@pytest.mark.parametrize("cell, seq_len, sequences", [("4M tokens", 4096, 1024), ("4M", 4096, 1024),
+                                                      ("16M tokens", 8192, 2048), ("2,048 tokens", 1024, 2)])
+def test_a_batch_in_tokens_is_read_as_sequences(cell, seq_len, sequences):
+    row = {**ROW, "model": "llama2-7b", "tp": 1, "pp": 1, "dp": 1, "n_gpus": 1, "global_batch": cell,
+           "seq_len": seq_len}
+    case = V.build_case(V.read_dicts([row])[0])
+    assert case.plan.global_batch == sequences and case.model.seq_len == seq_len
+    assert f"read as {sequences} sequences of {seq_len} tokens" in case.note
+
+
+def test_a_batch_in_tokens_without_a_context_takes_the_presets():
+    row = {**ROW, "model": "llama2-7b", "tp": 1, "pp": 1, "dp": 1, "n_gpus": 1, "global_batch": "4M tokens",
+           "seq_len": ""}
+    case = V.build_case(V.read_dicts([row])[0])
+    assert case.model.seq_len == 4096 and case.plan.global_batch == 1024

@@ -113,6 +113,8 @@ def render(pred, band=..., mfu_convention: str = "roofline") -> str:
         f"  pipeline bubble           {100 * d['pp_bubble_fraction']:11.1f} %   (share of pipeline time, "
         + ("DualPipeV: (p-1)(t + B - 3W)/2 of (m t + bubble))" if p.schedule == "dualpipev"
            else "DualPipe: (p/2-1)(t + B - 3W) of (m t + bubble))" if p.schedule == "dualpipe"
+           else "ZB1P: (p-1)(t - 2W) of (m t + bubble))" if p.schedule == "zb1p"
+           else "ZB2P: (p-1) max(0, t - 3W) of (m t + bubble))" if p.schedule == "zb2p"
            else "fill and drain through the lighter stages)"),
     ]
     if "run_days" in d:

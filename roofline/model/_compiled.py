@@ -2,7 +2,7 @@
 # fmt: off
 import numpy as np
 
-INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_fp8', 'attn_frac', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'call_a2a_inter', 'call_a2a_intra', 'call_ag_inter', 'call_ag_intra', 'call_ar_inter', 'call_ar_intra', 'call_rs_inter', 'call_rs_intra', 'capacity_factor', 'causal', 'ce_compiled', 'ce_eager', 'clock', 'clock_spread', 'cp', 'cuda_context', 'd_model', 'delay_wgrad', 'dense_layers', 'disp_bytes', 'dp', 'dp_rep', 'dropout', 'dualpipe', 'dualpipev', 'eager_elem', 'eager_rope', 'ep', 'ep_dedup', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'etp', 'exp_casts', 'exp_launch', 'f32_bytes', 'ffn_hidden', 'flash', 'flash_speed', 'fp8_attn_bwd', 'fp8_attn_fwd', 'fp8_tn', 'fp8_window_bwd', 'fsdp_copy', 'gated', 'gemm_dhalf', 'gin_bytes', 'global_batch', 'gpipe', 'gpu_z', 'gpus_per_node', 'grad_bytes', 'graph_attn', 'graph_full', 'graph_mamba', 'graph_mlp', 'graph_moe', 'graph_preproc', 'graph_router', 'hbm_bw', 'head_dim', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_launch', 'host_link_bw', 'host_mb', 'host_moe_bwd', 'host_moe_fwd', 'host_rc', 'host_sync', 'hp_frac', 'interleave', 'kv_heads', 'kv_lora', 'layout_first', 'layout_first_dense', 'layout_last', 'layout_last_dense', 'layout_mid', 'layout_mid_dense', 'learned_pos', 'lp_rate', 'mamba_chunk', 'mamba_conv', 'mamba_frac', 'mamba_groups', 'mamba_hdim', 'mamba_heads', 'mamba_state', 'mask_bytes', 'micro_batch', 'mlp_frac', 'moe_ffn', 'moe_latent', 'moe_mlp_fused', 'mtp', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'muon', 'n_experts', 'n_heads', 'n_layers', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'nccl_sms_inter', 'offload_layers', 'opt_bytes', 'opt_bytes_emb', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_ep', 'ov_pp', 'ov_tp', 'peak', 'peak_hp', 'peak_vec', 'pg_bytes', 'pp', 'pp_layout', 'pp_scatter', 'q_bytes', 'q_lora', 'q_saved', 'q_trans', 'qk_nope', 'qk_norm', 'qk_rope', 'rc_any', 'rc_full', 'rc_op', 'rc_sel', 'rcm_core', 'rcm_mla_up', 'rcm_mlp', 'rcm_moe', 'rcm_moe_act', 'rcm_norm', 'rcm_shared', 'rms', 'rope_pos', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'sq_relu', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tg_in', 'tg_out', 'tied', 'top_k', 'tp', 'tp_async', 'tp_split_rs', 'ub_ring_sms', 'ub_sms', 'v_head', 'vocab', 'wgrad_fusion', 'z_grad', 'z_os', 'z_param')
+INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_fp8', 'attn_frac', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'call_a2a_inter', 'call_a2a_intra', 'call_ag_inter', 'call_ag_intra', 'call_ar_inter', 'call_ar_intra', 'call_rs_inter', 'call_rs_intra', 'capacity_factor', 'causal', 'ce_compiled', 'ce_eager', 'clock', 'clock_spread', 'cp', 'cuda_context', 'd_model', 'delay_wgrad', 'dense_layers', 'disp_bytes', 'dp', 'dp_rep', 'dropout', 'dualpipe', 'dualpipev', 'eager_elem', 'eager_rope', 'ep', 'ep_dedup', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'etp', 'exp_casts', 'exp_launch', 'f32_bytes', 'ffn_hidden', 'flash', 'flash_speed', 'fp8_attn_bwd', 'fp8_attn_fwd', 'fp8_tn', 'fp8_window_bwd', 'fsdp_copy', 'gated', 'gemm_dhalf', 'gin_bytes', 'global_batch', 'gpipe', 'gpu_z', 'gpus_per_node', 'grad_bytes', 'graph_attn', 'graph_full', 'graph_mamba', 'graph_mlp', 'graph_moe', 'graph_preproc', 'graph_router', 'hbm_bw', 'head_dim', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_launch', 'host_link_bw', 'host_mb', 'host_moe_bwd', 'host_moe_fwd', 'host_rc', 'host_sync', 'hp_frac', 'interleave', 'kv_heads', 'kv_lora', 'layout_first', 'layout_first_dense', 'layout_last', 'layout_last_dense', 'layout_mid', 'layout_mid_dense', 'learned_pos', 'lp_rate', 'mamba_chunk', 'mamba_conv', 'mamba_frac', 'mamba_groups', 'mamba_hdim', 'mamba_heads', 'mamba_state', 'mask_bytes', 'micro_batch', 'mlp_frac', 'moe_ffn', 'moe_latent', 'moe_mlp_fused', 'mtp', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'muon', 'n_experts', 'n_heads', 'n_layers', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'nccl_sms_inter', 'offload_layers', 'opt_bytes', 'opt_bytes_emb', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_ep', 'ov_pp', 'ov_tp', 'peak', 'peak_hp', 'peak_vec', 'pg_bytes', 'pp', 'pp_layout', 'pp_scatter', 'q_bytes', 'q_lora', 'q_saved', 'q_trans', 'qk_nope', 'qk_norm', 'qk_rope', 'rc_any', 'rc_full', 'rc_op', 'rc_sel', 'rcm_core', 'rcm_mla_up', 'rcm_mlp', 'rcm_moe', 'rcm_moe_act', 'rcm_norm', 'rcm_shared', 'rms', 'rope_pos', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'sq_relu', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tg_in', 'tg_out', 'tied', 'top_k', 'tp', 'tp_async', 'tp_split_rs', 'ub_ring_sms', 'ub_sms', 'v_head', 'vocab', 'wgrad_fusion', 'z_grad', 'z_os', 'z_param', 'zb1p', 'zb2p')
 OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_host_overhead', 't_offload', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'pp_bubble_ratio', 'pp_bubble_share', 'micro_batches', 't_microbatch_stage', 't_stage_wgrad', 't_layer_fwd', 't_layer_bwd', 't_layer_recompute', 't_layer_tp_comm', 't_layer_cp_comm', 't_layer_ep_comm', 't_layer_comm_bwd', 't_layer_host', 't_dense_layer_fwd', 't_dense_layer_bwd', 't_dense_layer_recompute', 't_dense_layer_tp_comm', 't_dense_layer_cp_comm', 't_dense_layer_ep_comm', 't_dense_layer_comm_bwd', 't_dense_layer_host', 'stage_layers', 'stage_dense_layers', 'stage_mtp_layers', 't_tp_grad_reduce', 't_embed_fwd', 't_embed_bwd', 't_head_fwd', 't_head_bwd', 'head_stage_heavier', 't_edge_host', 't_microbatch_host', 't_offload_fwd', 't_offload_bwd', 't_pp_send_recv', 't_embedding_grad_reduce', 'flops', 'hardware_flops', 'flops_megatron', 'bytes_tp_fwd', 'bytes_tp_bwd', 'bytes_tp_inter', 'bytes_cp_fwd', 'bytes_cp_bwd', 'bytes_cp_inter', 'bytes_ep_fwd', 'bytes_ep_bwd', 'bytes_ep_inter', 'bytes_pp_fwd', 'bytes_pp_bwd', 'bytes_pp_inter', 'bytes_dp_fwd', 'bytes_dp_bwd', 'bytes_dp_inter', 'flops_forward', 'flops_backward', 'flops_attention', 'flops_lm_head', 'flops_optimizer_rank', 'gemm_qkv_proj_flops', 'gemm_qkv_proj_bytes', 'gemm_qkv_proj_dmin', 'gemm_attn_out_proj_flops', 'gemm_attn_out_proj_bytes', 'gemm_attn_out_proj_dmin', 'gemm_mlp_up_flops', 'gemm_mlp_up_bytes', 'gemm_mlp_up_dmin', 'gemm_mlp_down_flops', 'gemm_mlp_down_bytes', 'gemm_mlp_down_dmin', 'gemm_lm_head_flops', 'gemm_lm_head_bytes', 'gemm_lm_head_dmin', 'n_gpus', 'mfu', 'mfu_megatron', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'mem_logits', 'mem_first_stage', 'mem_last_stage', 'mem_reserve', 'mem_cuda_context', 'mem_nccl', 'mem_fragmentation', 'params', 'active_params', 'params_rank', 'params_embedding', 'params_expert', 'params_mtp')
 
 
@@ -257,6 +257,8 @@ def evaluate(x):
     z_grad = x['z_grad']
     z_os = x['z_os']
     z_param = x['z_param']
+    zb1p = x.get('zb1p', 0.0)
+    zb2p = x.get('zb2p', 0.0)
     _x0 = np.minimum(1, kv_lora)
     _x1 = bw_ar_inter**(-1.0)
     _x2 = tp**(-1.0)
@@ -1834,375 +1836,380 @@ def evaluate(x):
     _x1574 = _x1567*z_os
     _x1575 = interleave - 1
     _x1576 = np.minimum(pp, _x52)
-    _x1577 = 1 - _x1439
-    _x1578 = np.minimum(1, _x1575)
-    _x1579 = _x1577*_x1578*_x36
-    _x1580 = _x1579*(_x13*(_x1575*_x1576 + 1) - 1) + 1
-    _x1581 = _x13*_x1579
-    _x1582 = z_grad*(_x49*_x50*global_batch - 1)
-    _x1583 = _x1582 + 1
-    _x1584 = 1 - z_os
-    _x1585 = np.ceil(_x1459*_x62)
-    _x1586 = -1 + _x62/_x1585
-    _x1587 = _x1463*_x1585
-    _x1588 = _x1586*_x1587
-    _x1589 = 2*_x62 - 2
-    _x1590 = _x1463*_x1589
-    _x1591 = _x1559*_x1590
-    _x1592 = np.minimum(1, _x62 - 1)
-    _x1593 = _x1536*_x63 - 2
-    _x1594 = _x1593*grad_bytes
-    _x1595 = _x1554*_x1594
-    _x1596 = dualpipe/_x1583
-    _x1597 = _x149*(_x1558*z_os + _x1584*np.where(_x1556, _x1545*_x27 + _x1550*_x28 + _x1595*np.maximum(_x1*_x1549, _x1551*_x7) + _x25, _x1557*call_ar_intra + _x1593*alpha_ar_intra + _x1595*_x7)) + _x1542*_x1596 + _x1562*z_os + _x1584*np.where(_x1570, _x1586*_x28 + _x1591*np.maximum(_x1*_x1587, _x1588*_x7) + _x25 + _x27*(_x1585 - 1), _x1589*alpha_ar_intra + _x1591*_x7 + _x1592*call_ar_intra)
-    _x1598 = _x1583*_x1597
-    _x1599 = _x1070*_x1433
-    _x1600 = _x1327*_x1435
-    _x1601 = _x1445*_x825
-    _x1602 = _x1599 + _x1600 + _x1601
-    _x1603 = _x1078*_x996 + _x1100 + _x994
-    _x1604 = _x1399*_x1435 + _x1433*_x1603 + _x1445*_x999
-    _x1605 = _x1453 + _x1602 + _x1604
-    _x1606 = fsdp_copy*z_param
-    _x1607 = _x1573*(_x1567*_x1572*z_os + _x1583*_x1597*(1 - ov_dp) + ov_ag*np.maximum(np.maximum(-_x1447*_x1580 + _x1574, _x1567*_x1571*z_os), _x1581*(-_x1447 + _x1567*z_os)) + ov_dp*np.maximum(np.maximum(_x1598 - _x1605*(_x1580 + _x1582), _x1571*_x1583*_x1597), _x1581*(_x1583*_x1597 - _x1605))) + _x1606*(_x1606*t0_elem_fwd + np.maximum(0, _x124*_x1532*(_x1456*(act_bytes + grad_bytes) + act_bytes*(4*_x1455 + _x54)))) + z_param*(_x1508 + _x1569*_x1572 + ov_ag*np.maximum(-_x1454*_x52 + _x1569, _x1569*_x1571))
-    _x1608 = 1 - graph_full
-    _x1609 = _x1608*host_mb
-    _x1610 = np.minimum(1, offload_layers)
-    _x1611 = np.minimum(1, _x16 - offload_layers - 1)
-    _x1612 = _x16 - 2
-    _x1613 = _x2*_x91*seq_par + _x310
-    _x1614 = d_model*mlp_frac
-    _x1615 = _x790*f32_bytes
-    _x1616 = 1 - _x682
-    _x1617 = _x239*act_bytes + gin_bytes
-    _x1618 = _x1617*_x73
-    _x1619 = _x1618*shared_ffn
-    _x1620 = _x1618*_x225*moe_ffn + _x1619
-    _x1621 = act_bytes*(_x498 + _x538)
-    _x1622 = _x73*(_x1621 + _x302*gin_bytes + _x488*_x751*act_bytes*(_x536 + n_heads))
-    _x1623 = _x59*(_x525 + 2*_x817 + 2*gin_bytes)
-    _x1624 = (1/2)*_x1623
-    _x1625 = _x0*_x196*(_x344 + _x359 + qk_rope)
-    _x1626 = _x212*_x525*_x73*moe_latent
-    _x1627 = _x525*_x684
-    _x1628 = _x96*gin_bytes
-    _x1629 = _x1628*rcm_norm
-    _x1630 = _x1061*_x215*(_x1618*_x223 + _x1628) + _x149*rc_sel*(_x1629 + _x2*(1 - rcm_moe)*(_x1619*rcm_shared + _x226*gin_bytes*moe_ffn*rcm_moe_act) + rcm_moe*(_x1620*_x2 + _x1627))
-    _x1631 = _x782*(_x1629 + rcm_mla_up*(_x0*_x90*(_x178 + kv_lora) + _x112*_x1621))
-    _x1632 = 1 - _x775
-    _x1633 = act_bytes + dropout*(act_bytes + mask_bytes)
-    _x1634 = _x1632*_x1633*_x527
-    _x1635 = -_x1630*mlp_frac - _x1631*attn_frac + _x1634*attn_frac + _x2*(_x1369*(5*_x1136 + _x1139) + _x1620*mlp_frac + _x1622*attn_frac) + _x88*(_x107*_x1289 + attn_frac*(_x1624 + _x1625) + mlp_frac*(_x1624 + _x1626))
-    _x1636 = _x705*rc_full
-    _x1637 = _x1616*_x1635 + _x1636 + rc_op*(_x1615*attn_frac + _x196*(_x1192 + _x1257*_x215 + _x1271*_x267*gated + _x1303 + _x1523*_x95 + _x155*_x1614*_x731 + _x1613*attn_frac + _x1614*_x724))
-    _x1638 = _x1637*offload_layers/host_link_bw
-    _x1639 = _x1638*(1 - _x1611)
-    _x1640 = _x1610*(_x1611*np.maximum(0, -_x1391*_x1612 + _x1638) + _x1639)
-    _x1641 = _x1610*(_x1611*np.maximum(0, -_x1394*_x1612 + _x1638) + _x1639)
-    _x1642 = _x1640 + _x1641
-    _x1643 = _x1609 + _x1642
-    _x1644 = host_emb + host_head
-    _x1645 = -_x1441
-    _x1646 = _x1429*np.maximum(0, -_x1437*_x1446 - _x1437*_x1452 + _x1437*_x1608*(_x1442*_x1644 + _x1645*(_x1443*host_head + _x1444*host_emb))) + pp_layout*np.maximum(0, -_x1424 - _x1448 + _x1608*(_x1420*(_x147*_x1644 + _x83*(_x84*host_head + host_emb)) + _x1423*(_x84*host_emb + host_head)))
-    _x1647 = _x1000*_x1445 + _x1107*_x1433 + _x1400*_x1435 + _x1646
-    _x1648 = _x1102*_x1433 + _x1386*_x1435 + _x1445*_x973 + _x1643 + _x1647
-    _x1649 = _x1454 + _x1602 + _x1648
-    _x1650 = (1/2)*dualpipev
-    _x1651 = (387420489/65536)*_x0**3*_x174*_x176*_x21*_x450*_x454*_x458*_x462*_x464*_x468*_x472*_x474*_x866*_x870*_x874*_x926*_x928*_x930*t0_gemm_bwd**4
-    _x1652 = (3/2)*t0_gemm_bwd
-    _x1653 = _x36*pp_layout
-    _x1654 = _x1415 + _x1417
-    _x1655 = -n_layers
-    _x1656 = _x1655 + dense_layers
-    _x1657 = _x16 + _x1655
-    _x1658 = np.maximum(0, -_x1657 - np.maximum(0, -_x1435 - _x1656))
-    _x1659 = _x1429*_x1443 + _x1436*pp_layout
-    _x1660 = _x1577*(_x13*(_x1429*_x36*(_x1108*_x1658 + _x1401*(-_x1657 - _x1658)) + _x1643*_x35 + _x1653*(-_x1402*_x1408*_x1419 + _x1402 - _x1406*_x1421*_x1422 + _x1406 - _x1425*_x1654 + _x1654*(pp - 2))) + _x36*(_x1429*_x1645*(_x1018*(1 - _x1659) + _x1403*_x1659) + _x1653*(-_x1018*_x1421*_x1422 + _x1018 - _x1403*_x1420 + _x1403))) + (_x1650*_x35 + dualpipe*((1/2)*pp - 1))*(-729/32*_x1032*_x1043*_x1044*_x1045*_x1433*_x1651*t0_gemm_bwd - _x1435*((3/2)*_x0*_x176*attn_frac*t0_gemm_bwd + 3*_x0*_x21*attn_frac*t0_gemm_bwd + 3*_x0*attn_frac*t0_gemm_bwd + 3*_x1234 + 3*_x1235 + (3/2)*_x1238 + (3/2)*_x1241 + (3/2)*_x1245 + (3/2)*_x1248 + (3/2)*_x1249 + (3/2)*_x1250 + (3/2)*_x1251 + (3/2)*_x1252 + (3/2)*_x1335 + (3/2)*_x1338 + (3/2)*_x1341 + (3/2)*_x1344 + (3/2)*_x1347 + (3/2)*_x1350 + (3/2)*_x1353 + (3/2)*_x1356 + (3/2)*_x1359 + (3/2)*_x1362 + (3/2)*_x1366 + (3/2)*_x1372 + (3/2)*_x1373 + (3/2)*_x1374 + (3/2)*_x1375 + (3/2)*_x1376 + (3/2)*_x1377 + (3/2)*_x1378 + (3/2)*_x1379 + (3/2)*_x1380 + (3/2)*_x1381 + 3*_x149*_x211*mlp_frac*t0_gemm_bwd + (3/2)*_x149*mlp_frac*t0_gemm_bwd + 3*_x154*mlp_frac*t0_gemm_bwd + (3/2)*_x174*attn_frac*t0_gemm_bwd + 3*_x284*mlp_frac*t0_gemm_bwd + (3/2)*attn_frac*t0_gemm_bwd + (9/2)*mamba_frac*t0_gemm_bwd) + 2*_x1438*_x1452 - 43046721/2048*_x1445*_x149**2*_x154*_x1651*_x1652*_x211*_x284*_x421*_x424*_x430*_x432*_x586*_x589*_x596*_x599*_x601*_x603*_x937*_x966*t0_gemm_bwd**4 + _x1447 + 2*_x1448*pp_layout + 2*_x1449 + 2*_x1450 + 2*_x1451 + 2*_x1599 + 2*_x1600 + 2*_x1601 + _x1604 + _x1648)
-    _x1661 = _x1649*_x52 + _x1660
-    _x1662 = np.minimum(d_model, _x370)
-    _x1663 = np.minimum(d_model, _x369)
-    _x1664 = np.minimum(kv_lora, _x337)
-    _x1665 = np.minimum(d_model, _x1472)
-    _x1666 = np.minimum(d_model, _x18)
-    _x1667 = np.minimum(q_lora, _x354)
-    _x1668 = np.minimum(d_model, q_lora)
-    _x1669 = np.minimum(d_model, _x354)
-    _x1670 = _x0*(5*_x1664**2*(2*_x1664 + 4*np.maximum(kv_lora, _x337)) + 5*_x1665**2*(2*_x1665 + 4*np.maximum(d_model, _x1472)) + 5*_x1666**2*(2*_x1666 + 4*np.maximum(d_model, _x18)) + 5*_x1669**2*_x176*(2*_x1669 + 4*np.maximum(d_model, _x354)) + _x22*(5*_x1667**2*(2*_x1667 + 4*np.maximum(q_lora, _x354)) + 5*_x1668**2*(2*_x1668 + 4*np.maximum(d_model, q_lora)))) + _x174*(10*_x1662**2*(2*_x1662 + 4*np.maximum(d_model, _x370)) + 10*_x1663**2*(2*_x1663 + 4*np.maximum(d_model, _x369)))
-    _x1671 = np.minimum(d_model, shared_ffn)
-    _x1672 = np.minimum(d_model, _x266)
-    _x1673 = np.minimum(d_model, n_experts)
-    _x1674 = np.minimum(d_model, moe_latent)
-    _x1675 = np.minimum(d_model, ffn_hidden)
-    _x1676 = np.minimum(d_model, _x1033)
-    _x1677 = np.minimum(moe_ffn, _x213)
-    _x1678 = np.minimum(_x240, _x213)
-    _x1679 = muon*(_x1509*(_x1514*(_x1190*(_x154*(5*_x1671**2*(2*_x1671 + 4*np.maximum(d_model, shared_ffn)) + 5*_x1672**2*(2*_x1672 + 4*np.maximum(d_model, _x266))) + 5*_x1673**2*(2*_x1673 + 4*np.maximum(d_model, n_experts)) + 10*_x1674**2*_x212*(2*_x1674 + 4*np.maximum(d_model, moe_latent))) + _x1670*attn_frac) + _x1519*(_x1670 + 5*_x1675**2*(2*_x1675 + 4*np.maximum(d_model, ffn_hidden)) + 5*_x1676**2*(2*_x1676 + 4*np.maximum(d_model, _x1033)))) + _x1514*_x1538*_x980*mlp_frac*(5*_x1677**2*(2*_x1677 + 4*np.maximum(moe_ffn, _x213)) + 5*_x1678**2*(2*_x1678 + 4*np.maximum(_x240, _x213))))
-    _x1680 = _x1534 + _x1540
-    _x1681 = muon*t0_gemm_fwd + t0_optim_fwd + np.maximum(0, _x134*_x1679*(d_model + gemm_dhalf)/d_model) + np.maximum(_x1680*_x92*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd, _x98*(12*_x1534 + 12*_x1540)/eta_optim_fwd)
-    _x1682 = _x1607 + _x1661 + _x1681 + _x34 + _x82
-    _x1683 = _x34 + _x52*(_x1101*_x1433 + _x1215*_x1435 + _x1445*_x484)
-    _x1684 = _x153 + 1
-    _x1685 = _x22*t0_gemm_bwd + _x475 + _x859 + (1/2)*_x866 + (1/2)*_x870 + (1/2)*_x874 + (1/2)*_x926 + (1/2)*_x928 + (1/2)*_x930
-    _x1686 = 2*seq_len
-    _x1687 = _x91*seq_len
-    _x1688 = _x304*_x91*n_heads
-    _x1689 = _x174*_x372
-    _x1690 = _x346*seq_len
-    _x1691 = _x1690*_x345
-    _x1692 = _x545*swa_frac
-    _x1693 = _x1692*_x540
-    _x1694 = _x490*_x540*_x561
-    _x1695 = _x494*(_x1686*_x1693 + _x1694*_x884)/_x537
-    _x1696 = _x1695*_x301
-    _x1697 = _x1695*_x488
-    _x1698 = _x1693*_x501*seq_len
-    _x1699 = _x501*_x564
-    _x1700 = _x1694*_x1699
-    _x1701 = _x1696 + _x1697 + _x1698 + _x1700
-    _x1702 = _x1686*_x1689 + _x1686*_x324 + _x1686*_x332 + _x1686*_x470 + _x1688 + _x1691 + _x1701 + _x354*_x359*seq_len
-    _x1703 = _x1687*vocab
-    _x1704 = 4*seq_len
-    _x1705 = _x154*_x1686
-    _x1706 = _x1705*_x251
-    _x1707 = _x1705*_x264
-    _x1708 = _x1686*_x225*(_x149/np.maximum(1, capacity_factor) + _x156)
-    _x1709 = _x1708*_x214
-    _x1710 = _x1704*_x587
-    _x1711 = _x1708*_x241
-    _x1712 = -_x1656
-    _x1713 = mamba_frac*seq_len
-    _x1714 = _x1171*seq_len
-    _x1715 = _x1696*attn_frac + _x1697*attn_frac + _x1698*attn_frac + _x1700*attn_frac
-    _x1716 = global_batch*(_x1703 + _x1712*(_x1136*_x1713*_x91 + 2*_x1141*_x1713 + _x1171*_x1690*_x469 + _x1192*_x1687 + _x1688*attn_frac + _x1689*_x1714 + _x1691*attn_frac + _x1706*mlp_frac + _x1707*mlp_frac + _x1709*mlp_frac + _x1710*mlp_frac + _x1711*mlp_frac + _x1713*(_x1138*mamba_chunk + _x1163) + _x1714*_x178*_x354 + _x1714*_x324 + _x1714*_x332 + _x1715) + dense_layers*(_x1020*_x1686 + _x1033*_x1687 + _x1702) + mtp*(_x104*_x1704 + _x149*_x1687*n_experts + _x1702 + _x1703 + _x1706 + _x1707 + _x1709 + _x1710 + _x1711))
-    _x1717 = 3*_x1716
-    _x1718 = (5/2)*_x886
-    _x1719 = 3*_x502
-    _x1720 = _x1719*_x508
-    _x1721 = _x1719*_x500
-    _x1722 = 6*_x305*_x71*micro_batch*n_heads
-    _x1723 = _x378*_x766
-    _x1724 = 6*_x89
-    _x1725 = _x1724*_x324
-    _x1726 = _x502*_x776
-    _x1727 = _x1726*_x508
-    _x1728 = _x1726*_x500
-    _x1729 = _x682*_x91
-    _x1730 = _x378*_x773
-    _x1731 = _x822*_x89
-    _x1732 = _x1731*_x324
-    _x1733 = 6*_x2
-    _x1734 = _x1733*_x335*_x466
-    _x1735 = _x1724*_x332
-    _x1736 = _x348*_x794
-    _x1737 = _x1731*_x332
-    _x1738 = _x1692*_x501*_x882
-    _x1739 = 6*_x1177
-    _x1740 = _x1733*_x390
-    _x1741 = 7*_x565*_x885
-    _x1742 = _x1738*_x776
-    _x1743 = _x391*_x794
-    _x1744 = _x1699*_x561*_x776*_x885
-    _x1745 = _x1718 + _x1720 + _x1721 + _x1722 + _x1723 + _x1725 + _x1727 + _x1728 + _x1729*_x308 + _x1730*_x259 + _x1732 + _x1734 + _x1735 + _x1736 + _x1737 + _x1738 + _x1739 + _x1740 + _x1741 + _x1742 + 2*_x1743 + _x1744 + _x360*_x794
-    _x1746 = 768*_x136
-    _x1747 = _x258*_x766
-    _x1748 = _x1724*_x964
-    _x1749 = 6*_x232
-    _x1750 = _x260*_x733
-    _x1751 = _x735*_x91
-    _x1752 = _x233*_x727
-    _x1753 = _x271*_x766
-    _x1754 = 6*_x245
-    _x1755 = _x587*_x89
-    _x1756 = 12*_x1755
-    _x1757 = _x272*_x734
-    _x1758 = _x246*_x729
-    _x1759 = 4*_x1755*_x722
-    _x1760 = _x1712*(6*_x1147*_x1153 + _x1148*_x822 + 6*_x1148 + _x1158*_x682 + _x1165*_x682 + _x1165 + _x1171*_x1743 + _x1178*_x794 + _x1183*_x1729 + _x1186*_x1730 + _x1193*_x1751 + _x1365 + _x1718*attn_frac + _x1720*attn_frac + _x1721*attn_frac + _x1722*attn_frac + _x1723*attn_frac + _x1725*attn_frac + _x1727*attn_frac + _x1728*attn_frac + _x1732*attn_frac + _x1734*attn_frac + _x1735*attn_frac + _x1736*attn_frac + _x1737*attn_frac + _x1738*attn_frac + _x1739*attn_frac + _x1740*attn_frac + _x1741*attn_frac + _x1742*attn_frac + _x1744*attn_frac + _x1747*mlp_frac + _x1748*mlp_frac + _x1749*mlp_frac + _x1750*mlp_frac + _x1752*mlp_frac + _x1753*mlp_frac + _x1754*mlp_frac + _x1756*mlp_frac + _x1757*mlp_frac + _x1758*mlp_frac + _x1759*mlp_frac) + _x1746 + dense_layers*(6*_x1028 + _x1029*_x1065 + _x1034*_x766 + _x1040*_x1067 + _x1745) + mtp*(12*_x113 + _x1745 + _x1746 + _x1747 + _x1748 + _x1749 + _x1750 + _x1751*_x294 + _x1752 + _x1753 + _x1754 + _x1756 + _x1757 + _x1758 + _x1759)
-    _x1761 = 2*mtp
-    _x1762 = _x1701*dense_layers + _x1712*_x1715
-    _x1763 = 3*global_batch
-    _x1764 = _x1717 + _x1763*(-_x1701*mtp - _x1762 + _x490*_x537*n_heads*(_x1171*n_layers + _x1761) + d_model*seq_len*(_x1761 + 2)*(_x129*tp - vocab))
-    _x1765 = _x14*dense_layers
-    _x1766 = np.maximum(0, _x9)
-    _x1767 = np.where(_x30, _x1766*_x76, _x76)
-    _x1768 = _x1767 + np.where(_x30, _x158*_x1766, _x158)
-    _x1769 = _x1768*seq_par
-    _x1770 = np.where(_x30, _x1766*_x183, _x183)
-    _x1771 = seq_par*(_x1767 + _x1770)
-    _x1772 = np.where(_x30, _x169*_x1766, _x169)
-    _x1773 = _x1079*_x1772
-    _x1774 = _x1769 + _x1771 + _x1773
-    _x1775 = _x14*_x1712
-    _x1776 = _x1772*_x56
-    _x1777 = _x1771 + _x1776
-    _x1778 = _x1777*attn_frac
-    _x1779 = _x1769 + _x1776
-    _x1780 = _x1779*mamba_frac
-    _x1781 = _x1111*_x1779
-    _x1782 = _x1778 + _x1780 + _x1781
-    _x1783 = _x1775*_x995/_x210
-    _x1784 = _x1267*_x1783
-    _x1785 = np.where(_x637, _x636*np.maximum(0, _x632), _x636)
-    _x1786 = _x5/tp**2
-    _x1787 = _x1786*_x31
-    _x1788 = np.where(_x30, _x1787*_x60, 0)
-    _x1789 = _x1787*_x59
-    _x1790 = _x1788 + np.where(_x30, _x1789*tg_in, 0)
-    _x1791 = _x1790*seq_par
-    _x1792 = np.where(_x30, _x1786*_x182*_x73, 0)
-    _x1793 = seq_par*(_x1788 + _x1792)
-    _x1794 = np.where(_x30, _x12*_x1786*_x60, 0)
-    _x1795 = _x1079*_x1794
-    _x1796 = _x1791 + _x1793 + _x1795
-    _x1797 = _x1794*_x56
-    _x1798 = _x1793 + _x1797
-    _x1799 = _x1798*attn_frac
-    _x1800 = _x1791 + _x1797
-    _x1801 = _x1800*mamba_frac
-    _x1802 = _x1111*_x1800
-    _x1803 = _x1799 + _x1801 + _x1802
-    _x1804 = np.where(_x637, _x636*np.maximum(0, _x631), 0)
-    _x1805 = _x52*(_x1765*_x1796 + _x1775*_x1803 + _x1784*_x1804)
-    _x1806 = np.where(_x30, _x1766*_x191, _x191)
-    _x1807 = _x1777*_x193 + tp_async*(_x56*np.where(_x30, _x1766*_x201, _x201) + seq_par*(_x1770 + _x1806 + np.where(_x30, _x1766*_x198, _x198)))
-    _x1808 = _x1779*_x193 + tp_async*(_x1776 + seq_par*(_x1768 + _x1806))
-    _x1809 = rc_full + 1
-    _x1810 = _x1784*_x1809
-    _x1811 = _x1786*_x196
-    _x1812 = np.where(_x30, _x1789*tg_out, 0)
-    _x1813 = _x1798*_x193 + tp_async*(_x56*np.where(_x30, _x1811*_x200, 0) + seq_par*(_x1792 + _x1812 + np.where(_x30, _x181*_x1811, 0)))
-    _x1814 = _x1800*_x193 + tp_async*(_x1797 + seq_par*(_x1790 + _x1812))
-    _x1815 = _x52*(_x1765*(_x1684*_x1796 - _x1791 - _x1793 - _x1795 + _x1813 + _x1814) + _x1775*(_x1111*_x1814 + _x1684*_x1803 - _x1799 - _x1801 - _x1802 + _x1813*attn_frac + _x1814*mamba_frac) + _x1804*_x1810)
-    _x1816 = global_batch*seq_len
-    _x1817 = _x1547*_x1816*_x538*_x571*act_bytes*(_x1765 + _x1775*attn_frac)
-    _x1818 = _x1817*_x576
-    _x1819 = _x1817*_x210
-    _x1820 = _x1819*_x576
-    _x1821 = _x1190*_x1783*_x52
-    _x1822 = _x1821*(np.maximum(0, _x621) + np.maximum(0, _x626))
-    _x1823 = _x1821*(np.maximum(0, _x624) + np.maximum(0, _x627))
-    _x1824 = _x1809*_x1822
-    _x1825 = _x14*_x52
-    _x1826 = _x1825*(interleave*pp - 1)
-    _x1827 = _x1826*_x36
-    _x1828 = _x1788*_x67 + _x61*_x65
-    _x1829 = _x1827*_x1828 + _x1827*(_x1767*_x67 + _x61*_x64)
-    _x1830 = _x1573*z_os
-    _x1831 = np.maximum(0, _x1551)
-    _x1832 = _x1477*n_experts
-    _x1833 = _x1190*_x1832
-    _x1834 = _x1547*_x1775*_x1833
-    _x1835 = _x1564*_x1834
-    _x1836 = np.maximum(0, _x1466)
-    _x1837 = _x1712*_x1833
-    _x1838 = _x1476 + _x1479
-    _x1839 = _x1832 + _x1838
-    _x1840 = _x1473 + _x23
-    _x1841 = _x1522 + _x1524 + _x1840*attn_frac
-    _x1842 = d_model*vocab
-    _x1843 = _x1526 + _x1529 + _x1842*(2 - tied)
-    _x1844 = _x1843 + dense_layers*(_x1470 + _x1520 + _x1840)
-    _x1845 = _x1712*(_x1839*mlp_frac + _x1841) + _x1844
-    _x1846 = _x14*_x2*(-_x1837 + _x1845)
-    _x1847 = _x1846*pg_bytes
-    _x1848 = _x1468*_x1847
-    _x1849 = _x149*np.where(_x1556, _x1831*_x1835, _x1835) + np.where(_x1486, _x1836*_x1848, _x1848)
-    _x1850 = _x1456*z_param
-    _x1851 = np.maximum(0, _x1549)
-    _x1852 = 1/(cp**2*dp**2)
-    _x1853 = _x1462*_x1467*dp_rep**2
-    _x1854 = _x149*np.where(_x1556, _x1835*_x1851, 0) + np.where(_x1486, _x1847*_x1852*_x1853, 0)
-    _x1855 = _x1830*_x1854 + _x1850*_x1854
-    _x1856 = _x1553*_x1834
-    _x1857 = np.where(_x1556, _x1831*_x1856, _x1856)
-    _x1858 = _x1846*grad_bytes
-    _x1859 = _x1502*_x1858
-    _x1860 = _x1468*_x1858
-    _x1861 = np.where(_x1486, _x1836*_x1860, _x1860) + np.where(_x1505, _x1859*np.maximum(0, _x1499), _x1859)
-    _x1862 = _x1509*_x1535*_x1846 + _x1515*_x1535*_x1538*_x1775
-    _x1863 = _x1862*dualpipe
-    _x1864 = _x1573*_x1583
-    _x1865 = _x1590*_x1858
-    _x1866 = _x1594*_x1834
-    _x1867 = _x1596*_x1862
-    _x1868 = np.where(_x1556, _x1851*_x1856, 0)
-    _x1869 = _x1852*_x1858
-    _x1870 = np.where(_x1505, _x1497*_x1859, 0) + np.where(_x1486, _x1853*_x1869, 0)
-    _x1871 = _x1864*(_x149*(_x1584*np.where(_x1556, _x1851*_x1866, 0) + _x1868*z_os) + _x1584*np.where(_x1570, _x1585*_x1589*_x1869, 0) + _x1867*_x45 + _x1870*z_os) + z_param*(-_x1456*_x1854 + _x1456*(_x149*_x1868 + _x1870) + _x1563*_x1854 + _x1863*_x45)
-    _x1872 = _x117*_x14*_x1547
-    _x1873 = _x1682**(-1.0)
-    _x1874 = _x525*_x84*z_param*np.maximum(_x1521*np.minimum(1, dense_layers), _x1525)
-    _x1875 = _x1461**(-z_param)
-    _x1876 = _x1537**(-z_param)
-    _x1877 = _x36*z_param
-    _x1878 = _x1532*_x1877
-    _x1879 = _x1878*act_bytes + act_bytes*(_x1533*_x1875 + _x1539*_x1876)
-    _x1880 = _x1461**(-z_grad)
-    _x1881 = _x1537**(-z_grad)
-    _x1882 = _x1878*grad_bytes + grad_bytes*(_x1533*_x1880 + _x1539*_x1881)
-    _x1883 = _x1509*_x1531*(-opt_bytes + opt_bytes_emb)
-    _x1884 = _x1680*opt_bytes + _x1883
-    _x1885 = _x1620 + _x1622
-    _x1886 = _x1623 + _x1625 + _x1626
-    _x1887 = -_x1061*(_x1023*_x1617 + _x1628) - _x1627 - _x1631 + _x1634 + _x1885*_x2 + _x1886*_x88 + _x2*(_x1617*_x57*ffn_hidden*micro_batch*seq_len - _x1620)
-    _x1888 = (rc_any + rc_op)*np.maximum(_x1887, _x1635)
-    _x1889 = _x1616*_x1887 + _x1636 + rc_op*(_x1615 + _x196*(_x1022 + _x1613 + _x754 + _x95 + d_model*gated))
-    _x1890 = _x1430*_x1889
-    _x1891 = np.minimum(np.minimum(dense_layers, offload_layers), _x16)
-    _x1892 = mtp*(_x1636 + 5*_x705 + (1 - rc_full)*(-_x1630 - _x1631 + _x1632*_x1633*_x2*_x490*_x494*_x57*micro_batch*n_heads + _x1885*_x2 + _x1886*_x88))
-    _x1893 = gpipe - 1
-    _x1894 = _x52*gpipe
-    _x1895 = _x1576*(-_x1439 - _x1893)*(_x15*_x1578*_x35 + 1) + _x1650*(2*pp + 1) + _x1894 + dualpipe*(pp + 1)
-    _x1896 = _x131*(_x738*ce_eager + act_bytes*(1 - ce_eager) + (act_bytes*ce_compiled + f32_bytes*(1 - ce_compiled))*(_x1894 - gpipe + 1))
-    _x1897 = (_x1896 + _x705)*(mtp + 1)
-    _x1898 = _x1440*_x1892 + _x1442*_x1897 + _x1888 + _x1895*(_x1510*(_x1637*(_x1411 + _x1412 + _x1413 + _x1414) + _x1889*(_x1409 + _x1410)) + _x1511*(_x1637*(-_x1430 + _x16) + _x1890 - _x84*(_x1637*(-_x1891 + offload_layers) + _x1889*_x1891)) + _x1892*_x84)
-    _x1899 = _x1874 + _x1879 + _x1882 + _x1884 + _x1898
-    _x1900 = _x1430*_x84
-    _x1901 = _x16 - _x1900
-    _x1902 = _x1511*(_x1515*_x1901 + _x1517)
-    _x1903 = 2*layout_mid_dense
-    _x1904 = -_x1903 + 2*layout_mid
-    _x1905 = _x1510*_x1515*_x1904
-    _x1906 = _x1510*(_x1521*_x1903 + _x1525*_x1904) + _x1511*(_x130*_x1530*_x36*np.minimum(1, mtp) + _x1521*_x1900 + _x1525*_x1901 + _x1528 - _x1529*_x36 + _x1531)
-    _x1907 = -_x1902 - _x1905 + _x1906
-    _x1908 = _x1902 + _x1905
-    _x1909 = _x1877*_x1906
-    _x1910 = _x1909*act_bytes + act_bytes*(_x1875*_x1907 + _x1876*_x1908)
-    _x1911 = _x1909*grad_bytes + grad_bytes*(_x1880*_x1907 + _x1881*_x1908)
-    _x1912 = _x1883 + opt_bytes*(_x1509*_x1907 + _x1538*_x1908)
-    _x1913 = np.minimum(offload_layers, _x1900)
-    _x1914 = _x1510*(_x1888 + _x1895*(_x1416*_x1637 + _x1889*layout_mid_dense)) + _x1511*(_x1888 + _x1897 + (-_x1893*np.minimum(_x52, _x13*(_x1575*pp + 1)) + _x1894)*(_x1637*_x1901 + _x1890*_x84 + _x1892 - _x84*(_x1637*(-_x1913 + offload_layers) + _x1889*_x1913)))
-    _x1915 = _x1874 + _x1910 + _x1911 + _x1912 + _x1914
-    _x1916 = _x1510*_x1915 + _x1577*_x1915 + _x1899*(_x1439 - _x1510)
-    _x1917 = np.maximum(_x1899, _x1916)
-    _x1918 = np.where((_x1899 < _x1916), 1, 0)
-    _x1919 = 1 - _x1918
-    _x1920 = _x1917*alloc_frag
-    _x1921 = nccl_comm_bytes*(_x149*_x1557 + _x1506 + _x1592 + _x32) + nccl_peer_bytes*(_x149*_x610 + _x54 + 2*np.minimum(1, _x571))
+    _x1577 = _x1439 - 1
+    _x1578 = -_x1577
+    _x1579 = np.minimum(1, _x1575)
+    _x1580 = _x1578*_x1579*_x36
+    _x1581 = _x1580*(_x13*(_x1575*_x1576 + 1) - 1) + 1
+    _x1582 = _x13*_x1580
+    _x1583 = z_grad*(_x49*_x50*global_batch - 1)
+    _x1584 = _x1583 + 1
+    _x1585 = 1 - z_os
+    _x1586 = np.ceil(_x1459*_x62)
+    _x1587 = -1 + _x62/_x1586
+    _x1588 = _x1463*_x1586
+    _x1589 = _x1587*_x1588
+    _x1590 = 2*_x62 - 2
+    _x1591 = _x1463*_x1590
+    _x1592 = _x1559*_x1591
+    _x1593 = np.minimum(1, _x62 - 1)
+    _x1594 = _x1536*_x63 - 2
+    _x1595 = _x1594*grad_bytes
+    _x1596 = _x1554*_x1595
+    _x1597 = dualpipe/_x1584
+    _x1598 = _x149*(_x1558*z_os + _x1585*np.where(_x1556, _x1545*_x27 + _x1550*_x28 + _x1596*np.maximum(_x1*_x1549, _x1551*_x7) + _x25, _x1557*call_ar_intra + _x1594*alpha_ar_intra + _x1596*_x7)) + _x1542*_x1597 + _x1562*z_os + _x1585*np.where(_x1570, _x1587*_x28 + _x1592*np.maximum(_x1*_x1588, _x1589*_x7) + _x25 + _x27*(_x1586 - 1), _x1590*alpha_ar_intra + _x1592*_x7 + _x1593*call_ar_intra)
+    _x1599 = _x1584*_x1598
+    _x1600 = _x1070*_x1433
+    _x1601 = _x1327*_x1435
+    _x1602 = _x1445*_x825
+    _x1603 = _x1600 + _x1601 + _x1602
+    _x1604 = _x1078*_x996 + _x1100 + _x994
+    _x1605 = _x1399*_x1435 + _x1433*_x1604 + _x1445*_x999
+    _x1606 = _x1453 + _x1603 + _x1605
+    _x1607 = fsdp_copy*z_param
+    _x1608 = _x1573*(_x1567*_x1572*z_os + _x1584*_x1598*(1 - ov_dp) + ov_ag*np.maximum(np.maximum(-_x1447*_x1581 + _x1574, _x1567*_x1571*z_os), _x1582*(-_x1447 + _x1567*z_os)) + ov_dp*np.maximum(np.maximum(_x1599 - _x1606*(_x1581 + _x1583), _x1571*_x1584*_x1598), _x1582*(_x1584*_x1598 - _x1606))) + _x1607*(_x1607*t0_elem_fwd + np.maximum(0, _x124*_x1532*(_x1456*(act_bytes + grad_bytes) + act_bytes*(4*_x1455 + _x54)))) + z_param*(_x1508 + _x1569*_x1572 + ov_ag*np.maximum(-_x1454*_x52 + _x1569, _x1569*_x1571))
+    _x1609 = np.minimum(d_model, _x370)
+    _x1610 = np.minimum(d_model, _x369)
+    _x1611 = np.minimum(kv_lora, _x337)
+    _x1612 = np.minimum(d_model, _x1472)
+    _x1613 = np.minimum(d_model, _x18)
+    _x1614 = np.minimum(q_lora, _x354)
+    _x1615 = np.minimum(d_model, q_lora)
+    _x1616 = np.minimum(d_model, _x354)
+    _x1617 = _x0*(5*_x1611**2*(2*_x1611 + 4*np.maximum(kv_lora, _x337)) + 5*_x1612**2*(2*_x1612 + 4*np.maximum(d_model, _x1472)) + 5*_x1613**2*(2*_x1613 + 4*np.maximum(d_model, _x18)) + 5*_x1616**2*_x176*(2*_x1616 + 4*np.maximum(d_model, _x354)) + _x22*(5*_x1614**2*(2*_x1614 + 4*np.maximum(q_lora, _x354)) + 5*_x1615**2*(2*_x1615 + 4*np.maximum(d_model, q_lora)))) + _x174*(10*_x1609**2*(2*_x1609 + 4*np.maximum(d_model, _x370)) + 10*_x1610**2*(2*_x1610 + 4*np.maximum(d_model, _x369)))
+    _x1618 = np.minimum(d_model, shared_ffn)
+    _x1619 = np.minimum(d_model, _x266)
+    _x1620 = np.minimum(d_model, n_experts)
+    _x1621 = np.minimum(d_model, moe_latent)
+    _x1622 = np.minimum(d_model, ffn_hidden)
+    _x1623 = np.minimum(d_model, _x1033)
+    _x1624 = np.minimum(moe_ffn, _x213)
+    _x1625 = np.minimum(_x240, _x213)
+    _x1626 = muon*(_x1509*(_x1514*(_x1190*(_x154*(5*_x1618**2*(2*_x1618 + 4*np.maximum(d_model, shared_ffn)) + 5*_x1619**2*(2*_x1619 + 4*np.maximum(d_model, _x266))) + 5*_x1620**2*(2*_x1620 + 4*np.maximum(d_model, n_experts)) + 10*_x1621**2*_x212*(2*_x1621 + 4*np.maximum(d_model, moe_latent))) + _x1617*attn_frac) + _x1519*(_x1617 + 5*_x1622**2*(2*_x1622 + 4*np.maximum(d_model, ffn_hidden)) + 5*_x1623**2*(2*_x1623 + 4*np.maximum(d_model, _x1033)))) + _x1514*_x1538*_x980*mlp_frac*(5*_x1624**2*(2*_x1624 + 4*np.maximum(moe_ffn, _x213)) + 5*_x1625**2*(2*_x1625 + 4*np.maximum(_x240, _x213))))
+    _x1627 = _x1534 + _x1540
+    _x1628 = muon*t0_gemm_fwd + t0_optim_fwd + np.maximum(0, _x134*_x1626*(d_model + gemm_dhalf)/d_model) + np.maximum(_x1627*_x92*(act_bytes + 2*grad_bytes + 2*opt_bytes)/mu_optim_fwd, _x98*(12*_x1534 + 12*_x1540)/eta_optim_fwd)
+    _x1629 = 1 - graph_full
+    _x1630 = _x1629*host_mb
+    _x1631 = np.minimum(1, offload_layers)
+    _x1632 = np.minimum(1, _x16 - offload_layers - 1)
+    _x1633 = _x16 - 2
+    _x1634 = _x2*_x91*seq_par + _x310
+    _x1635 = d_model*mlp_frac
+    _x1636 = _x790*f32_bytes
+    _x1637 = 1 - _x682
+    _x1638 = _x239*act_bytes + gin_bytes
+    _x1639 = _x1638*_x73
+    _x1640 = _x1639*shared_ffn
+    _x1641 = _x1639*_x225*moe_ffn + _x1640
+    _x1642 = act_bytes*(_x498 + _x538)
+    _x1643 = _x73*(_x1642 + _x302*gin_bytes + _x488*_x751*act_bytes*(_x536 + n_heads))
+    _x1644 = _x59*(_x525 + 2*_x817 + 2*gin_bytes)
+    _x1645 = (1/2)*_x1644
+    _x1646 = _x0*_x196*(_x344 + _x359 + qk_rope)
+    _x1647 = _x212*_x525*_x73*moe_latent
+    _x1648 = _x525*_x684
+    _x1649 = _x96*gin_bytes
+    _x1650 = _x1649*rcm_norm
+    _x1651 = _x1061*_x215*(_x1639*_x223 + _x1649) + _x149*rc_sel*(_x1650 + _x2*(1 - rcm_moe)*(_x1640*rcm_shared + _x226*gin_bytes*moe_ffn*rcm_moe_act) + rcm_moe*(_x1641*_x2 + _x1648))
+    _x1652 = _x782*(_x1650 + rcm_mla_up*(_x0*_x90*(_x178 + kv_lora) + _x112*_x1642))
+    _x1653 = 1 - _x775
+    _x1654 = act_bytes + dropout*(act_bytes + mask_bytes)
+    _x1655 = _x1653*_x1654*_x527
+    _x1656 = -_x1651*mlp_frac - _x1652*attn_frac + _x1655*attn_frac + _x2*(_x1369*(5*_x1136 + _x1139) + _x1641*mlp_frac + _x1643*attn_frac) + _x88*(_x107*_x1289 + attn_frac*(_x1645 + _x1646) + mlp_frac*(_x1645 + _x1647))
+    _x1657 = _x705*rc_full
+    _x1658 = _x1637*_x1656 + _x1657 + rc_op*(_x1636*attn_frac + _x196*(_x1192 + _x1257*_x215 + _x1271*_x267*gated + _x1303 + _x1523*_x95 + _x155*_x1635*_x731 + _x1634*attn_frac + _x1635*_x724))
+    _x1659 = _x1658*offload_layers/host_link_bw
+    _x1660 = _x1659*(1 - _x1632)
+    _x1661 = _x1631*(_x1632*np.maximum(0, -_x1391*_x1633 + _x1659) + _x1660)
+    _x1662 = _x1631*(_x1632*np.maximum(0, -_x1394*_x1633 + _x1659) + _x1660)
+    _x1663 = _x1661 + _x1662
+    _x1664 = _x1630 + _x1663
+    _x1665 = host_emb + host_head
+    _x1666 = -_x1441
+    _x1667 = _x1429*np.maximum(0, -_x1437*_x1446 - _x1437*_x1452 + _x1437*_x1629*(_x1442*_x1665 + _x1666*(_x1443*host_head + _x1444*host_emb))) + pp_layout*np.maximum(0, -_x1424 - _x1448 + _x1629*(_x1420*(_x147*_x1665 + _x83*(_x84*host_head + host_emb)) + _x1423*(_x84*host_emb + host_head)))
+    _x1668 = _x1000*_x1445 + _x1107*_x1433 + _x1400*_x1435 + _x1667
+    _x1669 = _x1102*_x1433 + _x1386*_x1435 + _x1445*_x973 + _x1664 + _x1668
+    _x1670 = _x1454 + _x1603 + _x1669
+    _x1671 = zb1p + zb2p
+    _x1672 = (3/2)*t0_gemm_bwd
+    _x1673 = _x22*t0_gemm_bwd + _x475 + _x859 + (1/2)*_x866 + (1/2)*_x870 + (1/2)*_x874 + (1/2)*_x926 + (1/2)*_x928 + (1/2)*_x930
+    _x1674 = _x1433*((1/2)*_x1032 + (1/2)*_x1044 + _x1095 + _x1672 + _x1673) + _x1435*(_x0*_x1330 + _x1234 + _x1235 + (1/2)*_x1238 + (1/2)*_x1241 + (1/2)*_x1245 + (1/2)*_x1248 + (1/2)*_x1249 + (1/2)*_x1250 + (1/2)*_x1251 + (1/2)*_x1252 + _x1270*_x931 + _x1330*_x22 + _x1332*_x211 + (1/2)*_x1335 + (1/2)*_x1338 + (1/2)*_x1341 + (1/2)*_x1344 + (1/2)*_x1347 + (1/2)*_x1350 + (1/2)*_x1353 + (1/2)*_x1356 + (1/2)*_x1359 + (1/2)*_x1362 + (1/2)*_x1366 + (1/2)*_x1372 + (1/2)*_x1373 + (1/2)*_x1374 + (1/2)*_x1375 + (1/2)*_x1376 + (1/2)*_x1377 + (1/2)*_x1378 + (1/2)*_x1379 + (1/2)*_x1380 + (1/2)*_x1381 + _x1387*_x849 + _x1387*_x860 + _x1387*t0_gemm_bwd + _x1672*mamba_frac + _x414*mlp_frac + _x426*mlp_frac) + _x1445*(_x149*_x445 + _x1673 + _x211*_x931 + _x414 + (1/2)*_x421 + (1/2)*_x424 + _x426 + (1/2)*_x430 + (1/2)*_x432 + _x445 + _x586 + _x589 + (1/2)*_x596 + (1/2)*_x599 + (1/2)*_x601 + (1/2)*_x603 + (1/2)*_x937 + (1/2)*_x966)
+    _x1675 = _x36*pp_layout
+    _x1676 = _x1415 + _x1417
+    _x1677 = -n_layers
+    _x1678 = _x1677 + dense_layers
+    _x1679 = _x16 + _x1677
+    _x1680 = np.maximum(0, -_x1679 - np.maximum(0, -_x1435 - _x1678))
+    _x1681 = _x1429*_x1443 + _x1436*pp_layout
+    _x1682 = _x13*(_x1429*_x36*(_x1108*_x1680 + _x1401*(-_x1679 - _x1680)) + _x1664*_x35 + _x1675*(-_x1402*_x1408*_x1419 + _x1402 - _x1406*_x1421*_x1422 + _x1406 - _x1425*_x1676 + _x1676*(pp - 2))) + _x36*(_x1429*_x1666*(_x1018*(1 - _x1681) + _x1403*_x1681) + _x1675*(-_x1018*_x1421*_x1422 + _x1018 - _x1403*_x1420 + _x1403))
+    _x1683 = (1/2)*dualpipev
+    _x1684 = (387420489/65536)*_x0**3*_x174*_x176*_x21*_x450*_x454*_x458*_x462*_x464*_x468*_x472*_x474*_x866*_x870*_x874*_x926*_x928*_x930*t0_gemm_bwd**4
+    _x1685 = _x1671*np.maximum(0, -_x1674*_x35*(2*zb1p + 3*zb2p) + _x1682) + _x1682*(-_x1577 - _x1671) + (_x1683*_x35 + dualpipe*((1/2)*pp - 1))*(-729/32*_x1032*_x1043*_x1044*_x1045*_x1433*_x1684*t0_gemm_bwd - _x1435*((3/2)*_x0*_x176*attn_frac*t0_gemm_bwd + 3*_x0*_x21*attn_frac*t0_gemm_bwd + 3*_x0*attn_frac*t0_gemm_bwd + 3*_x1234 + 3*_x1235 + (3/2)*_x1238 + (3/2)*_x1241 + (3/2)*_x1245 + (3/2)*_x1248 + (3/2)*_x1249 + (3/2)*_x1250 + (3/2)*_x1251 + (3/2)*_x1252 + (3/2)*_x1335 + (3/2)*_x1338 + (3/2)*_x1341 + (3/2)*_x1344 + (3/2)*_x1347 + (3/2)*_x1350 + (3/2)*_x1353 + (3/2)*_x1356 + (3/2)*_x1359 + (3/2)*_x1362 + (3/2)*_x1366 + (3/2)*_x1372 + (3/2)*_x1373 + (3/2)*_x1374 + (3/2)*_x1375 + (3/2)*_x1376 + (3/2)*_x1377 + (3/2)*_x1378 + (3/2)*_x1379 + (3/2)*_x1380 + (3/2)*_x1381 + 3*_x149*_x211*mlp_frac*t0_gemm_bwd + (3/2)*_x149*mlp_frac*t0_gemm_bwd + 3*_x154*mlp_frac*t0_gemm_bwd + (3/2)*_x174*attn_frac*t0_gemm_bwd + 3*_x284*mlp_frac*t0_gemm_bwd + (3/2)*attn_frac*t0_gemm_bwd + (9/2)*mamba_frac*t0_gemm_bwd) + 2*_x1438*_x1452 - 43046721/2048*_x1445*_x149**2*_x154*_x1672*_x1684*_x211*_x284*_x421*_x424*_x430*_x432*_x586*_x589*_x596*_x599*_x601*_x603*_x937*_x966*t0_gemm_bwd**4 + _x1447 + 2*_x1448*pp_layout + 2*_x1449 + 2*_x1450 + 2*_x1451 + 2*_x1600 + 2*_x1601 + 2*_x1602 + _x1605 + _x1669)
+    _x1686 = _x1670*_x52 + _x1685
+    _x1687 = _x1608 + _x1628 + _x1686 + _x34 + _x82
+    _x1688 = _x34 + _x52*(_x1101*_x1433 + _x1215*_x1435 + _x1445*_x484)
+    _x1689 = _x153 + 1
+    _x1690 = 2*seq_len
+    _x1691 = _x91*seq_len
+    _x1692 = _x304*_x91*n_heads
+    _x1693 = _x174*_x372
+    _x1694 = _x346*seq_len
+    _x1695 = _x1694*_x345
+    _x1696 = _x545*swa_frac
+    _x1697 = _x1696*_x540
+    _x1698 = _x490*_x540*_x561
+    _x1699 = _x494*(_x1690*_x1697 + _x1698*_x884)/_x537
+    _x1700 = _x1699*_x301
+    _x1701 = _x1699*_x488
+    _x1702 = _x1697*_x501*seq_len
+    _x1703 = _x501*_x564
+    _x1704 = _x1698*_x1703
+    _x1705 = _x1700 + _x1701 + _x1702 + _x1704
+    _x1706 = _x1690*_x1693 + _x1690*_x324 + _x1690*_x332 + _x1690*_x470 + _x1692 + _x1695 + _x1705 + _x354*_x359*seq_len
+    _x1707 = _x1691*vocab
+    _x1708 = 4*seq_len
+    _x1709 = _x154*_x1690
+    _x1710 = _x1709*_x251
+    _x1711 = _x1709*_x264
+    _x1712 = _x1690*_x225*(_x149/np.maximum(1, capacity_factor) + _x156)
+    _x1713 = _x1712*_x214
+    _x1714 = _x1708*_x587
+    _x1715 = _x1712*_x241
+    _x1716 = -_x1678
+    _x1717 = mamba_frac*seq_len
+    _x1718 = _x1171*seq_len
+    _x1719 = _x1700*attn_frac + _x1701*attn_frac + _x1702*attn_frac + _x1704*attn_frac
+    _x1720 = global_batch*(_x1707 + _x1716*(_x1136*_x1717*_x91 + 2*_x1141*_x1717 + _x1171*_x1694*_x469 + _x1192*_x1691 + _x1692*attn_frac + _x1693*_x1718 + _x1695*attn_frac + _x1710*mlp_frac + _x1711*mlp_frac + _x1713*mlp_frac + _x1714*mlp_frac + _x1715*mlp_frac + _x1717*(_x1138*mamba_chunk + _x1163) + _x1718*_x178*_x354 + _x1718*_x324 + _x1718*_x332 + _x1719) + dense_layers*(_x1020*_x1690 + _x1033*_x1691 + _x1706) + mtp*(_x104*_x1708 + _x149*_x1691*n_experts + _x1706 + _x1707 + _x1710 + _x1711 + _x1713 + _x1714 + _x1715))
+    _x1721 = 3*_x1720
+    _x1722 = (5/2)*_x886
+    _x1723 = 3*_x502
+    _x1724 = _x1723*_x508
+    _x1725 = _x1723*_x500
+    _x1726 = 6*_x305*_x71*micro_batch*n_heads
+    _x1727 = _x378*_x766
+    _x1728 = 6*_x89
+    _x1729 = _x1728*_x324
+    _x1730 = _x502*_x776
+    _x1731 = _x1730*_x508
+    _x1732 = _x1730*_x500
+    _x1733 = _x682*_x91
+    _x1734 = _x378*_x773
+    _x1735 = _x822*_x89
+    _x1736 = _x1735*_x324
+    _x1737 = 6*_x2
+    _x1738 = _x1737*_x335*_x466
+    _x1739 = _x1728*_x332
+    _x1740 = _x348*_x794
+    _x1741 = _x1735*_x332
+    _x1742 = _x1696*_x501*_x882
+    _x1743 = 6*_x1177
+    _x1744 = _x1737*_x390
+    _x1745 = 7*_x565*_x885
+    _x1746 = _x1742*_x776
+    _x1747 = _x391*_x794
+    _x1748 = _x1703*_x561*_x776*_x885
+    _x1749 = _x1722 + _x1724 + _x1725 + _x1726 + _x1727 + _x1729 + _x1731 + _x1732 + _x1733*_x308 + _x1734*_x259 + _x1736 + _x1738 + _x1739 + _x1740 + _x1741 + _x1742 + _x1743 + _x1744 + _x1745 + _x1746 + 2*_x1747 + _x1748 + _x360*_x794
+    _x1750 = 768*_x136
+    _x1751 = _x258*_x766
+    _x1752 = _x1728*_x964
+    _x1753 = 6*_x232
+    _x1754 = _x260*_x733
+    _x1755 = _x735*_x91
+    _x1756 = _x233*_x727
+    _x1757 = _x271*_x766
+    _x1758 = 6*_x245
+    _x1759 = _x587*_x89
+    _x1760 = 12*_x1759
+    _x1761 = _x272*_x734
+    _x1762 = _x246*_x729
+    _x1763 = 4*_x1759*_x722
+    _x1764 = _x1716*(6*_x1147*_x1153 + _x1148*_x822 + 6*_x1148 + _x1158*_x682 + _x1165*_x682 + _x1165 + _x1171*_x1747 + _x1178*_x794 + _x1183*_x1733 + _x1186*_x1734 + _x1193*_x1755 + _x1365 + _x1722*attn_frac + _x1724*attn_frac + _x1725*attn_frac + _x1726*attn_frac + _x1727*attn_frac + _x1729*attn_frac + _x1731*attn_frac + _x1732*attn_frac + _x1736*attn_frac + _x1738*attn_frac + _x1739*attn_frac + _x1740*attn_frac + _x1741*attn_frac + _x1742*attn_frac + _x1743*attn_frac + _x1744*attn_frac + _x1745*attn_frac + _x1746*attn_frac + _x1748*attn_frac + _x1751*mlp_frac + _x1752*mlp_frac + _x1753*mlp_frac + _x1754*mlp_frac + _x1756*mlp_frac + _x1757*mlp_frac + _x1758*mlp_frac + _x1760*mlp_frac + _x1761*mlp_frac + _x1762*mlp_frac + _x1763*mlp_frac) + _x1750 + dense_layers*(6*_x1028 + _x1029*_x1065 + _x1034*_x766 + _x1040*_x1067 + _x1749) + mtp*(12*_x113 + _x1749 + _x1750 + _x1751 + _x1752 + _x1753 + _x1754 + _x1755*_x294 + _x1756 + _x1757 + _x1758 + _x1760 + _x1761 + _x1762 + _x1763)
+    _x1765 = 2*mtp
+    _x1766 = _x1705*dense_layers + _x1716*_x1719
+    _x1767 = 3*global_batch
+    _x1768 = _x1721 + _x1767*(-_x1705*mtp - _x1766 + _x490*_x537*n_heads*(_x1171*n_layers + _x1765) + d_model*seq_len*(_x1765 + 2)*(_x129*tp - vocab))
+    _x1769 = _x14*dense_layers
+    _x1770 = np.maximum(0, _x9)
+    _x1771 = np.where(_x30, _x1770*_x76, _x76)
+    _x1772 = _x1771 + np.where(_x30, _x158*_x1770, _x158)
+    _x1773 = _x1772*seq_par
+    _x1774 = np.where(_x30, _x1770*_x183, _x183)
+    _x1775 = seq_par*(_x1771 + _x1774)
+    _x1776 = np.where(_x30, _x169*_x1770, _x169)
+    _x1777 = _x1079*_x1776
+    _x1778 = _x1773 + _x1775 + _x1777
+    _x1779 = _x14*_x1716
+    _x1780 = _x1776*_x56
+    _x1781 = _x1775 + _x1780
+    _x1782 = _x1781*attn_frac
+    _x1783 = _x1773 + _x1780
+    _x1784 = _x1783*mamba_frac
+    _x1785 = _x1111*_x1783
+    _x1786 = _x1782 + _x1784 + _x1785
+    _x1787 = _x1779*_x995/_x210
+    _x1788 = _x1267*_x1787
+    _x1789 = np.where(_x637, _x636*np.maximum(0, _x632), _x636)
+    _x1790 = _x5/tp**2
+    _x1791 = _x1790*_x31
+    _x1792 = np.where(_x30, _x1791*_x60, 0)
+    _x1793 = _x1791*_x59
+    _x1794 = _x1792 + np.where(_x30, _x1793*tg_in, 0)
+    _x1795 = _x1794*seq_par
+    _x1796 = np.where(_x30, _x1790*_x182*_x73, 0)
+    _x1797 = seq_par*(_x1792 + _x1796)
+    _x1798 = np.where(_x30, _x12*_x1790*_x60, 0)
+    _x1799 = _x1079*_x1798
+    _x1800 = _x1795 + _x1797 + _x1799
+    _x1801 = _x1798*_x56
+    _x1802 = _x1797 + _x1801
+    _x1803 = _x1802*attn_frac
+    _x1804 = _x1795 + _x1801
+    _x1805 = _x1804*mamba_frac
+    _x1806 = _x1111*_x1804
+    _x1807 = _x1803 + _x1805 + _x1806
+    _x1808 = np.where(_x637, _x636*np.maximum(0, _x631), 0)
+    _x1809 = _x52*(_x1769*_x1800 + _x1779*_x1807 + _x1788*_x1808)
+    _x1810 = np.where(_x30, _x1770*_x191, _x191)
+    _x1811 = _x1781*_x193 + tp_async*(_x56*np.where(_x30, _x1770*_x201, _x201) + seq_par*(_x1774 + _x1810 + np.where(_x30, _x1770*_x198, _x198)))
+    _x1812 = _x1783*_x193 + tp_async*(_x1780 + seq_par*(_x1772 + _x1810))
+    _x1813 = rc_full + 1
+    _x1814 = _x1788*_x1813
+    _x1815 = _x1790*_x196
+    _x1816 = np.where(_x30, _x1793*tg_out, 0)
+    _x1817 = _x1802*_x193 + tp_async*(_x56*np.where(_x30, _x1815*_x200, 0) + seq_par*(_x1796 + _x1816 + np.where(_x30, _x181*_x1815, 0)))
+    _x1818 = _x1804*_x193 + tp_async*(_x1801 + seq_par*(_x1794 + _x1816))
+    _x1819 = _x52*(_x1769*(_x1689*_x1800 - _x1795 - _x1797 - _x1799 + _x1817 + _x1818) + _x1779*(_x1111*_x1818 + _x1689*_x1807 - _x1803 - _x1805 - _x1806 + _x1817*attn_frac + _x1818*mamba_frac) + _x1808*_x1814)
+    _x1820 = global_batch*seq_len
+    _x1821 = _x1547*_x1820*_x538*_x571*act_bytes*(_x1769 + _x1779*attn_frac)
+    _x1822 = _x1821*_x576
+    _x1823 = _x1821*_x210
+    _x1824 = _x1823*_x576
+    _x1825 = _x1190*_x1787*_x52
+    _x1826 = _x1825*(np.maximum(0, _x621) + np.maximum(0, _x626))
+    _x1827 = _x1825*(np.maximum(0, _x624) + np.maximum(0, _x627))
+    _x1828 = _x1813*_x1826
+    _x1829 = _x14*_x52
+    _x1830 = _x1829*(interleave*pp - 1)
+    _x1831 = _x1830*_x36
+    _x1832 = _x1792*_x67 + _x61*_x65
+    _x1833 = _x1831*_x1832 + _x1831*(_x1771*_x67 + _x61*_x64)
+    _x1834 = _x1573*z_os
+    _x1835 = np.maximum(0, _x1551)
+    _x1836 = _x1477*n_experts
+    _x1837 = _x1190*_x1836
+    _x1838 = _x1547*_x1779*_x1837
+    _x1839 = _x1564*_x1838
+    _x1840 = np.maximum(0, _x1466)
+    _x1841 = _x1716*_x1837
+    _x1842 = _x1476 + _x1479
+    _x1843 = _x1836 + _x1842
+    _x1844 = _x1473 + _x23
+    _x1845 = _x1522 + _x1524 + _x1844*attn_frac
+    _x1846 = d_model*vocab
+    _x1847 = _x1526 + _x1529 + _x1846*(2 - tied)
+    _x1848 = _x1847 + dense_layers*(_x1470 + _x1520 + _x1844)
+    _x1849 = _x1716*(_x1843*mlp_frac + _x1845) + _x1848
+    _x1850 = _x14*_x2*(-_x1841 + _x1849)
+    _x1851 = _x1850*pg_bytes
+    _x1852 = _x1468*_x1851
+    _x1853 = _x149*np.where(_x1556, _x1835*_x1839, _x1839) + np.where(_x1486, _x1840*_x1852, _x1852)
+    _x1854 = _x1456*z_param
+    _x1855 = np.maximum(0, _x1549)
+    _x1856 = 1/(cp**2*dp**2)
+    _x1857 = _x1462*_x1467*dp_rep**2
+    _x1858 = _x149*np.where(_x1556, _x1839*_x1855, 0) + np.where(_x1486, _x1851*_x1856*_x1857, 0)
+    _x1859 = _x1834*_x1858 + _x1854*_x1858
+    _x1860 = _x1553*_x1838
+    _x1861 = np.where(_x1556, _x1835*_x1860, _x1860)
+    _x1862 = _x1850*grad_bytes
+    _x1863 = _x1502*_x1862
+    _x1864 = _x1468*_x1862
+    _x1865 = np.where(_x1486, _x1840*_x1864, _x1864) + np.where(_x1505, _x1863*np.maximum(0, _x1499), _x1863)
+    _x1866 = _x1509*_x1535*_x1850 + _x1515*_x1535*_x1538*_x1779
+    _x1867 = _x1866*dualpipe
+    _x1868 = _x1573*_x1584
+    _x1869 = _x1591*_x1862
+    _x1870 = _x1595*_x1838
+    _x1871 = _x1597*_x1866
+    _x1872 = np.where(_x1556, _x1855*_x1860, 0)
+    _x1873 = _x1856*_x1862
+    _x1874 = np.where(_x1505, _x1497*_x1863, 0) + np.where(_x1486, _x1857*_x1873, 0)
+    _x1875 = _x1868*(_x149*(_x1585*np.where(_x1556, _x1855*_x1870, 0) + _x1872*z_os) + _x1585*np.where(_x1570, _x1586*_x1590*_x1873, 0) + _x1871*_x45 + _x1874*z_os) + z_param*(-_x1456*_x1858 + _x1456*(_x149*_x1872 + _x1874) + _x1563*_x1858 + _x1867*_x45)
+    _x1876 = _x117*_x14*_x1547
+    _x1877 = _x1687**(-1.0)
+    _x1878 = _x525*_x84*z_param*np.maximum(_x1521*np.minimum(1, dense_layers), _x1525)
+    _x1879 = _x1461**(-z_param)
+    _x1880 = _x1537**(-z_param)
+    _x1881 = _x36*z_param
+    _x1882 = _x1532*_x1881
+    _x1883 = _x1882*act_bytes + act_bytes*(_x1533*_x1879 + _x1539*_x1880)
+    _x1884 = _x1461**(-z_grad)
+    _x1885 = _x1537**(-z_grad)
+    _x1886 = _x1882*grad_bytes + grad_bytes*(_x1533*_x1884 + _x1539*_x1885)
+    _x1887 = _x1509*_x1531*(-opt_bytes + opt_bytes_emb)
+    _x1888 = _x1627*opt_bytes + _x1887
+    _x1889 = _x1641 + _x1643
+    _x1890 = _x1644 + _x1646 + _x1647
+    _x1891 = -_x1061*(_x1023*_x1638 + _x1649) - _x1648 - _x1652 + _x1655 + _x1889*_x2 + _x1890*_x88 + _x2*(_x1638*_x57*ffn_hidden*micro_batch*seq_len - _x1641)
+    _x1892 = (rc_any + rc_op)*np.maximum(_x1891, _x1656)
+    _x1893 = _x1637*_x1891 + _x1657 + rc_op*(_x1636 + _x196*(_x1022 + _x1634 + _x754 + _x95 + d_model*gated))
+    _x1894 = _x1430*_x1893
+    _x1895 = np.minimum(np.minimum(dense_layers, offload_layers), _x16)
+    _x1896 = mtp*(_x1657 + 5*_x705 + (1 - rc_full)*(-_x1651 - _x1652 + _x1653*_x1654*_x2*_x490*_x494*_x57*micro_batch*n_heads + _x1889*_x2 + _x1890*_x88))
+    _x1897 = 2*pp
+    _x1898 = gpipe - 1
+    _x1899 = _x52*gpipe
+    _x1900 = _x1576*(-_x1439 - _x1898)*(_x15*_x1579*_x35 + 1) + _x1683*(_x1897 + 1) + _x1899 + dualpipe*(pp + 1) + zb2p*(-_x1576 + np.minimum(_x1897 - 1, _x52))
+    _x1901 = _x131*(_x738*ce_eager + act_bytes*(1 - ce_eager) + (act_bytes*ce_compiled + f32_bytes*(1 - ce_compiled))*(_x1899 - gpipe + 1))
+    _x1902 = (_x1901 + _x705)*(mtp + 1)
+    _x1903 = _x1440*_x1896 + _x1442*_x1902 + _x1892 + _x1900*(_x1510*(_x1658*(_x1411 + _x1412 + _x1413 + _x1414) + _x1893*(_x1409 + _x1410)) + _x1511*(_x1658*(-_x1430 + _x16) + _x1894 - _x84*(_x1658*(-_x1895 + offload_layers) + _x1893*_x1895)) + _x1896*_x84)
+    _x1904 = _x1878 + _x1883 + _x1886 + _x1888 + _x1903
+    _x1905 = _x1430*_x84
+    _x1906 = _x16 - _x1905
+    _x1907 = _x1511*(_x1515*_x1906 + _x1517)
+    _x1908 = 2*layout_mid_dense
+    _x1909 = -_x1908 + 2*layout_mid
+    _x1910 = _x1510*_x1515*_x1909
+    _x1911 = _x1510*(_x1521*_x1908 + _x1525*_x1909) + _x1511*(_x130*_x1530*_x36*np.minimum(1, mtp) + _x1521*_x1905 + _x1525*_x1906 + _x1528 - _x1529*_x36 + _x1531)
+    _x1912 = -_x1907 - _x1910 + _x1911
+    _x1913 = _x1907 + _x1910
+    _x1914 = _x1881*_x1911
+    _x1915 = _x1914*act_bytes + act_bytes*(_x1879*_x1912 + _x1880*_x1913)
+    _x1916 = _x1914*grad_bytes + grad_bytes*(_x1884*_x1912 + _x1885*_x1913)
+    _x1917 = _x1887 + opt_bytes*(_x1509*_x1912 + _x1538*_x1913)
+    _x1918 = np.minimum(offload_layers, _x1905)
+    _x1919 = _x1510*(_x1892 + _x1900*(_x1416*_x1658 + _x1893*layout_mid_dense)) + _x1511*(_x1892 + _x1902 + (-_x1898*np.minimum(_x52, _x13*(_x1575*pp + 1)) + _x1899)*(_x1658*_x1906 + _x1894*_x84 + _x1896 - _x84*(_x1658*(-_x1918 + offload_layers) + _x1893*_x1918)))
+    _x1920 = _x1878 + _x1915 + _x1916 + _x1917 + _x1919
+    _x1921 = _x1510*_x1920 + _x1578*_x1920 + _x1904*(_x1439 - _x1510)
+    _x1922 = np.maximum(_x1904, _x1921)
+    _x1923 = np.where((_x1904 < _x1921), 1, 0)
+    _x1924 = 1 - _x1923
+    _x1925 = _x1922*alloc_frag
+    _x1926 = nccl_comm_bytes*(_x149*_x1557 + _x1506 + _x1593 + _x32) + nccl_peer_bytes*(_x149*_x610 + _x54 + 2*np.minimum(1, _x571))
     return {
-        'step_time': _x1682,
+        'step_time': _x1687,
         't_forward': _x1447*_x52,
         't_backward': _x1453*_x52,
-        't_recompute': _x1602*_x52,
-        't_tp_comm': _x1683,
+        't_recompute': _x1603*_x52,
+        't_tp_comm': _x1688,
         't_cp_comm': _x52*(_x1231*_x1435 + _x1433*_x582 + _x1445*_x582),
         't_ep_comm': _x52*(_x1078*_x1433 + _x1384*_x1435 + _x1445*_x971),
-        't_host_overhead': _x52*(_x1609 + _x1647),
-        't_offload': _x1642*_x52,
-        't_pp_bubble': _x1660,
+        't_host_overhead': _x52*(_x1630 + _x1668),
+        't_offload': _x1663*_x52,
+        't_pp_bubble': _x1685,
         't_pp_comm': _x82,
-        't_dp_comm': _x1607,
-        't_optimizer': _x1681,
-        'tp_comm_total': _x34 + _x52*(_x1433*(_x1081*_x1684 + _x1089) + _x1435*(_x1113*_x1684 + _x1115) + _x1445*(_x1684*_x187 + _x205)),
-        'dp_comm_total': _x1568*z_param + _x1573*(_x1574 + _x1598),
-        'tp_comm': _x1683,
-        'dp_comm': _x1607,
+        't_dp_comm': _x1608,
+        't_optimizer': _x1628,
+        'tp_comm_total': _x34 + _x52*(_x1433*(_x1081*_x1689 + _x1089) + _x1435*(_x1113*_x1689 + _x1115) + _x1445*(_x1689*_x187 + _x205)),
+        'dp_comm_total': _x1568*z_param + _x1573*(_x1574 + _x1599),
+        'tp_comm': _x1688,
+        'dp_comm': _x1608,
         'pp_bubble': _x35/_x53,
         'pp_bubble_ratio': _x13*_x35*dp*micro_batch/global_batch,
-        'pp_bubble_share': _x1660/_x1661,
+        'pp_bubble_share': _x1685/_x1686,
         'micro_batches': _x52,
-        't_microbatch_stage': _x1649,
-        't_stage_wgrad': _x1433*((1/2)*_x1032 + (1/2)*_x1044 + _x1095 + _x1652 + _x1685) + _x1435*(_x0*_x1330 + _x1234 + _x1235 + (1/2)*_x1238 + (1/2)*_x1241 + (1/2)*_x1245 + (1/2)*_x1248 + (1/2)*_x1249 + (1/2)*_x1250 + (1/2)*_x1251 + (1/2)*_x1252 + _x1270*_x931 + _x1330*_x22 + _x1332*_x211 + (1/2)*_x1335 + (1/2)*_x1338 + (1/2)*_x1341 + (1/2)*_x1344 + (1/2)*_x1347 + (1/2)*_x1350 + (1/2)*_x1353 + (1/2)*_x1356 + (1/2)*_x1359 + (1/2)*_x1362 + (1/2)*_x1366 + (1/2)*_x1372 + (1/2)*_x1373 + (1/2)*_x1374 + (1/2)*_x1375 + (1/2)*_x1376 + (1/2)*_x1377 + (1/2)*_x1378 + (1/2)*_x1379 + (1/2)*_x1380 + (1/2)*_x1381 + _x1387*_x849 + _x1387*_x860 + _x1387*t0_gemm_bwd + _x1652*mamba_frac + _x414*mlp_frac + _x426*mlp_frac) + _x1445*(_x149*_x445 + _x1685 + _x211*_x931 + _x414 + (1/2)*_x421 + (1/2)*_x424 + _x426 + (1/2)*_x430 + (1/2)*_x432 + _x445 + _x586 + _x589 + (1/2)*_x596 + (1/2)*_x599 + (1/2)*_x601 + (1/2)*_x603 + (1/2)*_x937 + (1/2)*_x966),
+        't_microbatch_stage': _x1670,
+        't_stage_wgrad': _x1674,
         't_layer_fwd': _x1391,
         't_layer_bwd': _x1394,
         't_layer_recompute': _x1327,
@@ -2217,7 +2224,7 @@ def evaluate(x):
         't_dense_layer_tp_comm': _x1101,
         't_dense_layer_cp_comm': _x582,
         't_dense_layer_ep_comm': _x1078,
-        't_dense_layer_comm_bwd': _x1603,
+        't_dense_layer_comm_bwd': _x1604,
         't_dense_layer_host': _x1107,
         'stage_layers': _x1433 + _x1435,
         'stage_dense_layers': _x1433,
@@ -2227,36 +2234,36 @@ def evaluate(x):
         't_embed_bwd': _x1009,
         't_head_fwd': _x146,
         't_head_bwd': _x1017,
-        'head_stage_heavier': _x1659,
-        't_edge_host': _x1646,
-        't_microbatch_host': _x1609,
-        't_offload_fwd': _x1640,
-        't_offload_bwd': _x1641,
+        'head_stage_heavier': _x1681,
+        't_edge_host': _x1667,
+        't_microbatch_host': _x1630,
+        't_offload_fwd': _x1661,
+        't_offload_bwd': _x1662,
         't_pp_send_recv': _x48*_x81,
         't_embedding_grad_reduce': _x47,
-        'flops': _x1717,
-        'hardware_flops': _x1760*_x41*_x51,
-        'flops_megatron': _x1764,
-        'bytes_tp_fwd': _x1805 + _x52*(_x1765*_x1774 + _x1775*_x1782 + _x1784*_x1785),
-        'bytes_tp_bwd': _x1815 + _x52*(_x1765*(_x1684*_x1774 - _x1769 - _x1771 - _x1773 + _x1807 + _x1808) + _x1775*(_x1111*_x1808 + _x1684*_x1782 - _x1778 - _x1780 - _x1781 + _x1807*attn_frac + _x1808*mamba_frac) + _x1785*_x1810),
-        'bytes_tp_inter': _x1805 + _x1815,
-        'bytes_cp_fwd': _x1817*_x575 + _x1818,
-        'bytes_cp_bwd': _x1819*_x575 + _x1820,
-        'bytes_cp_inter': _x1818 + _x1820,
-        'bytes_ep_fwd': _x1822 + _x1823,
-        'bytes_ep_bwd': _x1809*_x1823 + _x1824,
-        'bytes_ep_inter': _x1822 + _x1824,
-        'bytes_pp_fwd': _x1829,
-        'bytes_pp_bwd': _x1829,
-        'bytes_pp_inter': _x1826*_x1828*_x54,
-        'bytes_dp_fwd': _x1830*_x1849 + _x1849*_x1850 + _x1855,
-        'bytes_dp_bwd': _x1864*(_x149*(_x1584*np.where(_x1556, _x1831*_x1866, _x1866) + _x1857*z_os) + _x1584*np.where(_x1570, _x1865*np.maximum(0, _x1588), _x1865) + _x1861*z_os + _x1867*_x44) + _x1871 + z_param*(-_x1456*_x1849 + _x1456*(_x149*_x1857 + _x1861) + _x1563*_x1849 + _x1863*_x44),
-        'bytes_dp_inter': _x1855 + _x1871,
-        'flops_forward': _x1716,
-        'flops_backward': 2*_x1716,
-        'flops_attention': _x1762*_x1763,
-        'flops_lm_head': 6*_x1816*_x1842,
-        'flops_optimizer_rank': _x1679,
+        'flops': _x1721,
+        'hardware_flops': _x1764*_x41*_x51,
+        'flops_megatron': _x1768,
+        'bytes_tp_fwd': _x1809 + _x52*(_x1769*_x1778 + _x1779*_x1786 + _x1788*_x1789),
+        'bytes_tp_bwd': _x1819 + _x52*(_x1769*(_x1689*_x1778 - _x1773 - _x1775 - _x1777 + _x1811 + _x1812) + _x1779*(_x1111*_x1812 + _x1689*_x1786 - _x1782 - _x1784 - _x1785 + _x1811*attn_frac + _x1812*mamba_frac) + _x1789*_x1814),
+        'bytes_tp_inter': _x1809 + _x1819,
+        'bytes_cp_fwd': _x1821*_x575 + _x1822,
+        'bytes_cp_bwd': _x1823*_x575 + _x1824,
+        'bytes_cp_inter': _x1822 + _x1824,
+        'bytes_ep_fwd': _x1826 + _x1827,
+        'bytes_ep_bwd': _x1813*_x1827 + _x1828,
+        'bytes_ep_inter': _x1826 + _x1828,
+        'bytes_pp_fwd': _x1833,
+        'bytes_pp_bwd': _x1833,
+        'bytes_pp_inter': _x1830*_x1832*_x54,
+        'bytes_dp_fwd': _x1834*_x1853 + _x1853*_x1854 + _x1859,
+        'bytes_dp_bwd': _x1868*(_x149*(_x1585*np.where(_x1556, _x1835*_x1870, _x1870) + _x1861*z_os) + _x1585*np.where(_x1570, _x1869*np.maximum(0, _x1589), _x1869) + _x1865*z_os + _x1871*_x44) + _x1875 + z_param*(-_x1456*_x1853 + _x1456*(_x149*_x1861 + _x1865) + _x1563*_x1853 + _x1867*_x44),
+        'bytes_dp_inter': _x1859 + _x1875,
+        'flops_forward': _x1720,
+        'flops_backward': 2*_x1720,
+        'flops_attention': _x1766*_x1767,
+        'flops_lm_head': 6*_x1820*_x1846,
+        'flops_optimizer_rank': _x1626,
         'gemm_qkv_proj_flops': _x1187,
         'gemm_qkv_proj_bytes': _x1216*_x376,
         'gemm_qkv_proj_dmin': _x379,
@@ -2273,28 +2280,28 @@ def evaluate(x):
         'gemm_lm_head_bytes': _x132,
         'gemm_lm_head_dmin': _x135,
         'n_gpus': _x43,
-        'mfu': _x1717*_x1872*_x1873,
-        'mfu_megatron': _x1764*_x1872*_x1873,
-        'hfu': _x117*_x1760*_x1825*_x1873,
-        'tokens_per_s': _x1816*_x1873,
-        'memory': _x1917,
-        'mem_weights': _x1879*_x1919 + _x1910*_x1918,
-        'mem_gradients': _x1882*_x1919 + _x1911*_x1918,
-        'mem_optimizer': _x1884*_x1919 + _x1912*_x1918,
-        'mem_activations': _x1874 + _x1898*_x1919 + _x1914*_x1918,
-        'mem_logits': _x1896,
-        'mem_first_stage': _x1899,
-        'mem_last_stage': _x1916,
-        'mem_reserve': _x1920 + _x1921 + cuda_context,
+        'mfu': _x1721*_x1876*_x1877,
+        'mfu_megatron': _x1768*_x1876*_x1877,
+        'hfu': _x117*_x1764*_x1829*_x1877,
+        'tokens_per_s': _x1820*_x1877,
+        'memory': _x1922,
+        'mem_weights': _x1883*_x1924 + _x1915*_x1923,
+        'mem_gradients': _x1886*_x1924 + _x1916*_x1923,
+        'mem_optimizer': _x1888*_x1924 + _x1917*_x1923,
+        'mem_activations': _x1878 + _x1903*_x1924 + _x1919*_x1923,
+        'mem_logits': _x1901,
+        'mem_first_stage': _x1904,
+        'mem_last_stage': _x1921,
+        'mem_reserve': _x1925 + _x1926 + cuda_context,
         'mem_cuda_context': cuda_context,
-        'mem_nccl': _x1921,
-        'mem_fragmentation': _x1920,
-        'params': _x1845,
-        'active_params': _x1712*(_x1841 + mlp_frac*(_x1477*top_k + _x1838)) + _x1844,
+        'mem_nccl': _x1926,
+        'mem_fragmentation': _x1925,
+        'params': _x1849,
+        'active_params': _x1716*(_x1845 + mlp_frac*(_x1477*top_k + _x1842)) + _x1848,
         'params_rank': _x1532,
-        'params_embedding': _x1843,
-        'params_expert': _x1837,
-        'params_mtp': mtp*(_x105 + _x1527 + _x1839 + _x1840),
+        'params_embedding': _x1847,
+        'params_expert': _x1841,
+        'params_mtp': mtp*(_x105 + _x1527 + _x1843 + _x1844),
     }
 
-SOURCE_DIGEST = 'a703cb4a9c2adf25'
+SOURCE_DIGEST = '48b108d96b58c8b7'

@@ -137,6 +137,7 @@ def layout_inputs(tp, pp, dp, cp, ep, micro_batch, global_batch, interleave, seq
             "seq_par": f((np.asarray(sequence_parallel) != 0) & (tp > 1)),
             "rc_full": f(recompute == 2), "rc_any": f(recompute == 2), "rc_sel": f((recompute == 1) | (recompute >= len(RECOMPUTE))), "rc_op": f(recompute == 3), "gpipe": f((schedule == "gpipe") & (np.asarray(pp) > 1)),
             "dualpipev": f(schedule == "dualpipev"), "dualpipe": f(schedule == "dualpipe"),
+            "zb1p": f((schedule == "zb1p") & (np.asarray(pp) > 1)), "zb2p": f((schedule == "zb2p") & (np.asarray(pp) > 1)),
             "z_os": f(zero >= 1), "z_grad": f(zero >= 2), "z_param": f(zero >= 3),
             "gpu_z": f(slowest_z(np.asarray(tp) * np.asarray(pp) * np.asarray(dp) * np.asarray(cp))),
             **pipeline_layout_inputs(stages)}

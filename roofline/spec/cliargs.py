@@ -156,7 +156,8 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
     for name, dest, typ, hlp in PLAN_FLAGS:
         flag(g, name, dest=dest, type=typ, help=hlp)
     flag(g, "schedule", choices=SCHEDULES, help="pipeline schedule (default: the stack's for an unstated one: 1f1b, interleaved where "
-         "v > 1; dualpipe under hai-llm, gpipe under maxtext)")
+         "v > 1; dualpipe under hai-llm, gpipe under maxtext, zb1p under zero-bubble; zb1p / zb2p: the zero-bubble "
+         "schedules, weight gradients deferred into the bubble, one stage per rank)")
     flag(g, "sequence-parallel", dest="sequence_parallel", action="store_true", default=None,
          help="Megatron sequence parallelism (norms and dropout split over TP; all-gather/reduce-scatter "
               "instead of all-reduce); default: the stack's, only with tp > 1")

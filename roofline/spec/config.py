@@ -50,7 +50,10 @@ RECOMPUTE = ("none", "selective", "full", "op")
 # first and the last), forward and backward chunks of different micro-batches paired (formulas/pipeline.py); and
 # DualPipe, the bidirectional original (deepseek-ai/DualPipe dualpipe/dualpipe.py; DeepSeek-V3 report sec 3.2.1):
 # each rank holds two stages, i and p-1-i, and half the micro-batches enter at each end
-SCHEDULES = ("1f1b", "interleaved", "gpipe", "dualpipev", "dualpipe")
+# each rank holds two stages, i and p-1-i, and half the micro-batches enter at each end; and the zero-bubble ZB1P and
+# ZB2P (Qi et al. 2024, arXiv:2401.10241; sail-sg/zero-bubble-pipeline-parallelism --enable-zero-bubble, pending
+# backwards p or 2p): the weight gradients deferred into the bubble, one stage per rank (formulas/pipeline.py)
+SCHEDULES = ("1f1b", "interleaved", "gpipe", "dualpipev", "dualpipe", "zb1p", "zb2p")
 DTYPES = PRECISION_NAMES                # roofline/base/precision.py: bf16, fp16, fp32 and the FP8/FP4 recipes
 # MoE token dispatchers: NCCL all-to-all (Megatron-Core --moe-token-dispatcher-type alltoall), or the flex dispatcher's
 # deduplicating backends, once per destination rank and node (--moe-flex-dispatcher-backend deepep | hybridep;
@@ -257,7 +260,7 @@ class Plan:
     micro_batch: int = 1
     global_batch: int | None = None     # None: micro_batch * dp (one micro-batch per step)
     interleave: int = 1
-    schedule: str = "1f1b"              # 1f1b | interleaved (interleave > 1) | gpipe | dualpipev (interleave 2) | dualpipe
+    schedule: str = "1f1b"              # 1f1b | interleaved (interleave > 1) | gpipe | dualpipev (interleave 2) | dualpipe | zb1p | zb2p
     sequence_parallel: bool = False
     recompute: str = "none"
     sharding: str = "none"              # none | distributed (= zero1) | zero2 | zero3 | fsdp
@@ -764,6 +767,11 @@ RULES: tuple[Rule, ...] = (
          "allow uneven stages with --uneven-stages", ("pp", "interleave", "uneven_stages", "pipeline_layout")),
     Rule(lambda m, p: (p.interleave <= 1) | (p.schedule != "gpipe"),
          "interleave > 1 needs the interleaved 1F1B schedule, not gpipe", ("interleave", "schedule")),
+    # ZB1P / ZB2P as sail-sg's --enable-zero-bubble runs them: one stage per rank (its ZB-V, two chunks in a V, and
+    # torch's interleaved ZB1P are not modelled)
+    Rule(lambda m, p: ((p.pp > 1) & (p.interleave <= 1)) | ((p.schedule != "zb1p") & (p.schedule != "zb2p")),
+         "the {p.schedule} zero-bubble schedule is a pipeline of one stage per rank: it needs pp > 1 and interleave 1, "
+         "got pp {p.pp} and interleave {p.interleave}", ("schedule", "pp", "interleave")),
     # DualPipeV (deepseek-ai/DualPipe dualpipe/dualpipev.py DualPipeV.step: two chunks per rank in a V,
     # "assert num_chunks >= num_ranks * 2"; torch.distributed.pipelining ScheduleDualPipeV: two stages per rank)
     Rule(lambda m, p: (p.schedule != "dualpipev") | ((p.pp > 1) & (p.interleave == 2)),

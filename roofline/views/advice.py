@@ -101,6 +101,7 @@ def warnings_for(pred) -> list[str]:
     elif p.pp > 1 and pred.bubble_fraction > BUBBLE_LIMIT:
         how = (f"DualPipeV with p={p.pp}, m={mb}" if p.schedule == "dualpipev"
                else f"DualPipe with p={p.pp}, m={mb}" if p.schedule == "dualpipe"
+               else f"{p.schedule.upper()} with p={p.pp}, m={mb}" if p.schedule in ("zb1p", "zb2p")
                else f"(p-1)/(v m) with p={p.pp}, v={p.interleave}, m={mb}")
         out.append(f"pipeline bubble {100 * pred.bubble_fraction:.0f} % of the ideal time ({how}) is above "
                    f"{100 * BUBBLE_LIMIT:.0f} %: more micro-batches, interleaving or a smaller pp help")

@@ -699,7 +699,7 @@ def _setup(args) -> _Setup:
     if framework:
         args.framework = None
     schedule = args.schedule if args.schedule in PINNED_SCHEDULES else None
-    if schedule in ("dualpipev", "dualpipe"):
+    if schedule in ("dualpipev", "dualpipe", "zb1p", "zb2p"):
         # the base plan is a template at pp 1, where DualPipe(V) cannot run: each enumerated plan takes the schedule
         args.schedule = None
     # --dp-replicas R pins the HSDP replica count of every plan (space.with_replicas keeps the plans R divides); the

@@ -124,8 +124,8 @@ class _Rows:
 
 
 # pinned schedules (--schedule): the interleave each one runs (gpipe 1, dualpipev its two chunks per rank, dualpipe
-# one stage per direction)
-PINNED_SCHEDULES = {"gpipe": 1, "dualpipev": 2, "dualpipe": 1}
+# one stage per direction, the zero-bubble ZB1P / ZB2P one stage per rank)
+PINNED_SCHEDULES = {"gpipe": 1, "dualpipev": 2, "dualpipe": 1, "zb1p": 1, "zb2p": 1}
 
 
 def _schedule(v, schedule: str | None):

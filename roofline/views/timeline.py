@@ -189,10 +189,12 @@ class Event:
 
 
 def replayable(plan) -> None:
-    """InputError (one line) for a schedule the replay does not draw: DualPipeV and DualPipe."""
-    if plan.schedule in ("dualpipev", "dualpipe"):
+    """InputError (one line) for a schedule the replay does not draw: DualPipeV, DualPipe and the zero-bubble ZB1P /
+    ZB2P (their split backward)."""
+    if plan.schedule in ("dualpipev", "dualpipe", "zb1p", "zb2p"):
         from ..base.errors import InputError
-        name = {"dualpipev": "DualPipeV's V", "dualpipe": "DualPipe's two directions"}[plan.schedule]
+        name = {"dualpipev": "DualPipeV's V", "dualpipe": "DualPipe's two directions",
+                "zb1p": "ZB1P's split backward", "zb2p": "ZB2P's split backward"}[plan.schedule]
         raise InputError(f"timeline: the replay draws 1F1B, interleaved 1F1B and GPipe; {name} of paired forward "
                          "and backward chunks is not drawn (its step time and bubble are in the table)")
 

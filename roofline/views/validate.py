@@ -174,12 +174,23 @@ def _number(v: str, col: str) -> float:
     (1536.0, 5.39, 0.85)
     >>> _number("42.5 %", "measured_mfu"), _number("0.425", "measured_mfu")
     (0.425, 0.425)
+
+    A count with a magnitude suffix: a context length or a batch as papers write them, in powers of two ('8K' context
+    is 8192, Llama 3's '128K' 131072; a '1.5K' batch 1536), a rate or any other count in powers of ten ('3.2k'
+    tokens/s is 3200; '1.2M tokens/s').
+
+    >>> _number("8K", "seq_len"), _number("1.5k", "global_batch"), _number("3.2k", "tokens_per_s_per_gpu")
+    (8192.0, 1536.0, 3200.0)
     """
     t = v.strip().lstrip("~≈").strip()
     if col in FRACTIONS and t.endswith("%"):
         return float(t[:-1].strip()) / 100
     if re.fullmatch(r"\d{1,3}([, _]\d{3})+(\.\d+)?", t):
         t = re.sub(r"[, _]", "", t)
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kKmMgG])", t)
+    if m and not col.endswith("time_s"):
+        base = 1024 if col in BINARY_COUNTS else 1000
+        return float(m.group(1)) * base ** ("kmg".index(m.group(2).lower()) + 1)
     scale = 1.0
     if col.endswith("_s"):
         m = re.fullmatch(r"(.+?)\s*(ms|s|sec|secs|seconds)", t)
@@ -197,6 +208,12 @@ MISSING = frozenset(x.lower() for x in (
     "NaN", "None", "n/a", "nan", "null",
     "-", "--", "\u2013", "\u2014", "?", "unknown", "not stated", "not reported", "n.r.", "n/r", "tbd"))
 FRACTIONS = ("measured_mfu",)     # number columns that hold a fraction (a cell may write it as a percentage)
+# counts whose magnitude suffix is a power of two: context lengths ("8K" = 8192) and batches ("1.5K" = 1536)
+BINARY_COUNTS = ("seq_len", "global_batch", "micro_batch")
+# a global_batch cell in tokens ("4M tokens", Llama 2's; "16M tokens", Llama 3's; a bare "4M", millions being a token
+# count): tokens / seq_len sequences, read
+# once the row's seq_len is known (read: the row's own; build_case: the preset's or the stack's)
+BATCH_TOKENS = "_batch_tokens"
 UNREADABLE = "_unreadable"      # row key: why a number cell of the row could not be read (build_case skips the row)
 
 
@@ -314,6 +331,17 @@ def read(path, require: tuple = ()) -> list[dict]:
             elif bare:
                 row["gpu_id"], row[GPU_BARE] = bare
         bad = []
+        # (a batch of millions is a token count however written: Llama 2's "4M", GPT-3's "3.2M")
+        tokens = re.fullmatch(r"~?\s*(\d+(?:\.\d+)?)\s*(?:([kKmMgG]?)\s*tok(?:en)?s?|([mMgG]))",
+                              re.sub(r"(?<=\d)[,_ ](?=\d{3}\b)", "", row.get("global_batch", "")))
+        if tokens:
+            # tokens per step: decimal and binary readings of the suffix, the one a whole number of sequences
+            # takes (build_case: batch_from_tokens)
+            suffix = tokens.group(2) or tokens.group(3)
+            k = "kmg".index(suffix.lower()) + 1 if suffix else 0
+            row[BATCH_TOKENS] = (float(tokens.group(1)) * 1000 ** k, float(tokens.group(1)) * 1024 ** k,
+                                 row["global_batch"])
+            row["global_batch"] = ""
         for col in INTS + FLOATS:
             v = row.get(col, "")
             if v == "" or v.lower() in MISSING:
@@ -712,16 +740,19 @@ def schedule_from_text(text: str) -> str | None:
     """The pipeline schedule a row's lower-cased settings or notes name (torchtitan pipeline_parallel_schedule
     "Interleaved1F1B", "1F1B", "GPipe", "DualPipeV"; Megatron's "interleaved schedule"; DeepSeek's "DualPipe"), or None.
 
-    Zero-bubble schedules (Qi et al. 2024, ICLR, "Zero Bubble Pipeline Parallelism": ZB-H1, ZB-H2, ZB-1p, ZB-2p; ZB-V;
-    torch.distributed.pipelining ScheduleZBVZeroBubble / ScheduleInterleavedZeroBubble, torchtitan's "ZBVZeroBubble")
-    are 'zero-bubble', which no stack here prices (_plan_fields notes it and prices the row as 1F1B).
+    Zero-bubble schedules (Qi et al. 2024, ICLR, "Zero Bubble Pipeline Parallelism"): ZB-H1 / ZB-1p and a bare "zero
+    bubble" are 'zb1p' (the memory of 1F1B), ZB-H2 / ZB-2p 'zb2p', ZB-V (sail-sg --zero-bubble-v-schedule;
+    torch.distributed.pipelining ScheduleZBVZeroBubble, torchtitan's "ZBVZeroBubble") 'zbv', which is not modelled
+    (_plan_fields prices it as 1F1B, noted).
 
     >>> [schedule_from_text(t) for t in ("pp interleaved 1f1b + asynctp", "fsdp + pp 1f1b", "interleaved1f1b", "gpipe",
     ...                                  "dualpipev", "pp 16 (dualpipe)", "torch.compile", "1f1b-i schedule",
-    ...                                  "zb-1p schedule", "zbvzerobubble")]
-    ['interleaved', '1f1b', 'interleaved', 'gpipe', 'dualpipev', 'dualpipe', None, 'interleaved', 'zero-bubble', 'zero-bubble']
+    ...                                  "zb-1p schedule", "zbvzerobubble", "zb-h2", "16-way zero-bubble pipeline")]
+    ['interleaved', '1f1b', 'interleaved', 'gpipe', 'dualpipev', 'dualpipe', None, 'interleaved', 'zb1p', 'zbv', 'zb2p', 'zb1p']
     """
-    for pattern, name in ((r"zero[- ]?bubble|\bzb[- ]?(?:h[12]|[12]p|v)\b|\bzbv", "zero-bubble"),
+    for pattern, name in ((r"\bzb[- ]?v\b|\bzbv|zero[- ]?bubble[- ]?v\b|zero[- ]bubble v[- ]schedule", "zbv"),
+                          (r"\bzb[- ]?(?:h2|2p)\b", "zb2p"),
+                          (r"zero[- ]?bubble|\bzb[- ]?(?:h1|1p)\b|\bzbpp\b", "zb1p"),
                           (r"interleaved[ -]?1f1b|1f1b[- ]?(?:i\b|interleaved)|interleaved (?:pipeline )?schedule|"
                            r"virtual pipeline", "interleaved"),
                           (r"dual[- ]?pipe[- ]?v", "dualpipev"), (r"dual[- ]?pipe\b", "dualpipe"),
@@ -763,10 +794,16 @@ def _plan_fields(row: dict) -> dict:
     text = f"{row.get('notes', '')} {row.get('settings', '')}".lower()
     # a recompute column stating recomputation of some of the blocks ("every other layer", "selective_ac_option 2"):
     # full recomputation of that share (BLOCK_RC below), not a kind the column's reader knows
-    block_column = block_recompute_from_text(row.get("recompute", ""))
+    # (only where the column's reader cannot read it: "selective layer" stays Megatron's selective outside torchtitan)
+    try:
+        d["recompute"] = normalize.recompute(row.get("recompute", ""))      # blank: None, the stack's default
+    except InputError:
+        if not block_recompute_from_text(row.get("recompute", "")):
+            raise Skip(f"recompute: cannot read {row.get('recompute')!r}; accepted: none, selective, op, full, or a "
+                       "share of the blocks ('every other layer')") from None
+        d["recompute"] = None
     try:
         d["sequence_parallel"] = normalize.flag(row.get("seq_parallel", ""))
-        d["recompute"] = None if block_column else normalize.recompute(row.get("recompute", ""))   # blank: None, the stack's default
         d["sharding"] = normalize.sharding(row.get("optimizer_sharding", ""))
         d["dtype"] = row_precision(row)[0]
     except InputError as exc:
@@ -894,14 +931,19 @@ def _plan_fields(row: dict) -> dict:
         # priced as that family on the recipe layout, noted (the note shows only when the plan is not DualPipe)
         d[SCHEDULE_NOTE] = ("the text's DualPipe priced as 1F1B on the recipe's stage layout (the row's stack runs no "
                             "DualPipe; the hai-llm stack and --schedule dualpipe price it on the balanced split)")
-    elif sched == "zero-bubble" and (row.get("pp") or 1) > 1:
+    elif sched in ("zb1p", "zb2p", "zbv") and (row.get("pp") or 1) > 1:
         # a zero-bubble schedule splits each backward into its input and weight gradients and fills the bubble with the
-        # latter (Qi et al. 2024); not modelled: priced as 1F1B, the schedule it reorders, whose bubble bounds its own
-        # from above (ZB-H1 (p-1)(F+B-W) <= 1F1B's (p-1)(F+B+W), the paper's sec 3), said in the note
-        d["schedule"] = "1f1b" if not row.get("interleave") or row["interleave"] == 1 else "interleaved"
-        d[SCHEDULE_NOTE] = ("the text's zero-bubble schedule is not modelled: priced as "
-                            f"{'1F1B' if d['schedule'] == '1f1b' else 'interleaved 1F1B'}, whose bubble is an upper "
-                            "bound of its own")
+        # latter (Qi et al. 2024; formulas/pipeline.py prices ZB1P and ZB2P at one stage per rank). ZB-V and an
+        # interleaved zero-bubble run are not modelled: priced as the 1F1B schedule they reorder, whose bubble bounds
+        # theirs from above (ZB-H1 (p-1)(F+B-W) <= 1F1B's (p-1)(F+B+W), the paper's sec 3), said in the note; a stack
+        # that runs no zero-bubble schedule is met in build_case
+        if sched == "zbv" or (row.get("interleave") or 1) > 1:
+            d["schedule"] = "1f1b" if not row.get("interleave") or row["interleave"] == 1 else "interleaved"
+            d[SCHEDULE_NOTE] = ("the text's zero-bubble schedule (ZB-V, or interleaved) is not modelled: priced as "
+                                f"{'1F1B' if d['schedule'] == '1f1b' else 'interleaved 1F1B'}, whose bubble is an "
+                                "upper bound of its own")
+        else:
+            d["schedule"] = sched
     elif sched and (row.get("pp") or 1) > 1 and not row.get("interleave"):
         d["schedule"] = sched
     # FSDP's parameter all-gather in FP8 (torchtitan float8.enable_fsdp_float8_all_gather, torchao
@@ -1580,6 +1622,20 @@ def practice_rank(tp, pp, ok, gpus_per_node: int, ep=None):
                              np.where(tp == top, big + pp, 2 * big + pp * 64 + (64 - np.minimum(tp, 63)))))
 
 
+def batch_from_tokens(tokens: tuple, seq_len: int) -> tuple[int, str]:
+    """(sequences, note) of a global batch stated in tokens (BATCH_TOKENS: its decimal and binary readings and the
+    cell): the reading that is a whole number of sequences ("4M tokens" at 4096 is 4 x 2^20 / 4096 = 1024), else the
+    decimal one rounded (GPT-3's "3.2M" at 2048: 1562; the nearest batch the layout runs follows, _nearest_batch).
+
+    >>> batch_from_tokens((4e6, 4 * 2**20, "4M tokens"), 4096)[0], batch_from_tokens((3.2e6, 3.2 * 2**20, "3.2M"), 2048)[0]
+    (1024, 1562)
+    """
+    dec, binary, cell = tokens
+    whole = [x / seq_len for x in (binary, dec) if x % seq_len == 0]
+    seqs = int(whole[0]) if whole else int(round(dec / seq_len))
+    return seqs, f"global batch {cell!r} read as {seqs} sequences of {seq_len} tokens"
+
+
 def kv_replicated(stack):
     """``stack`` with its key/value heads replicated over TP ranks beyond their number (rule kv_heads_below_tp), as
     Megatron-Core since core_v0.16 and the forks that trained multi-query models under TP did."""
@@ -1610,7 +1666,7 @@ def build_case(row: dict, hardware=None) -> Case:
                    "flop_basis HFU96 / MFU72, with measured_tflops_per_gpu or measured_mfu; tokens_per_s; "
                    "tokens_per_s_per_gpu; samples_per_s), and no measured peak memory")
     measured = measured if measured and measured > 0 else float("nan")     # memory-only row
-    if row["global_batch"] is None:
+    if row["global_batch"] is None and not row.get(BATCH_TOKENS):
         raise Skip("global_batch not stated")
     model_fields, note, base_model = _model_fields(row)
     plan_fields = _plan_fields(row)
@@ -1643,9 +1699,23 @@ def build_case(row: dict, hardware=None) -> Case:
             stack, reason = infer_stack(row, probe.model, hw)
         from ..spec import stacks
 
+        zb = plan_fields.get("schedule")
+        if zb in ("zb1p", "zb2p") and stacks.schedule_refusal(stack, zb):
+            # the text's zero-bubble schedule on a stack that runs none (upstream Megatron-LM): the 1F1B it reorders,
+            # whose bubble bounds the zero-bubble one from above, said in the note (the zero-bubble stack runs it)
+            plan_fields["schedule"] = "1f1b"
+            schedule_note = (f"the text's {zb.upper()} schedule priced as 1F1B, whose bubble bounds it from above "
+                             f"({stack.id} runs {', '.join(stacks.schedules_of(stack))}; the zero-bubble stack runs "
+                             f"{zb})")
+
         if model_fields.get("seq_len") is None:
             model_fields["seq_len"], said = unstated_seq_len(row, stack, base_model)
             note = "; ".join(x for x in (note, said) if x)
+        if row.get(BATCH_TOKENS) and plan_fields.get("global_batch") is None:
+            plan_fields["global_batch"], said = batch_from_tokens(row[BATCH_TOKENS], model_fields["seq_len"])
+            nearest = _nearest_batch(plan_fields)             # a rounded token count: the batch the layout runs
+            row = {**row, "global_batch": plan_fields["global_batch"]}
+            note = "; ".join(x for x in (note, said, nearest) if x)
         layout_notes, hsdp_notes, rc_notes = [], [], []
 
         def model_n_layers():

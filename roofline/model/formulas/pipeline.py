@@ -18,6 +18,16 @@ micro-batches enter at each end (DualPipe.step scatters num_chunks/2 to each dir
 per micro-batch, as 1F1B does, with twice the parameters, and ranks 0 and p-1 hold both the embedding and the LM head,
 each micro-batch passing one of them. Its bubble is (PP/2 - 1)(F&B + B - 3W) with PP = p stages of one rank's slot:
 (p/2 - 1)(t + B - 3W); its activations PP + 1 = p + 1 micro-batches of the rank's l/p layers.
+
+Zero-bubble schedules (Qi et al. 2024, "Zero Bubble Pipeline Parallelism", ICLR, arXiv:2401.10241 sec 3.1; the
+sail-sg/zero-bubble-pipeline-parallelism fork of Megatron-LM, --enable-zero-bubble and
+--zero-bubble-max-pending-backward): each backward runs as its input gradient B first and its weight gradient W later,
+and the deferred W's fill the fill-and-drain. ZB1P (ZB-H1's memory, torch.distributed.pipelining
+ScheduleInterleavedZeroBubble "implementing the ZB1P schedule"): bubble (p - 1)(F + B - W), in the units of the
+DualPipe README's table (B the whole backward) (PP - 1)(F + B - 2W): the 1F1B slot t less 2W, with 1F1B's p
+micro-batches in flight. ZB2P (ZB-H2, up to 2p - 1 micro-batches in flight): (p - 1)(F + B - 2W) with B the input
+gradient, t - 3W per slot, never below zero. Both at one stage per rank here (the interleaved variant is not
+modelled).
 """
 from __future__ import annotations
 
@@ -65,18 +75,25 @@ def bubble_time(t_stage_mb: sp.Expr, b_full: sp.Expr = sp.Integer(0), w: sp.Expr
     1/v of a rank, and ``edge_fill`` their edges (the lighter of embedding and LM head), passed once."""
     fill = (S.pp - 1) * t_stage_mb if fill is None else fill
     paired = (S.dualpipev * (S.pp - 1) / 2 + S.dualpipe * (S.pp / 2 - 1)) * (t_stage_mb + b_full - 3 * w)
-    return (1 - dual) * (fill / S.interleave + has_pp * edge_fill) + paired
+    one_f_one_b = fill / S.interleave + has_pp * edge_fill
+    # zero-bubble: the deferred weight gradients fill 2W (ZB1P) or 3W (ZB2P) of each of the p - 1 fill-and-drain
+    # slots (module docstring); unevaluated max: never below no bubble
+    deferred = (2 * S.zb1p + 3 * S.zb2p) * (S.pp - 1) * w
+    zb = S.zb1p + S.zb2p
+    return ((1 - dual - zb) * one_f_one_b + zb * sp.Max(0, one_f_one_b - deferred, evaluate=False)
+            + paired)
 
 
 def in_flight() -> sp.Expr:
     """Micro-batches whose activations the first stage holds at its peak, in units of one
     micro-batch through all its layers: GPipe m; 1F1B min(m, p); interleaved 1F1B
-    p (1 + (p-1)/(p v)) (Korthikanti et al. 2022 sec 4.2.3); DualPipeV (2p + 1)/2 (2p + 1 stages of l/(2p) layers:
+    p (1 + (p-1)/(p v)) (Korthikanti et al. 2022 sec 4.2.3), ZB1P the same, ZB2P min(m, 2p - 1) (Qi et al. 2024 sec
+    3.1: ZB-H2 holds 2p - 1 micro-batches' activations); DualPipeV (2p + 1)/2 (2p + 1 stages of l/(2p) layers:
     "Activation Per Device PP+1" for PP = 2p stages, deepseek-ai/DualPipe README); DualPipe p + 1 (PP = p stages of
     l/p layers, the same table)."""
     one_f_one_b = sp.Min(micro_batches, S.pp) * (1 + (S.pp - 1) / (S.pp * S.interleave) * sp.Min(1, S.interleave - 1))
     return (S.gpipe * micro_batches + (1 - S.gpipe - dual) * one_f_one_b + S.dualpipev * (2 * S.pp + 1) / 2
-            + S.dualpipe * (S.pp + 1))
+            + S.dualpipe * (S.pp + 1) + S.zb2p * (sp.Min(micro_batches, 2 * S.pp - 1) - sp.Min(micro_batches, S.pp)))
 
 
 def in_flight_last() -> sp.Expr:

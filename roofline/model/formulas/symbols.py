@@ -169,6 +169,11 @@ dualpipev = _s("dualpipev", "", "1 for the DualPipeV schedule (two chunks per ra
 dualpipe = _s("dualpipe", "", "1 for the bidirectional DualPipe schedule (each rank holds two stages, i and p-1-i, and "
               "runs half the micro-batches from each end; deepseek-ai/DualPipe dualpipe/dualpipe.py)", "plan",
               r"\delta_{D}", default=0.0)
+zb1p = _s("zb1p", "", "1 for the ZB1P zero-bubble schedule (each backward split into its input gradient B and weight "
+          "gradient W, the W deferred into the bubble; ZB-H1's memory; Qi et al. 2024; sail-sg --enable-zero-bubble)",
+          "plan", r"\zeta_{1}", default=0.0)
+zb2p = _s("zb2p", "", "1 for the ZB2P zero-bubble schedule (as ZB1P with up to 2p - 1 micro-batches in flight; ZB-H2; "
+          "sail-sg --zero-bubble-max-pending-backward 2p)", "plan", r"\zeta_{2}", default=0.0)
 z_os = _s("z_os", "", "1 when optimizer state is sharded over dp (distributed optimizer / ZeRO>=1)", "plan", "z_1")
 z_grad = _s("z_grad", "", "1 when gradients are sharded over dp (ZeRO>=2)", "plan", "z_2")
 z_param = _s("z_param", "", "1 when parameters are sharded over dp (ZeRO-3 / FSDP)", "plan", "z_3")
