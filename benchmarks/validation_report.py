@@ -434,20 +434,26 @@ def main() -> int:
          "`python -m roofline validate --dataset vtrain --summary --by nodes,layout,micro_batch`;",
          "`--plot out.png` draws predicted vs measured (log-log, y = x and +-10 % bands).", "",
          "## How a row becomes a prediction (defaults)", "",
-         "Every row goes through the one resolver (`roofline/spec/resolve.py`) with a stack from the registry "
-         "(`roofline/spec/stacks/`, every default sourced; docs/frameworks.md). The stack of a row: its `framework` "
-         "column; else the stack its source text names, the version by the earliest year the text mentions "
-         "(Narayanan SC21 -> `megatron-lm-2021`: unfused attention, dropout, fp16, no SP, no distributed optimizer, "
-         "no overlap, fp16 gradient reduce; Korthikanti 2022 -> `megatron-lm-2022`, the same defaults; the "
-         "Megatron-LM README naming Megatron-Core -> `megatron-core`; vTrain's Megatron-DeepSpeed -> "
-         "`megatron-deepspeed`; MT-NLG's 2022 paper naming DeepSpeed and Megatron -> `megatron-deepspeed-2022`); else "
-         "era rules (Hopper or newer, bf16, GQA, RoPE, gated MLP -> `megatron-core`). A version picked by a date, the "
-         "features or the era rule that cannot run what the row states (selective recomputation or sequence parallelism, "
-         "which Megatron-LM has since 2022-04 and Megatron-DeepSpeed since 2023-07) gives way to the first later version of its family that "
-         "can; where the era rule's stack (nothing named, or a framework the registry lacks) cannot run the stated "
-         "plan, the reference implementation of what it refuses stands in (ZeRO-2 on Megatron-Core -> `deepspeed-zero`; "
-         "`stacks.STAND_INS`); a framework column, or a row naming a version by its id, is refused instead. "
-         "`validate --json` prints the stack and the reason per row; stated columns override the stack.",
+         'Every row goes through the one resolver (`roofline/spec/resolve.py`) with a stack from the registry '
+         '(`roofline/spec/stacks/`, every default sourced; docs/frameworks.md). The stack of a row: its '
+         '`framework` column; else the stack its source text names, the version by the earliest year the text '
+         "mentions, or by a release named after the stack's name when no year is (NeMo's 25.09; Megatron-LM's tags "
+         "core_r0.9.0, core_v0.12, v2.6: `stacks.MEGATRON_RELEASES`, the tags' dates in NVIDIA/Megatron-LM) "
+         '(Narayanan SC21 -> `megatron-lm-2021`: unfused attention, dropout, fp16, no SP, no distributed '
+         'optimizer, no overlap, fp16 gradient reduce; Korthikanti 2022 -> `megatron-lm-2022`, the same defaults; '
+         "the Megatron-LM README naming Megatron-Core -> `megatron-core`; vTrain's Megatron-DeepSpeed -> "
+         "`megatron-deepspeed`; MT-NLG's 2022 paper naming DeepSpeed and Megatron -> `megatron-deepspeed-2022`); "
+         'else era rules (Hopper or newer, bf16, GQA, RoPE, gated MLP -> `megatron-core`). A version picked by a '
+         'date, the features or the era rule that cannot run what the row states (selective recomputation or '
+         'sequence parallelism, which Megatron-LM has since 2022-04 and Megatron-DeepSpeed since 2023-07) gives '
+         "way to the first later version of its family that can; where the era rule's stack (nothing named, or a "
+         'framework the registry lacks) cannot run the stated plan, the reference implementation of what it '
+         'refuses stands in (ZeRO-2 on Megatron-Core -> `deepspeed-zero`; `stacks.STAND_INS`); a row whose column '
+         'names no registry stack and whose text names one that cannot run it (the Llama 3 report\'s "ZeRO-2-like" '
+         'FSDP names DeepSpeed ZeRO, which runs no interleaved pipeline) is priced as if the text named nothing: '
+         "the era rule's stack, then its stand-ins, each dropping what only the text said and it refuses, noted; a "
+         'framework column, or a row naming a version by its id, is refused instead. `validate --json` prints the '
+         'stack and the reason per row; stated columns override the stack.',
          "- **Matmul ceiling and sustained clock** (properties of the GPU, not of a row): every profile with a "
          "published maximum achievable matmul rate (`max_matmul`, mamf-finder: A100 SXM 267.9, H100/H200 SXM 828.0 "
          "TFLOP/s) caps its GEMM efficiencies at max_matmul / peak, because no fitted curve can beat what the best "
@@ -504,8 +510,19 @@ def main() -> int:
          "unless told; docs/frameworks.md `micro_batch_unstated`); with PP, torchtitan's pipeline micro-batch is 1 "
          "since 2025-04 and the local batch over pp micro-batches before (`torchtitan-2024`, `microbatches_with_pp`; "
          "the row's source dates the version, month included).",
-         "- **interleave** blank with pp > 1 -> a schedule the settings or notes name (\"Interleaved 1F1B\", \"1F1B\", "
-         "\"GPipe\", \"DualPipeV\"; `validate.schedule_from_text`), else the stack's rule.",
+         '- **interleave** blank with pp > 1 -> a schedule the settings or notes name ("Interleaved 1F1B", '
+         '"1F1B-I", "1F1B", "GPipe", "DualPipeV"; `validate.schedule_from_text`), else the stack\'s rule. A '
+         "zero-bubble schedule (ZB-H1/H2, ZB-1p/2p, ZB-V, torch's `ScheduleZBVZeroBubble`; Qi et al. 2024) is not "
+         'modelled: the row is priced as 1F1B (interleaved 1F1B where it states v), whose bubble bounds the '
+         'zero-bubble one from above, and the note says so.',
+         '- **Spellings**: `mlp` ReLU (OPT, metaseq) reads as the non-gated MLP (`gelu`: the same two GEMMs), '
+         'GeGLU/ReGLU as gated (`swiglu`); `optimizer_sharding` "stage 2" as ZeRO-2; a `recompute` column stating '
+         'a share of the blocks ("every other layer", "selective_ac_option 2") recomputes that share in full.',
+         '- **kv-heads below tp** on a stack whose upstream splits the key/value heads over the TP ranks '
+         "(Megatron-LM before Megatron-Core 0.16; a measured multi-query run such as StarCoder's at TP 4): the "
+         "run's own version replicated them, so the row is priced on that stack with the heads replicated, as "
+         'Megatron-Core 0.16+ does, said in the stack reason (`validate.kv_replicated`). `transformer` and '
+         '`search` keep refusing such plans on those stacks.',
          "- **global_batch** within 5 % of a multiple of micro-batch x dp but not one (a rounded figure: GPT-NeoX-20B's "
          "1538 for 4 x 32 x 12 = 1536) -> that multiple, noted per row; further off -> skipped.",
          "- **precision** blank or no such column -> a recipe the notes or settings state (FP8, Float8, MXFP8, NVFP4; not "
@@ -566,18 +583,23 @@ def main() -> int:
          "(`Hardware.with_network`) override it when stated; blank network = the profile's DGX-class default; "
          "`gpu_id` blank -> the profile the free-text `gpu` column names when it names exactly one (\"A100-80GB "
          "(SXM4)\", \"H100 (80GB)\": `hardware.from_text`), else skipped (a bare \"A100\" leaves the memory size open).",
-         "- **Measured** = `measured_iter_time_s`, else `derived_iter_time_s` (the source's own FLOP formula), else "
-         "derived here from the rate the row states (`validate.time_from_rate`, noted): `flops_per_iter` / (n_gpus x "
-         "`measured_tflops_per_gpu`, or x `measured_mfu` x the dense 16-bit peak), global_batch x seq_len / "
-         "`tokens_per_s`, or / (`tokens_per_s_per_gpu` x n_gpus). A rate with no `flops_per_iter` takes the count its "
-         "`flop_basis` names: HFU96 (Narayanan et al. 2021 eq. 3, 96 B s l h^2 (1 + s/6h + V/16lh), with the recomputed "
-         "forward) or MFU72 (Korthikanti et al. 2022, 72 B s l h^2 (1 + s/6h + V/12lh)), on the row's shape "
-         "(`validate.basis_flops`, noted); another basis needs `flops_per_iter`. Number cells may carry digit groups "
-         "('1,536'), a leading '~' and, on seconds columns, 's' or 'ms'. A missing-value spelling ('n/a', 'NA', '-', "
-         "'?', 'None', 'unknown', 'not reported', ...: pandas.read_csv's default `na_values` and the dashes and words "
-         "papers' tables use; `validate.MISSING`) reads as a blank cell. Any other text in a number column makes that "
-         "row a skip naming the column and the cell; the file's other rows are still priced (`calibrate from-runs`, "
-         "which fits on stated columns, stops on it instead).",
+         "- **Measured** = `measured_iter_time_s`, else `derived_iter_time_s` (the source's own FLOP formula), "
+         'else derived here from the rate the row states (`validate.time_from_rate`, noted): `flops_per_iter` / '
+         '(n_gpus x `measured_tflops_per_gpu`, or x `measured_mfu` x the dense 16-bit peak), global_batch x '
+         'seq_len / `tokens_per_s`, or / (`tokens_per_s_per_gpu` x n_gpus). A rate with no `flops_per_iter` takes '
+         'the count its `flop_basis` names: HFU96 (Narayanan et al. 2021 eq. 3, 96 B s l h^2 (1 + s/6h + V/16lh), '
+         'with the recomputed forward) or MFU72 (Korthikanti et al. 2022, 72 B s l h^2 (1 + s/6h + V/12lh)), on '
+         "the row's shape (`validate.basis_flops`, noted); another basis needs `flops_per_iter`. Number cells may "
+         "carry digit groups ('1,536'), a leading '~', on seconds columns 's' or 'ms', and a magnitude suffix: in "
+         "powers of two on context lengths and batches ('8K' = 8192, '1.5K' = 1536), of ten elsewhere ('3.2k' "
+         "tokens/s = 3200). A `global_batch` in tokens ('4M tokens', or a bare '4M': a batch of millions is a "
+         "token count) is that many tokens over the row's seq_len (else the preset's or the stack's), the reading "
+         "of the suffix that gives whole sequences (Llama 2's 4M at 4096: 1024), else the decimal one rounded and "
+         'then the nearest batch the layout runs, noted (`validate.batch_from_tokens`). A missing-value spelling '
+         "('n/a', 'NA', '-', '?', 'None', 'unknown', 'not reported', ...: pandas.read_csv's default `na_values` "
+         "and the dashes and words papers' tables use; `validate.MISSING`) reads as a blank cell. Any other text "
+         "in a number column makes that row a skip naming the column and the cell; the file's other rows are still "
+         'priced (`calibrate from-runs`, which fits on stated columns, stops on it instead).',
          "- **A stated plan that cannot fit**: a row whose plan, as read, needs more memory than its GPU by more than "
          f"the memory model's largest validated error ({100 * V.MEMORY_ERROR_MAX:.0f} %) is priced as read, but the run "
          "cannot have been that plan (it left out a memory saving, its batch was misread, or the memory model misses a "
