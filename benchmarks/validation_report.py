@@ -391,6 +391,190 @@ def attribution_section(files: dict) -> list[str]:
     return L
 
 
+def input_rules() -> list[str]:
+    """docs/validation.md's "How a row becomes a prediction" section: the rules by which a row's stated and blank
+    cells become a plan (static text; tests/test_validation_report.py checks the page holds it)."""
+    return [
+        "## How a row becomes a prediction (defaults)", "",
+        'Every row goes through the one resolver (`roofline/spec/resolve.py`) with a stack from the registry '
+        '(`roofline/spec/stacks/`, every default sourced; docs/frameworks.md). The stack of a row: its '
+        '`framework` column; else the stack its source text names, the version by the earliest year the text '
+        "mentions, or by a release named after the stack's name when no year is (NeMo's 25.09; Megatron-LM's tags "
+        "core_r0.9.0, core_v0.12, v2.6: `stacks.MEGATRON_RELEASES`, the tags' dates in NVIDIA/Megatron-LM) "
+        '(Narayanan SC21 -> `megatron-lm-2021`: unfused attention, dropout, fp16, no SP, no distributed '
+        'optimizer, no overlap, fp16 gradient reduce; Korthikanti 2022 -> `megatron-lm-2022`, the same defaults; '
+        "the Megatron-LM README naming Megatron-Core -> `megatron-core`; vTrain's Megatron-DeepSpeed -> "
+        "`megatron-deepspeed`; MT-NLG's 2022 paper naming DeepSpeed and Megatron -> `megatron-deepspeed-2022`); "
+        'else era rules (Hopper or newer, bf16, GQA, RoPE, gated MLP -> `megatron-core`). A version picked by a '
+        'date, the features or the era rule that cannot run what the row states (selective recomputation or '
+        'sequence parallelism, which Megatron-LM has since 2022-04 and Megatron-DeepSpeed since 2023-07) gives '
+        "way to the first later version of its family that can; where the era rule's stack (nothing named, or a "
+        'framework the registry lacks) cannot run the stated plan, the reference implementation of what it '
+        'refuses stands in (ZeRO-2 on Megatron-Core -> `deepspeed-zero`; `stacks.STAND_INS`); a row whose column '
+        'names no registry stack and whose text names one that cannot run it (the Llama 3 report\'s "ZeRO-2-like" '
+        'FSDP names DeepSpeed ZeRO, which runs no interleaved pipeline) is priced as if the text named nothing: '
+        "the era rule's stack, then its stand-ins, each dropping what only the text said and it refuses, noted; a "
+        'framework column, or a row naming a version by its id, is refused instead. `validate --json` prints the '
+        'stack and the reason per row; stated columns override the stack.',
+        "- **Matmul ceiling and sustained clock** (properties of the GPU, not of a row): every profile with a "
+        "published maximum achievable matmul rate (`max_matmul`, mamf-finder: A100 SXM 267.9, H100/H200 SXM 828.0 "
+        "TFLOP/s) caps its GEMM efficiencies at max_matmul / peak, because no fitted curve can beat what the best "
+        "shape achieves; the A100 and GH200 backward GEMM fits (about 0.91 and 0.92 of peak) are above it. H100/H200 "
+        "profiles carry `sustained_clock: 0.849` (power-capped sustained rate / burst rate, 702.9 / 828.0 on H200 "
+        "SXM, the same run as the ceiling); the other Hopper and Blackwell datasheet profiles (GH200, the PCIe "
+        "and NVL cards, B200/GB200/B300/GB300) take that ratio as an assumption; A100 has no such measurement and "
+        "keeps 1.",
+        "- **Low-precision GEMM kernels** (properties of the recipe and the GPU, not of a row): an FP8 or FP4 GEMM "
+        "runs at its peak times the 16-bit efficiency times its kernels' measured rate (`base/precision.py` "
+        "`gemm_rate`: per-tensor FP8 0.957, MXFP8 0.915, FP8 blockwise 0.846 on Hopper (MXFP8's on Blackwell, "
+        "where it is emulated), from Transformer Engine's published GEMM benchmark on B300 and H200); on Blackwell Ultra (B300, GB300) NVFP4 GEMMs reach `max_matmul_fp4`, not the FP4 peak "
+        "(docs/calibration.md, \"Low-precision GEMM kernels\"). Not fitted on rows.",
+        slowest_gpu_line(),
+        "- **TP overlap** (Megatron-Core rows whose notes or settings state it, however spelled: `--tp-comm-overlap`, "
+        "`tp_comm_overlap=True`, \"userbuffer TP comm-overlap\"; not after false/off, nor on an NVFP4 row that says "
+        "\"off for NVFP4\"; torchtitan / NeMo AutoModel rows stating \"async TP\", `enable_async_tensor_parallel`, "
+        "not after \"no\"/\"without\"): `overlap_tp = (tp-1)/tp`. The "
+        "ring-exchange overlap of Transformer Engine splits each TP all-gather / reduce-scatter into tp steps, each "
+        "hidden behind the GEMM chunk of the previous step; the first step has nothing to hide behind. Not fitted.",
+        "- **Gradient-accumulation fusion off** (a row stating `--no-gradient-accumulation-fusion`, "
+        "`gradient_accumulation_fusion = False` or \"no grad-accum fusion\"; a clause \"if FSDP: ...\" only on a row "
+        "that runs Megatron-FSDP): `wgrad_fusion` off, so each weight-gradient GEMM writes its output instead of "
+        "adding into the fp32 main grad. Megatron-Bridge's perf family files of 25.11-26.04 set it under "
+        "Megatron-FSDP (Megatron-LM `mcore_fsdp_adapter.py` needs Transformer Engine 2.10 for the fusion there). "
+        "No row's time moves: those GEMMs are compute-bound.",
+        "- **Recompute modules** (a `selective` row's `recompute_modules` column, e.g. `mla_up_proj,mlp`): what "
+        "Megatron-Core's selective recomputation recomputes and frees, module by module (docs/models.md); blank: "
+        "`core_attn`, Megatron-Core's default. No row of these two files states one.",
+        "- **Megatron-Bridge v0.1.0rc3's launcher** (a row whose settings cite that release's DeepSeek perf yaml, the "
+        "NeMo 25.09 table): the switches its `scripts/performance/run_script.py` set per GPU beside the yaml "
+        "(`validate.BRIDGE_RC3_DEEPSEEK`): on H100 DeepEP with the all-to-all overlapped, recompute modules "
+        "`mla_up_proj,mlp` and no gradient-reduce overlap; on GB200 recompute modules `mla_up_proj,mlp,moe_act`. "
+        "A row whose source states its modules keeps them.",
+        "- **Attention kernel** (a row naming it: `attn_impl: triton`, `flash-attn==1.0.7`, FlashAttention-2, "
+        "FlashAttention-3 / `flash_3`, cuDNN attention; else the stack's: `llm-foundry@2023` runs Triton "
+        "FlashAttention, its MPT yamls' `attn_impl: triton` until March 2024; Megatron-Core and NeMo AutoModel run "
+        "Transformer Engine's attention, cuDNN's kernel on Hopper and Blackwell): the flash kernel's compute time over "
+        "its speed relative to FlashAttention-2 (1 / 1.80 Triton, 1 / 2.26 v1; Dao 2023 sec. 4.1; cuDNN at head dim 128 "
+        "1.80x on Hopper, 1.60x on Blackwell and 1.90x on Blackwell Ultra, measured by NVIDIA cudnn-frontend's SDPA "
+        "benchmark on H200, GB200 and GB300, the profiles' `attention_speed`; docs/models.md, docs/calibration.md). "
+        "No row of these files names one.",
+        "- **PP overlap**: Megatron-Core overlaps pipeline send/recv in the interleaved schedule by default "
+        "(the README: 'PP comm overlap on'): `overlap_pp = 1` when v > 1; other frameworks 0.",
+        "- **CUDA graphs** (`validate.cuda_graphs`, from the row's settings): `cuda_graph_impl` full_iteration (or "
+        "the older spelling `scope=full_iteration` with impl local) -> `full`; per-layer graphs whose modules cover "
+        "every module kind the layer has (attn; mlp, moe, mamba as the model has them) -> `layers`; a partial scope "
+        "-> `layers` with its modules (`validate.graph_scope`, plan `graph_modules`: moe_router + moe_preprocess "
+        "leave the experts, the dispatcher and the token-count sync eager); impl none, \"not set by preset\" "
+        "(Megatron-Core's default impl is none) -> `none`; graphs stated without modules -> `layers` "
+        "(Megatron-Core's default modules: the whole layer).",
+        "- **micro_batch** blank -> the stack's: 1 for the Megatron stacks (Megatron's GPT-3 175B example script); "
+        "global batch / dp for DeepSpeed ZeRO, PyTorch FSDP and torchtitan without PP (no gradient accumulation "
+        "unless told; docs/frameworks.md `micro_batch_unstated`); with PP, torchtitan's pipeline micro-batch is 1 "
+        "since 2025-04 and the local batch over pp micro-batches before (`torchtitan-2024`, `microbatches_with_pp`; "
+        "the row's source dates the version, month included).",
+        '- **interleave** blank with pp > 1 -> a schedule the settings or notes name ("Interleaved 1F1B", '
+        '"1F1B-I", "1F1B", "GPipe", "DualPipeV"; `validate.schedule_from_text`), else the stack\'s rule. A '
+        "zero-bubble schedule (ZB-H1/H2, ZB-1p/2p, ZB-V, torch's `ScheduleZBVZeroBubble`; Qi et al. 2024) is not "
+        'modelled: the row is priced as 1F1B (interleaved 1F1B where it states v), whose bubble bounds the '
+        'zero-bubble one from above, and the note says so.',
+        '- **Spellings**: `mlp` ReLU (OPT, metaseq) reads as the non-gated MLP (`gelu`: the same two GEMMs), '
+        'GeGLU/ReGLU as gated (`swiglu`); `optimizer_sharding` "stage 2" as ZeRO-2; a `recompute` column stating '
+        'a share of the blocks ("every other layer", "selective_ac_option 2") recomputes that share in full.',
+        '- **kv-heads below tp** on a stack whose upstream splits the key/value heads over the TP ranks '
+        "(Megatron-LM before Megatron-Core 0.16; a measured multi-query run such as StarCoder's at TP 4): the "
+        "run's own version replicated them, so the row is priced on that stack with the heads replicated, as "
+        'Megatron-Core 0.16+ does, said in the stack reason (`validate.kv_replicated`). `transformer` and '
+        '`search` keep refusing such plans on those stacks.',
+        "- **global_batch** within 5 % of a multiple of micro-batch x dp but not one (a rounded figure: GPT-NeoX-20B's "
+        "1538 for 4 x 32 x 12 = 1536) -> that multiple, noted per row; further off -> skipped.",
+        "- **precision** blank or no such column -> a recipe the notes or settings state (FP8, Float8, MXFP8, NVFP4; not "
+        "in a clause that negates it or only quotes a peak rate), else the stack's default.",
+        "- **framework** blank and the source names two stacks, the first of which cannot run the stated plan "
+        "(\"FSDP + Megatron TP\") -> the next one named that can, with the reason.",
+        "- **interleave** blank -> 1 when pp = 1 or the framework has no interleaved schedule (DeepSpeed); otherwise "
+        "(Narayanan Table 1/2 say interleaved 1F1B; the Megatron-Core README's PP overlap needs it) the smallest "
+        "v >= 2 with layers % (pp v) = 0 (or (layers + 2) % (pp v) = 0 in a stack that splits uneven stages: the "
+        "embedding and the loss each fill a virtual stage, Megatron-Core account_for_embedding/loss_in_pipeline_split) "
+        "and micro-batches % pp = 0 (Megatron's constraints), else 1. "
+        "This gives v = 2 for most rows, 3 for 76B (60 layers / pp 4) and 530B (105 / 35), 7 for the H100 462B "
+        "(112 / 16) and 23 for the H100 119B (92 / 4, one layer per virtual stage).",
+        "- **cp** blank -> 1; **recompute** blank -> what the notes or settings state (\"activation checkpointing\", "
+        "\"--checkpoint-activations\", \"gradient checkpointing\" -> full; \"selective activation recomputation\" -> "
+        "selective; negated, \"without activation checkpointing\" -> none: `validate.recompute_from_text`; a clause "
+        "that says its source is silent, \"not stated\", \"not in the table\", is neither), else the "
+        "stack's default (Megatron: none; GPT-NeoX, metaseq: full; torchtitan: op), unless with it the plan needs "
+        f"more memory than the GPU by more than {100 * V.MEMORY_ERROR_MAX:.0f} % (above the memory model's largest "
+        "validated error, so the run cannot have been that plan): then the first that fits of, in order of its time "
+        "cost, ZeRO-1 (the sharding unstated too), then the stack's selective, op and full recomputation (full of a "
+        "share of the layers first where the stack states one: a quarter, a half, three quarters of a pipeline chunk's "
+        "layers, or one block in 4, 3, 2) each without "
+        "and with ZeRO-1 (`validate.unstated_recompute`; not on a stand-in stack for a framework outside the "
+        "registry); **optimizer_sharding** blank -> the `fsdp` column (a flag in NVIDIA's tables, FSDP = 1; a shard "
+        "size in others, HSDP when it divides the data-parallel ranks: `validate.fsdp_column`), else "
+        "what the text states (\"ZeRO stage 1\", \"distributed optimizer\", SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD; "
+        "a bare \"FSDP\" is left to the stack: `validate.sharding_from_text`), else the stack's; both noted per row; "
+        "**optimizer** blank or no such column -> Muon when the text names it (\"Muon optimizer was used\"), else "
+        "Adam; **n_kv_heads** blank -> MHA; **ffn_hidden** blank -> 4h.",
+        "- **tp/pp/dp**: exactly one blank -> n_gpus / (the other two); two or more blank -> every stack's flag default "
+        "tp = pp = 1 (data parallel over the rest) when that plan fits in memory; when it does not, the run cannot have "
+        "used it. Its tp and pp then follow the practitioners' rule (Narayanan et al. 2021, Takeaway #1: tensor "
+        "parallelism up to the GPUs of a node, then pipeline parallelism): the smallest tp at pp = 1 that fits, else "
+        "the largest tp inside the node with the fewest pipeline stages that fit; the rest of the plan (interleave, an "
+        "unstated ep or micro-batch) is the fastest of that (tp, pp) its stack can run that fits, every stated knob "
+        "kept (`validate.complete_layout`). Not the model's fastest layout: that would read every such row at the "
+        "model's most optimistic corner. An MoE row follows Megatron-Core's MoE guidelines instead "
+        "(megatron/core/transformer/moe/README.md: EP x TP inside the NVLink domain, EP before TP, the fewest "
+        "pipeline stages that fit). A published run need not have followed the rule; these rows are tier C. An "
+        "MoE row whose tp x pp x dp x cp falls short of n_gpus by exactly its ep counts the EP ranks out of dp "
+        "(\"PP 16, EP 64, DP 2\"): priced at Megatron-Core's dp = dp x ep (EP is carved out of dp), noted.",
+        "- **ep** blank or '-' on an MoE row over more than one GPU whose layout is stated -> the fastest ep that fits "
+        "of those dividing the experts and dp x cp, noted (`validate.unstated_ep`): every stack's flag default is one "
+        "EP rank, but no published MoE run holds and gathers every expert on every GPU, and the recipes that publish "
+        "MoE runs spread experts wide (Megatron-Bridge DeepSeek-V3 ep 64; NeMo AutoModel GPT-OSS 120B ep 64). When "
+        "no ep fits the model's memory estimate (the run did), the fastest, said so.",
+        "- **seq_len** blank -> the stack's shipped training config for the model family where it has one "
+        "(torchtitan: Llama 3 8192, train_configs/llama3_*.toml; docs/frameworks.md `seq_len_unstated`); else, when "
+        "the row's model names a bundled preset, that model's pretraining context as its source gives it (a row naming "
+        "a published model and no length reports its training run); else skipped (Megatron's --seq-length has no "
+        "default).",
+        "- **Architecture** blank (n_layers, d_model, heads, ffn, vocab; an MLA row's ranks and head widths; the shared "
+        "experts' width) and the `model` column names a bundled preset ('LLaMA-65B', 'Meta-Llama-3.1-405B', "
+        "'DeepSeek-V3 (671B)', 'Kimi_K2': `families.preset_for`) -> the preset's published shape, said in the note; a "
+        "stated column always wins; without a preset such a row is skipped with the columns it lacks.",
+        "- **Hardware**: the profile whose id is `gpu_id`; `gpus_per_node` and `net_gbps_per_gpu` "
+        "(`Hardware.with_network`) override it when stated; blank network = the profile's DGX-class default; "
+        "`gpu_id` blank -> the profile the free-text `gpu` column names when it names exactly one (\"A100-80GB "
+        "(SXM4)\", \"H100 (80GB)\": `hardware.from_text`), else skipped (a bare \"A100\" leaves the memory size open).",
+        "- **Measured** = `measured_iter_time_s`, else `derived_iter_time_s` (the source's own FLOP formula), "
+        'else derived here from the rate the row states (`validate.time_from_rate`, noted): `flops_per_iter` / '
+        '(n_gpus x `measured_tflops_per_gpu`, or x `measured_mfu` x the dense 16-bit peak), global_batch x '
+        'seq_len / `tokens_per_s`, or / (`tokens_per_s_per_gpu` x n_gpus). A rate with no `flops_per_iter` takes '
+        'the count its `flop_basis` names: HFU96 (Narayanan et al. 2021 eq. 3, 96 B s l h^2 (1 + s/6h + V/16lh), '
+        'with the recomputed forward) or MFU72 (Korthikanti et al. 2022, 72 B s l h^2 (1 + s/6h + V/12lh)), on '
+        "the row's shape (`validate.basis_flops`, noted); another basis needs `flops_per_iter`. Number cells may "
+        "carry digit groups ('1,536'), a leading '~', on seconds columns 's' or 'ms', and a magnitude suffix: in "
+        "powers of two on context lengths and batches ('8K' = 8192, '1.5K' = 1536), of ten elsewhere ('3.2k' "
+        "tokens/s = 3200). A `global_batch` in tokens ('4M tokens', or a bare '4M': a batch of millions is a "
+        "token count) is that many tokens over the row's seq_len (else the preset's or the stack's), the reading "
+        "of the suffix that gives whole sequences (Llama 2's 4M at 4096: 1024), else the decimal one rounded and "
+        'then the nearest batch the layout runs, noted (`validate.batch_from_tokens`). A missing-value spelling '
+        "('n/a', 'NA', '-', '?', 'None', 'unknown', 'not reported', ...: pandas.read_csv's default `na_values` "
+        "and the dashes and words papers' tables use; `validate.MISSING`) reads as a blank cell. Any other text "
+        "in a number column makes that row a skip naming the column and the cell; the file's other rows are still "
+        'priced (`calibrate from-runs`, which fits on stated columns, stops on it instead).',
+        "- **A stated plan that cannot fit**: a row whose plan, as read, needs more memory than its GPU by more than "
+        f"the memory model's largest validated error ({100 * V.MEMORY_ERROR_MAX:.0f} %) is priced as read, but the run "
+        "cannot have been that plan (it left out a memory saving, its batch was misread, or the memory model misses a "
+        "saving of the stack's): its note says so, "
+        "`--json` gives the overshoot (`over_memory`), and the summary lists such rows under the breakdowns.",
+        "- **Columns**: a file needs a model (`model` or the shape columns), a GPU (`gpu_id` or `gpu`) and "
+        "a measurement (a time, a rate or a peak memory); a column it leaves out reads as blank in every row, with the "
+        "rules above, and a row without a `case_id` is named by its line (`row 7`). Rows the model rejects (n_gpus != tp pp dp cp, heads not divisible by tp, unknown gpu_id, ...) "
+        "are listed as skipped with the reason; a malformed file (none of a needed kind of column, no data rows, empty) "
+        "is a one-line error, exit 2.",
+        "- Single-node vs multi-node: n_gpus <= gpus_per_node.", ""]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shared", default=str(ROOT / "roofline" / "data" / "validation"),
@@ -433,184 +617,8 @@ def main() -> int:
          "Reproduce: `python -m roofline validate --dataset published --tier A,B --by tier,gpu,layout` and",
          "`python -m roofline validate --dataset vtrain --summary --by nodes,layout,micro_batch`;",
          "`--plot out.png` draws predicted vs measured (log-log, y = x and +-10 % bands).", "",
-         "## How a row becomes a prediction (defaults)", "",
-         'Every row goes through the one resolver (`roofline/spec/resolve.py`) with a stack from the registry '
-         '(`roofline/spec/stacks/`, every default sourced; docs/frameworks.md). The stack of a row: its '
-         '`framework` column; else the stack its source text names, the version by the earliest year the text '
-         "mentions, or by a release named after the stack's name when no year is (NeMo's 25.09; Megatron-LM's tags "
-         "core_r0.9.0, core_v0.12, v2.6: `stacks.MEGATRON_RELEASES`, the tags' dates in NVIDIA/Megatron-LM) "
-         '(Narayanan SC21 -> `megatron-lm-2021`: unfused attention, dropout, fp16, no SP, no distributed '
-         'optimizer, no overlap, fp16 gradient reduce; Korthikanti 2022 -> `megatron-lm-2022`, the same defaults; '
-         "the Megatron-LM README naming Megatron-Core -> `megatron-core`; vTrain's Megatron-DeepSpeed -> "
-         "`megatron-deepspeed`; MT-NLG's 2022 paper naming DeepSpeed and Megatron -> `megatron-deepspeed-2022`); "
-         'else era rules (Hopper or newer, bf16, GQA, RoPE, gated MLP -> `megatron-core`). A version picked by a '
-         'date, the features or the era rule that cannot run what the row states (selective recomputation or '
-         'sequence parallelism, which Megatron-LM has since 2022-04 and Megatron-DeepSpeed since 2023-07) gives '
-         "way to the first later version of its family that can; where the era rule's stack (nothing named, or a "
-         'framework the registry lacks) cannot run the stated plan, the reference implementation of what it '
-         'refuses stands in (ZeRO-2 on Megatron-Core -> `deepspeed-zero`; `stacks.STAND_INS`); a row whose column '
-         'names no registry stack and whose text names one that cannot run it (the Llama 3 report\'s "ZeRO-2-like" '
-         'FSDP names DeepSpeed ZeRO, which runs no interleaved pipeline) is priced as if the text named nothing: '
-         "the era rule's stack, then its stand-ins, each dropping what only the text said and it refuses, noted; a "
-         'framework column, or a row naming a version by its id, is refused instead. `validate --json` prints the '
-         'stack and the reason per row; stated columns override the stack.',
-         "- **Matmul ceiling and sustained clock** (properties of the GPU, not of a row): every profile with a "
-         "published maximum achievable matmul rate (`max_matmul`, mamf-finder: A100 SXM 267.9, H100/H200 SXM 828.0 "
-         "TFLOP/s) caps its GEMM efficiencies at max_matmul / peak, because no fitted curve can beat what the best "
-         "shape achieves; the A100 and GH200 backward GEMM fits (about 0.91 and 0.92 of peak) are above it. H100/H200 "
-         "profiles carry `sustained_clock: 0.849` (power-capped sustained rate / burst rate, 702.9 / 828.0 on H200 "
-         "SXM, the same run as the ceiling); the other Hopper and Blackwell datasheet profiles (GH200, the PCIe "
-         "and NVL cards, B200/GB200/B300/GB300) take that ratio as an assumption; A100 has no such measurement and "
-         "keeps 1.",
-         "- **Low-precision GEMM kernels** (properties of the recipe and the GPU, not of a row): an FP8 or FP4 GEMM "
-         "runs at its peak times the 16-bit efficiency times its kernels' measured rate (`base/precision.py` "
-         "`gemm_rate`: per-tensor FP8 0.957, MXFP8 0.915, FP8 blockwise 0.846 on Hopper (MXFP8's on Blackwell, "
-         "where it is emulated), from Transformer Engine's published GEMM benchmark on B300 and H200); on Blackwell Ultra (B300, GB300) NVFP4 GEMMs reach `max_matmul_fp4`, not the FP4 peak "
-         "(docs/calibration.md, \"Low-precision GEMM kernels\"). Not fitted on rows.",
-         slowest_gpu_line(),
-         "- **TP overlap** (Megatron-Core rows whose notes or settings state it, however spelled: `--tp-comm-overlap`, "
-         "`tp_comm_overlap=True`, \"userbuffer TP comm-overlap\"; not after false/off, nor on an NVFP4 row that says "
-         "\"off for NVFP4\"; torchtitan / NeMo AutoModel rows stating \"async TP\", `enable_async_tensor_parallel`, "
-         "not after \"no\"/\"without\"): `overlap_tp = (tp-1)/tp`. The "
-         "ring-exchange overlap of Transformer Engine splits each TP all-gather / reduce-scatter into tp steps, each "
-         "hidden behind the GEMM chunk of the previous step; the first step has nothing to hide behind. Not fitted.",
-         "- **Gradient-accumulation fusion off** (a row stating `--no-gradient-accumulation-fusion`, "
-         "`gradient_accumulation_fusion = False` or \"no grad-accum fusion\"; a clause \"if FSDP: ...\" only on a row "
-         "that runs Megatron-FSDP): `wgrad_fusion` off, so each weight-gradient GEMM writes its output instead of "
-         "adding into the fp32 main grad. Megatron-Bridge's perf family files of 25.11-26.04 set it under "
-         "Megatron-FSDP (Megatron-LM `mcore_fsdp_adapter.py` needs Transformer Engine 2.10 for the fusion there). "
-         "No row's time moves: those GEMMs are compute-bound.",
-         "- **Recompute modules** (a `selective` row's `recompute_modules` column, e.g. `mla_up_proj,mlp`): what "
-         "Megatron-Core's selective recomputation recomputes and frees, module by module (docs/models.md); blank: "
-         "`core_attn`, Megatron-Core's default. No row of these two files states one.",
-         "- **Megatron-Bridge v0.1.0rc3's launcher** (a row whose settings cite that release's DeepSeek perf yaml, the "
-         "NeMo 25.09 table): the switches its `scripts/performance/run_script.py` set per GPU beside the yaml "
-         "(`validate.BRIDGE_RC3_DEEPSEEK`): on H100 DeepEP with the all-to-all overlapped, recompute modules "
-         "`mla_up_proj,mlp` and no gradient-reduce overlap; on GB200 recompute modules `mla_up_proj,mlp,moe_act`. "
-         "A row whose source states its modules keeps them.",
-         "- **Attention kernel** (a row naming it: `attn_impl: triton`, `flash-attn==1.0.7`, FlashAttention-2, "
-         "FlashAttention-3 / `flash_3`, cuDNN attention; else the stack's: `llm-foundry@2023` runs Triton "
-         "FlashAttention, its MPT yamls' `attn_impl: triton` until March 2024; Megatron-Core and NeMo AutoModel run "
-         "Transformer Engine's attention, cuDNN's kernel on Hopper and Blackwell): the flash kernel's compute time over "
-         "its speed relative to FlashAttention-2 (1 / 1.80 Triton, 1 / 2.26 v1; Dao 2023 sec. 4.1; cuDNN at head dim 128 "
-         "1.80x on Hopper, 1.60x on Blackwell and 1.90x on Blackwell Ultra, measured by NVIDIA cudnn-frontend's SDPA "
-         "benchmark on H200, GB200 and GB300, the profiles' `attention_speed`; docs/models.md, docs/calibration.md). "
-         "No row of these files names one.",
-         "- **PP overlap**: Megatron-Core overlaps pipeline send/recv in the interleaved schedule by default "
-         "(the README: 'PP comm overlap on'): `overlap_pp = 1` when v > 1; other frameworks 0.",
-         "- **CUDA graphs** (`validate.cuda_graphs`, from the row's settings): `cuda_graph_impl` full_iteration (or "
-         "the older spelling `scope=full_iteration` with impl local) -> `full`; per-layer graphs whose modules cover "
-         "every module kind the layer has (attn; mlp, moe, mamba as the model has them) -> `layers`; a partial scope "
-         "-> `layers` with its modules (`validate.graph_scope`, plan `graph_modules`: moe_router + moe_preprocess "
-         "leave the experts, the dispatcher and the token-count sync eager); impl none, \"not set by preset\" "
-         "(Megatron-Core's default impl is none) -> `none`; graphs stated without modules -> `layers` "
-         "(Megatron-Core's default modules: the whole layer).",
-         "- **micro_batch** blank -> the stack's: 1 for the Megatron stacks (Megatron's GPT-3 175B example script); "
-         "global batch / dp for DeepSpeed ZeRO, PyTorch FSDP and torchtitan without PP (no gradient accumulation "
-         "unless told; docs/frameworks.md `micro_batch_unstated`); with PP, torchtitan's pipeline micro-batch is 1 "
-         "since 2025-04 and the local batch over pp micro-batches before (`torchtitan-2024`, `microbatches_with_pp`; "
-         "the row's source dates the version, month included).",
-         '- **interleave** blank with pp > 1 -> a schedule the settings or notes name ("Interleaved 1F1B", '
-         '"1F1B-I", "1F1B", "GPipe", "DualPipeV"; `validate.schedule_from_text`), else the stack\'s rule. A '
-         "zero-bubble schedule (ZB-H1/H2, ZB-1p/2p, ZB-V, torch's `ScheduleZBVZeroBubble`; Qi et al. 2024) is not "
-         'modelled: the row is priced as 1F1B (interleaved 1F1B where it states v), whose bubble bounds the '
-         'zero-bubble one from above, and the note says so.',
-         '- **Spellings**: `mlp` ReLU (OPT, metaseq) reads as the non-gated MLP (`gelu`: the same two GEMMs), '
-         'GeGLU/ReGLU as gated (`swiglu`); `optimizer_sharding` "stage 2" as ZeRO-2; a `recompute` column stating '
-         'a share of the blocks ("every other layer", "selective_ac_option 2") recomputes that share in full.',
-         '- **kv-heads below tp** on a stack whose upstream splits the key/value heads over the TP ranks '
-         "(Megatron-LM before Megatron-Core 0.16; a measured multi-query run such as StarCoder's at TP 4): the "
-         "run's own version replicated them, so the row is priced on that stack with the heads replicated, as "
-         'Megatron-Core 0.16+ does, said in the stack reason (`validate.kv_replicated`). `transformer` and '
-         '`search` keep refusing such plans on those stacks.',
-         "- **global_batch** within 5 % of a multiple of micro-batch x dp but not one (a rounded figure: GPT-NeoX-20B's "
-         "1538 for 4 x 32 x 12 = 1536) -> that multiple, noted per row; further off -> skipped.",
-         "- **precision** blank or no such column -> a recipe the notes or settings state (FP8, Float8, MXFP8, NVFP4; not "
-         "in a clause that negates it or only quotes a peak rate), else the stack's default.",
-         "- **framework** blank and the source names two stacks, the first of which cannot run the stated plan "
-         "(\"FSDP + Megatron TP\") -> the next one named that can, with the reason.",
-         "- **interleave** blank -> 1 when pp = 1 or the framework has no interleaved schedule (DeepSpeed); otherwise "
-         "(Narayanan Table 1/2 say interleaved 1F1B; the Megatron-Core README's PP overlap needs it) the smallest "
-         "v >= 2 with layers % (pp v) = 0 (or (layers + 2) % (pp v) = 0 in a stack that splits uneven stages: the "
-         "embedding and the loss each fill a virtual stage, Megatron-Core account_for_embedding/loss_in_pipeline_split) "
-         "and micro-batches % pp = 0 (Megatron's constraints), else 1. "
-         "This gives v = 2 for most rows, 3 for 76B (60 layers / pp 4) and 530B (105 / 35), 7 for the H100 462B "
-         "(112 / 16) and 23 for the H100 119B (92 / 4, one layer per virtual stage).",
-         "- **cp** blank -> 1; **recompute** blank -> what the notes or settings state (\"activation checkpointing\", "
-         "\"--checkpoint-activations\", \"gradient checkpointing\" -> full; \"selective activation recomputation\" -> "
-         "selective; negated, \"without activation checkpointing\" -> none: `validate.recompute_from_text`; a clause "
-         "that says its source is silent, \"not stated\", \"not in the table\", is neither), else the "
-         "stack's default (Megatron: none; GPT-NeoX, metaseq: full; torchtitan: op), unless with it the plan needs "
-         f"more memory than the GPU by more than {100 * V.MEMORY_ERROR_MAX:.0f} % (above the memory model's largest "
-         "validated error, so the run cannot have been that plan): then the first that fits of, in order of its time "
-         "cost, ZeRO-1 (the sharding unstated too), then the stack's selective, op and full recomputation (full of a "
-         "share of the layers first where the stack states one: a quarter, a half, three quarters of a pipeline chunk's "
-         "layers, or one block in 4, 3, 2) each without "
-         "and with ZeRO-1 (`validate.unstated_recompute`; not on a stand-in stack for a framework outside the "
-         "registry); **optimizer_sharding** blank -> the `fsdp` column (a flag in NVIDIA's tables, FSDP = 1; a shard "
-         "size in others, HSDP when it divides the data-parallel ranks: `validate.fsdp_column`), else "
-         "what the text states (\"ZeRO stage 1\", \"distributed optimizer\", SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD; "
-         "a bare \"FSDP\" is left to the stack: `validate.sharding_from_text`), else the stack's; both noted per row; "
-         "**optimizer** blank or no such column -> Muon when the text names it (\"Muon optimizer was used\"), else "
-         "Adam; **n_kv_heads** blank -> MHA; **ffn_hidden** blank -> 4h.",
-         "- **tp/pp/dp**: exactly one blank -> n_gpus / (the other two); two or more blank -> every stack's flag default "
-         "tp = pp = 1 (data parallel over the rest) when that plan fits in memory; when it does not, the run cannot have "
-         "used it. Its tp and pp then follow the practitioners' rule (Narayanan et al. 2021, Takeaway #1: tensor "
-         "parallelism up to the GPUs of a node, then pipeline parallelism): the smallest tp at pp = 1 that fits, else "
-         "the largest tp inside the node with the fewest pipeline stages that fit; the rest of the plan (interleave, an "
-         "unstated ep or micro-batch) is the fastest of that (tp, pp) its stack can run that fits, every stated knob "
-         "kept (`validate.complete_layout`). Not the model's fastest layout: that would read every such row at the "
-         "model's most optimistic corner. An MoE row follows Megatron-Core's MoE guidelines instead "
-         "(megatron/core/transformer/moe/README.md: EP x TP inside the NVLink domain, EP before TP, the fewest "
-         "pipeline stages that fit). A published run need not have followed the rule; these rows are tier C. An "
-         "MoE row whose tp x pp x dp x cp falls short of n_gpus by exactly its ep counts the EP ranks out of dp "
-         "(\"PP 16, EP 64, DP 2\"): priced at Megatron-Core's dp = dp x ep (EP is carved out of dp), noted.",
-         "- **ep** blank or '-' on an MoE row over more than one GPU whose layout is stated -> the fastest ep that fits "
-         "of those dividing the experts and dp x cp, noted (`validate.unstated_ep`): every stack's flag default is one "
-         "EP rank, but no published MoE run holds and gathers every expert on every GPU, and the recipes that publish "
-         "MoE runs spread experts wide (Megatron-Bridge DeepSeek-V3 ep 64; NeMo AutoModel GPT-OSS 120B ep 64). When "
-         "no ep fits the model's memory estimate (the run did), the fastest, said so.",
-         "- **seq_len** blank -> the stack's shipped training config for the model family where it has one "
-         "(torchtitan: Llama 3 8192, train_configs/llama3_*.toml; docs/frameworks.md `seq_len_unstated`); else, when "
-         "the row's model names a bundled preset, that model's pretraining context as its source gives it (a row naming "
-         "a published model and no length reports its training run); else skipped (Megatron's --seq-length has no "
-         "default).",
-         "- **Architecture** blank (n_layers, d_model, heads, ffn, vocab; an MLA row's ranks and head widths; the shared "
-         "experts' width) and the `model` column names a bundled preset ('LLaMA-65B', 'Meta-Llama-3.1-405B', "
-         "'DeepSeek-V3 (671B)', 'Kimi_K2': `families.preset_for`) -> the preset's published shape, said in the note; a "
-         "stated column always wins; without a preset such a row is skipped with the columns it lacks.",
-         "- **Hardware**: the profile whose id is `gpu_id`; `gpus_per_node` and `net_gbps_per_gpu` "
-         "(`Hardware.with_network`) override it when stated; blank network = the profile's DGX-class default; "
-         "`gpu_id` blank -> the profile the free-text `gpu` column names when it names exactly one (\"A100-80GB "
-         "(SXM4)\", \"H100 (80GB)\": `hardware.from_text`), else skipped (a bare \"A100\" leaves the memory size open).",
-         "- **Measured** = `measured_iter_time_s`, else `derived_iter_time_s` (the source's own FLOP formula), "
-         'else derived here from the rate the row states (`validate.time_from_rate`, noted): `flops_per_iter` / '
-         '(n_gpus x `measured_tflops_per_gpu`, or x `measured_mfu` x the dense 16-bit peak), global_batch x '
-         'seq_len / `tokens_per_s`, or / (`tokens_per_s_per_gpu` x n_gpus). A rate with no `flops_per_iter` takes '
-         'the count its `flop_basis` names: HFU96 (Narayanan et al. 2021 eq. 3, 96 B s l h^2 (1 + s/6h + V/16lh), '
-         'with the recomputed forward) or MFU72 (Korthikanti et al. 2022, 72 B s l h^2 (1 + s/6h + V/12lh)), on '
-         "the row's shape (`validate.basis_flops`, noted); another basis needs `flops_per_iter`. Number cells may "
-         "carry digit groups ('1,536'), a leading '~', on seconds columns 's' or 'ms', and a magnitude suffix: in "
-         "powers of two on context lengths and batches ('8K' = 8192, '1.5K' = 1536), of ten elsewhere ('3.2k' "
-         "tokens/s = 3200). A `global_batch` in tokens ('4M tokens', or a bare '4M': a batch of millions is a "
-         "token count) is that many tokens over the row's seq_len (else the preset's or the stack's), the reading "
-         "of the suffix that gives whole sequences (Llama 2's 4M at 4096: 1024), else the decimal one rounded and "
-         'then the nearest batch the layout runs, noted (`validate.batch_from_tokens`). A missing-value spelling '
-         "('n/a', 'NA', '-', '?', 'None', 'unknown', 'not reported', ...: pandas.read_csv's default `na_values` "
-         "and the dashes and words papers' tables use; `validate.MISSING`) reads as a blank cell. Any other text "
-         "in a number column makes that row a skip naming the column and the cell; the file's other rows are still "
-         'priced (`calibrate from-runs`, which fits on stated columns, stops on it instead).',
-         "- **A stated plan that cannot fit**: a row whose plan, as read, needs more memory than its GPU by more than "
-         f"the memory model's largest validated error ({100 * V.MEMORY_ERROR_MAX:.0f} %) is priced as read, but the run "
-         "cannot have been that plan (it left out a memory saving, its batch was misread, or the memory model misses a "
-         "saving of the stack's): its note says so, "
-         "`--json` gives the overshoot (`over_memory`), and the summary lists such rows under the breakdowns.",
-         "- **Columns**: a file needs a model (`model` or the shape columns), a GPU (`gpu_id` or `gpu`) and "
-         "a measurement (a time, a rate or a peak memory); a column it leaves out reads as blank in every row, with the "
-         "rules above, and a row without a `case_id` is named by its line (`row 7`). Rows the model rejects (n_gpus != tp pp dp cp, heads not divisible by tp, unknown gpu_id, ...) "
-         "are listed as skipped with the reason; a malformed file (none of a needed kind of column, no data rows, empty) "
-         "is a one-line error, exit 2.",
-         "- Single-node vs multi-node: n_gpus <= gpus_per_node.", ""]
+         ]
+    L += input_rules()
 
     L += ["## published.csv", ""]
     L += stats_table({**overall(pub), **{f"tier {k}": s for k, s in pub["by_tier"].items()},
