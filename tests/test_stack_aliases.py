@@ -85,3 +85,12 @@ def test_a_named_framework_whose_notes_name_an_unrunnable_technique_is_still_ski
     with pytest.raises(V.Skip, match="interleaved schedule"):
         _row(framework="DeepSpeed", model="llama3-70b", n_gpus="64", tp="1", pp="4", dp="16", global_batch="64",
              micro_batch="1", optimizer_sharding="zero1", interleave="2")
+
+
+def test_a_column_naming_metaseq_and_megatron_lm_is_metaseq():
+    """metaseq merged Megatron's tensor-parallel layers into fairseq with FSDP (its README, History): a column naming
+    both ran metaseq (rule builds_on megatron-lm), not the Megatron-LM stack that has no FSDP; Megatron-LM alone keeps
+    its own stack."""
+    from roofline.spec import stacks
+    assert stacks.infer("metaseq (FSDP + Megatron-LM tensor parallel)", "")[0].id == "metaseq"
+    assert stacks.infer("Megatron-LM", "")[0].family == "megatron-lm"
