@@ -542,7 +542,12 @@ def input_rules() -> list[str]:
         "'DeepSeek-V3 (671B)', 'Kimi_K2': `families.preset_for`) -> the preset's published shape, said in the note; a "
         "stated column always wins; without a preset such a row is skipped with the columns it lacks.",
         "- **Hardware**: the profile whose id is `gpu_id`; `gpus_per_node` and `net_gbps_per_gpu` "
-        "(`Hardware.with_network`) override it when stated; blank network = the profile's DGX-class default; "
+        "(`Hardware.with_network`) override it when stated; a blank network column takes the per-GPU line rate "
+        "the row's `interconnect` or notes text states (\"8x200Gb/s HDR IB per node\" -> 200, \"400 Gbps EFA\" -> 50 "
+        "on 8 GPUs, \"25 GB/s per GPU\" -> 200; a node's rate shared by its GPUs; NVLink and other links inside the "
+        "node are not the network; `validate.network_from_text`, noted), else the profile's DGX-class default; a "
+        "shard group the sharding column or notes state (\"ZeRO-3 sharded over 128 GPUs\") is HSDP with dp / 128 "
+        "replicas (`validate.shard_size_from_text`); "
         "`gpu_id` blank -> the profile the free-text `gpu` column names when it names exactly one (\"A100-80GB "
         "(SXM4)\", \"H100 (80GB)\": `hardware.from_text`), else skipped (a bare \"A100\" leaves the memory size open).",
         "- **Measured** = `measured_iter_time_s`, else `derived_iter_time_s` (the source's own FLOP formula), "

@@ -127,3 +127,37 @@ def test_a_batch_in_tokens_without_a_context_takes_the_presets():
            "seq_len": ""}
     case = V.build_case(V.read_dicts([row])[0])
     assert case.model.seq_len == 4096 and case.plan.global_batch == 1024
+
+
+@pytest.mark.parametrize("text, gbps", [("DGX A100; 8x200Gb/s HDR IB per node", 200), ("p4d, 400 Gbps EFA", 50),
+                                        ("NDR 400 Gb/s per GPU", 400), ("25 GB/s per GPU", 200),
+                                        ("4 x 100 Gb RoCE per node", 50), ("3.2 Tbps per instance", 400)])
+def test_network_from_text(text, gbps):
+    assert V.network_from_text(text, 8)[0] == gbps
+
+
+@pytest.mark.parametrize("text", ["NVLink 600 GB/s per GPU", "113 TFLOP/s per GPU", "140 GB of BF16 weights per GPU",
+                                  "HDR 200 Gbps"])
+def test_no_network_read_where_none_is_stated(text):
+    assert V.network_from_text(text, 8) is None
+
+
+def test_a_rows_stated_network_prices_its_inter_node_traffic():
+    row = {**ROW, "model": "llama2-7b", "tp": 1, "pp": 1, "dp": 64, "sharding": "", "framework": "fsdp",
+           "optimizer_sharding": "FULL_SHARD"}
+    fast = V.build_case(V.read_dicts([row])[0])
+    slow = V.build_case(V.read_dicts([{**row, "notes": "p4d.24xlarge, 400 Gbps EFA"}])[0])
+    assert "network 50 Gbit/s per GPU from the text" in slow.note
+    assert slow.hw.inter.bandwidth < fast.hw.inter.bandwidth
+    res = V.evaluate_cases([fast, slow])
+    assert res["step_time"][1] > res["step_time"][0]
+    # a stated column wins over the text
+    col = V.build_case(V.read_dicts([{**row, "notes": "400 Gbps EFA", "net_gbps_per_gpu": 200}])[0])
+    assert col.hw.inter.bandwidth == fast.hw.inter.bandwidth
+
+
+def test_a_shard_group_in_the_text_is_hsdp():
+    row = {**ROW, "model": "llama2-7b", "tp": 1, "pp": 1, "dp": 64, "framework": "fsdp",
+           "optimizer_sharding": "ZeRO-3 sharded over 16 GPUs"}
+    case = V.build_case(V.read_dicts([row])[0])
+    assert case.plan.sharding == "fsdp" and case.plan.dp_replicas == 4

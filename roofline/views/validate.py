@@ -815,6 +815,14 @@ def _plan_fields(row: dict) -> dict:
     if hsdp:
         d[HSDP] = hsdp
     fsdp, said = fsdp_column(row.get("fsdp"), d)
+    shard = None if row.get("fsdp") else shard_size_from_text(f"{row.get('optimizer_sharding', '')}; {text}")
+    if shard and d.get("sharding") == "fsdp":
+        # a shard group the sharding column or the notes state ("ZeRO-3 sharded over 128 GPUs", BloombergGPT's): as an
+        # fsdp column of that shard size, HSDP over dp / size replicas
+        fsdp, said = fsdp_column(shard[0], d)
+        said = said.replace(f"fsdp column {shard[0]}", f"the text's {shard[1]!r}")
+        if HSDP in fsdp:
+            fsdp[HSDP] = (shard[1], fsdp[HSDP][1])
     if fsdp:
         d.update(fsdp)
         d[FSDP_NOTE] = said
@@ -1239,6 +1247,22 @@ def hsdp_from_text(text: str):
     return (m.group(0), None) if m else None
 
 
+def shard_size_from_text(text: str):
+    """(ranks, phrase) of a shard group a row's sharding column or notes state, or None: "sharded over 128 GPUs",
+    "sharding across 64 ranks", "shard group of 16", "sharding degree 32".
+
+    >>> shard_size_from_text("zero-3 sharded over 128 gpus"), shard_size_from_text("fsdp; shard group of 16 ranks")
+    ((128, 'sharded over 128 gpus'), (16, 'shard group of 16'))
+    >>> shard_size_from_text("fsdp over 512 gpus in 64 nodes")
+    """
+    m, _ = stated_in_text(str(text or "").lower(),
+                          r"\bshard(?:ed|ing)?\s+(?:over|across|within)\s+(\d+)\s+(?:gpus|ranks|devices|workers)\b"
+                          r"|\bshard(?:ing)?[-_ ](?:group|degree|size)(?:\s+of|\s*[=:])?\s*(\d+)")
+    if m and int(m.group(1) or m.group(2)) > 1:
+        return int(m.group(1) or m.group(2)), m.group(0)
+    return None
+
+
 FSDP_NOTE = "_fsdp_column"          # plan-field key: how the fsdp column was read (a note, dropped before resolving)
 SCHEDULE_NOTE = "_schedule_note"     # plan-field key: how a schedule the text names was priced (a note, dropped)
 
@@ -1636,6 +1660,47 @@ def batch_from_tokens(tokens: tuple, seq_len: int) -> tuple[int, str]:
     return seqs, f"global batch {cell!r} read as {seqs} sequences of {seq_len} tokens"
 
 
+# an inter-node network as sources write it: "8x200Gb/s HDR IB per node", "400 Gbps EFA", "4 x 100 Gb RoCE per node",
+# "NDR 400 Gb/s per GPU", "25 GB/s per GPU" (bytes), "3.2 Tbps per instance": count x rate, and whom it serves
+_NET_UNIT = r"(?P<unit>[GT])(?:(?P<bits>b|bit)(?:ps|/s)?|(?P<bytes>B)(?:ps|/s))"       # bits, or bytes per second
+_NET = re.compile(r"(?:(?P<count>\d+)\s*[x×*]\s*)?(?P<rate>\d+(?:\.\d+)?)\s*" + _NET_UNIT +
+                  r"(?![A-Za-z])(?P<what>[^;,|()]{0,40}?)\b(?i:per)\s+(?P<per>(?i:gpu|node|host|server|instance|machine))\b"
+                  r"|(?:(?P<count2>\d+)\s*[x×*]\s*)?(?P<rate2>\d+(?:\.\d+)?)\s*(?P<unit2>[GT])(?:b|bit)(?:ps|/s)?"
+                  r"(?![A-Za-z])\s+(?:of\s+)?(?i:efa)\b")
+
+
+def network_from_text(text: str, gpus_per_node: int) -> tuple[float, str] | None:
+    """(inter-node line rate in Gbit/s per GPU, the phrase) a row's interconnect or notes text states, or None: a count
+    times a rate per GPU or per node (a node's divided among its GPUs), in bits unless written GB/s (bytes); AWS's
+    "400 Gbps EFA" is the instance's (p4d: 400 Gbit/s for 8 A100s; Elastic Fabric Adapter documentation). A link
+    inside the node (NVLink, NVSwitch, Infinity Fabric, PCIe) is not the network.
+
+    >>> [network_from_text(t, 8)[0] for t in ("DGX A100; 8x200Gb/s HDR IB per node", "400 Gbps EFA",
+    ...  "NDR 400 Gb/s per GPU", "25 GB/s per GPU", "4 x 100 Gb RoCE per node", "3.2 Tbps per instance")]
+    [200.0, 50.0, 400.0, 200.0, 50.0, 400.0]
+    >>> network_from_text("NVLink 600 GB/s per GPU", 8), network_from_text("113 TFLOP/s per GPU", 8)
+    (None, None)
+    >>> network_from_text("140 GB of BF16 weights per GPU", 8)
+    """
+    for m in _NET.finditer(text or ""):
+        around = (text[max(0, m.start() - 25):m.end()]).lower()
+        if re.search(r"nvlink|nvswitch|infinity fabric|xgmi|pcie|nvl\d|c2c|hbm|memory", around):
+            continue
+        if m.group("rate2"):
+            count, rate, unit, in_bytes, per = m.group("count2"), m.group("rate2"), m.group("unit2"), False, "node"
+        else:
+            count, rate, unit, in_bytes, per = (m.group("count"), m.group("rate"), m.group("unit"),
+                                                bool(m.group("bytes")), m.group("per").lower())
+        gbps = float(rate) * (1000 if unit == "T" else 1) * int(count or 1)
+        if in_bytes:
+            gbps *= 8
+        if per != "gpu":
+            gbps /= gpus_per_node
+        if gbps > 0:
+            return gbps, m.group(0).strip()
+    return None
+
+
 def kv_replicated(stack):
     """``stack`` with its key/value heads replicated over TP ranks beyond their number (rule kv_heads_below_tp), as
     Megatron-Core since core_v0.16 and the forks that trained multi-query models under TP did."""
@@ -1708,6 +1773,15 @@ def build_case(row: dict, hardware=None) -> Case:
                              f"({stack.id} runs {', '.join(stacks.schedules_of(stack))}; the zero-bubble stack runs "
                              f"{zb})")
 
+        if row.get("net_gbps_per_gpu") is None:
+            # the network the row's interconnect or notes state, when its column is blank (README: blank = the
+            # GPU's usual DGX-class node); noted
+            per_node = row.get("gpus_per_node") or hw.gpus_per_node
+            found = network_from_text(f"{row.get('interconnect', '')}; {row.get('notes', '')}", per_node)
+            if found:
+                row = {**row, "net_gbps_per_gpu": found[0]}
+                note = "; ".join(x for x in (note, f"network {found[0]:g} Gbit/s per GPU from the text "
+                                                   f"({found[1]!r}, {per_node} GPUs per node)") if x)
         if model_fields.get("seq_len") is None:
             model_fields["seq_len"], said = unstated_seq_len(row, stack, base_model)
             note = "; ".join(x for x in (note, said) if x)
