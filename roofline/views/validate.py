@@ -211,8 +211,8 @@ FRACTIONS = ("measured_mfu",)     # number columns that hold a fraction (a cell 
 # counts whose magnitude suffix is a power of two: context lengths ("8K" = 8192) and batches ("1.5K" = 1536)
 BINARY_COUNTS = ("seq_len", "global_batch", "micro_batch")
 # a global_batch cell in tokens ("4M tokens", Llama 2's; "16M tokens", Llama 3's; a bare "4M", millions being a token
-# count): tokens / seq_len sequences, read
-# once the row's seq_len is known (read: the row's own; build_case: the preset's or the stack's)
+# count): tokens / seq_len sequences, read in build_case once the row's seq_len is known (its own, the preset's or the
+# stack's: batch_from_tokens)
 BATCH_TOKENS = "_batch_tokens"
 UNREADABLE = "_unreadable"      # row key: why a number cell of the row could not be read (build_case skips the row)
 
