@@ -63,3 +63,10 @@ def test_cli_says_the_schedule(capsys):
           "32", "--pp", "4", "--dp", "2", "--gpu", "a100-sxm4-80gb", "--framework", "zero-bubble"])
     out = capsys.readouterr().out
     assert "| zb1p |" in out and "ZB1P: (p-1)(t - 2W)" in out
+
+
+def test_the_timeline_refuses_in_one_line(capsys):
+    from roofline.views.timeline import replayable
+    plan = resolve(DENSE, {"tp": 1, "pp": 4, "dp": 2, "global_batch": 32}, "a100-sxm4-80gb", "zero-bubble").plan
+    with pytest.raises(InputError, match="ZB1P's backward split .* is not drawn"):
+        replayable(plan)

@@ -193,10 +193,12 @@ def replayable(plan) -> None:
     ZB2P (their split backward)."""
     if plan.schedule in ("dualpipev", "dualpipe", "zb1p", "zb2p"):
         from ..base.errors import InputError
-        name = {"dualpipev": "DualPipeV's V", "dualpipe": "DualPipe's two directions",
-                "zb1p": "ZB1P's split backward", "zb2p": "ZB2P's split backward"}[plan.schedule]
-        raise InputError(f"timeline: the replay draws 1F1B, interleaved 1F1B and GPipe; {name} of paired forward "
-                         "and backward chunks is not drawn (its step time and bubble are in the table)")
+        name = {"dualpipev": "DualPipeV's V of paired forward and backward chunks",
+                "dualpipe": "DualPipe's two directions of paired forward and backward chunks",
+                "zb1p": "ZB1P's backward split into input and deferred weight gradients",
+                "zb2p": "ZB2P's backward split into input and deferred weight gradients"}[plan.schedule]
+        raise InputError(f"timeline: the replay draws 1F1B, interleaved 1F1B and GPipe; {name} is not drawn (its step "
+                         "time and bubble are in the table)")
 
 
 def _order(schedule: str, p: int, m: int, v: int, i: int) -> list[tuple[str, int, int]]:
