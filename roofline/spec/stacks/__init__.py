@@ -160,7 +160,8 @@ def _year(version: str) -> int | None:
 # 2026-02-26; "core_r0.N" tags the same commits from 0.8 to 0.11). v3.x (2022, the Korthikanti et al. release) and
 # Megatron-Core 0.1-0.3 (2023, beside the 23.04 / 23.06 tags) are not tagged in that history: dated by their year
 MEGATRON_RELEASES = {"1": (2020, 4), "2": (2021, 1), "3": (2022, None),
-                     "0.1": (2023, None), "0.2": (2023, None), "0.3": (2023, None), "0.4": (2023, 12), "0.5": (2024, 2), "0.6": (2024, 4), "0.7": (2024, 5), "0.8": (2024, 8),
+                     "0.1": (2023, None), "0.2": (2023, None), "0.3": (2023, None), "0.4": (2023, 12),
+                     "0.5": (2024, 2), "0.6": (2024, 4), "0.7": (2024, 5), "0.8": (2024, 8),
                      "0.9": (2024, 10), "0.10": (2025, 2), "0.11": (2025, 3), "0.12": (2025, 5), "0.13": (2025, 7),
                      "0.14": (2025, 10), "0.15": (2025, 12), "0.16": (2026, 2), "0.17": (2026, 4), "0.18": (2026, 6),
                      "0.19": (2026, 8)}
@@ -179,10 +180,10 @@ def megatron_release(text: str) -> tuple | None:
     if not m:
         return None
     tag = m.group(1) or m.group(2) or m.group(3)
-    tag = tag if tag in MEGATRON_RELEASES or not tag.startswith("0.") else (
-        max((k for k in MEGATRON_RELEASES if k.startswith("0.")), key=lambda k: int(k[2:]))
-        if int(tag[2:]) > 19 else None)
-    return MEGATRON_RELEASES.get(tag) if tag else None
+    newest = max(int(k[2:]) for k in MEGATRON_RELEASES if k.startswith("0."))
+    if tag.startswith("0.") and int(tag[2:]) > newest:
+        tag = f"0.{newest}"
+    return MEGATRON_RELEASES.get(tag)
 
 
 def _era_bound(v, end: bool) -> tuple:
@@ -512,10 +513,9 @@ def _named(where: str, text: str, model=None, hw=None, dtype: str | None = None,
             released = None
             if not ys and rel and _year(rel.group(1)):
                 ys, released = [_year(rel.group(1))], int(rel.group(1)[3:5])
-            elif not ys and stack.family == "megatron-lm" and megatron_release(t):
+            elif not ys and stack.family == "megatron-lm" and (tagged := megatron_release(t)):
                 # a Megatron-LM release tag ("Megatron-LM core_r0.9.0") dates the run as a year would: MEGATRON_RELEASES
-                (y, released) = megatron_release(t)
-                ys = [y]
+                ys, released = [tagged[0]], tagged[1]
             if ys:
                 y, month = earliest_date(dt)
                 if y != min(ys):                      # dated by a release number (YY.MM), no year in the text
