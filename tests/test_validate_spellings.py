@@ -161,3 +161,37 @@ def test_a_shard_group_in_the_text_is_hsdp():
            "optimizer_sharding": "ZeRO-3 sharded over 16 GPUs"}
     case = V.build_case(V.read_dicts([row])[0])
     assert case.plan.sharding == "fsdp" and case.plan.dp_replicas == 4
+
+
+@pytest.mark.parametrize("text", ["DeepSpeed + Megatron-LM (3D parallelism)", "Megatron-LM + DeepSpeed",
+                                  "Megatron-LM and DeepSpeed ZeRO-1", "DeepSpeed (Megatron-LM tensor parallelism)"])
+def test_a_framework_naming_deepspeed_and_megatron_lm_is_megatron_deepspeed(text):
+    # 'megatron' inside 'Megatron-LM' counts for the combination (Smith et al. 2022 name their stack this way)
+    from roofline.spec import stacks
+    stack, why = stacks.infer(text, "")
+    assert stack.family == "megatron-deepspeed", why
+    assert stacks.infer("Megatron-LM", "")[0].family == "megatron-lm"
+    assert stacks.infer("DeepSpeed", "")[0].family == "deepspeed"
+
+
+@pytest.mark.parametrize("cell", ["6,020/GPU", "6020 tokens/s/GPU", "6,020 per GPU", "6.02k tok/s per GPU"])
+def test_a_per_gpu_token_rate_in_the_total_column_is_read_per_gpu(cell):
+    row = {**ROW, "measured_iter_time_s": "", "tokens_per_s": cell}
+    per_gpu = {**ROW, "measured_iter_time_s": "", "tokens_per_s_per_gpu": "6020"}
+    case, ref = (V.build_case(V.read_dicts([r])[0]) for r in (row, per_gpu))
+    assert case.measured == pytest.approx(ref.measured)
+    assert case.measured == pytest.approx(512 * 2048 / (6020 * 64))
+
+
+@pytest.mark.parametrize("col, cell, value", [("tokens_per_s", "385,000 tokens/s", 385000.0),
+                                              ("tokens_per_s", "385k tok/sec", 385000.0),
+                                              ("measured_tflops_per_gpu", "150 TFLOP/s", 150.0),
+                                              ("measured_tflops_per_gpu", "150 TFLOPS per GPU", 150.0),
+                                              ("samples_per_s", "12.5 samples/s", 12.5)])
+def test_a_rate_cell_with_its_unit_reads_as_the_number(col, cell, value):
+    assert V.read_dicts([{**ROW, col: cell}])[0][col] == pytest.approx(value)
+
+
+def test_a_per_gpu_rate_beside_a_stated_per_gpu_column_is_not_silently_dropped():
+    row = V.read_dicts([{**ROW, "tokens_per_s": "6,020/GPU", "tokens_per_s_per_gpu": "6000"}])[0]
+    assert row["tokens_per_s"] is None and "tokens_per_s must be a number" in row[V.UNREADABLE]

@@ -342,6 +342,7 @@ def read(path, require: tuple = ()) -> list[dict]:
             row[BATCH_TOKENS] = (float(tokens.group(1)) * 1000 ** k, float(tokens.group(1)) * 1024 ** k,
                                  row["global_batch"])
             row["global_batch"] = ""
+        rate_units(row)
         for col in INTS + FLOATS:
             v = row.get(col, "")
             if v == "" or v.lower() in MISSING:
@@ -371,6 +372,45 @@ def read(path, require: tuple = ()) -> list[dict]:
             raise InputError(f"{path}: case_id {r['case_id']!r} appears twice (lines {seen[r['case_id']]} and {line})")
         seen[r["case_id"]] = line
     return rows
+
+
+# A rate cell with the unit the source printed beside the number: tokens/s ("6,020 tokens/s", "3.2k tok/sec"),
+# TFLOP/s ("150 TFLOPS", "150 TFLOP/s/GPU"), samples/s. A tokens/s cell whose unit says per GPU ("6,020/GPU",
+# "6,020 tokens/s/GPU", "6,020 per GPU") is the per-GPU rate: it moves to tokens_per_s_per_gpu when that is blank.
+_PER_GPU = r"(?:\s*(?:/|per)\s*(?:gpu|device|accelerator|chip)s?)"
+_RATE_UNITS = {
+    "tokens_per_s": r"(?:tok(?:en)?s?(?:\s*(?:/|per)\s*(?:s|sec|secs|second)))",
+    "tokens_per_s_per_gpu": r"(?:tok(?:en)?s?(?:\s*(?:/|per)\s*(?:s|sec|secs|second)))",
+    "samples_per_s": r"(?:(?:samples?|seqs?|sequences?)(?:\s*(?:/|per)\s*(?:s|sec|secs|second)))",
+    "measured_tflops_per_gpu": r"(?:tflop(?:/s|s)?(?:\s*(?:/|per)\s*(?:s|sec|second))?)",
+}
+
+
+def rate_units(row: dict) -> None:
+    """Strip the unit of a rate cell (``_RATE_UNITS``), in place; a per-GPU tokens/s in the tokens_per_s column moves
+    to tokens_per_s_per_gpu (when that column is blank; else the cell is left for the reader to refuse).
+
+    >>> r = {"tokens_per_s": "6,020/GPU", "tokens_per_s_per_gpu": ""}; rate_units(r); r
+    {'tokens_per_s': '', 'tokens_per_s_per_gpu': '6,020'}
+    >>> r = {"tokens_per_s": "1.2M tokens/s", "measured_tflops_per_gpu": "150 TFLOP/s/GPU"}; rate_units(r); r
+    {'tokens_per_s': '1.2M', 'measured_tflops_per_gpu': '150'}
+    """
+    for col, unit in _RATE_UNITS.items():
+        v = (row.get(col) or "").strip()
+        if not v:
+            continue
+        m = re.fullmatch(rf"(.*?\d[kKmMgG]?)\s*({unit})?({_PER_GPU})?", v, flags=re.I)
+        if not m or not (m.group(2) or m.group(3)):
+            continue
+        per_gpu = bool(m.group(3))
+        if per_gpu and col == "tokens_per_s":
+            if (row.get("tokens_per_s_per_gpu") or "").strip():
+                continue
+            row["tokens_per_s"], row["tokens_per_s_per_gpu"] = "", m.group(1).strip()
+        elif per_gpu and col != "tokens_per_s_per_gpu" and col != "measured_tflops_per_gpu":
+            continue                    # samples/s per GPU: no column holds it; left for the reader to refuse
+        else:
+            row[col] = m.group(1).strip()
 
 
 # ---- one row -> Spec ------------------------------------------------------------------------------

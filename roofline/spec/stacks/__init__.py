@@ -402,14 +402,21 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
 
 
 # ---- inference for rows and files that name no stack ------------------------------------------
-def _alias_hits(text: str) -> list[tuple[int, Stack, str]]:
-    """(alias length, stack, alias) for every alias found as a whole word in ``text``."""
+def _alias_spans(text: str) -> list[tuple[int, int, Stack, str]]:
+    """(start, end, stack, alias) for every id or alias found as a whole word in ``text``, names inside longer ones
+    included ('megatron' in 'Megatron-LM')."""
     found = []
     for s in registry().values():
         for a in (s.id, *s.aliases):
             # a whole word: not inside another word; a following '-' is allowed (GPT-NeoX-20B, Megatron-LM-v2)
             for m in re.finditer(rf"(?<![\w-]){re.escape(a)}(?![a-z0-9_])", text):
                 found.append((m.start(), m.end(), s, a))
+    return found
+
+
+def _alias_hits(text: str) -> list[tuple[int, Stack, str]]:
+    """(alias length, stack, alias) for every alias found as a whole word in ``text``."""
+    found = _alias_spans(text)
     # a name inside a longer one of another stack is not said ('nemo' in 'NeMo AutoModel' is not Megatron-Core's NeMo)
     hits = {}
     for start, end, s, a in found:
@@ -489,7 +496,9 @@ def _named(where: str, text: str, model=None, hw=None, dtype: str | None = None,
     # of either alone (stacks/*.yaml ``combines``: every listed alias found)
     # (each name an alias the text holds or the family of a stack it names), when the text's earliest year, if any,
     # falls in that stack's era (a 2024 source naming FSDP and Megatron ran torchtitan, not 2022's metaseq)
-    named = {a for _, _, a in hits} | {h[1].family for h in hits}
+    # A name inside a longer one counts here: "DeepSpeed + Megatron-LM" names Megatron ('megatron' in 'megatron-lm',
+    # which _alias_hits drops as a name of the longer one's family)
+    named = {a for _, _, _, a in _alias_spans(t)} | {h[1].family for h in hits}
     ys = years_in(dt)
     for s in registry().values():
         both = s.rule("combines")
