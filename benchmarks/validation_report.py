@@ -497,7 +497,11 @@ def input_rules() -> list[str]:
         "embedding and the loss each fill a virtual stage, Megatron-Core account_for_embedding/loss_in_pipeline_split) "
         "and micro-batches % pp = 0 (Megatron's constraints), else 1. "
         "This gives v = 2 for most rows, 3 for 76B (60 layers / pp 4) and 530B (105 / 35), 7 for the H100 462B "
-        "(112 / 16) and 23 for the H100 119B (92 / 4, one layer per virtual stage).",
+        "(112 / 16) and 23 for the H100 119B (92 / 4, one layer per virtual stage). "
+        "Where the plan at that v needs more memory than the GPU has, beyond the memory model's largest validated "
+        "error, the smallest larger valid v with which it fits, before any recomputation: more virtual stages hold "
+        "fewer layers' activations in flight on the first stage (validate.unstated_interleave; Llama 3.1 405B at "
+        "tp 8 pp 16 with 32 micro-batches: v = 8, as Megatron-Bridge's 405B recipes run).",
         "- **cp** blank -> 1; **recompute** blank -> what the notes or settings state (\"activation checkpointing\", "
         "\"--checkpoint-activations\", \"gradient checkpointing\" -> full; \"selective activation recomputation\" -> "
         "selective; negated, \"without activation checkpointing\" -> none: `validate.recompute_from_text`; a clause "

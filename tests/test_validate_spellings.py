@@ -195,3 +195,36 @@ def test_a_rate_cell_with_its_unit_reads_as_the_number(col, cell, value):
 def test_a_per_gpu_rate_beside_a_stated_per_gpu_column_is_not_silently_dropped():
     row = V.read_dicts([{**ROW, "tokens_per_s": "6,020/GPU", "tokens_per_s_per_gpu": "6000"}])[0]
     assert row["tokens_per_s"] is None and "tokens_per_s must be a number" in row[V.UNREADABLE]
+
+
+LLAMA3_405B = {"case_id": "l3", "model": "Llama 3.1 405B", "gpu": "H100", "n_gpus": 8192, "tp": 8, "pp": 16, "dp": 64,
+               "seq_len": 8192, "global_batch": 2048, "micro_batch": 1, "precision": "bf16",
+               "measured_iter_time_s": 11.6}
+
+
+def _memory_over(spec):
+    from roofline.model.predict import evaluate, inputs, overshoot
+    out = evaluate(inputs(spec.model, spec.plan, spec.hardware))
+    return float(overshoot(out["memory"], out["mem_reserve"], spec.hardware))
+
+
+def test_a_blank_interleave_that_does_not_fit_at_the_smallest_v_takes_the_next_that_fits():
+    from roofline.spec import resolve as R
+    case = V.build_case(V.read_dicts([LLAMA3_405B])[0])
+    v = case.plan.interleave
+    assert "validate.unstated_interleave" in case.note
+    assert v in R.valid_interleaves(126, 16, 32, edge_slots=2) and v > R.smallest_interleave(126, 16, 32, 2)
+    assert case.plan.recompute == "none"                        # more virtual stages before any recomputation
+    assert _memory_over(case.spec) <= V.MEMORY_ERROR_MAX
+    smaller = [w for w in R.valid_interleaves(126, 16, 32, edge_slots=2) if w < v]
+    for w in smaller:                                           # every smaller v is over the memory model's error
+        spec = V.build_case(V.read_dicts([{**LLAMA3_405B, "interleave": w, "recompute": "none"}])[0]).spec
+        assert _memory_over(spec) > V.MEMORY_ERROR_MAX
+
+
+def test_a_blank_interleave_that_fits_keeps_the_smallest_v_and_a_stated_one_stands():
+    from roofline.spec import resolve as R
+    case = V.build_case(V.read_dicts([{**ROW, "framework": "Megatron-Core", "global_batch": 512}])[0])
+    assert case.plan.interleave == R.smallest_interleave(40, 2, 32, 2) and "unstated_interleave" not in case.note
+    stated = V.build_case(V.read_dicts([{**LLAMA3_405B, "interleave": 2}])[0])
+    assert stated.plan.interleave == 2 and "unstated_interleave" not in stated.note

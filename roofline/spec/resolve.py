@@ -172,12 +172,19 @@ def smallest_interleave(layers: int, pp: int, micro_batches: int, edge_slots: in
     >>> smallest_interleave(126, 16, 16), smallest_interleave(126, 16, 16, edge_slots=2)
     (1, 2)
     """
+    return (valid_interleaves(layers, pp, micro_batches, edge_slots) or (1,))[0]
+
+
+def valid_interleaves(layers: int, pp: int, micro_batches: int, edge_slots: int = 0) -> tuple[int, ...]:
+    """Every v >= 2 the interleaved schedule accepts (the conditions of :func:`smallest_interleave`), ascending.
+
+    >>> valid_interleaves(126, 16, 16, edge_slots=2), valid_interleaves(96, 8, 12)
+    ((2, 4, 8), ())
+    """
     if pp == 1 or micro_batches % pp:
-        return 1
-    for v in range(2, (layers + edge_slots) // pp + 1):
-        if layers % (pp * v) == 0 or (edge_slots and (layers + edge_slots) % (pp * v) == 0):
-            return v
-    return 1
+        return ()
+    return tuple(v for v in range(2, (layers + edge_slots) // pp + 1)
+                 if layers % (pp * v) == 0 or (edge_slots and (layers + edge_slots) % (pp * v) == 0))
 
 
 def layout_rules(st, tp, pp, interleave, tp_comm_overlap: bool = False, ep=1) -> dict:

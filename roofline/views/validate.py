@@ -57,7 +57,8 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   (Megatron rows, whose sources used interleaved 1F1B) the smallest v >= 2 with layers % (pp v) == 0
   (or (layers + 2) % (pp v) == 0 in a stack that splits uneven stages: the embedding and the loss each fill a
   virtual stage, Megatron-Core account_for_embedding/loss_in_pipeline_split) and micro-batches % pp == 0, or 1
-  when no such v exists.
+  when no such v exists; where the plan then does not fit in memory, the smallest larger valid v with which it does,
+  before recomputation (``unstated_interleave``).
 - cp blank -> 1; recompute blank -> the stack's default (Megatron: none; GPT-NeoX, metaseq: full; torchtitan: op),
   unless the plan then cannot fit (``unstated_recompute``); fsdp column -> FSDP on (a flag) or HSDP (a shard size,
   ``fsdp_column``); n_kv_heads blank -> MHA; ffn_hidden blank -> 4h (gelu).
@@ -1551,6 +1552,49 @@ def unstated_recompute(spec, fields: dict, stack, resolve_fields):
                   f"{stack.id} runs makes it fit: priced at its defaults")
 
 
+def unstated_interleave(spec, fields: dict, resolve_fields) -> tuple[object, str]:
+    """(spec, note) of a pipelined row that leaves the virtual stages blank on a stack that interleaves when pp > 1,
+    where the resolver's smallest valid v (resolve.smallest_interleave) leaves the plan over the GPU's memory by more
+    than the memory model's largest validated error (MEMORY_ERROR_MAX).
+
+    A run that happened fit, so it saved memory somewhere; in Megatron's interleaved schedule the first stage holds
+    (pp - 1) 2 + (v - 1) pp + 1 chunks of layers / (pp v) layers each in flight (megatron/core/pipeline_parallel/
+    schedules.py, forward_backward_pipelining_with_interleaving: num_warmup_microbatches), so more virtual stages hold
+    fewer layers' activations, at the price of more point-to-point transfers, which cost far less than recomputing
+    layers. The runs that publish v choose large ones at few micro-batches per pipeline (Megatron-Bridge's Llama 3.1
+    405B recipes: v 8 over pp 8 and 16). So before recomputation (unstated_recompute) the next valid v (resolve.
+    valid_interleaves) with which the plan fits is priced, said in the note; a plan that fits at the smallest v keeps it,
+    and one that fits at none is left to unstated_recompute."""
+    from ..model.predict import evaluate, inputs, overshoot
+    from ..spec.config import EDGE_SLOTS
+    from ..spec.resolve import valid_interleaves
+
+    def over(sp):
+        out = evaluate(inputs(sp.model, sp.plan, sp.hardware))
+        return float(overshoot(out["memory"], out["mem_reserve"], sp.hardware))
+
+    p = spec.plan
+    if fields.get("interleave") is not None or p.pp <= 1 or p.interleave <= 1 \
+            or not str(spec.origin.get("interleave", "")).startswith("rule"):
+        return spec, ""
+    need = over(spec)
+    if need <= MEMORY_ERROR_MAX:
+        return spec, ""
+    m = p.global_batch // (p.micro_batch * p.dp) if p.global_batch % (p.micro_batch * p.dp) == 0 else 0
+    vs = valid_interleaves(spec.model.n_layers, p.pp, m, EDGE_SLOTS if p.uneven_stages else 0)
+    for v in (v for v in vs if v > p.interleave):
+        try:
+            alt = resolve_fields({**fields, "interleave": v})
+        except InputError:
+            continue
+        if over(alt) <= MEMORY_ERROR_MAX:
+            return alt, (f"interleave not stated, and at the smallest valid v={p.interleave} the plan needs "
+                         f"{100 * need:.0f} % more memory than the GPU's {spec.hardware.hbm_capacity / 2 ** 30:.0f} "
+                         f"GiB: priced at v={v}, the smallest of the valid v ({', '.join(map(str, vs))}) with which it "
+                         "fits, before recomputation (validate.unstated_interleave)")
+    return spec, ""
+
+
 def complete_layout(fields: dict, stack, resolve_fields) -> tuple[dict, str]:
     """The plan fields of a row that leaves two or more of tp/pp/dp blank, and a note saying how they were chosen.
 
@@ -1872,8 +1916,13 @@ def build_case(row: dict, hardware=None) -> Case:
                 if said:
                     layout_notes.append(said)
                 spec = resolved(fields)
-                if fields.get("recompute") is None and BLOCK_RC not in fields and (
-                        stacks.names_stack(row.get("framework", "")) or not (row.get("framework") or "").strip()):
+                registry_stack = stacks.names_stack(row.get("framework", "")) or not (row.get("framework") or "").strip()
+                if registry_stack:
+                    spec, said = unstated_interleave(spec, fields, resolved)
+                    if said:
+                        layout_notes.append(said)
+                        fields = {**fields, "interleave": spec.plan.interleave}
+                if fields.get("recompute") is None and BLOCK_RC not in fields and registry_stack:
                     spec, said = unstated_recompute(spec, fields, st, resolved)
                     if said:
                         rc_notes[:] = [said]
