@@ -415,7 +415,12 @@ def input_rules() -> list[str]:
         'FSDP names DeepSpeed ZeRO, which runs no interleaved pipeline) is priced as if the text named nothing: '
         "the era rule's stack, then its stand-ins, each dropping what only the text said and it refuses, noted; a "
         'framework column, or a row naming a version by its id, is refused instead. `validate --json` prints the '
-        'stack and the reason per row; stated columns override the stack.',
+        'stack and the reason per row; stated columns override the stack. A text naming both DeepSpeed and Megatron '
+        '("DeepSpeed + Megatron-LM") ran Megatron-DeepSpeed. Headers as tables print them ("GBS", "Seq Length", '
+        '"Tokens / sec / GPU"; llm-foundry\'s "SeqLen (T)", "Throughput (T/s)", "MFU" in percent; torchtitan\'s '
+        '"TPS/GPU") read as their columns, rate cells may carry their unit ("6,020 tokens/s/GPU"), and a model named '
+        'by its size alone ("70b") on a stack that ships its own model configs is that config (llm-foundry: '
+        'MPT, presets `mpt-*`).',
         "- **Matmul ceiling and sustained clock** (properties of the GPU, not of a row): every profile with a "
         "published maximum achievable matmul rate (`max_matmul`, mamf-finder: A100 SXM 267.9, H100/H200 SXM 828.0 "
         "TFLOP/s) caps its GEMM efficiencies at max_matmul / peak, because no fitted curve can beat what the best "

@@ -173,8 +173,8 @@ def _number(v: str, col: str) -> float:
 
     >>> _number("1,536", "global_batch"), _number("~5.39 s", "measured_iter_time_s"), _number("850 ms", "derived_iter_time_s")
     (1536.0, 5.39, 0.85)
-    >>> _number("42.5 %", "measured_mfu"), _number("0.425", "measured_mfu")
-    (0.425, 0.425)
+    >>> _number("42.5 %", "measured_mfu"), _number("0.425", "measured_mfu"), _number("42.5", "measured_mfu")
+    (0.425, 0.425, 0.425)
 
     A count with a magnitude suffix: a context length or a batch as papers write them, in powers of two ('8K' context
     is 8192, Llama 3's '128K' 131072; a '1.5K' batch 1536), a rate or any other count in powers of ten ('3.2k'
@@ -186,6 +186,8 @@ def _number(v: str, col: str) -> float:
     t = v.strip().lstrip("~≈").strip()
     if col in FRACTIONS and t.endswith("%"):
         return float(t[:-1].strip()) / 100
+    if col in FRACTIONS and re.fullmatch(r"\d+(?:\.\d+)?", t) and 1 < float(t) <= 100:
+        return float(t) / 100           # a percentage without its sign (llm-foundry's "MFU" 42.57): no fraction is > 1
     if re.fullmatch(r"\d{1,3}([, _]\d{3})+(\.\d+)?", t):
         t = re.sub(r"[, _]", "", t)
     m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kKmMgG])", t)
@@ -241,6 +243,15 @@ HEADER_ALIASES = {
     "steptime": "measured_iter_time_s", "steptimes": "measured_iter_time_s", "iterationtime": "measured_iter_time_s",
     "iterationtimes": "measured_iter_time_s", "secondsperstep": "measured_iter_time_s",
     "dtype": "precision", "numlayers": "n_layers", "layers": "n_layers", "hiddensize": "d_model",
+    # llm-foundry's benchmark tables (scripts/train/benchmarking/README.md: "SeqLen (T)", "Throughput (T/s)",
+    # "Throughput (T/s/GPU)", "Throughput (S/s)", "MFU" in percent, "Sharding Strategy", "Activation Checkpointing")
+    "seqlent": "seq_len", "throughputts": "tokens_per_s", "throughputtsgpu": "tokens_per_s_per_gpu",
+    "throughputss": "samples_per_s", "tokenss": "tokens_per_s", "tokenspersec": "tokens_per_s",
+    "tokenspersecond": "tokens_per_s", "throughputtokenss": "tokens_per_s", "throughputtokenssgpu": "tokens_per_s_per_gpu",
+    "mfu": "measured_mfu", "shardingstrategy": "optimizer_sharding", "activationcheckpointing": "recompute",
+    # torchtitan's tables: "TPS/GPU"; its 2024 docs' "WPS" (tokens per second of one data-parallel rank, torchtitan
+    # train.py: ntokens / (time x model-parallel size): per GPU on its FSDP-only tables)
+    "tpsgpu": "tokens_per_s_per_gpu", "wps": "tokens_per_s_per_gpu",
 }
 
 
@@ -583,7 +594,7 @@ def attention_kernel_stated(text: str) -> str | None:
 def _model_fields(row: dict) -> tuple[dict, str]:
     """Model fields the row states (blank -> unset), the vocabulary from the model family when the
     row states none; Skip when the row's architecture has parts the model does not price."""
-    from ..spec import families
+    from ..spec import families, stacks
     from ..base import normalize
 
     att = (row.get("attention") or "").lower()
@@ -597,12 +608,22 @@ def _model_fields(row: dict) -> tuple[dict, str]:
     if row.get("head_dim"):                 # Megatron-Core kv_channels (blank: d_model / heads)
         d["head_dim"] = row["head_dim"]
     preset = families.preset_for(row.get("model"))
+    early = []          # notes of what the named preset fills before the rest below
+    size = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([mMbB])\s*", row.get("model") or "")
+    if not preset and size and stacks.names_stack(row.get("framework") or ""):
+        # a model named by its size alone ("70b", llm-foundry's benchmark tables) on a stack that ships its own
+        # models' configs: that family's preset of the size (stacks/*.yaml own_models)
+        own = stacks.infer(row["framework"], "")[0].rule("own_models")
+        found = families.preset_for(f"{own}-{size.group(1)}{size.group(2).lower()}") if own else None
+        if found:
+            preset = found
+            early.append(f"model {row['model']!r} read as the framework's own {found} (its configs name models by "
+                         "size)")
     if preset:
         from ..spec import models
         base = models.load(preset)
     else:
         base = None
-    early = []          # notes of what the named preset fills before the rest below
     if att.startswith("mla"):               # multi-head latent attention: its ranks and head widths
         mla = {f: row.get(c) for c, f in MLA_COLUMNS.items() if row.get(c)}
         missing = [c for c, f in MLA_COLUMNS.items() if f not in mla and f != "q_lora_rank"]
