@@ -472,7 +472,11 @@ def input_rules() -> list[str]:
         "leave the experts, the dispatcher and the token-count sync eager); impl none, \"not set by preset\" "
         "(Megatron-Core's default impl is none) -> `none`; graphs stated without modules -> `layers` "
         "(Megatron-Core's default modules: the whole layer).",
-        "- **micro_batch** blank -> the stack's: 1 for the Megatron stacks (Megatron's GPT-3 175B example script); "
+        "- **micro_batch** blank -> a micro-batch the notes or settings state (\"micro-batch size 4\", \"MBS=4\", "
+        "\"per-device batch size 4\"), else global batch / (dp x the gradient accumulation steps) of a `grad_accum` "
+        "column (llm-foundry's \"GradAccum\", \"gradient_accumulation_steps\") or of the text (\"grad accum 8\", \"GA=8\", "
+        "\"8 micro-batches\", \"no gradient accumulation\") where it divides (`validate.micro_batch_from_text`); else "
+        "the stack's: 1 for the Megatron stacks (Megatron's GPT-3 175B example script); "
         "global batch / dp for DeepSpeed ZeRO, PyTorch FSDP and torchtitan without PP (no gradient accumulation "
         "unless told; docs/frameworks.md `micro_batch_unstated`); with PP, torchtitan's pipeline micro-batch is 1 "
         "since 2025-04 and the local batch over pp micro-batches before (`torchtitan-2024`, `microbatches_with_pp`; "

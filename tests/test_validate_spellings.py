@@ -228,3 +228,26 @@ def test_a_blank_interleave_that_fits_keeps_the_smallest_v_and_a_stated_one_stan
     assert case.plan.interleave == R.smallest_interleave(40, 2, 32, 2) and "unstated_interleave" not in case.note
     stated = V.build_case(V.read_dicts([{**LLAMA3_405B, "interleave": 2}])[0])
     assert stated.plan.interleave == 2 and "unstated_interleave" not in stated.note
+
+
+FSDP_ROW = {"case_id": "r", "model": "Llama 2 7B", "gpu": "A100 80GB", "n_gpus": 64, "tp": 1, "pp": 1, "dp": 64,
+            "global_batch": 1024, "seq_len": 4096, "measured_iter_time_s": 10.0, "framework": "PyTorch FSDP"}
+
+
+@pytest.mark.parametrize("extra", [{"notes": "gradient accumulation steps 4"}, {"notes": "grad accum 4"},
+                                   {"notes": "GA=4"}, {"notes": "4 micro-batches per step"},
+                                   {"notes": "micro-batch size 4"}, {"notes": "per-device batch size 4"},
+                                   {"GradAccum": "4"}, {"gradient_accumulation_steps": "4"}])
+def test_a_micro_batch_or_accumulation_stated_outside_its_column_is_read(extra):
+    # 1024 sequences over dp 64 in 4 steps: micro-batches of 4 (the FSDP stack's own default accumulates nothing: 16)
+    case = V.build_case(V.read_dicts([{**FSDP_ROW, **extra}])[0])
+    assert case.plan.micro_batch == 4 and "micro_batch 4 from the text" in case.note
+    default = V.build_case(V.read_dicts([FSDP_ROW])[0])
+    assert default.plan.micro_batch == 1024 // 64
+
+
+def test_accumulation_that_does_not_divide_the_batch_is_not_read_and_a_stated_micro_batch_stands():
+    odd = V.build_case(V.read_dicts([{**FSDP_ROW, "notes": "grad accum 3"}])[0])
+    assert odd.plan.micro_batch == 16 and "from the text" not in odd.note
+    stated = V.build_case(V.read_dicts([{**FSDP_ROW, "micro_batch": 2, "notes": "grad accum 4"}])[0])
+    assert stated.plan.micro_batch == 2

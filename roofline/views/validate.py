@@ -43,7 +43,8 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
 - precision blank or no such column -> a recipe the notes or settings state (FP8, Float8, MXFP8, NVFP4, FP4;
   not in a clause that negates it or only quotes a peak rate: ``precision_from_text``), else the stack's default.
 - a row stating torch.compile: fused elementwise kernels (eager_elementwise off) whatever the stack's default.
-- micro_batch blank -> the stack's: 1 for the Megatron stacks (the micro-batch of Megatron-LM's GPT-3 175B example
+- micro_batch blank -> one the text states or the gradient accumulation steps give (a grad_accum column or the text:
+  ``micro_batch_from_text``), else the stack's: 1 for the Megatron stacks (the micro-batch of Megatron-LM's GPT-3 175B example
   script); global batch / dp (no gradient accumulation) for the DeepSpeed ZeRO, PyTorch FSDP and torchtitan stacks
   without PP (their configs accumulate only when told; stacks/*.yaml micro_batch_unstated); with PP, torchtitan's
   pipeline micro-batch of 1 since 2025-04, before it the local batch over pp micro-batches (torchtitan-2024,
@@ -109,7 +110,7 @@ INTS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "
         "micro_batch", "tp", "pp", "dp", "cp", "ep", "interleave", "n_gpus", "gpus_per_node", "n_experts", "top_k",
         "moe_ffn_hidden", "head_dim", "n_shared_experts", "first_dense_layers", "mtp", "mla_q_lora_rank",
         "mla_kv_lora_rank", "mla_qk_nope_head_dim", "mla_qk_rope_head_dim", "mla_v_head_dim", "swa_window", "swa_every",
-        "moe_latent_size", "fsdp")
+        "moe_latent_size", "fsdp", "grad_accum")
 FLOATS = ("net_gbps_per_gpu", "measured_iter_time_s", "derived_iter_time_s", "measured_peak_memory_gib",
           "flops_per_iter", "measured_tflops_per_gpu", "measured_mfu", "tokens_per_s", "tokens_per_s_per_gpu",
           "samples_per_s")
@@ -252,6 +253,10 @@ HEADER_ALIASES = {
     # torchtitan's tables: "TPS/GPU"; its 2024 docs' "WPS" (tokens per second of one data-parallel rank, torchtitan
     # train.py: ntokens / (time x model-parallel size): per GPU on its FSDP-only tables)
     "tpsgpu": "tokens_per_s_per_gpu", "wps": "tokens_per_s_per_gpu",
+    # gradient accumulation steps (micro-batches per optimizer step at pp = 1): llm-foundry's "GradAccum", DeepSpeed's
+    # gradient_accumulation_steps, Hugging Face's --gradient_accumulation_steps
+    "gradaccum": "grad_accum", "gradientaccumulation": "grad_accum", "gradientaccumulationsteps": "grad_accum",
+    "gradaccumsteps": "grad_accum", "accumulationsteps": "grad_accum", "gas": "grad_accum",
 }
 
 
@@ -270,9 +275,10 @@ def canonical_headers(fieldnames) -> dict:
     out = {}
     for h in fieldnames:
         low = (h or "").strip().lower().replace(" ", "_")
-        if low == h:
+        known = low in REQUIRED + INTS + FLOATS + TEXT_COLUMNS
+        if low == h and known:
             continue
-        col = low if low in REQUIRED + INTS + FLOATS + TEXT_COLUMNS else HEADER_ALIASES.get(_header_key(h))
+        col = low if known else HEADER_ALIASES.get(_header_key(h))
         if col and col not in names and col not in out.values():
             out[h] = col
     return out
@@ -824,6 +830,47 @@ def schedule_from_text(text: str) -> str | None:
     return None
 
 
+# (not a "local batch": torchtitan's per-data-parallel-rank batch, which its pipeline schedules split into micro-batches)
+_MB_TEXT = re.compile(r"\b(?:micro[- _]?batch(?:[- _]size)?|mbs|per[- _](?:device|gpu)[- _](?:train[- _])?batch"
+                      r"(?:[- _]size)?|batch[- _]size[- _]per[- _](?:gpu|device))"
+                      r"\s*(?:of|=|:|is)?\s*(\d+)\b")
+_GA_TEXT = re.compile(r"\b(?:gradient[- _]accumulation|grad(?:ient)?[- _]accum(?:ulation)?|accumulation)"
+                      r"(?:[- _]steps?)?\s*(?:of|=|:|is)?\s*(\d+)\b|\bga\s*=\s*(\d+)\b|"
+                      r"\b(\d+)\s*(?:gradient[- _]accumulation|grad(?:ient)?[- _]accum(?:ulation)?)(?:[- _]steps?)?\b|"
+                      r"\b(\d+)\s+micro[- _]?batches\b")
+_GA_NONE = re.compile(r"\b(?:no|without)\s+(?:gradient|grad)[- _]accum\w*")
+
+
+def micro_batch_from_text(text: str, global_batch, dp, grad_accum=None) -> tuple[int, str] | None:
+    """(micro-batch, the words it was read from) of a row whose micro_batch column is blank: a micro-batch the text
+    states ("micro-batch size 4", "MBS=4", "per-device batch size 4"), else one the gradient
+    accumulation gives, global batch / (dp x steps): a ``grad_accum`` column, or steps the text states ("gradient
+    accumulation steps 8", "GA=8", "8 micro-batches", "no gradient accumulation" = 1). None when neither, or when the
+    steps do not divide the global batch over dp.
+
+    >>> micro_batch_from_text("bf16; micro-batch size 4", 1024, 64), micro_batch_from_text("grad accum 4", 1024, 64)
+    ((4, 'micro-batch size 4'), (4, 'grad accum 4'))
+    >>> micro_batch_from_text("no gradient accumulation", 1024, 64), micro_batch_from_text("", 1024, 64, 8)
+    ((16, 'no gradient accumulation'), (2, 'grad_accum 8'))
+    """
+    m = _MB_TEXT.search(text or "")
+    if m and int(m.group(1)) > 0:
+        return int(m.group(1)), m.group(0).strip()
+    if not global_batch or not dp:
+        return None
+    if grad_accum:
+        steps, words = int(grad_accum), f"grad_accum {int(grad_accum)}"
+    elif (g := _GA_TEXT.search(text or "")):
+        steps, words = int(next(x for x in g.groups() if x)), g.group(0).strip()
+    elif (g := _GA_NONE.search(text or "")):
+        steps, words = 1, g.group(0).strip()
+    else:
+        return None
+    if steps <= 0 or global_batch % (dp * steps):
+        return None
+    return global_batch // (dp * steps), words
+
+
 def fp8_all_gather_stated(text: str) -> bool:
     """A row's lower-cased settings or notes say FSDP gathers the parameters in float8 (torchtitan
     --float8.enable_fsdp_float8_all_gather / quantize.linear.float8.enable_fsdp_float8_all_gather, "float8 all-gather")."""
@@ -891,7 +938,9 @@ def _plan_fields(row: dict) -> dict:
     # a blank column that the row's notes or settings answer: "ZeRO stage 1", "activation checkpointing" (FROM_TEXT)
     read = {key: found for key, found in (("sharding", sharding_from_text(text)),
                                           ("recompute", recompute_from_text(text)),
-                                          ("optimizer", None if row.get("optimizer") else optimizer_from_text(text)))
+                                          ("optimizer", None if row.get("optimizer") else optimizer_from_text(text)),
+                                          ("micro_batch", micro_batch_from_text(text, d["global_batch"], d.get("dp"),
+                                                                                row.get("grad_accum"))))
             if found and d.get(key) is None}
     for key, (value, _) in read.items():
         d[key] = value
