@@ -12,12 +12,12 @@ from roofline.views import validate as V
 
 def _rows(tmp_path, **over):
     cols = ["case_id", "source", "model", "gpu", "n_gpus", "gpus_per_node", "seq_len", "global_batch", "tp", "pp",
-            "measured_iter_time_s", "tier", "framework", "optimizer_sharding", "recompute", "fsdp", "cp", "micro_batch", "notes"]
+            "measured_iter_time_s", "tier", "framework", "optimizer_sharding", "recompute", "fsdp", "cp", "micro_batch", "interleave", "notes"]
     row = {"case_id": "mtnlg", "source": "Smith et al. 2022, Using DeepSpeed and Megatron to Train Megatron-Turing NLG "
            "530B (arXiv:2201.11990) sec 2.4", "model": "MT-NLG 530B", "gpu": "A100 SXM 40GB (DGX A100)",
            "n_gpus": "2240", "gpus_per_node": "8", "seq_len": "2048", "global_batch": "1920", "tp": "8", "pp": "35",
            "measured_iter_time_s": "60.1", "tier": "B", "framework": "", "optimizer_sharding": "", "recompute": "",
-           "fsdp": "", "cp": "", "micro_batch": "", "notes": ""}
+           "fsdp": "", "cp": "", "micro_batch": "", "interleave": "", "notes": ""}
     row.update(over)
     path = tmp_path / "rows.csv"
     with path.open("w", newline="") as f:
@@ -119,13 +119,14 @@ def test_a_clause_saying_the_source_is_silent_states_nothing(tmp_path):
 
 
 def test_a_stack_with_partial_recomputation_recomputes_only_a_share_first(tmp_path):
-    """Llama 3.1 405B on 8,192 H100s (tp 8, pp 16; Llama 3 report Table 4), no stack named: Megatron-Core's defaults
-    need half again the GPU; before recomputing every layer, the shares its --recompute-method block can state
+    """Llama 3.1 405B on 8,192 H100s (tp 8, pp 16; Llama 3 report Table 4), no stack named, interleave pinned at 2
+    (a blank one would take the larger v that fits without recomputation: unstated_interleave): Megatron-Core's
+    defaults need half again the GPU; before recomputing every layer, the shares its --recompute-method block can state
     (a quarter, a half, three quarters of a chunk's layers) are tried, the fewest first, and the first that fits is
     priced. Megatron-DeepSpeed before its 2023 merge recomputes every layer or none: MT-NLG stays at full."""
     rows = _rows(tmp_path, case_id="l3", source="Llama Team 2024 (arXiv:2407.21783) Table 4", model="Llama 3.1 405B",
                  gpu="H100 80GB HBM3", n_gpus="8192", seq_len="8192", global_batch="2048", tp="8", pp="16",
-                 micro_batch="1")
+                 micro_batch="1", interleave="2")
     c = V.build_case(rows[0])
     assert c.framework == "megatron-core" and c.plan.recompute == "full" and 0 < c.plan.recompute_fraction < 1
     assert f"full recomputation of {100 * c.plan.recompute_fraction:.0f} % of the layers" in c.note
