@@ -418,7 +418,8 @@ def input_rules() -> list[str]:
         'stack and the reason per row; stated columns override the stack. A text naming both DeepSpeed and Megatron '
         '("DeepSpeed + Megatron-LM") ran Megatron-DeepSpeed. Headers as tables print them ("GBS", "Seq Length", '
         '"Tokens / sec / GPU"; llm-foundry\'s "SeqLen (T)", "Throughput (T/s)", "MFU" in percent; torchtitan\'s '
-        '"TPS/GPU") read as their columns, rate cells may carry their unit ("6,020 tokens/s/GPU"), and a model named '
+        '"TPS/GPU"; a model\'s Hugging Face config names, num_hidden_layers, num_key_value_heads, intermediate_size; '
+        'nanotron\'s sweep headers "batch_accum", "zero_stage", "tok/s/gpu") read as their columns, rate cells may carry their unit ("6,020 tokens/s/GPU"), and a model named '
         'by its size alone ("70b") on a stack that ships its own model configs is that config (llm-foundry: '
         'MPT, presets `mpt-*`).',
         "- **Matmul ceiling and sustained clock** (properties of the GPU, not of a row): every profile with a "

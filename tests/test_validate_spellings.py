@@ -251,3 +251,20 @@ def test_accumulation_that_does_not_divide_the_batch_is_not_read_and_a_stated_mi
     assert odd.plan.micro_batch == 16 and "from the text" not in odd.note
     stated = V.build_case(V.read_dicts([{**FSDP_ROW, "micro_batch": 2, "notes": "grad accum 4"}])[0])
     assert stated.plan.micro_batch == 2
+
+
+def test_hugging_face_config_names_and_nanotron_sweep_headers_are_read(tmp_path):
+    """A sweep table that dumps the model's config.json names (num_hidden_layers, hidden_size, num_attention_heads,
+    num_key_value_heads, intermediate_size, vocab_size) beside nanotron's knobs (batch_accum, zero_stage, tok/s/gpu)
+    is read as the same row written with the file's own column names."""
+    path = tmp_path / "sweep.csv"
+    path.write_text("gpu,seq_len,mbs,batch_accum,gbs,tok/s/gpu,dp,pp,tp,hidden_size,num_hidden_layers,"
+                    "num_attention_heads,num_key_value_heads,intermediate_size,vocab_size,zero_stage,source\n"
+                    "H100 80GB,4096,4,4,128,9000,8,1,1,2048,16,32,8,8192,128256,0,nanotron sweep\n")
+    row = V.read(path)[0]
+    assert (row["n_layers"], row["d_model"], row["n_heads"], row["n_kv_heads"], row["ffn_hidden"], row["vocab"]) \
+        == (16, 2048, 32, 8, 8192, 128256)
+    assert (row["grad_accum"], row["micro_batch"], row["tokens_per_s_per_gpu"]) == (4, 4, 9000)
+    case = V.build_case(row)
+    assert case.plan.sharding == "none" and case.plan.dp == 8
+    assert case.measured == pytest.approx(128 * 4096 / (9000 * 8))

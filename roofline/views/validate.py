@@ -257,6 +257,14 @@ HEADER_ALIASES = {
     # gradient_accumulation_steps, Hugging Face's --gradient_accumulation_steps
     "gradaccum": "grad_accum", "gradientaccumulation": "grad_accum", "gradientaccumulationsteps": "grad_accum",
     "gradaccumsteps": "grad_accum", "accumulationsteps": "grad_accum", "gas": "grad_accum",
+    # a model's Hugging Face config.json names (LlamaConfig: num_hidden_layers, hidden_size, num_attention_heads,
+    # num_key_value_heads, intermediate_size, vocab_size) as sweep tables dump them beside the run's knobs (nanotron's
+    # config_*.yaml model_config and parallelism blocks: batch_accumulation_per_replica, zero_stage, "tok/s/gpu")
+    "numhiddenlayers": "n_layers", "numattentionheads": "n_heads", "numheads": "n_heads",
+    "numkeyvalueheads": "n_kv_heads", "numkvheads": "n_kv_heads", "intermediatesize": "ffn_hidden",
+    "vocabsize": "vocab", "batchaccum": "grad_accum", "batchaccumulationperreplica": "grad_accum",
+    "zerostage": "optimizer_sharding", "toksgpu": "tokens_per_s_per_gpu", "tokssgpu": "tokens_per_s_per_gpu",
+    "toks": "tokens_per_s",
 }
 
 
