@@ -570,7 +570,11 @@ def input_rules() -> list[str]:
         'seq_len / `tokens_per_s`, or / (`tokens_per_s_per_gpu` x n_gpus). A rate with no `flops_per_iter` takes '
         'the count its `flop_basis` names: HFU96 (Narayanan et al. 2021 eq. 3, 96 B s l h^2 (1 + s/6h + V/16lh), '
         'with the recomputed forward) or MFU72 (Korthikanti et al. 2022, 72 B s l h^2 (1 + s/6h + V/12lh)), on '
-        "the row's shape (`validate.basis_flops`, noted); another basis needs `flops_per_iter`. Number cells may "
+        "the row's shape (`validate.basis_flops`, noted); another basis needs `flops_per_iter`. A TFLOP/s figure "
+        "with neither (the number a training log printed) takes the count the row's stack logs it with (stack rule "
+        "`tflops_basis`, docs/frameworks.md; Megatron-DeepSpeed: eq. 3 with 4 passes under full recomputation, 3 "
+        "without, for the multi-head, non-gated GPT shape that formula assumes; `validate.logged_basis`); other "
+        "stacks and shapes are skipped with that reason. Number cells may "
         "carry digit groups ('1,536'), a leading '~', on seconds columns 's' or 'ms', and a magnitude suffix: in "
         "powers of two on context lengths and batches ('8K' = 8192, '1.5K' = 1536), of ten elsewhere ('3.2k' "
         "tokens/s = 3200). A `global_batch` in tokens ('4M tokens', or a bare '4M': a batch of millions is a "

@@ -1723,6 +1723,10 @@ def complete_layout(fields: dict, stack, resolve_fields) -> tuple[dict, str]:
         raise Skip(f"{'/'.join(blank)} not stated and no layout of the stack is valid: {exc}") from None
     ok = space.fits & (space.knobs["dp"] == dp if dp is not None else True)
     if not ok.any():
+        if not len(space.fits) or (dp is not None and not (space.knobs["dp"] == dp).any()):
+            raise Skip(f"{'/'.join(blank)} not stated, and no layout {stack.id} can run divides the row's "
+                       f"{n} GPUs and global batch {fields['global_batch']} with its stated knobs"
+                       f"{f' (dp {dp})' if dp is not None else ''}")
         raise Skip(f"{'/'.join(blank)} not stated, and neither tp = pp = 1 nor any layout {stack.id} can run fits "
                    f"in memory")
     k = space.knobs
@@ -1887,11 +1891,12 @@ def build_case(row: dict, hardware=None) -> Case:
     flops_known = row.get("flops_per_iter") or flop_basis(row.get("flop_basis"))
     rate = (flops_known and (row.get("measured_tflops_per_gpu") or row.get("measured_mfu"))) or row.get(
         "tokens_per_s") or row.get("tokens_per_s_per_gpu") or row.get("samples_per_s")
-    from_rate = (not measured or measured <= 0) and bool(rate and rate > 0)   # time_from_rate, once the plan resolves
+    # a TFLOP/s figure alone, with no FLOP count: the count the row's stack logs it with, once the stack resolves
+    # (stack rule tflops_basis, logged_basis)
+    logged = not rate and not flops_known and bool((row.get("measured_tflops_per_gpu") or 0) > 0)
+    from_rate = (not measured or measured <= 0) and (bool(rate and rate > 0) or logged)   # time_from_rate, later
     if (not measured or measured <= 0) and not from_rate and not row.get("measured_peak_memory_gib"):
-        raise Skip("no measured or derived iteration time, no rate to derive one from (flops_per_iter, or a "
-                   "flop_basis HFU96 / MFU72, with measured_tflops_per_gpu or measured_mfu; tokens_per_s; "
-                   "tokens_per_s_per_gpu; samples_per_s), and no measured peak memory")
+        raise Skip(NO_MEASUREMENT)
     measured = measured if measured and measured > 0 else float("nan")     # memory-only row
     if row["global_batch"] is None and not row.get(BATCH_TOKENS):
         raise Skip("global_batch not stated")
@@ -2100,12 +2105,21 @@ def build_case(row: dict, hardware=None) -> Case:
         note = "; ".join(x for x in (note, schedule_note) if x)
     if from_rate:
         basis = "" if row.get("flops_per_iter") else flop_basis(row.get("flop_basis"))
-        if basis:
+        origin = "flop_basis"
+        if logged:
+            try:
+                basis, origin = logged_basis(spec)
+            except Skip:
+                if not row.get("measured_peak_memory_gib"):
+                    raise
+                from_rate = False                   # a memory row whose TFLOP/s gives no time: memory only
+        if basis and from_rate:
             m = spec.model
             row = {**row, "flops_per_iter": basis_flops(basis, spec.plan.global_batch, m.seq_len, m.n_layers, m.d_model,
                                                         m.vocab)}
-            note = "; ".join(x for x in (note, f"flops_per_iter {row['flops_per_iter']:.4g} from flop_basis "
+            note = "; ".join(x for x in (note, f"flops_per_iter {row['flops_per_iter']:.4g} from {origin} "
                                                f"{basis} ({BASES[basis]})") if x)
+    if from_rate:
         measured, said = time_from_rate(row, spec.model.seq_len, spec.plan.global_batch, spec.plan.n_gpus,
                                         spec.hardware.peak_flops.get("bf16") or spec.hardware.peak_flops.get("fp16"))
         note = "; ".join(x for x in (note, said) if x)
@@ -2116,7 +2130,41 @@ def build_case(row: dict, hardware=None) -> Case:
 # rate, a basis and no flops_per_iter gets the count the basis names, on the row's shape, so its rate gives its time.
 BASES = {"HFU96": "Narayanan et al. 2021 eq. 3, with the recomputed forward: 96 B s l h^2 (1 + s/(6h) + V/(16 l h))",
          "MFU72": "Korthikanti et al. 2022 sec 6 / Megatron model FLOPs, no recomputation: "
-                  "72 B s l h^2 (1 + s/(6h) + V/(12 l h))"}
+                  "72 B s l h^2 (1 + s/(6h) + V/(12 l h))",
+         # (no flop_basis spelling reads as it: a stack's logged count only, logged_basis)
+         "LOG72": "Narayanan et al. 2021 eq. 3 with 3 passes (no recomputation), as Megatron-DeepSpeed logs it: "
+                  "72 B s l h^2 (1 + s/(6h) + V/(16 l h))"}
+
+
+NO_MEASUREMENT = ("no measured or derived iteration time, no rate to derive one from (flops_per_iter, or a flop_basis "
+                  "HFU96 / MFU72, with measured_tflops_per_gpu or measured_mfu; tokens_per_s; tokens_per_s_per_gpu; "
+                  "samples_per_s), and no measured peak memory")
+
+
+def logged_basis(spec) -> tuple[str, str]:
+    """(BASES key, origin) of a row that states TFLOP/s per GPU and no FLOP count: the count its stack's training log
+    prints the figure with (stack rule ``tflops_basis``). ``eq3``: Narayanan et al. 2021 eq. 3 with 4 passes under
+    full recomputation (HFU96), 3 without (LOG72) (Megatron-DeepSpeed megatron/utils.py throughput_calculator:
+    checkpoint_activations_factor),
+    for the GPT shape that formula assumes (multi-head attention, a dense non-gated MLP of 4 d_model); other shapes
+    and stacks: Skip, as without a basis."""
+    rule = spec.stack.rule("tflops_basis")
+    m, p = spec.model, spec.plan
+    if rule != "eq3":
+        raise Skip(f"{NO_MEASUREMENT}; the stack {spec.stack.id} logs no FLOP count known here (stack rule "
+                   "tflops_basis), so its TFLOP/s figure needs the row's flop_basis or flops_per_iter")
+    gpt = (m.n_kv_heads in (None, m.n_heads) and m.mlp == "gelu" and m.n_experts == 1
+           and (m.ffn_hidden or 4 * m.d_model) == 4 * m.d_model)
+    if not gpt:
+        raise Skip(f"{NO_MEASUREMENT}; {spec.stack.id} logs TFLOP/s with Narayanan et al.'s eq. 3, which assumes "
+                   "multi-head attention and a dense non-gated MLP of 4 d_model: this model's count differs, so the "
+                   "figure needs the row's flop_basis or flops_per_iter")
+    if p.recompute == "selective":
+        raise Skip(f"{NO_MEASUREMENT}; under selective recomputation {spec.stack.id}'s logged count changed with its "
+                   "releases (the recomputation factor 4 until 2024-08, the attention's batched GEMMs after): the "
+                   "figure needs the row's flop_basis or flops_per_iter")
+    basis = "HFU96" if p.recompute == "full" else "LOG72"
+    return basis, f"the count {spec.stack.id} logs TFLOP/s with (stack rule tflops_basis, recompute {p.recompute})"
 
 
 def flop_basis(text) -> str:
@@ -2142,6 +2190,8 @@ def basis_flops(basis: str, global_batch, seq_len, n_layers, d_model, vocab) -> 
     b, s, l, h, v = global_batch, seq_len, n_layers, d_model, vocab
     if basis == "HFU96":
         return 96 * b * s * l * h ** 2 * (1 + s / (6 * h) + v / (16 * l * h))
+    if basis == "LOG72":
+        return 72 * b * s * l * h ** 2 * (1 + s / (6 * h) + v / (16 * l * h))
     return 72 * b * s * l * h ** 2 * (1 + s / (6 * h) + v / (12 * l * h))
 
 

@@ -41,7 +41,8 @@ RULE_KEYS = ("interleaved_schedule", "interleave_when_pp", "no_overlap_with_pp",
              "moment_dtypes", "optimizers", "seq_len_unstated", "combines", "pipeline", "context_parallel",
              "sequence_parallelism",
              "replicas", "partial_recompute", "eager_rope_moe_only", "quantized_tp_gather_recipes", "precisions",
-             "microbatches_with_pp", "undated_version", "schedule_unstated", "precision_names", "own_models")
+             "microbatches_with_pp", "undated_version", "schedule_unstated", "precision_names", "own_models",
+             "tflops_basis")
 DEFAULT = "megatron-core"           # DESIGN.md: Megatron-Core is the default stack of the CLI, configs and API
 
 

@@ -1,0 +1,57 @@
+"""A row that states TFLOP/s per GPU and no FLOP count (BLOOM's "150 TFLOPs", read off Megatron-DeepSpeed's training
+log) is priced with the count its stack's log uses (stack rule tflops_basis), where that count is known and holds
+for the row's model; otherwise it is skipped with the reason, as before."""
+import math
+
+import pytest
+
+from roofline.views import validate as V
+
+BLOOM = {"case_id": "bloom", "source": "BigScience Workshop 2022, BLOOM (arXiv:2211.05100) sec 3.4; Megatron-DeepSpeed",
+         "model": "BLOOM-176B", "gpu": "A100 80GB", "n_gpus": "384", "seq_len": "2048", "global_batch": "2048",
+         "tp": "4", "pp": "12", "dp": "8", "measured_tflops_per_gpu": "150", "notes": "ZeRO stage 1; bf16"}
+
+
+def _case(**over):
+    return V.build_case(V.read_dicts([{**BLOOM, **over}])[0])
+
+
+@pytest.mark.parametrize("recompute, factor, vocab_term", [("full", 96, 16), ("none", 72, 16)])
+def test_a_megatron_deepspeed_tflops_figure_takes_the_count_its_log_prints(recompute, factor, vocab_term):
+    c = _case(recompute=recompute)
+    assert c.framework.startswith("megatron-deepspeed") and c.plan.recompute == recompute
+    m, b = c.model, c.plan.global_batch
+    flops = factor * b * m.seq_len * m.n_layers * m.d_model ** 2 * (
+        1 + m.seq_len / (6 * m.d_model) + m.vocab / (vocab_term * m.n_layers * m.d_model))
+    assert c.measured == pytest.approx(flops / (384 * 150e12), rel=1e-9)
+    assert "tflops_basis" in c.note
+
+
+def test_a_stated_flop_basis_still_wins():
+    c = _case(recompute="full", flop_basis="MFU72")
+    m = c.model
+    flops = V.basis_flops("MFU72", c.plan.global_batch, m.seq_len, m.n_layers, m.d_model, m.vocab)
+    assert c.measured == pytest.approx(flops / (384 * 150e12)) and "tflops_basis" not in c.note
+
+
+def test_a_model_the_logged_formula_does_not_fit_is_skipped_with_the_reason():
+    with pytest.raises(V.Skip, match="eq. 3, which assumes multi-head attention"):
+        _case(model="Llama 2 70B", tp="8", pp="8", dp="6", recompute="full")
+
+
+def test_a_stack_without_a_known_logged_count_is_skipped_with_the_reason():
+    with pytest.raises(V.Skip, match="metaseq logs no FLOP count known here"):
+        _case(source="Zhang et al. 2022, OPT (arXiv:2205.01068); Metaseq", model="OPT-175B", tp="8", pp="1", dp="48",
+              notes="FSDP with Megatron-LM tensor parallelism")
+
+
+def test_a_memory_row_whose_tflops_give_no_time_stays_a_memory_row():
+    c = _case(source="Zhang et al. 2022, OPT (arXiv:2205.01068); Metaseq", model="OPT-175B", tp="8", pp="1", dp="48",
+              notes="FSDP", measured_peak_memory_gib="60")
+    assert math.isnan(c.measured)
+
+
+def test_a_layout_nothing_divides_says_so():
+    with pytest.raises(V.Skip, match="no layout metaseq can run divides the row's 992 GPUs and global batch 1024"):
+        _case(source="Zhang et al. 2022, OPT (arXiv:2205.01068); Metaseq", model="OPT-175B", n_gpus="992",
+              global_batch="1024", tp="8", pp="", dp="", notes="FSDP with Megatron-LM tensor parallelism")
