@@ -419,7 +419,9 @@ def input_rules() -> list[str]:
         '("DeepSpeed + Megatron-LM") ran Megatron-DeepSpeed. Headers as tables print them ("GBS", "Seq Length", '
         '"Tokens / sec / GPU"; llm-foundry\'s "SeqLen (T)", "Throughput (T/s)", "MFU" in percent; torchtitan\'s '
         '"TPS/GPU"; a model\'s Hugging Face config names, num_hidden_layers, num_key_value_heads, intermediate_size; '
-        'nanotron\'s sweep headers "batch_accum", "zero_stage", "tok/s/gpu") read as their columns, rate cells may carry their unit ("6,020 tokens/s/GPU"), and a model named '
+        'nanotron\'s sweep headers "batch_accum", "zero_stage", "tok/s/gpu"; the Megatron-LM README\'s "Model size", '
+        '"Tensor model-parallel size", "Batch size" (the global batch), "Achieved teraFLOP/s per GPU"; "TP size", '
+        '"Context length", "Time per iteration (s)", "TFLOPs/GPU"; never a header in ms or GB) read as their columns, rate cells may carry their unit ("6,020 tokens/s/GPU"), and a model named '
         'by its size alone ("70b") on a stack that ships its own model configs is that config (llm-foundry: '
         'MPT, presets `mpt-*`).',
         "- **Matmul ceiling and sustained clock** (properties of the GPU, not of a row): every profile with a "
@@ -547,7 +549,8 @@ def input_rules() -> list[str]:
         "MoE runs spread experts wide (Megatron-Bridge DeepSeek-V3 ep 64; NeMo AutoModel GPT-OSS 120B ep 64). When "
         "no ep fits the model's memory estimate (the run did), the fastest, said so.",
         "- **seq_len** blank -> the stack's shipped training config for the model family where it has one "
-        "(torchtitan: Llama 3 8192, train_configs/llama3_*.toml; docs/frameworks.md `seq_len_unstated`); else, when "
+        "(torchtitan: Llama 3 8192, train_configs/llama3_*.toml; Megatron-LM 2.x and 3.x: GPT 2048, "
+        "examples/pretrain_gpt3_175B.sh; docs/frameworks.md `seq_len_unstated`); else, when "
         "the row's model names a bundled preset, that model's pretraining context as its source gives it (a row naming "
         "a published model and no length reports its training run); else skipped (Megatron's --seq-length has no "
         "default).",
@@ -572,8 +575,9 @@ def input_rules() -> list[str]:
         'with the recomputed forward) or MFU72 (Korthikanti et al. 2022, 72 B s l h^2 (1 + s/6h + V/12lh)), on '
         "the row's shape (`validate.basis_flops`, noted); another basis needs `flops_per_iter`. A TFLOP/s figure "
         "with neither (the number a training log printed) takes the count the row's stack logs it with (stack rule "
-        "`tflops_basis`, docs/frameworks.md; Megatron-DeepSpeed: eq. 3 with 4 passes under full recomputation, 3 "
-        "without, for the multi-head, non-gated GPT shape that formula assumes; `validate.logged_basis`); other "
+        "`tflops_basis`, docs/frameworks.md; Megatron-DeepSpeed\'s training log and Megatron-LM 2.x\'s paper: eq. 3 with "
+        "4 passes under full recomputation, 3 without, for the multi-head, non-gated GPT shape that formula assumes; "
+        "`validate.logged_basis`); other "
         "stacks and shapes are skipped with that reason. Number cells may "
         "carry digit groups ('1,536'), a leading '~', on seconds columns 's' or 'ms', and a magnitude suffix: in "
         "powers of two on context lengths and batches ('8K' = 8192, '1.5K' = 1536), of ten elsewhere ('3.2k' "

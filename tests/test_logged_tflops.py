@@ -40,7 +40,7 @@ def test_a_model_the_logged_formula_does_not_fit_is_skipped_with_the_reason():
 
 
 def test_a_stack_without_a_known_logged_count_is_skipped_with_the_reason():
-    with pytest.raises(V.Skip, match="metaseq logs no FLOP count known here"):
+    with pytest.raises(V.Skip, match="metaseq.s TFLOP/s figures are quoted with is not known"):
         _case(source="Zhang et al. 2022, OPT (arXiv:2205.01068); Metaseq", model="OPT-175B", tp="8", pp="1", dp="48",
               notes="FSDP with Megatron-LM tensor parallelism")
 
@@ -55,3 +55,24 @@ def test_a_layout_nothing_divides_says_so():
     with pytest.raises(V.Skip, match="no layout metaseq can run divides the row's 992 GPUs and global batch 1024"):
         _case(source="Zhang et al. 2022, OPT (arXiv:2205.01068); Metaseq", model="OPT-175B", n_gpus="992",
               global_batch="1024", tp="8", pp="", dp="", notes="FSDP with Megatron-LM tensor parallelism")
+
+
+def test_the_megatron_lm_readme_table_as_printed(tmp_path):
+    """Narayanan et al.'s Table 1 as the Megatron-LM README prints it ("Model size", "Attention heads", "Tensor
+    model-parallel size", "Batch size" = the global batch, "Achieved teraFLOP/s per GPU"; no sequence length, no FLOP
+    count): the stack's shipped GPT context (2048) and the paper's eq. 3 give the step time the figure implies."""
+    path = tmp_path / "readme.csv"
+    path.write_text("Model size,Attention heads,Hidden size,Number of layers,Tensor model-parallel size,"
+                    "Pipeline model-parallel size,Number of GPUs,Batch size,Achieved teraFLOP/s per GPU,gpu,source,"
+                    "recompute\nGPT 1.7B,24,2304,24,1,1,32,512,137,A100 80GB,NVIDIA/Megatron-LM README (Narayanan "
+                    "et al. 2021),full\n")
+    row = V.read(path)[0]
+    assert (row["n_heads"], row["tp"], row["pp"], row["n_gpus"], row["global_batch"]) == (24, 1, 1, 32, 512)
+    c = V.build_case(row)
+    assert c.framework == "megatron-lm-2021" and c.model.seq_len == 2048 and "seq_len not stated: 2048" in c.note
+    flops = V.basis_flops("HFU96", 512, 2048, 24, 2304, c.model.vocab)
+    assert c.measured == pytest.approx(flops / (32 * 137e12))
+
+
+def test_a_header_in_milliseconds_is_not_read_as_seconds():
+    assert V.canonical_headers(["Time per iteration (ms)", "Memory (GB)"]) == {}

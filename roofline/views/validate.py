@@ -265,6 +265,29 @@ HEADER_ALIASES = {
     "vocabsize": "vocab", "batchaccum": "grad_accum", "batchaccumulationperreplica": "grad_accum",
     "zerostage": "optimizer_sharding", "toksgpu": "tokens_per_s_per_gpu", "tokssgpu": "tokens_per_s_per_gpu",
     "toks": "tokens_per_s",
+    # papers' and READMEs' spellings of the same columns (the Megatron-LM README's "Tensor model-parallel size",
+    # "Attention heads", "Number of layers", "Achieved teraFLOP/s per GPU"; "TP size", "VPP size", "Context length",
+    # "Time per iteration (s)", "TFLOPs/GPU", "Tokens/GPU/s"). A TFLOP/s column needs the row's FLOP count
+    # (flop_basis, flops_per_iter, or its stack's logged count: logged_basis); a column in milliseconds or in GB is
+    # not aliased (its unit would be misread)
+    "numberofgpus": "n_gpus", "worldsize": "n_gpus", "tensormodelparallelsize": "tp",
+    "pipelinemodelparallelsize": "pp", "tpsize": "tp", "ppsize": "pp", "dpsize": "dp", "cpsize": "cp", "epsize": "ep",
+    "vppsize": "interleave", "virtualpipelineparallelsize": "interleave", "sequencelen": "seq_len",
+    "contextlength": "seq_len", "contextlen": "seq_len", "timeperiteration": "measured_iter_time_s",
+    "timeperiterations": "measured_iter_time_s", "timeiters": "measured_iter_time_s", "timeperstep": "measured_iter_time_s",
+    "timepersteps": "measured_iter_time_s", "numberoflayers": "n_layers", "attentionheads": "n_heads",
+    "numberofattentionheads": "n_heads", "kvheads": "n_kv_heads", "ffnhiddensize": "ffn_hidden",
+    "tokensgpus": "tokens_per_s_per_gpu", "tokenspergpupersecond": "tokens_per_s_per_gpu",
+    "throughputpergputokenss": "tokens_per_s_per_gpu", "samplessec": "samples_per_s",
+    "sequenceparallel": "seq_parallel", "activationrecomputation": "recompute", "tflopsgpu": "measured_tflops_per_gpu",
+    "tflopspergpu": "measured_tflops_per_gpu", "achievedteraflopspergpu": "measured_tflops_per_gpu",
+    "achievedteraflopsspergpu": "measured_tflops_per_gpu", "peakmemorygib": "measured_peak_memory_gib",
+    # a bare "Batch size" in a table of training runs is the global batch (Narayanan et al. 2021 Table 1, the
+    # Megatron-LM README, Smith et al. 2022, BLOOM): a per-device batch is printed as such ("per-device batch size",
+    # "MBS", "micro batch size"), and a file that also has a global_batch column keeps it
+    "batchsize": "global_batch",
+    # the Megatron-LM README's first column, "Model size" (1.7B ... 1T): the row's model, named by its size
+    "modelsize": "model",
 }
 
 
@@ -2142,8 +2165,9 @@ NO_MEASUREMENT = ("no measured or derived iteration time, no rate to derive one 
 
 
 def logged_basis(spec) -> tuple[str, str]:
-    """(BASES key, origin) of a row that states TFLOP/s per GPU and no FLOP count: the count its stack's training log
-    prints the figure with (stack rule ``tflops_basis``). ``eq3``: Narayanan et al. 2021 eq. 3 with 4 passes under
+    """(BASES key, origin) of a row that states TFLOP/s per GPU and no FLOP count: the count its stack's TFLOP/s
+    figures are quoted with, its training log's or, where it logs none, its reference paper's (stack rule
+    ``tflops_basis``: Megatron-DeepSpeed's log, Narayanan et al. 2021 for Megatron-LM 2.x). ``eq3``: Narayanan et al. 2021 eq. 3 with 4 passes under
     full recomputation (HFU96), 3 without (LOG72) (Megatron-DeepSpeed megatron/utils.py throughput_calculator:
     checkpoint_activations_factor),
     for the GPT shape that formula assumes (multi-head attention, a dense non-gated MLP of 4 d_model); other shapes
@@ -2151,20 +2175,21 @@ def logged_basis(spec) -> tuple[str, str]:
     rule = spec.stack.rule("tflops_basis")
     m, p = spec.model, spec.plan
     if rule != "eq3":
-        raise Skip(f"{NO_MEASUREMENT}; the stack {spec.stack.id} logs no FLOP count known here (stack rule "
-                   "tflops_basis), so its TFLOP/s figure needs the row's flop_basis or flops_per_iter")
+        raise Skip(f"{NO_MEASUREMENT}; the FLOP count {spec.stack.id}'s TFLOP/s figures are quoted with is not known "
+                   "here (stack rule tflops_basis), so the figure needs the row's flop_basis or flops_per_iter")
     gpt = (m.n_kv_heads in (None, m.n_heads) and m.mlp == "gelu" and m.n_experts == 1
            and (m.ffn_hidden or 4 * m.d_model) == 4 * m.d_model)
     if not gpt:
-        raise Skip(f"{NO_MEASUREMENT}; {spec.stack.id} logs TFLOP/s with Narayanan et al.'s eq. 3, which assumes "
+        raise Skip(f"{NO_MEASUREMENT}; {spec.stack.id} quotes TFLOP/s with Narayanan et al.'s eq. 3, which assumes "
                    "multi-head attention and a dense non-gated MLP of 4 d_model: this model's count differs, so the "
                    "figure needs the row's flop_basis or flops_per_iter")
     if p.recompute == "selective":
-        raise Skip(f"{NO_MEASUREMENT}; under selective recomputation {spec.stack.id}'s logged count changed with its "
+        raise Skip(f"{NO_MEASUREMENT}; under selective recomputation {spec.stack.id}'s count changed with its "
                    "releases (the recomputation factor 4 until 2024-08, the attention's batched GEMMs after): the "
                    "figure needs the row's flop_basis or flops_per_iter")
     basis = "HFU96" if p.recompute == "full" else "LOG72"
-    return basis, f"the count {spec.stack.id} logs TFLOP/s with (stack rule tflops_basis, recompute {p.recompute})"
+    return basis, (f"the count {spec.stack.id}'s TFLOP/s figures are quoted with (stack rule tflops_basis, "
+                   f"recompute {p.recompute})")
 
 
 def flop_basis(text) -> str:
