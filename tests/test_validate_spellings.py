@@ -268,3 +268,20 @@ def test_hugging_face_config_names_and_nanotron_sweep_headers_are_read(tmp_path)
     case = V.build_case(row)
     assert case.plan.sharding == "none" and case.plan.dp == 8
     assert case.measured == pytest.approx(128 * 4096 / (9000 * 8))
+
+
+def test_a_node_count_is_multiplied_out_where_a_node_is_a_server(tmp_path):
+    """"Nodes" x GPUs per node: the row's gpus_per_node, else an 8-GPU server's profile; an NVL72 profile, whose
+    gpus_per_node is its NVLink domain (a compute tray holds 4), leaves the count unread and says so."""
+    path = tmp_path / "nodes.csv"
+    path.write_text("Model,GPU,Nodes,gpus_per_node,TP,PP,GBS,Seq Len,Tokens/sec/GPU\n"
+                    "Llama 3 70B,H100 SXM,8,,4,4,512,8192,900\n"
+                    "Llama 3 70B,H100 SXM,8,4,4,4,512,8192,900\n"
+                    "Llama 3 70B,GB200,16,,4,4,512,8192,900\n")
+    rows = V.read(path)
+    assert [r["n_gpus"] for r in rows] == [64, 32, None]
+    c = V.build_case(rows[0])
+    assert c.plan.dp == 4 and "n_gpus 64 = 8 nodes x 8" in c.note
+    assert c.measured == pytest.approx(512 * 8192 / (900 * 64))
+    with pytest.raises(V.Skip, match="16 nodes are not multiplied out"):
+        V.build_case(rows[2])

@@ -110,7 +110,7 @@ INTS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "
         "micro_batch", "tp", "pp", "dp", "cp", "ep", "interleave", "n_gpus", "gpus_per_node", "n_experts", "top_k",
         "moe_ffn_hidden", "head_dim", "n_shared_experts", "first_dense_layers", "mtp", "mla_q_lora_rank",
         "mla_kv_lora_rank", "mla_qk_nope_head_dim", "mla_qk_rope_head_dim", "mla_v_head_dim", "swa_window", "swa_every",
-        "moe_latent_size", "fsdp", "grad_accum")
+        "moe_latent_size", "fsdp", "grad_accum", "n_nodes")
 FLOATS = ("net_gbps_per_gpu", "measured_iter_time_s", "derived_iter_time_s", "measured_peak_memory_gib",
           "flops_per_iter", "measured_tflops_per_gpu", "measured_mfu", "tokens_per_s", "tokens_per_s_per_gpu",
           "samples_per_s")
@@ -288,6 +288,8 @@ HEADER_ALIASES = {
     "batchsize": "global_batch",
     # the Megatron-LM README's first column, "Model size" (1.7B ... 1T): the row's model, named by its size
     "modelsize": "model",
+    # a node count ("Nodes", "# Nodes", "num_nodes", torchrun's --nnodes): n_gpus = nodes x GPUs per node (read)
+    "nodes": "n_nodes", "numnodes": "n_nodes", "nnodes": "n_nodes", "ofnodes": "n_nodes", "numberofnodes": "n_nodes",
 }
 
 
@@ -392,6 +394,7 @@ def read(path, require: tuple = ()) -> list[dict]:
                                  row["global_batch"])
             row["global_batch"] = ""
         rate_units(row)
+        nodes_to_gpus(row, hwmod)
         for col in INTS + FLOATS:
             v = row.get(col, "")
             if v == "" or v.lower() in MISSING:
@@ -421,6 +424,36 @@ def read(path, require: tuple = ()) -> list[dict]:
             raise InputError(f"{path}: case_id {r['case_id']!r} appears twice (lines {seen[r['case_id']]} and {line})")
         seen[r["case_id"]] = line
     return rows
+
+
+NODES_NOTE = "_nodes_note"      # row key: how a blank n_gpus was read from the row's node count (nodes_to_gpus)
+# Largest node a node count is multiplied out for without the row's gpus_per_node: a DGX/HGX-class server of 8 GPUs.
+# A profile whose gpus_per_node is its NVLink domain (GB200 / GB300 NVL72: 72, while a compute tray, the "node" a
+# scheduler counts, holds 4) leaves the count unread: its rows state n_gpus or gpus_per_node.
+NODE_GPUS_MAX = 8
+
+
+def nodes_to_gpus(row: dict, hwmod) -> None:
+    """A blank n_gpus from the row's node count (``n_nodes``: "Nodes", "--nnodes") times its gpus_per_node, else the
+    GPU profile's when that is a server of at most NODE_GPUS_MAX GPUs; in place, with the note under NODES_NOTE.
+
+    >>> r = {"n_gpus": "", "n_nodes": "16", "gpus_per_node": "", "gpu_id": "h100-sxm"}
+    >>> nodes_to_gpus(r, __import__("roofline.spec.hardware", fromlist=["x"])); r["n_gpus"]
+    '128'
+    """
+    nodes = (row.get("n_nodes") or "").strip()
+    if (row.get("n_gpus") or "").strip() or not re.fullmatch(r"\d+", nodes):
+        return
+    per, whose = (row.get("gpus_per_node") or "").strip(), "the row's gpus_per_node"
+    if not re.fullmatch(r"\d+", per):
+        try:
+            per, whose = str(hwmod.load(row["gpu_id"]).gpus_per_node), f"{row['gpu_id']}'s GPUs per node"
+        except (InputError, KeyError, TypeError, ValueError):
+            return
+        if int(per) > NODE_GPUS_MAX:
+            return
+    row["n_gpus"] = str(int(nodes) * int(per))
+    row[NODES_NOTE] = f"n_gpus {row['n_gpus']} = {nodes} nodes x {per} ({whose})"
 
 
 # A rate cell with the unit the source printed beside the number: tokens/s ("6,020 tokens/s", "3.2k tok/sec"),
@@ -914,7 +947,10 @@ def _plan_fields(row: dict) -> dict:
     tp, pp, dp, cp, n = row["tp"], row["pp"], row["dp"], row.get("cp") or 1, row.get("n_gpus")
     blank = [k for k, v in (("tp", tp), ("pp", pp), ("dp", dp)) if v is None]
     if blank and n is None:
-        raise Skip(f"{'/'.join(blank)} not stated and no n_gpus (incomplete plan)")
+        raise Skip(f"{'/'.join(blank)} not stated and no n_gpus (incomplete plan)" + (
+            f"; its {row['n_nodes']} nodes are not multiplied out: {row.get('gpu_id') or 'the GPU'}'s profile counts "
+            f"more than {NODE_GPUS_MAX} GPUs per node (an NVLink domain, not a server), so the row needs n_gpus or "
+            "gpus_per_node" if row.get("n_nodes") else ""))
     d = {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": row.get("ep"), "n_gpus": n,
          "micro_batch": row.get("micro_batch"), "global_batch": row["global_batch"],
          "interleave": row.get("interleave")}
@@ -2121,6 +2157,8 @@ def build_case(row: dict, hardware=None) -> Case:
                          if x)
     if row.get(GPU_BARE):
         note = "; ".join(x for x in (note, f"{row[GPU_BARE]} (hardware.bare_part)") if x)
+    if row.get(NODES_NOTE):
+        note = "; ".join(x for x in (note, row[NODES_NOTE]) if x)
     if row.get(GPU_ID_SPELLED):
         note = "; ".join(x for x in (note, f"gpu_id {row[GPU_ID_SPELLED]!r} is no profile id: read as {row['gpu_id']} "
                                            "(hardware.from_text)") if x)
