@@ -76,3 +76,38 @@ def test_the_megatron_lm_readme_table_as_printed(tmp_path):
 
 def test_a_header_in_milliseconds_is_not_read_as_seconds():
     assert V.canonical_headers(["Time per iteration (ms)", "Memory (GB)"]) == {}
+
+
+def _l3(**over):
+    row = {"case_id": "l3", "source": "Llama Team 2024 (arXiv:2407.21783) Table 4", "model": "Llama 3.1 405B",
+           "gpu": "H100 80GB", "n_gpus": "16384", "seq_len": "8192", "global_batch": "2048", "tp": "8", "pp": "16",
+           "dp": "128", "micro_batch": "1", "measured_mfu": "41%"}
+    return V.build_case(V.read_dicts([{**row, **over}])[0])
+
+
+def test_an_mfu_alone_takes_palms_model_flops():
+    """MFU with no FLOP count: PaLM's model FLOPs (6 N + 12 L H Q T per token, attention whole) on the row's model;
+    the step is those FLOPs over n_gpus x MFU x the dense BF16 peak."""
+    from roofline.model.predict import evaluate, inputs
+
+    c = _l3()
+    flops = float(evaluate(inputs(c.model, c.plan, c.hw))["flops_megatron"])
+    assert c.measured == pytest.approx(flops / (16384 * 0.41 * c.hw.peak_flops["bf16"]))
+    m = c.model                                          # PaLM's count, by hand: within the vocabulary padding
+    n = 126 * (4 * 16384 ** 2 * (1 + 8 / 128) / 2 + 3 * 16384 * 53248) + 2 * 128256 * 16384
+    palm = 2048 * 8192 * (6 * n + 12 * 126 * 16384 * 8192)
+    assert flops == pytest.approx(palm, rel=0.01) and m.n_layers == 126
+    assert "PaLM" in c.note
+
+
+def test_a_stated_basis_or_rate_beats_the_mfu_convention():
+    a = _l3(measured_mfu="41%", flop_basis="MFU72")
+    assert "PaLM" not in a.note
+    b = _l3(tokens_per_s_per_gpu="500")
+    assert b.measured == pytest.approx(2048 * 8192 / (500 * 16384)) and "PaLM" not in b.note
+
+
+def test_a_tflops_figure_the_stack_cannot_place_falls_back_to_the_rows_mfu():
+    c = _case(source="Zhang et al. 2022, OPT (arXiv:2205.01068); Metaseq", model="OPT-175B", tp="8", pp="1", dp="48",
+              notes="FSDP", measured_mfu="40%")
+    assert "PaLM" in c.note and c.measured > 0

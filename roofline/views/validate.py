@@ -1953,7 +1953,9 @@ def build_case(row: dict, hardware=None) -> Case:
     # a TFLOP/s figure alone, with no FLOP count: the count the row's stack logs it with, once the stack resolves
     # (stack rule tflops_basis, logged_basis)
     logged = not rate and not flops_known and bool((row.get("measured_tflops_per_gpu") or 0) > 0)
-    from_rate = (not measured or measured <= 0) and (bool(rate and rate > 0) or logged)   # time_from_rate, later
+    # an MFU alone, with no FLOP count: the model FLOPs of MFU as PaLM defines it (mfu_flops), once the plan resolves
+    mfu_only = not rate and not flops_known and bool((row.get("measured_mfu") or 0) > 0)
+    from_rate = (not measured or measured <= 0) and (bool(rate and rate > 0) or logged or mfu_only)
     if (not measured or measured <= 0) and not from_rate and not row.get("measured_peak_memory_gib"):
         raise Skip(NO_MEASUREMENT)
     measured = measured if measured and measured > 0 else float("nan")     # memory-only row
@@ -2171,9 +2173,15 @@ def build_case(row: dict, hardware=None) -> Case:
             try:
                 basis, origin = logged_basis(spec)
             except Skip:
-                if not row.get("measured_peak_memory_gib"):
+                if mfu_only:
+                    row = {**row, "measured_tflops_per_gpu": None}      # the MFU gives the time (below)
+                elif not row.get("measured_peak_memory_gib"):
                     raise
-                from_rate = False                   # a memory row whose TFLOP/s gives no time: memory only
+                else:
+                    from_rate = False               # a memory row whose TFLOP/s gives no time: memory only
+        if mfu_only and not basis and from_rate:
+            row = {**row, "flops_per_iter": mfu_flops(spec)}
+            note = "; ".join(x for x in (note, f"flops_per_iter {row['flops_per_iter']:.4g}: {MFU_FLOPS}") if x)
         if basis and from_rate:
             m = spec.model
             row = {**row, "flops_per_iter": basis_flops(basis, spec.plan.global_batch, m.seq_len, m.n_layers, m.d_model,
@@ -2200,6 +2208,20 @@ BASES = {"HFU96": "Narayanan et al. 2021 eq. 3, with the recomputed forward: 96 
 NO_MEASUREMENT = ("no measured or derived iteration time, no rate to derive one from (flops_per_iter, or a flop_basis "
                   "HFU96 / MFU72, with measured_tflops_per_gpu or measured_mfu; tokens_per_s; tokens_per_s_per_gpu; "
                   "samples_per_s), and no measured peak memory")
+
+
+MFU_FLOPS = ("the model FLOPs of an MFU stated with no FLOP count, as PaLM defines MFU (Chowdhery et al. 2022, "
+             "arXiv:2204.02311, appendix B: 6 N + 12 L H Q T per token, N the parameters a token passes, the "
+             "attention's s x s scores counted whole), on the row's model (its flops_megatron output: padded "
+             "vocabulary, active experts); a source that halves causal attention implies a step shorter by about "
+             "s / (12 h + 2 s) of a dense model's (Llama 3.1 405B at 8K: 3.8 %)")
+
+
+def mfu_flops(spec) -> float:
+    """Model FLOPs per step of a row that states MFU and no FLOP count (MFU_FLOPS)."""
+    from ..model.predict import evaluator, inputs
+
+    return float(evaluator(("flops_megatron",))(inputs(spec.model, spec.plan, spec.hardware))["flops_megatron"])
 
 
 def logged_basis(spec) -> tuple[str, str]:
