@@ -433,8 +433,9 @@ def test_blank_layout_keeps_the_stack_default_when_it_fits():
 def test_blank_layout_that_cannot_fit_at_tp1_follows_tp_up_to_the_node_then_pipeline():
     """Narayanan et al. Table 2's 175B rows state dp and n_gpus only (tp x pp = 96): Takeaway #1 of the same paper,
     TP up to the 8-GPU node and then pipeline, gives tp 8 pp 12 (not the model's fastest, tp 4 pp 24); the rest of the
-    plan is the fastest of that (tp, pp) that fits, every stated knob kept."""
-    from roofline.model.predict import evaluate, fits, inputs
+    plan is the fastest of that (tp, pp) that fits, every stated knob kept, but for its virtual stages: the stack's
+    rule (the smallest valid v, a larger one only where that does not fit), not the v the model prices fastest."""
+    from roofline.model.predict import evaluate, fits, inputs, overshoot
 
     row = next(r for r in V.read(FIXTURE) if r["case_id"] == "narayanan21_t2_ptdp_174b_384gpu")
     case = V.build_case(row)
@@ -445,10 +446,23 @@ def test_blank_layout_that_cannot_fit_at_tp1_follows_tp_up_to_the_node_then_pipe
     assert case.framework == "megatron-lm-2021"
     t = evaluate(inputs(case.model, p, case.hw))
     assert fits(t["memory"], t["mem_reserve"], case.hw)
-    for v in (1, 2, 4, 8):                                       # the interleave of that (tp, pp) is the fastest
-        o = evaluate(inputs(case.model, replace(p, interleave=v), case.hw))
-        if fits(o["memory"], o["mem_reserve"], case.hw):
-            assert float(t["step_time"]) <= float(o["step_time"]) + 1e-12
+    # megatron-lm-2021 interleaves when pp > 1: the smallest valid v, 2, fits, so it stands, though the model
+    # prices a larger v faster
+    assert p.interleave == 2 and float(overshoot(t["memory"], t["mem_reserve"], case.hw)) <= V.MEMORY_ERROR_MAX
+
+
+def test_a_blank_layouts_virtual_stages_are_the_stacks_rule_not_the_fastest():
+    """GPT-3 175B on 256 A100s, nothing but the batch stated (MegaScale's table style): tp 8 pp 4 by Takeaway #1, and
+    Megatron-Core's smallest valid v (2), which fits, not the one layer per virtual stage (v 24) the model prices
+    fastest."""
+    from roofline.model.predict import evaluate, inputs
+
+    row = {"case_id": "m", "source": "Jiang et al. 2024, MegaScale (NSDI'24)", "model": "GPT-3 175B", "gpu": "A100",
+           "n_gpus": "256", "global_batch": "768", "measured_iter_time_s": "40"}
+    c = V.build_case(V.read_dicts([row])[0])
+    assert (c.plan.tp, c.plan.pp, c.plan.interleave) == (8, 4, 2)
+    t = {v: float(evaluate(inputs(c.model, replace(c.plan, interleave=v), c.hw))["step_time"]) for v in (2, 24)}
+    assert t[24] < t[2]
 
 
 def test_practice_rank_orders_layouts_as_takeaway_1():

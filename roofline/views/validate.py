@@ -1747,7 +1747,8 @@ def complete_layout(fields: dict, stack, resolve_fields) -> tuple[dict, str]:
     model ranks fastest, which would read every such row at the model's most optimistic corner (issue 17). Among the
     plans of that (tp, pp) the stack can run that fit (margin 0: the run fit), keeping every knob the row states (dp,
     cp, ep, micro-batch, interleave, recompute, sharding, sequence parallelism) and the stack's own defaults for the
-    rest, the fastest is priced (interleave and an unstated ep are searched with it). ``resolve_fields`` resolves
+    rest, the fastest is priced (an unstated ep and micro-batch are searched with it; an unstated interleave is left to
+    the stack's rule, the smallest valid v, then unstated_interleave, as for a row that states its layout). ``resolve_fields`` resolves
     plan fields on the row's model, hardware and stack (raises InputError)."""
     from ..model.predict import evaluate, fits, inputs
 
@@ -1798,6 +1799,12 @@ def complete_layout(fields: dict, stack, resolve_fields) -> tuple[dict, str]:
     chosen["sequence_parallel"] = bool(k["sequence_parallel"][i])
     layout = " ".join(f"{f}={chosen[f]}" for f in ("tp", "pp", "dp")) + "".join(
         f" {name}={chosen[f]}" for name, f in (("ep", "ep"), ("v", "interleave")) if chosen[f] > 1)
+    if fields.get("interleave") is None and chosen["pp"] > 1:
+        # the virtual stages of an unstated interleave are the stack's rule (the smallest valid v, a larger one only
+        # when that does not fit: unstated_interleave), as for a row that states its layout, not the v the model
+        # prices fastest (one layer per virtual stage, the model's most optimistic corner)
+        del chosen["interleave"]
+        layout = layout.split(" v=")[0]
     rule = ("EP x TP inside the node, the smallest tp, then the fewest pipeline stages that fit (Megatron-Core MoE "
             "guidelines)" if moe else "tensor parallel up to the node, then the fewest pipeline stages that fit "
             "(Narayanan et al. 2021 Takeaway #1)")
@@ -2073,7 +2080,11 @@ def build_case(row: dict, hardware=None) -> Case:
                 return spec
             fields, said = complete_layout(plan_fields, st, resolved)
             layout_notes.append(said)
-            return resolved(fields)
+            spec = resolved(fields)
+            spec, said = unstated_interleave(spec, fields, resolved)
+            if said:
+                layout_notes.append(said)
+            return spec
         def priced_or_without_text(st, why):
             """(spec, note): priced on ``st``; where ``st`` refuses what only the notes said (read because the column
             is blank: the notes may speak of another run), priced without it, on the stack's default, noted."""
