@@ -285,3 +285,12 @@ def test_a_node_count_is_multiplied_out_where_a_node_is_a_server(tmp_path):
     assert c.measured == pytest.approx(512 * 8192 / (900 * 64))
     with pytest.raises(V.Skip, match="16 nodes are not multiplied out"):
         V.build_case(rows[2])
+
+
+@pytest.mark.parametrize("text", ["TF32", "fp32 (tf32)", "TensorFloat-32"])
+def test_tf32_is_refused_rather_than_priced_as_cuda_core_fp32(text):
+    """TF32 GEMMs run on the tensor cores (A100: 156 TFLOP/s), fp32 on the CUDA cores (19.5): reading one as the other
+    would price the step 8x too slow, so the cell is one clear refusal."""
+    with pytest.raises(InputError, match="TF32 tensor-core training is not modelled"):
+        normalize.precision(text)
+    assert normalize.precision("FP32") == "fp32" and normalize.precision("BF16 with TF32 matmuls") == "bf16"

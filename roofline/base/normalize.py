@@ -82,7 +82,7 @@ PRECISION = [
     (r"fp8", "fp8"),
     (r"bf16|bfloat16", "bf16"),
     (r"fp16|float16|half", "fp16"),
-    (r"fp32|float32|tf32", "fp32"),
+    (r"fp32|float32", "fp32"),
 ]
 # The MLP's shape: gated (three GEMMs: SwiGLU, GeGLU, ReGLU; Shazeer 2020 "GLU Variants Improve Transformer"), squared
 # ReLU (Primer; Nemotron), or one activation between two GEMMs (GELU, and plain ReLU as OPT / metaseq and T5 run it:
@@ -172,6 +172,12 @@ def precision(text):
         hits = [value for pattern, value in PRECISION if re.search(pattern, inner)]
         if hits or not re.fullmatch(NO_RECIPE, bare):
             return hits[0] if hits else None
+    raw = str(text or "").lower()
+    if re.search(r"\btf32\b|tensor[- ]?float[- ]?32", raw) and not re.search(r"bf16|bfloat16|fp16|float16|fp8|amp|mixed", raw):
+        # TF32 runs its GEMMs on the tensor cores (A100: 156 TFLOP/s), fp32 on the CUDA cores (19.5): priced as fp32
+        # the step would read 8x too slow, and no TF32 plan is modelled
+        raise InputError(f"precision: TF32 tensor-core training is not modelled (fp32 prices CUDA-core FP32 GEMMs), "
+                         f"got {text!r}")
     found = _pick("precision", text, PRECISION, "bf16, fp16, fp32, fp8 (delayed scaling), fp8-cs (current/tensorwise), fp8-row (torchao rowwise), fp8-block, mxfp8, nvfp4")
     if found == "fp8":
         # a bare "FP8" whose bracket names the scaling ("FP8 (fine-grained 1x128 tiles / 128x128 blocks)")
