@@ -421,7 +421,8 @@ def input_rules() -> list[str]:
         '"TPS/GPU"; a model\'s Hugging Face config names, num_hidden_layers, num_key_value_heads, intermediate_size; '
         'nanotron\'s sweep headers "batch_accum", "zero_stage", "tok/s/gpu"; the Megatron-LM README\'s "Model size", '
         '"Tensor model-parallel size", "Batch size" (the global batch), "Achieved teraFLOP/s per GPU"; "TP size", '
-        '"Context length", "Time per iteration (s)", "TFLOPs/GPU"; never a header in ms or GB; "Nodes" times the GPUs per node of the row, '
+        '"Context length", "Time per iteration (s)", "TFLOPs/GPU"; a time header in ms, Megatron-LM\'s "elapsed time per iteration (ms)", '
+        'reads its bare cells in ms; never a header in GB; "Nodes" times the GPUs per node of the row, '
         'or of an 8-GPU server\'s profile) read as their columns, rate cells may carry their unit ("6,020 tokens/s/GPU"), and a model named '
         'by its size alone ("70b") on a stack that ships its own model configs is that config (llm-foundry: '
         'MPT, presets `mpt-*`).',

@@ -74,7 +74,7 @@ def test_the_megatron_lm_readme_table_as_printed(tmp_path):
     assert c.measured == pytest.approx(flops / (32 * 137e12))
 
 
-def test_a_header_in_milliseconds_is_not_read_as_seconds():
+def test_a_header_in_milliseconds_is_not_aliased_as_seconds():
     assert V.canonical_headers(["Time per iteration (ms)", "Memory (GB)"]) == {}
 
 

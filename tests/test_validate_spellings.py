@@ -294,3 +294,15 @@ def test_tf32_is_refused_rather_than_priced_as_cuda_core_fp32(text):
     with pytest.raises(InputError, match="TF32 tensor-core training is not modelled"):
         normalize.precision(text)
     assert normalize.precision("FP32") == "fp32" and normalize.precision("BF16 with TF32 matmuls") == "bf16"
+
+
+def test_a_time_header_in_milliseconds_reads_its_cells_in_ms(tmp_path):
+    """Megatron-LM's log line "elapsed time per iteration (ms)" as a header: its bare cells are milliseconds, a cell
+    that names its own unit keeps it; a header in ms that names no time column (a rate, a memory) is not read."""
+    path = tmp_path / "log.csv"
+    path.write_text('case_id,model,gpu,n_gpus,tp,pp,dp,global_batch,seq_len,elapsed time per iteration (ms)\n'
+                    'a,GPT-3 1.3B,A100 80GB,8,1,1,8,64,2048,"1,234.5"\n'
+                    'b,GPT-3 1.3B,A100 80GB,8,1,1,8,64,2048,1.2 s\n')
+    a, b = V.read(path)
+    assert a["measured_iter_time_s"] == pytest.approx(1.2345) and b["measured_iter_time_s"] == pytest.approx(1.2)
+    assert V.ms_headers(["Tokens/s (ms)", "Memory (ms)", "Step time (s)"]) == {}

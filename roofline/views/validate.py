@@ -268,8 +268,8 @@ HEADER_ALIASES = {
     # papers' and READMEs' spellings of the same columns (the Megatron-LM README's "Tensor model-parallel size",
     # "Attention heads", "Number of layers", "Achieved teraFLOP/s per GPU"; "TP size", "VPP size", "Context length",
     # "Time per iteration (s)", "TFLOPs/GPU", "Tokens/GPU/s"). A TFLOP/s column needs the row's FLOP count
-    # (flop_basis, flops_per_iter, or its stack's logged count: logged_basis); a column in milliseconds or in GB is
-    # not aliased (its unit would be misread)
+    # (flop_basis, flops_per_iter, or its stack's logged count: logged_basis); a time column in milliseconds is read
+    # through ms_headers, a column in GB is not aliased (GB or GiB: its unit would be misread)
     "numberofgpus": "n_gpus", "worldsize": "n_gpus", "tensormodelparallelsize": "tp",
     "pipelinemodelparallelsize": "pp", "tpsize": "tp", "ppsize": "pp", "dpsize": "dp", "cpsize": "cp", "epsize": "ep",
     "vppsize": "interleave", "virtualpipelineparallelsize": "interleave", "sequencelen": "seq_len",
@@ -290,11 +290,33 @@ HEADER_ALIASES = {
     "modelsize": "model",
     # a node count ("Nodes", "# Nodes", "num_nodes", torchrun's --nnodes): n_gpus = nodes x GPUs per node (read)
     "nodes": "n_nodes", "numnodes": "n_nodes", "nnodes": "n_nodes", "ofnodes": "n_nodes", "numberofnodes": "n_nodes",
+    "elapsedtimeperiteration": "measured_iter_time_s",        # Megatron-LM's training log (in ms: ms_headers)
 }
 
 
 def _header_key(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", (name or "").lower())
+
+
+# A time header that states milliseconds ("Step time (ms)"; Megatron-LM's log line "elapsed time per iteration (ms)"):
+# the column it names, its unit-less cells read in ms. Only seconds columns take it (a rate or a memory in other units
+# is not converted)
+_MS_HEADER = re.compile(r"^(.*?)[\s_]*(?:\(\s*ms\s*\)|\[\s*ms\s*\]|\bms|\bmilliseconds?)\s*$", re.I)
+
+
+def ms_headers(fieldnames) -> dict:
+    """{header: seconds column} for the headers that name a time column in milliseconds.
+
+    >>> ms_headers(["elapsed time per iteration (ms)", "Step time [ms]", "MBS", "Time per iteration (s)"])
+    {'elapsed time per iteration (ms)': 'measured_iter_time_s', 'Step time [ms]': 'measured_iter_time_s'}
+    """
+    out = {}
+    for h in fieldnames:
+        m = _MS_HEADER.match((h or "").strip())
+        col = HEADER_ALIASES.get(_header_key(m.group(1))) if m else None
+        if col and col.endswith("_s") and col not in ("tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s"):
+            out[h] = col
+    return out
 
 
 def canonical_headers(fieldnames) -> dict:
@@ -342,6 +364,9 @@ def read(path, require: tuple = ()) -> list[dict]:
     if not reader.fieldnames:
         raise InputError(f"{path}: empty file (expected a header with {', '.join(REQUIRED)})")
     renamed = canonical_headers(reader.fieldnames)
+    in_ms = {c: h for h, c in ms_headers(reader.fieldnames).items()
+             if c not in reader.fieldnames and c not in renamed.values()}
+    renamed.update({h: c for c, h in in_ms.items()})
     if renamed:                                      # "GBS", "Seq Length", "#-GPUs": the columns they mean
         reader.fieldnames = [renamed.get(h, h) for h in reader.fieldnames]
     missing = [c for c in require if c not in reader.fieldnames]
@@ -395,6 +420,9 @@ def read(path, require: tuple = ()) -> list[dict]:
             row["global_batch"] = ""
         rate_units(row)
         nodes_to_gpus(row, hwmod)
+        for col in in_ms:                            # a cell of a header in ms: ms unless the cell names its unit
+            if re.fullmatch(r"[~≈]?\s*[\d.,_ ]+", row.get(col) or ""):
+                row[col] = re.sub(r"(?<=\d)[,_ ](?=\d{3}\b)", "", row[col]).strip() + " ms"
         for col in INTS + FLOATS:
             v = row.get(col, "")
             if v == "" or v.lower() in MISSING:
