@@ -1,6 +1,7 @@
 """Validate predictions against published, measured step times (``python -m roofline validate FILE.csv``).
 
-Reads any CSV with the columns of ``shared/validation/README.md`` (published.csv, vtrain_measured.csv),
+Reads any CSV with the columns of ``shared/validation/README.md`` (published.csv, vtrain_measured.csv; or Markdown
+pipe tables of them, :func:`markdown_table`),
 builds (Model, Plan, Hardware) for every row from the row's own fields with the documented defaults
 below, evaluates all rows at once through the compiled formulas, and reports signed errors
 (predicted / measured - 1) with MAPE, median and max absolute error per tier, GPU, layout and micro-batch.
@@ -78,6 +79,7 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import re
@@ -352,6 +354,56 @@ def read_dicts(rows: list[dict], name: str = "rows.csv") -> list[dict]:
         return read(path)
 
 
+_MD_RULE = re.compile(r"\s*:?-{3,}:?\s*")
+
+
+def _md_cells(line: str) -> list[str]:
+    """The cells of one pipe-table line ("| a | b |" or "a | b"), an escaped pipe (\\|) kept inside its cell."""
+    body = line.strip()
+    body = body[1:] if body.startswith("|") else body
+    body = body[:-1] if body.endswith("|") and not body.endswith("\\|") else body
+    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", body)]
+
+
+def markdown_table(text: str, path) -> tuple[list[str], list[int]] | None:
+    """A file whose rows are Markdown pipe tables (a README's benchmark table pasted as it is: llm-foundry's
+    scripts/train/benchmarking/README.md, torchtitan's docs/performance.md) as CSV lines and, per CSV line, the line
+    of the file it came from (index n: CSV line n); None for any other text (read as CSV). A table is a header line, a delimiter line of
+    dashes (GitHub Flavored Markdown spec, "Tables (extension)") and its rows; headings and prose between tables are
+    left out. Several tables (one per GPU or precision, as such READMEs group them) are read as one when they share
+    the header; tables of different headers are one InputError, as a row shorter or longer than its header is."""
+    lines = text.splitlines()
+    starts = [i for i in range(len(lines) - 1) if "|" in lines[i] and "|" in lines[i + 1]
+              and all(_MD_RULE.fullmatch(c) for c in _md_cells(lines[i + 1]) if c)
+              and any(_MD_RULE.fullmatch(c) for c in _md_cells(lines[i + 1]))]
+    if not starts:
+        return None
+    header, out, where = None, [], [0]
+    for i in starts:
+        cells = _md_cells(lines[i])
+        if header is None:
+            header = cells
+            buf = io.StringIO()
+            csv.writer(buf).writerow(header)
+            out.append(buf.getvalue().rstrip("\r\n"))
+            where.append(i + 1)
+        elif cells != header:
+            raise InputError(f"{path} line {i + 1}: a Markdown table whose header differs from the first table's "
+                             f"(line {starts[0] + 1}): one column layout per file")
+        for j in range(i + 2, len(lines)):
+            if "|" not in lines[j] or not lines[j].strip():
+                break
+            row = _md_cells(lines[j])
+            if len(row) != len(header):
+                raise InputError(f"{path} line {j + 1}: a table row of {len(row)} cells under a header of "
+                                 f"{len(header)}")
+            buf = io.StringIO()
+            csv.writer(buf).writerow(row)
+            out.append(buf.getvalue().rstrip("\r\n"))
+            where.append(j + 1)
+    return out, where
+
+
 def read(path, require: tuple = ()) -> list[dict]:
     """Rows of a validation CSV, numbers parsed (blank or a missing-value spelling, ``MISSING`` -> None); InputError on
     a malformed file. A number cell that is neither a number nor missing makes its row a skip with the reason (the
@@ -360,7 +412,9 @@ def read(path, require: tuple = ()) -> list[dict]:
     path = Path(path)
     from ..base.schema import read_text
     text = read_text(path, "validation CSV").lstrip("\ufeff")
-    reader = csv.DictReader(text.splitlines())
+    table = markdown_table(text, path)
+    source_line = table[1] if table else None      # CSV line -> line of the file (markdown: its table rows)
+    reader = csv.DictReader(table[0] if table else text.splitlines())
     if not reader.fieldnames:
         raise InputError(f"{path}: empty file (expected a header with {', '.join(REQUIRED)})")
     renamed = canonical_headers(reader.fieldnames)
@@ -381,6 +435,7 @@ def read(path, require: tuple = ()) -> list[dict]:
     known_ids = set(hwmod.list_ids())           # the profile folder, read once per file (not once per row)
     rows = []
     for line, raw in enumerate(reader, start=2):
+        line = source_line[line] if source_line else line
         if None in raw:
             raise InputError(f"{path} line {line}: more fields than the header has columns")
         row = {**dict.fromkeys(absent, ""), **{k: (v or "").strip() for k, v in raw.items()}}
@@ -448,6 +503,7 @@ def read(path, require: tuple = ()) -> list[dict]:
         raise InputError(f"{path}: no data rows")
     seen = {}
     for line, r in enumerate(rows, start=2):
+        line = source_line[line] if source_line else line
         if r["case_id"] in seen:
             raise InputError(f"{path}: case_id {r['case_id']!r} appears twice (lines {seen[r['case_id']]} and {line})")
         seen[r["case_id"]] = line
@@ -2777,7 +2833,8 @@ def cmd_validate(args) -> int:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("validate", help="compare predictions with published measured step times (CSV)")
-    p.add_argument("file", nargs="?", help="CSV with the columns of shared/validation/README.md")
+    p.add_argument("file", nargs="?", help="CSV with the columns of shared/validation/README.md, or Markdown "
+                   "pipe tables of them (a README's benchmark table as pasted)")
     p.add_argument("--dataset", choices=(*DATASETS, *OTHER_DATASETS), help="a bundled public validation set (see "
                    "roofline/data/validation/SOURCES.md) instead of a file; memory-ranks: SimuMax's per-rank B200 "
                    "memory, compared per pipeline stage")

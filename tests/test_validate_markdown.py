@@ -1,0 +1,71 @@
+"""validate reads a benchmark table pasted from a README as it is: Markdown pipe tables (GitHub Flavored Markdown's
+table extension), several tables of one header read as one file, headings and prose between them left out."""
+import pytest
+
+from roofline.base.errors import InputError
+from roofline.views import validate as V
+
+# llm-foundry scripts/train/benchmarking/README.md (mosaicml/llm-foundry 061f2c7c), two of its sections, rows as
+# published (columns trimmed to the ones a row needs, the rest kept to show they are carried)
+HEADER = ("|  Model | SeqLen (T) | # GPUs | GPU | MFU | MicroBatchSize | GradAccum | GlobalBatchSize | Throughput (T/s) "
+          "| Precision | Sharding Strategy | Activation Checkpointing | Framework |")
+RULE = "|  --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+H100 = "|  13b | 2048 | 8 | h100_80gb | 39.79 | 2 | 1 | 16 | 38336 | amp_bf16 | FULL_SHARD | False | llm-foundry |"
+A100 = "|  30b | 2048 | 8 | a100_80gb | 55.3 | 3 | 21 | 504 | 7330 | amp_bf16 | FULL_SHARD | True | llm-foundry |"
+
+
+def _write(tmp_path, text):
+    p = tmp_path / "bench.md"
+    p.write_text(text)
+    return p
+
+
+def test_two_sections_of_one_header_read_as_one_table(tmp_path):
+    text = "# MPT Training Benchmarks\n\nSome prose | with a pipe.\n\n## H100 80GB BF16\n" + "\n".join(
+        [HEADER, RULE, H100]) + "\n\n## A100 80GB\n\n" + "\n".join([HEADER, RULE, A100]) + "\n"
+    rows = V.read(_write(tmp_path, text))
+    assert len(rows) == 2
+    h, a = rows
+    assert (h["n_gpus"], h["global_batch"], h["micro_batch"], h["seq_len"]) == (8, 16, 2, 2048)
+    assert (a["global_batch"], a["micro_batch"]) == (504, 3)
+    assert h["tokens_per_s"] == 38336 and a["tokens_per_s"] == 7330
+    assert h["case_id"] == "row 8" and a["case_id"] == "row 14"        # named by their lines in the file
+    c = V.build_case(a)
+    assert c.measured == pytest.approx(504 * 2048 / 7330)          # the time the table's throughput gives
+    assert c.hw.id == "a100-sxm4-80gb" and c.plan.recompute == "full" and c.plan.micro_batch == 3
+
+
+def test_the_same_rows_as_csv_price_the_same(tmp_path):
+    md = V.read(_write(tmp_path, "\n".join([HEADER, RULE, H100, A100])))
+    csv_text = "\n".join(",".join(c.strip() for c in ln.strip().strip("|").split("|")) for ln in (HEADER, H100, A100))
+    (tmp_path / "bench.csv").write_text(csv_text + "\n")
+    cs = V.read(tmp_path / "bench.csv")
+    for a, b in zip(md, cs):
+        assert {k: v for k, v in a.items() if k != "case_id"} == {k: v for k, v in b.items() if k != "case_id"}
+    t_md, t_csv = (V.evaluate_cases([V.build_case(r) for r in rows])["step_time"] for rows in (md, cs))
+    assert list(t_md) == pytest.approx(list(t_csv), rel=1e-12) and min(t_md) > 0
+
+
+def test_tables_of_different_headers_are_one_line(tmp_path):
+    other = HEADER.replace("| Framework |", "| Stack |")
+    text = "\n".join([HEADER, RULE, H100, "", other, RULE, A100])
+    with pytest.raises(InputError, match=r"line 5: a Markdown table whose header differs .*line 1"):
+        V.read(_write(tmp_path, text))
+
+
+def test_a_row_of_the_wrong_width_is_one_line(tmp_path):
+    with pytest.raises(InputError, match=r"line 3: a table row of 12 cells under a header of 13"):
+        V.read(_write(tmp_path, "\n".join([HEADER, RULE, H100.rsplit("|", 2)[0] + "|"])))
+
+
+def test_an_escaped_pipe_stays_in_its_cell():
+    assert V._md_cells(r"| a \| b | c |") == ["a | b", "c"]
+    assert V._md_cells("a | b") == ["a", "b"]
+
+
+def test_a_csv_with_pipes_in_a_cell_is_still_a_csv(tmp_path):
+    p = tmp_path / "x.csv"
+    p.write_text("model,gpu_id,n_gpus,global_batch,seq_len,tokens_per_s,settings\n"
+                 "gpt3-1.3b,a100-sxm4-80gb,8,64,2048,100000,a|b\n")
+    assert V.markdown_table(p.read_text(), p) is None
+    assert V.read(p)[0]["settings"] == "a|b"
