@@ -69,3 +69,75 @@ def test_a_csv_with_pipes_in_a_cell_is_still_a_csv(tmp_path):
                  "gpt3-1.3b,a100-sxm4-80gb,8,64,2048,100000,a|b\n")
     assert V.markdown_table(p.read_text(), p) is None
     assert V.read(p)[0]["settings"] == "a|b"
+
+
+# torchtitan docs/performance.md (pytorch/torchtitan 04133643), its Llama 3 table as published ("Activation
+# checkpoiting" as spelled there, a footnote marker in a cell), with the columns its prose states (64 A100 80GB, FSDP2)
+TITAN = """| Model size | Batch size | Activation checkpoiting | WPS | MFU |
+| ----- | ----- | ----- | ----- | ----- |
+| 8B | 1 | selective op | 2973 | 58.2% |
+| 70B | 1[^1] | full | 331 | 51.7% |
+"""
+
+
+def _titan(tmp_path, local_header="Local batch size", extra=""):
+    lines = TITAN.replace("| Batch size |", f"| {local_header} |").splitlines()
+    lines[0] += " Model | GPU | # GPUs | Framework |" + extra
+    lines[1] += " --- | --- | --- | --- |" + ("--- |" if extra else "")
+    models = ["Llama 3 8B", "Llama 3 70B"]
+    for i, m in enumerate(models):
+        lines[2 + i] += f" {m} | A100 80GB | 64 | torchtitan |" + (" 2 |" if extra else "")
+    return V.read(_write(tmp_path, "\n".join(lines) + "\n"))
+
+
+def test_a_local_batch_gives_the_global_batch_over_dp(tmp_path):
+    rows = _titan(tmp_path)
+    assert [r["local_batch"] for r in rows] == [1, 1]             # "1[^1]": the footnote marker left out
+    case = V.build_case(rows[0])
+    assert (case.plan.global_batch, case.plan.micro_batch, case.plan.dp) == (64, 1, 64)
+    assert case.plan.recompute == "op"                           # the misspelled header read as recompute
+    assert "'Activation checkpoiting' read as recompute" in case.note
+    assert "64 = local batch 1 x gradient accumulation 1 (unstated" in case.note
+    seq = case.model.seq_len
+    assert case.measured == pytest.approx(64 * seq / (2973 * 64))          # WPS is per GPU
+
+
+def test_stated_gradient_accumulation_multiplies_the_local_batch(tmp_path):
+    rows = _titan(tmp_path, extra=" GradAccum |")
+    case = V.build_case(rows[0])
+    assert case.plan.global_batch == 1 * 2 * 64 and case.plan.micro_batch == 1
+    assert "gradient accumulation 2 (stated)" in case.note
+
+
+def test_a_micro_batch_with_a_stated_layout_gives_megatrons_default_batch(row_case):
+    case = row_case({"model": "gpt3-1.3b", "gpu_id": "a100-sxm4-80gb", "n_gpus": 16, "tp": 2, "pp": 2,
+                     "micro_batch": 4, "measured_iter_time_s": 1.0, "framework": "megatron-lm"})
+    assert case.plan.dp == 4 and case.plan.global_batch == 4 * 4        # micro x dp: one micro-batch per step
+
+
+def test_no_dp_no_batch(row_case):
+    with pytest.raises(V.Skip, match="layout leaves dp unknown"):
+        row_case({"model": "gpt3-1.3b", "gpu_id": "a100-sxm4-80gb", "n_gpus": 16, "tp": 2,
+                  "micro_batch": 4, "measured_iter_time_s": 1.0, "framework": "megatron-lm"})
+
+
+def test_a_header_that_is_a_column_name_wins_over_an_alias():
+    # "Model size" is an alias of model; "Model" beside it is the column itself
+    assert V.canonical_headers(["Model size", "Model", "GPU"]) == {"Model": "model", "GPU": "gpu"}
+    assert V.canonical_headers(["Model size", "GPU"]) == {"Model size": "model", "GPU": "gpu"}
+
+
+@pytest.mark.parametrize("header,column", [("Activation checkpoiting", "recompute"), ("Sequnce length", "seq_len"),
+                                           ("Global batchsize", "global_batch"), ("Micro batch sizes", "micro_batch")])
+def test_a_near_miss_of_a_long_header_reads_as_its_column(header, column):
+    assert V._misspelled(header) == column
+
+
+@pytest.mark.parametrize("header", ["TP sz", "Notes2", "Peak TFLOPs", "Global batch tokens", "mla_qk_xope_head_dim"])
+def test_short_or_ambiguous_headers_are_not_guessed(header):
+    assert V._misspelled(header) is None
+
+
+def test_markdown_cells_lose_their_markup():
+    assert V._md_cells("| **56.8%** | [Llama 3 8B](https://x.y) | `fsdp` | 1[^2] |") == ["56.8%", "Llama 3 8B", "fsdp",
+                                                                                          "1"]

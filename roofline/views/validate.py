@@ -112,7 +112,7 @@ INTS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "
         "micro_batch", "tp", "pp", "dp", "cp", "ep", "interleave", "n_gpus", "gpus_per_node", "n_experts", "top_k",
         "moe_ffn_hidden", "head_dim", "n_shared_experts", "first_dense_layers", "mtp", "mla_q_lora_rank",
         "mla_kv_lora_rank", "mla_qk_nope_head_dim", "mla_qk_rope_head_dim", "mla_v_head_dim", "swa_window", "swa_every",
-        "moe_latent_size", "fsdp", "grad_accum", "n_nodes")
+        "moe_latent_size", "fsdp", "grad_accum", "n_nodes", "local_batch")
 FLOATS = ("net_gbps_per_gpu", "measured_iter_time_s", "derived_iter_time_s", "measured_peak_memory_gib",
           "flops_per_iter", "measured_tflops_per_gpu", "measured_mfu", "tokens_per_s", "tokens_per_s_per_gpu",
           "samples_per_s")
@@ -288,6 +288,11 @@ HEADER_ALIASES = {
     # Megatron-LM README, Smith et al. 2022, BLOOM): a per-device batch is printed as such ("per-device batch size",
     # "MBS", "micro batch size"), and a file that also has a global_batch column keeps it
     "batchsize": "global_batch",
+    # a per-rank batch of one forward and backward: torchtitan's training.local_batch_size, Hugging Face's
+    # per_device_train_batch_size, "batch size per GPU" (global batch = it x dp x gradient accumulation: batch_from_local)
+    "localbatch": "local_batch", "localbatchsize": "local_batch", "perdevicebatchsize": "local_batch",
+    "perdevicetrainbatchsize": "local_batch", "batchsizepergpu": "local_batch", "batchsizeperdevice": "local_batch",
+    "pergpubatchsize": "local_batch", "perdevicebatch": "local_batch",
     # the Megatron-LM README's first column, "Model size" (1.7B ... 1T): the row's model, named by its size
     "modelsize": "model",
     # a node count ("Nodes", "# Nodes", "num_nodes", torchrun's --nnodes): n_gpus = nodes x GPUs per node (read)
@@ -330,15 +335,39 @@ def canonical_headers(fieldnames) -> dict:
     """
     names = set(fieldnames)
     out = {}
+    columns = REQUIRED + INTS + FLOATS + TEXT_COLUMNS
+    lows = {h: (h or "").strip().lower().replace(" ", "_") for h in fieldnames}
+    # a header that is a column name in any case ("Model") takes it before an alias does ("Model size" beside it)
+    exact = {low for low in lows.values() if low in columns}
     for h in fieldnames:
-        low = (h or "").strip().lower().replace(" ", "_")
-        known = low in REQUIRED + INTS + FLOATS + TEXT_COLUMNS
+        low = lows[h]
+        known = low in columns
         if low == h and known:
             continue
-        col = low if known else HEADER_ALIASES.get(_header_key(h))
-        if col and col not in names and col not in out.values():
+        col = low if known else HEADER_ALIASES.get(_header_key(h)) or _misspelled(h)
+        if col and col not in names and col not in out.values() and (known or col not in exact):
             out[h] = col
     return out
+
+
+# A header within this similarity of one known spelling (difflib's ratio of the letters and digits) is read as that
+# spelling's column: a published table's typo (torchtitan docs/performance.md "Activation checkpoiting": 0.98) reads,
+# two spellings of different columns stay apart (the closest pairs of HEADER_ALIASES keys of different columns, such as
+# "tpsize"/"epsize" or "numheads"/"numkvheads", are below it, and headers under 10 characters are never guessed).
+MISSPELLED_RATIO = 0.94
+
+
+def _misspelled(header: str) -> str | None:
+    """The column of the one known header spelling a long ``header`` is a near miss of (MISSPELLED_RATIO), else None."""
+    import difflib
+
+    key = _header_key(header)
+    if len(key) < 10:
+        return None
+    spellings = {**{re.sub(r"[^a-z0-9]", "", c): c for c in REQUIRED + INTS + FLOATS + TEXT_COLUMNS}, **HEADER_ALIASES}
+    close = difflib.get_close_matches(key, spellings, n=2, cutoff=MISSPELLED_RATIO)
+    cols = {spellings[c] for c in close}
+    return cols.pop() if len(cols) == 1 else None
 
 
 def read_dicts(rows: list[dict], name: str = "rows.csv") -> list[dict]:
@@ -362,7 +391,16 @@ def _md_cells(line: str) -> list[str]:
     body = line.strip()
     body = body[1:] if body.startswith("|") else body
     body = body[:-1] if body.endswith("|") and not body.endswith("\\|") else body
-    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", body)]
+    return [_md_plain(c) for c in re.split(r"(?<!\\)\|", body)]
+
+
+def _md_plain(cell: str) -> str:
+    """A Markdown cell's text: footnote references ("1[^1]"), emphasis ("**56.8%**"), inline code and link targets
+    ("[Llama 3 8B](url)") left out, an escaped pipe as a pipe."""
+    c = re.sub(r"\[\^[^\]]*\]", "", cell.replace("\\|", "|"))
+    c = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", c)
+    c = re.sub(r"(\*\*|__|`)(.+?)\1", r"\2", c)
+    return c.strip()
 
 
 def markdown_table(text: str, path) -> tuple[list[str], list[int]] | None:
@@ -418,6 +456,9 @@ def read(path, require: tuple = ()) -> list[dict]:
     if not reader.fieldnames:
         raise InputError(f"{path}: empty file (expected a header with {', '.join(REQUIRED)})")
     renamed = canonical_headers(reader.fieldnames)
+    columns = REQUIRED + INTS + FLOATS + TEXT_COLUMNS
+    guessed = "; ".join(f"header {h!r} read as {c} (the nearest known spelling)" for h, c in renamed.items()
+                        if h.strip().lower().replace(" ", "_") not in columns and _header_key(h) not in HEADER_ALIASES)
     in_ms = {c: h for h, c in ms_headers(reader.fieldnames).items()
              if c not in reader.fieldnames and c not in renamed.values()}
     renamed.update({h: c for c, h in in_ms.items()})
@@ -439,6 +480,8 @@ def read(path, require: tuple = ()) -> list[dict]:
         if None in raw:
             raise InputError(f"{path} line {line}: more fields than the header has columns")
         row = {**dict.fromkeys(absent, ""), **{k: (v or "").strip() for k, v in raw.items()}}
+        if guessed:
+            row[HEADER_GUESS] = guessed
         if not row["case_id"]:
             row["case_id"] = f"row {line}"          # a table without ids: each row named by its line in the file
         if not row.get("gpu_id") and row.get("gpu"):
@@ -1416,6 +1459,42 @@ def compiled_loss(row: dict, stack) -> bool:
 BATCH_SLACK = 0.05      # a stated global batch within 5 % of a multiple of micro-batch x dp is priced at that multiple
 
 
+def batch_from_local(row: dict, d: dict) -> tuple[int | None, str]:
+    """A blank global batch from the per-rank batch (``local_batch``, else ``micro_batch``): local x gradient
+    accumulation x dp, with no accumulation unless stated (``grad_accum``), the default of every stack that lets the
+    global batch go unset: Megatron-LM --global-batch-size None -> micro_batch_size x data_parallel_size
+    (megatron/training/arguments.py), torchtitan training.global_batch_size -1 -> local_batch_size x dp
+    (torchtitan/config/job_config.py), DeepSpeed train_batch_size = micro x gradient_accumulation_steps (1) x GPUs
+    (deepspeed.ai/docs/config-json). ``d`` (plan fields) is updated: its global batch, and a local batch as the
+    micro-batch where no pipeline splits it (pp 1 or blank; torchtitan splits it into pipeline micro-batches under
+    PP). dp is the stated one, else n_gpus / (tp x pp x cp) of the stated degrees, else (tp, pp, dp all blank) the
+    stacks' default layout tp = pp = 1, whose dp is returned so that the completed layout is checked against it.
+    Raises Skip when dp cannot be known."""
+    local = row.get("local_batch") or row.get("micro_batch")
+    ga = row.get("grad_accum") or 1
+    assumed = None
+    dp = d.get("dp")
+    if dp is None:
+        n, cp = d.get("n_gpus"), d.get("cp") or 1
+        tp, pp = d.get("tp"), d.get("pp")
+        if n and tp is None and pp is None:
+            tp = pp = 1
+        if not n or tp is None or pp is None or n % (tp * pp * cp):
+            raise Skip("global_batch not stated, and the layout leaves dp unknown (global batch = local batch x "
+                       "gradient accumulation x dp)")
+        dp = n // (tp * pp * cp)
+        assumed = dp if LAYOUT_UNSTATED in d else None
+    d["global_batch"] = local * ga * dp
+    if row.get("local_batch") and d.get("micro_batch") is None and (d.get("pp") or 1) == 1:
+        d["micro_batch"] = row["local_batch"]
+    which = "local batch" if row.get("local_batch") else "micro-batch"
+    steps = f"{ga} (stated)" if row.get("grad_accum") else "1 (unstated: no gradient accumulation)"
+    layout = " (tp = pp = 1, the stacks' default)" if assumed else ""
+    return assumed, (f"global batch not stated: {d['global_batch']} = {which} {local} x gradient accumulation {steps} x "
+                     f"dp {dp}{layout} (Megatron-LM, torchtitan and "
+                     "DeepSpeed set an unset global batch so)")
+
+
 def _nearest_batch(d: dict) -> str:
     """A global batch that is no whole number of micro-batches per DP rank is a rounded figure of the source (GPT-NeoX
     20B: "1538" sequences, its config 4 x 32 x 12 = 1536; OPT-175B: 1024 sequences on dp 124): price the nearest
@@ -1456,6 +1535,7 @@ def unstated_seq_len(row: dict, stack, base=None) -> tuple[int, str]:
                                        if stack.rule("seq_len_unstated") else ""))
 
 
+HEADER_GUESS = "_header_guess"           # row key: headers read as the column of a near spelling (read, _misspelled)
 GPU_FROM_TEXT = "_gpu_id_from_text"      # row key: the gpu text a blank gpu_id was read from (read)
 GPU_ID_SPELLED = "_gpu_id_spelled"       # row key: a gpu_id that named a part, not a profile id (read)
 HSDP = "_hsdp"                          # plan-field key: the phrase that stated hybrid sharding (plan_fields)
@@ -2050,7 +2130,8 @@ def build_case(row: dict, hardware=None) -> Case:
     if (not measured or measured <= 0) and not from_rate and not row.get("measured_peak_memory_gib"):
         raise Skip(NO_MEASUREMENT)
     measured = measured if measured and measured > 0 else float("nan")     # memory-only row
-    if row["global_batch"] is None and not row.get(BATCH_TOKENS):
+    if row["global_batch"] is None and not row.get(BATCH_TOKENS) and not (row.get("local_batch")
+                                                                         or row.get("micro_batch")):
         raise Skip("global_batch not stated")
     model_fields, note, base_model = _model_fields(row)
     plan_fields = _plan_fields(row)
@@ -2066,6 +2147,10 @@ def build_case(row: dict, hardware=None) -> Case:
         dp, ep = plan_fields.pop(DP_WITH_EP)
         note = "; ".join(x for x in (note, f"dp {dp} counts the EP ranks out (tp x pp x dp x cp x ep = n_gpus): "
                                            f"priced at Megatron-Core's dp = {dp} x ep {ep} = {dp * ep}") if x)
+    local_dp = None                         # the dp a batch read from the local batch assumed (batch_from_local)
+    if plan_fields.get("global_batch") is None and not row.get(BATCH_TOKENS):
+        local_dp, said = batch_from_local(row, plan_fields)
+        note = "; ".join(x for x in (note, said) if x)
     nearest = _nearest_batch(plan_fields)
     if nearest:
         note = "; ".join(x for x in (note, nearest) if x)
@@ -2163,6 +2248,10 @@ def build_case(row: dict, hardware=None) -> Case:
                         rc_notes[:] = [said]
                 return spec
             fields, said = complete_layout(plan_fields, st, resolved)
+            per = (fields.get("tp") or 1) * (fields.get("pp") or 1) * (fields.get("cp") or 1)
+            if local_dp is not None and (fields.get("dp") or fields["n_gpus"] // per) != local_dp:
+                raise InputError(f"the global batch read from the local batch assumed dp {local_dp} (tp = pp = 1), "
+                                 f"but that layout does not fit: {said}")
             layout_notes.append(said)
             spec = resolved(fields)
             spec, said = unstated_interleave(spec, fields, resolved)
@@ -2249,6 +2338,8 @@ def build_case(row: dict, hardware=None) -> Case:
         note = "; ".join(x for x in (note, hsdp_notes[-1]) if x)
     if rc_notes:
         note = "; ".join(x for x in (note, rc_notes[-1]) if x)
+    if row.get(HEADER_GUESS):
+        note = "; ".join(x for x in (note, row[HEADER_GUESS]) if x)
     if row.get(GPU_FROM_TEXT):
         note = "; ".join(x for x in (note, f"gpu_id blank: {row['gpu_id']} from the gpu column {row[GPU_FROM_TEXT]!r}")
                          if x)

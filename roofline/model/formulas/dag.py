@@ -99,8 +99,15 @@ def _func(name: str):
 
 def rebuild(data: dict, names=None) -> dict[str, sp.Expr]:
     """The expressions of ``data`` (all outputs, or those in ``names``), rebuilt unevaluated node by node."""
+    from sympy.core.cache import clear_cache
+
     from .symbols import SYMBOLS
 
+    # sympy's constructor cache (an LRU of 1000 entries) holds nodes of an earlier rebuild or build: a node equal to
+    # one rebuilt here but made of other objects is then compared as a tree, exponential in the depth of the shared
+    # stage times (a second export of `memory` in one process: minutes instead of 0.3 s). Emptied first, every lookup
+    # meets only nodes of this rebuild, whose arguments are the same objects.
+    clear_cache()
     by_name = {s.symbol.name: s.symbol for s in SYMBOLS.values()}
     nodes = data["nodes"]
     built: list = [None] * len(nodes)
