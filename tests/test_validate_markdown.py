@@ -133,7 +133,8 @@ def test_a_near_miss_of_a_long_header_reads_as_its_column(header, column):
     assert V._misspelled(header) == column
 
 
-@pytest.mark.parametrize("header", ["TP sz", "Notes2", "Peak TFLOPs", "Global batch tokens", "mla_qk_xope_head_dim"])
+@pytest.mark.parametrize("header", ["TP sz", "Notes2", "Peak TFLOPs", "Peak memory (GB)", "Peak memory GB",
+                                    "mla_qk_xope_head_dim"])
 def test_short_or_ambiguous_headers_are_not_guessed(header):
     assert V._misspelled(header) is None
 
@@ -141,3 +142,34 @@ def test_short_or_ambiguous_headers_are_not_guessed(header):
 def test_markdown_cells_lose_their_markup():
     assert V._md_cells("| **56.8%** | [Llama 3 8B](https://x.y) | `fsdp` | 1[^2] |") == ["56.8%", "Llama 3 8B", "fsdp",
                                                                                           "1"]
+
+
+# Dubey et al. 2024 (The Llama 3 Herd of Models) Table 4, two rows with its own headers, plus model and GPU columns
+LLAMA3 = """| GPUs | TP | CP | PP | DP | Seq. Len. | Batch size/DP | Tokens/Batch | TFLOPs/GPU | BF16 MFU | Model | GPU |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+| 8,192 | 8 | 1 | 16 | 64 | 8,192 | 32 | 16M | 430 | 43% | Llama 3 405B | H100 |
+| 16,384 | 8 | 16 | 16 | 8 | 131,072 | 16 | 16M | 380 | 38% | Llama 3 405B | H100 |
+"""
+
+
+def test_llama3_table4_headers_read_as_their_columns(tmp_path):
+    rows = V.read(_write(tmp_path, LLAMA3))
+    a, b = rows
+    assert (a["n_gpus"], a["cp"], a["dp"], a["local_batch"], a["measured_mfu"]) == (8192, 1, 64, 32, 0.43)
+    ca, cb = V.build_case(a), V.build_case(b)
+    # 16M tokens: 2^24 / 8192 = 2048 sequences = 32 per DP rank x 64; at 131,072 tokens 128 = 16 x 8
+    assert ca.plan.global_batch == 2048 == 32 * 64 and cb.plan.global_batch == 128 == 16 * 8
+    assert "'16M tokens' read as 2048 sequences" in ca.note
+
+
+@pytest.mark.parametrize("cell,seqs", [("16,777,216", 2048), ("16M", 2048), ("4M tokens", 512), ("2048K", 256)])
+def test_a_batch_column_in_tokens_reads_any_spelling_as_tokens(row_case, cell, seqs):
+    case = row_case({"model": "llama3-8b", "gpu_id": "h100-sxm", "n_gpus": 64, "tp": 1, "pp": 1, "seq_len": 8192,
+                     "global_batch_tokens": cell, "measured_iter_time_s": 10.0, "framework": "megatron-lm"})
+    assert case.plan.global_batch == seqs
+
+
+def test_a_batch_column_in_tokens_that_is_no_count_skips_the_row(row_case):
+    with pytest.raises(V.Skip, match="global_batch_tokens must be a token count, got 'lots'"):
+        row_case({"model": "llama3-8b", "gpu_id": "h100-sxm", "n_gpus": 64, "tp": 1, "pp": 1, "seq_len": 8192,
+                  "global_batch_tokens": "lots", "measured_iter_time_s": 10.0})

@@ -224,7 +224,7 @@ UNREADABLE = "_unreadable"      # row key: why a number cell of the row could no
 
 
 TEXT_COLUMNS = ("model", "gpu", "precision", "framework", "source", "notes", "settings", "tier", "optimizer_sharding",
-                "recompute", "seq_parallel", "mlp", "attention", "optimizer", "flop_basis")
+                "recompute", "seq_parallel", "mlp", "attention", "optimizer", "flop_basis", "global_batch_tokens")
 # Headers as performance tables print them -> the file's column names (compared lower-cased, letters and digits only):
 # NVIDIA's summaries ("#-GPUs", "GBS", "MBS", "Sequence Length", "TP", "VP", "Tokens / sec / GPU"), papers' tables
 # ("Model", "GPUs", "Seq. Len.", "Step time (s)"). A header that is already a column name keeps it; "Model TFLOP / sec /
@@ -293,6 +293,12 @@ HEADER_ALIASES = {
     "localbatch": "local_batch", "localbatchsize": "local_batch", "perdevicebatchsize": "local_batch",
     "perdevicetrainbatchsize": "local_batch", "batchsizepergpu": "local_batch", "batchsizeperdevice": "local_batch",
     "pergpubatchsize": "local_batch", "perdevicebatch": "local_batch",
+    # the Llama 3 paper's Table 4 (Dubey et al. 2024): "Batch size/DP" sequences per data-parallel rank, "Tokens/Batch"
+    # the global batch in tokens ("16M"), "BF16 MFU"
+    "batchsizedp": "local_batch", "batchsizeperdp": "local_batch", "tokensbatch": "global_batch_tokens",
+    "tokensperbatch": "global_batch_tokens", "globalbatchtokens": "global_batch_tokens",
+    "globalbatchsizetokens": "global_batch_tokens", "batchsizetokens": "global_batch_tokens",
+    "bf16mfu": "measured_mfu",
     # the Megatron-LM README's first column, "Model size" (1.7B ... 1T): the row's model, named by its size
     "modelsize": "model",
     # a node count ("Nodes", "# Nodes", "num_nodes", torchrun's --nnodes): n_gpus = nodes x GPUs per node (read)
@@ -365,7 +371,9 @@ def _misspelled(header: str) -> str | None:
     if len(key) < 10:
         return None
     spellings = {**{re.sub(r"[^a-z0-9]", "", c): c for c in REQUIRED + INTS + FLOATS + TEXT_COLUMNS}, **HEADER_ALIASES}
-    close = difflib.get_close_matches(key, spellings, n=2, cutoff=MISSPELLED_RATIO)
+    # a header in GB is no misspelled GiB column (its unit would be misread, see HEADER_ALIASES)
+    close = [c for c in difflib.get_close_matches(key, spellings, n=2, cutoff=MISSPELLED_RATIO)
+             if not ("gib" in c and "gib" not in key)]
     cols = {spellings[c] for c in close}
     return cols.pop() if len(cols) == 1 else None
 
@@ -516,6 +524,16 @@ def read(path, require: tuple = ()) -> list[dict]:
             row[BATCH_TOKENS] = (float(tokens.group(1)) * 1000 ** k, float(tokens.group(1)) * 1024 ** k,
                                  row["global_batch"])
             row["global_batch"] = ""
+        elif not row.get("global_batch") and row.get("global_batch_tokens"):
+            # a batch column in tokens ("Tokens/Batch": Llama 3 paper Table 4's "16M"; a bare count is tokens here)
+            cell = row["global_batch_tokens"]
+            t = re.fullmatch(r"~?\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*(?:tok(?:en)?s?)?",
+                             re.sub(r"(?<=\d)[,_ ](?=\d{3}\b)", "", cell))
+            if t:
+                k = "kmg".index(t.group(2).lower()) + 1 if t.group(2) else 0
+                row[BATCH_TOKENS] = (float(t.group(1)) * 1000 ** k, float(t.group(1)) * 1024 ** k, f"{cell} tokens")
+            else:
+                bad.append(f"column global_batch_tokens must be a token count, got {cell!r}")
         rate_units(row)
         nodes_to_gpus(row, hwmod)
         for col in in_ms:                            # a cell of a header in ms: ms unless the cell names its unit
