@@ -173,3 +173,11 @@ def test_a_batch_column_in_tokens_that_is_no_count_skips_the_row(row_case):
     with pytest.raises(V.Skip, match="global_batch_tokens must be a token count, got 'lots'"):
         row_case({"model": "llama3-8b", "gpu_id": "h100-sxm", "n_gpus": 64, "tp": 1, "pp": 1, "seq_len": 8192,
                   "global_batch_tokens": "lots", "measured_iter_time_s": 10.0})
+
+
+def test_a_completed_layout_keeps_its_note_beside_the_interleave_note(row_case):
+    """MegaScale-style row (Jiang et al. 2024 Table 2 headers): no layout stated; both choices are said."""
+    case = row_case({"Model": "GPT-3 175B", "Batch Size": 768, "GPUs": 256, "Iteration Time (s)": 40.0, "GPU": "A100"})
+    assert case.plan.pp > 1 and case.plan.interleave > 1          # a pipelined layout whose v was chosen too
+    assert "tp/pp/dp not stated" in case.note and "interleave not stated" in case.note
+    assert case.note.index("(validate.complete_layout)") < case.note.index("interleave not stated")

@@ -2249,6 +2249,7 @@ def build_case(row: dict, hardware=None) -> Case:
                         hsdp_notes[:] = [f"the text's replicas dropped: {exc}"]
                 return resolve(base_model, f, hw, st, model_fields=model_fields, stack_reason=why,
                                gpus_per_node=row.get("gpus_per_node"), net_gbps=row.get("net_gbps_per_gpu"))
+            layout_notes[:] = []        # this attempt's (a stack tried after a refusal starts over)
             if LAYOUT_UNSTATED not in plan_fields:
                 fields, said = unstated_ep(plan_fields, resolved)
                 if said:
@@ -2350,8 +2351,8 @@ def build_case(row: dict, hardware=None) -> Case:
                     raise first from None
     except InputError as exc:
         raise Skip(str(exc)) from None
-    if layout_notes:
-        note = "; ".join(x for x in (note, layout_notes[-1]) if x)
+    if layout_notes:            # the completed layout, then its interleave (or ep, then interleave)
+        note = "; ".join(x for x in (note, *layout_notes) if x)
     if hsdp_notes:
         note = "; ".join(x for x in (note, hsdp_notes[-1]) if x)
     if rc_notes:
