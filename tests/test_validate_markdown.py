@@ -181,3 +181,25 @@ def test_a_completed_layout_keeps_its_note_beside_the_interleave_note(row_case):
     assert case.plan.pp > 1 and case.plan.interleave > 1          # a pipelined layout whose v was chosen too
     assert "tp/pp/dp not stated" in case.note and "interleave not stated" in case.note
     assert case.note.index("(validate.complete_layout)") < case.note.index("interleave not stated")
+
+
+ROW = ["gpt3-1.3b", "a100-sxm4-80gb", "8", "1", "1", "64", "8"]
+COLS = ["model", "gpu_id", "n_gpus", "tp", "pp", "global_batch", "micro_batch", "measured_iter_time_s"]
+
+
+def test_a_tab_separated_sheet_reads_as_the_csv(tmp_path):
+    (tmp_path / "a.tsv").write_text("\t".join(COLS) + "\n" + "\t".join(ROW + ["1.5"]) + "\n")
+    (tmp_path / "a.csv").write_text(",".join(COLS) + "\n" + ",".join(ROW + ["1.5"]) + "\n")
+    assert V.read(tmp_path / "a.tsv") == V.read(tmp_path / "a.csv")
+
+
+def test_a_semicolon_sheet_reads_its_decimal_commas(tmp_path):
+    (tmp_path / "a.csv").write_text(";".join(COLS + ["measured_mfu", "notes"]) + "\n" +
+                                    ";".join(ROW + ["1,5", "41,5 %", "a, b"]) + "\n")
+    r = V.read(tmp_path / "a.csv")[0]
+    assert (r["measured_iter_time_s"], r["measured_mfu"], r["n_gpus"], r["notes"]) == (1.5, 0.415, 8, "a, b")
+
+
+def test_a_comma_file_keeps_digit_groups(tmp_path):
+    (tmp_path / "a.csv").write_text(",".join(COLS) + "\n" + ",".join(ROW[:5] + ['"1,536"', "8", "1.5"]) + "\n")
+    assert V.read(tmp_path / "a.csv")[0]["global_batch"] == 1536

@@ -460,7 +460,12 @@ def read(path, require: tuple = ()) -> list[dict]:
     text = read_text(path, "validation CSV").lstrip("\ufeff")
     table = markdown_table(text, path)
     source_line = table[1] if table else None      # CSV line -> line of the file (markdown: its table rows)
-    reader = csv.DictReader(table[0] if table else text.splitlines())
+    lines = table[0] if table else text.splitlines()
+    head = next((ln for ln in lines if ln.strip()), "") if not table else ""
+    # a sheet exported or pasted as tab- or semicolon-separated text (a spreadsheet's copy, a locale whose decimal
+    # mark is the comma): the delimiter the header line holds most of, commas unless another outnumbers them
+    delimiter = max((",", "\t", ";"), key=lambda d: (head.count(d), d == ","))
+    reader = csv.DictReader(lines, delimiter=delimiter)
     if not reader.fieldnames:
         raise InputError(f"{path}: empty file (expected a header with {', '.join(REQUIRED)})")
     renamed = canonical_headers(reader.fieldnames)
@@ -541,6 +546,8 @@ def read(path, require: tuple = ()) -> list[dict]:
                 row[col] = re.sub(r"(?<=\d)[,_ ](?=\d{3}\b)", "", row[col]).strip() + " ms"
         for col in INTS + FLOATS:
             v = row.get(col, "")
+            if delimiter == ";" and re.fullmatch(r"[~≈]?\s*\d+,\d+\s*[%a-zA-Z]*", v):
+                v = v.replace(",", ".")         # a semicolon-separated sheet's locale writes decimals with a comma
             if v == "" or v.lower() in MISSING:
                 row[col] = None
                 continue
