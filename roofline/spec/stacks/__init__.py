@@ -406,13 +406,21 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
 def _alias_spans(text: str) -> list[tuple[int, int, Stack, str]]:
     """(start, end, stack, alias) for every id or alias found as a whole word in ``text``, names inside longer ones
     included ('megatron' in 'Megatron-LM')."""
-    found = []
-    for s in registry().values():
-        for a in (s.id, *s.aliases):
-            # a whole word: not inside another word; a following '-' is allowed (GPT-NeoX-20B, Megatron-LM-v2)
-            for m in re.finditer(rf"(?<![\w-]){re.escape(a)}(?![a-z0-9_])", text):
-                found.append((m.start(), m.end(), s, a))
-    return found
+    reg = registry()
+    if _SPANS.get("registry") is not reg:          # the patterns compiled once per registry, the spans once per text
+        _SPANS.clear()
+        # a whole word: not inside another word; a following '-' is allowed (GPT-NeoX-20B, Megatron-LM-v2)
+        _SPANS.update(registry=reg, texts={}, patterns=[
+            (s, a, re.compile(rf"(?<![\w-]){re.escape(a)}(?![a-z0-9_])")) for s in reg.values() for a in (s.id, *s.aliases)])
+    texts = _SPANS["texts"]
+    if text not in texts:
+        if len(texts) >= 4096:                     # a file of many distinct notes: bounded
+            texts.clear()
+        texts[text] = tuple((m.start(), m.end(), s, a) for s, a, pat in _SPANS["patterns"] for m in pat.finditer(text))
+    return list(texts[text])
+
+
+_SPANS: dict = {}       # _alias_spans' memo: the registry it was built for, its compiled patterns, spans per text
 
 
 def _alias_hits(text: str) -> list[tuple[int, Stack, str]]:
