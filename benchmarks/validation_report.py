@@ -425,7 +425,13 @@ def input_rules() -> list[str]:
         'reads its bare cells in ms; never a header in GB; "Nodes" times the GPUs per node of the row, '
         'or of an 8-GPU server\'s profile) read as their columns, rate cells may carry their unit ("6,020 tokens/s/GPU"), and a model named '
         'by its size alone ("70b") on a stack that ships its own model configs is that config (llm-foundry: '
-        'MPT, presets `mpt-*`).',
+        'MPT, presets `mpt-*`). A header that is a column name wins over an alias beside it ("Model" over "Model '
+        'size"); a long header one typo from one known spelling reads as its column, noted (torchtitan\'s "Activation '
+        'checkpoiting"). A blank global batch is the per-rank batch ("Local batch size", the Llama 3 paper\'s "Batch '
+        'size/DP", else the micro-batch) x gradient accumulation (1 unless stated) x dp, as Megatron-LM, torchtitan and '
+        'DeepSpeed set an unset one; "Tokens/Batch" is a global batch in tokens. A file may be a README\'s Markdown '
+        'table as pasted (several sections of one header, footnote markers and emphasis left out) or a sheet saved '
+        'tab- or semicolon-separated (decimal commas read).',
         "- **Matmul ceiling and sustained clock** (properties of the GPU, not of a row): every profile with a "
         "published maximum achievable matmul rate (`max_matmul`, mamf-finder: A100 SXM 267.9, H100/H200 SXM 828.0 "
         "TFLOP/s) caps its GEMM efficiencies at max_matmul / peak, because no fitted curve can beat what the best "
