@@ -203,3 +203,26 @@ def test_a_semicolon_sheet_reads_its_decimal_commas(tmp_path):
 def test_a_comma_file_keeps_digit_groups(tmp_path):
     (tmp_path / "a.csv").write_text(",".join(COLS) + "\n" + ",".join(ROW[:5] + ['"1,536"', "8", "1.5"]) + "\n")
     assert V.read(tmp_path / "a.csv")[0]["global_batch"] == 1536
+
+
+@pytest.mark.parametrize("cell,n", [("8x A100 80GB", "8"), ("2 x 8 H100", "16"), ("4x8xA100", "32"),
+                                    ("16 H100 GPUs", "16"), ("64 x H100 SXM", "64"), ("A100 80GB", ""), ("3090 Ti", ""),
+                                    ("80GB A100", ""), ("8 x 80GB A100", ""), ("16 H100", "")])
+def test_a_count_in_the_gpu_cell_gives_a_blank_n_gpus(cell, n):
+    r = {"n_gpus": "", "gpu": cell}
+    V.gpus_from_text(r)
+    assert r["n_gpus"] == n
+
+
+def test_a_stated_n_gpus_is_not_replaced_by_the_gpu_cell():
+    r = {"n_gpus": "32", "gpu": "8x A100"}
+    V.gpus_from_text(r)
+    assert r["n_gpus"] == "32" and V.GPUS_TEXT_NOTE not in r
+
+
+def test_a_hardware_column_names_the_gpu_and_its_count(tmp_path):
+    (tmp_path / "a.csv").write_text("Model,Hardware,Global batch size,Seq len,Throughput (tokens/s),Framework\n"
+                                    "Llama-2-7B,8x A100 80GB,64,4096,25000,torchtitan\n")
+    r = V.read(tmp_path / "a.csv")[0]
+    assert (r["gpu_id"], r["n_gpus"]) == ("a100-sxm4-80gb", 8)
+    assert "n_gpus 8 from the gpu cell '8x A100 80GB'" in V.build_case(r).note

@@ -299,6 +299,9 @@ HEADER_ALIASES = {
     "tokensperbatch": "global_batch_tokens", "globalbatchtokens": "global_batch_tokens",
     "globalbatchsizetokens": "global_batch_tokens", "batchsizetokens": "global_batch_tokens",
     "bf16mfu": "measured_mfu",
+    # the GPU under other names ("Hardware": "8x A100 80GB", "GPU type", "Accelerator"); a count in the cell is read as
+    # n_gpus when that column is blank (gpus_from_text)
+    "hardware": "gpu", "gputype": "gpu", "accelerator": "gpu", "gpumodel": "gpu", "accelerators": "gpu",
     # the Megatron-LM README's first column, "Model size" (1.7B ... 1T): the row's model, named by its size
     "modelsize": "model",
     # a node count ("Nodes", "# Nodes", "num_nodes", torchrun's --nnodes): n_gpus = nodes x GPUs per node (read)
@@ -540,6 +543,7 @@ def read(path, require: tuple = ()) -> list[dict]:
             else:
                 bad.append(f"column global_batch_tokens must be a token count, got {cell!r}")
         rate_units(row)
+        gpus_from_text(row)
         nodes_to_gpus(row, hwmod)
         for col in in_ms:                            # a cell of a header in ms: ms unless the cell names its unit
             if re.fullmatch(r"[~≈]?\s*[\d.,_ ]+", row.get(col) or ""):
@@ -576,6 +580,33 @@ def read(path, require: tuple = ()) -> list[dict]:
             raise InputError(f"{path}: case_id {r['case_id']!r} appears twice (lines {seen[r['case_id']]} and {line})")
         seen[r["case_id"]] = line
     return rows
+
+
+GPUS_TEXT_NOTE = "_gpus_text_note"      # row key: how a blank n_gpus was read from the gpu cell (gpus_from_text)
+# "8x A100 80GB", "8 x H100": a count and a multiplication sign before the part; "2 x 8 H100", "4x8xA100": nodes x
+# GPUs per node; "16 H100 GPUs": a bare count only where the cell ends in "GPU(s)" (a part named by a number, "3090 Ti",
+# or a memory size first, "80GB A100", is no count)
+_GPU_COUNT = re.compile(r"\s*(\d+)\s*[x×*]\s*(?:(\d+)(?!\s*[GT]i?B)\s*[x×*]?\s*)?(?=[A-Za-z])")
+_GPU_COUNT_BARE = re.compile(r"\s*(\d+)\s+(?=[A-Za-z])(?=.*\bgpus?\s*$)", re.I)
+
+
+def gpus_from_text(row: dict) -> None:
+    """A blank n_gpus from a count the gpu cell states before the part ("8x A100 80GB": 8; "2 x 8 H100": 16, nodes x
+    GPUs per node); in place, noted under GPUS_TEXT_NOTE. A cell naming no count, or an n_gpus column that is not
+    blank, is left alone (the part itself is read from the text as any gpu cell is).
+
+    >>> r = {"n_gpus": "", "gpu": "2 x 8 H100"}; gpus_from_text(r); r["n_gpus"]
+    '16'
+    """
+    text = row.get("gpu") or ""
+    m = _GPU_COUNT.match(text) or _GPU_COUNT_BARE.match(text)
+    if (row.get("n_gpus") or "").strip() or not m or not text[m.end():].strip():
+        return
+    n = int(m.group(1)) * int((m.groups()[1:] or [None])[0] or 1)
+    if n < 1:
+        return
+    row["n_gpus"] = str(n)
+    row[GPUS_TEXT_NOTE] = f"n_gpus {n} from the gpu cell {text!r}"
 
 
 NODES_NOTE = "_nodes_note"      # row key: how a blank n_gpus was read from the row's node count (nodes_to_gpus)
@@ -2371,6 +2402,8 @@ def build_case(row: dict, hardware=None) -> Case:
                          if x)
     if row.get(GPU_BARE):
         note = "; ".join(x for x in (note, f"{row[GPU_BARE]} (hardware.bare_part)") if x)
+    if row.get(GPUS_TEXT_NOTE):
+        note = "; ".join(x for x in (note, row[GPUS_TEXT_NOTE]) if x)
     if row.get(NODES_NOTE):
         note = "; ".join(x for x in (note, row[NODES_NOTE]) if x)
     if row.get(GPU_ID_SPELLED):
