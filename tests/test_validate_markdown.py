@@ -226,3 +226,17 @@ def test_a_hardware_column_names_the_gpu_and_its_count(tmp_path):
     r = V.read(tmp_path / "a.csv")[0]
     assert (r["gpu_id"], r["n_gpus"]) == ("a100-sxm4-80gb", 8)
     assert "n_gpus 8 from the gpu cell '8x A100 80GB'" in V.build_case(r).note
+
+
+def test_a_bare_batch_size_below_dp_is_the_per_rank_batch(tmp_path):
+    """torchtitan's table as published says "Batch size" (its prose: the local batch, global = 1 x 64)."""
+    rows = _titan(tmp_path, local_header="Batch size")
+    case = V.build_case(rows[0])
+    assert (case.plan.global_batch, case.plan.dp) == (64, 64)
+    assert "'Batch size' 1 is smaller than dp 64: read as the per-rank batch" in case.note
+
+
+def test_a_bare_batch_size_that_can_be_global_stays_global(row_case):
+    case = row_case({"Model": "gpt3-1.3b", "GPU": "A100 80GB", "GPUs": 8, "Batch size": 64, "TP": 1, "PP": 1,
+                     "Step time (s)": 1.0, "Framework": "megatron-lm"})
+    assert case.plan.global_batch == 64 and "per-rank batch" not in case.note

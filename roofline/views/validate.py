@@ -473,6 +473,7 @@ def read(path, require: tuple = ()) -> list[dict]:
         raise InputError(f"{path}: empty file (expected a header with {', '.join(REQUIRED)})")
     renamed = canonical_headers(reader.fieldnames)
     columns = REQUIRED + INTS + FLOATS + TEXT_COLUMNS
+    bare_batch = next((h for h, c in renamed.items() if c == "global_batch" and _header_key(h) == "batchsize"), None)
     guessed = "; ".join(f"header {h!r} read as {c} (the nearest known spelling)" for h, c in renamed.items()
                         if h.strip().lower().replace(" ", "_") not in columns and _header_key(h) not in HEADER_ALIASES)
     in_ms = {c: h for h, c in ms_headers(reader.fieldnames).items()
@@ -498,6 +499,8 @@ def read(path, require: tuple = ()) -> list[dict]:
         row = {**dict.fromkeys(absent, ""), **{k: (v or "").strip() for k, v in raw.items()}}
         if guessed:
             row[HEADER_GUESS] = guessed
+        if bare_batch and row.get("global_batch"):
+            row[BATCH_AMBIGUOUS] = bare_batch
         if not row["case_id"]:
             row["case_id"] = f"row {line}"          # a table without ids: each row named by its line in the file
         if not row.get("gpu_id") and row.get("gpu"):
@@ -1515,6 +1518,22 @@ def compiled_loss(row: dict, stack) -> bool:
 BATCH_SLACK = 0.05      # a stated global batch within 5 % of a multiple of micro-batch x dp is priced at that multiple
 
 
+def _dp_of(d: dict) -> tuple[int | None, int | None]:
+    """(dp, the dp assumed for an unstated layout or None) of plan fields ``d``: the stated dp, else n_gpus / (tp x pp x
+    cp) of the stated degrees, else (tp and pp blank) the stacks' default layout tp = pp = 1; (None, None) when
+    neither."""
+    if d.get("dp") is not None:
+        return d["dp"], None
+    n, cp = d.get("n_gpus"), d.get("cp") or 1
+    tp, pp = d.get("tp"), d.get("pp")
+    if n and tp is None and pp is None:
+        tp = pp = 1
+    if not n or tp is None or pp is None or n % (tp * pp * cp):
+        return None, None
+    dp = n // (tp * pp * cp)
+    return dp, (dp if LAYOUT_UNSTATED in d else None)
+
+
 def batch_from_local(row: dict, d: dict) -> tuple[int | None, str]:
     """A blank global batch from the per-rank batch (``local_batch``, else ``micro_batch``): local x gradient
     accumulation x dp, with no accumulation unless stated (``grad_accum``), the default of every stack that lets the
@@ -1528,18 +1547,10 @@ def batch_from_local(row: dict, d: dict) -> tuple[int | None, str]:
     Raises Skip when dp cannot be known."""
     local = row.get("local_batch") or row.get("micro_batch")
     ga = row.get("grad_accum") or 1
-    assumed = None
-    dp = d.get("dp")
+    dp, assumed = _dp_of(d)
     if dp is None:
-        n, cp = d.get("n_gpus"), d.get("cp") or 1
-        tp, pp = d.get("tp"), d.get("pp")
-        if n and tp is None and pp is None:
-            tp = pp = 1
-        if not n or tp is None or pp is None or n % (tp * pp * cp):
-            raise Skip("global_batch not stated, and the layout leaves dp unknown (global batch = local batch x "
-                       "gradient accumulation x dp)")
-        dp = n // (tp * pp * cp)
-        assumed = dp if LAYOUT_UNSTATED in d else None
+        raise Skip("global_batch not stated, and the layout leaves dp unknown (global batch = local batch x "
+                   "gradient accumulation x dp)")
     d["global_batch"] = local * ga * dp
     if row.get("local_batch") and d.get("micro_batch") is None and (d.get("pp") or 1) == 1:
         d["micro_batch"] = row["local_batch"]
@@ -1591,6 +1602,7 @@ def unstated_seq_len(row: dict, stack, base=None) -> tuple[int, str]:
                                        if stack.rule("seq_len_unstated") else ""))
 
 
+BATCH_AMBIGUOUS = "_batch_ambiguous"     # row key: the bare "Batch size" header its global_batch was read from (read)
 HEADER_GUESS = "_header_guess"           # row key: headers read as the column of a near spelling (read, _misspelled)
 GPU_FROM_TEXT = "_gpu_id_from_text"      # row key: the gpu text a blank gpu_id was read from (read)
 GPU_ID_SPELLED = "_gpu_id_spelled"       # row key: a gpu_id that named a part, not a profile id (read)
@@ -2204,6 +2216,16 @@ def build_case(row: dict, hardware=None) -> Case:
         note = "; ".join(x for x in (note, f"dp {dp} counts the EP ranks out (tp x pp x dp x cp x ep = n_gpus): "
                                            f"priced at Megatron-Core's dp = {dp} x ep {ep} = {dp * ep}") if x)
     local_dp = None                         # the dp a batch read from the local batch assumed (batch_from_local)
+    if row.get(BATCH_AMBIGUOUS) and plan_fields.get("global_batch") and not row.get("local_batch"):
+        # a bare "Batch size" (read as the global batch) smaller than dp cannot be one: each data-parallel rank runs
+        # at least one sequence, so it is the per-rank batch (torchtitan docs/performance.md: "Batch size" 1 on 64
+        # GPUs, its prose "local batch size 1 (global batch size = ... 64)")
+        dp, _ = _dp_of(plan_fields)
+        if dp and plan_fields["global_batch"] < dp:
+            row = {**row, "local_batch": plan_fields["global_batch"]}
+            note = "; ".join(x for x in (note, f"'{row[BATCH_AMBIGUOUS]}' {plan_fields['global_batch']} is smaller "
+                                               f"than dp {dp}: read as the per-rank batch") if x)
+            plan_fields["global_batch"] = None
     if plan_fields.get("global_batch") is None and not row.get(BATCH_TOKENS):
         local_dp, said = batch_from_local(row, plan_fields)
         note = "; ".join(x for x in (note, said) if x)
