@@ -128,13 +128,15 @@ def test_a_header_that_is_a_column_name_wins_over_an_alias():
 
 
 @pytest.mark.parametrize("header,column", [("Activation checkpoiting", "recompute"), ("Sequnce length", "seq_len"),
-                                           ("Global batchsize", "global_batch"), ("Micro batch sizes", "micro_batch")])
+                                           ("Global batchsize", "global_batch"), ("Tensor paralell size", "tp"),
+                                           ("Pipline parallel size", "pp"), ("Numer of layers", "n_layers")])
 def test_a_near_miss_of_a_long_header_reads_as_its_column(header, column):
     assert V._misspelled(header) == column
 
 
 @pytest.mark.parametrize("header", ["TP sz", "Notes2", "Peak TFLOPs", "Peak memory (GB)", "Peak memory GB",
-                                    "mla_qk_xope_head_dim"])
+                                    "mla_qk_xope_head_dim", "Time per iteration (ms)", "Time per iteraton (ms)",
+                                    "Micro batch sizes"])
 def test_short_or_ambiguous_headers_are_not_guessed(header):
     assert V._misspelled(header) is None
 

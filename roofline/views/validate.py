@@ -359,8 +359,8 @@ def canonical_headers(fieldnames) -> dict:
     return out
 
 
-# A header within this similarity of one known spelling (difflib's ratio of the letters and digits) is read as that
-# spelling's column: a published table's typo (torchtitan docs/performance.md "Activation checkpoiting": 0.98) reads,
+# A header within this similarity of one known spelling (difflib's ratio of the letters and digits), the same in its
+# last three characters (a unit or a plural is no typo), is read as that spelling's column: a published table's typo (torchtitan docs/performance.md "Activation checkpoiting": 0.98) reads,
 # two spellings of different columns stay apart (the closest pairs of HEADER_ALIASES keys of different columns, such as
 # "tpsize"/"epsize" or "numheads"/"numkvheads", are below it, and headers under 10 characters are never guessed).
 MISSPELLED_RATIO = 0.94
@@ -371,12 +371,14 @@ def _misspelled(header: str) -> str | None:
     import difflib
 
     key = _header_key(header)
-    if len(key) < 10:
-        return None
+    if len(key) < 10 or _MS_HEADER.match((header or "").strip()):
+        return None             # short, or a time in ms (ms_headers reads it, in ms)
     spellings = {**{re.sub(r"[^a-z0-9]", "", c): c for c in REQUIRED + INTS + FLOATS + TEXT_COLUMNS}, **HEADER_ALIASES}
     # a header in GB is no misspelled GiB column (its unit would be misread, see HEADER_ALIASES)
+    # a typo inside the words, never at the end where a unit or a plural is ("Time per iteration (ms)" is no
+    # "Time per iteration (s)", "Peak memory GB" no "Peak memory GiB")
     close = [c for c in difflib.get_close_matches(key, spellings, n=2, cutoff=MISSPELLED_RATIO)
-             if not ("gib" in c and "gib" not in key)]
+             if c[-3:] == key[-3:] and not ("gib" in c and "gib" not in key)]
     cols = {spellings[c] for c in close}
     return cols.pop() if len(cols) == 1 else None
 
