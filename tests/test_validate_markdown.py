@@ -242,3 +242,11 @@ def test_a_bare_batch_size_that_can_be_global_stays_global(row_case):
     case = row_case({"Model": "gpt3-1.3b", "GPU": "A100 80GB", "GPUs": 8, "Batch size": 64, "TP": 1, "PP": 1,
                      "Step time (s)": 1.0, "Framework": "megatron-lm"})
     assert case.plan.global_batch == 64 and "per-rank batch" not in case.note
+
+
+@pytest.mark.parametrize("magic", [b"PK\x03\x04\x14\x00\x06\x00", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"])
+def test_a_workbook_is_one_line_naming_the_way_out(tmp_path, magic):
+    p = tmp_path / "runs.xlsx"
+    p.write_bytes(magic + b"\x00\xff" * 8)
+    with pytest.raises(InputError, match=r"a spreadsheet workbook \(xlsx/xls\), not text: save the sheet as CSV"):
+        V.read(p)

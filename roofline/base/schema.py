@@ -41,6 +41,9 @@ def read_text(path, what: str) -> str:
         raise InputError(f"{what} {path}: is a folder, expected a file") from None
     except OSError as exc:
         raise InputError(f"{what} {path}: cannot read ({exc.strerror or exc})") from None
+    if data.startswith((b"PK\x03\x04", b"\xd0\xcf\x11\xe0")):      # zip (xlsx, ods) / OLE2 (xls) containers
+        raise InputError(f"{what} {path}: a spreadsheet workbook (xlsx/xls), not text: save the sheet as CSV "
+                         "(or tab-separated) and pass that")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
