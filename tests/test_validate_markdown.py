@@ -250,3 +250,26 @@ def test_a_workbook_is_one_line_naming_the_way_out(tmp_path, magic):
     p.write_bytes(magic + b"\x00\xff" * 8)
     with pytest.raises(InputError, match=r"a spreadsheet workbook \(xlsx/xls\), not text: save the sheet as CSV"):
         V.read(p)
+
+
+@pytest.mark.parametrize("header,column", [("Sequence length (tokens)", "seq_len"), ("Seq len [tokens]", "seq_len"),
+                                           ("Global batch size (sequences)", "global_batch"),
+                                           ("GBS (tokens)", "global_batch_tokens"),
+                                           ("Batch size in tokens", "global_batch_tokens"),
+                                           ("Micro batch size (samples)", "micro_batch"), ("TP (#)", "tp"),
+                                           ("Number of GPUs (count)", "n_gpus")])
+def test_a_header_with_its_unit_reads_as_its_column(header, column):
+    assert V.canonical_headers([header]) == {header: column}
+
+
+@pytest.mark.parametrize("header", ["Batch size (GB)", "Sequence length (s)", "Micro batch size (tokens)",
+                                    "Model (name)", "Notes (free text)"])
+def test_a_unit_the_column_does_not_take_reads_nothing(header):
+    assert V.canonical_headers([header]) == {}
+
+
+def test_a_batch_in_tokens_header_reads_its_cells_as_tokens(row_case):
+    case = row_case({"Model": "llama3-8b", "GPU": "H100", "GPUs": 64, "TP": 1, "PP": 1,
+                     "Sequence length (tokens)": 8192, "Global batch size (tokens)": "4,194,304",
+                     "Step time (s)": 5.0, "Framework": "megatron-lm"})
+    assert case.model.seq_len == 8192 and case.plan.global_batch == 512

@@ -353,10 +353,37 @@ def canonical_headers(fieldnames) -> dict:
         known = low in columns
         if low == h and known:
             continue
-        col = low if known else HEADER_ALIASES.get(_header_key(h)) or _misspelled(h)
+        col = low if known else HEADER_ALIASES.get(_header_key(h)) or _with_unit(h) or _misspelled(h)
         if col and col not in names and col not in out.values() and (known or col not in exact):
             out[h] = col
     return out
+
+
+_UNIT_SUFFIX = re.compile(r"(.*?)\s*(?:[(\[]\s*(?:in\s+)?([^()\[\]]+?)\s*[)\]]|\bin\s+(\w+))\s*", re.I)
+
+
+def _with_unit(header: str) -> str | None:
+    """The column of a header that names a known one and its unit ("Sequence length (tokens)", "Global batch
+    (sequences)", "Seq len [tokens]", "GPUs (#)", "Batch size in tokens"): a count unit keeps the column, tokens on a
+    batch make it global_batch_tokens; a unit the column does not take (a batch in GB, a length in seconds) reads
+    nothing."""
+    m = _UNIT_SUFFIX.fullmatch(header or "")
+    if not m or not m.group(1).strip():
+        return None
+    base, unit = m.group(1), (m.group(2) or m.group(3)).strip().lower()
+    key = _header_key(base)
+    col = HEADER_ALIASES.get(key) or (key if key in REQUIRED + INTS + FLOATS + TEXT_COLUMNS else None)
+    if col is None:
+        low = base.strip().lower().replace(" ", "_")
+        col = low if low in REQUIRED + INTS + FLOATS + TEXT_COLUMNS else None
+    if unit in ("token", "tokens", "tok", "toks"):
+        return {"global_batch": "global_batch_tokens", "global_batch_tokens": "global_batch_tokens",
+                "seq_len": "seq_len"}.get(col)
+    if unit in ("sequence", "sequences", "sample", "samples", "seq", "seqs"):
+        return col if col in ("global_batch", "micro_batch", "local_batch") else None
+    if unit in ("#", "count", "number", "gpus", "layers", "heads", "nodes"):
+        return col if col in INTS else None
+    return None
 
 
 # A header within this similarity of one known spelling (difflib's ratio of the letters and digits), the same in its
