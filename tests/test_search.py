@@ -169,7 +169,7 @@ def test_brute_force_agrees(layers, heads, kv, head_dim, seq, n, batch, gated, h
 
 
 @pytest.mark.parametrize("stack", ["megatron-core", "megatron-deepspeed", "deepspeed-zero", "torchtitan", "hai-llm",
-                                   "any"])
+                                   "ddp", "any"])
 def test_search_enumerates_only_what_the_stack_runs(stack):
     from roofline.spec import stacks
     from roofline.spec.config import check
@@ -192,6 +192,9 @@ def test_search_enumerates_only_what_the_stack_runs(stack):
         assert c.plan.sharding in ok, (stack, c.plan)
         assert c.plan.pp == 1 or zero[c.plan.sharding] <= st_.rule("max_zero_with_pp"), (stack, c.plan)
         assert c.plan.interleave == 1 or st_.rule("interleaved_schedule")
+        assert c.plan.tp == 1 or st_.rule("tensor_parallel", True), (stack, c.plan)
+        assert c.plan.pp == 1 or st_.rule("pipeline", True), (stack, c.plan)
+        assert c.plan.cp == 1 or st_.rule("context_parallel", True), (stack, c.plan)
     for bad in (s for s in SHARDING if s not in ok):             # a pinned sharding the stack cannot run
         with pytest.raises(InputError, match=f"stack {st_.id} cannot run sharding"):
             search(model, A100, 16, 64, framework=stack, sharding=bad)

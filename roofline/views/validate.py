@@ -225,6 +225,7 @@ UNREADABLE = "_unreadable"      # row key: why a number cell of the row could no
 
 TEXT_COLUMNS = ("model", "gpu", "precision", "framework", "source", "notes", "settings", "tier", "optimizer_sharding",
                 "recompute", "seq_parallel", "mlp", "attention", "optimizer", "flop_basis", "global_batch_tokens")
+COLUMNS = REQUIRED + INTS + FLOATS + TEXT_COLUMNS     # every column name a file may use (some in two of the groups)
 # Headers as performance tables print them -> the file's column names (compared lower-cased, letters and digits only):
 # NVIDIA's summaries ("#-GPUs", "GBS", "MBS", "Sequence Length", "TP", "VP", "Tokens / sec / GPU"), papers' tables
 # ("Model", "GPUs", "Seq. Len.", "Step time (s)"). A header that is already a column name keeps it; "Model TFLOP / sec /
@@ -344,7 +345,7 @@ def canonical_headers(fieldnames) -> dict:
     """
     names = set(fieldnames)
     out = {}
-    columns = REQUIRED + INTS + FLOATS + TEXT_COLUMNS
+    columns = COLUMNS
     lows = {h: (h or "").strip().lower().replace(" ", "_") for h in fieldnames}
     # a header that is a column name in any case ("Model") takes it before an alias does ("Model size" beside it)
     exact = {low for low in lows.values() if low in columns}
@@ -372,10 +373,10 @@ def _with_unit(header: str) -> str | None:
         return None
     base, unit = m.group(1), (m.group(2) or m.group(3)).strip().lower()
     key = _header_key(base)
-    col = HEADER_ALIASES.get(key) or (key if key in REQUIRED + INTS + FLOATS + TEXT_COLUMNS else None)
+    col = HEADER_ALIASES.get(key) or (key if key in COLUMNS else None)
     if col is None:
         low = base.strip().lower().replace(" ", "_")
-        col = low if low in REQUIRED + INTS + FLOATS + TEXT_COLUMNS else None
+        col = low if low in COLUMNS else None
     if unit in ("token", "tokens", "tok", "toks"):
         return {"global_batch": "global_batch_tokens", "global_batch_tokens": "global_batch_tokens",
                 "seq_len": "seq_len"}.get(col)
@@ -400,7 +401,7 @@ def _misspelled(header: str) -> str | None:
     key = _header_key(header)
     if len(key) < 10 or _MS_HEADER.match((header or "").strip()):
         return None             # short, or a time in ms (ms_headers reads it, in ms)
-    spellings = {**{re.sub(r"[^a-z0-9]", "", c): c for c in REQUIRED + INTS + FLOATS + TEXT_COLUMNS}, **HEADER_ALIASES}
+    spellings = {**{re.sub(r"[^a-z0-9]", "", c): c for c in COLUMNS}, **HEADER_ALIASES}
     # a header in GB is no misspelled GiB column (its unit would be misread, see HEADER_ALIASES)
     # a typo inside the words, never at the end where a unit or a plural is ("Time per iteration (ms)" is no
     # "Time per iteration (s)", "Peak memory GB" no "Peak memory GiB")
@@ -461,9 +462,7 @@ def markdown_table(text: str, path) -> tuple[list[str], list[int]] | None:
         cells = _md_cells(lines[i])
         if header is None:
             header = cells
-            buf = io.StringIO()
-            csv.writer(buf).writerow(header)
-            out.append(buf.getvalue().rstrip("\r\n"))
+            out.append(_csv_line(header))
             where.append(i + 1)
         elif cells != header:
             raise InputError(f"{path} line {i + 1}: a Markdown table whose header differs from the first table's "
@@ -475,11 +474,16 @@ def markdown_table(text: str, path) -> tuple[list[str], list[int]] | None:
             if len(row) != len(header):
                 raise InputError(f"{path} line {j + 1}: a table row of {len(row)} cells under a header of "
                                  f"{len(header)}")
-            buf = io.StringIO()
-            csv.writer(buf).writerow(row)
-            out.append(buf.getvalue().rstrip("\r\n"))
+            out.append(_csv_line(row))
             where.append(j + 1)
     return out, where
+
+
+def _csv_line(cells: list[str]) -> str:
+    """One CSV line (quoted where a cell needs it), without the line ending."""
+    buf = io.StringIO()
+    csv.writer(buf).writerow(cells)
+    return buf.getvalue().rstrip("\r\n")
 
 
 def read(path, require: tuple = ()) -> list[dict]:
@@ -501,7 +505,7 @@ def read(path, require: tuple = ()) -> list[dict]:
     if not reader.fieldnames:
         raise InputError(f"{path}: empty file (expected a header with {', '.join(REQUIRED)})")
     renamed = canonical_headers(reader.fieldnames)
-    columns = REQUIRED + INTS + FLOATS + TEXT_COLUMNS
+    columns = COLUMNS
     bare_batch = next((h for h, c in renamed.items() if c == "global_batch" and _header_key(h) == "batchsize"), None)
     guessed = "; ".join(f"header {h!r} read as {c} (the nearest known spelling)" for h, c in renamed.items()
                         if h.strip().lower().replace(" ", "_") not in columns and _header_key(h) not in HEADER_ALIASES)
@@ -634,7 +638,7 @@ def gpus_from_text(row: dict) -> None:
     m = _GPU_COUNT.match(text) or _GPU_COUNT_BARE.match(text)
     if (row.get("n_gpus") or "").strip() or not m or not text[m.end():].strip():
         return
-    n = int(m.group(1)) * int((m.groups()[1:] or [None])[0] or 1)
+    n = int(m.group(1)) * int((m.group(2) if m.re.groups > 1 else None) or 1)     # nodes x GPUs per node
     if n < 1:
         return
     row["n_gpus"] = str(n)

@@ -42,7 +42,7 @@ RULE_KEYS = ("interleaved_schedule", "interleave_when_pp", "no_overlap_with_pp",
              "sequence_parallelism",
              "replicas", "partial_recompute", "eager_rope_moe_only", "quantized_tp_gather_recipes", "precisions",
              "microbatches_with_pp", "undated_version", "schedule_unstated", "precision_names", "own_models",
-             "tflops_basis")
+             "tflops_basis", "tensor_parallel", "defers")
 DEFAULT = "megatron-core"           # DESIGN.md: Megatron-Core is the default stack of the CLI, configs and API
 
 
@@ -331,6 +331,8 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
     modules = bool(stack.rule("recompute_modules", False))
     # pipeline parallelism: every stack has it unless it says not (metaseq: tensor parallelism and FSDP only)
     pipelined = bool(stack.rule("pipeline", True))
+    # tensor parallelism: every stack has it unless it says not (PyTorch DDP replicates the whole model)
+    tensored = bool(stack.rule("tensor_parallel", True))
     # context parallelism (ring attention over a cp group): every stack unless it says not (Megatron-LM before 2023-10)
     ring_cp = bool(stack.rule("context_parallel", True))
     # Megatron-style sequence parallelism (the TP all-reduce split into reduce-scatter + all-gather): every stack
@@ -366,6 +368,8 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
              f"stack {stack.id} recomputes the attention core only, not the modules {{p.recompute_modules!r}} "
              "(Megatron-Core's --recompute-modules; run it with --framework megatron-core)", ("recompute_modules",)),
         Rule(lambda m, p: (p.pp <= 1) | among(p.schedule, scheds), _schedule_message(stack), ("pp", "schedule")),
+        Rule(lambda m, p: tensored | (p.tp <= 1),
+             f"stack {stack.id} has no tensor parallelism (tp {{p.tp}}): {src.get('tensor_parallel', '')}", ("tp",)),
         Rule(lambda m, p: pipelined | (p.pp <= 1),
              f"stack {stack.id} has no pipeline parallelism (pp {{p.pp}}): {src.get('pipeline', '')}", ("pp",)),
         Rule(lambda m, p: ring_cp | (p.cp <= 1),
@@ -514,10 +518,12 @@ def _named(where: str, text: str, model=None, hw=None, dtype: str | None = None,
         if both and set(both) <= named and all(h[1].id != s.id for h in hits) \
                 and (not ys or s.era[0] <= min(ys) <= s.era[1]):
             hits.append((COMBINED + sum(map(len, both)), s, " and ".join(both)))   # ahead of either name alone
-    # a framework built on another one the text also names (llm-foundry on PyTorch FSDP) is the one that ran
+    # a framework built on another one the text also names (llm-foundry on PyTorch FSDP) is the one that ran; a
+    # trainer that ``defers`` to the engine named beside it (Hugging Face Trainer with DeepSpeed) is not
     engines = {h[1].rule("builds_on") for h in hits} - {None}
     combined = {a for r, _, a in hits if r >= COMBINED}
-    ranked = sorted(hits, key=lambda h: (h[1].family not in engines, h[0], h[1].era[1]), reverse=True)
+    ranked = sorted(hits, key=lambda h: (h[1].family not in engines, not h[1].rule("defers"), h[0], h[1].era[1]),
+                    reverse=True)
     for _, stack, alias in ranked:
         family = versions(stack.family)
         # a combination ("deepspeed and megatron") names the family, not a version: dated like a generic alias
@@ -571,7 +577,7 @@ def alternatives(text: str = "", model=None, hw=None, dtype: str | None = None) 
 # with model parallelisms beside the name of a framework the registry lacks ("Meta internal (FSDP + TP + PP + CP)",
 # Llama 3's 4D stack) describes that framework's parallelism, and names no stack of the registry (_technique_only)
 TECHNIQUES = frozenset({"fsdp", "full_shard", "fully sharded data parallel", "fsdp2", "fully_shard", "zero-3", "zero3",
-                        "zero-2", "zero2", "zero-infinity"})
+                        "zero-2", "zero2", "zero-infinity", "ddp", "distributed data parallel", "distributeddataparallel"})
 # the words a column may add to techniques and still name nothing else: other parallelisms and their notation
 _PARALLEL_WORDS = re.compile(r"\b(?:[tpcesd]p|hsdp|ddp|zero[- ]?\d|[2-5]d|data|tensor|pipeline|context|sequence|expert|"
                              r"parallel(?:ism)?|sharded|sharding|with|and|plus|x)\b|\d+|[-+/(),&;:]")
@@ -609,7 +615,8 @@ def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | No
     Order: (1) a ``framework`` column/field naming a registry id or alias (not only a sharding technique beside the
     name of a framework the registry lacks: "Meta internal (FSDP + TP + PP + CP)" names none); (2) aliases found in the
     source/notes text, a stack that ``combines`` two the text names (DeepSpeed and Megatron: Megatron-DeepSpeed),
-    a framework over the engine it ``builds_on`` (llm-foundry over PyTorch FSDP), then the
+    a framework over the engine it ``builds_on`` (llm-foundry over PyTorch FSDP), an engine over a trainer that
+    ``defers`` to the engine named beside it (Hugging Face Trainer with DeepSpeed: DeepSpeed), then the
     longest match (``Megatron-DeepSpeed`` over ``DeepSpeed``), the
     family's version picked by the earliest year the text mentions (a source cites the run's own
     date first; later years are reprints and commits), or by a release the text names after the stack's name (NeMo's
