@@ -64,3 +64,19 @@ def test_ddp_is_plain_pytorch_with_the_all_reduce_hidden_behind_backward(dp, mb,
         assert t_ddp == pytest.approx(t_plain, rel=1e-12)
     elif exposed_plain > 1e-6:
         assert t_ddp < t_plain
+
+
+@settings(max_examples=12, deadline=None)
+@given(dp=st.sampled_from([1, 2, 16]), preset=st.sampled_from(["gpt3-1.3b", "llama2-7b"]))
+def test_ddp_holds_its_gradient_buckets_beside_the_gradients(dp, preset):
+    """torch DDP (gradient_as_bucket_view=False) copies param.grad into buckets of its own: one more copy of the
+    gradients in their dtype once more than one rank reduces them, and nothing else in memory changes."""
+    plan = {"dp": dp, "global_batch": dp * 4}
+    on = predict(resolve(preset, plan, "a100-sxm4-80gb", "ddp"))
+    off_spec = resolve(preset, {**plan, "grad_buckets": False}, "a100-sxm4-80gb", "ddp")
+    off = predict(off_spec)
+    extra = on.raw["mem_gradients"] - off.raw["mem_gradients"]
+    params, grad_bytes = off.raw["params_rank"], 4          # fp32 .grad under autocast (the stack's grad_dtype)
+    assert off_spec.plan.grad_dtype == "fp32"
+    assert extra == pytest.approx(params * grad_bytes if dp > 1 else 0.0, rel=1e-9)
+    assert on.raw["mem_activations"] == off.raw["mem_activations"] and on.raw["step_time"] == off.raw["step_time"]

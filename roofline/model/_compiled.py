@@ -2,7 +2,7 @@
 # fmt: off
 import numpy as np
 
-INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_fp8', 'attn_frac', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'call_a2a_inter', 'call_a2a_intra', 'call_ag_inter', 'call_ag_intra', 'call_ar_inter', 'call_ar_intra', 'call_rs_inter', 'call_rs_intra', 'capacity_factor', 'causal', 'ce_compiled', 'ce_eager', 'clock', 'clock_spread', 'cp', 'cuda_context', 'd_model', 'delay_wgrad', 'dense_layers', 'disp_bytes', 'dp', 'dp_rep', 'dropout', 'dualpipe', 'dualpipev', 'eager_elem', 'eager_rope', 'ep', 'ep_dedup', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'etp', 'exp_casts', 'exp_launch', 'f32_bytes', 'ffn_hidden', 'flash', 'flash_speed', 'fp8_attn_bwd', 'fp8_attn_fwd', 'fp8_tn', 'fp8_window_bwd', 'fsdp_copy', 'gated', 'gemm_dhalf', 'gin_bytes', 'global_batch', 'gpipe', 'gpu_z', 'gpus_per_node', 'grad_bytes', 'graph_attn', 'graph_full', 'graph_mamba', 'graph_mlp', 'graph_moe', 'graph_preproc', 'graph_router', 'hbm_bw', 'head_dim', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_launch', 'host_link_bw', 'host_mb', 'host_moe_bwd', 'host_moe_fwd', 'host_rc', 'host_sync', 'hp_frac', 'interleave', 'kv_heads', 'kv_lora', 'layout_first', 'layout_first_dense', 'layout_last', 'layout_last_dense', 'layout_mid', 'layout_mid_dense', 'learned_pos', 'lp_rate', 'mamba_chunk', 'mamba_conv', 'mamba_frac', 'mamba_groups', 'mamba_hdim', 'mamba_heads', 'mamba_state', 'mask_bytes', 'micro_batch', 'mlp_frac', 'moe_ffn', 'moe_latent', 'moe_mlp_fused', 'mtp', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'muon', 'n_experts', 'n_heads', 'n_layers', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'nccl_sms_inter', 'offload_layers', 'opt_bytes', 'opt_bytes_emb', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_ep', 'ov_pp', 'ov_tp', 'peak', 'peak_hp', 'peak_vec', 'pg_bytes', 'pp', 'pp_layout', 'pp_scatter', 'q_bytes', 'q_lora', 'q_saved', 'q_trans', 'qk_nope', 'qk_norm', 'qk_rope', 'rc_any', 'rc_full', 'rc_op', 'rc_sel', 'rcm_core', 'rcm_mla_up', 'rcm_mlp', 'rcm_moe', 'rcm_moe_act', 'rcm_norm', 'rcm_shared', 'rms', 'rope_pos', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'sq_relu', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tg_in', 'tg_out', 'tied', 'top_k', 'tp', 'tp_async', 'tp_split_rs', 'ub_ring_sms', 'ub_sms', 'v_head', 'vocab', 'wgrad_fusion', 'z_grad', 'z_os', 'z_param', 'zb1p', 'zb2p')
+INPUTS = ('act_bytes', 'alloc_frag', 'alpha_a2a_inter', 'alpha_a2a_intra', 'alpha_ag_inter', 'alpha_ag_intra', 'alpha_ar_inter', 'alpha_ar_intra', 'alpha_p2p_inter', 'alpha_p2p_intra', 'alpha_rs_inter', 'alpha_rs_intra', 'attn_dio_bwd', 'attn_dio_fwd', 'attn_dreg_bwd', 'attn_dreg_fwd', 'attn_dsoft_bwd', 'attn_dsoft_fwd', 'attn_fp8', 'attn_frac', 'attn_uneven_bwd', 'attn_uneven_fwd', 'biases', 'bmm_dhalf_bwd', 'bmm_dhalf_fwd', 'bmm_reread_bwd', 'bmm_reread_fwd', 'bw_a2a_inter', 'bw_a2a_intra', 'bw_ag_inter', 'bw_ag_intra', 'bw_ar_inter', 'bw_ar_intra', 'bw_p2p_inter', 'bw_p2p_intra', 'bw_rs_inter', 'bw_rs_intra', 'call_a2a_inter', 'call_a2a_intra', 'call_ag_inter', 'call_ag_intra', 'call_ar_inter', 'call_ar_intra', 'call_rs_inter', 'call_rs_intra', 'capacity_factor', 'causal', 'ce_compiled', 'ce_eager', 'clock', 'clock_spread', 'cp', 'cuda_context', 'd_model', 'delay_wgrad', 'dense_layers', 'disp_bytes', 'dp', 'dp_rep', 'dropout', 'dualpipe', 'dualpipev', 'eager_elem', 'eager_rope', 'ep', 'ep_dedup', 'eta_attn_bwd', 'eta_attn_fwd', 'eta_bmm_bwd', 'eta_bmm_fwd', 'eta_ce_bwd', 'eta_ce_fwd', 'eta_elem_bwd', 'eta_elem_fwd', 'eta_embed_bwd', 'eta_embed_fwd', 'eta_gemm_bwd', 'eta_gemm_fwd', 'eta_norm_bwd', 'eta_norm_fwd', 'eta_optim_fwd', 'eta_softmax_bwd', 'eta_softmax_fwd', 'etp', 'exp_casts', 'exp_launch', 'f32_bytes', 'ffn_hidden', 'flash', 'flash_speed', 'fp8_attn_bwd', 'fp8_attn_fwd', 'fp8_tn', 'fp8_window_bwd', 'fsdp_copy', 'gated', 'gemm_dhalf', 'gin_bytes', 'global_batch', 'gpipe', 'gpu_z', 'gpus_per_node', 'grad_bucket', 'grad_bytes', 'graph_attn', 'graph_full', 'graph_mamba', 'graph_mlp', 'graph_moe', 'graph_preproc', 'graph_router', 'hbm_bw', 'head_dim', 'host_bwd', 'host_emb', 'host_fwd', 'host_head', 'host_launch', 'host_link_bw', 'host_mb', 'host_moe_bwd', 'host_moe_fwd', 'host_rc', 'host_sync', 'hp_frac', 'interleave', 'kv_heads', 'kv_lora', 'layout_first', 'layout_first_dense', 'layout_last', 'layout_last_dense', 'layout_mid', 'layout_mid_dense', 'learned_pos', 'lp_rate', 'mamba_chunk', 'mamba_conv', 'mamba_frac', 'mamba_groups', 'mamba_hdim', 'mamba_heads', 'mamba_state', 'mask_bytes', 'micro_batch', 'mlp_frac', 'moe_ffn', 'moe_latent', 'moe_mlp_fused', 'mtp', 'mu_attn_bwd', 'mu_attn_fwd', 'mu_bmm_bwd', 'mu_bmm_fwd', 'mu_ce_bwd', 'mu_ce_fwd', 'mu_elem_bwd', 'mu_elem_fwd', 'mu_embed_bwd', 'mu_embed_fwd', 'mu_gemm_bwd', 'mu_gemm_fwd', 'mu_norm_bwd', 'mu_norm_fwd', 'mu_optim_fwd', 'mu_softmax_bwd', 'mu_softmax_fwd', 'muon', 'n_experts', 'n_heads', 'n_layers', 'nccl_comm_bytes', 'nccl_peer_bytes', 'nccl_sms', 'nccl_sms_inter', 'offload_layers', 'opt_bytes', 'opt_bytes_emb', 'ov_ag', 'ov_cp', 'ov_dp', 'ov_ep', 'ov_pp', 'ov_tp', 'peak', 'peak_hp', 'peak_vec', 'pg_bytes', 'pp', 'pp_layout', 'pp_scatter', 'q_bytes', 'q_lora', 'q_saved', 'q_trans', 'qk_nope', 'qk_norm', 'qk_rope', 'rc_any', 'rc_full', 'rc_op', 'rc_sel', 'rcm_core', 'rcm_mla_up', 'rcm_mlp', 'rcm_moe', 'rcm_moe_act', 'rcm_norm', 'rcm_shared', 'rms', 'rope_pos', 'seq_len', 'seq_par', 'shared_ffn', 'sms', 'sq_relu', 'swa_frac', 'swa_window', 't0_attn_bwd', 't0_attn_fwd', 't0_bmm_bwd', 't0_bmm_fwd', 't0_ce_bwd', 't0_ce_fwd', 't0_elem_bwd', 't0_elem_fwd', 't0_embed_bwd', 't0_embed_fwd', 't0_gemm_bwd', 't0_gemm_fwd', 't0_norm_bwd', 't0_norm_fwd', 't0_optim_fwd', 't0_softmax_bwd', 't0_softmax_fwd', 'tg_in', 'tg_out', 'tied', 'top_k', 'tp', 'tp_async', 'tp_split_rs', 'ub_ring_sms', 'ub_sms', 'v_head', 'vocab', 'wgrad_fusion', 'z_grad', 'z_os', 'z_param', 'zb1p', 'zb2p')
 OUTPUTS = ('step_time', 't_forward', 't_backward', 't_recompute', 't_tp_comm', 't_cp_comm', 't_ep_comm', 't_host_overhead', 't_offload', 't_pp_bubble', 't_pp_comm', 't_dp_comm', 't_optimizer', 'tp_comm_total', 'dp_comm_total', 'tp_comm', 'dp_comm', 'pp_bubble', 'pp_bubble_ratio', 'pp_bubble_share', 'micro_batches', 't_microbatch_stage', 't_stage_wgrad', 't_layer_fwd', 't_layer_bwd', 't_layer_recompute', 't_layer_tp_comm', 't_layer_cp_comm', 't_layer_ep_comm', 't_layer_comm_bwd', 't_layer_host', 't_dense_layer_fwd', 't_dense_layer_bwd', 't_dense_layer_recompute', 't_dense_layer_tp_comm', 't_dense_layer_cp_comm', 't_dense_layer_ep_comm', 't_dense_layer_comm_bwd', 't_dense_layer_host', 'stage_layers', 'stage_dense_layers', 'stage_mtp_layers', 't_tp_grad_reduce', 't_embed_fwd', 't_embed_bwd', 't_head_fwd', 't_head_bwd', 'head_stage_heavier', 't_edge_host', 't_microbatch_host', 't_offload_fwd', 't_offload_bwd', 't_pp_send_recv', 't_embedding_grad_reduce', 'flops', 'hardware_flops', 'flops_megatron', 'bytes_tp_fwd', 'bytes_tp_bwd', 'bytes_tp_inter', 'bytes_cp_fwd', 'bytes_cp_bwd', 'bytes_cp_inter', 'bytes_ep_fwd', 'bytes_ep_bwd', 'bytes_ep_inter', 'bytes_pp_fwd', 'bytes_pp_bwd', 'bytes_pp_inter', 'bytes_dp_fwd', 'bytes_dp_bwd', 'bytes_dp_inter', 'flops_forward', 'flops_backward', 'flops_attention', 'flops_lm_head', 'flops_optimizer_rank', 'gemm_qkv_proj_flops', 'gemm_qkv_proj_bytes', 'gemm_qkv_proj_dmin', 'gemm_attn_out_proj_flops', 'gemm_attn_out_proj_bytes', 'gemm_attn_out_proj_dmin', 'gemm_mlp_up_flops', 'gemm_mlp_up_bytes', 'gemm_mlp_up_dmin', 'gemm_mlp_down_flops', 'gemm_mlp_down_bytes', 'gemm_mlp_down_dmin', 'gemm_lm_head_flops', 'gemm_lm_head_bytes', 'gemm_lm_head_dmin', 'n_gpus', 'mfu', 'mfu_megatron', 'hfu', 'tokens_per_s', 'memory', 'mem_weights', 'mem_gradients', 'mem_optimizer', 'mem_activations', 'mem_logits', 'mem_first_stage', 'mem_last_stage', 'mem_reserve', 'mem_cuda_context', 'mem_nccl', 'mem_fragmentation', 'params', 'active_params', 'params_rank', 'params_embedding', 'params_expert', 'params_mtp')
 
 
@@ -110,6 +110,7 @@ def evaluate(x):
     gpipe = x['gpipe']
     gpu_z = x['gpu_z']
     gpus_per_node = x['gpus_per_node']
+    grad_bucket = x['grad_bucket']
     grad_bytes = x['grad_bytes']
     graph_attn = x['graph_attn']
     graph_full = x['graph_full']
@@ -2143,49 +2144,50 @@ def evaluate(x):
     _x1881 = _x36*z_param
     _x1882 = _x1532*_x1881
     _x1883 = _x1882*act_bytes + act_bytes*(_x1533*_x1879 + _x1539*_x1880)
-    _x1884 = _x1461**(-z_grad)
-    _x1885 = _x1537**(-z_grad)
-    _x1886 = _x1882*grad_bytes + grad_bytes*(_x1533*_x1884 + _x1539*_x1885)
-    _x1887 = _x1509*_x1531*(-opt_bytes + opt_bytes_emb)
-    _x1888 = _x1627*opt_bytes + _x1887
-    _x1889 = _x1641 + _x1643
-    _x1890 = _x1644 + _x1646 + _x1647
-    _x1891 = -_x1061*(_x1023*_x1638 + _x1649) - _x1648 - _x1652 + _x1655 + _x1889*_x2 + _x1890*_x88 + _x2*(_x1638*_x57*ffn_hidden*micro_batch*seq_len - _x1641)
-    _x1892 = (rc_any + rc_op)*np.maximum(_x1891, _x1656)
-    _x1893 = _x1637*_x1891 + _x1657 + rc_op*(_x1636 + _x196*(_x1022 + _x1634 + _x754 + _x95 + d_model*gated))
-    _x1894 = _x1430*_x1893
-    _x1895 = np.minimum(np.minimum(dense_layers, offload_layers), _x16)
-    _x1896 = mtp*(_x1657 + 5*_x705 + (1 - rc_full)*(-_x1651 - _x1652 + _x1653*_x1654*_x2*_x490*_x494*_x57*micro_batch*n_heads + _x1889*_x2 + _x1890*_x88))
-    _x1897 = 2*pp
-    _x1898 = gpipe - 1
-    _x1899 = _x52*gpipe
-    _x1900 = _x1576*(-_x1439 - _x1898)*(_x15*_x1579*_x35 + 1) + _x1683*(_x1897 + 1) + _x1899 + dualpipe*(pp + 1) + zb2p*(-_x1576 + np.minimum(_x1897 - 1, _x52))
-    _x1901 = _x131*(_x738*ce_eager + act_bytes*(1 - ce_eager) + (act_bytes*ce_compiled + f32_bytes*(1 - ce_compiled))*(_x1899 - gpipe + 1))
-    _x1902 = (_x1901 + _x705)*(mtp + 1)
-    _x1903 = _x1440*_x1896 + _x1442*_x1902 + _x1892 + _x1900*(_x1510*(_x1658*(_x1411 + _x1412 + _x1413 + _x1414) + _x1893*(_x1409 + _x1410)) + _x1511*(_x1658*(-_x1430 + _x16) + _x1894 - _x84*(_x1658*(-_x1895 + offload_layers) + _x1893*_x1895)) + _x1896*_x84)
-    _x1904 = _x1878 + _x1883 + _x1886 + _x1888 + _x1903
-    _x1905 = _x1430*_x84
-    _x1906 = _x16 - _x1905
-    _x1907 = _x1511*(_x1515*_x1906 + _x1517)
-    _x1908 = 2*layout_mid_dense
-    _x1909 = -_x1908 + 2*layout_mid
-    _x1910 = _x1510*_x1515*_x1909
-    _x1911 = _x1510*(_x1521*_x1908 + _x1525*_x1909) + _x1511*(_x130*_x1530*_x36*np.minimum(1, mtp) + _x1521*_x1905 + _x1525*_x1906 + _x1528 - _x1529*_x36 + _x1531)
-    _x1912 = -_x1907 - _x1910 + _x1911
-    _x1913 = _x1907 + _x1910
-    _x1914 = _x1881*_x1911
-    _x1915 = _x1914*act_bytes + act_bytes*(_x1879*_x1912 + _x1880*_x1913)
-    _x1916 = _x1914*grad_bytes + grad_bytes*(_x1884*_x1912 + _x1885*_x1913)
-    _x1917 = _x1887 + opt_bytes*(_x1509*_x1912 + _x1538*_x1913)
-    _x1918 = np.minimum(offload_layers, _x1905)
-    _x1919 = _x1510*(_x1892 + _x1900*(_x1416*_x1658 + _x1893*layout_mid_dense)) + _x1511*(_x1892 + _x1902 + (-_x1898*np.minimum(_x52, _x13*(_x1575*pp + 1)) + _x1899)*(_x1658*_x1906 + _x1894*_x84 + _x1896 - _x84*(_x1658*(-_x1918 + offload_layers) + _x1893*_x1918)))
-    _x1920 = _x1878 + _x1915 + _x1916 + _x1917 + _x1919
-    _x1921 = _x1510*_x1920 + _x1578*_x1920 + _x1904*(_x1439 - _x1510)
-    _x1922 = np.maximum(_x1904, _x1921)
-    _x1923 = np.where((_x1904 < _x1921), 1, 0)
-    _x1924 = 1 - _x1923
-    _x1925 = _x1922*alloc_frag
-    _x1926 = nccl_comm_bytes*(_x149*_x1557 + _x1506 + _x1593 + _x32) + nccl_peer_bytes*(_x149*_x610 + _x54 + 2*np.minimum(1, _x571))
+    _x1884 = _x1509*_x1531*(-opt_bytes + opt_bytes_emb)
+    _x1885 = _x1627*opt_bytes + _x1884
+    _x1886 = _x1461**(-z_grad)
+    _x1887 = _x1537**(-z_grad)
+    _x1888 = grad_bucket*grad_bytes*(1 - z_grad)*np.minimum(1, dp - 1)
+    _x1889 = _x1532*_x1888 + _x1882*grad_bytes + grad_bytes*(_x1533*_x1886 + _x1539*_x1887)
+    _x1890 = _x1641 + _x1643
+    _x1891 = _x1644 + _x1646 + _x1647
+    _x1892 = -_x1061*(_x1023*_x1638 + _x1649) - _x1648 - _x1652 + _x1655 + _x1890*_x2 + _x1891*_x88 + _x2*(_x1638*_x57*ffn_hidden*micro_batch*seq_len - _x1641)
+    _x1893 = (rc_any + rc_op)*np.maximum(_x1892, _x1656)
+    _x1894 = _x1637*_x1892 + _x1657 + rc_op*(_x1636 + _x196*(_x1022 + _x1634 + _x754 + _x95 + d_model*gated))
+    _x1895 = _x1430*_x1894
+    _x1896 = np.minimum(np.minimum(dense_layers, offload_layers), _x16)
+    _x1897 = mtp*(_x1657 + 5*_x705 + (1 - rc_full)*(-_x1651 - _x1652 + _x1653*_x1654*_x2*_x490*_x494*_x57*micro_batch*n_heads + _x1890*_x2 + _x1891*_x88))
+    _x1898 = 2*pp
+    _x1899 = gpipe - 1
+    _x1900 = _x52*gpipe
+    _x1901 = _x1576*(-_x1439 - _x1899)*(_x15*_x1579*_x35 + 1) + _x1683*(_x1898 + 1) + _x1900 + dualpipe*(pp + 1) + zb2p*(-_x1576 + np.minimum(_x1898 - 1, _x52))
+    _x1902 = _x131*(_x738*ce_eager + act_bytes*(1 - ce_eager) + (act_bytes*ce_compiled + f32_bytes*(1 - ce_compiled))*(_x1900 - gpipe + 1))
+    _x1903 = (_x1902 + _x705)*(mtp + 1)
+    _x1904 = _x1440*_x1897 + _x1442*_x1903 + _x1893 + _x1901*(_x1510*(_x1658*(_x1411 + _x1412 + _x1413 + _x1414) + _x1894*(_x1409 + _x1410)) + _x1511*(_x1658*(-_x1430 + _x16) + _x1895 - _x84*(_x1658*(-_x1896 + offload_layers) + _x1894*_x1896)) + _x1897*_x84)
+    _x1905 = _x1878 + _x1883 + _x1885 + _x1889 + _x1904
+    _x1906 = _x1430*_x84
+    _x1907 = _x16 - _x1906
+    _x1908 = _x1511*(_x1515*_x1907 + _x1517)
+    _x1909 = 2*layout_mid_dense
+    _x1910 = -_x1909 + 2*layout_mid
+    _x1911 = _x1510*_x1515*_x1910
+    _x1912 = _x1510*(_x1521*_x1909 + _x1525*_x1910) + _x1511*(_x130*_x1530*_x36*np.minimum(1, mtp) + _x1521*_x1906 + _x1525*_x1907 + _x1528 - _x1529*_x36 + _x1531)
+    _x1913 = -_x1908 - _x1911 + _x1912
+    _x1914 = _x1908 + _x1911
+    _x1915 = _x1881*_x1912
+    _x1916 = _x1915*act_bytes + act_bytes*(_x1879*_x1913 + _x1880*_x1914)
+    _x1917 = _x1884 + opt_bytes*(_x1509*_x1913 + _x1538*_x1914)
+    _x1918 = np.minimum(offload_layers, _x1906)
+    _x1919 = _x1510*(_x1893 + _x1901*(_x1416*_x1658 + _x1894*layout_mid_dense)) + _x1511*(_x1893 + _x1903 + (-_x1899*np.minimum(_x52, _x13*(_x1575*pp + 1)) + _x1900)*(_x1658*_x1907 + _x1895*_x84 + _x1897 - _x84*(_x1658*(-_x1918 + offload_layers) + _x1894*_x1918)))
+    _x1920 = _x1888*_x1912 + _x1915*grad_bytes + grad_bytes*(_x1886*_x1913 + _x1887*_x1914)
+    _x1921 = _x1878 + _x1916 + _x1917 + _x1919 + _x1920
+    _x1922 = _x1510*_x1921 + _x1578*_x1921 + _x1905*(_x1439 - _x1510)
+    _x1923 = np.maximum(_x1905, _x1922)
+    _x1924 = np.where((_x1905 < _x1922), 1, 0)
+    _x1925 = 1 - _x1924
+    _x1926 = _x1923*alloc_frag
+    _x1927 = nccl_comm_bytes*(_x149*_x1557 + _x1506 + _x1593 + _x32) + nccl_peer_bytes*(_x149*_x610 + _x54 + 2*np.minimum(1, _x571))
     return {
         'step_time': _x1687,
         't_forward': _x1447*_x52,
@@ -2284,18 +2286,18 @@ def evaluate(x):
         'mfu_megatron': _x1768*_x1876*_x1877,
         'hfu': _x117*_x1764*_x1829*_x1877,
         'tokens_per_s': _x1820*_x1877,
-        'memory': _x1922,
-        'mem_weights': _x1883*_x1924 + _x1915*_x1923,
-        'mem_gradients': _x1886*_x1924 + _x1916*_x1923,
-        'mem_optimizer': _x1888*_x1924 + _x1917*_x1923,
-        'mem_activations': _x1878 + _x1903*_x1924 + _x1919*_x1923,
-        'mem_logits': _x1901,
-        'mem_first_stage': _x1904,
-        'mem_last_stage': _x1921,
-        'mem_reserve': _x1925 + _x1926 + cuda_context,
+        'memory': _x1923,
+        'mem_weights': _x1883*_x1925 + _x1916*_x1924,
+        'mem_gradients': _x1889*_x1925 + _x1920*_x1924,
+        'mem_optimizer': _x1885*_x1925 + _x1917*_x1924,
+        'mem_activations': _x1878 + _x1904*_x1925 + _x1919*_x1924,
+        'mem_logits': _x1902,
+        'mem_first_stage': _x1905,
+        'mem_last_stage': _x1922,
+        'mem_reserve': _x1926 + _x1927 + cuda_context,
         'mem_cuda_context': cuda_context,
-        'mem_nccl': _x1926,
-        'mem_fragmentation': _x1925,
+        'mem_nccl': _x1927,
+        'mem_fragmentation': _x1926,
         'params': _x1849,
         'active_params': _x1716*(_x1845 + mlp_frac*(_x1477*top_k + _x1842)) + _x1848,
         'params_rank': _x1532,
@@ -2304,4 +2306,4 @@ def evaluate(x):
         'params_mtp': mtp*(_x105 + _x1527 + _x1843 + _x1844),
     }
 
-SOURCE_DIGEST = '48b108d96b58c8b7'
+SOURCE_DIGEST = '3945f2934a5e8f7d'

@@ -195,6 +195,11 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
               "stream (PyTorch FSDP2 fully_shard); default: the stack's")
     flag(g, "no-fsdp-copies", dest="fsdp_copies", action="store_false",
          help="ZeRO-3/FSDP collectives work in place on flat buffers (FSDP1, DeepSpeed ZeRO-3, Megatron-FSDP)")
+    flag(g, "grad-buckets", dest="grad_buckets", action="store_true", default=None,
+         help="the data-parallel wrapper keeps its own gradient buckets beside param.grad, a second gradient copy in "
+              "memory (torch DDP, gradient_as_bucket_view=False); default: the stack's")
+    flag(g, "no-grad-buckets", dest="grad_buckets", action="store_false",
+         help="the gradients live in the reduction buffer (DDP gradient_as_bucket_view=True, Megatron, FSDP, DeepSpeed)")
     flag(g, "pp-scatter-gather", dest="pp_scatter_gather", action="store_true", default=None,
          help="without SP, each TP rank sends 1/tp of a pipeline message and the receiving TP group all-gathers it "
               "(Megatron-LM <= 3.x scatter/gather, DeepSpeed pipe_partitioned); default: the stack's")
@@ -346,6 +351,7 @@ def build_spec(args):
              "eager_elementwise": getattr(args, "eager_elementwise", None),
              "eager_rope": getattr(args, "eager_rope", None),
              "fsdp_copies": getattr(args, "fsdp_copies", None),
+             "grad_buckets": getattr(args, "grad_buckets", None),
              "pp_scatter_gather": getattr(args, "pp_scatter_gather", None),
              "dp_replicas": getattr(args, "dp_replicas", None),
              "recompute_fraction": getattr(args, "recompute_fraction", None),

@@ -336,6 +336,10 @@ class Plan:
     # reduce-scatter buffer on the compute stream (PyTorch FSDP2 fully_shard; formulas/step.py fsdp_copies); False:
     # the collectives work in place on flat buffers (FSDP1, DeepSpeed, Megatron-FSDP). Per stack: stacks/*.yaml
     fsdp_copies: bool = False
+    # the data-parallel wrapper all-reduces gradients in buckets of its own, beside param.grad: a second copy of the
+    # unsharded gradients in memory (torch DistributedDataParallel, gradient_as_bucket_view=False by default;
+    # formulas/memory.py); False: the gradients live in the reduction buffer (Megatron, FSDP, DeepSpeed). Per stack
+    grad_buckets: bool = False
     # a pipeline message (the activation, or its gradient) leaves each TP rank as a 1/t slice and is all-gathered over
     # the TP group on arrival (Megatron-LM <= 3.x --scatter-gather-tensors-in-pipeline, on by default without SP;
     # DeepSpeed's PipelineEngine pipe_partitioned / grad_partitioned); False: the message is the activation as the

@@ -31,7 +31,7 @@ INTEGER_SYMBOLS = frozenset({
     "n_layers", "d_model", "n_heads", "kv_heads", "ffn_hidden", "head_dim", "moe_ffn", "vocab", "seq_len", "n_experts",
     "top_k", "tp", "pp", "dp", "cp", "ep", "micro_batch", "global_batch", "interleave", "gpus_per_node", "sms"})
 COUNT_OR_ZERO_SYMBOLS = frozenset({"shared_ffn", "dense_layers", "moe_latent"})          # integers >= 0 (0: none)
-SWITCH_SYMBOLS = frozenset({"gated", "causal", "flash", "dropout", "tied", "learned_pos", "rope_pos", "biases", "seq_par", "tp_async", "tp_split_rs", "attn_fp8", "wgrad_fusion", "fsdp_copy", "pp_scatter", "q_saved", "eager_elem", "eager_rope", "qk_norm",
+SWITCH_SYMBOLS = frozenset({"gated", "causal", "flash", "dropout", "tied", "learned_pos", "rope_pos", "biases", "seq_par", "tp_async", "tp_split_rs", "attn_fp8", "wgrad_fusion", "fsdp_copy", "grad_bucket", "pp_scatter", "q_saved", "eager_elem", "eager_rope", "qk_norm",
                             "rc_full", "rc_sel", "rc_op", "ce_eager", "ce_compiled", "gpipe", "dualpipev", "dualpipe", "zb1p", "zb2p", "z_os", "z_grad", "z_param"})
 POSITIVE_SYMBOLS = frozenset({"capacity_factor", "act_bytes"})
 MAX_SIMPLIFY_NODES = 200     # tidy only results of fewer distinct nodes (a larger one gains little: memory at

@@ -348,6 +348,13 @@ gradients_first = gradients_first + _held * stage_params_rank * S.grad_bytes
 weights_last = weights_last + _held * last_params_rank * S.act_bytes
 gradients_last = gradients_last + _held * last_params_rank * S.grad_bytes
 
+# torch DDP (gradient_as_bucket_view=False, its default): the Reducer copies each param.grad into a flat bucket of the
+# same dtype and all-reduces the bucket (torch/nn/parallel/distributed.py; reducer.cpp mark_variable_ready copies
+# the gradient into bucket.gradients), so unsharded gradients are held twice while more than one rank reduces them
+_bucket = S.grad_bucket * (1 - S.z_grad) * sp.Min(1, S.dp - 1)
+gradients_first = gradients_first + _bucket * stage_params_rank * S.grad_bytes
+gradients_last = gradients_last + _bucket * last_params_rank * S.grad_bytes
+
 first_total = weights_first + gradients_first + optimizer_first + activations_first + zero3_buffers
 # DualPipeV: rank 0 holds the first and the last stage (the "first" totals above); the rank of the V's bottom holds
 # two middle stages, neither edge: the first rank is the heaviest. DualPipe: ranks 0 and p - 1 hold the same two stages

@@ -391,6 +391,12 @@ fsdp_copy = _s("fsdp_copy", "", "1 when the ZeRO-3 / FSDP implementation copies 
                "work in place on flat buffers (FSDP1 FlatParameter, DeepSpeed ZeRO-3, Megatron-FSDP)", "plan",
                r"\phi_{c}")
 
+# ---- DDP's gradient buckets beside param.grad (per stack: stacks/*.yaml plan grad_buckets -> config.Plan) ---------
+grad_bucket = _s("grad_bucket", "", "1 when the data-parallel wrapper all-reduces gradients in buckets of its own beside "
+                 "param.grad, a second copy of the unsharded gradients (torch DistributedDataParallel, "
+                 "gradient_as_bucket_view=False by default); 0: the gradients live in the reduction buffer itself "
+                 "(Megatron's contiguous grad buffer, FSDP, DeepSpeed ZeRO)", "plan", r"\phi_{b}")
+
 # ---- pipeline messages split over the TP ranks (per stack: stacks/*.yaml plan pp_scatter_gather -> config.Plan) ----
 pp_scatter = _s("pp_scatter", "", "1 when each TP rank sends 1/t of a pipeline message and the receiving TP group "
                 "all-gathers it (Megatron-LM <= 3.x scatter_gather_tensors_in_pipeline without SP; DeepSpeed's "

@@ -31,7 +31,7 @@ HERE = Path(__file__).parent
 KEYS = ("id", "family", "version", "name", "era", "aliases", "model", "plan", "rules", "sources")
 MODEL_KEYS = ("attention", "dropout")
 PLAN_KEYS = ("dtype", "grad_dtype", "sequence_parallel", "sharding", "recompute", "overlap_grad_reduce",
-             "overlap_param_gather", "overlap_tp", "tp_async_dgrad", "tp_overlap_split_rs", "per_expert_kernels", "fused_moe_mlp", "wgrad_fusion", "eager_elementwise", "eager_rope", "fsdp_copies", "pp_scatter_gather", "quantized_saves",
+             "overlap_param_gather", "overlap_tp", "tp_async_dgrad", "tp_overlap_split_rs", "per_expert_kernels", "fused_moe_mlp", "wgrad_fusion", "eager_elementwise", "eager_rope", "fsdp_copies", "grad_buckets", "pp_scatter_gather", "quantized_saves",
              "quantized_tp_gather",
              "loss_kernel",
              "cuda_graphs", "ep_dispatcher", "overlap_ep", "recompute_modules", "moment_dtype", "fp8_dispatch")
