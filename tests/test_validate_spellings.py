@@ -306,3 +306,32 @@ def test_a_time_header_in_milliseconds_reads_its_cells_in_ms(tmp_path):
     a, b = V.read(path)
     assert a["measured_iter_time_s"] == pytest.approx(1.2345) and b["measured_iter_time_s"] == pytest.approx(1.2)
     assert V.ms_headers(["Tokens/s (ms)", "Memory (ms)", "Step time (s)"]) == {}
+
+
+@pytest.mark.parametrize("header,cell,seconds", [
+    ("ms/step", "812", 0.812), ("ms per iteration", "812", 0.812), ("iter time (ms)", "812", 0.812),
+    ("step_time_ms", "812", 0.812), ("s/it", "0.812", 0.812), ("sec/iter", "0.812", 0.812),
+    ("Time/step (s)", "0.812", 0.812), ("Iter time (sec)", "0.812", 0.812)])
+def test_a_time_per_step_written_as_a_reciprocal_rate_reads_in_its_unit(tmp_path, header, cell, seconds):
+    """tqdm's "s/it" (the Hugging Face Trainer's progress bar), "ms/step", "sec/iter": the step time in the header's
+    unit, whichever way round the header writes it."""
+    path = tmp_path / "t.csv"
+    path.write_text(f'case_id,model,gpu,n_gpus,tp,pp,dp,global_batch,seq_len,"{header}"\n'
+                    f'a,GPT-3 1.3B,A100 80GB,8,1,1,8,64,2048,{cell}\n')
+    (row,) = V.read(path)
+    assert row["measured_iter_time_s"] == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("header", ["Time (s)", "Batch size (s)", "Tokens/s (ms)", "ms/token", "items"])
+def test_time_units_on_other_columns_read_nothing(header):
+    assert V.canonical_headers([header]) == {} and V.ms_headers([header]) == {}
+
+
+def test_nanogpt_config_names_read_as_the_model_shape(row_case):
+    """nanoGPT's GPTConfig (n_layer, n_head, n_embd, block_size) as a sweep table dumps it beside the run."""
+    case = row_case({"case_id": "a", "n_layer": 12, "n_head": 12, "n_embd": 768, "block_size": 1024, "vocab": 50304,
+                     "gpu": "A100 80GB", "n_gpus": 8, "tp": 1, "pp": 1, "dp": 8, "global_batch": 480,
+                     "framework": "nanoGPT", "s/it": 0.5})
+    m = case.model
+    assert (m.n_layers, m.n_heads, m.d_model, m.seq_len) == (12, 12, 768, 1024)
+    assert case.measured == pytest.approx(0.5) and case.framework == "plain"

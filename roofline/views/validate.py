@@ -308,6 +308,25 @@ HEADER_ALIASES = {
     # a node count ("Nodes", "# Nodes", "num_nodes", torchrun's --nnodes): n_gpus = nodes x GPUs per node (read)
     "nodes": "n_nodes", "numnodes": "n_nodes", "nnodes": "n_nodes", "ofnodes": "n_nodes", "numberofnodes": "n_nodes",
     "elapsedtimeperiteration": "measured_iter_time_s",        # Megatron-LM's training log (in ms: ms_headers)
+    # a time per step written as a rate's reciprocal: tqdm's "s/it" (Hugging Face Trainer and accelerate progress
+    # bars), "sec/iter", "Time/step", "iter time" (in ms when the header says so: ms_headers)
+    "sit": "measured_iter_time_s", "secit": "measured_iter_time_s", "siter": "measured_iter_time_s",
+    "seciter": "measured_iter_time_s", "sstep": "measured_iter_time_s", "secstep": "measured_iter_time_s",
+    "secperiter": "measured_iter_time_s", "secondsperiteration": "measured_iter_time_s",
+    "itertime": "measured_iter_time_s", "timeiter": "measured_iter_time_s", "timestep": "measured_iter_time_s",
+    "timeperiter": "measured_iter_time_s",
+    # rates: "Tokens/s/GPU", "tokens/sec", "tokens/second" (whole run), "sequences/s", "Throughput (seq/s)"
+    "tokenssgpu": "tokens_per_s_per_gpu", "tokensssgpu": "tokens_per_s_per_gpu", "tokenssec": "tokens_per_s",
+    "tokenssecond": "tokens_per_s", "sequencess": "samples_per_s", "sequencespersecond": "samples_per_s",
+    "sequencespersec": "samples_per_s", "seqspersec": "samples_per_s", "throughputseqs": "samples_per_s",
+    "throughputsequencess": "samples_per_s", "seqsec": "samples_per_s",
+    # model tables' short names: "# Heads", "Heads", "Vocabulary", "Hidden dim", "Model dim", "Embedding dim";
+    # nanoGPT's GPTConfig names n_layer, n_head, n_embd and block_size (the context length it trains on)
+    "heads": "n_heads", "nheads": "n_heads", "ofheads": "n_heads", "numberofheads": "n_heads", "nhead": "n_heads",
+    "vocabulary": "vocab", "vocabularysize": "vocab", "hiddendim": "d_model", "modeldim": "d_model",
+    "embeddingdim": "d_model", "embeddingsize": "d_model", "nembd": "d_model", "nlayer": "n_layers",
+    "blocksize": "seq_len", "contextwindow": "seq_len", "contextsize": "seq_len", "maxseqlen": "seq_len",
+    "maxsequencelength": "seq_len", "maxseqlength": "seq_len",
 }
 
 
@@ -318,7 +337,9 @@ def _header_key(name: str) -> str:
 # A time header that states milliseconds ("Step time (ms)"; Megatron-LM's log line "elapsed time per iteration (ms)"):
 # the column it names, its unit-less cells read in ms. Only seconds columns take it (a rate or a memory in other units
 # is not converted)
-_MS_HEADER = re.compile(r"^(.*?)[\s_]*(?:\(\s*ms\s*\)|\[\s*ms\s*\]|\bms|\bmilliseconds?)\s*$", re.I)
+_MS_HEADER = re.compile(r"^(.*?)[\s_]*(?:\(\s*ms\s*\)|\[\s*ms\s*\]|(?<![a-z])ms|(?<![a-z])milliseconds?)\s*$", re.I)
+# the same as a rate's reciprocal: "ms/step", "ms/iter", "ms per iteration", "ms/it"
+_MS_PER = re.compile(r"^\s*(?:ms|milliseconds?)\s*(?:/|per)\s*(?:step|it|iter|iteration|batch)\s*$", re.I)
 
 
 def ms_headers(fieldnames) -> dict:
@@ -329,6 +350,9 @@ def ms_headers(fieldnames) -> dict:
     """
     out = {}
     for h in fieldnames:
+        if _MS_PER.match(h or ""):
+            out[h] = "measured_iter_time_s"
+            continue
         m = _MS_HEADER.match((h or "").strip())
         col = HEADER_ALIASES.get(_header_key(m.group(1))) if m else None
         if col and col.endswith("_s") and col not in ("tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s"):
@@ -384,6 +408,8 @@ def _with_unit(header: str) -> str | None:
         return col if col in ("global_batch", "micro_batch", "local_batch") else None
     if unit in ("#", "count", "number", "gpus", "layers", "heads", "nodes"):
         return col if col in INTS else None
+    if unit in ("s", "sec", "secs", "second", "seconds"):           # "Iter time (sec)", "Time/step [s]"
+        return col if col == "measured_iter_time_s" else None
     return None
 
 
