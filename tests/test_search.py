@@ -169,7 +169,7 @@ def test_brute_force_agrees(layers, heads, kv, head_dim, seq, n, batch, gated, h
 
 
 @pytest.mark.parametrize("stack", ["megatron-core", "megatron-deepspeed", "deepspeed-zero", "torchtitan", "hai-llm",
-                                   "ddp", "any"])
+                                   "ddp", "torchtune", "any"])
 def test_search_enumerates_only_what_the_stack_runs(stack):
     from roofline.spec import stacks
     from roofline.spec.config import check

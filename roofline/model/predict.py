@@ -240,8 +240,9 @@ def plan_inputs(p: Plan, model: Model | None = None) -> dict:
             **dict(zip(("tg_in", "tg_out"), precision.tp_gather_bytes(p.dtype, act, p.quantized_tp_gather, hp_frac))),
             # Adam: the fp32 master copy and two moments of the plan's dtype (12 bytes per parameter in fp32); Muon: the
             # master copy and one momentum (8), on the weight matrices only (the embedding tables keep Adam's)
-            "opt_bytes": 4 + (1 if p.optimizer == "muon" else 2) * BYTES[p.moment_dtype],
-            "opt_bytes_emb": 4 + 2 * BYTES[p.moment_dtype], "muon": float(p.optimizer == "muon"),
+            # (no master copy where the optimizer updates the 16-bit weights in place: plan master_weights False)
+            "opt_bytes": 4 * p.master_weights + (1 if p.optimizer == "muon" else 2) * BYTES[p.moment_dtype],
+            "opt_bytes_emb": 4 * p.master_weights + 2 * BYTES[p.moment_dtype], "muon": float(p.optimizer == "muon"),
             "q_bytes": precision.get(p.dtype).q_bytes, "q_trans": precision.get(p.dtype).transpose_bytes,
             # the GEMM inputs saved for the weight gradient: quantized in the low-precision layers (where the stack
             # saves them so), 16-bit in the hp_frac kept in 16 bits

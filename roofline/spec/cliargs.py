@@ -260,6 +260,11 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
     flag(g, "moment-dtype", dest="moment_dtype", choices=MOMENT_DTYPES,
          help="Adam's two moments: fp32 (default) or 16-bit (Megatron-Core --use-precision-aware-optimizer "
               "--exp-avg-dtype / --exp-avg-sq-dtype; DeepSeek-V3 keeps them in BF16); the fp32 master copy stays")
+    flag(g, "no-master-weights", dest="master_weights", action="store_false", default=None,
+         help="no fp32 master copy of the weights: the optimizer updates the 16-bit weights in place (pure bf16, "
+              "torchtune's dtype bf16); default: the stack's (a master copy everywhere else)")
+    flag(g, "master-weights", dest="master_weights", action="store_true",
+         help="an fp32 master copy of the weights in the optimizer state (mixed precision)")
     flag(g, "optimizer", choices=OPTIMIZERS,
          help="optimizer of the weight matrices: adam (default) or muon (Megatron-Core --optimizer muon / dist_muon: one "
               "momentum instead of Adam's two, and 5 Newton-Schulz iterations per matrix each step; the embedding "
@@ -352,6 +357,7 @@ def build_spec(args):
              "eager_rope": getattr(args, "eager_rope", None),
              "fsdp_copies": getattr(args, "fsdp_copies", None),
              "grad_buckets": getattr(args, "grad_buckets", None),
+             "master_weights": getattr(args, "master_weights", None),
              "pp_scatter_gather": getattr(args, "pp_scatter_gather", None),
              "dp_replicas": getattr(args, "dp_replicas", None),
              "recompute_fraction": getattr(args, "recompute_fraction", None),

@@ -267,6 +267,9 @@ class Plan:
     dtype: str = "bf16"
     grad_dtype: str = "fp32"            # gradient buffer and reduce dtype (Megatron main_grad)
     moment_dtype: str = "fp32"          # Adam's moments (MOMENT_DTYPES): bf16 with Megatron-Core's precision-aware optimizer
+    # an fp32 master copy of the weights in the optimizer state (mixed precision, every stack but one); False: the
+    # optimizer updates the 16-bit weights in place and keeps no copy ("pure bf16": torchtune's dtype bf16)
+    master_weights: bool = True
     optimizer: str = "adam"             # OPTIMIZERS: adam, or muon (its one momentum in moment_dtype)
     overlap_grad_reduce: float = 0.0    # fraction of the DP reduce hidden behind backward
     overlap_param_gather: float = 0.0   # fraction of parameter all-gathers hidden behind forward

@@ -719,7 +719,8 @@ _RULED = ("overlap_pp", "overlap_grad_reduce", "overlap_tp", "overlap_ep")
 _FIXED = ("dtype", "grad_dtype", "overlap_grad_reduce", "overlap_param_gather", "overlap_tp", "overlap_pp",
           "overlap_cp", "overlap_ep", "tp_async_dgrad", "tp_overlap_split_rs", "per_expert_kernels", "fused_moe_mlp", "fp8_attention", "fp8_param_gather", "quantized_tp_gather", "bf16_layers", "wgrad_fusion", "fsdp_copies", "grad_buckets", "pp_scatter_gather",
           "quantized_saves", "ep_dispatcher", "fp8_dispatch", "loss_kernel",
-          "cuda_graphs", "graph_modules", "offload_layers", "recompute_modules", "delay_wgrad", "moment_dtype")
+          "cuda_graphs", "graph_modules", "offload_layers", "recompute_modules", "delay_wgrad", "moment_dtype",
+          "master_weights")
 
 
 def _stack(framework):

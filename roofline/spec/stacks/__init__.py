@@ -31,7 +31,7 @@ HERE = Path(__file__).parent
 KEYS = ("id", "family", "version", "name", "era", "aliases", "model", "plan", "rules", "sources")
 MODEL_KEYS = ("attention", "dropout")
 PLAN_KEYS = ("dtype", "grad_dtype", "sequence_parallel", "sharding", "recompute", "overlap_grad_reduce",
-             "overlap_param_gather", "overlap_tp", "tp_async_dgrad", "tp_overlap_split_rs", "per_expert_kernels", "fused_moe_mlp", "wgrad_fusion", "eager_elementwise", "eager_rope", "fsdp_copies", "grad_buckets", "pp_scatter_gather", "quantized_saves",
+             "overlap_param_gather", "overlap_tp", "tp_async_dgrad", "tp_overlap_split_rs", "per_expert_kernels", "fused_moe_mlp", "wgrad_fusion", "eager_elementwise", "eager_rope", "fsdp_copies", "grad_buckets", "master_weights", "pp_scatter_gather", "quantized_saves",
              "quantized_tp_gather",
              "loss_kernel",
              "cuda_graphs", "ep_dispatcher", "overlap_ep", "recompute_modules", "moment_dtype", "fp8_dispatch")
@@ -42,7 +42,7 @@ RULE_KEYS = ("interleaved_schedule", "interleave_when_pp", "no_overlap_with_pp",
              "sequence_parallelism",
              "replicas", "partial_recompute", "eager_rope_moe_only", "quantized_tp_gather_recipes", "precisions",
              "microbatches_with_pp", "undated_version", "schedule_unstated", "precision_names", "own_models",
-             "tflops_basis", "tensor_parallel", "defers")
+             "tflops_basis", "tensor_parallel", "defers", "pure_bf16")
 DEFAULT = "megatron-core"           # DESIGN.md: Megatron-Core is the default stack of the CLI, configs and API
 
 
@@ -333,6 +333,8 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
     pipelined = bool(stack.rule("pipeline", True))
     # tensor parallelism: every stack has it unless it says not (PyTorch DDP replicates the whole model)
     tensored = bool(stack.rule("tensor_parallel", True))
+    # training without an fp32 master copy of the weights: only a stack that says so (torchtune's dtype bf16)
+    pure = bool(stack.rule("pure_bf16", False))
     # context parallelism (ring attention over a cp group): every stack unless it says not (Megatron-LM before 2023-10)
     ring_cp = bool(stack.rule("context_parallel", True))
     # Megatron-style sequence parallelism (the TP all-reduce split into reduce-scatter + all-gather): every stack
@@ -368,6 +370,9 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
              f"stack {stack.id} recomputes the attention core only, not the modules {{p.recompute_modules!r}} "
              "(Megatron-Core's --recompute-modules; run it with --framework megatron-core)", ("recompute_modules",)),
         Rule(lambda m, p: (p.pp <= 1) | among(p.schedule, scheds), _schedule_message(stack), ("pp", "schedule")),
+        Rule(lambda m, p: pure | np.asarray(p.master_weights, dtype=bool),
+             f"stack {stack.id} keeps an fp32 master copy of the weights (pure bf16 without one: torchtune)"
+             + (f": {src['pure_bf16']}" if "pure_bf16" in src else ""), ("master_weights",)),
         Rule(lambda m, p: tensored | (p.tp <= 1),
              f"stack {stack.id} has no tensor parallelism (tp {{p.tp}}): {src.get('tensor_parallel', '')}", ("tp",)),
         Rule(lambda m, p: pipelined | (p.pp <= 1),
