@@ -405,7 +405,7 @@ def input_rules() -> list[str]:
         'optimizer, no overlap, fp16 gradient reduce; Korthikanti 2022 -> `megatron-lm-2022`, the same defaults; '
         "the Megatron-LM README naming Megatron-Core -> `megatron-core`; vTrain's Megatron-DeepSpeed -> "
         "`megatron-deepspeed`; MT-NLG's 2022 paper naming DeepSpeed and Megatron -> `megatron-deepspeed-2022`); "
-        'else era rules (Hopper or newer, bf16, GQA, RoPE, gated MLP -> `megatron-core`). A version picked by a '
+        'else, a model its makers trained with one stack named in the model cell or the source (OPT -> `metaseq`, BLOOM -> `megatron-deepspeed-2022`, GPT-NeoX-20B, Pythia, MPT, OLMo 1: the stacks\' `trained_models`); else era rules (Hopper or newer, bf16, GQA, RoPE, gated MLP -> `megatron-core`). A version picked by a '
         'date, the features or the era rule that cannot run what the row states (selective recomputation or '
         'sequence parallelism, which Megatron-LM has since 2022-04 and Megatron-DeepSpeed since 2023-07) gives '
         "way to the first later version of its family that can; where the era rule's stack (nothing named, or a "
@@ -419,10 +419,10 @@ def input_rules() -> list[str]:
         '("DeepSpeed + Megatron-LM") ran Megatron-DeepSpeed. Headers as tables print them ("GBS", "Seq Length", '
         '"Tokens / sec / GPU"; llm-foundry\'s "SeqLen (T)", "Throughput (T/s)", "MFU" in percent; torchtitan\'s '
         '"TPS/GPU"; a model\'s Hugging Face config names, num_hidden_layers, num_key_value_heads, intermediate_size; '
-        'nanotron\'s sweep headers "batch_accum", "zero_stage", "tok/s/gpu"; the Megatron-LM README\'s "Model size", '
+        'nanotron\'s sweep headers "batch_accum", "zero_stage", "tok/s/gpu"; nanoGPT\'s n_layer, n_head, n_embd, block_size; the Megatron-LM README\'s "Model size", '
         '"Tensor model-parallel size", "Batch size" (the global batch), "Achieved teraFLOP/s per GPU"; "TP size", '
         '"Context length", "Time per iteration (s)", "TFLOPs/GPU"; a time header in ms, Megatron-LM\'s "elapsed time per iteration (ms)", '
-        'reads its bare cells in ms; never a header in GB; "Nodes" times the GPUs per node of the row, '
+        'or a time per step written as a reciprocal rate (tqdm\'s "s/it", "ms/step", "sec/iter") reads its bare cells in that unit; never a header in GB; "Nodes" times the GPUs per node of the row, '
         'or of an 8-GPU server\'s profile) read as their columns, rate cells may carry their unit ("6,020 tokens/s/GPU"), and a model named '
         'by its size alone ("70b") on a stack that ships its own model configs is that config (llm-foundry: '
         'MPT, presets `mpt-*`). A header that is a column name wins over an alias beside it ("Model" over "Model '

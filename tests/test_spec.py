@@ -233,6 +233,15 @@ def _row(**kw):
     ({"gpu_id": "h100-sxm", "mlp": "swiglu"}, "megatron-core", "era rule"),
     ({}, "megatron-lm-2021", "era rule"),
     ({"optimizer_sharding": "FULL_SHARD", "tp": 1, "pp": 1, "dp": 8}, "fsdp", "fully sharded"),
+    # no stack named: a model its makers trained with one stack, named in the model cell or the source
+    ({"model": "OPT-175B", "tp": 8, "pp": 1, "dp": 1}, "metaseq", "'opt' was trained with metaseq"),
+    ({"source": "Le Scao et al. 2022, BLOOM", "pp": 1, "tp": 4}, "megatron-deepspeed-2022", "'bloom' was trained with"),
+    ({"model": "GPT-NeoX-20B"}, "gpt-neox-2022", "'gpt-neox-20b' was trained with"),
+    ({"model": "Pythia-6.9B"}, "gpt-neox", "'pythia' was trained with"),
+    # a framework the column names, even one the registry lacks, ran it: not the makers' stack
+    ({"model": "OPT-1.3B", "framework": "Levanter"}, "megatron-lm-2021", "names no stack of the registry"),
+    ({"model": "OPT-1.3B", "framework": "DeepSpeed", "tp": 1, "pp": 1, "dp": 8}, "deepspeed-zero-2021",
+     "framework column names 'deepspeed'"),
 ])
 def test_stack_inference(kw, stack, why):
     c = V.build_case(_row(**kw))

@@ -816,7 +816,7 @@ def infer_stack(row: dict, model=None, hw=None):
     except InputError:
         dtype = None
     stack, reason = stacks.infer(column=row.get("framework", ""), text=f"{row.get('source', '')} {row.get('notes', '')}",
-                                 model=model, hw=hw, dtype=dtype)
+                                 model=model, hw=hw, dtype=dtype, model_text=str(row.get("model") or ""))
     try:
         sharded = normalize.sharding(row.get("optimizer_sharding", "")) == "fsdp"
     except InputError:

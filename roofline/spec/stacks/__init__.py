@@ -42,7 +42,7 @@ RULE_KEYS = ("interleaved_schedule", "interleave_when_pp", "no_overlap_with_pp",
              "sequence_parallelism",
              "replicas", "partial_recompute", "eager_rope_moe_only", "quantized_tp_gather_recipes", "precisions",
              "microbatches_with_pp", "undated_version", "schedule_unstated", "precision_names", "own_models",
-             "tflops_basis", "tensor_parallel", "defers", "pure_bf16")
+             "tflops_basis", "tensor_parallel", "defers", "pure_bf16", "trained_models")
 DEFAULT = "megatron-core"           # DESIGN.md: Megatron-Core is the default stack of the CLI, configs and API
 
 
@@ -614,7 +614,21 @@ def names_stack(column: str) -> bool:
     return bool(_alias_hits((column or "").strip().lower())) and not _technique_only(column)
 
 
-def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | None = None) -> tuple[Stack, str]:
+def trained_with(text: str) -> tuple[Stack, str] | None:
+    """The stack a model's makers trained it with, when ``text`` (a row's model cell, source and notes) names such a
+    model (stacks/*.yaml ``trained_models``: OPT with metaseq, BLOOM with Megatron-DeepSpeed, ...), and why; else
+    None. A name counts as a whole word, a following '-' or digit allowed ("OPT-175B", "bloom176b")."""
+    t = (text or "").lower()
+    for s in registry().values():
+        for name in s.rule("trained_models") or ():
+            if re.search(rf"(?<![\w-]){re.escape(name)}(?![a-z])", t):
+                return (dataclasses.replace(s, requested=s.id),
+                        f"no stack named; {name!r} was trained with {s.id} ({s.sources['trained_models']})")
+    return None
+
+
+def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | None = None,
+          model_text: str = "") -> tuple[Stack, str]:
     """The stack of a row or file that may name none, and why (printed per row by ``validate``).
 
     Order: (1) a ``framework`` column/field naming a registry id or alias (not only a sharding technique beside the
@@ -629,7 +643,9 @@ def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | No
     version that ended before 2023 (else its earliest version: llm-foundry's two are both 2023+); (3) era rules:
     Hopper-or-newer hardware, bf16, GQA, RoPE or a gated MLP imply a current stack (Megatron-Core; torchtitan for a recipe Megatron-Core has not, torchao's row-wise FP8); otherwise the
     Megatron-LM stack of the earliest year the source text mentions (the 2020-2021 one when it mentions none), with
-    that reason printed.
+    that reason printed. Before the era rules, a model its makers trained with one stack (``model_text``, the model
+    cell, or the source text naming it: OPT, BLOOM, GPT-NeoX-20B, Pythia, MPT, OLMo 1; stacks/*.yaml
+    ``trained_models``) is priced on that stack.
     """
     # a framework column without a date is dated by the source text (a "torchtitan" column on a 2024-12 benchmark)
     for where, t, dates in (("framework column", column, column if years_in((column or "").lower()) else text),
@@ -641,6 +657,9 @@ def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | No
             if where == "source text" and (column or "").strip():
                 why = f"framework column {column.strip()!r} names no stack of the registry; {why}"
             return stack, why
+    made = None if (column or "").strip() else trained_with(f"{model_text} {text}")
+    if made:        # a framework the column names but the registry lacks ran it, not the makers' stack
+        return made
     stack, why = era_rule(text, model, hw, dtype)
     if (column or "").strip():      # a framework the registry does not hold (Levanter, veScale): say so, not silently
         why = f"framework column {column.strip()!r} names no stack of the registry (roofline frameworks list); {why}"
