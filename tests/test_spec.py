@@ -102,7 +102,7 @@ def test_explicit_framework_wins_over_config(tmp_path):
 
 # ---- one spec from every entry point ----------------------------------------------------------------
 PRESETS = ["gpt3-13b", "llama2-7b", "llama3-8b", "mixtral-8x7b"]
-STACKS = ["megatron-core", "megatron-lm-2021", "megatron-deepspeed", "torchtitan", "fsdp"]
+STACKS = ["megatron-core", "megatron-lm-2021", "megatron-deepspeed", "torchtitan", "fsdp", "ddp", "torchtune"]
 
 
 @st.composite
