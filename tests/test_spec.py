@@ -370,3 +370,11 @@ def test_a_changed_modern_field_moves_the_model():
     got = predict(moe).raw["params"] - predict(base).raw["params"]
     assert got == pytest.approx(added, rel=1e-9)
     assert moe.model.name.endswith("(modified)") and not base.model.name.endswith("(modified)")
+
+
+def test_a_model_named_in_a_later_source_is_not_its_makers_run():
+    """stacks.trained_with: a source dated outside the makers' stack's era ran the model on something else."""
+    assert stacks.trained_with("OPT-175B (Zhang et al. 2022)")[0].id == "metaseq"
+    assert stacks.trained_with("OPT-175B")[0].id == "metaseq"                  # undated: the makers' run
+    assert stacks.trained_with("OPT-175B re-run, 2025") is None
+    assert stacks.trained_with("an optimizer study, 2022") is None             # 'opt' only as a whole word

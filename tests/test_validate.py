@@ -622,8 +622,12 @@ def test_blank_recompute_is_the_stacks_default_and_early_fsdp_with_tp_is_metaseq
                 global_batch=1024, tp=8, pp=1, dp=128, n_gpus=1024, gpu_id="a100-sxm4-80gb",
                 optimizer_sharding="FSDP", recompute="", notes="", source="Zhang et al. 2022")
     case = V.build_case(_row(**base))
-    assert case.framework == "metaseq" and "metaseq (with TP, earliest year 2022)" in case.stack_reason
+    # OPT is named: the stack its makers trained it with (stacks.trained_with), the same metaseq
+    assert case.framework == "metaseq" and "'opt' was trained with metaseq" in case.stack_reason
     assert case.plan.recompute == "full"
+    # the same run with the model given by its shape alone: the fully-sharded-with-TP era rule picks metaseq too
+    shape = V.build_case(_row(**{**base, "model": "", "n_layers": 96, "d_model": 12288, "n_heads": 96, "vocab": 50272}))
+    assert shape.framework == "metaseq" and "metaseq (with TP, earliest year 2022)" in shape.stack_reason
     assert V.build_case(_row(**{**base, "source": "a 2024 run"})).framework == "torchtitan-2024"
     assert V.build_case(_row(**{**base, "source": "a 2025-06 run"})).framework == "torchtitan"
     meg = V.build_case(_row(n_layers=4, d_model=1024, n_heads=8, n_gpus=8, tp=1, pp=1, dp=8, recompute=""))
