@@ -378,3 +378,16 @@ def test_a_model_named_in_a_later_source_is_not_its_makers_run():
     assert stacks.trained_with("OPT-175B")[0].id == "metaseq"                  # undated: the makers' run
     assert stacks.trained_with("OPT-175B re-run, 2025") is None
     assert stacks.trained_with("an optimizer study, 2022") is None             # 'opt' only as a whole word
+
+
+@pytest.mark.parametrize("text,want,why", [
+    ("StarCoder 15.5B", "megatron-lm-2022", "'starcoder' was trained with"),
+    ("SmolLM2-1.7B", "nanotron", "'smollm2' was trained with"),
+    ("Nemotron-4 340B", "megatron-core", "'nemotron' was trained with"),
+    ("bloom176b", "megatron-deepspeed-2022", "'bloom' was trained with"),
+    ("Megatron-Turing NLG 530B", "megatron-deepspeed-2022", "names 'megatron-turing'"),   # an alias, not megatron-lm
+    ("StarCoder2-15B", "megatron-lm-2021", "era rule"),          # another model: its sizes ran on different stacks
+])
+def test_the_makers_stack_of_a_named_model(text, want, why):
+    stack, reason = stacks.infer("", text)
+    assert stack.id == want and why in reason, (stack.id, reason)

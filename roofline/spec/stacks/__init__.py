@@ -617,18 +617,19 @@ def names_stack(column: str) -> bool:
 def trained_with(text: str) -> tuple[Stack, str] | None:
     """The stack a model's makers trained it with, when ``text`` (a row's model cell, source and notes) names such a
     model (stacks/*.yaml ``trained_models``: OPT with metaseq, BLOOM with Megatron-DeepSpeed, ...), and why; else
-    None. A name counts as a whole word, a following '-' or digit allowed ("OPT-175B", "bloom176b"). A text dated
+    None. A name counts as a whole word, a size allowed right after it ("OPT-175B", "bloom176b"), another name not
+    ("StarCoder2" is not StarCoder). A text dated
     outside that stack's era (its earliest year) is someone else's later run of the model: None."""
     t = (text or "").lower()
     ys = years_in(t)
-    for s in registry().values():
-        if ys and not s.era[0] <= min(ys) <= s.era[1]:
-            continue
-        for name in s.rule("trained_models") or ():
-            if re.search(rf"(?<![\w-]){re.escape(name)}(?![a-z])", t):
-                return (dataclasses.replace(s, requested=s.id),
-                        f"no stack named; {name!r} was trained with {s.id} ({s.sources['trained_models']})")
-    return None
+    found = [(name, s) for s in registry().values() if not ys or s.era[0] <= min(ys) <= s.era[1]
+             for name in s.rule("trained_models") or ()
+             if re.search(rf"(?<![\w-]){re.escape(name)}(?=$|[^a-z0-9]|\d+(?:\.\d+)?[bm]\b)", t)]
+    if not found:
+        return None
+    name, s = max(found, key=lambda f: len(f[0]))          # the longest name: 'smollm2' over 'smollm'
+    return (dataclasses.replace(s, requested=s.id),
+            f"no stack named; {name!r} was trained with {s.id} ({s.sources['trained_models']})")
 
 
 def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | None = None,
