@@ -334,4 +334,4 @@ def test_nanogpt_config_names_read_as_the_model_shape(row_case):
                      "framework": "nanoGPT", "s/it": 0.5})
     m = case.model
     assert (m.n_layers, m.n_heads, m.d_model, m.seq_len) == (12, 12, 768, 1024)
-    assert case.measured == pytest.approx(0.5) and case.framework == "plain"
+    assert case.measured == pytest.approx(0.5) and case.framework == "nanogpt"
