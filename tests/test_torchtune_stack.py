@@ -47,3 +47,15 @@ def test_torchtune_defaults_are_pure_bf16_fsdp2_with_whole_layer_checkpointing()
 def test_torchtune_has_no_pipeline():
     with pytest.raises(InputError, match="stack torchtune has no pipeline parallelism"):
         resolve("llama3.2-1b", {"pp": 2, "dp": 4, "global_batch": 16}, "a100-sxm4-80gb", "torchtune")
+
+
+@pytest.mark.parametrize("stack", ["torchtune", "torchtitan"])
+def test_fsdp2_copies_only_where_fully_shard_shards(stack):
+    """One data-parallel rank: the stacks do not apply fully_shard (nothing to shard), so no copy-in/copy-out kernels;
+    at two ranks the copies cost time (formulas/step.py fsdp_copies)."""
+    def step(dp, **kw):
+        plan = {"dp": dp, "micro_batch": 2, "global_batch": 2 * dp, "recompute": "full", "sharding": "fsdp", **kw}
+        return predict(resolve("llama3.2-1b", plan, "a100-sxm4-80gb", stack)).raw
+    one, one_plain = step(1), step(1, sharding="none")
+    assert one["step_time"] == pytest.approx(one_plain["step_time"], rel=1e-12) and one["t_dp_comm"] == 0
+    assert step(2)["step_time"] > step(2, fsdp_copies=False)["step_time"]

@@ -1867,7 +1867,7 @@ def evaluate(x):
     _x1604 = _x1078*_x996 + _x1100 + _x994
     _x1605 = _x1399*_x1435 + _x1433*_x1604 + _x1445*_x999
     _x1606 = _x1453 + _x1603 + _x1605
-    _x1607 = fsdp_copy*z_param
+    _x1607 = _x1488*fsdp_copy*z_param
     _x1608 = _x1573*(_x1567*_x1572*z_os + _x1584*_x1598*(1 - ov_dp) + ov_ag*np.maximum(np.maximum(-_x1447*_x1581 + _x1574, _x1567*_x1571*z_os), _x1582*(-_x1447 + _x1567*z_os)) + ov_dp*np.maximum(np.maximum(_x1599 - _x1606*(_x1581 + _x1583), _x1571*_x1584*_x1598), _x1582*(_x1584*_x1598 - _x1606))) + _x1607*(_x1607*t0_elem_fwd + np.maximum(0, _x124*_x1532*(_x1456*(act_bytes + grad_bytes) + act_bytes*(4*_x1455 + _x54)))) + z_param*(_x1508 + _x1569*_x1572 + ov_ag*np.maximum(-_x1454*_x52 + _x1569, _x1569*_x1571))
     _x1609 = np.minimum(d_model, _x370)
     _x1610 = np.minimum(d_model, _x369)
@@ -2306,4 +2306,4 @@ def evaluate(x):
         'params_mtp': mtp*(_x105 + _x1527 + _x1843 + _x1844),
     }
 
-SOURCE_DIGEST = '3945f2934a5e8f7d'
+SOURCE_DIGEST = '17f9d04ee233c166'

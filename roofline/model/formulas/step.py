@@ -609,11 +609,13 @@ def fsdp_copies() -> sp.Expr:
     _fsdp_collectives.py, _fsdp_param_group.py, torch 2.4-2.13). As many gathers and reduce-scatters as the ZeRO-3
     traffic (dp_volumes): two gathers and one reduce-scatter per micro-batch, or one of each per step under pipelining.
     Over the stage's parameters on the rank, dense and expert (memory.py); FSDP1 and DeepSpeed gather into and reduce
-    from flat buffers the parameters view (fsdp_copy 0)."""
+    from flat buffers the parameters view (fsdp_copy 0). None where the shard group is one rank: the stacks apply
+    fully_shard only when it shards something (torchtitan parallelize.py: if parallel_dims.fsdp_enabled, dp_shard or
+    cp > 1; torchtune recipes/full_finetune_distributed.py: if dp_shard_enabled or cp_enabled)."""
     params = M.dense_params_rank + M.expert_params_rank
     per_elem = ((2 * zero3_passes() - PL.has_pp) * 2 * S.act_bytes
                 + zero3_passes() * (S.act_bytes + S.grad_bytes))
-    on = S.z_param * S.fsdp_copy
+    on = S.z_param * S.fsdp_copy * sp.Min(1, CM.shard_size() - 1)
     return on * C.op_time(C.Op("fsdp_copies", "elem", sp.Integer(0), params * per_elem, sp.Integer(0), sp.Integer(0),
                                on=on), "fwd")
 
