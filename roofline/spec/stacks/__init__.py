@@ -618,8 +618,8 @@ def trained_with(text: str) -> tuple[Stack, str] | None:
     """The stack a model's makers trained it with, when ``text`` (a row's model cell, source and notes) names such a
     model (stacks/*.yaml ``trained_models``: OPT with metaseq, BLOOM with Megatron-DeepSpeed, ...), and why; else
     None. A name counts as a whole word, a size allowed right after it ("OPT-175B", "bloom176b"), another name not
-    ("StarCoder2" is not StarCoder). A text dated
-    outside that stack's era (its earliest year) is someone else's later run of the model: None."""
+    ("StarCoder2" is not StarCoder). A text dated outside that stack's era (its earliest year) is someone else's later
+    run of the model: None."""
     t = (text or "").lower()
     ys = years_in(t)
     found = [(name, s) for s in registry().values() if not ys or s.era[0] <= min(ys) <= s.era[1]
