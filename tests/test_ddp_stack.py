@@ -27,6 +27,18 @@ def test_trainers_and_the_engine_they_run(text, want):
     assert stack.id == want or stack.family == want, (text, stack.id, why)
 
 
+@pytest.mark.parametrize("column,text,want", [
+    ("Axolotl", "Llama 3 8B full fine-tune, 8x A100, 2024", "ddp"),
+    ("LLaMA-Factory", "full fine-tune, 2023", "ddp-2022"),
+    ("Axolotl", "2024 blog: DeepSpeed ZeRO-3 config zero3_bf16.json, 8x H100", "deepspeed-zero"),
+    ("Hugging Face Trainer", "fsdp full_shard auto_wrap, 2024", "fsdp"),
+    ("Hugging Face Trainer", "2024, the same model compared with Megatron-LM", "ddp"),   # only DeepSpeed / FSDP take over
+])
+def test_a_trainer_in_the_column_runs_the_engine_the_text_hands_it_to(column, text, want):
+    stack, why = stacks.infer(column, text)
+    assert stack.id == want, (column, text, stack.id, why)
+
+
 def test_ddp_beside_another_framework_names_nothing_else():
     # 'DDP + TP + PP' beside a name the registry lacks is a technique list, not the DDP stack
     assert not stacks.names_stack("Meta internal (DDP + TP + PP)")

@@ -592,6 +592,11 @@ _PARALLEL_WORDS = re.compile(r"\b(?:[tpcesd]p|hsdp|ddp|zero[- ]?\d|[2-5]d|data|t
 _MODEL_PARALLEL = re.compile(r"\b(?:[tpce]p|tensor|pipeline|context|expert|[3-5]d)\b")
 
 
+# the engines a trainer of rule ``defers`` hands the model to (stacks/ddp.yaml sources: TrainingArguments.deepspeed /
+# .fsdp, accelerate's DeepSpeedPlugin / FullyShardedDataParallelPlugin, Lightning's strategy='deepspeed' / 'fsdp')
+DEFERRED_TO = frozenset({"deepspeed", "pytorch-fsdp"})
+
+
 def _technique_only(column: str) -> bool:
     """A framework column whose registry names are all sharding techniques (TECHNIQUES) while it also lists model
     parallelisms (TP, PP, CP, EP, "4D") and names something else: another framework's name (the column's words beyond
@@ -661,6 +666,13 @@ def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | No
             stack, why = named[0]
             if where == "source text" and (column or "").strip():
                 why = f"framework column {column.strip()!r} names no stack of the registry; {why}"
+            if where == "framework column" and stack.rule("defers"):
+                # a trainer in the column (Hugging Face Trainer, Axolotl) and the engine it hands the model to in the
+                # source text (a DeepSpeed or FSDP config): the engine ran, as when both are in one field (_named)
+                engine = next(((s, w) for s, w in _named("source text", text, model, hw, dtype, text)
+                               if s.family in DEFERRED_TO), None)
+                if engine:
+                    return engine[0], f"framework column names the trainer {stack.id}, which defers; {engine[1]}"
             return stack, why
     made = None if (column or "").strip() else trained_with(f"{model_text} {text}")
     if made:        # a framework the column names but the registry lacks ran it, not the makers' stack
