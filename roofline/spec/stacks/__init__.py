@@ -642,8 +642,9 @@ def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | No
     """The stack of a row or file that may name none, and why (printed per row by ``validate``).
 
     Order: (1) a ``framework`` column/field naming a registry id or alias (not only a sharding technique beside the
-    name of a framework the registry lacks: "Meta internal (FSDP + TP + PP + CP)" names none); (2) aliases found in the
-    source/notes text, a stack that ``combines`` two the text names (DeepSpeed and Megatron: Megatron-DeepSpeed),
+    name of a framework the registry lacks: "Meta internal (FSDP + TP + PP + CP)" names none; a trainer there that
+    ``defers``, Hugging Face Trainer or Axolotl, gives way to a DeepSpeed or FSDP engine the source text names:
+    DEFERRED_TO); (2) aliases found in the source/notes text, a stack that ``combines`` two the text names (DeepSpeed and Megatron: Megatron-DeepSpeed),
     a framework over the engine it ``builds_on`` (llm-foundry over PyTorch FSDP), an engine over a trainer that
     ``defers`` to the engine named beside it (Hugging Face Trainer with DeepSpeed: DeepSpeed), then the
     longest match (``Megatron-DeepSpeed`` over ``DeepSpeed``), the
