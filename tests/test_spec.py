@@ -239,7 +239,7 @@ def _row(**kw):
     ({"model": "GPT-NeoX-20B"}, "gpt-neox-2022", "'gpt-neox-20b' was trained with"),
     ({"model": "Pythia-6.9B"}, "gpt-neox", "'pythia' was trained with"),
     # a framework the column names, even one the registry lacks, ran it: not the makers' stack
-    ({"model": "OPT-1.3B", "framework": "Levanter"}, "megatron-lm-2021", "names no stack of the registry"),
+    ({"model": "OPT-1.3B", "framework": "veScale"}, "megatron-lm-2021", "names no stack of the registry"),
     ({"model": "OPT-1.3B", "framework": "DeepSpeed", "tp": 1, "pp": 1, "dp": 8}, "deepspeed-zero-2021",
      "framework column names 'deepspeed'"),
 ])

@@ -18,7 +18,7 @@ def test_a_trainers_name_finds_its_stack(column, want):
 
 
 def test_an_unknown_modern_trainer_still_falls_to_the_era_rule():
-    stack, why = stacks.infer(column="Levanter", model=LLAMA, hw=H100, dtype="bf16")
+    stack, why = stacks.infer(column="veScale", model=LLAMA, hw=H100, dtype="bf16")
     assert stack.id == "megatron-core" and "era rule" in why
 
 

@@ -40,8 +40,8 @@ def test_deepspeed_megatron_spelled_either_way_is_megatron_deepspeed():
 def test_a_framework_the_registry_lacks_is_named_in_the_reason():
     """A framework column naming a stack the registry does not hold is priced by the era rule, and the reason says
     the name was not recognised (instead of reading as if no framework was stated)."""
-    s, why = stacks.infer(column="Levanter", dtype="bf16")
-    assert s.id == "megatron-core" and "'Levanter' names no stack" in why and "era rule" in why
+    s, why = stacks.infer(column="veScale", dtype="bf16")
+    assert s.id == "megatron-core" and "'veScale' names no stack" in why and "era rule" in why
     _, why = stacks.infer(column="", dtype="bf16")
     assert "names no stack" not in why
 

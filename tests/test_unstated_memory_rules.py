@@ -49,9 +49,9 @@ def test_within_the_memory_models_error_the_default_stands(tmp_path):
 
 
 def test_a_stand_in_stack_keeps_its_default(tmp_path):
-    """A framework outside the registry (Levanter) is priced on a stand-in whose recomputation kinds are not its own:
+    """A framework outside the registry (veScale) is priced on a stand-in whose recomputation kinds are not its own:
     no inference, whatever the memory."""
-    c = V.build_case(_rows(tmp_path, framework="Levanter", source="FSDP run")[0])
+    c = V.build_case(_rows(tmp_path, framework="veScale", source="FSDP run")[0])
     assert c.plan.recompute == "none" and "more memory" not in c.note
     assert "names no stack of the registry" in c.stack_reason
 

@@ -615,7 +615,7 @@ def _technique_only(column: str) -> bool:
 def names_stack(column: str) -> bool:
     """Whether a framework column names a stack of the registry (an id or alias as a whole word, not only a sharding
     technique beside another framework's name: _technique_only); a blank one does not. A row whose column names
-    another framework (Levanter, veScale, Meta's internal stack) is priced on a stand-in stack."""
+    another framework (veScale, Alpa, Meta's internal stack) is priced on a stand-in stack."""
     return bool(_alias_hits((column or "").strip().lower())) and not _technique_only(column)
 
 
@@ -679,7 +679,7 @@ def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | No
     if made:        # a framework the column names but the registry lacks ran it, not the makers' stack
         return made
     stack, why = era_rule(text, model, hw, dtype)
-    if (column or "").strip():      # a framework the registry does not hold (Levanter, veScale): say so, not silently
+    if (column or "").strip():      # a framework the registry does not hold (veScale, Alpa): say so, not silently
         why = f"framework column {column.strip()!r} names no stack of the registry (roofline frameworks list); {why}"
     return stack, why
 
