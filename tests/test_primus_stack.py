@@ -143,3 +143,12 @@ def test_no_nvfp4_on_primus():
 @pytest.mark.parametrize("model, length", [("llama3.1-8b", 8192), ("llama3-70b", 8192), ("llama2-7b", 4096)])
 def test_unstated_sequence_is_the_example_configs(model, length):
     assert unstated_seq_len({"model": model}, stacks.get("primus"))[0] == length
+
+
+@pytest.mark.parametrize("text", ["AMD Primus with zero bubble (ZB1P) on MI355X, 2026",
+                                  "Primus (Megatron-LM backend), zero-bubble zb2p, 2025"])
+def test_primus_runs_its_own_zero_bubble_pipeline(text):
+    """Primus builds on Megatron-LM and on its own zero-bubble runtime: a text naming both is Primus, not sail-sg's
+    zero-bubble fork, which a text naming zero bubble alone still is."""
+    assert stacks.infer(text=text)[0].id == "primus"
+    assert stacks.infer(text="sail-sg zero bubble ZB1P, 2024")[0].id == "zero-bubble"

@@ -499,6 +499,10 @@ def modern_features(model, hw, dtype: str | None) -> list[str]:
 COMBINED = 1000      # rank of a combination both of whose names the text holds: above any single alias's length
 
 
+def _as_tuple(v) -> tuple:
+    return () if v is None else v if isinstance(v, tuple) else (v,)
+
+
 def _named(where: str, text: str, model=None, hw=None, dtype: str | None = None,
            date_text: str | None = None) -> list[tuple[Stack, str]]:
     """Every stack ``text`` names, best first (the longest alias, then the latest era), each at the version the
@@ -525,7 +529,8 @@ def _named(where: str, text: str, model=None, hw=None, dtype: str | None = None,
             hits.append((COMBINED + sum(map(len, both)), s, " and ".join(both)))   # ahead of either name alone
     # a framework built on another one the text also names (llm-foundry on PyTorch FSDP) is the one that ran; a
     # trainer that ``defers`` to the engine named beside it (Hugging Face Trainer with DeepSpeed) is not
-    engines = {h[1].rule("builds_on") for h in hits} - {None}
+    # (one family, or a list: Primus runs Megatron-LM and its own zero-bubble pipeline runtime)
+    engines = {e for h in hits for e in _as_tuple(h[1].rule("builds_on"))}
     combined = {a for r, _, a in hits if r >= COMBINED}
     ranked = sorted(hits, key=lambda h: (h[1].family not in engines, not h[1].rule("defers"), h[0], h[1].era[1]),
                     reverse=True)
