@@ -1385,6 +1385,7 @@ def _plan_fields(row: dict) -> dict:
         d.update(_pipeline_layout(row))
     d.update(_offload(row, d))
     d.update(bridge_launcher(row))
+    d.update(bridge_grad_reduce(row))
     return d
 
 
@@ -1413,6 +1414,31 @@ def bridge_launcher(row: dict) -> dict:
     if ":" in (row.get("recompute_detail") or "") or (row.get("recompute") or "").strip() != "selective":
         out.pop("recompute_modules", None)
     return out
+
+
+# Megatron-Bridge's performance launcher reduces the gradients in bf16: every release's benchmark configs set
+# grad_reduce_in_fp32 False on both the mixed-precision and the DDP config (v0.1.0rc3 scripts/performance/configs/*/
+# *_llm_pretrain.yaml 'grad_reduce_in_fp32: false'; v0.2.0-v0.5.x scripts/performance/configs/<family>/
+# <family>_llm_pretrain.py set_<family>_common_configs: cfg.mixed_precision.grad_reduce_in_fp32 = False,
+# cfg.ddp.grad_reduce_in_fp32 = False; v0.6.0 src/megatron/bridge/perf_recipes/_common.py _benchmark_common and
+# _perf_precision), so Megatron-Core's DDP keeps its gradient buffer in the parameters' bf16
+# (distributed_data_parallel.py: grad_dtype = torch.float if grad_reduce_in_fp32 else param.dtype), unlike
+# Megatron-LM's pretrain_gpt.py, whose --bf16 forces fp32 (the megatron-core stack's grad_dtype_bf16 rule). The recipes
+# that set it True again (perf_recipes/glm_moe_dsa/*/glm5.py, wan/) keep fp32.
+BRIDGE_PERF_RECIPE = re.compile(r"recipe [\w.()]+:\s*(?:scripts/performance/configs/|src/megatron/bridge/perf_recipes/)"
+                                r"(?P<family>[\w]+)/")
+BRIDGE_FP32_GRAD_FAMILIES = frozenset({"glm_moe_dsa", "wan"})
+
+
+def bridge_grad_reduce(row: dict) -> dict:
+    """The gradient dtype of a row run by Megatron-Bridge's performance launcher (BRIDGE_PERF_RECIPE): bf16, unless its
+    settings state grad_reduce_in_fp32 or its recipe family is one that sets it."""
+    text = row.get("settings") or ""
+    m = BRIDGE_PERF_RECIPE.search(text)
+    if not m or m.group("family") in BRIDGE_FP32_GRAD_FAMILIES or re.search(r"grad_reduce_in_fp32\W{0,3}(?:=|:)?\s*true",
+                                                                              text, re.I):
+        return {}
+    return {"grad_dtype": "bf16"}
 
 
 def _offload(row: dict, plan: dict) -> dict:
