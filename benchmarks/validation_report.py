@@ -162,7 +162,8 @@ TABLE_SETS = (("llm-foundry", "llmfoundry_"), ("NeMo 25.x", "nemo25"), ("NeMo 24
               ("MT-NLG 530B paper", "mtnlg_"),
               ("Colossal-AI README", "colossalai_"),
               ("InternLM training performance", "internlm_"),
-              ("DeepSeek-V3 report", "deepseek_v3_"))
+              ("DeepSeek-V3 report", "deepseek_v3_"),
+              ("Pax (JAX-Toolbox) README", "pax_"))
 # (label, case_id prefix)
 
 
@@ -264,7 +265,10 @@ def tables_section(csv) -> list[str]:
             "ZeRO-2; Llama 2 70B on 16 B200 with TP 2 x PP 4 and ZeRO-1) and the InternLM training framework's tables "
             "(InternLM 7B on 8-1024 A100 80GB over 50 Gb/s of RoCE per GPU, its Hybrid ZeRO-1 sharded over every rank "
             "or per node, FlashAttention v1) and the DeepSeek-V3 report's training cost (2048 H800 on HAI-LLM: DualPipe, "
-            "EP 64 over 8 nodes, fine-grained FP8; a tokens-per-GPU-hour average, not a timed step).",
+            "EP 64 over 8 nodes, fine-grained FP8; a tokens-per-GPU-hour average, not a timed step) and NVIDIA "
+            "JAX-Toolbox's Pax README (GPT 126M / 5B / 175B on 64-256 A100 and H100, BF16 with and without Transformer "
+            "Engine, TE FP8, FSDP over the data axis; Llama 2 7B fine-tuning on 16 H100; the JAX stack `paxml`; its 126M "
+            "rows ran without flash attention, which the row states and the model reads).",
             "", tables_summary(r), "",
             *titan_cp_note(r),
             *ao_note(r, csv),

@@ -72,3 +72,14 @@ def test_paxml_runs_fp8_and_the_remat_policies_it_has():
     assert resolve("gpt3-6.7b", {"dp": 8, "global_batch": 64, "dtype": "fp8"}, "h100-sxm", "paxml").plan.dtype == "fp8"
     with pytest.raises(InputError, match="stack paxml cannot run recompute 'op'"):
         resolve("gpt3-6.7b", {"dp": 8, "global_batch": 64, "recompute": "op"}, "h100-sxm", "paxml")
+
+
+def test_nvidia_pax_readme_rows_price_on_the_paxml_stack():
+    """The JAX-Toolbox Pax README's GPT and Llama rows (the public tables) name Pax: each is priced on this stack, and
+    the 126M rows, gathered without flash attention (--xla_gpu_enable_cudnn_fmha=false), on unfused attention."""
+    from roofline.views import validate as V
+
+    rows = [r for r in V.read(V.dataset_path("tables")) if r["case_id"].startswith("pax_")]
+    cases = {r["case_id"]: V.build_case(r) for r in rows}
+    assert len(cases) == 12 and all(c.spec.stack.id == "paxml" for c in cases.values())
+    assert {k for k, c in cases.items() if c.model.attention == "unfused"} == {k for k in cases if "_126m_" in k}
