@@ -475,9 +475,12 @@ def input_rules() -> list[str]:
         "`scripts/performance/configs/` or `perf_recipes/`: every row of nemo_perf.csv): bf16 gradient buffers and "
         "reduce-scatters, as every release's benchmark configs set `grad_reduce_in_fp32` False (v0.1.0rc3 perf yamls; "
         "`set_<family>_common_configs` of v0.2-v0.5; v0.6.0 `perf_recipes/_common.py` `_benchmark_common`), where "
-        "Megatron-LM's `--bf16` forces fp32 main grads; GLM-5's recipes set it True again "
-        "(`validate.bridge_grad_reduce`). Not fitted: it halves the data-parallel bytes, and the rows whose gradient "
-        "reduce was exposed (GPT-OSS) move 2-3 % faster, away from measured.",
+        "Megatron-LM's `--bf16` forces fp32 main grads; GLM-5's recipes set it True again. Likewise the NeMo "
+        "performance summaries of the 25.02-25.07 containers in public_tables.csv (NeMo 2's performance scripts build "
+        "each recipe with `performance_mode=True`, whose `performance_optimizations` set it False; the NeMo 1.x 24.07 "
+        "table is not known to, and keeps fp32) (`validate.bridge_grad_reduce`). Not fitted: it halves the "
+        "data-parallel bytes, and the rows whose gradient reduce was exposed (GPT-OSS) move 2-3 % faster, away from "
+        "measured.",
         "- **Attention kernel** (a row naming it: `attn_impl: triton`, `flash-attn==1.0.7`, FlashAttention-2, "
         "FlashAttention-3 / `flash_3`, cuDNN attention; else the stack's: `llm-foundry@2023` runs Triton "
         "FlashAttention, its MPT yamls' `attn_impl: triton` until March 2024; Megatron-Core and NeMo AutoModel run "

@@ -335,3 +335,9 @@ def test_nanogpt_config_names_read_as_the_model_shape(row_case):
     m = case.model
     assert (m.n_layers, m.n_heads, m.d_model, m.seq_len) == (12, 12, 768, 1024)
     assert case.measured == pytest.approx(0.5) and case.framework == "nanogpt"
+
+
+def test_the_pax_readme_headers_read_as_their_columns():
+    """NVIDIA JAX-Toolbox's Pax tables: 'Sequences/Sec' is the whole job's rate, 'BS / GPU' the per-device batch."""
+    assert V.canonical_headers(["#GPUs", "BS / GPU", "Sequences/Sec", "FSDP"]) == {
+        "#GPUs": "n_gpus", "BS / GPU": "local_batch", "Sequences/Sec": "samples_per_s", "FSDP": "fsdp"}

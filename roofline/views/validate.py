@@ -320,6 +320,8 @@ HEADER_ALIASES = {
     "tokenssecond": "tokens_per_s", "sequencess": "samples_per_s", "sequencespersecond": "samples_per_s",
     "sequencespersec": "samples_per_s", "seqspersec": "samples_per_s", "throughputseqs": "samples_per_s",
     "throughputsequencess": "samples_per_s", "seqsec": "samples_per_s",
+    # NVIDIA JAX-Toolbox's Pax tables: "Sequences/Sec" (the whole job's), "BS / GPU" (PERCORE_BATCH_SIZE)
+    "sequencessec": "samples_per_s", "seqssec": "samples_per_s", "bsgpu": "local_batch", "bspergpu": "local_batch",
     # model tables' short names: "# Heads", "Heads", "Vocabulary", "Hidden dim", "Model dim", "Embedding dim";
     # nanoGPT's GPTConfig names n_layer, n_head, n_embd and block_size (the context length it trains on)
     "heads": "n_heads", "nheads": "n_heads", "ofheads": "n_heads", "numberofheads": "n_heads", "nhead": "n_heads",
@@ -1435,17 +1437,31 @@ def bridge_launcher(row: dict) -> dict:
 BRIDGE_PERF_RECIPE = re.compile(r"recipe [\w.()]+:\s*(?:scripts/performance/configs/|src/megatron/bridge/perf_recipes/)"
                                 r"(?P<family>[\w]+)/")
 BRIDGE_FP32_GRAD_FAMILIES = frozenset({"glm_moe_dsa", "wan"})
+# NVIDIA's NeMo performance summaries from the 25.02 container on (NeMo 2.2+; Megatron-Bridge from 25.09) were measured
+# by the performance scripts, which build each model's recipe with performance_mode=True, whose
+# performance_optimizations set recipe.trainer.plugins.grad_reduce_in_fp32 = False (NVIDIA/NeMo v2.2.0
+# scripts/llm/performance/pretrain_llama3_8b.py pretrain_recipe(performance_mode=True) and
+# nemo/collections/llm/recipes/llama3_8b.py; v2.3.0 scripts/performance/llm/*; v2.4.0 scripts/performance/helpers.py
+# set_precision_configs sets it False for every dtype). Earlier tables (NeMo 1.x, 24.07) are not known to: fp32.
+NEMO_PERF_SUMMARY = re.compile(r"performance[-_ ]summary")
+NEMO_RELEASE = re.compile(r"\bnemo\b\W{0,12}(?:container\W{0,3})?(\d{2})\.(\d{2})\b")
 
 
 def bridge_grad_reduce(row: dict) -> dict:
-    """The gradient dtype of a row run by Megatron-Bridge's performance launcher (BRIDGE_PERF_RECIPE): bf16, unless its
-    settings state grad_reduce_in_fp32 or its recipe family is one that sets it."""
+    """The gradient dtype of a row NVIDIA's performance scripts ran: bf16 for a Megatron-Bridge performance-launcher
+    recipe (BRIDGE_PERF_RECIPE) unless its settings state grad_reduce_in_fp32 or its recipe family sets it, and for a
+    NeMo performance summary of the 25.02 container or later (NEMO_PERF_SUMMARY)."""
     text = row.get("settings") or ""
-    m = BRIDGE_PERF_RECIPE.search(text)
-    if not m or m.group("family") in BRIDGE_FP32_GRAD_FAMILIES or re.search(r"grad_reduce_in_fp32\W{0,3}(?:=|:)?\s*true",
-                                                                              text, re.I):
+    if re.search(r"grad_reduce_in_fp32\W{0,3}(?:=|:)?\s*true", text, re.I):
         return {}
-    return {"grad_dtype": "bf16"}
+    m = BRIDGE_PERF_RECIPE.search(text)
+    if m:
+        return {} if m.group("family") in BRIDGE_FP32_GRAD_FAMILIES else {"grad_dtype": "bf16"}
+    about = f"{row.get('source') or ''} {row.get('framework') or ''}".lower()
+    rel = NEMO_RELEASE.search(about)
+    if NEMO_PERF_SUMMARY.search(about) and rel and (int(rel.group(1)), int(rel.group(2))) >= (25, 2):
+        return {"grad_dtype": "bf16"}
+    return {}
 
 
 def _offload(row: dict, plan: dict) -> dict:
