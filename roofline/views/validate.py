@@ -884,8 +884,8 @@ def _same_as_preset(detail: str):
 
 
 _KERNELS = (("unfused", r"\bunfused\W{0,3}(?:(?:dot[- ]product|scaled dot[- ]product|multi[- ]head)\W{0,3})?(?:attention|attn|sdpa)"
-                         r"|attention\W{0,3}(?:is\W{0,3})?unfused|\b(?:no|without)\W{1,3}(?:flash|fused)[-_ ]?(?:attention|attn)\b"
-                         r"|(?:flash|fused)[-_ ]?(?:attention|attn)\W{0,3}(?:disabled|off)\b|cudnn_fmha\W{0,3}false"),
+                         r"|attention\W{0,3}(?:is\W{0,3})?unfused|\b(?:no|without)\W{1,3}flash[-_ ]?(?:attention|attn)\b"
+                         r"|flash[-_ ]?(?:attention|attn)\W{0,3}(?:disabled|off)\b|cudnn_fmha\W{0,3}false"),
             ("flash-triton", r"attn_impl\W{0,3}triton|triton flash[- ]?attention|flash[-_ ]?attn[-_ ]triton"
                               r"|flashattention in triton"),
             ("flash-v1", r"flash[- ]?attn[- ]?(?:v|==)?1\.|flash[- ]?attention[- ]?(?:v|-)1\b"),
@@ -899,14 +899,16 @@ def attention_kernel_stated(text: str) -> str | None:
     ``attn_impl: triton`` (Triton FlashAttention), FlashAttention v1 (``flash-attn 1.0.7``), FlashAttention-2,
     FlashAttention-3 (``flash_3``, OLMo-core's AttentionBackendName), cuDNN attention; or that it ran none, the score
     matrix written out: "unfused attention", "no flash attention", "flash attention off", XLA's
-    ``--xla_gpu_enable_cudnn_fmha=false`` (checked first: "without FlashAttention-2" names no kernel that ran).
+    ``--xla_gpu_enable_cudnn_fmha=false`` (checked first: "without FlashAttention-2" names no kernel that ran). Not
+    "without fused attention": Transformer Engine's FusedAttention is its cuDNN backend, and without it TE runs
+    FlashAttention's.
 
     >>> [attention_kernel_stated(t) for t in ("attn_impl: triton", "pip install flash-attn==1.0.7",
     ...     "flashattention-2", "attn_impl=flash", "flash attention", "", "FlashAttention-3", "backend flash_3",
     ...     "cuDNN attention", "cudnn fused attention", "no flash attention", "unfused dot-product attention",
-    ...     "--xla_gpu_enable_cudnn_fmha=false", "without FlashAttention-2", "fused attention off")]
+    ...     "--xla_gpu_enable_cudnn_fmha=false", "without FlashAttention-2", "without fused attention")]
     ['flash-triton', 'flash-v1', 'flash', 'flash', None, None, 'flash3', 'flash3', 'cudnn', 'cudnn', 'unfused', \
-'unfused', 'unfused', 'unfused', 'unfused']
+'unfused', 'unfused', 'unfused', None]
     """
     t = text.lower()
     for kernel, pattern in _KERNELS:
