@@ -3096,6 +3096,12 @@ def cmd_validate(args) -> int:
         from ..spec import hardware
         hardware.load(args.gpu)                         # one-line error now, not a skip per row
         rows = [{**r, "gpu_id": args.gpu} for r in rows]
+    if args.framework:
+        # the stack of every row whose framework column is blank (a user's own runs, a pasted table): as if each row
+        # named it; a row that names its own framework keeps it
+        from ..spec import stacks
+        stacks.get(args.framework)                      # one-line error now, not a stand-in per row
+        rows = [r if (r.get("framework") or "").strip() else {**r, "framework": args.framework} for r in rows]
     if tiers and not any((r.get("tier") or "") in tiers for r in rows):
         have = sorted({r.get("tier") or "" for r in rows} - {""})
         raise InputError(f"--tier {args.tier}: no row of {args.file} is in that tier (tiers there: {', '.join(have) or 'none'})")
@@ -3122,6 +3128,9 @@ def register(subparsers) -> None:
                    "memory, compared per pipeline stage")
     p.add_argument("--json", action="store_true", help="print one JSON object (errors as fractions)")
     p.add_argument("--gpu", help="price every row on this hardware profile (id or YAML) instead of its gpu_id")
+    p.add_argument("--framework", metavar="STACK", help="the training stack of every row whose framework column is "
+                   "blank (a registry id or alias, NAME@VERSION; python -m roofline frameworks list); rows naming "
+                   "their own keep it")
     p.add_argument("--plot", metavar="PNG", help="predicted vs measured, log-log, one marker per gpu_id")
     p.add_argument("--tier", help="only these tiers, e.g. A,B")
     p.add_argument("--by", help=f"summary breakdowns, comma-separated from {', '.join(BY)}; keys joined by + group by "
