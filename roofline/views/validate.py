@@ -905,10 +905,11 @@ def attention_kernel_stated(text: str) -> str | None:
 
     >>> [attention_kernel_stated(t) for t in ("attn_impl: triton", "pip install flash-attn==1.0.7",
     ...     "flashattention-2", "attn_impl=flash", "flash attention", "", "FlashAttention-3", "backend flash_3",
-    ...     "cuDNN attention", "cudnn fused attention", "no flash attention", "unfused dot-product attention",
+    ...     "cuDNN attention", "cudnn fused attention")]
+    ['flash-triton', 'flash-v1', 'flash', 'flash', None, None, 'flash3', 'flash3', 'cudnn', 'cudnn']
+    >>> [attention_kernel_stated(t) for t in ("no flash attention", "unfused dot-product attention",
     ...     "--xla_gpu_enable_cudnn_fmha=false", "without FlashAttention-2", "without fused attention")]
-    ['flash-triton', 'flash-v1', 'flash', 'flash', None, None, 'flash3', 'flash3', 'cudnn', 'cudnn', 'unfused', \
-'unfused', 'unfused', 'unfused', None]
+    ['unfused', 'unfused', 'unfused', 'unfused', None]
     """
     t = text.lower()
     for kernel, pattern in _KERNELS:
