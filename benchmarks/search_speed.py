@@ -3,7 +3,8 @@
     python benchmarks/search_speed.py
 
 1. ``evaluate`` throughput on ~1e6 plans (the real GPT-3 175B plan space on 1024 A100s, tiled
-   to 1e6 rows), in cache-sized chunks as the search runs it, and in one call for comparison.
+   to 1e6 rows), as the search runs it (model/factored.py: each line over the distinct values of the knobs it reads,
+   the rest in cache-sized chunks), in one call, and the plain compiled code over every plan in chunks.
 2. The wall time of ``python -m roofline search --model gpt3-175b --gpu a100-sxm4-80gb --gpus 1024
    --global-batch 1536`` (interpreter start-up included), best of 3.
 3. With ``--moe``: the wall time of one DeepSeek-V3 search on 2048 H800s (global batch 15360; tens of millions of
@@ -44,6 +45,18 @@ def main() -> None:
             evaluate_arrays(x, N, **({} if chunk is None else {"chunk": chunk}))
             best = min(best, time.perf_counter() - t)
         print(f"evaluate, {label:<17}: {N:,} plans in {best:.3f} s = {N / best:.3g} plans/s")
+    from roofline.model.predict import evaluator
+    from roofline.views.space import _OUT, CHUNK
+
+    plain = evaluator(_OUT)
+    best = np.inf
+    for _ in range(3):
+        t = time.perf_counter()
+        with np.errstate(all="ignore"):
+            for s in range(0, N, CHUNK):
+                plain({k: (v[s:s + CHUNK] if isinstance(v, np.ndarray) and v.ndim else v) for k, v in x.items()})
+        best = min(best, time.perf_counter() - t)
+    print(f"evaluate, {'plain, chunked':<17}: {N:,} plans in {best:.3f} s = {N / best:.3g} plans/s")
     cmd = [sys.executable, "-m", "roofline", "search", "--model", "gpt3-175b", "--gpu", "a100-sxm4-80gb",
            "--gpus", "1024", "--global-batch", "1536"]
     walls = []

@@ -326,19 +326,17 @@ def value_at(expr, x: dict) -> float:
 
 
 @functools.lru_cache(maxsize=16)
-def evaluator(outputs: tuple):
-    """``_compiled.evaluate`` cut to ``outputs``: the same straight-line numpy code with only the assignments those
-    outputs read (dead-code elimination over the generated source, whose body is one ``name = expr`` per line and a
-    ``return {'output': expr, ...}`` of one line per output). The search prices millions of plans: the memory of a
-    plan needs a sixth of the code, so it sizes every plan first and times only those that fit
-    (views/space.evaluate_arrays); tests/test_search.py checks the cut function against the whole one."""
+def cut(outputs: tuple) -> tuple:
+    """The lines of ``_compiled.evaluate`` that ``outputs`` read: ([(target, expression), ...] in order, {output:
+    expression}). The generated body is one ``name = expr`` per line and a ``return {'output': expr, ...}`` of one
+    line per output; dead-code elimination keeps the assignments the outputs read, transitively."""
     import re
     from pathlib import Path
 
     text = Path(_compiled.__file__).read_text()
     body = text[text.index("def evaluate(x):"):text.index("\nSOURCE_DIGEST")].splitlines()
     ret = body.index("    return {")
-    assigns = [(ln.split(" = ", 1)[0].strip(), ln) for ln in body[2:ret]]
+    assigns = [tuple(s.strip() for s in ln.split(" = ", 1)) for ln in body[2:ret]]
     returned = dict(re.fullmatch(r"\s+'(\w+)': (.*),", ln).groups() for ln in body[ret + 1:] if ln.strip() != "}")
     unknown = [o for o in outputs if o not in returned]
     if unknown:
@@ -346,12 +344,22 @@ def evaluator(outputs: tuple):
     name = re.compile(r"\b[A-Za-z_]\w*\b")
     need = set().union(*(name.findall(returned[o]) for o in outputs))
     keep = []
-    for target, ln in reversed(assigns):
+    for target, expr in reversed(assigns):
         if target in need:
-            keep.append(ln)
-            need |= set(name.findall(ln.split(" = ", 1)[1]))
-    src = ("def evaluate(x):\n" + "\n".join(reversed(keep)) + "\n    return {"
-           + ", ".join(f"{o!r}: {returned[o]}" for o in outputs) + "}\n")
+            keep.append((target, expr))
+            need |= set(name.findall(expr))
+    return tuple(keep[::-1]), {o: returned[o] for o in outputs}
+
+
+@functools.lru_cache(maxsize=16)
+def evaluator(outputs: tuple):
+    """``_compiled.evaluate`` cut to ``outputs`` (:func:`cut`): the same straight-line numpy code with only the
+    assignments those outputs read. The search prices millions of plans: the memory of a plan needs a sixth of the
+    code, so it sizes every plan first and times only those that fit (views/space.evaluate_arrays, through
+    model/factored.py); tests/test_search.py checks the cut function against the whole one."""
+    lines, returned = cut(tuple(outputs))
+    src = ("def evaluate(x):\n" + "\n".join(f"    {t} = {e}" for t, e in lines) + "\n    return {"
+           + ", ".join(f"{o!r}: {e}" for o, e in returned.items()) + "}\n")
     scope = {"np": np}
     exec(_code(src, f"<roofline evaluator {','.join(outputs)}>"), scope)
     return scope["evaluate"]

@@ -367,33 +367,30 @@ def evaluate_arrays(x: dict, n: int, outputs=_OUT, chunk: int = CHUNK, desc: str
     import numpy as np
 
     from ..base import progress
-    from ..model.predict import evaluator
+    from ..model import factored
 
     outputs = tuple(outputs)
     first = tuple(keep[0]) if keep is not None else ()
     arrays = [k for k, v in x.items() if isinstance(v, np.ndarray) and v.ndim]
     res = {k: np.full(n, np.nan) for k in outputs}
 
-    def run(fn, outs, rows, total, label):
+    def run(outs, rows, total, label):
+        xs = x if rows is None else {k: (v[rows] if k in arrays else v) for k, v in x.items()}
         with progress.bar(label, total=total, unit="plan") as bar:
-            for s in range(0, total, chunk):
-                sel = rows(s, min(total, s + chunk))
-                xs = dict(x)
-                for k in arrays:
-                    xs[k] = x[k][sel]
-                r = fn(xs)
-                for k in outs:
-                    res[k][sel] = r[k]
-                bar.update(min(total, s + chunk) - s)
+            r = factored.evaluate(outs, xs, total, chunk, progress=bar.update)
+        for k in outs:
+            if rows is None:
+                res[k][:] = r[k]
+            else:
+                res[k][rows] = r[k]
 
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        if not first:
-            run(evaluator(outputs), outputs, lambda s, e: slice(s, e), n, desc)
-            return res
-        run(evaluator(first), first, lambda s, e: slice(s, e), n, desc.replace("pricing", "sizing"))
-        idx = np.flatnonzero(np.broadcast_to(np.asarray(keep[1]({k: res[k] for k in first}), dtype=bool), (n,)))
-        rest = tuple(k for k in outputs if k not in first)
-        run(evaluator(rest), rest, lambda s, e: idx[s:e], len(idx), desc + " that fit")
+    if not first:
+        run(outputs, None, n, desc)
+        return res
+    run(first, None, n, desc.replace("pricing", "sizing"))
+    idx = np.flatnonzero(np.broadcast_to(np.asarray(keep[1]({k: res[k] for k in first}), dtype=bool), (n,)))
+    rest = tuple(k for k in outputs if k not in first)
+    run(rest, idx, len(idx), desc + " that fit")
     return res
 
 
@@ -537,27 +534,12 @@ PARTIAL_SHARES = (0.25, 0.5, 0.75)
 EVERY_NTH = (2, 3, 4)
 
 
-def _factorize(col) -> tuple:
-    """(distinct values, the code of each entry): np.unique(col, return_inverse=True) without its sort when the
-    column holds small non-negative integers (every knob column but a few fractions), by a counting pass."""
-    import numpy as np
-
-    col = np.asarray(col)
-    if col.size and col.dtype.kind in "iuf":
-        lo, hi = col.min(), col.max()
-        if lo >= 0 and hi < 2 ** 20 and (col.dtype.kind in "iu" or np.array_equal(col, np.floor(col))):
-            ints = col.astype(np.int64)
-            present = np.flatnonzero(np.bincount(ints))
-            lut = np.zeros(int(hi) + 1, dtype=np.int64)
-            lut[present] = np.arange(len(present))
-            return present.astype(col.dtype), lut[ints]
-    return np.unique(col, return_inverse=True)
-
-
 def _whole_model_fits(knobs: dict, size) -> "np.ndarray":
     """For each plan that recomputes fully, whether its twin without recomputation (every other knob the same) fits:
     ``size`` maps knobs to a fits array. Plans that do not recompute fully read False."""
     import numpy as np
+
+    from ..model.factored import factorize
 
     k = {key: np.asarray(v) for key, v in knobs.items()}
     n = len(k["tp"])
@@ -568,7 +550,7 @@ def _whole_model_fits(knobs: dict, size) -> "np.ndarray":
         return out
     # one integer per layout: every column but the recomputation coded by its distinct values, in mixed radix (the
     # radices' product stays far below 2**63 for any search; np.unique over rows when it would not, slower)
-    codes = [_factorize(k[c]) for c in sorted(k) if c != "recompute"]
+    codes = [factorize(k[c]) for c in sorted(k) if c != "recompute"]
     if math.prod(len(vals) for vals, _ in codes) < 2 ** 62:
         key = np.zeros(n, dtype=np.int64)
         for vals, code in codes:
