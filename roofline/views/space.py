@@ -358,11 +358,12 @@ def plan_arrays(knobs: dict, global_batch: int, schedule: str | None = None, mod
 
 
 def evaluate_arrays(x: dict, n: int, outputs=_OUT, chunk: int = CHUNK, desc: str = "search: pricing plans",
-                    keep=None) -> dict:
+                    keep=None, known=None) -> dict:
     """The compiled formulas cut to ``outputs`` (predict.evaluator) over n plans in cache-sized chunks; scalars
     broadcast. ``keep``: (outputs, test) prices every plan on those outputs first and the rest of ``outputs`` only for
     the plans ``test`` (a function of that first result, a boolean array) keeps, gathered into full chunks; the others
-    read NaN there. Progress bars on stderr count the plans when they last more than base/progress.py's DELAY_S
+    read NaN there. ``known``: the ``keep`` outputs of the first rows, already computed (those rows are not sized
+    again). Progress bars on stderr count the plans when they last more than base/progress.py's DELAY_S
     (millions of plans take seconds)."""
     import numpy as np
 
@@ -375,7 +376,7 @@ def evaluate_arrays(x: dict, n: int, outputs=_OUT, chunk: int = CHUNK, desc: str
     res = {k: np.full(n, np.nan) for k in outputs}
 
     def run(outs, rows, total, label):
-        xs = x if rows is None else {k: (v[rows] if k in arrays else v) for k, v in x.items()}
+        xs = x if rows is None else {k: (v[rows] if k in arrays else v) for k, v in x.items()}   # slice: views
         with progress.bar(label, total=total, unit="plan") as bar:
             r = factored.evaluate(outs, xs, total, chunk, progress=bar.update)
         for k in outs:
@@ -387,7 +388,12 @@ def evaluate_arrays(x: dict, n: int, outputs=_OUT, chunk: int = CHUNK, desc: str
     if not first:
         run(outputs, None, n, desc)
         return res
-    run(first, None, n, desc.replace("pricing", "sizing"))
+    m = len(next(iter(known.values()))) if known else 0
+    for k in first if m else ():
+        res[k][:m] = known[k]
+    if m < n:
+        run(first, slice(m, n) if m else None, n - m,
+            desc.replace("pricing", "sizing") + (" added (shares recomputed, EP overlap)" if m else ""))
     idx = np.flatnonzero(np.broadcast_to(np.asarray(keep[1]({k: res[k] for k in first}), dtype=bool), (n,)))
     rest = tuple(k for k in outputs if k not in first)
     run(rest, idx, len(idx), desc + " that fit")
@@ -466,12 +472,15 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
 
     # a stated share pins it; a stated --recompute full without one means every layer (share 1)
     share = base.recompute_fraction if "recompute_fraction" in stated else 1.0 if "recompute" in stated else None
-    skip = None
+    skip = known = None
     if share is None and len(knobs["tp"]) and (st is None or st.rule("partial_recompute")):
-        # a share is slower than no recomputation on the same layout: tried only where that does not fit
-        skip = _whole_model_fits(knobs, lambda k: fits_of(evaluate_arrays(
-            inputs_of(dict(k, recompute_fraction=np.ones(len(k["tp"]))))[1], len(k["tp"]),
-            ("memory", "mem_reserve"), desc="search: sizing plans without recomputation")))
+        # a share is slower than no recomputation on the same layout: tried only where that does not fit. Every plan
+        # is sized here; the plans added below come after these rows (with_recompute_fraction, with_ep_overlap keep
+        # the rows they are given first and in order), so the pricing pass sizes only the added ones
+        n0 = len(knobs["tp"])
+        known = evaluate_arrays(inputs_of(dict(knobs, recompute_fraction=np.ones(n0)))[1], n0,
+                                ("memory", "mem_reserve"), desc="search: sizing plans")
+        skip = _whole_model_fits(knobs, fits_of(known))
     knobs, extra = with_recompute_fraction(knobs, model, st, share, skip=skip)
     enumerated += extra
     if "overlap_ep" not in stated and not base.overlap_ep and searches_ep_overlap(model, st):
@@ -483,7 +492,7 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
     outputs = _OUT + ("t_ep_comm",) if delay else _OUT
     # size every plan (memory needs a sixth of the formulas), then time those that fit; the others' times read NaN
     sized = (("memory", "mem_reserve"), fits_of)
-    out = evaluate_arrays(x, n, outputs, keep=sized) if n else {k: np.empty(0) for k in _OUT}
+    out = evaluate_arrays(x, n, outputs, keep=sized, known=known) if n else {k: np.empty(0) for k in _OUT}
     fits = fits_memory(out["memory"], out["mem_reserve"], hw, memory_margin) & np.isfinite(out["step_time"]) \
         & (out["step_time"] > 0)
     if delay:
@@ -534,9 +543,10 @@ PARTIAL_SHARES = (0.25, 0.5, 0.75)
 EVERY_NTH = (2, 3, 4)
 
 
-def _whole_model_fits(knobs: dict, size) -> "np.ndarray":
+def _whole_model_fits(knobs: dict, fits) -> "np.ndarray":
     """For each plan that recomputes fully, whether its twin without recomputation (every other knob the same) fits:
-    ``size`` maps knobs to a fits array. Plans that do not recompute fully read False."""
+    ``fits`` is a boolean per plan of whether it fits (read at the plans without recomputation). Plans that do not
+    recompute fully read False."""
     import numpy as np
 
     from ..model.factored import factorize
@@ -557,7 +567,7 @@ def _whole_model_fits(knobs: dict, size) -> "np.ndarray":
             key = key * len(vals) + code.ravel()
     else:
         key = np.unique(np.stack([code.ravel() for _, code in codes], axis=1), axis=0, return_inverse=True)[1].ravel()
-    fits = size({col: v[none] for col, v in k.items()})
+    fits = np.asarray(fits)[none]
     order = np.argsort(key[none])
     keys = key[none][order]
     at = np.clip(np.searchsorted(keys, key), 0, len(keys) - 1)
