@@ -14,8 +14,9 @@ factoring saves less than a quarter of the work, only the scalar lines are hoist
 over all the plans are made scalars first.
 
 On the development machine (2 cores) this prices DeepSeek-V3's search on 2,048 H800s (34 million valid plans, 7.6
-million timed) in 72 s instead of 106 s; GPT-3 175B's on 1,024 A100s (0.9 million valid plans, 0.12 million timed) is
-about as fast as before, its sizing pass staying on the plans' own rows (`python benchmarks/search_speed.py --moe`).
+million timed) in 72-75 s instead of 106 s, and every output of a million GPT-3 175B plans in 1.4-1.7 s instead of
+4.6-5.4 s; in GPT-3's own search (0.12 million plans timed) the sizing pass stays on the plans' own rows
+(`python benchmarks/search_speed.py --moe`; docs/search.md "Speed").
 
 The arithmetic is the same code on the same values; only where it runs changes. Results equal
 ``predict.evaluator``'s to rounding (numpy's vectorized and scalar math functions may differ in the last bit),
