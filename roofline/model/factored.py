@@ -185,7 +185,8 @@ def _space_function(name: str, lines: tuple, reads: tuple, exports: tuple):
 
 
 def _layout(prog, deps, spaces, radix):
-    """(the levels: scalars, the spaces smallest first, the plans; each target's level)."""
+    """(the levels: scalars, the spaces smallest first (by the product of their knobs' distinct counts, then name),
+    the plans; each target's level, the first holding its dependencies: an operand's level never comes later)."""
     order = sorted(set(spaces), key=lambda s: (math.prod(radix[k] for k in s), sorted(s)))
     levels = [frozenset()] + order + [frozenset(radix)]
     where = {t: next(i for i, s in enumerate(levels) if deps[t] <= s) for t, *_ in prog}
@@ -241,20 +242,21 @@ def evaluate(outputs: tuple, x: dict, n: int, chunk: int = 8192, progress=None, 
     line_deps = [(deps[t], ops) for t, _e, _n, _i, ops in prog]
     spaces = choose_spaces(line_deps, radix, n, None if codes is not None else ()) if n else []
     coding = codes is None
+    work = _modelled(prog, deps, spaces, radix, n, coding)
     for sp in list(spaces)[::-1]:           # the greedy choice ignores the gathers: drop a space that costs more
-        if _modelled(prog, deps, [s for s in spaces if s != sp], radix, n, coding) \
-                < _modelled(prog, deps, spaces, radix, n, coding):
-            spaces = [s for s in spaces if s != sp]
-    if spaces and _modelled(prog, deps, spaces, radix, n, coding) > _WORTH * _modelled(prog, deps, [], radix, n):
+        fewer = [s for s in spaces if s != sp]
+        without = _modelled(prog, deps, fewer, radix, n, coding)
+        if without < work:
+            spaces, work = fewer, without
+    if spaces and work > _WORTH * _modelled(prog, deps, [], radix, n):
         spaces = []                         # the plans' own rows: only the scalar lines are hoisted
     if spaces and codes is None:
         codes = {k: factorize(x[k]) for k in sorted(frozenset().union(*spaces))}
     if spaces:
         radix = {k: (len(codes[k][0]) if k in codes else r) for k, r in radix.items()}
     codes = {k: c for k, (_v, c) in (codes or {}).items() if k in varying}
-    # every line in the smallest space holding its dependencies: its operands depend on fewer knobs, so their values
-    # are the same over each of its groups, and an operand is read at the group's representative row. The spaces in
-    # the order of that choice (size, then name): an operand's space comes first
+    # every line in the smallest space holding its dependencies (_layout): its operands depend on fewer knobs, so
+    # their values are the same over each of its groups, and an operand is read at the group's representative row
     levels, where = _layout(prog, deps, spaces, radix)
 
     def level(need):
@@ -263,7 +265,6 @@ def evaluate(outputs: tuple, x: dict, n: int, chunk: int = 8192, progress=None, 
     out_level = {o: level(frozenset().union(*(deps[nm] for nm in _NAME.findall(e) if nm in deps)))
                  for o, e in returned}
     top = len(levels) - 1
-    run = range(len(levels))
     lines = [[] for _ in levels]
     for t, e, _names, _i, _ops in prog:
         lines[where[t]].append((t, e))
@@ -281,7 +282,7 @@ def evaluate(outputs: tuple, x: dict, n: int, chunk: int = 8192, progress=None, 
                 exported[where[nm]].add(nm)
     layout = hashlib.sha256(repr([sorted(s) for s in levels]).encode()).hexdigest()[:10]
     fns = {}
-    for i in run:
+    for i in range(len(levels)):
         if not lines[i] and not any(out_level[o] == i for o in outputs):
             continue
         exports = tuple((nm, nm) for nm in sorted(exported[i])) \
@@ -297,7 +298,7 @@ def evaluate(outputs: tuple, x: dict, n: int, chunk: int = 8192, progress=None, 
     arrays = sorted(varying)
     rows = np.arange(n)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        for i in run:
+        for i in range(len(levels)):
             if i not in fns:
                 continue
             if i == 0:

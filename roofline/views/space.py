@@ -359,9 +359,9 @@ def plan_arrays(knobs: dict, global_batch: int, schedule: str | None = None, mod
 
 def evaluate_arrays(x: dict, n: int, outputs=_OUT, chunk: int = CHUNK, desc: str = "search: pricing plans",
                     keep=None, known=None) -> dict:
-    """The compiled formulas cut to ``outputs`` (predict.evaluator) over n plans in cache-sized chunks; scalars
-    broadcast. ``keep``: (outputs, test) prices every plan on those outputs first and the rest of ``outputs`` only for
-    the plans ``test`` (a function of that first result, a boolean array) keeps, gathered into full chunks; the others
+    """The compiled formulas cut to ``outputs`` over n plans (model/factored.evaluate: each line once per distinct
+    combination of the knobs it reads where that saves work, the rest in cache-sized chunks); scalars broadcast. ``keep``: (outputs, test) prices every plan on those outputs first and the rest of ``outputs`` only for
+    the plans ``test`` (a function of that first result, a boolean array) keeps; the others
     read NaN there. ``known``: the ``keep`` outputs of the first rows, already computed (those rows are not sized
     again). Progress bars on stderr count the plans when they last more than base/progress.py's DELAY_S
     (millions of plans take seconds)."""
