@@ -43,7 +43,8 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   when v > 1.
 - precision blank or no such column -> a recipe the notes or settings state (FP8, Float8, MXFP8, NVFP4, FP4;
   not in a clause that negates it or only quotes a peak rate: ``precision_from_text``), else the stack's default.
-- a row stating torch.compile: fused elementwise kernels (eager_elementwise off) whatever the stack's default.
+- a row stating torch.compile: fused elementwise kernels (eager_elementwise off) whatever the stack's default; likewise
+  a row naming fused norm and activation kernels, or Liger Kernel (``fused_elementwise_stated``), and fused rotary.
 - micro_batch blank -> one the text states or the gradient accumulation steps give (a grad_accum column or the text:
   ``micro_batch_from_text``), else the stack's: 1 for the Megatron stacks (the micro-batch of Megatron-LM's GPT-3 175B example
   script); global batch / dp (no gradient accumulation) for the DeepSpeed ZeRO, PyTorch FSDP and torchtitan stacks
@@ -894,6 +895,10 @@ _KERNELS = (("unfused", r"\bunfused\W{0,3}(?:(?:dot[- ]product|scaled dot[- ]pro
             ("flash", r"attn_impl\W{0,3}flash\b|flash[- ]?attn[- ]?(?:v|==)?2\.|flash[- ]?attention[- ]?(?:v|-)?2\b"))
 
 
+_SOFTMAX_FUSION = (r"(?:fused|scaled)\W{0,3}(?:scale\W{0,3})?(?:upper\W{0,3}triang\W{0,3})?mask(?:ed)?\W{0,3}(?:causal\W{0,3})?"
+                   r"softmax|masked\W{0,3}(?:causal\W{0,3})?softmax\W{0,3}(?:fusion|kernel)|softmax\W{0,3}fusion")
+
+
 def attention_kernel_stated(text: str) -> str | None:
     """The flash-attention kernel a row's text names (config.ATTENTION), None when it names none: llm-foundry's
     ``attn_impl: triton`` (Triton FlashAttention), FlashAttention v1 (``flash-attn 1.0.7``), FlashAttention-2,
@@ -910,11 +915,19 @@ def attention_kernel_stated(text: str) -> str | None:
     >>> [attention_kernel_stated(t) for t in ("no flash attention", "unfused dot-product attention",
     ...     "--xla_gpu_enable_cudnn_fmha=false", "without FlashAttention-2", "without fused attention")]
     ['unfused', 'unfused', 'unfused', 'unfused', None]
+    >>> [attention_kernel_stated(t) for t in ("fused masked-causal-softmax", "scaled-upper-triang-masked-softmax-fusion",
+    ...     "flash attention; masked softmax fusion")]
+    ['unfused', 'unfused', None]
     """
     t = text.lower()
     for kernel, pattern in _KERNELS:
         if re.search(pattern, t):
             return kernel
+    # a fused (scale-)mask(ed) softmax is the kernel of the attention that writes its score matrix out (Megatron-LM's
+    # FusedScaleMaskSoftmax and scaled_upper_triang_masked_softmax: megatron/fused_kernels, used by CoreAttention,
+    # not by the flash path); read only when the text names no flash or fused-attention kernel beside it
+    if re.search(_SOFTMAX_FUSION, t) and not re.search(r"flash|cudnn|sdpa|fused[- ]?attention|\bfa[23]\b", t):
+        return "unfused"
     return None
 
 
@@ -1198,6 +1211,31 @@ def fp8_all_gather_stated(text: str) -> bool:
     return bool(re.search(r"enable_fsdp_float8_all_gather(?!\s*=\s*false)|(?<!no )(?:fp8|float8) all[- ]gather", text or ""))
 
 
+_FUSED_LIST = r"(?<!un)(?<!no )fused\W{0,3}(?:[\w-]+\W{1,3}){0,6}?"     # "fused layernorm/swiglu/cross-entropy/rotary"
+
+
+def fused_elementwise_stated(text: str) -> tuple[bool, bool]:
+    """(norm and gated activation fused, rotary embedding fused) as a row's lower-cased text states the kernels it ran:
+    "fused RMSNorm ... fused SwiGLU", a list after one "fused" ("fused layernorm/swiglu/cross-entropy/rotary":
+    jzhang38/TinyLlama README, 'Blazingly Fast'), or Liger Kernel (linkedin/Liger-Kernel: RMSNorm, SwiGLU/GeGLU,
+    RoPE and cross-entropy as Triton kernels). The eager stacks' extra elementwise passes are then not run.
+
+    >>> fused_elementwise_stated("features: flash-attention 2, fused layernorm/swiglu/cross-entropy/rotary")
+    (True, True)
+    >>> fused_elementwise_stated("liger kernel"), fused_elementwise_stated("fused swiglu only")
+    ((True, True), (False, False))
+    >>> fused_elementwise_stated("unfused rmsnorm and unfused swiglu"), fused_elementwise_stated("fused adam")
+    ((False, False), (False, False))
+    """
+    t = text or ""
+    if re.search(r"\bliger[- _]?kernels?\b", t):
+        return True, True
+    norm = re.search(_FUSED_LIST + r"(?:rms[_ ]?norm|layer[_ ]?norm)", t)
+    act = re.search(_FUSED_LIST + r"(?:swiglu|geglu|silu|gelu|glu)\b", t)
+    rope = re.search(_FUSED_LIST + r"(?:rotary|rope)\b", t)
+    return bool(norm and act), bool(rope)
+
+
 def _plan_fields(row: dict) -> dict:
     from ..base import normalize
 
@@ -1339,6 +1377,11 @@ def _plan_fields(row: dict) -> dict:
         d["optimizer"] = "muon" if "muon" in opt else "adam" if re.search(r"adam|lamb", opt) else opt
     if re.search(r"(?<!no )(?<!without )(?:torch\.compile|(?<!torch\.)\bcompiled?\b(?! loss))", text):
         d["eager_elementwise"] = False      # torch.compile fuses the elementwise ops the eager stacks run one by one
+        d["eager_rope"] = False
+    fused_norm_act, fused_rope = fused_elementwise_stated(text)
+    if fused_norm_act:
+        d["eager_elementwise"] = False      # the norm and the gated activation as the fused kernels the text names
+    if fused_rope:
         d["eager_rope"] = False
     if wgrad_fusion_off(text, d["sharding"] == "fsdp"):
         d["wgrad_fusion"] = False
@@ -2239,7 +2282,7 @@ def batch_from_tokens(tokens: tuple, seq_len: int) -> tuple[int, str]:
 # "NDR 400 Gb/s per GPU", "25 GB/s per GPU" (bytes), "3.2 Tbps per instance": count x rate, and whom it serves
 _NET_UNIT = r"(?P<unit>[GT])(?:(?P<bits>b|bit)(?:ps|/s)?|(?P<bytes>B)(?:ps|/s))"       # bits, or bytes per second
 _NET = re.compile(r"(?:(?P<count>\d+)\s*[x×*]\s*)?(?P<rate>\d+(?:\.\d+)?)\s*" + _NET_UNIT +
-                  r"(?![A-Za-z])(?P<what>[^;,|()]{0,40}?)\b(?i:per)\s+(?P<per>(?i:gpu|node|host|server|instance|machine))\b"
+                  r"(?![A-Za-z])(?P<what>(?:(?!\d+(?:\.\d+)?\s*[GT](?:b|bit|B)(?![A-Za-z]))[^;,|()]){0,40}?)\b(?i:per)\s+(?P<per>(?i:gpu|node|host|server|instance|machine))\b"
                   r"|(?:(?P<count2>\d+)\s*[x×*]\s*)?(?P<rate2>\d+(?:\.\d+)?)\s*(?P<unit2>[GT])(?:b|bit)(?:ps|/s)?"
                   r"(?![A-Za-z])\s+(?:of\s+)?(?i:efa)\b")
 
@@ -2256,6 +2299,8 @@ def network_from_text(text: str, gpus_per_node: int) -> tuple[float, str] | None
     >>> network_from_text("NVLink 600 GB/s per GPU", 8), network_from_text("113 TFLOP/s per GPU", 8)
     (None, None)
     >>> network_from_text("140 GB of BF16 weights per GPU", 8)
+    >>> network_from_text("ConnectX-6 HDR, 200 Gb/s -> 100 Gb/s per GPU", 8)    # the rate said per GPU, not the one before
+    (100.0, '100 Gb/s per GPU')
     """
     for m in _NET.finditer(text or ""):
         around = (text[max(0, m.start() - 25):m.end()]).lower()

@@ -1,0 +1,59 @@
+"""How rows of papers' training reports are read: the stack a framework column names when it also names what that
+framework is built on (GPT-NeoX "(Megatron + DeepSpeed)"), ZeRO-3 sharded within groups and replicated across them
+(MiCS, DeepSpeed 0.9+; SageMaker's sharded data parallelism), a network phrase that converts a node's rate to the GPU's,
+and text stating fused norm/activation kernels or Megatron's fused masked softmax (the attention that writes its score
+matrix out)."""
+import pytest
+
+from roofline.spec import hardware, models, stacks
+from roofline.views import validate as V
+
+A100, NEOX = hardware.load("a100-sxm4-40gb"), models.load("gpt-neox-20b")
+
+
+def _case(**over):
+    row = {"case_id": "r", "source": "a paper (2023)", "model": "llama2-7b", "gpu_id": "a100-sxm4-40gb",
+           "n_gpus": "16", "gpus_per_node": "8", "tp": "1", "pp": "1", "global_batch": "64", "micro_batch": "4",
+           "seq_len": "2048", "precision": "bf16", "measured_iter_time_s": "10", "framework": "PyTorch FSDP"}
+    row.update(over)
+    return V.build_case(V.read_dicts([row])[0])
+
+
+@pytest.mark.parametrize("column", ["GPT-NeoX (Megatron + DeepSpeed)", "gpt-neox, built on DeepSpeed and Megatron-LM",
+                                    "GPT-NeoX"])
+def test_a_framework_named_beside_its_engines_is_the_one_that_ran(column):
+    stack, why = stacks.infer(column=column, text="Black et al. 2022", model=NEOX, hw=A100, dtype="fp16")
+    assert stack.family == "gpt-neox", why
+    # the engines' combination alone still names Megatron-DeepSpeed
+    alone, _ = stacks.infer(column="Megatron + DeepSpeed", text="2022", model=NEOX, hw=A100, dtype="fp16")
+    assert alone.family == "megatron-deepspeed"
+
+
+def test_zero3_replicated_shard_groups_run_on_deepspeed_since_mics_and_not_before():
+    case = _case(framework="SageMaker model parallelism, ZeRO-3 + MiCS", optimizer_sharding="zero3",
+                 n_gpus="64", global_batch="256", notes="We shard a model across 16 GPUs (sharding group 16), 4 copies")
+    assert case.spec.stack.id == "deepspeed-zero" and case.plan.dp_replicas == 4
+    with pytest.raises(V.Skip, match="replicated shard groups|not 4 replicated"):
+        _case(framework="DeepSpeed ZeRO-3", source="a paper (2021)", optimizer_sharding="zero3", n_gpus="64",
+              global_batch="256", notes="sharding group 16", precision="fp16")
+
+
+@pytest.mark.parametrize("text, gbps", [("ConnectX-6 HDR, 200 Gb/s -> 100 Gb/s per GPU", 100.0),
+                                        ("8x200Gb/s HDR IB per node", 200.0), ("4 x 100 Gb RoCE per node", 50.0)])
+def test_the_rate_said_per_gpu_is_read_not_a_rate_before_it(text, gbps):
+    assert V.network_from_text(text, 8)[0] == gbps
+
+
+def test_stated_fused_norm_and_activation_kernels_drop_the_eager_passes_and_cost_less():
+    eager = _case()
+    fused = _case(notes="fused rmsnorm and fused swiglu kernels, fused rotary")
+    assert eager.plan.eager_elementwise and not fused.plan.eager_elementwise and fused.plan.eager_rope is False
+    from roofline.model.predict import predict
+    assert predict(fused.spec.model, fused.plan, fused.hw).step_time < predict(eager.spec.model, eager.plan, eager.hw).step_time
+
+
+def test_a_fused_masked_softmax_is_the_unfused_attention_path():
+    case = _case(framework="DeepSpeed", notes="fused masked-causal-softmax kernel", model="gpt3-6.7b")
+    assert case.spec.model.attention == "unfused"
+    assert _case(framework="DeepSpeed", notes="flash attention 2; masked softmax fusion",
+                 model="gpt3-6.7b").spec.model.attention != "unfused"
