@@ -57,3 +57,20 @@ def test_a_fused_masked_softmax_is_the_unfused_attention_path():
     assert case.spec.model.attention == "unfused"
     assert _case(framework="DeepSpeed", notes="flash attention 2; masked softmax fusion",
                  model="gpt3-6.7b").spec.model.attention != "unfused"
+
+
+def test_an_unstated_global_batch_under_pp_is_not_one_micro_batch_through_the_pipeline():
+    """Megatron-LM's default global batch (micro-batch x dp) would price a pipelined row with one micro-batch, idle
+    (pp-1)/pp of the step: such a row is skipped with the reason; without PP the default stands."""
+    with pytest.raises(V.Skip, match="micro-batches per pipeline"):
+        _case(framework="Megatron-LM", global_batch="", tp="1", pp="4", n_gpus="16", model="gpt3-6.7b")
+    assert _case(framework="Megatron-LM", global_batch="", tp="1", pp="1", model="gpt3-6.7b").plan.global_batch == 64
+
+
+def test_edge_stages_one_layer_lighter_as_the_text_says():
+    """Zero Bubble PP's 22 layers on 8 stages ('both the initial and final pipeline stages possess one fewer
+    transformer layer') run as a layout, not refused for 22 % 8."""
+    case = _case(framework="Megatron-LM", source="Qi et al. 2024", n_layers="22", d_model="2304", n_heads="24",
+                 model="GPT-3-like 1.5B", tp="1", pp="8", n_gpus="8", global_batch="144", micro_batch="6",
+                 notes="both the initial and final pipeline stages possess one fewer transformer layer")
+    assert case.plan.pipeline_layout == "Et*2|(t*3|)*6t*2L" and case.spec.model.vocab == 50257

@@ -8,6 +8,8 @@ field unset, and the row is skipped with a reason that says which field is missi
 (128256, 'Llama 3 tokenizer: vocab_size 128256 in meta-llama/Llama-3.1-*/config.json')
 >>> vocab_for("some new model") is None
 True
+>>> vocab_for("GPT-175B")[0], vocab_for("GPT-7B (FP8-LM Table 1)")[0], vocab_for("gpt-j-6b")
+(50257, 50257, None)
 """
 from __future__ import annotations
 
@@ -28,7 +30,9 @@ VOCAB = [
     (r"falcon", 65024, "Falcon tokenizer: vocab_size 65024 in tiiuae/falcon-40b/config.json"),
     (r"pythia|gpt[\s-]*neox", 50304, "GPT-NeoX tokenizer padded: vocab_size 50304 in EleutherAI/pythia-*/config.json"),
     (r"\bopt[\s-]*\d", 50272, "OPT tokenizer: vocab_size 50272 in facebook/opt-*/config.json"),
-    (r"gpt[\s-]*[23]\b|gpt[\s-]*3|megatron[\s-]*gpt|\bgpt\s*\d", 50257, "GPT-2 BPE tokenizer (used by GPT-3 and Megatron-LM's GPT): 50257 tokens"),
+    # a GPT sized in parameters ("GPT-175B", "GPT 1.3B": the GPT-3 paper's and Megatron-LM's naming) is of that lineage
+    (r"gpt[\s-]*[23]\b|gpt[\s-]*3|megatron[\s-]*gpt|\bgpt\s*\d|\bgpt[\s-]+\d+(?:\.\d+)?\s*[mbt]\b", 50257,
+     "GPT-2 BPE tokenizer (used by GPT-3 and Megatron-LM's GPT): 50257 tokens"),
 ]
 
 

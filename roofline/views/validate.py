@@ -1410,7 +1410,9 @@ def _plan_fields(row: dict) -> dict:
         scope = graph_scope(row) if graphs == "layers" else ""
         if scope:
             d["graph_modules"] = scope
-    sched = schedule_from_text(text)
+    # the schedule the framework column names for this row ("Megatron-LM (1F1B schedule)") before the notes', which may
+    # name the schedules the row is compared with
+    sched = schedule_from_text(str(row.get("framework") or "").lower()) or schedule_from_text(text)
     if sched == "dualpipe" and (row.get("pp") or 1) > 1:
         # DualPipe is HAI-LLM's (DeepSeek-V3 report sec 3.2.1), which the hai-llm stack prices on the balanced split
         # (spec/layout.py dualpipe_balanced); a row on a stack without it (Megatron-Core runs the 1F1B family) is
@@ -1609,6 +1611,36 @@ def cuda_graphs(row: dict) -> str:
     return "none"
 
 
+_EDGE_STAGES = re.compile(
+    r"(?:first|initial)\s+and\s+(?:the\s+)?(?:last|final)\s+(?:pipeline\s+)?stages?[^.;|]{0,30}?\b(?:one|1)\s+(?:fewer|less)"
+    r"\s+(?:transformer\s+|decoder\s+)?layers?"
+    r"|\b(?:one|1)\s+(?:fewer\s+)?(?:transformer\s+|decoder\s+)?layers?\s+(?:less|fewer)\s+(?:on|in|for)\s+(?:both\s+)?(?:the\s+)?"
+    r"(?:first|initial)\s+and\s+(?:the\s+)?(?:last|final)\s+(?:pipeline\s+)?stages?"
+    r"|account[-_]for[-_]embedding[-_]in[-_]pipeline[-_]split\W+(?:\S+\W+){0,3}?account[-_]for[-_]loss[-_]in[-_]pipeline[-_]split",
+    re.I)
+
+
+def edge_stages_lighter(text: str, pp: int, vp: int, layers: int, mtp: int = 0) -> str | None:
+    """The layout of a text that puts one transformer layer fewer on the first and the last pipeline stage, the
+    embedding and the loss standing in for one each (Megatron-Core --account-for-embedding-in-pipeline-split
+    --account-for-loss-in-pipeline-split; Qi et al. 2024, Zero Bubble PP, sec 5.1: "both the initial and final pipeline
+    stages possess one fewer transformer layer"; Llama 3's 126 layers on 16 stages, arXiv:2407.21783 sec 3.3.2), when
+    layers + 2 splits evenly over pp stages without interleaving; else None.
+
+    >>> edge_stages_lighter("both the initial and final pipeline stages possess one fewer transformer layer", 8, 1, 22)
+    'Et*2|(t*3|)*6t*2L'
+    >>> edge_stages_lighter("1 layer less on the first and last stage", 2, 1, 6), edge_stages_lighter("", 8, 1, 22)
+    ('Et*3|t*3L', None)
+    """
+    if pp < 2 or vp != 1 or mtp or (layers + 2) % pp or not _EDGE_STAGES.search(text or ""):
+        return None
+    c = (layers + 2) // pp
+    if c < 2:
+        return None
+    middle = f"(t*{c}|)*{pp - 2}" if pp > 2 else ""
+    return f"Et*{c - 1}|{middle}t*{c - 1}L"
+
+
 def _pipeline_layout(row: dict) -> dict:
     """The row's Megatron-Core pipeline layout: stated in its settings (``pp_layout X`` or
     ``pipeline_model_parallel_layout=X``), else its model preset's recipe layout for (pp, vp) (models.pipeline_layout,
@@ -1633,6 +1665,9 @@ def _pipeline_layout(row: dict) -> dict:
             return {"pipeline_layout": m.group(1), "interleave": v}
         except InputError:      # a stated layout that does not fit the row: the recipe's for (pp, vp), below
             m = None
+    edges = edge_stages_lighter(f"{row.get('settings') or ''} {row.get('notes') or ''}", pp, vp, layers, mtp)
+    if edges:
+        return {"pipeline_layout": edges, "interleave": vp}
     preset = families.preset_for(row.get("model"))
     found = models.pipeline_layout(preset, pp, vp, mtp) if preset else None
     if found is None:
@@ -1701,6 +1736,12 @@ def batch_from_local(row: dict, d: dict) -> tuple[int | None, str]:
     Raises Skip when dp cannot be known."""
     local = row.get("local_batch") or row.get("micro_batch")
     ga = row.get("grad_accum") or 1
+    if (d.get("pp") or 1) > 1 and not row.get("local_batch") and not row.get("grad_accum"):
+        # the default (micro-batch x dp) runs one micro-batch through the pipeline, its bubble (pp-1)/pp of the step:
+        # the step a row measured depends on a micro-batch count it does not give
+        raise Skip(f"global_batch not stated, and with pp {d['pp']} the step depends on the micro-batches per "
+                   "pipeline (the default global batch, micro-batch x dp, would run one through the pipeline, idle "
+                   "for (pp - 1) / pp of the step)")
     dp, assumed = _dp_of(d)
     if dp is None:
         raise Skip("global_batch not stated, and the layout leaves dp unknown (global batch = local batch x "
