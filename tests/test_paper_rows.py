@@ -74,3 +74,13 @@ def test_edge_stages_one_layer_lighter_as_the_text_says():
                  model="GPT-3-like 1.5B", tp="1", pp="8", n_gpus="8", global_batch="144", micro_batch="6",
                  notes="both the initial and final pipeline stages possess one fewer transformer layer")
     assert case.plan.pipeline_layout == "Et*2|(t*3|)*6t*2L" and case.spec.model.vocab == 50257
+
+
+def test_a_model_cell_with_qualifiers_names_its_preset_and_an_moe_row_keeps_its_experts():
+    """'DeepSeek-V3 (671B total / 37B active)' is DeepSeek-V3: with EP stated and no expert columns the row is priced on
+    the preset's experts, not refused as a dense model."""
+    case = _case(framework="NeMo 25.04", source="dgxc-benchmarking (2025)", model="DeepSeek-V3 (671B total / 37B active)",
+                 gpu_id="h100-sxm", n_layers="61", d_model="7168", n_heads="128", ffn_hidden="18432", mlp="swiglu",
+                 vocab="129280", seq_len="4096", global_batch="4096", micro_batch="1", tp="2", pp="8", n_gpus="512",
+                 ep="64", optimizer_sharding="distributed")
+    assert case.spec.model.n_experts == 256 and case.plan.ep == 64

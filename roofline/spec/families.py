@@ -101,19 +101,31 @@ def _spelled(name: str) -> str:
 
 def preset_for(name: str | None, family: bool = False) -> str | None:
     """The bundled preset id a model name denotes ('Llama 3.1 405B' -> 'llama3.1-405b'), or None. ``family``: a
-    name without its size ('Nemotron 3 Nano') also denotes the one preset whose id it begins, when exactly one does."""
+    name without its size ('Nemotron 3 Nano') also denotes the one preset whose id it begins, when exactly one does.
+
+    >>> [preset_for(n) for n in ("DeepSeek-V3 (671B total / 37B active)", "Mixtral 8x7B (dropless)", "Llama 3 (70B)",
+    ...                          "Llama 4 Maverick 400B (17B active, 128 experts)", "GPT-style 175B (MegaScale)")]
+    ['deepseek-v3', 'mixtral-8x7b', 'llama3-70b', 'llama4-maverick', None]
+    """
     if not name:
         return None
     from ..base.paths import model_preset_ids
     spelled = _spelled(name)
     k = _key(spelled)
     ids = model_preset_ids()
-    exact = [pid for pid in ids if _key(pid) == k]
-    if not exact:
-        # a trailing total-parameter count the preset id leaves out ('DeepSeek V3 671B' -> deepseek-v3), only when
-        # the name without it is exactly one preset
-        short = _key(re.sub(r"[\s-]+\(?\d+(\.\d+)?b\)?$", "", spelled))
-        exact = [pid for pid in ids if short != k and _key(pid) == short]
+    exact = []
+    # the name as written, then with its parenthesised qualifiers read as words ('Llama 3 (70B)'), then without them
+    # ('DeepSeek-V3 (671B total / 37B active)', 'Mixtral 8x7B (dropless)'): the first spelling that is a preset
+    for cand in dict.fromkeys((spelled, _spelled(re.sub(r"[()]", " ", name)), _spelled(re.sub(r"\([^()]*\)", " ", name)))):
+        ck = _key(cand)
+        exact = [pid for pid in ids if _key(pid) == ck]
+        if not exact:
+            # a trailing total-parameter count the preset id leaves out ('DeepSeek V3 671B' -> deepseek-v3), only
+            # when the name without it is exactly one preset
+            short = _key(re.sub(r"[\s-]+\(?\d+(\.\d+)?b\)?$", "", cand))
+            exact = [pid for pid in ids if short != ck and _key(pid) == short]
+        if exact:
+            break
     if exact or not family:
         return exact[0] if exact else None
     starts = [pid for pid in ids if _key(pid).startswith(k)]

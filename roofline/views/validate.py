@@ -759,7 +759,8 @@ _CLAUSE_NOT = re.compile(rf"\b(?:{_NOT})\b")
 # nor negated
 _SILENT = re.compile(r"\b(?:not (?:stated|given|specified|reported|mentioned|known|listed|shown|provided|published|"
                      r"documented|disclosed)|not in (?:the |its |their )?(?:table|source|paper|report|readme|docs?|"
-                     r"text|post|blog|config)s?|unstated|unspecified|unknown|unreported|undocumented|undisclosed)\b")
+                     r"text|post|blog|config)s?|unstated|unspecified|unknown|unreported|undocumented|undisclosed|"
+                     r"left blank)\b")
 
 
 def stated_in_text(text: str, pattern, negation=_CLAUSE_NOT):
@@ -773,6 +774,8 @@ def stated_in_text(text: str, pattern, negation=_CLAUSE_NOT):
     [False, False]
     >>> [bool(m) for m in stated_in_text("activation checkpointing not in use", "activation")]
     [False, True]
+    >>> [bool(m) for m in stated_in_text("activation recomputation: left blank", "activation")]
+    [False, False]
     """
     negated = None
     for clause in re.split(r"[;|()\n]|\.\s", (text or "").lower()):
