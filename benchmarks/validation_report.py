@@ -275,6 +275,53 @@ def tables_section(csv) -> list[str]:
             *automodel_note(r), ""]
 
 
+PAPER_SETS = (("big-model papers 2022-2023 (BLOOM, GLM-130B, BloombergGPT, StarCoder, Falcon)",
+               ("bloom176b_", "glm130b_", "gptneox20b_", "opt175b_", "bloomberggpt", "starcoder", "falcon180b_")),
+              ("model reports 2023-2024 (Llama 3 405B, Nemotron-4, TinyLlama, MPT, LLaMA, Baichuan 2)",
+               ("llama3_405b_", "nemotron4_", "tinyllama_", "mpt", "llama1_", "baichuan2_")),
+              ("MegaScale (its Megatron-LM baseline and its own system)", ("megascale",)),
+              ("FlashAttention-2, FP8-LM and Zero Bubble PP papers", ("fa2paper_", "fp8lm_", "zb_paper_")),
+              ("Ultra-Scale Playbook (nanotron) and SmolLM3", ("usp_", "smollm3_")),
+              ("framework docs 2024-2025 (DGX Cloud v25.05, Megatron-LM, NeMo long-sequence, MaxText)",
+               ("dgxc2505_", "mcore_", "nemo_longseq_", "maxtext_", "jaxtoolbox_")))
+# (label, case_id prefixes) of public_papers.csv
+
+
+def papers_summary(r: dict, rows: list[dict]) -> str:
+    """The summary line of public_papers.csv from ``validate --json`` (docs/validation.md; tests/test_public_papers.py
+    checks it is current): priced / stated rows and the MAPE of each source group."""
+    parts = []
+    for label, prefixes in PAPER_SETS:
+        stated = [x for x in rows if x["case_id"].startswith(prefixes)]
+        errs = [c["error"] for c in r["cases"] if c["case_id"].startswith(prefixes)]
+        if stated:
+            parts.append(f"{label}: {pct(mape(errs)) + ' over ' if errs else ''}{len(errs)} of {len(stated)} rows priced")
+    return (f"- public_papers.csv: **MAPE {pct(r['mape'])}** over {len(r['cases'])} rows priced, {len(r['skipped'])} "
+            f"skipped with their reason ({'; '.join(parts)}).")
+
+
+def papers_section(csv) -> list[str]:
+    r, rows = cli_json(csv), V.read(csv)
+    reasons = {}
+    for s in r["skipped"]:
+        why = s["reason"] if isinstance(s, dict) else str(s)
+        key = ("global batch not stated" if "global_batch not stated" in why else
+               "a TFLOP/s figure whose FLOP count the stack's logs do not fix" if "tflops_basis" in why else
+               "a plan the stack cannot run" if "cannot run" in why or "recomputes whole models only" in why else
+               "other")
+        reasons[key] = reasons.get(key, 0) + 1
+    return ["## Papers and reports priced as written", "",
+            "`python -m roofline validate --dataset papers` (the bundled `public_papers.csv`, SOURCES.md there): "
+            "training-throughput statements of papers, technical reports and framework documents that none of the "
+            "sets above holds, each row written from what its source states and cited per row (2026-12-03). They were "
+            "gathered to find where the reading of a stranger's row goes wrong, and each reading fix they led to holds "
+            "for any row (validate.py: a framework named beside its engines, replicated ZeRO-3 shard groups, a "
+            "node-to-GPU network phrase, stated fused kernels, edge pipeline stages one layer lighter, a model cell "
+            "with qualifiers, a pipelined row without its batch); no constant was set from them.", "",
+            papers_summary(r, rows), "",
+            "Skipped rows by reason: " + "; ".join(f"{k} {n}" for k, n in sorted(reasons.items())) + ".", ""]
+
+
 def nemo_section(csv) -> list[str]:
     """NVIDIA's Megatron-Bridge performance tables (nemo_perf.csv): the error overall, by GPU, model and precision, and
     across architecture x CUDA graphs (the plan's, validate.cuda_graphs), where the MoE rows' error sits."""
@@ -864,6 +911,7 @@ def main() -> int:
     L += memory_section(shared / "memory_measured.csv")
     L += stage_section(shared / "memory_per_rank_simumax_b200.csv")
     L += tables_section(V.dataset_path("tables"))
+    L += papers_section(V.dataset_path("papers"))
     L += nemo_section(shared / "nemo_perf.csv")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(L))

@@ -134,7 +134,7 @@ GRAPHS = {"none": "eager", "layers": "per-layer CUDA graphs", "full": "full-iter
 
 
 DATASETS = {"published": "published.csv", "vtrain": "vtrain_measured.csv", "nemo": "nemo_perf.csv",
-            "memory": "memory_measured.csv", "tables": "public_tables.csv"}
+            "memory": "memory_measured.csv", "tables": "public_tables.csv", "papers": "public_papers.csv"}
 # bundled files of another shape: measured memory per rank (views/memory_ranks.py), not step-time rows
 OTHER_DATASETS = {"memory-ranks": "memory_per_rank_simumax_b200.csv"}
 
@@ -1154,10 +1154,14 @@ def schedule_from_text(text: str) -> str | None:
     ...                                  "dualpipev", "pp 16 (dualpipe)", "torch.compile", "1f1b-i schedule",
     ...                                  "zb-1p schedule", "zbvzerobubble", "zb-h2", "16-way zero-bubble pipeline")]
     ['interleaved', '1f1b', 'interleaved', 'gpipe', 'dualpipev', 'dualpipe', None, 'interleaved', 'zb1p', 'zbv', 'zb2p', 'zb1p']
+    >>> schedule_from_text("1f1b baseline of the zero bubble paper"), schedule_from_text("zero bubble pipeline parallelism")
+    ('1f1b', None)
     """
     for pattern, name in ((r"\bzb[- ]?v\b|\bzbv|zero[- ]?bubble[- ]?v\b|zero[- ]bubble v[- ]schedule", "zbv"),
                           (r"\bzb[- ]?(?:h2|2p)\b", "zb2p"),
-                          (r"zero[- ]?bubble|\bzb[- ]?(?:h1|1p)\b|\bzbpp\b", "zb1p"),
+                          # (a citation of the paper, "the Zero Bubble paper's 1F1B baseline", names no schedule)
+                          (r"zero[- ]?bubble(?![- ]pipeline parallelism\b)(?!\W{0,3}(?:pp\W{0,3})?paper)|\bzb[- ]?(?:h1|1p)\b"
+                           r"|\bzbpp\b", "zb1p"),
                           (r"interleaved[ -]?1f1b|1f1b[- ]?(?:i\b|interleaved)|interleaved (?:pipeline )?schedule|"
                            r"virtual pipeline", "interleaved"),
                           (r"dual[- ]?pipe[- ]?v", "dualpipev"), (r"dual[- ]?pipe\b", "dualpipe"),
