@@ -84,3 +84,17 @@ def test_a_model_cell_with_qualifiers_names_its_preset_and_an_moe_row_keeps_its_
                  vocab="129280", seq_len="4096", global_batch="4096", micro_batch="1", tp="2", pp="8", n_gpus="512",
                  ep="64", optimizer_sharding="distributed")
     assert case.spec.model.n_experts == 256 and case.plan.ep == 64
+
+
+def test_megatron_lm_tflops_are_read_with_the_count_of_their_date():
+    """Megatron-LM logs TFLOP/s with its num_floating_point_operations: whole s x s attention until core_v0.11.0,
+    causal attention half from core_v0.12.0 (commit 8873b55d6a). A row stating TFLOP/s is timed with the count of its
+    date, a NeMo row is not (NeMo logs its own count), and a run dated between the releases is skipped."""
+    kw = dict(framework="Megatron-Core", model="llama3-8b", gpu_id="h100-sxm", n_gpus="8", tp="1", pp="1",
+              global_batch="64", micro_batch="2", seq_len="8192", measured_iter_time_s="", measured_tflops_per_gpu="400")
+    old, new = _case(source="Megatron-LM README, MCore v0.8", **kw), _case(source="a 2026 blog post", **kw)
+    assert old.measured > new.measured          # the whole-attention count is the larger: the same rate, a longer step
+    assert "core_v0.11.0" in old.note and "core_v0.12.0" in new.note
+    for source, framework in (("a 2026 blog", "NeMo 25.04"), ("a 2025 blog", "Megatron-Core")):
+        with pytest.raises(V.Skip):
+            _case(**{**kw, "source": source, "framework": framework})

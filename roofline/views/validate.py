@@ -2642,7 +2642,8 @@ def build_case(row: dict, hardware=None) -> Case:
         origin = "flop_basis"
         if logged:
             try:
-                basis, origin = logged_basis(spec)
+                basis, origin = logged_basis(spec, " ".join(str(row.get(k) or "") for k in ("framework", "source",
+                                                                                            "notes", "settings")))
             except Skip:
                 if mfu_only:
                     row = {**row, "measured_tflops_per_gpu": None}      # the MFU gives the time (below)
@@ -2653,7 +2654,14 @@ def build_case(row: dict, hardware=None) -> Case:
         if mfu_only and not basis and from_rate:
             row = {**row, "flops_per_iter": mfu_flops(spec)}
             note = "; ".join(x for x in (note, f"flops_per_iter {row['flops_per_iter']:.4g}: {MFU_FLOPS}") if x)
-        if basis and from_rate:
+        if basis in ("MEGFULL", "MEGCAUSAL") and from_rate:
+            # the model's own counts: Megatron-LM's (whole attention, padded vocabulary) or the causal-halved one
+            from ..model.predict import evaluator, inputs
+            key = "flops_megatron" if basis == "MEGFULL" else "flops"
+            row = {**row, "flops_per_iter": float(evaluator((key,))(inputs(spec.model, spec.plan, spec.hardware))[key])}
+            note = "; ".join(x for x in (note, f"flops_per_iter {row['flops_per_iter']:.4g} from {origin}: "
+                                               f"{BASES[basis]}") if x)
+        elif basis and from_rate:
             m = spec.model
             row = {**row, "flops_per_iter": basis_flops(basis, spec.plan.global_batch, m.seq_len, m.n_layers, m.d_model,
                                                         m.vocab)}
@@ -2673,7 +2681,11 @@ BASES = {"HFU96": "Narayanan et al. 2021 eq. 3, with the recomputed forward: 96 
                   "72 B s l h^2 (1 + s/(6h) + V/(12 l h))",
          # (no flop_basis spelling reads as it: a stack's logged count only, logged_basis)
          "LOG72": "Narayanan et al. 2021 eq. 3 with 3 passes (no recomputation), as Megatron-DeepSpeed logs it: "
-                  "72 B s l h^2 (1 + s/(6h) + V/(16 l h))"}
+                  "72 B s l h^2 (1 + s/(6h) + V/(16 l h))",
+         "MEGFULL": "Megatron-LM's num_floating_point_operations until core_v0.11.0: the row's model FLOPs with whole "
+                    "s x s attention and the padded vocabulary (the flops_megatron output)",
+         "MEGCAUSAL": "Megatron-LM's num_floating_point_operations from core_v0.12.0: causal attention counted half "
+                      "(the flops output)"}
 
 
 NO_MEASUREMENT = ("no measured or derived iteration time, no rate to derive one from (flops_per_iter, or a flop_basis "
@@ -2695,7 +2707,35 @@ def mfu_flops(spec) -> float:
     return float(evaluator(("flops_megatron",))(inputs(spec.model, spec.plan, spec.hardware))["flops_megatron"])
 
 
-def logged_basis(spec) -> tuple[str, str]:
+MEGATRON_HALVED = (2025, 5)      # core_v0.12.0, the first release counting causal attention half (stack source)
+MEGATRON_FULL_UNTIL = (2025, 3)  # core_v0.11.0, the last release counting it whole
+
+
+def _megatron_basis(spec, text: str) -> tuple[str, str]:
+    """(BASES key, origin) of a TFLOP/s figure Megatron-LM logged (stack rule tflops_basis 'megatron'): its
+    num_floating_point_operations count, full s x s attention until core_v0.11.0, causal attention halved from
+    core_v0.12.0, by the run's date (a Megatron-Core release it names, else the earliest date of its text). A NeMo or
+    Megatron-Bridge run, which logs its own count, or one dated between the two releases: Skip."""
+    from ..spec import stacks
+    t = (text or "").lower()
+    if re.search(r"\bnemo\b|bridge", t):
+        raise Skip(f"{NO_MEASUREMENT}; NeMo and Megatron-Bridge log TFLOP/s with their own flops formulas, not "
+                   "Megatron-LM's count, so the figure needs the row's flop_basis or flops_per_iter")
+    tagged = stacks.megatron_release(t)
+    y, m = tagged if tagged else stacks.earliest_date(t)
+    # a year alone dates a run only outside the year of the change
+    when = (y, m) if y and m else (y, 1) if y and y < MEGATRON_HALVED[0] else (y, 12) if y and y > MEGATRON_HALVED[0] \
+        else None
+    if when and when <= MEGATRON_FULL_UNTIL:
+        return "MEGFULL", f"Megatron-LM's logged count of {y} ({spec.stack.id} rule tflops_basis)"
+    if when and when >= MEGATRON_HALVED:
+        return "MEGCAUSAL", f"Megatron-LM's logged count of {y} ({spec.stack.id} rule tflops_basis)"
+    raise Skip(f"{NO_MEASUREMENT}; Megatron-LM's logged TFLOP/s count whole attention until core_v0.11.0 (2025-03) "
+               "and half of causal attention from core_v0.12.0 (2025-05): a run not dated outside that span needs "
+               "the row's flop_basis or flops_per_iter")
+
+
+def logged_basis(spec, text: str = "") -> tuple[str, str]:
     """(BASES key, origin) of a row that states TFLOP/s per GPU and no FLOP count: the count its stack's TFLOP/s
     figures are quoted with, its training log's or, where it logs none, its reference paper's (stack rule
     ``tflops_basis``: Megatron-DeepSpeed's log, Narayanan et al. 2021 for Megatron-LM 2.x). ``eq3``: Narayanan et al. 2021 eq. 3 with 4 passes under
@@ -2705,6 +2745,8 @@ def logged_basis(spec) -> tuple[str, str]:
     and stacks: Skip, as without a basis."""
     rule = spec.stack.rule("tflops_basis")
     m, p = spec.model, spec.plan
+    if rule == "megatron":
+        return _megatron_basis(spec, text)
     if rule != "eq3":
         raise Skip(f"{NO_MEASUREMENT}; the FLOP count {spec.stack.id}'s TFLOP/s figures are quoted with is not known "
                    "here (stack rule tflops_basis), so the figure needs the row's flop_basis or flops_per_iter")
