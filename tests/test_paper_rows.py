@@ -98,3 +98,15 @@ def test_megatron_lm_tflops_are_read_with_the_count_of_their_date():
     for source, framework in (("a 2026 blog", "NeMo 25.04"), ("a 2025 blog", "Megatron-Core")):
         with pytest.raises(V.Skip):
             _case(**{**kw, "source": source, "framework": framework})
+
+
+@pytest.mark.parametrize("pid, billions", [("nemotron-h-8b", 8), ("nemotron-h-47b", 47), ("nemotron-h-56b", 56)])
+def test_nemotron_h_presets_are_the_hybrid_models_their_names_size(pid, billions):
+    """NeMo's NemotronHConfig{8B,47B,56B}: Mamba-2, squared-ReLU MLP and attention layers by the hybrid pattern; the
+    parameter count is the name's (Nemotron-H, arXiv:2504.03624), and a dgxc row naming the 56B is priced as hybrid."""
+    from roofline.model.predict import predict
+    from roofline.spec.config import Plan
+    m = models.load(pid)
+    assert set(m.hybrid_pattern) == {"M", "-", "*"} and len(m.hybrid_pattern) == m.n_layers
+    params = predict(m, Plan(tp=1, pp=1, dp=8, global_batch=8), hardware.load("h100-sxm")).params
+    assert abs(float(params) / 1e9 - billions) / billions < 0.05
