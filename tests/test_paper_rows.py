@@ -110,3 +110,9 @@ def test_nemotron_h_presets_are_the_hybrid_models_their_names_size(pid, billions
     assert set(m.hybrid_pattern) == {"M", "-", "*"} and len(m.hybrid_pattern) == m.n_layers
     params = predict(m, Plan(tp=1, pp=1, dp=8, global_batch=8), hardware.load("h100-sxm")).params
     assert abs(float(params) / 1e9 - billions) / billions < 0.05
+
+
+def test_a_mamba_model_without_pattern_or_preset_is_skipped_not_priced_dense():
+    with pytest.raises(V.Skip, match="Mamba / hybrid model without its layer pattern"):
+        _case(model="Zamba-like 7B (hybrid Mamba-2/attention)", n_layers="81", d_model="3712", n_heads="32",
+              vocab="32000", mlp="swiglu")

@@ -967,6 +967,11 @@ def _model_fields(row: dict) -> tuple[dict, str]:
         base = models.load(preset)
     else:
         base = None
+    if not hybrid and re.search(r"\bmamba", f"{row.get('model') or ''} {row.get('attention_detail') or ''}", re.I) \
+            and not (base is not None and base.hybrid_pattern):
+        # a Mamba (hybrid) model priced as the transformer its layer count would make is off by its Mamba layers
+        raise Skip("a Mamba / hybrid model without its layer pattern (attention 'hybrid-mamba' with "
+                   "hybrid_override_pattern) and no preset of it")
     if att.startswith("mla"):               # multi-head latent attention: its ranks and head widths
         mla = {f: row.get(c) for c, f in MLA_COLUMNS.items() if row.get(c)}
         missing = [c for c, f in MLA_COLUMNS.items() if f not in mla and f != "q_lora_rank"]
