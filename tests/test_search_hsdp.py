@@ -83,7 +83,7 @@ def test_a_pinned_count_keeps_the_plans_it_divides(cli_main):
 
 def test_a_stack_without_hsdp_refuses_it_in_one_line(cli_main):
     r = cli_main("search", "--model", "llama3-8b", "--gpus", "64", "--global-batch", "64", "--gpu", "h100-sxm",
-                 "--framework", "deepspeed-zero", "--dp-replicas", "8")
+                 "--framework", "deepspeed-zero-2021", "--dp-replicas", "8")
     assert r.returncode == 2 and r.stdout == ""
-    assert "deepspeed-zero" in r.stderr and "replicated shard groups" in r.stderr
+    assert "deepspeed-zero-2021" in r.stderr and "replicated shard groups" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1

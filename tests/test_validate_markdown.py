@@ -110,9 +110,13 @@ def test_stated_gradient_accumulation_multiplies_the_local_batch(tmp_path):
 
 
 def test_a_micro_batch_with_a_stated_layout_gives_megatrons_default_batch(row_case):
-    case = row_case({"model": "gpt3-1.3b", "gpu_id": "a100-sxm4-80gb", "n_gpus": 16, "tp": 2, "pp": 2,
+    case = row_case({"model": "gpt3-1.3b", "gpu_id": "a100-sxm4-80gb", "n_gpus": 16, "tp": 2, "pp": 1,
                      "micro_batch": 4, "measured_iter_time_s": 1.0, "framework": "megatron-lm"})
-    assert case.plan.dp == 4 and case.plan.global_batch == 4 * 4        # micro x dp: one micro-batch per step
+    assert case.plan.dp == 8 and case.plan.global_batch == 4 * 8        # micro x dp: one micro-batch per step
+    # with a pipeline that default would run one micro-batch through it: the row is skipped with the reason
+    with pytest.raises(V.Skip, match="micro-batches per pipeline"):
+        row_case({"model": "gpt3-1.3b", "gpu_id": "a100-sxm4-80gb", "n_gpus": 16, "tp": 2, "pp": 2,
+                  "micro_batch": 4, "measured_iter_time_s": 1.0, "framework": "megatron-lm"})
 
 
 def test_no_dp_no_batch(row_case):

@@ -1160,12 +1160,12 @@ def schedule_from_text(text: str) -> str | None:
     ...                                  "zb-1p schedule", "zbvzerobubble", "zb-h2", "16-way zero-bubble pipeline")]
     ['interleaved', '1f1b', 'interleaved', 'gpipe', 'dualpipev', 'dualpipe', None, 'interleaved', 'zb1p', 'zbv', 'zb2p', 'zb1p']
     >>> schedule_from_text("1f1b baseline of the zero bubble paper"), schedule_from_text("zero bubble pipeline parallelism")
-    ('1f1b', None)
+    ('1f1b', 'zb1p')
     """
     for pattern, name in ((r"\bzb[- ]?v\b|\bzbv|zero[- ]?bubble[- ]?v\b|zero[- ]bubble v[- ]schedule", "zbv"),
                           (r"\bzb[- ]?(?:h2|2p)\b", "zb2p"),
                           # (a citation of the paper, "the Zero Bubble paper's 1F1B baseline", names no schedule)
-                          (r"zero[- ]?bubble(?![- ]pipeline parallelism\b)(?!\W{0,3}(?:pp\W{0,3})?paper)|\bzb[- ]?(?:h1|1p)\b"
+                          (r"zero[- ]?bubble(?!\W{0,3}(?:(?:pp|pipeline parallelism)\W{0,3})?paper)|\bzb[- ]?(?:h1|1p)\b"
                            r"|\bzbpp\b", "zb1p"),
                           (r"interleaved[ -]?1f1b|1f1b[- ]?(?:i\b|interleaved)|interleaved (?:pipeline )?schedule|"
                            r"virtual pipeline", "interleaved"),
@@ -1422,9 +1422,7 @@ def _plan_fields(row: dict) -> dict:
         scope = graph_scope(row) if graphs == "layers" else ""
         if scope:
             d["graph_modules"] = scope
-    # the schedule the framework column names for this row ("Megatron-LM (1F1B schedule)") before the notes', which may
-    # name the schedules the row is compared with
-    sched = schedule_from_text(str(row.get("framework") or "").lower()) or schedule_from_text(text)
+    sched = schedule_from_text(text)
     if sched == "dualpipe" and (row.get("pp") or 1) > 1:
         # DualPipe is HAI-LLM's (DeepSeek-V3 report sec 3.2.1), which the hai-llm stack prices on the balanced split
         # (spec/layout.py dualpipe_balanced); a row on a stack without it (Megatron-Core runs the 1F1B family) is
