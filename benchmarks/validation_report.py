@@ -282,8 +282,13 @@ PAPER_SETS = (("big-model papers 2022-2023 (BLOOM, GLM-130B, BloombergGPT, StarC
               ("MegaScale (its Megatron-LM baseline and its own system)", ("megascale",)),
               ("FlashAttention-2, FP8-LM and Zero Bubble PP papers", ("fa2paper_", "fp8lm_", "zb_paper_")),
               ("Ultra-Scale Playbook (nanotron) and SmolLM3", ("usp_", "smollm3_")),
-              ("framework docs 2024-2025 (DGX Cloud v25.05, Megatron-LM, NeMo long-sequence, MaxText)",
-               ("dgxc2505_", "mcore_", "nemo_longseq_", "maxtext_", "jaxtoolbox_")))
+              ("NVIDIA recipe and framework docs 2020-2025 (DGX Cloud v25.02-v25.05, NeMo launcher 24.05, Megatron-LM, "
+               "NeMo long-sequence, MaxText)",
+               ("dgxc2502_", "dgxc2504_", "dgxc2505_", "nemolauncher2405_", "megatronlm2020_", "mcore_", "nemo_longseq_",
+                "maxtext_", "jaxtoolbox_")),
+              ("PyTorch-native reports (torchtitan paper, IBM fms-fsdp blog and README, float8 FSDP2 blog, FSDP intro, "
+               "AWS torchtitan)",
+               ("tt_paper_", "ibm_fsdp_blog_", "fmsfsdp_", "ibmmeta_float8_", "pytorch_fsdp_intro_", "aws_torchtitan_")))
 # (label, case_id prefixes) of public_papers.csv
 
 
