@@ -45,6 +45,12 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   not in a clause that negates it or only quotes a peak rate: ``precision_from_text``), else the stack's default.
 - a row stating torch.compile: fused elementwise kernels (eager_elementwise off) whatever the stack's default; likewise
   a row naming fused norm and activation kernels, or Liger Kernel (``fused_elementwise_stated``), and fused rotary.
+- global_batch blank on a pipelined row (pp > 1) with only a micro-batch: skipped, with the reason (the default global
+  batch, micro-batch x dp, would run one micro-batch through the pipeline).
+- a pipeline whose first and last stage hold one layer fewer, as the text states (or Megatron-Core's
+  --account-for-embedding/loss-in-pipeline-split): that layout (``edge_stages_lighter``).
+- TFLOP/s per GPU from Megatron-LM's log: its num_floating_point_operations of the run's date (whole attention through
+  core_v0.11.0, causal attention half from core_v0.12.0; ``_megatron_basis``).
 - micro_batch blank -> one the text states or the gradient accumulation steps give (a grad_accum column or the text:
   ``micro_batch_from_text``), else the stack's: 1 for the Megatron stacks (the micro-batch of Megatron-LM's GPT-3 175B example
   script); global batch / dp (no gradient accumulation) for the DeepSpeed ZeRO, PyTorch FSDP and torchtitan stacks
@@ -2659,9 +2665,7 @@ def build_case(row: dict, hardware=None) -> Case:
             note = "; ".join(x for x in (note, f"flops_per_iter {row['flops_per_iter']:.4g}: {MFU_FLOPS}") if x)
         if basis in ("MEGFULL", "MEGCAUSAL") and from_rate:
             # the model's own counts: Megatron-LM's (whole attention, padded vocabulary) or the causal-halved one
-            from ..model.predict import evaluator, inputs
-            key = "flops_megatron" if basis == "MEGFULL" else "flops"
-            row = {**row, "flops_per_iter": float(evaluator((key,))(inputs(spec.model, spec.plan, spec.hardware))[key])}
+            row = {**row, "flops_per_iter": mfu_flops(spec, "flops_megatron" if basis == "MEGFULL" else "flops")}
             note = "; ".join(x for x in (note, f"flops_per_iter {row['flops_per_iter']:.4g} from {origin}: "
                                                f"{BASES[basis]}") if x)
         elif basis and from_rate:
@@ -2703,11 +2707,13 @@ MFU_FLOPS = ("the model FLOPs of an MFU stated with no FLOP count, as PaLM defin
              "s / (12 h + 2 s) of a dense model's (Llama 3.1 405B at 8K: 3.8 %)")
 
 
-def mfu_flops(spec) -> float:
-    """Model FLOPs per step of a row that states MFU and no FLOP count (MFU_FLOPS)."""
+def mfu_flops(spec, key: str = "flops_megatron") -> float:
+    """Model FLOPs per step of a row: by default as Megatron-LM counts them (whole s x s attention, padded
+    vocabulary), the count of a row that states MFU and no FLOP count (MFU_FLOPS); ``key`` 'flops' for the count with
+    causal attention halved."""
     from ..model.predict import evaluator, inputs
 
-    return float(evaluator(("flops_megatron",))(inputs(spec.model, spec.plan, spec.hardware))["flops_megatron"])
+    return float(evaluator((key,))(inputs(spec.model, spec.plan, spec.hardware))[key])
 
 
 MEGATRON_HALVED = (2025, 5)      # core_v0.12.0, the first release counting causal attention half (stack source)
