@@ -116,3 +116,9 @@ def test_a_mamba_model_without_pattern_or_preset_is_skipped_not_priced_dense():
     with pytest.raises(V.Skip, match="Mamba / hybrid model without its layer pattern"):
         _case(model="Zamba-like 7B (hybrid Mamba-2/attention)", n_layers="81", d_model="3712", n_heads="32",
               vocab="32000", mlp="swiglu")
+
+
+def test_a_row_that_says_it_ran_without_torch_compile_stays_eager_whatever_else_its_notes_say():
+    notes = "No torch.compile, no Float8. In the compiled rows torch.compile is regional (per TransformerBlock)."
+    assert _case(notes=notes).plan.eager_elementwise
+    assert not _case(notes="torch.compile (regional)").plan.eager_elementwise

@@ -1393,7 +1393,11 @@ def _plan_fields(row: dict) -> dict:
     if opt:
         # Adam's family keeps two moments (AdamW, FusedAdam; LAMB the same state and elementwise update)
         d["optimizer"] = "muon" if "muon" in opt else "adam" if re.search(r"adam|lamb", opt) else opt
-    if re.search(r"(?<!no )(?<!without )(?:torch\.compile|(?<!torch\.)\bcompiled?\b(?! loss))", text):
+    # a row that says it ran without torch.compile ("no torch.compile", "compile: false") did, whatever else its notes
+    # say of torch.compile elsewhere
+    no_compile = re.search(r"\b(?:no|without)\s+(?:torch\.)?compile\b|(?:torch\.)?compile\s*(?:[=:]\s*)?(?:off|false|disabled)\b",
+                           text)
+    if not no_compile and re.search(r"(?<!no )(?<!without )(?:torch\.compile|(?<!torch\.)\bcompiled?\b(?! loss))", text):
         d["eager_elementwise"] = False      # torch.compile fuses the elementwise ops the eager stacks run one by one
         d["eager_rope"] = False
     fused_norm_act, fused_rope = fused_elementwise_stated(text)
