@@ -277,10 +277,14 @@ def tables_section(csv) -> list[str]:
 
 PAPER_SETS = (("big-model papers 2022-2023 (BLOOM, GLM-130B, BloombergGPT, StarCoder, Falcon)",
                ("bloom176b_", "glm130b_", "gptneox20b_", "opt175b_", "bloomberggpt", "starcoder", "falcon180b_")),
-              ("model reports 2023-2024 (Llama 3 405B, Nemotron-4, TinyLlama, MPT, LLaMA, Baichuan 2)",
-               ("llama3_405b_", "nemotron4_", "tinyllama_", "mpt", "llama1_", "baichuan2_")),
-              ("MegaScale (its Megatron-LM baseline and its own system)", ("megascale",)),
-              ("FlashAttention-2, FP8-LM and Zero Bubble PP papers", ("fa2paper_", "fp8lm_", "zb_paper_")),
+              ("model reports 2023-2025 (Llama 3 405B, Nemotron-4, Skywork, FLM-101B, Falcon, StableLM, TinyLlama, MPT, "
+               "LLaMA, Baichuan 2, JetMoE, Phi)",
+               ("llama3_405b_", "nemotron4_", "tinyllama_", "mpt", "llama1_", "baichuan2_", "skywork", "flm101b_",
+                "falcon40b_", "falcon7b_", "stablelm_", "jetmoe_", "phi")),
+              ("MegaScale and MegaScale-MoE (their Megatron-LM baselines and their own systems)", ("megascale",)),
+              ("FlashAttention-1/2, FP8-LM, Zero Bubble PP and DeepSpeed-MoE papers",
+               ("fa2paper_", "fp8lm_", "zb_paper_", "flashattn1_", "deepspeed_moe", "dsmoe")),
+              ("Megatron-MoE model zoo (Qwen3-235B, Mixtral 8x22B)", ("mcore_modelzoo_",)),
               ("Ultra-Scale Playbook (nanotron) and SmolLM3", ("usp_", "smollm3_")),
               ("NVIDIA recipe and framework docs 2020-2025 (DGX Cloud v25.02-v25.05, NeMo launcher 24.05, Megatron-LM, "
                "NeMo long-sequence, MaxText)",

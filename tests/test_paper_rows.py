@@ -122,3 +122,22 @@ def test_a_row_that_says_it_ran_without_torch_compile_stays_eager_whatever_else_
     notes = "No torch.compile, no Float8. In the compiled rows torch.compile is regional (per TransformerBlock)."
     assert _case(notes=notes).plan.eager_elementwise
     assert not _case(notes="torch.compile (regional)").plan.eager_elementwise
+
+
+def test_a_stated_dispatcher_applies_to_an_moe_model_named_by_its_preset():
+    """'Dispatcher DeepEP' on a row naming Qwen3-235B-A22B (experts from the preset, no expert columns): the DeepEP
+    dispatch (deduplicated per node) is priced, and it is cheaper than the plain all-to-all across nodes."""
+    kw = dict(framework="Megatron-Core", source="a model zoo (2025)", model="Qwen3-235B-A22B (MoE, 128 experts, top-8)",
+              gpu_id="h100-sxm", n_gpus="256", tp="2", pp="8", interleave="4", ep="32", global_batch="2048",
+              micro_batch="1", seq_len="4096", optimizer_sharding="distributed")
+    deepep, plain = _case(notes="Dispatcher DeepEP", **kw), _case(notes="", **kw)
+    assert deepep.plan.ep_dispatcher == "deepep" and plain.plan.ep_dispatcher == "alltoall"
+    res = V.evaluate_cases([deepep, plain])
+    assert res["t_ep_comm"][0] < res["t_ep_comm"][1]
+    assert _case(notes="no DeepEP dispatcher", **kw).plan.ep_dispatcher == "alltoall"
+
+
+def test_a_model_cell_saying_moe_without_experts_or_preset_is_skipped():
+    with pytest.raises(V.Skip, match="MoE model"):
+        _case(model="Internal-352B MoE (32 experts, top-3)", n_layers="60", d_model="4096", n_heads="32",
+              vocab="65536", mlp="swiglu")

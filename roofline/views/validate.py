@@ -1006,6 +1006,11 @@ def _model_fields(row: dict) -> tuple[dict, str]:
             d["mlp"] = normalize.mlp(row["mlp"])
         except InputError as exc:
             raise Skip(str(exc)) from None
+    if (row.get("n_experts") or 0) <= 1 and not (base is not None and base.n_experts > 1) \
+            and re.search(r"\bmoe\b|mixture[- ]of[- ]experts", row.get("model") or "", re.I):
+        # a model its row calls MoE, with no expert columns and no MoE preset: priced dense, its experts' FLOPs and
+        # weights would be missing
+        raise Skip("an MoE model (its model cell says so) without n_experts / top_k / moe_ffn_hidden and no preset of it")
     if (row.get("n_experts") or 0) > 1:
         d["n_experts"], d["top_k"] = row["n_experts"], row.get("top_k") or 1
         if row.get("moe_ffn_hidden"):       # per routed expert; ffn_hidden stays the dense MLP's
@@ -1340,12 +1345,16 @@ def _plan_fields(row: dict) -> dict:
     # behind the block of another micro-batch's compute the merged schedule pairs it with (formulas/step.py ep_merged)
     # the flex dispatcher's backend, as the recipes' summaries spell it: "MoE flex dispatcher=hybridep",
     # "moe_flex_dispatcher_backend='deepep'", "HybridEP flex (32 SMs)" (Megatron-Core --moe-flex-dispatcher-backend)
+    # ("token dispatcher DeepEP", "Dispatcher DeepEP": the library named as what dispatched, not negated)
+    from ..spec import families, models
+    named = families.preset_for(row.get("model"))
+    moe = (row.get("n_experts") or 1) > 1 or (named is not None and models.load(named).n_experts > 1)
     m = re.search(r"flex dispatcher\s*=\s*(deepep|hybridep)|moe[-_ ]flex[-_ ]dispatcher[-_ ]backend\s*=\s*['\"]?(deepep|hybridep)"
-                  r"|\b(deepep|hybridep)\s+flex\b", text)
-    if m and (row.get("n_experts") or 1) > 1:
-        d["ep_dispatcher"] = m.group(1) or m.group(2) or m.group(3)
+                  r"|\b(deepep|hybridep)\s+flex\b|dispatcher\W{0,3}(?:=\s*)?(deepep|hybridep)\b", text)
+    if m and moe and not _switched_off(text, m.start(), m.end()):
+        d["ep_dispatcher"] = next(g for g in m.groups() if g)
     m = re.search(r"\betp\s*=\s*(\d+)", text)
-    if m and (row.get("n_experts") or 1) > 1:
+    if m and moe:
         d["etp"] = int(m.group(1))          # Megatron-Core --expert-tensor-parallel-size, stated by the recipe
     if switch_stated(r"ep a2a overlap|overlap[-_ ]moe[-_ ]expert[-_ ]parallel[-_ ]comm", text):
         d["overlap_ep"] = 1.0
