@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -288,7 +289,8 @@ PAPER_SETS = (("big-model papers 2022-2023 (BLOOM, GLM-130B, BloombergGPT, StarC
               ("Ultra-Scale Playbook (nanotron) and SmolLM3", ("usp_", "smollm3_")),
               ("NVIDIA recipe and framework docs 2020-2025 (DGX Cloud v25.02-v25.05, NeMo launcher 24.05, Megatron-LM, "
                "NeMo long-sequence, MaxText)",
-               ("dgxc2502_", "dgxc2504_", "dgxc2505_", "nemolauncher2405_", "megatronlm2020_", "mcore_", "nemo_longseq_",
+               ("dgxc2502_", "dgxc2504_", "dgxc2505_", "nemolauncher2405_", "megatronlm2020_", "mcore_dsv3_", "mcore_v08_",
+                "nemo_longseq_",
                 "maxtext_", "jaxtoolbox_")),
               ("PyTorch-native reports (torchtitan paper, IBM fms-fsdp blog and README, float8 FSDP2 blog, FSDP intro, "
                "AWS torchtitan)",
@@ -315,7 +317,10 @@ def papers_section(csv) -> list[str]:
     for s in r["skipped"]:
         why = s["reason"] if isinstance(s, dict) else str(s)
         key = ("global batch not stated" if "global_batch not stated" in why else
-               "a TFLOP/s figure whose FLOP count the stack's logs do not fix" if "tflops_basis" in why else
+               "a TFLOP/s figure whose FLOP count the stack's logs do not fix" if re.search(
+                   r"tflops_basis|own flops formulas|core_v0\.1[12]", why) else
+               "a Mamba or MoE model without its layer pattern or experts" if re.search(r"Mamba / hybrid|MoE model", why) else
+               "the architecture not stated" if "not stated" in why and "global_batch" not in why else
                "a plan the stack cannot run" if "cannot run" in why or "recomputes whole models only" in why else
                "other")
         reasons[key] = reasons.get(key, 0) + 1
