@@ -1259,7 +1259,9 @@ def fused_elementwise_stated(text: str) -> tuple[bool, bool]:
     return bool(norm and act), bool(rope)
 
 
-def _plan_fields(row: dict) -> dict:
+def _plan_fields(row: dict, base=None) -> dict:
+    """The plan fields a row states or its text implies; ``base``: the model preset the row names (_model_fields), whose
+    experts make it an MoE row where it has no expert columns."""
     from ..base import normalize
 
     tp, pp, dp, cp, n = row["tp"], row["pp"], row["dp"], row.get("cp") or 1, row.get("n_gpus")
@@ -1346,9 +1348,7 @@ def _plan_fields(row: dict) -> dict:
     # the flex dispatcher's backend, as the recipes' summaries spell it: "MoE flex dispatcher=hybridep",
     # "moe_flex_dispatcher_backend='deepep'", "HybridEP flex (32 SMs)" (Megatron-Core --moe-flex-dispatcher-backend)
     # ("token dispatcher DeepEP", "Dispatcher DeepEP": the library named as what dispatched, not negated)
-    from ..spec import families, models
-    named = families.preset_for(row.get("model"))
-    moe = (row.get("n_experts") or 1) > 1 or (named is not None and models.load(named).n_experts > 1)
+    moe = (row.get("n_experts") or 1) > 1 or (base is not None and base.n_experts > 1)
     m = re.search(r"flex dispatcher\s*=\s*(deepep|hybridep)|moe[-_ ]flex[-_ ]dispatcher[-_ ]backend\s*=\s*['\"]?(deepep|hybridep)"
                   r"|\b(deepep|hybridep)\s+flex\b|dispatcher\W{0,3}(?:=\s*)?(deepep|hybridep)\b", text)
     if m and moe and not _switched_off(text, m.start(), m.end()):
@@ -2428,7 +2428,7 @@ def build_case(row: dict, hardware=None) -> Case:
                                                                          or row.get("micro_batch")):
         raise Skip("global_batch not stated")
     model_fields, note, base_model = _model_fields(row)
-    plan_fields = _plan_fields(row)
+    plan_fields = _plan_fields(row, base_model)
     text_keys = ()
     if FROM_TEXT in plan_fields:
         said, text_keys = plan_fields.pop(FROM_TEXT)
@@ -2745,9 +2745,12 @@ def _megatron_basis(spec, text: str) -> tuple[str, str]:
                    "Megatron-LM's count, so the figure needs the row's flop_basis or flops_per_iter")
     tagged = stacks.megatron_release(t)
     y, m = tagged if tagged else stacks.earliest_date(t)
-    # a year alone dates a run only outside the year of the change
-    when = (y, m) if y and m else (y, 1) if y and y < MEGATRON_HALVED[0] else (y, 12) if y and y > MEGATRON_HALVED[0] \
-        else None
+    # a year alone dates a run only outside the year of the change (its January before it, its December after)
+    when = None
+    if y and m:
+        when = (y, m)
+    elif y and y != MEGATRON_HALVED[0]:
+        when = (y, 1 if y < MEGATRON_HALVED[0] else 12)
     if when and when <= MEGATRON_FULL_UNTIL:
         return "MEGFULL", f"Megatron-LM's logged count of {y} ({spec.stack.id} rule tflops_basis)"
     if when and when >= MEGATRON_HALVED:
