@@ -22,7 +22,8 @@ from roofline.model.formulas import comm as CM
 from roofline.model.formulas import symbols as S
 
 CSV = Path(__file__).resolve().parents[1] / "roofline" / "data" / "nccl_tests_published.csv"
-RDMA = ("InfiniBand", "RoCE")     # transports the profiles' inter-node links describe (GPUDirect RDMA)
+RDMA = ("InfiniBand", "RoCE", "EFA")  # transports the profiles' inter-node links describe (GPUDirect RDMA; AWS EFA
+                                       # carries it over its SRD protocol on p5, FI_EFA_USE_DEVICE_RDMA)
 
 
 def rows(path: Path = CSV) -> list[dict]:
