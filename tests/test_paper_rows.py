@@ -141,3 +141,24 @@ def test_a_model_cell_saying_moe_without_experts_or_preset_is_skipped():
     with pytest.raises(V.Skip, match="MoE model"):
         _case(model="Internal-352B MoE (32 experts, top-3)", n_layers="60", d_model="4096", n_heads="32",
               vocab="65536", mlp="swiglu")
+
+
+def test_a_local_batch_the_text_states_makes_the_global_batch_with_the_dp_of_the_layout():
+    """torchtitan's docs state "Local batch size 8" (per data-parallel rank, CP ranks sharing it): global = 8 x dp;
+    under PP the torchtitan-2024 stack splits it into pp micro-batches."""
+    case = _case(framework="TorchTitan", source="pytorch/torchtitan docs/performance.md (2025-01)", model="llama3-8b",
+                 global_batch="", micro_batch="", tp="1", pp="1", dp="4", cp="2", n_gpus="8", seq_len="8192",
+                 notes="caption: FSDP 4, CP 2; Local batch size 8. Full activation checkpointing")
+    assert case.plan.global_batch == 8 * 4 and "local batch 8 from the text" in case.note
+    with pytest.raises(V.Skip, match="global_batch not stated"):
+        _case(framework="TorchTitan", global_batch="", micro_batch="", tp="1", pp="1", dp="4", cp="2", n_gpus="8",
+              notes="global batch size unknown")
+
+
+def test_ulysses_sequence_parallelism_is_named_as_the_reason_a_layout_leaves_gpus_over():
+    with pytest.raises(V.Skip, match="Ulysses") as exc:
+        _case(framework="XTuner", tp="1", pp="1", dp="8", n_gpus="16", global_batch="8", micro_batch="1",
+              notes="sequence_parallel_size=2 (DeepSpeed-Ulysses style all-to-all)")
+    assert "factor 2" in str(exc.value)
+    with pytest.raises(V.Skip, match=r"n_gpus \(16\) != tp\*pp\*dp\*cp"):    # no Ulysses stated: the layout's own error
+        _case(tp="1", pp="1", dp="8", n_gpus="16", global_batch="8", micro_batch="1")

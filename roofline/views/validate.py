@@ -45,6 +45,10 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   not in a clause that negates it or only quotes a peak rate: ``precision_from_text``), else the stack's default.
 - a row stating torch.compile: fused elementwise kernels (eager_elementwise off) whatever the stack's default; likewise
   a row naming fused norm and activation kernels, or Liger Kernel (``fused_elementwise_stated``), and fused rotary.
+- global_batch and local_batch blank, the text stating a local batch ("Local batch size 8", torchtitan's per-DP-rank
+  training.local_batch_size): global batch = it x dp (``local_batch_from_text``, ``batch_from_local``).
+- a layout that leaves a factor of the GPUs over where the text names DeepSpeed-Ulysses: skipped with that reason
+  (Ulysses' all-to-all of heads is not modelled; context parallelism is ring attention).
 - global_batch blank on a pipelined row (pp > 1) with only a micro-batch: skipped, with the reason (the default global
   batch, micro-batch x dp, would run one micro-batch through the pipeline).
 - a pipeline whose first and last stage hold one layer fewer, as the text states (or Megatron-Core's
@@ -1187,6 +1191,26 @@ def schedule_from_text(text: str) -> str | None:
     return None
 
 
+_ULYSSES = re.compile(r"\bulysses\b")
+# torchtitan's per-data-parallel-rank batch as its docs and configs write it ("Local batch size 8", local_batch_size = 8;
+# torchtitan/config/job_config.py Training.local_batch_size), which its pipeline schedules split into micro-batches
+_LOCAL_TEXT = re.compile(r"\blocal[- _]batch(?:[- _]size)?\s*(?:of|=|:|is)?\s*(\d+)\b")
+
+
+def local_batch_from_text(text: str) -> tuple[int, str] | None:
+    """(local batch, the words it was read from) that a row's lower-cased notes or settings state, for a row whose global
+    batch and local_batch column are blank: the per-data-parallel-rank batch (global = it x dp x gradient accumulation,
+    ``batch_from_local``).
+
+    >>> local_batch_from_text("caption: tp 8, pp 8, local batch size 8. full activation checkpointing")
+    (8, 'local batch size 8')
+    >>> local_batch_from_text("local_batch_size = 2"), local_batch_from_text("global batch size 64")
+    ((2, 'local_batch_size = 2'), None)
+    """
+    m = _LOCAL_TEXT.search(text or "")
+    return (int(m.group(1)), m.group(0).strip()) if m and int(m.group(1)) > 0 else None
+
+
 # (not a "local batch": torchtitan's per-data-parallel-rank batch, which its pipeline schedules split into micro-batches)
 _MB_TEXT = re.compile(r"\b(?:micro[- _]?batch(?:[- _]size)?|mbs|per[- _](?:device|gpu)[- _](?:train[- _])?batch"
                       r"(?:[- _]size)?|batch[- _]size[- _]per[- _](?:gpu|device))"
@@ -1288,6 +1312,11 @@ def _plan_fields(row: dict, base=None) -> dict:
         d["dp"] = dp * row["ep"]
         d[DP_WITH_EP] = (dp, row["ep"])
     text = f"{row.get('notes', '')} {row.get('settings', '')}".lower()
+    if not blank and n and tp * pp * dp * cp < n and n % (tp * pp * dp * cp) == 0 and _ULYSSES.search(text):
+        raise Skip(f"the layout (tp x pp x dp x cp = {tp * pp * dp * cp}) leaves a factor {n // (tp * pp * dp * cp)} of "
+                   f"the {n} GPUs to DeepSpeed-Ulysses-style sequence parallelism (an all-to-all of the attention "
+                   "heads; DeepSpeed --ds-sequence-parallel-size, XTuner sequence_parallel_size), which is not "
+                   "modelled (context parallelism here is ring attention)")
     # a recompute column stating recomputation of some of the blocks ("every other layer", "selective_ac_option 2"):
     # full recomputation of that share (BLOCK_RC below), not a kind the column's reader knows
     # (only where the column's reader cannot read it: "selective layer" stays Megatron's selective outside torchtitan)
@@ -2424,10 +2453,16 @@ def build_case(row: dict, hardware=None) -> Case:
     if (not measured or measured <= 0) and not from_rate and not row.get("measured_peak_memory_gib"):
         raise Skip(NO_MEASUREMENT)
     measured = measured if measured and measured > 0 else float("nan")     # memory-only row
+    local_said = ""
+    if row["global_batch"] is None and not row.get(BATCH_TOKENS) and not row.get("local_batch") \
+            and (local := local_batch_from_text(f"{row.get('notes', '')} {row.get('settings', '')}".lower())):
+        row = {**row, "local_batch": local[0]}
+        local_said = f"local batch {local[0]} from the text ({local[1]!r})"
     if row["global_batch"] is None and not row.get(BATCH_TOKENS) and not (row.get("local_batch")
                                                                          or row.get("micro_batch")):
         raise Skip("global_batch not stated")
     model_fields, note, base_model = _model_fields(row)
+    note = "; ".join(x for x in (note, local_said) if x)
     plan_fields = _plan_fields(row, base_model)
     text_keys = ()
     if FROM_TEXT in plan_fields:
