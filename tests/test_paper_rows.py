@@ -162,3 +162,15 @@ def test_ulysses_sequence_parallelism_is_named_as_the_reason_a_layout_leaves_gpu
     assert "factor 2" in str(exc.value)
     with pytest.raises(V.Skip, match=r"n_gpus \(16\) != tp\*pp\*dp\*cp"):    # no Ulysses stated: the layout's own error
         _case(tp="1", pp="1", dp="8", n_gpus="16", global_batch="8", micro_batch="1")
+
+
+def test_a_gpu_in_a_node_of_another_size_takes_the_bundled_profile_of_that_node():
+    """gh200 is one superchip per node (its intra link is the CPU-GPU C2C); a row on GH200s four to a node (JUPITER,
+    Alps) is priced on gh200-quad, whose NVLink joins the four and whose NICs are one per GPU; a node size no bundled
+    profile describes keeps the stated profile (its gpus_per_node overridden as before)."""
+    quad = _case(gpu_id="gh200", gpus_per_node="4", n_gpus="16", framework="Megatron-LM", source="a report (2025)")
+    assert quad.hw.id == "gh200-quad" and "profile gh200-quad" in quad.note
+    assert quad.hw.intra.bandwidth > hardware.load("gh200").inter.bandwidth
+    assert _case(gpu_id="gh200", gpus_per_node="1", n_gpus="16").hw.id == "gh200"
+    same = _case(gpu_id="a100-sxm4-40gb", gpus_per_node="4", n_gpus="16")
+    assert same.hw.id == "a100-sxm4-40gb" and same.hw.gpus_per_node == 4      # calibrated a100-perlmutter not taken

@@ -82,7 +82,8 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   dividing the experts and dp x cp, noted (``unstated_ep``); a stated ep stands.
 - seq_len blank -> the stack's shipped training config for the model family, else the named preset's pretraining
   context (``unstated_seq_len``), else skipped.
-- gpu_id -> the hardware profile of that id; gpus_per_node and net_gbps_per_gpu override it when given; gpu_id blank ->
+- gpu_id -> the hardware profile of that id; gpus_per_node and net_gbps_per_gpu override it when given (a gpus_per_node
+  that a bundled datasheet variant of the GPU describes takes that node's profile: gh200 with 4 -> gh200-quad); gpu_id blank ->
   the profile the free-text gpu column names when it names exactly one (hardware.from_text); a bare 'H100' / 'A100' / 'V100'
   (no variant named) -> h100-sxm / a100-sxm4-80gb / v100-sxm2-32gb, the part of DGX/HGX nodes, noted (hardware.bare_part); else skipped.
 - measured time = measured_iter_time_s, else derived_iter_time_s (the source's own FLOP formula).
@@ -2499,6 +2500,13 @@ def build_case(row: dict, hardware=None) -> Case:
         raise Skip(f"gpu_id blank and the gpu column ({row.get('gpu') or ''!r}) names no single bundled profile "
                    "(hardware.from_text, hardware.bare_part)")
     try:
+        variant = None if hardware is not None else hwmod.node_variant(row["gpu_id"], row.get("gpus_per_node"))
+        if variant:
+            # the GPU in a node of the row's size, as a bundled profile describes that node (GH200 four to a node:
+            # gh200-quad's NVLink between the four and one NIC each, where gh200 is one superchip per node)
+            note = "; ".join(x for x in (note, f"{row['gpu_id']} with {row['gpus_per_node']} GPUs per node: profile "
+                                               f"{variant} (that node's links)") if x)
+            row = {**row, "gpu_id": variant}
         hw = hardware if hardware is not None else hwmod.load(row["gpu_id"])
         stack, reason = infer_stack(row, None, hw)
         # the era rule reads model features: resolve the model once without the stack to see them

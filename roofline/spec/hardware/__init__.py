@@ -260,6 +260,31 @@ def list_ids() -> list[str]:
     return sorted(p.stem for p in PROFILES.glob("*.yaml"))
 
 
+@functools.lru_cache(maxsize=1)
+def _node_variants() -> dict:
+    """(base id, GPUs per node) -> the bundled datasheet profile that puts that GPU in a node of that size: a profile
+    whose ``base`` is the GPU's and whose ``gpus_per_node`` differs from it (gh200-quad: the GH200 superchip four to a
+    NVLink-connected node, where gh200 is one to a node). Calibrated profiles are one machine's, not the node type's."""
+    out = {}
+    for pid in list_ids():
+        d = yaml_load((PROFILES / f"{pid}.yaml").read_text())
+        if d.get("base") and d.get("gpus_per_node") and d.get("kind") == "datasheet":
+            out.setdefault((str(d["base"]), int(d["gpus_per_node"])), pid)
+    return out
+
+
+def node_variant(gpu_id: str, gpus_per_node) -> str | None:
+    """The bundled profile of ``gpu_id``'s GPU in a node of ``gpus_per_node`` GPUs where the profile's own node differs
+    and such a variant exists (its links inside and out of the node are that node's), else None.
+
+    >>> node_variant("gh200", 4), node_variant("gh200", 1), node_variant("h100-sxm", 4)
+    ('gh200-quad', None, None)
+    """
+    if not gpus_per_node or gpu_id not in list_ids() or load(gpu_id).gpus_per_node == int(gpus_per_node):
+        return None
+    return _node_variants().get((gpu_id, int(gpus_per_node)))
+
+
 # The names the driver gives a device (nvidia-smi --query-gpu=name, torch.cuda.get_device_name(), rocm-smi), once
 # lower-cased with the vendor word dropped and spaces made dashes (_spelling), where they are not already a profile id.
 # nvidia-smi prints "NVIDIA A100-SXM4-80GB" (an id once spelled so), "NVIDIA A100 80GB PCIe", "NVIDIA H100 80GB HBM3"
