@@ -174,3 +174,18 @@ def test_a_gpu_in_a_node_of_another_size_takes_the_bundled_profile_of_that_node(
     assert _case(gpu_id="gh200", gpus_per_node="1", n_gpus="16").hw.id == "gh200"
     same = _case(gpu_id="a100-sxm4-40gb", gpus_per_node="4", n_gpus="16")
     assert same.hw.id == "a100-sxm4-40gb" and same.hw.gpus_per_node == 4      # calibrated a100-perlmutter not taken
+
+
+def test_a_head_width_and_qk_layernorm_the_notes_state_are_read_when_their_columns_are_blank():
+    """Megatron-LM's --kv-channels (a Qwen3-like 32B: 64 heads of 128 on d_model 5120, projections wider than
+    d_model) and qk_layernorm: true; a Mamba row's head_dim is its Mamba heads' and is not read."""
+    row = dict(model="", n_layers="8", d_model="5120", n_heads="64", n_kv_heads="8", ffn_hidden="25600", mlp="swiglu",
+               vocab="151936", framework="Megatron-LM", source="a report (2025)")
+    plain = _case(**row)
+    wide = _case(**row, notes="kv_channels 128; qk_layernorm: true")
+    assert plain.spec.model.head_dim is None and not plain.spec.model.qk_norm
+    assert wide.spec.model.head_dim == 128 and wide.spec.model.qk_norm and "head_dim 128 from the text" in wide.note
+    from roofline.model.predict import predict
+    assert predict(wide.spec.model, wide.plan, wide.hw).params > predict(plain.spec.model, plain.plan, plain.hw).params
+    assert not _case(**row, notes="qk_layernorm: false").spec.model.qk_norm
+    assert V.head_dim_from_text("Mamba-2 state 128, head_dim 64") == (64, "head_dim 64")     # read only without Mamba

@@ -45,6 +45,8 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   not in a clause that negates it or only quotes a peak rate: ``precision_from_text``), else the stack's default.
 - a row stating torch.compile: fused elementwise kernels (eager_elementwise off) whatever the stack's default; likewise
   a row naming fused norm and activation kernels, or Liger Kernel (``fused_elementwise_stated``), and fused rotary.
+- head_dim blank -> the text's --kv-channels / kv_channels / head_dim (not where it names Mamba); qk_layernorm blank -> on
+  where the text states qk_layernorm (unless false).
 - global_batch and local_batch blank, the text stating a local batch ("Local batch size 8", torchtitan's per-DP-rank
   training.local_batch_size): global batch = it x dp (``local_batch_from_text``, ``batch_from_local``).
 - a layout that leaves a factor of the GPUs over where the text names DeepSpeed-Ulysses: skipped with that reason
@@ -959,10 +961,14 @@ def _model_fields(row: dict) -> tuple[dict, str]:
          "n_kv_heads": row.get("n_kv_heads"), "ffn_hidden": row.get("ffn_hidden"), "vocab": row["vocab"],
          "seq_len": row["seq_len"], "name": row.get("model") or row["case_id"]}
     d.update(hybrid)                        # Mamba-2 / attention / MoE layer pattern and mixer sizes
+    early = []          # notes of what the text or the named preset fills before the rest below
     if row.get("head_dim"):                 # Megatron-Core kv_channels (blank: d_model / heads)
         d["head_dim"] = row["head_dim"]
+    elif not hybrid and (hd := head_dim_from_text(f"{row.get('notes', '')} {row.get('settings', '')}")) \
+            and "mamba" not in f"{row.get('model', '')} {row.get('notes', '')}".lower():     # not a Mamba head's
+        d["head_dim"] = hd[0]               # the text's --kv-channels / head_dim
+        early.append(f"head_dim {hd[0]} from the text ({hd[1]!r})")
     preset = families.preset_for(row.get("model"))
-    early = []          # notes of what the named preset fills before the rest below
     size = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([mMbB])\s*", row.get("model") or "")
     if not preset and size and stacks.names_stack(row.get("framework") or ""):
         # a model named by its size alone ("70b", llm-foundry's benchmark tables) on a stack that ships its own
@@ -1039,10 +1045,12 @@ def _model_fields(row: dict) -> tuple[dict, str]:
         # the architecture the row does not state (norm, position, biases, tying) from the named preset
         notes.append(f"unstated architecture from preset {preset}")
         notes += early
-    elif d.get("mlp") == "swiglu":
-        # LLaMA lineage (Llama, Mistral, Qwen, Nemotron-4's successors): RoPE, RMSNorm, no linear biases, untied
-        d.update(position="rope", norm="rmsnorm", biases=False, tied_embeddings=False)
-        notes.append("gated-MLP row: RoPE, RMSNorm, no biases, untied head (LLaMA lineage)")
+    else:
+        if d.get("mlp") == "swiglu":
+            # LLaMA lineage (Llama, Mistral, Qwen, Nemotron-4's successors): RoPE, RMSNorm, no linear biases, untied
+            d.update(position="rope", norm="rmsnorm", biases=False, tied_embeddings=False)
+            notes.append("gated-MLP row: RoPE, RMSNorm, no biases, untied head (LLaMA lineage)")
+        notes += early
     tied = normalize.flag(row.get("tied") or "")
     if tied is not None:
         d["tied_embeddings"] = tied
@@ -1051,6 +1059,8 @@ def _model_fields(row: dict) -> tuple[dict, str]:
     qk = normalize.flag(row.get("qk_layernorm") or "")
     if qk is None and re.search(r"\bqk[-_ ]?(?:layer)?norm", row.get("attention_detail") or "", re.I):
         qk = True
+    if qk is None and _QK_TEXT.search(f"{row.get('notes', '')} {row.get('settings', '')}".lower()):
+        qk = True                           # Megatron's --qk-layernorm / qk_layernorm: true in the notes or settings
     if qk is not None:
         d["qk_norm"] = qk
     note = ""
@@ -1193,6 +1203,23 @@ def schedule_from_text(text: str) -> str | None:
 
 
 _ULYSSES = re.compile(r"\bulysses\b")
+# Megatron-LM --kv-channels (kv_channels: the width of each attention head's projections), a head_dim as configs write it
+_HEAD_DIM_TEXT = re.compile(r"(?<!\w)(?:kv[-_ ]channels|head[-_ ]dim)\s*(?:=|:|of|is)?\s*(\d+)\b", re.I)
+_QK_TEXT = re.compile(r"(?<!no )(?<!without )(?<![\w-])-*qk[-_ ]layer[-_ ]?norm\b(?!\W{0,3}(?:false|off|0\b|none))")
+
+
+def head_dim_from_text(text: str) -> tuple[int, str] | None:
+    """(head_dim, the words) a row's notes or settings state for its attention heads: Megatron-LM's ``--kv-channels``
+    / ``kv_channels: 128``, or ``head_dim 128``; not an MLA part ("qk_nope_head_dim"); a row whose text names Mamba
+    is not read (its head_dim may be the Mamba heads').
+
+    >>> head_dim_from_text("num_attention_heads 64, kv_channels 128 (wider than d_model / heads)")
+    (128, 'kv_channels 128')
+    >>> head_dim_from_text("--kv-channels=96"), head_dim_from_text("mla_qk_nope_head_dim 128; Mamba: 64 heads x 64 head_dim")
+    ((96, 'kv-channels=96'), None)
+    """
+    m = _HEAD_DIM_TEXT.search(text or "")
+    return (int(m.group(1)), m.group(0).strip()) if m and int(m.group(1)) > 0 else None
 # torchtitan's per-data-parallel-rank batch as its docs and configs write it ("Local batch size 8", local_batch_size = 8;
 # torchtitan/config/job_config.py Training.local_batch_size), which its pipeline schedules split into micro-batches
 _LOCAL_TEXT = re.compile(r"\blocal[- _]batch(?:[- _]size)?\s*(?:of|=|:|is)?\s*(\d+)\b")
