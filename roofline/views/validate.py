@@ -1218,8 +1218,15 @@ def head_dim_from_text(text: str) -> tuple[int, str] | None:
     >>> head_dim_from_text("--kv-channels=96"), head_dim_from_text("mla_qk_nope_head_dim 128; Mamba: 64 heads x 64 head_dim")
     ((96, 'kv-channels=96'), None)
     """
-    m = _HEAD_DIM_TEXT.search(text or "")
+    return _stated_count(_HEAD_DIM_TEXT, text)
+
+
+def _stated_count(pattern: re.Pattern, text: str) -> tuple[int, str] | None:
+    """(the positive count of ``pattern``'s first group, the words it was read from) at its first match in ``text``."""
+    m = pattern.search(text or "")
     return (int(m.group(1)), m.group(0).strip()) if m and int(m.group(1)) > 0 else None
+
+
 # torchtitan's per-data-parallel-rank batch as its docs and configs write it ("Local batch size 8", local_batch_size = 8;
 # torchtitan/config/job_config.py Training.local_batch_size), which its pipeline schedules split into micro-batches
 _LOCAL_TEXT = re.compile(r"\blocal[- _]batch(?:[- _]size)?\s*(?:of|=|:|is)?\s*(\d+)\b")
@@ -1235,8 +1242,7 @@ def local_batch_from_text(text: str) -> tuple[int, str] | None:
     >>> local_batch_from_text("local_batch_size = 2"), local_batch_from_text("global batch size 64")
     ((2, 'local_batch_size = 2'), None)
     """
-    m = _LOCAL_TEXT.search(text or "")
-    return (int(m.group(1)), m.group(0).strip()) if m and int(m.group(1)) > 0 else None
+    return _stated_count(_LOCAL_TEXT, text)
 
 
 # (not a "local batch": torchtitan's per-data-parallel-rank batch, which its pipeline schedules split into micro-batches)
