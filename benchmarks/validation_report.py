@@ -294,7 +294,11 @@ PAPER_SETS = (("big-model papers 2022-2023 (BLOOM, GLM-130B, BloombergGPT, StarC
                 "maxtext_", "jaxtoolbox_")),
               ("PyTorch-native reports (torchtitan paper, IBM fms-fsdp blog and README, float8 FSDP2 blog, FSDP intro, "
                "AWS torchtitan)",
-               ("tt_paper_", "ibm_fsdp_blog_", "fmsfsdp_", "ibmmeta_float8_", "pytorch_fsdp_intro_", "aws_torchtitan_")))
+               ("tt_paper_", "ibm_fsdp_blog_", "fmsfsdp_", "ibmmeta_float8_", "pytorch_fsdp_intro_", "aws_torchtitan_")),
+              ("GH200 four to a node on European supercomputers (OpenEuroLLM on JUPITER, Apertus on Alps)",
+               ("oellm", "apertus")),
+              ("framework benchmark pages (FlagPerf, XTuner, EasyContext, Megatron-LLaMA) and Olmo 3",
+               ("flagperf_", "xtuner_", "easycontext_", "megatronllama_", "olmo3_")))
 # (label, case_id prefixes) of public_papers.csv
 
 
@@ -322,6 +326,7 @@ def papers_section(csv) -> list[str]:
                "a Mamba or MoE model without its layer pattern or experts" if re.search(r"Mamba / hybrid|MoE model", why) else
                "the architecture not stated" if "not stated" in why and "global_batch" not in why else
                "a plan the stack cannot run" if "cannot run" in why or "recomputes whole models only" in why else
+               "DeepSpeed-Ulysses sequence parallelism (not modelled)" if "Ulysses" in why else
                "other")
         reasons[key] = reasons.get(key, 0) + 1
     return ["## Papers and reports priced as written", "",
@@ -331,7 +336,8 @@ def papers_section(csv) -> list[str]:
             "gathered to find where the reading of a stranger's row goes wrong, and each reading fix they led to holds "
             "for any row (validate.py: a framework named beside its engines, replicated ZeRO-3 shard groups, a "
             "node-to-GPU network phrase, stated fused kernels, edge pipeline stages one layer lighter, a model cell "
-            "with qualifiers, a pipelined row without its batch); no constant was set from them.", "",
+            "with qualifiers, a pipelined row without its batch, a local batch or head width the text states, a GPU "
+            "in a node of another size); no constant was set from them.", "",
             papers_summary(r, rows), "",
             "Skipped rows by reason: " + "; ".join(f"{k} {n}" for k, n in sorted(reasons.items())) + ".", ""]
 
@@ -568,6 +574,15 @@ def input_rules() -> list[str]:
         "unless told; docs/frameworks.md `micro_batch_unstated`); with PP, torchtitan's pipeline micro-batch is 1 "
         "since 2025-04 and the local batch over pp micro-batches before (`torchtitan-2024`, `microbatches_with_pp`; "
         "the row's source dates the version, month included).",
+        "- **head_dim** blank -> a head width the notes or settings state (Megatron-LM's `--kv-channels` / "
+        "`kv_channels: 128`, `head_dim 128`; not read where the text names Mamba, whose heads have their own; "
+        "`validate.head_dim_from_text`, noted); **qk_layernorm** blank -> on where they state `qk_layernorm` "
+        "(Megatron's `--qk-layernorm`), unless set false.",
+        "- **global_batch** and `local_batch` blank, the notes or settings stating a local batch (\"Local batch size "
+        "8\", torchtitan's per-data-parallel-rank `training.local_batch_size`) -> global batch = it x dp "
+        "(`validate.local_batch_from_text`). A layout that leaves a factor of the GPUs over while the text names "
+        "DeepSpeed-Ulysses is skipped with that reason: Ulysses' all-to-all of the attention heads is not modelled "
+        "(context parallelism is priced as ring attention).",
         '- **interleave** blank with pp > 1 -> a schedule the settings or notes name ("Interleaved 1F1B", '
         '"1F1B-I", "1F1B", "GPipe", "DualPipeV"; `validate.schedule_from_text`), else the stack\'s rule. A '
         "zero-bubble schedule (ZB-H1/H2, ZB-1p/2p, ZB-V, torch's `ScheduleZBVZeroBubble`; Qi et al. 2024) is not "
@@ -644,7 +659,9 @@ def input_rules() -> list[str]:
         "'DeepSeek-V3 (671B)', 'Kimi_K2': `families.preset_for`) -> the preset's published shape, said in the note; a "
         "stated column always wins; without a preset such a row is skipped with the columns it lacks.",
         "- **Hardware**: the profile whose id is `gpu_id`; `gpus_per_node` and `net_gbps_per_gpu` "
-        "(`Hardware.with_network`) override it when stated; a blank network column takes the per-GPU line rate "
+        "(`Hardware.with_network`) override it when stated (a `gpus_per_node` that a bundled datasheet variant of "
+        "the same GPU describes takes that node's profile and its links: `gh200` four to a node, JUPITER's and Alps' "
+        "blades, is `gh200-quad`; `hardware.node_variant`, noted); a blank network column takes the per-GPU line rate "
         "the row's `interconnect` or notes text states (\"8x200Gb/s HDR IB per node\" -> 200, \"400 Gbps EFA\" -> 50 "
         "on 8 GPUs, \"25 GB/s per GPU\" -> 200; a node's rate shared by its GPUs; NVLink and other links inside the "
         "node are not the network; `validate.network_from_text`, noted), else the profile's DGX-class default; a "
