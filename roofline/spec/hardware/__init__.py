@@ -280,9 +280,8 @@ def node_variant(gpu_id: str, gpus_per_node) -> str | None:
     >>> node_variant("gh200", 4), node_variant("gh200", 1), node_variant("h100-sxm", 4)
     ('gh200-quad', None, None)
     """
-    if not gpus_per_node or gpu_id not in list_ids() or load(gpu_id).gpus_per_node == int(gpus_per_node):
-        return None
-    return _node_variants().get((gpu_id, int(gpus_per_node)))
+    variant = _node_variants().get((gpu_id, int(gpus_per_node))) if gpus_per_node else None
+    return variant if variant and load(gpu_id).gpus_per_node != int(gpus_per_node) else None
 
 
 # The names the driver gives a device (nvidia-smi --query-gpu=name, torch.cuda.get_device_name(), rocm-smi), once
