@@ -337,7 +337,7 @@ def papers_section(csv) -> list[str]:
             "for any row (validate.py: a framework named beside its engines, replicated ZeRO-3 shard groups, a "
             "node-to-GPU network phrase, stated fused kernels, edge pipeline stages one layer lighter, a model cell "
             "with qualifiers, a pipelined row without its batch, a local batch or head width the text states, a GPU "
-            "in a node of another size); no constant was set from them.", "",
+            "in a node of another size, DeepSpeed-Ulysses named in the text); no constant was set from them.", "",
             papers_summary(r, rows), "",
             "Skipped rows by reason: " + "; ".join(f"{k} {n}" for k, n in sorted(reasons.items())) + ".", ""]
 
@@ -580,9 +580,10 @@ def input_rules() -> list[str]:
         "(Megatron's `--qk-layernorm`), unless set false.",
         "- **global_batch** and `local_batch` blank, the notes or settings stating a local batch (\"Local batch size "
         "8\", torchtitan's per-data-parallel-rank `training.local_batch_size`) -> global batch = it x dp "
-        "(`validate.local_batch_from_text`). A layout that leaves a factor of the GPUs over while the text names "
-        "DeepSpeed-Ulysses is skipped with that reason: Ulysses' all-to-all of the attention heads is not modelled "
-        "(context parallelism is priced as ring attention).",
+        "(`validate.local_batch_from_text`). A row whose text names DeepSpeed-Ulysses (and no ring attention) runs "
+        "context parallelism as Ulysses' all-to-all of the heads (`cp_kind` ulysses, docs/models.md), its degree the "
+        "stated cp or the factor of the GPUs tp x pp x dp leaves over (`validate.ulysses_stated`); a stack without "
+        "it refuses it.",
         '- **interleave** blank with pp > 1 -> a schedule the settings or notes name ("Interleaved 1F1B", '
         '"1F1B-I", "1F1B", "GPipe", "DualPipeV"; `validate.schedule_from_text`), else the stack\'s rule. A '
         "zero-bubble schedule (ZB-H1/H2, ZB-1p/2p, ZB-V, torch's `ScheduleZBVZeroBubble`; Qi et al. 2024) is not "

@@ -155,14 +155,6 @@ def test_a_local_batch_the_text_states_makes_the_global_batch_with_the_dp_of_the
               notes="global batch size unknown")
 
 
-def test_ulysses_sequence_parallelism_is_named_as_the_reason_a_layout_leaves_gpus_over():
-    with pytest.raises(V.Skip, match="Ulysses") as exc:
-        _case(framework="XTuner", tp="1", pp="1", dp="8", n_gpus="16", global_batch="8", micro_batch="1",
-              notes="sequence_parallel_size=2 (DeepSpeed-Ulysses style all-to-all)")
-    assert "factor 2" in str(exc.value)
-    with pytest.raises(V.Skip, match=r"n_gpus \(16\) != tp\*pp\*dp\*cp"):    # no Ulysses stated: the layout's own error
-        _case(tp="1", pp="1", dp="8", n_gpus="16", global_batch="8", micro_batch="1")
-
 
 def test_a_gpu_in_a_node_of_another_size_takes_the_bundled_profile_of_that_node():
     """gh200 is one superchip per node (its intra link is the CPU-GPU C2C); a row on GH200s four to a node (JUPITER,

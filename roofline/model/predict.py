@@ -249,6 +249,7 @@ def plan_inputs(p: Plan, model: Model | None = None) -> dict:
             "gin_bytes": ((1 - hp_frac) * precision.get(p.dtype).saved_bytes + hp_frac * act
                           if p.quantized_saves and low else act),
             "ep_dedup": float(p.ep_dispatcher != "alltoall"),
+            "cp_a2a": float(p.cp_kind == "ulysses"),
             # the dispatch all-to-all's bytes per element: the recipe's quantized data with its scales under FP8
             # dispatch (DeepSeek-V3's 1 x 128 tiles: 1 + 4/128), else the activation dtype
             "disp_bytes": (precision.get(p.dtype).saved_bytes if p.fp8_dispatch and low else act),

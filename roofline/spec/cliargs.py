@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from .config import MODEL_ALIASES, ATTENTION, CUDA_GRAPHS, DISPATCHERS, DTYPES, GRAD_DTYPES, MOMENT_DTYPES, OPTIMIZERS, LOSS_KERNELS, MLPS, NORMS, POSITIONS, RECOMPUTE, RECOMPUTE_MODULES, GRAPH_MODULES, SCHEDULES, SHARDING, SHARDING_BY_STAGE
+from .config import MODEL_ALIASES, ATTENTION, CUDA_GRAPHS, CP_KINDS, DISPATCHERS, DTYPES, GRAD_DTYPES, MOMENT_DTYPES, OPTIMIZERS, LOSS_KERNELS, MLPS, NORMS, POSITIONS, RECOMPUTE, RECOMPUTE_MODULES, GRAPH_MODULES, SCHEDULES, SHARDING, SHARDING_BY_STAGE
 
 # (flag, dest, type, help) of the model shape: the flag is the field's name; config.MODEL_ALIASES adds the short
 # spellings (--layers, --heads, --kv-heads, --experts, --capacity)
@@ -273,6 +273,10 @@ def add_model_plan_flags(p: argparse.ArgumentParser) -> None:
          help="gradient buffer and reduce dtype (default: the stack's; Megatron fp32 main grads with bf16)")
     flag(g, "framework", help="training stack whose defaults fill unset switches: NAME[@VERSION] from "
          "`frameworks list` (default: the config's, else megatron-core); wins over a config file's")
+    flag(g, "cp-kind", dest="cp_kind", choices=CP_KINDS,
+         help="context parallelism over --cp ranks: ring attention (default; Megatron-Core, torchtitan) or ulysses "
+              "(DeepSpeed-Ulysses: all-to-alls of the attention heads, not overlapped; DeepSpeed, Megatron-DeepSpeed "
+              "--ds-sequence-parallel-size; docs/models.md 'Context parallelism')")
     flag(g, "ep-dispatcher", dest="ep_dispatcher", choices=DISPATCHERS,
          help="MoE token dispatcher: NCCL all-to-all (default) or a deduplicating one (DeepEP, HybridEP: once per destination rank and node)")
     flag(g, "cuda-graphs", dest="cuda_graphs", choices=CUDA_GRAPHS,
@@ -368,6 +372,7 @@ def build_spec(args):
              "dtype": args.dtype, "grad_dtype": args.grad_dtype, "moment_dtype": getattr(args, "moment_dtype", None),
              "optimizer": getattr(args, "optimizer", None),
              "ep_dispatcher": getattr(args, "ep_dispatcher", None),
+             "cp_kind": getattr(args, "cp_kind", None),
              "cuda_graphs": getattr(args, "cuda_graphs", None),
              "graph_modules": _graph_modules(getattr(args, "graph_modules", None)),
              "tp_comm_overlap": getattr(args, "tp_comm_overlap", None),

@@ -59,6 +59,11 @@ DTYPES = PRECISION_NAMES                # roofline/base/precision.py: bf16, fp16
 # deduplicating backends, once per destination rank and node (--moe-flex-dispatcher-backend deepep | hybridep;
 # formulas/comm.py dispatch_a2a)
 DISPATCHERS = ("alltoall", "deepep", "hybridep")
+# context parallelism: ring attention (Megatron-Core / Transformer Engine, torch context_parallel: K and V chunks passed
+# around the group beside the attention kernels) or DeepSpeed-Ulysses (deepspeed/sequence/layer.py DistributedAttention,
+# Megatron-DeepSpeed --ds-sequence-parallel-size, XTuner sequence_parallel_size: all-to-alls of the heads; formulas/step.py
+# cp_pass)
+CP_KINDS = ("ring", "ulysses")
 # the loss over the vocabulary: "fused", Megatron's vocab-parallel cross entropy (tensor_parallel/cross_entropy.py:
 # bf16 logits + one fp32 exp copy, gradient computed in place); "eager", torch F.cross_entropy on fp32-upcast logits
 # (torchtitan components/loss.py cross_entropy_loss): log-softmax output saved in fp32, its backward holding two
@@ -373,6 +378,7 @@ class Plan:
     delay_wgrad: bool = False
     overlap_pp: float = 0.0             # fraction of PP send/recv hidden
     overlap_cp: float = 1.0             # ring attention overlaps KV exchange with attention (default on)
+    cp_kind: str = "ring"               # ring | ulysses (CP_KINDS): how the cp group splits the attention
     uneven_stages: bool = False         # allow layers not divisible by pp x interleave (heaviest stage rounds up)
     # Megatron-Core --pipeline-model-parallel-layout (roofline/spec/layout.py, e.g. "Et|(tt|)*30mL"): which layers each
     # rank holds; None: l / (p v) layers per virtual stage, the heavier edge on the heaviest stage
@@ -660,6 +666,7 @@ RULES: tuple[Rule, ...] = (
     _choice("plan", "moment_dtype", "moment_dtype", MOMENT_DTYPES),
     _choice("plan", "optimizer", "optimizer", OPTIMIZERS),
     _choice("plan", "ep_dispatcher", "ep_dispatcher", DISPATCHERS),
+    _choice("plan", "cp_kind", "cp_kind", CP_KINDS),
     _choice("plan", "loss_kernel", "loss_kernel", LOSS_KERNELS),
     _choice("plan", "cuda_graphs", "cuda_graphs", CUDA_GRAPHS),
     # Megatron-Core transformer_config.py: cuda_graph_modules are named modules, "moe_preprocess" only with
@@ -748,6 +755,11 @@ RULES: tuple[Rule, ...] = (
     # Megatron-Core splits attention heads, the dense MLP, each expert (expert TP = tp) and the shared experts
     # column/row-wise over tp (megatron/core/transformer/attention.py, mlp.py, moe/experts.py)
     Rule(lambda m, p: m.n_heads % p.tp == 0, "heads ({m.n_heads}) must be divisible by tp ({p.tp})", ("tp",)),
+    # Ulysses hands each of the c ranks h/(t c) whole heads (deepspeed/sequence/layer.py: the head count divided by
+    # the sequence-parallel world size)
+    Rule(lambda m, p: (p.cp_kind != "ulysses") | (m.n_heads % (p.tp * p.cp) == 0),
+         "cp-kind ulysses gives each rank whole heads: heads ({m.n_heads}) must be divisible by tp x cp "
+         "({p.tp} x {p.cp})", ("cp", "cp_kind")),
     Rule(lambda m, p: (m.kv_heads % p.tp == 0) | (p.tp % m.kv_heads == 0),
          "kv-heads ({m.kv_heads}) must be divisible by tp ({p.tp}) (or tp by kv-heads)", ("tp",)),
     Rule(lambda m, p: (not _dense_mlp(m)) | (m.ffn % p.tp == 0),

@@ -98,12 +98,14 @@ class _Rows:
     interleave | layers, docs/search.md), True also splits where the heaviest stage rounds up (Megatron-Core's
     uneven first/last stages); ``pipeline_layout`` None; ``etp`` is None (= tp)."""
 
-    def __init__(self, cols: dict, global_batch: int, schedule: str | None, uneven: bool = False):
+    def __init__(self, cols: dict, global_batch: int, schedule: str | None, uneven: bool = False,
+                 cp_kind: str = "ring"):
         self.cols, self.sched = cols, schedule
         # etp None: the experts split over tp (Megatron-Core's default; search does not enumerate etp)
         # pipeline_layout None: search splits the layers evenly (a stated layout fixes pp and vp)
+        # cp_kind: the base plan's (the stack's context parallelism, or the user's --cp-kind; not searched)
         self.fixed = dict(global_batch=global_batch, batch=global_batch, uneven_stages=bool(uneven), etp=None,
-                          pipeline_layout=None, dp_replicas=1, recompute_fraction=1.0)
+                          pipeline_layout=None, dp_replicas=1, recompute_fraction=1.0, cp_kind=cp_kind)
         self.derived = {"schedule": "interleave", "zero_stage": "sharding"}      # name: the column it follows from
         self.names = ({k for k in cols if k not in ("recompute", "sharding")} | set(self.fixed)
                       | {k for k, c in self.derived.items() if c in cols})
@@ -140,9 +142,10 @@ def _schedule(v, schedule: str | None):
     return "interleaved" if v > 1 else "1f1b"
 
 
-def _apply(model, cols: dict, rules: list, global_batch: int, schedule: str | None, uneven: bool = False) -> dict:
+def _apply(model, cols: dict, rules: list, global_batch: int, schedule: str | None, uneven: bool = False,
+           cp_kind: str = "ring") -> dict:
     """Keep the rows where every rule whose plan fields are all enumerated holds; those rules leave ``rules``."""
-    rows = _Rows(cols, global_batch, schedule, uneven)
+    rows = _Rows(cols, global_batch, schedule, uneven, cp_kind)
     now = [r for r in rules if set(r.reads) <= rows.names]
     if not now:
         return cols
@@ -194,7 +197,7 @@ def _offload_domain(model, rules: list, offload_layers, pps, rcs, pp_pinned, rc_
 def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, cp=None, ep=None,
                     micro_batch=None, interleave=None, recompute=None, sequence_parallel=None, sharding=None,
                     schedule: str | None = None, stack=None, uneven_stages: bool = False,
-                    offload_layers: int = 0, ladder: int = 0) -> tuple[dict, int]:
+                    offload_layers: int = 0, ladder: int = 0, cp_kind: str = "ring") -> tuple[dict, int]:
     """Every valid plan as numpy columns, and the number of combinations before the masks.
 
     A knob left as None takes every value that can be valid (divisors of the GPU count, batch,
@@ -211,7 +214,8 @@ def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, 
     every value up to the layers. ``offload_layers`` (the base plan's, not searched): the rules on CPU offload
     restrict the knobs they read (pp 1, no recomputation); a pinned value they forbid is an InputError.
     ``ladder``: the number of module sets beyond the base's that selective recomputation also takes (recompute codes
-    LADDER, LADDER + 1, ...; :func:`selective_ladder`).
+    LADDER, LADDER + 1, ...; :func:`selective_ladder`). ``cp_kind`` (the base plan's, not searched): ring attention
+    or Ulysses, whose rule (tp x cp | heads) masks the layouts.
     """
     import numpy as np
 
@@ -264,18 +268,18 @@ def enumerate_plans(model, n_gpus: int, global_batch: int, *, tp=None, pp=None, 
     m = n_gpus % tpc == 0
     c = _keep(c, m)
     c["dp"] = n_gpus // (c["tp"] * c["pp"] * c["cp"])
-    u = uneven_stages
-    c = _apply(model, c, rules, B, schedule, u)
-    c = _apply(model, _cross(c, "micro_batch", mbs), rules, B, schedule, u)
-    c = _apply(model, _cross(c, "interleave", vs), rules, B, schedule, u)
+    u, ck = uneven_stages, cp_kind
+    c = _apply(model, c, rules, B, schedule, u, ck)
+    c = _apply(model, _cross(c, "micro_batch", mbs), rules, B, schedule, u, ck)
+    c = _apply(model, _cross(c, "interleave", vs), rules, B, schedule, u, ck)
     # switches that never break divisibility
     c = _cross(c, "sequence_parallel", sps)
     c = _keep(c, (c["sequence_parallel"] == 0) | (c["tp"] > 1) | (len(sps) == 1))
     c = _cross(c, "recompute", rcs)
-    c = _apply(model, _cross(c, "sharding", zs), rules, B, schedule, u)
+    c = _apply(model, _cross(c, "sharding", zs), rules, B, schedule, u, ck)
     # the rules left read only fields that are not searched (dtype, overlaps: evaluate_space checks them on the
     # fixed plan); one that also reads a knob would be skipped here, so it is a programming error
-    half = [r for r in rules if set(r.reads) & _Rows(c, B, schedule, u).names]
+    half = [r for r in rules if set(r.reads) & _Rows(c, B, schedule, u, ck).names]
     if half:
         raise RuntimeError(f"search cannot apply the rule {half[0].message!r}: it reads {half[0].reads}, "
                            "of which search enumerates only some; enumerate the others or give them to _Rows")
@@ -441,7 +445,7 @@ def evaluate_space(model, hw, n_gpus: int, global_batch: int, *, base=None, fram
         pins["tp"] = node_tiling_tp(model, n_gpus, hw.gpus_per_node)
     knobs, enumerated = enumerate_plans(model, n_gpus, global_batch, schedule=schedule, stack=st,
                                         uneven_stages=base.uneven_stages, offload_layers=base.offload_layers,
-                                        ladder=len(ladder), **pins)
+                                        ladder=len(ladder), cp_kind=base.cp_kind, **pins)
     knobs, extra = with_replicas(knobs, hw.gpus_per_node, st,
                                  base.dp_replicas if "dp_replicas" in stated else None)
     enumerated += extra
@@ -710,7 +714,7 @@ _RULED = ("overlap_pp", "overlap_grad_reduce", "overlap_tp", "overlap_ep")
 # plan fields every searched plan takes from the base (the stack's defaults, or what the user stated)
 _FIXED = ("dtype", "grad_dtype", "overlap_grad_reduce", "overlap_param_gather", "overlap_tp", "overlap_pp",
           "overlap_cp", "overlap_ep", "tp_async_dgrad", "tp_overlap_split_rs", "per_expert_kernels", "fused_moe_mlp", "fp8_attention", "fp8_param_gather", "quantized_tp_gather", "bf16_layers", "wgrad_fusion", "fsdp_copies", "grad_buckets", "pp_scatter_gather",
-          "quantized_saves", "ep_dispatcher", "fp8_dispatch", "loss_kernel",
+          "quantized_saves", "ep_dispatcher", "cp_kind", "fp8_dispatch", "loss_kernel",
           "cuda_graphs", "graph_modules", "offload_layers", "recompute_modules", "delay_wgrad", "moment_dtype",
           "master_weights")
 

@@ -49,8 +49,8 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   where the text states qk_layernorm (unless false).
 - global_batch and local_batch blank, the text stating a local batch ("Local batch size 8", torchtitan's per-DP-rank
   training.local_batch_size): global batch = it x dp (``local_batch_from_text``, ``batch_from_local``).
-- a layout that leaves a factor of the GPUs over where the text names DeepSpeed-Ulysses: skipped with that reason
-  (Ulysses' all-to-all of heads is not modelled; context parallelism is ring attention).
+- the text naming DeepSpeed-Ulysses (and no ring attention): cp_kind ulysses, its degree the stated cp, else the factor
+  of the GPUs tp x pp x dp leaves over (``ulysses_stated``); a stack without Ulysses refuses it (stacks cp_kinds).
 - global_batch blank on a pipelined row (pp > 1) with only a micro-batch: skipped, with the reason (the default global
   batch, micro-batch x dp, would run one micro-batch through the pipeline).
 - a pipeline whose first and last stage hold one layer fewer, as the text states (or Megatron-Core's
@@ -1203,6 +1203,17 @@ def schedule_from_text(text: str) -> str | None:
 
 
 _ULYSSES = re.compile(r"\bulysses\b")
+_RING = re.compile(r"\bring[- _]?(?:attention|attn|flash)|\bzig[- _]?zag|\bring_attn\b")
+
+
+def ulysses_stated(text: str) -> bool:
+    """A row's lower-cased text names DeepSpeed-Ulysses as its sequence parallelism and no ring attention beside it
+    (a row comparing the two, or running both, is not read as Ulysses).
+
+    >>> ulysses_stated("sequence_parallel_size=8 (deepspeed-ulysses style all-to-all)"), ulysses_stated("ring attention vs ulysses")
+    (True, False)
+    """
+    return bool(_ULYSSES.search(text or "")) and not _RING.search(text or "")
 # Megatron-LM --kv-channels (kv_channels: the width of each attention head's projections), a head_dim as configs write it
 _HEAD_DIM_TEXT = re.compile(r"(?<!\w)(?:kv[-_ ]channels|head[-_ ]dim)\s*(?:=|:|of|is)?\s*(\d+)\b", re.I)
 _QK_TEXT = re.compile(r"(?<!no )(?<!without )(?<![\w-])-*qk[-_ ]layer[-_ ]?norm\b(?!\W{0,3}(?:false|off|0\b|none))")
@@ -1346,11 +1357,18 @@ def _plan_fields(row: dict, base=None) -> dict:
         d["dp"] = dp * row["ep"]
         d[DP_WITH_EP] = (dp, row["ep"])
     text = f"{row.get('notes', '')} {row.get('settings', '')}".lower()
-    if not blank and n and tp * pp * dp * cp < n and n % (tp * pp * dp * cp) == 0 and _ULYSSES.search(text):
-        raise Skip(f"the layout (tp x pp x dp x cp = {tp * pp * dp * cp}) leaves a factor {n // (tp * pp * dp * cp)} of "
-                   f"the {n} GPUs to DeepSpeed-Ulysses-style sequence parallelism (an all-to-all of the attention "
-                   "heads; DeepSpeed --ds-sequence-parallel-size, XTuner sequence_parallel_size), which is not "
-                   "modelled (context parallelism here is ring attention)")
+    if ulysses_stated(text):
+        # DeepSpeed-Ulysses sequence parallelism (DeepSpeed --ds-sequence-parallel-size, XTuner / LLaMA-Factory
+        # sequence_parallel_size): the context-parallel group as an all-to-all of heads (plan cp_kind ulysses); its
+        # degree is the stated cp, else the factor of the GPUs the stated tp x pp x dp leaves over
+        left = n // (tp * pp * dp * cp) if not blank and n and n % (tp * pp * dp * cp) == 0 else 1
+        if left > 1 and cp > 1:
+            raise Skip(f"ring attention (cp {cp}) and DeepSpeed-Ulysses over the {left} ranks the layout leaves "
+                       "combined (USP) are not modelled")
+        if left > 1 or cp > 1:
+            d["cp"], d["cp_kind"] = cp * left, "ulysses"
+            d[ULYSSES_NOTE] = (f"DeepSpeed-Ulysses named in the text: cp {cp * left} as an all-to-all of heads (cp-kind "
+                               f"ulysses){f', the {left} ranks tp x pp x dp leaves of {n}' if left > 1 else ''}")
     # a recompute column stating recomputation of some of the blocks ("every other layer", "selective_ac_option 2"):
     # full recomputation of that share (BLOCK_RC below), not a kind the column's reader knows
     # (only where the column's reader cannot read it: "selective layer" stays Megatron's selective outside torchtitan)
@@ -1962,6 +1980,7 @@ def shard_size_from_text(text: str):
 
 FSDP_NOTE = "_fsdp_column"          # plan-field key: how the fsdp column was read (a note, dropped before resolving)
 SCHEDULE_NOTE = "_schedule_note"     # plan-field key: how a schedule the text names was priced (a note, dropped)
+ULYSSES_NOTE = "_ulysses_note"       # plan-field key: the Ulysses degree read from the text (a note, dropped)
 
 
 def fsdp_column(value, fields: dict) -> tuple[dict, str]:
@@ -2504,6 +2523,8 @@ def build_case(row: dict, hardware=None) -> Case:
         note = "; ".join(x for x in (note, said) if x)
     if FSDP_NOTE in plan_fields:
         note = "; ".join(x for x in (note, plan_fields.pop(FSDP_NOTE)) if x)
+    if ULYSSES_NOTE in plan_fields:
+        note = "; ".join(x for x in (note, plan_fields.pop(ULYSSES_NOTE)) if x)
     # how the text's DualPipe is priced: said only where the stack does not run it (HAI-LLM does, stacks/hai-llm.yaml)
     schedule_note = plan_fields.pop(SCHEDULE_NOTE, "")
     if DP_WITH_EP in plan_fields:

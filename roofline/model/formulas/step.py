@@ -146,11 +146,31 @@ def tp_blocks(moe_kind: bool, hybrid: bool = False) -> list:
             (S.mamba_frac, {"mamba_in_proj": one}, h)]
 
 
-def cp_layer():
-    """CP: ring attention passes K and V chunks around c ranks, c-1 hops forward, 2x backward (dK, dV),
-    and again in a recomputed forward."""
+def cp_passes() -> tuple[sp.Expr, sp.Expr]:
+    """(forward, backward with the recomputed forward) passes of a layer's CP exchange, in units of the forward's:
+    ring attention sends dK and dV back around the ring as well as K and V again (2), DeepSpeed-Ulysses its two
+    all-to-alls once each way (1); full recomputation runs the forward's again."""
+    return sp.Integer(1), (1 - S.cp_a2a) * 2 + S.cp_a2a + S.rc_full
+
+
+def cp_pass():
+    """One forward pass of a layer's CP exchange. Ring attention (cp_a2a 0; Megatron-Core/Transformer Engine, torch
+    context_parallel): K and V chunks around the c ranks, c-1 hops. DeepSpeed-Ulysses (cp_a2a 1; Jacobs et al. 2023,
+    arXiv:2309.14509 sec 3, deepspeed/sequence/layer.py DistributedAttention): each rank holds s/c tokens of every head;
+    an all-to-all turns Q, K and V into every token of h/c heads before the attention core and another turns its
+    output back, over the c ranks at stride t (the heads a TP rank holds)."""
     kv_chunk = 2 * S.act_bytes * C.tokens * C.kv_width / S.tp
-    return (S.cp - 1) * CM.cp_ring_step(kv_chunk) * (1 + 2 + S.rc_full)
+    ring = (S.cp - 1) * CM.cp_ring_step(kv_chunk)
+    qkv = S.act_bytes * C.tokens * (C.q_width + 2 * C.kv_width) / S.tp
+    out = S.act_bytes * C.tokens * C.q_width / S.tp
+    ulysses = sp.Min(1, S.cp - 1) * (CM.collective("a2a", S.cp, qkv, S.tp) + CM.collective("a2a", S.cp, out, S.tp))
+    return (1 - S.cp_a2a) * ring + S.cp_a2a * ulysses
+
+
+def cp_layer():
+    """A layer's CP exchange, forward and backward with the recomputed forward (cp_passes)."""
+    fwd, bwd = cp_passes()
+    return cp_pass() * (fwd + bwd)
 
 
 # recomputation that runs an MoE layer's forward again, its all-to-all and host work included: full, or the selective
@@ -342,8 +362,10 @@ def layer(ops, blocks, ep, col_ops=None, moe_on=sp.Integer(0), moe_share=sp.Inte
     # t c ranks fit a node (comm.cp_ring_step)
     cp_share = sp.Piecewise((CM.interference(S.nccl_sms), S.tp * S.cp <= S.gpus_per_node),
                             (CM.interference(S.nccl_sms_inter), True))
-    cp = CM.exposed(cp_layer(), time_of(core, "fwd") * (1 + 2 + S.rc_full), S.ov_cp, cp_share)
-    comm_bwd = tp_bwd_share + ep * (1 + RC_MOE) / (2 + RC_MOE) + cp * (2 + S.rc_full) / (3 + S.rc_full)
+    # (Ulysses' all-to-alls run before and after the attention core, with nothing to hide behind: not overlapped)
+    cp = CM.exposed(cp_layer(), time_of(core, "fwd") * (1 + 2 + S.rc_full), S.ov_cp * (1 - S.cp_a2a), cp_share)
+    cp_fwd, cp_bwd = cp_passes()
+    comm_bwd = tp_bwd_share + ep * (1 + RC_MOE) / (2 + RC_MOE) + cp * cp_bwd / (cp_fwd + cp_bwd)
     # the host issues kernels asynchronously: a layer takes max(GPU time, host issue time) (calibrate/bench_host.py);
     # an MoE layer's router, dispatcher bookkeeping and permutation add host_moe_fwd / host_moe_bwd (the recomputed
     # forward of full recomputation re-issues them); a layer replayed as a CUDA graph issues nothing one by one
@@ -892,7 +914,8 @@ def volumes(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
     tp_pass = add(*[scale(per_pass(kinds[k].tp_fwd_raw), layers[k]) for k in layers], scale(etp_pass, moe_mlp))
     tp_bwd = add(*[scale(per_pass(kinds[k].tp_raw - kinds[k].tp_fwd_raw), layers[k]) for k in layers],
                  scale(etp_pass, moe_mlp * (1 + rc)))
-    cp_pass = scale(per_pass(cp_layer()), attn_layers / (3 + rc))
+    cp_fwd, cp_bwd = cp_passes()
+    cp_one = scale(per_pass(cp_pass()), attn_layers)
     # pipeline: p v - 1 boundaries per micro-batch, each crossed by every TP rank's message (pp_message), over p GPUs
     pp_pass = scale(per_pass(pp_message(S.act_bytes * C.tokens * h)),
                     PL.has_pp * (S.pp * S.interleave - 1) / S.pp)
@@ -905,7 +928,7 @@ def volumes(kinds: dict[str, Layer]) -> dict[str, sp.Expr]:
     dp_bwd = add(scale(per_pass(reduce), (1 - z3) * reduces), scale(per_pass(zero3 - zero3_passes() * gather3), z3))
     per_step = {
         "tp": (scale(tp_pass, m), scale(tp_bwd, m)),
-        "cp": (scale(cp_pass, m), scale(cp_pass, m * (2 + rc))),
+        "cp": (scale(cp_one, m * cp_fwd), scale(cp_one, m * cp_bwd)),
         "ep": (scale(ep_pass, m * moe_mlp), scale(ep_pass, m * moe_mlp * (1 + rc))),
         "pp": (scale(pp_pass, m), scale(pp_pass, m)),
         "dp": (dp_fwd, dp_bwd),

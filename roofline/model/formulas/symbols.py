@@ -191,6 +191,8 @@ delay_wgrad = _s("delay_wgrad", "", "1 when the EP overlap delays the experts' w
                  "dispatch backward (Megatron-Core --delay-wgrad-compute, which needs the EP overlap); 0: the experts' "
                  "backward runs whole before it", "plan", r"\delta_{w}", zero=True)
 ov_cp = _s("ov_cp", "", "fraction of ring-attention KV exchange hidden behind attention (0..1)", "plan", r"o_{c}")
+cp_a2a = _s("cp_a2a", "", "1 where the context-parallel group runs DeepSpeed-Ulysses (an all-to-all of the attention heads "
+            "around the attention core, not overlapped); 0: ring attention", "plan", r"u_{c}", zero=True)
 act_bytes = _s("act_bytes", "bytes", "bytes per activation/weight element (2 for bf16/fp16)", "plan", r"\beta_{a}")
 grad_bytes = _s("grad_bytes", "bytes", "bytes per gradient element in the reduce and buffer", "plan", r"\beta_{g}")
 mask_bytes = _s("mask_bytes", "bytes", "bytes per dropout-mask element (1)", "plan", r"\beta_{m}")

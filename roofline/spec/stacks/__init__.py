@@ -34,11 +34,11 @@ PLAN_KEYS = ("dtype", "grad_dtype", "sequence_parallel", "sharding", "recompute"
              "overlap_param_gather", "overlap_tp", "tp_async_dgrad", "tp_overlap_split_rs", "per_expert_kernels", "fused_moe_mlp", "wgrad_fusion", "eager_elementwise", "eager_rope", "fsdp_copies", "grad_buckets", "master_weights", "pp_scatter_gather", "quantized_saves",
              "quantized_tp_gather",
              "loss_kernel",
-             "cuda_graphs", "ep_dispatcher", "overlap_ep", "recompute_modules", "moment_dtype", "fp8_dispatch")
+             "cuda_graphs", "ep_dispatcher", "overlap_ep", "recompute_modules", "moment_dtype", "fp8_dispatch", "cp_kind")
 RULE_KEYS = ("interleaved_schedule", "interleave_when_pp", "no_overlap_with_pp", "overlap_pp_interleaved", "tp_comm_overlap", "uneven_stages", "shardings",
              "max_zero_with_pp", "max_zero_with_ep", "no_overlap_with_ep", "grad_dtype_bf16", "kv_heads_below_tp", "compiled_loss_since",
              "recomputes", "recompute_names", "schedules", "micro_batch_unstated", "builds_on", "recompute_modules",
-             "moment_dtypes", "optimizers", "seq_len_unstated", "combines", "pipeline", "context_parallel",
+             "moment_dtypes", "optimizers", "seq_len_unstated", "combines", "pipeline", "context_parallel", "cp_kinds",
              "sequence_parallelism",
              "replicas", "partial_recompute", "eager_rope_moe_only", "quantized_tp_gather_recipes", "precisions",
              "microbatches_with_pp", "undated_version", "schedule_unstated", "precision_names", "own_models",
@@ -337,6 +337,8 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
     pure = bool(stack.rule("pure_bf16", False))
     # context parallelism (ring attention over a cp group): every stack unless it says not (Megatron-LM before 2023-10)
     ring_cp = bool(stack.rule("context_parallel", True))
+    # how its context parallelism splits attention: ring attention unless the stack lists its kinds (DeepSpeed: Ulysses)
+    cp_kinds = tuple(stack.rule("cp_kinds") or ("ring",))
     # Megatron-style sequence parallelism (the TP all-reduce split into reduce-scatter + all-gather): every stack
     # unless it says not (Megatron-LM before 2022-04)
     seq_par = bool(stack.rule("sequence_parallelism", True))
@@ -379,6 +381,10 @@ def plan_rules(stack: Stack) -> tuple[Rule, ...]:
              f"stack {stack.id} has no pipeline parallelism (pp {{p.pp}}): {src.get('pipeline', '')}", ("pp",)),
         Rule(lambda m, p: ring_cp | (p.cp <= 1),
              f"stack {stack.id} has no context parallelism (cp {{p.cp}}): {src.get('context_parallel', '')}", ("cp",)),
+        Rule(lambda m, p: (p.cp <= 1) | among(p.cp_kind, cp_kinds),
+             f"stack {stack.id} runs context parallelism as {', '.join(cp_kinds)}, not {{p.cp_kind}}"
+             + (f": {src['cp_kinds']}" if "cp_kinds" in src else " (ring attention: Megatron-Core / Transformer "
+                "Engine, torch context_parallel; DeepSpeed-Ulysses: DeepSpeed, Megatron-DeepSpeed)"), ("cp", "cp_kind")),
         Rule(lambda m, p: seq_par | np.logical_not(p.sequence_parallel),
              f"stack {stack.id} has no sequence parallelism: {src.get('sequence_parallelism', '')}",
              ("sequence_parallel",)),
