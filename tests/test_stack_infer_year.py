@@ -131,12 +131,13 @@ def test_a_stated_feature_dates_an_undated_row_to_the_version_that_has_it():
 
 @pytest.mark.parametrize("stack,sp,cp", [
     ("megatron-lm-2021", False, False), ("megatron-lm-2022", True, False), ("megatron-core", True, True),
-    ("megatron-deepspeed-2022", False, False), ("megatron-deepspeed", True, False), ("gpt-neox-2022", False, True),
+    ("megatron-deepspeed-2022", False, False), ("megatron-deepspeed", True, True), ("gpt-neox-2022", False, True),
     ("gpt-neox", True, True)])
 def test_sequence_and_context_parallelism_only_where_the_stack_has_them(stack, sp, cp):
     """Megatron's sequence parallelism came with Megatron-LM cfd2e21607 (2022-04), to Megatron-DeepSpeed with its
-    2023-07 merge and to GPT-NeoX in 2024-08; the DeepSpeed fork never had ring context parallelism. resolve refuses
-    what a stack lacks in one line, and the search never returns it."""
+    2023-07 merge and to GPT-NeoX in 2024-08; the DeepSpeed fork never had ring context parallelism, its context
+    parallelism is DeepSpeed-Ulysses from 2023-08 (its default cp_kind). resolve refuses what a stack lacks in one
+    line, and the search never returns it."""
     from roofline.base.errors import InputError
     from roofline.spec.resolve import resolve
     from roofline.spec import hardware, models
