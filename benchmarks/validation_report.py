@@ -580,10 +580,10 @@ def input_rules() -> list[str]:
         "(Megatron's `--qk-layernorm`), unless set false.",
         "- **global_batch** and `local_batch` blank, the notes or settings stating a local batch (\"Local batch size "
         "8\", torchtitan's per-data-parallel-rank `training.local_batch_size`) -> global batch = it x dp "
-        "(`validate.local_batch_from_text`). A row whose text names DeepSpeed-Ulysses (and no ring attention) runs "
-        "context parallelism as Ulysses' all-to-all of the heads (`cp_kind` ulysses, docs/models.md), its degree the "
-        "stated cp or the factor of the GPUs tp x pp x dp leaves over (`validate.ulysses_stated`); a stack without "
-        "it refuses it.",
+        "(`validate.local_batch_from_text`). A layout whose tp x pp x dp leaves a factor of the GPUs over, where the "
+        "text names DeepSpeed-Ulysses (and no ring attention), runs that factor as context parallelism by Ulysses' "
+        "all-to-all of the heads (`cp_kind` ulysses, docs/models.md; `validate.ulysses_stated`); a stack without it "
+        "refuses it.",
         '- **interleave** blank with pp > 1 -> a schedule the settings or notes name ("Interleaved 1F1B", '
         '"1F1B-I", "1F1B", "GPipe", "DualPipeV"; `validate.schedule_from_text`), else the stack\'s rule. A '
         "zero-bubble schedule (ZB-H1/H2, ZB-1p/2p, ZB-V, torch's `ScheduleZBVZeroBubble`; Qi et al. 2024) is not "

@@ -80,3 +80,10 @@ def test_a_row_naming_ulysses_runs_it_over_the_ranks_its_layout_leaves():
         _row(notes="long context")
     with pytest.raises(V.Skip, match="runs context parallelism as ring, not ulysses"):
         _row(framework="Megatron-Core", notes="DeepSpeed-Ulysses over 8 GPUs")
+
+
+def test_a_stated_cp_with_ulysses_only_mentioned_keeps_the_stacks_kind():
+    """Ulysses is read only where the layout leaves GPUs over: a Megatron-Core row with its cp stated whose notes
+    merely mention Ulysses stays ring attention and is priced."""
+    case = _row(framework="Megatron-Core", cp="8", notes="unlike DeepSpeed-Ulysses, context parallelism splits the tokens")
+    assert case.plan.cp == 8 and case.plan.cp_kind == "ring"

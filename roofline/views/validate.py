@@ -49,8 +49,8 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   where the text states qk_layernorm (unless false).
 - global_batch and local_batch blank, the text stating a local batch ("Local batch size 8", torchtitan's per-DP-rank
   training.local_batch_size): global batch = it x dp (``local_batch_from_text``, ``batch_from_local``).
-- the text naming DeepSpeed-Ulysses (and no ring attention): cp_kind ulysses, its degree the stated cp, else the factor
-  of the GPUs tp x pp x dp leaves over (``ulysses_stated``); a stack without Ulysses refuses it (stacks cp_kinds).
+- a layout that leaves a factor of the GPUs over where the text names DeepSpeed-Ulysses (and no ring attention): that
+  factor as cp, cp_kind ulysses (``ulysses_stated``); a stack without Ulysses refuses it (stacks cp_kinds).
 - global_batch blank on a pipelined row (pp > 1) with only a micro-batch: skipped, with the reason (the default global
   batch, micro-batch x dp, would run one micro-batch through the pipeline).
 - a pipeline whose first and last stage hold one layer fewer, as the text states (or Megatron-Core's
@@ -1357,18 +1357,18 @@ def _plan_fields(row: dict, base=None) -> dict:
         d["dp"] = dp * row["ep"]
         d[DP_WITH_EP] = (dp, row["ep"])
     text = f"{row.get('notes', '')} {row.get('settings', '')}".lower()
-    if ulysses_stated(text):
+    left = n // (tp * pp * dp * cp) if not blank and n and n % (tp * pp * dp * cp) == 0 else 1
+    if left > 1 and ulysses_stated(text):
         # DeepSpeed-Ulysses sequence parallelism (DeepSpeed --ds-sequence-parallel-size, XTuner / LLaMA-Factory
-        # sequence_parallel_size): the context-parallel group as an all-to-all of heads (plan cp_kind ulysses); its
-        # degree is the stated cp, else the factor of the GPUs the stated tp x pp x dp leaves over
-        left = n // (tp * pp * dp * cp) if not blank and n and n % (tp * pp * dp * cp) == 0 else 1
-        if left > 1 and cp > 1:
+        # sequence_parallel_size) over the factor of the GPUs the stated tp x pp x dp x cp leaves over: the
+        # context-parallel group as an all-to-all of heads (plan cp_kind ulysses). Read only where the layout needs it
+        # (a stated cp with Ulysses merely mentioned stays the stack's kind)
+        if cp > 1:
             raise Skip(f"ring attention (cp {cp}) and DeepSpeed-Ulysses over the {left} ranks the layout leaves "
                        "combined (USP) are not modelled")
-        if left > 1 or cp > 1:
-            d["cp"], d["cp_kind"] = cp * left, "ulysses"
-            d[ULYSSES_NOTE] = (f"DeepSpeed-Ulysses named in the text: cp {cp * left} as an all-to-all of heads (cp-kind "
-                               f"ulysses){f', the {left} ranks tp x pp x dp leaves of {n}' if left > 1 else ''}")
+        d["cp"], d["cp_kind"] = left, "ulysses"
+        d[ULYSSES_NOTE] = (f"DeepSpeed-Ulysses named in the text: the {left} ranks tp x pp x dp leaves of {n} as "
+                           "context parallelism by an all-to-all of heads (cp-kind ulysses)")
     # a recompute column stating recomputation of some of the blocks ("every other layer", "selective_ac_option 2"):
     # full recomputation of that share (BLOCK_RC below), not a kind the column's reader knows
     # (only where the column's reader cannot read it: "selective layer" stays Megatron's selective outside torchtitan)
