@@ -66,7 +66,7 @@ def render(pred, band=..., mfu_convention: str = "roofline") -> str:
     step = d["step_time_s"]
     lines = [
         f"roofline: {m.name} ({count_text(pred.params)}) on {pred.n_gpus} x {hw.name}",
-        f"plan: tp={p.tp} pp={p.pp} dp={p.dp} cp={p.cp}" + (" (ulysses)" if p.cp > 1 and p.cp_kind == "ulysses" else "") + (f" ep={p.ep}" if p.ep > 1 else "")
+        f"plan: tp={p.tp} pp={p.pp} dp={p.dp} {p.cp_label}" + (f" ep={p.ep}" if p.ep > 1 else "")
         + f" | micro-batch {p.micro_batch} x {pred.micro_batches} micro-batches, global batch {p.batch}"
         + f" | {p.schedule}" + (f" v={p.interleave}" if p.interleave > 1 else "") + _layout_text(p, m)
         + f" | SP {'on' if p.sequence_parallel and p.tp > 1 else 'off'} | recompute {p.recompute}"

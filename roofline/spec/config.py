@@ -400,6 +400,11 @@ class Plan:
         return module_set(self.recompute_modules)
 
     @property
+    def cp_label(self) -> str:
+        """The context-parallel degree as plan lines print it: "cp=8", or "cp=8 (ulysses)" for DeepSpeed-Ulysses."""
+        return f"cp={self.cp}" + (" (ulysses)" if self.cp > 1 and self.cp_kind == "ulysses" else "")
+
+    @property
     def n_gpus(self) -> int:
         return self.tp * self.pp * self.dp * self.cp
 

@@ -485,7 +485,7 @@ def pareto(cands: list[Candidate]) -> list[Candidate]:
 # CLI
 
 def _plan_text(p) -> str:
-    s = f"tp={p.tp} pp={p.pp} dp={p.dp} cp={p.cp}" + (" (ulysses)" if p.cp > 1 and p.cp_kind == "ulysses" else "") + (f" ep={p.ep}" if p.ep > 1 else "")
+    s = f"tp={p.tp} pp={p.pp} dp={p.dp} {p.cp_label}" + (f" ep={p.ep}" if p.ep > 1 else "")
     s += f" mb={p.micro_batch}" + (f" v={p.interleave}" if p.interleave > 1 else "") \
         + (f" {p.schedule}" if p.schedule in PINNED_SCHEDULES and p.pp > 1 else "")    # no pipeline at pp 1
     s += f" SP={'on' if p.sequence_parallel and p.tp > 1 else 'off'} rc={p.recompute}" \

@@ -964,7 +964,7 @@ def _model_fields(row: dict) -> tuple[dict, str]:
     early = []          # notes of what the text or the named preset fills before the rest below
     if row.get("head_dim"):                 # Megatron-Core kv_channels (blank: d_model / heads)
         d["head_dim"] = row["head_dim"]
-    elif not hybrid and (hd := head_dim_from_text(f"{row.get('notes', '')} {row.get('settings', '')}")) \
+    elif not hybrid and (hd := head_dim_from_text(_notes_text(row))) \
             and "mamba" not in f"{row.get('model', '')} {row.get('notes', '')}".lower():     # not a Mamba head's
         d["head_dim"] = hd[0]               # the text's --kv-channels / head_dim
         early.append(f"head_dim {hd[0]} from the text ({hd[1]!r})")
@@ -1059,7 +1059,7 @@ def _model_fields(row: dict) -> tuple[dict, str]:
     qk = normalize.flag(row.get("qk_layernorm") or "")
     if qk is None and re.search(r"\bqk[-_ ]?(?:layer)?norm", row.get("attention_detail") or "", re.I):
         qk = True
-    if qk is None and _QK_TEXT.search(f"{row.get('notes', '')} {row.get('settings', '')}".lower()):
+    if qk is None and _QK_TEXT.search(_notes_text(row)):
         qk = True                           # Megatron's --qk-layernorm / qk_layernorm: true in the notes or settings
     if qk is not None:
         d["qk_norm"] = qk
@@ -1200,6 +1200,11 @@ def schedule_from_text(text: str) -> str | None:
         if re.search(pattern, text or ""):
             return name
     return None
+
+
+def _notes_text(row: dict) -> str:
+    """A row's notes and settings, lower-cased: the free text the readers below search."""
+    return f"{row.get('notes', '')} {row.get('settings', '')}".lower()
 
 
 _ULYSSES = re.compile(r"\bulysses\b")
@@ -1356,7 +1361,7 @@ def _plan_fields(row: dict, base=None) -> dict:
         # holds EP (expert_model_parallel_size divides dp x cp; parallel_state.py), so its dp is the stated dp x ep
         d["dp"] = dp * row["ep"]
         d[DP_WITH_EP] = (dp, row["ep"])
-    text = f"{row.get('notes', '')} {row.get('settings', '')}".lower()
+    text = _notes_text(row)
     left = n // (tp * pp * dp * cp) if not blank and n and n % (tp * pp * dp * cp) == 0 else 1
     if left > 1 and ulysses_stated(text):
         # DeepSpeed-Ulysses sequence parallelism (DeepSpeed --ds-sequence-parallel-size, XTuner / LLaMA-Factory
@@ -1794,7 +1799,7 @@ def memory_measure(row: dict) -> str:
     torch.cuda.max_memory_reserved / memory_stats reserved_bytes: the tensors and the allocator's fragmentation) or
     "allocated" (torch.cuda.max_memory_allocated: the tensors alone; the default). Neither holds the CUDA context or
     NCCL's buffers, which only nvidia-smi sees."""
-    text = f"{row.get('notes', '')} {row.get('settings', '')}".lower()
+    text = _notes_text(row)
     m = re.search(r"\bmem(?:ory)?\s*=\s*([^;]*)", text)       # the clause that says what the column holds
     text = m.group(1) if m else text
     return "reserved" if "reserved" in text and "allocated" not in text else "allocated"
@@ -2508,7 +2513,7 @@ def build_case(row: dict, hardware=None) -> Case:
     measured = measured if measured and measured > 0 else float("nan")     # memory-only row
     local_said = ""
     if row["global_batch"] is None and not row.get(BATCH_TOKENS) and not row.get("local_batch") \
-            and (local := local_batch_from_text(f"{row.get('notes', '')} {row.get('settings', '')}".lower())):
+            and (local := local_batch_from_text(_notes_text(row))):
         row = {**row, "local_batch": local[0]}
         local_said = f"local batch {local[0]} from the text ({local[1]!r})"
     if row["global_batch"] is None and not row.get(BATCH_TOKENS) and not (row.get("local_batch")
