@@ -181,3 +181,47 @@ def test_a_head_width_and_qk_layernorm_the_notes_state_are_read_when_their_colum
     assert predict(wide.spec.model, wide.plan, wide.hw).params > predict(plain.spec.model, plain.plan, plain.hw).params
     assert not _case(**row, notes="qk_layernorm: false").spec.model.qk_norm
     assert V.head_dim_from_text("Mamba-2 state 128, head_dim 64") == (64, "head_dim 64")     # read only without Mamba
+
+
+def test_a_text_that_says_its_precision_is_unstated_is_not_read_as_a_format_it_mentions():
+    """'precision (the paper discusses BF16 and FP8 generally; the table's precision is not stated)' and a later
+    mention of 'their FP8 production training' leave the stack's default (bf16), where a plain 'FP8 GEMMs' is read."""
+    silent = ("Micro-batch, precision (the paper discusses BF16 mixed precision and FP8 generally; Table 3's precision "
+              "is not stated), ZeRO stage not stated. Sec 7 mentions SwiGLU in their FP8 production training.")
+    from roofline.spec.config import LOW_PRECISION_DTYPES
+    assert _case(precision="", framework="Megatron-LM", notes=silent, model="gpt3-6.7b").plan.dtype \
+        not in LOW_PRECISION_DTYPES
+    assert _case(precision="", framework="Megatron-LM", notes="FP8 GEMMs (Transformer Engine)",
+                 source="a paper (2024)", model="llama3-8b", gpu_id="h100-sxm").plan.dtype in LOW_PRECISION_DTYPES
+
+
+def test_flash_attention_named_in_a_cell_runs_on_a_stack_whose_default_writes_the_scores_out():
+    """Megatron-LM of 2022-2023 runs its unfused core attention unless --use-flash-attn: a model cell saying
+    'FlashAttention' takes the flash path of the row's date (FlashAttention-2 from 2023-07), and costs less; a note
+    citing the FlashAttention paper does not."""
+    kw = dict(framework="Megatron-LM", model="GPT-7B (decoder-only GPT with RoPE + FlashAttention)", n_layers="32",
+              d_model="4096", n_heads="32", vocab="50257", gpu_id="h100-sxm")
+    named = _case(source="Peng et al. 2023, arXiv:2310.18313", **kw)
+    plain = _case(source="Peng et al. 2023, arXiv:2310.18313", **{**kw, "model": "GPT-7B"})
+    assert plain.spec.model.attention == "unfused" and named.spec.model.attention == "flash"
+    assert _case(source="Dao et al. 2022, arXiv:2205.14135", **kw).spec.model.attention == "flash-v1"
+    assert _case(source="a 2023 paper", notes="hyperparameters as in the FlashAttention paper",
+                 **{**kw, "model": "GPT-7B"}).spec.model.attention == "unfused"
+    from roofline.model.predict import predict
+    assert predict(named.spec.model, named.plan, named.hw).step_time \
+        < predict(plain.spec.model, plain.plan, plain.hw).step_time
+
+
+def test_expert_parallelism_the_text_keeps_inside_a_node_runs_its_experts_unsplit():
+    """Megatron-Core's expert TP defaults to tp, which with ep 8 x tp 8 spreads an expert group over 8 nodes; a text
+    saying 'EP within each node' runs etp 1 (the group on one node's NVLink): its all-to-all priced on NVLink, less
+    time than across nodes."""
+    kw = dict(framework="Megatron-LM", model="MoE", n_layers="8", d_model="4096", n_heads="32", vocab="65536",
+              n_experts="32", top_k="3", moe_ffn_hidden="14336", ffn_hidden="14336", mlp="swiglu", gpu_id="h800",
+              n_gpus="128", tp="8", pp="1", ep="8", global_batch="64", micro_batch="1", seq_len="4096",
+              source="a 2025 paper")
+    spread, kept = _case(**kw), _case(notes="attention TP and EP within each node", **kw)
+    assert spread.plan.etp in (None, 8) and kept.plan.etp == 1
+    from roofline.model.predict import evaluate, inputs
+    ep_time = [float(evaluate(inputs(c.spec.model, c.plan, c.hw))["t_ep_comm"]) for c in (kept, spread)]
+    assert 0 < ep_time[0] < ep_time[1]

@@ -808,8 +808,18 @@ def precision_from_text(text: str):
     >>> [precision_from_text(t) for t in ("Llama 3 405B, BF16", "FSDP + torch.compile + Float8", "FP8 (E4M3) GEMMs, "
     ...     "delayed scaling", "mxfp8 recipe; bf16 attention", "no FP8", "MFU on the 1979 TFLOP/s FP8 peak", "")]
     [None, 'fp8-cs', 'fp8', 'mxfp8', None, None, None]
+    >>> precision_from_text("Micro-batch, precision (the paper discusses BF16 and FP8 generally; Table 3's precision "
+    ...     "is not stated), ZeRO stage not stated. Sec 7 mentions their FP8 production training")
+    >>> precision_from_text("Micro-batch, precision (the paper discusses BF16 and FP8 generally; Table 3's precision "
+    ...     "is not stated), ZeRO stage not stated")
     """
     from ..base import normalize
+    # a text that says the run's precision is not stated names formats elsewhere only as commentary ("precision (the
+    # paper discusses BF16 and FP8 generally; the table's precision is not stated)", "... in their FP8 production
+    # training"): a sentence naming the precision beside a silence (_SILENT), parentheses included, unsays them all
+    if any(re.search(r"\bprecision|\bdtype", s, re.I) and _SILENT.search(s.lower())
+           for s in re.split(r"\.\s|\n|\|", text or "")):
+        return None
     m, _ = stated_in_text(text, _LOWP, _LOWP_NOT)
     return normalize.precision(m.string[m.start():]) if m else None
 
@@ -945,6 +955,41 @@ def attention_kernel_stated(text: str) -> str | None:
     if re.search(_SOFTMAX_FUSION, t) and not re.search(r"flash|cudnn|sdpa|fused[- ]?attention|\bfa[23]\b", t):
         return "unfused"
     return None
+
+
+_FLASH_NAMED = re.compile(r"\bflash[- _]?(?:attention|attn)\b")
+# FlashAttention-2 (flash-attn v2.0.0, 2023-07-17; Dao 2023, arXiv:2307.08691): a run dated from then on that names
+# "FlashAttention" without a version ran it, an earlier one the first FlashAttention (Dao et al. 2022)
+FLASH2_RELEASE = (2023, 7)
+
+
+def flash_named(row: dict) -> str | None:
+    """The flash kernel a row's framework, model, attention or settings cell names without a version ("GPT with RoPE +
+    FlashAttention", "FlashAttention GPT-2 implementation"), by
+    its date: FlashAttention-2 from its release (FLASH2_RELEASE), the first FlashAttention before; None when the text
+    names no flash attention, or only in a negated clause. Read where the row's stack would write the score matrix
+    out (its default attention unfused, e.g. Megatron-LM before --use-flash-attn was its habit): the generic name
+    then says the run took the flash path the stack offered as an option.
+
+    >>> flash_named({"model": "GPT-7B (decoder-only GPT with RoPE + FlashAttention)", "source": "Peng et al. 2023"})
+    'flash'
+    >>> flash_named({"framework": "FlashAttention GPT-2 implementation", "source": "Dao et al. 2022"})
+    'flash-v1'
+    >>> [flash_named({"settings": t, "source": "2024"}) for t in ("FlashAttention was not used", "no flash attention")]
+    [None, None]
+    >>> flash_named({"notes": "trained as in the FlashAttention paper", "source": "2024"}) is None
+    True
+    """
+    from ..spec import stacks
+    # the cells that describe the run (not the notes, which cite "the FlashAttention paper" as a source of rows
+    # that ran other kernels)
+    text = f"{row.get('framework', '')}; {row.get('model', '')}; {row.get('attention', '')}; " \
+           f"{row.get('attention_detail', '')}; {row.get('settings', '')}"
+    m, _ = stated_in_text(text, _FLASH_NAMED)
+    if not m:
+        return None
+    y, month = stacks.earliest_date(f"{row.get('source', '')} {row.get('notes', '')}")
+    return "flash" if y and (y, month or 12) >= FLASH2_RELEASE else "flash-v1"
 
 
 def _model_fields(row: dict) -> tuple[dict, str]:
@@ -1207,6 +1252,21 @@ def _notes_text(row: dict) -> str:
     return f"{row.get('notes', '')} {row.get('settings', '')}".lower()
 
 
+_EP_IN_NODE = re.compile(r"\b(?:ep|expert[- ]parallel(?:ism)?)\b[^.;|]{0,40}?\b(?:within|inside|in)\s+(?:each|a|the|one)\s+"
+                         r"(?:single\s+)?node\b|\bintra[- ]node\s+(?:ep\d*|expert[- ]parallel(?:ism)?)\b")
+
+
+def ep_in_node_stated(text: str) -> bool:
+    """A row's lower-cased text keeps its expert-parallel group inside a node, not negated.
+
+    >>> [ep_in_node_stated(t) for t in ("sp attention and ep within each node", "intra-node ep8",
+    ...     "expert parallelism inside a node", "ep across nodes", "no intra-node ep", "ep 8")]
+    [True, True, True, False, False, False]
+    """
+    m, _ = stated_in_text(text, _EP_IN_NODE)
+    return bool(m)
+
+
 _ULYSSES = re.compile(r"\bulysses\b")
 _RING = re.compile(r"\bring[- _]?(?:attention|attn|flash)|\bzig[- _]?zag|\bring_attn\b")
 
@@ -1442,6 +1502,11 @@ def _plan_fields(row: dict, base=None) -> dict:
     m = re.search(r"\betp\s*=\s*(\d+)", text)
     if m and moe:
         d["etp"] = int(m.group(1))          # Megatron-Core --expert-tensor-parallel-size, stated by the recipe
+    elif moe and ep_in_node_stated(text) and 1 < (ep := row.get("ep") or 1) <= (row.get("gpus_per_node") or 8) \
+            and (not row.get("tp") or ep * row["tp"] > (row.get("gpus_per_node") or 8)):
+        # the text keeps the expert group inside a node ("EP within each node"): its ep ranks unsplit (etp 1), where
+        # Megatron-Core's default etp = tp would spread ep x tp ranks over several nodes
+        d["etp"] = 1
     if switch_stated(r"ep a2a overlap|overlap[-_ ]moe[-_ ]expert[-_ ]parallel[-_ ]comm", text):
         d["overlap_ep"] = 1.0
         # Megatron-Core --delay-wgrad-compute ("+ delay_wgrad" in the recipes' summaries), which needs the overlap
@@ -2574,6 +2639,13 @@ def build_case(row: dict, hardware=None) -> Case:
             stack, reason = infer_stack(row, probe.model, hw)
         from ..spec import stacks
 
+        if "attention" not in model_fields and stack.model.get("attention") == "unfused" \
+                and (flash := flash_named(row)):
+            # the text names FlashAttention on a stack whose default writes the score matrix out: the flash path
+            # the stack offers (Megatron-LM --use-flash-attn, transformers' use_flash_attention_2), of the row's date
+            model_fields["attention"] = flash
+            note = "; ".join(x for x in (note, f"attention {flash}: the text names FlashAttention ({stack.id} runs "
+                                               "unfused attention unless told)") if x)
         zb = plan_fields.get("schedule")
         if zb in ("zb1p", "zb2p") and stacks.schedule_refusal(stack, zb):
             # the text's zero-bubble schedule on a stack that runs none (upstream Megatron-LM): the 1F1B it reorders,
