@@ -225,3 +225,22 @@ def test_expert_parallelism_the_text_keeps_inside_a_node_runs_its_experts_unspli
     from roofline.model.predict import evaluate, inputs
     ep_time = [float(evaluate(inputs(c.spec.model, c.plan, c.hw))["t_ep_comm"]) for c in (kept, spread)]
     assert 0 < ep_time[0] < ep_time[1]
+
+
+@pytest.mark.parametrize("text", ["the yaml sets --expert-tensor-parallel-size 1", "expert_tensor_parallel_size=1",
+                                  "ETP=1"])
+def test_an_expert_tensor_parallel_size_the_text_states_is_read_in_any_spelling(text):
+    kw = dict(framework="Megatron-Core", model="MoE", n_layers="8", d_model="4096", n_heads="32", vocab="65536",
+              n_experts="32", top_k="4", moe_ffn_hidden="1536", ffn_hidden="1536", mlp="swiglu", gpu_id="h100-sxm",
+              n_gpus="64", tp="4", pp="1", ep="8", global_batch="64", micro_batch="1", seq_len="4096",
+              source="a 2025 benchmark page")
+    assert _case(notes=text, **kw).plan.etp == 1
+    assert _case(**kw).plan.etp in (None, 4)
+
+
+def test_a_dispatcher_the_framework_cell_names_is_read():
+    kw = dict(model="MoE", n_layers="8", d_model="4096", n_heads="32", vocab="65536", n_experts="32", top_k="4",
+              moe_ffn_hidden="1536", ffn_hidden="1536", mlp="swiglu", gpu_id="h100-sxm", n_gpus="64", tp="1",
+              pp="1", ep="8", global_batch="64", micro_batch="1", seq_len="4096", source="a 2025 benchmark page")
+    assert _case(framework="Megatron-Core, MoE dispatcher DeepEP", **kw).plan.ep_dispatcher == "deepep"
+    assert _case(framework="Megatron-Core", **kw).plan.ep_dispatcher == "alltoall"

@@ -1496,12 +1496,13 @@ def _plan_fields(row: dict, base=None) -> dict:
     # ("token dispatcher DeepEP", "Dispatcher DeepEP": the library named as what dispatched, not negated)
     moe = (row.get("n_experts") or 1) > 1 or (base is not None and base.n_experts > 1)
     m = re.search(r"flex dispatcher\s*=\s*(deepep|hybridep)|moe[-_ ]flex[-_ ]dispatcher[-_ ]backend\s*=\s*['\"]?(deepep|hybridep)"
-                  r"|\b(deepep|hybridep)\s+flex\b|dispatcher\W{0,3}(?:=\s*)?(deepep|hybridep)\b", text)
+                  r"|\b(deepep|hybridep)\s+flex\b|dispatcher\W{0,3}(?:=\s*)?(deepep|hybridep)\b",
+                  f"{text} {(row.get('framework') or '').lower()}")   # "Megatron-Core, MoE dispatcher DeepEP"
     if m and moe and not _switched_off(text, m.start(), m.end()):
         d["ep_dispatcher"] = next(g for g in m.groups() if g)
-    m = re.search(r"\betp\s*=\s*(\d+)", text)
+    m = re.search(r"\betp\s*=\s*(\d+)|expert[-_ ]tensor[-_ ]parallel(?:[-_ ]size)?\W{1,3}(\d+)\b", text)
     if m and moe:
-        d["etp"] = int(m.group(1))          # Megatron-Core --expert-tensor-parallel-size, stated by the recipe
+        d["etp"] = int(m.group(1) or m.group(2))   # Megatron-Core --expert-tensor-parallel-size, stated by the recipe
     elif moe and ep_in_node_stated(text) and 1 < (ep := row.get("ep") or 1) <= (row.get("gpus_per_node") or 8) \
             and (not row.get("tp") or ep * row["tp"] > (row.get("gpus_per_node") or 8)):
         # the text keeps the expert group inside a node ("EP within each node"): its ep ranks unsplit (etp 1), where
