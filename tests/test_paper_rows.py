@@ -244,3 +244,24 @@ def test_a_dispatcher_the_framework_cell_names_is_read():
               pp="1", ep="8", global_batch="64", micro_batch="1", seq_len="4096", source="a 2025 benchmark page")
     assert _case(framework="Megatron-Core, MoE dispatcher DeepEP", **kw).plan.ep_dispatcher == "deepep"
     assert _case(framework="Megatron-Core", **kw).plan.ep_dispatcher == "alltoall"
+
+
+def test_a_gb200_row_counting_its_compute_tray_keeps_the_nvl72_domain_its_text_names():
+    """GB200 NVL72: a scheduler's node is the compute tray of 4, the NVLink domain 72. A row stating 4 GPUs per node
+    and 'NVLink Domain Size: 72' keeps EP 64 on NVLink; without the domain named the row's node of 4 stands."""
+    kw = dict(framework="Megatron-Core", model="qwen3-235b-a22b", gpu_id="gb200", n_gpus="256", gpus_per_node="4",
+              tp="1", pp="4", ep="64", global_batch="1024", micro_batch="1", seq_len="4096", precision="bf16",
+              source="a 2026 benchmark page")
+    named, bare = _case(interconnect="GB200 NVL72 (NVLink Domain Size: 72)", **kw), _case(**kw)
+    assert named.hw.gpus_per_node == 72 and bare.hw.gpus_per_node == 4
+    from roofline.model.predict import evaluate, inputs
+    ep = [float(evaluate(inputs(c.spec.model, c.plan, c.hw))["t_ep_comm"]) for c in (named, bare)]
+    assert ep[0] < ep[1]
+
+
+def test_recompute_modules_quoted_from_a_command_line_are_what_selective_recomputation_recomputes():
+    kw = dict(framework="Megatron-Core", model="qwen3-235b-a22b", gpu_id="h100-sxm", n_gpus="256", tp="4", pp="8",
+              ep="8", global_batch="256", micro_batch="1", seq_len="16384", precision="bf16", recompute="selective",
+              source="a 2026 benchmark page")
+    quoted = _case(notes="--recompute-granularity selective --recompute-modules layernorm moe --log-throughput", **kw)
+    assert quoted.plan.recompute_modules == "layernorm,moe" and _case(**kw).plan.recompute_modules == "core_attn"

@@ -694,6 +694,40 @@ NODES_NOTE = "_nodes_note"      # row key: how a blank n_gpus was read from the 
 NODE_GPUS_MAX = 8
 
 
+_DOMAIN = re.compile(r"\bnvl[- ]?(\d{2,3})\b|nvlink[- ]domain(?:[- ]size)?\W{0,3}(?:of\s+)?(\d{2,3})\b")
+
+
+def nvlink_domain_stated(text: str) -> int | None:
+    """The rack-scale NVLink domain a row's text names, in GPUs ("GB200 NVL72", "NVLink Domain Size: 72"), or None.
+
+    >>> [nvlink_domain_stated(t) for t in ("GB200 NVL72", "NVLink Domain Size: 72", "nvlink 900 GB/s", "GB200 NVL4")]
+    [72, 72, None, None]
+    """
+    m = _DOMAIN.search((text or "").lower())
+    return int(m.group(1) or m.group(2)) if m else None
+
+
+def recompute_modules_stated(text: str) -> str | None:
+    """The Megatron-Core recompute modules a row's lower-cased text quotes from a command line or a recipe
+    ("--recompute-modules moe_act layernorm", "recompute_modules=['mla_up_proj', 'mlp']"), canonical
+    (normalize.recompute_modules); None when it quotes none. The names are read while they are module names.
+
+    >>> [recompute_modules_stated(t) for t in ("--recompute-granularity selective --recompute-modules moe_act layernorm "
+    ...     "--moe-router-force-load-balancing", "recompute_modules=['mla_up_proj', 'mlp']", "recompute modules not stated")]
+    ['moe_act,layernorm', 'mla_up_proj,mlp', None]
+    """
+    from ..base import normalize
+    m = re.search(r"recompute[-_]modules\W{1,4}((?:['\"]?[a-z_]+['\"]?[\s,]*)+)", text or "")
+    if not m:
+        return None
+    names = []
+    for w in re.findall(r"[a-z_]+", m.group(1)):
+        if w not in normalize.RECOMPUTE_MODULES:
+            break
+        names.append(w)
+    return normalize.recompute_modules(",".join(names)) if names else None
+
+
 def nodes_to_gpus(row: dict, hwmod) -> None:
     """A blank n_gpus from the row's node count (``n_nodes``: "Nodes", "--nnodes") times its gpus_per_node, else the
     GPU profile's when that is a server of at most NODE_GPUS_MAX GPUs; in place, with the note under NODES_NOTE.
@@ -1487,6 +1521,8 @@ def _plan_fields(row: dict, base=None) -> dict:
             d["recompute_modules"] = normalize.recompute_modules(row["recompute_modules"])
         except InputError as exc:
             raise Skip(str(exc)) from None
+    elif d["recompute"] == "selective" and (modules := recompute_modules_stated(text)):
+        d["recompute_modules"] = modules    # the command line or recipe the text quotes
     if tp_comm_overlap_stated(text, d["dtype"]):
         d["tp_comm_overlap"] = True
     # Megatron-Core --overlap-moe-expert-parallel-comm (Megatron-Bridge comm_overlap moe a2a): each all-to-all hides
@@ -2633,6 +2669,14 @@ def build_case(row: dict, hardware=None) -> Case:
                                                f"{variant} (that node's links)") if x)
             row = {**row, "gpu_id": variant}
         hw = hardware if hardware is not None else hwmod.load(row["gpu_id"])
+        domain = nvlink_domain_stated(f"{row.get('interconnect', '')}; {row.get('gpu', '')}; {_notes_text(row)}")
+        if domain and hw.gpus_per_node > NODE_GPUS_MAX and (row.get("gpus_per_node") or domain) < domain <= \
+                hw.gpus_per_node:
+            # a rack-scale NVLink domain (GB200 NVL72) whose row counts its host, the compute tray of 4: the profile's
+            # "node" is the domain the text names, which TP/EP/CP groups span on NVLink
+            note = "; ".join(x for x in (note, f"gpus_per_node {row['gpus_per_node']} is the host; the NVLink domain "
+                                               f"the text names ({domain} GPUs) is the profile's node") if x)
+            row = {**row, "gpus_per_node": domain}
         stack, reason = infer_stack(row, None, hw)
         # the era rule reads model features: resolve the model once without the stack to see them
         if "era rule" in reason or "no year" in reason:
