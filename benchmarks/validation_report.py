@@ -337,7 +337,9 @@ def papers_section(csv) -> list[str]:
             "for any row (validate.py: a framework named beside its engines, replicated ZeRO-3 shard groups, a "
             "node-to-GPU network phrase, stated fused kernels, edge pipeline stages one layer lighter, a model cell "
             "with qualifiers, a pipelined row without its batch, a local batch or head width the text states, a GPU "
-            "in a node of another size, DeepSpeed-Ulysses named in the text); no constant was set from them.", "",
+            "in a node of another size, DeepSpeed-Ulysses named in the text, a precision the text calls unstated, "
+            "FlashAttention named in a cell, an expert TP size or intra-node EP or recompute modules the text "
+            "quotes, an NVL72 domain behind a node of 4); no constant was set from them.", "",
             papers_summary(r, rows), "",
             "Skipped rows by reason: " + "; ".join(f"{k} {n}" for k, n in sorted(reasons.items())) + ".", ""]
 
@@ -600,7 +602,24 @@ def input_rules() -> list[str]:
         "- **global_batch** within 5 % of a multiple of micro-batch x dp but not one (a rounded figure: GPT-NeoX-20B's "
         "1538 for 4 x 32 x 12 = 1536) -> that multiple, noted per row; further off -> skipped.",
         "- **precision** blank or no such column -> a recipe the notes or settings state (FP8, Float8, MXFP8, NVFP4; not "
-        "in a clause that negates it or only quotes a peak rate), else the stack's default.",
+        "in a clause that negates it or only quotes a peak rate, nor anywhere in a text that says in one sentence "
+        "that the precision is not stated: \"precision (the paper discusses BF16 and FP8 generally; the table's "
+        "precision is not stated)\"), else the stack's default.",
+        "- **attention** on a stack whose default writes the score matrix out (Megatron-LM 2021/2022: "
+        "`--use-flash-attn` was opt-in) with a framework, model, attention or settings cell naming FlashAttention "
+        "without a version (\"GPT with RoPE + FlashAttention\") -> the flash path of the row's date: FlashAttention-2 "
+        "from its release (flash-attn 2.0.0, 2023-07), the first FlashAttention before (`validate.flash_named`; the "
+        "notes are not read for it: they cite the FlashAttention paper for rows that ran other kernels).",
+        "- **MoE** switches: an expert tensor-parallel size in any spelling (`ETP=1`, `--expert-tensor-parallel-size 1`) "
+        "-> etp; a text keeping expert parallelism inside a node (\"EP within each node\", \"intra-node EP\": "
+        "`validate.ep_in_node_stated`) with an ep the node holds -> etp 1, where Megatron-Core's default etp = tp would "
+        "spread the group over nodes; a dispatcher the framework cell names (\"MoE dispatcher DeepEP\") as one the "
+        "notes name; Megatron's `--recompute-modules` quoted from a command line or recipe -> what selective "
+        "recomputation recomputes (`validate.recompute_modules_stated`).",
+        "- **NVLink domain**: a profile whose node is a rack-scale NVLink domain (`gb200`, `gb300`: 72) and a row whose "
+        "`gpus_per_node` counts the host, a compute tray of 4, while its text names the domain (\"GB200 NVL72\", "
+        "\"NVLink Domain Size: 72\") -> the domain is the node, so TP/EP/CP groups up to 72 stay on NVLink "
+        "(`validate.nvlink_domain_stated`, noted).",
         "- **framework** blank and the source names two stacks, the first of which cannot run the stated plan "
         "(\"FSDP + Megatron TP\") -> the next one named that can, with the reason.",
         "- **interleave** blank -> 1 when pp = 1 or the framework has no interleaved schedule (DeepSpeed); otherwise "

@@ -42,7 +42,18 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   Megatron-Core overlaps pipeline send/recv in the interleaved schedule (on by default): overlap_pp = 1
   when v > 1.
 - precision blank or no such column -> a recipe the notes or settings state (FP8, Float8, MXFP8, NVFP4, FP4;
-  not in a clause that negates it or only quotes a peak rate: ``precision_from_text``), else the stack's default.
+  not in a clause that negates it or only quotes a peak rate, nor anywhere in a text one sentence of which says the
+  precision is not stated: ``precision_from_text``), else the stack's default.
+- a stack whose default attention writes the score matrix out (Megatron-LM 2021/2022) and a framework, model,
+  attention or settings cell naming FlashAttention without a version: the flash path of the row's date, FlashAttention-2
+  from its 2023-07 release, the first before (``flash_named``; not read from the notes, which cite the paper).
+- MoE: an expert TP size stated in any spelling (ETP=1, --expert-tensor-parallel-size 1) -> etp; a text keeping EP
+  within each node (``ep_in_node_stated``) with an ep that fits the node -> etp 1; a dispatcher the framework cell names
+  ("MoE dispatcher DeepEP") as one the notes name; Megatron --recompute-modules quoted from a command line or recipe
+  -> recompute_modules (``recompute_modules_stated``).
+- a rack-scale NVLink domain the text names ("GB200 NVL72", "NVLink Domain Size: 72") on a profile whose node is that
+  domain, the row's gpus_per_node counting the host (a compute tray of 4): the domain is the node
+  (``nvlink_domain_stated``).
 - a row stating torch.compile: fused elementwise kernels (eager_elementwise off) whatever the stack's default; likewise
   a row naming fused norm and activation kernels, or Liger Kernel (``fused_elementwise_stated``), and fused rotary.
 - head_dim blank -> the text's --kv-channels / kv_channels / head_dim (not where it names Mamba); qk_layernorm blank -> on
