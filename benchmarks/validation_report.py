@@ -616,6 +616,10 @@ def input_rules() -> list[str]:
         "spread the group over nodes; a dispatcher the framework cell names (\"MoE dispatcher DeepEP\") as one the "
         "notes name; Megatron's `--recompute-modules` quoted from a command line or recipe -> what selective "
         "recomputation recomputes (`validate.recompute_modules_stated`).",
+        "- **MaxText remat policy** named in the text (`remat_policy=minimal_flash`): the 'minimal' and 'save_' "
+        "policies keep every matmul output and the flash context and redo only element-wise ops (layers/decoders.py "
+        "get_remat_policy) -> recompute none; 'full' and 'none' as themselves; over a recompute column's "
+        "'selective', which MaxText has not, noted.",
         "- **NVLink domain**: a profile whose node is a rack-scale NVLink domain (`gb200`, `gb300`: 72) and a row whose "
         "`gpus_per_node` counts the host, a compute tray of 4, while its text names the domain (\"GB200 NVL72\", "
         "\"NVLink Domain Size: 72\") -> the domain is the node, so TP/EP/CP groups up to 72 stay on NVLink "

@@ -265,3 +265,14 @@ def test_recompute_modules_quoted_from_a_command_line_are_what_selective_recompu
               source="a 2026 benchmark page")
     quoted = _case(notes="--recompute-granularity selective --recompute-modules layernorm moe --log-throughput", **kw)
     assert quoted.plan.recompute_modules == "layernorm,moe" and _case(**kw).plan.recompute_modules == "core_attn"
+
+
+def test_a_maxtext_remat_policy_the_text_names_is_priced_as_what_it_saves():
+    """MaxText's 'minimal*' / 'save_*' policies keep every matmul output and redo element-wise ops only: priced as no
+    recomputation, where a bare 'selective' on MaxText is refused with that advice."""
+    kw = dict(framework="MaxText (JAX/XLA)", model="llama2-7b", gpu_id="h100-sxm", n_gpus="8", tp="1", pp="1",
+              global_batch="16", micro_batch="2", seq_len="4096", recompute="selective", source="JAX-Toolbox 2024")
+    assert _case(notes="Flash | minimal_flash | remat_policy=minimal_flash", **kw).plan.recompute == "none"
+    assert _case(notes="remat_policy=full", **{**kw, "recompute": ""}).plan.recompute == "full"
+    with pytest.raises(V.Skip, match="cannot run recompute 'selective'"):
+        _case(**kw)

@@ -51,6 +51,8 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   within each node (``ep_in_node_stated``) with an ep that fits the node -> etp 1; a dispatcher the framework cell names
   ("MoE dispatcher DeepEP") as one the notes name; Megatron --recompute-modules quoted from a command line or recipe
   -> recompute_modules (``recompute_modules_stated``).
+- MaxText rows naming their remat_policy: 'minimal*' / 'save_*' (every matmul output kept, element-wise ops redone)
+  -> recompute none, 'full' / 'none' as themselves, over a recompute column's 'selective' (noted).
 - a rack-scale NVLink domain the text names ("GB200 NVL72", "NVLink Domain Size: 72") on a profile whose node is that
   domain, the row's gpus_per_node counting the host (a compute tray of 4): the domain is the node
   (``nvlink_domain_stated``).
@@ -2702,6 +2704,18 @@ def build_case(row: dict, hardware=None) -> Case:
             model_fields["attention"] = flash
             note = "; ".join(x for x in (note, f"attention {flash}: the text names FlashAttention ({stack.id} runs "
                                                "unfused attention unless told)") if x)
+        if stack.family == "maxtext" and (policy := re.search(r"remat[-_ ]policy\W{0,3}(minimal\w*|save_\w+|full|none)\b",
+                                                             _notes_text(row))):
+            # MaxText's jax.checkpoint policy the text names (layers/decoders.py get_remat_policy): 'minimal*' and
+            # 'save_*' keep every matmul output (and the flash context) and redo only element-wise ops, priced as
+            # no recomputation (stacks/maxtext.yaml recomputes); 'full' and 'none' as themselves
+            kind = policy.group(1)
+            rc = kind if kind in ("full", "none") else "none"
+            if plan_fields.get("recompute") != rc:
+                note = "; ".join(x for x in (note, f"recompute {rc}: MaxText remat_policy {kind} from the text"
+                                                   + (f" (the recompute column's {plan_fields['recompute']!r} "
+                                                      "read as it)" if plan_fields.get("recompute") else "")) if x)
+                plan_fields["recompute"] = rc
         zb = plan_fields.get("schedule")
         if zb in ("zb1p", "zb2p") and stacks.schedule_refusal(stack, zb):
             # the text's zero-bubble schedule on a stack that runs none (upstream Megatron-LM): the 1F1B it reorders,
