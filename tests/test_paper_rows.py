@@ -276,3 +276,16 @@ def test_a_maxtext_remat_policy_the_text_names_is_priced_as_what_it_saves():
     assert _case(notes="remat_policy=full", **{**kw, "recompute": ""}).plan.recompute == "full"
     with pytest.raises(V.Skip, match="cannot run recompute 'selective'"):
         _case(**kw)
+
+
+def test_maxtext_logged_tflops_are_read_with_the_count_of_their_date():
+    """MaxText counts whole s x s attention before 2025-07-18 and half of it after (maxtext_utils.py): the same
+    logged TFLOP/s means a longer step on the earlier count, which has more FLOPs; an undated row is skipped."""
+    kw = dict(framework="MaxText", model="llama2-7b", gpu_id="h100-sxm", n_gpus="8", tp="1", pp="1",
+              global_batch="32", micro_batch="4", seq_len="4096", recompute="", measured_iter_time_s="",
+              measured_tflops_per_gpu="400", notes="remat_policy=minimal_flash")
+    early, late = _case(source="a 2024 benchmark page", **kw), _case(source="a benchmark page of 2025-10", **kw)
+    assert "whole s x s" in early.note and "causal attention half" in late.note
+    assert early.measured > late.measured
+    with pytest.raises(V.Skip, match="not dated outside July 2025"):
+        _case(source="a benchmark page", **kw)

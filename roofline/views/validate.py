@@ -69,7 +69,9 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
 - a pipeline whose first and last stage hold one layer fewer, as the text states (or Megatron-Core's
   --account-for-embedding/loss-in-pipeline-split): that layout (``edge_stages_lighter``).
 - TFLOP/s per GPU from Megatron-LM's log: its num_floating_point_operations of the run's date (whole attention through
-  core_v0.11.0, causal attention half from core_v0.12.0; ``_megatron_basis``).
+  core_v0.11.0, causal attention half from core_v0.12.0; ``_megatron_basis``); from MaxText's log: its
+  calculate_tflops_training_per_device of the run's date for dense models (whole attention before 2025-07-18, causal
+  half after; ``_maxtext_basis``).
 - micro_batch blank -> one the text states or the gradient accumulation steps give (a grad_accum column or the text:
   ``micro_batch_from_text``), else the stack's: 1 for the Megatron stacks (the micro-batch of Megatron-LM's GPT-3 175B example
   script); global batch / dp (no gradient accumulation) for the DeepSpeed ZeRO, PyTorch FSDP and torchtitan stacks
@@ -3004,6 +3006,29 @@ def _megatron_basis(spec, text: str) -> tuple[str, str]:
                "the row's flop_basis or flops_per_iter")
 
 
+MAXTEXT_HALVED = (2025, 8)       # the first month whose MaxText counts causal attention half (a4c01726, 2025-07-18)
+
+
+def _maxtext_basis(spec, text: str) -> tuple[str, str]:
+    """(BASES key, origin) of a TFLOP/s figure MaxText logged (stack rule tflops_basis 'maxtext'): the dense model's
+    FLOPs with whole s x s attention before 2025-07-18, causal attention halved from then (the stack's source), by the
+    earliest date of the row's text; a run of July 2025, an undated one, or an MoE / MLA model (other branches of
+    MaxText's count): Skip."""
+    from ..spec import stacks
+    m = spec.model
+    if m.n_experts > 1 or m.kv_lora_rank:
+        raise Skip(f"{NO_MEASUREMENT}; MaxText counts MoE and MLA layers with branches of its own not read here, so "
+                   "the figure needs the row's flop_basis or flops_per_iter")
+    y, mo = stacks.earliest_date(text)
+    when = (y, mo) if y and mo else ((y, 1) if y and y < MAXTEXT_HALVED[0] else (y, 12) if y else None)
+    if when and when < (2025, 7):
+        return "MEGFULL", f"MaxText's logged count of {y}: whole s x s attention (maxtext stack rule tflops_basis)"
+    if when and when >= MAXTEXT_HALVED:
+        return "MEGCAUSAL", f"MaxText's logged count of {y}: causal attention half (maxtext stack rule tflops_basis)"
+    raise Skip(f"{NO_MEASUREMENT}; MaxText's logged TFLOP/s count whole attention before 2025-07-18 and half of "
+               "causal attention after: a run not dated outside July 2025 needs the row's flop_basis or flops_per_iter")
+
+
 def logged_basis(spec, text: str = "") -> tuple[str, str]:
     """(BASES key, origin) of a row that states TFLOP/s per GPU and no FLOP count: the count its stack's TFLOP/s
     figures are quoted with, its training log's or, where it logs none, its reference paper's (stack rule
@@ -3016,6 +3041,8 @@ def logged_basis(spec, text: str = "") -> tuple[str, str]:
     m, p = spec.model, spec.plan
     if rule == "megatron":
         return _megatron_basis(spec, text)
+    if rule == "maxtext":
+        return _maxtext_basis(spec, text)
     if rule != "eq3":
         raise Skip(f"{NO_MEASUREMENT}; the FLOP count {spec.stack.id}'s TFLOP/s figures are quoted with is not known "
                    "here (stack rule tflops_basis), so the figure needs the row's flop_basis or flops_per_iter")
