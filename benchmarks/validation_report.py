@@ -616,6 +616,11 @@ def input_rules() -> list[str]:
         "spread the group over nodes; a dispatcher the framework cell names (\"MoE dispatcher DeepEP\") as one the "
         "notes name; Megatron's `--recompute-modules` quoted from a command line or recipe -> what selective "
         "recomputation recomputes (`validate.recompute_modules_stated`).",
+        "- **micro_batch** blank and the text saying the run accumulated gradients to fit in memory (\"gradient "
+        "accumulation 'to fit into available GPU memory'\") -> the largest micro-batch below the rank's batch that "
+        "divides it and with which the plan fits, not the stack's default of 1: the run accumulated because the whole "
+        "rank's batch did not fit (`validate.micro_batch_to_fit`, noted). 'Hugging Face transformers' named as the "
+        "training code is the PyTorch DDP stack of its date (its Trainer).",
         "- **MaxText remat policy** named in the text (`remat_policy=minimal_flash`): the 'minimal' and 'save_' "
         "policies keep every matmul output and the flash context and redo only element-wise ops (layers/decoders.py "
         "get_remat_policy) -> recompute none; 'full' and 'none' as themselves; over a recompute column's "

@@ -289,3 +289,24 @@ def test_maxtext_logged_tflops_are_read_with_the_count_of_their_date():
     assert early.measured > late.measured
     with pytest.raises(V.Skip, match="not dated outside July 2025"):
         _case(source="a benchmark page", **kw)
+
+
+def test_gradient_accumulation_to_fit_in_memory_runs_the_largest_micro_batch_that_fits():
+    """'gradient accumulation to fit into available GPU memory' with no micro-batch stated: the largest micro-batch
+    below the rank's batch that divides it and fits, not the stack's default of 1."""
+    kw = dict(framework="Megatron-LM", model="GPT-2 medium", n_layers="24", d_model="1024", n_heads="16",
+              ffn_hidden="4096", mlp="gelu", vocab="50257", seq_len="1024", global_batch="512", micro_batch="",
+              tp="", pp="", gpu_id="a100-sxm4-40gb", n_gpus="8", source="Dao et al. 2022", precision="fp16")
+    fit = _case(notes="effective batch size of 512, gradient accumulation 'to fit into available GPU memory'", **kw)
+    plain = _case(**kw)
+    assert plain.plan.micro_batch == 1 and 1 < fit.plan.micro_batch < 64 and 64 % fit.plan.micro_batch == 0
+    from roofline.model.predict import evaluate, inputs, overshoot
+    out = evaluate(inputs(fit.spec.model, fit.plan, fit.hw))
+    assert float(overshoot(out["memory"], out["mem_reserve"], fit.hw)) <= 0
+    local = fit.plan.global_batch // fit.plan.dp
+    larger = [d for d in range(fit.plan.micro_batch + 1, local) if local % d == 0]
+    assert larger
+    for mb in larger:       # every larger micro-batch below the rank's batch would not fit
+        plan = __import__("dataclasses").replace(fit.plan, micro_batch=mb)
+        out = evaluate(inputs(fit.spec.model, plan, fit.hw))
+        assert float(overshoot(out["memory"], out["mem_reserve"], fit.hw)) > 0

@@ -51,6 +51,8 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   within each node (``ep_in_node_stated``) with an ep that fits the node -> etp 1; a dispatcher the framework cell names
   ("MoE dispatcher DeepEP") as one the notes name; Megatron --recompute-modules quoted from a command line or recipe
   -> recompute_modules (``recompute_modules_stated``).
+- micro_batch blank and the text saying it accumulated gradients to fit in memory: the largest micro-batch below the
+  rank's batch that divides it and fits (``micro_batch_to_fit``), noted.
 - MaxText rows naming their remat_policy: 'minimal*' / 'save_*' (every matmul output kept, element-wise ops redone)
   -> recompute none, 'full' / 'none' as themselves, over a recompute column's 'selective' (noted).
 - a rack-scale NVLink domain the text names ("GB200 NVL72", "NVLink Domain Size: 72") on a profile whose node is that
@@ -2299,6 +2301,43 @@ def _partial_shares(stack, spec) -> list[float]:
     return sorted(set(out))
 
 
+_ACCUMULATE_TO_FIT = re.compile(r"(?:gradient|grad)[- ]accumulation[^.;|]{0,60}?\bto fit\b"
+                                r"|accumulat\w*[^.;|]{0,40}?\bfit\w*\s+(?:in|into)\s+(?:the\s+)?(?:available\s+)?"
+                                r"(?:gpu\s+)?memory")
+
+
+def accumulation_to_fit_stated(text: str) -> bool:
+    """A row's lower-cased text says it accumulated gradients so that its micro-batches fit in memory.
+
+    >>> [accumulation_to_fit_stated(t) for t in ("gradient accumulation 'to fit into available gpu memory'",
+    ...     "we accumulate gradients to fit into gpu memory", "no gradient accumulation", "")]
+    [True, True, False, False]
+    """
+    m, _ = stated_in_text(text, _ACCUMULATE_TO_FIT)
+    return bool(m)
+
+
+def micro_batch_to_fit(spec, fields: dict, resolve_fields):
+    """(spec, note) of a row whose micro-batch is unstated and whose text says it accumulated gradients to fit in
+    memory: the largest micro-batch below the rank's batch (global / dp) that divides it and with which the plan
+    fits (the reason to accumulate is that the whole rank's batch did not), else the spec as it is."""
+    from ..model.predict import evaluate, inputs, overshoot
+    p = spec.plan
+    local = p.global_batch // (p.dp * p.cp) if p.global_batch % (p.dp * p.cp) == 0 else 0
+    for mb in sorted((d for d in range(1, local) if local % d == 0), reverse=True):
+        try:
+            alt = resolve_fields({**fields, "micro_batch": mb})
+        except InputError:
+            continue
+        out = evaluate(inputs(alt.model, alt.plan, alt.hardware))
+        if float(overshoot(out["memory"], out["mem_reserve"], alt.hardware)) <= 0:
+            if mb == p.micro_batch:
+                return spec, ""
+            return alt, (f"micro-batch {mb}: the largest below the rank's batch of {local} that fits, as the text's "
+                         "'gradient accumulation to fit in memory' implies")
+    return spec, ""
+
+
 def unstated_recompute(spec, fields: dict, stack, resolve_fields):
     """(spec, note) of a row whose recompute is not stated: the stack's default, unless the plan then needs more
     memory than the GPU has by more than the memory model's largest validated error (MEMORY_ERROR_MAX). A run that
@@ -2787,6 +2826,11 @@ def build_case(row: dict, hardware=None) -> Case:
                 if said:
                     layout_notes.append(said)
                 spec = resolved(fields)
+                if fields.get("micro_batch") is None and accumulation_to_fit_stated(_notes_text(row)):
+                    spec, said = micro_batch_to_fit(spec, fields, resolved)
+                    if said:
+                        layout_notes.append(said)
+                        fields = {**fields, "micro_batch": spec.plan.micro_batch}
                 registry_stack = stacks.names_stack(row.get("framework", "")) or not (row.get("framework") or "").strip()
                 if registry_stack:
                     spec, said = unstated_interleave(spec, fields, resolved)
@@ -2805,6 +2849,11 @@ def build_case(row: dict, hardware=None) -> Case:
                                  f"but that layout does not fit: {said}")
             layout_notes.append(said)
             spec = resolved(fields)
+            if plan_fields.get("micro_batch") is None and accumulation_to_fit_stated(_notes_text(row)):
+                spec, said = micro_batch_to_fit(spec, fields, resolved)
+                if said:
+                    layout_notes.append(said)
+                    fields = {**fields, "micro_batch": spec.plan.micro_batch}
             spec, said = unstated_interleave(spec, fields, resolved)
             if said:
                 layout_notes.append(said)
