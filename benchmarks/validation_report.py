@@ -616,6 +616,10 @@ def input_rules() -> list[str]:
         "spread the group over nodes; a dispatcher the framework cell names (\"MoE dispatcher DeepEP\") as one the "
         "notes name; Megatron's `--recompute-modules` quoted from a command line or recipe -> what selective "
         "recomputation recomputes (`validate.recompute_modules_stated`).",
+        "- **Date** of a run (which version of its stack ran; which FlashAttention): the row's `source` cell where it "
+        "gives a year (a paper's, a commit's), not the papers its notes cite for the architecture or the FLOP count "
+        "(\"Brown et al. 2020\", \"arXiv:2205.05198\"); a release number after the stack's name (\"NeMo Megatron "
+        "24.11\") ahead of any year (`stacks.infer` date_text).",
         "- **micro_batch** blank and the text saying the run accumulated gradients to fit in memory (\"gradient "
         "accumulation 'to fit into available GPU memory'\") -> the largest micro-batch below the rank's batch that "
         "divides it and with which the plan fits, not the stack's default of 1: the run accumulated because the whole "

@@ -310,3 +310,17 @@ def test_gradient_accumulation_to_fit_in_memory_runs_the_largest_micro_batch_tha
         plan = __import__("dataclasses").replace(fit.plan, micro_batch=mb)
         out = evaluate(inputs(fit.spec.model, plan, fit.hw))
         assert float(overshoot(out["memory"], out["mem_reserve"], fit.hw)) > 0
+
+
+def test_a_run_is_dated_by_its_source_cell_not_by_the_papers_its_notes_cite():
+    """A 2024 NeMo launcher table whose notes cite GPT-3 (Brown et al. 2020) and arXiv:2205.05198 for the architecture
+    and FLOP count ran on the stack of 2024, not Megatron-LM 2.x; a release after the stack's name ('NeMo Megatron
+    24.11') dates the run ahead of such years."""
+    kw = dict(framework="NeMo Megatron (NeMo Framework Launcher)", model="gpt3-175b", gpu_id="h100-sxm",
+              n_gpus="128", tp="4", pp="8", global_batch="256", micro_batch="1", seq_len="2048", precision="bf16",
+              notes="Arch: GPT-3 175B (Brown et al. 2020); model FLOPs per Appendix A of arXiv:2205.05198")
+    dated = _case(source="NVIDIA/NeMo-Framework-Launcher examples/README.md @ 0d09460 (2024-03-12)", **kw)
+    assert dated.spec.stack.id == "megatron-core", dated.stack_reason
+    assert _case(source="a benchmark table", **kw).spec.stack.id != "megatron-core"
+    released = _case(source="a benchmark table", **{**kw, "framework": "NeMo Megatron 24.11"})
+    assert released.spec.stack.id == "megatron-core", released.stack_reason

@@ -51,6 +51,9 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   within each node (``ep_in_node_stated``) with an ep that fits the node -> etp 1; a dispatcher the framework cell names
   ("MoE dispatcher DeepEP") as one the notes name; Megatron --recompute-modules quoted from a command line or recipe
   -> recompute_modules (``recompute_modules_stated``).
+- the stack's version (and a FlashAttention's) dated by the row's source cell where it gives a year, not by the
+  papers its notes cite for the architecture; a release after the stack's name ("NeMo Megatron 24.11") dates it ahead
+  of any year (stacks.infer date_text).
 - micro_batch blank and the text saying it accumulated gradients to fit in memory: the largest micro-batch below the
   rank's batch that divides it and fits (``micro_batch_to_fit``), noted.
 - MaxText rows naming their remat_policy: 'minimal*' / 'save_*' (every matmul output kept, element-wise ops redone)
@@ -895,7 +898,12 @@ def infer_stack(row: dict, model=None, hw=None):
         dtype = row_precision(row)[0]
     except InputError:
         dtype = None
+    source = str(row.get("source") or "")
+    # the run is dated by its source cell where that gives a year (a paper's, a commit's): the notes cite the papers
+    # of the architecture ("Brown et al. 2020", "arXiv:2205.05198"), which are older than the run
+    dated = source if stacks.years_in(source.lower()) else None
     stack, reason = stacks.infer(column=row.get("framework", ""), text=f"{row.get('source', '')} {row.get('notes', '')}",
+                                 date_text=dated,
                                  model=model, hw=hw, dtype=dtype, model_text=str(row.get("model") or ""))
     try:
         sharded = normalize.sharding(row.get("optimizer_sharding", "")) == "fsdp"
@@ -1039,7 +1047,8 @@ def flash_named(row: dict) -> str | None:
     m, _ = stated_in_text(text, _FLASH_NAMED)
     if not m:
         return None
-    y, month = stacks.earliest_date(f"{row.get('source', '')} {row.get('notes', '')}")
+    source = str(row.get("source") or "")
+    y, month = stacks.earliest_date(source if stacks.years_in(source.lower()) else f"{source} {row.get('notes', '')}")
     return "flash" if y and (y, month or 12) >= FLASH2_RELEASE else "flash-v1"
 
 

@@ -547,18 +547,19 @@ def _named(where: str, text: str, model=None, hw=None, dtype: str | None = None,
         version_note = ""
         if generic and len(family) > 1:
             ys = years_in(dt)
-            # a release number after the name dates it when no year does ("NeMo Automodel 26.02": 2026, as get's
-            # NAME@YY.MM)
+            # a release number after the name dates it ("NeMo Automodel 26.02": 2026, as get's NAME@YY.MM), ahead of
+            # the years the text cites ("NeMo Megatron 24.11" on GPT-3 of Brown et al. 2020 ran in 2024-11): the
+            # release is what ran, a year may be a reference's
             rel = re.search(re.escape(alias) + r"\W{0,3}v?(\d{2}\.\d{2})(?!\d)", t)
             released = None
-            if not ys and rel and _year(rel.group(1)):
+            if rel and _year(rel.group(1)):
                 ys, released = [_year(rel.group(1))], int(rel.group(1)[3:5])
             elif not ys and stack.family == "megatron-lm" and (tagged := megatron_release(t)):
                 # a Megatron-LM release tag ("Megatron-LM core_r0.9.0") dates the run as a year would: MEGATRON_RELEASES
                 ys, released = [tagged[0]], tagged[1]
             if ys:
                 y, month = earliest_date(dt)
-                if y != min(ys):                      # dated by a release number (YY.MM), no year in the text
+                if released is not None or y != min(ys):      # dated by a release number (YY.MM, a Megatron tag)
                     y, month = min(ys), released
                 stack = by_year(stack.family, y, month)
                 version_note = f", earliest year {y}" + (f" (month {month})" if month else "")
@@ -649,7 +650,7 @@ def trained_with(text: str) -> tuple[Stack, str] | None:
 
 
 def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | None = None,
-          model_text: str = "") -> tuple[Stack, str]:
+          model_text: str = "", date_text: str | None = None) -> tuple[Stack, str]:
     """The stack of a row or file that may name none, and why (printed per row by ``validate``).
 
     Order: (1) a ``framework`` column/field naming a registry id or alias (not only a sharding technique beside the
@@ -669,9 +670,12 @@ def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | No
     cell, or the source text naming it: OPT, BLOOM, GPT-NeoX-20B, Pythia, MPT, OLMo 1; stacks/*.yaml
     ``trained_models``) is priced on that stack.
     """
-    # a framework column without a date is dated by the source text (a "torchtitan" column on a 2024-12 benchmark)
-    for where, t, dates in (("framework column", column, column if years_in((column or "").lower()) else text),
-                            ("source text", text, text)):
+    # a framework column without a date is dated by the source text (a "torchtitan" column on a 2024-12 benchmark);
+    # ``date_text``, where given, dates instead of the whole text (validate: a row's source cell, whose date is the
+    # run's, where its notes cite older papers for the architecture)
+    when = text if date_text is None else date_text
+    for where, t, dates in (("framework column", column, column if years_in((column or "").lower()) else when),
+                            ("source text", text, when)):
         # a column naming only a sharding technique beside another framework's name names no stack (_technique_only)
         named = [] if where == "framework column" and _technique_only(t) else _named(where, t, model, hw, dtype, dates)
         if named:
@@ -689,7 +693,7 @@ def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | No
     made = None if (column or "").strip() else trained_with(f"{model_text} {text}")
     if made:        # a framework the column names but the registry lacks ran it, not the makers' stack
         return made
-    stack, why = era_rule(text, model, hw, dtype)
+    stack, why = era_rule(when, model, hw, dtype)
     if (column or "").strip():      # a framework the registry does not hold (veScale, Alpa): say so, not silently
         why = f"framework column {column.strip()!r} names no stack of the registry (roofline frameworks list); {why}"
     return stack, why
