@@ -616,6 +616,10 @@ def input_rules() -> list[str]:
         "spread the group over nodes; a dispatcher the framework cell names (\"MoE dispatcher DeepEP\") as one the "
         "notes name; Megatron's `--recompute-modules` quoted from a command line or recipe -> what selective "
         "recomputation recomputes (`validate.recompute_modules_stated`).",
+        "- **dp of a sharded row**: a fully sharded row (`optimizer_sharding` fsdp or zero3) whose tp x pp x dp x cp "
+        "leaves a factor of its GPUs over counts in dp the replicas only (MaxText's \"FSDP=64 ... DP\", torchtitan's "
+        "dp_shard x dp_replicate): the factor's ranks shard the state inside each replica, dp x factor data-parallel "
+        "ranks with dp replicas (HSDP), noted.",
         "- **Date** of a run (which version of its stack ran; which FlashAttention): the row's `source` cell where it "
         "gives a year (a paper's, a commit's), not the papers its notes cite for the architecture or the FLOP count "
         "(\"Brown et al. 2020\", \"arXiv:2205.05198\"); a release number after the stack's name (\"NeMo Megatron "

@@ -324,3 +324,17 @@ def test_a_run_is_dated_by_its_source_cell_not_by_the_papers_its_notes_cite():
     assert _case(source="a benchmark table", **kw).spec.stack.id != "megatron-core"
     released = _case(source="a benchmark table", **{**kw, "framework": "NeMo Megatron 24.11"})
     assert released.spec.stack.id == "megatron-core", released.stack_reason
+
+
+def test_a_sharded_row_whose_dp_counts_only_its_replicas_shards_over_the_ranks_left():
+    """'FSDP=128, DP=16' on 2048 GPUs (MaxText's ici/dcn fsdp x data): tp x pp x dp leaves 128 ranks, which shard the
+    state inside each of the 16 replicas (HSDP), not an error n_gpus != tp x pp x dp."""
+    kw = dict(framework="MaxText", model="llama2-70b", gpu_id="h100-sxm", tp="1", pp="1",
+              micro_batch="2", seq_len="4096", optimizer_sharding="fsdp", source="a 2024 benchmark table",
+              recompute="full")
+    case = _case(n_gpus="2048", dp="16", global_batch="4096", **kw)
+    assert case.plan.dp == 2048 and case.plan.dp_replicas == 16
+    alone = _case(n_gpus="64", dp="1", global_batch="128", **kw)
+    assert alone.plan.dp == 64 and alone.plan.dp_replicas == 1
+    with pytest.raises(V.Skip):     # not sharded: the layout does not add up
+        _case(n_gpus="64", dp="1", global_batch="128", **{**kw, "optimizer_sharding": "distributed"})

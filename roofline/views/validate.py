@@ -54,6 +54,9 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
 - the stack's version (and a FlashAttention's) dated by the row's source cell where it gives a year, not by the
   papers its notes cite for the architecture; a release after the stack's name ("NeMo Megatron 24.11") dates it ahead
   of any year (stacks.infer date_text).
+- a fully sharded row (fsdp / zero3 column) whose tp x pp x dp x cp leaves a factor of the GPUs over: its dp counts
+  the replicas ("FSDP=64, DP=1", "dp_shard x dp_replicate"), the factor shards inside each (dp x factor ranks, dp
+  replicas; noted).
 - micro_batch blank and the text saying it accumulated gradients to fit in memory: the largest micro-batch below the
   rank's batch that divides it and fits (``micro_batch_to_fit``), noted.
 - MaxText rows naming their remat_policy: 'minimal*' / 'save_*' (every matmul output kept, element-wise ops redone)
@@ -1052,6 +1055,16 @@ def flash_named(row: dict) -> str | None:
     return "flash" if y and (y, month or 12) >= FLASH2_RELEASE else "flash-v1"
 
 
+def _sharding_cell(row: dict) -> str | None:
+    """The optimizer_sharding cell normalised (None: blank or unreadable)."""
+    from ..base import normalize
+    try:
+        return normalize.sharding(row.get("optimizer_sharding", "")) if (row.get("optimizer_sharding") or "").strip() \
+            else None
+    except InputError:
+        return None
+
+
 def _model_fields(row: dict) -> tuple[dict, str]:
     """Model fields the row states (blank -> unset), the vocabulary from the model family when the
     row states none; Skip when the row's architecture has parts the model does not price."""
@@ -1494,6 +1507,16 @@ def _plan_fields(row: dict, base=None) -> dict:
         d["cp"], d["cp_kind"] = left, "ulysses"
         d[ULYSSES_NOTE] = (f"DeepSpeed-Ulysses named in the text: the {left} ranks tp x pp x dp leaves of {n} as "
                            "context parallelism by an all-to-all of heads (cp-kind ulysses)")
+    elif left > 1 and _sharding_cell(row) in ("fsdp", "zero3"):
+        # a fully sharded row whose dp counts the replicas only ("FSDP=64, DP=1" of MaxText's and torchtitan's
+        # dp_shard x dp_replicate): the ranks tp x pp x dp x cp leaves shard the state inside each replica (HSDP,
+        # dp x that factor data-parallel ranks, the stated dp the replicas)
+        d["dp"] = dp * left
+        if dp > 1:
+            d["dp_replicas"] = dp
+        d[FSDP_LEFT_NOTE] = (f"dp {dp} counts the replicas of a sharded state: the {left} ranks tp x pp x dp x cp "
+                             f"leaves of {n} shard it inside each (dp {dp * left}"
+                             + (f", {dp} replicas)" if dp > 1 else ")"))
     # a recompute column stating recomputation of some of the blocks ("every other layer", "selective_ac_option 2"):
     # full recomputation of that share (BLOCK_RC below), not a kind the column's reader knows
     # (only where the column's reader cannot read it: "selective layer" stays Megatron's selective outside torchtitan)
@@ -2203,6 +2226,7 @@ def recompute_from_text(text: str):
     if negated:
         return "none", negated.group(0)
     return None
+FSDP_LEFT_NOTE = "_fsdp_left_note"       # plan-field key: the note of a sharded row whose dp counts its replicas
 DP_WITH_EP = "_dp_with_ep"               # plan-field key: (dp, ep) of a row whose dp counts the EP ranks out
 BLOCK_RC = "_block_recompute"            # plan-field key: (kind, value, phrase) of a partial block recomputation
 
@@ -2697,6 +2721,8 @@ def build_case(row: dict, hardware=None) -> Case:
         note = "; ".join(x for x in (note, plan_fields.pop(ULYSSES_NOTE)) if x)
     # how the text's DualPipe is priced: said only where the stack does not run it (HAI-LLM does, stacks/hai-llm.yaml)
     schedule_note = plan_fields.pop(SCHEDULE_NOTE, "")
+    if FSDP_LEFT_NOTE in plan_fields:
+        note = "; ".join(x for x in (note, plan_fields.pop(FSDP_LEFT_NOTE)) if x)
     if DP_WITH_EP in plan_fields:
         dp, ep = plan_fields.pop(DP_WITH_EP)
         note = "; ".join(x for x in (note, f"dp {dp} counts the EP ranks out (tp x pp x dp x cp x ep = n_gpus): "
