@@ -616,6 +616,9 @@ def input_rules() -> list[str]:
         "spread the group over nodes; a dispatcher the framework cell names (\"MoE dispatcher DeepEP\") as one the "
         "notes name; Megatron's `--recompute-modules` quoted from a command line or recipe -> what selective "
         "recomputation recomputes (`validate.recompute_modules_stated`).",
+        "- **global_batch** blank on a row that measures a step time while its notes say the source withholds the "
+        "batch (\"global batch not stated\"): skipped, since the step holds as many micro-batches as that unknown "
+        "batch; a per-token rate (tokens/s per GPU) is priced on the stacks' default, which it barely depends on.",
         "- **dp of a sharded row**: a fully sharded row (`optimizer_sharding` fsdp or zero3) whose tp x pp x dp x cp "
         "leaves a factor of its GPUs over counts in dp the replicas only (MaxText's \"FSDP=64 ... DP\", torchtitan's "
         "dp_shard x dp_replicate): the factor's ranks shard the state inside each replica, dp x factor data-parallel "

@@ -338,3 +338,12 @@ def test_a_sharded_row_whose_dp_counts_only_its_replicas_shards_over_the_ranks_l
     assert alone.plan.dp == 64 and alone.plan.dp_replicas == 1
     with pytest.raises(V.Skip):     # not sharded: the layout does not add up
         _case(n_gpus="64", dp="1", global_batch="128", **{**kw, "optimizer_sharding": "distributed"})
+
+
+def test_a_step_time_whose_source_withholds_the_batch_is_skipped_a_rate_is_priced():
+    kw = dict(framework="Megatron-LM", model="llama2-13b", gpu_id="a100-sxm4-80gb", n_gpus="32", tp="1", pp="1",
+              global_batch="", micro_batch="1", seq_len="2048", source="a 2023 paper",
+              notes="global batch size not stated in the repository")
+    with pytest.raises(V.Skip, match="global_batch not stated .*step time"):
+        _case(**{**kw, "measured_iter_time_s": "53.8"})
+    assert _case(**{**kw, "measured_iter_time_s": "", "tokens_per_s_per_gpu": "2000"}).plan.global_batch == 32

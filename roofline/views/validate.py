@@ -57,6 +57,8 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
 - a fully sharded row (fsdp / zero3 column) whose tp x pp x dp x cp leaves a factor of the GPUs over: its dp counts
   the replicas ("FSDP=64, DP=1", "dp_shard x dp_replicate"), the factor shards inside each (dp x factor ranks, dp
   replicas; noted).
+- global_batch blank on a row measuring a step time whose notes say the source withholds the batch: skipped (the
+  default micro-batch x dp prices one micro-batch per rank; a per-token rate is priced on that default).
 - micro_batch blank and the text saying it accumulated gradients to fit in memory: the largest micro-batch below the
   rank's batch that divides it and fits (``micro_batch_to_fit``), noted.
 - MaxText rows naming their remat_policy: 'minimal*' / 'save_*' (every matmul output kept, element-wise ops redone)
@@ -2008,6 +2010,14 @@ def batch_from_local(row: dict, d: dict) -> tuple[int | None, str]:
         raise Skip(f"global_batch not stated, and with pp {d['pp']} the step depends on the micro-batches per "
                    "pipeline (the default global batch, micro-batch x dp, would run one through the pipeline, idle "
                    "for (pp - 1) / pp of the step)")
+    if (row.get("measured_iter_time_s") or 0) > 0 and not row.get("local_batch") and not row.get("grad_accum") \
+            and re.search(r"\b(?:global[-_ ]?)?batch(?:[-_ ]size)?\b[^.;|]{0,60}?\b(?:not (?:stated|given|reported|known|"
+                          r"available)|blank)\b|\bnot (?:stated|given|available)\b[^.;|]{0,20}?\bglobal[-_ ]?batch",
+                          _notes_text(row)):
+        # a step time whose source withholds the batch: the stacks' default would price one micro-batch per rank,
+        # while the run's step held as many as its unknown batch
+        raise Skip("global_batch not stated (the notes say so) for a measured step time: the step depends on the "
+                   "batch the source leaves out, which the stacks' default (micro-batch x dp) need not be")
     dp, assumed = _dp_of(d)
     if dp is None:
         raise Skip("global_batch not stated, and the layout leaves dp unknown (global batch = local batch x "
