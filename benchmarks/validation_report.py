@@ -298,7 +298,13 @@ PAPER_SETS = (("big-model papers 2022-2023 (BLOOM, GLM-130B, BloombergGPT, StarC
               ("GH200 four to a node on European supercomputers (OpenEuroLLM on JUPITER, Apertus on Alps)",
                ("oellm", "apertus")),
               ("framework benchmark pages (FlagPerf, XTuner, EasyContext, Megatron-LLaMA) and Olmo 3",
-               ("flagperf_", "xtuner_", "easycontext_", "megatronllama_", "olmo3_")))
+               ("flagperf_", "xtuner_", "easycontext_", "megatronllama_", "olmo3_")),
+              ("systems papers' Megatron-LM runs (Vocabulary Parallelism baselines, Hagemann et al. layout sweeps)",
+               ("vocabpar_", "hagemann_")),
+              ("NVIDIA DGX Cloud v24.11, NeMo launcher 2024-03..06 and Google Cloud GPU recipes",
+               ("dgxc2411_", "nemolauncher_", "gcp_")),
+              ("open training code and logs (Lucie-7B, llm.c, nanoGPT, modded-nanogpt, nanochat)",
+               ("lucie7b_", "llmc_", "modded_", "nanogpt_", "nanochat_")))
 # (label, case_id prefixes) of public_papers.csv
 
 

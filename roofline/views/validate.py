@@ -982,7 +982,8 @@ _KERNELS = (("unfused", r"\bunfused\W{0,3}(?:(?:dot[- ]product|scaled dot[- ]pro
             ("flash-v1", r"flash[- ]?attn[- ]?(?:v|==)?1\.|flash[- ]?attention[- ]?(?:v|-)1\b"),
             ("flash3", r"flash[-_ ]?attn[-_ ]?(?:v|==)?3\b|flash[-_ ]?attention[-_ ]?(?:v|-)?3\b|\bflash_3\b|\bfa3\b"),
             ("cudnn", r"cudnn\W{0,3}(?:fused\W{0,3})?(?:flash\W{0,3})?(?:attention|sdpa|attn)\b|attn\W{0,3}cudnn\b"),
-            ("flash", r"attn_impl\W{0,3}flash\b|flash[- ]?attn[- ]?(?:v|==)?2\.|flash[- ]?attention[- ]?(?:v|-)?2\b"))
+            ("flash", r"attn_impl\W{0,3}flash\b|flash[- ]?attn[- ]?(?:v|==)?2\.|flash[- ]?attention[- ]?(?:v|-)?2\b"
+                      r"|flash[-_ ]?(?:attn|attention)[-_ ]?v?2\b"))     # --use-flash-attn-v2, flash_attention_2
 
 
 _SOFTMAX_FUSION = (r"(?:fused|scaled)\W{0,3}(?:scale\W{0,3})?(?:upper\W{0,3}triang\W{0,3})?mask(?:ed)?\W{0,3}(?:causal\W{0,3})?"
@@ -1000,8 +1001,8 @@ def attention_kernel_stated(text: str) -> str | None:
 
     >>> [attention_kernel_stated(t) for t in ("attn_impl: triton", "pip install flash-attn==1.0.7",
     ...     "flashattention-2", "attn_impl=flash", "flash attention", "", "FlashAttention-3", "backend flash_3",
-    ...     "cuDNN attention", "cudnn fused attention")]
-    ['flash-triton', 'flash-v1', 'flash', 'flash', None, None, 'flash3', 'flash3', 'cudnn', 'cudnn']
+    ...     "cuDNN attention", "cudnn fused attention", "--use-flash-attn-v2", "attn_implementation=flash_attention_2")]
+    ['flash-triton', 'flash-v1', 'flash', 'flash', None, None, 'flash3', 'flash3', 'cudnn', 'cudnn', 'flash', 'flash']
     >>> [attention_kernel_stated(t) for t in ("no flash attention", "unfused dot-product attention",
     ...     "--xla_gpu_enable_cudnn_fmha=false", "without FlashAttention-2", "without fused attention")]
     ['unfused', 'unfused', 'unfused', 'unfused', None]
