@@ -638,6 +638,11 @@ def input_rules() -> list[str]:
         "divides it and with which the plan fits, not the stack's default of 1: the run accumulated because the whole "
         "rank's batch did not fit (`validate.micro_batch_to_fit`, noted). 'Hugging Face transformers' named as the "
         "training code is the PyTorch DDP stack of its date (its Trainer).",
+        "- **A share of the blocks from HFU and MFU**: a 'selective' recompute column on a stack that recomputes "
+        "whole blocks only (PyTorch FSDP: fms-fsdp's selective_checkpointing is a share of the blocks), the notes "
+        "stating both the run's HFU and MFU -> full recomputation of the share r = 3 (HFU / MFU - 1) of the layers "
+        "(HFU counts the recomputed forwards, 2 N r of the 6 N model FLOPs per token; `validate.hfu_mfu_stated`), "
+        "noted; without both figures the row is refused with the stack's reason.",
         "- **MaxText remat policy** named in the text (`remat_policy=minimal_flash`): the 'minimal' and 'save_' "
         "policies keep every matmul output and the flash context and redo only element-wise ops (layers/decoders.py "
         "get_remat_policy) -> recompute none; 'full' and 'none' as themselves; over a recompute column's "

@@ -347,3 +347,16 @@ def test_a_step_time_whose_source_withholds_the_batch_is_skipped_a_rate_is_price
     with pytest.raises(V.Skip, match="global_batch not stated .*step time"):
         _case(**{**kw, "measured_iter_time_s": "53.8"})
     assert _case(**{**kw, "measured_iter_time_s": "", "tokens_per_s_per_gpu": "2000"}).plan.global_batch == 32
+
+
+def test_a_block_share_is_read_from_the_stated_hfu_and_mfu_on_a_stack_that_recomputes_whole_blocks():
+    """fms-fsdp's 'Selective AC' is a share of the blocks; the source's HFU counts their recomputed forwards (2 N r of
+    6 N): HFU 0.59 / MFU 0.51 -> r = 3 (0.59 / 0.51 - 1) = 0.47, 19 of 40 blocks; without both figures: refused."""
+    kw = dict(framework="PyTorch FSDP (fms-fsdp)", model="llama2-13b", gpu_id="a100-sxm4-80gb", n_gpus="128",
+              tp="1", pp="1", global_batch="256", micro_batch="2", seq_len="4096", recompute="selective",
+              optimizer_sharding="fsdp", source="PyTorch blog 2024-03", tokens_per_s_per_gpu="1800",
+              measured_iter_time_s="")
+    case = _case(notes="Table 1 row 13B: 1800 tokens/sec/GPU, MFU 0.51, HFU 0.59", **kw)
+    assert case.plan.recompute == "full" and case.plan.recompute_fraction == pytest.approx(19 / 40)
+    with pytest.raises(V.Skip, match="cannot run recompute 'selective'"):
+        _case(notes="Table 1 row 13B: 1800 tokens/sec/GPU, MFU 0.51", **kw)

@@ -61,6 +61,9 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   default micro-batch x dp prices one micro-batch per rank; a per-token rate is priced on that default).
 - micro_batch blank and the text saying it accumulated gradients to fit in memory: the largest micro-batch below the
   rank's batch that divides it and fits (``micro_batch_to_fit``), noted.
+- a 'selective' recompute column on a stack that recomputes whole blocks only (fms-fsdp's share of the blocks), the
+  notes stating both HFU and MFU: full recomputation of the share r = 3 (HFU / MFU - 1) of the layers, whole layers
+  (``hfu_mfu_stated``; HFU counts the recomputed forwards, 2 N r of the 6 N model FLOPs).
 - MaxText rows naming their remat_policy: 'minimal*' / 'save_*' (every matmul output kept, element-wise ops redone)
   -> recompute none, 'full' / 'none' as themselves, over a recompute column's 'selective' (noted).
 - a rack-scale NVLink domain the text names ("GB200 NVL72", "NVLink Domain Size: 72") on a profile whose node is that
@@ -1066,6 +1069,26 @@ def _sharding_cell(row: dict) -> str | None:
             else None
     except InputError:
         return None
+
+
+_RATE = r"(\d+(?:\.\d+)?)\s*(%?)"
+
+
+def hfu_mfu_stated(text: str) -> tuple[float, float] | None:
+    """(HFU, MFU) a row's lower-cased text states for its run, as fractions ("MFU 0.51, HFU 0.59", "HFU 59 %"), or
+    None unless it states both.
+
+    >>> hfu_mfu_stated("table row: 1800 tokens/sec/gpu, mfu 0.51, hfu 0.59 (a100)"), hfu_mfu_stated("mfu 45%")
+    ((0.59, 0.51), None)
+    """
+    got = {}
+    for name in ("hfu", "mfu"):
+        m = re.search(rf"\b{name}\b\W{{0,3}}(?:of\s+|=\s*)?" + _RATE, text or "")
+        if not m:
+            return None
+        v = float(m.group(1))
+        got[name] = v / 100 if (m.group(2) or v > 1) else v
+    return (got["hfu"], got["mfu"]) if 0 < got["mfu"] <= got["hfu"] <= 1 else None
 
 
 def _model_fields(row: dict) -> tuple[dict, str]:
@@ -2791,6 +2814,22 @@ def build_case(row: dict, hardware=None) -> Case:
             model_fields["attention"] = flash
             note = "; ".join(x for x in (note, f"attention {flash}: the text names FlashAttention ({stack.id} runs "
                                                "unfused attention unless told)") if x)
+        if plan_fields.get("recompute") == "selective" and "selective" not in (stack.rule("recomputes") or ()) \
+                and stack.rule("partial_recompute") and (ratio := hfu_mfu_stated(_notes_text(row))):
+            # a 'selective' column on a stack that recomputes whole blocks only (fms-fsdp's selective_checkpointing: a
+            # share of the blocks), with the source's HFU and MFU: HFU counts the recomputed forwards, 2 N r of the
+            # 6 N model FLOPs, so the share r = 3 (HFU / MFU - 1), to whole layers
+            layers = model_fields.get("n_layers") or (base_model.n_layers if base_model is not None else 0)
+            share = min(1.0, max(0.0, 3 * (ratio[0] / ratio[1] - 1)))
+            if layers and share * layers >= 0.5:
+                k = max(1, round(share * layers))
+                plan_fields["recompute"] = "full"
+                if k < layers:
+                    plan_fields["recompute_fraction"] = k / layers
+                note = "; ".join(x for x in (note, f"'selective' on {stack.id} (whole blocks only): {k} of {layers} "
+                                                   f"blocks recomputed, from the stated HFU {ratio[0]:g} / MFU "
+                                                   f"{ratio[1]:g} (HFU counts the recomputed forwards: share = 3 "
+                                                   "(HFU/MFU - 1))") if x)
         if stack.family == "maxtext" and (policy := re.search(r"remat[-_ ]policy\W{0,3}(minimal\w*|save_\w+|full|none)\b",
                                                              _notes_text(row))):
             # MaxText's jax.checkpoint policy the text names (layers/decoders.py get_remat_policy): 'minimal*' and
