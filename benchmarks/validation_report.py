@@ -648,8 +648,9 @@ def input_rules() -> list[str]:
         "get_remat_policy) -> recompute none; 'full' and 'none' as themselves; over a recompute column's "
         "'selective', which MaxText has not, noted.",
         "- **NVLink domain**: a profile whose node is a rack-scale NVLink domain (`gb200`, `gb300`: 72) and a row whose "
-        "`gpus_per_node` counts the host, a compute tray of 4, while its text names the domain (\"GB200 NVL72\", "
-        "\"NVLink Domain Size: 72\") -> the domain is the node, so TP/EP/CP groups up to 72 stay on NVLink "
+        "`gpus_per_node` counts the host, a compute tray of 4 -> the domain stays the node (the one the text names, "
+        "\"GB200 NVL72\", \"NVLink Domain Size: 72\", else the profile's), so TP/EP/CP groups up to 72 stay on NVLink; a "
+        "text naming a domain no larger than the row's node (\"GB200 NVL4\") keeps the row's "
         "(`validate.nvlink_domain_stated`, noted).",
         "- **framework** blank and the source names two stacks, the first of which cannot run the stated plan "
         "(\"FSDP + Megatron TP\") -> the next one named that can, with the reason.",

@@ -248,14 +248,15 @@ def test_a_dispatcher_the_framework_cell_names_is_read():
 
 def test_a_gb200_row_counting_its_compute_tray_keeps_the_nvl72_domain_its_text_names():
     """GB200 NVL72: a scheduler's node is the compute tray of 4, the NVLink domain 72. A row stating 4 GPUs per node
-    and 'NVLink Domain Size: 72' keeps EP 64 on NVLink; without the domain named the row's node of 4 stands."""
+    keeps EP 64 on NVLink (the domain its text names, else the profile's); a text naming GB200 NVL4 keeps its 4."""
     kw = dict(framework="Megatron-Core", model="qwen3-235b-a22b", gpu_id="gb200", n_gpus="256", gpus_per_node="4",
               tp="1", pp="4", ep="64", global_batch="1024", micro_batch="1", seq_len="4096", precision="bf16",
               source="a 2026 benchmark page")
     named, bare = _case(interconnect="GB200 NVL72 (NVLink Domain Size: 72)", **kw), _case(**kw)
-    assert named.hw.gpus_per_node == 72 and bare.hw.gpus_per_node == 4
+    nvl4 = _case(interconnect="GB200 NVL4 boards", **kw)
+    assert named.hw.gpus_per_node == 72 and bare.hw.gpus_per_node == 72 and nvl4.hw.gpus_per_node == 4
     from roofline.model.predict import evaluate, inputs
-    ep = [float(evaluate(inputs(c.spec.model, c.plan, c.hw))["t_ep_comm"]) for c in (named, bare)]
+    ep = [float(evaluate(inputs(c.spec.model, c.plan, c.hw))["t_ep_comm"]) for c in (named, nvl4)]
     assert ep[0] < ep[1]
 
 

@@ -66,9 +66,9 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   (``hfu_mfu_stated``; HFU counts the recomputed forwards, 2 N r of the 6 N model FLOPs).
 - MaxText rows naming their remat_policy: 'minimal*' / 'save_*' (every matmul output kept, element-wise ops redone)
   -> recompute none, 'full' / 'none' as themselves, over a recompute column's 'selective' (noted).
-- a rack-scale NVLink domain the text names ("GB200 NVL72", "NVLink Domain Size: 72") on a profile whose node is that
-  domain, the row's gpus_per_node counting the host (a compute tray of 4): the domain is the node
-  (``nvlink_domain_stated``).
+- a profile whose node is a rack-scale NVLink domain (gb200, gb300: 72) and a row whose gpus_per_node counts the host
+  (a compute tray of 4): the domain stays the node, the one the text names ("NVL72", "NVLink Domain Size: 72") or the
+  profile's; a text naming a domain no larger than the row's node (GB200 NVL4) keeps the row's (``nvlink_domain_stated``).
 - a row stating torch.compile: fused elementwise kernels (eager_elementwise off) whatever the stack's default; likewise
   a row naming fused norm and activation kernels, or Liger Kernel (``fused_elementwise_stated``), and fused rotary.
 - head_dim blank -> the text's --kv-channels / kv_channels / head_dim (not where it names Mamba); qk_layernorm blank -> on
@@ -722,14 +722,14 @@ NODES_NOTE = "_nodes_note"      # row key: how a blank n_gpus was read from the 
 NODE_GPUS_MAX = 8
 
 
-_DOMAIN = re.compile(r"\bnvl[- ]?(\d{2,3})\b|nvlink[- ]domain(?:[- ]size)?\W{0,3}(?:of\s+)?(\d{2,3})\b")
+_DOMAIN = re.compile(r"\bnvl[- ]?(\d{1,3})\b|nvlink[- ]domain(?:[- ]size)?\W{0,3}(?:of\s+)?(\d{1,3})\b")
 
 
 def nvlink_domain_stated(text: str) -> int | None:
     """The rack-scale NVLink domain a row's text names, in GPUs ("GB200 NVL72", "NVLink Domain Size: 72"), or None.
 
     >>> [nvlink_domain_stated(t) for t in ("GB200 NVL72", "NVLink Domain Size: 72", "nvlink 900 GB/s", "GB200 NVL4")]
-    [72, 72, None, None]
+    [72, 72, None, 4]
     """
     m = _DOMAIN.search((text or "").lower())
     return int(m.group(1) or m.group(2)) if m else None
@@ -2793,12 +2793,18 @@ def build_case(row: dict, hardware=None) -> Case:
             row = {**row, "gpu_id": variant}
         hw = hardware if hardware is not None else hwmod.load(row["gpu_id"])
         domain = nvlink_domain_stated(f"{row.get('interconnect', '')}; {row.get('gpu', '')}; {_notes_text(row)}")
-        if domain and hw.gpus_per_node > NODE_GPUS_MAX and (row.get("gpus_per_node") or domain) < domain <= \
-                hw.gpus_per_node:
-            # a rack-scale NVLink domain (GB200 NVL72) whose row counts its host, the compute tray of 4: the profile's
-            # "node" is the domain the text names, which TP/EP/CP groups span on NVLink
-            note = "; ".join(x for x in (note, f"gpus_per_node {row['gpus_per_node']} is the host; the NVLink domain "
-                                               f"the text names ({domain} GPUs) is the profile's node") if x)
+        host = row.get("gpus_per_node")
+        if hw.gpus_per_node > NODE_GPUS_MAX and host and host <= NODE_GPUS_MAX and (domain or hw.gpus_per_node) > host:
+            # a profile whose node is a rack-scale NVLink domain (GB200 NVL72: 72 GPUs in trays of 4) and a row that
+            # counts its host, the compute tray: the node stays the domain (the one the text names, else the
+            # profile's), which TP/EP/CP groups span on NVLink; a text naming a domain no larger than the row's node
+            # (GB200 NVL4) keeps the row's
+            domain = min(domain or hw.gpus_per_node, hw.gpus_per_node)
+            said = f"the NVLink domain the text names ({domain} GPUs)" if nvlink_domain_stated(
+                f"{row.get('interconnect', '')}; {row.get('gpu', '')}; {_notes_text(row)}") else \
+                f"{hw.id}'s NVLink domain ({domain} GPUs; the text names none smaller)"
+            note = "; ".join(x for x in (note, f"gpus_per_node {host} is the host (a compute tray); {said} is the "
+                                               "node") if x)
             row = {**row, "gpus_per_node": domain}
         stack, reason = infer_stack(row, None, hw)
         # the era rule reads model features: resolve the model once without the stack to see them
