@@ -304,7 +304,10 @@ PAPER_SETS = (("big-model papers 2022-2023 (BLOOM, GLM-130B, BloombergGPT, StarC
               ("NVIDIA DGX Cloud v24.11, NeMo launcher 2024-03..06 and Google Cloud GPU recipes",
                ("dgxc2411_", "nemolauncher_", "gcp_")),
               ("open training code and logs (Lucie-7B, llm.c, nanoGPT, modded-nanogpt, nanochat)",
-               ("lucie7b_", "llmc_", "modded_", "nanogpt_", "nanochat_")))
+               ("lucie7b_", "llmc_", "modded_", "nanogpt_", "nanochat_")),
+              ("users' issue threads and Megatron-Bridge verification cards", ("s6_",)),
+              ("framework docs (Megatron-LM MoE recipes and 2021 README, DeepSpeed on Azure, Megatron-DeepSpeed)",
+               ("mlmdev_", "mlm_readme2021_", "dsazure_", "dscommopt_", "mds_")))
 # (label, case_id prefixes) of public_papers.csv
 
 
@@ -619,8 +622,9 @@ def input_rules() -> list[str]:
         "- **MoE** switches: an expert tensor-parallel size in any spelling (`ETP=1`, `--expert-tensor-parallel-size 1`) "
         "-> etp; a text keeping expert parallelism inside a node (\"EP within each node\", \"intra-node EP\": "
         "`validate.ep_in_node_stated`) with an ep the node holds -> etp 1, where Megatron-Core's default etp = tp would "
-        "spread the group over nodes; a dispatcher the framework cell names (\"MoE dispatcher DeepEP\") as one the "
-        "notes name; Megatron's `--recompute-modules` quoted from a command line or recipe -> what selective "
+        "spread the group over nodes; a dispatcher the framework cell names (\"MoE dispatcher DeepEP\") or a recipe "
+        "summary lists alone (\"DeepEP; EP overlap; VPP12\") as one the notes name, and \"EP overlap\" in such a list "
+        "or `A2A_OVERLAP=1` as the EP all-to-all overlap; Megatron's `--recompute-modules` quoted from a command line or recipe -> what selective "
         "recomputation recomputes (`validate.recompute_modules_stated`).",
         "- **global_batch** blank on a row that measures a step time while its notes say the source withholds the "
         "batch (\"global batch not stated\"): skipped, since the step holds as many micro-batches as that unknown "

@@ -361,3 +361,15 @@ def test_a_block_share_is_read_from_the_stated_hfu_and_mfu_on_a_stack_that_recom
     assert case.plan.recompute == "full" and case.plan.recompute_fraction == pytest.approx(19 / 40)
     with pytest.raises(V.Skip, match="cannot run recompute 'selective'"):
         _case(notes="Table 1 row 13B: 1800 tokens/sec/GPU, MFU 0.51", **kw)
+
+
+@pytest.mark.parametrize("text, dispatcher, overlap", [("DeepEP; EP overlap; VPP12", "deepep", 1.0),
+                                                       ("DISPATCHER=hybridep A2A_OVERLAP=1 TP=1", "hybridep", 1.0),
+                                                       ("A2A_OVERLAP=0; no DeepEP", "alltoall", 0.0),
+                                                       ("the DeepEP paper's kernels were not used", "alltoall", 0.0)])
+def test_a_dispatcher_and_ep_overlap_named_in_a_recipe_summary_are_read(text, dispatcher, overlap):
+    kw = dict(framework="Megatron-Core", model="qwen3-235b-a22b", gpu_id="h100-sxm", n_gpus="256", tp="2", pp="4",
+              ep="16", interleave="12", global_batch="3072", micro_batch="1", seq_len="4096", precision="bf16",
+              source="a 2026 recipe table")
+    case = _case(notes=text, **kw)
+    assert case.plan.ep_dispatcher == dispatcher and case.plan.overlap_ep == overlap

@@ -49,7 +49,8 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
   from its 2023-07 release, the first before (``flash_named``; not read from the notes, which cite the paper).
 - MoE: an expert TP size stated in any spelling (ETP=1, --expert-tensor-parallel-size 1) -> etp; a text keeping EP
   within each node (``ep_in_node_stated``) with an ep that fits the node -> etp 1; a dispatcher the framework cell names
-  ("MoE dispatcher DeepEP") as one the notes name; Megatron --recompute-modules quoted from a command line or recipe
+  ("MoE dispatcher DeepEP") or a recipe summary lists alone ("DeepEP; EP overlap") as one the notes name; "EP
+  overlap" in such a list or A2A_OVERLAP=1 -> overlap_ep; Megatron --recompute-modules quoted from a command line or recipe
   -> recompute_modules (``recompute_modules_stated``).
 - the stack's version (and a FlashAttention's) dated by the row's source cell where it gives a year, not by the
   papers its notes cite for the architecture; a release after the stack's name ("NeMo Megatron 24.11") dates it ahead
@@ -1607,7 +1608,8 @@ def _plan_fields(row: dict, base=None) -> dict:
     # ("token dispatcher DeepEP", "Dispatcher DeepEP": the library named as what dispatched, not negated)
     moe = (row.get("n_experts") or 1) > 1 or (base is not None and base.n_experts > 1)
     m = re.search(r"flex dispatcher\s*=\s*(deepep|hybridep)|moe[-_ ]flex[-_ ]dispatcher[-_ ]backend\s*=\s*['\"]?(deepep|hybridep)"
-                  r"|\b(deepep|hybridep)\s+flex\b|dispatcher\W{0,3}(?:=\s*)?(deepep|hybridep)\b",
+                  r"|\b(deepep|hybridep)\s+flex\b|dispatcher\W{0,3}(?:=\s*)?(deepep|hybridep)\b"
+                  r"|(?:^|[|;,(]\s*)(deepep|hybridep)\s*(?=[|;,)]|$)",   # a list item alone ("DeepEP; EP overlap")
                   f"{text} {(row.get('framework') or '').lower()}")   # "Megatron-Core, MoE dispatcher DeepEP"
     if m and moe and not _switched_off(text, m.start(), m.end()):
         d["ep_dispatcher"] = next(g for g in m.groups() if g)
@@ -1619,7 +1621,8 @@ def _plan_fields(row: dict, base=None) -> dict:
         # the text keeps the expert group inside a node ("EP within each node"): its ep ranks unsplit (etp 1), where
         # Megatron-Core's default etp = tp would spread ep x tp ranks over several nodes
         d["etp"] = 1
-    if switch_stated(r"ep a2a overlap|overlap[-_ ]moe[-_ ]expert[-_ ]parallel[-_ ]comm", text):
+    if switch_stated(r"ep a2a overlap|overlap[-_ ]moe[-_ ]expert[-_ ]parallel[-_ ]comm|(?:^|[|;,(]\s*)ep overlap\b"
+                     r"|\ba2a[-_]overlap\s*=\s*(?:1|true)\b", text):
         d["overlap_ep"] = 1.0
         # Megatron-Core --delay-wgrad-compute ("+ delay_wgrad" in the recipes' summaries), which needs the overlap
         if switch_stated(r"delay[-_ ]wgrad(?:[-_ ]compute)?\b", text):
