@@ -373,3 +373,11 @@ def test_a_dispatcher_and_ep_overlap_named_in_a_recipe_summary_are_read(text, di
               source="a 2026 recipe table")
     case = _case(notes=text, **kw)
     assert case.plan.ep_dispatcher == dispatcher and case.plan.overlap_ep == overlap
+
+
+@pytest.mark.parametrize("name, vocab", [("GPT-style 175B", 50257), ("GPT-like 1.5B (Zero Bubble)", 50257),
+                                         ("Llama-style 7B", None)])
+def test_a_gpt_style_model_takes_megatrons_gpt_tokenizer(name, vocab):
+    from roofline.spec import families
+    found = families.vocab_for(name)
+    assert (found[0] if found else None) == vocab

@@ -30,8 +30,11 @@ VOCAB = [
     (r"falcon", 65024, "Falcon tokenizer: vocab_size 65024 in tiiuae/falcon-40b/config.json"),
     (r"pythia|gpt[\s-]*neox", 50304, "GPT-NeoX tokenizer padded: vocab_size 50304 in EleutherAI/pythia-*/config.json"),
     (r"\bopt[\s-]*\d", 50272, "OPT tokenizer: vocab_size 50272 in facebook/opt-*/config.json"),
-    # a GPT sized in parameters ("GPT-175B", "GPT 1.3B": the GPT-3 paper's and Megatron-LM's naming) is of that lineage
-    (r"gpt[\s-]*[23]\b|gpt[\s-]*3|megatron[\s-]*gpt|\bgpt\s*\d|\bgpt[\s-]+\d+(?:\.\d+)?\s*[mbt]\b", 50257,
+    # a GPT sized in parameters ("GPT-175B", "GPT 1.3B": the GPT-3 paper's and Megatron-LM's naming) is of that lineage;
+    # so is a "GPT-style" / "GPT-like" model of a systems paper (Megatron-LM's and Megatron-DeepSpeed's GPT examples
+    # tokenize with GPT2BPETokenizer, examples/pretrain_gpt.sh --vocab-file gpt2-vocab.json)
+    (r"gpt[\s-]*[23]\b|gpt[\s-]*3|megatron[\s-]*gpt|\bgpt\s*\d|\bgpt[\s-]+\d+(?:\.\d+)?\s*[mbt]\b"
+     r"|\bgpt[\s-]*(?:style|like)\b", 50257,
      "GPT-2 BPE tokenizer (used by GPT-3 and Megatron-LM's GPT): 50257 tokens"),
 ]
 
