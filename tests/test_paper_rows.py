@@ -376,7 +376,7 @@ def test_a_dispatcher_and_ep_overlap_named_in_a_recipe_summary_are_read(text, di
 
 
 @pytest.mark.parametrize("name, vocab", [("GPT-style 175B", 50257), ("GPT-like 1.5B (Zero Bubble)", 50257),
-                                         ("Llama-style 7B", None)])
+                                         ("a 7B decoder (GPTQ-free)", None)])
 def test_a_gpt_style_model_takes_megatrons_gpt_tokenizer(name, vocab):
     from roofline.spec import families
     found = families.vocab_for(name)
