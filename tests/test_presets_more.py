@@ -272,3 +272,14 @@ def test_a_slash_in_free_text_is_not_a_hub_id_and_qwen25_sizes_take_their_padded
 def test_mistral_large_2_spellings():
     assert {families.preset_for(n) for n in ("Mistral-Large-2407", "mistralai/Mistral-Large-Instruct-2407",
                                              "Mistral Large 2")} == {"mistral-large-2"}
+
+
+@pytest.mark.parametrize("pid, billions, tol", [("gpt3-5b", 5, 0.02), ("gpt3-20b", 20, 0.02), ("nemotron-8b", 8, 0.07),
+                                                ("nemotron-22b", 22, 0.04)])
+def test_nemo_named_models_have_the_size_their_names_give(pid, billions, tol):
+    """NeMo's GPT3-5B / 20B (GPTConfig5B / 20B) and Nemotron-3 8B / 22B (Nemotron3Config8B / 22B): the parameter count
+    of the shape is the size the name prints (Nemotron's 256k-token untied embeddings included)."""
+    _, out = counts(pid)
+    assert out["params"] == pytest.approx(billions * 1e9, rel=tol)
+    assert families.preset_for({"gpt3-5b": "GPT3-5B", "gpt3-20b": "GPT3-20B", "nemotron-8b": "Nemotron-8B",
+                                "nemotron-22b": "Nemotron-22B"}[pid]) == pid
