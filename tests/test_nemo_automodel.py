@@ -41,7 +41,8 @@ def test_automodel_defaults_come_from_its_config_classes():
     ("LLAMA4-Maverick-LLM", "llama4-maverick"), ("Nemotron V3 Nano 30B", "nemotron-3-nano-30b-a3b"),
     ("Nemotron V3 Super 120B", "nemotron-3-super-120b-a12b"), ("Qwen3 MoE 30B", "qwen3-30b-a3b"),
     ("GPT-OSS 20B", "gpt-oss-20b"), ("openai/gpt-oss-20b", "gpt-oss-20b"),
-    ("Llama 3 70B", "llama3-70b"), ("Nemotron-H 8B", "nemotron-h-8b"), ("Nemotron 22B", None),
+    ("Llama 3 70B", "llama3-70b"), ("Nemotron-H 8B", "nemotron-h-8b"),
+    ("Nemotron 22B", "nemotron-22b"),       # NeMo's Nemotron-3 22B (Nemotron3Config22B), not a Nemotron-4 / -H size
     # Lightning "uses the same architecture as Nemotron 3 Nano" (Megatron-Bridge nemotron_3/lightning/README.md)
     ("Nemotron 3.5 Lightning 30B-A3B", "nemotron-3-nano-30b-a3b"),
 ])
