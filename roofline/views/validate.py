@@ -1035,7 +1035,8 @@ FLASH2_RELEASE = (2023, 7)
 def flash_named(row: dict) -> str | None:
     """The flash kernel a row's framework, model, attention or settings cell names without a version ("GPT with RoPE +
     FlashAttention", "FlashAttention GPT-2 implementation"), by
-    its date: FlashAttention-2 from its release (FLASH2_RELEASE), the first FlashAttention before; None when the text
+    its date: FlashAttention-2 from its release (FLASH2_RELEASE; a source dated by its year alone reads as that year's
+    December), the first FlashAttention before; None when the text
     names no flash attention, or only in a negated clause. Read where the row's stack would write the score matrix
     out (its default attention unfused, e.g. Megatron-LM before --use-flash-attn was its habit): the generic name
     then says the run took the flash path the stack offered as an option.
@@ -2795,16 +2796,15 @@ def build_case(row: dict, hardware=None) -> Case:
                                                f"{variant} (that node's links)") if x)
             row = {**row, "gpu_id": variant}
         hw = hardware if hardware is not None else hwmod.load(row["gpu_id"])
-        domain = nvlink_domain_stated(f"{row.get('interconnect', '')}; {row.get('gpu', '')}; {_notes_text(row)}")
+        named = nvlink_domain_stated(f"{row.get('interconnect', '')}; {row.get('gpu', '')}; {_notes_text(row)}")
         host = row.get("gpus_per_node")
-        if hw.gpus_per_node > NODE_GPUS_MAX and host and host <= NODE_GPUS_MAX and (domain or hw.gpus_per_node) > host:
+        if hw.gpus_per_node > NODE_GPUS_MAX and host and host <= NODE_GPUS_MAX and (named or hw.gpus_per_node) > host:
             # a profile whose node is a rack-scale NVLink domain (GB200 NVL72: 72 GPUs in trays of 4) and a row that
             # counts its host, the compute tray: the node stays the domain (the one the text names, else the
             # profile's), which TP/EP/CP groups span on NVLink; a text naming a domain no larger than the row's node
             # (GB200 NVL4) keeps the row's
-            domain = min(domain or hw.gpus_per_node, hw.gpus_per_node)
-            said = f"the NVLink domain the text names ({domain} GPUs)" if nvlink_domain_stated(
-                f"{row.get('interconnect', '')}; {row.get('gpu', '')}; {_notes_text(row)}") else \
+            domain = min(named or hw.gpus_per_node, hw.gpus_per_node)
+            said = f"the NVLink domain the text names ({domain} GPUs)" if named else \
                 f"{hw.id}'s NVLink domain ({domain} GPUs; the text names none smaller)"
             note = "; ".join(x for x in (note, f"gpus_per_node {host} is the host (a compute tray); {said} is the "
                                                "node") if x)
@@ -2914,17 +2914,21 @@ def build_case(row: dict, hardware=None) -> Case:
                         hsdp_notes[:] = [f"the text's replicas dropped: {exc}"]
                 return resolve(base_model, f, hw, st, model_fields=model_fields, stack_reason=why,
                                gpus_per_node=row.get("gpus_per_node"), net_gbps=row.get("net_gbps_per_gpu"))
+            def fitted_micro_batch(spec, fields):
+                # an unstated micro-batch of a run that accumulated gradients to fit in memory (micro_batch_to_fit)
+                if plan_fields.get("micro_batch") is not None or not accumulation_to_fit_stated(_notes_text(row)):
+                    return spec, fields
+                spec, said = micro_batch_to_fit(spec, fields, resolved)
+                if said:
+                    layout_notes.append(said)
+                    fields = {**fields, "micro_batch": spec.plan.micro_batch}
+                return spec, fields
             layout_notes[:] = []        # this attempt's (a stack tried after a refusal starts over)
             if LAYOUT_UNSTATED not in plan_fields:
                 fields, said = unstated_ep(plan_fields, resolved)
                 if said:
                     layout_notes.append(said)
-                spec = resolved(fields)
-                if fields.get("micro_batch") is None and accumulation_to_fit_stated(_notes_text(row)):
-                    spec, said = micro_batch_to_fit(spec, fields, resolved)
-                    if said:
-                        layout_notes.append(said)
-                        fields = {**fields, "micro_batch": spec.plan.micro_batch}
+                spec, fields = fitted_micro_batch(resolved(fields), fields)
                 registry_stack = stacks.names_stack(row.get("framework", "")) or not (row.get("framework") or "").strip()
                 if registry_stack:
                     spec, said = unstated_interleave(spec, fields, resolved)
@@ -2942,12 +2946,7 @@ def build_case(row: dict, hardware=None) -> Case:
                 raise InputError(f"the global batch read from the local batch assumed dp {local_dp} (tp = pp = 1), "
                                  f"but that layout does not fit: {said}")
             layout_notes.append(said)
-            spec = resolved(fields)
-            if plan_fields.get("micro_batch") is None and accumulation_to_fit_stated(_notes_text(row)):
-                spec, said = micro_batch_to_fit(spec, fields, resolved)
-                if said:
-                    layout_notes.append(said)
-                    fields = {**fields, "micro_batch": spec.plan.micro_batch}
+            spec, fields = fitted_micro_batch(resolved(fields), fields)
             spec, said = unstated_interleave(spec, fields, resolved)
             if said:
                 layout_notes.append(said)
@@ -3163,7 +3162,9 @@ def _maxtext_basis(spec, text: str) -> tuple[str, str]:
         raise Skip(f"{NO_MEASUREMENT}; MaxText counts MoE and MLA layers with branches of its own not read here, so "
                    "the figure needs the row's flop_basis or flops_per_iter")
     y, mo = stacks.earliest_date(text)
-    when = (y, mo) if y and mo else ((y, 1) if y and y < MAXTEXT_HALVED[0] else (y, 12) if y else None)
+    # a year alone dates a run only outside the year of the change (its January before it, its December after)
+    when = (y, mo) if y and mo else (y, 1) if y and y < MAXTEXT_HALVED[0] else (y, 12) if y and y > MAXTEXT_HALVED[0] \
+        else None
     if when and when < (2025, 7):
         return "MEGFULL", f"MaxText's logged count of {y}: whole s x s attention (maxtext stack rule tflops_basis)"
     if when and when >= MAXTEXT_HALVED:
