@@ -907,12 +907,8 @@ def infer_stack(row: dict, model=None, hw=None):
         dtype = row_precision(row)[0]
     except InputError:
         dtype = None
-    source = str(row.get("source") or "")
-    # the run is dated by its source cell where that gives a year (a paper's, a commit's): the notes cite the papers
-    # of the architecture ("Brown et al. 2020", "arXiv:2205.05198"), which are older than the run
-    dated = source if stacks.years_in(source.lower()) else None
     stack, reason = stacks.infer(column=row.get("framework", ""), text=f"{row.get('source', '')} {row.get('notes', '')}",
-                                 date_text=dated,
+                                 date_text=_dating_text(row),
                                  model=model, hw=hw, dtype=dtype, model_text=str(row.get("model") or ""))
     try:
         sharded = normalize.sharding(row.get("optimizer_sharding", "")) == "fsdp"
@@ -1026,6 +1022,15 @@ def attention_kernel_stated(text: str) -> str | None:
     return None
 
 
+def _dating_text(row: dict) -> str | None:
+    """The text a row's run is dated by: its source cell where that gives a year (a paper's, a commit's), else None
+    (then source and notes together). The notes cite the papers of the architecture ("Brown et al. 2020",
+    "arXiv:2205.05198"), which are older than the run."""
+    from ..spec import stacks
+    source = str(row.get("source") or "")
+    return source if stacks.years_in(source.lower()) else None
+
+
 _FLASH_NAMED = re.compile(r"\bflash[- _]?(?:attention|attn)\b")
 # FlashAttention-2 (flash-attn v2.0.0, 2023-07-17; Dao 2023, arXiv:2307.08691): a run dated from then on that names
 # "FlashAttention" without a version ran it, an earlier one the first FlashAttention (Dao et al. 2022)
@@ -1058,8 +1063,7 @@ def flash_named(row: dict) -> str | None:
     m, _ = stated_in_text(text, _FLASH_NAMED)
     if not m:
         return None
-    source = str(row.get("source") or "")
-    y, month = stacks.earliest_date(source if stacks.years_in(source.lower()) else f"{source} {row.get('notes', '')}")
+    y, month = stacks.earliest_date(_dating_text(row) or f"{row.get('source', '')} {row.get('notes', '')}")
     return "flash" if y and (y, month or 12) >= FLASH2_RELEASE else "flash-v1"
 
 
