@@ -283,7 +283,11 @@ def test_sustained_clock_slows_compute_bound_work_only():
     assert 1.6 < ratio <= 2.0 + 1e-9         # GEMMs and attention double; norms and residual adds do not
     # the optimizer step streams memory: unaffected by the clock
     assert float(half["t_optimizer"]) == pytest.approx(float(full["t_optimizer"]))
-    assert hardware.load("h100-sxm").sustained_clock < 1 == hardware.load("a100-sxm4-80gb").sustained_clock
+    assert hardware.load("h100-sxm").sustained_clock < 1 and hardware.load("a100-sxm4-80gb").sustained_clock < 1
+    # a calibration of short benchmarks keeps the clock it measured, whatever its datasheet base sustains
+    assert hardware.load("a100-perlmutter").sustained_clock == 1 == hardware.load("gh200-vista").sustained_clock
+    # the A100 prior: the clock an A100 holds at its 400 W limit under HPL (1305 MHz) over its 1410 MHz boost
+    assert hardware.load("a100-sxm4-80gb").sustained_clock == pytest.approx(1305 / 1410, abs=1e-4)
 
 
 def test_max_matmul_caps_every_gemm_efficiency(tmp_path):
