@@ -412,20 +412,25 @@ def test_cluster_interval_of_a_linear_fit_is_the_hand_computed_sandwich(monkeypa
 @given(seed=st.integers(0, 2 ** 16), copies=st.integers(2, 4))
 def test_repeating_rows_does_not_narrow_the_interval_when_the_misfit_is_per_group(tmp_path, base_hw, seed, copies):
     # the model misses each model size by its own factor (a group-level misfit, no row noise): the same runs
-    # repeated ``copies`` times carry no more information, so the interval must not shrink like 1 / sqrt(copies)
+    # repeated ``copies`` times carry no more information. The interval is the wider of the row estimate (which
+    # repetition narrows by sqrt(copies)) and the cluster-robust one (which it does not move), so it may narrow only
+    # down to that floor: where it narrows at all, repeating further narrows it no more.
     rows = synthetic_rows(multi=False, mbs=(1, 2))
     path = plant(tmp_path, rows, {"host_layer": 2.5e-3})
     runs = fr.load_runs(path, BASE)
     rng = np.random.default_rng(seed)
-    off = {g: rng.normal(0, 0.05) for g in set(runs.groups)}
+    off = {g: rng.normal(0, 0.05) for g in sorted(set(runs.groups), key=str)}     # not in hash order: the seed decides
     meas = runs.measured * np.exp([off[g] for g in runs.groups])
-    rep = lambda a: np.concatenate([a] * copies)
+    rep = lambda a, k=copies: np.concatenate([a] * k)
     one = fr.fit_terms(fr.Pricer(runs.cases), meas, ("host_layer",), base_hw, groups=runs.groups)
     many = fr.fit_terms(fr.Pricer(runs.cases * copies), rep(meas), ("host_layer",), base_hw, groups=rep(runs.groups))
     rows_only = fr.fit_terms(fr.Pricer(runs.cases * copies), rep(meas), ("host_layer",), base_hw)
     assert many.values["host_layer"] == pytest.approx(one.values["host_layer"], rel=1e-4)
-    assert many.ci95["host_layer"] >= 0.95 * one.ci95["host_layer"]
     assert rows_only.ci95["host_layer"] < many.ci95["host_layer"]
+    if many.ci95["host_layer"] < 0.95 * one.ci95["host_layer"]:
+        more = fr.fit_terms(fr.Pricer(runs.cases * 2 * copies), rep(meas, 2 * copies), ("host_layer",), base_hw,
+                            groups=rep(runs.groups, 2 * copies))
+        assert more.ci95["host_layer"] == pytest.approx(many.ci95["host_layer"], rel=1e-3)
 
 
 def test_latency_terms_are_recovered_and_written_with_the_bandwidth_of_the_same_link(tmp_path, base_hw):
