@@ -30,7 +30,34 @@ def test_an_moe_plan_is_compared_with_moe_runs_and_a_dense_plan_with_dense_runs(
 
 
 def test_no_measured_run_of_the_family_gives_no_line():
-    assert SE.plausibility(SimpleNamespace(mfu=0.5), hardware.load("mi300x"), "megatron-core") is None
+    assert SE.plausibility(SimpleNamespace(mfu=0.5), hardware.load("l40s"), "megatron-core") is None
+
+
+def test_the_best_measured_run_is_drawn_from_every_bundled_set():
+    """The reference is the best the project knows: runs of the cited tables and papers sets count, not only
+    published.csv and NVIDIA's Megatron-Bridge tables (MegaScale's 175B on 256 A100s is in the papers set)."""
+    from roofline.views import validate as V
+    assert SE.MEASURED_SETS == ("published", "nemo", "tables", "papers")
+    ids = {name: {r["case_id"] for r in V.read(V.dataset_path(name))} for name in SE.MEASURED_SETS}
+    runs = SE.measured_mfu("a100")
+    assert {n for n in ids if ids[n] & {r[1] for r in runs}} >= {"published", "tables", "papers"}
+    assert all(0 < r[0] < 1 for r in runs)
+    best = runs[0]
+    assert best[1] in ids["papers"] | ids["tables"] and best[0] > max(r[0] for r in runs if r[1] in ids["published"])
+
+
+def test_a_family_with_few_runs_is_compared_with_its_generation_and_few_runs_raise_no_flag():
+    """A family with fewer than uncertainty.MIN_RUNS measured runs (H200) is pooled with its architecture
+    generation, as the error band is; where even the pool is that small (MI300X), the line says how few runs there
+    are instead of calling a plan above them optimistic."""
+    from roofline.views.uncertainty import MIN_RUNS
+    assert 0 < len(SE.measured_mfu("h200")) < MIN_RUNS
+    line = SE.plausibility(SimpleNamespace(mfu=0.5), hardware.load("h200"), "megatron-core")
+    assert f"hopper GPUs (" in line and f"; {len(SE.measured_mfu('h200'))} on h200)" in line
+    few = SE.measured_mfu("mi300x")
+    assert 0 < len(few) < MIN_RUNS
+    line = SE.plausibility(SimpleNamespace(mfu=0.99), hardware.load("mi300x"), "megatron-core")
+    assert "ABOVE" not in line and f"only {len(few)} measured runs" in line
 
 
 def test_a_plan_is_compared_with_runs_at_its_own_gemm_peak():

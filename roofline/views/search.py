@@ -137,6 +137,9 @@ def _family(hw_id: str) -> str:
 # line instead of pricing those rows on every call (about 0.25 s of a 2 s search); `python -m roofline.views.search
 # --write-measured-mfu` rewrites it and tests/test_plausibility.py checks it against a fresh computation
 MEASURED_MFU_FILE = DATA / "measured_mfu.json"
+# the bundled sets whose measured runs it holds: every public one with a stated plan (validate --dataset NAME;
+# roofline/data/validation/SOURCES.md cites each row), so the best measured run is the best the project knows
+MEASURED_SETS = ("published", "nemo", "tables", "papers")
 
 
 @functools.lru_cache(maxsize=1)
@@ -152,7 +155,7 @@ def _mfu_table() -> dict:
 @functools.lru_cache(maxsize=None)
 def measured_mfu(family: str) -> list[tuple[float, str, str, bool, str]]:
     """(MFU, case_id, stack, MoE, peak) of every measured run of a GPU family in the bundled validation sets
-    (published, nemo), best first (``compute_measured_mfu``), read from ``MEASURED_MFU_FILE`` when it has the
+    (MEASURED_SETS), best first (``compute_measured_mfu``), read from ``MEASURED_MFU_FILE`` when it has the
     family."""
     table = _mfu_table()
     if family in table:
@@ -166,9 +169,9 @@ def _mfu_families() -> tuple[str, ...]:
 
 
 def measured_families() -> list[str]:
-    """The GPU families of the bundled published and nemo rows."""
+    """The GPU families of the bundled validation rows (MEASURED_SETS)."""
     from . import validate as V
-    return sorted({_family(str(r.get("gpu_id") or "")) for name in ("published", "nemo")
+    return sorted({_family(str(r.get("gpu_id") or "")) for name in MEASURED_SETS
                    for r in V.read(V.dataset_path(name))} - {""})
 
 
@@ -184,7 +187,7 @@ def write_measured_mfu(path=None) -> dict:
 
 def compute_measured_mfu(family: str) -> list[tuple[float, str, str, bool, str]]:
     """(MFU, case_id, stack, MoE, peak) of every measured run of a GPU family in the bundled validation sets
-    (published, nemo), best first. MFU uses this model's FLOP count (causal attention halved) over the
+    (MEASURED_SETS) whose layout the row states, best first. MFU uses this model's FLOP count (causal attention halved) over the
     measured time and the peak of the run's GEMM dtype (``peak``: its peak_flops key, 'bf16', 'fp8', 'fp4'), so it
     compares like for like with a plan's predicted MFU of the same peak."""
     from ..base import precision
@@ -193,7 +196,7 @@ def compute_measured_mfu(family: str) -> list[tuple[float, str, str, bool, str]]
     from . import validate as V
 
     out = []
-    for name in ("published", "nemo"):
+    for name in MEASURED_SETS:
         cases = []
         for row in V.read(V.dataset_path(name)):
             if _family(str(row.get("gpu_id") or "")) != family:     # priced on its gpu_id's profile: skip early
@@ -213,26 +216,31 @@ def compute_measured_mfu(family: str) -> list[tuple[float, str, str, bool, str]]
             peak = c.hw.peak(c.plan.dtype) * c.plan.n_gpus
             out.append((float(o["flops"][i] / (c.measured * peak)), c.row["case_id"], c.framework,
                         (c.model.n_experts or 1) > 1, precision.peak_key(c.plan.dtype)))
-    return sorted((x for x in out if np.isfinite(x[0])), reverse=True)
+    # an MFU at or above 1 is a row read wrong (a batch or a rate of another unit), never a measurement
+    return sorted((x for x in out if np.isfinite(x[0]) and 0 < x[0] < 1), reverse=True)
 
 
 def plausibility(cand, hw, stack_id: str, moe: bool = False, dtype: str | None = None) -> str | None:
     """One line comparing a plan's predicted MFU with the best measured MFU on that GPU family (on its architecture
-    generation's families where it has no measured run: uncertainty.GENERATION): of the runs of the
+    generation's families where it has fewer than uncertainty.MIN_RUNS measured runs: uncertainty.GENERATION): of the runs of the
     same kind of model (MoE or dense) where the bundled data has some, of the same GEMM peak (``dtype``: the plan's
     precision; an MFU over the FP8 peak is not comparable with one over the BF16 peak) where it has some, and of the
     same stack where it has some."""
     from ..base import precision
 
+    from .uncertainty import MIN_RUNS, generation
+
     family = _family(hw.id)
     runs, where = measured_mfu(family), family
-    if not runs:
-        # no measured run on this part (H200, B300, GB300): its architecture generation's, said (uncertainty.GENERATION)
-        from .uncertainty import generation
-        gen = generation(family)
-        fams = [f for f in _mfu_families() if gen and generation(f) == gen]
-        runs = sorted((r for f in fams for r in measured_mfu(f)), reverse=True)
-        where = f"{gen} GPUs ({', '.join(fams)}; none on {family})"
+    gen = generation(family)
+    if len(runs) < MIN_RUNS and gen:
+        # few or no measured runs on this part (H200, B300, GB300): its architecture generation's, said
+        # (uncertainty.GENERATION; the same MIN_RUNS as the error band under the table)
+        fams = [f for f in _mfu_families() if generation(f) == gen]
+        pooled = sorted((r for f in fams for r in measured_mfu(f)), reverse=True)
+        if len(pooled) > len(runs):
+            some = f"{len(runs)} on {family}" if runs else f"none on {family}"
+            runs, where = pooled, f"{gen} GPUs ({', '.join(fams)}; {some})"
     if not runs:
         return None
     kind = [r for r in runs if r[3] == moe]
@@ -242,7 +250,11 @@ def plausibility(cand, hw, stack_id: str, moe: bool = False, dtype: str | None =
     runs = at_peak or runs
     same = [r for r in runs if r[2] == stack_id]
     best = (same or runs)[0]
-    flag = "  ABOVE every measured run: treat as optimistic" if cand.mfu > best[0] * 1.1 else ""
+    pool = same or runs
+    if len(pool) < MIN_RUNS:    # too few runs to call a plan above them optimistic: say how few
+        flag = f"  (only {len(pool)} measured run{'s' if len(pool) > 1 else ''} to compare with)"
+    else:
+        flag = "  ABOVE every measured run: treat as optimistic" if cand.mfu > best[0] * 1.1 else ""
     what = (" MoE" if moe else " dense") if kind else ""
     peak = f" {key.upper()}" if at_peak else ""
     return (f"plausibility: predicted MFU {100 * cand.mfu:.1f} % vs the best measured{peak}{what} run on "
