@@ -381,3 +381,22 @@ def test_a_gpt_style_model_takes_megatrons_gpt_tokenizer(name, vocab):
     from roofline.spec import families
     found = families.vocab_for(name)
     assert (found[0] if found else None) == vocab
+
+
+@pytest.mark.parametrize("column", ["llm.c (C/CUDA)", "llm.c (C/CUDA, cuBLAS/cuDNN, MPI/NCCL)", "karpathy/llm.c"])
+def test_llm_c_runs_on_its_own_stack_with_its_recipes_micro_batch(column):
+    """llm.c (karpathy/llm.c train_gpt2.cu) is its own stack: a row that names it and states no micro-batch runs the
+    whole local batch as one micro-batch (its GPT-2 recipes set -d = B x T x GPUs), with cuDNN's flash attention, bf16
+    gradients and ZeRO-1 of its recipes; before, it stood in as Megatron-Core and priced 512 micro-batches of one
+    sequence."""
+    case = _case(framework=column, model="gpt3-125m", gpu_id="h100-sxm", n_gpus="8", global_batch="512",
+                 micro_batch="", seq_len="1024", source="llm.c discussion (2024)")
+    assert case.spec.stack.id == "llmc" and case.plan.micro_batch == 64 and case.plan.dp == 8
+    assert case.spec.model.attention == "cudnn" and case.plan.grad_dtype == "bf16" and case.plan.sharding == "distributed"
+    # a stated micro-batch is kept, the rest accumulated
+    assert _case(framework=column, model="gpt3-125m", gpu_id="h100-sxm", n_gpus="8", global_batch="512",
+                 micro_batch="16", seq_len="1024").plan.micro_batch == 16
+    # llm.c has no tensor or pipeline parallelism
+    with pytest.raises(V.Skip):
+        _case(framework=column, model="gpt3-125m", gpu_id="h100-sxm", n_gpus="8", global_batch="512", tp="2",
+              seq_len="1024")
