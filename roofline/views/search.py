@@ -187,8 +187,8 @@ def write_measured_mfu(path=None) -> dict:
 
 def compute_measured_mfu(family: str) -> list[tuple[float, str, str, bool, str]]:
     """(MFU, case_id, stack, MoE, peak) of every measured run of a GPU family in the bundled validation sets
-    (MEASURED_SETS) whose layout the row states, best first. MFU uses this model's FLOP count (causal attention halved) over the
-    measured time and the peak of the run's GEMM dtype (``peak``: its peak_flops key, 'bf16', 'fp8', 'fp4'), so it
+    (MEASURED_SETS) whose layout the row states, best first. MFU uses this model's FLOP count (causal attention
+    halved) over the measured time and the peak of the run's GEMM dtype (``peak``: its peak_flops key, 'bf16', 'fp8', 'fp4'), so it
     compares like for like with a plan's predicted MFU of the same peak."""
     from ..base import precision
     import numpy as np
@@ -222,10 +222,10 @@ def compute_measured_mfu(family: str) -> list[tuple[float, str, str, bool, str]]
 
 def plausibility(cand, hw, stack_id: str, moe: bool = False, dtype: str | None = None) -> str | None:
     """One line comparing a plan's predicted MFU with the best measured MFU on that GPU family (on its architecture
-    generation's families where it has fewer than uncertainty.MIN_RUNS measured runs: uncertainty.GENERATION): of the runs of the
-    same kind of model (MoE or dense) where the bundled data has some, of the same GEMM peak (``dtype``: the plan's
-    precision; an MFU over the FP8 peak is not comparable with one over the BF16 peak) where it has some, and of the
-    same stack where it has some."""
+    generation's families where it has fewer than uncertainty.MIN_RUNS measured runs: uncertainty.GENERATION): of
+    the runs of the same kind of model (MoE or dense) where the bundled data has some, of the same GEMM peak
+    (``dtype``: the plan's precision; an MFU over the FP8 peak is not comparable with one over the BF16 peak) where it
+    has some, and of the same stack where it has some. Fewer than MIN_RUNS runs in the end are said, not flagged."""
     from ..base import precision
 
     from .uncertainty import MIN_RUNS, generation
