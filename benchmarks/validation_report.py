@@ -591,7 +591,10 @@ def input_rules() -> list[str]:
         "(Megatron's `--qk-layernorm`), unless set false.",
         "- **global_batch** and `local_batch` blank, the notes or settings stating a local batch (\"Local batch size "
         "8\", torchtitan's per-data-parallel-rank `training.local_batch_size`) -> global batch = it x dp "
-        "(`validate.local_batch_from_text`). A layout whose tp x pp x dp leaves a factor of the GPUs over, where the "
+        "(`validate.local_batch_from_text`); with no batch column at all, a global batch the text states in tokens "
+        "right after the words batch size or global batch (\"batch size of 4M tokens\", LLaMA's and JetMoE's) -> that "
+        "many tokens over the sequence length, read as a tokens column is (`validate.batch_tokens_from_text`); not "
+        "where the text says the batch is not stated or gives two. A layout whose tp x pp x dp leaves a factor of the GPUs over, where the "
         "text names DeepSpeed-Ulysses (and no ring attention), runs that factor as context parallelism by Ulysses' "
         "all-to-all of the heads (`cp_kind` ulysses, docs/models.md; `validate.ulysses_stated`); a stack without it "
         "refuses it.",

@@ -401,3 +401,17 @@ def test_llm_c_runs_on_its_own_stack_with_its_recipes_micro_batch(column):
     with pytest.raises(V.Skip):
         _case(framework=column, model="gpt3-125m", gpu_id="h100-sxm", n_gpus="8", global_batch="512", tp="2",
               seq_len="1024")
+
+
+def test_a_global_batch_the_text_states_in_tokens_is_read_when_no_batch_column_is_given():
+    """A rate row with every batch column blank whose text says "batch size of 4M tokens" runs that many tokens per
+    step (binary 4 x 2^20 over 2048: 2048 sequences); a text that says the batch is not stated, or states two, is
+    skipped as before."""
+    base = dict(micro_batch="", global_batch="", measured_iter_time_s="", tokens_per_s_per_gpu="380", tp="8",
+                pp="1", n_gpus="64", model="llama2-7b", seq_len="2048")
+    case = _case(**base, notes="Table 2: batch size 4M tokens; sequence length 2048")
+    assert case.plan.global_batch == 2048
+    for notes in ("global batch not stated (training batch size 4M tokens)",
+                  "batch size 4M tokens for 7B and batch size 1M tokens for 65B", "no batch stated"):
+        with pytest.raises(V.Skip, match="global_batch not stated"):
+            _case(**base, notes=notes)

@@ -75,7 +75,10 @@ Defaults, chosen from a row's fields and source text only (never from its case_i
 - head_dim blank -> the text's --kv-channels / kv_channels / head_dim (not where it names Mamba); qk_layernorm blank -> on
   where the text states qk_layernorm (unless false).
 - global_batch and local_batch blank, the text stating a local batch ("Local batch size 8", torchtitan's per-DP-rank
-  training.local_batch_size): global batch = it x dp (``local_batch_from_text``, ``batch_from_local``).
+  training.local_batch_size): global batch = it x dp (``local_batch_from_text``, ``batch_from_local``); no batch
+  column at all, the text stating a global batch in tokens right after "batch size" or "global batch" ("batch size of
+  4M tokens"): that many tokens over seq_len (``batch_tokens_from_text``, ``batch_from_tokens``); not where the text
+  says the batch is not stated or states two.
 - a layout that leaves a factor of the GPUs over where the text names DeepSpeed-Ulysses (and no ring attention): that
   factor as cp, cp_kind ulysses (``ulysses_stated``); a stack without Ulysses refuses it (stacks cp_kinds).
 - global_batch blank on a pipelined row (pp > 1) with only a micro-batch: skipped, with the reason (the default global
@@ -1426,6 +1429,39 @@ def local_batch_from_text(text: str) -> tuple[int, str] | None:
     return _stated_count(_LOCAL_TEXT, text)
 
 
+# a global batch the text states in tokens ("batch size of 4M tokens", "global batch size 1M tokens", "a batch size of
+# 4 million tokens"): the words batch size (or global batch) right before the count, so that a sentence listing several
+# models' batches ("4M tokens for 7B, 1M tokens for 175B") is not read as one
+_BATCH_TOKENS_TEXT = re.compile(r"\b(?:global[- _]batch(?:[- _]size)?|batch[- _]size)\s*(?:of|=|:|is|was)?\s*~?\s*"
+                                r"(\d+(?:\.\d+)?)\s*(k|m|million|thousand)\s*tokens\b")
+_BATCH_UNSTATED = re.compile(r"(?<!micro)(?<!micro[-_ ])(?<!local[-_ ])\b(?:global[-_ ]?)?batch(?:[-_ ]size)?\b"
+                             r"[^.;|]{0,60}?\bnot (?:stated|given|reported|known)\b")
+
+
+def batch_tokens_from_text(text: str) -> tuple[float, float, str] | None:
+    """A global batch in tokens that a row's lower-cased notes or settings state (BATCH_TOKENS: its decimal and
+    binary readings and the words), for a row whose global batch and local and micro-batch columns are blank; none
+    where the text says the batch of the measurement is not stated, or where it states two different ones.
+
+    >>> batch_tokens_from_text("table 2: 65.2b, 80 layers, batch size 4m tokens (column left blank)")[1] == 4 * 2**20
+    True
+    >>> batch_tokens_from_text("trained with a batch size of 4 million tokens")[2]
+    'batch size of 4 million tokens'
+    >>> batch_tokens_from_text("global batch for the table 5 measurements not stated (training batch size 4m tokens)")
+    >>> batch_tokens_from_text("batch size 4m tokens for 7b and batch size 1m tokens for 175b")
+    >>> batch_tokens_from_text("batch size of 4m tokens. micro-batch, recomputation not stated")[2]
+    'batch size of 4m tokens'
+    """
+    if _BATCH_UNSTATED.search(text or ""):
+        return None
+    found = {(float(m.group(1)), m.group(2)): m.group(0) for m in _BATCH_TOKENS_TEXT.finditer(text or "")}
+    if len({v for v, _ in found}) != 1:
+        return None
+    (value, unit), words = next(iter(found.items()))
+    k = 1 if unit in ("k", "thousand") else 2
+    return value * 1000 ** k, value * 1024 ** k, words
+
+
 # (not a "local batch": torchtitan's per-data-parallel-rank batch, which its pipeline schedules split into micro-batches)
 _MB_TEXT = re.compile(r"\b(?:micro[- _]?batch(?:[- _]size)?|mbs|per[- _](?:device|gpu)[- _](?:train[- _])?batch"
                       r"(?:[- _]size)?|batch[- _]size[- _]per[- _](?:gpu|device))"
@@ -2749,7 +2785,11 @@ def build_case(row: dict, hardware=None) -> Case:
         local_said = f"local batch {local[0]} from the text ({local[1]!r})"
     if row["global_batch"] is None and not row.get(BATCH_TOKENS) and not (row.get("local_batch")
                                                                          or row.get("micro_batch")):
-        raise Skip("global_batch not stated")
+        said = batch_tokens_from_text(_notes_text(row))
+        if said is None:
+            raise Skip("global_batch not stated")
+        row = {**row, BATCH_TOKENS: said}       # priced as a batch in tokens (batch_from_tokens) once seq_len is known
+        local_said = "; ".join(x for x in (local_said, f"global batch from the text ({said[2]!r})") if x)
     model_fields, note, base_model = _model_fields(row)
     note = "; ".join(x for x in (note, local_said) if x)
     plan_fields = _plan_fields(row, base_model)
