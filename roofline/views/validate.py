@@ -903,7 +903,6 @@ def row_precision(row: dict) -> tuple:
 def infer_stack(row: dict, model=None, hw=None):
     """(Stack, reason) of a row: its framework column, aliases in its source/notes, else era rules
     (roofline.spec.stacks.infer); printed per row in the table and the JSON."""
-    from ..base import normalize
     from ..spec import stacks
 
     try:
@@ -913,10 +912,7 @@ def infer_stack(row: dict, model=None, hw=None):
     stack, reason = stacks.infer(column=row.get("framework", ""), text=f"{row.get('source', '')} {row.get('notes', '')}",
                                  date_text=_dating_text(row),
                                  model=model, hw=hw, dtype=dtype, model_text=str(row.get("model") or ""))
-    try:
-        sharded = normalize.sharding(row.get("optimizer_sharding", "")) == "fsdp"
-    except InputError:
-        sharded = False
+    sharded = _sharding_cell(row) == "fsdp"
     if "era rule" in reason and sharded:
         # fully sharded data parallelism and no stack named: PyTorch FSDP, or torchtitan (FSDP2) when the
         # row also runs TP/PP (FSDP1 runs have neither); before torchtitan (2024), FSDP with Megatron TP and no
@@ -1534,6 +1530,10 @@ def fused_elementwise_stated(text: str) -> tuple[bool, bool]:
     return bool(norm and act), bool(rope)
 
 
+# the start of an item of a recipe summary's list ("DeepEP; EP overlap", "(EP overlap)"): the text's start or a separator
+_LIST_ITEM = r"(?:^|[|;,(]\s*)"
+
+
 def _plan_fields(row: dict, base=None) -> dict:
     """The plan fields a row states or its text implies; ``base``: the model preset the row names (_model_fields), whose
     experts make it an MoE row where it has no expert columns."""
@@ -1650,7 +1650,7 @@ def _plan_fields(row: dict, base=None) -> dict:
     moe = (row.get("n_experts") or 1) > 1 or (base is not None and base.n_experts > 1)
     m = re.search(r"flex dispatcher\s*=\s*(deepep|hybridep)|moe[-_ ]flex[-_ ]dispatcher[-_ ]backend\s*=\s*['\"]?(deepep|hybridep)"
                   r"|\b(deepep|hybridep)\s+flex\b|dispatcher\W{0,3}(?:=\s*)?(deepep|hybridep)\b"
-                  r"|(?:^|[|;,(]\s*)(deepep|hybridep)\s*(?=[|;,)]|$)",   # a list item alone ("DeepEP; EP overlap")
+                  rf"|{_LIST_ITEM}(deepep|hybridep)\s*(?=[|;,)]|$)",   # a list item alone ("DeepEP; EP overlap")
                   f"{text} {(row.get('framework') or '').lower()}")   # "Megatron-Core, MoE dispatcher DeepEP"
     if m and moe and not _switched_off(text, m.start(), m.end()):
         d["ep_dispatcher"] = next(g for g in m.groups() if g)
@@ -1662,7 +1662,7 @@ def _plan_fields(row: dict, base=None) -> dict:
         # the text keeps the expert group inside a node ("EP within each node"): its ep ranks unsplit (etp 1), where
         # Megatron-Core's default etp = tp would spread ep x tp ranks over several nodes
         d["etp"] = 1
-    if switch_stated(r"ep a2a overlap|overlap[-_ ]moe[-_ ]expert[-_ ]parallel[-_ ]comm|(?:^|[|;,(]\s*)ep overlap\b"
+    if switch_stated(rf"ep a2a overlap|overlap[-_ ]moe[-_ ]expert[-_ ]parallel[-_ ]comm|{_LIST_ITEM}ep overlap\b"
                      r"|\ba2a[-_]overlap\s*=\s*(?:1|true)\b", text):
         d["overlap_ep"] = 1.0
         # Megatron-Core --delay-wgrad-compute ("+ delay_wgrad" in the recipes' summaries), which needs the overlap
