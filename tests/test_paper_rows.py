@@ -403,6 +403,29 @@ def test_llm_c_runs_on_its_own_stack_with_its_recipes_micro_batch(column):
               seq_len="1024")
 
 
+@pytest.mark.parametrize("column", ["nanochat (PyTorch, torch.compile, FA3, DistMuonAdamW)", "karpathy/nanochat"])
+def test_nanochat_runs_on_its_own_stack_and_its_zero_2_is_a_distributed_optimizer(column):
+    """nanochat is its own stack: a row that names it and calls its optimizer "ZeRO-2" (DistMuonAdamW's docstring) runs
+    the distributed optimizer it is (whole gradients through backward, reduce-scattered in step(), not behind the
+    backward), Muon on the matrices and fp32 gradients; before, the "ZeRO-2" sent it to the DeepSpeed ZeRO stack,
+    which trains with Adam and reduces the gradients behind the backward."""
+    kw = dict(framework=column, model="gpt3-760m", gpu_id="h100-sxm", n_gpus="8", global_batch="256",
+              micro_batch="16", seq_len="2048", source="karpathy/nanochat dev/LEADERBOARD.md (2026)",
+              optimizer_sharding="zero2", notes="Muon+AdamW optimizer (DistMuonAdamW: 'ZeRO-2 style')")
+    case = _case(**kw)
+    assert case.spec.stack.id == "nanochat", case.stack_reason
+    assert case.plan.sharding == "distributed" and case.plan.optimizer == "muon"
+    assert case.plan.overlap_grad_reduce == 0.0 and case.plan.grad_dtype == "fp32"
+    # its --fp8 is the tensorwise (current-scaling) recipe
+    assert _case(**{**kw, "precision": "fp8"}).plan.dtype == "fp8-cs"
+    # the same "zero2" on a DeepSpeed row stays ZeRO-2
+    ds = _case(**{**kw, "framework": "DeepSpeed", "notes": "ZeRO stage 2"})
+    assert ds.spec.stack.family == "deepspeed" and ds.plan.sharding == "zero2"
+    # nanochat has no tensor parallelism
+    with pytest.raises(V.Skip):
+        _case(**{**kw, "tp": "2"})
+
+
 def test_a_global_batch_the_text_states_in_tokens_is_read_when_no_batch_column_is_given():
     """A rate row with every batch column blank whose text says "batch size of 4M tokens" runs that many tokens per
     step (binary 4 x 2^20 over 2048: 2048 sequences); a text that says the batch is not stated, or states two, is

@@ -269,6 +269,12 @@ def resolve(model=None, plan=None, hardware=None, stack=None, *, model_fields: d
         # the stack's own meaning of the stated name (torchtitan: "selective" is its op-level SAC)
         p["recompute"] = names[stated["recompute"]]
         origin["recompute"] = f"stated {stated['recompute']!r}: {st.id} calls {p['recompute']!r} that"
+    snames = st.rule("sharding_names") or {}
+    if stated.get("sharding") in snames:
+        # the stack's own meaning of the stated name (nanochat's "ZeRO-2 style" optimizer keeps whole gradients through
+        # backward: a distributed optimizer)
+        p["sharding"] = snames[stated["sharding"]]
+        origin["sharding"] = f"stated {stated['sharding']!r}: {st.id} calls {p['sharding']!r} that"
     for k in ("tp", "pp", "cp", "dp", "micro_batch", "interleave", "ep"):
         v = p[k]
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")) \
