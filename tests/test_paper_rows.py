@@ -348,6 +348,12 @@ def test_a_step_time_whose_source_withholds_the_batch_is_skipped_a_rate_is_price
     with pytest.raises(V.Skip, match="global_batch not stated .*step time"):
         _case(**{**kw, "measured_iter_time_s": "53.8"})
     assert _case(**{**kw, "measured_iter_time_s": "", "tokens_per_s_per_gpu": "2000"}).plan.global_batch == 32
+    # a withheld micro-batch or per-GPU batch is not a withheld global batch: the stated micro-batch x dp is priced
+    for notes in ("micro-batch not stated in the paper (1 from the launch script)",
+                  "micro batch size not given; 1 read from the config", "per-GPU batch not reported"):
+        assert _case(**{**kw, "measured_iter_time_s": "53.8", "notes": notes}).plan.global_batch == 32, notes
+    with pytest.raises(V.Skip, match="global_batch not stated .*step time"):
+        _case(**{**kw, "measured_iter_time_s": "53.8", "notes": "micro-batch 1; global batch not stated"})
 
 
 def test_a_block_share_is_read_from_the_stated_hfu_and_mfu_on_a_stack_that_recomputes_whole_blocks():

@@ -2079,11 +2079,12 @@ def batch_from_local(row: dict, d: dict) -> tuple[int | None, str]:
                    "pipeline (the default global batch, micro-batch x dp, would run one through the pipeline, idle "
                    "for (pp - 1) / pp of the step)")
     if (row.get("measured_iter_time_s") or 0) > 0 and not row.get("local_batch") and not row.get("grad_accum") \
-            and re.search(r"\b(?:global[-_ ]?)?batch(?:[-_ ]size)?\b[^.;|]{0,60}?\b(?:not (?:stated|given|reported|known|"
-                          r"available)|blank)\b|\bnot (?:stated|given|available)\b[^.;|]{0,20}?\bglobal[-_ ]?batch",
-                          _notes_text(row)):
+            and re.search(r"(?<!micro)(?<!micro[-_ ])(?<!local[-_ ])(?<!per[-_ ]gpu[-_ ])\b(?:global[-_ ]?)?batch"
+                          r"(?:[-_ ]size)?\b[^.;|]{0,60}?\b(?:not (?:stated|given|reported|known|available)|blank)\b"
+                          r"|\bnot (?:stated|given|available)\b[^.;|]{0,20}?\bglobal[-_ ]?batch", _notes_text(row)):
         # a step time whose source withholds the batch: the stacks' default would price one micro-batch per rank,
-        # while the run's step held as many as its unknown batch
+        # while the run's step held as many as its unknown batch (a withheld micro-batch or per-GPU batch is not the
+        # global batch: "micro-batch not stated" says nothing of how many ran per step)
         raise Skip("global_batch not stated (the notes say so) for a measured step time: the step depends on the "
                    "batch the source leaves out, which the stacks' default (micro-batch x dp) need not be")
     dp, assumed = _dp_of(d)
