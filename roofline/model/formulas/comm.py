@@ -20,9 +20,15 @@ slowest link of the pipeline), written per collective in ``collective`` below:
 - all-reduce, all-gather and reduce-scatter move the ring's volume across nodes: each node's traffic to
   the next is factor(p) x the data (2(p-1)/p or (p-1)/p, not the 2(n-1)/n or (n-1)/n of an ideal
   hierarchical split), spread over its k NICs, so busbw = min(k/(k-1) busbw_intra, k busbw_inter);
-  latency: p-1 ring steps of which n-1 cross the network (tuning.cc: nsteps, nInterSteps); for
-  all-reduce 2((k-1) alpha_intra + (n-1) alpha_inter), between the ring's 2(p-1) steps and the tree's
-  2((k-1) alpha_intra + log2(n) alpha_inter) that NCCL takes where latency dominates (tuning.cc).
+  latency: p-1 ring steps of which n-1 cross the network (tuning.cc: nsteps, nInterSteps);
+- all-reduce takes the faster of NCCL's two algorithms, as NCCL's tuner does (tuning.cc ncclTopoGetAlgoTime, the
+  lowest modelled time wins): the ring, 2(p-1) steps of which 2(n-1) cross the network, its latency x 1.4 across
+  nodes on sm80+ ("Plateau effect of ring"), and the tree, 2((k-1) alpha_intra + log2(n) alpha_inter) (n - 1 here:
+  the compiled model's printer has no log, so the tree's latency is over-counted on more than 2 nodes) at the ring's
+  bus bandwidth x 0.92 (tuning.cc "busBw * .92" for the tree's all-reduce) x the tree's correction for medium sizes
+  (tuning.cc treeCorrectionFactor, the Simple protocol's row: 0.5-0.9 between 4 KiB and 256 MiB, "Trees are not
+  perfectly sticking to the model for medium sizes"). Before, the ring's bandwidth was paired with a tree's latency,
+  the best of both, which no algorithm runs: 1.3-2x optimistic at 32-256 MiB on 4-32 nodes (AWS p5 nccl-tests).
   Hopper's NVLink SHARP tree (NVLSTree) moves only the hierarchical volume on 2 nodes and beats the
   ring there (NVIDIA/nccl-tests#196, nccl#1221); the profiles do not say which GPUs have it, so the
   ring's volume is kept (pessimistic there);
@@ -45,6 +51,14 @@ FACTOR = {  # bus-bandwidth factor of each collective (nccl-tests)
     "rs": lambda p: (p - 1) / p,
     "a2a": lambda p: (p - 1) / p,
 }
+# NCCL's cost model of its all-reduce across nodes (src/graph/tuning.cc @5067397c): the ring's latency x 1.4 on more
+# than one node at compute capability 8.0 and above (ncclTopoGetAlgoTime, "Plateau effect of ring"; 1.9 before sm80,
+# not distinguished here); the tree's bus bandwidth x 0.92 (ncclTopoTuneModel, "busBw * .92" for the tree's
+# all-reduce) and x its correction for medium sizes, treeCorrectionFactor's Simple-protocol row, indexed by
+# log2(size / 64) from 64 B (index 0) to 256 MiB (index 22); none from 512 MiB
+RING_PLATEAU = 1.4
+TREE_BW = 0.92
+TREE_CORRECTION = (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9)
 STEPS = {  # latency steps of the ring algorithm
     "ar": lambda p: 2 * (p - 1),
     "ag": lambda p: p - 1,
@@ -75,6 +89,12 @@ def flat(kind: str, p, size, link: str) -> sp.Expr:
     return called(p) * S.CALL[kind, link] + STEPS[kind](p) * S.ALPHA[kind, link] + FACTOR[kind](p) * size / S.BUSBW[kind, link]
 
 
+def tree_correction(size) -> sp.Expr:
+    """NCCL's correction of its tree all-reduce's bandwidth for a message of ``size`` bytes (TREE_CORRECTION: the
+    factor of index floor(log2(size / 64)), 1 from 512 MiB)."""
+    return sp.Piecewise(*[(f, size < 64 * 2 ** (i + 1)) for i, f in enumerate(TREE_CORRECTION)], (1, True))
+
+
 def called(p) -> sp.Expr:
     """1 when a group of p ranks runs a collective, 0 for p = 1 (Megatron and NCCL skip a one-rank group's call:
     megatron/core/tensor_parallel/mappings.py returns the input when the world size is 1)."""
@@ -103,14 +123,16 @@ def collective(kind: str, p, size, stride) -> sp.Expr:
     # across nodes, all-reduce, all-gather and reduce-scatter: NCCL's ring over all p ranks for the bandwidth
     # (per node one of its k hops per channel crosses the network, so each GPU's NVLink carries (k-1)/k and each NIC
     # 1/k of the ring's factor(p) x size); latency: p-1 ring steps of which n-1 cross the network (tuning.cc
-    # nsteps/nInterSteps); for all-reduce 2((k-1) alpha_intra + (n-1) alpha_inter), the hierarchical count kept from
-    # before: NCCL takes its tree (2((k-1) alpha_intra + log2(n) alpha_inter), tuning.cc) where the ring's 2(p-1) steps
-    # dominate, and the compiled model's printer has no log
+    # nsteps/nInterSteps). All-reduce: the faster of the ring (2(p-1) steps, 2(n-1) across, x RING_PLATEAU) and the
+    # tree (2((k-1) alpha_intra + log2(n) alpha_inter) in tuning.cc, n-1 for log2(n) here: the compiled model's printer
+    # has no log) at TREE_BW x tree_correction of the ring's bandwidth (module docstring)
+    wire = FACTOR[kind](p) * size * sp.Max((k - 1) / (k * b_in), 1 / (k * b_out))
     if kind == "ar":
-        latency = 2 * ((k - 1) * a_in + (n - 1) * a_out)
+        ring = RING_PLATEAU * 2 * ((p - n) * a_in + (n - 1) * a_out) + wire
+        tree = 2 * ((k - 1) * a_in + (n - 1) * a_out) + wire / (TREE_BW * tree_correction(size))
+        across = _call_across(kind) + sp.Min(ring, tree)
     else:
-        latency = (p - n) * a_in + (n - 1) * a_out
-    across = _call_across(kind) + latency + FACTOR[kind](p) * size * sp.Max((k - 1) / (k * b_in), 1 / (k * b_out))
+        across = _call_across(kind) + (p - n) * a_in + (n - 1) * a_out + wire
     # the group spans nodes iff it does not fit one, p > fit (not written n > 1: sympy decides ceiling(2/x) > 1 True
     # for every positive x, and a numeric p = 2 would always take the across-node branch)
     return sp.Piecewise((across, p > node_fit(stride)), (flat(kind, p, size, "intra"), True))
