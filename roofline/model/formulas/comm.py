@@ -26,7 +26,7 @@ slowest link of the pipeline), written per collective in ``collective`` below:
   nodes on sm80+ ("Plateau effect of ring"), and the tree, 2((k-1) alpha_intra + log2(n) alpha_inter) (n - 1 here:
   the compiled model's printer has no log, so the tree's latency is over-counted on more than 2 nodes) at the ring's
   bus bandwidth x 0.92 (tuning.cc "busBw * .92" for the tree's all-reduce) x the tree's correction for medium sizes
-  (tuning.cc treeCorrectionFactor, the Simple protocol's row: 0.5-0.9 between 4 KiB and 256 MiB, "Trees are not
+  (tuning.cc treeCorrectionFactor, the Simple protocol's row: 0.9 below 8 KiB, 0.5-0.9 up to 256 MiB, "Trees are not
   perfectly sticking to the model for medium sizes"). Before, the ring's bandwidth was paired with a tree's latency,
   the best of both, which no algorithm runs: 1.3-2x optimistic at 32-256 MiB on 4-32 nodes (AWS p5 nccl-tests).
   Hopper's NVLink SHARP tree (NVLSTree) moves only the hierarchical volume on 2 nodes and beats the
