@@ -264,17 +264,13 @@ def resolve(model=None, plan=None, hardware=None, stack=None, *, model_fields: d
         # the stack's own recipe for the stated name (HAI-LLM's "FP8" is its fine-grained block scaling)
         p["dtype"] = dnames[stated["dtype"]]
         origin["dtype"] = f"stated {stated['dtype']!r}: {st.id}'s recipe of that name is {p['dtype']!r}"
-    names = st.rule("recompute_names") or {}
-    if stated.get("recompute") in names:
-        # the stack's own meaning of the stated name (torchtitan: "selective" is its op-level SAC)
-        p["recompute"] = names[stated["recompute"]]
-        origin["recompute"] = f"stated {stated['recompute']!r}: {st.id} calls {p['recompute']!r} that"
-    snames = st.rule("sharding_names") or {}
-    if stated.get("sharding") in snames:
-        # the stack's own meaning of the stated name (nanochat's "ZeRO-2 style" optimizer keeps whole gradients through
-        # backward: a distributed optimizer)
-        p["sharding"] = snames[stated["sharding"]]
-        origin["sharding"] = f"stated {stated['sharding']!r}: {st.id} calls {p['sharding']!r} that"
+    # the stack's own meaning of a stated name (torchtitan: "selective" is its op-level SAC; nanochat's "ZeRO-2 style"
+    # optimizer keeps whole gradients through backward: a distributed optimizer)
+    for field in ("recompute", "sharding"):
+        names = st.rule(f"{field}_names") or {}
+        if stated.get(field) in names:
+            p[field] = names[stated[field]]
+            origin[field] = f"stated {stated[field]!r}: {st.id} calls {p[field]!r} that"
     for k in ("tp", "pp", "cp", "dp", "micro_batch", "interleave", "ep"):
         v = p[k]
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")) \

@@ -1430,8 +1430,10 @@ def local_batch_from_text(text: str) -> tuple[int, str] | None:
 # models' batches ("4M tokens for 7B, 1M tokens for 175B") is not read as one
 _BATCH_TOKENS_TEXT = re.compile(r"\b(?:global[- _]batch(?:[- _]size)?|batch[- _]size)\s*(?:of|=|:|is|was)?\s*~?\s*"
                                 r"(\d+(?:\.\d+)?)\s*(k|m|million|thousand)\s*tokens\b")
-_BATCH_UNSTATED = re.compile(r"(?<!micro)(?<!micro[-_ ])(?<!local[-_ ])\b(?:global[-_ ]?)?batch(?:[-_ ]size)?\b"
-                             r"[^.;|]{0,60}?\bnot (?:stated|given|reported|known)\b")
+# the words for a step's global batch, not a micro-batch, local or per-GPU batch ("micro-batch not stated" says nothing
+# of how many sequences ran per step); read by the two "batch withheld" rules (here and batch_from_local)
+_GLOBAL_BATCH_WORDS = r"(?<!micro)(?<!micro[-_ ])(?<!local[-_ ])(?<!per[-_ ]gpu[-_ ])\b(?:global[-_ ]?)?batch(?:[-_ ]size)?\b"
+_BATCH_UNSTATED = re.compile(_GLOBAL_BATCH_WORDS + r"[^.;|]{0,60}?\bnot (?:stated|given|reported|known)\b")
 
 
 def batch_tokens_from_text(text: str) -> tuple[float, float, str] | None:
@@ -2079,12 +2081,10 @@ def batch_from_local(row: dict, d: dict) -> tuple[int | None, str]:
                    "pipeline (the default global batch, micro-batch x dp, would run one through the pipeline, idle "
                    "for (pp - 1) / pp of the step)")
     if (row.get("measured_iter_time_s") or 0) > 0 and not row.get("local_batch") and not row.get("grad_accum") \
-            and re.search(r"(?<!micro)(?<!micro[-_ ])(?<!local[-_ ])(?<!per[-_ ]gpu[-_ ])\b(?:global[-_ ]?)?batch"
-                          r"(?:[-_ ]size)?\b[^.;|]{0,60}?\b(?:not (?:stated|given|reported|known|available)|blank)\b"
+            and re.search(_GLOBAL_BATCH_WORDS + r"[^.;|]{0,60}?\b(?:not (?:stated|given|reported|known|available)|blank)\b"
                           r"|\bnot (?:stated|given|available)\b[^.;|]{0,20}?\bglobal[-_ ]?batch", _notes_text(row)):
         # a step time whose source withholds the batch: the stacks' default would price one micro-batch per rank,
-        # while the run's step held as many as its unknown batch (a withheld micro-batch or per-GPU batch is not the
-        # global batch: "micro-batch not stated" says nothing of how many ran per step)
+        # while the run's step held as many as its unknown batch (_GLOBAL_BATCH_WORDS: not a withheld micro-batch)
         raise Skip("global_batch not stated (the notes say so) for a measured step time: the step depends on the "
                    "batch the source leaves out, which the stacks' default (micro-batch x dp) need not be")
     dp, assumed = _dp_of(d)
