@@ -482,7 +482,13 @@ def input_rules() -> list[str]:
         '(`roofline/spec/stacks/`, every default sourced; docs/frameworks.md). The stack of a row: its '
         '`framework` column; else the stack its source text names, the version by the earliest year the text '
         "mentions, or by a release named after the stack's name when no year is (NeMo's 25.09; Megatron-LM's tags "
-        "core_r0.9.0, core_v0.12, v2.6: `stacks.MEGATRON_RELEASES`, the tags' dates in NVIDIA/Megatron-LM) "
+        "core_r0.9.0, core_v0.12, v2.6: `stacks.MEGATRON_RELEASES`, the tags' dates in NVIDIA/Megatron-LM), or, "
+        'ahead of any year the text cites, by the commit or release that ran: a hash after "commit" (or an "@" in '
+        'the framework column) or a release number after the name, dated by the git history of the family\'s '
+        'repository (`roofline/spec/stacks/history.py`, `roofline/data/stack_history.json.gz`: every commit and '
+        'release tag of Megatron-LM, DeepSpeed, Megatron-DeepSpeed, GPT-NeoX, torchtitan, llm-foundry, InternEvo '
+        "and NeMo AutoModel; MegaScale's 2024 paper ran its Megatron-LM baseline at 285068c8 of 2023-01 -> "
+        '`megatron-lm-2022`) '
         '(Narayanan SC21 -> `megatron-lm-2021`: unfused attention, dropout, fp16, no SP, no distributed '
         'optimizer, no overlap, fp16 gradient reduce; Korthikanti 2022 -> `megatron-lm-2022`, the same defaults; '
         "the Megatron-LM README naming Megatron-Core -> `megatron-core`; vTrain's Megatron-DeepSpeed -> "
@@ -682,7 +688,10 @@ def input_rules() -> list[str]:
         "cost, ZeRO-1 (the sharding unstated too), then the stack's selective, op and full recomputation (full of a "
         "share of the layers first where the stack states one: a quarter, a half, three quarters of a pipeline chunk's "
         "layers, or one block in 4, 3, 2) each without "
-        "and with ZeRO-1 (`validate.unstated_recompute`; not on a stand-in stack for a framework outside the "
+        "and with ZeRO-1; where sequence parallelism is unstated, off by the stack's default and the stack has it "
+        "(tp > 1), SP alone first and then beside each of those, as it costs no time (Korthikanti et al. 2022 sec "
+        "4.2.2: the same bytes move, the layer norms and dropouts run on 1/tp of the sequence) "
+        "(`validate.unstated_recompute`; not on a stand-in stack for a framework outside the "
         "registry); **optimizer_sharding** blank -> the `fsdp` column (a flag in NVIDIA's tables, FSDP = 1; a shard "
         "size in others, HSDP when it divides the data-parallel ranks: `validate.fsdp_column`), else "
         "what the text states (\"ZeRO stage 1\", \"distributed optimizer\", SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD; "

@@ -173,3 +173,56 @@ def test_a_release_tag_newer_than_the_table_is_dated_by_its_last_entry():
     last = max((k for k in stacks.MEGATRON_RELEASES if k.startswith("0.")), key=lambda k: int(k[2:]))
     assert stacks.megatron_release("core_v0.99.0") == stacks.MEGATRON_RELEASES[last]
     assert stacks.megatron_release("megatron-lm, 3 nodes") is None
+
+
+# ---- a commit or release that ran dates the stack (spec/stacks/history.py) ----
+
+from roofline.spec.stacks import history  # noqa: E402
+
+
+@pytest.mark.parametrize("column, source, stack", [
+    # MegaScale (arXiv:2402.15627, 2024-02) ran its Megatron-LM baseline at 285068c8, committed 2023-01-11
+    ("Megatron-LM (commit 285068c8)", "Jiang et al. 2024, arXiv:2402.15627", "megatron-lm-2022"),
+    ("Megatron-LM (GitHub commit f1f03922)", "Jin et al. 2025", "megatron-core"),          # 2024-10-28
+    ("Megatron-LM", "Jiang et al. 2024, arXiv:2402.15627", "megatron-core"),              # no pin: the paper's year
+    # a framework column's "@hash" pins it too (FlagPerf: Megatron-DeepSpeed.git@11f2d9342, 2024-01)
+    ("Megatron-DeepSpeed (deepspeed 0.11.0, Megatron-DeepSpeed.git@11f2d9342)", "FlagPerf README", "megatron-deepspeed"),
+    ("DeepSpeed v0.7.3", "a 2024 benchmark", "deepspeed-zero-2021"),                     # tagged 2022-09
+    ("DeepSpeed==0.12.6", "a 2022 paper's later rerun", "deepspeed-zero"),               # tagged 2023-12
+    ("torchtitan v0.1.0", "a 2024 paper", "torchtitan"),                                 # tagged 2025-06
+])
+def test_the_commit_or_release_that_ran_dates_the_stack(column, source, stack):
+    st, why = stacks.infer(column, source, None, None, "bf16", date_text=source)
+    assert st.id == stack, why
+
+
+def test_only_a_hash_said_to_be_a_commit_counts():
+    # a source cell's "@hash" is the document's revision, not the code that ran: only "commit"/"sha" words, or an
+    # "@" in a framework column, pin; a hash the history lacks, or digits alone, pin nothing
+    assert history.commit_month("megatron-lm", "NVIDIA/Megatron-LM README.md @ 285068c8") is None
+    assert history.commit_month("megatron-lm", "README @ 285068c8", at_sign=True)[0] == (2023, 1)
+    assert history.commit_month("megatron-lm", "commit 0000000f") is None
+    assert history.commit_month("megatron-lm", "commit 2023010") is None
+    assert history.commit_month("deepspeed", "commit 285068c8") is None      # another family's commit
+    # a number after the name with a size unit is a model, not a release; an unknown release is no date
+    assert history.release_month("gpt-neox", "gpt-neox", "gpt-neox 1.0b model") is None
+    assert history.release_month("gpt-neox", "gpt-neox", "gpt-neox v2.0")[0][0] == 2023
+    assert history.release_month("deepspeed", "deepspeed", "deepspeed 9.9.9") is None
+    # a minor release is dated by its first tag
+    assert history.release_month("deepspeed", "deepspeed", "deepspeed 0.9")[1] == "v0.9.0"
+
+
+def test_the_history_covers_the_registrys_dated_families():
+    """Every family of the history file is one the registry holds with more than one version (a date picks between
+    them), its months are real and within the repository's life, and it says which snapshot it was read from."""
+    data = history._data()
+    families = {}
+    for s in stacks.registry().values():
+        families.setdefault(s.family, []).append(s)
+    assert {"megatron-lm", "deepspeed", "megatron-deepspeed", "torchtitan"} <= set(data)
+    for fam, entry in data.items():
+        assert len(families.get(fam, ())) > 1, fam
+        assert entry["repos"] and all("@" in r for r in entry["repos"])
+        months = list(entry["commits"])
+        assert months == sorted(months) and "2015-01" <= months[0] and months[-1] <= "2027-01"
+        assert all(len(v) % history.PREFIX == 0 for v in entry["commits"].values())

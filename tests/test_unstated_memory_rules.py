@@ -150,3 +150,24 @@ def test_a_table_without_ids_and_with_a_percent_mfu(tmp_path):
     assert rows[0]["measured_mfu"] == pytest.approx(0.514) == rows[1]["measured_mfu"]
     a, b = (V.build_case(r) for r in rows)
     assert a.measured == pytest.approx(b.measured) and a.measured > 0
+
+
+def test_unstated_sequence_parallelism_is_tried_first_and_beside_each_saving(tmp_path):
+    """MegaScale's Megatron-LM baseline of GPT-3 530B (tp 8, pp 35 on 80 GB A100s, commit 285068c8 of 2023-01:
+    megatron-lm-2022, whose --sequence-parallel is opt-in): the defaults need about twice the GPU. Sequence
+    parallelism costs no time and divides the layer norms' and dropouts' activations by tp, so it is tried alone and
+    beside each saving; the first that fits is priced, and no cheaper try fits. A stated SP is never changed."""
+    over = dict(case_id="ms530", source="Jiang et al. 2024, MegaScale (arXiv:2402.15627) Table 3",
+                model="MT-NLG 530B", framework="Megatron-LM (commit 285068c8)", gpu="A100 SXM 80GB",
+                n_gpus="2240", global_batch="2240", tp="8", pp="35", interleave="3", micro_batch="1",
+                measured_iter_time_s="43.1")
+    c = V.build_case(_rows(tmp_path, **over)[0])
+    assert c.framework == "megatron-lm-2022" and "285068c of 2023-01" in c.stack_reason
+    assert c.plan.sequence_parallel and c.plan.recompute == "selective" and "sequence parallelism" in c.note
+    for cheaper in ({"recompute": "none"}, {"recompute": "selective", "sequence_parallel": False}):
+        out = evaluate(inputs(c.model, dataclasses.replace(c.plan, **cheaper), c.hw))
+        assert float(overshoot(out["memory"], out["mem_reserve"], c.hw)) > 0
+    rows = _rows(tmp_path, **over)
+    rows[0]["seq_parallel"] = "n"
+    stated = V.build_case(rows[0])
+    assert not stated.plan.sequence_parallel and stated.plan.recompute == "full"

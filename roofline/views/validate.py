@@ -2457,7 +2457,8 @@ def unstated_recompute(spec, fields: dict, stack, resolve_fields):
     plan fits is priced, noted: the optimizer state sharded over the data-parallel ranks (ZeRO-1, the distributed
     optimizer: the same bytes reduce-scattered and gathered as all-reduced) where the sharding is not stated either and
     the stack's default shards nothing, then the stack's recomputation kinds (selective, op, full), each without and
-    then with that sharding. Within that error the default stands (the memory model, not the run, may be what is
+    then with that sharding; where sequence parallelism is unstated, off and the stack has it (tp > 1), it comes first
+    and beside each of those (it costs no time). Within that error the default stands (the memory model, not the run, may be what is
     over), and so it does on a stand-in stack (a framework column naming a framework outside the registry, MaxText's
     remat policies, whose kinds are not the stand-in's)."""
     from ..model.predict import evaluate, inputs, overshoot
@@ -2481,6 +2482,13 @@ def unstated_recompute(spec, fields: dict, stack, resolve_fields):
                 tries += [f] + ([{**f, "sharding": "distributed"}] if shard else [])
         if kind in kinds and kind != spec.plan.recompute:
             tries += [{"recompute": kind}] + ([{"recompute": kind, "sharding": "distributed"}] if shard else [])
+    # Megatron-style sequence parallelism, unstated and off by the stack's default, costs no time: the same bytes
+    # move (an all-gather and a reduce-scatter for each all-reduce) and the layer norms and dropouts run on 1/tp of
+    # the sequence (Korthikanti et al. 2022, arXiv:2205.05198, sec 4.2.2), while it divides their activations by tp.
+    # A run that fit may have used it: alone first, then each try above without it and with it (the same time)
+    if fields.get("sequence_parallel") is None and not spec.plan.sequence_parallel and spec.plan.tp > 1 \
+            and stack.rule("sequence_parallelism", True):
+        tries = [{"sequence_parallel": True}] + [x for t in tries for x in (t, {**t, "sequence_parallel": True})]
     for t in tries:
         try:
             alt = resolve_fields({**fields, **t})
@@ -2492,7 +2500,8 @@ def unstated_recompute(spec, fields: dict, stack, resolve_fields):
                 if "recompute_fraction" in t else f"{rc} recomputation"
             what = " and ".join(([rc] if "recompute" in t else [])
                                 + (["the optimizer state sharded over the data-parallel ranks (ZeRO-1)"]
-                                   if "sharding" in t else []))
+                                   if "sharding" in t else [])
+                                + (["sequence parallelism"] if t.get("sequence_parallel") else []))
             return alt, (f"recompute not stated, and with {stack.id}'s defaults the plan needs {100 * need:.0f} % more "
                          f"memory than the GPU's {spec.hardware.hbm_capacity / 2 ** 30:.0f} GiB: priced with {what}, "
                          "the least that fits")

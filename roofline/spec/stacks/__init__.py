@@ -26,6 +26,7 @@ import numpy as np
 from ..config import SHARDING, Rule, modules_hold, among, stage_name
 from ...base.errors import InputError
 from ...base.schema import yaml_load
+from . import history
 
 HERE = Path(__file__).parent
 KEYS = ("id", "family", "version", "name", "era", "aliases", "model", "plan", "rules", "sources")
@@ -551,9 +552,15 @@ def _named(where: str, text: str, model=None, hw=None, dtype: str | None = None,
             # the years the text cites ("NeMo Megatron 24.11" on GPT-3 of Brown et al. 2020 ran in 2024-11): the
             # release is what ran, a year may be a reference's
             rel = re.search(re.escape(alias) + r"\W{0,3}v?(\d{2}\.\d{2})(?!\d)", t)
-            released = None
+            released, pinned = None, None
             if rel and _year(rel.group(1)):
                 ys, released = [_year(rel.group(1))], int(rel.group(1)[3:5])
+            elif pinned := (history.commit_month(stack.family, t, at_sign=where == "framework column")
+                            or history.release_month(stack.family, alias, t)):
+                # the commit or release that ran ("Megatron-LM (commit 285068c8)", "DeepSpeed v0.9.2") dates the
+                # run, ahead of the years the text cites (MegaScale, 2024, ran Megatron-LM of 2023-01): history.py
+                (y_pin, m_pin), _ = pinned
+                ys, released = [y_pin], m_pin
             elif not ys and stack.family == "megatron-lm" and (tagged := megatron_release(t)):
                 # a Megatron-LM release tag ("Megatron-LM core_r0.9.0") dates the run as a year would: MEGATRON_RELEASES
                 ys, released = [tagged[0]], tagged[1]
@@ -563,6 +570,9 @@ def _named(where: str, text: str, model=None, hw=None, dtype: str | None = None,
                     y, month = min(ys), released
                 stack = by_year(stack.family, y, month)
                 version_note = f", earliest year {y}" + (f" (month {month})" if month else "")
+                if pinned:
+                    version_note = f", {pinned[1]} of {y}-{month:02d} ({history.source_of(stack.family)})"
+
             else:
                 feats = modern_features(model, hw, dtype)
                 # the features date a run to 2023 or later: they pick the family's latest version only when the
@@ -662,7 +672,9 @@ def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | No
     longest match (``Megatron-DeepSpeed`` over ``DeepSpeed``), the
     family's version picked by the earliest year the text mentions (a source cites the run's own
     date first; later years are reprints and commits), or by a release the text names after the stack's name (NeMo's
-    YY.MM; Megatron-LM's tags, core_r0.9.0 or v2.6: MEGATRON_RELEASES), or without either by the signs of (3) when the family has a
+    YY.MM; Megatron-LM's tags, core_r0.9.0 or v2.6: MEGATRON_RELEASES), or by the commit or release of the family's
+    repository that ran ("Megatron-LM (commit 285068c8)", "DeepSpeed v0.9.2": history.py, the months of every commit
+    and release tag of the dated families' repositories), ahead of the years the text cites, or without either by the signs of (3) when the family has a
     version that ended before 2023 (else its earliest version: llm-foundry's two are both 2023+); (3) era rules:
     Hopper-or-newer hardware, bf16, GQA, RoPE or a gated MLP imply a current stack (Megatron-Core; torchtitan for a recipe Megatron-Core has not, torchao's row-wise FP8); otherwise the
     Megatron-LM stack of the earliest year the source text mentions (the 2020-2021 one when it mentions none), with
