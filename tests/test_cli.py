@@ -14,6 +14,7 @@ import roofline.model.formulas.export
 import roofline.base.units
 import roofline.base.normalize
 import roofline.spec.stacks
+import roofline.spec.stacks.history
 import roofline.views.sensitivity
 import roofline.views.uncertainty
 
@@ -24,7 +25,7 @@ EXAMPLE = ["transformer", "--layers", 96, "--d-model", 12288, "--heads", 96, "--
 @pytest.mark.parametrize("module", [roofline, roofline.base.units, roofline.base.normalize, roofline.model.formulas.export, roofline.views.calibrate.fit,
                                     roofline.views.calibrate.bench_compute, roofline.views.calibrate.bench_comm,
                                     roofline.views.sensitivity, roofline.views.validate,
-                                    roofline.views.uncertainty, roofline.spec.stacks])
+                                    roofline.views.uncertainty, roofline.spec.stacks, roofline.spec.stacks.history])
 def test_doctests(module):
     assert doctest.testmod(module).failed == 0
 

@@ -146,3 +146,22 @@ def test_a_part_without_measured_runs_is_held_against_its_generations():
     line = SE.plausibility(SimpleNamespace(mfu=0.01), hardware.load("gb300"), "megatron-core", moe=True)
     assert "blackwell GPUs (b200, gb200; none on gb300)" in line and best[1] in line
     assert not any(r[1] in line for r in SE.measured_mfu("h100"))
+
+
+def test_a_framework_priced_on_a_stand_in_is_not_that_stack():
+    """MegaScale ('built on Megatron-LM') is priced on megatron-core as a stand-in, but its measured MFU (65 % on
+    A100s, with its own overlaps and model changes) is not Megatron-Core's: its runs carry their own label, and a
+    stack with fewer than MIN_RUNS runs on a family is compared with every stack's runs there, naming the best's."""
+    from roofline.views.uncertainty import MIN_RUNS
+    runs = SE.measured_mfu("a100")
+    mega = [r for r in runs if r[1].startswith("megascale175b_megascale_")]
+    assert mega and all(r[2].startswith("MegaScale (stand-in") for r in mega)
+    # the Megatron-LM baseline of the same paper names its commit (285068c8, 2023-01): megatron-lm-2022
+    assert all(r[2] == "megatron-lm-2022" for r in runs if r[1].startswith("megascale175b_megatron_"))
+    best = max(r for r in runs if not r[3] and r[4] == "bf16")
+    core = [r for r in runs if not r[3] and r[4] == "bf16" and r[2] == "megatron-core"]
+    line = SE.plausibility(SimpleNamespace(mfu=0.5), hardware.load("a100-sxm4-80gb"), "megatron-core", dtype="bf16")
+    if len(core) < MIN_RUNS:
+        assert f"({best[1]}, {best[2]})" in line and "with megatron-core" not in line
+    else:
+        assert "with megatron-core" in line and max(core)[1] in line

@@ -226,3 +226,16 @@ def test_the_history_covers_the_registrys_dated_families():
         months = list(entry["commits"])
         assert months == sorted(months) and "2015-01" <= months[0] and months[-1] <= "2027-01"
         assert all(len(v) % history.PREFIX == 0 for v in entry["commits"].values())
+
+
+def test_a_framework_built_on_a_stack_names_its_own_framework():
+    """'MegaScale (ByteDance, built on Megatron-LM)' ran MegaScale, priced on a stand-in (noted), not Megatron-LM;
+    'Megatron-LM (BigCode fork)' is Megatron-LM. A percentage after a name is no YY.MM release."""
+    assert not stacks.names_stack("MegaScale (ByteDance, built on Megatron-LM)")
+    assert stacks.names_stack("Megatron-LM (BigCode fork)")
+    st, why = stacks.infer("MegaScale-MoE (production system built on Megatron-LM)", "Jin et al. 2025", None, None, "bf16")
+    assert "names no stack of the registry" in why
+    assert stacks.infer("Megatron-LM 49.20 % MFU", "Narayanan et al. 2021", None, None, "fp16",
+                        date_text="Narayanan et al. 2021")[0].id == "megatron-lm-2021"
+    assert stacks.infer("Megatron-LM 23.04", "Narayanan et al. 2021", None, None, "fp16",
+                        date_text="Narayanan et al. 2021")[0].id == "megatron-lm-2022"     # a YY.MM release

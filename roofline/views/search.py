@@ -193,6 +193,9 @@ def compute_measured_mfu(family: str) -> list[tuple[float, str, str, bool, str]]
     from ..base import precision
     import numpy as np
 
+    import re
+
+    from ..spec import stacks
     from . import validate as V
 
     out = []
@@ -214,7 +217,12 @@ def compute_measured_mfu(family: str) -> list[tuple[float, str, str, bool, str]]
         o = V.evaluate_cases(cases)
         for i, c in enumerate(cases):
             peak = c.hw.peak(c.plan.dtype) * c.plan.n_gpus
-            out.append((float(o["flops"][i] / (c.measured * peak)), c.row["case_id"], c.framework,
+            # a framework outside the registry priced on a stand-in (MegaScale on megatron-core) is not that stack:
+            # its runs do not set the stack's best measured MFU (plausibility compares within a stack first)
+            column = str(c.row.get("framework") or "").strip()
+            stack = c.framework if not column or stacks.names_stack(column) else \
+                f"{re.split(r'[(,;]', column)[0].strip()} (stand-in {c.framework})"
+            out.append((float(o["flops"][i] / (c.measured * peak)), c.row["case_id"], stack,
                         (c.model.n_experts or 1) > 1, precision.peak_key(c.plan.dtype)))
     # an MFU at or above 1 is a row read wrong (a batch or a rate of another unit), never a measurement
     return sorted((x for x in out if np.isfinite(x[0]) and 0 < x[0] < 1), reverse=True)
@@ -225,7 +233,8 @@ def plausibility(cand, hw, stack_id: str, moe: bool = False, dtype: str | None =
     generation's families where it has fewer than uncertainty.MIN_RUNS measured runs: uncertainty.GENERATION): of
     the runs of the same kind of model (MoE or dense) where the bundled data has some, of the same GEMM peak
     (``dtype``: the plan's precision; an MFU over the FP8 peak is not comparable with one over the BF16 peak) where it
-    has some, and of the same stack where it has some. Fewer than MIN_RUNS runs in the end are said, not flagged."""
+    has some, and of the same stack where it has at least MIN_RUNS (a framework priced on a stand-in, MegaScale on
+    megatron-core, is not that stack: compute_measured_mfu). Fewer than MIN_RUNS runs in the end are said, not flagged."""
     from ..base import precision
 
     from .uncertainty import MIN_RUNS, generation
@@ -248,7 +257,9 @@ def plausibility(cand, hw, stack_id: str, moe: bool = False, dtype: str | None =
     key = precision.peak_key(dtype) if dtype else None
     at_peak = [r for r in runs if r[4] == key]
     runs = at_peak or runs
+    # the same stack's runs where they are enough to compare with (MIN_RUNS); else every stack's on that family
     same = [r for r in runs if r[2] == stack_id]
+    same = same if len(same) >= MIN_RUNS else []
     best = (same or runs)[0]
     pool = same or runs
     if len(pool) < MIN_RUNS:    # too few runs to call a plan above them optimistic: say how few
@@ -259,7 +270,7 @@ def plausibility(cand, hw, stack_id: str, moe: bool = False, dtype: str | None =
     peak = f" {key.upper()}" if at_peak else ""
     return (f"plausibility: predicted MFU {100 * cand.mfu:.1f} % vs the best measured{peak}{what} run on "
             f"{where} in the bundled validation data{' with ' + stack_id if same else ''}: "
-            f"{100 * best[0]:.1f} % ({best[1]}){flag}")
+            f"{100 * best[0]:.1f} % ({best[1]}{'' if same else ', ' + best[2]}){flag}")
 
 
 def top_plan_band(model, cand, hw) -> dict | None:

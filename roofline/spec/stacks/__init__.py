@@ -551,14 +551,18 @@ def _named(where: str, text: str, model=None, hw=None, dtype: str | None = None,
             # a release number after the name dates it ("NeMo Automodel 26.02": 2026, as get's NAME@YY.MM), ahead of
             # the years the text cites ("NeMo Megatron 24.11" on GPT-3 of Brown et al. 2020 ran in 2024-11): the
             # release is what ran, a year may be a reference's
-            rel = re.search(re.escape(alias) + r"\W{0,3}v?(\d{2}\.\d{2})(?!\d)", t)
+            # (YY.MM: a year 2016-2029 and a month 01-12, so that a percentage after the name, "Megatron-LM 49.20",
+            # is no release)
+            rel = re.search(re.escape(alias) + r"\W{0,3}v?((?:1[6-9]|2\d)\.(?:0[1-9]|1[0-2]))(?![\d%])", t)
             released, pinned = None, None
             if rel and _year(rel.group(1)):
                 ys, released = [_year(rel.group(1))], int(rel.group(1)[3:5])
-            elif pinned := (history.commit_month(stack.family, t, at_sign=where == "framework column")
-                            or history.release_month(stack.family, alias, t)):
+            elif pinned := ((history.commit_month(stack.family, t, at_sign=True) if where == "framework column"
+                             else None) or history.release_month(stack.family, alias, t)):
                 # the commit or release that ran ("Megatron-LM (commit 285068c8)", "DeepSpeed v0.9.2") dates the
-                # run, ahead of the years the text cites (MegaScale, 2024, ran Megatron-LM of 2023-01): history.py
+                # run, ahead of the years the text cites (MegaScale, 2024, ran Megatron-LM of 2023-01): history.py.
+                # A commit counts in the framework column only: a source's notes cite commits of baselines and of
+                # the documents they quote, not of what ran
                 (y_pin, m_pin), _ = pinned
                 ys, released = [y_pin], m_pin
             elif not ys and stack.family == "megatron-lm" and (tagged := megatron_release(t)):
@@ -634,11 +638,33 @@ def _technique_only(column: str) -> bool:
     return bool(re.sub(r"\s+", "", _PARALLEL_WORDS.sub(" ", rest)))
 
 
+_BUILT_ON = re.compile(r"\b(?:built|based)\s+(?:up)?on\b|\bon\s+top\s+of\b")
+
+
+def _built_on_other(column: str) -> bool:
+    """A framework column that names its own framework first and a registry stack only as what that one is built on
+    ("MegaScale (ByteDance, built on Megatron-LM)"): the framework that ran is the first, outside the registry, whose
+    own optimizations the base stack does not have; the base is its stand-in, not what ran. A fork named by the
+    stack's own name ("Megatron-LM (BigCode fork)") is that stack.
+
+    >>> _built_on_other("MegaScale (ByteDance, built on Megatron-LM)"), _built_on_other("Megatron-LM (BigCode fork)")
+    (True, False)
+    """
+    t = (column or "").strip().lower()
+    m = _BUILT_ON.search(t)
+    if not m:
+        return False
+    head = re.split(r"[(,;]", t[:m.start()], maxsplit=1)[0]
+    return bool(head.strip()) and not _alias_hits(head)
+
+
 def names_stack(column: str) -> bool:
     """Whether a framework column names a stack of the registry (an id or alias as a whole word, not only a sharding
-    technique beside another framework's name: _technique_only); a blank one does not. A row whose column names
-    another framework (veScale, Alpa, Meta's internal stack) is priced on a stand-in stack."""
-    return bool(_alias_hits((column or "").strip().lower())) and not _technique_only(column)
+    technique beside another framework's name: _technique_only, nor only the stack another framework is built on:
+    _built_on_other); a blank one does not. A row whose column names another framework (veScale, Alpa, Meta's
+    internal stack, MegaScale) is priced on a stand-in stack."""
+    return bool(_alias_hits((column or "").strip().lower())) and not _technique_only(column) \
+        and not _built_on_other(column)
 
 
 def trained_with(text: str) -> tuple[Stack, str] | None:
@@ -689,7 +715,8 @@ def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | No
     for where, t, dates in (("framework column", column, column if years_in((column or "").lower()) else when),
                             ("source text", text, when)):
         # a column naming only a sharding technique beside another framework's name names no stack (_technique_only)
-        named = [] if where == "framework column" and _technique_only(t) else _named(where, t, model, hw, dtype, dates)
+        named = [] if where == "framework column" and (_technique_only(t) or _built_on_other(t)) \
+            else _named(where, t, model, hw, dtype, dates)
         if named:
             stack, why = named[0]
             if where == "source text" and (column or "").strip():
