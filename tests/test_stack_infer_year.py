@@ -239,3 +239,17 @@ def test_a_framework_built_on_a_stack_names_its_own_framework():
                         date_text="Narayanan et al. 2021")[0].id == "megatron-lm-2021"
     assert stacks.infer("Megatron-LM 23.04", "Narayanan et al. 2021", None, None, "fp16",
                         date_text="Narayanan et al. 2021")[0].id == "megatron-lm-2022"     # a YY.MM release
+
+
+def test_modern_features_pick_the_newest_version_when_one_started_before_2023():
+    """An undated Megatron-DeepSpeed row on H100s (Lucie-7B's fork): megatron-deepspeed-2022 (2021..2023-06) is not a
+    2023+ version, so the features (Hopper, bf16, RoPE) pick the family's newest, megatron-deepspeed; a family whose
+    every version began in 2023 or later keeps its earliest (llm-foundry)."""
+    from roofline.spec import hardware
+    h100 = hardware.load("h100-sxm")
+    st, why = stacks.infer("Megatron-DeepSpeed (OpenLLM-France fork)", "Lucie-Training chronicles", None, h100, "bf16")
+    assert st.id == "megatron-deepspeed" and "every" not in why
+    st, why = stacks.infer("llm-foundry", "benchmark README", None, h100, "bf16")
+    assert st.id == "llm-foundry-2023" and "2023+: the earliest" in why
+    st, _ = stacks.infer("Megatron-DeepSpeed", "an undated fp16 run", None, hardware.load("v100-sxm2-32gb"), "fp16")
+    assert st.id == "megatron-deepspeed-2022"

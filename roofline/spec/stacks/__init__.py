@@ -580,11 +580,13 @@ def _named(where: str, text: str, model=None, hw=None, dtype: str | None = None,
             else:
                 feats = modern_features(model, hw, dtype)
                 # the features date a run to 2023 or later: they pick the family's latest version only when the
-                # family has a version that ended before 2023; a family whose every version is 2023+ (llm-foundry:
+                # family has a version from before 2023 (megatron-lm-2021, ddp-2022: 2019..2023-11,
+                # megatron-deepspeed-2022: 2021..2023-06, whose code predates the features' period or covers only
+                # its first months); a family whose every version is 2023+ (llm-foundry:
                 # llm-foundry-2023 and llm-foundry) is not told apart by them and takes its earliest version, as
                 # a row without them does (llm-foundry's published benchmark tables, scripts/train/benchmarking/
                 # README.md, were all measured before its attention default changed, 2024-03-26: see its stack)
-                older = [s for s in family if s.era[1] < MODERN_SINCE]
+                older = [s for s in family if s.era[0] < MODERN_SINCE]
                 newest = any(s.rule("undated_version") == "newest" for s in family)
                 stack = max(family, key=lambda s: s.era[1]) if (feats and older) or newest else \
                     min(family, key=lambda s: s.era[0])
