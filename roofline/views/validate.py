@@ -3027,7 +3027,10 @@ def build_case(row: dict, hardware=None) -> Case:
             # Megatron-LM has no FSDP): the next stack the text names that can
             text = f"{row.get('source', '')} {row.get('notes', '')}"
             from_text = reason.startswith("source text") or "; source text names" in reason
-            tries = list(stacks.alternatives(text, None, hw, plan_fields.get("dtype"))) if from_text else []
+            # (a column naming a framework outside the registry keeps saying so before the text's next stack)
+            column_said = reason.split("; source text names")[0] + "; " if "; source text names" in reason else ""
+            tries = [(s, column_said + w) for s, w in stacks.alternatives(text, None, hw, plan_fields.get("dtype"))] \
+                if from_text else []
             # a version the source text's date, the features or the era rule picked that lacks what the row states
             # (selective recomputation, Megatron-LM 2022+): the family's next version that runs it (a framework
             # column is not second-guessed)
