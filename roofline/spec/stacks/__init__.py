@@ -576,7 +576,6 @@ def _named(where: str, text: str, model=None, hw=None, dtype: str | None = None,
                 version_note = f", earliest year {y}" + (f" (month {month})" if month else "")
                 if pinned:
                     version_note = f", {pinned[1]} of {y}-{month:02d} ({history.source_of(stack.family)})"
-
             else:
                 feats = modern_features(model, hw, dtype)
                 # the features date a run to 2023 or later: they pick the family's latest version only when the
@@ -703,7 +702,7 @@ def infer(column: str = "", text: str = "", model=None, hw=None, dtype: str | No
     YY.MM; Megatron-LM's tags, core_r0.9.0 or v2.6: MEGATRON_RELEASES), or by the commit or release of the family's
     repository that ran ("Megatron-LM (commit 285068c8)", "DeepSpeed v0.9.2": history.py, the months of every commit
     and release tag of the dated families' repositories), ahead of the years the text cites, or without either by the signs of (3) when the family has a
-    version that ended before 2023 (else its earliest version: llm-foundry's two are both 2023+); (3) era rules:
+    version that began before 2023 (else its earliest version: llm-foundry's two are both 2023+); (3) era rules:
     Hopper-or-newer hardware, bf16, GQA, RoPE or a gated MLP imply a current stack (Megatron-Core; torchtitan for a recipe Megatron-Core has not, torchao's row-wise FP8); otherwise the
     Megatron-LM stack of the earliest year the source text mentions (the 2020-2021 one when it mentions none), with
     that reason printed. Before the era rules, a model its makers trained with one stack (``model_text``, the model
